@@ -1,0 +1,156 @@
+/* engine/engine_impl.h - internal structures of the engine. Not installed. */
+#ifndef LOOM_ENGINE_IMPL_H
+#define LOOM_ENGINE_IMPL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include "loom/loom_base.h"
+#include "loom/loom_tensor.h"
+#include "loom/loom_graph.h"
+#include "loom/loom_session.h"
+#include "kernels/kernel.h"
+
+#define LOOM_INTERNAL_API __attribute__((visibility("hidden")))
+
+/* ---- allocation (engine/alloc.c): everything goes through the hook ---- */
+void *loom__malloc(size_t n);
+void *loom__calloc(size_t n, size_t size);
+void *loom__realloc(void *p, size_t n);
+void loom__free(void *p);
+char *loom__strdup(const char *s);
+/* 64-byte aligned; free with loom__aligned_free. */
+void *loom__aligned_alloc(size_t n);
+void loom__aligned_free(void *p);
+
+void loom__log(loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- tensors (engine/tensor.c) ---- */
+typedef struct loom_tstring { char *ptr; size_t len; } loom_tstring;
+struct loom_tensor {
+  loom_dtype dtype;
+  int32_t ndim;
+  int64_t dims[LOOM_MAX_DIMS];
+  int64_t numel;
+  size_t nbytes;
+  void *data;            /* for STRING: loom_tstring[numel] */
+  loom_deallocator dealloc;
+  void *dealloc_arg;
+  int owned;             /* data from loom__aligned_alloc */
+};
+int64_t loom__numel(int ndim, const int64_t *dims);
+/* "[2,?,3]" into buf. */
+const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims);
+
+/* ---- op definitions and registry (engine/registry.c) ---- */
+typedef struct loom_shape_ctx {
+  const loom_attrs *attrs;
+  int32_t nin;
+  const loom_tdesc *in;
+  const loom_tensor *const *in_value; /* constant value of input i when known, else NULL */
+  int32_t nout;          /* capacity on entry (node's output count); shape fn fills out[0..nout) */
+  loom_tdesc *out;
+  char msg[256];         /* failure message (without node name) */
+} loom_shape_ctx;
+typedef loom_code (*loom_shape_fn)(loom_shape_ctx *c);
+/* Scratch bytes for one call given concrete shapes. */
+typedef size_t (*loom_workspace_fn)(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
+                                    const loom_buf *const *out);
+/* Gradient builder: dy[i] is the gradient flowing into output i ({NULL,0} if
+ * none); fills dx[i] for each input ({NULL,0} = no gradient). Builds with
+ * ordinary builders into n's graph. */
+typedef loom_code (*loom_grad_fn)(loom_graph *g, loom_node *n, const loom_output *dy, loom_output *dx);
+struct loom_session;
+/* For source ops whose output memory lives outside the arena (Const,
+ * variables): set out->data (shape is already filled). */
+typedef loom_code (*loom_bind_fn)(struct loom_session *s, const loom_node *n, loom_buf *out, loom_status *st);
+
+enum {
+  LOOM_OPF_ALIAS0 = 1u << 0,      /* output 0 is a view of input 0 (same bytes, new shape): no kernel */
+  LOOM_OPF_STATEFUL = 1u << 1,    /* never pruned as duplicate/constant; has side effects or randomness */
+  LOOM_OPF_NODIFF = 1u << 2,      /* explicitly not differentiable */
+  LOOM_OPF_FEED_ONLY = 1u << 3,   /* Placeholder: must be fed */
+  LOOM_OPF_MUTATES_INPUT0 = 1u << 4, /* writes its input 0 in place (assign ops) */
+  LOOM_OPF_INPLACE_OK = 1u << 5,  /* output 0 may reuse input 0's buffer when it dies here */
+  LOOM_OPF_KEY_OUTPUT = 1u << 6,  /* kernel table keyed by output 0's dtype, not input 0's */
+};
+
+enum { LOOM_DEVICE_COUNT = 2 };
+
+typedef struct loom_op_def {
+  const char *name;      /* TF-style name, set from the X-macro */
+  int32_t nin;           /* -1 = variadic (>= 1) */
+  int32_t nout;          /* -1 = set by the builder (Split, Unstack) */
+  loom_shape_fn shape;
+  loom_workspace_fn workspace;
+  loom_bind_fn bind;
+  loom_grad_fn grad;
+  uint32_t nondiff_inputs; /* bit i: input i gets no gradient (indices, labels) */
+  uint32_t flags;
+  loom_kernel_fn kernels[LOOM_DEVICE_COUNT][LOOM_DTYPE_COUNT];
+} loom_op_def;
+
+/* The op table, indexed by loom_op_type (ops/op_list.h). Filled once. */
+loom_op_def *loom__op_table(void);
+int loom__op_count(void);
+const loom_op_def *loom__op_def(int op);
+/* Runs ops/ registration exactly once (ops/registry_init.c provides it). */
+void loom__ops_init_once(void);
+void loom__ops_register_all(loom_op_def *table); /* implemented in ops/ */
+
+/* ---- graph (engine/graph.c) ---- */
+struct loom_node {
+  loom_graph *graph;
+  int32_t id;
+  int32_t op;
+  const loom_op_def *def;
+  char *name;
+  int32_t nin;
+  loom_output *in;
+  int32_t nctrl, capctrl;
+  loom_node **ctrl;
+  int32_t nout;
+  loom_tdesc *out;
+  loom_attrs attrs;
+  loom_tensor *value;    /* Const payload (attrs.value points here) */
+};
+
+struct loom_graph {
+  loom_node **nodes;
+  int32_t nnodes, capnodes;
+  /* name -> node hash (open addressing on name) */
+  loom_node **htab;
+  int64_t hcap;
+  /* scope stack */
+  char **scopes;
+  int32_t nscopes, capscopes;
+  char *scope_str;
+  /* control dependency stack */
+  loom_node ***ctrl_stack;
+  int32_t *ctrl_counts;
+  int32_t nctrl_stack, capctrl_stack;
+  /* sticky error */
+  loom_code err_code;
+  char *err_msg;
+  /* placeholder output returned after an error */
+  loom_node *dummy;
+};
+
+/* Adds a node. inputs are checked (same graph, valid index), the shape fn is
+ * run, the name is made unique under the current scope. On failure records
+ * the sticky error and returns NULL (builders then return a dummy output).
+ * `attrs` is copied (may be NULL). nout < 0 -> def->nout. */
+loom_node *loom__graph_add(loom_graph *g, int op, const char *name, const char *default_name, int nin,
+                           const loom_output *in, const loom_attrs *attrs, int nout);
+/* The output builders return after a failure: a valid f32 scalar output. */
+loom_output loom__graph_dummy(loom_graph *g);
+/* Builder helper: node -> output 0, or the dummy when node is NULL. */
+loom_output loom__out0(loom_graph *g, loom_node *n);
+int loom__graph_failed(const loom_graph *g);
+/* Unique full name for a new node under the current scope. Caller frees. */
+char *loom__graph_unique_name(loom_graph *g, const char *base);
+
+/* Broadcast helper shared by shape functions and kernels: result of NumPy
+ * broadcasting a and b (-1 unknown allowed). Returns 0 on mismatch. */
+int loom__broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
+
+#endif

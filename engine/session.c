@@ -1,0 +1,695 @@
+/* Sessions: compiled, cached plans; liveness-based memory planning; execution. */
+#include <string.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <unistd.h>
+#include "engine/session_impl.h"
+#include "engine/pool.h"
+
+void loom__cpu_set_blas_threads(int n); /* kernels/cpu/blas.c */
+
+loom_session_options loom_session_options_default(void) {
+  loom_session_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.num_threads = 0;
+  o.device = LOOM_DEVICE_CPU;
+  return o;
+}
+
+loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, loom_status *st) {
+  if (!g) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "session: graph is NULL");
+    return NULL;
+  }
+  loom_session_options o = opts ? *opts : loom_session_options_default();
+  if (o.device != LOOM_DEVICE_CPU) {
+    loom_status_set(st, LOOM_UNIMPLEMENTED, "session: device %d is not available in this build", (int)o.device);
+    return NULL;
+  }
+  if (o.num_threads <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o.num_threads = n > 0 ? (int32_t)n : 1;
+  }
+  loom_session *s = loom__calloc(1, sizeof *s);
+  if (!s) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+    return NULL;
+  }
+  s->graph = g;
+  s->opts = o;
+  s->pool = loom__pool_new(o.num_threads);
+  if (!s->pool) {
+    loom__free(s);
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot create thread pool");
+    return NULL;
+  }
+  /* One thread budget: loom's pool and BLAS never run at the same time
+   * (BLAS is called from kernels, which run one at a time), so both get
+   * num_threads and the cores are never oversubscribed. */
+  loom__cpu_set_blas_threads(o.num_threads);
+  pthread_mutex_init(&s->mu, NULL);
+  atomic_init(&s->cancel, 0);
+  return s;
+}
+
+static void plan_free(loom_plan *p) {
+  if (!p) return;
+  loom__free(p->feeds);
+  loom__free(p->fetches);
+  loom__free(p->targets);
+  loom__free(p->order);
+  loom__free(p->node_val);
+  loom__free(p->values);
+  loom__free(p->steps);
+  loom__free(p->ptrs);
+  loom__free(p->fetch_val);
+  loom__free(p->feed_val);
+  loom__free(p->feed_shape);
+  loom__aligned_free(p->arena);
+  loom__free(p);
+}
+
+void loom_session_free(loom_session *s) {
+  if (!s) return;
+  loom_plan *p = s->plans;
+  while (p) {
+    loom_plan *n = p->next;
+    plan_free(p);
+    p = n;
+  }
+  if (s->vars && s->vars_free) s->vars_free(s->vars);
+  loom__pool_free(s->pool);
+  pthread_mutex_destroy(&s->mu);
+  loom__free(s);
+}
+
+loom_graph *loom_session_graph(loom_session *s) { return s ? s->graph : NULL; }
+void loom_session_cancel(loom_session *s) {
+  if (s) atomic_store(&s->cancel, 1);
+}
+void loom_session_get_stats(const loom_session *s, loom_session_stats *out) {
+  if (s && out) *out = s->stats;
+}
+
+/* ---- signature ---- */
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+static uint64_t sig_hash(const loom_output *feeds, int nf, const loom_output *fetches, int nx,
+                         loom_node *const *targets, int nt) {
+  uint64_t h = mix(mix(mix(0, (uint64_t)nf), (uint64_t)nx), (uint64_t)nt);
+  for (int i = 0; i < nf; i++) h = mix(mix(h, (uint64_t)(uintptr_t)feeds[i].node), (uint64_t)feeds[i].index);
+  for (int i = 0; i < nx; i++) h = mix(mix(h, (uint64_t)(uintptr_t)fetches[i].node), (uint64_t)fetches[i].index);
+  for (int i = 0; i < nt; i++) h = mix(h, (uint64_t)(uintptr_t)targets[i]);
+  return h;
+}
+static int out_eq(loom_output a, loom_output b) { return a.node == b.node && a.index == b.index; }
+static loom_plan *find_plan(loom_session *s, uint64_t h, const loom_output *feeds, int nf, const loom_output *fetches,
+                            int nx, loom_node *const *targets, int nt) {
+  for (loom_plan *p = s->plans; p; p = p->next) {
+    if (p->hash != h || p->nfeeds != nf || p->nfetches != nx || p->ntargets != nt) continue;
+    int ok = 1;
+    for (int i = 0; ok && i < nf; i++) ok = out_eq(p->feeds[i], feeds[i]);
+    for (int i = 0; ok && i < nx; i++) ok = out_eq(p->fetches[i], fetches[i]);
+    for (int i = 0; ok && i < nt; i++) ok = p->targets[i] == targets[i];
+    if (ok) return p;
+  }
+  return NULL;
+}
+
+static int node_in_graph(const loom_graph *g, const loom_node *n) {
+  return n && n->graph == g && n->id >= 0 && n->id < g->nnodes && g->nodes[n->id] == n;
+}
+
+/* ---- compile ---- */
+static int feed_slot_of(const loom_output *feeds, int nf, const loom_node *n, int idx) {
+  for (int i = 0; i < nf; i++)
+    if (feeds[i].node == n && feeds[i].index == idx) return i;
+  return -1;
+}
+static int node_fed(const loom_output *feeds, int nf, const loom_node *n) {
+  for (int i = 0; i < nf; i++)
+    if (feeds[i].node == n) return 1;
+  return 0;
+}
+
+static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf, const loom_output *fetches, int nx,
+                              loom_node *const *targets, int nt, loom_plan **out, loom_status *st) {
+  loom_graph *g = s->graph;
+  int N = g->nnodes;
+  loom_code rc = LOOM_OK;
+  loom_plan *p = loom__calloc(1, sizeof *p);
+  uint8_t *state = loom__calloc((size_t)N + 1, 1); /* 0 new, 1 on stack, 2 done */
+  int32_t *stack = loom__malloc(((size_t)N + 1) * 2 * sizeof(int32_t));
+  if (!p || !state || !stack) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+    goto fail;
+  }
+  p->hash = sig_hash(feeds, nf, fetches, nx, targets, nt);
+  p->nfeeds = nf;
+  p->nfetches = nx;
+  p->ntargets = nt;
+  p->feeds = loom__calloc((size_t)nf + 1, sizeof *p->feeds);
+  p->fetches = loom__calloc((size_t)nx + 1, sizeof *p->fetches);
+  p->targets = loom__calloc((size_t)nt + 1, sizeof *p->targets);
+  p->order = loom__calloc((size_t)N + 1, sizeof *p->order);
+  p->node_val = loom__malloc(((size_t)N + 1) * sizeof *p->node_val);
+  p->fetch_val = loom__calloc((size_t)nx + 1, sizeof *p->fetch_val);
+  p->feed_val = loom__calloc((size_t)nf + 1, sizeof *p->feed_val);
+  p->feed_shape = loom__calloc((size_t)nf + 1, sizeof *p->feed_shape);
+  if (!p->feeds || !p->fetches || !p->targets || !p->order || !p->node_val || !p->fetch_val || !p->feed_val ||
+      !p->feed_shape) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+    goto fail;
+  }
+  if (nf) memcpy(p->feeds, feeds, (size_t)nf * sizeof *feeds);
+  if (nx) memcpy(p->fetches, fetches, (size_t)nx * sizeof *fetches);
+  if (nt) memcpy(p->targets, targets, (size_t)nt * sizeof *targets);
+  p->node_cap = N;
+  for (int i = 0; i < N; i++) p->node_val[i] = -1;
+
+  /* Iterative DFS post-order from fetches and targets; fed nodes are leaves. */
+  int nroots = nx + nt;
+  for (int r = 0; r < nroots; r++) {
+    const loom_node *root = r < nx ? fetches[r].node : targets[r - nx];
+    if (state[root->id] == 2) continue;
+    int sp = 0;
+    stack[sp++] = root->id;
+    stack[sp++] = 0;
+    state[root->id] = 1;
+    while (sp) {
+      int id = stack[sp - 2];
+      int k = stack[sp - 1];
+      const loom_node *n = g->nodes[id];
+      int fed = node_fed(feeds, nf, n);
+      int nedges = fed ? 0 : n->nin + n->nctrl;
+      if (k < nedges) {
+        stack[sp - 1] = k + 1;
+        const loom_node *m = k < n->nin ? n->in[k].node : n->ctrl[k - n->nin];
+        if (!node_in_graph(g, m)) {
+          rc = loom_status_set(st, LOOM_INTERNAL, "%s: input node is not in the graph", n->name);
+          goto fail;
+        }
+        if (state[m->id] == 1) {
+          rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: the graph has a cycle through %s", n->name, m->name);
+          goto fail;
+        }
+        if (state[m->id] == 0) {
+          state[m->id] = 1;
+          stack[sp++] = m->id;
+          stack[sp++] = 0;
+        }
+      } else {
+        state[id] = 2;
+        p->order[p->nnodes++] = n;
+        sp -= 2;
+      }
+    }
+  }
+
+  /* Values: one per output of every needed node. */
+  int nvals = 0;
+  for (int i = 0; i < p->nnodes; i++) nvals += p->order[i]->nout;
+  p->values = loom__calloc((size_t)nvals + 1, sizeof *p->values);
+  p->steps = loom__calloc((size_t)p->nnodes + 1, sizeof *p->steps);
+  if (!p->values || !p->steps) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+    goto fail;
+  }
+  int nptrs = 0;
+  for (int i = 0; i < p->nnodes; i++) {
+    const loom_node *n = p->order[i];
+    const loom_op_def *d = n->def;
+    int fed = node_fed(feeds, nf, n);
+    p->node_val[n->id] = p->nvalues;
+    for (int j = 0; j < n->nout; j++) {
+      plan_value *v = &p->values[p->nvalues++];
+      v->node = n;
+      v->index = j;
+      v->producer = -1;
+      v->last_use = -1;
+      v->feed_slot = -1;
+      v->alias_of = -1;
+      v->buf.dtype = n->out[j].dtype;
+      if (fed) {
+        v->feed_slot = feed_slot_of(feeds, nf, n, j);
+        v->kind = v->feed_slot >= 0 ? VAL_FEED : VAL_NONE;
+      } else if (d->bind) {
+        v->kind = VAL_BIND;
+      } else if ((d->flags & LOOM_OPF_ALIAS0) && j == 0) {
+        v->kind = VAL_ALIAS;
+        v->alias_of = p->node_val[n->in[0].node->id] + n->in[0].index;
+      } else {
+        v->kind = VAL_ARENA;
+      }
+    }
+    if (fed) {
+      for (int j = 0; j < n->nout; j++)
+        if (feed_slot_of(feeds, nf, n, j) < 0) {
+          /* partially fed multi-output node: its other outputs are unavailable */
+          for (int x = 0; x < nx; x++)
+            if (fetches[x].node == n && fetches[x].index == j) {
+              rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: output %d is fetched but another output is fed",
+                                   n->name, j);
+              goto fail;
+            }
+        }
+      continue;
+    }
+    if (d->flags & LOOM_OPF_FEED_ONLY) {
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: placeholder must be fed (it is needed by this run)",
+                           n->name);
+      goto fail;
+    }
+    if (d->bind || (d->flags & LOOM_OPF_ALIAS0)) continue;
+    int has_kernel_need = n->nout > 0 || d->kernels[0][0] || 1;
+    (void)has_kernel_need;
+    /* resolve the kernel */
+    loom_dtype key = (n->nin > 0 && !(d->flags & LOOM_OPF_KEY_OUTPUT)) ? n->in[0].node->out[n->in[0].index].dtype
+                     : (n->nout > 0 ? n->out[0].dtype : LOOM_DTYPE_INVALID);
+    loom_kernel_fn fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
+    if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0]; /* dtype-agnostic kernel (NoOp, Cast, ...) */
+    if (!fn) {
+      rc = loom_status_set(st, LOOM_UNIMPLEMENTED, "%s: op %s has no CPU kernel for %s", n->name, d->name,
+                           loom_dtype_name(key));
+      goto fail;
+    }
+    plan_step *sp = &p->steps[p->nsteps++];
+    sp->fn = fn;
+    sp->node = n;
+    sp->ws_value = -1;
+    nptrs += n->nin + n->nout;
+  }
+  p->ptrs = loom__calloc((size_t)nptrs + 1, sizeof *p->ptrs);
+  if (!p->ptrs) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+    goto fail;
+  }
+  int pi = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    plan_step *sp = &p->steps[i];
+    const loom_node *n = sp->node;
+    loom_buf **ins = &p->ptrs[pi];
+    for (int k = 0; k < n->nin; k++) {
+      int vi = p->node_val[n->in[k].node->id] + n->in[k].index;
+      p->ptrs[pi++] = &p->values[vi].buf;
+    }
+    loom_buf **outs = &p->ptrs[pi];
+    for (int k = 0; k < n->nout; k++) {
+      plan_value *v = &p->values[p->node_val[n->id] + k];
+      v->producer = i;
+      p->ptrs[pi++] = &v->buf;
+    }
+    sp->ctx.attrs = &n->attrs;
+    sp->ctx.nin = n->nin;
+    sp->ctx.nout = n->nout;
+    sp->ctx.in = ins;
+    sp->ctx.out = outs;
+    sp->ctx.pool = s->pool;
+    sp->ctx.counter = &sp->counter;
+  }
+  for (int i = 0; i < nx; i++) p->fetch_val[i] = p->node_val[fetches[i].node->id] + fetches[i].index;
+  for (int i = 0; i < nf; i++) p->feed_val[i] = p->node_val[feeds[i].node->id] >= 0
+                                                    ? p->node_val[feeds[i].node->id] + feeds[i].index
+                                                    : -1;
+  loom__free(state);
+  loom__free(stack);
+  *out = p;
+  return LOOM_OK;
+fail:
+  loom__free(state);
+  loom__free(stack);
+  plan_free(p);
+  return rc;
+}
+
+/* ---- specialization: concrete shapes + memory plan ---- */
+typedef struct { int64_t off, size; } block;
+
+typedef struct {
+  block *free_list;
+  int nfree, capfree;
+  int64_t top;
+} offset_alloc;
+
+static int64_t oa_alloc(offset_alloc *a, int64_t size) {
+  size = (size + 63) & ~(int64_t)63;
+  if (size == 0) size = 64;
+  int best = -1;
+  for (int i = 0; i < a->nfree; i++)
+    if (a->free_list[i].size >= size && (best < 0 || a->free_list[i].size < a->free_list[best].size)) best = i;
+  if (best >= 0) {
+    int64_t off = a->free_list[best].off;
+    a->free_list[best].off += size;
+    a->free_list[best].size -= size;
+    if (a->free_list[best].size == 0) a->free_list[best] = a->free_list[--a->nfree];
+    return off;
+  }
+  /* extend the top; merge a free block touching the top */
+  for (int i = 0; i < a->nfree; i++)
+    if (a->free_list[i].off + a->free_list[i].size == a->top) {
+      int64_t off = a->free_list[i].off;
+      a->free_list[i] = a->free_list[--a->nfree];
+      a->top = off + size;
+      return off;
+    }
+  int64_t off = a->top;
+  a->top += size;
+  return off;
+}
+
+static int oa_free(offset_alloc *a, int64_t off, int64_t size) {
+  size = (size + 63) & ~(int64_t)63;
+  if (size == 0) size = 64;
+  /* coalesce with neighbours */
+  for (int i = 0; i < a->nfree; i++) {
+    if (a->free_list[i].off + a->free_list[i].size == off) {
+      off = a->free_list[i].off;
+      size += a->free_list[i].size;
+      a->free_list[i--] = a->free_list[--a->nfree];
+    } else if (off + size == a->free_list[i].off) {
+      size += a->free_list[i].size;
+      a->free_list[i--] = a->free_list[--a->nfree];
+    }
+  }
+  if (a->nfree == a->capfree) {
+    int nc = a->capfree ? a->capfree * 2 : 32;
+    block *nb = loom__realloc(a->free_list, (size_t)nc * sizeof *nb);
+    if (!nb) return -1;
+    a->free_list = nb;
+    a->capfree = nc;
+  }
+  a->free_list[a->nfree++] = (block){off, size};
+  return 0;
+}
+
+static int root_of(const loom_plan *p, int vi) {
+  while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
+  return vi;
+}
+
+static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *fv, loom_status *st) {
+  char b1[96], b2[96];
+  /* 1. concrete shapes, in execution order */
+  for (int i = 0; i < p->nnodes; i++) {
+    const loom_node *n = p->order[i];
+    plan_value *v0 = &p->values[p->node_val[n->id]];
+    if (v0->kind == VAL_FEED || v0->kind == VAL_NONE) {
+      for (int j = 0; j < n->nout; j++) {
+        plan_value *v = v0 + j;
+        if (v->kind != VAL_FEED) continue;
+        const loom_tensor *t = fv[v->feed_slot];
+        const loom_tdesc *d = &n->out[j];
+        if (t->dtype != d->dtype)
+          return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: fed a %s tensor, expected %s", n->name,
+                                 loom_dtype_name(t->dtype), loom_dtype_name(d->dtype));
+        int ok = t->ndim == d->ndim;
+        for (int k = 0; ok && k < d->ndim; k++) ok = d->dims[k] < 0 || d->dims[k] == t->dims[k];
+        if (!ok)
+          return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: fed shape %s is incompatible with %s", n->name,
+                                 loom__dims_str(b1, sizeof b1, t->ndim, t->dims),
+                                 loom__dims_str(b2, sizeof b2, d->ndim, d->dims));
+        v->buf.ndim = t->ndim;
+        memcpy(v->buf.dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+        v->buf.numel = t->numel;
+        v->buf.dtype = t->dtype;
+      }
+      continue;
+    }
+    loom_tdesc in[64], outd[64];
+    const loom_tensor *vals[64];
+    loom_tdesc *inp = n->nin <= 64 ? in : loom__calloc((size_t)n->nin, sizeof *inp);
+    const loom_tensor **valp = n->nin <= 64 ? vals : loom__calloc((size_t)n->nin, sizeof *valp);
+    loom_tdesc *outp = n->nout <= 64 ? outd : loom__calloc((size_t)n->nout, sizeof *outp);
+    if (!inp || !valp || !outp) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", n->name);
+    for (int k = 0; k < n->nin; k++) {
+      const loom_buf *b = &p->values[p->node_val[n->in[k].node->id] + n->in[k].index].buf;
+      inp[k].dtype = b->dtype;
+      inp[k].ndim = b->ndim;
+      memcpy(inp[k].dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
+      valp[k] = n->in[k].node->value;
+    }
+    memset(outp, 0, sizeof(loom_tdesc) * (size_t)n->nout);
+    loom_shape_ctx c;
+    memset(&c, 0, sizeof c);
+    c.attrs = &n->attrs;
+    c.nin = n->nin;
+    c.in = inp;
+    c.in_value = valp;
+    c.nout = n->nout;
+    c.out = outp;
+    loom_code rc = n->def->shape(&c);
+    for (int j = 0; !rc && j < n->nout; j++) {
+      plan_value *v = v0 + j;
+      v->buf.dtype = outp[j].dtype;
+      v->buf.ndim = outp[j].ndim;
+      memcpy(v->buf.dims, outp[j].dims, sizeof(int64_t) * (size_t)outp[j].ndim);
+      for (int k = 0; k < outp[j].ndim; k++)
+        if (outp[j].dims[k] < 0) {
+          rc = LOOM_INTERNAL;
+          snprintf(c.msg, sizeof c.msg, "output %d has unknown dimension %d at run time", j, k);
+        }
+      v->buf.numel = loom__numel(outp[j].ndim, outp[j].dims);
+    }
+    if (inp != in) loom__free(inp);
+    if (valp != vals) loom__free((void *)valp);
+    if (outp != outd) loom__free(outp);
+    if (rc) return loom_status_set(st, rc, "%s: %s", n->name, c.msg[0] ? c.msg : "invalid shapes at run time");
+  }
+  /* 2. liveness */
+  for (int i = 0; i < p->nvalues; i++) {
+    plan_value *v = &p->values[i];
+    v->last_use = -1;
+    v->bytes = (size_t)v->buf.numel * (v->buf.dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(v->buf.dtype));
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    const loom_node *n = p->steps[i].node;
+    for (int k = 0; k < n->nin; k++) {
+      int r = root_of(p, p->node_val[n->in[k].node->id] + n->in[k].index);
+      if (p->values[r].last_use < i) p->values[r].last_use = i;
+    }
+  }
+  for (int i = 0; i < p->nfetches; i++) p->values[root_of(p, p->fetch_val[i])].last_use = INT32_MAX;
+  /* 3. offsets */
+  offset_alloc a;
+  memset(&a, 0, sizeof a);
+  /* dying[i]: values whose last use is step i, as a linked list through an index array */
+  int32_t *head = loom__malloc(((size_t)p->nsteps + 1) * sizeof *head);
+  int32_t *next = loom__malloc(((size_t)p->nvalues + 1) * sizeof *next);
+  if (!head || !next) {
+    loom__free(head);
+    loom__free(next);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory planning buffers");
+  }
+  for (int i = 0; i < p->nsteps; i++) head[i] = -1;
+  for (int i = 0; i < p->nvalues; i++) {
+    plan_value *v = &p->values[i];
+    next[i] = -1;
+    if (v->kind == VAL_ARENA && v->last_use >= 0 && v->last_use < p->nsteps) {
+      next[i] = head[v->last_use];
+      head[v->last_use] = i;
+    }
+  }
+  int64_t naive = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    plan_step *sp = &p->steps[i];
+    const loom_node *n = sp->node;
+    for (int k = 0; k < n->nout; k++) {
+      plan_value *v = &p->values[p->node_val[n->id] + k];
+      if (v->kind != VAL_ARENA) continue;
+      v->offset = oa_alloc(&a, (int64_t)v->bytes);
+      naive += (int64_t)v->bytes;
+    }
+    sp->ws_bytes = 0;
+    if (n->def->workspace) {
+      loom_buf *outs[64];
+      sp->ws_bytes = n->def->workspace(&n->attrs, n->nin, (const loom_buf *const *)sp->ctx.in, n->nout,
+                                       (const loom_buf *const *)sp->ctx.out);
+      (void)outs;
+    }
+    if (sp->ws_bytes) sp->ws_offset = oa_alloc(&a, (int64_t)sp->ws_bytes);
+    /* outputs nobody reads die right away (but after the step) */
+    if (sp->ws_bytes && oa_free(&a, sp->ws_offset, (int64_t)sp->ws_bytes)) goto oom;
+    for (int k = 0; k < n->nout; k++) {
+      int vi = p->node_val[n->id] + k;
+      plan_value *v = &p->values[vi];
+      if (v->kind == VAL_ARENA && v->last_use < 0 && oa_free(&a, v->offset, (int64_t)v->bytes)) goto oom;
+    }
+    for (int vi = head[i]; vi >= 0; vi = next[vi])
+      if (oa_free(&a, p->values[vi].offset, (int64_t)p->values[vi].bytes)) goto oom;
+  }
+  loom__free(a.free_list);
+  loom__free(head);
+  loom__free(next);
+  size_t need = (size_t)a.top;
+  if (need > p->arena_size) {
+    void *na = loom__aligned_alloc(need);
+    if (!na) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot allocate a %zu-byte arena", need);
+    loom__aligned_free(p->arena);
+    p->arena = na;
+    p->arena_size = need;
+  }
+  p->naive_bytes = naive;
+  /* 4. data pointers */
+  char *base = p->arena;
+  for (int i = 0; i < p->nvalues; i++) {
+    plan_value *v = &p->values[i];
+    if (v->kind == VAL_ARENA) v->buf.data = base + v->offset;
+  }
+  for (int i = 0; i < p->nvalues; i++) {
+    plan_value *v = &p->values[i];
+    if (v->kind == VAL_BIND) {
+      loom_code rc = v->node->def->bind(s, v->node, &v->buf, st);
+      if (rc) return rc;
+    }
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    plan_step *sp = &p->steps[i];
+    sp->ctx.ws = sp->ws_bytes ? base + sp->ws_offset : NULL;
+    sp->ctx.ws_size = sp->ws_bytes;
+  }
+  for (int i = 0; i < p->nfeeds; i++) {
+    p->feed_shape[i].dtype = fv[i]->dtype;
+    p->feed_shape[i].ndim = fv[i]->ndim;
+    memcpy(p->feed_shape[i].dims, fv[i]->dims, sizeof(int64_t) * (size_t)fv[i]->ndim);
+  }
+  p->specialized = 1;
+  return LOOM_OK;
+oom:
+  loom__free(a.free_list);
+  loom__free(head);
+  loom__free(next);
+  return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory planning buffers");
+}
+
+static void resolve_aliases(loom_plan *p) {
+  for (int i = 0; i < p->nvalues; i++) {
+    plan_value *v = &p->values[i];
+    if (v->kind == VAL_ALIAS) v->buf.data = p->values[v->alias_of].buf.data; /* in order: alias_of < i */
+  }
+}
+
+static loom_code fetch_copy(const loom_buf *b, loom_tensor **dst, loom_status *st) {
+  loom_tensor *t = *dst;
+  if (t && (t->dtype != b->dtype || t->numel != b->numel || t->dtype == LOOM_STRING)) {
+    loom_tensor_free(t);
+    t = *dst = NULL;
+  }
+  if (!t) {
+    t = loom_tensor_new(b->dtype, b->ndim, b->dims, st);
+    if (!t) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
+    *dst = t;
+  } else {
+    t->ndim = b->ndim;
+    memcpy(t->dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
+  }
+  if (b->dtype == LOOM_STRING) {
+    const loom_tstring *s = b->data;
+    for (int64_t i = 0; i < b->numel; i++)
+      if (s[i].ptr && loom_tensor_set_string(t, i, s[i].ptr, s[i].len, st)) return LOOM_RESOURCE_EXHAUSTED;
+  } else if (t->nbytes) {
+    memcpy(t->data, b->data, t->nbytes);
+  }
+  return LOOM_OK;
+}
+
+loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tensor *const *feed_values, int nfeeds,
+                           const loom_output *fetches, loom_tensor **fetch_values, int nfetches,
+                           loom_node *const *targets, int ntargets, loom_status *st) {
+  if (!s) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "session is NULL");
+  if (nfeeds < 0 || nfetches < 0 || ntargets < 0 || (nfeeds && (!feeds || !feed_values)) ||
+      (nfetches && (!fetches || !fetch_values)) || (ntargets && !targets))
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "session run: invalid argument lists");
+  loom_graph *g = s->graph;
+  if (g->err_code)
+    return loom_status_set(st, LOOM_FAILED_PRECONDITION, "graph has a build error: %s", g->err_msg ? g->err_msg : "");
+  for (int i = 0; i < nfeeds; i++) {
+    if (!node_in_graph(g, feeds[i].node) || feeds[i].index < 0 || feeds[i].index >= feeds[i].node->nout)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feed %d (%s) is not an output of this graph", i,
+                             feeds[i].node && feeds[i].node != g->dummy ? "foreign node" : "NULL");
+    if (!feed_values[i])
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feed value is NULL", feeds[i].node->name);
+    for (int j = 0; j < i; j++)
+      if (out_eq(feeds[i], feeds[j]))
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: fed twice", feeds[i].node->name);
+  }
+  for (int i = 0; i < nfetches; i++)
+    if (!node_in_graph(g, fetches[i].node) || fetches[i].index < 0 || fetches[i].index >= fetches[i].node->nout)
+      return loom_status_set(st, LOOM_NOT_FOUND, "fetch %d (%s) is not an output of this graph", i,
+                             fetches[i].node ? loom_node_name(fetches[i].node) : "NULL");
+  for (int i = 0; i < ntargets; i++)
+    if (!node_in_graph(g, targets[i]))
+      return loom_status_set(st, LOOM_NOT_FOUND, "target %d (%s) is not a node of this graph", i,
+                             targets[i] ? loom_node_name(targets[i]) : "NULL");
+
+  pthread_mutex_lock(&s->mu);
+  loom_code rc = LOOM_OK;
+  uint64_t h = sig_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
+  loom_plan *p = find_plan(s, h, feeds, nfeeds, fetches, nfetches, targets, ntargets);
+  if (p) {
+    s->stats.plan_cache_hits++;
+  } else {
+    rc = compile_plan(s, feeds, nfeeds, fetches, nfetches, targets, ntargets, &p, st);
+    if (rc) goto done;
+    p->next = s->plans;
+    s->plans = p;
+    s->stats.plans_compiled++;
+  }
+  /* same shapes as last time? then nothing to plan */
+  int same = p->specialized;
+  for (int i = 0; same && i < nfeeds; i++) {
+    const loom_tensor *t = feed_values[i];
+    const loom_tdesc *d = &p->feed_shape[i];
+    same = t->dtype == d->dtype && t->ndim == d->ndim &&
+           !memcmp(t->dims, d->dims, sizeof(int64_t) * (size_t)t->ndim);
+  }
+  if (!same) {
+    if (p->specialized) s->stats.respecializations++;
+    rc = specialize(s, p, feed_values, st);
+    if (rc) {
+      p->specialized = 0;
+      goto done;
+    }
+  }
+  for (int i = 0; i < nfeeds; i++)
+    if (p->feed_val[i] >= 0) p->values[p->feed_val[i]].buf.data = feed_values[i]->data;
+  resolve_aliases(p);
+
+  loom__set_ftz();
+  for (int i = 0; i < p->nsteps; i++) {
+    if (atomic_load_explicit(&s->cancel, memory_order_relaxed)) {
+      atomic_store(&s->cancel, 0);
+      rc = loom_status_set(st, LOOM_CANCELLED, "run cancelled before %s", p->steps[i].node->name);
+      goto done;
+    }
+    plan_step *sp = &p->steps[i];
+    sp->ctx.st = st;
+    rc = sp->fn(&sp->ctx);
+    if (rc) {
+      const char *m = loom_status_message(st);
+      char buf[768];
+      snprintf(buf, sizeof buf, "%s", m);
+      loom_status_set(st, rc, "%s: %s", sp->node->name, buf[0] ? buf : loom_code_name(rc));
+      goto done;
+    }
+    sp->counter++;
+  }
+  if (atomic_load(&s->cancel)) {
+    atomic_store(&s->cancel, 0);
+    rc = loom_status_set(st, LOOM_CANCELLED, "run cancelled");
+    goto done;
+  }
+  for (int i = 0; i < nfetches; i++) {
+    rc = fetch_copy(&p->values[p->fetch_val[i]].buf, &fetch_values[i], st);
+    if (rc) goto done;
+  }
+  s->stats.arena_bytes = (int64_t)p->arena_size;
+  s->stats.naive_bytes = p->naive_bytes;
+  s->stats.nodes_run = p->nsteps;
+done:
+  pthread_mutex_unlock(&s->mu);
+  if (!rc) loom_status_clear(st);
+  return rc;
+}

@@ -1,0 +1,72 @@
+/* Internal session structures (shared by session.c and the variable store). */
+#ifndef LOOM_SESSION_IMPL_H
+#define LOOM_SESSION_IMPL_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include "engine/engine_impl.h"
+
+typedef struct plan_value {
+  const loom_node *node;
+  int32_t index;
+  int32_t kind;          /* VAL_ARENA, VAL_FEED, VAL_BIND, VAL_ALIAS */
+  int32_t alias_of;      /* VAL_ALIAS: value index of input 0 */
+  int32_t feed_slot;     /* VAL_FEED: position in the feed list */
+  int32_t producer;      /* step index that writes it (-1 none) */
+  int32_t last_use;      /* last step that reads it (INT32_MAX: fetched) */
+  int64_t offset;        /* VAL_ARENA: byte offset in the arena */
+  size_t bytes;
+  loom_buf buf;
+} plan_value;
+
+typedef struct plan_step {
+  loom_kernel_fn fn;
+  const loom_node *node;
+  loom_kctx ctx;
+  int32_t ws_value;      /* -1 or index of a scratch block (offset only) */
+  int64_t ws_offset;
+  size_t ws_bytes;
+  uint64_t counter;      /* per (plan, node) run counter for random ops */
+} plan_step;
+
+typedef struct loom_plan {
+  /* signature */
+  uint64_t hash;
+  int32_t nfeeds, nfetches, ntargets;
+  loom_output *feeds, *fetches;
+  loom_node **targets;
+  /* nodes in execution order (all needed nodes, incl. sources) */
+  int32_t nnodes;
+  const loom_node **order;
+  int32_t *node_val;     /* per graph node id: first value index or -1 */
+  int32_t node_cap;
+  int32_t nvalues;
+  plan_value *values;
+  int32_t nsteps;
+  plan_step *steps;
+  loom_buf **ptrs;
+  int32_t *fetch_val;
+  int32_t *feed_val;     /* per feed: value index or -1 (feed not used) */
+  loom_tdesc *feed_shape;/* shapes the plan was specialized for */
+  int specialized;
+  void *arena;
+  size_t arena_size;
+  int64_t naive_bytes;
+  struct loom_plan *next;
+} loom_plan;
+
+enum { VAL_ARENA = 0, VAL_FEED = 1, VAL_BIND = 2, VAL_ALIAS = 3, VAL_NONE = 4 };
+
+struct loom_session {
+  loom_graph *graph;
+  loom_session_options opts;
+  loom_pool *pool;
+  pthread_mutex_t mu;
+  atomic_int cancel;
+  loom_plan *plans;
+  loom_session_stats stats;
+  /* variable store (engine/variables.c); NULL until first use */
+  void *vars;
+  void (*vars_free)(void *vars);
+};
+
+#endif

@@ -1,0 +1,14 @@
+/* loom.h - umbrella header of the loom runtime. */
+#ifndef LOOM_H
+#define LOOM_H
+#include "loom_base.h"
+#include "loom_tensor.h"
+#include "loom_graph.h"
+#include "loom_session.h"
+#include "loom_math.h"
+#include "loom_reduce.h"
+#include "loom_array.h"
+#include "loom_nn.h"
+#include "loom_random.h"
+#include "loom_train.h"
+#endif

@@ -1,0 +1,83 @@
+/* kernels/kernel.h - what a kernel sees: buffers, typed attributes, workspace,
+ * the thread pool. Kernels are pure compute over these; they know nothing of
+ * graphs and never allocate. Internal header (not installed). */
+#ifndef LOOM_KERNEL_H
+#define LOOM_KERNEL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "loom/loom_base.h"
+#include "loom/loom_tensor.h"
+
+/* A run-time view of one tensor: data (host or device) + concrete shape. */
+typedef struct loom_buf {
+  void *data;
+  loom_dtype dtype;
+  int32_t ndim;
+  int64_t dims[LOOM_MAX_DIMS];
+  int64_t numel;
+} loom_buf;
+
+/* Static type of a node output: dims may be -1 (unknown) at build time. */
+typedef struct loom_tdesc {
+  loom_dtype dtype;
+  int32_t ndim;
+  int64_t dims[LOOM_MAX_DIMS];
+} loom_tdesc;
+
+enum { LOOM_PAD_VALID = 0, LOOM_PAD_SAME = 1 };
+
+/* Typed attributes. One struct for all ops; each op documents (in its
+ * ops/<family>.c row) which fields it reads. Unused fields stay zero. */
+typedef struct loom_attrs {
+  loom_dtype dtype;      /* target/output dtype: Placeholder, Cast, Fill, OneHot, ArgMax, Shape, random ops */
+  int64_t axis;          /* Concat, Split, Gather, Stack, Unstack, Softmax, ArgMax/Min, OneHot, TopK, L2Normalize */
+  int64_t num;           /* Split/Unstack count, UnsortedSegment num_segments, OneHot depth, TopK k */
+  int32_t keepdims;
+  int32_t transpose_a, transpose_b;
+  int32_t naxes;         /* Reduce axes (-1 = all), Transpose perm, Squeeze/ExpandDims axes */
+  int64_t axes[LOOM_MAX_DIMS];
+  int32_t nshape;        /* Reshape/Fill/random shape, Tile multiples, Slice begin, Pad before */
+  int64_t shape[LOOM_MAX_DIMS];
+  int64_t size[LOOM_MAX_DIMS]; /* Slice size (-1 = to the end), Pad after */
+  int64_t strides[4], ksize[4], dilations[4]; /* NHWC conv/pool */
+  int32_t padding;       /* LOOM_PAD_VALID / LOOM_PAD_SAME */
+  double alpha, beta;    /* LeakyRelu alpha; Clip lo/hi; OneHot on/off; Pad value; Elu alpha; random lo/hi or mean/stddev */
+  double start, limit, delta; /* Range */
+  double epsilon;        /* L2Normalize epsilon */
+  uint64_t seed, seed2;  /* random ops */
+  const loom_tensor *value; /* Const (owned by the node) */
+  void *resource;        /* stateful ops (variables): owned elsewhere */
+} loom_attrs;
+
+typedef struct loom_pool loom_pool;
+
+/* Context for one kernel call. */
+typedef struct loom_kctx {
+  const loom_attrs *attrs;
+  int32_t nin, nout;
+  loom_buf *const *in;
+  loom_buf *const *out;
+  void *ws;               /* workspace requested by the op's workspace_fn */
+  size_t ws_size;
+  loom_pool *pool;        /* NULL means run serially */
+  uint64_t *counter;      /* per (session, node) counter for stateful random ops */
+  void *backend;          /* device context (NULL on CPU) */
+  loom_status *st;        /* where a kernel reports failures (may be NULL) */
+} loom_kctx;
+
+typedef loom_code (*loom_kernel_fn)(const loom_kctx *ctx);
+
+/* ---- thread pool (engine/pool.c) ---- */
+typedef void (*loom_range_fn)(void *arg, int64_t begin, int64_t end);
+/* Splits [0,n) into at most nthreads contiguous chunks of >= grain items and
+ * runs fn on them, the caller taking part. Serial when pool is NULL or n < 2*grain. */
+void loom__parallel_for(loom_pool *pool, int64_t n, int64_t grain, loom_range_fn fn, void *arg);
+int loom__pool_threads(const loom_pool *pool);
+/* Sets flush-to-zero and denormals-are-zero in the calling thread. */
+void loom__set_ftz(void);
+
+/* Elementwise kernels go parallel above this many elements. */
+#define LOOM_PAR_GRAIN 32768
+
+#endif

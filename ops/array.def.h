@@ -1,0 +1,2 @@
+/* ops of the array family: X(Enum, "TFName") */
+#define LOOM_ARRAY_OPS(X)

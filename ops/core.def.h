@@ -1,0 +1,5 @@
+#define LOOM_CORE_OPS(X) \
+  X(Placeholder, "Placeholder") \
+  X(Const, "Const") \
+  X(NoOp, "NoOp") \
+  X(Identity, "Identity")

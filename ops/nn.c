@@ -1,0 +1,2 @@
+#include "ops/op_common.h"
+void loom__register_nn(loom_op_def *t) { (void)t; }

@@ -1,0 +1,2 @@
+/* ops of the nn family: X(Enum, "TFName") */
+#define LOOM_NN_OPS(X)

@@ -1,0 +1,2 @@
+/* ops of the reduce family: X(Enum, "TFName") */
+#define LOOM_REDUCE_OPS(X)

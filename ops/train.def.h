@@ -1,0 +1,2 @@
+/* ops of the train family: X(Enum, "TFName") */
+#define LOOM_TRAIN_OPS(X)

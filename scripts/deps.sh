@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages loom needs, only when something is missing.
+# Idempotent and non-interactive: on a machine that has everything it does nothing.
+set -eu
+PKGS="build-essential pkg-config libopenblas-dev libcriterion-dev zlib1g-dev libuv1-dev libcjson-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev dataset-fashion-mnist"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,277 @@
+/* Engine: tensors, graph building errors, sessions, plan cache, memory reuse,
+ * no allocation in steady state, cancellation. */
+#include <stdatomic.h>
+#include "test_util.h"
+
+Test(tensor, create_wrap_reshape_strings) {
+  int64_t d[2] = {2, 3};
+  loom_tensor *t = loom_tensor_new(LOOM_F32, 2, d, NULL);
+  cr_assert(t);
+  cr_assert_eq(loom_tensor_numel(t), 6);
+  cr_assert_eq(loom_tensor_nbytes(t), 24);
+  cr_assert_eq(((uintptr_t)loom_tensor_data(t)) % 64, 0);
+  float *p = loom_tensor_data(t);
+  for (int i = 0; i < 6; i++) cr_assert_eq(p[i], 0.0f);
+  int64_t d2[1] = {6};
+  cr_assert_eq(loom_tensor_reshape(t, 1, d2, NULL), LOOM_OK);
+  int64_t d3[1] = {7};
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_tensor_reshape(t, 1, d3, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "6 to 7"));
+  loom_tensor_free(t);
+
+  int64_t neg[1] = {-2};
+  cr_assert_null(loom_tensor_new(LOOM_F32, 1, neg, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert_null(loom_tensor_new((loom_dtype)99, 0, NULL, st));
+
+  static int freed;
+  float buf[4] = {1, 2, 3, 4};
+  int64_t d4[1] = {4};
+  void (*dealloc)(void *, size_t, void *) = NULL;
+  (void)dealloc;
+  loom_tensor *w = loom_tensor_wrap(LOOM_F32, 1, d4, buf, sizeof buf, NULL, NULL, st);
+  cr_assert(w);
+  cr_assert_eq(loom_tensor_data(w), buf);
+  loom_tensor_free(w);
+  cr_assert_null(loom_tensor_wrap(LOOM_F32, 1, d4, buf, 8, NULL, NULL, st));
+  (void)freed;
+
+  int64_t ds[1] = {2};
+  loom_tensor *s = loom_tensor_new(LOOM_STRING, 1, ds, NULL);
+  cr_assert_eq(loom_tensor_set_string(s, 1, "hello", 5, NULL), LOOM_OK);
+  size_t len = 9;
+  cr_assert_str_eq(loom_tensor_get_string(s, 0, &len), "");
+  cr_assert_eq(len, 0);
+  cr_assert_str_eq(loom_tensor_get_string(s, 1, &len), "hello");
+  cr_assert_eq(len, 5);
+  cr_assert_eq(loom_tensor_set_string(s, 2, "x", 1, st), LOOM_OUT_OF_RANGE);
+  loom_tensor *s2 = loom_tensor_copy(s, NULL);
+  cr_assert_str_eq(loom_tensor_get_string(s2, 1, NULL), "hello");
+  loom_tensor_free(s);
+  loom_tensor_free(s2);
+  loom_status_free(st);
+}
+
+Test(graph, names_scopes_and_sticky_error) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[2] = {-1, 3};
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, d, "x");
+  loom_output a = loom_add(g, x, x, NULL);
+  loom_output b = loom_add(g, x, x, NULL);
+  cr_assert_str_eq(loom_node_name(a.node), "AddV2");
+  cr_assert_str_eq(loom_node_name(b.node), "AddV2_1");
+  loom_graph_push_scope(g, "dense");
+  loom_output c = loom_add(g, a, b, "sum");
+  loom_graph_pop_scope(g);
+  loom_graph_push_scope(g, "dense");
+  loom_output c2 = loom_add(g, a, b, "sum");
+  loom_graph_pop_scope(g);
+  cr_assert_str_eq(loom_node_name(c.node), "dense/sum");
+  cr_assert_str_eq(loom_node_name(c2.node), "dense_1/sum");
+  cr_assert_eq(loom_graph_find(g, "dense/sum"), c.node);
+  cr_assert_eq(loom_graph_find_output(g, "dense_1/sum:0").node, c2.node);
+  int64_t od[LOOM_MAX_DIMS];
+  cr_assert_eq(loom_output_dims(c, od), 2);
+  cr_assert_eq(od[0], -1);
+  cr_assert_eq(od[1], 3);
+  cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK);
+
+  /* shape mismatch: the error names the node and both shapes */
+  int64_t d4[2] = {-1, 4};
+  loom_output y = loom_placeholder(g, LOOM_F32, 2, d4, "y");
+  loom_graph_push_scope(g, "layer");
+  loom_output bad = loom_add(g, x, y, "Add");
+  loom_graph_pop_scope(g);
+  cr_assert(loom_output_valid(bad)); /* a harmless placeholder */
+  loom_output after = loom_add(g, bad, x, NULL); /* keeps going */
+  (void)after;
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "layer/Add:"), "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "[?,3] and [?,4]"), "%s", loom_status_message(st));
+  /* a session refuses to run a broken graph */
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_tensor *out = NULL;
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &x, &out, 1, NULL, 0, st), LOOM_FAILED_PRECONDITION);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+}
+
+Test(graph, dtype_mismatch_and_foreign_inputs) {
+  loom_graph *g = loom_graph_new(), *g2 = loom_graph_new();
+  loom_output a = loom_const_f32(g, 1.0f, "a");
+  loom_output b = loom_const_i32(g, 1, "b");
+  loom_add(g, a, b, "mix");
+  char msg[256];
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "mix: dtypes float32 and int32"), "%s", loom_status_message(st));
+  loom_output c = loom_const_f32(g2, 1.0f, "c");
+  loom_output foreign = loom_const_f32(g, 2.0f, "f");
+  (void)foreign;
+  loom_add(g2, c, a, "cross");
+  cr_assert_eq(loom_graph_status(g2, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "cross: input 1 belongs to another graph"), "%s", loom_status_message(st));
+  loom_output none = {NULL, 0};
+  loom_graph *g3 = loom_graph_new();
+  loom_add(g3, none, none, "n");
+  cr_assert_eq(loom_graph_status(g3, st), LOOM_INVALID_ARGUMENT);
+  snprintf(msg, sizeof msg, "%s", loom_status_message(st));
+  cr_assert(strstr(msg, "n: input 0 is missing"), "%s", msg);
+  loom_status_free(st);
+  loom_graph_free(g);
+  loom_graph_free(g2);
+  loom_graph_free(g3);
+}
+
+Test(session, feeds_fetches_broadcast_and_errors) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[2] = {-1, 3};
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, d, "x");
+  float bv[3] = {10, 20, 30};
+  int64_t bd[1] = {3};
+  loom_output b = loom_const_data(g, LOOM_F32, 1, bd, bv, "b");
+  loom_output y = loom_add(g, x, b, "y");
+  loom_output z = loom_identity(g, y, "z");
+  float xv[6] = {1, 2, 3, 4, 5, 6};
+  int64_t xd[2] = {2, 3};
+  loom_tensor *xt = tu_f32(2, xd, xv);
+  loom_tensor *out = tu_run1(g, 1, &x, &xt, z);
+  float want[6] = {11, 22, 33, 14, 25, 36};
+  tu_expect_f32(out, 2, xd, want, 0);
+  loom_tensor_free(out);
+
+  char msg[512];
+  /* missing feed names the placeholder */
+  cr_assert_eq(tu_run_err(g, 0, NULL, NULL, z, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(msg, "x: placeholder must be fed"), "%s", msg);
+  /* wrong fed shape */
+  int64_t wd[2] = {2, 4};
+  loom_tensor *wt = loom_tensor_new(LOOM_F32, 2, wd, NULL);
+  cr_assert_eq(tu_run_err(g, 1, &x, &wt, z, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(msg, "x: fed shape [2,4] is incompatible with [?,3]"), "%s", msg);
+  loom_tensor_free(wt);
+  /* wrong fed dtype */
+  loom_tensor *it = loom_tensor_new(LOOM_I32, 2, xd, NULL);
+  cr_assert_eq(tu_run_err(g, 1, &x, &it, z, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(msg, "x: fed a int32 tensor, expected float32"), "%s", msg);
+  loom_tensor_free(it);
+  /* unknown fetch: an output of another graph */
+  loom_graph *g2 = loom_graph_new();
+  loom_output other = loom_const_f32(g2, 1, "other");
+  cr_assert_eq(tu_run_err(g, 1, &x, &xt, other, msg, sizeof msg), LOOM_NOT_FOUND);
+  cr_assert(strstr(msg, "other"), "%s", msg);
+  loom_output badidx = {y.node, 3};
+  cr_assert_eq(tu_run_err(g, 1, &x, &xt, badidx, msg, sizeof msg), LOOM_NOT_FOUND);
+  /* feeding an intermediate value skips its producers */
+  loom_tensor *yt = tu_f32(2, xd, xv);
+  loom_tensor *o2 = tu_run1(g, 1, &y, &yt, z);
+  tu_expect_f32(o2, 2, xd, xv, 0);
+  loom_tensor_free(o2);
+  loom_tensor_free(yt);
+  loom_tensor_free(xt);
+  loom_graph_free(g2);
+  loom_graph_free(g);
+}
+
+Test(session, zero_size_and_rank0) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[2] = {-1, 3};
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, d, "x");
+  loom_output y = loom_add(g, x, x, "y");
+  int64_t zd[2] = {0, 3};
+  loom_tensor *zt = loom_tensor_new(LOOM_F32, 2, zd, NULL);
+  loom_tensor *out = tu_run1(g, 1, &x, &zt, y);
+  cr_assert_eq(loom_tensor_numel(out), 0);
+  cr_assert_eq(loom_tensor_dim(out, 0), 0);
+  cr_assert_eq(loom_tensor_dim(out, 1), 3);
+  loom_tensor_free(out);
+  loom_tensor_free(zt);
+  loom_output s = loom_add(g, loom_const_f32(g, 2.5f, NULL), loom_const_f32(g, 4.0f, NULL), "s");
+  out = tu_run1(g, 0, NULL, NULL, s);
+  float w = 6.5f;
+  tu_expect_f32(out, 0, NULL, &w, 0);
+  loom_tensor_free(out);
+  loom_graph_free(g);
+}
+
+/* ---- counting allocator ---- */
+static atomic_long n_allocs;
+static void *c_malloc(size_t n, void *u) { (void)u; atomic_fetch_add(&n_allocs, 1); return malloc(n); }
+static void *c_realloc(void *p, size_t n, void *u) { (void)u; atomic_fetch_add(&n_allocs, 1); return realloc(p, n); }
+static void c_free(void *p, void *u) { (void)u; free(p); }
+
+Test(session, plan_cache_memory_reuse_and_no_malloc_in_steady_state) {
+  loom_allocator a = {c_malloc, c_realloc, c_free, NULL};
+  loom_set_allocator(&a);
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {-1};
+  loom_output x = loom_placeholder(g, LOOM_F32, 1, d, "x");
+  loom_output h = x;
+  for (int i = 0; i < 50; i++) h = loom_add(g, h, x, NULL);
+  loom_session_options o = loom_session_options_default();
+  o.num_threads = 2;
+  loom_session *s = loom_session_new(g, &o, NULL);
+  int64_t n = 100000;
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 1, &n, NULL);
+  float *xp = loom_tensor_data(xt);
+  for (int64_t i = 0; i < n; i++) xp[i] = (float)(i % 7);
+  loom_tensor *out = NULL;
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, &h, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  long before = atomic_load(&n_allocs);
+  for (int r = 0; r < 5; r++)
+    cr_assert_eq(loom_session_run(s, &x, &xt, 1, &h, &out, 1, NULL, 0, st), LOOM_OK);
+  long after = atomic_load(&n_allocs);
+  cr_assert_eq(after - before, 0, "steady-state runs allocated %ld times", after - before);
+  const float *op = loom_tensor_data_const(out);
+  for (int64_t i = 0; i < n; i += 997) cr_assert_eq(op[i], 51.0f * (float)(i % 7));
+  loom_session_stats stats;
+  loom_session_get_stats(s, &stats);
+  cr_assert_eq(stats.plans_compiled, 1);
+  cr_assert_eq(stats.plan_cache_hits, 5);
+  cr_assert_eq(stats.nodes_run, 50);
+  /* a chain keeps at most ~3 buffers live: far less than 50 */
+  cr_assert(stats.arena_bytes <= 3 * n * 4 + 256, "arena %lld", (long long)stats.arena_bytes);
+  cr_assert(stats.naive_bytes >= 50 * n * 4);
+  /* a new batch size re-plans once, then is steady again */
+  int64_t n2 = 10;
+  loom_tensor *x2 = loom_tensor_new(LOOM_F32, 1, &n2, NULL);
+  cr_assert_eq(loom_session_run(s, &x, &x2, 1, &h, &out, 1, NULL, 0, st), LOOM_OK);
+  loom_session_get_stats(s, &stats);
+  cr_assert_eq(stats.respecializations, 1);
+  cr_assert_eq(loom_tensor_numel(out), 10);
+  loom_tensor_free(x2);
+  loom_tensor_free(out);
+  loom_tensor_free(xt);
+  loom_status_free(st);
+  loom_session_free(s);
+  loom_graph_free(g);
+  loom_set_allocator(NULL);
+}
+
+Test(session, targets_control_deps_and_cancel) {
+  loom_graph *g = loom_graph_new();
+  loom_output a = loom_const_f32(g, 1, "a");
+  loom_output b = loom_add(g, a, a, "b");
+  loom_node *grp = loom_group(g, 1, &b.node, "grp");
+  cr_assert(grp);
+  loom_session *s = loom_session_new(g, NULL, NULL);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &grp, 1, st), LOOM_OK);
+  loom_session_stats stats;
+  loom_session_get_stats(s, &stats);
+  cr_assert_eq(stats.nodes_run, 2); /* AddV2 + NoOp */
+  loom_session_cancel(s);
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &grp, 1, st), LOOM_CANCELLED);
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &grp, 1, st), LOOM_OK);
+  /* cycles through control inputs are reported, not looped on */
+  loom_node_add_control_input(a.node, grp);
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &b, (loom_tensor *[]){NULL}, 1, NULL, 0, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "cycle"), "%s", loom_status_message(st));
+  loom_status_free(st);
+  loom_session_free(s);
+  loom_graph_free(g);
+}
