@@ -8,6 +8,7 @@
 #include "loom/loom_tensor.h"
 #include "loom/loom_graph.h"
 #include "loom/loom_session.h"
+#include "loom/loom_autodiff.h"
 #include "kernels/kernel.h"
 
 #define LOOM_INTERNAL_API __attribute__((visibility("hidden")))
@@ -55,10 +56,11 @@ typedef loom_code (*loom_shape_fn)(loom_shape_ctx *c);
 /* Scratch bytes for one call given concrete shapes. */
 typedef size_t (*loom_workspace_fn)(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
                                     const loom_buf *const *out);
-/* Gradient builder: dy[i] is the gradient flowing into output i ({NULL,0} if
- * none); fills dx[i] for each input ({NULL,0} = no gradient). Builds with
- * ordinary builders into n's graph. */
-typedef loom_code (*loom_grad_fn)(loom_graph *g, loom_node *n, const loom_output *dy, loom_output *dx);
+/* Gradient builder: dy[i] is the dense gradient flowing into output i
+ * ({NULL,0} if none); fills dx[i] for each input (values {NULL,0} = no
+ * gradient; indices set = sparse rows, see loom_autodiff.h). Builds with
+ * ordinary builders into n's graph; errors go to the graph's sticky status. */
+typedef loom_code (*loom_grad_fn)(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx);
 struct loom_session;
 /* For source ops whose output memory lives outside the arena (Const,
  * variables): set out->data (shape is already filled). */

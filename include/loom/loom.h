@@ -10,5 +10,6 @@
 #include "loom_array.h"
 #include "loom_nn.h"
 #include "loom_random.h"
+#include "loom_autodiff.h"
 #include "loom_train.h"
 #endif
