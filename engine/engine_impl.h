@@ -67,7 +67,8 @@ struct loom_session;
 typedef loom_code (*loom_bind_fn)(struct loom_session *s, const loom_node *n, loom_buf *out, loom_status *st);
 
 enum {
-  LOOM_OPF_ALIAS0 = 1u << 0,      /* output 0 is a view of input 0 (same bytes, new shape): no kernel */
+  LOOM_OPF_ALIAS0 = 1u << 0,      /* output 0 is a view of input 0 (same bytes, new shape): no kernel,
+                                     unless MUTATES_INPUT0 is set too (then the kernel runs in place) */
   LOOM_OPF_STATEFUL = 1u << 1,    /* never pruned as duplicate/constant; has side effects or randomness */
   LOOM_OPF_NODIFF = 1u << 2,      /* explicitly not differentiable */
   LOOM_OPF_FEED_ONLY = 1u << 3,   /* Placeholder: must be fed */
@@ -133,6 +134,14 @@ struct loom_graph {
   /* sticky error */
   loom_code err_code;
   char *err_msg;
+  /* graph-level random seed (TF's tf.set_random_seed): has_seed, seed;
+   * op seeds drawn from it are counted by next_op_seed */
+  int32_t has_seed;
+  int64_t seed;
+  int64_t next_op_seed;
+  /* attached data owned by higher layers (variables, collections) */
+  void *train_state;
+  void (*train_state_free)(void *);
   /* placeholder output returned after an error */
   loom_node *dummy;
 };

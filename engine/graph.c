@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <time.h>
 #include "engine/engine_impl.h"
 #include "ops/op_list.h"
 
@@ -126,6 +127,7 @@ void loom_graph_free(loom_graph *g) {
   if (!g) return;
   for (int i = 0; i < g->nnodes; i++) node_free(g->nodes[i]);
   node_free(g->dummy);
+  if (g->train_state && g->train_state_free) g->train_state_free(g->train_state);
   loom__free(g->nodes);
   loom__free(g->htab);
   for (int i = 0; i < g->nscopes; i++) loom__free(g->scopes[i]);
@@ -434,4 +436,34 @@ int loom__broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, in
   }
   *nout = n;
   return 1;
+}
+
+void loom_graph_set_random_seed(loom_graph *g, int64_t seed) {
+  if (!g) return;
+  g->has_seed = 1;
+  g->seed = seed;
+}
+
+/* TF's get_seed(op_seed) rules: graph seed set, op seed not -> op seed from a
+ * per-graph counter; op seed set, graph seed not -> graph seed = default
+ * 87654321; neither -> both from a nondeterministic source. Returns 1 when
+ * deterministic. */
+int loom_graph_get_seed(loom_graph *g, int64_t op_seed, int has_op_seed, int64_t *seed, int64_t *seed2) {
+  if (!g) return 0;
+  if (g->has_seed) {
+    *seed = g->seed;
+    *seed2 = has_op_seed ? op_seed : g->next_op_seed++;
+    return 1;
+  }
+  if (has_op_seed) {
+    *seed = 87654321;
+    *seed2 = op_seed;
+    return 1;
+  }
+  static _Atomic uint64_t ctr = 0x2545F4914F6CDD1Dull;
+  uint64_t t = (uint64_t)(uintptr_t)g ^ (uint64_t)time(NULL);
+  uint64_t c = (ctr += 0x9E3779B97F4A7C15ull);
+  *seed = (int64_t)((t * 0xBF58476D1CE4E5B9ull) ^ c);
+  *seed2 = (int64_t)(c * 0x94D049BB133111EBull);
+  return 0;
 }

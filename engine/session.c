@@ -263,9 +263,8 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
                            n->name);
       goto fail;
     }
-    if (d->bind || (d->flags & LOOM_OPF_ALIAS0)) continue;
-    int has_kernel_need = n->nout > 0 || d->kernels[0][0] || 1;
-    (void)has_kernel_need;
+    /* pure views need no kernel; in-place ops (assign, optimizers) alias and run */
+    if (d->bind || ((d->flags & LOOM_OPF_ALIAS0) && !(d->flags & LOOM_OPF_MUTATES_INPUT0))) continue;
     /* resolve the kernel */
     loom_dtype key = (n->nin > 0 && !(d->flags & LOOM_OPF_KEY_OUTPUT)) ? n->in[0].node->out[n->in[0].index].dtype
                      : (n->nout > 0 ? n->out[0].dtype : LOOM_DTYPE_INVALID);

@@ -81,6 +81,13 @@ LOOM_API int loom_output_ndim(loom_output o);
 LOOM_API int loom_output_dims(loom_output o, int64_t *dims);
 LOOM_API int loom_output_valid(loom_output o);
 
+/* Graph-level random seed (tf.compat.v1.set_random_seed). */
+LOOM_API void loom_graph_set_random_seed(loom_graph *g, int64_t seed);
+/* Resolves (graph seed, op seed) with TF's rules into the pair a random op
+ * uses; has_op_seed = 0 means no op seed. Returns 1 when the result is
+ * deterministic (some seed was set), 0 when it was drawn at random. */
+LOOM_API int loom_graph_get_seed(loom_graph *g, int64_t op_seed, int has_op_seed, int64_t *seed, int64_t *seed2);
+
 /* ---- sources ---- */
 /* A value fed at run time. dims may contain -1 (unknown, e.g. the batch). */
 LOOM_API loom_output loom_placeholder(loom_graph *g, loom_dtype dt, int ndim, const int64_t *dims, const char *name);
