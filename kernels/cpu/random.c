@@ -1,0 +1,281 @@
+/* CPU kernels of the random family (Philox4x32-10, see kernels/cpu/philox.h).
+ *
+ * Stream layout. key = attrs.seed (k0 = low word, k1 = high word); the 128-bit
+ * counter is {block lo, block hi, s lo, s hi} with
+ *   s = attrs.seed2 + run * 0x9E3779B97F4A7C15   (run = *ctx->counter)
+ * The engine bumps the run counter after every run of the node, so each run
+ * draws new numbers; multiplying by an odd constant is a bijection, so for
+ * fixed seeds every (run, block) pair has its own counter. Block b yields four
+ * 32-bit words, used as follows:
+ *   RandomUniform        f32: elements 4b..4b+3, one word each (24-bit mantissa)
+ *                        f64: elements 2b, 2b+1, two words each (53 bits)
+ *   RandomStandardNormal f32: elements 4b..4b+3 (Box-Muller on word pairs)
+ *                        f64: elements 2b, 2b+1 (Box-Muller on 64-bit pairs)
+ *   TruncatedNormal      element i tries blocks i + (a << 40), a = 0, 1, ...;
+ *                        each block gives 4 (f32) or 2 (f64) standard normal
+ *                        candidates; the first with |z| < 2 is taken (TF:
+ *                        resample beyond two standard deviations).
+ *   Dropout              elements 4b..4b+3: keep iff word * 2^-32 >= rate.
+ * Values therefore depend only on (seed, seed2, run, position): the work is
+ * split between threads freely. */
+#include <math.h>
+#include <string.h>
+#include "kernels/cpu/random.h"
+#include "kernels/cpu/philox.h"
+
+#define RNG_GRAIN 4096
+#define RUN_MIX 0x9E3779B97F4A7C15ull
+#define TWO_PI 6.283185307179586476925286766559
+
+typedef struct {
+  uint32_t key[2];
+  uint32_t s0, s1;
+  void *out;
+  void *out2;
+  const void *x;
+  double a, b;
+} rng_job;
+
+static rng_job job_init(const loom_kctx *ctx) {
+  rng_job j;
+  memset(&j, 0, sizeof j);
+  const loom_attrs *at = ctx->attrs;
+  uint64_t run = ctx->counter ? *ctx->counter : 0;
+  uint64_t s = at->seed2 + run * RUN_MIX;
+  j.key[0] = (uint32_t)at->seed;
+  j.key[1] = (uint32_t)(at->seed >> 32);
+  j.s0 = (uint32_t)s;
+  j.s1 = (uint32_t)(s >> 32);
+  j.a = at->alpha;
+  j.b = at->beta;
+  return j;
+}
+
+static inline void gen(const rng_job *j, uint64_t blk, uint32_t w[4]) {
+  uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), j->s0, j->s1};
+  loom_philox4x32_10(c, j->key, w);
+}
+
+/* [0,1) and (0,1] from 24 / 53 random bits (exact in the target type). */
+static inline float u24(uint32_t x) { return (float)(x >> 8) * 0x1p-24f; }
+static inline float u24_nz(uint32_t x) { return (float)((x >> 8) + 1) * 0x1p-24f; }
+static inline double u53(uint32_t hi, uint32_t lo) {
+  return (double)(((((uint64_t)hi) << 32) | lo) >> 11) * 0x1p-53;
+}
+static inline double u53_nz(uint32_t hi, uint32_t lo) {
+  return (double)((((((uint64_t)hi) << 32) | lo) >> 11) + 1) * 0x1p-53;
+}
+
+static inline void box_muller_f32(uint32_t a, uint32_t b, float *z0, float *z1) {
+  float r = sqrtf(-2.0f * logf(u24_nz(a)));
+  float t = (float)TWO_PI * u24(b);
+  *z0 = r * cosf(t);
+  *z1 = r * sinf(t);
+}
+static inline void box_muller_f64(const uint32_t w[4], double *z0, double *z1) {
+  double r = sqrt(-2.0 * log(u53_nz(w[0], w[1])));
+  double t = TWO_PI * u53(w[2], w[3]);
+  *z0 = r * cos(t);
+  *z1 = r * sin(t);
+}
+
+/* Stores the P values of block blk that fall into [b, e). */
+#define STORE_BLOCK(o, blk, P, v, b, e)                    \
+  do {                                                     \
+    int64_t base_ = (int64_t)(blk) * (P);                  \
+    for (int k_ = 0; k_ < (P); k_++) {                     \
+      int64_t i_ = base_ + k_;                             \
+      if (i_ >= (b) && i_ < (e)) (o)[i_] = (v)[k_];        \
+    }                                                      \
+  } while (0)
+
+/* ---- RandomUniform ---- */
+static void range_uniform_f32(void *p, int64_t b, int64_t e) {
+  const rng_job *j = p;
+  float *o = j->out;
+  float lo = (float)j->a, hi = (float)j->b, sc = (float)(j->b - j->a);
+  float top = nextafterf(hi, lo);
+  for (int64_t blk = b / 4; blk * 4 < e; blk++) {
+    uint32_t w[4];
+    float v[4];
+    gen(j, (uint64_t)blk, w);
+    for (int k = 0; k < 4; k++) {
+      v[k] = lo + sc * u24(w[k]);
+      if (v[k] >= hi && hi > lo) v[k] = top; /* rounding must not reach hi */
+    }
+    STORE_BLOCK(o, blk, 4, v, b, e);
+  }
+}
+static void range_uniform_f64(void *p, int64_t b, int64_t e) {
+  const rng_job *j = p;
+  double *o = j->out;
+  double lo = j->a, hi = j->b, sc = j->b - j->a, top = nextafter(hi, lo);
+  for (int64_t blk = b / 2; blk * 2 < e; blk++) {
+    uint32_t w[4];
+    double v[2];
+    gen(j, (uint64_t)blk, w);
+    v[0] = lo + sc * u53(w[0], w[1]);
+    v[1] = lo + sc * u53(w[2], w[3]);
+    for (int k = 0; k < 2; k++)
+      if (v[k] >= hi && hi > lo) v[k] = top;
+    STORE_BLOCK(o, blk, 2, v, b, e);
+  }
+}
+static void uniform_defaults(rng_job *j) {
+  if (j->a == 0 && j->b == 0) j->b = 1; /* [0, 1) */
+}
+loom_code loom__k_random_uniform_f32(const loom_kctx *ctx) {
+  rng_job j = job_init(ctx);
+  uniform_defaults(&j);
+  j.out = ctx->out[0]->data;
+  loom__parallel_for(ctx->pool, ctx->out[0]->numel, RNG_GRAIN, range_uniform_f32, &j);
+  return LOOM_OK;
+}
+loom_code loom__k_random_uniform_f64(const loom_kctx *ctx) {
+  rng_job j = job_init(ctx);
+  uniform_defaults(&j);
+  j.out = ctx->out[0]->data;
+  loom__parallel_for(ctx->pool, ctx->out[0]->numel, RNG_GRAIN, range_uniform_f64, &j);
+  return LOOM_OK;
+}
+
+/* ---- RandomStandardNormal (mean attrs.alpha, stddev attrs.beta) ---- */
+static void normal_defaults(rng_job *j) {
+  if (j->a == 0 && j->b == 0) j->b = 1; /* N(0, 1) */
+}
+static void range_normal_f32(void *p, int64_t b, int64_t e) {
+  const rng_job *j = p;
+  float *o = j->out;
+  float mean = (float)j->a, sd = (float)j->b;
+  for (int64_t blk = b / 4; blk * 4 < e; blk++) {
+    uint32_t w[4];
+    float v[4];
+    gen(j, (uint64_t)blk, w);
+    box_muller_f32(w[0], w[1], &v[0], &v[1]);
+    box_muller_f32(w[2], w[3], &v[2], &v[3]);
+    for (int k = 0; k < 4; k++) v[k] = mean + sd * v[k];
+    STORE_BLOCK(o, blk, 4, v, b, e);
+  }
+}
+static void range_normal_f64(void *p, int64_t b, int64_t e) {
+  const rng_job *j = p;
+  double *o = j->out;
+  for (int64_t blk = b / 2; blk * 2 < e; blk++) {
+    uint32_t w[4];
+    double v[2];
+    gen(j, (uint64_t)blk, w);
+    box_muller_f64(w, &v[0], &v[1]);
+    v[0] = j->a + j->b * v[0];
+    v[1] = j->a + j->b * v[1];
+    STORE_BLOCK(o, blk, 2, v, b, e);
+  }
+}
+loom_code loom__k_random_normal_f32(const loom_kctx *ctx) {
+  rng_job j = job_init(ctx);
+  normal_defaults(&j);
+  j.out = ctx->out[0]->data;
+  loom__parallel_for(ctx->pool, ctx->out[0]->numel, RNG_GRAIN, range_normal_f32, &j);
+  return LOOM_OK;
+}
+loom_code loom__k_random_normal_f64(const loom_kctx *ctx) {
+  rng_job j = job_init(ctx);
+  normal_defaults(&j);
+  j.out = ctx->out[0]->data;
+  loom__parallel_for(ctx->pool, ctx->out[0]->numel, RNG_GRAIN, range_normal_f64, &j);
+  return LOOM_OK;
+}
+
+/* ---- TruncatedNormal ---- */
+#define TN_MAX_TRIES 64 /* all 64 blocks rejected: probability < 1e-300 */
+static void range_truncated_f32(void *p, int64_t b, int64_t e) {
+  const rng_job *j = p;
+  float *o = j->out;
+  float mean = (float)j->a, sd = (float)j->b;
+  for (int64_t i = b; i < e; i++) {
+    float z = 0.0f;
+    for (uint64_t a = 0; a < TN_MAX_TRIES; a++) {
+      uint32_t w[4];
+      float v[4];
+      gen(j, (uint64_t)i + (a << 40), w);
+      box_muller_f32(w[0], w[1], &v[0], &v[1]);
+      box_muller_f32(w[2], w[3], &v[2], &v[3]);
+      int k = 0;
+      while (k < 4 && !(fabsf(v[k]) < 2.0f)) k++;
+      if (k < 4) {
+        z = v[k];
+        break;
+      }
+    }
+    o[i] = mean + sd * z;
+  }
+}
+static void range_truncated_f64(void *p, int64_t b, int64_t e) {
+  const rng_job *j = p;
+  double *o = j->out;
+  for (int64_t i = b; i < e; i++) {
+    double z = 0.0;
+    for (uint64_t a = 0; a < TN_MAX_TRIES; a++) {
+      uint32_t w[4];
+      double v[2];
+      gen(j, (uint64_t)i + (a << 40), w);
+      box_muller_f64(w, &v[0], &v[1]);
+      if (fabs(v[0]) < 2.0) {
+        z = v[0];
+        break;
+      }
+      if (fabs(v[1]) < 2.0) {
+        z = v[1];
+        break;
+      }
+    }
+    o[i] = j->a + j->b * z;
+  }
+}
+loom_code loom__k_truncated_normal_f32(const loom_kctx *ctx) {
+  rng_job j = job_init(ctx);
+  normal_defaults(&j);
+  j.out = ctx->out[0]->data;
+  loom__parallel_for(ctx->pool, ctx->out[0]->numel, RNG_GRAIN, range_truncated_f32, &j);
+  return LOOM_OK;
+}
+loom_code loom__k_truncated_normal_f64(const loom_kctx *ctx) {
+  rng_job j = job_init(ctx);
+  normal_defaults(&j);
+  j.out = ctx->out[0]->data;
+  loom__parallel_for(ctx->pool, ctx->out[0]->numel, RNG_GRAIN, range_truncated_f64, &j);
+  return LOOM_OK;
+}
+
+/* ---- Dropout: y = x * mask_scaled, mask_scaled = keep / (1 - rate) ---- */
+#define DEF_DROPOUT(T, SFX)                                                           \
+  static void range_dropout_##SFX(void *p, int64_t b, int64_t e) {                    \
+    const rng_job *j = p;                                                             \
+    const T *x = j->x;                                                                \
+    T *y = j->out, *m = j->out2;                                                      \
+    double rate = j->a;                                                               \
+    T scale = (T)j->b;                                                                \
+    for (int64_t blk = b / 4; blk * 4 < e; blk++) {                                   \
+      uint32_t w[4];                                                                  \
+      T v[4];                                                                         \
+      gen(j, (uint64_t)blk, w);                                                       \
+      for (int k = 0; k < 4; k++) v[k] = (double)w[k] * 0x1p-32 >= rate ? scale : (T)0; \
+      STORE_BLOCK(m, blk, 4, v, b, e);                                                \
+    }                                                                                 \
+    for (int64_t i = b; i < e; i++) y[i] = x[i] * m[i];                               \
+  }                                                                                   \
+  loom_code loom__k_dropout_##SFX(const loom_kctx *ctx) {                             \
+    rng_job j = job_init(ctx);                                                        \
+    double rate = ctx->attrs->alpha;                                                  \
+    if (!(rate >= 0.0 && rate < 1.0))                                                 \
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,                          \
+                             "dropout rate %g is not in [0, 1)", rate);               \
+    j.a = rate;                                                                       \
+    j.b = 1.0 / (1.0 - rate);                                                         \
+    j.x = ctx->in[0]->data;                                                           \
+    j.out = ctx->out[0]->data;                                                        \
+    j.out2 = ctx->out[1]->data;                                                       \
+    loom__parallel_for(ctx->pool, ctx->out[0]->numel, RNG_GRAIN, range_dropout_##SFX, &j); \
+    return LOOM_OK;                                                                   \
+  }
+DEF_DROPOUT(float, f32)
+DEF_DROPOUT(double, f64)
