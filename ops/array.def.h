@@ -1,2 +1,32 @@
 /* ops of the array family: X(Enum, "TFName") */
-#define LOOM_ARRAY_OPS(X)
+#define LOOM_ARRAY_OPS(X)                         \
+  X(Reshape, "Reshape")                           \
+  X(ReshapeLike, "ReshapeLike")                   \
+  X(BroadcastLike, "BroadcastLike")               \
+  X(BroadcastTo, "BroadcastTo")                   \
+  X(Transpose, "Transpose")                       \
+  X(Concat, "ConcatV2")                           \
+  X(Split, "Split")                               \
+  X(SplitV, "SplitV")                             \
+  X(Slice, "Slice")                               \
+  X(Pack, "Pack")                                 \
+  X(Unpack, "Unpack")                             \
+  X(ExpandDims, "ExpandDims")                     \
+  X(Squeeze, "Squeeze")                           \
+  X(Tile, "Tile")                                 \
+  X(Pad, "PadV2")                                 \
+  X(Gather, "GatherV2")                           \
+  X(ScatterAdd, "TensorScatterAdd")               \
+  X(ScatterUpdate, "TensorScatterUpdate")         \
+  X(UnsortedSegmentSum, "UnsortedSegmentSum")     \
+  X(UnsortedSegmentMean, "UnsortedSegmentMean")   \
+  X(UnsortedSegmentSqrtN, "UnsortedSegmentSqrtN") \
+  X(OneHot, "OneHot")                             \
+  X(Cast, "Cast")                                 \
+  X(Fill, "Fill")                                 \
+  X(ZerosLike, "ZerosLike")                       \
+  X(OnesLike, "OnesLike")                         \
+  X(Shape, "Shape")                               \
+  X(Range, "Range")                               \
+  X(StopGradient, "StopGradient")                 \
+  X(TopK, "TopKV2")
