@@ -475,8 +475,8 @@ static loom_code shape_segment(loom_shape_ctx *c, uint32_t dtypes) {
   if (d->ndim == 0) FAIL("data must have rank >= 1, got a scalar");
   int64_t tmp;
   if (ix->ndim != 1 || !dim_merge(ix->dims[0], d->dims[0], &tmp))
-    FAIL("segment_ids %s must have shape [%s] (the first dimension of data %s)", loom__tdesc_str(ix),
-         d->dims[0] < 0 ? "?" : req_str(1, d->dims), loom__tdesc_str(d));
+    FAIL("segment_ids %s must be a vector as long as the first dimension of data %s", loom__tdesc_str(ix),
+         loom__tdesc_str(d));
   if (c->attrs->num < 0) FAIL("num_segments must be >= 0, got %lld", (long long)c->attrs->num);
   c->out[0] = *d;
   c->out[0].dims[0] = c->attrs->num;
@@ -810,7 +810,7 @@ loom_code loom_split_v(loom_graph *g, loom_output x, int n, const int64_t *sizes
   if (n < 1 || !outs || !copy_dims(a.size, n, sizes)) {
     bfail(g, name, LOOM_OP_SplitV, "needs 1 to 8 sizes and outs non-NULL");
     if (outs)
-      for (int i = 0; i < n && i < LOOM_MAX_DIMS; i++) outs[i] = loom__graph_dummy(g);
+      for (int i = 0; i < n; i++) outs[i] = loom__graph_dummy(g);
     return loom_graph_status(g, NULL);
   }
   a.nshape = n;

@@ -157,7 +157,7 @@ static void fill_value(loom_pool *pool, void *dst, loom_dtype dt, int64_t n, dou
 /* ---------------------------------------------------------------------- */
 
 #define SC_MAXD (2 * LOOM_MAX_DIMS)
-#define SC_TILE 32
+#define SC_TILE 16
 
 typedef struct {
   int nd;
