@@ -1,0 +1,429 @@
+/* CPU kernels of the nn family: Softmax, LogSoftmax, the cross entropies,
+ * L2Normalize, MaxPool/AvgPool and their gradients (NHWC).
+ * Convolutions are in kernels/cpu/conv.c.
+ *
+ * This file is compiled once and includes itself twice (float, double). */
+#ifndef LOOM_NN_TPL
+#include <math.h>
+#include <string.h>
+#include "kernels/cpu/nn.h"
+
+static int64_t rows_grain(int64_t row_len) {
+  int64_t g = LOOM_PAR_GRAIN / (row_len > 0 ? row_len : 1);
+  return g > 0 ? g : 1;
+}
+
+/* ---- pooling geometry ---- */
+typedef struct pgeom {
+  int64_t N, H, W, C, OH, OW, kh, kw, sh, sw, pt, pl;
+} pgeom;
+
+static int64_t attr_or_1(int64_t v) { return v >= 1 ? v : 1; }
+
+/* xd: pooled input [N,H,W,C]; yd: pooled output [N,OH,OW,C]. */
+static void pgeom_init(pgeom *g, const loom_attrs *a, const int64_t *xd, const int64_t *yd) {
+  g->N = xd[0];
+  g->H = xd[1];
+  g->W = xd[2];
+  g->C = xd[3];
+  g->OH = yd[1];
+  g->OW = yd[2];
+  g->kh = attr_or_1(a->ksize[1]);
+  g->kw = attr_or_1(a->ksize[2]);
+  g->sh = attr_or_1(a->strides[1]);
+  g->sw = attr_or_1(a->strides[2]);
+  loom__conv_out_size(g->H, g->kh, g->sh, 1, a->padding, &g->pt);
+  loom__conv_out_size(g->W, g->kw, g->sw, 1, a->padding, &g->pl);
+}
+
+/* The valid part [*b, *e) of the window of output index o. */
+static inline void pwin(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t in, int64_t *b, int64_t *e) {
+  int64_t s = o * stride - pad, t = s + k;
+  *b = s > 0 ? s : 0;
+  *e = t < in ? t : in;
+}
+
+/* ---- L2Normalize geometry: [outer, len, inner] around the axis ---- */
+static void axis_split(const loom_buf *x, int64_t axis, int64_t *outer, int64_t *len, int64_t *inner) {
+  *outer = 1;
+  *len = 1;
+  *inner = 1;
+  if (x->ndim == 0) return;
+  if (axis < 0) axis += x->ndim;
+  for (int i = 0; i < x->ndim; i++) {
+    if (i < axis) *outer *= x->dims[i];
+    else if (i == axis) *len = x->dims[i];
+    else *inner *= x->dims[i];
+  }
+}
+
+#define CAT_(a, b) a##_##b
+#define CAT(a, b) CAT_(a, b)
+#define FN(name) CAT(name, SFX)
+
+#define LOOM_NN_TPL 1
+#define T float
+#define SFX f32
+#define EXP expf
+#define LOG logf
+#define LOG1P log1pf
+#define SQRT sqrtf
+#define FABS fabsf
+#define NEG_INF (-INFINITY)
+#include "kernels/cpu/nn.c"
+#undef T
+#undef SFX
+#undef EXP
+#undef LOG
+#undef LOG1P
+#undef SQRT
+#undef FABS
+#define T double
+#define SFX f64
+#define EXP exp
+#define LOG log
+#define LOG1P log1p
+#define SQRT sqrt
+#define FABS fabs
+#include "kernels/cpu/nn.c"
+
+#else /* ---------------- template body ---------------- */
+
+static inline T FN(row_max)(const T *x, int64_t n) {
+  T m = NEG_INF;
+  for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+/* ---- Softmax / LogSoftmax over the last axis ---- */
+typedef struct {
+  const T *x;
+  T *y;
+  int64_t C;
+} FN(rows_args);
+
+static void FN(softmax_rows)(void *p, int64_t b, int64_t e) {
+  const FN(rows_args) *a = p;
+  const int64_t C = a->C;
+  for (int64_t r = b; r < e; r++) {
+    const T *x = a->x + r * C;
+    T *y = a->y + r * C;
+    T m = FN(row_max)(x, C), s = 0;
+    for (int64_t j = 0; j < C; j++) {
+      T v = EXP(x[j] - m);
+      y[j] = v;
+      s += v;
+    }
+    T inv = (T)1 / s;
+    for (int64_t j = 0; j < C; j++) y[j] *= inv;
+  }
+}
+
+static void FN(log_softmax_rows)(void *p, int64_t b, int64_t e) {
+  const FN(rows_args) *a = p;
+  const int64_t C = a->C;
+  for (int64_t r = b; r < e; r++) {
+    const T *x = a->x + r * C;
+    T *y = a->y + r * C;
+    T m = FN(row_max)(x, C), s = 0;
+    for (int64_t j = 0; j < C; j++) s += EXP(x[j] - m);
+    T ls = LOG(s);
+    for (int64_t j = 0; j < C; j++) y[j] = (x[j] - m) - ls;
+  }
+}
+
+static loom_code FN(rows_op)(const loom_kctx *ctx, loom_range_fn fn) {
+  const loom_buf *X = ctx->in[0];
+  int64_t C = X->ndim ? X->dims[X->ndim - 1] : 1;
+  if (X->numel == 0) return LOOM_OK;
+  FN(rows_args) a = {X->data, ctx->out[0]->data, C};
+  loom__parallel_for(ctx->pool, X->numel / C, rows_grain(C), fn, &a);
+  return LOOM_OK;
+}
+loom_code FN(loom__k_softmax)(const loom_kctx *ctx) { return FN(rows_op)(ctx, FN(softmax_rows)); }
+loom_code FN(loom__k_log_softmax)(const loom_kctx *ctx) { return FN(rows_op)(ctx, FN(log_softmax_rows)); }
+
+/* ---- (Sparse)SoftmaxCrossEntropyWithLogits ---- */
+typedef struct {
+  const T *x;
+  const T *z;            /* dense labels, or NULL */
+  const int32_t *l32;    /* sparse labels */
+  const int64_t *l64;
+  T *loss, *bp;
+  int64_t C;
+} FN(xent_args);
+
+static void FN(xent_rows)(void *p, int64_t b, int64_t e) {
+  const FN(xent_args) *a = p;
+  const int64_t C = a->C;
+  for (int64_t r = b; r < e; r++) {
+    const T *x = a->x + r * C;
+    T *bp = a->bp + r * C;
+    T m = FN(row_max)(x, C), s = 0;
+    for (int64_t j = 0; j < C; j++) {
+      T v = EXP(x[j] - m);
+      bp[j] = v;
+      s += v;
+    }
+    T ls = LOG(s), inv = (T)1 / s;
+    if (a->z) {
+      const T *z = a->z + r * C;
+      double loss = 0;
+      for (int64_t j = 0; j < C; j++) {
+        if (z[j] != 0) loss += (double)z[j] * (double)(ls - (x[j] - m));
+        bp[j] = bp[j] * inv - z[j];
+      }
+      a->loss[r] = (T)loss;
+    } else {
+      int64_t l = a->l32 ? (int64_t)a->l32[r] : a->l64[r];
+      for (int64_t j = 0; j < C; j++) bp[j] *= inv;
+      bp[l] -= 1;
+      a->loss[r] = ls - (x[l] - m);
+    }
+  }
+}
+
+loom_code FN(loom__k_softmax_xent)(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  int64_t B = X->dims[0], C = X->dims[1];
+  FN(xent_args) a = {X->data, ctx->in[1]->data, NULL, NULL, ctx->out[0]->data, ctx->out[1]->data, C};
+  if (C == 0) {
+    for (int64_t r = 0; r < B; r++) a.loss[r] = 0;
+    return LOOM_OK;
+  }
+  loom__parallel_for(ctx->pool, B, rows_grain(C), FN(xent_rows), &a);
+  return LOOM_OK;
+}
+
+loom_code FN(loom__k_sparse_softmax_xent)(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0], *L = ctx->in[1];
+  int64_t B = X->dims[0], C = X->dims[1];
+  FN(xent_args) a = {X->data, NULL, NULL, NULL, ctx->out[0]->data, ctx->out[1]->data, C};
+  if (L->dtype == LOOM_I32) a.l32 = L->data;
+  else if (L->dtype == LOOM_I64) a.l64 = L->data;
+  else
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "labels must be int32 or int64, got %s",
+                           loom_dtype_name(L->dtype));
+  for (int64_t r = 0; r < B; r++) {
+    int64_t l = a.l32 ? (int64_t)a.l32[r] : a.l64[r];
+    if (l < 0 || l >= C)
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "labels[%lld] = %lld is not in [0, %lld)",
+                             (long long)r, (long long)l, (long long)C);
+  }
+  loom__parallel_for(ctx->pool, B, rows_grain(C), FN(xent_rows), &a);
+  return LOOM_OK;
+}
+
+/* ---- SigmoidCrossEntropyWithLogits(logits x, labels z) ---- */
+typedef struct {
+  const T *x, *z;
+  T *y;
+} FN(ew_args);
+
+static void FN(sigmoid_xent_range)(void *p, int64_t b, int64_t e) {
+  const FN(ew_args) *a = p;
+  for (int64_t i = b; i < e; i++) {
+    T x = a->x[i], z = a->z[i];
+    a->y[i] = (x > 0 ? x : 0) - x * z + LOG1P(EXP(-FABS(x)));
+  }
+}
+
+loom_code FN(loom__k_sigmoid_xent)(const loom_kctx *ctx) {
+  FN(ew_args) a = {ctx->in[0]->data, ctx->in[1]->data, ctx->out[0]->data};
+  loom__parallel_for(ctx->pool, ctx->out[0]->numel, LOOM_PAR_GRAIN / 4, FN(sigmoid_xent_range), &a);
+  return LOOM_OK;
+}
+
+/* ---- L2Normalize: task = a block of up to 64 adjacent lines of one outer index ---- */
+typedef struct {
+  const T *x;
+  T *y;
+  int64_t len, inner, nblk;
+  T eps;
+} FN(l2_args);
+
+static void FN(l2_range)(void *p, int64_t b, int64_t e) {
+  const FN(l2_args) *a = p;
+  const int64_t len = a->len, inner = a->inner;
+  for (int64_t t = b; t < e; t++) {
+    int64_t o = t / a->nblk, i0 = (t - o * a->nblk) * 64;
+    int64_t nb = inner - i0 < 64 ? inner - i0 : 64;
+    const T *x = a->x + o * len * inner + i0;
+    T *y = a->y + o * len * inner + i0;
+    T s[64];
+    for (int64_t i = 0; i < nb; i++) s[i] = 0;
+    for (int64_t k = 0; k < len; k++)
+      for (int64_t i = 0; i < nb; i++) s[i] += x[k * inner + i] * x[k * inner + i];
+    for (int64_t i = 0; i < nb; i++) s[i] = (T)1 / SQRT(s[i] > a->eps ? s[i] : a->eps);
+    for (int64_t k = 0; k < len; k++)
+      for (int64_t i = 0; i < nb; i++) y[k * inner + i] = x[k * inner + i] * s[i];
+  }
+}
+
+loom_code FN(loom__k_l2_normalize)(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  if (X->numel == 0) return LOOM_OK;
+  int64_t outer, len, inner;
+  axis_split(X, ctx->attrs->axis, &outer, &len, &inner);
+  double eps = ctx->attrs->epsilon > 0 ? ctx->attrs->epsilon : 1e-12;
+  int64_t nblk = (inner + 63) / 64;
+  FN(l2_args) a = {X->data, ctx->out[0]->data, len, inner, nblk, (T)eps};
+  int64_t per = len * (inner < 64 ? inner : 64);
+  loom__parallel_for(ctx->pool, outer * nblk, rows_grain(per), FN(l2_range), &a);
+  return LOOM_OK;
+}
+
+/* ---- MaxPool / AvgPool: task = one output row (n, oh) ---- */
+typedef struct {
+  const pgeom *g;
+  const T *x, *dy;
+  T *y;
+} FN(pool_args);
+
+static void FN(max_pool_range)(void *p, int64_t b, int64_t e) {
+  const FN(pool_args) *a = p;
+  const pgeom *g = a->g;
+  const int64_t C = g->C;
+  for (int64_t r = b; r < e; r++) {
+    int64_t n = r / g->OH, oh = r - n * g->OH, hb, he;
+    pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t wb, we;
+      pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
+      T *restrict o = a->y + (r * g->OW + ow) * C;
+      for (int64_t c = 0; c < C; c++) o[c] = NEG_INF;
+      for (int64_t ih = hb; ih < he; ih++)
+        for (int64_t iw = wb; iw < we; iw++) {
+          const T *restrict xp = a->x + ((n * g->H + ih) * g->W + iw) * C;
+          for (int64_t c = 0; c < C; c++) o[c] = xp[c] > o[c] ? xp[c] : o[c];
+        }
+    }
+  }
+}
+
+static void FN(avg_pool_range)(void *p, int64_t b, int64_t e) {
+  const FN(pool_args) *a = p;
+  const pgeom *g = a->g;
+  const int64_t C = g->C;
+  for (int64_t r = b; r < e; r++) {
+    int64_t n = r / g->OH, oh = r - n * g->OH, hb, he;
+    pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t wb, we;
+      pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
+      T *restrict o = a->y + (r * g->OW + ow) * C;
+      for (int64_t c = 0; c < C; c++) o[c] = 0;
+      for (int64_t ih = hb; ih < he; ih++)
+        for (int64_t iw = wb; iw < we; iw++) {
+          const T *restrict xp = a->x + ((n * g->H + ih) * g->W + iw) * C;
+          for (int64_t c = 0; c < C; c++) o[c] += xp[c];
+        }
+      int64_t cnt = (he - hb) * (we - wb);
+      T inv = cnt > 0 ? (T)1 / (T)cnt : 0;
+      for (int64_t c = 0; c < C; c++) o[c] *= inv;
+    }
+  }
+}
+
+static loom_code FN(pool_fwd)(const loom_kctx *ctx, loom_range_fn fn) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *Y = ctx->out[0];
+  if (Y->numel == 0) return LOOM_OK;
+  pgeom g;
+  pgeom_init(&g, ctx->attrs, X->dims, Y->dims);
+  FN(pool_args) a = {&g, X->data, NULL, Y->data};
+  loom__parallel_for(ctx->pool, g.N * g.OH, rows_grain(g.OW * g.C * g.kh * g.kw), fn, &a);
+  return LOOM_OK;
+}
+loom_code FN(loom__k_max_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, FN(max_pool_range)); }
+loom_code FN(loom__k_avg_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, FN(avg_pool_range)); }
+
+/* ---- MaxPoolGrad / AvgPoolGrad: task = one image (images never overlap) ---- */
+static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
+  const FN(pool_args) *a = p;
+  const pgeom *g = a->g;
+  const int64_t C = g->C;
+  for (int64_t n = b; n < e; n++) {
+    const T *ximg = a->x + n * g->H * g->W * C;
+    T *dimg = a->y + n * g->H * g->W * C;
+    memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
+    for (int64_t oh = 0; oh < g->OH; oh++) {
+      int64_t hb, he;
+      pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
+      for (int64_t ow = 0; ow < g->OW; ow++) {
+        int64_t wb, we;
+        pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
+        const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
+        for (int64_t c0 = 0; c0 < C; c0 += 64) {
+          int64_t cb = C - c0 < 64 ? C - c0 : 64;
+          T best[64];
+          int64_t at[64];
+          for (int64_t c = 0; c < cb; c++) at[c] = -1;
+          for (int64_t ih = hb; ih < he; ih++)
+            for (int64_t iw = wb; iw < we; iw++) {
+              int64_t off = (ih * g->W + iw) * C + c0;
+              const T *xp = ximg + off;
+              for (int64_t c = 0; c < cb; c++)
+                if (at[c] < 0 || xp[c] > best[c]) { /* strict: the first maximum wins */
+                  best[c] = xp[c];
+                  at[c] = off + c;
+                }
+            }
+          for (int64_t c = 0; c < cb; c++)
+            if (at[c] >= 0) dimg[at[c]] += dy[c0 + c];
+        }
+      }
+    }
+  }
+}
+
+static void FN(avg_pool_grad_range)(void *p, int64_t b, int64_t e) {
+  const FN(pool_args) *a = p;
+  const pgeom *g = a->g;
+  const int64_t C = g->C;
+  for (int64_t n = b; n < e; n++) {
+    T *dimg = a->y + n * g->H * g->W * C;
+    memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
+    for (int64_t oh = 0; oh < g->OH; oh++) {
+      int64_t hb, he;
+      pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
+      for (int64_t ow = 0; ow < g->OW; ow++) {
+        int64_t wb, we;
+        pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
+        int64_t cnt = (he - hb) * (we - wb);
+        if (cnt <= 0) continue;
+        T inv = (T)1 / (T)cnt;
+        const T *restrict dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
+        for (int64_t ih = hb; ih < he; ih++)
+          for (int64_t iw = wb; iw < we; iw++) {
+            T *restrict d = dimg + (ih * g->W + iw) * C;
+            for (int64_t c = 0; c < C; c++) d[c] += dy[c] * inv;
+          }
+      }
+    }
+  }
+}
+
+loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0], *DY = ctx->in[2];
+  loom_buf *DX = ctx->out[0];
+  if (DX->numel == 0) return LOOM_OK;
+  pgeom g;
+  pgeom_init(&g, ctx->attrs, X->dims, DY->dims);
+  FN(pool_args) a = {&g, X->data, DY->data, DX->data};
+  loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
+  return LOOM_OK;
+}
+
+loom_code FN(loom__k_avg_pool_grad)(const loom_kctx *ctx) {
+  const loom_buf *DY = ctx->in[0];
+  loom_buf *DX = ctx->out[0];
+  if (DX->numel == 0) return LOOM_OK;
+  pgeom g;
+  pgeom_init(&g, ctx->attrs, DX->dims, DY->dims);
+  FN(pool_args) a = {&g, NULL, DY->data, DX->data};
+  loom__parallel_for(ctx->pool, g.N, 1, FN(avg_pool_grad_range), &a);
+  return LOOM_OK;
+}
+
+#endif
