@@ -1,3 +1,53 @@
 /* ops of the math family: X(Enum, "TFName") */
-#define LOOM_MATH_OPS(X) \
-  X(Add, "AddV2")
+#define LOOM_MATH_OPS(X)                          \
+  X(Add, "AddV2")                                 \
+  X(Sub, "Sub")                                   \
+  X(Mul, "Mul")                                   \
+  X(Div, "RealDiv")                               \
+  X(Pow, "Pow")                                   \
+  X(Maximum, "Maximum")                           \
+  X(Minimum, "Minimum")                           \
+  X(Neg, "Neg")                                   \
+  X(Abs, "Abs")                                   \
+  X(Exp, "Exp")                                   \
+  X(Log, "Log")                                   \
+  X(Log1p, "Log1p")                               \
+  X(Sqrt, "Sqrt")                                 \
+  X(Rsqrt, "Rsqrt")                               \
+  X(Square, "Square")                             \
+  X(Tanh, "Tanh")                                 \
+  X(Sigmoid, "Sigmoid")                           \
+  X(Relu, "Relu")                                 \
+  X(Relu6, "Relu6")                               \
+  X(Elu, "Elu")                                   \
+  X(Selu, "Selu")                                 \
+  X(LeakyRelu, "LeakyRelu")                       \
+  X(Softplus, "Softplus")                         \
+  X(Gelu, "Gelu")                                 \
+  X(Sign, "Sign")                                 \
+  X(Floor, "Floor")                               \
+  X(Ceil, "Ceil")                                 \
+  X(Round, "Round")                               \
+  X(Reciprocal, "Reciprocal")                     \
+  X(ClipByValue, "ClipByValue")                   \
+  X(Equal, "Equal")                               \
+  X(NotEqual, "NotEqual")                         \
+  X(Less, "Less")                                 \
+  X(LessEqual, "LessEqual")                       \
+  X(Greater, "Greater")                           \
+  X(GreaterEqual, "GreaterEqual")                 \
+  X(LogicalAnd, "LogicalAnd")                     \
+  X(LogicalOr, "LogicalOr")                       \
+  X(LogicalNot, "LogicalNot")                     \
+  X(Select, "SelectV2")                           \
+  X(ReluGrad, "ReluGrad")                         \
+  X(Relu6Grad, "Relu6Grad")                       \
+  X(SigmoidGrad, "SigmoidGrad")                   \
+  X(TanhGrad, "TanhGrad")                         \
+  X(EluGrad, "EluGrad")                           \
+  X(SeluGrad, "SeluGrad")                         \
+  X(LeakyReluGrad, "LeakyReluGrad")               \
+  X(SoftplusGrad, "SoftplusGrad")                 \
+  X(GeluGrad, "GeluGrad")                         \
+  X(RsqrtGrad, "RsqrtGrad")                       \
+  X(SqrtGrad, "SqrtGrad")
