@@ -486,6 +486,34 @@ Test(argmax, ties_axes_dtypes) {
   free(x);
 }
 
+/* NaN: the first NaN wins (NumPy's rule), in short rows, long rows and columns. */
+Test(argmax, nan_first_wins) {
+  int64_t d[2] = {2, 100};
+  float v[200];
+  for (int i = 0; i < 200; i++) v[i] = (float)(i % 17);
+  v[70] = NAN;
+  v[90] = NAN;
+  v[100 + 3] = NAN;
+  loom_graph *g = loom_graph_new();
+  loom_output c = loom_const_data(g, LOOM_F32, 2, d, v, "c");
+  loom_output rows = loom_argmax(g, c, 1, LOOM_I32, NULL), rmin = loom_argmin(g, c, 1, LOOM_I32, NULL);
+  loom_output cols = loom_argmax(g, c, 0, LOOM_I32, NULL);
+  loom_tensor *a = tu_run1(g, 0, NULL, NULL, rows), *b = tu_run1(g, 0, NULL, NULL, rmin);
+  loom_tensor *cc = tu_run1(g, 0, NULL, NULL, cols);
+  const int32_t *pa = loom_tensor_data(a), *pb = loom_tensor_data(b), *pc = loom_tensor_data(cc);
+  cr_assert_eq(pa[0], 70);
+  cr_assert_eq(pa[1], 3);
+  cr_assert_eq(pb[0], 70);
+  cr_assert_eq(pb[1], 3);
+  cr_assert_eq(pc[3], 1);  /* column 3: [3, NaN] */
+  cr_assert_eq(pc[70], 0); /* column 70: [NaN, 2] */
+  cr_assert_eq(pc[1], 1);  /* column 1: [1, 16] */
+  loom_tensor_free(a);
+  loom_tensor_free(b);
+  loom_tensor_free(cc);
+  loom_graph_free(g);
+}
+
 Test(argmax, empty_axis_is_an_error) {
   int64_t d[2] = {3, 0};
   loom_graph *g = loom_graph_new();

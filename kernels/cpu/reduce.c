@@ -160,8 +160,26 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
 #define EXP_i32(v) exp((double)(v))
 #define EXP_i64(v) exp((double)(v))
 /* "v beats m" for max / min; NaN always beats a number and stays. */
-#define BEATS_MAX(S, v, m) ((v) > (m) || ISNAN_##S(v))
-#define BEATS_MIN(S, v, m) ((v) < (m) || ISNAN_##S(v))
+#define BEATS_MAX(S, v, m) (((v) > (m)) | ISNAN_##S(v))
+#define BEATS_MIN(S, v, m) (((v) < (m)) | ISNAN_##S(v))
+/* ArgMax/ArgMin: strictly better, or the first NaN (NumPy's rule). */
+#define ARG_BEATS_MAX(S, v, b) (((v) > (b)) | (ISNAN_##S(v) & !ISNAN_##S(b)))
+#define ARG_BEATS_MIN(S, v, b) (((v) < (b)) | (ISNAN_##S(v) & !ISNAN_##S(b)))
+
+/* j over [0, w): blocks of 16 with a constant trip count (which GCC's -O2
+ * "very cheap" cost model does vectorise), then the tail. */
+#define FORJ(w, BODY)                          \
+  do {                                         \
+    int64_t j0_ = 0;                           \
+    for (; j0_ + 16 <= (w); j0_ += 16)         \
+      for (int64_t jj_ = 0; jj_ < 16; jj_++) { \
+        int64_t j = j0_ + jj_;                 \
+        BODY;                                  \
+      }                                        \
+    for (int64_t j = j0_; j < (w); j++) {      \
+      BODY;                                    \
+    }                                          \
+  } while (0)
 
 /* T: element type; S: suffix; ACC: accumulator of sums and products. */
 #define DEF_REDUCE(T, S, ACC)                                                                               \
@@ -182,31 +200,41 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     return ((a[0] * a[4]) * (a[1] * a[5])) * ((a[2] * a[6]) * (a[3] * a[7]));                               \
   }                                                                                                         \
   static T row_max_##S(const T *x, int64_t n) {                                                             \
-    T m[8];                                                                                                 \
-    for (int k = 0; k < 8; k++) m[k] = x[0];                                                                \
+    if (n < 128) {                                                                                            \
+      T r = x[0];                                                                                             \
+      for (int64_t i = 1; i < n; i++) r = BEATS_MAX(S, x[i], r) ? x[i] : r;                                   \
+      return r;                                                                                               \
+    }                                                                                                         \
+    T m[64];                                                                                                 \
+    for (int k = 0; k < 64; k++) m[k] = x[0];                                                                \
     int64_t i = 0;                                                                                          \
-    for (; i + 8 <= n; i += 8)                                                                              \
-      for (int k = 0; k < 8; k++) {                                                                         \
+    for (; i + 64 <= n; i += 64)                                                                              \
+      for (int k = 0; k < 64; k++) {                                                                         \
         T v = x[i + k];                                                                                     \
         m[k] = BEATS_MAX(S, v, m[k]) ? v : m[k];                                                            \
       }                                                                                                     \
     for (; i < n; i++) m[0] = BEATS_MAX(S, x[i], m[0]) ? x[i] : m[0];                                       \
     T r = m[0];                                                                                             \
-    for (int k = 1; k < 8; k++) r = BEATS_MAX(S, m[k], r) ? m[k] : r;                                       \
+    for (int k = 1; k < 64; k++) r = BEATS_MAX(S, m[k], r) ? m[k] : r;                                       \
     return r;                                                                                               \
   }                                                                                                         \
   static T row_min_##S(const T *x, int64_t n) {                                                             \
-    T m[8];                                                                                                 \
-    for (int k = 0; k < 8; k++) m[k] = x[0];                                                                \
+    if (n < 128) {                                                                                            \
+      T r = x[0];                                                                                             \
+      for (int64_t i = 1; i < n; i++) r = BEATS_MIN(S, x[i], r) ? x[i] : r;                                   \
+      return r;                                                                                               \
+    }                                                                                                         \
+    T m[64];                                                                                                 \
+    for (int k = 0; k < 64; k++) m[k] = x[0];                                                                \
     int64_t i = 0;                                                                                          \
-    for (; i + 8 <= n; i += 8)                                                                              \
-      for (int k = 0; k < 8; k++) {                                                                         \
+    for (; i + 64 <= n; i += 64)                                                                              \
+      for (int k = 0; k < 64; k++) {                                                                         \
         T v = x[i + k];                                                                                     \
         m[k] = BEATS_MIN(S, v, m[k]) ? v : m[k];                                                            \
       }                                                                                                     \
     for (; i < n; i++) m[0] = BEATS_MIN(S, x[i], m[0]) ? x[i] : m[0];                                       \
     T r = m[0];                                                                                             \
-    for (int k = 1; k < 8; k++) r = BEATS_MIN(S, m[k], r) ? m[k] : r;                                       \
+    for (int k = 1; k < 64; k++) r = BEATS_MIN(S, m[k], r) ? m[k] : r;                                       \
     return r;                                                                                               \
   }                                                                                                         \
   /* TF reduce_logsumexp: m = max (0 when not finite); log(sum(exp(x - m))) + m. */                         \
@@ -234,35 +262,35 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
   static void col_apply_##S(int kind, const T *x, int64_t R, int64_t ld, int64_t w, T *y, double div) {     \
     if (kind == LOOM_RED_SUM || kind == LOOM_RED_MEAN || kind == LOOM_RED_PROD) {                           \
       ACC acc[COLS_CHUNK];                                                                                  \
-      for (int64_t j = 0; j < w; j++) acc[j] = (ACC)x[j];                                                   \
+      FORJ(w, acc[j] = (ACC)x[j]);                                                   \
       if (kind == LOOM_RED_PROD) {                                                                          \
         for (int64_t r = 1; r < R; r++) {                                                                   \
           const T *p = x + r * ld;                                                                          \
-          for (int64_t j = 0; j < w; j++) acc[j] *= (ACC)p[j];                                              \
+          FORJ(w, acc[j] *= (ACC)p[j]);                                              \
         }                                                                                                   \
       } else {                                                                                              \
         for (int64_t r = 1; r < R; r++) {                                                                   \
           const T *p = x + r * ld;                                                                          \
-          for (int64_t j = 0; j < w; j++) acc[j] += (ACC)p[j];                                              \
+          FORJ(w, acc[j] += (ACC)p[j]);                                              \
         }                                                                                                   \
       }                                                                                                     \
       if (kind == LOOM_RED_MEAN)                                                                            \
-        for (int64_t j = 0; j < w; j++) y[j] = (T)((double)acc[j] / div);                                   \
+        FORJ(w, y[j] = (T)((double)acc[j] / div));                                   \
       else                                                                                                  \
-        for (int64_t j = 0; j < w; j++) y[j] = (T)acc[j];                                                   \
+        FORJ(w, y[j] = (T)acc[j]);                                                   \
       return;                                                                                               \
     }                                                                                                       \
     T m[COLS_CHUNK];                                                                                        \
-    for (int64_t j = 0; j < w; j++) m[j] = x[j];                                                            \
+    FORJ(w, m[j] = x[j]);                                                            \
     if (kind == LOOM_RED_MIN) {                                                                             \
       for (int64_t r = 1; r < R; r++) {                                                                     \
         const T *p = x + r * ld;                                                                            \
-        for (int64_t j = 0; j < w; j++) m[j] = BEATS_MIN(S, p[j], m[j]) ? p[j] : m[j];                      \
+        FORJ(w, m[j] = BEATS_MIN(S, p[j], m[j]) ? p[j] : m[j]);                      \
       }                                                                                                     \
     } else {                                                                                                \
       for (int64_t r = 1; r < R; r++) {                                                                     \
         const T *p = x + r * ld;                                                                            \
-        for (int64_t j = 0; j < w; j++) m[j] = BEATS_MAX(S, p[j], m[j]) ? p[j] : m[j];                      \
+        FORJ(w, m[j] = BEATS_MAX(S, p[j], m[j]) ? p[j] : m[j]);                      \
       }                                                                                                     \
     }                                                                                                       \
     if (kind != LOOM_RED_LSE) {                                                                             \
@@ -276,9 +304,9 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     }                                                                                                       \
     for (int64_t r = 0; r < R; r++) {                                                                       \
       const T *p = x + r * ld;                                                                              \
-      for (int64_t j = 0; j < w; j++) acc[j] += (ACC)EXP_##S(p[j] - m[j]);                                  \
+      FORJ(w, acc[j] += (ACC)EXP_##S(p[j] - m[j]));                                  \
     }                                                                                                       \
-    for (int64_t j = 0; j < w; j++) y[j] = (T)(log((double)acc[j]) + (double)m[j]);                         \
+    FORJ(w, y[j] = (T)(log((double)acc[j]) + (double)m[j]));                         \
   }                                                                                                         \
   typedef struct r3_##S {                                                                                   \
     int kind;                                                                                               \
@@ -380,64 +408,79 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     int i32, is_min;                                                                                        \
     int64_t R, inner, nch;                                                                                  \
   } am_##S;                                                                                                 \
-  static void am_rows_##S(void *p, int64_t b, int64_t e) {                                                  \
-    const am_##S *a = p;                                                                                    \
-    for (int64_t o = b; o < e; o++) {                                                                       \
-      const T *x = a->x + o * a->R;                                                                         \
-      T best = x[0];                                                                                        \
-      int64_t bi = 0;                                                                                       \
-      if (a->is_min) {                                                                                      \
-        for (int64_t i = 1; i < a->R; i++)                                                                  \
-          if (x[i] < best) {                                                                                \
-            best = x[i];                                                                                    \
-            bi = i;                                                                                         \
-          }                                                                                                 \
-      } else {                                                                                              \
-        for (int64_t i = 1; i < a->R; i++)                                                                  \
-          if (x[i] > best) {                                                                                \
-            best = x[i];                                                                                    \
-            bi = i;                                                                                         \
-          }                                                                                                 \
-      }                                                                                                     \
-      if (a->i32) ((int32_t *)a->y)[o] = (int32_t)bi;                                                       \
-      else ((int64_t *)a->y)[o] = bi;                                                                       \
-    }                                                                                                       \
-  }                                                                                                         \
-  static void am_cols_##S(void *p, int64_t b, int64_t e) {                                                  \
-    const am_##S *a = p;                                                                                    \
-    T best[COLS_CHUNK];                                                                                     \
-    int64_t bi[COLS_CHUNK];                                                                                 \
-    for (int64_t u = b; u < e; u++) {                                                                       \
-      int64_t o = u / a->nch, j0 = (u % a->nch) * COLS_CHUNK;                                               \
-      int64_t w = a->inner - j0 < COLS_CHUNK ? a->inner - j0 : COLS_CHUNK;                                  \
-      const T *x = a->x + o * a->R * a->inner + j0;                                                         \
-      for (int64_t j = 0; j < w; j++) {                                                                     \
-        best[j] = x[j];                                                                                     \
-        bi[j] = 0;                                                                                          \
-      }                                                                                                     \
-      for (int64_t r = 1; r < a->R; r++) {                                                                  \
-        const T *q = x + r * a->inner;                                                                      \
-        if (a->is_min) {                                                                                    \
-          for (int64_t j = 0; j < w; j++)                                                                   \
-            if (q[j] < best[j]) {                                                                           \
-              best[j] = q[j];                                                                               \
-              bi[j] = r;                                                                                    \
-            }                                                                                               \
-        } else {                                                                                            \
-          for (int64_t j = 0; j < w; j++)                                                                   \
-            if (q[j] > best[j]) {                                                                           \
-              best[j] = q[j];                                                                               \
-              bi[j] = r;                                                                                    \
-            }                                                                                               \
-        }                                                                                                   \
-      }                                                                                                     \
-      int64_t base = o * a->inner + j0;                                                                     \
-      if (a->i32)                                                                                           \
-        for (int64_t j = 0; j < w; j++) ((int32_t *)a->y)[base + j] = (int32_t)bi[j];                       \
-      else                                                                                                  \
-        for (int64_t j = 0; j < w; j++) ((int64_t *)a->y)[base + j] = bi[j];                                \
-    }                                                                                                       \
-  }                                                                                                         \
+  /* First index of the row's extreme: the vectorised max/min, then the first element equal to it             \
+   * (the first NaN when the extreme is NaN). Short rows: one scalar pass. */                                 \
+  static int64_t row_arg_##S(const T *x, int64_t n, int is_min) {                                             \
+    if (n < 64) {                                                                                             \
+      T best = x[0];                                                                                          \
+      int64_t bi = 0;                                                                                         \
+      for (int64_t i = 1; i < n; i++) {                                                                       \
+        T v = x[i];                                                                                           \
+        if (is_min ? ARG_BEATS_MIN(S, v, best) : ARG_BEATS_MAX(S, v, best)) {                                 \
+          best = v;                                                                                           \
+          bi = i;                                                                                             \
+        }                                                                                                     \
+      }                                                                                                       \
+      return bi;                                                                                              \
+    }                                                                                                         \
+    T m = is_min ? row_min_##S(x, n) : row_max_##S(x, n);                                                     \
+    if (ISNAN_##S(m)) {                                                                                       \
+      for (int64_t i = 0; i < n; i++)                                                                         \
+        if (ISNAN_##S(x[i])) return i;                                                                        \
+      return 0;                                                                                               \
+    }                                                                                                         \
+    int64_t i = 0;                                                                                            \
+    for (; i + 16 <= n; i += 16) {                                                                            \
+      int hit = 0;                                                                                            \
+      for (int k = 0; k < 16; k++) hit |= x[i + k] == m;                                                      \
+      if (hit) break;                                                                                         \
+    }                                                                                                         \
+    for (; i < n; i++)                                                                                        \
+      if (x[i] == m) return i;                                                                                \
+    return 0;                                                                                                 \
+  }                                                                                                           \
+  static void am_rows_##S(void *p, int64_t b, int64_t e) {                                                    \
+    const am_##S *a = p;                                                                                      \
+    for (int64_t o = b; o < e; o++) {                                                                         \
+      int64_t bi = row_arg_##S(a->x + o * a->R, a->R, a->is_min);                                             \
+      if (a->i32) ((int32_t *)a->y)[o] = (int32_t)bi;                                                         \
+      else ((int64_t *)a->y)[o] = bi;                                                                         \
+    }                                                                                                         \
+  }                                                                                                           \
+  static void am_cols_##S(void *p, int64_t b, int64_t e) {                                                    \
+    const am_##S *a = p;                                                                                      \
+    T best[COLS_CHUNK];                                                                                       \
+    int64_t bi[COLS_CHUNK];                                                                                   \
+    for (int64_t u = b; u < e; u++) {                                                                         \
+      int64_t o = u / a->nch, j0 = (u % a->nch) * COLS_CHUNK;                                                 \
+      int64_t w = a->inner - j0 < COLS_CHUNK ? a->inner - j0 : COLS_CHUNK;                                    \
+      const T *x = a->x + o * a->R * a->inner + j0;                                                           \
+      FORJ(w, best[j] = x[j]);                                                                                \
+      FORJ(w, bi[j] = 0);                                                                                     \
+      for (int64_t r = 1; r < a->R; r++) {                                                                    \
+        const T *q = x + r * a->inner;                                                                        \
+        if (a->is_min)                                                                                        \
+          FORJ(w, {                                                                                           \
+            T v = q[j];                                                                                       \
+            int c = ARG_BEATS_MIN(S, v, best[j]);                                                             \
+            best[j] = c ? v : best[j];                                                                        \
+            bi[j] = c ? r : bi[j];                                                                            \
+          });                                                                                                 \
+        else                                                                                                  \
+          FORJ(w, {                                                                                           \
+            T v = q[j];                                                                                       \
+            int c = ARG_BEATS_MAX(S, v, best[j]);                                                             \
+            best[j] = c ? v : best[j];                                                                        \
+            bi[j] = c ? r : bi[j];                                                                            \
+          });                                                                                                 \
+      }                                                                                                       \
+      int64_t base = o * a->inner + j0;                                                                       \
+      if (a->i32)                                                                                             \
+        for (int64_t j = 0; j < w; j++) ((int32_t *)a->y)[base + j] = (int32_t)bi[j];                         \
+      else                                                                                                    \
+        for (int64_t j = 0; j < w; j++) ((int64_t *)a->y)[base + j] = bi[j];                                  \
+    }                                                                                                         \
+  }                                                                                                           \
   static void arg3_##S(const T *x, void *y, int i32, int is_min, int64_t outer, int64_t R, int64_t inner,   \
                        loom_pool *pool) {                                                                   \
     am_##S a = {x, y, i32, is_min, R, inner, 1};                                                            \
