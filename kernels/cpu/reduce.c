@@ -182,232 +182,232 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
   } while (0)
 
 /* T: element type; S: suffix; ACC: accumulator of sums and products. */
-#define DEF_REDUCE(T, S, ACC)                                                                               \
-  static ACC row_sum_##S(const T *x, int64_t n) {                                                           \
-    ACC a[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                                    \
-    int64_t i = 0;                                                                                          \
-    for (; i + 8 <= n; i += 8)                                                                              \
-      for (int k = 0; k < 8; k++) a[k] += (ACC)x[i + k];                                                    \
-    for (; i < n; i++) a[0] += (ACC)x[i];                                                                   \
-    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));                               \
-  }                                                                                                         \
-  static ACC row_prod_##S(const T *x, int64_t n) {                                                          \
-    ACC a[8] = {1, 1, 1, 1, 1, 1, 1, 1};                                                                    \
-    int64_t i = 0;                                                                                          \
-    for (; i + 8 <= n; i += 8)                                                                              \
-      for (int k = 0; k < 8; k++) a[k] *= (ACC)x[i + k];                                                    \
-    for (; i < n; i++) a[0] *= (ACC)x[i];                                                                   \
-    return ((a[0] * a[4]) * (a[1] * a[5])) * ((a[2] * a[6]) * (a[3] * a[7]));                               \
-  }                                                                                                         \
-  static T row_max_##S(const T *x, int64_t n) {                                                             \
+#define DEF_REDUCE(T, S, ACC)                                                                                 \
+  static ACC row_sum_##S(const T *x, int64_t n) {                                                             \
+    ACC a[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                                      \
+    int64_t i = 0;                                                                                            \
+    for (; i + 8 <= n; i += 8)                                                                                \
+      for (int k = 0; k < 8; k++) a[k] += (ACC)x[i + k];                                                      \
+    for (; i < n; i++) a[0] += (ACC)x[i];                                                                     \
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));                                 \
+  }                                                                                                           \
+  static ACC row_prod_##S(const T *x, int64_t n) {                                                            \
+    ACC a[8] = {1, 1, 1, 1, 1, 1, 1, 1};                                                                      \
+    int64_t i = 0;                                                                                            \
+    for (; i + 8 <= n; i += 8)                                                                                \
+      for (int k = 0; k < 8; k++) a[k] *= (ACC)x[i + k];                                                      \
+    for (; i < n; i++) a[0] *= (ACC)x[i];                                                                     \
+    return ((a[0] * a[4]) * (a[1] * a[5])) * ((a[2] * a[6]) * (a[3] * a[7]));                                 \
+  }                                                                                                           \
+  static T row_max_##S(const T *x, int64_t n) {                                                               \
     if (n < 128) {                                                                                            \
       T r = x[0];                                                                                             \
       for (int64_t i = 1; i < n; i++) r = BEATS_MAX(S, x[i], r) ? x[i] : r;                                   \
       return r;                                                                                               \
     }                                                                                                         \
-    T m[64];                                                                                                 \
-    for (int k = 0; k < 64; k++) m[k] = x[0];                                                                \
-    int64_t i = 0;                                                                                          \
+    T m[64];                                                                                                  \
+    for (int k = 0; k < 64; k++) m[k] = x[0];                                                                 \
+    int64_t i = 0;                                                                                            \
     for (; i + 64 <= n; i += 64)                                                                              \
-      for (int k = 0; k < 64; k++) {                                                                         \
-        T v = x[i + k];                                                                                     \
-        m[k] = BEATS_MAX(S, v, m[k]) ? v : m[k];                                                            \
-      }                                                                                                     \
-    for (; i < n; i++) m[0] = BEATS_MAX(S, x[i], m[0]) ? x[i] : m[0];                                       \
-    T r = m[0];                                                                                             \
-    for (int k = 1; k < 64; k++) r = BEATS_MAX(S, m[k], r) ? m[k] : r;                                       \
-    return r;                                                                                               \
-  }                                                                                                         \
-  static T row_min_##S(const T *x, int64_t n) {                                                             \
+      for (int k = 0; k < 64; k++) {                                                                          \
+        T v = x[i + k];                                                                                       \
+        m[k] = BEATS_MAX(S, v, m[k]) ? v : m[k];                                                              \
+      }                                                                                                       \
+    for (; i < n; i++) m[0] = BEATS_MAX(S, x[i], m[0]) ? x[i] : m[0];                                         \
+    T r = m[0];                                                                                               \
+    for (int k = 1; k < 64; k++) r = BEATS_MAX(S, m[k], r) ? m[k] : r;                                        \
+    return r;                                                                                                 \
+  }                                                                                                           \
+  static T row_min_##S(const T *x, int64_t n) {                                                               \
     if (n < 128) {                                                                                            \
       T r = x[0];                                                                                             \
       for (int64_t i = 1; i < n; i++) r = BEATS_MIN(S, x[i], r) ? x[i] : r;                                   \
       return r;                                                                                               \
     }                                                                                                         \
-    T m[64];                                                                                                 \
-    for (int k = 0; k < 64; k++) m[k] = x[0];                                                                \
-    int64_t i = 0;                                                                                          \
+    T m[64];                                                                                                  \
+    for (int k = 0; k < 64; k++) m[k] = x[0];                                                                 \
+    int64_t i = 0;                                                                                            \
     for (; i + 64 <= n; i += 64)                                                                              \
-      for (int k = 0; k < 64; k++) {                                                                         \
-        T v = x[i + k];                                                                                     \
-        m[k] = BEATS_MIN(S, v, m[k]) ? v : m[k];                                                            \
-      }                                                                                                     \
-    for (; i < n; i++) m[0] = BEATS_MIN(S, x[i], m[0]) ? x[i] : m[0];                                       \
-    T r = m[0];                                                                                             \
-    for (int k = 1; k < 64; k++) r = BEATS_MIN(S, m[k], r) ? m[k] : r;                                       \
-    return r;                                                                                               \
-  }                                                                                                         \
-  /* TF reduce_logsumexp: m = max (0 when not finite); log(sum(exp(x - m))) + m. */                         \
-  static double row_lse_##S(const T *x, int64_t n) {                                                        \
-    T m = row_max_##S(x, n);                                                                                \
-    T m0 = ISFIN_##S(m) ? m : (T)0;                                                                         \
-    ACC a[4] = {0, 0, 0, 0};                                                                                \
-    int64_t i = 0;                                                                                          \
-    for (; i + 4 <= n; i += 4)                                                                              \
-      for (int k = 0; k < 4; k++) a[k] += (ACC)EXP_##S(x[i + k] - m0);                                      \
-    for (; i < n; i++) a[0] += (ACC)EXP_##S(x[i] - m0);                                                     \
-    return log((double)((a[0] + a[1]) + (a[2] + a[3]))) + (double)m0;                                       \
-  }                                                                                                         \
-  static T row_apply_##S(int kind, const T *x, int64_t n, double div) {                                     \
-    switch (kind) {                                                                                         \
-    case LOOM_RED_SUM: return (T)row_sum_##S(x, n);                                                         \
-    case LOOM_RED_MEAN: return (T)((double)row_sum_##S(x, n) / div);                                        \
-    case LOOM_RED_PROD: return (T)row_prod_##S(x, n);                                                       \
-    case LOOM_RED_MAX: return row_max_##S(x, n);                                                            \
-    case LOOM_RED_MIN: return row_min_##S(x, n);                                                            \
-    default: return (T)row_lse_##S(x, n);                                                                   \
-    }                                                                                                       \
-  }                                                                                                         \
-  /* Columns: y[j] = reduce over r < R of x[r*ld + j], j < w <= COLS_CHUNK. */                              \
-  static void col_apply_##S(int kind, const T *x, int64_t R, int64_t ld, int64_t w, T *y, double div) {     \
-    if (kind == LOOM_RED_SUM || kind == LOOM_RED_MEAN || kind == LOOM_RED_PROD) {                           \
-      ACC acc[COLS_CHUNK];                                                                                  \
-      FORJ(w, acc[j] = (ACC)x[j]);                                                   \
-      if (kind == LOOM_RED_PROD) {                                                                          \
-        for (int64_t r = 1; r < R; r++) {                                                                   \
-          const T *p = x + r * ld;                                                                          \
-          FORJ(w, acc[j] *= (ACC)p[j]);                                              \
-        }                                                                                                   \
-      } else {                                                                                              \
-        for (int64_t r = 1; r < R; r++) {                                                                   \
-          const T *p = x + r * ld;                                                                          \
-          FORJ(w, acc[j] += (ACC)p[j]);                                              \
-        }                                                                                                   \
-      }                                                                                                     \
-      if (kind == LOOM_RED_MEAN)                                                                            \
-        FORJ(w, y[j] = (T)((double)acc[j] / div));                                   \
-      else                                                                                                  \
-        FORJ(w, y[j] = (T)acc[j]);                                                   \
-      return;                                                                                               \
-    }                                                                                                       \
-    T m[COLS_CHUNK];                                                                                        \
-    FORJ(w, m[j] = x[j]);                                                            \
-    if (kind == LOOM_RED_MIN) {                                                                             \
-      for (int64_t r = 1; r < R; r++) {                                                                     \
-        const T *p = x + r * ld;                                                                            \
-        FORJ(w, m[j] = BEATS_MIN(S, p[j], m[j]) ? p[j] : m[j]);                      \
-      }                                                                                                     \
-    } else {                                                                                                \
-      for (int64_t r = 1; r < R; r++) {                                                                     \
-        const T *p = x + r * ld;                                                                            \
-        FORJ(w, m[j] = BEATS_MAX(S, p[j], m[j]) ? p[j] : m[j]);                      \
-      }                                                                                                     \
-    }                                                                                                       \
-    if (kind != LOOM_RED_LSE) {                                                                             \
-      memcpy(y, m, (size_t)w * sizeof(T));                                                                  \
-      return;                                                                                               \
-    }                                                                                                       \
-    ACC acc[COLS_CHUNK];                                                                                    \
-    for (int64_t j = 0; j < w; j++) {                                                                       \
-      m[j] = ISFIN_##S(m[j]) ? m[j] : (T)0;                                                                 \
-      acc[j] = 0;                                                                                           \
-    }                                                                                                       \
-    for (int64_t r = 0; r < R; r++) {                                                                       \
-      const T *p = x + r * ld;                                                                              \
-      FORJ(w, acc[j] += (ACC)EXP_##S(p[j] - m[j]));                                  \
-    }                                                                                                       \
-    FORJ(w, y[j] = (T)(log((double)acc[j]) + (double)m[j]));                         \
-  }                                                                                                         \
-  typedef struct r3_##S {                                                                                   \
-    int kind;                                                                                               \
-    const T *x;                                                                                             \
-    T *y;                                                                                                   \
-    int64_t R, inner, nch;                                                                                  \
-    double div;                                                                                             \
-  } r3_##S;                                                                                                 \
-  static void rows_##S(void *p, int64_t b, int64_t e) {                                                     \
-    const r3_##S *a = p;                                                                                    \
-    for (int64_t o = b; o < e; o++) a->y[o] = row_apply_##S(a->kind, a->x + o * a->R, a->R, a->div);       \
-  }                                                                                                         \
-  static void cols_##S(void *p, int64_t b, int64_t e) {                                                     \
-    const r3_##S *a = p;                                                                                    \
-    for (int64_t u = b; u < e; u++) {                                                                       \
-      int64_t o = u / a->nch, j0 = (u % a->nch) * COLS_CHUNK;                                               \
-      int64_t w = a->inner - j0 < COLS_CHUNK ? a->inner - j0 : COLS_CHUNK;                                  \
-      col_apply_##S(a->kind, a->x + o * a->R * a->inner + j0, a->R, a->inner, w, a->y + o * a->inner + j0,  \
-                    a->div);                                                                                \
-    }                                                                                                       \
-  }                                                                                                         \
-  typedef struct all_##S {                                                                                  \
-    int kind;                                                                                               \
-    const T *x;                                                                                             \
-    int64_t n, nblk;                                                                                        \
-    ACC pa[MAX_PARTS];                                                                                      \
-    T pt[MAX_PARTS];                                                                                        \
-    double pd[MAX_PARTS];                                                                                   \
-  } all_##S;                                                                                                \
-  static void allblk_##S(void *p, int64_t b, int64_t e) {                                                   \
-    all_##S *a = p;                                                                                         \
-    for (int64_t k = b; k < e; k++) {                                                                       \
-      int64_t lo = a->n * k / a->nblk, hi = a->n * (k + 1) / a->nblk;                                       \
-      const T *x = a->x + lo;                                                                               \
-      switch (a->kind) {                                                                                    \
-      case LOOM_RED_SUM:                                                                                    \
-      case LOOM_RED_MEAN: a->pa[k] = row_sum_##S(x, hi - lo); break;                                        \
-      case LOOM_RED_PROD: a->pa[k] = row_prod_##S(x, hi - lo); break;                                       \
-      case LOOM_RED_MAX: a->pt[k] = row_max_##S(x, hi - lo); break;                                         \
-      case LOOM_RED_MIN: a->pt[k] = row_min_##S(x, hi - lo); break;                                         \
-      default: a->pd[k] = row_lse_##S(x, hi - lo); break;                                                   \
-      }                                                                                                     \
-    }                                                                                                       \
-  }                                                                                                         \
-  static T all_##S##_run(int kind, const T *x, int64_t n, double div, loom_pool *pool) {                    \
-    int64_t nblk = n / LOOM_PAR_GRAIN;                                                                      \
-    if (nblk > MAX_PARTS) nblk = MAX_PARTS;                                                                 \
-    if (nblk < 2) return row_apply_##S(kind, x, n, div);                                                    \
-    all_##S a;                                                                                              \
-    a.kind = kind;                                                                                          \
-    a.x = x;                                                                                                \
-    a.n = n;                                                                                                \
-    a.nblk = nblk;                                                                                          \
-    loom__parallel_for(pool, nblk, 1, allblk_##S, &a);                                                      \
-    switch (kind) {                                                                                         \
-    case LOOM_RED_SUM:                                                                                      \
-    case LOOM_RED_MEAN: {                                                                                   \
-      ACC s = 0;                                                                                            \
-      for (int64_t k = 0; k < nblk; k++) s += a.pa[k];                                                      \
-      return kind == LOOM_RED_MEAN ? (T)((double)s / div) : (T)s;                                           \
-    }                                                                                                       \
-    case LOOM_RED_PROD: {                                                                                   \
-      ACC s = 1;                                                                                            \
-      for (int64_t k = 0; k < nblk; k++) s *= a.pa[k];                                                      \
-      return (T)s;                                                                                          \
-    }                                                                                                       \
-    case LOOM_RED_MAX: return row_max_##S(a.pt, nblk);                                                      \
-    case LOOM_RED_MIN: return row_min_##S(a.pt, nblk);                                                      \
-    default: {                                                                                              \
-      double m = a.pd[0];                                                                                   \
-      for (int64_t k = 1; k < nblk; k++) m = (a.pd[k] > m || isnan(a.pd[k])) ? a.pd[k] : m;               \
-      double m0 = isfinite(m) ? m : 0.0, s = 0;                                                             \
-      for (int64_t k = 0; k < nblk; k++) s += exp(a.pd[k] - m0);                                            \
-      return (T)(log(s) + m0);                                                                              \
-    }                                                                                                       \
-    }                                                                                                       \
-  }                                                                                                         \
-  static void red3_##S(int kind, const T *x, T *y, int64_t outer, int64_t R, int64_t inner, double div,     \
-                       loom_pool *pool) {                                                                   \
-    if (outer * inner == 1) {                                                                               \
-      y[0] = all_##S##_run(kind, x, R, div, pool);                                                          \
-      return;                                                                                               \
-    }                                                                                                       \
-    r3_##S a = {kind, x, y, R, inner, 1, div};                                                              \
-    if (inner == 1) {                                                                                       \
-      int64_t grain = LOOM_PAR_GRAIN / R;                                                                   \
-      loom__parallel_for(pool, outer, grain < 1 ? 1 : grain, rows_##S, &a);                                 \
-    } else {                                                                                                \
-      a.nch = (inner + COLS_CHUNK - 1) / COLS_CHUNK;                                                        \
-      int64_t w = inner < COLS_CHUNK ? inner : COLS_CHUNK;                                                  \
-      int64_t grain = LOOM_PAR_GRAIN / (R * w);                                                             \
-      loom__parallel_for(pool, outer * a.nch, grain < 1 ? 1 : grain, cols_##S, &a);                         \
-    }                                                                                                       \
-  }                                                                                                         \
-  /* ArgMax / ArgMin over the middle axis of [outer, R, inner]; the first extreme wins. */                  \
-  typedef struct am_##S {                                                                                   \
-    const T *x;                                                                                             \
-    void *y;                                                                                                \
-    int i32, is_min;                                                                                        \
-    int64_t R, inner, nch;                                                                                  \
-  } am_##S;                                                                                                 \
+      for (int k = 0; k < 64; k++) {                                                                          \
+        T v = x[i + k];                                                                                       \
+        m[k] = BEATS_MIN(S, v, m[k]) ? v : m[k];                                                              \
+      }                                                                                                       \
+    for (; i < n; i++) m[0] = BEATS_MIN(S, x[i], m[0]) ? x[i] : m[0];                                         \
+    T r = m[0];                                                                                               \
+    for (int k = 1; k < 64; k++) r = BEATS_MIN(S, m[k], r) ? m[k] : r;                                        \
+    return r;                                                                                                 \
+  }                                                                                                           \
+  /* TF reduce_logsumexp: m = max (0 when not finite); log(sum(exp(x - m))) + m. */                           \
+  static double row_lse_##S(const T *x, int64_t n) {                                                          \
+    T m = row_max_##S(x, n);                                                                                  \
+    T m0 = ISFIN_##S(m) ? m : (T)0;                                                                           \
+    ACC a[4] = {0, 0, 0, 0};                                                                                  \
+    int64_t i = 0;                                                                                            \
+    for (; i + 4 <= n; i += 4)                                                                                \
+      for (int k = 0; k < 4; k++) a[k] += (ACC)EXP_##S(x[i + k] - m0);                                        \
+    for (; i < n; i++) a[0] += (ACC)EXP_##S(x[i] - m0);                                                       \
+    return log((double)((a[0] + a[1]) + (a[2] + a[3]))) + (double)m0;                                         \
+  }                                                                                                           \
+  static T row_apply_##S(int kind, const T *x, int64_t n, double div) {                                       \
+    switch (kind) {                                                                                           \
+    case LOOM_RED_SUM: return (T)row_sum_##S(x, n);                                                           \
+    case LOOM_RED_MEAN: return (T)((double)row_sum_##S(x, n) / div);                                          \
+    case LOOM_RED_PROD: return (T)row_prod_##S(x, n);                                                         \
+    case LOOM_RED_MAX: return row_max_##S(x, n);                                                              \
+    case LOOM_RED_MIN: return row_min_##S(x, n);                                                              \
+    default: return (T)row_lse_##S(x, n);                                                                     \
+    }                                                                                                         \
+  }                                                                                                           \
+  /* Columns: y[j] = reduce over r < R of x[r*ld + j], j < w <= COLS_CHUNK. */                                \
+  static void col_apply_##S(int kind, const T *x, int64_t R, int64_t ld, int64_t w, T *y, double div) {       \
+    if (kind == LOOM_RED_SUM || kind == LOOM_RED_MEAN || kind == LOOM_RED_PROD) {                             \
+      ACC acc[COLS_CHUNK];                                                                                    \
+      FORJ(w, acc[j] = (ACC)x[j]);                                                                            \
+      if (kind == LOOM_RED_PROD) {                                                                            \
+        for (int64_t r = 1; r < R; r++) {                                                                     \
+          const T *p = x + r * ld;                                                                            \
+          FORJ(w, acc[j] *= (ACC)p[j]);                                                                       \
+        }                                                                                                     \
+      } else {                                                                                                \
+        for (int64_t r = 1; r < R; r++) {                                                                     \
+          const T *p = x + r * ld;                                                                            \
+          FORJ(w, acc[j] += (ACC)p[j]);                                                                       \
+        }                                                                                                     \
+      }                                                                                                       \
+      if (kind == LOOM_RED_MEAN)                                                                              \
+        FORJ(w, y[j] = (T)((double)acc[j] / div));                                                            \
+      else                                                                                                    \
+        FORJ(w, y[j] = (T)acc[j]);                                                                            \
+      return;                                                                                                 \
+    }                                                                                                         \
+    T m[COLS_CHUNK];                                                                                          \
+    FORJ(w, m[j] = x[j]);                                                                                     \
+    if (kind == LOOM_RED_MIN) {                                                                               \
+      for (int64_t r = 1; r < R; r++) {                                                                       \
+        const T *p = x + r * ld;                                                                              \
+        FORJ(w, m[j] = BEATS_MIN(S, p[j], m[j]) ? p[j] : m[j]);                                               \
+      }                                                                                                       \
+    } else {                                                                                                  \
+      for (int64_t r = 1; r < R; r++) {                                                                       \
+        const T *p = x + r * ld;                                                                              \
+        FORJ(w, m[j] = BEATS_MAX(S, p[j], m[j]) ? p[j] : m[j]);                                               \
+      }                                                                                                       \
+    }                                                                                                         \
+    if (kind != LOOM_RED_LSE) {                                                                               \
+      memcpy(y, m, (size_t)w * sizeof(T));                                                                    \
+      return;                                                                                                 \
+    }                                                                                                         \
+    ACC acc[COLS_CHUNK];                                                                                      \
+    for (int64_t j = 0; j < w; j++) {                                                                         \
+      m[j] = ISFIN_##S(m[j]) ? m[j] : (T)0;                                                                   \
+      acc[j] = 0;                                                                                             \
+    }                                                                                                         \
+    for (int64_t r = 0; r < R; r++) {                                                                         \
+      const T *p = x + r * ld;                                                                                \
+      FORJ(w, acc[j] += (ACC)EXP_##S(p[j] - m[j]));                                                           \
+    }                                                                                                         \
+    FORJ(w, y[j] = (T)(log((double)acc[j]) + (double)m[j]));                                                  \
+  }                                                                                                           \
+  typedef struct r3_##S {                                                                                     \
+    int kind;                                                                                                 \
+    const T *x;                                                                                               \
+    T *y;                                                                                                     \
+    int64_t R, inner, nch;                                                                                    \
+    double div;                                                                                               \
+  } r3_##S;                                                                                                   \
+  static void rows_##S(void *p, int64_t b, int64_t e) {                                                       \
+    const r3_##S *a = p;                                                                                      \
+    for (int64_t o = b; o < e; o++) a->y[o] = row_apply_##S(a->kind, a->x + o * a->R, a->R, a->div);          \
+  }                                                                                                           \
+  static void cols_##S(void *p, int64_t b, int64_t e) {                                                       \
+    const r3_##S *a = p;                                                                                      \
+    for (int64_t u = b; u < e; u++) {                                                                         \
+      int64_t o = u / a->nch, j0 = (u % a->nch) * COLS_CHUNK;                                                 \
+      int64_t w = a->inner - j0 < COLS_CHUNK ? a->inner - j0 : COLS_CHUNK;                                    \
+      col_apply_##S(a->kind, a->x + o * a->R * a->inner + j0, a->R, a->inner, w, a->y + o * a->inner + j0,    \
+                    a->div);                                                                                  \
+    }                                                                                                         \
+  }                                                                                                           \
+  typedef struct all_##S {                                                                                    \
+    int kind;                                                                                                 \
+    const T *x;                                                                                               \
+    int64_t n, nblk;                                                                                          \
+    ACC pa[MAX_PARTS];                                                                                        \
+    T pt[MAX_PARTS];                                                                                          \
+    double pd[MAX_PARTS];                                                                                     \
+  } all_##S;                                                                                                  \
+  static void allblk_##S(void *p, int64_t b, int64_t e) {                                                     \
+    all_##S *a = p;                                                                                           \
+    for (int64_t k = b; k < e; k++) {                                                                         \
+      int64_t lo = a->n * k / a->nblk, hi = a->n * (k + 1) / a->nblk;                                         \
+      const T *x = a->x + lo;                                                                                 \
+      switch (a->kind) {                                                                                      \
+      case LOOM_RED_SUM:                                                                                      \
+      case LOOM_RED_MEAN: a->pa[k] = row_sum_##S(x, hi - lo); break;                                          \
+      case LOOM_RED_PROD: a->pa[k] = row_prod_##S(x, hi - lo); break;                                         \
+      case LOOM_RED_MAX: a->pt[k] = row_max_##S(x, hi - lo); break;                                           \
+      case LOOM_RED_MIN: a->pt[k] = row_min_##S(x, hi - lo); break;                                           \
+      default: a->pd[k] = row_lse_##S(x, hi - lo); break;                                                     \
+      }                                                                                                       \
+    }                                                                                                         \
+  }                                                                                                           \
+  static T all_##S##_run(int kind, const T *x, int64_t n, double div, loom_pool *pool) {                      \
+    int64_t nblk = n / LOOM_PAR_GRAIN;                                                                        \
+    if (nblk > MAX_PARTS) nblk = MAX_PARTS;                                                                   \
+    if (nblk < 2) return row_apply_##S(kind, x, n, div);                                                      \
+    all_##S a;                                                                                                \
+    a.kind = kind;                                                                                            \
+    a.x = x;                                                                                                  \
+    a.n = n;                                                                                                  \
+    a.nblk = nblk;                                                                                            \
+    loom__parallel_for(pool, nblk, 1, allblk_##S, &a);                                                        \
+    switch (kind) {                                                                                           \
+    case LOOM_RED_SUM:                                                                                        \
+    case LOOM_RED_MEAN: {                                                                                     \
+      ACC s = 0;                                                                                              \
+      for (int64_t k = 0; k < nblk; k++) s += a.pa[k];                                                        \
+      return kind == LOOM_RED_MEAN ? (T)((double)s / div) : (T)s;                                             \
+    }                                                                                                         \
+    case LOOM_RED_PROD: {                                                                                     \
+      ACC s = 1;                                                                                              \
+      for (int64_t k = 0; k < nblk; k++) s *= a.pa[k];                                                        \
+      return (T)s;                                                                                            \
+    }                                                                                                         \
+    case LOOM_RED_MAX: return row_max_##S(a.pt, nblk);                                                        \
+    case LOOM_RED_MIN: return row_min_##S(a.pt, nblk);                                                        \
+    default: {                                                                                                \
+      double m = a.pd[0];                                                                                     \
+      for (int64_t k = 1; k < nblk; k++) m = (a.pd[k] > m || isnan(a.pd[k])) ? a.pd[k] : m;                   \
+      double m0 = isfinite(m) ? m : 0.0, s = 0;                                                               \
+      for (int64_t k = 0; k < nblk; k++) s += exp(a.pd[k] - m0);                                              \
+      return (T)(log(s) + m0);                                                                                \
+    }                                                                                                         \
+    }                                                                                                         \
+  }                                                                                                           \
+  static void red3_##S(int kind, const T *x, T *y, int64_t outer, int64_t R, int64_t inner, double div,       \
+                       loom_pool *pool) {                                                                     \
+    if (outer * inner == 1) {                                                                                 \
+      y[0] = all_##S##_run(kind, x, R, div, pool);                                                            \
+      return;                                                                                                 \
+    }                                                                                                         \
+    r3_##S a = {kind, x, y, R, inner, 1, div};                                                                \
+    if (inner == 1) {                                                                                         \
+      int64_t grain = LOOM_PAR_GRAIN / R;                                                                     \
+      loom__parallel_for(pool, outer, grain < 1 ? 1 : grain, rows_##S, &a);                                   \
+    } else {                                                                                                  \
+      a.nch = (inner + COLS_CHUNK - 1) / COLS_CHUNK;                                                          \
+      int64_t w = inner < COLS_CHUNK ? inner : COLS_CHUNK;                                                    \
+      int64_t grain = LOOM_PAR_GRAIN / (R * w);                                                               \
+      loom__parallel_for(pool, outer * a.nch, grain < 1 ? 1 : grain, cols_##S, &a);                           \
+    }                                                                                                         \
+  }                                                                                                           \
+  /* ArgMax / ArgMin over the middle axis of [outer, R, inner]; the first extreme wins. */                    \
+  typedef struct am_##S {                                                                                     \
+    const T *x;                                                                                               \
+    void *y;                                                                                                  \
+    int i32, is_min;                                                                                          \
+    int64_t R, inner, nch;                                                                                    \
+  } am_##S;                                                                                                   \
   /* First index of the row's extreme: the vectorised max/min, then the first element equal to it             \
    * (the first NaN when the extreme is NaN). Short rows: one scalar pass. */                                 \
   static int64_t row_arg_##S(const T *x, int64_t n, int is_min) {                                             \
@@ -481,34 +481,34 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
         for (int64_t j = 0; j < w; j++) ((int64_t *)a->y)[base + j] = bi[j];                                  \
     }                                                                                                         \
   }                                                                                                           \
-  static void arg3_##S(const T *x, void *y, int i32, int is_min, int64_t outer, int64_t R, int64_t inner,   \
-                       loom_pool *pool) {                                                                   \
-    am_##S a = {x, y, i32, is_min, R, inner, 1};                                                            \
-    if (inner == 1) {                                                                                       \
-      int64_t grain = LOOM_PAR_GRAIN / R;                                                                   \
-      loom__parallel_for(pool, outer, grain < 1 ? 1 : grain, am_rows_##S, &a);                              \
-    } else {                                                                                                \
-      a.nch = (inner + COLS_CHUNK - 1) / COLS_CHUNK;                                                        \
-      int64_t w = inner < COLS_CHUNK ? inner : COLS_CHUNK;                                                  \
-      int64_t grain = LOOM_PAR_GRAIN / (R * w);                                                             \
-      loom__parallel_for(pool, outer * a.nch, grain < 1 ? 1 : grain, am_cols_##S, &a);                      \
-    }                                                                                                       \
-  }                                                                                                         \
-  /* BiasAdd rows: y[r, c] = x[r, c] + b[c]. */                                                             \
-  typedef struct ba_##S {                                                                                   \
-    const T *x, *b;                                                                                         \
-    T *y;                                                                                                   \
-    int64_t C;                                                                                              \
-  } ba_##S;                                                                                                 \
-  static void ba_rows_##S(void *p, int64_t r0, int64_t r1) {                                                \
-    const ba_##S *a = p;                                                                                    \
-    const int64_t C = a->C;                                                                                 \
-    const T *b = a->b;                                                                                      \
-    for (int64_t r = r0; r < r1; r++) {                                                                     \
-      const T *x = a->x + r * C;                                                                            \
-      T *y = a->y + r * C;                                                                                  \
-      for (int64_t c = 0; c < C; c++) y[c] = x[c] + b[c];                                                   \
-    }                                                                                                       \
+  static void arg3_##S(const T *x, void *y, int i32, int is_min, int64_t outer, int64_t R, int64_t inner,     \
+                       loom_pool *pool) {                                                                     \
+    am_##S a = {x, y, i32, is_min, R, inner, 1};                                                              \
+    if (inner == 1) {                                                                                         \
+      int64_t grain = LOOM_PAR_GRAIN / R;                                                                     \
+      loom__parallel_for(pool, outer, grain < 1 ? 1 : grain, am_rows_##S, &a);                                \
+    } else {                                                                                                  \
+      a.nch = (inner + COLS_CHUNK - 1) / COLS_CHUNK;                                                          \
+      int64_t w = inner < COLS_CHUNK ? inner : COLS_CHUNK;                                                    \
+      int64_t grain = LOOM_PAR_GRAIN / (R * w);                                                               \
+      loom__parallel_for(pool, outer * a.nch, grain < 1 ? 1 : grain, am_cols_##S, &a);                        \
+    }                                                                                                         \
+  }                                                                                                           \
+  /* BiasAdd rows: y[r, c] = x[r, c] + b[c]. */                                                               \
+  typedef struct ba_##S {                                                                                     \
+    const T *x, *b;                                                                                           \
+    T *y;                                                                                                     \
+    int64_t C;                                                                                                \
+  } ba_##S;                                                                                                   \
+  static void ba_rows_##S(void *p, int64_t r0, int64_t r1) {                                                  \
+    const ba_##S *a = p;                                                                                      \
+    const int64_t C = a->C;                                                                                   \
+    const T *b = a->b;                                                                                        \
+    for (int64_t r = r0; r < r1; r++) {                                                                       \
+      const T *x = a->x + r * C;                                                                              \
+      T *y = a->y + r * C;                                                                                    \
+      for (int64_t c = 0; c < C; c++) y[c] = x[c] + b[c];                                                     \
+    }                                                                                                         \
   }
 
 DEF_REDUCE(float, f32, double)
