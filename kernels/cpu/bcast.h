@@ -96,30 +96,31 @@ static inline void loom__bcast_init(loom_bcast *p, int nin, const loom_buf *cons
 static inline int64_t loom__bcast_inner(const loom_bcast *p) { return p->dims[p->ndim - 1]; }
 static inline int64_t loom__bcast_istride(const loom_bcast *p, int k) { return p->st[k][p->ndim - 1]; }
 
-/* Positions it at flat output index `flat`. */
-static inline void loom__bcast_seek(const loom_bcast *p, int64_t flat, loom_bcast_it *it) {
+/* Positions it at flat output index `flat`. nin must equal p->nin (pass it as a
+ * constant so the per-input loops unroll). */
+static inline void loom__bcast_seek(const loom_bcast *p, int nin, int64_t flat, loom_bcast_it *it) {
   int last = p->ndim - 1;
   int64_t inner = p->dims[last];
   int64_t row = flat / inner;
   it->j = flat - row * inner;
-  for (int k = 0; k < p->nin; k++) it->off[k] = it->j * p->st[k][last];
+  for (int k = 0; k < nin; k++) it->off[k] = it->j * p->st[k][last];
   for (int d = last - 1; d >= 0; d--) {
     it->idx[d] = row % p->dims[d];
     row /= p->dims[d];
-    for (int k = 0; k < p->nin; k++) it->off[k] += it->idx[d] * p->st[k][d];
+    for (int k = 0; k < nin; k++) it->off[k] += it->idx[d] * p->st[k][d];
   }
 }
 
 /* Moves it from any position in a row to the start of the next row. */
-static inline void loom__bcast_next_row(const loom_bcast *p, loom_bcast_it *it) {
+static inline void loom__bcast_next_row(const loom_bcast *p, int nin, loom_bcast_it *it) {
   int last = p->ndim - 1;
-  for (int k = 0; k < p->nin; k++) it->off[k] -= it->j * p->st[k][last];
+  for (int k = 0; k < nin; k++) it->off[k] -= it->j * p->st[k][last];
   it->j = 0;
   for (int d = last - 1; d >= 0; d--) {
     it->idx[d]++;
-    for (int k = 0; k < p->nin; k++) it->off[k] += p->st[k][d];
+    for (int k = 0; k < nin; k++) it->off[k] += p->st[k][d];
     if (it->idx[d] < p->dims[d]) return;
-    for (int k = 0; k < p->nin; k++) it->off[k] -= p->st[k][d] * p->dims[d];
+    for (int k = 0; k < nin; k++) it->off[k] -= p->st[k][d] * p->dims[d];
     it->idx[d] = 0;
   }
 }

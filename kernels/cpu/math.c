@@ -10,8 +10,10 @@
  * vector-scalar or scalar-vector, each a restrict-qualified loop GCC
  * vectorizes. This covers same shapes (one row), tensor op scalar (one row),
  * bias-like [N,C] op [C] (N rows) and [N,C] op [N,1]; anything else walks
- * the outer dims with an odometer. Work is split over the flat output range
- * with loom__parallel_for above LOOM_PAR_GRAIN.
+ * the outer dims with an odometer. A short broadcast row ([N,C] op [C] with
+ * C <= TILE_MAX_INNER) is first repeated into a small stack tile so the inner
+ * loop spans many rows. Work is split over the flat output range with
+ * loom__parallel_for above LOOM_PAR_GRAIN.
  *
  * Transcendentals call expf/logf/... so that GCC can use glibc's libmvec
  * vector variants (declared below; glibc only declares them under
@@ -147,7 +149,13 @@ typedef struct bin_args {
   const void *a, *b;
   void *c;
   double p0;
+  int tiled; /* 1: b is a short row broadcast over a's rows; 2: a is; 0: neither */
 } bin_args;
+
+/* Rows this short are run as "tiled": the broadcast row is repeated into a
+ * stack buffer of TILE_BYTES so the inner loop spans many rows at once. */
+#define TILE_MAX_INNER 64
+#define TILE_BYTES 2048
 
 #define DEF_BINARY_CHUNK(NAME, T, U, TC, E)                                                          \
   static inline void NAME##_vv(const T *restrict a, const T *restrict b, TC *restrict c, int64_t n,  \
@@ -169,8 +177,31 @@ typedef struct bin_args {
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
+  static void NAME##_tiled(const bin_args *ba, int64_t lo, int64_t hi) {                            \
+    const int64_t inner = ba->p.dims[1];                                                             \
+    T tile[TILE_BYTES / sizeof(T)];                                                                  \
+    const int64_t tl = (int64_t)(sizeof tile / sizeof(T)) / inner * inner;                           \
+    const T *row = ba->tiled == 1 ? (const T *)ba->b : (const T *)ba->a;                             \
+    const T *full = ba->tiled == 1 ? (const T *)ba->a : (const T *)ba->b;                            \
+    TC *C = ba->c;                                                                                   \
+    const T p0 = (T)ba->p0;                                                                          \
+    for (int64_t r = 0; r < tl; r += inner) memcpy(tile + r, row, (size_t)inner * sizeof(T));        \
+    for (int64_t pos = lo; pos < hi;) {                                                              \
+      int64_t j = pos % inner, len = tl - j;                                                         \
+      if (len > hi - pos) len = hi - pos;                                                            \
+      if (ba->tiled == 1)                                                                            \
+        NAME##_vv(full + pos, tile + j, C + pos, len, p0);                                           \
+      else                                                                                           \
+        NAME##_vv(tile + j, full + pos, C + pos, len, p0);                                           \
+      pos += len;                                                                                    \
+    }                                                                                                \
+  }                                                                                                  \
   static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                      \
     const bin_args *ba = arg;                                                                        \
+    if (ba->tiled) {                                                                                 \
+      NAME##_tiled(ba, lo, hi);                                                                      \
+      return;                                                                                        \
+    }                                                                                                \
     const loom_bcast *p = &ba->p;                                                                    \
     const T *A = ba->a, *B = ba->b;                                                                  \
     TC *C = ba->c;                                                                                   \
@@ -178,7 +209,7 @@ typedef struct bin_args {
     const int64_t inner = loom__bcast_inner(p);                                                      \
     const int sa = loom__bcast_istride(p, 0) != 0, sb = loom__bcast_istride(p, 1) != 0;             \
     loom_bcast_it it;                                                                                \
-    loom__bcast_seek(p, lo, &it);                                                                    \
+    loom__bcast_seek(p, 2, lo, &it);                                                                 \
     for (int64_t i = lo; i < hi;) {                                                                  \
       int64_t len = inner - it.j;                                                                    \
       if (len > hi - i) len = hi - i;                                                                \
@@ -196,7 +227,7 @@ typedef struct bin_args {
         for (int64_t k = 0; k < len; k++) c[k] = v_;                                                 \
       }                                                                                              \
       i += len;                                                                                      \
-      loom__bcast_next_row(p, &it);                                                                  \
+      loom__bcast_next_row(p, 2, &it);                                                               \
     }                                                                                                \
   }
 
@@ -209,6 +240,13 @@ static loom_code run_binary(const loom_kctx *ctx, loom_range_fn chunk) {
   x.b = ctx->in[1]->data;
   x.c = C->data;
   x.p0 = ctx->attrs ? ctx->attrs->alpha : 0.0;
+  x.tiled = 0;
+  const loom_bcast *p = &x.p;
+  if (p->ndim == 2 && p->dims[1] <= TILE_MAX_INNER && p->dims[0] > 1) {
+    int64_t w = p->dims[1];
+    if (p->st[0][0] == w && p->st[0][1] == 1 && p->st[1][0] == 0 && p->st[1][1] == 1) x.tiled = 1;
+    if (p->st[1][0] == w && p->st[1][1] == 1 && p->st[0][0] == 0 && p->st[0][1] == 1) x.tiled = 2;
+  }
   loom__parallel_for(ctx->pool, C->numel, LOOM_PAR_GRAIN, chunk, &x);
   return LOOM_OK;
 }
@@ -380,13 +418,13 @@ static loom_code run_ternary(const loom_kctx *ctx, loom_range_fn chunk) {
     const int64_t s0 = loom__bcast_istride(p, 0), s1 = loom__bcast_istride(p, 1),  \
                   s2 = loom__bcast_istride(p, 2);                                  \
     loom_bcast_it it;                                                              \
-    loom__bcast_seek(p, lo, &it);                                                  \
+    loom__bcast_seek(p, 3, lo, &it);                                               \
     for (int64_t i = lo; i < hi;) {                                                \
       int64_t len = inner - it.j;                                                  \
       if (len > hi - i) len = hi - i;                                              \
       ROW(C + i, len, I0 + it.off[0], I1 + it.off[1], I2 + it.off[2], s0, s1, s2); \
       i += len;                                                                    \
-      loom__bcast_next_row(p, &it);                                                \
+      loom__bcast_next_row(p, 3, &it);                                             \
     }                                                                              \
   }
 
