@@ -13,7 +13,7 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-OPT     ?= -O2 -march=native
+OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
            -I. -Iinclude $(BLAS_CFLAGS)
@@ -51,7 +51,7 @@ $(BUILD)/libloom.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 TEST_CFLAGS = $(filter-out -fvisibility=hidden,$(CFLAGS))
-$(BUILD)/tests/%: tests/%.c tests/test_util.h $(BUILD)/libloom.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) -lcriterion $(LDLIBS)
 

@@ -1,0 +1,178 @@
+/* Finite-difference gradient checks, table-driven over the op list.
+ *
+ * Every op is either marked LOOM_OPF_NODIFF or has a gradient function AND at
+ * least one case below; the coverage test fails otherwise, so a new op cannot
+ * land without a gradient decision.
+ *
+ * Each case builds y = op(x0, x1, ...) from placeholders, takes
+ * loss = sum(y * w) with a fixed random w (so every output element matters
+ * with a different weight), asks loom_gradients for d loss / d x_i and
+ * compares with central differences of the same loss computed by running the
+ * graph. f64 cases use eps 1e-6 and tight tolerances; f32 cases (ops with f32
+ * kernels only) use eps 1e-2 with a looser tolerance.
+ */
+#include "test_util.h"
+#include "ops/op_list.h"
+#include "engine/engine_impl.h"
+
+#define MAXIN 4
+typedef loom_output (*build_fn)(loom_graph *g, const loom_output *x);
+
+typedef struct grad_case {
+  int op;             /* the op under test (LOOM_OP_*) */
+  const char *label;
+  loom_dtype dt;      /* F64 preferred; F32 for f32-only kernels */
+  int nin;
+  int ndim[MAXIN];
+  int64_t dims[MAXIN][4];
+  build_fn build;
+  double lo, hi;      /* inputs drawn uniformly from [lo, hi] */
+  double away;        /* |x| >= away (kinks at 0), 0 = no constraint */
+  uint32_t nodiff;    /* bit i: input i is not checked (indices, labels) */
+  double tol;         /* 0 = default */
+  int int_input;      /* bit i: input i is an integer tensor with values in [0, int_hi) */
+  int64_t int_hi;
+} grad_case;
+
+/* ---------- the cases: one table per group of families ---------- */
+#define UN(fn) static loom_output b_##fn(loom_graph *g, const loom_output *x) { return loom_##fn(g, x[0], NULL); }
+#define BIN(fn) static loom_output b_##fn(loom_graph *g, const loom_output *x) { return loom_##fn(g, x[0], x[1], NULL); }
+#include "grad_cases_a.h" /* core, math, reduce: static const grad_case CASES_A[] */
+#include "grad_cases_b.h" /* array, nn, random, train: static const grad_case CASES_B[] */
+
+static const grad_case *const TABLES[] = {CASES_A, CASES_B};
+static const int TABLE_N[] = {(int)(sizeof CASES_A / sizeof CASES_A[0]), (int)(sizeof CASES_B / sizeof CASES_B[0])};
+
+/* ---------- the checker ---------- */
+static uint64_t rng_state = 88172645463325252ull;
+static double urand(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static double get_el(loom_tensor *t, int64_t i) {
+  switch (loom_tensor_dtype(t)) {
+    case LOOM_F64: return ((double *)loom_tensor_data(t))[i];
+    case LOOM_F32: return ((float *)loom_tensor_data(t))[i];
+    default: return 0;
+  }
+}
+static void set_el(loom_tensor *t, int64_t i, double v) {
+  if (loom_tensor_dtype(t) == LOOM_F64) ((double *)loom_tensor_data(t))[i] = v;
+  else ((float *)loom_tensor_data(t))[i] = (float)v;
+}
+
+static double run_loss(loom_session *s, const loom_output *ph, loom_tensor **xv, int nin, loom_output loss) {
+  loom_tensor *out = NULL;
+  loom_status *st = loom_status_new();
+  loom_code rc = loom_session_run(s, ph, xv, nin, &loss, &out, 1, NULL, 0, st);
+  cr_assert_eq(rc, LOOM_OK, "run: %s", loom_status_message(st));
+  double v = get_el(out, 0);
+  loom_tensor_free(out);
+  loom_status_free(st);
+  return v;
+}
+
+static void check_case(const grad_case *c) {
+  loom_graph *g = loom_graph_new();
+  loom_output ph[MAXIN];
+  loom_tensor *xv[MAXIN];
+  for (int i = 0; i < c->nin; i++) {
+    int isint = (c->int_input >> i) & 1;
+    loom_dtype dt = isint ? LOOM_I32 : c->dt;
+    char nm[16];
+    snprintf(nm, sizeof nm, "x%d", i);
+    ph[i] = loom_placeholder(g, dt, c->ndim[i], c->dims[i], nm);
+    xv[i] = loom_tensor_new(dt, c->ndim[i], c->dims[i], NULL);
+    for (int64_t k = 0; k < loom_tensor_numel(xv[i]); k++) {
+      if (isint) {
+        ((int32_t *)loom_tensor_data(xv[i]))[k] = (int32_t)(urand() * (double)c->int_hi);
+        continue;
+      }
+      double v;
+      do v = c->lo + (c->hi - c->lo) * urand();
+      while (c->away > 0 && fabs(v) < c->away);
+      set_el(xv[i], k, v);
+    }
+  }
+  loom_output y = c->build(g, ph);
+  int64_t yd[LOOM_MAX_DIMS];
+  int yn = loom_output_dims(y, yd);
+  cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK, "%s: build failed", c->label);
+  /* w: same shape as y's runtime shape; fed so that unknown dims work */
+  loom_status *st = loom_status_new();
+  loom_session *s0 = loom_session_new(g, NULL, st);
+  loom_tensor *yv = NULL;
+  cr_assert_eq(loom_session_run(s0, ph, xv, c->nin, &y, &yv, 1, NULL, 0, st), LOOM_OK, "%s: %s", c->label,
+               loom_status_message(st));
+  loom_session_free(s0);
+  (void)yn;
+  loom_tensor *wv = loom_tensor_new(loom_output_dtype(y), loom_tensor_ndim(yv), loom_tensor_dims(yv), NULL);
+  for (int64_t k = 0; k < loom_tensor_numel(wv); k++) set_el(wv, k, 0.5 + urand());
+  loom_output w = loom_const(g, wv, "w");
+  loom_output loss = loom_reduce_sum(g, loom_mul(g, y, w, NULL), -1, NULL, 0, "loss");
+  loom_output gr[MAXIN];
+  loom_code rc = loom_gradients(g, 1, &loss, NULL, c->nin, ph, gr, st);
+  cr_assert_eq(rc, LOOM_OK, "%s: gradients: %s", c->label, loom_status_message(st));
+  loom_session *s = loom_session_new(g, NULL, st);
+  double eps = c->dt == LOOM_F64 ? 1e-6 : 1e-2;
+  double tol = c->tol > 0 ? c->tol : (c->dt == LOOM_F64 ? 1e-6 : 2e-2);
+  for (int i = 0; i < c->nin; i++) {
+    if (((c->nodiff | c->int_input) >> i) & 1) continue;
+    cr_assert(gr[i].node, "%s: no gradient for input %d", c->label, i);
+    loom_tensor *an = NULL;
+    cr_assert_eq(loom_session_run(s, ph, xv, c->nin, &gr[i], &an, 1, NULL, 0, st), LOOM_OK, "%s: %s", c->label,
+                 loom_status_message(st));
+    cr_assert_eq(loom_tensor_numel(an), loom_tensor_numel(xv[i]), "%s: gradient %d has the wrong size", c->label, i);
+    int64_t n = loom_tensor_numel(xv[i]);
+    int64_t step = n > 40 ? n / 40 : 1;
+    for (int64_t k = 0; k < n; k += step) {
+      double x0 = get_el(xv[i], k);
+      set_el(xv[i], k, x0 + eps);
+      double lp = run_loss(s, ph, xv, c->nin, loss);
+      set_el(xv[i], k, x0 - eps);
+      double lm = run_loss(s, ph, xv, c->nin, loss);
+      set_el(xv[i], k, x0);
+      double num = (lp - lm) / (2 * eps), a = get_el(an, k);
+      cr_assert(fabs(num - a) <= tol * (1 + fabs(num)), "%s: d/dx%d[%lld]: analytic %.9g, numeric %.9g", c->label, i,
+                (long long)k, a, num);
+    }
+    loom_tensor_free(an);
+  }
+  loom_session_free(s);
+  loom_status_free(st);
+  for (int i = 0; i < c->nin; i++) loom_tensor_free(xv[i]);
+  loom_tensor_free(yv);
+  loom_tensor_free(wv);
+  loom_graph_free(g);
+}
+
+Test(grad, finite_differences_core_math_reduce) {
+  for (int i = 0; i < TABLE_N[0]; i++) check_case(&CASES_A[i]);
+}
+Test(grad, finite_differences_array_nn_random_train) {
+  for (int i = 0; i < TABLE_N[1]; i++) check_case(&CASES_B[i]);
+}
+
+Test(grad, every_op_is_checked_or_marked_nondiff) {
+  loom_graph *g = loom_graph_new(); /* initialises the op table */
+  char missing[4096] = "";
+  size_t k = 0;
+  for (int op = 0; op < LOOM_OP_COUNT; op++) {
+    const loom_op_def *d = loom__op_def(op);
+    if (d->flags & LOOM_OPF_NODIFF) continue;
+    /* in-place ops (assign, optimizers) and sources are not differentiable by construction */
+    if ((d->flags & LOOM_OPF_MUTATES_INPUT0) || d->nin == 0) continue;
+    int has_case = 0;
+    for (int t = 0; t < 2; t++)
+      for (int i = 0; i < TABLE_N[t]; i++)
+        if (TABLES[t][i].op == op) has_case = 1;
+    if (!d->grad || !has_case)
+      k += (size_t)snprintf(missing + k, sizeof missing - k, " %s(%s)", d->name, !d->grad ? "no grad fn" : "no case");
+    if (k >= sizeof missing) break;
+  }
+  loom_graph_free(g);
+  cr_assert(missing[0] == 0, "ops neither checked nor marked not differentiable:%s", missing);
+}
