@@ -55,13 +55,13 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) -lcriterion $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libloom.a
+$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
 
 # The public headers must compile as C and as C++ and include nothing else.
 header-check:
