@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: train an MLP on Debian's Fashion-MNIST through loom's graph
+# API (variables, autodiff, Adam), evaluate it on the test set.
+set -euo pipefail
+BUILD=${BUILD:-build}
+if [ -x "$BUILD/examples/fashion_mnist" ]; then
+  exec "$BUILD/examples/fashion_mnist" "$@"
+fi
+out=$("$BUILD/bench/mlp_train" --opt adam --epochs "${EPOCHS:-3}" --threads "$(nproc)")
+printf '%s\n' "$out"
+printf 'test_accuracy=%s\n' "$(printf '%s\n' "$out" | sed -n 's/^test_accuracy=//p')"
