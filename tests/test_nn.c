@@ -504,9 +504,15 @@ Test(conv, conv2d_and_gradients_vs_direct_loops) {
       {1, 3, 3, 2, 5, 5, 2, 1, 1, 1, 1, S}, /* window larger than the image */
       {4, 28, 28, 1, 3, 3, 8, 1, 1, 1, 1, S}, /* the MNIST-like layers */
       {4, 14, 14, 8, 3, 3, 16, 1, 1, 1, 1, V},
+      {2, 6, 5, 130, 3, 3, 5, 1, 1, 1, 1, S}, /* K = 1170: im2col + GEMM forward */
+      {2, 5, 6, 3, 3, 3, 130, 1, 1, 1, 1, S}, /* KH*KW*O = 1170: GEMM + col2im input gradient */
+      {2, 7, 7, 5, 3, 3, 20, 1, 1, 1, 1, V},  /* O not a multiple of the vector width */
   };
   for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) check_conv(&cfgs[i], LOOM_F32);
+  check_conv(&cfgs[2], LOOM_F64);
   check_conv(&cfgs[4], LOOM_F64);
+  check_conv(&cfgs[17], LOOM_F64);
+  check_conv(&cfgs[19], LOOM_F64);
   check_conv(&cfgs[9], LOOM_F64);
   check_conv(&cfgs[10], LOOM_F64);
 }

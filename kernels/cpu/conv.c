@@ -1,31 +1,56 @@
 /* CPU kernels: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (NHWC input,
- * HWIO filter) by im2col + GEMM.
+ * HWIO filter).
  *
- * The rows of the column matrix are output pixels (n, oh, ow) in NHWC order,
- * its columns the window (kh, kw, c): exactly the row order of the flattened
- * HWIO filter [K = KH*KW*C, O], so that
- *   forward         Y[M, O]   = col[M, K] x F[K, O]
- *   backprop input  dcol[M,K] = dY[M, O] x F^T, then col2im adds dcol into dX
- *   backprop filter dF[K, O]  = col^T x dY[M, O]
- * with M = N*OH*OW. The column buffer is the op's workspace; it holds a chunk
- * of rows sized per call (at most CONV_WS_BYTES, at least one row), so a big
- * batch is processed in chunks. 1x1 stride-1 convolutions skip im2col: the
- * input itself is the column matrix (pure GEMM, no workspace).
+ * Two strategies:
+ * - Direct loops (most convolutions): each output pixel reads its window
+ *   straight from the image and accumulates K = KH*KW*C multiply-adds into
+ *   registers, 8 pixels x one 64-byte vector of output channels at a time
+ *   (GCC/Clang vector extensions). Used for the forward pass when
+ *   K <= CONV_DIRECT_MAX_K, for the stride-1 input gradient (a forward
+ *   convolution of dy with the flipped, channel-transposed filter, which is
+ *   the op's workspace), and for the filter gradient of small windows. This
+ *   does not depend on the BLAS library picking good kernels for the CPU.
+ * - im2col + GEMM otherwise. The rows of the column matrix are output pixels
+ *   (n, oh, ow) in NHWC order, its columns the window (kh, kw, c): exactly the
+ *   row order of the flattened HWIO filter [K, O], so that
+ *     forward         Y[M, O]   = col[M, K] x F[K, O]
+ *     backprop input  dcol[M,K] = dY[M, O] x F^T, then col2im adds dcol into dX
+ *     backprop filter dF[K, O]  = col^T x dY[M, O]
+ *   with M = N*OH*OW. The column buffer is the op's workspace; it holds a
+ *   chunk of rows sized per call (about CONV_WS_BYTES, at least one row), so a
+ *   big batch is processed in chunks that stay in cache.
+ * 1x1 stride-1 convolutions are a plain GEMM on the input (no workspace).
  *
  * This file is compiled once and includes itself twice (float, double). */
 #ifndef LOOM_CONV_TPL
 #include <string.h>
 #include <cblas.h>
 #include "kernels/cpu/nn.h"
+/* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue
+ * (the channel loops here have run-time lengths), -std=c11 turns off FMA
+ * contraction, and short copy loops must not become memcpy calls. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic", "fp-contract=fast", "no-tree-loop-distribute-patterns")
+#endif
 
-#define CONV_WS_BYTES ((int64_t)8 << 20)
+#define CONV_WS_BYTES ((int64_t)2 << 20)
 #define CONV_ROW_GRAIN 32768 /* elements copied per parallel task, roughly */
+/* Direct loops instead of im2col + GEMM: the forward pass (and the stride-1
+ * input gradient, a forward convolution of dy with the flipped filter) for
+ * windows of K = KH*KW*C <= CONV_DIRECT_MAX_K (and KH <= CONV_DIRECT_MAX_KH);
+ * the filter gradient for K <= CONV_DIRECT_DW_MAX_K. */
+#define CONV_DIRECT_MAX_K 1152
+#define CONV_DIRECT_MAX_KH 64
+#define CONV_DIRECT_DW_MAX_K 64
 
 typedef struct geom {
   int64_t N, H, W, C, KH, KW, O, OH, OW;
   int64_t sh, sw, dh, dw, pt, pl;
   int64_t K, M;
-  int pointwise;
+  int pointwise; /* 1x1, stride 1, no padding: the input is the column matrix */
+  int direct;    /* direct loops for the forward pass */
+  int direct_dw; /* direct loops for the filter gradient */
+  int direct_dx; /* the input gradient as a direct forward convolution */
 } geom;
 
 static int64_t attr_or_1(int64_t v) { return v >= 1 ? v : 1; }
@@ -51,6 +76,29 @@ static void geom_init(geom *g, const loom_attrs *a, const int64_t *xd, const int
   g->M = g->N * g->OH * g->OW;
   g->pointwise = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
                  g->OH == g->H && g->OW == g->W;
+  g->direct = !g->pointwise && g->K <= CONV_DIRECT_MAX_K && g->KH <= CONV_DIRECT_MAX_KH;
+  g->direct_dw = !g->pointwise && g->K <= CONV_DIRECT_DW_MAX_K;
+  g->direct_dx = !g->pointwise && g->sh == 1 && g->sw == 1 && g->KH * g->KW * g->O <= CONV_DIRECT_MAX_K &&
+                 g->KH <= CONV_DIRECT_MAX_KH;
+}
+
+/* For stride 1, dX is the forward convolution of dy with the filter flipped
+ * in space and transposed in channels (W'[kh][kw][o][c] =
+ * W[KH-1-kh][KW-1-kw][c][o]), padded by (K-1)*dilation - pad before. */
+static void geom_transposed(const geom *g, geom *t) {
+  *t = *g;
+  t->H = g->OH;
+  t->W = g->OW;
+  t->C = g->O;
+  t->O = g->C;
+  t->OH = g->H;
+  t->OW = g->W;
+  t->pt = (g->KH - 1) * g->dh - g->pt;
+  t->pl = (g->KW - 1) * g->dw - g->pl;
+  t->K = g->KH * g->KW * g->O;
+  t->M = g->N * g->H * g->W;
+  t->pointwise = 0;
+  t->direct = 1;
 }
 
 /* Rows of the column matrix per chunk. */
@@ -73,8 +121,11 @@ static int64_t pointwise_rows(const geom *g) {
   return r > 0 ? r : 1;
 }
 
-static size_t ws_bytes(const geom *g, size_t elem) {
+/* op: 0 forward, 1 backprop input, 2 backprop filter. */
+static size_t ws_bytes(const geom *g, size_t elem, int op) {
   if (g->pointwise || g->M <= 0 || g->K <= 0 || g->O <= 0) return 0;
+  if ((op == 0 && g->direct) || (op == 2 && g->direct_dw)) return 0;
+  if (op == 1 && g->direct_dx) return (size_t)g->K * (size_t)g->O * elem; /* the flipped filter */
   return (size_t)chunk_rows(g, elem) * (size_t)g->K * elem;
 }
 
@@ -84,19 +135,37 @@ size_t loom__ws_conv2d(const loom_attrs *a, int nin, const loom_buf *const *in, 
                        const loom_buf *const *out) {
   geom g;
   geom_init(&g, a, in[0]->dims, in[1]->dims, out[0]->dims);
-  return ws_bytes(&g, dtype_bytes(in[0]->dtype));
+  return ws_bytes(&g, dtype_bytes(in[0]->dtype), 0);
 }
 size_t loom__ws_conv2d_backprop_input(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
                                       const loom_buf *const *out) {
   geom g;
   geom_init(&g, a, out[0]->dims, in[0]->dims, in[1]->dims);
-  return ws_bytes(&g, dtype_bytes(in[0]->dtype));
+  return ws_bytes(&g, dtype_bytes(in[0]->dtype), 1);
 }
 size_t loom__ws_conv2d_backprop_filter(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
                                        const loom_buf *const *out) {
   geom g;
   geom_init(&g, a, in[0]->dims, out[0]->dims, in[1]->dims);
-  return ws_bytes(&g, dtype_bytes(in[0]->dtype));
+  return ws_bytes(&g, dtype_bytes(in[0]->dtype), 2);
+}
+
+/* (n, oh, ow) of output pixel r, and the step to the next pixel. */
+static inline void pix_of(const geom *g, int64_t r, int64_t *n, int64_t *oh, int64_t *ow) {
+  int64_t P = g->OH * g->OW;
+  *n = r / P;
+  int64_t q = r - *n * P;
+  *oh = q / g->OW;
+  *ow = q - *oh * g->OW;
+}
+static inline void pix_next(const geom *g, int64_t *n, int64_t *oh, int64_t *ow) {
+  if (++*ow == g->OW) {
+    *ow = 0;
+    if (++*oh == g->OH) {
+      *oh = 0;
+      ++*n;
+    }
+  }
 }
 
 static loom_code ws_missing(const loom_kctx *ctx, size_t need) {
@@ -141,37 +210,186 @@ static inline void FN(copy)(T *restrict d, const T *restrict s, int64_t n) {
   }
 }
 
+/* dst[0..K) = the window (kh, kw, c) of output pixel (n, oh, ow), zero-padded. */
+static inline void FN(gather)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *dst) {
+  const int64_t KWC = g->KW * g->C, C = g->C;
+  int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+  const T *ximg = x + n * g->H * g->W * C;
+  int inside_w = iw0 >= 0 && iw0 + (g->KW - 1) * g->dw < g->W;
+  for (int64_t kh = 0; kh < g->KH; kh++, dst += KWC) {
+    int64_t ih = ih0 + kh * g->dh;
+    if (ih < 0 || ih >= g->H) {
+      memset(dst, 0, (size_t)KWC * sizeof(T));
+      continue;
+    }
+    const T *xr = ximg + ih * g->W * C;
+    if (inside_w && g->dw == 1) {
+      FN(copy)(dst, xr + iw0 * C, KWC);
+      continue;
+    }
+    for (int64_t kw = 0; kw < g->KW; kw++) {
+      int64_t iw = iw0 + kw * g->dw;
+      if (iw < 0 || iw >= g->W) memset(dst + kw * C, 0, (size_t)C * sizeof(T));
+      else FN(copy)(dst + kw * C, xr + iw * C, C);
+    }
+  }
+}
+
 /* col[i - r0] = the window of output pixel i, for i in [r0 + b, r0 + e). */
 static void FN(im2col_range)(void *p, int64_t b, int64_t e) {
   const FN(cols_args) *a = p;
   const geom *g = a->g;
-  const int64_t KWC = g->KW * g->C, P = g->OH * g->OW;
+  int64_t n, oh, ow;
+  pix_of(g, a->r0 + b, &n, &oh, &ow);
   for (int64_t i = b; i < e; i++) {
-    int64_t r = a->r0 + i;
-    int64_t n = r / P, q = r - n * P, oh = q / g->OW, ow = q - oh * g->OW;
-    int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
-    const T *ximg = a->x + n * g->H * g->W * g->C;
-    T *dst = a->col + i * g->K;
-    int inside_w = iw0 >= 0 && iw0 + (g->KW - 1) * g->dw < g->W;
-    for (int64_t kh = 0; kh < g->KH; kh++, dst += KWC) {
-      int64_t ih = ih0 + kh * g->dh;
-      if (ih < 0 || ih >= g->H) {
-        memset(dst, 0, (size_t)KWC * sizeof(T));
-        continue;
-      }
-      const T *xr = ximg + ih * g->W * g->C;
-      if (inside_w && g->dw == 1) {
-        FN(copy)(dst, xr + iw0 * g->C, KWC);
-        continue;
-      }
-      for (int64_t kw = 0; kw < g->KW; kw++) {
-        int64_t iw = iw0 + kw * g->dw;
-        if (iw < 0 || iw >= g->W) memset(dst + kw * g->C, 0, (size_t)g->C * sizeof(T));
-        else FN(copy)(dst + kw * g->C, xr + iw * g->C, g->C);
-      }
-    }
+    FN(gather)(g, a->x, n, oh, ow, a->col + i * g->K);
+    pix_next(g, &n, &oh, &ow);
   }
 }
+
+/* ---- direct convolution ----
+ * Each output pixel runs K x O multiply-adds with a vector of output channels
+ * in registers, reading its window straight from the image (or from a
+ * zero-padded copy at the borders). */
+typedef struct {
+  const geom *g;
+  const T *x, *w, *dy;
+  T *y, *dw;
+} FN(direct_args);
+
+/* src[kh] = the KW*C window values of row kh for pixel (n, oh, ow). */
+static inline void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *patch,
+                                   const T **src) {
+  const int64_t KWC = g->KW * g->C;
+  int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+  if (g->dw == 1 && ih0 >= 0 && ih0 + (g->KH - 1) * g->dh < g->H && iw0 >= 0 && iw0 + g->KW <= g->W) {
+    const T *base = x + ((n * g->H + ih0) * g->W + iw0) * g->C;
+    for (int64_t kh = 0; kh < g->KH; kh++) src[kh] = base + kh * g->dh * g->W * g->C;
+  } else {
+    FN(gather)(g, x, n, oh, ow, patch);
+    for (int64_t kh = 0; kh < g->KH; kh++) src[kh] = patch + kh * KWC;
+  }
+}
+
+/* 64-byte vectors (GCC/Clang vector extensions: AVX-512 registers, or pairs
+ * of AVX2 ones) for the register-blocked direct loops. */
+typedef T FN(vec) __attribute__((vector_size(64)));
+#define VL ((int64_t)(64 / sizeof(T)))
+static inline FN(vec) FN(vload)(const T *p) {
+  FN(vec) v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void FN(vstore)(T *p, FN(vec) v) { memcpy(p, &v, sizeof v); }
+
+/* Pixels [b, e), 8 at a time: 8 independent accumulators, w loaded once. */
+static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
+  const FN(direct_args) *a = p;
+  const geom *g = a->g;
+  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH;
+  T patch[8][CONV_DIRECT_MAX_K];
+  const T *src[8][CONV_DIRECT_MAX_KH];
+  int64_t n, oh, ow;
+  pix_of(g, b, &n, &oh, &ow);
+  for (int64_t r = b; r < e; r += 8) {
+    int np = e - r < 8 ? (int)(e - r) : 8;
+    for (int i = 0; i < 8; i++) {
+      if (i < np) {
+        FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
+        pix_next(g, &n, &oh, &ow);
+      } else {
+        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
+      }
+    }
+    int64_t o0 = 0;
+    for (; o0 + VL <= O; o0 += VL) {
+      FN(vec) a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
+      const T *wr = a->w + o0;
+      for (int64_t kh = 0; kh < KH; kh++) {
+        const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh], *s3 = src[3][kh];
+        const T *s4 = src[4][kh], *s5 = src[5][kh], *s6 = src[6][kh], *s7 = src[7][kh];
+        for (int64_t j = 0; j < KWC; j++, wr += O) {
+          FN(vec) wv = FN(vload)(wr);
+          a0 += s0[j] * wv;
+          a1 += s1[j] * wv;
+          a2 += s2[j] * wv;
+          a3 += s3[j] * wv;
+          a4 += s4[j] * wv;
+          a5 += s5[j] * wv;
+          a6 += s6[j] * wv;
+          a7 += s7[j] * wv;
+        }
+      }
+      FN(vec) accs[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+      for (int i = 0; i < np; i++) FN(vstore)(a->y + (r + i) * O + o0, accs[i]);
+    }
+    for (; o0 < O; o0++)
+      for (int i = 0; i < np; i++) {
+        T acc = 0;
+        const T *wr = a->w + o0;
+        for (int64_t kh = 0; kh < KH; kh++)
+          for (int64_t j = 0; j < KWC; j++, wr += O) acc += src[i][kh][j] * *wr;
+        a->y[(r + i) * O + o0] = acc;
+      }
+  }
+}
+
+/* Task t: output channel vectors [t*DWV, t*DWV + DWV) (VL channels each) of
+ * dW, summed over every pixel, 4 pixels per step. */
+#define DWV 4
+static void FN(direct_dw_range)(void *p, int64_t b, int64_t e) {
+  const FN(direct_args) *a = p;
+  const geom *g = a->g;
+  const int64_t K = g->K, O = g->O, KWC = g->KW * g->C, KH = g->KH, nvec = (O + VL - 1) / VL;
+  T patch[4][CONV_DIRECT_DW_MAX_K];
+  const T *src[4][CONV_DIRECT_DW_MAX_K];
+  FN(vec) acc[CONV_DIRECT_DW_MAX_K][DWV];
+  for (int64_t t = b; t < e; t++) {
+    int64_t v0 = t * DWV, nv = nvec - v0 < DWV ? nvec - v0 : DWV;
+    for (int64_t k = 0; k < K; k++)
+      for (int v = 0; v < DWV; v++) acc[k][v] = (FN(vec)){0};
+    int64_t n = 0, oh = 0, ow = 0;
+    for (int64_t r = 0; r < g->M; r += 4) {
+      int np = g->M - r < 4 ? (int)(g->M - r) : 4;
+      FN(vec) d[4][DWV];
+      for (int i = 0; i < 4; i++) {
+        if (i < np) {
+          FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
+          pix_next(g, &n, &oh, &ow);
+        } else {
+          for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh];
+        }
+        for (int64_t v = 0; v < nv; v++) {
+          int64_t c0 = (v0 + v) * VL;
+          if (i >= np) {
+            d[i][v] = (FN(vec)){0}; /* padding pixels add nothing */
+          } else if (c0 + VL <= O) {
+            d[i][v] = FN(vload)(a->dy + (r + i) * O + c0);
+          } else {
+            T tmp[64 / sizeof(T)];
+            for (int64_t q = 0; q < VL; q++) tmp[q] = c0 + q < O ? a->dy[(r + i) * O + c0 + q] : 0;
+            d[i][v] = FN(vload)(tmp);
+          }
+        }
+      }
+      int64_t k = 0;
+      for (int64_t kh = 0; kh < KH; kh++) {
+        const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh], *s3 = src[3][kh];
+        for (int64_t j = 0; j < KWC; j++, k++)
+          for (int64_t v = 0; v < nv; v++)
+            acc[k][v] += s0[j] * d[0][v] + s1[j] * d[1][v] + s2[j] * d[2][v] + s3[j] * d[3][v];
+      }
+    }
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t v = 0; v < nv; v++) {
+        T tmp[64 / sizeof(T)];
+        FN(vstore)(tmp, acc[k][v]);
+        int64_t c0 = (v0 + v) * VL;
+        for (int64_t q = 0; q < VL && c0 + q < O; q++) a->dw[k * O + c0 + q] = tmp[q];
+      }
+  }
+}
+#undef VL
 
 static void FN(im2col)(const loom_kctx *ctx, const geom *g, const T *x, T *col, int64_t r0, int64_t r1) {
   FN(cols_args) a = {g, x, col, r0, r1};
@@ -222,6 +440,12 @@ static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
+static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y) {
+  FN(direct_args) a = {g, x, w, NULL, y, NULL};
+  int64_t grain = (CONV_ROW_GRAIN * 4) / (g->K * g->O > 0 ? g->K * g->O : 1);
+  loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8, FN(direct_fwd_range), &a);
+}
+
 loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
   const loom_buf *X = ctx->in[0], *F = ctx->in[1];
   loom_buf *Y = ctx->out[0];
@@ -241,6 +465,10 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
       GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)g.O, (int)g.C, 1, x + r0 * g.C, (int)g.C, f,
            (int)g.O, 0, y + r0 * g.O, (int)g.O);
     }
+    return LOOM_OK;
+  }
+  if (g.direct) {
+    FN(direct_fwd)(ctx, &g, x, f, y);
     return LOOM_OK;
   }
   size_t need = (size_t)R * (size_t)g.K * sizeof(T);
@@ -272,8 +500,26 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
     }
     return LOOM_OK;
   }
+  if (g.M == 0 || g.O == 0 || g.K == 0) {
+    memset(dx, 0, (size_t)DX->numel * sizeof(T));
+    return LOOM_OK;
+  }
+  if (g.direct_dx) {
+    size_t wneed = (size_t)g.K * (size_t)g.O * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < wneed) return ws_missing(ctx, wneed);
+    T *wt = ctx->ws;
+    for (int64_t kh = 0; kh < g.KH; kh++)
+      for (int64_t kw = 0; kw < g.KW; kw++)
+        for (int64_t o = 0; o < g.O; o++)
+          for (int64_t c = 0; c < g.C; c++)
+            wt[((kh * g.KW + kw) * g.O + o) * g.C + c] =
+                f[(((g.KH - 1 - kh) * g.KW + (g.KW - 1 - kw)) * g.C + c) * g.O + o];
+    geom t;
+    geom_transposed(&g, &t);
+    FN(direct_fwd)(ctx, &t, dy, wt, dx);
+    return LOOM_OK;
+  }
   memset(dx, 0, (size_t)DX->numel * sizeof(T));
-  if (g.M == 0 || g.O == 0 || g.K == 0) return LOOM_OK;
   size_t need = (size_t)R * (size_t)g.K * sizeof(T);
   if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
   T *col = ctx->ws;
@@ -308,6 +554,12 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
       GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.C, (int)g.O, (int)m, 1, x + r0 * g.C, (int)g.C,
            dy + r0 * g.O, (int)g.O, r0 ? 1 : 0, df, (int)g.O);
     }
+    return LOOM_OK;
+  }
+  if (g.direct_dw) {
+    FN(direct_args) a = {&g, x, NULL, dy, NULL, df};
+    int64_t vl = 64 / (int64_t)sizeof(T), nvec = (g.O + vl - 1) / vl;
+    loom__parallel_for(ctx->pool, (nvec + DWV - 1) / DWV, 1, FN(direct_dw_range), &a);
     return LOOM_OK;
   }
   size_t need = (size_t)R * (size_t)g.K * sizeof(T);

@@ -7,6 +7,11 @@
 #include <math.h>
 #include <string.h>
 #include "kernels/cpu/nn.h"
+/* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue;
+ * the channel loops here have run-time lengths. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
 
 static int64_t rows_grain(int64_t row_len) {
   int64_t g = LOOM_PAR_GRAIN / (row_len > 0 ? row_len : 1);
@@ -86,6 +91,7 @@ static void axis_split(const loom_buf *x, int64_t axis, int64_t *outer, int64_t 
 #define SQRT sqrt
 #define FABS fabs
 #include "kernels/cpu/nn.c"
+#undef PBLK
 
 #else /* ---------------- template body ---------------- */
 
@@ -339,6 +345,49 @@ loom_code FN(loom__k_max_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, 
 loom_code FN(loom__k_avg_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, FN(avg_pool_range)); }
 
 /* ---- MaxPoolGrad / AvgPoolGrad: task = one image (images never overlap) ---- */
+/* Routes dy[c0..c0+PBLK) of one window to the first maximum of each channel.
+ * The fixed block size keeps best/at in vector registers. */
+#define PBLK 16
+static inline void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0,
+                                    int64_t hb, int64_t he, int64_t wb, int64_t we) {
+  T best[PBLK];
+  int32_t at[PBLK]; /* pixel (ih*W + iw) of the first maximum */
+  int32_t p0 = (int32_t)(hb * W + wb);
+  const T *x0 = ximg + p0 * C + c0;
+  for (int c = 0; c < PBLK; c++) {
+    best[c] = x0[c];
+    at[c] = p0;
+  }
+  for (int64_t ih = hb; ih < he; ih++)
+    for (int64_t iw = ih == hb ? wb + 1 : wb; iw < we; iw++) {
+      int32_t pix = (int32_t)(ih * W + iw);
+      const T *xp = ximg + pix * C + c0;
+      for (int c = 0; c < PBLK; c++) { /* strict: the first maximum wins */
+        T v = xp[c], b = best[c];
+        int32_t m = -(int32_t)(v > b); /* branch-free select (no masked stores) */
+        at[c] = (at[c] & ~m) | (pix & m);
+        best[c] = v > b ? v : b;
+      }
+    }
+  for (int c = 0; c < PBLK; c++) dimg[(int64_t)at[c] * C + c0 + c] += dy[c0 + c];
+}
+static void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0, int64_t hb,
+                            int64_t he, int64_t wb, int64_t we) {
+  for (int64_t c = c0; c < C; c++) {
+    int64_t p0 = hb * W + wb, at = p0;
+    T best = ximg[p0 * C + c];
+    for (int64_t ih = hb; ih < he; ih++)
+      for (int64_t iw = wb; iw < we; iw++) {
+        int64_t pix = ih * W + iw;
+        if (ximg[pix * C + c] > best) {
+          best = ximg[pix * C + c];
+          at = pix;
+        }
+      }
+    dimg[at * C + c] += dy[c];
+  }
+}
+
 static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
@@ -354,24 +403,10 @@ static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
         int64_t wb, we;
         pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
         const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
-        for (int64_t c0 = 0; c0 < C; c0 += 64) {
-          int64_t cb = C - c0 < 64 ? C - c0 : 64;
-          T best[64];
-          int64_t at[64];
-          for (int64_t c = 0; c < cb; c++) at[c] = -1;
-          for (int64_t ih = hb; ih < he; ih++)
-            for (int64_t iw = wb; iw < we; iw++) {
-              int64_t off = (ih * g->W + iw) * C + c0;
-              const T *xp = ximg + off;
-              for (int64_t c = 0; c < cb; c++)
-                if (at[c] < 0 || xp[c] > best[c]) { /* strict: the first maximum wins */
-                  best[c] = xp[c];
-                  at[c] = off + c;
-                }
-            }
-          for (int64_t c = 0; c < cb; c++)
-            if (at[c] >= 0) dimg[at[c]] += dy[c0 + c];
-        }
+        if (hb >= he || wb >= we) continue;
+        int64_t c0 = 0;
+        for (; c0 + PBLK <= C; c0 += PBLK) FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we);
+        if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we);
       }
     }
   }

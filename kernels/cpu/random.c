@@ -21,6 +21,11 @@
 #include <math.h>
 #include <string.h>
 #include "kernels/cpu/random.h"
+/* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue;
+ * the channel loops here have run-time lengths. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
 #include "kernels/cpu/philox.h"
 
 #define RNG_GRAIN 4096
