@@ -1,10 +1,187 @@
 /* Gradient-check cases for the core, math and reduce families. Each row:
- * {op, label, dtype, nin, {ranks}, {{dims}...}, builder, lo, hi, away, nodiff, tol, int_input, int_hi} */
-BIN(add)
+ * {op, label, dtype, nin, {ranks}, {{dims}...}, builder, lo, hi, away, nodiff, tol, int_input, int_hi}
+ * Every op here has float64 kernels, so every case is F64 (tight tolerance). */
+
+/* ---- core ---- */
 static loom_output b_identity(loom_graph *g, const loom_output *x) { return loom_identity(g, x[0], NULL); }
 
+/* ---- math: binary ---- */
+BIN(add)
+BIN(sub)
+BIN(mul)
+BIN(div)
+BIN(pow)
+BIN(maximum)
+BIN(minimum)
+/* x * x: both inputs of Mul are the same tensor (two paths summed) */
+static loom_output b_mul_self(loom_graph *g, const loom_output *x) { return loom_mul(g, x[0], x[0], NULL); }
+
+/* ---- math: unary ---- */
+UN(neg)
+UN(abs)
+UN(exp)
+UN(log)
+UN(log1p)
+UN(sqrt)
+UN(rsqrt)
+UN(square)
+UN(reciprocal)
+UN(tanh)
+UN(sigmoid)
+UN(relu)
+UN(relu6)
+UN(elu)
+UN(selu)
+UN(softplus)
+static loom_output b_leaky_relu(loom_graph *g, const loom_output *x) { return loom_leaky_relu(g, x[0], 0.2, NULL); }
+static loom_output b_gelu(loom_graph *g, const loom_output *x) { return loom_gelu(g, x[0], 0, NULL); }
+static loom_output b_gelu_tanh(loom_graph *g, const loom_output *x) { return loom_gelu(g, x[0], 1, NULL); }
+
+/* clip(3 * t, lo - 1, hi + 1) with every input in [-1, 1]: t hits both bounds
+ * and the interior; lo in [-2, 0] and hi in [0, 2] */
+static loom_output b_clip(loom_graph *g, const loom_output *x) {
+  loom_output three = loom_const_data(g, LOOM_F64, 0, NULL, &(double){3.0}, NULL);
+  loom_output one = loom_const_data(g, LOOM_F64, 0, NULL, &(double){1.0}, NULL);
+  return loom_clip_by_value(g, loom_mul(g, x[0], three, NULL), loom_sub(g, x[1], one, NULL),
+                            loom_add(g, x[2], one, NULL), NULL);
+}
+/* select(x0 > 0, x1, x2): x0 only makes the condition */
+static loom_output b_select(loom_graph *g, const loom_output *x) {
+  loom_output zero = loom_const_data(g, LOOM_F64, 0, NULL, &(double){0.0}, NULL);
+  return loom_select(g, loom_greater(g, x[0], zero, NULL), x[1], x[2], NULL);
+}
+
+/* ---- reduce ---- */
+#define RED(fn, tag, nax, keep, ...)                                              \
+  static loom_output b_##fn##_##tag(loom_graph *g, const loom_output *x) {        \
+    static const int64_t ax[] = {__VA_ARGS__};                                    \
+    return loom_##fn(g, x[0], nax, ax, keep, NULL);                               \
+  }
+#define RED_FAMILY(fn)             \
+  RED(fn, all, -1, 0, 0)           \
+  RED(fn, ax1, 1, 0, 1)            \
+  RED(fn, ax02k, 2, 1, 0, 2)       \
+  RED(fn, neg, 1, 0, -1)           \
+  RED(fn, allk, -1, 1, 0)          \
+  RED(fn, none, 0, 0, 0)
+RED_FAMILY(reduce_sum)
+RED_FAMILY(reduce_mean)
+RED_FAMILY(reduce_max)
+RED_FAMILY(reduce_min)
+RED_FAMILY(reduce_prod)
+RED_FAMILY(reduce_logsumexp)
+
+#define MM(fn, ta, tb)                                                            \
+  static loom_output b_##fn##_##ta##tb(loom_graph *g, const loom_output *x) {     \
+    return loom_##fn(g, x[0], x[1], ta, tb, NULL);                                \
+  }
+MM(matmul, 0, 0)
+MM(matmul, 0, 1)
+MM(matmul, 1, 0)
+MM(matmul, 1, 1)
+MM(batch_matmul, 0, 0)
+MM(batch_matmul, 0, 1)
+MM(batch_matmul, 1, 0)
+MM(batch_matmul, 1, 1)
+BIN(bias_add)
+static loom_output b_bias_add_grad(loom_graph *g, const loom_output *x) { return loom_bias_add_grad(g, x[0], NULL); }
+
+#define F64C LOOM_F64
+/* a reduction case over a [3,4,2] input */
+#define RCASE(OP, fn, tag, lo, hi, away) \
+  {LOOM_OP_##OP, #fn "_" #tag, F64C, 1, {3}, {{3, 4, 2}}, b_##fn##_##tag, lo, hi, away, 0, 0, 0, 0}
+#define RCASES(OP, fn, lo, hi, away)                                                                          \
+  RCASE(OP, fn, all, lo, hi, away), RCASE(OP, fn, ax1, lo, hi, away), RCASE(OP, fn, ax02k, lo, hi, away),     \
+      RCASE(OP, fn, neg, lo, hi, away), RCASE(OP, fn, allk, lo, hi, away), RCASE(OP, fn, none, lo, hi, away)
+
 static const grad_case CASES_A[] = {
-    {LOOM_OP_Identity, "identity", LOOM_F64, 1, {2}, {{2, 3}}, b_identity, -1, 1, 0, 0, 0, 0, 0},
-    {LOOM_OP_Add, "add_bcast", LOOM_F64, 2, {2, 1}, {{3, 4}, {4}}, b_add, -1, 1, 0, 0, 0, 0, 0},
-    {LOOM_OP_Add, "add_bcast2", LOOM_F64, 2, {2, 2}, {{3, 1}, {1, 4}}, b_add, -1, 1, 0, 0, 0, 0, 0},
+    /* core */
+    {LOOM_OP_Identity, "identity", F64C, 1, {2}, {{2, 3}}, b_identity, -1, 1, 0, 0, 0, 0, 0},
+
+    /* binary arithmetic, with broadcasting both ways and rank-0 */
+    {LOOM_OP_Add, "add_same", F64C, 2, {2, 2}, {{2, 3}, {2, 3}}, b_add, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Add, "add_bcast", F64C, 2, {2, 1}, {{3, 4}, {4}}, b_add, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Add, "add_bcast2", F64C, 2, {2, 2}, {{3, 1}, {1, 4}}, b_add, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Sub, "sub_same", F64C, 2, {2, 2}, {{2, 3}, {2, 3}}, b_sub, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Sub, "sub_bcast", F64C, 2, {1, 3}, {{4}, {2, 3, 4}}, b_sub, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Sub, "sub_scalar", F64C, 2, {2, 0}, {{2, 3}, {0}}, b_sub, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Mul, "mul_same", F64C, 2, {2, 2}, {{2, 3}, {2, 3}}, b_mul, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Mul, "mul_bcast", F64C, 2, {3, 2}, {{2, 1, 4}, {3, 1}}, b_mul, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Mul, "mul_scalar", F64C, 2, {0, 2}, {{0}, {3, 2}}, b_mul, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Mul, "mul_self", F64C, 1, {2}, {{2, 3}}, b_mul_self, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Div, "div_same", F64C, 2, {2, 2}, {{2, 3}, {2, 3}}, b_div, -2, 2, 0.3, 0, 0, 0, 0},
+    {LOOM_OP_Div, "div_bcast", F64C, 2, {2, 2}, {{3, 1}, {1, 4}}, b_div, -2, 2, 0.3, 0, 0, 0, 0},
+    {LOOM_OP_Div, "div_bcast_x", F64C, 2, {1, 2}, {{4}, {3, 4}}, b_div, -2, 2, 0.3, 0, 0, 0, 0},
+    {LOOM_OP_Pow, "pow_same", F64C, 2, {2, 2}, {{2, 3}, {2, 3}}, b_pow, 0.5, 2, 0, 0, 0, 0, 0},
+    {LOOM_OP_Pow, "pow_bcast", F64C, 2, {2, 1}, {{3, 4}, {4}}, b_pow, 0.5, 2, 0, 0, 0, 0, 0},
+    {LOOM_OP_Pow, "pow_bcast_x", F64C, 2, {0, 2}, {{0}, {2, 3}}, b_pow, 0.5, 2, 0, 0, 0, 0, 0},
+    {LOOM_OP_Maximum, "maximum_same", F64C, 2, {2, 2}, {{3, 4}, {3, 4}}, b_maximum, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Maximum, "maximum_bcast", F64C, 2, {2, 1}, {{3, 4}, {4}}, b_maximum, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Maximum, "maximum_bcast2", F64C, 2, {2, 2}, {{3, 1}, {1, 4}}, b_maximum, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Minimum, "minimum_same", F64C, 2, {2, 2}, {{3, 4}, {3, 4}}, b_minimum, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Minimum, "minimum_bcast", F64C, 2, {0, 2}, {{0}, {3, 4}}, b_minimum, -1, 1, 0, 0, 0, 0, 0},
+
+    /* unary */
+    {LOOM_OP_Neg, "neg", F64C, 1, {2}, {{2, 3}}, b_neg, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Neg, "neg_scalar", F64C, 1, {0}, {{0}}, b_neg, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Abs, "abs", F64C, 1, {2}, {{3, 4}}, b_abs, -2, 2, 0.1, 0, 0, 0, 0},
+    {LOOM_OP_Exp, "exp", F64C, 1, {2}, {{3, 4}}, b_exp, -2, 2, 0, 0, 0, 0, 0},
+    {LOOM_OP_Log, "log", F64C, 1, {2}, {{3, 4}}, b_log, 0.2, 3, 0, 0, 0, 0, 0},
+    {LOOM_OP_Log1p, "log1p", F64C, 1, {2}, {{3, 4}}, b_log1p, -0.7, 3, 0, 0, 0, 0, 0},
+    {LOOM_OP_Sqrt, "sqrt", F64C, 1, {2}, {{3, 4}}, b_sqrt, 0.2, 3, 0, 0, 0, 0, 0},
+    {LOOM_OP_Rsqrt, "rsqrt", F64C, 1, {2}, {{3, 4}}, b_rsqrt, 0.2, 3, 0, 0, 0, 0, 0},
+    {LOOM_OP_Square, "square", F64C, 1, {2}, {{3, 4}}, b_square, -2, 2, 0, 0, 0, 0, 0},
+    {LOOM_OP_Reciprocal, "reciprocal", F64C, 1, {2}, {{3, 4}}, b_reciprocal, -2, 2, 0.3, 0, 0, 0, 0},
+    {LOOM_OP_Tanh, "tanh", F64C, 1, {2}, {{3, 4}}, b_tanh, -3, 3, 0, 0, 0, 0, 0},
+    {LOOM_OP_Sigmoid, "sigmoid", F64C, 1, {2}, {{3, 4}}, b_sigmoid, -4, 4, 0, 0, 0, 0, 0},
+    {LOOM_OP_Relu, "relu", F64C, 1, {2}, {{3, 4}}, b_relu, -2, 2, 0.05, 0, 0, 0, 0},
+    {LOOM_OP_Relu6, "relu6", F64C, 1, {2}, {{3, 4}}, b_relu6, -3, 5.8, 0.05, 0, 0, 0, 0},
+    {LOOM_OP_Relu6, "relu6_saturated", F64C, 1, {2}, {{3, 4}}, b_relu6, 6.2, 9, 0, 0, 0, 0, 0},
+    {LOOM_OP_Elu, "elu", F64C, 1, {2}, {{3, 4}}, b_elu, -3, 2, 0.05, 0, 0, 0, 0},
+    {LOOM_OP_Selu, "selu", F64C, 1, {2}, {{3, 4}}, b_selu, -3, 2, 0.05, 0, 0, 0, 0},
+    {LOOM_OP_LeakyRelu, "leaky_relu", F64C, 1, {2}, {{3, 4}}, b_leaky_relu, -2, 2, 0.05, 0, 0, 0, 0},
+    {LOOM_OP_Softplus, "softplus", F64C, 1, {2}, {{3, 4}}, b_softplus, -5, 5, 0, 0, 0, 0, 0},
+    {LOOM_OP_Gelu, "gelu", F64C, 1, {2}, {{3, 4}}, b_gelu, -3, 3, 0, 0, 0, 0, 0},
+    {LOOM_OP_Gelu, "gelu_tanh", F64C, 1, {2}, {{3, 4}}, b_gelu_tanh, -3, 3, 0, 0, 0, 0, 0},
+
+    /* clip: bounds per column ([3]) and scalar; select with three-way broadcasting */
+    {LOOM_OP_ClipByValue, "clip_bcast", F64C, 3, {2, 1, 0}, {{4, 3}, {3}, {0}}, b_clip, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_ClipByValue, "clip_same", F64C, 3, {2, 2, 2}, {{2, 3}, {2, 3}, {2, 3}}, b_clip, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_Select, "select_same", F64C, 3, {2, 2, 2}, {{2, 3}, {2, 3}, {2, 3}}, b_select, -1, 1, 0, 1, 0, 0, 0},
+    {LOOM_OP_Select, "select_bcast", F64C, 3, {2, 1, 2}, {{2, 3}, {3}, {2, 1}}, b_select, -1, 1, 0, 1, 0, 0, 0},
+    {LOOM_OP_Select, "select_bcast_cond", F64C, 3, {1, 2, 0}, {{3}, {4, 3}, {0}}, b_select, -1, 1, 0, 1, 0, 0, 0},
+
+    /* reductions: all axes, one axis, two axes keepdims, negative axis, all keepdims, no axis */
+    RCASES(Sum, reduce_sum, -1, 1, 0),
+    RCASES(Mean, reduce_mean, -1, 1, 0),
+    RCASES(Max, reduce_max, -1, 1, 0),
+    RCASES(Min, reduce_min, -1, 1, 0),
+    RCASES(Prod, reduce_prod, -1.5, 1.5, 0.5),
+    RCASES(LogSumExp, reduce_logsumexp, -2, 2, 0),
+
+    /* products: every transpose combination */
+    {LOOM_OP_MatMul, "matmul_nn", F64C, 2, {2, 2}, {{3, 4}, {4, 5}}, b_matmul_00, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_MatMul, "matmul_nt", F64C, 2, {2, 2}, {{3, 4}, {5, 4}}, b_matmul_01, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_MatMul, "matmul_tn", F64C, 2, {2, 2}, {{4, 3}, {4, 5}}, b_matmul_10, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_MatMul, "matmul_tt", F64C, 2, {2, 2}, {{4, 3}, {5, 4}}, b_matmul_11, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_MatMul, "matmul_vec", F64C, 2, {2, 2}, {{3, 4}, {4, 1}}, b_matmul_00, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_BatchMatMul, "bmm_nn", F64C, 2, {3, 3}, {{2, 3, 4}, {2, 4, 2}}, b_batch_matmul_00, -1, 1, 0, 0, 0, 0,
+     0},
+    {LOOM_OP_BatchMatMul, "bmm_nt", F64C, 2, {3, 3}, {{2, 3, 4}, {2, 2, 4}}, b_batch_matmul_01, -1, 1, 0, 0, 0, 0,
+     0},
+    {LOOM_OP_BatchMatMul, "bmm_tn", F64C, 2, {3, 3}, {{2, 4, 3}, {2, 4, 2}}, b_batch_matmul_10, -1, 1, 0, 0, 0, 0,
+     0},
+    {LOOM_OP_BatchMatMul, "bmm_tt", F64C, 2, {3, 3}, {{2, 4, 3}, {2, 2, 4}}, b_batch_matmul_11, -1, 1, 0, 0, 0, 0,
+     0},
+    {LOOM_OP_BatchMatMul, "bmm_bcast_rank", F64C, 2, {3, 2}, {{2, 3, 4}, {4, 2}}, b_batch_matmul_00, -1, 1, 0, 0, 0,
+     0, 0},
+    {LOOM_OP_BatchMatMul, "bmm_bcast_dims", F64C, 2, {4, 3}, {{2, 1, 3, 4}, {3, 4, 2}}, b_batch_matmul_00, -1, 1, 0,
+     0, 0, 0, 0},
+    {LOOM_OP_BatchMatMul, "bmm_bcast_adj", F64C, 2, {3, 4}, {{1, 4, 3}, {2, 2, 2, 4}}, b_batch_matmul_11, -1, 1, 0,
+     0, 0, 0, 0},
+
+    /* bias */
+    {LOOM_OP_BiasAdd, "bias_add", F64C, 2, {3, 1}, {{2, 3, 4}, {4}}, b_bias_add, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_BiasAdd, "bias_add_2d", F64C, 2, {2, 1}, {{5, 3}, {3}}, b_bias_add, -1, 1, 0, 0, 0, 0, 0},
+    {LOOM_OP_BiasAddGrad, "bias_add_grad", F64C, 1, {3}, {{2, 3, 4}}, b_bias_add_grad, -1, 1, 0, 0, 0, 0, 0},
 };
