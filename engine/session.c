@@ -281,6 +281,18 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     sp->ws_value = -1;
     nptrs += n->nin + n->nout;
   }
+  /* feeds are read-only: an in-place op (Assign, Apply*) must not write a fed value */
+  for (int i = 0; i < p->nsteps; i++) {
+    const loom_node *n = p->steps[i].node;
+    if (!(n->def->flags & LOOM_OPF_MUTATES_INPUT0) || n->nin < 1) continue;
+    int vi = p->node_val[n->in[0].node->id] + n->in[0].index;
+    while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
+    if (p->values[vi].kind == VAL_FEED || p->values[vi].kind == VAL_NONE) {
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: would modify %s in place, but this run feeds it", n->name,
+                           p->values[vi].node->name);
+      goto fail;
+    }
+  }
   p->ptrs = loom__calloc((size_t)nptrs + 1, sizeof *p->ptrs);
   if (!p->ptrs) {
     rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
@@ -655,6 +667,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   for (int i = 0; i < nfeeds; i++)
     if (p->feed_val[i] >= 0) p->values[p->feed_val[i]].buf.data = feed_values[i]->data;
   resolve_aliases(p);
+  if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
 
   loom__set_ftz();
   for (int i = 0; i < p->nsteps; i++) {
@@ -680,6 +693,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
     rc = loom_status_set(st, LOOM_CANCELLED, "run cancelled");
     goto done;
   }
+  if (s->vars_hook && (rc = s->vars_hook(s, p, 1, st))) goto done;
   for (int i = 0; i < nfetches; i++) {
     rc = fetch_copy(&p->values[p->fetch_val[i]].buf, &fetch_values[i], st);
     if (rc) goto done;

@@ -67,6 +67,10 @@ struct loom_session {
   /* variable store (engine/variables.c); NULL until first use */
   void *vars;
   void (*vars_free)(void *vars);
+  /* per-run hook of the variable store (engine/variables.c), set with vars:
+   * phase 0 before the steps (an error fails the run: uninitialised reads),
+   * phase 1 after all steps succeeded (marks assigned variables) */
+  loom_code (*vars_hook)(struct loom_session *s, const loom_plan *p, int phase, loom_status *st);
 };
 
 #endif

@@ -1,0 +1,762 @@
+/* CPU kernels of the train family.
+ *
+ * Optimizer updates follow TF's training_ops kernels formula by formula
+ * (float32). Each optimizer has one "span" function updating n contiguous
+ * elements (restrict pointers, sqrtf: GCC vectorizes them with
+ * -fno-math-errno); the dense kernel runs it over [lo, hi) chunks of the
+ * variable with loom__parallel_for, the sparse kernel over whole rows.
+ *
+ * Sparse kernels (indices [n] into the variable's first dimension, gradient
+ * rows [n, row]) first sort the indices in the workspace and sum the rows of
+ * repeated indices (what tf.train.Optimizer does before calling TF's sparse
+ * kernels), then update each distinct row once, rows in parallel. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cpu/optim.h"
+
+static inline float scal(const loom_kctx *ctx, int i) { return *(const float *)ctx->in[i]->data; }
+static inline int64_t row_grain(int64_t row) {
+  int64_t g = LOOM_PAR_GRAIN / (row > 0 ? row : 1);
+  return g > 0 ? g : 1;
+}
+
+/* =====================================================================
+ * Update spans (TF training_ops.cc formulas)
+ * ===================================================================== */
+typedef struct hyper {
+  float lr, a, b, c, d, e; /* per-optimizer meaning, see each kernel */
+  int flag;
+} hyper;
+
+static inline void gd_span(float *restrict var, const float *restrict g, int64_t n, const hyper *h) {
+  const float lr = h->lr;
+  for (int64_t i = 0; i < n; i++) var[i] -= lr * g[i];
+}
+
+/* a = momentum; flag = use_nesterov */
+static inline void momentum_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
+                                 const hyper *h) {
+  const float lr = h->lr, mom = h->a;
+  if (h->flag) {
+    for (int64_t i = 0; i < n; i++) {
+      float a = acc[i] * mom + g[i];
+      acc[i] = a;
+      var[i] -= g[i] * lr + a * mom * lr;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float a = acc[i] * mom + g[i];
+      acc[i] = a;
+      var[i] -= lr * a;
+    }
+  }
+}
+
+static inline void adagrad_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
+                                const hyper *h) {
+  const float lr = h->lr;
+  for (int64_t i = 0; i < n; i++) {
+    float gi = g[i];
+    float a = acc[i] + gi * gi;
+    acc[i] = a;
+    var[i] -= lr * gi / sqrtf(a);
+  }
+}
+
+/* lr = alpha = lr*sqrt(1-beta2^t)/(1-beta1^t); a = beta1, b = beta2, c = epsilon; flag = nesterov */
+static inline void adam_span(float *restrict var, float *restrict m, float *restrict v, const float *restrict g,
+                             int64_t n, const hyper *h) {
+  const float alpha = h->lr, b1 = h->a, b2 = h->b, eps = h->c, ob1 = 1.0f - b1, ob2 = 1.0f - b2;
+  if (h->flag) {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i];
+      float mi = m[i] + (gi - m[i]) * ob1;
+      float vi = v[i] + (gi * gi - v[i]) * ob2;
+      m[i] = mi;
+      v[i] = vi;
+      var[i] -= ((gi * ob1 + b1 * mi) * alpha) / (sqrtf(vi) + eps);
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i];
+      float mi = m[i] + (gi - m[i]) * ob1;
+      float vi = v[i] + (gi * gi - v[i]) * ob2;
+      m[i] = mi;
+      v[i] = vi;
+      var[i] -= (mi * alpha) / (sqrtf(vi) + eps);
+    }
+  }
+}
+
+/* Adam with a zero gradient (rows a sparse gradient does not touch). */
+static inline void adam_span_zero(float *restrict var, float *restrict m, float *restrict v, int64_t n,
+                                  const hyper *h) {
+  const float alpha = h->lr, eps = h->c, ob1 = 1.0f - h->a, ob2 = 1.0f - h->b;
+  for (int64_t i = 0; i < n; i++) {
+    float mi = m[i] - m[i] * ob1;
+    float vi = v[i] - v[i] * ob2;
+    m[i] = mi;
+    v[i] = vi;
+    var[i] -= (mi * alpha) / (sqrtf(vi) + eps);
+  }
+}
+
+/* ApplyFtrlV2: a = l1, b = l2, c = l2_shrinkage, d = lr_power */
+static inline void ftrl_span(float *restrict var, float *restrict acc, float *restrict lin, const float *restrict g,
+                             int64_t n, const hyper *h) {
+  const float lr = h->lr, l1 = h->a, l2x2 = 2.0f * h->b, shr2 = 2.0f * h->c, p = h->d;
+  if (p == -0.5f) {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i], vi = var[i], ai = acc[i];
+      float gs = gi + shr2 * vi;
+      float na = ai + gi * gi;
+      float sna = sqrtf(na);
+      float li = lin[i] + gs - (sna - sqrtf(ai)) / lr * vi;
+      lin[i] = li;
+      float y = sna / lr + l2x2;
+      float x = (li > 0.0f ? l1 : (li < 0.0f ? -l1 : 0.0f)) - li;
+      var[i] = fabsf(li) > l1 ? x / y : 0.0f;
+      acc[i] = na;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i], vi = var[i], ai = acc[i];
+      float gs = gi + shr2 * vi;
+      float na = ai + gi * gi;
+      float pna = powf(na, -p);
+      float li = lin[i] + gs - (pna - powf(ai, -p)) / lr * vi;
+      lin[i] = li;
+      float y = pna / lr + l2x2;
+      float x = (li > 0.0f ? l1 : (li < 0.0f ? -l1 : 0.0f)) - li;
+      var[i] = fabsf(li) > l1 ? x / y : 0.0f;
+      acc[i] = na;
+    }
+  }
+}
+
+/* a = rho (decay), b = momentum, c = epsilon */
+static inline void rmsprop_span(float *restrict var, float *restrict ms, float *restrict mom, const float *restrict g,
+                                int64_t n, const hyper *h) {
+  const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
+  for (int64_t i = 0; i < n; i++) {
+    float gi = g[i];
+    float s = ms[i] + (gi * gi - ms[i]) * orho;
+    ms[i] = s;
+    float mo = mom[i] * momentum + (gi * lr) / sqrtf(s + eps);
+    mom[i] = mo;
+    var[i] -= mo;
+  }
+}
+
+static inline void centered_rmsprop_span(float *restrict var, float *restrict mg, float *restrict ms,
+                                         float *restrict mom, const float *restrict g, int64_t n, const hyper *h) {
+  const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
+  for (int64_t i = 0; i < n; i++) {
+    float gi = g[i];
+    float mgi = mg[i] + (gi - mg[i]) * orho;
+    float s = ms[i] + (gi * gi - ms[i]) * orho;
+    mg[i] = mgi;
+    ms[i] = s;
+    float denom = (s - mgi * mgi) + eps;
+    float mo = mom[i] * momentum + (gi * lr) / sqrtf(denom);
+    mom[i] = mo;
+    var[i] -= mo;
+  }
+}
+
+/* a = rho, b = epsilon */
+static inline void adadelta_span(float *restrict var, float *restrict acc, float *restrict accu,
+                                 const float *restrict g, int64_t n, const hyper *h) {
+  const float lr = h->lr, rho = h->a, orho = 1.0f - h->a, eps = h->b;
+  for (int64_t i = 0; i < n; i++) {
+    float gi = g[i];
+    float a = acc[i] * rho + gi * gi * orho;
+    acc[i] = a;
+    float upd = sqrtf(accu[i] + eps) / sqrtf(a + eps) * gi;
+    var[i] -= upd * lr;
+    accu[i] = accu[i] * rho + upd * upd * orho;
+  }
+}
+
+/* =====================================================================
+ * Dense kernels
+ * ===================================================================== */
+enum { OPT_GD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_CRMSPROP, OPT_ADADELTA };
+
+typedef struct opt_args {
+  int kind;
+  float *var, *s[3];
+  const float *g;
+  hyper h;
+  /* sparse */
+  int64_t row;
+  const int64_t *rows;
+  const float *const *grows;
+  const uint64_t *bitmap;
+} opt_args;
+
+static inline void run_span(const opt_args *a, int64_t off, const float *g, int64_t n) {
+  float *var = a->var + off;
+  switch (a->kind) {
+  case OPT_GD: gd_span(var, g, n, &a->h); break;
+  case OPT_MOMENTUM: momentum_span(var, a->s[0] + off, g, n, &a->h); break;
+  case OPT_ADAGRAD: adagrad_span(var, a->s[0] + off, g, n, &a->h); break;
+  case OPT_ADAM: adam_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
+  case OPT_FTRL: ftrl_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
+  case OPT_RMSPROP: rmsprop_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
+  case OPT_CRMSPROP: centered_rmsprop_span(var, a->s[0] + off, a->s[1] + off, a->s[2] + off, g, n, &a->h); break;
+  case OPT_ADADELTA: adadelta_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
+  default: break;
+  }
+}
+
+static void dense_chunk(void *arg, int64_t lo, int64_t hi) {
+  const opt_args *a = arg;
+  run_span(a, lo, a->g + lo, hi - lo);
+}
+
+static loom_code run_dense(const loom_kctx *ctx, opt_args *a, int grad_input) {
+  a->var = ctx->in[0]->data;
+  a->g = ctx->in[grad_input]->data;
+  int64_t n = ctx->in[0]->numel;
+  if (n > 0) loom__parallel_for(ctx->pool, n, LOOM_PAR_GRAIN, dense_chunk, a);
+  return LOOM_OK;
+}
+
+loom_code loom__k_apply_gradient_descent_f32(const loom_kctx *ctx) {
+  /* var, alpha, delta */
+  opt_args a = {0};
+  a.kind = OPT_GD;
+  a.h.lr = scal(ctx, 1);
+  return run_dense(ctx, &a, 2);
+}
+
+loom_code loom__k_apply_momentum_f32(const loom_kctx *ctx) {
+  /* var, accum, lr, grad, momentum; attrs.num bit 0 = use_nesterov */
+  opt_args a = {0};
+  a.kind = OPT_MOMENTUM;
+  a.s[0] = ctx->in[1]->data;
+  a.h.lr = scal(ctx, 2);
+  a.h.a = scal(ctx, 4);
+  a.h.flag = (int)(ctx->attrs->num & 1);
+  return run_dense(ctx, &a, 3);
+}
+
+loom_code loom__k_apply_adagrad_f32(const loom_kctx *ctx) {
+  /* var, accum, lr, grad */
+  opt_args a = {0};
+  a.kind = OPT_ADAGRAD;
+  a.s[0] = ctx->in[1]->data;
+  a.h.lr = scal(ctx, 2);
+  return run_dense(ctx, &a, 3);
+}
+
+static void adam_hyper(const loom_kctx *ctx, hyper *h) {
+  /* var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad */
+  float b1p = scal(ctx, 3), b2p = scal(ctx, 4), lr = scal(ctx, 5);
+  h->lr = lr * sqrtf(1.0f - b2p) / (1.0f - b1p);
+  h->a = scal(ctx, 6);
+  h->b = scal(ctx, 7);
+  h->c = scal(ctx, 8);
+  h->flag = (int)(ctx->attrs->num & 1);
+}
+
+loom_code loom__k_apply_adam_f32(const loom_kctx *ctx) {
+  opt_args a = {0};
+  a.kind = OPT_ADAM;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  adam_hyper(ctx, &a.h);
+  return run_dense(ctx, &a, 9);
+}
+
+loom_code loom__k_apply_ftrl_f32(const loom_kctx *ctx) {
+  /* var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power */
+  opt_args a = {0};
+  a.kind = OPT_FTRL;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 4);
+  a.h.a = scal(ctx, 5);
+  a.h.b = scal(ctx, 6);
+  a.h.c = scal(ctx, 7);
+  a.h.d = scal(ctx, 8);
+  return run_dense(ctx, &a, 3);
+}
+
+loom_code loom__k_apply_rmsprop_f32(const loom_kctx *ctx) {
+  /* var, ms, mom, lr, rho, momentum, epsilon, grad */
+  opt_args a = {0};
+  a.kind = OPT_RMSPROP;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 3);
+  a.h.a = scal(ctx, 4);
+  a.h.b = scal(ctx, 5);
+  a.h.c = scal(ctx, 6);
+  return run_dense(ctx, &a, 7);
+}
+
+loom_code loom__k_apply_centered_rmsprop_f32(const loom_kctx *ctx) {
+  /* var, mg, ms, mom, lr, rho, momentum, epsilon, grad */
+  opt_args a = {0};
+  a.kind = OPT_CRMSPROP;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.s[2] = ctx->in[3]->data;
+  a.h.lr = scal(ctx, 4);
+  a.h.a = scal(ctx, 5);
+  a.h.b = scal(ctx, 6);
+  a.h.c = scal(ctx, 7);
+  return run_dense(ctx, &a, 8);
+}
+
+loom_code loom__k_apply_adadelta_f32(const loom_kctx *ctx) {
+  /* var, accum, accum_update, lr, rho, epsilon, grad */
+  opt_args a = {0};
+  a.kind = OPT_ADADELTA;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 3);
+  a.h.a = scal(ctx, 4);
+  a.h.b = scal(ctx, 5);
+  return run_dense(ctx, &a, 6);
+}
+
+/* =====================================================================
+ * Sparse kernels
+ * ===================================================================== */
+typedef struct ipair {
+  int64_t idx, pos;
+} ipair;
+
+static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+size_t loom__sparse_apply_ws(int64_t n, int64_t row, int64_t nrows, int bitmap) {
+  if (n < 0) n = 0;
+  if (row < 0) row = 0;
+  size_t s = al64((size_t)n * sizeof(ipair)) + al64((size_t)n * sizeof(int64_t)) +
+             al64((size_t)n * sizeof(float *)) + al64((size_t)n * (size_t)row * sizeof(float));
+  if (bitmap) s += al64((size_t)((nrows + 63) / 64) * sizeof(uint64_t));
+  return s + 64;
+}
+
+static int cmp_pair(const void *x, const void *y) {
+  const ipair *a = x, *b = y;
+  if (a->idx != b->idx) return a->idx < b->idx ? -1 : 1;
+  return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+/* Reads and checks indices; fills *nu distinct rows (ascending) with their
+ * summed gradient rows. */
+static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap, opt_args *a, int64_t *nu_out) {
+  const loom_buf *var = ctx->in[0], *grad = ctx->in[gi], *ind = ctx->in[ii];
+  int64_t nrows = var->ndim ? var->dims[0] : 0;
+  int64_t row = nrows > 0 ? var->numel / nrows : 0;
+  int64_t n = ind->numel;
+  if (grad->numel != n * row)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "gradient has %lld elements, expected %lld rows of %lld",
+                           (long long)grad->numel, (long long)n, (long long)row);
+  size_t need = loom__sparse_apply_ws(n, row, nrows, bitmap);
+  if (ctx->ws_size < need)
+    return loom_status_set(ctx->st, LOOM_INTERNAL, "sparse apply: workspace of %zu bytes, need %zu", ctx->ws_size, need);
+  char *w = (char *)(((uintptr_t)ctx->ws + 63) & ~(uintptr_t)63);
+  ipair *pairs = (ipair *)w;
+  w += al64((size_t)n * sizeof(ipair));
+  int64_t *rows = (int64_t *)w;
+  w += al64((size_t)n * sizeof(int64_t));
+  const float **grows = (const float **)w;
+  w += al64((size_t)n * sizeof(float *));
+  float *sums = (float *)w;
+  w += al64((size_t)n * (size_t)row * sizeof(float));
+  uint64_t *bm = bitmap ? (uint64_t *)w : NULL;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t k = ind->dtype == LOOM_I32 ? ((const int32_t *)ind->data)[i] : ((const int64_t *)ind->data)[i];
+    if (k < 0 || k >= nrows)
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "indices[%lld] = %lld is not in [0, %lld)",
+                             (long long)i, (long long)k, (long long)nrows);
+    pairs[i].idx = k;
+    pairs[i].pos = i;
+  }
+  if (n > 1) qsort(pairs, (size_t)n, sizeof *pairs, cmp_pair);
+  const float *G = grad->data;
+  int64_t nu = 0;
+  for (int64_t i = 0; i < n;) {
+    int64_t j = i + 1;
+    while (j < n && pairs[j].idx == pairs[i].idx) j++;
+    rows[nu] = pairs[i].idx;
+    if (j - i == 1) {
+      grows[nu] = G + pairs[i].pos * row;
+    } else {
+      float *s = sums + nu * row;
+      memcpy(s, G + pairs[i].pos * row, (size_t)row * sizeof(float));
+      for (int64_t k = i + 1; k < j; k++) {
+        const float *src = G + pairs[k].pos * row;
+        for (int64_t c = 0; c < row; c++) s[c] += src[c];
+      }
+      grows[nu] = s;
+    }
+    nu++;
+    i = j;
+  }
+  if (bm) {
+    memset(bm, 0, (size_t)((nrows + 63) / 64) * sizeof(uint64_t));
+    for (int64_t k = 0; k < nu; k++) bm[rows[k] >> 6] |= 1ull << (rows[k] & 63);
+  }
+  a->var = var->data;
+  a->row = row;
+  a->rows = rows;
+  a->grows = grows;
+  a->bitmap = bm;
+  *nu_out = nu;
+  return LOOM_OK;
+}
+
+static void sparse_chunk(void *arg, int64_t lo, int64_t hi) {
+  const opt_args *a = arg;
+  for (int64_t k = lo; k < hi; k++) run_span(a, a->rows[k] * a->row, a->grows[k], a->row);
+}
+
+static loom_code run_sparse(const loom_kctx *ctx, opt_args *a, int gi, int ii) {
+  int64_t nu = 0;
+  loom_code rc = sparse_prepare(ctx, gi, ii, 0, a, &nu);
+  if (rc) return rc;
+  if (nu > 0 && a->row > 0) loom__parallel_for(ctx->pool, nu, row_grain(a->row), sparse_chunk, a);
+  return LOOM_OK;
+}
+
+loom_code loom__k_sparse_apply_gradient_descent_f32(const loom_kctx *ctx) {
+  /* var, alpha, grad, indices */
+  opt_args a = {0};
+  a.kind = OPT_GD;
+  a.h.lr = scal(ctx, 1);
+  return run_sparse(ctx, &a, 2, 3);
+}
+
+loom_code loom__k_sparse_apply_momentum_f32(const loom_kctx *ctx) {
+  /* var, accum, lr, grad, indices, momentum */
+  opt_args a = {0};
+  a.kind = OPT_MOMENTUM;
+  a.s[0] = ctx->in[1]->data;
+  a.h.lr = scal(ctx, 2);
+  a.h.a = scal(ctx, 5);
+  a.h.flag = (int)(ctx->attrs->num & 1);
+  return run_sparse(ctx, &a, 3, 4);
+}
+
+loom_code loom__k_sparse_apply_adagrad_f32(const loom_kctx *ctx) {
+  /* var, accum, lr, grad, indices */
+  opt_args a = {0};
+  a.kind = OPT_ADAGRAD;
+  a.s[0] = ctx->in[1]->data;
+  a.h.lr = scal(ctx, 2);
+  return run_sparse(ctx, &a, 3, 4);
+}
+
+static void adam_untouched_chunk(void *arg, int64_t lo, int64_t hi) {
+  const opt_args *a = arg;
+  const int64_t row = a->row;
+  for (int64_t r = lo; r < hi;) {
+    if (a->bitmap[r >> 6] >> (r & 63) & 1) {
+      r++;
+      continue;
+    }
+    int64_t e = r + 1; /* run of untouched rows */
+    while (e < hi && !(a->bitmap[e >> 6] >> (e & 63) & 1)) e++;
+    int64_t off = r * row;
+    adam_span_zero(a->var + off, a->s[0] + off, a->s[1] + off, (e - r) * row, &a->h);
+    r = e;
+  }
+}
+
+loom_code loom__k_sparse_apply_adam_f32(const loom_kctx *ctx) {
+  /* var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices;
+   * attrs.num bit 1 = lazy (touch only the given rows) */
+  opt_args a = {0};
+  a.kind = OPT_ADAM;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  adam_hyper(ctx, &a.h);
+  a.h.flag = 0; /* TF's sparse Adam has no Nesterov form */
+  int lazy = (int)((ctx->attrs->num >> 1) & 1);
+  int64_t nu = 0;
+  loom_code rc = sparse_prepare(ctx, 9, 10, !lazy, &a, &nu);
+  if (rc) return rc;
+  if (a.row == 0) return LOOM_OK;
+  if (nu > 0) loom__parallel_for(ctx->pool, nu, row_grain(a.row), sparse_chunk, &a);
+  if (!lazy) {
+    int64_t nrows = ctx->in[0]->dims[0];
+    loom__parallel_for(ctx->pool, nrows, row_grain(a.row), adam_untouched_chunk, &a);
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__k_sparse_apply_ftrl_f32(const loom_kctx *ctx) {
+  /* var, accum, linear, grad, indices, lr, l1, l2, l2_shrinkage, lr_power */
+  opt_args a = {0};
+  a.kind = OPT_FTRL;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 5);
+  a.h.a = scal(ctx, 6);
+  a.h.b = scal(ctx, 7);
+  a.h.c = scal(ctx, 8);
+  a.h.d = scal(ctx, 9);
+  return run_sparse(ctx, &a, 3, 4);
+}
+
+loom_code loom__k_sparse_apply_rmsprop_f32(const loom_kctx *ctx) {
+  /* var, ms, mom, lr, rho, momentum, epsilon, grad, indices */
+  opt_args a = {0};
+  a.kind = OPT_RMSPROP;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 3);
+  a.h.a = scal(ctx, 4);
+  a.h.b = scal(ctx, 5);
+  a.h.c = scal(ctx, 6);
+  return run_sparse(ctx, &a, 7, 8);
+}
+
+loom_code loom__k_sparse_apply_centered_rmsprop_f32(const loom_kctx *ctx) {
+  /* var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices */
+  opt_args a = {0};
+  a.kind = OPT_CRMSPROP;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.s[2] = ctx->in[3]->data;
+  a.h.lr = scal(ctx, 4);
+  a.h.a = scal(ctx, 5);
+  a.h.b = scal(ctx, 6);
+  a.h.c = scal(ctx, 7);
+  return run_sparse(ctx, &a, 8, 9);
+}
+
+loom_code loom__k_sparse_apply_adadelta_f32(const loom_kctx *ctx) {
+  /* var, accum, accum_update, lr, rho, epsilon, grad, indices */
+  opt_args a = {0};
+  a.kind = OPT_ADADELTA;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 3);
+  a.h.a = scal(ctx, 4);
+  a.h.b = scal(ctx, 5);
+  return run_sparse(ctx, &a, 6, 7);
+}
+
+/* =====================================================================
+ * Assign family
+ * ===================================================================== */
+typedef struct copy_args {
+  char *dst;
+  const char *src;
+} copy_args;
+static void copy_chunk(void *arg, int64_t lo, int64_t hi) {
+  const copy_args *c = arg;
+  memcpy(c->dst + lo, c->src + lo, (size_t)(hi - lo));
+}
+
+loom_code loom__k_assign(const loom_kctx *ctx) {
+  const loom_buf *ref = ctx->in[0], *val = ctx->in[1];
+  size_t nbytes = (size_t)ref->numel * loom_dtype_size(ref->dtype);
+  if (!nbytes || ref->data == val->data) return LOOM_OK;
+  copy_args c = {ref->data, val->data};
+  loom__parallel_for(ctx->pool, (int64_t)nbytes, (int64_t)1 << 20, copy_chunk, &c);
+  return LOOM_OK;
+}
+
+typedef struct ew_args {
+  void *x;
+  const void *y;
+  int op; /* 0 add, 1 sub, 2 mul */
+} ew_args;
+
+#define EW_CHUNK(sfx, T)                                                    \
+  static void ew_##sfx(void *arg, int64_t lo, int64_t hi) {                \
+    const ew_args *e = arg;                                                 \
+    T *restrict x = (T *)e->x + lo;                                         \
+    const T *restrict y = (const T *)e->y + lo;                             \
+    int64_t n = hi - lo;                                                    \
+    if (e->op == 0)                                                         \
+      for (int64_t i = 0; i < n; i++) x[i] += y[i];                         \
+    else if (e->op == 1)                                                    \
+      for (int64_t i = 0; i < n; i++) x[i] -= y[i];                         \
+    else                                                                    \
+      for (int64_t i = 0; i < n; i++) x[i] *= y[i];                         \
+  }
+EW_CHUNK(f32, float)
+EW_CHUNK(f64, double)
+/* integers wrap around like TF (computed unsigned) */
+#define EW_CHUNK_I(sfx, T, U)                                               \
+  static void ew_##sfx(void *arg, int64_t lo, int64_t hi) {                \
+    const ew_args *e = arg;                                                 \
+    T *restrict x = (T *)e->x + lo;                                         \
+    const T *restrict y = (const T *)e->y + lo;                             \
+    int64_t n = hi - lo;                                                    \
+    if (e->op == 0)                                                         \
+      for (int64_t i = 0; i < n; i++) x[i] = (T)((U)x[i] + (U)y[i]);        \
+    else if (e->op == 1)                                                    \
+      for (int64_t i = 0; i < n; i++) x[i] = (T)((U)x[i] - (U)y[i]);        \
+    else                                                                    \
+      for (int64_t i = 0; i < n; i++) x[i] = (T)((U)x[i] * (U)y[i]);        \
+  }
+EW_CHUNK_I(i32, int32_t, uint32_t)
+EW_CHUNK_I(i64, int64_t, uint64_t)
+EW_CHUNK_I(u8, uint8_t, uint8_t)
+
+static loom_code assign_ew(const loom_kctx *ctx, int op) {
+  const loom_buf *ref = ctx->in[0], *val = ctx->in[1];
+  ew_args e = {ref->data, val->data, op};
+  loom_range_fn fn = NULL;
+  switch (ref->dtype) {
+  case LOOM_F32: fn = ew_f32; break;
+  case LOOM_F64: fn = ew_f64; break;
+  case LOOM_I32: fn = ew_i32; break;
+  case LOOM_I64: fn = ew_i64; break;
+  case LOOM_U8: fn = ew_u8; break;
+  default:
+    return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no kernel for %s", loom_dtype_name(ref->dtype));
+  }
+  if (ref->numel > 0) loom__parallel_for(ctx->pool, ref->numel, LOOM_PAR_GRAIN, fn, &e);
+  return LOOM_OK;
+}
+loom_code loom__k_assign_add(const loom_kctx *ctx) { return assign_ew(ctx, 0); }
+loom_code loom__k_assign_sub(const loom_kctx *ctx) { return assign_ew(ctx, 1); }
+loom_code loom__k_assign_mul(const loom_kctx *ctx) { return assign_ew(ctx, 2); }
+
+/* =====================================================================
+ * Ref scatter ops: var[indices[i], :] (=, +=, -=) updates[i, :]. Columns
+ * are split among threads; each thread walks every index in order, so
+ * duplicates accumulate (Add/Sub) or the last one wins (Update).
+ * ===================================================================== */
+typedef struct sc_args {
+  char *ref;
+  const char *upd;
+  const void *ind;
+  int ind64;
+  int64_t n, row;
+  int op; /* 0 update, 1 add, 2 sub */
+} sc_args;
+
+static inline int64_t sc_index(const sc_args *s, int64_t i) {
+  return s->ind64 ? ((const int64_t *)s->ind)[i] : ((const int32_t *)s->ind)[i];
+}
+
+#define SC_CHUNK(sfx, T)                                                             \
+  static void sc_##sfx(void *arg, int64_t lo, int64_t hi) {                         \
+    const sc_args *s = arg;                                                          \
+    T *ref = (T *)s->ref;                                                            \
+    const T *upd = (const T *)s->upd;                                                \
+    for (int64_t i = 0; i < s->n; i++) {                                             \
+      T *restrict d = ref + sc_index(s, i) * s->row + lo;                            \
+      const T *restrict u = upd + i * s->row + lo;                                   \
+      int64_t m = hi - lo;                                                           \
+      if (s->op == 0)                                                                \
+        for (int64_t c = 0; c < m; c++) d[c] = u[c];                                 \
+      else if (s->op == 1)                                                           \
+        for (int64_t c = 0; c < m; c++) d[c] += u[c];                                \
+      else                                                                           \
+        for (int64_t c = 0; c < m; c++) d[c] -= u[c];                                \
+    }                                                                                \
+  }
+SC_CHUNK(f32, float)
+SC_CHUNK(f64, double)
+SC_CHUNK(i32, int32_t)
+SC_CHUNK(i64, int64_t)
+
+static loom_code scatter(const loom_kctx *ctx, int op) {
+  const loom_buf *ref = ctx->in[0], *ind = ctx->in[1], *upd = ctx->in[2];
+  int64_t nrows = ref->ndim ? ref->dims[0] : 0;
+  int64_t row = nrows > 0 ? ref->numel / nrows : 0;
+  sc_args s = {ref->data, upd->data, ind->data, ind->dtype == LOOM_I64, ind->numel, row, op};
+  if (upd->numel != s.n * row)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "updates have %lld elements, expected %lld rows of %lld",
+                           (long long)upd->numel, (long long)s.n, (long long)row);
+  for (int64_t i = 0; i < s.n; i++) {
+    int64_t k = sc_index(&s, i);
+    if (k < 0 || k >= nrows)
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "indices[%lld] = %lld is not in [0, %lld)",
+                             (long long)i, (long long)k, (long long)nrows);
+  }
+  if (s.n == 0 || row == 0) return LOOM_OK;
+  loom_range_fn fn = NULL;
+  switch (ref->dtype) {
+  case LOOM_F32: fn = sc_f32; break;
+  case LOOM_F64: fn = sc_f64; break;
+  case LOOM_I32: fn = sc_i32; break;
+  case LOOM_I64: fn = sc_i64; break;
+  default:
+    return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no kernel for %s", loom_dtype_name(ref->dtype));
+  }
+  int64_t grain = LOOM_PAR_GRAIN / (s.n > 0 ? s.n : 1);
+  loom__parallel_for(ctx->pool, row, grain > 16 ? grain : 16, fn, &s);
+  return LOOM_OK;
+}
+loom_code loom__k_scatter_update(const loom_kctx *ctx) { return scatter(ctx, 0); }
+loom_code loom__k_scatter_add(const loom_kctx *ctx) { return scatter(ctx, 1); }
+loom_code loom__k_scatter_sub(const loom_kctx *ctx) { return scatter(ctx, 2); }
+
+/* =====================================================================
+ * Learning-rate schedules. attrs: num = kind, alpha = learning rate,
+ * start = decay_steps, beta = decay_rate (exponential) / end_lr
+ * (polynomial) / alpha (cosine), limit = power, keepdims = staircase/cycle.
+ * Piecewise: inputs 1 = boundaries (float64 [n]), 2 = values (float32 [n+1]).
+ * ===================================================================== */
+static double read_scalar(const loom_buf *b) {
+  switch (b->dtype) {
+  case LOOM_I32: return (double)*(const int32_t *)b->data;
+  case LOOM_I64: return (double)*(const int64_t *)b->data;
+  case LOOM_F32: return (double)*(const float *)b->data;
+  case LOOM_F64: return *(const double *)b->data;
+  default: return 0.0;
+  }
+}
+
+loom_code loom__k_lr_schedule(const loom_kctx *ctx) {
+  const loom_attrs *at = ctx->attrs;
+  double step = read_scalar(ctx->in[0]);
+  double lr = at->alpha, ds = at->start, r = 0.0;
+  switch ((int)at->num) {
+  case LOOM_LRS_EXPONENTIAL: {
+    double p = step / ds;
+    if (at->keepdims) p = floor(p);
+    r = lr * pow(at->beta, p);
+    break;
+  }
+  case LOOM_LRS_PIECEWISE: {
+    const double *b = ctx->in[1]->data;
+    const float *v = ctx->in[2]->data;
+    int64_t n = ctx->in[1]->numel, i = 0;
+    while (i < n && !(step <= b[i])) i++;
+    r = v[i];
+    break;
+  }
+  case LOOM_LRS_POLYNOMIAL: {
+    double s = step;
+    if (at->keepdims) {
+      double mult = s == 0.0 ? 1.0 : ceil(s / ds);
+      ds *= mult;
+    } else if (s > ds) {
+      s = ds;
+    }
+    double p = s / ds;
+    r = (lr - at->beta) * pow(1.0 - p, at->limit) + at->beta;
+    break;
+  }
+  case LOOM_LRS_COSINE: {
+    double s = step < ds ? step : ds;
+    double c = 0.5 * (1.0 + cos(3.14159265358979323846 * s / ds));
+    r = lr * ((1.0 - at->beta) * c + at->beta);
+    break;
+  }
+  default:
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "unknown schedule kind %lld", (long long)at->num);
+  }
+  *(float *)ctx->out[0]->data = (float)r;
+  return LOOM_OK;
+}

@@ -1,0 +1,44 @@
+/* CPU kernels of the train family: in-place variable updates (Assign*,
+ * Scatter*), optimizer updates (TF's training_ops), learning-rate schedules. */
+#ifndef LOOM_CPU_OPTIM_H
+#define LOOM_CPU_OPTIM_H
+#include "kernels/kernel.h"
+
+/* Workspace of the sparse optimizer kernels: n index entries of rows of
+ * `row` elements into a variable of nrows rows; bitmap != 0 adds a bitmap of
+ * touched rows (non-lazy sparse Adam). */
+size_t loom__sparse_apply_ws(int64_t n, int64_t row, int64_t nrows, int bitmap);
+
+/* Assign family: any dtype (Assign), numeric (AssignAdd/Sub/Mul). */
+loom_code loom__k_assign(const loom_kctx *ctx);
+loom_code loom__k_assign_add(const loom_kctx *ctx);
+loom_code loom__k_assign_sub(const loom_kctx *ctx);
+loom_code loom__k_assign_mul(const loom_kctx *ctx);
+/* Ref scatter ops (f32, f64, i32, i64; indices int32/int64). */
+loom_code loom__k_scatter_update(const loom_kctx *ctx);
+loom_code loom__k_scatter_add(const loom_kctx *ctx);
+loom_code loom__k_scatter_sub(const loom_kctx *ctx);
+
+/* Optimizers (float32). Input orders are TF's (see ops/train.c). */
+loom_code loom__k_apply_gradient_descent_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_gradient_descent_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_momentum_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_momentum_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_adagrad_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_adagrad_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_adam_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_adam_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_ftrl_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_ftrl_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_rmsprop_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_rmsprop_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_centered_rmsprop_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_centered_rmsprop_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_adadelta_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_adadelta_f32(const loom_kctx *ctx);
+
+/* Learning-rate schedules (output float32 scalar). attrs.num = kind. */
+enum { LOOM_LRS_EXPONENTIAL = 0, LOOM_LRS_PIECEWISE = 1, LOOM_LRS_POLYNOMIAL = 2, LOOM_LRS_COSINE = 3 };
+loom_code loom__k_lr_schedule(const loom_kctx *ctx);
+
+#endif
