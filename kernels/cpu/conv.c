@@ -282,18 +282,55 @@ static inline FN(vec) FN(vload)(const T *p) {
 }
 static inline void FN(vstore)(T *p, FN(vec) v) { memcpy(p, &v, sizeof v); }
 
-/* Pixels [b, e), 8 at a time: 8 independent accumulators, w loaded once. */
+#define UNROLL _Pragma("GCC unroll 8") /* constant tiles must live in registers */
+
+/* 6 pixels x NV vectors of output channels from v0*VL: 6*NV accumulators;
+ * per window element NV filter loads and 6 broadcasts feed 6*NV FMAs. */
+#define DEF_FWD_TILE(NV)                                                                             \
+  static void FN(fwd_tile_##NV)(const T *const (*src)[CONV_DIRECT_MAX_KH], int64_t KH, int64_t KWC,  \
+                                const T *w, int64_t O, int64_t c0, T *y, int np) {                   \
+    FN(vec) acc[6][NV];                                                                              \
+    UNROLL for (int i = 0; i < 6; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (FN(vec)){0}; \
+    const T *wr = w + c0;                                                                            \
+    for (int64_t kh = 0; kh < KH; kh++) {                                                            \
+      const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh];                                  \
+      const T *s3 = src[3][kh], *s4 = src[4][kh], *s5 = src[5][kh];                                  \
+      for (int64_t j = 0; j < KWC; j++, wr += O) {                                                   \
+        FN(vec) wv[NV];                                                                              \
+        UNROLL for (int v = 0; v < NV; v++) wv[v] = FN(vload)(wr + v * VL);                          \
+        const T x0 = s0[j], x1 = s1[j], x2 = s2[j], x3 = s3[j], x4 = s4[j], x5 = s5[j];              \
+        UNROLL for (int v = 0; v < NV; v++) {                                                        \
+          acc[0][v] += x0 * wv[v];                                                                   \
+          acc[1][v] += x1 * wv[v];                                                                   \
+          acc[2][v] += x2 * wv[v];                                                                   \
+          acc[3][v] += x3 * wv[v];                                                                   \
+          acc[4][v] += x4 * wv[v];                                                                   \
+          acc[5][v] += x5 * wv[v];                                                                   \
+        }                                                                                            \
+      }                                                                                              \
+    }                                                                                                \
+    UNROLL for (int i = 0; i < 6; i++) {                                                             \
+      if (i < np) UNROLL for (int v = 0; v < NV; v++) FN(vstore)(y + i * O + c0 + v * VL, acc[i][v]); \
+    }                                                                                                \
+  }
+DEF_FWD_TILE(1)
+DEF_FWD_TILE(2)
+DEF_FWD_TILE(3)
+DEF_FWD_TILE(4)
+#undef DEF_FWD_TILE
+
+/* Pixels [b, e), 6 at a time, read through their window rows. */
 static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   const FN(direct_args) *a = p;
   const geom *g = a->g;
-  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH;
-  T patch[8][CONV_DIRECT_MAX_K];
-  const T *src[8][CONV_DIRECT_MAX_KH];
+  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, nfull = O / VL;
+  T patch[6][CONV_DIRECT_MAX_K];
+  const T *src[6][CONV_DIRECT_MAX_KH];
   int64_t n, oh, ow;
   pix_of(g, b, &n, &oh, &ow);
-  for (int64_t r = b; r < e; r += 8) {
-    int np = e - r < 8 ? (int)(e - r) : 8;
-    for (int i = 0; i < 8; i++) {
+  for (int64_t r = b; r < e; r += 6) {
+    int np = e - r < 6 ? (int)(e - r) : 6;
+    for (int i = 0; i < 6; i++) {
       if (i < np) {
         FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
         pix_next(g, &n, &oh, &ow);
@@ -301,35 +338,23 @@ static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
         for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
       }
     }
-    int64_t o0 = 0;
-    for (; o0 + VL <= O; o0 += VL) {
-      FN(vec) a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
-      const T *wr = a->w + o0;
-      for (int64_t kh = 0; kh < KH; kh++) {
-        const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh], *s3 = src[3][kh];
-        const T *s4 = src[4][kh], *s5 = src[5][kh], *s6 = src[6][kh], *s7 = src[7][kh];
-        for (int64_t j = 0; j < KWC; j++, wr += O) {
-          FN(vec) wv = FN(vload)(wr);
-          a0 += s0[j] * wv;
-          a1 += s1[j] * wv;
-          a2 += s2[j] * wv;
-          a3 += s3[j] * wv;
-          a4 += s4[j] * wv;
-          a5 += s5[j] * wv;
-          a6 += s6[j] * wv;
-          a7 += s7[j] * wv;
-        }
-      }
-      FN(vec) accs[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
-      for (int i = 0; i < np; i++) FN(vstore)(a->y + (r + i) * O + o0, accs[i]);
+    T *y = a->y + r * O;
+    const T *const (*cs)[CONV_DIRECT_MAX_KH] = (const T *const (*)[CONV_DIRECT_MAX_KH])src;
+    int64_t v = 0;
+    for (; v + 4 <= nfull; v += 4) FN(fwd_tile_4)(cs, KH, KWC, a->w, O, v * VL, y, np);
+    switch (nfull - v) {
+      case 3: FN(fwd_tile_3)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
+      case 2: FN(fwd_tile_2)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
+      case 1: FN(fwd_tile_1)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
+      default: break;
     }
-    for (; o0 < O; o0++)
+    for (int64_t o0 = nfull * VL; o0 < O; o0++)
       for (int i = 0; i < np; i++) {
         T acc = 0;
         const T *wr = a->w + o0;
         for (int64_t kh = 0; kh < KH; kh++)
           for (int64_t j = 0; j < KWC; j++, wr += O) acc += src[i][kh][j] * *wr;
-        a->y[(r + i) * O + o0] = acc;
+        y[i * O + o0] = acc;
       }
   }
 }
@@ -387,6 +412,69 @@ static void FN(direct_dw_range)(void *p, int64_t b, int64_t e) {
         int64_t c0 = (v0 + v) * VL;
         for (int64_t q = 0; q < VL && c0 + q < O; q++) a->dw[k * O + c0 + q] = tmp[q];
       }
+  }
+}
+/* ---- filter gradient on the column matrix: dF[K, O] += col[m, K]^T x dY[m, O] ----
+ * Register tiles of 6 filter rows x NV vectors of output channels (24
+ * accumulators for NV = 4), streaming over the chunk's rows. */
+#define DEF_DW_TILE(NV)                                                                            \
+  static void FN(dw_tile_##NV)(const T *col, int64_t K, const T *dy, int64_t O, int64_t m, T *df, \
+                               int64_t k0, int64_t c0) {                                          \
+    FN(vec) acc[6][NV];                                                                           \
+    UNROLL for (int i = 0; i < 6; i++)                                                                   \
+      UNROLL for (int v = 0; v < NV; v++) acc[i][v] = FN(vload)(df + (k0 + i) * O + c0 + v * VL);         \
+    for (int64_t r = 0; r < m; r++) {                                                             \
+      const T *cr = col + r * K + k0, *dr = dy + r * O + c0;                                      \
+      FN(vec) d[NV];                                                                              \
+      UNROLL for (int v = 0; v < NV; v++) d[v] = FN(vload)(dr + v * VL);                                 \
+      UNROLL for (int i = 0; i < 6; i++) {                                                               \
+        const T sv = cr[i];                                                                       \
+        UNROLL for (int v = 0; v < NV; v++) acc[i][v] += sv * d[v];                                      \
+      }                                                                                           \
+    }                                                                                             \
+    UNROLL for (int i = 0; i < 6; i++)                                                                   \
+      UNROLL for (int v = 0; v < NV; v++) FN(vstore)(df + (k0 + i) * O + c0 + v * VL, acc[i][v]);        \
+  }
+DEF_DW_TILE(1)
+DEF_DW_TILE(2)
+DEF_DW_TILE(3)
+DEF_DW_TILE(4)
+#undef DEF_DW_TILE
+#undef UNROLL
+
+typedef struct {
+  const T *col, *dy;
+  T *df;
+  int64_t K, O, m;
+} FN(dwg_args);
+
+/* Task t: filter rows [6t, 6t + 6) for every output channel. */
+static void FN(dw_gemm_range)(void *p, int64_t b, int64_t e) {
+  const FN(dwg_args) *a = p;
+  const int64_t K = a->K, O = a->O, m = a->m, nfull = O / VL;
+  for (int64_t t = b; t < e; t++) {
+    int64_t k0 = t * 6;
+    if (k0 + 6 <= K) {
+      int64_t v = 0;
+      for (; v + 4 <= nfull; v += 4) FN(dw_tile_4)(a->col, K, a->dy, O, m, a->df, k0, v * VL);
+      switch (nfull - v) {
+        case 3: FN(dw_tile_3)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+        case 2: FN(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+        case 1: FN(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+        default: break;
+      }
+    }
+    /* leftovers: rows past the last full tile, channels past the last full vector */
+    int64_t kend = k0 + 6 < K ? k0 + 6 : K;
+    for (int64_t k = k0; k < kend; k++) {
+      int64_t cstart = k0 + 6 <= K ? nfull * VL : 0;
+      if (cstart >= O) continue;
+      T *dr = a->df + k * O;
+      for (int64_t r = 0; r < m; r++) {
+        const T sv = a->col[r * K + k], *yr = a->dy + r * O;
+        for (int64_t c = cstart; c < O; c++) dr[c] += sv * yr[c];
+      }
+    }
   }
 }
 #undef VL
@@ -565,11 +653,12 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
   size_t need = (size_t)R * (size_t)g.K * sizeof(T);
   if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
   T *col = ctx->ws;
+  memset(df, 0, (size_t)DF->numel * sizeof(T));
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
     FN(im2col)(ctx, &g, x, col, r0, r0 + m);
-    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)g.O, (int)m, 1, col, (int)g.K, dy + r0 * g.O,
-         (int)g.O, r0 ? 1 : 0, df, (int)g.O);
+    FN(dwg_args) a = {col, dy + r0 * g.O, df, g.K, g.O, m};
+    loom__parallel_for(ctx->pool, (g.K + 5) / 6, 1, FN(dw_gemm_range), &a);
   }
   return LOOM_OK;
 }
