@@ -282,55 +282,51 @@ static inline FN(vec) FN(vload)(const T *p) {
 }
 static inline void FN(vstore)(T *p, FN(vec) v) { memcpy(p, &v, sizeof v); }
 
-#define UNROLL _Pragma("GCC unroll 8") /* constant tiles must live in registers */
+#define UNROLL _Pragma("GCC unroll 16") /* constant tiles must live in registers */
 
-/* 6 pixels x NV vectors of output channels from v0*VL: 6*NV accumulators;
- * per window element NV filter loads and 6 broadcasts feed 6*NV FMAs. */
-#define DEF_FWD_TILE(NV)                                                                             \
-  static void FN(fwd_tile_##NV)(const T *const (*src)[CONV_DIRECT_MAX_KH], int64_t KH, int64_t KWC,  \
-                                const T *w, int64_t O, int64_t c0, T *y, int np) {                   \
-    FN(vec) acc[6][NV];                                                                              \
-    UNROLL for (int i = 0; i < 6; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (FN(vec)){0}; \
-    const T *wr = w + c0;                                                                            \
-    for (int64_t kh = 0; kh < KH; kh++) {                                                            \
-      const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh];                                  \
-      const T *s3 = src[3][kh], *s4 = src[4][kh], *s5 = src[5][kh];                                  \
-      for (int64_t j = 0; j < KWC; j++, wr += O) {                                                   \
-        FN(vec) wv[NV];                                                                              \
-        UNROLL for (int v = 0; v < NV; v++) wv[v] = FN(vload)(wr + v * VL);                          \
-        const T x0 = s0[j], x1 = s1[j], x2 = s2[j], x3 = s3[j], x4 = s4[j], x5 = s5[j];              \
-        UNROLL for (int v = 0; v < NV; v++) {                                                        \
-          acc[0][v] += x0 * wv[v];                                                                   \
-          acc[1][v] += x1 * wv[v];                                                                   \
-          acc[2][v] += x2 * wv[v];                                                                   \
-          acc[3][v] += x3 * wv[v];                                                                   \
-          acc[4][v] += x4 * wv[v];                                                                   \
-          acc[5][v] += x5 * wv[v];                                                                   \
-        }                                                                                            \
-      }                                                                                              \
-    }                                                                                                \
-    UNROLL for (int i = 0; i < 6; i++) {                                                             \
+/* PX pixels x NV vectors of output channels from c0: PX*NV accumulators (24
+ * or fewer); per window element NV filter loads and PX broadcasts feed PX*NV
+ * FMAs. */
+#define DEF_FWD_TILE(NV, PX)                                                                          \
+  static void FN(fwd_tile_##NV##_##PX)(const T *const (*src)[CONV_DIRECT_MAX_KH], int64_t KH,          \
+                                       int64_t KWC, const T *w, int64_t O, int64_t c0, T *y, int np) { \
+    FN(vec) acc[PX][NV];                                                                              \
+    UNROLL for (int i = 0; i < PX; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (FN(vec)){0}; \
+    const T *wr = w + c0;                                                                             \
+    for (int64_t kh = 0; kh < KH; kh++) {                                                             \
+      const T *s[PX];                                                                                 \
+      UNROLL for (int i = 0; i < PX; i++) s[i] = src[i][kh];                                          \
+      for (int64_t j = 0; j < KWC; j++, wr += O) {                                                    \
+        FN(vec) wv[NV];                                                                               \
+        UNROLL for (int v = 0; v < NV; v++) wv[v] = FN(vload)(wr + v * VL);                           \
+        UNROLL for (int i = 0; i < PX; i++) {                                                         \
+          const T xv = s[i][j];                                                                       \
+          UNROLL for (int v = 0; v < NV; v++) acc[i][v] += xv * wv[v];                                \
+        }                                                                                             \
+      }                                                                                               \
+    }                                                                                                 \
+    UNROLL for (int i = 0; i < PX; i++) {                                                             \
       if (i < np) UNROLL for (int v = 0; v < NV; v++) FN(vstore)(y + i * O + c0 + v * VL, acc[i][v]); \
-    }                                                                                                \
+    }                                                                                                 \
   }
-DEF_FWD_TILE(1)
-DEF_FWD_TILE(2)
-DEF_FWD_TILE(3)
-DEF_FWD_TILE(4)
+DEF_FWD_TILE(1, 12)
+DEF_FWD_TILE(2, 12)
+DEF_FWD_TILE(3, 6)
+DEF_FWD_TILE(4, 6)
 #undef DEF_FWD_TILE
 
-/* Pixels [b, e), 6 at a time, read through their window rows. */
+/* Pixels [b, e), 12 at a time, read through their window rows. */
 static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   const FN(direct_args) *a = p;
   const geom *g = a->g;
   const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, nfull = O / VL;
-  T patch[6][CONV_DIRECT_MAX_K];
-  const T *src[6][CONV_DIRECT_MAX_KH];
+  T patch[12][CONV_DIRECT_MAX_K];
+  const T *src[12][CONV_DIRECT_MAX_KH];
   int64_t n, oh, ow;
   pix_of(g, b, &n, &oh, &ow);
-  for (int64_t r = b; r < e; r += 6) {
-    int np = e - r < 6 ? (int)(e - r) : 6;
-    for (int i = 0; i < 6; i++) {
+  for (int64_t r = b; r < e; r += 12) {
+    int np = e - r < 12 ? (int)(e - r) : 12;
+    for (int i = 0; i < 12; i++) {
       if (i < np) {
         FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
         pix_next(g, &n, &oh, &ow);
@@ -340,12 +336,19 @@ static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
     }
     T *y = a->y + r * O;
     const T *const (*cs)[CONV_DIRECT_MAX_KH] = (const T *const (*)[CONV_DIRECT_MAX_KH])src;
+    int np2 = np > 6 ? np - 6 : 0;
     int64_t v = 0;
-    for (; v + 4 <= nfull; v += 4) FN(fwd_tile_4)(cs, KH, KWC, a->w, O, v * VL, y, np);
+    for (; v + 4 <= nfull; v += 4) {
+      FN(fwd_tile_4_6)(cs, KH, KWC, a->w, O, v * VL, y, np);
+      if (np2) FN(fwd_tile_4_6)(cs + 6, KH, KWC, a->w, O, v * VL, y + 6 * O, np2);
+    }
     switch (nfull - v) {
-      case 3: FN(fwd_tile_3)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
-      case 2: FN(fwd_tile_2)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
-      case 1: FN(fwd_tile_1)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
+      case 3:
+        FN(fwd_tile_3_6)(cs, KH, KWC, a->w, O, v * VL, y, np);
+        if (np2) FN(fwd_tile_3_6)(cs + 6, KH, KWC, a->w, O, v * VL, y + 6 * O, np2);
+        break;
+      case 2: FN(fwd_tile_2_12)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
+      case 1: FN(fwd_tile_1_12)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
       default: break;
     }
     for (int64_t o0 = nfull * VL; o0 < O; o0++)
