@@ -245,6 +245,7 @@ Test(variables, initialize_read_and_uninitialized_error) {
   float nd[6] = {-1, -2, -3, -4, -5, -6};
   loom_tensor *nt = tu_f32(2, d, nd);
   cr_assert_eq(loom_session_assign_variable(s, "dense/kernel", nt, st), LOOM_OK);
+  loom_tensor_free(kv);
   kv = NULL;
   cr_assert_eq(loom_session_read_variable(s, "dense/kernel", &kv, st), LOOM_OK);
   tu_expect_f32(kv, 2, d, nd, 0);
