@@ -3,7 +3,8 @@
  * Formulas follow TensorFlow's python/ops/math_grad.py and nn_grad.py. Binary
  * ops broadcast, so each input's gradient is summed back to its own shape with
  * loom__unbroadcast. Ops flagged LOOM_OPF_NODIFF (Sign, Floor, Ceil, Round,
- * comparisons, logic, the *Grad helpers) have no gradient function. */
+ * comparisons, logic) have no gradient function. The gradient helpers
+ * (ReluGrad ... SqrtGrad) have gradients too, so second derivatives work. */
 #include "ops/op_common.h"
 
 /* Sums a broadcast gradient back to the shape of input x (no-op when the
@@ -149,6 +150,105 @@ static loom_code grad_select(loom_graph *g, loom_node *n, const loom_output *dy,
   return LOOM_OK;
 }
 
+/* ---- second order: gradients of the gradient helpers ----
+ * Each helper is out = f(a, b) elementwise with broadcasting; g is the
+ * gradient flowing into out. */
+static void set2(loom_graph *g, loom_node *n, loom_gradient *dx, loom_output d0, loom_output d1) {
+  dx[0].values = loom__unbroadcast(g, d0, n->in[0]);
+  dx[1].values = loom__unbroadcast(g, d1, n->in[1]);
+}
+
+/* ReluGrad(dy, y) = dy * (y > 0): piecewise constant in y (TF gives zeros). */
+static loom_code grad_relu_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output y = n->in[1];
+  set2(g, n, dx, loom_relu_grad(g, dy[0], y, NULL), loom_zeros_like(g, y, NULL));
+  return LOOM_OK;
+}
+static loom_code grad_relu6_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output y = n->in[1];
+  set2(g, n, dx, loom_relu6_grad(g, dy[0], y, NULL), loom_zeros_like(g, y, NULL));
+  return LOOM_OK;
+}
+static loom_code grad_leaky_relu_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output x = n->in[1];
+  set2(g, n, dx, loom_leaky_relu_grad(g, dy[0], x, n->attrs.alpha, NULL), loom_zeros_like(g, x, NULL));
+  return LOOM_OK;
+}
+/* SigmoidGrad(y, dy) = dy * y * (1 - y): d/dy = dy * (1 - 2y). */
+static loom_code grad_sigmoid_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output y = n->in[0], d = n->in[1];
+  loom_dtype dt = dtype_of(y);
+  loom_output one_m_2y = loom_sub(g, scalar(g, dt, 1.0), loom_mul(g, y, scalar(g, dt, 2.0), NULL), NULL);
+  set2(g, n, dx, loom_mul(g, loom_mul(g, dy[0], d, NULL), one_m_2y, NULL), loom_sigmoid_grad(g, y, dy[0], NULL));
+  return LOOM_OK;
+}
+/* TanhGrad(y, dy) = dy * (1 - y^2): d/dy = -2 y dy. */
+static loom_code grad_tanh_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output y = n->in[0], d = n->in[1];
+  loom_output m2y = loom_mul(g, y, scalar(g, dtype_of(y), -2.0), NULL);
+  set2(g, n, dx, loom_mul(g, loom_mul(g, dy[0], d, NULL), m2y, NULL), loom_tanh_grad(g, y, dy[0], NULL));
+  return LOOM_OK;
+}
+/* EluGrad(dy, y) = y > 0 ? dy : dy * (y + 1); SeluGrad likewise with
+ * dy * (y + scale * alpha): d/dy = y > 0 ? 0 : dy. */
+static loom_code grad_elu_selu_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output d = n->in[0], y = n->in[1];
+  loom_output zero = scalar(g, dtype_of(y), 0.0);
+  loom_output dd = n->op == LOOM_OP_EluGrad ? loom_elu_grad(g, dy[0], y, NULL) : loom_selu_grad(g, dy[0], y, NULL);
+  loom_output gy = loom_select(g, loom_greater(g, y, zero, NULL), zero, loom_mul(g, dy[0], d, NULL), NULL);
+  set2(g, n, dx, dd, gy);
+  return LOOM_OK;
+}
+/* SoftplusGrad(dy, x) = dy * sigmoid(x): d/dx = dy * sigmoid'(x). */
+static loom_code grad_softplus_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output d = n->in[0], x = n->in[1];
+  loom_output gx = loom_sigmoid_grad(g, loom_sigmoid(g, x, NULL), loom_mul(g, dy[0], d, NULL), NULL);
+  set2(g, n, dx, loom_softplus_grad(g, dy[0], x, NULL), gx);
+  return LOOM_OK;
+}
+/* GeluGrad(dy, x) = dy * gelu'(x): d/dx = dy * gelu''(x), with
+ * exact: gelu'' = phi(x) (2 - x^2), phi the standard normal density;
+ * tanh form: t = tanh(u), u = c (x + k x^3), u' = c (1 + 3k x^2), u'' = 6ckx,
+ *            gelu'' = (1 - t^2) (u' - x t u'^2 + x u'' / 2). */
+static loom_code grad_gelu_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output d = n->in[0], x = n->in[1];
+  loom_dtype dt = dtype_of(x);
+  loom_output x2 = loom_square(g, x, NULL), f2;
+  if (!n->attrs.num) {
+    loom_output phi = loom_mul(g, loom_exp(g, loom_mul(g, x2, scalar(g, dt, -0.5), NULL), NULL),
+                               scalar(g, dt, 0.39894228040143267793994605993438), NULL);
+    f2 = loom_mul(g, phi, loom_sub(g, scalar(g, dt, 2.0), x2, NULL), NULL);
+  } else {
+    const double c = 0.79788456080286535587989211986876, k = 0.044715;
+    loom_output u = loom_mul(g, loom_add(g, x, loom_mul(g, loom_mul(g, x2, x, NULL), scalar(g, dt, k), NULL), NULL),
+                             scalar(g, dt, c), NULL);
+    loom_output t = loom_tanh(g, u, NULL);
+    loom_output u1 = loom_add(g, scalar(g, dt, c), loom_mul(g, x2, scalar(g, dt, 3 * c * k), NULL), NULL);
+    loom_output half_x_u2 = loom_mul(g, x2, scalar(g, dt, 3 * c * k), NULL); /* x u''/2 = 3ck x^2 */
+    loom_output xtu1sq = loom_mul(g, loom_mul(g, x, t, NULL), loom_square(g, u1, NULL), NULL);
+    loom_output inner = loom_add(g, loom_sub(g, u1, xtu1sq, NULL), half_x_u2, NULL);
+    f2 = loom_tanh_grad(g, t, inner, NULL); /* (1 - t^2) * inner */
+  }
+  set2(g, n, dx, loom_gelu_grad(g, dy[0], x, (int)n->attrs.num, NULL),
+       loom_mul(g, loom_mul(g, dy[0], d, NULL), f2, NULL));
+  return LOOM_OK;
+}
+/* RsqrtGrad(y, dy) = -0.5 dy y^3: d/dy = -1.5 dy y^2. */
+static loom_code grad_rsqrt_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output y = n->in[0], d = n->in[1];
+  loom_output gy = loom_mul(g, loom_mul(g, dy[0], d, NULL),
+                            loom_mul(g, loom_square(g, y, NULL), scalar(g, dtype_of(y), -1.5), NULL), NULL);
+  set2(g, n, dx, gy, loom_rsqrt_grad(g, y, dy[0], NULL));
+  return LOOM_OK;
+}
+/* SqrtGrad(y, dy) = 0.5 dy / y: d/dy = -0.5 dy / y^2 = -out / y. */
+static loom_code grad_sqrt_grad(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  loom_output y = n->in[0], out = {n, 0};
+  loom_output gy = loom_neg(g, loom_div(g, loom_mul(g, dy[0], out, NULL), y, NULL), NULL);
+  set2(g, n, dx, gy, loom_sqrt_grad(g, y, dy[0], NULL));
+  return LOOM_OK;
+}
+
 void loom__register_math_grads(loom_op_def *t);
 void loom__register_math_grads(loom_op_def *t) {
   t[LOOM_OP_Add].grad = grad_add;
@@ -178,4 +278,15 @@ void loom__register_math_grads(loom_op_def *t) {
   t[LOOM_OP_Gelu].grad = grad_gelu;
   t[LOOM_OP_ClipByValue].grad = grad_clip;
   t[LOOM_OP_Select].grad = grad_select;
+  t[LOOM_OP_ReluGrad].grad = grad_relu_grad;
+  t[LOOM_OP_Relu6Grad].grad = grad_relu6_grad;
+  t[LOOM_OP_LeakyReluGrad].grad = grad_leaky_relu_grad;
+  t[LOOM_OP_SigmoidGrad].grad = grad_sigmoid_grad;
+  t[LOOM_OP_TanhGrad].grad = grad_tanh_grad;
+  t[LOOM_OP_EluGrad].grad = grad_elu_selu_grad;
+  t[LOOM_OP_SeluGrad].grad = grad_elu_selu_grad;
+  t[LOOM_OP_SoftplusGrad].grad = grad_softplus_grad;
+  t[LOOM_OP_GeluGrad].grad = grad_gelu_grad;
+  t[LOOM_OP_RsqrtGrad].grad = grad_rsqrt_grad;
+  t[LOOM_OP_SqrtGrad].grad = grad_sqrt_grad;
 }

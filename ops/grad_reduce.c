@@ -193,6 +193,13 @@ static loom_code grad_bias_add_grad(loom_graph *g, loom_node *n, const loom_outp
   return LOOM_OK;
 }
 
+/* ReduceSumLike(dy, x) sums dy over broadcast dims: its gradient broadcasts
+ * back to dy's shape (x only supplies a shape). */
+static loom_code grad_sum_like(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  dx[0].values = loom_broadcast_like(g, dy[0], n->in[0], NULL);
+  return LOOM_OK;
+}
+
 void loom__register_reduce_grads(loom_op_def *t);
 void loom__register_reduce_grads(loom_op_def *t) {
   t[LOOM_OP_Sum].grad = grad_sum;
@@ -205,4 +212,5 @@ void loom__register_reduce_grads(loom_op_def *t) {
   t[LOOM_OP_BatchMatMul].grad = grad_batch_matmul;
   t[LOOM_OP_BiasAdd].grad = grad_bias_add;
   t[LOOM_OP_BiasAddGrad].grad = grad_bias_add_grad;
+  t[LOOM_OP_ReduceSumLike].grad = grad_sum_like;
 }

@@ -155,7 +155,8 @@ void loom__register_math(loom_op_def *t) {
   static const int grads[] = {LOOM_OP_ReluGrad,      LOOM_OP_Relu6Grad,    LOOM_OP_SigmoidGrad, LOOM_OP_TanhGrad,
                               LOOM_OP_EluGrad,       LOOM_OP_SeluGrad,     LOOM_OP_LeakyReluGrad,
                               LOOM_OP_SoftplusGrad,  LOOM_OP_GeluGrad,     LOOM_OP_RsqrtGrad,   LOOM_OP_SqrtGrad};
-  for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) def(t, grads[i], 2, shape_bin_float, ND);
+  /* differentiable: their gradients (ops/grad_math.c) give second derivatives */
+  for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) def(t, grads[i], 2, shape_bin_float, 0);
 
 #define LOOM_K_REGISTER(Op, k, dt) t[LOOM_OP_##Op].kernels[LOOM_DEVICE_CPU][LOOM_KDT_##dt] = loom__k_##k##_##dt;
   LOOM_MATH_KERNELS(LOOM_K_REGISTER)

@@ -209,7 +209,7 @@ void loom__register_reduce(loom_op_def *t) {
   SET4(t[LOOM_OP_ArgMax], argmax);
   def_op(&t[LOOM_OP_ArgMin], 1, shape_arg, NULL, LOOM_OPF_NODIFF);
   SET4(t[LOOM_OP_ArgMin], argmin);
-  def_op(&t[LOOM_OP_ReduceSumLike], 2, shape_sum_like, ws_sum_like, LOOM_OPF_NODIFF);
+  def_op(&t[LOOM_OP_ReduceSumLike], 2, shape_sum_like, ws_sum_like, 0);
   t[LOOM_OP_ReduceSumLike].nondiff_inputs = 1u << 1;
   SET4(t[LOOM_OP_ReduceSumLike], reduce_sum_like);
   def_op(&t[LOOM_OP_MatMul], 2, shape_matmul, NULL, 0);

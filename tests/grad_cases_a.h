@@ -86,7 +86,30 @@ MM(batch_matmul, 1, 1)
 BIN(bias_add)
 static loom_output b_bias_add_grad(loom_graph *g, const loom_output *x) { return loom_bias_add_grad(g, x[0], NULL); }
 
+BIN(reduce_sum_like)
+
+/* ---- second order: the gradient helpers ---- */
+BIN(relu_grad)
+BIN(relu6_grad)
+BIN(sigmoid_grad)
+BIN(tanh_grad)
+BIN(elu_grad)
+BIN(selu_grad)
+BIN(softplus_grad)
+BIN(rsqrt_grad)
+BIN(sqrt_grad)
+static loom_output b_leaky_relu_grad(loom_graph *g, const loom_output *x) {
+  return loom_leaky_relu_grad(g, x[0], x[1], 0.2, NULL);
+}
+static loom_output b_gelu_grad(loom_graph *g, const loom_output *x) { return loom_gelu_grad(g, x[0], x[1], 0, NULL); }
+static loom_output b_gelu_grad_tanh(loom_graph *g, const loom_output *x) {
+  return loom_gelu_grad(g, x[0], x[1], 1, NULL);
+}
+
 #define F64C LOOM_F64
+/* a two-input case of shapes [3,4] and [3,4] */
+#define G2CASE(OP, label, fn, lo, hi, away) \
+  {LOOM_OP_##OP, label, F64C, 2, {2, 2}, {{3, 4}, {3, 4}}, b_##fn, lo, hi, away, 0, 0, 0, 0}
 /* a reduction case over a [3,4,2] input */
 #define RCASE(OP, fn, tag, lo, hi, away) \
   {LOOM_OP_##OP, #fn "_" #tag, F64C, 1, {3}, {{3, 4, 2}}, b_##fn##_##tag, lo, hi, away, 0, 0, 0, 0}
@@ -184,4 +207,26 @@ static const grad_case CASES_A[] = {
     {LOOM_OP_BiasAdd, "bias_add", F64C, 2, {3, 1}, {{2, 3, 4}, {4}}, b_bias_add, -1, 1, 0, 0, 0, 0, 0},
     {LOOM_OP_BiasAdd, "bias_add_2d", F64C, 2, {2, 1}, {{5, 3}, {3}}, b_bias_add, -1, 1, 0, 0, 0, 0, 0},
     {LOOM_OP_BiasAddGrad, "bias_add_grad", F64C, 1, {3}, {{2, 3, 4}}, b_bias_add_grad, -1, 1, 0, 0, 0, 0, 0},
+    /* input 1 only supplies the shape */
+    {LOOM_OP_ReduceSumLike, "reduce_sum_like", F64C, 2, {3, 2}, {{2, 3, 4}, {1, 4}}, b_reduce_sum_like, -1, 1, 0, 2,
+     0, 0, 0},
+    {LOOM_OP_ReduceSumLike, "reduce_sum_like_same", F64C, 2, {2, 2}, {{3, 4}, {3, 4}}, b_reduce_sum_like, -1, 1, 0, 2,
+     0, 0, 0},
+
+    /* gradient helpers (second derivatives); inputs in TF's argument order */
+    G2CASE(ReluGrad, "relu_grad", relu_grad, -2, 2, 0.05),
+    G2CASE(Relu6Grad, "relu6_grad", relu6_grad, -3, 5.8, 0.05),
+    G2CASE(SigmoidGrad, "sigmoid_grad", sigmoid_grad, -1, 1, 0),
+    G2CASE(TanhGrad, "tanh_grad", tanh_grad, -1, 1, 0),
+    {LOOM_OP_TanhGrad, "tanh_grad_bcast", F64C, 2, {2, 1}, {{3, 4}, {4}}, b_tanh_grad, -1, 1, 0, 0, 0, 0, 0},
+    G2CASE(EluGrad, "elu_grad", elu_grad, -2, 2, 0.05),
+    G2CASE(SeluGrad, "selu_grad", selu_grad, -2, 2, 0.05),
+    G2CASE(LeakyReluGrad, "leaky_relu_grad", leaky_relu_grad, -2, 2, 0.05),
+    G2CASE(SoftplusGrad, "softplus_grad", softplus_grad, -3, 3, 0),
+    {LOOM_OP_SoftplusGrad, "softplus_grad_bcast", F64C, 2, {1, 2}, {{4}, {3, 4}}, b_softplus_grad, -3, 3, 0, 0, 0, 0,
+     0},
+    G2CASE(GeluGrad, "gelu_grad", gelu_grad, -3, 3, 0),
+    G2CASE(GeluGrad, "gelu_grad_tanh", gelu_grad_tanh, -3, 3, 0),
+    G2CASE(RsqrtGrad, "rsqrt_grad", rsqrt_grad, 0.5, 2, 0),
+    G2CASE(SqrtGrad, "sqrt_grad", sqrt_grad, 0.5, 2, 0),
 };
