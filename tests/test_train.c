@@ -1211,3 +1211,32 @@ Test(minimize, embedding_sparse_gradient_touches_only_rows) {
   loom_optimizer_free(o);
   loom_graph_free(g);
 }
+
+Test(optimizers, raw_apply_adam_nesterov) {
+  /* TF's ApplyAdam with use_nesterov: var -= ((g*(1-b1) + b1*m) * alpha) / (sqrt(v) + eps) */
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {4};
+  float v0[4] = {1, -2, 0.5f, 3}, gv[4] = {0.3f, -0.1f, 2.0f, -1.5f};
+  loom_variable *v = loom_variable_new(g, loom_const_data(g, LOOM_F32, 1, d, v0, NULL), 1, 0, "v");
+  loom_initializer z = loom_init_zeros();
+  loom_variable *m = loom_get_variable(g, "m", LOOM_F32, 1, d, &z, 0);
+  loom_variable *vv = loom_get_variable(g, "vv", LOOM_F32, 1, d, &z, 0);
+  loom_output upd = loom_apply_adam(g, loom_variable_output(v), loom_variable_output(m), loom_variable_output(vv),
+                                    loom_const_f32(g, 0.9f, NULL), loom_const_f32(g, 0.999f, NULL),
+                                    loom_const_f32(g, 0.1f, NULL), loom_const_f32(g, 0.9f, NULL),
+                                    loom_const_f32(g, 0.999f, NULL), loom_const_f32(g, 1e-3f, NULL),
+                                    loom_const_data(g, LOOM_F32, 1, d, gv, NULL), 1, "adam");
+  loom_node *init = loom_global_variables_initializer(g);
+  loom_session *s = new_session(g);
+  run_target(s, init, 0, NULL, NULL);
+  loom_tensor *t = fetch(s, upd);
+  double want[4], alpha = 0.1 * sqrt(1 - 0.999) / (1 - 0.9);
+  for (int i = 0; i < 4; i++) {
+    double mm = 0.1 * gv[i], v2 = 0.001 * gv[i] * gv[i];
+    want[i] = v0[i] - ((gv[i] * 0.1 + 0.9 * mm) * alpha) / (sqrt(v2) + 1e-3);
+  }
+  expect_close(loom_tensor_data(t), want, 4, 1e-5, "nesterov adam");
+  loom_tensor_free(t);
+  loom_session_free(s);
+  loom_graph_free(g);
+}

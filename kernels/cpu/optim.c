@@ -19,6 +19,13 @@
 #include <string.h>
 #include "kernels/cpu/optim.h"
 
+/* glibc's libmvec has a vector powf (FTRL with learning_rate_power != -0.5);
+ * glibc declares it only under -ffast-math (same trick as kernels/cpu/math.c). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
+    !defined(__FAST_MATH__) && !defined(LOOM_NO_LIBMVEC) && __GNUC__ >= 6
+float powf(float, float) __attribute__((__simd__("notinbranch")));
+#endif
+
 static inline float scal(const loom_kctx *ctx, int i) { return *(const float *)ctx->in[i]->data; }
 static inline int64_t row_grain(int64_t row) {
   int64_t g = LOOM_PAR_GRAIN / (row > 0 ? row : 1);
