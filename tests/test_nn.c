@@ -741,6 +741,8 @@ Test(pool, pools_and_gradients_vs_reference) {
       {1, 4, 4, 1, 4, 4, 1, 1, 0},  /* global pooling */
       {1, 3, 5, 2, 1, 1, 2, 2, 1},  /* 1x1 window, stride > window */
       {4, 28, 28, 8, 2, 2, 2, 2, 0},
+      {2, 5, 5, 17, 2, 2, 2, 2, 0}, /* stride = window, VALID: the last row/column is in no window */
+      {2, 6, 6, 17, 3, 3, 3, 3, 1}, /* windows tile the image exactly */
   };
   for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
     check_pool(&cfgs[i], 0, LOOM_F32);

@@ -349,7 +349,7 @@ loom_code FN(loom__k_avg_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, 
  * The fixed block size keeps best/at in vector registers. */
 #define PBLK 16
 static inline void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0,
-                                    int64_t hb, int64_t he, int64_t wb, int64_t we) {
+                                    int64_t hb, int64_t he, int64_t wb, int64_t we, int tile) {
   T best[PBLK];
   int32_t at[PBLK]; /* pixel (ih*W + iw) of the first maximum */
   int32_t p0 = (int32_t)(hb * W + wb);
@@ -369,10 +369,23 @@ static inline void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t
         best[c] = v > b ? v : b;
       }
     }
+  if (tile) { /* this window alone covers its pixels: write them all once */
+    for (int64_t ih = hb; ih < he; ih++)
+      for (int64_t iw = wb; iw < we; iw++) {
+        int32_t pix = (int32_t)(ih * W + iw);
+        T *d = dimg + pix * C + c0;
+        for (int c = 0; c < PBLK; c++) d[c] = at[c] == pix ? dy[c0 + c] : (T)0;
+      }
+    return;
+  }
   for (int c = 0; c < PBLK; c++) dimg[(int64_t)at[c] * C + c0 + c] += dy[c0 + c];
 }
 static void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0, int64_t hb,
-                            int64_t he, int64_t wb, int64_t we) {
+                            int64_t he, int64_t wb, int64_t we, int tile) {
+  if (tile)
+    for (int64_t ih = hb; ih < he; ih++)
+      for (int64_t iw = wb; iw < we; iw++)
+        for (int64_t c = c0; c < C; c++) dimg[(ih * W + iw) * C + c] = 0;
   for (int64_t c = c0; c < C; c++) {
     int64_t p0 = hb * W + wb, at = p0;
     T best = ximg[p0 * C + c];
@@ -395,7 +408,10 @@ static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   for (int64_t n = b; n < e; n++) {
     const T *ximg = a->x + n * g->H * g->W * C;
     T *dimg = a->y + n * g->H * g->W * C;
-    memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
+    /* Windows that tile the image (stride = window, every pixel covered) are
+     * written once each; otherwise dx is cleared and gradients accumulate. */
+    int tile = g->sh == g->kh && g->sw == g->kw && g->OH * g->sh - g->pt >= g->H && g->OW * g->sw - g->pl >= g->W;
+    if (!tile) memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
     for (int64_t oh = 0; oh < g->OH; oh++) {
       int64_t hb, he;
       pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
@@ -405,8 +421,8 @@ static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
         const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
         if (hb >= he || wb >= we) continue;
         int64_t c0 = 0;
-        for (; c0 + PBLK <= C; c0 += PBLK) FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we);
-        if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we);
+        for (; c0 + PBLK <= C; c0 += PBLK) FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
+        if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
       }
     }
   }
