@@ -84,7 +84,7 @@ bench-compare: deps bench
 	@bash scripts/bench_compare.sh
 
 demo: deps
-	@$(MAKE) --no-print-directory lib $(EXAMPLE_BIN) $(BENCH_BIN)
+	@$(MAKE) --no-print-directory lib $(EXAMPLE_BIN) $(BUILD)/bench/mlp_train
 	@bash scripts/demo.sh
 
 install: lib
