@@ -275,12 +275,10 @@ static inline void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t
  * of AVX2 ones) for the register-blocked direct loops. */
 typedef T FN(vec) __attribute__((vector_size(64)));
 #define VL ((int64_t)(64 / sizeof(T)))
-static inline FN(vec) FN(vload)(const T *p) {
-  FN(vec) v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static inline void FN(vstore)(T *p, FN(vec) v) { memcpy(p, &v, sizeof v); }
+/* Unaligned loads and stores (macros: passing vectors by value to functions
+ * would change the ABI on targets without 64-byte registers). */
+#define VLOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
 
 #define UNROLL _Pragma("GCC unroll 16") /* constant tiles must live in registers */
 
@@ -298,7 +296,7 @@ static inline void FN(vstore)(T *p, FN(vec) v) { memcpy(p, &v, sizeof v); }
       UNROLL for (int i = 0; i < PX; i++) s[i] = src[i][kh];                                          \
       for (int64_t j = 0; j < KWC; j++, wr += O) {                                                    \
         FN(vec) wv[NV];                                                                               \
-        UNROLL for (int v = 0; v < NV; v++) wv[v] = FN(vload)(wr + v * VL);                           \
+        UNROLL for (int v = 0; v < NV; v++) VLOAD(wv[v], wr + v * VL);                           \
         UNROLL for (int i = 0; i < PX; i++) {                                                         \
           const T xv = s[i][j];                                                                       \
           UNROLL for (int v = 0; v < NV; v++) acc[i][v] += xv * wv[v];                                \
@@ -306,7 +304,7 @@ static inline void FN(vstore)(T *p, FN(vec) v) { memcpy(p, &v, sizeof v); }
       }                                                                                               \
     }                                                                                                 \
     UNROLL for (int i = 0; i < PX; i++) {                                                             \
-      if (i < np) UNROLL for (int v = 0; v < NV; v++) FN(vstore)(y + i * O + c0 + v * VL, acc[i][v]); \
+      if (i < np) UNROLL for (int v = 0; v < NV; v++) VSTORE(y + i * O + c0 + v * VL, acc[i][v]); \
     }                                                                                                 \
   }
 DEF_FWD_TILE(1, 12)
@@ -392,11 +390,11 @@ static void FN(direct_dw_range)(void *p, int64_t b, int64_t e) {
           if (i >= np) {
             d[i][v] = (FN(vec)){0}; /* padding pixels add nothing */
           } else if (c0 + VL <= O) {
-            d[i][v] = FN(vload)(a->dy + (r + i) * O + c0);
+            VLOAD(d[i][v], a->dy + (r + i) * O + c0);
           } else {
             T tmp[64 / sizeof(T)];
             for (int64_t q = 0; q < VL; q++) tmp[q] = c0 + q < O ? a->dy[(r + i) * O + c0 + q] : 0;
-            d[i][v] = FN(vload)(tmp);
+            VLOAD(d[i][v], tmp);
           }
         }
       }
@@ -411,7 +409,7 @@ static void FN(direct_dw_range)(void *p, int64_t b, int64_t e) {
     for (int64_t k = 0; k < K; k++)
       for (int64_t v = 0; v < nv; v++) {
         T tmp[64 / sizeof(T)];
-        FN(vstore)(tmp, acc[k][v]);
+        VSTORE(tmp, acc[k][v]);
         int64_t c0 = (v0 + v) * VL;
         for (int64_t q = 0; q < VL && c0 + q < O; q++) a->dw[k * O + c0 + q] = tmp[q];
       }
@@ -425,18 +423,18 @@ static void FN(direct_dw_range)(void *p, int64_t b, int64_t e) {
                                int64_t k0, int64_t c0) {                                          \
     FN(vec) acc[6][NV];                                                                           \
     UNROLL for (int i = 0; i < 6; i++)                                                                   \
-      UNROLL for (int v = 0; v < NV; v++) acc[i][v] = FN(vload)(df + (k0 + i) * O + c0 + v * VL);         \
+      UNROLL for (int v = 0; v < NV; v++) VLOAD(acc[i][v], df + (k0 + i) * O + c0 + v * VL);         \
     for (int64_t r = 0; r < m; r++) {                                                             \
       const T *cr = col + r * K + k0, *dr = dy + r * O + c0;                                      \
       FN(vec) d[NV];                                                                              \
-      UNROLL for (int v = 0; v < NV; v++) d[v] = FN(vload)(dr + v * VL);                                 \
+      UNROLL for (int v = 0; v < NV; v++) VLOAD(d[v], dr + v * VL);                                 \
       UNROLL for (int i = 0; i < 6; i++) {                                                               \
         const T sv = cr[i];                                                                       \
         UNROLL for (int v = 0; v < NV; v++) acc[i][v] += sv * d[v];                                      \
       }                                                                                           \
     }                                                                                             \
     UNROLL for (int i = 0; i < 6; i++)                                                                   \
-      UNROLL for (int v = 0; v < NV; v++) FN(vstore)(df + (k0 + i) * O + c0 + v * VL, acc[i][v]);        \
+      UNROLL for (int v = 0; v < NV; v++) VSTORE(df + (k0 + i) * O + c0 + v * VL, acc[i][v]);        \
   }
 DEF_DW_TILE(1)
 DEF_DW_TILE(2)
@@ -481,6 +479,8 @@ static void FN(dw_gemm_range)(void *p, int64_t b, int64_t e) {
   }
 }
 #undef VL
+#undef VLOAD
+#undef VSTORE
 
 static void FN(im2col)(const loom_kctx *ctx, const geom *g, const T *x, T *col, int64_t r0, int64_t r1) {
   FN(cols_args) a = {g, x, col, r0, r1};
