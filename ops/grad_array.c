@@ -6,10 +6,11 @@
  * unknown batch dimension differentiate. The few cases that have no runtime
  * formulation with the existing ops fail with UNIMPLEMENTED naming the node:
  *   - ConcatV2 when two or more inputs have an unknown size along the concat
- *     axis;
- *   - TopKV2 when the last dimension is unknown;
- *   - GatherV2 with axis > 0 on params whose gathered dimension is unknown is
- *     fine, but see grad_gather for the (rare) reshape fallbacks.
+ *     axis (one unknown is fine: it becomes the -1 piece of a split);
+ *   - TopKV2 when the last dimension is unknown.
+ * Tile with unknown dims splits each tiled axis into its m copies and adds
+ * them (m nodes per axis; multiples above 4096 are refused); with known dims
+ * it is one reshape + reduce.
  *
  * GatherV2 along axis 0 returns a sparse gradient (TF IndexedSlices): values
  * [n, params.dims[1:]...] and indices [n] (the flattened indices); the
@@ -59,12 +60,7 @@ static loom_code grad_transpose(loom_graph *g, loom_node *n, const loom_output *
  * Returns 0 when two or more sizes are unknown. */
 static int split_pieces(loom_graph *g, loom_output x, int n, const int64_t *sizes, int64_t axis, loom_output *outs) {
   int unknown = 0;
-  int64_t sum = 0;
-  for (int i = 0; i < n; i++) {
-    if (sizes[i] < 0) unknown++;
-    else sum += sizes[i];
-  }
-  (void)sum;
+  for (int i = 0; i < n; i++) unknown += sizes[i] < 0;
   if (n == 1) {
     outs[0] = x;
     return 1;
@@ -269,10 +265,23 @@ static loom_output flat(loom_graph *g, loom_output ix) {
   return loom_reshape(g, ix, 1, &m1, NULL);
 }
 
-/* v [ind.shape..., rest...] (q leading index dims) viewed as [N, rest...];
- * `like_src`/`like_ix` give a runtime-shaped fallback (a gather producing
- * exactly that shape) when the static dims leave it ambiguous. */
-static loom_output flatten_lead(loom_graph *g, loom_output v, int q, loom_output like_src, loom_output like_ix) {
+/* params p with axis a moved to the front (p itself for a == 0) */
+static loom_output axis_first(loom_graph *g, loom_output p, int64_t a) {
+  if (a == 0) return p;
+  int r = desc(p)->ndim;
+  int64_t perm[LOOM_MAX_DIMS];
+  int k = 0;
+  perm[k++] = a;
+  for (int i = 0; i < r; i++)
+    if (i != a) perm[k++] = i;
+  return loom_transpose(g, p, r, perm, NULL);
+}
+
+/* v [ind.shape..., rest...] (q leading index dims) viewed as [N, rest...].
+ * When the static dims leave that shape ambiguous (two or more unknowns), it
+ * is taken at run time from gather(axis_first(p, a), flat(ix)), which has
+ * exactly that shape. */
+static loom_output flatten_lead(loom_graph *g, loom_output v, int q, loom_output p, int64_t a, loom_output ix) {
   if (q == 1) return v;
   if (q == 0) return loom_expand_dims(g, v, 0, NULL);
   const loom_tdesc *vd = desc(v);
@@ -290,7 +299,7 @@ static loom_output flatten_lead(loom_graph *g, loom_output v, int q, loom_output
     if (vd->dims[i] < 0) unknown++;
   }
   if (unknown <= 1) return loom_reshape(g, v, k, shp, NULL);
-  return loom_reshape_like(g, v, loom_gather(g, like_src, flat(g, like_ix), 0, NULL), NULL);
+  return loom_reshape_like(g, v, loom_gather(g, axis_first(g, p, a), flat(g, ix), 0, NULL), NULL);
 }
 
 static loom_code grad_gather(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
@@ -299,7 +308,7 @@ static loom_code grad_gather(loom_graph *g, loom_node *n, const loom_output *dy,
   int r = pd->ndim, q = desc(ix)->ndim;
   int64_t a = loom__norm_axis(n->attrs.axis, r);
   if (a == 0) {
-    dx[0].values = flatten_lead(g, dy[0], q, p, ix);
+    dx[0].values = flatten_lead(g, dy[0], q, p, 0, ix);
     dx[0].indices = flat(g, ix);
     return LOOM_OK;
   }
@@ -311,20 +320,17 @@ static loom_code grad_gather(loom_graph *g, loom_node *n, const loom_output *dy,
   for (int i = 0; i < a; i++) perm[k++] = i;
   for (int i = (int)a + q; i < rd; i++) perm[k++] = i;
   loom_output v = q ? loom_transpose(g, dy[0], rd, perm, NULL) : dy[0];
-  /* the params with axis a moved to the front (for the reshape fallback) */
-  int64_t pperm[LOOM_MAX_DIMS], back[LOOM_MAX_DIMS];
-  k = 0;
-  pperm[k++] = a;
-  for (int i = 0; i < r; i++)
-    if (i != a) pperm[k++] = i;
-  for (int i = 0; i < r; i++) back[pperm[i]] = i;
-  int needs_pt = q >= 2 || pd->dims[a] < 0;
-  loom_output pt = needs_pt ? loom_transpose(g, p, r, pperm, NULL) : (loom_output){NULL, 0};
-  v = flatten_lead(g, v, q, pt, ix);
+  v = flatten_lead(g, v, q, p, a, ix);
   loom_output fi = q == 0 ? loom_reshape(g, ix, 1, (int64_t[]){1}, NULL) : flat(g, ix);
+  /* rows of s: p's axis a; then p[:a], p[a+1:] */
   loom_output s;
   if (pd->dims[a] >= 0) s = loom_unsorted_segment_sum(g, v, fi, pd->dims[a], NULL);
-  else s = loom_scatter_add(g, loom_zeros_like(g, pt, NULL), fi, v, NULL);
+  else s = loom_scatter_add(g, loom_zeros_like(g, axis_first(g, p, a), NULL), fi, v, NULL);
+  int64_t back[LOOM_MAX_DIMS];
+  k = 0;
+  for (int i = 1; i <= a; i++) back[k++] = i;
+  back[k++] = 0;
+  for (int i = (int)a + 1; i < r; i++) back[k++] = i;
   dx[0].values = loom_transpose(g, s, r, back, NULL);
   return LOOM_OK;
 }

@@ -1,10 +1,11 @@
 /* Gradient functions of the nn family (see loom_grad_fn in engine/engine_impl.h).
  *
  * Convolution and pooling gradients pass the forward input's static shape
- * to Conv2DBackpropInput / AvgPoolGrad; their batch (N) and channel (C)
- * entries may be unknown (-1: resolved at run time), but the spatial dims H
- * and W must be known when the graph is differentiated (an UNIMPLEMENTED
- * error names the node otherwise). Likewise the filter's KH and KW.
+ * to Conv2DBackpropInput / AvgPoolGrad (unknown entries as -1). When its
+ * spatial dims H, W are unknown at build time, the forward input is added as
+ * the ops' optional `like` input (see ops/nn.c), which supplies the run-time
+ * shape. The filter's KH and KW must be known (an UNIMPLEMENTED error names
+ * the node otherwise).
  *
  * Second order: Conv2DBackpropInput, Conv2DBackpropFilter and AvgPoolGrad are
  * linear in their tensor inputs and have gradients (as in TF); MaxPoolGrad is
@@ -83,6 +84,24 @@ static int sizes4(loom_graph *g, const loom_node *n, loom_output o, int k0, int 
   return 0;
 }
 
+/* 4 static dims of o (-1 unknown); returns 1 when H and W (1, 2) are known. */
+static int hw_known(loom_output o, int64_t *out) {
+  const loom_tdesc *d = desc(o);
+  for (int i = 0; i < 4; i++) out[i] = d->dims[i];
+  return out[1] >= 0 && out[2] >= 0;
+}
+
+/* Conv2DBackpropInput sized like x: static sizes, or x as the `like` input. */
+static loom_output conv_bi_like(loom_graph *g, const loom_node *n, loom_output x, loom_output f, loom_output dy) {
+  int64_t xs[4];
+  int known = hw_known(x, xs);
+  loom_attrs a = n->attrs;
+  a.nshape = 4;
+  memcpy(a.shape, xs, sizeof xs);
+  loom_output in[3] = {f, dy, x};
+  return loom__out0(g, loom__graph_add(g, LOOM_OP_Conv2DBackpropInput, NULL, NULL, known ? 2 : 3, in, &a, 1));
+}
+
 static const int64_t *dil(const loom_node *n) {
   static const int64_t ones[4] = {1, 1, 1, 1};
   const int64_t *d = n->attrs.dilations;
@@ -92,9 +111,9 @@ static const int64_t *dil(const loom_node *n) {
 static loom_code grad_conv2d(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
   loom_output x = n->in[0], f = n->in[1];
   const loom_attrs *a = &n->attrs;
-  int64_t xs[4], fs[4];
-  if (!sizes4(g, n, x, 1, 2, "input", xs) || !sizes4(g, n, f, 0, 1, "filter", fs)) return LOOM_UNIMPLEMENTED;
-  dx[0].values = loom_conv2d_backprop_input(g, xs, f, dy[0], a->strides, a->padding, dil(n), NULL);
+  int64_t fs[4];
+  if (!sizes4(g, n, f, 0, 1, "filter", fs)) return LOOM_UNIMPLEMENTED;
+  dx[0].values = conv_bi_like(g, n, x, f, dy[0]);
   dx[1].values = loom_conv2d_backprop_filter(g, x, fs, dy[0], a->strides, a->padding, dil(n), NULL);
   return LOOM_OK;
 }
@@ -114,9 +133,7 @@ static loom_code grad_conv2d_backprop_input(loom_graph *g, loom_node *n, const l
 static loom_code grad_conv2d_backprop_filter(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
   loom_output x = n->in[0], ob = n->in[1];
   const loom_attrs *a = &n->attrs;
-  int64_t xs[4];
-  if (!sizes4(g, n, x, 1, 2, "input", xs)) return LOOM_UNIMPLEMENTED;
-  dx[0].values = loom_conv2d_backprop_input(g, xs, dy[0], ob, a->strides, a->padding, dil(n), NULL);
+  dx[0].values = conv_bi_like(g, n, x, dy[0], ob);
   dx[1].values = loom_conv2d(g, x, dy[0], a->strides, a->padding, dil(n), NULL);
   return LOOM_OK;
 }
@@ -128,10 +145,14 @@ static loom_code grad_max_pool(loom_graph *g, loom_node *n, const loom_output *d
 }
 
 static loom_code grad_avg_pool(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
-  const loom_attrs *a = &n->attrs;
+  loom_output x = n->in[0];
   int64_t xs[4];
-  if (!sizes4(g, n, n->in[0], 1, 2, "input", xs)) return LOOM_UNIMPLEMENTED;
-  dx[0].values = loom_avg_pool_grad(g, xs, dy[0], a->ksize, a->strides, a->padding, NULL);
+  int known = hw_known(x, xs);
+  loom_attrs a = n->attrs;
+  a.nshape = 4;
+  memcpy(a.shape, xs, sizeof xs);
+  loom_output in[2] = {dy[0], x};
+  dx[0].values = loom__out0(g, loom__graph_add(g, LOOM_OP_AvgPoolGrad, NULL, NULL, known ? 1 : 2, in, &a, 1));
   return LOOM_OK;
 }
 

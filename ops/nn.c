@@ -17,7 +17,12 @@
  *   SigmoidCrossEntropyWithLogits (logits, labels) -> loss (elementwise)
  *   Conv2D (input, filter); Conv2DBackpropInput (filter, out_backprop);
  *   Conv2DBackpropFilter (input, out_backprop); MaxPoolGrad (orig_input,
- *   orig_output, grad); AvgPoolGrad (grad). */
+ *   orig_output, grad); AvgPoolGrad (grad).
+ *   Conv2DBackpropInput and AvgPoolGrad take an optional last input `like`
+ *   (the forward op's input, read for its shape only): unknown (-1) entries of
+ *   input_sizes / orig_input_shape, H and W included, are then taken from its
+ *   run-time shape. Gradients use it when the spatial dims are unknown at
+ *   build time (ops/grad_nn.c); the public builders never add it. */
 #include <stdarg.h>
 #include "ops/op_common.h"
 #include "kernels/cpu/nn.h"
@@ -230,16 +235,31 @@ static loom_code sizes_attr(loom_shape_ctx *c, const char *what, int must0, int 
   return LOOM_OK;
 }
 
+/* Fills the -1 entries of sizes from input `like` (rank 4) when present. */
+static loom_code sizes_from_like(loom_shape_ctx *c, int like, int64_t *xd) {
+  if (c->nin <= like) return LOOM_OK;
+  loom_code rc = need_rank(c, like, 4, "like (the forward input)");
+  if (rc) return rc;
+  for (int i = 0; i < 4; i++)
+    if (xd[i] < 0) xd[i] = c->in[like].dims[i];
+  return LOOM_OK;
+}
+
 static loom_code shape_conv2d_backprop_input(loom_shape_ctx *c) {
+  if (c->nin != 2 && c->nin != 3)
+    return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "takes 2 or 3 inputs (filter, out_backprop[, like]), got %d",
+                            (int)c->nin);
   loom_code rc = need_float(c, 0, "filter");
   if (!rc) rc = need_same_dtype(c, 0, 1, "filter", "out_backprop");
   if (!rc) rc = need_rank(c, 0, 4, "filter (HWIO)");
   if (!rc) rc = need_rank(c, 1, 4, "out_backprop (NHWC)");
   if (!rc) rc = conv_attrs(c);
-  if (!rc) rc = sizes_attr(c, "input_sizes", 1, 2);
+  if (!rc) rc = sizes_attr(c, "input_sizes", c->nin == 3 ? -1 : 1, c->nin == 3 ? -1 : 2);
   if (rc) return rc;
   int64_t xd[4], fd[4], yd[4];
   memcpy(xd, c->attrs->shape, sizeof xd);
+  rc = sizes_from_like(c, 2, xd);
+  if (rc) return rc;
   memcpy(fd, c->in[0].dims, sizeof fd);
   rc = conv_check(c, xd, fd, c->in[1].dims, yd);
   if (rc) return rc;
@@ -331,13 +351,17 @@ static loom_code shape_max_pool_grad(loom_shape_ctx *c) {
 }
 
 static loom_code shape_avg_pool_grad(loom_shape_ctx *c) {
+  if (c->nin != 1 && c->nin != 2)
+    return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "takes 1 or 2 inputs (grad[, like]), got %d", (int)c->nin);
   loom_code rc = need_float(c, 0, "grad");
   if (!rc) rc = need_rank(c, 0, 4, "grad (NHWC)");
   if (!rc) rc = pool_attrs(c);
-  if (!rc) rc = sizes_attr(c, "orig_input_shape", 1, 2);
+  if (!rc) rc = sizes_attr(c, "orig_input_shape", c->nin == 2 ? -1 : 1, c->nin == 2 ? -1 : 2);
   if (rc) return rc;
   int64_t xd[4], yd[4];
   memcpy(xd, c->attrs->shape, sizeof xd);
+  rc = sizes_from_like(c, 1, xd);
+  if (rc) return rc;
   rc = pool_check(c, xd, c->in[0].dims, "grad", yd);
   if (rc) return rc;
   c->out[0].dtype = c->in[0].dtype;
@@ -378,14 +402,16 @@ void loom__register_nn(loom_op_def *t) {
   def(&t[LOOM_OP_SigmoidCrossEntropyWithLogits], 2, 1, shape_sigmoid_xent, K2(sigmoid_xent), LOOM_OPF_INPLACE_OK);
   def(&t[LOOM_OP_Conv2D], 2, 1, shape_conv2d, K2(conv2d), 0);
   t[LOOM_OP_Conv2D].workspace = loom__ws_conv2d;
-  def(&t[LOOM_OP_Conv2DBackpropInput], 2, 1, shape_conv2d_backprop_input, K2(conv2d_backprop_input), 0);
+  def(&t[LOOM_OP_Conv2DBackpropInput], -1, 1, shape_conv2d_backprop_input, K2(conv2d_backprop_input), 0);
   t[LOOM_OP_Conv2DBackpropInput].workspace = loom__ws_conv2d_backprop_input;
+  t[LOOM_OP_Conv2DBackpropInput].nondiff_inputs = 1u << 2; /* like (shape only) */
   def(&t[LOOM_OP_Conv2DBackpropFilter], 2, 1, shape_conv2d_backprop_filter, K2(conv2d_backprop_filter), 0);
   t[LOOM_OP_Conv2DBackpropFilter].workspace = loom__ws_conv2d_backprop_filter;
   def(&t[LOOM_OP_MaxPool], 1, 1, shape_pool, K2(max_pool), 0);
   def(&t[LOOM_OP_AvgPool], 1, 1, shape_pool, K2(avg_pool), 0);
   def(&t[LOOM_OP_MaxPoolGrad], 3, 1, shape_max_pool_grad, K2(max_pool_grad), 0);
-  def(&t[LOOM_OP_AvgPoolGrad], 1, 1, shape_avg_pool_grad, K2(avg_pool_grad), 0);
+  def(&t[LOOM_OP_AvgPoolGrad], -1, 1, shape_avg_pool_grad, K2(avg_pool_grad), 0);
+  t[LOOM_OP_AvgPoolGrad].nondiff_inputs = 1u << 1; /* like (shape only) */
   def(&t[LOOM_OP_L2Normalize], 1, 1, shape_l2_normalize, K2(l2_normalize), LOOM_OPF_INPLACE_OK);
 #undef K2
 }

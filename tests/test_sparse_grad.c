@@ -3,6 +3,8 @@
  * have unknown dimensions (compared with the same graph built with known
  * dimensions, which the finite-difference table in test_grad.c checks). */
 #include "test_util.h"
+#include "ops/op_list.h"
+#include "engine/engine_impl.h"
 
 /* ---------- helpers ---------- */
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -332,9 +334,16 @@ static void grads_of(const ucase *c, int unknown, loom_tensor *const *xv, loom_t
   cr_assert_eq(loom_gradients(g, 1, &loss, NULL, c->nin, ph, gr, st), LOOM_OK, "%s (unknown=%d): %s", c->label,
                unknown, loom_status_message(st));
   if (unknown && c->path_op) {
-    int found = 0;
-    for (int i = before; i < loom_graph_num_nodes(g); i++)
-      if (!strcmp(loom_node_op_name(loom_graph_node_at(g, i)), c->path_op)) found = 1;
+    /* "Op" or "Op/k": an Op node (with k inputs) */
+    char op[64];
+    snprintf(op, sizeof op, "%s", c->path_op);
+    char *slash = strchr(op, '/');
+    int nin = slash ? atoi(slash + 1) : -1, found = 0;
+    if (slash) *slash = 0;
+    for (int i = before; i < loom_graph_num_nodes(g); i++) {
+      const loom_node *nd = loom_graph_node_at(g, i);
+      if (!strcmp(loom_node_op_name(nd), op) && (nin < 0 || loom_node_num_inputs(nd) == nin)) found = 1;
+    }
     cr_assert(found, "%s: the gradient does not use %s", c->label, c->path_op);
   }
   loom_output f[MAXIN];
@@ -408,6 +417,14 @@ static loom_output u_pools(loom_graph *g, const loom_output *x) {
   return loom_add(g, loom_avg_pool(g, x[0], k, s, LOOM_PADDING_SAME, NULL),
                   loom_max_pool(g, x[0], k, s, LOOM_PADDING_SAME, NULL), NULL);
 }
+static loom_output u_conv_s2(loom_graph *g, const loom_output *x) {
+  int64_t s[4] = {1, 2, 2, 1};
+  return loom_conv2d(g, x[0], x[1], s, LOOM_PADDING_SAME, NULL, NULL);
+}
+static loom_output u_conv_bf(loom_graph *g, const loom_output *x) {
+  int64_t sz[4] = {3, 3, 2, 4};
+  return loom_conv2d_backprop_filter(g, x[0], sz, x[1], NULL, LOOM_PADDING_VALID, NULL, NULL);
+}
 static loom_output u_segment_mean(loom_graph *g, const loom_output *x) {
   return loom_unsorted_segment_mean(g, x[0], x[1], 3, NULL);
 }
@@ -443,8 +460,12 @@ static const ucase UCASES[] = {
     {"gather1_rank2_indices", 2, {3, 2}, {{2, 4, 2}, {2, 3}}, {1, 1}, u_gather1, 2, 4, "GatherV2"},
     {"gather1_unknown_axis", 2, {2, 1}, {{3, 4}, {5}}, {3, 1}, u_gather1, 2, 4, "TensorScatterAdd"},
     {"top_k_unknown_batch", 1, {2}, {{3, 5}}, {1}, u_top_k, 0, 0, "OneHot"},
-    {"conv2d_unknown_batch", 2, {4, 4}, {{2, 5, 5, 3}, {3, 3, 3, 2}}, {1, 8}, u_conv, 0, 0, "Conv2DBackpropInput"},
-    {"pools_unknown_batch", 1, {4}, {{2, 5, 5, 2}}, {9}, u_pools, 0, 0, "AvgPoolGrad"},
+    {"conv2d_unknown_batch", 2, {4, 4}, {{2, 5, 5, 3}, {3, 3, 3, 2}}, {1, 8}, u_conv, 0, 0, "Conv2DBackpropInput/2"},
+    {"conv2d_unknown_hw", 2, {4, 4}, {{2, 7, 6, 3}, {3, 3, 3, 2}}, {15, 0}, u_conv_s2, 0, 0, "Conv2DBackpropInput/3"},
+    {"conv2d_backprop_filter_unknown_hw", 2, {4, 4}, {{2, 6, 6, 2}, {2, 4, 4, 4}}, {7, 7}, u_conv_bf, 0, 0,
+     "Conv2DBackpropInput/3"},
+    {"pools_unknown_hw", 1, {4}, {{2, 6, 5, 2}}, {15}, u_pools, 0, 0, "AvgPoolGrad/2"},
+    {"pools_unknown_batch", 1, {4}, {{2, 5, 5, 2}}, {9}, u_pools, 0, 0, "AvgPoolGrad/1"},
     {"segment_mean_unknown_rows", 2, {2, 1}, {{6, 2}, {6}}, {1, 1}, u_segment_mean, 2, 3, NULL},
     {"scatter_update_unknown", 2, {2, 2}, {{5, 3}, {3, 3}}, {1, 1}, u_scatter_update, 0, 0, NULL},
     {"xent_unknown_batch", 2, {2, 2}, {{3, 4}, {3, 4}}, {1, 1}, u_xent, 0, 0, NULL},
@@ -477,15 +498,77 @@ Test(sparse_grad, limits_are_unimplemented_errors) {
     expect_unimplemented(g, loom_reduce_sum(g, y, -1, NULL, 0, NULL), a, "cat");
     loom_graph_free(g);
   }
-  {
+  { /* a filter whose window size is unknown */
     loom_graph *g = loom_graph_new();
-    int64_t d[4] = {-1, -1, -1, 3}, fd[4] = {3, 3, 3, 2};
+    int64_t d[4] = {2, 5, 5, 3}, fd[4] = {-1, -1, 3, 2};
     loom_output x = loom_placeholder(g, LOOM_F64, 4, d, "x");
-    loom_tensor *fv = loom_tensor_new(LOOM_F64, 4, fd, NULL);
-    loom_output f = loom_const(g, fv, "f");
-    loom_tensor_free(fv);
+    loom_output f = loom_placeholder(g, LOOM_F64, 4, fd, "f");
     loom_output y = loom_conv2d(g, x, f, NULL, LOOM_PADDING_SAME, NULL, "conv");
     expect_unimplemented(g, loom_reduce_sum(g, y, -1, NULL, 0, NULL), x, "conv");
     loom_graph_free(g);
   }
+  { /* top_k over an unknown last dimension */
+    loom_graph *g = loom_graph_new();
+    int64_t d[2] = {3, -1};
+    loom_output x = loom_placeholder(g, LOOM_F64, 2, d, "x"), v;
+    loom_top_k(g, x, 2, &v, NULL, "topk");
+    expect_unimplemented(g, loom_reduce_sum(g, v, -1, NULL, 0, NULL), x, "topk");
+    loom_graph_free(g);
+  }
+}
+
+/* The optional `like` input the gradients add to AvgPoolGrad and
+ * Conv2DBackpropInput (ops/nn.c): run-time sizes, and malformed uses. */
+Test(sparse_grad, like_input_of_backprop_ops) {
+  loom_graph *g = loom_graph_new();
+  int64_t gd[4] = {-1, 3, 3, 2}, ld[4] = {-1, -1, -1, 2}, l3[3] = {2, 5, 5};
+  loom_output grad = loom_placeholder(g, LOOM_F64, 4, gd, "grad");
+  loom_output like = loom_placeholder(g, LOOM_F64, 4, ld, "like");
+  loom_attrs a;
+  memset(&a, 0, sizeof a);
+  for (int i = 0; i < 4; i++) {
+    a.ksize[i] = a.strides[i] = (i == 1 || i == 2) ? 2 : 1;
+    a.shape[i] = -1;
+  }
+  a.nshape = 4;
+  a.padding = LOOM_PAD_SAME;
+  loom_output in[3] = {grad, like, like};
+  loom_node *n = loom__graph_add(g, LOOM_OP_AvgPoolGrad, "apg", NULL, 2, in, &a, 1);
+  cr_assert(n, "AvgPoolGrad with a like input builds");
+  int64_t gv[4] = {2, 3, 3, 2}, lv[4] = {2, 5, 6, 2};
+  loom_tensor *vals[2] = {rand_f64(4, gv, -1, 1), rand_f64(4, lv, -1, 1)};
+  loom_output feeds[2] = {grad, like};
+  loom_tensor *out = tu_run1(g, 2, feeds, vals, (loom_output){n, 0});
+  cr_assert_eq(loom_tensor_dim(out, 1), 5);
+  cr_assert_eq(loom_tensor_dim(out, 2), 6, "H and W come from like at run time");
+  loom_tensor_free(out);
+  for (int i = 0; i < 2; i++) loom_tensor_free(vals[i]);
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  grad = loom_placeholder(g, LOOM_F64, 4, gd, "grad");
+  like = loom_placeholder(g, LOOM_F64, 4, ld, "like");
+  in[0] = grad;
+  in[1] = in[2] = like;
+  cr_assert_null(loom__graph_add(g, LOOM_OP_AvgPoolGrad, "bad", NULL, 3, in, &a, 1));
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "bad") && strstr(loom_status_message(st), "1 or 2 inputs"), "%s",
+            loom_status_message(st));
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  in[0] = loom_placeholder(g, LOOM_F64, 4, (int64_t[]){3, 3, 2, 4}, "f");
+  in[1] = loom_placeholder(g, LOOM_F64, 4, (int64_t[]){2, 4, 4, 4}, "dy");
+  in[2] = loom_placeholder(g, LOOM_F64, 3, l3, "like3");
+  memset(&a, 0, sizeof a);
+  for (int i = 0; i < 4; i++) a.strides[i] = a.dilations[i] = 1;
+  a.nshape = 4;
+  for (int i = 0; i < 4; i++) a.shape[i] = -1;
+  cr_assert_null(loom__graph_add(g, LOOM_OP_Conv2DBackpropInput, "cbi", NULL, 3, in, &a, 1));
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "cbi") && strstr(loom_status_message(st), "like"), "%s",
+            loom_status_message(st));
+  loom_status_free(st);
+  loom_graph_free(g);
 }
