@@ -507,6 +507,8 @@ Test(conv, conv2d_and_gradients_vs_direct_loops) {
       {2, 6, 5, 130, 3, 3, 5, 1, 1, 1, 1, S}, /* K = 1170: im2col + GEMM forward */
       {2, 5, 6, 3, 3, 3, 130, 1, 1, 1, 1, S}, /* KH*KW*O = 1170: GEMM + col2im input gradient */
       {2, 7, 7, 5, 3, 3, 20, 1, 1, 1, 1, V},  /* O not a multiple of the vector width */
+      {1, 3, 4, 1200, 1, 1, 3, 1, 1, 1, 1, V}, /* 1x1, K = 1200: GEMM on the input */
+      {2, 3, 2, 3, 1, 1, 1200, 1, 1, 1, 1, S}, /* 1x1, O = 1200: GEMM input gradient */
   };
   for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) check_conv(&cfgs[i], LOOM_F32);
   check_conv(&cfgs[2], LOOM_F64);

@@ -1,30 +1,31 @@
 /* CPU kernels: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (NHWC input,
- * HWIO filter).
+ * HWIO filter). No BLAS: register-tiled loops written with GCC/Clang vector
+ * extensions (64-byte vectors: AVX-512 registers, or pairs of AVX2 ones), so
+ * speed does not depend on the BLAS library recognising the CPU.
  *
- * Two strategies:
- * - Direct loops (most convolutions): each output pixel reads its window
- *   straight from the image and accumulates K = KH*KW*C multiply-adds into
- *   registers, 8 pixels x one 64-byte vector of output channels at a time
- *   (GCC/Clang vector extensions). Used for the forward pass when
- *   K <= CONV_DIRECT_MAX_K, for the stride-1 input gradient (a forward
- *   convolution of dy with the flipped, channel-transposed filter, which is
- *   the op's workspace), and for the filter gradient of small windows. This
- *   does not depend on the BLAS library picking good kernels for the CPU.
- * - im2col + GEMM otherwise. The rows of the column matrix are output pixels
+ * - Direct forward (K = KH*KW*C <= CONV_DIRECT_MAX_K): output pixels, 12 at a
+ *   time, read their windows straight from the image (a zero-padded copy at
+ *   the borders) and accumulate tiles of 6 pixels x 4 vectors of output
+ *   channels (or 12 x 2, 12 x 1) in registers. A 1x1 stride-1 convolution is
+ *   the same loop with the input rows as windows (a plain GEMM).
+ * - Input gradient, stride 1: a direct forward convolution of dy with the
+ *   filter flipped in space and transposed in channels (the op's workspace).
+ * - Otherwise im2col: the rows of the column matrix are output pixels
  *   (n, oh, ow) in NHWC order, its columns the window (kh, kw, c): exactly the
  *   row order of the flattened HWIO filter [K, O], so that
  *     forward         Y[M, O]   = col[M, K] x F[K, O]
  *     backprop input  dcol[M,K] = dY[M, O] x F^T, then col2im adds dcol into dX
- *     backprop filter dF[K, O]  = col^T x dY[M, O]
- *   with M = N*OH*OW. The column buffer is the op's workspace; it holds a
+ *     backprop filter dF[K, O]  = col^T x dY[M, O]  (tiles of 6 rows x 4 vectors)
+ *   with M = N*OH*OW. The column buffer is the op's workspace and holds a
  *   chunk of rows sized per call (about CONV_WS_BYTES, at least one row), so a
  *   big batch is processed in chunks that stay in cache.
- * 1x1 stride-1 convolutions are a plain GEMM on the input (no workspace).
+ * - Filter gradient of small windows (K <= CONV_DIRECT_DW_MAX_K): direct loops.
+ * Work is split over the thread pool by pixels (forward), filter rows (dF) or
+ * images (col2im).
  *
  * This file is compiled once and includes itself twice (float, double). */
 #ifndef LOOM_CONV_TPL
 #include <string.h>
-#include <cblas.h>
 #include "kernels/cpu/nn.h"
 /* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue
  * (the channel loops here have run-time lengths), -std=c11 turns off FMA
@@ -33,12 +34,13 @@
 #pragma GCC optimize("vect-cost-model=dynamic", "fp-contract=fast", "no-tree-loop-distribute-patterns")
 #endif
 
-#define CONV_WS_BYTES ((int64_t)2 << 20)
+#define CONV_WS_BYTES ((int64_t)2 << 20)       /* im2col chunk (forward, input gradient) */
+#define CONV_DW_CHUNK_BYTES ((int64_t)1 << 20) /* col + dy rows per filter-gradient chunk */
 #define CONV_ROW_GRAIN 32768 /* elements copied per parallel task, roughly */
-/* Direct loops instead of im2col + GEMM: the forward pass (and the stride-1
- * input gradient, a forward convolution of dy with the flipped filter) for
- * windows of K = KH*KW*C <= CONV_DIRECT_MAX_K (and KH <= CONV_DIRECT_MAX_KH);
- * the filter gradient for K <= CONV_DIRECT_DW_MAX_K. */
+/* Direct loops instead of im2col: the forward pass (and the stride-1 input
+ * gradient) for K = KH*KW*C <= CONV_DIRECT_MAX_K and KH <= CONV_DIRECT_MAX_KH
+ * (bounds of per-thread stack buffers); the filter gradient for
+ * K <= CONV_DIRECT_DW_MAX_K. */
 #define CONV_DIRECT_MAX_K 1152
 #define CONV_DIRECT_MAX_KH 64
 #define CONV_DIRECT_DW_MAX_K 64
@@ -76,9 +78,9 @@ static void geom_init(geom *g, const loom_attrs *a, const int64_t *xd, const int
   g->M = g->N * g->OH * g->OW;
   g->pointwise = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
                  g->OH == g->H && g->OW == g->W;
-  g->direct = !g->pointwise && g->K <= CONV_DIRECT_MAX_K && g->KH <= CONV_DIRECT_MAX_KH;
+  g->direct = g->K <= CONV_DIRECT_MAX_K && g->KH <= CONV_DIRECT_MAX_KH;
   g->direct_dw = !g->pointwise && g->K <= CONV_DIRECT_DW_MAX_K;
-  g->direct_dx = !g->pointwise && g->sh == 1 && g->sw == 1 && g->KH * g->KW * g->O <= CONV_DIRECT_MAX_K &&
+  g->direct_dx = g->sh == 1 && g->sw == 1 && g->KH * g->KW * g->O <= CONV_DIRECT_MAX_K &&
                  g->KH <= CONV_DIRECT_MAX_KH;
 }
 
@@ -102,31 +104,26 @@ static void geom_transposed(const geom *g, geom *t) {
 }
 
 /* Rows of the column matrix per chunk. */
-static int64_t chunk_rows(const geom *g, size_t elem) {
+static int64_t chunk_rows(const geom *g, size_t elem, int op) {
   if (g->M <= 0) return 0;
-  int64_t r = g->K > 0 ? CONV_WS_BYTES / (g->K * (int64_t)elem) : g->M;
+  /* the filter gradient re-reads its chunk of col and dy rows per tile: keep both in L2 */
+  int64_t per_row = (op == 2 ? g->K + g->O : g->K) * (int64_t)elem;
+  int64_t r = per_row > 0 ? (op == 2 ? CONV_DW_CHUNK_BYTES : CONV_WS_BYTES) / per_row : g->M;
   if (r < 1) r = 1;
   if (r > g->M) r = g->M;
-  if (r > (1 << 30) / (g->K > 0 ? g->K : 1)) r = (1 << 30) / (g->K > 0 ? g->K : 1); /* BLAS int range */
-  if (r < 1) r = 1;
   return r;
 }
 
-/* Rows per GEMM call when no workspace is needed (1x1 stride-1): only the
- * BLAS int range limits them. */
-static int64_t pointwise_rows(const geom *g) {
-  int64_t w = g->C > g->O ? g->C : g->O;
-  int64_t r = (int64_t)(1 << 30) / (w > 0 ? w : 1);
-  if (r > g->M) r = g->M;
-  return r > 0 ? r : 1;
-}
 
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
 static size_t ws_bytes(const geom *g, size_t elem, int op) {
-  if (g->pointwise || g->M <= 0 || g->K <= 0 || g->O <= 0) return 0;
-  if ((op == 0 && g->direct) || (op == 2 && g->direct_dw)) return 0;
-  if (op == 1 && g->direct_dx) return (size_t)g->K * (size_t)g->O * elem; /* the flipped filter */
-  return (size_t)chunk_rows(g, elem) * (size_t)g->K * elem;
+  if (g->M <= 0 || g->K <= 0 || g->O <= 0) return 0;
+  size_t col = (size_t)chunk_rows(g, elem, op) * (size_t)g->K * elem, filt = (size_t)g->K * (size_t)g->O * elem;
+  switch (op) {
+    case 0: return g->direct || g->pointwise ? 0 : col;
+    case 1: return g->direct_dx || g->pointwise ? filt : filt + col; /* flipped or transposed filter */
+    default: return g->direct_dw || g->pointwise ? 0 : col;
+  }
 }
 
 static size_t dtype_bytes(loom_dtype dt) { return dt == LOOM_F64 ? 8 : 4; }
@@ -180,20 +177,16 @@ static loom_code ws_missing(const loom_kctx *ctx, size_t need) {
 #define LOOM_CONV_TPL 1
 #define T float
 #define SFX f32
-#define GEMM cblas_sgemm
 #include "kernels/cpu/conv.c"
 #undef T
 #undef SFX
-#undef GEMM
 #define T double
 #define SFX f64
-#define GEMM cblas_dgemm
 #include "kernels/cpu/conv.c"
 #undef T
 #undef SFX
-#undef GEMM
 
-#else /* ---------------- template body: T, SFX, GEMM ---------------- */
+#else /* ---------------- template body: T, SFX ---------------- */
 
 typedef struct {
   const geom *g;
@@ -313,11 +306,41 @@ DEF_FWD_TILE(3, 6)
 DEF_FWD_TILE(4, 6)
 #undef DEF_FWD_TILE
 
+/* Rows i < np (of 12): y[i*O + c] = sum over (kh, j) of src[i][kh][j] *
+ * w[(kh*KWC + j)*O + c] for every c < O. */
+static void FN(tile_rows)(const T *const (*cs)[CONV_DIRECT_MAX_KH], int np, int64_t KH, int64_t KWC, const T *w,
+                          int64_t O, T *y) {
+  const int64_t nfull = O / VL;
+  int np2 = np > 6 ? np - 6 : 0;
+  int64_t v = 0;
+  for (; v + 4 <= nfull; v += 4) {
+    FN(fwd_tile_4_6)(cs, KH, KWC, w, O, v * VL, y, np);
+    if (np2) FN(fwd_tile_4_6)(cs + 6, KH, KWC, w, O, v * VL, y + 6 * O, np2);
+  }
+  switch (nfull - v) {
+    case 3:
+      FN(fwd_tile_3_6)(cs, KH, KWC, w, O, v * VL, y, np);
+      if (np2) FN(fwd_tile_3_6)(cs + 6, KH, KWC, w, O, v * VL, y + 6 * O, np2);
+      break;
+    case 2: FN(fwd_tile_2_12)(cs, KH, KWC, w, O, v * VL, y, np); break;
+    case 1: FN(fwd_tile_1_12)(cs, KH, KWC, w, O, v * VL, y, np); break;
+    default: break;
+  }
+  for (int64_t o0 = nfull * VL; o0 < O; o0++)
+    for (int i = 0; i < np; i++) {
+      T acc = 0;
+      const T *wr = w + o0;
+      for (int64_t kh = 0; kh < KH; kh++)
+        for (int64_t j = 0; j < KWC; j++, wr += O) acc += cs[i][kh][j] * *wr;
+      y[i * O + o0] = acc;
+    }
+}
+
 /* Pixels [b, e), 12 at a time, read through their window rows. */
 static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   const FN(direct_args) *a = p;
   const geom *g = a->g;
-  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, nfull = O / VL;
+  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH;
   T patch[12][CONV_DIRECT_MAX_K];
   const T *src[12][CONV_DIRECT_MAX_KH];
   int64_t n, oh, ow;
@@ -332,32 +355,32 @@ static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
         for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
       }
     }
-    T *y = a->y + r * O;
-    const T *const (*cs)[CONV_DIRECT_MAX_KH] = (const T *const (*)[CONV_DIRECT_MAX_KH])src;
-    int np2 = np > 6 ? np - 6 : 0;
-    int64_t v = 0;
-    for (; v + 4 <= nfull; v += 4) {
-      FN(fwd_tile_4_6)(cs, KH, KWC, a->w, O, v * VL, y, np);
-      if (np2) FN(fwd_tile_4_6)(cs + 6, KH, KWC, a->w, O, v * VL, y + 6 * O, np2);
-    }
-    switch (nfull - v) {
-      case 3:
-        FN(fwd_tile_3_6)(cs, KH, KWC, a->w, O, v * VL, y, np);
-        if (np2) FN(fwd_tile_3_6)(cs + 6, KH, KWC, a->w, O, v * VL, y + 6 * O, np2);
-        break;
-      case 2: FN(fwd_tile_2_12)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
-      case 1: FN(fwd_tile_1_12)(cs, KH, KWC, a->w, O, v * VL, y, np); break;
-      default: break;
-    }
-    for (int64_t o0 = nfull * VL; o0 < O; o0++)
-      for (int i = 0; i < np; i++) {
-        T acc = 0;
-        const T *wr = a->w + o0;
-        for (int64_t kh = 0; kh < KH; kh++)
-          for (int64_t j = 0; j < KWC; j++, wr += O) acc += src[i][kh][j] * *wr;
-        y[i * O + o0] = acc;
-      }
+    FN(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
   }
+}
+
+/* ---- C[M, N] = A[M, K] (row stride lda) x B[K, N] (ldb = ldc = N) ---- */
+typedef struct {
+  const T *A, *B;
+  T *C;
+  int64_t lda, N, K;
+} FN(gemm_args);
+
+static void FN(gemm_nn_range)(void *p, int64_t b, int64_t e) {
+  const FN(gemm_args) *a = p;
+  const T *src[12][CONV_DIRECT_MAX_KH];
+  for (int64_t r = b; r < e; r += 12) {
+    int np = e - r < 12 ? (int)(e - r) : 12;
+    for (int i = 0; i < 12; i++) src[i][0] = a->A + (r + (i < np ? i : 0)) * a->lda;
+    FN(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, 1, a->K, a->B, a->N, a->C + r * a->N);
+  }
+}
+
+static void FN(gemm_nn)(const loom_kctx *ctx, const T *A, int64_t lda, const T *B, int64_t N, T *C, int64_t M,
+                        int64_t K) {
+  FN(gemm_args) a = {A, B, C, lda, N, K};
+  int64_t grain = (CONV_ROW_GRAIN * 4) / (K * N > 0 ? K * N : 1);
+  loom__parallel_for(ctx->pool, M, grain > 12 ? grain : 12, FN(gemm_nn_range), &a);
 }
 
 /* Task t: output channel vectors [t*DWV, t*DWV + DWV) (VL channels each) of
@@ -453,23 +476,26 @@ typedef struct {
 static void FN(dw_gemm_range)(void *p, int64_t b, int64_t e) {
   const FN(dwg_args) *a = p;
   const int64_t K = a->K, O = a->O, m = a->m, nfull = O / VL;
-  for (int64_t t = b; t < e; t++) {
-    int64_t k0 = t * 6;
-    if (k0 + 6 <= K) {
-      int64_t v = 0;
-      for (; v + 4 <= nfull; v += 4) FN(dw_tile_4)(a->col, K, a->dy, O, m, a->df, k0, v * VL);
-      switch (nfull - v) {
+  int64_t tfull = K / 6 < e ? K / 6 : e; /* tasks [b, tfull) are full 6-row tiles */
+  /* vector groups outer, tiles inner: the dy columns of a group stay in cache */
+  for (int64_t v = 0; v < nfull; v += 4) {
+    int64_t nv = nfull - v < 4 ? nfull - v : 4;
+    for (int64_t t = b; t < tfull; t++) {
+      int64_t k0 = t * 6;
+      switch (nv) {
+        case 4: FN(dw_tile_4)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
         case 3: FN(dw_tile_3)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
         case 2: FN(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-        case 1: FN(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-        default: break;
+        default: FN(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
       }
     }
-    /* leftovers: rows past the last full tile, channels past the last full vector */
-    int64_t kend = k0 + 6 < K ? k0 + 6 : K;
+  }
+  /* leftovers: rows past the last full tile, channels past the last full vector */
+  for (int64_t t = b; t < e; t++) {
+    int64_t k0 = t * 6, kend = k0 + 6 < K ? k0 + 6 : K;
+    int64_t cstart = k0 + 6 <= K ? nfull * VL : 0;
+    if (cstart >= O) continue;
     for (int64_t k = k0; k < kend; k++) {
-      int64_t cstart = k0 + 6 <= K ? nfull * VL : 0;
-      if (cstart >= O) continue;
       T *dr = a->df + k * O;
       for (int64_t r = 0; r < m; r++) {
         const T sv = a->col[r * K + k], *yr = a->dy + r * O;
@@ -549,27 +575,22 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
     memset(y, 0, (size_t)Y->numel * sizeof(T));
     return LOOM_OK;
   }
-  int64_t R = g.pointwise ? pointwise_rows(&g) : chunk_rows(&g, sizeof(T));
-  if (g.pointwise) {
-    for (int64_t r0 = 0; r0 < g.M; r0 += R) {
-      int64_t m = g.M - r0 < R ? g.M - r0 : R;
-      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)g.O, (int)g.C, 1, x + r0 * g.C, (int)g.C, f,
-           (int)g.O, 0, y + r0 * g.O, (int)g.O);
-    }
-    return LOOM_OK;
-  }
   if (g.direct) {
     FN(direct_fwd)(ctx, &g, x, f, y);
     return LOOM_OK;
   }
+  if (g.pointwise) {
+    FN(gemm_nn)(ctx, x, g.C, f, g.O, y, g.M, g.C);
+    return LOOM_OK;
+  }
+  int64_t R = chunk_rows(&g, sizeof(T), 0);
   size_t need = (size_t)R * (size_t)g.K * sizeof(T);
   if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
   T *col = ctx->ws;
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
     FN(im2col)(ctx, &g, x, col, r0, r0 + m);
-    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)g.O, (int)g.K, 1, col, (int)g.K, f, (int)g.O, 0,
-         y + r0 * g.O, (int)g.O);
+    FN(gemm_nn)(ctx, col, g.K, f, g.O, y + r0 * g.O, m, g.K);
   }
   return LOOM_OK;
 }
@@ -582,22 +603,13 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
   const T *f = F->data, *dy = DY->data;
   T *dx = DX->data;
   if (DX->numel == 0) return LOOM_OK;
-  int64_t R = g.pointwise ? pointwise_rows(&g) : chunk_rows(&g, sizeof(T));
-  if (g.pointwise && g.O > 0) {
-    for (int64_t r0 = 0; r0 < g.M; r0 += R) {
-      int64_t m = g.M - r0 < R ? g.M - r0 : R;
-      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)g.C, (int)g.O, 1, dy + r0 * g.O, (int)g.O, f,
-           (int)g.O, 0, dx + r0 * g.C, (int)g.C);
-    }
-    return LOOM_OK;
-  }
   if (g.M == 0 || g.O == 0 || g.K == 0) {
     memset(dx, 0, (size_t)DX->numel * sizeof(T));
     return LOOM_OK;
   }
-  if (g.direct_dx) {
-    size_t wneed = (size_t)g.K * (size_t)g.O * sizeof(T);
-    if (!ctx->ws || ctx->ws_size < wneed) return ws_missing(ctx, wneed);
+  size_t wbytes = (size_t)g.K * (size_t)g.O * sizeof(T);
+  if (g.direct_dx) { /* a forward convolution of dy with the flipped filter */
+    if (!ctx->ws || ctx->ws_size < wbytes) return ws_missing(ctx, wbytes);
     T *wt = ctx->ws;
     for (int64_t kh = 0; kh < g.KH; kh++)
       for (int64_t kw = 0; kw < g.KW; kw++)
@@ -610,15 +622,22 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
     FN(direct_fwd)(ctx, &t, dy, wt, dx);
     return LOOM_OK;
   }
-  memset(dx, 0, (size_t)DX->numel * sizeof(T));
-  size_t need = (size_t)R * (size_t)g.K * sizeof(T);
+  /* dcol[m, K] = dY[m, O] x F^T[O, K], then col2im */
+  int64_t R = g.pointwise ? 0 : chunk_rows(&g, sizeof(T), 1);
+  size_t need = wbytes + (size_t)R * (size_t)g.K * sizeof(T);
   if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
-  T *col = ctx->ws;
+  T *ft = ctx->ws, *col = ft + g.K * g.O;
+  for (int64_t k = 0; k < g.K; k++)
+    for (int64_t o = 0; o < g.O; o++) ft[o * g.K + k] = f[k * g.O + o];
+  if (g.pointwise) {
+    FN(gemm_nn)(ctx, dy, g.O, ft, g.C, dx, g.M, g.O);
+    return LOOM_OK;
+  }
+  memset(dx, 0, (size_t)DX->numel * sizeof(T));
   const int64_t P = g.OH * g.OW;
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
-    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)g.K, (int)g.O, 1, dy + r0 * g.O, (int)g.O, f,
-         (int)g.O, 0, col, (int)g.K);
+    FN(gemm_nn)(ctx, dy + r0 * g.O, g.O, ft, g.K, col, m, g.O);
     int64_t n0 = r0 / P, n1 = (r0 + m - 1) / P + 1;
     FN(c2i_args) a = {&g, col, dx, r0, r0 + m, n0};
     loom__parallel_for(ctx->pool, n1 - n0, 1, FN(col2im_range), &a);
@@ -638,29 +657,29 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
     memset(df, 0, (size_t)DF->numel * sizeof(T));
     return LOOM_OK;
   }
-  int64_t R = g.pointwise ? pointwise_rows(&g) : chunk_rows(&g, sizeof(T));
-  if (g.pointwise) {
-    for (int64_t r0 = 0; r0 < g.M; r0 += R) {
-      int64_t m = g.M - r0 < R ? g.M - r0 : R;
-      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.C, (int)g.O, (int)m, 1, x + r0 * g.C, (int)g.C,
-           dy + r0 * g.O, (int)g.O, r0 ? 1 : 0, df, (int)g.O);
-    }
-    return LOOM_OK;
-  }
   if (g.direct_dw) {
     FN(direct_args) a = {&g, x, NULL, dy, NULL, df};
     int64_t vl = 64 / (int64_t)sizeof(T), nvec = (g.O + vl - 1) / vl;
     loom__parallel_for(ctx->pool, (nvec + DWV - 1) / DWV, 1, FN(direct_dw_range), &a);
     return LOOM_OK;
   }
-  size_t need = (size_t)R * (size_t)g.K * sizeof(T);
-  if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
-  T *col = ctx->ws;
+  /* dF[K, O] = col^T x dY, chunk by chunk (for 1x1 stride-1 the input is the column matrix) */
+  int64_t R = chunk_rows(&g, sizeof(T), 2);
+  T *col = NULL;
+  if (!g.pointwise) {
+    size_t need = (size_t)R * (size_t)g.K * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    col = ctx->ws;
+  }
   memset(df, 0, (size_t)DF->numel * sizeof(T));
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
-    FN(im2col)(ctx, &g, x, col, r0, r0 + m);
-    FN(dwg_args) a = {col, dy + r0 * g.O, df, g.K, g.O, m};
+    const T *rows = x + r0 * g.C;
+    if (!g.pointwise) {
+      FN(im2col)(ctx, &g, x, col, r0, r0 + m);
+      rows = col;
+    }
+    FN(dwg_args) a = {rows, dy + r0 * g.O, df, g.K, g.O, m};
     loom__parallel_for(ctx->pool, (g.K + 5) / 6, 1, FN(dw_gemm_range), &a);
   }
   return LOOM_OK;
