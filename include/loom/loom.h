@@ -12,4 +12,5 @@
 #include "loom_random.h"
 #include "loom_autodiff.h"
 #include "loom_train.h"
+#include "loom_layers.h"
 #endif
