@@ -292,6 +292,47 @@ Test(xent, sparse_label_out_of_range_names_node_and_value) {
   loom_graph_free(g);
 }
 
+Test(xent, zero_size_batches_and_classes) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[2] = {-1, 5}, ld[1] = {-1};
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, xd, "x"), z = loom_placeholder(g, LOOM_F32, 2, xd, "z");
+  loom_output l = loom_placeholder(g, LOOM_I32, 1, ld, "l");
+  loom_output bp1, bp2;
+  loom_output l1 = loom_softmax_cross_entropy_with_logits(g, x, z, NULL, &bp1, "dense");
+  loom_output l2 = loom_sparse_softmax_cross_entropy_with_logits(g, x, l, NULL, &bp2, "sparse");
+  int64_t e2[2] = {0, 5}, e1[1] = {0};
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 2, e2, NULL), *lt = loom_tensor_new(LOOM_I32, 1, e1, NULL);
+  loom_output feeds[3] = {x, z, l};
+  loom_tensor *vals[3] = {xt, xt, lt};
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_output f[4] = {l1, bp1, l2, bp2};
+  loom_tensor *r[4] = {0};
+  cr_assert_eq(loom_session_run(s, feeds, vals, 3, f, r, 4, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(loom_tensor_numel(r[0]), 0);
+  cr_assert_eq(loom_tensor_dim(r[1], 1), 5);
+  cr_assert_eq(loom_tensor_numel(r[2]), 0);
+  cr_assert_eq(loom_tensor_numel(r[3]), 0);
+  for (int k = 0; k < 4; k++) loom_tensor_free(r[k]);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_tensor_free(xt);
+  loom_tensor_free(lt);
+  loom_graph_free(g);
+
+  /* no classes: the dense loss is 0 */
+  g = loom_graph_new();
+  int64_t d0[2] = {3, 0};
+  loom_output e = loom_const_data(g, LOOM_F32, 2, d0, NULL, "e");
+  loom_output loss = loom_softmax_cross_entropy_with_logits(g, e, e, NULL, NULL, NULL);
+  loom_tensor *t = tu_run1(g, 0, NULL, NULL, loss);
+  int64_t three[1] = {3};
+  float zero3[3] = {0, 0, 0};
+  tu_expect_f32(t, 1, three, zero3, 0);
+  loom_tensor_free(t);
+  loom_graph_free(g);
+}
+
 Test(xent, malformed_calls) {
   loom_graph *g = loom_graph_new();
   int64_t a[2] = {2, 3}, b[2] = {2, 4}, c1[1] = {3};
