@@ -23,7 +23,7 @@ ifneq ($(SANITIZE),)
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard kernels/cpu/*.c) $(wildcard layers/*.c)
+LIB_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard kernels/cpu/*.c) $(wildcard layers/*.c) $(wildcard losses/*.c) $(wildcard metrics/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

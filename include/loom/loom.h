@@ -13,4 +13,6 @@
 #include "loom_autodiff.h"
 #include "loom_train.h"
 #include "loom_layers.h"
+#include "loom_losses.h"
+#include "loom_metrics.h"
 #endif
