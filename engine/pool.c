@@ -51,7 +51,7 @@ static void *worker(void *arg) {
   for (;;) {
     uint64_t g;
     int spins = 0;
-    while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spins < 20000) {
+    while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spins < 500) {
       spins++;
 #if defined(__x86_64__)
       __builtin_ia32_pause();

@@ -3,6 +3,7 @@
 # API (variables, autodiff, Adam), evaluate it on the test set.
 set -euo pipefail
 BUILD=${BUILD:-build}
+if grep -q avx512f /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}; fi
 if [ -x "$BUILD/examples/fashion_mnist" ]; then
   exec "$BUILD/examples/fashion_mnist" "$@"
 fi
