@@ -188,23 +188,6 @@ loom_output loom_regularizer_apply(loom_graph *g, const loom_regularizer *r, loo
   return use1 ? l1 : l2;
 }
 
-loom_output loom_get_regularization_loss(loom_graph *g, const char *name) {
-  if (!g) return (loom_output){NULL, 0};
-  int n = 0;
-  const loom_output *ls = loom_get_collection(g, LOOM_REGULARIZATION_LOSSES, &n);
-  const char *nm = name ? name : "total_regularization_loss";
-  if (n == 0) return loom_const_f32(g, 0.0f, nm);
-  loom_dtype dt = loom_output_dtype(ls[0]);
-  loom_output acc = ls[0];
-  if (n == 1) return loom_identity(g, acc, nm);
-  for (int i = 1; i < n; i++) {
-    loom_output v = ls[i];
-    if (loom_output_dtype(v) != dt) v = loom_cast(g, v, dt, NULL);
-    acc = loom_add(g, acc, v, i == n - 1 ? nm : NULL);
-  }
-  return acc;
-}
-
 loom_node *loom_group_collection(loom_graph *g, const char *collection, const char *name) {
   if (!g) return NULL;
   int n = 0;

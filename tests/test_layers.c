@@ -926,7 +926,7 @@ Test(regularizers, l1_l2_l1l2_values_collection_and_total) {
   cr_assert_eq(n, 3, "regularization losses: %d", n);
   cr_assert_str_eq(loom_node_name(ls[0].node), "dense/kernel/Regularizer/l2_regularizer");
   cr_assert_str_eq(loom_node_name(ls[2].node), "conv2d/kernel/Regularizer/l1_l2_regularizer");
-  loom_output total = loom_get_regularization_loss(g, NULL);
+  loom_output total = loom_losses_get_regularization_loss(g, NULL, NULL);
   cr_assert_str_eq(loom_node_name(total.node), "total_regularization_loss");
   loom_session *s = new_session(g);
   float K[6] = {1, -2, 0.5f, 3, -1, 0.25f}, Bv[2] = {-1, 2}, CK[8] = {1, -1, 2, -2, 0.5f, 0, 3, -3};
@@ -960,7 +960,7 @@ Test(regularizers, l1_l2_l1l2_values_collection_and_total) {
   loom_graph_free(g);
   /* empty collection: constant 0 */
   g = loom_graph_new();
-  loom_output z = loom_get_regularization_loss(g, NULL);
+  loom_output z = loom_losses_get_regularization_loss(g, NULL, NULL);
   loom_tensor *zv = tu_run1(g, 0, NULL, NULL, z);
   double zero = 0;
   expect_vals(zv, 0, NULL, &zero, 0, "empty total");

@@ -51,7 +51,10 @@ LOOM_API int loom_activation_valid(const char *activation);
  *                          without the 1/2 - pass 2*s to get Keras' value)
  *   l1_l2(s1, s2)        = l1(s1) + l2(s2)
  * A scale of 0 gives no loss (as TF returns None); a negative scale is an
- * INVALID_ARGUMENT graph error when the regularizer is applied.
+ * INVALID_ARGUMENT graph error when the regularizer is applied. Layers add
+ * the losses of their regularizers to the "regularization_losses"
+ * collection; sum them with loom_losses_get_regularization_loss
+ * (loom_losses.h, tf.losses.get_regularization_loss).
  * ===================================================================== */
 typedef enum loom_regularizer_kind {
   LOOM_REG_NONE = 0,
@@ -75,12 +78,6 @@ LOOM_API loom_regularizer loom_l1_l2_regularizer(double scale_l1, double scale_l
  * collections. */
 LOOM_API loom_output loom_regularizer_apply(loom_graph *g, const loom_regularizer *r, loom_output w,
                                             const char *name);
-/* tf.losses.get_regularization_loss: the sum of every output in the
- * "regularization_losses" collection (float32 scalars; float64 ones are
- * cast), or a float32 constant 0 when it is empty. name NULL =
- * "total_regularization_loss". */
-LOOM_API loom_output loom_get_regularization_loss(loom_graph *g, const char *name);
-
 /* tf.group(*tf.get_collection(collection)): a NoOp depending on the node of
  * every output in the collection (e.g. LOOM_UPDATE_OPS, whose entries batch
  * normalization adds), or NULL when the collection is empty. Typical use,
