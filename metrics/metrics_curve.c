@@ -250,3 +250,76 @@ loom_metric loom_metrics_auc(loom_graph *g, loom_output labels, loom_output pred
   loom_output u = compute_auc(g, n, curve, summation_method, o.utp, o.ufn, o.utn, o.ufp, "update_op");
   return loom__metric_end(&c, v, u);
 }
+
+/* ---- sensitivity at specificity / specificity at sensitivity ---- */
+/* x[i] of a [n] vector for a rank-0 index. */
+static loom_output at(loom_graph *g, loom_output x, loom_output i) { return loom_gather(g, x, i, 0, NULL); }
+
+/* TF 1.x: sensitivity at the first threshold whose specificity is closest
+ * to the target (argmin); specificity at the last threshold whose
+ * sensitivity is closest (argmax of the cumulative count of minima). */
+static loom_output rate_at(loom_graph *g, int n, int sens_at_spec, double target, loom_output tp, loom_output fn,
+                           loom_output tn, loom_output fp, const char *name) {
+  loom_output keps = lm_scalar(g, LOOM_F32, 1e-7, NULL);
+  loom_output tgt = lm_scalar(g, LOOM_F32, target, NULL);
+  loom_output idx;
+  if (sens_at_spec) {
+    loom_output spec = loom_div(g, tn, loom_add(g, loom_add(g, tn, fp, NULL), keps, NULL), NULL);
+    idx = loom_argmin(g, loom_abs(g, loom_sub(g, spec, tgt, NULL), NULL), 0, LOOM_I64, NULL);
+    loom_output a = at(g, tp, idx), b = at(g, fn, idx);
+    return loom_div(g, a, loom_add(g, loom_add(g, a, b, NULL), keps, NULL), name);
+  }
+  loom_output sens = loom_div(g, tp, loom_add(g, loom_add(g, tp, fn, NULL), keps, NULL), NULL);
+  loom_output d = loom_abs(g, loom_sub(g, sens, tgt, NULL), NULL);
+  loom_output mn = loom_reduce_min(g, d, -1, NULL, 0, NULL);
+  loom_output pos = loom_range(g, 1, (double)n + 1, 1, LOOM_F32, NULL);
+  loom_output score = loom_mul(g, loom_cast(g, loom_equal(g, d, mn, NULL), LOOM_F32, NULL), pos, NULL);
+  idx = loom_argmax(g, score, 0, LOOM_I64, NULL);
+  loom_output a = at(g, tn, idx), b = at(g, fp, idx);
+  return loom_div(g, a, loom_add(g, loom_add(g, a, b, NULL), keps, NULL), name);
+}
+
+static loom_metric rate_metric(loom_graph *g, int sens_at_spec, loom_output labels, loom_output predictions,
+                               double target, loom_output weights, int num_thresholds, const char *name) {
+  lm_ctx c;
+  loom__metric_begin(&c, g, name, sens_at_spec ? "sensitivity_at_specificity" : "specificity_at_sensitivity");
+  if (!(target >= 0.0 && target <= 1.0)) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: `%s` must be in the range [0, 1], got %g", c.where,
+                         sens_at_spec ? "specificity" : "sensitivity", target);
+    return loom__metric_fail(&c, predictions);
+  }
+  if (num_thresholds < 2) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: num_thresholds must be >= 2, got %d", c.where,
+                         num_thresholds);
+    return loom__metric_fail(&c, predictions);
+  }
+  int n = num_thresholds;
+  float *f = loom__malloc(sizeof *f * (size_t)n);
+  if (!f) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", c.where);
+    return loom__metric_fail(&c, predictions);
+  }
+  for (int i = 1; i < n - 1; i++) f[i] = (float)((double)i / (double)(n - 1));
+  f[0] = (float)(0.0 - 1e-7);
+  f[n - 1] = (float)(1.0 + 1e-7);
+  cm_out o;
+  int ok = confusion_at_thresholds(&c, labels, predictions, n, f, weights, I_TP | I_FN | I_TN | I_FP, &o);
+  loom__free(f);
+  if (!ok) return loom__metric_fail(&c, predictions);
+  loom_output v = rate_at(g, n, sens_at_spec, target, o.tp, o.fn, o.tn, o.fp, "value");
+  loom__metric_update_begin(&c);
+  loom_output u = rate_at(g, n, sens_at_spec, target, o.utp, o.ufn, o.utn, o.ufp, "update_op");
+  return loom__metric_end(&c, v, u);
+}
+
+loom_metric loom_metrics_sensitivity_at_specificity(loom_graph *g, loom_output labels, loom_output predictions,
+                                                    double specificity, loom_output weights, int num_thresholds,
+                                                    const char *name) {
+  return rate_metric(g, 1, labels, predictions, specificity, weights, num_thresholds, name);
+}
+
+loom_metric loom_metrics_specificity_at_sensitivity(loom_graph *g, loom_output labels, loom_output predictions,
+                                                    double sensitivity, loom_output weights, int num_thresholds,
+                                                    const char *name) {
+  return rate_metric(g, 0, labels, predictions, sensitivity, weights, num_thresholds, name);
+}

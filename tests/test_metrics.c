@@ -640,6 +640,57 @@ Test(metrics, auc_custom_thresholds) {
   loom_graph_free(g);
 }
 
+/* ============================================ sensitivity / specificity */
+typedef struct ss_opt {
+  int weighted, sens_at_spec, nthr;
+  double target;
+} ss_opt;
+static loom_metric b_ss(loom_graph *g, const loom_output *in, const void *arg) {
+  const ss_opt *o = arg;
+  loom_output w = o->weighted ? in[2] : NOW;
+  return o->sens_at_spec ? loom_metrics_sensitivity_at_specificity(g, in[0], in[1], o->target, w, o->nthr, NULL)
+                         : loom_metrics_specificity_at_sensitivity(g, in[0], in[1], o->target, w, o->nthr, NULL);
+}
+/* In float, in the graph's order of operations (the argmin/argmax picks must agree). */
+static void r_ss(int lo, int hi, const void *arg, double *v, double *u) {
+  const ss_opt *o = arg;
+  float tp[256], fn[256], tn[256], fp[256], keps = 1e-7f, tgt = (float)o->target;
+  for (int t = 0; t < o->nthr; t++) {
+    float th = t == 0 ? (float)(0.0 - 1e-7) : t == o->nthr - 1 ? (float)(1.0 + 1e-7) : (float)((double)t / (o->nthr - 1));
+    tp[t] = fn[t] = tn[t] = fp[t] = 0;
+    for (int i = lo; i < hi; i++) {
+      float w = o->weighted ? WT[i] : 1.0f;
+      int l = YB[i] != 0, p = PB[i] > th;
+      tp[t] += w * (l && p), fn[t] += w * (l && !p), tn[t] += w * (!l && !p), fp[t] += w * (!l && p);
+    }
+  }
+  int best = 0;
+  float bd = 0;
+  for (int t = 0; t < o->nthr; t++) {
+    float r = o->sens_at_spec ? tn[t] / ((tn[t] + fp[t]) + keps) : tp[t] / ((tp[t] + fn[t]) + keps);
+    float d = fabsf(r - tgt);
+    if (t == 0 || (o->sens_at_spec ? d < bd : d <= bd)) best = t, bd = d;
+  }
+  v[0] = o->sens_at_spec ? tp[best] / ((tp[best] + fn[best]) + keps) : tn[best] / ((tn[best] + fp[best]) + keps);
+  (void)u;
+}
+Test(metrics, sensitivity_at_specificity_and_specificity_at_sensitivity) {
+  double targets[3] = {0.5, 0.8, 0.0};
+  int nthr[2] = {200, 5};
+  for (int which = 0; which < 2; which++)
+    for (int k = 0; k < 2; k++)
+      for (int t = 0; t < 3; t++)
+        for (int w = 0; w < 2; w++) {
+          ss_opt o = {w, which, nthr[k], targets[t]};
+          char name[96];
+          snprintf(name, sizeof name, "%s target %g thresholds %d weighted %d",
+                   which ? "sensitivity_at_specificity" : "specificity_at_sensitivity", targets[t], nthr[k], w);
+          metric_case mc = {name, 3, {{LOOM_I32, 1, {-1}, YB}, {LOOM_F32, 1, {-1}, PB}, {LOOM_F32, 1, {-1}, WT}},
+                            b_ss, r_ss, &o, 1, 0, 1e-6};
+          run_case(&mc);
+        }
+}
+
 /* ========================================================= top k */
 typedef struct k_opt {
   int weighted, recall, k, class_id, two, top_k_idx;
@@ -814,6 +865,7 @@ Test(metrics, variable_names_and_collections) {
   loom_metrics_mean_per_class_accuracy(g, y, y, 3, NOW, NULL);
   loom_metrics_precision_at_k(g, y, lg, 3, -1, NOW, NULL);
   loom_metrics_recall_at_k(g, y, lg, 2, 1, NOW, NULL);
+  loom_metrics_sensitivity_at_specificity(g, y, x, 0.5, NOW, 200, NULL);
   loom_variable_scope_push(g, "eval", LOOM_REUSE_NONE);
   loom_metrics_mean(g, x, NOW, NULL);
   loom_variable_scope_pop(g);
@@ -829,7 +881,8 @@ Test(metrics, variable_names_and_collections) {
                          "mean_iou/total_confusion_matrix", "mean_accuracy/total", "mean_accuracy/count",
                          "precision_at_3/true_positive_at_3", "precision_at_3/false_positive_at_3",
                          "recall_at_2_class1/true_positive_at_2_class1",
-                         "recall_at_2_class1/false_negative_at_2_class1", "eval/mean/total"};
+                         "recall_at_2_class1/false_negative_at_2_class1", "eval/mean/total",
+                         "sensitivity_at_specificity/true_negatives"};
   int nl = 0, nm = 0, ng = 0, nt = 0;
   loom_variable *const *lv = loom_local_variables(g, &nl);
   loom_variable *const *mv = loom_get_variable_collection(g, LOOM_METRIC_VARIABLES, &nm);

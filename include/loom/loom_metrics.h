@@ -154,6 +154,23 @@ LOOM_API loom_metric loom_metrics_auc(loom_graph *g, loom_output labels, loom_ou
                                       int num_thresholds, const double *thresholds, int curve, int summation_method,
                                       const char *name);
 
+/* TF's sensitivity_at_specificity: over the AUC thresholds of
+ * num_thresholds (TF default 200), the sensitivity tp / (tp + fn + 1e-7) at
+ * the first threshold whose specificity tn / (tn + fp + 1e-7) is closest to
+ * `specificity` (in [0, 1]). State as auc's. Default name
+ * "sensitivity_at_specificity". */
+LOOM_API loom_metric loom_metrics_sensitivity_at_specificity(loom_graph *g, loom_output labels,
+                                                           loom_output predictions, double specificity,
+                                                           loom_output weights, int num_thresholds,
+                                                           const char *name);
+/* TF's specificity_at_sensitivity: the specificity at the last threshold
+ * whose sensitivity is closest to `sensitivity`. Default name
+ * "specificity_at_sensitivity". */
+LOOM_API loom_metric loom_metrics_specificity_at_sensitivity(loom_graph *g, loom_output labels,
+                                                           loom_output predictions, double sensitivity,
+                                                           loom_output weights, int num_thresholds,
+                                                           const char *name);
+
 /* ---- ranking (sparse labels). labels are int32/int64 class ids, [batch]
  * or [batch, num_labels] (a dense set per row; repeated ids count once;
  * every entry is a member, so do not pad). class_id < 0: all classes;
