@@ -102,10 +102,10 @@ int main(int argc, char **argv) {
     times[sidx] = bu_now_us() - t0;
   }
 
-  /* test accuracy through the same graph (unknown batch: 1000 at a time) */
+  /* test accuracy through the same graph (unknown batch: 200 at a time) */
   double acc = NAN;
   if (eval) {
-    const int EB = 1000;
+    const int EB = 200;
     int64_t ed[2] = {EB, 784};
     loom_tensor *eb = loom_tensor_new(LOOM_U8, 2, ed, NULL), *lg = NULL;
     int64_t correct = 0, tested = 0;

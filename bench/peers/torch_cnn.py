@@ -14,6 +14,7 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * nd).reshape(dims)
 
 B = 64
+EB = 200  # evaluation batch, as bench/cnn_train.c
 
 def step_flops():
     c1 = 2.0 * B * 26 * 26 * 32 * 3 * 3 * 1
@@ -74,10 +75,10 @@ def main():
     if a.eval:
         correct = 0
         with torch.no_grad():
-            for s0 in range(0, vx.shape[0] - 999, 1000):
-                pred = model(vx[s0:s0 + 1000].to(dev).float() / 255.0).argmax(1).cpu()
-                correct += (pred == vy[s0:s0 + 1000]).sum().item()
-        acc = correct / (vx.shape[0] // 1000 * 1000)
+            for s0 in range(0, vx.shape[0] - EB + 1, EB):
+                pred = model(vx[s0:s0 + EB].to(dev).float() / 255.0).argmax(1).cpu()
+                correct += (pred == vy[s0:s0 + EB]).sum().item()
+        acc = correct / (vx.shape[0] // EB * EB)
     times.sort()
     med = times[len(times) // 2] * 1e6
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
