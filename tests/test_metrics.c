@@ -1028,3 +1028,42 @@ Test(metrics, uninitialized_state_is_reported) {
   cr_assert(strstr(msg, "uninitialized") && strstr(msg, "mean/"), "%s", msg);
   loom_graph_free(g);
 }
+
+/* A batch of zero examples folds in nothing. */
+Test(metrics, empty_batch_changes_nothing) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {-1};
+  loom_output y = loom_placeholder(g, LOOM_I32, 1, d, "y"), p = loom_placeholder(g, LOOM_F32, 1, d, "p");
+  loom_output w = loom_placeholder(g, LOOM_F32, 1, d, "w");
+  loom_metric ms[4] = {loom_metrics_mean(g, p, w, NULL),
+                       loom_metrics_auc(g, y, p, w, 200, NULL, LOOM_AUC_ROC, LOOM_AUC_TRAPEZOIDAL, NULL),
+                       loom_metrics_precision(g, y, p, NOW, NULL), loom_metrics_mean_iou(g, y, y, 3, w, NULL)};
+  loom_session *s = loom_session_new(g, NULL, NULL);
+  run_ok(s, 0, NULL, NULL, 0, NULL, NULL, loom_local_variables_initializer(g));
+  loom_output feeds[3] = {y, p, w};
+  for (int b = 0; b < 2; b++) {
+    int lo = b ? 5 : 0, hi = 5; /* a real batch [0, 5), then an empty one */
+    int64_t bd[1] = {hi - lo};
+    loom_tensor *vals[3] = {loom_tensor_from_data(LOOM_I32, 1, bd, YB + lo, NULL),
+                            loom_tensor_from_data(LOOM_F32, 1, bd, PB + lo, NULL),
+                            loom_tensor_from_data(LOOM_F32, 1, bd, WT + lo, NULL)};
+    for (int k = 0; k < 4; k++) run_ok(s, 3, feeds, vals, 0, NULL, NULL, ms[k].update.node);
+    for (int i = 0; i < 3; i++) loom_tensor_free(vals[i]);
+  }
+  double want[1], got[1];
+  {
+    double sw = 0, sv = 0;
+    for (int i = 0; i < 5; i++) sw += WT[i], sv += WT[i] * PB[i];
+    want[0] = sv / sw;
+  }
+  loom_tensor *t = NULL;
+  run_ok(s, 0, NULL, NULL, 1, &ms[0].value, &t, NULL);
+  to_double(t, got, 1);
+  cr_assert(fabs(got[0] - want[0]) < 1e-6, "mean %g want %g", got[0], want[0]);
+  run_ok(s, 0, NULL, NULL, 1, &ms[1].value, &t, NULL);
+  to_double(t, got, 1);
+  cr_assert(fabs(got[0] - ref_auc(5, PB, YB, WT, 200, LOOM_AUC_ROC, LOOM_AUC_TRAPEZOIDAL)) < 1e-5, "auc %g", got[0]);
+  loom_tensor_free(t);
+  loom_session_free(s);
+  loom_graph_free(g);
+}
