@@ -79,6 +79,7 @@ void loom_session_free(loom_session *s) {
     p = n;
   }
   if (s->vars && s->vars_free) s->vars_free(s->vars);
+  loom__free(s->counters);
   loom__pool_free(s->pool);
   pthread_mutex_destroy(&s->mu);
   loom__free(s);
@@ -319,7 +320,6 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     sp->ctx.in = ins;
     sp->ctx.out = outs;
     sp->ctx.pool = s->pool;
-    sp->ctx.counter = &sp->counter;
   }
   for (int i = 0; i < nx; i++) p->fetch_val[i] = p->node_val[fetches[i].node->id] + fetches[i].index;
   for (int i = 0; i < nf; i++) p->feed_val[i] = p->node_val[feeds[i].node->id] >= 0
@@ -514,12 +514,9 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
       naive += (int64_t)v->bytes;
     }
     sp->ws_bytes = 0;
-    if (n->def->workspace) {
-      loom_buf *outs[64];
+    if (n->def->workspace)
       sp->ws_bytes = n->def->workspace(&n->attrs, n->nin, (const loom_buf *const *)sp->ctx.in, n->nout,
                                        (const loom_buf *const *)sp->ctx.out);
-      (void)outs;
-    }
     if (sp->ws_bytes) sp->ws_offset = oa_alloc(&a, (int64_t)sp->ws_bytes);
     /* outputs nobody reads die right away (but after the step) */
     if (sp->ws_bytes && oa_free(&a, sp->ws_offset, (int64_t)sp->ws_bytes)) goto oom;
@@ -606,6 +603,27 @@ static loom_code fetch_copy(const loom_buf *b, loom_tensor **dst, loom_status *s
   return LOOM_OK;
 }
 
+/* Run counters of stateful ops (random draws) live in the session, one per
+ * graph node, so a node continues its sequence whichever plan runs it.
+ * Grown when the graph has grown; every plan's steps are re-pointed (plan
+ * compilation only, never on the per-step path). */
+static void point_counters(loom_session *s, loom_plan *q) {
+  for (int i = 0; i < q->nsteps; i++) q->steps[i].ctx.counter = &s->counters[q->steps[i].node->id];
+}
+static loom_code bind_counters(loom_session *s, loom_plan *fresh, loom_status *st) {
+  int n = s->graph->nnodes;
+  if (n > s->ncounters) {
+    uint64_t *c = loom__realloc(s->counters, (size_t)n * sizeof *c);
+    if (!c) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+    memset(c + s->ncounters, 0, (size_t)(n - s->ncounters) * sizeof *c);
+    s->counters = c;
+    s->ncounters = n;
+  }
+  for (loom_plan *q = s->plans; q; q = q->next) point_counters(s, q);
+  point_counters(s, fresh);
+  return LOOM_OK;
+}
+
 loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tensor *const *feed_values, int nfeeds,
                            const loom_output *fetches, loom_tensor **fetch_values, int nfetches,
                            loom_node *const *targets, int ntargets, loom_status *st) {
@@ -644,6 +662,11 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   } else {
     rc = compile_plan(s, feeds, nfeeds, fetches, nfetches, targets, ntargets, &p, st);
     if (rc) goto done;
+    rc = bind_counters(s, p, st);
+    if (rc) {
+      plan_free(p);
+      goto done;
+    }
     p->next = s->plans;
     s->plans = p;
     s->stats.plans_compiled++;
@@ -686,7 +709,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
       loom_status_set(st, rc, "%s: %s", sp->node->name, buf[0] ? buf : loom_code_name(rc));
       goto done;
     }
-    sp->counter++;
+    (*sp->ctx.counter)++;
   }
   if (atomic_load(&s->cancel)) {
     atomic_store(&s->cancel, 0);

@@ -25,7 +25,6 @@ typedef struct plan_step {
   int32_t ws_value;      /* -1 or index of a scratch block (offset only) */
   int64_t ws_offset;
   size_t ws_bytes;
-  uint64_t counter;      /* per (plan, node) run counter for random ops */
 } plan_step;
 
 typedef struct loom_plan {
@@ -64,6 +63,9 @@ struct loom_session {
   atomic_int cancel;
   loom_plan *plans;
   loom_session_stats stats;
+  /* per graph node: runs so far (random ops draw from it); see bind_counters */
+  uint64_t *counters;
+  int32_t ncounters;
   /* variable store (engine/variables.c); NULL until first use */
   void *vars;
   void (*vars_free)(void *vars);

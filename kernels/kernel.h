@@ -61,7 +61,7 @@ typedef struct loom_kctx {
   void *ws;               /* workspace requested by the op's workspace_fn */
   size_t ws_size;
   loom_pool *pool;        /* NULL means run serially */
-  uint64_t *counter;      /* per (session, node) counter for stateful random ops */
+  uint64_t *counter;      /* runs of this node in this session so far (random ops); any plan */
   void *backend;          /* device context (NULL on CPU) */
   loom_status *st;        /* where a kernel reports failures (may be NULL) */
 } loom_kctx;

@@ -3,6 +3,18 @@
 #include <stdatomic.h>
 #include "test_util.h"
 
+struct wrap_log {
+  int calls;
+  void *data;
+  size_t nbytes;
+};
+static void wrap_dealloc(void *data, size_t nbytes, void *arg) {
+  struct wrap_log *l = arg;
+  l->calls++;
+  l->data = data;
+  l->nbytes = nbytes;
+}
+
 Test(tensor, create_wrap_reshape_strings) {
   int64_t d[2] = {2, 3};
   loom_tensor *t = loom_tensor_new(LOOM_F32, 2, d, NULL);
@@ -25,17 +37,22 @@ Test(tensor, create_wrap_reshape_strings) {
   cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
   cr_assert_null(loom_tensor_new((loom_dtype)99, 0, NULL, st));
 
-  static int freed;
+  /* wrapped memory: not copied, handed back to the deallocator exactly once */
   float buf[4] = {1, 2, 3, 4};
   int64_t d4[1] = {4};
-  void (*dealloc)(void *, size_t, void *) = NULL;
-  (void)dealloc;
-  loom_tensor *w = loom_tensor_wrap(LOOM_F32, 1, d4, buf, sizeof buf, NULL, NULL, st);
+  struct wrap_log log = {0, NULL, 0};
+  loom_tensor *w = loom_tensor_wrap(LOOM_F32, 1, d4, buf, sizeof buf, wrap_dealloc, &log, st);
   cr_assert(w);
   cr_assert_eq(loom_tensor_data(w), buf);
+  cr_assert_eq(log.calls, 0);
   loom_tensor_free(w);
-  cr_assert_null(loom_tensor_wrap(LOOM_F32, 1, d4, buf, 8, NULL, NULL, st));
-  (void)freed;
+  cr_assert_eq(log.calls, 1);
+  cr_assert_eq(log.data, buf);
+  cr_assert_eq(log.nbytes, sizeof buf);
+  /* a size that does not match the shape is refused and the buffer not taken */
+  cr_assert_null(loom_tensor_wrap(LOOM_F32, 1, d4, buf, 8, wrap_dealloc, &log, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert_eq(log.calls, 1);
 
   int64_t ds[1] = {2};
   loom_tensor *s = loom_tensor_new(LOOM_STRING, 1, ds, NULL);

@@ -266,7 +266,7 @@ Test(random, dropout_keep_rate_and_scaling) {
   /* keep rate 0.7; sd of the fraction = sqrt(0.21/1e5) = 0.00145 */
   cr_assert(fabs(kept / 1e5 - 0.7) < 0.008, "keep rate %g", kept / 1e5);
   /* the scaled mask has mean ~1, so E[y] ~ E[x] */
-  /* a new run (same plan: the run counter is per plan and node) draws a new mask */
+  /* a new run draws a new mask */
   loom_tensor *r2[4] = {0};
   cr_assert_eq(loom_session_run(s, NULL, NULL, 0, f, r2, 4, NULL, 0, st), LOOM_OK);
   cr_assert(!same_bytes(r2[1], r[1]), "second run: new mask");
@@ -360,4 +360,41 @@ Test(random, malformed_calls_name_the_node) {
   g = loom_graph_new();
   loom_random_uniform(g, 9, d, LOOM_F32, 0, 1, 0, 0, "rank9");
   expect_build_error(g, "rank9: invalid rank 9");
+}
+
+/* The run counter belongs to (session, node): a random node continues its
+ * sequence when a different plan (another fetch list) runs it, exactly as if
+ * one plan had run it twice; a new session starts over. */
+Test(random, sequence_continues_across_plans_of_a_session) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {64};
+  loom_output r = loom_random_uniform(g, 1, d, LOOM_F32, 0.0, 1.0, 7, 11, "r");
+  loom_output r2 = loom_add(g, r, r, "r2");
+  loom_status *st = loom_status_new();
+  /* reference: one plan run twice */
+  loom_session *s1 = loom_session_new(g, NULL, st);
+  loom_tensor *a1 = NULL, *a2 = NULL;
+  cr_assert_eq(loom_session_run(s1, NULL, NULL, 0, &r, &a1, 1, NULL, 0, st), LOOM_OK);
+  cr_assert_eq(loom_session_run(s1, NULL, NULL, 0, &r, &a2, 1, NULL, 0, st), LOOM_OK);
+  /* other session: first run fetches r, second run fetches {r, r2} (a new plan) */
+  loom_session *s2 = loom_session_new(g, NULL, st);
+  loom_tensor *b1 = NULL, *b2[2] = {NULL, NULL};
+  loom_output both[2] = {r, r2};
+  cr_assert_eq(loom_session_run(s2, NULL, NULL, 0, &r, &b1, 1, NULL, 0, st), LOOM_OK);
+  cr_assert_eq(loom_session_run(s2, NULL, NULL, 0, both, b2, 2, NULL, 0, st), LOOM_OK);
+  cr_assert(!memcmp(loom_tensor_data(a1), loom_tensor_data(b1), 64 * 4), "new session starts the sequence over");
+  cr_assert(memcmp(loom_tensor_data(a1), loom_tensor_data(a2), 64 * 4), "second run draws new values");
+  cr_assert(!memcmp(loom_tensor_data(a2), loom_tensor_data(b2[0]), 64 * 4),
+            "the second plan continues the node's sequence");
+  const float *x = loom_tensor_data(b2[0]), *y = loom_tensor_data(b2[1]);
+  for (int i = 0; i < 64; i++) cr_assert_eq(y[i], 2 * x[i]);
+  loom_tensor_free(a1);
+  loom_tensor_free(a2);
+  loom_tensor_free(b1);
+  loom_tensor_free(b2[0]);
+  loom_tensor_free(b2[1]);
+  loom_session_free(s1);
+  loom_session_free(s2);
+  loom_status_free(st);
+  loom_graph_free(g);
 }
