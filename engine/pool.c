@@ -25,6 +25,7 @@ struct loom_pool {
   pthread_cond_t cv;
   atomic_uint_fast64_t gen;
   atomic_int pending;
+  atomic_int sleepers; /* workers blocked (or about to block) on cv */
   int stop;
   /* current job */
   loom_range_fn fn;
@@ -58,8 +59,13 @@ static void *worker(void *arg) {
 #endif
     }
     if (g == seen) {
+      /* Announce the sleep before re-checking gen; the submitter bumps gen
+       * before reading sleepers (both seq_cst), so one of the two sees the
+       * other and no wake-up is lost. */
       pthread_mutex_lock(&p->mu);
+      atomic_fetch_add(&p->sleepers, 1);
       while ((g = atomic_load(&p->gen)) == seen && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+      atomic_fetch_sub(&p->sleepers, 1);
       pthread_mutex_unlock(&p->mu);
     }
     if (p->stop) return NULL;
@@ -78,6 +84,7 @@ loom_pool *loom__pool_new(int nthreads) {
   pthread_cond_init(&p->cv, NULL);
   atomic_init(&p->gen, 0);
   atomic_init(&p->pending, 0);
+  atomic_init(&p->sleepers, 0);
   atomic_init(&p->next, 0);
   if (nthreads > 1) {
     p->threads = loom__calloc((size_t)nthreads - 1, sizeof(pthread_t));
@@ -126,10 +133,12 @@ void loom__parallel_for(loom_pool *p, int64_t n, int64_t grain, loom_range_fn fn
   p->nchunks = nch;
   atomic_store(&p->next, 0);
   atomic_store(&p->pending, p->nthreads - 1);
-  pthread_mutex_lock(&p->mu);
-  atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-  pthread_cond_broadcast(&p->cv);
-  pthread_mutex_unlock(&p->mu);
+  atomic_fetch_add(&p->gen, 1);
+  if (atomic_load(&p->sleepers) > 0) { /* spinning workers need no syscall */
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+  }
   run_chunks(p);
   while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
 #if defined(__x86_64__)

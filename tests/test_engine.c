@@ -1,6 +1,7 @@
 /* Engine: tensors, graph building errors, sessions, plan cache, memory reuse,
  * no allocation in steady state, cancellation. */
 #include <stdatomic.h>
+#include <time.h>
 #include "test_util.h"
 
 struct wrap_log {
@@ -289,6 +290,34 @@ Test(session, targets_control_deps_and_cancel) {
   cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &b, (loom_tensor *[]){NULL}, 1, NULL, 0, st), LOOM_INVALID_ARGUMENT);
   cr_assert(strstr(loom_status_message(st), "cycle"), "%s", loom_status_message(st));
   loom_status_free(st);
+  loom_session_free(s);
+  loom_graph_free(g);
+}
+
+/* Workers that went to sleep between runs must be woken for the next
+ * parallel kernel (a lost wake-up would hang here), and results stay right. */
+Test(session, pool_wakes_sleeping_workers, .timeout = 60) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {-1};
+  loom_output x = loom_placeholder(g, LOOM_F32, 1, d, "x");
+  loom_output y = loom_add(g, x, x, "y");
+  loom_session_options o = loom_session_options_default();
+  o.num_threads = 2;
+  loom_session *s = loom_session_new(g, &o, NULL);
+  int64_t n = 200000;
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 1, &n, NULL), *out = NULL;
+  float *xp = loom_tensor_data(xt);
+  for (int64_t i = 0; i < n; i++) xp[i] = (float)i;
+  struct timespec pause = {0, 300000}; /* longer than the workers' spin */
+  for (int r = 0; r < 200; r++) {
+    cr_assert_eq(loom_session_run(s, &x, &xt, 1, &y, &out, 1, NULL, 0, NULL), LOOM_OK);
+    const float *op = loom_tensor_data(out);
+    cr_assert_eq(op[n - 1], 2.0f * (float)(n - 1));
+    cr_assert_eq(op[n / 3], 2.0f * (float)(n / 3));
+    if (r % 2) nanosleep(&pause, NULL);
+  }
+  loom_tensor_free(out);
+  loom_tensor_free(xt);
   loom_session_free(s);
   loom_graph_free(g);
 }
