@@ -76,6 +76,27 @@ static void full_layer_name(loom_graph *g, const char *lname, char *out, size_t 
   snprintf(out, cap, "%s%s%s", vs, *vs ? "/" : "", lname);
 }
 
+/* Common prologue of the weight-carrying layers: names the layer (lname, and
+ * full = with the variable scope) and checks x is a valid float input.
+ * Fills d/nd/dt; returns 0, or -1 after recording the error. */
+static int layer_begin(loom_graph *g, loom_output x, const char *name, const char *base, int reuse, char *lname,
+                       char *full, int64_t *d, int *nd, loom_dtype *dt) {
+  layer_name(g, name, base, reuse, lname, LNAME);
+  full_layer_name(g, lname, full, LNAME * 2);
+  if (!loom_output_valid(x)) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: invalid input", full);
+    return -1;
+  }
+  *nd = loom_output_dims(x, d);
+  *dt = loom_output_dtype(x);
+  if (!float_dtype(*dt)) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: inputs must be float32 or float64, got %s", full,
+                         loom_dtype_name(*dt));
+    return -1;
+  }
+  return 0;
+}
+
 /* "valid" / "same" (any case; NULL = valid) -> LOOM_PADDING_*; -1 otherwise. */
 static int parse_padding(const char *p) {
   if (!p || !strcasecmp(p, "valid")) return LOOM_PADDING_VALID;
@@ -245,20 +266,10 @@ loom_output loom_layers_dense(loom_graph *g, loom_output x, int64_t units, const
   if (loom__graph_failed(g)) return dummy(g);
   loom_dense_options op = o ? *o : loom_dense_options_default();
   char lname[LNAME], full[LNAME * 2], ds[128];
-  layer_name(g, name, "dense", op.reuse, lname, sizeof lname);
-  full_layer_name(g, lname, full, sizeof full);
-  if (!loom_output_valid(x)) {
-    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: invalid input", full);
-    return dummy(g);
-  }
   int64_t d[LOOM_MAX_DIMS];
-  int nd = loom_output_dims(x, d);
-  loom_dtype dt = loom_output_dtype(x);
-  if (!float_dtype(dt)) {
-    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: inputs must be float32 or float64, got %s", full,
-                         loom_dtype_name(dt));
-    return dummy(g);
-  }
+  int nd;
+  loom_dtype dt;
+  if (layer_begin(g, x, name, "dense", op.reuse, lname, full, d, &nd, &dt)) return dummy(g);
   if (units <= 0) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: units must be positive, got %lld", full, (long long)units);
     return dummy(g);
@@ -330,20 +341,10 @@ loom_output loom_layers_conv2d(loom_graph *g, loom_output x, int64_t filters, co
   if (loom__graph_failed(g)) return dummy(g);
   loom_conv2d_options op = o ? *o : loom_conv2d_options_default();
   char lname[LNAME], full[LNAME * 2], ds[128];
-  layer_name(g, name, "conv2d", op.reuse, lname, sizeof lname);
-  full_layer_name(g, lname, full, sizeof full);
-  if (!loom_output_valid(x)) {
-    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: invalid input", full);
-    return dummy(g);
-  }
   int64_t d[LOOM_MAX_DIMS];
-  int nd = loom_output_dims(x, d);
-  loom_dtype dt = loom_output_dtype(x);
-  if (!float_dtype(dt)) {
-    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: inputs must be float32 or float64, got %s", full,
-                         loom_dtype_name(dt));
-    return dummy(g);
-  }
+  int nd;
+  loom_dtype dt;
+  if (layer_begin(g, x, name, "conv2d", op.reuse, lname, full, d, &nd, &dt)) return dummy(g);
   if (nd != 4 || d[3] < 0) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
                          "%s: inputs must be NHWC of rank 4 with known channels (expected ndim=4), got %s", full,
@@ -537,20 +538,10 @@ loom_output loom_layers_batch_normalization(loom_graph *g, loom_output x, const 
   if (loom__graph_failed(g)) return dummy(g);
   loom_batch_norm_options op = o ? *o : loom_batch_norm_options_default();
   char lname[LNAME], full[LNAME * 2], ds[128];
-  layer_name(g, name, "batch_normalization", op.reuse, lname, sizeof lname);
-  full_layer_name(g, lname, full, sizeof full);
-  if (!loom_output_valid(x)) {
-    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: invalid input", full);
-    return dummy(g);
-  }
   int64_t d[LOOM_MAX_DIMS];
-  int nd = loom_output_dims(x, d);
-  loom_dtype dt = loom_output_dtype(x);
-  if (!float_dtype(dt)) {
-    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: inputs must be float32 or float64, got %s", full,
-                         loom_dtype_name(dt));
-    return dummy(g);
-  }
+  int nd;
+  loom_dtype dt;
+  if (layer_begin(g, x, name, "batch_normalization", op.reuse, lname, full, d, &nd, &dt)) return dummy(g);
   int axis = op.axis < 0 ? op.axis + nd : op.axis;
   if (nd < 1 || axis < 0 || axis >= nd) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: axis %d is out of range for inputs %s", full, (int)op.axis,
