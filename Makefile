@@ -17,14 +17,20 @@ OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
            -I. -Iinclude $(BLAS_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) -lpthread -lm -lz
+LDLIBS  := $(BLAS_LIBS) -lcjson -lprotobuf-c -lpthread -lm -lz
 ifneq ($(SANITIZE),)
   CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard kernels/cpu/*.c) $(wildcard layers/*.c) $(wildcard losses/*.c) $(wildcard metrics/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard kernels/cpu/*.c) $(wildcard layers/*.c) $(wildcard losses/*.c) $(wildcard metrics/*.c) $(wildcard estimator/*.c)
+# Protocol buffers (tf.Example, Event/Summary): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
+PROTO_SRC := $(wildcard proto/*.proto)
+PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
+PROTO_H   := $(PROTO_C:.c=.h)
+PROTO_OBJ := $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/gen/%.o)
+CFLAGS  += -I$(BUILD)/gen
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -39,9 +45,17 @@ lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 deps:
 	@bash scripts/deps.sh
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen $<
+
+# Generated code: compiled without the project's strict warning set.
+$(BUILD)/gen/proto/%.pb-c.o: $(BUILD)/gen/proto/%.pb-c.c
+	$(CC) -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/libloom.a: $(LIB_OBJ)
 	@rm -f $@

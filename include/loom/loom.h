@@ -15,4 +15,8 @@
 #include "loom_layers.h"
 #include "loom_losses.h"
 #include "loom_metrics.h"
+#include "loom_data.h"
+#include "loom_summary.h"
+#include "loom_hooks.h"
+#include "loom_export.h"
 #endif

@@ -1,0 +1,147 @@
+/* loom_data.h - input pipelines (the tf.data building blocks an input_fn
+ * returns).
+ *
+ * A dataset yields elements: a fixed list of named components (tensors).
+ * One component may be the label (loom_dataset_label_index); the estimator
+ * feeds the others to model_fn as features. Sources yield single examples
+ * (component shapes without a batch dimension); loom_dataset_batch stacks
+ * them (dims [-1, ...] in the spec, or [batch, ...] with drop_remainder).
+ *
+ * Transformations take ownership of their input dataset (also on failure:
+ * they free it and return NULL). Iteration: loom_dataset_next returns
+ * LOOM_OUT_OF_RANGE at the end of data (TF's OutOfRangeError);
+ * loom_dataset_reset starts a new pass (a shuffle reshuffles each pass
+ * unless told otherwise). A malformed record is an error naming the file
+ * and the record index or line number.
+ *
+ * Thread safety: a dataset is used by one thread at a time (prefetch runs
+ * its own producer thread internally).
+ */
+#ifndef LOOM_DATA_H
+#define LOOM_DATA_H
+#include "loom_base.h"
+#include "loom_tensor.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_dataset loom_dataset;
+
+/* ---- element spec ---- */
+LOOM_API int loom_dataset_num_components(const loom_dataset *ds);
+LOOM_API const char *loom_dataset_component_name(const loom_dataset *ds, int i);
+LOOM_API loom_dtype loom_dataset_component_dtype(const loom_dataset *ds, int i);
+/* Writes up to LOOM_MAX_DIMS dims (-1 = varies, e.g. the batch dim of a
+ * batch without drop_remainder) and returns the rank. */
+LOOM_API int loom_dataset_component_shape(const loom_dataset *ds, int i, int64_t *dims);
+/* Index of the label component, -1 when there is none. */
+LOOM_API int loom_dataset_label_index(const loom_dataset *ds);
+/* Index of the component called name, -1 when absent. */
+LOOM_API int loom_dataset_find(const loom_dataset *ds, const char *name);
+
+/* ---- iteration ---- */
+/* values[i] (i < num_components) is in/out like loom_session_run's fetch
+ * values: NULL on entry -> a new tensor the caller frees; a tensor from an
+ * earlier call is reused when its dtype and element count fit. */
+LOOM_API loom_code loom_dataset_next(loom_dataset *ds, loom_tensor **values, loom_status *st);
+LOOM_API loom_code loom_dataset_reset(loom_dataset *ds, loom_status *st);
+LOOM_API void loom_dataset_free(loom_dataset *ds);
+
+/* ---- sources ---- */
+/* Slices n arrays along dim 0 (all must share dim 0; copied, so the caller
+ * keeps its tensors). label_name names the label component (NULL = none;
+ * it must be one of names). Like Dataset.from_tensor_slices. */
+LOOM_API loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
+                                                 const char *label_name, loom_status *st);
+
+/* IDX files (MNIST / Fashion-MNIST layout), gzipped or not (detected from
+ * the magic). Components "image" and "label" (the label component; labels
+ * may be NULL: no label component). Images are float32 scaled to [0,1]
+ * with shape [rows, cols] (flatten: [rows*cols]); labels int32 scalars.
+ * limit > 0 keeps only the first limit examples. Counts of images and
+ * labels must match. */
+typedef struct loom_idx_options {
+  int32_t flatten;  /* 1: images as [rows*cols] */
+  int32_t scale;    /* 1: float32 / 255; 0: float32 raw 0..255 */
+  int64_t limit;
+} loom_idx_options;
+LOOM_API loom_idx_options loom_idx_options_default(void); /* flatten 1, scale 1, limit 0 */
+LOOM_API loom_dataset *loom_dataset_idx(const char *images_path, const char *labels_path,
+                                        const loom_idx_options *opt, loom_status *st);
+
+/* CSV (RFC 4180 quoting, "" escapes, CRLF tolerated). One scalar component
+ * per selected column. */
+typedef struct loom_csv_column {
+  const char *name;          /* NULL: take it from the header (header must be on) */
+  loom_dtype dtype;          /* LOOM_FLOAT32, LOOM_FLOAT64, LOOM_INT32, LOOM_INT64, LOOM_STRING */
+  const char *default_value; /* used for an empty field; NULL = an empty field is an error */
+  int32_t select;            /* 0 = skip this column */
+} loom_csv_column;
+typedef struct loom_csv_options {
+  int32_t header;      /* 1: the first line names the columns */
+  char delimiter;      /* ',' */
+  int32_t ncolumns;    /* columns described (must equal the file's column count) */
+  const loom_csv_column *columns;
+  const char *label_name; /* one of the selected columns, or NULL */
+} loom_csv_options;
+LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_csv_options *opt,
+                                        loom_status *st);
+
+/* TFRecord files of serialized tf.Example, parsed with a feature spec
+ * (tf.io.parse_single_example). Fixed-length features: shape given
+ * (ndim 0 = scalar), default used when the feature is missing (NULL
+ * default = missing is an error). Var-length features become a 1-D
+ * component of the feature's values (batching pads them with 0 / "" to
+ * the longest in the batch, and adds no mask). Checks both masked CRCs of
+ * every record. */
+typedef struct loom_feature_spec {
+  const char *name;
+  loom_dtype dtype;          /* LOOM_FLOAT32 (float_list), LOOM_INT64 (int64_list), LOOM_STRING (bytes_list) */
+  int32_t varlen;            /* 1: VarLenFeature */
+  int32_t ndim;
+  int64_t dims[8];
+  const void *default_value; /* numel elements of dtype (const char *const * for strings), or NULL */
+} loom_feature_spec;
+LOOM_API loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int nspec,
+                                             const loom_feature_spec *spec, const char *label_name,
+                                             loom_status *st);
+/* Writes one serialized tf.Example per call (for tests and tools). */
+typedef struct loom_tfrecord_writer loom_tfrecord_writer;
+LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new(const char *path, loom_status *st);
+LOOM_API loom_code loom_tfrecord_writer_write(loom_tfrecord_writer *w, const void *record, size_t n, loom_status *st);
+/* Serializes a tf.Example with n features (each tensor flattened into its
+ * list by dtype: float32 -> float_list, int32/int64 -> int64_list, string
+ * -> bytes_list) and writes it. */
+LOOM_API loom_code loom_tfrecord_writer_write_example(loom_tfrecord_writer *w, int n, const char *const *names,
+                                                      const loom_tensor *const *values, loom_status *st);
+LOOM_API loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_status *st); /* frees */
+
+/* ---- transformations (own their input) ---- */
+/* fn maps an element in place: values[i] may be replaced (free the old
+ * tensor) or modified; it must keep the spec's dtypes and ranks. Non-OK
+ * ends iteration with that status. */
+typedef loom_code (*loom_map_fn)(void *user, int n, loom_tensor **values, loom_status *st);
+LOOM_API loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *user, loom_status *st);
+/* Fills a buffer of buffer_size elements and draws uniformly from it
+ * (Philox with seed); reshuffle_each_iteration: a reset draws a new order. */
+LOOM_API loom_dataset *loom_dataset_shuffle(loom_dataset *in, int64_t buffer_size, uint64_t seed,
+                                            int reshuffle_each_iteration, loom_status *st);
+/* Stacks batch_size consecutive elements; the last smaller batch is kept
+ * unless drop_remainder. */
+LOOM_API loom_dataset *loom_dataset_batch(loom_dataset *in, int64_t batch_size, int drop_remainder, loom_status *st);
+/* count passes (count < 0: forever); resets the input between passes. */
+LOOM_API loom_dataset *loom_dataset_repeat(loom_dataset *in, int64_t count, loom_status *st);
+/* Produces up to buffer_size elements ahead on a background thread. */
+LOOM_API loom_dataset *loom_dataset_prefetch(loom_dataset *in, int64_t buffer_size, loom_status *st);
+LOOM_API loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_status *st);
+
+/* numpy_input_fn: from_tensors + (shuffle with buffer = n when shuffle,
+ * seed) + repeat(num_epochs; <= 0 = forever) + batch(batch_size). */
+LOOM_API loom_dataset *loom_numpy_input(int n, const char *const *names, const loom_tensor *const *arrays,
+                                        const loom_tensor *labels, int64_t batch_size, int64_t num_epochs,
+                                        int shuffle, uint64_t seed, loom_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,125 @@
+/* loom_summary.h - TensorBoard event files, graph summaries, run traces.
+ *
+ * Event files are what TensorBoard reads: "events.out.tfevents.<secs>.<host>"
+ * holding TFRecord-framed (masked CRC32C) Event protobufs. The first event
+ * carries file_version "brain.Event:2". Scalars are written as
+ * Summary.Value.simple_value, histograms as HistogramProto with TF's
+ * default bucket limits.
+ *
+ * Graph summaries (tf.summary.scalar / histogram) are recorded in the
+ * graph's "summaries" collection with their tag; a SummarySaver fetches
+ * them and hands the values to loom_event_writer_add_graph_summaries.
+ */
+#ifndef LOOM_SUMMARY_H
+#define LOOM_SUMMARY_H
+#include "loom_base.h"
+#include "loom_graph.h"
+#include "loom_session.h"
+#include "loom_tensor.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- writing ---- */
+typedef struct loom_event_writer loom_event_writer;
+
+/* Creates logdir (and parents) if needed and opens
+ * "<logdir>/events.out.tfevents.<unix secs>.<hostname><suffix>" (suffix may
+ * be NULL), writing the file_version event. */
+LOOM_API loom_event_writer *loom_event_writer_new(const char *logdir, const char *filename_suffix, loom_status *st);
+/* Flushes and closes. Accepts NULL. */
+LOOM_API void loom_event_writer_free(loom_event_writer *w);
+LOOM_API const char *loom_event_writer_path(const loom_event_writer *w);
+LOOM_API loom_code loom_event_writer_flush(loom_event_writer *w, loom_status *st);
+
+/* One Event (wall_time now, step) with one simple_value. */
+LOOM_API loom_code loom_event_writer_add_scalar(loom_event_writer *w, const char *tag, double value, int64_t step,
+                                                loom_status *st);
+/* One Event with n simple_values (evaluate writes all metrics at once). */
+LOOM_API loom_code loom_event_writer_add_scalars(loom_event_writer *w, int n, const char *const *tags,
+                                                 const double *values, int64_t step, loom_status *st);
+/* One Event with a HistogramProto of n values (min, max, num, sum,
+ * sum_squares, TF's default bucket limits, only non-empty buckets). */
+LOOM_API loom_code loom_event_writer_add_histogram(loom_event_writer *w, const char *tag, const double *values,
+                                                   int64_t n, int64_t step, loom_status *st);
+/* One Event with a string-tensor summary value (e.g. evaluate's
+ * "checkpoint_path"). */
+LOOM_API loom_code loom_event_writer_add_text(loom_event_writer *w, const char *tag, const char *text, int64_t step,
+                                              loom_status *st);
+typedef enum loom_session_log_status {
+  LOOM_SESSION_LOG_START = 1,
+  LOOM_SESSION_LOG_STOP = 2,
+  LOOM_SESSION_LOG_CHECKPOINT = 3
+} loom_session_log_status;
+/* One Event carrying a SessionLog (checkpoint_path may be NULL). */
+LOOM_API loom_code loom_event_writer_add_session_log(loom_event_writer *w, loom_session_log_status status,
+                                                     const char *checkpoint_path, int64_t step, loom_status *st);
+
+/* ---- graph summaries ---- */
+typedef enum loom_summary_kind { LOOM_SUMMARY_SCALAR = 0, LOOM_SUMMARY_HISTOGRAM = 1 } loom_summary_kind;
+/* tf.summary.scalar: records (tag, x) in g's "summaries" collection and
+ * returns x's identity named "<tag>" (under the current scope). x must be a
+ * numeric scalar (or one element); an INVALID_ARGUMENT graph error
+ * otherwise. The tag is the name given (TF's default family rules aside). */
+LOOM_API loom_output loom_summary_scalar(loom_graph *g, const char *tag, loom_output x);
+/* tf.summary.histogram: any numeric tensor. */
+LOOM_API loom_output loom_summary_histogram(loom_graph *g, const char *tag, loom_output x);
+/* The graph's summaries in creation order: *n of them; tags/kinds/outputs
+ * arrays are borrowed from the graph (any may be NULL). */
+LOOM_API int loom_graph_summaries(loom_graph *g, const char *const **tags, const loom_summary_kind **kinds,
+                                  const loom_output **outputs);
+/* Writes one Event at step holding every summary of g, given their fetched
+ * values in loom_graph_summaries order. */
+LOOM_API loom_code loom_event_writer_add_graph_summaries(loom_event_writer *w, loom_graph *g,
+                                                         loom_tensor *const *values, int64_t step, loom_status *st);
+
+/* ---- reading (tests, tools) ---- */
+typedef struct loom_event_value {
+  const char *tag;
+  int32_t kind;           /* 0 simple_value, 1 histogram, 2 string tensor */
+  double simple_value;
+  double hmin, hmax, hnum, hsum, hsum_squares; /* histogram */
+  int32_t nbuckets;
+  const double *bucket_limit, *bucket;
+  const char *text;       /* kind 2 */
+} loom_event_value;
+typedef struct loom_event {
+  double wall_time;
+  int64_t step;
+  const char *file_version;   /* non-NULL for the file_version event */
+  int32_t nvalues;            /* summary values */
+  const loom_event_value *values;
+  int32_t session_log_status; /* 0 when the event has no SessionLog */
+  const char *checkpoint_path;
+} loom_event;
+typedef struct loom_event_reader loom_event_reader;
+LOOM_API loom_event_reader *loom_event_reader_open(const char *path, loom_status *st);
+/* *ev is valid until the next call. OUT_OF_RANGE at the end; DATA_LOSS
+ * naming the file and record for a bad CRC, truncation or an undecodable
+ * Event. */
+LOOM_API loom_code loom_event_reader_next(loom_event_reader *r, const loom_event **ev, loom_status *st);
+LOOM_API void loom_event_reader_free(loom_event_reader *r);
+
+/* ---- run traces (the profiler hook) ---- */
+typedef struct loom_trace_event {
+  const char *node;  /* node name (borrowed from the graph) */
+  const char *op;    /* op type */
+  int64_t start_ns;  /* CLOCK_MONOTONIC, relative to the run's start */
+  int64_t dur_ns;
+  int32_t thread;    /* 0 = the calling thread */
+} loom_trace_event;
+/* Records per-node timings for the session's runs while on (off by
+ * default; costs two clock reads per node when on). */
+LOOM_API void loom_session_set_tracing(loom_session *s, int on);
+/* Timings of the most recent traced run (borrowed, valid until the next
+ * run); *n = 0 when none. */
+LOOM_API const loom_trace_event *loom_session_last_trace(const loom_session *s, int *n);
+/* Writes a Chrome trace (JSON "traceEvents", complete "X" events in
+ * microseconds, one per node, args {op}) that chrome://tracing and Perfetto
+ * load. Atomic (temporary file + rename). */
+LOOM_API loom_code loom_trace_write_chrome(const char *path, const loom_trace_event *ev, int n, loom_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
