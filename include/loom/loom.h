@@ -19,4 +19,5 @@
 #include "loom_summary.h"
 #include "loom_hooks.h"
 #include "loom_export.h"
+#include "loom_estimator.h"
 #endif

@@ -1,0 +1,273 @@
+/* loom_estimator.h - the Estimator (tf.estimator.Estimator), RunConfig,
+ * EstimatorSpec, ModeKeys, TF_CONFIG, in-process evaluation and early
+ * stopping.
+ *
+ * A model_fn builds the model into a fresh graph for one mode and fills an
+ * EstimatorSpec; an input_fn returns a dataset (loom_data.h) whose label
+ * component becomes `labels` and whose other components become `features`.
+ * train / evaluate / predict / export follow TF's semantics (steps vs
+ * max_steps, evaluation's mean loss + global_step, predict's
+ * yield_single_examples, export directories with timestamps) and fix TF's
+ * best-known complaints:
+ *  - predict keeps the graph and session of the last call resident and only
+ *    re-reads variables when a newer checkpoint exists (no rebuild per call);
+ *    several prediction iterators can be interleaved;
+ *  - evaluation every N steps runs in process (loom_in_memory_evaluator_hook,
+ *    early stopping hooks) without a checkpoint round trip;
+ *  - evaluate pins the checkpoint it restores (a checkpoint file is read
+ *    through one open descriptor; if keep_checkpoint_max deleted it between
+ *    lookup and open, the newest checkpoint is looked up again).
+ *
+ * Model directory layout: as TF (checkpoint state file, model.ckpt-<step>
+ * (one loom checkpoint file each), events.out.tfevents.*, eval/ or
+ * eval_<name>/, export/<timestamp>/).
+ */
+#ifndef LOOM_ESTIMATOR_H
+#define LOOM_ESTIMATOR_H
+#include "loom_base.h"
+#include "loom_data.h"
+#include "loom_graph.h"
+#include "loom_hooks.h"
+#include "loom_metrics.h"
+#include "loom_session.h"
+#include "loom_tensor.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ModeKeys: "train", "eval", "infer". */
+typedef enum loom_mode { LOOM_MODE_TRAIN = 0, LOOM_MODE_EVAL = 1, LOOM_MODE_PREDICT = 2 } loom_mode;
+LOOM_API const char *loom_mode_key(loom_mode mode);
+
+/* ---- params (string key/value, copied by the estimator) ---- */
+typedef struct loom_params loom_params;
+LOOM_API loom_params *loom_params_new(void);
+LOOM_API void loom_params_free(loom_params *p);
+LOOM_API loom_params *loom_params_copy(const loom_params *p);
+/* Sets (or replaces) key. */
+LOOM_API loom_code loom_params_set(loom_params *p, const char *key, const char *value, loom_status *st);
+LOOM_API loom_code loom_params_set_double(loom_params *p, const char *key, double value, loom_status *st);
+LOOM_API loom_code loom_params_set_int(loom_params *p, const char *key, int64_t value, loom_status *st);
+/* NULL when absent (p may be NULL). */
+LOOM_API const char *loom_params_get(const loom_params *p, const char *key);
+/* dflt when absent or not a number. */
+LOOM_API double loom_params_get_double(const loom_params *p, const char *key, double dflt);
+LOOM_API int64_t loom_params_get_int(const loom_params *p, const char *key, int64_t dflt);
+
+/* ---- TF_CONFIG ---- */
+typedef struct loom_tf_config loom_tf_config;
+/* Parses TF_CONFIG JSON (json NULL: the TF_CONFIG environment variable;
+ * unset or empty: local mode). Validates TF's rules (one chief, task type
+ * and index present and in range, no master with chief, evaluator index 0,
+ * local mode only worker 0) with INVALID_ARGUMENT naming the problem. */
+LOOM_API loom_tf_config *loom_tf_config_parse(const char *json, loom_status *st);
+LOOM_API void loom_tf_config_free(loom_tf_config *c);
+LOOM_API const char *loom_tf_config_task_type(const loom_tf_config *c); /* "worker" in local mode */
+LOOM_API int loom_tf_config_task_id(const loom_tf_config *c);
+LOOM_API int loom_tf_config_is_chief(const loom_tf_config *c);
+LOOM_API int loom_tf_config_num_ps_replicas(const loom_tf_config *c);
+LOOM_API int loom_tf_config_num_worker_replicas(const loom_tf_config *c);
+/* TF's global_id_in_cluster (chief 0, other types alphabetically, ps last);
+ * -1 for the evaluator. */
+LOOM_API int loom_tf_config_global_id(const loom_tf_config *c);
+LOOM_API const char *loom_tf_config_master(const loom_tf_config *c); /* "" local, "grpc://host:port" */
+LOOM_API const char *loom_tf_config_model_dir(const loom_tf_config *c); /* NULL when absent */
+/* Number of tasks of a job in the cluster (0 when absent) and their addresses. */
+LOOM_API int loom_tf_config_num_tasks(const loom_tf_config *c, const char *job);
+LOOM_API const char *loom_tf_config_address(const loom_tf_config *c, const char *job, int index);
+
+/* ---- RunConfig ---- */
+typedef struct loom_run_config {
+  uint32_t struct_size;
+  const char *model_dir;             /* NULL: the constructor's (or TF_CONFIG's, or a temp dir) */
+  int32_t has_random_seed;
+  int64_t tf_random_seed;
+  int64_t save_summary_steps;        /* 100; 0 = no summaries */
+  int64_t save_checkpoints_steps;    /* -1 = unset */
+  double save_checkpoints_secs;      /* -1 = unset. Both unset: 600 s. Both 0: no checkpoints. Both > 0: error */
+  int32_t keep_checkpoint_max;       /* 5; 0 = keep all */
+  double keep_checkpoint_every_n_hours; /* 10000 (accepted for compatibility) */
+  int64_t log_step_count_steps;      /* 100; must be > 0 */
+  int32_t num_threads;               /* session threads, 0 = cores */
+  loom_device_type device;
+  int32_t progress_bar;              /* 1: progress bar with ETA when stdout is a terminal */
+  int32_t prefetch;                  /* batches prefetched on a background thread; 0 = none (default 2) */
+} loom_run_config;
+LOOM_API loom_run_config loom_run_config_default(void);
+
+/* ---- features (name -> graph output) ---- */
+typedef struct loom_features loom_features;
+LOOM_API loom_features *loom_features_new(void);
+LOOM_API void loom_features_free(loom_features *f);
+LOOM_API loom_code loom_features_add(loom_features *f, const char *name, loom_output value, loom_status *st);
+LOOM_API int loom_features_count(const loom_features *f);
+LOOM_API const char *loom_features_name(const loom_features *f, int i);
+LOOM_API loom_output loom_features_at(const loom_features *f, int i);
+/* {NULL, 0} when absent. */
+LOOM_API loom_output loom_features_get(const loom_features *f, const char *name);
+
+/* ---- EstimatorSpec ---- */
+typedef struct loom_estimator_spec loom_estimator_spec;
+typedef enum loom_export_kind {
+  LOOM_EXPORT_PREDICT = 0,  /* tensorflow/serving/predict */
+  LOOM_EXPORT_CLASSIFY = 1, /* tensorflow/serving/classify: keys "classes", "scores" */
+  LOOM_EXPORT_REGRESS = 2   /* tensorflow/serving/regress: key "outputs" */
+} loom_export_kind;
+typedef enum loom_hook_slot {
+  LOOM_HOOKS_TRAINING = 0,
+  LOOM_HOOKS_TRAINING_CHIEF = 1,
+  LOOM_HOOKS_EVALUATION = 2,
+  LOOM_HOOKS_PREDICTION = 3
+} loom_hook_slot;
+LOOM_API loom_mode loom_spec_mode(const loom_estimator_spec *s);
+LOOM_API void loom_spec_set_loss(loom_estimator_spec *s, loom_output loss);
+LOOM_API void loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op);
+/* predictions dict entry (a single tensor: use key "predictions"). */
+LOOM_API void loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value);
+/* eval_metric_ops entry; "loss" and "global_step" are reserved. */
+LOOM_API void loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric);
+/* export_outputs entry. With none, export writes {"serving_default":
+ * predict(all predictions)}; with several, one must be "serving_default". */
+LOOM_API void loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind, int n,
+                                          const char *const *keys, const loom_output *outputs);
+/* Adds a hook; the spec takes ownership (freed after the call that built it). */
+LOOM_API void loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook);
+
+/* ---- model_fn / input_fn ---- */
+typedef loom_code (*loom_model_fn)(loom_graph *g, const loom_features *features, loom_output labels, loom_mode mode,
+                                   const loom_params *params, const loom_run_config *config,
+                                   loom_estimator_spec *spec, void *user, loom_status *st);
+/* Returns a new dataset (the estimator frees it). */
+typedef loom_dataset *(*loom_input_fn)(loom_mode mode, const loom_params *params, void *user, loom_status *st);
+/* Serving input receiver: adds placeholders to g, registers them as
+ * receivers (the export signature's inputs) and builds features from them
+ * (often the same outputs). */
+typedef loom_code (*loom_serving_input_fn)(loom_graph *g, loom_features *features, loom_features *receivers,
+                                           void *user, loom_status *st);
+
+/* ---- Estimator ---- */
+typedef struct loom_estimator loom_estimator;
+/* model_dir NULL: config->model_dir, TF_CONFIG's model_dir, or a new temp
+ * dir (with a warning). Both set and different: INVALID_ARGUMENT.
+ * warm_start_from: a checkpoint file, a model directory or an export
+ * directory; applied (to all trainable variables present there with the
+ * same shape) only when model_dir has no checkpoint. */
+LOOM_API loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const char *model_dir,
+                                            const loom_run_config *config, const loom_params *params,
+                                            const char *warm_start_from, loom_status *st);
+LOOM_API void loom_estimator_free(loom_estimator *e);
+LOOM_API const char *loom_estimator_model_dir(const loom_estimator *e);
+LOOM_API const loom_run_config *loom_estimator_config(const loom_estimator *e);
+LOOM_API const loom_params *loom_estimator_params(const loom_estimator *e);
+/* Restricts warm start to variables whose names match the POSIX extended
+ * regex (anchored like TF's re.match at the start); NULL = all trainable. */
+LOOM_API loom_code loom_estimator_set_warm_start_vars(loom_estimator *e, const char *regex, loom_status *st);
+
+typedef struct loom_train_options {
+  uint32_t struct_size;
+  int64_t steps;       /* > 0: run this many more steps */
+  int64_t max_steps;   /* > 0: stop at this global step (skip if reached). Not both. Neither: until the input ends */
+  int32_t nhooks;
+  loom_hook *const *hooks;
+  int32_t nlisteners;  /* saving listeners (need checkpointing enabled) */
+  const loom_checkpoint_listener *const *listeners;
+  void *const *listener_selves;
+} loom_train_options;
+LOOM_API loom_train_options loom_train_options_default(void);
+LOOM_API loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                        const loom_train_options *opt, loom_status *st);
+
+typedef struct loom_eval_result loom_eval_result;
+LOOM_API int loom_eval_result_count(const loom_eval_result *r);
+LOOM_API const char *loom_eval_result_key(const loom_eval_result *r, int i); /* sorted, incl. "loss", "global_step" */
+LOOM_API double loom_eval_result_value(const loom_eval_result *r, int i);
+/* NOT_FOUND when absent. */
+LOOM_API loom_code loom_eval_result_get(const loom_eval_result *r, const char *key, double *value, loom_status *st);
+LOOM_API int64_t loom_eval_result_global_step(const loom_eval_result *r);
+LOOM_API void loom_eval_result_free(loom_eval_result *r);
+
+typedef struct loom_eval_options {
+  uint32_t struct_size;
+  int64_t steps;               /* > 0: this many batches; 0: until the input ends */
+  int32_t nhooks;
+  loom_hook *const *hooks;
+  const char *checkpoint_path; /* NULL: the latest */
+  const char *name;            /* NULL: eval/, else eval_<name>/ */
+} loom_eval_options;
+LOOM_API loom_eval_options loom_eval_options_default(void);
+LOOM_API loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                           const loom_eval_options *opt, loom_eval_result **out, loom_status *st);
+
+typedef struct loom_predict_options {
+  uint32_t struct_size;
+  int32_t npredict_keys;       /* 0: all */
+  const char *const *predict_keys;
+  const char *checkpoint_path; /* NULL: the latest (fresh variables when none, with a log line) */
+  int32_t yield_single_examples; /* 1 (default): one result per example */
+  int32_t nhooks;
+  loom_hook *const *hooks;
+} loom_predict_options;
+LOOM_API loom_predict_options loom_predict_options_default(void);
+typedef struct loom_prediction_iter loom_prediction_iter;
+LOOM_API loom_prediction_iter *loom_estimator_predict(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                                      const loom_predict_options *opt, loom_status *st);
+/* Advances to the next example (or batch); OUT_OF_RANGE at the end. */
+LOOM_API loom_code loom_prediction_next(loom_prediction_iter *it, loom_status *st);
+LOOM_API int loom_prediction_count(const loom_prediction_iter *it);
+LOOM_API const char *loom_prediction_key(const loom_prediction_iter *it, int i);
+/* The current value of prediction i (borrowed until the next call). */
+LOOM_API const loom_tensor *loom_prediction_value(const loom_prediction_iter *it, int i);
+/* The value for key, NULL when absent. */
+LOOM_API const loom_tensor *loom_prediction_get(const loom_prediction_iter *it, const char *key);
+LOOM_API void loom_prediction_iter_free(loom_prediction_iter *it);
+
+/* export_saved_model: writes <export_dir_base>/<timestamp>/ atomically
+ * (temp-<timestamp>/ then rename) from checkpoint_path (NULL: latest;
+ * NOT_FOUND when there is none). The path written goes to out_path. */
+LOOM_API loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving_input_fn, void *user,
+                                         const char *export_dir_base, const char *checkpoint_path, char *out_path,
+                                         size_t cap, loom_status *st);
+
+LOOM_API loom_code loom_estimator_latest_checkpoint(const loom_estimator *e, char *buf, size_t cap,
+                                                    loom_status *st);
+/* Names (with dtype and shape) in the latest checkpoint; FAILED_PRECONDITION when none. */
+LOOM_API loom_code loom_estimator_get_variable_names(const loom_estimator *e, loom_checkpoint_entry_fn fn,
+                                                     void *user, loom_status *st);
+LOOM_API loom_code loom_estimator_get_variable_value(const loom_estimator *e, const char *name, loom_tensor **out,
+                                                     loom_status *st);
+/* model_dir/eval or model_dir/eval_<name>, into buf. */
+LOOM_API const char *loom_estimator_eval_dir(const loom_estimator *e, const char *name, char *buf, size_t cap);
+
+/* ---- in-process evaluation and early stopping ---- */
+/* Evaluates the training session's current variables every every_n_iter
+ * steps (and at the end) on input_fn, without checkpoints: the eval graph is
+ * built once; variables are copied in memory. Results are written to the
+ * eval dir like evaluate's. */
+LOOM_API loom_hook *loom_in_memory_evaluator_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                                  int64_t steps, const char *name, int64_t every_n_iter,
+                                                  loom_status *st);
+/* The latest in-memory evaluation of such a hook (NULL before the first). */
+LOOM_API const loom_eval_result *loom_in_memory_evaluator_last(const loom_hook *h);
+/* Early stopping: evaluates in process every run_every_steps and stops
+ * training when should_stop(result history) says so. */
+typedef int (*loom_early_stop_fn)(void *user, int n, const loom_eval_result *const *history);
+LOOM_API loom_hook *loom_early_stopping_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                             int64_t eval_steps, loom_early_stop_fn should_stop, void *user,
+                                             int64_t run_every_steps, loom_status *st);
+/* tf.estimator.experimental.stop_if_*: metric compared on in-process
+ * evaluations after min_steps. */
+typedef enum loom_early_stop_kind {
+  LOOM_STOP_IF_HIGHER = 0,      /* metric > threshold */
+  LOOM_STOP_IF_LOWER = 1,       /* metric < threshold */
+  LOOM_STOP_IF_NO_INCREASE = 2, /* no new maximum for max_steps_without (threshold) global steps */
+  LOOM_STOP_IF_NO_DECREASE = 3
+} loom_early_stop_kind;
+LOOM_API loom_hook *loom_stop_if_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                      int64_t eval_steps, loom_early_stop_kind kind, const char *metric,
+                                      double threshold, int64_t min_steps, int64_t run_every_steps,
+                                      loom_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
