@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <unistd.h>
+#include <time.h>
 #include "engine/session_impl.h"
 #include "engine/pool.h"
 
@@ -80,6 +81,7 @@ void loom_session_free(loom_session *s) {
   }
   if (s->vars && s->vars_free) s->vars_free(s->vars);
   loom__free(s->counters);
+  loom__free(s->trace);
   loom__pool_free(s->pool);
   pthread_mutex_destroy(&s->mu);
   loom__free(s);
@@ -624,6 +626,42 @@ static loom_code bind_counters(loom_session *s, loom_plan *fresh, loom_status *s
   return LOOM_OK;
 }
 
+/* ---- tracing (loom_summary.h) ---- */
+void loom_session_set_tracing(loom_session *s, int on) {
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  s->tracing = on != 0;
+  pthread_mutex_unlock(&s->mu);
+}
+const loom_trace_event *loom_session_last_trace(const loom_session *s, int *n) {
+  if (n) *n = s ? s->ntrace : 0;
+  return s && s->ntrace ? s->trace : NULL;
+}
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+/* Room for one event per step of p; the trace restarts empty. */
+static loom_code trace_begin(loom_session *s, const loom_plan *p, loom_status *st) {
+  s->ntrace = 0;
+  if (p->nsteps > s->trace_cap) {
+    loom_trace_event *t = loom__realloc(s->trace, (size_t)p->nsteps * sizeof *t);
+    if (!t) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory for the run trace");
+    s->trace = t;
+    s->trace_cap = p->nsteps;
+  }
+  return LOOM_OK;
+}
+static void trace_step(loom_session *s, const loom_node *n, int64_t t0, int64_t start, int64_t end) {
+  loom_trace_event *e = &s->trace[s->ntrace++];
+  e->node = n->name;
+  e->op = n->def->name;
+  e->start_ns = start - t0;
+  e->dur_ns = end - start;
+  e->thread = 0; /* kernels run one at a time on the calling thread */
+}
+
 loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tensor *const *feed_values, int nfeeds,
                            const loom_output *fetches, loom_tensor **fetch_values, int nfetches,
                            loom_node *const *targets, int ntargets, loom_status *st) {
@@ -655,6 +693,9 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
 
   pthread_mutex_lock(&s->mu);
   loom_code rc = LOOM_OK;
+  const int tracing = s->tracing;
+  const int64_t t0 = tracing ? mono_ns() : 0;
+  if (tracing) s->ntrace = 0;
   uint64_t h = sig_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
   loom_plan *p = find_plan(s, h, feeds, nfeeds, fetches, nfetches, targets, ntargets);
   if (p) {
@@ -691,6 +732,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
     if (p->feed_val[i] >= 0) p->values[p->feed_val[i]].buf.data = feed_values[i]->data;
   resolve_aliases(p);
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
+  if (tracing && (rc = trace_begin(s, p, st))) goto done;
 
   loom__set_ftz();
   for (int i = 0; i < p->nsteps; i++) {
@@ -701,7 +743,13 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
     }
     plan_step *sp = &p->steps[i];
     sp->ctx.st = st;
-    rc = sp->fn(&sp->ctx);
+    if (tracing) {
+      int64_t a = mono_ns();
+      rc = sp->fn(&sp->ctx);
+      trace_step(s, sp->node, t0, a, mono_ns());
+    } else {
+      rc = sp->fn(&sp->ctx);
+    }
     if (rc) {
       const char *m = loom_status_message(st);
       char buf[768];

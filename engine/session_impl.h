@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include "engine/engine_impl.h"
+#include "loom/loom_summary.h"
 
 typedef struct plan_value {
   const loom_node *node;
@@ -73,6 +74,11 @@ struct loom_session {
    * phase 0 before the steps (an error fails the run: uninitialised reads),
    * phase 1 after all steps succeeded (marks assigned variables) */
   loom_code (*vars_hook)(struct loom_session *s, const loom_plan *p, int phase, loom_status *st);
+  /* per-node tracing (loom_session_set_tracing): off by default; trace holds
+   * the steps of the last traced run (ntrace of them, trace_cap allocated) */
+  int tracing;
+  int32_t ntrace, trace_cap;
+  loom_trace_event *trace;
 };
 
 #endif
