@@ -136,7 +136,8 @@ double loom_params_get_double(const loom_params *p, const char *key, double dflt
   char *end = NULL;
   errno = 0;
   double v = strtod(s, &end);
-  if (end == s || *end || errno == ERANGE) return dflt;
+  /* overflow -> dflt; underflow (subnormals, 1e-400 -> 0) is kept */
+  if (end == s || *end || (errno == ERANGE && isinf(v))) return dflt;
   return v;
 }
 
