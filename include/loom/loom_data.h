@@ -73,7 +73,7 @@ LOOM_API loom_dataset *loom_dataset_idx(const char *images_path, const char *lab
  * per selected column. */
 typedef struct loom_csv_column {
   const char *name;          /* NULL: take it from the header (header must be on) */
-  loom_dtype dtype;          /* LOOM_FLOAT32, LOOM_FLOAT64, LOOM_INT32, LOOM_INT64, LOOM_STRING */
+  loom_dtype dtype;          /* LOOM_F32, LOOM_F64, LOOM_I32, LOOM_I64, LOOM_STRING */
   const char *default_value; /* used for an empty field; NULL = an empty field is an error */
   int32_t select;            /* 0 = skip this column */
 } loom_csv_column;
@@ -96,7 +96,7 @@ LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, co
  * every record. */
 typedef struct loom_feature_spec {
   const char *name;
-  loom_dtype dtype;          /* LOOM_FLOAT32 (float_list), LOOM_INT64 (int64_list), LOOM_STRING (bytes_list) */
+  loom_dtype dtype;          /* LOOM_F32 (float_list), LOOM_I64 (int64_list), LOOM_STRING (bytes_list) */
   int32_t varlen;            /* 1: VarLenFeature */
   int32_t ndim;
   int64_t dims[8];

@@ -1,0 +1,994 @@
+/* estimator/estimator.c - Estimator construction, EstimatorSpec, graph
+ * building per mode, session initialisation (restore / init / warm start),
+ * train and evaluate. Predict and export are in estimator_predict.c,
+ * in-process evaluation in estimator_inmem.c. */
+#include "estimator/estimator_impl.h"
+#include <errno.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ utils */
+double loom__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *loom__path_join(const char *a, const char *b) {
+  size_t na = strlen(a), nb = strlen(b);
+  char *p = loom__malloc(na + nb + 2);
+  if (!p) return NULL;
+  memcpy(p, a, na);
+  size_t k = na;
+  if (k && p[k - 1] != '/') p[k++] = '/';
+  memcpy(p + k, b, nb + 1);
+  return p;
+}
+
+loom_code loom__mkdir_p(const char *path, loom_status *st) {
+  char *p = loom__strdup(path);
+  if (!p) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  for (char *q = p + 1;; q++) {
+    if (*q == '/' || *q == 0) {
+      char c = *q;
+      *q = 0;
+      if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        loom_code rc = loom_status_set(st, LOOM_PERMISSION_DENIED, "cannot create directory %s: %s", p, strerror(errno));
+        loom__free(p);
+        return rc;
+      }
+      *q = c;
+      if (!c) break;
+    }
+  }
+  loom__free(p);
+  return LOOM_OK;
+}
+
+static char **strv_push(char **v, int32_t n, const char *s, int *oom) {
+  char **nv = loom__realloc(v, sizeof(char *) * (size_t)(n + 1));
+  if (!nv) {
+    *oom = 1;
+    return v;
+  }
+  nv[n] = loom__strdup(s ? s : "");
+  if (!nv[n]) *oom = 1;
+  return nv;
+}
+
+/* ------------------------------------------------------------------- spec */
+loom_mode loom_spec_mode(const loom_estimator_spec *s) { return s ? s->mode : LOOM_MODE_TRAIN; }
+
+void loom_spec_set_loss(loom_estimator_spec *s, loom_output loss) {
+  if (!s) return;
+  s->loss = loss;
+  s->has_loss = loss.node != NULL;
+}
+
+void loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op) {
+  if (s) s->train_op = train_op;
+}
+
+void loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value) {
+  if (!s || s->oom) return;
+  loom_output *np = loom__realloc(s->preds, sizeof(loom_output) * (size_t)(s->npred + 1));
+  if (!np) {
+    s->oom = 1;
+    return;
+  }
+  s->preds = np;
+  s->pred_keys = strv_push(s->pred_keys, s->npred, key, &s->oom);
+  if (s->oom) return;
+  s->preds[s->npred++] = value;
+}
+
+void loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric) {
+  if (!s || s->oom) return;
+  loom_metric *nm = loom__realloc(s->mets, sizeof(loom_metric) * (size_t)(s->nmet + 1));
+  if (!nm) {
+    s->oom = 1;
+    return;
+  }
+  s->mets = nm;
+  s->met_names = strv_push(s->met_names, s->nmet, name, &s->oom);
+  if (s->oom) return;
+  s->mets[s->nmet++] = metric;
+}
+
+void loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind, int n,
+                                 const char *const *keys, const loom_output *outputs) {
+  if (!s || s->oom) return;
+  est_export_out *ne = loom__realloc(s->exps, sizeof(est_export_out) * (size_t)(s->nexp + 1));
+  if (!ne) {
+    s->oom = 1;
+    return;
+  }
+  s->exps = ne;
+  est_export_out *x = &s->exps[s->nexp];
+  memset(x, 0, sizeof *x);
+  x->name = loom__strdup(name ? name : "serving_default");
+  x->kind = kind;
+  x->outputs = loom__calloc((size_t)(n > 0 ? n : 1), sizeof(loom_output));
+  if (!x->name || !x->outputs) {
+    loom__free(x->name);
+    loom__free(x->outputs);
+    s->oom = 1;
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    x->keys = strv_push(x->keys, x->n, keys ? keys[i] : "output", &s->oom);
+    if (s->oom) break;
+    x->outputs[x->n++] = outputs[i];
+  }
+  s->nexp++;
+}
+
+void loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook) {
+  if (!s || !hook) return;
+  if ((int)slot < 0 || slot > LOOM_HOOKS_PREDICTION || s->oom) {
+    loom_hook_free(hook);
+    return;
+  }
+  loom_hook **nh = loom__realloc(s->hooks[slot], sizeof(loom_hook *) * (size_t)(s->nhooks[slot] + 1));
+  if (!nh) {
+    s->oom = 1;
+    loom_hook_free(hook);
+    return;
+  }
+  s->hooks[slot] = nh;
+  nh[s->nhooks[slot]++] = hook;
+}
+
+static void spec_clear(loom_estimator_spec *s) {
+  for (int i = 0; i < s->npred; i++) loom__free(s->pred_keys[i]);
+  loom__free(s->pred_keys);
+  loom__free(s->preds);
+  for (int i = 0; i < s->nmet; i++) loom__free(s->met_names[i]);
+  loom__free(s->met_names);
+  loom__free(s->mets);
+  for (int i = 0; i < s->nexp; i++) {
+    for (int k = 0; k < s->exps[i].n; k++) loom__free(s->exps[i].keys[k]);
+    loom__free(s->exps[i].keys);
+    loom__free(s->exps[i].outputs);
+    loom__free(s->exps[i].name);
+  }
+  loom__free(s->exps);
+  for (int k = 0; k < 4; k++) {
+    for (int i = 0; i < s->nhooks[k]; i++) loom_hook_free(s->hooks[k][i]);
+    loom__free(s->hooks[k]);
+  }
+  memset(s, 0, sizeof *s);
+}
+
+static int is_float_scalar(loom_output o) {
+  if (!loom_output_valid(o)) return 0;
+  loom_dtype dt = loom_output_dtype(o);
+  if (dt != LOOM_F32 && dt != LOOM_F64) return 0;
+  int64_t d[LOOM_MAX_DIMS];
+  int nd = loom_output_dims(o, d);
+  return nd == 0 || (nd == 1 && d[0] == 1);
+}
+
+/* TF's EstimatorSpec validation for the mode. */
+static loom_code spec_validate(const loom_estimator_spec *s, loom_status *st) {
+  const char *m = loom_mode_key(s->mode);
+  if (s->oom) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory while filling the EstimatorSpec");
+  if (s->mode != LOOM_MODE_PREDICT) {
+    if (!s->has_loss)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: missing loss in mode %s", m);
+    if (!is_float_scalar(s->loss))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "EstimatorSpec: loss must be a float scalar (or shape [1]), got %s rank %d (node %s)",
+                             loom_dtype_name(loom_output_dtype(s->loss)), loom_output_ndim(s->loss),
+                             loom_node_name(s->loss.node));
+  }
+  if (s->mode == LOOM_MODE_TRAIN && !s->train_op)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: missing train_op in mode train");
+  if (s->mode == LOOM_MODE_PREDICT && s->npred == 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: missing predictions in mode infer");
+  for (int i = 0; i < s->npred; i++) {
+    if (!loom_output_valid(s->preds[i]))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: prediction '%s' is not a valid tensor",
+                             s->pred_keys[i]);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(s->pred_keys[i], s->pred_keys[j]))
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: duplicate prediction key '%s'",
+                               s->pred_keys[i]);
+  }
+  for (int i = 0; i < s->nmet; i++) {
+    if (!strcmp(s->met_names[i], "loss") || !strcmp(s->met_names[i], "global_step"))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "EstimatorSpec: eval metric name '%s' is reserved (the estimator adds it)",
+                             s->met_names[i]);
+    if (!loom_output_valid(s->mets[i].value) || !loom_output_valid(s->mets[i].update))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: eval metric '%s' lacks a value or update op",
+                             s->met_names[i]);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(s->met_names[i], s->met_names[j]))
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: duplicate eval metric '%s'",
+                               s->met_names[i]);
+  }
+  if (s->nexp > 1) {
+    int has_default = 0;
+    for (int i = 0; i < s->nexp; i++) has_default |= !strcmp(s->exps[i].name, "serving_default");
+    if (!has_default)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "EstimatorSpec: several export_outputs but none is named 'serving_default'");
+  }
+  for (int i = 0; i < s->nexp; i++)
+    for (int k = 0; k < s->exps[i].n; k++)
+      if (!loom_output_valid(s->exps[i].outputs[k]))
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: export output '%s' key '%s' is invalid",
+                               s->exps[i].name, s->exps[i].keys[k]);
+  return LOOM_OK;
+}
+
+/* ------------------------------------------------------------- estimator */
+loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const char *model_dir,
+                                   const loom_run_config *config, const loom_params *params,
+                                   const char *warm_start_from, loom_status *st) {
+  if (!model_fn) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "Estimator: model_fn is NULL");
+    return NULL;
+  }
+  loom_run_config c = config ? *config : loom_run_config_default();
+  if (c.save_checkpoints_steps > 0 && c.save_checkpoints_secs > 0) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "RunConfig: save_checkpoints_steps and save_checkpoints_secs are both set; set at most one");
+    return NULL;
+  }
+  if (c.save_summary_steps < 0 || c.keep_checkpoint_max < 0 || c.log_step_count_steps <= 0) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "RunConfig: save_summary_steps and keep_checkpoint_max must be >= 0 and log_step_count_steps > 0");
+    return NULL;
+  }
+  if (c.save_checkpoints_steps < 0 && c.save_checkpoints_secs < 0) c.save_checkpoints_secs = 600;
+  if (c.save_checkpoints_steps > 0) c.save_checkpoints_secs = 0;
+  if (c.save_checkpoints_secs > 0 && c.save_checkpoints_steps < 0) c.save_checkpoints_steps = 0;
+  if (c.save_checkpoints_steps < 0) c.save_checkpoints_steps = 0;
+  if (c.save_checkpoints_secs < 0) c.save_checkpoints_secs = 0;
+
+  loom_tf_config *tc = loom_tf_config_parse(NULL, st);
+  if (!tc) return NULL;
+  const char *dir = model_dir;
+  if (dir && c.model_dir && strcmp(dir, c.model_dir) != 0) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "Estimator: model_dir '%s' differs from config.model_dir '%s'", dir,
+                    c.model_dir);
+    loom_tf_config_free(tc);
+    return NULL;
+  }
+  if (!dir) dir = c.model_dir;
+  if (!dir) dir = loom_tf_config_model_dir(tc);
+  char tmpl[] = "/tmp/loom_model_XXXXXX";
+  if (!dir) {
+    if (!mkdtemp(tmpl)) {
+      loom_status_set(st, LOOM_INTERNAL, "Estimator: cannot create a temporary model_dir: %s", strerror(errno));
+      loom_tf_config_free(tc);
+      return NULL;
+    }
+    dir = tmpl;
+    loom__log(LOOM_LOG_WARN, "Using temporary folder as model directory: %s", dir);
+  }
+  loom_estimator *e = loom__calloc(1, sizeof *e);
+  if (!e) goto oom;
+  e->model_fn = model_fn;
+  e->user = user;
+  e->config = c;
+  e->is_chief = loom_tf_config_is_chief(tc);
+  loom_tf_config_free(tc);
+  tc = NULL;
+  e->model_dir = loom__strdup(dir);
+  e->params = params ? loom_params_copy(params) : loom_params_new();
+  if (!e->model_dir || !e->params) goto oom;
+  e->config.model_dir = e->model_dir;
+  if (warm_start_from && !(e->warm_start_from = loom__strdup(warm_start_from))) goto oom;
+  if (loom__mkdir_p(e->model_dir, st) != LOOM_OK) {
+    loom_estimator_free(e);
+    return NULL;
+  }
+  return e;
+oom:
+  loom_tf_config_free(tc);
+  loom_estimator_free(e);
+  loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  return NULL;
+}
+
+
+
+void loom_estimator_free(loom_estimator *e) {
+  if (!e) return;
+  loom__est_pred_cache_free(e);
+  loom__free(e->model_dir);
+  loom_params_free(e->params);
+  loom__free(e->warm_start_from);
+  loom__free(e->warm_start_regex);
+  loom__free(e);
+}
+
+const char *loom_estimator_model_dir(const loom_estimator *e) { return e ? e->model_dir : NULL; }
+const loom_run_config *loom_estimator_config(const loom_estimator *e) { return e ? &e->config : NULL; }
+const loom_params *loom_estimator_params(const loom_estimator *e) { return e ? e->params : NULL; }
+
+loom_code loom_estimator_set_warm_start_vars(loom_estimator *e, const char *regex, loom_status *st) {
+  if (!e) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator is NULL");
+  if (regex) {
+    regex_t re;
+    if (regcomp(&re, regex, REG_EXTENDED | REG_NOSUB) != 0)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "warm start: invalid regex '%s'", regex);
+    regfree(&re);
+  }
+  loom__free(e->warm_start_regex);
+  e->warm_start_regex = regex ? loom__strdup(regex) : NULL;
+  return LOOM_OK;
+}
+
+loom_session_options loom__est_session_options(const loom_estimator *e) {
+  loom_session_options o = loom_session_options_default();
+  o.num_threads = e->config.num_threads;
+  o.device = e->config.device;
+  return o;
+}
+
+int loom__est_latest(const loom_estimator *e, char *buf, size_t cap) {
+  return loom_latest_checkpoint(e->model_dir, buf, cap, NULL) == LOOM_OK;
+}
+
+loom_code loom_estimator_latest_checkpoint(const loom_estimator *e, char *buf, size_t cap, loom_status *st) {
+  if (!e || !buf) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator or buffer is NULL");
+  return loom_latest_checkpoint(e->model_dir, buf, cap, st);
+}
+
+loom_code loom_estimator_get_variable_names(const loom_estimator *e, loom_checkpoint_entry_fn fn, void *user,
+                                            loom_status *st) {
+  char ck[4096];
+  if (!e || !fn) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator or callback is NULL");
+  if (!loom__est_latest(e, ck, sizeof ck))
+    return loom_status_set(st, LOOM_FAILED_PRECONDITION, "Estimator is not trained yet: no checkpoint in %s",
+                           e->model_dir);
+  return loom_checkpoint_list_variables(ck, fn, user, st);
+}
+
+loom_code loom_estimator_get_variable_value(const loom_estimator *e, const char *name, loom_tensor **out,
+                                            loom_status *st) {
+  char ck[4096];
+  if (!e || !name || !out) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator, name or out is NULL");
+  if (!loom__est_latest(e, ck, sizeof ck))
+    return loom_status_set(st, LOOM_FAILED_PRECONDITION, "Estimator is not trained yet: no checkpoint in %s",
+                           e->model_dir);
+  return loom_checkpoint_read_tensor(ck, name, out, st);
+}
+
+const char *loom_estimator_eval_dir(const loom_estimator *e, const char *name, char *buf, size_t cap) {
+  if (!e || !buf || !cap) return NULL;
+  if (name && *name)
+    snprintf(buf, cap, "%s/eval_%s", e->model_dir, name);
+  else
+    snprintf(buf, cap, "%s/eval", e->model_dir);
+  return buf;
+}
+
+/* ------------------------------------------------------------ graph build */
+void loom__est_built_free(est_built *b) {
+  spec_clear(&b->spec);
+  loom_features_free(b->features);
+  loom_features_free(b->receivers);
+  loom__free(b->comp_index);
+  loom__free(b->inputs);
+  loom_graph_free(b->g);
+  memset(b, 0, sizeof *b);
+}
+
+loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, loom_serving_input_fn serving,
+                          void *serving_user, est_built *b, loom_status *st) {
+  memset(b, 0, sizeof *b);
+  loom_code rc = LOOM_OK;
+  b->g = loom_graph_new();
+  b->features = loom_features_new();
+  if (!b->g || !b->features) {
+    loom__est_built_free(b);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  if (e->config.has_random_seed) loom_graph_set_random_seed(b->g, e->config.tf_random_seed);
+  b->global_step = loom_get_or_create_global_step(b->g);
+  if (ds) {
+    int n = loom_dataset_num_components(ds), li = loom_dataset_label_index(ds);
+    b->comp_index = loom__calloc((size_t)(n ? n : 1), sizeof(int32_t));
+    b->inputs = loom__calloc((size_t)(n ? n : 1), sizeof(loom_output));
+    if (!b->comp_index || !b->inputs) {
+      loom__est_built_free(b);
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+      if (i == li && mode == LOOM_MODE_PREDICT) continue; /* predict ignores labels */
+      int64_t dims[LOOM_MAX_DIMS];
+      int nd = loom_dataset_component_shape(ds, i, dims);
+      const char *cname = loom_dataset_component_name(ds, i);
+      loom_output ph = loom_placeholder(b->g, loom_dataset_component_dtype(ds, i), nd, dims, cname);
+      b->comp_index[b->ncomp] = i;
+      b->inputs[b->ncomp++] = ph;
+      if (i == li)
+        b->labels = ph;
+      else if ((rc = loom_features_add(b->features, cname, ph, st)) != LOOM_OK) {
+        loom__est_built_free(b);
+        return rc;
+      }
+    }
+  } else if (serving) {
+    b->receivers = loom_features_new();
+    if (!b->receivers) {
+      loom__est_built_free(b);
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    if ((rc = serving(b->g, b->features, b->receivers, serving_user, st)) != LOOM_OK) {
+      loom__est_built_free(b);
+      return rc;
+    }
+    if (loom_features_count(b->receivers) == 0) {
+      loom__est_built_free(b);
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "serving_input_fn registered no receiver tensors");
+    }
+  }
+  b->spec.mode = mode;
+  b->spec.g = b->g;
+  rc = e->model_fn(b->g, b->features, b->labels, mode, e->params, &e->config, &b->spec, e->user, st);
+  if (rc != LOOM_OK) {
+    if (st && loom_status_code(st) == LOOM_OK) loom_status_set(st, rc, "model_fn failed in mode %s", loom_mode_key(mode));
+    loom__est_built_free(b);
+    return rc;
+  }
+  if ((rc = loom_graph_status(b->g, st)) != LOOM_OK || (rc = spec_validate(&b->spec, st)) != LOOM_OK) {
+    loom__est_built_free(b);
+    return rc;
+  }
+  return LOOM_OK;
+}
+
+/* --------------------------------------------------------- session init */
+static loom_code run_target(loom_session *s, loom_node *n, loom_status *st) {
+  if (!n) return LOOM_OK;
+  return loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &n, 1, st);
+}
+
+/* Resolves warm_start_from to a checkpoint file. */
+static int warm_start_path(const char *from, char *buf, size_t cap) {
+  struct stat sb;
+  if (stat(from, &sb) != 0) return 0;
+  if (S_ISDIR(sb.st_mode)) {
+    char *v = loom__path_join(from, "variables/variables.ckpt");
+    int ok = v && stat(v, &sb) == 0;
+    if (ok) snprintf(buf, cap, "%s", v);
+    loom__free(v);
+    if (ok) return 1;
+    return loom_latest_checkpoint(from, buf, cap, NULL) == LOOM_OK;
+  }
+  snprintf(buf, cap, "%s", from);
+  return 1;
+}
+
+static loom_code warm_start(loom_estimator *e, loom_session *s, loom_graph *g, loom_status *st) {
+  char path[4096];
+  if (!warm_start_path(e->warm_start_from, path, sizeof path))
+    return loom_status_set(st, LOOM_NOT_FOUND, "warm_start_from: no checkpoint found at %s", e->warm_start_from);
+  regex_t re;
+  int has_re = 0;
+  if (e->warm_start_regex) {
+    if (regcomp(&re, e->warm_start_regex, REG_EXTENDED) != 0)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "warm start: invalid regex '%s'", e->warm_start_regex);
+    has_re = 1;
+  }
+  int nv = 0, nwarm = 0;
+  loom_variable *const *vars = loom_trainable_variables(g, &nv);
+  loom_code rc = LOOM_OK;
+  for (int i = 0; i < nv && rc == LOOM_OK; i++) {
+    const char *name = loom_variable_name(vars[i]);
+    if (has_re) {
+      regmatch_t m;
+      if (regexec(&re, name, 1, &m, 0) != 0 || m.rm_so != 0) continue;
+    }
+    loom_tensor *t = NULL;
+    loom_status *tmp = loom_status_new();
+    loom_code r = loom_checkpoint_read_tensor(path, name, &t, tmp);
+    if (r == LOOM_NOT_FOUND) {
+      loom__log(LOOM_LOG_INFO, "Warm-start: variable %s not in %s; keeping its initial value", name, path);
+    } else if (r != LOOM_OK) {
+      rc = loom_status_set(st, r, "warm start from %s: %s", path, loom_status_message(tmp));
+    } else {
+      rc = loom_session_assign_variable(s, name, t, st);
+      if (rc != LOOM_OK)
+        loom_status_set(st, rc, "warm start of %s from %s: %s", name, path, st ? loom_status_message(st) : "");
+      nwarm++;
+    }
+    loom_status_free(tmp);
+    loom_tensor_free(t);
+  }
+  if (has_re) regfree(&re);
+  if (rc == LOOM_OK) loom__log(LOOM_LOG_INFO, "Warm-started %d variables from %s", nwarm, path);
+  return rc;
+}
+
+loom_code loom__est_init_session(loom_estimator *e, loom_session *s, loom_graph *g, const char *ckpt,
+                                 int allow_warm_start, loom_status *st) {
+  loom_code rc;
+  if (ckpt) {
+    loom_saver *sv = loom_saver_new(g, 0, NULL, 0, st);
+    if (!sv) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+    rc = loom_saver_restore(sv, s, ckpt, st);
+    loom_saver_free(sv);
+    if (rc != LOOM_OK) return rc;
+  } else {
+    if ((rc = run_target(s, loom_global_variables_initializer(g), st)) != LOOM_OK) return rc;
+    if (allow_warm_start && e->warm_start_from && (rc = warm_start(e, s, g, st)) != LOOM_OK) return rc;
+  }
+  return run_target(s, loom_local_variables_initializer(g), st);
+}
+
+/* ------------------------------------------------------------------ train */
+loom_train_options loom_train_options_default(void) {
+  loom_train_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return o;
+}
+
+typedef struct init_ctx {
+  loom_estimator *e;
+  loom_graph *g;
+  const char *ckpt;
+  int warm;
+} init_ctx;
+
+static loom_code init_cb(loom_session *s, void *user, loom_status *st) {
+  init_ctx *c = user;
+  return loom__est_init_session(c->e, s, c->g, c->ckpt, c->warm, st);
+}
+
+static int64_t ckpt_global_step(const char *ckpt) {
+  loom_tensor *t = NULL;
+  int64_t step = 0;
+  if (loom_checkpoint_read_tensor(ckpt, "global_step", &t, NULL) == LOOM_OK && loom_tensor_numel(t) == 1) {
+    if (loom_tensor_dtype(t) == LOOM_I64)
+      step = *(const int64_t *)loom_tensor_data_const(t);
+    else if (loom_tensor_dtype(t) == LOOM_I32)
+      step = *(const int32_t *)loom_tensor_data_const(t);
+  }
+  loom_tensor_free(t);
+  return step;
+}
+
+static int has_loss_summary(loom_graph *g) {
+  const char *const *tags = NULL;
+  int n = loom_graph_summaries(g, &tags, NULL, NULL);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(tags[i], "loss")) return 1;
+  return 0;
+}
+
+/* Hooks the estimator creates (freed after the call). */
+typedef struct hook_list {
+  int32_t n, own_n;
+  loom_hook *items[64];
+  loom_hook *owned[16];
+} hook_list;
+
+static void hl_add(hook_list *l, loom_hook *h, int own) {
+  if (!h || l->n >= 64) return;
+  l->items[l->n++] = h;
+  if (own && l->own_n < 16) l->owned[l->own_n++] = h;
+}
+static void hl_free(hook_list *l) {
+  for (int i = 0; i < l->own_n; i++) loom_hook_free(l->owned[i]);
+  l->n = l->own_n = 0;
+}
+
+static loom_dataset *call_input_fn(loom_estimator *e, loom_input_fn input_fn, void *user, loom_mode mode,
+                                   loom_status *st) {
+  if (!input_fn) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "input_fn is NULL");
+    return NULL;
+  }
+  loom_dataset *ds = input_fn(mode, e->params, user, st);
+  if (!ds) {
+    if (!st || loom_status_code(st) == LOOM_OK)
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "input_fn returned no dataset in mode %s", loom_mode_key(mode));
+    return NULL;
+  }
+  if (e->config.prefetch > 0) ds = loom_dataset_prefetch(ds, e->config.prefetch, st);
+  return ds;
+}
+
+/* The step loop shared by train and evaluate: feeds each batch, runs
+ * fetches/targets until should_stop, the input's end or max_batches. */
+static loom_code feed_loop(loom_monitored_session *ms, loom_dataset *ds, est_built *b, const loom_output *fetches,
+                           loom_tensor **fetch_values, int nfetches, loom_node *const *targets, int ntargets,
+                           int64_t max_batches, int64_t *batches, void (*on_step)(void *, loom_tensor **),
+                           void *on_step_user, loom_status *st) {
+  int n = loom_dataset_num_components(ds);
+  loom_tensor **vals = loom__calloc((size_t)(n ? n : 1), sizeof(loom_tensor *));
+  loom_tensor **feed_vals = loom__calloc((size_t)(b->ncomp ? b->ncomp : 1), sizeof(loom_tensor *));
+  loom_code rc = LOOM_OK;
+  if (!vals || !feed_vals) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    goto done;
+  }
+  *batches = 0;
+  while (!loom_monitored_session_should_stop(ms) && (max_batches <= 0 || *batches < max_batches)) {
+    rc = loom_dataset_next(ds, vals, st);
+    if (rc == LOOM_OUT_OF_RANGE) {
+      rc = LOOM_OK;
+      if (st) loom_status_clear(st);
+      break;
+    }
+    if (rc != LOOM_OK) break;
+    for (int i = 0; i < b->ncomp; i++) feed_vals[i] = vals[b->comp_index[i]];
+    rc = loom_monitored_session_run(ms, b->inputs, feed_vals, b->ncomp, fetches, fetch_values, nfetches, targets,
+                                    ntargets, st);
+    if (rc != LOOM_OK) break;
+    (*batches)++;
+    if (on_step) on_step(on_step_user, fetch_values);
+  }
+done:
+  if (vals)
+    for (int i = 0; i < n; i++) loom_tensor_free(vals[i]);
+  loom__free(vals);
+  loom__free(feed_vals);
+  return rc;
+}
+
+loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                               const loom_train_options *opt, loom_status *st) {
+  if (!e) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator is NULL");
+  loom_train_options o = opt ? *opt : loom_train_options_default();
+  if (o.steps < 0 || o.max_steps < 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train: steps and max_steps must be > 0 when given (got %lld, %lld)",
+                           (long long)o.steps, (long long)o.max_steps);
+  if (o.steps > 0 && o.max_steps > 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train: can not provide both steps and max_steps");
+  int ckpt_on = e->config.save_checkpoints_steps > 0 || e->config.save_checkpoints_secs > 0;
+  if (o.nlisteners > 0 && !ckpt_on)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "train: saving listeners given but checkpointing is disabled in RunConfig");
+  char ckpt[4096];
+  int have_ckpt = loom__est_latest(e, ckpt, sizeof ckpt);
+  if (o.max_steps > 0 && have_ckpt) {
+    int64_t gs = ckpt_global_step(ckpt);
+    if (gs >= o.max_steps) {
+      loom__log(LOOM_LOG_INFO, "Skipping training since max_steps has already saved (global_step %lld >= %lld).",
+                (long long)gs, (long long)o.max_steps);
+      return LOOM_OK;
+    }
+  }
+  loom_dataset *ds = call_input_fn(e, input_fn, input_user, LOOM_MODE_TRAIN, st);
+  if (!ds) return loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;
+  est_built b;
+  loom_code rc = loom__est_build(e, LOOM_MODE_TRAIN, ds, NULL, NULL, &b, st);
+  if (rc != LOOM_OK) {
+    loom_dataset_free(ds);
+    return rc;
+  }
+  loom_output gs_out = loom_variable_output(b.global_step);
+  if (e->is_chief && e->config.save_summary_steps > 0 && !has_loss_summary(b.g))
+    loom_summary_scalar(b.g, "loss", b.spec.loss);
+  if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out_graph;
+
+  loom_event_writer *writer = NULL;
+  hook_list hl;
+  memset(&hl, 0, sizeof hl);
+  if (e->is_chief) {
+    writer = loom_event_writer_new(e->model_dir, NULL, st);
+    if (!writer) {
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+      goto out_graph;
+    }
+  }
+  for (int i = 0; i < o.nhooks; i++) hl_add(&hl, o.hooks[i], 0);
+  hl_add(&hl, loom_nan_tensor_hook(b.spec.loss, 1, st), 1);
+  {
+    const char *tags[2] = {"loss", "step"};
+    loom_output ts[2] = {b.spec.loss, gs_out};
+    loom_hook *lh = loom_logging_tensor_hook(2, tags, ts, e->config.log_step_count_steps, 0, 0, st);
+    if (lh && e->config.progress_bar) {
+      int64_t total = o.steps;
+      if (o.max_steps > 0) total = o.max_steps - (have_ckpt ? ckpt_global_step(ckpt) : 0);
+      loom_logging_tensor_hook_set_total_steps(lh, total > 0 ? total : 0);
+    }
+    hl_add(&hl, lh, 1);
+  }
+  for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING]; i++) hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING][i], 0);
+  if (o.steps > 0 || o.max_steps > 0) hl_add(&hl, loom_stop_at_step_hook(o.steps, o.max_steps, st), 1);
+  if (e->is_chief) {
+    if (ckpt_on)
+      hl_add(&hl,
+             loom_checkpoint_saver_hook(e->model_dir, e->config.save_checkpoints_secs, e->config.save_checkpoints_steps,
+                                        NULL, e->config.keep_checkpoint_max, writer, o.nlisteners, o.listeners,
+                                        o.listener_selves, st),
+             1);
+    for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING_CHIEF]; i++)
+      hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING_CHIEF][i], 0);
+    hl_add(&hl, loom_step_counter_hook(e->config.log_step_count_steps, 0, writer, st), 1);
+    if (e->config.save_summary_steps > 0)
+      hl_add(&hl, loom_summary_saver_hook(e->config.save_summary_steps, 0, writer, st), 1);
+  }
+  if (st && loom_status_code(st) != LOOM_OK) {
+    rc = loom_status_code(st);
+    goto out_hooks;
+  }
+  {
+    init_ctx ic = {e, b.g, have_ckpt ? ckpt : NULL, 1};
+    loom_session_options so = loom__est_session_options(e);
+    loom_monitored_session *ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
+    if (!ms) {
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+      goto out_hooks;
+    }
+    loom_tensor *loss_val = NULL;
+    int64_t nb = 0;
+    rc = feed_loop(ms, ds, &b, &b.spec.loss, &loss_val, 1, &b.spec.train_op, 1, 0, &nb, NULL, NULL, st);
+    if (rc == LOOM_OK && nb == 0) loom__log(LOOM_LOG_WARN, "Training with estimator made no steps.");
+    if (rc == LOOM_OK && loss_val)
+      loom__log(LOOM_LOG_INFO, "Loss for final step: %g.",
+                loom_tensor_dtype(loss_val) == LOOM_F64 ? *(const double *)loom_tensor_data_const(loss_val)
+                                                            : (double)*(const float *)loom_tensor_data_const(loss_val));
+    loom_tensor_free(loss_val);
+    if (rc == LOOM_OK) {
+      rc = loom_monitored_session_close(ms, st);
+    } else {
+      loom_monitored_session_close(ms, NULL);
+    }
+  }
+out_hooks:
+  hl_free(&hl);
+  loom_event_writer_free(writer);
+out_graph:
+  loom__est_built_free(&b);
+  loom_dataset_free(ds);
+  return rc;
+}
+
+/* ------------------------------------------------------------- evaluate */
+loom_eval_options loom_eval_options_default(void) {
+  loom_eval_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return o;
+}
+
+loom_eval_result *loom__eval_result_new(int n, char *const *keys, const double *values, int64_t step) {
+  loom_eval_result *r = loom__calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->keys = loom__calloc((size_t)(n + 1), sizeof(char *));
+  r->values = loom__calloc((size_t)(n + 1), sizeof(double));
+  if (!r->keys || !r->values) {
+    loom_eval_result_free(r);
+    return NULL;
+  }
+  /* insertion sort by key */
+  for (int i = 0; i < n; i++) {
+    int j = r->n;
+    while (j > 0 && strcmp(r->keys[j - 1], keys[i]) > 0) {
+      r->keys[j] = r->keys[j - 1];
+      r->values[j] = r->values[j - 1];
+      j--;
+    }
+    r->keys[j] = loom__strdup(keys[i]);
+    r->values[j] = values[i];
+    r->n++;
+    if (!r->keys[j]) {
+      loom_eval_result_free(r);
+      return NULL;
+    }
+  }
+  r->global_step = step;
+  return r;
+}
+
+loom_eval_result *loom__eval_result_copy(const loom_eval_result *r) {
+  return loom__eval_result_new(r->n, r->keys, r->values, r->global_step);
+}
+
+int loom_eval_result_count(const loom_eval_result *r) { return r ? r->n : 0; }
+const char *loom_eval_result_key(const loom_eval_result *r, int i) {
+  return (r && i >= 0 && i < r->n) ? r->keys[i] : NULL;
+}
+double loom_eval_result_value(const loom_eval_result *r, int i) {
+  return (r && i >= 0 && i < r->n) ? r->values[i] : 0.0;
+}
+loom_code loom_eval_result_get(const loom_eval_result *r, const char *key, double *value, loom_status *st) {
+  for (int i = 0; r && key && i < r->n; i++)
+    if (!strcmp(r->keys[i], key)) {
+      if (value) *value = r->values[i];
+      return LOOM_OK;
+    }
+  return loom_status_set(st, LOOM_NOT_FOUND, "no metric '%s' in the evaluation result", key ? key : "(null)");
+}
+int64_t loom_eval_result_global_step(const loom_eval_result *r) { return r ? r->global_step : 0; }
+void loom_eval_result_free(loom_eval_result *r) {
+  if (!r) return;
+  for (int i = 0; r->keys && i < r->n; i++) loom__free(r->keys[i]);
+  loom__free(r->keys);
+  loom__free(r->values);
+  loom__free(r);
+}
+
+loom_code loom__est_write_eval(loom_estimator *e, const char *name, const loom_eval_result *r, const char *ckpt,
+                               loom_status *st) {
+  char dir[4096];
+  loom_estimator_eval_dir(e, name, dir, sizeof dir);
+  loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
+  if (!w) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+  const char *tags[256];
+  double vals[256];
+  int n = 0;
+  for (int i = 0; i < r->n && n < 256; i++) {
+    if (!strcmp(r->keys[i], "global_step")) continue;
+    tags[n] = r->keys[i];
+    vals[n++] = r->values[i];
+  }
+  loom_code rc = loom_event_writer_add_scalars(w, n, tags, vals, r->global_step, st);
+  if (rc == LOOM_OK && ckpt) rc = loom_event_writer_add_text(w, "checkpoint_path", ckpt, r->global_step, st);
+  loom_event_writer_free(w);
+  return rc;
+}
+
+static double scalar_value(const loom_tensor *t) {
+  if (!t || loom_tensor_numel(t) < 1) return 0.0;
+  const void *p = loom_tensor_data_const(t);
+  switch (loom_tensor_dtype(t)) {
+  case LOOM_F32: return *(const float *)p;
+  case LOOM_F64: return *(const double *)p;
+  case LOOM_I32: return *(const int32_t *)p;
+  case LOOM_I64: return (double)*(const int64_t *)p;
+  default: return 0.0;
+  }
+}
+
+void loom__est_eval_ops_free(est_eval_ops *o) {
+  for (int i = 0; i < o->n; i++) loom__free(o->names[i]);
+  loom__free(o->names);
+  loom__free(o->values);
+  memset(o, 0, sizeof *o);
+}
+
+loom_code loom__est_eval_ops(est_built *b, est_eval_ops *o, loom_status *st) {
+  memset(o, 0, sizeof *o);
+  int n = b->spec.nmet + 1;
+  o->names = loom__calloc((size_t)n, sizeof(char *));
+  o->values = loom__calloc((size_t)n, sizeof(loom_output));
+  loom_node **ups = loom__calloc((size_t)n, sizeof(loom_node *));
+  if (!o->names || !o->values || !ups) {
+    loom__free(ups);
+    loom__est_eval_ops_free(o);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  loom_output zero = {NULL, 0};
+  loom_metric lm = loom_metrics_mean(b->g, b->spec.loss, zero, NULL);
+  o->names[0] = loom__strdup("loss");
+  o->values[0] = lm.value;
+  ups[0] = lm.update.node;
+  o->n = 1;
+  for (int i = 0; i < b->spec.nmet; i++) {
+    o->names[o->n] = loom__strdup(b->spec.met_names[i]);
+    o->values[o->n] = b->spec.mets[i].value;
+    ups[o->n++] = b->spec.mets[i].update.node;
+  }
+  o->update = loom_group(b->g, o->n, ups, "eval_update");
+  loom__free(ups);
+  for (int i = 0; i < o->n; i++)
+    if (!o->names[i]) {
+      loom__est_eval_ops_free(o);
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    }
+  loom_code rc = loom_graph_status(b->g, st);
+  if (rc != LOOM_OK) loom__est_eval_ops_free(o);
+  return rc;
+}
+
+loom_code loom__est_eval_run(loom_estimator *e, loom_monitored_session *ms, loom_dataset *ds, est_built *b,
+                             est_eval_ops *o, int64_t steps, loom_eval_result **out, loom_status *st) {
+  (void)e;
+  int64_t nb = 0;
+  loom_code rc = feed_loop(ms, ds, b, NULL, NULL, 0, &o->update, 1, steps, &nb, NULL, NULL, st);
+  if (rc != LOOM_OK) return rc;
+  loom_session *s = loom_monitored_session_session(ms);
+  loom_tensor **vals = loom__calloc((size_t)o->n + 1, sizeof(loom_tensor *));
+  if (!vals) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  loom_output outs[257];
+  int nf = o->n < 256 ? o->n : 256;
+  for (int i = 0; i < nf; i++) outs[i] = o->values[i];
+  outs[nf] = loom_variable_output(b->global_step);
+  rc = loom_session_run(s, NULL, NULL, 0, outs, vals, nf + 1, NULL, 0, st);
+  if (rc == LOOM_OK) {
+    double dv[257];
+    char *keys[257];
+    for (int i = 0; i < nf; i++) {
+      dv[i] = scalar_value(vals[i]);
+      keys[i] = o->names[i];
+    }
+    int64_t gstep = (int64_t)scalar_value(vals[nf]);
+    keys[nf] = "global_step";
+    dv[nf] = (double)gstep;
+    *out = loom__eval_result_new(nf + 1, keys, dv, gstep);
+    if (!*out) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    if (nb == 0) loom__log(LOOM_LOG_WARN, "Evaluation ran no batches: the input was empty.");
+  }
+  for (int i = 0; i <= nf; i++) loom_tensor_free(vals[i]);
+  loom__free(vals);
+  return rc;
+}
+
+loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                  const loom_eval_options *opt, loom_eval_result **out, loom_status *st) {
+  if (!e || !out) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator or out is NULL");
+  *out = NULL;
+  loom_eval_options o = opt ? *opt : loom_eval_options_default();
+  if (o.steps < 0) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "evaluate: steps must be > 0 when given");
+  loom_dataset *ds = call_input_fn(e, input_fn, input_user, LOOM_MODE_EVAL, st);
+  if (!ds) return loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;
+  est_built b;
+  loom_code rc = loom__est_build(e, LOOM_MODE_EVAL, ds, NULL, NULL, &b, st);
+  if (rc != LOOM_OK) {
+    loom_dataset_free(ds);
+    return rc;
+  }
+  est_eval_ops eo;
+  if ((rc = loom__est_eval_ops(&b, &eo, st)) != LOOM_OK) goto out;
+  hook_list hl;
+  memset(&hl, 0, sizeof hl);
+  for (int i = 0; i < o.nhooks; i++) hl_add(&hl, o.hooks[i], 0);
+  for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_EVALUATION]; i++)
+    hl_add(&hl, b.spec.hooks[LOOM_HOOKS_EVALUATION][i], 0);
+  /* Pin the checkpoint: a checkpoint is one file, read through one open
+   * descriptor by restore; if garbage collection removed the newest one
+   * between lookup and open, look again. */
+  char ckpt[4096];
+  const char *use = NULL;
+  loom_monitored_session *ms = NULL;
+  for (int attempt = 0; attempt < 5; attempt++) {
+    if (o.checkpoint_path) {
+      snprintf(ckpt, sizeof ckpt, "%s", o.checkpoint_path);
+      use = ckpt;
+    } else if (loom__est_latest(e, ckpt, sizeof ckpt)) {
+      use = ckpt;
+    } else {
+      use = NULL;
+      loom__log(LOOM_LOG_INFO, "Could not find trained model in model_dir: %s, running initialization to evaluate.",
+                e->model_dir);
+    }
+    init_ctx ic = {e, b.g, use, 0};
+    loom_session_options so = loom__est_session_options(e);
+    if (st) loom_status_clear(st);
+    ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
+    if (ms || o.checkpoint_path || loom_status_code(st) != LOOM_NOT_FOUND) break;
+  }
+  if (!ms) {
+    rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+    hl_free(&hl);
+    loom__est_eval_ops_free(&eo);
+    goto out;
+  }
+  rc = loom__est_eval_run(e, ms, ds, &b, &eo, o.steps, out, st);
+  if (rc == LOOM_OK)
+    rc = loom_monitored_session_close(ms, st);
+  else
+    loom_monitored_session_close(ms, NULL);
+  if (rc == LOOM_OK) rc = loom__est_write_eval(e, o.name, *out, use, st);
+  if (rc == LOOM_OK) {
+    double l = 0;
+    loom_eval_result_get(*out, "loss", &l, NULL);
+    loom__log(LOOM_LOG_INFO, "Saving dict for global step %lld: loss = %g", (long long)(*out)->global_step, l);
+  } else {
+    loom_eval_result_free(*out);
+    *out = NULL;
+  }
+  hl_free(&hl);
+  loom__est_eval_ops_free(&eo);
+out:
+  loom__est_built_free(&b);
+  loom_dataset_free(ds);
+  return rc;
+}

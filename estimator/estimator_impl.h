@@ -1,0 +1,106 @@
+/* estimator/estimator_impl.h - internals shared by estimator.c and
+ * estimator_eval.c (in-process evaluation, predict, export). Not installed. */
+#ifndef LOOM_ESTIMATOR_IMPL_H
+#define LOOM_ESTIMATOR_IMPL_H
+#include "engine/engine_impl.h"
+#include "loom/loom_data.h"
+#include "loom/loom_estimator.h"
+#include "loom/loom_export.h"
+#include "loom/loom_hooks.h"
+#include "loom/loom_summary.h"
+#include "loom/loom_train.h"
+
+typedef struct est_export_out {
+  char *name;
+  loom_export_kind kind;
+  int32_t n;
+  char **keys;
+  loom_output *outputs;
+} est_export_out;
+
+struct loom_estimator_spec {
+  loom_mode mode;
+  loom_graph *g;
+  int has_loss;
+  loom_output loss;
+  loom_node *train_op;
+  int32_t npred;
+  char **pred_keys;
+  loom_output *preds;
+  int32_t nmet;
+  char **met_names;
+  loom_metric *mets;
+  int32_t nexp;
+  est_export_out *exps;
+  int32_t nhooks[4];
+  loom_hook **hooks[4];
+  int oom; /* an allocation failed while filling the spec */
+};
+
+struct loom_eval_result {
+  int32_t n;
+  char **keys;
+  double *values;
+  int64_t global_step;
+};
+
+struct loom_estimator {
+  loom_model_fn model_fn;
+  void *user;
+  char *model_dir;
+  loom_run_config config;
+  loom_params *params;
+  char *warm_start_from;
+  char *warm_start_regex;
+  int is_chief;
+  struct est_pred_ctx *pred_cache; /* resident predict graph + session */
+};
+
+/* A graph built for one mode: placeholders for the input components, the
+ * model_fn's spec. */
+typedef struct est_built {
+  loom_graph *g;
+  loom_variable *global_step;
+  loom_estimator_spec spec;
+  loom_features *features;
+  loom_features *receivers; /* export only */
+  int32_t ncomp;            /* dataset components (feeds) */
+  int32_t *comp_index;      /* dataset component index of feed i */
+  loom_output *inputs;      /* placeholders, one per feed */
+  loom_output labels;
+} est_built;
+
+loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, loom_serving_input_fn serving,
+                          void *serving_user, est_built *b, loom_status *st);
+void loom__est_built_free(est_built *b);
+/* Restores ckpt (NULL: fresh init + warm start when allowed) and runs the
+ * local initializers. */
+loom_code loom__est_init_session(loom_estimator *e, loom_session *s, loom_graph *g, const char *ckpt,
+                                 int allow_warm_start, loom_status *st);
+/* The latest checkpoint of model_dir into buf; 0 when none. */
+int loom__est_latest(const loom_estimator *e, char *buf, size_t cap);
+loom_session_options loom__est_session_options(const loom_estimator *e);
+loom_eval_result *loom__eval_result_new(int n, char *const *keys, const double *values, int64_t step);
+loom_eval_result *loom__eval_result_copy(const loom_eval_result *r);
+loom_code loom__est_write_eval(loom_estimator *e, const char *name, const loom_eval_result *r,
+                               const char *ckpt, loom_status *st);
+/* Evaluation state over a built EVAL graph: the loss mean metric plus the
+ * spec's metrics; shared with the in-memory evaluator. */
+typedef struct est_eval_ops {
+  int32_t n;            /* metrics incl. "loss" */
+  char **names;
+  loom_output *values;
+  loom_node *update;    /* group of all update ops */
+} est_eval_ops;
+
+void loom__est_eval_ops_free(est_eval_ops *o);
+loom_code loom__est_eval_ops(est_built *b, est_eval_ops *o, loom_status *st);
+loom_code loom__est_eval_run(loom_estimator *e, loom_monitored_session *ms, loom_dataset *ds, est_built *b,
+                             est_eval_ops *o, int64_t steps, loom_eval_result **out, loom_status *st);
+
+char *loom__path_join(const char *a, const char *b);
+loom_code loom__mkdir_p(const char *path, loom_status *st);
+double loom__now(void);
+void loom__est_pred_cache_free(loom_estimator *e);
+
+#endif
