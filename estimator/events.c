@@ -1,0 +1,636 @@
+/* estimator/events.c - TensorBoard event files (loom_summary.h): the event
+ * writer, TF's default histogram, graph-summary events and the reader.
+ *
+ * File: "<logdir>/events.out.tfevents.<%010lld secs>.<hostname><suffix>",
+ * TFRecord-framed (estimator/tfrecord.h) tensorflow.Event protobufs
+ * (proto/event.proto); the first record carries file_version
+ * "brain.Event:2".
+ *
+ * Flushing: the FILE is buffered. An add_* flushes when at least
+ * FLUSH_SECS passed since the last flush or FLUSH_EVENTS events are
+ * pending, so a first event after a quiet spell reaches the file at once
+ * and a stream of events at least every FLUSH_SECS (TensorBoard tails the
+ * file); loom_event_writer_flush and _free always flush. */
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "engine/engine_impl.h"
+#include "estimator/tfrecord.h"
+#include "loom/loom_summary.h"
+#include "loom/loom_train.h"
+#include "proto/event.pb-c.h"
+
+#define FLUSH_SECS 2.0
+#define FLUSH_EVENTS 32
+
+/* ---- protobuf-c allocations go through loom's allocator hook ---- */
+static void *pb_alloc(void *ud, size_t n) {
+  (void)ud;
+  return loom__malloc(n ? n : 1);
+}
+static void pb_free(void *ud, void *p) {
+  (void)ud;
+  loom__free(p);
+}
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static loom_code errno_code(int e) {
+  switch (e) {
+    case ENOENT:
+    case ENOTDIR: return LOOM_NOT_FOUND;
+    case EACCES:
+    case EPERM:
+    case EROFS: return LOOM_PERMISSION_DENIED;
+    case ENOSPC:
+    case ENOMEM:
+    case EDQUOT: return LOOM_RESOURCE_EXHAUSTED;
+    case EEXIST: return LOOM_ALREADY_EXISTS;
+    default: return LOOM_INTERNAL;
+  }
+}
+
+/* ================================================================ writer */
+struct loom_event_writer {
+  pthread_mutex_t mu;
+  FILE *f;
+  char *path;
+  int pending;       /* events written since the last flush */
+  double last_flush; /* CLOCK_MONOTONIC seconds */
+};
+
+/* mkdir -p */
+static loom_code make_dirs(const char *dir, loom_status *st) {
+  size_t n = strlen(dir);
+  char *p = loom__malloc(n + 1);
+  if (!p) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  memcpy(p, dir, n + 1);
+  loom_code rc = LOOM_OK;
+  for (size_t i = 1; i <= n && !rc; i++) {
+    if (p[i] != '/' && p[i] != 0) continue;
+    char c = p[i];
+    p[i] = 0;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+      rc = loom_status_set(st, errno_code(errno), "event writer: cannot create directory %s: %s", p, strerror(errno));
+    p[i] = c;
+  }
+  struct stat sb;
+  if (!rc && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+    rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "event writer: %s is not a directory", dir);
+  loom__free(p);
+  return rc;
+}
+
+static loom_code do_flush(loom_event_writer *w, loom_status *st) {
+  w->pending = 0;
+  w->last_flush = mono_now();
+  if (fflush(w->f) != 0)
+    return loom_status_set(st, errno_code(errno), "flushing event file %s: %s", w->path, strerror(errno));
+  return LOOM_OK;
+}
+
+/* Serializes ev (wall_time set here) and appends it as one record. */
+static loom_code write_event(loom_event_writer *w, Tensorflow__Event *ev, loom_status *st) {
+  ev->wall_time = wall_now();
+  size_t n = tensorflow__event__get_packed_size(ev);
+  uint8_t *buf = loom__malloc(n ? n : 1);
+  if (!buf) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory serializing an event");
+  size_t got = tensorflow__event__pack(ev, buf);
+  loom_code rc = LOOM_OK;
+  pthread_mutex_lock(&w->mu);
+  if (got != n) {
+    rc = loom_status_set(st, LOOM_INTERNAL, "serializing an event for %s: %zu bytes, expected %zu", w->path, got, n);
+  } else {
+    rc = loom__tfrecord_write(w->f, buf, n, w->path, st);
+    if (!rc && (++w->pending >= FLUSH_EVENTS || mono_now() - w->last_flush >= FLUSH_SECS)) rc = do_flush(w, st);
+  }
+  pthread_mutex_unlock(&w->mu);
+  loom__free(buf);
+  return rc;
+}
+
+loom_event_writer *loom_event_writer_new(const char *logdir, const char *filename_suffix, loom_status *st) {
+  if (!logdir || !*logdir) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer: logdir is empty");
+    return NULL;
+  }
+  if (make_dirs(logdir, st)) return NULL;
+  char host[256];
+  if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
+  host[sizeof host - 1] = 0;
+  const char *suffix = filename_suffix ? filename_suffix : "";
+  size_t cap = strlen(logdir) + strlen(host) + strlen(suffix) + 64;
+  loom_event_writer *w = loom__calloc(1, sizeof *w);
+  char *path = loom__malloc(cap);
+  if (!w || !path) {
+    loom__free(w);
+    loom__free(path);
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "event writer: out of memory");
+    return NULL;
+  }
+  /* Never clobber another writer's file: a name taken (a writer created in
+   * the same second) moves on to the next second. */
+  long long secs = (long long)time(NULL);
+  FILE *f = NULL;
+  for (int tries = 0; tries < 1000 && !f; tries++, secs++) {
+    snprintf(path, cap, "%s%sevents.out.tfevents.%010lld.%s%s", logdir,
+             logdir[strlen(logdir) - 1] == '/' ? "" : "/", secs, host, suffix);
+    f = fopen(path, "wbx");
+    if (!f && errno != EEXIST) break;
+  }
+  if (!f) {
+    loom_status_set(st, errno_code(errno), "event writer: cannot create %s: %s", path, strerror(errno));
+    loom__free(path);
+    loom__free(w);
+    return NULL;
+  }
+  pthread_mutex_init(&w->mu, NULL);
+  w->f = f;
+  w->path = path;
+  w->last_flush = mono_now();
+  Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
+  ev.what_case = TENSORFLOW__EVENT__WHAT_FILE_VERSION;
+  ev.file_version = (char *)"brain.Event:2";
+  if (write_event(w, &ev, st) || do_flush(w, st)) {
+    fclose(w->f);
+    unlink(w->path);
+    pthread_mutex_destroy(&w->mu);
+    loom__free(w->path);
+    loom__free(w);
+    return NULL;
+  }
+  return w;
+}
+
+void loom_event_writer_free(loom_event_writer *w) {
+  if (!w) return;
+  if (fflush(w->f) != 0 || fclose(w->f) != 0)
+    loom__log(LOOM_LOG_ERROR, "closing event file %s: %s", w->path, strerror(errno));
+  pthread_mutex_destroy(&w->mu);
+  loom__free(w->path);
+  loom__free(w);
+}
+
+const char *loom_event_writer_path(const loom_event_writer *w) { return w ? w->path : NULL; }
+
+loom_code loom_event_writer_flush(loom_event_writer *w, loom_status *st) {
+  if (!w) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer is NULL");
+  pthread_mutex_lock(&w->mu);
+  loom_code rc = do_flush(w, st);
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+/* ---- summary values ---- */
+static loom_code write_summary(loom_event_writer *w, int n, Tensorflow__Summary__Value **vals, int64_t step,
+                               loom_status *st) {
+  Tensorflow__Summary sum = TENSORFLOW__SUMMARY__INIT;
+  sum.n_value = (size_t)n;
+  sum.value = vals;
+  Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
+  ev.step = step;
+  ev.what_case = TENSORFLOW__EVENT__WHAT_SUMMARY;
+  ev.summary = &sum;
+  return write_event(w, &ev, st);
+}
+
+loom_code loom_event_writer_add_scalars(loom_event_writer *w, int n, const char *const *tags, const double *values,
+                                        int64_t step, loom_status *st) {
+  if (!w) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer is NULL");
+  if (n < 0 || (n && (!tags || !values)))
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_scalars: invalid argument lists");
+  for (int i = 0; i < n; i++)
+    if (!tags[i] || !*tags[i]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_scalars: tag %d is empty", i);
+  Tensorflow__Summary__Value *v = loom__calloc((size_t)(n ? n : 1), sizeof *v);
+  Tensorflow__Summary__Value **pv = loom__calloc((size_t)(n ? n : 1), sizeof *pv);
+  loom_code rc;
+  if (!v || !pv) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    for (int i = 0; i < n; i++) {
+      tensorflow__summary__value__init(&v[i]);
+      v[i].tag = (char *)tags[i];
+      v[i].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
+      v[i].simple_value = (float)values[i];
+      pv[i] = &v[i];
+    }
+    rc = write_summary(w, n, pv, step, st);
+  }
+  loom__free(v);
+  loom__free(pv);
+  return rc;
+}
+
+loom_code loom_event_writer_add_scalar(loom_event_writer *w, const char *tag, double value, int64_t step,
+                                       loom_status *st) {
+  return loom_event_writer_add_scalars(w, 1, &tag, &value, step, st);
+}
+
+/* ---- TF's default histogram (tensorflow/core/lib/histogram) ----
+ * Limits: -DBL_MAX, -1e20.., ..., -1e-12, 0, 1e-12, ..., ~1e20, DBL_MAX
+ * with |limits| growing by x1.1 from 1e-12 while below 1e20. A value v
+ * counts in the first bucket whose limit is > v. Encoding (EncodeToProto
+ * with preserve_zero_buckets = false) collapses each run of empty buckets
+ * into one zero bucket carrying the run's last limit. */
+static double *g_limits;
+static int g_nlimits;
+static pthread_once_t g_limits_once = PTHREAD_ONCE_INIT;
+static void init_limits(void) {
+  int npos = 0;
+  for (double v = 1.0e-12; v < 1.0e20; v *= 1.1) npos++;
+  int n = 2 * (npos + 1) + 1;
+  double *l = malloc((size_t)n * sizeof *l); /* process lifetime: libc, not the hook */
+  if (!l) return;
+  /* l[npos + 1] = 0; positives above it, their negatives mirrored below */
+  int i = 0;
+  for (double v = 1.0e-12; v < 1.0e20; v *= 1.1, i++) {
+    l[npos + 2 + i] = v;
+    l[npos - i] = -v;
+  }
+  l[npos + 1] = 0.0;
+  l[0] = -DBL_MAX;
+  l[n - 1] = DBL_MAX;
+  g_limits = l;
+  g_nlimits = n;
+}
+
+/* Fills h (min, max, num, sum, sum_squares, encoded buckets); the bucket
+ * arrays are allocated with loom__malloc (free with histo_release).
+ * INVALID_ARGUMENT for a NaN or infinity (as TF's HistogramSummary). */
+static loom_code histo_build(Tensorflow__HistogramProto *h, const char *tag, const double *x, int64_t n,
+                             loom_status *st) {
+  pthread_once(&g_limits_once, init_limits);
+  if (!g_limits) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory (histogram limits)");
+  const int nl = g_nlimits;
+  for (int64_t i = 0; i < n; i++) {
+    if (isnan(x[i])) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "Nan in summary histogram for: %s", tag);
+    if (isinf(x[i])) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "Infinity in summary histogram for: %s", tag);
+  }
+  double *counts = loom__calloc((size_t)nl, sizeof *counts);
+  double *ol = loom__malloc((size_t)nl * sizeof *ol), *oc = loom__malloc((size_t)nl * sizeof *oc);
+  if (!counts || !ol || !oc) {
+    loom__free(counts);
+    loom__free(ol);
+    loom__free(oc);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory (histogram %s)", tag);
+  }
+  double mn = DBL_MAX, mx = -DBL_MAX, sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i];
+    int lo = 0, hi = nl; /* upper_bound: first limit > v */
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (g_limits[mid] > v) hi = mid;
+      else lo = mid + 1;
+    }
+    if (lo >= nl) lo = nl - 1; /* v == DBL_MAX */
+    counts[lo] += 1.0;
+    if (mn > v) mn = v;
+    if (mx < v) mx = v;
+    sum += v;
+    sq += v * v;
+  }
+  int k = 0;
+  for (int i = 0; i < nl;) {
+    double end = g_limits[i], c = counts[i];
+    i++;
+    if (c <= 0.0)
+      while (i < nl && counts[i] <= 0.0) {
+        end = g_limits[i];
+        c = counts[i];
+        i++;
+      }
+    ol[k] = end;
+    oc[k] = c;
+    k++;
+  }
+  loom__free(counts);
+  h->min = mn;
+  h->max = mx;
+  h->num = (double)n;
+  h->sum = sum;
+  h->sum_squares = sq;
+  h->n_bucket_limit = h->n_bucket = (size_t)k;
+  h->bucket_limit = ol;
+  h->bucket = oc;
+  return LOOM_OK;
+}
+static void histo_release(Tensorflow__HistogramProto *h) {
+  loom__free(h->bucket_limit);
+  loom__free(h->bucket);
+  h->bucket_limit = h->bucket = NULL;
+  h->n_bucket_limit = h->n_bucket = 0;
+}
+
+loom_code loom_event_writer_add_histogram(loom_event_writer *w, const char *tag, const double *values, int64_t n,
+                                          int64_t step, loom_status *st) {
+  if (!w) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer is NULL");
+  if (!tag || !*tag) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_histogram: tag is empty");
+  if (n < 0 || (n && !values)) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_histogram %s: no values", tag);
+  Tensorflow__HistogramProto h = TENSORFLOW__HISTOGRAM_PROTO__INIT;
+  loom_code rc = histo_build(&h, tag, values, n, st);
+  if (rc) return rc;
+  Tensorflow__Summary__Value v = TENSORFLOW__SUMMARY__VALUE__INIT, *pv = &v;
+  v.tag = (char *)tag;
+  v.value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO;
+  v.histo = &h;
+  rc = write_summary(w, 1, &pv, step, st);
+  histo_release(&h);
+  return rc;
+}
+
+loom_code loom_event_writer_add_text(loom_event_writer *w, const char *tag, const char *text, int64_t step,
+                                     loom_status *st) {
+  if (!w) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer is NULL");
+  if (!tag || !*tag) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_text: tag is empty");
+  if (!text) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_text %s: text is NULL", tag);
+  /* As tf.summary.text: a scalar DT_STRING tensor, plugin "text". */
+  Tensorflow__TensorShapeProto shape = TENSORFLOW__TENSOR_SHAPE_PROTO__INIT;
+  ProtobufCBinaryData sv = {strlen(text), (uint8_t *)text};
+  Tensorflow__TensorProto t = TENSORFLOW__TENSOR_PROTO__INIT;
+  t.dtype = TENSORFLOW__DATA_TYPE__DT_STRING;
+  t.tensor_shape = &shape;
+  t.n_string_val = 1;
+  t.string_val = &sv;
+  Tensorflow__SummaryMetadata__PluginData pd = TENSORFLOW__SUMMARY_METADATA__PLUGIN_DATA__INIT;
+  pd.plugin_name = (char *)"text";
+  Tensorflow__SummaryMetadata md = TENSORFLOW__SUMMARY_METADATA__INIT;
+  md.plugin_data = &pd;
+  Tensorflow__Summary__Value v = TENSORFLOW__SUMMARY__VALUE__INIT, *pv = &v;
+  v.tag = (char *)tag;
+  v.metadata = &md;
+  v.value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_TENSOR;
+  v.tensor = &t;
+  return write_summary(w, 1, &pv, step, st);
+}
+
+loom_code loom_event_writer_add_session_log(loom_event_writer *w, loom_session_log_status status,
+                                            const char *checkpoint_path, int64_t step, loom_status *st) {
+  if (!w) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer is NULL");
+  if (status < LOOM_SESSION_LOG_START || status > LOOM_SESSION_LOG_CHECKPOINT)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_session_log: unknown status %d", (int)status);
+  Tensorflow__SessionLog sl = TENSORFLOW__SESSION_LOG__INIT;
+  sl.status = (Tensorflow__SessionLog__SessionStatus)status;
+  if (checkpoint_path) sl.checkpoint_path = (char *)checkpoint_path;
+  Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
+  ev.step = step;
+  ev.what_case = TENSORFLOW__EVENT__WHAT_SESSION_LOG;
+  ev.session_log = &sl;
+  return write_event(w, &ev, st);
+}
+
+/* ---- graph summaries: one Event holding every summary of g ---- */
+static loom_code tensor_doubles(const loom_tensor *t, const char *tag, double **out, int64_t *n, loom_status *st) {
+  int64_t m = t->numel;
+  double *d = loom__malloc((size_t)(m ? m : 1) * sizeof *d);
+  if (!d) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory (summary %s)", tag);
+  for (int64_t i = 0; i < m; i++) {
+    switch (t->dtype) {
+      case LOOM_F32: d[i] = ((const float *)t->data)[i]; break;
+      case LOOM_F64: d[i] = ((const double *)t->data)[i]; break;
+      case LOOM_I32: d[i] = ((const int32_t *)t->data)[i]; break;
+      case LOOM_I64: d[i] = (double)((const int64_t *)t->data)[i]; break;
+      case LOOM_U8: d[i] = ((const uint8_t *)t->data)[i]; break;
+      case LOOM_BOOL: d[i] = ((const uint8_t *)t->data)[i] != 0; break;
+      default:
+        loom__free(d);
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary %s: value of dtype %s is not numeric", tag,
+                               loom_dtype_name(t->dtype));
+    }
+  }
+  *out = d;
+  *n = m;
+  return LOOM_OK;
+}
+
+loom_code loom_event_writer_add_graph_summaries(loom_event_writer *w, loom_graph *g, loom_tensor *const *values,
+                                                int64_t step, loom_status *st) {
+  if (!w || !g) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_graph_summaries: writer or graph is NULL");
+  const char *const *tags;
+  const loom_summary_kind *kinds;
+  int n = loom_graph_summaries(g, &tags, &kinds, NULL);
+  if (n && !values) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_graph_summaries: values is NULL");
+  if (n && (!tags || !kinds)) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory listing summaries");
+  Tensorflow__Summary__Value *v = loom__calloc((size_t)(n ? n : 1), sizeof *v);
+  Tensorflow__Summary__Value **pv = loom__calloc((size_t)(n ? n : 1), sizeof *pv);
+  Tensorflow__HistogramProto *h = loom__calloc((size_t)(n ? n : 1), sizeof *h);
+  loom_code rc = LOOM_OK;
+  if (!v || !pv || !h) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  for (int i = 0; i < n && !rc; i++) {
+    const loom_tensor *t = values[i];
+    tensorflow__summary__value__init(&v[i]);
+    tensorflow__histogram_proto__init(&h[i]);
+    pv[i] = &v[i];
+    v[i].tag = (char *)tags[i];
+    if (!t) {
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary %s: value %d is NULL", tags[i], i);
+      break;
+    }
+    double *d = NULL;
+    int64_t m = 0;
+    if ((rc = tensor_doubles(t, tags[i], &d, &m, st))) break;
+    if (kinds[i] == LOOM_SUMMARY_HISTOGRAM) {
+      rc = histo_build(&h[i], tags[i], d, m, st);
+      v[i].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO;
+      v[i].histo = &h[i];
+    } else if (m != 1) {
+      char dims[128];
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary %s: a scalar summary needs one value, got shape %s",
+                           tags[i], loom__dims_str(dims, sizeof dims, t->ndim, t->dims));
+    } else {
+      v[i].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
+      v[i].simple_value = (float)d[0];
+    }
+    loom__free(d);
+  }
+  if (!rc) rc = write_summary(w, n, pv, step, st);
+  for (int i = 0; h && i < n; i++) histo_release(&h[i]);
+  loom__free(v);
+  loom__free(pv);
+  loom__free(h);
+  return rc;
+}
+
+/* ================================================================ reader */
+struct loom_event_reader {
+  loom_tfrecord_reader tf;
+  Tensorflow__Event *msg;
+  loom_event ev;
+  loom_event_value *vals;
+  char **texts; /* NUL-terminated copies of string values */
+  int capvals;
+};
+
+loom_event_reader *loom_event_reader_open(const char *path, loom_status *st) {
+  if (!path) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "event reader: path is NULL");
+    return NULL;
+  }
+  loom_event_reader *r = loom__calloc(1, sizeof *r);
+  if (!r) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "event reader: out of memory");
+    return NULL;
+  }
+  if (loom__tfrecord_open(&r->tf, path, st)) {
+    loom__free(r);
+    return NULL;
+  }
+  return r;
+}
+
+static void reader_reset(loom_event_reader *r) {
+  if (r->msg) tensorflow__event__free_unpacked(r->msg, &pb_allocator);
+  r->msg = NULL;
+  for (int i = 0; i < r->capvals; i++) {
+    loom__free(r->texts[i]);
+    r->texts[i] = NULL;
+  }
+  memset(&r->ev, 0, sizeof r->ev);
+}
+
+static loom_code bad_record(loom_event_reader *r, loom_status *st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static loom_code bad_record(loom_event_reader *r, loom_status *st, const char *fmt, ...) {
+  char why[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  return loom_status_set(st, LOOM_DATA_LOSS, "%s: record %lld: %s", r->tf.path, (long long)r->tf.index - 1, why);
+}
+
+static char *dup_bytes(const uint8_t *p, size_t n) {
+  char *s = loom__malloc(n + 1);
+  if (s) {
+    if (n) memcpy(s, p, n);
+    s[n] = 0;
+  }
+  return s;
+}
+
+/* A scalar float/double tensor (TF2's scalar summaries) -> *out. */
+static int tensor_scalar(const Tensorflow__TensorProto *t, double *out) {
+  if (!t) return 0;
+  if (t->dtype == TENSORFLOW__DATA_TYPE__DT_FLOAT) {
+    if (t->n_float_val >= 1) return *out = t->float_val[0], 1;
+    if (t->tensor_content.len == 4) {
+      float f;
+      memcpy(&f, t->tensor_content.data, 4);
+      return *out = f, 1;
+    }
+  } else if (t->dtype == TENSORFLOW__DATA_TYPE__DT_DOUBLE) {
+    if (t->n_double_val >= 1) return *out = t->double_val[0], 1;
+    if (t->tensor_content.len == 8) {
+      memcpy(out, t->tensor_content.data, 8);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+loom_code loom_event_reader_next(loom_event_reader *r, const loom_event **ev, loom_status *st) {
+  if (!r || !ev) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "event reader: NULL argument");
+  *ev = NULL;
+  reader_reset(r);
+  const uint8_t *data;
+  size_t n;
+  loom_code rc = loom__tfrecord_next(&r->tf, &data, &n, st);
+  if (rc) return rc;
+  r->msg = tensorflow__event__unpack(&pb_allocator, n, data);
+  if (!r->msg) return bad_record(r, st, "cannot decode an Event protobuf (%zu bytes)", n);
+  Tensorflow__Event *m = r->msg;
+  loom_event *e = &r->ev;
+  e->wall_time = m->wall_time;
+  e->step = m->step;
+  if (m->what_case == TENSORFLOW__EVENT__WHAT_FILE_VERSION) e->file_version = m->file_version;
+  if (m->what_case == TENSORFLOW__EVENT__WHAT_SESSION_LOG && m->session_log) {
+    e->session_log_status = (int32_t)m->session_log->status;
+    if (m->session_log->checkpoint_path && *m->session_log->checkpoint_path)
+      e->checkpoint_path = m->session_log->checkpoint_path;
+  }
+  if (m->what_case == TENSORFLOW__EVENT__WHAT_SUMMARY && m->summary && m->summary->n_value) {
+    size_t nv = m->summary->n_value;
+    if (nv > INT32_MAX) return bad_record(r, st, "%zu summary values", nv);
+    if ((int)nv > r->capvals) {
+      loom_event_value *nvals = loom__realloc(r->vals, nv * sizeof *nvals);
+      if (nvals) r->vals = nvals;
+      char **nt = nvals ? loom__realloc(r->texts, nv * sizeof *nt) : NULL;
+      if (nt) r->texts = nt;
+      if (!nvals || !nt) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory reading %s", r->tf.path);
+      for (size_t i = (size_t)r->capvals; i < nv; i++) r->texts[i] = NULL;
+      r->capvals = (int)nv;
+    }
+    for (size_t i = 0; i < nv; i++) {
+      const Tensorflow__Summary__Value *sv = m->summary->value[i];
+      loom_event_value *o = &r->vals[i];
+      memset(o, 0, sizeof *o);
+      o->tag = sv->tag;
+      o->kind = 3;
+      switch (sv->value_case) {
+        case TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE:
+          o->kind = 0;
+          o->simple_value = sv->simple_value;
+          break;
+        case TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO: {
+          const Tensorflow__HistogramProto *h = sv->histo;
+          if (!h) break;
+          if (h->n_bucket != h->n_bucket_limit)
+            return bad_record(r, st, "histogram %s has different bucket and bucket_limit counts", sv->tag);
+          o->kind = 1;
+          o->hmin = h->min;
+          o->hmax = h->max;
+          o->hnum = h->num;
+          o->hsum = h->sum;
+          o->hsum_squares = h->sum_squares;
+          o->nbuckets = (int32_t)h->n_bucket;
+          o->bucket_limit = h->bucket_limit;
+          o->bucket = h->bucket;
+          break;
+        }
+        case TENSORFLOW__SUMMARY__VALUE__VALUE_TENSOR: {
+          const Tensorflow__TensorProto *t = sv->tensor;
+          if (t && t->dtype == TENSORFLOW__DATA_TYPE__DT_STRING) {
+            o->kind = 2;
+            const ProtobufCBinaryData *b = t->n_string_val ? &t->string_val[0] : NULL;
+            r->texts[i] = dup_bytes(b ? b->data : NULL, b ? b->len : 0);
+            if (!r->texts[i]) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory reading %s", r->tf.path);
+            o->text = r->texts[i];
+          } else if (tensor_scalar(t, &o->simple_value)) {
+            o->kind = 0;
+          }
+          break;
+        }
+        default: break;
+      }
+    }
+    e->nvalues = (int32_t)nv;
+    e->values = r->vals;
+  }
+  *ev = e;
+  return LOOM_OK;
+}
+
+void loom_event_reader_free(loom_event_reader *r) {
+  if (!r) return;
+  reader_reset(r);
+  loom__tfrecord_close(&r->tf);
+  loom__free(r->vals);
+  loom__free(r->texts);
+  loom__free(r);
+}
