@@ -837,6 +837,42 @@ loom_variable *loom__variable_create(loom_graph *g, const char *full_name, int u
   return v;
 }
 
+loom_variable *loom__variable_import(loom_graph *g, loom_node *n, loom_node *init, int trainable,
+                                     int from_get_variable, uint32_t collections, int global_step) {
+  train_state *ts = ts_get(g);
+  if (!ts || loom__graph_failed(g)) return NULL;
+  if (!n || n->graph != g || n->op != LOOM_OP_VariableV2 || n->attrs.resource) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "import: %s is not an unregistered variable node",
+                         n ? n->name : "(null)");
+    return NULL;
+  }
+  loom_variable *v = loom__calloc(1, sizeof *v);
+  if (!v || grow((void **)&ts->vars, &ts->capvars, ts->nvars + 1, sizeof *ts->vars) ||
+      !(v->name = loom__strdup(n->name))) {
+    loom__free(v);
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "Variable %s: out of memory", n->name);
+    return NULL;
+  }
+  v->g = g;
+  v->node = n;
+  v->init = init;
+  if (init && init->nin > 1) v->init_value = init->in[1];
+  v->dtype = n->out[0].dtype;
+  v->ndim = n->out[0].ndim;
+  for (int i = 0; i < v->ndim; i++) v->dims[i] = n->out[0].dims[i];
+  v->trainable = trainable != 0;
+  v->from_get_variable = from_get_variable != 0;
+  n->attrs.resource = v;
+  ts->vars[ts->nvars++] = v;
+  if (collections & LOOM_COLL_GLOBAL) loom_add_variable_to_collection(g, LOOM_GLOBAL_VARIABLES, v);
+  if (collections & LOOM_COLL_LOCAL) loom_add_variable_to_collection(g, LOOM_LOCAL_VARIABLES, v);
+  if (collections & LOOM_COLL_METRIC) loom_add_variable_to_collection(g, LOOM_METRIC_VARIABLES, v);
+  if (collections & LOOM_COLL_MODEL) loom_add_variable_to_collection(g, LOOM_MODEL_VARIABLES, v);
+  if (v->trainable) loom_add_variable_to_collection(g, LOOM_TRAINABLE_VARIABLES, v);
+  if (global_step) loom_add_variable_to_collection(g, LOOM_GLOBAL_STEP, v);
+  return v;
+}
+
 loom_variable *loom_graph_variable(loom_graph *g, const char *name) {
   loom_node *n = loom_graph_find(g, name);
   if (!n || n->op != LOOM_OP_VariableV2) return NULL;

@@ -78,6 +78,14 @@ struct loom_variable {
 loom_variable *loom__variable_create(loom_graph *g, const char *full_name, int unique, loom_dtype dtype, int ndim,
                                      const int64_t *dims, const loom_initializer *init, loom_output init_value,
                                      int trainable, uint32_t collections);
+/* Registers an imported VariableV2 node n (loom_graph_deserialize) as a
+ * graph variable, as if it had been created here: init (its "<name>/Assign"
+ * node, or NULL: no initializer) and the initial value init's input 1,
+ * trainable, from_get_variable, and the collections (LOOM_COLL_* bits, plus
+ * TRAINABLE_VARIABLES when trainable; global_step adds it to GLOBAL_STEP).
+ * Sticky errors; NULL on failure. */
+loom_variable *loom__variable_import(loom_graph *g, loom_node *n, loom_node *init, int trainable,
+                                     int from_get_variable, uint32_t collections, int global_step);
 /* The dummy variable handed out after an error (its output is the graph's
  * dummy output). */
 loom_variable *loom__variable_dummy(loom_graph *g);
