@@ -1,0 +1,1019 @@
+/* estimator/data.c - datasets: element spec, iteration, from_tensors,
+ * map, shuffle, batch, repeat, take, prefetch, numpy_input. See
+ * loom_data.h and data_impl.h (the two production paths). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "estimator/data_impl.h"
+#include "kernels/cpu/philox.h"
+
+/* ======================================================================
+ * Shell, spec, helpers
+ * ====================================================================== */
+loom_dataset *loom__ds_new(size_t size, const loom_ds_vtable *vt, int ncomp, loom_status *st) {
+  loom_dataset *ds = loom__calloc(1, size);
+  if (ds) {
+    ds->vt = vt;
+    ds->ncomp = ncomp;
+    ds->label = -1;
+    ds->comp = loom__calloc(ncomp > 0 ? (size_t)ncomp : 1, sizeof *ds->comp);
+    ds->st = loom_status_new();
+  }
+  if (!ds || !ds->comp || !ds->st) {
+    if (ds) loom__ds_free_shell(ds);
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset: out of memory");
+    return NULL;
+  }
+  return ds;
+}
+
+void loom__ds_free_shell(loom_dataset *ds) {
+  if (!ds) return;
+  if (ds->comp)
+    for (int i = 0; i < ds->ncomp; i++) loom__free(ds->comp[i].name);
+  loom__free(ds->comp);
+  loom_status_free(ds->st);
+  loom__free(ds);
+}
+
+loom_code loom__ds_set_comp(loom_dataset *ds, int i, const char *name, loom_dtype dt, int ndim, const int64_t *dims,
+                            loom_status *st) {
+  loom_ds_comp *c = &ds->comp[i];
+  loom__free(c->name);
+  c->name = loom__strdup(name ? name : "");
+  if (!c->name) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset: out of memory");
+  c->dtype = dt;
+  c->ndim = ndim;
+  for (int d = 0; d < ndim; d++) c->dims[d] = dims[d];
+  return LOOM_OK;
+}
+
+loom_code loom__ds_copy_spec(loom_dataset *ds, const loom_dataset *in, loom_status *st) {
+  for (int i = 0; i < in->ncomp; i++) {
+    const loom_ds_comp *c = &in->comp[i];
+    loom_code rc = loom__ds_set_comp(ds, i, c->name, c->dtype, c->ndim, c->dims, st);
+    if (rc) return rc;
+  }
+  ds->label = in->label;
+  return LOOM_OK;
+}
+
+loom_code loom__ds_ensure(loom_tensor **t, loom_dtype dt, int ndim, const int64_t *dims, loom_status *st) {
+  int64_t n = loom__numel(ndim, dims);
+  loom_tensor *x = *t;
+  if (x && x->dtype == dt && x->numel == n) {
+    x->ndim = ndim;
+    for (int i = 0; i < ndim; i++) x->dims[i] = dims[i];
+    return LOOM_OK;
+  }
+  loom_tensor *y = loom_tensor_new(dt, ndim, dims, st);
+  if (!y) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
+  loom_tensor_free(x);
+  *t = y;
+  return LOOM_OK;
+}
+
+loom_code loom__ds_hand_over(loom_tensor **dst, loom_tensor **src, loom_status *st) {
+  loom_tensor *d = *dst, *s = *src;
+  if (d && s && !d->owned && d->dtype == s->dtype && d->dtype != LOOM_STRING && d->numel == s->numel) {
+    d->ndim = s->ndim;
+    for (int i = 0; i < s->ndim; i++) d->dims[i] = s->dims[i];
+    if (s->nbytes) memcpy(d->data, s->data, s->nbytes);
+    return LOOM_OK;
+  }
+  (void)st;
+  *dst = s;
+  *src = d;
+  return LOOM_OK;
+}
+
+static loom_code end_of_sequence(loom_status *st) { return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence"); }
+
+/* Records a sticky end/error from ds->st and reports it to st. */
+static loom_code remember(loom_dataset *ds, loom_code rc, loom_status *st) {
+  ds->state = rc;
+  if (rc == LOOM_OUT_OF_RANGE) {
+    snprintf(ds->state_msg, sizeof ds->state_msg, "End of sequence");
+  } else {
+    const char *m = loom_status_message(ds->st);
+    if (loom_status_code(ds->st) == rc && m[0])
+      snprintf(ds->state_msg, sizeof ds->state_msg, "%s", m);
+    else
+      snprintf(ds->state_msg, sizeof ds->state_msg, "%s dataset failed (%s)", ds->vt->kind, loom_code_name(rc));
+  }
+  return loom_status_set(st, rc, "%s", ds->state_msg);
+}
+
+/* ======================================================================
+ * Element spec
+ * ====================================================================== */
+int loom_dataset_num_components(const loom_dataset *ds) { return ds ? ds->ncomp : 0; }
+const char *loom_dataset_component_name(const loom_dataset *ds, int i) {
+  return (ds && i >= 0 && i < ds->ncomp) ? ds->comp[i].name : NULL;
+}
+loom_dtype loom_dataset_component_dtype(const loom_dataset *ds, int i) {
+  return (ds && i >= 0 && i < ds->ncomp) ? ds->comp[i].dtype : LOOM_DTYPE_INVALID;
+}
+int loom_dataset_component_shape(const loom_dataset *ds, int i, int64_t *dims) {
+  if (!ds || i < 0 || i >= ds->ncomp) return -1;
+  const loom_ds_comp *c = &ds->comp[i];
+  if (dims)
+    for (int d = 0; d < c->ndim; d++) dims[d] = c->dims[d];
+  return c->ndim;
+}
+int loom_dataset_label_index(const loom_dataset *ds) { return ds ? ds->label : -1; }
+int loom_dataset_find(const loom_dataset *ds, const char *name) {
+  if (!ds || !name) return -1;
+  for (int i = 0; i < ds->ncomp; i++)
+    if (!strcmp(ds->comp[i].name, name)) return i;
+  return -1;
+}
+
+/* ======================================================================
+ * Iteration
+ * ====================================================================== */
+/* One element of an index dataset: one row copied from the source. */
+static loom_code ra_element(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  int64_t row;
+  loom_code rc = ds->vt->next_index(ds, &row, st);
+  if (rc) return rc;
+  loom_dataset *src = ds->ra;
+  for (int c = 0; c < ds->ncomp; c++) {
+    const loom_ds_comp *k = &ds->comp[c];
+    if ((rc = loom__ds_ensure(&values[c], k->dtype, k->ndim, k->dims, st))) return rc;
+    if ((rc = src->vt->copy_rows(src, c, &row, 1, values[c], st))) return rc;
+  }
+  return LOOM_OK;
+}
+
+loom_code loom_dataset_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  if (!ds || !values) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_next: %s is NULL", ds ? "values" : "ds");
+  if (ds->state) return loom_status_set(st, ds->state, "%s", ds->state_msg);
+  loom_code rc = ds->ra ? ra_element(ds, values, ds->st) : ds->vt->next(ds, values, ds->st);
+  if (rc) return remember(ds, rc, st);
+  return LOOM_OK;
+}
+
+loom_code loom__ds_next_index(loom_dataset *ds, int64_t *row, loom_status *st) {
+  if (ds->state) return loom_status_set(st, ds->state, "%s", ds->state_msg);
+  loom_code rc = ds->vt->next_index(ds, row, ds->st);
+  if (rc) return remember(ds, rc, st);
+  return LOOM_OK;
+}
+
+loom_code loom_dataset_reset(loom_dataset *ds, loom_status *st) {
+  if (!ds) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_reset: ds is NULL");
+  ds->state = LOOM_OK;
+  ds->state_msg[0] = 0;
+  loom_code rc = ds->vt->reset ? ds->vt->reset(ds, ds->st) : LOOM_OK;
+  if (rc) return remember(ds, rc, st);
+  return LOOM_OK;
+}
+
+void loom_dataset_free(loom_dataset *ds) {
+  if (!ds) return;
+  if (ds->vt->destroy) ds->vt->destroy(ds);
+  loom__ds_free_shell(ds);
+}
+
+/* ======================================================================
+ * from_tensors (random access)
+ * ====================================================================== */
+typedef struct slices_ds {
+  loom_dataset base;
+  int64_t n, pos;
+  loom_tensor **arrays;
+} slices_ds;
+
+static loom_code slices_next_index(loom_dataset *ds, int64_t *row, loom_status *st) {
+  slices_ds *s = (slices_ds *)ds;
+  if (s->pos >= s->n) return end_of_sequence(st);
+  *row = s->pos++;
+  return LOOM_OK;
+}
+static loom_code slices_reset(loom_dataset *ds, loom_status *st) {
+  (void)st;
+  ((slices_ds *)ds)->pos = 0;
+  return LOOM_OK;
+}
+static void slices_destroy(loom_dataset *ds) {
+  slices_ds *s = (slices_ds *)ds;
+  if (s->arrays)
+    for (int i = 0; i < ds->ncomp; i++) loom_tensor_free(s->arrays[i]);
+  loom__free(s->arrays);
+}
+static int64_t slices_rows(const loom_dataset *ds) { return ((const slices_ds *)ds)->n; }
+
+static loom_code slices_copy_rows(loom_dataset *ds, int c, const int64_t *idx, int64_t k, loom_tensor *dst,
+                                  loom_status *st) {
+  slices_ds *s = (slices_ds *)ds;
+  const loom_tensor *a = s->arrays[c];
+  int64_t rn = s->n ? a->numel / s->n : 0;
+  if (a->dtype == LOOM_STRING) {
+    const loom_tstring *src = a->data;
+    for (int64_t j = 0; j < k; j++)
+      for (int64_t e = 0; e < rn; e++) {
+        const loom_tstring *x = &src[idx[j] * rn + e];
+        loom_code rc = loom_tensor_set_string(dst, j * rn + e, x->ptr ? x->ptr : "", x->len, st);
+        if (rc) return rc;
+      }
+    return LOOM_OK;
+  }
+  size_t rb = (size_t)rn * loom_dtype_size(a->dtype);
+  const uint8_t *src = a->data;
+  uint8_t *out = dst->data;
+  for (int64_t j = 0; j < k;) {
+    int64_t run = 1; /* consecutive rows in one memcpy */
+    while (j + run < k && idx[j + run] == idx[j] + run) run++;
+    memcpy(out + (size_t)j * rb, src + (size_t)idx[j] * rb, (size_t)run * rb);
+    j += run;
+  }
+  return LOOM_OK;
+}
+
+static const loom_ds_vtable slices_vt = {"from_tensors", NULL, slices_next_index, slices_reset, slices_destroy,
+                                         slices_copy_rows, slices_rows};
+
+loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
+                                        const char *label_name, loom_status *st) {
+  if (n <= 0) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: n must be positive, got %d", n);
+    return NULL;
+  }
+  if (!names || !arrays) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: %s is NULL", !names ? "names" : "arrays");
+    return NULL;
+  }
+  int64_t rows = -1;
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !names[i][0]) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: names[%d] is %s", i, names[i] ? "empty" : "NULL");
+      return NULL;
+    }
+    for (int j = 0; j < i; j++)
+      if (!strcmp(names[i], names[j])) {
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: names[%d] and names[%d] are both '%s'", j, i,
+                        names[i]);
+        return NULL;
+      }
+    const loom_tensor *a = arrays[i];
+    if (!a) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: arrays[%d] ('%s') is NULL", i, names[i]);
+      return NULL;
+    }
+    if (a->dtype <= LOOM_DTYPE_INVALID || a->dtype >= LOOM_DTYPE_COUNT) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: arrays[%d] ('%s') has an invalid dtype", i, names[i]);
+      return NULL;
+    }
+    if (a->ndim < 1) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: arrays[%d] ('%s') is a scalar; slicing needs rank >= 1",
+                      i, names[i]);
+      return NULL;
+    }
+    if (rows < 0) {
+      rows = a->dims[0];
+    } else if (a->dims[0] != rows) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                      "from_tensors: arrays[%d] ('%s') has %lld rows (dim 0) but arrays[0] ('%s') has %lld", i,
+                      names[i], (long long)a->dims[0], names[0], (long long)rows);
+      return NULL;
+    }
+  }
+  int label = -1;
+  if (label_name) {
+    for (int i = 0; i < n; i++)
+      if (!strcmp(names[i], label_name)) label = i;
+    if (label < 0) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: label_name '%s' is not one of the names", label_name);
+      return NULL;
+    }
+  }
+  slices_ds *s = (slices_ds *)loom__ds_new(sizeof(slices_ds), &slices_vt, n, st);
+  if (!s) return NULL;
+  loom_dataset *ds = &s->base;
+  ds->ra = ds;
+  ds->label = label;
+  s->n = rows;
+  s->arrays = loom__calloc((size_t)n, sizeof *s->arrays);
+  if (!s->arrays) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "from_tensors: out of memory");
+    loom_dataset_free(ds);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    const loom_tensor *a = arrays[i];
+    if (!(s->arrays[i] = loom_tensor_copy(a, st)) ||
+        loom__ds_set_comp(ds, i, names[i], a->dtype, a->ndim - 1, a->dims + 1, st)) {
+      loom_dataset_free(ds);
+      return NULL;
+    }
+  }
+  return ds;
+}
+
+/* ======================================================================
+ * map
+ * ====================================================================== */
+typedef struct map_ds {
+  loom_dataset base;
+  loom_dataset *in;
+  loom_map_fn fn;
+  void *user;
+} map_ds;
+
+static loom_code map_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  map_ds *m = (map_ds *)ds;
+  loom_code rc = loom_dataset_next(m->in, values, st);
+  if (rc) return rc;
+  loom_status_clear(st);
+  rc = m->fn(m->user, ds->ncomp, values, st);
+  if (rc) {
+    if (loom_status_code(st) != rc || !loom_status_message(st)[0])
+      loom_status_set(st, rc, "map: the map function returned %s", loom_code_name(rc));
+    return rc;
+  }
+  for (int c = 0; c < ds->ncomp; c++) {
+    const loom_ds_comp *k = &ds->comp[c];
+    const loom_tensor *t = values[c];
+    int ok = t && t->dtype == k->dtype && t->ndim == k->ndim;
+    for (int d = 0; ok && d < k->ndim; d++) ok = k->dims[d] < 0 || k->dims[d] == t->dims[d];
+    if (!ok) {
+      char a[128], b[128];
+      if (!t)
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "map: the map function left component '%s' NULL", k->name);
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "map: the map function returned component '%s' as %s %s; the dataset's spec is %s %s",
+                             k->name, loom_dtype_name(t->dtype), loom__dims_str(a, sizeof a, t->ndim, t->dims),
+                             loom_dtype_name(k->dtype), loom__dims_str(b, sizeof b, k->ndim, k->dims));
+    }
+  }
+  return LOOM_OK;
+}
+static loom_code map_reset(loom_dataset *ds, loom_status *st) { return loom_dataset_reset(((map_ds *)ds)->in, st); }
+static void map_destroy(loom_dataset *ds) { loom_dataset_free(((map_ds *)ds)->in); }
+static const loom_ds_vtable map_vt = {"map", map_next, NULL, map_reset, map_destroy, NULL, NULL};
+
+/* Common prologue of the transformations: a new dataset with in's spec. */
+static loom_dataset *transform_new(loom_dataset *in, size_t size, const loom_ds_vtable *vt, loom_status *st) {
+  if (!in) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: the input dataset is NULL", vt->kind);
+    return NULL;
+  }
+  loom_dataset *ds = loom__ds_new(size, vt, in->ncomp, st);
+  if (!ds) {
+    loom_dataset_free(in);
+    return NULL;
+  }
+  if (loom__ds_copy_spec(ds, in, st)) {
+    loom__ds_free_shell(ds);
+    loom_dataset_free(in);
+    return NULL;
+  }
+  return ds;
+}
+
+loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *user, loom_status *st) {
+  if (in && !fn) {
+    loom_dataset_free(in);
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "map: fn is NULL");
+    return NULL;
+  }
+  map_ds *m = (map_ds *)transform_new(in, sizeof(map_ds), &map_vt, st);
+  if (!m) return NULL;
+  m->in = in;
+  m->fn = fn;
+  m->user = user;
+  return &m->base;
+}
+
+/* ======================================================================
+ * shuffle
+ * ====================================================================== */
+typedef struct shuffle_ds {
+  loom_dataset base;
+  loom_dataset *in;
+  int64_t cap;           /* buffer_size */
+  uint64_t seed, epoch, counter;
+  int reshuffle;
+  int in_done;
+  int64_t fill;          /* elements in the buffer */
+  int64_t alloc;         /* slots allocated (grows up to cap) */
+  int64_t *rows;         /* index mode */
+  loom_tensor ***elems;  /* general mode: slot -> ncomp tensors */
+} shuffle_ds;
+
+/* Uniform in [0, n): Philox4x32-10 keyed by the seed, counter (draw,
+ * epoch). */
+static int64_t shuffle_draw(shuffle_ds *s, int64_t n) {
+  uint32_t key[2] = {(uint32_t)s->seed, (uint32_t)(s->seed >> 32)};
+  uint32_t ctr[4] = {(uint32_t)s->counter, (uint32_t)(s->counter >> 32), (uint32_t)s->epoch,
+                     (uint32_t)(s->epoch >> 32)};
+  uint32_t out[4];
+  s->counter++;
+  loom_philox4x32_10(ctr, key, out);
+  uint64_t r = (uint64_t)out[0] | (uint64_t)out[1] << 32;
+  return (int64_t)(((unsigned __int128)r * (uint64_t)n) >> 64);
+}
+
+static loom_code shuffle_grow(shuffle_ds *s, loom_status *st) {
+  int64_t na = s->alloc ? s->alloc * 2 : 64;
+  if (na > s->cap) na = s->cap;
+  if (s->base.ra) {
+    int64_t *r = loom__realloc(s->rows, (size_t)na * sizeof *r);
+    if (!r) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "shuffle: out of memory for the buffer");
+    s->rows = r;
+  } else {
+    loom_tensor ***e = loom__realloc(s->elems, (size_t)na * sizeof *e);
+    if (!e) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "shuffle: out of memory for the buffer");
+    s->elems = e;
+    for (int64_t i = s->alloc; i < na; i++) e[i] = NULL;
+    for (int64_t i = s->alloc; i < na; i++) {
+      if (!(e[i] = loom__calloc((size_t)s->base.ncomp, sizeof **e))) {
+        s->alloc = i;
+        return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "shuffle: out of memory for the buffer");
+      }
+    }
+  }
+  s->alloc = na;
+  return LOOM_OK;
+}
+
+/* Fills the buffer up to cap from the input. */
+static loom_code shuffle_fill(shuffle_ds *s, loom_status *st) {
+  while (!s->in_done && s->fill < s->cap) {
+    loom_code rc;
+    if (s->fill == s->alloc && (rc = shuffle_grow(s, st))) return rc;
+    rc = s->base.ra ? loom__ds_next_index(s->in, &s->rows[s->fill], st) : loom_dataset_next(s->in, s->elems[s->fill], st);
+    if (rc == LOOM_OUT_OF_RANGE) {
+      s->in_done = 1;
+      break;
+    }
+    if (rc) return rc;
+    s->fill++;
+  }
+  return LOOM_OK;
+}
+
+static loom_code shuffle_next_index(loom_dataset *ds, int64_t *row, loom_status *st) {
+  shuffle_ds *s = (shuffle_ds *)ds;
+  loom_code rc = shuffle_fill(s, st);
+  if (rc) return rc;
+  if (!s->fill) return end_of_sequence(st);
+  int64_t j = shuffle_draw(s, s->fill);
+  *row = s->rows[j];
+  s->rows[j] = s->rows[--s->fill];
+  return LOOM_OK;
+}
+
+static loom_code shuffle_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  shuffle_ds *s = (shuffle_ds *)ds;
+  loom_code rc = shuffle_fill(s, st);
+  if (rc) return rc;
+  if (!s->fill) return end_of_sequence(st);
+  int64_t j = shuffle_draw(s, s->fill);
+  loom_tensor **e = s->elems[j];
+  for (int c = 0; c < ds->ncomp; c++)
+    if ((rc = loom__ds_hand_over(&values[c], &e[c], st))) return rc;
+  /* the last element moves into the hole; the emptied slot goes last */
+  s->fill--;
+  s->elems[j] = s->elems[s->fill];
+  s->elems[s->fill] = e;
+  return LOOM_OK;
+}
+
+static loom_code shuffle_reset(loom_dataset *ds, loom_status *st) {
+  shuffle_ds *s = (shuffle_ds *)ds;
+  s->fill = 0;
+  s->in_done = 0;
+  s->counter = 0;
+  if (s->reshuffle) s->epoch++;
+  return loom_dataset_reset(s->in, st);
+}
+
+static void shuffle_destroy(loom_dataset *ds) {
+  shuffle_ds *s = (shuffle_ds *)ds;
+  loom__free(s->rows);
+  if (s->elems)
+    for (int64_t i = 0; i < s->alloc; i++) {
+      if (s->elems[i])
+        for (int c = 0; c < ds->ncomp; c++) loom_tensor_free(s->elems[i][c]);
+      loom__free(s->elems[i]);
+    }
+  loom__free(s->elems);
+  loom_dataset_free(s->in);
+}
+
+static const loom_ds_vtable shuffle_vt = {"shuffle", shuffle_next, shuffle_next_index, shuffle_reset, shuffle_destroy,
+                                          NULL, NULL};
+
+loom_dataset *loom_dataset_shuffle(loom_dataset *in, int64_t buffer_size, uint64_t seed, int reshuffle_each_iteration,
+                                   loom_status *st) {
+  if (in && buffer_size <= 0) {
+    loom_dataset_free(in);
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "shuffle: buffer_size must be positive, got %lld",
+                    (long long)buffer_size);
+    return NULL;
+  }
+  shuffle_ds *s = (shuffle_ds *)transform_new(in, sizeof(shuffle_ds), &shuffle_vt, st);
+  if (!s) return NULL;
+  s->in = in;
+  s->base.ra = in->ra;
+  s->cap = buffer_size;
+  s->seed = seed;
+  s->reshuffle = reshuffle_each_iteration != 0;
+  return &s->base;
+}
+
+/* ======================================================================
+ * batch
+ * ====================================================================== */
+typedef struct batch_ds {
+  loom_dataset base;
+  loom_dataset *in;
+  int64_t bs;
+  int drop;
+  int64_t *rows;        /* index mode: bs */
+  loom_tensor ***elems; /* general mode: bs slots, allocated on first use */
+} batch_ds;
+
+/* Copies src (dims sdims) into dst (dims ddims, each >= sdims) at the same
+ * multi-index; the rest of dst is left alone (already zeroed). */
+static void pad_copy(uint8_t *dst, const int64_t *ddims, const uint8_t *src, const int64_t *sdims, int nd, size_t es) {
+  if (nd == 0) {
+    memcpy(dst, src, es);
+    return;
+  }
+  if (nd == 1) {
+    if (sdims[0]) memcpy(dst, src, (size_t)sdims[0] * es);
+    return;
+  }
+  size_t ds_ = (size_t)loom__numel(nd - 1, ddims + 1) * es, ss = (size_t)loom__numel(nd - 1, sdims + 1) * es;
+  for (int64_t i = 0; i < sdims[0]; i++) pad_copy(dst + i * ds_, ddims + 1, src + i * ss, sdims + 1, nd - 1, es);
+}
+
+/* Flat index in a tensor of dims ddims of the element at flat index i of a
+ * tensor of dims sdims. */
+static int64_t pad_index(int64_t i, const int64_t *sdims, const int64_t *ddims, int nd) {
+  int64_t out = 0, mul = 1;
+  for (int d = nd - 1; d >= 0; d--) {
+    int64_t x = sdims[d] ? i % sdims[d] : 0;
+    i = sdims[d] ? i / sdims[d] : 0;
+    out += x * mul;
+    mul *= ddims[d];
+  }
+  return out;
+}
+
+static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, loom_status *st) {
+  loom_dataset *ds = &b->base;
+  for (int c = 0; c < ds->ncomp; c++) {
+    const loom_ds_comp *ic = &b->in->comp[c];
+    int nd = ic->ndim;
+    int64_t dims[LOOM_MAX_DIMS];
+    dims[0] = k;
+    int padded = 0;
+    for (int d = 0; d < nd; d++) {
+      int64_t m = ic->dims[d];
+      if (m < 0) {
+        m = 0;
+        for (int64_t j = 0; j < k; j++) m = b->elems[j][c]->dims[d] > m ? b->elems[j][c]->dims[d] : m;
+      }
+      dims[d + 1] = m;
+    }
+    for (int64_t j = 0; j < k; j++) {
+      const loom_tensor *e = b->elems[j][c];
+      if (!e || e->dtype != ic->dtype || e->ndim != nd) {
+        char a[128];
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "batch: element %lld of component '%s' is %s %s, the input's spec says %s of rank %d",
+                               (long long)j, ic->name, e ? loom_dtype_name(e->dtype) : "NULL",
+                               e ? loom__dims_str(a, sizeof a, e->ndim, e->dims) : "", loom_dtype_name(ic->dtype), nd);
+      }
+      for (int d = 0; d < nd; d++)
+        if (e->dims[d] != dims[d + 1]) {
+          if (ic->dims[d] >= 0) {
+            char a[128], bb[128];
+            return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                                   "batch: cannot batch component '%s': element %lld has shape %s, expected %s",
+                                   ic->name, (long long)j, loom__dims_str(a, sizeof a, e->ndim, e->dims),
+                                   loom__dims_str(bb, sizeof bb, nd, dims + 1));
+          }
+          padded = 1;
+        }
+    }
+    loom_code rc = loom__ds_ensure(&values[c], ic->dtype, nd + 1, dims, st);
+    if (rc) return rc;
+    loom_tensor *out = values[c];
+    int64_t rn = loom__numel(nd, dims + 1);
+    if (ic->dtype == LOOM_STRING) {
+      loom_tstring *o = out->data;
+      if (padded)
+        for (int64_t i = 0; i < out->numel; i++) {
+          loom__free(o[i].ptr);
+          o[i].ptr = NULL;
+          o[i].len = 0;
+        }
+      for (int64_t j = 0; j < k; j++) {
+        const loom_tensor *e = b->elems[j][c];
+        const loom_tstring *s = e->data;
+        for (int64_t i = 0; i < e->numel; i++) {
+          int64_t di = j * rn + (padded ? pad_index(i, e->dims, dims + 1, nd) : i);
+          if ((rc = loom_tensor_set_string(out, di, s[i].ptr ? s[i].ptr : "", s[i].len, st))) return rc;
+        }
+      }
+    } else {
+      size_t es = loom_dtype_size(ic->dtype), rb = (size_t)rn * es;
+      uint8_t *o = out->data;
+      if (padded) memset(o, 0, out->nbytes);
+      for (int64_t j = 0; j < k; j++) {
+        const loom_tensor *e = b->elems[j][c];
+        if (!padded)
+          memcpy(o + (size_t)j * rb, e->data, rb);
+        else
+          pad_copy(o + (size_t)j * rb, dims + 1, e->data, e->dims, nd, es);
+      }
+    }
+  }
+  return LOOM_OK;
+}
+
+static loom_code batch_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  batch_ds *b = (batch_ds *)ds;
+  int64_t k = 0;
+  loom_code rc;
+  if (b->in->ra) {
+    loom_dataset *src = b->in->ra;
+    while (k < b->bs) {
+      rc = loom__ds_next_index(b->in, &b->rows[k], st);
+      if (rc == LOOM_OUT_OF_RANGE) break;
+      if (rc) return rc;
+      k++;
+    }
+    if (!k || (b->drop && k < b->bs)) return end_of_sequence(st);
+    for (int c = 0; c < ds->ncomp; c++) {
+      const loom_ds_comp *ic = &b->in->comp[c];
+      int64_t dims[LOOM_MAX_DIMS];
+      dims[0] = k;
+      for (int d = 0; d < ic->ndim; d++) dims[d + 1] = ic->dims[d];
+      if ((rc = loom__ds_ensure(&values[c], ic->dtype, ic->ndim + 1, dims, st))) return rc;
+      if ((rc = src->vt->copy_rows(src, c, b->rows, k, values[c], st))) return rc;
+    }
+    return LOOM_OK;
+  }
+  if (!b->elems) {
+    b->elems = loom__calloc((size_t)b->bs, sizeof *b->elems);
+    if (!b->elems) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "batch: out of memory");
+  }
+  while (k < b->bs) {
+    if (!b->elems[k] && !(b->elems[k] = loom__calloc((size_t)ds->ncomp, sizeof **b->elems)))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "batch: out of memory");
+    rc = loom_dataset_next(b->in, b->elems[k], st);
+    if (rc == LOOM_OUT_OF_RANGE) break;
+    if (rc) return rc;
+    k++;
+  }
+  if (!k || (b->drop && k < b->bs)) return end_of_sequence(st);
+  return batch_assemble(b, k, values, st);
+}
+
+static loom_code batch_reset(loom_dataset *ds, loom_status *st) { return loom_dataset_reset(((batch_ds *)ds)->in, st); }
+static void batch_destroy(loom_dataset *ds) {
+  batch_ds *b = (batch_ds *)ds;
+  loom__free(b->rows);
+  if (b->elems)
+    for (int64_t i = 0; i < b->bs; i++) {
+      if (b->elems[i])
+        for (int c = 0; c < ds->ncomp; c++) loom_tensor_free(b->elems[i][c]);
+      loom__free(b->elems[i]);
+    }
+  loom__free(b->elems);
+  loom_dataset_free(b->in);
+}
+static const loom_ds_vtable batch_vt = {"batch", batch_next, NULL, batch_reset, batch_destroy, NULL, NULL};
+
+loom_dataset *loom_dataset_batch(loom_dataset *in, int64_t batch_size, int drop_remainder, loom_status *st) {
+  if (in && batch_size <= 0) {
+    loom_dataset_free(in);
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "batch: batch_size must be positive, got %lld", (long long)batch_size);
+    return NULL;
+  }
+  if (in)
+    for (int c = 0; c < in->ncomp; c++)
+      if (in->comp[c].ndim >= LOOM_MAX_DIMS) {
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "batch: component '%s' has rank %d; batching would exceed %d",
+                        in->comp[c].name, in->comp[c].ndim, LOOM_MAX_DIMS);
+        loom_dataset_free(in);
+        return NULL;
+      }
+  batch_ds *b = (batch_ds *)transform_new(in, sizeof(batch_ds), &batch_vt, st);
+  if (!b) return NULL;
+  loom_dataset *ds = &b->base;
+  b->in = in;
+  b->bs = batch_size;
+  b->drop = drop_remainder != 0;
+  for (int c = 0; c < ds->ncomp; c++) {
+    loom_ds_comp *k = &ds->comp[c];
+    for (int d = k->ndim; d > 0; d--) k->dims[d] = k->dims[d - 1];
+    k->dims[0] = b->drop ? batch_size : -1;
+    k->ndim++;
+  }
+  if (in->ra && !(b->rows = loom__malloc((size_t)batch_size * sizeof *b->rows))) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "batch: out of memory");
+    loom_dataset_free(ds);
+    return NULL;
+  }
+  return ds;
+}
+
+/* ======================================================================
+ * repeat
+ * ====================================================================== */
+typedef struct repeat_ds {
+  loom_dataset base;
+  loom_dataset *in;
+  int64_t count, pass;
+  int got; /* the current pass produced an element */
+} repeat_ds;
+
+/* The input ended: start the next pass, or report the end (count reached,
+ * or a pass without elements, which would otherwise repeat forever). */
+static loom_code repeat_next_pass(repeat_ds *r, loom_status *st) {
+  r->pass++;
+  if ((r->count >= 0 && r->pass >= r->count) || !r->got) return end_of_sequence(st);
+  r->got = 0;
+  return loom_dataset_reset(r->in, st);
+}
+
+static loom_code repeat_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  repeat_ds *r = (repeat_ds *)ds;
+  if (r->count >= 0 && r->pass >= r->count) return end_of_sequence(st);
+  for (;;) {
+    loom_code rc = loom_dataset_next(r->in, values, st);
+    if (!rc) {
+      r->got = 1;
+      return LOOM_OK;
+    }
+    if (rc != LOOM_OUT_OF_RANGE) return rc;
+    if ((rc = repeat_next_pass(r, st))) return rc;
+  }
+}
+static loom_code repeat_next_index(loom_dataset *ds, int64_t *row, loom_status *st) {
+  repeat_ds *r = (repeat_ds *)ds;
+  if (r->count >= 0 && r->pass >= r->count) return end_of_sequence(st);
+  for (;;) {
+    loom_code rc = loom__ds_next_index(r->in, row, st);
+    if (!rc) {
+      r->got = 1;
+      return LOOM_OK;
+    }
+    if (rc != LOOM_OUT_OF_RANGE) return rc;
+    if ((rc = repeat_next_pass(r, st))) return rc;
+  }
+}
+static loom_code repeat_reset(loom_dataset *ds, loom_status *st) {
+  repeat_ds *r = (repeat_ds *)ds;
+  r->pass = 0;
+  r->got = 0;
+  return loom_dataset_reset(r->in, st);
+}
+static void repeat_destroy(loom_dataset *ds) { loom_dataset_free(((repeat_ds *)ds)->in); }
+static const loom_ds_vtable repeat_vt = {"repeat", repeat_next, repeat_next_index, repeat_reset, repeat_destroy,
+                                         NULL, NULL};
+
+loom_dataset *loom_dataset_repeat(loom_dataset *in, int64_t count, loom_status *st) {
+  repeat_ds *r = (repeat_ds *)transform_new(in, sizeof(repeat_ds), &repeat_vt, st);
+  if (!r) return NULL;
+  r->in = in;
+  r->base.ra = in->ra;
+  r->count = count < 0 ? -1 : count;
+  return &r->base;
+}
+
+/* ======================================================================
+ * take
+ * ====================================================================== */
+typedef struct take_ds {
+  loom_dataset base;
+  loom_dataset *in;
+  int64_t count, taken;
+} take_ds;
+
+static loom_code take_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  take_ds *t = (take_ds *)ds;
+  if (t->count >= 0 && t->taken >= t->count) return end_of_sequence(st);
+  loom_code rc = loom_dataset_next(t->in, values, st);
+  if (!rc) t->taken++;
+  return rc;
+}
+static loom_code take_next_index(loom_dataset *ds, int64_t *row, loom_status *st) {
+  take_ds *t = (take_ds *)ds;
+  if (t->count >= 0 && t->taken >= t->count) return end_of_sequence(st);
+  loom_code rc = loom__ds_next_index(t->in, row, st);
+  if (!rc) t->taken++;
+  return rc;
+}
+static loom_code take_reset(loom_dataset *ds, loom_status *st) {
+  take_ds *t = (take_ds *)ds;
+  t->taken = 0;
+  return loom_dataset_reset(t->in, st);
+}
+static void take_destroy(loom_dataset *ds) { loom_dataset_free(((take_ds *)ds)->in); }
+static const loom_ds_vtable take_vt = {"take", take_next, take_next_index, take_reset, take_destroy, NULL, NULL};
+
+loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_status *st) {
+  take_ds *t = (take_ds *)transform_new(in, sizeof(take_ds), &take_vt, st);
+  if (!t) return NULL;
+  t->in = in;
+  t->base.ra = in->ra;
+  t->count = count < 0 ? -1 : count;
+  return &t->base;
+}
+
+/* ======================================================================
+ * prefetch: a producer thread fills a ring of cap elements; next() hands
+ * the ring's tensors to the caller and the caller's old tensors back to the
+ * ring (no copies, no allocation in steady state).
+ * ====================================================================== */
+typedef struct prefetch_ds {
+  loom_dataset base;
+  loom_dataset *in;
+  int64_t cap;
+  loom_tensor ***slots;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_items, cv_space;
+  int64_t head, count; /* ring: filled slots head .. head+count-1 */
+  int running, stop, done;
+  loom_code end_code;  /* the producer's final status (OUT_OF_RANGE or an error) */
+  char end_msg[1024];
+  loom_status *pst;    /* producer's status */
+  pthread_t th;
+} prefetch_ds;
+
+static void *prefetch_main(void *arg) {
+  prefetch_ds *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    while (p->count == p->cap && !p->stop) pthread_cond_wait(&p->cv_space, &p->mu);
+    if (p->stop) break;
+    int64_t slot = (p->head + p->count) % p->cap;
+    pthread_mutex_unlock(&p->mu);
+    loom_code rc = loom_dataset_next(p->in, p->slots[slot], p->pst);
+    pthread_mutex_lock(&p->mu);
+    if (rc) {
+      p->end_code = rc;
+      snprintf(p->end_msg, sizeof p->end_msg, "%s", loom_status_message(p->pst));
+      p->done = 1;
+      pthread_cond_signal(&p->cv_items);
+      break;
+    }
+    p->count++;
+    pthread_cond_signal(&p->cv_items);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+static void prefetch_stop(prefetch_ds *p) {
+  if (!p->running) return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_signal(&p->cv_space);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->th, NULL);
+  p->running = 0;
+}
+
+static loom_code prefetch_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  prefetch_ds *p = (prefetch_ds *)ds;
+  if (!p->running) {
+    p->stop = 0;
+    p->done = 0;
+    p->head = p->count = 0;
+    if (pthread_create(&p->th, NULL, prefetch_main, p))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "prefetch: cannot start the producer thread");
+    p->running = 1;
+  }
+  pthread_mutex_lock(&p->mu);
+  while (!p->count && !p->done) pthread_cond_wait(&p->cv_items, &p->mu);
+  if (!p->count) {
+    loom_code rc = p->end_code;
+    pthread_mutex_unlock(&p->mu);
+    return loom_status_set(st, rc, "%s", p->end_msg);
+  }
+  int64_t slot = p->head;
+  pthread_mutex_unlock(&p->mu);
+  /* the producer never touches the head slot while it is counted */
+  loom_code rc = LOOM_OK;
+  for (int c = 0; c < ds->ncomp && !rc; c++) rc = loom__ds_hand_over(&values[c], &p->slots[slot][c], st);
+  pthread_mutex_lock(&p->mu);
+  p->head = (p->head + 1) % p->cap;
+  p->count--;
+  pthread_cond_signal(&p->cv_space);
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+static loom_code prefetch_reset(loom_dataset *ds, loom_status *st) {
+  prefetch_ds *p = (prefetch_ds *)ds;
+  prefetch_stop(p);
+  p->head = p->count = 0;
+  p->done = 0;
+  return loom_dataset_reset(p->in, st);
+}
+
+static void prefetch_destroy(loom_dataset *ds) {
+  prefetch_ds *p = (prefetch_ds *)ds;
+  prefetch_stop(p);
+  if (p->slots)
+    for (int64_t i = 0; i < p->cap; i++) {
+      if (p->slots[i])
+        for (int c = 0; c < ds->ncomp; c++) loom_tensor_free(p->slots[i][c]);
+      loom__free(p->slots[i]);
+    }
+  loom__free(p->slots);
+  loom_status_free(p->pst);
+  pthread_cond_destroy(&p->cv_items);
+  pthread_cond_destroy(&p->cv_space);
+  pthread_mutex_destroy(&p->mu);
+  loom_dataset_free(p->in);
+}
+static const loom_ds_vtable prefetch_vt = {"prefetch", prefetch_next, NULL, prefetch_reset, prefetch_destroy, NULL,
+                                           NULL};
+
+loom_dataset *loom_dataset_prefetch(loom_dataset *in, int64_t buffer_size, loom_status *st) {
+  if (buffer_size == -1) buffer_size = 2; /* AUTOTUNE */
+  if (in && (buffer_size <= 0 || buffer_size > (1 << 20))) {
+    loom_dataset_free(in);
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "prefetch: buffer_size must be in [1, 2^20] (or -1), got %lld",
+                    (long long)buffer_size);
+    return NULL;
+  }
+  prefetch_ds *p = (prefetch_ds *)transform_new(in, sizeof(prefetch_ds), &prefetch_vt, st);
+  if (!p) return NULL;
+  loom_dataset *ds = &p->base;
+  p->in = in;
+  p->cap = buffer_size;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv_items, NULL);
+  pthread_cond_init(&p->cv_space, NULL);
+  p->pst = loom_status_new();
+  p->slots = loom__calloc((size_t)buffer_size, sizeof *p->slots);
+  int ok = p->pst && p->slots;
+  for (int64_t i = 0; ok && i < buffer_size; i++) ok = (p->slots[i] = loom__calloc((size_t)ds->ncomp, sizeof **p->slots)) != NULL;
+  if (!ok) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "prefetch: out of memory");
+    loom_dataset_free(ds);
+    return NULL;
+  }
+  return ds;
+}
+
+/* ======================================================================
+ * numpy_input_fn
+ * ====================================================================== */
+loom_dataset *loom_numpy_input(int n, const char *const *names, const loom_tensor *const *arrays,
+                               const loom_tensor *labels, int64_t batch_size, int64_t num_epochs, int shuffle,
+                               uint64_t seed, loom_status *st) {
+  if (batch_size <= 0) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "numpy_input: batch_size must be positive, got %lld",
+                    (long long)batch_size);
+    return NULL;
+  }
+  if (n < 0 || (n > 0 && (!names || !arrays)) || (n == 0 && !labels)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "numpy_input: no features (n = %d%s)", n,
+                    n > 0 ? ", names or arrays NULL" : "");
+    return NULL;
+  }
+  int total = n + (labels != NULL);
+  const char **nm = loom__calloc((size_t)total, sizeof *nm);
+  const loom_tensor **ar = loom__calloc((size_t)total, sizeof *ar);
+  loom_dataset *ds = NULL;
+  if (!nm || !ar) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "numpy_input: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    nm[i] = names[i];
+    ar[i] = arrays[i];
+    if (labels && names[i] && !strcmp(names[i], "label")) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                      "numpy_input: names[%d] is 'label', which collides with the label component", i);
+      goto out;
+    }
+  }
+  if (labels) {
+    nm[n] = "label";
+    ar[n] = labels;
+  }
+  ds = loom_dataset_from_tensors(total, nm, ar, labels ? "label" : NULL, st);
+  if (ds && shuffle) {
+    int64_t rows = ds->vt->num_rows(ds);
+    ds = loom_dataset_shuffle(ds, rows > 0 ? rows : 1, seed, 1, st);
+  }
+  if (ds) ds = loom_dataset_repeat(ds, num_epochs <= 0 ? -1 : num_epochs, st);
+  if (ds) ds = loom_dataset_batch(ds, batch_size, 0, st);
+out:
+  loom__free(nm);
+  loom__free(ar);
+  return ds;
+}

@@ -1,0 +1,84 @@
+/* estimator/data_impl.h - internals of the datasets (loom_data.h).
+ *
+ * Every dataset starts with a struct loom_dataset (its element spec, a
+ * vtable, sticky end/error state). Two ways to produce elements:
+ *
+ *  - general: vt->next fills the element's tensors (reused from call to
+ *    call; map, CSV, TFRecord, batch, prefetch).
+ *  - indices: a dataset with `ra` set yields row numbers of the random-
+ *    access source `ra` (from_tensors, IDX) through vt->next_index; shuffle,
+ *    repeat and take pass indices through when their input does. A batch on
+ *    such an input gathers batch_size indices and lets the source copy the
+ *    rows straight into the batch tensors (ra->vt->copy_rows): no element
+ *    tensors, no allocation in steady state. A single element of an index
+ *    dataset is produced the same way with one row.
+ *
+ * Internal header (not installed). */
+#ifndef LOOM_DATA_IMPL_H
+#define LOOM_DATA_IMPL_H
+#include "engine/engine_impl.h"
+#include "loom/loom_data.h"
+
+typedef struct loom_ds_comp {
+  char *name;
+  loom_dtype dtype;
+  int32_t ndim;
+  int64_t dims[LOOM_MAX_DIMS]; /* -1: varies from element to element */
+} loom_ds_comp;
+
+typedef struct loom_ds_vtable loom_ds_vtable;
+struct loom_ds_vtable {
+  const char *kind; /* "batch", "tfrecord", ... (for messages) */
+  /* General path: fill values[0..ncomp) (in/out as loom_dataset_next).
+   * Returns OUT_OF_RANGE at the end. May be NULL when ra is always set. */
+  loom_code (*next)(loom_dataset *ds, loom_tensor **values, loom_status *st);
+  /* Index path (only called when ds->ra != NULL): the next row of ds->ra. */
+  loom_code (*next_index)(loom_dataset *ds, int64_t *row, loom_status *st);
+  loom_code (*reset)(loom_dataset *ds, loom_status *st);
+  /* Frees what the dataset owns (its input included), not the struct. */
+  void (*destroy)(loom_dataset *ds);
+  /* Random-access sources only: copies rows idx[0..k) of component c into
+   * dst, which already has dtype and k * row elements. */
+  loom_code (*copy_rows)(loom_dataset *ds, int c, const int64_t *idx, int64_t k, loom_tensor *dst, loom_status *st);
+  int64_t (*num_rows)(const loom_dataset *ds); /* random-access sources only */
+};
+
+struct loom_dataset {
+  const struct loom_ds_vtable *vt;
+  int32_t ncomp;
+  loom_ds_comp *comp;
+  int32_t label;
+  loom_dataset *ra;    /* random-access source of this dataset's indices, or NULL */
+  loom_status *st;     /* scratch status for the inner calls */
+  loom_code state;     /* sticky: OUT_OF_RANGE or an error until reset */
+  char state_msg[1024];
+};
+/* Allocates a zeroed dataset of `size` bytes (>= sizeof(loom_dataset)) with
+ * ncomp components (names unset) and a scratch status. NULL + status on OOM. */
+loom_dataset *loom__ds_new(size_t size, const loom_ds_vtable *vt, int ncomp, loom_status *st);
+/* Copies in's spec (names, dtypes, dims, label) into ds (same ncomp). */
+loom_code loom__ds_copy_spec(loom_dataset *ds, const loom_dataset *in, loom_status *st);
+loom_code loom__ds_set_comp(loom_dataset *ds, int i, const char *name, loom_dtype dt, int ndim, const int64_t *dims,
+                            loom_status *st);
+/* Frees the spec, the scratch status and the struct (after vt->destroy). */
+void loom__ds_free_shell(loom_dataset *ds);
+
+/* The next row index of an index dataset (sticky state like loom_dataset_next). */
+loom_code loom__ds_next_index(loom_dataset *ds, int64_t *row, loom_status *st);
+
+/* Makes *t a tensor of dtype dt and the given shape: reused (reshaped in
+ * place) when dtype and element count match, else freed and replaced. */
+loom_code loom__ds_ensure(loom_tensor **t, loom_dtype dt, int ndim, const int64_t *dims, loom_status *st);
+/* Hands src's content to *dst: swaps the pointers when *dst is NULL or a
+ * runtime-owned tensor, copies into *dst when it is a wrapped tensor that
+ * fits. */
+loom_code loom__ds_hand_over(loom_tensor **dst, loom_tensor **src, loom_status *st);
+
+/* A TFRecord/CSV/IDX helper: tensors for a scalar/1-D value. */
+static inline int64_t loom__ds_row_numel(const loom_ds_comp *c) {
+  int64_t n = 1;
+  for (int i = 0; i < c->ndim; i++) n *= c->dims[i];
+  return n;
+}
+
+#endif
