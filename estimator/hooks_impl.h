@@ -1,0 +1,16 @@
+/* estimator/hooks_impl.h - internals shared by hooks.c (monitored session)
+ * and hooks_std.c (the standard hooks). Not installed. */
+#ifndef LOOM_HOOKS_IMPL_H
+#define LOOM_HOOKS_IMPL_H
+#include "engine/engine_impl.h"
+#include "loom/loom_hooks.h"
+
+/* Called from a hook's after_create_session: the monitored session being
+ * created is stopped before its first step (should_stop is true at once).
+ * StopAtStepHook uses it when global_step is already >= last_step. */
+void loom__hook_request_stop_early(loom_hook *h);
+
+/* CLOCK_MONOTONIC seconds. */
+double loom__mono_secs(void);
+
+#endif
