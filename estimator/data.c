@@ -125,7 +125,7 @@ int loom_dataset_label_index(const loom_dataset *ds) { return ds ? ds->label : -
 int loom_dataset_find(const loom_dataset *ds, const char *name) {
   if (!ds || !name) return -1;
   for (int i = 0; i < ds->ncomp; i++)
-    if (!strcmp(ds->comp[i].name, name)) return i;
+    if (ds->comp[i].name && !strcmp(ds->comp[i].name, name)) return i;
   return -1;
 }
 

@@ -74,7 +74,26 @@ loom_code loom__ds_ensure(loom_tensor **t, loom_dtype dt, int ndim, const int64_
  * fits. */
 loom_code loom__ds_hand_over(loom_tensor **dst, loom_tensor **src, loom_status *st);
 
-/* A TFRecord/CSV/IDX helper: tensors for a scalar/1-D value. */
+
+/* ---- tf.Example (data_tfrecord.c), shared with the serving-input parsers ---- */
+/* Serializes a tf.Example (as loom_tfrecord_writer_write_example); *out is
+ * freed with loom__free. */
+loom_code loom__example_serialize(int n, const char *const *names, const loom_tensor *const *values, uint8_t **out,
+                                  size_t *len, loom_status *st);
+/* Checks a feature spec list (names, dtypes, fixed shapes) and builds the
+ * default tensors (*defaults: nspec entries, NULL where none or varlen;
+ * free each with loom_tensor_free and the array with loom__free). */
+loom_code loom__example_spec_check(int nspec, const loom_feature_spec *spec, loom_tensor ***defaults,
+                                   loom_status *st);
+/* tf.io.parse_single_example of data[0..n) into out[0..nspec) (in/out as
+ * loom_dataset_next). Errors name `path: record index` (or "serialized
+ * example index" when path is NULL). spec[i].default_value is not read:
+ * defaults[i] (from loom__example_spec_check) is. */
+loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const loom_feature_spec *spec,
+                              const loom_tensor *const *defaults, loom_tensor **out, const char *path, int64_t index,
+                              loom_status *st);
+
+/* Elements in one element of component c. */
 static inline int64_t loom__ds_row_numel(const loom_ds_comp *c) {
   int64_t n = 1;
   for (int i = 0; i < c->ndim; i++) n *= c->dims[i];

@@ -1,28 +1,501 @@
-/* estimator/data_tfrecord.c - TFRecord dataset of tf.Example, writer. */
+/* estimator/data_tfrecord.c - TFRecord files of tf.Example: the dataset
+ * (tf.data.TFRecordDataset + tf.io.parse_single_example), the writer and
+ * tf.Example serialization (protobuf-c, proto/example.proto). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include "estimator/data_impl.h"
 #include "estimator/tfrecord.h"
+#include "proto/example.pb-c.h"
+
+/* ======================================================================
+ * protobuf-c through loom's allocator
+ * ====================================================================== */
+static void *pb_alloc(void *u, size_t n) {
+  (void)u;
+  return loom__malloc(n);
+}
+static void pb_free(void *u, void *p) {
+  (void)u;
+  loom__free(p);
+}
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
+/* ======================================================================
+ * Serialization
+ * ====================================================================== */
+loom_code loom__example_serialize(int n, const char *const *names, const loom_tensor *const *values, uint8_t **out,
+                                  size_t *len, loom_status *st) {
+  *out = NULL;
+  *len = 0;
+  if (n < 0 || (n > 0 && (!names || !values)))
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "write_example: %s", n < 0 ? "n is negative" : "names or values is NULL");
+  for (int i = 0; i < n; i++) {
+    if (!names[i]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "write_example: names[%d] is NULL", i);
+    const loom_tensor *t = values[i];
+    if (!t) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "write_example: values[%d] ('%s') is NULL", i, names[i]);
+    if (t->dtype <= LOOM_DTYPE_INVALID || t->dtype >= LOOM_DTYPE_COUNT)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "write_example: values[%d] ('%s') has an invalid dtype", i,
+                             names[i]);
+  }
+  size_t nn = n > 0 ? (size_t)n : 1;
+  Tensorflow__Features__FeatureEntry *ent = loom__calloc(nn, sizeof *ent);
+  Tensorflow__Features__FeatureEntry **pent = loom__calloc(nn, sizeof *pent);
+  Tensorflow__Feature *feat = loom__calloc(nn, sizeof *feat);
+  Tensorflow__FloatList *fl = loom__calloc(nn, sizeof *fl);
+  Tensorflow__Int64List *il = loom__calloc(nn, sizeof *il);
+  Tensorflow__BytesList *bl = loom__calloc(nn, sizeof *bl);
+  void **tmp = loom__calloc(nn, sizeof *tmp); /* converted values */
+  loom_code rc = LOOM_OK;
+  if (!ent || !pent || !feat || !fl || !il || !bl || !tmp) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "write_example: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < n && !rc; i++) {
+    const loom_tensor *t = values[i];
+    size_t cnt = (size_t)t->numel;
+    tensorflow__features__feature_entry__init(&ent[i]);
+    tensorflow__feature__init(&feat[i]);
+    ent[i].key = (char *)names[i];
+    ent[i].value = &feat[i];
+    pent[i] = &ent[i];
+    switch (t->dtype) {
+      case LOOM_F32:
+      case LOOM_F64: {
+        tensorflow__float_list__init(&fl[i]);
+        fl[i].n_value = cnt;
+        if (t->dtype == LOOM_F32) {
+          fl[i].value = t->data;
+        } else {
+          float *f = tmp[i] = loom__malloc(cnt * sizeof *f);
+          if (!f) break;
+          for (size_t j = 0; j < cnt; j++) f[j] = (float)((const double *)t->data)[j];
+          fl[i].value = f;
+        }
+        feat[i].kind_case = TENSORFLOW__FEATURE__KIND_FLOAT_LIST;
+        feat[i].float_list = &fl[i];
+        break;
+      }
+      case LOOM_STRING: {
+        tensorflow__bytes_list__init(&bl[i]);
+        ProtobufCBinaryData *b = tmp[i] = loom__calloc(cnt ? cnt : 1, sizeof *b);
+        if (!b) break;
+        const loom_tstring *s = t->data;
+        for (size_t j = 0; j < cnt; j++) {
+          b[j].len = s[j].len;
+          b[j].data = (uint8_t *)(s[j].ptr ? s[j].ptr : "");
+        }
+        bl[i].n_value = cnt;
+        bl[i].value = b;
+        feat[i].kind_case = TENSORFLOW__FEATURE__KIND_BYTES_LIST;
+        feat[i].bytes_list = &bl[i];
+        break;
+      }
+      default: { /* I32, I64, U8, BOOL -> int64_list */
+        tensorflow__int64_list__init(&il[i]);
+        il[i].n_value = cnt;
+        if (t->dtype == LOOM_I64) {
+          il[i].value = t->data;
+        } else {
+          int64_t *v = tmp[i] = loom__malloc(cnt * sizeof *v);
+          if (!v) break;
+          for (size_t j = 0; j < cnt; j++)
+            v[j] = t->dtype == LOOM_I32 ? ((const int32_t *)t->data)[j] : ((const uint8_t *)t->data)[j];
+          il[i].value = v;
+        }
+        feat[i].kind_case = TENSORFLOW__FEATURE__KIND_INT64_LIST;
+        feat[i].int64_list = &il[i];
+        break;
+      }
+    }
+    if (feat[i].kind_case == TENSORFLOW__FEATURE__KIND__NOT_SET)
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "write_example: out of memory");
+  }
+  if (!rc) {
+    Tensorflow__Features fs;
+    tensorflow__features__init(&fs);
+    fs.n_feature = (size_t)n;
+    fs.feature = pent;
+    Tensorflow__Example ex;
+    tensorflow__example__init(&ex);
+    ex.features = &fs;
+    size_t sz = tensorflow__example__get_packed_size(&ex);
+    uint8_t *buf = loom__malloc(sz ? sz : 1);
+    if (!buf) {
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "write_example: out of memory");
+    } else {
+      tensorflow__example__pack(&ex, buf);
+      *out = buf;
+      *len = sz;
+    }
+  }
+out:
+  if (tmp)
+    for (int i = 0; i < n; i++) loom__free(tmp[i]);
+  loom__free(tmp);
+  loom__free(ent);
+  loom__free(pent);
+  loom__free(feat);
+  loom__free(fl);
+  loom__free(il);
+  loom__free(bl);
+  return rc;
+}
+
+/* ======================================================================
+ * Parsing (tf.io.parse_single_example)
+ * ====================================================================== */
+static const char *kind_name(Tensorflow__Feature__KindCase k) {
+  switch (k) {
+    case TENSORFLOW__FEATURE__KIND_FLOAT_LIST: return "float_list";
+    case TENSORFLOW__FEATURE__KIND_INT64_LIST: return "int64_list";
+    case TENSORFLOW__FEATURE__KIND_BYTES_LIST: return "bytes_list";
+    default: return "no value";
+  }
+}
+static Tensorflow__Feature__KindCase dtype_kind(loom_dtype dt) {
+  return dt == LOOM_F32 ? TENSORFLOW__FEATURE__KIND_FLOAT_LIST
+         : dt == LOOM_I64 ? TENSORFLOW__FEATURE__KIND_INT64_LIST
+                          : TENSORFLOW__FEATURE__KIND_BYTES_LIST;
+}
+
+/* "file X: record N" or "serialized example N" into buf. */
+static const char *where(char *buf, size_t cap, const char *path, int64_t index) {
+  if (path)
+    snprintf(buf, cap, "%s: record %lld", path, (long long)index);
+  else
+    snprintf(buf, cap, "serialized example %lld", (long long)index);
+  return buf;
+}
+
+/* Copies count values of a feature (or a default) into t[0..count). */
+static loom_code fill_values(loom_tensor *t, const Tensorflow__Feature *f, loom_status *st) {
+  switch (f->kind_case) {
+    case TENSORFLOW__FEATURE__KIND_FLOAT_LIST:
+      if (f->float_list->n_value) memcpy(t->data, f->float_list->value, f->float_list->n_value * sizeof(float));
+      return LOOM_OK;
+    case TENSORFLOW__FEATURE__KIND_INT64_LIST:
+      if (f->int64_list->n_value) memcpy(t->data, f->int64_list->value, f->int64_list->n_value * sizeof(int64_t));
+      return LOOM_OK;
+    default:
+      for (size_t j = 0; j < f->bytes_list->n_value; j++) {
+        const ProtobufCBinaryData *b = &f->bytes_list->value[j];
+        loom_code rc = loom_tensor_set_string(t, (int64_t)j, (const char *)b->data, b->len, st);
+        if (rc) return rc;
+      }
+      return LOOM_OK;
+  }
+}
+static size_t feature_count(const Tensorflow__Feature *f) {
+  switch (f->kind_case) {
+    case TENSORFLOW__FEATURE__KIND_FLOAT_LIST: return f->float_list->n_value;
+    case TENSORFLOW__FEATURE__KIND_INT64_LIST: return f->int64_list->n_value;
+    case TENSORFLOW__FEATURE__KIND_BYTES_LIST: return f->bytes_list->n_value;
+    default: return 0;
+  }
+}
+
+loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const loom_feature_spec *spec,
+                              const loom_tensor *const *defaults, loom_tensor **out, const char *path, int64_t index,
+                              loom_status *st) {
+  char wb[1200];
+  Tensorflow__Example *ex = tensorflow__example__unpack(&pb_allocator, n, data);
+  if (!ex)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s is not a valid tf.Example (protobuf parse failed, %zu bytes)",
+                           where(wb, sizeof wb, path, index), n);
+  loom_code rc = LOOM_OK;
+  for (int i = 0; i < nspec && !rc; i++) {
+    const loom_feature_spec *s = &spec[i];
+    const Tensorflow__Feature *f = NULL;
+    if (ex->features)
+      for (size_t j = 0; j < ex->features->n_feature; j++) {
+        const Tensorflow__Features__FeatureEntry *e = ex->features->feature[j];
+        if (e->key && !strcmp(e->key, s->name)) f = e->value; /* the last duplicate wins */
+      }
+    if (f && f->kind_case == TENSORFLOW__FEATURE__KIND__NOT_SET) f = NULL;
+    if (f && f->kind_case != dtype_kind(s->dtype)) {
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' is a %s, the spec wants %s (%s)",
+                           where(wb, sizeof wb, path, index), s->name, kind_name(f->kind_case),
+                           kind_name(dtype_kind(s->dtype)), loom_dtype_name(s->dtype));
+      break;
+    }
+    if (s->varlen) {
+      int64_t cnt = f ? (int64_t)feature_count(f) : 0;
+      if ((rc = loom__ds_ensure(&out[i], s->dtype, 1, &cnt, st))) break;
+      if (f) rc = fill_values(out[i], f, st);
+      continue;
+    }
+    int64_t numel = loom__numel(s->ndim, s->dims);
+    if (!f) {
+      if (!defaults || !defaults[i]) {
+        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s: feature '%s' is required but missing (fixed-length feature without a default)",
+                             where(wb, sizeof wb, path, index), s->name);
+        break;
+      }
+      if ((rc = loom__ds_ensure(&out[i], s->dtype, s->ndim, s->dims, st))) break;
+      const loom_tensor *d = defaults[i];
+      if (s->dtype == LOOM_STRING) {
+        for (int64_t j = 0; j < numel && !rc; j++) {
+          size_t l;
+          const char *p = loom_tensor_get_string(d, j, &l);
+          rc = loom_tensor_set_string(out[i], j, p, l, st);
+        }
+      } else if (d->nbytes) {
+        memcpy(out[i]->data, d->data, d->nbytes);
+      }
+      continue;
+    }
+    size_t cnt = feature_count(f);
+    if ((int64_t)cnt != numel) {
+      char sb[128];
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' has %zu values, its shape %s needs %lld",
+                           where(wb, sizeof wb, path, index), s->name, cnt,
+                           loom__dims_str(sb, sizeof sb, s->ndim, s->dims), (long long)numel);
+      break;
+    }
+    if ((rc = loom__ds_ensure(&out[i], s->dtype, s->ndim, s->dims, st))) break;
+    rc = fill_values(out[i], f, st);
+  }
+  tensorflow__example__free_unpacked(ex, &pb_allocator);
+  return rc;
+}
+
+/* Checks a feature spec list and builds the default tensors. */
+loom_code loom__example_spec_check(int nspec, const loom_feature_spec *spec, loom_tensor ***defaults,
+                                   loom_status *st) {
+  *defaults = NULL;
+  if (nspec <= 0 || !spec)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec: %s", nspec <= 0 ? "nspec must be positive" : "spec is NULL");
+  for (int i = 0; i < nspec; i++) {
+    const loom_feature_spec *s = &spec[i];
+    if (!s->name || !s->name[0])
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec %d: the name is %s", i, s->name ? "empty" : "NULL");
+    for (int j = 0; j < i; j++)
+      if (!strcmp(spec[j].name, s->name))
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec: '%s' appears twice (specs %d and %d)", s->name,
+                               j, i);
+    if (s->dtype != LOOM_F32 && s->dtype != LOOM_I64 && s->dtype != LOOM_STRING)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "feature spec '%s': dtype %s; a tf.Example feature is float32, int64 or string", s->name,
+                             loom_dtype_name(s->dtype));
+    if (s->varlen) continue;
+    if (s->ndim < 0 || s->ndim > LOOM_MAX_DIMS - 1)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': ndim %d outside [0, %d]", s->name, s->ndim,
+                             LOOM_MAX_DIMS - 1);
+    for (int d = 0; d < s->ndim; d++)
+      if (s->dims[d] < 0)
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "feature spec '%s': dims[%d] is %lld; a fixed-length feature needs a fully known shape",
+                               s->name, d, (long long)s->dims[d]);
+  }
+  loom_tensor **def = loom__calloc((size_t)nspec, sizeof *def);
+  if (!def) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "feature spec: out of memory");
+  for (int i = 0; i < nspec; i++) {
+    const loom_feature_spec *s = &spec[i];
+    if (s->varlen || !s->default_value) continue;
+    loom_code rc = LOOM_OK;
+    if (s->dtype == LOOM_STRING) {
+      def[i] = loom_tensor_new(LOOM_STRING, s->ndim, s->dims, st);
+      const char *const *sv = s->default_value;
+      for (int64_t j = 0; def[i] && !rc && j < def[i]->numel; j++)
+        rc = loom_tensor_set_string(def[i], j, sv[j] ? sv[j] : "", sv[j] ? strlen(sv[j]) : 0, st);
+    } else {
+      def[i] = loom_tensor_from_data(s->dtype, s->ndim, s->dims, s->default_value, st);
+    }
+    if (!def[i] || rc) {
+      for (int j = 0; j < nspec; j++) loom_tensor_free(def[j]);
+      loom__free(def);
+      return rc ? rc : LOOM_RESOURCE_EXHAUSTED;
+    }
+  }
+  *defaults = def;
+  return LOOM_OK;
+}
+
+/* ======================================================================
+ * The dataset
+ * ====================================================================== */
+typedef struct tfr_ds {
+  loom_dataset base;
+  int nfiles, file;
+  char **paths;
+  int nspec;
+  loom_feature_spec *spec; /* names point into base.comp */
+  loom_tensor **defaults;
+  loom_tfrecord_reader r;
+  int open;
+} tfr_ds;
+
+static loom_code tfr_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  tfr_ds *t = (tfr_ds *)ds;
+  for (;;) {
+    if (!t->open) {
+      if (t->file >= t->nfiles) return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
+      loom_code rc = loom__tfrecord_open(&t->r, t->paths[t->file], st);
+      if (rc) return rc;
+      t->open = 1;
+    }
+    const uint8_t *data;
+    size_t n;
+    loom_code rc = loom__tfrecord_next(&t->r, &data, &n, st);
+    if (rc == LOOM_OUT_OF_RANGE) {
+      loom__tfrecord_close(&t->r);
+      t->open = 0;
+      t->file++;
+      continue;
+    }
+    if (rc) return rc;
+    return loom__example_parse(data, n, t->nspec, t->spec, (const loom_tensor *const *)t->defaults, values,
+                               t->paths[t->file], t->r.index - 1, st);
+  }
+}
+
+static loom_code tfr_reset(loom_dataset *ds, loom_status *st) {
+  (void)st;
+  tfr_ds *t = (tfr_ds *)ds;
+  if (t->open) loom__tfrecord_close(&t->r);
+  t->open = 0;
+  t->file = 0;
+  return LOOM_OK;
+}
+
+static void tfr_destroy(loom_dataset *ds) {
+  tfr_ds *t = (tfr_ds *)ds;
+  if (t->open) loom__tfrecord_close(&t->r);
+  if (t->paths)
+    for (int i = 0; i < t->nfiles; i++) loom__free(t->paths[i]);
+  loom__free(t->paths);
+  if (t->defaults)
+    for (int i = 0; i < t->nspec; i++) loom_tensor_free(t->defaults[i]);
+  loom__free(t->defaults);
+  loom__free(t->spec);
+}
+
+static const loom_ds_vtable tfr_vt = {"tfrecord", tfr_next, NULL, tfr_reset, tfr_destroy, NULL, NULL};
 
 loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int nspec, const loom_feature_spec *spec,
                                     const char *label_name, loom_status *st) {
-  (void)nfiles, (void)paths, (void)nspec, (void)spec, (void)label_name;
-  loom_status_set(st, LOOM_UNIMPLEMENTED, "dataset_tfrecord: not implemented yet");
-  return NULL;
+  if (nfiles <= 0 || !paths) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_tfrecord: %s",
+                    nfiles <= 0 ? "nfiles must be positive" : "paths is NULL");
+    return NULL;
+  }
+  for (int i = 0; i < nfiles; i++) {
+    if (!paths[i]) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_tfrecord: paths[%d] is NULL", i);
+      return NULL;
+    }
+    FILE *f = fopen(paths[i], "rb");
+    if (!f) {
+      loom_status_set(st, LOOM_NOT_FOUND, "cannot open TFRecord file %s: %s", paths[i], strerror(errno));
+      return NULL;
+    }
+    fclose(f);
+  }
+  loom_tensor **defaults;
+  if (loom__example_spec_check(nspec, spec, &defaults, st)) return NULL;
+  int label = -1;
+  if (label_name) {
+    for (int i = 0; i < nspec; i++)
+      if (!strcmp(spec[i].name, label_name)) label = i;
+    if (label < 0) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_tfrecord: label_name '%s' is not one of the features",
+                      label_name);
+      for (int i = 0; i < nspec; i++) loom_tensor_free(defaults[i]);
+      loom__free(defaults);
+      return NULL;
+    }
+  }
+  tfr_ds *t = (tfr_ds *)loom__ds_new(sizeof(tfr_ds), &tfr_vt, nspec, st);
+  if (!t) {
+    for (int i = 0; i < nspec; i++) loom_tensor_free(defaults[i]);
+    loom__free(defaults);
+    return NULL;
+  }
+  loom_dataset *ds = &t->base;
+  t->defaults = defaults;
+  t->nspec = nspec;
+  ds->label = label;
+  t->paths = loom__calloc((size_t)nfiles, sizeof *t->paths);
+  t->spec = loom__calloc((size_t)nspec, sizeof *t->spec);
+  int ok = t->paths && t->spec;
+  if (ok) t->nfiles = nfiles;
+  for (int i = 0; ok && i < nfiles; i++) ok = (t->paths[i] = loom__strdup(paths[i])) != NULL;
+  if (!ok) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset_tfrecord: out of memory");
+    loom_dataset_free(ds);
+    return NULL;
+  }
+  for (int i = 0; i < nspec; i++) {
+    const loom_feature_spec *s = &spec[i];
+    int64_t var = -1;
+    if (loom__ds_set_comp(ds, i, s->name, s->dtype, s->varlen ? 1 : s->ndim, s->varlen ? &var : s->dims, st)) {
+      loom_dataset_free(ds);
+      return NULL;
+    }
+    t->spec[i] = *s;
+    t->spec[i].name = ds->comp[i].name;
+    t->spec[i].default_value = NULL; /* the copies in defaults are used */
+  }
+  return ds;
 }
+
+/* ======================================================================
+ * The writer
+ * ====================================================================== */
+struct loom_tfrecord_writer {
+  FILE *f;
+  char *path;
+};
+
 loom_tfrecord_writer *loom_tfrecord_writer_new(const char *path, loom_status *st) {
-  (void)path;
-  loom_status_set(st, LOOM_UNIMPLEMENTED, "tfrecord_writer: not implemented yet");
-  return NULL;
+  if (!path) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "tfrecord_writer: path is NULL");
+    return NULL;
+  }
+  loom_tfrecord_writer *w = loom__calloc(1, sizeof *w);
+  if (!w || !(w->path = loom__strdup(path))) {
+    loom__free(w);
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tfrecord_writer: out of memory");
+    return NULL;
+  }
+  w->f = fopen(path, "wb");
+  if (!w->f) {
+    int e = errno;
+    loom_status_set(st, e == ENOENT ? LOOM_NOT_FOUND : e == EACCES ? LOOM_PERMISSION_DENIED : LOOM_INTERNAL,
+                    "cannot create TFRecord file %s: %s", path, strerror(e));
+    loom__free(w->path);
+    loom__free(w);
+    return NULL;
+  }
+  return w;
 }
+
 loom_code loom_tfrecord_writer_write(loom_tfrecord_writer *w, const void *record, size_t n, loom_status *st) {
-  (void)w, (void)record, (void)n;
-  return loom_status_set(st, LOOM_UNIMPLEMENTED, "tfrecord_writer: not implemented yet");
+  if (!w || (!record && n))
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tfrecord_writer_write: %s is NULL", w ? "record" : "writer");
+  return loom__tfrecord_write(w->f, record, n, w->path, st);
 }
+
 loom_code loom_tfrecord_writer_write_example(loom_tfrecord_writer *w, int n, const char *const *names,
                                              const loom_tensor *const *values, loom_status *st) {
-  (void)w, (void)n, (void)names, (void)values;
-  return loom_status_set(st, LOOM_UNIMPLEMENTED, "tfrecord_writer: not implemented yet");
+  if (!w) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tfrecord_writer_write_example: writer is NULL");
+  uint8_t *buf;
+  size_t len;
+  loom_code rc = loom__example_serialize(n, names, values, &buf, &len, st);
+  if (rc) return rc;
+  rc = loom__tfrecord_write(w->f, buf, len, w->path, st);
+  loom__free(buf);
+  return rc;
 }
+
 loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_status *st) {
-  (void)w;
-  return loom_status_set(st, LOOM_UNIMPLEMENTED, "tfrecord_writer: not implemented yet");
+  if (!w) return LOOM_OK;
+  loom_code rc = LOOM_OK;
+  if (fclose(w->f))
+    rc = loom_status_set(st, LOOM_INTERNAL, "closing TFRecord file %s: %s", w->path, strerror(errno));
+  loom__free(w->path);
+  loom__free(w);
+  return rc;
 }
