@@ -32,8 +32,12 @@ static int write_csv(void) {
       x[k] = (double)(s >> 11) / 9007199254740992.0 * 2 - 1;
     }
     double noise = ((double)((s >> 20) % 1000) / 1000.0 - 0.5) * 0.05;
+    int missing = i % 17 == 0; /* an empty x3 field: the column default 0.25 applies */
+    if (missing) x[2] = 0.25;
     double y = x[0] - 2 * x[1] + 0.5 * x[2] + 3 + noise;
-    fprintf(f, "%.6f,%.6f,%s,\"%s\",%.6f\n", x[0], x[1], i % 17 ? "" : "0.0", i % 2 ? "Paris, FR" : "Oslo", y);
+    char x3[32] = "";
+    if (!missing) snprintf(x3, sizeof x3, "%.6f", x[2]);
+    fprintf(f, "%.6f,%.6f,%s,\"%s\",%.6f\n", x[0], x[1], x3, i % 2 ? "Paris, FR" : "Oslo", y);
   }
   fclose(f);
   return 0;
@@ -103,7 +107,7 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
   loom_optimizer_free(opt);
   const char *tag = "loss";
-  loom_spec_add_hook(spec, LOOM_HOOKS_TRAINING, loom_logging_tensor_hook(1, &tag, &loss, 500, 0, 1, NULL));
+  loom_spec_add_hook(spec, LOOM_HOOKS_TRAINING, loom_logging_tensor_hook(1, &tag, &loss, 500, 0, 0, NULL));
   return LOOM_OK;
 }
 
