@@ -25,7 +25,12 @@ typedef struct loom_event_writer loom_event_writer;
 
 /* Creates logdir (and parents) if needed and opens
  * "<logdir>/events.out.tfevents.<unix secs>.<hostname><suffix>" (suffix may
- * be NULL), writing the file_version event. */
+ * be NULL; secs printed as %010lld like TF), writing the file_version event.
+ * An existing file is never clobbered: a name already taken (a writer made
+ * in the same second) moves to the next second.
+ * Buffered: an add_* flushes when >= 2 s passed since the last flush or 32
+ * events are pending (so the first event after a quiet spell is on disk at
+ * once); flush and free always flush. A writer may be shared by threads. */
 LOOM_API loom_event_writer *loom_event_writer_new(const char *logdir, const char *filename_suffix, loom_status *st);
 /* Flushes and closes. Accepts NULL. */
 LOOM_API void loom_event_writer_free(loom_event_writer *w);
@@ -39,11 +44,16 @@ LOOM_API loom_code loom_event_writer_add_scalar(loom_event_writer *w, const char
 LOOM_API loom_code loom_event_writer_add_scalars(loom_event_writer *w, int n, const char *const *tags,
                                                  const double *values, int64_t step, loom_status *st);
 /* One Event with a HistogramProto of n values (min, max, num, sum,
- * sum_squares, TF's default bucket limits, only non-empty buckets). */
+ * sum_squares, TF's default bucket limits), encoded as TF's
+ * EncodeToProto(preserve_zero_buckets=false): every non-empty bucket, and
+ * each run of empty buckets collapsed into one zero bucket carrying the
+ * run's last limit. A NaN or infinity is INVALID_ARGUMENT ("Nan in summary
+ * histogram for: <tag>", as TF). */
 LOOM_API loom_code loom_event_writer_add_histogram(loom_event_writer *w, const char *tag, const double *values,
                                                    int64_t n, int64_t step, loom_status *st);
 /* One Event with a string-tensor summary value (e.g. evaluate's
- * "checkpoint_path"). */
+ * "checkpoint_path"): a scalar DT_STRING TensorProto with metadata plugin
+ * "text", as tf.summary.text. */
 LOOM_API loom_code loom_event_writer_add_text(loom_event_writer *w, const char *tag, const char *text, int64_t step,
                                               loom_status *st);
 typedef enum loom_session_log_status {
@@ -57,15 +67,22 @@ LOOM_API loom_code loom_event_writer_add_session_log(loom_event_writer *w, loom_
 
 /* ---- graph summaries ---- */
 typedef enum loom_summary_kind { LOOM_SUMMARY_SCALAR = 0, LOOM_SUMMARY_HISTOGRAM = 1 } loom_summary_kind;
-/* tf.summary.scalar: records (tag, x) in g's "summaries" collection and
- * returns x's identity named "<tag>" (under the current scope). x must be a
- * numeric scalar (or one element); an INVALID_ARGUMENT graph error
- * otherwise. The tag is the name given (TF's default family rules aside). */
+/* tf.summary.scalar: returns x's identity named "<tag>" (under the current
+ * scope) and records it in g's "summaries" output collection (histograms
+ * also in "summaries_histogram"). The tag written is that node's full name,
+ * as TF's summary_scope makes it: the name given, prefixed by the current
+ * scope and made unique ("loss", "loss_1"; TF's family rules aside).
+ * x must be a numeric scalar (or one element); an INVALID_ARGUMENT graph
+ * error otherwise (unknown dims are checked when the value is written). */
 LOOM_API loom_output loom_summary_scalar(loom_graph *g, const char *tag, loom_output x);
 /* tf.summary.histogram: any numeric tensor. */
 LOOM_API loom_output loom_summary_histogram(loom_graph *g, const char *tag, loom_output x);
-/* The graph's summaries in creation order: *n of them; tags/kinds/outputs
- * arrays are borrowed from the graph (any may be NULL). */
+/* The graph's summaries in creation order; returns how many. outputs is
+ * the "summaries" collection (valid until it changes); tags point at node
+ * names (valid while g lives). The tags and kinds arrays themselves are
+ * valid until a summary is added to g, g is freed, or 16 other graphs had
+ * their summaries listed since (they are kept in a small table keyed by
+ * graph). Any pointer argument may be NULL. */
 LOOM_API int loom_graph_summaries(loom_graph *g, const char *const **tags, const loom_summary_kind **kinds,
                                   const loom_output **outputs);
 /* Writes one Event at step holding every summary of g, given their fetched
@@ -76,7 +93,9 @@ LOOM_API loom_code loom_event_writer_add_graph_summaries(loom_event_writer *w, l
 /* ---- reading (tests, tools) ---- */
 typedef struct loom_event_value {
   const char *tag;
-  int32_t kind;           /* 0 simple_value, 1 histogram, 2 string tensor */
+  int32_t kind;           /* 0 simple_value (also a float/double scalar tensor),
+                             1 histogram, 2 string tensor (its first string),
+                             3 anything else (image, audio, ...: tag only) */
   double simple_value;
   double hmin, hmax, hnum, hsum, hsum_squares; /* histogram */
   int32_t nbuckets;
@@ -90,7 +109,7 @@ typedef struct loom_event {
   int32_t nvalues;            /* summary values */
   const loom_event_value *values;
   int32_t session_log_status; /* 0 when the event has no SessionLog */
-  const char *checkpoint_path;
+  const char *checkpoint_path; /* NULL when absent or empty */
 } loom_event;
 typedef struct loom_event_reader loom_event_reader;
 LOOM_API loom_event_reader *loom_event_reader_open(const char *path, loom_status *st);
@@ -112,7 +131,8 @@ typedef struct loom_trace_event {
  * default; costs two clock reads per node when on). */
 LOOM_API void loom_session_set_tracing(loom_session *s, int on);
 /* Timings of the most recent traced run (borrowed, valid until the next
- * run); *n = 0 when none. */
+ * run), in execution order; *n = 0 when none. A failed run's trace ends
+ * with the step that failed. */
 LOOM_API const loom_trace_event *loom_session_last_trace(const loom_session *s, int *n);
 /* Writes a Chrome trace (JSON "traceEvents", complete "X" events in
  * microseconds, one per node, args {op}) that chrome://tracing and Perfetto
