@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: train an MLP on Debian's Fashion-MNIST through loom's graph
-# API (variables, autodiff, Adam), evaluate it on the test set.
+# The main job: examples/fashion_mnist (Estimator: train, evaluate, export,
+# predictor) on Debian's Fashion-MNIST; falls back to bench/mlp_train.
 set -euo pipefail
 BUILD=${BUILD:-build}
 if grep -q avx512f /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}; fi
