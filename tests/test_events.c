@@ -864,3 +864,130 @@ Test(events, session_trace_and_chrome_json) {
   loom_status_free(st);
   rmdir_all(dir);
 }
+
+/* Events other writers produce: TF2-style scalar tensors (float_val or
+ * tensor_content), values of other kinds, and a histogram whose parallel
+ * arrays disagree (DATA_LOSS). Built here with protobuf-c. */
+static void append_event(const char *path, Tensorflow__Event *ev) {
+  size_t n = tensorflow__event__get_packed_size(ev);
+  uint8_t *b = malloc(n ? n : 1);
+  cr_assert_eq(tensorflow__event__pack(ev, b), n);
+  append_record(path, b, n);
+  free(b);
+}
+Test(events, reads_other_writers_values) {
+  char *dir = tmpdir();
+  char path[700];
+  snprintf(path, sizeof path, "%s/events.out.tfevents.1.other", dir);
+  Tensorflow__TensorProto t1 = TENSORFLOW__TENSOR_PROTO__INIT, t2 = TENSORFLOW__TENSOR_PROTO__INIT,
+                          t3 = TENSORFLOW__TENSOR_PROTO__INIT;
+  float fv = 2.5f;
+  t1.dtype = TENSORFLOW__DATA_TYPE__DT_FLOAT;
+  t1.n_float_val = 1;
+  t1.float_val = &fv;
+  double dv = -0.125;
+  t2.dtype = TENSORFLOW__DATA_TYPE__DT_DOUBLE;
+  t2.tensor_content.len = 8;
+  t2.tensor_content.data = (uint8_t *)&dv;
+  int32_t iv = 3;
+  t3.dtype = TENSORFLOW__DATA_TYPE__DT_INT32;
+  t3.n_int_val = 1;
+  t3.int_val = &iv;
+  Tensorflow__Summary__Image img = TENSORFLOW__SUMMARY__IMAGE__INIT;
+  Tensorflow__Summary__Value v[4];
+  Tensorflow__Summary__Value *pv[4];
+  const char *tags[4] = {"tf2/scalar", "tf2/double", "ints", "picture"};
+  for (int i = 0; i < 4; i++) {
+    tensorflow__summary__value__init(&v[i]);
+    v[i].tag = (char *)tags[i];
+    v[i].value_case = i < 3 ? TENSORFLOW__SUMMARY__VALUE__VALUE_TENSOR : TENSORFLOW__SUMMARY__VALUE__VALUE_IMAGE;
+    pv[i] = &v[i];
+  }
+  v[0].tensor = &t1;
+  v[1].tensor = &t2;
+  v[2].tensor = &t3;
+  v[3].image = &img;
+  Tensorflow__Summary sum = TENSORFLOW__SUMMARY__INIT;
+  sum.n_value = 4;
+  sum.value = pv;
+  Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
+  ev.wall_time = 1234.5;
+  ev.step = 9;
+  ev.what_case = TENSORFLOW__EVENT__WHAT_SUMMARY;
+  ev.summary = &sum;
+  append_event(path, &ev);
+  /* a histogram with 2 limits and 1 count */
+  double lim[2] = {1, 2}, cnt[1] = {5};
+  Tensorflow__HistogramProto h = TENSORFLOW__HISTOGRAM_PROTO__INIT;
+  h.n_bucket_limit = 2;
+  h.bucket_limit = lim;
+  h.n_bucket = 1;
+  h.bucket = cnt;
+  Tensorflow__Summary__Value hv = TENSORFLOW__SUMMARY__VALUE__INIT, *phv = &hv;
+  hv.tag = (char *)"bad_histo";
+  hv.value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO;
+  hv.histo = &h;
+  sum.n_value = 1;
+  sum.value = &phv;
+  append_event(path, &ev);
+
+  loom_event_reader *r = open_reader(path);
+  const loom_event *e = next_ok(r);
+  cr_assert_eq(e->wall_time, 1234.5);
+  cr_assert_eq(e->step, 9);
+  cr_assert_eq(e->nvalues, 4);
+  cr_assert_eq(e->values[0].kind, 0);
+  cr_assert_eq(e->values[0].simple_value, 2.5);
+  cr_assert_eq(e->values[1].kind, 0);
+  cr_assert_eq(e->values[1].simple_value, -0.125);
+  cr_assert_eq(e->values[2].kind, 3);
+  cr_assert_str_eq(e->values[2].tag, "ints");
+  cr_assert_eq(e->values[3].kind, 3);
+  cr_assert_str_eq(e->values[3].tag, "picture");
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_event_reader_next(r, &e, st), LOOM_DATA_LOSS);
+  cr_assert(strstr(loom_status_message(st), "bad_histo"), "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "record 1"), "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), path), "%s", loom_status_message(st));
+  loom_event_reader_free(r);
+  loom_status_free(st);
+  rmdir_all(dir);
+}
+
+/* The tags/kinds arrays stay right across many graphs (the table keyed by
+ * graph evicts old entries) and across a freed graph's address reused. */
+Test(events, summaries_of_many_graphs) {
+  loom_graph *gs[24];
+  char tag[32];
+  for (int i = 0; i < 24; i++) {
+    gs[i] = loom_graph_new();
+    for (int j = 0; j <= i % 3; j++) {
+      snprintf(tag, sizeof tag, "g%d_s%d", i, j);
+      if (j == 1) loom_summary_histogram(gs[i], tag, loom_const_f32(gs[i], (float)j, NULL));
+      else loom_summary_scalar(gs[i], tag, loom_const_f32(gs[i], (float)j, NULL));
+    }
+  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < 24; i++) {
+      const char *const *tags;
+      const loom_summary_kind *kinds;
+      int n = loom_graph_summaries(gs[i], &tags, &kinds, NULL);
+      cr_assert_eq(n, i % 3 + 1);
+      for (int j = 0; j < n; j++) {
+        snprintf(tag, sizeof tag, "g%d_s%d", i, j);
+        cr_assert_str_eq(tags[j], tag);
+        cr_assert_eq(kinds[j], j == 1 ? LOOM_SUMMARY_HISTOGRAM : LOOM_SUMMARY_SCALAR);
+      }
+    }
+  for (int i = 0; i < 24; i++) loom_graph_free(gs[i]);
+  for (int i = 0; i < 24; i++) {
+    loom_graph *g = loom_graph_new();
+    loom_summary_histogram(g, "only", loom_const_f32(g, 1, NULL));
+    const char *const *tags;
+    const loom_summary_kind *kinds;
+    cr_assert_eq(loom_graph_summaries(g, &tags, &kinds, NULL), 1);
+    cr_assert_str_eq(tags[0], "only");
+    cr_assert_eq(kinds[0], LOOM_SUMMARY_HISTOGRAM);
+    loom_graph_free(g);
+  }
+}
