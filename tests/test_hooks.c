@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cjson/cJSON.h>
 #include "test_util.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -29,7 +30,7 @@ static model model_new(float x0) {
   m.x = loom_get_variable(m.g, "x", LOOM_F32, 0, NULL, &init, 1);
   m.xo = loom_variable_output(m.x);
   m.gso = loom_variable_output(m.gs);
-  m.loss = loom_square(m.g, m.xo, "loss");
+  m.loss = loom_square(m.g, m.xo, "sq");
   m.opt = loom_optimizer_sgd(loom_const_f32(m.g, 0.1f, "lr"));
   m.train = loom_optimizer_minimize(m.opt, m.g, m.loss, 0, NULL, m.gs, "train");
   loom_status *st = loom_status_new();
@@ -66,11 +67,6 @@ static int64_t read_step(loom_session *s) {
   loom_tensor_free(t);
   loom_status_free(st);
   return v;
-}
-static void set_step(loom_session *s, int64_t v) {
-  loom_tensor *t = loom_tensor_scalar_i64(v);
-  cr_assert_eq(loom_session_assign_variable(s, "global_step", t, NULL), LOOM_OK);
-  loom_tensor_free(t);
 }
 /* One training step through the monitored session, fetching the loss. */
 static loom_code train_step(loom_monitored_session *ms, model *m, loom_tensor **loss, loom_status *st) {
@@ -783,4 +779,889 @@ Test(step_timer, invalid) {
   cr_assert_eq(loom_step_timer_init(&t, NAN, 0, st), LOOM_INVALID_ARGUMENT);
   cr_assert_eq(loom_step_timer_init(NULL, 0, 1, st), LOOM_INVALID_ARGUMENT);
   loom_status_free(st);
+}
+
+/* ====================================================================== *
+ * Standard hooks
+ * ====================================================================== */
+/* ---- captured log lines ---- */
+static char g_lines[64][512];
+static int g_nlines;
+static void capture_log(loom_log_level lvl, const char *msg, void *user) {
+  (void)user;
+  if (g_nlines < 64) snprintf(g_lines[g_nlines++], 512, "%s%s", lvl >= LOOM_LOG_WARN ? "W:" : "", msg);
+}
+static void capture_start(void) {
+  g_nlines = 0;
+  loom_log_set(capture_log, NULL, LOOM_LOG_INFO);
+}
+static int find_line(const char *substr) {
+  for (int i = 0; i < g_nlines; i++)
+    if (strstr(g_lines[i], substr)) return i;
+  return -1;
+}
+
+/* init_fn: the global initializers, then global_step = *(int64_t *)user. */
+static loom_code init_at_step(loom_session *s, void *user, loom_status *st) {
+  loom_node *t = loom_global_variables_initializer(loom_session_graph(s));
+  loom_code rc = loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &t, 1, st);
+  if (rc) return rc;
+  loom_tensor *v = loom_tensor_scalar_i64(*(const int64_t *)user);
+  rc = loom_session_assign_variable(s, "global_step", v, st);
+  loom_tensor_free(v);
+  return rc;
+}
+static loom_monitored_session *ms_new_at(model *m, int64_t *step, int nhooks, loom_hook *const *hooks) {
+  loom_status *st = loom_status_new();
+  loom_monitored_session *ms = loom_monitored_session_new(m->g, NULL, init_at_step, step, nhooks, hooks, st);
+  cr_assert(ms, "monitored session: %s", loom_status_message(st));
+  loom_status_free(st);
+  return ms;
+}
+
+Test(stop_at_step, num_steps_counts_from_the_current_step) {
+  model m = model_new(1.0f);
+  loom_status *st = loom_status_new();
+  loom_hook *h = loom_stop_at_step_hook(5, 0, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  cr_assert_str_eq(loom_hook_name(h), "StopAtStepHook");
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 100), 5);
+  cr_assert_eq(read_step(loom_monitored_session_session(ms)), 5);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  /* the same hook again, starting at step 10: stops at 15 */
+  int64_t start = 10;
+  ms = ms_new_at(&m, &start, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 100), 5);
+  cr_assert_eq(read_step(loom_monitored_session_session(ms)), 15);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_hook_free(h);
+  loom_status_free(st);
+  model_free(&m);
+}
+
+Test(stop_at_step, last_step_and_already_past_it) {
+  model m = model_new(1.0f);
+  loom_hook *h = loom_stop_at_step_hook(0, 7, NULL);
+  cr_assert(h);
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 100), 7);
+  cr_assert_eq(read_step(loom_monitored_session_session(ms)), 7);
+  cr_assert_eq(loom_monitored_session_close(ms, NULL), LOOM_OK);
+  int64_t start = 4;
+  ms = ms_new_at(&m, &start, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 100), 3);
+  cr_assert_eq(loom_monitored_session_close(ms, NULL), LOOM_OK);
+  /* already at (or past) last_step: no step at all, but end() still runs */
+  g_log[0] = 0;
+  rec ra = rec_make("A");
+  loom_hook *hs[2] = {h, loom_hook_new(&rec_ops, &ra, "A")};
+  for (int64_t s0 = 7; s0 <= 9; s0 += 2) {
+    g_log[0] = 0;
+    ms = ms_new_at(&m, &s0, 2, hs);
+    cr_assert(loom_monitored_session_should_stop(ms));
+    cr_assert_eq(train_until_stop(ms, &m, 100), 0);
+    cr_assert_eq(read_step(loom_monitored_session_session(ms)), s0);
+    cr_assert_eq(loom_monitored_session_close(ms, NULL), LOOM_OK);
+    cr_assert_str_eq(g_log, "A.begin A.acs A.end");
+  }
+  loom_hook_free(hs[1]);
+  loom_hook_free(h);
+  model_free(&m);
+}
+
+Test(stop_at_step, invalid_arguments_and_no_global_step) {
+  loom_status *st = loom_status_new();
+  cr_assert_null(loom_stop_at_step_hook(0, 0, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "StopAtStepHook: exactly one of num_steps (0) and last_step (0)"), "%s",
+            loom_status_message(st));
+  cr_assert_null(loom_stop_at_step_hook(3, 4, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert_null(loom_stop_at_step_hook(-1, 0, st));
+  cr_assert_null(loom_stop_at_step_hook(0, -4, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  /* a graph without a global step */
+  loom_graph *g = loom_graph_new();
+  loom_const_f32(g, 1, "c");
+  loom_hook *h = loom_stop_at_step_hook(1, 0, st);
+  cr_assert_null(loom_monitored_session_new(g, NULL, NULL, NULL, 1, &h, st));
+  cr_assert_eq(loom_status_code(st), LOOM_FAILED_PRECONDITION);
+  cr_assert_str_eq(loom_status_message(st), "Global step should be created to use StopAtStepHook.");
+  loom_hook_free(h);
+  loom_graph_free(g);
+  loom_status_free(st);
+}
+
+/* loss = p (a fed scalar) with the train op as the caller's target */
+static loom_code nan_step(loom_monitored_session *ms, model *m, loom_output p, float v, loom_status *st) {
+  loom_tensor *pv = loom_tensor_scalar_f32(v);
+  loom_code rc = loom_monitored_session_run(ms, &p, &pv, 1, NULL, NULL, 0, &m->train, 1, st);
+  loom_tensor_free(pv);
+  return rc;
+}
+
+Test(nan_tensor, fails_with_the_message_or_only_stops) {
+  model m = model_new(1.0f);
+  loom_output p = loom_placeholder(m.g, LOOM_F32, 0, NULL, "p");
+  loom_output loss = loom_identity(m.g, p, "fed_loss");
+  loom_status *st = loom_status_new();
+  g_log[0] = 0;
+  rec ra = rec_make("A");
+  loom_hook *hs[2] = {loom_nan_tensor_hook(loss, 1, st), loom_hook_new(&rec_ops, &ra, "A")};
+  cr_assert(hs[0], "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new(&m, 2, hs);
+  cr_assert_eq(nan_step(ms, &m, p, 1.5f, st), LOOM_OK);
+  cr_assert_eq(nan_step(ms, &m, p, INFINITY, st), LOOM_OK); /* only NaN counts */
+  cr_assert_eq(nan_step(ms, &m, p, NAN, st), LOOM_INVALID_ARGUMENT);
+  cr_assert_str_eq(loom_status_message(st), "NaN loss during training.");
+  cr_assert(loom_monitored_session_should_stop(ms));
+  cr_assert_eq(read_step(loom_monitored_session_session(ms)), 3); /* the NaN step itself ran */
+  g_log[0] = 0;
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  cr_assert_str_eq(g_log, ""); /* failed: no end() */
+  loom_hook_free(hs[0]);
+
+  /* fail_on_nan_loss = 0: a warning and a stop after the step */
+  capture_start();
+  hs[0] = loom_nan_tensor_hook(loss, 0, st);
+  ms = ms_new(&m, 2, hs);
+  cr_assert_eq(nan_step(ms, &m, p, 2.0f, st), LOOM_OK);
+  cr_assert_not(loom_monitored_session_should_stop(ms));
+  cr_assert_eq(nan_step(ms, &m, p, NAN, st), LOOM_OK);
+  cr_assert(loom_monitored_session_should_stop(ms));
+  cr_assert_geq(find_line("W:Model diverged with loss = NaN."), 0);
+  g_log[0] = 0;
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  cr_assert_str_eq(g_log, "A.end");
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+
+  cr_assert_null(loom_nan_tensor_hook((loom_output){NULL, 0}, 1, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "NanTensorHook: loss"), "%s", loom_status_message(st));
+  loom_hook_free(hs[0]);
+  loom_hook_free(hs[1]);
+  loom_status_free(st);
+  model_free(&m);
+}
+
+/* Checks a "... (x.xxx sec)" suffix and returns the line without it. */
+static void strip_secs(char *line) {
+  char *p = strstr(line, " (");
+  cr_assert(p, "no seconds in '%s'", line);
+  double secs = -1;
+  char tail[8] = "";
+  cr_assert_eq(sscanf(p, " (%lf sec%7s", &secs, tail), 2, "bad suffix '%s'", p);
+  cr_assert_str_eq(tail, ")");
+  cr_assert(secs >= 0);
+  *p = 0;
+}
+
+Test(logging_tensor, every_n_iter_values_and_at_end) {
+  const float x0 = 3.0f;
+  model m = model_new(x0);
+  loom_status *st = loom_status_new();
+  const char *tags[2] = {"loss", "step"};
+  loom_output ts[2] = {m.loss, m.gso};
+  loom_hook *h = loom_logging_tensor_hook(2, tags, ts, 2, 0, 1, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  capture_start();
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 5), 5);
+  loom_session_stats stats;
+  loom_session_get_stats(loom_monitored_session_session(ms), &stats);
+  /* initializers, logged steps (loss + step fetched), silent steps (nothing added) */
+  cr_assert_eq(stats.plans_compiled, 3);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+  /* iterations 0, 2, 4 and the end */
+  cr_assert_eq(g_nlines, 4, "%d lines", g_nlines);
+  char want[256];
+  int steps[3] = {0, 2, 4};
+  for (int i = 0; i < 3; i++) {
+    float xk = x_after(x0, steps[i]);
+    snprintf(want, sizeof want, "loss = %.7g, step = %d", (double)(xk * xk), steps[i] + 1);
+    if (i) strip_secs(g_lines[i]);
+    cr_assert_str_eq(g_lines[i], want);
+  }
+  /* at_end runs the tensors once more: x_5^2 and step 5 */
+  float x5 = x_after(x0, 5);
+  snprintf(want, sizeof want, "loss = %.7g, step = 5", (double)(x5 * x5));
+  strip_secs(g_lines[3]);
+  cr_assert_str_eq(g_lines[3], want);
+  loom_hook_free(h);
+  loom_status_free(st);
+  model_free(&m);
+}
+
+Test(logging_tensor, secs_only_at_end_default_tags_and_formatting) {
+  model m = model_new(2.0f);
+  int64_t d3 = 3, d20 = 20;
+  loom_output v3 = loom_const_data(m.g, LOOM_F32, 1, &d3, (float[3]){1, 2.5f, -3}, "v3");
+  int32_t twenty[20];
+  for (int i = 0; i < 20; i++) twenty[i] = i;
+  loom_output v20 = loom_const_data(m.g, LOOM_I32, 1, &d20, twenty, "v20");
+  loom_output ts[3] = {m.gso, v3, v20};
+  loom_status *st = loom_status_new();
+  /* every hour: only the first iteration logs */
+  loom_hook *h = loom_logging_tensor_hook(3, NULL, ts, 0, 3600, 0, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  capture_start();
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 4), 4);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  cr_assert_eq(g_nlines, 1);
+  cr_assert_str_eq(g_lines[0],
+                   "global_step = 1, v3 = [1 2.5 -3], v20 = [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 ...]");
+  loom_hook_free(h);
+  /* only at end */
+  h = loom_logging_tensor_hook(1, (const char *[]){"x"}, &m.xo, 0, 0, 1, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  capture_start();
+  ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 3), 3);
+  cr_assert_eq(g_nlines, 0);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  cr_assert_eq(g_nlines, 1);
+  char want[64];
+  snprintf(want, sizeof want, "x = %.7g", (double)x_after(2.0f, 3));
+  cr_assert_str_eq(g_lines[0], want);
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+  loom_hook_free(h);
+  /* invalid */
+  cr_assert_null(loom_logging_tensor_hook(1, NULL, &m.xo, 0, 0, 0, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "LoggingTensorHook: either at_end and/or exactly one of every_n_iter"),
+            "%s", loom_status_message(st));
+  cr_assert_null(loom_logging_tensor_hook(1, NULL, &m.xo, 5, 2.0, 0, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert_null(loom_logging_tensor_hook(1, NULL, &m.xo, -1, 0, 1, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert_null(loom_logging_tensor_hook(0, NULL, NULL, 1, 0, 0, st));
+  cr_assert(strstr(loom_status_message(st), "LoggingTensorHook: no tensors"), "%s", loom_status_message(st));
+  loom_output bad[1] = {{NULL, 0}};
+  cr_assert_null(loom_logging_tensor_hook(1, NULL, bad, 1, 0, 0, st));
+  cr_assert(strstr(loom_status_message(st), "tensor 0"), "%s", loom_status_message(st));
+  loom_status_free(st);
+  model_free(&m);
+}
+
+Test(logging_tensor, progress_bar_on_a_terminal) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  cr_assert(master >= 0);
+  cr_assert_eq(grantpt(master), 0);
+  cr_assert_eq(unlockpt(master), 0);
+  int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+  cr_assert(slave >= 0);
+  fflush(stdout);
+  int saved = dup(STDOUT_FILENO);
+  cr_assert_eq(dup2(slave, STDOUT_FILENO), STDOUT_FILENO);
+
+  model m = model_new(1.0f);
+  loom_hook *hs[2] = {loom_logging_tensor_hook(1, (const char *[]){"loss"}, &m.loss, 5, 0, 0, NULL),
+                      loom_stop_at_step_hook(10, 0, NULL)};
+  loom_logging_tensor_hook_set_total_steps(hs[0], 10);
+  loom_logging_tensor_hook_set_total_steps(hs[1], 10); /* not a logging hook: ignored */
+  capture_start();
+  loom_monitored_session *ms = ms_new(&m, 2, hs);
+  int n = train_until_stop(ms, &m, 100);
+  cr_assert_eq(loom_monitored_session_close(ms, NULL), LOOM_OK);
+  fflush(stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  close(slave);
+  cr_assert_eq(n, 10);
+  /* the bar replaces the log lines */
+  cr_assert_eq(g_nlines, 0, "log line: %s", g_nlines ? g_lines[0] : "");
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+  char out[16384];
+  size_t len = 0;
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    ssize_t k = read(master, out + len, sizeof out - 1 - len);
+    if (k <= 0) break;
+    len += (size_t)k;
+  }
+  out[len] = 0;
+  close(master);
+  cr_assert(strchr(out, '\r'), "no carriage return: %s", out);
+  cr_assert(strstr(out, "100% [==============================] 10/10"), "%s", out);
+  cr_assert(strstr(out, "steps/s"), "%s", out);
+  cr_assert(strstr(out, "ETA"), "%s", out);
+  cr_assert(strstr(out, "loss = 1"), "%s", out);
+  /* one newline, at the very end */
+  char *nl = strchr(out, '\n');
+  cr_assert(nl && nl[1] == 0, "newline not at the end: %s", out);
+  loom_hook_free(hs[0]);
+  loom_hook_free(hs[1]);
+  model_free(&m);
+}
+
+/* ---- checkpoint listener ---- */
+typedef struct lrec {
+  char log[1024];
+  int stop_at; /* after_save at this step returns stop */
+} lrec;
+static void lrec_add(lrec *r, const char *what, int64_t step) {
+  size_t n = strlen(r->log);
+  if (step >= 0) snprintf(r->log + n, sizeof r->log - n, "%s%s:%lld", n ? " " : "", what, (long long)step);
+  else snprintf(r->log + n, sizeof r->log - n, "%s%s", n ? " " : "", what);
+}
+static loom_code l_begin(void *self, loom_status *st) {
+  (void)st;
+  lrec_add(self, "begin", -1);
+  return LOOM_OK;
+}
+static loom_code l_before(void *self, loom_session *s, int64_t step, loom_status *st) {
+  (void)st;
+  cr_assert_eq(read_step(s), step);
+  lrec_add(self, "before", step);
+  return LOOM_OK;
+}
+static loom_code l_after(void *self, loom_session *s, int64_t step, int *stop, loom_status *st) {
+  (void)st;
+  (void)s;
+  lrec *r = self;
+  lrec_add(r, "after", step);
+  if (r->stop_at == step) *stop = 1;
+  return LOOM_OK;
+}
+static loom_code l_end(void *self, loom_session *s, int64_t step, loom_status *st) {
+  (void)st;
+  (void)s;
+  lrec_add(self, "end", step);
+  return LOOM_OK;
+}
+static const loom_checkpoint_listener lops = {l_begin, l_before, l_after, l_end};
+
+static float ckpt_f32(const char *path, const char *name) {
+  loom_tensor *t = NULL;
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_checkpoint_read_tensor(path, name, &t, st), LOOM_OK, "%s", loom_status_message(st));
+  float v = loom_tensor_dtype(t) == LOOM_F32 ? scalar_f32(t) : (float)scalar_i64(t);
+  loom_tensor_free(t);
+  loom_status_free(st);
+  return v;
+}
+
+Test(checkpoint_saver, saves_at_creation_every_n_steps_and_at_end_with_keep_max) {
+  const float x0 = 2.0f;
+  model m = model_new(x0);
+  char *root = tmpdir();
+  char dir[512], p[600];
+  snprintf(dir, sizeof dir, "%s/run/ckpt", root); /* created by the hook */
+  lrec lr = {{0}, -1};
+  const loom_checkpoint_listener *ls[1] = {&lops};
+  void *lself[1] = {&lr};
+  loom_status *st = loom_status_new();
+  loom_event_writer *w = loom_event_writer_new(root, NULL, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  loom_hook *hs[2] = {loom_stop_at_step_hook(7, 0, st), NULL};
+  hs[1] = loom_checkpoint_saver_hook(dir, 0, 3, NULL, 2, w, 1, ls, lself, st);
+  cr_assert(hs[1], "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new(&m, 2, hs);
+  snprintf(p, sizeof p, "%s/model.ckpt-0", dir);
+  cr_assert(file_exists(p), "no save at creation");
+  cr_assert_eq(train_until_stop(ms, &m, 100), 7);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_str_eq(lr.log, "begin before:0 after:0 before:3 after:3 before:6 after:6 before:7 after:7 end:7");
+  /* keep_max 2: only 6 and 7 remain */
+  cr_assert_eq(count_files(dir, "model.ckpt-"), 2);
+  snprintf(p, sizeof p, "%s/model.ckpt-6", dir);
+  cr_assert(file_exists(p));
+  cr_assert_float_eq(ckpt_f32(p, "x"), x_after(x0, 6), 1e-6f);
+  cr_assert_eq(ckpt_f32(p, "global_step"), 6.0f);
+  snprintf(p, sizeof p, "%s/model.ckpt-7", dir);
+  cr_assert_eq(ckpt_f32(p, "global_step"), 7.0f);
+  char latest[600];
+  cr_assert_eq(loom_latest_checkpoint(dir, latest, sizeof latest, st), LOOM_OK);
+  cr_assert_str_eq(latest, p);
+  /* SessionLog CHECKPOINT events at 0, 3, 6, 7 */
+  char evpath[600];
+  snprintf(evpath, sizeof evpath, "%s", loom_event_writer_path(w));
+  loom_event_writer_free(w);
+  loom_event_reader *r = loom_event_reader_open(evpath, st);
+  cr_assert(r, "%s", loom_status_message(st));
+  const loom_event *ev;
+  int64_t want[4] = {0, 3, 6, 7};
+  int k = 0;
+  while (loom_event_reader_next(r, &ev, st) == LOOM_OK) {
+    if (ev->file_version) continue;
+    cr_assert_eq(ev->session_log_status, LOOM_SESSION_LOG_CHECKPOINT);
+    cr_assert(k < 4);
+    cr_assert_eq(ev->step, want[k]);
+    char wp[600];
+    snprintf(wp, sizeof wp, "%s/model.ckpt-%lld", dir, (long long)want[k]);
+    cr_assert_str_eq(ev->checkpoint_path, wp);
+    k++;
+  }
+  cr_assert_eq(loom_status_code(st), LOOM_OUT_OF_RANGE, "%s", loom_status_message(st));
+  cr_assert_eq(k, 4);
+  loom_event_reader_free(r);
+  loom_hook_free(hs[0]);
+  loom_hook_free(hs[1]);
+
+  /* a second run resuming at step 7: earlier checkpoints count for keep_max */
+  hs[0] = loom_stop_at_step_hook(0, 10, st);
+  hs[1] = loom_checkpoint_saver_hook(dir, 0, 3, NULL, 2, NULL, 0, NULL, NULL, st);
+  int64_t start = 7;
+  ms = ms_new_at(&m, &start, 2, hs);
+  cr_assert_eq(train_until_stop(ms, &m, 100), 3);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  cr_assert_eq(count_files(dir, "model.ckpt-"), 2);
+  snprintf(p, sizeof p, "%s/model.ckpt-6", dir);
+  cr_assert_not(file_exists(p), "model.ckpt-6 not deleted: keep_max ignored the first run's checkpoints");
+  snprintf(p, sizeof p, "%s/model.ckpt-10", dir);
+  cr_assert(file_exists(p));
+  snprintf(p, sizeof p, "%s/model.ckpt-7", dir);
+  cr_assert(file_exists(p));
+  loom_hook_free(hs[0]);
+  loom_hook_free(hs[1]);
+  loom_status_free(st);
+  rmdir_all(root);
+  model_free(&m);
+}
+
+Test(checkpoint_saver, listener_stop_secs_and_user_saver) {
+  model m = model_new(1.0f);
+  char *dir = tmpdir();
+  lrec lr = {{0}, 3};
+  lrec lr2 = {{0}, -1};
+  const loom_checkpoint_listener *ls[2] = {&lops, &lops};
+  void *lself[2] = {&lr, &lr2};
+  loom_status *st = loom_status_new();
+  loom_hook *h = loom_checkpoint_saver_hook(dir, 0, 3, NULL, 0, NULL, 2, ls, lself, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  /* after_save at step 3 asks to stop: training ends after that step */
+  cr_assert_eq(train_until_stop(ms, &m, 100), 3);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  cr_assert_str_eq(lr.log, "begin before:0 after:0 before:3 after:3 end:3");
+  cr_assert_str_eq(lr2.log, "begin before:0 after:0 before:3 after:3 end:3");
+  cr_assert_eq(count_files(dir, "model.ckpt-"), 2); /* keep_max 0: all kept */
+  loom_hook_free(h);
+  rmdir_all(dir);
+
+  /* save_secs: at creation and at the end only (an hour never passes) */
+  dir = tmpdir();
+  loom_saver *sv = loom_saver_new(m.g, 1, &m.x, 0, st);
+  cr_assert(sv, "%s", loom_status_message(st));
+  loom_hook *hs[2] = {loom_stop_at_step_hook(5, 0, st), loom_checkpoint_saver_hook(dir, 3600, 0, sv, 1, NULL, 0, NULL, NULL, st)};
+  cr_assert(hs[1]);
+  ms = ms_new(&m, 2, hs);
+  cr_assert_eq(train_until_stop(ms, &m, 100), 5);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  char p[600];
+  snprintf(p, sizeof p, "%s/model.ckpt-0", dir);
+  cr_assert(file_exists(p));
+  snprintf(p, sizeof p, "%s/model.ckpt-5", dir);
+  cr_assert(file_exists(p));
+  cr_assert_eq(count_files(dir, "model.ckpt-"), 2); /* the user's saver keeps everything */
+  /* the user's saver holds x only */
+  loom_tensor *t = NULL;
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "global_step", &t, st), LOOM_NOT_FOUND);
+  cr_assert_float_eq(ckpt_f32(p, "x"), x_after(1.0f, 5), 1e-6f);
+  loom_hook_free(hs[0]);
+  loom_hook_free(hs[1]);
+  loom_saver_free(sv);
+  rmdir_all(dir);
+
+  /* invalid arguments */
+  cr_assert_null(loom_checkpoint_saver_hook(NULL, 0, 1, NULL, 0, NULL, 0, NULL, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "CheckpointSaverHook: checkpoint_dir"), "%s", loom_status_message(st));
+  cr_assert_null(loom_checkpoint_saver_hook("/tmp/x", 0, 0, NULL, 0, NULL, 0, NULL, NULL, st));
+  cr_assert(strstr(loom_status_message(st), "exactly one of save_secs (0) and save_steps (0)"), "%s",
+            loom_status_message(st));
+  cr_assert_null(loom_checkpoint_saver_hook("/tmp/x", 5, 5, NULL, 0, NULL, 0, NULL, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  const loom_checkpoint_listener *nl[1] = {NULL};
+  cr_assert_null(loom_checkpoint_saver_hook("/tmp/x", 0, 5, NULL, 0, NULL, 1, nl, NULL, st));
+  cr_assert(strstr(loom_status_message(st), "listener 0 is NULL"), "%s", loom_status_message(st));
+  cr_assert_null(loom_checkpoint_saver_hook("/tmp/x", 0, 5, NULL, 0, NULL, 2, NULL, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  loom_status_free(st);
+  model_free(&m);
+}
+
+Test(checkpoint_saver, unwritable_directory_fails_creation) {
+  model m = model_new(1.0f);
+  char *dir = tmpdir();
+  char file[600], sub[700];
+  snprintf(file, sizeof file, "%s/afile", dir);
+  FILE *f = fopen(file, "w");
+  cr_assert(f);
+  fclose(f);
+  snprintf(sub, sizeof sub, "%s/ckpt", file); /* a directory under a file */
+  loom_status *st = loom_status_new();
+  loom_hook *h = loom_checkpoint_saver_hook(sub, 0, 1, NULL, 0, NULL, 0, NULL, NULL, st);
+  cr_assert_null(loom_monitored_session_new(m.g, NULL, NULL, NULL, 1, &h, st));
+  cr_assert_neq(loom_status_code(st), LOOM_OK);
+  cr_assert(strstr(loom_status_message(st), "afile"), "%s", loom_status_message(st));
+  loom_hook_free(h);
+  loom_status_free(st);
+  rmdir_all(dir);
+  model_free(&m);
+}
+
+Test(final_ops, values_after_end) {
+  const float x0 = 4.0f;
+  model m = model_new(x0);
+  loom_output fo[2] = {m.xo, m.gso};
+  loom_status *st = loom_status_new();
+  loom_hook *h = loom_final_ops_hook(2, fo, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  int n = -1;
+  cr_assert_null(loom_final_ops_hook_values(h, &n));
+  cr_assert_eq(n, 0);
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 4), 4);
+  cr_assert_null(loom_final_ops_hook_values(h, &n));
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_tensor *const *v = loom_final_ops_hook_values(h, &n);
+  cr_assert(v);
+  cr_assert_eq(n, 2);
+  cr_assert_float_eq(scalar_f32(v[0]), x_after(x0, 4), 1e-6f);
+  cr_assert_eq(scalar_i64(v[1]), 4);
+  /* not a FinalOpsHook */
+  loom_hook *other = loom_stop_at_step_hook(1, 0, NULL);
+  cr_assert_null(loom_final_ops_hook_values(other, &n));
+  cr_assert_eq(n, 0);
+  cr_assert_null(loom_final_ops_hook_values(NULL, NULL));
+  loom_hook_free(other);
+  loom_hook_free(h);
+  cr_assert_null(loom_final_ops_hook(-1, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  loom_output bad[2] = {m.xo, {NULL, 0}};
+  cr_assert_null(loom_final_ops_hook(2, bad, st));
+  cr_assert(strstr(loom_status_message(st), "FinalOpsHook: final_ops[1]"), "%s", loom_status_message(st));
+  loom_status_free(st);
+  model_free(&m);
+}
+
+typedef struct feeder {
+  loom_output ph;
+  loom_tensor *val;
+  int calls, limit;
+} feeder;
+static int feed_fn(void *user, int cap, loom_output *feeds, loom_tensor **values) {
+  feeder *f = user;
+  cr_assert(cap >= 1);
+  if (f->calls == f->limit) return -1;
+  f->calls++;
+  *(float *)loom_tensor_data(f->val) = (float)f->calls;
+  feeds[0] = f->ph;
+  values[0] = f->val;
+  return 1;
+}
+
+Test(feed_fn, feeds_a_placeholder_each_step_and_ends_input) {
+  model m = model_new(1.0f);
+  loom_output ph = loom_placeholder(m.g, LOOM_F32, 0, NULL, "ph");
+  loom_output y = loom_mul(m.g, ph, loom_const_f32(m.g, 3.0f, NULL), "y");
+  feeder f = {ph, loom_tensor_scalar_f32(0), 0, 3};
+  loom_status *st = loom_status_new();
+  g_log[0] = 0;
+  rec ra = rec_make("A");
+  loom_hook *hs[2] = {loom_feed_fn_hook(feed_fn, &f, st), loom_hook_new(&rec_ops, &ra, "A")};
+  cr_assert(hs[0], "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new(&m, 2, hs);
+  loom_tensor *out = NULL;
+  for (int k = 1; k <= 3; k++) {
+    cr_assert_eq(loom_monitored_session_run(ms, NULL, NULL, 0, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    cr_assert_eq(scalar_f32(out), 3.0f * (float)k);
+  }
+  /* a negative count is the end of the input: a normal end */
+  cr_assert_eq(loom_monitored_session_run(ms, NULL, NULL, 0, &y, &out, 1, NULL, 0, st), LOOM_OUT_OF_RANGE);
+  cr_assert(loom_monitored_session_should_stop(ms));
+  g_log[0] = 0;
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  cr_assert_str_eq(g_log, "A.end");
+  cr_assert_null(loom_feed_fn_hook(NULL, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "FeedFnHook: feed_fn"), "%s", loom_status_message(st));
+  loom_tensor_free(out);
+  loom_tensor_free(f.val);
+  loom_hook_free(hs[0]);
+  loom_hook_free(hs[1]);
+  loom_status_free(st);
+  model_free(&m);
+}
+
+typedef struct advancer {
+  loom_session *s;
+  atomic_int assigned;
+} advancer;
+static void *advance_thread(void *arg) {
+  advancer *a = arg;
+  usleep(100000);
+  loom_tensor *t = loom_tensor_scalar_i64(3);
+  cr_assert_eq(loom_session_assign_variable(a->s, "global_step", t, NULL), LOOM_OK);
+  loom_tensor_free(t);
+  atomic_store(&a->assigned, 1);
+  return NULL;
+}
+
+Test(global_step_waiter, returns_at_once_when_reached_and_blocks_otherwise) {
+  model m = model_new(1.0f);
+  loom_status *st = loom_status_new();
+  /* reached already (and wait_until_step 0): no waiting */
+  int64_t start = 5;
+  loom_hook *hs[2] = {loom_global_step_waiter_hook(5, st), loom_global_step_waiter_hook(0, st)};
+  cr_assert(hs[0] && hs[1], "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new_at(&m, &start, 2, hs);
+  cr_assert_eq(train_until_stop(ms, &m, 2), 2);
+  cr_assert_eq(read_step(loom_monitored_session_session(ms)), 7);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_hook_free(hs[0]);
+  loom_hook_free(hs[1]);
+  /* not reached: before_run blocks until another thread moves global_step to 3 */
+  loom_hook *h = loom_global_step_waiter_hook(3, st);
+  ms = ms_new(&m, 1, &h);
+  advancer a = {loom_monitored_session_session(ms), 0};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, advance_thread, &a), 0);
+  loom_tensor *loss = NULL;
+  cr_assert_eq(train_step(ms, &m, &loss, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(atomic_load(&a.assigned), 1, "the step ran before global_step reached 3");
+  pthread_join(th, NULL);
+  cr_assert_eq(read_step(loom_monitored_session_session(ms)), 4);
+  /* once started it no longer waits */
+  cr_assert_eq(train_step(ms, &m, &loss, st), LOOM_OK);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_hook_free(h);
+  loom_tensor_free(loss);
+  cr_assert_null(loom_global_step_waiter_hook(-1, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "GlobalStepWaiterHook: wait_until_step"), "%s", loom_status_message(st));
+  loom_status_free(st);
+  model_free(&m);
+}
+
+/* ---- event files ---- */
+typedef struct evrec {
+  int64_t step;
+  int slog;
+  char tag[64];
+  double value;
+  int nvalues;
+} evrec;
+/* Reads every event after the file_version one. */
+static int read_events(const char *path, evrec *out, int cap) {
+  loom_status *st = loom_status_new();
+  loom_event_reader *r = loom_event_reader_open(path, st);
+  cr_assert(r, "%s", loom_status_message(st));
+  const loom_event *ev;
+  int n = 0;
+  while (loom_event_reader_next(r, &ev, st) == LOOM_OK) {
+    if (ev->file_version) continue;
+    cr_assert(n < cap);
+    evrec *e = &out[n++];
+    memset(e, 0, sizeof *e);
+    e->step = ev->step;
+    e->slog = ev->session_log_status;
+    e->nvalues = ev->nvalues;
+    if (ev->nvalues) {
+      snprintf(e->tag, sizeof e->tag, "%s", ev->values[0].tag);
+      e->value = ev->values[0].simple_value;
+    }
+  }
+  cr_assert_eq(loom_status_code(st), LOOM_OUT_OF_RANGE, "%s", loom_status_message(st));
+  loom_event_reader_free(r);
+  loom_status_free(st);
+  return n;
+}
+
+Test(step_counter, writes_global_step_per_sec) {
+  model m = model_new(1.0f);
+  char *dir = tmpdir();
+  loom_status *st = loom_status_new();
+  loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  loom_hook *h = loom_step_counter_hook(2, 0, w, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  capture_start();
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 6), 6);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+  char path[600];
+  snprintf(path, sizeof path, "%s", loom_event_writer_path(w));
+  loom_event_writer_free(w);
+  /* the timer starts at step 1, then fires at 3 and 5 */
+  evrec ev[16];
+  int n = read_events(path, ev, 16);
+  cr_assert_eq(n, 2);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(ev[i].step, 3 + 2 * i);
+    cr_assert_str_eq(ev[i].tag, "global_step/sec");
+    cr_assert(ev[i].value > 0 && isfinite(ev[i].value), "rate %g", ev[i].value);
+  }
+  /* and one log line per write */
+  int k = 0;
+  for (int i = 0; i < g_nlines; i++)
+    if (!strncmp(g_lines[i], "global_step/sec: ", 17)) {
+      double v = 0;
+      cr_assert_eq(sscanf(g_lines[i] + 17, "%lf", &v), 1);
+      cr_assert(v > 0);
+      k++;
+    }
+  cr_assert_eq(k, 2);
+  loom_hook_free(h);
+  /* without a writer it only logs; a stuck global step warns every 20 checks */
+  capture_start();
+  h = loom_step_counter_hook(1, 0, NULL, st);
+  ms = ms_new(&m, 1, &h);
+  loom_tensor *out = NULL;
+  for (int i = 0; i < 21; i++)
+    cr_assert_eq(loom_monitored_session_run(ms, NULL, NULL, 0, &m.loss, &out, 1, NULL, 0, st), LOOM_OK);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+  cr_assert_geq(find_line("W:It seems that global step has not been increased"), 0);
+  loom_tensor_free(out);
+  loom_hook_free(h);
+  cr_assert_null(loom_step_counter_hook(0, 0, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "StepCounterHook: exactly one of every_n_steps (0) and every_n_secs (0)"),
+            "%s", loom_status_message(st));
+  cr_assert_null(loom_step_counter_hook(10, 1.0, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  loom_status_free(st);
+  rmdir_all(dir);
+  model_free(&m);
+}
+
+Test(summary_saver, writes_the_graph_summaries_at_the_right_steps) {
+  const float x0 = 2.0f;
+  model m = model_new(x0);
+  loom_summary_scalar(m.g, "loss", m.loss);
+  loom_summary_scalar(m.g, "x_value", m.xo);
+  char *dir = tmpdir();
+  loom_status *st = loom_status_new();
+  loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  loom_hook *h = loom_summary_saver_hook(3, 0, w, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 7), 7);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  char path[600];
+  snprintf(path, sizeof path, "%s", loom_event_writer_path(w));
+  loom_event_writer_free(w);
+  /* START at step 1, then summaries at 1, 4, 7 computed in the runs that
+   * produced those steps (values of x_{step-1}) */
+  loom_event_reader *r = loom_event_reader_open(path, st);
+  cr_assert(r);
+  const loom_event *ev;
+  int n = 0, nsum = 0;
+  int64_t want[3] = {1, 4, 7};
+  while (loom_event_reader_next(r, &ev, st) == LOOM_OK) {
+    if (ev->file_version) continue;
+    if (n++ == 0) {
+      cr_assert_eq(ev->session_log_status, LOOM_SESSION_LOG_START);
+      cr_assert_eq(ev->step, 1);
+      continue;
+    }
+    cr_assert_eq(ev->session_log_status, 0);
+    cr_assert(nsum < 3);
+    cr_assert_eq(ev->step, want[nsum]);
+    cr_assert_eq(ev->nvalues, 2);
+    float xk = x_after(x0, (int)want[nsum] - 1);
+    cr_assert_str_eq(ev->values[0].tag, "loss");
+    cr_assert_float_eq(ev->values[0].simple_value, (double)(xk * xk), 1e-6);
+    cr_assert_str_eq(ev->values[1].tag, "x_value");
+    /* x's identity aliases the variable: fetched at the end of the run,
+     * after the update */
+    cr_assert_float_eq(ev->values[1].simple_value, (double)x_after(x0, (int)want[nsum]), 1e-6, "x %g",
+                       ev->values[1].simple_value);
+    nsum++;
+  }
+  cr_assert_eq(nsum, 3);
+  loom_event_reader_free(r);
+  loom_hook_free(h);
+  cr_assert_null(loom_summary_saver_hook(0, 0, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "SummarySaverHook: exactly one of save_steps"), "%s",
+            loom_status_message(st));
+  cr_assert_null(loom_summary_saver_hook(5, 0, NULL, st));
+  cr_assert(strstr(loom_status_message(st), "SummarySaverHook: writer is NULL"), "%s", loom_status_message(st));
+  loom_status_free(st);
+  rmdir_all(dir);
+  model_free(&m);
+}
+
+Test(summary_saver, graph_without_summaries_writes_start_only) {
+  model m = model_new(1.0f);
+  char *dir = tmpdir();
+  loom_event_writer *w = loom_event_writer_new(dir, NULL, NULL);
+  cr_assert(w);
+  loom_hook *h = loom_summary_saver_hook(2, 0, w, NULL);
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 5), 5);
+  cr_assert_eq(loom_monitored_session_close(ms, NULL), LOOM_OK);
+  char path[600];
+  snprintf(path, sizeof path, "%s", loom_event_writer_path(w));
+  loom_event_writer_free(w);
+  evrec ev[8];
+  cr_assert_eq(read_events(path, ev, 8), 1);
+  cr_assert_eq(ev[0].slog, LOOM_SESSION_LOG_START);
+  cr_assert_eq(ev[0].step, 1);
+  loom_hook_free(h);
+  rmdir_all(dir);
+  model_free(&m);
+}
+
+Test(profiler, writes_a_chrome_trace_of_the_profiled_steps) {
+  model m = model_new(1.0f);
+  char *root = tmpdir();
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/prof", root);
+  loom_status *st = loom_status_new();
+  loom_hook *h = loom_profiler_hook(2, 0, dir, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new(&m, 1, &h);
+  cr_assert_eq(train_until_stop(ms, &m, 5), 5);
+  loom_session_stats stats;
+  loom_session_get_stats(loom_monitored_session_session(ms), &stats);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  /* steps 2 and 4 are traced */
+  cr_assert_eq(count_files(dir, "timeline-"), 2);
+  for (int step = 2; step <= 4; step += 2) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/timeline-%d.json", dir, step);
+    FILE *f = fopen(p, "rb");
+    cr_assert(f, "missing %s", p);
+    char *text = malloc(1 << 20);
+    size_t len = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    text[len] = 0;
+    cJSON *root_json = cJSON_Parse(text);
+    cr_assert(root_json, "%s is not JSON", p);
+    cJSON *evs = cJSON_GetObjectItem(root_json, "traceEvents");
+    cr_assert(cJSON_IsArray(evs));
+    /* one complete event per node the step ran */
+    cr_assert_eq(cJSON_GetArraySize(evs), stats.nodes_run);
+    int found_apply = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, evs) {
+      cr_assert_str_eq(cJSON_GetObjectItem(e, "ph")->valuestring, "X");
+      cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(e, "ts")));
+      cr_assert(cJSON_GetObjectItem(e, "dur")->valuedouble >= 0);
+      const char *op = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "op")->valuestring;
+      if (!strcmp(op, "ApplyGradientDescent")) found_apply = 1;
+    }
+    cr_assert(found_apply, "no ApplyGradientDescent event in %s", p);
+    cJSON_Delete(root_json);
+    free(text);
+  }
+  loom_hook_free(h);
+  cr_assert_null(loom_profiler_hook(0, 0, dir, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "ProfilerHook: exactly one of save_steps"), "%s", loom_status_message(st));
+  cr_assert_null(loom_profiler_hook(1, 0, "", st));
+  cr_assert(strstr(loom_status_message(st), "ProfilerHook: output_dir"), "%s", loom_status_message(st));
+  loom_status_free(st);
+  rmdir_all(root);
+  model_free(&m);
 }
