@@ -92,16 +92,11 @@ static loom_code idx_read(const char *path, int rank, int64_t limit, int64_t *di
   loom_code rc = gz_read_all(f, path, head, 4, "the magic number", st);
   if (!rc) {
     /* magic: 0 0 type rank; type 0x08 = unsigned byte */
-    if (head[0] || head[1] || head[2] != 0x08 || head[3] != rank) {
-      if (!head[0] && !head[1] && head[2] >= 0x08 && head[2] <= 0x0E)
-        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "IDX file %s: element type 0x%02x with %d dims; expected unsigned bytes (0x08) with %d dims",
-                             path, head[2], head[3], rank);
-      else
-        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "IDX file %s: bad magic number 0x%02x%02x%02x%02x (expected 0x000008%02x)", path, head[0],
-                             head[1], head[2], head[3], rank);
-    }
+    if (head[0] || head[1] || head[2] != 0x08 || head[3] != rank)
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "IDX file %s: bad magic number 0x%02x%02x%02x%02x (expected 0x000008%02x: unsigned bytes, "
+                           "%d dims)",
+                           path, head[0], head[1], head[2], head[3], rank, rank);
   }
   if (!rc) rc = gz_read_all(f, path, head + 4, (size_t)4 * rank, "the dimensions", st);
   size_t total = 1;
