@@ -9,7 +9,14 @@
  *   end(s)                    at a normal end (not after an error)
  * A hook stops the loop with loom_hook_context_request_stop; the stop takes
  * effect after the current step. A hook's failure (non-OK return) ends the
- * run with that status.
+ * run with that status. OUT_OF_RANGE (end of input) from the session run or
+ * from a hook's before_run is a normal end: the step returns it, should_stop
+ * becomes true and close still calls end() (MonitoredSession's handling of
+ * OutOfRangeError).
+ *
+ * The standard hooks that need the global step fetch the global_step
+ * variable's output; loom fetches a variable's value at the end of the run,
+ * so they see the step after the train op's increment.
  *
  * Ownership: loom_hook objects passed to a monitored session or to
  * loom_estimator_* calls are borrowed; the caller frees them.
@@ -79,7 +86,11 @@ LOOM_API loom_monitored_session *loom_monitored_session_new(loom_graph *g, const
                                                             int nhooks, loom_hook *const *hooks, loom_status *st);
 /* One step: every hook's before_run (merging its fetches/feeds/targets),
  * one session run, every hook's after_run. fetch_values as in
- * loom_session_run (in/out, reused). */
+ * loom_session_run (in/out, reused). A steady-state step allocates nothing
+ * (merged arrays and each hook's result tensors are kept across steps).
+ * FAILED_PRECONDITION when called after should_stop or after a failed step;
+ * INVALID_ARGUMENT "Same tensor (<name>:<i>) is fed by a SessionRunHook and
+ * user." / "... by two hooks." for conflicting feeds. */
 LOOM_API loom_code loom_monitored_session_run(loom_monitored_session *ms, const loom_output *feeds,
                                              loom_tensor *const *feed_values, int nfeeds, const loom_output *fetches,
                                              loom_tensor **fetch_values, int nfetches, loom_node *const *targets,
@@ -96,7 +107,9 @@ LOOM_API loom_code loom_monitored_session_close(loom_monitored_session *ms, loom
 
 /* StopAtStepHook: exactly one of num_steps / last_step > 0 (the other 0).
  * Reads the graph's global_step; num_steps resolves to current + num_steps
- * in after_create_session. Stops when global_step >= last_step. */
+ * in after_create_session (again for each session the hook is used in).
+ * Stops when global_step >= last_step; when it already is at session
+ * creation, should_stop is true at once and no step runs. */
 LOOM_API loom_hook *loom_stop_at_step_hook(int64_t num_steps, int64_t last_step, loom_status *st);
 
 /* LoggingTensorHook: logs "tag = value, ... (x.xxx sec)" at INFO every
@@ -107,6 +120,8 @@ LOOM_API loom_hook *loom_stop_at_step_hook(int64_t num_steps, int64_t last_step,
 LOOM_API loom_hook *loom_logging_tensor_hook(int n, const char *const *tags, const loom_output *tensors,
                                              int64_t every_n_iter, double every_n_secs, int at_end,
                                              loom_status *st);
+/* total_steps counts this hook's local iterations (steps of one session).
+ * Ignored when h is not a LoggingTensorHook. */
 LOOM_API void loom_logging_tensor_hook_set_total_steps(loom_hook *h, int64_t total_steps);
 
 /* StepCounterHook: writes "global_step/sec" (steps since last / seconds)
@@ -132,9 +147,11 @@ typedef struct loom_checkpoint_listener_ops {
  * creation, then every save_steps or save_secs (exactly one > 0), and at
  * end when the last step was not saved. saver NULL = a saver over all
  * global variables keeping keep_max (ignored when a saver is given); the
- * hook recovers earlier checkpoints in dir for keep_max accounting.
+ * hook recovers earlier checkpoints in dir (its "checkpoint" state file)
+ * for the default saver's keep_max accounting. dir is created if needed.
  * writer (borrowed, may be NULL) receives a SessionLog CHECKPOINT event per
- * save. listeners/listener_selves are copied (the listeners borrowed). */
+ * save (checkpoint_path = the file written). listeners/listener_selves are
+ * copied (the listeners borrowed; listener_selves may be NULL). */
 LOOM_API loom_hook *loom_checkpoint_saver_hook(const char *dir, double save_secs, int64_t save_steps,
                                                loom_saver *saver, int keep_max, loom_event_writer *writer,
                                                int nlisteners, const loom_checkpoint_listener *const *listeners,
@@ -147,21 +164,26 @@ LOOM_API loom_hook *loom_summary_saver_hook(int64_t save_steps, double save_secs
                                             loom_status *st);
 
 /* FinalOpsHook: runs the outputs once in end(); values kept for
- * loom_final_ops_hook_values (borrowed; valid until the hook is freed). */
+ * loom_final_ops_hook_values (borrowed; valid until the hook is freed;
+ * NULL with *n = 0 before end() ran or when h is not a FinalOpsHook). */
 LOOM_API loom_hook *loom_final_ops_hook(int n, const loom_output *final_ops, loom_status *st);
 LOOM_API loom_tensor *const *loom_final_ops_hook_values(const loom_hook *h, int *n);
 
 /* FeedFnHook: before each run, fn fills feeds (up to cap) and returns the
- * count; values borrowed until after_run. */
+ * count; values borrowed until after_run. A negative count means the input
+ * is exhausted: the step returns OUT_OF_RANGE (a normal end, see above). */
 typedef int (*loom_feed_fn)(void *user, int cap, loom_output *feeds, loom_tensor **values);
 LOOM_API loom_hook *loom_feed_fn_hook(loom_feed_fn fn, void *user, loom_status *st);
 
 /* GlobalStepWaiterHook: before_run blocks (polling every 0.5 s, reading
- * the session's global_step) until global_step >= wait_until_step. */
+ * the session's global_step) until global_step >= wait_until_step (>= 0;
+ * 0 = never waits). Once reached it no longer checks. */
 LOOM_API loom_hook *loom_global_step_waiter_hook(int64_t wait_until_step, loom_status *st);
 
 /* ProfilerHook: every save_steps or save_secs (exactly one > 0) traces one
- * step and writes "<output_dir>/timeline-<step>.json" (Chrome trace). */
+ * step and writes "<output_dir>/timeline-<step>.json" (Chrome trace); the
+ * first trace comes save_steps (save_secs) after session creation, as TF's.
+ * output_dir is created if needed. */
 LOOM_API loom_hook *loom_profiler_hook(int64_t save_steps, double save_secs, const char *output_dir,
                                        loom_status *st);
 
