@@ -607,6 +607,27 @@ static loom_code read_attrs(rbuf *r, loom_attrs *a, int idx, const char *name, l
     BAD("record %d (%s): attribute nshape %d is out of range", idx, name, (int)a->nshape);
   if (a->padding != LOOM_PAD_VALID && a->padding != LOOM_PAD_SAME)
     BAD("record %d (%s): attribute padding %d is out of range", idx, name, (int)a->padding);
+  /* Integer attributes within ranges no real graph leaves, so that shape
+   * functions never multiply crafted values into an overflow. */
+  const int64_t big = (int64_t)1 << 32, small = (int64_t)1 << 24;
+  if (a->axis < -big || a->axis > big || a->num < -big || a->num > big)
+    BAD("record %d (%s): attribute axis or num is out of range", idx, name);
+  for (int i = 0; i < LOOM_MAX_DIMS; i++)
+    if (a->axes[i] < -big || a->axes[i] > big) BAD("record %d (%s): attribute axes is out of range", idx, name);
+  int64_t ps = 1, pz = 1;
+  for (int i = 0; i < LOOM_MAX_DIMS; i++) {
+    if (a->shape[i] < -big || a->shape[i] > big || a->size[i] < -big || a->size[i] > big)
+      BAD("record %d (%s): attribute shape or size is out of range", idx, name);
+    int64_t s = a->shape[i] < 0 ? -a->shape[i] : a->shape[i], z = a->size[i] < 0 ? -a->size[i] : a->size[i];
+    if (s > 1) ps = ps > ((int64_t)1 << 56) / s ? ((int64_t)1 << 56) + 1 : ps * s;
+    if (z > 1) pz = pz > ((int64_t)1 << 56) / z ? ((int64_t)1 << 56) + 1 : pz * z;
+  }
+  if (ps > ((int64_t)1 << 56) || pz > ((int64_t)1 << 56))
+    BAD("record %d (%s): attribute shape or size has too many elements", idx, name);
+  for (int i = 0; i < 4; i++)
+    if (a->strides[i] < -small || a->strides[i] > small || a->ksize[i] < -small || a->ksize[i] > small ||
+        a->dilations[i] < -small || a->dilations[i] > small)
+      BAD("record %d (%s): attribute strides, ksize or dilations is out of range", idx, name);
   return LOOM_OK;
 fail:
   return rc;
