@@ -51,6 +51,8 @@ void loom_hook_free(loom_hook *h) {
 const char *loom_hook_name(const loom_hook *h) { return h ? h->name : ""; }
 void *loom_hook_self(const loom_hook *h) { return h ? h->self : NULL; }
 
+const loom_hook_ops *loom__hook_ops(const loom_hook *h) { return h ? &h->ops : NULL; }
+
 void loom__hook_request_stop_early(loom_hook *h) {
   if (h) h->stop_early = 1;
 }

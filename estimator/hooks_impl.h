@@ -10,6 +10,10 @@
  * StopAtStepHook uses it when global_step is already >= last_step. */
 void loom__hook_request_stop_early(loom_hook *h);
 
+/* The hook's ops (a copy made by loom_hook_new); NULL for NULL. The
+ * standard hooks' typed accessors identify their hooks by them. */
+const loom_hook_ops *loom__hook_ops(const loom_hook *h);
+
 /* CLOCK_MONOTONIC seconds. */
 double loom__mono_secs(void);
 

@@ -50,7 +50,11 @@ static loom_hook *wrap(const loom_hook_ops *ops, void *self, const char *name, l
   return h;
 }
 
-static void *self_of(const loom_hook *h, uint32_t magic) {
+/* The state of a standard hook, identified by its destroy op (each
+ * accessor's hook kind has its own), after checking the magic tag. */
+static void *self_of(const loom_hook *h, void (*destroy)(void *), uint32_t magic) {
+  const loom_hook_ops *ops = loom__hook_ops(h);
+  if (!ops || ops->destroy != destroy) return NULL;
   uint32_t *p = loom_hook_self(h);
   return p && *p == magic ? p : NULL;
 }
@@ -244,7 +248,8 @@ typedef struct log_hook {
   loom_tensor **end_vals;
   /* progress bar */
   int64_t total;
-  int bar;
+  int tty;   /* stdout is a terminal (checked in begin) */
+  int bar;   /* tty && total > 0: the bar replaces the log lines */
   double t0, last_draw;
   char values[256];
 } log_hook;
@@ -255,7 +260,8 @@ static loom_code log_begin(void *self, loom_graph *g, loom_status *st) {
   if (!h->only_at_end) loom_step_timer_init(&h->timer, h->every_n_secs, h->every_n_iter, NULL);
   h->timer.last_step = -1;
   h->iter = 0;
-  h->bar = h->total > 0 && isatty(STDOUT_FILENO);
+  h->tty = isatty(STDOUT_FILENO);
+  h->bar = h->tty && h->total > 0;
   h->t0 = h->last_draw = loom__mono_secs();
   h->values[0] = 0;
   return LOOM_OK;
@@ -413,8 +419,11 @@ loom_hook *loom_logging_tensor_hook(int n, const char *const *tags, const loom_o
 }
 
 void loom_logging_tensor_hook_set_total_steps(loom_hook *hk, int64_t total_steps) {
-  log_hook *h = self_of(hk, MAGIC_LOG);
-  if (h) h->total = total_steps > 0 ? total_steps : 0;
+  log_hook *h = self_of(hk, log_destroy, MAGIC_LOG);
+  if (h) {
+    h->total = total_steps > 0 ? total_steps : 0;
+    h->bar = h->tty && h->total > 0; /* also when set after begin */
+  }
 }
 
 /* ===================================================================== *
@@ -890,7 +899,7 @@ loom_hook *loom_final_ops_hook(int n, const loom_output *final_ops, loom_status 
 }
 
 loom_tensor *const *loom_final_ops_hook_values(const loom_hook *hk, int *n) {
-  final_hook *h = self_of(hk, MAGIC_FINAL);
+  final_hook *h = self_of(hk, final_destroy, MAGIC_FINAL);
   if (!h || !h->have) {
     if (n) *n = 0;
     return NULL;

@@ -1328,6 +1328,14 @@ Test(final_ops, values_after_end) {
   cr_assert_null(loom_final_ops_hook_values(other, &n));
   cr_assert_eq(n, 0);
   cr_assert_null(loom_final_ops_hook_values(NULL, NULL));
+  /* a user hook with a one-byte self: not read as a standard hook */
+  static char tiny = 0;
+  loom_hook *user = loom_hook_new(NULL, &tiny, "tiny");
+  cr_assert_null(loom_final_ops_hook_values(user, &n));
+  loom_logging_tensor_hook_set_total_steps(user, 5);
+  loom_logging_tensor_hook_set_total_steps(NULL, 5);
+  cr_assert_eq(tiny, 0);
+  loom_hook_free(user);
   loom_hook_free(other);
   loom_hook_free(h);
   cr_assert_null(loom_final_ops_hook(-1, NULL, st));
