@@ -388,6 +388,18 @@ static loom_code check_input(const psig *sg, int i, const loom_tensor *t, loom_s
   return LOOM_OK;
 }
 
+/* "a, b, c" (cut short to fit). */
+static const char *key_list(char *buf, size_t cap, int n, char *const *keys) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && len + 1 < cap; i++) {
+    int k = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", keys[i]);
+    if (k < 0) break;
+    len += (size_t)k;
+  }
+  return buf;
+}
+
 loom_code loom_predictor_run(loom_predictor *p, const char *signature, int ninputs, loom_tensor *const *inputs,
                              int noutputs, loom_tensor **outputs, loom_status *st) {
   if (!p) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor is NULL");
@@ -395,13 +407,13 @@ loom_code loom_predictor_run(loom_predictor *p, const char *signature, int ninpu
   if (!sg)
     return loom_status_set(st, LOOM_NOT_FOUND, "predictor: no signature %s in this export",
                            signature ? signature : DEFAULT_SIGNATURE);
+  char keys[512];
   if (ninputs != sg->nin || (ninputs && !inputs))
-    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s takes %d inputs (%s%s), got %d",
-                           sg->name, (int)sg->nin, sg->nin ? sg->in_keys[0] : "", sg->nin > 1 ? ", ..." : "",
-                           ninputs);
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s takes %d inputs (%s), got %d", sg->name,
+                           (int)sg->nin, key_list(keys, sizeof keys, sg->nin, sg->in_keys), ninputs);
   if (noutputs != sg->nout || !outputs)
-    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s has %d outputs (%s%s), got %d",
-                           sg->name, (int)sg->nout, sg->out_keys[0], sg->nout > 1 ? ", ..." : "", noutputs);
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s has %d outputs (%s), got %d", sg->name,
+                           (int)sg->nout, key_list(keys, sizeof keys, sg->nout, sg->out_keys), noutputs);
   for (int i = 0; i < ninputs; i++) {
     loom_code rc = check_input(sg, i, inputs[i], st);
     if (rc) return rc;

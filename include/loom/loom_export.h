@@ -34,7 +34,10 @@ LOOM_API void loom_buffer_free(void *data);
 /* Rebuilds serialized nodes into g (which should be empty; names must be
  * free). DATA_LOSS for a damaged buffer, NOT_FOUND for an unknown op. The
  * imported variables are registered as graph variables (loom_graph_variable
- * finds them). */
+ * finds them). Nodes keep their exact names (imported at the root scope,
+ * with no control dependencies pushed); a name already used in g is
+ * ALREADY_EXISTS. After a failure g may hold some of the nodes and a
+ * sticky error: free it. */
 LOOM_API loom_code loom_graph_deserialize(loom_graph *g, const void *data, size_t size, loom_status *st);
 
 /* ---- export ---- */
@@ -66,7 +69,9 @@ LOOM_API loom_predictor_options loom_predictor_options_default(void);
 LOOM_API loom_predictor *loom_predictor_load(const char *export_dir, const loom_predictor_options *opts,
                                              loom_status *st);
 LOOM_API void loom_predictor_free(loom_predictor *p);
-/* Signature introspection (signature NULL = the default). */
+/* Signature introspection (signature NULL = the default; -1 / NULL for an
+ * unknown signature or index). When opts->signature is NULL and the export
+ * has no "serving_default", NULL names no signature (NOT_FOUND on run). */
 LOOM_API int loom_predictor_num_inputs(const loom_predictor *p, const char *signature);
 LOOM_API const char *loom_predictor_input_key(const loom_predictor *p, const char *signature, int i);
 LOOM_API int loom_predictor_num_outputs(const loom_predictor *p, const char *signature);
