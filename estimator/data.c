@@ -843,6 +843,7 @@ typedef struct prefetch_ds {
   pthread_cond_t cv_items, cv_space;
   int64_t head, count; /* ring: filled slots head .. head+count-1 */
   int running, stop, done;
+  int prod_waiting, cons_waiting; /* a thread sleeps on cv_space / cv_items */
   loom_code end_code;  /* the producer's final status (OUT_OF_RANGE or an error) */
   char end_msg[1024];
   loom_status *pst;    /* producer's status */
@@ -853,7 +854,11 @@ static void *prefetch_main(void *arg) {
   prefetch_ds *p = arg;
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
-    while (p->count == p->cap && !p->stop) pthread_cond_wait(&p->cv_space, &p->mu);
+    while (p->count == p->cap && !p->stop) {
+      p->prod_waiting = 1;
+      pthread_cond_wait(&p->cv_space, &p->mu);
+      p->prod_waiting = 0;
+    }
     if (p->stop) break;
     int64_t slot = (p->head + p->count) % p->cap;
     pthread_mutex_unlock(&p->mu);
@@ -867,7 +872,7 @@ static void *prefetch_main(void *arg) {
       break;
     }
     p->count++;
-    pthread_cond_signal(&p->cv_items);
+    if (p->cons_waiting) pthread_cond_signal(&p->cv_items);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -894,7 +899,11 @@ static loom_code prefetch_next(loom_dataset *ds, loom_tensor **values, loom_stat
     p->running = 1;
   }
   pthread_mutex_lock(&p->mu);
-  while (!p->count && !p->done) pthread_cond_wait(&p->cv_items, &p->mu);
+  while (!p->count && !p->done) {
+    p->cons_waiting = 1;
+    pthread_cond_wait(&p->cv_items, &p->mu);
+    p->cons_waiting = 0;
+  }
   if (!p->count) {
     loom_code rc = p->end_code;
     pthread_mutex_unlock(&p->mu);
@@ -908,8 +917,9 @@ static loom_code prefetch_next(loom_dataset *ds, loom_tensor **values, loom_stat
   pthread_mutex_lock(&p->mu);
   p->head = (p->head + 1) % p->cap;
   p->count--;
-  pthread_cond_signal(&p->cv_space);
+  int wake = p->prod_waiting;
   pthread_mutex_unlock(&p->mu);
+  if (wake) pthread_cond_signal(&p->cv_space);
   return rc;
 }
 
