@@ -628,6 +628,11 @@ static loom_code feed_loop(loom_monitored_session *ms, loom_dataset *ds, est_bui
     for (int i = 0; i < b->ncomp; i++) feed_vals[i] = vals[b->comp_index[i]];
     rc = loom_monitored_session_run(ms, b->inputs, feed_vals, b->ncomp, fetches, fetch_values, nfetches, targets,
                                     ntargets, st);
+    if (rc == LOOM_OUT_OF_RANGE) { /* a hook ended the input: a normal end */
+      rc = LOOM_OK;
+      if (st) loom_status_clear(st);
+      break;
+    }
     if (rc != LOOM_OK) break;
     (*batches)++;
     if (on_step) on_step(on_step_user, fetch_values);

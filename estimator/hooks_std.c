@@ -334,7 +334,10 @@ static void log_values(log_hook *h, loom_tensor *const *vals) {
 static loom_code log_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
   log_hook *h = self;
   h->trigger = !h->only_at_end && loom_step_timer_should_trigger(&h->timer, h->iter);
-  if (h->trigger) {
+  /* at_end: the tensors may depend on fed inputs (datasets are fed from
+   * outside the graph), so end() cannot re-run them; keep the last step's
+   * values instead. */
+  if (h->trigger || h->at_end) {
     a->nfetches = h->n;
     a->fetches = h->tensors;
   }
@@ -342,20 +345,24 @@ static loom_code log_before(void *self, loom_hook_context *ctx, loom_hook_run_ar
 }
 static loom_code log_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
   log_hook *h = self;
-  if (h->trigger) log_values(h, res);
+  if (h->trigger || h->at_end) {
+    if (h->at_end) {
+      if (!h->end_vals && !(h->end_vals = loom__calloc((size_t)h->n, sizeof *h->end_vals)))
+        return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "LoggingTensorHook: out of memory");
+      for (int i = 0; i < h->n; i++) {
+        loom_tensor_free(h->end_vals[i]);
+        if (!(h->end_vals[i] = loom_tensor_copy(res[i], st))) return loom_status_code(st);
+      }
+    }
+    if (h->trigger) log_values(h, res);
+  }
   h->iter++;
   if (h->bar && (h->trigger || h->iter >= h->total || loom__mono_secs() - h->last_draw >= 0.1)) bar_draw(h, 0);
   return LOOM_OK;
 }
 static loom_code log_end(void *self, loom_session *s, loom_status *st) {
   log_hook *h = self;
-  if (h->at_end) {
-    if (!h->end_vals && !(h->end_vals = loom__calloc((size_t)h->n, sizeof *h->end_vals)))
-      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "LoggingTensorHook: out of memory");
-    loom_code rc = loom_session_run(s, NULL, NULL, 0, h->tensors, h->end_vals, h->n, NULL, 0, st);
-    if (rc) return rc;
-    log_values(h, h->end_vals);
-  }
+  if (h->at_end && h->end_vals) log_values(h, h->end_vals);
   if (h->bar) bar_draw(h, 1);
   return LOOM_OK;
 }

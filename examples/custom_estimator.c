@@ -107,7 +107,7 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
   loom_optimizer_free(opt);
   const char *tag = "loss";
-  loom_spec_add_hook(spec, LOOM_HOOKS_TRAINING, loom_logging_tensor_hook(1, &tag, &loss, 500, 0, 0, NULL));
+  loom_spec_add_hook(spec, LOOM_HOOKS_TRAINING, loom_logging_tensor_hook(1, &tag, &loss, 500, 0, 1, NULL));
   return LOOM_OK;
 }
 
