@@ -114,7 +114,7 @@ LOOM_API loom_hook *loom_stop_at_step_hook(int64_t num_steps, int64_t last_step,
 
 /* LoggingTensorHook: logs "tag = value, ... (x.xxx sec)" at INFO every
  * every_n_iter local iterations or every_n_secs (exactly one > 0), and at
- * the end when at_end. Tensors are scalars or small (<= 16 elements shown).
+ * the end when at_end (the values of the last step, fetched every step). Tensors are scalars or small (<= 16 elements shown).
  * When stdout is a terminal and total_steps > 0 it draws a progress bar
  * with steps/s and ETA instead of log lines (set total_steps 0 to never). */
 LOOM_API loom_hook *loom_logging_tensor_hook(int n, const char *const *tags, const loom_output *tensors,
