@@ -572,6 +572,16 @@ static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, lo
     int64_t dims[LOOM_MAX_DIMS];
     dims[0] = k;
     int padded = 0;
+    for (int64_t j = 0; j < k; j++) {
+      const loom_tensor *e = b->elems[j][c];
+      if (!e || e->dtype != ic->dtype || e->ndim != nd) {
+        char a[128];
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "batch: element %lld of component '%s' is %s %s, the input's spec says %s of rank %d",
+                               (long long)j, ic->name, e ? loom_dtype_name(e->dtype) : "NULL",
+                               e ? loom__dims_str(a, sizeof a, e->ndim, e->dims) : "", loom_dtype_name(ic->dtype), nd);
+      }
+    }
     for (int d = 0; d < nd; d++) {
       int64_t m = ic->dims[d];
       if (m < 0) {
@@ -582,13 +592,6 @@ static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, lo
     }
     for (int64_t j = 0; j < k; j++) {
       const loom_tensor *e = b->elems[j][c];
-      if (!e || e->dtype != ic->dtype || e->ndim != nd) {
-        char a[128];
-        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                               "batch: element %lld of component '%s' is %s %s, the input's spec says %s of rank %d",
-                               (long long)j, ic->name, e ? loom_dtype_name(e->dtype) : "NULL",
-                               e ? loom__dims_str(a, sizeof a, e->ndim, e->dims) : "", loom_dtype_name(ic->dtype), nd);
-      }
       for (int d = 0; d < nd; d++)
         if (e->dims[d] != dims[d + 1]) {
           if (ic->dims[d] >= 0) {

@@ -42,7 +42,12 @@ LOOM_API int loom_dataset_find(const loom_dataset *ds, const char *name);
 /* ---- iteration ---- */
 /* values[i] (i < num_components) is in/out like loom_session_run's fetch
  * values: NULL on entry -> a new tensor the caller frees; a tensor from an
- * earlier call is reused when its dtype and element count fit. */
+ * earlier call is reused when its dtype and element count fit. A dataset
+ * may also hand back another runtime-owned tensor and keep the old one for
+ * reuse (prefetch and shuffle swap buffers instead of copying); a wrapped
+ * tensor (loom_tensor_wrap) that fits is filled in place. After the end
+ * (OUT_OF_RANGE, "End of sequence") or an error, next keeps returning that
+ * status until loom_dataset_reset. */
 LOOM_API loom_code loom_dataset_next(loom_dataset *ds, loom_tensor **values, loom_status *st);
 LOOM_API loom_code loom_dataset_reset(loom_dataset *ds, loom_status *st);
 LOOM_API void loom_dataset_free(loom_dataset *ds);
@@ -93,7 +98,9 @@ LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, co
  * default = missing is an error). Var-length features become a 1-D
  * component of the feature's values (batching pads them with 0 / "" to
  * the longest in the batch, and adds no mask). Checks both masked CRCs of
- * every record. */
+ * every record. Errors: DATA_LOSS for framing (truncation, CRC mismatch),
+ * INVALID_ARGUMENT for a record that is not a tf.Example or does not match
+ * the spec, each naming the file and the record index. */
 typedef struct loom_feature_spec {
   const char *name;
   loom_dtype dtype;          /* LOOM_F32 (float_list), LOOM_I64 (int64_list), LOOM_STRING (bytes_list) */
@@ -122,21 +129,30 @@ LOOM_API loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_stat
  * ends iteration with that status. */
 typedef loom_code (*loom_map_fn)(void *user, int n, loom_tensor **values, loom_status *st);
 LOOM_API loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *user, loom_status *st);
-/* Fills a buffer of buffer_size elements and draws uniformly from it
- * (Philox with seed); reshuffle_each_iteration: a reset draws a new order. */
+/* Fills a buffer of buffer_size (>= 1) elements and draws uniformly from it
+ * (Philox with seed); reshuffle_each_iteration: a reset draws a new order
+ * (a function of seed and the pass number), else every pass repeats the
+ * first pass's order. */
 LOOM_API loom_dataset *loom_dataset_shuffle(loom_dataset *in, int64_t buffer_size, uint64_t seed,
                                             int reshuffle_each_iteration, loom_status *st);
 /* Stacks batch_size consecutive elements; the last smaller batch is kept
  * unless drop_remainder. */
 LOOM_API loom_dataset *loom_dataset_batch(loom_dataset *in, int64_t batch_size, int drop_remainder, loom_status *st);
-/* count passes (count < 0: forever); resets the input between passes. */
+/* count passes (count < 0: forever); resets the input between passes. A
+ * pass that yields nothing ends the repetition (no endless loop). */
 LOOM_API loom_dataset *loom_dataset_repeat(loom_dataset *in, int64_t count, loom_status *st);
-/* Produces up to buffer_size elements ahead on a background thread. */
+/* Produces up to buffer_size elements ahead on a background thread
+ * (buffer_size >= 1, or -1 = AUTOTUNE, taken as 2). The thread starts at the
+ * first next; reset and free stop and join it (also mid-stream). */
 LOOM_API loom_dataset *loom_dataset_prefetch(loom_dataset *in, int64_t buffer_size, loom_status *st);
+/* The first count elements (count < 0: all). */
 LOOM_API loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_status *st);
 
 /* numpy_input_fn: from_tensors + (shuffle with buffer = n when shuffle,
- * seed) + repeat(num_epochs; <= 0 = forever) + batch(batch_size). */
+ * seed) + repeat(num_epochs; <= 0 = forever) + batch(batch_size). labels
+ * (may be NULL) becomes the label component "label" (so no feature may be
+ * called "label"); batches cross epoch boundaries as in TF (10 examples,
+ * batch 4, 2 epochs: five batches of 4). */
 LOOM_API loom_dataset *loom_numpy_input(int n, const char *const *names, const loom_tensor *const *arrays,
                                         const loom_tensor *labels, int64_t batch_size, int64_t num_epochs,
                                         int shuffle, uint64_t seed, loom_status *st);
