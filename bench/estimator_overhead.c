@@ -5,7 +5,7 @@
  *   raw: one session, a hand-written loop that gathers shuffled rows into
  *        the feed tensor and runs the train op;
  *   est: Estimator.train with an input pipeline (from_tensors -> shuffle ->
- *        repeat -> batch -> prefetch), the default hooks (NaN guard, logging,
+ *        repeat -> batch), the default hooks (NaN guard, logging,
  *        step counter, summaries every 100 steps, checkpoints at start and
  *        end), event files.
  * Both include session creation and variable initialisation. Rounds
@@ -13,6 +13,8 @@
  * raw_step_us, est_step_us, overhead (= est/raw - 1; target <= 0.05).
  *
  * Usage: estimator_overhead [--steps N] [--rounds R] [--threads T]
+ *                           [--prefetch N (RunConfig.prefetch, default 0)]
+ *                           [--checkpoints 0|1 (default 1: TF's default saves)]
  */
 #include <ftw.h>
 #include <math.h>
@@ -140,6 +142,8 @@ static int rm_cb(const char *p, const struct stat *sb, int f, struct FTW *w) {
   return remove(p);
 }
 
+static int g_prefetch = 0, g_ckpt = 1;
+
 static double run_est(int64_t steps, int threads) {
   char dir[] = "/tmp/loom_est_overhead_XXXXXX";
   if (!mkdtemp(dir)) exit(1);
@@ -148,6 +152,8 @@ static double run_est(int64_t steps, int threads) {
   loom_run_config c = loom_run_config_default();
   c.num_threads = threads;
   c.progress_bar = 0;
+  c.prefetch = g_prefetch;
+  if (!g_ckpt) c.save_checkpoints_secs = c.save_checkpoints_steps = 0;
   loom_estimator *e = loom_estimator_new(model_fn, NULL, dir, &c, NULL, NULL, st);
   loom_train_options o = loom_train_options_default();
   o.steps = steps;
@@ -166,6 +172,8 @@ int main(int argc, char **argv) {
   int64_t steps = atoll(bu_flag(argc, argv, "--steps", "2000"));
   int rounds = atoi(bu_flag(argc, argv, "--rounds", "3"));
   int threads = atoi(bu_flag(argc, argv, "--threads", "2"));
+  g_prefetch = atoi(bu_flag(argc, argv, "--prefetch", "0"));
+  g_ckpt = atoi(bu_flag(argc, argv, "--checkpoints", "1"));
   bu_mnist m;
   if (bu_load_fashion(&m, BU_FASHION_DIR) != 0) {
     printf("skipped=1 reason=no_fashion_mnist\n");

@@ -168,7 +168,7 @@ loom_run_config loom_run_config_default(void) {
   c.num_threads = 0;
   c.device = LOOM_DEVICE_CPU;
   c.progress_bar = 1;
-  c.prefetch = 2;
+  c.prefetch = 0;
   return c;
 }
 

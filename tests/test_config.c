@@ -187,7 +187,7 @@ Test(config, run_config_defaults) {
   cr_assert_eq(c.num_threads, 0);
   cr_assert_eq(c.device, LOOM_DEVICE_CPU);
   cr_assert_eq(c.progress_bar, 1);
-  cr_assert_eq(c.prefetch, 2);
+  cr_assert_eq(c.prefetch, 0);
 }
 
 /* ---------------------------------------------------- TF_CONFIG: local */

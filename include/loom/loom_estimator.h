@@ -91,7 +91,11 @@ typedef struct loom_run_config {
   int32_t num_threads;               /* session threads, 0 = cores */
   loom_device_type device;
   int32_t progress_bar;              /* 1: progress bar with ETA when stdout is a terminal */
-  int32_t prefetch;                  /* batches prefetched on a background thread; 0 = none (default 2) */
+  /* Batches the estimator prefetches on a background thread (0 = none, the
+   * default): worth it when producing a batch is slow (parsing, map) and a
+   * core is free; when the session's threads use every core, the producer
+   * competes with them (the batch is then produced inline between steps). */
+  int32_t prefetch;
 } loom_run_config;
 LOOM_API loom_run_config loom_run_config_default(void);
 
