@@ -4,10 +4,22 @@ CXX     ?= c++
 PREFIX  ?= /usr/local
 BUILD   ?= build
 SANITIZE ?=
-# CUDA: auto-detected from nvcc; CUDA=0 forces the CPU-only build.
+# CUDA: CUDA=1 builds the CUDA backend (kernels/cuda/*.cu, engine/backend_cuda.c)
+# into the library; the default build is CPU-only and needs no CUDA header or
+# library. nvcc is auto-detected: when present, `make test` also compiles the
+# CUDA variant into build/cuda (cuda-check; compile only, no GPU needed).
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-CUDA    ?= $(if $(NVCC),1,0)
+CUDA    ?= 0
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+ifneq ($(filter-out 0 1,$(CUDA)),)
+  $(error CUDA must be 0 or 1, got '$(CUDA)')
+endif
+ifeq ($(CUDA),1)
+  ifeq ($(NVCC),)
+    $(error CUDA=1 but nvcc was not found; set NVCC=/path/to/nvcc)
+  endif
+endif
 
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
@@ -31,6 +43,25 @@ PROTO_H   := $(PROTO_C:.c=.h)
 PROTO_OBJ := $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/gen/%.o)
 CFLAGS  += -I$(BUILD)/gen
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
+# CUDA backend: only in the CUDA=1 build (the one engine file that includes CUDA headers, plus the .cu kernels).
+ifeq ($(CUDA),1)
+  CU_SRC  := $(wildcard kernels/cuda/*.cu)
+  LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+  # cuDNN is optional (CUDNN=1: a cuDNN handle per session is created and the library linked); the
+  # kernels use im2col + cuBLAS, so the default build does not need it.
+  CUDNN   ?= 0
+  CFLAGS  += -DLOOM_HAVE_CUDA -I$(CUDA_HOME)/include
+  NVFLAGS := -O3 $(CUDA_ARCH) -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DLOOM_HAVE_CUDA -I. -Iinclude \
+             -MMD -MP
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  ifeq ($(CUDNN),1)
+    CFLAGS  += -DLOOM_HAVE_CUDNN
+    NVFLAGS += -DLOOM_HAVE_CUDNN
+    LDLIBS  += -Wl,-rpath,$(CUDA_HOME)/lib -lcudnn
+  endif
+else
+  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda.o,$(LIB_OBJ))
+endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -38,7 +69,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check
+.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check test-gpu
 all: lib
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -48,6 +79,18 @@ deps:
 $(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# The one object compiled differently with CUDA=1 (engine/backend.c, the backend registry)
+# is rebuilt when the toggle changes in the same build directory.
+$(BUILD)/.cuda-$(CUDA):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.cuda-*
+	@touch $@
+$(BUILD)/engine/backend.o: $(BUILD)/.cuda-$(CUDA)
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -87,6 +130,24 @@ header-check:
 test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
+	@if [ -n "$(NVCC)" ] && [ "$(CUDA)" != 1 ]; then $(MAKE) --no-print-directory cuda-check; \
+	 else echo "cuda-check: nvcc not found, CUDA build not checked"; fi
+
+# Compiles the CUDA variant of the library into build/cuda (no GPU needed).
+cuda-check:
+	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib
+	@echo "cuda-check: CUDA build compiles"
+
+# GPU vs CPU parity of every op with a CUDA kernel; skips (exit 0) without a GPU.
+# (built into build/cuda: objects are not rebuilt when only CUDA changes)
+test-gpu: deps
+	@if [ -z "$(NVCC)" ]; then echo "test-gpu: nvcc not found, skipping"; exit 0; fi; \
+	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib build/cuda/tests/gpu/test_parity && \
+	 build/cuda/tests/gpu/test_parity
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 
 asan:
 	@bash scripts/deps.sh

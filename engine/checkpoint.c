@@ -50,6 +50,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "engine/variables.h"
+#include "engine/backend.h"
 #include "engine/crc32c.h"
 #include "ops/op_list.h"
 
@@ -838,6 +839,7 @@ const char *loom_saver_save(loom_saver *sv, loom_session *s, const char *prefix,
   }
   loom_code rc = LOOM_OK;
   pthread_mutex_lock(&s->mu); /* no run changes the variables while they are written */
+  rc = loom__dev_vars_to_host(s, st); /* device sessions: the device copies may be newer */
   for (int i = 0; i < sv->n && !rc; i++) {
     loom_var_entry *e = loom__var_entry(s, sv->names[i], st);
     if (!e) {
@@ -958,7 +960,11 @@ loom_code loom_saver_restore(loom_saver *sv, loom_session *s, const char *path, 
                            loom_dtype_name(c->dtype), loom__dims_str(b2, sizeof b2, c->ndim, c->dims));
     }
   }
+  /* device sessions: host copies current before any is overwritten, re-uploaded at the next run */
+  loom_code synced = loom__dev_vars_to_host(s, rc ? NULL : st);
+  if (!rc) rc = synced;
   for (int i = 0; i < sv->n && !rc; i++) rc = reader_data(&r, src[i], dst[i]->data, st);
+  if (!synced) loom__dev_vars_host_changed(s);
   for (int i = 0; i < sv->n && !rc; i++) loom__var_mark_initialized(s->vars, dst[i]);
   pthread_mutex_unlock(&s->mu);
   loom__free(src);

@@ -6,6 +6,7 @@
 #include <time.h>
 #include "engine/session_impl.h"
 #include "engine/pool.h"
+#include "engine/backend.h"
 
 void loom__cpu_set_blas_threads(int n); /* kernels/cpu/blas.c */
 
@@ -24,8 +25,13 @@ loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, 
     return NULL;
   }
   loom_session_options o = opts ? *opts : loom_session_options_default();
-  if (o.device != LOOM_DEVICE_CPU) {
-    loom_status_set(st, LOOM_UNIMPLEMENTED, "session: device %d is not available in this build", (int)o.device);
+  if (o.device != LOOM_DEVICE_CPU && o.device != LOOM_DEVICE_CUDA) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "session: unknown device %d", (int)o.device);
+    return NULL;
+  }
+  if (o.device != LOOM_DEVICE_CPU && loom__backend_device_count(o.device) <= 0) {
+    loom_status_set(st, LOOM_UNAVAILABLE, "session: no CUDA device%s",
+                    loom__backend_get(o.device) ? "" : " (this build has no CUDA backend; build with make CUDA=1)");
     return NULL;
   }
   if (o.num_threads <= 0) {
@@ -51,6 +57,10 @@ loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, 
   loom__cpu_set_blas_threads(o.num_threads);
   pthread_mutex_init(&s->mu, NULL);
   atomic_init(&s->cancel, 0);
+  if (o.device != LOOM_DEVICE_CPU && loom__dev_session_new(s, st)) {
+    loom_session_free(s);
+    return NULL;
+  }
   return s;
 }
 
@@ -68,6 +78,7 @@ static void plan_free(loom_plan *p) {
   loom__free(p->feed_val);
   loom__free(p->feed_shape);
   loom__aligned_free(p->arena);
+  loom__dev_plan_free(p);
   loom__free(p);
 }
 
@@ -80,6 +91,7 @@ void loom_session_free(loom_session *s) {
     p = n;
   }
   if (s->vars && s->vars_free) s->vars_free(s->vars);
+  loom__dev_session_free(s);
   loom__free(s->counters);
   loom__free(s->trace);
   loom__pool_free(s->pool);
@@ -212,6 +224,18 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     }
   }
 
+  /* Device sessions: the plan runs on the device unless it holds strings. */
+  if (s->dev) {
+    int strings = 0;
+    for (int i = 0; i < p->nnodes && !strings; i++)
+      for (int j = 0; j < p->order[i]->nout; j++) strings |= p->order[i]->out[j].dtype == LOOM_STRING;
+    p->host_only = strings;
+    if (!strings && !(p->dev = loom__dev_plan_new(s))) {
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+      goto fail;
+    }
+    if (strings) loom__log(LOOM_LOG_INFO, "session: a plan with string values runs on the CPU");
+  }
   /* Values: one per output of every needed node. */
   int nvals = 0;
   for (int i = 0; i < p->nnodes; i++) nvals += p->order[i]->nout;
@@ -271,8 +295,14 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     /* resolve the kernel */
     loom_dtype key = (n->nin > 0 && !(d->flags & LOOM_OPF_KEY_OUTPUT)) ? n->in[0].node->out[n->in[0].index].dtype
                      : (n->nout > 0 ? n->out[0].dtype : LOOM_DTYPE_INVALID);
-    loom_kernel_fn fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
-    if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0]; /* dtype-agnostic kernel (NoOp, Cast, ...) */
+    int on_host = 0;
+    loom_kernel_fn fn;
+    if (p->dev) {
+      fn = loom__dev_resolve(s, n, key, &on_host);
+    } else {
+      fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
+      if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0]; /* dtype-agnostic kernel (NoOp, Cast, ...) */
+    }
     if (!fn) {
       rc = loom_status_set(st, LOOM_UNIMPLEMENTED, "%s: op %s has no CPU kernel for %s", n->name, d->name,
                            loom_dtype_name(key));
@@ -281,6 +311,7 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     plan_step *sp = &p->steps[p->nsteps++];
     sp->fn = fn;
     sp->node = n;
+    sp->on_host = on_host;
     sp->ws_value = -1;
     nptrs += n->nin + n->nout;
   }
@@ -322,6 +353,7 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     sp->ctx.in = ins;
     sp->ctx.out = outs;
     sp->ctx.pool = s->pool;
+    sp->ctx.backend = p->dev && !sp->on_host ? loom__dev_context(s) : NULL;
   }
   for (int i = 0; i < nx; i++) p->fetch_val[i] = p->node_val[fetches[i].node->id] + fetches[i].index;
   for (int i = 0; i < nf; i++) p->feed_val[i] = p->node_val[feeds[i].node->id] >= 0
@@ -497,10 +529,15 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory planning buffers");
   }
   for (int i = 0; i < p->nsteps; i++) head[i] = -1;
+  /* device plans: fed values are copied into the arena, live from the start */
+  const int dev = p->dev != NULL;
+  for (int i = 0; dev && i < p->nvalues; i++)
+    if (p->values[i].kind == VAL_FEED) p->values[i].offset = oa_alloc(&a, (int64_t)p->values[i].bytes);
   for (int i = 0; i < p->nvalues; i++) {
     plan_value *v = &p->values[i];
     next[i] = -1;
-    if (v->kind == VAL_ARENA && v->last_use >= 0 && v->last_use < p->nsteps) {
+    if (dev && v->kind == VAL_FEED && v->last_use < 0 && oa_free(&a, v->offset, (int64_t)v->bytes)) goto oom;
+    if ((v->kind == VAL_ARENA || (dev && v->kind == VAL_FEED)) && v->last_use >= 0 && v->last_use < p->nsteps) {
       next[i] = head[v->last_use];
       head[v->last_use] = i;
     }
@@ -519,9 +556,10 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
     if (n->def->workspace)
       sp->ws_bytes = n->def->workspace(&n->attrs, n->nin, (const loom_buf *const *)sp->ctx.in, n->nout,
                                        (const loom_buf *const *)sp->ctx.out);
-    if (sp->ws_bytes) sp->ws_offset = oa_alloc(&a, (int64_t)sp->ws_bytes);
+    const int ws_here = sp->ws_bytes && !sp->on_host; /* CPU-fallback steps get host staging */
+    if (ws_here) sp->ws_offset = oa_alloc(&a, (int64_t)sp->ws_bytes);
     /* outputs nobody reads die right away (but after the step) */
-    if (sp->ws_bytes && oa_free(&a, sp->ws_offset, (int64_t)sp->ws_bytes)) goto oom;
+    if (ws_here && oa_free(&a, sp->ws_offset, (int64_t)sp->ws_bytes)) goto oom;
     for (int k = 0; k < n->nout; k++) {
       int vi = p->node_val[n->id] + k;
       plan_value *v = &p->values[vi];
@@ -534,7 +572,11 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
   loom__free(head);
   loom__free(next);
   size_t need = (size_t)a.top;
-  if (need > p->arena_size) {
+  char *base = NULL;
+  if (dev) {
+    loom_code rc = loom__dev_plan_arena(s, p, need, &base, st);
+    if (rc) return rc;
+  } else if (need > p->arena_size) {
     void *na = loom__aligned_alloc(need);
     if (!na) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot allocate a %zu-byte arena", need);
     loom__aligned_free(p->arena);
@@ -543,22 +585,27 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
   }
   p->naive_bytes = naive;
   /* 4. data pointers */
-  char *base = p->arena;
+  if (!dev) base = p->arena;
   for (int i = 0; i < p->nvalues; i++) {
     plan_value *v = &p->values[i];
-    if (v->kind == VAL_ARENA) v->buf.data = base + v->offset;
+    if (v->kind == VAL_ARENA || (dev && v->kind == VAL_FEED)) v->buf.data = base + v->offset;
   }
   for (int i = 0; i < p->nvalues; i++) {
     plan_value *v = &p->values[i];
     if (v->kind == VAL_BIND) {
       loom_code rc = v->node->def->bind(s, v->node, &v->buf, st);
+      if (!rc && dev) rc = loom__dev_plan_bind(s, p, v, st);
       if (rc) return rc;
     }
   }
   for (int i = 0; i < p->nsteps; i++) {
     plan_step *sp = &p->steps[i];
-    sp->ctx.ws = sp->ws_bytes ? base + sp->ws_offset : NULL;
+    sp->ctx.ws = sp->ws_bytes && !sp->on_host ? base + sp->ws_offset : NULL;
     sp->ctx.ws_size = sp->ws_bytes;
+  }
+  if (dev) {
+    loom_code rc = loom__dev_plan_finish(s, p, st);
+    if (rc) return rc;
   }
   for (int i = 0; i < p->nfeeds; i++) {
     p->feed_shape[i].dtype = fv[i]->dtype;
@@ -662,6 +709,60 @@ static void trace_step(loom_session *s, const loom_node *n, int64_t t0, int64_t 
   e->thread = 0; /* kernels run one at a time on the calling thread */
 }
 
+/* One run of a device plan: feeds copied in, kernels on the device's stream
+ * (CPU-fallback steps copy in and out), one synchronization at the end,
+ * fetches copied out. With tracing on, every step is synchronized so that
+ * its time is its own. */
+static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *feed_values,
+                            loom_tensor **fetch_values, int nfetches, int tracing, int64_t t0, loom_status *st) {
+  const loom_backend_i *be = loom__dev_backend(s);
+  void *bctx = loom__dev_context(s);
+  loom_code rc;
+  resolve_aliases(p);
+  if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) return rc;
+  if (tracing && (rc = trace_begin(s, p, st))) return rc;
+  if ((rc = loom__dev_run_begin(s, p, feed_values, st))) return rc;
+  for (int i = 0; i < p->nsteps; i++) {
+    plan_step *sp = &p->steps[i];
+    if (atomic_load_explicit(&s->cancel, memory_order_relaxed)) {
+      atomic_store(&s->cancel, 0);
+      be->synchronize(bctx, "cancel", st);
+      return loom_status_set(st, LOOM_CANCELLED, "run cancelled before %s", sp->node->name);
+    }
+    sp->ctx.st = st;
+    int64_t a = tracing ? mono_ns() : 0;
+    if (sp->on_host) {
+      rc = loom__dev_host_step(s, p, i, st);
+    } else {
+      rc = sp->fn(&sp->ctx);
+      if (!rc) rc = be->check(bctx, sp->node->def->name, st);
+      if (!rc && tracing) rc = be->synchronize(bctx, sp->node->def->name, st);
+    }
+    if (tracing) trace_step(s, sp->node, t0, a, mono_ns());
+    if (rc) {
+      const char *m = loom_status_message(st);
+      char buf[768];
+      snprintf(buf, sizeof buf, "%s", m);
+      loom_status_set(st, rc, "%s: %s", sp->node->name, buf[0] ? buf : loom_code_name(rc));
+      be->synchronize(bctx, "run", NULL);
+      return rc;
+    }
+    (*sp->ctx.counter)++;
+  }
+  if ((rc = loom__dev_run_end(s, p, st))) return rc;
+  if (atomic_load(&s->cancel)) {
+    atomic_store(&s->cancel, 0);
+    return loom_status_set(st, LOOM_CANCELLED, "run cancelled");
+  }
+  if (s->vars_hook && (rc = s->vars_hook(s, p, 1, st))) return rc;
+  for (int i = 0; i < nfetches; i++)
+    if ((rc = loom__dev_fetch(s, &p->values[p->fetch_val[i]].buf, &fetch_values[i], st))) return rc;
+  s->stats.arena_bytes = (int64_t)p->arena_size;
+  s->stats.naive_bytes = p->naive_bytes;
+  s->stats.nodes_run = p->nsteps;
+  return LOOM_OK;
+}
+
 loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tensor *const *feed_values, int nfeeds,
                            const loom_output *fetches, loom_tensor **fetch_values, int nfetches,
                            loom_node *const *targets, int ntargets, loom_status *st) {
@@ -728,11 +829,18 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
       goto done;
     }
   }
+  if (p->dev) {
+    rc = run_device(s, p, feed_values, fetch_values, nfetches, tracing, t0, st);
+    goto done;
+  }
   for (int i = 0; i < nfeeds; i++)
     if (p->feed_val[i] >= 0) p->values[p->feed_val[i]].buf.data = feed_values[i]->data;
   resolve_aliases(p);
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
   if (tracing && (rc = trace_begin(s, p, st))) goto done;
+  /* a CPU plan of a device session (string values): variables as the host sees them */
+  if (s->dev && (rc = loom__dev_vars_to_host(s, st))) goto done;
+  if (s->dev) loom__dev_vars_host_changed(s);
 
   loom__set_ftz();
   for (int i = 0; i < p->nsteps; i++) {

@@ -6,6 +6,10 @@
 #include "engine/engine_impl.h"
 #include "loom/loom_summary.h"
 
+/* Device state (engine/backend.c); NULL in CPU sessions and plans. */
+typedef struct loom_dev_session loom_dev_session;
+typedef struct loom_dev_plan loom_dev_plan;
+
 typedef struct plan_value {
   const loom_node *node;
   int32_t index;
@@ -23,6 +27,7 @@ typedef struct plan_step {
   loom_kernel_fn fn;
   const loom_node *node;
   loom_kctx ctx;
+  int32_t on_host;       /* device plans: a CPU kernel (fallback) run with copies */
   int32_t ws_value;      /* -1 or index of a scratch block (offset only) */
   int64_t ws_offset;
   size_t ws_bytes;
@@ -51,6 +56,8 @@ typedef struct loom_plan {
   void *arena;
   size_t arena_size;
   int64_t naive_bytes;
+  loom_dev_plan *dev;    /* device sessions: device arena, constants, staging */
+  int host_only;         /* device sessions: plan holds strings, runs on the CPU */
   struct loom_plan *next;
 } loom_plan;
 
@@ -64,6 +71,7 @@ struct loom_session {
   atomic_int cancel;
   loom_plan *plans;
   loom_session_stats stats;
+  loom_dev_session *dev; /* NULL: CPU session */
   /* per graph node: runs so far (random ops draw from it); see bind_counters */
   uint64_t *counters;
   int32_t ncounters;

@@ -1,0 +1,407 @@
+/* engine/backend.c - the backend registry (the one place that knows which
+ * backends this build has) and the device side of sessions: device arenas,
+ * constants, variable mirrors, CPU-fallback steps with copies, fetches.
+ * See engine/backend.h. */
+#include <string.h>
+#include <stdio.h>
+#include <pthread.h>
+#include "engine/backend.h"
+#include "ops/op_list.h"
+
+#ifdef LOOM_HAVE_CUDA
+const loom_backend_i *loom__backend_cuda(void); /* engine/backend_cuda.c */
+#endif
+
+const loom_backend_i *loom__backend_get(loom_device_type dev) {
+#ifdef LOOM_HAVE_CUDA
+  if (dev == LOOM_DEVICE_CUDA) return loom__backend_cuda();
+#endif
+  (void)dev;
+  return NULL;
+}
+
+static pthread_once_t g_reg_once = PTHREAD_ONCE_INIT;
+static void register_all(void) {
+  loom_op_def *t = loom__op_table();
+  for (int d = 1; d < LOOM_DEVICE_COUNT; d++) {
+    const loom_backend_i *b = loom__backend_get((loom_device_type)d);
+    if (b && b->register_kernels) b->register_kernels(t);
+  }
+}
+
+int loom__backend_device_count(loom_device_type dev) {
+  const loom_backend_i *b = loom__backend_get(dev);
+  return b ? b->device_count() : 0;
+}
+
+int loom__backend_supports(loom_device_type dev, int op, loom_dtype dt) {
+  if (op < 0 || op >= LOOM_OP_COUNT || (int)dev < 0 || (int)dev >= LOOM_DEVICE_COUNT) return 0;
+  pthread_once(&g_reg_once, register_all);
+  const loom_op_def *d = loom__op_def(op);
+  return d->kernels[dev][dt >= 0 && dt < LOOM_DTYPE_COUNT ? dt : 0] != NULL || d->kernels[dev][0] != NULL;
+}
+
+/* ---- device sessions ---- */
+enum { MIRROR_SAME = 0, MIRROR_HOST_NEWER = 1, MIRROR_DEV_NEWER = 2 };
+typedef struct dev_var {
+  void *host;   /* the variable store's buffer (stable while the session lives) */
+  void *dev;
+  size_t bytes;
+  int state;
+} dev_var;
+
+struct loom_dev_session {
+  const loom_backend_i *be;
+  void *ctx;
+  dev_var *vars;
+  int32_t nvars, capvars;
+};
+
+struct loom_dev_plan {
+  loom_dev_session *ds;
+  void *arena;
+  size_t arena_size;
+  void **consts;             /* device copies of Const payloads */
+  int32_t nconsts, capconsts;
+  int32_t *pvars;            /* mirrors bound by this plan (indices into ds->vars) */
+  uint8_t *pwritten;         /* ... and whether a step writes them */
+  int32_t npvars, cappvars;
+  /* CPU-fallback steps: host staging (one region, reused step after step) */
+  char *stage;
+  size_t stage_size;
+  loom_buf *hbufs;           /* per host step: nin + nout host views */
+  loom_buf **hptrs;
+  size_t *hoff;              /* staging offset of each host view */
+  int32_t *hbase;            /* per step: first index into hbufs, -1 for device steps */
+  size_t *hws;               /* per step: staging offset of its workspace */
+  int32_t nh;
+};
+
+loom_code loom__dev_session_new(loom_session *s, loom_status *st) {
+  loom_device_type dev = s->opts.device;
+  const loom_backend_i *be = loom__backend_get(dev);
+  const char *dname = dev == LOOM_DEVICE_CUDA ? "CUDA" : "such";
+  if (!be) return loom_status_set(st, LOOM_UNAVAILABLE, "session: no %s device (this build has no CUDA backend)", dname);
+  int n = be->device_count();
+  if (n <= 0) return loom_status_set(st, LOOM_UNAVAILABLE, "session: no %s device", dname);
+  if (s->opts.device_index < 0 || s->opts.device_index >= n)
+    return loom_status_set(st, LOOM_UNAVAILABLE, "session: no %s device %d (%d present)", dname,
+                           (int)s->opts.device_index, n);
+  pthread_once(&g_reg_once, register_all);
+  loom_dev_session *ds = loom__calloc(1, sizeof *ds);
+  if (!ds) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+  ds->be = be;
+  ds->ctx = be->context_new(s->opts.device_index, st);
+  if (!ds->ctx) {
+    loom__free(ds);
+    return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
+  }
+  s->dev = ds;
+  return LOOM_OK;
+}
+
+void loom__dev_session_free(loom_session *s) {
+  loom_dev_session *ds = s ? s->dev : NULL;
+  if (!ds) return;
+  for (int i = 0; i < ds->nvars; i++) ds->be->buffer_free(ds->ctx, ds->vars[i].dev);
+  loom__free(ds->vars);
+  ds->be->context_free(ds->ctx);
+  loom__free(ds);
+  s->dev = NULL;
+}
+
+void *loom__dev_context(const loom_session *s) { return s && s->dev ? s->dev->ctx : NULL; }
+const loom_backend_i *loom__dev_backend(const loom_session *s) { return s && s->dev ? s->dev->be : NULL; }
+
+loom_kernel_fn loom__dev_resolve(loom_session *s, const loom_node *n, loom_dtype key, int *on_host) {
+  const loom_op_def *d = n->def;
+  int dev = (int)s->opts.device;
+  int k = key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0;
+  loom_kernel_fn fn = d->kernels[dev][k];
+  if (!fn) fn = d->kernels[dev][0];
+  if (fn) {
+    *on_host = 0;
+    return fn;
+  }
+  fn = d->kernels[LOOM_DEVICE_CPU][k];
+  if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0];
+  if (fn) {
+    loom__log(LOOM_LOG_INFO, "%s: op %s has no %s kernel for %s; it runs on the CPU with copies", n->name, d->name,
+              s->dev->be->name, loom_dtype_name(key));
+    *on_host = 1;
+  }
+  return fn;
+}
+
+static size_t value_bytes(const loom_buf *b) { return (size_t)b->numel * loom_dtype_size(b->dtype); }
+static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void plan_reset_binds(loom_dev_plan *dp) {
+  loom_dev_session *ds = dp->ds;
+  for (int i = 0; i < dp->nconsts; i++) ds->be->buffer_free(ds->ctx, dp->consts[i]);
+  dp->nconsts = 0;
+  dp->npvars = 0;
+}
+
+loom_dev_plan *loom__dev_plan_new(loom_session *s) {
+  loom_dev_plan *dp = loom__calloc(1, sizeof *dp);
+  if (dp) dp->ds = s->dev;
+  return dp;
+}
+
+void loom__dev_plan_free(loom_plan *p) {
+  loom_dev_plan *dp = p ? p->dev : NULL;
+  if (!dp) return;
+  loom_dev_session *ds = dp->ds;
+  if (ds) {
+    plan_reset_binds(dp);
+    ds->be->buffer_free(ds->ctx, dp->arena);
+  }
+  loom__free(dp->consts);
+  loom__free(dp->pvars);
+  loom__free(dp->pwritten);
+  loom__aligned_free(dp->stage);
+  loom__free(dp->hbufs);
+  loom__free(dp->hptrs);
+  loom__free(dp->hoff);
+  loom__free(dp->hbase);
+  loom__free(dp->hws);
+  loom__free(dp);
+  p->dev = NULL;
+}
+
+loom_code loom__dev_plan_arena(loom_session *s, loom_plan *p, size_t bytes, char **base, loom_status *st) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  if (!dp->ds) dp->ds = ds;
+  plan_reset_binds(dp);
+  if (bytes > dp->arena_size || !dp->arena) {
+    void *na = ds->be->buffer_alloc(ds->ctx, bytes ? bytes : 64, st);
+    if (!na) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
+    ds->be->buffer_free(ds->ctx, dp->arena);
+    dp->arena = na;
+    dp->arena_size = bytes ? bytes : 64;
+  }
+  *base = dp->arena;
+  return LOOM_OK;
+}
+
+static int grow(void **arr, int32_t *cap, int32_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  int32_t nc = *cap ? *cap * 2 : 16;
+  while (nc < need) nc *= 2;
+  void *na = loom__realloc(*arr, (size_t)nc * elem);
+  if (!na) return -1;
+  *arr = na;
+  *cap = nc;
+  return 0;
+}
+
+loom_code loom__dev_plan_bind(loom_session *s, loom_plan *p, plan_value *v, loom_status *st) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  size_t nb = value_bytes(&v->buf);
+  if (v->node->op == LOOM_OP_Const) {
+    if (grow((void **)&dp->consts, &dp->capconsts, dp->nconsts + 1, sizeof *dp->consts))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", v->node->name);
+    void *d = ds->be->buffer_alloc(ds->ctx, nb ? nb : 64, st);
+    if (!d) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: cannot allocate device memory for a constant: %s",
+                                   v->node->name, loom_status_message(st));
+    dp->consts[dp->nconsts++] = d;
+    loom_code rc = ds->be->copy_h2d(ds->ctx, d, v->buf.data, nb, st);
+    if (rc) return rc;
+    v->buf.data = d;
+    return LOOM_OK;
+  }
+  /* a variable (or any bound host buffer): a mirror per host buffer */
+  int mi = -1;
+  for (int i = 0; i < ds->nvars; i++)
+    if (ds->vars[i].host == v->buf.data) {
+      mi = i;
+      break;
+    }
+  if (mi >= 0 && ds->vars[mi].bytes < nb) return loom_status_set(st, LOOM_INTERNAL, "%s: variable changed size", v->node->name);
+  if (mi < 0) {
+    if (grow((void **)&ds->vars, &ds->capvars, ds->nvars + 1, sizeof *ds->vars))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", v->node->name);
+    void *d = ds->be->buffer_alloc(ds->ctx, nb ? nb : 64, st);
+    if (!d) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: cannot allocate device memory for a variable: %s",
+                                   v->node->name, loom_status_message(st));
+    mi = ds->nvars++;
+    ds->vars[mi] = (dev_var){v->buf.data, d, nb, MIRROR_HOST_NEWER};
+  }
+  int have = 0;
+  for (int i = 0; i < dp->npvars; i++) have |= dp->pvars[i] == mi;
+  if (!have) {
+    int32_t cap = dp->cappvars;
+    if (grow((void **)&dp->pvars, &dp->cappvars, dp->npvars + 1, sizeof *dp->pvars) ||
+        grow((void **)&dp->pwritten, &cap, dp->npvars + 1, sizeof *dp->pwritten))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", v->node->name);
+    dp->pvars[dp->npvars] = mi;
+    dp->pwritten[dp->npvars++] = 0;
+  }
+  v->buf.data = ds->vars[mi].dev;
+  return LOOM_OK;
+}
+
+loom_code loom__dev_plan_finish(loom_session *s, loom_plan *p, loom_status *st) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  /* variables written in place by a step */
+  for (int i = 0; i < p->nsteps; i++) {
+    const loom_node *n = p->steps[i].node;
+    if (!(n->def->flags & LOOM_OPF_MUTATES_INPUT0) || n->nin < 1) continue;
+    int vi = p->node_val[n->in[0].node->id] + n->in[0].index;
+    while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
+    for (int k = 0; k < dp->npvars; k++)
+      if (ds->vars[dp->pvars[k]].dev == p->values[vi].buf.data) dp->pwritten[k] = 1;
+  }
+  /* host staging of CPU-fallback steps */
+  int32_t nh = 0;
+  for (int i = 0; i < p->nsteps; i++)
+    if (p->steps[i].on_host) nh += p->steps[i].node->nin + p->steps[i].node->nout;
+  loom__free(dp->hbufs);
+  loom__free(dp->hptrs);
+  loom__free(dp->hoff);
+  loom__free(dp->hbase);
+  loom__free(dp->hws);
+  dp->hbufs = loom__calloc((size_t)nh + 1, sizeof *dp->hbufs);
+  dp->hptrs = loom__calloc((size_t)nh + 1, sizeof *dp->hptrs);
+  dp->hoff = loom__calloc((size_t)nh + 1, sizeof *dp->hoff);
+  dp->hbase = loom__calloc((size_t)p->nsteps + 1, sizeof *dp->hbase);
+  dp->hws = loom__calloc((size_t)p->nsteps + 1, sizeof *dp->hws);
+  if (!dp->hbufs || !dp->hptrs || !dp->hoff || !dp->hbase || !dp->hws)
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory planning CPU fallback steps");
+  dp->nh = nh;
+  size_t need = 0;
+  int32_t h = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    plan_step *sp = &p->steps[i];
+    dp->hbase[i] = -1;
+    if (!sp->on_host) continue;
+    const loom_node *n = sp->node;
+    dp->hbase[i] = h;
+    size_t off = 0;
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const loom_buf *b = k < n->nin ? sp->ctx.in[k] : sp->ctx.out[k - n->nin];
+      dp->hptrs[h + k] = &dp->hbufs[h + k];
+      /* output 0 of an in-place op shares input 0's staging (it is the same device memory) */
+      if (k == n->nin && (n->def->flags & LOOM_OPF_ALIAS0) && n->nin > 0) {
+        dp->hoff[h + k] = dp->hoff[h];
+        continue;
+      }
+      dp->hoff[h + k] = off;
+      off += al64(value_bytes(b) ? value_bytes(b) : 1);
+    }
+    dp->hws[i] = off;
+    off += al64(sp->ws_bytes);
+    if (off > need) need = off;
+    h += n->nin + n->nout;
+  }
+  if (need > dp->stage_size) {
+    char *ns = loom__aligned_alloc(need);
+    if (!ns) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot allocate %zu bytes of host staging", need);
+    loom__aligned_free(dp->stage);
+    dp->stage = ns;
+    dp->stage_size = need;
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const *feeds, loom_status *st) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  loom_code rc;
+  for (int k = 0; k < dp->npvars; k++) {
+    dev_var *m = &ds->vars[dp->pvars[k]];
+    if (m->state != MIRROR_HOST_NEWER) continue;
+    if ((rc = ds->be->copy_h2d(ds->ctx, m->dev, m->host, m->bytes, st))) return rc;
+    m->state = MIRROR_SAME;
+  }
+  for (int i = 0; i < p->nfeeds; i++) {
+    if (p->feed_val[i] < 0) continue;
+    plan_value *v = &p->values[p->feed_val[i]];
+    if ((rc = ds->be->copy_h2d(ds->ctx, v->buf.data, feeds[i]->data, value_bytes(&v->buf), st))) return rc;
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status *st) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  plan_step *sp = &p->steps[i];
+  const loom_node *n = sp->node;
+  int32_t h = dp->hbase[i];
+  loom_code rc;
+  for (int k = 0; k < n->nin + n->nout; k++) {
+    const loom_buf *db = k < n->nin ? sp->ctx.in[k] : sp->ctx.out[k - n->nin];
+    loom_buf *hb = &dp->hbufs[h + k];
+    *hb = *db;
+    hb->data = dp->stage + dp->hoff[h + k];
+    if (k < n->nin && (rc = ds->be->copy_d2h(ds->ctx, hb->data, db->data, value_bytes(db), st))) return rc;
+  }
+  loom_kctx c = sp->ctx;
+  c.in = dp->hptrs + h;
+  c.out = dp->hptrs + h + n->nin;
+  c.ws = sp->ws_bytes ? dp->stage + dp->hws[i] : NULL;
+  c.ws_size = sp->ws_bytes;
+  c.backend = NULL;
+  c.st = st;
+  loom__set_ftz();
+  rc = sp->fn(&c);
+  if (rc) return rc;
+  for (int j = 0; j < n->nout; j++) {
+    const loom_buf *db = sp->ctx.out[j];
+    if ((rc = ds->be->copy_h2d(ds->ctx, db->data, dp->hbufs[h + n->nin + j].data, value_bytes(db), st))) return rc;
+  }
+  if ((n->def->flags & LOOM_OPF_MUTATES_INPUT0) && n->nin > 0 && !(n->nout > 0 && sp->ctx.out[0]->data == sp->ctx.in[0]->data))
+    if ((rc = ds->be->copy_h2d(ds->ctx, sp->ctx.in[0]->data, dp->hbufs[h].data, value_bytes(sp->ctx.in[0]), st)))
+      return rc;
+  return LOOM_OK;
+}
+
+loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  loom_code rc = ds->be->synchronize(ds->ctx, "run", st);
+  for (int k = 0; k < dp->npvars; k++)
+    if (dp->pwritten[k]) ds->vars[dp->pvars[k]].state = MIRROR_DEV_NEWER;
+  return rc;
+}
+
+loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst, loom_status *st) {
+  loom_dev_session *ds = s->dev;
+  loom_tensor *t = *dst;
+  if (t && (t->dtype != b->dtype || t->numel != b->numel || t->dtype == LOOM_STRING)) {
+    loom_tensor_free(t);
+    t = *dst = NULL;
+  }
+  if (!t) {
+    t = loom_tensor_new(b->dtype, b->ndim, b->dims, st);
+    if (!t) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
+    *dst = t;
+  } else {
+    t->ndim = b->ndim;
+    memcpy(t->dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
+  }
+  return t->nbytes ? ds->be->copy_d2h(ds->ctx, t->data, b->data, t->nbytes, st) : LOOM_OK;
+}
+
+loom_code loom__dev_vars_to_host(loom_session *s, loom_status *st) {
+  loom_dev_session *ds = s ? s->dev : NULL;
+  if (!ds) return LOOM_OK;
+  for (int i = 0; i < ds->nvars; i++) {
+    dev_var *m = &ds->vars[i];
+    if (m->state != MIRROR_DEV_NEWER) continue;
+    loom_code rc = ds->be->copy_d2h(ds->ctx, m->host, m->dev, m->bytes, st);
+    if (rc) return rc;
+    m->state = MIRROR_SAME;
+  }
+  return LOOM_OK;
+}
+
+void loom__dev_vars_host_changed(loom_session *s) {
+  loom_dev_session *ds = s ? s->dev : NULL;
+  if (!ds) return;
+  for (int i = 0; i < ds->nvars; i++) ds->vars[i].state = MIRROR_HOST_NEWER;
+}

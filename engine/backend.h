@@ -1,0 +1,101 @@
+/* engine/backend.h - device backends (internal).
+ *
+ * A backend is a table of functions plus a per-session context that owns its
+ * streams, BLAS handle and memory pool (c-style.md §E). The CPU needs no
+ * table: CPU sessions never touch this file's machinery. Device memory is
+ * never dereferenced by host code; it moves through copy_h2d / copy_d2h.
+ *
+ * Sessions on a device (LOOM_DEVICE_CUDA) run the whole plan on it: every
+ * non-string value lives in a device arena, feeds are copied in, fetches
+ * out, constants are uploaded once per plan and variables are mirrored on the
+ * device (host copy refreshed lazily, see loom__dev_vars_to_host). A node
+ * whose op has no kernel for the device runs on the CPU with its inputs
+ * copied to host staging buffers and its outputs copied back; compiling such
+ * a plan logs one line per node. A plan that holds string values runs wholly
+ * on the CPU (strings never live on a device). */
+#ifndef LOOM_BACKEND_H
+#define LOOM_BACKEND_H
+#include "engine/session_impl.h"
+
+typedef struct loom_backend_i {
+  const char *name;
+  loom_device_type device;
+  /* Devices usable now (0: none, or the driver/runtime is unusable). */
+  int (*device_count)(void);
+  /* Puts this backend's kernels into the op table's device slot (once). */
+  void (*register_kernels)(loom_op_def *table);
+  /* Context for device `index`: stream, BLAS handle, memory pool. NULL + st on failure. */
+  void *(*context_new)(int index, loom_status *st);
+  void (*context_free)(void *ctx);
+  /* Device memory from the context's caching pool. NULL + RESOURCE_EXHAUSTED on failure. */
+  void *(*buffer_alloc)(void *ctx, size_t n, loom_status *st);
+  void (*buffer_free)(void *ctx, void *p);
+  /* Copies ordered on the context's stream. copy_h2d may return before the
+   * copy ran but after `src` may be reused; copy_d2h returns with dst filled. */
+  loom_code (*copy_h2d)(void *ctx, void *dst, const void *src, size_t n, loom_status *st);
+  loom_code (*copy_d2h)(void *ctx, void *dst, const void *src, size_t n, loom_status *st);
+  loom_code (*copy_d2d)(void *ctx, void *dst, const void *src, size_t n, loom_status *st);
+  loom_code (*memset_zero)(void *ctx, void *dst, size_t n, loom_status *st);
+  /* Waits for all work queued on the context; reports asynchronous errors as `what: ...`. */
+  loom_code (*synchronize)(void *ctx, const char *what, loom_status *st);
+  /* Launch errors of the last kernel (no wait); `what` names the op. */
+  loom_code (*check)(void *ctx, const char *what, loom_status *st);
+  /* Events: record on the context's stream, wait on the host. */
+  void *(*event_new)(void *ctx, loom_status *st);
+  loom_code (*event_record)(void *ctx, void *ev, loom_status *st);
+  loom_code (*event_wait)(void *ctx, void *ev, loom_status *st);
+  void (*event_free)(void *ctx, void *ev);
+  /* Bytes held by the pool (in use, cached). */
+  void (*pool_stats)(void *ctx, size_t *in_use, size_t *cached);
+} loom_backend_i;
+
+/* The backend of a device type, or NULL when this build lacks it (CPU: NULL). */
+const loom_backend_i *loom__backend_get(loom_device_type dev);
+/* Usable devices of that type (0 when the build lacks the backend or no device is present). */
+int loom__backend_device_count(loom_device_type dev);
+/* Whether op has a kernel for (device, dtype) (registering the device's kernels first). */
+int loom__backend_supports(loom_device_type dev, int op, loom_dtype dt);
+
+/* ---- device sessions (engine/backend.c, used by engine/session.c) ---- */
+typedef struct loom_dev_session loom_dev_session;
+typedef struct loom_dev_plan loom_dev_plan;
+
+/* Creates s->dev for s->opts.device / device_index; UNAVAILABLE ("no CUDA
+ * device") when the build lacks the backend or no device is present. */
+loom_code loom__dev_session_new(loom_session *s, loom_status *st);
+void loom__dev_session_free(loom_session *s);
+/* The backend context of a device session (for kernels' ctx.backend). */
+void *loom__dev_context(const loom_session *s);
+const loom_backend_i *loom__dev_backend(const loom_session *s);
+
+/* Kernel for node n (dtype key) in a device session: the device kernel, else
+ * the CPU kernel with *on_host = 1 (logs once per node). NULL: none at all. */
+loom_kernel_fn loom__dev_resolve(loom_session *s, const loom_node *n, loom_dtype key, int *on_host);
+
+/* Specialization of a device plan: device arena of `bytes` (reused when big
+ * enough), device copies of constants and variable mirrors for bound
+ * values, host staging for CPU-fallback steps. Returns the arena base. */
+loom_dev_plan *loom__dev_plan_new(loom_session *s); /* NULL: out of memory */
+loom_code loom__dev_plan_arena(loom_session *s, loom_plan *p, size_t bytes, char **base, loom_status *st);
+loom_code loom__dev_plan_bind(loom_session *s, loom_plan *p, plan_value *v, loom_status *st);
+loom_code loom__dev_plan_finish(loom_session *s, loom_plan *p, loom_status *st);
+void loom__dev_plan_free(loom_plan *p);
+
+/* One run of a device plan (feeds: the run's feed tensors). Called with the
+ * session lock held, after specialization and alias resolution. */
+loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const *feeds, loom_status *st);
+/* Runs CPU-fallback step i (copies in, CPU kernel, copies out). */
+loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status *st);
+/* After all steps succeeded: marks variables the plan wrote as device-newer. */
+loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st);
+/* Fetch of a device value into a host tensor (same reuse rules as CPU fetches). */
+loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst, loom_status *st);
+
+/* Variable mirrors: host code that reads variable memory calls
+ * loom__dev_vars_to_host first; host code that writes it calls
+ * loom__dev_vars_to_host before and loom__dev_vars_host_changed after.
+ * Both are no-ops for CPU sessions. */
+loom_code loom__dev_vars_to_host(loom_session *s, loom_status *st);
+void loom__dev_vars_host_changed(loom_session *s);
+
+#endif

@@ -1,0 +1,288 @@
+/* engine/backend_cuda.c - the CUDA backend table (CUDA=1 builds only).
+ *
+ * Memory: a caching pool over cudaMalloc (never managed memory). Requests
+ * are rounded up to a size class (512 B granules below 1 MiB, then 1 MiB
+ * granules below 64 MiB, then 2 MiB); a free block of the same class is
+ * reused, else cudaMalloc; on cudaErrorMemoryAllocation the cached free
+ * blocks are released and the allocation retried once. All work of a
+ * session goes on its one stream, so reuse needs no events. Errors come back
+ * as statuses (RESOURCE_EXHAUSTED for OOM, INTERNAL for launch/runtime
+ * failures) naming the op; nothing aborts. */
+#include <stdio.h>
+#include <string.h>
+#include <pthread.h>
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+#ifdef LOOM_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+#include "engine/backend.h"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "ops/op_list.h"
+
+struct loom_cuda_block {
+  void *ptr;
+  size_t size;
+  int used;
+  loom_cuda_block *next;
+};
+
+static size_t size_class(size_t n) {
+  if (n == 0) n = 1;
+  if (n < ((size_t)1 << 20)) return (n + 511) & ~(size_t)511;
+  if (n < ((size_t)64 << 20)) return (n + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+  return (n + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+}
+
+static loom_code cuda_fail(loom_status *st, cudaError_t e, const char *what) {
+  loom_code c = e == cudaErrorMemoryAllocation ? LOOM_RESOURCE_EXHAUSTED : LOOM_INTERNAL;
+  return loom_status_set(st, c, "%s: CUDA error %s (%s)", what ? what : "cuda", cudaGetErrorName(e),
+                         cudaGetErrorString(e));
+}
+
+/* ---- devices ---- */
+static int cu_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError(); /* no driver / no device: clear the sticky-free error */
+    return 0;
+  }
+  return n;
+}
+
+static void cu_register(loom_op_def *t) {
+#define LOOM_CU_REG(Op, k, dt) t[LOOM_OP_##Op].kernels[LOOM_DEVICE_CUDA][LOOM_CU_DT_##dt] = loom__cu_##k##_##dt;
+  LOOM_CUDA_KERNELS(LOOM_CU_REG)
+#undef LOOM_CU_REG
+}
+
+/* ---- pool ---- */
+static void pool_release_cached(loom_cuda_ctx *c) {
+  loom_cuda_block **pp = &c->blocks;
+  while (*pp) {
+    loom_cuda_block *b = *pp;
+    if (!b->used) {
+      cudaFree(b->ptr);
+      c->cached -= b->size;
+      *pp = b->next;
+      loom__free(b);
+    } else {
+      pp = &b->next;
+    }
+  }
+}
+
+static void *cu_alloc(void *ctx, size_t n, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  size_t sz = size_class(n);
+  for (loom_cuda_block *b = c->blocks; b; b = b->next)
+    if (!b->used && b->size == sz) {
+      b->used = 1;
+      c->cached -= sz;
+      c->in_use += sz;
+      return b->ptr;
+    }
+  loom_cuda_block *b = loom__calloc(1, sizeof *b);
+  if (!b) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cuda: out of host memory");
+    return NULL;
+  }
+  cudaSetDevice(c->device);
+  cudaError_t e = cudaMalloc(&b->ptr, sz);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    pool_release_cached(c);
+    e = cudaMalloc(&b->ptr, sz);
+  }
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    loom__free(b);
+    char what[64];
+    snprintf(what, sizeof what, "cuda: allocating %zu bytes", sz);
+    cuda_fail(st, e, what);
+    return NULL;
+  }
+  b->size = sz;
+  b->used = 1;
+  b->next = c->blocks;
+  c->blocks = b;
+  c->in_use += sz;
+  return b->ptr;
+}
+
+static void cu_free(void *ctx, void *p) {
+  loom_cuda_ctx *c = ctx;
+  if (!p) return;
+  for (loom_cuda_block *b = c->blocks; b; b = b->next)
+    if (b->ptr == p && b->used) {
+      b->used = 0;
+      c->in_use -= b->size;
+      c->cached += b->size;
+      return;
+    }
+}
+
+void *loom__cuda_scratch(loom_cuda_ctx *c, size_t n) {
+  if (n <= c->scratch_size && c->scratch) return c->scratch;
+  loom_status *st = loom_status_new();
+  void *p = cu_alloc(c, n, st);
+  loom_status_free(st);
+  if (!p) return NULL;
+  cu_free(c, c->scratch); /* stream-ordered: later work on the stream reuses it safely */
+  c->scratch = p;
+  c->scratch_size = size_class(n);
+  return p;
+}
+
+static void cu_pool_stats(void *ctx, size_t *in_use, size_t *cached) {
+  loom_cuda_ctx *c = ctx;
+  if (in_use) *in_use = c->in_use;
+  if (cached) *cached = c->cached;
+}
+
+/* ---- context ---- */
+static void cu_ctx_free(void *ctx) {
+  loom_cuda_ctx *c = ctx;
+  if (!c) return;
+  cudaSetDevice(c->device);
+  if (c->stream) cudaStreamSynchronize(c->stream);
+  loom_cuda_block *b = c->blocks;
+  while (b) {
+    loom_cuda_block *n = b->next;
+    cudaFree(b->ptr);
+    loom__free(b);
+    b = n;
+  }
+#ifdef LOOM_HAVE_CUDNN
+  if (c->cudnn) cudnnDestroy((cudnnHandle_t)c->cudnn);
+#endif
+  if (c->blas) cublasDestroy(c->blas);
+  if (c->stream) cudaStreamDestroy(c->stream);
+  loom__free(c);
+}
+
+static void *cu_ctx_new(int index, loom_status *st) {
+  int n = cu_device_count();
+  if (index < 0 || index >= n) {
+    loom_status_set(st, LOOM_UNAVAILABLE, "no CUDA device %d (%d present)", index, n);
+    return NULL;
+  }
+  loom_cuda_ctx *c = loom__calloc(1, sizeof *c);
+  if (!c) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cuda: out of memory");
+    return NULL;
+  }
+  c->device = index;
+  cudaError_t e = cudaSetDevice(index);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    cuda_fail(st, e, "cuda: creating the session stream");
+    (void)cudaGetLastError();
+    c->stream = NULL;
+    cu_ctx_free(c);
+    return NULL;
+  }
+  if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
+    c->blas = NULL;
+    loom_status_set(st, LOOM_UNAVAILABLE, "cuda: cannot create a cuBLAS handle");
+    cu_ctx_free(c);
+    return NULL;
+  }
+  cublasSetStream(c->blas, c->stream);
+#ifdef LOOM_HAVE_CUDNN
+  cudnnHandle_t h;
+  if (cudnnCreate(&h) == CUDNN_STATUS_SUCCESS) {
+    cudnnSetStream(h, c->stream);
+    c->cudnn = h;
+  }
+#endif
+  return c;
+}
+
+/* ---- copies, sync, events ---- */
+static loom_code cu_h2d(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  if (!n) return LOOM_OK;
+  /* pageable source: returns once src has been staged */
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: host-to-device copy");
+}
+static loom_code cu_d2h(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  if (!n) return LOOM_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: device-to-host copy");
+}
+static loom_code cu_d2d(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  if (!n || dst == src) return LOOM_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->stream);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: device-to-device copy");
+}
+static loom_code cu_memset0(void *ctx, void *dst, size_t n, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  if (!n) return LOOM_OK;
+  cudaError_t e = cudaMemsetAsync(dst, 0, n, c->stream);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: memset");
+}
+static loom_code cu_sync(void *ctx, const char *what, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  cudaError_t e = cudaStreamSynchronize(c->stream);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, what);
+}
+static loom_code cu_check(void *ctx, const char *what, loom_status *st) {
+  (void)ctx;
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, what);
+}
+static void *cu_event_new(void *ctx, loom_status *st) {
+  (void)ctx;
+  cudaEvent_t ev;
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e != cudaSuccess) {
+    cuda_fail(st, e, "cuda: creating an event");
+    return NULL;
+  }
+  return (void *)ev;
+}
+static loom_code cu_event_record(void *ctx, void *ev, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  cudaError_t e = cudaEventRecord((cudaEvent_t)ev, c->stream);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: recording an event");
+}
+static loom_code cu_event_wait(void *ctx, void *ev, loom_status *st) {
+  (void)ctx;
+  cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: waiting for an event");
+}
+static void cu_event_free(void *ctx, void *ev) {
+  (void)ctx;
+  if (ev) cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static const loom_backend_i cuda_backend = {
+    .name = "cuda",
+    .device = LOOM_DEVICE_CUDA,
+    .device_count = cu_device_count,
+    .register_kernels = cu_register,
+    .context_new = cu_ctx_new,
+    .context_free = cu_ctx_free,
+    .buffer_alloc = cu_alloc,
+    .buffer_free = cu_free,
+    .copy_h2d = cu_h2d,
+    .copy_d2h = cu_d2h,
+    .copy_d2d = cu_d2d,
+    .memset_zero = cu_memset0,
+    .synchronize = cu_sync,
+    .check = cu_check,
+    .event_new = cu_event_new,
+    .event_record = cu_event_record,
+    .event_wait = cu_event_wait,
+    .event_free = cu_event_free,
+    .pool_stats = cu_pool_stats,
+};
+
+const loom_backend_i *loom__backend_cuda(void);
+const loom_backend_i *loom__backend_cuda(void) { return &cuda_backend; }

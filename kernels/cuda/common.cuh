@@ -1,0 +1,56 @@
+/* kernels/cuda/common.cuh - helpers shared by the CUDA kernel files. */
+#ifndef LOOM_CUDA_COMMON_CUH
+#define LOOM_CUDA_COMMON_CUH
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#define CUCTX(ctx) ((loom_cuda_ctx *)(ctx)->backend)
+#define STREAM(ctx) (CUCTX(ctx)->stream)
+#define NT 256
+
+/* Grid for a grid-stride loop over n items. */
+static inline unsigned grid_for(int64_t n) {
+  int64_t b = (n + NT - 1) / NT;
+  if (b < 1) b = 1;
+  if (b > 65535 * 8) b = 65535 * 8;
+  return (unsigned)b;
+}
+#define GRID_LOOP(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* Bail out with a status (no launch). */
+static inline loom_code cu_err(const loom_kctx *ctx, loom_code c, const char *msg) {
+  return loom_status_set(ctx->st, c, "%s", msg);
+}
+
+/* Shape of up to LOOM_MAX_DIMS dims with per-input element strides (0 = broadcast). */
+struct bcast_geom {
+  int nd;
+  int64_t od[LOOM_MAX_DIMS];
+  int64_t s[3][LOOM_MAX_DIMS];
+};
+/* Strides of input b (right-aligned to out) into g->s[k]. */
+static inline void bcast_strides(bcast_geom *g, int k, const loom_buf *b) {
+  int64_t st = 1;
+  for (int i = g->nd - 1; i >= 0; i--) {
+    int j = i - (g->nd - b->ndim);
+    int64_t d = j >= 0 ? b->dims[j] : 1;
+    g->s[k][i] = d == 1 ? 0 : st;
+    st *= d;
+  }
+}
+static inline void bcast_init(bcast_geom *g, const loom_buf *out) {
+  g->nd = out->ndim;
+  for (int i = 0; i < out->ndim; i++) g->od[i] = out->dims[i];
+}
+__device__ __forceinline__ void bcast_off(const bcast_geom &g, int64_t i, int nin, int64_t *off) {
+  for (int k = 0; k < nin; k++) off[k] = 0;
+  for (int d = g.nd - 1; d >= 0; d--) {
+    int64_t q = i / g.od[d], r = i - q * g.od[d];
+    for (int k = 0; k < nin; k++) off[k] += r * g.s[k][d];
+    i = q;
+  }
+}
+
+#endif

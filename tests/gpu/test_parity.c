@@ -1,0 +1,390 @@
+/* tests/gpu/test_parity.c - GPU vs CPU parity (make test-gpu).
+ *
+ * Every op with a CUDA kernel runs on representative shapes in a CPU session
+ * and in a CUDA session over the same graph and feeds; outputs must agree
+ * within the op's tolerance. Differentiable cases also compare the gradients
+ * of sum(y * w) (w fixed random) with respect to every float input, and two
+ * small models (an MLP and a CNN) train 20 SGD/Adam steps on both devices,
+ * comparing every loss and the final variables. Without a CUDA device (or
+ * in a build without the CUDA backend) it prints a skip line and exits 0. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "loom/loom.h"
+
+static int g_fail, g_checked;
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static double urand(void) {
+  rs ^= rs << 13;
+  rs ^= rs >> 7;
+  rs ^= rs << 17;
+  return (double)(rs >> 11) * 0x1p-53;
+}
+
+static loom_tensor *rand_tensor(loom_dtype dt, int nd, const int64_t *dims, int64_t int_hi) {
+  loom_tensor *t = loom_tensor_new(dt, nd, dims, NULL);
+  int64_t n = loom_tensor_numel(t);
+  void *d = loom_tensor_data(t);
+  for (int64_t i = 0; i < n; i++) {
+    double u = urand();
+    switch (dt) {
+    case LOOM_F32: ((float *)d)[i] = (float)(2 * u - 1); break;
+    case LOOM_F64: ((double *)d)[i] = 2 * u - 1; break;
+    case LOOM_I32: ((int32_t *)d)[i] = (int32_t)(u * (double)int_hi); break;
+    case LOOM_I64: ((int64_t *)d)[i] = (int64_t)(u * (double)int_hi); break;
+    default: ((uint8_t *)d)[i] = u < 0.5; break;
+    }
+  }
+  return t;
+}
+
+static double elem(const loom_tensor *t, int64_t i) {
+  const void *d = loom_tensor_data_const(t);
+  switch (loom_tensor_dtype(t)) {
+  case LOOM_F32: return ((const float *)d)[i];
+  case LOOM_F64: return ((const double *)d)[i];
+  case LOOM_I32: return ((const int32_t *)d)[i];
+  case LOOM_I64: return (double)((const int64_t *)d)[i];
+  default: return ((const uint8_t *)d)[i];
+  }
+}
+
+static void compare(const char *what, const loom_tensor *a, const loom_tensor *b, double tol) {
+  g_checked++;
+  int64_t n = loom_tensor_numel(a);
+  if (loom_tensor_dtype(a) != loom_tensor_dtype(b) || n != loom_tensor_numel(b)) {
+    printf("FAIL %s: dtype/size differ\n", what);
+    g_fail++;
+    return;
+  }
+  double worst = 0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < n; i++) {
+    double x = elem(a, i), y = elem(b, i);
+    if (isnan(x) && isnan(y)) continue;
+    double e = fabs(x - y) / (1 + fabs(x));
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  }
+  if (!(worst <= tol)) {
+    printf("FAIL %s: max rel err %.3g at %lld (cpu %.9g gpu %.9g), tol %.3g\n", what, worst, (long long)at,
+           elem(a, at), elem(b, at), tol);
+    g_fail++;
+  }
+}
+
+/* ---- op cases ---- */
+#define MAXIN 3
+typedef loom_output (*build_fn)(loom_graph *g, const loom_output *in);
+typedef struct {
+  const char *name;
+  int nin;
+  loom_dtype dt[MAXIN];
+  int nd[MAXIN];
+  int64_t dims[MAXIN][4];
+  int64_t int_hi[MAXIN]; /* integer inputs: values in [0, int_hi) */
+  build_fn build;
+  double tol;
+  int grad;              /* compare gradients too */
+} pcase;
+
+static const int64_t S1[4] = {1, 1, 1, 1}, S2[4] = {1, 2, 2, 1};
+static loom_output b_add(loom_graph *g, const loom_output *i) { return loom_add(g, i[0], i[1], NULL); }
+static loom_output b_sub(loom_graph *g, const loom_output *i) { return loom_sub(g, i[0], i[1], NULL); }
+static loom_output b_mul(loom_graph *g, const loom_output *i) { return loom_mul(g, i[0], i[1], NULL); }
+static loom_output b_div(loom_graph *g, const loom_output *i) {
+  return loom_div(g, i[0], loom_add(g, loom_abs(g, i[1], NULL), loom_const_f32(g, 0.5f, NULL), NULL), NULL);
+}
+static loom_output b_max(loom_graph *g, const loom_output *i) { return loom_maximum(g, i[0], i[1], NULL); }
+static loom_output b_less(loom_graph *g, const loom_output *i) { return loom_less(g, i[0], i[1], NULL); }
+static loom_output b_relu(loom_graph *g, const loom_output *i) { return loom_relu(g, i[0], NULL); }
+static loom_output b_tanh(loom_graph *g, const loom_output *i) { return loom_tanh(g, i[0], NULL); }
+static loom_output b_sigmoid(loom_graph *g, const loom_output *i) { return loom_sigmoid(g, i[0], NULL); }
+static loom_output b_exp(loom_graph *g, const loom_output *i) { return loom_exp(g, i[0], NULL); }
+static loom_output b_elu(loom_graph *g, const loom_output *i) { return loom_elu(g, i[0], NULL); }
+static loom_output b_softplus(loom_graph *g, const loom_output *i) { return loom_softplus(g, i[0], NULL); }
+static loom_output b_gelu(loom_graph *g, const loom_output *i) { return loom_gelu(g, i[0], 0, NULL); }
+static loom_output b_lrelu(loom_graph *g, const loom_output *i) { return loom_leaky_relu(g, i[0], 0.2, NULL); }
+static loom_output b_square(loom_graph *g, const loom_output *i) { return loom_square(g, i[0], NULL); }
+static loom_output b_matmul(loom_graph *g, const loom_output *i) { return loom_matmul(g, i[0], i[1], 0, 0, NULL); }
+static loom_output b_matmul_tt(loom_graph *g, const loom_output *i) { return loom_matmul(g, i[0], i[1], 1, 1, NULL); }
+static loom_output b_bmm(loom_graph *g, const loom_output *i) { return loom_batch_matmul(g, i[0], i[1], 0, 1, NULL); }
+static loom_output b_bias(loom_graph *g, const loom_output *i) { return loom_bias_add(g, i[0], i[1], NULL); }
+static loom_output b_sum_all(loom_graph *g, const loom_output *i) { return loom_reduce_sum(g, i[0], -1, NULL, 0, NULL); }
+static loom_output b_sum_1(loom_graph *g, const loom_output *i) {
+  int64_t ax[1] = {1};
+  return loom_reduce_sum(g, i[0], 1, ax, 1, NULL);
+}
+static loom_output b_mean_02(loom_graph *g, const loom_output *i) {
+  int64_t ax[2] = {0, 2};
+  return loom_reduce_mean(g, i[0], 2, ax, 0, NULL);
+}
+static loom_output b_max_r(loom_graph *g, const loom_output *i) {
+  int64_t ax[1] = {-1};
+  return loom_reduce_max(g, i[0], 1, ax, 0, NULL);
+}
+static loom_output b_lse(loom_graph *g, const loom_output *i) {
+  int64_t ax[1] = {1};
+  return loom_reduce_logsumexp(g, i[0], 1, ax, 0, NULL);
+}
+static loom_output b_argmax(loom_graph *g, const loom_output *i) { return loom_argmax(g, i[0], 1, LOOM_I64, NULL); }
+static loom_output b_softmax(loom_graph *g, const loom_output *i) { return loom_softmax(g, i[0], NULL); }
+static loom_output b_log_softmax(loom_graph *g, const loom_output *i) { return loom_log_softmax(g, i[0], NULL); }
+static loom_output b_xent(loom_graph *g, const loom_output *i) {
+  return loom_softmax_cross_entropy_with_logits(g, i[0], loom_softmax(g, i[1], NULL), NULL, NULL, NULL);
+}
+static loom_output b_sxent(loom_graph *g, const loom_output *i) {
+  return loom_sparse_softmax_cross_entropy_with_logits(g, i[0], i[1], NULL, NULL, NULL);
+}
+static loom_output b_conv_same(loom_graph *g, const loom_output *i) {
+  return loom_conv2d(g, i[0], i[1], S1, LOOM_PADDING_SAME, NULL, NULL);
+}
+static loom_output b_conv_valid_s2(loom_graph *g, const loom_output *i) {
+  return loom_conv2d(g, i[0], i[1], S2, LOOM_PADDING_VALID, NULL, NULL);
+}
+static loom_output b_maxpool(loom_graph *g, const loom_output *i) {
+  int64_t k[4] = {1, 2, 2, 1};
+  return loom_max_pool(g, i[0], k, S2, LOOM_PADDING_SAME, NULL);
+}
+static loom_output b_avgpool(loom_graph *g, const loom_output *i) {
+  int64_t k[4] = {1, 3, 3, 1};
+  return loom_avg_pool(g, i[0], k, S2, LOOM_PADDING_SAME, NULL);
+}
+static loom_output b_gather(loom_graph *g, const loom_output *i) { return loom_gather(g, i[0], i[1], 0, NULL); }
+static loom_output b_uniform(loom_graph *g, const loom_output *i) {
+  (void)i;
+  int64_t d[2] = {37, 129};
+  return loom_random_uniform(g, 2, d, LOOM_F32, -2, 3, 7, 11, NULL);
+}
+static loom_output b_normal(loom_graph *g, const loom_output *i) {
+  (void)i;
+  int64_t d[1] = {1001};
+  return loom_random_normal(g, 1, d, LOOM_F32, 0, 1, 5, 3, NULL);
+}
+static loom_output b_trunc(loom_graph *g, const loom_output *i) {
+  (void)i;
+  int64_t d[1] = {1001};
+  return loom_truncated_normal(g, 1, d, LOOM_F32, 1, 2, 9, 1, NULL);
+}
+
+#define F32 LOOM_F32
+static const pcase cases[] = {
+    {"add same", 2, {F32, F32}, {2, 2}, {{33, 65}, {33, 65}}, {0}, b_add, 1e-6, 1},
+    {"add bcast row", 2, {F32, F32}, {2, 1}, {{33, 65}, {65}}, {0}, b_add, 1e-6, 1},
+    {"sub bcast col", 2, {F32, F32}, {3, 3}, {{4, 5, 6}, {4, 1, 6}}, {0}, b_sub, 1e-6, 1},
+    {"mul scalar", 2, {F32, F32}, {2, 0}, {{17, 3}, {0}}, {0}, b_mul, 1e-6, 1},
+    {"mul i32", 2, {LOOM_I32, LOOM_I32}, {2, 2}, {{7, 9}, {7, 9}}, {100, 100}, b_mul, 0, 0},
+    {"div", 2, {F32, F32}, {2, 2}, {{31, 7}, {31, 7}}, {0}, b_div, 1e-6, 1},
+    {"maximum", 2, {F32, F32}, {2, 1}, {{31, 7}, {7}}, {0}, b_max, 0, 1},
+    {"less", 2, {F32, F32}, {2, 2}, {{31, 7}, {31, 7}}, {0}, b_less, 0, 0},
+    {"relu", 1, {F32}, {2}, {{100, 37}}, {0}, b_relu, 0, 1},
+    {"tanh", 1, {F32}, {2}, {{100, 37}}, {0}, b_tanh, 1e-6, 1},
+    {"sigmoid", 1, {F32}, {2}, {{100, 37}}, {0}, b_sigmoid, 1e-6, 1},
+    {"exp", 1, {F32}, {1}, {{1000}}, {0}, b_exp, 1e-6, 1},
+    {"elu", 1, {F32}, {1}, {{1000}}, {0}, b_elu, 1e-6, 1},
+    {"softplus", 1, {F32}, {1}, {{1000}}, {0}, b_softplus, 1e-6, 1},
+    {"gelu", 1, {F32}, {1}, {{1000}}, {0}, b_gelu, 1e-6, 1},
+    {"leaky_relu", 1, {F32}, {1}, {{1000}}, {0}, b_lrelu, 1e-6, 1},
+    {"square f64", 1, {LOOM_F64}, {1}, {{1000}}, {0}, b_square, 1e-12, 1},
+    {"matmul", 2, {F32, F32}, {2, 2}, {{64, 33}, {33, 17}}, {0}, b_matmul, 1e-5, 1},
+    {"matmul tt", 2, {F32, F32}, {2, 2}, {{33, 64}, {17, 33}}, {0}, b_matmul_tt, 1e-5, 1},
+    {"matmul gemv", 2, {F32, F32}, {2, 2}, {{1, 129}, {129, 65}}, {0}, b_matmul, 1e-5, 1},
+    {"batch matmul bcast", 2, {F32, F32}, {3, 3}, {{3, 8, 9}, {1, 5, 9}}, {0}, b_bmm, 1e-5, 1},
+    {"bias_add", 2, {F32, F32}, {2, 1}, {{50, 13}, {13}}, {0}, b_bias, 1e-6, 1},
+    {"sum all", 1, {F32}, {2}, {{300, 301}}, {0}, b_sum_all, 1e-4, 1},
+    {"sum axis1 keep", 1, {F32}, {3}, {{5, 700, 3}}, {0}, b_sum_1, 1e-5, 1},
+    {"mean axes 0,2", 1, {F32}, {3}, {{6, 7, 8}}, {0}, b_mean_02, 1e-5, 1},
+    {"max last", 1, {F32}, {2}, {{40, 513}}, {0}, b_max_r, 0, 1},
+    {"logsumexp", 1, {F32}, {2}, {{40, 77}}, {0}, b_lse, 1e-5, 1},
+    {"argmax", 1, {F32}, {3}, {{4, 50, 3}}, {0}, b_argmax, 0, 0},
+    {"softmax", 1, {F32}, {2}, {{64, 10}}, {0}, b_softmax, 1e-5, 1},
+    {"softmax wide", 1, {F32}, {2}, {{3, 3000}}, {0}, b_softmax, 1e-5, 1},
+    {"log_softmax", 1, {F32}, {2}, {{64, 10}}, {0}, b_log_softmax, 1e-5, 1},
+    {"softmax xent", 2, {F32, F32}, {2, 2}, {{32, 10}, {32, 10}}, {0}, b_xent, 1e-5, 1},
+    {"sparse xent", 2, {F32, LOOM_I32}, {2, 1}, {{32, 10}, {32}}, {0, 10}, b_sxent, 1e-5, 1},
+    {"conv2d same", 2, {F32, F32}, {4, 4}, {{2, 9, 9, 3}, {3, 3, 3, 5}}, {0}, b_conv_same, 1e-5, 1},
+    {"conv2d valid s2", 2, {F32, F32}, {4, 4}, {{2, 10, 11, 4}, {4, 3, 4, 6}}, {0}, b_conv_valid_s2, 1e-5, 1},
+    {"max_pool", 1, {F32}, {4}, {{2, 9, 9, 3}}, {0}, b_maxpool, 0, 1},
+    {"avg_pool", 1, {F32}, {4}, {{2, 9, 9, 3}}, {0}, b_avgpool, 1e-6, 1},
+    {"gather", 2, {F32, LOOM_I64}, {2, 1}, {{50, 7}, {33}}, {0, 50}, b_gather, 0, 1},
+    {"random_uniform", 0, {0}, {0}, {{0}}, {0}, b_uniform, 1e-6, 0},
+    {"random_normal", 0, {0}, {0}, {{0}}, {0}, b_normal, 1e-5, 0},
+    {"truncated_normal", 0, {0}, {0}, {{0}}, {0}, b_trunc, 1e-5, 0},
+};
+
+static loom_session *session(loom_graph *g, loom_device_type dev) {
+  loom_session_options o = loom_session_options_default();
+  o.device = dev;
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, &o, st);
+  if (!s) printf("session on device %d: %s\n", (int)dev, loom_status_message(st));
+  loom_status_free(st);
+  return s;
+}
+
+static int run(loom_session *s, const char *what, const loom_output *feeds, loom_tensor *const *fv, int nf,
+               const loom_output *fetches, loom_tensor **out, int nx, loom_node *const *targets, int nt) {
+  loom_status *st = loom_status_new();
+  loom_code rc = loom_session_run(s, feeds, fv, nf, fetches, out, nx, targets, nt, st);
+  if (rc) {
+    printf("FAIL %s: %s\n", what, loom_status_message(st));
+    g_fail++;
+  }
+  loom_status_free(st);
+  return rc == LOOM_OK;
+}
+
+static void run_case(const pcase *c) {
+  loom_graph *g = loom_graph_new();
+  loom_output in[MAXIN];
+  loom_tensor *fv[MAXIN];
+  for (int k = 0; k < c->nin; k++) {
+    in[k] = loom_placeholder(g, c->dt[k], c->nd[k], c->dims[k], NULL);
+    fv[k] = rand_tensor(c->dt[k], c->nd[k], c->dims[k], c->int_hi[k]);
+  }
+  loom_output y = c->build(g, in);
+  loom_output fetch[1 + MAXIN];
+  int nx = 1;
+  fetch[0] = y;
+  if (c->grad) {
+    /* d/dx sum(y * w), w fixed */
+    loom_tensor *w = rand_tensor(LOOM_F32, 0, NULL, 0);
+    loom_output loss = loom_reduce_sum(g, loom_mul(g, y, loom_const(g, w, NULL), NULL), -1, NULL, 0, NULL);
+    loom_tensor_free(w);
+    loom_output xs[MAXIN], gr[MAXIN];
+    int nxs = 0;
+    for (int k = 0; k < c->nin; k++)
+      if (c->dt[k] == LOOM_F32 || c->dt[k] == LOOM_F64) xs[nxs++] = in[k];
+    loom_status *st = loom_status_new();
+    if (loom_gradients(g, 1, &loss, NULL, nxs, xs, gr, st)) {
+      printf("FAIL %s: gradients: %s\n", c->name, loom_status_message(st));
+      g_fail++;
+    }
+    loom_status_free(st);
+    for (int k = 0; k < nxs; k++)
+      if (gr[k].node) fetch[nx++] = gr[k];
+  }
+  loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
+  loom_tensor *oc[1 + MAXIN] = {0}, *og[1 + MAXIN] = {0};
+  if (sc && sg && run(sc, c->name, in, fv, c->nin, fetch, oc, nx, NULL, 0) &&
+      run(sg, c->name, in, fv, c->nin, fetch, og, nx, NULL, 0)) {
+    for (int k = 0; k < nx; k++) {
+      char what[160];
+      snprintf(what, sizeof what, "%s %s", c->name, k ? "gradient" : "output");
+      compare(what, oc[k], og[k], c->tol > 0 ? c->tol * (k ? 10 : 1) : (k ? 1e-6 : 0));
+    }
+  }
+  for (int k = 0; k < nx; k++) {
+    loom_tensor_free(oc[k]);
+    loom_tensor_free(og[k]);
+  }
+  for (int k = 0; k < c->nin; k++) loom_tensor_free(fv[k]);
+  loom_session_free(sc);
+  loom_session_free(sg);
+  loom_graph_free(g);
+}
+
+/* ---- training: 20 steps on both devices ---- */
+static loom_output dense(loom_graph *g, loom_output x, int64_t in, int64_t out, int relu, const char *name) {
+  char n1[64], n2[64];
+  snprintf(n1, sizeof n1, "%s/w", name);
+  snprintf(n2, sizeof n2, "%s/b", name);
+  int64_t wd[2] = {in, out}, bd[1] = {out};
+  loom_initializer wi = loom_init_random_normal(0, 0.1, 42), bi = loom_init_zeros();
+  loom_variable *w = loom_get_variable(g, n1, LOOM_F32, 2, wd, &wi, 1);
+  loom_variable *b = loom_get_variable(g, n2, LOOM_F32, 1, bd, &bi, 1);
+  loom_output y = loom_bias_add(g, loom_matmul(g, x, loom_variable_output(w), 0, 0, NULL), loom_variable_output(b), NULL);
+  return relu ? loom_relu(g, y, NULL) : y;
+}
+
+static void train_case(const char *name, int cnn, int adam) {
+  loom_graph *g = loom_graph_new();
+  const int64_t B = 16;
+  int64_t xd[4] = {B, 8, 8, 2}, ld[1] = {B};
+  loom_output x = loom_placeholder(g, LOOM_F32, 4, xd, "x");
+  loom_output lab = loom_placeholder(g, LOOM_I32, 1, ld, "labels");
+  loom_output h;
+  if (cnn) {
+    int64_t fd[4] = {3, 3, 2, 4}, k[4] = {1, 2, 2, 1};
+    loom_initializer fi = loom_init_random_normal(0, 0.2, 7);
+    loom_variable *f = loom_get_variable(g, "conv/w", LOOM_F32, 4, fd, &fi, 1);
+    h = loom_relu(g, loom_conv2d(g, x, loom_variable_output(f), S1, LOOM_PADDING_SAME, NULL, NULL), NULL);
+    h = loom_max_pool(g, h, k, S2, LOOM_PADDING_VALID, NULL);
+    int64_t rd[2] = {B, 4 * 4 * 4};
+    h = dense(g, loom_reshape(g, h, 2, rd, NULL), 64, 10, 0, "fc");
+  } else {
+    int64_t rd[2] = {B, 128};
+    h = dense(g, loom_reshape(g, x, 2, rd, NULL), 128, 32, 1, "fc1");
+    h = dense(g, h, 32, 10, 0, "fc2");
+  }
+  loom_output loss = loom_reduce_mean(g, loom_sparse_softmax_cross_entropy_with_logits(g, h, lab, NULL, NULL, NULL), -1, NULL, 0, NULL);
+  loom_optimizer *opt =
+      adam ? loom_optimizer_adam(loom_const_f32(g, 0.01f, NULL), NULL) : loom_optimizer_sgd(loom_const_f32(g, 0.1f, NULL));
+  loom_node *train = loom_optimizer_minimize(opt, g, loss, 0, NULL, NULL, NULL);
+  loom_node *init = loom_global_variables_initializer(g);
+  loom_tensor *fx = rand_tensor(LOOM_F32, 4, xd, 0), *fl = rand_tensor(LOOM_I32, 1, ld, 10);
+  loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
+  loom_output feeds[2] = {x, lab};
+  loom_tensor *fv[2] = {fx, fl};
+  if (sc && sg && run(sc, name, NULL, NULL, 0, NULL, NULL, 0, &init, 1) && run(sg, name, NULL, NULL, 0, NULL, NULL, 0, &init, 1)) {
+    for (int step = 0; step < 20; step++) {
+      loom_tensor *lc = NULL, *lg = NULL;
+      if (!run(sc, name, feeds, fv, 2, &loss, &lc, 1, &train, 1) || !run(sg, name, feeds, fv, 2, &loss, &lg, 1, &train, 1))
+        break;
+      char what[96];
+      snprintf(what, sizeof what, "%s step %d loss", name, step);
+      compare(what, lc, lg, 1e-4);
+      loom_tensor_free(lc);
+      loom_tensor_free(lg);
+    }
+    int nv = 0;
+    loom_variable *const *vars = loom_get_variable_collection(g, LOOM_TRAINABLE_VARIABLES, &nv);
+    for (int i = 0; i < nv; i++) {
+      loom_tensor *a = NULL, *b = NULL;
+      loom_status *st = loom_status_new();
+      if (!loom_session_read_variable(sc, loom_variable_name(vars[i]), &a, st) &&
+          !loom_session_read_variable(sg, loom_variable_name(vars[i]), &b, st)) {
+        char what[128];
+        snprintf(what, sizeof what, "%s variable %s after 20 steps", name, loom_variable_name(vars[i]));
+        compare(what, a, b, 1e-4);
+      }
+      loom_status_free(st);
+      loom_tensor_free(a);
+      loom_tensor_free(b);
+    }
+  }
+  loom_optimizer_free(opt);
+  loom_tensor_free(fx);
+  loom_tensor_free(fl);
+  loom_session_free(sc);
+  loom_session_free(sg);
+  loom_graph_free(g);
+}
+
+int main(void) {
+  /* probe: a CUDA session on an empty graph */
+  loom_graph *g = loom_graph_new();
+  loom_session_options o = loom_session_options_default();
+  o.device = LOOM_DEVICE_CUDA;
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, &o, st);
+  if (!s) {
+    printf("test-gpu: no CUDA device, skipping (%s)\n", loom_status_message(st));
+    loom_status_free(st);
+    loom_graph_free(g);
+    return 0;
+  }
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+  train_case("mlp sgd", 0, 0);
+  train_case("mlp adam", 0, 1);
+  train_case("cnn sgd", 1, 0);
+  printf("test-gpu: %d comparisons, %d failures\n", g_checked, g_fail);
+  return g_fail ? 1 : 0;
+}
