@@ -80,13 +80,14 @@ $(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# The one object compiled differently with CUDA=1 (engine/backend.c, the backend registry)
-# is rebuilt when the toggle changes in the same build directory.
-$(BUILD)/.cuda-$(CUDA):
+# The objects compiled differently with CUDA=1 / CUDNN=1 (the backend registry and the CUDA
+# backend) are rebuilt when a toggle changes in the same build directory.
+CUDA_STAMP := $(BUILD)/.cuda-$(CUDA)-cudnn$(CUDNN)
+$(CUDA_STAMP):
 	@mkdir -p $(BUILD)
 	@rm -f $(BUILD)/.cuda-*
 	@touch $@
-$(BUILD)/engine/backend.o: $(BUILD)/.cuda-$(CUDA)
+$(BUILD)/engine/backend.o $(BUILD)/engine/backend_cuda.o: $(CUDA_STAMP)
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

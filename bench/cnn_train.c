@@ -28,14 +28,15 @@ int main(int argc, char **argv) {
   int64_t seed = atoll(bu_flag(argc, argv, "--seed", "1"));
   int eval = atoi(bu_flag(argc, argv, "--eval", "1"));
   const char *device = bu_flag(argc, argv, "--device", "cpu");
-  if (strcmp(device, "cpu")) {
-    fprintf(stderr, "cnn_train: --device %s is not available in this build (cpu only)\n", device);
+  loom_device_type dev;
+  if (th_device(device, &dev)) {
+    fprintf(stderr, "cnn_train: --device must be cpu or cuda, got %s\n", device);
     return 2;
   }
   bu_mnist d;
   if (bu_load_fashion(&d, bu_flag(argc, argv, "--data", BU_FASHION_DIR))) return 1;
 
-  th_model m = {.g = loom_graph_new()};
+  th_model m = {.g = loom_graph_new(), .device = dev};
   loom_graph *g = m.g;
   loom_graph_set_random_seed(g, seed);
   int64_t imd[4] = {-1, 28, 28, 1};

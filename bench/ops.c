@@ -305,6 +305,89 @@ static void bench_add(void) {
   loom_status_free(st);
 }
 
+#ifdef LOOM_HAVE_CUDA
+/* --device cuda: loom's MatMul in a CUDA session (inputs are variables, so
+ * they stay on the device; each run ends with one stream synchronization)
+ * against a raw cublasSgemm on the same shapes in the same process. */
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+static int bench_matmul_cuda(const mm_case *c) {
+  loom_status *st = loom_status_new();
+  loom_graph *g = loom_graph_new();
+  int64_t da[2] = {c->ta ? c->K : c->M, c->ta ? c->M : c->K}, db[2] = {c->tb ? c->N : c->K, c->tb ? c->K : c->N};
+  loom_tensor *av = loom_tensor_new(LOOM_F32, 2, da, st), *bv = loom_tensor_new(LOOM_F32, 2, db, st);
+  fill(loom_tensor_data(av), da[0] * da[1], 1);
+  fill(loom_tensor_data(bv), db[0] * db[1], 2);
+  loom_variable *va = loom_variable_new(g, loom_const(g, av, "a0"), 0, 0, "a");
+  loom_variable *vb = loom_variable_new(g, loom_const(g, bv, "b0"), 0, 0, "b");
+  loom_output y = loom_matmul(g, loom_variable_output(va), loom_variable_output(vb), (int)c->ta, (int)c->tb, "mm");
+  loom_node *init = loom_global_variables_initializer(g);
+  loom_session_options o = loom_session_options_default();
+  o.device = LOOM_DEVICE_CUDA;
+  loom_session *s = loom_session_new(g, &o, st);
+  if (!s) die("cuda session", st);
+  if (loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st)) die("init", st);
+  loom_node *target = y.node;
+  double *tl = malloc(sizeof(double) * (size_t)g_iters), *tr = malloc(sizeof(double) * (size_t)g_iters);
+  for (int i = 0; i < 10; i++)
+    if (loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &target, 1, st)) die("matmul", st);
+  for (int i = 0; i < g_iters; i++) {
+    double t0 = bu_now_us();
+    if (loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &target, 1, st)) die("matmul", st);
+    tl[i] = bu_now_us() - t0;
+  }
+  loom_tensor *out = NULL;
+  if (loom_session_run(s, NULL, NULL, 0, &y, &out, 1, NULL, 0, st)) die("matmul fetch", st);
+  /* raw cuBLAS */
+  float *A, *B, *C;
+  size_t na = (size_t)(da[0] * da[1]) * 4, nb = (size_t)(db[0] * db[1]) * 4, nc = (size_t)(c->M * c->N) * 4;
+  cublasHandle_t h;
+  if (cudaMalloc((void **)&A, na) || cudaMalloc((void **)&B, nb) || cudaMalloc((void **)&C, nc) ||
+      cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "error: raw cuBLAS setup failed\n");
+    return 1;
+  }
+  cudaMemcpy(A, loom_tensor_data(av), na, cudaMemcpyHostToDevice);
+  cudaMemcpy(B, loom_tensor_data(bv), nb, cudaMemcpyHostToDevice);
+  const float one = 1, zero = 0;
+  int M = (int)c->M, N = (int)c->N, K = (int)c->K;
+  for (int i = 0; i < 10 + g_iters; i++) {
+    double t0 = bu_now_us();
+    cublasSgemm(h, c->tb ? CUBLAS_OP_T : CUBLAS_OP_N, c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B,
+                c->tb ? K : N, A, c->ta ? M : K, &zero, C, N);
+    cudaDeviceSynchronize();
+    if (i >= 10) tr[i - 10] = bu_now_us() - t0;
+  }
+  float *hc = malloc(nc);
+  cudaMemcpy(hc, C, nc, cudaMemcpyDeviceToHost);
+  const float *ly = loom_tensor_data(out);
+  double maxerr = 0;
+  for (int64_t i = 0; i < c->M * c->N; i++) {
+    double e = fabs((double)ly[i] - (double)hc[i]);
+    if (e > maxerr) maxerr = e;
+  }
+  double ml = bu_median(tl, g_iters), mr = bu_median(tr, g_iters);
+  printf("matmul_%s_cuda_loom_us=%.2f\n", c->name, ml);
+  printf("matmul_%s_cuda_cublas_us=%.2f\n", c->name, mr);
+  printf("matmul_%s_cuda_vs_cublas=%.4f\n", c->name, ml / mr);
+  printf("matmul_%s_cuda_max_abs_diff=%.3g\n", c->name, maxerr);
+  free(hc);
+  free(tl);
+  free(tr);
+  cublasDestroy(h);
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+  loom_tensor_free(out);
+  loom_tensor_free(av);
+  loom_tensor_free(bv);
+  loom_session_free(s);
+  loom_graph_free(g);
+  loom_status_free(st);
+  return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--iters")) {
@@ -314,16 +397,22 @@ int main(int argc, char **argv) {
       }
       i++;
     } else {
-      fprintf(stderr, "usage: %s [--threads N] [--device cpu] [--iters N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--threads N] [--device cpu|cuda] [--iters N]\n", argv[0]);
       return 2;
     }
   }
   const char *dev = bu_flag(argc, argv, "--device", "cpu");
-  if (strcmp(dev, "cpu")) {
-    fprintf(stderr, "error: --device %s is not available: this build of loom runs on the CPU only (use --device cpu)\n",
-            dev);
+  int cuda = !strcmp(dev, "cuda");
+  if (strcmp(dev, "cpu") && !cuda) {
+    fprintf(stderr, "error: --device must be cpu or cuda, got %s\n", dev);
     return 2;
   }
+#ifndef LOOM_HAVE_CUDA
+  if (cuda) {
+    fprintf(stderr, "error: --device cuda: this build of loom has no CUDA backend (build with make CUDA=1)\n");
+    return 2;
+  }
+#endif
   g_threads = atoi(bu_flag(argc, argv, "--threads", "1"));
   g_iters = atoi(bu_flag(argc, argv, "--iters", "200"));
   if (g_threads < 1 || g_iters < 1) {
@@ -334,7 +423,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "error: cannot find cblas_sgemm/cblas_sgemv with dlsym (is OpenBLAS linked dynamically?)\n");
     return 1;
   }
-  printf("device=cpu\n");
+  printf("device=%s\n", cuda ? "cuda" : "cpu");
   printf("threads=%d\n", g_threads);
   printf("iters=%d\n", g_iters);
   bench_dispatch();
@@ -346,6 +435,13 @@ int main(int argc, char **argv) {
       {"128x512x784_nt", 128, 784, 512, 0, 1}, /* dx = dy . W1^T: [128,512] [784,512]^T */
       {"1x784x512", 1, 512, 784, 0, 0},        /* one row: sgemv */
   };
+#ifdef LOOM_HAVE_CUDA
+  if (cuda) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      if (bench_matmul_cuda(&cases[i])) return 1;
+    return 0;
+  }
+#endif
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) bench_matmul(&cases[i]);
   bench_add();
   return 0;

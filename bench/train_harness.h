@@ -5,6 +5,7 @@
 #ifndef LOOM_TRAIN_HARNESS_H
 #define LOOM_TRAIN_HARNESS_H
 #include <math.h>
+#include <string.h>
 #include "loom/loom.h"
 #include "bench_util.h"
 
@@ -12,7 +13,16 @@ typedef struct th_model {
   loom_graph *g;
   loom_output x8, y, logits, loss;
   loom_node *train;
+  loom_device_type device; /* --device cpu (default) or cuda */
 } th_model;
+
+/* --device cpu|cuda -> *dev; 0 on success. */
+static int th_device(const char *name, loom_device_type *dev) {
+  if (!strcmp(name, "cpu")) *dev = LOOM_DEVICE_CPU;
+  else if (!strcmp(name, "cuda")) *dev = LOOM_DEVICE_CUDA;
+  else return -1;
+  return 0;
+}
 
 typedef struct th_result {
   int64_t steps;
@@ -52,6 +62,7 @@ static void th_run(const char *prog, th_model *m, const bu_mnist *d, int batch, 
   if (loom_graph_status(m->g, st)) th_die(prog, "building the graph", st);
   loom_session_options so = loom_session_options_default();
   so.num_threads = threads;
+  so.device = m->device;
   loom_session *s = loom_session_new(m->g, &so, st);
   if (!s || loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st)) th_die(prog, "initializing", st);
 
