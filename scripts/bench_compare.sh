@@ -42,3 +42,11 @@ if [ -x "$BUILD/bench/ops" ]; then
   echo "== ops threads=1"
   "$BUILD/bench/ops" --threads 1
 fi
+if [ -x "$BUILD/bench/estimator_overhead" ]; then
+  echo "== estimator harness vs raw session loop (threads=2)"
+  "$BUILD/bench/estimator_overhead" --threads 2 2>/dev/null | sed 's/^/est_/'
+fi
+if [ -x "$BUILD/bench/predict_latency" ]; then
+  echo "== resident predictor vs raw BLAS forward (threads=1)"
+  "$BUILD/bench/predict_latency" --threads 1 | sed 's/^/predict_/'
+fi
