@@ -9,18 +9,6 @@
 #include "engine/crc32c.h"
 
 /* ---------------------------------------------------------------- helpers */
-static char *tmpdir(void) {
-  char *d = strdup("/tmp/loom_ckpt_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
-static void rmdir_all(char *d) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
-}
-static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 static int count_files(const char *dir, const char *substr) {
   DIR *d = opendir(dir);
   int n = 0;
@@ -29,25 +17,6 @@ static int count_files(const char *dir, const char *substr) {
     if (strstr(e->d_name, substr)) n++;
   closedir(d);
   return n;
-}
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  b[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return b;
-}
-static void spit(const char *path, const char *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert(f);
-  if (n) cr_assert_eq(fwrite(data, 1, n, f), n);
-  fclose(f);
 }
 static loom_session *new_session(loom_graph *g) {
   loom_status *st = loom_status_new();
@@ -189,7 +158,8 @@ static char *save_model(const char *dir, loom_tensor **vals) {
 }
 
 Test(checkpoint, round_trip_bitwise_all_dtypes) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_ckpt");
   loom_tensor *saved[NVARS];
   char *path = save_model(dir, saved);
   char want[512];
@@ -233,7 +203,7 @@ Test(checkpoint, round_trip_bitwise_all_dtypes) {
   loom_session_free(s);
   loom_graph_free(m.g);
   free(path);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 typedef struct listed {
@@ -254,7 +224,8 @@ static int list_cb(const char *name, loom_dtype dtype, int ndim, const int64_t *
 }
 
 Test(checkpoint, list_variables_and_write_api) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_ckpt");
   char *path = save_model(dir, NULL);
   listed l = {0};
   loom_status *st = loom_status_new();
@@ -283,7 +254,7 @@ Test(checkpoint, list_variables_and_write_api) {
   const char *dup[2] = {"a", "a"};
   cr_assert_eq(loom_checkpoint_write(p2, 2, dup, ts, st), LOOM_INVALID_ARGUMENT);
   /* not a checkpoint */
-  spit(p2, "hello world, this is not a checkpoint file at all", 50);
+  tu_write_file(p2, "hello world, this is not a checkpoint file at all", 50);
   cr_assert_eq(loom_checkpoint_read_tensor(p2, "a", &r, st), LOOM_DATA_LOSS);
   cr_assert(strstr(loom_status_message(st), "bad magic"), "%s", loom_status_message(st));
   snprintf(p2, sizeof p2, "%s/missing", dir);
@@ -292,18 +263,19 @@ Test(checkpoint, list_variables_and_write_api) {
   loom_tensor_free(b);
   loom_status_free(st);
   free(path);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* ======================================================================
  * Damage
  * ====================================================================== */
 Test(checkpoint, every_corrupted_byte_is_data_loss) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_ckpt");
   loom_tensor *saved[NVARS];
   char *path = save_model(dir, saved);
   size_t n;
-  char *orig = slurp(path, &n);
+  char *orig = tu_read_file(path, &n);
   cr_assert(n > 200 && n < 4096, "size %zu", n);
   model m = build_model(3);
   loom_session *s = new_session(m.g);
@@ -315,7 +287,7 @@ Test(checkpoint, every_corrupted_byte_is_data_loss) {
   for (size_t i = 0; i < n; i++) {
     memcpy(buf, orig, n);
     buf[i] ^= (char)(1 << (i % 8));
-    spit(path, buf, n);
+    tu_write_file(path, buf, n);
     loom_code rc = loom_saver_restore(sv, s, path, st);
     cr_assert_eq(rc, LOOM_DATA_LOSS, "byte %zu: %s %s", i, loom_code_name(rc), loom_status_message(st));
     cr_assert(strstr(loom_status_message(st), path), "%s", loom_status_message(st));
@@ -342,20 +314,21 @@ Test(checkpoint, every_corrupted_byte_is_data_loss) {
   loom_session_free(s);
   loom_graph_free(m.g);
   free(path);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 Test(checkpoint, every_truncation_is_data_loss) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_ckpt");
   char *path = save_model(dir, NULL);
   size_t n;
-  char *orig = slurp(path, &n);
+  char *orig = tu_read_file(path, &n);
   model m = build_model(3);
   loom_session *s = new_session(m.g);
   loom_status *st = loom_status_new();
   loom_saver *sv = loom_saver_new(m.g, 0, NULL, 0, st);
   for (size_t len = 0; len < n; len++) {
-    spit(path, orig, len);
+    tu_write_file(path, orig, len);
     cr_assert_eq(loom_saver_restore(sv, s, path, st), LOOM_DATA_LOSS, "length %zu: %s", len, loom_status_message(st));
     loom_tensor *t = NULL;
     cr_assert_eq(loom_checkpoint_read_tensor(path, "scale", &t, st), LOOM_DATA_LOSS, "length %zu", len);
@@ -367,7 +340,7 @@ Test(checkpoint, every_truncation_is_data_loss) {
   char *longer = malloc(n + 8);
   memcpy(longer, orig, n);
   memset(longer + n, 0, 8);
-  spit(path, longer, n + 8);
+  tu_write_file(path, longer, n + 8);
   cr_assert_eq(loom_saver_restore(sv, s, path, st), LOOM_DATA_LOSS);
   free(longer);
   free(orig);
@@ -376,14 +349,15 @@ Test(checkpoint, every_truncation_is_data_loss) {
   loom_session_free(s);
   loom_graph_free(m.g);
   free(path);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* ======================================================================
  * Restore errors name the variable
  * ====================================================================== */
 Test(checkpoint, restore_missing_and_misshaped_variables) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_ckpt");
   char *path = save_model(dir, NULL);
   loom_status *st = loom_status_new();
   /* a model with an extra variable */
@@ -448,14 +422,15 @@ Test(checkpoint, restore_missing_and_misshaped_variables) {
   loom_tensor_free(before);
   loom_status_free(st);
   free(path);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* ======================================================================
  * Saver bookkeeping
  * ====================================================================== */
 Test(saver, keep_max_and_state_file) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_ckpt");
   model m = build_model(1);
   loom_session *s = new_session(m.g);
   run_target(s, m.init);
@@ -469,10 +444,10 @@ Test(saver, keep_max_and_state_file) {
   }
   for (int step = 1; step <= 5; step++) {
     snprintf(p, sizeof p, "%s-%d", prefix, step * 100);
-    cr_assert_eq(file_exists(p), step >= 4, "step %d", step);
+    cr_assert_eq(tu_file_exists(p), step >= 4, "step %d", step);
   }
   snprintf(p, sizeof p, "%s/checkpoint", dir);
-  char *state = slurp(p, NULL);
+  char *state = tu_read_file(p, NULL);
   cr_assert_str_eq(state,
                    "model_checkpoint_path: \"model.ckpt-500\"\n"
                    "all_model_checkpoint_paths: \"model.ckpt-400\"\n"
@@ -485,7 +460,7 @@ Test(saver, keep_max_and_state_file) {
   /* re-saving the same step moves it to the end */
   cr_assert(loom_saver_save(sv, s, prefix, 400, st));
   snprintf(p, sizeof p, "%s/checkpoint", dir);
-  state = slurp(p, NULL);
+  state = tu_read_file(p, NULL);
   cr_assert_str_eq(state,
                    "model_checkpoint_path: \"model.ckpt-400\"\n"
                    "all_model_checkpoint_paths: \"model.ckpt-500\"\n"
@@ -498,9 +473,9 @@ Test(saver, keep_max_and_state_file) {
   cr_assert_eq(loom_saver_recover_last_checkpoints(sv, dir, st), LOOM_OK, "%s", loom_status_message(st));
   cr_assert(loom_saver_save(sv, s, prefix, 600, st));
   snprintf(p, sizeof p, "%s-500", prefix);
-  cr_assert(!file_exists(p), "the oldest adopted checkpoint is deleted");
+  cr_assert(!tu_file_exists(p), "the oldest adopted checkpoint is deleted");
   snprintf(p, sizeof p, "%s-400", prefix);
-  cr_assert(file_exists(p));
+  cr_assert(tu_file_exists(p));
   loom_saver_free(sv);
 
   /* keep_max <= 0 keeps everything; a directory prefix gives model.ckpt */
@@ -520,17 +495,18 @@ Test(saver, keep_max_and_state_file) {
   loom_saver_free(sv);
 
   /* latest_checkpoint errors */
-  char *empty = tmpdir();
+  char empty[TU_TMPDIR_CAP];
+  tu_tmpdir(empty, sizeof empty, "loom_ckpt");
   cr_assert_eq(loom_latest_checkpoint(empty, buf, sizeof buf, st), LOOM_NOT_FOUND);
   snprintf(p, sizeof p, "%s/checkpoint", empty);
-  spit(p, "model_checkpoint_path: \"gone-1\"\n", 32);
+  tu_write_file(p, "model_checkpoint_path: \"gone-1\"\n", 32);
   cr_assert_eq(loom_latest_checkpoint(empty, buf, sizeof buf, st), LOOM_NOT_FOUND);
   cr_assert(strstr(loom_status_message(st), "gone-1"), "%s", loom_status_message(st));
-  rmdir_all(empty);
+  tu_rmtree(empty);
   loom_status_free(st);
   loom_session_free(s);
   loom_graph_free(m.g);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* ======================================================================
@@ -574,7 +550,8 @@ static lin build_linear(void) {
 }
 
 Test(saver, train_save_restore_continue_is_bitwise) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_ckpt");
   const int N = 3, M = 4;
   /* reference: N + M steps in one session */
   lin a = build_linear();
@@ -620,5 +597,5 @@ Test(saver, train_save_restore_continue_is_bitwise) {
   loom_optimizer_free(b.opt);
   loom_graph_free(a.g);
   loom_graph_free(b.g);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }

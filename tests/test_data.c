@@ -10,39 +10,10 @@
 #include "engine/crc32c.h"
 
 /* ---------------------------------------------------------------- helpers */
-static char *tmpdir(void) {
-  char *d = strdup("/tmp/loom_data_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
-static void rmdir_all(char *d) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
-}
 static char *path_in(const char *dir, const char *name) {
   char *p = malloc(strlen(dir) + strlen(name) + 2);
   sprintf(p, "%s/%s", dir, name);
   return p;
-}
-static void spit(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert(f, "create %s", path);
-  if (n) cr_assert_eq(fwrite(data, 1, n, f), n);
-  fclose(f);
-}
-static uint8_t *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *b = malloc((size_t)n + 1);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
 }
 
 static loom_dataset *chk(loom_dataset *ds, loom_status *st) {
@@ -703,25 +674,8 @@ Test(prefetch, early_free_and_reset_mid_stream) {
 /* ======================================================================
  * Steady state allocates nothing
  * ====================================================================== */
-static long g_allocs;
-static void *count_malloc(size_t n, void *u) {
-  (void)u;
-  __atomic_add_fetch(&g_allocs, 1, __ATOMIC_RELAXED);
-  return malloc(n);
-}
-static void *count_realloc(void *p, size_t n, void *u) {
-  (void)u;
-  __atomic_add_fetch(&g_allocs, 1, __ATOMIC_RELAXED);
-  return realloc(p, n);
-}
-static void count_free(void *p, void *u) {
-  (void)u;
-  free(p);
-}
-
 Test(steady_state, batches_allocate_nothing) {
-  loom_allocator a = {count_malloc, count_realloc, count_free, NULL};
-  loom_set_allocator(&a);
+  tu_alloc_count_begin();
   loom_status *st = loom_status_new();
   enum { N = 6000, D = 784 }; /* 40 batches stay inside one epoch */
   int64_t dx[2] = {N, D}, dy[1] = {N};
@@ -735,7 +689,7 @@ Test(steady_state, batches_allocate_nothing) {
     if (prefetch) ds = chk(loom_dataset_prefetch(ds, 2, st), st);
     loom_tensor *v[2] = {NULL, NULL};
     for (int i = 0; i < 5; i++) next_ok(ds, v, st); /* warm up (tensors, shuffle buffer, queue) */
-    long before = g_allocs;
+    long before = tu_alloc_count();
     for (int i = 0; i < 30; i++) {
       next_ok(ds, v, st);
       int64_t w[2] = {128, D};
@@ -745,15 +699,15 @@ Test(steady_state, batches_allocate_nothing) {
         cr_assert_eq(F(v[0])[(size_t)j * D + 5], (float)(id * D + 5));
       }
     }
-    cr_assert_eq(g_allocs, before, "prefetch=%d: %ld allocations in 30 steady-state batches", prefetch,
-                 g_allocs - before);
+    long after = tu_alloc_count();
+    cr_assert_eq(after, before, "prefetch=%d: %ld allocations in 30 steady-state batches", prefetch, after - before);
     free_vals(v, 2);
     loom_dataset_free(ds);
   }
   loom_tensor_free(x);
   loom_tensor_free(y);
   loom_status_free(st);
-  loom_set_allocator(NULL);
+  tu_alloc_count_end();
 }
 
 /* ======================================================================
@@ -906,8 +860,8 @@ static void write_idx(const char *img, const char *lab, int n, int r, int c, int
     cr_assert_eq(gzwrite(f, bl, (unsigned)nl), (int)nl);
     gzclose(f);
   } else {
-    spit(img, bi, ni);
-    spit(lab, bl, nl);
+    tu_write_file(img, bi, ni);
+    tu_write_file(lab, bl, nl);
   }
   free(bi);
   free(bl);
@@ -915,7 +869,8 @@ static void write_idx(const char *img, const char *lab, int n, int r, int c, int
 
 Test(idx, synthetic_raw_and_gzipped) {
   loom_status *st = loom_status_new();
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
   char *img = path_in(dir, "img"), *lab = path_in(dir, "lab"), *imgz = path_in(dir, "img.gz"),
        *labz = path_in(dir, "lab.gz");
   write_idx(img, lab, 5, 2, 3, 5, 0);
@@ -968,14 +923,15 @@ Test(idx, synthetic_raw_and_gzipped) {
   cr_assert_eq(loom_dataset_num_components(ds), 1);
   cr_assert_eq(loom_dataset_label_index(ds), -1);
   loom_dataset_free(ds);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free(img), free(lab), free(imgz), free(labz);
   loom_status_free(st);
 }
 
 Test(idx, malformed_files) {
   loom_status *st = loom_status_new();
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
   char *img = path_in(dir, "img"), *lab = path_in(dir, "lab"), *lab4 = path_in(dir, "lab4"), *img4 = path_in(dir, "i4");
   write_idx(img, lab, 5, 2, 3, 5, 0);
   write_idx(img4, lab4, 1, 1, 1, 4, 0);
@@ -984,7 +940,7 @@ Test(idx, malformed_files) {
   expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, lab, "0x00000801", NULL);
   /* garbage magic */
   char *junk = path_in(dir, "junk");
-  spit(junk, "hello world, not idx", 20);
+  tu_write_file(junk, "hello world, not idx", 20);
   cr_assert_null(loom_dataset_idx(junk, NULL, NULL, st));
   expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, junk, "bad magic", NULL);
   /* count mismatch */
@@ -992,15 +948,15 @@ Test(idx, malformed_files) {
   expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, "5 images but 4 labels", img, lab4);
   /* truncated data, truncated header, empty file */
   size_t n;
-  uint8_t *b = slurp(img, &n);
+  uint8_t *b = tu_read_file(img, &n);
   char *tr = path_in(dir, "trunc");
-  spit(tr, b, n - 1);
+  tu_write_file(tr, b, n - 1);
   cr_assert_null(loom_dataset_idx(tr, NULL, NULL, st));
   expect_msg(loom_status_code(st), LOOM_DATA_LOSS, st, tr, "truncated", NULL);
-  spit(tr, b, 10);
+  tu_write_file(tr, b, 10);
   cr_assert_null(loom_dataset_idx(tr, NULL, NULL, st));
   expect_msg(loom_status_code(st), LOOM_DATA_LOSS, st, tr, "truncated", "dimensions");
-  spit(tr, b, 0);
+  tu_write_file(tr, b, 0);
   cr_assert_null(loom_dataset_idx(tr, NULL, NULL, st));
   expect_msg(loom_status_code(st), LOOM_DATA_LOSS, st, tr, "truncated", NULL);
   /* a truncated gzip stream */
@@ -1009,8 +965,8 @@ Test(idx, malformed_files) {
   gzwrite(f, b, (unsigned)n);
   gzclose(f);
   free(b);
-  b = slurp(gzp, &n);
-  spit(gzp, b, n / 2);
+  b = tu_read_file(gzp, &n);
+  tu_write_file(gzp, b, n / 2);
   cr_assert_null(loom_dataset_idx(gzp, NULL, NULL, st));
   expect_msg(loom_status_code(st), LOOM_DATA_LOSS, st, gzp, NULL, NULL);
   free(b);
@@ -1022,7 +978,7 @@ Test(idx, malformed_files) {
   expect_msg(loom_status_code(st), LOOM_NOT_FOUND, st, none, NULL, NULL);
   cr_assert_null(loom_dataset_idx(NULL, NULL, NULL, st));
   expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, "images_path", NULL, NULL);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free(img), free(lab), free(lab4), free(img4), free(junk), free(tr), free(gzp), free(none);
   loom_status_free(st);
 }
@@ -1078,7 +1034,9 @@ Test(idx, fashion_mnist_t10k) {
  * ====================================================================== */
 Test(csv, quoting_defaults_selection_crlf) {
   loom_status *st = loom_status_new();
-  char *dir = tmpdir(), *p = path_in(dir, "a.csv");
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
+  char *p = path_in(dir, "a.csv");
   const char *text =
       "f,i,s,skip,d\r\n"
       "1.5,7,plain,x,2.25\r\n"
@@ -1087,7 +1045,7 @@ Test(csv, quoting_defaults_selection_crlf) {
       "\n"
       "0.25,-4,\"two\nlines\",\"q,\"\"\",8\n"
       ",5,,w,1";
-  spit(p, text, strlen(text));
+  tu_write_file(p, text, strlen(text));
   loom_csv_column cols[5] = {
       {NULL, LOOM_F32, "-1", 1},
       {NULL, LOOM_I64, "42", 1},
@@ -1129,7 +1087,7 @@ Test(csv, quoting_defaults_selection_crlf) {
   loom_dataset_free(ds);
   /* batched, and two files (each with its header); no header + explicit names */
   char *p2 = path_in(dir, "b.csv");
-  spit(p2, "f,i,s,skip,d\n9,1,a,b,2\n", 23);
+  tu_write_file(p2, "f,i,s,skip,d\n9,1,a,b,2\n", 23);
   const char *two[2] = {p, p2};
   ds = chk(loom_dataset_batch(chk(loom_dataset_csv(2, two, &o, st), st), 4, 0, st), st);
   next_ok(ds, v, st);
@@ -1143,7 +1101,7 @@ Test(csv, quoting_defaults_selection_crlf) {
   free_vals(v, 4);
   loom_dataset_free(ds);
   char *p3 = path_in(dir, "c.csv");
-  spit(p3, "1;2\n3;4\n", 8);
+  tu_write_file(p3, "1;2\n3;4\n", 8);
   loom_csv_column c2[2] = {{"a", LOOM_I32, NULL, 1}, {"b", LOOM_F32, NULL, 1}};
   loom_csv_options o2 = {0, ';', 2, c2, NULL};
   const char *one[1] = {p3};
@@ -1157,7 +1115,7 @@ Test(csv, quoting_defaults_selection_crlf) {
   expect_end(ds, v, st);
   free_vals(v, 4);
   loom_dataset_free(ds);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free(p), free(p2), free(p3);
   loom_status_free(st);
 }
@@ -1166,7 +1124,7 @@ Test(csv, quoting_defaults_selection_crlf) {
  * (no defaults) and returns the code of the first failing next (or OK). */
 static loom_code csv_run(const char *dir, const char *text, loom_status *st, char **path_out) {
   char *p = path_in(dir, "bad.csv");
-  spit(p, text, strlen(text));
+  tu_write_file(p, text, strlen(text));
   loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1}, {"b", LOOM_F32, NULL, 1}, {"c", LOOM_STRING, NULL, 1}};
   loom_csv_options o = {0, ',', 3, cols, NULL};
   const char *paths[1] = {p};
@@ -1184,7 +1142,9 @@ static loom_code csv_run(const char *dir, const char *text, loom_status *st, cha
 
 Test(csv, errors_name_file_and_line) {
   loom_status *st = loom_status_new();
-  char *dir = tmpdir(), *p, want[512];
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
+  char *p, want[512];
   cr_assert_eq(csv_run(dir, "1,2,x\n3,4,y\n", st, &p), LOOM_OK);
   free(p);
   loom_code rc = csv_run(dir, "1,2,x\n3,4\n", st, &p);
@@ -1226,7 +1186,7 @@ Test(csv, errors_name_file_and_line) {
   free(p);
   /* the error is sticky until reset */
   char *q = path_in(dir, "s.csv");
-  spit(q, "1,2,x\nbad\n3,4,z\n", 16);
+  tu_write_file(q, "1,2,x\nbad\n3,4,z\n", 16);
   loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1}, {"b", LOOM_F32, NULL, 1}, {"c", LOOM_STRING, NULL, 1}};
   loom_csv_options o = {0, ',', 3, cols, NULL};
   const char *paths[1] = {q};
@@ -1269,7 +1229,7 @@ Test(csv, errors_name_file_and_line) {
   o.ncolumns = 3;
   cr_assert_null(loom_dataset_csv(1, np, &o, st));
   expect_msg(loom_status_code(st), LOOM_NOT_FOUND, st, none, NULL, NULL);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free(q), free(none);
   loom_status_free(st);
 }
@@ -1319,7 +1279,9 @@ static void example_spec(loom_feature_spec *s) {
 
 Test(tfrecord, write_then_parse) {
   loom_status *st = loom_status_new();
-  char *dir = tmpdir(), *p = path_in(dir, "ex.tfrecord");
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
+  char *p = path_in(dir, "ex.tfrecord");
   write_examples(p);
   loom_feature_spec spec[6];
   example_spec(spec);
@@ -1396,14 +1358,16 @@ Test(tfrecord, write_then_parse) {
   cr_assert_str_eq(loom_tensor_get_string(v[0], 2, NULL), "row2");
   free_vals(v, 6);
   loom_dataset_free(ds);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free(p);
   loom_status_free(st);
 }
 
 Test(tfrecord, parse_errors_name_file_and_record) {
   loom_status *st = loom_status_new();
-  char *dir = tmpdir(), *p = path_in(dir, "ex.tfrecord"), want[512];
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
+  char *p = path_in(dir, "ex.tfrecord"), want[512];
   write_examples(p);
   const char *paths[1] = {p};
   loom_feature_spec spec[6];
@@ -1464,14 +1428,14 @@ Test(tfrecord, parse_errors_name_file_and_record) {
   loom_dataset_free(ds);
   /* a flipped byte in record 1's data -> DATA_LOSS naming file and record */
   size_t n;
-  uint8_t *b = slurp(p, &n);
+  uint8_t *b = tu_read_file(p, &n);
   size_t len0 = (size_t)b[0] | (size_t)b[1] << 8; /* record 0's length */
   size_t off1 = 16 + len0;
   uint8_t *c = malloc(n);
   memcpy(c, b, n);
   c[off1 + 12 + 5] ^= 0x20;
   char *fl = path_in(dir, "flip.tfrecord");
-  spit(fl, c, n);
+  tu_write_file(fl, c, n);
   const char *fp[1] = {fl};
   example_spec(spec);
   ds = chk(loom_dataset_tfrecord(1, fp, 6, spec, NULL, st), st);
@@ -1483,20 +1447,20 @@ Test(tfrecord, parse_errors_name_file_and_record) {
   /* a flipped length byte */
   memcpy(c, b, n);
   c[off1] ^= 1;
-  spit(fl, c, n);
+  tu_write_file(fl, c, n);
   ds = chk(loom_dataset_tfrecord(1, fp, 6, spec, NULL, st), st);
   next_ok(ds, v, st);
   expect_msg(loom_dataset_next(ds, v, st), LOOM_DATA_LOSS, st, want, "length CRC", NULL);
   loom_dataset_free(ds);
   /* truncated file: inside the last record's data, and inside a header */
-  spit(fl, b, n - 7);
+  tu_write_file(fl, b, n - 7);
   ds = chk(loom_dataset_tfrecord(1, fp, 6, spec, NULL, st), st);
   next_ok(ds, v, st);
   next_ok(ds, v, st);
   snprintf(want, sizeof want, "%s: record 2", fl);
   expect_msg(loom_dataset_next(ds, v, st), LOOM_DATA_LOSS, st, want, "truncated", NULL);
   loom_dataset_free(ds);
-  spit(fl, b, off1 + 5);
+  tu_write_file(fl, b, off1 + 5);
   ds = chk(loom_dataset_tfrecord(1, fp, 6, spec, NULL, st), st);
   next_ok(ds, v, st);
   expect_msg(loom_dataset_next(ds, v, st), LOOM_DATA_LOSS, st, "record 1", "truncated", NULL);
@@ -1513,7 +1477,7 @@ Test(tfrecord, parse_errors_name_file_and_record) {
   free_vals(v, 6);
   loom_tensor_free(one);
   free(b), free(c);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free(p), free(q), free(fl), free(none), free(nodir);
   loom_status_free(st);
 }
@@ -1522,7 +1486,7 @@ Test(tfrecord, parse_errors_name_file_and_record) {
  * CRCs checked independently). */
 static uint8_t *first_record(const char *path, size_t *len) {
   size_t n;
-  uint8_t *b = slurp(path, &n);
+  uint8_t *b = tu_read_file(path, &n);
   cr_assert_geq(n, 16);
   uint64_t l = 0;
   for (int i = 0; i < 8; i++) l |= (uint64_t)b[i] << (8 * i);
@@ -1541,7 +1505,9 @@ static uint8_t *first_record(const char *path, size_t *len) {
 
 Test(tfrecord, example_bytes_match_hand_encoding) {
   loom_status *st = loom_status_new();
-  char *dir = tmpdir(), *p = path_in(dir, "one.tfrecord");
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
+  char *p = path_in(dir, "one.tfrecord");
   loom_tfrecord_writer *w = loom_tfrecord_writer_new(p, st);
   cr_assert(w, "%s", loom_status_message(st));
   int64_t d2[1] = {2};
@@ -1622,7 +1588,7 @@ Test(tfrecord, example_bytes_match_hand_encoding) {
   free_vals(v, 2);
   loom_dataset_free(ds);
   loom_tensor_free(a), loom_tensor_free(f), loom_tensor_free(s), loom_tensor_free(i32), loom_tensor_free(f64);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free(p);
   loom_status_free(st);
 }

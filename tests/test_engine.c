@@ -1,6 +1,5 @@
 /* Engine: tensors, graph building errors, sessions, plan cache, memory reuse,
  * no allocation in steady state, cancellation. */
-#include <stdatomic.h>
 #include <time.h>
 #include "test_util.h"
 
@@ -215,15 +214,8 @@ Test(session, zero_size_and_rank0) {
   loom_graph_free(g);
 }
 
-/* ---- counting allocator ---- */
-static atomic_long n_allocs;
-static void *c_malloc(size_t n, void *u) { (void)u; atomic_fetch_add(&n_allocs, 1); return malloc(n); }
-static void *c_realloc(void *p, size_t n, void *u) { (void)u; atomic_fetch_add(&n_allocs, 1); return realloc(p, n); }
-static void c_free(void *p, void *u) { (void)u; free(p); }
-
 Test(session, plan_cache_memory_reuse_and_no_malloc_in_steady_state) {
-  loom_allocator a = {c_malloc, c_realloc, c_free, NULL};
-  loom_set_allocator(&a);
+  tu_alloc_count_begin();
   loom_graph *g = loom_graph_new();
   int64_t d[1] = {-1};
   loom_output x = loom_placeholder(g, LOOM_F32, 1, d, "x");
@@ -239,10 +231,10 @@ Test(session, plan_cache_memory_reuse_and_no_malloc_in_steady_state) {
   loom_tensor *out = NULL;
   loom_status *st = loom_status_new();
   cr_assert_eq(loom_session_run(s, &x, &xt, 1, &h, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
-  long before = atomic_load(&n_allocs);
+  long before = tu_alloc_count();
   for (int r = 0; r < 5; r++)
     cr_assert_eq(loom_session_run(s, &x, &xt, 1, &h, &out, 1, NULL, 0, st), LOOM_OK);
-  long after = atomic_load(&n_allocs);
+  long after = tu_alloc_count();
   cr_assert_eq(after - before, 0, "steady-state runs allocated %ld times", after - before);
   const float *op = loom_tensor_data_const(out);
   for (int64_t i = 0; i < n; i += 997) cr_assert_eq(op[i], 51.0f * (float)(i % 7));
@@ -267,7 +259,7 @@ Test(session, plan_cache_memory_reuse_and_no_malloc_in_steady_state) {
   loom_status_free(st);
   loom_session_free(s);
   loom_graph_free(g);
-  loom_set_allocator(NULL);
+  tu_alloc_count_end();
 }
 
 Test(session, targets_control_deps_and_cancel) {

@@ -1,7 +1,6 @@
 /* Estimator: step semantics, evaluate vs a hand computation, predict,
  * hooks, NaN guard, event files, export -> predictor parity, warm start,
  * resident predict, in-memory evaluation and early stopping. */
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "test_util.h"
@@ -86,18 +85,6 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   return LOOM_OK;
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(p);
-}
-static void tmpdir(char *buf, size_t cap) {
-  snprintf(buf, cap, "/tmp/loom_est_XXXXXX");
-  cr_assert(mkdtemp(buf));
-}
-static void rmtree(const char *d) { nftw(d, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
-
 static loom_run_config quiet_config(void) {
   loom_run_config c = loom_run_config_default();
   c.progress_bar = 0;
@@ -140,10 +127,18 @@ static loom_tensor *var_value(loom_estimator *e, const char *name) {
   return t;
 }
 
+/* The model's output for example i worked by hand: bias + x_i . kernel, in float. */
+static float hand_predict(const loom_tensor *kernel, const loom_tensor *bias, int i) {
+  const float *w = loom_tensor_data_const(kernel), *b = loom_tensor_data_const(bias);
+  float p = b[0];
+  for (int j = 0; j < NF; j++) p += X[i * NF + j] * w[j];
+  return p;
+}
+
 Test(estimator, step_semantics) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   loom_estimator *e = make_est(dir, &c, NULL);
   data_opts d = {4, 0, 0, 0};
@@ -178,14 +173,14 @@ Test(estimator, step_semantics) {
   loom_status_free(st);
   loom_estimator_free(e);
   loom_estimator_free(e2);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 Test(estimator, split_training_is_bitwise_equal) {
   make_data();
-  char d1[64], d2[64];
-  tmpdir(d1, sizeof d1);
-  tmpdir(d2, sizeof d2);
+  char d1[TU_TMPDIR_CAP], d2[TU_TMPDIR_CAP];
+  tu_tmpdir(d1, sizeof d1, "loom_est");
+  tu_tmpdir(d2, sizeof d2, "loom_est");
   loom_run_config c = quiet_config();
   /* 24 examples / batch 4 = 6 batches per pass: 12 steps = 2 full passes,
    * so the input order of train(12)+train(12) equals train(24). */
@@ -207,20 +202,19 @@ Test(estimator, split_training_is_bitwise_equal) {
   cr_expect_eq(step_of(b), 24);
   loom_estimator_free(a);
   loom_estimator_free(b);
-  rmtree(d1);
-  rmtree(d2);
+  tu_rmtree(d1);
+  tu_rmtree(d2);
 }
 
 Test(estimator, evaluate_matches_hand_computation) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   loom_estimator *e = make_est(dir, &c, NULL);
   data_opts d = {4, 0, 0, 0};
   train_ok(e, &d, 7, 0);
   loom_tensor *w = var_value(e, "linear/kernel"), *bias = var_value(e, "linear/bias");
-  const float *wv = loom_tensor_data_const(w), *bv = loom_tensor_data_const(bias);
   /* evaluation on 10 examples in batches of 4: batches 4, 4, 2 */
   data_opts ed = {4, 1, 0, 10};
   double loss_sum = 0, abs_sum = 0;
@@ -229,8 +223,7 @@ Test(estimator, evaluate_matches_hand_computation) {
     int end = start + 4 < 10 ? start + 4 : 10;
     double se = 0;
     for (int i = start; i < end; i++) {
-      float p = bv[0];
-      for (int j = 0; j < NF; j++) p += X[i * NF + j] * wv[j];
+      float p = hand_predict(w, bias, i);
       se += ((double)p - Y[i]) * ((double)p - Y[i]);
       abs_sum += fabs((double)p - Y[i]);
     }
@@ -257,11 +250,7 @@ Test(estimator, evaluate_matches_hand_computation) {
   cr_assert_eq(loom_estimator_evaluate(e, input_fn, &ed, &eo, &r1, st), LOOM_OK, "%s", loom_status_message(st));
   loom_eval_result_get(r1, "mae", &v, NULL);
   double a1 = 0;
-  for (int i = 0; i < 4; i++) {
-    float p = bv[0];
-    for (int j = 0; j < NF; j++) p += X[i * NF + j] * wv[j];
-    a1 += fabs((double)p - Y[i]);
-  }
+  for (int i = 0; i < 4; i++) a1 += fabs((double)hand_predict(w, bias, i) - Y[i]);
   cr_expect(fabs(v - a1 / 4) < 1e-5, "mae over one batch %g want %g", v, a1 / 4);
   /* eval events: eval/ and eval_one/ hold the metrics at step 7 */
   char evdir[256];
@@ -285,7 +274,7 @@ Test(estimator, evaluate_matches_hand_computation) {
   loom_tensor_free(bias);
   loom_status_free(st);
   loom_estimator_free(e);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 /* Reads every scalar with tag from the event files in dir. */
@@ -315,8 +304,8 @@ static int read_scalars(const char *dir, const char *tag, double *vals, int64_t 
 
 Test(estimator, train_writes_events_and_checkpoints) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   c.save_summary_steps = 5;
   c.save_checkpoints_steps = 10;
@@ -346,19 +335,18 @@ Test(estimator, train_writes_events_and_checkpoints) {
   cr_expect_eq(loom_estimator_latest_checkpoint(e, latest, sizeof latest, NULL), LOOM_OK);
   cr_expect(strstr(latest, "model.ckpt-30"), "%s", latest);
   loom_estimator_free(e);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 Test(estimator, predict_one_result_per_example_and_resident) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   loom_estimator *e = make_est(dir, &c, NULL);
   data_opts d = {4, 0, 0, 0};
   train_ok(e, &d, 5, 0);
   loom_tensor *w = var_value(e, "linear/kernel"), *bias = var_value(e, "linear/bias");
-  const float *wv = loom_tensor_data_const(w), *bv = loom_tensor_data_const(bias);
   data_opts pd = {5, 1, 0, 13}; /* 13 examples: batches 5, 5, 3 */
   loom_status *st = loom_status_new();
   loom_predict_options po = loom_predict_options_default();
@@ -372,8 +360,7 @@ Test(estimator, predict_one_result_per_example_and_resident) {
       const loom_tensor *p2 = loom_prediction_get(it, "doubled");
       cr_assert(p && p2);
       cr_assert_eq(loom_tensor_ndim(p), 1);
-      float want = bv[0];
-      for (int j = 0; j < NF; j++) want += X[n * NF + j] * wv[j];
+      float want = hand_predict(w, bias, n);
       float got = ((const float *)loom_tensor_data_const(p))[0];
       cr_expect(fabsf(got - want) < 1e-5f, "example %d: %g want %g", n, got, want);
       cr_expect(fabsf(((const float *)loom_tensor_data_const(p2))[0] - 2 * got) < 1e-6f);
@@ -399,8 +386,7 @@ Test(estimator, predict_one_result_per_example_and_resident) {
   cr_expect_eq(loom_prediction_count(it), 1);
   const loom_tensor *p = loom_prediction_value(it, 0);
   cr_expect_eq(loom_tensor_dim(p, 0), 5, "batches when yield_single_examples=0");
-  float want = ((const float *)loom_tensor_data_const(b2))[0];
-  for (int j = 0; j < NF; j++) want += X[j] * ((const float *)loom_tensor_data_const(w2))[j];
+  float want = hand_predict(w2, b2, 0);
   cr_expect(fabsf(((const float *)loom_tensor_data_const(p))[0] - want) < 1e-5f, "new checkpoint used");
   cr_expect_eq(model_fn_calls, calls1, "no rebuild for a new checkpoint");
   /* Interleave a second iterator with the first. */
@@ -425,7 +411,7 @@ Test(estimator, predict_one_result_per_example_and_resident) {
   loom_tensor_free(b2);
   loom_status_free(st);
   loom_estimator_free(e);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 /* A hook recording its calls. */
@@ -472,8 +458,8 @@ static const loom_hook_ops rec_ops = {rh_begin, rh_acs, rh_before, rh_after, rh_
 
 Test(estimator, hooks_fire_in_order_and_stop) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   loom_estimator *e = make_est(dir, &c, NULL);
   rec_hook rh = {{0}, 3, 0};
@@ -490,13 +476,13 @@ Test(estimator, hooks_fire_in_order_and_stop) {
   loom_hook_free(h);
   loom_status_free(st);
   loom_estimator_free(e);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 Test(estimator, nan_loss_fails) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   loom_estimator *e = make_est(dir, &c, NULL);
   data_opts d = {4, 0, 1, 0};
@@ -507,13 +493,13 @@ Test(estimator, nan_loss_fails) {
   cr_expect(strstr(loom_status_message(st), "NaN loss"), "%s", loom_status_message(st));
   loom_status_free(st);
   loom_estimator_free(e);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 Test(estimator, spec_validation) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   model_opts mo = {1, 0, 0};
   loom_estimator *e = make_est(dir, &c, &mo);
@@ -541,7 +527,7 @@ Test(estimator, spec_validation) {
   cr_expect_eq(loom_estimator_get_variable_value(e, "global_step", &t, st), LOOM_FAILED_PRECONDITION);
   loom_estimator_free(e);
   loom_status_free(st);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, void *user, loom_status *st) {
@@ -555,8 +541,8 @@ static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, v
 
 Test(estimator, export_predictor_matches_predict) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   loom_estimator *e = make_est(dir, &c, NULL);
   data_opts d = {4, 0, 0, 0};
@@ -596,14 +582,14 @@ Test(estimator, export_predictor_matches_predict) {
   loom_predictor_free(p);
   loom_status_free(st);
   loom_estimator_free(e);
-  rmtree(dir);
+  tu_rmtree(dir);
 }
 
 Test(estimator, warm_start) {
   make_data();
-  char d1[64], d2[64];
-  tmpdir(d1, sizeof d1);
-  tmpdir(d2, sizeof d2);
+  char d1[TU_TMPDIR_CAP], d2[TU_TMPDIR_CAP];
+  tu_tmpdir(d1, sizeof d1, "loom_est");
+  tu_tmpdir(d2, sizeof d2, "loom_est");
   loom_run_config c = quiet_config();
   loom_estimator *a = make_est(d1, &c, NULL);
   data_opts d = {4, 0, 0, 0};
@@ -620,8 +606,8 @@ Test(estimator, warm_start) {
   for (int j = 0; j < NF; j++) cr_expect(fabsf(x[j] - y[j]) < 1e-6f, "kernel[%d] %g vs %g", j, x[j], y[j]);
   cr_expect_eq(step_of(b), 1, "global_step is not warm-started");
   /* a regex that excludes the kernel keeps its initial value 0.1 */
-  char d3[64];
-  tmpdir(d3, sizeof d3);
+  char d3[TU_TMPDIR_CAP];
+  tu_tmpdir(d3, sizeof d3, "loom_est");
   loom_estimator *b2 = loom_estimator_new(model_fn, &tiny, d3, &c, NULL, d1, st);
   cr_assert(b2);
   cr_assert_eq(loom_estimator_set_warm_start_vars(b2, "linear/bias", st), LOOM_OK);
@@ -629,8 +615,8 @@ Test(estimator, warm_start) {
   loom_tensor *wc = var_value(b2, "linear/kernel");
   cr_expect(fabsf(((const float *)loom_tensor_data_const(wc))[0] - 0.1f) < 1e-6f, "kernel not warm-started");
   /* a missing warm-start source is an error naming it */
-  char d4[64];
-  tmpdir(d4, sizeof d4);
+  char d4[TU_TMPDIR_CAP];
+  tu_tmpdir(d4, sizeof d4, "loom_est");
   loom_estimator *b3 = loom_estimator_new(model_fn, NULL, d4, &c, NULL, "/nonexistent/ckpt", st);
   loom_train_options o = loom_train_options_default();
   o.steps = 1;
@@ -644,16 +630,16 @@ Test(estimator, warm_start) {
   loom_estimator_free(b2);
   loom_estimator_free(b3);
   loom_status_free(st);
-  rmtree(d1);
-  rmtree(d2);
-  rmtree(d3);
-  rmtree(d4);
+  tu_rmtree(d1);
+  tu_rmtree(d2);
+  tu_rmtree(d3);
+  tu_rmtree(d4);
 }
 
 Test(estimator, in_memory_evaluation_and_early_stopping) {
   make_data();
-  char dir[64];
-  tmpdir(dir, sizeof dir);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
   loom_run_config c = quiet_config();
   c.save_checkpoints_secs = 0;
   c.save_checkpoints_steps = 0; /* no checkpoints at all */
@@ -688,5 +674,5 @@ Test(estimator, in_memory_evaluation_and_early_stopping) {
   cr_expect_null(loom_stop_if_hook(e, input_fn, &ed, 0, LOOM_STOP_IF_LOWER, NULL, 1.0, 0, 4, st));
   loom_status_free(st);
   loom_estimator_free(e);
-  rmtree(dir);
+  tu_rmtree(dir);
 }

@@ -14,35 +14,6 @@
 #include "proto/event.pb-c.h"
 
 /* ---------------------------------------------------------------- helpers */
-static char *tmpdir(void) {
-  char *d = strdup("/tmp/loom_events_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
-static void rmdir_all(char *d) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
-}
-static uint8_t *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *b = malloc((size_t)n + 1);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
-static void spit(const char *path, const uint8_t *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert(f);
-  if (n) cr_assert_eq(fwrite(data, 1, n, f), n);
-  fclose(f);
-}
 static int count_entries(const char *dir) {
   DIR *d = opendir(dir);
   cr_assert(d);
@@ -194,7 +165,8 @@ static int ref_histogram(const double *x, int n, double *olim, double *ocnt) {
 
 /* ------------------------------------------------------------- round trip */
 Test(events, every_kind_round_trips) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   char sub[600];
   snprintf(sub, sizeof sub, "%s/a/b", dir); /* parents are created */
   double t0 = now_wall();
@@ -313,13 +285,14 @@ Test(events, every_kind_round_trips) {
   loom_event_reader_free(r);
   loom_status_free(st);
   free(saved);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* The framing, checked independently of the library's reader and CRC, and
  * the protobuf fields TensorBoard relies on, decoded with protobuf-c. */
 Test(events, framing_and_wire_format) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   loom_event_writer *w = new_writer(dir, NULL);
   cr_assert_eq(loom_event_writer_add_scalar(w, "x", 1.5, 3, NULL), LOOM_OK);
   cr_assert_eq(loom_event_writer_add_text(w, "note", "hi \"there\"", 4, NULL), LOOM_OK);
@@ -328,7 +301,7 @@ Test(events, framing_and_wire_format) {
   loom_event_writer_free(w);
 
   size_t n;
-  uint8_t *b = slurp(path, &n);
+  uint8_t *b = tu_read_file(path, &n);
   size_t offs[8], lens[8];
   cr_assert_eq(walk_records(b, n, offs, lens, 8), 4);
   /* record 0 by hand: field 1 (wall_time, fixed64) then field 3
@@ -380,7 +353,7 @@ Test(events, framing_and_wire_format) {
   tensorflow__event__free_unpacked(ev, NULL);
   free(b);
   free(path);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* ------------------------------------------------------------- histogram */
@@ -408,7 +381,8 @@ Test(events, histogram_matches_reference) {
   static double rl[2000], rc[2000];
   int k = ref_histogram(x, n, rl, rc);
 
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   loom_event_writer *w = new_writer(dir, NULL);
   loom_status *st = loom_status_new();
   cr_assert_eq(loom_event_writer_add_histogram(w, "h", x, n, 1, st), LOOM_OK, "%s", loom_status_message(st));
@@ -461,18 +435,19 @@ Test(events, histogram_matches_reference) {
   free(p2);
   free(path);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* ------------------------------------------------------------ corruption */
 Test(events, corruption_and_truncation_are_data_loss) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   loom_event_writer *w = new_writer(dir, NULL);
   for (int i = 0; i < 4; i++) cr_assert_eq(loom_event_writer_add_scalar(w, "loss", i, i, NULL), LOOM_OK);
   char *path = strdup(loom_event_writer_path(w));
   loom_event_writer_free(w);
   size_t n;
-  uint8_t *orig = slurp(path, &n);
+  uint8_t *orig = tu_read_file(path, &n);
   size_t offs[8], lens[8];
   cr_assert_eq(walk_records(orig, n, offs, lens, 8), 5);
   loom_status *st = loom_status_new();
@@ -486,7 +461,7 @@ Test(events, corruption_and_truncation_are_data_loss) {
     uint8_t *c = malloc(n);
     memcpy(c, orig, n);
     c[pos] ^= 0x20;
-    spit(bad, c, n);
+    tu_write_file(bad, c, n);
     free(c);
     loom_event_reader *r = open_reader(bad);
     next_ok(r);
@@ -503,7 +478,7 @@ Test(events, corruption_and_truncation_are_data_loss) {
   /* truncated anywhere inside the last record */
   size_t last = offs[4] - 12;
   for (size_t cut = last + 1; cut < n; cut += 3) {
-    spit(bad, orig, cut);
+    tu_write_file(bad, orig, cut);
     loom_event_reader *r = open_reader(bad);
     for (int i = 0; i < 4; i++) next_ok(r);
     cr_assert_eq(loom_event_reader_next(r, &e, st), LOOM_DATA_LOSS, "cut at %zu", cut);
@@ -513,11 +488,11 @@ Test(events, corruption_and_truncation_are_data_loss) {
     loom_event_reader_free(r);
   }
   /* cut exactly at a record boundary: a clean (shorter) file */
-  spit(bad, orig, last);
+  tu_write_file(bad, orig, last);
   cr_assert_eq(count_events(bad), 4);
 
   /* well-framed record whose data is not an Event */
-  spit(bad, orig, n);
+  tu_write_file(bad, orig, n);
   const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x80};
   append_record(bad, junk, sizeof junk);
   loom_event_reader *r = open_reader(bad);
@@ -534,17 +509,18 @@ Test(events, corruption_and_truncation_are_data_loss) {
   cr_assert_null(loom_event_reader_open(missing, st));
   cr_assert_eq(loom_status_code(st), LOOM_NOT_FOUND);
   cr_assert(strstr(loom_status_message(st), missing));
-  spit(bad, orig, 0);
+  tu_write_file(bad, orig, 0);
   cr_assert_eq(count_events(bad), 0);
   free(orig);
   free(path);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* --------------------------------------------------- writer API contract */
 Test(events, flush_policy_and_no_clobber) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   loom_event_writer *w = new_writer(dir, NULL);
   const char *path = loom_event_writer_path(w);
   /* the file_version event is on disk at once */
@@ -563,17 +539,18 @@ Test(events, flush_policy_and_no_clobber) {
   loom_event_writer_free(w2);
   loom_event_writer_free(w);
   cr_assert_eq(count_entries(dir), 2);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 Test(events, writer_errors) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   loom_status *st = loom_status_new();
   cr_assert_null(loom_event_writer_new(NULL, NULL, st));
   cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
   char file[700];
   snprintf(file, sizeof file, "%s/plain", dir);
-  spit(file, (const uint8_t *)"x", 1);
+  tu_write_file(file, (const uint8_t *)"x", 1);
   cr_assert_null(loom_event_writer_new(file, NULL, st));
   cr_assert_neq(loom_status_code(st), LOOM_OK);
   cr_assert(strstr(loom_status_message(st), file), "%s", loom_status_message(st));
@@ -600,7 +577,7 @@ Test(events, writer_errors) {
   cr_assert_eq(count_events(path), 2);
   free(path);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* -------------------------------------------------------- graph summaries */
@@ -645,7 +622,8 @@ Test(events, graph_summaries_round_trip_through_a_run) {
   loom_tensor *vals[4] = {0};
   cr_assert_eq(loom_session_run(s, &x, &xt, 1, outs, vals, 4, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
 
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   loom_event_writer *w = new_writer(dir, NULL);
   cr_assert_eq(loom_event_writer_add_graph_summaries(w, g, vals, 17, st), LOOM_OK, "%s", loom_status_message(st));
   /* a wrong value: a scalar summary given three values */
@@ -694,7 +672,7 @@ Test(events, graph_summaries_round_trip_through_a_run) {
   loom_graph_free(g);
   free(path);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 Test(events, graph_summary_build_errors) {
@@ -785,12 +763,13 @@ Test(events, session_trace_and_chrome_json) {
 
   /* Chrome trace of the last run, parsed back */
   const loom_trace_event *ev = loom_session_last_trace(s, &n);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   char path[700];
   snprintf(path, sizeof path, "%s/timeline-2.json", dir);
   cr_assert_eq(loom_trace_write_chrome(path, ev, n, st), LOOM_OK, "%s", loom_status_message(st));
   size_t len;
-  char *text = (char *)slurp(path, &len);
+  char *text = (char *)tu_read_file(path, &len);
   text[len] = 0;
   cJSON *root = cJSON_Parse(text);
   cr_assert(root, "JSON parses");
@@ -815,7 +794,7 @@ Test(events, session_trace_and_chrome_json) {
   /* names needing escapes; overwrite atomically, no temporary left over */
   loom_trace_event odd[2] = {{"a\"b\\c\n\x01/d", "Op\"", 1500, 2250, 0}, {"é", NULL, 4000, 1, 3}};
   cr_assert_eq(loom_trace_write_chrome(path, odd, 2, st), LOOM_OK);
-  text = (char *)slurp(path, &len);
+  text = (char *)tu_read_file(path, &len);
   text[len] = 0;
   root = cJSON_Parse(text);
   cr_assert(root);
@@ -835,7 +814,7 @@ Test(events, session_trace_and_chrome_json) {
 
   /* empty trace; errors */
   cr_assert_eq(loom_trace_write_chrome(path, NULL, 0, st), LOOM_OK);
-  text = (char *)slurp(path, &len);
+  text = (char *)tu_read_file(path, &len);
   text[len] = 0;
   root = cJSON_Parse(text);
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "traceEvents")), 0);
@@ -862,7 +841,7 @@ Test(events, session_trace_and_chrome_json) {
   loom_session_free(s);
   loom_graph_free(g);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* Events other writers produce: TF2-style scalar tensors (float_val or
@@ -876,7 +855,8 @@ static void append_event(const char *path, Tensorflow__Event *ev) {
   free(b);
 }
 Test(events, reads_other_writers_values) {
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
   char path[700];
   snprintf(path, sizeof path, "%s/events.out.tfevents.1.other", dir);
   Tensorflow__TensorProto t1 = TENSORFLOW__TENSOR_PROTO__INIT, t2 = TENSORFLOW__TENSOR_PROTO__INIT,
@@ -951,7 +931,7 @@ Test(events, reads_other_writers_values) {
   cr_assert(strstr(loom_status_message(st), path), "%s", loom_status_message(st));
   loom_event_reader_free(r);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 }
 
 /* The tags/kinds arrays stay right across many graphs (the table keyed by

@@ -11,36 +11,6 @@
 #include "engine/engine_impl.h"
 
 /* ---------------------------------------------------------------- helpers */
-static char *tmpdir(void) {
-  char *d = strdup("/tmp/loom_export_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
-static void rmdir_all(char *d) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
-}
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  b[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return b;
-}
-static void spit(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert(f);
-  if (n) cr_assert_eq(fwrite(data, 1, n, f), n);
-  fclose(f);
-}
 static int same_bits(const loom_tensor *a, const loom_tensor *b) {
   if (loom_tensor_dtype(a) != loom_tensor_dtype(b) || loom_tensor_ndim(a) != loom_tensor_ndim(b)) return 0;
   for (int i = 0; i < loom_tensor_ndim(a); i++)
@@ -303,6 +273,19 @@ Test(serialize, roots_prune_to_ancestors) {
   loom_status_free(st);
 }
 
+/* Deserializes the n bytes at b into a fresh graph: asserts that it fails
+ * with code and that the message names s1 and s2 (each when not NULL). */
+static void expect_deserialize_error(const void *b, size_t n, loom_code code, const char *s1, const char *s2) {
+  loom_status *st = loom_status_new();
+  loom_graph *g = loom_graph_new();
+  cr_assert_eq(loom_graph_deserialize(g, b, n, st), code, "%s: %s", loom_code_name(loom_status_code(st)),
+               loom_status_message(st));
+  if (s1) cr_assert(strstr(loom_status_message(st), s1), "%s", loom_status_message(st));
+  if (s2) cr_assert(strstr(loom_status_message(st), s2), "%s", loom_status_message(st));
+  loom_graph_free(g);
+  loom_status_free(st);
+}
+
 Test(serialize, errors) {
   zoo z;
   build_zoo(&z);
@@ -317,56 +300,37 @@ Test(serialize, errors) {
   cr_assert(hit);
   hit[7] = 'x';
   fix_crc(b, n);
-  loom_graph *g2 = loom_graph_new();
-  cr_assert_eq(loom_graph_deserialize(g2, b, n, st), LOOM_NOT_FOUND);
-  cr_assert(strstr(loom_status_message(st), "Tanx"), "%s", loom_status_message(st));
-  cr_assert(strstr(loom_status_message(st), "node h"), "%s", loom_status_message(st));
-  loom_graph_free(g2);
+  expect_deserialize_error(b, n, LOOM_NOT_FOUND, "Tanx", "node h");
   /* CRC */
   memcpy(b, buf, n);
   b[n / 2] ^= 0x10;
-  g2 = loom_graph_new();
-  cr_assert_eq(loom_graph_deserialize(g2, b, n, st), LOOM_DATA_LOSS);
-  cr_assert(strstr(loom_status_message(st), "CRC"), "%s", loom_status_message(st));
-  loom_graph_free(g2);
+  expect_deserialize_error(b, n, LOOM_DATA_LOSS, "CRC", NULL);
   /* magic */
   memcpy(b, buf, n);
   b[0] = 'X';
-  g2 = loom_graph_new();
-  cr_assert_eq(loom_graph_deserialize(g2, b, n, st), LOOM_DATA_LOSS);
-  cr_assert(strstr(loom_status_message(st), "magic"), "%s", loom_status_message(st));
-  loom_graph_free(g2);
+  expect_deserialize_error(b, n, LOOM_DATA_LOSS, "magic", NULL);
   /* an input referring to a later record (node "mm" input 0 -> a huge index) */
   memcpy(b, buf, n);
   hit = memmem(b, n, "\x02\0\0\0mm\x06\0\0\0MatMul\x02\0\0\0", 16);
   cr_assert(hit);
   put_u32le(hit + 20, 1000);
   fix_crc(b, n);
-  g2 = loom_graph_new();
-  cr_assert_eq(loom_graph_deserialize(g2, b, n, st), LOOM_DATA_LOSS);
-  cr_assert(strstr(loom_status_message(st), "mm") && strstr(loom_status_message(st), "earlier"), "%s",
-            loom_status_message(st));
-  loom_graph_free(g2);
+  expect_deserialize_error(b, n, LOOM_DATA_LOSS, "mm", "earlier");
   /* input count that does not match the op (MatMul takes 2) */
   memcpy(b, buf, n);
   hit = memmem(b, n, "\x02\0\0\0mm\x06\0\0\0MatMul\x02\0\0\0", 16);
   put_u32le(hit + 16, 1);
   fix_crc(b, n);
-  g2 = loom_graph_new();
-  cr_assert_eq(loom_graph_deserialize(g2, b, n, st), LOOM_DATA_LOSS);
-  cr_assert(strstr(loom_status_message(st), "takes 2 inputs"), "%s", loom_status_message(st));
-  loom_graph_free(g2);
+  expect_deserialize_error(b, n, LOOM_DATA_LOSS, "takes 2 inputs", NULL);
   /* names must be free */
-  g2 = loom_graph_new();
+  loom_graph *g2 = loom_graph_new();
   int64_t xd[1] = {3};
   loom_placeholder(g2, LOOM_F32, 1, xd, "mm");
   cr_assert_eq(loom_graph_deserialize(g2, buf, n, st), LOOM_ALREADY_EXISTS);
   cr_assert(strstr(loom_status_message(st), "mm"), "%s", loom_status_message(st));
   loom_graph_free(g2);
   /* an empty buffer */
-  g2 = loom_graph_new();
-  cr_assert_eq(loom_graph_deserialize(g2, NULL, 0, st), LOOM_DATA_LOSS);
-  loom_graph_free(g2);
+  expect_deserialize_error(NULL, 0, LOOM_DATA_LOSS, NULL, NULL);
   free(b);
   loom_buffer_free(buf);
   loom_graph_free(z.g);
@@ -515,10 +479,12 @@ static void mlp_expect(mlp *m, int n, uint32_t seed, loom_tensor **xv, loom_tens
   loom_status_free(st);
 }
 
-static loom_predictor *load(const char *dir, int threads) {
+/* Exports m into dir (export_mlp) and loads it back with a pool of threads. */
+static loom_predictor *export_and_load(mlp *m, const char *dir, int threads) {
+  loom_status *st = loom_status_new();
+  cr_assert_eq(export_mlp(m, dir, st), LOOM_OK, "%s", loom_status_message(st));
   loom_predictor_options o = loom_predictor_options_default();
   o.num_threads = threads;
-  loom_status *st = loom_status_new();
   loom_predictor *p = loom_predictor_load(dir, &o, st);
   cr_assert(p, "load: %s", loom_status_message(st));
   loom_status_free(st);
@@ -528,12 +494,12 @@ static loom_predictor *load(const char *dir, int threads) {
 Test(export, mlp_predictor_matches_session_bitwise) {
   mlp m;
   build_mlp(&m);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_export");
   char sub[600];
   snprintf(sub, sizeof sub, "%s/a/b/1700000000", dir); /* parents are created */
   loom_status *st = loom_status_new();
-  cr_assert_eq(export_mlp(&m, sub, st), LOOM_OK, "%s", loom_status_message(st));
-  loom_predictor *p = load(sub, 1);
+  loom_predictor *p = export_and_load(&m, sub, 1);
   for (int n = 1; n <= 7; n += 6) {
     loom_tensor *xv, *want[2], *got[2] = {NULL, NULL};
     mlp_expect(&m, n, 100 + (uint32_t)n, &xv, want);
@@ -557,7 +523,7 @@ Test(export, mlp_predictor_matches_session_bitwise) {
     }
   }
   loom_predictor_free(p);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free_mlp(&m);
   loom_status_free(st);
 }
@@ -574,14 +540,15 @@ static int count_ckpt(const char *name, loom_dtype dt, int ndim, const int64_t *
 Test(export, pruned_graph_signatures_and_variables) {
   mlp m;
   build_mlp(&m);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_export");
   loom_status *st = loom_status_new();
   cr_assert_eq(export_mlp(&m, dir, st), LOOM_OK, "%s", loom_status_message(st)); /* an existing empty dir is fine */
   char path[600];
   /* the graph: predictions only, variables registered, no training nodes */
   snprintf(path, sizeof path, "%s/saved_model.loom", dir);
   size_t n;
-  char *gb = slurp(path, &n);
+  char *gb = tu_read_file(path, &n);
   loom_graph *g2 = loom_graph_new();
   cr_assert_eq(loom_graph_deserialize(g2, gb, n, st), LOOM_OK, "%s", loom_status_message(st));
   for (int i = 0; i < loom_graph_num_nodes(g2); i++) {
@@ -622,7 +589,7 @@ Test(export, pruned_graph_signatures_and_variables) {
   loom_tensor_free(live);
   /* signatures.json */
   snprintf(path, sizeof path, "%s/signatures.json", dir);
-  char *js = slurp(path, NULL);
+  char *js = tu_read_file(path, NULL);
   cr_assert(strstr(js, "\"serving_default\""), "%s", js);
   cr_assert(strstr(js, "\"tensorflow/serving/predict\""), "%s", js);
   cr_assert(strstr(js, "\"x:0\""), "%s", js);
@@ -635,7 +602,7 @@ Test(export, pruned_graph_signatures_and_variables) {
   /* exporting again into the same (now non-empty) directory */
   cr_assert_eq(export_mlp(&m, dir, st), LOOM_ALREADY_EXISTS);
   cr_assert(strstr(loom_status_message(st), dir), "%s", loom_status_message(st));
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free_mlp(&m);
   loom_status_free(st);
 }
@@ -684,10 +651,10 @@ Test(export, whole_graph_round_trip_keeps_initializers_and_collections) {
 Test(export, signature_introspection_and_input_checks) {
   mlp m;
   build_mlp(&m);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_export");
   loom_status *st = loom_status_new();
-  cr_assert_eq(export_mlp(&m, dir, st), LOOM_OK, "%s", loom_status_message(st));
-  loom_predictor *p = load(dir, 1);
+  loom_predictor *p = export_and_load(&m, dir, 1);
   cr_assert_eq(loom_predictor_num_inputs(p, NULL), 1);
   cr_assert_str_eq(loom_predictor_input_key(p, NULL, 0), "x");
   cr_assert_eq(loom_predictor_num_outputs(p, NULL), 2);
@@ -749,7 +716,7 @@ Test(export, signature_introspection_and_input_checks) {
   cr_assert(p, "%s", loom_status_message(st));
   cr_assert_str_eq(loom_predictor_output_key(p, NULL, 0), "class_probs");
   loom_predictor_free(p);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free_mlp(&m);
   loom_status_free(st);
 }
@@ -767,7 +734,8 @@ static void expect_load_error(const char *dir, loom_code code, const char *s1, c
 Test(export, missing_and_damaged_files) {
   mlp m;
   build_mlp(&m);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_export");
   loom_status *st = loom_status_new();
   char d[600], path[700];
   const char *files[] = {"saved_model.loom", "signatures.json", "variables/variables.ckpt"};
@@ -783,18 +751,18 @@ Test(export, missing_and_damaged_files) {
     cr_assert_eq(export_mlp(&m, d, st), LOOM_OK, "%s", loom_status_message(st));
     snprintf(path, sizeof path, "%s/%s", d, files[f]);
     size_t n;
-    char *b = slurp(path, &n);
+    char *b = tu_read_file(path, &n);
     if (f == 1) b[0] = '['; /* JSON that does not parse as a signature map */
     else b[n / 2] ^= 0x40;
-    spit(path, b, n);
+    tu_write_file(path, b, n);
     free(b);
     expect_load_error(d, LOOM_DATA_LOSS, files[f], NULL);
     /* truncated */
     snprintf(d, sizeof d, "%s/truncated%d", dir, f);
     cr_assert_eq(export_mlp(&m, d, st), LOOM_OK, "%s", loom_status_message(st));
     snprintf(path, sizeof path, "%s/%s", d, files[f]);
-    b = slurp(path, &n);
-    spit(path, b, n - 9);
+    b = tu_read_file(path, &n);
+    tu_write_file(path, b, n - 9);
     free(b);
     expect_load_error(d, LOOM_DATA_LOSS, files[f], NULL);
   }
@@ -805,17 +773,17 @@ Test(export, missing_and_damaged_files) {
   snprintf(d, sizeof d, "%s/badsig", dir);
   cr_assert_eq(export_mlp(&m, d, st), LOOM_OK, "%s", loom_status_message(st));
   snprintf(path, sizeof path, "%s/signatures.json", d);
-  char *js = slurp(path, NULL);
+  char *js = tu_read_file(path, NULL);
   char *hit = strstr(js, "\"probs:0\"");
   cr_assert(hit);
   memcpy(hit + 1, "prabs", 5);
-  spit(path, js, strlen(js));
+  tu_write_file(path, js, strlen(js));
   free(js);
   expect_load_error(d, LOOM_DATA_LOSS, "signatures.json", "prabs:0");
   /* no directory at all */
   snprintf(d, sizeof d, "%s/none", dir);
   expect_load_error(d, LOOM_NOT_FOUND, "saved_model.loom", NULL);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free_mlp(&m);
   loom_status_free(st);
 }
@@ -823,7 +791,8 @@ Test(export, missing_and_damaged_files) {
 Test(export, argument_and_state_errors) {
   mlp m;
   build_mlp(&m);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_export");
   loom_status *st = loom_status_new();
   loom_output ins[1] = {m.x}, outs[1] = {m.probs};
   const char *dup[2] = {"p", "p"};
@@ -850,9 +819,9 @@ Test(export, argument_and_state_errors) {
   loom_session_free(fresh);
   /* a file in the way */
   snprintf(d, sizeof d, "%s/file", dir);
-  spit(d, "x", 1);
+  tu_write_file(d, "x", 1);
   cr_assert_eq(loom_export_write(m.g, m.s, 1, &s3, d, st), LOOM_ALREADY_EXISTS);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free_mlp(&m);
   loom_status_free(st);
 }
@@ -880,10 +849,9 @@ static void *work(void *arg) {
 Test(export, concurrent_callers_get_correct_results) {
   mlp m;
   build_mlp(&m);
-  char *dir = tmpdir();
-  loom_status *st = loom_status_new();
-  cr_assert_eq(export_mlp(&m, dir, st), LOOM_OK, "%s", loom_status_message(st));
-  loom_predictor *p = load(dir, 2);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_export");
+  loom_predictor *p = export_and_load(&m, dir, 2);
   worker w[4];
   pthread_t th[4];
   for (int t = 0; t < 4; t++) {
@@ -906,51 +874,34 @@ Test(export, concurrent_callers_get_correct_results) {
     }
   }
   loom_predictor_free(p);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free_mlp(&m);
-  loom_status_free(st);
 }
 
 /* ---- steady state: no allocation per call ---- */
-static long g_allocs;
-static void *cnt_malloc(size_t n, void *u) {
-  (void)u;
-  __atomic_add_fetch(&g_allocs, 1, __ATOMIC_RELAXED);
-  return malloc(n);
-}
-static void *cnt_realloc(void *p, size_t n, void *u) {
-  (void)u;
-  __atomic_add_fetch(&g_allocs, 1, __ATOMIC_RELAXED);
-  return realloc(p, n);
-}
-static void cnt_free(void *p, void *u) {
-  (void)u;
-  free(p);
-}
-
 Test(export, steady_state_run_does_not_allocate) {
-  loom_allocator a = {cnt_malloc, cnt_realloc, cnt_free, NULL};
-  loom_set_allocator(&a);
+  tu_alloc_count_begin();
   mlp m;
   build_mlp(&m);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_export");
   loom_status *st = loom_status_new();
-  cr_assert_eq(export_mlp(&m, dir, st), LOOM_OK, "%s", loom_status_message(st));
-  loom_predictor *p = load(dir, 1);
+  loom_predictor *p = export_and_load(&m, dir, 1);
   loom_tensor *xv = loom_tensor_new(LOOM_F32, 2, (int64_t[]){4, 20}, NULL);
   fill_f32(xv, 5);
   loom_tensor *out[2] = {NULL, NULL};
   cr_assert_eq(loom_predictor_run(p, NULL, 1, &xv, 2, out, st), LOOM_OK, "%s", loom_status_message(st));
   cr_assert_eq(loom_predictor_run(p, NULL, 1, &xv, 2, out, st), LOOM_OK);
-  long before = g_allocs;
+  long before = tu_alloc_count();
   for (int i = 0; i < 50; i++) cr_assert_eq(loom_predictor_run(p, NULL, 1, &xv, 2, out, st), LOOM_OK);
-  cr_assert_eq(g_allocs, before, "%ld allocations in 50 steady-state calls", g_allocs - before);
+  long after = tu_alloc_count();
+  cr_assert_eq(after, before, "%ld allocations in 50 steady-state calls", after - before);
   loom_tensor_free(out[0]);
   loom_tensor_free(out[1]);
   loom_tensor_free(xv);
   loom_predictor_free(p);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   free_mlp(&m);
   loom_status_free(st);
-  loom_set_allocator(NULL);
+  tu_alloc_count_end();
 }

@@ -92,18 +92,6 @@ static int train_until_stop(loom_monitored_session *ms, model *m, int cap) {
   loom_status_free(st);
   return n;
 }
-static char *tmpdir(void) {
-  char *d = strdup("/tmp/loom_hooks_XXXXXX");
-  cr_assert(mkdtemp(d), "mkdtemp");
-  return d;
-}
-static void rmdir_all(char *d) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
-}
-static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 static int count_files(const char *dir, const char *prefix) {
   DIR *d = opendir(dir);
   cr_assert(d, "opendir %s", dir);
@@ -301,23 +289,6 @@ Test(monitored, extra_fetches_merged_and_delivered_to_each_hook) {
   model_free(&m);
 }
 
-/* ---- counting allocator ---- */
-static atomic_long n_allocs;
-static void *c_malloc(size_t n, void *u) {
-  (void)u;
-  atomic_fetch_add(&n_allocs, 1);
-  return malloc(n);
-}
-static void *c_realloc(void *p, size_t n, void *u) {
-  (void)u;
-  atomic_fetch_add(&n_allocs, 1);
-  return realloc(p, n);
-}
-static void c_free(void *p, void *u) {
-  (void)u;
-  free(p);
-}
-
 /* A hook that fetches the loss only on every other step (two plans). */
 static loom_code alt_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
   rec *r = self;
@@ -339,8 +310,7 @@ static loom_code alt_after(void *self, loom_hook_context *ctx, loom_tensor *cons
 }
 
 Test(monitored, steady_state_steps_do_not_allocate) {
-  loom_allocator a = {c_malloc, c_realloc, c_free, NULL};
-  loom_set_allocator(&a);
+  tu_alloc_count_begin();
   g_log[0] = 0;
   model m = model_new(1.5f);
   rec ra = rec_make("A"), rb = rec_make("B");
@@ -357,13 +327,13 @@ Test(monitored, steady_state_steps_do_not_allocate) {
   loom_tensor *loss = NULL;
   for (int k = 0; k < 3; k++) cr_assert_eq(train_step(ms, &m, &loss, st), LOOM_OK, "%s", loom_status_message(st));
   g_log[0] = 0;
-  long before = atomic_load(&n_allocs);
+  long before = tu_alloc_count();
   for (int k = 0; k < 6; k++) {
     ra.nres = 0;
     g_log[0] = 0;
     cr_assert_eq(train_step(ms, &m, &loss, st), LOOM_OK);
   }
-  long after = atomic_load(&n_allocs);
+  long after = tu_alloc_count();
   cr_assert_eq(after - before, 0, "steady-state monitored steps allocated %ld times", after - before);
   cr_assert_eq(read_step(loom_monitored_session_session(ms)), 9);
   cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
@@ -372,7 +342,7 @@ Test(monitored, steady_state_steps_do_not_allocate) {
   loom_hook_free(h[0]);
   loom_hook_free(h[1]);
   model_free(&m);
-  loom_set_allocator(NULL);
+  tu_alloc_count_end();
 }
 
 Test(monitored, request_stop_takes_effect_after_the_current_step) {
@@ -1150,7 +1120,8 @@ static float ckpt_f32(const char *path, const char *name) {
 Test(checkpoint_saver, saves_at_creation_every_n_steps_and_at_end_with_keep_max) {
   const float x0 = 2.0f;
   model m = model_new(x0);
-  char *root = tmpdir();
+  char root[TU_TMPDIR_CAP];
+  tu_tmpdir(root, sizeof root, "loom_hooks");
   char dir[512], p[600];
   snprintf(dir, sizeof dir, "%s/run/ckpt", root); /* created by the hook */
   lrec lr = {{0}, -1};
@@ -1164,14 +1135,14 @@ Test(checkpoint_saver, saves_at_creation_every_n_steps_and_at_end_with_keep_max)
   cr_assert(hs[1], "%s", loom_status_message(st));
   loom_monitored_session *ms = ms_new(&m, 2, hs);
   snprintf(p, sizeof p, "%s/model.ckpt-0", dir);
-  cr_assert(file_exists(p), "no save at creation");
+  cr_assert(tu_file_exists(p), "no save at creation");
   cr_assert_eq(train_until_stop(ms, &m, 100), 7);
   cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK, "%s", loom_status_message(st));
   cr_assert_str_eq(lr.log, "begin before:0 after:0 before:3 after:3 before:6 after:6 before:7 after:7 end:7");
   /* keep_max 2: only 6 and 7 remain */
   cr_assert_eq(count_files(dir, "model.ckpt-"), 2);
   snprintf(p, sizeof p, "%s/model.ckpt-6", dir);
-  cr_assert(file_exists(p));
+  cr_assert(tu_file_exists(p));
   cr_assert_float_eq(ckpt_f32(p, "x"), x_after(x0, 6), 1e-6f);
   cr_assert_eq(ckpt_f32(p, "global_step"), 6.0f);
   snprintf(p, sizeof p, "%s/model.ckpt-7", dir);
@@ -1213,21 +1184,22 @@ Test(checkpoint_saver, saves_at_creation_every_n_steps_and_at_end_with_keep_max)
   cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
   cr_assert_eq(count_files(dir, "model.ckpt-"), 2);
   snprintf(p, sizeof p, "%s/model.ckpt-6", dir);
-  cr_assert_not(file_exists(p), "model.ckpt-6 not deleted: keep_max ignored the first run's checkpoints");
+  cr_assert_not(tu_file_exists(p), "model.ckpt-6 not deleted: keep_max ignored the first run's checkpoints");
   snprintf(p, sizeof p, "%s/model.ckpt-10", dir);
-  cr_assert(file_exists(p));
+  cr_assert(tu_file_exists(p));
   snprintf(p, sizeof p, "%s/model.ckpt-7", dir);
-  cr_assert(file_exists(p));
+  cr_assert(tu_file_exists(p));
   loom_hook_free(hs[0]);
   loom_hook_free(hs[1]);
   loom_status_free(st);
-  rmdir_all(root);
+  tu_rmtree(root);
   model_free(&m);
 }
 
 Test(checkpoint_saver, listener_stop_secs_and_user_saver) {
   model m = model_new(1.0f);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_hooks");
   lrec lr = {{0}, 3};
   lrec lr2 = {{0}, -1};
   const loom_checkpoint_listener *ls[2] = {&lops, &lops};
@@ -1243,10 +1215,10 @@ Test(checkpoint_saver, listener_stop_secs_and_user_saver) {
   cr_assert_str_eq(lr2.log, "begin before:0 after:0 before:3 after:3 end:3");
   cr_assert_eq(count_files(dir, "model.ckpt-"), 2); /* keep_max 0: all kept */
   loom_hook_free(h);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 
   /* save_secs: at creation and at the end only (an hour never passes) */
-  dir = tmpdir();
+  tu_tmpdir(dir, sizeof dir, "loom_hooks");
   loom_saver *sv = loom_saver_new(m.g, 1, &m.x, 0, st);
   cr_assert(sv, "%s", loom_status_message(st));
   loom_hook *hs[2] = {loom_stop_at_step_hook(5, 0, st), loom_checkpoint_saver_hook(dir, 3600, 0, sv, 1, NULL, 0, NULL, NULL, st)};
@@ -1256,9 +1228,9 @@ Test(checkpoint_saver, listener_stop_secs_and_user_saver) {
   cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
   char p[600];
   snprintf(p, sizeof p, "%s/model.ckpt-0", dir);
-  cr_assert(file_exists(p));
+  cr_assert(tu_file_exists(p));
   snprintf(p, sizeof p, "%s/model.ckpt-5", dir);
-  cr_assert(file_exists(p));
+  cr_assert(tu_file_exists(p));
   cr_assert_eq(count_files(dir, "model.ckpt-"), 2); /* the user's saver keeps everything */
   /* the user's saver holds x only */
   loom_tensor *t = NULL;
@@ -1267,7 +1239,7 @@ Test(checkpoint_saver, listener_stop_secs_and_user_saver) {
   loom_hook_free(hs[0]);
   loom_hook_free(hs[1]);
   loom_saver_free(sv);
-  rmdir_all(dir);
+  tu_rmtree(dir);
 
   /* invalid arguments */
   cr_assert_null(loom_checkpoint_saver_hook(NULL, 0, 1, NULL, 0, NULL, 0, NULL, NULL, st));
@@ -1289,12 +1261,11 @@ Test(checkpoint_saver, listener_stop_secs_and_user_saver) {
 
 Test(checkpoint_saver, unwritable_directory_fails_creation) {
   model m = model_new(1.0f);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_hooks");
   char file[600], sub[700];
   snprintf(file, sizeof file, "%s/afile", dir);
-  FILE *f = fopen(file, "w");
-  cr_assert(f);
-  fclose(f);
+  tu_write_file(file, "", 0);
   snprintf(sub, sizeof sub, "%s/ckpt", file); /* a directory under a file */
   loom_status *st = loom_status_new();
   loom_hook *h = loom_checkpoint_saver_hook(sub, 0, 1, NULL, 0, NULL, 0, NULL, NULL, st);
@@ -1303,7 +1274,7 @@ Test(checkpoint_saver, unwritable_directory_fails_creation) {
   cr_assert(strstr(loom_status_message(st), "afile"), "%s", loom_status_message(st));
   loom_hook_free(h);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   model_free(&m);
 }
 
@@ -1486,7 +1457,8 @@ static int read_events(const char *path, evrec *out, int cap) {
 
 Test(step_counter, writes_global_step_per_sec) {
   model m = model_new(1.0f);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_hooks");
   loom_status *st = loom_status_new();
   loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
   cr_assert(w, "%s", loom_status_message(st));
@@ -1539,7 +1511,7 @@ Test(step_counter, writes_global_step_per_sec) {
   cr_assert_null(loom_step_counter_hook(10, 1.0, NULL, st));
   cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   model_free(&m);
 }
 
@@ -1548,7 +1520,8 @@ Test(summary_saver, writes_the_graph_summaries_at_the_right_steps) {
   model m = model_new(x0);
   loom_summary_scalar(m.g, "loss", m.loss);
   loom_summary_scalar(m.g, "x_value", m.xo);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_hooks");
   loom_status *st = loom_status_new();
   loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
   cr_assert(w, "%s", loom_status_message(st));
@@ -1598,13 +1571,14 @@ Test(summary_saver, writes_the_graph_summaries_at_the_right_steps) {
   cr_assert_null(loom_summary_saver_hook(5, 0, NULL, st));
   cr_assert(strstr(loom_status_message(st), "SummarySaverHook: writer is NULL"), "%s", loom_status_message(st));
   loom_status_free(st);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   model_free(&m);
 }
 
 Test(summary_saver, graph_without_summaries_writes_start_only) {
   model m = model_new(1.0f);
-  char *dir = tmpdir();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_hooks");
   loom_event_writer *w = loom_event_writer_new(dir, NULL, NULL);
   cr_assert(w);
   loom_hook *h = loom_summary_saver_hook(2, 0, w, NULL);
@@ -1619,13 +1593,14 @@ Test(summary_saver, graph_without_summaries_writes_start_only) {
   cr_assert_eq(ev[0].slog, LOOM_SESSION_LOG_START);
   cr_assert_eq(ev[0].step, 1);
   loom_hook_free(h);
-  rmdir_all(dir);
+  tu_rmtree(dir);
   model_free(&m);
 }
 
 Test(profiler, writes_a_chrome_trace_of_the_profiled_steps) {
   model m = model_new(1.0f);
-  char *root = tmpdir();
+  char root[TU_TMPDIR_CAP];
+  tu_tmpdir(root, sizeof root, "loom_hooks");
   char dir[512];
   snprintf(dir, sizeof dir, "%s/prof", root);
   loom_status *st = loom_status_new();
@@ -1641,12 +1616,7 @@ Test(profiler, writes_a_chrome_trace_of_the_profiled_steps) {
   for (int step = 2; step <= 4; step += 2) {
     char p[600];
     snprintf(p, sizeof p, "%s/timeline-%d.json", dir, step);
-    FILE *f = fopen(p, "rb");
-    cr_assert(f, "missing %s", p);
-    char *text = malloc(1 << 20);
-    size_t len = fread(text, 1, (1 << 20) - 1, f);
-    fclose(f);
-    text[len] = 0;
+    char *text = tu_read_file(p, NULL);
     cJSON *root_json = cJSON_Parse(text);
     cr_assert(root_json, "%s is not JSON", p);
     cJSON *evs = cJSON_GetObjectItem(root_json, "traceEvents");
@@ -1673,6 +1643,6 @@ Test(profiler, writes_a_chrome_trace_of_the_profiled_steps) {
   cr_assert_null(loom_profiler_hook(1, 0, "", st));
   cr_assert(strstr(loom_status_message(st), "ProfilerHook: output_dir"), "%s", loom_status_message(st));
   loom_status_free(st);
-  rmdir_all(root);
+  tu_rmtree(root);
   model_free(&m);
 }
