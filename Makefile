@@ -97,6 +97,10 @@ $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen $<
 
+# Keep the generated files (they are intermediates of a pattern chain, which
+# make would otherwise delete, forcing a regeneration and a full rebuild).
+.PRECIOUS: $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h
+
 # Generated code: compiled without the project's strict warning set.
 $(BUILD)/gen/proto/%.pb-c.o: $(BUILD)/gen/proto/%.pb-c.c
 	$(CC) -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -I$(BUILD)/gen -c $< -o $@
