@@ -52,6 +52,7 @@
 #include "engine/variables.h"
 #include "engine/backend.h"
 #include "engine/crc32c.h"
+#include "engine/fsutil.h"
 #include "ops/op_list.h"
 
 #define CKPT_MAGIC "LOOMCKPT"
@@ -85,19 +86,6 @@ static int host_le(void) {
   return *(const uint8_t *)&one == 1;
 }
 
-static loom_code errno_code(int e) {
-  switch (e) {
-  case ENOENT:
-  case ENOTDIR: return LOOM_NOT_FOUND;
-  case EACCES:
-  case EPERM:
-  case EROFS: return LOOM_PERMISSION_DENIED;
-  case ENOSPC:
-  case EDQUOT:
-  case ENOMEM: return LOOM_RESOURCE_EXHAUSTED;
-  default: return LOOM_UNKNOWN;
-  }
-}
 
 /* ======================================================================
  * Writer
@@ -178,7 +166,7 @@ static loom_code atomic_write(const char *path, body_fn body, void *arg, loom_st
   w.f = fopen(tmp, "wb");
   if (!w.f) {
     int e = errno;
-    return loom_status_set(st, errno_code(e), "cannot create %s: %s", tmp, strerror(e));
+    return loom_status_set(st, loom__errno_code(e), "cannot create %s: %s", tmp, strerror(e));
   }
   setvbuf(w.f, NULL, _IOFBF, 1 << 20);
   errno = 0;
@@ -186,10 +174,10 @@ static loom_code atomic_write(const char *path, body_fn body, void *arg, loom_st
   if (!rc && !w.err && fflush(w.f)) w.err = errno ? errno : EIO;
   if (!rc && !w.err && fsync(fileno(w.f))) w.err = errno ? errno : EIO;
   if (fclose(w.f) && !w.err) w.err = errno ? errno : EIO;
-  if (!rc && w.err) rc = loom_status_set(st, errno_code(w.err), "writing %s: %s", tmp, strerror(w.err));
+  if (!rc && w.err) rc = loom_status_set(st, loom__errno_code(w.err), "writing %s: %s", tmp, strerror(w.err));
   if (!rc && rename(tmp, path)) {
     int e = errno;
-    rc = loom_status_set(st, errno_code(e), "renaming %s to %s: %s", tmp, path, strerror(e));
+    rc = loom_status_set(st, loom__errno_code(e), "renaming %s to %s: %s", tmp, path, strerror(e));
   }
   if (rc) {
     unlink(tmp);
@@ -391,7 +379,7 @@ static loom_code reader_open(reader *r, const char *path, int full, loom_status 
   r->fd = open(path, O_RDONLY);
   if (r->fd < 0) {
     int e = errno;
-    return loom_status_set(st, errno_code(e), "cannot open checkpoint %s: %s", path, strerror(e));
+    return loom_status_set(st, loom__errno_code(e), "cannot open checkpoint %s: %s", path, strerror(e));
   }
   struct stat sb;
   if (fstat(r->fd, &sb) || !S_ISREG(sb.st_mode)) {
@@ -661,7 +649,7 @@ static loom_code read_state(const char *dir, state_fn fn, void *arg, loom_status
   FILE *f = fopen(path, "rb");
   if (!f) {
     int e = errno;
-    return loom_status_set(st, errno_code(e), "no checkpoint state file %s: %s", path, strerror(e));
+    return loom_status_set(st, loom__errno_code(e), "no checkpoint state file %s: %s", path, strerror(e));
   }
   char line[8192];
   while (fgets(line, sizeof line, f)) {

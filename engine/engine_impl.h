@@ -39,6 +39,9 @@ struct loom_tensor {
   int owned;             /* data from loom__aligned_alloc */
 };
 int64_t loom__numel(int ndim, const int64_t *dims);
+/* The first element of a numeric tensor as a double (0 for empty or
+ * non-numeric): scalar fetches such as a loss or global_step. */
+double loom__tensor_scalar_f64(const loom_tensor *t);
 /* "[2,?,3]" into buf. */
 const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims);
 

@@ -190,3 +190,14 @@ const char *loom_tensor_get_string(const loom_tensor *t, int64_t i, size_t *len)
   if (len) *len = e->len;
   return e->ptr ? e->ptr : "";
 }
+
+double loom__tensor_scalar_f64(const loom_tensor *t) {
+  if (!t || t->numel < 1 || !t->data) return 0.0;
+  switch (t->dtype) {
+  case LOOM_F32: return *(const float *)t->data;
+  case LOOM_F64: return *(const double *)t->data;
+  case LOOM_I32: return *(const int32_t *)t->data;
+  case LOOM_I64: return (double)*(const int64_t *)t->data;
+  default: return 0.0;
+  }
+}

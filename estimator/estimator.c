@@ -13,11 +13,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ utils */
-double loom__now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 char *loom__path_join(const char *a, const char *b) {
   size_t na = strlen(a), nb = strlen(b);
@@ -30,25 +25,6 @@ char *loom__path_join(const char *a, const char *b) {
   return p;
 }
 
-loom_code loom__mkdir_p(const char *path, loom_status *st) {
-  char *p = loom__strdup(path);
-  if (!p) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  for (char *q = p + 1;; q++) {
-    if (*q == '/' || *q == 0) {
-      char c = *q;
-      *q = 0;
-      if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-        loom_code rc = loom_status_set(st, LOOM_PERMISSION_DENIED, "cannot create directory %s: %s", p, strerror(errno));
-        loom__free(p);
-        return rc;
-      }
-      *q = c;
-      if (!c) break;
-    }
-  }
-  loom__free(p);
-  return LOOM_OK;
-}
 
 static char **strv_push(char **v, int32_t n, const char *s, int *oom) {
   char **nv = loom__realloc(v, sizeof(char *) * (size_t)(n + 1));
@@ -339,6 +315,39 @@ int loom__est_latest(const loom_estimator *e, char *buf, size_t cap) {
   return loom_latest_checkpoint(e->model_dir, buf, cap, NULL) == LOOM_OK;
 }
 
+/* A hard link next to the checkpoint keeps its data readable even if
+ * keep_checkpoint_max garbage collection deletes it while it is restored;
+ * when the newest checkpoint vanished before it could be linked, the newest
+ * is looked up again. Where hard links are not possible the checkpoint is
+ * read directly (pin = ckpt). */
+loom_code loom__est_pin_checkpoint(const loom_estimator *e, const char *given, char *ckpt, size_t cap, char *pin,
+                                   size_t pcap, int *have, loom_status *st) {
+  static unsigned counter;
+  *have = 0;
+  for (int attempt = 0; attempt < 10; attempt++) {
+    if (given)
+      snprintf(ckpt, cap, "%s", given);
+    else if (!loom__est_latest(e, ckpt, cap))
+      return LOOM_OK;
+    snprintf(pin, pcap, "%s.pin-%d-%u", ckpt, (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+    if (link(ckpt, pin) == 0) {
+      *have = 1;
+      return LOOM_OK;
+    }
+    if (errno != ENOENT) { /* no hard links here: read it directly */
+      snprintf(pin, pcap, "%s", ckpt);
+      *have = 1;
+      return LOOM_OK;
+    }
+    if (given) break;
+  }
+  return loom_status_set(st, LOOM_NOT_FOUND, "checkpoint %s not found", ckpt);
+}
+
+void loom__est_unpin_checkpoint(const char *ckpt, const char *pin) {
+  if (strcmp(ckpt, pin) != 0) unlink(pin);
+}
+
 loom_code loom_estimator_latest_checkpoint(const loom_estimator *e, char *buf, size_t cap, loom_status *st) {
   if (!e || !buf) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator or buffer is NULL");
   return loom_latest_checkpoint(e->model_dir, buf, cap, st);
@@ -569,21 +578,33 @@ static int has_loss_summary(loom_graph *g) {
   return 0;
 }
 
-/* Hooks the estimator creates (freed after the call). */
-typedef struct hook_list {
-  int32_t n, own_n;
-  loom_hook *items[64];
-  loom_hook *owned[16];
-} hook_list;
-
-static void hl_add(hook_list *l, loom_hook *h, int own) {
-  if (!h || l->n >= 64) return;
-  l->items[l->n++] = h;
-  if (own && l->own_n < 16) l->owned[l->own_n++] = h;
+/* A call's hooks: the caller's and the spec's (borrowed) and the defaults
+ * the estimator creates (owned, freed by loom__hl_free). */
+void loom__hl_add(est_hook_list *l, loom_hook *h, int own) {
+  if (!h) return;
+  if (l->n == l->cap) {
+    int32_t cap = l->cap ? 2 * l->cap : 16;
+    loom_hook **items = loom__realloc(l->items, sizeof(loom_hook *) * (size_t)cap);
+    if (items) l->items = items;
+    uint8_t *owned = items ? loom__realloc(l->owned, (size_t)cap) : NULL;
+    if (owned) l->owned = owned;
+    if (!items || !owned) {
+      l->oom = 1;
+      if (own) loom_hook_free(h);
+      return;
+    }
+    l->cap = cap;
+  }
+  l->items[l->n] = h;
+  l->owned[l->n++] = (uint8_t)own;
 }
-static void hl_free(hook_list *l) {
-  for (int i = 0; i < l->own_n; i++) loom_hook_free(l->owned[i]);
-  l->n = l->own_n = 0;
+
+void loom__hl_free(est_hook_list *l) {
+  for (int i = 0; i < l->n; i++)
+    if (l->owned[i]) loom_hook_free(l->items[i]);
+  loom__free(l->items);
+  loom__free(l->owned);
+  memset(l, 0, sizeof *l);
 }
 
 static loom_dataset *call_input_fn(loom_estimator *e, loom_input_fn input_fn, void *user, loom_mode mode,
@@ -606,8 +627,7 @@ static loom_dataset *call_input_fn(loom_estimator *e, loom_input_fn input_fn, vo
  * fetches/targets until should_stop, the input's end or max_batches. */
 static loom_code feed_loop(loom_monitored_session *ms, loom_dataset *ds, est_built *b, const loom_output *fetches,
                            loom_tensor **fetch_values, int nfetches, loom_node *const *targets, int ntargets,
-                           int64_t max_batches, int64_t *batches, void (*on_step)(void *, loom_tensor **),
-                           void *on_step_user, loom_status *st) {
+                           int64_t max_batches, int64_t *batches, loom_status *st) {
   int n = loom_dataset_num_components(ds);
   loom_tensor **vals = loom__calloc((size_t)(n ? n : 1), sizeof(loom_tensor *));
   loom_tensor **feed_vals = loom__calloc((size_t)(b->ncomp ? b->ncomp : 1), sizeof(loom_tensor *));
@@ -635,7 +655,6 @@ static loom_code feed_loop(loom_monitored_session *ms, loom_dataset *ds, est_bui
     }
     if (rc != LOOM_OK) break;
     (*batches)++;
-    if (on_step) on_step(on_step_user, fetch_values);
   }
 done:
   if (vals)
@@ -660,8 +679,9 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
                            "train: saving listeners given but checkpointing is disabled in RunConfig");
   char ckpt[4096];
   int have_ckpt = loom__est_latest(e, ckpt, sizeof ckpt);
+  int64_t start_step = have_ckpt ? ckpt_global_step(ckpt) : 0;
   if (o.max_steps > 0 && have_ckpt) {
-    int64_t gs = ckpt_global_step(ckpt);
+    int64_t gs = start_step;
     if (gs >= o.max_steps) {
       loom__log(LOOM_LOG_INFO, "Skipping training since max_steps has already saved (global_step %lld >= %lld).",
                 (long long)gs, (long long)o.max_steps);
@@ -682,7 +702,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
   if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out_graph;
 
   loom_event_writer *writer = NULL;
-  hook_list hl;
+  est_hook_list hl;
   memset(&hl, 0, sizeof hl);
   if (e->is_chief) {
     writer = loom_event_writer_new(e->model_dir, NULL, st);
@@ -691,33 +711,37 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
       goto out_graph;
     }
   }
-  for (int i = 0; i < o.nhooks; i++) hl_add(&hl, o.hooks[i], 0);
-  hl_add(&hl, loom_nan_tensor_hook(b.spec.loss, 1, st), 1);
+  for (int i = 0; i < o.nhooks; i++) loom__hl_add(&hl, o.hooks[i], 0);
+  loom__hl_add(&hl, loom_nan_tensor_hook(b.spec.loss, 1, st), 1);
   {
     const char *tags[2] = {"loss", "step"};
     loom_output ts[2] = {b.spec.loss, gs_out};
     loom_hook *lh = loom_logging_tensor_hook(2, tags, ts, e->config.log_step_count_steps, 0, 0, st);
     if (lh && e->config.progress_bar) {
       int64_t total = o.steps;
-      if (o.max_steps > 0) total = o.max_steps - (have_ckpt ? ckpt_global_step(ckpt) : 0);
+      if (o.max_steps > 0) total = o.max_steps - start_step;
       loom_logging_tensor_hook_set_total_steps(lh, total > 0 ? total : 0);
     }
-    hl_add(&hl, lh, 1);
+    loom__hl_add(&hl, lh, 1);
   }
-  for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING]; i++) hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING][i], 0);
-  if (o.steps > 0 || o.max_steps > 0) hl_add(&hl, loom_stop_at_step_hook(o.steps, o.max_steps, st), 1);
+  for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING]; i++) loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING][i], 0);
+  if (o.steps > 0 || o.max_steps > 0) loom__hl_add(&hl, loom_stop_at_step_hook(o.steps, o.max_steps, st), 1);
   if (e->is_chief) {
     if (ckpt_on)
-      hl_add(&hl,
+      loom__hl_add(&hl,
              loom_checkpoint_saver_hook(e->model_dir, e->config.save_checkpoints_secs, e->config.save_checkpoints_steps,
                                         NULL, e->config.keep_checkpoint_max, writer, o.nlisteners, o.listeners,
                                         o.listener_selves, st),
              1);
     for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING_CHIEF]; i++)
-      hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING_CHIEF][i], 0);
-    hl_add(&hl, loom_step_counter_hook(e->config.log_step_count_steps, 0, writer, st), 1);
+      loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING_CHIEF][i], 0);
+    loom__hl_add(&hl, loom_step_counter_hook(e->config.log_step_count_steps, 0, writer, st), 1);
     if (e->config.save_summary_steps > 0)
-      hl_add(&hl, loom_summary_saver_hook(e->config.save_summary_steps, 0, writer, st), 1);
+      loom__hl_add(&hl, loom_summary_saver_hook(e->config.save_summary_steps, 0, writer, st), 1);
+  }
+  if (hl.oom) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "train: out of memory collecting hooks");
+    goto out_hooks;
   }
   if (st && loom_status_code(st) != LOOM_OK) {
     rc = loom_status_code(st);
@@ -733,7 +757,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     }
     loom_tensor *loss_val = NULL;
     int64_t nb = 0;
-    rc = feed_loop(ms, ds, &b, &b.spec.loss, &loss_val, 1, &b.spec.train_op, 1, 0, &nb, NULL, NULL, st);
+    rc = feed_loop(ms, ds, &b, &b.spec.loss, &loss_val, 1, &b.spec.train_op, 1, 0, &nb, st);
     if (rc == LOOM_OK && nb == 0) loom__log(LOOM_LOG_WARN, "Training with estimator made no steps.");
     if (rc == LOOM_OK && loss_val)
       loom__log(LOOM_LOG_INFO, "Loss for final step: %g.",
@@ -747,7 +771,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     }
   }
 out_hooks:
-  hl_free(&hl);
+  loom__hl_free(&hl);
   loom_event_writer_free(writer);
 out_graph:
   loom__est_built_free(&b);
@@ -826,31 +850,28 @@ loom_code loom__est_write_eval(loom_estimator *e, const char *name, const loom_e
   loom_estimator_eval_dir(e, name, dir, sizeof dir);
   loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
   if (!w) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
-  const char *tags[256];
-  double vals[256];
+  const char **tags = loom__calloc((size_t)r->n + 1, sizeof(char *));
+  double *vals = loom__calloc((size_t)r->n + 1, sizeof(double));
+  if (!tags || !vals) {
+    loom__free(tags);
+    loom__free(vals);
+    loom_event_writer_free(w);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  }
   int n = 0;
-  for (int i = 0; i < r->n && n < 256; i++) {
+  for (int i = 0; i < r->n; i++) {
     if (!strcmp(r->keys[i], "global_step")) continue;
     tags[n] = r->keys[i];
     vals[n++] = r->values[i];
   }
   loom_code rc = loom_event_writer_add_scalars(w, n, tags, vals, r->global_step, st);
   if (rc == LOOM_OK && ckpt) rc = loom_event_writer_add_text(w, "checkpoint_path", ckpt, r->global_step, st);
+  loom__free(tags);
+  loom__free(vals);
   loom_event_writer_free(w);
   return rc;
 }
 
-static double scalar_value(const loom_tensor *t) {
-  if (!t || loom_tensor_numel(t) < 1) return 0.0;
-  const void *p = loom_tensor_data_const(t);
-  switch (loom_tensor_dtype(t)) {
-  case LOOM_F32: return *(const float *)p;
-  case LOOM_F64: return *(const double *)p;
-  case LOOM_I32: return *(const int32_t *)p;
-  case LOOM_I64: return (double)*(const int64_t *)p;
-  default: return 0.0;
-  }
-}
 
 void loom__est_eval_ops_free(est_eval_ops *o) {
   for (int i = 0; i < o->n; i++) loom__free(o->names[i]);
@@ -861,7 +882,7 @@ void loom__est_eval_ops_free(est_eval_ops *o) {
 
 loom_code loom__est_eval_ops(est_built *b, est_eval_ops *o, loom_status *st) {
   memset(o, 0, sizeof *o);
-  int n = b->spec.nmet + 1;
+  int n = b->spec.nmet + 2; /* loss, the spec's metrics, global_step */
   o->names = loom__calloc((size_t)n, sizeof(char *));
   o->values = loom__calloc((size_t)n, sizeof(loom_output));
   loom_node **ups = loom__calloc((size_t)n, sizeof(loom_node *));
@@ -882,6 +903,8 @@ loom_code loom__est_eval_ops(est_built *b, est_eval_ops *o, loom_status *st) {
     ups[o->n++] = b->spec.mets[i].update.node;
   }
   o->update = loom_group(b->g, o->n, ups, "eval_update");
+  o->names[o->n] = loom__strdup("global_step");
+  o->values[o->n++] = loom_variable_output(b->global_step);
   loom__free(ups);
   for (int i = 0; i < o->n; i++)
     if (!o->names[i]) {
@@ -897,32 +920,26 @@ loom_code loom__est_eval_run(loom_estimator *e, loom_monitored_session *ms, loom
                              est_eval_ops *o, int64_t steps, loom_eval_result **out, loom_status *st) {
   (void)e;
   int64_t nb = 0;
-  loom_code rc = feed_loop(ms, ds, b, NULL, NULL, 0, &o->update, 1, steps, &nb, NULL, NULL, st);
+  loom_code rc = feed_loop(ms, ds, b, NULL, NULL, 0, &o->update, 1, steps, &nb, st);
   if (rc != LOOM_OK) return rc;
   loom_session *s = loom_monitored_session_session(ms);
-  loom_tensor **vals = loom__calloc((size_t)o->n + 1, sizeof(loom_tensor *));
-  if (!vals) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  loom_output outs[257];
-  int nf = o->n < 256 ? o->n : 256;
-  for (int i = 0; i < nf; i++) outs[i] = o->values[i];
-  outs[nf] = loom_variable_output(b->global_step);
-  rc = loom_session_run(s, NULL, NULL, 0, outs, vals, nf + 1, NULL, 0, st);
+  loom_tensor **vals = loom__calloc((size_t)o->n, sizeof(loom_tensor *));
+  double *dv = loom__calloc((size_t)o->n, sizeof(double));
+  if (!vals || !dv) {
+    loom__free(vals);
+    loom__free(dv);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  rc = loom_session_run(s, NULL, NULL, 0, o->values, vals, o->n, NULL, 0, st);
   if (rc == LOOM_OK) {
-    double dv[257];
-    char *keys[257];
-    for (int i = 0; i < nf; i++) {
-      dv[i] = scalar_value(vals[i]);
-      keys[i] = o->names[i];
-    }
-    int64_t gstep = (int64_t)scalar_value(vals[nf]);
-    keys[nf] = "global_step";
-    dv[nf] = (double)gstep;
-    *out = loom__eval_result_new(nf + 1, keys, dv, gstep);
+    for (int i = 0; i < o->n; i++) dv[i] = loom__tensor_scalar_f64(vals[i]);
+    *out = loom__eval_result_new(o->n, o->names, dv, (int64_t)dv[o->n - 1]); /* the last is global_step */
     if (!*out) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
     if (nb == 0) loom__log(LOOM_LOG_WARN, "Evaluation ran no batches: the input was empty.");
   }
-  for (int i = 0; i <= nf; i++) loom_tensor_free(vals[i]);
+  for (int i = 0; i < o->n; i++) loom_tensor_free(vals[i]);
   loom__free(vals);
+  loom__free(dv);
   return rc;
 }
 
@@ -942,37 +959,33 @@ loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, voi
   }
   est_eval_ops eo;
   if ((rc = loom__est_eval_ops(&b, &eo, st)) != LOOM_OK) goto out;
-  hook_list hl;
+  est_hook_list hl;
   memset(&hl, 0, sizeof hl);
-  for (int i = 0; i < o.nhooks; i++) hl_add(&hl, o.hooks[i], 0);
+  for (int i = 0; i < o.nhooks; i++) loom__hl_add(&hl, o.hooks[i], 0);
   for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_EVALUATION]; i++)
-    hl_add(&hl, b.spec.hooks[LOOM_HOOKS_EVALUATION][i], 0);
-  /* Pin the checkpoint: a checkpoint is one file, read through one open
-   * descriptor by restore; if garbage collection removed the newest one
-   * between lookup and open, look again. */
-  char ckpt[4096];
+    loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_EVALUATION][i], 0);
+  char ckpt[4096], pin[4200];
+  int have = 0;
   const char *use = NULL;
   loom_monitored_session *ms = NULL;
-  for (int attempt = 0; attempt < 5; attempt++) {
-    if (o.checkpoint_path) {
-      snprintf(ckpt, sizeof ckpt, "%s", o.checkpoint_path);
-      use = ckpt;
-    } else if (loom__est_latest(e, ckpt, sizeof ckpt)) {
+  if (hl.oom) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "evaluate: out of memory collecting hooks");
+  } else if ((rc = loom__est_pin_checkpoint(e, o.checkpoint_path, ckpt, sizeof ckpt, pin, sizeof pin, &have, st)) ==
+             LOOM_OK) {
+    if (have) {
       use = ckpt;
     } else {
-      use = NULL;
       loom__log(LOOM_LOG_INFO, "Could not find trained model in model_dir: %s, running initialization to evaluate.",
                 e->model_dir);
     }
-    init_ctx ic = {e, b.g, use, 0};
+    init_ctx ic = {e, b.g, have ? pin : NULL, 0};
     loom_session_options so = loom__est_session_options(e);
-    if (st) loom_status_clear(st);
     ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
-    if (ms || o.checkpoint_path || loom_status_code(st) != LOOM_NOT_FOUND) break;
+    if (have) loom__est_unpin_checkpoint(ckpt, pin);
+    if (!ms) rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
   }
   if (!ms) {
-    rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
-    hl_free(&hl);
+    loom__hl_free(&hl);
     loom__est_eval_ops_free(&eo);
     goto out;
   }
@@ -990,7 +1003,7 @@ loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, voi
     loom_eval_result_free(*out);
     *out = NULL;
   }
-  hl_free(&hl);
+  loom__hl_free(&hl);
   loom__est_eval_ops_free(&eo);
 out:
   loom__est_built_free(&b);

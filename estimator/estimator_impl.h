@@ -3,6 +3,7 @@
 #ifndef LOOM_ESTIMATOR_IMPL_H
 #define LOOM_ESTIMATOR_IMPL_H
 #include "engine/engine_impl.h"
+#include "engine/fsutil.h"
 #include "loom/loom_data.h"
 #include "loom/loom_estimator.h"
 #include "loom/loom_export.h"
@@ -56,6 +57,22 @@ struct loom_estimator {
   struct est_pred_ctx *pred_cache; /* resident predict graph + session */
 };
 
+/* The hooks of one call (estimator.c). */
+typedef struct est_hook_list {
+  int32_t n, cap;
+  loom_hook **items;
+  uint8_t *owned; /* created by the estimator: freed with the list */
+  int oom;        /* an add failed (an owned hook was freed then) */
+} est_hook_list;
+void loom__hl_add(est_hook_list *l, loom_hook *h, int own);
+void loom__hl_free(est_hook_list *l);
+
+/* Pins the checkpoint to restore (given, or the newest; *have = 0 when
+ * there is none) as `pin`; unpin after the restore. */
+loom_code loom__est_pin_checkpoint(const loom_estimator *e, const char *given, char *ckpt, size_t cap, char *pin,
+                                   size_t pcap, int *have, loom_status *st);
+void loom__est_unpin_checkpoint(const char *ckpt, const char *pin);
+
 /* A graph built for one mode: placeholders for the input components, the
  * model_fn's spec. */
 typedef struct est_built {
@@ -87,7 +104,7 @@ loom_code loom__est_write_eval(loom_estimator *e, const char *name, const loom_e
 /* Evaluation state over a built EVAL graph: the loss mean metric plus the
  * spec's metrics; shared with the in-memory evaluator. */
 typedef struct est_eval_ops {
-  int32_t n;            /* metrics incl. "loss" */
+  int32_t n;            /* "loss", the spec's metrics, then "global_step" (last) */
   char **names;
   loom_output *values;
   loom_node *update;    /* group of all update ops */
@@ -99,8 +116,6 @@ loom_code loom__est_eval_run(loom_estimator *e, loom_monitored_session *ms, loom
                              est_eval_ops *o, int64_t steps, loom_eval_result **out, loom_status *st);
 
 char *loom__path_join(const char *a, const char *b);
-loom_code loom__mkdir_p(const char *path, loom_status *st);
-double loom__now(void);
 void loom__est_pred_cache_free(loom_estimator *e);
 
 #endif

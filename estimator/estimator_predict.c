@@ -226,14 +226,18 @@ loom_prediction_iter *loom_estimator_predict(loom_estimator *e, loom_input_fn in
     if (new_ctx(e, it->ds, &c, st) != LOOM_OK) goto fail;
     int hooked = o.nhooks > 0 || c->b.spec.nhooks[LOOM_HOOKS_PREDICTION] > 0;
     if (hooked) {
-      loom_hook *hooks[64];
-      int nh = 0;
-      for (int i = 0; i < o.nhooks && nh < 64; i++) hooks[nh++] = o.hooks[i];
-      for (int i = 0; i < c->b.spec.nhooks[LOOM_HOOKS_PREDICTION] && nh < 64; i++)
-        hooks[nh++] = c->b.spec.hooks[LOOM_HOOKS_PREDICTION][i];
+      est_hook_list hl;
+      memset(&hl, 0, sizeof hl);
+      for (int i = 0; i < o.nhooks; i++) loom__hl_add(&hl, o.hooks[i], 0);
+      for (int i = 0; i < c->b.spec.nhooks[LOOM_HOOKS_PREDICTION]; i++)
+        loom__hl_add(&hl, c->b.spec.hooks[LOOM_HOOKS_PREDICTION][i], 0);
       pred_init pi = {e, c, ckpt};
       loom_session_options so = loom__est_session_options(e);
-      it->ms = loom_monitored_session_new(c->b.g, &so, pred_init_cb, &pi, nh, hooks, st);
+      if (hl.oom)
+        loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "predict: out of memory collecting hooks");
+      else
+        it->ms = loom_monitored_session_new(c->b.g, &so, pred_init_cb, &pi, hl.n, hl.items, st);
+      loom__hl_free(&hl);
       if (!it->ms) {
         ctx_free(c);
         goto fail;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "engine/engine_impl.h"
+#include "engine/fsutil.h"
 #include "estimator/tfrecord.h"
 #include "loom/loom_summary.h"
 #include "loom/loom_train.h"
@@ -46,25 +47,6 @@ static double wall_now(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static loom_code errno_code(int e) {
-  switch (e) {
-    case ENOENT:
-    case ENOTDIR: return LOOM_NOT_FOUND;
-    case EACCES:
-    case EPERM:
-    case EROFS: return LOOM_PERMISSION_DENIED;
-    case ENOSPC:
-    case ENOMEM:
-    case EDQUOT: return LOOM_RESOURCE_EXHAUSTED;
-    case EEXIST: return LOOM_ALREADY_EXISTS;
-    default: return LOOM_INTERNAL;
-  }
-}
 
 /* ================================================================ writer */
 struct loom_event_writer {
@@ -76,32 +58,12 @@ struct loom_event_writer {
 };
 
 /* mkdir -p */
-static loom_code make_dirs(const char *dir, loom_status *st) {
-  size_t n = strlen(dir);
-  char *p = loom__malloc(n + 1);
-  if (!p) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  memcpy(p, dir, n + 1);
-  loom_code rc = LOOM_OK;
-  for (size_t i = 1; i <= n && !rc; i++) {
-    if (p[i] != '/' && p[i] != 0) continue;
-    char c = p[i];
-    p[i] = 0;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST)
-      rc = loom_status_set(st, errno_code(errno), "event writer: cannot create directory %s: %s", p, strerror(errno));
-    p[i] = c;
-  }
-  struct stat sb;
-  if (!rc && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-    rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "event writer: %s is not a directory", dir);
-  loom__free(p);
-  return rc;
-}
 
 static loom_code do_flush(loom_event_writer *w, loom_status *st) {
   w->pending = 0;
-  w->last_flush = mono_now();
+  w->last_flush = loom__mono_secs();
   if (fflush(w->f) != 0)
-    return loom_status_set(st, errno_code(errno), "flushing event file %s: %s", w->path, strerror(errno));
+    return loom_status_set(st, loom__errno_code(errno), "flushing event file %s: %s", w->path, strerror(errno));
   return LOOM_OK;
 }
 
@@ -118,7 +80,7 @@ static loom_code write_event(loom_event_writer *w, Tensorflow__Event *ev, loom_s
     rc = loom_status_set(st, LOOM_INTERNAL, "serializing an event for %s: %zu bytes, expected %zu", w->path, got, n);
   } else {
     rc = loom__tfrecord_write(w->f, buf, n, w->path, st);
-    if (!rc && (++w->pending >= FLUSH_EVENTS || mono_now() - w->last_flush >= FLUSH_SECS)) rc = do_flush(w, st);
+    if (!rc && (++w->pending >= FLUSH_EVENTS || loom__mono_secs() - w->last_flush >= FLUSH_SECS)) rc = do_flush(w, st);
   }
   pthread_mutex_unlock(&w->mu);
   loom__free(buf);
@@ -130,7 +92,7 @@ loom_event_writer *loom_event_writer_new(const char *logdir, const char *filenam
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer: logdir is empty");
     return NULL;
   }
-  if (make_dirs(logdir, st)) return NULL;
+  if (loom__mkdir_p(logdir, st)) return NULL;
   char host[256];
   if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
   host[sizeof host - 1] = 0;
@@ -155,7 +117,7 @@ loom_event_writer *loom_event_writer_new(const char *logdir, const char *filenam
     if (!f && errno != EEXIST) break;
   }
   if (!f) {
-    loom_status_set(st, errno_code(errno), "event writer: cannot create %s: %s", path, strerror(errno));
+    loom_status_set(st, loom__errno_code(errno), "event writer: cannot create %s: %s", path, strerror(errno));
     loom__free(path);
     loom__free(w);
     return NULL;
@@ -163,7 +125,7 @@ loom_event_writer *loom_event_writer_new(const char *logdir, const char *filenam
   pthread_mutex_init(&w->mu, NULL);
   w->f = f;
   w->path = path;
-  w->last_flush = mono_now();
+  w->last_flush = loom__mono_secs();
   Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
   ev.what_case = TENSORFLOW__EVENT__WHAT_FILE_VERSION;
   ev.file_version = (char *)"brain.Event:2";

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "engine/fsutil.h"
 #include "engine/graph_io.h"
 #include "loom/loom_export.h"
 #include "loom/loom_train.h"
@@ -26,28 +27,13 @@
 #define EXPORT_VAR_DIR "variables"
 #define EXPORT_VAR_FILE "variables/variables.ckpt"
 
-static loom_code errno_code(int e) {
-  switch (e) {
-  case ENOENT:
-  case ENOTDIR: return LOOM_NOT_FOUND;
-  case EEXIST:
-  case ENOTEMPTY: return LOOM_ALREADY_EXISTS;
-  case EACCES:
-  case EPERM:
-  case EROFS: return LOOM_PERMISSION_DENIED;
-  case ENOSPC:
-  case EDQUOT:
-  case ENOMEM: return LOOM_RESOURCE_EXHAUSTED;
-  default: return LOOM_UNKNOWN;
-  }
-}
 
 /* Writes a whole file and fsyncs it. */
 static loom_code write_file(const char *path, const void *data, size_t n, loom_status *st) {
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     int e = errno;
-    return loom_status_set(st, errno_code(e), "export: cannot create %s: %s", path, strerror(e));
+    return loom_status_set(st, loom__errno_code(e), "export: cannot create %s: %s", path, strerror(e));
   }
   const uint8_t *p = data;
   while (n) {
@@ -56,37 +42,35 @@ static loom_code write_file(const char *path, const void *data, size_t n, loom_s
     if (k <= 0) {
       int e = k < 0 ? errno : EIO;
       close(fd);
-      return loom_status_set(st, errno_code(e), "export: cannot write %s: %s", path, strerror(e));
+      return loom_status_set(st, loom__errno_code(e), "export: cannot write %s: %s", path, strerror(e));
     }
     p += k;
     n -= (size_t)k;
   }
   if (fsync(fd) || close(fd)) {
     int e = errno;
-    return loom_status_set(st, errno_code(e), "export: cannot write %s: %s", path, strerror(e));
+    return loom_status_set(st, loom__errno_code(e), "export: cannot write %s: %s", path, strerror(e));
   }
   return LOOM_OK;
 }
 
-/* mkdir -p; *created receives 1 when dir itself was made here. */
+/* mkdir -p of the parent, then dir itself (so *created says it was made here). */
 static loom_code make_dirs(const char *dir, int *created, loom_status *st) {
   char buf[4096];
   size_t L = strlen(dir);
   if (L == 0 || L >= sizeof buf) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "export: invalid directory name");
   memcpy(buf, dir, L + 1);
   while (L > 1 && buf[L - 1] == '/') buf[--L] = 0;
-  for (char *q = buf + 1; *q; q++) {
-    if (*q != '/') continue;
-    *q = 0;
-    if (mkdir(buf, 0755) && errno != EEXIST) {
-      int e = errno;
-      return loom_status_set(st, errno_code(e), "export: cannot create directory %s: %s", buf, strerror(e));
-    }
-    *q = '/';
+  char *slash = strrchr(buf, '/');
+  if (slash && slash != buf) {
+    *slash = 0;
+    loom_code rc = loom__mkdir_p(buf, st);
+    if (rc) return rc;
+    *slash = '/';
   }
   if (mkdir(buf, 0755)) {
     int e = errno;
-    return loom_status_set(st, errno_code(e), "export: cannot create directory %s: %s", buf, strerror(e));
+    return loom_status_set(st, loom__errno_code(e), "export: cannot create directory %s: %s", buf, strerror(e));
   }
   *created = 1;
   return LOOM_OK;
@@ -99,7 +83,7 @@ static loom_code prepare_dir(const char *dir, int *created, loom_status *st) {
   if (stat(dir, &sb)) {
     if (errno != ENOENT) {
       int e = errno;
-      return loom_status_set(st, errno_code(e), "export: cannot use %s: %s", dir, strerror(e));
+      return loom_status_set(st, loom__errno_code(e), "export: cannot use %s: %s", dir, strerror(e));
     }
     return make_dirs(dir, created, st);
   }
@@ -108,7 +92,7 @@ static loom_code prepare_dir(const char *dir, int *created, loom_status *st) {
   DIR *d = opendir(dir);
   if (!d) {
     int e = errno;
-    return loom_status_set(st, errno_code(e), "export: cannot open directory %s: %s", dir, strerror(e));
+    return loom_status_set(st, loom__errno_code(e), "export: cannot open directory %s: %s", dir, strerror(e));
   }
   struct dirent *e;
   int nonempty = 0;
@@ -286,7 +270,7 @@ loom_code loom_export_write(loom_graph *g, loom_session *s, int nsig, const loom
   snprintf(path, sizeof path, "%s/%s", dir, EXPORT_VAR_DIR);
   if (mkdir(path, 0755)) {
     int e = errno;
-    rc = loom_status_set(st, errno_code(e), "export: cannot create directory %s: %s", path, strerror(e));
+    rc = loom_status_set(st, loom__errno_code(e), "export: cannot create directory %s: %s", path, strerror(e));
     goto done;
   }
   made[2] = 1;

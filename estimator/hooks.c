@@ -12,11 +12,6 @@
 #include "estimator/hooks_impl.h"
 #include "loom/loom_train.h"
 
-double loom__mono_secs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ===================================================================== *
  * Hooks

@@ -3,6 +3,7 @@
 #ifndef LOOM_HOOKS_IMPL_H
 #define LOOM_HOOKS_IMPL_H
 #include "engine/engine_impl.h"
+#include "engine/fsutil.h"
 #include "loom/loom_hooks.h"
 
 /* Called from a hook's after_create_session: the monitored session being
@@ -14,7 +15,5 @@ void loom__hook_request_stop_early(loom_hook *h);
  * standard hooks' typed accessors identify their hooks by them. */
 const loom_hook_ops *loom__hook_ops(const loom_hook *h);
 
-/* CLOCK_MONOTONIC seconds. */
-double loom__mono_secs(void);
 
 #endif

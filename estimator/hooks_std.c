@@ -81,16 +81,7 @@ static void gstep_free(gstep *gs) {
   loom__free(gs->name);
   loom_tensor_free(gs->tmp);
 }
-static int64_t tensor_step(const loom_tensor *t) {
-  if (!t || loom_tensor_numel(t) < 1) return 0;
-  switch (loom_tensor_dtype(t)) {
-  case LOOM_I32: return *(const int32_t *)loom_tensor_data_const(t);
-  case LOOM_I64: return *(const int64_t *)loom_tensor_data_const(t);
-  case LOOM_F32: return (int64_t)*(const float *)loom_tensor_data_const(t);
-  case LOOM_F64: return (int64_t)*(const double *)loom_tensor_data_const(t);
-  default: return 0;
-  }
-}
+static int64_t tensor_step(const loom_tensor *t) { return (int64_t)loom__tensor_scalar_f64(t); }
 /* The session's current global step. */
 static loom_code gstep_read(gstep *gs, loom_session *s, int64_t *step, loom_status *st) {
   loom_code rc = loom_session_read_variable(s, gs->name, &gs->tmp, st);
@@ -99,27 +90,6 @@ static loom_code gstep_read(gstep *gs, loom_session *s, int64_t *step, loom_stat
   return LOOM_OK;
 }
 
-static loom_code mkdir_p(const char *path, loom_status *st) {
-  size_t n = strlen(path);
-  char *p = loom__malloc(n + 1);
-  if (!p) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "mkdir %s: out of memory", path);
-  memcpy(p, path, n + 1);
-  loom_code rc = LOOM_OK;
-  for (size_t i = 1; i <= n && !rc; i++) {
-    if (p[i] != '/' && p[i] != 0) continue;
-    char c = p[i];
-    p[i] = 0;
-    struct stat sb;
-    if (mkdir(p, 0777) && errno != EEXIST)
-      rc = loom_status_set(st, errno == EACCES ? LOOM_PERMISSION_DENIED : LOOM_INTERNAL, "cannot create directory %s: %s",
-                           p, strerror(errno));
-    else if (stat(p, &sb) || !S_ISDIR(sb.st_mode))
-      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "cannot create directory %s: a file is in the way", p);
-    p[i] = c;
-  }
-  loom__free(p);
-  return rc;
-}
 
 /* "name" or "name:i" of an output into buf. */
 static void output_name(char *buf, size_t cap, loom_output o) {
@@ -634,7 +604,7 @@ static loom_code ckpt_begin(void *self, loom_graph *g, loom_status *st) {
 }
 static loom_code ckpt_acs(void *self, loom_session *s, loom_status *st) {
   ckpt_hook *h = self;
-  loom_code rc = mkdir_p(h->dir, st);
+  loom_code rc = loom__mkdir_p(h->dir, st);
   if (rc) return rc;
   if (!h->user_saver) {
     h->own_saver = loom_saver_new(loom_session_graph(s), 0, NULL, h->keep_max, st);
@@ -1044,7 +1014,7 @@ static loom_code prof_begin(void *self, loom_graph *g, loom_status *st) {
 }
 static loom_code prof_acs(void *self, loom_session *s, loom_status *st) {
   profiler_hook *h = self;
-  loom_code rc = mkdir_p(h->dir, st);
+  loom_code rc = loom__mkdir_p(h->dir, st);
   if (rc) return rc;
   int64_t step;
   if ((rc = gstep_read(&h->gs, s, &step, st))) return rc;

@@ -206,6 +206,31 @@ Test(estimator, split_training_is_bitwise_equal) {
   tu_rmtree(d2);
 }
 
+/* Reads every scalar with tag from the event files in dir. */
+static int read_scalars(const char *dir, const char *tag, double *vals, int64_t *steps, int cap) {
+  char cmd[512], path[1024];
+  snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.* 2>/dev/null", dir);
+  FILE *p = popen(cmd, "r");
+  int n = 0;
+  while (p && fgets(path, sizeof path, p)) {
+    path[strcspn(path, "\n")] = 0;
+    loom_event_reader *r = loom_event_reader_open(path, NULL);
+    cr_assert(r, "open %s", path);
+    const loom_event *ev;
+    loom_code rc;
+    while ((rc = loom_event_reader_next(r, &ev, NULL)) == LOOM_OK)
+      for (int i = 0; i < ev->nvalues; i++)
+        if (!strcmp(ev->values[i].tag, tag) && n < cap) {
+          vals[n] = ev->values[i].simple_value;
+          steps[n++] = ev->step;
+        }
+    cr_expect_eq(rc, LOOM_OUT_OF_RANGE, "event file %s ended with an error", path);
+    loom_event_reader_free(r);
+  }
+  if (p) pclose(p);
+  return n;
+}
+
 Test(estimator, evaluate_matches_hand_computation) {
   make_data();
   char dir[TU_TMPDIR_CAP];
@@ -254,12 +279,27 @@ Test(estimator, evaluate_matches_hand_computation) {
   cr_expect(fabs(v - a1 / 4) < 1e-5, "mae over one batch %g want %g", v, a1 / 4);
   /* eval events: eval/ and eval_one/ hold the metrics at step 7 */
   char evdir[256];
+  double ev[8];
+  int64_t es[8];
   loom_estimator_eval_dir(e, NULL, evdir, sizeof evdir);
+  cr_assert_eq(read_scalars(evdir, "mae", ev, es, 8), 1, "one mae value in %s", evdir);
+  cr_expect(fabs(ev[0] - abs_sum / 10) < 1e-5 && es[0] == 7, "eval/ mae %g at step %lld", ev[0], (long long)es[0]);
+  cr_assert_eq(read_scalars(evdir, "loss", ev, es, 8), 1);
+  cr_expect(fabs(ev[0] - loss_sum / nb) < 1e-5, "eval/ loss %g", ev[0]);
+  cr_expect_eq(read_scalars(evdir, "global_step", ev, es, 8), 0, "global_step is not written as a scalar");
+  loom_estimator_eval_dir(e, "one", evdir, sizeof evdir);
+  cr_assert_eq(read_scalars(evdir, "mae", ev, es, 8), 1, "one mae value in %s", evdir);
+  cr_expect(fabs(ev[0] - a1 / 4) < 1e-5, "eval_one/ mae %g", ev[0]);
+  /* the checkpoint pin is removed after the restore */
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.* > /dev/null 2>&1", evdir);
-  cr_expect_eq(system(cmd), 0, "no event file in %s", evdir);
-  snprintf(cmd, sizeof cmd, "ls %s/eval_one/events.out.tfevents.* > /dev/null 2>&1", dir);
-  cr_expect_eq(system(cmd), 0, "no event file in eval_one");
+  snprintf(cmd, sizeof cmd, "ls %s | grep -q pin", dir);
+  cr_expect_neq(system(cmd), 0, "a .pin link was left in %s", dir);
+  /* an explicit checkpoint_path that does not exist */
+  loom_eval_result *rn = NULL;
+  eo.checkpoint_path = "/nonexistent/model.ckpt-3";
+  cr_expect_eq(loom_estimator_evaluate(e, input_fn, &ed, &eo, &rn, st), LOOM_NOT_FOUND);
+  cr_expect(strstr(loom_status_message(st), "/nonexistent/model.ckpt-3"), "%s", loom_status_message(st));
+  cr_expect_null(rn);
   /* reserved metric name */
   model_opts bad = {0, 1, 0};
   loom_estimator *eb = make_est(dir, &c, &bad);
@@ -277,30 +317,6 @@ Test(estimator, evaluate_matches_hand_computation) {
   tu_rmtree(dir);
 }
 
-/* Reads every scalar with tag from the event files in dir. */
-static int read_scalars(const char *dir, const char *tag, double *vals, int64_t *steps, int cap) {
-  char cmd[512], path[1024];
-  snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.* 2>/dev/null", dir);
-  FILE *p = popen(cmd, "r");
-  int n = 0;
-  while (p && fgets(path, sizeof path, p)) {
-    path[strcspn(path, "\n")] = 0;
-    loom_event_reader *r = loom_event_reader_open(path, NULL);
-    cr_assert(r, "open %s", path);
-    const loom_event *ev;
-    loom_code rc;
-    while ((rc = loom_event_reader_next(r, &ev, NULL)) == LOOM_OK)
-      for (int i = 0; i < ev->nvalues; i++)
-        if (!strcmp(ev->values[i].tag, tag) && n < cap) {
-          vals[n] = ev->values[i].simple_value;
-          steps[n++] = ev->step;
-        }
-    cr_expect_eq(rc, LOOM_OUT_OF_RANGE, "event file %s ended with an error", path);
-    loom_event_reader_free(r);
-  }
-  if (p) pclose(p);
-  return n;
-}
 
 Test(estimator, train_writes_events_and_checkpoints) {
   make_data();

@@ -14,9 +14,10 @@
  *    several prediction iterators can be interleaved;
  *  - evaluation every N steps runs in process (loom_in_memory_evaluator_hook,
  *    early stopping hooks) without a checkpoint round trip;
- *  - evaluate pins the checkpoint it restores (a checkpoint file is read
- *    through one open descriptor; if keep_checkpoint_max deleted it between
- *    lookup and open, the newest checkpoint is looked up again).
+ *  - evaluate pins the checkpoint it restores with a hard link next to it
+ *    (removed after the restore), so keep_checkpoint_max garbage collection
+ *    in a concurrent trainer cannot delete it mid-read; if it vanished
+ *    before it could be linked, the newest checkpoint is looked up again.
  *
  * Model directory layout: as TF (checkpoint state file, model.ckpt-<step>
  * (one loom checkpoint file each), events.out.tfevents.*, eval/ or
