@@ -320,7 +320,14 @@ static loom_code log_after(void *self, loom_hook_context *ctx, loom_tensor *cons
       if (!h->end_vals && !(h->end_vals = loom__calloc((size_t)h->n, sizeof *h->end_vals)))
         return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "LoggingTensorHook: out of memory");
       for (int i = 0; i < h->n; i++) {
-        loom_tensor_free(h->end_vals[i]);
+        loom_tensor *d = h->end_vals[i];
+        loom_dtype dt = loom_tensor_dtype(res[i]);
+        if (d && dt != LOOM_STRING && loom_tensor_dtype(d) == dt && loom_tensor_numel(d) == loom_tensor_numel(res[i]) &&
+            loom_tensor_reshape(d, loom_tensor_ndim(res[i]), loom_tensor_dims(res[i]), NULL) == LOOM_OK) {
+          memcpy(loom_tensor_data(d), loom_tensor_data_const(res[i]), loom_tensor_nbytes(res[i])); /* no malloc per step */
+          continue;
+        }
+        loom_tensor_free(d);
         if (!(h->end_vals[i] = loom_tensor_copy(res[i], st))) return loom_status_code(st);
       }
     }

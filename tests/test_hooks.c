@@ -345,6 +345,32 @@ Test(monitored, steady_state_steps_do_not_allocate) {
   tu_alloc_count_end();
 }
 
+Test(monitored, standard_training_hooks_do_not_allocate_per_step) {
+  /* the estimator's per-step set: NaN guard, logging (at_end keeps the last
+   * values every step), stop-at-step */
+  tu_alloc_count_begin();
+  model m = model_new(1.5f);
+  loom_status *st = loom_status_new();
+  const char *tags[2] = {"loss", "step"};
+  loom_output ts[2] = {m.loss, m.gso};
+  loom_hook *h[3] = {loom_nan_tensor_hook(m.loss, 1, st), loom_logging_tensor_hook(2, tags, ts, 1000, 0, 1, st),
+                     loom_stop_at_step_hook(0, 1000, st)};
+  cr_assert(h[0] && h[1] && h[2], "%s", loom_status_message(st));
+  loom_monitored_session *ms = ms_new(&m, 3, h);
+  loom_tensor *loss = NULL;
+  for (int k = 0; k < 3; k++) cr_assert_eq(train_step(ms, &m, &loss, st), LOOM_OK, "%s", loom_status_message(st));
+  long before = tu_alloc_count();
+  for (int k = 0; k < 6; k++) cr_assert_eq(train_step(ms, &m, &loss, st), LOOM_OK);
+  long after = tu_alloc_count();
+  cr_assert_eq(after - before, 0, "steady-state steps with the standard hooks allocated %ld times", after - before);
+  cr_assert_eq(loom_monitored_session_close(ms, st), LOOM_OK);
+  loom_tensor_free(loss);
+  for (int i = 0; i < 3; i++) loom_hook_free(h[i]);
+  loom_status_free(st);
+  model_free(&m);
+  tu_alloc_count_end();
+}
+
 Test(monitored, request_stop_takes_effect_after_the_current_step) {
   g_log[0] = 0;
   model m = model_new(1.0f);
