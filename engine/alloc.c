@@ -81,7 +81,8 @@ void loom__log(loom_log_level lvl, const char *fmt, ...) {
 /* ---- status ---- */
 struct loom_status {
   loom_code code;
-  char *msg;
+  char *msg;  /* kept across set/clear and reused when the new message fits */
+  size_t cap;
 };
 
 static const char *code_names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
@@ -107,8 +108,7 @@ const char *loom_status_message(const loom_status *st) { return st && st->msg ? 
 void loom_status_clear(loom_status *st) {
   if (!st) return;
   st->code = LOOM_OK;
-  loom__free(st->msg);
-  st->msg = NULL;
+  if (st->msg) st->msg[0] = 0;
 }
 loom_code loom_status_set(loom_status *st, loom_code code, const char *fmt, ...) {
   if (!st) return code;
@@ -120,8 +120,21 @@ loom_code loom_status_set(loom_status *st, loom_code code, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
   }
-  loom__free(st->msg);
-  st->msg = loom__strdup(buf);
+  /* Reuse the message buffer: a status set on every pass over a dataset
+   * (end of sequence) or in a loop allocates once. */
+  size_t len = strlen(buf) + 1;
+  if (len > st->cap) {
+    size_t cap = len < 64 ? 64 : len;
+    char *m = loom__realloc(st->msg, cap);
+    if (!m) { /* keep the code; the message may be stale or empty */
+      if (st->msg) st->msg[0] = 0;
+      st->code = code;
+      return code;
+    }
+    st->msg = m;
+    st->cap = cap;
+  }
+  memcpy(st->msg, buf, len);
   st->code = code;
   return code;
 }

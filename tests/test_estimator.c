@@ -692,3 +692,50 @@ Test(estimator, in_memory_evaluation_and_early_stopping) {
   loom_estimator_free(e);
   tu_rmtree(dir);
 }
+
+/* Counts allocations between two steps of a training run. */
+typedef struct alloc_probe {
+  int64_t step, from, to;
+  long at_from, at_to;
+} alloc_probe;
+static loom_code probe_after(void *self, loom_hook_context *ctx, loom_tensor *const *r, loom_status *st) {
+  (void)ctx;
+  (void)r;
+  (void)st;
+  alloc_probe *p = self;
+  ++p->step;
+  if (p->step == p->from) p->at_from = tu_alloc_count();
+  if (p->step == p->to) p->at_to = tu_alloc_count();
+  return LOOM_OK;
+}
+
+Test(estimator, training_steps_do_not_allocate) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
+  loom_run_config c = quiet_config();
+  c.log_step_count_steps = 100000; /* no periodic log lines or summaries in the window */
+  c.save_summary_steps = 100000;
+  loom_estimator *e = make_est(dir, &c, NULL);
+  data_opts d = {4, 0, 0, 0};
+  /* steps 20..140 span 20 passes over the data (6 batches each): the input
+   * pipeline's ends and restarts, the default hooks, the feeds and runs */
+  alloc_probe p = {0, 20, 140, -1, -1};
+  static const loom_hook_ops probe_ops = {NULL, NULL, NULL, probe_after, NULL, NULL};
+  loom_hook *h = loom_hook_new(&probe_ops, &p, "probe");
+  loom_train_options o = loom_train_options_default();
+  o.steps = 150;
+  o.nhooks = 1;
+  o.hooks = &h;
+  tu_alloc_count_begin();
+  loom_status *st = loom_status_new();
+  loom_code rc = loom_estimator_train(e, input_fn, &d, &o, st);
+  tu_alloc_count_end();
+  cr_assert_eq(rc, LOOM_OK, "%s", loom_status_message(st));
+  cr_assert(p.at_from >= 0 && p.at_to >= 0);
+  cr_expect_eq(p.at_to - p.at_from, 0, "120 training steps allocated %ld times", p.at_to - p.at_from);
+  loom_status_free(st);
+  loom_hook_free(h);
+  loom_estimator_free(e);
+  tu_rmtree(dir);
+}
