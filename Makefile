@@ -145,12 +145,13 @@ cuda-check:
 
 # GPU vs CPU parity of every op with a CUDA kernel; skips (exit 0) without a GPU.
 # (built into build/cuda: objects are not rebuilt when only CUDA changes)
+GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 test-gpu: deps
 	@if [ -z "$(NVCC)" ]; then echo "test-gpu: nvcc not found, skipping"; exit 0; fi; \
-	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib build/cuda/tests/gpu/test_parity && \
-	 build/cuda/tests/gpu/test_parity
+	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) && \
+	 rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%); do $$t || rc=1; done; exit $$rc
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libloom.a
+$(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 

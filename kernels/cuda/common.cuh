@@ -10,6 +10,15 @@
 #define STREAM(ctx) (CUCTX(ctx)->stream)
 #define NT 256
 
+/* Kernel launch: LOOM_LAUNCH(grid, block, shared_bytes, stream, kernel)(args...).
+ * Under the host emulator (LOOM_CUEMU, tests/cuemu/) the same line runs the
+ * grid on the CPU, so kernels never use the <<< >>> syntax directly. */
+#ifdef LOOM_CUEMU
+#define LOOM_LAUNCH(g, b, sh, st, ...) cuemu::launch(g, b, sh, st, __VA_ARGS__)
+#else
+#define LOOM_LAUNCH(g, b, sh, st, ...) __VA_ARGS__<<<g, b, sh, st>>>
+#endif
+
 /* Grid for a grid-stride loop over n items. */
 static inline unsigned grid_for(int64_t n) {
   int64_t b = (n + NT - 1) / NT;

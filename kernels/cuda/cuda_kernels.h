@@ -18,6 +18,10 @@
 #define LOOM_CU_FLT(K, Op, k) K(Op, k, f32) K(Op, k, f64)
 #define LOOM_CU_NUM(K, Op, k) K(Op, k, f32) K(Op, k, f64) K(Op, k, i32) K(Op, k, i64)
 
+/* the layout family (kernels/cuda/array.cu) and the rest (kernels/cuda/extra.cu) */
+#include "kernels/cuda/array_kernels.h"
+#include "kernels/cuda/extra_kernels.h"
+
 #define LOOM_CUDA_KERNELS(K)                                                                                \
   K(NoOp, noop, any)                                                                                        \
   /* elementwise binary (NumPy broadcasting) */                                                             \
@@ -65,7 +69,8 @@
   K(ApplyGradientDescent, apply_gradient_descent, f32) K(ApplyMomentum, apply_momentum, f32)                \
   K(ApplyAdagrad, apply_adagrad, f32) K(ApplyAdam, apply_adam, f32) K(ApplyFtrlV2, apply_ftrl, f32)         \
   K(ApplyRMSProp, apply_rmsprop, f32) K(ApplyCenteredRMSProp, apply_centered_rmsprop, f32)                  \
-  K(ApplyAdadelta, apply_adadelta, f32) K(SparseApplyGradientDescent, sparse_apply_gradient_descent, f32)
+  K(ApplyAdadelta, apply_adadelta, f32) K(SparseApplyGradientDescent, sparse_apply_gradient_descent, f32)  \
+  LOOM_CUDA_ARRAY_KERNELS(K) LOOM_CUDA_EXTRA_KERNELS(K)
 
 #ifdef __cplusplus
 extern "C" {

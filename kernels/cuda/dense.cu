@@ -295,14 +295,14 @@ template <typename T> static loom_code reduce_run(const loom_kctx *ctx, int kind
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
                              "empty reduction: the input has no elements along the reduced axes");
     }
-    k_fill_red<T><<<grid_for(nout), NT, 0, s>>>((T *)y->data, nout, v);
+    LOOM_LAUNCH(grid_for(nout), NT, 0, s, k_fill_red<T>)((T *)y->data, nout, v);
     return LOOM_OK;
   }
   if (g.R >= 256 && nout < 8192)
-    k_reduce_block<T><<<(unsigned)(nout < 65535 * 8 ? nout : 65535 * 8), NT, 0, s>>>((const T *)x->data, (T *)y->data,
+    LOOM_LAUNCH((unsigned)(nout < 65535 * 8 ? nout : 65535 * 8), NT, 0, s, k_reduce_block<T>)((const T *)x->data, (T *)y->data,
                                                                                       nout, g, kind);
   else
-    k_reduce_thread<T><<<grid_for(nout), NT, 0, s>>>((const T *)x->data, (T *)y->data, nout, g, kind);
+    LOOM_LAUNCH(grid_for(nout), NT, 0, s, k_reduce_thread<T>)((const T *)x->data, (T *)y->data, nout, g, kind);
   return LOOM_OK;
 }
 
@@ -377,7 +377,7 @@ template <typename T> static loom_code arg_kernel(const loom_kctx *ctx, int is_m
   for (int i = 0; i < axis; i++) outer *= x->dims[i];
   for (int i = (int)axis + 1; i < x->ndim; i++) inner *= x->dims[i];
   if (R == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "arg reduction over an empty axis");
-  k_arg<T><<<grid_for(outer * inner), NT, 0, STREAM(ctx)>>>((const T *)x->data, y->data, y->dtype == LOOM_I32, is_min,
+  LOOM_LAUNCH(grid_for(outer * inner), NT, 0, STREAM(ctx), k_arg<T>)((const T *)x->data, y->data, y->dtype == LOOM_I32, is_min,
                                                             outer, R, inner);
   return LOOM_OK;
 }
@@ -439,7 +439,7 @@ template <typename T> static loom_code rows_op(const loom_kctx *ctx, int mode) {
   int64_t C = X->ndim ? X->dims[X->ndim - 1] : 1;
   if (X->numel == 0 || C == 0) return LOOM_OK;
   int64_t rows = X->numel / C;
-  k_rows<T, int32_t><<<warps_grid(rows), NT, 0, STREAM(ctx)>>>((const T *)X->data, (T *)ctx->out[0]->data, rows, C,
+  LOOM_LAUNCH(warps_grid(rows), NT, 0, STREAM(ctx), k_rows<T, int32_t>)((const T *)X->data, (T *)ctx->out[0]->data, rows, C,
                                                                mode, NULL, NULL, NULL);
   return LOOM_OK;
 }
@@ -454,11 +454,11 @@ template <typename T> static loom_code xent(const loom_kctx *ctx, int sparse) {
   }
   T *loss = (T *)ctx->out[0]->data, *bp = (T *)ctx->out[1]->data;
   if (!sparse)
-    k_rows<T, int32_t><<<warps_grid(B), NT, 0, s>>>((const T *)X->data, bp, B, C, 2, (const T *)L->data, NULL, loss);
+    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 2, (const T *)L->data, NULL, loss);
   else if (L->dtype == LOOM_I32)
-    k_rows<T, int32_t><<<warps_grid(B), NT, 0, s>>>((const T *)X->data, bp, B, C, 3, NULL, (const int32_t *)L->data, loss);
+    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int32_t *)L->data, loss);
   else if (L->dtype == LOOM_I64)
-    k_rows<T, int64_t><<<warps_grid(B), NT, 0, s>>>((const T *)X->data, bp, B, C, 3, NULL, (const int64_t *)L->data, loss);
+    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int64_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int64_t *)L->data, loss);
   else
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "labels must be int32 or int64, got %s",
                            loom_dtype_name(L->dtype));
@@ -551,7 +551,7 @@ extern "C" loom_code loom__cu_conv2d_f32(const loom_kctx *ctx) {
   if (!col) return no_scratch(ctx, need);
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
-    k_im2col<<<grid_for(m * g.K), NT, 0, s>>>(x, col, g, r0, m);
+    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_im2col)(x, col, g, r0, m);
     cublasStatus_t st = gemm_rm(h, 0, 0, (int)m, (int)g.O, (int)g.K, col, f, y + r0 * g.O, 0.0f);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, st);
   }
@@ -578,7 +578,7 @@ extern "C" loom_code loom__cu_conv2d_backprop_input_f32(const loom_kctx *ctx) {
     /* dcol [m, K] = dy [m, O] x F^T [O, K] */
     cublasStatus_t st = gemm_rm(h, 0, 1, (int)m, (int)g.K, (int)g.O, dy + r0 * g.O, f, col, 0.0f);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, st);
-    k_col2im<<<grid_for(m * g.K), NT, 0, s>>>(col, (float *)DX->data, g, r0, m);
+    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_col2im)(col, (float *)DX->data, g, r0, m);
   }
   return LOOM_OK;
 }
@@ -602,7 +602,7 @@ extern "C" loom_code loom__cu_conv2d_backprop_filter_f32(const loom_kctx *ctx) {
   const float *x = (const float *)X->data, *dy = (const float *)DY->data;
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
-    k_im2col<<<grid_for(m * g.K), NT, 0, s>>>(x, col, g, r0, m);
+    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_im2col)(x, col, g, r0, m);
     /* dF [K, O] (+)= col^T [K, m] x dy [m, O] */
     cublasStatus_t st =
         gemm_rm(h, 1, 0, (int)g.K, (int)g.O, (int)m, col, dy + r0 * g.O, (float *)DF->data, r0 ? 1.0f : 0.0f);
@@ -692,7 +692,7 @@ extern "C" loom_code loom__cu_max_pool_f32(const loom_kctx *ctx) {
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, ctx->in[0]->dims, Y->dims);
-  k_pool<<<grid_for(Y->numel), NT, 0, STREAM(ctx)>>>((const float *)ctx->in[0]->data, (float *)Y->data, g, Y->numel, 0);
+  LOOM_LAUNCH(grid_for(Y->numel), NT, 0, STREAM(ctx), k_pool)((const float *)ctx->in[0]->data, (float *)Y->data, g, Y->numel, 0);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_avg_pool_f32(const loom_kctx *ctx) {
@@ -700,7 +700,7 @@ extern "C" loom_code loom__cu_avg_pool_f32(const loom_kctx *ctx) {
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, ctx->in[0]->dims, Y->dims);
-  k_pool<<<grid_for(Y->numel), NT, 0, STREAM(ctx)>>>((const float *)ctx->in[0]->data, (float *)Y->data, g, Y->numel, 1);
+  LOOM_LAUNCH(grid_for(Y->numel), NT, 0, STREAM(ctx), k_pool)((const float *)ctx->in[0]->data, (float *)Y->data, g, Y->numel, 1);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_max_pool_grad_f32(const loom_kctx *ctx) {
@@ -712,7 +712,7 @@ extern "C" loom_code loom__cu_max_pool_grad_f32(const loom_kctx *ctx) {
   cudaStream_t s = STREAM(ctx);
   cudaMemsetAsync(DX->data, 0, (size_t)DX->numel * sizeof(float), s);
   if (DY->numel)
-    k_pool_grad<<<grid_for(DY->numel), NT, 0, s>>>((const float *)X->data, (const float *)DY->data, (float *)DX->data, g,
+    LOOM_LAUNCH(grid_for(DY->numel), NT, 0, s, k_pool_grad)((const float *)X->data, (const float *)DY->data, (float *)DX->data, g,
                                                    DY->numel, 0);
   return LOOM_OK;
 }
@@ -725,7 +725,7 @@ extern "C" loom_code loom__cu_avg_pool_grad_f32(const loom_kctx *ctx) {
   cudaStream_t s = STREAM(ctx);
   cudaMemsetAsync(DX->data, 0, (size_t)DX->numel * sizeof(float), s);
   if (DY->numel)
-    k_pool_grad<<<grid_for(DY->numel), NT, 0, s>>>(NULL, (const float *)DY->data, (float *)DX->data, g, DY->numel, 1);
+    LOOM_LAUNCH(grid_for(DY->numel), NT, 0, s, k_pool_grad)(NULL, (const float *)DY->data, (float *)DX->data, g, DY->numel, 1);
   return LOOM_OK;
 }
 
@@ -758,9 +758,9 @@ extern "C" loom_code loom__cu_gather_any(const loom_kctx *ctx) {
   int i32 = I->dtype == LOOM_I32;
   cudaStream_t s = STREAM(ctx);
   switch (loom_dtype_size(P->dtype)) {
-  case 1: k_gather<uint8_t><<<grid_for(n), NT, 0, s>>>((const uint8_t *)P->data, (uint8_t *)O->data, I->data, i32, outer, K, N, inner); break;
-  case 4: k_gather<uint32_t><<<grid_for(n), NT, 0, s>>>((const uint32_t *)P->data, (uint32_t *)O->data, I->data, i32, outer, K, N, inner); break;
-  case 8: k_gather<uint64_t><<<grid_for(n), NT, 0, s>>>((const uint64_t *)P->data, (uint64_t *)O->data, I->data, i32, outer, K, N, inner); break;
+  case 1: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint8_t>)((const uint8_t *)P->data, (uint8_t *)O->data, I->data, i32, outer, K, N, inner); break;
+  case 4: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint32_t>)((const uint32_t *)P->data, (uint32_t *)O->data, I->data, i32, outer, K, N, inner); break;
+  case 8: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint64_t>)((const uint64_t *)P->data, (uint64_t *)O->data, I->data, i32, outer, K, N, inner); break;
   default: return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA gather for %s", loom_dtype_name(P->dtype));
   }
   return LOOM_OK;
@@ -783,7 +783,7 @@ extern "C" loom_code loom__cu_segment_sum_f32(const loom_kctx *ctx) {
   for (int i = I->ndim; i < D->ndim; i++) inner *= D->dims[i];
   int64_t n = I->numel * inner;
   if (n == 0 || O->numel == 0) return LOOM_OK;
-  k_segsum<<<grid_for(n), NT, 0, s>>>((const float *)D->data, (float *)O->data, I->data, I->dtype == LOOM_I32,
+  LOOM_LAUNCH(grid_for(n), NT, 0, s, k_segsum)((const float *)D->data, (float *)O->data, I->data, I->dtype == LOOM_I32,
                                       I->numel, inner, O->dims[0]);
   return LOOM_OK;
 }

@@ -112,7 +112,7 @@ template <typename T, typename TO, typename F> static loom_code run_bin(const lo
   T p = ctx->attrs ? (T)ctx->attrs->alpha : (T)0;
   cudaStream_t s = STREAM(ctx);
   if ((A->numel == n || A->numel == 1) && (B->numel == n || B->numel == 1)) {
-    k_bin_flat<T, TO, F><<<grid_for(n), NT, 0, s>>>((const T *)A->data, (const T *)B->data, (TO *)C->data, n,
+    LOOM_LAUNCH(grid_for(n), NT, 0, s, k_bin_flat<T, TO, F>)((const T *)A->data, (const T *)B->data, (TO *)C->data, n,
                                                     A->numel == n && n != 1, B->numel == n && n != 1, p);
     return LOOM_OK;
   }
@@ -120,7 +120,7 @@ template <typename T, typename TO, typename F> static loom_code run_bin(const lo
   bcast_init(&g, C);
   bcast_strides(&g, 0, A);
   bcast_strides(&g, 1, B);
-  k_bin_bcast<T, TO, F><<<grid_for(n), NT, 0, s>>>((const T *)A->data, (const T *)B->data, (TO *)C->data, n, g, p);
+  LOOM_LAUNCH(grid_for(n), NT, 0, s, k_bin_bcast<T, TO, F>)((const T *)A->data, (const T *)B->data, (TO *)C->data, n, g, p);
   return LOOM_OK;
 }
 
@@ -207,7 +207,7 @@ template <typename T, typename F> static loom_code run_un(const loom_kctx *ctx) 
   int64_t n = ctx->out[0]->numel;
   if (n == 0) return LOOM_OK;
   T p = ctx->attrs ? (T)ctx->attrs->alpha : (T)0;
-  k_un<T, F><<<grid_for(n), NT, 0, STREAM(ctx)>>>((const T *)ctx->in[0]->data, (T *)ctx->out[0]->data, n, p);
+  LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_un<T, F>)((const T *)ctx->in[0]->data, (T *)ctx->out[0]->data, n, p);
   return LOOM_OK;
 }
 #define UN_K(k, dt, T, F) \
@@ -255,7 +255,7 @@ template <typename T> static loom_code run_bias_add(const loom_kctx *ctx) {
                            (long long)b->numel, (long long)C);
   int64_t n = ctx->out[0]->numel;
   if (n == 0) return LOOM_OK;
-  k_bias_add<T><<<grid_for(n), NT, 0, STREAM(ctx)>>>((const T *)x->data, (const T *)b->data, (T *)ctx->out[0]->data,
+  LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_bias_add<T>)((const T *)x->data, (const T *)b->data, (T *)ctx->out[0]->data,
                                                      n, C);
   return LOOM_OK;
 }
@@ -284,12 +284,12 @@ extern "C" loom_code loom__cu_ones_like_any(const loom_kctx *ctx) {
   if (n == 0) return LOOM_OK;
   cudaStream_t s = STREAM(ctx);
   switch (y->dtype) {
-  case LOOM_F32: k_fill<float><<<grid_for(n), NT, 0, s>>>((float *)y->data, n, 1.0f); break;
-  case LOOM_F64: k_fill<double><<<grid_for(n), NT, 0, s>>>((double *)y->data, n, 1.0); break;
-  case LOOM_I32: k_fill<int32_t><<<grid_for(n), NT, 0, s>>>((int32_t *)y->data, n, 1); break;
-  case LOOM_I64: k_fill<int64_t><<<grid_for(n), NT, 0, s>>>((int64_t *)y->data, n, 1); break;
+  case LOOM_F32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<float>)((float *)y->data, n, 1.0f); break;
+  case LOOM_F64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<double>)((double *)y->data, n, 1.0); break;
+  case LOOM_I32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<int32_t>)((int32_t *)y->data, n, 1); break;
+  case LOOM_I64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<int64_t>)((int64_t *)y->data, n, 1); break;
   case LOOM_U8:
-  case LOOM_BOOL: k_fill<uint8_t><<<grid_for(n), NT, 0, s>>>((uint8_t *)y->data, n, 1); break;
+  case LOOM_BOOL: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<uint8_t>)((uint8_t *)y->data, n, 1); break;
   default: return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA kernel for %s", loom_dtype_name(y->dtype));
   }
   return LOOM_OK;
@@ -303,12 +303,12 @@ template <typename A> static loom_code cast_from(const loom_kctx *ctx, int64_t n
   void *y = ctx->out[0]->data;
   cudaStream_t s = STREAM(ctx);
   switch (ctx->out[0]->dtype) {
-  case LOOM_F32: k_cast<A, float><<<grid_for(n), NT, 0, s>>>(x, (float *)y, n, 0); break;
-  case LOOM_F64: k_cast<A, double><<<grid_for(n), NT, 0, s>>>(x, (double *)y, n, 0); break;
-  case LOOM_I32: k_cast<A, int32_t><<<grid_for(n), NT, 0, s>>>(x, (int32_t *)y, n, 0); break;
-  case LOOM_I64: k_cast<A, int64_t><<<grid_for(n), NT, 0, s>>>(x, (int64_t *)y, n, 0); break;
-  case LOOM_U8: k_cast<A, uint8_t><<<grid_for(n), NT, 0, s>>>(x, (uint8_t *)y, n, 0); break;
-  case LOOM_BOOL: k_cast<A, uint8_t><<<grid_for(n), NT, 0, s>>>(x, (uint8_t *)y, n, 1); break;
+  case LOOM_F32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, float>)(x, (float *)y, n, 0); break;
+  case LOOM_F64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, double>)(x, (double *)y, n, 0); break;
+  case LOOM_I32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, int32_t>)(x, (int32_t *)y, n, 0); break;
+  case LOOM_I64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, int64_t>)(x, (int64_t *)y, n, 0); break;
+  case LOOM_U8: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, uint8_t>)(x, (uint8_t *)y, n, 0); break;
+  case LOOM_BOOL: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, uint8_t>)(x, (uint8_t *)y, n, 1); break;
   default:
     return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA cast to %s", loom_dtype_name(ctx->out[0]->dtype));
   }

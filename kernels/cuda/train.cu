@@ -102,7 +102,7 @@ static loom_code run_opt(const loom_kctx *ctx, int kind, opt_ptrs *a, int gi, in
   a->g = fp(ctx, gi);
   for (int k = 0; k < 6; k++) a->h[k] = k < nh ? fp(ctx, hs[k]) : NULL;
   int64_t n = ctx->in[0]->numel;
-  if (n > 0) k_opt<<<grid_for(n), NT, 0, STREAM(ctx)>>>(*a, kind, n);
+  if (n > 0) LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_opt)(*a, kind, n);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_apply_gradient_descent_f32(const loom_kctx *ctx) {
@@ -165,7 +165,7 @@ extern "C" loom_code loom__cu_sparse_apply_gradient_descent_f32(const loom_kctx 
   int64_t row = V->ndim ? V->numel / (V->dims[0] ? V->dims[0] : 1) : 1;
   int64_t n = I->numel * row;
   if (n == 0 || V->numel == 0) return LOOM_OK;
-  k_sparse_gd<<<grid_for(n), NT, 0, STREAM(ctx)>>>(fp(ctx, 0), fp(ctx, 1), fp(ctx, 2), I->data, I->dtype == LOOM_I32,
+  LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_sparse_gd)(fp(ctx, 0), fp(ctx, 1), fp(ctx, 2), I->data, I->dtype == LOOM_I32,
                                                    I->numel, row, V->dims[0]);
   return LOOM_OK;
 }
@@ -184,11 +184,11 @@ static loom_code assign_ew(const loom_kctx *ctx, int op) {
   if (n == 0) return LOOM_OK;
   cudaStream_t s = STREAM(ctx);
   switch (ref->dtype) {
-  case LOOM_F32: k_assign_ew<float, float><<<grid_for(n), NT, 0, s>>>((float *)ref->data, (const float *)val->data, n, op); break;
-  case LOOM_F64: k_assign_ew<double, double><<<grid_for(n), NT, 0, s>>>((double *)ref->data, (const double *)val->data, n, op); break;
-  case LOOM_I32: k_assign_ew<int32_t, uint32_t><<<grid_for(n), NT, 0, s>>>((int32_t *)ref->data, (const int32_t *)val->data, n, op); break;
-  case LOOM_I64: k_assign_ew<int64_t, uint64_t><<<grid_for(n), NT, 0, s>>>((int64_t *)ref->data, (const int64_t *)val->data, n, op); break;
-  case LOOM_U8: k_assign_ew<uint8_t, uint8_t><<<grid_for(n), NT, 0, s>>>((uint8_t *)ref->data, (const uint8_t *)val->data, n, op); break;
+  case LOOM_F32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_assign_ew<float, float>)((float *)ref->data, (const float *)val->data, n, op); break;
+  case LOOM_F64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_assign_ew<double, double>)((double *)ref->data, (const double *)val->data, n, op); break;
+  case LOOM_I32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_assign_ew<int32_t, uint32_t>)((int32_t *)ref->data, (const int32_t *)val->data, n, op); break;
+  case LOOM_I64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_assign_ew<int64_t, uint64_t>)((int64_t *)ref->data, (const int64_t *)val->data, n, op); break;
+  case LOOM_U8: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_assign_ew<uint8_t, uint8_t>)((uint8_t *)ref->data, (const uint8_t *)val->data, n, op); break;
   default: return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA kernel for %s", loom_dtype_name(ref->dtype));
   }
   return LOOM_OK;
@@ -370,42 +370,42 @@ extern "C" loom_code loom__cu_random_uniform_f32(const loom_kctx *ctx) {
   rng j = rng_init(ctx);
   defaults01(&j);
   int64_t n = ctx->out[0]->numel;
-  if (n) k_rand_f32<<<grid_for((n + 3) / 4), NT, 0, STREAM(ctx)>>>(j, (float *)ctx->out[0]->data, n, 0);
+  if (n) LOOM_LAUNCH(grid_for((n + 3) / 4), NT, 0, STREAM(ctx), k_rand_f32)(j, (float *)ctx->out[0]->data, n, 0);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_random_uniform_f64(const loom_kctx *ctx) {
   rng j = rng_init(ctx);
   defaults01(&j);
   int64_t n = ctx->out[0]->numel;
-  if (n) k_rand_f64<<<grid_for((n + 1) / 2), NT, 0, STREAM(ctx)>>>(j, (double *)ctx->out[0]->data, n, 0);
+  if (n) LOOM_LAUNCH(grid_for((n + 1) / 2), NT, 0, STREAM(ctx), k_rand_f64)(j, (double *)ctx->out[0]->data, n, 0);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_random_normal_f32(const loom_kctx *ctx) {
   rng j = rng_init(ctx);
   defaults01(&j);
   int64_t n = ctx->out[0]->numel;
-  if (n) k_rand_f32<<<grid_for((n + 3) / 4), NT, 0, STREAM(ctx)>>>(j, (float *)ctx->out[0]->data, n, 1);
+  if (n) LOOM_LAUNCH(grid_for((n + 3) / 4), NT, 0, STREAM(ctx), k_rand_f32)(j, (float *)ctx->out[0]->data, n, 1);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_random_normal_f64(const loom_kctx *ctx) {
   rng j = rng_init(ctx);
   defaults01(&j);
   int64_t n = ctx->out[0]->numel;
-  if (n) k_rand_f64<<<grid_for((n + 1) / 2), NT, 0, STREAM(ctx)>>>(j, (double *)ctx->out[0]->data, n, 1);
+  if (n) LOOM_LAUNCH(grid_for((n + 1) / 2), NT, 0, STREAM(ctx), k_rand_f64)(j, (double *)ctx->out[0]->data, n, 1);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_truncated_normal_f32(const loom_kctx *ctx) {
   rng j = rng_init(ctx);
   defaults01(&j);
   int64_t n = ctx->out[0]->numel;
-  if (n) k_trunc_f32<<<grid_for(n), NT, 0, STREAM(ctx)>>>(j, (float *)ctx->out[0]->data, n);
+  if (n) LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_trunc_f32)(j, (float *)ctx->out[0]->data, n);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_truncated_normal_f64(const loom_kctx *ctx) {
   rng j = rng_init(ctx);
   defaults01(&j);
   int64_t n = ctx->out[0]->numel;
-  if (n) k_trunc_f64<<<grid_for(n), NT, 0, STREAM(ctx)>>>(j, (double *)ctx->out[0]->data, n);
+  if (n) LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_trunc_f64)(j, (double *)ctx->out[0]->data, n);
   return LOOM_OK;
 }
 template <typename T> static loom_code dropout(const loom_kctx *ctx) {
@@ -416,7 +416,7 @@ template <typename T> static loom_code dropout(const loom_kctx *ctx) {
   unsigned long long thr = (unsigned long long)ceil(rate * 4294967296.0);
   int64_t n = ctx->out[0]->numel;
   if (n)
-    k_dropout<T><<<grid_for((n + 3) / 4), NT, 0, STREAM(ctx)>>>(j, (const T *)ctx->in[0]->data, (T *)ctx->out[0]->data,
+    LOOM_LAUNCH(grid_for((n + 3) / 4), NT, 0, STREAM(ctx), k_dropout<T>)(j, (const T *)ctx->in[0]->data, (T *)ctx->out[0]->data,
                                                                 (T *)ctx->out[1]->data, n, thr, (T)(1.0 / (1.0 - rate)));
   return LOOM_OK;
 }
