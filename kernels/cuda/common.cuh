@@ -33,6 +33,32 @@ static inline loom_code cu_err(const loom_kctx *ctx, loom_code c, const char *ms
   return loom_status_set(ctx->st, c, "%s", msg);
 }
 
+/* Index checks on the device: a kernel that reads indices takes the cu_errp
+ * from cu_watch(ctx, LOOM_CU_ERR_<what>) as an argument and calls
+ * cu_bad_index(ep, position, value, bound) for an index outside [0, bound)
+ * (then skips or zero-fills that element). The run fails after its
+ * synchronization with "<node>: indices[pos] = value is not in [0, bound)",
+ * the CPU kernels' message. */
+struct cu_errp {
+  loom_cuda_err *e;
+  unsigned long long tag;
+  int kind;
+};
+static inline cu_errp cu_watch(const loom_kctx *ctx, int kind) {
+  loom_cuda_ctx *c = CUCTX(ctx);
+  c->watched = 1;
+  cu_errp ep = {c->derr, (unsigned long long)c->step + 1, kind};
+  return ep;
+}
+__device__ __forceinline__ void cu_bad_index(const cu_errp &ep, int64_t pos, int64_t value, int64_t bound) {
+  if (atomicCAS(&ep.e->tag, 0ULL, ep.tag) == 0ULL) {
+    ep.e->kind = ep.kind;
+    ep.e->pos = pos;
+    ep.e->value = value;
+    ep.e->bound = bound;
+  }
+}
+
 /* Shape of up to LOOM_MAX_DIMS dims with per-input element strides (0 = broadcast). */
 struct bcast_geom {
   int nd;

@@ -10,6 +10,15 @@
 
 typedef struct loom_cuda_block loom_cuda_block;
 
+/* Bad data found by a kernel (an index out of range), in device memory. The
+ * first kernel to report wins (tag = its plan step + 1); the session reads it
+ * after the run's synchronization and fails the run naming that node. */
+typedef struct loom_cuda_err {
+  unsigned long long tag;
+  long long kind, pos, value, bound;
+} loom_cuda_err;
+enum { LOOM_CU_ERR_INDICES, LOOM_CU_ERR_SEGMENT_IDS, LOOM_CU_ERR_LABELS };
+
 typedef struct loom_cuda_ctx {
   int device;
   cudaStream_t stream;
@@ -21,6 +30,11 @@ typedef struct loom_cuda_ctx {
   /* a small device scratch for kernels (e.g. cuDNN workspace), grown on demand */
   void *scratch;
   size_t scratch_size;
+  /* bad-data report: device record, the plan step now running, and whether
+   * a kernel of this run may have written the record */
+  loom_cuda_err *derr;
+  int step;
+  int watched;
 } loom_cuda_ctx;
 
 #ifdef __cplusplus
