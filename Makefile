@@ -12,8 +12,11 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>
 CUDA    ?= 0
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-ifneq ($(filter-out 0 1,$(CUDA)),)
-  $(error CUDA must be 0 or 1, got '$(CUDA)')
+# CUDA=emu builds the same backend and kernels against the host CUDA emulator
+# (tests/cuemu/: the .cu files compile as C++, kernels run on the CPU), so the
+# GPU parity programs run on machines without a GPU (`make test-cuemu`).
+ifneq ($(filter-out 0 1 emu,$(CUDA)),)
+  $(error CUDA must be 0, 1 or emu, got '$(CUDA)')
 endif
 ifeq ($(CUDA),1)
   ifeq ($(NVCC),)
@@ -59,6 +62,16 @@ ifeq ($(CUDA),1)
     NVFLAGS += -DLOOM_HAVE_CUDNN
     LDLIBS  += -Wl,-rpath,$(CUDA_HOME)/lib -lcudnn
   endif
+else ifeq ($(CUDA),emu)
+  CU_SRC  := $(wildcard kernels/cuda/*.cu)
+  LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(BUILD)/tests/cuemu/cuemu.o
+  CFLAGS  += -DLOOM_HAVE_CUDA -DLOOM_CUEMU -Itests/cuemu
+  CUEMU_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Wno-unused-local-typedefs \
+             -DLOOM_HAVE_CUDA -DLOOM_CUEMU -I. -Iinclude -Itests/cuemu $(BLAS_CFLAGS) -MMD -MP
+  ifneq ($(SANITIZE),)
+    CUEMU_CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
+  endif
+  LDLIBS  += -lstdc++
 else
   LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda.o,$(LIB_OBJ))
 endif
@@ -69,7 +82,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check test-gpu
+.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check test-gpu test-cuemu
 all: lib
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -89,9 +102,18 @@ $(CUDA_STAMP):
 	@touch $@
 $(BUILD)/engine/backend.o $(BUILD)/engine/backend_cuda.o: $(CUDA_STAMP)
 
+ifeq ($(CUDA),emu)
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUEMU_CXXFLAGS) -MF $(@:.o=.d) -x c++ -c $< -o $@
+$(BUILD)/tests/cuemu/cuemu.o: tests/cuemu/cuemu.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUEMU_CXXFLAGS) -c $< -o $@
+else
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MF $(@:.o=.d) -c $< -o $@
+endif
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -135,8 +157,9 @@ header-check:
 test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
-	@if [ -n "$(NVCC)" ] && [ "$(CUDA)" != 1 ]; then $(MAKE) --no-print-directory cuda-check; \
+	@if [ -n "$(NVCC)" ] && [ "$(CUDA)" = 0 ]; then $(MAKE) --no-print-directory cuda-check; \
 	 else echo "cuda-check: nvcc not found, CUDA build not checked"; fi
+	@if [ "$(CUDA)" = 0 ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
 
 # Compiles the CUDA variant of the library into build/cuda (no GPU needed).
 cuda-check:
@@ -150,6 +173,11 @@ test-gpu: deps
 	@if [ -z "$(NVCC)" ]; then echo "test-gpu: nvcc not found, skipping"; exit 0; fi; \
 	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) && \
 	 rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%); do $$t || rc=1; done; exit $$rc
+
+# The GPU parity programs under the CUDA emulator (no GPU needed; part of `make test`).
+test-cuemu: deps
+	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%)
+	@rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%); do $$t || rc=1; done; exit $$rc
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)

@@ -131,7 +131,7 @@ static void run_case(const pcase *c) {
   fetch[0] = y;
   if (c->grad) {
     /* d/dx sum(y * w), w fixed */
-    loom_tensor *w = rand_tensor(LOOM_F32, 0, NULL, 0);
+    loom_tensor *w = rand_tensor(loom_output_dtype(y), 0, NULL, 0);
     loom_output loss = loom_reduce_sum(g, loom_mul(g, y, loom_const(g, w, NULL), NULL), -1, NULL, 0, NULL);
     loom_tensor_free(w);
     loom_output xs[MAXIN], gr[MAXIN];
