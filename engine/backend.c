@@ -2,8 +2,9 @@
  * backends this build has) and the device side of sessions: device arenas,
  * constants, variable mirrors, CPU-fallback steps with copies, fetches.
  * See engine/backend.h. */
-#include <string.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <pthread.h>
 #include "engine/backend.h"
 #include "ops/op_list.h"
@@ -53,6 +54,7 @@ typedef struct dev_var {
 struct loom_dev_session {
   const loom_backend_i *be;
   void *ctx;
+  int sync_steps;
   dev_var *vars;
   int32_t nvars, capvars;
 };
@@ -96,9 +98,13 @@ loom_code loom__dev_session_new(loom_session *s, loom_status *st) {
     loom__free(ds);
     return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
   }
+  const char *sync = getenv("LOOM_CUDA_SYNC");
+  ds->sync_steps = sync && sync[0] && strcmp(sync, "0") != 0;
   s->dev = ds;
   return LOOM_OK;
 }
+
+int loom__dev_sync_steps(const loom_session *s) { return s && s->dev && s->dev->sync_steps; }
 
 void loom__dev_session_free(loom_session *s) {
   loom_dev_session *ds = s ? s->dev : NULL;
@@ -363,10 +369,26 @@ loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status 
 loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st) {
   loom_dev_plan *dp = p->dev;
   loom_dev_session *ds = s->dev;
-  loom_code rc = ds->be->synchronize(ds->ctx, "run", st);
+  loom_code rc = ds->be->synchronize(ds->ctx,
+                                     ds->sync_steps ? "run"
+                                                    : "run (a device step failed asynchronously; set "
+                                                      "LOOM_CUDA_SYNC=1 to name the op)",
+                                     st);
   for (int k = 0; k < dp->npvars; k++)
     if (dp->pwritten[k]) ds->vars[dp->pvars[k]].state = MIRROR_DEV_NEWER;
+  if (!rc) rc = loom__dev_data_error(s, p, st);
   return rc;
+}
+
+loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st) {
+  loom_dev_session *ds = s->dev;
+  if (!ds->be->take_data_error) return LOOM_OK;
+  int step = -1;
+  char msg[256];
+  loom_code rc = ds->be->take_data_error(ds->ctx, &step, msg, sizeof msg, st);
+  if (rc || step < 0) return rc;
+  const loom_node *n = step < p->nsteps ? p->steps[step].node : NULL;
+  return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s", n ? n->name : "run", msg);
 }
 
 loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst, loom_status *st) {

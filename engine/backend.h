@@ -45,6 +45,12 @@ typedef struct loom_backend_i {
   loom_code (*event_record)(void *ctx, void *ev, loom_status *st);
   loom_code (*event_wait)(void *ctx, void *ev, loom_status *st);
   void (*event_free)(void *ctx, void *ev);
+  /* The plan step whose kernels are being queued now (for kernels' bad-data reports). */
+  void (*begin_step)(void *ctx, int step);
+  /* After a synchronization: bad data a kernel reported since the last call
+   * (an index out of range). *step = -1 when none; else the step and a
+   * message such as "indices[3] = 77 is not in [0, 50)". Clears the report. */
+  loom_code (*take_data_error)(void *ctx, int *step, char *msg, size_t cap, loom_status *st);
   /* Bytes held by the pool (in use, cached). */
   void (*pool_stats)(void *ctx, size_t *in_use, size_t *cached);
 } loom_backend_i;
@@ -68,6 +74,11 @@ void loom__dev_session_free(loom_session *s);
 void *loom__dev_context(const loom_session *s);
 const loom_backend_i *loom__dev_backend(const loom_session *s);
 
+/* Whether every device step is synchronized as it runs, so that an
+ * asynchronous device failure names its op (LOOM_CUDA_SYNC=1 in the
+ * environment when the session was created; tracing does the same). */
+int loom__dev_sync_steps(const loom_session *s);
+
 /* Kernel for node n (dtype key) in a device session: the device kernel, else
  * the CPU kernel with *on_host = 1 (logs once per node). NULL: none at all. */
 loom_kernel_fn loom__dev_resolve(loom_session *s, const loom_node *n, loom_dtype key, int *on_host);
@@ -88,6 +99,9 @@ loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const 
 loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status *st);
 /* After all steps succeeded: marks variables the plan wrote as device-newer. */
 loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st);
+/* Bad data reported by the run's kernels (after its synchronization): fails
+ * with INVALID_ARGUMENT naming the node, and clears the report. */
+loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st);
 /* Fetch of a device value into a host tensor (same reuse rules as CPU fetches). */
 loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst, loom_status *st);
 

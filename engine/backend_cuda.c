@@ -157,6 +157,7 @@ static void cu_ctx_free(void *ctx) {
 #ifdef LOOM_HAVE_CUDNN
   if (c->cudnn) cudnnDestroy((cudnnHandle_t)c->cudnn);
 #endif
+  if (c->derr) cudaFree(c->derr);
   if (c->blas) cublasDestroy(c->blas);
   if (c->stream) cudaStreamDestroy(c->stream);
   loom__free(c);
@@ -190,6 +191,15 @@ static void *cu_ctx_new(int index, loom_status *st) {
     return NULL;
   }
   cublasSetStream(c->blas, c->stream);
+  e = cudaMalloc((void **)&c->derr, sizeof *c->derr);
+  if (e == cudaSuccess) e = cudaMemsetAsync(c->derr, 0, sizeof *c->derr, c->stream);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    c->derr = NULL;
+    cuda_fail(st, e, "cuda: allocating the session's error record");
+    cu_ctx_free(c);
+    return NULL;
+  }
 #ifdef LOOM_HAVE_CUDNN
   cudnnHandle_t h;
   if (cudnnCreate(&h) == CUDNN_STATUS_SUCCESS) {
@@ -262,6 +272,29 @@ static void cu_event_free(void *ctx, void *ev) {
   if (ev) cudaEventDestroy((cudaEvent_t)ev);
 }
 
+/* ---- bad data reported by kernels (kernels/cuda/common.cuh: cu_watch) ---- */
+static void cu_begin_step(void *ctx, int step) { ((loom_cuda_ctx *)ctx)->step = step; }
+
+static loom_code cu_take_data_error(void *ctx, int *step, char *msg, size_t cap, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  *step = -1;
+  if (!c->watched) return LOOM_OK;
+  c->watched = 0;
+  loom_cuda_err r;
+  cudaError_t e = cudaMemcpyAsync(&r, c->derr, sizeof r, cudaMemcpyDeviceToHost, c->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+  if (e != cudaSuccess) return cuda_fail(st, e, "cuda: reading the kernels' error record");
+  if (!r.tag) return LOOM_OK;
+  e = cudaMemsetAsync(c->derr, 0, sizeof r, c->stream);
+  if (e != cudaSuccess) return cuda_fail(st, e, "cuda: clearing the kernels' error record");
+  static const char *const what[] = {"indices", "segment_ids", "labels"};
+  *step = (int)(r.tag - 1);
+  snprintf(msg, cap, "%s[%lld] = %lld is not in [0, %lld)",
+           r.kind >= 0 && r.kind < (long long)(sizeof what / sizeof what[0]) ? what[r.kind] : "index", r.pos, r.value,
+           r.bound);
+  return LOOM_OK;
+}
+
 static const loom_backend_i cuda_backend = {
     .name = "cuda",
     .device = LOOM_DEVICE_CUDA,
@@ -281,6 +314,8 @@ static const loom_backend_i cuda_backend = {
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,
     .event_free = cu_event_free,
+    .begin_step = cu_begin_step,
+    .take_data_error = cu_take_data_error,
     .pool_stats = cu_pool_stats,
 };
 

@@ -722,6 +722,7 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) return rc;
   if (tracing && (rc = trace_begin(s, p, st))) return rc;
   if ((rc = loom__dev_run_begin(s, p, feed_values, st))) return rc;
+  int sync_steps = tracing || loom__dev_sync_steps(s);
   for (int i = 0; i < p->nsteps; i++) {
     plan_step *sp = &p->steps[i];
     if (atomic_load_explicit(&s->cancel, memory_order_relaxed)) {
@@ -734,9 +735,11 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
     if (sp->on_host) {
       rc = loom__dev_host_step(s, p, i, st);
     } else {
+      if (be->begin_step) be->begin_step(bctx, i);
       rc = sp->fn(&sp->ctx);
       if (!rc) rc = be->check(bctx, sp->node->def->name, st);
-      if (!rc && tracing) rc = be->synchronize(bctx, sp->node->def->name, st);
+      if (!rc && sync_steps) rc = be->synchronize(bctx, sp->node->def->name, st);
+      if (!rc && sync_steps && (rc = loom__dev_data_error(s, p, st))) return rc; /* names the node */
     }
     if (tracing) trace_step(s, sp->node, t0, a, mono_ns());
     if (rc) {
@@ -744,7 +747,7 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
       char buf[768];
       snprintf(buf, sizeof buf, "%s", m);
       loom_status_set(st, rc, "%s: %s", sp->node->name, buf[0] ? buf : loom_code_name(rc));
-      be->synchronize(bctx, "run", NULL);
+      if (be->synchronize(bctx, "run", NULL) == LOOM_OK) loom__dev_data_error(s, p, NULL); /* clear */
       return rc;
     }
     (*sp->ctx.counter)++;

@@ -392,7 +392,8 @@ ARG_K(i64, int64_t)
 /* ============================================= softmax and cross entropy */
 /* One warp per row of C. mode 0 softmax, 1 log-softmax, 2 dense xent, 3 sparse xent. */
 template <typename T, typename L>
-__global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, const T *z, const L *lab, T *loss) {
+__global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, const T *z, const L *lab, T *loss,
+                       cu_errp ep) {
   int lane = threadIdx.x & 31;
   int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
@@ -426,7 +427,10 @@ __global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, cons
     } else {
       int64_t lb = (int64_t)lab[r];
       for (int64_t j = lane; j < C; j += 32) yr[j] = d_expx(xr[j] - m) * inv - (j == lb ? (T)1 : (T)0);
-      if (lane == 0) loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
+      if (lane == 0) {
+        loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
+        if (lb < 0 || lb >= C) cu_bad_index(ep, r, lb, C);
+      }
     }
   }
 }
@@ -440,7 +444,7 @@ template <typename T> static loom_code rows_op(const loom_kctx *ctx, int mode) {
   if (X->numel == 0 || C == 0) return LOOM_OK;
   int64_t rows = X->numel / C;
   LOOM_LAUNCH(warps_grid(rows), NT, 0, STREAM(ctx), k_rows<T, int32_t>)((const T *)X->data, (T *)ctx->out[0]->data, rows, C,
-                                                               mode, NULL, NULL, NULL);
+                                                               mode, NULL, NULL, NULL, cu_errp{});
   return LOOM_OK;
 }
 template <typename T> static loom_code xent(const loom_kctx *ctx, int sparse) {
@@ -454,11 +458,14 @@ template <typename T> static loom_code xent(const loom_kctx *ctx, int sparse) {
   }
   T *loss = (T *)ctx->out[0]->data, *bp = (T *)ctx->out[1]->data;
   if (!sparse)
-    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 2, (const T *)L->data, NULL, loss);
+    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 2, (const T *)L->data, NULL, loss,
+                                                             cu_errp{});
   else if (L->dtype == LOOM_I32)
-    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int32_t *)L->data, loss);
+    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int32_t *)L->data, loss,
+                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS));
   else if (L->dtype == LOOM_I64)
-    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int64_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int64_t *)L->data, loss);
+    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int64_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int64_t *)L->data, loss,
+                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS));
   else
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "labels must be int32 or int64, got %s",
                            loom_dtype_name(L->dtype));
@@ -735,11 +742,16 @@ __device__ __forceinline__ int64_t rd_idx(const void *p, int i32, int64_t k) {
 }
 template <typename E>
 __global__ void k_gather(const E *src, E *dst, const void *idx, int i32, int64_t outer, int64_t K, int64_t N,
-                         int64_t inner) {
+                         int64_t inner, cu_errp ep) {
   GRID_LOOP(i, outer * K * inner) {
     int64_t j = i % inner, t = i / inner, k = t % K, o = t / K;
     int64_t v = rd_idx(idx, i32, k);
-    dst[i] = v >= 0 && v < N ? src[(o * N + v) * inner + j] : (E)0;
+    if (v >= 0 && v < N) {
+      dst[i] = src[(o * N + v) * inner + j];
+    } else {
+      dst[i] = (E)0;
+      if (j == 0 && o == 0) cu_bad_index(ep, k, v, N);
+    }
   }
 }
 extern "C" loom_code loom__cu_gather_any(const loom_kctx *ctx) {
@@ -757,19 +769,22 @@ extern "C" loom_code loom__cu_gather_any(const loom_kctx *ctx) {
   int64_t K = I->numel, n = outer * K * inner;
   int i32 = I->dtype == LOOM_I32;
   cudaStream_t s = STREAM(ctx);
+  cu_errp ep = cu_watch(ctx, LOOM_CU_ERR_INDICES);
   switch (loom_dtype_size(P->dtype)) {
-  case 1: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint8_t>)((const uint8_t *)P->data, (uint8_t *)O->data, I->data, i32, outer, K, N, inner); break;
-  case 4: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint32_t>)((const uint32_t *)P->data, (uint32_t *)O->data, I->data, i32, outer, K, N, inner); break;
-  case 8: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint64_t>)((const uint64_t *)P->data, (uint64_t *)O->data, I->data, i32, outer, K, N, inner); break;
+  case 1: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint8_t>)((const uint8_t *)P->data, (uint8_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;
+  case 4: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint32_t>)((const uint32_t *)P->data, (uint32_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;
+  case 8: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint64_t>)((const uint64_t *)P->data, (uint64_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;
   default: return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA gather for %s", loom_dtype_name(P->dtype));
   }
   return LOOM_OK;
 }
-__global__ void k_segsum(const float *d, float *o, const void *idx, int i32, int64_t K, int64_t inner, int64_t nseg) {
+__global__ void k_segsum(const float *d, float *o, const void *idx, int i32, int64_t K, int64_t inner, int64_t nseg,
+                         cu_errp ep) {
   GRID_LOOP(i, K * inner) {
     int64_t k = i / inner, j = i - k * inner;
     int64_t sgi = rd_idx(idx, i32, k);
     if (sgi >= 0 && sgi < nseg) atomicAdd(&o[sgi * inner + j], d[i]);
+    else if (j == 0) cu_bad_index(ep, k, sgi, nseg);
   }
 }
 extern "C" loom_code loom__cu_segment_sum_f32(const loom_kctx *ctx) {
@@ -784,6 +799,6 @@ extern "C" loom_code loom__cu_segment_sum_f32(const loom_kctx *ctx) {
   int64_t n = I->numel * inner;
   if (n == 0 || O->numel == 0) return LOOM_OK;
   LOOM_LAUNCH(grid_for(n), NT, 0, s, k_segsum)((const float *)D->data, (float *)O->data, I->data, I->dtype == LOOM_I32,
-                                      I->numel, inner, O->dims[0]);
+                                      I->numel, inner, O->dims[0], cu_watch(ctx, LOOM_CU_ERR_SEGMENT_IDS));
   return LOOM_OK;
 }

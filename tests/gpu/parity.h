@@ -19,14 +19,14 @@
 static int g_fail, g_checked;
 
 static uint64_t rs = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
+static inline double urand(void) {
   rs ^= rs << 13;
   rs ^= rs >> 7;
   rs ^= rs << 17;
   return (double)(rs >> 11) * 0x1p-53;
 }
 
-static loom_tensor *rand_tensor(loom_dtype dt, int nd, const int64_t *dims, int64_t int_hi) {
+static inline loom_tensor *rand_tensor(loom_dtype dt, int nd, const int64_t *dims, int64_t int_hi) {
   loom_tensor *t = loom_tensor_new(dt, nd, dims, NULL);
   int64_t n = loom_tensor_numel(t);
   void *d = loom_tensor_data(t);
@@ -43,7 +43,7 @@ static loom_tensor *rand_tensor(loom_dtype dt, int nd, const int64_t *dims, int6
   return t;
 }
 
-static double elem(const loom_tensor *t, int64_t i) {
+static inline double elem(const loom_tensor *t, int64_t i) {
   const void *d = loom_tensor_data_const(t);
   switch (loom_tensor_dtype(t)) {
   case LOOM_F32: return ((const float *)d)[i];
@@ -54,7 +54,7 @@ static double elem(const loom_tensor *t, int64_t i) {
   }
 }
 
-static void compare(const char *what, const loom_tensor *a, const loom_tensor *b, double tol) {
+static inline void compare(const char *what, const loom_tensor *a, const loom_tensor *b, double tol) {
   g_checked++;
   int64_t n = loom_tensor_numel(a);
   if (loom_tensor_dtype(a) != loom_tensor_dtype(b) || n != loom_tensor_numel(b)) {
@@ -95,7 +95,7 @@ typedef struct {
   int grad;              /* compare gradients too */
 } pcase;
 
-static loom_session *session(loom_graph *g, loom_device_type dev) {
+static inline loom_session *session(loom_graph *g, loom_device_type dev) {
   loom_session_options o = loom_session_options_default();
   o.device = dev;
   loom_status *st = loom_status_new();
@@ -105,7 +105,7 @@ static loom_session *session(loom_graph *g, loom_device_type dev) {
   return s;
 }
 
-static int run(loom_session *s, const char *what, const loom_output *feeds, loom_tensor *const *fv, int nf,
+static inline int run(loom_session *s, const char *what, const loom_output *feeds, loom_tensor *const *fv, int nf,
                const loom_output *fetches, loom_tensor **out, int nx, loom_node *const *targets, int nt) {
   loom_status *st = loom_status_new();
   loom_code rc = loom_session_run(s, feeds, fv, nf, fetches, out, nx, targets, nt, st);
@@ -117,7 +117,7 @@ static int run(loom_session *s, const char *what, const loom_output *feeds, loom
   return rc == LOOM_OK;
 }
 
-static void run_case(const pcase *c) {
+static inline void run_case(const pcase *c) {
   loom_graph *g = loom_graph_new();
   loom_output in[MAXIN];
   loom_tensor *fv[MAXIN];
@@ -168,7 +168,7 @@ static void run_case(const pcase *c) {
 }
 
 /* 1 when a CUDA session can be created; else prints the skip line. */
-static int parity_gpu_present(const char *prog) {
+static inline int parity_gpu_present(const char *prog) {
   loom_graph *g = loom_graph_new();
   loom_session_options o = loom_session_options_default();
   o.device = LOOM_DEVICE_CUDA;
@@ -182,7 +182,7 @@ static int parity_gpu_present(const char *prog) {
 }
 
 /* Summary line and exit code. */
-static int parity_report(const char *prog) {
+static inline int parity_report(const char *prog) {
   printf("%s: %d comparisons, %d failures\n", prog, g_checked, g_fail);
   return g_fail ? 1 : 0;
 }

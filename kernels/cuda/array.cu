@@ -1,0 +1,773 @@
+/* kernels/cuda/array.cu - CUDA kernels of the layout ops: BroadcastTo,
+ * BroadcastLike, Transpose, Slice, Tile, PadV2, ConcatV2, Pack, Split,
+ * SplitV, Unpack, Fill, Range, OneHot, Shape. Reshape, ReshapeLike,
+ * ExpandDims, Squeeze and StopGradient are views (LOOM_OPF_ALIAS0) and need
+ * no kernel; Cast, ZerosLike, OnesLike (elementwise.cu) and Gather,
+ * UnsortedSegmentSum (dense.cu) live elsewhere.
+ *
+ * Every kernel moves elements by size (the "any" slot: f32, f64, i32, i64,
+ * u8, bool), matching kernels/cpu/array.c bit for bit:
+ *  - one output-indexed gather copy (BroadcastTo/Like, Transpose, Slice,
+ *    Tile): the output is contiguous and the thread index runs along its
+ *    innermost dimension, so writes are coalesced; dims are coalesced first
+ *    (size-1 dims dropped, dims contiguous in both source and destination
+ *    merged) and, where the innermost run is contiguous in the source too,
+ *    elements are widened to up to 16 bytes per access;
+ *  - a tiled shared-memory transpose when the innermost output dim is
+ *    strided in the source (a batched 2-D transpose of any two dims);
+ *  - Pad writes every output element once (the value or a source element);
+ *  - Concat/Pack and Split/SplitV/Unpack: rows of per-piece chunks, up to 16
+ *    piece pointers per launch in a by-value struct (more pieces: several
+ *    launches over column groups).
+ * Index arithmetic is 32-bit with multiply-high division by invariant
+ * divisors when every extent fits in int32, 64-bit otherwise. */
+#include <string.h>
+#include "kernels/cuda/common.cuh"
+
+namespace {
+
+/* ============================================================ helpers */
+#define AR_MAXD (2 * LOOM_MAX_DIMS) /* Tile doubles the rank */
+#define AR_CAT 16                   /* pieces per Concat/Split launch */
+
+/* Division by an invariant d: q = (umulhi(n, m) + n) >> s, exact for
+ * n < 2^31 and 1 <= d <= INT32_MAX; the 64-bit path divides plainly. */
+struct fdiv {
+  int64_t d;
+  uint32_t m, s;
+};
+static fdiv fdiv_make(int64_t d) {
+  fdiv f;
+  f.d = d;
+  f.m = 0;
+  f.s = 0;
+  if (d >= 1 && d <= INT32_MAX) {
+    uint32_t s = 0;
+    while (((uint64_t)1 << s) < (uint64_t)d) s++;
+    f.s = s;
+    f.m = (uint32_t)(((((uint64_t)1 << s) - (uint64_t)d) << 32) / (uint64_t)d + 1);
+  }
+  return f;
+}
+__device__ __forceinline__ uint32_t fq(uint32_t n, const fdiv &f) { return (__umulhi(n, f.m) + n) >> f.s; }
+__device__ __forceinline__ int64_t fq(int64_t n, const fdiv &f) { return n / f.d; }
+
+#define ILOOP(I, i, n) \
+  for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (n); i += (I)gridDim.x * (I)blockDim.x)
+
+/* Elements moved by size; 2 and 16 bytes arise from widening. */
+struct alignas(16) v16 {
+  unsigned long long a, b;
+};
+template <int S> struct el_of;
+template <> struct el_of<1> { typedef uint8_t t; };
+template <> struct el_of<2> { typedef uint16_t t; };
+template <> struct el_of<4> { typedef uint32_t t; };
+template <> struct el_of<8> { typedef unsigned long long t; };
+template <> struct el_of<16> { typedef v16 t; };
+
+static inline int fits32(int64_t n) { return n >= 0 && n <= INT32_MAX; }
+static inline int aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+
+static void cstrides(int nd, const int64_t *dims, int64_t *st) {
+  int64_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= dims[i];
+  }
+}
+static int64_t prod(const int64_t *d, int b, int e) {
+  int64_t p = 1;
+  for (int i = b; i < e; i++) p *= d[i];
+  return p;
+}
+
+/* double -> integer as the CPU converts fill values (truncation, NaN -> 0, saturation). */
+static int64_t sat(double x, double lo, double hi) {
+  if (x != x) return 0;
+  if (x <= lo) return (int64_t)lo;
+  if (x >= hi) return hi >= 9.2e18 ? INT64_MAX : (int64_t)hi;
+  return (int64_t)x;
+}
+/* The bytes of v converted to dt (kernels/cpu/array.c value_bytes). */
+static void value_bytes(loom_dtype dt, double v, unsigned char out[8]) {
+  memset(out, 0, 8);
+  switch (dt) {
+  case LOOM_F32: {
+    float x = (float)v;
+    memcpy(out, &x, 4);
+    break;
+  }
+  case LOOM_F64: memcpy(out, &v, 8); break;
+  case LOOM_I32: {
+    int32_t x = (int32_t)sat(v, (double)INT32_MIN, (double)INT32_MAX);
+    memcpy(out, &x, 4);
+    break;
+  }
+  case LOOM_I64: {
+    int64_t x = v != v ? 0 : v <= (double)INT64_MIN ? INT64_MIN : v >= (double)INT64_MAX ? INT64_MAX : (int64_t)v;
+    memcpy(out, &x, 8);
+    break;
+  }
+  case LOOM_U8: out[0] = (unsigned char)sat(v, 0, 255); break;
+  case LOOM_BOOL: out[0] = v != 0; break;
+  default: break;
+  }
+}
+/* An element of S bytes holding the es-byte pattern pat repeated. */
+template <int S> static typename el_of<S>::t pattern(const unsigned char *pat, size_t es) {
+  unsigned char b[16];
+  for (int i = 0; i < S; i++) b[i] = pat[(size_t)i % es];
+  typename el_of<S>::t v;
+  memcpy(&v, b, S);
+  return v;
+}
+
+static loom_code bad_size(const loom_kctx *ctx, loom_dtype dt) {
+  return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA kernel for %s", loom_dtype_name(dt));
+}
+static int es_ok(size_t es) { return es == 1 || es == 2 || es == 4 || es == 8 || es == 16; }
+
+/* ================================================== gather copy */
+/* out[i] (contiguous, nd dims) = src[sum_d idx_d * ss_d]. */
+struct cgeom {
+  int nd;
+  fdiv dd[AR_MAXD];
+  int64_t ss[AR_MAXD];
+};
+/* host form before coalescing */
+struct chost {
+  int nd;
+  int64_t d[AR_MAXD], s[AR_MAXD];
+};
+
+/* Drops size-1 dims and merges an outer dim into the next when the pair is contiguous in the source. */
+static void ch_coalesce(chost *g) {
+  int n = 0;
+  for (int i = 0; i < g->nd; i++) {
+    if (g->d[i] == 1) continue;
+    if (n > 0 && g->s[n - 1] == g->s[i] * g->d[i]) {
+      g->d[n - 1] *= g->d[i];
+      g->s[n - 1] = g->s[i];
+      continue;
+    }
+    g->d[n] = g->d[i];
+    g->s[n] = g->s[i];
+    n++;
+  }
+  g->nd = n;
+}
+
+template <typename E, typename I> __global__ void k_copy(const E *__restrict__ src, E *__restrict__ dst, I n, cgeom g) {
+  ILOOP(I, i, n) {
+    I r = i, off = 0;
+    for (int d = g.nd - 1; d > 0; d--) {
+      I q = fq(r, g.dd[d]);
+      off += (r - q * (I)g.dd[d].d) * (I)g.ss[d];
+      r = q;
+    }
+    dst[i] = src[off + r * (I)g.ss[0]];
+  }
+}
+
+/* Batched 2-D transpose: dim P (source stride 1, destination stride pd) and
+ * the innermost output dim L (source stride ls, destination stride 1);
+ * other dims are batch dims. 32x32 tiles, 32x8 threads. */
+struct tgeom {
+  int nb;
+  int64_t bd[AR_MAXD], bs[AR_MAXD], bo[AR_MAXD];
+  int64_t nbatch, P, L, pd, ls;
+};
+#define TT 32
+#define TR 8
+template <typename E> __global__ void k_transpose_tiled(const E *__restrict__ src, E *__restrict__ dst, tgeom g) {
+  __shared__ E tile[TT][TT + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t b = blockIdx.z; b < g.nbatch; b += gridDim.z) {
+    int64_t so = 0, dof = 0, r = b;
+    for (int d = g.nb - 1; d >= 0; d--) {
+      int64_t q = r / g.bd[d], c = r - q * g.bd[d];
+      so += c * g.bs[d];
+      dof += c * g.bo[d];
+      r = q;
+    }
+    for (int64_t p0 = (int64_t)blockIdx.y * TT; p0 < g.P; p0 += (int64_t)gridDim.y * TT)
+      for (int64_t l0 = (int64_t)blockIdx.x * TT; l0 < g.L; l0 += (int64_t)gridDim.x * TT) {
+        int64_t p = p0 + tx;
+        for (int j = 0; j < TT; j += TR) {
+          int64_t l = l0 + ty + j;
+          if (p < g.P && l < g.L) tile[ty + j][tx] = src[so + p + l * g.ls];
+        }
+        __syncthreads();
+        int64_t l = l0 + tx;
+        for (int j = 0; j < TT; j += TR) {
+          int64_t pp = p0 + ty + j;
+          if (pp < g.P && l < g.L) dst[dof + pp * g.pd + l] = tile[tx][ty + j];
+        }
+        __syncthreads();
+      }
+  }
+}
+
+template <int S, typename I> static void launch_copy(cudaStream_t st, const void *src, void *dst, int64_t n, const cgeom &g) {
+  typedef typename el_of<S>::t E;
+  LOOM_LAUNCH(grid_for(n), NT, 0, st, k_copy<E, I>)((const E *)src, (E *)dst, (I)n, g);
+}
+template <typename I> static void launch_copy_es(cudaStream_t st, size_t es, const void *src, void *dst, int64_t n, const cgeom &g) {
+  switch (es) {
+  case 1: launch_copy<1, I>(st, src, dst, n, g); break;
+  case 2: launch_copy<2, I>(st, src, dst, n, g); break;
+  case 4: launch_copy<4, I>(st, src, dst, n, g); break;
+  case 8: launch_copy<8, I>(st, src, dst, n, g); break;
+  default: launch_copy<16, I>(st, src, dst, n, g); break;
+  }
+}
+
+template <typename E> static void launch_tiled(cudaStream_t st, const void *src, void *dst, const tgeom &g) {
+  int64_t gx = (g.L + TT - 1) / TT, gy = (g.P + TT - 1) / TT, gz = g.nbatch;
+  dim3 grid((unsigned)(gx < (1 << 20) ? gx : (1 << 20)), (unsigned)(gy < 65535 ? gy : 65535),
+            (unsigned)(gz < 65535 ? gz : 65535));
+  LOOM_LAUNCH(grid, dim3(TT, TR), 0, st, k_transpose_tiled<E>)((const E *)src, (E *)dst, g);
+}
+
+/* Runs out = gather(src) for the geometry h (dims of the contiguous output, source strides in elements). */
+static loom_code run_copy(const loom_kctx *ctx, chost h, size_t es, const void *src, void *dst, int allow_tiled) {
+  cudaStream_t st = STREAM(ctx);
+  if (!es_ok(es)) return bad_size(ctx, ctx->out[0]->dtype);
+  int64_t n = 1;
+  for (int i = 0; i < h.nd; i++) n *= h.d[i];
+  if (n == 0) return LOOM_OK;
+  ch_coalesce(&h);
+  if (h.nd == 0 || (h.nd == 1 && h.s[0] == 1)) {
+    cudaMemcpyAsync(dst, src, (size_t)n * es, cudaMemcpyDeviceToDevice, st);
+    return LOOM_OK;
+  }
+  int nd = h.nd;
+  /* innermost output dim strided in the source, some other dim contiguous: tiled transpose */
+  if (allow_tiled && nd >= 2 && h.s[nd - 1] != 1 && es <= 8) {
+    int p = -1;
+    for (int i = 0; i < nd - 1; i++)
+      if (h.s[i] == 1) p = i;
+    if (p >= 0 && h.d[p] >= 16 && h.d[nd - 1] >= 16) {
+      int64_t os[AR_MAXD];
+      cstrides(nd, h.d, os);
+      tgeom t;
+      t.nb = 0;
+      t.nbatch = 1;
+      for (int i = 0; i < nd - 1; i++) {
+        if (i == p) continue;
+        t.bd[t.nb] = h.d[i];
+        t.bs[t.nb] = h.s[i];
+        t.bo[t.nb++] = os[i];
+        t.nbatch *= h.d[i];
+      }
+      t.P = h.d[p];
+      t.pd = os[p];
+      t.L = h.d[nd - 1];
+      t.ls = h.s[nd - 1];
+      switch (es) {
+      case 1: launch_tiled<uint8_t>(st, src, dst, t); break;
+      case 2: launch_tiled<uint16_t>(st, src, dst, t); break;
+      case 4: launch_tiled<uint32_t>(st, src, dst, t); break;
+      default: launch_tiled<unsigned long long>(st, src, dst, t); break;
+      }
+      return LOOM_OK;
+    }
+  }
+  /* widen: innermost run contiguous in the source, every outer stride a multiple */
+  if (h.s[nd - 1] == 1) {
+    for (size_t w = 16 / es; w >= 2; w /= 2) {
+      int ok = h.d[nd - 1] % (int64_t)w == 0 && aligned(src, es * w) && aligned(dst, es * w);
+      for (int i = 0; ok && i < nd - 1; i++) ok = h.s[i] % (int64_t)w == 0;
+      if (!ok) continue;
+      h.d[nd - 1] /= (int64_t)w;
+      for (int i = 0; i < nd - 1; i++) h.s[i] /= (int64_t)w;
+      es *= w;
+      n /= (int64_t)w;
+      ch_coalesce(&h);
+      if (h.nd == 0) {
+        h.nd = 1;
+        h.d[0] = 1;
+        h.s[0] = 0;
+      }
+      nd = h.nd;
+      break;
+    }
+  }
+  cgeom g;
+  g.nd = nd;
+  int64_t extent = 1;
+  for (int i = 0; i < nd; i++) {
+    g.dd[i] = fdiv_make(h.d[i]);
+    g.ss[i] = h.s[i];
+    extent += (h.d[i] - 1) * h.s[i];
+  }
+  if (fits32(n) && fits32(extent)) launch_copy_es<uint32_t>(st, es, src, dst, n, g);
+  else launch_copy_es<int64_t>(st, es, src, dst, n, g);
+  return LOOM_OK;
+}
+
+/* ================================================== pad */
+/* out[i] = value, or src[...] where every coordinate c_d is in [lo_d, lo_d + xd_d). */
+struct pgeom {
+  int nd;
+  fdiv od[LOOM_MAX_DIMS];
+  int64_t lo[LOOM_MAX_DIMS], xd[LOOM_MAX_DIMS], ss[LOOM_MAX_DIMS];
+};
+template <typename E, typename I>
+__global__ void k_pad(const E *__restrict__ src, E *__restrict__ dst, I n, pgeom g, E val) {
+  ILOOP(I, i, n) {
+    I r = i;
+    int64_t off = 0;
+    bool in = true;
+    for (int d = g.nd - 1; d >= 0; d--) {
+      I q = d ? fq(r, g.od[d]) : (I)0;
+      int64_t c = (int64_t)(r - q * (I)g.od[d].d) - g.lo[d];
+      in = in && c >= 0 && c < g.xd[d];
+      off += c * g.ss[d];
+      r = q;
+    }
+    dst[i] = in ? src[off] : val;
+  }
+}
+template <int S> static void launch_pad(cudaStream_t st, const void *src, void *dst, int64_t n, const pgeom &g,
+                                        const unsigned char *pat, size_t es0) {
+  typedef typename el_of<S>::t E;
+  E v = pattern<S>(pat, es0);
+  if (fits32(n)) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_pad<E, uint32_t>)((const E *)src, (E *)dst, (uint32_t)n, g, v);
+  else LOOM_LAUNCH(grid_for(n), NT, 0, st, k_pad<E, int64_t>)((const E *)src, (E *)dst, n, g, v);
+}
+
+/* ================================================== fill (value from device) */
+template <typename E> __global__ void k_fill_dev(const E *__restrict__ v, E *__restrict__ o, int64_t n) {
+  const E x = *v;
+  GRID_LOOP(i, n) o[i] = x;
+}
+template <typename E> __global__ void k_fill_val(E *__restrict__ o, int64_t n, E x) {
+  GRID_LOOP(i, n) o[i] = x;
+}
+/* Fills n elements of es bytes with the pattern pat (widened when aligned). */
+static void fill_pattern(cudaStream_t st, void *dst, size_t es, int64_t n, const unsigned char *pat) {
+  size_t bytes = (size_t)n * es;
+  int uniform = 1;
+  for (size_t i = 1; i < es; i++) uniform &= pat[i] == pat[0];
+  if (uniform) {
+    cudaMemsetAsync(dst, pat[0], bytes, st);
+    return;
+  }
+  if (aligned(dst, 16) && bytes % 16 == 0) {
+    int64_t m = (int64_t)(bytes / 16);
+    LOOM_LAUNCH(grid_for(m), NT, 0, st, k_fill_val<v16>)((v16 *)dst, m, pattern<16>(pat, es));
+  } else if (es == 4) {
+    LOOM_LAUNCH(grid_for(n), NT, 0, st, k_fill_val<uint32_t>)((uint32_t *)dst, n, pattern<4>(pat, es));
+  } else {
+    LOOM_LAUNCH(grid_for(n), NT, 0, st, k_fill_val<unsigned long long>)((unsigned long long *)dst, n, pattern<8>(pat, es));
+  }
+}
+
+/* ================================================== concat / split */
+/* One launch: columns [c0, c0 + cum[n]) of every row of the big tensor (row
+ * length W), piece k holding columns [cum[k], cum[k+1]) of the group. */
+struct catg {
+  int n;
+  int64_t W, c0;
+  int64_t cum[AR_CAT + 1];
+  void *p[AR_CAT];
+};
+template <typename E, typename I, bool SPLIT> __global__ void k_cat(E *__restrict__ big, I n, fdiv wg, catg g) {
+  ILOOP(I, i, n) {
+    I o = fq(i, wg);
+    int64_t c = (int64_t)(i - o * (I)wg.d);
+    int lo = 0, hi = g.n - 1; /* largest k with cum[k] <= c (skips empty pieces) */
+    while (lo < hi) {
+      int mid = (lo + hi + 1) >> 1;
+      if (g.cum[mid] <= c) lo = mid;
+      else hi = mid - 1;
+    }
+    int64_t w = g.cum[lo + 1] - g.cum[lo];
+    int64_t at = (int64_t)o * w + (c - g.cum[lo]);
+    int64_t bo = (int64_t)o * g.W + g.c0 + c;
+    if (SPLIT) ((E *)g.p[lo])[at] = big[bo];
+    else big[bo] = ((const E *)g.p[lo])[at];
+  }
+}
+template <typename E, bool SPLIT> static void launch_cat(cudaStream_t st, void *big, int64_t outer, const catg &g) {
+  int64_t wgc = g.cum[g.n], n = outer * wgc;
+  fdiv f = fdiv_make(wgc);
+  if (fits32(n) && fits32(outer * g.W)) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_cat<E, uint32_t, SPLIT>)((E *)big, (uint32_t)n, f, g);
+  else LOOM_LAUNCH(grid_for(n), NT, 0, st, k_cat<E, int64_t, SPLIT>)((E *)big, n, f, g);
+}
+template <bool SPLIT> static void launch_cat_es(cudaStream_t st, size_t es, void *big, int64_t outer, const catg &g) {
+  switch (es) {
+  case 1: launch_cat<uint8_t, SPLIT>(st, big, outer, g); break;
+  case 2: launch_cat<uint16_t, SPLIT>(st, big, outer, g); break;
+  case 4: launch_cat<uint32_t, SPLIT>(st, big, outer, g); break;
+  case 8: launch_cat<unsigned long long, SPLIT>(st, big, outer, g); break;
+  default: launch_cat<v16, SPLIT>(st, big, outer, g); break;
+  }
+}
+
+/* Concat/Pack (split = 0: pieces are the inputs) and Split/SplitV/Unpack (split = 1: pieces are the outputs). */
+static loom_code cat_run(const loom_kctx *ctx, int split) {
+  const loom_buf *big = split ? ctx->in[0] : ctx->out[0];
+  int np = split ? ctx->nout : ctx->nin;
+  loom_buf *const *pieces = split ? ctx->out : ctx->in;
+  size_t es = loom_dtype_size(big->dtype);
+  if (!es_ok(es)) return bad_size(ctx, big->dtype);
+  if (big->numel == 0) return LOOM_OK;
+  int64_t axis = ctx->attrs->axis < 0 ? ctx->attrs->axis + big->ndim : ctx->attrs->axis;
+  if (axis < 0 || axis >= big->ndim)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "axis %lld is out of range for rank %d",
+                           (long long)ctx->attrs->axis, (int)big->ndim);
+  int64_t outer = prod(big->dims, 0, (int)axis);
+  int64_t W = big->numel / outer, sum = 0;
+  for (int k = 0; k < np; k++) sum += pieces[k]->numel / outer;
+  if (sum != W) return loom_status_set(ctx->st, LOOM_INTERNAL, "piece sizes do not add up to the row length");
+  cudaStream_t st = STREAM(ctx);
+  if (outer == 1) { /* each piece is one contiguous run of the big tensor */
+    int64_t c = 0;
+    for (int k = 0; k < np; k++) {
+      size_t b = (size_t)pieces[k]->numel * es;
+      char *bp = (char *)big->data + (size_t)c * es;
+      if (b) {
+        if (split) cudaMemcpyAsync(pieces[k]->data, bp, b, cudaMemcpyDeviceToDevice, st);
+        else cudaMemcpyAsync(bp, pieces[k]->data, b, cudaMemcpyDeviceToDevice, st);
+      }
+      c += pieces[k]->numel;
+    }
+    return LOOM_OK;
+  }
+  /* widen when every chunk and pointer allows it */
+  size_t w = 16 / es;
+  for (; w >= 2; w /= 2) {
+    int ok = W % (int64_t)w == 0 && aligned(big->data, es * w);
+    for (int k = 0; ok && k < np; k++)
+      if (pieces[k]->numel) ok = (pieces[k]->numel / outer) % (int64_t)w == 0 && aligned(pieces[k]->data, es * w);
+    if (ok) break;
+  }
+  if (w < 2) w = 1;
+  catg g;
+  g.W = W / (int64_t)w;
+  int64_t c0 = 0;
+  for (int k0 = 0; k0 < np; k0 += AR_CAT) {
+    int k1 = k0 + AR_CAT < np ? k0 + AR_CAT : np;
+    g.n = 0;
+    g.c0 = c0;
+    g.cum[0] = 0;
+    for (int k = k0; k < k1; k++) {
+      int64_t wk = pieces[k]->numel / outer / (int64_t)w;
+      if (!wk) continue;
+      g.p[g.n] = pieces[k]->data;
+      g.cum[g.n + 1] = g.cum[g.n] + wk;
+      g.n++;
+    }
+    if (g.n) {
+      if (split) launch_cat_es<true>(st, es * w, big->data, outer, g);
+      else launch_cat_es<false>(st, es * w, big->data, outer, g);
+    }
+    c0 += g.cum[g.n];
+  }
+  return LOOM_OK;
+}
+
+/* ================================================== one-hot, range, shape */
+template <typename E, typename X, typename I>
+__global__ void k_one_hot(const X *__restrict__ idx, E *__restrict__ out, I n, fdiv inner, fdiv depth, E on, E off) {
+  ILOOP(I, i, n) {
+    I t = fq(i, inner), ii = i - t * (I)inner.d;
+    I x = fq(t, depth), j = t - x * (I)depth.d;
+    int64_t v = (int64_t)idx[x * (I)inner.d + ii];
+    out[i] = v == (int64_t)j ? on : off;
+  }
+}
+template <typename E, typename X>
+static void launch_one_hot(cudaStream_t st, const void *idx, void *out, int64_t n, const fdiv &inner, const fdiv &depth,
+                           const unsigned char *on, const unsigned char *off, size_t es) {
+  E von = pattern<sizeof(E)>(on, es), voff = pattern<sizeof(E)>(off, es);
+  if (fits32(n)) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_one_hot<E, X, uint32_t>)((const X *)idx, (E *)out, (uint32_t)n, inner, depth, von, voff);
+  else LOOM_LAUNCH(grid_for(n), NT, 0, st, k_one_hot<E, X, int64_t>)((const X *)idx, (E *)out, n, inner, depth, von, voff);
+}
+template <typename E>
+static loom_code one_hot_idx(const loom_kctx *ctx, int64_t n, const fdiv &inner, const fdiv &depth,
+                             const unsigned char *on, const unsigned char *off, size_t es) {
+  const loom_buf *I = ctx->in[0];
+  void *out = ctx->out[0]->data;
+  cudaStream_t st = STREAM(ctx);
+  switch (I->dtype) {
+  case LOOM_I32: launch_one_hot<E, int32_t>(st, I->data, out, n, inner, depth, on, off, es); break;
+  case LOOM_I64: launch_one_hot<E, int64_t>(st, I->data, out, n, inner, depth, on, off, es); break;
+  case LOOM_U8: launch_one_hot<E, uint8_t>(st, I->data, out, n, inner, depth, on, off, es); break;
+  default:
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "indices must be int32, int64 or uint8, got %s",
+                           loom_dtype_name(I->dtype));
+  }
+  return LOOM_OK;
+}
+
+/* start + i * delta rounded once per operation as on the CPU (no fused multiply-add). */
+__device__ __forceinline__ double range_at(double start, double delta, int64_t i) {
+#ifdef LOOM_CUEMU
+  return start + (double)i * delta;
+#else
+  return __dadd_rn(start, __dmul_rn((double)i, delta));
+#endif
+}
+template <typename T> __global__ void k_range_f(T *__restrict__ o, int64_t n, double start, double delta) {
+  GRID_LOOP(i, n) o[i] = (T)range_at(start, delta, i);
+}
+template <typename T> __global__ void k_range_i(T *__restrict__ o, int64_t n, int64_t start, int64_t delta) {
+  GRID_LOOP(i, n) o[i] = (T)(int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)delta);
+}
+
+struct shape_dims {
+  int n;
+  int64_t d[LOOM_MAX_DIMS];
+};
+template <typename T> __global__ void k_shape(T *__restrict__ o, shape_dims s) {
+  int i = (int)threadIdx.x;
+  if (i < s.n) o[i] = (T)s.d[i];
+}
+
+} // namespace
+
+/* ================================================== entry points */
+/* BroadcastTo, BroadcastLike (input 1 only gives the shape; never read). */
+extern "C" loom_code loom__cu_broadcast_any(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  size_t es = loom_dtype_size(O->dtype);
+  if (!es_ok(es)) return bad_size(ctx, O->dtype);
+  if (O->numel == 0) return LOOM_OK;
+  if (X->numel == O->numel) {
+    cudaMemcpyAsync(O->data, X->data, (size_t)O->numel * es, cudaMemcpyDeviceToDevice, STREAM(ctx));
+    return LOOM_OK;
+  }
+  int off = O->ndim - X->ndim;
+  if (off < 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "cannot broadcast to a lower rank");
+  int64_t xs[LOOM_MAX_DIMS];
+  cstrides(X->ndim, X->dims, xs);
+  chost h;
+  h.nd = O->ndim;
+  for (int i = 0; i < O->ndim; i++) {
+    int xi = i - off;
+    h.d[i] = O->dims[i];
+    h.s[i] = (xi < 0 || X->dims[xi] == 1) ? 0 : xs[xi];
+  }
+  return run_copy(ctx, h, es, X->data, O->data, 0);
+}
+
+extern "C" loom_code loom__cu_transpose_any(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  const loom_attrs *a = ctx->attrs;
+  if (a->naxes != X->ndim) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "perm does not match the rank");
+  int64_t xs[LOOM_MAX_DIMS];
+  cstrides(X->ndim, X->dims, xs);
+  chost h;
+  h.nd = O->ndim;
+  for (int j = 0; j < O->ndim; j++) {
+    int64_t p = a->axes[j];
+    if (p < 0 || p >= X->ndim) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "perm is not a permutation");
+    h.d[j] = O->dims[j];
+    h.s[j] = xs[p];
+  }
+  return run_copy(ctx, h, loom_dtype_size(O->dtype), X->data, O->data, 1);
+}
+
+extern "C" loom_code loom__cu_slice_any(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  const loom_attrs *a = ctx->attrs;
+  size_t es = loom_dtype_size(O->dtype);
+  if (O->numel == 0) return LOOM_OK;
+  int64_t xs[LOOM_MAX_DIMS];
+  cstrides(X->ndim, X->dims, xs);
+  int64_t off = 0;
+  for (int i = 0; i < X->ndim; i++) off += a->shape[i] * xs[i];
+  chost h;
+  h.nd = O->ndim;
+  for (int i = 0; i < O->ndim; i++) {
+    h.d[i] = O->dims[i];
+    h.s[i] = xs[i];
+  }
+  return run_copy(ctx, h, es, (const char *)X->data + off * (int64_t)es, O->data, 0);
+}
+
+extern "C" loom_code loom__cu_tile_any(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  if (O->numel == 0) return LOOM_OK;
+  int r = X->ndim;
+  int64_t xs[LOOM_MAX_DIMS];
+  cstrides(r, X->dims, xs);
+  chost h; /* output dim i viewed as (multiple, input dim): source strides (0, xs[i]) */
+  h.nd = 2 * r;
+  for (int i = 0; i < r; i++) {
+    int64_t d = X->dims[i];
+    h.d[2 * i] = d ? O->dims[i] / d : 0;
+    h.s[2 * i] = 0;
+    h.d[2 * i + 1] = d;
+    h.s[2 * i + 1] = xs[i];
+  }
+  return run_copy(ctx, h, loom_dtype_size(O->dtype), X->data, O->data, 0);
+}
+
+extern "C" loom_code loom__cu_pad_any(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  const loom_attrs *a = ctx->attrs;
+  size_t es = loom_dtype_size(O->dtype);
+  if (!es_ok(es)) return bad_size(ctx, O->dtype);
+  if (O->numel == 0) return LOOM_OK;
+  cudaStream_t st = STREAM(ctx);
+  unsigned char pat[8];
+  value_bytes(O->dtype, a->alpha, pat);
+  if (X->numel == 0) {
+    fill_pattern(st, O->data, es, O->numel, pat);
+    return LOOM_OK;
+  }
+  if (X->numel == O->numel) {
+    cudaMemcpyAsync(O->data, X->data, (size_t)O->numel * es, cudaMemcpyDeviceToDevice, st);
+    return LOOM_OK;
+  }
+  /* dims outer..inner; an outer dim merges into an unpadded inner one */
+  int64_t od[LOOM_MAX_DIMS], lo[LOOM_MAX_DIMS], xd[LOOM_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < X->ndim; i++) {
+    int64_t o = O->dims[i], l = a->shape[i], x = X->dims[i];
+    if (o == 1 && x == 1) continue;
+    if (nd > 0 && od[nd - 1] == xd[nd - 1]) { /* previous (inner so far) dim unpadded: fold it into this one */
+      /* the previous dim is outer; merging needs the INNER one unpadded, handled below */
+    }
+    od[nd] = o;
+    lo[nd] = l;
+    xd[nd] = x;
+    nd++;
+  }
+  int m = 0; /* merge dim i+1 (inner, unpadded) into dim i, scanning outer..inner */
+  for (int i = 0; i < nd; i++) {
+    if (m > 0 && od[i] == xd[i]) {
+      od[m - 1] *= od[i];
+      lo[m - 1] *= od[i];
+      xd[m - 1] *= xd[i];
+      continue;
+    }
+    od[m] = od[i];
+    lo[m] = lo[i];
+    xd[m] = xd[i];
+    m++;
+  }
+  nd = m;
+  /* widen: the innermost dim's size, offset and source extent divisible, pointers aligned */
+  size_t w = 16 / es;
+  for (; w >= 2; w /= 2)
+    if (od[nd - 1] % (int64_t)w == 0 && lo[nd - 1] % (int64_t)w == 0 && xd[nd - 1] % (int64_t)w == 0 &&
+        aligned(X->data, es * w) && aligned(O->data, es * w))
+      break;
+  if (w < 2) w = 1;
+  od[nd - 1] /= (int64_t)w;
+  lo[nd - 1] /= (int64_t)w;
+  xd[nd - 1] /= (int64_t)w;
+  pgeom g;
+  g.nd = nd;
+  int64_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    g.od[i] = fdiv_make(od[i]);
+    g.lo[i] = lo[i];
+    g.xd[i] = xd[i];
+    g.ss[i] = s;
+    s *= xd[i];
+  }
+  int64_t n = O->numel / (int64_t)w;
+  switch (es * w) {
+  case 1: launch_pad<1>(st, X->data, O->data, n, g, pat, es); break;
+  case 2: launch_pad<2>(st, X->data, O->data, n, g, pat, es); break;
+  case 4: launch_pad<4>(st, X->data, O->data, n, g, pat, es); break;
+  case 8: launch_pad<8>(st, X->data, O->data, n, g, pat, es); break;
+  default: launch_pad<16>(st, X->data, O->data, n, g, pat, es); break;
+  }
+  return LOOM_OK;
+}
+
+/* ConcatV2, Pack */
+extern "C" loom_code loom__cu_concat_any(const loom_kctx *ctx) { return cat_run(ctx, 0); }
+/* Split, SplitV, Unpack */
+extern "C" loom_code loom__cu_split_any(const loom_kctx *ctx) { return cat_run(ctx, 1); }
+
+/* Fill: input 0 is the scalar value (read on the device). */
+extern "C" loom_code loom__cu_fill_any(const loom_kctx *ctx) {
+  loom_buf *O = ctx->out[0];
+  int64_t n = O->numel;
+  if (n == 0) return LOOM_OK;
+  const void *v = ctx->in[0]->data;
+  cudaStream_t st = STREAM(ctx);
+  switch (loom_dtype_size(O->dtype)) {
+  case 1: LOOM_LAUNCH(grid_for(n), NT, 0, st, k_fill_dev<uint8_t>)((const uint8_t *)v, (uint8_t *)O->data, n); break;
+  case 4: LOOM_LAUNCH(grid_for(n), NT, 0, st, k_fill_dev<uint32_t>)((const uint32_t *)v, (uint32_t *)O->data, n); break;
+  case 8:
+    LOOM_LAUNCH(grid_for(n), NT, 0, st, k_fill_dev<unsigned long long>)((const unsigned long long *)v,
+                                                                       (unsigned long long *)O->data, n);
+    break;
+  default: return bad_size(ctx, O->dtype);
+  }
+  return LOOM_OK;
+}
+
+extern "C" loom_code loom__cu_one_hot_any(const loom_kctx *ctx) {
+  const loom_buf *I = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  const loom_attrs *a = ctx->attrs;
+  if (O->numel == 0) return LOOM_OK;
+  size_t es = loom_dtype_size(O->dtype);
+  int axis = a->axis < 0 ? I->ndim : (int)a->axis;
+  int64_t inner = prod(I->dims, axis, I->ndim), depth = a->num;
+  unsigned char on[8], off[8];
+  value_bytes(O->dtype, a->alpha, on);
+  value_bytes(O->dtype, a->beta, off);
+  fdiv fi = fdiv_make(inner), fd = fdiv_make(depth);
+  switch (es) {
+  case 1: return one_hot_idx<uint8_t>(ctx, O->numel, fi, fd, on, off, es);
+  case 4: return one_hot_idx<uint32_t>(ctx, O->numel, fi, fd, on, off, es);
+  case 8: return one_hot_idx<unsigned long long>(ctx, O->numel, fi, fd, on, off, es);
+  default: return bad_size(ctx, O->dtype);
+  }
+}
+
+extern "C" loom_code loom__cu_range_any(const loom_kctx *ctx) {
+  loom_buf *O = ctx->out[0];
+  const loom_attrs *a = ctx->attrs;
+  int64_t n = O->numel;
+  cudaStream_t st = STREAM(ctx);
+  int64_t s = (int64_t)a->start, d = (int64_t)a->delta;
+  switch (O->dtype) {
+  case LOOM_F32:
+    if (n) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_range_f<float>)((float *)O->data, n, a->start, a->delta);
+    break;
+  case LOOM_F64:
+    if (n) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_range_f<double>)((double *)O->data, n, a->start, a->delta);
+    break;
+  case LOOM_I32:
+    if (n) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_range_i<int32_t>)((int32_t *)O->data, n, s, d);
+    break;
+  case LOOM_I64:
+    if (n) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_range_i<int64_t>)((int64_t *)O->data, n, s, d);
+    break;
+  default:
+    return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "range of %s is not supported", loom_dtype_name(O->dtype));
+  }
+  return LOOM_OK;
+}
+
+/* Shape: only the input's dims are read (never its data); they travel to the
+ * device as a kernel argument. */
+extern "C" loom_code loom__cu_shape_any(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  if (X->ndim == 0) return LOOM_OK;
+  shape_dims s;
+  s.n = X->ndim;
+  for (int i = 0; i < LOOM_MAX_DIMS; i++) s.d[i] = i < X->ndim ? X->dims[i] : 0;
+  if (O->dtype == LOOM_I64) LOOM_LAUNCH(1, 32, 0, STREAM(ctx), k_shape<int64_t>)((int64_t *)O->data, s);
+  else LOOM_LAUNCH(1, 32, 0, STREAM(ctx), k_shape<int32_t>)((int32_t *)O->data, s);
+  return LOOM_OK;
+}

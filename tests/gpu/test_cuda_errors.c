@@ -1,0 +1,130 @@
+/* tests/gpu/test_cuda_errors.c - failures in a CUDA session come back as
+ * statuses naming what went wrong, and the session stays usable: indices
+ * out of range found by kernels on the device (gather, segment sum, sparse
+ * cross entropy labels), device memory exhausted, a device that does not
+ * exist, and the per-step synchronized mode (LOOM_CUDA_SYNC=1). Runs on a
+ * GPU (make test-gpu) and under the CUDA emulator (make test-cuemu); skips
+ * without a device. */
+#include "tests/gpu/parity.h"
+
+static void expect(int ok, const char *what) {
+  g_checked++;
+  if (!ok) {
+    printf("FAIL %s\n", what);
+    g_fail++;
+  }
+}
+
+/* Runs fetch y with feed (x = xv); returns the code, message into msg. */
+static loom_code run1(loom_session *s, loom_output x, loom_tensor *xv, loom_output y, char *msg, size_t cap) {
+  loom_status *st = loom_status_new();
+  loom_tensor *out = NULL;
+  loom_code rc = loom_session_run(s, &x, &xv, xv ? 1 : 0, &y, &out, 1, NULL, 0, st);
+  snprintf(msg, cap, "%s", loom_status_message(st));
+  loom_status_free(st);
+  loom_tensor_free(out);
+  return rc;
+}
+
+static loom_tensor *i64_tensor(int n, const int64_t *v) {
+  int64_t d[1] = {n};
+  loom_tensor *t = loom_tensor_new(LOOM_I64, 1, d, NULL);
+  memcpy(loom_tensor_data(t), v, sizeof(int64_t) * (size_t)n);
+  return t;
+}
+
+/* An index out of range in feed `bad` fails the run naming the node and the
+ * index; the same session then runs the good feed. */
+static void bad_index_case(const char *name, loom_output (*build)(loom_graph *, loom_output, const char *),
+                           const char *expect_msg) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {4};
+  loom_output idx = loom_placeholder(g, LOOM_I64, 1, d, "idx");
+  loom_output y = build(g, idx, name);
+  loom_session *s = session(g, LOOM_DEVICE_CUDA);
+  int64_t badv[4] = {1, 0, 2, 77}, goodv[4] = {1, 0, 2, 3};
+  loom_tensor *bad = i64_tensor(4, badv), *good = i64_tensor(4, goodv);
+  char msg[512], what[600];
+  if (s) {
+    loom_code rc = run1(s, idx, bad, y, msg, sizeof msg);
+    snprintf(what, sizeof what, "%s: bad index gives INVALID_ARGUMENT naming the node and index (got %d: %s)", name,
+             (int)rc, msg);
+    expect(rc == LOOM_INVALID_ARGUMENT && strstr(msg, name) && strstr(msg, expect_msg), what);
+    rc = run1(s, idx, good, y, msg, sizeof msg);
+    snprintf(what, sizeof what, "%s: the session runs good indices after the failure (got %d: %s)", name, (int)rc, msg);
+    expect(rc == LOOM_OK, what);
+    rc = run1(s, idx, bad, y, msg, sizeof msg);
+    snprintf(what, sizeof what, "%s: and fails again on bad ones (got %d: %s)", name, (int)rc, msg);
+    expect(rc == LOOM_INVALID_ARGUMENT && strstr(msg, expect_msg), what);
+  }
+  loom_tensor_free(bad);
+  loom_tensor_free(good);
+  loom_session_free(s);
+  loom_graph_free(g);
+}
+
+static loom_output b_gather(loom_graph *g, loom_output idx, const char *name) {
+  int64_t pd[2] = {50, 3};
+  loom_output p = loom_random_uniform(g, 2, pd, LOOM_F32, 0, 1, 1, 2, NULL);
+  return loom_gather(g, p, idx, 0, name);
+}
+static loom_output b_segsum(loom_graph *g, loom_output idx, const char *name) {
+  int64_t dd[2] = {4, 5};
+  loom_output data = loom_random_uniform(g, 2, dd, LOOM_F32, 0, 1, 1, 2, NULL);
+  return loom_unsorted_segment_sum(g, data, idx, 10, name);
+}
+static loom_output b_sxent(loom_graph *g, loom_output idx, const char *name) {
+  int64_t ld[2] = {4, 10};
+  loom_output logits = loom_random_uniform(g, 2, ld, LOOM_F32, 0, 1, 1, 2, NULL);
+  return loom_sparse_softmax_cross_entropy_with_logits(g, logits, idx, NULL, NULL, name);
+}
+
+static void oom_case(void) {
+  loom_graph *g = loom_graph_new();
+  int64_t huge[2] = {(int64_t)1 << 20, (int64_t)1 << 17}; /* 2^37 floats: 512 GiB */
+  loom_output y = loom_reduce_sum(g, loom_random_uniform(g, 2, huge, LOOM_F32, 0, 1, 1, 2, "huge"), -1, NULL, 0, NULL);
+  int64_t sd[1] = {8};
+  loom_output small = loom_reduce_sum(g, loom_random_uniform(g, 1, sd, LOOM_F32, 0, 1, 1, 2, "small"), -1, NULL, 0, NULL);
+  loom_session *s = session(g, LOOM_DEVICE_CUDA);
+  char msg[512], what[600];
+  if (s) {
+    loom_code rc = run1(s, y, NULL, y, msg, sizeof msg);
+    snprintf(what, sizeof what, "512 GiB on the device gives RESOURCE_EXHAUSTED (got %d: %s)", (int)rc, msg);
+    expect(rc == LOOM_RESOURCE_EXHAUSTED, what);
+    rc = run1(s, small, NULL, small, msg, sizeof msg);
+    snprintf(what, sizeof what, "the session runs a small graph after the OOM (got %d: %s)", (int)rc, msg);
+    expect(rc == LOOM_OK, what);
+  }
+  loom_session_free(s);
+  loom_graph_free(g);
+}
+
+static void device_index_case(void) {
+  loom_graph *g = loom_graph_new();
+  loom_session_options o = loom_session_options_default();
+  o.device = LOOM_DEVICE_CUDA;
+  o.device_index = 4096;
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, &o, st);
+  char what[600];
+  snprintf(what, sizeof what, "device 4096 gives UNAVAILABLE naming it (got %d: %s)", (int)loom_status_code(st),
+           loom_status_message(st));
+  expect(!s && loom_status_code(st) == LOOM_UNAVAILABLE && strstr(loom_status_message(st), "4096"), what);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+}
+
+int main(void) {
+  if (!parity_gpu_present("test_cuda_errors")) return 0;
+  for (int sync = 0; sync < 2; sync++) {
+    if (sync) setenv("LOOM_CUDA_SYNC", "1", 1); /* read when a session is created */
+    bad_index_case("bad_gather", b_gather, "indices[3] = 77 is not in [0, 50)");
+    bad_index_case("bad_segsum", b_segsum, "segment_ids[3] = 77 is not in [0, 10)");
+    bad_index_case("bad_labels", b_sxent, "labels[3] = 77 is not in [0, 10)");
+  }
+  unsetenv("LOOM_CUDA_SYNC");
+  oom_case();
+  device_index_case();
+  return parity_report("test_cuda_errors");
+}
