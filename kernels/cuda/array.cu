@@ -32,12 +32,12 @@ namespace {
 
 /* Division by an invariant d: q = (umulhi(n, m) + n) >> s, exact for
  * n < 2^31 and 1 <= d <= INT32_MAX; the 64-bit path divides plainly. */
-struct fdiv {
+struct fastdiv {
   int64_t d;
   uint32_t m, s;
 };
-static fdiv fdiv_make(int64_t d) {
-  fdiv f;
+static fastdiv fastdiv_make(int64_t d) {
+  fastdiv f;
   f.d = d;
   f.m = 0;
   f.s = 0;
@@ -49,8 +49,8 @@ static fdiv fdiv_make(int64_t d) {
   }
   return f;
 }
-__device__ __forceinline__ uint32_t fq(uint32_t n, const fdiv &f) { return (__umulhi(n, f.m) + n) >> f.s; }
-__device__ __forceinline__ int64_t fq(int64_t n, const fdiv &f) { return n / f.d; }
+__device__ __forceinline__ uint32_t fq(uint32_t n, const fastdiv &f) { return (__umulhi(n, f.m) + n) >> f.s; }
+__device__ __forceinline__ int64_t fq(int64_t n, const fastdiv &f) { return n / f.d; }
 
 #define ILOOP(I, i, n) \
   for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (n); i += (I)gridDim.x * (I)blockDim.x)
@@ -132,7 +132,7 @@ static int es_ok(size_t es) { return es == 1 || es == 2 || es == 4 || es == 8 ||
 /* out[i] (contiguous, nd dims) = src[sum_d idx_d * ss_d]. */
 struct cgeom {
   int nd;
-  fdiv dd[AR_MAXD];
+  fastdiv dd[AR_MAXD];
   int64_t ss[AR_MAXD];
 };
 /* host form before coalescing */
@@ -298,7 +298,7 @@ static loom_code run_copy(const loom_kctx *ctx, chost h, size_t es, const void *
   g.nd = nd;
   int64_t extent = 1;
   for (int i = 0; i < nd; i++) {
-    g.dd[i] = fdiv_make(h.d[i]);
+    g.dd[i] = fastdiv_make(h.d[i]);
     g.ss[i] = h.s[i];
     extent += (h.d[i] - 1) * h.s[i];
   }
@@ -311,7 +311,7 @@ static loom_code run_copy(const loom_kctx *ctx, chost h, size_t es, const void *
 /* out[i] = value, or src[...] where every coordinate c_d is in [lo_d, lo_d + xd_d). */
 struct pgeom {
   int nd;
-  fdiv od[LOOM_MAX_DIMS];
+  fastdiv od[LOOM_MAX_DIMS];
   int64_t lo[LOOM_MAX_DIMS], xd[LOOM_MAX_DIMS], ss[LOOM_MAX_DIMS];
 };
 template <typename E, typename I>
@@ -374,7 +374,7 @@ struct catg {
   int64_t cum[AR_CAT + 1];
   void *p[AR_CAT];
 };
-template <typename E, typename I, bool SPLIT> __global__ void k_cat(E *__restrict__ big, I n, fdiv wg, catg g) {
+template <typename E, typename I, bool SPLIT> __global__ void k_cat(E *__restrict__ big, I n, fastdiv wg, catg g) {
   ILOOP(I, i, n) {
     I o = fq(i, wg);
     int64_t c = (int64_t)(i - o * (I)wg.d);
@@ -393,7 +393,7 @@ template <typename E, typename I, bool SPLIT> __global__ void k_cat(E *__restric
 }
 template <typename E, bool SPLIT> static void launch_cat(cudaStream_t st, void *big, int64_t outer, const catg &g) {
   int64_t wgc = g.cum[g.n], n = outer * wgc;
-  fdiv f = fdiv_make(wgc);
+  fastdiv f = fastdiv_make(wgc);
   if (fits32(n) && fits32(outer * g.W)) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_cat<E, uint32_t, SPLIT>)((E *)big, (uint32_t)n, f, g);
   else LOOM_LAUNCH(grid_for(n), NT, 0, st, k_cat<E, int64_t, SPLIT>)((E *)big, n, f, g);
 }
@@ -472,7 +472,7 @@ static loom_code cat_run(const loom_kctx *ctx, int split) {
 
 /* ================================================== one-hot, range, shape */
 template <typename E, typename X, typename I>
-__global__ void k_one_hot(const X *__restrict__ idx, E *__restrict__ out, I n, fdiv inner, fdiv depth, E on, E off) {
+__global__ void k_one_hot(const X *__restrict__ idx, E *__restrict__ out, I n, fastdiv inner, fastdiv depth, E on, E off) {
   ILOOP(I, i, n) {
     I t = fq(i, inner), ii = i - t * (I)inner.d;
     I x = fq(t, depth), j = t - x * (I)depth.d;
@@ -481,14 +481,14 @@ __global__ void k_one_hot(const X *__restrict__ idx, E *__restrict__ out, I n, f
   }
 }
 template <typename E, typename X>
-static void launch_one_hot(cudaStream_t st, const void *idx, void *out, int64_t n, const fdiv &inner, const fdiv &depth,
+static void launch_one_hot(cudaStream_t st, const void *idx, void *out, int64_t n, const fastdiv &inner, const fastdiv &depth,
                            const unsigned char *on, const unsigned char *off, size_t es) {
   E von = pattern<sizeof(E)>(on, es), voff = pattern<sizeof(E)>(off, es);
   if (fits32(n)) LOOM_LAUNCH(grid_for(n), NT, 0, st, k_one_hot<E, X, uint32_t>)((const X *)idx, (E *)out, (uint32_t)n, inner, depth, von, voff);
   else LOOM_LAUNCH(grid_for(n), NT, 0, st, k_one_hot<E, X, int64_t>)((const X *)idx, (E *)out, n, inner, depth, von, voff);
 }
 template <typename E>
-static loom_code one_hot_idx(const loom_kctx *ctx, int64_t n, const fdiv &inner, const fdiv &depth,
+static loom_code one_hot_idx(const loom_kctx *ctx, int64_t n, const fastdiv &inner, const fastdiv &depth,
                              const unsigned char *on, const unsigned char *off, size_t es) {
   const loom_buf *I = ctx->in[0];
   void *out = ctx->out[0]->data;
@@ -636,9 +636,6 @@ extern "C" loom_code loom__cu_pad_any(const loom_kctx *ctx) {
   for (int i = 0; i < X->ndim; i++) {
     int64_t o = O->dims[i], l = a->shape[i], x = X->dims[i];
     if (o == 1 && x == 1) continue;
-    if (nd > 0 && od[nd - 1] == xd[nd - 1]) { /* previous (inner so far) dim unpadded: fold it into this one */
-      /* the previous dim is outer; merging needs the INNER one unpadded, handled below */
-    }
     od[nd] = o;
     lo[nd] = l;
     xd[nd] = x;
@@ -672,7 +669,7 @@ extern "C" loom_code loom__cu_pad_any(const loom_kctx *ctx) {
   g.nd = nd;
   int64_t s = 1;
   for (int i = nd - 1; i >= 0; i--) {
-    g.od[i] = fdiv_make(od[i]);
+    g.od[i] = fastdiv_make(od[i]);
     g.lo[i] = lo[i];
     g.xd[i] = xd[i];
     g.ss[i] = s;
@@ -724,7 +721,7 @@ extern "C" loom_code loom__cu_one_hot_any(const loom_kctx *ctx) {
   unsigned char on[8], off[8];
   value_bytes(O->dtype, a->alpha, on);
   value_bytes(O->dtype, a->beta, off);
-  fdiv fi = fdiv_make(inner), fd = fdiv_make(depth);
+  fastdiv fi = fastdiv_make(inner), fd = fastdiv_make(depth);
   switch (es) {
   case 1: return one_hot_idx<uint8_t>(ctx, O->numel, fi, fd, on, off, es);
   case 4: return one_hot_idx<uint32_t>(ctx, O->numel, fi, fd, on, off, es);
