@@ -176,8 +176,13 @@ test-gpu: deps
 
 # The GPU parity programs under the CUDA emulator (no GPU needed; part of `make test`).
 test-cuemu: deps
-	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%)
-	@rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%); do $$t || rc=1; done; exit $$rc
+	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib build/cuemu/tests/cuemu/test_cuemu \
+	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%)
+	@rc=0; for t in build/cuemu/tests/cuemu/test_cuemu $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%); do $$t || rc=1; done; \
+	 exit $$rc
+$(BUILD)/tests/cuemu/test_cuemu: tests/cuemu/test_cuemu.cc $(BUILD)/tests/cuemu/cuemu.o
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUEMU_CXXFLAGS) $^ -o $@ $(LDFLAGS) $(BLAS_LIBS) -lpthread
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)

@@ -69,7 +69,7 @@ int env_int(const char *name, long long dflt, long long *out) {
 /* ---------------------------------------------------------------- memory */
 char *g_arena;
 size_t g_cap, g_high; /* reserved bytes; end of the highest allocation (page-rounded) */
-std::map<size_t, size_t> g_free, g_used; /* offset -> size */
+std::map<size_t, size_t> g_free, g_used; /* offset -> size (g_used: the size asked for) */
 int g_protect = 1, g_open;
 struct sigaction g_old_segv;
 
@@ -318,7 +318,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     size_t off = it->first, rest = it->second - n;
     g_free.erase(it);
     if (rest) g_free[off + n] = rest;
-    g_used[off] = n;
+    g_used[off] = size;
     size_t end = (off + n + 4095) & ~(size_t)4095;
     if (end > g_high) {
       if (g_protect && g_open) mprotect(g_arena + g_high, end - g_high, PROT_READ | PROT_WRITE);
@@ -339,7 +339,7 @@ cudaError_t cudaFree(void *ptr) {
   size_t off = in_arena(ptr) ? (size_t)((char *)ptr - g_arena) : 0;
   auto it = in_arena(ptr) ? g_used.find(off) : g_used.end();
   if (it == g_used.end()) return fail(cudaErrorInvalidDevicePointer, "cudaFree(%p): not an allocation", ptr);
-  size_t n = it->second;
+  size_t n = (it->second + 255) & ~(size_t)255;
   g_used.erase(it);
   auto nx = g_free.lower_bound(off);
   if (nx != g_free.end() && off + n == nx->first) {
