@@ -82,7 +82,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check test-gpu test-cuemu
+.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check test-gpu test-cuemu bench-gpu
 all: lib
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -193,6 +193,12 @@ asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=address,undefined test
 
 bench: lib $(BENCH_BIN)
+
+# GPU benchmarks (needs an NVIDIA GPU): loom vs raw cuBLAS and vs PyTorch on the same GPU.
+bench-gpu: deps
+	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib build/cuda/bench/ops build/cuda/bench/mlp_train \
+	  build/cuda/bench/cnn_train
+	@BUILD=build/cuda bash scripts/bench_gpu.sh
 
 bench-compare: deps bench
 	@bash scripts/bench_compare.sh

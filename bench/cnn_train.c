@@ -4,14 +4,14 @@
  *   max_pooling2d(2) -> flatten -> dense(128, relu) -> dense(10),
  * mean sparse softmax cross-entropy. Same recipe, flags and output keys as
  * bench/peers/torch_cnn.py.
- *   --epochs N (1) --steps N (0 = epochs) --threads N (1) --seed N (1) --device cpu
+ *   --epochs N (1) --steps N (0 = epochs) --threads N (1) --seed N (1) --batch N (64) --device cpu
  *   --eval 0 skips the test-set pass (test_accuracy=nan)
  * Keys: step_us (median over steps, feeding included), steps_per_sec,
  * test_accuracy, gflops (forward + backward conv/dense FLOPs per step /
  * median step time; conv1 has no input gradient), peak_rss_mb, final_loss. */
 #include "train_harness.h"
 
-#define B 64
+static int B = 64;
 
 /* FLOPs of one training step of the network above at batch B. */
 static double step_flops(void) {
@@ -28,6 +28,11 @@ int main(int argc, char **argv) {
   int64_t seed = atoll(bu_flag(argc, argv, "--seed", "1"));
   int eval = atoi(bu_flag(argc, argv, "--eval", "1"));
   const char *device = bu_flag(argc, argv, "--device", "cpu");
+  B = atoi(bu_flag(argc, argv, "--batch", "64"));
+  if (B < 1) {
+    fprintf(stderr, "cnn_train: --batch must be >= 1\n");
+    return 2;
+  }
   loom_device_type dev;
   if (th_device(device, &dev)) {
     fprintf(stderr, "cnn_train: --device must be cpu or cuda, got %s\n", device);

@@ -2,13 +2,12 @@
  * 128) trained on Fashion-MNIST through the graph API: variables, autodiff,
  * optimizer ops. Same recipe, flags and output keys as bench/mlp_floor.c
  * (the hand-written C+OpenBLAS floor) and bench/peers/torch_mlp.py.
- *   --opt sgd|adam --lr F --epochs N --threads N --seed N --steps N --device cpu
+ *   --opt sgd|adam --lr F --epochs N --threads N --seed N --steps N --batch N (128) --device cpu
  * Inputs are fed as uint8 and scaled in the graph (Cast, Mul 1/255), as the
  * floor converts them inside its step. */
 #include "blas_probe.h"
 #include "train_harness.h"
 
-#define B 128
 
 static loom_output dense(loom_graph *g, loom_output x, int64_t in, int64_t out, int relu, const char *scope,
                          int64_t seed) {
@@ -34,6 +33,11 @@ int main(int argc, char **argv) {
   int64_t max_steps = atoll(bu_flag(argc, argv, "--steps", "0"));
   int64_t seed = atoll(bu_flag(argc, argv, "--seed", "1"));
   const char *device = bu_flag(argc, argv, "--device", "cpu");
+  int B = atoi(bu_flag(argc, argv, "--batch", "128"));
+  if (B < 1) {
+    fprintf(stderr, "mlp_train: --batch must be >= 1\n");
+    return 2;
+  }
   loom_device_type dev;
   if (th_device(device, &dev)) {
     fprintf(stderr, "mlp_train: --device must be cpu or cuda, got %s\n", device);

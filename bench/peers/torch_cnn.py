@@ -30,8 +30,11 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--eval", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     a = ap.parse_args()
+    global B
+    B = a.batch
     try:
         import torch, numpy as np
     except ImportError:

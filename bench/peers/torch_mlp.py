@@ -20,6 +20,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     a = ap.parse_args()
     try:
@@ -39,7 +40,7 @@ def main():
                                 torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=lr) if a.opt == "adam" else torch.optim.SGD(model.parameters(), lr=lr)
     lossf = torch.nn.CrossEntropyLoss()
-    B = 128
+    B = a.batch
     spe = tx.shape[0] // B
     total = a.steps if a.steps > 0 else spe * a.epochs
     g = torch.Generator().manual_seed(a.seed)
