@@ -507,7 +507,8 @@ static loom_code one_hot_idx(const loom_kctx *ctx, int64_t n, const fastdiv &inn
 /* start + i * delta rounded once per operation as on the CPU (no fused multiply-add). */
 __device__ __forceinline__ double range_at(double start, double delta, int64_t i) {
 #ifdef LOOM_CUEMU
-  return start + (double)i * delta;
+  volatile double p = (double)i * delta; /* g++ would contract C++ to an FMA (-ffp-contract=fast) */
+  return start + p;
 #else
   return __dadd_rn(start, __dmul_rn((double)i, delta));
 #endif
