@@ -55,6 +55,7 @@ struct loom_dev_session {
   const loom_backend_i *be;
   void *ctx;
   int sync_steps;
+  char *disabled; /* LOOM_CUDA_DISABLE: ops run on the CPU even with a device kernel */
   dev_var *vars;
   int32_t nvars, capvars;
 };
@@ -98,9 +99,14 @@ loom_code loom__dev_session_new(loom_session *s, loom_status *st) {
     loom__free(ds);
     return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
   }
+  s->dev = ds;
   const char *sync = getenv("LOOM_CUDA_SYNC");
   ds->sync_steps = sync && sync[0] && strcmp(sync, "0") != 0;
-  s->dev = ds;
+  const char *dis = getenv("LOOM_CUDA_DISABLE");
+  if (dis && *dis && !(ds->disabled = loom__strdup(dis))) {
+    loom__dev_session_free(s);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+  }
   return LOOM_OK;
 }
 
@@ -111,6 +117,7 @@ void loom__dev_session_free(loom_session *s) {
   if (!ds) return;
   for (int i = 0; i < ds->nvars; i++) ds->be->buffer_free(ds->ctx, ds->vars[i].dev);
   loom__free(ds->vars);
+  loom__free(ds->disabled);
   ds->be->context_free(ds->ctx);
   loom__free(ds);
   s->dev = NULL;
@@ -119,21 +126,33 @@ void loom__dev_session_free(loom_session *s) {
 void *loom__dev_context(const loom_session *s) { return s && s->dev ? s->dev->ctx : NULL; }
 const loom_backend_i *loom__dev_backend(const loom_session *s) { return s && s->dev ? s->dev->be : NULL; }
 
+/* Whether op name is an entry of the comma-separated list (NULL: none). */
+static int op_listed(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && !strncmp(p, name, n)) return 1;
+    p = e ? e + 1 : NULL;
+  }
+  return 0;
+}
+
 loom_kernel_fn loom__dev_resolve(loom_session *s, const loom_node *n, loom_dtype key, int *on_host) {
   const loom_op_def *d = n->def;
   int dev = (int)s->opts.device;
   int k = key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0;
   loom_kernel_fn fn = d->kernels[dev][k];
   if (!fn) fn = d->kernels[dev][0];
-  if (fn) {
+  if (fn && !op_listed(s->dev->disabled, d->name)) {
     *on_host = 0;
     return fn;
   }
   fn = d->kernels[LOOM_DEVICE_CPU][k];
   if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0];
   if (fn) {
-    loom__log(LOOM_LOG_INFO, "%s: op %s has no %s kernel for %s; it runs on the CPU with copies", n->name, d->name,
-              s->dev->be->name, loom_dtype_name(key));
+    loom__log(LOOM_LOG_INFO, "%s: op %s has no %s kernel for %s%s; it runs on the CPU with copies", n->name, d->name,
+              s->dev->be->name, loom_dtype_name(key), d->kernels[dev][k] || d->kernels[dev][0] ? " (LOOM_CUDA_DISABLE)" : "");
     *on_host = 1;
   }
   return fn;
@@ -256,11 +275,14 @@ loom_code loom__dev_plan_finish(loom_session *s, loom_plan *p, loom_status *st) 
   /* variables written in place by a step */
   for (int i = 0; i < p->nsteps; i++) {
     const loom_node *n = p->steps[i].node;
-    if (!(n->def->flags & LOOM_OPF_MUTATES_INPUT0) || n->nin < 1) continue;
-    int vi = p->node_val[n->in[0].node->id] + n->in[0].index;
-    while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
-    for (int k = 0; k < dp->npvars; k++)
-      if (ds->vars[dp->pvars[k]].dev == p->values[vi].buf.data) dp->pwritten[k] = 1;
+    uint32_t mut = loom__op_mutated(n->def);
+    for (int j = 0; j < n->nin && j < 32; j++) {
+      if (!(mut & (1u << j))) continue;
+      int vi = p->node_val[n->in[j].node->id] + n->in[j].index;
+      while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
+      for (int k = 0; k < dp->npvars; k++)
+        if (ds->vars[dp->pvars[k]].dev == p->values[vi].buf.data) dp->pwritten[k] = 1;
+    }
   }
   /* host staging of CPU-fallback steps */
   int32_t nh = 0;
@@ -360,9 +382,13 @@ loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status 
     const loom_buf *db = sp->ctx.out[j];
     if ((rc = ds->be->copy_h2d(ds->ctx, db->data, dp->hbufs[h + n->nin + j].data, value_bytes(db), st))) return rc;
   }
-  if ((n->def->flags & LOOM_OPF_MUTATES_INPUT0) && n->nin > 0 && !(n->nout > 0 && sp->ctx.out[0]->data == sp->ctx.in[0]->data))
-    if ((rc = ds->be->copy_h2d(ds->ctx, sp->ctx.in[0]->data, dp->hbufs[h].data, value_bytes(sp->ctx.in[0]), st)))
+  /* inputs written in place (a variable and its slots) go back too, unless an output aliasing them already did */
+  uint32_t mut = loom__op_mutated(n->def);
+  for (int j = 0; j < n->nin && j < 32; j++) {
+    if (!(mut & (1u << j)) || (n->nout > 0 && sp->ctx.out[0]->data == sp->ctx.in[j]->data)) continue;
+    if ((rc = ds->be->copy_h2d(ds->ctx, sp->ctx.in[j]->data, dp->hbufs[h + j].data, value_bytes(sp->ctx.in[j]), st)))
       return rc;
+  }
   return LOOM_OK;
 }
 

@@ -80,7 +80,10 @@ const loom_backend_i *loom__dev_backend(const loom_session *s);
 int loom__dev_sync_steps(const loom_session *s);
 
 /* Kernel for node n (dtype key) in a device session: the device kernel, else
- * the CPU kernel with *on_host = 1 (logs once per node). NULL: none at all. */
+ * the CPU kernel with *on_host = 1 (logs once per node). NULL: none at all.
+ * Ops named in LOOM_CUDA_DISABLE (comma-separated TF op names, read when the
+ * session is created) take the CPU path even when a device kernel exists:
+ * for bisecting a suspected kernel bug on a GPU, and for testing the path. */
 loom_kernel_fn loom__dev_resolve(loom_session *s, const loom_node *n, loom_dtype key, int *on_host);
 
 /* Specialization of a device plan: device arena of `bytes` (reused when big

@@ -92,8 +92,16 @@ typedef struct loom_op_def {
   loom_grad_fn grad;
   uint32_t nondiff_inputs; /* bit i: input i gets no gradient (indices, labels) */
   uint32_t flags;
+  /* bit i: the kernel writes input i in place (optimizers: the variable and
+   * its slots). MUTATES_INPUT0 alone means bit 0; see loom__op_mutated. */
+  uint32_t mutated_inputs;
   loom_kernel_fn kernels[LOOM_DEVICE_COUNT][LOOM_DTYPE_COUNT];
 } loom_op_def;
+
+/* The inputs op d writes in place (bit i: input i). */
+static inline uint32_t loom__op_mutated(const loom_op_def *d) {
+  return d->mutated_inputs | ((d->flags & LOOM_OPF_MUTATES_INPUT0) ? 1u : 0u);
+}
 
 /* The op table, indexed by loom_op_type (ops/op_list.h). Filled once. */
 loom_op_def *loom__op_table(void);

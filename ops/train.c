@@ -296,6 +296,19 @@ void loom__register_train(loom_op_def *t) {
   reg_apply(t, LOOM_OP_ApplyAdadelta, 7, shape_adadelta, NULL, loom__k_apply_adadelta_f32);
   reg_apply(t, LOOM_OP_SparseApplyAdadelta, 8, shape_sadadelta, ws_sadadelta, loom__k_sparse_apply_adadelta_f32);
 
+  /* the variable and its slots, written in place (inputs 0 .. n-1) */
+  static const struct {
+    int op, n;
+  } muts[] = {
+      {LOOM_OP_ApplyGradientDescent, 1}, {LOOM_OP_SparseApplyGradientDescent, 1}, {LOOM_OP_ApplyMomentum, 2},
+      {LOOM_OP_SparseApplyMomentum, 2},  {LOOM_OP_ApplyAdagrad, 2},              {LOOM_OP_SparseApplyAdagrad, 2},
+      {LOOM_OP_ApplyAdam, 3},            {LOOM_OP_SparseApplyAdam, 3},           {LOOM_OP_ApplyFtrlV2, 3},
+      {LOOM_OP_SparseApplyFtrlV2, 3},    {LOOM_OP_ApplyRMSProp, 3},              {LOOM_OP_SparseApplyRMSProp, 3},
+      {LOOM_OP_ApplyCenteredRMSProp, 4}, {LOOM_OP_SparseApplyCenteredRMSProp, 4}, {LOOM_OP_ApplyAdadelta, 3},
+      {LOOM_OP_SparseApplyAdadelta, 3},
+  };
+  for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) t[muts[i].op].mutated_inputs = (1u << muts[i].n) - 1;
+
   t[LOOM_OP_LearningRateSchedule].nin = -1;
   t[LOOM_OP_LearningRateSchedule].nout = 1;
   t[LOOM_OP_LearningRateSchedule].shape = shape_lr_schedule;
