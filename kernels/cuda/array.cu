@@ -66,7 +66,12 @@ template <> struct el_of<4> { typedef uint32_t t; };
 template <> struct el_of<8> { typedef unsigned long long t; };
 template <> struct el_of<16> { typedef v16 t; };
 
+/* LOOM_CUDA_ARRAY_IDX64 (tests only) forces the 64-bit index path. */
+#ifdef LOOM_CUDA_ARRAY_IDX64
+static inline int fits32(int64_t n) { return (void)n, 0; }
+#else
 static inline int fits32(int64_t n) { return n >= 0 && n <= INT32_MAX; }
+#endif
 static inline int aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
 static void cstrides(int nd, const int64_t *dims, int64_t *st) {
@@ -424,7 +429,9 @@ static loom_code cat_run(const loom_kctx *ctx, int split) {
   for (int k = 0; k < np; k++) sum += pieces[k]->numel / outer;
   if (sum != W) return loom_status_set(ctx->st, LOOM_INTERNAL, "piece sizes do not add up to the row length");
   cudaStream_t st = STREAM(ctx);
-  if (outer == 1) { /* each piece is one contiguous run of the big tensor */
+  /* axis 0: each piece is one contiguous run of the big tensor; one copy per
+   * piece when there are few or they are large (else the kernel, 16 per launch) */
+  if (outer == 1 && (np <= 4 || (size_t)big->numel * es >= ((size_t)np << 18))) {
     int64_t c = 0;
     for (int k = 0; k < np; k++) {
       size_t b = (size_t)pieces[k]->numel * es;
