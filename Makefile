@@ -66,7 +66,7 @@ else ifeq ($(CUDA),emu)
   CU_SRC  := $(wildcard kernels/cuda/*.cu)
   LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(BUILD)/tests/cuemu/cuemu.o
   CFLAGS  += -DLOOM_HAVE_CUDA -DLOOM_CUEMU -Itests/cuemu
-  CUEMU_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Wno-unused-local-typedefs -Wno-unknown-pragmas \
+  CUEMU_CXXFLAGS := -std=c++17 $(OPT) -ffp-contract=off -g -fPIC -fno-math-errno -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Wno-unused-local-typedefs -Wno-unknown-pragmas \
              -DLOOM_HAVE_CUDA -DLOOM_CUEMU -I. -Iinclude -Itests/cuemu $(BLAS_CFLAGS) -MMD -MP
   ifneq ($(SANITIZE),)
     CUEMU_CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1

@@ -321,6 +321,11 @@ void run(dim3 g, dim3 b, size_t shmem, cudaStream_t s, body_fn body, void *arg) 
     return;
   }
   if (g_fib.size() < nt) g_fib.resize(nt);
+  static struct stacks_owner {
+    ~stacks_owner() {
+      for (char *p : g_stacks) free(p);
+    }
+  } owner; /* frees the fiber stacks at exit (leak checkers) */
   while (g_stacks.size() < nt) g_stacks.push_back((char *)malloc(STACK));
   open_arena open;
   g_body = body;
