@@ -3,6 +3,7 @@
  * entropy, ZerosLike/OnesLike, Cast, NoOp. Formulas follow
  * kernels/cpu/math.c expression by expression. */
 #include <math.h>
+#include <type_traits>
 #include "kernels/cuda/common.cuh"
 
 #define K_SELU_SCALE 1.0507009873554804934193349852946
@@ -174,8 +175,18 @@ GELU_G(f64, double)
       return EXPR;                                                                   \
     }                                                                                \
   };
-UOP(u_neg, (T)((U)0 - (U)x))
-UOP(u_abs, x < 0 ? (T)((U)0 - (U)x) : x)
+/* floats: -x and fabs (neg(0) = -0, abs(-0) = 0, as the CPU); integers wrap */
+template <typename T> __device__ __forceinline__ T d_neg(T x) {
+  typedef typename U_of<T>::type U;
+  if constexpr (std::is_floating_point<T>::value) return -x;
+  else return (T)((U)0 - (U)x);
+}
+template <typename T> __device__ __forceinline__ T d_abs(T x) {
+  if constexpr (std::is_floating_point<T>::value) return d_fabs(x);
+  else return x < 0 ? d_neg(x) : x;
+}
+UOP(u_neg, d_neg(x))
+UOP(u_abs, d_abs(x))
 UOP(u_square, (T)((U)x * (U)x))
 UOP(u_sign, x > 0 ? (T)1 : x < 0 ? (T)-1 : x)
 UOP(u_exp, d_exp(x))
@@ -295,8 +306,31 @@ extern "C" loom_code loom__cu_ones_like_any(const loom_kctx *ctx) {
   return LOOM_OK;
 }
 
+/* Float to integer truncates toward zero, saturates out of range and maps NaN
+ * to 0 (kernels/cpu/array.c, SAT_CONV); everything else converts as C does. */
+template <typename B> struct int_range;
+template <> struct int_range<int32_t> {
+  static constexpr int32_t lo = INT32_MIN, hi = INT32_MAX;
+};
+template <> struct int_range<int64_t> {
+  static constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
+};
+template <> struct int_range<uint8_t> {
+  static constexpr uint8_t lo = 0, hi = 255;
+};
+template <typename A, typename B> __device__ __forceinline__ B cast1(A x) {
+  if constexpr (std::is_floating_point<A>::value && std::is_integral<B>::value) {
+    double d = (double)x;
+    if (d != d) return (B)0;
+    if (d <= (double)int_range<B>::lo) return int_range<B>::lo;
+    if (d >= (double)int_range<B>::hi) return int_range<B>::hi;
+    return (B)d;
+  } else {
+    return (B)x;
+  }
+}
 template <typename A, typename B> __global__ void k_cast(const A *x, B *y, int64_t n, int to_bool) {
-  GRID_LOOP(i, n) y[i] = to_bool ? (B)(x[i] != (A)0) : (B)x[i];
+  GRID_LOOP(i, n) y[i] = to_bool ? (B)(x[i] != (A)0) : cast1<A, B>(x[i]);
 }
 template <typename A> static loom_code cast_from(const loom_kctx *ctx, int64_t n) {
   const A *x = (const A *)ctx->in[0]->data;
