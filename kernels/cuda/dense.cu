@@ -345,7 +345,7 @@ SL_K(f64, double)
 SL_K(i32, int32_t)
 SL_K(i64, int64_t)
 
-/* ArgMax / ArgMin over attrs.axis: first index of the extreme value. */
+/* ArgMax / ArgMin over attrs.axis: first index of the extreme value (NaN the most extreme). */
 template <typename T>
 __global__ void k_arg(const T *x, void *y, int i32, int is_min, int64_t outer, int64_t R, int64_t inner) {
   GRID_LOOP(o, outer * inner) {
@@ -355,7 +355,8 @@ __global__ void k_arg(const T *x, void *y, int i32, int is_min, int64_t outer, i
     int64_t bi = 0;
     for (int64_t r = 1; r < R; r++) {
       T v = p[r * inner];
-      if (is_min ? v < best : v > best) {
+      /* NaN beats everything (the first NaN wins), as on the CPU */
+      if ((is_min ? v < best : v > best) || (v != v && best == best)) {
         best = v;
         bi = r;
       }
