@@ -216,8 +216,9 @@ template <typename T> __global__ void k_reduce_thread(const T *x, T *y, int64_t 
   GRID_LOOP(o, nout) {
     const T *base = x + red_off(g.kd, g.ks, g.nk, o);
     int k1 = kind == R_LSE ? R_MAX : kind == R_MEAN ? R_SUM : kind;
-    T acc = red_init<T>(k1);
-    for (int64_t r = 0; r < g.R; r++) acc = red_comb(k1, acc, base[red_off(g.rd, g.rs, g.nr, r)]);
+    /* a reduction of one element is that element, -0 included (as on the CPU) */
+    T acc = g.R == 1 ? base[0] : red_init<T>(k1);
+    for (int64_t r = g.R == 1; r < g.R; r++) acc = red_comb(k1, acc, base[red_off(g.rd, g.rs, g.nr, r)]);
     if (kind == R_LSE) {
       T m = acc, s = 0;
       if (d_isinf<T>(m)) {
