@@ -171,9 +171,10 @@ static loom_code grad_l2_normalize(loom_graph *g, loom_node *n, const loom_outpu
   int64_t ax = n->attrs.axis;
   double eps = n->attrs.epsilon > 0 ? n->attrs.epsilon : 1e-12;
   loom_output e = scalar_of(g, dt, eps);
-  loom_output s = loom_reduce_sum(g, loom_square(g, x, NULL), 1, &ax, 1, NULL);
+  int nax = desc(x)->ndim == 0 ? -1 : 1; /* a scalar is normalized by itself: reduce over all (nothing) */
+  loom_output s = loom_reduce_sum(g, loom_square(g, x, NULL), nax, nax < 0 ? NULL : &ax, 1, NULL);
   loom_output nrm = loom_sqrt(g, loom_maximum(g, s, e, NULL), NULL);
-  loom_output dot = loom_reduce_sum(g, loom_mul(g, dy[0], y, NULL), 1, &ax, 1, NULL);
+  loom_output dot = loom_reduce_sum(g, loom_mul(g, dy[0], y, NULL), nax, nax < 0 ? NULL : &ax, 1, NULL);
   loom_output on = loom_cast(g, loom_greater(g, s, e, NULL), dt, NULL);
   loom_output num = loom_sub(g, dy[0], loom_mul(g, y, loom_mul(g, dot, on, NULL), NULL), NULL);
   dx[0].values = loom_div(g, num, nrm, NULL);

@@ -941,3 +941,20 @@ Test(l2norm, l2_normalize_axes_and_epsilon) {
   free(xd);
   free(want);
 }
+
+/* The gradient of a scalar's l2_normalize (x / |x|, flat away from 0) builds and is 0. */
+Test(l2norm, l2_normalize_scalar_gradient) {
+  loom_graph *g = loom_graph_new();
+  double sv = -2.5;
+  loom_output x = loom_const_data(g, LOOM_F64, 0, NULL, &sv, "s");
+  loom_output y = loom_l2_normalize(g, x, 0, 0, NULL);
+  loom_output dx;
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_gradients(g, 1, &y, NULL, 1, &x, &dx, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_tensor *t = tu_run1(g, 0, NULL, NULL, dx);
+  cr_assert_eq(loom_tensor_ndim(t), 0);
+  cr_assert_float_eq(*(const double *)loom_tensor_data_const(t), 0.0, 1e-15);
+  loom_tensor_free(t);
+  loom_status_free(st);
+  loom_graph_free(g);
+}
