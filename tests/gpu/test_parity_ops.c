@@ -603,6 +603,7 @@ static void sec_bias(void) {
   };
   static const shp1 gsh[] = {
       {"[50,13]", 2, {50, 13}},
+      {"[1,7]", 2, {1, 7}},
       {"[2,3,4,5]", 4, {2, 3, 4, 5}},
       {"rank6 [2,1,3,2,2,7]", 6, {2, 1, 3, 2, 2, 7}},
       {"[0,7]", 2, {0, 7}},
@@ -621,12 +622,14 @@ static void sec_bias(void) {
       gc_run(&c, "bias_add %s %s", dn((loom_dtype)dt), sh[s].tag);
     }
     /* BiasAddGrad sums over all rows: f32 sums accumulate in double on the CPU and in float on the GPU
-     * (per thread, then a block tree): 1e-5 relative, 1e-12 for f64. */
+     * (per thread, then a block tree): 1e-5 relative, 1e-12 for f64. Over 40000 rows the GPU's float
+     * partial sums (~156 per thread, 256 threads) drift ~3e-5 absolute from the CPU's double sum (outputs
+     * of magnitude ~100, some near 0, measured against 1 + |cpu|): 1e-4 there. */
     for (size_t s = 0; s < sizeof gsh / sizeof gsh[0]; s++) {
       gc c;
       gc_init(&c);
       loom_output dy = gc_feed(&c, (loom_dtype)dt, gsh[s].nd, gsh[s].d, V_SIGNED, 0);
-      gc_fetch(&c, loom_bias_add_grad(c.g, dy, NULL), tol_for((loom_dtype)dt, 1e-5, T64), "output");
+      gc_fetch(&c, loom_bias_add_grad(c.g, dy, NULL), tol_for((loom_dtype)dt, gsh[s].d[0] > 10000 ? 1e-4 : 1e-5, T64), "output");
       gc_run(&c, "bias_add_grad %s %s", dn((loom_dtype)dt), gsh[s].tag);
     }
   }
@@ -1025,12 +1028,12 @@ static void sec_pool(void) {
     int64_t ks[4] = {1, pc->k, pc->k, 1}, st[4] = {1, pc->s, pc->s, 1}, yd[4];
     int overlap = pc->k > pc->s;
     for (int which = 0; which < 2; which++)
-      for (int vk = 0; vk < (which ? 1 : 2); vk++) {
+      for (int vk = 0; vk < (which ? 1 : 3); vk++) {
         gc c;
         gc_init(&c);
         loom_output out;
         if (which == 0) {
-          loom_output x = gc_feed(&c, F32, 4, pc->x, vk ? V_SIGNED : V_SMALL, 0);
+          loom_output x = gc_feed(&c, F32, 4, pc->x, vk == 2 ? V_SPEC : vk ? V_SIGNED : V_SMALL, 0);
           loom_output y = loom_max_pool(c.g, x, ks, st, pc->pad, NULL);
           loom_output_dims(y, yd);
           loom_output dy = gc_feed(&c, F32, 4, yd, V_SIGNED, 0);
@@ -1044,7 +1047,7 @@ static void sec_pool(void) {
         }
         gc_fetch(&c, out, which || overlap ? 1e-6 : 0, "gradient");
         gc_run(&c, "%s f32 %s%s", which ? "avg_pool_grad" : "max_pool_grad", pc->tag,
-               which ? "" : vk ? " random" : " small ints (ties)");
+               which ? "" : vk == 2 ? " special values" : vk ? " random" : " small ints (ties)");
       }
   }
 }
@@ -1177,26 +1180,26 @@ static void sec_extra(void) {
   /* softmax / log_softmax */
   static const shp1 smx[] = {{"[64,10]", 2, {64, 10}},    {"[3,3000]", 2, {3, 3000}}, {"[10]", 1, {10}},
                              {"[2,3,7]", 3, {2, 3, 7}},   {"[0,5]", 2, {0, 5}},       {"[4,1]", 2, {4, 1}},
-                             {"large [320,1001]", 2, {320, 1001}}};
+                             {"large [320,1001]", 2, {320, 1001}}, {"[200,5] special values", 2, {200, 5}}};
   for (int dt = F32; dt <= F64; dt++)
     for (size_t k = 0; k < sizeof smx / sizeof smx[0]; k++)
       for (int lg = 0; lg < 2; lg++) {
         gc c;
         gc_init(&c);
-        loom_output x = gc_feed(&c, (loom_dtype)dt, smx[k].nd, smx[k].d, V_WIDE, 0);
+        loom_output x = gc_feed(&c, (loom_dtype)dt, smx[k].nd, smx[k].d, strstr(smx[k].tag, "special") ? V_SPEC : V_WIDE, 0);
         gc_fetch(&c, lg ? loom_log_softmax(c.g, x, NULL) : loom_softmax(c.g, x, NULL), tol_for((loom_dtype)dt, 1e-5, T64),
                  "output");
         gc_run(&c, "%s %s %s", lg ? "log_softmax" : "softmax", dn((loom_dtype)dt), smx[k].tag);
       }
   /* cross entropies: both outputs */
   static const shp1 xe[] = {{"[32,10]", 2, {32, 10}}, {"[5,1000]", 2, {5, 1000}}, {"[0,10]", 2, {0, 10}},
-                            {"large [320,1001]", 2, {320, 1001}}};
+                            {"large [320,1001]", 2, {320, 1001}}, {"[200,5] special logits", 2, {200, 5}}};
   for (int dt = F32; dt <= F64; dt++)
     for (size_t k = 0; k < sizeof xe / sizeof xe[0]; k++)
       for (int lt = 0; lt < 3; lt++) { /* 0 dense labels, 1 sparse i32, 2 sparse i64 */
         gc c;
         gc_init(&c);
-        loom_output x = gc_feed(&c, (loom_dtype)dt, 2, xe[k].d, V_WIDE, 0), loss, bp;
+        loom_output x = gc_feed(&c, (loom_dtype)dt, 2, xe[k].d, strstr(xe[k].tag, "special") ? V_SPEC : V_WIDE, 0), loss, bp;
         if (lt == 0) {
           loom_output z = gc_feed(&c, (loom_dtype)dt, 2, xe[k].d, V_UNIT, 0);
           loom_softmax_cross_entropy_with_logits(c.g, x, z, &loss, &bp, NULL);
@@ -1447,6 +1450,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
     if (!want(secs[i].name)) continue;
     int f0 = g_fail, c0 = g_checked;
+    r64s = 0x9E3779B97F4A7C15ull + 0x100000001B3ull * (uint64_t)(i + 1); /* same feeds whatever sections run */
     secs[i].fn();
     printf("-- %s: %d comparisons, %d failures\n", secs[i].name, g_checked - c0, g_fail - f0);
     fflush(stdout);
