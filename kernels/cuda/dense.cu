@@ -187,8 +187,9 @@ template <> __device__ __forceinline__ int64_t red_init<int64_t>(int kind) {
 }
 template <typename T> __device__ __forceinline__ T red_comb(int kind, T a, T b) {
   switch (kind) {
-  case R_MAX: return (a > b || a != a) ? a : b;
-  case R_MIN: return (a < b || a != a) ? a : b;
+  /* the running value a stays unless b strictly beats it (NaN beats all), as on the CPU */
+  case R_MAX: return (b > a || (b != b && a == a)) ? b : a;
+  case R_MIN: return (b < a || (b != b && a == a)) ? b : a;
   case R_PROD: return a * b;
   default: return a + b;
   }
@@ -275,6 +276,66 @@ template <typename T> __global__ void k_fill_red(T *y, int64_t n, T v) {
   GRID_LOOP(i, n) y[i] = v;
 }
 
+/* Column reduction of x viewed as [R, inner] (reduced axes leading, kept
+ * axes trailing: BiasAddGrad, sums over the batch): 32 columns per block,
+ * blockDim.y threads down each column over rows [blockIdx.y * rows_per, +
+ * rows_per), partials combined through shared memory in a fixed order (no
+ * atomics: deterministic). y gets row blockIdx.y of a [gridDim.y, inner]
+ * result; mean_div > 0 divides (the mean's last pass). */
+template <typename T>
+__global__ void k_reduce_cols(const T *x, T *y, int64_t R, int64_t inner, int64_t rows_per, int kind,
+                              int64_t mean_div) {
+  __shared__ T sh[32][33];
+  int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+  int64_t r0 = (int64_t)blockIdx.y * rows_per, r1 = r0 + rows_per < R ? r0 + rows_per : R;
+  T acc = red_init<T>(kind);
+  if (j < inner)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) acc = red_comb(kind, acc, x[r * inner + j]);
+  sh[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < inner) {
+    T a = sh[0][threadIdx.x];
+    for (unsigned t = 1; t < blockDim.y; t++) a = red_comb(kind, a, sh[t][threadIdx.x]);
+    if (mean_div > 0) a = a / (T)mean_div;
+    y[(int64_t)blockIdx.y * inner + j] = a;
+  }
+}
+
+/* Whether the reduced axes all precede the kept ones (size-1 axes aside). */
+static bool reduces_prefix(const loom_buf *x, uint32_t mask) {
+  bool kept_seen = false;
+  for (int i = 0; i < x->ndim; i++) {
+    if (x->dims[i] == 1) continue;
+    if (!(mask & (1u << i))) kept_seen = true;
+    else if (kept_seen) return false;
+  }
+  return true;
+}
+
+/* Sum/mean/max/min/prod over leading axes with at least 32 rows: one pass
+ * when a block of 32 x 32 threads suffices, else per-block partials in the
+ * context's scratch and a second pass over them. */
+template <typename T>
+static loom_code reduce_cols(const loom_kctx *ctx, int kind, const T *x, T *y, int64_t R, int64_t inner) {
+  const int64_t ROWS_PER_BLOCK = 4096;
+  int k1 = kind == R_MEAN ? R_SUM : kind;
+  int64_t mean_div = kind == R_MEAN ? R : 0;
+  int64_t gy = (R + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  if (gy > 128) gy = 128;
+  int64_t rows_per = (R + gy - 1) / gy;
+  unsigned gx = (unsigned)((inner + 31) / 32);
+  cudaStream_t s = STREAM(ctx);
+  if (gy == 1) {
+    LOOM_LAUNCH(dim3(gx, 1), dim3(32, 32), 0, s, k_reduce_cols<T>)(x, y, R, inner, R, k1, mean_div);
+    return LOOM_OK;
+  }
+  T *part = (T *)loom__cuda_scratch(CUCTX(ctx), (size_t)(gy * inner) * sizeof(T));
+  if (!part) return loom_status_set(ctx->st, LOOM_RESOURCE_EXHAUSTED, "reduction: no device memory for partials");
+  LOOM_LAUNCH(dim3(gx, (unsigned)gy), dim3(32, 32), 0, s, k_reduce_cols<T>)(x, part, R, inner, rows_per, k1, (int64_t)0);
+  LOOM_LAUNCH(dim3(gx, 1), dim3(32, 32), 0, s, k_reduce_cols<T>)((const T *)part, y, gy, inner, gy, k1, mean_div);
+  return LOOM_OK;
+}
+
 template <typename T> static loom_code reduce_run(const loom_kctx *ctx, int kind, const loom_buf *x, uint32_t mask) {
   loom_buf *y = ctx->out[0];
   int64_t nout = y->numel;
@@ -299,6 +360,8 @@ template <typename T> static loom_code reduce_run(const loom_kctx *ctx, int kind
     LOOM_LAUNCH(grid_for(nout), NT, 0, s, k_fill_red<T>)((T *)y->data, nout, v);
     return LOOM_OK;
   }
+  if (g.R >= 32 && kind != R_LSE && nout > 1 && reduces_prefix(x, mask))
+    return reduce_cols<T>(ctx, kind, (const T *)x->data, (T *)y->data, g.R, nout);
   if (g.R >= 256 && nout < 8192)
     LOOM_LAUNCH((unsigned)(nout < 65535 * 8 ? nout : 65535 * 8), NT, 0, s, k_reduce_block<T>)((const T *)x->data, (T *)y->data,
                                                                                       nout, g, kind);

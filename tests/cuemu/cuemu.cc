@@ -187,6 +187,13 @@ unsigned long long g_slots[32][32];
 unsigned g_nthreads;
 
 void fiber_entry() {
+#if defined(__x86_64__)
+  /* no flush-to-zero / denormals-are-zero in kernels: a GPU keeps denormals */
+  unsigned mx;
+  __asm__ volatile("stmxcsr %0" : "=m"(mx));
+  mx &= ~0x8040u;
+  __asm__ volatile("ldmxcsr %0" : : "m"(mx));
+#endif
   g_body(g_arg);
   g_cur->state = F_DONE;
 #ifdef CUEMU_FAST_SWITCH
