@@ -134,6 +134,7 @@ extern "C" loom_code loom__cu_batch_matmul_f32(const loom_kctx *ctx) { return ru
 extern "C" loom_code loom__cu_batch_matmul_f64(const loom_kctx *ctx) { return run_batch_matmul<double>(ctx); }
 
 /* ============================================================ reductions */
+extern "C" const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims); /* engine */
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_LSE };
 
 struct red_geom {
@@ -353,9 +354,12 @@ template <typename T> static loom_code reduce_run(const loom_kctx *ctx, int kind
     case R_PROD: v = (T)1; break;
     case R_MEAN: v = nan_of<T>(); break;
     case R_LSE: v = (T)-INFINITY; break;
-    default:
+    default: {
+      char b[160];
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
-                             "empty reduction: the input has no elements along the reduced axes");
+                             "%s of an empty reduction: input shape %s has no elements along the reduced axes",
+                             kind == R_MAX ? "Max" : "Min", loom__dims_str(b, sizeof b, x->ndim, x->dims));
+    }
     }
     LOOM_LAUNCH(grid_for(nout), NT, 0, s, k_fill_red<T>)((T *)y->data, nout, v);
     return LOOM_OK;
@@ -441,7 +445,11 @@ template <typename T> static loom_code arg_kernel(const loom_kctx *ctx, int is_m
   int64_t outer = 1, inner = 1, R = x->dims[axis];
   for (int i = 0; i < axis; i++) outer *= x->dims[i];
   for (int i = (int)axis + 1; i < x->ndim; i++) inner *= x->dims[i];
-  if (R == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "arg reduction over an empty axis");
+  if (R == 0) {
+    char b[160];
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "%s over an empty axis %lld of input shape %s",
+                           is_min ? "ArgMin" : "ArgMax", (long long)axis, loom__dims_str(b, sizeof b, x->ndim, x->dims));
+  }
   LOOM_LAUNCH(grid_for(outer * inner), NT, 0, STREAM(ctx), k_arg<T>)((const T *)x->data, y->data, y->dtype == LOOM_I32, is_min,
                                                             outer, R, inner);
   return LOOM_OK;
