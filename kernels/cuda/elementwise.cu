@@ -95,12 +95,12 @@ __global__ void k_bin_flat(const T *a, const T *b, TO *c, int64_t n, int sa, int
   F f;
   GRID_LOOP(i, n) c[i] = f(a[sa ? i : 0], b[sb ? i : 0], p);
 }
-template <typename T, typename TO, typename F>
-__global__ void k_bin_bcast(const T *a, const T *b, TO *c, int64_t n, bcast_geom g, T p) {
+template <typename T, typename TO, typename F, typename I>
+__global__ void k_bin_bcast(const T *a, const T *b, TO *c, I n, bcast_geom g, T p) {
   F f;
-  GRID_LOOP(i, n) {
-    int64_t off[2];
-    bcast_off(g, i, 2, off);
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    I off[2];
+    bcast_off_t<I>(g, i, 2, off);
     c[i] = f(a[off[0]], b[off[1]], p);
   }
 }
@@ -121,7 +121,13 @@ template <typename T, typename TO, typename F> static loom_code run_bin(const lo
   bcast_init(&g, C);
   bcast_strides(&g, 0, A);
   bcast_strides(&g, 1, B);
-  LOOM_LAUNCH(grid_for(n), NT, 0, s, k_bin_bcast<T, TO, F>)((const T *)A->data, (const T *)B->data, (TO *)C->data, n, g, p);
+  bcast_merge(&g, 2);
+  if (n < ((int64_t)1 << 31))
+    LOOM_LAUNCH(grid_for(n), NT, 0, s, k_bin_bcast<T, TO, F, uint32_t>)((const T *)A->data, (const T *)B->data,
+                                                                     (TO *)C->data, (uint32_t)n, g, p);
+  else
+    LOOM_LAUNCH(grid_for(n), NT, 0, s, k_bin_bcast<T, TO, F, int64_t>)((const T *)A->data, (const T *)B->data,
+                                                                    (TO *)C->data, n, g, p);
   return LOOM_OK;
 }
 

@@ -113,6 +113,7 @@ template <typename W> loom_code run_select(const loom_kctx *ctx) {
   bcast_strides(&g, 0, M);
   bcast_strides(&g, 1, X);
   bcast_strides(&g, 2, Y);
+  bcast_merge(&g, 3);
   LOOM_LAUNCH(grid_for(n), NT, 0, s, k_select_bcast<W>)(m, x, y, (W *)O->data, n, g);
   return LOOM_OK;
 }
