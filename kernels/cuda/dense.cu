@@ -586,16 +586,35 @@ __global__ void k_im2col(const float *x, float *col, cgeom g, int64_t r0, int64_
     col[i] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? x[((n * g.H + ih) * g.W + iw) * g.C + c] : 0.0f;
   }
 }
+/* dx[n, ih, iw, c] += the col entries of output rows [r0, r0 + m) that read
+ * it: one thread per input element gathers over the (kh, kw) taps whose
+ * window covers it (no atomics: deterministic, and no contention). */
 __global__ void k_col2im(const float *col, float *dx, cgeom g, int64_t r0, int64_t m) {
-  GRID_LOOP(i, m * g.K) {
-    int64_t r = i / g.K, k = i - r * g.K;
-    int64_t c = k % g.C, t = k / g.C, kw = t % g.KW, kh = t / g.KW;
-    int64_t rr = r0 + r, ow = rr % g.OW, t2 = rr / g.OW, oh = t2 % g.OH, n = t2 / g.OH;
-    int64_t ih = oh * g.sh - g.pt + kh * g.dh, iw = ow * g.sw - g.pl + kw * g.dw;
-    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) atomicAdd(&dx[((n * g.H + ih) * g.W + iw) * g.C + c], col[i]);
+  GRID_LOOP(i, g.N * g.H * g.W * g.C) {
+    int64_t c = i % g.C, t = i / g.C, iw = t % g.W, t2 = t / g.W, ih = t2 % g.H, n = t2 / g.H;
+    float acc = 0.0f;
+    for (int64_t kh = 0; kh < g.KH; kh++) {
+      int64_t yy = ih + g.pt - kh * g.dh; /* = oh * sh */
+      if (yy < 0 || yy % g.sh) continue;
+      int64_t oh = yy / g.sh;
+      if (oh >= g.OH) continue;
+      for (int64_t kw = 0; kw < g.KW; kw++) {
+        int64_t xx = iw + g.pl - kw * g.dw;
+        if (xx < 0 || xx % g.sw) continue;
+        int64_t ow = xx / g.sw;
+        if (ow >= g.OW) continue;
+        int64_t rr = (n * g.OH + oh) * g.OW + ow;
+        if (rr < r0 || rr >= r0 + m) continue;
+        acc += col[(rr - r0) * g.K + (kh * g.KW + kw) * g.C + c];
+      }
+    }
+    dx[i] += acc;
   }
 }
-#define COL_BYTES ((int64_t)256 << 20)
+#ifndef LOOM_CUDA_COL_BYTES
+#define LOOM_CUDA_COL_BYTES ((int64_t)256 << 20) /* im2col scratch per chunk of output rows */
+#endif
+#define COL_BYTES LOOM_CUDA_COL_BYTES
 static int64_t chunk_rows(const cgeom *g) {
   int64_t r = COL_BYTES / (g->K * (int64_t)sizeof(float) > 0 ? g->K * (int64_t)sizeof(float) : 1);
   if (r < 1) r = 1;
@@ -658,7 +677,7 @@ extern "C" loom_code loom__cu_conv2d_backprop_input_f32(const loom_kctx *ctx) {
     /* dcol [m, K] = dy [m, O] x F^T [O, K] */
     cublasStatus_t st = gemm_rm(h, 0, 1, (int)m, (int)g.K, (int)g.O, dy + r0 * g.O, f, col, 0.0f);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, st);
-    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_col2im)(col, (float *)DX->data, g, r0, m);
+    LOOM_LAUNCH(grid_for(DX->numel), NT, 0, s, k_col2im)(col, (float *)DX->data, g, r0, m);
   }
   return LOOM_OK;
 }
