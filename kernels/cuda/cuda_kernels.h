@@ -63,13 +63,13 @@
   K(Conv2DBackpropFilter, conv2d_backprop_filter, f32)                                                      \
   K(MaxPool, max_pool, f32) K(AvgPool, avg_pool, f32) K(MaxPoolGrad, max_pool_grad, f32)                    \
   K(AvgPoolGrad, avg_pool_grad, f32)                                                                        \
-  /* gather / segments */                                                                                   \
-  K(Gather, gather, any) K(UnsortedSegmentSum, segment_sum, f32)                                            \
+  /* gather (segment ops: extra_kernels.h) */                                                                                   \
+  K(Gather, gather, any)                                                                                    \
   /* optimizers (f32, TF's formulas) */                                                                     \
   K(ApplyGradientDescent, apply_gradient_descent, f32) K(ApplyMomentum, apply_momentum, f32)                \
   K(ApplyAdagrad, apply_adagrad, f32) K(ApplyAdam, apply_adam, f32) K(ApplyFtrlV2, apply_ftrl, f32)         \
   K(ApplyRMSProp, apply_rmsprop, f32) K(ApplyCenteredRMSProp, apply_centered_rmsprop, f32)                  \
-  K(ApplyAdadelta, apply_adadelta, f32) K(SparseApplyGradientDescent, sparse_apply_gradient_descent, f32)  \
+  K(ApplyAdadelta, apply_adadelta, f32)                                                                     \
   LOOM_CUDA_ARRAY_KERNELS(K) LOOM_CUDA_EXTRA_KERNELS(K)
 
 #ifdef __cplusplus

@@ -870,27 +870,3 @@ extern "C" loom_code loom__cu_gather_any(const loom_kctx *ctx) {
   }
   return LOOM_OK;
 }
-__global__ void k_segsum(const float *d, float *o, const void *idx, int i32, int64_t K, int64_t inner, int64_t nseg,
-                         cu_errp ep) {
-  GRID_LOOP(i, K * inner) {
-    int64_t k = i / inner, j = i - k * inner;
-    int64_t sgi = rd_idx(idx, i32, k);
-    if (sgi >= 0 && sgi < nseg) atomicAdd(&o[sgi * inner + j], d[i]);
-    else if (j == 0) cu_bad_index(ep, k, sgi, nseg);
-  }
-}
-extern "C" loom_code loom__cu_segment_sum_f32(const loom_kctx *ctx) {
-  const loom_buf *D = ctx->in[0], *I = ctx->in[1];
-  loom_buf *O = ctx->out[0];
-  if (I->dtype != LOOM_I32 && I->dtype != LOOM_I64)
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "segment_ids must be int32 or int64");
-  cudaStream_t s = STREAM(ctx);
-  if (O->numel) cudaMemsetAsync(O->data, 0, (size_t)O->numel * sizeof(float), s);
-  int64_t inner = 1;
-  for (int i = I->ndim; i < D->ndim; i++) inner *= D->dims[i];
-  int64_t n = I->numel * inner;
-  if (n == 0 || O->numel == 0) return LOOM_OK;
-  LOOM_LAUNCH(grid_for(n), NT, 0, s, k_segsum)((const float *)D->data, (float *)O->data, I->data, I->dtype == LOOM_I32,
-                                      I->numel, inner, O->dims[0], cu_watch(ctx, LOOM_CU_ERR_SEGMENT_IDS));
-  return LOOM_OK;
-}

@@ -26,6 +26,7 @@
  * reductions done by a warp or block (last bits). */
 #include <math.h>
 #include <string.h>
+#include <type_traits>
 #include "kernels/cuda/common.cuh"
 #include "kernels/cpu/optim.h"
 
@@ -663,7 +664,9 @@ loom_code run_ref_scatter(const loom_kctx *ctx, int op) {
   }
 }
 
-/* ====================================================== segment mean/sqrtN */
+/* ================================================ segment sum/mean/sqrtN */
+/* sqrtn: 0 mean, 1 sqrt(n), 2 plain sum. One thread per (segment, column)
+ * adds the segment's rows in position order: deterministic, no atomics. */
 template <typename T> __global__ void k_segment(const T *d, T *o, grp G, int64_t inner, int sqrtn) {
   Y_LOOP(t, G.n) {
     int64_t r;
@@ -672,7 +675,9 @@ template <typename T> __global__ void k_segment(const T *d, T *o, grp G, int64_t
       T s = 0;
       int64_t c = 0;
       for (int64_t u = t, p; (p = grp_pos(G, u, r)) >= 0; u++, c++) s += d[p * inner + j];
-      if (c > 1) s /= sqrtn ? x_sqrt((T)c) : (T)c;
+      if constexpr (std::is_floating_point<T>::value) {
+        if (c > 1 && sqrtn < 2) s /= sqrtn ? x_sqrt((T)c) : (T)c;
+      }
       o[r * inner + j] = s;
     }
   }
@@ -696,7 +701,7 @@ template <typename T> loom_code run_segment(const loom_kctx *ctx, int sqrtn) {
 }
 
 /* ===================================================== sparse optimizers */
-enum { SP_MOMENTUM, SP_ADAGRAD, SP_ADAM, SP_FTRL, SP_RMSPROP, SP_CRMSPROP, SP_ADADELTA };
+enum { SP_MOMENTUM, SP_ADAGRAD, SP_ADAM, SP_FTRL, SP_RMSPROP, SP_CRMSPROP, SP_ADADELTA, SP_GD };
 struct sopt {
   float *var, *s0, *s1, *s2;
   const float *g;
@@ -795,6 +800,7 @@ __device__ __forceinline__ void sopt_apply(const sopt &A, const hyp &h, int64_t 
     A.s1[e] = A.s1[e] * rho + upd * upd * orho;
     break;
   }
+  case SP_GD: *var -= h.lr * g; break;
   default: break;
   }
 }
@@ -945,7 +951,8 @@ SELECT_K(bool, uint8_t)
 #define NUM_K(dt, T, U)                                                                                               \
   extern "C" loom_code loom__cu_clip_by_value_##dt(const loom_kctx *ctx) { return run_clip<T>(ctx); }                \
   extern "C" loom_code loom__cu_top_k_##dt(const loom_kctx *ctx) { return run_topk<T>(ctx); }                        \
-  extern "C" loom_code loom__cu_scatter_add_##dt(const loom_kctx *ctx) { return run_tensor_scatter<T, U>(ctx, 1); }
+  extern "C" loom_code loom__cu_scatter_add_##dt(const loom_kctx *ctx) { return run_tensor_scatter<T, U>(ctx, 1); } \
+  extern "C" loom_code loom__cu_segment_sum_##dt(const loom_kctx *ctx) { return run_segment<T>(ctx, 2); }
 NUM_K(f32, float, float)
 NUM_K(f64, double, double)
 NUM_K(i32, int32_t, uint32_t)
@@ -973,6 +980,10 @@ extern "C" loom_code loom__cu_ref_scatter_add_any(const loom_kctx *ctx) { return
 extern "C" loom_code loom__cu_ref_scatter_sub_any(const loom_kctx *ctx) { return run_ref_scatter(ctx, 2); }
 
 /* Sparse optimizers: input orders as TF's (see kernels/cpu/optim.c). */
+extern "C" loom_code loom__cu_sparse_apply_gradient_descent_f32(const loom_kctx *ctx) {
+  static const int h[7] = {1, -1, -1, -1, -1, -1, -1}; /* var, alpha, grad, indices */
+  return run_sparse_opt(ctx, SP_GD, 2, 3, 0, h, 0);
+}
 extern "C" loom_code loom__cu_sparse_apply_momentum_f32(const loom_kctx *ctx) {
   static const int h[7] = {2, 5, -1, -1, -1, -1, -1}; /* var, accum, lr, grad, indices, momentum */
   return run_sparse_opt(ctx, SP_MOMENTUM, 3, 4, 1, h, 0);

@@ -148,28 +148,6 @@ extern "C" loom_code loom__cu_apply_adadelta_f32(const loom_kctx *ctx) {
   return run_opt(ctx, OPT_ADADELTA, &a, 6, 2, h, 3);
 }
 
-__global__ void k_sparse_gd(float *var, const float *lr, const float *g, const void *idx, int i32, int64_t K,
-                            int64_t row, int64_t nrows, cu_errp ep) {
-  float a = *lr;
-  GRID_LOOP(i, K * row) {
-    int64_t k = i / row, j = i - k * row;
-    int64_t r = i32 ? (int64_t)((const int32_t *)idx)[k] : ((const int64_t *)idx)[k];
-    if (r >= 0 && r < nrows) atomicAdd(&var[r * row + j], -a * g[i]);
-    else if (j == 0) cu_bad_index(ep, k, r, nrows);
-  }
-}
-extern "C" loom_code loom__cu_sparse_apply_gradient_descent_f32(const loom_kctx *ctx) {
-  /* var, alpha, grad, indices */
-  const loom_buf *V = ctx->in[0], *I = ctx->in[3];
-  if (I->dtype != LOOM_I32 && I->dtype != LOOM_I64)
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "indices must be int32 or int64");
-  int64_t row = V->ndim ? V->numel / (V->dims[0] ? V->dims[0] : 1) : 1;
-  int64_t n = I->numel * row;
-  if (n == 0 || V->numel == 0) return LOOM_OK;
-  LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_sparse_gd)(fp(ctx, 0), fp(ctx, 1), fp(ctx, 2), I->data, I->dtype == LOOM_I32,
-                                                   I->numel, row, V->dims[0], cu_watch(ctx, LOOM_CU_ERR_INDICES));
-  return LOOM_OK;
-}
 
 /* ============================================================ assignment */
 template <typename T, typename U> __global__ void k_assign_ew(T *x, const T *y, int64_t n, int op) {

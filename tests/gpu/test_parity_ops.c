@@ -1119,24 +1119,29 @@ static const segcase segs_[] = {
     {"large [4000,80] into 50", 2, {4000, 80}, 50, 0},
 };
 
-/* UnsortedSegmentSum: the GPU adds rows with float atomics (another order than the CPU's in-order sum): 1e-6
- * relative for short segments, 1e-5 for the large case (~80 rows per segment). */
+/* UnsortedSegmentSum for every data dtype: the GPU adds each segment's rows in position order like the CPU
+ * (grouped by a device sort, no atomics); 1e-6 relative for f32 (1e-5 for the large case, ~80 rows per
+ * segment), exact for integers. */
 static void sec_segsum(void) {
+  static const loom_dtype dts[4] = {LOOM_F32, LOOM_F64, LOOM_I32, LOOM_I64};
+  for (int di = 0; di < 4; di++)
   for (int it = I32; it <= I64; it++)
     for (size_t k = 0; k < sizeof segs_ / sizeof segs_[0]; k++) {
       const segcase *sc = &segs_[k];
       gc c;
       gc_init(&c);
-      loom_output d = gc_feed(&c, F32, sc->nd, sc->d, V_SIGNED, 0);
+      loom_dtype ddt = dts[di];
+      loom_output d = gc_feed(&c, ddt, sc->nd, sc->d, ddt == LOOM_I32 || ddt == LOOM_I64 ? V_IDX : V_SIGNED, 100);
       loom_tensor *ti = gen((loom_dtype)it, 1, sc->d, V_IDX, sc->nseg);
       if (sc->err) {
         if (it == I32) ((int32_t *)loom_tensor_data(ti))[5] = -3;
         else ((int64_t *)loom_tensor_data(ti))[7] = sc->nseg;
       }
       loom_output i = gc_feed_t(&c, ti);
-      gc_fetch(&c, loom_unsorted_segment_sum(c.g, d, i, sc->nseg, NULL), sc->d[0] > 1000 ? 1e-5 : T32, "output");
+      double tol = ddt == LOOM_F32 ? (sc->d[0] > 1000 ? 1e-5 : T32) : ddt == LOOM_F64 ? 1e-12 : 0;
+      gc_fetch(&c, loom_unsorted_segment_sum(c.g, d, i, sc->nseg, NULL), tol, "output");
       c.expect_err = sc->err;
-      gc_run(&c, "unsorted_segment_sum f32 ids %s %s", dn((loom_dtype)it), sc->tag);
+      gc_run(&c, "unsorted_segment_sum %s ids %s %s", dn(ddt), dn((loom_dtype)it), sc->tag);
     }
 }
 
