@@ -760,30 +760,47 @@ __global__ void k_pool(const float *x, float *y, pgeom g, int64_t nout, int avg)
     y[o] = acc;
   }
 }
-__global__ void k_pool_grad(const float *x, const float *dy, float *dx, pgeom g, int64_t nout, int avg) {
-  GRID_LOOP(o, nout) {
-    int64_t n, c, hb, he, wb, we;
-    pool_win(g, o, &n, &c, &hb, &he, &wb, &we);
-    float d = dy[o];
-    if (avg) {
-      int64_t cnt = (he - hb) * (we - wb);
-      if (cnt <= 0) continue;
-      float v = d / (float)cnt;
-      for (int64_t ih = hb; ih < he; ih++)
-        for (int64_t iw = wb; iw < we; iw++) atomicAdd(&dx[((n * g.H + ih) * g.W + iw) * g.C + c], v);
-    } else {
-      int64_t best = -1;
-      float bv = -INFINITY;
-      for (int64_t ih = hb; ih < he; ih++)
-        for (int64_t iw = wb; iw < we; iw++) {
-          int64_t at = ((n * g.H + ih) * g.W + iw) * g.C + c;
-          if (best < 0 || x[at] > bv) {
-            bv = x[at];
-            best = at;
-          }
+/* Pooling gradients gathered per input element: each dx element adds, in
+ * output order (oh, then ow, as the CPU accumulates), dy of every window
+ * that covers it (avg: dy / window size; max: when it is the window's first
+ * maximum). No atomics: deterministic. */
+__device__ __forceinline__ void pool_range(int64_t i, int64_t pad, int64_t k, int64_t st, int64_t nout, int64_t *lo,
+                                           int64_t *hi) {
+  /* outputs o with o * st - pad <= i < o * st - pad + k */
+  int64_t a = i + pad - k + 1; /* o * st >= a */
+  *lo = a <= 0 ? 0 : (a + st - 1) / st;
+  int64_t b = (i + pad) / st + 1;
+  *hi = b < nout ? b : nout;
+}
+__global__ void k_pool_grad(const float *x, const float *dy, float *dx, pgeom g, int64_t nin, int avg) {
+  GRID_LOOP(i, nin) {
+    int64_t c = i % g.C, t = i / g.C, iw = t % g.W, t2 = t / g.W, ih = t2 % g.H, n = t2 / g.H;
+    int64_t oh0, oh1, ow0, ow1;
+    pool_range(ih, g.pt, g.kh, g.sh, g.OH, &oh0, &oh1);
+    pool_range(iw, g.pl, g.kw, g.sw, g.OW, &ow0, &ow1);
+    float acc = 0.0f;
+    for (int64_t oh = oh0; oh < oh1; oh++)
+      for (int64_t ow = ow0; ow < ow1; ow++) {
+        int64_t o = ((n * g.OH + oh) * g.OW + ow) * g.C + c, nn, cc, hb, he, wb, we;
+        pool_win(g, o, &nn, &cc, &hb, &he, &wb, &we);
+        if (avg) {
+          int64_t cnt = (he - hb) * (we - wb);
+          if (cnt > 0) acc += dy[o] * (1.0f / (float)cnt); /* as the CPU: times the reciprocal */
+        } else {
+          int64_t best = -1;
+          float bv = -INFINITY;
+          for (int64_t h = hb; h < he; h++)
+            for (int64_t w = wb; w < we; w++) {
+              int64_t at = ((n * g.H + h) * g.W + w) * g.C + c;
+              if (best < 0 || x[at] > bv) {
+                bv = x[at];
+                best = at;
+              }
+            }
+          if (best == i) acc += dy[o];
         }
-      if (best >= 0) atomicAdd(&dx[best], d);
-    }
+      }
+    dx[i] = acc;
   }
 }
 extern "C" loom_code loom__cu_max_pool_f32(const loom_kctx *ctx) {
@@ -808,11 +825,8 @@ extern "C" loom_code loom__cu_max_pool_grad_f32(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, X->dims, DY->dims);
-  cudaStream_t s = STREAM(ctx);
-  cudaMemsetAsync(DX->data, 0, (size_t)DX->numel * sizeof(float), s);
-  if (DY->numel)
-    LOOM_LAUNCH(grid_for(DY->numel), NT, 0, s, k_pool_grad)((const float *)X->data, (const float *)DY->data, (float *)DX->data, g,
-                                                   DY->numel, 0);
+  LOOM_LAUNCH(grid_for(DX->numel), NT, 0, STREAM(ctx), k_pool_grad)((const float *)X->data, (const float *)DY->data,
+                                                                     (float *)DX->data, g, DX->numel, 0);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_avg_pool_grad_f32(const loom_kctx *ctx) {
@@ -821,10 +835,8 @@ extern "C" loom_code loom__cu_avg_pool_grad_f32(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, DX->dims, DY->dims);
-  cudaStream_t s = STREAM(ctx);
-  cudaMemsetAsync(DX->data, 0, (size_t)DX->numel * sizeof(float), s);
-  if (DY->numel)
-    LOOM_LAUNCH(grid_for(DY->numel), NT, 0, s, k_pool_grad)(NULL, (const float *)DY->data, (float *)DX->data, g, DY->numel, 1);
+  LOOM_LAUNCH(grid_for(DX->numel), NT, 0, STREAM(ctx), k_pool_grad)(NULL, (const float *)DY->data, (float *)DX->data, g,
+                                                                     DX->numel, 1);
   return LOOM_OK;
 }
 
