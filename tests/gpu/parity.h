@@ -16,6 +16,13 @@
 #include <string.h>
 #include "loom/loom.h"
 
+#define F32 LOOM_F32
+#define F64 LOOM_F64
+#define I32 LOOM_I32
+#define I64 LOOM_I64
+#define U8 LOOM_U8
+#define BOOL LOOM_BOOL
+
 static int g_fail, g_checked;
 
 static uint64_t rs = 0x2545F4914F6CDD1Dull;
@@ -117,6 +124,36 @@ static inline int run(loom_session *s, const char *what, const loom_output *feed
   return rc == LOOM_OK;
 }
 
+/* Appends to fetch[*nx] the gradients of sum_k sum(y[k] * w_k) (w_k fixed
+ * random scalars; integer outputs take no part) with respect to every float
+ * input among in[0 .. nin). */
+static inline void parity_grads(loom_graph *g, const loom_output *y, int ny, const loom_output *in, const loom_dtype *dt,
+                                int nin, loom_output *fetch, int *nx, const char *name) {
+  loom_output loss = {0};
+  for (int k = 0, first = 1; k < ny; k++) {
+    loom_dtype ydt = loom_output_dtype(y[k]);
+    if (ydt != LOOM_F32 && ydt != LOOM_F64) continue;
+    loom_tensor *w = rand_tensor(ydt, 0, NULL, 0);
+    loom_output t = loom_reduce_sum(g, loom_mul(g, y[k], loom_const(g, w, NULL), NULL), -1, NULL, 0, NULL);
+    loom_tensor_free(w);
+    loss = first ? t : loom_add(g, loss, t, NULL);
+    first = 0;
+  }
+  if (!loss.node) return;
+  loom_output xs[8], gr[8];
+  int nxs = 0;
+  for (int k = 0; k < nin && nxs < 8; k++)
+    if (dt[k] == LOOM_F32 || dt[k] == LOOM_F64) xs[nxs++] = in[k];
+  loom_status *st = loom_status_new();
+  if (loom_gradients(g, 1, &loss, NULL, nxs, xs, gr, st)) {
+    printf("FAIL %s: gradients: %s\n", name, loom_status_message(st));
+    g_fail++;
+  }
+  loom_status_free(st);
+  for (int k = 0; k < nxs; k++)
+    if (gr[k].node) fetch[(*nx)++] = gr[k];
+}
+
 static inline void run_case(const pcase *c) {
   loom_graph *g = loom_graph_new();
   loom_output in[MAXIN];
@@ -129,24 +166,7 @@ static inline void run_case(const pcase *c) {
   loom_output fetch[1 + MAXIN];
   int nx = 1;
   fetch[0] = y;
-  if (c->grad) {
-    /* d/dx sum(y * w), w fixed */
-    loom_tensor *w = rand_tensor(loom_output_dtype(y), 0, NULL, 0);
-    loom_output loss = loom_reduce_sum(g, loom_mul(g, y, loom_const(g, w, NULL), NULL), -1, NULL, 0, NULL);
-    loom_tensor_free(w);
-    loom_output xs[MAXIN], gr[MAXIN];
-    int nxs = 0;
-    for (int k = 0; k < c->nin; k++)
-      if (c->dt[k] == LOOM_F32 || c->dt[k] == LOOM_F64) xs[nxs++] = in[k];
-    loom_status *st = loom_status_new();
-    if (loom_gradients(g, 1, &loss, NULL, nxs, xs, gr, st)) {
-      printf("FAIL %s: gradients: %s\n", c->name, loom_status_message(st));
-      g_fail++;
-    }
-    loom_status_free(st);
-    for (int k = 0; k < nxs; k++)
-      if (gr[k].node) fetch[nx++] = gr[k];
-  }
+  if (c->grad) parity_grads(g, &y, 1, in, c->dt, c->nin, fetch, &nx, c->name);
   loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
   loom_tensor *oc[1 + MAXIN] = {0}, *og[1 + MAXIN] = {0};
   if (sc && sg && run(sc, c->name, in, fv, c->nin, fetch, oc, nx, NULL, 0) &&

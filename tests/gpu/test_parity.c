@@ -85,7 +85,6 @@ static loom_output b_trunc(loom_graph *g, const loom_output *i) {
   return loom_truncated_normal(g, 1, d, LOOM_F32, 1, 2, 9, 1, NULL);
 }
 
-#define F32 LOOM_F32
 static const pcase cases[] = {
     {"add same", 2, {F32, F32}, {2, 2}, {{33, 65}, {33, 65}}, {0}, b_add, 1e-6, 1},
     {"add bcast row", 2, {F32, F32}, {2, 1}, {{33, 65}, {65}}, {0}, b_add, 1e-6, 1},

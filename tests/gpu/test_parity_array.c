@@ -9,12 +9,6 @@
  * in the CUDA session. Harness: tests/gpu/parity.h; skips without a device. */
 #include "tests/gpu/parity.h"
 
-#define F32 LOOM_F32
-#define F64 LOOM_F64
-#define I32 LOOM_I32
-#define I64 LOOM_I64
-#define U8 LOOM_U8
-#define BOOL LOOM_BOOL
 
 /* ---- fallback watch: our ops must run on the device ---- */
 static const char *const k_ops[] = {"BroadcastTo", "BroadcastLike", "Transpose", "ConcatV2", "Split", "SplitV",
@@ -396,31 +390,7 @@ static void run_mcase(const mcase *c) {
   loom_output fetch[MAXOUT + MAXIN];
   int nx = 0;
   for (int k = 0; k < ny; k++) fetch[nx++] = y[k];
-  if (c->grad) {
-    /* d/dx sum_k sum(y_k * w_k), a different weight per output */
-    loom_output loss = {0};
-    for (int k = 0, first = 1; k < ny; k++) {
-      loom_dtype dt = loom_output_dtype(y[k]);
-      if (dt != F32 && dt != F64) continue; /* integer outputs (Shape) take no part */
-      loom_tensor *w = rand_tensor(loom_output_dtype(y[k]), 0, NULL, 0);
-      loom_output t = loom_reduce_sum(g, loom_mul(g, y[k], loom_const(g, w, NULL), NULL), -1, NULL, 0, NULL);
-      loom_tensor_free(w);
-      loss = first ? t : loom_add(g, loss, t, NULL);
-      first = 0;
-    }
-    loom_output xs[MAXIN], gr[MAXIN];
-    int nxs = 0;
-    for (int k = 0; k < c->nin; k++)
-      if (c->dt[k] == F32 || c->dt[k] == F64) xs[nxs++] = in[k];
-    loom_status *st = loom_status_new();
-    if (loom_gradients(g, 1, &loss, NULL, nxs, xs, gr, st)) {
-      printf("FAIL %s: gradients: %s\n", c->name, loom_status_message(st));
-      g_fail++;
-    }
-    loom_status_free(st);
-    for (int k = 0; k < nxs; k++)
-      if (gr[k].node) fetch[nx++] = gr[k];
-  }
+  if (c->grad) parity_grads(g, y, ny, in, c->dt, c->nin, fetch, &nx, c->name); /* a weight per output */
   loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
   loom_tensor *oc[MAXOUT + MAXIN] = {0}, *og[MAXOUT + MAXIN] = {0};
   if (sc && sg && run(sc, c->name, in, fv, c->nin, fetch, oc, nx, NULL, 0) &&

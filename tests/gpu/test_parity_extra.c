@@ -39,12 +39,6 @@ static void expect(int ok, const char *what) {
 }
 
 /* ================================================================ cases */
-#define F32 LOOM_F32
-#define F64 LOOM_F64
-#define I32 LOOM_I32
-#define I64 LOOM_I64
-#define BOOL LOOM_BOOL
-#define U8 LOOM_U8
 
 static loom_output b_select(loom_graph *g, const loom_output *i) { return loom_select(g, i[0], i[1], i[2], NULL); }
 static loom_output b_clip_c(loom_graph *g, const loom_output *i) {

@@ -36,12 +36,6 @@
 #include <stdarg.h>
 #include "tests/gpu/parity.h"
 
-#define F32 LOOM_F32
-#define F64 LOOM_F64
-#define I32 LOOM_I32
-#define I64 LOOM_I64
-#define U8 LOOM_U8
-#define BOOL LOOM_BOOL
 #define M(dt) (1u << (dt))
 #define MFLT (M(F32) | M(F64))
 #define MNUM (MFLT | M(I32) | M(I64))
