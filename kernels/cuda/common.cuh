@@ -33,6 +33,11 @@ static inline loom_code cu_err(const loom_kctx *ctx, loom_code c, const char *ms
   return loom_status_set(ctx->st, c, "%s", msg);
 }
 
+/* Element k of an int32 (i32 != 0) or int64 index tensor. */
+__device__ __forceinline__ int64_t cu_load_index(const void *p, int i32, int64_t k) {
+  return i32 ? (int64_t)((const int32_t *)p)[k] : ((const int64_t *)p)[k];
+}
+
 /* Index checks on the device: a kernel that reads indices takes the cu_errp
  * from cu_watch(ctx, LOOM_CU_ERR_<what>) as an argument and calls
  * cu_bad_index(ep, position, value, bound) for an index outside [0, bound)

@@ -841,15 +841,12 @@ extern "C" loom_code loom__cu_avg_pool_grad_f32(const loom_kctx *ctx) {
 }
 
 /* ================================================== gather, segments */
-__device__ __forceinline__ int64_t rd_idx(const void *p, int i32, int64_t k) {
-  return i32 ? (int64_t)((const int32_t *)p)[k] : ((const int64_t *)p)[k];
-}
 template <typename E>
 __global__ void k_gather(const E *src, E *dst, const void *idx, int i32, int64_t outer, int64_t K, int64_t N,
                          int64_t inner, cu_errp ep) {
   GRID_LOOP(i, outer * K * inner) {
     int64_t j = i % inner, t = i / inner, k = t % K, o = t / K;
-    int64_t v = rd_idx(idx, i32, k);
+    int64_t v = cu_load_index(idx, i32, k);
     if (v >= 0 && v < N) {
       dst[i] = src[(o * N + v) * inner + j];
     } else {

@@ -35,9 +35,6 @@ namespace {
 #define TILE 2048 /* elements a block sorts in shared memory (power of two) */
 #define NONE (~0ull)
 
-__device__ __forceinline__ int64_t ld_idx(const void *p, int i32, int64_t k) {
-  return i32 ? (int64_t)((const int32_t *)p)[k] : ((const int64_t *)p)[k];
-}
 __device__ __forceinline__ float x_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double x_sqrt(double x) { return sqrt(x); }
 
@@ -550,7 +547,7 @@ __global__ void k_grp_keys(const void *idx, int i32, int64_t n, int64_t L, int64
   GRID_LOOP(t, L) {
     unsigned long long key = NONE;
     if (t < n) {
-      int64_t v = ld_idx(idx, i32, t);
+      int64_t v = cu_load_index(idx, i32, t);
       if (v >= 0 && v < bound) key = ((unsigned long long)v << pb) | (unsigned long long)t;
       else atomicMin(bad, (unsigned long long)t);
     }
@@ -560,7 +557,7 @@ __global__ void k_grp_keys(const void *idx, int i32, int64_t n, int64_t L, int64
 __global__ void k_grp_report(const void *idx, int i32, int64_t bound, const unsigned long long *bad, cu_errp ep) {
   if (threadIdx.x == 0 && blockIdx.x == 0 && *bad != NONE) {
     int64_t p = (int64_t)*bad;
-    cu_bad_index(ep, p, ld_idx(idx, i32, p), bound);
+    cu_bad_index(ep, p, cu_load_index(idx, i32, p), bound);
   }
 }
 /* Groups the n >= 1 indices of I (int32/int64) by value in [0, bound). */
