@@ -16,7 +16,10 @@
  *
  * Environment: CUEMU_DEVICES (devices reported, default 1), CUEMU_MEM_BYTES
  * (device memory, default 8 GiB), CUEMU_PROTECT=0 (leave device memory
- * readable by the host, for debugging). */
+ * readable by the host, for debugging), CUEMU_ORDER=reverse (run the
+ * threads of a block last to first between barriers, and blocks last to
+ * first: a kernel whose result depends on the order in which threads run
+ * without a barrier between them, i.e. a race, gives another answer). */
 #define _GNU_SOURCE 1
 #include <cblas.h>
 #include <execinfo.h>
@@ -185,6 +188,7 @@ cuemu::body_fn g_body;
 void *g_arg;
 unsigned long long g_slots[32][32];
 unsigned g_nthreads;
+int g_reverse; /* CUEMU_ORDER=reverse, read at each launch */
 
 void fiber_entry() {
 #if defined(__x86_64__)
@@ -258,8 +262,8 @@ bool run_block(unsigned nthreads) {
   }
   unsigned nwarps = (nthreads + 31) / 32;
   for (;;) {
-    for (unsigned i = 0; i < nthreads; i++) {
-      fiber &f = g_fib[i];
+    for (unsigned k = 0; k < nthreads; k++) {
+      fiber &f = g_fib[g_reverse ? nthreads - 1 - k : k];
       if (f.state != F_RUN) continue;
       g_cur = &f;
       cuemu::thread_idx = f.t;
@@ -340,9 +344,12 @@ void run(dim3 g, dim3 b, size_t shmem, cudaStream_t s, body_fn body, void *arg) 
   g_nthreads = (unsigned)nt;
   block_dim = b;
   grid_dim = g;
+  const char *order = getenv("CUEMU_ORDER");
+  g_reverse = order && !strcmp(order, "reverse");
   for (unsigned z = 0; z < g.z; z++)
     for (unsigned y = 0; y < g.y; y++)
-      for (unsigned x = 0; x < g.x; x++) {
+      for (unsigned x0 = 0; x0 < g.x; x0++) {
+        unsigned x = g_reverse ? g.x - 1 - x0 : x0;
         block_idx.x = x;
         block_idx.y = y;
         block_idx.z = z;

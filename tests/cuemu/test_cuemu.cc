@@ -55,6 +55,13 @@ __global__ void k_shfl(const int *x, int *down, int *xr, int *sum) {
   sum[t] = s;
 }
 
+/* A race: reads a neighbour's shared slot without a barrier. */
+__global__ void k_racy(int *out) {
+  __shared__ int sh[64];
+  sh[threadIdx.x] = (int)threadIdx.x + 1;
+  out[threadIdx.x] = sh[(threadIdx.x + 1) % 64];
+}
+
 __global__ void k_divergent(int *x) {
   if (threadIdx.x < 3) __syncthreads(); /* a hang on a GPU; reported here */
   else __syncwarp();
@@ -124,6 +131,26 @@ int main() {
   ok = true;
   for (int i = 32; i < 40; i++) ok &= hd[i] == (i + 3 < 40 ? hx[i + 3] : hx[i]);
   CHECK(ok, "partial warp: lanes past the block's end give the caller's value");
+
+  /* CUEMU_ORDER=reverse changes what a racy kernel reads (and nothing for a correct one: k_reverse) */
+  {
+    int *r;
+    cudaMalloc((void **)&r, 64 * 4);
+    std::vector<int> fwd(64), rev(64);
+    cudaMemset(r, 0, 64 * 4);
+    LAUNCH(dim3(1), dim3(64), 0, nullptr, k_racy)(r);
+    cudaMemcpy(fwd.data(), r, 64 * 4, cudaMemcpyDeviceToHost);
+    setenv("CUEMU_ORDER", "reverse", 1);
+    LAUNCH(dim3(1), dim3(64), 0, nullptr, k_racy)(r);
+    cudaMemcpy(rev.data(), r, 64 * 4, cudaMemcpyDeviceToHost);
+    LAUNCH(dim3(2), dim3(256), 0, nullptr, k_reverse)(dx, dy);
+    std::vector<float> ys2(512);
+    cudaMemcpy(ys2.data(), dy, 512 * 4, cudaMemcpyDeviceToHost);
+    unsetenv("CUEMU_ORDER");
+    CHECK(fwd != rev, "the racy kernel reads differently in reverse order");
+    CHECK(ys2 == ys, "the barrier-correct kernel does not");
+    cudaFree(r);
+  }
 
   /* launch configuration errors are reported and clear on read */
   LAUNCH(dim3(0), dim3(32), 0, nullptr, k_ids)(d, 1);
