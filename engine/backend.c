@@ -409,12 +409,32 @@ loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st) {
 loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st) {
   loom_dev_session *ds = s->dev;
   if (!ds->be->take_data_error) return LOOM_OK;
-  int step = -1;
-  char msg[256];
-  loom_code rc = ds->be->take_data_error(ds->ctx, &step, msg, sizeof msg, st);
-  if (rc || step < 0) return rc;
-  const loom_node *n = step < p->nsteps ? p->steps[step].node : NULL;
-  return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s", n ? n->name : "run", msg);
+  loom_dev_data_error e;
+  loom_code rc = ds->be->take_data_error(ds->ctx, &e, st);
+  if (rc || e.step < 0) return rc;
+  const plan_step *sp = e.step < p->nsteps ? &p->steps[e.step] : NULL;
+  /* the position in the index tensor's own dims, as the CPU kernels print it */
+  const loom_buf *ib = NULL;
+  for (int k = 0; sp && e.indices && k < sp->ctx.nin; k++)
+    if (sp->ctx.in[k]->data == e.indices) ib = sp->ctx.in[k];
+  char pos[160];
+  if (ib && ib->numel > e.pos && e.pos >= 0) {
+    int64_t idx[LOOM_MAX_DIMS], r = e.pos;
+    for (int d = ib->ndim - 1; d >= 0; d--) {
+      idx[d] = ib->dims[d] ? r % ib->dims[d] : 0;
+      r = ib->dims[d] ? r / ib->dims[d] : 0;
+    }
+    size_t k = 0;
+    pos[0] = 0;
+    if (ib->ndim > 0) k += (size_t)snprintf(pos, sizeof pos, "[");
+    for (int d = 0; d < ib->ndim && k < sizeof pos; d++)
+      k += (size_t)snprintf(pos + k, sizeof pos - k, "%s%lld", d ? "," : "", (long long)idx[d]);
+    if (ib->ndim > 0 && k < sizeof pos) snprintf(pos + k, sizeof pos - k, "]");
+  } else {
+    snprintf(pos, sizeof pos, "[%lld]", (long long)e.pos);
+  }
+  return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s%s = %lld is not in [0, %lld)",
+                         sp ? sp->node->name : "run", e.what, pos, (long long)e.value, (long long)e.bound);
 }
 
 loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst, loom_status *st) {

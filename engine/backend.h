@@ -17,6 +17,16 @@
 #define LOOM_BACKEND_H
 #include "engine/session_impl.h"
 
+/* An index out of range found by a kernel: plan step, what ("indices",
+ * "segment_ids", "labels"), the index tensor's device address (NULL:
+ * unknown), flat position, value and bound. */
+typedef struct loom_dev_data_error {
+  int step;
+  const char *what;
+  const void *indices;
+  int64_t pos, value, bound;
+} loom_dev_data_error;
+
 typedef struct loom_backend_i {
   const char *name;
   loom_device_type device;
@@ -48,9 +58,8 @@ typedef struct loom_backend_i {
   /* The plan step whose kernels are being queued now (for kernels' bad-data reports). */
   void (*begin_step)(void *ctx, int step);
   /* After a synchronization: bad data a kernel reported since the last call
-   * (an index out of range). *step = -1 when none; else the step and a
-   * message such as "indices[3] = 77 is not in [0, 50)". Clears the report. */
-  loom_code (*take_data_error)(void *ctx, int *step, char *msg, size_t cap, loom_status *st);
+   * (an index out of range); e->step = -1 when none. Clears the report. */
+  loom_code (*take_data_error)(void *ctx, struct loom_dev_data_error *e, loom_status *st);
   /* Bytes held by the pool (in use, cached). */
   void (*pool_stats)(void *ctx, size_t *in_use, size_t *cached);
 } loom_backend_i;

@@ -275,9 +275,9 @@ static void cu_event_free(void *ctx, void *ev) {
 /* ---- bad data reported by kernels (kernels/cuda/common.cuh: cu_watch) ---- */
 static void cu_begin_step(void *ctx, int step) { ((loom_cuda_ctx *)ctx)->step = step; }
 
-static loom_code cu_take_data_error(void *ctx, int *step, char *msg, size_t cap, loom_status *st) {
+static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_status *st) {
   loom_cuda_ctx *c = ctx;
-  *step = -1;
+  out->step = -1;
   if (!c->watched) return LOOM_OK;
   c->watched = 0;
   loom_cuda_err r;
@@ -288,10 +288,12 @@ static loom_code cu_take_data_error(void *ctx, int *step, char *msg, size_t cap,
   e = cudaMemsetAsync(c->derr, 0, sizeof r, c->stream);
   if (e != cudaSuccess) return cuda_fail(st, e, "cuda: clearing the kernels' error record");
   static const char *const what[] = {"indices", "segment_ids", "labels"};
-  *step = (int)(r.tag - 1);
-  snprintf(msg, cap, "%s[%lld] = %lld is not in [0, %lld)",
-           r.kind >= 0 && r.kind < (long long)(sizeof what / sizeof what[0]) ? what[r.kind] : "index", r.pos, r.value,
-           r.bound);
+  out->step = (int)(r.tag - 1);
+  out->what = r.kind >= 0 && r.kind < (long long)(sizeof what / sizeof what[0]) ? what[r.kind] : "index";
+  out->indices = (const void *)(uintptr_t)r.indices;
+  out->pos = r.pos;
+  out->value = r.value;
+  out->bound = r.bound;
   return LOOM_OK;
 }
 

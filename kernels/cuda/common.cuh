@@ -48,11 +48,14 @@ struct cu_errp {
   loom_cuda_err *e;
   unsigned long long tag;
   int kind;
+  const void *indices;
 };
-static inline cu_errp cu_watch(const loom_kctx *ctx, int kind) {
+/* I: the index tensor (one of the op's inputs), whose dims turn the flat
+ * position into the CPU's "[i,j]"; NULL prints the flat position. */
+static inline cu_errp cu_watch(const loom_kctx *ctx, int kind, const loom_buf *I) {
   loom_cuda_ctx *c = CUCTX(ctx);
   c->watched = 1;
-  cu_errp ep = {c->derr, (unsigned long long)c->step + 1, kind};
+  cu_errp ep = {c->derr, (unsigned long long)c->step + 1, kind, I ? I->data : NULL};
   return ep;
 }
 __device__ __forceinline__ void cu_bad_index(const cu_errp &ep, int64_t pos, int64_t value, int64_t bound) {
@@ -61,6 +64,7 @@ __device__ __forceinline__ void cu_bad_index(const cu_errp &ep, int64_t pos, int
     ep.e->pos = pos;
     ep.e->value = value;
     ep.e->bound = bound;
+    ep.e->indices = (unsigned long long)(uintptr_t)ep.indices;
   }
 }
 

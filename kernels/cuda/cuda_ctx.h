@@ -16,6 +16,7 @@ typedef struct loom_cuda_block loom_cuda_block;
 typedef struct loom_cuda_err {
   unsigned long long tag;
   long long kind, pos, value, bound;
+  unsigned long long indices; /* device address of the index tensor (its dims name the position) */
 } loom_cuda_err;
 enum { LOOM_CU_ERR_INDICES, LOOM_CU_ERR_SEGMENT_IDS, LOOM_CU_ERR_LABELS };
 

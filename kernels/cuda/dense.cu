@@ -535,10 +535,10 @@ template <typename T> static loom_code xent(const loom_kctx *ctx, int sparse) {
                                                              cu_errp{});
   else if (L->dtype == LOOM_I32)
     LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int32_t *)L->data, loss,
-                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS));
+                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS, L));
   else if (L->dtype == LOOM_I64)
     LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int64_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int64_t *)L->data, loss,
-                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS));
+                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS, L));
   else
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "labels must be int32 or int64, got %s",
                            loom_dtype_name(L->dtype));
@@ -870,7 +870,7 @@ extern "C" loom_code loom__cu_gather_any(const loom_kctx *ctx) {
   int64_t K = I->numel, n = outer * K * inner;
   int i32 = I->dtype == LOOM_I32;
   cudaStream_t s = STREAM(ctx);
-  cu_errp ep = cu_watch(ctx, LOOM_CU_ERR_INDICES);
+  cu_errp ep = cu_watch(ctx, LOOM_CU_ERR_INDICES, I);
   switch (loom_dtype_size(P->dtype)) {
   case 1: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint8_t>)((const uint8_t *)P->data, (uint8_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;
   case 4: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint32_t>)((const uint32_t *)P->data, (uint32_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;

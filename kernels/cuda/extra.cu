@@ -578,7 +578,7 @@ loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int
   int i32 = I->dtype == LOOM_I32;
   cudaMemsetAsync(bad, 0xff, sizeof *bad, s);
   LOOM_LAUNCH(grid_for(L), NT, 0, s, k_grp_keys)(I->data, i32, n, L, bound, pb, keys, bad);
-  LOOM_LAUNCH(1, 32, 0, s, k_grp_report)(I->data, i32, bound, bad, cu_watch(ctx, kind));
+  LOOM_LAUNCH(1, 32, 0, s, k_grp_report)(I->data, i32, bound, bad, cu_watch(ctx, kind, I));
   bitonic_sort(s, keys, 1, L, u64_less());
   G->keys = keys;
   G->bad = bad;

@@ -79,6 +79,31 @@ static loom_output b_sxent(loom_graph *g, loom_output idx, const char *name) {
   return loom_sparse_softmax_cross_entropy_with_logits(g, logits, idx, NULL, NULL, name);
 }
 
+/* TensorScatterUpdate with [4,1] indices: the position is named in the index tensor's dims, as on the CPU. */
+static void scatter_position_case(void) {
+  loom_graph *g = loom_graph_new();
+  int64_t id[2] = {4, 1}, td[2] = {10, 3}, ud[2] = {4, 3};
+  loom_output idx = loom_placeholder(g, LOOM_I64, 2, id, "idx");
+  loom_output t = loom_random_uniform(g, 2, td, LOOM_F32, 0, 1, 1, 2, NULL);
+  loom_output u = loom_random_uniform(g, 2, ud, LOOM_F32, 0, 1, 3, 4, NULL);
+  loom_output y = loom_scatter_update(g, t, idx, u, "bad_scatter");
+  loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
+  int64_t badv[4] = {1, 0, 2, 12};
+  loom_tensor *bad = loom_tensor_new(LOOM_I64, 2, id, NULL);
+  memcpy(loom_tensor_data(bad), badv, sizeof badv);
+  char mc[512], mg[512], what[1200];
+  if (sc && sg) {
+    loom_code rc = run1(sc, idx, bad, y, mc, sizeof mc), rg = run1(sg, idx, bad, y, mg, sizeof mg);
+    snprintf(what, sizeof what, "scatter bad index: CPU and CUDA give the same error (cpu %d: %s | cuda %d: %s)", (int)rc,
+             mc, (int)rg, mg);
+    expect(rc == LOOM_INVALID_ARGUMENT && rg == rc && !strcmp(mc, mg) && strstr(mg, "indices[3,0] = 12"), what);
+  }
+  loom_tensor_free(bad);
+  loom_session_free(sc);
+  loom_session_free(sg);
+  loom_graph_free(g);
+}
+
 static void oom_case(void) {
   loom_graph *g = loom_graph_new();
   int64_t huge[2] = {(int64_t)1 << 20, (int64_t)1 << 17}; /* 2^37 floats: 512 GiB */
@@ -124,6 +149,7 @@ int main(void) {
     bad_index_case("bad_labels", b_sxent, "labels[3] = 77 is not in [0, 10)");
   }
   unsetenv("LOOM_CUDA_SYNC");
+  scatter_position_case();
   oom_case();
   device_index_case();
   return parity_report("test_cuda_errors");
