@@ -180,7 +180,8 @@ test-cuemu: deps
 	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%)
 	@rc=0; for t in build/cuemu/tests/cuemu/test_cuemu $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%); do $$t || rc=1; done; \
 	 echo "test-cuemu: again with each block's threads run last to first (a race would change results)"; \
-	 for t in test_parity test_parity_array test_parity_extra; do CUEMU_ORDER=reverse build/cuemu/tests/gpu/$$t || rc=1; done; \
+	 for t in test_parity test_parity_array test_parity_extra test_cuda_errors; do \
+	   CUEMU_ORDER=reverse build/cuemu/tests/gpu/$$t || rc=1; done; \
 	 exit $$rc
 $(BUILD)/tests/cuemu/test_cuemu: tests/cuemu/test_cuemu.cc $(BUILD)/tests/cuemu/cuemu.o
 	@mkdir -p $(dir $@)

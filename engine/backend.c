@@ -417,6 +417,20 @@ loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st) {
   const loom_buf *ib = NULL;
   for (int k = 0; sp && e.indices && k < sp->ctx.nin; k++)
     if (sp->ctx.in[k]->data == e.indices) ib = sp->ctx.in[k];
+  if (ib && e.pos >= 0 && e.pos < ib->numel && (ib->dtype == LOOM_I32 || ib->dtype == LOOM_I64 || ib->dtype == LOOM_U8)) {
+    size_t es = loom_dtype_size(ib->dtype);
+    unsigned char v[8] = {0};
+    if ((rc = ds->be->copy_d2h(ds->ctx, v, (const char *)ib->data + (size_t)e.pos * es, es, st))) return rc;
+    if (ib->dtype == LOOM_I32) {
+      int32_t x;
+      memcpy(&x, v, 4);
+      e.value = x;
+    } else if (ib->dtype == LOOM_I64) {
+      memcpy(&e.value, v, 8);
+    } else {
+      e.value = v[0];
+    }
+  }
   char pos[160];
   if (ib && ib->numel > e.pos && e.pos >= 0) {
     int64_t idx[LOOM_MAX_DIMS], r = e.pos;

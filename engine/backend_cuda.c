@@ -213,6 +213,7 @@ static void *cu_ctx_new(int index, loom_status *st) {
 /* ---- copies, sync, events ---- */
 static loom_code cu_h2d(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
   loom_cuda_ctx *c = ctx;
+  cudaSetDevice(c->device); /* the thread may have another device current */
   if (!n) return LOOM_OK;
   /* pageable source: returns once src has been staged */
   cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream);
@@ -220,6 +221,7 @@ static loom_code cu_h2d(void *ctx, void *dst, const void *src, size_t n, loom_st
 }
 static loom_code cu_d2h(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
   loom_cuda_ctx *c = ctx;
+  cudaSetDevice(c->device); /* the thread may have another device current */
   if (!n) return LOOM_OK;
   cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
@@ -227,18 +229,21 @@ static loom_code cu_d2h(void *ctx, void *dst, const void *src, size_t n, loom_st
 }
 static loom_code cu_d2d(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
   loom_cuda_ctx *c = ctx;
+  cudaSetDevice(c->device); /* the thread may have another device current */
   if (!n || dst == src) return LOOM_OK;
   cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->stream);
   return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: device-to-device copy");
 }
 static loom_code cu_memset0(void *ctx, void *dst, size_t n, loom_status *st) {
   loom_cuda_ctx *c = ctx;
+  cudaSetDevice(c->device); /* the thread may have another device current */
   if (!n) return LOOM_OK;
   cudaError_t e = cudaMemsetAsync(dst, 0, n, c->stream);
   return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: memset");
 }
 static loom_code cu_sync(void *ctx, const char *what, loom_status *st) {
   loom_cuda_ctx *c = ctx;
+  cudaSetDevice(c->device); /* the thread may have another device current */
   cudaError_t e = cudaStreamSynchronize(c->stream);
   return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, what);
 }
@@ -273,7 +278,12 @@ static void cu_event_free(void *ctx, void *ev) {
 }
 
 /* ---- bad data reported by kernels (kernels/cuda/common.cuh: cu_watch) ---- */
-static void cu_begin_step(void *ctx, int step) { ((loom_cuda_ctx *)ctx)->step = step; }
+static void cu_begin_step(void *ctx, int step) {
+  loom_cuda_ctx *c = ctx;
+  int cur = -1; /* kernels and cuBLAS calls go to the thread's current device */
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != c->device) cudaSetDevice(c->device);
+  c->step = step;
+}
 
 static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_status *st) {
   loom_cuda_ctx *c = ctx;
@@ -291,8 +301,8 @@ static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_st
   out->step = (int)(r.tag - 1);
   out->what = r.kind >= 0 && r.kind < (long long)(sizeof what / sizeof what[0]) ? what[r.kind] : "index";
   out->indices = (const void *)(uintptr_t)r.indices;
-  out->pos = r.pos;
-  out->value = r.value;
+  out->pos = (int64_t)~r.npos;
+  out->value = 0; /* the engine reads indices[pos] */
   out->bound = r.bound;
   return LOOM_OK;
 }

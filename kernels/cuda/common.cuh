@@ -58,14 +58,18 @@ static inline cu_errp cu_watch(const loom_kctx *ctx, int kind, const loom_buf *I
   cu_errp ep = {c->derr, (unsigned long long)c->step + 1, kind, I ? I->data : NULL};
   return ep;
 }
+/* The first kernel to report owns the record (its tag); within it the
+ * smallest bad position wins whatever order threads run in (npos = ~pos,
+ * maximized), so the message names the first bad index as the CPU does. */
 __device__ __forceinline__ void cu_bad_index(const cu_errp &ep, int64_t pos, int64_t value, int64_t bound) {
-  if (atomicCAS(&ep.e->tag, 0ULL, ep.tag) == 0ULL) {
+  unsigned long long old = atomicCAS(&ep.e->tag, 0ULL, ep.tag);
+  if (old == 0ULL) {
     ep.e->kind = ep.kind;
-    ep.e->pos = pos;
-    ep.e->value = value;
     ep.e->bound = bound;
     ep.e->indices = (unsigned long long)(uintptr_t)ep.indices;
   }
+  if (old == 0ULL || old == ep.tag) atomicMax(&ep.e->npos, ~(unsigned long long)pos);
+  (void)value; /* read back from indices[pos] by the host */
 }
 
 /* Shape of up to LOOM_MAX_DIMS dims with per-input element strides (0 = broadcast). */

@@ -15,8 +15,9 @@ typedef struct loom_cuda_block loom_cuda_block;
  * after the run's synchronization and fails the run naming that node. */
 typedef struct loom_cuda_err {
   unsigned long long tag;
-  long long kind, pos, value, bound;
-  unsigned long long indices; /* device address of the index tensor (its dims name the position) */
+  long long kind, bound;
+  unsigned long long npos;    /* ~position of the first bad index (atomicMax: the smallest wins) */
+  unsigned long long indices; /* device address of the index tensor (dtype and dims from the step) */
 } loom_cuda_err;
 enum { LOOM_CU_ERR_INDICES, LOOM_CU_ERR_SEGMENT_IDS, LOOM_CU_ERR_LABELS };
 

@@ -640,7 +640,7 @@ extern "C" loom_code loom__cu_conv2d_f32(const loom_kctx *ctx) {
   cublasHandle_t h = CUCTX(ctx)->blas;
   const float *x = (const float *)X->data, *f = (const float *)F->data;
   float *y = (float *)Y->data;
-  if (g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0) { /* pointwise */
+  if (g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.M <= INT32_MAX) { /* pointwise */
     cublasStatus_t st = gemm_rm(h, 0, 0, (int)g.M, (int)g.O, (int)g.C, x, f, y, 0.0f);
     return st == CUBLAS_STATUS_SUCCESS ? LOOM_OK : blas_fail(ctx, st);
   }
@@ -785,7 +785,8 @@ __global__ void k_pool_grad(const float *x, const float *dy, float *dx, pgeom g,
         pool_win(g, o, &nn, &cc, &hb, &he, &wb, &we);
         if (avg) {
           int64_t cnt = (he - hb) * (we - wb);
-          if (cnt > 0) acc += dy[o] * (1.0f / (float)cnt); /* as the CPU: times the reciprocal */
+          /* as the CPU: times the reciprocal, rounded twice (nvcc would fuse a*b+c into one FMA) */
+          if (cnt > 0) acc = __fadd_rn(acc, __fmul_rn(dy[o], 1.0f / (float)cnt));
         } else {
           int64_t best = -1;
           float bv = -INFINITY;

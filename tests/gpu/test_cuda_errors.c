@@ -42,7 +42,7 @@ static void bad_index_case(const char *name, loom_output (*build)(loom_graph *, 
   loom_output idx = loom_placeholder(g, LOOM_I64, 1, d, "idx");
   loom_output y = build(g, idx, name);
   loom_session *s = session(g, LOOM_DEVICE_CUDA);
-  int64_t badv[4] = {1, 0, 2, 77}, goodv[4] = {1, 0, 2, 3};
+  int64_t badv[4] = {1, 0, 2, 77}, goodv[4] = {1, 0, 2, 3}, twobad[4] = {88, 0, 99, 3};
   loom_tensor *bad = i64_tensor(4, badv), *good = i64_tensor(4, goodv);
   char msg[512], what[600];
   if (s) {
@@ -56,6 +56,12 @@ static void bad_index_case(const char *name, loom_output (*build)(loom_graph *, 
     rc = run1(s, idx, bad, y, msg, sizeof msg);
     snprintf(what, sizeof what, "%s: and fails again on bad ones (got %d: %s)", name, (int)rc, msg);
     expect(rc == LOOM_INVALID_ARGUMENT && strstr(msg, expect_msg), what);
+    /* two bad indices: the first is named, whatever order the GPU's threads ran in */
+    loom_tensor *two = i64_tensor(4, twobad);
+    rc = run1(s, idx, two, y, msg, sizeof msg);
+    loom_tensor_free(two);
+    snprintf(what, sizeof what, "%s: of two bad indices the first is named (got %d: %s)", name, (int)rc, msg);
+    expect(rc == LOOM_INVALID_ARGUMENT && strstr(msg, "[0] = 88 is not in"), what);
   }
   loom_tensor_free(bad);
   loom_tensor_free(good);
