@@ -302,6 +302,66 @@ __global__ void k_reduce_cols(const T *x, T *y, int64_t R, int64_t inner, int64_
   }
 }
 
+/* Blocks of NT threads for one warp per row. */
+static unsigned warps_grid(int64_t rows) {
+  int64_t b = (rows * 32 + NT - 1) / NT;
+  return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+/* Row reduction of x viewed as [nrows, R] (reduced axes trailing: means over
+ * the last axis, full reductions): one warp per (row, piece), lanes striding
+ * the piece (coalesced), combined by shuffles in a fixed order. A row is cut
+ * into npiece pieces of L elements; y gets [nrows, npiece] (npiece == 1: the
+ * result; mean_div > 0 divides). */
+template <typename T>
+__global__ void k_reduce_rows(const T *x, T *y, int64_t nrows, int64_t R, int64_t L, int64_t npiece, int kind,
+                              int64_t mean_div) {
+  int lane = threadIdx.x & 31;
+  int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t v = w; v < nrows * npiece; v += nw) { /* uniform per warp: the shuffles see all 32 lanes */
+    int64_t o = v / npiece, c = v - o * npiece, b = c * L, e = b + L < R ? b + L : R;
+    const T *p = x + o * R;
+    T acc = red_init<T>(kind);
+    for (int64_t r = b + lane; r < e; r += 32) acc = red_comb(kind, acc, p[r]);
+    for (int off = 16; off; off >>= 1) acc = red_comb(kind, acc, __shfl_down_sync(0xffffffffu, acc, off));
+    if (lane == 0) y[v] = mean_div > 0 ? acc / (T)mean_div : acc;
+  }
+}
+
+/* Whether the reduced axes all follow the kept ones (size-1 axes aside). */
+static bool reduces_suffix(const loom_buf *x, uint32_t mask) {
+  bool red_seen = false;
+  for (int i = 0; i < x->ndim; i++) {
+    if (x->dims[i] == 1) continue;
+    if (mask & (1u << i)) red_seen = true;
+    else if (red_seen) return false;
+  }
+  return true;
+}
+
+/* Sum/mean/max/min/prod over trailing axes: one pass of a warp per row, or,
+ * for few long rows (a full reduction), warps over 8192-element pieces into
+ * the scratch and a second pass over the pieces. */
+template <typename T>
+static loom_code reduce_rows(const loom_kctx *ctx, int kind, const T *x, T *y, int64_t nrows, int64_t R) {
+  int k1 = kind == R_MEAN ? R_SUM : kind;
+  int64_t mean_div = kind == R_MEAN ? R : 0;
+  cudaStream_t s = STREAM(ctx);
+  int64_t npiece = nrows < 256 && R >= 65536 ? (R + 8191) / 8192 : 1;
+  if (npiece > 4096) npiece = 4096;
+  if (npiece == 1) {
+    LOOM_LAUNCH(warps_grid(nrows), NT, 0, s, k_reduce_rows<T>)(x, y, nrows, R, R, (int64_t)1, k1, mean_div);
+    return LOOM_OK;
+  }
+  int64_t L = (R + npiece - 1) / npiece;
+  T *part = (T *)loom__cuda_scratch(CUCTX(ctx), (size_t)(nrows * npiece) * sizeof(T));
+  if (!part) return loom_status_set(ctx->st, LOOM_RESOURCE_EXHAUSTED, "reduction: no device memory for partials");
+  LOOM_LAUNCH(warps_grid(nrows * npiece), NT, 0, s, k_reduce_rows<T>)(x, part, nrows, R, L, npiece, k1, (int64_t)0);
+  LOOM_LAUNCH(warps_grid(nrows), NT, 0, s, k_reduce_rows<T>)((const T *)part, y, nrows, npiece, npiece, (int64_t)1, k1,
+                                                            mean_div);
+  return LOOM_OK;
+}
+
 /* Whether the reduced axes all precede the kept ones (size-1 axes aside). */
 static bool reduces_prefix(const loom_buf *x, uint32_t mask) {
   bool kept_seen = false;
@@ -366,6 +426,8 @@ template <typename T> static loom_code reduce_run(const loom_kctx *ctx, int kind
   }
   if (g.R >= 32 && kind != R_LSE && nout > 1 && reduces_prefix(x, mask))
     return reduce_cols<T>(ctx, kind, (const T *)x->data, (T *)y->data, g.R, nout);
+  if (g.R >= 32 && kind != R_LSE && reduces_suffix(x, mask))
+    return reduce_rows<T>(ctx, kind, (const T *)x->data, (T *)y->data, nout, g.R);
   if (g.R >= 256 && nout < 8192)
     LOOM_LAUNCH((unsigned)(nout < 65535 * 8 ? nout : 65535 * 8), NT, 0, s, k_reduce_block<T>)((const T *)x->data, (T *)y->data,
                                                                                       nout, g, kind);
@@ -506,10 +568,6 @@ __global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, cons
       }
     }
   }
-}
-static unsigned warps_grid(int64_t rows) {
-  int64_t b = (rows * 32 + NT - 1) / NT;
-  return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
 }
 template <typename T> static loom_code rows_op(const loom_kctx *ctx, int mode) {
   const loom_buf *X = ctx->in[0];
