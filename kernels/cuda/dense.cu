@@ -495,6 +495,39 @@ __global__ void k_arg(const T *x, void *y, int i32, int is_min, int64_t outer, i
     else ((int64_t *)y)[o] = bi;
   }
 }
+/* Rows along the last axis (class scores): one warp per row, lanes striding
+ * it, then a shuffle combine where a tie goes to the lower index (the first
+ * extreme, as the CPU; NaN the most extreme). */
+template <typename T> __device__ __forceinline__ bool arg_beats(T v, T b, int is_min) {
+  return (is_min ? v < b : v > b) || (v != v && b == b);
+}
+template <typename T> __global__ void k_arg_rows(const T *x, void *y, int i32, int is_min, int64_t rows, int64_t R) {
+  int lane = threadIdx.x & 31;
+  int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t o = w; o < rows; o += nw) { /* uniform per warp */
+    const T *p = x + o * R;
+    T best = p[0];
+    int64_t bi = -1;
+    for (int64_t r = lane; r < R; r += 32)
+      if (bi < 0 || arg_beats(p[r], best, is_min)) {
+        best = p[r];
+        bi = r;
+      }
+    for (int off = 16; off; off >>= 1) {
+      T ob = __shfl_down_sync(0xffffffffu, best, off);
+      int64_t oi = __shfl_down_sync(0xffffffffu, bi, off);
+      if (oi >= 0 && (bi < 0 || arg_beats(ob, best, is_min) || (!arg_beats(best, ob, is_min) && oi < bi))) {
+        best = ob;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      if (i32) ((int32_t *)y)[o] = (int32_t)bi;
+      else ((int64_t *)y)[o] = bi;
+    }
+  }
+}
 template <typename T> static loom_code arg_kernel(const loom_kctx *ctx, int is_min) {
   const loom_buf *x = ctx->in[0];
   loom_buf *y = ctx->out[0];
@@ -511,6 +544,11 @@ template <typename T> static loom_code arg_kernel(const loom_kctx *ctx, int is_m
     char b[160];
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "%s over an empty axis %lld of input shape %s",
                            is_min ? "ArgMin" : "ArgMax", (long long)axis, loom__dims_str(b, sizeof b, x->ndim, x->dims));
+  }
+  if (inner == 1 && R >= 32) {
+    LOOM_LAUNCH(warps_grid(outer), NT, 0, STREAM(ctx), k_arg_rows<T>)((const T *)x->data, y->data, y->dtype == LOOM_I32,
+                                                                     is_min, outer, R);
+    return LOOM_OK;
   }
   LOOM_LAUNCH(grid_for(outer * inner), NT, 0, STREAM(ctx), k_arg<T>)((const T *)x->data, y->data, y->dtype == LOOM_I32, is_min,
                                                             outer, R, inner);
