@@ -673,39 +673,62 @@ static void cgeom_init(cgeom *g, const loom_attrs *a, const int64_t *xd, const i
   g->M = g->N * g->OH * g->OW;
 }
 /* col[r - r0][(kh, kw, c)] for output rows [r0, r0 + m). */
-__global__ void k_im2col(const float *x, float *col, cgeom g, int64_t r0, int64_t m) {
-  GRID_LOOP(i, m * g.K) {
-    int64_t r = i / g.K, k = i - r * g.K;
-    int64_t c = k % g.C, t = k / g.C, kw = t % g.KW, kh = t / g.KW;
-    int64_t rr = r0 + r, ow = rr % g.OW, t2 = rr / g.OW, oh = t2 % g.OH, n = t2 / g.OH;
-    int64_t ih = oh * g.sh - g.pt + kh * g.dh, iw = ow * g.sw - g.pl + kw * g.dw;
-    col[i] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? x[((n * g.H + ih) * g.W + iw) * g.C + c] : 0.0f;
+/* Index type I: uint32_t when every index of the launch fits 31 bits
+ * (conv_idx32), so the per-element divisions are 32-bit, several times
+ * cheaper on a GPU than 64-bit; int64_t otherwise. */
+template <typename I> __global__ void k_im2col(const float *x, float *col, cgeom g, I r0, I m) {
+  const I K = (I)g.K, C = (I)g.C, KW = (I)g.KW, OW = (I)g.OW, OH = (I)g.OH;
+  const I n_el = m * K, step = (I)gridDim.x * blockDim.x;
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += step) {
+    I r = i / K, k = i - r * K;
+    I t = k / C, c = k - t * C, kh = t / KW, kw = t - kh * KW;
+    I rr = r0 + r, t2 = rr / OW, ow = rr - t2 * OW, n = t2 / OH, oh = t2 - n * OH;
+    int64_t ih = (int64_t)oh * g.sh - g.pt + (int64_t)kh * g.dh, iw = (int64_t)ow * g.sw - g.pl + (int64_t)kw * g.dw;
+    col[i] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? x[(((I)n * (I)g.H + (I)ih) * (I)g.W + (I)iw) * C + c] : 0.0f;
   }
 }
 /* dx[n, ih, iw, c] += the col entries of output rows [r0, r0 + m) that read
  * it: one thread per input element gathers over the (kh, kw) taps whose
  * window covers it (no atomics: deterministic, and no contention). */
-__global__ void k_col2im(const float *col, float *dx, cgeom g, int64_t r0, int64_t m) {
-  GRID_LOOP(i, g.N * g.H * g.W * g.C) {
-    int64_t c = i % g.C, t = i / g.C, iw = t % g.W, t2 = t / g.W, ih = t2 % g.H, n = t2 / g.H;
+template <typename I> __global__ void k_col2im(const float *col, float *dx, cgeom g, I r0, I m) {
+  const I C = (I)g.C, W = (I)g.W, H = (I)g.H, nin = (I)(g.N * g.H * g.W * g.C), step = (I)gridDim.x * blockDim.x;
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < nin; i += step) {
+    I t = i / C, c = i - t * C, t2 = t / W, iw = t - t2 * W, n = t2 / H, ih = t2 - n * H;
     float acc = 0.0f;
     for (int64_t kh = 0; kh < g.KH; kh++) {
-      int64_t yy = ih + g.pt - kh * g.dh; /* = oh * sh */
+      int64_t yy = (int64_t)ih + g.pt - kh * g.dh; /* = oh * sh */
       if (yy < 0 || yy % g.sh) continue;
       int64_t oh = yy / g.sh;
       if (oh >= g.OH) continue;
       for (int64_t kw = 0; kw < g.KW; kw++) {
-        int64_t xx = iw + g.pl - kw * g.dw;
+        int64_t xx = (int64_t)iw + g.pl - kw * g.dw;
         if (xx < 0 || xx % g.sw) continue;
         int64_t ow = xx / g.sw;
         if (ow >= g.OW) continue;
-        int64_t rr = (n * g.OH + oh) * g.OW + ow;
+        I rr = ((I)n * (I)g.OH + (I)oh) * (I)g.OW + (I)ow;
         if (rr < r0 || rr >= r0 + m) continue;
-        acc += col[(rr - r0) * g.K + (kh * g.KW + kw) * g.C + c];
+        acc += col[(rr - r0) * (I)g.K + ((I)kh * (I)g.KW + (I)kw) * C + c];
       }
     }
     dx[i] += acc;
   }
+}
+/* Whether a conv's indices (input, output rows x K, chunk) all fit 31 bits. */
+static bool conv_idx32(const cgeom *g, int64_t rows) {
+#ifdef LOOM_CUDA_CONV_IDX64 /* test-only: force the 64-bit path */
+  (void)g;
+  (void)rows;
+  return false;
+#endif
+  const int64_t lim = (int64_t)1 << 31;
+  return g->N * g->H * g->W * g->C < lim && g->M * g->K < lim && rows * g->K < lim && g->M < lim;
+}
+/* im2col of rows [r0, r0 + m) in the index type that fits. */
+static void launch_im2col(cudaStream_t s, const float *x, float *col, const cgeom &g, int64_t r0, int64_t m) {
+  if (conv_idx32(&g, m))
+    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_im2col<uint32_t>)(x, col, g, (uint32_t)r0, (uint32_t)m);
+  else
+    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_im2col<int64_t>)(x, col, g, r0, m);
 }
 #ifndef LOOM_CUDA_COL_BYTES
 #define LOOM_CUDA_COL_BYTES ((int64_t)256 << 20) /* im2col scratch per chunk of output rows */
@@ -746,7 +769,7 @@ extern "C" loom_code loom__cu_conv2d_f32(const loom_kctx *ctx) {
   if (!col) return no_scratch(ctx, need);
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
-    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_im2col)(x, col, g, r0, m);
+    launch_im2col(s, x, col, g, r0, m);
     cublasStatus_t st = gemm_rm(h, 0, 0, (int)m, (int)g.O, (int)g.K, col, f, y + r0 * g.O, 0.0f);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, st);
   }
@@ -773,7 +796,10 @@ extern "C" loom_code loom__cu_conv2d_backprop_input_f32(const loom_kctx *ctx) {
     /* dcol [m, K] = dy [m, O] x F^T [O, K] */
     cublasStatus_t st = gemm_rm(h, 0, 1, (int)m, (int)g.K, (int)g.O, dy + r0 * g.O, f, col, 0.0f);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, st);
-    LOOM_LAUNCH(grid_for(DX->numel), NT, 0, s, k_col2im)(col, (float *)DX->data, g, r0, m);
+    if (conv_idx32(&g, m))
+      LOOM_LAUNCH(grid_for(DX->numel), NT, 0, s, k_col2im<uint32_t>)(col, (float *)DX->data, g, (uint32_t)r0, (uint32_t)m);
+    else
+      LOOM_LAUNCH(grid_for(DX->numel), NT, 0, s, k_col2im<int64_t>)(col, (float *)DX->data, g, r0, m);
   }
   return LOOM_OK;
 }
@@ -797,7 +823,7 @@ extern "C" loom_code loom__cu_conv2d_backprop_filter_f32(const loom_kctx *ctx) {
   const float *x = (const float *)X->data, *dy = (const float *)DY->data;
   for (int64_t r0 = 0; r0 < g.M; r0 += R) {
     int64_t m = g.M - r0 < R ? g.M - r0 : R;
-    LOOM_LAUNCH(grid_for(m * g.K), NT, 0, s, k_im2col)(x, col, g, r0, m);
+    launch_im2col(s, x, col, g, r0, m);
     /* dF [K, O] (+)= col^T [K, m] x dy [m, O] */
     cublasStatus_t st =
         gemm_rm(h, 1, 0, (int)g.K, (int)g.O, (int)m, col, dy + r0 * g.O, (float *)DF->data, r0 ? 1.0f : 0.0f);
