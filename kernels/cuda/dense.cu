@@ -850,13 +850,9 @@ static void pgeom_init(pgeom *g, const loom_attrs *a, const int64_t *xd, const i
   loom__conv_out_size(g->H, g->kh, g->sh, 1, a->padding, &g->pt);
   loom__conv_out_size(g->W, g->kw, g->sw, 1, a->padding, &g->pl);
 }
-__device__ __forceinline__ void pool_win(const pgeom &g, int64_t o, int64_t *n, int64_t *c, int64_t *hb, int64_t *he,
-                                         int64_t *wb, int64_t *we) {
-  *c = o % g.C;
-  int64_t t = o / g.C, ow = t % g.OW;
-  t /= g.OW;
-  int64_t oh = t % g.OH;
-  *n = t / g.OH;
+/* The window of output (oh, ow), clipped to the input: rows [hb, he), cols [wb, we). */
+__device__ __forceinline__ void pool_bounds(const pgeom &g, int64_t oh, int64_t ow, int64_t *hb, int64_t *he,
+                                            int64_t *wb, int64_t *we) {
   int64_t s = oh * g.sh - g.pt, e = s + g.kh;
   *hb = s > 0 ? s : 0;
   *he = e < g.H ? e : g.H;
@@ -865,14 +861,17 @@ __device__ __forceinline__ void pool_win(const pgeom &g, int64_t o, int64_t *n, 
   *wb = s > 0 ? s : 0;
   *we = e < g.W ? e : g.W;
 }
-__global__ void k_pool(const float *x, float *y, pgeom g, int64_t nout, int avg) {
-  GRID_LOOP(o, nout) {
-    int64_t n, c, hb, he, wb, we;
-    pool_win(g, o, &n, &c, &hb, &he, &wb, &we);
+/* Index type I: uint32_t when the tensors have fewer than 2^31 elements (32-bit division). */
+template <typename I> __global__ void k_pool(const float *x, float *y, pgeom g, I nout, int avg) {
+  const I C = (I)g.C, OW = (I)g.OW, OH = (I)g.OH;
+  for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < nout; o += (I)gridDim.x * blockDim.x) {
+    I t = o / C, c = o - t * C, t2 = t / OW, ow = t - t2 * OW, n = t2 / OH, oh = t2 - n * OH;
+    int64_t hb, he, wb, we;
+    pool_bounds(g, oh, ow, &hb, &he, &wb, &we);
     float acc = avg ? 0.0f : -INFINITY;
     for (int64_t ih = hb; ih < he; ih++)
       for (int64_t iw = wb; iw < we; iw++) {
-        float v = x[((n * g.H + ih) * g.W + iw) * g.C + c];
+        float v = x[(((int64_t)n * g.H + ih) * g.W + iw) * g.C + c];
         acc = avg ? acc + v : (v > acc ? v : acc);
       }
     if (avg) {
@@ -894,17 +893,18 @@ __device__ __forceinline__ void pool_range(int64_t i, int64_t pad, int64_t k, in
   int64_t b = (i + pad) / st + 1;
   *hi = b < nout ? b : nout;
 }
-__global__ void k_pool_grad(const float *x, const float *dy, float *dx, pgeom g, int64_t nin, int avg) {
-  GRID_LOOP(i, nin) {
-    int64_t c = i % g.C, t = i / g.C, iw = t % g.W, t2 = t / g.W, ih = t2 % g.H, n = t2 / g.H;
+template <typename I> __global__ void k_pool_grad(const float *x, const float *dy, float *dx, pgeom g, I nin, int avg) {
+  const I C = (I)g.C, W = (I)g.W, H = (I)g.H;
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < nin; i += (I)gridDim.x * blockDim.x) {
+    I t = i / C, c = i - t * C, t2 = t / W, iw = t - t2 * W, n = t2 / H, ih = t2 - n * H;
     int64_t oh0, oh1, ow0, ow1;
     pool_range(ih, g.pt, g.kh, g.sh, g.OH, &oh0, &oh1);
     pool_range(iw, g.pl, g.kw, g.sw, g.OW, &ow0, &ow1);
     float acc = 0.0f;
     for (int64_t oh = oh0; oh < oh1; oh++)
       for (int64_t ow = ow0; ow < ow1; ow++) {
-        int64_t o = ((n * g.OH + oh) * g.OW + ow) * g.C + c, nn, cc, hb, he, wb, we;
-        pool_win(g, o, &nn, &cc, &hb, &he, &wb, &we);
+        int64_t o = (((int64_t)n * g.OH + oh) * g.OW + ow) * g.C + c, hb, he, wb, we;
+        pool_bounds(g, oh, ow, &hb, &he, &wb, &we);
         if (avg) {
           int64_t cnt = (he - hb) * (we - wb);
           /* as the CPU: times the reciprocal, rounded twice (nvcc would fuse a*b+c into one FMA) */
@@ -914,24 +914,32 @@ __global__ void k_pool_grad(const float *x, const float *dy, float *dx, pgeom g,
           float bv = -INFINITY;
           for (int64_t h = hb; h < he; h++)
             for (int64_t w = wb; w < we; w++) {
-              int64_t at = ((n * g.H + h) * g.W + w) * g.C + c;
+              int64_t at = (((int64_t)n * g.H + h) * g.W + w) * g.C + c;
               if (best < 0 || x[at] > bv) {
                 bv = x[at];
                 best = at;
               }
             }
-          if (best == i) acc += dy[o];
+          if (best == (int64_t)i) acc += dy[o];
         }
       }
     dx[i] = acc;
   }
 }
+#define POOL_LAUNCH(kern, n, ...)                                                                     \
+  do {                                                                                                \
+    if ((n) < ((int64_t)1 << 31))                                                                     \
+      LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), kern<uint32_t>)(__VA_ARGS__, (uint32_t)(n), mode); \
+    else                                                                                              \
+      LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), kern<int64_t>)(__VA_ARGS__, (int64_t)(n), mode);   \
+  } while (0)
 extern "C" loom_code loom__cu_max_pool_f32(const loom_kctx *ctx) {
   loom_buf *Y = ctx->out[0];
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, ctx->in[0]->dims, Y->dims);
-  LOOM_LAUNCH(grid_for(Y->numel), NT, 0, STREAM(ctx), k_pool)((const float *)ctx->in[0]->data, (float *)Y->data, g, Y->numel, 0);
+  int mode = 0;
+  POOL_LAUNCH(k_pool, Y->numel, (const float *)ctx->in[0]->data, (float *)Y->data, g);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_avg_pool_f32(const loom_kctx *ctx) {
@@ -939,7 +947,8 @@ extern "C" loom_code loom__cu_avg_pool_f32(const loom_kctx *ctx) {
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, ctx->in[0]->dims, Y->dims);
-  LOOM_LAUNCH(grid_for(Y->numel), NT, 0, STREAM(ctx), k_pool)((const float *)ctx->in[0]->data, (float *)Y->data, g, Y->numel, 1);
+  int mode = 1;
+  POOL_LAUNCH(k_pool, Y->numel, (const float *)ctx->in[0]->data, (float *)Y->data, g);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_max_pool_grad_f32(const loom_kctx *ctx) {
@@ -948,8 +957,8 @@ extern "C" loom_code loom__cu_max_pool_grad_f32(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, X->dims, DY->dims);
-  LOOM_LAUNCH(grid_for(DX->numel), NT, 0, STREAM(ctx), k_pool_grad)((const float *)X->data, (const float *)DY->data,
-                                                                     (float *)DX->data, g, DX->numel, 0);
+  int mode = 0;
+  POOL_LAUNCH(k_pool_grad, DX->numel, (const float *)X->data, (const float *)DY->data, (float *)DX->data, g);
   return LOOM_OK;
 }
 extern "C" loom_code loom__cu_avg_pool_grad_f32(const loom_kctx *ctx) {
@@ -958,8 +967,8 @@ extern "C" loom_code loom__cu_avg_pool_grad_f32(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   pgeom_init(&g, ctx->attrs, DX->dims, DY->dims);
-  LOOM_LAUNCH(grid_for(DX->numel), NT, 0, STREAM(ctx), k_pool_grad)(NULL, (const float *)DY->data, (float *)DX->data, g,
-                                                                     DX->numel, 1);
+  int mode = 1;
+  POOL_LAUNCH(k_pool_grad, DX->numel, (const float *)NULL, (const float *)DY->data, (float *)DX->data, g);
   return LOOM_OK;
 }
 
