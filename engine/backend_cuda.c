@@ -9,6 +9,7 @@
  * as statuses (RESOURCE_EXHAUSTED for OOM, INTERNAL for launch/runtime
  * failures) naming the op; nothing aborts. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <cuda_runtime_api.h>
@@ -191,6 +192,10 @@ static void *cu_ctx_new(int index, loom_status *st) {
     return NULL;
   }
   cublasSetStream(c->blas, c->stream);
+  /* LOOM_CUDA_TF32=1: matmuls and convolutions (cuBLAS) may use TF32 tensor cores, as PyTorch's convolutions
+   * do by default: several times faster, with a 10-bit mantissa on the products. Off by default. */
+  const char *tf32 = getenv("LOOM_CUDA_TF32");
+  if (tf32 && tf32[0] && strcmp(tf32, "0") != 0) cublasSetMathMode(c->blas, CUBLAS_TF32_TENSOR_OP_MATH);
   e = cudaMalloc((void **)&c->derr, sizeof *c->derr);
   if (e == cudaSuccess) e = cudaMemsetAsync(c->derr, 0, sizeof *c->derr, c->stream);
   if (e != cudaSuccess) {

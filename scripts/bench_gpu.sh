@@ -22,7 +22,7 @@ for b in $BATCHES; do
   for opt in sgd adam; do
     echo "== mlp opt=$opt batch=$b device=cuda"
     loom=$("$BUILD/bench/mlp_train" --device cuda --opt "$opt" --batch "$b" --epochs "$EPOCHS")
-    torch=$(python3 bench/peers/torch_mlp.py --device cuda --opt "$opt" --batch "$b" --epochs "$EPOCHS" 2>/dev/null)
+    torch=$(python3 bench/peers/torch_mlp.py --device cuda --opt "$opt" --batch "$b" --epochs "$EPOCHS" --fp32 1 2>/dev/null)
     for impl in loom torch; do
       out=${!impl}
       for k in step_us steps_per_sec test_accuracy device; do
@@ -31,10 +31,16 @@ for b in $BATCHES; do
     done
     echo "gpu_mlp_${opt}_b${b}_loom_vs_torch_step=$(ratio "$(get "$loom" step_us)" "$(get "$torch" step_us)")"
   done
+  # FP32 against FP32, then TF32 against PyTorch's default (its convolutions use TF32 unless told not to)
   echo "== cnn adam batch=$b device=cuda"
   cnn=$("$BUILD/bench/cnn_train" --device cuda --batch "$b" --epochs 1)
-  tc=$(python3 bench/peers/torch_cnn.py --device cuda --batch "$b" --epochs 1 2>/dev/null)
+  tc=$(python3 bench/peers/torch_cnn.py --device cuda --batch "$b" --epochs 1 --fp32 1 2>/dev/null)
+  cnn32=$(LOOM_CUDA_TF32=1 "$BUILD/bench/cnn_train" --device cuda --batch "$b" --epochs 1)
+  tc32=$(python3 bench/peers/torch_cnn.py --device cuda --batch "$b" --epochs 1 2>/dev/null)
   printf '%s\n' "$cnn" | sed "s/^/gpu_cnn_b${b}_loom_/"
   printf '%s\n' "$tc" | sed "s/^/gpu_cnn_b${b}_torch_/"
+  printf '%s\n' "$cnn32" | sed "s/^/gpu_cnn_b${b}_loom_tf32_/"
+  printf '%s\n' "$tc32" | sed "s/^/gpu_cnn_b${b}_torch_default_/"
   echo "gpu_cnn_b${b}_loom_vs_torch_step=$(ratio "$(get "$cnn" step_us)" "$(get "$tc" step_us)")"
+  echo "gpu_cnn_b${b}_loom_tf32_vs_torch_default_step=$(ratio "$(get "$cnn32" step_us)" "$(get "$tc32" step_us)")"
 done

@@ -20,6 +20,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--fp32", type=int, default=0, help="1: no TF32 on the GPU (PyTorch lets convolutions use it by default)")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     a = ap.parse_args()
@@ -31,6 +32,9 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     dev = torch.device("cuda" if a.device == "cuda" and torch.cuda.is_available() else "cpu")
+    if a.fp32:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     lr = a.lr if a.lr is not None else (1e-3 if a.opt == "adam" else 0.1)
     tx = torch.from_numpy(read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).reshape(-1, 784).copy())
     ty = torch.from_numpy(read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz")).astype("int64"))

@@ -575,6 +575,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev) {
 /* ------------------------------------------------------------------ cuBLAS */
 struct cublasContext {
   cudaStream_t stream;
+  cublasMath_t math;
 };
 extern "C" {
 cublasStatus_t cublasCreate(cublasHandle_t *h) {
@@ -588,6 +589,12 @@ cublasStatus_t cublasDestroy(cublasHandle_t h) {
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   h->stream = s;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode != CUBLAS_DEFAULT_MATH && mode != CUBLAS_TF32_TENSOR_OP_MATH) return CUBLAS_STATUS_INVALID_VALUE;
+  h->math = mode;
   return CUBLAS_STATUS_SUCCESS;
 }
 } /* extern "C" */
