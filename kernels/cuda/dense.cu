@@ -607,13 +607,83 @@ __global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, cons
     }
   }
 }
+/* The max of v over the block with k_rows's comparator (o > m ? o : m). */
+template <typename T> __device__ T block_max_plain(T v, T *sh) {
+  for (int off = 16; off > 0; off >>= 1) {
+    T o = __shfl_down_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  if (w == 0) {
+    v = lane < (int)(blockDim.x >> 5) ? sh[lane] : (T)-INFINITY;
+    for (int off = 16; off > 0; off >>= 1) {
+      T o = __shfl_down_sync(0xffffffffu, v, off);
+      v = o > v ? o : v;
+    }
+    if (lane == 0) sh[0] = v;
+  }
+  __syncthreads();
+  v = sh[0];
+  __syncthreads();
+  return v;
+}
+/* k_rows with one block per row, for few long rows (C >= 1024: a vocabulary). */
+template <typename T, typename L>
+__global__ void k_rows_block(const T *x, T *y, int64_t rows, int64_t C, int mode, const T *z, const L *lab, T *loss,
+                             cu_errp ep) {
+  __shared__ T sh[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) { /* uniform per block */
+    const T *xr = x + r * C;
+    T *yr = y + r * C;
+    T m = (T)-INFINITY;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = xr[j] > m ? xr[j] : m;
+    m = block_max_plain<T>(m, sh);
+    T s = 0;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += d_expx(xr[j] - m);
+    s = block_reduce<T>(R_SUM, s, sh);
+    T ls = d_logx(s), inv = (T)1 / s;
+    if (mode == 0) {
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) yr[j] = d_expx(xr[j] - m) * inv;
+    } else if (mode == 1) {
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) yr[j] = xr[j] - m - ls;
+    } else if (mode == 2) {
+      const T *zr = z + r * C;
+      T l = 0;
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+        T zj = zr[j];
+        l += zj != 0 ? zj * (ls - (xr[j] - m)) : (T)0;
+        yr[j] = d_expx(xr[j] - m) * inv - zj;
+      }
+      l = block_reduce<T>(R_SUM, l, sh);
+      if (threadIdx.x == 0) loss[r] = l;
+    } else {
+      int64_t lb = (int64_t)lab[r];
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) yr[j] = d_expx(xr[j] - m) * inv - (j == lb ? (T)1 : (T)0);
+      if (threadIdx.x == 0) {
+        loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
+        if (lb < 0 || lb >= C) cu_bad_index(ep, r, lb, C);
+      }
+    }
+  }
+}
+/* Softmax-family rows: a warp per row, or a block per row for few long rows. */
+template <typename T, typename L>
+static void launch_rows(cudaStream_t s, const T *x, T *y, int64_t rows, int64_t C, int mode, const T *z, const L *lab,
+                        T *loss, cu_errp ep) {
+  if (C >= 1024 && rows < 2048)
+    LOOM_LAUNCH((unsigned)rows, NT, 0, s, k_rows_block<T, L>)(x, y, rows, C, mode, z, lab, loss, ep);
+  else
+    LOOM_LAUNCH(warps_grid(rows), NT, 0, s, k_rows<T, L>)(x, y, rows, C, mode, z, lab, loss, ep);
+}
 template <typename T> static loom_code rows_op(const loom_kctx *ctx, int mode) {
   const loom_buf *X = ctx->in[0];
   int64_t C = X->ndim ? X->dims[X->ndim - 1] : 1;
   if (X->numel == 0 || C == 0) return LOOM_OK;
   int64_t rows = X->numel / C;
-  LOOM_LAUNCH(warps_grid(rows), NT, 0, STREAM(ctx), k_rows<T, int32_t>)((const T *)X->data, (T *)ctx->out[0]->data, rows, C,
-                                                               mode, NULL, NULL, NULL, cu_errp{});
+  launch_rows<T, int32_t>(STREAM(ctx), (const T *)X->data, (T *)ctx->out[0]->data, rows, C, mode, NULL, NULL, NULL,
+                          cu_errp{});
   return LOOM_OK;
 }
 template <typename T> static loom_code xent(const loom_kctx *ctx, int sparse) {
@@ -627,14 +697,13 @@ template <typename T> static loom_code xent(const loom_kctx *ctx, int sparse) {
   }
   T *loss = (T *)ctx->out[0]->data, *bp = (T *)ctx->out[1]->data;
   if (!sparse)
-    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 2, (const T *)L->data, NULL, loss,
-                                                             cu_errp{});
+    launch_rows<T, int32_t>(s, (const T *)X->data, bp, B, C, 2, (const T *)L->data, NULL, loss, cu_errp{});
   else if (L->dtype == LOOM_I32)
-    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int32_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int32_t *)L->data, loss,
-                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS, L));
+    launch_rows<T, int32_t>(s, (const T *)X->data, bp, B, C, 3, NULL, (const int32_t *)L->data, loss,
+                            cu_watch(ctx, LOOM_CU_ERR_LABELS, L));
   else if (L->dtype == LOOM_I64)
-    LOOM_LAUNCH(warps_grid(B), NT, 0, s, k_rows<T, int64_t>)((const T *)X->data, bp, B, C, 3, NULL, (const int64_t *)L->data, loss,
-                                                             cu_watch(ctx, LOOM_CU_ERR_LABELS, L));
+    launch_rows<T, int64_t>(s, (const T *)X->data, bp, B, C, 3, NULL, (const int64_t *)L->data, loss,
+                            cu_watch(ctx, LOOM_CU_ERR_LABELS, L));
   else
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "labels must be int32 or int64, got %s",
                            loom_dtype_name(L->dtype));

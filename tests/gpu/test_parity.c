@@ -119,6 +119,10 @@ static const pcase cases[] = {
     {"log_softmax", 1, {F32}, {2}, {{64, 10}}, {0}, b_log_softmax, 1e-5, 1},
     {"softmax xent", 2, {F32, F32}, {2, 2}, {{32, 10}, {32, 10}}, {0}, b_xent, 1e-5, 1},
     {"sparse xent", 2, {F32, LOOM_I32}, {2, 1}, {{32, 10}, {32}}, {0, 10}, b_sxent, 1e-5, 1},
+    /* C >= 1024: a block per row */
+    {"log_softmax wide", 1, {F32}, {2}, {{5, 2500}}, {0}, b_log_softmax, 1e-5, 1},
+    {"softmax xent wide", 2, {F32, F32}, {2, 2}, {{4, 2000}, {4, 2000}}, {0}, b_xent, 1e-5, 1},
+    {"sparse xent wide", 2, {F32, LOOM_I32}, {2, 1}, {{6, 3000}, {6}}, {0, 3000}, b_sxent, 1e-5, 1},
     {"conv2d same", 2, {F32, F32}, {4, 4}, {{2, 9, 9, 3}, {3, 3, 3, 5}}, {0}, b_conv_same, 1e-5, 1},
     {"conv2d valid s2", 2, {F32, F32}, {4, 4}, {{2, 10, 11, 4}, {4, 3, 4, 6}}, {0}, b_conv_valid_s2, 1e-5, 1},
     {"max_pool", 1, {F32}, {4}, {{2, 9, 9, 3}}, {0}, b_maxpool, 0, 1},
