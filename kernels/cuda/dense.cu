@@ -112,11 +112,16 @@ template <typename T> static loom_code run_batch_matmul(const loom_kctx *ctx) {
                      (int)batches);
     return s == CUBLAS_STATUS_SUCCESS ? LOOM_OK : blas_fail(ctx, s);
   }
-  int64_t oa = 0, ob = 0;
-  for (int64_t t = 0; t < batches; t++) {
-    s = gemm_rm(h, ta, tb, (int)M, (int)N, (int)K, A + oa * M * K, B + ob * K * N, C + t * M * N, (T)0);
+  /* partial broadcasting: one strided-batched call per index of the outer
+   * batch dims, over the innermost batch dim (its stride 0 when broadcast) */
+  int last = nbo - 1;
+  int64_t inner = y->dims[last], outer = batches / inner, oa = 0, ob = 0;
+  if (inner > INT32_MAX) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "batch dimension exceeds the cuBLAS range");
+  for (int64_t t = 0; t < outer; t++) {
+    s = gemm_strided(h, ta, tb, (int)M, (int)N, (int)K, A + oa * M * K, sa[last] * M * K, B + ob * K * N,
+                     sb[last] * K * N, C + t * inner * M * N, M * N, (int)inner);
     if (s != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, s);
-    for (int d = nbo - 1; d >= 0; d--) {
+    for (int d = last - 1; d >= 0; d--) {
       idx[d]++;
       oa += sa[d];
       ob += sb[d];

@@ -107,6 +107,9 @@ static const pcase cases[] = {
     {"matmul tt", 2, {F32, F32}, {2, 2}, {{33, 64}, {17, 33}}, {0}, b_matmul_tt, 1e-5, 1},
     {"matmul gemv", 2, {F32, F32}, {2, 2}, {{1, 129}, {129, 65}}, {0}, b_matmul, 1e-5, 1},
     {"batch matmul bcast", 2, {F32, F32}, {3, 3}, {{3, 8, 9}, {1, 5, 9}}, {0}, b_bmm, 1e-5, 1},
+    /* batch dims [2,1] x [1,3]: broadcast both ways (one strided call per outer index) */
+    {"batch matmul partial bcast", 2, {F32, F32}, {4, 4}, {{2, 1, 3, 4}, {1, 3, 5, 4}}, {0}, b_bmm, 1e-5, 1},
+    {"batch matmul partial bcast 2", 2, {F32, F32}, {4, 4}, {{1, 3, 6, 7}, {4, 1, 2, 7}}, {0}, b_bmm, 1e-5, 1},
     {"bias_add", 2, {F32, F32}, {2, 1}, {{50, 13}, {13}}, {0}, b_bias, 1e-6, 1},
     {"sum all", 1, {F32}, {2}, {{300, 301}}, {0}, b_sum_all, 1e-4, 1},
     {"sum axis1 keep", 1, {F32}, {3}, {{5, 700, 3}}, {0}, b_sum_1, 1e-5, 1},
