@@ -512,6 +512,7 @@ struct grp {
   const unsigned long long *bad;
   int64_t n;
   int pb;
+  void *pieces; /* group_sort's extra scratch: per-slot piece sums (k_grp_pieces) */
 };
 __device__ __forceinline__ bool grp_failed(const grp &G) { return G.bad && *G.bad != NONE; }
 /* Slot t starts a group: its index in *r. */
@@ -529,6 +530,17 @@ __device__ __forceinline__ int64_t grp_pos(const grp &G, int64_t u, int64_t r) {
   unsigned long long k = G.keys[u];
   if (k == NONE || (int64_t)(k >> G.pb) != r) return -1;
   return (int64_t)(k & ((1ull << G.pb) - 1));
+}
+/* One past the last slot of group r (binary search over the sorted keys). */
+__device__ __forceinline__ int64_t grp_end(const grp &G, int64_t r) {
+  unsigned long long want = (unsigned long long)(r + 1) << G.pb;
+  int64_t lo = 0, hi = G.n;
+  while (lo < hi) {
+    int64_t mid = (lo + hi) >> 1;
+    if (G.keys[mid] < want) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 /* First slot of group r, or -1 when no index is r. */
 __device__ __forceinline__ int64_t grp_find(const grp &G, int64_t r) {
@@ -561,7 +573,7 @@ __global__ void k_grp_report(const void *idx, int i32, int64_t bound, const unsi
   }
 }
 /* Groups the n >= 1 indices of I (int32/int64) by value in [0, bound). */
-loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int kind, grp *G) {
+loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int kind, grp *G, size_t extra = 0) {
   int64_t n = I->numel;
   int pb = bits_for((uint64_t)(n - 1));
   if (pb < 1) pb = 1;
@@ -570,9 +582,11 @@ loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int
     return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "%lld indices into %lld rows: too many for the CUDA kernel",
                            (long long)n, (long long)bound);
   int64_t L = pow2_ge(n);
-  size_t need = (size_t)(L + 1) * sizeof(unsigned long long);
+  size_t kbytes = ((size_t)(L + 1) * sizeof(unsigned long long) + 255) & ~(size_t)255;
+  size_t need = kbytes + extra;
   unsigned long long *keys = (unsigned long long *)loom__cuda_scratch(CUCTX(ctx), need);
   if (!keys) return no_scratch(ctx, need);
+  G->pieces = extra ? (void *)((char *)keys + kbytes) : NULL;
   unsigned long long *bad = keys + L;
   cudaStream_t s = STREAM(ctx);
   int i32 = I->dtype == LOOM_I32;
@@ -661,17 +675,58 @@ loom_code run_ref_scatter(const loom_kctx *ctx, int op) {
   }
 }
 
+/* ============================================ long groups: piece sums */
+/* A group of repeated indices is summed in pieces of GRP_PIECE slots: pass 1
+ * (k_grp_pieces) sums each piece in position order into the slot where it
+ * starts, pass 2 (grp_sum) adds a group's pieces in order. A group no longer
+ * than one piece is summed exactly as one serial walk would; a padding id
+ * repeated 10k times costs a 313-step chain per column, not 10k. zero_start:
+ * the sum starts from 0 (segment sums, as the CPU) instead of the first row. */
+#define GRP_PIECE 32
+template <typename T>
+__global__ void k_grp_pieces(const T *src, T *P, grp G, int64_t inner, int zero_start) {
+  if (grp_failed(G)) return;
+  const unsigned long long pm = (1ull << G.pb) - 1;
+  Y_LOOP(t, G.n) {
+    unsigned long long k = G.keys[t];
+    if (k == NONE) continue;
+    int64_t r = (int64_t)(k >> G.pb), first = grp_find(G, r);
+    if ((t - first) % GRP_PIECE) continue;
+    int64_t e = grp_end(G, r);
+    if (e > t + GRP_PIECE) e = t + GRP_PIECE;
+    X_LOOP(j, inner) {
+      int64_t u = t;
+      T s = zero_start ? (T)0 : src[(int64_t)(G.keys[u++] & pm) * inner + j];
+      for (; u < e; u++) s += src[(int64_t)(G.keys[u] & pm) * inner + j];
+      P[t * inner + j] = s;
+    }
+  }
+}
+/* The sum of group r (leader slot t, end slot e), column j, from the pieces. */
+template <typename T>
+__device__ __forceinline__ T grp_sum(const grp &G, const T *P, int64_t t, int64_t e, int64_t inner, int64_t j) {
+  T s = P[t * inner + j];
+  for (int64_t u = t + GRP_PIECE; u < e; u += GRP_PIECE) s += P[u * inner + j];
+  return s;
+}
+template <typename T> loom_code launch_pieces(const loom_kctx *ctx, const T *src, const grp &G, int64_t inner,
+                                              int zero_start) {
+  launch2 l = grid2(G.n, inner);
+  LOOM_LAUNCH(l.g, l.b, 0, STREAM(ctx), k_grp_pieces<T>)(src, (T *)G.pieces, G, inner, zero_start);
+  return LOOM_OK;
+}
+
 /* ================================================ segment sum/mean/sqrtN */
 /* sqrtn: 0 mean, 1 sqrt(n), 2 plain sum. One thread per (segment, column)
  * adds the segment's rows in position order: deterministic, no atomics. */
-template <typename T> __global__ void k_segment(const T *d, T *o, grp G, int64_t inner, int sqrtn) {
+template <typename T> __global__ void k_segment(const T *P, T *o, grp G, int64_t inner, int sqrtn) {
+  if (grp_failed(G)) return;
   Y_LOOP(t, G.n) {
     int64_t r;
     if (!grp_leader(G, t, &r)) continue;
+    int64_t e = grp_end(G, r), c = e - t;
     X_LOOP(j, inner) {
-      T s = 0;
-      int64_t c = 0;
-      for (int64_t u = t, p; (p = grp_pos(G, u, r)) >= 0; u++, c++) s += d[p * inner + j];
+      T s = grp_sum<T>(G, P, t, e, inner, j);
       if constexpr (std::is_floating_point<T>::value) {
         if (c > 1 && sqrtn < 2) s /= sqrtn ? x_sqrt((T)c) : (T)c;
       }
@@ -690,10 +745,11 @@ template <typename T> loom_code run_segment(const loom_kctx *ctx, int sqrtn) {
   int64_t inner = 1;
   for (int i = 1; i < D->ndim; i++) inner *= D->dims[i];
   grp G;
-  rc = group_sort(ctx, I, O->dims[0], LOOM_CU_ERR_SEGMENT_IDS, &G);
+  rc = group_sort(ctx, I, O->dims[0], LOOM_CU_ERR_SEGMENT_IDS, &G, (size_t)(I->numel * inner) * sizeof(T));
   if (rc || inner == 0) return rc;
+  launch_pieces<T>(ctx, (const T *)D->data, G, inner, 1);
   launch2 l = grid2(G.n, inner);
-  LOOM_LAUNCH(l.g, l.b, 0, s, k_segment<T>)((const T *)D->data, (T *)O->data, G, inner, sqrtn);
+  LOOM_LAUNCH(l.g, l.b, 0, s, k_segment<T>)((const T *)G.pieces, (T *)O->data, G, inner, sqrtn);
   return LOOM_OK;
 }
 
@@ -801,12 +857,9 @@ __device__ __forceinline__ void sopt_apply(const sopt &A, const hyp &h, int64_t 
   default: break;
   }
 }
-/* Gradient of group r (starting at slot t), column j: rows summed in position order. */
+/* Gradient of group r (starting at slot t), column j: rows summed in position order (in pieces). */
 __device__ __forceinline__ float group_grad(const sopt &A, const grp &G, int64_t t, int64_t r, int64_t j) {
-  int64_t p = grp_pos(G, t, r);
-  float s = A.g[p * A.row + j];
-  for (int64_t u = t + 1; (p = grp_pos(G, u, r)) >= 0; u++) s += A.g[p * A.row + j];
-  return s;
+  return grp_sum<float>(G, (const float *)G.pieces, t, grp_end(G, r), A.row, j);
 }
 /* The given rows only (every optimizer but non-lazy Adam). */
 __global__ void k_sopt_rows(sopt A, grp G) {
@@ -863,8 +916,9 @@ loom_code run_sparse_opt(const loom_kctx *ctx, int kind, int gi, int ii, int nst
   grp Gr;
   memset(&Gr, 0, sizeof Gr);
   if (n > 0) {
-    rc = group_sort(ctx, I, nrows, LOOM_CU_ERR_INDICES, &Gr);
+    rc = group_sort(ctx, I, nrows, LOOM_CU_ERR_INDICES, &Gr, (size_t)(n * row) * sizeof(float));
     if (rc) return rc;
+    if (row > 0) launch_pieces<float>(ctx, A.g, Gr, row, 0);
   }
   if (row == 0) return LOOM_OK;
   cudaStream_t s = STREAM(ctx);
