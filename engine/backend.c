@@ -431,22 +431,16 @@ loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st) {
       e.value = v[0];
     }
   }
-  char pos[160];
-  if (ib && ib->numel > e.pos && e.pos >= 0) {
-    int64_t idx[LOOM_MAX_DIMS], r = e.pos;
-    for (int d = ib->ndim - 1; d >= 0; d--) {
-      idx[d] = ib->dims[d] ? r % ib->dims[d] : 0;
-      r = ib->dims[d] ? r / ib->dims[d] : 0;
-    }
-    size_t k = 0;
-    pos[0] = 0;
-    if (ib->ndim > 0) k += (size_t)snprintf(pos, sizeof pos, "[");
-    for (int d = 0; d < ib->ndim && k < sizeof pos; d++)
-      k += (size_t)snprintf(pos + k, sizeof pos - k, "%s%lld", d ? "," : "", (long long)idx[d]);
-    if (ib->ndim > 0 && k < sizeof pos) snprintf(pos + k, sizeof pos - k, "]");
-  } else {
-    snprintf(pos, sizeof pos, "[%lld]", (long long)e.pos);
+  /* the position in the index tensor's own dims ("[3,0]", "" for a scalar), as the CPU kernels print it */
+  char pos[160] = "";
+  int64_t idx[LOOM_MAX_DIMS] = {e.pos};
+  int known = ib && e.pos >= 0 && e.pos < ib->numel; /* then every dim is >= 1 */
+  int nd = known ? ib->ndim : 1;
+  for (int64_t d = nd - 1, r = e.pos; known && d >= 0; d--) {
+    idx[d] = r % ib->dims[d];
+    r /= ib->dims[d];
   }
+  if (nd > 0) loom__dims_str(pos, sizeof pos, nd, idx);
   return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s%s = %lld is not in [0, %lld)",
                          sp ? sp->node->name : "run", e.what, pos, (long long)e.value, (long long)e.bound);
 }

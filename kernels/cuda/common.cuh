@@ -40,7 +40,7 @@ __device__ __forceinline__ int64_t cu_load_index(const void *p, int i32, int64_t
 
 /* Index checks on the device: a kernel that reads indices takes the cu_errp
  * from cu_watch(ctx, LOOM_CU_ERR_<what>) as an argument and calls
- * cu_bad_index(ep, position, value, bound) for an index outside [0, bound)
+ * cu_bad_index(ep, position, bound) for an index outside [0, bound)
  * (then skips or zero-fills that element). The run fails after its
  * synchronization with "<node>: indices[pos] = value is not in [0, bound)",
  * the CPU kernels' message. */
@@ -61,15 +61,14 @@ static inline cu_errp cu_watch(const loom_kctx *ctx, int kind, const loom_buf *I
 /* The first kernel to report owns the record (its tag); within it the
  * smallest bad position wins whatever order threads run in (npos = ~pos,
  * maximized), so the message names the first bad index as the CPU does. */
-__device__ __forceinline__ void cu_bad_index(const cu_errp &ep, int64_t pos, int64_t value, int64_t bound) {
+__device__ __forceinline__ void cu_bad_index(const cu_errp &ep, int64_t pos, int64_t bound) {
   unsigned long long old = atomicCAS(&ep.e->tag, 0ULL, ep.tag);
   if (old == 0ULL) {
     ep.e->kind = ep.kind;
     ep.e->bound = bound;
     ep.e->indices = (unsigned long long)(uintptr_t)ep.indices;
   }
-  if (old == 0ULL || old == ep.tag) atomicMax(&ep.e->npos, ~(unsigned long long)pos);
-  (void)value; /* read back from indices[pos] by the host */
+  if (old == 0ULL || old == ep.tag) atomicMax(&ep.e->npos, ~(unsigned long long)pos); /* the host reads the value */
 }
 
 /* Shape of up to LOOM_MAX_DIMS dims with per-input element strides (0 = broadcast). */
@@ -125,14 +124,6 @@ template <typename I> __device__ __forceinline__ void bcast_off_t(const bcast_ge
   for (int d = g.nd - 1; d >= 0; d--) {
     I dd = (I)g.od[d], q = i / dd, r = i - q * dd;
     for (int k = 0; k < nin; k++) off[k] += r * (I)g.s[k][d];
-    i = q;
-  }
-}
-__device__ __forceinline__ void bcast_off(const bcast_geom &g, int64_t i, int nin, int64_t *off) {
-  for (int k = 0; k < nin; k++) off[k] = 0;
-  for (int d = g.nd - 1; d >= 0; d--) {
-    int64_t q = i / g.od[d], r = i - q * g.od[d];
-    for (int k = 0; k < nin; k++) off[k] += r * g.s[k][d];
     i = q;
   }
 }

@@ -607,7 +607,7 @@ __global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, cons
       for (int64_t j = lane; j < C; j += 32) yr[j] = d_expx(xr[j] - m) * inv - (j == lb ? (T)1 : (T)0);
       if (lane == 0) {
         loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
-        if (lb < 0 || lb >= C) cu_bad_index(ep, r, lb, C);
+        if (lb < 0 || lb >= C) cu_bad_index(ep, r, C);
       }
     }
   }
@@ -668,7 +668,7 @@ __global__ void k_rows_block(const T *x, T *y, int64_t rows, int64_t C, int mode
       for (int64_t j = threadIdx.x; j < C; j += blockDim.x) yr[j] = d_expx(xr[j] - m) * inv - (j == lb ? (T)1 : (T)0);
       if (threadIdx.x == 0) {
         loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
-        if (lb < 0 || lb >= C) cu_bad_index(ep, r, lb, C);
+        if (lb < 0 || lb >= C) cu_bad_index(ep, r, C);
       }
     }
   }
@@ -1057,7 +1057,7 @@ __global__ void k_gather(const E *src, E *dst, const void *idx, int i32, int64_t
       dst[i] = src[(o * N + v) * inner + j];
     } else {
       dst[i] = (E)0;
-      if (j == 0 && o == 0) cu_bad_index(ep, k, v, N);
+      if (j == 0 && o == 0) cu_bad_index(ep, k, N);
     }
   }
 }

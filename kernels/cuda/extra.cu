@@ -88,7 +88,7 @@ template <typename W>
 __global__ void k_select_bcast(const uint8_t *m, const W *x, const W *y, W *o, int64_t n, bcast_geom g) {
   GRID_LOOP(i, n) {
     int64_t off[3];
-    bcast_off(g, i, 3, off);
+    bcast_off_t<int64_t>(g, i, 3, off);
     W xv = x[off[1]], yv = y[off[2]];
     o[i] = m[off[0]] ? xv : yv;
   }
@@ -128,7 +128,7 @@ template <typename T> __global__ void k_clip_flat(const T *x, const T *l, const 
 template <typename T> __global__ void k_clip_bcast(const T *x, const T *l, const T *h, T *o, int64_t n, bcast_geom g) {
   GRID_LOOP(i, n) {
     int64_t off[3];
-    bcast_off(g, i, 3, off);
+    bcast_off_t<int64_t>(g, i, 3, off);
     o[i] = clip1(x[off[0]], l[off[1]], h[off[2]]);
   }
 }
@@ -149,6 +149,7 @@ template <typename T> loom_code run_clip(const loom_kctx *ctx) {
   bcast_strides(&g, 0, X);
   bcast_strides(&g, 1, L);
   bcast_strides(&g, 2, H);
+  bcast_merge(&g, 3);
   LOOM_LAUNCH(grid_for(n), NT, 0, s, k_clip_bcast<T>)(x, l, h, (T *)O->data, n, g);
   return LOOM_OK;
 }
@@ -566,11 +567,8 @@ __global__ void k_grp_keys(const void *idx, int i32, int64_t n, int64_t L, int64
     keys[t] = key;
   }
 }
-__global__ void k_grp_report(const void *idx, int i32, int64_t bound, const unsigned long long *bad, cu_errp ep) {
-  if (threadIdx.x == 0 && blockIdx.x == 0 && *bad != NONE) {
-    int64_t p = (int64_t)*bad;
-    cu_bad_index(ep, p, cu_load_index(idx, i32, p), bound);
-  }
+__global__ void k_grp_report(int64_t bound, const unsigned long long *bad, cu_errp ep) {
+  if (threadIdx.x == 0 && blockIdx.x == 0 && *bad != NONE) cu_bad_index(ep, (int64_t)*bad, bound);
 }
 /* Groups the n >= 1 indices of I (int32/int64) by value in [0, bound). */
 loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int kind, grp *G, size_t extra = 0) {
@@ -592,7 +590,7 @@ loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int
   int i32 = I->dtype == LOOM_I32;
   cudaMemsetAsync(bad, 0xff, sizeof *bad, s);
   LOOM_LAUNCH(grid_for(L), NT, 0, s, k_grp_keys)(I->data, i32, n, L, bound, pb, keys, bad);
-  LOOM_LAUNCH(1, 32, 0, s, k_grp_report)(I->data, i32, bound, bad, cu_watch(ctx, kind, I));
+  LOOM_LAUNCH(1, 32, 0, s, k_grp_report)(bound, bad, cu_watch(ctx, kind, I));
   bitonic_sort(s, keys, 1, L, u64_less());
   G->keys = keys;
   G->bad = bad;
