@@ -333,16 +333,6 @@ __global__ void k_reduce_rows(const T *x, T *y, int64_t nrows, int64_t R, int64_
   }
 }
 
-/* Whether the reduced axes all follow the kept ones (size-1 axes aside). */
-static bool reduces_suffix(const loom_buf *x, uint32_t mask) {
-  bool red_seen = false;
-  for (int i = 0; i < x->ndim; i++) {
-    if (x->dims[i] == 1) continue;
-    if (mask & (1u << i)) red_seen = true;
-    else if (red_seen) return false;
-  }
-  return true;
-}
 
 /* Sum/mean/max/min/prod over trailing axes: one pass of a warp per row, or,
  * for few long rows (a full reduction), warps over 8192-element pieces into
@@ -367,13 +357,14 @@ static loom_code reduce_rows(const loom_kctx *ctx, int kind, const T *x, T *y, i
   return LOOM_OK;
 }
 
-/* Whether the reduced axes all precede the kept ones (size-1 axes aside). */
-static bool reduces_prefix(const loom_buf *x, uint32_t mask) {
-  bool kept_seen = false;
+/* Whether the reduced axes all precede (leading) or all follow the kept ones (size-1 axes aside). */
+static bool reduces_side(const loom_buf *x, uint32_t mask, bool leading) {
+  bool other_seen = false;
   for (int i = 0; i < x->ndim; i++) {
     if (x->dims[i] == 1) continue;
-    if (!(mask & (1u << i))) kept_seen = true;
-    else if (kept_seen) return false;
+    bool red = (mask & (1u << i)) != 0;
+    if (red != leading) other_seen = true;
+    else if (other_seen) return false;
   }
   return true;
 }
@@ -429,9 +420,9 @@ template <typename T> static loom_code reduce_run(const loom_kctx *ctx, int kind
     LOOM_LAUNCH(grid_for(nout), NT, 0, s, k_fill_red<T>)((T *)y->data, nout, v);
     return LOOM_OK;
   }
-  if (g.R >= 32 && kind != R_LSE && nout > 1 && reduces_prefix(x, mask))
+  if (g.R >= 32 && kind != R_LSE && nout > 1 && reduces_side(x, mask, true))
     return reduce_cols<T>(ctx, kind, (const T *)x->data, (T *)y->data, g.R, nout);
-  if (g.R >= 32 && kind != R_LSE && reduces_suffix(x, mask))
+  if (g.R >= 32 && kind != R_LSE && reduces_side(x, mask, false))
     return reduce_rows<T>(ctx, kind, (const T *)x->data, (T *)y->data, nout, g.R);
   if (g.R >= 256 && nout < 8192)
     LOOM_LAUNCH((unsigned)(nout < 65535 * 8 ? nout : 65535 * 8), NT, 0, s, k_reduce_block<T>)((const T *)x->data, (T *)y->data,
@@ -568,51 +559,11 @@ ARG_K(i32, int32_t)
 ARG_K(i64, int64_t)
 
 /* ============================================= softmax and cross entropy */
-/* One warp per row of C. mode 0 softmax, 1 log-softmax, 2 dense xent, 3 sparse xent. */
-template <typename T, typename L>
-__global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, const T *z, const L *lab, T *loss,
-                       cu_errp ep) {
-  int lane = threadIdx.x & 31;
-  int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  for (int64_t r = warp; r < rows; r += nw) {
-    const T *xr = x + r * C;
-    T *yr = y + r * C;
-    T m = (T)-INFINITY;
-    for (int64_t j = lane; j < C; j += 32) m = xr[j] > m ? xr[j] : m;
-    for (int off = 16; off; off >>= 1) {
-      T o = __shfl_xor_sync(0xffffffffu, m, off);
-      m = o > m ? o : m;
-    }
-    T s = 0;
-    for (int64_t j = lane; j < C; j += 32) s += d_expx(xr[j] - m);
-    for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    T ls = d_logx(s), inv = (T)1 / s;
-    if (mode == 0) {
-      for (int64_t j = lane; j < C; j += 32) yr[j] = d_expx(xr[j] - m) * inv;
-    } else if (mode == 1) {
-      for (int64_t j = lane; j < C; j += 32) yr[j] = xr[j] - m - ls;
-    } else if (mode == 2) {
-      const T *zr = z + r * C;
-      T l = 0;
-      for (int64_t j = lane; j < C; j += 32) {
-        T zj = zr[j];
-        l += zj != 0 ? zj * (ls - (xr[j] - m)) : (T)0;
-        yr[j] = d_expx(xr[j] - m) * inv - zj;
-      }
-      for (int off = 16; off; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-      if (lane == 0) loss[r] = l;
-    } else {
-      int64_t lb = (int64_t)lab[r];
-      for (int64_t j = lane; j < C; j += 32) yr[j] = d_expx(xr[j] - m) * inv - (j == lb ? (T)1 : (T)0);
-      if (lane == 0) {
-        loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
-        if (lb < 0 || lb >= C) cu_bad_index(ep, r, C);
-      }
-    }
-  }
-}
-/* The max of v over the block with k_rows's comparator (o > m ? o : m). */
+/* Softmax-family rows of C: mode 0 softmax, 1 log-softmax, 2 dense xent,
+ * 3 sparse xent. One row is worked by a group of threads (a warp, or a
+ * block for long rows): thread `me` of `nt` strides the row, and G::max /
+ * G::sum combine across the group (every thread gets the result). */
+/* The max of v over the block with the rows' comparator (o > m ? o : m). */
 template <typename T> __device__ T block_max_plain(T v, T *sh) {
   for (int off = 16; off > 0; off >>= 1) {
     T o = __shfl_down_sync(0xffffffffu, v, off);
@@ -634,44 +585,79 @@ template <typename T> __device__ T block_max_plain(T v, T *sh) {
   __syncthreads();
   return v;
 }
-/* k_rows with one block per row, for few long rows (C >= 1024: a vocabulary). */
+struct warp_group {
+  template <typename T> __device__ static T max(T v) {
+    for (int off = 16; off; off >>= 1) {
+      T o = __shfl_xor_sync(0xffffffffu, v, off);
+      v = o > v ? o : v;
+    }
+    return v;
+  }
+  template <typename T> __device__ static T sum(T v) {
+    for (int off = 16; off; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+  }
+};
+struct block_group {
+  template <typename T> __device__ static T max(T v) {
+    __shared__ T sh[32];
+    return block_max_plain<T>(v, sh);
+  }
+  template <typename T> __device__ static T sum(T v) {
+    __shared__ T sh[32];
+    return block_reduce<T>(R_SUM, v, sh);
+  }
+};
+template <typename G, typename T, typename L>
+__device__ __forceinline__ void softmax_row(const T *x, T *y, int64_t r, int64_t C, int mode, const T *z, const L *lab,
+                                            T *loss, const cu_errp &ep, int64_t me, int64_t nt) {
+  const T *xr = x + r * C;
+  T *yr = y + r * C;
+  T m = (T)-INFINITY;
+  for (int64_t j = me; j < C; j += nt) m = xr[j] > m ? xr[j] : m;
+  m = G::max(m);
+  T s = 0;
+  for (int64_t j = me; j < C; j += nt) s += d_expx(xr[j] - m);
+  s = G::sum(s);
+  T ls = d_logx(s), inv = (T)1 / s;
+  if (mode == 0) {
+    for (int64_t j = me; j < C; j += nt) yr[j] = d_expx(xr[j] - m) * inv;
+  } else if (mode == 1) {
+    for (int64_t j = me; j < C; j += nt) yr[j] = xr[j] - m - ls;
+  } else if (mode == 2) {
+    const T *zr = z + r * C;
+    T l = 0;
+    for (int64_t j = me; j < C; j += nt) {
+      T zj = zr[j];
+      l += zj != 0 ? zj * (ls - (xr[j] - m)) : (T)0;
+      yr[j] = d_expx(xr[j] - m) * inv - zj;
+    }
+    l = G::sum(l);
+    if (me == 0) loss[r] = l;
+  } else {
+    int64_t lb = (int64_t)lab[r];
+    for (int64_t j = me; j < C; j += nt) yr[j] = d_expx(xr[j] - m) * inv - (j == lb ? (T)1 : (T)0);
+    if (me == 0) {
+      loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
+      if (lb < 0 || lb >= C) cu_bad_index(ep, r, C);
+    }
+  }
+}
+/* One warp per row. */
+template <typename T, typename L>
+__global__ void k_rows(const T *x, T *y, int64_t rows, int64_t C, int mode, const T *z, const L *lab, T *loss,
+                       cu_errp ep) {
+  int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t r = warp; r < rows; r += nw) /* uniform per warp */
+    softmax_row<warp_group>(x, y, r, C, mode, z, lab, loss, ep, threadIdx.x & 31, 32);
+}
+/* One block per row, for few long rows (C >= 1024: a vocabulary). */
 template <typename T, typename L>
 __global__ void k_rows_block(const T *x, T *y, int64_t rows, int64_t C, int mode, const T *z, const L *lab, T *loss,
                              cu_errp ep) {
-  __shared__ T sh[32];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) { /* uniform per block */
-    const T *xr = x + r * C;
-    T *yr = y + r * C;
-    T m = (T)-INFINITY;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = xr[j] > m ? xr[j] : m;
-    m = block_max_plain<T>(m, sh);
-    T s = 0;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += d_expx(xr[j] - m);
-    s = block_reduce<T>(R_SUM, s, sh);
-    T ls = d_logx(s), inv = (T)1 / s;
-    if (mode == 0) {
-      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) yr[j] = d_expx(xr[j] - m) * inv;
-    } else if (mode == 1) {
-      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) yr[j] = xr[j] - m - ls;
-    } else if (mode == 2) {
-      const T *zr = z + r * C;
-      T l = 0;
-      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-        T zj = zr[j];
-        l += zj != 0 ? zj * (ls - (xr[j] - m)) : (T)0;
-        yr[j] = d_expx(xr[j] - m) * inv - zj;
-      }
-      l = block_reduce<T>(R_SUM, l, sh);
-      if (threadIdx.x == 0) loss[r] = l;
-    } else {
-      int64_t lb = (int64_t)lab[r];
-      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) yr[j] = d_expx(xr[j] - m) * inv - (j == lb ? (T)1 : (T)0);
-      if (threadIdx.x == 0) {
-        loss[r] = lb >= 0 && lb < C ? ls - (xr[lb] - m) : (T)NAN;
-        if (lb < 0 || lb >= C) cu_bad_index(ep, r, C);
-      }
-    }
-  }
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) /* uniform per block */
+    softmax_row<block_group>(x, y, r, C, mode, z, lab, loss, ep, threadIdx.x, blockDim.x);
 }
 /* Softmax-family rows: a warp per row, or a block per row for few long rows. */
 template <typename T, typename L>
