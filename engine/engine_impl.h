@@ -98,6 +98,12 @@ typedef struct loom_op_def {
   loom_kernel_fn kernels[LOOM_DEVICE_COUNT][LOOM_DTYPE_COUNT];
 } loom_op_def;
 
+/* Whether input k of op d gets no gradient: its bit in nondiff_inputs; past
+ * bit 31 (variadic ops such as Concat) only when every input is nondiff. */
+static inline int loom__op_nondiff(const loom_op_def *d, int k) {
+  return k < 32 ? (int)((d->nondiff_inputs >> k) & 1u) : d->nondiff_inputs == 0xffffffffu;
+}
+
 /* The inputs op d writes in place (bit i: input i). */
 static inline uint32_t loom__op_mutated(const loom_op_def *d) {
   return d->mutated_inputs | ((d->flags & LOOM_OPF_MUTATES_INPUT0) ? 1u : 0u);

@@ -177,7 +177,7 @@ loom_code loom_gradients_sparse(loom_graph *g, int ny, const loom_output *ys, co
       break;
     }
     for (int k = 0; k < n->nin; k++) {
-      if (!dx[k].values.node || (d->nondiff_inputs & (1u << k))) continue;
+      if (!dx[k].values.node || loom__op_nondiff(d, k)) continue;
       const loom_node *m = n->in[k].node;
       if (!from_x[m->id]) continue;
       if (add_contrib(&s, m, n->in[k].index, dx[k])) {

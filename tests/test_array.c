@@ -1090,3 +1090,27 @@ Test(array, top_k_values) {
   expect_build_err(g, "tk2", "k (6) is larger than the last dimension 5 of [2,5]");
   loom_graph_free(g);
 }
+
+/* Gradients reach every input of a 40-way concat (inputs past the 32 bits of
+ * an op's nondiff mask are differentiable for a variadic op). */
+Test(array, concat_gradient_past_32_inputs) {
+  loom_graph *g = loom_graph_new();
+  loom_output in[40];
+  for (int i = 0; i < 40; i++) in[i] = loom_const_f32(g, (float)i, NULL);
+  int64_t one[1] = {1};
+  for (int i = 0; i < 40; i++) in[i] = loom_reshape(g, in[i], 1, one, NULL);
+  loom_output cat = loom_concat(g, 40, in, 0, NULL);
+  loom_output w = loom_range(g, 1, 41, 1, LOOM_F32, NULL);
+  loom_output loss = loom_reduce_sum(g, loom_mul(g, cat, w, NULL), -1, NULL, 0, NULL);
+  loom_output dx[40];
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_gradients(g, 1, &loss, NULL, 40, in, dx, st), LOOM_OK, "%s", loom_status_message(st));
+  for (int i = 0; i < 40; i++) {
+    cr_assert(dx[i].node, "input %d got no gradient", i);
+    loom_tensor *t = tu_run1(g, 0, NULL, NULL, dx[i]);
+    cr_assert_float_eq(((const float *)loom_tensor_data_const(t))[0], (float)(i + 1), 1e-6, "d/d in[%d]", i);
+    loom_tensor_free(t);
+  }
+  loom_status_free(st);
+  loom_graph_free(g);
+}
