@@ -463,12 +463,12 @@ loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst,
   return t->nbytes ? ds->be->copy_d2h(ds->ctx, t->data, b->data, t->nbytes, st) : LOOM_OK;
 }
 
-loom_code loom__dev_vars_to_host(loom_session *s, loom_status *st) {
+loom_code loom__dev_vars_to_host(loom_session *s, const void *host, loom_status *st) {
   loom_dev_session *ds = s ? s->dev : NULL;
   if (!ds) return LOOM_OK;
   for (int i = 0; i < ds->nvars; i++) {
     dev_var *m = &ds->vars[i];
-    if (m->state != MIRROR_DEV_NEWER) continue;
+    if (m->state != MIRROR_DEV_NEWER || (host && m->host != host)) continue;
     loom_code rc = ds->be->copy_d2h(ds->ctx, m->host, m->dev, m->bytes, st);
     if (rc) return rc;
     m->state = MIRROR_SAME;
@@ -476,8 +476,9 @@ loom_code loom__dev_vars_to_host(loom_session *s, loom_status *st) {
   return LOOM_OK;
 }
 
-void loom__dev_vars_host_changed(loom_session *s) {
+void loom__dev_vars_host_changed(loom_session *s, const void *host) {
   loom_dev_session *ds = s ? s->dev : NULL;
   if (!ds) return;
-  for (int i = 0; i < ds->nvars; i++) ds->vars[i].state = MIRROR_HOST_NEWER;
+  for (int i = 0; i < ds->nvars; i++)
+    if (!host || ds->vars[i].host == host) ds->vars[i].state = MIRROR_HOST_NEWER;
 }

@@ -119,9 +119,12 @@ loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst,
 
 /* Variable mirrors: host code that reads variable memory calls
  * loom__dev_vars_to_host first; host code that writes it calls
- * loom__dev_vars_to_host before and loom__dev_vars_host_changed after.
- * Both are no-ops for CPU sessions. */
-loom_code loom__dev_vars_to_host(loom_session *s, loom_status *st);
-void loom__dev_vars_host_changed(loom_session *s);
+ * loom__dev_vars_host_changed after (and loom__dev_vars_to_host before,
+ * unless it overwrites the whole variable). host names one variable's host
+ * buffer (loom_var_entry.data), or is NULL for all of them: only that
+ * mirror is copied down, or re-uploaded at the next run. Both are no-ops
+ * for CPU sessions. */
+loom_code loom__dev_vars_to_host(loom_session *s, const void *host, loom_status *st);
+void loom__dev_vars_host_changed(loom_session *s, const void *host);
 
 #endif

@@ -842,8 +842,13 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
   if (tracing && (rc = trace_begin(s, p, st))) goto done;
   /* a CPU plan of a device session (string values): variables as the host sees them */
-  if (s->dev && (rc = loom__dev_vars_to_host(s, st))) goto done;
-  if (s->dev) loom__dev_vars_host_changed(s);
+  if (s->dev && (rc = loom__dev_vars_to_host(s, NULL, st))) goto done;
+  for (int i = 0; s->dev && i < p->nsteps; i++) { /* what it writes in place is re-uploaded before the next device run */
+    const loom_node *n = p->steps[i].node;
+    uint32_t mut = loom__op_mutated(n->def);
+    for (int j = 0; mut && j < n->nin && j < 32; j++)
+      if (mut & (1u << j)) loom__dev_vars_host_changed(s, p->steps[i].ctx.in[j]->data);
+  }
 
   loom__set_ftz();
   for (int i = 0; i < p->nsteps; i++) {

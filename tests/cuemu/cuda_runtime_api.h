@@ -70,6 +70,18 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev);
 /* ---- emulator only ---- */
 /* Kernel launches, copies and memsets so far (tests count them). */
 unsigned long long cuemu_launch_count(void);
+/* Calls by kind since the process started, with the bytes each kind of copy
+ * moved (tests check what a training step moves between host and device). */
+typedef struct cuemu_stats {
+  unsigned long long kernels, gemms;     /* kernel launches; cuBLAS gemm calls (a batched call counts once) */
+  unsigned long long h2d, h2d_bytes;     /* host-to-device copies */
+  unsigned long long d2h, d2h_bytes;     /* device-to-host copies */
+  unsigned long long d2d, d2d_bytes;     /* device-to-device copies */
+  unsigned long long memsets;
+  unsigned long long mallocs, frees;     /* cudaMalloc / cudaFree that succeeded */
+  unsigned long long syncs;              /* stream, device and event synchronizations */
+} cuemu_stats;
+void cuemu_get_stats(cuemu_stats *out);
 /* Whether p lies in emulated device memory. */
 int cuemu_is_device_ptr(const void *p);
 

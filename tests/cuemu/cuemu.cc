@@ -50,6 +50,7 @@ std::recursive_mutex g_lock;
 thread_local cudaError_t t_last = cudaSuccess;
 cudaError_t g_sticky = cudaSuccess;
 unsigned long long g_launches;
+cuemu_stats g_stats; /* by kind, for tests that count API calls */
 
 cudaError_t fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 cudaError_t fail(cudaError_t e, const char *fmt, ...) {
@@ -319,6 +320,7 @@ void run(dim3 g, dim3 b, size_t shmem, cudaStream_t s, body_fn body, void *arg) 
   std::lock_guard<std::recursive_mutex> l(g_lock);
   (void)s;
   g_launches++;
+  g_stats.kernels++;
   if (g_sticky) return;
   unsigned long long nt = (unsigned long long)b.x * b.y * b.z;
   if (!g.x || !g.y || !g.z || !nt || nt > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.y > 65535 ||
@@ -366,6 +368,10 @@ void run(dim3 g, dim3 b, size_t shmem, cudaStream_t s, body_fn body, void *arg) 
 extern "C" {
 
 unsigned long long cuemu_launch_count(void) { return g_launches; }
+void cuemu_get_stats(cuemu_stats *out) {
+  std::lock_guard<std::recursive_mutex> l(g_lock);
+  *out = g_stats;
+}
 int cuemu_is_device_ptr(const void *p) { return in_arena(p); }
 
 static int device_count() {
@@ -408,6 +414,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
       g_high = end;
     }
     *ptr = g_arena + off;
+    g_stats.mallocs++;
     open_arena open;
     memset(*ptr, 0xff, n); /* garbage, as cudaMalloc gives: NaN floats, -1 integers */
     return cudaSuccess;
@@ -424,6 +431,7 @@ cudaError_t cudaFree(void *ptr) {
   if (it == g_used.end()) return fail(cudaErrorInvalidDevicePointer, "cudaFree(%p): not an allocation", ptr);
   size_t n = (it->second + 255) & ~(size_t)255;
   g_used.erase(it);
+  g_stats.frees++;
   auto nx = g_free.lower_bound(off);
   if (nx != g_free.end() && off + n == nx->first) {
     n += nx->second;
@@ -461,6 +469,16 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
     return fail(cudaErrorInvalidValue, "memcpy (kind %d) of %zu bytes: source %p is %s", (int)kind, n, src,
                 sd ? "not inside one device allocation" : "device memory");
   g_launches++;
+  if (dd && sd) {
+    g_stats.d2d++;
+    g_stats.d2d_bytes += n;
+  } else if (dd) {
+    g_stats.h2d++;
+    g_stats.h2d_bytes += n;
+  } else if (sd) {
+    g_stats.d2h++;
+    g_stats.d2h_bytes += n;
+  }
   open_arena open;
   memmove(dst, src, n);
   return cudaSuccess;
@@ -477,6 +495,7 @@ cudaError_t cudaMemset(void *dst, int value, size_t n) {
   if (alloc_of(dst, n) < 0)
     return fail(cudaErrorInvalidValue, "memset of %zu bytes at %p: not inside one device allocation", n, dst);
   g_launches++;
+  g_stats.memsets++;
   open_arena open;
   memset(dst, value, n);
   return cudaSuccess;
@@ -501,9 +520,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   (void)s;
+  g_stats.syncs++;
   return g_sticky;
 }
-cudaError_t cudaDeviceSynchronize(void) { return g_sticky; }
+cudaError_t cudaDeviceSynchronize(void) {
+  g_stats.syncs++;
+  return g_sticky;
+}
 cudaError_t cudaGetLastError(void) {
   cudaError_t e = t_last ? t_last : g_sticky;
   t_last = cudaSuccess;
@@ -557,6 +580,7 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
   (void)ev;
+  g_stats.syncs++;
   return g_sticky;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
@@ -650,6 +674,7 @@ static cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cubla
   cublasStatus_t r = gemm_check(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   if (r || batch < 0) return r ? r : CUBLAS_STATUS_INVALID_VALUE;
   g_launches++;
+  g_stats.gemms++;
   open_arena open;
   for (int b = 0; b < batch; b++)
     gemm1(ta, tb, m, n, k, *alpha, A + b * sa, lda, B + b * sb, ldb, *beta, C + b * sc, ldc);

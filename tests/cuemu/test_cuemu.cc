@@ -214,6 +214,30 @@ int main() {
   CHECK(cudaFree(h.data()) == cudaErrorInvalidDevicePointer, "freeing host memory");
   (void)cudaGetLastError();
 
+  /* the API counters (tests/gpu/test_cuda_residency.c relies on them) */
+  {
+    cuemu_stats s0, s1;
+    cuemu_get_stats(&s0);
+    void *c1 = nullptr;
+    std::vector<char> hb(300, 1);
+    cudaMalloc(&c1, 300);
+    cudaMemcpy(c1, hb.data(), 300, cudaMemcpyHostToDevice);
+    cudaMemcpy(c1, c1, 100, cudaMemcpyDeviceToDevice);
+    cudaMemcpy(hb.data(), c1, 120, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hb.data(), c1, 5, cudaMemcpyDeviceToHost);
+    cudaMemset(c1, 0, 300);
+    LAUNCH(dim3(1), dim3(32), 0, nullptr, k_ids)((int *)c1, 32);
+    cudaStreamSynchronize(nullptr);
+    cudaFree(c1);
+    cudaGetLastError();
+    cuemu_get_stats(&s1);
+    CHECK(s1.mallocs - s0.mallocs == 1 && s1.frees - s0.frees == 1 && s1.h2d - s0.h2d == 1 &&
+              s1.h2d_bytes - s0.h2d_bytes == 300 && s1.d2d - s0.d2d == 1 && s1.d2d_bytes - s0.d2d_bytes == 100 &&
+              s1.d2h - s0.d2h == 2 && s1.d2h_bytes - s0.d2h_bytes == 125 && s1.memsets - s0.memsets == 1 &&
+              s1.kernels - s0.kernels == 1 && s1.syncs - s0.syncs == 1,
+          "the counters count each call by kind and the bytes each copy moved");
+  }
+
   /* GEMM, all four transposes, with padded leading dimensions */
   cublasHandle_t hb;
   CHECK(cublasCreate(&hb) == CUBLAS_STATUS_SUCCESS, "cublasCreate");
