@@ -30,7 +30,10 @@ loom_dataset *loom__ds_new(size_t size, const loom_ds_vtable *vt, int ncomp, loo
 void loom__ds_free_shell(loom_dataset *ds) {
   if (!ds) return;
   if (ds->comp)
-    for (int i = 0; i < ds->ncomp; i++) loom__free(ds->comp[i].name);
+    for (int i = 0; i < ds->ncomp; i++) {
+      loom__free(ds->comp[i].name);
+      loom_tensor_free(ds->comp[i].pad);
+    }
   loom__free(ds->comp);
   loom_status_free(ds->st);
   loom__free(ds);
@@ -48,10 +51,24 @@ loom_code loom__ds_set_comp(loom_dataset *ds, int i, const char *name, loom_dtyp
   return LOOM_OK;
 }
 
+loom_code loom__ds_set_pad(loom_dataset *ds, int i, const loom_tensor *pad, loom_status *st) {
+  loom_ds_comp *c = &ds->comp[i];
+  loom_tensor_free(c->pad);
+  c->pad = NULL;
+  if (!pad) return LOOM_OK;
+  if (pad->dtype != c->dtype || pad->numel != 1)
+    return loom_status_set(st, LOOM_INTERNAL, "dataset: padding value of component '%s' is not one %s", c->name,
+                           loom_dtype_name(c->dtype));
+  if (!(c->pad = loom_tensor_copy(pad, st)))
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset: out of memory");
+  return LOOM_OK;
+}
+
 loom_code loom__ds_copy_spec(loom_dataset *ds, const loom_dataset *in, loom_status *st) {
   for (int i = 0; i < in->ncomp; i++) {
     const loom_ds_comp *c = &in->comp[i];
     loom_code rc = loom__ds_set_comp(ds, i, c->name, c->dtype, c->ndim, c->dims, st);
+    if (!rc) rc = loom__ds_set_pad(ds, i, c->pad, st);
     if (rc) return rc;
   }
   ds->label = in->label;
@@ -615,6 +632,10 @@ static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, lo
           loom__free(o[i].ptr);
           o[i].ptr = NULL;
           o[i].len = 0;
+          if (ic->pad) { /* the component's padding value (FixedLenSequenceFeature's default_value) */
+            const loom_tstring *pv = ic->pad->data;
+            if ((rc = loom_tensor_set_string(out, i, pv->ptr ? pv->ptr : "", pv->len, st))) return rc;
+          }
         }
       for (int64_t j = 0; j < k; j++) {
         const loom_tensor *e = b->elems[j][c];
@@ -627,7 +648,11 @@ static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, lo
     } else {
       size_t es = loom_dtype_size(ic->dtype), rb = (size_t)rn * es;
       uint8_t *o = out->data;
-      if (padded) memset(o, 0, out->nbytes);
+      if (padded && !ic->pad) {
+        memset(o, 0, out->nbytes);
+      } else if (padded) { /* the component's padding value (FixedLenSequenceFeature's default_value) */
+        for (int64_t i = 0; i < out->numel; i++) memcpy(o + (size_t)i * es, ic->pad->data, es);
+      }
       for (int64_t j = 0; j < k; j++) {
         const loom_tensor *e = b->elems[j][c];
         if (!padded)

@@ -24,6 +24,7 @@ typedef struct loom_ds_comp {
   loom_dtype dtype;
   int32_t ndim;
   int64_t dims[LOOM_MAX_DIMS]; /* -1: varies from element to element */
+  loom_tensor *pad;            /* owned scalar of dtype that batch pads varying dims with; NULL = 0 / "" */
 } loom_ds_comp;
 
 typedef struct loom_ds_vtable loom_ds_vtable;
@@ -60,6 +61,8 @@ loom_dataset *loom__ds_new(size_t size, const loom_ds_vtable *vt, int ncomp, loo
 loom_code loom__ds_copy_spec(loom_dataset *ds, const loom_dataset *in, loom_status *st);
 loom_code loom__ds_set_comp(loom_dataset *ds, int i, const char *name, loom_dtype dt, int ndim, const int64_t *dims,
                             loom_status *st);
+/* Sets component i's padding value (a copy of the scalar pad; NULL = 0 / ""). */
+loom_code loom__ds_set_pad(loom_dataset *ds, int i, const loom_tensor *pad, loom_status *st);
 /* Frees the spec, the scratch status and the struct (after vt->destroy). */
 void loom__ds_free_shell(loom_dataset *ds);
 
@@ -80,8 +83,9 @@ loom_code loom__ds_hand_over(loom_tensor **dst, loom_tensor **src, loom_status *
  * freed with loom__free. */
 loom_code loom__example_serialize(int n, const char *const *names, const loom_tensor *const *values, uint8_t **out,
                                   size_t *len, loom_status *st);
-/* Checks a feature spec list (names, dtypes, fixed shapes) and builds the
- * default tensors (*defaults: nspec entries, NULL where none or varlen;
+/* Checks a feature spec list (names, dtypes, kinds, shapes, keys) and
+ * builds the default tensors (*defaults: nspec entries, NULL where none or
+ * varlen / sparse; for a FixedLenSequenceFeature the scalar padding value;
  * free each with loom_tensor_free and the array with loom__free). */
 loom_code loom__example_spec_check(int nspec, const loom_feature_spec *spec, loom_tensor ***defaults,
                                    loom_status *st);

@@ -3,6 +3,7 @@
  * tf.Example serialization (protobuf-c, proto/example.proto). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "estimator/data_impl.h"
 #include "estimator/tfrecord.h"
@@ -186,6 +187,10 @@ static loom_code fill_values(loom_tensor *t, const Tensorflow__Feature *f, loom_
       return LOOM_OK;
   }
 }
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
 static size_t feature_count(const Tensorflow__Feature *f) {
   switch (f->kind_case) {
     case TENSORFLOW__FEATURE__KIND_FLOAT_LIST: return f->float_list->n_value;
@@ -193,6 +198,113 @@ static size_t feature_count(const Tensorflow__Feature *f) {
     case TENSORFLOW__FEATURE__KIND_BYTES_LIST: return f->bytes_list->n_value;
     default: return 0;
   }
+}
+
+/* The effective kind of a spec entry (kind 0 with varlen = VarLen). */
+static int spec_kind(const loom_feature_spec *s) {
+  return s->kind == LOOM_FEATURE_FIXED_LEN && s->varlen ? LOOM_FEATURE_VAR_LEN : s->kind;
+}
+static const char *spec_kind_name(int k) {
+  switch (k) {
+    case LOOM_FEATURE_FIXED_LEN: return "FixedLenFeature";
+    case LOOM_FEATURE_VAR_LEN: return "VarLenFeature";
+    case LOOM_FEATURE_FIXED_LEN_SEQUENCE: return "FixedLenSequenceFeature";
+    case LOOM_FEATURE_SPARSE: return "SparseFeature";
+    default: return "an unknown kind";
+  }
+}
+
+/* The feature called key (the last duplicate wins); NULL when absent or
+ * when it has no list set. */
+static const Tensorflow__Feature *find_feature(const Tensorflow__Example *ex, const char *key) {
+  const Tensorflow__Feature *f = NULL;
+  if (ex->features)
+    for (size_t j = 0; j < ex->features->n_feature; j++) {
+      const Tensorflow__Features__FeatureEntry *e = ex->features->feature[j];
+      if (e->key && !strcmp(e->key, key)) f = e->value;
+    }
+  if (f && f->kind_case == TENSORFLOW__FEATURE__KIND__NOT_SET) f = NULL;
+  return f;
+}
+
+/* Error unless f (when present) holds the list of dtype dt. */
+static loom_code check_list(const Tensorflow__Feature *f, loom_dtype dt, const char *key, const char *wh,
+                            loom_status *st) {
+  if (!f || f->kind_case == dtype_kind(dt)) return LOOM_OK;
+  return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' is a %s, the spec wants %s (%s)", wh, key,
+                         kind_name(f->kind_case), kind_name(dtype_kind(dt)), loom_dtype_name(dt));
+}
+
+/* SparseFeature spec s -> its dense [size] equivalent in *out. */
+static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_spec *s, loom_tensor **out,
+                              const char *wh, loom_status *st) {
+  const Tensorflow__Feature *fi = find_feature(ex, s->index_key), *fv = find_feature(ex, s->value_key);
+  loom_code rc = check_list(fi, LOOM_I64, s->index_key, wh, st);
+  if (!rc) rc = check_list(fv, s->dtype, s->value_key, wh, st);
+  if (rc) return rc;
+  size_t ni = fi ? feature_count(fi) : 0, nv = fv ? feature_count(fv) : 0;
+  if (ni != nv)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "%s: SparseFeature '%s': index feature '%s' has %zu values, value feature '%s' has %zu "
+                           "(they must match)",
+                           wh, s->name, s->index_key, ni, s->value_key, nv);
+  const int64_t *idx = ni ? fi->int64_list->value : NULL;
+  /* range check; duplicates: a strictly increasing list has none, else
+   * sort a copy and look at neighbours */
+  int sorted = 1;
+  for (size_t j = 0; j < ni; j++) {
+    if (idx[j] < 0 || idx[j] >= s->size)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s: SparseFeature '%s': index %lld (entry %zu of '%s') is outside [0, %lld)", wh, s->name,
+                             (long long)idx[j], j, s->index_key, (long long)s->size);
+    if (j && idx[j] <= idx[j - 1]) sorted = 0;
+  }
+  if (!sorted) {
+    int64_t *cp = loom__malloc(ni * sizeof *cp);
+    if (!cp) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: SparseFeature '%s': out of memory", wh, s->name);
+    memcpy(cp, idx, ni * sizeof *cp);
+    qsort(cp, ni, sizeof *cp, cmp_i64);
+    for (size_t j = 1; j < ni; j++)
+      if (cp[j] == cp[j - 1]) {
+        int64_t dup = cp[j];
+        loom__free(cp);
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "%s: SparseFeature '%s': index %lld appears more than once in '%s'", wh, s->name,
+                               (long long)dup, s->index_key);
+      }
+    loom__free(cp);
+  }
+  int64_t size = s->size;
+  if ((rc = loom__ds_ensure(out, s->dtype, 1, &size, st))) return rc;
+  loom_tensor *t = *out;
+  switch (s->dtype) {
+    case LOOM_F32: {
+      float *o = t->data;
+      memset(o, 0, t->nbytes);
+      for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->float_list->value[j];
+      break;
+    }
+    case LOOM_I64: {
+      int64_t *o = t->data;
+      memset(o, 0, t->nbytes);
+      for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->int64_list->value[j];
+      break;
+    }
+    default: {
+      loom_tstring *o = t->data;
+      for (int64_t j = 0; j < t->numel; j++) {
+        loom__free(o[j].ptr);
+        o[j].ptr = NULL;
+        o[j].len = 0;
+      }
+      for (size_t j = 0; j < ni && !rc; j++) {
+        const ProtobufCBinaryData *v = &fv->bytes_list->value[j];
+        rc = loom_tensor_set_string(t, idx[j], (const char *)v->data, v->len, st);
+      }
+      break;
+    }
+  }
+  return rc;
 }
 
 loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const loom_feature_spec *spec,
@@ -203,34 +315,53 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
   if (!ex)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s is not a valid tf.Example (protobuf parse failed, %zu bytes)",
                            where(wb, sizeof wb, path, index), n);
+  where(wb, sizeof wb, path, index);
   loom_code rc = LOOM_OK;
   for (int i = 0; i < nspec && !rc; i++) {
     const loom_feature_spec *s = &spec[i];
-    const Tensorflow__Feature *f = NULL;
-    if (ex->features)
-      for (size_t j = 0; j < ex->features->n_feature; j++) {
-        const Tensorflow__Features__FeatureEntry *e = ex->features->feature[j];
-        if (e->key && !strcmp(e->key, s->name)) f = e->value; /* the last duplicate wins */
-      }
-    if (f && f->kind_case == TENSORFLOW__FEATURE__KIND__NOT_SET) f = NULL;
-    if (f && f->kind_case != dtype_kind(s->dtype)) {
-      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' is a %s, the spec wants %s (%s)",
-                           where(wb, sizeof wb, path, index), s->name, kind_name(f->kind_case),
-                           kind_name(dtype_kind(s->dtype)), loom_dtype_name(s->dtype));
-      break;
+    int kind = spec_kind(s);
+    if (kind == LOOM_FEATURE_SPARSE) {
+      rc = parse_sparse(ex, s, &out[i], wb, st);
+      continue;
     }
-    if (s->varlen) {
+    const Tensorflow__Feature *f = find_feature(ex, s->name);
+    if ((rc = check_list(f, s->dtype, s->name, wb, st))) break;
+    if (kind == LOOM_FEATURE_VAR_LEN) {
       int64_t cnt = f ? (int64_t)feature_count(f) : 0;
       if ((rc = loom__ds_ensure(&out[i], s->dtype, 1, &cnt, st))) break;
       if (f) rc = fill_values(out[i], f, st);
       continue;
     }
     int64_t numel = loom__numel(s->ndim, s->dims);
+    if (kind == LOOM_FEATURE_FIXED_LEN_SEQUENCE) {
+      if (!f && !s->allow_missing) {
+        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s: feature '%s' is required but missing (FixedLenSequenceFeature without "
+                             "allow_missing)",
+                             wb, s->name);
+        break;
+      }
+      int64_t cnt = f ? (int64_t)feature_count(f) : 0, dims[LOOM_MAX_DIMS];
+      if (cnt % numel) {
+        char sb[128];
+        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s: feature '%s' has %lld values, not a multiple of %lld (FixedLenSequenceFeature of "
+                             "element shape %s)",
+                             wb, s->name, (long long)cnt, (long long)numel,
+                             loom__dims_str(sb, sizeof sb, s->ndim, s->dims));
+        break;
+      }
+      dims[0] = cnt / numel;
+      for (int d = 0; d < s->ndim; d++) dims[d + 1] = s->dims[d];
+      if ((rc = loom__ds_ensure(&out[i], s->dtype, s->ndim + 1, dims, st))) break;
+      if (f) rc = fill_values(out[i], f, st);
+      continue;
+    }
     if (!f) {
       if (!defaults || !defaults[i]) {
         rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "%s: feature '%s' is required but missing (fixed-length feature without a default)",
-                             where(wb, sizeof wb, path, index), s->name);
+                             "%s: feature '%s' is required but missing (fixed-length feature without a default)", wb,
+                             s->name);
         break;
       }
       if ((rc = loom__ds_ensure(&out[i], s->dtype, s->ndim, s->dims, st))) break;
@@ -249,9 +380,8 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
     size_t cnt = feature_count(f);
     if ((int64_t)cnt != numel) {
       char sb[128];
-      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' has %zu values, its shape %s needs %lld",
-                           where(wb, sizeof wb, path, index), s->name, cnt,
-                           loom__dims_str(sb, sizeof sb, s->ndim, s->dims), (long long)numel);
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' has %zu values, its shape %s needs %lld", wb,
+                           s->name, cnt, loom__dims_str(sb, sizeof sb, s->ndim, s->dims), (long long)numel);
       break;
     }
     if ((rc = loom__ds_ensure(&out[i], s->dtype, s->ndim, s->dims, st))) break;
@@ -259,6 +389,61 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
   }
   tensorflow__example__free_unpacked(ex, &pb_allocator);
   return rc;
+}
+
+/* Checks the kind-specific fields of a spec entry (name and dtype are
+ * already checked). */
+static loom_code check_kind_fields(const loom_feature_spec *s, loom_status *st) {
+  if (s->kind < LOOM_FEATURE_FIXED_LEN || s->kind > LOOM_FEATURE_SPARSE)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "feature spec '%s': kind %d is not a loom_feature_kind (0 FixedLen, 1 VarLen, "
+                           "2 FixedLenSequence, 3 Sparse)",
+                           s->name, (int)s->kind);
+  int kind = spec_kind(s);
+  const char *kn = spec_kind_name(kind);
+  if (s->varlen && s->kind != LOOM_FEATURE_FIXED_LEN && s->kind != LOOM_FEATURE_VAR_LEN)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': varlen = 1 conflicts with kind %s", s->name,
+                           kn);
+  if (s->allow_missing && kind != LOOM_FEATURE_FIXED_LEN_SEQUENCE)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "feature spec '%s': allow_missing is for FixedLenSequenceFeature, this entry is a %s",
+                           s->name, kn);
+  if (kind != LOOM_FEATURE_SPARSE && (s->index_key || s->value_key || s->size || s->already_sorted)) {
+    const char *field = s->index_key ? "index_key" : s->value_key ? "value_key" : s->size ? "size" : "already_sorted";
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': %s is for SparseFeature, this entry is a %s",
+                           s->name, field, kn);
+  }
+  if (kind == LOOM_FEATURE_VAR_LEN) return LOOM_OK; /* ndim, dims and default_value are not read */
+  if (kind == LOOM_FEATURE_SPARSE) {
+    if (!s->index_key || !s->index_key[0] || !s->value_key || !s->value_key[0])
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': SparseFeature's %s is %s", s->name,
+                             (!s->index_key || !s->index_key[0]) ? "index_key" : "value_key",
+                             (!s->index_key || !s->value_key) ? "NULL" : "empty");
+    if (s->size <= 0)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "feature spec '%s': SparseFeature's size is %lld; it must be > 0", s->name,
+                             (long long)s->size);
+    if (s->ndim != 0)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "feature spec '%s': SparseFeature has ndim %d; its shape is [size], leave ndim 0", s->name,
+                             s->ndim);
+    if (s->default_value)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "feature spec '%s': SparseFeature takes no default_value (absent entries are 0 / \"\")",
+                             s->name);
+    return LOOM_OK;
+  }
+  int seq = kind == LOOM_FEATURE_FIXED_LEN_SEQUENCE, maxnd = LOOM_MAX_DIMS - (seq ? 2 : 1);
+  if (s->ndim < 0 || s->ndim > maxnd)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': ndim %d outside [0, %d]%s", s->name, s->ndim,
+                           maxnd, seq ? " (a FixedLenSequenceFeature adds the sequence dim, batching one more)" : "");
+  for (int d = 0; d < s->ndim; d++)
+    if (s->dims[d] < (seq ? 1 : 0))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': dims[%d] is %lld; %s", s->name, d,
+                             (long long)s->dims[d],
+                             seq ? "a FixedLenSequenceFeature's element shape needs dims >= 1"
+                                 : "a fixed-length feature needs a fully known shape");
+  return LOOM_OK;
 }
 
 /* Checks a feature spec list and builds the default tensors. */
@@ -279,29 +464,25 @@ loom_code loom__example_spec_check(int nspec, const loom_feature_spec *spec, loo
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "feature spec '%s': dtype %s; a tf.Example feature is float32, int64 or string", s->name,
                              loom_dtype_name(s->dtype));
-    if (s->varlen) continue;
-    if (s->ndim < 0 || s->ndim > LOOM_MAX_DIMS - 1)
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': ndim %d outside [0, %d]", s->name, s->ndim,
-                             LOOM_MAX_DIMS - 1);
-    for (int d = 0; d < s->ndim; d++)
-      if (s->dims[d] < 0)
-        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                               "feature spec '%s': dims[%d] is %lld; a fixed-length feature needs a fully known shape",
-                               s->name, d, (long long)s->dims[d]);
+    loom_code rc = check_kind_fields(s, st);
+    if (rc) return rc;
   }
   loom_tensor **def = loom__calloc((size_t)nspec, sizeof *def);
   if (!def) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "feature spec: out of memory");
   for (int i = 0; i < nspec; i++) {
     const loom_feature_spec *s = &spec[i];
-    if (s->varlen || !s->default_value) continue;
+    int kind = spec_kind(s);
+    if (kind == LOOM_FEATURE_VAR_LEN || kind == LOOM_FEATURE_SPARSE || !s->default_value) continue;
+    /* FixedLen: the whole default; FixedLenSequence: the scalar padding value */
+    int nd = kind == LOOM_FEATURE_FIXED_LEN ? s->ndim : 0;
     loom_code rc = LOOM_OK;
     if (s->dtype == LOOM_STRING) {
-      def[i] = loom_tensor_new(LOOM_STRING, s->ndim, s->dims, st);
+      def[i] = loom_tensor_new(LOOM_STRING, nd, s->dims, st);
       const char *const *sv = s->default_value;
       for (int64_t j = 0; def[i] && !rc && j < def[i]->numel; j++)
         rc = loom_tensor_set_string(def[i], j, sv[j] ? sv[j] : "", sv[j] ? strlen(sv[j]) : 0, st);
     } else {
-      def[i] = loom_tensor_from_data(s->dtype, s->ndim, s->dims, s->default_value, st);
+      def[i] = loom_tensor_from_data(s->dtype, nd, s->dims, s->default_value, st);
     }
     if (!def[i] || rc) {
       for (int j = 0; j < nspec; j++) loom_tensor_free(def[j]);
@@ -321,7 +502,7 @@ typedef struct tfr_ds {
   int nfiles, file;
   char **paths;
   int nspec;
-  loom_feature_spec *spec; /* names point into base.comp */
+  loom_feature_spec *spec; /* names point into base.comp; sparse keys are owned copies */
   loom_tensor **defaults;
   loom_tfrecord_reader r;
   int open;
@@ -369,6 +550,11 @@ static void tfr_destroy(loom_dataset *ds) {
   if (t->defaults)
     for (int i = 0; i < t->nspec; i++) loom_tensor_free(t->defaults[i]);
   loom__free(t->defaults);
+  if (t->spec)
+    for (int i = 0; i < t->nspec; i++) {
+      loom__free((char *)t->spec[i].index_key);
+      loom__free((char *)t->spec[i].value_key);
+    }
   loom__free(t->spec);
 }
 
@@ -429,14 +615,36 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
   }
   for (int i = 0; i < nspec; i++) {
     const loom_feature_spec *s = &spec[i];
-    int64_t var = -1;
-    if (loom__ds_set_comp(ds, i, s->name, s->dtype, s->varlen ? 1 : s->ndim, s->varlen ? &var : s->dims, st)) {
+    int kind = spec_kind(s), nd = s->ndim;
+    int64_t dims[LOOM_MAX_DIMS];
+    if (kind == LOOM_FEATURE_VAR_LEN) { /* [-1] */
+      nd = 1;
+      dims[0] = -1;
+    } else if (kind == LOOM_FEATURE_SPARSE) { /* [size] */
+      nd = 1;
+      dims[0] = s->size;
+    } else if (kind == LOOM_FEATURE_FIXED_LEN_SEQUENCE) { /* [-1] + shape */
+      dims[0] = -1;
+      for (int d = 0; d < s->ndim; d++) dims[d + 1] = s->dims[d];
+      nd = s->ndim + 1;
+    } else {
+      for (int d = 0; d < s->ndim; d++) dims[d] = s->dims[d];
+    }
+    if (loom__ds_set_comp(ds, i, s->name, s->dtype, nd, dims, st) ||
+        (kind == LOOM_FEATURE_FIXED_LEN_SEQUENCE && loom__ds_set_pad(ds, i, defaults[i], st))) {
       loom_dataset_free(ds);
       return NULL;
     }
     t->spec[i] = *s;
     t->spec[i].name = ds->comp[i].name;
     t->spec[i].default_value = NULL; /* the copies in defaults are used */
+    t->spec[i].index_key = t->spec[i].value_key = NULL; /* own copies (freed by tfr_destroy) */
+    if (kind == LOOM_FEATURE_SPARSE && (!(t->spec[i].index_key = loom__strdup(s->index_key)) ||
+                                        !(t->spec[i].value_key = loom__strdup(s->value_key)))) {
+      loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset_tfrecord: out of memory");
+      loom_dataset_free(ds);
+      return NULL;
+    }
   }
   return ds;
 }

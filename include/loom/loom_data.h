@@ -93,21 +93,73 @@ LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, co
                                         loom_status *st);
 
 /* TFRecord files of serialized tf.Example, parsed with a feature spec
- * (tf.io.parse_single_example). Fixed-length features: shape given
- * (ndim 0 = scalar), default used when the feature is missing (NULL
- * default = missing is an error). Var-length features become a 1-D
- * component of the feature's values (batching pads them with 0 / "" to
- * the longest in the batch, and adds no mask). Checks both masked CRCs of
- * every record. Errors: DATA_LOSS for framing (truncation, CRC mismatch),
- * INVALID_ARGUMENT for a record that is not a tf.Example or does not match
- * the spec, each naming the file and the record index. */
+ * (tf.io.parse_single_example). One component per spec entry, named
+ * spec[i].name, of spec[i].dtype; what it holds depends on the kind:
+ *
+ *  - FixedLenFeature (kind 0, varlen 0): shape given (ndim 0 = scalar);
+ *    the feature must hold exactly numel(shape) values. default_value
+ *    (numel elements) is used when the feature is missing (NULL default =
+ *    missing is an error).
+ *  - VarLenFeature (varlen 1, or kind LOOM_FEATURE_VAR_LEN): a 1-D
+ *    component of the feature's values (missing = empty). Batching pads
+ *    them with 0 / "" to the longest in the batch, and adds no mask (TF
+ *    gives a SparseTensor; this is its to_dense).
+ *  - FixedLenSequenceFeature (kind LOOM_FEATURE_FIXED_LEN_SEQUENCE): the
+ *    feature holds k * numel(shape) values (k >= 0) and becomes a [k] +
+ *    shape component (spec dims [-1] + shape); a count that is not a
+ *    multiple of numel(shape) is an error naming the feature, file and
+ *    record. A missing feature is an error unless allow_missing (then k =
+ *    0). default_value is NULL or ONE element of dtype: the value batching
+ *    pads shorter sequences with (to the longest in the batch; NULL = 0 /
+ *    ""), as tf.io.parse_example does. shape's dims must be >= 1 and ndim
+ *    <= LOOM_MAX_DIMS - 2 (room for the sequence and batch dims).
+ *  - SparseFeature (kind LOOM_FEATURE_SPARSE, 1-D): reads int64 indices
+ *    from the feature index_key and values of dtype from value_key (equal
+ *    counts, else an error; a missing one counts as empty). Datasets have
+ *    no SparseTensor, so the component is the dense equivalent, as
+ *    tf.sparse.to_dense would give: a [size] tensor with the values at
+ *    their indices and 0 / "" elsewhere. An index outside [0, size) and an
+ *    index given twice are errors naming the feature, file and record
+ *    (to_dense would reject both). already_sorted is accepted and has no
+ *    effect on the dense result. ndim must be 0 (size is the shape) and
+ *    default_value NULL.
+ *
+ * The fields after default_value came later: a zero-initialised entry
+ * keeps its old meaning (kind 0 = FixedLen, or VarLen when varlen is 1).
+ * loom_dataset_tfrecord checks the spec: a kind out of range, varlen with
+ * another kind, allow_missing / index_key / value_key / size /
+ * already_sorted on a kind that has no such field, NULL or empty keys,
+ * size <= 0, a bad rank or dims, and a dtype other than float32, int64 and
+ * string are INVALID_ARGUMENT naming the spec entry. (Source compatible:
+ * code written for the old struct needs a rebuild, as the struct grew;
+ * -Wextra flags positional initialisers that stop before the new fields,
+ * designated ones such as {.name = "x", .dtype = LOOM_F32} are quiet.)
+ *
+ * Checks both masked CRCs of every record. Errors: DATA_LOSS for framing
+ * (truncation, CRC mismatch), INVALID_ARGUMENT for a record that is not a
+ * tf.Example or does not match the spec, each naming the file and the
+ * record index. */
+typedef enum loom_feature_kind {
+  LOOM_FEATURE_FIXED_LEN = 0,          /* FixedLenFeature (VarLenFeature when varlen = 1) */
+  LOOM_FEATURE_VAR_LEN = 1,            /* VarLenFeature */
+  LOOM_FEATURE_FIXED_LEN_SEQUENCE = 2, /* FixedLenSequenceFeature */
+  LOOM_FEATURE_SPARSE = 3              /* SparseFeature, parsed to its dense [size] equivalent */
+} loom_feature_kind;
 typedef struct loom_feature_spec {
   const char *name;
   loom_dtype dtype;          /* LOOM_F32 (float_list), LOOM_I64 (int64_list), LOOM_STRING (bytes_list) */
   int32_t varlen;            /* 1: VarLenFeature */
   int32_t ndim;
   int64_t dims[8];
-  const void *default_value; /* numel elements of dtype (const char *const * for strings), or NULL */
+  const void *default_value; /* numel elements of dtype (const char *const * for strings), or NULL;
+                              * FIXED_LEN_SEQUENCE: one element, the batch padding value */
+  /* ---- later additions (zero = as before) ---- */
+  int32_t kind;              /* a loom_feature_kind */
+  int32_t allow_missing;     /* FIXED_LEN_SEQUENCE: a missing feature is an empty sequence */
+  const char *index_key;     /* SPARSE: the int64_list feature with the indices */
+  const char *value_key;     /* SPARSE: the feature with the values (of dtype) */
+  int64_t size;              /* SPARSE: the dense length (> 0) */
+  int32_t already_sorted;    /* SPARSE: accepted (TF's flag); no effect on the dense result */
 } loom_feature_spec;
 LOOM_API loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int nspec,
                                              const loom_feature_spec *spec, const char *label_name,
