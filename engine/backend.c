@@ -78,6 +78,11 @@ struct loom_dev_plan {
   int32_t *hbase;            /* per step: first index into hbufs, -1 for device steps */
   size_t *hws;               /* per step: staging offset of its workspace */
   int32_t nh;
+  /* fetches: page-locked staging the run's final synchronization fills */
+  char *fstage;
+  size_t fstage_size;
+  size_t *foff;              /* per fetch: offset in fstage */
+  int fstaged;               /* fstage holds this run's fetches */
 };
 
 loom_code loom__dev_session_new(loom_session *s, loom_status *st) {
@@ -181,7 +186,9 @@ void loom__dev_plan_free(loom_plan *p) {
   if (ds) {
     plan_reset_binds(dp);
     ds->be->buffer_free(ds->ctx, dp->arena);
+    if (dp->fstage) ds->be->host_free(ds->ctx, dp->fstage);
   }
+  loom__free(dp->foff);
   loom__free(dp->consts);
   loom__free(dp->pvars);
   loom__free(dp->pwritten);
@@ -333,6 +340,22 @@ loom_code loom__dev_plan_finish(loom_session *s, loom_plan *p, loom_status *st) 
     dp->stage = ns;
     dp->stage_size = need;
   }
+  /* page-locked staging for the fetches (without it, each fetch is copied after the run) */
+  dp->fstaged = 0;
+  if (!ds->be->host_alloc || p->nfetches <= 0) return LOOM_OK;
+  size_t *fo = loom__realloc(dp->foff, sizeof *fo * (size_t)p->nfetches);
+  if (!fo) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory planning fetches");
+  dp->foff = fo;
+  size_t fneed = 0;
+  for (int i = 0; i < p->nfetches; i++) {
+    fo[i] = fneed;
+    fneed += al64(value_bytes(&p->values[p->fetch_val[i]].buf));
+  }
+  if (fneed > dp->fstage_size || !dp->fstage) {
+    if (dp->fstage) ds->be->host_free(ds->ctx, dp->fstage);
+    dp->fstage = ds->be->host_alloc(ds->ctx, fneed ? fneed : 64);
+    dp->fstage_size = dp->fstage ? fneed : 0;
+  }
   return LOOM_OK;
 }
 
@@ -340,6 +363,7 @@ loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const 
   loom_dev_plan *dp = p->dev;
   loom_dev_session *ds = s->dev;
   loom_code rc;
+  dp->fstaged = 0;
   for (int k = 0; k < dp->npvars; k++) {
     dev_var *m = &ds->vars[dp->pvars[k]];
     if (m->state != MIRROR_HOST_NEWER) continue;
@@ -395,7 +419,15 @@ loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status 
 loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st) {
   loom_dev_plan *dp = p->dev;
   loom_dev_session *ds = s->dev;
-  loom_code rc = ds->be->synchronize(ds->ctx,
+  loom_code rc = LOOM_OK;
+  dp->fstaged = 0;
+  for (int i = 0; dp->fstage && i < p->nfetches && !rc; i++) {
+    const loom_buf *b = &p->values[p->fetch_val[i]].buf;
+    if (b->dtype != LOOM_STRING) rc = ds->be->copy_d2h_async(ds->ctx, dp->fstage + dp->foff[i], b->data, value_bytes(b), st);
+  }
+  if (rc) return rc;
+  dp->fstaged = dp->fstage != NULL;
+  rc = ds->be->synchronize(ds->ctx,
                                      ds->sync_steps ? "run"
                                                     : "run (a device step failed asynchronously; set "
                                                       "LOOM_CUDA_SYNC=1 to name the op)",
@@ -445,8 +477,10 @@ loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st) {
                          sp ? sp->node->name : "run", e.what, pos, (long long)e.value, (long long)e.bound);
 }
 
-loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst, loom_status *st) {
+loom_code loom__dev_fetch(loom_session *s, loom_plan *p, int i, loom_tensor **dst, loom_status *st) {
   loom_dev_session *ds = s->dev;
+  loom_dev_plan *dp = p->dev;
+  const loom_buf *b = &p->values[p->fetch_val[i]].buf;
   loom_tensor *t = *dst;
   if (t && (t->dtype != b->dtype || t->numel != b->numel || t->dtype == LOOM_STRING)) {
     loom_tensor_free(t);
@@ -460,7 +494,12 @@ loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst,
     t->ndim = b->ndim;
     memcpy(t->dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
   }
-  return t->nbytes ? ds->be->copy_d2h(ds->ctx, t->data, b->data, t->nbytes, st) : LOOM_OK;
+  if (!t->nbytes) return LOOM_OK;
+  if (dp->fstaged) {
+    memcpy(t->data, dp->fstage + dp->foff[i], t->nbytes);
+    return LOOM_OK;
+  }
+  return ds->be->copy_d2h(ds->ctx, t->data, b->data, t->nbytes, st);
 }
 
 loom_code loom__dev_vars_to_host(loom_session *s, const void *host, loom_status *st) {

@@ -45,6 +45,12 @@ typedef struct loom_backend_i {
   loom_code (*copy_h2d)(void *ctx, void *dst, const void *src, size_t n, loom_status *st);
   loom_code (*copy_d2h)(void *ctx, void *dst, const void *src, size_t n, loom_status *st);
   loom_code (*copy_d2d)(void *ctx, void *dst, const void *src, size_t n, loom_status *st);
+  /* Optional: page-locked host memory (NULL when refused), and a device-to-host
+   * copy into it that is complete after the next synchronize. Fetches go
+   * this way, so a run waits once for its kernels and its fetches together. */
+  void *(*host_alloc)(void *ctx, size_t n);
+  void (*host_free)(void *ctx, void *p);
+  loom_code (*copy_d2h_async)(void *ctx, void *dst, const void *src, size_t n, loom_status *st);
   loom_code (*memset_zero)(void *ctx, void *dst, size_t n, loom_status *st);
   /* Waits for all work queued on the context; reports asynchronous errors as `what: ...`. */
   loom_code (*synchronize)(void *ctx, const char *what, loom_status *st);
@@ -114,8 +120,9 @@ loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st);
 /* Bad data reported by the run's kernels (after its synchronization): fails
  * with INVALID_ARGUMENT naming the node, and clears the report. */
 loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st);
-/* Fetch of a device value into a host tensor (same reuse rules as CPU fetches). */
-loom_code loom__dev_fetch(loom_session *s, const loom_buf *b, loom_tensor **dst, loom_status *st);
+/* Fetch i of the run into a host tensor (same reuse rules as CPU fetches):
+ * from the page-locked copy loom__dev_run_end queued, else copied now. */
+loom_code loom__dev_fetch(loom_session *s, loom_plan *p, int i, loom_tensor **dst, loom_status *st);
 
 /* Variable mirrors: host code that reads variable memory calls
  * loom__dev_vars_to_host first; host code that writes it calls

@@ -159,6 +159,7 @@ static void cu_ctx_free(void *ctx) {
   if (c->cudnn) cudnnDestroy((cudnnHandle_t)c->cudnn);
 #endif
   if (c->derr) cudaFree(c->derr);
+  if (c->hrec) cudaFreeHost(c->hrec);
   if (c->blas) cublasDestroy(c->blas);
   if (c->stream) cudaStreamDestroy(c->stream);
   loom__free(c);
@@ -205,6 +206,10 @@ static void *cu_ctx_new(int index, loom_status *st) {
     cu_ctx_free(c);
     return NULL;
   }
+  if (cudaMallocHost((void **)&c->hrec, sizeof *c->hrec) != cudaSuccess) {
+    (void)cudaGetLastError();
+    c->hrec = NULL; /* the record is then copied after the synchronization */
+  }
 #ifdef LOOM_HAVE_CUDNN
   cudnnHandle_t h;
   if (cudnnCreate(&h) == CUDNN_STATUS_SUCCESS) {
@@ -232,6 +237,28 @@ static loom_code cu_d2h(void *ctx, void *dst, const void *src, size_t n, loom_st
   if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
   return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: device-to-host copy");
 }
+static void *cu_host_alloc(void *ctx, size_t n) {
+  loom_cuda_ctx *c = ctx;
+  void *p = NULL;
+  cudaSetDevice(c->device);
+  if (cudaMallocHost(&p, n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+static void cu_host_free(void *ctx, void *p) {
+  (void)ctx;
+  if (p) cudaFreeHost(p);
+}
+/* into page-locked memory: truly asynchronous, complete after the next cu_sync */
+static loom_code cu_d2h_async(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  cudaSetDevice(c->device);
+  if (!n) return LOOM_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream);
+  return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, "cuda: device-to-host copy");
+}
 static loom_code cu_d2d(void *ctx, void *dst, const void *src, size_t n, loom_status *st) {
   loom_cuda_ctx *c = ctx;
   cudaSetDevice(c->device); /* the thread may have another device current */
@@ -249,6 +276,9 @@ static loom_code cu_memset0(void *ctx, void *dst, size_t n, loom_status *st) {
 static loom_code cu_sync(void *ctx, const char *what, loom_status *st) {
   loom_cuda_ctx *c = ctx;
   cudaSetDevice(c->device); /* the thread may have another device current */
+  /* a kernel may have reported bad data: its record comes down with this synchronization */
+  c->hrec_fresh = c->watched && c->hrec &&
+                  cudaMemcpyAsync(c->hrec, c->derr, sizeof *c->hrec, cudaMemcpyDeviceToHost, c->stream) == cudaSuccess;
   cudaError_t e = cudaStreamSynchronize(c->stream);
   return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, what);
 }
@@ -296,9 +326,15 @@ static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_st
   if (!c->watched) return LOOM_OK;
   c->watched = 0;
   loom_cuda_err r;
-  cudaError_t e = cudaMemcpyAsync(&r, c->derr, sizeof r, cudaMemcpyDeviceToHost, c->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
-  if (e != cudaSuccess) return cuda_fail(st, e, "cuda: reading the kernels' error record");
+  cudaError_t e = cudaSuccess;
+  if (c->hrec_fresh) { /* copied by the synchronization just before */
+    r = *c->hrec;
+  } else {
+    e = cudaMemcpyAsync(&r, c->derr, sizeof r, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return cuda_fail(st, e, "cuda: reading the kernels' error record");
+  }
+  c->hrec_fresh = 0;
   if (!r.tag) return LOOM_OK;
   e = cudaMemsetAsync(c->derr, 0, sizeof r, c->stream);
   if (e != cudaSuccess) return cuda_fail(st, e, "cuda: clearing the kernels' error record");
@@ -324,6 +360,9 @@ static const loom_backend_i cuda_backend = {
     .copy_h2d = cu_h2d,
     .copy_d2h = cu_d2h,
     .copy_d2d = cu_d2d,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .copy_d2h_async = cu_d2h_async,
     .memset_zero = cu_memset0,
     .synchronize = cu_sync,
     .check = cu_check,

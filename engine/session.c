@@ -759,7 +759,7 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
   }
   if (s->vars_hook && (rc = s->vars_hook(s, p, 1, st))) return rc;
   for (int i = 0; i < nfetches; i++)
-    if ((rc = loom__dev_fetch(s, &p->values[p->fetch_val[i]].buf, &fetch_values[i], st))) return rc;
+    if ((rc = loom__dev_fetch(s, p, i, &fetch_values[i], st))) return rc;
   s->stats.arena_bytes = (int64_t)p->arena_size;
   s->stats.naive_bytes = p->naive_bytes;
   s->stats.nodes_run = p->nsteps;

@@ -37,6 +37,11 @@ typedef struct loom_cuda_ctx {
   loom_cuda_err *derr;
   int step;
   int watched;
+  /* pinned host copy of the record, queued before each synchronization of a
+   * watched run, so reading it costs no copy or synchronization of its own
+   * (NULL if pinned memory was refused: then a copy after the sync) */
+  loom_cuda_err *hrec;
+  int hrec_fresh;
 } loom_cuda_ctx;
 
 #ifdef __cplusplus

@@ -449,6 +449,16 @@ cudaError_t cudaFree(void *ptr) {
   return cudaSuccess;
 }
 
+cudaError_t cudaMallocHost(void **ptr, size_t size) {
+  *ptr = malloc(size ? size : 1);
+  return *ptr ? cudaSuccess : (t_last = cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void *ptr) {
+  if (ptr && in_arena(ptr)) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): device memory", ptr);
+  free(ptr);
+  return cudaSuccess;
+}
+
 static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
   std::lock_guard<std::recursive_mutex> l(g_lock);
   if (g_sticky) return g_sticky;
