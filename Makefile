@@ -5,11 +5,13 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 SANITIZE ?=
 # CUDA: CUDA=1 builds the CUDA backend (kernels/cuda/*.cu, engine/backend_cuda.c)
-# into the library; the default build is CPU-only and needs no CUDA header or
-# library. nvcc is auto-detected: when present, `make test` also compiles the
-# CUDA variant into build/cuda (cuda-check; compile only, no GPU needed).
+# into the library; CUDA=0 is the CPU-only build, which needs no CUDA header or
+# library. The default is auto-detected: CUDA=1 when nvcc is found (no GPU is
+# needed to build or to run the CPU tests), else CUDA=0. `make test` compiles
+# the other variant too, so neither rots: build/cpu (cpu-check) after a CUDA
+# build, build/cuda (cuda-check) after a CPU-only build when nvcc exists.
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-CUDA    ?= 0
+CUDA    ?= $(if $(NVCC),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # CUDA=emu builds the same backend and kernels against the host CUDA emulator
@@ -82,7 +84,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check test-gpu test-cuemu bench-gpu
+.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check cpu-check test-gpu test-cuemu bench-gpu
 all: lib
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -157,14 +159,20 @@ header-check:
 test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
-	@if [ -n "$(NVCC)" ] && [ "$(CUDA)" = 0 ]; then $(MAKE) --no-print-directory cuda-check; \
+	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
+	 elif [ -n "$(NVCC)" ]; then $(MAKE) --no-print-directory cuda-check; \
 	 else echo "cuda-check: nvcc not found, CUDA build not checked"; fi
-	@if [ "$(CUDA)" = 0 ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
+	@if [ "$(CUDA)" != emu ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
 
 # Compiles the CUDA variant of the library into build/cuda (no GPU needed).
 cuda-check:
 	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib
 	@echo "cuda-check: CUDA build compiles"
+
+# Compiles the CPU-only variant into build/cpu: no CUDA header or library on its paths.
+cpu-check:
+	@$(MAKE) --no-print-directory BUILD=build/cpu CUDA=0 lib
+	@echo "cpu-check: CPU-only build compiles without CUDA"
 
 # GPU vs CPU parity of every op with a CUDA kernel; skips (exit 0) without a GPU.
 # (built into build/cuda: objects are not rebuilt when only CUDA changes)
@@ -193,7 +201,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h $(BUILD)/libloom.a
 
 asan:
 	@bash scripts/deps.sh
-	@$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=address,undefined test
+	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 SANITIZE=address,undefined test
 
 bench: lib $(BENCH_BIN)
 
