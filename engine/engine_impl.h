@@ -134,6 +134,9 @@ struct loom_node {
   loom_tensor *value;    /* Const payload (attrs.value points here) */
 };
 
+/* Slots of loom_graph.ext: data a layer above the engine keeps per graph. */
+enum { LOOM__GRAPH_EXT_SUMMARIES, LOOM__GRAPH_EXT_COUNT };
+
 struct loom_graph {
   loom_node **nodes;
   int32_t nnodes, capnodes;
@@ -159,6 +162,9 @@ struct loom_graph {
   /* attached data owned by higher layers (variables, collections) */
   void *train_state;
   void (*train_state_free)(void *);
+  /* one slot per other layer that keeps data with a graph (LOOM__GRAPH_EXT_*), freed with it */
+  void *ext[LOOM__GRAPH_EXT_COUNT];
+  void (*ext_free[LOOM__GRAPH_EXT_COUNT])(void *);
   /* placeholder output returned after an error */
   loom_node *dummy;
 };

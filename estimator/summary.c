@@ -70,60 +70,23 @@ loom_output loom_summary_histogram(loom_graph *g, const char *tag, loom_output x
 }
 
 /* ---- tags/kinds arrays ----
- * The graph has no slot for this layer's data, so the arrays live in a
- * small table keyed by graph, rebuilt from the collections on every call
- * (a freed graph's entry is simply reused or dropped; nothing in it is
- * trusted across calls). At most MAX_ENTRIES graphs are kept, the least
- * recently listed one dropped first. */
-#define MAX_ENTRIES 16
-typedef struct sum_entry {
-  const loom_graph *g;
-  int cap;
+ * Kept with the graph (its LOOM__GRAPH_EXT_SUMMARIES slot, freed with it)
+ * and rebuilt when the summary collections have grown since the last call, so
+ * the arrays a caller got stay valid until a summary is added or the graph is
+ * freed. Collections only grow, so an unchanged count means unchanged
+ * contents and nothing is written. */
+typedef struct sum_arrays {
+  int n, nh; /* the collections' sizes they were built from */
   const char **tags;
   loom_summary_kind *kinds;
-  struct sum_entry *next;
-} sum_entry;
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static sum_entry *g_head;
+} sum_arrays;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* several threads may list one graph */
 
-static void entry_free(sum_entry *e) {
-  loom__free(e->tags);
-  loom__free(e->kinds);
-  loom__free(e);
-}
-
-/* The entry for g, moved to the front; NULL when out of memory. */
-static sum_entry *entry_get(const loom_graph *g, int n) {
-  sum_entry **pp = &g_head, *e = NULL;
-  int count = 0;
-  for (; *pp; pp = &(*pp)->next, count++)
-    if ((*pp)->g == g) {
-      e = *pp;
-      *pp = e->next;
-      break;
-    }
-  if (!e) {
-    e = loom__calloc(1, sizeof *e);
-    if (!e) return NULL;
-    e->g = g;
-    if (count >= MAX_ENTRIES) { /* drop the last (least recently used) */
-      sum_entry **q = &g_head;
-      while ((*q)->next) q = &(*q)->next;
-      entry_free(*q);
-      *q = NULL;
-    }
-  }
-  e->next = g_head;
-  g_head = e;
-  if (n > e->cap) {
-    const char **t = loom__realloc(e->tags, (size_t)n * sizeof *t);
-    if (t) e->tags = t;
-    loom_summary_kind *k = t ? loom__realloc(e->kinds, (size_t)n * sizeof *k) : NULL;
-    if (k) e->kinds = k;
-    if (!t || !k) return NULL;
-    e->cap = n;
-  }
-  return e;
+static void arrays_free(void *p) {
+  sum_arrays *a = p;
+  loom__free(a->tags);
+  loom__free(a->kinds);
+  loom__free(a);
 }
 
 int loom_graph_summaries(loom_graph *g, const char *const **tags, const loom_summary_kind **kinds,
@@ -138,14 +101,33 @@ int loom_graph_summaries(loom_graph *g, const char *const **tags, const loom_sum
   if (outputs) *outputs = all;
   if (!n || (!tags && !kinds)) return n;
   pthread_mutex_lock(&g_mu);
-  sum_entry *e = entry_get(g, n);
-  if (e) {
-    for (int i = 0; i < n; i++) {
-      e->tags[i] = all[i].node->name;
-      e->kinds[i] = LOOM_SUMMARY_SCALAR;
-      for (int j = 0; j < nh; j++)
-        if (hist[j].node == all[i].node && hist[j].index == all[i].index) e->kinds[i] = LOOM_SUMMARY_HISTOGRAM;
+  sum_arrays *e = g->ext[LOOM__GRAPH_EXT_SUMMARIES];
+  if (!e && (e = loom__calloc(1, sizeof *e))) {
+    g->ext[LOOM__GRAPH_EXT_SUMMARIES] = e;
+    g->ext_free[LOOM__GRAPH_EXT_SUMMARIES] = arrays_free;
+  }
+  if (e && (e->n != n || e->nh != nh)) {
+    const char **t = loom__malloc((size_t)n * sizeof *t);
+    loom_summary_kind *k = loom__malloc((size_t)n * sizeof *k);
+    if (t && k) {
+      for (int i = 0; i < n; i++) {
+        t[i] = all[i].node->name;
+        k[i] = LOOM_SUMMARY_SCALAR;
+        for (int j = 0; j < nh; j++)
+          if (hist[j].node == all[i].node && hist[j].index == all[i].index) k[i] = LOOM_SUMMARY_HISTOGRAM;
+      }
+      loom__free(e->tags);
+      loom__free(e->kinds);
+      e->tags = t;
+      e->kinds = k;
+      e->n = n;
+      e->nh = nh;
+    } else {
+      loom__free(t);
+      loom__free(k);
     }
+  }
+  if (e && e->n == n && e->nh == nh) {
     if (tags) *tags = e->tags;
     if (kinds) *kinds = e->kinds;
   }

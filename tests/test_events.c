@@ -675,6 +675,40 @@ Test(events, graph_summaries_round_trip_through_a_run) {
   tu_rmtree(dir);
 }
 
+/* The tags/kinds arrays belong to their graph: listing many other graphs
+ * leaves them in place (they used to live in a 16-entry process-wide table
+ * that evicted them), and adding a summary rebuilds them. */
+Test(events, graph_summary_arrays_belong_to_the_graph) {
+  loom_graph *g = loom_graph_new();
+  loom_summary_scalar(g, "a", loom_const_f32(g, 1.0f, NULL));
+  const char *const *tags = NULL;
+  const loom_summary_kind *kinds = NULL;
+  cr_assert_eq(loom_graph_summaries(g, &tags, &kinds, NULL), 1);
+  cr_assert(tags && kinds);
+  const char *const *tags0 = tags;
+  for (int i = 0; i < 40; i++) {
+    loom_graph *o = loom_graph_new();
+    loom_summary_histogram(o, "h", loom_const_f32(o, 2.0f, NULL));
+    const char *const *ot = NULL;
+    const loom_summary_kind *ok = NULL;
+    cr_assert_eq(loom_graph_summaries(o, &ot, &ok, NULL), 1);
+    cr_assert_str_eq(ot[0], "h");
+    cr_assert_eq(ok[0], LOOM_SUMMARY_HISTOGRAM);
+    loom_graph_free(o);
+  }
+  cr_assert_str_eq(tags[0], "a"); /* still readable: ASan would flag a freed table entry */
+  cr_assert_eq(kinds[0], LOOM_SUMMARY_SCALAR);
+  cr_assert_eq(loom_graph_summaries(g, &tags, &kinds, NULL), 1);
+  cr_assert_eq(tags, tags0, "an unchanged graph keeps its arrays");
+  loom_summary_histogram(g, "b", loom_const_f32(g, 3.0f, NULL));
+  cr_assert_eq(loom_graph_summaries(g, &tags, &kinds, NULL), 2);
+  cr_assert_str_eq(tags[0], "a");
+  cr_assert_str_eq(tags[1], "b");
+  cr_assert_eq(kinds[0], LOOM_SUMMARY_SCALAR);
+  cr_assert_eq(kinds[1], LOOM_SUMMARY_HISTOGRAM);
+  loom_graph_free(g);
+}
+
 Test(events, graph_summary_build_errors) {
   loom_status *st = loom_status_new();
   /* not a scalar */

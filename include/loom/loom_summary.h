@@ -79,10 +79,9 @@ LOOM_API loom_output loom_summary_scalar(loom_graph *g, const char *tag, loom_ou
 LOOM_API loom_output loom_summary_histogram(loom_graph *g, const char *tag, loom_output x);
 /* The graph's summaries in creation order; returns how many. outputs is
  * the "summaries" collection (valid until it changes); tags point at node
- * names (valid while g lives). The tags and kinds arrays themselves are
- * valid until a summary is added to g, g is freed, or 16 other graphs had
- * their summaries listed since (they are kept in a small table keyed by
- * graph). Any pointer argument may be NULL. */
+ * names (valid while g lives). The tags and kinds arrays themselves belong
+ * to g and are valid until a summary is added to g or g is freed. Any
+ * pointer argument may be NULL. */
 LOOM_API int loom_graph_summaries(loom_graph *g, const char *const **tags, const loom_summary_kind **kinds,
                                   const loom_output **outputs);
 /* Writes one Event at step holding every summary of g, given their fetched
