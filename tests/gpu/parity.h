@@ -187,6 +187,19 @@ static inline void run_case(const pcase *c) {
   loom_graph_free(g);
 }
 
+/* A dense layer x @ w + b (relu optional) with variables <name>/w (normal(0, 0.1), seed 42) and <name>/b (zeros). */
+static inline loom_output parity_dense(loom_graph *g, loom_output x, int64_t in, int64_t out, int relu, const char *name) {
+  char n1[64], n2[64];
+  snprintf(n1, sizeof n1, "%s/w", name);
+  snprintf(n2, sizeof n2, "%s/b", name);
+  int64_t wd[2] = {in, out}, bd[1] = {out};
+  loom_initializer wi = loom_init_random_normal(0, 0.1, 42), bi = loom_init_zeros();
+  loom_variable *w = loom_get_variable(g, n1, LOOM_F32, 2, wd, &wi, 1);
+  loom_variable *b = loom_get_variable(g, n2, LOOM_F32, 1, bd, &bi, 1);
+  loom_output y = loom_bias_add(g, loom_matmul(g, x, loom_variable_output(w), 0, 0, NULL), loom_variable_output(b), NULL);
+  return relu ? loom_relu(g, y, NULL) : y;
+}
+
 /* 1 when a CUDA session can be created; else prints the skip line. */
 static inline int parity_gpu_present(const char *prog) {
   loom_graph *g = loom_graph_new();

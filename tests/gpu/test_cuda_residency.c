@@ -76,18 +76,6 @@ typedef struct model {
   loom_session *cpu, *gpu;
 } model;
 
-static loom_output dense(loom_graph *g, loom_output x, int64_t in, int64_t out, int relu, const char *name) {
-  char n1[64], n2[64];
-  snprintf(n1, sizeof n1, "%s/w", name);
-  snprintf(n2, sizeof n2, "%s/b", name);
-  int64_t wd[2] = {in, out}, bd[1] = {out};
-  loom_initializer wi = loom_init_random_normal(0, 0.1, 42), bi = loom_init_zeros();
-  loom_variable *w = loom_get_variable(g, n1, LOOM_F32, 2, wd, &wi, 1);
-  loom_variable *b = loom_get_variable(g, n2, LOOM_F32, 1, bd, &bi, 1);
-  loom_output y = loom_bias_add(g, loom_matmul(g, x, loom_variable_output(w), 0, 0, NULL), loom_variable_output(b), NULL);
-  return relu ? loom_relu(g, y, NULL) : y;
-}
-
 /* An MLP trained with Adam (weights, biases and two slots each on the
  * device), plus a string constant: a run that fetches it compiles a
  * CPU-only plan, and `bump` adds 0.5 to fc2/b in place. */
@@ -97,8 +85,8 @@ static int model_new(model *m) {
   int64_t xd[2] = {B, IN}, ld[1] = {B};
   m->x = loom_placeholder(m->g, LOOM_F32, 2, xd, "x");
   m->lab = loom_placeholder(m->g, LOOM_I32, 1, ld, "labels");
-  loom_output h = dense(m->g, m->x, IN, H, 1, "fc1");
-  h = dense(m->g, h, H, C, 0, "fc2");
+  loom_output h = parity_dense(m->g, m->x, IN, H, 1, "fc1");
+  h = parity_dense(m->g, h, H, C, 0, "fc2");
   m->loss = loom_reduce_mean(m->g, loom_sparse_softmax_cross_entropy_with_logits(m->g, h, m->lab, NULL, NULL, NULL), -1,
                              NULL, 0, NULL);
   m->opt = loom_optimizer_adam(loom_const_f32(m->g, 0.01f, NULL), NULL);
@@ -187,23 +175,13 @@ int main(void) {
 
   /* 1. steady state: only feeds in, only the loss out (and the kernels'
    * 32-byte bad-index record, read after the run's one synchronization) */
-  cuemu_stats tot = {0};
   const int N = 10;
+  cuemu_stats t0 = snap(); /* the CPU session makes no CUDA calls */
   for (int i = 0; i < N; i++) {
     snprintf(what, sizeof what, "steady step %d", i);
-    cuemu_stats d = step(&m, what);
-    tot.kernels += d.kernels;
-    tot.gemms += d.gemms;
-    tot.h2d_bytes += d.h2d_bytes;
-    tot.h2d += d.h2d;
-    tot.d2h += d.d2h;
-    tot.d2h_bytes += d.d2h_bytes;
-    tot.mallocs += d.mallocs;
-    tot.frees += d.frees;
-    tot.syncs += d.syncs;
-    tot.d2d += d.d2d;
-    tot.memsets += d.memsets;
+    step(&m, what);
   }
+  cuemu_stats tot = diff(t0, snap());
   if (COUNTS) {
     printf("test_cuda_residency: per MLP+Adam step (2 dense layers, 8 variables with slots): kernels=%.1f gemms=%.1f "
            "h2d=%.1f (%.0f B) d2h=%.1f (%.0f B) d2d=%.1f memsets=%.1f syncs=%.1f mallocs=%.1f\n",

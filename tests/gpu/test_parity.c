@@ -137,17 +137,6 @@ static const pcase cases[] = {
 };
 
 /* ---- training: 20 steps on both devices ---- */
-static loom_output dense(loom_graph *g, loom_output x, int64_t in, int64_t out, int relu, const char *name) {
-  char n1[64], n2[64];
-  snprintf(n1, sizeof n1, "%s/w", name);
-  snprintf(n2, sizeof n2, "%s/b", name);
-  int64_t wd[2] = {in, out}, bd[1] = {out};
-  loom_initializer wi = loom_init_random_normal(0, 0.1, 42), bi = loom_init_zeros();
-  loom_variable *w = loom_get_variable(g, n1, LOOM_F32, 2, wd, &wi, 1);
-  loom_variable *b = loom_get_variable(g, n2, LOOM_F32, 1, bd, &bi, 1);
-  loom_output y = loom_bias_add(g, loom_matmul(g, x, loom_variable_output(w), 0, 0, NULL), loom_variable_output(b), NULL);
-  return relu ? loom_relu(g, y, NULL) : y;
-}
 
 static void train_case(const char *name, int cnn, int adam) {
   loom_graph *g = loom_graph_new();
@@ -163,11 +152,11 @@ static void train_case(const char *name, int cnn, int adam) {
     h = loom_relu(g, loom_conv2d(g, x, loom_variable_output(f), S1, LOOM_PADDING_SAME, NULL, NULL), NULL);
     h = loom_max_pool(g, h, k, S2, LOOM_PADDING_VALID, NULL);
     int64_t rd[2] = {B, 4 * 4 * 4};
-    h = dense(g, loom_reshape(g, h, 2, rd, NULL), 64, 10, 0, "fc");
+    h = parity_dense(g, loom_reshape(g, h, 2, rd, NULL), 64, 10, 0, "fc");
   } else {
     int64_t rd[2] = {B, 128};
-    h = dense(g, loom_reshape(g, x, 2, rd, NULL), 128, 32, 1, "fc1");
-    h = dense(g, h, 32, 10, 0, "fc2");
+    h = parity_dense(g, loom_reshape(g, x, 2, rd, NULL), 128, 32, 1, "fc1");
+    h = parity_dense(g, h, 32, 10, 0, "fc2");
   }
   loom_output loss = loom_reduce_mean(g, loom_sparse_softmax_cross_entropy_with_logits(g, h, lab, NULL, NULL, NULL), -1, NULL, 0, NULL);
   loom_optimizer *opt =
