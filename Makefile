@@ -48,7 +48,7 @@ PROTO_H   := $(PROTO_C:.c=.h)
 PROTO_OBJ := $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/gen/%.o)
 CFLAGS  += -I$(BUILD)/gen
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
-# CUDA backend: only in the CUDA=1 build (the one engine file that includes CUDA headers, plus the .cu kernels).
+# CUDA backend: only in the CUDA=1 build (the engine files that include CUDA headers, plus the .cu kernels).
 ifeq ($(CUDA),1)
   CU_SRC  := $(wildcard kernels/cuda/*.cu)
   LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
@@ -58,7 +58,8 @@ ifeq ($(CUDA),1)
   CFLAGS  += -DLOOM_HAVE_CUDA -I$(CUDA_HOME)/include
   NVFLAGS := -O3 $(CUDA_ARCH) -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DLOOM_HAVE_CUDA -I. -Iinclude \
              -MMD -MP
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  # cuBLAS is not linked: engine/cublas_lazy.c opens it on first use (it costs every process ~0.1 s to load)
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
   ifeq ($(CUDNN),1)
     CFLAGS  += -DLOOM_HAVE_CUDNN
     NVFLAGS += -DLOOM_HAVE_CUDNN
@@ -74,8 +75,9 @@ else ifeq ($(CUDA),emu)
     CUEMU_CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
   endif
   LDLIBS  += -lstdc++
+  LIB_OBJ := $(filter-out $(BUILD)/engine/cublas_lazy.o,$(LIB_OBJ)) # the emulator provides cuBLAS
 else
-  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda.o,$(LIB_OBJ))
+  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda.o $(BUILD)/engine/cublas_lazy.o,$(LIB_OBJ))
 endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

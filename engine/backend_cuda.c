@@ -18,6 +18,9 @@
 #include <cudnn.h>
 #endif
 #include "engine/backend.h"
+#ifndef LOOM_CUEMU
+#include "engine/cublas_lazy.h"
+#endif
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "ops/op_list.h"
@@ -188,7 +191,12 @@ static void *cu_ctx_new(int index, loom_status *st) {
   }
   if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
     c->blas = NULL;
-    loom_status_set(st, LOOM_UNAVAILABLE, "cuda: cannot create a cuBLAS handle");
+#ifndef LOOM_CUEMU
+    const char *why = loom__cublas_load_error();
+#else
+    const char *why = NULL;
+#endif
+    loom_status_set(st, LOOM_UNAVAILABLE, "cuda: cannot create a cuBLAS handle%s%s", why ? ": " : "", why ? why : "");
     cu_ctx_free(c);
     return NULL;
   }

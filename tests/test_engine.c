@@ -313,3 +313,30 @@ Test(session, pool_wakes_sleeping_workers, .timeout = 60) {
   loom_session_free(s);
   loom_graph_free(g);
 }
+
+#if defined(LOOM_HAVE_CUDA) && !defined(LOOM_CUEMU)
+#include <stdlib.h>
+#include "engine/cublas_lazy.h"
+/* A CUDA build does not link cuBLAS: it is opened on first use. Here (no
+ * GPU needed) the toolkit's library must load and give every entry point. */
+Test(cuda_build, cublas_is_loaded_on_first_use) {
+  const char *why = loom__cublas_load_error();
+  cr_assert_null(why, "%s", why);
+}
+/* A library that cannot be opened: the reason, and a CUDA session that
+ * fails with UNAVAILABLE instead of crashing (no device here either way). */
+Test(cuda_build, cublas_missing_is_a_clear_error) {
+  setenv("LOOM_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.99", 1);
+  const char *why = loom__cublas_load_error();
+  cr_assert_not_null(why);
+  cr_assert(strstr(why, "cannot load cuBLAS") && strstr(why, "/nonexistent/libcublas.so.99"), "%s", why);
+  loom_graph *g = loom_graph_new();
+  loom_session_options o = loom_session_options_default();
+  o.device = LOOM_DEVICE_CUDA;
+  loom_status *st = loom_status_new();
+  cr_assert_null(loom_session_new(g, &o, st));
+  cr_assert_eq(loom_status_code(st), LOOM_UNAVAILABLE, "%s", loom_status_message(st));
+  loom_status_free(st);
+  loom_graph_free(g);
+}
+#endif
