@@ -52,14 +52,59 @@ static const char *req_str(int n, const int64_t *d) {
   return b;
 }
 
-/* numel of a desc, -1 when a dim is unknown */
+/* Size limit. Every shape these functions produce has at most MAX_NUMEL
+ * elements, counting the product of its known non-zero dims (so a zero dim
+ * does not excuse a huge one, whatever the order): the limit loom_tensor_new
+ * enforces (engine/tensor.c), under which element counts and byte sizes
+ * computed from the dims, here and in the session's plan, cannot overflow.
+ * Sums and products of dims and attributes are overflow-checked; a value
+ * past the limit fails with INVALID_ARGUMENT naming the attribute. */
+#define MAX_NUMEL (INT64_MAX / 16)
+
+/* Index of the dim of d[0..n) at which the product of the known (> 0) dims
+ * passes MAX_NUMEL; -1 when it never does. */
+static int too_large_at(int n, const int64_t *d) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++)
+    if (d[i] > 0 && (__builtin_mul_overflow(p, d[i], &p) || p > MAX_NUMEL)) return i;
+  return -1;
+}
+
+/* Fails when output k is past the size limit; what/src name the attribute
+ * the shape came from ("dims", "multiples", ...) and its n values (for the
+ * offending entry's index and value; src NULL: name the shape only). */
+static loom_code check_out_size(loom_shape_ctx *c, int k, const char *what, int n, const int64_t *src) {
+  const loom_tdesc *o = &c->out[k];
+  int i = too_large_at(o->ndim, o->dims);
+  if (i < 0) return LOOM_OK;
+  if (src && i < n)
+    return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
+                            "%s[%d] = %lld is too large: the result %s would have more than %lld elements", what, i,
+                            (long long)src[i], loom__tdesc_str(o), (long long)MAX_NUMEL);
+  return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s: the result %s would have more than %lld elements", what,
+                          loom__tdesc_str(o), (long long)MAX_NUMEL);
+}
+
+/* Like check_out_size for a shape grown by one scalar attribute what = v. */
+static loom_code check_out_scalar(loom_shape_ctx *c, int k, const char *what, int64_t v) {
+  const loom_tdesc *o = &c->out[k];
+  if (too_large_at(o->ndim, o->dims) < 0) return LOOM_OK;
+  return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
+                          "%s = %lld is too large: the result %s would have more than %lld elements", what,
+                          (long long)v, loom__tdesc_str(o), (long long)MAX_NUMEL);
+}
+
+/* numel of a desc: -1 when a dim is unknown, -2 when past the size limit */
 static int64_t known_numel(const loom_tdesc *d) {
-  int64_t n = 1;
+  int zero = 0;
   for (int i = 0; i < d->ndim; i++) {
     if (d->dims[i] < 0) return -1;
-    n *= d->dims[i];
+    if (d->dims[i] == 0) zero = 1;
   }
-  return n;
+  if (too_large_at(d->ndim, d->dims) >= 0) return -2;
+  int64_t n = 1;
+  for (int i = 0; i < d->ndim; i++) n *= d->dims[i];
+  return zero ? 0 : n;
 }
 
 /* merges two dims (-1 unknown); 0 when both are known and differ */
@@ -90,15 +135,20 @@ static loom_code shape_reshape(loom_shape_ctx *c) {
       neg = i;
     } else if (a->shape[i] < -1) {
       FAIL("dimension %d of the requested shape %s is negative", i, req_str(n, a->shape));
-    } else {
-      known *= a->shape[i];
     }
   }
+  int big = too_large_at(n, a->shape);
+  if (big >= 0)
+    FAIL("shape[%d] = %lld is too large: the requested shape %s would have more than %lld elements", big,
+         (long long)a->shape[big], req_str(n, a->shape), (long long)MAX_NUMEL);
+  for (int i = 0; i < n; i++)
+    if (i != neg) known *= a->shape[i]; /* within MAX_NUMEL: checked above */
   loom_tdesc *o = &c->out[0];
   o->dtype = x->dtype;
   o->ndim = n;
   for (int i = 0; i < n; i++) o->dims[i] = a->shape[i];
   int64_t N = known_numel(x);
+  if (N == -2) FAIL("input %s has more than %lld elements", loom__tdesc_str(x), (long long)MAX_NUMEL);
   if (N < 0) return LOOM_OK;
   if (neg >= 0) {
     if (known == 0 || N % known)
@@ -115,6 +165,9 @@ static loom_code shape_reshape(loom_shape_ctx *c) {
 static loom_code shape_reshape_like(loom_shape_ctx *c) {
   const loom_tdesc *x = &c->in[0], *like = &c->in[1];
   int64_t nx = known_numel(x), nl = known_numel(like);
+  if (nx == -2 || nl == -2)
+    FAIL("input %d %s has more than %lld elements", nx == -2 ? 0 : 1, loom__tdesc_str(nx == -2 ? x : like),
+         (long long)MAX_NUMEL);
   if (nx >= 0 && nl >= 0 && nx != nl)
     FAIL("cannot reshape %s (%lld elements) to the shape %s of input 1 (%lld elements)", loom__tdesc_str(x),
          (long long)nx, loom__tdesc_str(like), (long long)nl);
@@ -151,7 +204,8 @@ static loom_code shape_broadcast_to(loom_shape_ctx *c) {
   if (a->nshape < 0 || a->nshape > LOOM_MAX_DIMS) FAIL("target rank %d is outside [0,%d]", a->nshape, LOOM_MAX_DIMS);
   for (int i = 0; i < a->nshape; i++)
     if (a->shape[i] < 0) FAIL("target shape %s has a negative dimension", req_str(a->nshape, a->shape));
-  return bcast_to(c, a->nshape, a->shape);
+  rc = bcast_to(c, a->nshape, a->shape);
+  return rc ? rc : check_out_size(c, 0, "shape", a->nshape, a->shape);
 }
 
 static loom_code shape_broadcast_like(loom_shape_ctx *c) {
@@ -199,14 +253,18 @@ static loom_code shape_concat(loom_shape_ctx *c) {
       FAIL("input %d has shape %s but input 0 has %s (ranks differ)", i, loom__tdesc_str(x), loom__tdesc_str(x0));
     for (int d = 0; d < r; d++) {
       if (d == axis) {
-        o->dims[d] = (o->dims[d] < 0 || x->dims[d] < 0) ? -1 : o->dims[d] + x->dims[d];
+        if (o->dims[d] >= 0 && x->dims[d] >= 0 &&
+            (__builtin_add_overflow(o->dims[d], x->dims[d], &o->dims[d]) || o->dims[d] > MAX_NUMEL))
+          FAIL("input %d %s: the concatenated dimension %lld would be larger than %lld", i, loom__tdesc_str(x),
+               (long long)axis, (long long)MAX_NUMEL);
+        if (x->dims[d] < 0) o->dims[d] = -1;
       } else if (!dim_merge(o->dims[d], x->dims[d], &o->dims[d])) {
         FAIL("input %d has shape %s but input 0 has %s: dimension %d differs (concat axis %lld)", i,
              loom__tdesc_str(x), loom__tdesc_str(x0), d, (long long)axis);
       }
     }
   }
-  return LOOM_OK;
+  return check_out_size(c, 0, "the concatenated inputs", 0, NULL);
 }
 
 static loom_code shape_split(loom_shape_ctx *c) {
@@ -251,8 +309,9 @@ static loom_code shape_split_v(loom_shape_ctx *c) {
       neg = i;
     } else if (a->size[i] < -1) {
       FAIL("sizes %s contain a negative size", req_str(n, a->size));
-    } else {
-      sum += a->size[i];
+    } else if (__builtin_add_overflow(sum, a->size[i], &sum) || sum > MAX_NUMEL) {
+      FAIL("sizes[%d] = %lld is too large: the sizes %s add up to more than %lld", i, (long long)a->size[i],
+           req_str(n, a->size), (long long)MAX_NUMEL);
     }
   }
   int64_t d = x->dims[axis];
@@ -266,6 +325,9 @@ static loom_code shape_split_v(loom_shape_ctx *c) {
   for (int i = 0; i < n; i++) {
     c->out[i] = *x;
     c->out[i].dims[axis] = i == neg ? inferred : a->size[i];
+    if (i != neg && too_large_at(c->out[i].ndim, c->out[i].dims) >= 0)
+      FAIL("sizes[%d] = %lld is too large: piece %d %s would have more than %lld elements", i, (long long)a->size[i],
+           i, loom__tdesc_str(&c->out[i]), (long long)MAX_NUMEL);
   }
   return LOOM_OK;
 }
@@ -283,12 +345,17 @@ static loom_code shape_slice(loom_shape_ctx *c) {
     int64_t b = a->shape[i], s = a->size[i], d = x->dims[i];
     if (b < 0 || s < -1)
       FAIL("begin %s / size %s: negative entry at dimension %d", req_str(r, a->shape), req_str(r, a->size), i);
+    int64_t end;
+    if (b > MAX_NUMEL) FAIL("begin[%d] = %lld is too large (more than %lld)", i, (long long)b, (long long)MAX_NUMEL);
+    if (s >= 0 && (__builtin_add_overflow(b, s, &end) || end > MAX_NUMEL))
+      FAIL("size[%d] = %lld is too large: begin[%d] + size[%d] = %lld + %lld is more than %lld", i, (long long)s, i, i,
+           (long long)b, (long long)s, (long long)MAX_NUMEL);
     if (d >= 0 && (b > d || (s >= 0 && b + s > d)))
       FAIL("begin %s + size %s is out of bounds of %s at dimension %d", req_str(r, a->shape), req_str(r, a->size),
            loom__tdesc_str(x), i);
     o->dims[i] = s >= 0 ? s : (d >= 0 ? d - b : -1);
   }
-  return LOOM_OK;
+  return check_out_size(c, 0, "size", r, a->size);
 }
 
 static loom_code shape_pack(loom_shape_ctx *c) {
@@ -396,9 +463,13 @@ static loom_code shape_tile(loom_shape_ctx *c) {
   for (int i = 0; i < r; i++) {
     int64_t m = a->shape[i];
     if (m < 0) FAIL("multiples %s has a negative entry", req_str(r, a->shape));
-    o->dims[i] = m == 0 ? 0 : x->dims[i] < 0 ? -1 : x->dims[i] * m;
+    if (m == 0) o->dims[i] = 0;
+    else if (x->dims[i] < 0) o->dims[i] = -1;
+    else if (__builtin_mul_overflow(x->dims[i], m, &o->dims[i]) || o->dims[i] > MAX_NUMEL)
+      FAIL("multiples[%d] = %lld is too large: dimension %d of %s would grow past %lld", i, (long long)m, i,
+           loom__tdesc_str(x), (long long)MAX_NUMEL);
   }
-  return LOOM_OK;
+  return check_out_size(c, 0, "multiples", r, a->shape);
 }
 
 static loom_code shape_pad(loom_shape_ctx *c) {
@@ -413,9 +484,14 @@ static loom_code shape_pad(loom_shape_ctx *c) {
   for (int i = 0; i < r; i++) {
     if (a->shape[i] < 0 || a->size[i] < 0)
       FAIL("paddings before %s / after %s must be >= 0", req_str(r, a->shape), req_str(r, a->size));
-    o->dims[i] = x->dims[i] < 0 ? -1 : x->dims[i] + a->shape[i] + a->size[i];
+    int64_t pad;
+    if (__builtin_add_overflow(a->shape[i], a->size[i], &pad) || pad > MAX_NUMEL ||
+        (x->dims[i] >= 0 && (__builtin_add_overflow(x->dims[i], pad, &pad) || pad > MAX_NUMEL)))
+      FAIL("before[%d] = %lld and after[%d] = %lld are too large: dimension %d of %s would grow past %lld", i,
+           (long long)a->shape[i], i, (long long)a->size[i], i, loom__tdesc_str(x), (long long)MAX_NUMEL);
+    o->dims[i] = x->dims[i] < 0 ? -1 : pad;
   }
-  return LOOM_OK;
+  return check_out_size(c, 0, "paddings", 0, NULL);
 }
 
 static loom_code shape_gather(loom_shape_ctx *c) {
@@ -480,7 +556,7 @@ static loom_code shape_segment(loom_shape_ctx *c, uint32_t dtypes) {
   if (c->attrs->num < 0) FAIL("num_segments must be >= 0, got %lld", (long long)c->attrs->num);
   c->out[0] = *d;
   c->out[0].dims[0] = c->attrs->num;
-  return LOOM_OK;
+  return check_out_scalar(c, 0, "num_segments", c->attrs->num);
 }
 static loom_code shape_segment_sum(loom_shape_ctx *c) { return shape_segment(c, DT_ADD); }
 static loom_code shape_segment_mean(loom_shape_ctx *c) { return shape_segment(c, LOOM_DT_FLOAT); }
@@ -510,7 +586,7 @@ static loom_code shape_one_hot(loom_shape_ctx *c) {
   o->dtype = dt;
   o->ndim = r + 1;
   for (int d = 0, k = 0; d <= r; d++) o->dims[d] = d == axis ? a->num : ix->dims[k++];
-  return LOOM_OK;
+  return check_out_scalar(c, 0, "depth", a->num);
 }
 
 static loom_code shape_cast(loom_shape_ctx *c) {
@@ -534,7 +610,7 @@ static loom_code shape_fill(loom_shape_ctx *c) {
   o->dtype = c->in[0].dtype;
   o->ndim = a->nshape;
   for (int i = 0; i < a->nshape; i++) o->dims[i] = a->shape[i];
-  return LOOM_OK;
+  return check_out_size(c, 0, "dims", a->nshape, a->shape);
 }
 
 static loom_code shape_same_data(loom_shape_ctx *c) {
@@ -568,9 +644,16 @@ static loom_code shape_range(loom_shape_ctx *c) {
     double lim = dt == LOOM_I32 ? 2147483647.0 : 9.2e18;
     if (s != floor(s) || l != floor(l) || d != floor(d) || fabs(s) > lim || fabs(l) > lim || fabs(d) > lim)
       FAIL("start %g, limit %g, delta %g must be integers in range for %s", s, l, d, loom_dtype_name(dt));
-    int64_t is = (int64_t)s, il = (int64_t)l, id = (int64_t)d;
-    int64_t span = il > is ? il - is : is - il, ad = id > 0 ? id : -id;
-    n = (span + ad - 1) / ad;
+    /* |limit - start| must fit in int64 (then so does every i * delta the
+     * kernel computes, as (n - 1) * |delta| < |limit - start|) */
+    int64_t is = (int64_t)s, il = (int64_t)l, id = (int64_t)d, span;
+    if (__builtin_sub_overflow(il > is ? il : is, il > is ? is : il, &span))
+      FAIL("start %g and limit %g are too far apart: limit - start overflows int64", s, l);
+    int64_t ad = id > 0 ? id : -id;
+    n = span / ad + (span % ad != 0);
+    if (n > MAX_NUMEL)
+      FAIL("start %g, limit %g, delta %g give %lld elements, more than %lld", s, l, d, (long long)n,
+           (long long)MAX_NUMEL);
   } else {
     double m = ceil(fabs((l - s) / d));
     if (m > 9.0e15) FAIL("range of %g elements is too large", m);
@@ -600,7 +683,7 @@ static loom_code shape_top_k(loom_shape_ctx *c) {
   c->out[0].dims[r - 1] = k;
   c->out[1] = c->out[0];
   c->out[1].dtype = LOOM_I32;
-  return LOOM_OK;
+  return check_out_scalar(c, 0, "k", k);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -1114,3 +1114,283 @@ Test(array, concat_gradient_past_32_inputs) {
   loom_status_free(st);
   loom_graph_free(g);
 }
+
+/* ------------------------------------------------- absurd attribute values */
+/* Builders called directly with INT64_MAX / INT64_MIN / huge attributes fail
+ * with INVALID_ARGUMENT naming the node and the attribute, instead of
+ * overflowing int64 in the shape function (undefined behaviour) or building
+ * a shape whose element count overflows when a session plans it. The limit
+ * is INT64_MAX / 16 elements (loom_tensor_new's). */
+
+#define I64MAX INT64_MAX
+#define I64MIN INT64_MIN
+static const int64_t BIG = (int64_t)1 << 40; /* fine alone, too large squared */
+
+Test(array_limits, reshape_huge_shape_and_huge_input) {
+  loom_graph *g = loom_graph_new();
+  int64_t s1[2] = {2, I64MAX};
+  loom_reshape(g, cf32(g, 2, D23, X23), 2, s1, "r1");
+  expect_build_err(g, "r1", "shape[1] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t s2[3] = {-1, I64MAX, 2};
+  loom_reshape(g, cf32(g, 2, D23, X23), 3, s2, "r2");
+  expect_build_err(g, "r2", "shape[1] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t unk[1] = {-1}, s3[2] = {BIG, BIG};
+  loom_reshape(g, loom_placeholder(g, LOOM_F32, 1, unk, "x"), 2, s3, "r3");
+  expect_build_err(g, "r3", "shape[1] = 1099511627776 is too large");
+  loom_graph_free(g);
+
+  /* the input's own element count is past the limit */
+  g = loom_graph_new();
+  int64_t huge[2] = {BIG, BIG}, flat[1] = {-1};
+  loom_reshape(g, loom_placeholder(g, LOOM_F32, 2, huge, "x"), 1, flat, "r4");
+  expect_build_err(g, "r4", "input [1099511627776,1099511627776] has more than 576460752303423487 elements");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  loom_reshape_like(g, loom_placeholder(g, LOOM_F32, 2, huge, "x"), cf32(g, 2, D23, X23), "r5");
+  expect_build_err(g, "r5", "input 0 [1099511627776,1099511627776] has more than");
+  loom_graph_free(g);
+}
+
+Test(array_limits, broadcast_to_and_fill_huge_dims) {
+  loom_graph *g = loom_graph_new();
+  int64_t t1[2] = {I64MAX, 2};
+  loom_broadcast_to(g, loom_const_f32(g, 1, NULL), 2, t1, "b1");
+  expect_build_err(g, "b1", "shape[0] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t d1[2] = {BIG, BIG};
+  loom_fill(g, 2, d1, loom_const_f32(g, 1, NULL), "f1");
+  expect_build_err(g, "f1", "dims[1] = 1099511627776 is too large");
+  loom_graph_free(g);
+
+  /* a zero dim does not excuse the others */
+  g = loom_graph_new();
+  int64_t d2[3] = {I64MAX, I64MAX, 0};
+  loom_fill(g, 3, d2, loom_const_f32(g, 1, NULL), "f2");
+  expect_build_err(g, "f2", "dims[0] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  /* right at the limit is fine to build */
+  g = loom_graph_new();
+  int64_t d3[2] = {INT64_MAX / 16, 0};
+  loom_fill(g, 2, d3, loom_const_f32(g, 1, NULL), "f3");
+  cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK);
+  loom_graph_free(g);
+}
+
+Test(array_limits, concat_of_huge_dims) {
+  loom_graph *g = loom_graph_new();
+  int64_t a[1] = {I64MAX}, b[1] = {1};
+  loom_output in[2] = {loom_placeholder(g, LOOM_F32, 1, a, "a"), loom_placeholder(g, LOOM_F32, 1, b, "b")};
+  loom_concat(g, 2, in, 0, "c1");
+  expect_build_err(g, "c1", "input 1 [1]: the concatenated dimension 0 would be larger than 576460752303423487");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t h[2] = {(int64_t)1 << 62, 1};
+  in[0] = loom_placeholder(g, LOOM_F32, 2, h, "a");
+  in[1] = loom_placeholder(g, LOOM_F32, 2, h, "b");
+  loom_concat(g, 2, in, -2, "c2");
+  expect_build_err(g, "c2", "the concatenated dimension 0 would be larger than");
+  loom_graph_free(g);
+}
+
+Test(array_limits, split_v_huge_sizes) {
+  loom_graph *g = loom_graph_new();
+  int64_t unk[1] = {-1}, sz[3] = {I64MAX, I64MAX, -1};
+  loom_output outs[3];
+  cr_assert_neq(loom_split_v(g, loom_placeholder(g, LOOM_F32, 1, unk, "x"), 3, sz, 0, outs, "s1"), LOOM_OK);
+  expect_build_err(g, "s1", "sizes[0] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t xd[2] = {-1, BIG}, sz2[2] = {BIG, -1};
+  cr_assert_neq(loom_split_v(g, loom_placeholder(g, LOOM_F32, 2, xd, "x"), 2, sz2, 0, outs, "s2"), LOOM_OK);
+  expect_build_err(g, "s2", "sizes[0] = 1099511627776 is too large: piece 0 [1099511627776,1099511627776]");
+  loom_graph_free(g);
+}
+
+Test(array_limits, slice_huge_begin_and_size) {
+  /* begin + size wrapped to a negative number and passed the bounds check */
+  loom_graph *g = loom_graph_new();
+  int64_t d5[1] = {5}, b1[1] = {2}, s1[1] = {I64MAX};
+  float v5[5] = {0};
+  loom_slice(g, cf32(g, 1, d5, v5), b1, s1, "sl1");
+  expect_build_err(g, "sl1", "size[0] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t unk[1] = {-1}, b2[1] = {I64MAX}, s2[1] = {-1};
+  loom_slice(g, loom_placeholder(g, LOOM_F32, 1, unk, "x"), b2, s2, "sl2");
+  expect_build_err(g, "sl2", "begin[0] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t b3[1] = {I64MIN}, s3[1] = {1};
+  loom_slice(g, loom_placeholder(g, LOOM_F32, 1, unk, "x"), b3, s3, "sl3");
+  expect_build_err(g, "sl3", "negative entry at dimension 0");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t u2[2] = {-1, -1}, b4[2] = {0, 0}, s4[2] = {BIG, BIG};
+  loom_slice(g, loom_placeholder(g, LOOM_F32, 2, u2, "x"), b4, s4, "sl4");
+  expect_build_err(g, "sl4", "size[1] = 1099511627776 is too large");
+  loom_graph_free(g);
+}
+
+Test(array_limits, tile_huge_multiples) {
+  loom_graph *g = loom_graph_new();
+  int64_t m1[2] = {1, I64MAX};
+  loom_tile(g, cf32(g, 2, D23, X23), m1, "t1");
+  expect_build_err(g, "t1", "multiples[1] = 9223372036854775807 is too large: dimension 1 of [2,3]");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t m2[2] = {BIG, BIG};
+  loom_tile(g, cf32(g, 2, D23, X23), m2, "t2");
+  expect_build_err(g, "t2", "multiples[1] = 1099511627776 is too large: the result [2199023255552,3298534883328]");
+  loom_graph_free(g);
+}
+
+Test(array_limits, pad_huge_paddings) {
+  loom_graph *g = loom_graph_new();
+  int64_t be[2] = {I64MAX, 0}, af[2] = {1, 0};
+  loom_pad(g, cf32(g, 2, D23, X23), be, af, 0, "p1");
+  expect_build_err(g, "p1", "before[0] = 9223372036854775807 and after[0] = 1 are too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t be2[2] = {0, 0}, af2[2] = {0, I64MAX};
+  loom_pad(g, cf32(g, 2, D23, X23), be2, af2, 0, "p2");
+  expect_build_err(g, "p2", "before[1] = 0 and after[1] = 9223372036854775807 are too large: dimension 1 of [2,3]");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t u2[2] = {-1, -1}, be3[2] = {BIG, BIG}, af3[2] = {0, 0};
+  loom_pad(g, loom_placeholder(g, LOOM_F32, 2, u2, "x"), be3, af3, 0, "p3");
+  cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK); /* dims unknown: the run checks */
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  loom_pad(g, cf32(g, 2, D23, X23), be3, af3, 0, "p4");
+  expect_build_err(g, "p4", "paddings: the result [1099511627778,1099511627779] would have more than");
+  loom_graph_free(g);
+}
+
+Test(array_limits, one_hot_segments_top_k_huge_counts) {
+  loom_graph *g = loom_graph_new();
+  int64_t d3[1] = {3};
+  int32_t iv[3] = {0, 1, 2};
+  loom_one_hot(g, ci32(g, 1, d3, iv), I64MAX, 1, 0, -1, LOOM_F32, "oh");
+  expect_build_err(g, "oh", "depth = 9223372036854775807 is too large: the result [3,9223372036854775807]");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t d42[2] = {4, 2};
+  float dv[8] = {0};
+  int32_t ids[4] = {0, 0, 1, 1};
+  int64_t d4[1] = {4};
+  loom_unsorted_segment_sum(g, cf32(g, 2, d42, dv), ci32(g, 1, d4, ids), I64MAX, "seg");
+  expect_build_err(g, "seg", "num_segments = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t u2[2] = {BIG, -1};
+  loom_output v, ix;
+  cr_assert_neq(loom_top_k(g, loom_placeholder(g, LOOM_F32, 2, u2, "x"), BIG, &v, &ix, "tk"), LOOM_OK);
+  expect_build_err(g, "tk", "k = 1099511627776 is too large");
+  loom_graph_free(g);
+}
+
+Test(array_limits, range_huge_int64_span) {
+  /* |limit - start| overflowed int64 */
+  loom_graph *g = loom_graph_new();
+  loom_range(g, -9e18, 9e18, 1, LOOM_I64, "rg1");
+  expect_build_err(g, "rg1", "start -9e+18 and limit 9e+18 are too far apart");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  loom_range(g, 9e18, -9e18, -4e18, LOOM_I64, "rg2");
+  expect_build_err(g, "rg2", "are too far apart");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  loom_range(g, 0, 9e18, 1, LOOM_I64, "rg3");
+  expect_build_err(g, "rg3", "give 9000000000000000000 elements, more than 576460752303423487");
+  loom_graph_free(g);
+
+  /* a large span with few elements still works */
+  g = loom_graph_new();
+  loom_output r = loom_range(g, -4e18, 5e18, 3e18, LOOM_I64, "rg4");
+  loom_tensor *t = run(g, r);
+  int64_t d3[1] = {3};
+  int64_t want[3] = {-4000000000000000000, -1000000000000000000, 2000000000000000000};
+  expect_i64(t, 1, d3, want);
+  loom_tensor_free(t);
+  loom_graph_free(g);
+}
+
+/* Axis attributes at the int64 extremes are plain range errors (the shape
+ * functions normalize them without arithmetic that could overflow). */
+Test(array_limits, extreme_axes_are_range_errors) {
+  const int64_t ext[2] = {I64MAX, I64MIN};
+  for (int k = 0; k < 2; k++) {
+    loom_graph *g = loom_graph_new();
+    loom_output x = cf32(g, 2, D23, X23);
+    loom_expand_dims(g, x, ext[k], "ed");
+    expect_build_err(g, "ed", "is out of range");
+    loom_graph_free(g);
+
+    g = loom_graph_new();
+    x = cf32(g, 2, D23, X23);
+    loom_output two[2] = {x, x};
+    loom_concat(g, 2, two, ext[k], "cc");
+    expect_build_err(g, "cc", "is out of range");
+    loom_graph_free(g);
+
+    g = loom_graph_new();
+    x = cf32(g, 2, D23, X23);
+    two[0] = two[1] = x;
+    loom_stack(g, 2, two, ext[k], "st");
+    expect_build_err(g, "st", "is out of range");
+    loom_graph_free(g);
+
+    g = loom_graph_new();
+    loom_gather(g, cf32(g, 2, D23, X23), loom_const_i32(g, 0, NULL), ext[k], "ga");
+    expect_build_err(g, "ga", "is out of range");
+    loom_graph_free(g);
+
+    g = loom_graph_new();
+    int64_t ax[1] = {ext[k]};
+    loom_squeeze(g, cf32(g, 2, D23, X23), 1, ax, "sq");
+    expect_build_err(g, "sq", "is out of range");
+    loom_graph_free(g);
+
+    g = loom_graph_new();
+    int64_t perm[2] = {ext[k], 0};
+    loom_transpose(g, cf32(g, 2, D23, X23), 2, perm, "tr");
+    expect_build_err(g, "tr", "is not a permutation");
+    loom_graph_free(g);
+
+    g = loom_graph_new();
+    int64_t d3[1] = {3};
+    int32_t iv[3] = {0, 1, 2};
+    loom_one_hot(g, ci32(g, 1, d3, iv), 4, 1, 0, ext[k], LOOM_F32, "oh");
+    expect_build_err(g, "oh", "must be -1 or in [0,1]");
+    loom_graph_free(g);
+
+    g = loom_graph_new();
+    loom_output outs[2];
+    loom_split(g, cf32(g, 2, D23, X23), 2, ext[k], outs, "sp");
+    expect_build_err(g, "sp", "is out of range");
+    loom_graph_free(g);
+  }
+}
