@@ -11,6 +11,12 @@
  *   MaxPool, AvgPool, MaxPoolGrad, AvgPoolGrad: ksize[4], strides[4], padding;
  *     AvgPoolGrad: nshape = 4, shape = orig_input_shape (N, C may be -1).
  *   L2Normalize: axis, epsilon (<= 0: 1e-12).
+ * Limits: strides, ksize and dilations entries are at most MAX_WINDOW_ATTR
+ *   (2^24, the graph reader's bound, engine/graph_io.c); input_sizes,
+ *   filter_sizes and orig_input_shape describe at most MAX_NUMEL
+ *   (INT64_MAX / 16, loom_tensor_new's bound) elements; window arithmetic in
+ *   loom__conv_out_size is overflow-checked. Past them: INVALID_ARGUMENT
+ *   naming the attribute and its value.
  * Inputs:
  *   SoftmaxCrossEntropyWithLogits (logits [B,C], labels [B,C]) -> (loss [B], backprop [B,C])
  *   SparseSoftmaxCrossEntropyWithLogits (logits [B,C], labels [B] int) -> same
@@ -26,6 +32,9 @@
 #include <stdarg.h>
 #include "ops/op_common.h"
 #include "kernels/cpu/nn.h"
+
+#define MAX_WINDOW_ATTR ((int64_t)1 << 24)
+#define MAX_NUMEL (INT64_MAX / 16)
 
 /* ---- shape helpers ---- */
 static int merge_dim(int64_t a, int64_t b, int64_t *out) {
@@ -68,13 +77,27 @@ static const char *dims4(const int64_t *d) {
   return loom__dims_str(b, 96, 4, d);
 }
 
-/* A [1, h, w, 1] vector with h, w >= 1; all zeros allowed when zero_ok (= ones). */
+/* "[1,-5,2,1]": an attribute vector, negatives printed as they are. */
+static const char *vec4(const int64_t *v) {
+  static __thread char bufs[2][96];
+  static __thread int k;
+  char *b = bufs[k++ & 1];
+  snprintf(b, 96, "[%lld,%lld,%lld,%lld]", (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+  return b;
+}
+
+/* A [1, h, w, 1] vector with 1 <= h, w <= MAX_WINDOW_ATTR; all zeros allowed
+ * when zero_ok (= ones). */
 static loom_code check_vec4(loom_shape_ctx *c, const char *what, const int64_t *v, int zero_ok) {
   if (zero_ok && !v[0] && !v[1] && !v[2] && !v[3]) return LOOM_OK;
   if (v[0] != 1 || v[3] != 1 || v[1] < 1 || v[2] < 1)
     return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
                             "%s %s must be [1, h, w, 1] with h, w >= 1 (no %s over batch or depth)", what,
-                            dims4(v), what);
+                            vec4(v), what);
+  for (int i = 1; i < 3; i++)
+    if (v[i] > MAX_WINDOW_ATTR)
+      return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s[%d] = %lld is too large (at most %lld)", what, i,
+                              (long long)v[i], (long long)MAX_WINDOW_ATTR);
   return LOOM_OK;
 }
 
@@ -93,6 +116,10 @@ static loom_code window_out(loom_shape_ctx *c, const int64_t *xd, int64_t kh, in
   const loom_attrs *a = c->attrs;
   *oh = loom__conv_out_size(xd[1], kh, or1(a->strides[1]), dh, a->padding, NULL);
   *ow = loom__conv_out_size(xd[2], kw, or1(a->strides[2]), dw, a->padding, NULL);
+  if (*oh == -3 || *ow == -3)
+    return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
+                            "the %lldx%lld window with dilations %lldx%lld is too large (its extent overflows int64)",
+                            (long long)kh, (long long)kw, (long long)dh, (long long)dw);
   if (*oh == -2 || *ow == -2)
     return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
                             "the %lldx%lld window (dilations %lldx%lld) does not fit in input %s with VALID padding",
@@ -226,11 +253,17 @@ static loom_code sizes_attr(loom_shape_ctx *c, const char *what, int must0, int 
   const loom_attrs *a = c->attrs;
   if (a->nshape != 4)
     return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s must have 4 entries, got %d", what, (int)a->nshape);
+  int64_t p = 1;
   for (int i = 0; i < 4; i++) {
     int must = i == must0 || i == must1;
     if (a->shape[i] < -1 || (must && a->shape[i] < 0))
-      return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s %s: entry %d must be %s", what, dims4(a->shape), i,
+      return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s %s: entry %d must be %s", what, vec4(a->shape), i,
                               must ? ">= 0" : ">= 0 or -1 (inferred)");
+    /* the known non-zero entries describe at most MAX_NUMEL elements */
+    if (a->shape[i] > 0 && (__builtin_mul_overflow(p, a->shape[i], &p) || p > MAX_NUMEL))
+      return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
+                              "%s[%d] = %lld is too large: %s %s would have more than %lld elements", what, i,
+                              (long long)a->shape[i], what, vec4(a->shape), (long long)MAX_NUMEL);
   }
   return LOOM_OK;
 }

@@ -958,3 +958,133 @@ Test(l2norm, l2_normalize_scalar_gradient) {
   loom_status_free(st);
   loom_graph_free(g);
 }
+
+/* ---------------- absurd attribute values ---------------- */
+/* Builders called directly with INT64_MAX / INT64_MIN / huge strides, ksize,
+ * dilations and size vectors fail with INVALID_ARGUMENT naming the node and
+ * the attribute, instead of overflowing int64 in the output-size arithmetic
+ * (undefined behaviour). strides/ksize/dilations entries are capped at 2^24
+ * (as the graph reader does); size vectors at INT64_MAX / 16 elements. */
+
+#define I64MAX INT64_MAX
+#define I64MIN INT64_MIN
+
+/* The graph failed: INVALID_ARGUMENT, message "node: ...frag...". */
+static void expect_node_error(loom_graph *g, const char *node, const char *frag) {
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT, "want '%s', got '%s'", frag, loom_status_message(st));
+  const char *m = loom_status_message(st);
+  size_t n = strlen(node);
+  cr_assert(!strncmp(m, node, n) && !strncmp(m + n, ": ", 2), "message does not start with '%s: ': %s", node, m);
+  cr_assert(strstr(m, frag), "message '%s' lacks '%s'", m, frag);
+  loom_status_free(st);
+}
+
+/* conv2d(x [1,5,5,3], w [3,3,3,8]) with the given strides and dilations. */
+static void conv_with(const int64_t *strides, const int64_t *dil, int pad, const char *name, const char *frag) {
+  int64_t xd[4] = {1, 5, 5, 3}, wd[4] = {3, 3, 3, 8};
+  loom_graph *g = loom_graph_new();
+  loom_conv2d(g, loom_placeholder(g, LOOM_F32, 4, xd, "x"), loom_placeholder(g, LOOM_F32, 4, wd, "w"), strides, pad,
+              dil, name);
+  expect_node_error(g, name, frag);
+  loom_graph_free(g);
+}
+
+Test(conv_limits, huge_strides_and_dilations) {
+  int64_t s_max[4] = {1, I64MAX, 1, 1}, s_min[4] = {1, 1, I64MIN, 1}, s_big[4] = {1, 1, (int64_t)1 << 25, 1};
+  conv_with(s_max, NULL, LOOM_PADDING_SAME, "c1", "strides[1] = 9223372036854775807 is too large (at most 16777216)");
+  conv_with(s_max, NULL, LOOM_PADDING_VALID, "c2", "strides[1] = 9223372036854775807 is too large");
+  conv_with(s_min, NULL, LOOM_PADDING_SAME, "c3",
+            "strides [1,1,-9223372036854775808,1] must be [1, h, w, 1] with h, w >= 1");
+  conv_with(s_big, NULL, LOOM_PADDING_SAME, "c4", "strides[2] = 33554432 is too large");
+  int64_t d_max[4] = {1, I64MAX, 1, 1}, d_min[4] = {1, 1, I64MIN, 1};
+  conv_with(NULL, d_max, LOOM_PADDING_SAME, "c5", "dilations[1] = 9223372036854775807 is too large");
+  conv_with(NULL, d_max, LOOM_PADDING_VALID, "c6", "dilations[1] = 9223372036854775807 is too large");
+  conv_with(NULL, d_min, LOOM_PADDING_SAME, "c7", "dilations [1,1,-9223372036854775808,1] must be [1, h, w, 1]");
+
+  /* the largest allowed stride builds and runs: one output row */
+  int64_t xd[4] = {1, 5, 5, 3}, wd[4] = {3, 3, 3, 8}, s_ok[4] = {1, (int64_t)1 << 24, 1, 1};
+  loom_graph *g = loom_graph_new();
+  float ones[75], w[216];
+  for (int i = 0; i < 75; i++) ones[i] = 1;
+  for (int i = 0; i < 216; i++) w[i] = 1;
+  loom_output y = loom_conv2d(g, loom_const_data(g, LOOM_F32, 4, xd, ones, NULL),
+                              loom_const_data(g, LOOM_F32, 4, wd, w, NULL), s_ok, LOOM_PADDING_SAME, NULL, "ok");
+  loom_tensor *t = tu_run1(g, 0, NULL, NULL, y);
+  cr_assert_eq(loom_tensor_dim(t, 1), 1);
+  cr_assert_eq(loom_tensor_dim(t, 2), 5);
+  /* rows: one output, no padding (window rows 0..2); columns: stride 1,
+   * pad_left 1, so output (0,0) sums 3 rows x 2 columns x 3 channels */
+  cr_assert_float_eq(((const float *)loom_tensor_data_const(t))[0], 3 * 2 * 3, 1e-5);
+  loom_tensor_free(t);
+  loom_graph_free(g);
+}
+
+/* A filter dim from a placeholder times a dilation overflows the window extent. */
+Test(conv_limits, window_extent_overflow) {
+  int64_t xd[4] = {1, -1, 5, 3}, wd[4] = {(int64_t)1 << 62, 1, 3, 8}, dil[4] = {1, 4, 1, 1};
+  loom_graph *g = loom_graph_new();
+  loom_conv2d(g, loom_placeholder(g, LOOM_F32, 4, xd, "x"), loom_placeholder(g, LOOM_F32, 4, wd, "w"), NULL,
+              LOOM_PADDING_SAME, dil, "cw");
+  expect_node_error(g, "cw", "the 4611686018427387904x1 window with dilations 4x1 is too large");
+  loom_graph_free(g);
+}
+
+Test(conv_limits, backprop_huge_sizes) {
+  int64_t wd[4] = {3, 3, 3, 8}, ud[4] = {-1, -1, -1, -1}, s2[4] = {1, 2, 1, 1};
+  loom_graph *g = loom_graph_new();
+  int64_t is1[4] = {1, I64MAX, 5, 3};
+  loom_conv2d_backprop_input(g, is1, loom_placeholder(g, LOOM_F32, 4, wd, "w"),
+                             loom_placeholder(g, LOOM_F32, 4, ud, "dy"), s2, LOOM_PADDING_SAME, NULL, "bi1");
+  expect_node_error(g, "bi1", "input_sizes[1] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t is2[4] = {1, (int64_t)1 << 40, (int64_t)1 << 40, 3};
+  loom_conv2d_backprop_input(g, is2, loom_placeholder(g, LOOM_F32, 4, wd, "w"),
+                             loom_placeholder(g, LOOM_F32, 4, ud, "dy"), NULL, LOOM_PADDING_SAME, NULL, "bi2");
+  expect_node_error(g, "bi2", "input_sizes[2] = 1099511627776 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t fs[4] = {I64MAX, I64MAX, 3, 8}, d2[4] = {1, 2, 2, 1};
+  loom_conv2d_backprop_filter(g, loom_placeholder(g, LOOM_F32, 4, ud, "x"), fs,
+                              loom_placeholder(g, LOOM_F32, 4, ud, "dy"), NULL, LOOM_PADDING_SAME, d2, "bf");
+  expect_node_error(g, "bf", "filter_sizes[0] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+}
+
+Test(pool_limits, huge_ksize_strides_and_orig_shape) {
+  int64_t xd[4] = {1, 5, 5, 3}, s1[4] = {1, 1, 1, 1}, k3[4] = {1, 3, 3, 1};
+  loom_graph *g = loom_graph_new();
+  int64_t k_max[4] = {1, I64MAX, 1, 1};
+  loom_max_pool(g, loom_placeholder(g, LOOM_F32, 4, xd, "x"), k_max, s1, LOOM_PADDING_SAME, "mp");
+  expect_node_error(g, "mp", "ksize[1] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t k_min[4] = {1, I64MIN, 1, 1};
+  loom_avg_pool(g, loom_placeholder(g, LOOM_F32, 4, xd, "x"), k_min, s1, LOOM_PADDING_SAME, "ap1");
+  expect_node_error(g, "ap1", "ksize [1,-9223372036854775808,1,1] must be [1, h, w, 1]");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t s_max[4] = {1, 1, I64MAX, 1};
+  loom_avg_pool(g, loom_placeholder(g, LOOM_F32, 4, xd, "x"), k3, s_max, LOOM_PADDING_SAME, "ap2");
+  expect_node_error(g, "ap2", "strides[2] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  int64_t gd[4] = {1, -1, 5, 3}, os[4] = {1, I64MAX, 5, 3}, s2[4] = {1, 2, 1, 1};
+  loom_avg_pool_grad(g, os, loom_placeholder(g, LOOM_F32, 4, gd, "g"), k3, s2, LOOM_PADDING_SAME, "apg");
+  expect_node_error(g, "apg", "orig_input_shape[1] = 9223372036854775807 is too large");
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  loom_output x = loom_placeholder(g, LOOM_F32, 4, xd, "x");
+  loom_output y = loom_max_pool(g, x, k3, s1, LOOM_PADDING_SAME, NULL);
+  int64_t k_big[4] = {1, 1, (int64_t)1 << 30, 1};
+  loom_max_pool_grad(g, x, y, y, k_big, s1, LOOM_PADDING_SAME, "mpg");
+  expect_node_error(g, "mpg", "ksize[2] = 1073741824 is too large");
+  loom_graph_free(g);
+}
