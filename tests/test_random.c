@@ -398,3 +398,21 @@ Test(random, sequence_continues_across_plans_of_a_session) {
   loom_status_free(st);
   loom_graph_free(g);
 }
+
+/* A shape past INT64_MAX / 16 elements (loom_tensor_new's limit) fails the
+ * build naming the dim, instead of overflowing the element count when a
+ * session plans the node. */
+Test(random, huge_shape_names_the_dim) {
+  int64_t big[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, max1[3] = {2, INT64_MAX, 0};
+  loom_graph *g = loom_graph_new();
+  loom_random_uniform(g, 2, big, LOOM_F32, 0, 1, 0, 0, "u");
+  expect_build_error(g, "u: shape[1] = 1099511627776 is too large");
+
+  g = loom_graph_new();
+  loom_random_normal(g, 3, max1, LOOM_F64, 0, 1, 0, 0, "n");
+  expect_build_error(g, "n: shape[1] = 9223372036854775807 is too large");
+
+  g = loom_graph_new();
+  loom_truncated_normal(g, 2, big, LOOM_F32, 0, 1, 0, 0, "t");
+  expect_build_error(g, "t: shape[1] = 1099511627776 is too large");
+}

@@ -891,3 +891,25 @@ Test(reduce, op_names) {
   cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK);
   loom_graph_free(g);
 }
+
+/* Axis attributes at the int64 extremes are plain range errors naming the
+ * node and the value (normalizing them must not overflow: checked under
+ * UBSan). */
+static loom_output mk_axis_max(loom_graph *g, loom_output x) {
+  int64_t a[1] = {INT64_MAX};
+  return loom_reduce_sum(g, x, 1, a, 0, "ax_max");
+}
+static loom_output mk_axis_min(loom_graph *g, loom_output x) {
+  int64_t a[2] = {0, INT64_MIN};
+  return loom_reduce_prod(g, x, 2, a, 1, "ax_min");
+}
+static loom_output mk_argmax_min(loom_graph *g, loom_output x) { return loom_argmax(g, x, INT64_MIN, 0, "am_min"); }
+static loom_output mk_argmin_max(loom_graph *g, loom_output x) { return loom_argmin(g, x, INT64_MAX, 0, "an_max"); }
+
+Test(reduce, extreme_axes_are_range_errors) {
+  int64_t d[3] = {2, 3, 4};
+  expect_build_error(mk_axis_max, LOOM_F32, 3, d, "ax_max", "axis 9223372036854775807 is out of range");
+  expect_build_error(mk_axis_min, LOOM_F32, 3, d, "ax_min", "axis -9223372036854775808 is out of range");
+  expect_build_error(mk_argmax_min, LOOM_F32, 3, d, "am_min", "axis -9223372036854775808 is out of range");
+  expect_build_error(mk_argmin_max, LOOM_F32, 3, d, "an_max", "axis 9223372036854775807 is out of range");
+}

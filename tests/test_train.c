@@ -1240,3 +1240,22 @@ Test(optimizers, raw_apply_adam_nesterov) {
   loom_session_free(s);
   loom_graph_free(g);
 }
+
+/* A raw VariableV2 whose shape is past INT64_MAX / 16 elements (the limit
+ * loom_tensor_new and the variable store enforce) fails the build naming the
+ * dim, instead of overflowing the element count when a session plans it. */
+Test(variables, raw_variable_huge_shape_names_the_dim) {
+  char msg[512];
+  int64_t big[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, max1[3] = {0, INT64_MAX, 2};
+  loom_graph *g = loom_graph_new();
+  loom_variable_v2(g, LOOM_F32, 2, big, "v");
+  cr_assert_eq(graph_err(g, msg, sizeof msg), LOOM_INVALID_ARGUMENT, "%s", msg);
+  cr_assert(strstr(msg, "v: shape[1] = 1099511627776 is too large") == msg, "%s", msg);
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  loom_variable_v2(g, LOOM_I64, 3, max1, "w");
+  cr_assert_eq(graph_err(g, msg, sizeof msg), LOOM_INVALID_ARGUMENT, "%s", msg);
+  cr_assert(strstr(msg, "w: shape[1] = 9223372036854775807 is too large") == msg, "%s", msg);
+  loom_graph_free(g);
+}
