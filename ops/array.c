@@ -59,16 +59,8 @@ static const char *req_str(int n, const int64_t *d) {
  * computed from the dims, here and in the session's plan, cannot overflow.
  * Sums and products of dims and attributes are overflow-checked; a value
  * past the limit fails with INVALID_ARGUMENT naming the attribute. */
-#define MAX_NUMEL (INT64_MAX / 16)
-
-/* Index of the dim of d[0..n) at which the product of the known (> 0) dims
- * passes MAX_NUMEL; -1 when it never does. */
-static int too_large_at(int n, const int64_t *d) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++)
-    if (d[i] > 0 && (__builtin_mul_overflow(p, d[i], &p) || p > MAX_NUMEL)) return i;
-  return -1;
-}
+#define MAX_NUMEL LOOM_MAX_NUMEL
+#define too_large_at loom__dims_too_large_at
 
 /* Fails when output k is past the size limit; what/src name the attribute
  * the shape came from ("dims", "multiples", ...) and its n values (for the

@@ -13,7 +13,7 @@
  *   L2Normalize: axis, epsilon (<= 0: 1e-12).
  * Limits: strides, ksize and dilations entries are at most MAX_WINDOW_ATTR
  *   (2^24, the graph reader's bound, engine/graph_io.c); input_sizes,
- *   filter_sizes and orig_input_shape describe at most MAX_NUMEL
+ *   filter_sizes and orig_input_shape describe at most LOOM_MAX_NUMEL
  *   (INT64_MAX / 16, loom_tensor_new's bound) elements; window arithmetic in
  *   loom__conv_out_size is overflow-checked. Past them: INVALID_ARGUMENT
  *   naming the attribute and its value.
@@ -34,7 +34,6 @@
 #include "kernels/cpu/nn.h"
 
 #define MAX_WINDOW_ATTR ((int64_t)1 << 24)
-#define MAX_NUMEL (INT64_MAX / 16)
 
 /* ---- shape helpers ---- */
 static int merge_dim(int64_t a, int64_t b, int64_t *out) {
@@ -253,19 +252,14 @@ static loom_code sizes_attr(loom_shape_ctx *c, const char *what, int must0, int 
   const loom_attrs *a = c->attrs;
   if (a->nshape != 4)
     return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s must have 4 entries, got %d", what, (int)a->nshape);
-  int64_t p = 1;
   for (int i = 0; i < 4; i++) {
     int must = i == must0 || i == must1;
     if (a->shape[i] < -1 || (must && a->shape[i] < 0))
       return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s %s: entry %d must be %s", what, vec4(a->shape), i,
                               must ? ">= 0" : ">= 0 or -1 (inferred)");
-    /* the known non-zero entries describe at most MAX_NUMEL elements */
-    if (a->shape[i] > 0 && (__builtin_mul_overflow(p, a->shape[i], &p) || p > MAX_NUMEL))
-      return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
-                              "%s[%d] = %lld is too large: %s %s would have more than %lld elements", what, i,
-                              (long long)a->shape[i], what, vec4(a->shape), (long long)MAX_NUMEL);
   }
-  return LOOM_OK;
+  /* the known non-zero entries describe at most LOOM_MAX_NUMEL elements */
+  return loom__shape_check_attr_size(c, what, 4, a->shape);
 }
 
 /* Fills the -1 entries of sizes from input `like` (rank 4) when present. */

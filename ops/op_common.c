@@ -60,3 +60,19 @@ loom_output loom__build2(loom_graph *g, int op, const char *name, loom_output a,
   loom_output in[2] = {a, b};
   return loom__buildn(g, op, name, 2, in, attrs);
 }
+
+int loom__dims_too_large_at(int n, const int64_t *d) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++)
+    if (d[i] > 0 && (__builtin_mul_overflow(p, d[i], &p) || p > LOOM_MAX_NUMEL)) return i;
+  return -1;
+}
+
+loom_code loom__shape_check_attr_size(loom_shape_ctx *c, const char *what, int n, const int64_t *d) {
+  int i = loom__dims_too_large_at(n, d);
+  if (i < 0) return LOOM_OK;
+  char buf[128];
+  return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s[%d] = %lld is too large: %s %s would have more than %lld elements",
+                          what, i, (long long)d[i], what, loom__dims_str(buf, sizeof buf, n, d),
+                          (long long)LOOM_MAX_NUMEL);
+}

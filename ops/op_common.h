@@ -24,6 +24,17 @@ loom_code loom__shape_check_dtype(loom_shape_ctx *c, int i, uint32_t mask);
 const char *loom__tdesc_str(const loom_tdesc *d);
 /* Normalizes axis into [0, rank) (negative counts from the end). -1 on error. */
 int64_t loom__norm_axis(int64_t axis, int rank);
+/* Size limit of every shape a shape fn produces: loom_tensor_new's bound
+ * (engine/tensor.c), under which element counts and byte sizes computed from
+ * the dims cannot overflow. */
+#define LOOM_MAX_NUMEL (INT64_MAX / 16)
+/* Index of the dim of d[0..n) at which the product of the known (> 0) dims
+ * passes LOOM_MAX_NUMEL (so a zero dim does not excuse a huge one, whatever
+ * the order); -1 when it never does. */
+int loom__dims_too_large_at(int n, const int64_t *d);
+/* Fails naming `what`[i] = value and the shape when attribute shape d[0..n)
+ * passes LOOM_MAX_NUMEL; LOOM_OK otherwise. */
+loom_code loom__shape_check_attr_size(loom_shape_ctx *c, const char *what, int n, const int64_t *d);
 
 /* Builder helpers: add a node and return output 0 (or the dummy). */
 loom_output loom__build1(loom_graph *g, int op, const char *name, loom_output a, const loom_attrs *attrs);

@@ -22,19 +22,12 @@ static loom_code shape_random(loom_shape_ctx *c) {
   if (a->nshape < 0 || a->nshape > LOOM_MAX_DIMS)
     return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "invalid rank %d", (int)a->nshape);
   char buf[128];
-  int64_t p = 1;
   for (int i = 0; i < a->nshape; i++) {
     if (a->shape[i] < 0)
       return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "shape %s must be fully known (dimension %d is %lld)",
                               loom__dims_str(buf, sizeof buf, a->nshape, a->shape), i, (long long)a->shape[i]);
-    /* at most INT64_MAX / 16 elements (loom_tensor_new's bound), counting
-     * the non-zero dims, so the plan's element count cannot overflow */
-    if (a->shape[i] > 0 && (__builtin_mul_overflow(p, a->shape[i], &p) || p > INT64_MAX / 16))
-      return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
-                              "shape[%d] = %lld is too large: shape %s would have more than %lld elements", i,
-                              (long long)a->shape[i], loom__dims_str(buf, sizeof buf, a->nshape, a->shape),
-                              (long long)(INT64_MAX / 16));
   }
+  if (loom__shape_check_attr_size(c, "shape", a->nshape, a->shape)) return LOOM_INVALID_ARGUMENT;
   c->out[0].dtype = a->dtype;
   c->out[0].ndim = a->nshape;
   memcpy(c->out[0].dims, a->shape, sizeof(int64_t) * (size_t)a->nshape);

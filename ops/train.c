@@ -16,19 +16,8 @@
 
 /* ---- VariableV2 ---- */
 static loom_code shape_variable(loom_shape_ctx *c) {
-  /* at most INT64_MAX / 16 elements (loom_tensor_new's bound), counting the
-   * non-zero dims, so the plan's element count cannot overflow */
-  int64_t p = 1;
-  for (int i = 0; i < c->attrs->nshape; i++) {
-    int64_t d = c->attrs->shape[i];
-    if (d > 0 && (__builtin_mul_overflow(p, d, &p) || p > INT64_MAX / 16)) {
-      char buf[128];
-      return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
-                              "shape[%d] = %lld is too large: shape %s would have more than %lld elements", i,
-                              (long long)d, loom__dims_str(buf, sizeof buf, c->attrs->nshape, c->attrs->shape),
-                              (long long)(INT64_MAX / 16));
-    }
-  }
+  /* the plan's element count cannot overflow */
+  if (loom__shape_check_attr_size(c, "shape", c->attrs->nshape, c->attrs->shape)) return LOOM_INVALID_ARGUMENT;
   c->out[0].dtype = c->attrs->dtype;
   c->out[0].ndim = c->attrs->nshape;
   memcpy(c->out[0].dims, c->attrs->shape, sizeof(int64_t) * (size_t)c->attrs->nshape);
