@@ -165,6 +165,7 @@ loom_kernel_fn loom__dev_resolve(loom_session *s, const loom_node *n, loom_dtype
 
 static size_t value_bytes(const loom_buf *b) { return (size_t)b->numel * loom_dtype_size(b->dtype); }
 static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
+#define LOOM_DEV_FETCH_STAGE_MAX ((size_t)1 << 20) /* page-locked fetch staging per plan, at most */
 
 static void plan_reset_binds(loom_dev_plan *dp) {
   loom_dev_session *ds = dp->ds;
@@ -340,7 +341,9 @@ loom_code loom__dev_plan_finish(loom_session *s, loom_plan *p, loom_status *st) 
     dp->stage = ns;
     dp->stage_size = need;
   }
-  /* page-locked staging for the fetches (without it, each fetch is copied after the run) */
+  /* page-locked staging for the fetches (without it, each fetch is copied after the run). Only for
+   * small fetches (a loss, metrics, a batch of predictions): page-locked memory is scarce and slow
+   * to allocate, and one more synchronization is nothing beside a large copy. */
   dp->fstaged = 0;
   if (!ds->be->host_alloc || p->nfetches <= 0) return LOOM_OK;
   size_t *fo = loom__realloc(dp->foff, sizeof *fo * (size_t)p->nfetches);
@@ -351,7 +354,11 @@ loom_code loom__dev_plan_finish(loom_session *s, loom_plan *p, loom_status *st) 
     fo[i] = fneed;
     fneed += al64(value_bytes(&p->values[p->fetch_val[i]].buf));
   }
-  if (fneed > dp->fstage_size || !dp->fstage) {
+  if (fneed > LOOM_DEV_FETCH_STAGE_MAX) { /* copied after the run instead */
+    if (dp->fstage) ds->be->host_free(ds->ctx, dp->fstage);
+    dp->fstage = NULL;
+    dp->fstage_size = 0;
+  } else if (fneed > dp->fstage_size || !dp->fstage) {
     if (dp->fstage) ds->be->host_free(ds->ctx, dp->fstage);
     dp->fstage = ds->be->host_alloc(ds->ctx, fneed ? fneed : 64);
     dp->fstage_size = dp->fstage ? fneed : 0;
@@ -416,6 +423,11 @@ loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status 
   return LOOM_OK;
 }
 
+static void mark_written(loom_dev_session *ds, loom_dev_plan *dp) {
+  for (int k = 0; k < dp->npvars; k++)
+    if (dp->pwritten[k]) ds->vars[dp->pvars[k]].state = MIRROR_DEV_NEWER;
+}
+
 loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st) {
   loom_dev_plan *dp = p->dev;
   loom_dev_session *ds = s->dev;
@@ -425,17 +437,28 @@ loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st) {
     const loom_buf *b = &p->values[p->fetch_val[i]].buf;
     if (b->dtype != LOOM_STRING) rc = ds->be->copy_d2h_async(ds->ctx, dp->fstage + dp->foff[i], b->data, value_bytes(b), st);
   }
-  if (rc) return rc;
-  dp->fstaged = dp->fstage != NULL;
+  if (rc) {
+    loom__dev_run_abort(s, p); /* the queued copies finish before the staging can be freed */
+    return rc;
+  }
   rc = ds->be->synchronize(ds->ctx,
-                                     ds->sync_steps ? "run"
-                                                    : "run (a device step failed asynchronously; set "
-                                                      "LOOM_CUDA_SYNC=1 to name the op)",
-                                     st);
-  for (int k = 0; k < dp->npvars; k++)
-    if (dp->pwritten[k]) ds->vars[dp->pvars[k]].state = MIRROR_DEV_NEWER;
+                           ds->sync_steps ? "run"
+                                          : "run (a device step failed asynchronously; set "
+                                            "LOOM_CUDA_SYNC=1 to name the op)",
+                           st);
+  dp->fstaged = !rc && dp->fstage != NULL;
+  mark_written(ds, dp);
   if (!rc) rc = loom__dev_data_error(s, p, st);
   return rc;
+}
+
+void loom__dev_run_abort(loom_session *s, loom_plan *p) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  dp->fstaged = 0;
+  /* queued work finishes; a bad index it reported is dropped with the run */
+  if (ds->be->synchronize(ds->ctx, "run", NULL) == LOOM_OK) loom__dev_data_error(s, p, NULL);
+  mark_written(ds, dp); /* steps that ran may have written them in place */
 }
 
 loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st) {
@@ -502,12 +525,13 @@ loom_code loom__dev_fetch(loom_session *s, loom_plan *p, int i, loom_tensor **ds
   return ds->be->copy_d2h(ds->ctx, t->data, b->data, t->nbytes, st);
 }
 
-loom_code loom__dev_vars_to_host(loom_session *s, const void *host, loom_status *st) {
+/* all: every mirror, else the one of host */
+static loom_code mirrors_to_host(loom_session *s, int all, const void *host, loom_status *st) {
   loom_dev_session *ds = s ? s->dev : NULL;
   if (!ds) return LOOM_OK;
   for (int i = 0; i < ds->nvars; i++) {
     dev_var *m = &ds->vars[i];
-    if (m->state != MIRROR_DEV_NEWER || (host && m->host != host)) continue;
+    if (m->state != MIRROR_DEV_NEWER || (!all && m->host != host)) continue;
     loom_code rc = ds->be->copy_d2h(ds->ctx, m->host, m->dev, m->bytes, st);
     if (rc) return rc;
     m->state = MIRROR_SAME;
@@ -515,9 +539,16 @@ loom_code loom__dev_vars_to_host(loom_session *s, const void *host, loom_status 
   return LOOM_OK;
 }
 
-void loom__dev_vars_host_changed(loom_session *s, const void *host) {
+loom_code loom__dev_vars_to_host(loom_session *s, loom_status *st) { return mirrors_to_host(s, 1, NULL, st); }
+loom_code loom__dev_var_to_host(loom_session *s, const void *host, loom_status *st) {
+  return mirrors_to_host(s, 0, host, st);
+}
+
+static void mirrors_host_changed(loom_session *s, int all, const void *host) {
   loom_dev_session *ds = s ? s->dev : NULL;
   if (!ds) return;
   for (int i = 0; i < ds->nvars; i++)
-    if (!host || ds->vars[i].host == host) ds->vars[i].state = MIRROR_HOST_NEWER;
+    if (all || ds->vars[i].host == host) ds->vars[i].state = MIRROR_HOST_NEWER;
 }
+void loom__dev_vars_host_changed(loom_session *s) { mirrors_host_changed(s, 1, NULL); }
+void loom__dev_var_host_changed(loom_session *s, const void *host) { mirrors_host_changed(s, 0, host); }

@@ -115,8 +115,13 @@ void loom__dev_plan_free(loom_plan *p);
 loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const *feeds, loom_status *st);
 /* Runs CPU-fallback step i (copies in, CPU kernel, copies out). */
 loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status *st);
-/* After all steps succeeded: marks variables the plan wrote as device-newer. */
+/* After all steps succeeded: queues the fetches, synchronizes once, marks
+ * variables the plan wrote as device-newer, and reports bad data. */
 loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st);
+/* A run that stops after loom__dev_run_begin (a failed step, a cancel):
+ * waits for its queued work, drops any bad-data report, and marks the
+ * variables the plan writes as device-newer (earlier steps may have). */
+void loom__dev_run_abort(loom_session *s, loom_plan *p);
 /* Bad data reported by the run's kernels (after its synchronization): fails
  * with INVALID_ARGUMENT naming the node, and clears the report. */
 loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st);
@@ -127,11 +132,13 @@ loom_code loom__dev_fetch(loom_session *s, loom_plan *p, int i, loom_tensor **ds
 /* Variable mirrors: host code that reads variable memory calls
  * loom__dev_vars_to_host first; host code that writes it calls
  * loom__dev_vars_host_changed after (and loom__dev_vars_to_host before,
- * unless it overwrites the whole variable). host names one variable's host
- * buffer (loom_var_entry.data), or is NULL for all of them: only that
- * mirror is copied down, or re-uploaded at the next run. Both are no-ops
- * for CPU sessions. */
-loom_code loom__dev_vars_to_host(loom_session *s, const void *host, loom_status *st);
-void loom__dev_vars_host_changed(loom_session *s, const void *host);
+ * unless it overwrites the whole variable). The loom__dev_var_ forms touch
+ * the one mirror of host buffer `host` (loom_var_entry.data): only it is
+ * copied down, or re-uploaded at the next run. All are no-ops for CPU
+ * sessions. */
+loom_code loom__dev_vars_to_host(loom_session *s, loom_status *st);
+loom_code loom__dev_var_to_host(loom_session *s, const void *host, loom_status *st);
+void loom__dev_vars_host_changed(loom_session *s);
+void loom__dev_var_host_changed(loom_session *s, const void *host);
 
 #endif

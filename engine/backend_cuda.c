@@ -287,6 +287,7 @@ static loom_code cu_sync(void *ctx, const char *what, loom_status *st) {
   /* a kernel may have reported bad data: its record comes down with this synchronization */
   c->hrec_fresh = c->watched && c->hrec &&
                   cudaMemcpyAsync(c->hrec, c->derr, sizeof *c->hrec, cudaMemcpyDeviceToHost, c->stream) == cudaSuccess;
+  if (c->watched && c->hrec && !c->hrec_fresh) (void)cudaGetLastError(); /* read after the sync instead */
   cudaError_t e = cudaStreamSynchronize(c->stream);
   return e == cudaSuccess ? LOOM_OK : cuda_fail(st, e, what);
 }

@@ -827,7 +827,7 @@ const char *loom_saver_save(loom_saver *sv, loom_session *s, const char *prefix,
   }
   loom_code rc = LOOM_OK;
   pthread_mutex_lock(&s->mu); /* no run changes the variables while they are written */
-  rc = loom__dev_vars_to_host(s, NULL, st); /* device sessions: the device copies may be newer */
+  rc = loom__dev_vars_to_host(s, st); /* device sessions: the device copies may be newer */
   for (int i = 0; i < sv->n && !rc; i++) {
     loom_var_entry *e = loom__var_entry(s, sv->names[i], st);
     if (!e) {
@@ -949,10 +949,10 @@ loom_code loom_saver_restore(loom_saver *sv, loom_session *s, const char *path, 
     }
   }
   /* device sessions: host copies current before any is overwritten, re-uploaded at the next run */
-  loom_code synced = loom__dev_vars_to_host(s, NULL, rc ? NULL : st);
+  loom_code synced = loom__dev_vars_to_host(s, rc ? NULL : st);
   if (!rc) rc = synced;
   for (int i = 0; i < sv->n && !rc; i++) rc = reader_data(&r, src[i], dst[i]->data, st);
-  if (!synced) loom__dev_vars_host_changed(s, NULL);
+  if (!synced) loom__dev_vars_host_changed(s);
   for (int i = 0; i < sv->n && !rc; i++) loom__var_mark_initialized(s->vars, dst[i]);
   pthread_mutex_unlock(&s->mu);
   loom__free(src);

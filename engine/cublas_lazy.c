@@ -42,16 +42,15 @@ static int g_loaded;
 static char g_err[512];
 
 static void load(void) {
-  /* LOOM_CUBLAS_LIBRARY (a path or soname) replaces the search */
+  /* the major version the headers describe (the ABI this build was compiled against), unless
+   * LOOM_CUBLAS_LIBRARY names a file */
   const char *env = getenv("LOOM_CUBLAS_LIBRARY");
-  const char *const names[] = {env && env[0] ? env : "libcublas.so." LOOM_STR(CUBLAS_VER_MAJOR), "libcublas.so"};
-  const size_t nnames = env && env[0] ? 1 : 2;
-  void *h = NULL;
-  for (size_t i = 0; i < nnames && !h; i++) {
-    h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) snprintf(g_err, sizeof g_err, "cannot load cuBLAS: %s", dlerror());
+  const char *name = env && env[0] ? env : "libcublas.so." LOOM_STR(CUBLAS_VER_MAJOR);
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(g_err, sizeof g_err, "cannot load cuBLAS: %s", dlerror());
+    return;
   }
-  if (!h) return;
   /* dlsym returns void *; the pointer is converted through memcpy (ISO C has no function/object pointer cast) */
 #define LOOM_CUBLAS_SYM(name)                                                                                          \
   {                                                                                                                    \

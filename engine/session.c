@@ -727,7 +727,7 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
     plan_step *sp = &p->steps[i];
     if (atomic_load_explicit(&s->cancel, memory_order_relaxed)) {
       atomic_store(&s->cancel, 0);
-      be->synchronize(bctx, "cancel", st);
+      loom__dev_run_abort(s, p);
       return loom_status_set(st, LOOM_CANCELLED, "run cancelled before %s", sp->node->name);
     }
     sp->ctx.st = st;
@@ -739,7 +739,10 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
       rc = sp->fn(&sp->ctx);
       if (!rc) rc = be->check(bctx, sp->node->def->name, st);
       if (!rc && sync_steps) rc = be->synchronize(bctx, sp->node->def->name, st);
-      if (!rc && sync_steps && (rc = loom__dev_data_error(s, p, st))) return rc; /* names the node */
+      if (!rc && sync_steps && (rc = loom__dev_data_error(s, p, st))) { /* names the node */
+        loom__dev_run_abort(s, p);
+        return rc;
+      }
     }
     if (tracing) trace_step(s, sp->node, t0, a, mono_ns());
     if (rc) {
@@ -747,7 +750,7 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
       char buf[768];
       snprintf(buf, sizeof buf, "%s", m);
       loom_status_set(st, rc, "%s: %s", sp->node->name, buf[0] ? buf : loom_code_name(rc));
-      if (be->synchronize(bctx, "run", NULL) == LOOM_OK) loom__dev_data_error(s, p, NULL); /* clear */
+      loom__dev_run_abort(s, p);
       return rc;
     }
     (*sp->ctx.counter)++;
@@ -842,12 +845,12 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
   if (tracing && (rc = trace_begin(s, p, st))) goto done;
   /* a CPU plan of a device session (string values): variables as the host sees them */
-  if (s->dev && (rc = loom__dev_vars_to_host(s, NULL, st))) goto done;
+  if (s->dev && (rc = loom__dev_vars_to_host(s, st))) goto done;
   for (int i = 0; s->dev && i < p->nsteps; i++) { /* what it writes in place is re-uploaded before the next device run */
     const loom_node *n = p->steps[i].node;
     uint32_t mut = loom__op_mutated(n->def);
     for (int j = 0; mut && j < n->nin && j < 32; j++)
-      if (mut & (1u << j)) loom__dev_vars_host_changed(s, p->steps[i].ctx.in[j]->data);
+      if (mut & (1u << j)) loom__dev_var_host_changed(s, p->steps[i].ctx.in[j]->data);
   }
 
   loom__set_ftz();

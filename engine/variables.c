@@ -310,7 +310,7 @@ loom_code loom_session_read_variable(loom_session *s, const char *name, loom_ten
     t->ndim = e->ndim;
     memcpy(t->dims, e->dims, sizeof(int64_t) * (size_t)e->ndim);
   }
-  if ((rc = loom__dev_vars_to_host(s, e->data, st))) goto done; /* device sessions: the device copy may be newer */
+  if ((rc = loom__dev_var_to_host(s, e->data, st))) goto done; /* device sessions: the device copy may be newer */
   if (e->nbytes) memcpy(t->data, e->data, e->nbytes);
 done:
   pthread_mutex_unlock(&s->mu);
@@ -337,7 +337,7 @@ loom_code loom_session_assign_variable(loom_session *s, const char *name, const 
   }
   /* the whole variable is overwritten: nothing to copy down first */
   if (e->nbytes) memcpy(e->data, value->data, e->nbytes);
-  loom__dev_vars_host_changed(s, e->data); /* device sessions: this one is re-uploaded before the next run */
+  loom__dev_var_host_changed(s, e->data); /* device sessions: this one is re-uploaded before the next run */
   loom__var_mark_initialized(s->vars, e);
 done:
   pthread_mutex_unlock(&s->mu);

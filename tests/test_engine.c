@@ -323,8 +323,11 @@ Test(cuda_build, cublas_is_loaded_on_first_use) {
   const char *why = loom__cublas_load_error();
   cr_assert_null(why, "%s", why);
 }
-/* A library that cannot be opened: the reason, and a CUDA session that
- * fails with UNAVAILABLE instead of crashing (no device here either way). */
+/* A library that cannot be opened: the reason names it. (Without a GPU the
+ * session below fails at the device count before it would need cuBLAS; on a
+ * GPU machine it fails creating the handle. Either way UNAVAILABLE, never a
+ * crash.) Criterion runs each test in its own process, so the library is
+ * first loaded here with the variable set. */
 Test(cuda_build, cublas_missing_is_a_clear_error) {
   setenv("LOOM_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.99", 1);
   const char *why = loom__cublas_load_error();

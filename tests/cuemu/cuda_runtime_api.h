@@ -47,7 +47,8 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaMalloc(void **ptr, size_t size);
 cudaError_t cudaFree(void *ptr);
-/* Page-locked host memory (plain host memory here). */
+/* Page-locked host memory; a device-to-host cudaMemcpyAsync into it lands at
+ * the next synchronization (tests/cuemu/cuemu.cc). */
 cudaError_t cudaMallocHost(void **ptr, size_t size);
 cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind);
@@ -82,6 +83,7 @@ typedef struct cuemu_stats {
   unsigned long long d2d, d2d_bytes;     /* device-to-device copies */
   unsigned long long memsets;
   unsigned long long mallocs, frees;     /* cudaMalloc / cudaFree that succeeded */
+  unsigned long long host_allocs, host_frees; /* cudaMallocHost / cudaFreeHost */
   unsigned long long syncs;              /* stream, device and event synchronizations */
 } cuemu_stats;
 void cuemu_get_stats(cuemu_stats *out);

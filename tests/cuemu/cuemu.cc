@@ -449,12 +449,58 @@ cudaError_t cudaFree(void *ptr) {
   return cudaSuccess;
 }
 
+/* Page-locked host memory, and device-to-host cudaMemcpyAsync into it, which
+ * is truly asynchronous on a GPU: here the bytes are taken in stream order
+ * (kernels have already run) but land only at the next synchronization, and
+ * the destination reads as garbage (0xAB) until then, so host code that reads
+ * pinned memory before synchronizing sees wrong values. Freeing pinned memory
+ * with such a copy still pending is reported and makes the error sticky. */
+static std::map<char *, size_t> g_pinned;
+struct pending_copy {
+  char *dst;
+  std::vector<char> bytes;
+};
+static std::vector<pending_copy> g_pending;
+static bool in_pinned(const void *p, size_t n) {
+  auto it = g_pinned.upper_bound((char *)p);
+  if (it == g_pinned.begin()) return false;
+  --it;
+  return (char *)p >= it->first && (char *)p + n <= it->first + it->second;
+}
+static void land_pending() {
+  for (auto &q : g_pending) memcpy(q.dst, q.bytes.data(), q.bytes.size());
+  g_pending.clear();
+}
+static cudaError_t synchronize() {
+  std::lock_guard<std::recursive_mutex> l(g_lock);
+  g_stats.syncs++;
+  if (!g_sticky) land_pending();
+  return g_sticky;
+}
+
 cudaError_t cudaMallocHost(void **ptr, size_t size) {
-  *ptr = malloc(size ? size : 1);
-  return *ptr ? cudaSuccess : (t_last = cudaErrorMemoryAllocation);
+  std::lock_guard<std::recursive_mutex> l(g_lock);
+  size_t n = size ? size : 1;
+  *ptr = malloc(n);
+  if (!*ptr) return t_last = cudaErrorMemoryAllocation;
+  memset(*ptr, 0xab, n);
+  g_pinned[(char *)*ptr] = n;
+  g_stats.host_allocs++;
+  return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *ptr) {
-  if (ptr && in_arena(ptr)) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): device memory", ptr);
+  std::lock_guard<std::recursive_mutex> l(g_lock);
+  if (!ptr) return cudaSuccess;
+  auto it = g_pinned.find((char *)ptr);
+  if (it == g_pinned.end()) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not page-locked memory from cudaMallocHost", ptr);
+  for (auto &q : g_pending)
+    if (q.dst >= it->first && q.dst < it->first + it->second) {
+      fail(cudaErrorIllegalAddress, "cudaFreeHost(%p) while a copy into it is still in flight", ptr);
+      g_sticky = cudaErrorIllegalAddress;
+      return g_sticky;
+    }
+  g_pinned.erase(it);
+  g_stats.host_frees++;
   free(ptr);
   return cudaSuccess;
 }
@@ -496,6 +542,17 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind); }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
   (void)s;
+  std::lock_guard<std::recursive_mutex> l(g_lock);
+  if (n && dst && kind == cudaMemcpyDeviceToHost && in_pinned(dst, n)) { /* lands at the next synchronization */
+    pending_copy q;
+    q.dst = (char *)dst;
+    q.bytes.resize(n);
+    cudaError_t e = copy(q.bytes.data(), src, n, kind);
+    if (e) return e;
+    memset(dst, 0xab, n);
+    g_pending.push_back(std::move(q));
+    return cudaSuccess;
+  }
   return copy(dst, src, n, kind);
 }
 cudaError_t cudaMemset(void *dst, int value, size_t n) {
@@ -530,13 +587,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   (void)s;
-  g_stats.syncs++;
-  return g_sticky;
+  return synchronize();
 }
-cudaError_t cudaDeviceSynchronize(void) {
-  g_stats.syncs++;
-  return g_sticky;
-}
+cudaError_t cudaDeviceSynchronize(void) { return synchronize(); }
 cudaError_t cudaGetLastError(void) {
   cudaError_t e = t_last ? t_last : g_sticky;
   t_last = cudaSuccess;
@@ -590,8 +643,7 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
   (void)ev;
-  g_stats.syncs++;
-  return g_sticky;
+  return synchronize();
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   (void)a;

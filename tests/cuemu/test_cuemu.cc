@@ -238,6 +238,33 @@ int main() {
           "the counters count each call by kind and the bytes each copy moved");
   }
 
+  /* page-locked memory: an async device-to-host copy into it lands only at a synchronization */
+  {
+    int *dv = nullptr, *pin = nullptr;
+    int v = 1234;
+    cudaMalloc((void **)&dv, sizeof v);
+    cudaMemcpy(dv, &v, sizeof v, cudaMemcpyHostToDevice);
+    CHECK(cudaMallocHost((void **)&pin, sizeof v) == cudaSuccess, "cudaMallocHost");
+    CHECK(cudaMemcpyAsync(pin, dv, sizeof v, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess, "async copy into pinned");
+    CHECK(*pin != 1234, "the pinned destination is not written before a synchronization");
+    /* freeing it now is an error, and sticky (in a child: it poisons the context) */
+    fflush(stdout);
+    pid_t cp = fork();
+    if (cp == 0) {
+      freopen("/dev/null", "w", stderr);
+      _exit(cudaFreeHost(pin) == cudaErrorIllegalAddress && cudaDeviceSynchronize() == cudaErrorIllegalAddress ? 0 : 1);
+    }
+    int cs = 0;
+    waitpid(cp, &cs, 0);
+    CHECK(WIFEXITED(cs) && WEXITSTATUS(cs) == 0, "freeing pinned memory with a copy in flight is a sticky error");
+    CHECK(cudaStreamSynchronize(nullptr) == cudaSuccess && *pin == 1234, "after the synchronization it holds the copy");
+    CHECK(cudaFreeHost(pin) == cudaSuccess, "cudaFreeHost");
+    int local = 0;
+    CHECK(cudaFreeHost(&local) == cudaErrorInvalidValue, "cudaFreeHost of other memory is an error");
+    (void)cudaGetLastError();
+    cudaFree(dv);
+  }
+
   /* GEMM, all four transposes, with padded leading dimensions */
   cublasHandle_t hb;
   CHECK(cublasCreate(&hb) == CUBLAS_STATUS_SUCCESS, "cublasCreate");

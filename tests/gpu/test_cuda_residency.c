@@ -157,7 +157,62 @@ static size_t var_bytes(loom_graph *g, const char *name) {
   return 0;
 }
 
+/* A run that fails part-way keeps what its earlier steps wrote: v += 1 runs
+ * on the device, then a gather with a bad index fails the run (on the CPU
+ * fallback with LOOM_CUDA_DISABLE=GatherV2, or on the device synchronized
+ * per step with LOOM_CUDA_SYNC=1, both of which stop before the run's end).
+ * Reading v must then give 1 on both devices, and the next good run 2. */
+static void failed_run_case(const char *env, const char *val) {
+  loom_graph *g = loom_graph_new();
+  int64_t one[1] = {1};
+  loom_initializer zi = loom_init_zeros();
+  loom_variable *v = loom_get_variable(g, "v", LOOM_F32, 1, one, &zi, 1);
+  loom_tensor *inc = loom_tensor_new(LOOM_F32, 1, one, NULL);
+  ((float *)loom_tensor_data(inc))[0] = 1.0f;
+  loom_output upd = loom_assign_add(g, loom_variable_output(v), loom_const(g, inc, NULL), "upd");
+  loom_tensor_free(inc);
+  loom_output idx = loom_placeholder(g, LOOM_I64, 1, one, "idx");
+  loom_output y = loom_gather(g, loom_reshape(g, upd, 1, one, NULL), idx, 0, "pick");
+  loom_node *init = loom_global_variables_initializer(g);
+  setenv(env, val, 1); /* read when the session is created */
+  loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
+  unsetenv(env);
+  int64_t badv = 5, goodv = 0;
+  loom_tensor *bad = loom_tensor_new(LOOM_I64, 1, one, NULL), *good = loom_tensor_new(LOOM_I64, 1, one, NULL);
+  memcpy(loom_tensor_data(bad), &badv, 8);
+  memcpy(loom_tensor_data(good), &goodv, 8);
+  loom_status *st = loom_status_new();
+  loom_session *ss[2] = {sc, sg};
+  float got[2][2] = {{-1, -1}, {-1, -1}};
+  for (int k = 0; k < 2 && sc && sg; k++) {
+    loom_tensor *out = NULL, *r = NULL;
+    run(ss[k], "init", NULL, NULL, 0, NULL, NULL, 0, &init, 1);
+    loom_session_read_variable(ss[k], "v", &r, st); /* the host copy is current: the failed run must mark it stale */
+    loom_code rc = loom_session_run(ss[k], &idx, &bad, 1, &y, &out, 1, NULL, 0, st);
+    expect(rc == LOOM_INVALID_ARGUMENT && strstr(loom_status_message(st), "pick"),
+           "%s=%s: a bad index fails the run naming the gather (device %d: %d %s)", env, val, k, (int)rc,
+           loom_status_message(st));
+    if (!loom_session_read_variable(ss[k], "v", &r, st)) got[k][0] = ((const float *)loom_tensor_data(r))[0];
+    run(ss[k], "good run", &idx, &good, 1, &y, &out, 1, NULL, 0);
+    if (!loom_session_read_variable(ss[k], "v", &r, st)) got[k][1] = ((const float *)loom_tensor_data(r))[0];
+    loom_tensor_free(out);
+    loom_tensor_free(r);
+  }
+  expect(got[0][0] == 1 && got[1][0] == 1, "%s=%s: after the failed run v is %g on the CPU, %g on the GPU (want 1)", env,
+         val, got[0][0], got[1][0]);
+  expect(got[0][1] == 2 && got[1][1] == 2, "%s=%s: after the next run v is %g on the CPU, %g on the GPU (want 2)", env,
+         val, got[0][1], got[1][1]);
+  loom_status_free(st);
+  loom_tensor_free(bad);
+  loom_tensor_free(good);
+  loom_session_free(sc);
+  loom_session_free(sg);
+  loom_graph_free(g);
+}
+
 int main(void) {
+  unsetenv("LOOM_CUDA_SYNC"); /* the counts are those of the default mode: one synchronization per run */
+  unsetenv("LOOM_CUDA_DISABLE");
   if (!parity_gpu_present("test_cuda_residency")) return 0;
   if (!COUNTS) printf("test_cuda_residency: not the emulator, so values are compared but API calls are not counted\n");
   model m;
@@ -174,7 +229,7 @@ int main(void) {
   }
 
   /* 1. steady state: only feeds in, only the loss out (and the kernels'
-   * 32-byte bad-index record, read after the run's one synchronization) */
+   * 40-byte bad-index record, both copied with the run's one synchronization) */
   const int N = 10;
   cuemu_stats t0 = snap(); /* the CPU session makes no CUDA calls */
   for (int i = 0; i < N; i++) {
@@ -274,5 +329,8 @@ int main(void) {
   loom_tensor_free(b);
   loom_status_free(st);
   model_free(&m);
+
+  failed_run_case("LOOM_CUDA_DISABLE", "GatherV2");
+  failed_run_case("LOOM_CUDA_SYNC", "1");
   return parity_report("test_cuda_residency");
 }
