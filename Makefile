@@ -6,14 +6,21 @@ BUILD   ?= build
 SANITIZE ?=
 # CUDA: CUDA=1 builds the CUDA backend (kernels/cuda/*.cu, engine/backend_cuda.c)
 # into the library; CUDA=0 is the CPU-only build, which needs no CUDA header or
-# library. The default is auto-detected: CUDA=1 when nvcc is found (no GPU is
-# needed to build or to run the CPU tests), else CUDA=0. `make test` compiles
-# the other variant too, so neither rots: build/cpu (cpu-check) after a CUDA
-# build, build/cuda (cuda-check) after a CPU-only build when nvcc exists.
+# library. The default is auto-detected: CUDA=1 when a usable toolkit is found
+# (nvcc of CUDA 11.8 or later, which knows sm_90, with the cuBLAS headers; no
+# GPU is needed to build or to run the CPU tests), else CUDA=0. `make test`
+# compiles the other variant too, so neither rots: build/cpu (cpu-check) after
+# a CUDA build, build/cuda (cuda-check) after a CPU-only build when the toolkit
+# is usable. The kernels are built for sm_90 (H100/H200) plus its PTX; set
+# CUDA_ARCH for other GPUs (e.g. CUDA_ARCH='-arch=native').
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-CUDA    ?= $(if $(NVCC),1,0)
-CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCC_RELEASE := $(if $(NVCC),$(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\).*/\1 \2/p'))
+CUDA_USABLE := $(and $(NVCC),$(wildcard $(CUDA_HOME)/include/cublas_v2.h),$(shell \
+  M=$(word 1,$(NVCC_RELEASE)); m=$(word 2,$(NVCC_RELEASE)); \
+  [ -n "$$M" ] && { [ "$$M" -gt 11 ] || { [ "$$M" -eq 11 ] && [ "$$m" -ge 8 ]; }; } && echo yes))
+CUDA    ?= $(if $(CUDA_USABLE),1,0)
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 # CUDA=emu builds the same backend and kernels against the host CUDA emulator
 # (tests/cuemu/: the .cu files compile as C++, kernels run on the CPU), so the
 # GPU parity programs run on machines without a GPU (`make test-cuemu`).
@@ -162,8 +169,8 @@ test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
-	 elif [ -n "$(NVCC)" ]; then $(MAKE) --no-print-directory cuda-check; \
-	 else echo "cuda-check: nvcc not found, CUDA build not checked"; fi
+	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
+	 else echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"; fi
 	@if [ "$(CUDA)" != emu ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
 
 # Compiles the CUDA variant of the library into build/cuda (no GPU needed).
