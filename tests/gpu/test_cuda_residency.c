@@ -292,11 +292,18 @@ int main(void) {
   step(&m, "second step after assigning fc2/b");
 
   /* 4. a CPU-only plan (it fetches a string) that writes fc2/b in place:
-   * only fc2/b goes back up at the next device step */
+   * only fc2/b comes down for it, and only fc2/b goes back up at the next
+   * device step */
   loom_output fetch2[2] = {m.text, m.bump};
   loom_tensor *oc[2] = {NULL, NULL}, *og[2] = {NULL, NULL};
   run(m.cpu, "cpu-only plan", NULL, NULL, 0, fetch2, oc, 2, NULL, 0);
+  s0 = snap();
   run(m.gpu, "cpu-only plan", NULL, NULL, 0, fetch2, og, 2, NULL, 0);
+  d = diff(s0, snap());
+  if (COUNTS) /* it binds fc2/b alone: that one comes down, no other variable or slot */
+    expect(d.d2h_bytes == var_bytes(m.g, "fc2/b") && d.h2d_bytes == 0,
+           "the CPU-only plan copies %llu bytes down and %llu up (want fc2/b: %zu, and 0)", d.d2h_bytes, d.h2d_bytes,
+           var_bytes(m.g, "fc2/b"));
   if (oc[1] && og[1]) compare("bumped fc2/b", oc[1], og[1], 1e-4);
   else expect(0, "the CPU-only plan fetched nothing");
   d = step(&m, "step after a CPU-only plan wrote fc2/b");
