@@ -283,9 +283,8 @@ loom_code loom__dev_plan_finish(loom_session *s, loom_plan *p, loom_status *st) 
   /* variables written in place by a step */
   for (int i = 0; i < p->nsteps; i++) {
     const loom_node *n = p->steps[i].node;
-    uint32_t mut = loom__op_mutated(n->def);
-    for (int j = 0; j < n->nin && j < 32; j++) {
-      if (!(mut & (1u << j))) continue;
+    for (int j = 0; j < n->nin; j++) {
+      if (!loom__op_mutates(n->def, j)) continue;
       int vi = p->node_val[n->in[j].node->id] + n->in[j].index;
       while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
       for (int k = 0; k < dp->npvars; k++)
@@ -371,6 +370,7 @@ loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const 
   loom_dev_session *ds = s->dev;
   loom_code rc;
   dp->fstaged = 0;
+  if (ds->be->begin_run) ds->be->begin_run(ds->ctx);
   for (int k = 0; k < dp->npvars; k++) {
     dev_var *m = &ds->vars[dp->pvars[k]];
     if (m->state != MIRROR_HOST_NEWER) continue;
@@ -414,9 +414,8 @@ loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status 
     if ((rc = ds->be->copy_h2d(ds->ctx, db->data, dp->hbufs[h + n->nin + j].data, value_bytes(db), st))) return rc;
   }
   /* inputs written in place (a variable and its slots) go back too, unless an output aliasing them already did */
-  uint32_t mut = loom__op_mutated(n->def);
-  for (int j = 0; j < n->nin && j < 32; j++) {
-    if (!(mut & (1u << j)) || (n->nout > 0 && sp->ctx.out[0]->data == sp->ctx.in[j]->data)) continue;
+  for (int j = 0; j < n->nin; j++) {
+    if (!loom__op_mutates(n->def, j) || (n->nout > 0 && sp->ctx.out[0]->data == sp->ctx.in[j]->data)) continue;
     if ((rc = ds->be->copy_h2d(ds->ctx, sp->ctx.in[j]->data, dp->hbufs[h + j].data, value_bytes(sp->ctx.in[j]), st)))
       return rc;
   }
@@ -434,8 +433,8 @@ loom_code loom__dev_run_end(loom_session *s, loom_plan *p, loom_status *st) {
   loom_code rc = LOOM_OK;
   dp->fstaged = 0;
   for (int i = 0; dp->fstage && i < p->nfetches && !rc; i++) {
-    const loom_buf *b = &p->values[p->fetch_val[i]].buf;
-    if (b->dtype != LOOM_STRING) rc = ds->be->copy_d2h_async(ds->ctx, dp->fstage + dp->foff[i], b->data, value_bytes(b), st);
+    const loom_buf *b = &p->values[p->fetch_val[i]].buf; /* device plans hold no strings */
+    rc = ds->be->copy_d2h_async(ds->ctx, dp->fstage + dp->foff[i], b->data, value_bytes(b), st);
   }
   if (rc) {
     loom__dev_run_abort(s, p); /* the queued copies finish before the staging can be freed */
@@ -468,7 +467,7 @@ loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st) {
   loom_code rc = ds->be->take_data_error(ds->ctx, &e, st);
   if (rc || e.step < 0) return rc;
   const plan_step *sp = e.step < p->nsteps ? &p->steps[e.step] : NULL;
-  /* the position in the index tensor's own dims, as the CPU kernels print it */
+  /* the index tensor among the step's inputs, and the bad value in it */
   const loom_buf *ib = NULL;
   for (int k = 0; sp && e.indices && k < sp->ctx.nin; k++)
     if (sp->ctx.in[k]->data == e.indices) ib = sp->ctx.in[k];
@@ -552,3 +551,17 @@ static void mirrors_host_changed(loom_session *s, int all, const void *host) {
 }
 void loom__dev_vars_host_changed(loom_session *s) { mirrors_host_changed(s, 1, NULL); }
 void loom__dev_var_host_changed(loom_session *s, const void *host) { mirrors_host_changed(s, 0, host); }
+
+loom_code loom__dev_host_plan_begin(loom_session *s, loom_plan *p, loom_status *st) {
+  loom_code rc;
+  for (int i = 0; i < p->nvalues; i++)
+    if (p->values[i].kind == VAL_BIND && p->values[i].node->op == LOOM_OP_VariableV2 &&
+        (rc = loom__dev_var_to_host(s, p->values[i].buf.data, st)))
+      return rc;
+  for (int i = 0; i < p->nsteps; i++) {
+    const loom_node *n = p->steps[i].node;
+    for (int j = 0; j < n->nin; j++)
+      if (loom__op_mutates(n->def, j)) loom__dev_var_host_changed(s, p->steps[i].ctx.in[j]->data);
+  }
+  return LOOM_OK;
+}

@@ -61,6 +61,8 @@ typedef struct loom_backend_i {
   loom_code (*event_record)(void *ctx, void *ev, loom_status *st);
   loom_code (*event_wait)(void *ctx, void *ev, loom_status *st);
   void (*event_free)(void *ctx, void *ev);
+  /* A run's work is about to be queued from the calling thread (makes the context's device current). */
+  void (*begin_run)(void *ctx);
   /* The plan step whose kernels are being queued now (for kernels' bad-data reports). */
   void (*begin_step)(void *ctx, int step);
   /* After a synchronization: bad data a kernel reported since the last call
@@ -128,6 +130,11 @@ loom_code loom__dev_data_error(loom_session *s, loom_plan *p, loom_status *st);
 /* Fetch i of the run into a host tensor (same reuse rules as CPU fetches):
  * from the page-locked copy loom__dev_run_end queued, else copied now. */
 loom_code loom__dev_fetch(loom_session *s, loom_plan *p, int i, loom_tensor **dst, loom_status *st);
+
+/* A CPU plan of a device session (it holds strings) is about to run on the
+ * host: the variables it binds are copied down if the device wrote them, and
+ * those its steps write in place are marked for re-upload. */
+loom_code loom__dev_host_plan_begin(loom_session *s, loom_plan *p, loom_status *st);
 
 /* Variable mirrors: host code that reads variable memory calls
  * loom__dev_vars_to_host first; host code that writes it calls

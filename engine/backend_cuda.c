@@ -322,12 +322,11 @@ static void cu_event_free(void *ctx, void *ev) {
 }
 
 /* ---- bad data reported by kernels (kernels/cuda/common.cuh: cu_watch) ---- */
-static void cu_begin_step(void *ctx, int step) {
+static void cu_begin_run(void *ctx) {
   loom_cuda_ctx *c = ctx;
-  int cur = -1; /* kernels and cuBLAS calls go to the thread's current device */
-  if (cudaGetDevice(&cur) != cudaSuccess || cur != c->device) cudaSetDevice(c->device);
-  c->step = step;
+  cudaSetDevice(c->device); /* kernels and cuBLAS calls go to the thread's current device */
 }
+static void cu_begin_step(void *ctx, int step) { ((loom_cuda_ctx *)ctx)->step = step; }
 
 static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_status *st) {
   loom_cuda_ctx *c = ctx;
@@ -379,6 +378,7 @@ static const loom_backend_i cuda_backend = {
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,
     .event_free = cu_event_free,
+    .begin_run = cu_begin_run,
     .begin_step = cu_begin_step,
     .take_data_error = cu_take_data_error,
     .pool_stats = cu_pool_stats,

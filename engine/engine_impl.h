@@ -93,7 +93,7 @@ typedef struct loom_op_def {
   uint32_t nondiff_inputs; /* bit i: input i gets no gradient (indices, labels) */
   uint32_t flags;
   /* bit i: the kernel writes input i in place (optimizers: the variable and
-   * its slots). MUTATES_INPUT0 alone means bit 0; see loom__op_mutated. */
+   * its slots). MUTATES_INPUT0 alone means bit 0; see loom__op_mutates. */
   uint32_t mutated_inputs;
   loom_kernel_fn kernels[LOOM_DEVICE_COUNT][LOOM_DTYPE_COUNT];
 } loom_op_def;
@@ -104,9 +104,10 @@ static inline int loom__op_nondiff(const loom_op_def *d, int k) {
   return k < 32 ? (int)((d->nondiff_inputs >> k) & 1u) : d->nondiff_inputs == 0xffffffffu;
 }
 
-/* The inputs op d writes in place (bit i: input i). */
-static inline uint32_t loom__op_mutated(const loom_op_def *d) {
-  return d->mutated_inputs | ((d->flags & LOOM_OPF_MUTATES_INPUT0) ? 1u : 0u);
+/* Whether op d writes its input j in place (mutated_inputs bit j; bit 0 also by MUTATES_INPUT0). */
+static inline int loom__op_mutates(const loom_op_def *d, int j) {
+  uint32_t m = d->mutated_inputs | ((d->flags & LOOM_OPF_MUTATES_INPUT0) ? 1u : 0u);
+  return j < 32 && ((m >> j) & 1u);
 }
 
 /* The op table, indexed by loom_op_type (ops/op_list.h). Filled once. */
@@ -134,8 +135,9 @@ struct loom_node {
   loom_tensor *value;    /* Const payload (attrs.value points here) */
 };
 
-/* Slots of loom_graph.ext: data a layer above the engine keeps per graph. */
-enum { LOOM__GRAPH_EXT_SUMMARIES, LOOM__GRAPH_EXT_COUNT };
+/* Slots of loom_graph.ext: data a layer above the graph keeps per graph
+ * (variables and collections; the summaries' tag arrays). */
+enum { LOOM__GRAPH_EXT_TRAIN, LOOM__GRAPH_EXT_SUMMARIES, LOOM__GRAPH_EXT_COUNT };
 
 struct loom_graph {
   loom_node **nodes;
@@ -159,10 +161,7 @@ struct loom_graph {
   int32_t has_seed;
   int64_t seed;
   int64_t next_op_seed;
-  /* attached data owned by higher layers (variables, collections) */
-  void *train_state;
-  void (*train_state_free)(void *);
-  /* one slot per other layer that keeps data with a graph (LOOM__GRAPH_EXT_*), freed with it */
+  /* attached data owned by higher layers, one slot each (LOOM__GRAPH_EXT_*), freed with the graph */
   void *ext[LOOM__GRAPH_EXT_COUNT];
   void (*ext_free[LOOM__GRAPH_EXT_COUNT])(void *);
   /* placeholder output returned after an error */

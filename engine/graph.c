@@ -127,7 +127,6 @@ void loom_graph_free(loom_graph *g) {
   if (!g) return;
   for (int i = 0; i < g->nnodes; i++) node_free(g->nodes[i]);
   node_free(g->dummy);
-  if (g->train_state && g->train_state_free) g->train_state_free(g->train_state);
   for (int i = 0; i < LOOM__GRAPH_EXT_COUNT; i++)
     if (g->ext[i] && g->ext_free[i]) g->ext_free[i](g->ext[i]);
   loom__free(g->nodes);

@@ -7,7 +7,6 @@
 #include "engine/session_impl.h"
 #include "engine/pool.h"
 #include "engine/backend.h"
-#include "ops/op_list.h"
 
 void loom__cpu_set_blas_threads(int n); /* kernels/cpu/blas.c */
 
@@ -845,17 +844,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   resolve_aliases(p);
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
   if (tracing && (rc = trace_begin(s, p, st))) goto done;
-  /* a CPU plan of a device session (string values): variables as the host sees them */
-  for (int i = 0; s->dev && i < p->nvalues; i++) /* the variables it binds, as the device last wrote them */
-    if (p->values[i].kind == VAL_BIND && p->values[i].node->op == LOOM_OP_VariableV2 &&
-        (rc = loom__dev_var_to_host(s, p->values[i].buf.data, st)))
-      goto done;
-  for (int i = 0; s->dev && i < p->nsteps; i++) { /* what it writes in place is re-uploaded before the next device run */
-    const loom_node *n = p->steps[i].node;
-    uint32_t mut = loom__op_mutated(n->def);
-    for (int j = 0; mut && j < n->nin && j < 32; j++)
-      if (mut & (1u << j)) loom__dev_var_host_changed(s, p->steps[i].ctx.in[j]->data);
-  }
+  if (s->dev && (rc = loom__dev_host_plan_begin(s, p, st))) goto done; /* a CPU plan of a device session */
 
   loom__set_ftz();
   for (int i = 0; i < p->nsteps; i++) {

@@ -416,7 +416,7 @@ static void ts_free(void *p) {
 
 static train_state *ts_get(loom_graph *g) {
   if (!g) return NULL;
-  if (g->train_state) return g->train_state;
+  if (g->ext[LOOM__GRAPH_EXT_TRAIN]) return g->ext[LOOM__GRAPH_EXT_TRAIN];
   train_state *ts = loom__calloc(1, sizeof *ts);
   if (!ts) {
     loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "out of memory creating the training state");
@@ -425,8 +425,8 @@ static train_state *ts_get(loom_graph *g) {
   ts->dummy.g = g;
   ts->dummy.name = NULL;
   ts->dummy.dtype = LOOM_F32;
-  g->train_state = ts;
-  g->train_state_free = ts_free;
+  g->ext[LOOM__GRAPH_EXT_TRAIN] = ts;
+  g->ext_free[LOOM__GRAPH_EXT_TRAIN] = ts_free;
   return ts;
 }
 
@@ -494,7 +494,7 @@ void loom_add_variable_to_collection(loom_graph *g, const char *collection, loom
 }
 
 loom_variable *const *loom_get_variable_collection(loom_graph *g, const char *collection, int *n) {
-  vcoll *c = g && g->train_state ? vcoll_get(g, collection, 0) : NULL;
+  vcoll *c = g && g->ext[LOOM__GRAPH_EXT_TRAIN] ? vcoll_get(g, collection, 0) : NULL;
   if (n) *n = c ? c->n : 0;
   return c ? c->items : NULL;
 }
@@ -516,7 +516,7 @@ void loom_add_node_to_collection(loom_graph *g, const char *collection, loom_nod
 }
 
 const loom_output *loom_get_collection(loom_graph *g, const char *collection, int *n) {
-  ocoll *c = g && g->train_state ? ocoll_get(g, collection, 0) : NULL;
+  ocoll *c = g && g->ext[LOOM__GRAPH_EXT_TRAIN] ? ocoll_get(g, collection, 0) : NULL;
   if (n) *n = c ? c->n : 0;
   return c ? c->items : NULL;
 }
@@ -560,7 +560,7 @@ void loom_variable_scope_push(loom_graph *g, const char *name, int reuse) {
 }
 
 void loom_variable_scope_pop(loom_graph *g) {
-  train_state *ts = g ? g->train_state : NULL;
+  train_state *ts = g ? g->ext[LOOM__GRAPH_EXT_TRAIN] : NULL;
   if (!ts || !ts->nscopes) return;
   ts->nscopes--;
   loom__free(ts->scopes[ts->nscopes].full);
@@ -568,12 +568,12 @@ void loom_variable_scope_pop(loom_graph *g) {
 }
 
 const char *loom_variable_scope_name(loom_graph *g) {
-  train_state *ts = g ? g->train_state : NULL;
+  train_state *ts = g ? g->ext[LOOM__GRAPH_EXT_TRAIN] : NULL;
   return ts && ts->nscopes ? ts->scopes[ts->nscopes - 1].full : "";
 }
 
 static int scope_reuse(loom_graph *g) {
-  train_state *ts = g->train_state;
+  train_state *ts = g->ext[LOOM__GRAPH_EXT_TRAIN];
   return ts && ts->nscopes ? ts->scopes[ts->nscopes - 1].reuse : LOOM_REUSE_NONE;
 }
 
