@@ -76,83 +76,61 @@ launch2 grid2(int64_t ny, int64_t nx) {
 #define Y_LOOP(t, n) for (int64_t t = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; t < (n); t += (int64_t)gridDim.y * blockDim.y)
 #define X_LOOP(j, n) for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < (n); j += (int64_t)gridDim.x * blockDim.x)
 
-/* ================================================================ Select */
-template <typename W>
-__global__ void k_select_flat(const uint8_t *m, const W *x, const W *y, W *o, int64_t n, int sm, int sx, int sy) {
-  GRID_LOOP(i, n) {
-    W xv = x[sx ? i : 0], yv = y[sy ? i : 0];
-    o[i] = m[sm ? i : 0] ? xv : yv;
-  }
+/* ================================================= Select, ClipByValue */
+/* Ternary elementwise ops with NumPy broadcasting: o[i] = F::f(a, b, c).
+ * Operands the size of the output or scalars index flat; anything else
+ * goes through the merged broadcast geometry. */
+template <class F, class A, class B, class C, class O>
+__global__ void k_tern_flat(const A *a, const B *b, const C *c, O *o, int64_t n, int sa, int sb, int sc) {
+  GRID_LOOP(i, n) o[i] = F::f(a[sa ? i : 0], b[sb ? i : 0], c[sc ? i : 0]);
 }
-template <typename W>
-__global__ void k_select_bcast(const uint8_t *m, const W *x, const W *y, W *o, int64_t n, bcast_geom g) {
+template <class F, class A, class B, class C, class O>
+__global__ void k_tern_bcast(const A *a, const B *b, const C *c, O *o, int64_t n, bcast_geom g) {
   GRID_LOOP(i, n) {
     int64_t off[3];
     bcast_off_t<int64_t>(g, i, 3, off);
-    W xv = x[off[1]], yv = y[off[2]];
-    o[i] = m[off[0]] ? xv : yv;
+    o[i] = F::f(a[off[0]], b[off[1]], c[off[2]]);
   }
 }
-template <typename W> loom_code run_select(const loom_kctx *ctx) {
-  const loom_buf *M = ctx->in[0], *X = ctx->in[1], *Y = ctx->in[2];
-  loom_buf *O = ctx->out[0];
-  int64_t n = O->numel;
+template <class F, class A, class B, class C, class O> loom_code run_ternary(const loom_kctx *ctx) {
+  const loom_buf *in[3] = {ctx->in[0], ctx->in[1], ctx->in[2]};
+  loom_buf *Ob = ctx->out[0];
+  int64_t n = Ob->numel;
   if (n == 0) return LOOM_OK;
   cudaStream_t s = STREAM(ctx);
-  const uint8_t *m = (const uint8_t *)M->data;
-  const W *x = (const W *)X->data, *y = (const W *)Y->data;
-  if ((M->numel == n || M->numel == 1) && (X->numel == n || X->numel == 1) && (Y->numel == n || Y->numel == 1)) {
-    LOOM_LAUNCH(grid_for(n), NT, 0, s, k_select_flat<W>)(m, x, y, (W *)O->data, n, M->numel == n && n != 1,
-                                                         X->numel == n && n != 1, Y->numel == n && n != 1);
+  const A *a = (const A *)in[0]->data;
+  const B *b = (const B *)in[1]->data;
+  const C *c = (const C *)in[2]->data;
+  O *o = (O *)Ob->data;
+  int flat = 1;
+  for (int k = 0; k < 3; k++) flat &= in[k]->numel == n || in[k]->numel == 1;
+  if (flat) {
+    LOOM_LAUNCH(grid_for(n), NT, 0, s, k_tern_flat<F, A, B, C, O>)(a, b, c, o, n, in[0]->numel == n && n != 1,
+                                                                    in[1]->numel == n && n != 1,
+                                                                    in[2]->numel == n && n != 1);
     return LOOM_OK;
   }
   bcast_geom g;
-  bcast_init(&g, O);
-  bcast_strides(&g, 0, M);
-  bcast_strides(&g, 1, X);
-  bcast_strides(&g, 2, Y);
+  bcast_init(&g, Ob);
+  for (int k = 0; k < 3; k++) bcast_strides(&g, k, in[k]);
   bcast_merge(&g, 3);
-  LOOM_LAUNCH(grid_for(n), NT, 0, s, k_select_bcast<W>)(m, x, y, (W *)O->data, n, g);
+  LOOM_LAUNCH(grid_for(n), NT, 0, s, k_tern_bcast<F, A, B, C, O>)(a, b, c, o, n, g);
   return LOOM_OK;
 }
 
-/* ============================================================ ClipByValue */
-/* min(max(t, lo), hi) as the CPU writes it: NaN in t stays NaN. */
-template <typename T> __device__ __forceinline__ T clip1(T v, T l, T h) {
-  v = v < l ? l : v;
-  return v > h ? h : v;
-}
-template <typename T> __global__ void k_clip_flat(const T *x, const T *l, const T *h, T *o, int64_t n, int sl, int sh) {
-  GRID_LOOP(i, n) o[i] = clip1(x[i], l[sl ? i : 0], h[sh ? i : 0]);
-}
-template <typename T> __global__ void k_clip_bcast(const T *x, const T *l, const T *h, T *o, int64_t n, bcast_geom g) {
-  GRID_LOOP(i, n) {
-    int64_t off[3];
-    bcast_off_t<int64_t>(g, i, 3, off);
-    o[i] = clip1(x[off[0]], l[off[1]], h[off[2]]);
+/* Select(mask, x, y): both branches are read, as on the CPU. */
+struct select_f {
+  template <class W> __device__ __forceinline__ static W f(uint8_t m, W x, W y) { return m ? x : y; }
+};
+/* ClipByValue: min(max(t, lo), hi) as the CPU writes it: NaN in t stays NaN. */
+struct clip_f {
+  template <class T> __device__ __forceinline__ static T f(T v, T l, T h) {
+    v = v < l ? l : v;
+    return v > h ? h : v;
   }
-}
-template <typename T> loom_code run_clip(const loom_kctx *ctx) {
-  const loom_buf *X = ctx->in[0], *L = ctx->in[1], *H = ctx->in[2];
-  loom_buf *O = ctx->out[0];
-  int64_t n = O->numel;
-  if (n == 0) return LOOM_OK;
-  cudaStream_t s = STREAM(ctx);
-  const T *x = (const T *)X->data, *l = (const T *)L->data, *h = (const T *)H->data;
-  if (X->numel == n && (L->numel == n || L->numel == 1) && (H->numel == n || H->numel == 1)) {
-    LOOM_LAUNCH(grid_for(n), NT, 0, s, k_clip_flat<T>)(x, l, h, (T *)O->data, n, L->numel == n && n != 1,
-                                                       H->numel == n && n != 1);
-    return LOOM_OK;
-  }
-  bcast_geom g;
-  bcast_init(&g, O);
-  bcast_strides(&g, 0, X);
-  bcast_strides(&g, 1, L);
-  bcast_strides(&g, 2, H);
-  bcast_merge(&g, 3);
-  LOOM_LAUNCH(grid_for(n), NT, 0, s, k_clip_bcast<T>)(x, l, h, (T *)O->data, n, g);
-  return LOOM_OK;
-}
+};
+template <typename W> loom_code run_select(const loom_kctx *ctx) { return run_ternary<select_f, uint8_t, W, W, W>(ctx); }
+template <typename T> loom_code run_clip(const loom_kctx *ctx) { return run_ternary<clip_f, T, T, T, T>(ctx); }
 
 /* ============================================================ L2Normalize */
 /* Line l of [outer, len, inner] starts at (l / inner) * len * inner + l % inner,
