@@ -87,7 +87,7 @@ typedef struct cuemu_stats {
   unsigned long long syncs;              /* stream, device and event synchronizations */
 } cuemu_stats;
 void cuemu_get_stats(cuemu_stats *out);
-/* Whether p lies in emulated device memory. */
+/* Whether p lies in a live allocation of the calling thread's current device. */
 int cuemu_is_device_ptr(const void *p);
 
 #ifdef __cplusplus

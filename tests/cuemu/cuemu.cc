@@ -50,6 +50,7 @@ std::recursive_mutex g_lock;
 thread_local cudaError_t t_last = cudaSuccess;
 cudaError_t g_sticky = cudaSuccess;
 unsigned long long g_launches;
+thread_local int t_device; /* cudaSetDevice of this thread */
 cuemu_stats g_stats; /* by kind, for tests that count API calls */
 
 cudaError_t fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -142,6 +143,17 @@ long long alloc_of(const void *p, size_t n) {
   --it;
   if (off + n > it->first + it->second) return -1;
   return (long long)it->first;
+}
+
+/* The device each allocation was made on (the thread's device at cudaMalloc;
+ * CUEMU_DEVICES > 1 emulates several). */
+std::map<size_t, int> g_dev_of;
+/* Whether p lies in a live allocation of the calling thread's current
+ * device: what a kernel or cuBLAS call may touch (no peer access). */
+bool on_current_device(const void *p) {
+  long long a = alloc_of(p, 0);
+  auto it = a >= 0 ? g_dev_of.find((size_t)a) : g_dev_of.end();
+  return it != g_dev_of.end() && it->second == t_device;
 }
 
 /* ------------------------------------------------------------------ fibers */
@@ -312,7 +324,8 @@ unsigned long long *warp_slots() { return g_slots[g_cur->lin >> 5]; }
 
 void bad_pointer_arg(int index, const void *p) {
   std::lock_guard<std::recursive_mutex> l(g_lock);
-  fail(cudaErrorIllegalAddress, "kernel argument %d is %p, not device memory", index, p);
+  fail(cudaErrorIllegalAddress, "kernel argument %d is %p, not live memory of the current device (%d)", index, p,
+       t_device);
   g_sticky = cudaErrorIllegalAddress;
 }
 
@@ -372,7 +385,10 @@ void cuemu_get_stats(cuemu_stats *out) {
   std::lock_guard<std::recursive_mutex> l(g_lock);
   *out = g_stats;
 }
-int cuemu_is_device_ptr(const void *p) { return in_arena(p); }
+int cuemu_is_device_ptr(const void *p) {
+  std::lock_guard<std::recursive_mutex> l(g_lock);
+  return on_current_device(p);
+}
 
 static int device_count() {
   long long n;
@@ -385,7 +401,6 @@ cudaError_t cudaGetDeviceCount(int *count) {
   *count = n;
   return n ? cudaSuccess : (t_last = cudaErrorNoDevice);
 }
-static thread_local int t_device;
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice, "cudaSetDevice(%d)", device);
   t_device = device;
@@ -408,6 +423,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     g_free.erase(it);
     if (rest) g_free[off + n] = rest;
     g_used[off] = size;
+    g_dev_of[off] = t_device;
     size_t end = (off + n + 4095) & ~(size_t)4095;
     if (end > g_high) {
       if (g_protect && g_open) mprotect(g_arena + g_high, end - g_high, PROT_READ | PROT_WRITE);
@@ -431,6 +447,7 @@ cudaError_t cudaFree(void *ptr) {
   if (it == g_used.end()) return fail(cudaErrorInvalidDevicePointer, "cudaFree(%p): not an allocation", ptr);
   size_t n = (it->second + 255) & ~(size_t)255;
   g_used.erase(it);
+  g_dev_of.erase(off);
   g_stats.frees++;
   auto nx = g_free.lower_bound(off);
   if (nx != g_free.end() && off + n == nx->first) {
@@ -662,10 +679,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev) {
 struct cublasContext {
   cudaStream_t stream;
   cublasMath_t math;
+  int device; /* current at cublasCreate: the handle works on that device only */
 };
 extern "C" {
 cublasStatus_t cublasCreate(cublasHandle_t *h) {
   *h = new cublasContext();
+  (*h)->device = t_device;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy(cublasHandle_t h) {
@@ -701,8 +720,13 @@ static cublasStatus_t gemm_check(cublasHandle_t h, cublasOperation_t ta, cublasO
     fail(cudaSuccess, "cublas gemm: alpha/beta must be host pointers in the default pointer mode");
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  if (m && n && ((k && (!in_arena(A) || !in_arena(B))) || !in_arena(C))) {
-    fail(cudaSuccess, "cublas gemm: a matrix pointer is not device memory (A %p B %p C %p)", A, B, C);
+  if (h->device != t_device) {
+    fail(cudaSuccess, "cublas gemm: the handle belongs to device %d, device %d is current", h->device, t_device);
+    g_sticky = cudaErrorIllegalAddress;
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  if (m && n && ((k && (!on_current_device(A) || !on_current_device(B))) || !on_current_device(C))) {
+    fail(cudaSuccess, "cublas gemm: a matrix pointer is not memory of the current device (A %p B %p C %p)", A, B, C);
     g_sticky = cudaErrorIllegalAddress;
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
