@@ -11,6 +11,7 @@
 #ifndef LOOM_TESTS_GPU_PARITY_H
 #define LOOM_TESTS_GPU_PARITY_H
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,30 +62,110 @@ static inline double elem(const loom_tensor *t, int64_t i) {
   }
 }
 
-static inline void compare(const char *what, const loom_tensor *a, const loom_tensor *b, double tol) {
-  g_checked++;
-  int64_t n = loom_tensor_numel(a);
-  if (loom_tensor_dtype(a) != loom_tensor_dtype(b) || n != loom_tensor_numel(b)) {
-    printf("FAIL %s: dtype/size differ\n", what);
-    g_fail++;
-    return;
+static inline const char *parity_dims_str(char *buf, size_t cap, int nd, const int64_t *d) {
+  size_t k = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < nd && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, i ? ",%lld" : "%lld", (long long)d[i]);
+  if (k < cap) snprintf(buf + k, cap - k, "]");
+  return buf;
+}
+static inline const char *parity_tensor_dims(char *buf, size_t cap, const loom_tensor *t) {
+  return parity_dims_str(buf, cap, loom_tensor_ndim(t), loom_tensor_dims(t));
+}
+
+static inline int parity_exact_eq(const loom_tensor *a, const loom_tensor *b, int64_t i) {
+  const void *x = loom_tensor_data_const(a), *y = loom_tensor_data_const(b);
+  switch (loom_tensor_dtype(a)) {
+  case LOOM_F32: {
+    float p = ((const float *)x)[i], q = ((const float *)y)[i];
+    if (isnan(p) && isnan(q)) return 1;
+    return memcmp(&p, &q, 4) == 0;
   }
+  case LOOM_F64: {
+    double p = ((const double *)x)[i], q = ((const double *)y)[i];
+    if (isnan(p) && isnan(q)) return 1;
+    return memcmp(&p, &q, 8) == 0;
+  }
+  case LOOM_I32: return ((const int32_t *)x)[i] == ((const int32_t *)y)[i];
+  case LOOM_I64: return ((const int64_t *)x)[i] == ((const int64_t *)y)[i];
+  default: return ((const uint8_t *)x)[i] == ((const uint8_t *)y)[i];
+  }
+}
+static inline void parity_fmt_elem(char *buf, size_t cap, const loom_tensor *t, int64_t i) {
+  const void *d = loom_tensor_data_const(t);
+  switch (loom_tensor_dtype(t)) {
+  case LOOM_F32: snprintf(buf, cap, "%.9g", (double)((const float *)d)[i]); break;
+  case LOOM_F64: snprintf(buf, cap, "%.17g", ((const double *)d)[i]); break;
+  case LOOM_I64: snprintf(buf, cap, "%lld", (long long)((const int64_t *)d)[i]); break;
+  default: snprintf(buf, cap, "%.17g", elem(t, i)); break;
+  }
+}
+
+/* Compares a CPU result a and a GPU result b: dtype and dims must match;
+ * tol 0 = bit-exact (signed zeros agree, any NaN matches any NaN), else
+ * |a - b| / (1 + |a|) <= tol with NaN and infinities matching exactly. The
+ * failure line names `name what`, the first differing element (and input0's
+ * element there when in0 has the same size) and the worst error. 1 when they agree. */
+static inline int parity_cmp(const char *name, const char *what, const loom_tensor *a, const loom_tensor *b, double tol,
+                const loom_tensor *in0) {
+  g_checked++;
+  char s1[128], s2[128];
+  if (loom_tensor_dtype(a) != loom_tensor_dtype(b) || loom_tensor_ndim(a) != loom_tensor_ndim(b) ||
+      memcmp(loom_tensor_dims(a), loom_tensor_dims(b), sizeof(int64_t) * (size_t)loom_tensor_ndim(a))) {
+    printf("FAIL %s%s%s: cpu %s%s gpu %s%s\n", name, name[0] ? " " : "", what, loom_dtype_name(loom_tensor_dtype(a)), parity_tensor_dims(s1, sizeof s1, a),
+           loom_dtype_name(loom_tensor_dtype(b)), parity_tensor_dims(s2, sizeof s2, b));
+    g_fail++;
+    return 0;
+  }
+  int64_t n = loom_tensor_numel(a), nbad = 0, first = -1, wat = -1;
   double worst = 0;
-  int64_t at = -1;
   for (int64_t i = 0; i < n; i++) {
-    double x = elem(a, i), y = elem(b, i);
-    if ((isnan(x) && isnan(y)) || x == y) continue; /* x == y: equal infinities too */
-    double e = fabs(x - y) / (1 + fabs(x));
-    if (!(e <= worst)) {
-      worst = e;
-      at = i;
+    int bad;
+    if (tol == 0) {
+      bad = !parity_exact_eq(a, b, i);
+    } else {
+      double x = elem(a, i), y = elem(b, i);
+      if (isnan(x) || isnan(y)) bad = !(isnan(x) && isnan(y));
+      else if (isinf(x) || isinf(y)) bad = x != y;
+      else {
+        double e = fabs(x - y) / (1 + fabs(x));
+        bad = e > tol;
+        if (e > worst) {
+          worst = e;
+          wat = i;
+        }
+      }
+    }
+    if (bad) {
+      if (first < 0) first = i;
+      nbad++;
     }
   }
-  if (!(worst <= tol)) {
-    printf("FAIL %s: max rel err %.3g at %lld (cpu %.9g gpu %.9g), tol %.3g\n", what, worst, (long long)at,
-           elem(a, at), elem(b, at), tol);
-    g_fail++;
+  if (!nbad) return 1;
+  char c[64], gv[64], iv[96] = "";
+  parity_fmt_elem(c, sizeof c, a, first);
+  parity_fmt_elem(gv, sizeof gv, b, first);
+  if (in0 && loom_tensor_numel(in0) == n) {
+    char t[64];
+    parity_fmt_elem(t, sizeof t, in0, first);
+    snprintf(iv, sizeof iv, " (input0 %s)", t);
   }
+  printf("FAIL %s%s%s: %lld of %lld elements differ, first at flat %lld: cpu %s gpu %s%s", name, name[0] ? " " : "", what, (long long)nbad,
+         (long long)n, (long long)first, c, gv, iv);
+  if (tol > 0 && wat >= 0) {
+    parity_fmt_elem(c, sizeof c, a, wat);
+    parity_fmt_elem(gv, sizeof gv, b, wat);
+    printf("; worst finite rel err %.3g at %lld (cpu %s gpu %s), tol %.3g", worst, (long long)wat, c, gv, tol);
+  } else if (tol == 0) {
+    printf(" (bit-exact)");
+  }
+  printf("\n");
+  g_fail++;
+  return 0;
+}
+
+/* parity_cmp without a case name or input. */
+static inline int compare(const char *what, const loom_tensor *a, const loom_tensor *b, double tol) {
+  return parity_cmp("", what, a, b, tol, NULL);
 }
 
 /* ---- op cases ---- */
@@ -154,6 +235,34 @@ static inline void parity_grads(loom_graph *g, const loom_output *y, int ny, con
     if (gr[k].node) fetch[(*nx)++] = gr[k];
 }
 
+/* Runs graph g on a CPU and a CUDA session (feeds fv[k] to in[k]), fetches
+ * fetch[0..nx) on both and compares them: the first ny are outputs
+ * (tolerance tol_out), the rest gradients (tol_grad). Frees fv, the
+ * sessions and g. */
+static inline void parity_run_compare(loom_graph *g, const char *name, const loom_output *in, loom_tensor **fv, int nin,
+                                      const loom_output *fetch, int nx, int ny, double tol_out, double tol_grad) {
+  loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
+  loom_tensor **oc = calloc((size_t)nx + 1, sizeof *oc), **og = calloc((size_t)nx + 1, sizeof *og);
+  if (oc && og && sc && sg && run(sc, name, in, fv, nin, fetch, oc, nx, NULL, 0) &&
+      run(sg, name, in, fv, nin, fetch, og, nx, NULL, 0)) {
+    for (int k = 0; k < nx; k++) {
+      char what[160];
+      snprintf(what, sizeof what, "%s %s %d", name, k < ny ? "output" : "gradient", k < ny ? k : k - ny);
+      compare(what, oc[k], og[k], k < ny ? tol_out : tol_grad);
+    }
+  }
+  for (int k = 0; oc && og && k < nx; k++) {
+    loom_tensor_free(oc[k]);
+    loom_tensor_free(og[k]);
+  }
+  free(oc);
+  free(og);
+  for (int k = 0; k < nin; k++) loom_tensor_free(fv[k]);
+  loom_session_free(sc);
+  loom_session_free(sg);
+  loom_graph_free(g);
+}
+
 static inline void run_case(const pcase *c) {
   loom_graph *g = loom_graph_new();
   loom_output in[MAXIN];
@@ -162,29 +271,12 @@ static inline void run_case(const pcase *c) {
     in[k] = loom_placeholder(g, c->dt[k], c->nd[k], c->dims[k], NULL);
     fv[k] = rand_tensor(c->dt[k], c->nd[k], c->dims[k], c->int_hi[k]);
   }
-  loom_output y = c->build(g, in);
   loom_output fetch[1 + MAXIN];
   int nx = 1;
-  fetch[0] = y;
-  if (c->grad) parity_grads(g, &y, 1, in, c->dt, c->nin, fetch, &nx, c->name);
-  loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
-  loom_tensor *oc[1 + MAXIN] = {0}, *og[1 + MAXIN] = {0};
-  if (sc && sg && run(sc, c->name, in, fv, c->nin, fetch, oc, nx, NULL, 0) &&
-      run(sg, c->name, in, fv, c->nin, fetch, og, nx, NULL, 0)) {
-    for (int k = 0; k < nx; k++) {
-      char what[160];
-      snprintf(what, sizeof what, "%s %s", c->name, k ? "gradient" : "output");
-      compare(what, oc[k], og[k], c->tol > 0 ? c->tol * (k ? 10 : 1) : (k ? 1e-6 : 0));
-    }
-  }
-  for (int k = 0; k < nx; k++) {
-    loom_tensor_free(oc[k]);
-    loom_tensor_free(og[k]);
-  }
-  for (int k = 0; k < c->nin; k++) loom_tensor_free(fv[k]);
-  loom_session_free(sc);
-  loom_session_free(sg);
-  loom_graph_free(g);
+  fetch[0] = c->build(g, in);
+  if (c->grad) parity_grads(g, fetch, 1, in, c->dt, c->nin, fetch, &nx, c->name);
+  /* tol 0: the output bit-exact, gradients within 1e-6 */
+  parity_run_compare(g, c->name, in, fv, c->nin, fetch, nx, 1, c->tol, c->tol > 0 ? 10 * c->tol : 1e-6);
 }
 
 /* A dense layer x @ w + b (relu optional) with variables <name>/w (normal(0, 0.1), seed 42) and <name>/b (zeros). */
@@ -212,6 +304,21 @@ static inline int parity_gpu_present(const char *prog) {
   loom_status_free(st);
   loom_graph_free(g);
   return s != NULL;
+}
+
+/* One check: counted; when !ok prints "FAIL " and the message. Returns ok. */
+static inline int parity_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int parity_check(int ok, const char *fmt, ...) {
+  g_checked++;
+  if (ok) return 1;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("FAIL ");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  g_fail++;
+  return 0;
 }
 
 /* Summary line and exit code. */

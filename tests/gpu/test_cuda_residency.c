@@ -20,19 +20,6 @@
 
 enum { B = 16, IN = 128, H = 32, C = 10 };
 
-static void expect(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void expect(int ok, const char *fmt, ...) {
-  g_checked++;
-  if (ok) return;
-  va_list ap;
-  va_start(ap, fmt);
-  printf("FAIL ");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  g_fail++;
-}
-
 #ifdef LOOM_CUEMU
 static cuemu_stats snap(void) {
   cuemu_stats s;
@@ -137,7 +124,7 @@ static cuemu_stats step(model *m, const char *what) {
   run(m->gpu, what, feeds, fv, 2, &m->loss, &lg, 1, &m->train, 1);
   cuemu_stats d = diff(a, snap());
   if (lc && lg) compare(what, lc, lg, 1e-4);
-  else expect(0, "%s: no loss", what);
+  else parity_check(0, "%s: no loss", what);
   loom_tensor_free(lc);
   loom_tensor_free(lg);
   return d;
@@ -189,7 +176,7 @@ static void failed_run_case(const char *env, const char *val) {
     run(ss[k], "init", NULL, NULL, 0, NULL, NULL, 0, &init, 1);
     loom_session_read_variable(ss[k], "v", &r, st); /* the host copy is current: the failed run must mark it stale */
     loom_code rc = loom_session_run(ss[k], &idx, &bad, 1, &y, &out, 1, NULL, 0, st);
-    expect(rc == LOOM_INVALID_ARGUMENT && strstr(loom_status_message(st), "pick"),
+    parity_check(rc == LOOM_INVALID_ARGUMENT && strstr(loom_status_message(st), "pick"),
            "%s=%s: a bad index fails the run naming the gather (device %d: %d %s)", env, val, k, (int)rc,
            loom_status_message(st));
     if (!loom_session_read_variable(ss[k], "v", &r, st)) got[k][0] = ((const float *)loom_tensor_data(r))[0];
@@ -198,9 +185,9 @@ static void failed_run_case(const char *env, const char *val) {
     loom_tensor_free(out);
     loom_tensor_free(r);
   }
-  expect(got[0][0] == 1 && got[1][0] == 1, "%s=%s: after the failed run v is %g on the CPU, %g on the GPU (want 1)", env,
+  parity_check(got[0][0] == 1 && got[1][0] == 1, "%s=%s: after the failed run v is %g on the CPU, %g on the GPU (want 1)", env,
          val, got[0][0], got[1][0]);
-  expect(got[0][1] == 2 && got[1][1] == 2, "%s=%s: after the next run v is %g on the CPU, %g on the GPU (want 2)", env,
+  parity_check(got[0][1] == 2 && got[1][1] == 2, "%s=%s: after the next run v is %g on the CPU, %g on the GPU (want 2)", env,
          val, got[0][1], got[1][1]);
   loom_status_free(st);
   loom_tensor_free(bad);
@@ -217,7 +204,7 @@ int main(void) {
   if (!COUNTS) printf("test_cuda_residency: not the emulator, so values are compared but API calls are not counted\n");
   model m;
   if (!model_new(&m)) {
-    expect(0, "building the model and its sessions");
+    parity_check(0, "building the model and its sessions");
     model_free(&m);
     return parity_report("test_cuda_residency");
   }
@@ -243,17 +230,17 @@ int main(void) {
            tot.kernels / (double)N, tot.gemms / (double)N, tot.h2d / (double)N, tot.h2d_bytes / (double)N,
            tot.d2h / (double)N, tot.d2h_bytes / (double)N, tot.d2d / (double)N, tot.memsets / (double)N,
            tot.syncs / (double)N, tot.mallocs / (double)N);
-    expect(tot.mallocs == 0 && tot.frees == 0, "steady steps call cudaMalloc %llu and cudaFree %llu times (want 0)",
+    parity_check(tot.mallocs == 0 && tot.frees == 0, "steady steps call cudaMalloc %llu and cudaFree %llu times (want 0)",
            tot.mallocs, tot.frees);
-    expect(tot.h2d_bytes == N * feed_bytes && tot.h2d == 2ull * N,
+    parity_check(tot.h2d_bytes == N * feed_bytes && tot.h2d == 2ull * N,
            "steady steps copy %llu bytes in %llu copies to the device (want the feeds: %llu in %d)", tot.h2d_bytes,
            tot.h2d, N * feed_bytes, 2 * N);
-    expect(tot.d2h_bytes <= N * (fetch_bytes + 64) && tot.d2h <= 2ull * N,
+    parity_check(tot.d2h_bytes <= N * (fetch_bytes + 64) && tot.d2h <= 2ull * N,
            "steady steps copy %llu bytes in %llu copies to the host (want the loss and the index record: <= %llu in "
            "%d)",
            tot.d2h_bytes, tot.d2h, N * (fetch_bytes + 64), 2 * N);
-    expect(tot.syncs == 1ull * N, "steady steps synchronize %llu times (want once a step: kernels, loss and index record together)", tot.syncs);
-    expect(tot.gemms == 5ull * N, "a step makes %llu gemm calls (want 2 forward + 3 backward: x gets no gradient)", tot.gemms / N);
+    parity_check(tot.syncs == 1ull * N, "steady steps synchronize %llu times (want once a step: kernels, loss and index record together)", tot.syncs);
+    parity_check(tot.gemms == 5ull * N, "a step makes %llu gemm calls (want 2 forward + 3 backward: x gets no gradient)", tot.gemms / N);
   }
 
   /* 2. reading one variable copies that one down */
@@ -262,9 +249,9 @@ int main(void) {
   cuemu_stats s0 = snap();
   loom_code rc = loom_session_read_variable(m.gpu, "fc1/w", &b, st);
   cuemu_stats d = diff(s0, snap());
-  expect(rc == LOOM_OK, "read_variable fc1/w: %s", loom_status_message(st));
+  parity_check(rc == LOOM_OK, "read_variable fc1/w: %s", loom_status_message(st));
   if (COUNTS)
-    expect(d.d2h_bytes == var_bytes(m.g, "fc1/w") && d.h2d_bytes == 0,
+    parity_check(d.d2h_bytes == var_bytes(m.g, "fc1/w") && d.h2d_bytes == 0,
            "reading fc1/w copies %llu bytes down and %llu up (want %zu and 0)", d.d2h_bytes, d.h2d_bytes,
            var_bytes(m.g, "fc1/w"));
   if (!loom_session_read_variable(m.cpu, "fc1/w", &a, st) && b) compare("fc1/w read from both sessions", a, b, 1e-4);
@@ -272,7 +259,7 @@ int main(void) {
   s0 = snap();
   rc = loom_session_read_variable(m.gpu, "fc1/w", &b, st);
   d = diff(s0, snap());
-  if (COUNTS) expect(rc == LOOM_OK && d.d2h_bytes == 0, "reading fc1/w again copies %llu bytes (want 0)", d.d2h_bytes);
+  if (COUNTS) parity_check(rc == LOOM_OK && d.d2h_bytes == 0, "reading fc1/w again copies %llu bytes (want 0)", d.d2h_bytes);
 
   /* 3. assigning one variable re-uploads that one at the next step */
   int64_t bd[1] = {C};
@@ -281,12 +268,12 @@ int main(void) {
   s0 = snap();
   rc = loom_session_assign_variable(m.gpu, "fc2/b", nb, st);
   d = diff(s0, snap());
-  expect(rc == LOOM_OK && !loom_session_assign_variable(m.cpu, "fc2/b", nb, st), "assign_variable fc2/b: %s",
+  parity_check(rc == LOOM_OK && !loom_session_assign_variable(m.cpu, "fc2/b", nb, st), "assign_variable fc2/b: %s",
          loom_status_message(st));
-  if (COUNTS) expect(d.d2h_bytes == 0, "assigning fc2/b copies %llu bytes down (want 0)", d.d2h_bytes);
+  if (COUNTS) parity_check(d.d2h_bytes == 0, "assigning fc2/b copies %llu bytes down (want 0)", d.d2h_bytes);
   d = step(&m, "step after assigning fc2/b");
   if (COUNTS)
-    expect(d.h2d_bytes == feed_bytes + var_bytes(m.g, "fc2/b"),
+    parity_check(d.h2d_bytes == feed_bytes + var_bytes(m.g, "fc2/b"),
            "the step after assigning fc2/b copies %llu bytes up (want the feeds + fc2/b: %llu)", d.h2d_bytes,
            feed_bytes + var_bytes(m.g, "fc2/b"));
   step(&m, "second step after assigning fc2/b");
@@ -301,19 +288,19 @@ int main(void) {
   run(m.gpu, "cpu-only plan", NULL, NULL, 0, fetch2, og, 2, NULL, 0);
   d = diff(s0, snap());
   if (COUNTS) /* it binds fc2/b alone: that one comes down, no other variable or slot */
-    expect(d.d2h_bytes == var_bytes(m.g, "fc2/b") && d.h2d_bytes == 0,
+    parity_check(d.d2h_bytes == var_bytes(m.g, "fc2/b") && d.h2d_bytes == 0,
            "the CPU-only plan copies %llu bytes down and %llu up (want fc2/b: %zu, and 0)", d.d2h_bytes, d.h2d_bytes,
            var_bytes(m.g, "fc2/b"));
   if (oc[1] && og[1]) compare("bumped fc2/b", oc[1], og[1], 1e-4);
-  else expect(0, "the CPU-only plan fetched nothing");
+  else parity_check(0, "the CPU-only plan fetched nothing");
   d = step(&m, "step after a CPU-only plan wrote fc2/b");
   if (COUNTS)
-    expect(d.h2d_bytes == feed_bytes + var_bytes(m.g, "fc2/b"),
+    parity_check(d.h2d_bytes == feed_bytes + var_bytes(m.g, "fc2/b"),
            "the step after a CPU-only plan wrote fc2/b copies %llu bytes up (want the feeds + fc2/b: %llu)",
            d.h2d_bytes, feed_bytes + var_bytes(m.g, "fc2/b"));
   d = step(&m, "second step after the CPU-only plan");
   if (COUNTS)
-    expect(d.h2d_bytes == feed_bytes, "and the next one %llu bytes (want the feeds: %llu)", d.h2d_bytes, feed_bytes);
+    parity_check(d.h2d_bytes == feed_bytes, "and the next one %llu bytes (want the feeds: %llu)", d.h2d_bytes, feed_bytes);
 
   /* 5. every variable and slot agrees at the end */
   int nv = 0;
@@ -324,7 +311,7 @@ int main(void) {
       snprintf(what, sizeof what, "variable %s at the end", loom_variable_name(vars[i]));
       compare(what, a, b, 1e-4);
     } else {
-      expect(0, "reading %s: %s", loom_variable_name(vars[i]), loom_status_message(st));
+      parity_check(0, "reading %s: %s", loom_variable_name(vars[i]), loom_status_message(st));
     }
   }
   for (int i = 0; i < 2; i++) {

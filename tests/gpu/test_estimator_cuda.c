@@ -124,12 +124,9 @@ static void compare_checkpoints(loom_estimator *a, loom_estimator *b, const char
     loom_tensor_free(ta);
     loom_tensor_free(tb);
   }
-  g_checked++;
-  if (nm.n < 6 || slots < 4) {
-    printf("FAIL %s: expected the weights and their Adam slots in the checkpoint, found %d names (%d slots)\n", when,
-           nm.n, slots);
-    g_fail++;
-  }
+  parity_check(nm.n >= 6 && slots >= 4,
+               "%s: expected the weights and their Adam slots in the checkpoint, found %d names (%d slots)", when, nm.n,
+               slots);
   loom_status_free(st);
 }
 
@@ -169,19 +166,11 @@ int main(void) {
         double a = NAN, b = NAN;
         loom_eval_result_get(rc, keys[k], &a, NULL);
         loom_eval_result_get(rg, keys[k], &b, NULL);
-        g_checked++;
-        if (!(fabs(a - b) <= 1e-5 * (1 + fabs(a)))) {
-          printf("FAIL evaluate %s: cpu %.9g gpu %.9g\n", keys[k], a, b);
-          g_fail++;
-        }
+        parity_check(fabs(a - b) <= 1e-5 * (1 + fabs(a)), "evaluate %s: cpu %.9g gpu %.9g", keys[k], a, b);
       }
-      g_checked++;
       double gs = 0;
       loom_eval_result_get(rg, "global_step", &gs, NULL);
-      if (gs != 40) {
-        printf("FAIL evaluate global_step %g, want 40\n", gs);
-        g_fail++;
-      }
+      parity_check(gs == 40, "evaluate global_step %g, want 40", gs);
     }
     loom_eval_result_free(rc);
     loom_eval_result_free(rg);
@@ -195,11 +184,7 @@ int main(void) {
       snprintf(what, sizeof what, "prediction %d", n++);
       compare(what, loom_prediction_get(pc, "predictions"), loom_prediction_get(pg, "predictions"), 1e-5);
     }
-    g_checked++;
-    if (n != NX) {
-      printf("FAIL predict: %d predictions compared, want %d (%s)\n", n, NX, loom_status_message(st));
-      g_fail++;
-    }
+    parity_check(n == NX, "predict: %d predictions compared, want %d (%s)", n, NX, loom_status_message(st));
     loom_prediction_iter_free(pc);
     loom_prediction_iter_free(pg);
     loom_status_free(st);

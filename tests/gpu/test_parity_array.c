@@ -380,36 +380,16 @@ typedef struct {
 
 static void run_mcase(const mcase *c) {
   loom_graph *g = loom_graph_new();
-  loom_output in[MAXIN], y[MAXOUT];
+  loom_output in[MAXIN];
   loom_tensor *fv[MAXIN];
   for (int k = 0; k < c->nin; k++) {
     in[k] = loom_placeholder(g, c->dt[k], c->nd[k], c->dims[k], NULL);
     fv[k] = rand_tensor(c->dt[k], c->nd[k], c->dims[k], c->int_hi[k]);
   }
-  int ny = c->build(g, in, y);
   loom_output fetch[MAXOUT + MAXIN];
-  int nx = 0;
-  for (int k = 0; k < ny; k++) fetch[nx++] = y[k];
-  if (c->grad) parity_grads(g, y, ny, in, c->dt, c->nin, fetch, &nx, c->name); /* a weight per output */
-  loom_session *sc = session(g, LOOM_DEVICE_CPU), *sg = session(g, LOOM_DEVICE_CUDA);
-  loom_tensor *oc[MAXOUT + MAXIN] = {0}, *og[MAXOUT + MAXIN] = {0};
-  if (sc && sg && run(sc, c->name, in, fv, c->nin, fetch, oc, nx, NULL, 0) &&
-      run(sg, c->name, in, fv, c->nin, fetch, og, nx, NULL, 0)) {
-    for (int k = 0; k < nx; k++) {
-      char what[160];
-      if (k < ny) snprintf(what, sizeof what, "%s output %d", c->name, k);
-      else snprintf(what, sizeof what, "%s gradient %d", c->name, k - ny);
-      compare(what, oc[k], og[k], k < ny ? 0 : 1e-6);
-    }
-  }
-  for (int k = 0; k < nx; k++) {
-    loom_tensor_free(oc[k]);
-    loom_tensor_free(og[k]);
-  }
-  for (int k = 0; k < c->nin; k++) loom_tensor_free(fv[k]);
-  loom_session_free(sc);
-  loom_session_free(sg);
-  loom_graph_free(g);
+  int ny = c->build(g, in, fetch), nx = ny;
+  if (c->grad) parity_grads(g, fetch, ny, in, c->dt, c->nin, fetch, &nx, c->name); /* a weight per output */
+  parity_run_compare(g, c->name, in, fv, c->nin, fetch, nx, ny, 0, 1e-6);
 }
 
 static int m_split3(loom_graph *g, const loom_output *i, loom_output *o) {
@@ -581,13 +561,10 @@ static void special_values(void) {
   if (sc && sg && run(sc, "special values", &x, &t, 1, y, oc, 3, NULL, 0) &&
       run(sg, "special values", &x, &t, 1, y, og, 3, NULL, 0)) {
     for (int k = 0; k < 3; k++) {
-      g_checked++;
       size_t n = (size_t)loom_tensor_numel(oc[k]) * 4;
-      if (loom_tensor_numel(oc[k]) != loom_tensor_numel(og[k]) ||
-          memcmp(loom_tensor_data_const(oc[k]), loom_tensor_data_const(og[k]), n)) {
-        printf("FAIL special values output %d: bits differ\n", k);
-        g_fail++;
-      }
+      parity_check(loom_tensor_numel(oc[k]) == loom_tensor_numel(og[k]) &&
+                       !memcmp(loom_tensor_data_const(oc[k]), loom_tensor_data_const(og[k]), n),
+                   "special values output %d: bits differ", k);
     }
   }
   for (int k = 0; k < 3; k++) {
@@ -608,10 +585,6 @@ int main(void) {
   one_hot_negative();
   special_values();
   loom_log_set(NULL, NULL, LOOM_LOG_WARN);
-  g_checked++;
-  if (g_fallbacks) {
-    printf("FAIL %d layout-op nodes ran on the CPU in a CUDA session\n", g_fallbacks);
-    g_fail++;
-  }
+  parity_check(!g_fallbacks, "%d layout-op nodes ran on the CPU in a CUDA session", g_fallbacks);
   return parity_report("test_parity_array");
 }

@@ -162,103 +162,7 @@ static loom_tensor *gen(loom_dtype dt, int nd, const int64_t *dims, int kind, in
   return t;
 }
 
-/* ------------------------------------------------------------ compare */
-static const char *shp(char *buf, size_t cap, int nd, const int64_t *d) {
-  size_t k = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < nd && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, i ? ",%lld" : "%lld", (long long)d[i]);
-  if (k < cap) snprintf(buf + k, cap - k, "]");
-  return buf;
-}
-static const char *tshp(char *buf, size_t cap, const loom_tensor *t) {
-  return shp(buf, cap, loom_tensor_ndim(t), loom_tensor_dims(t));
-}
-
-static int exact_eq(const loom_tensor *a, const loom_tensor *b, int64_t i) {
-  const void *x = loom_tensor_data_const(a), *y = loom_tensor_data_const(b);
-  switch (loom_tensor_dtype(a)) {
-  case F32: {
-    float p = ((const float *)x)[i], q = ((const float *)y)[i];
-    if (isnan(p) && isnan(q)) return 1;
-    return memcmp(&p, &q, 4) == 0;
-  }
-  case F64: {
-    double p = ((const double *)x)[i], q = ((const double *)y)[i];
-    if (isnan(p) && isnan(q)) return 1;
-    return memcmp(&p, &q, 8) == 0;
-  }
-  case I32: return ((const int32_t *)x)[i] == ((const int32_t *)y)[i];
-  case I64: return ((const int64_t *)x)[i] == ((const int64_t *)y)[i];
-  default: return ((const uint8_t *)x)[i] == ((const uint8_t *)y)[i];
-  }
-}
-static void fmt_elem(char *buf, size_t cap, const loom_tensor *t, int64_t i) {
-  const void *d = loom_tensor_data_const(t);
-  switch (loom_tensor_dtype(t)) {
-  case F32: snprintf(buf, cap, "%.9g", (double)((const float *)d)[i]); break;
-  case F64: snprintf(buf, cap, "%.17g", ((const double *)d)[i]); break;
-  case I64: snprintf(buf, cap, "%lld", (long long)((const int64_t *)d)[i]); break;
-  default: snprintf(buf, cap, "%.17g", elem(t, i)); break;
-  }
-}
-
-/* Compares a CPU and a GPU result; tol 0 = bit-exact. 1 when they agree. */
-static int cmp2(const char *name, const char *what, const loom_tensor *a, const loom_tensor *b, double tol,
-                const loom_tensor *in0) {
-  g_checked++;
-  char s1[128], s2[128];
-  if (loom_tensor_dtype(a) != loom_tensor_dtype(b) || loom_tensor_ndim(a) != loom_tensor_ndim(b) ||
-      memcmp(loom_tensor_dims(a), loom_tensor_dims(b), sizeof(int64_t) * (size_t)loom_tensor_ndim(a))) {
-    printf("FAIL %s %s: cpu %s%s gpu %s%s\n", name, what, loom_dtype_name(loom_tensor_dtype(a)), tshp(s1, sizeof s1, a),
-           loom_dtype_name(loom_tensor_dtype(b)), tshp(s2, sizeof s2, b));
-    g_fail++;
-    return 0;
-  }
-  int64_t n = loom_tensor_numel(a), nbad = 0, first = -1, wat = -1;
-  double worst = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int bad;
-    if (tol == 0) {
-      bad = !exact_eq(a, b, i);
-    } else {
-      double x = elem(a, i), y = elem(b, i);
-      if (isnan(x) || isnan(y)) bad = !(isnan(x) && isnan(y));
-      else if (isinf(x) || isinf(y)) bad = x != y;
-      else {
-        double e = fabs(x - y) / (1 + fabs(x));
-        bad = e > tol;
-        if (e > worst) {
-          worst = e;
-          wat = i;
-        }
-      }
-    }
-    if (bad) {
-      if (first < 0) first = i;
-      nbad++;
-    }
-  }
-  if (!nbad) return 1;
-  char c[64], gv[64], iv[96] = "";
-  fmt_elem(c, sizeof c, a, first);
-  fmt_elem(gv, sizeof gv, b, first);
-  if (in0 && loom_tensor_numel(in0) == n) {
-    char t[64];
-    fmt_elem(t, sizeof t, in0, first);
-    snprintf(iv, sizeof iv, " (input0 %s)", t);
-  }
-  printf("FAIL %s %s: %lld of %lld elements differ, first at flat %lld: cpu %s gpu %s%s", name, what, (long long)nbad,
-         (long long)n, (long long)first, c, gv, iv);
-  if (tol > 0 && wat >= 0) {
-    fmt_elem(c, sizeof c, a, wat);
-    fmt_elem(gv, sizeof gv, b, wat);
-    printf("; worst finite rel err %.3g at %lld (cpu %s gpu %s), tol %.3g", worst, (long long)wat, c, gv, tol);
-  } else if (tol == 0) {
-    printf(" (bit-exact)");
-  }
-  printf("\n");
-  g_fail++;
-  return 0;
-}
+/* (the comparison, parity_cmp, is in tests/gpu/parity.h) */
 
 /* ------------------------------------------------------- one graph case */
 #define MAXF 8
@@ -313,11 +217,9 @@ static int both_failed(const char *name, int expect, loom_code r1, loom_status *
 }
 
 static void check_fallback(const char *name, int fb0) {
-  if (g_fb > fb0) {
-    printf("FAIL %s: %d node(s) ran on the CPU instead of the GPU, e.g. \"%s\"\n", name, g_fb - fb0, g_fb_msg);
-    g_fail++;
+  if (!parity_check(g_fb <= fb0, "%s: %d node(s) ran on the CPU instead of the GPU, e.g. \"%s\"", name, g_fb - fb0,
+                    g_fb_msg))
     g_fb = 0;
-  }
 }
 
 static void gc_run(gc *c, const char *fmt, ...) {
@@ -347,7 +249,7 @@ static void gc_run(gc *c, const char *fmt, ...) {
   if (r1 || r2 || c->expect_err) {
     both_failed(name, c->expect_err, r1, st, r2, s2);
   } else {
-    for (int k = 0; k < c->nx; k++) cmp2(name, c->what[k], oc[k], og[k], c->tol[k], c->nf ? c->fv[0] : NULL);
+    for (int k = 0; k < c->nx; k++) parity_cmp(name, c->what[k], oc[k], og[k], c->tol[k], c->nf ? c->fv[0] : NULL);
   }
 done:
   for (int k = 0; k < c->nx; k++) {
@@ -866,7 +768,7 @@ static void assign_case(int which, loom_dtype dt, const shp1 *sh) {
     char what[64];
     snprintf(what, sizeof what, "run %d output", step);
     if (r1 || r2) both_failed(name, dt == BOOL && which, r1, st, r2, s2);
-    else cmp2(name, what, oc, og, 0, NULL);
+    else parity_cmp(name, what, oc, og, 0, NULL);
     loom_tensor_free(fv);
     loom_tensor_free(oc);
     loom_tensor_free(og);
@@ -876,7 +778,7 @@ static void assign_case(int which, loom_dtype dt, const shp1 *sh) {
   loom_tensor *a = NULL, *b = NULL;
   loom_code r1 = loom_session_read_variable(sc, "v", &a, st), r2 = loom_session_read_variable(sg, "v", &b, s2);
   if (r1 || r2) both_failed(name, 0, r1, st, r2, s2);
-  else cmp2(name, "variable after 3 runs", a, b, 0, NULL);
+  else parity_cmp(name, "variable after 3 runs", a, b, 0, NULL);
   loom_tensor_free(a);
   loom_tensor_free(b);
 done:
@@ -927,9 +829,9 @@ static void sec_dropout(void) {
           else {
             char w[64];
             snprintf(w, sizeof w, "run %d y", run_i);
-            cmp2(name, w, oc[0], og[0], 0, fv);
+            parity_cmp(name, w, oc[0], og[0], 0, fv);
             snprintf(w, sizeof w, "run %d mask", run_i);
-            cmp2(name, w, oc[1], og[1], 0, NULL);
+            parity_cmp(name, w, oc[1], og[1], 0, NULL);
           }
           for (int k = 0; k < 2; k++) {
             loom_tensor_free(oc[k]);
@@ -990,7 +892,7 @@ static void sec_conv(void) {
       gc_fetch(&c, out, which && cc->x[0] * cc->x[1] * cc->x[2] > 10000 ? 1e-3 : 1e-5, "output");
       char s1[64];
       gc_run(&c, "%s f32 %s dy%s", which ? "conv2d_backprop_filter" : "conv2d_backprop_input", cc->tag,
-             shp(s1, sizeof s1, 4, yd));
+             parity_dims_str(s1, sizeof s1, 4, yd));
     }
   }
 }
@@ -1233,7 +1135,7 @@ static void sec_extra(void) {
           if (run(sc, name, NULL, NULL, 0, &y, &a, 1, NULL, 0) && run(sg, name, NULL, NULL, 0, &y, &b, 1, NULL, 0)) {
             char w[32];
             snprintf(w, sizeof w, "run %d", r);
-            cmp2(name, w, a, b, tol_for((loom_dtype)dt, 1e-5, T64), NULL);
+            parity_cmp(name, w, a, b, tol_for((loom_dtype)dt, 1e-5, T64), NULL);
           }
           loom_tensor_free(a);
           loom_tensor_free(b);
@@ -1250,7 +1152,6 @@ static void sec_extra(void) {
     loom_session *sc = session(g, LOOM_DEVICE_CPU);
     g_fb = 0;
     loom_session *sg = session(g, LOOM_DEVICE_CUDA);
-    g_checked++;
     if (sc && sg) {
       run(sc, "noop", NULL, NULL, 0, NULL, NULL, 0, &nop, 1);
       run(sg, "noop", NULL, NULL, 0, NULL, NULL, 0, &nop, 1);
@@ -1294,7 +1195,7 @@ static void sec_extra(void) {
       check_fallback(name, 0);
       loom_tensor *a = NULL, *b = NULL;
       if (!loom_session_read_variable(sc, "v", &a, st) && !loom_session_read_variable(sg, "v", &b, st))
-        cmp2(name, "variable after 3 updates", a, b, big == 2 ? 1e-5 : T32, NULL);
+        parity_cmp(name, "variable after 3 updates", a, b, big == 2 ? 1e-5 : T32, NULL);
       loom_tensor_free(a);
       loom_tensor_free(b);
       loom_status_free(st);
@@ -1388,7 +1289,7 @@ static void opt_case(int which) {
       snprintf(what, sizeof what, "step %d loss", step);
       char nm[128];
       snprintf(nm, sizeof nm, "optimizer %s", name);
-      cmp2(nm, what, lc, lg, 1e-5, NULL);
+      parity_cmp(nm, what, lc, lg, 1e-5, NULL);
     }
     loom_tensor_free(lc);
     loom_tensor_free(lg);
@@ -1406,7 +1307,7 @@ static void opt_case(int which) {
       if (!loom_session_read_variable(sc, vn, &a, st) && !loom_session_read_variable(sg, vn, &b, st)) {
         char what[160];
         snprintf(what, sizeof what, "%s %s after 5 steps", loom_variable_trainable(vars[i]) ? "variable" : "slot", vn);
-        cmp2(nm, what, a, b, 1e-5, NULL);
+        parity_cmp(nm, what, a, b, 1e-5, NULL);
       } else {
         printf("FAIL %s: read %s: %s\n", nm, vn, loom_status_message(st));
         g_fail++;
