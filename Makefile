@@ -42,12 +42,25 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
            -I. -Iinclude $(BLAS_CFLAGS)
 LDLIBS  := $(BLAS_LIBS) -lcjson -lprotobuf-c -lpthread -lm -lz
+# Quiet build lines ("CC engine/graph.c"); `make V=1` prints the full commands.
+ifeq ($(V),1)
+  Q :=
+  say = @true
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(2)
+endif
 ifneq ($(SANITIZE),)
   CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC := $(wildcard engine/*.c) $(wildcard ops/*.c) $(wildcard kernels/cpu/*.c) $(wildcard layers/*.c) $(wildcard losses/*.c) $(wildcard metrics/*.c) $(wildcard estimator/*.c)
+# The library is every .c under a library folder, found rather than listed: any
+# top-level folder (and its subfolders, two levels deep) except the ones below,
+# which hold programs, tests and tooling. A new folder (feature_columns/,
+# distributed/, estimator/heads/, ...) joins the build by holding a .c file.
+NON_LIB_DIRS := tests bench examples scripts proto tools python build
+LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
 # Protocol buffers (tf.Example, Event/Summary): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -56,6 +69,7 @@ PROTO_OBJ := $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/gen/%.o)
 CFLAGS  += -I$(BUILD)/gen
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
 # CUDA backend: only in the CUDA=1 build (the engine files that include CUDA headers, plus the .cu kernels).
+# The emulator (tests/cuemu) is never part of the library unless CUDA=emu.
 ifeq ($(CUDA),1)
   CU_SRC  := $(wildcard kernels/cuda/*.cu)
   LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
@@ -102,7 +116,8 @@ deps:
 
 $(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 # The objects compiled differently with CUDA=1 / CUDNN=1 (the backend registry and the CUDA
 # backend) are rebuilt when a toggle changes in the same build directory.
@@ -116,19 +131,23 @@ $(BUILD)/engine/backend.o $(BUILD)/engine/backend_cuda.o: $(CUDA_STAMP)
 ifeq ($(CUDA),emu)
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUEMU_CXXFLAGS) -MF $(@:.o=.d) -x c++ -c $< -o $@
+	$(call say,CXX,$<)
+	$(Q)$(CXX) $(CUEMU_CXXFLAGS) -MF $(@:.o=.d) -x c++ -c $< -o $@
 $(BUILD)/tests/cuemu/cuemu.o: tests/cuemu/cuemu.cc
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUEMU_CXXFLAGS) -c $< -o $@
+	$(call say,CXX,$<)
+	$(Q)$(CXX) $(CUEMU_CXXFLAGS) -c $< -o $@
 else
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -MF $(@:.o=.d) -c $< -o $@
+	$(call say,NVCC,$<)
+	$(Q)$(NVCC) $(NVFLAGS) -MF $(@:.o=.d) -c $< -o $@
 endif
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen $<
+	$(call say,PROTOC,$<)
+	$(Q)protoc-c --c_out=$(BUILD)/gen $<
 
 # Keep the generated files (they are intermediates of a pattern chain, which
 # make would otherwise delete, forcing a regeneration and a full rebuild).
@@ -136,34 +155,41 @@ $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 
 # Generated code: compiled without the project's strict warning set.
 $(BUILD)/gen/proto/%.pb-c.o: $(BUILD)/gen/proto/%.pb-c.c
-	$(CC) -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -I$(BUILD)/gen -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/libloom.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/libloom.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 TEST_CFLAGS = $(filter-out -fvisibility=hidden,$(CFLAGS))
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) -lcriterion $(LDLIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) -lcriterion $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
 
 # The public headers must compile as C and as C++ and include nothing else.
 header-check:
 	@mkdir -p $(BUILD)
-	printf '#include "loom/loom.h"\nint main(void){return loom_version()==0;}\n' > $(BUILD)/hc.c
-	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_c.o
-	$(CXX) -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_cxx.o
+	@printf '#include "loom/loom.h"\nint main(void){return loom_version()==0;}\n' > $(BUILD)/hc.c
+	$(call say,CHECK,include/loom/loom.h)
+	$(Q)$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_c.o
+	$(Q)$(CXX) -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_cxx.o
 
 test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) header-check
@@ -202,11 +228,13 @@ test-cuemu: deps
 	 exit $$rc
 $(BUILD)/tests/cuemu/test_cuemu: tests/cuemu/test_cuemu.cc $(BUILD)/tests/cuemu/cuemu.o
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUEMU_CXXFLAGS) $^ -o $@ $(LDFLAGS) $(BLAS_LIBS) -lpthread
+	$(call say,CXXLD,$@)
+	$(Q)$(CXX) $(CUEMU_CXXFLAGS) $^ -o $@ $(LDFLAGS) $(BLAS_LIBS) -lpthread
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 
 asan:
 	@bash scripts/deps.sh

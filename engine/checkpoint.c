@@ -28,7 +28,7 @@
  *     u32      reserved = 0
  *
  * CRC32C is Castagnoli's CRC; "masked" is TFRecord's masking
- * ((crc >> 15) | (crc << 17)) + 0xa282ead8 (engine/crc32c.c). The records
+ * ((crc >> 15) | (crc << 17)) + 0xa282ead8 (base/crc32c.c). The records
  * must end exactly where the trailer begins. Readers check every length
  * against the file size before using it, so a truncated or damaged file is
  * reported as DATA_LOSS, never read out of bounds; restore verifies the
@@ -51,8 +51,8 @@
 #include <unistd.h>
 #include "engine/variables.h"
 #include "engine/backend.h"
-#include "engine/crc32c.h"
-#include "engine/fsutil.h"
+#include "base/crc32c.h"
+#include "base/fsutil.h"
 #include "ops/op_list.h"
 
 #define CKPT_MAGIC "LOOMCKPT"

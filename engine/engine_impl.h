@@ -9,21 +9,8 @@
 #include "loom/loom_graph.h"
 #include "loom/loom_session.h"
 #include "loom/loom_autodiff.h"
+#include "base/base.h"
 #include "kernels/kernel.h"
-
-#define LOOM_INTERNAL_API __attribute__((visibility("hidden")))
-
-/* ---- allocation (engine/alloc.c): everything goes through the hook ---- */
-void *loom__malloc(size_t n);
-void *loom__calloc(size_t n, size_t size);
-void *loom__realloc(void *p, size_t n);
-void loom__free(void *p);
-char *loom__strdup(const char *s);
-/* 64-byte aligned; free with loom__aligned_free. */
-void *loom__aligned_alloc(size_t n);
-void loom__aligned_free(void *p);
-
-void loom__log(loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- tensors (engine/tensor.c) ---- */
 typedef struct loom_tstring { char *ptr; size_t len; } loom_tstring;
@@ -38,12 +25,9 @@ struct loom_tensor {
   void *dealloc_arg;
   int owned;             /* data from loom__aligned_alloc */
 };
-int64_t loom__numel(int ndim, const int64_t *dims);
 /* The first element of a numeric tensor as a double (0 for empty or
  * non-numeric): scalar fetches such as a loss or global_step. */
 double loom__tensor_scalar_f64(const loom_tensor *t);
-/* "[2,?,3]" into buf. */
-const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims);
 
 /* ---- op definitions and registry (engine/registry.c) ---- */
 typedef struct loom_shape_ctx {

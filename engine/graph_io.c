@@ -40,7 +40,7 @@
  *              initializer (its "<name>/Assign", a later Assign record
  *              whose input 0 is the variable), or -1
  *   trailer
- *     u32      masked CRC32C (engine/crc32c.h) of every byte before it
+ *     u32      masked CRC32C (base/crc32c.h) of every byte before it
  *
  * Ops are stored by name, so the op table may be reordered. The reader
  * checks the CRC first and then every length, count, index, dtype and
@@ -52,7 +52,7 @@
 #include "engine/graph_io.h"
 #include "loom/loom_export.h"
 #include "engine/variables.h"
-#include "engine/crc32c.h"
+#include "base/crc32c.h"
 #include "ops/op_list.h"
 
 #define G_MAGIC "LOOMGRPH"

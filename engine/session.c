@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include <time.h>
 #include "engine/session_impl.h"
-#include "engine/pool.h"
+#include "base/pool.h"
 #include "engine/backend.h"
 
 void loom__cpu_set_blas_threads(int n); /* kernels/cpu/blas.c */

@@ -10,22 +10,6 @@ static const char *dt_names[LOOM_DTYPE_COUNT] = {"invalid", "float32", "float64"
 size_t loom_dtype_size(loom_dtype dt) { return (dt > 0 && dt < LOOM_DTYPE_COUNT) ? dt_sizes[dt] : 0; }
 const char *loom_dtype_name(loom_dtype dt) { return (dt > 0 && dt < LOOM_DTYPE_COUNT) ? dt_names[dt] : "invalid"; }
 
-int64_t loom__numel(int ndim, const int64_t *dims) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= dims[i];
-  return n;
-}
-
-const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims) {
-  size_t k = 0;
-  k += (size_t)snprintf(buf + k, cap - k, "[");
-  for (int i = 0; i < ndim && k < cap; i++)
-    k += dims[i] < 0 ? (size_t)snprintf(buf + k, cap - k, "%s?", i ? "," : "")
-                     : (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)dims[i]);
-  if (k < cap) snprintf(buf + k, cap - k, "]");
-  return buf;
-}
-
 static loom_code check_shape(loom_dtype dt, int ndim, const int64_t *dims, loom_status *st) {
   if (dt <= 0 || dt >= LOOM_DTYPE_COUNT) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: invalid dtype %d", (int)dt);
   if (ndim < 0 || ndim > LOOM_MAX_DIMS)

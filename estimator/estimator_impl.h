@@ -3,7 +3,7 @@
 #ifndef LOOM_ESTIMATOR_IMPL_H
 #define LOOM_ESTIMATOR_IMPL_H
 #include "engine/engine_impl.h"
-#include "engine/fsutil.h"
+#include "base/fsutil.h"
 #include "loom/loom_data.h"
 #include "loom/loom_estimator.h"
 #include "loom/loom_export.h"

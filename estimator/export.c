@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "engine/fsutil.h"
+#include "base/fsutil.h"
 #include "engine/graph_io.h"
 #include "loom/loom_export.h"
 #include "loom/loom_train.h"

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include "loom/loom_base.h"
 #include "loom/loom_tensor.h"
+#include "base/pool.h"
 
 /* A run-time view of one tensor: data (host or device) + concrete shape. */
 typedef struct loom_buf {
@@ -50,7 +51,6 @@ typedef struct loom_attrs {
   void *resource;        /* stateful ops (variables): owned elsewhere */
 } loom_attrs;
 
-typedef struct loom_pool loom_pool;
 
 /* Context for one kernel call. */
 typedef struct loom_kctx {
@@ -67,15 +67,6 @@ typedef struct loom_kctx {
 } loom_kctx;
 
 typedef loom_code (*loom_kernel_fn)(const loom_kctx *ctx);
-
-/* ---- thread pool (engine/pool.c) ---- */
-typedef void (*loom_range_fn)(void *arg, int64_t begin, int64_t end);
-/* Splits [0,n) into at most nthreads contiguous chunks of >= grain items and
- * runs fn on them, the caller taking part. Serial when pool is NULL or n < 2*grain. */
-void loom__parallel_for(loom_pool *pool, int64_t n, int64_t grain, loom_range_fn fn, void *arg);
-int loom__pool_threads(const loom_pool *pool);
-/* Sets flush-to-zero and denormals-are-zero in the calling thread. */
-void loom__set_ftz(void);
 
 /* Elementwise kernels go parallel above this many elements. */
 #define LOOM_PAR_GRAIN 32768

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "test_util.h"
-#include "engine/crc32c.h"
+#include "base/crc32c.h"
 
 /* ---------------------------------------------------------------- helpers */
 static int count_files(const char *dir, const char *substr) {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "test_util.h"
-#include "engine/crc32c.h"
+#include "base/crc32c.h"
 
 /* ---------------------------------------------------------------- helpers */
 static char *path_in(const char *dir, const char *name) {

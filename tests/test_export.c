@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "test_util.h"
-#include "engine/crc32c.h"
+#include "base/crc32c.h"
 #include "engine/engine_impl.h"
 
 /* ---------------------------------------------------------------- helpers */

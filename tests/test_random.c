@@ -1,7 +1,7 @@
 /* Random ops: Philox4x32-10 known answers, determinism, fresh numbers per run,
  * thread-count independence, distribution statistics, dropout, errors. */
 #include "test_util.h"
-#include "kernels/cpu/philox.h"
+#include "base/philox.h"
 
 /* Runs `fetch` once on session s; asserts OK. */
 static loom_tensor *run_on(loom_session *s, loom_output fetch) {

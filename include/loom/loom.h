@@ -20,4 +20,5 @@
 #include "loom_hooks.h"
 #include "loom_export.h"
 #include "loom_estimator.h"
+#include "loom_distributed.h"
 #endif

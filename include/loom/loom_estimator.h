@@ -1,6 +1,6 @@
 /* loom_estimator.h - the Estimator (tf.estimator.Estimator), RunConfig,
- * EstimatorSpec, ModeKeys, TF_CONFIG, in-process evaluation and early
- * stopping.
+ * EstimatorSpec, ModeKeys, in-process evaluation and early stopping
+ * (TF_CONFIG: loom_distributed.h).
  *
  * A model_fn builds the model into a fresh graph for one mode and fills an
  * EstimatorSpec; an input_fn returns a dataset (loom_data.h) whose label
@@ -27,6 +27,7 @@
 #define LOOM_ESTIMATOR_H
 #include "loom_base.h"
 #include "loom_data.h"
+#include "loom_distributed.h"
 #include "loom_graph.h"
 #include "loom_hooks.h"
 #include "loom_metrics.h"
@@ -54,28 +55,6 @@ LOOM_API const char *loom_params_get(const loom_params *p, const char *key);
 /* dflt when absent or not a number. */
 LOOM_API double loom_params_get_double(const loom_params *p, const char *key, double dflt);
 LOOM_API int64_t loom_params_get_int(const loom_params *p, const char *key, int64_t dflt);
-
-/* ---- TF_CONFIG ---- */
-typedef struct loom_tf_config loom_tf_config;
-/* Parses TF_CONFIG JSON (json NULL: the TF_CONFIG environment variable;
- * unset or empty: local mode). Validates TF's rules (one chief, task type
- * and index present and in range, no master with chief, evaluator index 0,
- * local mode only worker 0) with INVALID_ARGUMENT naming the problem. */
-LOOM_API loom_tf_config *loom_tf_config_parse(const char *json, loom_status *st);
-LOOM_API void loom_tf_config_free(loom_tf_config *c);
-LOOM_API const char *loom_tf_config_task_type(const loom_tf_config *c); /* "worker" in local mode */
-LOOM_API int loom_tf_config_task_id(const loom_tf_config *c);
-LOOM_API int loom_tf_config_is_chief(const loom_tf_config *c);
-LOOM_API int loom_tf_config_num_ps_replicas(const loom_tf_config *c);
-LOOM_API int loom_tf_config_num_worker_replicas(const loom_tf_config *c);
-/* TF's global_id_in_cluster (chief 0, other types alphabetically, ps last);
- * -1 for the evaluator. */
-LOOM_API int loom_tf_config_global_id(const loom_tf_config *c);
-LOOM_API const char *loom_tf_config_master(const loom_tf_config *c); /* "" local, "grpc://host:port" */
-LOOM_API const char *loom_tf_config_model_dir(const loom_tf_config *c); /* NULL when absent */
-/* Number of tasks of a job in the cluster (0 when absent) and their addresses. */
-LOOM_API int loom_tf_config_num_tasks(const loom_tf_config *c, const char *job);
-LOOM_API const char *loom_tf_config_address(const loom_tf_config *c, const char *job, int index);
 
 /* ---- RunConfig ---- */
 typedef struct loom_run_config {

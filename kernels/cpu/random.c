@@ -1,4 +1,4 @@
-/* CPU kernels of the random family (Philox4x32-10, see kernels/cpu/philox.h).
+/* CPU kernels of the random family (Philox4x32-10, see base/philox.h).
  *
  * Stream layout. key = attrs.seed (k0 = low word, k1 = high word); the 128-bit
  * counter is {block lo, block hi, s lo, s hi} with
@@ -27,7 +27,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
-#include "kernels/cpu/philox.h"
+#include "base/philox.h"
 
 #define RNG_GRAIN 4096
 #define RUN_MIX 0x9E3779B97F4A7C15ull

@@ -1,6 +1,6 @@
 /* CPU kernels of the random family. Every value is a pure function of
  * (attrs.seed, attrs.seed2, *ctx->counter, position in the tensor) through
- * Philox4x32-10 (kernels/cpu/philox.h): identical for any thread count. */
+ * Philox4x32-10 (base/philox.h): identical for any thread count. */
 #ifndef LOOM_KERNELS_CPU_RANDOM_H
 #define LOOM_KERNELS_CPU_RANDOM_H
 #include "kernels/kernel.h"

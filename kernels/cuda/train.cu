@@ -9,7 +9,7 @@
  * the last ulp of log/sin/cos in the normal transforms. */
 #include <math.h>
 #include "kernels/cuda/common.cuh"
-#include "kernels/cpu/philox.h"
+#include "base/philox.h"
 
 /* ============================================================ optimizers */
 enum { OPT_GD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_CRMSPROP, OPT_ADADELTA };
@@ -203,7 +203,7 @@ static rng rng_init(const loom_kctx *ctx) {
   j.b = at->beta;
   return j;
 }
-/* Philox4x32-10 exactly as loom_philox4x32_10 (kernels/cpu/philox.h: same constants, same rounds). */
+/* Philox4x32-10 exactly as loom_philox4x32_10 (base/philox.h: same constants, same rounds). */
 __device__ __forceinline__ void gen(const rng &j, uint64_t blk, uint32_t w[4]) {
   uint32_t c0 = (uint32_t)blk, c1 = (uint32_t)(blk >> 32), c2 = j.s0, c3 = j.s1;
   uint32_t k0 = j.k0, k1 = j.k1;

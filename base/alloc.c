@@ -4,7 +4,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include <stdint.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
 
 static void *libc_malloc(size_t n, void *u) { (void)u; return malloc(n); }
 static void *libc_realloc(void *p, size_t n, void *u) { (void)u; return realloc(p, n); }

@@ -1,4 +1,4 @@
-/* engine/crc32c.h - CRC-32C (Castagnoli), as used by TFRecord and loom
+/* base/crc32c.h - CRC-32C (Castagnoli), as used by TFRecord and loom
  * checkpoints. Hardware (SSE4.2 crc32) when the CPU has it, else
  * slicing-by-8 tables. Internal. */
 #ifndef LOOM_CRC32C_H

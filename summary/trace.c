@@ -1,4 +1,4 @@
-/* estimator/trace.c - Chrome trace files from session run traces
+/* summary/trace.c - Chrome trace files from session run traces
  * (loom_session_last_trace): {"traceEvents":[{"name","cat":"op","ph":"X",
  * "ts","dur" (microseconds),"pid":0,"tid","args":{"op"}}, ...]}, the format
  * chrome://tracing and Perfetto load. Written atomically (tmp + rename). */

@@ -1,10 +1,10 @@
-/* engine/fsutil.c - see fsutil.h. */
-#include "engine/fsutil.h"
+/* base/fsutil.c - see fsutil.h. */
+#include "base/fsutil.h"
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
 
 loom_code loom__errno_code(int e) {
   switch (e) {

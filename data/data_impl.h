@@ -1,4 +1,4 @@
-/* estimator/data_impl.h - internals of the datasets (loom_data.h).
+/* data/data_impl.h - internals of the datasets (loom_data.h).
  *
  * Every dataset starts with a struct loom_dataset (its element spec, a
  * vtable, sticky end/error state). Two ways to produce elements:

@@ -1,13 +1,13 @@
-/* estimator/tfrecord.h - TFRecord framing (internal), shared by the
+/* base/record_io.h - TFRecord framing (internal), shared by the
  * TFRecord dataset and the TensorBoard event files.
  *
  * A record on disk:  uint64 length (LE) | uint32 masked_crc32c(length bytes)
  *                    | data[length] | uint32 masked_crc32c(data)
- * (masked as in engine/crc32c.h). */
+ * (masked as in base/crc32c.h). */
 #ifndef LOOM_TFRECORD_H
 #define LOOM_TFRECORD_H
 #include <stdio.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
 
 /* Appends one record to f. IO errors -> INTERNAL/... naming `what`. */
 loom_code loom__tfrecord_write(FILE *f, const void *data, size_t n, const char *what, loom_status *st);

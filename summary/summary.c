@@ -1,4 +1,4 @@
-/* estimator/summary.c - graph summaries (tf.summary.scalar / histogram).
+/* summary/summary.c - graph summaries (tf.summary.scalar / histogram).
  *
  * A summary is an Identity of its input, named after the tag under the
  * current scope (made unique like every node name); that node's full name

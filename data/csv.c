@@ -1,4 +1,4 @@
-/* estimator/data_csv.c - CSV files (RFC 4180: quoted fields may hold the
+/* data/csv.c - CSV files (RFC 4180: quoted fields may hold the
  * delimiter, "" for a quote, and newlines; CRLF tolerated; blank lines
  * skipped). One scalar component per selected column. Errors name
  * file:line (the line where the record starts). */
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "estimator/data_impl.h"
+#include "data/data_impl.h"
 
 typedef struct csv_col {
   char *name;

@@ -1,4 +1,4 @@
-/* estimator/estimator_inmem.c - evaluation inside training, without
+/* estimator/hooks/in_memory_eval.c - evaluation inside training, without
  * checkpoints (InMemoryEvaluatorHook), and the early-stopping hooks built
  * on it.
  *

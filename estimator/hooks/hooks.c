@@ -1,4 +1,4 @@
-/* estimator/hooks.c - SessionRunHook wrapper, run context, the monitored
+/* estimator/hooks/hooks.c - SessionRunHook wrapper, run context, the monitored
  * session (tf.compat.v1.train.MonitoredSession's hook protocol) and the
  * SecondOrStepTimer.
  *
@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
-#include "estimator/hooks_impl.h"
+#include "estimator/hooks/hooks_impl.h"
 #include "loom/loom_train.h"
 
 

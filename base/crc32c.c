@@ -1,7 +1,7 @@
 /* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78). */
 #include <pthread.h>
 #include <string.h>
-#include "engine/crc32c.h"
+#include "base/crc32c.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define LOOM_CRC_HW 1

@@ -1,4 +1,4 @@
-/* estimator/hooks_std.c - the standard SessionRunHooks
+/* estimator/hooks/hooks_std.c - the standard SessionRunHooks
  * (tf.compat.v1.train.basic_session_run_hooks): StopAtStep, LoggingTensor
  * (with a terminal progress bar), StepCounter, NanTensor, CheckpointSaver
  * (+ listeners), SummarySaver, FinalOps, FeedFn, GlobalStepWaiter, Profiler.
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "estimator/hooks_impl.h"
+#include "estimator/hooks/hooks_impl.h"
 #include "loom/loom_summary.h"
 #include "loom/loom_train.h"
 

@@ -1,9 +1,9 @@
-/* estimator/hooks_impl.h - internals shared by hooks.c (monitored session)
+/* estimator/hooks/hooks_impl.h - internals shared by hooks.c (monitored session)
  * and hooks_std.c (the standard hooks). Not installed. */
 #ifndef LOOM_HOOKS_IMPL_H
 #define LOOM_HOOKS_IMPL_H
 #include "engine/engine_impl.h"
-#include "engine/fsutil.h"
+#include "base/fsutil.h"
 #include "loom/loom_hooks.h"
 
 /* Called from a hook's after_create_session: the monitored session being

@@ -1,4 +1,4 @@
-/* engine/fsutil.h - small file-system and clock helpers shared by the
+/* base/fsutil.h - small file-system and clock helpers shared by the
  * checkpoint, event, export and hook code. Internal. */
 #ifndef LOOM_FSUTIL_H
 #define LOOM_FSUTIL_H

@@ -8,8 +8,8 @@
 #include <xmmintrin.h>
 #include <pmmintrin.h>
 #endif
-#include "engine/engine_impl.h"
-#include "engine/pool.h"
+#include "base/base.h"
+#include "base/pool.h"
 
 void loom__set_ftz(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,11 +1,11 @@
-/* estimator/data_idx.c - IDX files (MNIST / Fashion-MNIST), raw or gzipped
+/* data/idx.c - IDX files (MNIST / Fashion-MNIST), raw or gzipped
  * (zlib reads raw files transparently). A random-access source: the pixels
  * stay uint8 in memory and are converted while copying rows into a batch. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
-#include "estimator/data_impl.h"
+#include "data/data_impl.h"
 
 typedef struct idx_ds {
   loom_dataset base;

@@ -1,8 +1,8 @@
-/* estimator/events.c - TensorBoard event files (loom_summary.h): the event
+/* summary/events.c - TensorBoard event files (loom_summary.h): the event
  * writer, TF's default histogram, graph-summary events and the reader.
  *
  * File: "<logdir>/events.out.tfevents.<%010lld secs>.<hostname><suffix>",
- * TFRecord-framed (estimator/tfrecord.h) tensorflow.Event protobufs
+ * TFRecord-framed (base/record_io.h) tensorflow.Event protobufs
  * (proto/event.proto); the first record carries file_version
  * "brain.Event:2".
  *
@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "engine/engine_impl.h"
-#include "engine/fsutil.h"
-#include "estimator/tfrecord.h"
+#include "base/fsutil.h"
+#include "base/record_io.h"
 #include "loom/loom_summary.h"
 #include "loom/loom_train.h"
 #include "proto/event.pb-c.h"

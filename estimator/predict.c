@@ -1,4 +1,4 @@
-/* estimator/estimator_predict.c - Estimator.predict with a resident graph
+/* estimator/predict.c - Estimator.predict with a resident graph
  * and session, and Estimator.export.
  *
  * Predict keeps the graph and session of the last call (keyed by the

@@ -1,11 +1,11 @@
-/* estimator/data.c - datasets: element spec, iteration, from_tensors,
+/* data/dataset.c - datasets: element spec, iteration, from_tensors,
  * map, shuffle, batch, repeat, take, prefetch, numpy_input. See
  * loom_data.h and data_impl.h (the two production paths). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include "estimator/data_impl.h"
-#include "kernels/cpu/philox.h"
+#include "data/data_impl.h"
+#include "base/philox.h"
 
 /* ======================================================================
  * Shell, spec, helpers

@@ -1,12 +1,12 @@
-/* estimator/data_tfrecord.c - TFRecord files of tf.Example: the dataset
+/* data/tfrecord.c - TFRecord files of tf.Example: the dataset
  * (tf.data.TFRecordDataset + tf.io.parse_single_example), the writer and
  * tf.Example serialization (protobuf-c, proto/example.proto). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "estimator/data_impl.h"
-#include "estimator/tfrecord.h"
+#include "data/data_impl.h"
+#include "base/record_io.h"
 #include "proto/example.pb-c.h"
 
 /* ======================================================================

@@ -1,8 +1,8 @@
-/* estimator/tfrecord.c - TFRecord framing. See tfrecord.h. */
-#include "estimator/tfrecord.h"
+/* base/record_io.c - TFRecord framing. See tfrecord.h. */
+#include "base/record_io.h"
 #include <errno.h>
 #include <string.h>
-#include "engine/crc32c.h"
+#include "base/crc32c.h"
 
 static void put_le(uint8_t *p, uint64_t v, int n) {
   for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));

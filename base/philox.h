@@ -1,4 +1,4 @@
-/* kernels/cpu/philox.h - the Philox4x32-10 counter-based generator
+/* base/philox.h - the Philox4x32-10 counter-based generator
  * (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3",
  * SC'11). A pure function of a 128-bit counter and a 64-bit key: no state, so
  * any element of a random tensor can be computed independently of the others

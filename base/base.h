@@ -1,0 +1,38 @@
+/* base/base.h - the base layer's internal header: allocation through the
+ * user's hook, logging, and the small helpers on shapes every layer uses.
+ * Everything above base/ (engine, kernels, ops, layers, data, summary,
+ * estimator, distributed) may include it; base/ itself includes only the
+ * public loom_base.h / loom_tensor.h and the C library. Not installed.
+ * The rest of base/ has a header each: pool.h (the one thread pool),
+ * philox.h, crc32c.h, record_io.h (TFRecord framing), fsutil.h. */
+#ifndef LOOM_BASE_H_INTERNAL
+#define LOOM_BASE_H_INTERNAL
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "loom/loom_base.h"
+#include "loom/loom_tensor.h"
+
+#define LOOM_INTERNAL_API __attribute__((visibility("hidden")))
+
+/* ---- allocation (base/alloc.c): everything goes through the hook ---- */
+void *loom__malloc(size_t n);
+void *loom__calloc(size_t n, size_t size);
+void *loom__realloc(void *p, size_t n);
+void loom__free(void *p);
+char *loom__strdup(const char *s);
+/* 64-byte aligned; free with loom__aligned_free. */
+void *loom__aligned_alloc(size_t n);
+void loom__aligned_free(void *p);
+
+/* ---- logging (base/alloc.c) ---- */
+void loom__log(loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- shapes (base/dims.c) ---- */
+/* Product of dims (1 for ndim 0; a negative dim gives -1). */
+int64_t loom__numel(int ndim, const int64_t *dims);
+/* "[2,?,3]" into buf. */
+const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims);
+
+#endif
