@@ -104,18 +104,35 @@ typedef enum loom_hook_slot {
   LOOM_HOOKS_PREDICTION = 3
 } loom_hook_slot;
 LOOM_API loom_mode loom_spec_mode(const loom_estimator_spec *s);
-LOOM_API void loom_spec_set_loss(loom_estimator_spec *s, loom_output loss);
-LOOM_API void loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op);
-/* predictions dict entry (a single tensor: use key "predictions"). */
-LOOM_API void loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value);
-/* eval_metric_ops entry; "loss" and "global_step" are reserved. */
-LOOM_API void loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric);
-/* export_outputs entry. With none, export writes {"serving_default":
- * predict(all predictions)}; with several, one must be "serving_default". */
-LOOM_API void loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind, int n,
-                                          const char *const *keys, const loom_output *outputs);
-/* Adds a hook; the spec takes ownership (freed after the call that built it). */
-LOOM_API void loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook);
+/* The setters follow loom_base.h's setter rule: each returns LOOM_OK or the
+ * failure's code and also records the first failure in the spec, which the
+ * estimator reports (INVALID_ARGUMENT or RESOURCE_EXHAUSTED, "EstimatorSpec:
+ * loom_spec_add_prediction: duplicate prediction key 'p'") when it
+ * validates the spec after model_fn returns. A NULL spec is
+ * INVALID_ARGUMENT (nothing to record). A rejected entry is not added. */
+/* loss: a float scalar (or shape [1]); loss.node NULL is INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_set_loss(loom_estimator_spec *s, loom_output loss);
+/* train_op NULL is INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op);
+/* predictions dict entry (a single tensor: use key "predictions"). key is
+ * copied. A NULL or empty key, a value without a node and a key added
+ * before are INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value);
+/* eval_metric_ops entry; name is copied. "loss" and "global_step" are
+ * reserved; a NULL or empty name, a metric without value or update op and
+ * a name added before are INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric);
+/* export_outputs entry (name NULL = "serving_default"; name and keys are
+ * copied; keys NULL = "output" each). With none, export writes
+ * {"serving_default": predict(all predictions)}; with several, one must be
+ * "serving_default". n < 1, outputs NULL or without a node, an unknown
+ * kind, a NULL or empty key and a name added before are INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind,
+                                               int n, const char *const *keys, const loom_output *outputs);
+/* Adds a hook; the spec takes ownership (freed after the call that built
+ * it), also when the call fails (then the hook is freed at once). A NULL
+ * hook or an unknown slot is INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook);
 
 /* ---- model_fn / input_fn ---- */
 typedef loom_code (*loom_model_fn)(loom_graph *g, const loom_features *features, loom_output labels, loom_mode mode,
