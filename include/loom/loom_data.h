@@ -7,8 +7,11 @@
  * (component shapes without a batch dimension); loom_dataset_batch stacks
  * them (dims [-1, ...] in the spec, or [batch, ...] with drop_remainder).
  *
- * Transformations take ownership of their input dataset (also on failure:
- * they free it and return NULL). Iteration: loom_dataset_next returns
+ * Ownership: every function below that returns a loom_dataset * returns a
+ * new dataset (NULL on failure) that the caller frees with loom_dataset_free
+ * (or hands to a transformation, or returns from an input_fn: the estimator
+ * frees it). Transformations take ownership of their input dataset (also on
+ * failure: they free it and return NULL). Iteration: loom_dataset_next returns
  * LOOM_OUT_OF_RANGE at the end of data (TF's OutOfRangeError);
  * loom_dataset_reset starts a new pass (a shuffle reshuffles each pass
  * unless told otherwise). A malformed record is an error naming the file
@@ -29,6 +32,8 @@ typedef struct loom_dataset loom_dataset;
 
 /* ---- element spec ---- */
 LOOM_API int loom_dataset_num_components(const loom_dataset *ds);
+/* Owned by ds; valid until ds is freed (also when a transformation that took
+ * ds over is freed). NULL when i is out of range. */
 LOOM_API const char *loom_dataset_component_name(const loom_dataset *ds, int i);
 LOOM_API loom_dtype loom_dataset_component_dtype(const loom_dataset *ds, int i);
 /* Writes up to LOOM_MAX_DIMS dims (-1 = varies, e.g. the batch dim of a
@@ -54,7 +59,7 @@ LOOM_API void loom_dataset_free(loom_dataset *ds);
 
 /* ---- sources ---- */
 /* Slices n arrays along dim 0 (all must share dim 0; copied, so the caller
- * keeps its tensors). label_name names the label component (NULL = none;
+ * keeps its tensors). Caller frees the result with loom_dataset_free. label_name names the label component (NULL = none;
  * it must be one of names). Like Dataset.from_tensor_slices. */
 LOOM_API loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
                                                  const char *label_name, loom_status *st);
@@ -166,6 +171,8 @@ LOOM_API loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *path
                                              loom_status *st);
 /* Writes one serialized tf.Example per call (for tests and tools). */
 typedef struct loom_tfrecord_writer loom_tfrecord_writer;
+/* A new writer (NULL on failure); caller frees it with
+ * loom_tfrecord_writer_close. */
 LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new(const char *path, loom_status *st);
 LOOM_API loom_code loom_tfrecord_writer_write(loom_tfrecord_writer *w, const void *record, size_t n, loom_status *st);
 /* Serializes a tf.Example with n features (each tensor flattened into its
