@@ -20,6 +20,10 @@
  *
  * Ownership: loom_hook objects passed to a monitored session or to
  * loom_estimator_* calls are borrowed; the caller frees them.
+ * loom_spec_add_hook (loom_estimator.h) is the exception: the spec takes
+ * the hook over. Every hook constructor below returns a new hook (NULL on
+ * failure) that the caller frees with loom_hook_free (or hands to
+ * loom_spec_add_hook).
  */
 #ifndef LOOM_HOOKS_H
 #define LOOM_HOOKS_H
@@ -59,18 +63,25 @@ typedef struct loom_hook_ops {
   void (*destroy)(void *self); /* frees self (may be NULL) */
 } loom_hook_ops;
 
-/* Wraps a user hook. Every op may be NULL (no-op). name is for logs. */
+/* Wraps a user hook. Every op may be NULL (no-op). name is for logs (copied).
+ * Returns a new hook (NULL when out of memory; ops->destroy is then not
+ * called, self stays the caller's); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_hook_new(const loom_hook_ops *ops, void *self, const char *name);
 /* Calls ops->destroy(self). Accepts NULL. */
 LOOM_API void loom_hook_free(loom_hook *h);
+/* Owned by h; valid until loom_hook_free ("" for h NULL: static). */
 LOOM_API const char *loom_hook_name(const loom_hook *h);
+/* The self given to loom_hook_new (the hook's; freed by ops->destroy). */
 LOOM_API void *loom_hook_self(const loom_hook *h);
 
 /* Run context (SessionRunContext). */
+/* The monitored session's session: owned by it; valid until
+ * loom_monitored_session_close. */
 LOOM_API loom_session *loom_hook_context_session(loom_hook_context *ctx);
 LOOM_API void loom_hook_context_request_stop(loom_hook_context *ctx);
 LOOM_API int loom_hook_context_stop_requested(const loom_hook_context *ctx);
-/* The caller's own fetches of this run (original_args). */
+/* The caller's own fetches of this run (original_args); *fetches is the
+ * caller's array, valid during the run. */
 LOOM_API int loom_hook_context_original_fetches(const loom_hook_context *ctx, const loom_output **fetches);
 
 /* ---- monitored session ---- */
@@ -80,7 +91,9 @@ typedef struct loom_monitored_session loom_monitored_session;
  * initializers. */
 typedef loom_code (*loom_session_init_fn)(loom_session *s, void *user, loom_status *st);
 /* Calls begin on every hook, creates a session on g, runs init_fn, then
- * after_create_session on every hook (in order). */
+ * after_create_session on every hook (in order). Returns a new monitored
+ * session (NULL on failure); loom_monitored_session_close frees it. g and
+ * the hooks are borrowed and must outlive it. */
 LOOM_API loom_monitored_session *loom_monitored_session_new(loom_graph *g, const loom_session_options *opts,
                                                             loom_session_init_fn init_fn, void *init_user,
                                                             int nhooks, loom_hook *const *hooks, loom_status *st);
@@ -97,6 +110,7 @@ LOOM_API loom_code loom_monitored_session_run(loom_monitored_session *ms, const 
                                              int ntargets, loom_status *st);
 LOOM_API int loom_monitored_session_should_stop(const loom_monitored_session *ms);
 LOOM_API void loom_monitored_session_request_stop(loom_monitored_session *ms);
+/* Owned by ms; valid until loom_monitored_session_close. */
 LOOM_API loom_session *loom_monitored_session_session(loom_monitored_session *ms);
 /* Calls end on every hook (unless a run failed) and frees the session.
  * Returns the first hook failure. Accepts NULL. */
@@ -164,7 +178,8 @@ LOOM_API loom_hook *loom_summary_saver_hook(int64_t save_steps, double save_secs
                                             loom_status *st);
 
 /* FinalOpsHook: runs the outputs once in end(); values kept for
- * loom_final_ops_hook_values (borrowed; valid until the hook is freed;
+ * loom_final_ops_hook_values (the array and tensors are owned by the hook;
+ * valid until loom_hook_free;
  * NULL with *n = 0 before end() ran or when h is not a FinalOpsHook). */
 LOOM_API loom_hook *loom_final_ops_hook(int n, const loom_output *final_ops, loom_status *st);
 LOOM_API loom_tensor *const *loom_final_ops_hook_values(const loom_hook *h, int *n);
