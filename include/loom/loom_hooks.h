@@ -124,6 +124,7 @@ LOOM_API loom_code loom_monitored_session_close(loom_monitored_session *ms, loom
  * in after_create_session (again for each session the hook is used in).
  * Stops when global_step >= last_step; when it already is at session
  * creation, should_stop is true at once and no step runs. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_stop_at_step_hook(int64_t num_steps, int64_t last_step, loom_status *st);
 
 /* LoggingTensorHook: logs "tag = value, ... (x.xxx sec)" at INFO every
@@ -131,6 +132,7 @@ LOOM_API loom_hook *loom_stop_at_step_hook(int64_t num_steps, int64_t last_step,
  * the end when at_end (the values of the last step, fetched every step). Tensors are scalars or small (<= 16 elements shown).
  * When stdout is a terminal and total_steps > 0 it draws a progress bar
  * with steps/s and ETA instead of log lines (set total_steps 0 to never). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_logging_tensor_hook(int n, const char *const *tags, const loom_output *tensors,
                                              int64_t every_n_iter, double every_n_secs, int at_end,
                                              loom_status *st);
@@ -140,12 +142,14 @@ LOOM_API void loom_logging_tensor_hook_set_total_steps(loom_hook *h, int64_t tot
 
 /* StepCounterHook: writes "global_step/sec" (steps since last / seconds)
  * every_n_steps or every_n_secs to writer (borrowed; NULL = log only). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_step_counter_hook(int64_t every_n_steps, double every_n_secs, loom_event_writer *writer,
                                            loom_status *st);
 
 /* NanTensorHook: fetches loss each step; on NaN fails the run with
  * INVALID_ARGUMENT "NaN loss during training." (fail_on_nan_loss) or only
  * requests stop with a warning. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_nan_tensor_hook(loom_output loss, int fail_on_nan_loss, loom_status *st);
 
 /* CheckpointSaverListener. Every op may be NULL. after_save returning 1
@@ -166,6 +170,7 @@ typedef struct loom_checkpoint_listener_ops {
  * writer (borrowed, may be NULL) receives a SessionLog CHECKPOINT event per
  * save (checkpoint_path = the file written). listeners/listener_selves are
  * copied (the listeners borrowed; listener_selves may be NULL). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_checkpoint_saver_hook(const char *dir, double save_secs, int64_t save_steps,
                                                loom_saver *saver, int keep_max, loom_event_writer *writer,
                                                int nlisteners, const loom_checkpoint_listener *const *listeners,
@@ -174,6 +179,7 @@ LOOM_API loom_hook *loom_checkpoint_saver_hook(const char *dir, double save_secs
 /* SummarySaverHook: every save_steps or save_secs (exactly one > 0) fetches
  * all of the graph's summaries (found in begin) and writes them at the
  * current global_step; writes SessionLog START the first time. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_summary_saver_hook(int64_t save_steps, double save_secs, loom_event_writer *writer,
                                             loom_status *st);
 
@@ -181,6 +187,7 @@ LOOM_API loom_hook *loom_summary_saver_hook(int64_t save_steps, double save_secs
  * loom_final_ops_hook_values (the array and tensors are owned by the hook;
  * valid until loom_hook_free;
  * NULL with *n = 0 before end() ran or when h is not a FinalOpsHook). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_final_ops_hook(int n, const loom_output *final_ops, loom_status *st);
 LOOM_API loom_tensor *const *loom_final_ops_hook_values(const loom_hook *h, int *n);
 
@@ -188,17 +195,20 @@ LOOM_API loom_tensor *const *loom_final_ops_hook_values(const loom_hook *h, int 
  * count; values borrowed until after_run. A negative count means the input
  * is exhausted: the step returns OUT_OF_RANGE (a normal end, see above). */
 typedef int (*loom_feed_fn)(void *user, int cap, loom_output *feeds, loom_tensor **values);
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_feed_fn_hook(loom_feed_fn fn, void *user, loom_status *st);
 
 /* GlobalStepWaiterHook: before_run blocks (polling every 0.5 s, reading
  * the session's global_step) until global_step >= wait_until_step (>= 0;
  * 0 = never waits). Once reached it no longer checks. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_global_step_waiter_hook(int64_t wait_until_step, loom_status *st);
 
 /* ProfilerHook: every save_steps or save_secs (exactly one > 0) traces one
  * step and writes "<output_dir>/timeline-<step>.json" (Chrome trace); the
  * first trace comes save_steps (save_secs) after session creation, as TF's.
  * output_dir is created if needed. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_profiler_hook(int64_t save_steps, double save_secs, const char *output_dir,
                                        loom_status *st);
 

@@ -49,13 +49,16 @@ LOOM_API loom_tensor *loom_tensor_wrap(loom_dtype dt, int ndim, const int64_t *d
                                        loom_deallocator dealloc, void *arg, loom_status *st);
 
 /* Convenience: a new tensor holding a copy of `data` (numel elements of dt).
- * Caller frees with loom_tensor_free (this and the five below; NULL on failure). */
+ * Caller frees with loom_tensor_free (NULL on failure). */
 LOOM_API loom_tensor *loom_tensor_from_data(loom_dtype dt, int ndim, const int64_t *dims, const void *data,
                                             loom_status *st);
+/* New scalar (NULL when out of memory); caller frees with loom_tensor_free. */
 LOOM_API loom_tensor *loom_tensor_scalar_f32(float v);
+/* New scalar (NULL when out of memory); caller frees with loom_tensor_free. */
 LOOM_API loom_tensor *loom_tensor_scalar_i32(int32_t v);
+/* New scalar (NULL when out of memory); caller frees with loom_tensor_free. */
 LOOM_API loom_tensor *loom_tensor_scalar_i64(int64_t v);
-/* Deep copy (strings included). */
+/* Deep copy (strings included); caller frees with loom_tensor_free. */
 LOOM_API loom_tensor *loom_tensor_copy(const loom_tensor *t, loom_status *st);
 
 LOOM_API void loom_tensor_free(loom_tensor *t);

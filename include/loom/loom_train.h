@@ -130,11 +130,11 @@ LOOM_API const char *loom_variable_scope_name(loom_graph *g);
  * ..."), and the shape and dtype must match. initializer NULL = default
  * (glorot_uniform for floats, zeros otherwise). The variable is in
  * GLOBAL_VARIABLES, and TRAINABLE_VARIABLES when trainable != 0. dims must be
- * fully known. The variable is owned by g; valid until loom_graph_free
- * (this and the three below). */
+ * fully known. The variable is owned by g; valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_variable(loom_graph *g, const char *name, loom_dtype dtype, int ndim,
                                           const int64_t *dims, const loom_initializer *initializer, int trainable);
-/* Same with explicit collections (LOOM_COLL_* bits; 0 = GLOBAL). */
+/* Same with explicit collections (LOOM_COLL_* bits; 0 = GLOBAL). Owned by
+ * g; valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_variable_ex(loom_graph *g, const char *name, loom_dtype dtype, int ndim,
                                              const int64_t *dims, const loom_initializer *initializer,
                                              int trainable, uint32_t collections);
@@ -168,10 +168,14 @@ LOOM_API loom_output loom_variable_initial_value(const loom_variable *v);
  * loom_graph_free; the variables in them live until loom_graph_free.
  * Unknown collections are empty (NULL, *n = 0). */
 LOOM_API void loom_add_variable_to_collection(loom_graph *g, const char *collection, loom_variable *v);
+/* Owned by g; valid until this collection changes or loom_graph_free. */
 LOOM_API loom_variable *const *loom_get_variable_collection(loom_graph *g, const char *collection, int *n);
 LOOM_API void loom_add_to_collection(loom_graph *g, const char *collection, loom_output value);
 LOOM_API void loom_add_node_to_collection(loom_graph *g, const char *collection, loom_node *node);
+/* Owned by g; valid until this collection changes or loom_graph_free. */
 LOOM_API const loom_output *loom_get_collection(loom_graph *g, const char *collection, int *n);
+/* The GLOBAL / TRAINABLE / LOCAL variable collections: owned by g; valid
+ * until that collection changes or loom_graph_free. */
 LOOM_API loom_variable *const *loom_global_variables(loom_graph *g, int *n);
 LOOM_API loom_variable *const *loom_trainable_variables(loom_graph *g, int *n);
 LOOM_API loom_variable *const *loom_local_variables(loom_graph *g, int *n);
@@ -185,9 +189,9 @@ LOOM_API loom_node *loom_local_variables_initializer(loom_graph *g);
 
 /* tf.train.get_or_create_global_step: int64 scalar "global_step", zero
  * initialised, not trainable, in GLOBAL_VARIABLES and GLOBAL_STEP. Owned
- * by g; valid until loom_graph_free (this and the next). */
+ * by g; valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_or_create_global_step(loom_graph *g);
-/* The existing global step or NULL. */
+/* The existing global step or NULL; owned by g, valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_global_step(loom_graph *g);
 
 /* Session side: a copy of the variable's current value. *out must be NULL
