@@ -167,7 +167,10 @@ static void rebuild_scope(loom_graph *g) {
   size_t len = 1;
   for (int i = 0; i < g->nscopes; i++) len += strlen(g->scopes[i]) + 1;
   char *s = loom__malloc(len);
-  if (!s) return;
+  if (!s) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "name scope: out of memory");
+    return;
+  }
   s[0] = 0;
   for (int i = 0; i < g->nscopes; i++) {
     if (i) strcat(s, "/");
@@ -191,7 +194,10 @@ static void push_scope(loom_graph *g, const char *name, int reuse) {
   if (g->nscopes == g->capscopes) {
     int nc = g->capscopes ? g->capscopes * 2 : 8;
     char **ns = loom__realloc(g->scopes, (size_t)nc * sizeof *ns);
-    if (!ns) return;
+    if (!ns) {
+      loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "name scope %s: out of memory", name ? name : "");
+      return;
+    }
     g->scopes = ns;
     g->capscopes = nc;
   }
@@ -205,7 +211,12 @@ static void push_scope(loom_graph *g, const char *name, int reuse) {
       snprintf(cand, sizeof cand, "%s_%d", base, i);
     }
   }
-  g->scopes[g->nscopes++] = loom__strdup(cand);
+  char *dup = loom__strdup(cand);
+  if (!dup) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "name scope %s: out of memory", cand);
+    return;
+  }
+  g->scopes[g->nscopes++] = dup;
   rebuild_scope(g);
 }
 void loom_graph_push_scope(loom_graph *g, const char *name) { push_scope(g, name, 0); }
@@ -225,11 +236,17 @@ void loom_graph_push_control_deps(loom_graph *g, int n, loom_node *const *deps) 
     int32_t *c = loom__realloc(g->ctrl_counts, (size_t)nc * sizeof *c);
     if (s) g->ctrl_stack = s;
     if (c) g->ctrl_counts = c;
-    if (!s || !c) return;
+    if (!s || !c) {
+      loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "control dependencies: out of memory");
+      return;
+    }
     g->capctrl_stack = nc;
   }
   loom_node **copy = loom__malloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
-  if (!copy) return;
+  if (!copy) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "control dependencies: out of memory");
+    return;
+  }
   for (int i = 0; i < n; i++) copy[i] = deps[i];
   g->ctrl_stack[g->nctrl_stack] = copy;
   g->ctrl_counts[g->nctrl_stack] = n;

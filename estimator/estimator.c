@@ -5,6 +5,7 @@
 #include "estimator/estimator_impl.h"
 #include <errno.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,84 +41,141 @@ static char **strv_push(char **v, int32_t n, const char *s, int *oom) {
 /* ------------------------------------------------------------------- spec */
 loom_mode loom_spec_mode(const loom_estimator_spec *s) { return s ? s->mode : LOOM_MODE_TRAIN; }
 
-void loom_spec_set_loss(loom_estimator_spec *s, loom_output loss) {
-  if (!s) return;
+/* Records the first failure of a setter in the spec (sticky; spec_validate
+ * reports it) and returns code. The message starts with the setter's name. */
+static loom_code spec_fail(loom_estimator_spec *s, loom_code code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static loom_code spec_fail(loom_estimator_spec *s, loom_code code, const char *fmt, ...) {
+  if (!s || s->err != LOOM_OK) return code;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->err_msg, sizeof s->err_msg, fmt, ap);
+  va_end(ap);
+  s->err = code;
+  return code;
+}
+
+loom_code loom_spec_set_loss(loom_estimator_spec *s, loom_output loss) {
+  if (!s) return LOOM_INVALID_ARGUMENT;
+  if (!loss.node) return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_set_loss: loss is not a tensor (node NULL)");
   s->loss = loss;
-  s->has_loss = loss.node != NULL;
+  s->has_loss = 1;
+  return LOOM_OK;
 }
 
-void loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op) {
-  if (s) s->train_op = train_op;
+loom_code loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op) {
+  if (!s) return LOOM_INVALID_ARGUMENT;
+  if (!train_op) return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_set_train_op: train_op is NULL");
+  s->train_op = train_op;
+  return LOOM_OK;
 }
 
-void loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value) {
-  if (!s || s->oom) return;
+loom_code loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value) {
+  if (!s) return LOOM_INVALID_ARGUMENT;
+  if (!key || !*key) return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_prediction: key is NULL or empty");
+  if (!value.node)
+    return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_prediction: prediction '%s' is not a tensor", key);
+  for (int i = 0; i < s->npred; i++)
+    if (!strcmp(s->pred_keys[i], key))
+      return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_prediction: duplicate prediction key '%s'", key);
   loom_output *np = loom__realloc(s->preds, sizeof(loom_output) * (size_t)(s->npred + 1));
-  if (!np) {
-    s->oom = 1;
-    return;
-  }
+  if (!np) return spec_fail(s, LOOM_RESOURCE_EXHAUSTED, "loom_spec_add_prediction: out of memory adding '%s'", key);
   s->preds = np;
-  s->pred_keys = strv_push(s->pred_keys, s->npred, key, &s->oom);
-  if (s->oom) return;
+  int oom = 0;
+  s->pred_keys = strv_push(s->pred_keys, s->npred, key, &oom);
+  if (oom) return spec_fail(s, LOOM_RESOURCE_EXHAUSTED, "loom_spec_add_prediction: out of memory adding '%s'", key);
   s->preds[s->npred++] = value;
+  return LOOM_OK;
 }
 
-void loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric) {
-  if (!s || s->oom) return;
+loom_code loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric) {
+  if (!s) return LOOM_INVALID_ARGUMENT;
+  if (!name || !*name) return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_eval_metric: name is NULL or empty");
+  if (!strcmp(name, "loss") || !strcmp(name, "global_step"))
+    return spec_fail(s, LOOM_INVALID_ARGUMENT,
+                     "loom_spec_add_eval_metric: metric name '%s' is reserved (the estimator adds it)", name);
+  if (!metric.value.node || !metric.update.node)
+    return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_eval_metric: metric '%s' lacks a value or update op",
+                     name);
+  for (int i = 0; i < s->nmet; i++)
+    if (!strcmp(s->met_names[i], name))
+      return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_eval_metric: duplicate eval metric '%s'", name);
   loom_metric *nm = loom__realloc(s->mets, sizeof(loom_metric) * (size_t)(s->nmet + 1));
-  if (!nm) {
-    s->oom = 1;
-    return;
-  }
+  if (!nm) return spec_fail(s, LOOM_RESOURCE_EXHAUSTED, "loom_spec_add_eval_metric: out of memory adding '%s'", name);
   s->mets = nm;
-  s->met_names = strv_push(s->met_names, s->nmet, name, &s->oom);
-  if (s->oom) return;
+  int oom = 0;
+  s->met_names = strv_push(s->met_names, s->nmet, name, &oom);
+  if (oom) return spec_fail(s, LOOM_RESOURCE_EXHAUSTED, "loom_spec_add_eval_metric: out of memory adding '%s'", name);
   s->mets[s->nmet++] = metric;
+  return LOOM_OK;
 }
 
-void loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind, int n,
-                                 const char *const *keys, const loom_output *outputs) {
-  if (!s || s->oom) return;
-  est_export_out *ne = loom__realloc(s->exps, sizeof(est_export_out) * (size_t)(s->nexp + 1));
-  if (!ne) {
-    s->oom = 1;
-    return;
+loom_code loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind, int n,
+                                      const char *const *keys, const loom_output *outputs) {
+  if (!s) return LOOM_INVALID_ARGUMENT;
+  const char *nm = name ? name : "serving_default";
+  if (!*nm) return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_export_output: name is empty");
+  if ((int)kind < LOOM_EXPORT_PREDICT || kind > LOOM_EXPORT_REGRESS)
+    return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_export_output: '%s': unknown kind %d", nm, (int)kind);
+  if (n < 1 || !outputs)
+    return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_export_output: '%s': needs n >= 1 outputs (n = %d%s)",
+                     nm, n, outputs ? "" : ", outputs NULL");
+  for (int i = 0; i < n; i++) {
+    if (!outputs[i].node)
+      return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_export_output: '%s': output %d is not a tensor", nm,
+                       i);
+    if (keys && (!keys[i] || !*keys[i]))
+      return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_export_output: '%s': key %d is NULL or empty", nm, i);
   }
+  for (int i = 0; i < s->nexp; i++)
+    if (!strcmp(s->exps[i].name, nm))
+      return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_export_output: duplicate export output '%s'", nm);
+  est_export_out *ne = loom__realloc(s->exps, sizeof(est_export_out) * (size_t)(s->nexp + 1));
+  if (!ne) return spec_fail(s, LOOM_RESOURCE_EXHAUSTED, "loom_spec_add_export_output: out of memory adding '%s'", nm);
   s->exps = ne;
   est_export_out *x = &s->exps[s->nexp];
   memset(x, 0, sizeof *x);
-  x->name = loom__strdup(name ? name : "serving_default");
+  x->name = loom__strdup(nm);
   x->kind = kind;
-  x->outputs = loom__calloc((size_t)(n > 0 ? n : 1), sizeof(loom_output));
-  if (!x->name || !x->outputs) {
-    loom__free(x->name);
-    loom__free(x->outputs);
-    s->oom = 1;
-    return;
+  x->outputs = loom__calloc((size_t)n, sizeof(loom_output));
+  int oom = !x->name || !x->outputs;
+  for (int i = 0; i < n && !oom; i++) {
+    x->keys = strv_push(x->keys, x->n, keys ? keys[i] : "output", &oom);
+    if (!oom) x->outputs[x->n++] = outputs[i];
   }
-  for (int i = 0; i < n; i++) {
-    x->keys = strv_push(x->keys, x->n, keys ? keys[i] : "output", &s->oom);
-    if (s->oom) break;
-    x->outputs[x->n++] = outputs[i];
+  if (oom) {
+    for (int k = 0; k < x->n; k++) loom__free(x->keys[k]);
+    loom__free(x->keys);
+    loom__free(x->outputs);
+    loom__free(x->name);
+    memset(x, 0, sizeof *x);
+    return spec_fail(s, LOOM_RESOURCE_EXHAUSTED, "loom_spec_add_export_output: out of memory adding '%s'", nm);
   }
   s->nexp++;
+  return LOOM_OK;
 }
 
-void loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook) {
-  if (!s || !hook) return;
-  if ((int)slot < 0 || slot > LOOM_HOOKS_PREDICTION || s->oom) {
+loom_code loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook) {
+  if (!s) {
     loom_hook_free(hook);
-    return;
+    return LOOM_INVALID_ARGUMENT;
+  }
+  if (!hook) return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_hook: hook is NULL");
+  if ((int)slot < 0 || slot > LOOM_HOOKS_PREDICTION) {
+    loom_hook_free(hook);
+    return spec_fail(s, LOOM_INVALID_ARGUMENT, "loom_spec_add_hook: unknown hook slot %d", (int)slot);
   }
   loom_hook **nh = loom__realloc(s->hooks[slot], sizeof(loom_hook *) * (size_t)(s->nhooks[slot] + 1));
   if (!nh) {
-    s->oom = 1;
     loom_hook_free(hook);
-    return;
+    return spec_fail(s, LOOM_RESOURCE_EXHAUSTED, "loom_spec_add_hook: out of memory");
   }
   s->hooks[slot] = nh;
   nh[s->nhooks[slot]++] = hook;
+  return LOOM_OK;
 }
 
 static void spec_clear(loom_estimator_spec *s) {
@@ -153,7 +211,7 @@ static int is_float_scalar(loom_output o) {
 /* TF's EstimatorSpec validation for the mode. */
 static loom_code spec_validate(const loom_estimator_spec *s, loom_status *st) {
   const char *m = loom_mode_key(s->mode);
-  if (s->oom) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory while filling the EstimatorSpec");
+  if (s->err != LOOM_OK) return loom_status_set(st, s->err, "EstimatorSpec: %s", s->err_msg);
   if (s->mode != LOOM_MODE_PREDICT) {
     if (!s->has_loss)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: missing loss in mode %s", m);

@@ -35,7 +35,10 @@ struct loom_estimator_spec {
   est_export_out *exps;
   int32_t nhooks[4];
   loom_hook **hooks[4];
-  int oom; /* an allocation failed while filling the spec */
+  /* The first failure of a loom_spec_* setter (sticky: spec_validate
+   * reports it with the setter's name; no allocation, so OOM fits too). */
+  loom_code err;
+  char err_msg[256];
 };
 
 struct loom_eval_result {

@@ -739,3 +739,132 @@ Test(estimator, training_steps_do_not_allocate) {
   loom_estimator_free(e);
   tu_rmtree(dir);
 }
+
+/* ---- EstimatorSpec setters: return codes and the sticky spec error ---- */
+typedef struct setter_probe {
+  int which;            /* 0: bad arguments; 1: out of memory in add_prediction */
+  loom_code rc[12];
+  int destroyed;        /* hooks destroyed */
+} setter_probe;
+
+static void probe_destroy(void *self) { ++*(int *)self; }
+static const loom_hook_ops probe_hook_ops = {NULL, NULL, NULL, NULL, NULL, probe_destroy};
+
+static void *fail_malloc(size_t n, void *u) {
+  (void)n;
+  (void)u;
+  return NULL;
+}
+static void *fail_realloc(void *p, size_t n, void *u) {
+  (void)p;
+  (void)n;
+  (void)u;
+  return NULL;
+}
+static void libc_free(void *p, void *u) {
+  (void)u;
+  free(p);
+}
+
+static loom_code bad_setters_fn(loom_graph *g, const loom_features *f, loom_output labels, loom_mode mode,
+                                const loom_params *params, const loom_run_config *cfg, loom_estimator_spec *spec,
+                                void *user, loom_status *st) {
+  setter_probe *p = user;
+  loom_code rc = model_fn(g, f, labels, mode, params, cfg, spec, NULL, st); /* a valid spec first */
+  if (rc != LOOM_OK) return rc;
+  loom_output x = loom_features_get(f, "x");
+  loom_output none = {NULL, 0};
+  if (p->which == 1) {
+    static const loom_allocator failing = {fail_malloc, fail_realloc, libc_free, NULL};
+    loom_set_allocator(&failing);
+    p->rc[0] = loom_spec_add_prediction(spec, "x_again", x);
+    loom_set_allocator(NULL);
+    p->rc[1] = loom_spec_add_prediction(spec, "x_after", x); /* memory is back: this one works */
+    return LOOM_OK;
+  }
+  p->rc[0] = loom_spec_add_prediction(spec, "predictions", x); /* duplicate key: the first failure */
+  p->rc[1] = loom_spec_add_prediction(spec, NULL, x);
+  p->rc[2] = loom_spec_add_prediction(spec, "nothing", none);
+  p->rc[3] = loom_spec_add_eval_metric(spec, "global_step", loom_metrics_mean(g, x, none, NULL));
+  p->rc[4] = loom_spec_add_eval_metric(spec, "mae", loom_metrics_mean(g, x, none, NULL)); /* duplicate */
+  loom_metric empty;
+  memset(&empty, 0, sizeof empty);
+  p->rc[5] = loom_spec_add_eval_metric(spec, "empty", empty);
+  p->rc[6] = loom_spec_set_loss(spec, none);
+  p->rc[7] = loom_spec_set_train_op(spec, NULL);
+  p->rc[8] = loom_spec_add_hook(spec, (loom_hook_slot)7, loom_hook_new(&probe_hook_ops, &p->destroyed, "bad_slot"));
+  p->rc[9] = loom_spec_add_hook(spec, LOOM_HOOKS_TRAINING, NULL);
+  const char *key = "out";
+  p->rc[10] = loom_spec_add_export_output(spec, "serving_default", LOOM_EXPORT_PREDICT, 0, &key, &x);
+  p->rc[11] = loom_spec_add_export_output(spec, "serving_default", LOOM_EXPORT_PREDICT, 1, &key, &x); /* valid */
+  return LOOM_OK;
+}
+
+Test(estimator, spec_setters_null_spec) {
+  loom_output none = {NULL, 0};
+  loom_metric m;
+  memset(&m, 0, sizeof m);
+  const char *key = "k";
+  cr_assert_eq(loom_spec_set_loss(NULL, none), LOOM_INVALID_ARGUMENT);
+  cr_assert_eq(loom_spec_set_train_op(NULL, NULL), LOOM_INVALID_ARGUMENT);
+  cr_assert_eq(loom_spec_add_prediction(NULL, "k", none), LOOM_INVALID_ARGUMENT);
+  cr_assert_eq(loom_spec_add_eval_metric(NULL, "k", m), LOOM_INVALID_ARGUMENT);
+  cr_assert_eq(loom_spec_add_export_output(NULL, NULL, LOOM_EXPORT_PREDICT, 1, &key, &none), LOOM_INVALID_ARGUMENT);
+  /* the hook is taken over even when the call fails */
+  int destroyed = 0;
+  cr_assert_eq(loom_spec_add_hook(NULL, LOOM_HOOKS_TRAINING, loom_hook_new(&probe_hook_ops, &destroyed, "h")),
+               LOOM_INVALID_ARGUMENT);
+  cr_assert_eq(destroyed, 1);
+}
+
+Test(estimator, spec_setters_report_bad_arguments_and_validation_names_the_setter) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
+  loom_run_config c = quiet_config();
+  setter_probe p;
+  memset(&p, 0, sizeof p);
+  loom_status *st = loom_status_new();
+  loom_estimator *e = loom_estimator_new(bad_setters_fn, &p, dir, &c, NULL, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  data_opts d = {4, 0, 0, 0};
+  loom_train_options o = loom_train_options_default();
+  o.steps = 1;
+  loom_code rc = loom_estimator_train(e, input_fn, &d, &o, st);
+  for (int i = 0; i < 11; i++) cr_expect_eq(p.rc[i], LOOM_INVALID_ARGUMENT, "setter call %d returned %d", i, p.rc[i]);
+  cr_expect_eq(p.rc[11], LOOM_OK);
+  cr_expect_eq(p.destroyed, 1, "the hook given with a bad slot was freed");
+  cr_assert_eq(rc, LOOM_INVALID_ARGUMENT, "%s", loom_status_message(st));
+  cr_expect_str_eq(loom_status_message(st),
+                   "EstimatorSpec: loom_spec_add_prediction: duplicate prediction key 'predictions'");
+  loom_tensor *t = NULL; /* no step ran: no checkpoint was written */
+  cr_expect_eq(loom_estimator_get_variable_value(e, "global_step", &t, NULL), LOOM_FAILED_PRECONDITION);
+  loom_status_free(st);
+  loom_estimator_free(e);
+  tu_rmtree(dir);
+}
+
+Test(estimator, spec_setter_out_of_memory_is_reported_at_validation) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
+  loom_run_config c = quiet_config();
+  setter_probe p;
+  memset(&p, 0, sizeof p);
+  p.which = 1;
+  loom_status *st = loom_status_new();
+  loom_estimator *e = loom_estimator_new(bad_setters_fn, &p, dir, &c, NULL, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  data_opts d = {4, 0, 0, 0};
+  loom_train_options o = loom_train_options_default();
+  o.steps = 1;
+  loom_code rc = loom_estimator_train(e, input_fn, &d, &o, st);
+  cr_expect_eq(p.rc[0], LOOM_RESOURCE_EXHAUSTED);
+  cr_expect_eq(p.rc[1], LOOM_OK);
+  cr_assert_eq(rc, LOOM_RESOURCE_EXHAUSTED, "%s", loom_status_message(st));
+  cr_expect_str_eq(loom_status_message(st),
+                   "EstimatorSpec: loom_spec_add_prediction: out of memory adding 'x_again'");
+  loom_status_free(st);
+  loom_estimator_free(e);
+  tu_rmtree(dir);
+}

@@ -5,6 +5,28 @@
  *    `loom_status *st` that may be NULL; when non-NULL it receives the message.
  *  - Constructors return NULL on failure (the status says why).
  *  - Every *_free accepts NULL.
+ *
+ * Failure rule (which calls report what, and where):
+ *  1. A public call that allocates or can fail returns loom_code, or a
+ *     pointer that is NULL on failure (constructors, with the status
+ *     saying why). Only calls that can neither allocate nor fail (frees,
+ *     getters, request_stop, loom_log_set, ...) return void.
+ *  2. Setters that fill an object under construction (the EstimatorSpec's
+ *     loom_spec_set_* / loom_spec_add_*) return loom_code AND record their
+ *     first failure in that object ("sticky"); the owner reports it where
+ *     it validates the object, prefixed with the setter's name, so a
+ *     caller that ignores the return codes still gets a precise error.
+ *  3. The exception: graph builders (every call that adds nodes, scopes,
+ *     control dependencies or collection entries to a loom_graph) record
+ *     the first error in the graph and return a harmless placeholder (or
+ *     void), so model code reads as straight-line code; loom_graph_status
+ *     reports the error with the node's name, and the estimator and
+ *     sessions check it before using the graph (loom_graph.h).
+ *
+ * Ownership rule: every public function that returns a pointer says in
+ * its own comment who owns the result and how long it stays valid:
+ * "caller frees with loom_x_free", "owned by <object>; valid until
+ * <event>", or "static string".
  *  - Headers include only <stddef.h> and <stdint.h> and compile as C and C++.
  */
 #ifndef LOOM_BASE_H
@@ -48,16 +70,19 @@ typedef enum loom_code {
   LOOM_CODE_COUNT
 } loom_code;
 
-/* "INVALID_ARGUMENT" etc.; "UNKNOWN_CODE" for values out of range. */
+/* "INVALID_ARGUMENT" etc.; "UNKNOWN_CODE" for values out of range. Static string. */
 LOOM_API const char *loom_code_name(loom_code code);
+/* "MAJOR.MINOR.PATCH". Static string. */
 LOOM_API const char *loom_version(void);
 
-/* A status carries a code and a message. Caller frees with loom_status_free. */
+/* A status carries a code and a message. */
 typedef struct loom_status loom_status;
+/* A new OK status (NULL when out of memory); caller frees with loom_status_free. */
 LOOM_API loom_status *loom_status_new(void);
 LOOM_API void loom_status_free(loom_status *st);
 LOOM_API loom_code loom_status_code(const loom_status *st);
-/* Borrowed; valid until the status is next set or freed. "" when OK. */
+/* Owned by st; valid until st is next set or freed (loom_status_clear
+ * empties it in place). "" when OK or st is NULL (then static). */
 LOOM_API const char *loom_status_message(const loom_status *st);
 /* Sets code and printf-style message; st may be NULL. Returns code. */
 LOOM_API loom_code loom_status_set(loom_status *st, loom_code code, const char *fmt, ...)

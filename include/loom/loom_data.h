@@ -7,8 +7,11 @@
  * (component shapes without a batch dimension); loom_dataset_batch stacks
  * them (dims [-1, ...] in the spec, or [batch, ...] with drop_remainder).
  *
- * Transformations take ownership of their input dataset (also on failure:
- * they free it and return NULL). Iteration: loom_dataset_next returns
+ * Ownership: every function below that returns a loom_dataset * returns a
+ * new dataset (NULL on failure) that the caller frees with loom_dataset_free
+ * (or hands to a transformation, or returns from an input_fn: the estimator
+ * frees it). Transformations take ownership of their input dataset (also on
+ * failure: they free it and return NULL). Iteration: loom_dataset_next returns
  * LOOM_OUT_OF_RANGE at the end of data (TF's OutOfRangeError);
  * loom_dataset_reset starts a new pass (a shuffle reshuffles each pass
  * unless told otherwise). A malformed record is an error naming the file
@@ -29,6 +32,8 @@ typedef struct loom_dataset loom_dataset;
 
 /* ---- element spec ---- */
 LOOM_API int loom_dataset_num_components(const loom_dataset *ds);
+/* Owned by ds; valid until ds is freed (also when a transformation that took
+ * ds over is freed). NULL when i is out of range. */
 LOOM_API const char *loom_dataset_component_name(const loom_dataset *ds, int i);
 LOOM_API loom_dtype loom_dataset_component_dtype(const loom_dataset *ds, int i);
 /* Writes up to LOOM_MAX_DIMS dims (-1 = varies, e.g. the batch dim of a
@@ -54,7 +59,7 @@ LOOM_API void loom_dataset_free(loom_dataset *ds);
 
 /* ---- sources ---- */
 /* Slices n arrays along dim 0 (all must share dim 0; copied, so the caller
- * keeps its tensors). label_name names the label component (NULL = none;
+ * keeps its tensors). Caller frees the result with loom_dataset_free. label_name names the label component (NULL = none;
  * it must be one of names). Like Dataset.from_tensor_slices. */
 LOOM_API loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
                                                  const char *label_name, loom_status *st);
@@ -71,6 +76,7 @@ typedef struct loom_idx_options {
   int64_t limit;
 } loom_idx_options;
 LOOM_API loom_idx_options loom_idx_options_default(void); /* flatten 1, scale 1, limit 0 */
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_idx(const char *images_path, const char *labels_path,
                                         const loom_idx_options *opt, loom_status *st);
 
@@ -89,6 +95,7 @@ typedef struct loom_csv_options {
   const loom_csv_column *columns;
   const char *label_name; /* one of the selected columns, or NULL */
 } loom_csv_options;
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_csv_options *opt,
                                         loom_status *st);
 
@@ -161,11 +168,14 @@ typedef struct loom_feature_spec {
   int64_t size;              /* SPARSE: the dense length (> 0) */
   int32_t already_sorted;    /* SPARSE: accepted (TF's flag); no effect on the dense result */
 } loom_feature_spec;
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int nspec,
                                              const loom_feature_spec *spec, const char *label_name,
                                              loom_status *st);
 /* Writes one serialized tf.Example per call (for tests and tools). */
 typedef struct loom_tfrecord_writer loom_tfrecord_writer;
+/* A new writer (NULL on failure); caller frees it with
+ * loom_tfrecord_writer_close. */
 LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new(const char *path, loom_status *st);
 LOOM_API loom_code loom_tfrecord_writer_write(loom_tfrecord_writer *w, const void *record, size_t n, loom_status *st);
 /* Serializes a tf.Example with n features (each tensor flattened into its
@@ -180,24 +190,30 @@ LOOM_API loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_stat
  * tensor) or modified; it must keep the spec's dtypes and ranks. Non-OK
  * ends iteration with that status. */
 typedef loom_code (*loom_map_fn)(void *user, int n, loom_tensor **values, loom_status *st);
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *user, loom_status *st);
 /* Fills a buffer of buffer_size (>= 1) elements and draws uniformly from it
  * (Philox with seed); reshuffle_each_iteration: a reset draws a new order
  * (a function of seed and the pass number), else every pass repeats the
  * first pass's order. */
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_shuffle(loom_dataset *in, int64_t buffer_size, uint64_t seed,
                                             int reshuffle_each_iteration, loom_status *st);
 /* Stacks batch_size consecutive elements; the last smaller batch is kept
  * unless drop_remainder. */
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_batch(loom_dataset *in, int64_t batch_size, int drop_remainder, loom_status *st);
 /* count passes (count < 0: forever); resets the input between passes. A
  * pass that yields nothing ends the repetition (no endless loop). */
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_repeat(loom_dataset *in, int64_t count, loom_status *st);
 /* Produces up to buffer_size elements ahead on a background thread
  * (buffer_size >= 1, or -1 = AUTOTUNE, taken as 2). The thread starts at the
  * first next; reset and free stop and join it (also mid-stream). */
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_prefetch(loom_dataset *in, int64_t buffer_size, loom_status *st);
 /* The first count elements (count < 0: all). */
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_status *st);
 
 /* numpy_input_fn: from_tensors + (shuffle with buffer = n when shuffle,
@@ -205,6 +221,7 @@ LOOM_API loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_s
  * (may be NULL) becomes the label component "label" (so no feature may be
  * called "label"); batches cross epoch boundaries as in TF (10 examples,
  * batch 4, 2 epochs: five batches of 4). */
+/* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_numpy_input(int n, const char *const *names, const loom_tensor *const *arrays,
                                         const loom_tensor *labels, int64_t batch_size, int64_t num_epochs,
                                         int shuffle, uint64_t seed, loom_status *st);

@@ -37,12 +37,14 @@
 extern "C" {
 #endif
 
-/* ModeKeys: "train", "eval", "infer". */
+/* ModeKeys: "train", "eval", "infer" (static strings; NULL for an unknown mode). */
 typedef enum loom_mode { LOOM_MODE_TRAIN = 0, LOOM_MODE_EVAL = 1, LOOM_MODE_PREDICT = 2 } loom_mode;
 LOOM_API const char *loom_mode_key(loom_mode mode);
 
 /* ---- params (string key/value, copied by the estimator) ---- */
 typedef struct loom_params loom_params;
+/* new and copy return a new object (NULL when out of memory); caller frees
+ * with loom_params_free. */
 LOOM_API loom_params *loom_params_new(void);
 LOOM_API void loom_params_free(loom_params *p);
 LOOM_API loom_params *loom_params_copy(const loom_params *p);
@@ -50,7 +52,8 @@ LOOM_API loom_params *loom_params_copy(const loom_params *p);
 LOOM_API loom_code loom_params_set(loom_params *p, const char *key, const char *value, loom_status *st);
 LOOM_API loom_code loom_params_set_double(loom_params *p, const char *key, double value, loom_status *st);
 LOOM_API loom_code loom_params_set_int(loom_params *p, const char *key, int64_t value, loom_status *st);
-/* NULL when absent (p may be NULL). */
+/* NULL when absent (p may be NULL). Owned by p; valid until key is set
+ * again or p is freed. */
 LOOM_API const char *loom_params_get(const loom_params *p, const char *key);
 /* dflt when absent or not a number. */
 LOOM_API double loom_params_get_double(const loom_params *p, const char *key, double dflt);
@@ -81,10 +84,13 @@ LOOM_API loom_run_config loom_run_config_default(void);
 
 /* ---- features (name -> graph output) ---- */
 typedef struct loom_features loom_features;
+/* A new, empty map (NULL when out of memory); caller frees with
+ * loom_features_free (the estimator frees the ones it hands to model_fn). */
 LOOM_API loom_features *loom_features_new(void);
 LOOM_API void loom_features_free(loom_features *f);
 LOOM_API loom_code loom_features_add(loom_features *f, const char *name, loom_output value, loom_status *st);
 LOOM_API int loom_features_count(const loom_features *f);
+/* Owned by f; valid until loom_features_free. NULL when i is out of range. */
 LOOM_API const char *loom_features_name(const loom_features *f, int i);
 LOOM_API loom_output loom_features_at(const loom_features *f, int i);
 /* {NULL, 0} when absent. */
@@ -104,18 +110,35 @@ typedef enum loom_hook_slot {
   LOOM_HOOKS_PREDICTION = 3
 } loom_hook_slot;
 LOOM_API loom_mode loom_spec_mode(const loom_estimator_spec *s);
-LOOM_API void loom_spec_set_loss(loom_estimator_spec *s, loom_output loss);
-LOOM_API void loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op);
-/* predictions dict entry (a single tensor: use key "predictions"). */
-LOOM_API void loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value);
-/* eval_metric_ops entry; "loss" and "global_step" are reserved. */
-LOOM_API void loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric);
-/* export_outputs entry. With none, export writes {"serving_default":
- * predict(all predictions)}; with several, one must be "serving_default". */
-LOOM_API void loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind, int n,
-                                          const char *const *keys, const loom_output *outputs);
-/* Adds a hook; the spec takes ownership (freed after the call that built it). */
-LOOM_API void loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook);
+/* The setters follow loom_base.h's setter rule: each returns LOOM_OK or the
+ * failure's code and also records the first failure in the spec, which the
+ * estimator reports (INVALID_ARGUMENT or RESOURCE_EXHAUSTED, "EstimatorSpec:
+ * loom_spec_add_prediction: duplicate prediction key 'p'") when it
+ * validates the spec after model_fn returns. A NULL spec is
+ * INVALID_ARGUMENT (nothing to record). A rejected entry is not added. */
+/* loss: a float scalar (or shape [1]); loss.node NULL is INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_set_loss(loom_estimator_spec *s, loom_output loss);
+/* train_op NULL is INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_set_train_op(loom_estimator_spec *s, loom_node *train_op);
+/* predictions dict entry (a single tensor: use key "predictions"). key is
+ * copied. A NULL or empty key, a value without a node and a key added
+ * before are INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_prediction(loom_estimator_spec *s, const char *key, loom_output value);
+/* eval_metric_ops entry; name is copied. "loss" and "global_step" are
+ * reserved; a NULL or empty name, a metric without value or update op and
+ * a name added before are INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric);
+/* export_outputs entry (name NULL = "serving_default"; name and keys are
+ * copied; keys NULL = "output" each). With none, export writes
+ * {"serving_default": predict(all predictions)}; with several, one must be
+ * "serving_default". n < 1, outputs NULL or without a node, an unknown
+ * kind, a NULL or empty key and a name added before are INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind,
+                                               int n, const char *const *keys, const loom_output *outputs);
+/* Adds a hook; the spec takes ownership (freed after the call that built
+ * it), also when the call fails (then the hook is freed at once). A NULL
+ * hook or an unknown slot is INVALID_ARGUMENT. */
+LOOM_API loom_code loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook);
 
 /* ---- model_fn / input_fn ---- */
 typedef loom_code (*loom_model_fn)(loom_graph *g, const loom_features *features, loom_output labels, loom_mode mode,
@@ -135,11 +158,15 @@ typedef struct loom_estimator loom_estimator;
  * dir (with a warning). Both set and different: INVALID_ARGUMENT.
  * warm_start_from: a checkpoint file, a model directory or an export
  * directory; applied (to all trainable variables present there with the
- * same shape) only when model_dir has no checkpoint. */
+ * same shape) only when model_dir has no checkpoint. Returns a new
+ * estimator (NULL on failure); caller frees with loom_estimator_free. params
+ * and config are copied. */
 LOOM_API loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const char *model_dir,
                                             const loom_run_config *config, const loom_params *params,
                                             const char *warm_start_from, loom_status *st);
 LOOM_API void loom_estimator_free(loom_estimator *e);
+/* The model directory, the resolved RunConfig and the params copy: owned by
+ * e; valid until loom_estimator_free (NULL for e NULL). */
 LOOM_API const char *loom_estimator_model_dir(const loom_estimator *e);
 LOOM_API const loom_run_config *loom_estimator_config(const loom_estimator *e);
 LOOM_API const loom_params *loom_estimator_params(const loom_estimator *e);
@@ -163,7 +190,9 @@ LOOM_API loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_f
 
 typedef struct loom_eval_result loom_eval_result;
 LOOM_API int loom_eval_result_count(const loom_eval_result *r);
-LOOM_API const char *loom_eval_result_key(const loom_eval_result *r, int i); /* sorted, incl. "loss", "global_step" */
+/* Sorted, incl. "loss", "global_step". Owned by r; valid until
+ * loom_eval_result_free (NULL when i is out of range). */
+LOOM_API const char *loom_eval_result_key(const loom_eval_result *r, int i);
 LOOM_API double loom_eval_result_value(const loom_eval_result *r, int i);
 /* NOT_FOUND when absent. */
 LOOM_API loom_code loom_eval_result_get(const loom_eval_result *r, const char *key, double *value, loom_status *st);
@@ -181,6 +210,7 @@ typedef struct loom_eval_options {
 LOOM_API loom_eval_options loom_eval_options_default(void);
 LOOM_API loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                            const loom_eval_options *opt, loom_eval_result **out, loom_status *st);
+/* (*out: a new result; caller frees with loom_eval_result_free.) */
 
 typedef struct loom_predict_options {
   uint32_t struct_size;
@@ -193,15 +223,22 @@ typedef struct loom_predict_options {
 } loom_predict_options;
 LOOM_API loom_predict_options loom_predict_options_default(void);
 typedef struct loom_prediction_iter loom_prediction_iter;
+/* A new iterator (NULL on failure); caller frees with
+ * loom_prediction_iter_free. It holds its own reference to the resident
+ * predict graph and session, so it may be freed after e. */
 LOOM_API loom_prediction_iter *loom_estimator_predict(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                                       const loom_predict_options *opt, loom_status *st);
 /* Advances to the next example (or batch); OUT_OF_RANGE at the end. */
 LOOM_API loom_code loom_prediction_next(loom_prediction_iter *it, loom_status *st);
 LOOM_API int loom_prediction_count(const loom_prediction_iter *it);
+/* Owned by it; valid until loom_prediction_iter_free (NULL when i is out of range). */
 LOOM_API const char *loom_prediction_key(const loom_prediction_iter *it, int i);
-/* The current value of prediction i (borrowed until the next call). */
+/* The current value of prediction i: owned by it; valid until the next
+ * loom_prediction_next or loom_prediction_iter_free. NULL before the first
+ * successful next or when i is out of range. */
 LOOM_API const loom_tensor *loom_prediction_value(const loom_prediction_iter *it, int i);
-/* The value for key, NULL when absent. */
+/* The value for key, NULL when absent; owned and valid like
+ * loom_prediction_value. */
 LOOM_API const loom_tensor *loom_prediction_get(const loom_prediction_iter *it, const char *key);
 LOOM_API void loom_prediction_iter_free(loom_prediction_iter *it);
 
@@ -219,27 +256,34 @@ LOOM_API loom_code loom_estimator_get_variable_names(const loom_estimator *e, lo
                                                      void *user, loom_status *st);
 LOOM_API loom_code loom_estimator_get_variable_value(const loom_estimator *e, const char *name, loom_tensor **out,
                                                      loom_status *st);
-/* model_dir/eval or model_dir/eval_<name>, into buf. */
+/* model_dir/eval or model_dir/eval_<name>, into buf; returns buf (the
+ * caller's memory), NULL when e or buf is NULL or cap is 0. */
 LOOM_API const char *loom_estimator_eval_dir(const loom_estimator *e, const char *name, char *buf, size_t cap);
 
 /* ---- in-process evaluation and early stopping ---- */
 /* Evaluates the training session's current variables every every_n_iter
  * steps (and at the end) on input_fn, without checkpoints: the eval graph is
  * built once; variables are copied in memory. Results are written to the
- * eval dir like evaluate's. */
+ * eval dir like evaluate's. Returns a new hook (NULL on failure); caller
+ * frees with loom_hook_free, or hands it over (loom_spec_add_hook); e must
+ * outlive it. */
 LOOM_API loom_hook *loom_in_memory_evaluator_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                                   int64_t steps, const char *name, int64_t every_n_iter,
                                                   loom_status *st);
-/* The latest in-memory evaluation of such a hook (NULL before the first). */
+/* The latest in-memory evaluation of such a hook (NULL before the first).
+ * Owned by the hook; valid until loom_hook_free (later evaluations do not
+ * replace it). */
 LOOM_API const loom_eval_result *loom_in_memory_evaluator_last(const loom_hook *h);
 /* Early stopping: evaluates in process every run_every_steps and stops
- * training when should_stop(result history) says so. */
+ * training when should_stop(result history) says so. Returns a new hook;
+ * ownership as loom_in_memory_evaluator_hook. */
 typedef int (*loom_early_stop_fn)(void *user, int n, const loom_eval_result *const *history);
 LOOM_API loom_hook *loom_early_stopping_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                              int64_t eval_steps, loom_early_stop_fn should_stop, void *user,
                                              int64_t run_every_steps, loom_status *st);
 /* tf.estimator.experimental.stop_if_*: metric compared on in-process
- * evaluations after min_steps. */
+ * evaluations after min_steps. Returns a new hook; ownership as
+ * loom_in_memory_evaluator_hook. */
 typedef enum loom_early_stop_kind {
   LOOM_STOP_IF_HIGHER = 0,      /* metric > threshold */
   LOOM_STOP_IF_LOWER = 1,       /* metric < threshold */

@@ -65,13 +65,16 @@ typedef struct loom_predictor_options {
   const char *signature;   /* default signature; NULL = "serving_default" */
 } loom_predictor_options;
 LOOM_API loom_predictor_options loom_predictor_options_default(void);
-/* Loads an export directory once: graph, signatures, variable values. */
+/* Loads an export directory once: graph, signatures, variable values.
+ * Returns a new predictor (NULL on failure); caller frees with
+ * loom_predictor_free. */
 LOOM_API loom_predictor *loom_predictor_load(const char *export_dir, const loom_predictor_options *opts,
                                              loom_status *st);
 LOOM_API void loom_predictor_free(loom_predictor *p);
 /* Signature introspection (signature NULL = the default; -1 / NULL for an
  * unknown signature or index). When opts->signature is NULL and the export
- * has no "serving_default", NULL names no signature (NOT_FOUND on run). */
+ * has no "serving_default", NULL names no signature (NOT_FOUND on run).
+ * The key strings are owned by p; valid until loom_predictor_free. */
 LOOM_API int loom_predictor_num_inputs(const loom_predictor *p, const char *signature);
 LOOM_API const char *loom_predictor_input_key(const loom_predictor *p, const char *signature, int i);
 LOOM_API int loom_predictor_num_outputs(const loom_predictor *p, const char *signature);

@@ -29,6 +29,7 @@ typedef struct loom_output {
   int32_t index;
 } loom_output;
 
+/* An empty graph; NULL when out of memory. Caller frees with loom_graph_free. */
 LOOM_API loom_graph *loom_graph_new(void);
 /* Frees the graph and every node. Sessions created on it must be freed first. */
 LOOM_API void loom_graph_free(loom_graph *g);
@@ -48,7 +49,9 @@ LOOM_API loom_code loom_graph_set_error(loom_graph *g, loom_code code, const cha
 LOOM_API void loom_graph_push_scope(loom_graph *g, const char *name);
 LOOM_API void loom_graph_push_scope_reuse(loom_graph *g, const char *name);
 LOOM_API void loom_graph_pop_scope(loom_graph *g);
-/* Current full scope prefix ("" at top level, else "a/b"). Borrowed. */
+/* Current full scope prefix ("" at top level, else "a/b"). Owned by g;
+ * valid until the next push or pop of a name scope or loom_graph_free (""
+ * is a static string). */
 LOOM_API const char *loom_graph_scope(const loom_graph *g);
 
 /* Control dependencies: every node built while a control scope is pushed gets
@@ -57,15 +60,18 @@ LOOM_API void loom_graph_push_control_deps(loom_graph *g, int n, loom_node *cons
 LOOM_API void loom_graph_pop_control_deps(loom_graph *g);
 
 LOOM_API int loom_graph_num_nodes(const loom_graph *g);
-/* Nodes in creation order (which is a topological order). */
+/* Nodes in creation order (which is a topological order); NULL when i is out
+ * of range. Nodes are owned by g; valid until loom_graph_free. */
 LOOM_API loom_node *loom_graph_node_at(const loom_graph *g, int i);
-/* Full name lookup; NULL when absent. */
+/* Full name lookup; NULL when absent. Owned by g; valid until loom_graph_free. */
 LOOM_API loom_node *loom_graph_find(const loom_graph *g, const char *name);
 /* "name" or "name:1" -> output; {NULL,0} when absent. */
 LOOM_API loom_output loom_graph_find_output(const loom_graph *g, const char *name);
 
+/* Owned by n's graph; valid until loom_graph_free ("" for n NULL: static). */
 LOOM_API const char *loom_node_name(const loom_node *n);
-/* The op's TF-style name, e.g. "MatMul". */
+/* The op's TF-style name, e.g. "MatMul". Static string (the op registry's;
+ * "" for n NULL). */
 LOOM_API const char *loom_node_op_name(const loom_node *n);
 LOOM_API int loom_node_num_inputs(const loom_node *n);
 LOOM_API loom_output loom_node_input(const loom_node *n, int i);
@@ -99,7 +105,9 @@ LOOM_API loom_output loom_const_i64(loom_graph *g, int64_t v, const char *name);
 /* A constant of numel(dims) elements of dt copied from data. */
 LOOM_API loom_output loom_const_data(loom_graph *g, loom_dtype dt, int ndim, const int64_t *dims, const void *data,
                                      const char *name);
-/* A node that does nothing but depends (control) on deps; use it as a run target. */
+/* A node that does nothing but depends (control) on deps; use it as a run
+ * target. Owned by g; valid until loom_graph_free (sticky rule: a failed
+ * build records the error in g and may return NULL). */
 LOOM_API loom_node *loom_group(loom_graph *g, int n, loom_node *const *deps, const char *name);
 LOOM_API loom_output loom_identity(loom_graph *g, loom_output x, const char *name);
 

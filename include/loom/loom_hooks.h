@@ -20,6 +20,10 @@
  *
  * Ownership: loom_hook objects passed to a monitored session or to
  * loom_estimator_* calls are borrowed; the caller frees them.
+ * loom_spec_add_hook (loom_estimator.h) is the exception: the spec takes
+ * the hook over. Every hook constructor below returns a new hook (NULL on
+ * failure) that the caller frees with loom_hook_free (or hands to
+ * loom_spec_add_hook).
  */
 #ifndef LOOM_HOOKS_H
 #define LOOM_HOOKS_H
@@ -59,18 +63,25 @@ typedef struct loom_hook_ops {
   void (*destroy)(void *self); /* frees self (may be NULL) */
 } loom_hook_ops;
 
-/* Wraps a user hook. Every op may be NULL (no-op). name is for logs. */
+/* Wraps a user hook. Every op may be NULL (no-op). name is for logs (copied).
+ * Returns a new hook (NULL when out of memory; ops->destroy is then not
+ * called, self stays the caller's); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_hook_new(const loom_hook_ops *ops, void *self, const char *name);
 /* Calls ops->destroy(self). Accepts NULL. */
 LOOM_API void loom_hook_free(loom_hook *h);
+/* Owned by h; valid until loom_hook_free ("" for h NULL: static). */
 LOOM_API const char *loom_hook_name(const loom_hook *h);
+/* The self given to loom_hook_new (the hook's; freed by ops->destroy). */
 LOOM_API void *loom_hook_self(const loom_hook *h);
 
 /* Run context (SessionRunContext). */
+/* The monitored session's session: owned by it; valid until
+ * loom_monitored_session_close. */
 LOOM_API loom_session *loom_hook_context_session(loom_hook_context *ctx);
 LOOM_API void loom_hook_context_request_stop(loom_hook_context *ctx);
 LOOM_API int loom_hook_context_stop_requested(const loom_hook_context *ctx);
-/* The caller's own fetches of this run (original_args). */
+/* The caller's own fetches of this run (original_args); *fetches is the
+ * caller's array, valid during the run. */
 LOOM_API int loom_hook_context_original_fetches(const loom_hook_context *ctx, const loom_output **fetches);
 
 /* ---- monitored session ---- */
@@ -80,7 +91,9 @@ typedef struct loom_monitored_session loom_monitored_session;
  * initializers. */
 typedef loom_code (*loom_session_init_fn)(loom_session *s, void *user, loom_status *st);
 /* Calls begin on every hook, creates a session on g, runs init_fn, then
- * after_create_session on every hook (in order). */
+ * after_create_session on every hook (in order). Returns a new monitored
+ * session (NULL on failure); loom_monitored_session_close frees it. g and
+ * the hooks are borrowed and must outlive it. */
 LOOM_API loom_monitored_session *loom_monitored_session_new(loom_graph *g, const loom_session_options *opts,
                                                             loom_session_init_fn init_fn, void *init_user,
                                                             int nhooks, loom_hook *const *hooks, loom_status *st);
@@ -97,6 +110,7 @@ LOOM_API loom_code loom_monitored_session_run(loom_monitored_session *ms, const 
                                              int ntargets, loom_status *st);
 LOOM_API int loom_monitored_session_should_stop(const loom_monitored_session *ms);
 LOOM_API void loom_monitored_session_request_stop(loom_monitored_session *ms);
+/* Owned by ms; valid until loom_monitored_session_close. */
 LOOM_API loom_session *loom_monitored_session_session(loom_monitored_session *ms);
 /* Calls end on every hook (unless a run failed) and frees the session.
  * Returns the first hook failure. Accepts NULL. */
@@ -110,6 +124,7 @@ LOOM_API loom_code loom_monitored_session_close(loom_monitored_session *ms, loom
  * in after_create_session (again for each session the hook is used in).
  * Stops when global_step >= last_step; when it already is at session
  * creation, should_stop is true at once and no step runs. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_stop_at_step_hook(int64_t num_steps, int64_t last_step, loom_status *st);
 
 /* LoggingTensorHook: logs "tag = value, ... (x.xxx sec)" at INFO every
@@ -117,6 +132,7 @@ LOOM_API loom_hook *loom_stop_at_step_hook(int64_t num_steps, int64_t last_step,
  * the end when at_end (the values of the last step, fetched every step). Tensors are scalars or small (<= 16 elements shown).
  * When stdout is a terminal and total_steps > 0 it draws a progress bar
  * with steps/s and ETA instead of log lines (set total_steps 0 to never). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_logging_tensor_hook(int n, const char *const *tags, const loom_output *tensors,
                                              int64_t every_n_iter, double every_n_secs, int at_end,
                                              loom_status *st);
@@ -126,12 +142,14 @@ LOOM_API void loom_logging_tensor_hook_set_total_steps(loom_hook *h, int64_t tot
 
 /* StepCounterHook: writes "global_step/sec" (steps since last / seconds)
  * every_n_steps or every_n_secs to writer (borrowed; NULL = log only). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_step_counter_hook(int64_t every_n_steps, double every_n_secs, loom_event_writer *writer,
                                            loom_status *st);
 
 /* NanTensorHook: fetches loss each step; on NaN fails the run with
  * INVALID_ARGUMENT "NaN loss during training." (fail_on_nan_loss) or only
  * requests stop with a warning. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_nan_tensor_hook(loom_output loss, int fail_on_nan_loss, loom_status *st);
 
 /* CheckpointSaverListener. Every op may be NULL. after_save returning 1
@@ -152,6 +170,7 @@ typedef struct loom_checkpoint_listener_ops {
  * writer (borrowed, may be NULL) receives a SessionLog CHECKPOINT event per
  * save (checkpoint_path = the file written). listeners/listener_selves are
  * copied (the listeners borrowed; listener_selves may be NULL). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_checkpoint_saver_hook(const char *dir, double save_secs, int64_t save_steps,
                                                loom_saver *saver, int keep_max, loom_event_writer *writer,
                                                int nlisteners, const loom_checkpoint_listener *const *listeners,
@@ -160,12 +179,15 @@ LOOM_API loom_hook *loom_checkpoint_saver_hook(const char *dir, double save_secs
 /* SummarySaverHook: every save_steps or save_secs (exactly one > 0) fetches
  * all of the graph's summaries (found in begin) and writes them at the
  * current global_step; writes SessionLog START the first time. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_summary_saver_hook(int64_t save_steps, double save_secs, loom_event_writer *writer,
                                             loom_status *st);
 
 /* FinalOpsHook: runs the outputs once in end(); values kept for
- * loom_final_ops_hook_values (borrowed; valid until the hook is freed;
+ * loom_final_ops_hook_values (the array and tensors are owned by the hook;
+ * valid until loom_hook_free;
  * NULL with *n = 0 before end() ran or when h is not a FinalOpsHook). */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_final_ops_hook(int n, const loom_output *final_ops, loom_status *st);
 LOOM_API loom_tensor *const *loom_final_ops_hook_values(const loom_hook *h, int *n);
 
@@ -173,17 +195,20 @@ LOOM_API loom_tensor *const *loom_final_ops_hook_values(const loom_hook *h, int 
  * count; values borrowed until after_run. A negative count means the input
  * is exhausted: the step returns OUT_OF_RANGE (a normal end, see above). */
 typedef int (*loom_feed_fn)(void *user, int cap, loom_output *feeds, loom_tensor **values);
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_feed_fn_hook(loom_feed_fn fn, void *user, loom_status *st);
 
 /* GlobalStepWaiterHook: before_run blocks (polling every 0.5 s, reading
  * the session's global_step) until global_step >= wait_until_step (>= 0;
  * 0 = never waits). Once reached it no longer checks. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_global_step_waiter_hook(int64_t wait_until_step, loom_status *st);
 
 /* ProfilerHook: every save_steps or save_secs (exactly one > 0) traces one
  * step and writes "<output_dir>/timeline-<step>.json" (Chrome trace); the
  * first trace comes save_steps (save_secs) after session creation, as TF's.
  * output_dir is created if needed. */
+/* New hook (NULL on failure); caller frees with loom_hook_free. */
 LOOM_API loom_hook *loom_profiler_hook(int64_t save_steps, double save_secs, const char *output_dir,
                                        loom_status *st);
 

@@ -80,7 +80,9 @@ LOOM_API loom_output loom_regularizer_apply(loom_graph *g, const loom_regularize
                                             const char *name);
 /* tf.group(*tf.get_collection(collection)): a NoOp depending on the node of
  * every output in the collection (e.g. LOOM_UPDATE_OPS, whose entries batch
- * normalization adds), or NULL when the collection is empty. Typical use,
+ * normalization adds), or NULL when the collection is empty (or on a graph
+ * error, sticky rule). The node is owned by g; valid until loom_graph_free.
+ * Typical use,
  * like TF's `with tf.control_dependencies(update_ops): train = minimize()`:
  *   loom_node *u = loom_group_collection(g, LOOM_UPDATE_OPS, "update_ops");
  *   if (u) loom_graph_push_control_deps(g, 1, &u);

@@ -36,9 +36,12 @@ LOOM_API loom_session_options loom_session_options_default(void);
 typedef struct loom_session loom_session;
 
 /* The graph is borrowed and must outlive the session; it may be extended
- * after the session is created. opts may be NULL (defaults). */
+ * after the session is created. opts may be NULL (defaults). Returns a new
+ * session (NULL on failure); caller frees with loom_session_free. */
 LOOM_API loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, loom_status *st);
 LOOM_API void loom_session_free(loom_session *s);
+/* The graph given to loom_session_new: still owned by its creator (the
+ * session only borrows it); NULL for s NULL. */
 LOOM_API loom_graph *loom_session_graph(loom_session *s);
 
 /* Runs the graph.

@@ -30,10 +30,13 @@ typedef struct loom_event_writer loom_event_writer;
  * in the same second) moves to the next second.
  * Buffered: an add_* flushes when >= 2 s passed since the last flush or 32
  * events are pending (so the first event after a quiet spell is on disk at
- * once); flush and free always flush. A writer may be shared by threads. */
+ * once); flush and free always flush. A writer may be shared by threads.
+ * Returns a new writer (NULL on failure); caller frees with
+ * loom_event_writer_free. */
 LOOM_API loom_event_writer *loom_event_writer_new(const char *logdir, const char *filename_suffix, loom_status *st);
 /* Flushes and closes. Accepts NULL. */
 LOOM_API void loom_event_writer_free(loom_event_writer *w);
+/* The file written. Owned by w; valid until loom_event_writer_free (NULL for w NULL). */
 LOOM_API const char *loom_event_writer_path(const loom_event_writer *w);
 LOOM_API loom_code loom_event_writer_flush(loom_event_writer *w, loom_status *st);
 
@@ -111,8 +114,10 @@ typedef struct loom_event {
   const char *checkpoint_path; /* NULL when absent or empty */
 } loom_event;
 typedef struct loom_event_reader loom_event_reader;
+/* A new reader (NULL on failure); caller frees with loom_event_reader_free. */
 LOOM_API loom_event_reader *loom_event_reader_open(const char *path, loom_status *st);
-/* *ev is valid until the next call. OUT_OF_RANGE at the end; DATA_LOSS
+/* *ev (and every pointer in it) is owned by r; valid until the next call
+ * or loom_event_reader_free. OUT_OF_RANGE at the end; DATA_LOSS
  * naming the file and record for a bad CRC, truncation or an undecodable
  * Event. */
 LOOM_API loom_code loom_event_reader_next(loom_event_reader *r, const loom_event **ev, loom_status *st);
@@ -129,8 +134,9 @@ typedef struct loom_trace_event {
 /* Records per-node timings for the session's runs while on (off by
  * default; costs two clock reads per node when on). */
 LOOM_API void loom_session_set_tracing(loom_session *s, int on);
-/* Timings of the most recent traced run (borrowed, valid until the next
- * run), in execution order; *n = 0 when none. A failed run's trace ends
+/* Timings of the most recent traced run (owned by s; valid until the next
+ * run or loom_session_free; the node and op strings live as long as the
+ * graph and the op registry), in execution order; *n = 0 when none. A failed run's trace ends
  * with the step that failed. */
 LOOM_API const loom_trace_event *loom_session_last_trace(const loom_session *s, int *n);
 /* Writes a Chrome trace (JSON "traceEvents", complete "X" events in

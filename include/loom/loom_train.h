@@ -14,7 +14,11 @@
  *
  * Graph builders follow the sticky-error rule of loom_graph.h: on failure the
  * graph records the first error and the call returns a harmless placeholder
- * (a dummy variable, a dummy output, or NULL for loom_node *). */
+ * (a dummy variable, a dummy output, or NULL for loom_node *).
+ *
+ * Ownership: variables (loom_variable *) and nodes (loom_node *) returned
+ * here are owned by their graph and valid until loom_graph_free; the
+ * per-function comments say so and name the exceptions. */
 #ifndef LOOM_TRAIN_H
 #define LOOM_TRAIN_H
 #include "loom_graph.h"
@@ -115,7 +119,8 @@ enum { LOOM_REUSE_NONE = 0, LOOM_REUSE_TRUE = 1, LOOM_REUSE_AUTO = 2 };
  * (TRUE or AUTO stays on). Pop with loom_variable_scope_pop. */
 LOOM_API void loom_variable_scope_push(loom_graph *g, const char *name, int reuse);
 LOOM_API void loom_variable_scope_pop(loom_graph *g);
-/* Full variable-scope prefix ("" at top level). Borrowed. */
+/* Full variable-scope prefix ("" at top level: static). Owned by g; valid
+ * until the next loom_variable_scope_push / pop or loom_graph_free. */
 LOOM_API const char *loom_variable_scope_name(loom_graph *g);
 
 /* tf.get_variable: full name = "<variable scope>/<name>". Without reuse an
@@ -125,54 +130,68 @@ LOOM_API const char *loom_variable_scope_name(loom_graph *g);
  * ..."), and the shape and dtype must match. initializer NULL = default
  * (glorot_uniform for floats, zeros otherwise). The variable is in
  * GLOBAL_VARIABLES, and TRAINABLE_VARIABLES when trainable != 0. dims must be
- * fully known. */
+ * fully known. The variable is owned by g; valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_variable(loom_graph *g, const char *name, loom_dtype dtype, int ndim,
                                           const int64_t *dims, const loom_initializer *initializer, int trainable);
-/* Same with explicit collections (LOOM_COLL_* bits; 0 = GLOBAL). */
+/* Same with explicit collections (LOOM_COLL_* bits; 0 = GLOBAL). Owned by
+ * g; valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_variable_ex(loom_graph *g, const char *name, loom_dtype dtype, int ndim,
                                              const int64_t *dims, const loom_initializer *initializer,
                                              int trainable, uint32_t collections);
 /* tf.Variable(initial_value, name=...): name made unique under the current
- * name scope; shape and dtype from initial_value (fully known shape). */
+ * name scope; shape and dtype from initial_value (fully known shape).
+ * Owned by g; valid until loom_graph_free. */
 LOOM_API loom_variable *loom_variable_new(loom_graph *g, loom_output initial_value, int trainable,
                                           uint32_t collections, const char *name);
-/* A variable of g by full name (NULL when absent). */
+/* A variable of g by full name (NULL when absent); owned by g, valid until
+ * loom_graph_free. */
 LOOM_API loom_variable *loom_graph_variable(loom_graph *g, const char *name);
 
 /* The value to use in the graph (the VariableV2 node's output). */
 LOOM_API loom_output loom_variable_output(const loom_variable *v);
+/* The VariableV2 node and the full name: owned by v's graph; valid until
+ * loom_graph_free ("" for v NULL: static). */
 LOOM_API loom_node *loom_variable_node(const loom_variable *v);
 LOOM_API const char *loom_variable_name(const loom_variable *v);
 LOOM_API loom_dtype loom_variable_dtype(const loom_variable *v);
 /* Copies the dims (capacity LOOM_MAX_DIMS); returns the rank. */
 LOOM_API int loom_variable_dims(const loom_variable *v, int64_t *dims);
 LOOM_API int loom_variable_trainable(const loom_variable *v);
-/* The Assign node that sets the initial value ("<name>/Assign"). */
+/* The Assign node that sets the initial value ("<name>/Assign"); owned by
+ * v's graph; valid until loom_graph_free. */
 LOOM_API loom_node *loom_variable_initializer_node(const loom_variable *v);
 LOOM_API loom_output loom_variable_initial_value(const loom_variable *v);
 
 /* Collections. Variable collections hold loom_variable *; the others hold
- * outputs (nodes are stored as {node, 0}). Returned arrays are borrowed and
- * valid until the collection changes. Unknown collections are empty. */
+ * outputs (nodes are stored as {node, 0}). Returned arrays are owned by g
+ * and valid until that collection changes (an add may move it) or
+ * loom_graph_free; the variables in them live until loom_graph_free.
+ * Unknown collections are empty (NULL, *n = 0). */
 LOOM_API void loom_add_variable_to_collection(loom_graph *g, const char *collection, loom_variable *v);
+/* Owned by g; valid until this collection changes or loom_graph_free. */
 LOOM_API loom_variable *const *loom_get_variable_collection(loom_graph *g, const char *collection, int *n);
 LOOM_API void loom_add_to_collection(loom_graph *g, const char *collection, loom_output value);
 LOOM_API void loom_add_node_to_collection(loom_graph *g, const char *collection, loom_node *node);
+/* Owned by g; valid until this collection changes or loom_graph_free. */
 LOOM_API const loom_output *loom_get_collection(loom_graph *g, const char *collection, int *n);
+/* The GLOBAL / TRAINABLE / LOCAL variable collections: owned by g; valid
+ * until that collection changes or loom_graph_free. */
 LOOM_API loom_variable *const *loom_global_variables(loom_graph *g, int *n);
 LOOM_API loom_variable *const *loom_trainable_variables(loom_graph *g, int *n);
 LOOM_API loom_variable *const *loom_local_variables(loom_graph *g, int *n);
 
 /* A NoOp node (run it as a target) depending on the initializers of the
- * listed variables / of all GLOBAL_VARIABLES / of all LOCAL_VARIABLES. */
+ * listed variables / of all GLOBAL_VARIABLES / of all LOCAL_VARIABLES.
+ * Owned by g; valid until loom_graph_free. */
 LOOM_API loom_node *loom_variables_initializer(loom_graph *g, int n, loom_variable *const *vars, const char *name);
 LOOM_API loom_node *loom_global_variables_initializer(loom_graph *g);
 LOOM_API loom_node *loom_local_variables_initializer(loom_graph *g);
 
 /* tf.train.get_or_create_global_step: int64 scalar "global_step", zero
- * initialised, not trainable, in GLOBAL_VARIABLES and GLOBAL_STEP. */
+ * initialised, not trainable, in GLOBAL_VARIABLES and GLOBAL_STEP. Owned
+ * by g; valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_or_create_global_step(loom_graph *g);
-/* The existing global step or NULL. */
+/* The existing global step or NULL; owned by g, valid until loom_graph_free. */
 LOOM_API loom_variable *loom_get_global_step(loom_graph *g);
 
 /* Session side: a copy of the variable's current value. *out must be NULL
@@ -296,8 +315,9 @@ LOOM_API loom_ftrl_options loom_ftrl_options_default(void);
 LOOM_API loom_rmsprop_options loom_rmsprop_options_default(void);
 LOOM_API loom_adadelta_options loom_adadelta_options_default(void);
 
-/* Each returns NULL only when out of memory. Free with loom_optimizer_free
- * (after the graph's last apply; the graph keeps what was built). */
+/* Each returns a new optimizer, NULL only when out of memory. Caller frees
+ * with loom_optimizer_free (after the graph's last apply; the graph keeps
+ * what was built). */
 LOOM_API loom_optimizer *loom_optimizer_sgd(loom_output learning_rate);
 LOOM_API loom_optimizer *loom_optimizer_momentum(loom_output learning_rate, const loom_momentum_options *o);
 LOOM_API loom_optimizer *loom_optimizer_adagrad(loom_output learning_rate, const loom_adagrad_options *o);
@@ -306,10 +326,12 @@ LOOM_API loom_optimizer *loom_optimizer_ftrl(loom_output learning_rate, const lo
 LOOM_API loom_optimizer *loom_optimizer_rmsprop(loom_output learning_rate, const loom_rmsprop_options *o);
 LOOM_API loom_optimizer *loom_optimizer_adadelta(loom_output learning_rate, const loom_adadelta_options *o);
 LOOM_API void loom_optimizer_free(loom_optimizer *opt);
-/* "GradientDescent", "Momentum", "Adagrad", "Adam", "Ftrl", "RMSProp", "Adadelta". */
+/* "GradientDescent", "Momentum", "Adagrad", "Adam", "Ftrl", "RMSProp",
+ * "Adadelta" (static strings; "" for opt NULL). */
 LOOM_API const char *loom_optimizer_name(const loom_optimizer *opt);
 /* The slot variable of var ("m", "v", "accum", "linear", "momentum", "rms",
- * "mg", "accum_update") or NULL. */
+ * "mg", "accum_update") or NULL. Owned by the graph it was built in; valid
+ * until loom_graph_free (also after loom_optimizer_free). */
 LOOM_API loom_variable *loom_optimizer_get_slot(const loom_optimizer *opt, const loom_variable *var,
                                                 const char *slot_name);
 
@@ -317,15 +339,16 @@ LOOM_API loom_variable *loom_optimizer_get_slot(const loom_optimizer *opt, const
  * (grads[i].values.node == NULL -> skipped; indices set -> the sparse
  * kernel), then the optimizer's finishing updates (Adam's beta powers), then,
  * when global_step is given, global_step += 1 after all of them. Returns the
- * train op (run it as a target); name NULL = the optimizer's name. NULL (and
- * a graph error) on failure. */
+ * train op (run it as a target; owned by g, valid until loom_graph_free);
+ * name NULL = the optimizer's name. NULL (and a graph error) on failure. */
 LOOM_API loom_node *loom_optimizer_apply_gradients(loom_optimizer *opt, loom_graph *g, int n,
                                                    const loom_gradient *grads, loom_variable *const *vars,
                                                    loom_variable *global_step, const char *name);
 /* tf.train.Optimizer.minimize: gradients of loss (loom_gradients_sparse)
  * with respect to vars (nvars == 0: all TRAINABLE_VARIABLES), then
  * apply_gradients. Variables without a gradient are skipped; none at all is
- * an error ("No gradients provided for any variable"). */
+ * an error ("No gradients provided for any variable"). Returns the train
+ * op, owned by g (valid until loom_graph_free), or NULL with a graph error. */
 LOOM_API loom_node *loom_optimizer_minimize(loom_optimizer *opt, loom_graph *g, loom_output loss, int nvars,
                                             loom_variable *const *vars, loom_variable *global_step,
                                             const char *name);
@@ -377,7 +400,9 @@ LOOM_API loom_output loom_global_norm(loom_graph *g, int n, const loom_output *t
 typedef struct loom_saver loom_saver;
 
 /* Saves vars (nvars == 0: every GLOBAL_VARIABLE of g at this moment). Keeps
- * the newest keep_max checkpoints it wrote (<= 0: keep all). */
+ * the newest keep_max checkpoints it wrote (<= 0: keep all). Returns a new
+ * saver (NULL on failure); caller frees with loom_saver_free. g must outlive
+ * it. */
 LOOM_API loom_saver *loom_saver_new(loom_graph *g, int nvars, loom_variable *const *vars, int keep_max,
                                     loom_status *st);
 LOOM_API void loom_saver_free(loom_saver *sv);
@@ -385,7 +410,8 @@ LOOM_API void loom_saver_free(loom_saver *sv);
  * prefix may be a directory (then "<dir>/model.ckpt"). The write is atomic
  * (temporary file, fsync, rename). Updates the directory's "checkpoint"
  * state file and deletes checkpoints beyond keep_max. Returns the path
- * (borrowed, valid until the next save or free) or NULL on error. */
+ * (owned by sv; valid until the next loom_saver_save or loom_saver_free)
+ * or NULL on error. */
 LOOM_API const char *loom_saver_save(loom_saver *sv, loom_session *s, const char *prefix, int64_t global_step,
                                      loom_status *st);
 /* Restores every saver variable from path (a checkpoint file, or a
