@@ -1,7 +1,7 @@
 /* estimator/estimator.c - Estimator construction, EstimatorSpec, graph
  * building per mode, session initialisation (restore / init / warm start),
  * train and evaluate. Predict and export are in predict.c,
- * in-process evaluation in hooks/in_memory_eval.c (early stopping in hooks/early_stopping.c). */
+ * in-process evaluation in hooks/in_memory_eval.c. */
 #include "estimator/estimator_impl.h"
 #include <errno.h>
 #include <regex.h>
