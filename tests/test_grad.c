@@ -34,14 +34,26 @@ typedef struct grad_case {
   int64_t int_hi;
 } grad_case;
 
-/* ---------- the cases: one table per group of families ---------- */
+/* ---------- the cases: one table per op family (ops/<family>.def.h) ---------- */
 #define UN(fn) static loom_output b_##fn(loom_graph *g, const loom_output *x) { return loom_##fn(g, x[0], NULL); }
 #define BIN(fn) static loom_output b_##fn(loom_graph *g, const loom_output *x) { return loom_##fn(g, x[0], x[1], NULL); }
-#include "grad_cases_a.h" /* core, math, reduce: static const grad_case CASES_A[] */
-#include "grad_cases_b.h" /* array, nn, random, train: static const grad_case CASES_B[] */
+#define F64C LOOM_F64
+#include "grad_cases_core.h"   /* static const grad_case CASES_CORE[] */
+#include "grad_cases_math.h"   /* CASES_MATH[] */
+#include "grad_cases_reduce.h" /* CASES_REDUCE[] */
+#include "grad_cases_array.h"  /* CASES_ARRAY[] */
+#include "grad_cases_nn.h"     /* CASES_NN[] */
+#include "grad_cases_random.h" /* CASES_RANDOM[] (train: every op mutates its input or is not differentiable) */
 
-static const grad_case *const TABLES[] = {CASES_A, CASES_B};
-static const int TABLE_N[] = {(int)(sizeof CASES_A / sizeof CASES_A[0]), (int)(sizeof CASES_B / sizeof CASES_B[0])};
+#define NCASES(t) ((int)(sizeof t / sizeof t[0]))
+typedef struct grad_table {
+  const grad_case *cases;
+  int n;
+} grad_table;
+static const grad_table TABLES[] = {
+    {CASES_CORE, NCASES(CASES_CORE)},   {CASES_MATH, NCASES(CASES_MATH)}, {CASES_REDUCE, NCASES(CASES_REDUCE)},
+    {CASES_ARRAY, NCASES(CASES_ARRAY)}, {CASES_NN, NCASES(CASES_NN)},     {CASES_RANDOM, NCASES(CASES_RANDOM)},
+};
 
 /* ---------- the checker ---------- */
 static uint64_t rng_state = 88172645463325252ull;
@@ -149,12 +161,15 @@ static void check_case(const grad_case *c) {
   loom_graph_free(g);
 }
 
-Test(grad, finite_differences_core_math_reduce) {
-  for (int i = 0; i < TABLE_N[0]; i++) check_case(&CASES_A[i]);
+static void check_table(const grad_case *cases, int n) {
+  for (int i = 0; i < n; i++) check_case(&cases[i]);
 }
-Test(grad, finite_differences_array_nn_random_train) {
-  for (int i = 0; i < TABLE_N[1]; i++) check_case(&CASES_B[i]);
-}
+Test(grad, finite_differences_core) { check_table(CASES_CORE, NCASES(CASES_CORE)); }
+Test(grad, finite_differences_math) { check_table(CASES_MATH, NCASES(CASES_MATH)); }
+Test(grad, finite_differences_reduce) { check_table(CASES_REDUCE, NCASES(CASES_REDUCE)); }
+Test(grad, finite_differences_array) { check_table(CASES_ARRAY, NCASES(CASES_ARRAY)); }
+Test(grad, finite_differences_nn) { check_table(CASES_NN, NCASES(CASES_NN)); }
+Test(grad, finite_differences_random) { check_table(CASES_RANDOM, NCASES(CASES_RANDOM)); }
 
 Test(grad, every_op_is_checked_or_marked_nondiff) {
   loom_graph *g = loom_graph_new(); /* initialises the op table */
@@ -166,9 +181,9 @@ Test(grad, every_op_is_checked_or_marked_nondiff) {
     /* in-place ops (assign, optimizers) and sources are not differentiable by construction */
     if ((d->flags & LOOM_OPF_MUTATES_INPUT0) || d->nin == 0) continue;
     int has_case = 0;
-    for (int t = 0; t < 2; t++)
-      for (int i = 0; i < TABLE_N[t]; i++)
-        if (TABLES[t][i].op == op) has_case = 1;
+    for (int t = 0; t < NCASES(TABLES); t++)
+      for (int i = 0; i < TABLES[t].n; i++)
+        if (TABLES[t].cases[i].op == op) has_case = 1;
     if (!d->grad || !has_case)
       k += (size_t)snprintf(missing + k, sizeof missing - k, " %s(%s)", d->name, !d->grad ? "no grad fn" : "no case");
     if (k >= sizeof missing) break;

@@ -1,43 +1,14 @@
 /* estimator/hooks/in_memory_eval.c - evaluation inside training, without
- * checkpoints (InMemoryEvaluatorHook), and the early-stopping hooks built
- * on it.
+ * checkpoints (InMemoryEvaluatorHook). The early-stopping hooks built on it
+ * are in early_stopping.c.
  *
  * The eval graph and its session are built once (at the first evaluation);
  * each evaluation copies the training session's values of every variable
  * the eval graph shares with it (by name), resets the metrics (local
  * initializers), rewinds the input (loom_dataset_reset) and runs it. */
-#include "estimator/estimator_impl.h"
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-typedef struct inmem {
-  loom_estimator *e;
-  loom_input_fn input_fn;
-  void *input_user;
-  int64_t steps;
-  char *name;
-  int64_t every_n;
-  /* early stopping (kind < 0: plain evaluator) */
-  loom_early_stop_fn stop_fn;
-  void *stop_user;
-  int32_t kind;
-  char *metric;
-  double threshold;
-  int64_t min_steps;
-  /* state */
-  loom_session *train_s;
-  int64_t iter;
-  int built;
-  est_built b;
-  est_eval_ops ops;
-  loom_dataset *ds;
-  loom_monitored_session *ms;
-  loom_tensor *tmp;
-  loom_eval_result **hist;
-  int32_t nhist;
-  int64_t last_eval_step;
-} inmem;
+#include "estimator/hooks/in_memory_eval.h"
 
 static void inmem_destroy(void *self) {
   inmem *m = self;
@@ -102,32 +73,6 @@ static loom_code inmem_evaluate(inmem *m, loom_status *st) {
   return loom__est_write_eval(m->e, m->name, r, NULL, st);
 }
 
-/* TF's stop_if_* predicates over the evaluation history. */
-static int builtin_should_stop(inmem *m) {
-  const loom_eval_result *cur = m->hist[m->nhist - 1];
-  if (cur->global_step < m->min_steps) return 0;
-  double v;
-  if (loom_eval_result_get(cur, m->metric, &v, NULL) != LOOM_OK) return 0;
-  switch (m->kind) {
-  case LOOM_STOP_IF_HIGHER: return v > m->threshold;
-  case LOOM_STOP_IF_LOWER: return v < m->threshold;
-  default: break;
-  }
-  /* no increase / no decrease: steps since the best value */
-  int higher = m->kind == LOOM_STOP_IF_NO_INCREASE;
-  double best = 0;
-  int64_t best_step = -1;
-  for (int i = 0; i < m->nhist; i++) {
-    double x;
-    if (loom_eval_result_get(m->hist[i], m->metric, &x, NULL) != LOOM_OK) continue;
-    if (best_step < 0 || (higher ? x > best : x < best)) {
-      best = x;
-      best_step = m->hist[i]->global_step;
-    }
-  }
-  return best_step >= 0 && (double)(cur->global_step - best_step) >= m->threshold;
-}
-
 static loom_code inmem_after_create(void *self, loom_session *s, loom_status *st) {
   (void)st;
   ((inmem *)self)->train_s = s;
@@ -140,12 +85,7 @@ static loom_code inmem_after_run(void *self, loom_hook_context *ctx, loom_tensor
   if (++m->iter % m->every_n != 0) return LOOM_OK;
   loom_code rc = inmem_evaluate(m, st);
   if (rc != LOOM_OK) return rc;
-  int stop = 0;
-  if (m->stop_fn)
-    stop = m->stop_fn(m->stop_user, m->nhist, (const loom_eval_result *const *)m->hist);
-  else if (m->kind >= 0)
-    stop = builtin_should_stop(m);
-  if (stop) {
+  if (m->should_stop && m->should_stop(m)) {
     loom__log(LOOM_LOG_INFO, "Early stopping requested at step %lld.", (long long)m->last_eval_step);
     loom_hook_context_request_stop(ctx);
   }
@@ -155,15 +95,15 @@ static loom_code inmem_after_run(void *self, loom_hook_context *ctx, loom_tensor
 static loom_code inmem_end(void *self, loom_session *s, loom_status *st) {
   inmem *m = self;
   m->train_s = s;
-  if (m->kind >= 0 || m->stop_fn) return LOOM_OK; /* early stopping evaluates on its schedule only */
+  if (m->should_stop) return LOOM_OK; /* early stopping evaluates on its schedule only */
   if (m->iter % m->every_n == 0 && m->nhist > 0) return LOOM_OK; /* this step was just evaluated */
   return inmem_evaluate(m, st);
 }
 
 static const loom_hook_ops inmem_ops = {NULL, inmem_after_create, NULL, inmem_after_run, inmem_end, inmem_destroy};
 
-static loom_hook *inmem_new(loom_estimator *e, loom_input_fn input_fn, void *input_user, int64_t steps,
-                            const char *name, int64_t every_n, const char *what, loom_status *st) {
+loom_hook *loom__inmem_new(loom_estimator *e, loom_input_fn input_fn, void *input_user, int64_t steps,
+                           const char *name, int64_t every_n, const char *what, loom_status *st) {
   if (!e || !input_fn) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: estimator or input_fn is NULL", what);
     return NULL;
@@ -194,48 +134,10 @@ static loom_hook *inmem_new(loom_estimator *e, loom_input_fn input_fn, void *inp
 
 loom_hook *loom_in_memory_evaluator_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user, int64_t steps,
                                          const char *name, int64_t every_n_iter, loom_status *st) {
-  return inmem_new(e, input_fn, input_user, steps, name, every_n_iter, "InMemoryEvaluatorHook", st);
+  return loom__inmem_new(e, input_fn, input_user, steps, name, every_n_iter, "InMemoryEvaluatorHook", st);
 }
 
 const loom_eval_result *loom_in_memory_evaluator_last(const loom_hook *h) {
   const inmem *m = h ? loom_hook_self(h) : NULL;
   return (m && m->nhist) ? m->hist[m->nhist - 1] : NULL;
-}
-
-loom_hook *loom_early_stopping_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user, int64_t eval_steps,
-                                    loom_early_stop_fn should_stop, void *user, int64_t run_every_steps,
-                                    loom_status *st) {
-  if (!should_stop) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "early_stopping_hook: should_stop_fn is NULL");
-    return NULL;
-  }
-  loom_hook *h = inmem_new(e, input_fn, input_user, eval_steps, NULL, run_every_steps, "EarlyStoppingHook", st);
-  if (h) {
-    inmem *m = loom_hook_self(h);
-    m->stop_fn = should_stop;
-    m->stop_user = user;
-  }
-  return h;
-}
-
-loom_hook *loom_stop_if_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user, int64_t eval_steps,
-                             loom_early_stop_kind kind, const char *metric, double threshold, int64_t min_steps,
-                             int64_t run_every_steps, loom_status *st) {
-  if (!metric || (int)kind < 0 || kind > LOOM_STOP_IF_NO_DECREASE || !isfinite(threshold)) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "stop_if hook: metric is NULL, kind unknown or threshold not finite");
-    return NULL;
-  }
-  loom_hook *h = inmem_new(e, input_fn, input_user, eval_steps, NULL, run_every_steps, "EarlyStoppingHook", st);
-  if (h) {
-    inmem *m = loom_hook_self(h);
-    m->kind = (int32_t)kind;
-    m->threshold = threshold;
-    m->min_steps = min_steps;
-    if (!(m->metric = loom__strdup(metric))) {
-      loom_hook_free(h);
-      loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-      return NULL;
-    }
-  }
-  return h;
 }
