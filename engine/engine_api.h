@@ -10,7 +10,10 @@
  *     graph and which is freed with it;
  *   - the builders' placeholder output, which every graph builder above the
  *     engine returns after a failure, as the engine's own builders do
- *     (loom_graph.h: "the builder returns a harmless placeholder output").
+ *     (loom_graph.h: "the builder returns a harmless placeholder output");
+ *   - whether a tensor is runtime-owned or wraps caller memory, which decides
+ *     how a result is handed back to a caller's in/out tensor (datasets, as
+ *     loom_session_run does for fetches: loom_data.h, loom_dataset_next).
  * Whether a graph has failed has a public form: loom_graph_status(g, NULL). */
 #ifndef LOOM_ENGINE_API_H
 #define LOOM_ENGINE_API_H
@@ -31,5 +34,9 @@ void loom__graph_set_ext(loom_graph *g, int slot, void *p, void (*free_fn)(void 
 /* The output the builders return after a failure: a valid f32 scalar
  * output of a node outside the graph's node list. */
 loom_output loom__graph_dummy(loom_graph *g);
+
+/* 1 when t's buffer is the runtime's (loom_tensor_new, _copy, _from_data),
+ * 0 when it wraps caller memory (loom_tensor_wrap) or t is NULL. */
+int loom__tensor_owned(const loom_tensor *t);
 
 #endif
