@@ -26,9 +26,6 @@ struct loom_tensor {
   void *dealloc_arg;
   int owned;             /* data from loom__aligned_alloc */
 };
-/* The first element of a numeric tensor as a double (0 for empty or
- * non-numeric): scalar fetches such as a loss or global_step. */
-double loom__tensor_scalar_f64(const loom_tensor *t);
 
 /* ---- op definitions and registry (engine/registry.c) ---- */
 typedef struct loom_shape_ctx {
