@@ -174,7 +174,7 @@ static int parse_num(const char *s, loom_dtype dt, double *d, int64_t *i) {
 }
 
 static loom_code set_value(loom_tensor *t, const csv_col *col, const char *s, size_t len, int use_default) {
-  void *p = t->data;
+  void *p = loom_tensor_data(t); /* NULL for STRING */
   double d = col->dnum;
   int64_t i = col->dint;
   if (col->dtype == LOOM_STRING)

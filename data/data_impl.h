@@ -16,7 +16,7 @@
  * Internal header (not installed). */
 #ifndef LOOM_DATA_IMPL_H
 #define LOOM_DATA_IMPL_H
-#include "engine/engine_impl.h"
+#include "engine/engine_api.h"
 #include "loom/loom_data.h"
 
 typedef struct loom_ds_comp {

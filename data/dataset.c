@@ -56,7 +56,7 @@ loom_code loom__ds_set_pad(loom_dataset *ds, int i, const loom_tensor *pad, loom
   loom_tensor_free(c->pad);
   c->pad = NULL;
   if (!pad) return LOOM_OK;
-  if (pad->dtype != c->dtype || pad->numel != 1)
+  if (loom_tensor_dtype(pad) != c->dtype || loom_tensor_numel(pad) != 1)
     return loom_status_set(st, LOOM_INTERNAL, "dataset: padding value of component '%s' is not one %s", c->name,
                            loom_dtype_name(c->dtype));
   if (!(c->pad = loom_tensor_copy(pad, st)))
@@ -78,11 +78,7 @@ loom_code loom__ds_copy_spec(loom_dataset *ds, const loom_dataset *in, loom_stat
 loom_code loom__ds_ensure(loom_tensor **t, loom_dtype dt, int ndim, const int64_t *dims, loom_status *st) {
   int64_t n = loom__numel(ndim, dims);
   loom_tensor *x = *t;
-  if (x && x->dtype == dt && x->numel == n) {
-    x->ndim = ndim;
-    for (int i = 0; i < ndim; i++) x->dims[i] = dims[i];
-    return LOOM_OK;
-  }
+  if (x && loom_tensor_dtype(x) == dt && loom_tensor_numel(x) == n) return loom_tensor_reshape(x, ndim, dims, st);
   loom_tensor *y = loom_tensor_new(dt, ndim, dims, st);
   if (!y) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
   loom_tensor_free(x);
@@ -92,13 +88,13 @@ loom_code loom__ds_ensure(loom_tensor **t, loom_dtype dt, int ndim, const int64_
 
 loom_code loom__ds_hand_over(loom_tensor **dst, loom_tensor **src, loom_status *st) {
   loom_tensor *d = *dst, *s = *src;
-  if (d && s && !d->owned && d->dtype == s->dtype && d->dtype != LOOM_STRING && d->numel == s->numel) {
-    d->ndim = s->ndim;
-    for (int i = 0; i < s->ndim; i++) d->dims[i] = s->dims[i];
-    if (s->nbytes) memcpy(d->data, s->data, s->nbytes);
-    return LOOM_OK;
+  if (d && s && !loom__tensor_owned(d) && loom_tensor_dtype(d) == loom_tensor_dtype(s) &&
+      loom_tensor_dtype(d) != LOOM_STRING && loom_tensor_numel(d) == loom_tensor_numel(s)) {
+    loom_code rc = loom_tensor_reshape(d, loom_tensor_ndim(s), loom_tensor_dims(s), st);
+    size_t nb = loom_tensor_nbytes(s);
+    if (!rc && nb) memcpy(loom_tensor_data(d), loom_tensor_data_const(s), nb);
+    return rc;
   }
-  (void)st;
   *dst = s;
   *src = d;
   return LOOM_OK;
@@ -225,20 +221,21 @@ static loom_code slices_copy_rows(loom_dataset *ds, int c, const int64_t *idx, i
                                   loom_status *st) {
   slices_ds *s = (slices_ds *)ds;
   const loom_tensor *a = s->arrays[c];
-  int64_t rn = s->n ? a->numel / s->n : 0;
-  if (a->dtype == LOOM_STRING) {
-    const loom_tstring *src = a->data;
+  loom_dtype dt = loom_tensor_dtype(a);
+  int64_t rn = s->n ? loom_tensor_numel(a) / s->n : 0;
+  if (dt == LOOM_STRING) {
     for (int64_t j = 0; j < k; j++)
       for (int64_t e = 0; e < rn; e++) {
-        const loom_tstring *x = &src[idx[j] * rn + e];
-        loom_code rc = loom_tensor_set_string(dst, j * rn + e, x->ptr ? x->ptr : "", x->len, st);
+        size_t len;
+        const char *x = loom_tensor_get_string(a, idx[j] * rn + e, &len);
+        loom_code rc = loom_tensor_set_string(dst, j * rn + e, x, len, st);
         if (rc) return rc;
       }
     return LOOM_OK;
   }
-  size_t rb = (size_t)rn * loom_dtype_size(a->dtype);
-  const uint8_t *src = a->data;
-  uint8_t *out = dst->data;
+  size_t rb = (size_t)rn * loom_dtype_size(dt);
+  const uint8_t *src = loom_tensor_data_const(a);
+  uint8_t *out = loom_tensor_data(dst);
   for (int64_t j = 0; j < k;) {
     int64_t run = 1; /* consecutive rows in one memcpy */
     while (j + run < k && idx[j + run] == idx[j] + run) run++;
@@ -278,21 +275,23 @@ loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const l
       loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: arrays[%d] ('%s') is NULL", i, names[i]);
       return NULL;
     }
-    if (a->dtype <= LOOM_DTYPE_INVALID || a->dtype >= LOOM_DTYPE_COUNT) {
+    loom_dtype adt = loom_tensor_dtype(a);
+    int64_t arows = loom_tensor_dim(a, 0);
+    if (adt <= LOOM_DTYPE_INVALID || adt >= LOOM_DTYPE_COUNT) {
       loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: arrays[%d] ('%s') has an invalid dtype", i, names[i]);
       return NULL;
     }
-    if (a->ndim < 1) {
+    if (loom_tensor_ndim(a) < 1) {
       loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: arrays[%d] ('%s') is a scalar; slicing needs rank >= 1",
                       i, names[i]);
       return NULL;
     }
     if (rows < 0) {
-      rows = a->dims[0];
-    } else if (a->dims[0] != rows) {
+      rows = arows;
+    } else if (arows != rows) {
       loom_status_set(st, LOOM_INVALID_ARGUMENT,
                       "from_tensors: arrays[%d] ('%s') has %lld rows (dim 0) but arrays[0] ('%s') has %lld", i,
-                      names[i], (long long)a->dims[0], names[0], (long long)rows);
+                      names[i], (long long)arows, names[0], (long long)rows);
       return NULL;
     }
   }
@@ -320,7 +319,7 @@ loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const l
   for (int i = 0; i < n; i++) {
     const loom_tensor *a = arrays[i];
     if (!(s->arrays[i] = loom_tensor_copy(a, st)) ||
-        loom__ds_set_comp(ds, i, names[i], a->dtype, a->ndim - 1, a->dims + 1, st)) {
+        loom__ds_set_comp(ds, i, names[i], loom_tensor_dtype(a), loom_tensor_ndim(a) - 1, loom_tensor_dims(a) + 1, st)) {
       loom_dataset_free(ds);
       return NULL;
     }
@@ -352,15 +351,16 @@ static loom_code map_next(loom_dataset *ds, loom_tensor **values, loom_status *s
   for (int c = 0; c < ds->ncomp; c++) {
     const loom_ds_comp *k = &ds->comp[c];
     const loom_tensor *t = values[c];
-    int ok = t && t->dtype == k->dtype && t->ndim == k->ndim;
-    for (int d = 0; ok && d < k->ndim; d++) ok = k->dims[d] < 0 || k->dims[d] == t->dims[d];
+    int ok = t && loom_tensor_dtype(t) == k->dtype && loom_tensor_ndim(t) == k->ndim;
+    for (int d = 0; ok && d < k->ndim; d++) ok = k->dims[d] < 0 || k->dims[d] == loom_tensor_dim(t, d);
     if (!ok) {
       char a[128], b[128];
       if (!t)
         return loom_status_set(st, LOOM_INVALID_ARGUMENT, "map: the map function left component '%s' NULL", k->name);
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "map: the map function returned component '%s' as %s %s; the dataset's spec is %s %s",
-                             k->name, loom_dtype_name(t->dtype), loom__dims_str(a, sizeof a, t->ndim, t->dims),
+                             k->name, loom_dtype_name(loom_tensor_dtype(t)),
+                             loom__dims_str(a, sizeof a, loom_tensor_ndim(t), loom_tensor_dims(t)),
                              loom_dtype_name(k->dtype), loom__dims_str(b, sizeof b, k->ndim, k->dims));
     }
   }
@@ -591,31 +591,36 @@ static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, lo
     int padded = 0;
     for (int64_t j = 0; j < k; j++) {
       const loom_tensor *e = b->elems[j][c];
-      if (!e || e->dtype != ic->dtype || e->ndim != nd) {
+      if (!e || loom_tensor_dtype(e) != ic->dtype || loom_tensor_ndim(e) != nd) {
         char a[128];
         return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                                "batch: element %lld of component '%s' is %s %s, the input's spec says %s of rank %d",
-                               (long long)j, ic->name, e ? loom_dtype_name(e->dtype) : "NULL",
-                               e ? loom__dims_str(a, sizeof a, e->ndim, e->dims) : "", loom_dtype_name(ic->dtype), nd);
+                               (long long)j, ic->name, e ? loom_dtype_name(loom_tensor_dtype(e)) : "NULL",
+                               e ? loom__dims_str(a, sizeof a, loom_tensor_ndim(e), loom_tensor_dims(e)) : "",
+                               loom_dtype_name(ic->dtype), nd);
       }
     }
     for (int d = 0; d < nd; d++) {
       int64_t m = ic->dims[d];
       if (m < 0) {
         m = 0;
-        for (int64_t j = 0; j < k; j++) m = b->elems[j][c]->dims[d] > m ? b->elems[j][c]->dims[d] : m;
+        for (int64_t j = 0; j < k; j++) {
+          int64_t ed = loom_tensor_dim(b->elems[j][c], d);
+          if (ed > m) m = ed;
+        }
       }
       dims[d + 1] = m;
     }
     for (int64_t j = 0; j < k; j++) {
       const loom_tensor *e = b->elems[j][c];
+      const int64_t *edims = loom_tensor_dims(e);
       for (int d = 0; d < nd; d++)
-        if (e->dims[d] != dims[d + 1]) {
+        if (edims[d] != dims[d + 1]) {
           if (ic->dims[d] >= 0) {
             char a[128], bb[128];
             return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                                    "batch: cannot batch component '%s': element %lld has shape %s, expected %s",
-                                   ic->name, (long long)j, loom__dims_str(a, sizeof a, e->ndim, e->dims),
+                                   ic->name, (long long)j, loom__dims_str(a, sizeof a, nd, edims),
                                    loom__dims_str(bb, sizeof bb, nd, dims + 1));
           }
           padded = 1;
@@ -625,40 +630,40 @@ static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, lo
     if (rc) return rc;
     loom_tensor *out = values[c];
     int64_t rn = loom__numel(nd, dims + 1);
+    int64_t on = loom_tensor_numel(out);
     if (ic->dtype == LOOM_STRING) {
-      loom_tstring *o = out->data;
-      if (padded)
-        for (int64_t i = 0; i < out->numel; i++) {
-          loom__free(o[i].ptr);
-          o[i].ptr = NULL;
-          o[i].len = 0;
-          if (ic->pad) { /* the component's padding value (FixedLenSequenceFeature's default_value) */
-            const loom_tstring *pv = ic->pad->data;
-            if ((rc = loom_tensor_set_string(out, i, pv->ptr ? pv->ptr : "", pv->len, st))) return rc;
-          }
-        }
+      if (padded) { /* every slot "" or the component's padding value (FixedLenSequenceFeature's default_value) */
+        size_t pl = 0;
+        const char *pv = ic->pad ? loom_tensor_get_string(ic->pad, 0, &pl) : "";
+        for (int64_t i = 0; i < on; i++)
+          if ((rc = loom_tensor_set_string(out, i, pv, pl, st))) return rc;
+      }
       for (int64_t j = 0; j < k; j++) {
         const loom_tensor *e = b->elems[j][c];
-        const loom_tstring *s = e->data;
-        for (int64_t i = 0; i < e->numel; i++) {
-          int64_t di = j * rn + (padded ? pad_index(i, e->dims, dims + 1, nd) : i);
-          if ((rc = loom_tensor_set_string(out, di, s[i].ptr ? s[i].ptr : "", s[i].len, st))) return rc;
+        const int64_t *edims = loom_tensor_dims(e);
+        int64_t en = loom_tensor_numel(e);
+        for (int64_t i = 0; i < en; i++) {
+          int64_t di = j * rn + (padded ? pad_index(i, edims, dims + 1, nd) : i);
+          size_t len;
+          const char *x = loom_tensor_get_string(e, i, &len);
+          if ((rc = loom_tensor_set_string(out, di, x, len, st))) return rc;
         }
       }
     } else {
       size_t es = loom_dtype_size(ic->dtype), rb = (size_t)rn * es;
-      uint8_t *o = out->data;
+      uint8_t *o = loom_tensor_data(out);
       if (padded && !ic->pad) {
-        memset(o, 0, out->nbytes);
+        memset(o, 0, loom_tensor_nbytes(out));
       } else if (padded) { /* the component's padding value (FixedLenSequenceFeature's default_value) */
-        for (int64_t i = 0; i < out->numel; i++) memcpy(o + (size_t)i * es, ic->pad->data, es);
+        const void *pv = loom_tensor_data_const(ic->pad);
+        for (int64_t i = 0; i < on; i++) memcpy(o + (size_t)i * es, pv, es);
       }
       for (int64_t j = 0; j < k; j++) {
         const loom_tensor *e = b->elems[j][c];
         if (!padded)
-          memcpy(o + (size_t)j * rb, e->data, rb);
+          memcpy(o + (size_t)j * rb, loom_tensor_data_const(e), rb);
         else
-          pad_copy(o + (size_t)j * rb, dims + 1, e->data, e->dims, nd, es);
+          pad_copy(o + (size_t)j * rb, dims + 1, loom_tensor_data_const(e), loom_tensor_dims(e), nd, es);
       }
     }
   }

@@ -43,7 +43,7 @@ static loom_code idx_copy_rows(loom_dataset *ds, int c, const int64_t *idx, int6
   (void)st;
   idx_ds *x = (idx_ds *)ds;
   if (c == 0) {
-    float *o = dst->data;
+    float *o = loom_tensor_data(dst);
     int64_t p = x->pixels;
     for (int64_t j = 0; j < k; j++) {
       const uint8_t *restrict s = x->images + idx[j] * p;
@@ -56,7 +56,7 @@ static loom_code idx_copy_rows(loom_dataset *ds, int c, const int64_t *idx, int6
         for (int64_t i = 0; i < p; i++) d[i] = (float)s[i];
     }
   } else {
-    int32_t *o = dst->data;
+    int32_t *o = loom_tensor_data(dst);
     for (int64_t j = 0; j < k; j++) o[j] = x->labels[idx[j]];
   }
   return LOOM_OK;

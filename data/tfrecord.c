@@ -35,7 +35,8 @@ loom_code loom__example_serialize(int n, const char *const *names, const loom_te
     if (!names[i]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "write_example: names[%d] is NULL", i);
     const loom_tensor *t = values[i];
     if (!t) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "write_example: values[%d] ('%s') is NULL", i, names[i]);
-    if (t->dtype <= LOOM_DTYPE_INVALID || t->dtype >= LOOM_DTYPE_COUNT)
+    loom_dtype dt = loom_tensor_dtype(t);
+    if (dt <= LOOM_DTYPE_INVALID || dt >= LOOM_DTYPE_COUNT)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "write_example: values[%d] ('%s') has an invalid dtype", i,
                              names[i]);
   }
@@ -54,23 +55,25 @@ loom_code loom__example_serialize(int n, const char *const *names, const loom_te
   }
   for (int i = 0; i < n && !rc; i++) {
     const loom_tensor *t = values[i];
-    size_t cnt = (size_t)t->numel;
+    loom_dtype dt = loom_tensor_dtype(t);
+    size_t cnt = (size_t)loom_tensor_numel(t);
+    const void *data = loom_tensor_data_const(t); /* NULL for STRING */
     tensorflow__features__feature_entry__init(&ent[i]);
     tensorflow__feature__init(&feat[i]);
     ent[i].key = (char *)names[i];
     ent[i].value = &feat[i];
     pent[i] = &ent[i];
-    switch (t->dtype) {
+    switch (dt) {
       case LOOM_F32:
       case LOOM_F64: {
         tensorflow__float_list__init(&fl[i]);
         fl[i].n_value = cnt;
-        if (t->dtype == LOOM_F32) {
-          fl[i].value = t->data;
+        if (dt == LOOM_F32) {
+          fl[i].value = (float *)data;
         } else {
           float *f = tmp[i] = loom__malloc(cnt * sizeof *f);
           if (!f) break;
-          for (size_t j = 0; j < cnt; j++) f[j] = (float)((const double *)t->data)[j];
+          for (size_t j = 0; j < cnt; j++) f[j] = (float)((const double *)data)[j];
           fl[i].value = f;
         }
         feat[i].kind_case = TENSORFLOW__FEATURE__KIND_FLOAT_LIST;
@@ -81,11 +84,7 @@ loom_code loom__example_serialize(int n, const char *const *names, const loom_te
         tensorflow__bytes_list__init(&bl[i]);
         ProtobufCBinaryData *b = tmp[i] = loom__calloc(cnt ? cnt : 1, sizeof *b);
         if (!b) break;
-        const loom_tstring *s = t->data;
-        for (size_t j = 0; j < cnt; j++) {
-          b[j].len = s[j].len;
-          b[j].data = (uint8_t *)(s[j].ptr ? s[j].ptr : "");
-        }
+        for (size_t j = 0; j < cnt; j++) b[j].data = (uint8_t *)loom_tensor_get_string(t, (int64_t)j, &b[j].len);
         bl[i].n_value = cnt;
         bl[i].value = b;
         feat[i].kind_case = TENSORFLOW__FEATURE__KIND_BYTES_LIST;
@@ -95,13 +94,13 @@ loom_code loom__example_serialize(int n, const char *const *names, const loom_te
       default: { /* I32, I64, U8, BOOL -> int64_list */
         tensorflow__int64_list__init(&il[i]);
         il[i].n_value = cnt;
-        if (t->dtype == LOOM_I64) {
-          il[i].value = t->data;
+        if (dt == LOOM_I64) {
+          il[i].value = (int64_t *)data;
         } else {
           int64_t *v = tmp[i] = loom__malloc(cnt * sizeof *v);
           if (!v) break;
           for (size_t j = 0; j < cnt; j++)
-            v[j] = t->dtype == LOOM_I32 ? ((const int32_t *)t->data)[j] : ((const uint8_t *)t->data)[j];
+            v[j] = dt == LOOM_I32 ? ((const int32_t *)data)[j] : ((const uint8_t *)data)[j];
           il[i].value = v;
         }
         feat[i].kind_case = TENSORFLOW__FEATURE__KIND_INT64_LIST;
@@ -173,10 +172,10 @@ static const char *where(char *buf, size_t cap, const char *path, int64_t index)
 static loom_code fill_values(loom_tensor *t, const Tensorflow__Feature *f, loom_status *st) {
   switch (f->kind_case) {
     case TENSORFLOW__FEATURE__KIND_FLOAT_LIST:
-      if (f->float_list->n_value) memcpy(t->data, f->float_list->value, f->float_list->n_value * sizeof(float));
+      if (f->float_list->n_value) memcpy(loom_tensor_data(t), f->float_list->value, f->float_list->n_value * sizeof(float));
       return LOOM_OK;
     case TENSORFLOW__FEATURE__KIND_INT64_LIST:
-      if (f->int64_list->n_value) memcpy(t->data, f->int64_list->value, f->int64_list->n_value * sizeof(int64_t));
+      if (f->int64_list->n_value) memcpy(loom_tensor_data(t), f->int64_list->value, f->int64_list->n_value * sizeof(int64_t));
       return LOOM_OK;
     default:
       for (size_t j = 0; j < f->bytes_list->n_value; j++) {
@@ -279,24 +278,19 @@ static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_
   loom_tensor *t = *out;
   switch (s->dtype) {
     case LOOM_F32: {
-      float *o = t->data;
-      memset(o, 0, t->nbytes);
+      float *o = loom_tensor_data(t);
+      memset(o, 0, loom_tensor_nbytes(t));
       for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->float_list->value[j];
       break;
     }
     case LOOM_I64: {
-      int64_t *o = t->data;
-      memset(o, 0, t->nbytes);
+      int64_t *o = loom_tensor_data(t);
+      memset(o, 0, loom_tensor_nbytes(t));
       for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->int64_list->value[j];
       break;
     }
     default: {
-      loom_tstring *o = t->data;
-      for (int64_t j = 0; j < t->numel; j++) {
-        loom__free(o[j].ptr);
-        o[j].ptr = NULL;
-        o[j].len = 0;
-      }
+      for (int64_t j = 0, m = loom_tensor_numel(t); j < m && !rc; j++) rc = loom_tensor_set_string(t, j, "", 0, st);
       for (size_t j = 0; j < ni && !rc; j++) {
         const ProtobufCBinaryData *v = &fv->bytes_list->value[j];
         rc = loom_tensor_set_string(t, idx[j], (const char *)v->data, v->len, st);
@@ -372,8 +366,8 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
           const char *p = loom_tensor_get_string(d, j, &l);
           rc = loom_tensor_set_string(out[i], j, p, l, st);
         }
-      } else if (d->nbytes) {
-        memcpy(out[i]->data, d->data, d->nbytes);
+      } else if (loom_tensor_nbytes(d)) {
+        memcpy(loom_tensor_data(out[i]), loom_tensor_data_const(d), loom_tensor_nbytes(d));
       }
       continue;
     }
@@ -479,7 +473,7 @@ loom_code loom__example_spec_check(int nspec, const loom_feature_spec *spec, loo
     if (s->dtype == LOOM_STRING) {
       def[i] = loom_tensor_new(LOOM_STRING, nd, s->dims, st);
       const char *const *sv = s->default_value;
-      for (int64_t j = 0; def[i] && !rc && j < def[i]->numel; j++)
+      for (int64_t j = 0; def[i] && !rc && j < loom_tensor_numel(def[i]); j++)
         rc = loom_tensor_set_string(def[i], j, sv[j] ? sv[j] : "", sv[j] ? strlen(sv[j]) : 0, st);
     } else {
       def[i] = loom_tensor_from_data(s->dtype, nd, s->dims, s->default_value, st);

@@ -10,6 +10,7 @@
 #include "loom/loom_session.h"
 #include "loom/loom_autodiff.h"
 #include "base/base.h"
+#include "engine/engine_api.h" /* what the layers above may use */
 #include "kernels/kernel.h"
 
 /* ---- tensors (engine/tensor.c) ---- */
@@ -25,9 +26,6 @@ struct loom_tensor {
   void *dealloc_arg;
   int owned;             /* data from loom__aligned_alloc */
 };
-/* The first element of a numeric tensor as a double (0 for empty or
- * non-numeric): scalar fetches such as a loss or global_step. */
-double loom__tensor_scalar_f64(const loom_tensor *t);
 
 /* ---- op definitions and registry (engine/registry.c) ---- */
 typedef struct loom_shape_ctx {
@@ -119,10 +117,6 @@ struct loom_node {
   loom_tensor *value;    /* Const payload (attrs.value points here) */
 };
 
-/* Slots of loom_graph.ext: data a layer above the graph keeps per graph
- * (variables and collections; the summaries' tag arrays). */
-enum { LOOM__GRAPH_EXT_TRAIN, LOOM__GRAPH_EXT_SUMMARIES, LOOM__GRAPH_EXT_COUNT };
-
 struct loom_graph {
   loom_node **nodes;
   int32_t nnodes, capnodes;
@@ -145,7 +139,7 @@ struct loom_graph {
   int32_t has_seed;
   int64_t seed;
   int64_t next_op_seed;
-  /* attached data owned by higher layers, one slot each (LOOM__GRAPH_EXT_*), freed with the graph */
+  /* attached data owned by higher layers, one slot each (LOOM__GRAPH_EXT_*, engine_api.h), freed with the graph */
   void *ext[LOOM__GRAPH_EXT_COUNT];
   void (*ext_free[LOOM__GRAPH_EXT_COUNT])(void *);
   /* placeholder output returned after an error */
@@ -158,8 +152,6 @@ struct loom_graph {
  * `attrs` is copied (may be NULL). nout < 0 -> def->nout. */
 loom_node *loom__graph_add(loom_graph *g, int op, const char *name, const char *default_name, int nin,
                            const loom_output *in, const loom_attrs *attrs, int nout);
-/* The output builders return after a failure: a valid f32 scalar output. */
-loom_output loom__graph_dummy(loom_graph *g);
 /* Builder helper: node -> output 0, or the dummy when node is NULL. */
 loom_output loom__out0(loom_graph *g, loom_node *n);
 int loom__graph_failed(const loom_graph *g);

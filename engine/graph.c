@@ -150,6 +150,17 @@ loom_code loom_graph_status(const loom_graph *g, loom_status *st) {
 
 int loom__graph_failed(const loom_graph *g) { return g->err_code != LOOM_OK; }
 
+/* ---- per-graph attached data of the layers above (engine_api.h) ---- */
+void *loom__graph_ext(const loom_graph *g, int slot) {
+  return g && slot >= 0 && slot < LOOM__GRAPH_EXT_COUNT ? g->ext[slot] : NULL;
+}
+
+void loom__graph_set_ext(loom_graph *g, int slot, void *p, void (*free_fn)(void *)) {
+  if (!g || slot < 0 || slot >= LOOM__GRAPH_EXT_COUNT) return;
+  g->ext[slot] = p;
+  g->ext_free[slot] = free_fn;
+}
+
 loom_code loom_graph_set_error(loom_graph *g, loom_code code, const char *fmt, ...) {
   if (!g || g->err_code) return code;
   char buf[1024];

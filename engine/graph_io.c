@@ -49,7 +49,7 @@
  * --------------------------------------------------------------------- */
 #include <string.h>
 #include <stdio.h>
-#include "engine/graph_io.h"
+#include "engine/engine_impl.h"
 #include "loom/loom_export.h"
 #include "engine/variables.h"
 #include "base/crc32c.h"

@@ -139,6 +139,9 @@ size_t loom_tensor_nbytes(const loom_tensor *t) { return t ? t->nbytes : 0; }
 void *loom_tensor_data(loom_tensor *t) { return (t && t->dtype != LOOM_STRING) ? t->data : NULL; }
 const void *loom_tensor_data_const(const loom_tensor *t) { return (t && t->dtype != LOOM_STRING) ? t->data : NULL; }
 
+/* engine_api.h: for the layers above (datasets hand results over like the session's fetches). */
+int loom__tensor_owned(const loom_tensor *t) { return t && t->owned; }
+
 loom_code loom_tensor_reshape(loom_tensor *t, int ndim, const int64_t *dims, loom_status *st) {
   if (!t) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: reshape of NULL");
   loom_code c = check_shape(t->dtype, ndim, dims, st);

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
 #include "loom/loom_estimator.h"
 
 /* ------------------------------------------------------------ ModeKeys */

@@ -1,8 +1,15 @@
-/* estimator/estimator_impl.h - internals shared by estimator.c and
- * estimator_eval.c (in-process evaluation, predict, export). Not installed. */
+/* estimator/estimator_impl.h - internals shared by the estimator's files.
+ * Not installed. Who calls whom (no two files call each other):
+ *   estimator.c (construction, train, evaluate) -> build.c
+ *   predict.c   (predict, export)              -> build.c, spec.c's types
+ *   hooks/in_memory_eval.c                     -> build.c, estimator.c (eval helpers)
+ *   build.c     (graph per mode, session init, checkpoints, hook lists) -> spec.c
+ *   spec.c      (EstimatorSpec)                -> nothing in estimator/
+ * The estimator frees predict's resident context through the destructor
+ * predict.c stores with it (pred_cache_free), not by calling predict.c. */
 #ifndef LOOM_ESTIMATOR_IMPL_H
 #define LOOM_ESTIMATOR_IMPL_H
-#include "engine/engine_impl.h"
+#include "engine/engine_api.h"
 #include "base/fsutil.h"
 #include "loom/loom_data.h"
 #include "loom/loom_estimator.h"
@@ -57,10 +64,20 @@ struct loom_estimator {
   char *warm_start_from;
   char *warm_start_regex;
   int is_chief;
-  struct est_pred_ctx *pred_cache; /* resident predict graph + session */
+  /* predict.c's resident graph + session and its destructor, both set by
+   * predict.c; loom_estimator_free calls pred_cache_free(pred_cache). */
+  void *pred_cache;
+  void (*pred_cache_free)(void *pred_cache);
 };
 
-/* The hooks of one call (estimator.c). */
+/* ---- spec.c ---- */
+/* Frees what the spec holds (its hooks included) and zeroes it. */
+void loom__spec_clear(loom_estimator_spec *s);
+/* TF's EstimatorSpec validation for the spec's mode. */
+loom_code loom__spec_validate(const loom_estimator_spec *s, loom_status *st);
+
+/* ---- build.c ---- */
+/* The hooks of one call. */
 typedef struct est_hook_list {
   int32_t n, cap;
   loom_hook **items;
@@ -100,6 +117,9 @@ loom_code loom__est_init_session(loom_estimator *e, loom_session *s, loom_graph 
 /* The latest checkpoint of model_dir into buf; 0 when none. */
 int loom__est_latest(const loom_estimator *e, char *buf, size_t cap);
 loom_session_options loom__est_session_options(const loom_estimator *e);
+char *loom__path_join(const char *a, const char *b);
+
+/* ---- estimator.c: evaluation, shared with hooks/in_memory_eval.c ---- */
 loom_eval_result *loom__eval_result_new(int n, char *const *keys, const double *values, int64_t step);
 loom_eval_result *loom__eval_result_copy(const loom_eval_result *r);
 loom_code loom__est_write_eval(loom_estimator *e, const char *name, const loom_eval_result *r,
@@ -118,7 +138,5 @@ loom_code loom__est_eval_ops(est_built *b, est_eval_ops *o, loom_status *st);
 loom_code loom__est_eval_run(loom_estimator *e, loom_monitored_session *ms, loom_dataset *ds, est_built *b,
                              est_eval_ops *o, int64_t steps, loom_eval_result **out, loom_status *st);
 
-char *loom__path_join(const char *a, const char *b);
-void loom__est_pred_cache_free(loom_estimator *e);
 
 #endif

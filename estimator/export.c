@@ -1,7 +1,7 @@
 /* Export (loom_export_write): the graph pruned to the signatures, the
  * signatures as JSON, and the variables the pruned graph uses, read from a
  * session. Directory layout in include/loom/loom_export.h:
- *   <dir>/saved_model.loom          engine/graph_io.c's format
+ *   <dir>/saved_model.loom          loom_graph_serialize's format (engine/graph_io.c)
  *   <dir>/signatures.json           {sig: {method_name, inputs: {key: {name,
  *                                   dtype, shape}}, outputs: {...}}}
  *   <dir>/variables/variables.ckpt  a loom checkpoint (engine/checkpoint.c)
@@ -17,10 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "base/fsutil.h"
-#include "engine/graph_io.h"
+#include "engine/engine_api.h"
 #include "loom/loom_export.h"
 #include "loom/loom_train.h"
-#include "ops/op_list.h"
 
 #define EXPORT_GRAPH_FILE "saved_model.loom"
 #define EXPORT_SIG_FILE "signatures.json"
@@ -104,9 +103,11 @@ static loom_code prepare_dir(const char *dir, int *created, loom_status *st) {
 }
 
 static int output_of(loom_graph *g, loom_output o) {
-  return o.node && o.node->graph == g && o.node->id >= 0 && o.node->id < g->nnodes && g->nodes[o.node->id] == o.node &&
-         o.index >= 0 && o.index < o.node->nout;
+  return o.node && loom_graph_node_at(g, loom_node_id(o.node)) == o.node && o.index >= 0 &&
+         o.index < loom_node_num_outputs(o.node);
 }
+
+static int is_variable(const loom_node *n) { return !strcmp(loom_node_op_name(n), "VariableV2"); }
 
 static loom_code check_keys(const loom_signature *sg, int n, const char *const *keys, const loom_output *outs,
                             loom_graph *g, const char *what, loom_status *st) {
@@ -130,7 +131,7 @@ static cJSON *tensor_json(loom_output o) {
   cJSON *t = cJSON_CreateObject();
   if (!t) return NULL;
   char nm[600];
-  snprintf(nm, sizeof nm, "%s:%d", o.node->name, (int)o.index);
+  snprintf(nm, sizeof nm, "%s:%d", loom_node_name(o.node), (int)o.index);
   cJSON *shape = cJSON_CreateArray();
   if (!shape || !cJSON_AddStringToObject(t, "name", nm) ||
       !cJSON_AddStringToObject(t, "dtype", loom_dtype_name(loom_output_dtype(o)))) {
@@ -197,9 +198,11 @@ loom_code loom_export_write(loom_graph *g, loom_session *s, int nsig, const loom
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "export: invalid arguments (graph, session, signatures, dir)");
   if (loom_session_graph(s) != g)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "export: the session runs another graph");
-  if (g->err_code)
-    return loom_status_set(st, LOOM_FAILED_PRECONDITION, "export: the graph has a build error: %s",
-                           g->err_msg ? g->err_msg : "");
+  if (loom_graph_status(g, st) != LOOM_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", loom_status_message(st));
+    return loom_status_set(st, LOOM_FAILED_PRECONDITION, "export: the graph has a build error: %s", msg);
+  }
   loom_code rc;
   int nroots = 0;
   for (int i = 0; i < nsig; i++) {
@@ -235,7 +238,7 @@ loom_code loom_export_write(loom_graph *g, loom_session *s, int nsig, const loom
   if (!rc) rc = loom__graph_collect(g, nroots, roots, &order, &cnt, st);
   if (rc) goto done;
   /* the variables' values, read before anything is written */
-  for (int i = 0; i < cnt; i++) nvars += order[i]->op == LOOM_OP_VariableV2;
+  for (int i = 0; i < cnt; i++) nvars += is_variable(order[i]);
   names = loom__calloc((size_t)nvars + 1, sizeof *names);
   vals = loom__calloc((size_t)nvars + 1, sizeof *vals);
   if (!names || !vals) {
@@ -244,14 +247,14 @@ loom_code loom_export_write(loom_graph *g, loom_session *s, int nsig, const loom
   }
   nvars = 0;
   for (int i = 0; i < cnt && !rc; i++) {
-    if (order[i]->op != LOOM_OP_VariableV2) continue;
-    names[nvars] = order[i]->name;
-    rc = loom_session_read_variable(s, order[i]->name, &vals[nvars], st);
+    if (!is_variable(order[i])) continue;
+    names[nvars] = loom_node_name(order[i]);
+    rc = loom_session_read_variable(s, names[nvars], &vals[nvars], st);
     nvars++;
     if (rc) {
       char msg[1024];
       snprintf(msg, sizeof msg, "%s", loom_status_message(st));
-      loom_status_set(st, rc, "export: reading variable %s: %s", order[i]->name, msg);
+      loom_status_set(st, rc, "export: reading variable %s: %s", names[nvars - 1], msg);
     }
   }
   if (rc) goto done;

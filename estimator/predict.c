@@ -46,12 +46,29 @@ static void ctx_release(est_pred_ctx *c) {
   if (c && --c->refs <= 0 && !c->cached) ctx_free(c);
 }
 
-void loom__est_pred_cache_free(loom_estimator *e) {
-  est_pred_ctx *c = e->pred_cache;
-  e->pred_cache = NULL;
+/* The estimator's cache slot lets go of c (freed now unless iterators use it). */
+static void cache_release(void *p) {
+  est_pred_ctx *c = p;
   if (!c) return;
   c->cached = 0;
   if (c->refs <= 0) ctx_free(c);
+}
+
+/* Empties the estimator's cache slot. */
+static void cache_drop(loom_estimator *e) {
+  est_pred_ctx *c = e->pred_cache;
+  e->pred_cache = NULL;
+  e->pred_cache_free = NULL;
+  cache_release(c);
+}
+
+/* Makes c the estimator's resident context; loom_estimator_free releases it
+ * through the destructor left in the slot. */
+static void cache_set(loom_estimator *e, est_pred_ctx *c) {
+  cache_drop(e);
+  e->pred_cache = c;
+  e->pred_cache_free = cache_release;
+  c->cached = 1;
 }
 
 static loom_code ctx_record_spec(est_pred_ctx *c, const loom_dataset *ds, loom_status *st) {
@@ -213,10 +230,10 @@ loom_prediction_iter *loom_estimator_predict(loom_estimator *e, loom_input_fn in
     file_mtime(ckpt, &mt);
     int same = !strcmp(c->ckpt, ckpt ? ckpt : "") && mt.tv_sec == c->mtime.tv_sec && mt.tv_nsec == c->mtime.tv_nsec;
     if (!same && c->refs > 0) {
-      loom__est_pred_cache_free(e); /* in use: detach, build a fresh one */
+      cache_drop(e); /* in use: detach, build a fresh one */
       c = NULL;
     } else if (!same && ctx_load(e, c, ckpt, st) != LOOM_OK) {
-      loom__est_pred_cache_free(e);
+      cache_drop(e);
       goto fail;
     }
   } else {
@@ -247,9 +264,7 @@ loom_prediction_iter *loom_estimator_predict(loom_estimator *e, loom_input_fn in
         ctx_free(c);
         goto fail;
       }
-      loom__est_pred_cache_free(e);
-      e->pred_cache = c;
-      c->cached = 1;
+      cache_set(e, c);
     }
   }
   it->ctx = c;

@@ -11,19 +11,26 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
+#include "loom/loom.h"
 #include "loom/loom_export.h"
 #include "loom/loom_train.h"
-#include "ops/op_list.h"
 
 #define DEFAULT_SIGNATURE "serving_default"
+
+/* The static type of a fed output: dims of -1 are unknown. */
+typedef struct psig_desc {
+  loom_dtype dtype;
+  int32_t ndim;
+  int64_t dims[LOOM_MAX_DIMS];
+} psig_desc;
 
 typedef struct psig {
   char *name, *method;
   int32_t nin, nout;
   char **in_keys, **out_keys;
   loom_output *in, *out;
-  loom_tdesc *in_desc; /* the fed outputs' static types */
+  psig_desc *in_desc; /* the fed outputs' static types */
 } psig;
 
 struct loom_predictor {
@@ -127,7 +134,7 @@ static loom_code parse_tensors(loom_predictor *p, const char *file, psig *sg, co
   int n = cJSON_GetArraySize(obj);
   char **keys = loom__calloc((size_t)n + 1, sizeof *keys);
   loom_output *outs = loom__calloc((size_t)n + 1, sizeof *outs);
-  loom_tdesc *desc = is_in ? loom__calloc((size_t)n + 1, sizeof *desc) : NULL;
+  psig_desc *desc = is_in ? loom__calloc((size_t)n + 1, sizeof *desc) : NULL;
   if (is_in) {
     sg->in_keys = keys;
     sg->in = outs;
@@ -230,10 +237,12 @@ done:
   return rc;
 }
 
+static int is_variable(const loom_node *n) { return !strcmp(loom_node_op_name(n), "VariableV2"); }
+
 /* Every VariableV2 of the imported graph, restored from the checkpoint. */
 static loom_code restore_variables(loom_predictor *p, const char *ckpt, loom_status *st) {
   int nv = 0;
-  for (int i = 0; i < loom_graph_num_nodes(p->g); i++) nv += loom_graph_node_at(p->g, i)->op == LOOM_OP_VariableV2;
+  for (int i = 0; i < loom_graph_num_nodes(p->g); i++) nv += is_variable(loom_graph_node_at(p->g, i));
   if (nv == 0) {
     if (access(ckpt, R_OK))
       return loom_status_set(st, LOOM_NOT_FOUND, "predictor: cannot open %s: %s", ckpt, strerror(errno));
@@ -244,11 +253,12 @@ static loom_code restore_variables(loom_predictor *p, const char *ckpt, loom_sta
   int k = 0;
   for (int i = 0; i < loom_graph_num_nodes(p->g); i++) {
     loom_node *n = loom_graph_node_at(p->g, i);
-    if (n->op != LOOM_OP_VariableV2) continue;
-    vars[k] = loom_graph_variable(p->g, n->name);
+    if (!is_variable(n)) continue;
+    vars[k] = loom_graph_variable(p->g, loom_node_name(n));
     if (!vars[k]) {
       loom__free(vars);
-      return loom_status_set(st, LOOM_INTERNAL, "predictor: variable %s was not registered on import", n->name);
+      return loom_status_set(st, LOOM_INTERNAL, "predictor: variable %s was not registered on import",
+                             loom_node_name(n));
     }
     k++;
   }
@@ -373,16 +383,19 @@ static loom_code check_input(const psig *sg, int i, const loom_tensor *t, loom_s
   if (!t)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s input %s: the tensor is NULL", sg->name,
                            sg->in_keys[i]);
-  const loom_tdesc *d = &sg->in_desc[i];
-  if (t->dtype != d->dtype)
+  const psig_desc *d = &sg->in_desc[i];
+  loom_dtype dt = loom_tensor_dtype(t);
+  int nd = loom_tensor_ndim(t);
+  const int64_t *dims = loom_tensor_dims(t);
+  if (dt != d->dtype)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s input %s: dtype %s, expected %s",
-                           sg->name, sg->in_keys[i], loom_dtype_name(t->dtype), loom_dtype_name(d->dtype));
-  int ok = t->ndim == d->ndim;
-  for (int k = 0; ok && k < d->ndim; k++) ok = d->dims[k] < 0 || d->dims[k] == t->dims[k];
+                           sg->name, sg->in_keys[i], loom_dtype_name(dt), loom_dtype_name(d->dtype));
+  int ok = nd == d->ndim;
+  for (int k = 0; ok && k < d->ndim; k++) ok = d->dims[k] < 0 || d->dims[k] == dims[k];
   if (!ok) {
     char b1[96], b2[96];
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s input %s: shape %s is incompatible with %s",
-                           sg->name, sg->in_keys[i], loom__dims_str(b1, sizeof b1, t->ndim, t->dims),
+                           sg->name, sg->in_keys[i], loom__dims_str(b1, sizeof b1, nd, dims),
                            loom__dims_str(b2, sizeof b2, d->ndim, d->dims));
   }
   return LOOM_OK;

@@ -2,19 +2,20 @@
  * include/loom/loom_layers.h): activations by name, regularizers, dense,
  * conv2d, pooling, flatten, dropout, batch normalization, embedding lookups.
  *
- * Everything here is composed from public builders; the only internals used
- * are the graph's sticky-error helpers (the dummy output after a failure). */
+ * Everything here is composed from public builders; the one engine internal
+ * used is the builders' placeholder output after a failure (engine_api.h). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include "loom/loom.h"
-#include "engine/engine_impl.h"
+#include "engine/engine_api.h"
 
 #define LNAME 256
 
 /* ------------------------------------------------------------ helpers */
 static loom_output dummy(loom_graph *g) { return loom__graph_dummy(g); }
+static int failed(const loom_graph *g) { return loom_graph_status(g, NULL) != LOOM_OK; }
 
 static int float_dtype(loom_dtype dt) { return dt == LOOM_F32 || dt == LOOM_F64; }
 
@@ -171,7 +172,7 @@ loom_regularizer loom_l1_l2_regularizer(double scale_l1, double scale_l2) {
 loom_output loom_regularizer_apply(loom_graph *g, const loom_regularizer *r, loom_output w, const char *name) {
   loom_output none = {NULL, 0};
   if (!g || !r || r->kind == LOOM_REG_NONE) return none;
-  if (loom__graph_failed(g)) return none;
+  if (failed(g)) return none;
   int use1 = r->kind == LOOM_REG_L1 || r->kind == LOOM_REG_L1_L2;
   int use2 = r->kind == LOOM_REG_L2 || r->kind == LOOM_REG_L1_L2;
   if (r->kind < LOOM_REG_NONE || r->kind > LOOM_REG_L1_L2) {
@@ -234,13 +235,13 @@ static loom_variable *layer_var(loom_graph *g, const char *vname, loom_dtype dt,
   snprintf(full, sizeof full, "%s%s%s", vs, *vs ? "/" : "", vname);
   int existed = loom_graph_variable(g, full) != NULL;
   loom_variable *v = loom_get_variable(g, vname, dt, ndim, dims, init, trainable);
-  if (!existed && reg && reg->kind != LOOM_REG_NONE && !loom__graph_failed(g)) {
+  if (!existed && reg && reg->kind != LOOM_REG_NONE && !failed(g)) {
     loom_graph_push_scope_reuse(g, vname);
     loom_graph_push_scope(g, "Regularizer");
     loom_output l = loom_regularizer_apply(g, reg, loom_variable_output(v), NULL);
     loom_graph_pop_scope(g);
     loom_graph_pop_scope(g);
-    if (l.node && !loom__graph_failed(g)) loom_add_to_collection(g, LOOM_REGULARIZATION_LOSSES, l);
+    if (l.node && !failed(g)) loom_add_to_collection(g, LOOM_REGULARIZATION_LOSSES, l);
   }
   return v;
 }
@@ -263,7 +264,7 @@ loom_dense_options loom_dense_options_default(void) {
 loom_output loom_layers_dense(loom_graph *g, loom_output x, int64_t units, const loom_dense_options *o,
                               const char *name) {
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return dummy(g);
+  if (failed(g)) return dummy(g);
   loom_dense_options op = o ? *o : loom_dense_options_default();
   char lname[LNAME], full[LNAME * 2], ds[128];
   int64_t d[LOOM_MAX_DIMS];
@@ -314,7 +315,7 @@ loom_output loom_layers_dense(loom_graph *g, loom_output x, int64_t units, const
   if (b) h = loom_bias_add(g, h, loom_variable_output(b), NULL);
   h = loom_activation(g, h, op.activation, NULL);
   loom_variable_scope_pop(g);
-  return loom__graph_failed(g) ? dummy(g) : h;
+  return failed(g) ? dummy(g) : h;
 }
 
 /* ------------------------------------------------------------ conv2d */
@@ -338,7 +339,7 @@ loom_conv2d_options loom_conv2d_options_default(void) {
 loom_output loom_layers_conv2d(loom_graph *g, loom_output x, int64_t filters, const int64_t kernel_size[2],
                                const loom_conv2d_options *o, const char *name) {
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return dummy(g);
+  if (failed(g)) return dummy(g);
   loom_conv2d_options op = o ? *o : loom_conv2d_options_default();
   char lname[LNAME], full[LNAME * 2], ds[128];
   int64_t d[LOOM_MAX_DIMS];
@@ -381,14 +382,14 @@ loom_output loom_layers_conv2d(loom_graph *g, loom_output x, int64_t filters, co
   if (b) h = loom_bias_add(g, h, loom_variable_output(b), NULL);
   h = loom_activation(g, h, op.activation, NULL);
   loom_variable_scope_pop(g);
-  return loom__graph_failed(g) ? dummy(g) : h;
+  return failed(g) ? dummy(g) : h;
 }
 
 /* ------------------------------------------------------------ pooling */
 static loom_output pool2d(loom_graph *g, loom_output x, const int64_t pool_size[2], const int64_t strides[2],
                           const char *padding, const char *name, int is_max) {
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return dummy(g);
+  if (failed(g)) return dummy(g);
   const char *base = is_max ? "max_pooling2d" : "average_pooling2d";
   char lname[LNAME];
   layer_name(g, name, base, LOOM_REUSE_NONE, lname, sizeof lname);
@@ -422,7 +423,7 @@ loom_output loom_layers_average_pooling2d(loom_graph *g, loom_output x, const in
 /* ------------------------------------------------------------ flatten */
 loom_output loom_layers_flatten(loom_graph *g, loom_output x, const char *name) {
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return dummy(g);
+  if (failed(g)) return dummy(g);
   char lname[LNAME], ds[128];
   layer_name(g, name, "flatten", LOOM_REUSE_NONE, lname, sizeof lname);
   if (!loom_output_valid(x)) {
@@ -485,7 +486,7 @@ loom_dropout_options loom_dropout_options_default(void) {
 loom_output loom_layers_dropout(loom_graph *g, loom_output x, double rate, const loom_dropout_options *o,
                                 const char *name) {
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return dummy(g);
+  if (failed(g)) return dummy(g);
   loom_dropout_options op = o ? *o : loom_dropout_options_default();
   char lname[LNAME];
   layer_name(g, name, "dropout", LOOM_REUSE_NONE, lname, sizeof lname);
@@ -535,7 +536,7 @@ loom_batch_norm_options loom_batch_norm_options_default(void) {
 loom_output loom_layers_batch_normalization(loom_graph *g, loom_output x, const loom_batch_norm_options *o,
                                             const char *name) {
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return dummy(g);
+  if (failed(g)) return dummy(g);
   loom_batch_norm_options op = o ? *o : loom_batch_norm_options_default();
   char lname[LNAME], full[LNAME * 2], ds[128];
   int64_t d[LOOM_MAX_DIMS];
@@ -604,7 +605,7 @@ loom_output loom_layers_batch_normalization(loom_graph *g, loom_output x, const 
     loom_output um = loom_assign_sub(g, mmo, loom_mul(g, loom_sub(g, mmo, bm, NULL), decay, NULL), "AssignMovingAvg");
     loom_output uv =
         loom_assign_sub(g, mvo, loom_mul(g, loom_sub(g, mvo, bv, NULL), decay, NULL), "AssignMovingAvg_1");
-    if (!loom__graph_failed(g)) {
+    if (!failed(g)) {
       loom_add_to_collection(g, LOOM_UPDATE_OPS, um);
       loom_add_to_collection(g, LOOM_UPDATE_OPS, uv);
     }
@@ -622,7 +623,7 @@ loom_output loom_layers_batch_normalization(loom_graph *g, loom_output x, const 
   loom_output y = loom_add(g, loom_mul(g, x, inv, NULL), shift, NULL);
   loom_graph_pop_scope(g);
   loom_variable_scope_pop(g);
-  return loom__graph_failed(g) ? dummy(g) : y;
+  return failed(g) ? dummy(g) : y;
 }
 
 /* ------------------------------------------------------------ embeddings */
@@ -634,7 +635,7 @@ loom_output loom_embedding_lookup(loom_graph *g, loom_output params, loom_output
 loom_output loom_embedding_lookup_sparse(loom_graph *g, loom_output params, loom_output ids, loom_output segment_ids,
                                          int64_t num_rows, const char *combiner, const char *name) {
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return dummy(g);
+  if (failed(g)) return dummy(g);
   const char *nm = name && *name ? name : "embedding_lookup_sparse";
   const char *cb = combiner ? combiner : "mean";
   int kind = !strcmp(cb, "sum") ? 0 : !strcmp(cb, "mean") ? 1 : !strcmp(cb, "sqrtn") ? 2 : -1;

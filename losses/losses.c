@@ -1,10 +1,10 @@
 /* losses/losses.c - tf.compat.v1.losses built from existing ops: the
  * per-element losses, compute_weighted_loss with TF's reductions, and the
  * loss collections (get_losses, get_regularization_loss, get_total_loss). */
-#include "engine/engine_impl.h"
+#include "base/base.h"
 #include "loom/loom.h"
 #include "loom/loom_losses.h"
-#include "losses/lm_util.h"
+#include "ops/build_util.h"
 
 static int valid_reduction(int r) {
   return r == LOOM_REDUCTION_SUM_BY_NONZERO_WEIGHTS || r == LOOM_REDUCTION_NONE || r == LOOM_REDUCTION_SUM ||
@@ -14,18 +14,18 @@ static int valid_reduction(int r) {
 /* compute_weighted_loss inside the loss's (already entered) name scope. */
 static loom_output weighted_loss(loom_graph *g, loom_output losses, loom_output weights, const char *loss_collection,
                                  int reduction) {
-  const char *where = lm_where(g, "weighted_loss");
+  const char *where = bu_where(g, "weighted_loss");
   if (!valid_reduction(reduction)) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: invalid reduction %d", where, reduction);
     return losses;
   }
   loom_dtype in_dt = loom_output_dtype(losses);
-  loom_output l = lm_cast(g, losses, LOOM_F32);
-  int has_w = lm_valid(weights);
+  loom_output l = bu_cast(g, losses, LOOM_F32);
+  int has_w = bu_valid(weights);
   loom_output w = {NULL, 0};
   if (has_w) {
-    w = lm_cast(g, weights, LOOM_F32);
-    if (!lm_check_broadcastable(g, w, l, where)) return losses;
+    w = bu_cast(g, weights, LOOM_F32);
+    if (!bu_check_broadcastable(g, w, l, where)) return losses;
   }
   loom_output wl = has_w ? loom_mul(g, l, w, NULL) : l;
   loom_output loss;
@@ -39,19 +39,19 @@ static loom_output weighted_loss(loom_graph *g, loom_output losses, loom_output 
       loom_output denom;
       if (reduction == LOOM_REDUCTION_MEAN) {
         denom = has_w ? loom_reduce_sum(g, loom_mul(g, loom_ones_like(g, l, NULL), w, NULL), -1, NULL, 0, NULL)
-                      : lm_numel(g, l, LOOM_F32, NULL);
+                      : bu_numel(g, l, LOOM_F32, NULL);
       } else if (reduction == LOOM_REDUCTION_SUM_OVER_BATCH_SIZE || !has_w) {
-        denom = lm_numel(g, l, LOOM_F32, "num_elements");
+        denom = bu_numel(g, l, LOOM_F32, "num_elements");
       } else { /* SUM_BY_NONZERO_WEIGHTS: _num_present */
-        loom_output zero = lm_scalar(g, LOOM_F32, 0.0, NULL), one = lm_scalar(g, LOOM_F32, 1.0, NULL);
+        loom_output zero = bu_scalar(g, LOOM_F32, 0.0, NULL), one = bu_scalar(g, LOOM_F32, 1.0, NULL);
         loom_output present = loom_select(g, loom_equal(g, w, zero, NULL), zero, one, NULL);
-        present = lm_broadcast_weights(g, present, l, where);
+        present = bu_broadcast_weights(g, present, l, where);
         denom = loom_reduce_sum(g, present, -1, NULL, 0, "num_present");
       }
-      loss = lm_div_no_nan(g, sum, denom, "value");
+      loss = bu_div_no_nan(g, sum, denom, "value");
     }
   }
-  loss = lm_cast(g, loss, in_dt);
+  loss = bu_cast(g, loss, in_dt);
   loom_losses_add_loss(g, loss, loss_collection);
   return loss;
 }
@@ -74,13 +74,13 @@ static int enter(loom_graph *g, const char *scope, const char *def, loom_output 
   if (dt == LOOM_DTYPE_INVALID) {
     loom_dtype pd = loom_output_dtype(*predictions);
     if (pd != LOOM_F64) pd = LOOM_F32;
-    *predictions = lm_cast(g, *predictions, pd);
-    *labels = lm_cast(g, *labels, pd);
+    *predictions = bu_cast(g, *predictions, pd);
+    *labels = bu_cast(g, *labels, pd);
   } else {
-    *predictions = lm_cast(g, *predictions, dt);
-    *labels = lm_cast(g, *labels, dt);
+    *predictions = bu_cast(g, *predictions, dt);
+    *labels = bu_cast(g, *labels, dt);
   }
-  return lm_check_compatible(g, *predictions, *labels, what, lm_where(g, def));
+  return bu_check_compatible(g, *predictions, *labels, what, bu_where(g, def));
 }
 
 static loom_output leave(loom_graph *g, loom_output loss) {
@@ -114,10 +114,10 @@ loom_output loom_losses_huber_loss(loom_graph *g, loom_output labels, loom_outpu
   if (!enter(g, scope, "huber_loss", &labels, &predictions, LOOM_F32, "predictions vs labels"))
     return leave(g, predictions);
   loom_output err = loom_abs(g, loom_sub(g, predictions, labels, NULL), NULL);
-  loom_output d = lm_scalar(g, LOOM_F32, delta, NULL);
+  loom_output d = bu_scalar(g, LOOM_F32, delta, NULL);
   loom_output quad = loom_minimum(g, err, d, NULL);
   loom_output lin = loom_sub(g, err, quad, NULL);
-  loom_output half = lm_scalar(g, LOOM_F32, 0.5, NULL);
+  loom_output half = bu_scalar(g, LOOM_F32, 0.5, NULL);
   loom_output l = loom_add(g, loom_mul(g, half, loom_mul(g, quad, quad, NULL), NULL), loom_mul(g, d, lin, NULL), NULL);
   return leave(g, weighted_loss(g, l, weights, loss_collection, reduction));
 }
@@ -127,8 +127,8 @@ loom_output loom_losses_log_loss(loom_graph *g, loom_output labels, loom_output 
   if (!g) return (loom_output){NULL, 0};
   if (!enter(g, scope, "log_loss", &labels, &predictions, LOOM_F32, "predictions vs labels"))
     return leave(g, predictions);
-  loom_output eps = lm_scalar(g, LOOM_F32, epsilon, NULL);
-  loom_output one = lm_scalar(g, LOOM_F32, 1.0, NULL);
+  loom_output eps = bu_scalar(g, LOOM_F32, epsilon, NULL);
+  loom_output one = bu_scalar(g, LOOM_F32, 1.0, NULL);
   loom_output a = loom_mul(g, labels, loom_log(g, loom_add(g, predictions, eps, NULL), NULL), NULL);
   loom_output b = loom_mul(g, loom_sub(g, one, labels, NULL),
                            loom_log(g, loom_add(g, loom_sub(g, one, predictions, NULL), eps, NULL), NULL), NULL);
@@ -140,7 +140,7 @@ loom_output loom_losses_hinge_loss(loom_graph *g, loom_output labels, loom_outpu
                                    const char *scope, const char *loss_collection, int reduction) {
   if (!g) return (loom_output){NULL, 0};
   if (!enter(g, scope, "hinge_loss", &labels, &logits, LOOM_F32, "logits vs labels")) return leave(g, logits);
-  loom_output one = lm_scalar(g, LOOM_F32, 1.0, NULL), two = lm_scalar(g, LOOM_F32, 2.0, NULL);
+  loom_output one = bu_scalar(g, LOOM_F32, 1.0, NULL), two = bu_scalar(g, LOOM_F32, 2.0, NULL);
   loom_output sl = loom_sub(g, loom_mul(g, two, labels, NULL), one, NULL);
   loom_output l = loom_relu(g, loom_sub(g, one, loom_mul(g, sl, logits, NULL), NULL), NULL);
   return leave(g, weighted_loss(g, l, weights, loss_collection, reduction));
@@ -155,8 +155,8 @@ loom_output loom_losses_sigmoid_cross_entropy(loom_graph *g, loom_output multi_c
     return leave(g, logits);
   loom_dtype dt = loom_output_dtype(logits);
   if (label_smoothing > 0)
-    labels = loom_add(g, loom_mul(g, labels, lm_scalar(g, dt, 1.0 - label_smoothing, NULL), NULL),
-                      lm_scalar(g, dt, 0.5 * label_smoothing, NULL), NULL);
+    labels = loom_add(g, loom_mul(g, labels, bu_scalar(g, dt, 1.0 - label_smoothing, NULL), NULL),
+                      bu_scalar(g, dt, 0.5 * label_smoothing, NULL), NULL);
   loom_output l = loom_sigmoid_cross_entropy_with_logits(g, labels, logits, "xentropy");
   return leave(g, weighted_loss(g, l, weights, loss_collection, reduction));
 }
@@ -172,20 +172,20 @@ loom_output loom_losses_softmax_cross_entropy(loom_graph *g, loom_output onehot_
   if (loom_output_ndim(logits) != 2) {
     char s[96];
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: logits must be [batch, num_classes], got %s",
-                         lm_where(g, "softmax_cross_entropy_loss"), lm_shape_str(s, sizeof s, logits));
+                         bu_where(g, "softmax_cross_entropy_loss"), bu_shape_str(s, sizeof s, logits));
     return leave(g, logits);
   }
   if (label_smoothing > 0) {
-    int64_t c = lm_last_dim(labels);
+    int64_t c = bu_last_dim(labels);
     loom_output ncls;
     if (c >= 0) {
-      ncls = lm_scalar(g, dt, (double)c, NULL);
+      ncls = bu_scalar(g, dt, (double)c, NULL);
     } else {
       int64_t ax = -1;
       ncls = loom_reduce_sum(g, loom_ones_like(g, labels, NULL), 1, &ax, 1, NULL);
     }
-    loom_output neg = loom_div(g, lm_scalar(g, dt, label_smoothing, NULL), ncls, NULL);
-    labels = loom_add(g, loom_mul(g, labels, lm_scalar(g, dt, 1.0 - label_smoothing, NULL), NULL), neg, NULL);
+    loom_output neg = loom_div(g, bu_scalar(g, dt, label_smoothing, NULL), ncls, NULL);
+    labels = loom_add(g, loom_mul(g, labels, bu_scalar(g, dt, 1.0 - label_smoothing, NULL), NULL), neg, NULL);
   }
   labels = loom_stop_gradient(g, labels, "labels_stop_gradient");
   loom_output l = loom_softmax_cross_entropy_with_logits(g, logits, labels, NULL, NULL, "xentropy");
@@ -197,15 +197,15 @@ loom_output loom_losses_sparse_softmax_cross_entropy(loom_graph *g, loom_output 
                                                      const char *loss_collection, int reduction) {
   if (!g) return (loom_output){NULL, 0};
   loom_graph_push_scope(g, scope && *scope ? scope : "sparse_softmax_cross_entropy_loss");
-  const char *where = lm_where(g, "sparse_softmax_cross_entropy_loss");
+  const char *where = bu_where(g, "sparse_softmax_cross_entropy_loss");
   loom_dtype ld = loom_output_dtype(labels);
   if (ld != LOOM_I32 && ld != LOOM_I64) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: labels must be int32 or int64 class ids, got %s", where,
                          loom_dtype_name(ld));
     return leave(g, logits);
   }
-  lm_remove_squeezable(g, &labels, &logits, 1);
-  if (lm_valid(weights) && loom_output_ndim(weights) - loom_output_ndim(labels) == 1) {
+  bu_remove_squeezable(g, &labels, &logits, 1);
+  if (bu_valid(weights) && loom_output_ndim(weights) - loom_output_ndim(labels) == 1) {
     int64_t ax = -1;
     weights = loom_squeeze(g, weights, 1, &ax, NULL);
   }
@@ -213,7 +213,7 @@ loom_output loom_losses_sparse_softmax_cross_entropy(loom_graph *g, loom_output 
     char s1[96], s2[96];
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
                          "%s: expected logits [batch, num_classes] and labels [batch], got logits %s and labels %s",
-                         where, lm_shape_str(s1, sizeof s1, logits), lm_shape_str(s2, sizeof s2, labels));
+                         where, bu_shape_str(s1, sizeof s1, logits), bu_shape_str(s2, sizeof s2, labels));
     return leave(g, logits);
   }
   int64_t dl[LOOM_MAX_DIMS], dg[LOOM_MAX_DIMS];
@@ -222,7 +222,7 @@ loom_output loom_losses_sparse_softmax_cross_entropy(loom_graph *g, loom_output 
   if (dl[0] >= 0 && dg[0] >= 0 && dl[0] != dg[0]) {
     char s1[96], s2[96];
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: labels %s and logits %s have different batch sizes", where,
-                         lm_shape_str(s1, sizeof s1, labels), lm_shape_str(s2, sizeof s2, logits));
+                         bu_shape_str(s1, sizeof s1, labels), bu_shape_str(s2, sizeof s2, logits));
     return leave(g, logits);
   }
   loom_output l = loom_sparse_softmax_cross_entropy_with_logits(g, logits, labels, NULL, NULL, "xentropy");
@@ -238,18 +238,18 @@ loom_output loom_losses_cosine_distance(loom_graph *g, loom_output labels, loom_
   int r = loom_output_ndim(predictions);
   if (axis < -r || axis >= r) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: axis %d is out of range for rank %d",
-                         lm_where(g, "cosine_distance_loss"), axis, r);
+                         bu_where(g, "cosine_distance_loss"), axis, r);
     return leave(g, predictions);
   }
   int64_t ax = axis;
   loom_output dot = loom_reduce_sum(g, loom_mul(g, predictions, labels, NULL), 1, &ax, 1, NULL);
-  loom_output l = loom_sub(g, lm_scalar(g, LOOM_F32, 1.0, NULL), dot, NULL);
+  loom_output l = loom_sub(g, bu_scalar(g, LOOM_F32, 1.0, NULL), dot, NULL);
   return leave(g, weighted_loss(g, l, weights, loss_collection, reduction));
 }
 
 /* ---- collections ---- */
 void loom_losses_add_loss(loom_graph *g, loom_output loss, const char *loss_collection) {
-  if (!g || !lm_valid(loss)) return;
+  if (!g || !bu_valid(loss)) return;
   if (loss_collection && !*loss_collection) return;
   loom_add_to_collection(g, loss_collection ? loss_collection : LOOM_LOSSES, loss);
 }
@@ -282,12 +282,12 @@ static loom_output sum_list(loom_graph *g, int nl, int nr, const char *scope, in
   loom_output *xs = loom__malloc(sizeof *xs * (size_t)n);
   if (!xs) {
     loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", name);
-    return lm_scalar(g, LOOM_F32, 0.0, NULL);
+    return bu_scalar(g, LOOM_F32, 0.0, NULL);
   }
   int k = 0;
   if (nl) k += loom_losses_get_losses(g, scope, NULL, xs, nl);
   if (add_reg && nr) loom_losses_get_regularization_losses(g, scope, xs + k, nr);
-  loom_output r = lm_add_n(g, n, xs, name);
+  loom_output r = bu_add_n(g, n, xs, name);
   loom__free(xs);
   return r;
 }
@@ -296,7 +296,7 @@ loom_output loom_losses_get_regularization_loss(loom_graph *g, const char *scope
   if (!g) return (loom_output){NULL, 0};
   const char *nm = name && *name ? name : "total_regularization_loss";
   int nr = loom_losses_get_regularization_losses(g, scope, NULL, 0);
-  if (!nr) return lm_scalar(g, LOOM_F32, 0.0, "Const");
+  if (!nr) return bu_scalar(g, LOOM_F32, 0.0, "Const");
   return sum_list(g, 0, nr, scope, 1, nm);
 }
 
@@ -311,7 +311,7 @@ loom_output loom_losses_get_total_loss(loom_graph *g, int add_regularization_los
                          "%s: no losses to add (the \"losses\"%s collection%s empty under scope '%s')", nm,
                          add_regularization_losses ? " and \"regularization_losses\"" : "",
                          add_regularization_losses ? "s are" : " is", scope ? scope : "");
-    return lm_scalar(g, LOOM_F32, 0.0, NULL);
+    return bu_scalar(g, LOOM_F32, 0.0, NULL);
   }
   return sum_list(g, nl, nr, scope, add_regularization_losses, nm);
 }

@@ -5,7 +5,7 @@
 #define LOOM_METRIC_IMPL_H
 #include "loom/loom.h"
 #include "loom/loom_metrics.h"
-#include "losses/lm_util.h"
+#include "ops/build_util.h"
 
 enum { LM_MAX_VARS = 8, LM_MAX_ASSIGNS = 8 };
 

@@ -35,7 +35,7 @@ void loom__metric_begin(lm_ctx *c, loom_graph *g, const char *name, const char *
     for (int i = 1; !scope_free(g, cand); i++) snprintf(cand, sizeof cand, "%s_%d", default_name, i);
   }
   loom_variable_scope_push(g, cand, LOOM_REUSE_NONE);
-  snprintf(c->where, sizeof c->where, "%s", lm_where(g, cand));
+  snprintf(c->where, sizeof c->where, "%s", bu_where(g, cand));
 }
 
 loom_variable *loom__metric_var(lm_ctx *c, const char *name, loom_dtype dt, int ndim, const int64_t *dims) {
@@ -103,11 +103,11 @@ void loom_metric_add_to_collections(loom_graph *g, const loom_metric *m, const c
 /* ---- preprocessing ---- */
 int loom__metric_squeeze(lm_ctx *c, loom_output *predictions, loom_output *labels, loom_output *weights) {
   loom_graph *g = c->g;
-  if (labels && lm_valid(*labels)) {
-    lm_remove_squeezable(g, labels, predictions, 0);
-    if (!lm_check_compatible(g, *predictions, *labels, "predictions vs labels", c->where)) return 0;
+  if (labels && bu_valid(*labels)) {
+    bu_remove_squeezable(g, labels, predictions, 0);
+    if (!bu_check_compatible(g, *predictions, *labels, "predictions vs labels", c->where)) return 0;
   }
-  if (!weights || !lm_valid(*weights)) return 1;
+  if (!weights || !bu_valid(*weights)) return 1;
   int wr = loom_output_ndim(*weights), pr = loom_output_ndim(*predictions);
   if (wr == 0) return 1;
   if (wr - pr == 1) {
@@ -122,25 +122,25 @@ int loom__metric_squeeze(lm_ctx *c, loom_output *predictions, loom_output *label
 void loom__metric_mean_core(lm_ctx *c, loom_output values, loom_output weights, loom_output *value,
                             loom_output *update) {
   loom_graph *g = c->g;
-  values = lm_cast(g, values, LOOM_F32);
+  values = bu_cast(g, values, LOOM_F32);
   loom_variable *total = loom__metric_var(c, "total", LOOM_F32, 0, NULL);
   loom_variable *count = loom__metric_var(c, "count", LOOM_F32, 0, NULL);
   loom_output num;
-  if (!lm_valid(weights)) {
-    num = lm_numel(g, values, LOOM_F32, NULL);
+  if (!bu_valid(weights)) {
+    num = bu_numel(g, values, LOOM_F32, NULL);
   } else {
     loom__metric_squeeze(c, &values, NULL, &weights);
-    loom_output w = lm_broadcast_weights(g, lm_cast(g, weights, LOOM_F32), values, c->where);
+    loom_output w = bu_broadcast_weights(g, bu_cast(g, weights, LOOM_F32), values, c->where);
     values = loom_mul(g, values, w, NULL);
     num = loom_reduce_sum(g, w, -1, NULL, 0, NULL);
   }
   loom_output ut = loom__metric_assign_add(c, total, loom_reduce_sum(g, values, -1, NULL, 0, NULL));
   loom_output uc = loom__metric_assign_add(c, count, num);
-  loom_output zero = lm_scalar(g, LOOM_F32, 0.0, NULL);
-  *value = lm_div_no_nan(g, loom_variable_output(total), loom_maximum(g, loom_variable_output(count), zero, NULL),
+  loom_output zero = bu_scalar(g, LOOM_F32, 0.0, NULL);
+  *value = bu_div_no_nan(g, loom_variable_output(total), loom_maximum(g, loom_variable_output(count), zero, NULL),
                          "value");
   loom__metric_update_begin(c);
-  *update = lm_div_no_nan(g, ut, loom_maximum(g, uc, zero, NULL), "update_op");
+  *update = bu_div_no_nan(g, ut, loom_maximum(g, uc, zero, NULL), "update_op");
   loom__metric_update_end(c);
 }
 
@@ -156,31 +156,31 @@ loom_metric loom_metrics_mean(loom_graph *g, loom_output values, loom_output wei
 loom_metric loom_metrics_mean_tensor(loom_graph *g, loom_output values, loom_output weights, const char *name) {
   lm_ctx c;
   loom__metric_begin(&c, g, name, "mean");
-  if (!lm_fully_known(values)) {
+  if (!bu_fully_known(values)) {
     char s[96];
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: mean_tensor needs a fully known shape, got %s", c.where,
-                         lm_shape_str(s, sizeof s, values));
+                         bu_shape_str(s, sizeof s, values));
     return loom__metric_fail(&c, values);
   }
-  values = lm_cast(g, values, LOOM_F32);
+  values = bu_cast(g, values, LOOM_F32);
   int64_t d[LOOM_MAX_DIMS];
   int r = loom_output_dims(values, d);
   loom_variable *total = loom__metric_var(&c, "total_tensor", LOOM_F32, r, d);
   loom_variable *count = loom__metric_var(&c, "count_tensor", LOOM_F32, r, d);
   loom_output num = loom_ones_like(g, values, NULL);
-  if (lm_valid(weights)) {
+  if (bu_valid(weights)) {
     loom__metric_squeeze(&c, &values, NULL, &weights);
-    loom_output w = lm_broadcast_weights(g, lm_cast(g, weights, LOOM_F32), values, c.where);
+    loom_output w = bu_broadcast_weights(g, bu_cast(g, weights, LOOM_F32), values, c.where);
     values = loom_mul(g, values, w, NULL);
     num = loom_mul(g, num, w, NULL);
   }
   loom_output ut = loom__metric_assign_add(&c, total, values);
   loom_output uc = loom__metric_assign_add(&c, count, num);
-  loom_output zero = lm_scalar(g, LOOM_F32, 0.0, NULL);
-  loom_output v = lm_div_no_nan(g, loom_variable_output(total),
+  loom_output zero = bu_scalar(g, LOOM_F32, 0.0, NULL);
+  loom_output v = bu_div_no_nan(g, loom_variable_output(total),
                                 loom_maximum(g, loom_variable_output(count), zero, NULL), "value");
   loom__metric_update_begin(&c);
-  loom_output u = lm_div_no_nan(g, ut, loom_maximum(g, uc, zero, NULL), "update_op");
+  loom_output u = bu_div_no_nan(g, ut, loom_maximum(g, uc, zero, NULL), "update_op");
   return loom__metric_end(&c, v, u);
 }
 
@@ -189,7 +189,7 @@ loom_metric loom_metrics_accuracy(loom_graph *g, loom_output labels, loom_output
   lm_ctx c;
   loom__metric_begin(&c, g, name, "accuracy");
   if (!loom__metric_squeeze(&c, &predictions, &labels, &weights)) return loom__metric_fail(&c, predictions);
-  predictions = lm_cast(g, predictions, loom_output_dtype(labels));
+  predictions = bu_cast(g, predictions, loom_output_dtype(labels));
   loom_output correct = loom_cast(g, loom_equal(g, predictions, labels, NULL), LOOM_F32, NULL);
   loom_output v, u;
   loom__metric_mean_core(&c, correct, weights, &v, &u);
@@ -203,7 +203,7 @@ static loom_metric error_metric(loom_graph *g, loom_output labels, loom_output p
   lm_ctx c;
   loom__metric_begin(&c, g, name, def);
   if (!loom__metric_squeeze(&c, &predictions, &labels, &weights)) return loom__metric_fail(&c, predictions);
-  loom_output d = loom_sub(g, lm_cast(g, labels, LOOM_F32), lm_cast(g, predictions, LOOM_F32), NULL);
+  loom_output d = loom_sub(g, bu_cast(g, labels, LOOM_F32), bu_cast(g, predictions, LOOM_F32), NULL);
   loom_output e = kind == ERR_SQUARED ? loom_square(g, d, NULL) : loom_abs(g, d, NULL);
   loom_output v, u;
   loom__metric_mean_core(&c, e, weights, &v, &u);
@@ -235,13 +235,13 @@ loom_metric loom_metrics_mean_relative_error(loom_graph *g, loom_output labels, 
   lm_ctx c;
   loom__metric_begin(&c, g, name, "mean_relative_error");
   if (!loom__metric_squeeze(&c, &predictions, &labels, &weights)) return loom__metric_fail(&c, predictions);
-  lm_remove_squeezable(g, &predictions, &normalizer, 0);
-  if (!lm_check_compatible(g, predictions, normalizer, "predictions vs normalizer", c.where))
+  bu_remove_squeezable(g, &predictions, &normalizer, 0);
+  if (!bu_check_compatible(g, predictions, normalizer, "predictions vs normalizer", c.where))
     return loom__metric_fail(&c, predictions);
-  loom_output l = lm_cast(g, labels, LOOM_F32), p = lm_cast(g, predictions, LOOM_F32);
-  loom_output nz = lm_cast(g, normalizer, LOOM_F32);
-  loom_output zero = lm_scalar(g, LOOM_F32, 0.0, NULL);
-  loom_output rel = lm_div_no_nan(g, loom_abs(g, loom_sub(g, l, p, NULL), NULL), nz, NULL);
+  loom_output l = bu_cast(g, labels, LOOM_F32), p = bu_cast(g, predictions, LOOM_F32);
+  loom_output nz = bu_cast(g, normalizer, LOOM_F32);
+  loom_output zero = bu_scalar(g, LOOM_F32, 0.0, NULL);
+  loom_output rel = bu_div_no_nan(g, loom_abs(g, loom_sub(g, l, p, NULL), NULL), nz, NULL);
   /* where(normalizer == 0, zeros_like(labels), ...) with labels' shape */
   rel = loom_select(g, loom_equal(g, nz, zero, NULL), loom_zeros_like(g, l, NULL), rel, NULL);
   loom_output v, u;
@@ -261,10 +261,10 @@ loom_metric loom_metrics_mean_cosine_distance(loom_graph *g, loom_output labels,
   }
   int64_t ax = dim;
   loom_output rad = loom_reduce_sum(
-      g, loom_mul(g, lm_cast(g, predictions, LOOM_F32), lm_cast(g, labels, LOOM_F32), NULL), 1, &ax, 1, NULL);
+      g, loom_mul(g, bu_cast(g, predictions, LOOM_F32), bu_cast(g, labels, LOOM_F32), NULL), 1, &ax, 1, NULL);
   loom_output v, u;
   loom__metric_mean_core(&c, rad, weights, &v, &u);
-  loom_output one = lm_scalar(g, LOOM_F32, 1.0, NULL);
+  loom_output one = bu_scalar(g, LOOM_F32, 1.0, NULL);
   v = loom_sub(g, one, v, NULL);
   loom__metric_update_begin(&c);
   u = loom_sub(g, one, u, NULL);
@@ -275,8 +275,8 @@ loom_metric loom_metrics_percentage_below(loom_graph *g, loom_output values, dou
                                           const char *name) {
   lm_ctx c;
   loom__metric_begin(&c, g, name, "percentage_below_threshold");
-  loom_output x = lm_cast(g, values, LOOM_F32);
-  loom_output below = loom_cast(g, loom_less(g, x, lm_scalar(g, LOOM_F32, threshold, NULL), NULL), LOOM_F32, NULL);
+  loom_output x = bu_cast(g, values, LOOM_F32);
+  loom_output below = loom_cast(g, loom_less(g, x, bu_scalar(g, LOOM_F32, threshold, NULL), NULL), LOOM_F32, NULL);
   loom_output v, u;
   loom__metric_mean_core(&c, below, weights, &v, &u);
   return loom__metric_end(&c, v, u);
@@ -291,14 +291,14 @@ static void count_condition(lm_ctx *c, const char *sub, loom_output cond, loom_o
   if (sub) loom_variable_scope_push(g, sub, LOOM_REUSE_NONE);
   loom_variable *count = loom__metric_var(c, "count", LOOM_F32, 0, NULL);
   loom_output x = loom_cast(g, cond, LOOM_F32, NULL);
-  if (lm_valid(weights)) {
+  if (bu_valid(weights)) {
     int wr = loom_output_ndim(weights), vr = loom_output_ndim(x);
     if (wr != 0 && wr != vr) {
       char s1[96], s2[96];
       loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: weights %s must be a scalar or have the values' rank %d (%s)",
-                           c->where, lm_shape_str(s1, sizeof s1, weights), vr, lm_shape_str(s2, sizeof s2, x));
+                           c->where, bu_shape_str(s1, sizeof s1, weights), vr, bu_shape_str(s2, sizeof s2, x));
     }
-    x = loom_mul(g, x, lm_cast(g, weights, LOOM_F32), NULL);
+    x = loom_mul(g, x, bu_cast(g, weights, LOOM_F32), NULL);
   }
   *value = loom_identity(g, loom_variable_output(count), "value");
   *update = loom__metric_assign_add(c, count, loom_reduce_sum(g, x, -1, NULL, 0, NULL));
@@ -322,8 +322,8 @@ static loom_metric count_metric(loom_graph *g, int kind, loom_output labels, loo
                                 loom_output weights, const char *name) {
   lm_ctx c;
   loom__metric_begin(&c, g, name, COUNT_NAMES[kind]);
-  predictions = lm_cast(g, predictions, LOOM_BOOL);
-  labels = lm_cast(g, labels, LOOM_BOOL);
+  predictions = bu_cast(g, predictions, LOOM_BOOL);
+  labels = bu_cast(g, labels, LOOM_BOOL);
   if (!loom__metric_squeeze(&c, &predictions, &labels, &weights)) return loom__metric_fail(&c, predictions);
   loom_output v, u;
   count_condition(&c, NULL, count_cond(g, kind, labels, predictions), weights, &v, &u);
@@ -350,15 +350,15 @@ loom_metric loom_metrics_false_negatives(loom_graph *g, loom_output labels, loom
 /* where(a + b > 0, a / (a + b), 0) */
 static loom_output ratio(loom_graph *g, loom_output a, loom_output b, const char *name) {
   loom_output s = loom_add(g, a, b, NULL);
-  return lm_div_no_nan(g, a, s, name);
+  return bu_div_no_nan(g, a, s, name);
 }
 
 static loom_metric pr_metric(loom_graph *g, int other, loom_output labels, loom_output predictions,
                              loom_output weights, const char *name, const char *def) {
   lm_ctx c;
   loom__metric_begin(&c, g, name, def);
-  predictions = lm_cast(g, predictions, LOOM_BOOL);
-  labels = lm_cast(g, labels, LOOM_BOOL);
+  predictions = bu_cast(g, predictions, LOOM_BOOL);
+  labels = bu_cast(g, labels, LOOM_BOOL);
   if (!loom__metric_squeeze(&c, &predictions, &labels, &weights)) return loom__metric_fail(&c, predictions);
   loom_output tpv, tpu, ov, ou;
   count_condition(&c, COUNT_NAMES[C_TP], count_cond(g, C_TP, labels, predictions), weights, &tpv, &tpu);

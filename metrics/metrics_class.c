@@ -2,7 +2,7 @@
  * precision/recall at k over sparse label sets (set sizes computed densely
  * by broadcasting comparisons), mean_per_class_accuracy (scatter-add into
  * per-class totals) and mean_iou (confusion matrix by unsorted_segment_sum). */
-#include "engine/engine_impl.h"
+#include "base/base.h"
 #include "metrics/metric_impl.h"
 
 static int is_int(loom_dtype d) { return d == LOOM_I32 || d == LOOM_I64; }
@@ -12,7 +12,7 @@ static loom_output lower_mask(loom_graph *g, int64_t L) {
   double *m = loom__calloc((size_t)(L * L), sizeof *m);
   if (!m) {
     loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "at_k: out of memory");
-    return lm_scalar(g, LOOM_F64, 0.0, NULL);
+    return bu_scalar(g, LOOM_F64, 0.0, NULL);
   }
   for (int64_t j = 0; j < L; j++)
     for (int64_t k = 0; k < j; k++) m[j * L + k] = 1.0;
@@ -25,12 +25,12 @@ static loom_output lower_mask(loom_graph *g, int64_t L) {
 /* 1.0 where x[..., j] is the first occurrence of its value in its row
  * (float64, x's shape); L = last dim of x. */
 static loom_output first_occurrence(loom_graph *g, loom_output x, int64_t L) {
-  if (L == 1) return loom_ones_like(g, lm_cast(g, x, LOOM_F64), NULL);
+  if (L == 1) return loom_ones_like(g, bu_cast(g, x, LOOM_F64), NULL);
   loom_output eq = loom_cast(g, loom_equal(g, loom_expand_dims(g, x, -1, NULL), loom_expand_dims(g, x, -2, NULL), NULL),
                              LOOM_F64, NULL); /* [..., L, L] */
   int64_t ax = -1;
   loom_output dup = loom_reduce_sum(g, loom_mul(g, eq, lower_mask(g, L), NULL), 1, &ax, 0, NULL);
-  return loom_cast(g, loom_equal(g, dup, lm_scalar(g, LOOM_F64, 0.0, NULL), NULL), LOOM_F64, NULL);
+  return loom_cast(g, loom_equal(g, dup, bu_scalar(g, LOOM_F64, 0.0, NULL), NULL), LOOM_F64, NULL);
 }
 
 /* The shared body of precision/recall at top k in an entered scope. */
@@ -48,12 +48,12 @@ static loom_metric at_top_k(lm_ctx *c, int recall, loom_output labels, loom_outp
     char s1[96], s2[96];
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
                          "%s: labels %s must have the rank of the predictions %s or one less (rank %d)", c->where,
-                         lm_shape_str(s1, sizeof s1, labels), lm_shape_str(s2, sizeof s2, idx), pr);
+                         bu_shape_str(s1, sizeof s1, labels), bu_shape_str(s2, sizeof s2, idx), pr);
     return loom__metric_fail(c, idx);
   }
   if (lr == pr - 1) labels = loom_expand_dims(g, labels, -1, NULL);
-  labels = lm_cast(g, labels, LOOM_I64);
-  idx = lm_cast(g, idx, LOOM_I64);
+  labels = bu_cast(g, labels, LOOM_I64);
+  idx = bu_cast(g, idx, LOOM_I64);
   int64_t dl[LOOM_MAX_DIMS], dp[LOOM_MAX_DIMS];
   loom_output_dims(labels, dl);
   loom_output_dims(idx, dp);
@@ -65,14 +65,14 @@ static loom_metric at_top_k(lm_ctx *c, int recall, loom_output labels, loom_outp
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
                          "%s: labels %s and predicted ids %s must share the leading dims and labels need a known "
                          "last dim",
-                         c->where, lm_shape_str(s1, sizeof s1, labels), lm_shape_str(s2, sizeof s2, idx));
+                         c->where, bu_shape_str(s1, sizeof s1, labels), bu_shape_str(s2, sizeof s2, idx));
     return loom__metric_fail(c, idx);
   }
   int64_t ax = -1;
-  loom_output zero = lm_scalar(g, LOOM_F64, 0.0, NULL);
+  loom_output zero = bu_scalar(g, LOOM_F64, 0.0, NULL);
   loom_output tp, other;
   if (class_id >= 0) {
-    loom_output cid = lm_scalar(g, LOOM_I64, (double)class_id, NULL);
+    loom_output cid = bu_scalar(g, LOOM_I64, (double)class_id, NULL);
     loom_output inl = loom_greater(
         g, loom_reduce_sum(g, loom_cast(g, loom_equal(g, labels, cid, NULL), LOOM_F64, NULL), 1, &ax, 0, NULL), zero,
         NULL);
@@ -87,7 +87,7 @@ static loom_metric at_top_k(lm_ctx *c, int recall, loom_output labels, loom_outp
     loom_output match = loom_cast(
         g, loom_equal(g, loom_expand_dims(g, labels, -1, NULL), loom_expand_dims(g, idx, -2, NULL), NULL), LOOM_F64,
         NULL); /* [..., L, K] */
-    loom_output one = lm_scalar(g, LOOM_F64, 1.0, NULL);
+    loom_output one = bu_scalar(g, LOOM_F64, 1.0, NULL);
     /* predicted ids (distinct) found among the labels */
     loom_output inlab =
         loom_cast(g, loom_greater(g, loom_reduce_sum(g, match, 1, &ax2, 0, NULL), zero, NULL), LOOM_F64, NULL);
@@ -102,9 +102,9 @@ static loom_metric at_top_k(lm_ctx *c, int recall, loom_output labels, loom_outp
       other = loom_reduce_sum(g, loom_mul(g, up, loom_sub(g, one, inlab, NULL), NULL), 1, &ax, 0, NULL);
     }
   }
-  if (lm_valid(weights)) {
-    loom_output w = lm_cast(g, weights, LOOM_F64);
-    if (!lm_check_broadcastable(g, w, tp, c->where)) return loom__metric_fail(c, idx);
+  if (bu_valid(weights)) {
+    loom_output w = bu_cast(g, weights, LOOM_F64);
+    if (!bu_check_broadcastable(g, w, tp, c->where)) return loom__metric_fail(c, idx);
     tp = loom_mul(g, tp, w, NULL);
     other = loom_mul(g, other, w, NULL);
   }
@@ -147,7 +147,7 @@ static loom_metric at_k(loom_graph *g, int recall, loom_output labels, loom_outp
 
 static loom_metric at_top_k_pub(loom_graph *g, int recall, loom_output labels, loom_output idx, int64_t class_id,
                                 loom_output weights, const char *name) {
-  int64_t k = lm_last_dim(idx);
+  int64_t k = bu_last_dim(idx);
   char def[128];
   at_k_name(def, sizeof def, recall ? "recall" : "precision", k, class_id);
   lm_ctx c;
@@ -155,7 +155,7 @@ static loom_metric at_top_k_pub(loom_graph *g, int recall, loom_output labels, l
   if (k < 1) {
     char s[96];
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: predictions_idx %s needs a known last dim k >= 1", c.where,
-                         lm_shape_str(s, sizeof s, idx));
+                         bu_shape_str(s, sizeof s, idx));
     return loom__metric_fail(&c, idx);
   }
   return at_top_k(&c, recall, labels, idx, k, class_id, weights);
@@ -197,30 +197,30 @@ loom_metric loom_metrics_mean_per_class_accuracy(loom_graph *g, loom_output labe
   lm_ctx c;
   loom__metric_begin(&c, g, name, "mean_accuracy");
   if (!check_classes(&c, num_classes)) return loom__metric_fail(&c, predictions);
-  labels = flat(g, lm_cast(g, labels, LOOM_I64));
+  labels = flat(g, bu_cast(g, labels, LOOM_I64));
   predictions = flat(g, predictions);
-  if (!lm_check_compatible(g, predictions, labels, "predictions vs labels", c.where))
+  if (!bu_check_compatible(g, predictions, labels, "predictions vs labels", c.where))
     return loom__metric_fail(&c, predictions);
   int64_t dims[1] = {num_classes};
   loom_variable *total = loom__metric_var(&c, "total", LOOM_F32, 1, dims);
   loom_variable *count = loom__metric_var(&c, "count", LOOM_F32, 1, dims);
-  loom_output lf = lm_cast(g, labels, LOOM_F32);
+  loom_output lf = bu_cast(g, labels, LOOM_F32);
   loom_output ones = loom_ones_like(g, lf, NULL);
-  predictions = lm_cast(g, predictions, LOOM_I64);
+  predictions = bu_cast(g, predictions, LOOM_I64);
   loom_output correct = loom_cast(g, loom_equal(g, predictions, labels, NULL), LOOM_F32, NULL);
-  if (lm_valid(weights)) {
-    loom_output w = lm_cast(g, loom_output_ndim(weights) > 1 ? flat(g, weights) : weights, LOOM_F32);
+  if (bu_valid(weights)) {
+    loom_output w = bu_cast(g, loom_output_ndim(weights) > 1 ? flat(g, weights) : weights, LOOM_F32);
     correct = loom_mul(g, correct, w, NULL);
     ones = loom_mul(g, ones, w, NULL);
   }
   loom_output ut = loom__metric_scatter_add(&c, total, labels, ones);
   loom_output uc = loom__metric_scatter_add(&c, count, labels, correct);
-  loom_output zero = lm_scalar(g, LOOM_F32, 0.0, NULL);
-  loom_output per = lm_div_no_nan(g, loom_variable_output(count), loom_maximum(g, loom_variable_output(total), zero, NULL),
+  loom_output zero = bu_scalar(g, LOOM_F32, 0.0, NULL);
+  loom_output per = bu_div_no_nan(g, loom_variable_output(count), loom_maximum(g, loom_variable_output(total), zero, NULL),
                                   NULL);
   loom_output v = loom_reduce_mean(g, per, -1, NULL, 0, "mean_accuracy");
   loom__metric_update_begin(&c);
-  loom_output u = lm_div_no_nan(g, uc, loom_maximum(g, ut, zero, NULL), "update_op");
+  loom_output u = bu_div_no_nan(g, uc, loom_maximum(g, ut, zero, NULL), "update_op");
   return loom__metric_end(&c, v, u);
 }
 
@@ -229,29 +229,29 @@ loom_metric loom_metrics_mean_iou(loom_graph *g, loom_output labels, loom_output
   lm_ctx c;
   loom__metric_begin(&c, g, name, "mean_iou");
   if (!check_classes(&c, num_classes)) return loom__metric_fail(&c, predictions);
-  if (!lm_check_compatible(g, predictions, labels, "predictions vs labels", c.where))
+  if (!bu_check_compatible(g, predictions, labels, "predictions vs labels", c.where))
     return loom__metric_fail(&c, predictions);
   int64_t C = num_classes;
   int64_t dims[2] = {C, C};
   loom_variable *cm = loom__metric_var(&c, "total_confusion_matrix", LOOM_F64, 2, dims);
-  loom_output p = flat(g, lm_cast(g, predictions, LOOM_I64));
-  loom_output l = flat(g, lm_cast(g, labels, LOOM_I64));
-  loom_output zero = lm_scalar(g, LOOM_I64, 0.0, NULL), nc = lm_scalar(g, LOOM_I64, (double)C, NULL);
+  loom_output p = flat(g, bu_cast(g, predictions, LOOM_I64));
+  loom_output l = flat(g, bu_cast(g, labels, LOOM_I64));
+  loom_output zero = bu_scalar(g, LOOM_I64, 0.0, NULL), nc = bu_scalar(g, LOOM_I64, (double)C, NULL);
   loom_output valid = loom_logical_and(
       g, loom_logical_and(g, loom_greater_equal(g, l, zero, NULL), loom_less(g, l, nc, NULL), NULL),
       loom_logical_and(g, loom_greater_equal(g, p, zero, NULL), loom_less(g, p, nc, NULL), NULL), NULL);
   loom_output ids = loom_add(g, loom_mul(g, l, nc, NULL), p, NULL);
-  ids = loom_select(g, valid, ids, lm_scalar(g, LOOM_I64, -1.0, NULL), "confusion_matrix_ids");
-  loom_output data = loom_ones_like(g, lm_cast(g, l, LOOM_F64), NULL);
-  if (lm_valid(weights)) {
-    loom_output w = lm_cast(g, loom_output_ndim(weights) > 1 ? flat(g, weights) : weights, LOOM_F64);
+  ids = loom_select(g, valid, ids, bu_scalar(g, LOOM_I64, -1.0, NULL), "confusion_matrix_ids");
+  loom_output data = loom_ones_like(g, bu_cast(g, l, LOOM_F64), NULL);
+  if (bu_valid(weights)) {
+    loom_output w = bu_cast(g, loom_output_ndim(weights) > 1 ? flat(g, weights) : weights, LOOM_F64);
     data = loom_mul(g, data, w, NULL);
   }
   loom_output cur = loom_unsorted_segment_sum(g, data, ids, C * C, "confusion_matrix");
   loom_output upd = loom__metric_assign_add(&c, cm, loom_reshape(g, cur, 2, dims, NULL));
 
   /* value: mean IoU over classes with a nonzero denominator (float32, as TF) */
-  loom_output m = lm_cast(g, loom_variable_output(cm), LOOM_F32);
+  loom_output m = bu_cast(g, loom_variable_output(cm), LOOM_F32);
   int64_t a0 = 0, a1 = 1, cc = C * C;
   loom_output rows = loom_reduce_sum(g, m, 1, &a0, 0, "sum_over_row");
   loom_output cols = loom_reduce_sum(g, m, 1, &a1, 0, "sum_over_col");
@@ -265,12 +265,12 @@ loom_metric loom_metrics_mean_iou(loom_graph *g, loom_output labels, loom_output
   loom__free(di);
   loom_output diag = loom_gather(g, loom_reshape(g, m, 1, &cc, NULL), diag_ix, 0, "cm_diag");
   loom_output den = loom_sub(g, loom_add(g, rows, cols, NULL), diag, NULL);
-  loom_output fz = lm_scalar(g, LOOM_F32, 0.0, NULL), fo = lm_scalar(g, LOOM_F32, 1.0, NULL);
+  loom_output fz = bu_scalar(g, LOOM_F32, 0.0, NULL), fo = bu_scalar(g, LOOM_F32, 1.0, NULL);
   loom_output nvalid =
       loom_reduce_sum(g, loom_cast(g, loom_not_equal(g, den, fz, NULL), LOOM_F32, NULL), -1, NULL, 0, NULL);
   den = loom_select(g, loom_greater(g, den, fz, NULL), den, fo, NULL);
   loom_output iou = loom_div(g, diag, den, NULL);
-  loom_output mean = lm_div_no_nan(g, loom_reduce_sum(g, iou, -1, NULL, 0, NULL), nvalid, NULL);
+  loom_output mean = bu_div_no_nan(g, loom_reduce_sum(g, iou, -1, NULL, 0, NULL), nvalid, NULL);
   loom_output v = loom_select(g, loom_greater(g, nvalid, fz, NULL), mean, fz, "value");
   return loom__metric_end(&c, v, upd);
 }

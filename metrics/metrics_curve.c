@@ -4,7 +4,7 @@
  * positive at threshold t when prediction > t; the counts per threshold are
  * reduced from a [thresholds, batch] comparison built by broadcasting. */
 #include <stdlib.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
 #include "metrics/metric_impl.h"
 
 enum { I_TP = 1, I_FN = 2, I_TN = 4, I_FP = 8 };
@@ -20,8 +20,8 @@ static int confusion_at_thresholds(lm_ctx *c, loom_output labels, loom_output pr
                                    loom_output weights, int includes, cm_out *o) {
   loom_graph *g = c->g;
   memset(o, 0, sizeof *o);
-  predictions = lm_cast(g, predictions, LOOM_F32);
-  labels = lm_cast(g, labels, LOOM_BOOL);
+  predictions = bu_cast(g, predictions, LOOM_F32);
+  labels = bu_cast(g, labels, LOOM_BOOL);
   if (!loom__metric_squeeze(c, &predictions, &labels, &weights)) return 0;
   int64_t row[2] = {1, -1}, col[2] = {n, 1};
   loom_output pred = loom_reshape(g, predictions, 2, row, NULL);        /* [1, N] */
@@ -31,8 +31,8 @@ static int confusion_at_thresholds(lm_ctx *c, loom_output labels, loom_output pr
   loom_output neg = loom_logical_not(g, pos, "pred_is_neg");
   loom_output lneg = loom_logical_not(g, lab, "label_is_neg");
   loom_output w = {NULL, 0};
-  if (lm_valid(weights)) {
-    w = lm_broadcast_weights(g, lm_cast(g, weights, LOOM_F32), predictions, c->where);
+  if (bu_valid(weights)) {
+    w = bu_broadcast_weights(g, bu_cast(g, weights, LOOM_F32), predictions, c->where);
     w = loom_reshape(g, w, 2, row, NULL);
   }
   int64_t ax = 1;
@@ -50,11 +50,11 @@ static int confusion_at_thresholds(lm_ctx *c, loom_output labels, loom_output pr
     if (!(includes & parts[i].bit)) continue;
     loom_variable *v = loom__metric_var(c, parts[i].name, LOOM_F32, 1, dims);
     loom_output x = loom_cast(g, loom_logical_and(g, parts[i].l, parts[i].p, NULL), LOOM_F32, NULL);
-    if (lm_valid(w)) x = loom_mul(g, x, w, NULL);
+    if (bu_valid(w)) x = loom_mul(g, x, w, NULL);
     *parts[i].var = loom_variable_output(v);
     *parts[i].upd = loom__metric_assign_add(c, v, loom_reduce_sum(g, x, 1, &ax, 0, NULL));
   }
-  return !loom__graph_failed(g);
+  return loom_graph_status(g, NULL) == LOOM_OK;
 }
 
 static float *float_thresholds(loom_graph *g, int n, const double *t, const char *where) {
@@ -113,7 +113,7 @@ loom_metric loom_metrics_false_negatives_at_thresholds(loom_graph *g, loom_outpu
 
 /* a / (eps + a + b) */
 static loom_output eps_ratio(loom_graph *g, loom_output a, loom_output b, const char *name) {
-  loom_output den = loom_add(g, loom_add(g, lm_scalar(g, LOOM_F32, 1e-7, NULL), a, NULL), b, NULL);
+  loom_output den = loom_add(g, loom_add(g, bu_scalar(g, LOOM_F32, 1e-7, NULL), a, NULL), b, NULL);
   return loom_div(g, a, den, name);
 }
 
@@ -159,20 +159,20 @@ static loom_output part(loom_graph *g, loom_output x, int n, int lo) {
 /* TF's interpolate_pr_auc (Davis & Goadrich). */
 static loom_output interpolate_pr_auc(loom_graph *g, int n, loom_output tp, loom_output fp, loom_output fn,
                                       const char *name) {
-  loom_output zero = lm_scalar(g, LOOM_F32, 0.0, NULL);
+  loom_output zero = bu_scalar(g, LOOM_F32, 0.0, NULL);
   loom_output tp0 = part(g, tp, n, 0), tp1 = part(g, tp, n, 1);
   loom_output dtp = loom_sub(g, tp0, tp1, NULL);
   loom_output p = loom_add(g, tp, fp, NULL);
   loom_output p0 = part(g, p, n, 0), p1 = part(g, p, n, 1);
-  loom_output prec_slope = lm_div_no_nan(g, dtp, loom_maximum(g, loom_sub(g, p0, p1, NULL), zero, NULL), "prec_slope");
+  loom_output prec_slope = bu_div_no_nan(g, dtp, loom_maximum(g, loom_sub(g, p0, p1, NULL), zero, NULL), "prec_slope");
   loom_output intercept = loom_sub(g, tp1, loom_mul(g, prec_slope, p1, NULL), NULL);
   loom_output both = loom_logical_and(g, loom_greater(g, p0, zero, NULL), loom_greater(g, p1, zero, NULL), NULL);
-  loom_output ratio = lm_div_no_nan(g, p0, loom_maximum(g, p1, zero, NULL), "recall_relative_ratio");
+  loom_output ratio = bu_div_no_nan(g, p0, loom_maximum(g, p1, zero, NULL), "recall_relative_ratio");
   loom_output safe = loom_select(g, both, ratio, loom_ones_like(g, p1, NULL), NULL);
   loom_output num = loom_mul(g, prec_slope, loom_add(g, dtp, loom_mul(g, intercept, loom_log(g, safe, NULL), NULL), NULL),
                              NULL);
   loom_output den = loom_maximum(g, loom_add(g, tp1, part(g, fn, n, 1), NULL), zero, NULL);
-  loom_output inc = lm_div_no_nan(g, num, den, "pr_auc_increment");
+  loom_output inc = bu_div_no_nan(g, num, den, "pr_auc_increment");
   return loom_reduce_sum(g, inc, -1, NULL, 0, name);
 }
 
@@ -180,7 +180,7 @@ static loom_output compute_auc(loom_graph *g, int n, int curve, int method, loom
                                loom_output tn, loom_output fp, const char *name) {
   if (curve == LOOM_AUC_PR && method == LOOM_AUC_CAREFUL_INTERPOLATION)
     return interpolate_pr_auc(g, n, tp, fp, fn, name);
-  loom_output eps = lm_scalar(g, LOOM_F32, 1e-6, NULL);
+  loom_output eps = bu_scalar(g, LOOM_F32, 1e-6, NULL);
   loom_output rec = loom_div(g, loom_add(g, tp, eps, NULL), loom_add(g, loom_add(g, tp, fn, NULL), eps, NULL), NULL);
   loom_output x, y;
   if (curve == LOOM_AUC_ROC) {
@@ -198,7 +198,7 @@ static loom_output compute_auc(loom_graph *g, int n, int curve, int method, loom
   else if (method == LOOM_AUC_MAJORING)
     h = loom_maximum(g, y0, y1, NULL);
   else
-    h = loom_mul(g, loom_add(g, y0, y1, NULL), lm_scalar(g, LOOM_F32, 0.5, NULL), NULL);
+    h = loom_mul(g, loom_add(g, y0, y1, NULL), bu_scalar(g, LOOM_F32, 0.5, NULL), NULL);
   return loom_reduce_sum(g, loom_mul(g, dx, h, NULL), -1, NULL, 0, name);
 }
 
@@ -260,8 +260,8 @@ static loom_output at(loom_graph *g, loom_output x, loom_output i) { return loom
  * sensitivity is closest (argmax of the cumulative count of minima). */
 static loom_output rate_at(loom_graph *g, int n, int sens_at_spec, double target, loom_output tp, loom_output fn,
                            loom_output tn, loom_output fp, const char *name) {
-  loom_output keps = lm_scalar(g, LOOM_F32, 1e-7, NULL);
-  loom_output tgt = lm_scalar(g, LOOM_F32, target, NULL);
+  loom_output keps = bu_scalar(g, LOOM_F32, 1e-7, NULL);
+  loom_output tgt = bu_scalar(g, LOOM_F32, target, NULL);
   loom_output idx;
   if (sens_at_spec) {
     loom_output spec = loom_div(g, tn, loom_add(g, loom_add(g, tn, fp, NULL), keps, NULL), NULL);

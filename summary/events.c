@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
 #include "base/fsutil.h"
 #include "base/record_io.h"
 #include "loom/loom_summary.h"
@@ -359,21 +359,23 @@ loom_code loom_event_writer_add_session_log(loom_event_writer *w, loom_session_l
 
 /* ---- graph summaries: one Event holding every summary of g ---- */
 static loom_code tensor_doubles(const loom_tensor *t, const char *tag, double **out, int64_t *n, loom_status *st) {
-  int64_t m = t->numel;
+  int64_t m = loom_tensor_numel(t);
+  loom_dtype dt = loom_tensor_dtype(t);
+  const void *p = loom_tensor_data_const(t);
   double *d = loom__malloc((size_t)(m ? m : 1) * sizeof *d);
   if (!d) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory (summary %s)", tag);
   for (int64_t i = 0; i < m; i++) {
-    switch (t->dtype) {
-      case LOOM_F32: d[i] = ((const float *)t->data)[i]; break;
-      case LOOM_F64: d[i] = ((const double *)t->data)[i]; break;
-      case LOOM_I32: d[i] = ((const int32_t *)t->data)[i]; break;
-      case LOOM_I64: d[i] = (double)((const int64_t *)t->data)[i]; break;
-      case LOOM_U8: d[i] = ((const uint8_t *)t->data)[i]; break;
-      case LOOM_BOOL: d[i] = ((const uint8_t *)t->data)[i] != 0; break;
+    switch (dt) {
+      case LOOM_F32: d[i] = ((const float *)p)[i]; break;
+      case LOOM_F64: d[i] = ((const double *)p)[i]; break;
+      case LOOM_I32: d[i] = ((const int32_t *)p)[i]; break;
+      case LOOM_I64: d[i] = (double)((const int64_t *)p)[i]; break;
+      case LOOM_U8: d[i] = ((const uint8_t *)p)[i]; break;
+      case LOOM_BOOL: d[i] = ((const uint8_t *)p)[i] != 0; break;
       default:
         loom__free(d);
         return loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary %s: value of dtype %s is not numeric", tag,
-                               loom_dtype_name(t->dtype));
+                               loom_dtype_name(dt));
     }
   }
   *out = d;
@@ -414,7 +416,7 @@ loom_code loom_event_writer_add_graph_summaries(loom_event_writer *w, loom_graph
     } else if (m != 1) {
       char dims[128];
       rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary %s: a scalar summary needs one value, got shape %s",
-                           tags[i], loom__dims_str(dims, sizeof dims, t->ndim, t->dims));
+                           tags[i], loom__dims_str(dims, sizeof dims, loom_tensor_ndim(t), loom_tensor_dims(t)));
     } else {
       v[i].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
       v[i].simple_value = (float)d[0];

@@ -11,7 +11,7 @@
  * lifetime note there). */
 #include <pthread.h>
 #include <string.h>
-#include "engine/engine_impl.h"
+#include "engine/engine_api.h"
 #include "loom/loom_summary.h"
 #include "loom/loom_train.h"
 
@@ -25,7 +25,7 @@ static int numeric(loom_dtype dt) {
 static loom_output add_summary(loom_graph *g, const char *tag, loom_output x, loom_summary_kind kind) {
   const char *what = kind == LOOM_SUMMARY_SCALAR ? "scalar" : "histogram";
   if (!g) return (loom_output){NULL, 0};
-  if (loom__graph_failed(g)) return loom__graph_dummy(g);
+  if (loom_graph_status(g, NULL) != LOOM_OK) return loom__graph_dummy(g);
   if (!tag || !*tag) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "summary %s: the tag is empty", what);
     return loom__graph_dummy(g);
@@ -56,7 +56,7 @@ static loom_output add_summary(loom_graph *g, const char *tag, loom_output x, lo
     }
   }
   loom_output y = loom_identity(g, x, tag);
-  if (loom__graph_failed(g)) return y;
+  if (loom_graph_status(g, NULL) != LOOM_OK) return y;
   loom_add_to_collection(g, COLL_ALL, y);
   if (kind == LOOM_SUMMARY_HISTOGRAM) loom_add_to_collection(g, COLL_HIST, y);
   return y;
@@ -101,17 +101,14 @@ int loom_graph_summaries(loom_graph *g, const char *const **tags, const loom_sum
   if (outputs) *outputs = all;
   if (!n || (!tags && !kinds)) return n;
   pthread_mutex_lock(&g_mu);
-  sum_arrays *e = g->ext[LOOM__GRAPH_EXT_SUMMARIES];
-  if (!e && (e = loom__calloc(1, sizeof *e))) {
-    g->ext[LOOM__GRAPH_EXT_SUMMARIES] = e;
-    g->ext_free[LOOM__GRAPH_EXT_SUMMARIES] = arrays_free;
-  }
+  sum_arrays *e = loom__graph_ext(g, LOOM__GRAPH_EXT_SUMMARIES);
+  if (!e && (e = loom__calloc(1, sizeof *e))) loom__graph_set_ext(g, LOOM__GRAPH_EXT_SUMMARIES, e, arrays_free);
   if (e && (e->n != n || e->nh != nh)) {
     const char **t = loom__malloc((size_t)n * sizeof *t);
     loom_summary_kind *k = loom__malloc((size_t)n * sizeof *k);
     if (t && k) {
       for (int i = 0; i < n; i++) {
-        t[i] = all[i].node->name;
+        t[i] = loom_node_name(all[i].node);
         k[i] = LOOM_SUMMARY_SCALAR;
         for (int j = 0; j < nh; j++)
           if (hist[j].node == all[i].node && hist[j].index == all[i].index) k[i] = LOOM_SUMMARY_HISTOGRAM;

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "engine/engine_impl.h"
+#include "base/base.h"
 #include "loom/loom_summary.h"
 
 static cJSON *trace_json(const loom_trace_event *ev, int n) {
