@@ -215,14 +215,22 @@ cpu-check:
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 test-gpu: deps
 	@if [ -z "$(NVCC)" ]; then echo "test-gpu: nvcc not found, skipping"; exit 0; fi; \
-	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) && \
-	 rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%); do $$t || rc=1; done; exit $$rc
+	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) \
+	   build/cuda/tests/gpu/parity_coverage && \
+	 rm -rf build/cuda/parity_coverage && mkdir -p build/cuda/parity_coverage && \
+	 export LOOM_PARITY_COVERAGE_DIR=$(CURDIR)/build/cuda/parity_coverage && \
+	 rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) build/cuda/tests/gpu/parity_coverage; do $$t || rc=1; done; \
+	 exit $$rc
 
 # The GPU parity programs under the CUDA emulator (no GPU needed; part of `make test`).
+# Both runs end with parity_coverage: a CUDA kernel that no test_parity* program ran fails.
 test-cuemu: deps
 	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib build/cuemu/tests/cuemu/test_cuemu \
-	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%)
-	@rc=0; for t in build/cuemu/tests/cuemu/test_cuemu $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%); do $$t || rc=1; done; \
+	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) build/cuemu/tests/gpu/parity_coverage
+	@rm -rf build/cuemu/parity_coverage && mkdir -p build/cuemu/parity_coverage; \
+	 export LOOM_PARITY_COVERAGE_DIR=$(CURDIR)/build/cuemu/parity_coverage; \
+	 rc=0; for t in build/cuemu/tests/cuemu/test_cuemu $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) \
+	   build/cuemu/tests/gpu/parity_coverage; do $$t || rc=1; done; \
 	 echo "test-cuemu: again with each block's threads run last to first (a race would change results)"; \
 	 for t in test_parity test_parity_array test_parity_extra test_cuda_errors; do \
 	   CUEMU_ORDER=reverse build/cuemu/tests/gpu/$$t || rc=1; done; \
@@ -232,7 +240,7 @@ $(BUILD)/tests/cuemu/test_cuemu: tests/cuemu/test_cuemu.cc $(BUILD)/tests/cuemu/
 	$(call say,CXXLD,$@)
 	$(Q)$(CXX) $(CUEMU_CXXFLAGS) $^ -o $@ $(LDFLAGS) $(BLAS_LIBS) -lpthread
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h $(BUILD)/libloom.a
+$(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h tests/gpu/parity_coverage.h $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
