@@ -4,7 +4,7 @@ CXX     ?= c++
 PREFIX  ?= /usr/local
 BUILD   ?= build
 SANITIZE ?=
-# CUDA: CUDA=1 builds the CUDA backend (kernels/cuda/*.cu, engine/backend_cuda.c)
+# CUDA: CUDA=1 builds the CUDA backend (kernels/cuda/*.cu, engine/cuda/*.c, ops/bind_cuda.c)
 # into the library; CUDA=0 is the CPU-only build, which needs no CUDA header or
 # library. The default is auto-detected: CUDA=1 when a usable toolkit is found
 # (nvcc of CUDA 11.8 or later, which knows sm_90, with the cuBLAS headers; no
@@ -68,7 +68,8 @@ PROTO_H   := $(PROTO_C:.c=.h)
 PROTO_OBJ := $(PROTO_C:$(BUILD)/gen/%.c=$(BUILD)/gen/%.o)
 CFLAGS  += -I$(BUILD)/gen
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
-# CUDA backend: only in the CUDA=1 build (the engine files that include CUDA headers, plus the .cu kernels).
+# CUDA backend: only in the CUDA=1 and CUDA=emu builds (the device runtime engine/cuda/, the kernel
+# bindings ops/bind_cuda.c, plus the .cu kernels).
 # The emulator (tests/cuemu) is never part of the library unless CUDA=emu.
 ifeq ($(CUDA),1)
   CU_SRC  := $(wildcard kernels/cuda/*.cu)
@@ -79,7 +80,7 @@ ifeq ($(CUDA),1)
   CFLAGS  += -DLOOM_HAVE_CUDA -I$(CUDA_HOME)/include
   NVFLAGS := -O3 $(CUDA_ARCH) -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DLOOM_HAVE_CUDA -I. -Iinclude \
              -MMD -MP
-  # cuBLAS is not linked: engine/cublas_lazy.c opens it on first use (it costs every process ~0.1 s to load)
+  # cuBLAS is not linked: engine/cuda/cublas_lazy.c opens it on first use (it costs every process ~0.1 s to load)
   LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
   ifeq ($(CUDNN),1)
     CFLAGS  += -DLOOM_HAVE_CUDNN
@@ -96,9 +97,9 @@ else ifeq ($(CUDA),emu)
     CUEMU_CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
   endif
   LDLIBS  += -lstdc++
-  LIB_OBJ := $(filter-out $(BUILD)/engine/cublas_lazy.o,$(LIB_OBJ)) # the emulator provides cuBLAS
+  LIB_OBJ := $(filter-out $(BUILD)/engine/cuda/cublas_lazy.o,$(LIB_OBJ)) # the emulator provides cuBLAS
 else
-  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda.o $(BUILD)/engine/cublas_lazy.o,$(LIB_OBJ))
+  LIB_OBJ := $(filter-out $(BUILD)/engine/cuda/%.o $(BUILD)/ops/bind_cuda.o,$(LIB_OBJ))
 endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -126,7 +127,7 @@ $(CUDA_STAMP):
 	@mkdir -p $(BUILD)
 	@rm -f $(BUILD)/.cuda-*
 	@touch $@
-$(BUILD)/engine/backend.o $(BUILD)/engine/backend_cuda.o: $(CUDA_STAMP)
+$(BUILD)/engine/backend.o $(BUILD)/engine/cuda/runtime.o $(BUILD)/ops/registry_init.o $(BUILD)/ops/bind_cuda.o: $(CUDA_STAMP)
 
 ifeq ($(CUDA),emu)
 $(BUILD)/%.cu.o: %.cu
@@ -214,14 +215,22 @@ cpu-check:
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 test-gpu: deps
 	@if [ -z "$(NVCC)" ]; then echo "test-gpu: nvcc not found, skipping"; exit 0; fi; \
-	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) && \
-	 rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%); do $$t || rc=1; done; exit $$rc
+	 $(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) \
+	   build/cuda/tests/gpu/parity_coverage && \
+	 rm -rf build/cuda/parity_coverage && mkdir -p build/cuda/parity_coverage && \
+	 export LOOM_PARITY_COVERAGE_DIR=$(CURDIR)/build/cuda/parity_coverage && \
+	 rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) build/cuda/tests/gpu/parity_coverage; do $$t || rc=1; done; \
+	 exit $$rc
 
 # The GPU parity programs under the CUDA emulator (no GPU needed; part of `make test`).
+# Both runs end with parity_coverage: a CUDA kernel that no test_parity* program ran fails.
 test-cuemu: deps
 	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib build/cuemu/tests/cuemu/test_cuemu \
-	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%)
-	@rc=0; for t in build/cuemu/tests/cuemu/test_cuemu $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%); do $$t || rc=1; done; \
+	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) build/cuemu/tests/gpu/parity_coverage
+	@rm -rf build/cuemu/parity_coverage && mkdir -p build/cuemu/parity_coverage; \
+	 export LOOM_PARITY_COVERAGE_DIR=$(CURDIR)/build/cuemu/parity_coverage; \
+	 rc=0; for t in build/cuemu/tests/cuemu/test_cuemu $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) \
+	   build/cuemu/tests/gpu/parity_coverage; do $$t || rc=1; done; \
 	 echo "test-cuemu: again with each block's threads run last to first (a race would change results)"; \
 	 for t in test_parity test_parity_array test_parity_extra test_cuda_errors; do \
 	   CUEMU_ORDER=reverse build/cuemu/tests/gpu/$$t || rc=1; done; \
@@ -231,7 +240,7 @@ $(BUILD)/tests/cuemu/test_cuemu: tests/cuemu/test_cuemu.cc $(BUILD)/tests/cuemu/
 	$(call say,CXXLD,$@)
 	$(Q)$(CXX) $(CUEMU_CXXFLAGS) $^ -o $@ $(LDFLAGS) $(BLAS_LIBS) -lpthread
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h $(BUILD)/libloom.a
+$(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h tests/gpu/parity_coverage.h $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)

@@ -10,7 +10,7 @@
 #include "ops/op_list.h"
 
 #ifdef LOOM_HAVE_CUDA
-const loom_backend_i *loom__backend_cuda(void); /* engine/backend_cuda.c */
+const loom_backend_i *loom__backend_cuda(void); /* engine/cuda/runtime.c */
 #endif
 
 const loom_backend_i *loom__backend_get(loom_device_type dev) {
@@ -21,15 +21,6 @@ const loom_backend_i *loom__backend_get(loom_device_type dev) {
   return NULL;
 }
 
-static pthread_once_t g_reg_once = PTHREAD_ONCE_INIT;
-static void register_all(void) {
-  loom_op_def *t = loom__op_table();
-  for (int d = 1; d < LOOM_DEVICE_COUNT; d++) {
-    const loom_backend_i *b = loom__backend_get((loom_device_type)d);
-    if (b && b->register_kernels) b->register_kernels(t);
-  }
-}
-
 int loom__backend_device_count(loom_device_type dev) {
   const loom_backend_i *b = loom__backend_get(dev);
   return b ? b->device_count() : 0;
@@ -37,7 +28,6 @@ int loom__backend_device_count(loom_device_type dev) {
 
 int loom__backend_supports(loom_device_type dev, int op, loom_dtype dt) {
   if (op < 0 || op >= LOOM_OP_COUNT || (int)dev < 0 || (int)dev >= LOOM_DEVICE_COUNT) return 0;
-  pthread_once(&g_reg_once, register_all);
   const loom_op_def *d = loom__op_def(op);
   return d->kernels[dev][dt >= 0 && dt < LOOM_DTYPE_COUNT ? dt : 0] != NULL || d->kernels[dev][0] != NULL;
 }
@@ -95,7 +85,6 @@ loom_code loom__dev_session_new(loom_session *s, loom_status *st) {
   if (s->opts.device_index < 0 || s->opts.device_index >= n)
     return loom_status_set(st, LOOM_UNAVAILABLE, "session: no %s device %d (%d present)", dname,
                            (int)s->opts.device_index, n);
-  pthread_once(&g_reg_once, register_all);
   loom_dev_session *ds = loom__calloc(1, sizeof *ds);
   if (!ds) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
   ds->be = be;

@@ -32,8 +32,6 @@ typedef struct loom_backend_i {
   loom_device_type device;
   /* Devices usable now (0: none, or the driver/runtime is unusable). */
   int (*device_count)(void);
-  /* Puts this backend's kernels into the op table's device slot (once). */
-  void (*register_kernels)(loom_op_def *table);
   /* Context for device `index`: stream, BLAS handle, memory pool. NULL + st on failure. */
   void *(*context_new)(int index, loom_status *st);
   void (*context_free)(void *ctx);

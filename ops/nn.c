@@ -32,6 +32,7 @@
 #include <stdarg.h>
 #include "ops/op_common.h"
 #include "kernels/cpu/nn.h"
+#include "kernels/geometry.h"
 
 #define MAX_WINDOW_ATTR ((int64_t)1 << 24)
 
@@ -107,14 +108,12 @@ static loom_code check_padding(loom_shape_ctx *c) {
   return LOOM_OK;
 }
 
-static int64_t or1(int64_t v) { return v >= 1 ? v : 1; }
-
 /* Spatial output sizes of a window op over xd (NHWC) with window kh x kw. */
 static loom_code window_out(loom_shape_ctx *c, const int64_t *xd, int64_t kh, int64_t kw, int64_t dh, int64_t dw,
                             int64_t *oh, int64_t *ow) {
   const loom_attrs *a = c->attrs;
-  *oh = loom__conv_out_size(xd[1], kh, or1(a->strides[1]), dh, a->padding, NULL);
-  *ow = loom__conv_out_size(xd[2], kw, or1(a->strides[2]), dw, a->padding, NULL);
+  *oh = loom__conv_out_size(xd[1], kh, loom__attr_or_1(a->strides[1]), dh, a->padding, NULL);
+  *ow = loom__conv_out_size(xd[2], kw, loom__attr_or_1(a->strides[2]), dw, a->padding, NULL);
   if (*oh == -3 || *ow == -3)
     return loom__shape_fail(c, LOOM_INVALID_ARGUMENT,
                             "the %lldx%lld window with dilations %lldx%lld is too large (its extent overflows int64)",
@@ -146,7 +145,7 @@ static loom_code conv_check(loom_shape_ctx *c, int64_t *xd, int64_t *fd, const i
                             "(input %s, filter %s)", (long long)xd[3], (long long)fd[2], dims4(xd), dims4(fd));
   xd[3] = fd[2] = ch;
   int64_t oh, ow;
-  loom_code rc = window_out(c, xd, fd[0], fd[1], or1(a->dilations[1]), or1(a->dilations[2]), &oh, &ow);
+  loom_code rc = window_out(c, xd, fd[0], fd[1], loom__attr_or_1(a->dilations[1]), loom__attr_or_1(a->dilations[2]), &oh, &ow);
   if (rc) return rc;
   int64_t want[4] = {xd[0], oh, ow, fd[3]};
   for (int i = 0; i < 4; i++) {

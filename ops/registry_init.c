@@ -9,6 +9,10 @@ void loom__register_nn_grads(loom_op_def *t);
 void loom__register_random_grads(loom_op_def *t);
 void loom__register_train_grads(loom_op_def *t);
 
+#ifdef LOOM_HAVE_CUDA
+void loom__register_cuda_kernels(loom_op_def *t);
+#endif
+
 void loom__ops_register_all(loom_op_def *t) {
   loom__register_core(t);
   loom__register_math(t);
@@ -25,4 +29,7 @@ void loom__ops_register_all(loom_op_def *t) {
   loom__register_nn_grads(t);
   loom__register_random_grads(t);
   loom__register_train_grads(t);
+#ifdef LOOM_HAVE_CUDA
+  loom__register_cuda_kernels(t); /* ops/bind_cuda.c */
+#endif
 }

@@ -316,7 +316,7 @@ Test(session, pool_wakes_sleeping_workers, .timeout = 60) {
 
 #if defined(LOOM_HAVE_CUDA) && !defined(LOOM_CUEMU)
 #include <stdlib.h>
-#include "engine/cublas_lazy.h"
+#include "engine/cuda/cublas_lazy.h"
 /* A CUDA build does not link cuBLAS: it is opened on first use. Here (no
  * GPU needed) the toolkit's library must load and give every entry point. */
 Test(cuda_build, cublas_is_loaded_on_first_use) {

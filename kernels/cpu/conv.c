@@ -27,6 +27,7 @@
 #ifndef LOOM_CONV_TPL
 #include <string.h>
 #include "kernels/cpu/nn.h"
+#include "kernels/geometry.h"
 /* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue
  * (the channel loops here have run-time lengths), -std=c11 turns off FMA
  * contraction, and short copy loops must not become memcpy calls. */
@@ -55,7 +56,6 @@ typedef struct geom {
   int direct_dx; /* the input gradient as a direct forward convolution */
 } geom;
 
-static int64_t attr_or_1(int64_t v) { return v >= 1 ? v : 1; }
 
 /* xd: input [N,H,W,C], fd: filter [KH,KW,C,O], yd: output [N,OH,OW,O]. */
 static void geom_init(geom *g, const loom_attrs *a, const int64_t *xd, const int64_t *fd, const int64_t *yd) {
@@ -68,10 +68,10 @@ static void geom_init(geom *g, const loom_attrs *a, const int64_t *xd, const int
   g->O = fd[3];
   g->OH = yd[1];
   g->OW = yd[2];
-  g->sh = attr_or_1(a->strides[1]);
-  g->sw = attr_or_1(a->strides[2]);
-  g->dh = attr_or_1(a->dilations[1]);
-  g->dw = attr_or_1(a->dilations[2]);
+  g->sh = loom__attr_or_1(a->strides[1]);
+  g->sw = loom__attr_or_1(a->strides[2]);
+  g->dh = loom__attr_or_1(a->dilations[1]);
+  g->dw = loom__attr_or_1(a->dilations[2]);
   loom__conv_out_size(g->H, g->KH, g->sh, g->dh, a->padding, &g->pt);
   loom__conv_out_size(g->W, g->KW, g->sw, g->dw, a->padding, &g->pl);
   g->K = g->KH * g->KW * g->C;

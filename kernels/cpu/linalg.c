@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <string.h>
 #include "kernels/cpu/linalg.h"
+#include "kernels/geometry.h"
 
 #define DEF_GEMM(T, S, GEMM, GEMV)                                                                        \
   void loom__gemm_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A, const T *B, T *C) {      \
@@ -41,20 +42,8 @@ static loom_code too_big(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K) 
 
 /* Matrix dims of the last two axes of a and b. */
 static loom_code mm_dims(const loom_kctx *ctx, int64_t *M, int64_t *N, int64_t *K) {
-  const loom_buf *a = ctx->in[0], *b = ctx->in[1];
-  int ta = ctx->attrs->transpose_a, tb = ctx->attrs->transpose_b;
-  if (a->ndim < 2 || b->ndim < 2)
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "inputs must have rank >= 2, got ranks %d and %d",
-                           (int)a->ndim, (int)b->ndim);
-  int64_t ar = a->dims[a->ndim - 2], ac = a->dims[a->ndim - 1];
-  int64_t br = b->dims[b->ndim - 2], bc = b->dims[b->ndim - 1];
-  *M = ta ? ac : ar;
-  *K = ta ? ar : ac;
-  *N = tb ? br : bc;
-  int64_t K2 = tb ? bc : br;
-  if (*K != K2)
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "inner dimensions %lld and %lld differ", (long long)*K,
-                           (long long)K2);
+  loom_code rc = loom__matmul_dims(ctx, M, N, K);
+  if (rc) return rc;
   if (!blas_ok(*M) || !blas_ok(*N) || !blas_ok(*K)) return too_big(ctx, *M, *N, *K);
   return LOOM_OK;
 }

@@ -19,27 +19,8 @@ static int64_t rows_grain(int64_t row_len) {
 }
 
 /* ---- pooling geometry ---- */
-typedef struct pgeom {
-  int64_t N, H, W, C, OH, OW, kh, kw, sh, sw, pt, pl;
-} pgeom;
-
-static int64_t attr_or_1(int64_t v) { return v >= 1 ? v : 1; }
-
-/* xd: pooled input [N,H,W,C]; yd: pooled output [N,OH,OW,C]. */
-static void pgeom_init(pgeom *g, const loom_attrs *a, const int64_t *xd, const int64_t *yd) {
-  g->N = xd[0];
-  g->H = xd[1];
-  g->W = xd[2];
-  g->C = xd[3];
-  g->OH = yd[1];
-  g->OW = yd[2];
-  g->kh = attr_or_1(a->ksize[1]);
-  g->kw = attr_or_1(a->ksize[2]);
-  g->sh = attr_or_1(a->strides[1]);
-  g->sw = attr_or_1(a->strides[2]);
-  loom__conv_out_size(g->H, g->kh, g->sh, 1, a->padding, &g->pt);
-  loom__conv_out_size(g->W, g->kw, g->sw, 1, a->padding, &g->pl);
-}
+/* (kernels/geometry.h, shared with kernels/cuda/nn.cu) */
+typedef loom_pool_geom pgeom;
 
 /* The valid part [*b, *e) of the window of output index o. */
 static inline void pwin(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t in, int64_t *b, int64_t *e) {
@@ -395,7 +376,7 @@ static loom_code FN(pool_fwd)(const loom_kctx *ctx, loom_range_fn fn) {
   loom_buf *Y = ctx->out[0];
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
-  pgeom_init(&g, ctx->attrs, X->dims, Y->dims);
+  loom__pool_geom_init(&g, ctx->attrs, X->dims, Y->dims);
   FN(pool_args) a = {&g, X->data, NULL, Y->data};
   loom__parallel_for(ctx->pool, g.N * g.OH, rows_grain(g.OW * g.C * g.kh * g.kw), fn, &a);
   return LOOM_OK;
@@ -519,7 +500,7 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
   loom_buf *DX = ctx->out[0];
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
-  pgeom_init(&g, ctx->attrs, X->dims, DY->dims);
+  loom__pool_geom_init(&g, ctx->attrs, X->dims, DY->dims);
   FN(pool_args) a = {&g, X->data, DY->data, DX->data};
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
   return LOOM_OK;
@@ -530,7 +511,7 @@ loom_code FN(loom__k_avg_pool_grad)(const loom_kctx *ctx) {
   loom_buf *DX = ctx->out[0];
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
-  pgeom_init(&g, ctx->attrs, DX->dims, DY->dims);
+  loom__pool_geom_init(&g, ctx->attrs, DX->dims, DY->dims);
   FN(pool_args) a = {&g, NULL, DY->data, DX->data};
   loom__parallel_for(ctx->pool, g.N, 1, FN(avg_pool_grad_range), &a);
   return LOOM_OK;

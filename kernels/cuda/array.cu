@@ -1,9 +1,18 @@
-/* kernels/cuda/array.cu - CUDA kernels of the layout ops: BroadcastTo,
- * BroadcastLike, Transpose, Slice, Tile, PadV2, ConcatV2, Pack, Split,
- * SplitV, Unpack, Fill, Range, OneHot, Shape. Reshape, ReshapeLike,
- * ExpandDims, Squeeze and StopGradient are views (LOOM_OPF_ALIAS0) and need
- * no kernel; Cast, ZerosLike, OnesLike (elementwise.cu) and Gather,
- * UnsortedSegmentSum (dense.cu) live elsewhere.
+/* kernels/cuda/array.cu - CUDA kernels of the array family (kernels/cpu/array.c):
+ * the layout ops BroadcastTo, BroadcastLike, Transpose, Slice, Tile, PadV2,
+ * ConcatV2, Pack, Split, SplitV, Unpack, Fill, Range, OneHot, Shape; then
+ * Gather, NoOp, ZerosLike, OnesLike, Cast; then TopK, TensorScatterAdd/Update
+ * and the UnsortedSegment ops (rows grouped by kernels/cuda/index_group.cuh).
+ * Reshape, ReshapeLike, ExpandDims, Squeeze and StopGradient are views
+ * (LOOM_OPF_ALIAS0) and need no kernel.
+ *
+ * TopK orders by value descending with NaN above everything and ties (and
+ * -0 == +0) by lower index, the CPU's total order: rows up to 64 by rank
+ * counting, up to 2048 by a bitonic sort in shared memory, longer rows by
+ * a radix select of the k-th key, then a sort of the k winners. Gather
+ * writes zeros for an out-of-range index (and reports it).
+ *
+ * The layout ops:
  *
  * Every kernel moves elements by size (the "any" slot: f32, f64, i32, i64,
  * u8, bool), matching kernels/cpu/array.c bit for bit:
@@ -23,6 +32,7 @@
  * divisors when every extent fits in int32, 64-bit otherwise. */
 #include <string.h>
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/array.h"
 
 namespace {
 
@@ -775,4 +785,412 @@ extern "C" loom_code loom__cu_shape_any(const loom_kctx *ctx) {
   if (O->dtype == LOOM_I64) LOOM_LAUNCH(1, 32, 0, STREAM(ctx), k_shape<int64_t>)((int64_t *)O->data, s);
   else LOOM_LAUNCH(1, 32, 0, STREAM(ctx), k_shape<int32_t>)((int32_t *)O->data, s);
   return LOOM_OK;
+}
+
+/* ================================================== gather, segments */
+template <typename E>
+__global__ void k_gather(const E *src, E *dst, const void *idx, int i32, int64_t outer, int64_t K, int64_t N,
+                         int64_t inner, cu_errp ep) {
+  GRID_LOOP(i, outer * K * inner) {
+    int64_t j = i % inner, t = i / inner, k = t % K, o = t / K;
+    int64_t v = cu_load_index(idx, i32, k);
+    if (v >= 0 && v < N) {
+      dst[i] = src[(o * N + v) * inner + j];
+    } else {
+      dst[i] = (E)0;
+      if (j == 0 && o == 0) cu_bad_index(ep, k, N);
+    }
+  }
+}
+extern "C" loom_code loom__cu_gather_any(const loom_kctx *ctx) {
+  const loom_buf *P = ctx->in[0], *I = ctx->in[1];
+  loom_buf *O = ctx->out[0];
+  int64_t axis = ctx->attrs->axis;
+  if (axis < 0) axis += P->ndim;
+  if (axis < 0 || axis >= P->ndim) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "axis out of range");
+  if (I->dtype != LOOM_I32 && I->dtype != LOOM_I64)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "indices must be int32 or int64");
+  if (O->numel == 0) return LOOM_OK;
+  int64_t N = P->dims[axis], outer = 1, inner = 1;
+  for (int i = 0; i < axis; i++) outer *= P->dims[i];
+  for (int i = (int)axis + 1; i < P->ndim; i++) inner *= P->dims[i];
+  int64_t K = I->numel, n = outer * K * inner;
+  int i32 = I->dtype == LOOM_I32;
+  cudaStream_t s = STREAM(ctx);
+  cu_errp ep = cu_watch(ctx, LOOM_CU_ERR_INDICES, I);
+  switch (loom_dtype_size(P->dtype)) {
+  case 1: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint8_t>)((const uint8_t *)P->data, (uint8_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;
+  case 4: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint32_t>)((const uint32_t *)P->data, (uint32_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;
+  case 8: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_gather<uint64_t>)((const uint64_t *)P->data, (uint64_t *)O->data, I->data, i32, outer, K, N, inner, ep); break;
+  default: return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA gather for %s", loom_dtype_name(P->dtype));
+  }
+  return LOOM_OK;
+}
+
+/* ---- NoOp, ZerosLike, OnesLike, Cast ---- */
+extern "C" loom_code loom__cu_noop_any(const loom_kctx *ctx) {
+  (void)ctx;
+  return LOOM_OK;
+}
+extern "C" loom_code loom__cu_zeros_like_any(const loom_kctx *ctx) {
+  loom_buf *y = ctx->out[0];
+  size_t n = (size_t)y->numel * loom_dtype_size(y->dtype);
+  if (n) cudaMemsetAsync(y->data, 0, n, STREAM(ctx));
+  return LOOM_OK;
+}
+template <typename T> __global__ void k_fill(T *y, int64_t n, T v) {
+  GRID_LOOP(i, n) y[i] = v;
+}
+extern "C" loom_code loom__cu_ones_like_any(const loom_kctx *ctx) {
+  loom_buf *y = ctx->out[0];
+  int64_t n = y->numel;
+  if (n == 0) return LOOM_OK;
+  cudaStream_t s = STREAM(ctx);
+  switch (y->dtype) {
+  case LOOM_F32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<float>)((float *)y->data, n, 1.0f); break;
+  case LOOM_F64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<double>)((double *)y->data, n, 1.0); break;
+  case LOOM_I32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<int32_t>)((int32_t *)y->data, n, 1); break;
+  case LOOM_I64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<int64_t>)((int64_t *)y->data, n, 1); break;
+  case LOOM_U8:
+  case LOOM_BOOL: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_fill<uint8_t>)((uint8_t *)y->data, n, 1); break;
+  default: return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA kernel for %s", loom_dtype_name(y->dtype));
+  }
+  return LOOM_OK;
+}
+
+/* Float to integer truncates toward zero, saturates out of range and maps NaN
+ * to 0 (kernels/cpu/array.c, SAT_CONV); everything else converts as C does. */
+template <typename B> struct int_range;
+template <> struct int_range<int32_t> {
+  static constexpr int32_t lo = INT32_MIN, hi = INT32_MAX;
+};
+template <> struct int_range<int64_t> {
+  static constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
+};
+template <> struct int_range<uint8_t> {
+  static constexpr uint8_t lo = 0, hi = 255;
+};
+template <typename A, typename B> __device__ __forceinline__ B cast1(A x) {
+  if constexpr (std::is_floating_point<A>::value && std::is_integral<B>::value) {
+    double d = (double)x;
+    if (d != d) return (B)0;
+    if (d <= (double)int_range<B>::lo) return int_range<B>::lo;
+    if (d >= (double)int_range<B>::hi) return int_range<B>::hi;
+    return (B)d;
+  } else {
+    return (B)x;
+  }
+}
+template <typename A, typename B> __global__ void k_cast(const A *x, B *y, int64_t n, int to_bool) {
+  GRID_LOOP(i, n) y[i] = to_bool ? (B)(x[i] != (A)0) : cast1<A, B>(x[i]);
+}
+template <typename A> static loom_code cast_from(const loom_kctx *ctx, int64_t n) {
+  const A *x = (const A *)ctx->in[0]->data;
+  void *y = ctx->out[0]->data;
+  cudaStream_t s = STREAM(ctx);
+  switch (ctx->out[0]->dtype) {
+  case LOOM_F32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, float>)(x, (float *)y, n, 0); break;
+  case LOOM_F64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, double>)(x, (double *)y, n, 0); break;
+  case LOOM_I32: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, int32_t>)(x, (int32_t *)y, n, 0); break;
+  case LOOM_I64: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, int64_t>)(x, (int64_t *)y, n, 0); break;
+  case LOOM_U8: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, uint8_t>)(x, (uint8_t *)y, n, 0); break;
+  case LOOM_BOOL: LOOM_LAUNCH(grid_for(n), NT, 0, s, k_cast<A, uint8_t>)(x, (uint8_t *)y, n, 1); break;
+  default:
+    return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA cast to %s", loom_dtype_name(ctx->out[0]->dtype));
+  }
+  return LOOM_OK;
+}
+extern "C" loom_code loom__cu_cast_any(const loom_kctx *ctx) {
+  int64_t n = ctx->out[0]->numel;
+  if (n == 0) return LOOM_OK;
+  if (ctx->in[0]->dtype == ctx->out[0]->dtype) {
+    cudaMemcpyAsync(ctx->out[0]->data, ctx->in[0]->data, (size_t)n * loom_dtype_size(ctx->in[0]->dtype),
+                    cudaMemcpyDeviceToDevice, STREAM(ctx));
+    return LOOM_OK;
+  }
+  switch (ctx->in[0]->dtype) {
+  case LOOM_F32: return cast_from<float>(ctx, n);
+  case LOOM_F64: return cast_from<double>(ctx, n);
+  case LOOM_I32: return cast_from<int32_t>(ctx, n);
+  case LOOM_I64: return cast_from<int64_t>(ctx, n);
+  case LOOM_U8:
+  case LOOM_BOOL: return cast_from<uint8_t>(ctx, n);
+  default:
+    return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA cast from %s", loom_dtype_name(ctx->in[0]->dtype));
+  }
+}
+
+/* ================================================== TopK, scatters, segments */
+#include "kernels/cuda/index_group.cuh"
+namespace {
+/* ================================================================== TopK */
+/* Order keys: larger = ranks higher. NaN above +inf, -0 == +0. */
+__device__ __forceinline__ unsigned long long okey(float v) {
+  unsigned int u;
+  memcpy(&u, &v, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0xffffffffull; /* NaN */
+  if ((u & 0x7fffffffu) == 0) u = 0;
+  return (u & 0x80000000u) ? (unsigned long long)(~u) : (unsigned long long)(u | 0x80000000u);
+}
+__device__ __forceinline__ unsigned long long okey(double v) {
+  unsigned long long u;
+  memcpy(&u, &v, sizeof u);
+  const unsigned long long sign = 1ull << 63, abs = u & ~sign;
+  if (abs > 0x7ff0000000000000ull) return NONE; /* NaN */
+  if (abs == 0) u = 0;
+  return (u & sign) ? ~u : (u | sign);
+}
+__device__ __forceinline__ unsigned long long okey(int32_t v) { return (unsigned long long)((uint32_t)v ^ 0x80000000u); }
+__device__ __forceinline__ unsigned long long okey(int64_t v) { return (unsigned long long)v ^ (1ull << 63); }
+__device__ __forceinline__ unsigned long long okey(uint8_t v) { return v; }
+template <typename T> struct key_bits { static const int n = 8 * (int)sizeof(T); };
+
+struct kv {
+  unsigned long long key;
+  unsigned int idx;
+};
+struct kv_better { /* "less" of a best-first sort; padding (key 0, idx ~0) ranks last */
+  __device__ __forceinline__ bool operator()(const kv &a, const kv &b) const {
+    return a.key > b.key || (a.key == b.key && a.idx < b.idx);
+  }
+};
+
+/* n <= 64: the rank of each element is the number ranking above it. */
+template <typename T> __global__ void k_topk_rank(const T *x, T *v, int32_t *ix, int64_t rows, int64_t n, int64_t k) {
+  GRID_LOOP(e, rows * n) {
+    int64_t r = e / n, j = e - r * n;
+    const T *xr = x + r * n;
+    unsigned long long kj = okey(xr[j]);
+    int64_t rank = 0;
+    for (int64_t i = 0; i < n; i++) {
+      unsigned long long ki = okey(xr[i]);
+      rank += ki > kj || (ki == kj && i < j);
+    }
+    if (rank < k) {
+      v[r * k + rank] = xr[j];
+      ix[r * k + rank] = (int32_t)j;
+    }
+  }
+}
+/* n <= TILE: a block sorts a row in shared memory. */
+template <typename T>
+__global__ void k_topk_sort(const T *x, T *v, int32_t *ix, int64_t rows, int64_t n, int64_t k, int L) {
+  __shared__ kv s[TILE];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * n;
+    for (int i = threadIdx.x; i < L; i += blockDim.x) {
+      kv e;
+      e.key = i < n ? okey(xr[i]) : 0;
+      e.idx = i < n ? (unsigned)i : 0xffffffffu;
+      s[i] = e;
+    }
+    __syncthreads();
+    bitonic_tile(s, L, 0, 2, L, kv_better());
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+      unsigned id = s[j].idx;
+      v[r * k + j] = xr[id];
+      ix[r * k + j] = (int32_t)id;
+    }
+    __syncthreads();
+  }
+}
+/* n > TILE: a block per row finds the k-th largest key (radix select, 8
+ * bits a pass), then writes the k winners (every key above it, and the
+ * lowest-index ties) to w[row * Lk ...], padding to Lk. NT threads. */
+template <typename T>
+__global__ void k_topk_select(const T *x, kv *W, int64_t rows, int64_t n, int64_t k, int64_t Lk) {
+  __shared__ unsigned int hist[256];
+  __shared__ unsigned long long sh_prefix, sh_mask;
+  __shared__ long long sh_kk;
+  __shared__ long long cg[NT], ce[NT];
+  const int tid = threadIdx.x;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * n;
+    kv *w = W + r * Lk;
+    if (tid == 0) {
+      sh_prefix = 0;
+      sh_mask = 0;
+      sh_kk = k;
+    }
+    for (int shift = key_bits<T>::n - 8; shift >= 0; shift -= 8) {
+      for (int d = tid; d < 256; d += blockDim.x) hist[d] = 0;
+      __syncthreads();
+      unsigned long long prefix = sh_prefix, mask = sh_mask;
+      for (int64_t i = tid; i < n; i += blockDim.x) {
+        unsigned long long key = okey(xr[i]);
+        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
+      }
+      __syncthreads();
+      if (tid == 0) {
+        long long kk = sh_kk, cum = 0;
+        int d = 255;
+        for (; d > 0; d--) {
+          if (cum + (long long)hist[d] >= kk) break;
+          cum += hist[d];
+        }
+        sh_kk = kk - cum;
+        sh_prefix = prefix | ((unsigned long long)d << shift);
+        sh_mask = mask | (255ull << shift);
+      }
+      __syncthreads();
+    }
+    const unsigned long long thr = sh_prefix;
+    const long long kk = sh_kk, ngt = k - kk;
+    int64_t chunk = (n + blockDim.x - 1) / blockDim.x, b0 = tid * chunk, b1 = b0 + chunk;
+    if (b1 > n) b1 = n;
+    long long g = 0, e = 0;
+    for (int64_t i = b0; i < b1; i++) {
+      unsigned long long key = okey(xr[i]);
+      g += key > thr;
+      e += key == thr;
+    }
+    cg[tid] = g;
+    ce[tid] = e;
+    __syncthreads();
+    if (tid == 0) {
+      long long a = 0, b = 0;
+      for (unsigned t = 0; t < blockDim.x; t++) {
+        long long x1 = cg[t], x2 = ce[t];
+        cg[t] = a;
+        ce[t] = b;
+        a += x1;
+        b += x2;
+      }
+    }
+    __syncthreads();
+    long long pg = cg[tid], pe = ce[tid];
+    for (int64_t i = b0; i < b1; i++) {
+      unsigned long long key = okey(xr[i]);
+      kv it;
+      it.key = key;
+      it.idx = (unsigned)i;
+      if (key > thr) w[pg++] = it;
+      else if (key == thr) {
+        if (pe < kk) w[ngt + pe] = it;
+        pe++;
+      }
+    }
+    for (int64_t j = k + tid; j < Lk; j += blockDim.x) {
+      kv it;
+      it.key = 0;
+      it.idx = 0xffffffffu;
+      w[j] = it;
+    }
+    __syncthreads();
+  }
+}
+template <typename T>
+__global__ void k_topk_write(const T *x, const kv *W, T *v, int32_t *ix, int64_t rows, int64_t n, int64_t k, int64_t Lk) {
+  GRID_LOOP(e, rows * k) {
+    int64_t r = e / k, j = e - r * k;
+    unsigned id = W[r * Lk + j].idx;
+    v[e] = x[r * n + id];
+    ix[e] = (int32_t)id;
+  }
+}
+template <typename T> loom_code run_topk(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_buf *V = ctx->out[0], *I = ctx->out[1];
+  if (X->ndim < 1) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input must have rank >= 1, got a scalar");
+  int64_t n = X->dims[X->ndim - 1], k = V->dims[V->ndim - 1];
+  if (k == 0 || V->numel == 0) return LOOM_OK;
+  int64_t rows = V->numel / k;
+  const T *x = (const T *)X->data;
+  T *v = (T *)V->data;
+  int32_t *ix = (int32_t *)I->data;
+  cudaStream_t s = STREAM(ctx);
+  if (n <= 64) {
+    LOOM_LAUNCH(grid_for(rows * n), NT, 0, s, k_topk_rank<T>)(x, v, ix, rows, n, k);
+  } else if (n <= TILE) {
+    int L = (int)pow2_ge(n);
+    unsigned nb = L / 2 >= NT ? NT : (unsigned)(L / 2);
+    LOOM_LAUNCH(blocks_for(rows), nb, 0, s, k_topk_sort<T>)(x, v, ix, rows, n, k, L);
+  } else {
+    int64_t Lk = pow2_ge(k);
+    size_t need = (size_t)rows * (size_t)Lk * sizeof(kv);
+    kv *W = (kv *)loom__cuda_scratch(CUCTX(ctx), need);
+    if (!W) return no_scratch(ctx, need);
+    LOOM_LAUNCH(blocks_for(rows), NT, 0, s, k_topk_select<T>)(x, W, rows, n, k, Lk);
+    bitonic_sort(s, W, rows, Lk, kv_better());
+    LOOM_LAUNCH(grid_for(rows * k), NT, 0, s, k_topk_write<T>)(x, W, v, ix, rows, n, k, Lk);
+  }
+  return LOOM_OK;
+}
+
+template <typename T, typename U> loom_code run_tensor_scatter(const loom_kctx *ctx, int op) {
+  const loom_buf *Tn = ctx->in[0], *I = ctx->in[1], *Up = ctx->in[2];
+  loom_buf *O = ctx->out[0];
+  loom_code rc = check_int_indices(ctx, I, "indices");
+  if (rc) return rc;
+  if (Tn->ndim < 1) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "tensor must have rank >= 1, got a scalar");
+  if (O->numel && O->data != Tn->data)
+    cudaMemcpyAsync(O->data, Tn->data, (size_t)O->numel * sizeof(T), cudaMemcpyDeviceToDevice, STREAM(ctx));
+  int64_t row = 1;
+  for (int i = 1; i < Tn->ndim; i++) row *= Tn->dims[i];
+  return scatter_rows<T, U>(ctx, (T *)O->data, I, (const T *)Up->data, Tn->dims[0], row, op);
+}
+
+/* ================================================ segment sum/mean/sqrtN */
+/* sqrtn: 0 mean, 1 sqrt(n), 2 plain sum. One thread per (segment, column)
+ * adds the segment's rows in position order: deterministic, no atomics. */
+template <typename T> __global__ void k_segment(const T *P, T *o, grp G, int64_t inner, int sqrtn) {
+  if (grp_failed(G)) return;
+  Y_LOOP(t, G.n) {
+    int64_t r;
+    if (!grp_leader(G, t, &r)) continue;
+    int64_t e = grp_end(G, r), c = e - t;
+    X_LOOP(j, inner) {
+      T s = grp_sum<T>(G, P, t, e, inner, j);
+      if constexpr (std::is_floating_point<T>::value) {
+        if (c > 1 && sqrtn < 2) s /= sqrtn ? x_sqrt((T)c) : (T)c;
+      }
+      o[r * inner + j] = s;
+    }
+  }
+}
+template <typename T> loom_code run_segment(const loom_kctx *ctx, int sqrtn) {
+  const loom_buf *D = ctx->in[0], *I = ctx->in[1];
+  loom_buf *O = ctx->out[0];
+  loom_code rc = check_int_indices(ctx, I, "segment_ids");
+  if (rc) return rc;
+  cudaStream_t s = STREAM(ctx);
+  if (O->numel) cudaMemsetAsync(O->data, 0, (size_t)O->numel * sizeof(T), s);
+  if (I->numel == 0) return LOOM_OK;
+  int64_t inner = 1;
+  for (int i = 1; i < D->ndim; i++) inner *= D->dims[i];
+  grp G;
+  rc = group_sort(ctx, I, O->dims[0], LOOM_CU_ERR_SEGMENT_IDS, &G, (size_t)(I->numel * inner) * sizeof(T));
+  if (rc || inner == 0) return rc;
+  launch_pieces<T>(ctx, (const T *)D->data, G, inner, 1);
+  launch2 l = grid2(G.n, inner);
+  LOOM_LAUNCH(l.g, l.b, 0, s, k_segment<T>)((const T *)G.pieces, (T *)O->data, G, inner, sqrtn);
+  return LOOM_OK;
+}
+
+} // namespace
+
+#define NUM_K(dt, T, U)                                                                                               \
+  extern "C" loom_code loom__cu_top_k_##dt(const loom_kctx *ctx) { return run_topk<T>(ctx); }                        \
+  extern "C" loom_code loom__cu_scatter_add_##dt(const loom_kctx *ctx) { return run_tensor_scatter<T, U>(ctx, 1); } \
+  extern "C" loom_code loom__cu_segment_sum_##dt(const loom_kctx *ctx) { return run_segment<T>(ctx, 2); }
+NUM_K(f32, float, float)
+NUM_K(f64, double, double)
+NUM_K(i32, int32_t, uint32_t)
+NUM_K(i64, int64_t, uint64_t)
+extern "C" loom_code loom__cu_top_k_u8(const loom_kctx *ctx) { return run_topk<uint8_t>(ctx); }
+
+#define FLT_K(dt, T)                                                                                               \
+  extern "C" loom_code loom__cu_segment_mean_##dt(const loom_kctx *ctx) { return run_segment<T>(ctx, 0); }        \
+  extern "C" loom_code loom__cu_segment_sqrtn_##dt(const loom_kctx *ctx) { return run_segment<T>(ctx, 1); }
+FLT_K(f32, float)
+FLT_K(f64, double)
+
+extern "C" loom_code loom__cu_scatter_update_any(const loom_kctx *ctx) {
+  switch (loom_dtype_size(ctx->in[0]->dtype)) {
+  case 1: return run_tensor_scatter<uint8_t, uint8_t>(ctx, 0);
+  case 4: return run_tensor_scatter<uint32_t, uint32_t>(ctx, 0);
+  case 8: return run_tensor_scatter<uint64_t, uint64_t>(ctx, 0);
+  default:
+    return loom_status_set(ctx->st, LOOM_UNIMPLEMENTED, "no CUDA scatter for %s", loom_dtype_name(ctx->in[0]->dtype));
+  }
 }

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 #include "kernels/cuda/cuda_ctx.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/kernel_list.h"
 
 #define CUCTX(ctx) ((loom_cuda_ctx *)(ctx)->backend)
 #define STREAM(ctx) (CUCTX(ctx)->stream)
@@ -31,6 +31,11 @@ static inline unsigned grid_for(int64_t n) {
 /* Bail out with a status (no launch). */
 static inline loom_code cu_err(const loom_kctx *ctx, loom_code c, const char *msg) {
   return loom_status_set(ctx->st, c, "%s", msg);
+}
+
+/* The device scratch (loom__cuda_scratch) could not be had. */
+static inline loom_code no_scratch(const loom_kctx *ctx, size_t n) {
+  return loom_status_set(ctx->st, LOOM_RESOURCE_EXHAUSTED, "cannot allocate %zu bytes of device scratch", n);
 }
 
 /* Element k of an int32 (i32 != 0) or int64 index tensor. */

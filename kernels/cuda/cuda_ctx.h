@@ -1,6 +1,6 @@
 /* kernels/cuda/cuda_ctx.h - the CUDA backend context that kernels see as
  * loom_kctx.backend (internal; CUDA=1 builds only). Owned by
- * engine/backend_cuda.c: one stream, one cuBLAS handle (and cuDNN handle
+ * engine/cuda/runtime.c: one stream, one cuBLAS handle (and cuDNN handle
  * when built with it) and one caching memory pool per session. */
 #ifndef LOOM_CUDA_CTX_H
 #define LOOM_CUDA_CTX_H

@@ -1,7 +1,7 @@
 /* tests/cuemu/cuda_runtime_api.h - the CUDA runtime API as loom uses it,
  * implemented on the host by tests/cuemu/cuemu.cc (the CUDA emulator used by
  * `make CUDA=emu` / `make test-cuemu`). Names and values follow the CUDA
- * runtime so that engine/backend_cuda.c compiles unchanged against either.
+ * runtime so that engine/cuda/runtime.c compiles unchanged against either.
  * Plain C; the device side (kernels, launches) is in cuda_runtime.h. */
 #ifndef CUEMU_CUDA_RUNTIME_API_H
 #define CUEMU_CUDA_RUNTIME_API_H

@@ -1,5 +1,5 @@
 /* tests/cuemu/cuemu.cc - a host emulator of the CUDA runtime and the cuBLAS
- * calls loom makes, so that the CUDA backend (engine/backend_cuda.c) and its
+ * calls loom makes, so that the CUDA backend (engine/cuda/runtime.c) and its
  * kernels (the kernels/cuda .cu files, compiled as C++) run on a machine without a GPU:
  * `make CUDA=emu` builds loom against it and `make test-cuemu` runs the
  * GPU-vs-CPU parity programs (tests/gpu/) under it.

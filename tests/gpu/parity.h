@@ -7,7 +7,9 @@
  * a fixed random w with respect to every float input) within the case's
  * tolerance: relative error |cpu - gpu| / (1 + |cpu|), NaN matching NaN.
  * A program starts with parity_gpu_present (false: no device, print a skip
- * line and exit 0) and ends with parity_report. */
+ * line and exit 0) and ends with parity_report. The CUDA kernels each
+ * test_parity* program ran are recorded (tests/gpu/parity_coverage.h) and
+ * tests/gpu/parity_coverage.c fails on a kernel no program ran. */
 #ifndef LOOM_TESTS_GPU_PARITY_H
 #define LOOM_TESTS_GPU_PARITY_H
 #include <math.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "loom/loom.h"
+#include "tests/gpu/parity_coverage.h"
 
 #define F32 LOOM_F32
 #define F64 LOOM_F64
@@ -294,6 +297,7 @@ static inline loom_output parity_dense(loom_graph *g, loom_output x, int64_t in,
 
 /* 1 when a CUDA session can be created; else prints the skip line. */
 static inline int parity_gpu_present(const char *prog) {
+  parity_coverage_install();
   loom_graph *g = loom_graph_new();
   loom_session_options o = loom_session_options_default();
   o.device = LOOM_DEVICE_CUDA;
@@ -324,6 +328,7 @@ static inline int parity_check(int ok, const char *fmt, ...) {
 /* Summary line and exit code. */
 static inline int parity_report(const char *prog) {
   printf("%s: %d comparisons, %d failures\n", prog, g_checked, g_fail);
+  parity_coverage_write(prog);
   return g_fail ? 1 : 0;
 }
 

@@ -1,5 +1,5 @@
-/* tests/gpu/test_parity_extra.c - GPU vs CPU parity of the extra family
- * (kernels/cuda/extra.cu): Select, ClipByValue, L2Normalize, TopK,
+/* tests/gpu/test_parity_extra.c - GPU vs CPU parity of the kernels
+ * that were kernels/cuda/extra.cu (now in math.cu, nn.cu, array.cu, optim.cu): Select, ClipByValue, L2Normalize, TopK,
  * TensorScatterAdd/Update, UnsortedSegmentMean/SqrtN (with gradients where
  * differentiable), the Ref scatters on variables, every sparse optimizer run
  * 5 steps on a [50, 8] variable with duplicate indices (variable and slots

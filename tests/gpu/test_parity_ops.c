@@ -9,7 +9,7 @@
  * Assign / AssignAdd / AssignSub / AssignMul on variables, Dropout (same seed:
  * same mask), every reduction and ArgMax/ArgMin over several axis sets (both
  * the thread-per-output and the block-per-output paths of reduce_run in
- * kernels/cuda/dense.cu), ReduceSumLike, the conv backprops and pool
+ * kernels/cuda/reduce.cu), ReduceSumLike, the conv backprops and pool
  * gradients called directly, Gather of every element size, UnsortedSegmentSum,
  * the f64 forms of matmul / batch matmul / softmax / cross entropies / random
  * ops, SparseApplyGradientDescent, and every dense optimizer trained 5 steps

@@ -1,4 +1,4 @@
-/* engine/cublas_lazy.c - cuBLAS, loaded on first use (CUDA=1 builds only).
+/* engine/cuda/cublas_lazy.c - cuBLAS, loaded on first use (CUDA=1 builds only).
  *
  * The library is not linked: this file defines the few cuBLAS entry points
  * loom calls (the declarations come from cublas_v2.h, so the compiler checks
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cublas_v2.h>
-#include "engine/cublas_lazy.h"
+#include "engine/cuda/cublas_lazy.h"
 
 #define LOOM_STR_(x) #x
 #define LOOM_STR(x) LOOM_STR_(x) /* after macro expansion: cublasSgemm -> "cublasSgemm_v2" */

@@ -1,4 +1,7 @@
-/* engine/backend_cuda.c - the CUDA backend table (CUDA=1 builds only).
+/* engine/cuda/runtime.c - the CUDA device runtime: the backend table
+ * (devices, contexts with their stream and cuBLAS handle, copies, events)
+ * for CUDA=1 and CUDA=emu builds. The kernels (kernels/cuda/) are bound to
+ * their ops in ops/bind_cuda.c.
  *
  * Memory: a caching pool over cudaMalloc (never managed memory). Requests
  * are rounded up to a size class (512 B granules below 1 MiB, then 1 MiB
@@ -19,11 +22,9 @@
 #endif
 #include "engine/backend.h"
 #ifndef LOOM_CUEMU
-#include "engine/cublas_lazy.h"
+#include "engine/cuda/cublas_lazy.h"
 #endif
 #include "kernels/cuda/cuda_ctx.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "ops/op_list.h"
 
 struct loom_cuda_block {
   void *ptr;
@@ -53,12 +54,6 @@ static int cu_device_count(void) {
     return 0;
   }
   return n;
-}
-
-static void cu_register(loom_op_def *t) {
-#define LOOM_CU_REG(Op, k, dt) t[LOOM_OP_##Op].kernels[LOOM_DEVICE_CUDA][LOOM_CU_DT_##dt] = loom__cu_##k##_##dt;
-  LOOM_CUDA_KERNELS(LOOM_CU_REG)
-#undef LOOM_CU_REG
 }
 
 /* ---- pool ---- */
@@ -360,7 +355,6 @@ static const loom_backend_i cuda_backend = {
     .name = "cuda",
     .device = LOOM_DEVICE_CUDA,
     .device_count = cu_device_count,
-    .register_kernels = cu_register,
     .context_new = cu_ctx_new,
     .context_free = cu_ctx_free,
     .buffer_alloc = cu_alloc,
