@@ -1,4 +1,9 @@
-/* Fills the engine's op table from every family. */
+/* ops/registry_init.c - the op table: its storage and names (one row per op
+ * of ops/op_list.h), filled from every family and installed into the
+ * engine's registry by a static initializer, before main, the way TF
+ * registers ops (REGISTER_OP with alwayslink). The Makefile prelinks the
+ * library into one object so that a static link keeps this initializer.
+ * Nothing here allocates (user allocation hooks may be set later in main). */
 #include "ops/op_common.h"
 
 void loom__register_core_grads(loom_op_def *t);
@@ -9,7 +14,16 @@ void loom__register_nn_grads(loom_op_def *t);
 void loom__register_random_grads(loom_op_def *t);
 void loom__register_train_grads(loom_op_def *t);
 
-void loom__ops_register_all(loom_op_def *t) {
+static loom_op_def g_ops[LOOM_OP_COUNT];
+static const char *const g_names[LOOM_OP_COUNT] = {
+#define X(e, n) n,
+    LOOM_OP_LIST(X)
+#undef X
+};
+
+__attribute__((constructor)) static void ops_register(void) {
+  loom_op_def *t = g_ops;
+  for (int i = 0; i < LOOM_OP_COUNT; i++) t[i].name = g_names[i];
   loom__register_core(t);
   loom__register_math(t);
   loom__register_reduce(t);
@@ -25,4 +39,5 @@ void loom__ops_register_all(loom_op_def *t) {
   loom__register_nn_grads(t);
   loom__register_random_grads(t);
   loom__register_train_grads(t);
+  loom__registry_install(t, LOOM_OP_COUNT);
 }
