@@ -159,7 +159,15 @@ $(BUILD)/gen/proto/%.pb-c.o: $(BUILD)/gen/proto/%.pb-c.c
 	$(call say,CC,$<)
 	$(Q)$(CC) -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -I$(BUILD)/gen -c $< -o $@
 
-$(BUILD)/libloom.a: $(LIB_OBJ)
+# The static library holds one prelinked object, so that a program linking it
+# gets every static initializer (ops/ installs the op table into the engine
+# from one, like TF's alwayslink op registrations) even when it references
+# nothing else in that object's file.
+$(BUILD)/loom.o: $(LIB_OBJ)
+	$(call say,LD,$@)
+	$(Q)$(CC) -r -nostdlib -o $@ $^
+
+$(BUILD)/libloom.a: $(BUILD)/loom.o
 	@rm -f $@
 	$(call say,AR,$@)
 	$(Q)ar rcs $@ $^

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <pthread.h>
 #include "engine/backend.h"
-#include "ops/op_list.h"
 
 #ifdef LOOM_HAVE_CUDA
 const loom_backend_i *loom__backend_cuda(void); /* engine/cuda/runtime.c */
@@ -27,7 +26,7 @@ int loom__backend_device_count(loom_device_type dev) {
 }
 
 int loom__backend_supports(loom_device_type dev, int op, loom_dtype dt) {
-  if (op < 0 || op >= LOOM_OP_COUNT || (int)dev < 0 || (int)dev >= LOOM_DEVICE_COUNT) return 0;
+  if (op < 0 || op >= loom__op_count() || (int)dev < 0 || (int)dev >= LOOM_DEVICE_COUNT) return 0;
   const loom_op_def *d = loom__op_def(op);
   return d->kernels[dev][dt >= 0 && dt < LOOM_DTYPE_COUNT ? dt : 0] != NULL || d->kernels[dev][0] != NULL;
 }
@@ -223,7 +222,7 @@ loom_code loom__dev_plan_bind(loom_session *s, loom_plan *p, plan_value *v, loom
   loom_dev_plan *dp = p->dev;
   loom_dev_session *ds = s->dev;
   size_t nb = value_bytes(&v->buf);
-  if (v->node->op == LOOM_OP_Const) {
+  if (v->node->def->flags & LOOM_OPF_CONST) {
     if (grow((void **)&dp->consts, &dp->capconsts, dp->nconsts + 1, sizeof *dp->consts))
       return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", v->node->name);
     void *d = ds->be->buffer_alloc(ds->ctx, nb ? nb : 64, st);
@@ -544,7 +543,7 @@ void loom__dev_var_host_changed(loom_session *s, const void *host) { mirrors_hos
 loom_code loom__dev_host_plan_begin(loom_session *s, loom_plan *p, loom_status *st) {
   loom_code rc;
   for (int i = 0; i < p->nvalues; i++)
-    if (p->values[i].kind == VAL_BIND && p->values[i].node->op == LOOM_OP_VariableV2 &&
+    if (p->values[i].kind == VAL_BIND && (p->values[i].node->def->flags & LOOM_OPF_VARIABLE) &&
         (rc = loom__dev_var_to_host(s, p->values[i].buf.data, st)))
       return rc;
   for (int i = 0; i < p->nsteps; i++) {

@@ -53,7 +53,6 @@
 #include "engine/backend.h"
 #include "base/crc32c.h"
 #include "base/fsutil.h"
-#include "ops/op_list.h"
 
 #define CKPT_MAGIC "LOOMCKPT"
 #define CKPT_END "LOOMEND"
@@ -740,14 +739,15 @@ void loom_saver_free(loom_saver *sv) {
   loom__free(sv);
 }
 
-loom_saver *loom_saver_new(loom_graph *g, int nvars, loom_variable *const *vars, int keep_max, loom_status *st) {
+loom_saver *loom__saver_new_names(loom_graph *g, int n, const char *const *names, int keep_max, loom_status *st) {
   if (!g) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "saver: graph is NULL");
     return NULL;
   }
-  int n = nvars;
-  loom_variable *const *list = vars;
-  if (n <= 0 || !list) list = loom_global_variables(g, &n);
+  if (n < 0 || (n > 0 && !names)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "saver: invalid variable list");
+    return NULL;
+  }
   loom_saver *sv = loom__calloc(1, sizeof *sv);
   if (!sv || !(sv->names = loom__calloc((size_t)(n > 0 ? n : 1), sizeof *sv->names))) {
     loom__free(sv);
@@ -757,18 +757,13 @@ loom_saver *loom_saver_new(loom_graph *g, int nvars, loom_variable *const *vars,
   sv->g = g;
   sv->keep_max = keep_max;
   for (int i = 0; i < n; i++) {
-    if (!list[i] || !list[i]->node || list[i]->g != g) {
-      loom_saver_free(sv);
-      loom_status_set(st, LOOM_INVALID_ARGUMENT, "saver: variable %d is not a variable of this graph", i);
-      return NULL;
-    }
     for (int j = 0; j < sv->n; j++)
-      if (!strcmp(sv->names[j], list[i]->name)) {
+      if (!strcmp(sv->names[j], names[i])) {
         loom_saver_free(sv);
-        loom_status_set(st, LOOM_INVALID_ARGUMENT, "saver: variable %s is listed twice", list[i]->name);
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "saver: variable %s is listed twice", names[i]);
         return NULL;
       }
-    sv->names[i] = loom__strdup(list[i]->name);
+    sv->names[i] = loom__strdup(names[i]);
     if (!sv->names[i]) {
       loom_saver_free(sv);
       loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "saver: out of memory");

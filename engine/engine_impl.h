@@ -60,12 +60,22 @@ enum {
   LOOM_OPF_MUTATES_INPUT0 = 1u << 4, /* writes its input 0 in place (assign ops) */
   LOOM_OPF_INPLACE_OK = 1u << 5,  /* output 0 may reuse input 0's buffer when it dies here */
   LOOM_OPF_KEY_OUTPUT = 1u << 6,  /* kernel table keyed by output 0's dtype, not input 0's */
+  /* What the engine must know about a few ops, said by their definitions
+   * (the engine never tests op ids; see DESIGN.md "Layers"): */
+  LOOM_OPF_CONST = 1u << 7,       /* Const: output 0 is the node's constant payload (node->value), serialised
+                                     with the graph and uploaded once per device plan */
+  LOOM_OPF_VARIABLE = 1u << 8,    /* VariableV2: output 0 is a variable's buffer in the session's variable
+                                     store (bound by name); attrs.resource holds the graph-side variable */
+  LOOM_OPF_ASSIGN = 1u << 9,      /* Assign: overwrites its whole input 0 (a ref) with input 1, so it does not
+                                     read input 0, a run of it initialises that variable, and a variable's
+                                     initializer is one of these */
+  LOOM_OPF_EMPTY_OK = 1u << 10,   /* variadic op that may have no data input at all (NoOp) */
 };
 
 enum { LOOM_DEVICE_COUNT = 2 };
 
 typedef struct loom_op_def {
-  const char *name;      /* TF-style name, set from the X-macro */
+  const char *name;      /* TF-style name (ops/ sets it from its op list) */
   int32_t nin;           /* -1 = variadic (>= 1) */
   int32_t nout;          /* -1 = set by the builder (Split, Unstack) */
   loom_shape_fn shape;
@@ -92,13 +102,25 @@ static inline int loom__op_mutates(const loom_op_def *d, int j) {
   return j < 32 && ((m >> j) & 1u);
 }
 
-/* The op table, indexed by loom_op_type (ops/op_list.h). Filled once. */
+/* The op registry (engine/registry.c). The engine owns no op: ops/ owns the
+ * table (indexed by its op ids) and installs it once, before main, from a
+ * static initializer (ops/registry_init.c); the engine only looks ops up.
+ * Installing allocates nothing. Before an install the registry is empty:
+ * count 0, every lookup NULL / -1, and graph building fails with
+ * FAILED_PRECONDITION (loom__registry_error). */
+void loom__registry_install(loom_op_def *table, int count);
+/* The installed table (NULL before an install); backends put their kernels
+ * into its device slots (loom_backend_i.register_kernels). */
 loom_op_def *loom__op_table(void);
 int loom__op_count(void);
+/* The definition of op id `op`, NULL when out of range or nothing is installed. */
 const loom_op_def *loom__op_def(int op);
-/* Runs ops/ registration exactly once (ops/registry_init.c provides it). */
-void loom__ops_init_once(void);
-void loom__ops_register_all(loom_op_def *table); /* implemented in ops/ */
+/* The id of the op named `name` (TF name), -1 when unknown. */
+int loom__op_find(const char *name);
+/* The first op whose definition has all of `flags` (e.g. LOOM_OPF_FEED_ONLY), -1 when none. */
+int loom__op_with_flags(uint32_t flags);
+/* The message for a lookup in an empty registry. */
+const char *loom__registry_error(void);
 
 /* ---- graph (engine/graph.c) ---- */
 struct loom_node {

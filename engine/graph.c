@@ -5,31 +5,6 @@
 #include <pthread.h>
 #include <time.h>
 #include "engine/engine_impl.h"
-#include "ops/op_list.h"
-
-/* ---- op registry ---- */
-static loom_op_def g_ops[LOOM_OP_COUNT];
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static void ops_init(void) {
-  static const char *names[] = {
-#define X(e, n) n,
-      LOOM_OP_LIST(X)
-#undef X
-  };
-  for (int i = 0; i < LOOM_OP_COUNT; i++) g_ops[i].name = names[i];
-  loom__ops_register_all(g_ops);
-}
-void loom__ops_init_once(void) { pthread_once(&g_once, ops_init); }
-loom_op_def *loom__op_table(void) {
-  loom__ops_init_once();
-  return g_ops;
-}
-int loom__op_count(void) { return LOOM_OP_COUNT; }
-const loom_op_def *loom__op_def(int op) {
-  loom__ops_init_once();
-  return (op >= 0 && op < LOOM_OP_COUNT) ? &g_ops[op] : NULL;
-}
-
 /* ---- names ---- */
 static uint64_t hash_str(const char *s) {
   uint64_t h = 1469598103934665603ull;
@@ -106,7 +81,6 @@ char *loom__graph_unique_name(loom_graph *g, const char *base) {
 
 /* ---- graph ---- */
 loom_graph *loom_graph_new(void) {
-  loom__ops_init_once();
   loom_graph *g = loom__calloc(1, sizeof *g);
   if (!g) return NULL;
   g->scope_str = loom__strdup("");
@@ -333,8 +307,12 @@ loom_output loom__graph_dummy(loom_graph *g) {
     if (!d) return (loom_output){NULL, 0};
     d->graph = g;
     d->id = -1;
-    d->op = LOOM_OP_Placeholder;
-    d->def = loom__op_def(LOOM_OP_Placeholder);
+    /* a feed-only def (Placeholder): never run, never folded; the engine's
+     * own stand-in when no op is registered */
+    static const loom_op_def unregistered = {.name = "Placeholder", .nin = 0, .nout = 1,
+                                             .flags = LOOM_OPF_FEED_ONLY | LOOM_OPF_NODIFF};
+    d->op = loom__op_with_flags(LOOM_OPF_FEED_ONLY);
+    d->def = d->op >= 0 ? loom__op_def(d->op) : &unregistered;
     d->name = loom__strdup("<error>");
     d->nout = 1;
     d->out = loom__calloc(1, sizeof *d->out);
@@ -354,6 +332,10 @@ loom_node *loom__graph_add(loom_graph *g, int op, const char *name, const char *
   if (!g) return NULL;
   if (g->err_code) return NULL; /* sticky: stop building after the first error */
   const loom_op_def *def = loom__op_def(op);
+  if (!def && !loom__op_count()) {
+    loom_graph_set_error(g, LOOM_FAILED_PRECONDITION, "%s", loom__registry_error());
+    return NULL;
+  }
   if (!def) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "unknown op %d", op);
     return NULL;

@@ -53,7 +53,6 @@
 #include "loom/loom_export.h"
 #include "engine/variables.h"
 #include "base/crc32c.h"
-#include "ops/op_list.h"
 
 #define G_MAGIC "LOOMGRPH"
 #define G_VERSION 1u
@@ -64,17 +63,8 @@
 /* smallest record: two 1-byte names, nin, nctrl, nout, attrs, has_value, flags */
 #define G_MIN_RECORD (4 + 1 + 4 + 1 + 4 + 4 + 4 + G_ATTR_BYTES + 1 + 4)
 
-enum {
-  VF_VAR = 1u << 0,
-  VF_TRAINABLE = 1u << 1,
-  VF_GET_VARIABLE = 1u << 2,
-  VF_GLOBAL = 1u << 3,
-  VF_LOCAL = 1u << 4,
-  VF_METRIC = 1u << 5,
-  VF_MODEL = 1u << 6,
-  VF_GLOBAL_STEP = 1u << 7,
-  VF_ALL = (1u << 8) - 1
-};
+/* the record's variable word: LOOM_VARMETA_* (engine/variable_api.h) */
+enum { VF_VAR = LOOM_VARMETA_VAR, VF_ALL = LOOM_VARMETA_ALL };
 
 void loom_buffer_free(void *data) { loom__free(data); }
 
@@ -284,14 +274,6 @@ static void wb_tensor(wbuf *w, const loom_tensor *t) {
   }
 }
 
-static int in_var_coll(loom_graph *g, const char *coll, const loom_variable *v) {
-  int k = 0;
-  loom_variable *const *list = loom_get_variable_collection(g, coll, &k);
-  for (int i = 0; i < k; i++)
-    if (list[i] == v) return 1;
-  return 0;
-}
-
 loom_code loom_graph_serialize(loom_graph *g, int n, loom_node *const *roots, void **data, size_t *size,
                                loom_status *st) {
   if (!g || !data || !size || n < 0 || (n > 0 && !roots))
@@ -321,21 +303,21 @@ loom_code loom_graph_serialize(loom_graph *g, int n, loom_node *const *roots, vo
       rc = loom_status_set(st, LOOM_UNIMPLEMENTED, "graph_serialize: %s: the node or op name is too long", x->name);
       goto done;
     }
-    if (x->op == LOOM_OP_Const && !x->value) {
+    if ((x->def->flags & LOOM_OPF_CONST) && !x->value) {
       rc = loom_status_set(st, LOOM_UNIMPLEMENTED, "graph_serialize: %s: a constant without a value", x->name);
       goto done;
     }
-    if (x->op != LOOM_OP_Const && (x->value || x->attrs.value)) {
+    if (!(x->def->flags & LOOM_OPF_CONST) && (x->value || x->attrs.value)) {
       rc = loom_status_set(st, LOOM_UNIMPLEMENTED, "graph_serialize: %s: op %s holds a tensor attribute", x->name,
                            x->def->name);
       goto done;
     }
-    if (x->attrs.resource && x->op != LOOM_OP_VariableV2) {
+    if (x->attrs.resource && !(x->def->flags & LOOM_OPF_VARIABLE)) {
       rc = loom_status_set(st, LOOM_UNIMPLEMENTED, "graph_serialize: %s: op %s holds a resource that cannot be saved",
                            x->name, x->def->name);
       goto done;
     }
-    if (x->def->bind && x->op != LOOM_OP_Const && x->op != LOOM_OP_VariableV2) {
+    if (x->def->bind && !(x->def->flags & (LOOM_OPF_CONST | LOOM_OPF_VARIABLE))) {
       rc = loom_status_set(st, LOOM_UNIMPLEMENTED, "graph_serialize: %s: op %s binds external memory", x->name,
                            x->def->name);
       goto done;
@@ -366,26 +348,20 @@ loom_code loom_graph_serialize(loom_graph *g, int n, loom_node *const *roots, vo
       for (int d = 0; d < x->out[k].ndim; d++) wb_i64(&w, x->out[k].dims[d]);
     }
     wb_attrs(&w, &x->attrs);
-    if (x->op == LOOM_OP_Const) {
+    if (x->def->flags & LOOM_OPF_CONST) {
       wb_u8(&w, 1);
       wb_tensor(&w, x->value);
     } else {
       wb_u8(&w, 0);
     }
-    const loom_variable *v = x->op == LOOM_OP_VariableV2 ? x->attrs.resource : NULL;
-    if (v) {
-      uint32_t f = VF_VAR;
-      if (v->trainable) f |= VF_TRAINABLE;
-      if (v->from_get_variable) f |= VF_GET_VARIABLE;
-      if (in_var_coll(g, LOOM_GLOBAL_VARIABLES, v)) f |= VF_GLOBAL;
-      if (in_var_coll(g, LOOM_LOCAL_VARIABLES, v)) f |= VF_LOCAL;
-      if (in_var_coll(g, LOOM_METRIC_VARIABLES, v)) f |= VF_METRIC;
-      if (in_var_coll(g, LOOM_MODEL_VARIABLES, v)) f |= VF_MODEL;
-      if (in_var_coll(g, LOOM_GLOBAL_STEP, v)) f |= VF_GLOBAL_STEP;
+    const loom_graph_var_hooks *vh = loom__graph_var_hooks();
+    loom_node *vinit = NULL;
+    uint32_t f = (x->def->flags & LOOM_OPF_VARIABLE) && vh->describe ? vh->describe(g, x, &vinit) : 0u;
+    if (f & VF_VAR) {
       int32_t init = -1;
-      if (v->init && node_in_graph(g, v->init) && pos[v->init->id] > i && v->init->op == LOOM_OP_Assign &&
-          v->init->nin >= 1 && v->init->in[0].node == x)
-        init = pos[v->init->id];
+      if (vinit && node_in_graph(g, vinit) && pos[vinit->id] > i && (vinit->def->flags & LOOM_OPF_ASSIGN) &&
+          vinit->nin >= 1 && vinit->in[0].node == x)
+        init = pos[vinit->id];
       wb_u32(&w, f);
       wb_i32(&w, init);
     } else {
@@ -479,12 +455,10 @@ static void recs_free(rec *rs, int n) {
   loom__free(rs);
 }
 
-static int find_op(const char *name) {
-  for (int i = 0; i < loom__op_count(); i++) {
-    const loom_op_def *d = loom__op_def(i);
-    if (d && d->name && !strcmp(d->name, name)) return i;
-  }
-  return -1;
+/* The flags of op id op (0 when unknown). */
+static uint32_t op_flags(int op) {
+  const loom_op_def *d = loom__op_def(op);
+  return d ? d->flags : 0u;
 }
 
 /* A string of 1..maxlen bytes without NUL, copied into buf (cap > maxlen). */
@@ -683,7 +657,7 @@ loom_code loom_graph_deserialize(loom_graph *g, const void *data, size_t size, l
       goto fail;
     }
     if (!rb_str(&r, opname, G_MAX_OPNAME)) BAD("record %d (%s): invalid or truncated op name", i, name);
-    x->op = find_op(opname);
+    x->op = loom__op_find(opname);
     if (x->op < 0) {
       rc = loom_status_set(st, LOOM_NOT_FOUND, "serialized graph: node %s: op %s is not registered in this build",
                            name, opname);
@@ -694,7 +668,7 @@ loom_code loom_graph_deserialize(loom_graph *g, const void *data, size_t size, l
     if (r.bad || (uint64_t)nin * 8 > rb_left(&r)) BAD("record %d (%s): input count %u is out of range", i, name, nin);
     if (def->nin >= 0 && nin != (uint32_t)def->nin)
       BAD("record %d (%s): op %s takes %d inputs, the record has %u", i, name, def->name, def->nin, nin);
-    if (def->nin < 0 && nin < 1 && x->op != LOOM_OP_NoOp)
+    if (def->nin < 0 && nin < 1 && !(def->flags & LOOM_OPF_EMPTY_OK))
       BAD("record %d (%s): op %s needs at least one input", i, name, def->name);
     x->nin = (int32_t)nin;
     x->in = loom__malloc(((size_t)nin + 1) * 2 * sizeof *x->in);
@@ -751,14 +725,14 @@ loom_code loom_graph_deserialize(loom_graph *g, const void *data, size_t size, l
     if ((rc = read_attrs(&r, &x->attrs, i, name, st))) goto fail;
     uint8_t has_value = rb_u8(&r);
     if (r.bad) BAD("record %d (%s): truncated record", i, name);
-    if (has_value > 1 || (has_value == 1) != (x->op == LOOM_OP_Const))
+    if (has_value > 1 || (has_value == 1) != ((op_flags(x->op) & LOOM_OPF_CONST) != 0))
       BAD("record %d (%s): invalid constant flag %u for op %s", i, name, has_value, def->name);
     if (has_value && (rc = read_tensor(&r, &x->value, i, name, st))) goto fail;
     x->vflags = rb_u32(&r);
     x->init = -1;
     if (r.bad) BAD("record %d (%s): truncated record", i, name);
     if (x->vflags) {
-      if (x->op != LOOM_OP_VariableV2 || !(x->vflags & VF_VAR) || (x->vflags & ~(uint32_t)VF_ALL))
+      if (!(op_flags(x->op) & LOOM_OPF_VARIABLE) || !(x->vflags & VF_VAR) || (x->vflags & ~(uint32_t)VF_ALL))
         BAD("record %d (%s): invalid variable flags 0x%x for op %s", i, name, x->vflags, def->name);
       x->init = rb_i32(&r);
       if (r.bad) BAD("record %d (%s): truncated record", i, name);
@@ -771,7 +745,7 @@ loom_code loom_graph_deserialize(loom_graph *g, const void *data, size_t size, l
     const rec *x = &rs[i];
     if (x->init < 0) continue;
     const rec *a = &rs[x->init];
-    if (a->op != LOOM_OP_Assign || a->nin < 1 || a->in[0] != (uint32_t)i)
+    if (!(op_flags(a->op) & LOOM_OPF_ASSIGN) || a->nin < 1 || a->in[0] != (uint32_t)i)
       BAD("record %d (%s): its initializer %s is not an Assign of it", i, x->name, a->name);
   }
 
@@ -838,14 +812,9 @@ loom_code loom_graph_deserialize(loom_graph *g, const void *data, size_t size, l
   /* 3. variables */
   for (int i = 0; i < N && !rc; i++) {
     const rec *x = &rs[i];
-    if (x->op != LOOM_OP_VariableV2) continue; /* raw variables too: no collections, not trainable */
-    uint32_t coll = 0;
-    if (x->vflags & VF_GLOBAL) coll |= LOOM_COLL_GLOBAL;
-    if (x->vflags & VF_LOCAL) coll |= LOOM_COLL_LOCAL;
-    if (x->vflags & VF_METRIC) coll |= LOOM_COLL_METRIC;
-    if (x->vflags & VF_MODEL) coll |= LOOM_COLL_MODEL;
-    if (!loom__variable_import(g, built[i], x->init >= 0 ? built[x->init] : NULL, (x->vflags & VF_TRAINABLE) != 0,
-                               (x->vflags & VF_GET_VARIABLE) != 0, coll, (x->vflags & VF_GLOBAL_STEP) != 0))
+    if (!(op_flags(x->op) & LOOM_OPF_VARIABLE)) continue; /* raw variables too: no collections, not trainable */
+    const loom_graph_var_hooks *vh = loom__graph_var_hooks();
+    if (vh->import && vh->import(g, built[i], x->init >= 0 ? built[x->init] : NULL, x->vflags))
       rc = loom_status_set(st, g->err_code ? g->err_code : LOOM_INTERNAL, "graph_deserialize: %s",
                            g->err_msg ? g->err_msg : "cannot register a variable");
   }

@@ -1,5 +1,5 @@
-/* engine/variables.h - internal: the session's variable store and the
- * graph-side training state (variables, variable scopes, collections).
+/* engine/variables.h - internal: the session's variable store (the graph
+ * side of variables is train/, which sees only engine/variable_api.h).
  *
  * The store is an object behind a small vtable so that something other than
  * local memory (a parameter-server client) can back variables later: it
@@ -9,7 +9,8 @@
 #ifndef LOOM_VARIABLES_H
 #define LOOM_VARIABLES_H
 #include "engine/session_impl.h"
-#include "loom/loom_train.h"
+#include "loom/loom_checkpoint.h"
+#include "engine/variable_api.h"
 
 typedef struct loom_var_entry {
   char *name;
@@ -53,55 +54,5 @@ void loom__var_mark_initialized(loom_var_store *vs, loom_var_entry *e);
 loom_var_entry *loom__var_entry(loom_session *s, const char *name, loom_status *st);
 /* VariableV2's bind function. */
 loom_code loom__var_bind(struct loom_session *s, const loom_node *n, loom_buf *out, loom_status *st);
-
-/* ---- graph side ---- */
-struct loom_variable {
-  loom_graph *g;
-  char *name;
-  loom_node *node;      /* VariableV2 */
-  loom_node *init;      /* "<name>/Assign" */
-  loom_output init_value;
-  loom_dtype dtype;
-  int32_t ndim;
-  int64_t dims[LOOM_MAX_DIMS];
-  int32_t trainable;
-  int32_t from_get_variable;
-};
-
-/* Creates a variable named exactly `full_name` (unique=0: must be free) or
- * uniquified under the root (unique=1), with its initial value built by
- * init (or given by init_value when init is NULL), in the given collections
- * (LOOM_COLL_* bits) and TRAINABLE_VARIABLES when trainable. The variable
- * node, its initializer subgraph and its Assign are built at the root name
- * scope with no control dependencies (TF's init_scope). Sticky errors; NULL
- * on failure. */
-loom_variable *loom__variable_create(loom_graph *g, const char *full_name, int unique, loom_dtype dtype, int ndim,
-                                     const int64_t *dims, const loom_initializer *init, loom_output init_value,
-                                     int trainable, uint32_t collections);
-/* Registers an imported VariableV2 node n (loom_graph_deserialize) as a
- * graph variable, as if it had been created here: init (its "<name>/Assign"
- * node, or NULL: no initializer) and the initial value init's input 1,
- * trainable, from_get_variable, and the collections (LOOM_COLL_* bits, plus
- * TRAINABLE_VARIABLES when trainable; global_step adds it to GLOBAL_STEP).
- * Sticky errors; NULL on failure. */
-loom_variable *loom__variable_import(loom_graph *g, loom_node *n, loom_node *init, int trainable,
-                                     int from_get_variable, uint32_t collections, int global_step);
-/* The dummy variable handed out after an error (its output is the graph's
- * dummy output). */
-loom_variable *loom__variable_dummy(loom_graph *g);
-/* The VariableV2 node a ref output refers to (through in-place ops and pure
- * views), or NULL. */
-const loom_node *loom__ref_root(loom_output ref);
-
-/* Enters the root name scope with no control dependencies; leave with
- * loom__root_scope_leave (restores both). */
-typedef struct loom_root_scope {
-  char **scopes;
-  int32_t nscopes, capscopes;
-  char *scope_str;
-  int32_t nctrl;
-} loom_root_scope;
-void loom__root_scope_enter(loom_graph *g, loom_root_scope *sv);
-void loom__root_scope_leave(loom_graph *g, loom_root_scope *sv);
 
 #endif

@@ -43,12 +43,12 @@ void loom__register_core(loom_op_def *t) {
   t[LOOM_OP_Const].nout = 1;
   t[LOOM_OP_Const].shape = shape_const;
   t[LOOM_OP_Const].bind = bind_const;
-  t[LOOM_OP_Const].flags = LOOM_OPF_NODIFF;
+  t[LOOM_OP_Const].flags = LOOM_OPF_NODIFF | LOOM_OPF_CONST;
 
   t[LOOM_OP_NoOp].nin = -1;
   t[LOOM_OP_NoOp].nout = 0;
   t[LOOM_OP_NoOp].shape = shape_none;
-  t[LOOM_OP_NoOp].flags = LOOM_OPF_NODIFF;
+  t[LOOM_OP_NoOp].flags = LOOM_OPF_NODIFF | LOOM_OPF_EMPTY_OK;
   t[LOOM_OP_NoOp].kernels[LOOM_DEVICE_CPU][0] = k_noop;
 
   t[LOOM_OP_Identity].nin = 1;

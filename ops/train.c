@@ -1,8 +1,9 @@
 /* Train ops: VariableV2, the in-place Assign and Scatter ops, the optimizer
  * Apply ops (TF's training_ops, float32), LearningRateSchedule; their shape
  * functions and raw builders. The optimizer objects are in
- * ops/train_optim.c, schedules and clipping in ops/train_sched.c, the
- * variable store and tf.get_variable in engine/variables.c.
+ * train/optimizers.c, schedules and clipping in train/schedules.c,
+ * tf.get_variable in train/variables.c, the variable store in
+ * engine/variables.c.
  *
  * Attributes read:
  *   VariableV2: dtype, nshape/shape (fully known), resource (the
@@ -13,6 +14,7 @@
 #include "ops/op_common.h"
 #include "engine/variables.h"
 #include "kernels/cpu/optim.h"
+#include "ops/train_ops.h"
 
 /* ---- VariableV2 ---- */
 static loom_code shape_variable(loom_shape_ctx *c) {
@@ -254,7 +256,7 @@ void loom__register_train(loom_op_def *t) {
   t[LOOM_OP_VariableV2].nout = 1;
   t[LOOM_OP_VariableV2].shape = shape_variable;
   t[LOOM_OP_VariableV2].bind = loom__var_bind;
-  t[LOOM_OP_VariableV2].flags = LOOM_OPF_STATEFUL | LOOM_OPF_KEY_OUTPUT;
+  t[LOOM_OP_VariableV2].flags = LOOM_OPF_STATEFUL | LOOM_OPF_KEY_OUTPUT | LOOM_OPF_VARIABLE;
 
   static const struct {
     int op;
@@ -275,7 +277,7 @@ void loom__register_train(loom_op_def *t) {
     t[op].nin = scat ? 3 : 2;
     t[op].nout = 1;
     t[op].shape = assigns[i].shape;
-    t[op].flags = INPLACE_FLAGS;
+    t[op].flags = INPLACE_FLAGS | (op == LOOM_OP_Assign ? LOOM_OPF_ASSIGN : 0u);
     t[op].nondiff_inputs = 0xffffffffu;
     t[op].kernels[LOOM_DEVICE_CPU][0] = assigns[i].k; /* dtype-agnostic: dispatches inside */
   }
@@ -499,4 +501,21 @@ loom_output loom_sparse_apply_adadelta(loom_graph *g, loom_output var, loom_outp
                                        loom_output indices, const char *name) {
   loom_output in[] = {var, accum, accum_update, lr, rho, epsilon, grad, indices};
   return build_apply(g, LOOM_OP_SparseApplyAdadelta, &SIG_SADADELTA, name, in, 0);
+}
+
+/* ---- LearningRateSchedule (the schedules are train/schedules.c) ---- */
+loom_output loom__lr_schedule(loom_graph *g, int kind, loom_output step, int nextra, const loom_output *extra,
+                              double lr, double decay_steps, double beta, double limit, int flag, const char *name,
+                              const char *defname) {
+  loom_attrs a;
+  memset(&a, 0, sizeof a);
+  a.num = kind;
+  a.alpha = lr;
+  a.start = decay_steps;
+  a.beta = beta;
+  a.limit = limit;
+  a.keepdims = flag;
+  loom_output in[3] = {step, {NULL, 0}, {NULL, 0}};
+  for (int i = 0; i < nextra && i < 2; i++) in[1 + i] = extra[i];
+  return loom__out0(g, loom__graph_add(g, LOOM_OP_LearningRateSchedule, name, defname, 1 + nextra, in, &a, 1));
 }

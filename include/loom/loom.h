@@ -12,6 +12,7 @@
 #include "loom_random.h"
 #include "loom_autodiff.h"
 #include "loom_train.h"
+#include "loom_checkpoint.h"
 #include "loom_layers.h"
 #include "loom_losses.h"
 #include "loom_metrics.h"

@@ -1,8 +1,10 @@
-/* Optimizers (tf.train.*Optimizer): slot variables, hyperparameter
- * constants, one Apply/SparseApply op per variable, the finishing updates
- * (Adam's beta powers) and the global-step increment. */
-#include "ops/op_common.h"
-#include "engine/variables.h"
+/* train/optimizers.c - optimizers (tf.train.*Optimizer): slot variables,
+ * hyperparameter constants, one Apply/SparseApply op per variable (the ops
+ * are ops/train.c), the finishing updates (Adam's beta powers) and the
+ * global-step increment. */
+#include <string.h>
+#include <stdio.h>
+#include "train/train_impl.h"
 
 enum { OPT_SGD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_ADADELTA };
 
@@ -242,13 +244,13 @@ loom_node *loom_optimizer_apply_gradients(loom_optimizer *o, loom_graph *g, int 
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "apply_gradients: optimizer is NULL");
     return NULL;
   }
-  if (loom__graph_failed(g)) return NULL;
+  if (loom__train_failed(g)) return NULL;
   if (n < 0 || (n > 0 && (!grads || !vars))) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: invalid gradient/variable lists", o->name);
     return NULL;
   }
   if (!validate(o, g)) return NULL;
-  if (!loom_output_valid(o->lr) || o->lr.node->graph != g) {
+  if (!loom_output_valid(o->lr) || loom__node_graph(o->lr.node) != g) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: the learning rate is not an output of this graph", o->name);
     return NULL;
   }
@@ -329,17 +331,17 @@ static loom_node *apply_impl(loom_optimizer *o, loom_graph *g, int n, const loom
     loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", o->name);
     return NULL;
   }
-  for (int i = 0; i < n && !loom__graph_failed(g); i++) {
+  for (int i = 0; i < n && !loom__train_failed(g); i++) {
     if (!grads[i].values.node) continue;
     char sc[1024];
     snprintf(sc, sizeof sc, "update_%s", vars[i]->name);
     loom_graph_push_scope(g, sc);
     loom_output u = build_update(o, g, &grads[i], vars[i], h);
     loom_graph_pop_scope(g);
-    if (!loom__graph_failed(g)) ups[nu++] = u.node;
+    if (!loom__train_failed(g)) ups[nu++] = u.node;
   }
   loom_node *train = NULL;
-  if (!loom__graph_failed(g)) {
+  if (!loom__train_failed(g)) {
     int nf = nu;
     if (o->kind == OPT_ADAM) {
       /* beta powers advance after every update has read them */
@@ -347,22 +349,22 @@ static loom_node *apply_impl(loom_optimizer *o, loom_graph *g, int n, const loom
       loom_output b1 = loom_assign_mul(g, vout(o->beta1_power), h[0], "update_beta1");
       loom_output b2 = loom_assign_mul(g, vout(o->beta2_power), h[1], "update_beta2");
       loom_graph_pop_control_deps(g);
-      if (!loom__graph_failed(g)) {
+      if (!loom__train_failed(g)) {
         ups[nf++] = b1.node;
         ups[nf++] = b2.node;
       }
     }
     loom_node *fin = NULL;
     if (global_step) { /* "<name>/update", then the increment is "<name>" */
-      fin = loom__graph_failed(g) ? NULL : loom_group(g, nf, ups, "update");
+      fin = loom__train_failed(g) ? NULL : loom_group(g, nf, ups, "update");
       loom_graph_pop_scope(g);
     } else {
       loom_graph_pop_scope(g);
-      fin = loom__graph_failed(g) ? NULL : loom_group(g, nf, ups, nm);
+      fin = loom__train_failed(g) ? NULL : loom_group(g, nf, ups, nm);
     }
     if (fin && global_step) {
       if (!global_step->node || global_step->g != g || global_step->ndim != 0 ||
-          !(LOOM_DT(global_step->dtype) & LOOM_DT_INT)) {
+          (global_step->dtype != LOOM_I32 && global_step->dtype != LOOM_I64)) {
         loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: global_step must be an integer scalar variable of this graph",
                              nm);
       } else {
@@ -370,7 +372,7 @@ static loom_node *apply_impl(loom_optimizer *o, loom_graph *g, int n, const loom
         loom_graph_push_control_deps(g, 1, &fin);
         loom_output inc = loom_assign_add(g, vout(global_step), one, nm);
         loom_graph_pop_control_deps(g);
-        train = loom__graph_failed(g) ? NULL : inc.node;
+        train = loom__train_failed(g) ? NULL : inc.node;
       }
     } else {
       train = fin;
@@ -379,7 +381,7 @@ static loom_node *apply_impl(loom_optimizer *o, loom_graph *g, int n, const loom
     loom_graph_pop_scope(g);
   }
   loom__free(ups);
-  return loom__graph_failed(g) ? NULL : train;
+  return loom__train_failed(g) ? NULL : train;
 }
 
 loom_node *loom_optimizer_minimize(loom_optimizer *o, loom_graph *g, loom_output loss, int nvars,
@@ -389,7 +391,7 @@ loom_node *loom_optimizer_minimize(loom_optimizer *o, loom_graph *g, loom_output
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "minimize: optimizer is NULL");
     return NULL;
   }
-  if (loom__graph_failed(g)) return NULL;
+  if (loom__train_failed(g)) return NULL;
   int n = nvars;
   loom_variable *const *list = vars;
   if (n <= 0 || !list) list = loom_trainable_variables(g, &n); /* apply_gradients copies it */

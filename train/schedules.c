@@ -1,7 +1,12 @@
-/* Learning-rate schedules (one LearningRateSchedule node each) and gradient
- * clipping (built from math and reduce ops, like TF's clip_ops). */
-#include "ops/op_common.h"
-#include "kernels/cpu/optim.h"
+/* train/schedules.c - learning-rate schedules (one LearningRateSchedule
+ * node each, built by ops/train.c) and gradient clipping (built from math
+ * and reduce ops, like TF's clip_ops). */
+#include <stdio.h>
+#include <string.h>
+#include "base/base.h"
+#include "engine/engine_api.h"
+#include "ops/train_ops.h"
+#include "loom/loom.h"
 
 static loom_output schedule(loom_graph *g, int kind, loom_output step, int nextra, const loom_output *extra,
                             double lr, double decay_steps, double beta, double limit, int flag, const char *name,
@@ -12,17 +17,7 @@ static loom_output schedule(loom_graph *g, int kind, loom_output step, int nextr
                          decay_steps);
     return loom__graph_dummy(g);
   }
-  loom_attrs a;
-  memset(&a, 0, sizeof a);
-  a.num = kind;
-  a.alpha = lr;
-  a.start = decay_steps;
-  a.beta = beta;
-  a.limit = limit;
-  a.keepdims = flag;
-  loom_output in[3] = {step, {NULL, 0}, {NULL, 0}};
-  for (int i = 0; i < nextra; i++) in[1 + i] = extra[i];
-  return loom__out0(g, loom__graph_add(g, LOOM_OP_LearningRateSchedule, name, defname, 1 + nextra, in, &a, 1));
+  return loom__lr_schedule(g, kind, step, nextra, extra, lr, decay_steps, beta, limit, flag, name, defname);
 }
 
 loom_output loom_exponential_decay(loom_graph *g, double learning_rate, loom_output global_step, double decay_steps,
