@@ -14,6 +14,10 @@
 #include "loom/loom_base.h"
 #include "loom/loom_tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LOOM_INTERNAL_API __attribute__((visibility("hidden")))
 
 /* ---- allocation (base/alloc.c): everything goes through the hook ---- */
@@ -34,5 +38,9 @@ void loom__log(loom_log_level lvl, const char *fmt, ...) __attribute__((format(p
 int64_t loom__numel(int ndim, const int64_t *dims);
 /* "[2,?,3]" into buf. */
 const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 #define LOOM_POOL_H
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct loom_pool loom_pool;
 /* nthreads-1 workers plus the caller; NULL when nthreads < 2 or on OOM. */
 loom_pool *loom__pool_new(int nthreads);
@@ -17,5 +21,9 @@ void loom__parallel_for(loom_pool *pool, int64_t n, int64_t grain, loom_range_fn
 int loom__pool_threads(const loom_pool *pool);
 /* Sets flush-to-zero and denormals-are-zero in the calling thread. */
 void loom__set_ftz(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,7 @@
  * Plain C, static inline (compiled as C and as C++/CUDA host code). */
 #ifndef LOOM_KERNELS_GEOMETRY_H
 #define LOOM_KERNELS_GEOMETRY_H
+#include "base/base.h"
 #include "kernels/kernel.h"
 
 /* A stride/dilation/window attribute, 1 when unset (0 or negative). */
@@ -61,6 +62,12 @@ static inline void loom__pool_geom_init(loom_pool_geom *g, const loom_attrs *a, 
  * [N,OH,OW,O]; K = KH*KW*C (a column row), M = N*OH*OW (output rows). */
 typedef struct loom_conv_geom {
   int64_t N, H, W, C, KH, KW, O, OH, OW, sh, sw, dh, dw, pt, pl, K, M;
+  /* The CPU kernels' strategy (kernels/cpu/conv.c sets these after
+   * loom__conv_geom_init; 0 from it, unused on CUDA). */
+  int pointwise; /* 1x1, stride 1, no padding: the input is the column matrix */
+  int direct;    /* direct loops for the forward pass */
+  int direct_dw; /* direct loops for the filter gradient */
+  int direct_dx; /* the input gradient as a direct forward convolution */
 } loom_conv_geom;
 static inline void loom__conv_geom_init(loom_conv_geom *g, const loom_attrs *a, const int64_t *xd, const int64_t *fd,
                                         const int64_t *yd) {
@@ -81,6 +88,7 @@ static inline void loom__conv_geom_init(loom_conv_geom *g, const loom_attrs *a, 
   loom__conv_out_size(g->W, g->KW, g->sw, g->dw, a->padding, &g->pl);
   g->K = g->KH * g->KW * g->C;
   g->M = g->N * g->OH * g->OW;
+  g->pointwise = g->direct = g->direct_dw = g->direct_dx = 0;
 }
 
 /* MatMul/BatchMatMul: M, N, K of the last two axes of inputs 0 and 1 under
@@ -101,6 +109,34 @@ static inline loom_code loom__matmul_dims(const loom_kctx *ctx, int64_t *M, int6
   if (*K != K2)
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "inner dimensions %lld and %lld differ", (long long)*K,
                            (long long)K2);
+  return LOOM_OK;
+}
+
+/* ArgMax/ArgMin: input 0 viewed as [outer, R, inner] around attrs.axis
+ * (negative counts from the end). INVALID_ARGUMENT naming the problem for an
+ * axis out of range or an empty reduced axis; *outer = 0 when the output is
+ * empty (nothing to compute). */
+static inline loom_code loom__arg_geom(const loom_kctx *ctx, int is_min, int64_t *outer, int64_t *R,
+                                       int64_t *inner) {
+  const loom_buf *x = ctx->in[0];
+  int64_t axis = ctx->attrs->axis;
+  if (axis < 0) axis += x->ndim;
+  if (axis < 0 || axis >= x->ndim)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "axis %lld is out of range for an input of rank %d",
+                           (long long)ctx->attrs->axis, (int)x->ndim);
+  *outer = 0;
+  *inner = 1;
+  *R = x->dims[axis];
+  if (ctx->out[0]->numel == 0) return LOOM_OK;
+  int64_t o = 1;
+  for (int i = 0; i < axis; i++) o *= x->dims[i];
+  for (int i = (int)axis + 1; i < x->ndim; i++) *inner *= x->dims[i];
+  if (*R == 0) {
+    char b[160];
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "%s over an empty axis %lld of input shape %s",
+                           is_min ? "ArgMin" : "ArgMax", (long long)axis, loom__dims_str(b, sizeof b, x->ndim, x->dims));
+  }
+  *outer = o;
   return LOOM_OK;
 }
 

@@ -46,36 +46,12 @@
 #define CONV_DIRECT_MAX_KH 64
 #define CONV_DIRECT_DW_MAX_K 64
 
-typedef struct geom {
-  int64_t N, H, W, C, KH, KW, O, OH, OW;
-  int64_t sh, sw, dh, dw, pt, pl;
-  int64_t K, M;
-  int pointwise; /* 1x1, stride 1, no padding: the input is the column matrix */
-  int direct;    /* direct loops for the forward pass */
-  int direct_dw; /* direct loops for the filter gradient */
-  int direct_dx; /* the input gradient as a direct forward convolution */
-} geom;
+typedef loom_conv_geom geom; /* kernels/geometry.h */
 
-
-/* xd: input [N,H,W,C], fd: filter [KH,KW,C,O], yd: output [N,OH,OW,O]. */
+/* xd: input [N,H,W,C], fd: filter [KH,KW,C,O], yd: output [N,OH,OW,O]:
+ * the shared geometry, then the CPU's choice of loops. */
 static void geom_init(geom *g, const loom_attrs *a, const int64_t *xd, const int64_t *fd, const int64_t *yd) {
-  g->N = xd[0];
-  g->H = xd[1];
-  g->W = xd[2];
-  g->C = xd[3];
-  g->KH = fd[0];
-  g->KW = fd[1];
-  g->O = fd[3];
-  g->OH = yd[1];
-  g->OW = yd[2];
-  g->sh = loom__attr_or_1(a->strides[1]);
-  g->sw = loom__attr_or_1(a->strides[2]);
-  g->dh = loom__attr_or_1(a->dilations[1]);
-  g->dw = loom__attr_or_1(a->dilations[2]);
-  loom__conv_out_size(g->H, g->KH, g->sh, g->dh, a->padding, &g->pt);
-  loom__conv_out_size(g->W, g->KW, g->sw, g->dw, a->padding, &g->pl);
-  g->K = g->KH * g->KW * g->C;
-  g->M = g->N * g->OH * g->OW;
+  loom__conv_geom_init(g, a, xd, fd, yd);
   g->pointwise = g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
                  g->OH == g->H && g->OW == g->W;
   g->direct = g->K <= CONV_DIRECT_MAX_K && g->KH <= CONV_DIRECT_MAX_KH;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "kernels/cpu/reduce.h"
+#include "kernels/geometry.h"
 
 #define COLS_CHUNK 256 /* columns per chunk in column reductions */
 #define MAX_PARTS 64   /* blocks of an all-reduction */
@@ -517,15 +518,6 @@ DEF_REDUCE(int32_t, i32, int32_t)
 DEF_REDUCE(int64_t, i64, int64_t)
 
 /* ---- drivers ---- */
-static const char *dims_str(char *buf, size_t cap, int ndim, const int64_t *dims) {
-  size_t k = 0;
-  k += (size_t)snprintf(buf + k, cap - k, "[");
-  for (int i = 0; i < ndim && k < cap; i++)
-    k += (size_t)snprintf(buf + k, cap - k, i ? ",%lld" : "%lld", (long long)dims[i]);
-  if (k < cap) snprintf(buf + k, cap - k, "]");
-  return buf;
-}
-
 static void red3(loom_dtype dt, int kind, const void *x, void *y, int64_t outer, int64_t R, int64_t inner,
                  double div, loom_pool *pool) {
   switch (dt) {
@@ -570,7 +562,7 @@ loom_code loom__reduce_run(int kind, const loom_buf *x, uint32_t mask, loom_buf 
     default:
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "%s of an empty reduction: input shape %s has no elements along the reduced axes",
-                             what ? what : kind_name(kind), dims_str(b, sizeof b, x->ndim, x->dims));
+                             what ? what : kind_name(kind), loom__dims_str(b, sizeof b, x->ndim, x->dims));
     }
   }
   size_t elem = loom_dtype_size(dt);
@@ -640,20 +632,9 @@ RED_KERNEL(logsumexp, f64, LOOM_RED_LSE)
 static loom_code arg_kernel(const loom_kctx *ctx, int is_min) {
   const loom_buf *x = ctx->in[0];
   loom_buf *y = ctx->out[0];
-  int64_t axis = ctx->attrs->axis;
-  if (axis < 0) axis += x->ndim;
-  if (axis < 0 || axis >= x->ndim)
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "axis %lld is out of range for an input of rank %d",
-                           (long long)ctx->attrs->axis, (int)x->ndim);
-  if (y->numel == 0) return LOOM_OK;
-  int64_t outer = 1, inner = 1, R = x->dims[axis];
-  for (int i = 0; i < axis; i++) outer *= x->dims[i];
-  for (int i = (int)axis + 1; i < x->ndim; i++) inner *= x->dims[i];
-  if (R == 0) {
-    char b[160];
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "%s over an empty axis %lld of input shape %s",
-                           is_min ? "ArgMin" : "ArgMax", (long long)axis, dims_str(b, sizeof b, x->ndim, x->dims));
-  }
+  int64_t outer = 0, R = 0, inner = 1;
+  loom_code rc = loom__arg_geom(ctx, is_min, &outer, &R, &inner);
+  if (rc != LOOM_OK || outer == 0) return rc;
   int i32 = y->dtype == LOOM_I32;
   switch (x->dtype) {
   case LOOM_F32: arg3_f32(x->data, y->data, i32, is_min, outer, R, inner, ctx->pool); break;
@@ -683,7 +664,7 @@ static loom_code sum_like_kernel(const loom_kctx *ctx) {
   if (loom__sum_like_mask(dy->ndim, dy->dims, x->ndim, x->dims, &mask)) {
     char b1[160], b2[160];
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "shape %s does not broadcast to %s",
-                           dims_str(b1, sizeof b1, x->ndim, x->dims), dims_str(b2, sizeof b2, dy->ndim, dy->dims));
+                           loom__dims_str(b1, sizeof b1, x->ndim, x->dims), loom__dims_str(b2, sizeof b2, dy->ndim, dy->dims));
   }
   return loom__reduce_run(LOOM_RED_SUM, dy, mask, ctx->out[0], ctx->ws, ctx->pool, ctx->st, "ReduceSumLike");
 }

@@ -5,12 +5,12 @@
 #include <float.h>
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/reduce.h"
+#include "kernels/geometry.h"
 
 extern "C" int loom__reduce_mask(const loom_attrs *a, int ndim, uint32_t *mask, int64_t *bad);
 extern "C" int loom__sum_like_mask(int ndy, const int64_t *dy, int nx, const int64_t *x, uint32_t *mask);
 
 /* ============================================================ reductions */
-extern "C" const char *loom__dims_str(char *buf, size_t cap, int ndim, const int64_t *dims); /* engine */
 
 struct red_geom {
   int nk, nr;
@@ -350,20 +350,9 @@ template <typename T> __global__ void k_arg_rows(const T *x, void *y, int i32, i
 template <typename T> static loom_code arg_kernel(const loom_kctx *ctx, int is_min) {
   const loom_buf *x = ctx->in[0];
   loom_buf *y = ctx->out[0];
-  int64_t axis = ctx->attrs->axis;
-  if (axis < 0) axis += x->ndim;
-  if (axis < 0 || axis >= x->ndim)
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "axis %lld is out of range for an input of rank %d",
-                           (long long)ctx->attrs->axis, (int)x->ndim);
-  if (y->numel == 0) return LOOM_OK;
-  int64_t outer = 1, inner = 1, R = x->dims[axis];
-  for (int i = 0; i < axis; i++) outer *= x->dims[i];
-  for (int i = (int)axis + 1; i < x->ndim; i++) inner *= x->dims[i];
-  if (R == 0) {
-    char b[160];
-    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "%s over an empty axis %lld of input shape %s",
-                           is_min ? "ArgMin" : "ArgMax", (long long)axis, loom__dims_str(b, sizeof b, x->ndim, x->dims));
-  }
+  int64_t outer = 0, R = 0, inner = 1;
+  loom_code rc = loom__arg_geom(ctx, is_min, &outer, &R, &inner);
+  if (rc != LOOM_OK || outer == 0) return rc;
   if (inner == 1 && R >= 32) {
     LOOM_LAUNCH(warps_grid(outer), NT, 0, STREAM(ctx), k_arg_rows<T>)((const T *)x->data, y->data, y->dtype == LOOM_I32,
                                                                      is_min, outer, R);
