@@ -1,6 +1,6 @@
 /* tests/gpu/parity_coverage.c - fails when a registered CUDA kernel (op,
  * dtype) has no parity case: reads the (op, dtype) slots the
- * tests/gpu/test_parity*.c programs ran (LOOM_PARITY_COVERAGE_DIR/*.txt,
+ * tests/gpu/test_parity*.c programs ran (the *.txt files in LOOM_PARITY_COVERAGE_DIR,
  * written by parity_report; see tests/gpu/parity_coverage.h) and walks the
  * op table's kernels[LOOM_DEVICE_CUDA][dtype] entries. Run by `make
  * test-cuemu` and `make test-gpu` after the parity programs; with no record
