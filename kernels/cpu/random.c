@@ -31,7 +31,6 @@
 
 #define RNG_GRAIN 4096
 #define RUN_MIX 0x9E3779B97F4A7C15ull
-#define TWO_PI 6.283185307179586476925286766559
 
 typedef struct {
   uint32_t key[2];
@@ -98,29 +97,6 @@ static void gen16(const rng_job *j, uint64_t blk0, uint32_t w[4][16]) {
   }
 }
 
-/* [0,1) and (0,1] from 24 / 53 random bits (exact in the target type). */
-static inline float u24(uint32_t x) { return (float)(x >> 8) * 0x1p-24f; }
-static inline float u24_nz(uint32_t x) { return (float)((x >> 8) + 1) * 0x1p-24f; }
-static inline double u53(uint32_t hi, uint32_t lo) {
-  return (double)(((((uint64_t)hi) << 32) | lo) >> 11) * 0x1p-53;
-}
-static inline double u53_nz(uint32_t hi, uint32_t lo) {
-  return (double)((((((uint64_t)hi) << 32) | lo) >> 11) + 1) * 0x1p-53;
-}
-
-static inline void box_muller_f32(uint32_t a, uint32_t b, float *z0, float *z1) {
-  float r = sqrtf(-2.0f * logf(u24_nz(a)));
-  float t = (float)TWO_PI * u24(b);
-  *z0 = r * cosf(t);
-  *z1 = r * sinf(t);
-}
-static inline void box_muller_f64(const uint32_t w[4], double *z0, double *z1) {
-  double r = sqrt(-2.0 * log(u53_nz(w[0], w[1])));
-  double t = TWO_PI * u53(w[2], w[3]);
-  *z0 = r * cos(t);
-  *z1 = r * sin(t);
-}
-
 /* Stores the P values of block blk that fall into [b, e). */
 #define STORE_BLOCK(o, blk, P, v, b, e)                    \
   do {                                                     \
@@ -144,7 +120,7 @@ static void range_uniform_f32(void *p, int64_t b, int64_t e) {
       float *ob = o + blk * 4;
       for (int i = 0; i < 16; i++)
         for (int k = 0; k < 4; k++) {
-          float v = lo + sc * u24(w[k][i]);
+          float v = lo + sc * loom_philox_u24(w[k][i]);
           ob[i * 4 + k] = v >= hi && hi > lo ? top : v; /* rounding must not reach hi */
         }
       blk += 16;
@@ -154,7 +130,7 @@ static void range_uniform_f32(void *p, int64_t b, int64_t e) {
     float v[4];
     gen(j, (uint64_t)blk, w);
     for (int k = 0; k < 4; k++) {
-      v[k] = lo + sc * u24(w[k]);
+      v[k] = lo + sc * loom_philox_u24(w[k]);
       if (v[k] >= hi && hi > lo) v[k] = top;
     }
     STORE_BLOCK(o, blk, 4, v, b, e);
@@ -169,8 +145,8 @@ static void range_uniform_f64(void *p, int64_t b, int64_t e) {
     uint32_t w[4];
     double v[2];
     gen(j, (uint64_t)blk, w);
-    v[0] = lo + sc * u53(w[0], w[1]);
-    v[1] = lo + sc * u53(w[2], w[3]);
+    v[0] = lo + sc * loom_philox_u53(w[0], w[1]);
+    v[1] = lo + sc * loom_philox_u53(w[2], w[3]);
     for (int k = 0; k < 2; k++)
       if (v[k] >= hi && hi > lo) v[k] = top;
     STORE_BLOCK(o, blk, 2, v, b, e);
@@ -206,8 +182,8 @@ static void range_normal_f32(void *p, int64_t b, int64_t e) {
     uint32_t w[4];
     float v[4];
     gen(j, (uint64_t)blk, w);
-    box_muller_f32(w[0], w[1], &v[0], &v[1]);
-    box_muller_f32(w[2], w[3], &v[2], &v[3]);
+    loom_box_muller_f32(w[0], w[1], &v[0], &v[1]);
+    loom_box_muller_f32(w[2], w[3], &v[2], &v[3]);
     for (int k = 0; k < 4; k++) v[k] = mean + sd * v[k];
     STORE_BLOCK(o, blk, 4, v, b, e);
   }
@@ -219,7 +195,7 @@ static void range_normal_f64(void *p, int64_t b, int64_t e) {
     uint32_t w[4];
     double v[2];
     gen(j, (uint64_t)blk, w);
-    box_muller_f64(w, &v[0], &v[1]);
+    loom_box_muller_f64(w, &v[0], &v[1]);
     v[0] = j->a + j->b * v[0];
     v[1] = j->a + j->b * v[1];
     STORE_BLOCK(o, blk, 2, v, b, e);
@@ -252,12 +228,12 @@ static void range_truncated_f32(void *p, int64_t b, int64_t e) {
       uint32_t w[4];
       float v[4];
       gen(j, (uint64_t)i + (a << 40), w);
-      box_muller_f32(w[0], w[1], &v[0], &v[1]);
+      loom_box_muller_f32(w[0], w[1], &v[0], &v[1]);
       if (fabsf(v[0]) < 2.0f || fabsf(v[1]) < 2.0f) {
         z = fabsf(v[0]) < 2.0f ? v[0] : v[1];
         break;
       }
-      box_muller_f32(w[2], w[3], &v[2], &v[3]); /* rarely needed (p = 0.2%) */
+      loom_box_muller_f32(w[2], w[3], &v[2], &v[3]); /* rarely needed (p = 0.2%) */
       if (fabsf(v[2]) < 2.0f || fabsf(v[3]) < 2.0f) {
         z = fabsf(v[2]) < 2.0f ? v[2] : v[3];
         break;
@@ -275,7 +251,7 @@ static void range_truncated_f64(void *p, int64_t b, int64_t e) {
       uint32_t w[4];
       double v[2];
       gen(j, (uint64_t)i + (a << 40), w);
-      box_muller_f64(w, &v[0], &v[1]);
+      loom_box_muller_f64(w, &v[0], &v[1]);
       if (fabs(v[0]) < 2.0) {
         z = v[0];
         break;

@@ -10,7 +10,6 @@
 
 /* ================================================================ random */
 #define RUN_MIX 0x9E3779B97F4A7C15ull
-#define TWO_PI 6.283185307179586476925286766559
 struct rng {
   uint32_t k0, k1, s0, s1;
   double a, b;
@@ -50,26 +49,6 @@ __device__ __forceinline__ void gen(const rng &j, uint64_t blk, uint32_t w[4]) {
   w[2] = c2;
   w[3] = c3;
 }
-__device__ __forceinline__ float u24(uint32_t x) { return (float)(x >> 8) * 0x1p-24f; }
-__device__ __forceinline__ float u24_nz(uint32_t x) { return (float)((x >> 8) + 1) * 0x1p-24f; }
-__device__ __forceinline__ double u53(uint32_t hi, uint32_t lo) {
-  return (double)(((((uint64_t)hi) << 32) | lo) >> 11) * 0x1p-53;
-}
-__device__ __forceinline__ double u53_nz(uint32_t hi, uint32_t lo) {
-  return (double)((((((uint64_t)hi) << 32) | lo) >> 11) + 1) * 0x1p-53;
-}
-__device__ __forceinline__ void bm_f32(uint32_t a, uint32_t b, float *z0, float *z1) {
-  float r = sqrtf(-2.0f * logf(u24_nz(a)));
-  float t = (float)TWO_PI * u24(b);
-  *z0 = r * cosf(t);
-  *z1 = r * sinf(t);
-}
-__device__ __forceinline__ void bm_f64(const uint32_t w[4], double *z0, double *z1) {
-  double r = sqrt(-2.0 * log(u53_nz(w[0], w[1])));
-  double t = TWO_PI * u53(w[2], w[3]);
-  *z0 = r * cos(t);
-  *z1 = r * sin(t);
-}
 /* One thread per block of 4 (f32) or 2 (f64) elements. kind 0 uniform, 1 normal. */
 __global__ void k_rand_f32(rng j, float *o, int64_t n, int kind) {
   float lo = (float)j.a, hi = (float)j.b, sc = (float)(j.b - j.a), top = nextafterf(hi, lo);
@@ -79,12 +58,12 @@ __global__ void k_rand_f32(rng j, float *o, int64_t n, int kind) {
     gen(j, (uint64_t)blk, w);
     if (kind == 0) {
       for (int k = 0; k < 4; k++) {
-        v[k] = lo + sc * u24(w[k]);
+        v[k] = lo + sc * loom_philox_u24(w[k]);
         if (v[k] >= hi && hi > lo) v[k] = top;
       }
     } else {
-      bm_f32(w[0], w[1], &v[0], &v[1]);
-      bm_f32(w[2], w[3], &v[2], &v[3]);
+      loom_box_muller_f32(w[0], w[1], &v[0], &v[1]);
+      loom_box_muller_f32(w[2], w[3], &v[2], &v[3]);
       for (int k = 0; k < 4; k++) v[k] = lo + hi * v[k]; /* mean + sd * z */
     }
     for (int k = 0; k < 4; k++)
@@ -98,12 +77,12 @@ __global__ void k_rand_f64(rng j, double *o, int64_t n, int kind) {
     double v[2];
     gen(j, (uint64_t)blk, w);
     if (kind == 0) {
-      v[0] = lo + sc * u53(w[0], w[1]);
-      v[1] = lo + sc * u53(w[2], w[3]);
+      v[0] = lo + sc * loom_philox_u53(w[0], w[1]);
+      v[1] = lo + sc * loom_philox_u53(w[2], w[3]);
       for (int k = 0; k < 2; k++)
         if (v[k] >= hi && hi > lo) v[k] = top;
     } else {
-      bm_f64(w, &v[0], &v[1]);
+      loom_box_muller_f64(w, &v[0], &v[1]);
       v[0] = j.a + j.b * v[0];
       v[1] = j.a + j.b * v[1];
     }
@@ -120,12 +99,12 @@ __global__ void k_trunc_f32(rng j, float *o, int64_t n) {
       uint32_t w[4];
       float v[4];
       gen(j, (uint64_t)i + (a << 40), w);
-      bm_f32(w[0], w[1], &v[0], &v[1]);
+      loom_box_muller_f32(w[0], w[1], &v[0], &v[1]);
       if (fabsf(v[0]) < 2.0f || fabsf(v[1]) < 2.0f) {
         z = fabsf(v[0]) < 2.0f ? v[0] : v[1];
         break;
       }
-      bm_f32(w[2], w[3], &v[2], &v[3]);
+      loom_box_muller_f32(w[2], w[3], &v[2], &v[3]);
       if (fabsf(v[2]) < 2.0f || fabsf(v[3]) < 2.0f) {
         z = fabsf(v[2]) < 2.0f ? v[2] : v[3];
         break;
@@ -141,7 +120,7 @@ __global__ void k_trunc_f64(rng j, double *o, int64_t n) {
       uint32_t w[4];
       double v[2];
       gen(j, (uint64_t)i + (a << 40), w);
-      bm_f64(w, &v[0], &v[1]);
+      loom_box_muller_f64(w, &v[0], &v[1]);
       if (fabs(v[0]) < 2.0) {
         z = v[0];
         break;
