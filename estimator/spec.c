@@ -187,7 +187,8 @@ static int is_float_scalar(loom_output o) {
   return nd == 0 || (nd == 1 && d[0] == 1);
 }
 
-/* TF's EstimatorSpec validation for the mode. */
+/* TF's EstimatorSpec validation for the mode. Duplicate keys and reserved
+ * metric names never get here: the setters refuse them (and record it). */
 loom_code loom__spec_validate(const loom_estimator_spec *s, loom_status *st) {
   const char *m = loom_mode_key(s->mode);
   if (s->err != LOOM_OK) return loom_status_set(st, s->err, "EstimatorSpec: %s", s->err_msg);
@@ -208,23 +209,11 @@ loom_code loom__spec_validate(const loom_estimator_spec *s, loom_status *st) {
     if (!loom_output_valid(s->preds[i]))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: prediction '%s' is not a valid tensor",
                              s->pred_keys[i]);
-    for (int j = 0; j < i; j++)
-      if (!strcmp(s->pred_keys[i], s->pred_keys[j]))
-        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: duplicate prediction key '%s'",
-                               s->pred_keys[i]);
   }
   for (int i = 0; i < s->nmet; i++) {
-    if (!strcmp(s->met_names[i], "loss") || !strcmp(s->met_names[i], "global_step"))
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "EstimatorSpec: eval metric name '%s' is reserved (the estimator adds it)",
-                             s->met_names[i]);
     if (!loom_output_valid(s->mets[i].value) || !loom_output_valid(s->mets[i].update))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: eval metric '%s' lacks a value or update op",
                              s->met_names[i]);
-    for (int j = 0; j < i; j++)
-      if (!strcmp(s->met_names[i], s->met_names[j]))
-        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EstimatorSpec: duplicate eval metric '%s'",
-                               s->met_names[i]);
   }
   if (s->nexp > 1) {
     int has_default = 0;
