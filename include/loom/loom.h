@@ -14,6 +14,8 @@
 #include "loom_train.h"
 #include "loom_checkpoint.h"
 #include "loom_layers.h"
+#include "loom_sparse.h"
+#include "loom_feature_columns.h"
 #include "loom_losses.h"
 #include "loom_metrics.h"
 #include "loom_data.h"

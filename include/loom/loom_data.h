@@ -43,6 +43,14 @@ LOOM_API int loom_dataset_component_shape(const loom_dataset *ds, int i, int64_t
 LOOM_API int loom_dataset_label_index(const loom_dataset *ds);
 /* Index of the component called name, -1 when absent. */
 LOOM_API int loom_dataset_find(const loom_dataset *ds, const char *name);
+/* Ragged components (loom_sparse.h). A ragged feature "x" is two
+ * components: "x", its values (1-D: [k] for one element, [nnz] once
+ * batched), and "x/row_splits" (int64: [2] = {0, k} for one element,
+ * [B + 1] once batched). Batching concatenates the values and merges the
+ * splits (never pads); shuffle, repeat, take, prefetch and map carry both.
+ * Returns the index of component i's row_splits component when i holds
+ * ragged values, else -1 (also for the row_splits component itself). */
+LOOM_API int loom_dataset_component_row_splits(const loom_dataset *ds, int i);
 
 /* ---- iteration ---- */
 /* values[i] (i < num_components) is in/out like loom_session_run's fetch

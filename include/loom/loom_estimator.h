@@ -32,6 +32,7 @@
 #include "loom_hooks.h"
 #include "loom_metrics.h"
 #include "loom_session.h"
+#include "loom_sparse.h"
 #include "loom_tensor.h"
 #ifdef __cplusplus
 extern "C" {
@@ -93,8 +94,15 @@ LOOM_API int loom_features_count(const loom_features *f);
 /* Owned by f; valid until loom_features_free. NULL when i is out of range. */
 LOOM_API const char *loom_features_name(const loom_features *f, int i);
 LOOM_API loom_output loom_features_at(const loom_features *f, int i);
-/* {NULL, 0} when absent. */
+/* {NULL, 0} when absent. For a sparse entry: its values. */
 LOOM_API loom_output loom_features_get(const loom_features *f, const char *name);
+/* Sparse (ragged) entries (loom_sparse.h): values + row_splits under one
+ * name. A name added before (dense or sparse) is INVALID_ARGUMENT. */
+LOOM_API loom_code loom_features_add_sparse(loom_features *f, const char *name, loom_sparse value, loom_status *st);
+/* 1 when entry i is sparse, 0 when dense or out of range. */
+LOOM_API int loom_features_is_sparse(const loom_features *f, int i);
+/* The sparse entry called name; {{NULL, 0}, {NULL, 0}} when absent or dense. */
+LOOM_API loom_sparse loom_features_get_sparse(const loom_features *f, const char *name);
 
 /* ---- EstimatorSpec ---- */
 typedef struct loom_estimator_spec loom_estimator_spec;

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Creates (once) the virtualenv a peer script needs and prints its python.
+#   scripts/peer_venv.sh tf      -> tensorflow-cpu 2.15 + tensorflow-estimator 2.15 (Python 3.11)
+#   scripts/peer_venv.sh torch   -> CPU torch
+# Venvs live in ${LOOM_VENV_DIR:-$HOME/.cache/loom/venv}/<name>; a finished one is
+# marked with .ok and reused. Install output goes to <venv>.log (stderr gets a line).
+set -euo pipefail
+name=${1:?usage: peer_venv.sh tf|torch}
+root=${LOOM_VENV_DIR:-$HOME/.cache/loom/venv}
+dir=$root/$name
+if [ -f "$dir/.ok" ]; then echo "$dir/bin/python"; exit 0; fi
+case $name in
+  tf) pkgs="tensorflow-cpu==2.15.* tensorflow-estimator==2.15.* numpy<2"; py=python3.11 ;;
+  torch) pkgs="torch --index-url https://download.pytorch.org/whl/cpu"; py=python3 ;;
+  *) echo "peer_venv.sh: unknown peer '$name' (tf or torch)" >&2; exit 2 ;;
+esac
+command -v "$py" >/dev/null || py=python3
+mkdir -p "$root"
+echo "peer_venv.sh: creating $dir ($pkgs); log in $dir.log" >&2
+rm -rf "$dir"
+"$py" -m venv "$dir" >"$dir.log" 2>&1
+"$dir/bin/python" -m pip install -q --upgrade pip >>"$dir.log" 2>&1
+# shellcheck disable=SC2086
+"$dir/bin/python" -m pip install -q $pkgs >>"$dir.log" 2>&1 || {
+  echo "peer_venv.sh: pip install failed for $name (see $dir.log)" >&2; exit 1; }
+touch "$dir/.ok"
+echo "$dir/bin/python"
