@@ -12,6 +12,8 @@
 #include "ops/nn.def.h"
 #include "ops/random.def.h"
 #include "ops/train.def.h"
+#include "ops/feature.def.h"
+#include "ops/sparse.def.h"
 
 #define LOOM_OP_LIST(X) \
   LOOM_CORE_OPS(X)      \
@@ -20,7 +22,9 @@
   LOOM_ARRAY_OPS(X)     \
   LOOM_NN_OPS(X)        \
   LOOM_RANDOM_OPS(X)    \
-  LOOM_TRAIN_OPS(X)
+  LOOM_TRAIN_OPS(X)     \
+  LOOM_FEATURE_OPS(X)   \
+  LOOM_SPARSE_OPS(X)
 
 typedef enum loom_op_type {
 #define LOOM_X_ENUM(e, n) LOOM_OP_##e,
@@ -38,5 +42,7 @@ void loom__register_array(struct loom_op_def *t);
 void loom__register_nn(struct loom_op_def *t);
 void loom__register_random(struct loom_op_def *t);
 void loom__register_train(struct loom_op_def *t);
+void loom__register_feature(struct loom_op_def *t);
+void loom__register_sparse(struct loom_op_def *t);
 
 #endif
