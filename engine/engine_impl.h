@@ -46,6 +46,13 @@ typedef size_t (*loom_workspace_fn)(const loom_attrs *a, int nin, const loom_buf
  * gradient; indices set = sparse rows, see loom_autodiff.h). Builds with
  * ordinary builders into n's graph; errors go to the graph's sticky status. */
 typedef loom_code (*loom_grad_fn)(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx);
+/* Data-dependent output shapes (ops flagged LOOM_OPF_DATA_SHAPE): fills
+ * out[0..nout) (dtype, ndim, dims) from the input VALUES, host buffers
+ * in[0..nin) (strings as loom_tstring). Writes a failure message (without
+ * the node name) into msg. Such an op's static shape fn gives -1 for the
+ * dims it cannot know when building. */
+typedef loom_code (*loom_value_shape_fn)(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
+                                         loom_tdesc *out, char *msg, size_t msglen);
 struct loom_session;
 /* For source ops whose output memory lives outside the arena (Const,
  * variables): set out->data (shape is already filled). */
@@ -70,6 +77,13 @@ enum {
                                      read input 0, a run of it initialises that variable, and a variable's
                                      initializer is one of these */
   LOOM_OPF_EMPTY_OK = 1u << 10,   /* variadic op that may have no data input at all (NoOp) */
+  /* Output shape depends on the input values (ragged ops: dropping ignore
+   * values, crosses, pruning): def->value_shape gives it. Such a node and
+   * everything it depends on must be computable from feeds and constants
+   * (never from variables); a session evaluates that part of the graph on
+   * the host with CPU kernels before planning the rest, each run, and feeds
+   * its results to the plan (engine/host_pass.c). */
+  LOOM_OPF_DATA_SHAPE = 1u << 11,
 };
 
 enum { LOOM_DEVICE_COUNT = 2 };
@@ -79,6 +93,7 @@ typedef struct loom_op_def {
   int32_t nin;           /* -1 = variadic (>= 1) */
   int32_t nout;          /* -1 = set by the builder (Split, Unstack) */
   loom_shape_fn shape;
+  loom_value_shape_fn value_shape; /* LOOM_OPF_DATA_SHAPE ops only */
   loom_workspace_fn workspace;
   loom_bind_fn bind;
   loom_grad_fn grad;
