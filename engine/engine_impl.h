@@ -14,7 +14,6 @@
 #include "kernels/kernel.h"
 
 /* ---- tensors (engine/tensor.c) ---- */
-typedef struct loom_tstring { char *ptr; size_t len; } loom_tstring;
 struct loom_tensor {
   loom_dtype dtype;
   int32_t ndim;

@@ -94,6 +94,7 @@ void loom_session_free(loom_session *s) {
   loom__dev_session_free(s);
   loom__free(s->counters);
   loom__free(s->trace);
+  loom__host_pass_free(s->host_pass);
   loom__pool_free(s->pool);
   pthread_mutex_destroy(&s->mu);
   loom__free(s);
@@ -803,6 +804,10 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   const int tracing = s->tracing;
   const int64_t t0 = tracing ? mono_ns() : 0;
   if (tracing) s->ntrace = 0;
+  /* the feed-derived part with data-dependent shapes runs first; its results join the feeds */
+  rc = loom__host_pass_run(s, feeds, feed_values, nfeeds, fetches, nfetches, targets, ntargets, &feeds, &feed_values,
+                           &nfeeds, st);
+  if (rc) goto done;
   uint64_t h = sig_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
   loom_plan *p = find_plan(s, h, feeds, nfeeds, fetches, nfetches, targets, ntargets);
   if (p) {

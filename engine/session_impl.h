@@ -87,6 +87,16 @@ struct loom_session {
   int tracing;
   int32_t ntrace, trace_cap;
   loom_trace_event *trace;
+  /* feed-derived data-shape part of the graph (engine/host_pass.c); NULL until needed */
+  struct loom_host_pass *host_pass;
 };
+typedef struct loom_host_pass loom_host_pass;
+/* engine/host_pass.c: evaluates the data-shape part a run needs and returns
+ * the feed lists extended with its results (owned by the pass, valid until
+ * the next run); the inputs unchanged when the run needs no such node. */
+loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_tensor *const *fv, int nf,
+                              const loom_output *fetches, int nx, loom_node *const *targets, int nt,
+                              const loom_output **xfeeds, loom_tensor *const **xvals, int *nxf, loom_status *st);
+void loom__host_pass_free(loom_host_pass *hp);
 
 #endif

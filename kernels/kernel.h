@@ -9,6 +9,10 @@
 #include "loom/loom_base.h"
 #include "loom/loom_tensor.h"
 #include "base/pool.h"
+#include "base/strarena.h"
+
+/* One element of a string tensor (buffers of dtype LOOM_STRING hold these). */
+typedef struct loom_tstring { char *ptr; size_t len; } loom_tstring;
 
 /* A run-time view of one tensor: data (host or device) + concrete shape. */
 typedef struct loom_buf {
@@ -64,6 +68,10 @@ typedef struct loom_kctx {
   uint64_t *counter;      /* runs of this node in this session so far (random ops); any plan */
   void *backend;          /* device context (NULL on CPU) */
   loom_status *st;        /* where a kernel reports failures (may be NULL) */
+  /* Where a kernel puts the bytes of the strings it outputs (out data is
+   * loom_tstring[]); set only in a session's host pass (LOOM_OPF_DATA_SHAPE
+   * ops run there), NULL elsewhere: string-producing ops carry that flag. */
+  loom_strarena *strings;
 } loom_kctx;
 
 typedef loom_code (*loom_kernel_fn)(const loom_kctx *ctx);
