@@ -276,3 +276,73 @@ Test(estimator_ragged, features_map_sparse_entries) {
   loom_graph_free(g);
   loom_status_free(st);
 }
+
+/* Export with a sparse receiver: the signature takes "ids" and
+ * "ids/row_splits" as two inputs, and the predictor feeds both. */
+static loom_code serving_fn(loom_graph *g, loom_features *features, loom_features *receivers, void *user,
+                            loom_status *st) {
+  (void)user;
+  int64_t unk = -1, xd[2] = {-1, 1};
+  loom_sparse ids = {loom_placeholder(g, LOOM_I64, 1, &unk, "in_ids"),
+                     loom_placeholder(g, LOOM_I64, 1, &unk, "in_ids_splits")};
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, xd, "in_x");
+  loom_code rc = loom_features_add_sparse(receivers, "ids", ids, st);
+  if (!rc) rc = loom_features_add(receivers, "x", x, st);
+  if (!rc) rc = loom_features_add_sparse(features, "ids", ids, st);
+  if (!rc) rc = loom_features_add(features, "x", x, st);
+  return rc;
+}
+
+Test(estimator_ragged, export_sparse_receiver) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est_ragged");
+  loom_estimator *e = make_est(dir, 0);
+  loom_status *st = loom_status_new();
+  in_opts io = {2, 0};
+  loom_train_options to = loom_train_options_default();
+  cr_assert_eq(loom_estimator_train(e, input_fn, &io, &to, st), LOOM_OK, "train: %s", loom_status_message(st));
+  char base[TU_TMPDIR_CAP + 16], out[4096];
+  snprintf(base, sizeof base, "%s/export", dir);
+  cr_assert_eq(loom_estimator_export(e, serving_fn, NULL, base, NULL, out, sizeof out, st), LOOM_OK, "export: %s",
+               loom_status_message(st));
+  loom_predictor *p = loom_predictor_load(out, NULL, st);
+  cr_assert(p, "load: %s", loom_status_message(st));
+  int nin = loom_predictor_num_inputs(p, NULL);
+  cr_assert_eq(nin, 3);
+  int64_t n3 = 3, n3s = 3, xd[2] = {2, 1};
+  const int64_t vv[3] = {1, 2, 3}, sv[3] = {0, 2, 3};
+  const float xv[2] = {0.5f, 1.5f};
+  loom_tensor *tv = loom_tensor_from_data(LOOM_I64, 1, &n3, vv, NULL);
+  loom_tensor *ts = loom_tensor_from_data(LOOM_I64, 1, &n3s, sv, NULL);
+  loom_tensor *tx = loom_tensor_from_data(LOOM_F32, 2, xd, xv, NULL);
+  loom_tensor *in[3] = {0};
+  for (int i = 0; i < nin; i++) {
+    const char *k = loom_predictor_input_key(p, NULL, i);
+    if (!strcmp(k, "ids"))
+      in[i] = tv;
+    else if (!strcmp(k, "ids/row_splits"))
+      in[i] = ts;
+    else if (!strcmp(k, "x"))
+      in[i] = tx;
+    cr_assert(in[i], "unexpected input key %s", k);
+  }
+  int nout = loom_predictor_num_outputs(p, NULL);
+  cr_assert_eq(nout, 3);
+  loom_tensor *o[3] = {0};
+  cr_assert_eq(loom_predictor_run(p, NULL, 3, in, 3, o, st), LOOM_OK, "run: %s", loom_status_message(st));
+  for (int i = 0; i < nout; i++) {
+    const char *k = loom_predictor_output_key(p, NULL, i);
+    const loom_tensor *want = !strcmp(k, "values") ? tv : !strcmp(k, "splits") ? ts : tx;
+    cr_assert_eq(loom_tensor_nbytes(o[i]), loom_tensor_nbytes(want), "output %s", k);
+    cr_assert(!memcmp(loom_tensor_data_const(o[i]), loom_tensor_data_const(want), loom_tensor_nbytes(want)),
+              "output %s", k);
+    loom_tensor_free(o[i]);
+  }
+  loom_tensor_free(tv);
+  loom_tensor_free(ts);
+  loom_tensor_free(tx);
+  loom_predictor_free(p);
+  loom_status_free(st);
+  loom_estimator_free(e);
+  tu_rmtree(dir);
+}
