@@ -11,7 +11,7 @@ rerunning gives the same files.
 
 Files (one record per line, fields separated by one space):
   hash.txt       header "N n1 n2 n3" (bucket counts), then per string:
-                 hex Fingerprint64 (from tf.fingerprint, big-endian bytes)
+                 hex Fingerprint64 (rebuilt from to_hash_bucket_fast, see fp64())
                  and tf.strings.to_hash_bucket_fast for n1, n2, n3
   int_hash.txt   header "N n1 n2 n3", then: value as_string(value) b1 b2 b3
   bucketize.txt  blocks "B dtype nb b_1..b_nb (f32 bits)" "N count" then
@@ -91,14 +91,21 @@ def strings(count):
 
 
 def fp64(strs):
-    """Fingerprint64 as TF computes it: tf.fingerprint uses farmhash
-    Fingerprint64 (big-endian bytes of the uint64)."""
-    t = tf.fingerprint(tf.constant(strs, dtype=tf.string))  # [n, 8] uint8
-    a = t.numpy().astype(np.uint64)
-    v = np.zeros(len(strs), dtype=np.uint64)
-    for i in range(8):
-        v = (v << np.uint64(8)) | a[:, i]
-    return [int(x) for x in v]
+    """Fingerprint64 of each string as TF computes it. No TF op returns it
+    whole (tf.fingerprint of a string tensor hashes the per-string
+    fingerprints again), so it is rebuilt from StringToHashBucketFast, which
+    is Fingerprint64(s) % n: with M = 2^63 - 1, fp = r + k M for k in 0..2
+    (r = fp % M), and M = 1 (mod 3) makes fp % 3 pick k."""
+    M = 2**63 - 1
+    r = tf.strings.to_hash_bucket_fast(tf.constant(strs), M).numpy()
+    t = tf.strings.to_hash_bucket_fast(tf.constant(strs), 3).numpy()
+    out = []
+    for ri, ti in zip(r, t):
+        ri, ti = int(ri), int(ti)
+        ks = [k for k in range(3) if ri + k * M < 2**64 and (ri + k * M) % 3 == ti]
+        assert len(ks) == 1
+        out.append(ri + ks[0] * M)
+    return out
 
 
 def gen_hash():
