@@ -813,4 +813,24 @@ Test(feature_ops, vocab_edge_semantics) {
   loom_session_free(s);
   loom_graph_free(g);
   strs_free(&q);
+  /* OOV buckets with default_value 1: TF 2.15's index_table_from_tensor(["a","b","c"],
+   * num_oov_buckets=2, default_value=1).lookup(["b","a","zz"]) gives [3, 0, 3]: "b" sits at
+   * the default's position and is hashed like a miss */
+  g = loom_graph_new();
+  x = loom_placeholder(g, LOOM_STRING, 1, &d, "x");
+  const char *abc[3] = {"a", "b", "c"};
+  loom_output y = loom_vocab_lookup_strings(g, x, 3, abc, 2, 1, NULL);
+  strs q2 = {0};
+  strs_push(&q2, strdup("b"), 1);
+  strs_push(&q2, strdup("a"), 1);
+  strs_push(&q2, strdup("zz"), 2);
+  xv = strs_tensor(&q2, 0, 3);
+  loom_tensor *r = tu_run1(g, 1, &x, &xv, y);
+  const int64_t wr[3] = {3, 0, 3};
+  cr_assert(!memcmp(i64s(r), wr, sizeof wr), "got %lld %lld %lld", (long long)i64s(r)[0], (long long)i64s(r)[1],
+            (long long)i64s(r)[2]);
+  loom_tensor_free(r);
+  loom_tensor_free(xv);
+  loom_graph_free(g);
+  strs_free(&q2);
 }
