@@ -13,7 +13,7 @@
  *                        same attributes; outputs (indices [nnz] in the ids'
  *                        dtype, rows [nnz, D] f32): the IndexedSlices
  *                        gradient of params, one pair per id; a pruned id
- *                        (id < 0, weight <= 0) gets index -1 and a zero row,
+ *                        (id < 0; weight <= 0 with mean / sqrtn) gets index -1 and a zero row,
  *                        which the sparse optimizers skip (kernels/cpu/optim.c,
  *                        kernels/cuda/index_group.cuh) and densification
  *                        (ops/autodiff.c) clamps to a row it leaves unchanged.

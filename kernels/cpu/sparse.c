@@ -3,7 +3,9 @@
  *
  * SparseEmbedding follows TF 2.15's safe_embedding_lookup_sparse +
  * embedding_lookup_sparse operation by operation, in float32: an entry is
- * pruned when its id is < 0 or (with weights) its weight is not > 0; each
+ * pruned when its id is < 0 or, with weights and the mean or sqrtn
+ * combiner, when its weight is not > 0 (TF prunes weights only for those
+ * two: with "sum" a weight <= 0 entry stays, adding w * e); each
  * kept row e = params[id] is clipped like embedding_lookup's max_norm
  * (clip_by_norm: e * c / max(||e||, c)); then, per output row, in entry
  * order: sum of e * w (sum of e without weights), divided by sum(w)
@@ -142,6 +144,8 @@ static loom_code emb_setup(const loom_kctx *ctx, int base, emb_args *a) {
   loom_code rc = loom__check_row_splits(S, nnz, ctx->st);
   if (rc) return rc;
   a->splits = S->data;
+  a->comb = (int)ctx->attrs->num;
+  a->c = ctx->attrs->alpha > 0 ? (float)ctx->attrs->alpha : 0.0f;
   if (W) {
     if (W->dtype != LOOM_F32 || W->numel != nnz)
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "weights must be float32 with one value per id (%lld), got %s [%lld]",
@@ -150,13 +154,11 @@ static loom_code emb_setup(const loom_kctx *ctx, int base, emb_args *a) {
   }
   for (int64_t i = 0; i < nnz; i++) {
     int64_t id = rd_id(a->ids, a->ids64, i);
-    if (id < 0 || (a->w && !(a->w[i] > 0.0f))) continue; /* pruned */
+    if (id < 0 || (a->w && a->comb != LOOM__COMB_SUM && !(a->w[i] > 0.0f))) continue; /* pruned */
     if (id >= a->V)
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "ids[%lld] = %lld is not in [0, %lld) (params has %lld rows)",
                              (long long)i, (long long)id, (long long)a->V, (long long)a->V);
   }
-  a->comb = (int)ctx->attrs->num;
-  a->c = ctx->attrs->alpha > 0 ? (float)ctx->attrs->alpha : 0.0f;
   return LOOM_OK;
 }
 
@@ -177,7 +179,7 @@ static inline int kept(const emb_args *a, int64_t i, int64_t *id, float *w) {
   *id = rd_id(a->ids, a->ids64, i);
   if (*id < 0) return 0;
   *w = a->w ? a->w[i] : 1.0f;
-  return !a->w || *w > 0.0f;
+  return !a->w || a->comb == LOOM__COMB_SUM || *w > 0.0f;
 }
 
 static void emb_fwd_rows(void *arg, int64_t lo, int64_t hi) {

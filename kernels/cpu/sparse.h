@@ -29,7 +29,7 @@ loom_code loom__k_sparse_embedding_f32(const loom_kctx *ctx);
 /* SparseEmbeddingGrad: in dy [B, D], params, ids, row_splits, optional
  * weights; out indices [nnz] (the ids' dtype) and rows [nnz, D] f32: entry i's gradient
  * row under index ids[i], or index -1 with a zero row for a pruned entry
- * (id < 0 or weight <= 0). */
+ * (id < 0; weight <= 0 with the mean and sqrtn combiners). */
 loom_code loom__k_sparse_embedding_grad_f32(const loom_kctx *ctx);
 
 /* RaggedMultiHot: in ids [nnz] i32/i64, row_splits, optional weights f32;
