@@ -13,7 +13,9 @@
  *                        same attributes; outputs (indices [nnz] in the ids'
  *                        dtype, rows [nnz, D] f32): the IndexedSlices
  *                        gradient of params, one pair per id; a pruned id
- *                        (id < 0; weight <= 0 with mean / sqrtn) gets index -1 and a zero row,
+ *                        (id < 0; weight <= 0 with mean / sqrtn) gets the
+ *                        index LOOM_NO_ROW_I32/I64 (kernels/kernel.h, the
+ *                        dtype's minimum) and a zero row,
  *                        which the sparse optimizers skip (kernels/cpu/optim.c,
  *                        kernels/cuda/index_group.cuh) and densification
  *                        (ops/autodiff.c) clamps to a row it leaves unchanged.

@@ -1,6 +1,6 @@
 /* Gradient-check cases for the sparse family (ops/sparse.def.h):
  * SparseEmbedding's gradient with respect to params (sparse, densified by
- * loom_gradients; pruned entries carry index -1) for each combiner, with and
+ * loom_gradients; pruned entries carry index LOOM_NO_ROW_*) for each combiner, with and
  * without weights, with max_norm clipping. DenseToRagged, RaggedMultiHot and
  * SparseEmbeddingGrad are marked not differentiable.
  * Included by tests/test_grad.c, which defines grad_case, UN, BIN and F64C

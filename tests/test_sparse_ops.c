@@ -187,14 +187,15 @@ Test(sparse_embedding, matches_tf_safe_embedding_lookup_sparse) {
                  loom_status_message(st));
     expect_close(loom_tensor_data_const(out[0]), c.out, c.B * c.D, 2e-6, "out", c.name);
     expect_close(loom_tensor_data_const(out[1]), c.grad, c.V * c.D, 2e-6, "grad", c.name);
-    /* the IndexedSlices: one entry per id; pruned ones -1 with zero rows */
+    /* the IndexedSlices: one entry per id; pruned ones at index INT64_MIN
+     * (LOOM_NO_ROW_I64) with zero rows */
     cr_assert_eq(loom_tensor_numel(out[2]), c.nnz);
     const int64_t *ix = loom_tensor_data_const(out[2]);
     const float *rows = loom_tensor_data_const(out[3]);
     for (int64_t i = 0; i < c.nnz; i++) {
       /* TF prunes weights <= 0 only for mean and sqrtn */
       int pruned = c.ids[i] < 0 || (c.weighted && c.comb != 0 && !(c.weights[i] > 0));
-      cr_assert_eq(ix[i], pruned ? -1 : c.ids[i], "%s: indices[%lld]", c.name, (long long)i);
+      cr_assert_eq(ix[i], pruned ? INT64_MIN : c.ids[i], "%s: indices[%lld]", c.name, (long long)i);
       if (pruned)
         for (int64_t k = 0; k < c.D; k++) cr_assert_eq(rows[i * c.D + k], 0.0f);
     }
@@ -261,6 +262,7 @@ Test(sparse_embedding, optimizers_update_only_the_looked_up_rows) {
       loom_initializer init = loom_init_random_uniform(-1, 1, 7);
       loom_variable *v = loom_get_variable(g, "table", LOOM_F32, 2, td, &init, 1);
       loom_sparse rag = {cst_i64(g, 8, ids, "ids"), cst_i64(g, 4, sp, "splits")};
+      if (k & 1) rag.values = loom_cast(g, rag.values, LOOM_I32, "ids32"); /* int32 ids: LOOM_NO_ROW_I32 */
       int64_t wn = 8;
       loom_output y = loom_sparse_embedding(g, loom_variable_output(v), rag, cst_f32(g, 1, &wn, w, "w"),
                                             mean ? LOOM_COMBINER_MEAN : LOOM_COMBINER_SQRTN, mean ? 0.0 : 0.8, "emb");
@@ -341,6 +343,47 @@ Test(sparse_embedding, sgd_step_values) {
   loom_status_free(st);
   loom_optimizer_free(opt);
   loom_graph_free(g);
+}
+
+/* The table is also gathered: the two sparse gradients are concatenated
+ * (pruned entries included) and applied by SGD; then it is also used
+ * densely, so the sum is densified (the no-row index clamped). */
+Test(sparse_embedding, gradient_summed_with_gather_and_dense_paths) {
+  for (int dense = 0; dense < 2; dense++) {
+    loom_graph *g = loom_graph_new();
+    int64_t td[2] = {3, 2};
+    loom_variable *v = loom_variable_new(g, cst_f32(g, 2, td, P3, "init"), 1, 0, "table");
+    loom_output tv = loom_variable_output(v);
+    const int64_t ids[3] = {-1, 2, 1}, sp[2] = {0, 3}, gi[2] = {0, 2};
+    loom_sparse rag = {cst_i64(g, 3, ids, "ids"), cst_i64(g, 2, sp, "splits")};
+    loom_output y = loom_sparse_embedding(g, tv, rag, (loom_output){NULL, 0}, LOOM_COMBINER_SUM, 0, "emb");
+    loom_output gat = loom_gather(g, tv, cst_i64(g, 2, gi, "gi"), 0, "gather");
+    loom_output loss = loom_add(g, loom_reduce_sum(g, y, -1, NULL, 0, NULL), loom_reduce_sum(g, gat, -1, NULL, 0, NULL),
+                                NULL);
+    if (dense) loss = loom_add(g, loss, loom_reduce_sum(g, loom_mul(g, tv, loom_const_f32(g, 2.0f, NULL), NULL), -1, NULL, 0, NULL), "loss");
+    loom_gradient gr;
+    loom_status *st = loom_status_new();
+    cr_assert_eq(loom_gradients_sparse(g, 1, &loss, NULL, 1, &tv, &gr, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_eq(gr.indices.node != NULL, !dense, "sparse only without the dense path");
+    loom_optimizer *opt = loom_optimizer_sgd(loom_const_f32(g, 1.0f, "lr"));
+    loom_node *train = loom_optimizer_apply_gradients(opt, g, 1, &gr, &v, NULL, NULL);
+    loom_node *initop = loom_global_variables_initializer(g);
+    loom_session *s = loom_session_new(g, NULL, st);
+    cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &initop, 1, st), LOOM_OK);
+    cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &train, 1, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    loom_tensor *t = NULL;
+    cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &tv, &t, 1, NULL, 0, st), LOOM_OK);
+    /* d/drow: row 0 gathered (1), row 1 embedded (1), row 2 both (2); + 2 everywhere when dense */
+    float d = dense ? 2.0f : 0.0f;
+    float want[6] = {3 - 1 - d, 4 - 1 - d, 1 - 1 - d, 0 - 1 - d, 0 - 2 - d, 2 - 2 - d};
+    tu_expect_f32(t, 2, td, want, 1e-6);
+    loom_tensor_free(t);
+    loom_session_free(s);
+    loom_status_free(st);
+    loom_optimizer_free(opt);
+    loom_graph_free(g);
+  }
 }
 
 /* ---------------------------------------------------------------- errors */

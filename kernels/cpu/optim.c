@@ -9,10 +9,10 @@
  * Sparse kernels (indices [n] into the variable's first dimension, gradient
  * rows [n, row]) first sort the indices in the workspace and sum the rows of
  * repeated indices (what tf.train.Optimizer does before calling TF's sparse
- * kernels), then update each distinct row once, rows in parallel. Index -1
- * is skipped: it marks a gradient entry that belongs to no row (a pruned id
- * of SparseEmbedding's gradient, kernels/cpu/sparse.c); other indices
- * outside [0, rows) are errors. */
+ * kernels), then update each distinct row once, rows in parallel. The index
+ * LOOM_NO_ROW_I32/I64 (kernels/kernel.h) is skipped: it marks a gradient
+ * entry that belongs to no row (a pruned id of SparseEmbedding's gradient,
+ * kernels/cpu/sparse.c); other indices outside [0, rows) are errors. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
@@ -385,10 +385,11 @@ static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap
   float *sums = (float *)w;
   w += al64((size_t)n * (size_t)row * sizeof(float));
   uint64_t *bm = bitmap ? (uint64_t *)w : NULL;
-  int64_t nk = 0; /* kept pairs: index -1 marks a gradient entry for no row (a pruned id) */
+  int64_t nk = 0; /* kept pairs: LOOM_NO_ROW_* marks a gradient entry for no row (a pruned id) */
+  const int64_t no_row = ind->dtype == LOOM_I32 ? (int64_t)LOOM_NO_ROW_I32 : LOOM_NO_ROW_I64;
   for (int64_t i = 0; i < n; i++) {
     int64_t k = ind->dtype == LOOM_I32 ? ((const int32_t *)ind->data)[i] : ((const int64_t *)ind->data)[i];
-    if (k == -1) continue;
+    if (k == no_row) continue;
     if (k < 0 || k >= nrows)
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "indices[%lld] = %lld is not in [0, %lld)",
                              (long long)i, (long long)k, (long long)nrows);

@@ -13,10 +13,11 @@
  * for "sqrtn"; a row without kept entries is zeros.
  *
  * The gradient kernel writes one (index, row) pair per entry, so its
- * output shape is static ([nnz], [nnz, D]); a pruned entry gets index -1
- * and a zero row. -1 is the "no row" marker of sparse gradients: the
- * sparse optimizer kernels skip it and autodiff's densification clamps it
- * to a row that the zero row leaves unchanged.
+ * output shape is static ([nnz], [nnz, D]); a pruned entry gets the index
+ * LOOM_NO_ROW_I32/I64 (kernels/kernel.h: the smallest value of the ids'
+ * dtype) and a zero row: the sparse optimizer kernels skip it and
+ * autodiff's densification clamps it to a row that the zero row leaves
+ * unchanged.
  *
  * Rows are independent: the embedding kernels split them over the pool and
  * write straight into their outputs (no scratch), with inner loops over the
@@ -265,7 +266,7 @@ static void emb_grad_rows(void *arg, int64_t lo, int64_t hi) {
       int64_t id;
       float w;
       if (!kept(a, i, &id, &w)) {
-        set_idx(a, i, -1);
+        set_idx(a, i, a->ids64 ? LOOM_NO_ROW_I64 : LOOM_NO_ROW_I32);
         for (int64_t k = 0; k < D; k++) gr[k] = 0.0f;
         continue;
       }

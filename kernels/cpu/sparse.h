@@ -28,7 +28,7 @@ loom_code loom__k_dense_to_ragged(const loom_kctx *ctx);
 loom_code loom__k_sparse_embedding_f32(const loom_kctx *ctx);
 /* SparseEmbeddingGrad: in dy [B, D], params, ids, row_splits, optional
  * weights; out indices [nnz] (the ids' dtype) and rows [nnz, D] f32: entry i's gradient
- * row under index ids[i], or index -1 with a zero row for a pruned entry
+ * row under index ids[i], or index LOOM_NO_ROW_I32/I64 with a zero row for a pruned entry
  * (id < 0; weight <= 0 with the mean and sqrtn combiners). */
 loom_code loom__k_sparse_embedding_grad_f32(const loom_kctx *ctx);
 

@@ -188,7 +188,8 @@ __global__ void k_grp_keys(const void *idx, int i32, int64_t n, int64_t L, int64
     if (t < n) {
       int64_t v = cu_load_index(idx, i32, t);
       if (v >= 0 && v < bound) key = ((unsigned long long)v << pb) | (unsigned long long)t;
-      else if (!(skip_no_row && v == -1)) atomicMin(bad, (unsigned long long)t);
+      else if (!(skip_no_row && v == (i32 ? (int64_t)LOOM_NO_ROW_I32 : (int64_t)LOOM_NO_ROW_I64)))
+        atomicMin(bad, (unsigned long long)t);
     }
     keys[t] = key;
   }
@@ -197,8 +198,9 @@ __global__ void k_grp_report(int64_t bound, const unsigned long long *bad, cu_er
   if (threadIdx.x == 0 && blockIdx.x == 0 && *bad != NONE) cu_bad_index(ep, (int64_t)*bad, bound);
 }
 /* Groups the n >= 1 indices of I (int32/int64) by value in [0, bound).
- * skip_no_row: index -1 belongs to no group and is no error (the sparse
- * optimizers: -1 marks a pruned entry of SparseEmbedding's gradient). */
+ * skip_no_row: index LOOM_NO_ROW_I32/I64 (kernels/kernel.h) belongs to no
+ * group and is no error (the sparse optimizers: it marks a pruned entry of
+ * SparseEmbedding's gradient). */
 loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int kind, grp *G, size_t extra = 0,
                      int skip_no_row = 0) {
   int64_t n = I->numel;
