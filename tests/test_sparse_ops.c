@@ -698,3 +698,48 @@ Test(sparse_embedding, steady_state_training_step_does_not_allocate) {
   loom_graph_free(g);
   tu_alloc_count_end();
 }
+
+/* The same with the ids coming through DenseToRagged (the session's host
+ * pass): its buffers, string arena and feed lists are reused from run to run. */
+Test(dense_to_ragged, steady_state_host_pass_does_not_allocate) {
+  tu_alloc_count_begin();
+  loom_graph *g = loom_graph_new();
+  loom_output x = loom_placeholder(g, LOOM_I64, 2, (int64_t[]){-1, 4}, "x");
+  loom_output xs = loom_placeholder(g, LOOM_STRING, 2, (int64_t[]){-1, 2}, "xs");
+  loom_sparse r = loom_dense_to_ragged(g, x, 1, -1, "ragged");
+  loom_sparse rs = loom_dense_to_ragged(g, xs, 1, 0, "ragged_s");
+  int64_t td[2] = {50, 8};
+  loom_initializer init = loom_init_random_uniform(-1, 1, 5);
+  loom_variable *v = loom_get_variable(g, "t", LOOM_F32, 2, td, &init, 1);
+  loom_output y = loom_sparse_embedding(g, loom_variable_output(v), r, (loom_output){NULL, 0}, LOOM_COMBINER_MEAN, 0,
+                                        "emb");
+  loom_output loss = loom_reduce_sum(g, loom_square(g, y, NULL), -1, NULL, 0, "loss");
+  loom_adagrad_options ao = loom_adagrad_options_default();
+  loom_optimizer *opt = loom_optimizer_adagrad(loom_const_f32(g, 0.05f, "lr"), &ao);
+  loom_node *train = loom_optimizer_minimize(opt, g, loss, 0, NULL, NULL, NULL);
+  loom_node *initop = loom_global_variables_initializer(g);
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &initop, 1, st), LOOM_OK);
+  int64_t xv[32 * 4];
+  for (int i = 0; i < 32 * 4; i++) xv[i] = i % 3 == 0 ? -1 : (i * 7) % 50;
+  loom_tensor *xt = loom_tensor_from_data(LOOM_I64, 2, (int64_t[]){32, 4}, xv, NULL);
+  loom_tensor *st_x = loom_tensor_new(LOOM_STRING, 2, (int64_t[]){32, 2}, NULL);
+  for (int i = 0; i < 64; i++) loom_tensor_set_string(st_x, i, "abcdef", (size_t)(i % 4), NULL);
+  loom_output feeds[2] = {x, xs};
+  loom_tensor *vals[2] = {xt, st_x};
+  loom_node *targets[2] = {train, rs.values.node};
+  cr_assert_eq(loom_session_run(s, feeds, vals, 2, NULL, NULL, 0, targets, 2, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  long before = tu_alloc_count();
+  for (int i = 0; i < 5; i++) cr_assert_eq(loom_session_run(s, feeds, vals, 2, NULL, NULL, 0, targets, 2, st), LOOM_OK);
+  long after = tu_alloc_count();
+  cr_assert_eq(after - before, 0, "steady-state runs through the host pass allocated %ld times", after - before);
+  loom_tensor_free(xt);
+  loom_tensor_free(st_x);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_optimizer_free(opt);
+  loom_graph_free(g);
+  tu_alloc_count_end();
+}

@@ -163,9 +163,14 @@ static loom_code emb_setup(const loom_kctx *ctx, int base, emb_args *a) {
   return LOOM_OK;
 }
 
+/* ||e||: 8 partial sums (one vector register) then the tail. */
 static inline float l2norm(const float *e, int64_t D) {
-  float s = 0.0f;
-  for (int64_t k = 0; k < D; k++) s += e[k] * e[k];
+  float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 8 <= D; k += 8)
+    for (int j = 0; j < 8; j++) p[j] += e[k + j] * e[k + j];
+  float s = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+  for (; k < D; k++) s += e[k] * e[k];
   return sqrtf(s);
 }
 
@@ -201,11 +206,9 @@ static void emb_fwd_rows(void *arg, int64_t lo, int64_t hi) {
       w2sum += w * w;
       const float *restrict e = a->P + id * D;
       if (c > 0.0f) {
-        float n = l2norm(e, D), m = n > c ? n : c;
-        if (a->w)
-          for (int64_t k = 0; k < D; k++) o[k] += ((e[k] * c) / m) * w;
-        else
-          for (int64_t k = 0; k < D; k++) o[k] += (e[k] * c) / m;
+        /* TF: (e * c) / max(n, c) * w; one scale per row here */
+        float n = l2norm(e, D), sw = (c / (n > c ? n : c)) * w;
+        for (int64_t k = 0; k < D; k++) o[k] += e[k] * sw;
       } else if (a->w) {
         for (int64_t k = 0; k < D; k++) o[k] += e[k] * w;
       } else {
