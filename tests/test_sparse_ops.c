@@ -743,3 +743,61 @@ Test(dense_to_ragged, steady_state_host_pass_does_not_allocate) {
   loom_graph_free(g);
   tu_alloc_count_end();
 }
+
+/* Many ids with repeats (the sparse optimizers' radix sort, one and two
+ * passes, ids that share their low 11 bits): one Adagrad step (lr 1,
+ * accumulators 0.1) with the sum combiner: the gradient G of row v is the sum
+ * of the loss weights of the output rows that look v up, summed before the
+ * update (acc = 0.1 + G^2, v -= G / sqrt(acc)). */
+Test(sparse_embedding, adagrad_many_repeated_ids) {
+  const int64_t vocab[2] = {300, 5000};
+  for (int c = 0; c < 2; c++) {
+    enum { NB = 100, PER = 5, ND = 4 };
+    int64_t V = vocab[c], nnz = NB * PER;
+    loom_graph *g = loom_graph_new();
+    int64_t td[2] = {V, ND};
+    loom_initializer init = loom_init_random_uniform(-1, 1, 9);
+    loom_variable *v = loom_get_variable(g, "t", LOOM_F32, 2, td, &init, 1);
+    int64_t *ids = malloc((size_t)nnz * sizeof *ids), sp[NB + 1];
+    for (int64_t i = 0; i < nnz; i++)
+      ids[i] = c ? ((i * 7) % 3) * 2048 + (i * i) % 5 : (i * i * 31 + 7) % V - (i % 17 == 0);
+    for (int r = 0; r <= NB; r++) sp[r] = r * PER;
+    float gw[NB * ND];
+    for (int i = 0; i < NB * ND; i++) gw[i] = 0.25f * (float)(i % 5) - 0.5f;
+    loom_sparse rag = {cst_i64(g, nnz, ids, "ids"), cst_i64(g, NB + 1, sp, "sp")};
+    loom_output y = loom_sparse_embedding(g, loom_variable_output(v), rag, (loom_output){NULL, 0}, LOOM_COMBINER_SUM,
+                                          0, "emb");
+    loom_output loss =
+        loom_reduce_sum(g, loom_mul(g, y, cst_f32(g, 2, (int64_t[]){NB, ND}, gw, "gw"), NULL), -1, NULL, 0, "loss");
+    loom_adagrad_options ao = loom_adagrad_options_default();
+    loom_optimizer *opt = loom_optimizer_adagrad(loom_const_f32(g, 1.0f, "lr"), &ao);
+    loom_node *train = loom_optimizer_minimize(opt, g, loss, 0, NULL, NULL, NULL);
+    loom_node *initop = loom_global_variables_initializer(g);
+    loom_status *st = loom_status_new();
+    loom_session *s = loom_session_new(g, NULL, st);
+    loom_output vo = loom_variable_output(v);
+    loom_tensor *b = NULL, *a = NULL;
+    cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &initop, 1, st), LOOM_OK);
+    cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &vo, &b, 1, NULL, 0, st) == LOOM_OK &&
+                     loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &train, 1, st) == LOOM_OK &&
+                     loom_session_run(s, NULL, NULL, 0, &vo, &a, 1, NULL, 0, st) == LOOM_OK,
+                 1, "%s", loom_status_message(st));
+    float *want = malloc((size_t)(V * ND) * sizeof *want);
+    memcpy(want, loom_tensor_data_const(b), (size_t)(V * ND) * sizeof *want);
+    float *sum = calloc((size_t)(V * ND), sizeof *sum);
+    for (int64_t i = 0; i < nnz; i++)
+      if (ids[i] >= 0)
+        for (int k = 0; k < ND; k++) sum[ids[i] * ND + k] += gw[(i / PER) * ND + k];
+    for (int64_t i = 0; i < V * ND; i++) want[i] -= sum[i] / sqrtf(0.1f + sum[i] * sum[i]);
+    tu_expect_f32(a, 2, td, want, 1e-5);
+    free(want);
+    free(sum);
+    free(ids);
+    loom_tensor_free(a);
+    loom_tensor_free(b);
+    loom_session_free(s);
+    loom_status_free(st);
+    loom_optimizer_free(opt);
+    loom_graph_free(g);
+  }
+}
