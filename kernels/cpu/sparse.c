@@ -163,22 +163,35 @@ static loom_code emb_setup(const loom_kctx *ctx, int base, emb_args *a) {
   return LOOM_OK;
 }
 
-/* ||e||: 8 partial sums (one vector register) then the tail. */
-static inline float l2norm(const float *e, int64_t D) {
+/* a . b with 8 partial sums (one vector register, no serial chain of D
+ * dependent adds), then the tail. */
+static inline float dot8(const float *a, const float *b, int64_t D) {
   float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t k = 0;
   for (; k + 8 <= D; k += 8)
-    for (int j = 0; j < 8; j++) p[j] += e[k + j] * e[k + j];
+    for (int j = 0; j < 8; j++) p[j] += a[k + j] * b[k + j];
   float s = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
-  for (; k < D; k++) s += e[k] * e[k];
-  return sqrtf(s);
+  for (; k < D; k++) s += a[k] * b[k];
+  return s;
 }
+static inline float l2norm(const float *e, int64_t D) { return sqrtf(dot8(e, e, D)); }
 
 /* The divisor of a row's combiner (1 for sum). */
 static inline float comb_div(int comb, int weighted, float wsum, float w2sum, int64_t cnt) {
   if (comb == LOOM__COMB_MEAN) return weighted ? wsum : (float)cnt;
   if (comb == LOOM__COMB_SQRTN) return weighted ? sqrtf(w2sum) : sqrtf((float)cnt);
   return 1.0f;
+}
+
+/* Prefetches the params row of entry i (when it is one): the table is
+ * usually far larger than the caches and the rows are random. */
+enum { EMB_PREFETCH = 4 };
+static inline void prefetch_row(const emb_args *a, int64_t i, int64_t end) {
+  if (i >= end) return;
+  int64_t id = rd_id(a->ids, a->ids64, i);
+  if (id < 0 || id >= a->V) return;
+  const float *e = a->P + id * a->D;
+  for (int64_t k = 0; k < a->D; k += 16) __builtin_prefetch(e + k);
 }
 
 static inline int kept(const emb_args *a, int64_t i, int64_t *id, float *w) {
@@ -197,7 +210,11 @@ static void emb_fwd_rows(void *arg, int64_t lo, int64_t hi) {
     for (int64_t k = 0; k < D; k++) o[k] = 0.0f;
     float wsum = 0.0f, w2sum = 0.0f;
     int64_t cnt = 0;
+    const int64_t end = a->splits[hi];
+    if (r == lo)
+      for (int64_t i = a->splits[r]; i < a->splits[r] + EMB_PREFETCH; i++) prefetch_row(a, i, end);
     for (int64_t i = a->splits[r]; i < a->splits[r + 1]; i++) {
+      prefetch_row(a, i + EMB_PREFETCH, end);
       int64_t id;
       float w;
       if (!kept(a, i, &id, &w)) continue;
@@ -264,7 +281,11 @@ static void emb_grad_rows(void *arg, int64_t lo, int64_t hi) {
       w2sum += w * w;
     }
     float div = comb_div(a->comb, a->w != NULL, wsum, w2sum, cnt);
+    const int64_t end = a->splits[hi];
+    if (c > 0.0f && r == lo)
+      for (int64_t i = a->splits[r]; i < a->splits[r] + EMB_PREFETCH; i++) prefetch_row(a, i, end);
     for (int64_t i = a->splits[r]; i < a->splits[r + 1]; i++) {
+      if (c > 0.0f) prefetch_row(a, i + EMB_PREFETCH, end); /* only max_norm reads params here */
       float *restrict gr = a->grows + i * D;
       int64_t id;
       float w;
@@ -282,8 +303,7 @@ static void emb_grad_rows(void *arg, int64_t lo, int64_t hi) {
         const float *restrict e = a->P + id * D;
         float n = l2norm(e, D);
         if (n >= c) {
-          float dot = 0.0f;
-          for (int64_t k = 0; k < D; k++) dot += e[k] * gr[k];
+          float dot = dot8(e, gr, D);
           float s1 = c / n, s2 = c * dot / (n * n * n);
           for (int64_t k = 0; k < D; k++) gr[k] = s1 * gr[k] - s2 * e[k];
         }
