@@ -801,3 +801,43 @@ Test(sparse_embedding, adagrad_many_repeated_ids) {
     loom_graph_free(g);
   }
 }
+
+/* The ops and their attributes survive a graph round trip (export). */
+Test(sparse_ops, graph_serialization_round_trip) {
+  loom_graph *g = loom_graph_new();
+  loom_output x = loom_placeholder(g, LOOM_I64, 2, (int64_t[]){-1, 3}, "x");
+  loom_sparse r = loom_dense_to_ragged(g, x, 1, -1, "ragged");
+  int64_t pd[2] = {3, 2};
+  loom_output p = cst_f32(g, 2, pd, P3, "params");
+  loom_sparse_embedding(g, p, r, (loom_output){NULL, 0}, LOOM_COMBINER_SQRTN, 2.5, "emb");
+  loom_ragged_multi_hot(g, r, (loom_output){NULL, 0}, 3, "mh");
+  void *data = NULL;
+  size_t size = 0;
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_serialize(g, 0, NULL, &data, &size, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_graph *h = loom_graph_new();
+  cr_assert_eq(loom_graph_deserialize(h, data, size, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_buffer_free(data);
+  const int64_t xv[6] = {0, -1, 0, 1, 2, -1};
+  loom_tensor *xt = loom_tensor_from_data(LOOM_I64, 2, (int64_t[]){2, 3}, xv, NULL);
+  loom_graph *gs[2] = {g, h};
+  for (int k = 0; k < 2; k++) {
+    loom_output xk = loom_graph_find_output(gs[k], "x");
+    loom_output fetch[2] = {loom_graph_find_output(gs[k], "emb"), loom_graph_find_output(gs[k], "mh")};
+    loom_tensor *out[2] = {NULL};
+    loom_session *s = loom_session_new(gs[k], NULL, st);
+    cr_assert_eq(loom_session_run(s, &xk, &xt, 1, fetch, out, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+    /* row 0: e0 (3,4) twice, clipped to norm 2.5 -> (1.5, 2) each, sum / sqrt(2);
+     * row 1: e1 (1, 0) + e2 (0, 2), / sqrt(2) */
+    float r2 = sqrtf(2.0f);
+    tu_expect_f32(out[0], 2, (int64_t[]){2, 2}, (float[]){3 / r2, 4 / r2, 1 / r2, 2 / r2}, 1e-6);
+    tu_expect_f32(out[1], 2, (int64_t[]){2, 3}, (float[]){2, 0, 0, 0, 1, 1}, 0);
+    loom_tensor_free(out[0]);
+    loom_tensor_free(out[1]);
+    loom_session_free(s);
+  }
+  loom_tensor_free(xt);
+  loom_status_free(st);
+  loom_graph_free(h);
+  loom_graph_free(g);
+}
