@@ -44,6 +44,9 @@ struct loom_host_pass {
   int32_t xcap;
   void *ws;
   size_t ws_cap;
+  /* the walk's roots (fetches and targets, then the data-shape nodes) */
+  const loom_node **roots;
+  int32_t roots_cap;
 };
 
 void loom__host_pass_free(loom_host_pass *hp) {
@@ -60,6 +63,7 @@ void loom__host_pass_free(loom_host_pass *hp) {
   loom__free(hp->stack);
   loom__free(hp->xfeeds);
   loom__free(hp->xvals);
+  loom__free(hp->roots);
   loom__aligned_free(hp->ws);
   loom__strarena_free(&hp->strings);
   loom__free(hp);
@@ -278,8 +282,16 @@ loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_te
   memset(hp->mark, 0, (size_t)N);
   /* 1. the nodes the run needs (bit 1) */
   int nroots = nx + nt;
-  const loom_node **roots = loom__malloc(((size_t)nroots + 1) * sizeof *roots);
-  if (!roots) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+  /* the roots array is kept from run to run (a steady run allocates nothing);
+   * it holds the fetches and targets, then the data-shape nodes (<= N) */
+  int need = (nroots > N ? nroots : N) + 1;
+  if (need > hp->roots_cap) {
+    const loom_node **r = loom__realloc(hp->roots, (size_t)need * sizeof *r);
+    if (!r) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+    hp->roots = r;
+    hp->roots_cap = need;
+  }
+  const loom_node **roots = hp->roots;
   for (int i = 0; i < nx; i++) roots[i] = fetches[i].node;
   for (int i = 0; i < nt; i++) roots[nx + i] = targets[i];
   walk(hp, g, feeds, nf, nroots, roots, 1, 1);
@@ -288,12 +300,8 @@ loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_te
   for (int i = 0; i < N; i++)
     if ((hp->mark[i] & 1) && (g->nodes[i]->def->flags & LOOM_OPF_DATA_SHAPE) && !node_fed(feeds, nf, g->nodes[i]))
       roots[nd++] = g->nodes[i];
-  if (nd == 0) {
-    loom__free(roots);
-    return LOOM_OK;
-  }
+  if (nd == 0) return LOOM_OK;
   walk(hp, g, feeds, nf, nd, roots, 2, 0);
-  loom__free(roots);
   /* 3. check H and order it (node ids are a topological order: inputs exist
    * before the nodes that use them) */
   int nh = 0;
@@ -336,6 +344,12 @@ loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_te
   }
   for (int i = 0; i < nx; i++) {
     int m = fetches[i].node->id;
+    if ((hp->mark[m] & 2) && hp->outs[m]) front[m] |= 4;
+  }
+  /* a target computed here is done: feeding its outputs keeps the run from
+   * planning it again (with shapes it cannot know) */
+  for (int i = 0; i < nt; i++) {
+    int m = targets[i]->id;
     if ((hp->mark[m] & 2) && hp->outs[m]) front[m] |= 4;
   }
   int nextra = 0;

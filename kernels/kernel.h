@@ -76,6 +76,13 @@ typedef struct loom_kctx {
 
 typedef loom_code (*loom_kernel_fn)(const loom_kctx *ctx);
 
+/* The index of a sparse (IndexedSlices) gradient entry that belongs to no
+ * row: the smallest value of the indices' dtype. SparseEmbeddingGrad gives
+ * it to pruned ids (their rows of values are zero); the sparse optimizer
+ * kernels skip it (any other index outside [0, rows) stays an error). */
+#define LOOM_NO_ROW_I32 INT32_MIN
+#define LOOM_NO_ROW_I64 INT64_MIN
+
 /* Elementwise kernels go parallel above this many elements. */
 #define LOOM_PAR_GRAIN 32768
 

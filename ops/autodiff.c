@@ -26,9 +26,24 @@ static int add_contrib(ad_state *s, const loom_node *n, int idx, loom_gradient g
   return 0;
 }
 
+/* Whether sparse indices may hold LOOM_NO_ROW_I32/I64 (kernels/kernel.h),
+ * the "no row" marker of a pruned SparseEmbedding id (its row of values is
+ * zero): from SparseEmbeddingGrad, or a concatenation holding such indices. */
+static int may_hold_no_row(loom_output ix) {
+  const loom_node *n = ix.node;
+  if (n->op == LOOM_OP_SparseEmbeddingGrad) return 1;
+  if (n->op == LOOM_OP_Concat)
+    for (int k = 0; k < n->nin; k++)
+      if (may_hold_no_row(n->in[k])) return 1;
+  return 0;
+}
+
 static loom_output densify(loom_graph *g, loom_output like, loom_gradient gr) {
   if (!gr.indices.node) return gr.values;
-  return loom_scatter_add(g, loom_zeros_like(g, like, NULL), gr.indices, gr.values, NULL);
+  loom_output ix = gr.indices;
+  if (may_hold_no_row(ix)) /* no row -> row 0, to which its zero row adds nothing */
+    ix = loom_maximum(g, ix, loom_zeros_like(g, ix, NULL), NULL);
+  return loom_scatter_add(g, loom_zeros_like(g, like, NULL), ix, gr.values, NULL);
 }
 
 /* Sums a contribution list. keep_sparse: when every term is sparse, the

@@ -1,5 +1,243 @@
 /* Sparse ops: DenseToRagged, SparseEmbedding (+ its gradient op),
- * RaggedMultiHot (loom_sparse.h). */
+ * RaggedMultiHot (loom_sparse.h). Kernels: kernels/cpu/sparse.c (CPU only;
+ * a CUDA session runs them on the CPU per node).
+ *
+ * Attributes:
+ *   DenseToRagged        keepdims = drop_ignore, num = ignore_int.
+ *                        Outputs (values [nnz], row_splits [B + 1] int64);
+ *                        nnz depends on the values (LOOM_OPF_DATA_SHAPE: a
+ *                        session computes it in its host pass).
+ *   SparseEmbedding      inputs (params, ids, row_splits[, weights]);
+ *                        num = combiner, alpha = max_norm (<= 0 = none).
+ *   SparseEmbeddingGrad  inputs (dy, params, ids, row_splits[, weights]),
+ *                        same attributes; outputs (indices [nnz] in the ids'
+ *                        dtype, rows [nnz, D] f32): the IndexedSlices
+ *                        gradient of params, one pair per id; a pruned id
+ *                        (id < 0; weight <= 0 with mean / sqrtn) gets the
+ *                        index LOOM_NO_ROW_I32/I64 (kernels/kernel.h, the
+ *                        dtype's minimum) and a zero row,
+ *                        which the sparse optimizers skip (kernels/cpu/optim.c,
+ *                        kernels/cuda/index_group.cuh) and densification
+ *                        (ops/autodiff.c) clamps to a row it leaves unchanged.
+ *   RaggedMultiHot       inputs (ids, row_splits[, weights]); num = depth.
+ *
+ * ids, row_splits and weights get no gradient; DenseToRagged,
+ * SparseEmbeddingGrad and RaggedMultiHot are not differentiable. */
+#include <math.h>
 #include "ops/op_common.h"
+#include "kernels/cpu/sparse.h"
 
-void loom__register_sparse(loom_op_def *t) { (void)t; }
+#define FAIL(...) return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, __VA_ARGS__)
+
+static loom_attrs attrs0(void) {
+  loom_attrs a;
+  memset(&a, 0, sizeof a);
+  return a;
+}
+
+/* ---- shape functions ---- */
+static int ragged_dtype_ok(loom_dtype d) {
+  return d == LOOM_STRING || d == LOOM_I32 || d == LOOM_I64 || d == LOOM_F32 || d == LOOM_F64;
+}
+
+static loom_code shape_dense_to_ragged(loom_shape_ctx *c) {
+  const loom_tdesc *x = &c->in[0];
+  if (!ragged_dtype_ok(x->dtype))
+    FAIL("x must be string, int32, int64, float32 or float64, got %s", loom_dtype_name(x->dtype));
+  if (x->ndim < 1) FAIL("x must have rank >= 1 (a batch of rows), got %s", loom__tdesc_str(x));
+  int can_drop = c->attrs->keepdims && (x->dtype == LOOM_STRING || x->dtype == LOOM_I32 || x->dtype == LOOM_I64);
+  int64_t nnz = can_drop ? -1 : 1;
+  for (int i = 0; i < x->ndim && nnz >= 0; i++) nnz = x->dims[i] < 0 ? -1 : nnz * x->dims[i];
+  c->out[0].dtype = x->dtype;
+  c->out[0].ndim = 1;
+  c->out[0].dims[0] = nnz;
+  c->out[1].dtype = LOOM_I64;
+  c->out[1].ndim = 1;
+  c->out[1].dims[0] = x->dims[0] < 0 ? -1 : x->dims[0] + 1;
+  return LOOM_OK;
+}
+
+static loom_code value_shape_dense_to_ragged(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
+                                             loom_tdesc *out, char *msg, size_t msglen) {
+  (void)nin;
+  (void)nout;
+  const loom_buf *x = in[0];
+  if (x->ndim < 1) {
+    snprintf(msg, msglen, "x must have rank >= 1");
+    return LOOM_INVALID_ARGUMENT;
+  }
+  out[0].dtype = x->dtype;
+  out[0].ndim = 1;
+  out[0].dims[0] = loom__dense_to_ragged_count(x, a->keepdims != 0, a->num);
+  out[1].dtype = LOOM_I64;
+  out[1].ndim = 1;
+  out[1].dims[0] = x->dims[0] + 1;
+  return LOOM_OK;
+}
+
+/* Checks ids (input i), row_splits (i + 1) and optional weights (i + 2 when
+ * present); *B = number of rows (-1 unknown), *nnz likewise. */
+static loom_code check_ragged_inputs(loom_shape_ctx *c, int i, int64_t *B, int64_t *nnz) {
+  const loom_tdesc *ids = &c->in[i], *sp = &c->in[i + 1];
+  if (ids->dtype != LOOM_I32 && ids->dtype != LOOM_I64)
+    FAIL("ids must be int32 or int64, got %s", loom_dtype_name(ids->dtype));
+  if (ids->ndim != 1) FAIL("ids must be a vector (ragged values), got %s", loom__tdesc_str(ids));
+  if (sp->dtype != LOOM_I64) FAIL("row_splits must be int64, got %s", loom_dtype_name(sp->dtype));
+  if (sp->ndim != 1) FAIL("row_splits must be a vector, got %s", loom__tdesc_str(sp));
+  if (sp->dims[0] == 0) FAIL("row_splits must have at least 1 element");
+  *B = sp->dims[0] < 0 ? -1 : sp->dims[0] - 1;
+  *nnz = ids->dims[0];
+  if (c->nin > i + 2) {
+    const loom_tdesc *w = &c->in[i + 2];
+    if (w->dtype != LOOM_F32) FAIL("weights must be float32, got %s", loom_dtype_name(w->dtype));
+    if (w->ndim != 1) FAIL("weights must be a vector (ragged values), got %s", loom__tdesc_str(w));
+    if (w->dims[0] >= 0 && ids->dims[0] >= 0 && w->dims[0] != ids->dims[0])
+      FAIL("weights %s and ids %s must have the same number of values", loom__tdesc_str(w), loom__tdesc_str(ids));
+  }
+  return LOOM_OK;
+}
+
+static loom_code check_embedding_attrs(loom_shape_ctx *c) {
+  int64_t comb = c->attrs->num;
+  if (comb < LOOM__COMB_SUM || comb > LOOM__COMB_SQRTN)
+    FAIL("combiner %lld is not one of sum (0), mean (1), sqrtn (2)", (long long)comb);
+  if (isnan(c->attrs->alpha) || isinf(c->attrs->alpha)) FAIL("max_norm must be finite, got %g", c->attrs->alpha);
+  return LOOM_OK;
+}
+
+static loom_code check_params(loom_shape_ctx *c, const loom_tdesc *p) {
+  if (p->dtype != LOOM_F32) FAIL("params must be float32, got %s", loom_dtype_name(p->dtype));
+  if (p->ndim != 2) FAIL("params must have rank 2 ([vocabulary, dimension]), got %s", loom__tdesc_str(p));
+  return LOOM_OK;
+}
+
+static loom_code shape_sparse_embedding(loom_shape_ctx *c) {
+  if (c->nin != 3 && c->nin != 4) FAIL("takes 3 or 4 inputs (params, ids, row_splits[, weights]), got %d", c->nin);
+  loom_code rc;
+  int64_t B, nnz;
+  if ((rc = check_embedding_attrs(c)) || (rc = check_params(c, &c->in[0])) ||
+      (rc = check_ragged_inputs(c, 1, &B, &nnz)))
+    return rc;
+  c->out[0].dtype = LOOM_F32;
+  c->out[0].ndim = 2;
+  c->out[0].dims[0] = B;
+  c->out[0].dims[1] = c->in[0].dims[1];
+  return LOOM_OK;
+}
+
+static loom_code shape_sparse_embedding_grad(loom_shape_ctx *c) {
+  if (c->nin != 4 && c->nin != 5) FAIL("takes 4 or 5 inputs (dy, params, ids, row_splits[, weights]), got %d", c->nin);
+  loom_code rc;
+  int64_t B, nnz;
+  if ((rc = check_embedding_attrs(c)) || (rc = check_params(c, &c->in[1])) ||
+      (rc = check_ragged_inputs(c, 2, &B, &nnz)))
+    return rc;
+  const loom_tdesc *dy = &c->in[0];
+  if (dy->dtype != LOOM_F32 || dy->ndim != 2) FAIL("dy must be float32 [rows, dimension], got %s %s",
+                                                   loom_dtype_name(dy->dtype), loom__tdesc_str(dy));
+  c->out[0].dtype = c->in[2].dtype;
+  c->out[0].ndim = 1;
+  c->out[0].dims[0] = nnz;
+  c->out[1].dtype = LOOM_F32;
+  c->out[1].ndim = 2;
+  c->out[1].dims[0] = nnz;
+  c->out[1].dims[1] = c->in[1].dims[1];
+  return LOOM_OK;
+}
+
+static loom_code shape_ragged_multi_hot(loom_shape_ctx *c) {
+  if (c->nin != 2 && c->nin != 3) FAIL("takes 2 or 3 inputs (ids, row_splits[, weights]), got %d", c->nin);
+  if (c->attrs->num < 0) FAIL("depth must be >= 0, got %lld", (long long)c->attrs->num);
+  int64_t B, nnz;
+  loom_code rc = check_ragged_inputs(c, 0, &B, &nnz);
+  if (rc) return rc;
+  int64_t d[2] = {B, c->attrs->num};
+  if ((rc = loom__shape_check_attr_size(c, "depth", 2, d))) return rc;
+  c->out[0].dtype = LOOM_F32;
+  c->out[0].ndim = 2;
+  c->out[0].dims[0] = B;
+  c->out[0].dims[1] = c->attrs->num;
+  return LOOM_OK;
+}
+
+/* ---- gradient ---- */
+/* d params: IndexedSlices (SparseEmbeddingGrad's indices and rows). */
+static loom_code grad_sparse_embedding(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  if (!dy[0].node) return LOOM_OK;
+  loom_output in[5] = {dy[0], n->in[0], n->in[1], n->in[2], {NULL, 0}};
+  if (n->nin > 3) in[4] = n->in[3];
+  loom_node *gn = loom__graph_add(g, LOOM_OP_SparseEmbeddingGrad, NULL, NULL, n->nin + 1, in, &n->attrs, 2);
+  if (!gn) return loom_graph_status(g, NULL);
+  dx[0].indices = (loom_output){gn, 0};
+  dx[0].values = (loom_output){gn, 1};
+  return LOOM_OK;
+}
+
+void loom__register_sparse(loom_op_def *t) {
+  loom_op_def *d = &t[LOOM_OP_DenseToRagged];
+  d->nin = 1;
+  d->nout = 2;
+  d->shape = shape_dense_to_ragged;
+  d->value_shape = value_shape_dense_to_ragged;
+  d->flags = LOOM_OPF_DATA_SHAPE | LOOM_OPF_NODIFF;
+  d->kernels[LOOM_DEVICE_CPU][0] = loom__k_dense_to_ragged;
+  loom_dtype rdt[5] = {LOOM_STRING, LOOM_I32, LOOM_I64, LOOM_F32, LOOM_F64};
+  for (int i = 0; i < 5; i++) d->kernels[LOOM_DEVICE_CPU][rdt[i]] = loom__k_dense_to_ragged;
+
+  d = &t[LOOM_OP_SparseEmbedding];
+  d->nin = -1;
+  d->nout = 1;
+  d->shape = shape_sparse_embedding;
+  d->grad = grad_sparse_embedding;
+  d->nondiff_inputs = (1u << 1) | (1u << 2) | (1u << 3);
+  d->kernels[LOOM_DEVICE_CPU][LOOM_F32] = loom__k_sparse_embedding_f32;
+
+  d = &t[LOOM_OP_SparseEmbeddingGrad];
+  d->nin = -1;
+  d->nout = 2;
+  d->shape = shape_sparse_embedding_grad;
+  d->flags = LOOM_OPF_NODIFF;
+  d->kernels[LOOM_DEVICE_CPU][LOOM_F32] = loom__k_sparse_embedding_grad_f32;
+
+  d = &t[LOOM_OP_RaggedMultiHot];
+  d->nin = -1;
+  d->nout = 1;
+  d->shape = shape_ragged_multi_hot;
+  d->flags = LOOM_OPF_NODIFF;
+  d->kernels[LOOM_DEVICE_CPU][LOOM_I32] = loom__k_ragged_multi_hot;
+  d->kernels[LOOM_DEVICE_CPU][LOOM_I64] = loom__k_ragged_multi_hot;
+}
+
+/* ---- builders ---- */
+loom_sparse loom_dense_to_ragged(loom_graph *g, loom_output x, int drop_ignore, int64_t ignore_int, const char *name) {
+  loom_sparse r = {{NULL, 0}, {NULL, 0}};
+  if (!g) return r;
+  loom_attrs a = attrs0();
+  a.keepdims = drop_ignore != 0;
+  a.num = ignore_int;
+  loom_node *nd = loom__graph_add(g, LOOM_OP_DenseToRagged, name, NULL, 1, &x, &a, 2);
+  if (!nd) {
+    r.values = r.row_splits = loom__graph_dummy(g);
+    return r;
+  }
+  r.values = (loom_output){nd, 0};
+  r.row_splits = (loom_output){nd, 1};
+  return r;
+}
+
+loom_output loom_sparse_embedding(loom_graph *g, loom_output params, loom_sparse ids, loom_output weights,
+                                  loom_combiner combiner, double max_norm, const char *name) {
+  loom_attrs a = attrs0();
+  a.num = (int64_t)combiner;
+  a.alpha = max_norm;
+  loom_output in[4] = {params, ids.values, ids.row_splits, weights};
+  return loom__buildn(g, LOOM_OP_SparseEmbedding, name, weights.node ? 4 : 3, in, &a);
+}
+
+loom_output loom_ragged_multi_hot(loom_graph *g, loom_sparse ids, loom_output weights, int64_t depth,
+                                  const char *name) {
+  loom_attrs a = attrs0();
+  a.num = depth;
+  loom_output in[3] = {ids.values, ids.row_splits, weights};
+  return loom__buildn(g, LOOM_OP_RaggedMultiHot, name, weights.node ? 3 : 2, in, &a);
+}

@@ -44,6 +44,7 @@ typedef struct grad_case {
 #include "grad_cases_array.h"  /* CASES_ARRAY[] */
 #include "grad_cases_nn.h"     /* CASES_NN[] */
 #include "grad_cases_random.h" /* CASES_RANDOM[] (train: every op mutates its input or is not differentiable) */
+#include "grad_cases_sparse.h" /* CASES_SPARSE[] */
 
 #define NCASES(t) ((int)(sizeof t / sizeof t[0]))
 typedef struct grad_table {
@@ -53,6 +54,7 @@ typedef struct grad_table {
 static const grad_table TABLES[] = {
     {CASES_CORE, NCASES(CASES_CORE)},   {CASES_MATH, NCASES(CASES_MATH)}, {CASES_REDUCE, NCASES(CASES_REDUCE)},
     {CASES_ARRAY, NCASES(CASES_ARRAY)}, {CASES_NN, NCASES(CASES_NN)},     {CASES_RANDOM, NCASES(CASES_RANDOM)},
+    {CASES_SPARSE, NCASES(CASES_SPARSE)},
 };
 
 /* ---------- the checker ---------- */
@@ -170,6 +172,7 @@ Test(grad, finite_differences_reduce) { check_table(CASES_REDUCE, NCASES(CASES_R
 Test(grad, finite_differences_array) { check_table(CASES_ARRAY, NCASES(CASES_ARRAY)); }
 Test(grad, finite_differences_nn) { check_table(CASES_NN, NCASES(CASES_NN)); }
 Test(grad, finite_differences_random) { check_table(CASES_RANDOM, NCASES(CASES_RANDOM)); }
+Test(grad, finite_differences_sparse) { check_table(CASES_SPARSE, NCASES(CASES_SPARSE)); }
 
 Test(grad, every_op_is_checked_or_marked_nondiff) {
   loom_graph *g = loom_graph_new(); /* initialises the op table */

@@ -118,9 +118,10 @@ typedef enum loom_combiner {
 } loom_combiner;
 /* tf.nn.safe_embedding_lookup_sparse on ragged ids: params [V, D] float32
  * (a variable), ids (int32/int64 values) with row_splits, weights (float32
- * values with the same row_splits, or {NULL} = all 1). Ids < 0 and entries
- * with weight <= 0 are pruned; an id >= V is an INVALID_ARGUMENT run error
- * naming the node. max_norm > 0 clips each looked-up row to that L2 norm
+ * values with the same row_splits, or {NULL} = all 1). Ids < 0 are pruned,
+ * and with the mean and sqrtn combiners so are entries with weight <= 0
+ * (as TF 2.15, which prunes weights only when combiner != "sum"); a kept
+ * id >= V is an INVALID_ARGUMENT run error naming the node. max_norm > 0 clips each looked-up row to that L2 norm
  * before combining. Row r of the [B, D] result:
  *   sum:   sum_i w_i e_i;  mean: sum_i w_i e_i / sum_i w_i;
  *   sqrtn: sum_i w_i e_i / sqrt(sum_i w_i^2);   empty rows: zeros.

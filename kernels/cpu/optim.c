@@ -7,9 +7,12 @@
  * variable with loom__parallel_for, the sparse kernel over whole rows.
  *
  * Sparse kernels (indices [n] into the variable's first dimension, gradient
- * rows [n, row]) first sort the indices in the workspace and sum the rows of
+ * rows [n, row]) first sort the indices in the workspace (radix sort) and sum the rows of
  * repeated indices (what tf.train.Optimizer does before calling TF's sparse
- * kernels), then update each distinct row once, rows in parallel. */
+ * kernels), then update each distinct row once, rows in parallel. The index
+ * LOOM_NO_ROW_I32/I64 (kernels/kernel.h) is skipped: it marks a gradient
+ * entry that belongs to no row (a pruned id of SparseEmbedding's gradient,
+ * kernels/cpu/sparse.c); other indices outside [0, rows) are errors. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
@@ -347,16 +350,48 @@ static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
 size_t loom__sparse_apply_ws(int64_t n, int64_t row, int64_t nrows, int bitmap) {
   if (n < 0) n = 0;
   if (row < 0) row = 0;
-  size_t s = al64((size_t)n * sizeof(ipair)) + al64((size_t)n * sizeof(int64_t)) +
+  size_t s = 2 * al64((size_t)n * sizeof(ipair)) + al64((size_t)n * sizeof(int64_t)) +
              al64((size_t)n * sizeof(float *)) + al64((size_t)n * (size_t)row * sizeof(float));
   if (bitmap) s += al64((size_t)((nrows + 63) / 64) * sizeof(uint64_t));
   return s + 64;
 }
 
-static int cmp_pair(const void *x, const void *y) {
-  const ipair *a = x, *b = y;
-  if (a->idx != b->idx) return a->idx < b->idx ? -1 : 1;
-  return a->pos < b->pos ? -1 : a->pos > b->pos;
+/* Sorts the n pairs (built in position order, idx in [0, nrows)) by idx,
+ * keeping position order within an index (stable): insertion sort for a
+ * few, else an LSD radix sort, 11 bits a pass, through tmp (n pairs of
+ * workspace: qsort took a fifth of a big embedding training step, and
+ * glibc's may malloc). Returns the buffer that holds the result (a or tmp). */
+static ipair *sort_pairs(ipair *a, ipair *tmp, int64_t n, int64_t nrows) {
+  if (n <= 32) {
+    for (int64_t i = 1; i < n; i++) {
+      ipair x = a[i];
+      int64_t j = i;
+      while (j > 0 && a[j - 1].idx > x.idx) {
+        a[j] = a[j - 1];
+        j--;
+      }
+      a[j] = x;
+    }
+    return a;
+  }
+  int bits = 0;
+  while (bits < 63 && ((int64_t)1 << bits) < nrows) bits++;
+  int64_t cnt[2048];
+  for (int shift = 0; shift < bits; shift += 11) {
+    memset(cnt, 0, sizeof cnt);
+    for (int64_t i = 0; i < n; i++) cnt[(a[i].idx >> shift) & 2047]++;
+    int64_t o = 0;
+    for (int d = 0; d < 2048; d++) {
+      int64_t c = cnt[d];
+      cnt[d] = o;
+      o += c;
+    }
+    for (int64_t i = 0; i < n; i++) tmp[cnt[(a[i].idx >> shift) & 2047]++] = a[i];
+    ipair *t = a;
+    a = tmp;
+    tmp = t;
+  }
+  return a;
 }
 
 /* Reads and checks indices; fills *nu distinct rows (ascending) with their
@@ -375,6 +410,8 @@ static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap
   char *w = (char *)(((uintptr_t)ctx->ws + 63) & ~(uintptr_t)63);
   ipair *pairs = (ipair *)w;
   w += al64((size_t)n * sizeof(ipair));
+  ipair *ptmp = (ipair *)w;
+  w += al64((size_t)n * sizeof(ipair));
   int64_t *rows = (int64_t *)w;
   w += al64((size_t)n * sizeof(int64_t));
   const float **grows = (const float **)w;
@@ -382,15 +419,19 @@ static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap
   float *sums = (float *)w;
   w += al64((size_t)n * (size_t)row * sizeof(float));
   uint64_t *bm = bitmap ? (uint64_t *)w : NULL;
+  int64_t nk = 0; /* kept pairs: LOOM_NO_ROW_* marks a gradient entry for no row (a pruned id) */
+  const int64_t no_row = ind->dtype == LOOM_I32 ? (int64_t)LOOM_NO_ROW_I32 : LOOM_NO_ROW_I64;
   for (int64_t i = 0; i < n; i++) {
     int64_t k = ind->dtype == LOOM_I32 ? ((const int32_t *)ind->data)[i] : ((const int64_t *)ind->data)[i];
+    if (k == no_row) continue;
     if (k < 0 || k >= nrows)
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "indices[%lld] = %lld is not in [0, %lld)",
                              (long long)i, (long long)k, (long long)nrows);
-    pairs[i].idx = k;
-    pairs[i].pos = i;
+    pairs[nk].idx = k;
+    pairs[nk++].pos = i;
   }
-  if (n > 1) qsort(pairs, (size_t)n, sizeof *pairs, cmp_pair);
+  n = nk;
+  if (n > 1) pairs = sort_pairs(pairs, ptmp, n, nrows);
   const float *G = grad->data;
   int64_t nu = 0;
   for (int64_t i = 0; i < n;) {

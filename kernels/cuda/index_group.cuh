@@ -182,13 +182,14 @@ __device__ __forceinline__ int64_t grp_find(const grp &G, int64_t r) {
 }
 
 __global__ void k_grp_keys(const void *idx, int i32, int64_t n, int64_t L, int64_t bound, int pb,
-                           unsigned long long *keys, unsigned long long *bad) {
+                           unsigned long long *keys, unsigned long long *bad, int skip_no_row) {
   GRID_LOOP(t, L) {
     unsigned long long key = NONE;
     if (t < n) {
       int64_t v = cu_load_index(idx, i32, t);
       if (v >= 0 && v < bound) key = ((unsigned long long)v << pb) | (unsigned long long)t;
-      else atomicMin(bad, (unsigned long long)t);
+      else if (!(skip_no_row && v == (i32 ? (int64_t)LOOM_NO_ROW_I32 : (int64_t)LOOM_NO_ROW_I64)))
+        atomicMin(bad, (unsigned long long)t);
     }
     keys[t] = key;
   }
@@ -196,8 +197,12 @@ __global__ void k_grp_keys(const void *idx, int i32, int64_t n, int64_t L, int64
 __global__ void k_grp_report(int64_t bound, const unsigned long long *bad, cu_errp ep) {
   if (threadIdx.x == 0 && blockIdx.x == 0 && *bad != NONE) cu_bad_index(ep, (int64_t)*bad, bound);
 }
-/* Groups the n >= 1 indices of I (int32/int64) by value in [0, bound). */
-loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int kind, grp *G, size_t extra = 0) {
+/* Groups the n >= 1 indices of I (int32/int64) by value in [0, bound).
+ * skip_no_row: index LOOM_NO_ROW_I32/I64 (kernels/kernel.h) belongs to no
+ * group and is no error (the sparse optimizers: it marks a pruned entry of
+ * SparseEmbedding's gradient). */
+loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int kind, grp *G, size_t extra = 0,
+                     int skip_no_row = 0) {
   int64_t n = I->numel;
   int pb = bits_for((uint64_t)(n - 1));
   if (pb < 1) pb = 1;
@@ -215,7 +220,7 @@ loom_code group_sort(const loom_kctx *ctx, const loom_buf *I, int64_t bound, int
   cudaStream_t s = STREAM(ctx);
   int i32 = I->dtype == LOOM_I32;
   cudaMemsetAsync(bad, 0xff, sizeof *bad, s);
-  LOOM_LAUNCH(grid_for(L), NT, 0, s, k_grp_keys)(I->data, i32, n, L, bound, pb, keys, bad);
+  LOOM_LAUNCH(grid_for(L), NT, 0, s, k_grp_keys)(I->data, i32, n, L, bound, pb, keys, bad, skip_no_row);
   LOOM_LAUNCH(1, 32, 0, s, k_grp_report)(bound, bad, cu_watch(ctx, kind, I));
   bitonic_sort(s, keys, 1, L, u64_less());
   G->keys = keys;

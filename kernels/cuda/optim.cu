@@ -371,7 +371,7 @@ loom_code run_sparse_opt(const loom_kctx *ctx, int kind, int gi, int ii, int nst
   grp Gr;
   memset(&Gr, 0, sizeof Gr);
   if (n > 0) {
-    rc = group_sort(ctx, I, nrows, LOOM_CU_ERR_INDICES, &Gr, (size_t)(n * row) * sizeof(float));
+    rc = group_sort(ctx, I, nrows, LOOM_CU_ERR_INDICES, &Gr, (size_t)(n * row) * sizeof(float), 1);
     if (rc) return rc;
     if (row > 0) launch_pieces<float>(ctx, A.g, Gr, row, 0);
   }
