@@ -451,7 +451,9 @@ loom_fc *loom_fc_vocabulary_file(loom_fc_set *s, const char *key, const char *pa
   }
   loom_vocab_free(&v);
   if (!cs && !ci) return fc_oom(NULL, st);
-  return fc_vocab_make(s, what, key, n, cs, ci, num_oov_buckets, default_value, st);
+  loom_fc *c = fc_vocab_make(s, what, key, n, cs, ci, num_oov_buckets, default_value, st);
+  if (c) c->vocab_file = 1;
+  return c;
 }
 
 loom_fc *loom_fc_hash_bucket(loom_fc_set *s, const char *key, int64_t hash_bucket_size, loom_dtype dtype,
@@ -688,6 +690,13 @@ loom_code loom_fc_shared_embeddings(loom_fc_set *s, int n, const loom_fc *const 
                              "%lld",
                              what, categorical[0]->name, (long long)loom_fc_num_buckets(categorical[0]),
                              categorical[i]->name, (long long)loom_fc_num_buckets(categorical[i]));
+    const loom_fc *b0 = categorical[0]->kind == FC_WEIGHTED ? categorical[0]->cat : categorical[0];
+    const loom_fc *bi = categorical[i]->kind == FC_WEIGHTED ? categorical[i]->cat : categorical[i];
+    if (b0->kind != bi->kind || b0->vocab_file != bi->vocab_file || (b0->kind == FC_VOCAB && !b0->vocab_s != !bi->vocab_s))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s: all categorical_columns must have the same type, or be weighted_categorical_column "
+                             "of the same type: %s does not match %s",
+                             what, categorical[i]->name, categorical[0]->name);
     for (int j = 0; j < i; j++)
       if (categorical[j] == categorical[i])
         return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: column %s is given twice", what, categorical[i]->name);

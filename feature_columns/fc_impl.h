@@ -45,6 +45,7 @@ struct loom_fc {
   char **vocab_s;
   int64_t *vocab_i;
   int64_t num_oov;
+  int vocab_file; /* made from a file (TF's VocabularyFileCategoricalColumn) */
   /* crossed: keys[i] (raw) when cols[i] is NULL */
   int nkeys;
   char **keys;
