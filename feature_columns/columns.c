@@ -692,7 +692,7 @@ loom_code loom_fc_shared_embeddings(loom_fc_set *s, int n, const loom_fc *const 
                              categorical[i]->name, (long long)loom_fc_num_buckets(categorical[i]));
     const loom_fc *b0 = categorical[0]->kind == FC_WEIGHTED ? categorical[0]->cat : categorical[0];
     const loom_fc *bi = categorical[i]->kind == FC_WEIGHTED ? categorical[i]->cat : categorical[i];
-    if (b0->kind != bi->kind || b0->vocab_file != bi->vocab_file || (b0->kind == FC_VOCAB && !b0->vocab_s != !bi->vocab_s))
+    if (b0->kind != bi->kind || b0->vocab_file != bi->vocab_file)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "%s: all categorical_columns must have the same type, or be weighted_categorical_column "
                              "of the same type: %s does not match %s",
