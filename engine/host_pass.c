@@ -222,6 +222,16 @@ static loom_code eval_node(loom_session *s, loom_host_pass *hp, const loom_node 
                    : (n->nout > 0 ? outd[0].dtype : LOOM_DTYPE_INVALID);
   loom_kernel_fn fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
   if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0];
+  if (!fn && (d->flags & LOOM_OPF_ALIAS0) && !(d->flags & LOOM_OPF_MUTATES_INPUT0) && n->nin >= 1 && n->nout >= 1 &&
+      outb[0].numel == inb[0].numel && outb[0].dtype == inb[0].dtype) {
+    /* a view op (Reshape, ExpandDims, Squeeze, ...) has no kernel: the plan
+     * aliases its output to its input; here it is a copy of the bytes
+     * (string elements are loom_tstring handles into storage that lives for
+     * the whole pass) */
+    size_t es = inb[0].dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(inb[0].dtype);
+    if (inb[0].numel > 0) memcpy(outb[0].data, inb[0].data, (size_t)inb[0].numel * es);
+    return LOOM_OK;
+  }
   if (!fn)
     return loom_status_set(st, LOOM_UNIMPLEMENTED, "%s: no CPU kernel for %s on %s", n->name, d->name,
                            loom_dtype_name(key));
@@ -278,7 +288,9 @@ loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_te
   memset(hp->mark, 0, (size_t)N);
   /* 1. the nodes the run needs (bit 1) */
   int nroots = nx + nt;
-  const loom_node **roots = loom__malloc(((size_t)nroots + 1) * sizeof *roots);
+  /* roots holds the run's fetches and targets, then (step 2) the needed
+   * data-shape nodes, which may be more: room for every node */
+  const loom_node **roots = loom__malloc(((size_t)(nroots > N ? nroots : N) + 1) * sizeof *roots);
   if (!roots) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
   for (int i = 0; i < nx; i++) roots[i] = fetches[i].node;
   for (int i = 0; i < nt; i++) roots[nx + i] = targets[i];

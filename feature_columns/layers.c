@@ -154,18 +154,23 @@ static loom_code fc_bucket_ids(fc_ctx *cx, const loom_fc *c, loom_output *out) {
 
 static loom_code fc_cat_ids(fc_ctx *cx, const loom_fc *c, fc_ids *out);
 
-/* Leaf inputs of a cross (nested crosses flattened). */
-static loom_code fc_cross_inputs(fc_ctx *cx, const loom_fc *c, loom_sparse *in, int *k) {
+/* Leaf inputs of a cross (nested crosses flattened); dense[i] = 1 for a
+ * raw feature given as a dense tensor. */
+static loom_code fc_cross_inputs(fc_ctx *cx, const loom_fc *c, loom_sparse *in, int *dense, int *k) {
   for (int i = 0; i < c->nkeys; i++) {
     const loom_fc *kc = c->cols[i];
     loom_code rc;
     if (kc && kc->kind == FC_CROSSED) {
-      rc = fc_cross_inputs(cx, kc, in, k);
+      rc = fc_cross_inputs(cx, kc, in, dense, k);
     } else if (kc) {
       fc_ids sub;
       rc = fc_cat_ids(cx, kc, &sub);
-      if (!rc) in[(*k)++] = sub.ids;
+      if (!rc) {
+        dense[*k] = 0;
+        in[(*k)++] = sub.ids;
+      }
     } else {
+      dense[*k] = !loom_features_get_sparse(cx->f, c->keys[i]).values.node;
       rc = fc_raw_ragged(cx, c, c->keys[i], LOOM_DTYPE_INVALID, 0, &in[*k]);
       if (!rc) (*k)++;
     }
@@ -221,11 +226,27 @@ static loom_code fc_cat_ids(fc_ctx *cx, const loom_fc *c, fc_ids *out) {
   }
   case FC_CROSSED: {
     int k = 0, nk = fc_cross_count(c);
-    loom_sparse *in = loom__calloc((size_t)nk, sizeof(loom_sparse));
-    if (!in) return loom_status_set(cx->st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", cx->layer);
-    rc = fc_cross_inputs(cx, c, in, &k);
-    if (!rc) out->ids = loom_sparse_cross_hashed(g, k, in, c->num_buckets, c->hash_key, NULL);
+    loom_sparse *in = loom__calloc((size_t)nk * 2, sizeof(loom_sparse));
+    int *dense = loom__calloc((size_t)nk, sizeof(int));
+    if (!in || !dense) {
+      loom__free(in);
+      loom__free(dense);
+      return loom_status_set(cx->st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", cx->layer);
+    }
+    rc = fc_cross_inputs(cx, c, in, dense, &k);
+    if (!rc) {
+      /* TF's sparse_cross_hashed crosses its SparseTensor inputs first and
+       * its dense ones after them (each group in key order); categorical
+       * columns always give SparseTensors, raw features as they come */
+      loom_sparse *ord = in + nk;
+      int m = 0;
+      for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < k; i++)
+          if (dense[i] == pass) ord[m++] = in[i];
+      out->ids = loom_sparse_cross_hashed(g, k, ord, c->num_buckets, c->hash_key, NULL);
+    }
     loom__free(in);
+    loom__free(dense);
     return rc;
   }
   case FC_WEIGHTED: {
