@@ -17,6 +17,7 @@ typedef struct csv_col {
   double dnum;       /* the default of numeric columns */
   int64_t dint;
   char *dstr;        /* the default of string columns */
+  char sep;          /* multi-valued (ragged) cells: the separator; 0 = scalar */
 } csv_col;
 
 typedef struct csv_ds {
@@ -190,6 +191,62 @@ static loom_code set_value(loom_tensor *t, const csv_col *col, const char *s, si
   return LOOM_OK;
 }
 
+/* A multi-valued cell s[0..len) -> the values (1-D) and row_splits {0, k}
+ * components at values[out], values[out + 1]. */
+static loom_code set_multi(loom_tensor **values, const csv_col *col, const char *s, size_t len, const char *path,
+                           int64_t line, loom_status *st) {
+  int64_t k = 0, two = 2;
+  if (len) {
+    k = 1;
+    for (size_t i = 0; i < len; i++) k += s[i] == col->sep;
+  }
+  loom_code rc = loom__ds_ensure(&values[col->out], col->dtype, 1, &k, st);
+  if (!rc) rc = loom__ds_ensure(&values[col->out + 1], LOOM_I64, 1, &two, st);
+  if (rc) return rc;
+  int64_t *sp = loom_tensor_data(values[col->out + 1]);
+  sp[0] = 0;
+  sp[1] = k;
+  loom_tensor *t = values[col->out];
+  const char *p = s, *end = s + len;
+  char item[128];
+  for (int64_t j = 0; j < k; j++) {
+    const char *q = memchr(p, col->sep, (size_t)(end - p));
+    if (!q) q = end;
+    size_t n = (size_t)(q - p);
+    if (col->dtype == LOOM_STRING) {
+      if ((rc = loom_tensor_set_string(t, j, p, n, st))) return rc;
+    } else {
+      double d = 0;
+      int64_t iv = 0;
+      int ok = n > 0 && n < sizeof item;
+      if (ok) {
+        memcpy(item, p, n);
+        item[n] = 0;
+        ok = parse_num(item, col->dtype, &d, &iv) == 0;
+      }
+      if (!ok && !n)
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "%s:%lld: column '%s': item %lld of the multi-valued cell '%.64s' is empty (%s wanted)",
+                               path, (long long)line, col->name, (long long)j, s, loom_dtype_name(col->dtype));
+      if (!ok)
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "%s:%lld: column '%s': cannot parse item %lld '%.*s' of the multi-valued cell '%.64s' "
+                               "as %s",
+                               path, (long long)line, col->name, (long long)j, (int)(n > 64 ? 64 : n), p, s,
+                               loom_dtype_name(col->dtype));
+      void *o = loom_tensor_data(t);
+      switch (col->dtype) {
+        case LOOM_F32: ((float *)o)[j] = (float)d; break;
+        case LOOM_F64: ((double *)o)[j] = d; break;
+        case LOOM_I32: ((int32_t *)o)[j] = (int32_t)iv; break;
+        default: ((int64_t *)o)[j] = iv; break;
+      }
+    }
+    p = q + 1;
+  }
+  return LOOM_OK;
+}
+
 /* ---- the dataset ---- */
 static loom_code open_file(csv_ds *c, loom_status *st) {
   const char *path = c->paths[c->file];
@@ -237,9 +294,13 @@ static loom_code csv_next(loom_dataset *ds, loom_tensor **values, loom_status *s
   for (int j = 0; j < c->ncol; j++) {
     const csv_col *col = &c->cols[j];
     if (col->out < 0) continue;
-    if ((rc = loom__ds_ensure(&values[col->out], col->dtype, 0, NULL, st))) return rc;
     const char *s = c->buf + c->fstart[j];
     size_t len = (j + 1 < c->nf ? c->fstart[j + 1] : c->len) - c->fstart[j] - 1;
+    if (col->sep) {
+      if ((rc = set_multi(values, col, s, len, path, rl, st))) return rc;
+      continue;
+    }
+    if ((rc = loom__ds_ensure(&values[col->out], col->dtype, 0, NULL, st))) return rc;
     if (!len && !col->has_default)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: column '%s' is empty and has no default value", path,
                              (long long)rl, col->name);
@@ -308,7 +369,20 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
   for (int j = 0; j < opt->ncolumns; j++) {
     const loom_csv_column *k = &opt->columns[j];
     if (!k->select) continue;
-    nsel++;
+    nsel += k->separator ? 2 : 1;
+    if (k->separator && (k->separator == delim || k->separator == '"' || k->separator == '\n' || k->separator == '\r')) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                      "dataset_csv: columns[%d]%s%s: the separator cannot be the delimiter, a quote or a line break",
+                      j, k->name ? " " : "", k->name ? k->name : "");
+      return NULL;
+    }
+    if (k->separator && k->default_value) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                      "dataset_csv: columns[%d]%s%s is multi-valued and takes no default_value (an empty cell is an "
+                      "empty row)",
+                      j, k->name ? " " : "", k->name ? k->name : "");
+      return NULL;
+    }
     loom_dtype dt = k->dtype;
     if (dt != LOOM_F32 && dt != LOOM_F64 && dt != LOOM_I32 && dt != LOOM_I64 && dt != LOOM_STRING) {
       loom_status_set(st, LOOM_INVALID_ARGUMENT,
@@ -364,7 +438,9 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
     const char *name = k->name ? k->name : (c->header && c->nf ? c->buf + c->fstart[j] : "");
     col->name = loom__strdup(name);
     col->dtype = k->dtype;
-    col->out = k->select ? out++ : -1;
+    col->sep = k->select ? k->separator : 0;
+    col->out = k->select ? out : -1;
+    if (k->select) out += col->sep ? 2 : 1;
     if (!col->name) {
       loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset_csv: out of memory");
       return fail(ds);
@@ -391,11 +467,25 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
         loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_csv: two selected columns are named '%s'", col->name);
         return fail(ds);
       }
-      if (loom__ds_set_comp(ds, col->out, col->name, col->dtype, 0, NULL, st)) return fail(ds);
+      if (col->sep ? loom__ds_set_ragged(ds, col->out, col->name, col->dtype, st)
+                   : loom__ds_set_comp(ds, col->out, col->name, col->dtype, 0, NULL, st))
+        return fail(ds);
     }
   }
+  for (int i = 0; i < ds->ncomp; i++)
+    for (int j = 0; j < i; j++)
+      if (!strcmp(ds->comp[i].name, ds->comp[j].name)) {
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_csv: two components are named '%s'", ds->comp[i].name);
+        return fail(ds);
+      }
   if (opt->label_name) {
     ds->label = loom_dataset_find(ds, opt->label_name);
+    if (ds->label >= 0 && ds->comp[ds->label].ragged) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                      "dataset_csv: the label '%s' is a multi-valued (ragged) column; labels must be dense",
+                      opt->label_name);
+      return fail(ds);
+    }
     if (ds->label < 0) {
       loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_csv: label_name '%s' is not one of the selected columns",
                       opt->label_name);

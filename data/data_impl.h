@@ -25,7 +25,15 @@ typedef struct loom_ds_comp {
   int32_t ndim;
   int64_t dims[LOOM_MAX_DIMS]; /* -1: varies from element to element */
   loom_tensor *pad;            /* owned scalar of dtype that batch pads varying dims with; NULL = 0 / "" */
+  /* Ragged pairs (loom_data.h): the values component has ragged
+   * LOOM__RAGGED_VALUES and partner = its row_splits component, which has
+   * ragged LOOM__RAGGED_SPLITS and partner = the values. batched: the pair
+   * holds a batch of rows (splits [B + 1]) rather than one row ({0, k}). */
+  int32_t ragged;
+  int32_t partner;
+  int32_t batched;
 } loom_ds_comp;
+enum { LOOM__DENSE = 0, LOOM__RAGGED_VALUES = 1, LOOM__RAGGED_SPLITS = 2 };
 
 typedef struct loom_ds_vtable loom_ds_vtable;
 struct loom_ds_vtable {
@@ -63,6 +71,19 @@ loom_code loom__ds_set_comp(loom_dataset *ds, int i, const char *name, loom_dtyp
                             loom_status *st);
 /* Sets component i's padding value (a copy of the scalar pad; NULL = 0 / ""). */
 loom_code loom__ds_set_pad(loom_dataset *ds, int i, const loom_tensor *pad, loom_status *st);
+/* Makes components vi (values: name, dtype, [-1]) and vi + 1 ("<name>/row_splits",
+ * int64 [2]) an unbatched ragged pair. */
+loom_code loom__ds_set_ragged(loom_dataset *ds, int vi, const char *name, loom_dtype dt, loom_status *st);
+/* Checks every ragged pair of an element (values[] as loom_dataset_next
+ * gives them): both present, splits int64 1-D starting at 0,
+ * non-decreasing, ending at the number of values (rank 1); an unbatched
+ * pair's splits have 2 entries. Errors (INVALID_ARGUMENT) start with who
+ * and name the feature. */
+loom_code loom__ds_check_ragged(const loom_dataset *ds, loom_tensor *const *values, const char *who, loom_status *st);
+/* Checks a row_splits tensor against nvalues values; what names it in
+ * errors ("feature 'x'"); rows >= 0: the splits must have rows + 1 entries. */
+loom_code loom__check_splits(const loom_tensor *splits, int64_t nvalues, int64_t rows, const char *who,
+                             const char *feature, loom_status *st);
 /* Frees the spec, the scratch status and the struct (after vt->destroy). */
 void loom__ds_free_shell(loom_dataset *ds);
 
@@ -92,10 +113,12 @@ loom_code loom__example_spec_check(int nspec, const loom_feature_spec *spec, loo
 /* tf.io.parse_single_example of data[0..n) into out[0..nspec) (in/out as
  * loom_dataset_next). Errors name `path: record index` (or "serialized
  * example index" when path is NULL). spec[i].default_value is not read:
- * defaults[i] (from loom__example_spec_check) is. */
+ * defaults[i] (from loom__example_spec_check) is. slot[i] (NULL = i) is
+ * spec entry i's output index; a ragged entry fills out[slot[i]] (values)
+ * and out[slot[i] + 1] (row_splits {0, k}). */
 loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const loom_feature_spec *spec,
-                              const loom_tensor *const *defaults, loom_tensor **out, const char *path, int64_t index,
-                              loom_status *st);
+                              const loom_tensor *const *defaults, const int *slot, loom_tensor **out, const char *path,
+                              int64_t index, loom_status *st);
 
 /* Elements in one element of component c. */
 static inline int64_t loom__ds_row_numel(const loom_ds_comp *c) {

@@ -70,8 +70,81 @@ loom_code loom__ds_copy_spec(loom_dataset *ds, const loom_dataset *in, loom_stat
     loom_code rc = loom__ds_set_comp(ds, i, c->name, c->dtype, c->ndim, c->dims, st);
     if (!rc) rc = loom__ds_set_pad(ds, i, c->pad, st);
     if (rc) return rc;
+    ds->comp[i].ragged = c->ragged;
+    ds->comp[i].partner = c->partner;
+    ds->comp[i].batched = c->batched;
   }
   ds->label = in->label;
+  return LOOM_OK;
+}
+
+loom_code loom__ds_set_ragged(loom_dataset *ds, int vi, const char *name, loom_dtype dt, loom_status *st) {
+  size_t n = strlen(name);
+  char *sn = loom__malloc(n + sizeof "/row_splits");
+  if (!sn) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset: out of memory");
+  memcpy(sn, name, n);
+  memcpy(sn + n, "/row_splits", sizeof "/row_splits");
+  int64_t vd = -1, sd = 2;
+  loom_code rc = loom__ds_set_comp(ds, vi, name, dt, 1, &vd, st);
+  if (!rc) rc = loom__ds_set_comp(ds, vi + 1, sn, LOOM_I64, 1, &sd, st);
+  loom__free(sn);
+  if (rc) return rc;
+  ds->comp[vi].ragged = LOOM__RAGGED_VALUES;
+  ds->comp[vi].partner = vi + 1;
+  ds->comp[vi + 1].ragged = LOOM__RAGGED_SPLITS;
+  ds->comp[vi + 1].partner = vi;
+  ds->comp[vi].batched = ds->comp[vi + 1].batched = 0;
+  return LOOM_OK;
+}
+
+loom_code loom__check_splits(const loom_tensor *splits, int64_t nvalues, int64_t rows, const char *who,
+                             const char *feature, loom_status *st) {
+  if (!splits) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: ragged feature '%s': row_splits is missing", who, feature);
+  if (loom_tensor_dtype(splits) != LOOM_I64 || loom_tensor_ndim(splits) != 1 || loom_tensor_dim(splits, 0) < 1) {
+    char a[128];
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "%s: ragged feature '%s': row_splits is %s %s; it must be int64 [rows + 1]", who, feature,
+                           loom_dtype_name(loom_tensor_dtype(splits)),
+                           loom__dims_str(a, sizeof a, loom_tensor_ndim(splits), loom_tensor_dims(splits)));
+  }
+  int64_t m = loom_tensor_dim(splits, 0);
+  if (rows >= 0 && m != rows + 1)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "%s: ragged feature '%s': row_splits has %lld entries, %lld rows need %lld", who, feature,
+                           (long long)m, (long long)rows, (long long)(rows + 1));
+  const int64_t *r = loom_tensor_data_const(splits);
+  if (r[0] != 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: ragged feature '%s': row_splits[0] is %lld, not 0", who,
+                           feature, (long long)r[0]);
+  for (int64_t i = 1; i < m; i++)
+    if (r[i] < r[i - 1])
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s: ragged feature '%s': row_splits decrease at entry %lld (%lld after %lld)", who,
+                             feature, (long long)i, (long long)r[i], (long long)r[i - 1]);
+  if (r[m - 1] != nvalues)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "%s: ragged feature '%s': the last row split is %lld but there are %lld values", who,
+                           feature, (long long)r[m - 1], (long long)nvalues);
+  return LOOM_OK;
+}
+
+loom_code loom__ds_check_ragged(const loom_dataset *ds, loom_tensor *const *values, const char *who, loom_status *st) {
+  for (int c = 0; c < ds->ncomp; c++) {
+    const loom_ds_comp *k = &ds->comp[c];
+    if (k->ragged != LOOM__RAGGED_VALUES) continue;
+    const loom_tensor *v = values[c];
+    if (!v) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: ragged feature '%s': the values are missing", who, k->name);
+    if (loom_tensor_dtype(v) != k->dtype)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: ragged feature '%s': the values are %s, the spec says %s",
+                             who, k->name, loom_dtype_name(loom_tensor_dtype(v)), loom_dtype_name(k->dtype));
+    if (loom_tensor_ndim(v) != 1) {
+      char a[128];
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: ragged feature '%s': the values are %s, not 1-D", who,
+                             k->name, loom__dims_str(a, sizeof a, loom_tensor_ndim(v), loom_tensor_dims(v)));
+    }
+    loom_code rc = loom__check_splits(values[k->partner], loom_tensor_numel(v), k->batched ? -1 : 1, who, k->name, st);
+    if (rc) return rc;
+  }
   return LOOM_OK;
 }
 
@@ -135,6 +208,10 @@ int loom_dataset_component_shape(const loom_dataset *ds, int i, int64_t *dims) {
   return c->ndim;
 }
 int loom_dataset_label_index(const loom_dataset *ds) { return ds ? ds->label : -1; }
+int loom_dataset_component_row_splits(const loom_dataset *ds, int i) {
+  if (!ds || i < 0 || i >= ds->ncomp || ds->comp[i].ragged != LOOM__RAGGED_VALUES) return -1;
+  return ds->comp[i].partner;
+}
 int loom_dataset_find(const loom_dataset *ds, const char *name) {
   if (!ds || !name) return -1;
   for (int i = 0; i < ds->ncomp; i++)
@@ -328,6 +405,184 @@ loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const l
 }
 
 /* ======================================================================
+ * from_ragged_tensors (general path: rows of ragged features differ in size)
+ * ====================================================================== */
+typedef struct rslices_ds {
+  loom_dataset base;
+  int nf;
+  int64_t n, pos;
+  loom_tensor **values, **splits; /* per feature; splits NULL = dense */
+  int *comp;                      /* per feature: its (values) component */
+} rslices_ds;
+
+/* Copies elements [from, from + cnt) of src into dst[0 .. cnt). */
+static loom_code copy_span(loom_tensor *dst, const loom_tensor *src, int64_t from, int64_t cnt, loom_status *st) {
+  if (loom_tensor_dtype(src) == LOOM_STRING) {
+    for (int64_t i = 0; i < cnt; i++) {
+      size_t len;
+      const char *x = loom_tensor_get_string(src, from + i, &len);
+      loom_code rc = loom_tensor_set_string(dst, i, x, len, st);
+      if (rc) return rc;
+    }
+    return LOOM_OK;
+  }
+  size_t es = loom_dtype_size(loom_tensor_dtype(src));
+  if (cnt) memcpy(loom_tensor_data(dst), (const uint8_t *)loom_tensor_data_const(src) + (size_t)from * es, (size_t)cnt * es);
+  return LOOM_OK;
+}
+
+static loom_code rslices_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  rslices_ds *r = (rslices_ds *)ds;
+  if (r->pos >= r->n) return end_of_sequence(st);
+  int64_t row = r->pos++;
+  for (int f = 0; f < r->nf; f++) {
+    const loom_ds_comp *k = &ds->comp[r->comp[f]];
+    const loom_tensor *v = r->values[f];
+    loom_code rc;
+    if (r->splits[f]) {
+      const int64_t *sp = loom_tensor_data_const(r->splits[f]);
+      int64_t len = sp[row + 1] - sp[row], two = 2;
+      if ((rc = loom__ds_ensure(&values[r->comp[f]], k->dtype, 1, &len, st)) ||
+          (rc = copy_span(values[r->comp[f]], v, sp[row], len, st)) ||
+          (rc = loom__ds_ensure(&values[k->partner], LOOM_I64, 1, &two, st)))
+        return rc;
+      int64_t *o = loom_tensor_data(values[k->partner]);
+      o[0] = 0;
+      o[1] = len;
+    } else {
+      int64_t rn = loom__ds_row_numel(k);
+      if ((rc = loom__ds_ensure(&values[r->comp[f]], k->dtype, k->ndim, k->dims, st)) ||
+          (rc = copy_span(values[r->comp[f]], v, row * rn, rn, st)))
+        return rc;
+    }
+  }
+  return LOOM_OK;
+}
+static loom_code rslices_reset(loom_dataset *ds, loom_status *st) {
+  (void)st;
+  ((rslices_ds *)ds)->pos = 0;
+  return LOOM_OK;
+}
+static void rslices_destroy(loom_dataset *ds) {
+  rslices_ds *r = (rslices_ds *)ds;
+  for (int f = 0; f < r->nf; f++) {
+    if (r->values) loom_tensor_free(r->values[f]);
+    if (r->splits) loom_tensor_free(r->splits[f]);
+  }
+  loom__free(r->values);
+  loom__free(r->splits);
+  loom__free(r->comp);
+}
+static const loom_ds_vtable rslices_vt = {"from_ragged_tensors", rslices_next, NULL, rslices_reset, rslices_destroy,
+                                          NULL, NULL};
+
+loom_dataset *loom_dataset_from_ragged_tensors(int n, const char *const *names, const loom_tensor *const *values,
+                                               const loom_tensor *const *row_splits, const char *label_name,
+                                               loom_status *st) {
+  const char *who = "from_ragged_tensors";
+  if (n <= 0 || !names || !values) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s", who,
+                    n <= 0 ? "n must be positive" : !names ? "names is NULL" : "values is NULL");
+    return NULL;
+  }
+  int64_t rows = -1;
+  int ncomp = 0, label = -1;
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !names[i][0]) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: names[%d] is %s", who, i, names[i] ? "empty" : "NULL");
+      return NULL;
+    }
+    const loom_tensor *v = values[i], *sp = row_splits ? row_splits[i] : NULL;
+    if (!v) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s': values is NULL", who, names[i]);
+      return NULL;
+    }
+    loom_dtype dt = loom_tensor_dtype(v);
+    if (dt <= LOOM_DTYPE_INVALID || dt >= LOOM_DTYPE_COUNT) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' has an invalid dtype", who, names[i]);
+      return NULL;
+    }
+    int64_t frows;
+    if (sp) {
+      if (loom_tensor_ndim(v) != 1) {
+        char a[128];
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: ragged feature '%s': the values are %s, not 1-D", who,
+                        names[i], loom__dims_str(a, sizeof a, loom_tensor_ndim(v), loom_tensor_dims(v)));
+        return NULL;
+      }
+      if (loom__check_splits(sp, loom_tensor_numel(v), -1, who, names[i], st)) return NULL;
+      frows = loom_tensor_dim(sp, 0) - 1;
+      ncomp += 2;
+    } else {
+      if (loom_tensor_ndim(v) < 1) {
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' is a scalar; slicing needs rank >= 1", who,
+                        names[i]);
+        return NULL;
+      }
+      frows = loom_tensor_dim(v, 0);
+      ncomp += 1;
+    }
+    if (rows < 0) {
+      rows = frows;
+    } else if (frows != rows) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' has %lld rows but feature '%s' has %lld", who,
+                      names[i], (long long)frows, names[0], (long long)rows);
+      return NULL;
+    }
+    if (label_name && !strcmp(names[i], label_name)) {
+      if (sp) {
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: the label '%s' is ragged; labels must be dense", who, names[i]);
+        return NULL;
+      }
+      label = ncomp - 1;
+    }
+  }
+  if (label_name && label < 0) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: label_name '%s' is not one of the names", who, label_name);
+    return NULL;
+  }
+  rslices_ds *r = (rslices_ds *)loom__ds_new(sizeof(rslices_ds), &rslices_vt, ncomp, st);
+  if (!r) return NULL;
+  loom_dataset *ds = &r->base;
+  ds->label = label;
+  r->n = rows;
+  r->values = loom__calloc((size_t)n, sizeof *r->values);
+  r->splits = loom__calloc((size_t)n, sizeof *r->splits);
+  r->comp = loom__calloc((size_t)n, sizeof *r->comp);
+  if (!r->values || !r->splits || !r->comp) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", who);
+    loom_dataset_free(ds);
+    return NULL;
+  }
+  r->nf = n;
+  int c = 0;
+  for (int i = 0; i < n; i++) {
+    const loom_tensor *v = values[i], *sp = row_splits ? row_splits[i] : NULL;
+    r->comp[i] = c;
+    if (!(r->values[i] = loom_tensor_copy(v, st)) || (sp && !(r->splits[i] = loom_tensor_copy(sp, st)))) {
+      loom_dataset_free(ds);
+      return NULL;
+    }
+    loom_code rc = sp ? loom__ds_set_ragged(ds, c, names[i], loom_tensor_dtype(v), st)
+                      : loom__ds_set_comp(ds, c, names[i], loom_tensor_dtype(v), loom_tensor_ndim(v) - 1,
+                                          loom_tensor_dims(v) + 1, st);
+    if (rc) {
+      loom_dataset_free(ds);
+      return NULL;
+    }
+    c += sp ? 2 : 1;
+  }
+  for (int i = 0; i < ncomp; i++)
+    for (int j = 0; j < i; j++)
+      if (!strcmp(ds->comp[i].name, ds->comp[j].name)) {
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: two components are named '%s'", who, ds->comp[i].name);
+        loom_dataset_free(ds);
+        return NULL;
+      }
+  return ds;
+}
+
+/* ======================================================================
  * map
  * ====================================================================== */
 typedef struct map_ds {
@@ -364,7 +619,7 @@ static loom_code map_next(loom_dataset *ds, loom_tensor **values, loom_status *s
                              loom_dtype_name(k->dtype), loom__dims_str(b, sizeof b, k->ndim, k->dims));
     }
   }
-  return LOOM_OK;
+  return loom__ds_check_ragged(ds, values, "map", st);
 }
 static loom_code map_reset(loom_dataset *ds, loom_status *st) { return loom_dataset_reset(((map_ds *)ds)->in, st); }
 static void map_destroy(loom_dataset *ds) { loom_dataset_free(((map_ds *)ds)->in); }
@@ -581,10 +836,52 @@ static int64_t pad_index(int64_t i, const int64_t *sdims, const int64_t *ddims, 
   return out;
 }
 
+/* A ragged pair of k elements: values concatenated, splits merged. */
+static loom_code batch_ragged(batch_ds *b, int c, int64_t k, loom_tensor **values, loom_status *st) {
+  const loom_ds_comp *ic = &b->in->comp[c];
+  int s = ic->partner;
+  int64_t total = 0, rows = k + 1;
+  for (int64_t j = 0; j < k; j++) total += loom_tensor_numel(b->elems[j][c]);
+  loom_code rc = loom__ds_ensure(&values[c], ic->dtype, 1, &total, st);
+  if (!rc) rc = loom__ds_ensure(&values[s], LOOM_I64, 1, &rows, st);
+  if (rc) return rc;
+  int64_t *sp = loom_tensor_data(values[s]);
+  sp[0] = 0;
+  int64_t at = 0;
+  size_t es = ic->dtype == LOOM_STRING ? 0 : loom_dtype_size(ic->dtype);
+  uint8_t *o = es ? loom_tensor_data(values[c]) : NULL;
+  for (int64_t j = 0; j < k; j++) {
+    const loom_tensor *e = b->elems[j][c];
+    int64_t n = loom_tensor_numel(e);
+    if (!es) {
+      for (int64_t i = 0; i < n; i++) {
+        size_t len;
+        const char *x = loom_tensor_get_string(e, i, &len);
+        if ((rc = loom_tensor_set_string(values[c], at + i, x, len, st))) return rc;
+      }
+    } else if (n) {
+      memcpy(o + (size_t)at * es, loom_tensor_data_const(e), (size_t)n * es);
+    }
+    at += n;
+    sp[j + 1] = at;
+  }
+  return LOOM_OK;
+}
+
 static loom_code batch_assemble(batch_ds *b, int64_t k, loom_tensor **values, loom_status *st) {
   loom_dataset *ds = &b->base;
+  for (int64_t j = 0; j < k; j++) {
+    loom_code rc = loom__ds_check_ragged(b->in, b->elems[j], "batch", st);
+    if (rc) return rc;
+  }
   for (int c = 0; c < ds->ncomp; c++) {
     const loom_ds_comp *ic = &b->in->comp[c];
+    if (ic->ragged == LOOM__RAGGED_SPLITS) continue; /* with its values */
+    if (ic->ragged == LOOM__RAGGED_VALUES) {
+      loom_code rc = batch_ragged(b, c, k, values, st);
+      if (rc) return rc;
+      continue;
+    }
     int nd = ic->ndim;
     int64_t dims[LOOM_MAX_DIMS];
     dims[0] = k;
@@ -731,13 +1028,23 @@ loom_dataset *loom_dataset_batch(loom_dataset *in, int64_t batch_size, int drop_
     return NULL;
   }
   if (in)
-    for (int c = 0; c < in->ncomp; c++)
+    for (int c = 0; c < in->ncomp; c++) {
+      if (in->comp[c].ragged && in->comp[c].batched) {
+        const loom_ds_comp *v = &in->comp[in->comp[c].ragged == LOOM__RAGGED_VALUES ? c : in->comp[c].partner];
+        loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                        "batch: ragged feature '%s' is already batched; batching it again (nested ragged rows) is "
+                        "not supported",
+                        v->name);
+        loom_dataset_free(in);
+        return NULL;
+      }
       if (in->comp[c].ndim >= LOOM_MAX_DIMS) {
         loom_status_set(st, LOOM_INVALID_ARGUMENT, "batch: component '%s' has rank %d; batching would exceed %d",
                         in->comp[c].name, in->comp[c].ndim, LOOM_MAX_DIMS);
         loom_dataset_free(in);
         return NULL;
       }
+    }
   batch_ds *b = (batch_ds *)transform_new(in, sizeof(batch_ds), &batch_vt, st);
   if (!b) return NULL;
   loom_dataset *ds = &b->base;
@@ -746,6 +1053,11 @@ loom_dataset *loom_dataset_batch(loom_dataset *in, int64_t batch_size, int drop_
   b->drop = drop_remainder != 0;
   for (int c = 0; c < ds->ncomp; c++) {
     loom_ds_comp *k = &ds->comp[c];
+    if (k->ragged) { /* values [nnz], splits [B + 1]: rank 1 still */
+      k->batched = 1;
+      k->dims[0] = k->ragged == LOOM__RAGGED_SPLITS && b->drop ? batch_size + 1 : -1;
+      continue;
+    }
     for (int d = k->ndim; d > 0; d--) k->dims[d] = k->dims[d - 1];
     k->dims[0] = b->drop ? batch_size : -1;
     k->ndim++;

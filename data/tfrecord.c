@@ -234,7 +234,51 @@ static loom_code check_list(const Tensorflow__Feature *f, loom_dtype dt, const c
                          kind_name(f->kind_case), kind_name(dtype_kind(dt)), loom_dtype_name(dt));
 }
 
-/* SparseFeature spec s -> its dense [size] equivalent in *out. */
+/* Ragged form of a SparseFeature row: out[0] the values in ascending
+ * index order (as given when already_sorted or already in order), out[1]
+ * the splits {0, n}. */
+typedef struct idx_pos {
+  int64_t idx;
+  size_t pos;
+} idx_pos;
+static int cmp_idx_pos(const void *a, const void *b) {
+  const idx_pos *x = a, *y = b;
+  return (x->idx > y->idx) - (x->idx < y->idx);
+}
+static loom_code sparse_ragged(const Tensorflow__Feature *fi, const Tensorflow__Feature *fv, const loom_feature_spec *s,
+                               size_t n, int sorted, loom_tensor **out, loom_status *st) {
+  int64_t cnt = (int64_t)n, two = 2;
+  loom_code rc = loom__ds_ensure(&out[0], s->dtype, 1, &cnt, st);
+  if (!rc) rc = loom__ds_ensure(&out[1], LOOM_I64, 1, &two, st);
+  if (rc) return rc;
+  int64_t *sp = loom_tensor_data(out[1]);
+  sp[0] = 0;
+  sp[1] = cnt;
+  if (!n) return LOOM_OK;
+  idx_pos *order = NULL;
+  if (!sorted && !s->already_sorted) {
+    if (!(order = loom__malloc(n * sizeof *order)))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "SparseFeature '%s': out of memory", s->name);
+    for (size_t j = 0; j < n; j++) order[j] = (idx_pos){fi->int64_list->value[j], j};
+    qsort(order, n, sizeof *order, cmp_idx_pos); /* indices are distinct (checked) */
+  }
+  for (size_t j = 0; j < n && !rc; j++) {
+    size_t p = order ? order[j].pos : j;
+    switch (s->dtype) {
+      case LOOM_F32: ((float *)loom_tensor_data(out[0]))[j] = fv->float_list->value[p]; break;
+      case LOOM_I64: ((int64_t *)loom_tensor_data(out[0]))[j] = fv->int64_list->value[p]; break;
+      default: {
+        const ProtobufCBinaryData *v = &fv->bytes_list->value[p];
+        rc = loom_tensor_set_string(out[0], (int64_t)j, (const char *)v->data, v->len, st);
+      }
+    }
+  }
+  loom__free(order);
+  return rc;
+}
+
+/* SparseFeature spec s -> its dense [size] equivalent in *out (or the
+ * ragged pair out[0], out[1] with s->ragged). */
 static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_spec *s, loom_tensor **out,
                               const char *wh, loom_status *st) {
   const Tensorflow__Feature *fi = find_feature(ex, s->index_key), *fv = find_feature(ex, s->value_key);
@@ -273,6 +317,7 @@ static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_
       }
     loom__free(cp);
   }
+  if (s->ragged) return sparse_ragged(fi, fv, s, ni, sorted, out, st);
   int64_t size = s->size;
   if ((rc = loom__ds_ensure(out, s->dtype, 1, &size, st))) return rc;
   loom_tensor *t = *out;
@@ -302,8 +347,8 @@ static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_
 }
 
 loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const loom_feature_spec *spec,
-                              const loom_tensor *const *defaults, loom_tensor **out, const char *path, int64_t index,
-                              loom_status *st) {
+                              const loom_tensor *const *defaults, const int *slot, loom_tensor **out, const char *path,
+                              int64_t index, loom_status *st) {
   char wb[1200];
   Tensorflow__Example *ex = tensorflow__example__unpack(&pb_allocator, n, data);
   if (!ex)
@@ -311,9 +356,9 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
                            where(wb, sizeof wb, path, index), n);
   where(wb, sizeof wb, path, index);
   loom_code rc = LOOM_OK;
-  for (int i = 0; i < nspec && !rc; i++) {
-    const loom_feature_spec *s = &spec[i];
-    int kind = spec_kind(s);
+  for (int si = 0; si < nspec && !rc; si++) {
+    const loom_feature_spec *s = &spec[si];
+    int kind = spec_kind(s), i = slot ? slot[si] : si;
     if (kind == LOOM_FEATURE_SPARSE) {
       rc = parse_sparse(ex, s, &out[i], wb, st);
       continue;
@@ -321,9 +366,15 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
     const Tensorflow__Feature *f = find_feature(ex, s->name);
     if ((rc = check_list(f, s->dtype, s->name, wb, st))) break;
     if (kind == LOOM_FEATURE_VAR_LEN) {
-      int64_t cnt = f ? (int64_t)feature_count(f) : 0;
+      int64_t cnt = f ? (int64_t)feature_count(f) : 0, two = 2;
       if ((rc = loom__ds_ensure(&out[i], s->dtype, 1, &cnt, st))) break;
-      if (f) rc = fill_values(out[i], f, st);
+      if (f && (rc = fill_values(out[i], f, st))) break;
+      if (s->ragged) {
+        if ((rc = loom__ds_ensure(&out[i + 1], LOOM_I64, 1, &two, st))) break;
+        int64_t *sp = loom_tensor_data(out[i + 1]);
+        sp[0] = 0;
+        sp[1] = cnt;
+      }
       continue;
     }
     int64_t numel = loom__numel(s->ndim, s->dims);
@@ -352,14 +403,14 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
       continue;
     }
     if (!f) {
-      if (!defaults || !defaults[i]) {
+      if (!defaults || !defaults[si]) {
         rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "%s: feature '%s' is required but missing (fixed-length feature without a default)", wb,
                              s->name);
         break;
       }
       if ((rc = loom__ds_ensure(&out[i], s->dtype, s->ndim, s->dims, st))) break;
-      const loom_tensor *d = defaults[i];
+      const loom_tensor *d = defaults[si];
       if (s->dtype == LOOM_STRING) {
         for (int64_t j = 0; j < numel && !rc; j++) {
           size_t l;
@@ -407,6 +458,13 @@ static loom_code check_kind_fields(const loom_feature_spec *s, loom_status *st) 
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': %s is for SparseFeature, this entry is a %s",
                            s->name, field, kn);
   }
+  if (s->ragged && kind != LOOM_FEATURE_VAR_LEN && kind != LOOM_FEATURE_SPARSE)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "feature spec '%s': ragged is for VarLenFeature and SparseFeature, this entry is a %s",
+                           s->name, kn);
+  if (s->ragged != 0 && s->ragged != 1)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "feature spec '%s': ragged is %d; it must be 0 or 1", s->name,
+                           (int)s->ragged);
   if (kind == LOOM_FEATURE_VAR_LEN) return LOOM_OK; /* ndim, dims and default_value are not read */
   if (kind == LOOM_FEATURE_SPARSE) {
     if (!s->index_key || !s->index_key[0] || !s->value_key || !s->value_key[0])
@@ -498,6 +556,7 @@ typedef struct tfr_ds {
   int nspec;
   loom_feature_spec *spec; /* names point into base.comp; sparse keys are owned copies */
   loom_tensor **defaults;
+  int *slot; /* spec entry -> its (values) component */
   loom_tfrecord_reader r;
   int open;
 } tfr_ds;
@@ -521,7 +580,7 @@ static loom_code tfr_next(loom_dataset *ds, loom_tensor **values, loom_status *s
       continue;
     }
     if (rc) return rc;
-    return loom__example_parse(data, n, t->nspec, t->spec, (const loom_tensor *const *)t->defaults, values,
+    return loom__example_parse(data, n, t->nspec, t->spec, (const loom_tensor *const *)t->defaults, t->slot, values,
                                t->paths[t->file], t->r.index - 1, st);
   }
 }
@@ -544,6 +603,7 @@ static void tfr_destroy(loom_dataset *ds) {
   if (t->defaults)
     for (int i = 0; i < t->nspec; i++) loom_tensor_free(t->defaults[i]);
   loom__free(t->defaults);
+  loom__free(t->slot);
   if (t->spec)
     for (int i = 0; i < t->nspec; i++) {
       loom__free((char *)t->spec[i].index_key);
@@ -575,19 +635,23 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
   }
   loom_tensor **defaults;
   if (loom__example_spec_check(nspec, spec, &defaults, st)) return NULL;
-  int label = -1;
-  if (label_name) {
-    for (int i = 0; i < nspec; i++)
-      if (!strcmp(spec[i].name, label_name)) label = i;
-    if (label < 0) {
-      loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_tfrecord: label_name '%s' is not one of the features",
-                      label_name);
-      for (int i = 0; i < nspec; i++) loom_tensor_free(defaults[i]);
-      loom__free(defaults);
-      return NULL;
+  int label = -1, ncomp = 0;
+  const char *bad = NULL;
+  for (int i = 0; i < nspec; i++) {
+    if (label_name && !strcmp(spec[i].name, label_name)) {
+      label = ncomp;
+      if (spec[i].ragged) bad = "is ragged; labels must be dense";
     }
+    ncomp += spec[i].ragged ? 2 : 1;
   }
-  tfr_ds *t = (tfr_ds *)loom__ds_new(sizeof(tfr_ds), &tfr_vt, nspec, st);
+  if (label_name && label < 0) bad = "is not one of the features";
+  if (bad) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_tfrecord: label_name '%s' %s", label_name, bad);
+    for (int i = 0; i < nspec; i++) loom_tensor_free(defaults[i]);
+    loom__free(defaults);
+    return NULL;
+  }
+  tfr_ds *t = (tfr_ds *)loom__ds_new(sizeof(tfr_ds), &tfr_vt, ncomp, st);
   if (!t) {
     for (int i = 0; i < nspec; i++) loom_tensor_free(defaults[i]);
     loom__free(defaults);
@@ -599,7 +663,8 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
   ds->label = label;
   t->paths = loom__calloc((size_t)nfiles, sizeof *t->paths);
   t->spec = loom__calloc((size_t)nspec, sizeof *t->spec);
-  int ok = t->paths && t->spec;
+  t->slot = loom__calloc((size_t)nspec, sizeof *t->slot);
+  int ok = t->paths && t->spec && t->slot;
   if (ok) t->nfiles = nfiles;
   for (int i = 0; ok && i < nfiles; i++) ok = (t->paths[i] = loom__strdup(paths[i])) != NULL;
   if (!ok) {
@@ -607,9 +672,10 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
     loom_dataset_free(ds);
     return NULL;
   }
-  for (int i = 0; i < nspec; i++) {
+  for (int i = 0, c = 0; i < nspec; c += spec[i].ragged ? 2 : 1, i++) {
     const loom_feature_spec *s = &spec[i];
     int kind = spec_kind(s), nd = s->ndim;
+    t->slot[i] = c;
     int64_t dims[LOOM_MAX_DIMS];
     if (kind == LOOM_FEATURE_VAR_LEN) { /* [-1] */
       nd = 1;
@@ -624,13 +690,14 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
     } else {
       for (int d = 0; d < s->ndim; d++) dims[d] = s->dims[d];
     }
-    if (loom__ds_set_comp(ds, i, s->name, s->dtype, nd, dims, st) ||
-        (kind == LOOM_FEATURE_FIXED_LEN_SEQUENCE && loom__ds_set_pad(ds, i, defaults[i], st))) {
+    loom_code rc = s->ragged ? loom__ds_set_ragged(ds, c, s->name, s->dtype, st)
+                             : loom__ds_set_comp(ds, c, s->name, s->dtype, nd, dims, st);
+    if (rc || (kind == LOOM_FEATURE_FIXED_LEN_SEQUENCE && loom__ds_set_pad(ds, c, defaults[i], st))) {
       loom_dataset_free(ds);
       return NULL;
     }
     t->spec[i] = *s;
-    t->spec[i].name = ds->comp[i].name;
+    t->spec[i].name = ds->comp[c].name;
     t->spec[i].default_value = NULL; /* the copies in defaults are used */
     t->spec[i].index_key = t->spec[i].value_key = NULL; /* own copies (freed by tfr_destroy) */
     if (kind == LOOM_FEATURE_SPARSE && (!(t->spec[i].index_key = loom__strdup(s->index_key)) ||

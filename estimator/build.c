@@ -102,20 +102,55 @@ loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, l
       loom__est_built_free(b);
       return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
     }
+    /* a ragged pair (loom_data.h) is fed to two rank-1 placeholders of
+     * unknown length and becomes ONE sparse feature; its row_splits
+     * component is handled with its values */
+    uint8_t *is_splits = loom__calloc((size_t)(n ? n : 1), 1);
+    if (!is_splits) {
+      loom__est_built_free(b);
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    }
     for (int i = 0; i < n; i++) {
+      int si = loom_dataset_component_row_splits(ds, i);
+      if (si >= 0 && si < n) is_splits[si] = 1;
+    }
+    for (int i = 0; i < n && rc == LOOM_OK; i++) {
+      if (is_splits[i]) continue; /* fed with its values */
+      int si = loom_dataset_component_row_splits(ds, i);
+      const char *cname = loom_dataset_component_name(ds, i);
+      if (si >= 0) {
+        if (i == li) {
+          if (mode == LOOM_MODE_PREDICT) continue;
+          rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "the label component '%s' is ragged; labels must be dense",
+                               cname);
+          break;
+        }
+        int64_t unk = -1;
+        loom_sparse sp;
+        sp.values = loom_placeholder(b->g, loom_dataset_component_dtype(ds, i), 1, &unk, cname);
+        sp.row_splits = loom_placeholder(b->g, LOOM_I64, 1, &unk, loom_dataset_component_name(ds, si));
+        b->comp_index[b->ncomp] = i;
+        b->inputs[b->ncomp++] = sp.values;
+        b->comp_index[b->ncomp] = si;
+        b->inputs[b->ncomp++] = sp.row_splits;
+        rc = loom_features_add_sparse(b->features, cname, sp, st);
+        continue;
+      }
       if (i == li && mode == LOOM_MODE_PREDICT) continue; /* predict ignores labels */
       int64_t dims[LOOM_MAX_DIMS];
       int nd = loom_dataset_component_shape(ds, i, dims);
-      const char *cname = loom_dataset_component_name(ds, i);
       loom_output ph = loom_placeholder(b->g, loom_dataset_component_dtype(ds, i), nd, dims, cname);
       b->comp_index[b->ncomp] = i;
       b->inputs[b->ncomp++] = ph;
       if (i == li)
         b->labels = ph;
-      else if ((rc = loom_features_add(b->features, cname, ph, st)) != LOOM_OK) {
-        loom__est_built_free(b);
-        return rc;
-      }
+      else
+        rc = loom_features_add(b->features, cname, ph, st);
+    }
+    loom__free(is_splits);
+    if (rc != LOOM_OK) {
+      loom__est_built_free(b);
+      return rc;
     }
   } else if (serving) {
     b->receivers = loom_features_new();

@@ -162,6 +162,7 @@ struct loom_features {
   int32_t n, cap;
   char **names;
   loom_output *values;
+  loom_output *splits; /* row_splits of a sparse entry; {NULL, 0} for a dense one */
 };
 
 loom_features *loom_features_new(void) { return loom__calloc(1, sizeof(loom_features)); }
@@ -171,6 +172,7 @@ void loom_features_free(loom_features *f) {
   for (int32_t i = 0; i < f->n; i++) loom__free(f->names[i]);
   loom__free(f->names);
   loom__free(f->values);
+  loom__free(f->splits);
   loom__free(f);
 }
 
@@ -181,26 +183,64 @@ static int features_find(const loom_features *f, const char *name) {
   return -1;
 }
 
-loom_code loom_features_add(loom_features *f, const char *name, loom_output value, loom_status *st) {
-  if (!f) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: NULL features");
-  if (!name || !*name) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: name must be a non-empty string");
-  if (features_find(f, name) >= 0)
-    return loom_status_set(st, LOOM_ALREADY_EXISTS, "features: feature '%s' already exists", name);
+/* Appends an entry (name checked by the caller). */
+static loom_code features_append(loom_features *f, const char *name, loom_output value, loom_output splits,
+                                 loom_status *st) {
   if (f->n == f->cap) {
     int32_t nc = f->cap ? f->cap * 2 : 8;
     char **nn = loom__realloc(f->names, (size_t)nc * sizeof(char *));
     if (nn) f->names = nn;
     loom_output *nv = nn ? loom__realloc(f->values, (size_t)nc * sizeof(loom_output)) : NULL;
     if (nv) f->values = nv;
-    if (!nn || !nv) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "features: out of memory adding '%s'", name);
+    loom_output *ns = nv ? loom__realloc(f->splits, (size_t)nc * sizeof(loom_output)) : NULL;
+    if (ns) f->splits = ns;
+    if (!nn || !nv || !ns)
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "features: out of memory adding '%s'", name);
     f->cap = nc;
   }
   char *k = loom__strdup(name);
   if (!k) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "features: out of memory adding '%s'", name);
   f->names[f->n] = k;
   f->values[f->n] = value;
+  f->splits[f->n] = splits;
   f->n++;
   return LOOM_OK;
+}
+
+loom_code loom_features_add(loom_features *f, const char *name, loom_output value, loom_status *st) {
+  if (!f) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: NULL features");
+  if (!name || !*name) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: name must be a non-empty string");
+  if (features_find(f, name) >= 0)
+    return loom_status_set(st, LOOM_ALREADY_EXISTS, "features: feature '%s' already exists", name);
+  loom_output none = {NULL, 0};
+  return features_append(f, name, value, none, st);
+}
+
+loom_code loom_features_add_sparse(loom_features *f, const char *name, loom_sparse value, loom_status *st) {
+  if (!f) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: NULL features");
+  if (!name || !*name) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: name must be a non-empty string");
+  if (features_find(f, name) >= 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: feature '%s' already exists", name);
+  if (!value.values.node || !value.row_splits.node)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: sparse feature '%s' has no %s", name,
+                           value.values.node ? "row_splits" : "values");
+  loom_dtype sd = loom_output_dtype(value.row_splits);
+  if (sd != LOOM_I64)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "features: sparse feature '%s': row_splits are %s, not int64",
+                           name, loom_dtype_name(sd));
+  return features_append(f, name, value.values, value.row_splits, st);
+}
+
+int loom_features_is_sparse(const loom_features *f, int i) {
+  return f && i >= 0 && i < f->n && f->splits[i].node != NULL;
+}
+
+loom_sparse loom_features_get_sparse(const loom_features *f, const char *name) {
+  loom_sparse none = {{NULL, 0}, {NULL, 0}};
+  int i = features_find(f, name);
+  if (i < 0 || !f->splits[i].node) return none;
+  loom_sparse sp = {f->values[i], f->splits[i]};
+  return sp;
 }
 
 int loom_features_count(const loom_features *f) { return f ? f->n : 0; }

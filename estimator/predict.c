@@ -423,17 +423,32 @@ loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving
   loom_signature sigs[32];
   const char *in_keys[64];
   loom_output in_outs[64];
-  int nin = loom_features_count(b.receivers), nsig = 0;
+  char *owned_keys[64] = {0}; /* "<name>/row_splits" of sparse receivers */
+  int nrec = loom_features_count(b.receivers), nin = 0, nsig = 0;
   char dir[4096], tmp[4096];
   if (!s) {
     rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
     goto out;
   }
   if ((rc = loom__est_init_session(e, s, b.g, ckpt, 0, st)) != LOOM_OK) goto out;
-  if (nin > 64) nin = 64;
-  for (int i = 0; i < nin; i++) {
-    in_keys[i] = loom_features_name(b.receivers, i);
-    in_outs[i] = loom_features_at(b.receivers, i);
+  /* a sparse (ragged) receiver is two signature inputs: "<name>" (values)
+   * and "<name>/row_splits" */
+  for (int i = 0; i < nrec && nin < 64; i++) {
+    const char *name = loom_features_name(b.receivers, i);
+    in_keys[nin] = name;
+    in_outs[nin++] = loom_features_at(b.receivers, i);
+    if (!loom_features_is_sparse(b.receivers, i) || nin >= 64) continue;
+    size_t nl = strlen(name);
+    char *k = loom__malloc(nl + sizeof "/row_splits");
+    if (!k) {
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "export: out of memory");
+      goto out;
+    }
+    memcpy(k, name, nl);
+    memcpy(k + nl, "/row_splits", sizeof "/row_splits");
+    owned_keys[nin] = k;
+    in_keys[nin] = k;
+    in_outs[nin++] = loom_features_get_sparse(b.receivers, name).row_splits;
   }
   int single_string = nin == 1 && loom_output_dtype(in_outs[0]) == LOOM_STRING;
   if (b.spec.nexp == 0) {
@@ -475,6 +490,7 @@ loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving
   if (out_path && cap) snprintf(out_path, cap, "%s", dir);
   loom__log(LOOM_LOG_INFO, "Exported model from %s to %s", ckpt, dir);
 out:
+  for (int i = 0; i < 64; i++) loom__free(owned_keys[i]);
   loom_session_free(s);
   loom__est_built_free(&b);
   return rc;

@@ -47,8 +47,8 @@ static int write_csv(void) {
 static loom_dataset *input_fn(loom_mode mode, const loom_params *params, void *user, loom_status *st) {
   (void)user;
   loom_csv_column cols[5] = {
-      {"x1", LOOM_F32, NULL, 1},   {"x2", LOOM_F32, NULL, 1}, {"x3", LOOM_F32, "0.25", 1},
-      {"city", LOOM_STRING, "", 0}, {"y", LOOM_F32, NULL, 1},
+      {"x1", LOOM_F32, NULL, 1, 0},   {"x2", LOOM_F32, NULL, 1, 0}, {"x3", LOOM_F32, "0.25", 1, 0},
+      {"city", LOOM_STRING, "", 0, 0}, {"y", LOOM_F32, NULL, 1, 0},
   };
   loom_csv_options o = {1, ',', 5, cols, "y"};
   const char *paths[1] = {CSV};

@@ -20,11 +20,11 @@ Test(csv, quoting_defaults_selection_crlf) {
       ",5,,w,1";
   tu_write_file(p, text, strlen(text));
   loom_csv_column cols[5] = {
-      {NULL, LOOM_F32, "-1", 1},
-      {NULL, LOOM_I64, "42", 1},
-      {NULL, LOOM_STRING, "none", 1},
-      {NULL, LOOM_STRING, NULL, 0},
-      {"target", LOOM_F64, "0.5", 1},
+      {NULL, LOOM_F32, "-1", 1, 0},
+      {NULL, LOOM_I64, "42", 1, 0},
+      {NULL, LOOM_STRING, "none", 1, 0},
+      {NULL, LOOM_STRING, NULL, 0, 0},
+      {"target", LOOM_F64, "0.5", 1, 0},
   };
   loom_csv_options o = {1, ',', 5, cols, "target"};
   const char *paths[1] = {p};
@@ -75,7 +75,7 @@ Test(csv, quoting_defaults_selection_crlf) {
   loom_dataset_free(ds);
   char *p3 = path_in(dir, "c.csv");
   tu_write_file(p3, "1;2\n3;4\n", 8);
-  loom_csv_column c2[2] = {{"a", LOOM_I32, NULL, 1}, {"b", LOOM_F32, NULL, 1}};
+  loom_csv_column c2[2] = {{"a", LOOM_I32, NULL, 1, 0}, {"b", LOOM_F32, NULL, 1, 0}};
   loom_csv_options o2 = {0, ';', 2, c2, NULL};
   const char *one[1] = {p3};
   ds = chk(loom_dataset_csv(1, one, &o2, st), st);
@@ -98,7 +98,7 @@ Test(csv, quoting_defaults_selection_crlf) {
 static loom_code csv_run(const char *dir, const char *text, loom_status *st, char **path_out) {
   char *p = path_in(dir, "bad.csv");
   tu_write_file(p, text, strlen(text));
-  loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1}, {"b", LOOM_F32, NULL, 1}, {"c", LOOM_STRING, NULL, 1}};
+  loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1, 0}, {"b", LOOM_F32, NULL, 1, 0}, {"c", LOOM_STRING, NULL, 1, 0}};
   loom_csv_options o = {0, ',', 3, cols, NULL};
   const char *paths[1] = {p};
   *path_out = p;
@@ -160,7 +160,7 @@ Test(csv, errors_name_file_and_line) {
   /* the error is sticky until reset */
   char *q = path_in(dir, "s.csv");
   tu_write_file(q, "1,2,x\nbad\n3,4,z\n", 16);
-  loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1}, {"b", LOOM_F32, NULL, 1}, {"c", LOOM_STRING, NULL, 1}};
+  loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1, 0}, {"b", LOOM_F32, NULL, 1, 0}, {"c", LOOM_STRING, NULL, 1, 0}};
   loom_csv_options o = {0, ',', 3, cols, NULL};
   const char *paths[1] = {q};
   loom_dataset *ds = chk(loom_dataset_csv(1, paths, &o, st), st);

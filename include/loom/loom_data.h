@@ -72,6 +72,23 @@ LOOM_API void loom_dataset_free(loom_dataset *ds);
 LOOM_API loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
                                                  const char *label_name, loom_status *st);
 
+/* from_tensor_slices with ragged features (loom_sparse.h): feature i is
+ * dense when row_splits is NULL or row_splits[i] is NULL (values[i] is
+ * sliced along dim 0, as loom_dataset_from_tensors does), else ragged:
+ * values[i] is 1-D [nnz] of any dtype and row_splits[i] int64 [n + 1]
+ * (row_splits[0] = 0, non-decreasing, row_splits[n] = nnz); it becomes the
+ * two components "names[i]" and "names[i]/row_splits" (one element: [k]
+ * and {0, k}). All features must have the same number of rows n. Copied,
+ * so the caller keeps its tensors. label_name (NULL = none) must name a
+ * dense feature. Errors (INVALID_ARGUMENT) name the feature: splits not
+ * starting at 0 or decreasing, a last split that is not the number of
+ * values, a splits tensor that is not int64 1-D, rows that disagree.
+ * Caller frees the result with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_from_ragged_tensors(int n, const char *const *names,
+                                                        const loom_tensor *const *values,
+                                                        const loom_tensor *const *row_splits, const char *label_name,
+                                                        loom_status *st);
+
 /* IDX files (MNIST / Fashion-MNIST layout), gzipped or not (detected from
  * the magic). Components "image" and "label" (the label component; labels
  * may be NULL: no label component). Images are float32 scaled to [0,1]
@@ -89,12 +106,20 @@ LOOM_API loom_dataset *loom_dataset_idx(const char *images_path, const char *lab
                                         const loom_idx_options *opt, loom_status *st);
 
 /* CSV (RFC 4180 quoting, "" escapes, CRLF tolerated). One scalar component
- * per selected column. */
+ * per selected column; a multi-valued column (separator != 0) is ragged
+ * instead: the cell "a|b|c" (separator '|') is the row {a, b, c} of dtype,
+ * the components are "<name>" (values) and "<name>/row_splits"; an empty
+ * cell is an empty row; an empty item inside a cell ("a||b") is "" for
+ * strings and an error for numbers, as is an item that does not parse
+ * (both name the file, line and column). A multi-valued column takes no
+ * default_value; the separator may not be the delimiter, a quote or a line
+ * break. (The separator field came later: zero-initialised = scalar.) */
 typedef struct loom_csv_column {
   const char *name;          /* NULL: take it from the header (header must be on) */
   loom_dtype dtype;          /* LOOM_F32, LOOM_F64, LOOM_I32, LOOM_I64, LOOM_STRING */
   const char *default_value; /* used for an empty field; NULL = an empty field is an error */
   int32_t select;            /* 0 = skip this column */
+  char separator;            /* 0: one value per cell; else the separator of a multi-valued (ragged) cell */
 } loom_csv_column;
 typedef struct loom_csv_options {
   int32_t header;      /* 1: the first line names the columns */
@@ -118,7 +143,10 @@ LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, co
  *  - VarLenFeature (varlen 1, or kind LOOM_FEATURE_VAR_LEN): a 1-D
  *    component of the feature's values (missing = empty). Batching pads
  *    them with 0 / "" to the longest in the batch, and adds no mask (TF
- *    gives a SparseTensor; this is its to_dense).
+ *    gives a SparseTensor; this is its to_dense). With ragged = 1 (what
+ *    feature columns use) the feature is ragged instead: components
+ *    "<name>" (the values) and "<name>/row_splits" ({0, k}), which batch
+ *    merges without padding (TF's SparseTensor minus its column indices).
  *  - FixedLenSequenceFeature (kind LOOM_FEATURE_FIXED_LEN_SEQUENCE): the
  *    feature holds k * numel(shape) values (k >= 0) and becomes a [k] +
  *    shape component (spec dims [-1] + shape); a count that is not a
@@ -137,7 +165,12 @@ LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, co
  *    index given twice are errors naming the feature, file and record
  *    (to_dense would reject both). already_sorted is accepted and has no
  *    effect on the dense result. ndim must be 0 (size is the shape) and
- *    default_value NULL.
+ *    default_value NULL. With ragged = 1 the feature is ragged instead
+ *    ("<name>" + "<name>/row_splits"): the row holds the values in
+ *    ascending index order (in the given order when already_sorted), the
+ *    indices themselves are dropped (the same checks apply); to keep ids
+ *    with weights, read index_key and value_key as two ragged VarLen
+ *    features (their row_splits agree).
  *
  * The fields after default_value came later: a zero-initialised entry
  * keeps its old meaning (kind 0 = FixedLen, or VarLen when varlen is 1).
@@ -153,7 +186,9 @@ LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, co
  * Checks both masked CRCs of every record. Errors: DATA_LOSS for framing
  * (truncation, CRC mismatch), INVALID_ARGUMENT for a record that is not a
  * tf.Example or does not match the spec, each naming the file and the
- * record index. */
+ * record index. ragged on another kind is INVALID_ARGUMENT naming the
+ * entry. Components come in spec order, a ragged entry's row_splits right
+ * after its values (label_name must name a dense entry). */
 typedef enum loom_feature_kind {
   LOOM_FEATURE_FIXED_LEN = 0,          /* FixedLenFeature (VarLenFeature when varlen = 1) */
   LOOM_FEATURE_VAR_LEN = 1,            /* VarLenFeature */
@@ -175,6 +210,7 @@ typedef struct loom_feature_spec {
   const char *value_key;     /* SPARSE: the feature with the values (of dtype) */
   int64_t size;              /* SPARSE: the dense length (> 0) */
   int32_t already_sorted;    /* SPARSE: accepted (TF's flag); no effect on the dense result */
+  int32_t ragged;            /* VAR_LEN / SPARSE: 1 = ragged components (values + "<name>/row_splits") */
 } loom_feature_spec;
 /* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int nspec,
@@ -195,7 +231,8 @@ LOOM_API loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_stat
 
 /* ---- transformations (own their input) ---- */
 /* fn maps an element in place: values[i] may be replaced (free the old
- * tensor) or modified; it must keep the spec's dtypes and ranks. Non-OK
+ * tensor) or modified; it must keep the spec's dtypes and ranks, and each
+ * ragged pair consistent (checked: an error names the feature). Non-OK
  * ends iteration with that status. */
 typedef loom_code (*loom_map_fn)(void *user, int n, loom_tensor **values, loom_status *st);
 /* New dataset (NULL on failure); caller frees with loom_dataset_free. */
@@ -208,7 +245,12 @@ LOOM_API loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *
 LOOM_API loom_dataset *loom_dataset_shuffle(loom_dataset *in, int64_t buffer_size, uint64_t seed,
                                             int reshuffle_each_iteration, loom_status *st);
 /* Stacks batch_size consecutive elements; the last smaller batch is kept
- * unless drop_remainder. */
+ * unless drop_remainder. A ragged pair is merged instead (values
+ * concatenated, [nnz]; row_splits [B + 1], [batch_size + 1] with
+ * drop_remainder); batching an already batched ragged pair again is
+ * INVALID_ARGUMENT (no nested ragged rows). An element whose pair is
+ * inconsistent (splits not {0, k} with k values) is an error naming the
+ * feature. */
 /* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_batch(loom_dataset *in, int64_t batch_size, int drop_remainder, loom_status *st);
 /* count passes (count < 0: forever); resets the input between passes. A
