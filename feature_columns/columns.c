@@ -755,7 +755,9 @@ typedef struct spec_acc {
 } spec_acc;
 
 static int spec_same(const loom_feature_spec *a, const loom_feature_spec *b) {
-  if (a->dtype != b->dtype || a->varlen != b->varlen || a->kind != b->kind || a->ndim != b->ndim) return 0;
+  if (a->dtype != b->dtype || a->varlen != b->varlen || a->kind != b->kind || a->ndim != b->ndim ||
+      a->ragged != b->ragged)
+    return 0;
   for (int i = 0; i < a->ndim; i++)
     if (a->dims[i] != b->dims[i]) return 0;
   if (!a->default_value != !b->default_value) return 0;
@@ -815,9 +817,9 @@ static loom_code spec_put(spec_acc *acc, const loom_feature_spec *e, loom_status
   return LOOM_OK;
 }
 
-/* A categorical feature's spec: a VarLenFeature read as a ragged component.
- * RAGGED-VARLEN: helper C's TFRecord change makes VarLen components ragged
- * (values + "<key>/row_splits"); the spec entry stays kind VAR_LEN here. */
+/* A categorical feature's spec: a VarLenFeature read as a ragged component
+ * (values + "<key>/row_splits"), which the features map carries as one
+ * sparse entry. */
 static loom_code spec_varlen(spec_acc *acc, const char *key, loom_dtype dt, loom_status *st) {
   loom_feature_spec e;
   memset(&e, 0, sizeof(e));
@@ -825,6 +827,7 @@ static loom_code spec_varlen(spec_acc *acc, const char *key, loom_dtype dt, loom
   e.dtype = dt;
   e.varlen = 1;
   e.kind = LOOM_FEATURE_VAR_LEN;
+  e.ragged = 1;
   return spec_put(acc, &e, st);
 }
 

@@ -364,6 +364,8 @@ Test(fc, parse_example_spec) {
   cr_assert_str_eq(sp[1].name, "id");
   cr_assert_eq(sp[1].dtype, LOOM_I64);
   cr_assert_eq(sp[1].varlen, 1);
+  cr_assert_eq(sp[1].ragged, 1);
+  cr_assert_eq(sp[0].ragged, 0);
   cr_assert_str_eq(sp[2].name, "idw");
   cr_assert_eq(sp[2].dtype, LOOM_F32);
   cr_assert_eq(sp[2].varlen, 1);
