@@ -47,7 +47,10 @@ int main(int argc, char **argv) {
   loom_csv_column cc[13];
   for (int i = 0; i < 13; i++) {
     int str = i == 1 || i == 3 || i == 5 || i == 6 || i == 7 || i == 11;
-    cc[i] = (loom_csv_column){names[i], str ? LOOM_STRING : (i == 12 ? LOOM_I32 : LOOM_F32), str ? "" : "0", 1};
+    cc[i] = (loom_csv_column){.name = names[i],
+                              .dtype = str ? LOOM_STRING : (i == 12 ? LOOM_I32 : LOOM_F32),
+                              .default_value = str ? "" : "0",
+                              .select = 1};
   }
   loom_csv_options o = {1, ',', 13, cc, "label"};
   loom_dataset *ds = loom_dataset_csv(1, &csv, &o, st);

@@ -440,10 +440,10 @@ Test(fc, identity_out_of_range_is_a_run_error) {
 
 /* ---- analyzer (numpy values from the fixture script) ---- */
 static loom_dataset *analyzer_csv(int batch) {
-  loom_csv_column cols[] = {{"carat", LOOM_F32, NULL, 1},
-                            {"cut", LOOM_STRING, NULL, 1},
-                            {"depth", LOOM_F32, NULL, 1},
-                            {"clarity", LOOM_I64, NULL, 1}};
+  loom_csv_column cols[] = {{.name = "carat", .dtype = LOOM_F32, .select = 1},
+                            {.name = "cut", .dtype = LOOM_STRING, .select = 1},
+                            {.name = "depth", .dtype = LOOM_F32, .select = 1},
+                            {.name = "clarity", .dtype = LOOM_I64, .select = 1}};
   loom_csv_options o = {1, ',', 4, cols, NULL};
   const char *p = FIX "analyzer.csv";
   loom_dataset *ds = loom_dataset_csv(1, &p, &o, ST);
