@@ -226,6 +226,16 @@ static loom_code eval_node(loom_session *s, loom_host_pass *hp, const loom_node 
                    : (n->nout > 0 ? outd[0].dtype : LOOM_DTYPE_INVALID);
   loom_kernel_fn fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
   if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0];
+  if (!fn && (d->flags & LOOM_OPF_ALIAS0) && !(d->flags & LOOM_OPF_MUTATES_INPUT0) && n->nin >= 1 && n->nout >= 1 &&
+      outb[0].numel == inb[0].numel && outb[0].dtype == inb[0].dtype) {
+    /* a view op (Reshape, ExpandDims, Squeeze, ...) has no kernel: the plan
+     * aliases its output to its input; here it is a copy of the bytes
+     * (string elements are loom_tstring handles into storage that lives for
+     * the whole pass) */
+    size_t es = inb[0].dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(inb[0].dtype);
+    if (inb[0].numel > 0) memcpy(outb[0].data, inb[0].data, (size_t)inb[0].numel * es);
+    return LOOM_OK;
+  }
   if (!fn)
     return loom_status_set(st, LOOM_UNIMPLEMENTED, "%s: no CPU kernel for %s on %s", n->name, d->name,
                            loom_dtype_name(key));

@@ -1,0 +1,572 @@
+/* Feature columns: constructors (TF's names and checks), parse spec,
+ * input_layer / linear_model against TF 2.15 fixtures
+ * (scripts/gen_fc_layer_fixtures.py -> tests/fixtures/fc_layer/), error
+ * messages naming the column, and the analyzer against numpy. */
+#include "test_util.h"
+
+#define FIX "tests/fixtures/fc_layer/"
+
+/* ---- helpers ---- */
+static int64_t numel(int nd, const int64_t *d) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= d[i];
+  return n;
+}
+static loom_status *ST;
+static void setup(void) { ST = loom_status_new(); }
+static void teardown(void) { loom_status_free(ST); }
+TestSuite(fc, .init = setup, .fini = teardown);
+
+/* The weight formula of scripts/gen_fc_layer_fixtures.py (wval). */
+static float wval(const char *name, int ndim, const int64_t *dims, int64_t i, int64_t j) {
+  int64_t k = (int64_t)strlen(name);
+  (void)dims;
+  if (ndim == 1) return (float)(((i * 7 + k) % 13 - 6) / 8.0);
+  return (float)(((i * 7 + j * 3 + k) % 13 - 6) / 8.0);
+}
+
+static loom_output c_f32(loom_graph *g, int64_t r, int64_t c, const float *v) {
+  int64_t d[2] = {r, c};
+  return loom_const_data(g, LOOM_F32, 2, d, v, NULL);
+}
+static loom_output c_i64(loom_graph *g, int ndim, const int64_t *d, const int64_t *v) {
+  return loom_const_data(g, LOOM_I64, ndim, d, v, NULL);
+}
+static loom_output c_str(loom_graph *g, int ndim, const int64_t *d, const char *const *v) {
+  loom_tensor *t = loom_tensor_new(LOOM_STRING, ndim, d, NULL);
+  for (int64_t i = 0; i < loom_tensor_numel(t); i++) loom_tensor_set_string(t, i, v[i], strlen(v[i]), NULL);
+  loom_output o = loom_const(g, t, NULL);
+  loom_tensor_free(t);
+  return o;
+}
+static void add_sparse(loom_features *f, const char *name, loom_output values, loom_graph *g, int64_t nrows,
+                       const int64_t *splits) {
+  int64_t n = nrows + 1;
+  loom_sparse sp = {values, c_i64(g, 1, &n, splits)};
+  cr_assert_eq(loom_features_add_sparse(f, name, sp, ST), LOOM_OK, "%s", loom_status_message(ST));
+}
+
+/* The features of the fixture script (features()). */
+static loom_features *fixture_features(loom_graph *g) {
+  loom_features *f = loom_features_new();
+  float age[] = {23, 35.5f, 61, 17};
+  float hw[] = {0.2f, 1.9f, 1.0f, 0.4f, 3.0f, 1.5f, -1.0f, 0.5f};
+  loom_features_add(f, "age", c_f32(g, 4, 1, age), ST);
+  loom_features_add(f, "hw", c_f32(g, 4, 2, hw), ST);
+  const char *city[] = {"sf", "la", "ny", "", "", "", "sf", "zz"};
+  int64_t d42[2] = {4, 2}, d41[2] = {4, 1};
+  loom_features_add(f, "city", c_str(g, 2, d42, city), ST);
+  const char *tags[] = {"a", "b", "c", "a", "a", "d"};
+  int64_t n6 = 6, tsp[] = {0, 2, 2, 3, 6};
+  add_sparse(f, "tags", c_str(g, 1, &n6, tags), g, 4, tsp);
+  int64_t uid[] = {3, 7, -1, 0}, uid2[] = {1, 1, 2, 7}, zip[] = {94110, 10001, 60601, 94110};
+  loom_features_add(f, "uid", c_i64(g, 2, d41, uid), ST);
+  loom_features_add(f, "uid2", c_i64(g, 2, d41, uid2), ST);
+  loom_features_add(f, "zip", c_i64(g, 2, d41, zip), ST);
+  int64_t code[] = {5, 1, 2, 9}, n4 = 4, csp[] = {0, 1, 3, 3, 4};
+  float wk[] = {2.0f, 0.5f, 1.5f, 3.0f};
+  add_sparse(f, "code", c_i64(g, 1, &n4, code), g, 4, csp);
+  add_sparse(f, "wkey", loom_const_data(g, LOOM_F32, 1, &n4, wk, NULL), g, 4, csp);
+  const char *color[] = {"blue", "pink", "red", "gold"};
+  loom_features_add(f, "color", c_str(g, 2, d41, color), ST);
+  cr_assert_eq(loom_graph_status(g, ST), LOOM_OK, "%s", loom_status_message(ST));
+  return f;
+}
+
+static loom_output normalize_hw(loom_graph *g, loom_output x, void *user) {
+  (void)user;
+  return loom_div(g, loom_sub(g, x, loom_const_f32(g, 1.0f, NULL), NULL), loom_const_f32(g, 2.0f, NULL), NULL);
+}
+
+typedef struct fixture_cols {
+  loom_fc_set *s;
+  const loom_fc *cols[24];
+  int n;
+} fixture_cols;
+
+/* The columns of the fixture script (columns(kind)). */
+static void fixture_columns(fixture_cols *fc, int input_layer, int zscore_hw) {
+  loom_fc_set *s = fc->s = loom_fc_set_new();
+  int64_t sh2 = 2;
+  const loom_fc *age = loom_fc_numeric(s, "age", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST);
+  double m[2] = {1, 1}, sd[2] = {2, 2};
+  const loom_fc *hw = zscore_hw ? loom_fc_numeric_zscore(s, "hw", 1, &sh2, NULL, 2, m, sd, ST)
+                                : loom_fc_numeric(s, "hw", 1, &sh2, NULL, LOOM_F32, normalize_hw, NULL, ST);
+  float ab[] = {18, 30, 50}, hb[] = {0.5f, 1.5f};
+  const loom_fc *age_b = loom_fc_bucketized(s, age, 3, ab, ST);
+  const loom_fc *hw_b = loom_fc_bucketized(s, hw, 2, hb, ST);
+  const char *cv[] = {"la", "ny", "sf"};
+  const loom_fc *city = loom_fc_vocabulary_list(s, "city", 3, cv, 2, -1, ST);
+  const loom_fc *tags = loom_fc_hash_bucket(s, "tags", 10, LOOM_STRING, ST);
+  const loom_fc *uid = loom_fc_identity(s, "uid", 8, 0, 0, ST);
+  int64_t codes[] = {9, 5, 1};
+  const loom_fc *code = loom_fc_vocabulary_list_int64(s, "code", 3, codes, 0, 0, ST);
+  const loom_fc *code_w = loom_fc_weighted(s, code, "wkey", ST);
+  const loom_fc *zipc = loom_fc_hash_bucket(s, "zip", 20, LOOM_I64, ST);
+  const loom_fc *color = loom_fc_vocabulary_file(s, "color", FIX "colors.txt", 0, 2, -1, LOOM_STRING, ST);
+  cr_assert(color, "%s", loom_status_message(ST));
+  const char *ck[] = {"city", NULL};
+  const loom_fc *cc[] = {NULL, age_b};
+  const loom_fc *cross = loom_fc_crossed(s, 2, ck, cc, 16, 0, ST);
+  const char *ck2[] = {"tags", "zip"};
+  const loom_fc *cross2 = loom_fc_crossed(s, 2, ck2, NULL, 7, 0, ST);
+  cr_assert(cross && cross2, "%s", loom_status_message(ST));
+  int n = 0;
+  if (input_layer) {
+    loom_fc_embedding_options o = loom_fc_embedding_options_default();
+    const loom_fc *uid2 = loom_fc_identity(s, "uid2", 8, 0, 0, ST);
+    fc->cols[n++] = age;
+    fc->cols[n++] = hw;
+    fc->cols[n++] = age_b;
+    fc->cols[n++] = hw_b;
+    fc->cols[n++] = loom_fc_indicator(s, city, ST);
+    fc->cols[n++] = loom_fc_indicator(s, tags, ST);
+    fc->cols[n++] = loom_fc_embedding(s, uid, 3, NULL, ST);
+    o.combiner = LOOM_COMBINER_SQRTN;
+    fc->cols[n++] = loom_fc_embedding(s, code_w, 2, &o, ST);
+    fc->cols[n++] = loom_fc_indicator(s, cross, ST);
+    fc->cols[n++] = loom_fc_indicator(s, cross2, ST);
+    o.combiner = LOOM_COMBINER_SUM;
+    fc->cols[n++] = loom_fc_embedding(s, zipc, 2, &o, ST);
+    fc->cols[n++] = loom_fc_indicator(s, code_w, ST);
+    fc->cols[n++] = loom_fc_indicator(s, color, ST);
+    loom_fc *sh[2];
+    const loom_fc *shc[2] = {uid2, uid};
+    cr_assert_eq(loom_fc_shared_embeddings(s, 2, shc, 3, &o, sh, ST), LOOM_OK, "%s", loom_status_message(ST));
+    fc->cols[n++] = sh[0];
+    fc->cols[n++] = sh[1];
+  } else {
+    const loom_fc *l[] = {age, hw, age_b, city, tags, uid, code_w, cross, cross2, zipc, color};
+    for (int i = 0; i < 11; i++) fc->cols[n++] = l[i];
+    fc->cols[n++] = loom_fc_embedding(s, hw_b, 2, NULL, ST);
+  }
+  for (int i = 0; i < n; i++) cr_assert(fc->cols[i], "column %d: %s", i, loom_status_message(ST));
+  fc->n = n;
+}
+
+/* Assigns every global variable its wval values and runs out; compares with
+ * the fixture file (variable names and shapes, output within 1e-6). */
+static void check_against_fixture(loom_graph *g, loom_output out, const char *path) {
+  int nv = 0;
+  loom_variable *const *vars = loom_global_variables(g, &nv);
+  loom_node *assigns[64];
+  cr_assert(nv <= 64);
+  for (int v = 0; v < nv; v++) {
+    int64_t d[LOOM_MAX_DIMS];
+    int nd = loom_variable_dims(vars[v], d);
+    int64_t ne = numel(nd, d);
+    float *w = malloc((size_t)ne * sizeof(float));
+    for (int64_t e = 0; e < ne; e++)
+      w[e] = nd == 1 ? wval(loom_variable_name(vars[v]), 1, d, e, 0)
+                     : wval(loom_variable_name(vars[v]), 2, d, e / d[1], e % d[1]);
+    loom_output a = loom_assign(g, loom_variable_output(vars[v]), loom_const_data(g, LOOM_F32, nd, d, w, NULL), NULL);
+    assigns[v] = a.node;
+    free(w);
+  }
+  cr_assert_eq(loom_graph_status(g, ST), LOOM_OK, "%s", loom_status_message(ST));
+  loom_session *s = loom_session_new(g, NULL, ST);
+  cr_assert(s, "%s", loom_status_message(ST));
+  loom_node *init = loom_global_variables_initializer(g);
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, ST), LOOM_OK, "%s", loom_status_message(ST));
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, assigns, nv, ST), LOOM_OK, "%s",
+               loom_status_message(ST));
+  loom_tensor *y = NULL;
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &out, &y, 1, NULL, 0, ST), LOOM_OK, "%s", loom_status_message(ST));
+
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "fixture %s", path);
+  int fnv = 0;
+  cr_assert_eq(fscanf(f, "vars %d\n", &fnv), 1);
+  cr_assert_eq(fnv, nv, "%d variables, TF made %d", nv, fnv);
+  char line[512];
+  for (int v = 0; v < fnv; v++) {
+    cr_assert(fgets(line, sizeof line, f));
+    char name[256];
+    long long d0 = 0, d1 = 0;
+    int k = sscanf(line, "var %255s %lld %lld", name, &d0, &d1);
+    cr_assert(k >= 2);
+    loom_variable *var = loom_graph_variable(g, name);
+    cr_assert(var, "TF's variable %s is missing", name);
+    int64_t d[LOOM_MAX_DIMS];
+    int nd = loom_variable_dims(var, d);
+    cr_assert_eq(nd, k - 1, "%s: rank", name);
+    cr_assert_eq(d[0], d0, "%s: dim 0 %lld, TF %lld", name, (long long)d[0], d0);
+    if (nd == 2) cr_assert_eq(d[1], d1, "%s: dim 1 %lld, TF %lld", name, (long long)d[1], d1);
+  }
+  long long r = 0, c = 0;
+  cr_assert_eq(fscanf(f, "out %lld %lld", &r, &c), 2);
+  cr_assert_eq(loom_tensor_ndim(y), 2);
+  cr_assert_eq(loom_tensor_dim(y, 0), r);
+  cr_assert_eq(loom_tensor_dim(y, 1), c, "width %lld, TF %lld", (long long)loom_tensor_dim(y, 1), c);
+  const float *yd = loom_tensor_data_const(y);
+  for (long long i = 0; i < r * c; i++) {
+    double want;
+    cr_assert_eq(fscanf(f, "%lf", &want), 1);
+    cr_assert(fabs(yd[i] - want) <= 1e-6 + 1e-6 * fabs(want), "%s: element [%lld,%lld] = %.9g, TF %.9g", path, i / c,
+              i % c, yd[i], want);
+  }
+  fclose(f);
+  loom_tensor_free(y);
+  loom_session_free(s);
+}
+
+/* ---- against TF ---- */
+Test(fc, input_layer_matches_tf) {
+  loom_graph *g = loom_graph_new();
+  loom_features *f = fixture_features(g);
+  fixture_cols fc;
+  fixture_columns(&fc, 1, 0);
+  loom_output out;
+  cr_assert_eq(loom_fc_input_layer(g, f, fc.n, fc.cols, NULL, 1, &out, ST), LOOM_OK, "%s", loom_status_message(ST));
+  check_against_fixture(g, out, FIX "input_layer.txt");
+  loom_features_free(f);
+  loom_fc_set_free(fc.s);
+  loom_graph_free(g);
+}
+
+/* The same with hw normalized by numeric_zscore instead of a callback. */
+Test(fc, input_layer_zscore_matches_tf) {
+  loom_graph *g = loom_graph_new();
+  loom_features *f = fixture_features(g);
+  fixture_cols fc;
+  fixture_columns(&fc, 1, 1);
+  loom_output out;
+  cr_assert_eq(loom_fc_input_layer(g, f, fc.n, fc.cols, NULL, 1, &out, ST), LOOM_OK, "%s", loom_status_message(ST));
+  check_against_fixture(g, out, FIX "input_layer.txt");
+  loom_features_free(f);
+  loom_fc_set_free(fc.s);
+  loom_graph_free(g);
+}
+
+Test(fc, linear_model_matches_tf) {
+  loom_graph *g = loom_graph_new();
+  loom_features *f = fixture_features(g);
+  fixture_cols fc;
+  fixture_columns(&fc, 0, 0);
+  loom_output out;
+  cr_assert_eq(loom_fc_linear_model(g, f, fc.n, fc.cols, 2, LOOM_COMBINER_SQRTN, NULL, 1, &out, ST), LOOM_OK, "%s",
+               loom_status_message(ST));
+  check_against_fixture(g, out, FIX "linear_model.txt");
+  loom_features_free(f);
+  loom_fc_set_free(fc.s);
+  loom_graph_free(g);
+}
+
+/* ---- names, sizes, constructor checks ---- */
+Test(fc, names_and_sizes) {
+  fixture_cols fc;
+  fixture_columns(&fc, 1, 0);
+  const char *want[] = {"age", "hw", "age_bucketized", "hw_bucketized", "city_indicator", "tags_indicator",
+                        "uid_embedding", "code_weighted_by_wkey_embedding", "age_bucketized_X_city_indicator",
+                        "tags_X_zip_indicator", "zip_embedding", "code_weighted_by_wkey_indicator", "color_indicator",
+                        "uid2_shared_embedding", "uid_shared_embedding"};
+  int64_t width[] = {1, 2, 4, 6, 5, 10, 3, 2, 16, 7, 2, 3, 8, 3, 3};
+  for (int i = 0; i < fc.n; i++) {
+    cr_assert_str_eq(loom_fc_name(fc.cols[i]), want[i]);
+    cr_assert_eq(loom_fc_dense_width(fc.cols[i]), width[i], "%s: width %lld", want[i],
+                 (long long)loom_fc_dense_width(fc.cols[i]));
+  }
+  cr_assert_eq(loom_fc_num_buckets(fc.cols[2]), 4);  /* bucketized: categorical too */
+  cr_assert_eq(loom_fc_num_buckets(fc.cols[0]), 0);  /* numeric */
+  cr_assert_eq(loom_fc_num_buckets(fc.cols[4]), 0);  /* indicator is dense */
+  loom_fc_set_free(fc.s);
+}
+
+static void expect_err(const void *c, const char *needle) {
+  cr_assert_null(c, "constructor accepted a bad argument (%s)", needle);
+  cr_assert_eq(loom_status_code(ST), LOOM_INVALID_ARGUMENT, "code %d: %s", loom_status_code(ST), loom_status_message(ST));
+  cr_assert(strstr(loom_status_message(ST), needle), "message \"%s\" lacks \"%s\"", loom_status_message(ST), needle);
+}
+
+Test(fc, constructor_checks) {
+  loom_fc_set *s = loom_fc_set_new();
+  int64_t bad_shape = 0;
+  expect_err(loom_fc_numeric(s, "x", 1, &bad_shape, NULL, LOOM_F32, NULL, NULL, ST), "greater than 0");
+  expect_err(loom_fc_numeric(s, "", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST), "non-empty");
+  expect_err(loom_fc_numeric(s, "x", 0, NULL, NULL, LOOM_STRING, NULL, NULL, ST), "convertible to float");
+  const loom_fc *x = loom_fc_numeric(s, "x", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST);
+  float unsorted[] = {1, 3, 2}, dup[] = {1, 1};
+  expect_err(loom_fc_bucketized(s, x, 3, unsorted, ST), "sorted");
+  expect_err(loom_fc_bucketized(s, x, 2, dup, ST), "x_bucketized");
+  expect_err(loom_fc_bucketized(s, x, 0, unsorted, ST), "empty");
+  const loom_fc *id = loom_fc_identity(s, "id", 5, 0, 0, ST);
+  expect_err(loom_fc_bucketized(s, id, 1, unsorted, ST), "numeric_column");
+  expect_err(loom_fc_identity(s, "id2", 0, 0, 0, ST), "id2");
+  expect_err(loom_fc_identity(s, "id3", 4, 1, 4, ST), "default_value 4 not in range [0, 4)");
+  const char *dupv[] = {"a", "b", "a"};
+  expect_err(loom_fc_vocabulary_list(s, "v", 3, dupv, 0, -1, ST), "duplicate keys");
+  expect_err(loom_fc_vocabulary_list(s, "v", 2, dupv, 2, 0, ST), "both default_value");
+  expect_err(loom_fc_vocabulary_list(s, "v", 0, dupv, 0, -1, ST), "non-empty");
+  int64_t dupi[] = {4, 4};
+  expect_err(loom_fc_vocabulary_list_int64(s, "vi", 2, dupi, 0, -1, ST), "duplicate keys in vocabulary: 4");
+  expect_err(loom_fc_hash_bucket(s, "h", 0, LOOM_STRING, ST), "at least 1");
+  expect_err(loom_fc_hash_bucket(s, "h", 4, LOOM_F32, ST), "string or integer");
+  const loom_fc *h = loom_fc_hash_bucket(s, "h", 4, LOOM_STRING, ST);
+  const char *k1[] = {"a"};
+  expect_err(loom_fc_crossed(s, 1, k1, NULL, 10, 0, ST), "length > 1");
+  const loom_fc *hk[] = {h, NULL};
+  const char *rk[] = {NULL, "b"};
+  expect_err(loom_fc_crossed(s, 2, rk, hk, 10, 0, ST), "hashed column is not supported");
+  const loom_fc *xk[] = {x, NULL};
+  expect_err(loom_fc_crossed(s, 2, rk, xk, 10, 0, ST), "categorical");
+  expect_err(loom_fc_indicator(s, x, ST), "CategoricalColumn");
+  expect_err(loom_fc_embedding(s, id, 0, NULL, ST), "invalid dimension");
+  expect_err(loom_fc_weighted(s, id, "", ST), "weight_feature_key");
+  const loom_fc *h8 = loom_fc_hash_bucket(s, "h8", 5, LOOM_STRING, ST);
+  loom_fc *out[2];
+  const loom_fc *mix[] = {id, h8};
+  cr_assert_eq(loom_fc_shared_embeddings(s, 2, mix, 4, NULL, out, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "same type"), "%s", loom_status_message(ST));
+  const loom_fc *h9 = loom_fc_hash_bucket(s, "h9", 6, LOOM_STRING, ST);
+  const loom_fc *nb[] = {h8, h9};
+  cr_assert_eq(loom_fc_shared_embeddings(s, 2, nb, 4, NULL, out, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "same number of buckets"), "%s", loom_status_message(ST));
+  cr_assert_null(loom_fc_vocabulary_file(s, "vf", FIX "no_such_file.txt", 0, 0, -1, LOOM_STRING, ST));
+  cr_assert_eq(loom_status_code(ST), LOOM_NOT_FOUND, "%s", loom_status_message(ST));
+  cr_assert(strstr(loom_status_message(ST), "vf") && strstr(loom_status_message(ST), "no_such_file.txt"), "%s",
+            loom_status_message(ST));
+  /* crossed names: sorted leaf names, nested crosses flattened */
+  const loom_fc *ab = loom_fc_bucketized(s, x, 1, unsorted, ST);
+  const char *rk2[] = {"zz", NULL};
+  const loom_fc *ck2[] = {NULL, ab};
+  const loom_fc *cr = loom_fc_crossed(s, 2, rk2, ck2, 10, 0, ST);
+  cr_assert_str_eq(loom_fc_name(cr), "x_bucketized_X_zz");
+  const char *rk3[] = {NULL, "aa"};
+  const loom_fc *ck3[] = {cr, NULL};
+  cr_assert_str_eq(loom_fc_name(loom_fc_crossed(s, 2, rk3, ck3, 10, 0, ST)), "aa_X_x_bucketized_X_zz");
+  loom_fc_set_free(s);
+}
+
+Test(fc, parse_example_spec) {
+  loom_fc_set *s = loom_fc_set_new();
+  int64_t sh2 = 2;
+  float def[] = {1.5f, -2};
+  const loom_fc *hw = loom_fc_numeric(s, "hw", 1, &sh2, def, LOOM_F32, NULL, NULL, ST);
+  float b[] = {0};
+  const loom_fc *hwb = loom_fc_bucketized(s, hw, 1, b, ST);
+  const loom_fc *id = loom_fc_identity(s, "id", 5, 0, 0, ST);
+  const loom_fc *w = loom_fc_weighted(s, id, "idw", ST);
+  const loom_fc *emb = loom_fc_embedding(s, w, 2, NULL, ST);
+  const char *rk[] = {"word", NULL};
+  const loom_fc *ck[] = {NULL, hwb};
+  const loom_fc *cr = loom_fc_crossed(s, 2, rk, ck, 10, 0, ST);
+  const loom_fc *cols[] = {emb, cr, hw};
+  int n = 0;
+  loom_feature_spec *sp = NULL;
+  cr_assert_eq(loom_fc_make_parse_example_spec(3, cols, &n, &sp, ST), LOOM_OK, "%s", loom_status_message(ST));
+  cr_assert_eq(n, 4);
+  cr_assert_str_eq(sp[0].name, "hw");
+  cr_assert_eq(sp[0].dtype, LOOM_F32);
+  cr_assert_eq(sp[0].varlen, 0);
+  cr_assert_eq(sp[0].ndim, 1);
+  cr_assert_eq(sp[0].dims[0], 2);
+  cr_assert_eq(((const float *)sp[0].default_value)[1], -2.0f);
+  cr_assert_str_eq(sp[1].name, "id");
+  cr_assert_eq(sp[1].dtype, LOOM_I64);
+  cr_assert_eq(sp[1].varlen, 1);
+  cr_assert_eq(sp[1].ragged, 1);
+  cr_assert_eq(sp[0].ragged, 0);
+  cr_assert_str_eq(sp[2].name, "idw");
+  cr_assert_eq(sp[2].dtype, LOOM_F32);
+  cr_assert_eq(sp[2].varlen, 1);
+  cr_assert_str_eq(sp[3].name, "word");
+  cr_assert_eq(sp[3].dtype, LOOM_STRING);
+  loom_fc_parse_spec_free(n, sp);
+  /* conflicting specs for one key */
+  const loom_fc *hw_other = loom_fc_numeric(s, "hw", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST);
+  const loom_fc *c2[] = {hw, hw_other};
+  cr_assert_eq(loom_fc_make_parse_example_spec(2, c2, &n, &sp, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "hw"), "%s", loom_status_message(ST));
+  const loom_fc *hid = loom_fc_hash_bucket(s, "id", 3, LOOM_STRING, ST);
+  const loom_fc *c3[] = {id, hid};
+  cr_assert_eq(loom_fc_make_parse_example_spec(2, c3, &n, &sp, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "id"), "%s", loom_status_message(ST));
+  loom_fc_set_free(s);
+}
+
+/* ---- malformed inputs name the column ---- */
+static void expect_layer_err(loom_code rc, const char *a, const char *b) {
+  cr_assert_eq(rc, LOOM_INVALID_ARGUMENT, "code %d: %s", rc, loom_status_message(ST));
+  cr_assert(strstr(loom_status_message(ST), a), "\"%s\" lacks \"%s\"", loom_status_message(ST), a);
+  if (b) cr_assert(strstr(loom_status_message(ST), b), "\"%s\" lacks \"%s\"", loom_status_message(ST), b);
+}
+
+Test(fc, input_errors_name_the_column) {
+  loom_graph *g = loom_graph_new();
+  loom_features *f = fixture_features(g);
+  loom_fc_set *s = loom_fc_set_new();
+  loom_output out;
+  const loom_fc *miss = loom_fc_numeric(s, "weight", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST);
+  expect_layer_err(loom_fc_input_layer(g, f, 1, &miss, NULL, 1, &out, ST), "weight", "not in the features");
+  const loom_fc *strnum = loom_fc_numeric(s, "city", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST);
+  expect_layer_err(loom_fc_input_layer(g, f, 1, &strnum, NULL, 1, &out, ST), "column city", "string");
+  const loom_fc *spnum = loom_fc_numeric(s, "tags", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST);
+  expect_layer_err(loom_fc_input_layer(g, f, 1, &spnum, NULL, 1, &out, ST), "tags", "SparseTensor");
+  const loom_fc *h = loom_fc_hash_bucket(s, "age", 5, LOOM_STRING, ST);
+  const loom_fc *hi = loom_fc_indicator(s, h, ST);
+  expect_layer_err(loom_fc_input_layer(g, f, 1, &hi, NULL, 1, &out, ST), "column age", "float32");
+  const loom_fc *idc = loom_fc_identity(s, "city", 5, 0, 0, ST);
+  const loom_fc *ide = loom_fc_embedding(s, idc, 2, NULL, ST);
+  expect_layer_err(loom_fc_input_layer(g, f, 1, &ide, NULL, 1, &out, ST), "column city", "integer");
+  expect_layer_err(loom_fc_input_layer(g, f, 1, &idc, NULL, 1, &out, ST), "city", "categorical");
+  const loom_fc *wb = loom_fc_weighted(s, loom_fc_identity(s, "uid", 8, 0, 0, ST), "zip", ST);
+  const loom_fc *wbi = loom_fc_indicator(s, wb, ST);
+  expect_layer_err(loom_fc_input_layer(g, f, 1, &wbi, NULL, 1, &out, ST), "uid_weighted_by_zip", "float32");
+  int64_t sh3 = 3;
+  const loom_fc *hw3 = loom_fc_numeric(s, "hw", 1, &sh3, NULL, LOOM_F32, NULL, NULL, ST);
+  expect_layer_err(loom_fc_linear_model(g, f, 1, &hw3, 1, LOOM_COMBINER_SUM, NULL, 1, &out, ST), "column hw", "3");
+  loom_features_free(f);
+  loom_fc_set_free(s);
+  loom_graph_free(g);
+}
+
+/* An identity id outside [0, num_buckets) fails the run naming the column. */
+Test(fc, identity_out_of_range_is_a_run_error) {
+  loom_graph *g = loom_graph_new();
+  loom_features *f = loom_features_new();
+  int64_t d[2] = {2, 1}, v[] = {1, 9};
+  loom_features_add(f, "item", c_i64(g, 2, d, v), ST);
+  loom_fc_set *s = loom_fc_set_new();
+  const loom_fc *ind = loom_fc_indicator(s, loom_fc_identity(s, "item", 4, 0, 0, ST), ST);
+  loom_output out;
+  cr_assert_eq(loom_fc_input_layer(g, f, 1, &ind, NULL, 1, &out, ST), LOOM_OK, "%s", loom_status_message(ST));
+  char msg[512];
+  cr_assert_eq(tu_run_err(g, 0, NULL, NULL, out, msg, sizeof msg), LOOM_INVALID_ARGUMENT, "%s", msg);
+  cr_assert(strstr(msg, "item"), "%s", msg);
+  loom_features_free(f);
+  loom_fc_set_free(s);
+  loom_graph_free(g);
+}
+
+/* ---- analyzer (numpy values from the fixture script) ---- */
+static loom_dataset *analyzer_csv(int batch) {
+  loom_csv_column cols[] = {{.name = "carat", .dtype = LOOM_F32, .select = 1},
+                            {.name = "cut", .dtype = LOOM_STRING, .select = 1},
+                            {.name = "depth", .dtype = LOOM_F32, .select = 1},
+                            {.name = "clarity", .dtype = LOOM_I64, .select = 1}};
+  loom_csv_options o = {1, ',', 4, cols, NULL};
+  const char *p = FIX "analyzer.csv";
+  loom_dataset *ds = loom_dataset_csv(1, &p, &o, ST);
+  cr_assert(ds, "%s", loom_status_message(ST));
+  if (batch) ds = loom_dataset_batch(ds, batch, 0, ST);
+  cr_assert(ds, "%s", loom_status_message(ST));
+  return ds;
+}
+
+static void analyzer_check(int batch) {
+  loom_dataset *ds = analyzer_csv(batch);
+  loom_fc_analyzer *a = loom_fc_analyzer_new(ST);
+  cr_assert_eq(loom_fc_analyze_quantiles(a, "carat", 4, ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyze_quantiles(a, "depth", 10, ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyze_moments(a, "carat", ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyze_moments(a, "depth", ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyze_vocabulary(a, "cut", 0, 1, ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyze_vocabulary(a, "clarity", 0, 26, ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyzer_run(a, ds, ST), LOOM_OK, "%s", loom_status_message(ST));
+  FILE *f = fopen(FIX "analyzer_expected.txt", "r");
+  cr_assert(f);
+  char line[1024];
+  char dir[256];
+  tu_tmpdir(dir, sizeof dir, "fcvocab");
+  int checked = 0;
+  while (fgets(line, sizeof line, f)) {
+    char kind[32], key[64];
+    int off = 0;
+    cr_assert_eq(sscanf(line, "%31s %63s %n", kind, key, &off), 2);
+    const char *rest = line + off;
+    if (!strcmp(kind, "quantiles")) {
+      int nbk, nb;
+      int k;
+      sscanf(rest, "%d %d %n", &nbk, &nb, &k);
+      rest += k;
+      int got_n;
+      const float *bd;
+      cr_assert_eq(loom_fc_analyzer_boundaries(a, key, &got_n, &bd, ST), LOOM_OK, "%s", loom_status_message(ST));
+      cr_assert_eq(got_n, nb, "%s: %d boundaries, numpy %d", key, got_n, nb);
+      for (int i = 0; i < nb; i++) {
+        double w;
+        sscanf(rest, "%lf %n", &w, &k);
+        rest += k;
+        cr_assert_eq(bd[i], (float)w, "%s boundary %d: %.9g, numpy %.9g", key, i, bd[i], w);
+      }
+      checked++;
+    } else if (!strcmp(kind, "moments")) {
+      double m, sd;
+      sscanf(rest, "%lf %lf", &m, &sd);
+      int64_t n;
+      const double *mean, *stdv;
+      cr_assert_eq(loom_fc_analyzer_moments(a, key, &n, &mean, &stdv, ST), LOOM_OK, "%s", loom_status_message(ST));
+      cr_assert_eq(n, 1);
+      cr_assert(fabs(mean[0] - m) < 1e-9 * fabs(m), "%s mean %.17g numpy %.17g", key, mean[0], m);
+      cr_assert(fabs(stdv[0] - sd) < 1e-9 * fabs(sd), "%s std %.17g numpy %.17g", key, stdv[0], sd);
+      checked++;
+    } else if (!strcmp(kind, "vocab")) {
+      long long top_k, thr, nitems;
+      int k;
+      sscanf(rest, "%lld %lld %lld %n", &top_k, &thr, &nitems, &k);
+      rest += k;
+      char want[512];
+      snprintf(want, sizeof want, "%s", rest);
+      want[strcspn(want, "\n")] = 0;
+      for (char *p = want; *p; p++)
+        if (*p == '|') *p = '\n';
+      strcat(want, "\n");
+      loom_fc_analyzer *a2 = a;
+      if (top_k > 0) { /* a second analyzer for top_k */
+        a2 = loom_fc_analyzer_new(ST);
+        loom_fc_analyze_vocabulary(a2, key, top_k, thr, ST);
+        cr_assert_eq(loom_fc_analyzer_run(a2, ds, ST), LOOM_OK, "%s", loom_status_message(ST));
+      }
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s.txt", dir, key);
+      int64_t written = -1;
+      cr_assert_eq(loom_fc_analyzer_write_vocabulary(a2, key, path, &written, ST), LOOM_OK, "%s",
+                   loom_status_message(ST));
+      cr_assert_eq(written, nitems);
+      size_t len;
+      char *got = tu_read_file(path, &len);
+      cr_assert(got);
+      cr_assert(len == strlen(want) && !memcmp(got, want, len), "%s vocabulary:\n%.*s\nnumpy:\n%s", key, (int)len, got,
+                want);
+      free(got);
+      /* the file reads back as a vocabulary column */
+      loom_fc_set *s = loom_fc_set_new();
+      const loom_fc *vc = loom_fc_vocabulary_file(s, key, path, 0, 0, -1, LOOM_STRING, ST);
+      cr_assert(vc, "%s", loom_status_message(ST));
+      cr_assert_eq(loom_fc_num_buckets(vc), nitems);
+      loom_fc_set_free(s);
+      if (a2 != a) loom_fc_analyzer_free(a2);
+      checked++;
+    }
+  }
+  fclose(f);
+  cr_assert_eq(checked, 7);
+  tu_rmtree(dir);
+  loom_fc_analyzer_free(a);
+  loom_dataset_free(ds);
+}
+
+Test(fc, analyzer_matches_numpy_unbatched) { analyzer_check(0); }
+Test(fc, analyzer_matches_numpy_batched) { analyzer_check(32); }
+
+Test(fc, analyzer_errors) {
+  loom_dataset *ds = analyzer_csv(0);
+  loom_fc_analyzer *a = loom_fc_analyzer_new(ST);
+  cr_assert_eq(loom_fc_analyze_moments(a, "cut", ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyzer_run(a, ds, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "cut") && strstr(loom_status_message(ST), "string"), "%s",
+            loom_status_message(ST));
+  loom_fc_analyzer_free(a);
+  a = loom_fc_analyzer_new(ST);
+  cr_assert_eq(loom_fc_analyze_quantiles(a, "price", 4, ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyzer_run(a, ds, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "price"), "%s", loom_status_message(ST));
+  const float *b;
+  int nb;
+  cr_assert_eq(loom_fc_analyzer_boundaries(a, "price", &nb, &b, ST), LOOM_FAILED_PRECONDITION);
+  cr_assert_eq(loom_fc_analyzer_boundaries(a, "carat", &nb, &b, ST), LOOM_NOT_FOUND);
+  cr_assert_eq(loom_fc_analyze_quantiles(a, "price", 4, ST), LOOM_INVALID_ARGUMENT); /* asked twice */
+  cr_assert_eq(loom_fc_analyze_quantiles(a, "carat", 0, ST), LOOM_INVALID_ARGUMENT);
+  loom_fc_analyzer_free(a);
+  loom_dataset_free(ds);
+}
