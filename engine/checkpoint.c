@@ -15,17 +15,25 @@
  *     u32      L, name length, 1 <= L <= 65535
  *     u8[L]    name (the variable's full name, UTF-8, no NUL); unique
  *     u32      dtype (loom_dtype: 1 float32, 2 float64, 3 int32, 4 int64,
- *              5 uint8, 6 bool)
+ *              5 uint8, 6 bool, 7 string)
  *     u32      R, rank, 0 <= R <= 8
  *     i64[R]   dims, each >= 0
- *     u64      B, data length in bytes = prod(dims) * dtype size
+ *     u64      B, data length in bytes = prod(dims) * dtype size; for
+ *              strings 8 * prod(dims) + the total length of the strings
  *     u32      meta CRC: masked CRC32C of the bytes from L through B
- *     u8[B]    data, row-major, elements little-endian
+ *     u8[B]    data, row-major, elements little-endian; strings: the
+ *              n = prod(dims) lengths as u64 first, then the n strings'
+ *              bytes back to back (no terminators), in element order
  *     u32      data CRC: masked CRC32C of the B data bytes
  *   trailer, 16 bytes
  *     char[8]  "LOOMEND" followed by one NUL byte
  *     u32      file CRC: masked CRC32C of every byte before the trailer
  *     u32      reserved = 0
+ *
+ * String tensors (dtype 7) were added without a version bump: files without
+ * them are unchanged, and a reader that predates them rejects dtype 7 as an
+ * invalid field (DATA_LOSS) rather than misreading it. A string record whose
+ * lengths do not add up to B - 8n is DATA_LOSS naming the tensor.
  *
  * CRC32C is Castagnoli's CRC; "masked" is TFRecord's masking
  * ((crc >> 15) | (crc << 17)) + 0xa282ead8 (base/crc32c.c). The records
@@ -141,6 +149,36 @@ static uint32_t w_data(writer *w, const void *data, uint64_t nbytes, size_t esz)
   return loom__crc32c_mask(c);
 }
 
+/* Writes a string tensor's data (u64 lengths, then the bytes); returns the
+ * masked CRC of the bytes written. */
+static uint32_t w_strings(writer *w, const loom_tstring *s, int64_t n) {
+  uint32_t c = 0;
+  uint8_t buf[4096];
+  size_t k = 0;
+  for (int64_t i = 0; i < n; i++) {
+    put_u64(buf + k, (uint64_t)s[i].len);
+    k += 8;
+    if (k == sizeof buf || i == n - 1) {
+      c = loom__crc32c_extend(c, buf, k);
+      w_bytes(w, buf, k);
+      k = 0;
+    }
+  }
+  for (int64_t i = 0; i < n && !w->err; i++)
+    if (s[i].len) {
+      c = loom__crc32c_extend(c, s[i].ptr, s[i].len);
+      w_bytes(w, s[i].ptr, s[i].len);
+    }
+  return loom__crc32c_mask(c);
+}
+
+/* B of a string tensor: 8 per element plus the bytes. */
+static uint64_t strings_nbytes(const loom_tstring *s, int64_t n) {
+  uint64_t b = 8 * (uint64_t)n;
+  for (int64_t i = 0; i < n; i++) b += s[i].len;
+  return b;
+}
+
 static void fsync_dir_of(const char *path) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
@@ -218,7 +256,13 @@ static loom_code ckpt_body_fn(writer *w, void *arg, loom_status *st) {
     k += 4;
     w_bytes(w, meta, k);
     uint8_t dc[4];
-    put_u32(dc, w_data(w, it->data, it->nbytes, loom_dtype_size(it->dtype)));
+    if (it->dtype == LOOM_STRING) {
+      int64_t n = 1;
+      for (int d = 0; d < it->ndim; d++) n *= it->dims[d];
+      put_u32(dc, w_strings(w, it->data, n));
+    } else {
+      put_u32(dc, w_data(w, it->data, it->nbytes, loom_dtype_size(it->dtype)));
+    }
     w_bytes(w, dc, 4);
   }
   uint8_t tr[CKPT_TRAILER];
@@ -236,7 +280,7 @@ static loom_code check_items(int n, const ckpt_item *items, loom_status *st) {
     size_t L = it->name ? strlen(it->name) : 0;
     if (L < 1 || L > CKPT_MAX_NAME)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "checkpoint: tensor %d has an invalid name", i);
-    if (it->dtype <= 0 || it->dtype >= LOOM_DTYPE_COUNT || it->dtype == LOOM_STRING)
+    if (it->dtype <= 0 || it->dtype >= LOOM_DTYPE_COUNT)
       return loom_status_set(st, LOOM_UNIMPLEMENTED, "checkpoint: tensor %s has unsupported dtype %s", it->name,
                              loom_dtype_name(it->dtype));
     if (it->ndim < 0 || it->ndim > LOOM_MAX_DIMS)
@@ -272,7 +316,8 @@ loom_code loom_checkpoint_write(const char *path, int n, const char *const *name
     items[i].ndim = tensors[i]->ndim;
     items[i].dims = tensors[i]->dims;
     items[i].data = tensors[i]->data;
-    items[i].nbytes = tensors[i]->nbytes;
+    items[i].nbytes = tensors[i]->dtype == LOOM_STRING ? strings_nbytes(tensors[i]->data, tensors[i]->numel)
+                                                       : tensors[i]->nbytes;
   }
   if (!rc) rc = write_items(path, n, items, st);
   loom__free(items);
@@ -442,7 +487,7 @@ static loom_code reader_open(reader *r, const char *path, int full, loom_status 
     k += L;
     uint32_t dt = get_u32(meta + k), R = get_u32(meta + k + 4);
     k += 8;
-    if (R > LOOM_MAX_DIMS || dt == 0 || dt >= LOOM_DTYPE_COUNT || dt == LOOM_STRING) goto bad;
+    if (R > LOOM_MAX_DIMS || dt == 0 || dt >= LOOM_DTYPE_COUNT) goto bad;
     if (r_get(r, off + k, 8 * (size_t)R + 8 + 4, end, meta + k)) goto bad;
     ckpt_entry *e = &r->e[i];
     e->dtype = (loom_dtype)dt;
@@ -465,8 +510,12 @@ static loom_code reader_open(reader *r, const char *path, int full, loom_status 
       goto fail;
     }
     k += 4;
-    size_t esz = loom_dtype_size(e->dtype);
-    if (overflow || numel > UINT64_MAX / esz || numel * esz != e->nbytes) goto bad;
+    if (e->dtype == LOOM_STRING) { /* 8 bytes of length per element, then at least nothing */
+      if (overflow || numel > UINT64_MAX / 8 || numel * 8 > e->nbytes) goto bad;
+    } else {
+      size_t esz = loom_dtype_size(e->dtype);
+      if (overflow || numel > UINT64_MAX / esz || numel * esz != e->nbytes) goto bad;
+    }
     off = start + k;
     if (off > end || e->nbytes > end - off || end - off - e->nbytes < 4) goto bad;
     e->data_off = off;
@@ -535,6 +584,35 @@ static loom_code reader_data(reader *r, const ckpt_entry *e, void *dst, loom_sta
   return LOOM_OK;
 }
 
+/* Reads a string entry into t (a string tensor of e's shape): the data
+ * (CRC-checked), then the lengths, which must add up to the bytes after them. */
+static loom_code reader_strings(reader *r, const ckpt_entry *e, loom_tensor *t, loom_status *st) {
+  uint8_t *buf = loom__malloc(e->nbytes ? (size_t)e->nbytes : 1);
+  if (!buf) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: out of memory reading tensor %s", e->name);
+  loom_code rc = reader_data(r, e, buf, st);
+  int64_t n = t->numel;
+  uint64_t left = e->nbytes - 8 * (uint64_t)n, off = 8 * (uint64_t)n;
+  int bad = 0;
+  for (int64_t i = 0; i < n && !rc && !bad; i++) {
+    uint64_t len = get_u64(buf + 8 * i);
+    if (len > left) bad = 1;
+    else left -= len;
+  }
+  if (!rc && (bad || left != 0)) {
+    char what[512];
+    snprintf(what, sizeof what, "the string lengths in tensor %s do not add up to its %llu data bytes", e->name,
+             (unsigned long long)e->nbytes);
+    rc = dataloss(st, r, what);
+  }
+  for (int64_t i = 0; i < n && !rc; i++) {
+    uint64_t len = get_u64(buf + 8 * i);
+    if (loom_tensor_set_string(t, i, (const char *)buf + off, (size_t)len, st)) rc = LOOM_RESOURCE_EXHAUSTED;
+    off += len;
+  }
+  loom__free(buf);
+  return rc;
+}
+
 loom_code loom_checkpoint_list_variables(const char *path, loom_checkpoint_entry_fn fn, void *user_data,
                                          loom_status *st) {
   if (!path) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "checkpoint path is NULL");
@@ -564,7 +642,7 @@ loom_code loom_checkpoint_read_tensor(const char *path, const char *name, loom_t
     reader_close(&r);
     return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
   }
-  rc = reader_data(&r, e, t->data, st);
+  rc = e->dtype == LOOM_STRING ? reader_strings(&r, e, t, st) : reader_data(&r, e, t->data, st);
   reader_close(&r);
   if (rc) {
     loom_tensor_free(t);
@@ -933,7 +1011,7 @@ loom_code loom_saver_restore(loom_saver *sv, loom_session *s, const char *path, 
     }
     const ckpt_entry *c = src[i];
     const loom_var_entry *e = dst[i];
-    int same = c->dtype == e->dtype && c->ndim == e->ndim;
+    int same = c->dtype == e->dtype && c->ndim == e->ndim && e->dtype != LOOM_STRING;
     for (int d = 0; same && d < e->ndim; d++) same = c->dims[d] == e->dims[d];
     if (!same) {
       char b1[96], b2[96];

@@ -599,3 +599,148 @@ Test(saver, train_save_restore_continue_is_bitwise) {
   loom_graph_free(b.g);
   tu_rmtree(dir);
 }
+
+/* ======================================================================
+ * String tensors: dtype 7, data = u64 lengths then the bytes
+ * ====================================================================== */
+static loom_tensor *string_tensor(int ndim, const int64_t *dims, const char *const *s, const size_t *len) {
+  loom_tensor *t = loom_tensor_new(LOOM_STRING, ndim, dims, NULL);
+  cr_assert(t);
+  for (int64_t i = 0; i < loom_tensor_numel(t); i++)
+    if (s[i]) cr_assert_eq(loom_tensor_set_string(t, i, s[i], len[i], NULL), LOOM_OK);
+  return t;
+}
+static void expect_same_strings(const loom_tensor *a, const loom_tensor *b) {
+  cr_assert_eq(loom_tensor_dtype(b), LOOM_STRING);
+  cr_assert_eq(loom_tensor_ndim(a), loom_tensor_ndim(b));
+  for (int i = 0; i < loom_tensor_ndim(a); i++) cr_assert_eq(loom_tensor_dim(a, i), loom_tensor_dim(b, i));
+  for (int64_t i = 0; i < loom_tensor_numel(a); i++) {
+    size_t la, lb;
+    const char *pa = loom_tensor_get_string(a, i, &la), *pb = loom_tensor_get_string(b, i, &lb);
+    cr_assert(la == lb && !memcmp(pa, pb, la), "element %lld: %zu bytes vs %zu", (long long)i, la, lb);
+  }
+}
+static int list_string_cb(const char *name, loom_dtype dt, int ndim, const int64_t *dims, void *arg) {
+  if (!strcmp(name, "words")) *(int *)arg = dt == LOOM_STRING && ndim == 2 && dims[0] == 2 && dims[1] == 3;
+  return 0;
+}
+
+Test(checkpoint, string_tensors_round_trip) {
+  char dir[TU_TMPDIR_CAP], p[512];
+  tu_tmpdir(dir, sizeof dir, "loom_ckstr");
+  snprintf(p, sizeof p, "%s/strings", dir);
+  char longs[1000];
+  for (int i = 0; i < 1000; i++) longs[i] = (char)(i * 7 + 1);
+  const char *s[6] = {"apple", "", "nul\0inside", longs, NULL, "\xe6\x97\xa5\xe6\x9c\xac"};
+  const size_t len[6] = {5, 0, 10, 1000, 0, 6};
+  int64_t d[2] = {2, 3}, z = 0;
+  loom_tensor *w = string_tensor(2, d, s, len);
+  loom_tensor *e = loom_tensor_new(LOOM_STRING, 1, &z, NULL);
+  loom_tensor *f = loom_tensor_from_data(LOOM_F32, 1, (int64_t[]){2}, (float[]){1.5f, -2.0f}, NULL);
+  const char *names[3] = {"words", "none", "floats"};
+  const loom_tensor *ts[3] = {w, e, f};
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_checkpoint_write(p, 3, names, ts, st), LOOM_OK, "%s", loom_status_message(st));
+  /* the layout: 24-byte header, records, 16-byte trailer; the words record's
+   * B is 8 * 6 lengths + 1021 bytes */
+  size_t n;
+  unsigned char *raw = tu_read_file(p, &n);
+  size_t rec_words = 4 + 5 + 4 + 4 + 16 + 8 + 4 + (48 + 1021) + 4;
+  size_t rec_none = 4 + 4 + 4 + 4 + 8 + 8 + 4 + 0 + 4;
+  size_t rec_f = 4 + 6 + 4 + 4 + 8 + 8 + 4 + 8 + 4;
+  cr_assert_eq(n, 24 + rec_words + rec_none + rec_f + 16);
+  uint64_t B = 0, l2 = 0;
+  for (int i = 7; i >= 0; i--) B = B << 8 | raw[24 + 4 + 5 + 4 + 4 + 16 + i];
+  for (int i = 7; i >= 0; i--) l2 = l2 << 8 | raw[24 + 4 + 5 + 4 + 4 + 16 + 8 + 4 + 16 + i];
+  cr_assert_eq(B, 48 + 1021);
+  cr_assert_eq(l2, 10, "the third length is that of \"nul\\0inside\"");
+  free(raw);
+  loom_tensor *r = NULL;
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "words", &r, st), LOOM_OK, "%s", loom_status_message(st));
+  expect_same_strings(w, r);
+  loom_tensor_free(r);
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "none", &r, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert(loom_tensor_dtype(r) == LOOM_STRING && loom_tensor_numel(r) == 0);
+  loom_tensor_free(r);
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "floats", &r, st), LOOM_OK);
+  cr_assert(same_bits(r, f));
+  loom_tensor_free(r);
+  int ok = 0;
+  cr_assert_eq(loom_checkpoint_list_variables(p, list_string_cb, &ok, st), LOOM_OK);
+  cr_assert(ok, "list_variables reports words as string [2,3]");
+  loom_tensor_free(w);
+  loom_tensor_free(e);
+  loom_tensor_free(f);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+static void put_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+Test(checkpoint, corrupted_string_data_is_data_loss) {
+  char dir[TU_TMPDIR_CAP], p[512];
+  tu_tmpdir(dir, sizeof dir, "loom_ckstr");
+  snprintf(p, sizeof p, "%s/strings", dir);
+  const char *s[3] = {"alpha", "", "gamma ray"};
+  const size_t len[3] = {5, 0, 9};
+  int64_t d = 3;
+  loom_tensor *w = string_tensor(1, &d, s, len);
+  const char *name = "tokens";
+  const loom_tensor *ts[1] = {w};
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_checkpoint_write(p, 1, &name, ts, st), LOOM_OK, "%s", loom_status_message(st));
+  size_t n;
+  unsigned char *orig = tu_read_file(p, &n), *buf = malloc(n);
+  size_t data_off = 24 + 4 + 6 + 4 + 4 + 8 + 8 + 4, B = 24 + 14;
+  cr_assert_eq(n, data_off + B + 4 + 16);
+  /* every flipped bit of the lengths or the bytes: DATA_LOSS naming the tensor */
+  for (size_t i = data_off; i < data_off + B; i++) {
+    memcpy(buf, orig, n);
+    buf[i] ^= (unsigned char)(1 << (i % 8));
+    tu_write_file(p, buf, n);
+    loom_tensor *r = NULL;
+    loom_code rc = loom_checkpoint_read_tensor(p, "tokens", &r, st);
+    cr_assert_eq(rc, LOOM_DATA_LOSS, "byte %zu: %s", i, loom_code_name(rc));
+    cr_assert(strstr(loom_status_message(st), "tokens") && strstr(loom_status_message(st), p), "%s",
+              loom_status_message(st));
+    cr_assert(!r);
+  }
+  /* lengths that do not add up, with every CRC valid: still DATA_LOSS */
+  memcpy(buf, orig, n);
+  put_le(buf + data_off + 16, 10, 8); /* third length 9 -> 10: one byte more than there is */
+  put_le(buf + data_off + B, loom__crc32c_masked(buf + data_off, B), 4);
+  put_le(buf + n - 16 + 8, loom__crc32c_masked(buf, n - 16), 4);
+  tu_write_file(p, buf, n);
+  loom_tensor *r = NULL;
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "tokens", &r, st), LOOM_DATA_LOSS);
+  cr_assert(strstr(loom_status_message(st), "string lengths in tensor tokens"), "%s", loom_status_message(st));
+  put_le(buf + data_off + 16, 8, 8); /* one byte fewer */
+  put_le(buf + data_off + B, loom__crc32c_masked(buf + data_off, B), 4);
+  put_le(buf + n - 16 + 8, loom__crc32c_masked(buf, n - 16), 4);
+  tu_write_file(p, buf, n);
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "tokens", &r, st), LOOM_DATA_LOSS);
+  put_le(buf + data_off, UINT64_MAX, 8); /* a huge length */
+  put_le(buf + data_off + 16, 9, 8);
+  put_le(buf + data_off + B, loom__crc32c_masked(buf + data_off, B), 4);
+  put_le(buf + n - 16 + 8, loom__crc32c_masked(buf, n - 16), 4);
+  tu_write_file(p, buf, n);
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "tokens", &r, st), LOOM_DATA_LOSS);
+  /* B smaller than 8 per element is an invalid record (meta CRC recomputed) */
+  memcpy(buf, orig, n);
+  put_le(buf + data_off - 12, 16, 8);
+  put_le(buf + data_off - 4, loom__crc32c_masked(buf + 24, data_off - 4 - 24), 4);
+  tu_write_file(p, buf, n);
+  cr_assert_eq(loom_checkpoint_read_tensor(p, "tokens", &r, st), LOOM_DATA_LOSS);
+  /* truncations */
+  for (size_t k = 0; k < n; k += 3) {
+    tu_write_file(p, orig, k);
+    cr_assert_eq(loom_checkpoint_read_tensor(p, "tokens", &r, st), LOOM_DATA_LOSS, "truncated to %zu", k);
+  }
+  free(buf);
+  free(orig);
+  loom_tensor_free(w);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}

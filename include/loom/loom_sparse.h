@@ -60,7 +60,9 @@ LOOM_API loom_output loom_string_to_hash_bucket_fast(loom_graph *g, loom_output 
  * IdTableWithHashBuckets for OOV): id = position of x in the vocabulary;
  * else, with num_oov_buckets > 0, vocab_size + Fingerprint64(text(x)) %
  * num_oov_buckets (text = the decimal text for int64 keys); else
- * default_value. x: string (vocabulary of strings) or int32/int64
+ * default_value (with OOV buckets, a key whose position equals
+ * default_value is hashed too, as TF's IdTableWithHashBuckets does; keep
+ * default_value -1 there). x: string (vocabulary of strings) or int32/int64
  * (vocabulary of int64); out int64, x's shape. The table is part of the
  * graph (it is exported with it); a duplicate key is INVALID_ARGUMENT
  * naming it (TF fails the same way when it initializes the table). */
@@ -73,6 +75,7 @@ LOOM_API loom_output loom_vocab_lookup_int64(loom_graph *g, loom_output x, int64
  * (strings; or, with as_int64, parsed int64 values into *ikeys). vocab_size
  * > 0 keeps the first vocab_size lines (a file with fewer lines is an
  * error naming the file, as TF's table initializer fails); <= 0 keeps all.
+ * An empty line is INVALID_ARGUMENT, as in TF ("empty line found").
  * Frees with loom_vocab_free. Errors (NOT_FOUND for a missing file,
  * INVALID_ARGUMENT for a line that is not an int64) name the file and line. */
 typedef struct loom_vocab {

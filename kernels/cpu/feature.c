@@ -1,0 +1,216 @@
+/* CPU kernels of the feature family. See ops/feature.c for the ops'
+ * semantics and attributes; TF 2.15's kernels are the reference for every
+ * value (tests/test_feature_ops.c checks them against TF's output). */
+#include <string.h>
+#include "kernels/cpu/feature.h"
+#include "base/fingerprint.h"
+
+/* ---- Bucketize: std::upper_bound over float32 boundaries, comparing the
+ * value in its own type against the float (C's usual arithmetic
+ * conversions, as C++'s: an int32/int64 value becomes a float, a float
+ * boundary becomes a double against a double) ---- */
+#define BUCKETIZE(SUF, T)                                                                                   \
+  loom_code loom__k_bucketize_##SUF(const loom_kctx *ctx) {                                                 \
+    const T *x = ctx->in[0]->data;                                                                          \
+    const float *b = ctx->in[1]->data;                                                                      \
+    int64_t nb = ctx->in[1]->numel;                                                                         \
+    int32_t *o = ctx->out[0]->data;                                                                         \
+    for (int64_t j = 1; j < nb; j++)                                                                        \
+      if (!(b[j - 1] <= b[j]))                                                                              \
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,                                              \
+                               "boundaries must be sorted ascending, but boundaries[%lld] = %g follows %g", \
+                               (long long)j, (double)b[j], (double)b[j - 1]);                               \
+    for (int64_t i = 0; i < ctx->in[0]->numel; i++) {                                                       \
+      T v = x[i];                                                                                           \
+      int64_t lo = 0, hi = nb;                                                                              \
+      while (lo < hi) {                                                                                     \
+        int64_t mid = lo + (hi - lo) / 2;                                                                   \
+        if (v < b[mid]) hi = mid;                                                                           \
+        else lo = mid + 1;                                                                                  \
+      }                                                                                                     \
+      o[i] = (int32_t)lo;                                                                                   \
+    }                                                                                                       \
+    return LOOM_OK;                                                                                         \
+  }
+BUCKETIZE(f32, float)
+BUCKETIZE(f64, double)
+BUCKETIZE(i32, int32_t)
+BUCKETIZE(i64, int64_t)
+
+static inline int64_t rd_int(const loom_buf *b, int64_t i) {
+  return b->dtype == LOOM_I32 ? (int64_t)((const int32_t *)b->data)[i] : ((const int64_t *)b->data)[i];
+}
+
+loom_code loom__k_as_string_int(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  loom_tstring *o = ctx->out[0]->data;
+  if (X->numel == 0) return LOOM_OK;
+  if (!ctx->strings)
+    return loom_status_set(ctx->st, LOOM_FAILED_PRECONDITION,
+                           "AsString outputs strings and runs only in a session's host pass");
+  size_t total = 0;
+  char buf[24];
+  for (int64_t i = 0; i < X->numel; i++) total += loom__int_text(rd_int(X, i), buf);
+  char *p = loom__strarena_alloc(ctx->strings, total);
+  if (!p) return loom_status_set(ctx->st, LOOM_RESOURCE_EXHAUSTED, "out of memory for %zu bytes of strings", total);
+  for (int64_t i = 0; i < X->numel; i++) {
+    size_t n = loom__int_text(rd_int(X, i), buf);
+    memcpy(p, buf, n);
+    o[i].ptr = p;
+    o[i].len = n;
+    p += n;
+  }
+  return LOOM_OK;
+}
+
+/* Fingerprint64 of element i of a string/int32/int64 buffer (ints: of their decimal text). */
+static inline uint64_t fp_text(const loom_buf *b, int64_t i) {
+  if (b->dtype == LOOM_STRING) {
+    const loom_tstring *s = (const loom_tstring *)b->data + i;
+    return loom__fp64(s->len ? s->ptr : "", s->len);
+  }
+  return loom__fp64_int(rd_int(b, i));
+}
+
+loom_code loom__k_hash_bucket_fast(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  int64_t *o = ctx->out[0]->data;
+  uint64_t nb = ctx->attrs->seed;
+  if (nb == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "num_buckets must be >= 1");
+  for (int64_t i = 0; i < X->numel; i++) o[i] = (int64_t)(fp_text(X, i) % nb);
+  return LOOM_OK;
+}
+
+uint64_t loom__vocab_hash_int(int64_t v) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
+  return loom__fp64(b, 8);
+}
+
+loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0], *K = ctx->in[1], *I = ctx->in[2];
+  int64_t *o = ctx->out[0]->data;
+  const int64_t *idx = I->data;
+  int64_t n = K->numel, cap = I->numel;
+  uint64_t oov = ctx->attrs->seed;
+  int64_t dflt = (int64_t)ctx->attrs->seed2;
+  int str = X->dtype == LOOM_STRING;
+  if ((str != (K->dtype == LOOM_STRING)) || (!str && K->dtype != LOOM_I64))
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "keys of %s do not match a vocabulary of %s",
+                           loom_dtype_name(X->dtype), loom_dtype_name(K->dtype));
+  if (cap < 1 || (cap & (cap - 1)) || cap <= n)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
+                           "the vocabulary index has %lld slots for %lld keys (needs a power of two above the key count)",
+                           (long long)cap, (long long)n);
+  const loom_tstring *ks = K->data;
+  const int64_t *ki = K->data;
+  for (int64_t i = 0; i < X->numel; i++) {
+    const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
+    int64_t xv = str ? 0 : rd_int(X, i);
+    uint64_t h = str ? loom__fp64(xs->len ? xs->ptr : "", xs->len) : loom__vocab_hash_int(xv);
+    int64_t found = -1;
+    uint64_t slot = loom__vocab_slot(h, cap);
+    for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & (uint64_t)(cap - 1)) {
+      int64_t p = idx[slot];
+      if (p < 0) break;
+      if (p >= n)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
+                               (long long)p, (long long)n);
+      if (str ? (ks[p].len == xs->len && (!xs->len || !memcmp(ks[p].ptr, xs->ptr, xs->len))) : ki[p] == xv) {
+        found = p;
+        break;
+      }
+    }
+    if (oov) {
+      /* TF's IdTableWithHashBuckets: a table miss (the table's default) goes to a hash bucket */
+      if (found >= 0 && found != dflt) o[i] = found;
+      else o[i] = n + (int64_t)((str ? h : loom__fp64_int(xv)) % oov);
+    } else {
+      o[i] = found >= 0 ? found : dflt;
+    }
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__k_check_ids(const loom_kctx *ctx) {
+  const loom_buf *X = ctx->in[0];
+  int64_t *o = ctx->out[0]->data;
+  int64_t nb = (int64_t)ctx->attrs->seed, dflt = (int64_t)ctx->attrs->seed2;
+  int has_default = ctx->attrs->keepdims;
+  for (int64_t i = 0; i < X->numel; i++) {
+    int64_t v = rd_int(X, i);
+    if (v >= 0 && v < nb) o[i] = v;
+    else if (has_default) o[i] = dflt;
+    else
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "id %lld at position %lld is not in [0, %lld)", (long long)v,
+                             (long long)i, (long long)nb);
+  }
+  return LOOM_OK;
+}
+
+/* ---- SparseCrossHashed ---- */
+size_t loom__ws_cross_hashed(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
+                             const loom_buf *const *out) {
+  size_t n = 0;
+  for (int i = 0; i + 1 < nin; i += 2) n += (size_t)in[i]->numel;
+  return (n + 2 * (size_t)(nin / 2) + 1) * sizeof(uint64_t);
+}
+
+loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
+  int k = ctx->nin / 2;
+  uint64_t nbk = ctx->attrs->seed2, key = ctx->attrs->seed;
+  int64_t *ov = ctx->out[0]->data, *os = ctx->out[1]->data;
+  int64_t nrows = ctx->in[1]->numel - 1;
+  if (nbk == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "num_buckets must be >= 1");
+  if (ctx->out[1]->numel != nrows + 1)
+    return loom_status_set(ctx->st, LOOM_INTERNAL, "output row_splits has %lld entries for %lld rows",
+                           (long long)ctx->out[1]->numel, (long long)nrows);
+  /* workspace: per-input feature hashes, then k positions and k row starts */
+  uint64_t *f = ctx->ws;
+  uint64_t *base[64];
+  if (k > 64) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "at most 64 inputs can be crossed, got %d", k);
+  size_t off = 0;
+  for (int j = 0; j < k; j++) {
+    const loom_buf *V = ctx->in[2 * j], *S = ctx->in[2 * j + 1];
+    const int64_t *sp = S->data;
+    if (S->numel != nrows + 1 || sp[0] != 0 || sp[nrows] != V->numel)
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input %d: row_splits do not match its values", j);
+    for (int64_t r = 0; r < nrows; r++)
+      if (sp[r + 1] < sp[r])
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input %d: row_splits decrease at row %lld", j,
+                               (long long)r);
+    base[j] = f + off;
+    for (int64_t i = 0; i < V->numel; i++)
+      base[j][i] = V->dtype == LOOM_STRING ? fp_text(V, i) : (uint64_t)rd_int(V, i);
+    off += (size_t)V->numel;
+  }
+  int64_t *pos = (int64_t *)(f + off), *start = pos + k;
+  int64_t n = 0, cap = ctx->out[0]->numel;
+  os[0] = 0;
+  for (int64_t r = 0; r < nrows; r++) {
+    int empty = 0;
+    for (int j = 0; j < k; j++) {
+      const int64_t *sp = ctx->in[2 * j + 1]->data;
+      start[j] = sp[r];
+      pos[j] = 0;
+      if (sp[r + 1] == sp[r]) empty = 1;
+    }
+    while (!empty) {
+      if (n >= cap) return loom_status_set(ctx->st, LOOM_INTERNAL, "more crossed values than the output holds");
+      uint64_t h = key;
+      for (int j = 0; j < k; j++) h = loom__fp_cat64(h, base[j][start[j] + pos[j]]);
+      ov[n++] = (int64_t)(h % nbk);
+      /* next combination: the last input varies fastest (TF's ProductIterator) */
+      int j = k - 1;
+      for (; j >= 0; j--) {
+        const int64_t *sp = ctx->in[2 * j + 1]->data;
+        if (++pos[j] < sp[r + 1] - sp[r]) break;
+        pos[j] = 0;
+      }
+      if (j < 0) break;
+    }
+    os[r + 1] = n;
+  }
+  if (n != cap) return loom_status_set(ctx->st, LOOM_INTERNAL, "%lld crossed values for an output of %lld", (long long)n, (long long)cap);
+  return LOOM_OK;
+}
