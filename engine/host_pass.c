@@ -222,6 +222,15 @@ static loom_code eval_node(loom_session *s, loom_host_pass *hp, const loom_node 
                    : (n->nout > 0 ? outd[0].dtype : LOOM_DTYPE_INVALID);
   loom_kernel_fn fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
   if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0];
+  if (!fn && (d->flags & LOOM_OPF_ALIAS0) && n->nin > 0 && n->nout > 0 && inb[0].numel == outb[0].numel &&
+      inb[0].dtype == outb[0].dtype) {
+    /* a view op (Reshape, ExpandDims, Identity, ...): the plan aliases its
+     * input and runs no kernel; here its output is a buffer of its own, so
+     * copy (a string's bytes stay where the input's point) */
+    size_t es = inb[0].dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(inb[0].dtype);
+    if (inb[0].numel) memcpy(outb[0].data, inb[0].data, (size_t)inb[0].numel * es);
+    return LOOM_OK;
+  }
   if (!fn)
     return loom_status_set(st, LOOM_UNIMPLEMENTED, "%s: no CPU kernel for %s on %s", n->name, d->name,
                            loom_dtype_name(key));

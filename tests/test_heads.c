@@ -264,7 +264,7 @@ Test(heads, predictions_and_exports_match_tf) {
                    (long long)loom_tensor_numel(t), p->n);
       loom_dtype dt = loom_tensor_dtype(t);
       if (p->s) {
-        /* TF's strings are the decimal ids: loom gives the int64 ids */
+        /* TF's strings are the decimal ids; loom gives the int64 ids (loom_head.h) */
         cr_expect_eq(dt, LOOM_I64, "%s %s: dtype %s", c->name, p->key, loom_dtype_name(dt));
         for (int k = 0; k < p->n; k++)
           cr_expect_eq((long long)elem_of(t, k), atoll(p->s[k]), "%s %s[%d]", c->name, p->key, k);
@@ -592,4 +592,115 @@ Test(heads, binary_head_in_estimator) {
   loom_head_free(h);
   loom_status_free(st);
   tu_rmtree(dir);
+}
+
+/* ---- label vocabularies: string labels mapped to ids; unknown ones fail naming the value ---- */
+static loom_code vocab_loss(loom_head *h, int64_t L, int n, const char *const *labels, double *loss, char *msg,
+                            size_t cap) {
+  loom_graph *g = loom_graph_new();
+  float lg[B * 3] = {-1.0f, 0.5f, 2.0f, -0.3f, 0.2f, 0.5f, 0.1f, 0.0f, 1.0f, 0.3f, 0.1f, 1.5f};
+  int64_t ld[2] = {B, L}, dd[1] = {n};
+  loom_tensor *lt = loom_tensor_new(LOOM_STRING, 1, dd, NULL);
+  for (int i = 0; i < n; i++) loom_tensor_set_string(lt, i, labels[i], strlen(labels[i]), NULL);
+  loom_output logits = loom_const_data(g, LOOM_F32, 2, ld, lg, "logits");
+  loom_output lab = loom_const(g, lt, "labels");
+  loom_tensor_free(lt);
+  loom_estimator_spec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.mode = LOOM_MODE_EVAL;
+  spec.g = g;
+  loom_status *st = loom_status_new();
+  loom_code rc = loom_head_create_spec(h, g, NULL, LOOM_MODE_EVAL, logits, lab, NULL, NULL, &spec, st);
+  if (rc == LOOM_OK) {
+    loom_session *s = loom_session_new(g, NULL, st);
+    loom_tensor *out = NULL;
+    rc = loom_session_run(s, NULL, NULL, 0, &spec.loss, &out, 1, NULL, 0, st);
+    if (rc == LOOM_OK) *loss = scalar_of(out);
+    loom_tensor_free(out);
+    loom_session_free(s);
+  }
+  snprintf(msg, cap, "%s", loom_status_message(st));
+  loom_status_free(st);
+  loom__spec_clear(&spec);
+  loom_graph_free(g);
+  return rc;
+}
+
+Test(heads, label_vocabulary) {
+  char msg[512];
+  double loss = 0;
+  static const char *const bv[2] = {"neg", "pos"};
+  loom_binary_head_options bo = loom_binary_head_options_default();
+  bo.nlabel_vocabulary = 2;
+  bo.label_vocabulary = bv;
+  loom_head *h = loom_binary_class_head_new(&bo, NULL);
+  cr_assert(h);
+  /* labels 0 1 1 1 as strings: the unweighted binary loss of the fixture's logits */
+  const char *good[B] = {"neg", "pos", "pos", "pos"};
+  cr_assert_eq(vocab_loss(h, 1, B, good, &loss, msg, sizeof msg), LOOM_OK, "%s", msg);
+  double want = 0;
+  const float x[B] = {-1.0f, 0.5f, 2.0f, -0.3f};
+  const double z[B] = {0, 1, 1, 1};
+  for (int i = 0; i < B; i++) want += (fmax(x[i], 0) - x[i] * z[i] + log1p(exp(-fabs(x[i])))) / B;
+  cr_expect(fabs(loss - want) < 1e-6, "loss %.9g want %.9g", loss, want);
+  const char *bad[B] = {"neg", "pos", "cat", "pos"};
+  cr_expect_eq(vocab_loss(h, 1, B, bad, &loss, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(msg, "'cat'") && strstr(msg, "vocabulary"), "%s", msg);
+  loom_head_free(h);
+
+  static const char *const mv[3] = {"a", "b", "c"};
+  loom_multi_class_head_options mo = loom_multi_class_head_options_default();
+  mo.n_classes = 3;
+  mo.nlabel_vocabulary = 3;
+  mo.label_vocabulary = mv;
+  h = loom_multi_class_head_new(&mo, NULL);
+  cr_assert(h);
+  const char *ml[B] = {"a", "c", "b", "c"}; /* ids 0 2 1 2 */
+  cr_assert_eq(vocab_loss(h, 3, B, ml, &loss, msg, sizeof msg), LOOM_OK, "%s", msg);
+  const float lg[B * 3] = {-1.0f, 0.5f, 2.0f, -0.3f, 0.2f, 0.5f, 0.1f, 0.0f, 1.0f, 0.3f, 0.1f, 1.5f};
+  const int ids[B] = {0, 2, 1, 2};
+  want = 0;
+  for (int i = 0; i < B; i++) {
+    double m = fmax(fmax(lg[3 * i], lg[3 * i + 1]), lg[3 * i + 2]), se = 0;
+    for (int k = 0; k < 3; k++) se += exp(lg[3 * i + k] - m);
+    want += (m + log(se) - lg[3 * i + ids[i]]) / B;
+  }
+  cr_expect(fabs(loss - want) < 1e-6, "loss %.9g want %.9g", loss, want);
+  const char *mbad[B] = {"a", "zebra", "b", "c"};
+  cr_expect_eq(vocab_loss(h, 3, B, mbad, &loss, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(msg, "'zebra'"), "%s", msg);
+  loom_head_free(h);
+
+  /* numbers given to a head with a vocabulary, strings to one without */
+  h = loom_multi_class_head_new(&mo, NULL);
+  int64_t nums[B] = {0, 1, 2, 0};
+  cr_expect_eq(run_with_labels(h, LOOM_I64, 1, nums, 3, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(msg, "label_vocabulary"), "%s", msg);
+  loom_head_free(h);
+  h = loom_binary_class_head_new(NULL, NULL);
+  cr_expect_eq(vocab_loss(h, 1, B, good, &loss, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(msg, "label_vocabulary"), "%s", msg);
+  loom_head_free(h);
+}
+
+/* Engine fix found here: a view op (ExpandDims, Reshape, Identity: no
+ * kernel, aliased in plans) inside the host pass's subgraph failed with "no
+ * CPU kernel"; the pass now copies its input. */
+Test(heads, host_pass_runs_view_ops) {
+  loom_graph *g = loom_graph_new();
+  int64_t v[3] = {7, -12, 0}, d[1] = {3};
+  loom_output x = loom_const_data(g, LOOM_I64, 1, d, v, "x");
+  loom_output e = loom_expand_dims(g, x, -1, "e");
+  loom_output s = loom_as_string(g, loom_identity(g, e, "i"), "s");
+  loom_output r = loom_reshape(g, s, 1, d, "r");
+  loom_tensor *t = tu_run1(g, 0, NULL, NULL, r);
+  cr_assert_eq(loom_tensor_dtype(t), LOOM_STRING);
+  static const char *const want[3] = {"7", "-12", "0"};
+  for (int i = 0; i < 3; i++) {
+    size_t len = 0;
+    const char *sv = loom_tensor_get_string(t, i, &len);
+    cr_expect(len == strlen(want[i]) && !memcmp(sv, want[i], len), "[%d] = '%.*s'", i, (int)len, sv);
+  }
+  loom_tensor_free(t);
+  loom_graph_free(g);
 }

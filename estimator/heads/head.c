@@ -193,6 +193,9 @@ loom_head *loom_multi_label_head_new(const loom_multi_label_head_options *o, loo
     return fail(NULL, st, LOOM_INVALID_ARGUMENT,
                 "MultiLabelHead: label_vocabulary has %d entries; it must have n_classes (%lld)",
                 (int)o->nlabel_vocabulary, (long long)o->n_classes);
+  if (o->nlabel_vocabulary)
+    return fail(NULL, st, LOOM_UNIMPLEMENTED,
+                "MultiLabelHead: label_vocabulary (sparse string labels) is not supported; give multi-hot labels");
   loom_head *h = head_alloc(HK_MULTI_LABEL, o->name, o->weight_column, o->loss_reduction, o->nthresholds,
                             o->thresholds, o->nlabel_vocabulary, o->label_vocabulary, st);
   if (!h) return NULL;
@@ -420,10 +423,20 @@ static loom_output weights_of(loom_graph *g, const loom_head *h, const loom_feat
  * float [B,d]. */
 static loom_output process_labels(loom_graph *g, const loom_head *h, loom_output labels) {
   loom_dtype dt = loom_output_dtype(labels);
+  if (h->nvocab > 0) {
+    if (dt != LOOM_STRING) {
+      loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
+                           "%s: Labels dtype should be string if there is a label_vocabulary. Instead got %s.",
+                           kind_names[h->kind], loom_dtype_name(dt));
+      return labels;
+    }
+    loom_output ids = loom_vocab_lookup_strings(g, to_2d(g, h, labels, 1, "labels"), h->nvocab,
+                                                (const char *const *)h->vocab, 0, LOOM_VOCAB_MISS_FAILS,
+                                                "label_vocabulary_lookup");
+    return h->kind == HK_BINARY ? loom_cast(g, ids, LOOM_F32, NULL) : ids;
+  }
   if (dt == LOOM_STRING) {
-    loom_graph_set_error(g, LOOM_UNIMPLEMENTED,
-                         "%s: string labels need label_vocabulary, which needs the vocabulary lookup op "
-                         "(feature-columns ops)",
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: labels are strings but the head has no label_vocabulary",
                          kind_names[h->kind]);
     return labels;
   }
@@ -485,9 +498,14 @@ static loom_output unweighted_loss(loom_graph *g, const loom_head *h, loom_outpu
   }
 }
 
-/* Classes as TF's strings are not buildable without the string ops: the
- * int64 class ids stand in for them. */
-static loom_output class_names_of(loom_graph *g, loom_output ids) { return loom_cast(g, ids, LOOM_I64, "classes"); }
+/* TF's "classes" / "all_classes" are strings (the decimal id or the
+ * vocabulary entry). loom's string ops (AsString) run only in the session's
+ * host pass, which cannot read variables, so strings cannot be computed
+ * from a model's logits: the int64 class ids stand in for them (see
+ * loom_head.h). */
+static loom_output class_names_of(loom_graph *g, loom_output ids, const char *name) {
+  return loom_cast(g, ids, LOOM_I64, name);
+}
 
 /* [B, n] int32 0..n-1 per row, batch taken from like [B, ...]. */
 static loom_output all_ids(loom_graph *g, loom_output like_bn, int64_t n) {
@@ -523,10 +541,10 @@ static head_preds build_predictions(loom_graph *g, const loom_head *h, loom_outp
     hc_pred_add(g, c, "probabilities", p.probabilities);
     p.class_ids = loom_expand_dims(g, loom_argmax(g, scores_logits, -1, LOOM_I64, NULL), -1, "class_ids");
     hc_pred_add(g, c, "class_ids", p.class_ids);
-    hc_pred_add(g, c, "classes", class_names_of(g, p.class_ids));
+    hc_pred_add(g, c, "classes", class_names_of(g, p.class_ids, "classes"));
     loom_output ids = all_ids(g, p.probabilities, h->n_classes);
     hc_pred_add(g, c, "all_class_ids", ids);
-    p.all_classes = class_names_of(g, ids);
+    p.all_classes = class_names_of(g, ids, "all_classes");
     hc_pred_add(g, c, "all_classes", p.all_classes);
     break;
   }
@@ -534,7 +552,7 @@ static head_preds build_predictions(loom_graph *g, const loom_head *h, loom_outp
     hc_pred_add(g, c, "logits", logits);
     p.probabilities = loom_sigmoid(g, logits, "probabilities");
     hc_pred_add(g, c, "probabilities", p.probabilities);
-    p.all_classes = class_names_of(g, all_ids(g, p.probabilities, h->n_classes));
+    p.all_classes = class_names_of(g, all_ids(g, p.probabilities, h->n_classes), "classes");
     hc_pred_add(g, c, "classes", p.all_classes);
     break;
   case HK_REGRESSION:
