@@ -518,6 +518,15 @@ static loom_code head_model_fn(loom_graph *g, const loom_features *f, loom_outpu
   return loom_head_create_spec(h, g, f, mode, logits, labels, sgd_train_op, NULL, spec, st);
 }
 
+static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, void *user, loom_status *st) {
+  (void)user;
+  int64_t dims[2] = {-1, 2};
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, dims, "x");
+  loom_code rc = loom_features_add(f, "x", x, st);
+  if (rc == LOOM_OK) rc = loom_features_add(r, "x", x, st);
+  return rc;
+}
+
 Test(heads, binary_head_in_estimator) {
   make_estimator_data();
   char dir[TU_TMPDIR_CAP];
@@ -588,6 +597,34 @@ Test(heads, binary_head_in_estimator) {
   cr_expect_eq(n, NE);
   cr_expect(right >= (int)(0.9 * NE), "%d of %d right", right, NE);
   loom_prediction_iter_free(it);
+
+  /* export: with a float receiver TF (and loom) skip the classify/regress
+   * signatures (they need one string receiver), "serving_default" among
+   * them; "predict" carries every prediction */
+  char exp_base[512], exp_dir[1024];
+  snprintf(exp_base, sizeof exp_base, "%s/export", dir);
+  cr_assert_eq(loom_estimator_export(e, serving_fn, NULL, exp_base, NULL, exp_dir, sizeof exp_dir, st), LOOM_OK,
+               "%s", loom_status_message(st));
+  loom_predictor_options pro = loom_predictor_options_default();
+  pro.signature = "predict";
+  loom_predictor *pd = loom_predictor_load(exp_dir, &pro, st);
+  cr_assert(pd, "%s", loom_status_message(st));
+  cr_assert_eq(loom_predictor_num_outputs(pd, "predict"), 7);
+  cr_expect_eq(loom_predictor_num_outputs(pd, "serving_default"), -1);
+  int ki = -1;
+  for (int i = 0; i < 7; i++)
+    if (!strcmp(loom_predictor_output_key(pd, "predict", i), "class_ids")) ki = i;
+  cr_assert(ki >= 0);
+  int64_t xd[2] = {NE, 2};
+  loom_tensor *xin = loom_tensor_from_data(LOOM_F32, 2, xd, EX, NULL);
+  loom_tensor *outs[7] = {0};
+  cr_assert_eq(loom_predictor_run(pd, "predict", 1, &xin, 7, outs, st), LOOM_OK, "%s", loom_status_message(st));
+  int right2 = 0;
+  for (int i = 0; i < NE; i++) right2 += (float)((const int64_t *)loom_tensor_data_const(outs[ki]))[i] == EY[i];
+  cr_expect_eq(right2, right, "predictor %d right, predict %d", right2, right);
+  for (int i = 0; i < 7; i++) loom_tensor_free(outs[i]);
+  loom_tensor_free(xin);
+  loom_predictor_free(pd);
   loom_estimator_free(e);
   loom_head_free(h);
   loom_status_free(st);

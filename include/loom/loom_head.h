@@ -47,14 +47,17 @@
  * dense multi-hot [B, n_classes] of 0/1; regression and Poisson numeric
  * [B, label_dimension] ([B] when label_dimension is 1); logistic [B] or
  * [B,1] in [0, 1]. A label outside its range fails the run with
- * INVALID_ARGUMENT naming the check node ("head/check_label_range") and the
- * value. Strings with a label_vocabulary are mapped to ids (see
- * loom_binary_head_options); an entry not in the vocabulary fails the run.
+ * INVALID_ARGUMENT naming the check node and the value
+ * ("head/losses/check_label_range: indices[2] = 5 is not in [0, 3)").
+ * With a label_vocabulary (binary, multi-class) the labels must be strings
+ * and are mapped to their positions; an entry not in the vocabulary fails
+ * the run naming it ("'cat' (element 2) is not in the vocabulary").
  *
  * "classes" and "all_classes" are strings in TF (the decimal id or the
- * vocabulary entry). loom builds them as string tensors when the string ops
- * are available (LOOM_HEAD_STRING_CLASSES is 1); otherwise they hold the
- * int64 class ids (see the README).
+ * vocabulary entry). loom's string-producing ops run only in the session's
+ * host pass, which cannot read variables, so these two keys (and the
+ * classify outputs' "classes") hold the int64 class ids instead, also with
+ * a label_vocabulary (map them through the vocabulary yourself).
  *
  * weight_column names a feature (any numeric dtype, [B] or [B,1]; [B,
  * label_dimension] for regression) that weights the loss and every metric;
@@ -112,7 +115,7 @@ typedef struct loom_multi_label_head_options {
   const char *weight_column;
   int32_t nthresholds;
   const double *thresholds;               /* each in (0, 1) */
-  int32_t nlabel_vocabulary;              /* 0, or n_classes strings (names "classes") */
+  int32_t nlabel_vocabulary;              /* 0 (a vocabulary, for sparse string labels, is UNIMPLEMENTED) */
   const char *const *label_vocabulary;
   loom_reduction loss_reduction;
   const char *name;
