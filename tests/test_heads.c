@@ -741,3 +741,75 @@ Test(heads, host_pass_runs_view_ops) {
   loom_tensor_free(t);
   loom_graph_free(g);
 }
+
+/* ---- a multi-head through loom_head_create_spec: each head's labels are
+ * the feature named after it ---- */
+Test(heads, multi_head_labels_from_features) {
+  const hf_case *c = NULL;
+  for (int i = 0; i < HF_NCASES; i++)
+    if (!strcmp(hf_cases[i].name, "multi_head")) c = &hf_cases[i];
+  cr_assert(c);
+  loom_graph *g = loom_graph_new();
+  loom_features *f = loom_features_new();
+  loom_head *h = make_head("multi_head", LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
+  cr_expect_eq(loom_head_logits_dimension(h), 4);
+  cr_expect_str_eq(loom_head_name(h), "b_m");
+  int64_t ld[2] = {B, 4}, wd[2] = {B, 1};
+  loom_output logits = loom_const_data(g, LOOM_F32, 2, ld, c->logits, "logits");
+  int64_t lab[8];
+  for (int i = 0; i < 8; i++) lab[i] = (int64_t)c->labels[i];
+  loom_features_add(f, "w", loom_const_data(g, LOOM_F32, 2, wd, hf_weights, "w"), NULL);
+  loom_estimator_spec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.mode = LOOM_MODE_TRAIN;
+  spec.g = g;
+  loom_status *st = loom_status_new();
+  loom_output none = {NULL, 0};
+  /* labels missing from features: the head's name in the error */
+  cr_expect_eq(loom_head_create_spec(h, g, f, LOOM_MODE_TRAIN, logits, none, train_op_fn, NULL, &spec, st),
+               LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(loom_status_message(st), "'b'"), "%s", loom_status_message(st));
+  loom_features_add(f, "b", loom_const_data(g, LOOM_I64, 2, wd, lab, "lb"), NULL);
+  loom_features_add(f, "m", loom_const_data(g, LOOM_I64, 2, wd, lab + 4, "lm"), NULL);
+  cr_assert_eq(loom_head_create_spec(h, g, f, LOOM_MODE_TRAIN, logits, none, train_op_fn, NULL, &spec, st), LOOM_OK,
+               "%s", loom_status_message(st));
+  loom_tensor *t = tu_run1(g, 0, NULL, NULL, spec.loss);
+  cr_expect(fabs(scalar_of(t) - c->loss_sobs) < 2e-6 * (1 + c->loss_sobs), "loss %.9g, TF %.9g", scalar_of(t),
+            c->loss_sobs);
+  loom_tensor_free(t);
+  /* logits of the wrong width */
+  loom_estimator_spec s2;
+  memset(&s2, 0, sizeof s2);
+  s2.mode = LOOM_MODE_PREDICT;
+  s2.g = g;
+  int64_t ld3[2] = {B, 3};
+  loom_output bad = loom_const_data(g, LOOM_F32, 2, ld3, c->logits, "bad_logits");
+  cr_expect_eq(loom_head_create_spec(h, g, f, LOOM_MODE_PREDICT, bad, none, NULL, NULL, &s2, st),
+               LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(loom_status_message(st), "logits must be [batch, 4]"), "%s", loom_status_message(st));
+  /* TRAIN without a train_op_fn */
+  loom_graph *g2 = loom_graph_new();
+  loom_estimator_spec s3;
+  memset(&s3, 0, sizeof s3);
+  s3.mode = LOOM_MODE_TRAIN;
+  s3.g = g2;
+  loom_head *bh = make_head("binary", LOOM_REDUCTION_SUM);
+  loom_features *f2 = loom_features_new();
+  loom_features_add(f2, "w", loom_const_data(g2, LOOM_F32, 2, wd, hf_weights, "w"), NULL);
+  int64_t l1[2] = {B, 1};
+  loom_output lg2 = loom_const_data(g2, LOOM_F32, 2, l1, hf_cases[0].logits, "logits");
+  loom_output lb2 = loom_const_data(g2, LOOM_I64, 2, l1, lab, "labels");
+  cr_expect_eq(loom_head_create_spec(bh, g2, f2, LOOM_MODE_TRAIN, lg2, lb2, NULL, NULL, &s3, st),
+               LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(loom_status_message(st), "train_op_fn"), "%s", loom_status_message(st));
+  loom__spec_clear(&s3);
+  loom_features_free(f2);
+  loom_head_free(bh);
+  loom_graph_free(g2);
+  loom__spec_clear(&s2);
+  loom__spec_clear(&spec);
+  loom_status_free(st);
+  loom_features_free(f);
+  loom_head_free(h);
+  loom_graph_free(g);
+}
