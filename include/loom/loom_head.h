@@ -48,7 +48,7 @@
  * [B, label_dimension] ([B] when label_dimension is 1); logistic [B] or
  * [B,1] in [0, 1]. A label outside its range fails the run with
  * INVALID_ARGUMENT naming the check node and the value
- * ("head/losses/check_label_range: indices[2] = 5 is not in [0, 3)").
+ * ("head/losses/check_label_range: indices[2,0] = 5 is not in [0, 3)").
  * With a label_vocabulary (binary, multi-class) the labels must be strings
  * and are mapped to their positions; an entry not in the vocabulary fails
  * the run naming it ("'cat' (element 2) is not in the vocabulary").
