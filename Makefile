@@ -283,3 +283,4 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d)
+-include $(TEST_BIN:=.d)

@@ -23,5 +23,6 @@
 #include "loom_hooks.h"
 #include "loom_export.h"
 #include "loom_estimator.h"
+#include "loom_head.h"
 #include "loom_distributed.h"
 #endif

@@ -65,7 +65,11 @@ LOOM_API loom_output loom_string_to_hash_bucket_fast(loom_graph *g, loom_output 
  * default_value -1 there). x: string (vocabulary of strings) or int32/int64
  * (vocabulary of int64); out int64, x's shape. The table is part of the
  * graph (it is exported with it); a duplicate key is INVALID_ARGUMENT
- * naming it (TF fails the same way when it initializes the table). */
+ * naming it (TF fails the same way when it initializes the table).
+ * default_value LOOM_VOCAB_MISS_FAILS (without OOV buckets): a key not in
+ * the vocabulary fails the run with INVALID_ARGUMENT naming the key (used
+ * for label vocabularies, whose unknown entries TF rejects). */
+#define LOOM_VOCAB_MISS_FAILS INT64_MIN
 LOOM_API loom_output loom_vocab_lookup_strings(loom_graph *g, loom_output x, int64_t n, const char *const *vocab,
                                                int64_t num_oov_buckets, int64_t default_value, const char *name);
 LOOM_API loom_output loom_vocab_lookup_int64(loom_graph *g, loom_output x, int64_t n, const int64_t *vocab,

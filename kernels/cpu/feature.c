@@ -125,6 +125,12 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
       /* TF's IdTableWithHashBuckets: a table miss (the table's default) goes to a hash bucket */
       if (found >= 0 && found != dflt) o[i] = found;
       else o[i] = n + (int64_t)((str ? h : loom__fp64_int(xv)) % oov);
+    } else if (found < 0 && dflt == INT64_MIN) { /* LOOM_VOCAB_MISS_FAILS */
+      if (str)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "'%.*s' (element %lld) is not in the vocabulary",
+                               (int)(xs->len > 200 ? 200 : xs->len), xs->len ? xs->ptr : "", (long long)i);
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "%lld (element %lld) is not in the vocabulary",
+                             (long long)xv, (long long)i);
     } else {
       o[i] = found >= 0 ? found : dflt;
     }
