@@ -372,6 +372,31 @@ static loom_code fc_check_args(loom_graph *g, int n, const loom_fc *const *cols,
   return loom_graph_status(g, st);
 }
 
+/* The variable scope of a layer call: the caller's, or TF's default name made
+ * unique the way tf.compat.v1.variable_scope(None, default_name=...) does
+ * ("input_layer", then "input_layer_1", ...): the first name under the
+ * current variable scope that no existing variable lives in. */
+static void fc_push_layer_scope(loom_graph *g, const char *scope, const char *base) {
+  if (scope && scope[0]) {
+    loom_variable_scope_push(g, scope, LOOM_REUSE_NONE);
+    return;
+  }
+  const char *outer = loom_variable_scope_name(g);
+  int nv = 0;
+  loom_variable *const *vs = loom_global_variables(g, &nv);
+  char name[256], prefix[1024];
+  for (int k = 0;; k++) {
+    if (k == 0) snprintf(name, sizeof name, "%s", base);
+    else snprintf(name, sizeof name, "%s_%d", base, k);
+    snprintf(prefix, sizeof prefix, "%s%s%s/", outer, outer[0] ? "/" : "", name);
+    size_t pl = strlen(prefix);
+    int used = 0;
+    for (int i = 0; i < nv && !used; i++) used = strncmp(loom_variable_name(vs[i]), prefix, pl) == 0;
+    if (!used) break;
+  }
+  loom_variable_scope_push(g, name, LOOM_REUSE_NONE);
+}
+
 loom_code loom_fc_input_layer(loom_graph *g, const loom_features *features, int n, const loom_fc *const *cols,
                               const char *scope, int trainable, loom_output *out, loom_status *st) {
   const char *layer = "input_layer";
@@ -391,7 +416,7 @@ loom_code loom_fc_input_layer(loom_graph *g, const loom_features *features, int 
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", layer);
   }
   fc_ctx cx = {g, features, layer, trainable, st};
-  loom_variable_scope_push(g, scope && scope[0] ? scope : "input_layer", LOOM_REUSE_NONE);
+  fc_push_layer_scope(g, scope, "input_layer");
   for (int i = 0; i < n && !rc; i++) {
     int shared = s[i]->kind == FC_SHARED_EMBEDDING;
     loom_variable_scope_push(g, fc_scope_name(s[i]), shared ? LOOM_REUSE_AUTO : LOOM_REUSE_NONE);
@@ -419,7 +444,7 @@ loom_code loom_fc_linear_model(loom_graph *g, const loom_features *features, int
   const loom_fc **s = fc_sorted(n, cols, layer, st);
   if (!s) return loom_status_code(st);
   fc_ctx cx = {g, features, layer, trainable, st};
-  loom_variable_scope_push(g, scope && scope[0] ? scope : "linear_model", LOOM_REUSE_NONE);
+  fc_push_layer_scope(g, scope, "linear_model");
   loom_output sum = no_output;
   for (int i = 0; i < n && !rc; i++) {
     const loom_fc *c = s[i];
