@@ -35,6 +35,9 @@ int main(int argc, char **argv) {
   int64_t batch = atoll(bu_flag(argc, argv, "--batch", "256"));
   int epochs = atoi(bu_flag(argc, argv, "--epochs", "3"));
   int threads = atoi(bu_flag(argc, argv, "--threads", "1"));
+  /* --cached 1: read every batch first and time only the input_layer runs
+   * (run_examples_per_sec; what the columns themselves cost) */
+  int cached = atoi(bu_flag(argc, argv, "--cached", "0"));
   if (!csv) {
     fprintf(stderr, "usage: feature_columns --csv census.csv [--batch 256] [--epochs 3] [--threads 1]\n");
     return 2;
@@ -103,14 +106,54 @@ int main(int argc, char **argv) {
   loom_output *feeds = calloc((size_t)nc, sizeof(loom_output));
   loom_tensor **fv = calloc((size_t)nc, sizeof(loom_tensor *));
   loom_tensor *y = NULL;
-  double best = 0;
+  double best = 0, best_data = 0, best_run = 0;
   int64_t rows = 0;
+  if (cached) {
+    /* all batches in memory, then epochs of session runs only */
+    int nb = 0, cap = 64;
+    loom_tensor **all = calloc((size_t)cap * (size_t)nc, sizeof(loom_tensor *));
+    for (;;) {
+      if (nb == cap) {
+        all = realloc(all, (size_t)cap * 2 * (size_t)nc * sizeof(loom_tensor *));
+        memset(all + (size_t)cap * (size_t)nc, 0, (size_t)cap * (size_t)nc * sizeof(loom_tensor *));
+        cap *= 2;
+      }
+      loom_code rc = loom_dataset_next(ds, all + (size_t)nb * (size_t)nc, st);
+      if (rc == LOOM_OUT_OF_RANGE) break;
+      if (rc) die("next", st);
+      nb++;
+    }
+    for (int e = 0; e < epochs; e++) {
+      rows = 0;
+      double t0 = bu_now_us();
+      for (int b = 0; b < nb; b++) {
+        int k = 0;
+        for (int i = 0; i < nc; i++)
+          if (ph[i].node) {
+            feeds[k] = ph[i];
+            fv[k++] = all[(size_t)b * (size_t)nc + (size_t)i];
+          }
+        if (loom_session_run(sess, feeds, fv, k, &out, &y, 1, NULL, 0, st)) die("run", st);
+        rows += loom_tensor_dim(y, 0);
+      }
+      double sec = (bu_now_us() - t0) / 1e6;
+      if (rows / sec > best_run) best_run = rows / sec;
+    }
+    printf("impl=loom\nmode=cached\nrows=%lld\nbatch=%lld\nwidth=%lld\nrun_examples_per_sec=%.1f\n", (long long)rows,
+           (long long)batch, (long long)loom_tensor_dim(y, 1), best_run);
+    for (size_t i = 0; i < (size_t)nb * (size_t)nc; i++) loom_tensor_free(all[i]);
+    free(all);
+    epochs = 0;
+  }
   for (int e = 0; e < epochs; e++) {
     if (loom_dataset_reset(ds, st)) die("reset", st);
     rows = 0;
-    double t0 = bu_now_us();
+    double t0 = bu_now_us(), data_us = 0, run_us = 0;
     for (;;) {
+      double ta = bu_now_us();
       loom_code rc = loom_dataset_next(ds, vals, st);
+      double tb = bu_now_us();
+      data_us += tb - ta;
       if (rc == LOOM_OUT_OF_RANGE) break;
       if (rc) die("next", st);
       int k = 0;
@@ -120,14 +163,23 @@ int main(int argc, char **argv) {
           fv[k++] = vals[i];
         }
       if (loom_session_run(sess, feeds, fv, k, &out, &y, 1, NULL, 0, st)) die("run", st);
+      run_us += bu_now_us() - tb;
       rows += loom_tensor_dim(y, 0);
     }
     double sec = (bu_now_us() - t0) / 1e6;
     printf("epoch_sec_%d=%.4f\n", e, sec);
-    if (rows / sec > best) best = rows / sec;
+    if (rows / sec > best) {
+      best = rows / sec;
+      best_data = rows / (data_us / 1e6);
+      best_run = rows / (run_us / 1e6);
+    }
   }
-  printf("impl=loom\nrows=%lld\nbatch=%lld\nwidth=%lld\nthreads=%d\nexamples_per_sec=%.1f\npeak_rss_mb=%.1f\n",
-         (long long)rows, (long long)batch, (long long)loom_tensor_dim(y, 1), threads, best, bu_peak_rss_mb());
+  if (cached) goto done;
+  printf("impl=loom\nrows=%lld\nbatch=%lld\nwidth=%lld\nthreads=%d\nexamples_per_sec=%.1f\n"
+         "data_examples_per_sec=%.1f\nrun_examples_per_sec=%.1f\npeak_rss_mb=%.1f\n",
+         (long long)rows, (long long)batch, (long long)loom_tensor_dim(y, 1), threads, best, best_data, best_run,
+         bu_peak_rss_mb());
+done:
   for (int i = 0; i < nc; i++) loom_tensor_free(vals[i]);
   loom_tensor_free(y);
   free(vals);
