@@ -56,4 +56,17 @@ int loom__tensor_owned(const loom_tensor *t);
  * estimator's evaluation, the step hooks). */
 double loom__tensor_scalar_f64(const loom_tensor *t);
 
+/* Bulk strings (datasets filling a batch without one allocation per
+ * string): empties every string of the string tensor t and returns a
+ * buffer of at least `bytes` bytes that t owns (kept and reused from call
+ * to call, freed with t). The caller writes the strings (each followed by
+ * a NUL) into it and points the elements at them with
+ * loom__tensor_string_point; loom_tensor_set_string, _copy and _free work
+ * on such a tensor as on any other. NULL + RESOURCE_EXHAUSTED on OOM,
+ * INVALID_ARGUMENT when t is not an owned string tensor. */
+char *loom__tensor_string_arena(loom_tensor *t, size_t bytes, loom_status *st);
+/* Element i of t (string, arena obtained) = arena[off .. off + len), the NUL
+ * at arena[off + len] written by the caller. No checks. */
+void loom__tensor_string_point(loom_tensor *t, int64_t i, size_t off, size_t len);
+
 #endif

@@ -116,12 +116,19 @@ loom_tensor *loom_tensor_copy(const loom_tensor *t, loom_status *st) {
   return c;
 }
 
+/* p points into t's string arena (then it is not freed on its own). */
+static int in_arena(const loom_tensor *t, const char *p) {
+  return t->sarena && p >= t->sarena && p < t->sarena + t->sarena_cap;
+}
+
 void loom_tensor_free(loom_tensor *t) {
   if (!t) return;
   if (t->owned) {
     if (t->dtype == LOOM_STRING) {
       loom_tstring *s = t->data;
-      for (int64_t i = 0; i < t->numel; i++) loom__free(s[i].ptr);
+      for (int64_t i = 0; i < t->numel; i++)
+        if (!in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
+      loom__free(t->sarena);
     }
     loom__aligned_free(t->data);
   } else if (t->dealloc) {
@@ -165,10 +172,41 @@ loom_code loom_tensor_set_string(loom_tensor *t, int64_t i, const char *s, size_
   if (len) memcpy(p, s, len);
   p[len] = 0;
   loom_tstring *e = (loom_tstring *)t->data + i;
-  loom__free(e->ptr);
+  if (!in_arena(t, e->ptr)) loom__free(e->ptr);
   e->ptr = p;
   e->len = len;
   return LOOM_OK;
+}
+
+char *loom__tensor_string_arena(loom_tensor *t, size_t bytes, loom_status *st) {
+  if (!t || t->dtype != LOOM_STRING || !t->owned) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: string arena of a tensor that is not an owned string tensor");
+    return NULL;
+  }
+  loom_tstring *s = t->data;
+  for (int64_t i = 0; i < t->numel; i++) {
+    if (!in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
+    s[i].ptr = NULL;
+    s[i].len = 0;
+  }
+  if (bytes > t->sarena_cap || !t->sarena) {
+    size_t cap = bytes < 64 ? 64 : bytes + bytes / 2;
+    char *a = loom__malloc(cap);
+    if (!a) {
+      loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tensor: out of memory for %zu bytes of strings", bytes);
+      return NULL;
+    }
+    loom__free(t->sarena);
+    t->sarena = a;
+    t->sarena_cap = cap;
+  }
+  return t->sarena;
+}
+
+void loom__tensor_string_point(loom_tensor *t, int64_t i, size_t off, size_t len) {
+  loom_tstring *e = (loom_tstring *)t->data + i;
+  e->ptr = t->sarena + off;
+  e->len = len;
 }
 
 const char *loom_tensor_get_string(const loom_tensor *t, int64_t i, size_t *len) {
