@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "data/data_impl.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct csv_col {
   char *name;
@@ -55,7 +58,33 @@ typedef struct csv_ds {
   loom_ds_rows erb;   /* one row (the element path) */
 } csv_ds;
 
-enum { CSV_BLOCK = 1 << 20, CSV_MORE = -1 };
+enum { CSV_BLOCK = 1 << 20, CSV_MORE = -1, CSV_SLACK = 64 };
+
+/* The first byte of [q, e) that is the delimiter, a quote, CR or LF; e if
+ * none. Reads up to 15 bytes past e (the block's slack). */
+static inline char *find_special(char *q, char *e, const uint8_t *sp, char delim) {
+#ifdef __SSE2__
+  (void)sp;
+  const __m128i vd = _mm_set1_epi8(delim), vq = _mm_set1_epi8('"'), vr = _mm_set1_epi8('\r'),
+                vn = _mm_set1_epi8('\n');
+  while (q < e) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)q);
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, vd), _mm_cmpeq_epi8(x, vq)),
+                             _mm_or_si128(_mm_cmpeq_epi8(x, vr), _mm_cmpeq_epi8(x, vn)));
+    unsigned mask = (unsigned)_mm_movemask_epi8(m);
+    if (mask) {
+      q += __builtin_ctz(mask);
+      return q < e ? q : e;
+    }
+    q += 16;
+  }
+  return e;
+#else
+  (void)delim;
+  while (q < e && !sp[(uint8_t)*q]) q++;
+  return q;
+#endif
+}
 
 /* ---- reading records ---- */
 /* Keeps blk[pos..end), reads more behind it (the block grows when a record
@@ -67,7 +96,7 @@ static loom_code refill(csv_ds *c, const char *path, loom_status *st) {
   c->end = keep;
   if (c->end + 1 >= c->bcap || !c->blk) {
     size_t nc = c->bcap ? c->bcap * 2 : CSV_BLOCK;
-    char *b = loom__realloc(c->blk, nc);
+    char *b = loom__realloc(c->blk, nc + CSV_SLACK); /* the slack: 16-byte loads near the end */
     if (!b) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s:%lld: out of memory", path, (long long)c->line);
     c->blk = b;
     c->bcap = nc;
@@ -79,11 +108,12 @@ static loom_code refill(csv_ds *c, const char *path, loom_status *st) {
     c->eof = 1;
   }
   c->end += got;
+  memset(c->blk + c->end, 0, 16); /* defined bytes for find_special's loads */
   return LOOM_OK;
 }
 
-static int add_field(csv_ds *c, const char *s, size_t n) {
-  if (c->nf == c->fcap) {
+static int grow_fields(csv_ds *c) {
+  {
     int nc = c->fcap ? c->fcap * 2 : 16;
     const char **a = loom__realloc(c->fs, (size_t)nc * sizeof *a);
     if (!a) return -1;
@@ -93,6 +123,10 @@ static int add_field(csv_ds *c, const char *s, size_t n) {
     c->fl = b;
     c->fcap = nc;
   }
+  return 0;
+}
+static inline int add_field(csv_ds *c, const char *s, size_t n) {
+  if (c->nf == c->fcap && grow_fields(c)) return -1;
   c->fs[c->nf] = s;
   c->fl[c->nf++] = n;
   return 0;
@@ -192,7 +226,7 @@ static int scan_record(csv_ds *c, const char *path, int64_t rec_line, loom_statu
     }
     char *q = p;
     for (;;) {
-      while (q < e && !sp[(uint8_t)*q]) q++;
+      q = find_special(q, e, sp, delim);
       if (q == e) {
         if (!eof) return CSV_MORE;
         break;
@@ -316,7 +350,8 @@ static const double P10D[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  
  * (double) is m * 10^k or m / 10^-k, one correctly rounded operation on
  * exact operands: what strtof / strtod give (Clinger). 1 = done; 0 = not
  * such a form (the caller uses the library). */
-static int parse_num_fast(const char *s, const char *e, loom_dtype dt, double *d, int64_t *iv) {
+static inline __attribute__((always_inline)) int parse_num_fast(const char *s, const char *e, loom_dtype dt, double *d,
+                                                                int64_t *iv) {
   while (s < e && is_space(*s)) s++;
   int neg = 0;
   if (s < e && (*s == '-' || *s == '+')) neg = *s++ == '-';
@@ -486,6 +521,35 @@ static loom_code convert_row(csv_ds *c, loom_ds_rows *rb, const char *path, int6
       if ((rc = push_multi(c, k, rb->n, col, s, len, path, rl, st))) return rc;
       continue;
     }
+    if (len) { /* the common cases, each with its own inlined parser */
+      double d = 0;
+      int64_t iv = 0;
+      switch (col->dtype) {
+        case LOOM_STRING:
+          if (push_str(k, s, len)) goto oom;
+          continue;
+        case LOOM_F32:
+          if (!parse_num_fast(s, s + len, LOOM_F32, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 4)) goto oom;
+          ((float *)k->v)[k->nv++] = (float)d;
+          continue;
+        case LOOM_I32:
+          if (!parse_num_fast(s, s + len, LOOM_I32, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 4)) goto oom;
+          ((int32_t *)k->v)[k->nv++] = (int32_t)iv;
+          continue;
+        case LOOM_F64:
+          if (!parse_num_fast(s, s + len, LOOM_F64, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 8)) goto oom;
+          ((double *)k->v)[k->nv++] = d;
+          continue;
+        default:
+          if (!parse_num_fast(s, s + len, LOOM_I64, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 8)) goto oom;
+          ((int64_t *)k->v)[k->nv++] = iv;
+          continue;
+      }
+    }
     if (!len) {
       if (!col->has_default)
         return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: column '%s' is empty and has no default value",
@@ -500,8 +564,7 @@ static loom_code convert_row(csv_ds *c, loom_ds_rows *rb, const char *path, int6
     }
     double d = 0;
     int64_t iv = 0;
-    if (!parse_num_fast(s, s + len, col->dtype, &d, &iv) &&
-        parse_num_n(&c->tmp, &c->tmpcap, s, len, col->dtype, &d, &iv))
+    if (parse_num_n(&c->tmp, &c->tmpcap, s, len, col->dtype, &d, &iv))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: column '%s': cannot parse '%.*s' as %s", path,
                              (long long)rl, col->name, (int)(len > 64 ? 64 : len), s, loom_dtype_name(col->dtype));
     if (push_num(k, col->dtype, d, iv)) goto oom;
