@@ -62,15 +62,17 @@ enum { CSV_BLOCK = 1 << 20, CSV_MORE = -1, CSV_SLACK = 64 };
 
 /* The first byte of [q, e) that is the delimiter, a quote, CR or LF; e if
  * none. Reads up to 15 bytes past e (the block's slack). */
-static inline char *find_special(char *q, char *e, const uint8_t *sp, char delim) {
 #ifdef __SSE2__
-  (void)sp;
-  const __m128i vd = _mm_set1_epi8(delim), vq = _mm_set1_epi8('"'), vr = _mm_set1_epi8('\r'),
-                vn = _mm_set1_epi8('\n');
+typedef struct specials { __m128i d, q, r, n; } specials;
+static inline specials specials_of(char delim) {
+  specials v = {_mm_set1_epi8(delim), _mm_set1_epi8('"'), _mm_set1_epi8('\r'), _mm_set1_epi8('\n')};
+  return v;
+}
+static inline char *find_special(char *q, char *e, const specials *v) {
   while (q < e) {
     __m128i x = _mm_loadu_si128((const __m128i *)(const void *)q);
-    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, vd), _mm_cmpeq_epi8(x, vq)),
-                             _mm_or_si128(_mm_cmpeq_epi8(x, vr), _mm_cmpeq_epi8(x, vn)));
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, v->d), _mm_cmpeq_epi8(x, v->q)),
+                             _mm_or_si128(_mm_cmpeq_epi8(x, v->r), _mm_cmpeq_epi8(x, v->n)));
     unsigned mask = (unsigned)_mm_movemask_epi8(m);
     if (mask) {
       q += __builtin_ctz(mask);
@@ -79,12 +81,14 @@ static inline char *find_special(char *q, char *e, const uint8_t *sp, char delim
     q += 16;
   }
   return e;
-#else
-  (void)delim;
-  while (q < e && !sp[(uint8_t)*q]) q++;
-  return q;
-#endif
 }
+#else
+typedef struct specials { const uint8_t *tab; } specials;
+static inline char *find_special(char *q, char *e, const specials *v) {
+  while (q < e && !v->tab[(uint8_t)*q]) q++;
+  return q;
+}
+#endif
 
 /* ---- reading records ---- */
 /* Keeps blk[pos..end), reads more behind it (the block grows when a record
@@ -147,7 +151,11 @@ static size_t unescape(char *s, size_t n) {
  * ends inside it before the end of the file (nothing is changed then). */
 static int scan_record(csv_ds *c, const char *path, int64_t rec_line, loom_status *st, loom_code *err) {
   char *p = c->blk + c->pos, *e = c->blk + c->end;
-  const uint8_t *sp = c->special;
+#ifdef __SSE2__
+  const specials sv = specials_of(c->delim);
+#else
+  const specials sv = {c->special};
+#endif
   const int eof = c->eof;
   const char delim = c->delim;
   int64_t ln = c->line;
@@ -226,7 +234,7 @@ static int scan_record(csv_ds *c, const char *path, int64_t rec_line, loom_statu
     }
     char *q = p;
     for (;;) {
-      q = find_special(q, e, sp, delim);
+      q = find_special(q, e, &sv);
       if (q == e) {
         if (!eof) return CSV_MORE;
         break;
@@ -453,6 +461,26 @@ static inline int push_num(loom_ds_rowcol *k, loom_dtype dt, double d, int64_t i
   return 0;
 }
 
+/* push_str for a field inside the read block: short ones are copied as
+ * one 16-byte move (the block's slack makes the read safe; sb keeps 16
+ * spare bytes). */
+static inline int push_field(loom_ds_rowcol *k, const char *s, size_t n) {
+  if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 2 * sizeof(size_t))) return -1;
+  if (k->sbl + n + 17 > k->sbcap && loom__ds_rowcol_grow_sb(k, k->sbl + n + 17)) return -1;
+  size_t *ol = (size_t *)k->v + 2 * k->nv;
+  ol[0] = k->sbl;
+  ol[1] = n;
+  char *o = k->sb + k->sbl;
+  if (n <= 16)
+    memcpy(o, s, 16);
+  else
+    memcpy(o, s, n);
+  o[n] = 0;
+  k->sbl += n + 1;
+  k->nv++;
+  return 0;
+}
+
 static inline int push_str(loom_ds_rowcol *k, const char *s, size_t n) {
   if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 2 * sizeof(size_t))) return -1;
   if (k->sbl + n + 1 > k->sbcap && loom__ds_rowcol_grow_sb(k, k->sbl + n + 1)) return -1;
@@ -526,7 +554,7 @@ static loom_code convert_row(csv_ds *c, loom_ds_rows *rb, const char *path, int6
       int64_t iv = 0;
       switch (col->dtype) {
         case LOOM_STRING:
-          if (push_str(k, s, len)) goto oom;
+          if (push_field(k, s, len)) goto oom;
           continue;
         case LOOM_F32:
           if (!parse_num_fast(s, s + len, LOOM_F32, &d, &iv)) break;
