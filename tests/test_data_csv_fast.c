@@ -434,6 +434,12 @@ Test(csv_fast, batch_errors_name_file_line_and_column) {
   snprintf(want, sizeof want, "%s:3: malformed quoted field 2", p1);
   expect_msg(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT, st, want, "after the closing quote", NULL);
   loom_dataset_free(ds);
+  const char *bad4 = "a,b\n1,x\n2,y\"z\n";
+  tu_write_file(p1, bad4, strlen(bad4));
+  ds = chk(loom_dataset_batch(chk(loom_dataset_csv(1, paths + 1, &o, st), st), 8, 0, st), st);
+  snprintf(want, sizeof want, "%s:3: field 2: a quote inside an unquoted field", p1);
+  expect_msg(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT, st, want, NULL, NULL);
+  loom_dataset_free(ds);
   const char *bad3 = "a,b\n1,x\n2\n";
   tu_write_file(p1, bad3, strlen(bad3));
   ds = chk(loom_dataset_batch(chk(loom_dataset_csv(1, paths + 1, &o, st), st), 8, 0, st), st);
