@@ -1,7 +1,7 @@
 /* data/data_impl.h - internals of the datasets (loom_data.h).
  *
  * Every dataset starts with a struct loom_dataset (its element spec, a
- * vtable, sticky end/error state). Two ways to produce elements:
+ * vtable, sticky end/error state). Three ways to produce elements:
  *
  *  - general: vt->next fills the element's tensors (reused from call to
  *    call; map, CSV, TFRecord, batch, prefetch).
@@ -12,6 +12,12 @@
  *    rows straight into the batch tensors (ra->vt->copy_rows): no element
  *    tensors, no allocation in steady state. A single element of an index
  *    dataset is produced the same way with one row.
+ *  - rows (CSV): a dataset with next_rows set appends parsed rows to
+ *    column buffers (loom_ds_rows below); take and repeat pass it through.
+ *    A batch on such an input takes batch_size rows at once and turns the
+ *    buffers into the batch tensors (strings: one block per tensor,
+ *    loom__tensor_string_arena); no element tensors. A single element is
+ *    one row through the same buffers.
  *
  * Internal header (not installed). */
 #ifndef LOOM_DATA_IMPL_H
