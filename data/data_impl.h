@@ -16,7 +16,7 @@
  *    column buffers (loom_ds_rows below); take and repeat pass it through.
  *    A batch on such an input takes batch_size rows at once and turns the
  *    buffers into the batch tensors (strings: one block per tensor,
- *    loom__tensor_string_arena); no element tensors. A single element is
+ *    loom__tensor_set_strings); no element tensors. A single element is
  *    one row through the same buffers.
  *
  * Internal header (not installed). */

@@ -242,14 +242,7 @@ int loom__ds_rowcol_grow_sp(loom_ds_rowcol *c, int64_t need) {
 
 /* Column k's nv values into t (shape already set). */
 static loom_code rows_fill(loom_tensor *t, const loom_ds_rowcol *k, loom_dtype dt, loom_status *st) {
-  if (dt == LOOM_STRING) {
-    char *a = loom__tensor_string_arena(t, k->sbl, st);
-    if (!a) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
-    if (k->sbl) memcpy(a, k->sb, k->sbl);
-    const size_t *ol = k->v;
-    for (int64_t i = 0; i < k->nv; i++) loom__tensor_string_point(t, i, ol[2 * i], ol[2 * i + 1]);
-    return LOOM_OK;
-  }
+  if (dt == LOOM_STRING) return loom__tensor_set_strings(t, k->sb, k->sbl, k->v, st);
   if (k->nv) memcpy(loom_tensor_data(t), k->v, (size_t)k->nv * loom_dtype_size(dt));
   return LOOM_OK;
 }

@@ -57,16 +57,13 @@ int loom__tensor_owned(const loom_tensor *t);
 double loom__tensor_scalar_f64(const loom_tensor *t);
 
 /* Bulk strings (datasets filling a batch without one allocation per
- * string): empties every string of the string tensor t and returns a
- * buffer of at least `bytes` bytes that t owns (kept and reused from call
- * to call, freed with t). The caller writes the strings (each followed by
- * a NUL) into it and points the elements at them with
- * loom__tensor_string_point; loom_tensor_set_string, _copy and _free work
- * on such a tensor as on any other. NULL + RESOURCE_EXHAUSTED on OOM,
- * INVALID_ARGUMENT when t is not an owned string tensor. */
-char *loom__tensor_string_arena(loom_tensor *t, size_t bytes, loom_status *st);
-/* Element i of t (string, arena obtained) = arena[off .. off + len), the NUL
- * at arena[off + len] written by the caller. No checks. */
-void loom__tensor_string_point(loom_tensor *t, int64_t i, size_t off, size_t len);
+ * string): element i of the string tensor t becomes bytes[off_len[2i] ..
+ * off_len[2i] + off_len[2i + 1]), for every element; bytes[0..nbytes) (each
+ * string followed by a NUL there) is copied into one block that t owns
+ * (kept and reused from call to call, freed with t). loom_tensor_set_string,
+ * _copy and _free work on such a tensor as on any other. RESOURCE_EXHAUSTED
+ * on OOM, INVALID_ARGUMENT when t is not an owned string tensor. */
+loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nbytes, const size_t *off_len,
+                                   loom_status *st);
 
 #endif

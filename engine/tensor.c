@@ -178,35 +178,29 @@ loom_code loom_tensor_set_string(loom_tensor *t, int64_t i, const char *s, size_
   return LOOM_OK;
 }
 
-char *loom__tensor_string_arena(loom_tensor *t, size_t bytes, loom_status *st) {
-  if (!t || t->dtype != LOOM_STRING || !t->owned) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: string arena of a tensor that is not an owned string tensor");
-    return NULL;
-  }
+loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nbytes, const size_t *off_len,
+                                   loom_status *st) {
+  if (!t || t->dtype != LOOM_STRING || !t->owned)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: bulk strings into a tensor that is not an owned string tensor");
   loom_tstring *s = t->data;
-  for (int64_t i = 0; i < t->numel; i++) {
-    if (!in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
-    s[i].ptr = NULL;
-    s[i].len = 0;
-  }
-  if (bytes > t->sarena_cap || !t->sarena) {
-    size_t cap = bytes < 64 ? 64 : bytes + bytes / 2;
+  if (nbytes > t->sarena_cap || !t->sarena) {
+    size_t cap = nbytes < 64 ? 64 : nbytes + nbytes / 2;
     char *a = loom__malloc(cap);
-    if (!a) {
-      loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tensor: out of memory for %zu bytes of strings", bytes);
-      return NULL;
-    }
+    if (!a) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tensor: out of memory for %zu bytes of strings", nbytes);
+    for (int64_t i = 0; i < t->numel; i++) /* nothing may point into the old block */
+      if (!in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
     loom__free(t->sarena);
     t->sarena = a;
     t->sarena_cap = cap;
+    for (int64_t i = 0; i < t->numel; i++) s[i].ptr = NULL;
   }
-  return t->sarena;
-}
-
-void loom__tensor_string_point(loom_tensor *t, int64_t i, size_t off, size_t len) {
-  loom_tstring *e = (loom_tstring *)t->data + i;
-  e->ptr = t->sarena + off;
-  e->len = len;
+  if (nbytes) memcpy(t->sarena, bytes, nbytes);
+  for (int64_t i = 0; i < t->numel; i++) {
+    if (s[i].ptr && !in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
+    s[i].ptr = t->sarena + off_len[2 * i];
+    s[i].len = off_len[2 * i + 1];
+  }
+  return LOOM_OK;
 }
 
 const char *loom_tensor_get_string(const loom_tensor *t, int64_t i, size_t *len) {
