@@ -406,13 +406,13 @@ static inline __attribute__((always_inline)) int parse_num_fast(const char *s, c
   if (dt == LOOM_F32) {
     if (m > (1u << 24) || k < -10 || k > 10) return 0;
     float f = (float)m;
-    f = k < 0 ? f / P10F[-k] : f * P10F[k];
+    if (k) f = k < 0 ? f / P10F[-k] : f * P10F[k];
     *d = neg ? -f : f;
     return 1;
   }
   if (m > (1ull << 53) || k < -22 || k > 22) return 0;
   double v = (double)m;
-  v = k < 0 ? v / P10D[-k] : v * P10D[k];
+  if (k) v = k < 0 ? v / P10D[-k] : v * P10D[k];
   *d = neg ? -v : v;
   return 1;
 }
