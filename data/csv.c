@@ -1,13 +1,26 @@
 /* data/csv.c - CSV files (RFC 4180: quoted fields may hold the
  * delimiter, "" for a quote, and newlines; CRLF tolerated; blank lines
- * skipped). One scalar component per selected column. Errors name
- * file:line (the line where the record starts). */
+ * skipped). One scalar component per selected column (a ragged pair for a
+ * multi-valued one). Errors name file:line (the line where the record
+ * starts).
+ *
+ * Speed: the file is read in 1 MiB blocks and records are split in place
+ * (fields point into the block; only quoted fields with "" are rewritten).
+ * Rows go straight into column buffers (loom_ds_rows, data_impl.h): a batch
+ * over this dataset (or over take / repeat of it) takes up to batch_size
+ * rows at once and turns them into the batch tensors, strings in one block
+ * per tensor; a single element is one such row. Numbers in the common
+ * decimal forms are converted here, exactly as strtof / strtod / strtoll
+ * would (parse_num_fast), the rest by those functions. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "data/data_impl.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct csv_col {
   char *name;
@@ -17,6 +30,7 @@ typedef struct csv_col {
   double dnum;       /* the default of numeric columns */
   int64_t dint;
   char *dstr;        /* the default of string columns */
+  size_t dstr_len;
   char sep;          /* multi-valued (ragged) cells: the separator; 0 = scalar */
 } csv_col;
 
@@ -30,133 +44,293 @@ typedef struct csv_ds {
   csv_col *cols;
   FILE *f;
   int64_t line;       /* line of the next character (1-based) */
-  char *buf;          /* the record's fields, each NUL-terminated */
-  size_t len, cap;
-  size_t *fstart;     /* field offsets into buf */
+  /* the file is read in blocks: blk[pos..end) not parsed yet; eof: nothing left to read */
+  char *blk;
+  size_t bcap, pos, end;
+  int eof;
+  uint8_t special[256]; /* bytes that end an unquoted run: delimiter, quote, CR, LF */
+  /* the record just read: field i is fs[i][0..fl[i]) inside blk (not NUL-terminated) */
+  const char **fs;
+  size_t *fl;
   int nf, fcap;
+  char *tmp;          /* scratch for numbers given to strtod & co */
+  size_t tmpcap;
+  loom_ds_rows erb;   /* one row (the element path) */
 } csv_ds;
 
-/* ---- reading records ---- */
-static int buf_put(csv_ds *c, char ch) {
-  if (c->len + 1 >= c->cap) {
-    size_t nc = c->cap ? c->cap * 2 : 256;
-    char *b = loom__realloc(c->buf, nc);
-    if (!b) return -1;
-    c->buf = b;
-    c->cap = nc;
-  }
-  c->buf[c->len++] = ch;
-  return 0;
+enum { CSV_BLOCK = 1 << 20, CSV_MORE = -1, CSV_SLACK = 64 };
+
+/* The first byte of [q, e) that is the delimiter, a quote, CR or LF; e if
+ * none. Reads up to 15 bytes past e (the block's slack). */
+#ifdef __SSE2__
+typedef struct specials { __m128i d, q, r, n; } specials;
+static inline specials specials_of(char delim) {
+  specials v = {_mm_set1_epi8(delim), _mm_set1_epi8('"'), _mm_set1_epi8('\r'), _mm_set1_epi8('\n')};
+  return v;
 }
-static int field_begin(csv_ds *c) {
-  if (c->nf == c->fcap) {
+static inline char *find_special(char *q, char *e, const specials *v) {
+  while (q < e) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)q);
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, v->d), _mm_cmpeq_epi8(x, v->q)),
+                             _mm_or_si128(_mm_cmpeq_epi8(x, v->r), _mm_cmpeq_epi8(x, v->n)));
+    unsigned mask = (unsigned)_mm_movemask_epi8(m);
+    if (mask) {
+      q += __builtin_ctz(mask);
+      return q < e ? q : e;
+    }
+    q += 16;
+  }
+  return e;
+}
+#else
+typedef struct specials { const uint8_t *tab; } specials;
+static inline char *find_special(char *q, char *e, const specials *v) {
+  while (q < e && !v->tab[(uint8_t)*q]) q++;
+  return q;
+}
+#endif
+
+/* ---- reading records ---- */
+/* Keeps blk[pos..end), reads more behind it (the block grows when a record
+ * fills it). Sets eof when the file has nothing more. */
+static loom_code refill(csv_ds *c, const char *path, loom_status *st) {
+  size_t keep = c->end - c->pos;
+  if (c->pos && keep) memmove(c->blk, c->blk + c->pos, keep);
+  c->pos = 0;
+  c->end = keep;
+  if (c->end + 1 >= c->bcap || !c->blk) {
+    size_t nc = c->bcap ? c->bcap * 2 : CSV_BLOCK;
+    char *b = loom__realloc(c->blk, nc + CSV_SLACK); /* the slack: 16-byte loads near the end */
+    if (!b) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s:%lld: out of memory", path, (long long)c->line);
+    c->blk = b;
+    c->bcap = nc;
+  }
+  size_t got = fread(c->blk + c->end, 1, c->bcap - 1 - c->end, c->f);
+  if (!got) {
+    if (ferror(c->f))
+      return loom_status_set(st, LOOM_DATA_LOSS, "%s:%lld: read error: %s", path, (long long)c->line, strerror(errno));
+    c->eof = 1;
+  }
+  c->end += got;
+  memset(c->blk + c->end, 0, 16); /* defined bytes for find_special's loads */
+  return LOOM_OK;
+}
+
+static int grow_fields(csv_ds *c) {
+  {
     int nc = c->fcap ? c->fcap * 2 : 16;
-    size_t *s = loom__realloc(c->fstart, (size_t)nc * sizeof *s);
-    if (!s) return -1;
-    c->fstart = s;
+    const char **a = loom__realloc(c->fs, (size_t)nc * sizeof *a);
+    if (!a) return -1;
+    c->fs = a;
+    size_t *b = loom__realloc(c->fl, (size_t)nc * sizeof *b);
+    if (!b) return -1;
+    c->fl = b;
     c->fcap = nc;
   }
-  c->fstart[c->nf++] = c->len;
+  return 0;
+}
+static inline int add_field(csv_ds *c, const char *s, size_t n) {
+  if (c->nf == c->fcap && grow_fields(c)) return -1;
+  c->fs[c->nf] = s;
+  c->fl[c->nf++] = n;
   return 0;
 }
 
-/* Reads one record into buf/fstart. *rec_line = its first line. OUT_OF_RANGE
- * at the end of the file. */
-static loom_code read_record(csv_ds *c, const char *path, int64_t *rec_line, loom_status *st) {
-  enum { FIELD_START, UNQUOTED, QUOTED, QUOTE_IN_QUOTED } state;
-  FILE *f = c->f;
-  for (;;) { /* skips blank lines */
-    c->len = 0;
-    c->nf = 0;
-    *rec_line = c->line;
-    int ch = getc_unlocked(f);
-    if (ch == EOF) {
-      if (ferror(f)) return loom_status_set(st, LOOM_DATA_LOSS, "%s:%lld: read error: %s", path, (long long)c->line, strerror(errno));
-      return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
+/* Removes the doubled quotes of a quoted field (in place). */
+static size_t unescape(char *s, size_t n) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    s[o++] = s[i];
+    if (s[i] == '"') i++; /* "" -> " */
+  }
+  return o;
+}
+
+/* Scans one record starting at blk[pos] (not a blank line). LOOM_OK with
+ * the fields set and pos / line past the record; CSV_MORE when the block
+ * ends inside it before the end of the file (nothing is changed then). */
+static int scan_record(csv_ds *c, const char *path, int64_t rec_line, loom_status *st, loom_code *err) {
+  char *p = c->blk + c->pos, *e = c->blk + c->end;
+#ifdef __SSE2__
+  const specials sv = specials_of(c->delim);
+#else
+  const specials sv = {c->special};
+#endif
+  const int eof = c->eof;
+  const char delim = c->delim;
+  int64_t ln = c->line;
+  uint64_t escaped = 0; /* fields 0..63 with "" to undo; later ones: esc_more */
+  int esc_more = 0;
+  c->nf = 0;
+  for (;;) { /* one field; p is its first byte */
+    if (p == e) {
+      if (!eof) return CSV_MORE;
+      if (add_field(c, p, 0)) goto oom;
+      break;
     }
-    if (ch == '\n') {
-      c->line++;
+    if (*p == '"') {
+      int64_t quote_line = ln;
+      char *q = p + 1;
+      int esc = 0;
+      for (;;) {
+        while (q < e && *q != '"' && *q != '\n') q++;
+        if (q == e) {
+          if (!eof) return CSV_MORE;
+          *err = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                                 "%s:%lld: unterminated quoted field (the quote opens on line %lld)", path,
+                                 (long long)rec_line, (long long)quote_line);
+          return 0;
+        }
+        if (*q == '\n') {
+          ln++;
+          q++;
+          continue;
+        }
+        if (q + 1 == e && !eof) return CSV_MORE;
+        if (q + 1 < e && q[1] == '"') {
+          esc = 1;
+          q += 2;
+          continue;
+        }
+        break; /* the closing quote */
+      }
+      if (esc) {
+        if (c->nf < 64) escaped |= 1ull << c->nf;
+        else esc_more = 1;
+      }
+      if (add_field(c, p + 1, (size_t)(q - p - 1))) goto oom;
+      p = q + 1;
+      if (p == e) {
+        if (!eof) return CSV_MORE;
+        break;
+      }
+      char ch = *p;
+      if (ch == delim) {
+        p++;
+        continue;
+      }
+      if (ch == '\n') {
+        ln++;
+        p++;
+        break;
+      }
+      if (ch == '\r') {
+        if (p + 1 == e) {
+          if (!eof) return CSV_MORE;
+          p++;
+          break;
+        }
+        if (p[1] == '\n') {
+          ln++;
+          p += 2;
+          break;
+        }
+      }
+      *err = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s:%lld: malformed quoted field %d: '%c' after the closing quote (a quote inside a "
+                             "quoted field is written \"\")",
+                             path, (long long)ln, c->nf, ch);
+      return 0;
+    }
+    char *q = p;
+    for (;;) {
+      q = find_special(q, e, &sv);
+      if (q == e) {
+        if (!eof) return CSV_MORE;
+        break;
+      }
+      if (*q == '\r') {
+        if (q + 1 == e) {
+          if (!eof) return CSV_MORE;
+          break;
+        }
+        if (q[1] != '\n') { /* a lone CR is data */
+          q++;
+          continue;
+        }
+      }
+      break;
+    }
+    if (add_field(c, p, (size_t)(q - p))) goto oom;
+    if (q == e) {
+      p = q;
+      break;
+    }
+    if (*q == delim) {
+      p = q + 1;
       continue;
     }
-    if (ch == '\r') {
-      int nx = getc_unlocked(f);
-      if (nx == '\n') {
+    if (*q == '"') {
+      *err = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s:%lld: field %d: a quote inside an unquoted field (quote the field and write \"\")",
+                             path, (long long)ln, c->nf);
+      return 0;
+    }
+    /* LF, or CR LF, or CR at the end of the file */
+    p = q + (*q == '\r' ? (q + 1 < e ? 2 : 1) : 1);
+    ln++;
+    break;
+  }
+  if (escaped || esc_more)
+    for (int i = 0; i < c->nf; i++)
+      if (i >= 64 ? esc_more : (int)(escaped >> i & 1)) {
+        /* a quoted field: fs points just after its opening quote, inside blk */
+        char *f = (char *)c->fs[i];
+        c->fl[i] = unescape(f, c->fl[i]);
+      }
+  c->pos = (size_t)(p - c->blk);
+  c->line = ln;
+  *err = LOOM_OK;
+  return 0;
+oom:
+  *err = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s:%lld: out of memory", path, (long long)ln);
+  return 0;
+}
+
+/* Reads one record into fs / fl. *rec_line = its first line. OUT_OF_RANGE
+ * at the end of the file. */
+static loom_code read_record(csv_ds *c, const char *path, int64_t *rec_line, loom_status *st) {
+  loom_code rc;
+  c->nf = 0;
+  for (;;) {
+    /* blank lines (LF, CR LF; a CR alone at the end of the file) */
+    while (c->pos < c->end) {
+      char ch = c->blk[c->pos];
+      if (ch == '\n') {
+        c->pos++;
         c->line++;
         continue;
       }
-      if (nx != EOF) ungetc(nx, f);
-    }
-    ungetc(ch, f);
-    break;
-  }
-  int64_t quote_line = 0;
-  if (field_begin(c)) goto oom;
-  state = FIELD_START;
-  for (;;) {
-    int ch = getc_unlocked(f);
-    if (ch == EOF && ferror(f))
-      return loom_status_set(st, LOOM_DATA_LOSS, "%s:%lld: read error: %s", path, (long long)c->line, strerror(errno));
-    if (state == QUOTED) {
-      if (ch == EOF)
-        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                               "%s:%lld: unterminated quoted field (the quote opens on line %lld)", path,
-                               (long long)*rec_line, (long long)quote_line);
-      if (ch == '"') {
-        state = QUOTE_IN_QUOTED;
-        continue;
+      if (ch == '\r') {
+        if (c->pos + 1 == c->end && !c->eof) break; /* decide after the refill */
+        if (c->pos + 1 == c->end || c->blk[c->pos + 1] == '\n') {
+          c->pos += c->pos + 1 == c->end ? 1 : 2;
+          c->line++;
+          continue;
+        }
       }
-      if (ch == '\n') c->line++;
-      if (buf_put(c, (char)ch)) goto oom;
+      break;
+    }
+    if (c->pos + 1 >= c->end && !c->eof) { /* empty, or a CR to decide */
+      if ((rc = refill(c, path, st))) return rc;
       continue;
     }
-    if (state == QUOTE_IN_QUOTED && ch == '"') { /* "" -> " */
-      if (buf_put(c, '"')) goto oom;
-      state = QUOTED;
+    if (c->pos == c->end) return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
+    *rec_line = c->line;
+    loom_code err = LOOM_OK;
+    if (scan_record(c, path, *rec_line, st, &err) == CSV_MORE) {
+      if ((rc = refill(c, path, st))) return rc;
       continue;
     }
-    /* FIELD_START, UNQUOTED, or just after a closing quote */
-    if (ch == '\r') {
-      int nx = getc_unlocked(f);
-      if (nx == '\n' || nx == EOF) ch = '\n';
-      else ungetc(nx, f);
-    }
-    if (ch == EOF || ch == '\n') {
-      if (ch == '\n') c->line++;
-      if (buf_put(c, 0)) goto oom;
-      return LOOM_OK;
-    }
-    if (ch == c->delim) {
-      if (buf_put(c, 0) || field_begin(c)) goto oom;
-      state = FIELD_START;
-      continue;
-    }
-    if (state == QUOTE_IN_QUOTED)
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "%s:%lld: malformed quoted field %d: '%c' after the closing quote (a quote inside a "
-                             "quoted field is written \"\")",
-                             path, (long long)c->line, c->nf, ch);
-    if (ch == '"') {
-      if (state == FIELD_START) {
-        state = QUOTED;
-        quote_line = c->line;
-        continue;
-      }
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "%s:%lld: field %d: a quote inside an unquoted field (quote the field and write \"\")",
-                             path, (long long)c->line, c->nf);
-    }
-    if (buf_put(c, (char)ch)) goto oom;
-    state = UNQUOTED;
+    return err;
   }
-oom:
-  return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s:%lld: out of memory", path, (long long)c->line);
 }
 
 /* ---- values ---- */
 static int is_space(char ch) { return ch == ' ' || ch == '\t'; }
 
-/* Parses s as dtype into *d / *i. 0 on success. */
-static int parse_num(const char *s, loom_dtype dt, double *d, int64_t *i) {
+/* strtof / strtod / strtoll on a NUL-terminated s (the reference). */
+static int parse_num_slow(const char *s, loom_dtype dt, double *d, int64_t *i) {
   while (is_space(*s)) s++;
   if (!*s) return -1;
   char *end;
@@ -174,77 +348,259 @@ static int parse_num(const char *s, loom_dtype dt, double *d, int64_t *i) {
   return *end ? -1 : 0;
 }
 
-static loom_code set_value(loom_tensor *t, const csv_col *col, const char *s, size_t len, int use_default) {
-  void *p = loom_tensor_data(t); /* NULL for STRING */
-  double d = col->dnum;
-  int64_t i = col->dint;
-  if (col->dtype == LOOM_STRING)
-    return use_default ? loom_tensor_set_string(t, 0, col->dstr, strlen(col->dstr), NULL)
-                       : loom_tensor_set_string(t, 0, s, len, NULL);
-  if (!use_default && parse_num(s, col->dtype, &d, &i)) return LOOM_INVALID_ARGUMENT;
-  switch (col->dtype) {
-    case LOOM_F32: *(float *)p = (float)d; break;
-    case LOOM_F64: *(double *)p = d; break;
-    case LOOM_I32: *(int32_t *)p = (int32_t)i; break;
-    default: *(int64_t *)p = i; break;
+static const float P10F[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+static const double P10D[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The common forms exactly: [ \t]* [+-]? digits [. digits] [e [+-] digits]
+ * [ \t]*. A float whose significant digits make an integer m < 2^24 (float)
+ * or 2^53 (double) and whose power of ten is within 10 (float) or 22
+ * (double) is m * 10^k or m / 10^-k, one correctly rounded operation on
+ * exact operands: what strtof / strtod give (Clinger). 1 = done; 0 = not
+ * such a form (the caller uses the library). */
+static inline __attribute__((always_inline)) int parse_num_fast(const char *s, const char *e, loom_dtype dt, double *d,
+                                                                int64_t *iv) {
+  while (s < e && is_space(*s)) s++;
+  int neg = 0;
+  if (s < e && (*s == '-' || *s == '+')) neg = *s++ == '-';
+  uint64_t m = 0;
+  int sig = 0, ndig = 0, k = 0;
+  while (s < e && (unsigned)(*s - '0') < 10) {
+    m = m * 10 + (unsigned)(*s++ - '0');
+    sig += m != 0;
+    ndig++;
   }
-  return LOOM_OK;
+  if (dt == LOOM_I32 || dt == LOOM_I64) {
+    while (s < e && is_space(*s)) s++;
+    if (!ndig || s != e || ndig > 18) return 0;
+    int64_t v = neg ? -(int64_t)m : (int64_t)m;
+    if (dt == LOOM_I32 && (v < INT32_MIN || v > INT32_MAX)) return 0;
+    *iv = v;
+    return 1;
+  }
+  if (sig > 19) return 0;
+  if (s < e && *s == '.') {
+    s++;
+    while (s < e && (unsigned)(*s - '0') < 10) {
+      m = m * 10 + (unsigned)(*s++ - '0');
+      sig += m != 0;
+      ndig++;
+      k--;
+    }
+    if (sig > 19) return 0;
+  }
+  if (!ndig) return 0;
+  if (s < e && (*s == 'e' || *s == 'E')) {
+    s++;
+    int eneg = 0, x = 0, nx = 0;
+    if (s < e && (*s == '-' || *s == '+')) eneg = *s++ == '-';
+    while (s < e && (unsigned)(*s - '0') < 10 && nx < 6) {
+      x = x * 10 + (*s++ - '0');
+      nx++;
+    }
+    if (!nx) return 0;
+    k += eneg ? -x : x;
+  }
+  while (s < e && is_space(*s)) s++;
+  if (s != e) return 0;
+  if (dt == LOOM_F32) {
+    if (m > (1u << 24) || k < -10 || k > 10) return 0;
+    float f = (float)m;
+    if (k) f = k < 0 ? f / P10F[-k] : f * P10F[k];
+    *d = neg ? -f : f;
+    return 1;
+  }
+  if (m > (1ull << 53) || k < -22 || k > 22) return 0;
+  double v = (double)m;
+  if (k) v = k < 0 ? v / P10D[-k] : v * P10D[k];
+  *d = neg ? -v : v;
+  return 1;
 }
 
-/* A multi-valued cell s[0..len) -> the values (1-D) and row_splits {0, k}
- * components at values[out], values[out + 1]. */
-static loom_code set_multi(loom_tensor **values, const csv_col *col, const char *s, size_t len, const char *path,
-                           int64_t line, loom_status *st) {
-  int64_t k = 0, two = 2;
-  if (len) {
-    k = 1;
-    for (size_t i = 0; i < len; i++) k += s[i] == col->sep;
+static int parse_num_n(char **tmp, size_t *tmpcap, const char *s, size_t n, loom_dtype dt, double *d, int64_t *i) {
+  if (parse_num_fast(s, s + n, dt, d, i)) return 0;
+  if (n + 1 > *tmpcap) {
+    size_t nc = n + 64;
+    char *t = loom__realloc(*tmp, nc);
+    if (!t) return -1;
+    *tmp = t;
+    *tmpcap = nc;
   }
-  loom_code rc = loom__ds_ensure(&values[col->out], col->dtype, 1, &k, st);
-  if (!rc) rc = loom__ds_ensure(&values[col->out + 1], LOOM_I64, 1, &two, st);
-  if (rc) return rc;
-  int64_t *sp = loom_tensor_data(values[col->out + 1]);
-  sp[0] = 0;
-  sp[1] = k;
-  loom_tensor *t = values[col->out];
-  const char *p = s, *end = s + len;
-  char item[128];
-  for (int64_t j = 0; j < k; j++) {
-    const char *q = memchr(p, col->sep, (size_t)(end - p));
-    if (!q) q = end;
-    size_t n = (size_t)(q - p);
-    if (col->dtype == LOOM_STRING) {
-      if ((rc = loom_tensor_set_string(t, j, p, n, st))) return rc;
-    } else {
+  memcpy(*tmp, s, n);
+  (*tmp)[n] = 0;
+  if (memchr(s, 0, n)) return -1; /* a NUL inside the field */
+  return parse_num_slow(*tmp, dt, d, i);
+}
+
+int loom__csv_parse_num(const char *s, size_t n, loom_dtype dt, double *d, int64_t *i) {
+  if (parse_num_fast(s, s + n, dt, d, i)) return 0;
+  char buf[256];
+  if (n >= sizeof buf || memchr(s, 0, n)) {
+    char *t = NULL;
+    size_t cap = 0;
+    int r = parse_num_n(&t, &cap, s, n, dt, d, i);
+    loom__free(t);
+    return r;
+  }
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  return parse_num_slow(buf, dt, d, i);
+}
+
+/* Appends one number (dtype dt) to column k. */
+static inline int push_num(loom_ds_rowcol *k, loom_dtype dt, double d, int64_t i) {
+  size_t es = dt == LOOM_F32 || dt == LOOM_I32 ? 4 : 8;
+  if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, es)) return -1;
+  switch (dt) {
+    case LOOM_F32: ((float *)k->v)[k->nv] = (float)d; break;
+    case LOOM_F64: ((double *)k->v)[k->nv] = d; break;
+    case LOOM_I32: ((int32_t *)k->v)[k->nv] = (int32_t)i; break;
+    default: ((int64_t *)k->v)[k->nv] = i; break;
+  }
+  k->nv++;
+  return 0;
+}
+
+/* push_str for a field inside the read block: short ones are copied as
+ * one 16-byte move (the block's slack makes the read safe; sb keeps 16
+ * spare bytes). */
+static inline int push_field(loom_ds_rowcol *k, const char *s, size_t n) {
+  if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 2 * sizeof(size_t))) return -1;
+  if (k->sbl + n + 17 > k->sbcap && loom__ds_rowcol_grow_sb(k, k->sbl + n + 17)) return -1;
+  size_t *ol = (size_t *)k->v + 2 * k->nv;
+  ol[0] = k->sbl;
+  ol[1] = n;
+  char *o = k->sb + k->sbl;
+  if (n <= 16)
+    memcpy(o, s, 16);
+  else
+    memcpy(o, s, n);
+  o[n] = 0;
+  k->sbl += n + 1;
+  k->nv++;
+  return 0;
+}
+
+static inline int push_str(loom_ds_rowcol *k, const char *s, size_t n) {
+  if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 2 * sizeof(size_t))) return -1;
+  if (k->sbl + n + 1 > k->sbcap && loom__ds_rowcol_grow_sb(k, k->sbl + n + 1)) return -1;
+  size_t *ol = (size_t *)k->v + 2 * k->nv;
+  ol[0] = k->sbl;
+  ol[1] = n;
+  if (n) memcpy(k->sb + k->sbl, s, n);
+  k->sb[k->sbl + n] = 0;
+  k->sbl += n + 1;
+  k->nv++;
+  return 0;
+}
+
+/* A multi-valued cell s[0..len) -> its items appended to column k and one
+ * more row split. */
+static loom_code push_multi(csv_ds *c, loom_ds_rowcol *k, int64_t row, const csv_col *col, const char *s, size_t len,
+                            const char *path, int64_t line, loom_status *st) {
+  if (len) {
+    const char *p = s, *end = s + len;
+    for (int64_t j = 0;; j++) {
+      const char *q = memchr(p, col->sep, (size_t)(end - p));
+      if (!q) q = end;
+      size_t n = (size_t)(q - p);
+      if (col->dtype == LOOM_STRING) {
+        if (push_str(k, p, n)) goto oom;
+      } else {
+        double d = 0;
+        int64_t iv = 0;
+        if (!n)
+          return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                                 "%s:%lld: column '%s': item %lld of the multi-valued cell '%.*s' is empty (%s wanted)",
+                                 path, (long long)line, col->name, (long long)j, (int)(len > 64 ? 64 : len), s,
+                                 loom_dtype_name(col->dtype));
+        if (n >= 128 || parse_num_n(&c->tmp, &c->tmpcap, p, n, col->dtype, &d, &iv))
+          return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                                 "%s:%lld: column '%s': cannot parse item %lld '%.*s' of the multi-valued cell '%.*s' "
+                                 "as %s",
+                                 path, (long long)line, col->name, (long long)j, (int)(n > 64 ? 64 : n), p,
+                                 (int)(len > 64 ? 64 : len), s, loom_dtype_name(col->dtype));
+        if (push_num(k, col->dtype, d, iv)) goto oom;
+      }
+      if (q == end) break;
+      p = q + 1;
+    }
+  }
+  if (row + 2 > k->spcap && loom__ds_rowcol_grow_sp(k, row + 2)) goto oom;
+  k->sp[row + 1] = k->nv;
+  return LOOM_OK;
+oom:
+  return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s:%lld: out of memory", path, (long long)line);
+}
+
+/* The record just read -> one more row of rb. */
+static loom_code convert_row(csv_ds *c, loom_ds_rows *rb, const char *path, int64_t rl, loom_status *st) {
+  if (c->nf != c->ncol)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: expected %d fields, found %d", path, (long long)rl,
+                           c->ncol, c->nf);
+  loom_code rc;
+  for (int j = 0; j < c->ncol; j++) {
+    const csv_col *col = &c->cols[j];
+    if (col->out < 0) continue;
+    loom_ds_rowcol *k = &rb->col[col->out];
+    const char *s = c->fs[j];
+    size_t len = c->fl[j];
+    if (col->sep) {
+      if ((rc = push_multi(c, k, rb->n, col, s, len, path, rl, st))) return rc;
+      continue;
+    }
+    if (len) { /* the common cases, each with its own inlined parser */
       double d = 0;
       int64_t iv = 0;
-      int ok = n > 0 && n < sizeof item;
-      if (ok) {
-        memcpy(item, p, n);
-        item[n] = 0;
-        ok = parse_num(item, col->dtype, &d, &iv) == 0;
-      }
-      if (!ok && !n)
-        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                               "%s:%lld: column '%s': item %lld of the multi-valued cell '%.64s' is empty (%s wanted)",
-                               path, (long long)line, col->name, (long long)j, s, loom_dtype_name(col->dtype));
-      if (!ok)
-        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                               "%s:%lld: column '%s': cannot parse item %lld '%.*s' of the multi-valued cell '%.64s' "
-                               "as %s",
-                               path, (long long)line, col->name, (long long)j, (int)(n > 64 ? 64 : n), p, s,
-                               loom_dtype_name(col->dtype));
-      void *o = loom_tensor_data(t);
       switch (col->dtype) {
-        case LOOM_F32: ((float *)o)[j] = (float)d; break;
-        case LOOM_F64: ((double *)o)[j] = d; break;
-        case LOOM_I32: ((int32_t *)o)[j] = (int32_t)iv; break;
-        default: ((int64_t *)o)[j] = iv; break;
+        case LOOM_STRING:
+          if (push_field(k, s, len)) goto oom;
+          continue;
+        case LOOM_F32:
+          if (!parse_num_fast(s, s + len, LOOM_F32, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 4)) goto oom;
+          ((float *)k->v)[k->nv++] = (float)d;
+          continue;
+        case LOOM_I32:
+          if (!parse_num_fast(s, s + len, LOOM_I32, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 4)) goto oom;
+          ((int32_t *)k->v)[k->nv++] = (int32_t)iv;
+          continue;
+        case LOOM_F64:
+          if (!parse_num_fast(s, s + len, LOOM_F64, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 8)) goto oom;
+          ((double *)k->v)[k->nv++] = d;
+          continue;
+        default:
+          if (!parse_num_fast(s, s + len, LOOM_I64, &d, &iv)) break;
+          if (k->nv == k->vcap && loom__ds_rowcol_grow(k, k->nv + 1, 8)) goto oom;
+          ((int64_t *)k->v)[k->nv++] = iv;
+          continue;
       }
     }
-    p = q + 1;
+    if (!len) {
+      if (!col->has_default)
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: column '%s' is empty and has no default value",
+                               path, (long long)rl, col->name);
+      if (col->dtype == LOOM_STRING ? push_str(k, col->dstr, col->dstr_len) : push_num(k, col->dtype, col->dnum, col->dint))
+        goto oom;
+      continue;
+    }
+    if (col->dtype == LOOM_STRING) {
+      if (push_str(k, s, len)) goto oom;
+      continue;
+    }
+    double d = 0;
+    int64_t iv = 0;
+    if (parse_num_n(&c->tmp, &c->tmpcap, s, len, col->dtype, &d, &iv))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: column '%s': cannot parse '%.*s' as %s", path,
+                             (long long)rl, col->name, (int)(len > 64 ? 64 : len), s, loom_dtype_name(col->dtype));
+    if (push_num(k, col->dtype, d, iv)) goto oom;
   }
+  rb->n++;
   return LOOM_OK;
+oom:
+  return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s:%lld: out of memory", path, (long long)rl);
 }
 
 /* ---- the dataset ---- */
@@ -253,6 +609,9 @@ static loom_code open_file(csv_ds *c, loom_status *st) {
   c->f = fopen(path, "rb");
   if (!c->f) return loom_status_set(st, LOOM_NOT_FOUND, "cannot open CSV file %s: %s", path, strerror(errno));
   c->line = 1;
+  c->pos = c->end = 0;
+  c->eof = 0;
+  c->nf = 0;
   if (!c->header) return LOOM_OK;
   int64_t rl;
   loom_code rc = read_record(c, path, &rl, st);
@@ -269,48 +628,35 @@ static void close_file(csv_ds *c) {
   c->f = NULL;
 }
 
-static loom_code csv_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+static loom_code csv_rows(loom_dataset *ds, loom_ds_rows *rb, int64_t want, loom_status *st) {
   csv_ds *c = (csv_ds *)ds;
   loom_code rc;
-  int64_t rl;
-  for (;;) {
+  int64_t got = 0, rl;
+  while (got < want) {
     if (!c->f) {
-      if (c->file >= c->nfiles) return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
+      if (c->file >= c->nfiles) break;
       if ((rc = open_file(c, st))) return rc;
     }
-    rc = read_record(c, c->paths[c->file], &rl, st);
+    const char *path = c->paths[c->file];
+    rc = read_record(c, path, &rl, st);
     if (rc == LOOM_OUT_OF_RANGE) {
       close_file(c);
       c->file++;
       continue;
     }
-    if (rc) return rc;
-    break;
+    if (rc || (rc = convert_row(c, rb, path, rl, st))) return rc;
+    got++;
   }
-  const char *path = c->paths[c->file];
-  if (c->nf != c->ncol)
-    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: expected %d fields, found %d", path, (long long)rl,
-                           c->ncol, c->nf);
-  for (int j = 0; j < c->ncol; j++) {
-    const csv_col *col = &c->cols[j];
-    if (col->out < 0) continue;
-    const char *s = c->buf + c->fstart[j];
-    size_t len = (j + 1 < c->nf ? c->fstart[j + 1] : c->len) - c->fstart[j] - 1;
-    if (col->sep) {
-      if ((rc = set_multi(values, col, s, len, path, rl, st))) return rc;
-      continue;
-    }
-    if ((rc = loom__ds_ensure(&values[col->out], col->dtype, 0, NULL, st))) return rc;
-    if (!len && !col->has_default)
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: column '%s' is empty and has no default value", path,
-                             (long long)rl, col->name);
-    rc = set_value(values[col->out], col, s, len, len == 0);
-    if (rc == LOOM_INVALID_ARGUMENT)
-      return loom_status_set(st, rc, "%s:%lld: column '%s': cannot parse '%.64s' as %s", path, (long long)rl,
-                             col->name, s, loom_dtype_name(col->dtype));
-    if (rc) return loom_status_set(st, rc, "%s:%lld: out of memory", path, (long long)rl);
-  }
-  return LOOM_OK;
+  return got ? LOOM_OK : loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
+}
+
+static loom_code csv_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  csv_ds *c = (csv_ds *)ds;
+  loom_code rc;
+  if (!c->erb.col && (rc = loom__ds_rows_init(&c->erb, ds, st))) return rc;
+  loom__ds_rows_reset(&c->erb, ds);
+  if ((rc = csv_rows(ds, &c->erb, 1, st))) return rc;
+  return loom__ds_rows_emit(ds, &c->erb, values, 0, st);
 }
 
 static loom_code csv_reset(loom_dataset *ds, loom_status *st) {
@@ -333,8 +679,11 @@ static void csv_destroy(loom_dataset *ds) {
       loom__free(c->cols[i].dstr);
     }
   loom__free(c->cols);
-  loom__free(c->buf);
-  loom__free(c->fstart);
+  loom__free(c->blk);
+  loom__free(c->fs);
+  loom__free(c->fl);
+  loom__free(c->tmp);
+  loom__ds_rows_free(&c->erb);
 }
 
 static const loom_ds_vtable csv_vt = {"csv", csv_next, NULL, csv_reset, csv_destroy, NULL, NULL};
@@ -404,6 +753,8 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
   loom_dataset *ds = &c->base;
   c->header = opt->header != 0;
   c->delim = delim;
+  c->special[(uint8_t)delim] = c->special['"'] = c->special['\r'] = c->special['\n'] = 1;
+  ds->next_rows = csv_rows;
   c->paths = loom__calloc((size_t)nfiles, sizeof *c->paths);
   c->cols = loom__calloc((size_t)opt->ncolumns, sizeof *c->cols);
   if (!c->paths || !c->cols) {
@@ -435,8 +786,12 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
   for (int j = 0; j < c->ncol; j++) {
     const loom_csv_column *k = &opt->columns[j];
     csv_col *col = &c->cols[j];
-    const char *name = k->name ? k->name : (c->header && c->nf ? c->buf + c->fstart[j] : "");
-    col->name = loom__strdup(name);
+    if (k->name || !c->header || !c->nf) {
+      col->name = loom__strdup(k->name ? k->name : "");
+    } else if ((col->name = loom__malloc(c->fl[j] + 1))) { /* the header's field */
+      memcpy(col->name, c->fs[j], c->fl[j]);
+      col->name[c->fl[j]] = 0;
+    }
     col->dtype = k->dtype;
     col->sep = k->select ? k->separator : 0;
     col->out = k->select ? out : -1;
@@ -448,11 +803,12 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
     if (k->default_value) {
       col->has_default = 1;
       if (k->dtype == LOOM_STRING) {
+        col->dstr_len = strlen(k->default_value);
         if (!(col->dstr = loom__strdup(k->default_value))) {
           loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset_csv: out of memory");
           return fail(ds);
         }
-      } else if (k->select && parse_num(k->default_value, k->dtype, &col->dnum, &col->dint)) {
+      } else if (k->select && parse_num_slow(k->default_value, k->dtype, &col->dnum, &col->dint)) {
         loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_csv: column '%s': default_value '%s' is not a valid %s",
                         col->name, k->default_value, loom_dtype_name(k->dtype));
         return fail(ds);

@@ -1,7 +1,7 @@
 /* data/data_impl.h - internals of the datasets (loom_data.h).
  *
  * Every dataset starts with a struct loom_dataset (its element spec, a
- * vtable, sticky end/error state). Two ways to produce elements:
+ * vtable, sticky end/error state). Three ways to produce elements:
  *
  *  - general: vt->next fills the element's tensors (reused from call to
  *    call; map, CSV, TFRecord, batch, prefetch).
@@ -12,6 +12,12 @@
  *    rows straight into the batch tensors (ra->vt->copy_rows): no element
  *    tensors, no allocation in steady state. A single element of an index
  *    dataset is produced the same way with one row.
+ *  - rows (CSV): a dataset with next_rows set appends parsed rows to
+ *    column buffers (loom_ds_rows below); take and repeat pass it through.
+ *    A batch on such an input takes batch_size rows at once and turns the
+ *    buffers into the batch tensors (strings: one block per tensor,
+ *    loom__tensor_set_strings); no element tensors. A single element is
+ *    one row through the same buffers.
  *
  * Internal header (not installed). */
 #ifndef LOOM_DATA_IMPL_H
@@ -52,8 +58,30 @@ struct loom_ds_vtable {
   int64_t (*num_rows)(const loom_dataset *ds); /* random-access sources only */
 };
 
+/* ---- rows path (CSV): a batch built column by column ----
+ * A source that can append parsed rows straight into column buffers sets
+ * ds->next_rows; take and repeat pass it through when their input has it.
+ * batch() then asks for up to batch_size rows and turns the buffers into
+ * the batch tensors (loom__ds_rows_emit): no element tensors, no copy
+ * through them, strings in one block per tensor. */
+typedef struct loom_ds_rowcol {
+  void *v;                /* values: numbers (dtype's size each), or for strings (offset, length) pairs into sb */
+  int64_t nv, vcap;
+  char *sb;               /* strings: the bytes, each followed by a NUL */
+  size_t sbl, sbcap;
+  int64_t *sp, spcap;     /* ragged values: row splits, rows + 1 of them */
+} loom_ds_rowcol;
+typedef struct loom_ds_rows {
+  int64_t n; /* rows appended since the last reset */
+  int ncomp;
+  loom_ds_rowcol *col; /* per component of the source (a row_splits component's entry is unused) */
+} loom_ds_rows;
+/* Appends 1..want rows to rb; OUT_OF_RANGE when none is left. */
+typedef loom_code (*loom_ds_rows_fn)(loom_dataset *ds, loom_ds_rows *rb, int64_t want, loom_status *st);
+
 struct loom_dataset {
   const struct loom_ds_vtable *vt;
+  loom_ds_rows_fn next_rows; /* rows path, or NULL */
   int32_t ncomp;
   loom_ds_comp *comp;
   int32_t label;
@@ -89,6 +117,29 @@ void loom__ds_free_shell(loom_dataset *ds);
 
 /* The next row index of an index dataset (sticky state like loom_dataset_next). */
 loom_code loom__ds_next_index(loom_dataset *ds, int64_t *row, loom_status *st);
+
+/* Rows path: rb sized for ds's components (loom__ds_rows_free releases it);
+ * reset empties it (keeping the memory). */
+loom_code loom__ds_rows_init(loom_ds_rows *rb, const loom_dataset *ds, loom_status *st);
+void loom__ds_rows_reset(loom_ds_rows *rb, const loom_dataset *ds);
+void loom__ds_rows_free(loom_ds_rows *rb);
+/* ds->next_rows with the sticky state of loom_dataset_next. */
+loom_code loom__ds_next_rows(loom_dataset *ds, loom_ds_rows *rb, int64_t want, loom_status *st);
+/* rb's rows as tensors of ds's spec: batched: dims [n, ...], a ragged pair
+ * values [nnz] + splits [n + 1]; else one element (n == 1: scalars, the
+ * pair values [k] + splits {0, k}). */
+loom_code loom__ds_rows_emit(const loom_dataset *ds, const loom_ds_rows *rb, loom_tensor **values, int batched,
+                             loom_status *st);
+/* Growth of a column (OOM: -1). */
+int loom__ds_rowcol_grow(loom_ds_rowcol *c, int64_t need, size_t es);
+int loom__ds_rowcol_grow_sb(loom_ds_rowcol *c, size_t need);
+int loom__ds_rowcol_grow_sp(loom_ds_rowcol *c, int64_t need);
+
+/* CSV numbers (data/csv.c): s[0..n) without a NUL; spaces and tabs around
+ * are allowed. F32 / F64 into *d (F32: the float's value, exactly strtof),
+ * I32 / I64 into *i (strtoll, range-checked). 0 on success. Fast for the
+ * common decimal forms, strtof / strtod / strtoll otherwise. */
+int loom__csv_parse_num(const char *s, size_t n, loom_dtype dt, double *d, int64_t *i);
 
 /* Makes *t a tensor of dtype dt and the given shape: reused (reshaped in
  * place) when dtype and element count match, else freed and replaced. */

@@ -173,6 +173,101 @@ loom_code loom__ds_hand_over(loom_tensor **dst, loom_tensor **src, loom_status *
   return LOOM_OK;
 }
 
+/* ---- rows path ---- */
+loom_code loom__ds_rows_init(loom_ds_rows *rb, const loom_dataset *ds, loom_status *st) {
+  memset(rb, 0, sizeof *rb);
+  rb->col = loom__calloc((size_t)(ds->ncomp > 0 ? ds->ncomp : 1), sizeof *rb->col);
+  if (!rb->col) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", ds->vt->kind);
+  rb->ncomp = ds->ncomp;
+  for (int c = 0; c < ds->ncomp; c++)
+    if (ds->comp[c].ragged == LOOM__RAGGED_VALUES && loom__ds_rowcol_grow_sp(&rb->col[c], 1)) {
+      loom__ds_rows_free(rb);
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", ds->vt->kind);
+    }
+  loom__ds_rows_reset(rb, ds);
+  return LOOM_OK;
+}
+
+void loom__ds_rows_reset(loom_ds_rows *rb, const loom_dataset *ds) {
+  rb->n = 0;
+  for (int c = 0; c < rb->ncomp; c++) {
+    loom_ds_rowcol *k = &rb->col[c];
+    k->nv = 0;
+    k->sbl = 0;
+    if (ds->comp[c].ragged == LOOM__RAGGED_VALUES) k->sp[0] = 0;
+  }
+}
+
+void loom__ds_rows_free(loom_ds_rows *rb) {
+  if (!rb->col) return;
+  for (int c = 0; c < rb->ncomp; c++) {
+    loom__free(rb->col[c].v);
+    loom__free(rb->col[c].sb);
+    loom__free(rb->col[c].sp);
+  }
+  loom__free(rb->col);
+  rb->col = NULL;
+}
+
+int loom__ds_rowcol_grow(loom_ds_rowcol *c, int64_t need, size_t es) {
+  if (need <= c->vcap) return 0;
+  int64_t cap = c->vcap ? c->vcap : 256;
+  while (cap < need) cap *= 2;
+  void *v = loom__realloc(c->v, (size_t)cap * es);
+  if (!v) return -1;
+  c->v = v;
+  c->vcap = cap;
+  return 0;
+}
+int loom__ds_rowcol_grow_sb(loom_ds_rowcol *c, size_t need) {
+  if (need <= c->sbcap) return 0;
+  size_t cap = c->sbcap ? c->sbcap : 4096;
+  while (cap < need) cap *= 2;
+  char *b = loom__realloc(c->sb, cap);
+  if (!b) return -1;
+  c->sb = b;
+  c->sbcap = cap;
+  return 0;
+}
+int loom__ds_rowcol_grow_sp(loom_ds_rowcol *c, int64_t need) {
+  if (need <= c->spcap) return 0;
+  int64_t cap = c->spcap ? c->spcap : 256;
+  while (cap < need) cap *= 2;
+  int64_t *p = loom__realloc(c->sp, (size_t)cap * sizeof *p);
+  if (!p) return -1;
+  c->sp = p;
+  c->spcap = cap;
+  return 0;
+}
+
+/* Column k's nv values into t (shape already set). */
+static loom_code rows_fill(loom_tensor *t, const loom_ds_rowcol *k, loom_dtype dt, loom_status *st) {
+  if (dt == LOOM_STRING) return loom__tensor_set_strings(t, k->sb, k->sbl, k->v, st);
+  if (k->nv) memcpy(loom_tensor_data(t), k->v, (size_t)k->nv * loom_dtype_size(dt));
+  return LOOM_OK;
+}
+
+loom_code loom__ds_rows_emit(const loom_dataset *ds, const loom_ds_rows *rb, loom_tensor **values, int batched,
+                             loom_status *st) {
+  loom_code rc;
+  for (int c = 0; c < ds->ncomp; c++) {
+    const loom_ds_comp *ic = &ds->comp[c];
+    const loom_ds_rowcol *k = &rb->col[c];
+    if (ic->ragged == LOOM__RAGGED_SPLITS) continue; /* with its values */
+    if (ic->ragged == LOOM__RAGGED_VALUES) {
+      int64_t ns = rb->n + 1;
+      if ((rc = loom__ds_ensure(&values[c], ic->dtype, 1, &k->nv, st)) ||
+          (rc = loom__ds_ensure(&values[ic->partner], LOOM_I64, 1, &ns, st)))
+        return rc;
+      memcpy(loom_tensor_data(values[ic->partner]), k->sp, (size_t)ns * sizeof(int64_t));
+    } else if ((rc = loom__ds_ensure(&values[c], ic->dtype, batched ? 1 : 0, &rb->n, st))) {
+      return rc;
+    }
+    if ((rc = rows_fill(values[c], k, ic->dtype, st))) return rc;
+  }
+  return LOOM_OK;
+}
+
 static loom_code end_of_sequence(loom_status *st) { return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence"); }
 
 /* Records a sticky end/error from ds->st and reports it to st. */
@@ -247,6 +342,13 @@ loom_code loom_dataset_next(loom_dataset *ds, loom_tensor **values, loom_status 
 loom_code loom__ds_next_index(loom_dataset *ds, int64_t *row, loom_status *st) {
   if (ds->state) return loom_status_set(st, ds->state, "%s", ds->state_msg);
   loom_code rc = ds->vt->next_index(ds, row, ds->st);
+  if (rc) return remember(ds, rc, st);
+  return LOOM_OK;
+}
+
+loom_code loom__ds_next_rows(loom_dataset *ds, loom_ds_rows *rb, int64_t want, loom_status *st) {
+  if (ds->state) return loom_status_set(st, ds->state, "%s", ds->state_msg);
+  loom_code rc = ds->next_rows(ds, rb, want, ds->st);
   if (rc) return remember(ds, rc, st);
   return LOOM_OK;
 }
@@ -806,6 +908,7 @@ typedef struct batch_ds {
   int drop;
   int64_t *rows;        /* index mode: bs */
   loom_tensor ***elems; /* general mode: bs slots, allocated on first use */
+  loom_ds_rows rb;      /* rows mode (input has next_rows): allocated on first use */
 } batch_ds;
 
 /* Copies src (dims sdims) into dst (dims ddims, each >= sdims) at the same
@@ -990,6 +1093,18 @@ static loom_code batch_next(loom_dataset *ds, loom_tensor **values, loom_status 
     }
     return LOOM_OK;
   }
+  if (b->in->next_rows) {
+    if (!b->rb.col && (rc = loom__ds_rows_init(&b->rb, b->in, st))) return rc;
+    loom__ds_rows_reset(&b->rb, b->in);
+    while (b->rb.n < b->bs) {
+      rc = loom__ds_next_rows(b->in, &b->rb, b->bs - b->rb.n, st);
+      if (rc == LOOM_OUT_OF_RANGE) break;
+      if (rc) return rc;
+    }
+    k = b->rb.n;
+    if (!k || (b->drop && k < b->bs)) return end_of_sequence(st);
+    return loom__ds_rows_emit(b->in, &b->rb, values, 1, st);
+  }
   if (!b->elems) {
     b->elems = loom__calloc((size_t)b->bs, sizeof *b->elems);
     if (!b->elems) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "batch: out of memory");
@@ -1010,6 +1125,7 @@ static loom_code batch_reset(loom_dataset *ds, loom_status *st) { return loom_da
 static void batch_destroy(loom_dataset *ds) {
   batch_ds *b = (batch_ds *)ds;
   loom__free(b->rows);
+  loom__ds_rows_free(&b->rb);
   if (b->elems)
     for (int64_t i = 0; i < b->bs; i++) {
       if (b->elems[i])
@@ -1115,6 +1231,19 @@ static loom_code repeat_next_index(loom_dataset *ds, int64_t *row, loom_status *
     if ((rc = repeat_next_pass(r, st))) return rc;
   }
 }
+static loom_code repeat_next_rows(loom_dataset *ds, loom_ds_rows *rb, int64_t want, loom_status *st) {
+  repeat_ds *r = (repeat_ds *)ds;
+  if (r->count >= 0 && r->pass >= r->count) return end_of_sequence(st);
+  for (;;) {
+    loom_code rc = loom__ds_next_rows(r->in, rb, want, st);
+    if (!rc) {
+      r->got = 1;
+      return LOOM_OK;
+    }
+    if (rc != LOOM_OUT_OF_RANGE) return rc;
+    if ((rc = repeat_next_pass(r, st))) return rc;
+  }
+}
 static loom_code repeat_reset(loom_dataset *ds, loom_status *st) {
   repeat_ds *r = (repeat_ds *)ds;
   r->pass = 0;
@@ -1130,6 +1259,7 @@ loom_dataset *loom_dataset_repeat(loom_dataset *in, int64_t count, loom_status *
   if (!r) return NULL;
   r->in = in;
   r->base.ra = in->ra;
+  if (in->next_rows) r->base.next_rows = repeat_next_rows;
   r->count = count < 0 ? -1 : count;
   return &r->base;
 }
@@ -1157,6 +1287,15 @@ static loom_code take_next_index(loom_dataset *ds, int64_t *row, loom_status *st
   if (!rc) t->taken++;
   return rc;
 }
+static loom_code take_next_rows(loom_dataset *ds, loom_ds_rows *rb, int64_t want, loom_status *st) {
+  take_ds *t = (take_ds *)ds;
+  if (t->count >= 0 && t->taken >= t->count) return end_of_sequence(st);
+  if (t->count >= 0 && want > t->count - t->taken) want = t->count - t->taken;
+  int64_t n0 = rb->n;
+  loom_code rc = loom__ds_next_rows(t->in, rb, want, st);
+  if (!rc) t->taken += rb->n - n0;
+  return rc;
+}
 static loom_code take_reset(loom_dataset *ds, loom_status *st) {
   take_ds *t = (take_ds *)ds;
   t->taken = 0;
@@ -1170,6 +1309,7 @@ loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_status *st
   if (!t) return NULL;
   t->in = in;
   t->base.ra = in->ra;
+  if (in->next_rows) t->base.next_rows = take_next_rows;
   t->count = count < 0 ? -1 : count;
   return &t->base;
 }

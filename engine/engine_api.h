@@ -56,4 +56,14 @@ int loom__tensor_owned(const loom_tensor *t);
  * estimator's evaluation, the step hooks). */
 double loom__tensor_scalar_f64(const loom_tensor *t);
 
+/* Bulk strings (datasets filling a batch without one allocation per
+ * string): element i of the string tensor t becomes bytes[off_len[2i] ..
+ * off_len[2i] + off_len[2i + 1]), for every element; bytes[0..nbytes) (each
+ * string followed by a NUL there) is copied into one block that t owns
+ * (kept and reused from call to call, freed with t). loom_tensor_set_string,
+ * _copy and _free work on such a tensor as on any other. RESOURCE_EXHAUSTED
+ * on OOM, INVALID_ARGUMENT when t is not an owned string tensor. */
+loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nbytes, const size_t *off_len,
+                                   loom_status *st);
+
 #endif

@@ -24,6 +24,8 @@ struct loom_tensor {
   loom_deallocator dealloc;
   void *dealloc_arg;
   int owned;             /* data from loom__aligned_alloc */
+  char *sarena;          /* STRING: bytes that elements may point into (loom__tensor_set_strings); */
+  size_t sarena_cap;     /* such elements are not freed one by one */
 };
 
 /* ---- op definitions and registry (engine/registry.c) ---- */

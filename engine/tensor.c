@@ -116,12 +116,19 @@ loom_tensor *loom_tensor_copy(const loom_tensor *t, loom_status *st) {
   return c;
 }
 
+/* p points into t's string arena (then it is not freed on its own). */
+static int in_arena(const loom_tensor *t, const char *p) {
+  return t->sarena && p >= t->sarena && p < t->sarena + t->sarena_cap;
+}
+
 void loom_tensor_free(loom_tensor *t) {
   if (!t) return;
   if (t->owned) {
     if (t->dtype == LOOM_STRING) {
       loom_tstring *s = t->data;
-      for (int64_t i = 0; i < t->numel; i++) loom__free(s[i].ptr);
+      for (int64_t i = 0; i < t->numel; i++)
+        if (!in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
+      loom__free(t->sarena);
     }
     loom__aligned_free(t->data);
   } else if (t->dealloc) {
@@ -165,9 +172,34 @@ loom_code loom_tensor_set_string(loom_tensor *t, int64_t i, const char *s, size_
   if (len) memcpy(p, s, len);
   p[len] = 0;
   loom_tstring *e = (loom_tstring *)t->data + i;
-  loom__free(e->ptr);
+  if (!in_arena(t, e->ptr)) loom__free(e->ptr);
   e->ptr = p;
   e->len = len;
+  return LOOM_OK;
+}
+
+loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nbytes, const size_t *off_len,
+                                   loom_status *st) {
+  if (!t || t->dtype != LOOM_STRING || !t->owned)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: bulk strings into a tensor that is not an owned string tensor");
+  loom_tstring *s = t->data;
+  if (nbytes > t->sarena_cap || !t->sarena) {
+    size_t cap = nbytes < 64 ? 64 : nbytes + nbytes / 2;
+    char *a = loom__malloc(cap);
+    if (!a) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tensor: out of memory for %zu bytes of strings", nbytes);
+    for (int64_t i = 0; i < t->numel; i++) /* nothing may point into the old block */
+      if (!in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
+    loom__free(t->sarena);
+    t->sarena = a;
+    t->sarena_cap = cap;
+    for (int64_t i = 0; i < t->numel; i++) s[i].ptr = NULL;
+  }
+  if (nbytes) memcpy(t->sarena, bytes, nbytes);
+  for (int64_t i = 0; i < t->numel; i++) {
+    if (s[i].ptr && !in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
+    s[i].ptr = t->sarena + off_len[2 * i];
+    s[i].len = off_len[2 * i + 1];
+  }
   return LOOM_OK;
 }
 
