@@ -57,7 +57,9 @@ static void canned_free(void *p) {
 }
 
 double loom_canned_learning_rate(const char *kind, const loom_canned_optimizer *opt, int ncols) {
-  if (!kind) return -1;
+  if (!kind || (strcmp(kind, "Linear") && strcmp(kind, "DNN") && strcmp(kind, "DNNLinearCombined/linear") &&
+                strcmp(kind, "DNNLinearCombined/dnn") && strcmp(kind, "Baseline")))
+    return -1;
   if (opt && opt->learning_rate > 0) return opt->learning_rate;
   if (!strcmp(kind, "Linear")) {
     if (opt && !opt->name && !opt->fn) return fmin(LINEAR_LR, 1.0 / sqrt(ncols > 0 ? ncols : 1));
