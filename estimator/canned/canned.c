@@ -471,14 +471,18 @@ static loom_estimator *finish(canned_model *m, int classifier, const common_opts
     canned_free(m);
     return NULL;
   }
-  loom_estimator *e = loom_estimator_new(canned_model_fn, m, c->model_dir, c->config, NULL,
-                                         c->warm_start ? NULL : c->warm_start_from, st);
+  loom_estimator *e = loom_estimator_new(canned_model_fn, m, c->model_dir, c->config, NULL, NULL, st);
   if (!e) {
     canned_free(m);
     return NULL;
   }
   e->user_free = canned_free;
-  if (c->warm_start && loom_estimator_set_warm_start_settings(e, c->warm_start, st) != LOOM_OK) {
+  /* a plain warm_start_from is WarmStartSettings(from) (all trainable
+   * variables by name), as TF */
+  loom_warm_start_settings plain = loom_warm_start_settings_default();
+  plain.ckpt_to_initialize_from = c->warm_start_from;
+  const loom_warm_start_settings *ws = c->warm_start ? c->warm_start : c->warm_start_from ? &plain : NULL;
+  if (ws && loom_estimator_set_warm_start_settings(e, ws, st) != LOOM_OK) {
     loom_estimator_free(e);
     return NULL;
   }
