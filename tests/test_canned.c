@@ -781,3 +781,106 @@ Test(canned, label_not_in_vocabulary_fails_naming_it) {
   loom_status_free(st);
   tu_rmtree(dir);
 }
+
+/* ---- dropout + batch_norm: trains, and PREDICT is deterministic (no dropout there) ---- */
+Test(canned, dnn_dropout_batch_norm) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr, te;
+  cu_iris(&tr, 0, 0);
+  cu_iris(&te, 1, 0);
+  tr.batch = 32;
+  tr.shuffle = 1;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_drop");
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  loom_dnn_options o = loom_dnn_options_default();
+  o.model_dir = dir;
+  o.config = &cfg;
+  o.n_classes = 3;
+  o.nfeature_columns = 4;
+  o.feature_columns = ic.cols;
+  o.nhidden_units = 2;
+  o.hidden_units = IRIS_HIDDEN;
+  o.dropout = 0.2;
+  o.batch_norm = 1;
+  o.optimizer.learning_rate = 0.1;
+  loom_estimator *e = loom_dnn_classifier_new(&o, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, 1500);
+  double acc = cu_eval(e, &te, "accuracy");
+  cr_expect(acc >= 0.85, "accuracy %g", acc);
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS);
+  loom_predict_options po = loom_predict_options_default();
+  po.yield_single_examples = 0;
+  loom_tensor *p[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    loom_prediction_iter *it = loom_estimator_predict(e, cu_predict_input_fn, &te, &po, st);
+    cr_assert(it && loom_prediction_next(it, st) == LOOM_OK, "%s", loom_status_message(st));
+    p[k] = loom_tensor_copy(loom_prediction_get(it, "logits"), st);
+    loom_prediction_iter_free(it);
+  }
+  cr_expect(!memcmp(loom_tensor_data_const(p[0]), loom_tensor_data_const(p[1]), loom_tensor_nbytes(p[0])),
+            "predict is not deterministic");
+  loom_tensor_free(p[0]);
+  loom_tensor_free(p[1]);
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+/* ---- weight_column and loss_reduction reach the head ---- */
+static loom_optimizer *zero_sgd(loom_graph *g, void *user) {
+  (void)user;
+  return loom_optimizer_sgd(loom_const_f32(g, 0.0f, "lr"));
+}
+
+Test(canned, weight_column_and_loss_reduction) {
+  cu_data d;
+  cu_iris(&d, 1, 0);
+  /* binary labels (class 0 or not) and a weight per example */
+  int64_t *lab = loom_tensor_data(d.cols[4]);
+  float w[30];
+  double sw = 0, swy = 0;
+  for (int i = 0; i < 30; i++) {
+    lab[i] = lab[i] == 0;
+    w[i] = (float)(1 + i % 3);
+    sw += w[i];
+    swy += w[i] * (double)lab[i];
+  }
+  d.names[5] = "w";
+  d.cols[5] = cu_f32col(30, w);
+  d.nf = 6;
+  loom_status *st = loom_status_new();
+  double loss[2];
+  for (int k = 0; k < 2; k++) {
+    char dir[TU_TMPDIR_CAP];
+    tu_tmpdir(dir, sizeof dir, "canned_w");
+    loom_run_config cfg = cu_config();
+    loom_baseline_options o = loom_baseline_options_default();
+    o.model_dir = dir;
+    o.config = &cfg;
+    o.weight_column = "w";
+    o.loss_reduction = k ? LOOM_REDUCTION_SUM : LOOM_REDUCTION_SUM_OVER_BATCH_SIZE;
+    o.optimizer.fn = zero_sgd;
+    loom_estimator *e = loom_baseline_classifier_new(&o, st);
+    cr_assert(e, "%s", loom_status_message(st));
+    cu_train(e, &d, 1);
+    double lm = cu_eval(e, &d, "label/mean"), avg = cu_eval(e, &d, "average_loss");
+    loss[k] = cu_eval(e, &d, "loss");
+    cr_expect(fabs(lm - swy / sw) < 1e-6, "label/mean %g want %g", lm, swy / sw);
+    /* logits 0: every example's loss is log 2; average_loss is weighted by w */
+    cr_expect(fabs(avg - log(2.0)) < 1e-6, "average_loss %g", avg);
+    loom_estimator_free(e);
+    tu_rmtree(dir);
+  }
+  /* SUM_OVER_BATCH_SIZE: sum(w * log 2) / 30; SUM: sum(w * log 2) (one batch) */
+  cr_expect(fabs(loss[0] - sw * log(2.0) / 30) < 1e-5, "loss %g want %g", loss[0], sw * log(2.0) / 30);
+  cr_expect(fabs(loss[1] - sw * log(2.0)) < 1e-4, "loss %g want %g", loss[1], sw * log(2.0));
+  cu_data_free(&d);
+  loom_status_free(st);
+}
