@@ -189,7 +189,7 @@ static loom_code run_target(loom_session *s, loom_node *n, loom_status *st) {
 }
 
 /* Resolves warm_start_from to a checkpoint file. */
-static int warm_start_path(const char *from, char *buf, size_t cap) {
+int loom__est_warm_start_path(const char *from, char *buf, size_t cap) {
   struct stat sb;
   if (stat(from, &sb) != 0) return 0;
   if (S_ISDIR(sb.st_mode)) {
@@ -206,7 +206,7 @@ static int warm_start_path(const char *from, char *buf, size_t cap) {
 
 static loom_code warm_start(loom_estimator *e, loom_session *s, loom_graph *g, loom_status *st) {
   char path[4096];
-  if (!warm_start_path(e->warm_start_from, path, sizeof path))
+  if (!loom__est_warm_start_path(e->warm_start_from, path, sizeof path))
     return loom_status_set(st, LOOM_NOT_FOUND, "warm_start_from: no checkpoint found at %s", e->warm_start_from);
   regex_t re;
   int has_re = 0;
@@ -256,7 +256,11 @@ loom_code loom__est_init_session(loom_estimator *e, loom_session *s, loom_graph 
     if (rc != LOOM_OK) return rc;
   } else {
     if ((rc = run_target(s, loom_global_variables_initializer(g), st)) != LOOM_OK) return rc;
-    if (allow_warm_start && e->warm_start_from && (rc = warm_start(e, s, g, st)) != LOOM_OK) return rc;
+    if (allow_warm_start && e->warm_start_fn) {
+      if ((rc = e->warm_start_fn(e->warm_start_state, s, g, st)) != LOOM_OK) return rc;
+    } else if (allow_warm_start && e->warm_start_from && (rc = warm_start(e, s, g, st)) != LOOM_OK) {
+      return rc;
+    }
   }
   return run_target(s, loom_local_variables_initializer(g), st);
 }

@@ -92,6 +92,8 @@ oom:
 void loom_estimator_free(loom_estimator *e) {
   if (!e) return;
   if (e->pred_cache_free) e->pred_cache_free(e->pred_cache);
+  if (e->warm_start_free) e->warm_start_free(e->warm_start_state);
+  if (e->user_free) e->user_free(e->user);
   loom__free(e->model_dir);
   loom_params_free(e->params);
   loom__free(e->warm_start_from);

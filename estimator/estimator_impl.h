@@ -68,6 +68,13 @@ struct loom_estimator {
    * predict.c; loom_estimator_free calls pred_cache_free(pred_cache). */
   void *pred_cache;
   void (*pred_cache_free)(void *pred_cache);
+  /* Set by estimator/canned: user_free(user) in loom_estimator_free (the
+   * canned model's state); warm_start_fn replaces warm_start_from's warm
+   * start when set (WarmStartSettings), warm_start_free frees its state. */
+  void (*user_free)(void *user);
+  void *warm_start_state;
+  loom_code (*warm_start_fn)(void *state, loom_session *s, loom_graph *g, loom_status *st);
+  void (*warm_start_free)(void *state);
 };
 
 /* ---- spec.c ---- */
@@ -118,6 +125,9 @@ loom_code loom__est_init_session(loom_estimator *e, loom_session *s, loom_graph 
 int loom__est_latest(const loom_estimator *e, char *buf, size_t cap);
 loom_session_options loom__est_session_options(const loom_estimator *e);
 char *loom__path_join(const char *a, const char *b);
+/* Resolves a warm start source (checkpoint file, model directory, export
+ * directory) to a checkpoint file; 0 when there is none. */
+int loom__est_warm_start_path(const char *from, char *buf, size_t cap);
 
 /* ---- estimator.c: evaluation, shared with hooks/in_memory_eval.c ---- */
 loom_eval_result *loom__eval_result_new(int n, char *const *keys, const double *values, int64_t step);

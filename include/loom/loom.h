@@ -24,5 +24,6 @@
 #include "loom_export.h"
 #include "loom_estimator.h"
 #include "loom_head.h"
+#include "loom_canned.h"
 #include "loom_distributed.h"
 #endif

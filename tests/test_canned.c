@@ -1,0 +1,886 @@
+/* test_canned.c - the canned estimators (loom_canned.h): TF 2.15's variable
+ * names and shapes (tests/fixtures/canned/canned_vars.h from
+ * scripts/gen_canned_fixtures.py), defaults, training to known accuracies on
+ * iris and diamonds, metric and prediction keys, export -> predictor ==
+ * predict, and option errors. Warm start and resume: test_canned_warm.c. */
+#include "canned_util.h"
+#include "fixtures/canned/canned_vars.h"
+
+/* ---- the small column set of the fixtures: x numeric [2], c vocabulary a/b/c ---- */
+typedef struct small_cols {
+  loom_fc_set *set;
+  const loom_fc *lin[2], *dnn[2];
+} small_cols;
+
+static void small_cols_make(small_cols *s) {
+  loom_status *st = loom_status_new();
+  s->set = loom_fc_set_new();
+  int64_t two = 2;
+  static const char *const voc[3] = {"a", "b", "c"};
+  loom_fc *x = loom_fc_numeric(s->set, "x", 1, &two, NULL, LOOM_F32, NULL, NULL, st);
+  loom_fc *c = loom_fc_vocabulary_list(s->set, "c", 3, voc, 0, -1, st);
+  cr_assert(x && c, "%s", loom_status_message(st));
+  loom_fc *emb = loom_fc_embedding(s->set, c, 2, NULL, st);
+  cr_assert(emb, "%s", loom_status_message(st));
+  s->lin[0] = x;
+  s->lin[1] = c;
+  s->dnn[0] = x;
+  s->dnn[1] = emb;
+  loom_status_free(st);
+}
+
+static void small_data(cu_data *d, int n_classes, int regression) {
+  memset(d, 0, sizeof *d);
+  float x[8] = {0.5f, 1.0f, 1.5f, -1.0f, 0.0f, 2.0f, 1.0f, 1.0f};
+  int64_t xd[2] = {4, 2}, ld[2] = {4, 1};
+  char c[4][16] = {"a", "b", "c", "a"};
+  int64_t lab[4] = {0, 1, 2 % n_classes, 1};
+  float rl[4] = {0, 1, 2, 1};
+  d->names[0] = "x";
+  d->cols[0] = loom_tensor_from_data(LOOM_F32, 2, xd, x, NULL);
+  d->names[1] = "c";
+  d->cols[1] = cu_strcol(4, c);
+  d->names[2] = "label";
+  d->cols[2] = regression ? loom_tensor_from_data(LOOM_F32, 2, ld, rl, NULL)
+                          : loom_tensor_from_data(LOOM_I64, 2, ld, lab, NULL);
+  d->label = "label";
+  d->nf = 3;
+  d->n = 4;
+}
+
+static loom_estimator *make_fixture_model(const char *model, small_cols *s, const char *dir, loom_run_config *cfg,
+                                          loom_status *st) {
+  static const int64_t h43[2] = {4, 3}, h4[1] = {4};
+  int cls3 = model[strlen(model) - 1] == '3';
+  if (!strncmp(model, "linear", 6)) {
+    loom_linear_options o = loom_linear_options_default();
+    o.model_dir = dir;
+    o.config = cfg;
+    o.nfeature_columns = 2;
+    o.feature_columns = s->lin;
+    o.n_classes = cls3 ? 3 : 2;
+    return strstr(model, "classifier") ? loom_linear_classifier_new(&o, st) : loom_linear_regressor_new(&o, st);
+  }
+  if (!strncmp(model, "dnn", 3)) {
+    loom_dnn_options o = loom_dnn_options_default();
+    o.model_dir = dir;
+    o.config = cfg;
+    o.nfeature_columns = 2;
+    o.feature_columns = s->dnn;
+    o.n_classes = cls3 ? 3 : 2;
+    int bn = strstr(model, "_bn") != NULL;
+    o.nhidden_units = bn ? 1 : 2;
+    o.hidden_units = bn ? h4 : h43;
+    o.batch_norm = bn;
+    return strstr(model, "classifier") ? loom_dnn_classifier_new(&o, st) : loom_dnn_regressor_new(&o, st);
+  }
+  if (!strncmp(model, "combined", 8)) {
+    loom_dnn_linear_combined_options o = loom_dnn_linear_combined_options_default();
+    o.model_dir = dir;
+    o.config = cfg;
+    o.nlinear_feature_columns = 2;
+    o.linear_feature_columns = s->lin;
+    o.ndnn_feature_columns = 2;
+    o.dnn_feature_columns = s->dnn;
+    o.ndnn_hidden_units = 2;
+    o.dnn_hidden_units = h43;
+    o.n_classes = cls3 ? 3 : 2;
+    return strstr(model, "classifier") ? loom_dnn_linear_combined_classifier_new(&o, st)
+                                       : loom_dnn_linear_combined_regressor_new(&o, st);
+  }
+  loom_baseline_options o = loom_baseline_options_default();
+  o.model_dir = dir;
+  o.config = cfg;
+  o.n_classes = cls3 ? 3 : 2;
+  return strstr(model, "classifier") ? loom_baseline_classifier_new(&o, st) : loom_baseline_regressor_new(&o, st);
+}
+
+Test(canned, variable_names_and_shapes_equal_tf) {
+  small_cols s;
+  small_cols_make(&s);
+  loom_status *st = loom_status_new();
+  for (int m = 0; m < CANNED_NMODELS; m++) {
+    const canned_model_vars *want = &canned_models[m];
+    char dir[TU_TMPDIR_CAP];
+    tu_tmpdir(dir, sizeof dir, "canned_vars");
+    loom_run_config cfg = cu_config();
+    loom_estimator *e = make_fixture_model(want->model, &s, dir, &cfg, st);
+    cr_assert(e, "%s: %s", want->model, loom_status_message(st));
+    cu_data d;
+    small_data(&d, want->model[strlen(want->model) - 1] == '3' ? 3 : 2, strstr(want->model, "regressor") != NULL);
+    cu_train(e, &d, 1);
+    cu_vars got;
+    cu_list_vars(e, &got);
+    int nwant = 0;
+    for (int i = 0; i < want->n; i++) {
+      const canned_var *w = &want->vars[i];
+      if (w->slot) continue;
+      nwant++;
+      const cu_var *g = cu_find(&got, w->name);
+      cr_expect(g, "%s: loom has no variable %s", want->model, w->name);
+      if (!g) continue;
+      cr_expect_eq(g->rank, w->rank, "%s: %s rank %d want %d", want->model, w->name, g->rank, w->rank);
+      for (int k = 0; k < w->rank && k < g->rank; k++)
+        cr_expect_eq(g->dims[k], w->dims[k], "%s: %s dim %d = %lld want %lld", want->model, w->name, k,
+                     (long long)g->dims[k], (long long)w->dims[k]);
+    }
+    int nmodel = 0;
+    for (int i = 0; i < got.n; i++) {
+      if (cu_is_slot(&got, got.v[i].name)) continue;
+      nmodel++;
+      int known = 0;
+      for (int k = 0; k < want->n; k++) known |= !strcmp(want->vars[k].name, got.v[i].name);
+      cr_expect(known, "%s: loom variable %s is not in TF's model", want->model, got.v[i].name);
+    }
+    cr_expect_eq(nmodel, nwant, "%s: %d model variables, TF %d", want->model, nmodel, nwant);
+    cu_data_free(&d);
+    loom_estimator_free(e);
+    tu_rmtree(dir);
+  }
+  loom_fc_set_free(s.set);
+  loom_status_free(st);
+}
+
+Test(canned, default_options_and_learning_rates) {
+  loom_linear_options l = loom_linear_options_default();
+  cr_expect_str_eq(l.optimizer.name, "Ftrl");
+  cr_expect_eq(l.n_classes, 2);
+  cr_expect_eq(l.label_dimension, 1);
+  cr_expect_eq(l.sparse_combiner, LOOM_COMBINER_SUM);
+  cr_expect_eq(l.loss_reduction, LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
+  loom_dnn_options d = loom_dnn_options_default();
+  cr_expect_str_eq(d.optimizer.name, "Adagrad");
+  cr_expect_str_eq(d.activation, "relu");
+  cr_expect_eq(d.dropout, 0);
+  cr_expect_eq(d.batch_norm, 0);
+  loom_dnn_linear_combined_options c = loom_dnn_linear_combined_options_default();
+  cr_expect_str_eq(c.linear_optimizer.name, "Ftrl");
+  cr_expect_str_eq(c.dnn_optimizer.name, "Adagrad");
+  loom_baseline_options b = loom_baseline_options_default();
+  cr_expect_str_eq(b.optimizer.name, "Ftrl");
+  /* TF 2.15's learning rates */
+  cr_expect_eq(loom_canned_learning_rate("Linear", &l.optimizer, 9), 0.2);
+  loom_canned_optimizer none = {NULL, 0, NULL, NULL};
+  cr_expect_eq(loom_canned_learning_rate("Linear", &none, 4), 0.2);
+  cr_expect(fabs(loom_canned_learning_rate("Linear", &none, 36) - 1.0 / 6) < 1e-15);
+  cr_expect_eq(loom_canned_learning_rate("DNN", &d.optimizer, 3), 0.05);
+  cr_expect_eq(loom_canned_learning_rate("DNNLinearCombined/dnn", &c.dnn_optimizer, 3), 0.001);
+  cr_expect_eq(loom_canned_learning_rate("DNNLinearCombined/linear", &c.linear_optimizer, 4), 0.005);
+  cr_expect(fabs(loom_canned_learning_rate("DNNLinearCombined/linear", &c.linear_optimizer, 1000000) - 0.001) <
+            1e-15);
+  cr_expect_eq(loom_canned_learning_rate("Baseline", &b.optimizer, 0), 0.3);
+  loom_canned_optimizer adam = {"Adam", 0.01, NULL, NULL};
+  cr_expect_eq(loom_canned_learning_rate("DNN", &adam, 3), 0.01);
+  cr_expect_eq(loom_canned_learning_rate("Boosted", &adam, 3), -1);
+}
+
+/* ---- iris: every classifier with n_classes 3 ---- */
+typedef struct iris_cols {
+  loom_fc_set *set;
+  const loom_fc *cols[4];
+} iris_cols;
+
+static void iris_cols_make(iris_cols *ic) {
+  static const char *const fn[4] = {"SepalLength", "SepalWidth", "PetalLength", "PetalWidth"};
+  ic->set = loom_fc_set_new();
+  for (int k = 0; k < 4; k++) {
+    ic->cols[k] = loom_fc_numeric(ic->set, fn[k], 0, NULL, NULL, LOOM_F32, NULL, NULL, NULL);
+    cr_assert(ic->cols[k]);
+  }
+}
+
+enum { K_LINEAR, K_DNN, K_COMBINED, K_BASELINE };
+static const char *const KIND_NAMES[4] = {"Linear", "DNN", "DNNLinearCombined", "Baseline"};
+
+static const int64_t IRIS_HIDDEN[2] = {10, 10};
+
+static loom_estimator *iris_model(int kind, iris_cols *ic, const char *dir, loom_run_config *cfg, int64_t n_classes,
+                                  int32_t nvocab, const char *const *vocab, loom_status *st) {
+  switch (kind) {
+    case K_LINEAR: {
+      loom_linear_options o = loom_linear_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      o.n_classes = n_classes;
+      o.nlabel_vocabulary = nvocab;
+      o.label_vocabulary = vocab;
+      o.nfeature_columns = 4;
+      o.feature_columns = ic->cols;
+      return loom_linear_classifier_new(&o, st);
+    }
+    case K_DNN: {
+      loom_dnn_options o = loom_dnn_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      o.n_classes = n_classes;
+      o.nlabel_vocabulary = nvocab;
+      o.label_vocabulary = vocab;
+      o.nfeature_columns = 4;
+      o.feature_columns = ic->cols;
+      o.nhidden_units = 2;
+      o.hidden_units = IRIS_HIDDEN;
+      o.optimizer.learning_rate = 0.1;
+      return loom_dnn_classifier_new(&o, st);
+    }
+    case K_COMBINED: {
+      loom_dnn_linear_combined_options o = loom_dnn_linear_combined_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      o.n_classes = n_classes;
+      o.nlabel_vocabulary = nvocab;
+      o.label_vocabulary = vocab;
+      o.nlinear_feature_columns = 2;
+      o.linear_feature_columns = ic->cols + 2;
+      o.ndnn_feature_columns = 4;
+      o.dnn_feature_columns = ic->cols;
+      o.ndnn_hidden_units = 2;
+      o.dnn_hidden_units = IRIS_HIDDEN;
+      o.dnn_optimizer.learning_rate = 0.1;
+      o.linear_optimizer.learning_rate = 0.1;
+      return loom_dnn_linear_combined_classifier_new(&o, st);
+    }
+    default: {
+      loom_baseline_options o = loom_baseline_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      o.n_classes = n_classes;
+      o.nlabel_vocabulary = nvocab;
+      o.label_vocabulary = vocab;
+      return loom_baseline_classifier_new(&o, st);
+    }
+  }
+}
+
+static void check_keys_eval(loom_estimator *e, cu_data *d, int n, const char *const *want) {
+  loom_status *st = loom_status_new();
+  loom_eval_result *r = NULL;
+  loom_eval_options eo = loom_eval_options_default();
+  cr_assert_eq(loom_estimator_evaluate(e, cu_input_fn, d, &eo, &r, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_expect_eq(loom_eval_result_count(r), n, "%d eval keys, want %d", loom_eval_result_count(r), n);
+  for (int i = 0; i < n && i < loom_eval_result_count(r); i++) cr_expect_str_eq(loom_eval_result_key(r, i), want[i]);
+  loom_eval_result_free(r);
+  loom_status_free(st);
+}
+
+/* predict (one batch) vs the exported model through loom_predictor: same
+ * values for every prediction key; the keys equal want (sorted). */
+static void check_predict_export(loom_estimator *e, cu_data *test, const char *dir, int nkeys,
+                                 const char *const *want_keys) {
+  loom_status *st = loom_status_new();
+  loom_predict_options po = loom_predict_options_default();
+  po.yield_single_examples = 0;
+  loom_prediction_iter *it = loom_estimator_predict(e, cu_predict_input_fn, test, &po, st);
+  cr_assert(it, "%s", loom_status_message(st));
+  cr_assert_eq(loom_prediction_next(it, st), LOOM_OK, "%s", loom_status_message(st));
+  int np = loom_prediction_count(it);
+  cr_expect_eq(np, nkeys, "%d prediction keys, want %d", np, nkeys);
+  for (int i = 0; i < nkeys; i++) cr_expect(loom_prediction_get(it, want_keys[i]), "no prediction %s", want_keys[i]);
+
+  char base[600], exp_dir[1024];
+  snprintf(base, sizeof base, "%s/export", dir);
+  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, test, base, NULL, exp_dir, sizeof exp_dir, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  loom_predictor_options pro = loom_predictor_options_default();
+  pro.signature = "predict";
+  pro.num_threads = 1;
+  loom_predictor *pd = loom_predictor_load(exp_dir, &pro, st);
+  cr_assert(pd, "%s", loom_status_message(st));
+  int ni = loom_predictor_num_inputs(pd, "predict"), no = loom_predictor_num_outputs(pd, "predict");
+  cr_assert_eq(no, np, "predictor has %d outputs, predict %d", no, np);
+  loom_tensor *in[CU_MAXF];
+  for (int i = 0; i < ni; i++) {
+    const char *k = loom_predictor_input_key(pd, "predict", i);
+    in[i] = NULL;
+    for (int j = 0; j < test->nf; j++)
+      if (!strcmp(test->names[j], k)) in[i] = test->cols[j];
+    cr_assert(in[i], "no data for serving input %s", k);
+  }
+  loom_tensor *out[16] = {0};
+  cr_assert_eq(loom_predictor_run(pd, "predict", ni, in, no, out, st), LOOM_OK, "%s", loom_status_message(st));
+  for (int i = 0; i < no; i++) {
+    const char *k = loom_predictor_output_key(pd, "predict", i);
+    const loom_tensor *p = loom_prediction_get(it, k);
+    cr_assert(p, "predict lacks %s", k);
+    cr_expect_eq(loom_tensor_nbytes(p), loom_tensor_nbytes(out[i]), "%s: sizes differ", k);
+    if (loom_tensor_dtype(p) != LOOM_STRING && loom_tensor_nbytes(p) == loom_tensor_nbytes(out[i]))
+      cr_expect(!memcmp(loom_tensor_data_const(p), loom_tensor_data_const(out[i]), loom_tensor_nbytes(p)),
+                "%s: predictor and predict differ", k);
+    loom_tensor_free(out[i]);
+  }
+  loom_predictor_free(pd);
+  loom_prediction_iter_free(it);
+  loom_status_free(st);
+}
+
+static const char *const MC_EVAL_KEYS[] = {"accuracy", "average_loss", "global_step", "loss"};
+static const char *const MC_PRED_KEYS[] = {"all_class_ids", "all_classes", "class_ids",
+                                           "classes",       "logits",      "probabilities"};
+
+static void iris_case(int kind, int64_t steps, double min_acc, double max_acc) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr, te;
+  cu_iris(&tr, 0, 0);
+  cu_iris(&te, 1, 0);
+  tr.batch = 32;
+  tr.shuffle = 1;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_iris");
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  loom_estimator *e = iris_model(kind, &ic, dir, &cfg, 3, 0, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, steps);
+  double acc = cu_eval(e, &te, "accuracy");
+  cr_expect(acc >= min_acc && acc <= max_acc, "%s: test accuracy %g not in [%g, %g]", KIND_NAMES[kind], acc, min_acc,
+            max_acc);
+  check_keys_eval(e, &te, 4, MC_EVAL_KEYS);
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS);
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+Test(canned, iris_linear_classifier_3_classes) { iris_case(K_LINEAR, 1000, 0.9, 1.0); }
+Test(canned, iris_dnn_classifier_3_classes) { iris_case(K_DNN, 1000, 0.9, 1.0); }
+Test(canned, iris_dnn_linear_combined_classifier_3_classes) { iris_case(K_COMBINED, 1000, 0.9, 1.0); }
+
+/* Baseline learns the class priors: its probabilities are the training
+ * label frequencies (to ~1e-2 after FTRL at 0.3), for every example. */
+Test(canned, iris_baseline_classifier_learns_priors) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr, te;
+  cu_iris(&tr, 0, 0);
+  cu_iris(&te, 1, 0);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_base");
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  loom_estimator *e = iris_model(K_BASELINE, &ic, dir, &cfg, 3, 0, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, 2000);
+  double freq[3] = {0};
+  const int64_t *lab = loom_tensor_data_const(tr.cols[4]);
+  for (int i = 0; i < tr.n; i++) freq[lab[i]] += 1.0 / tr.n;
+  loom_predict_options po = loom_predict_options_default();
+  loom_prediction_iter *it = loom_estimator_predict(e, cu_predict_input_fn, &te, &po, st);
+  cr_assert(it, "%s", loom_status_message(st));
+  int n = 0;
+  while (loom_prediction_next(it, st) == LOOM_OK) {
+    const float *p = loom_tensor_data_const(loom_prediction_get(it, "probabilities"));
+    for (int k = 0; k < 3; k++) cr_expect(fabs(p[k] - freq[k]) < 0.01, "p[%d] = %g, frequency %g", k, p[k], freq[k]);
+    n++;
+  }
+  cr_expect_eq(n, 30);
+  loom_prediction_iter_free(it);
+  double majority = fmax(freq[0], fmax(freq[1], freq[2]));
+  (void)majority;
+  check_keys_eval(e, &te, 4, MC_EVAL_KEYS);
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS);
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+/* ---- binary: setosa or not, with string labels through label_vocabulary ---- */
+static const char *const BIN_EVAL_KEYS[] = {"accuracy",        "accuracy_baseline", "auc",        "auc_precision_recall",
+                                            "average_loss",    "global_step",       "label/mean", "loss",
+                                            "precision",       "prediction/mean",   "recall"};
+static const char *const BIN_PRED_KEYS[] = {"all_class_ids", "all_classes", "class_ids",    "classes",
+                                            "logistic",      "logits",      "probabilities"};
+
+static void to_binary_strings(cu_data *d) {
+  int64_t ld[2] = {d->n, 1};
+  loom_tensor *t = loom_tensor_new(LOOM_STRING, 2, ld, NULL);
+  for (int i = 0; i < d->n; i++) {
+    size_t len;
+    const char *s = loom_tensor_get_string(d->cols[4], i, &len);
+    const char *v = !strncmp(s, "setosa", len) ? "setosa" : "other";
+    loom_tensor_set_string(t, i, v, strlen(v), NULL);
+  }
+  loom_tensor_free(d->cols[4]);
+  d->cols[4] = t;
+}
+
+Test(canned, binary_classifiers_with_label_vocabulary) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr, te;
+  cu_iris(&tr, 0, 1);
+  cu_iris(&te, 1, 1);
+  to_binary_strings(&tr);
+  to_binary_strings(&te);
+  tr.batch = 32;
+  static const char *const voc[2] = {"other", "setosa"};
+  loom_status *st = loom_status_new();
+  for (int kind = 0; kind < 4; kind++) {
+    char dir[TU_TMPDIR_CAP];
+    tu_tmpdir(dir, sizeof dir, "canned_bin");
+    loom_run_config cfg = cu_config();
+    loom_estimator *e = iris_model(kind, &ic, dir, &cfg, 2, 2, voc, st);
+    cr_assert(e, "%s: %s", KIND_NAMES[kind], loom_status_message(st));
+    cu_train(e, &tr, 300);
+    double acc = cu_eval(e, &te, "accuracy");
+    if (kind == K_BASELINE) {
+      double base = cu_eval(e, &te, "accuracy_baseline");
+      cr_expect(fabs(acc - base) < 1e-9, "Baseline: accuracy %g, accuracy_baseline %g", acc, base);
+    } else {
+      cr_expect(acc >= 0.99, "%s: setosa accuracy %g", KIND_NAMES[kind], acc);
+    }
+    check_keys_eval(e, &te, 11, BIN_EVAL_KEYS);
+    check_predict_export(e, &te, dir, 7, BIN_PRED_KEYS);
+    loom_estimator_free(e);
+    tu_rmtree(dir);
+  }
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+}
+
+/* n_classes 3 with label_vocabulary (string species labels) */
+Test(canned, multi_class_label_vocabulary) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr, te;
+  cu_iris(&tr, 0, 1);
+  cu_iris(&te, 1, 1);
+  tr.batch = 32;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_mcv");
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  loom_estimator *e = iris_model(K_DNN, &ic, dir, &cfg, 3, 3, IRIS_NAMES, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, 600);
+  double acc = cu_eval(e, &te, "accuracy");
+  cr_expect(acc >= 0.9, "accuracy %g", acc);
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+/* ---- diamonds: the regressors ---- */
+typedef struct diamond_cols {
+  loom_fc_set *set;
+  const loom_fc *lin[5]; /* carat, cut, color, clarity, color x clarity */
+  const loom_fc *dnn[4]; /* carat, indicators of cut, color, clarity */
+} diamond_cols;
+
+static void diamond_cols_make(diamond_cols *dc) {
+  loom_status *st = loom_status_new();
+  dc->set = loom_fc_set_new();
+  static const char *const cuts[5] = {"Fair", "Good", "Very Good", "Premium", "Ideal"};
+  static const char *const colors[7] = {"D", "E", "F", "G", "H", "I", "J"};
+  static const char *const clar[8] = {"I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"};
+  loom_fc *carat = loom_fc_numeric(dc->set, "carat", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
+  loom_fc *cut = loom_fc_vocabulary_list(dc->set, "cut", 5, cuts, 0, -1, st);
+  loom_fc *color = loom_fc_vocabulary_list(dc->set, "color", 7, colors, 0, -1, st);
+  loom_fc *cl = loom_fc_vocabulary_list(dc->set, "clarity", 8, clar, 0, -1, st);
+  cr_assert(carat && cut && color && cl, "%s", loom_status_message(st));
+  const loom_fc *cc[2] = {color, cl};
+  loom_fc *cross = loom_fc_crossed(dc->set, 2, NULL, cc, 100, 0, st);
+  cr_assert(cross, "%s", loom_status_message(st));
+  dc->lin[0] = carat;
+  dc->lin[1] = cut;
+  dc->lin[2] = color;
+  dc->lin[3] = cl;
+  dc->lin[4] = cross;
+  dc->dnn[0] = carat;
+  dc->dnn[1] = loom_fc_indicator(dc->set, cut, st);
+  dc->dnn[2] = loom_fc_indicator(dc->set, color, st);
+  dc->dnn[3] = loom_fc_indicator(dc->set, cl, st);
+  cr_assert(dc->dnn[1] && dc->dnn[2] && dc->dnn[3], "%s", loom_status_message(st));
+  loom_status_free(st);
+}
+
+static const int64_t DIA_HIDDEN[2] = {16, 8};
+
+static loom_estimator *diamond_model(int kind, diamond_cols *dc, const char *dir, loom_run_config *cfg,
+                                     loom_status *st) {
+  switch (kind) {
+    case K_LINEAR: {
+      loom_linear_options o = loom_linear_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      o.nfeature_columns = 5;
+      o.feature_columns = dc->lin;
+      return loom_linear_regressor_new(&o, st);
+    }
+    case K_DNN: {
+      loom_dnn_options o = loom_dnn_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      o.nfeature_columns = 4;
+      o.feature_columns = dc->dnn;
+      o.nhidden_units = 2;
+      o.hidden_units = DIA_HIDDEN;
+      o.optimizer.learning_rate = 0.1;
+      return loom_dnn_regressor_new(&o, st);
+    }
+    case K_COMBINED: {
+      loom_dnn_linear_combined_options o = loom_dnn_linear_combined_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      o.nlinear_feature_columns = 5;
+      o.linear_feature_columns = dc->lin;
+      o.ndnn_feature_columns = 4;
+      o.dnn_feature_columns = dc->dnn;
+      o.ndnn_hidden_units = 2;
+      o.dnn_hidden_units = DIA_HIDDEN;
+      o.dnn_optimizer.learning_rate = 0.1;
+      o.linear_optimizer.learning_rate = 0.1;
+      return loom_dnn_linear_combined_regressor_new(&o, st);
+    }
+    default: {
+      loom_baseline_options o = loom_baseline_options_default();
+      o.model_dir = dir;
+      o.config = cfg;
+      return loom_baseline_regressor_new(&o, st);
+    }
+  }
+}
+
+static const char *const REG_EVAL_KEYS[] = {"average_loss", "global_step", "label/mean", "loss", "prediction/mean"};
+static const char *const REG_PRED_KEYS[] = {"predictions"};
+
+Test(canned, diamonds_regressors) {
+  diamond_cols dc;
+  diamond_cols_make(&dc);
+  cu_data tr, te;
+  cu_diamonds(&tr, 0);
+  cu_diamonds(&te, 1);
+  tr.batch = 32;
+  tr.shuffle = 1;
+  /* the variance of the test prices (in thousands^2): what predicting the
+   * mean scores */
+  const float *y = loom_tensor_data_const(te.cols[4]);
+  double mean = 0, var = 0;
+  for (int i = 0; i < te.n; i++) mean += y[i] / te.n;
+  for (int i = 0; i < te.n; i++) var += (y[i] - mean) * (y[i] - mean) / te.n;
+  loom_status *st = loom_status_new();
+  double loss[4];
+  for (int kind = 0; kind < 4; kind++) {
+    char dir[TU_TMPDIR_CAP];
+    tu_tmpdir(dir, sizeof dir, "canned_dia");
+    loom_run_config cfg = cu_config();
+    loom_estimator *e = diamond_model(kind, &dc, dir, &cfg, st);
+    cr_assert(e, "%s: %s", KIND_NAMES[kind], loom_status_message(st));
+    cu_train(e, &tr, 1000);
+    loss[kind] = cu_eval(e, &te, "average_loss");
+    check_keys_eval(e, &te, 5, REG_EVAL_KEYS);
+    check_predict_export(e, &te, dir, 1, REG_PRED_KEYS);
+    loom_estimator_free(e);
+    tu_rmtree(dir);
+  }
+  printf("diamonds test MSE (price in thousands): variance %.4f, Linear %.4f, DNN %.4f, DNNLinearCombined %.4f, "
+         "Baseline %.4f\n",
+         var, loss[K_LINEAR], loss[K_DNN], loss[K_COMBINED], loss[K_BASELINE]);
+  cr_expect(loss[K_BASELINE] < 1.3 * var && loss[K_BASELINE] > 0.8 * var, "Baseline MSE %g, variance %g",
+            loss[K_BASELINE], var);
+  cr_expect(loss[K_LINEAR] < 0.25 * var, "Linear MSE %g, variance %g", loss[K_LINEAR], var);
+  cr_expect(loss[K_DNN] < 0.25 * var, "DNN MSE %g, variance %g", loss[K_DNN], var);
+  cr_expect(loss[K_COMBINED] < 0.25 * var, "DNNLinearCombined MSE %g, variance %g", loss[K_COMBINED], var);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(dc.set);
+  loom_status_free(st);
+}
+
+/* ---- user optimizers: a name with the estimator's default rate, and an object ---- */
+static int factory_calls;
+static loom_optimizer *momentum_factory(loom_graph *g, void *user) {
+  (void)user;
+  factory_calls++;
+  return loom_optimizer_momentum(loom_const_f32(g, 0.05f, "lr"), NULL);
+}
+
+Test(canned, user_optimizers) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr, te;
+  cu_iris(&tr, 0, 0);
+  cu_iris(&te, 1, 0);
+  tr.batch = 32;
+  loom_status *st = loom_status_new();
+  static const char *const names[4] = {"Adam", "SGD", "RMSProp", NULL};
+  for (int i = 0; i < 4; i++) {
+    char dir[TU_TMPDIR_CAP];
+    tu_tmpdir(dir, sizeof dir, "canned_opt");
+    loom_run_config cfg = cu_config();
+    loom_dnn_options o = loom_dnn_options_default();
+    o.model_dir = dir;
+    o.config = &cfg;
+    o.n_classes = 3;
+    o.nfeature_columns = 4;
+    o.feature_columns = ic.cols;
+    o.nhidden_units = 2;
+    o.hidden_units = IRIS_HIDDEN;
+    o.optimizer.name = names[i];
+    if (!names[i]) o.optimizer.fn = momentum_factory;
+    int calls = factory_calls;
+    loom_estimator *e = loom_dnn_classifier_new(&o, st);
+    cr_assert(e, "%s", loom_status_message(st));
+    cu_train(e, &tr, 600);
+    double acc = cu_eval(e, &te, "accuracy");
+    cr_expect(acc >= 0.9, "%s: accuracy %g", names[i] ? names[i] : "Momentum factory", acc);
+    if (!names[i]) cr_expect_eq(factory_calls, calls + 1, "factory called %d times", factory_calls - calls);
+    /* slots of the optimizer chosen */
+    cu_vars l;
+    cu_list_vars(e, &l);
+    static const char *const slot[4] = {"dnn/logits/kernel/Adam", NULL, "dnn/logits/kernel/RMSProp",
+                                        "dnn/logits/kernel/Momentum"};
+    if (slot[i]) cr_expect(cu_find(&l, slot[i]), "no slot %s", slot[i]);
+    loom_estimator_free(e);
+    tu_rmtree(dir);
+  }
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+}
+
+/* ---- bad options and bad labels ---- */
+static void expect_err(loom_estimator *e, loom_status *st, const char *a, const char *b) {
+  cr_expect_null(e);
+  loom_estimator_free(e);
+  cr_expect_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT, "%s", loom_status_message(st));
+  cr_expect(strstr(loom_status_message(st), a), "'%s' not in: %s", a, loom_status_message(st));
+  if (b) cr_expect(strstr(loom_status_message(st), b), "'%s' not in: %s", b, loom_status_message(st));
+}
+
+Test(canned, bad_options_name_the_option) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_bad");
+  loom_dnn_options d = loom_dnn_options_default();
+  d.model_dir = dir;
+  d.nfeature_columns = 4;
+  d.feature_columns = ic.cols;
+  expect_err(loom_dnn_classifier_new(&d, st), st, "DNNClassifier", "hidden_units must not be empty");
+  d.nhidden_units = 2;
+  d.hidden_units = IRIS_HIDDEN;
+  d.n_classes = 1;
+  expect_err(loom_dnn_classifier_new(&d, st), st, "n_classes must be > 1", "got 1");
+  d.n_classes = 3;
+  d.optimizer.name = "Adamax";
+  expect_err(loom_dnn_classifier_new(&d, st), st, "unknown optimizer 'Adamax'", "Adagrad, Adam, Ftrl, RMSProp, SGD");
+  d.optimizer.name = "Adagrad";
+  d.activation = "swishy";
+  expect_err(loom_dnn_classifier_new(&d, st), st, "activation 'swishy'", NULL);
+  d.activation = "relu";
+  d.dropout = 1.5;
+  expect_err(loom_dnn_regressor_new(&d, st), st, "DNNRegressor: dropout must be in [0, 1)", "1.5");
+  d.dropout = 0;
+  int64_t bad_h[2] = {10, 0};
+  d.hidden_units = bad_h;
+  expect_err(loom_dnn_classifier_new(&d, st), st, "hidden_units[1] must be >= 1", "got 0");
+  d.hidden_units = IRIS_HIDDEN;
+  static const char *const two[2] = {"a", "b"};
+  d.nlabel_vocabulary = 2;
+  d.label_vocabulary = two;
+  expect_err(loom_dnn_classifier_new(&d, st), st, "label_vocabulary must have n_classes (3) entries", "got 2");
+  d.nlabel_vocabulary = 0;
+  d.label_dimension = 0;
+  expect_err(loom_dnn_regressor_new(&d, st), st, "label_dimension must be >= 1", "got 0");
+
+  loom_linear_options l = loom_linear_options_default();
+  l.model_dir = dir;
+  expect_err(loom_linear_classifier_new(&l, st), st, "LinearClassifier: feature_columns must not be empty", NULL);
+  l.nfeature_columns = 4;
+  l.feature_columns = ic.cols;
+  l.n_classes = 0;
+  expect_err(loom_linear_classifier_new(&l, st), st, "n_classes must be > 1 (got 0)", NULL);
+  l.n_classes = 2;
+  l.optimizer.learning_rate = -1;
+  expect_err(loom_linear_regressor_new(&l, st), st, "optimizer.learning_rate must be >= 0", NULL);
+
+  loom_dnn_linear_combined_options c = loom_dnn_linear_combined_options_default();
+  c.model_dir = dir;
+  expect_err(loom_dnn_linear_combined_classifier_new(&c, st), st,
+             "Either linear_feature_columns or dnn_feature_columns must be defined", NULL);
+  c.ndnn_feature_columns = 4;
+  c.dnn_feature_columns = ic.cols;
+  expect_err(loom_dnn_linear_combined_classifier_new(&c, st), st, "dnn_hidden_units must be defined", NULL);
+  c.ndnn_hidden_units = 2;
+  c.dnn_hidden_units = IRIS_HIDDEN;
+  c.nlinear_feature_columns = 1;
+  c.linear_feature_columns = ic.cols;
+  c.linear_optimizer.name = "LBFGS";
+  expect_err(loom_dnn_linear_combined_regressor_new(&c, st), st, "unknown linear_optimizer 'LBFGS'", NULL);
+
+  loom_baseline_options b = loom_baseline_options_default();
+  b.model_dir = dir;
+  b.loss_reduction = LOOM_REDUCTION_MEAN;
+  expect_err(loom_baseline_classifier_new(&b, st), st, "loss_reduction must be SUM_OVER_BATCH_SIZE or SUM", NULL);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+Test(canned, label_out_of_range_fails_the_run_naming_the_value) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr;
+  cu_iris(&tr, 0, 0);
+  int64_t *lab = loom_tensor_data(tr.cols[4]);
+  lab[5] = 7;
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  for (int kind = 0; kind < 4; kind++) {
+    char dir[TU_TMPDIR_CAP];
+    tu_tmpdir(dir, sizeof dir, "canned_range");
+    loom_estimator *e = iris_model(kind, &ic, dir, &cfg, 3, 0, NULL, st);
+    cr_assert(e, "%s", loom_status_message(st));
+    loom_train_options to = loom_train_options_default();
+    to.steps = 2;
+    cr_expect_eq(loom_estimator_train(e, cu_input_fn, &tr, &to, st), LOOM_INVALID_ARGUMENT, "%s: %s",
+                 KIND_NAMES[kind], loom_status_message(st));
+    cr_expect(strstr(loom_status_message(st), "= 7 is not in [0, 3)"), "%s: %s", KIND_NAMES[kind],
+              loom_status_message(st));
+    loom_estimator_free(e);
+    tu_rmtree(dir);
+  }
+  cu_data_free(&tr);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+}
+
+Test(canned, label_not_in_vocabulary_fails_naming_it) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr;
+  cu_iris(&tr, 0, 1);
+  loom_tensor_set_string(tr.cols[4], 3, "daisy", 5, NULL);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_voc");
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  loom_estimator *e = iris_model(K_LINEAR, &ic, dir, &cfg, 3, 3, IRIS_NAMES, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  loom_train_options to = loom_train_options_default();
+  to.steps = 2;
+  cr_expect_neq(loom_estimator_train(e, cu_input_fn, &tr, &to, st), LOOM_OK);
+  cr_expect(strstr(loom_status_message(st), "'daisy'"), "%s", loom_status_message(st));
+  cr_expect(strstr(loom_status_message(st), "not in the vocabulary"), "%s", loom_status_message(st));
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+/* ---- dropout + batch_norm: trains, and PREDICT is deterministic (no dropout there) ---- */
+Test(canned, dnn_dropout_batch_norm) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr, te;
+  cu_iris(&tr, 0, 0);
+  cu_iris(&te, 1, 0);
+  tr.batch = 32;
+  tr.shuffle = 1;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_drop");
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  loom_dnn_options o = loom_dnn_options_default();
+  o.model_dir = dir;
+  o.config = &cfg;
+  o.n_classes = 3;
+  o.nfeature_columns = 4;
+  o.feature_columns = ic.cols;
+  o.nhidden_units = 2;
+  o.hidden_units = IRIS_HIDDEN;
+  o.dropout = 0.2;
+  o.batch_norm = 1;
+  o.optimizer.learning_rate = 0.1;
+  loom_estimator *e = loom_dnn_classifier_new(&o, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, 1500);
+  double acc = cu_eval(e, &te, "accuracy");
+  cr_expect(acc >= 0.85, "accuracy %g", acc);
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS);
+  loom_predict_options po = loom_predict_options_default();
+  po.yield_single_examples = 0;
+  loom_tensor *p[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    loom_prediction_iter *it = loom_estimator_predict(e, cu_predict_input_fn, &te, &po, st);
+    cr_assert(it && loom_prediction_next(it, st) == LOOM_OK, "%s", loom_status_message(st));
+    p[k] = loom_tensor_copy(loom_prediction_get(it, "logits"), st);
+    loom_prediction_iter_free(it);
+  }
+  cr_expect(!memcmp(loom_tensor_data_const(p[0]), loom_tensor_data_const(p[1]), loom_tensor_nbytes(p[0])),
+            "predict is not deterministic");
+  loom_tensor_free(p[0]);
+  loom_tensor_free(p[1]);
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+/* ---- weight_column and loss_reduction reach the head ---- */
+static loom_optimizer *zero_sgd(loom_graph *g, void *user) {
+  (void)user;
+  return loom_optimizer_sgd(loom_const_f32(g, 0.0f, "lr"));
+}
+
+Test(canned, weight_column_and_loss_reduction) {
+  cu_data d;
+  cu_iris(&d, 1, 0);
+  /* binary labels (class 0 or not) and a weight per example */
+  int64_t *lab = loom_tensor_data(d.cols[4]);
+  float w[30];
+  double sw = 0, swy = 0;
+  for (int i = 0; i < 30; i++) {
+    lab[i] = lab[i] == 0;
+    w[i] = (float)(1 + i % 3);
+    sw += w[i];
+    swy += w[i] * (double)lab[i];
+  }
+  d.names[5] = "w";
+  d.cols[5] = cu_f32col(30, w);
+  d.nf = 6;
+  loom_status *st = loom_status_new();
+  double loss[2];
+  for (int k = 0; k < 2; k++) {
+    char dir[TU_TMPDIR_CAP];
+    tu_tmpdir(dir, sizeof dir, "canned_w");
+    loom_run_config cfg = cu_config();
+    loom_baseline_options o = loom_baseline_options_default();
+    o.model_dir = dir;
+    o.config = &cfg;
+    o.weight_column = "w";
+    o.loss_reduction = k ? LOOM_REDUCTION_SUM : LOOM_REDUCTION_SUM_OVER_BATCH_SIZE;
+    o.optimizer.fn = zero_sgd;
+    loom_estimator *e = loom_baseline_classifier_new(&o, st);
+    cr_assert(e, "%s", loom_status_message(st));
+    cu_train(e, &d, 1);
+    double lm = cu_eval(e, &d, "label/mean"), avg = cu_eval(e, &d, "average_loss");
+    loss[k] = cu_eval(e, &d, "loss");
+    cr_expect(fabs(lm - swy / sw) < 1e-6, "label/mean %g want %g", lm, swy / sw);
+    /* logits 0: every example's loss is log 2; average_loss is weighted by w */
+    cr_expect(fabs(avg - log(2.0)) < 1e-6, "average_loss %g", avg);
+    loom_estimator_free(e);
+    tu_rmtree(dir);
+  }
+  /* SUM_OVER_BATCH_SIZE: sum(w * log 2) / 30; SUM: sum(w * log 2) (one batch) */
+  cr_expect(fabs(loss[0] - sw * log(2.0) / 30) < 1e-5, "loss %g want %g", loss[0], sw * log(2.0) / 30);
+  cr_expect(fabs(loss[1] - sw * log(2.0)) < 1e-4, "loss %g want %g", loss[1], sw * log(2.0));
+  cu_data_free(&d);
+  loom_status_free(st);
+}
