@@ -6,6 +6,7 @@
  *           diamonds_dnn | diamonds_wd | insteval_wd
  *   --model_dir DIR (required, must not hold a checkpoint)
  *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1)
+ *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
  * Recipes (README "Benchmarks", issue 15 item 6):
  *   iris_dnn         DNNClassifier [10,10], Adagrad 0.1, 1000 steps of 32,
@@ -68,7 +69,8 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
     data *d = mode == LOOM_MODE_TRAIN ? &j->train : &j->test;
     ds = loom_dataset_from_tensors(d->nf, d->names, (const loom_tensor *const *)d->cols, d->label, st);
   }
-  if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(loom_dataset_shuffle(ds, j->shuffle_buf, 7, 1, st), -1, st);
+  if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, 7, 1, st);
+  if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
   return ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
 }
 
@@ -445,6 +447,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!e) die("constructor", st);
+  if (!atoi(bu_flag(argc, argv, "--shuffle", "1"))) j.shuffle_buf = 0; /* file order (to compare with TF step by step) */
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 
   rate r = {.warm = steps / 10 > 0 ? steps / 10 : 1};

@@ -144,6 +144,7 @@ def main():
     ap.add_argument("--model_dir", required=True)
     ap.add_argument("--epochs", type=float, default=5)
     ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--shuffle", type=int, default=1)
     ap.add_argument("--iris", default="/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv")
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--data", default=os.path.expanduser("~/.cache/loom/data"))
@@ -234,7 +235,8 @@ def main():
         return x, y
 
     def train_input():
-        ds = tf.data.Dataset.from_tensor_slices((xtr, ytr)).cache().shuffle(shuffle_buf, seed=7).repeat()
+        ds = tf.data.Dataset.from_tensor_slices((xtr, ytr)).cache()
+        ds = (ds.shuffle(shuffle_buf, seed=7) if a.shuffle else ds).repeat()
         return ds.batch(batch).map(to_features).prefetch(AUTOTUNE)
 
     def eval_input():

