@@ -375,6 +375,12 @@ typedef struct slices_ds {
   loom_dataset base;
   int64_t n, pos;
   loom_tensor **arrays;
+  /* string rows are gathered here, then set as one block per batch tensor
+   * (loom__tensor_set_strings): no malloc per string in steady state */
+  char *sb;
+  size_t sbcap;
+  size_t *ol;
+  int64_t olcap;
 } slices_ds;
 
 static loom_code slices_next_index(loom_dataset *ds, int64_t *row, loom_status *st) {
@@ -393,6 +399,8 @@ static void slices_destroy(loom_dataset *ds) {
   if (s->arrays)
     for (int i = 0; i < ds->ncomp; i++) loom_tensor_free(s->arrays[i]);
   loom__free(s->arrays);
+  loom__free(s->sb);
+  loom__free(s->ol);
 }
 static int64_t slices_rows(const loom_dataset *ds) { return ((const slices_ds *)ds)->n; }
 
@@ -402,6 +410,41 @@ static loom_code slices_copy_rows(loom_dataset *ds, int c, const int64_t *idx, i
   const loom_tensor *a = s->arrays[c];
   loom_dtype dt = loom_tensor_dtype(a);
   int64_t rn = s->n ? loom_tensor_numel(a) / s->n : 0;
+  if (dt == LOOM_STRING && loom__tensor_owned(dst)) {
+    int64_t ne = k * rn;
+    size_t nb = 0;
+    for (int64_t j = 0; j < k; j++)
+      for (int64_t e = 0; e < rn; e++) {
+        size_t len;
+        loom_tensor_get_string(a, idx[j] * rn + e, &len);
+        nb += len + 1; /* NUL-terminated, as set_string's */
+      }
+    if (ne > s->olcap) {
+      size_t *ol = loom__realloc(s->ol, (size_t)ne * 2 * sizeof *ol);
+      if (!ol) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "from_tensors: out of memory for %lld strings", (long long)ne);
+      s->ol = ol;
+      s->olcap = ne;
+    }
+    if (nb > s->sbcap || !s->sb) {
+      size_t cap = nb < 4096 ? 4096 : nb + nb / 2;
+      char *b = loom__realloc(s->sb, cap);
+      if (!b) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "from_tensors: out of memory for %zu bytes of strings", nb);
+      s->sb = b;
+      s->sbcap = cap;
+    }
+    size_t off = 0;
+    for (int64_t j = 0; j < k; j++)
+      for (int64_t e = 0; e < rn; e++) {
+        size_t len;
+        const char *x = loom_tensor_get_string(a, idx[j] * rn + e, &len);
+        if (len) memcpy(s->sb + off, x, len);
+        s->sb[off + len] = 0;
+        s->ol[2 * (j * rn + e)] = off;
+        s->ol[2 * (j * rn + e) + 1] = len;
+        off += len + 1;
+      }
+    return loom__tensor_set_strings(dst, s->sb, nb, s->ol, st);
+  }
   if (dt == LOOM_STRING) {
     for (int64_t j = 0; j < k; j++)
       for (int64_t e = 0; e < rn; e++) {
