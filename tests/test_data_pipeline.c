@@ -159,6 +159,45 @@ Test(from_tensors, copies_the_input_and_strings) {
   loom_status_free(st);
 }
 
+/* Batches of strings reuse one block per batch tensor; a later batch with
+ * longer strings (shuffled, repeated) must grow it and keep every value. */
+Test(from_tensors, batched_strings_grow_and_shuffle) {
+  loom_status *st = loom_status_new();
+  enum { N = 40 };
+  int64_t d[2] = {N, 1};
+  loom_tensor *s = loom_tensor_new(LOOM_STRING, 2, d, NULL);
+  char buf[200];
+  for (int i = 0; i < N; i++) {
+    memset(buf, 'a' + i % 26, (size_t)(i * 4));
+    loom_tensor_set_string(s, i, buf, (size_t)(i * 4), NULL);
+  }
+  const loom_tensor *a1[1] = {s};
+  const char *n1[1] = {"w"};
+  loom_dataset *ds = loom_dataset_from_tensors(1, n1, a1, NULL, st);
+  ds = loom_dataset_batch(loom_dataset_repeat(loom_dataset_shuffle(ds, N, 3, 1, st), 2, st), 7, 0, st);
+  cr_assert(ds, "%s", loom_status_message(st));
+  loom_tensor_free(s);
+  loom_tensor *w[1] = {NULL};
+  int seen[N] = {0}, total = 0;
+  while (loom_dataset_next(ds, w, st) == LOOM_OK) {
+    for (int64_t k = 0; k < loom_tensor_numel(w[0]); k++) {
+      size_t len;
+      const char *v = loom_tensor_get_string(w[0], k, &len);
+      cr_assert_eq(len % 4, 0);
+      int i = (int)(len / 4);
+      cr_assert_eq(strlen(v), len, "NUL-terminated");
+      for (size_t c = 0; c < len; c++) cr_assert_eq(v[c], 'a' + i % 26);
+      seen[i]++;
+      total++;
+    }
+  }
+  cr_assert_eq(total, 2 * N);
+  for (int i = 0; i < N; i++) cr_assert_eq(seen[i], 2, "row %d seen %d times", i, seen[i]);
+  free_vals(w, 1);
+  loom_dataset_free(ds);
+  loom_status_free(st);
+}
+
 Test(from_tensors, argument_errors) {
   loom_status *st = loom_status_new();
   int64_t d3[1] = {3}, d4[1] = {4};
