@@ -9,7 +9,8 @@ TF_NUM_INTEROP_THREADS=1), train + evaluate + export.
 Input is fed as efficiently as TF allows: in-memory arrays (uint8 images)
 through from_tensor_slices -> cache -> shuffle -> repeat -> batch ->
 (vectorised map) -> prefetch.  steps_per_sec is timed like loom's (an
-after_run hook, the steps after the first 10%); tf_logged_global_step_per_sec
+after_run hook, the steps after the first 10%; steps_per_cpu_sec: over the
+process's CPU time, all threads); tf_logged_global_step_per_sec
 is the median of TF's own 'global_step/sec' log lines.  Prints key=value."""
 import argparse
 import csv
@@ -115,14 +116,14 @@ class Rate(tf.estimator.SessionRunHook):
     """Timestamps after each step: steady state = steps after the first warm."""
 
     def __init__(self, warm):
-        self.n, self.warm, self.t0, self.t1 = 0, warm, 0.0, 0.0
+        self.n, self.warm, self.t0, self.t1, self.c0, self.c1 = 0, warm, 0.0, 0.0, 0.0, 0.0
 
     def after_run(self, run_context, run_values):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         self.n += 1
         if self.n == self.warm:
-            self.t0 = t
-        self.t1 = t
+            self.t0, self.c0 = t, c
+        self.t1, self.c1 = t, c
 
 
 class StepLog(logging.Handler):
@@ -257,7 +258,8 @@ def main():
     est.export_saved_model(os.path.join(a.model_dir, "export"), serving_input)
     t3 = time.perf_counter()
     out = ["impl=tf", "tf_version=" + tf.__version__, "model=" + m, "steps=%d" % steps, "batch=%d" % batch,
-           "threads=1", "steps_per_sec=%.1f" % ((rate.n - rate.warm) / (rate.t1 - rate.t0))]
+           "threads=1", "steps_per_sec=%.1f" % ((rate.n - rate.warm) / (rate.t1 - rate.t0)),
+           "steps_per_cpu_sec=%.1f" % ((rate.n - rate.warm) / (rate.c1 - rate.c0))]
     if steplog.values:
         out.append("tf_logged_global_step_per_sec=%.1f" % statistics.median(steplog.values))
     out += ["train_sec=%.3f" % (t1 - t0), "eval_sec=%.3f" % (t2 - t1), "export_sec=%.3f" % (t3 - t2),
