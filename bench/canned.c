@@ -6,6 +6,7 @@
  *           diamonds_dnn | diamonds_wd | insteval_wd
  *   --model_dir DIR (required, must not hold a checkpoint)
  *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1)
+ *   --seed S (42: RunConfig's tf_random_seed)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
  * Recipes (README "Benchmarks", issue 15 item 6):
@@ -320,7 +321,7 @@ int main(int argc, char **argv) {
   loom_run_config cfg = loom_run_config_default();
   cfg.num_threads = threads;
   cfg.has_random_seed = 1;
-  cfg.tf_random_seed = 42;
+  cfg.tf_random_seed = atoll(bu_flag(argc, argv, "--seed", "42"));
   cfg.progress_bar = 0;
   cfg.log_step_count_steps = 100000000; /* no per-step log lines (TF's go to its logger) */
   const loom_fc *dcols[MAXF], *lcols[MAXF];
@@ -467,6 +468,20 @@ int main(int argc, char **argv) {
   double t0 = bu_now_us();
   if (loom_estimator_train(e, input_fn, &j, &to, st)) die("train", st);
   double t1 = bu_now_us();
+  if (getenv("CANNED_DUMP")) { /* debugging: statistics of some variables after training */
+    const char *vn[] = {"dnn/hiddenlayer_0/kernel", "dnn/hiddenlayer_1/kernel", "dnn/logits/kernel", "dnn/logits/bias",
+                        "dnn/hiddenlayer_0/bias"};
+    for (int i = 0; i < 5; i++) {
+      loom_tensor *t = NULL;
+      if (loom_estimator_get_variable_value(e, vn[i], &t, st)) continue;
+      const float *v = loom_tensor_data_const(t);
+      int64_t n = loom_tensor_numel(t);
+      double m = 0, q = 0, mx = 0;
+      for (int64_t k = 0; k < n; k++) m += v[k], q += (double)v[k] * v[k], mx = fmax(mx, fabs(v[k]));
+      fprintf(stderr, "var %s n=%lld mean=%.5f rms=%.5f absmax=%.5f\n", vn[i], (long long)n, m / n, sqrt(q / n), mx);
+      loom_tensor_free(t);
+    }
+  }
   loom_eval_result *res = NULL;
   if (loom_estimator_evaluate(e, input_fn, &j, NULL, &res, st)) die("evaluate", st);
   double t2 = bu_now_us();

@@ -163,7 +163,16 @@ Test(canned, default_options_and_learning_rates) {
   loom_canned_optimizer none = {NULL, 0, NULL, NULL};
   cr_expect_eq(loom_canned_learning_rate("Linear", &none, 4), 0.2);
   cr_expect(fabs(loom_canned_learning_rate("Linear", &none, 36) - 1.0 / 6) < 1e-15);
-  cr_expect_eq(loom_canned_learning_rate("DNN", &d.optimizer, 3), 0.05);
+  /* TF 2.15's DNN*V2: a name gets the Keras optimizer's default (not dnn.py's
+   * _LEARNING_RATE 0.05, which only the TF 1 path passes) */
+  cr_expect_eq(loom_canned_learning_rate("DNN", &d.optimizer, 3), 0.001);
+  cr_expect_eq(loom_canned_learning_rate("DNN", &none, 3), 0.001);
+  static const char *const dnn_names[4] = {"Adam", "Ftrl", "RMSProp", "SGD"};
+  static const double dnn_lr[4] = {0.001, 0.001, 0.001, 0.01};
+  for (int i = 0; i < 4; i++) {
+    loom_canned_optimizer o = {dnn_names[i], 0, NULL, NULL};
+    cr_expect_eq(loom_canned_learning_rate("DNN", &o, 3), dnn_lr[i], "%s", dnn_names[i]);
+  }
   cr_expect_eq(loom_canned_learning_rate("DNNLinearCombined/dnn", &c.dnn_optimizer, 3), 0.001);
   cr_expect_eq(loom_canned_learning_rate("DNNLinearCombined/linear", &c.linear_optimizer, 4), 0.005);
   cr_expect(fabs(loom_canned_learning_rate("DNNLinearCombined/linear", &c.linear_optimizer, 1000000) - 0.001) <

@@ -146,6 +146,7 @@ def main():
     ap.add_argument("--epochs", type=float, default=5)
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--shuffle", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--iris", default="/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv")
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--data", default=os.path.expanduser("~/.cache/loom/data"))
@@ -158,7 +159,7 @@ def main():
     tf.get_logger().addHandler(steplog)
 
     session_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
-    config = tf.estimator.RunConfig(model_dir=a.model_dir, tf_random_seed=42, session_config=session_config,
+    config = tf.estimator.RunConfig(model_dir=a.model_dir, tf_random_seed=a.seed, session_config=session_config,
                                     log_step_count_steps=100)
     batch, eval_batch, shuffle_buf = 128, 1000, 10000
     m = a.model

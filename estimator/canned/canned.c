@@ -14,7 +14,11 @@ enum { CK_LINEAR = 0, CK_DNN = 1, CK_COMBINED = 2, CK_BASELINE = 3 };
 
 /* Default learning rates (tensorflow_estimator/python/estimator/canned). */
 #define LINEAR_LR 0.2
-#define DNN_LR 0.05
+/* DNN: TF 2.15's DNN*V2 calls get_optimizer_instance_v2(optimizer) without a
+ * learning rate, so a name gets the Keras legacy optimizer's own default:
+ * 0.001 (Adagrad, Adam, Ftrl, RMSprop), 0.01 (SGD). (0.05 is the TF 1 path.) */
+#define DNN_LR 0.001
+#define DNN_SGD_LR 0.01
 #define COMBINED_LINEAR_LR 0.005
 #define COMBINED_DNN_LR 0.001
 #define BASELINE_LR 0.3
@@ -65,7 +69,7 @@ double loom_canned_learning_rate(const char *kind, const loom_canned_optimizer *
     if (opt && !opt->name && !opt->fn) return fmin(LINEAR_LR, 1.0 / sqrt(ncols > 0 ? ncols : 1));
     return LINEAR_LR;
   }
-  if (!strcmp(kind, "DNN")) return DNN_LR;
+  if (!strcmp(kind, "DNN")) return opt && opt->name && !strcmp(opt->name, "SGD") ? DNN_SGD_LR : DNN_LR;
   if (!strcmp(kind, "DNNLinearCombined/linear")) return fmin(COMBINED_LINEAR_LR, 1.0 / sqrt(ncols > 0 ? ncols : 1));
   if (!strcmp(kind, "DNNLinearCombined/dnn")) return COMBINED_DNN_LR;
   if (!strcmp(kind, "Baseline")) return BASELINE_LR;

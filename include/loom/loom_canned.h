@@ -45,7 +45,9 @@
  *              'Ftrl' and a string gets _LEARNING_RATE = 0.2). TF's
  *              optimizer=None default, Ftrl at min(0.2, 1/sqrt(number of
  *              feature columns)), is name NULL here.
- *   DNN        "Adagrad" at 0.05.
+ *   DNN        "Adagrad" at 0.001: TF 2.15's DNN estimators pass no
+ *              learning rate, so a name gets that Keras optimizer's own
+ *              default, 0.001 (Adagrad, Adam, Ftrl, RMSProp) or 0.01 (SGD).
  *   Combined   linear "Ftrl" at min(0.005, 1/sqrt(number of linear
  *              columns)); dnn "Adagrad" at 0.001 (also for names given
  *              without a learning rate, as TF).
@@ -165,7 +167,7 @@ typedef struct loom_dnn_options {
   const int64_t *hidden_units;       /* each >= 1 */
   int32_t nfeature_columns;          /* >= 1 */
   const loom_fc *const *feature_columns;
-  loom_canned_optimizer optimizer;   /* {"Adagrad", 0}: 0.05 */
+  loom_canned_optimizer optimizer;   /* {"Adagrad", 0}: 0.001 (SGD: 0.01) */
   const char *activation;            /* "relu" (loom_activation's names) */
   double dropout;                    /* 0 = none; else in (0, 1) */
   int32_t batch_norm;                /* 0 */
