@@ -7,6 +7,7 @@
  *   --model_dir DIR (required, must not hold a checkpoint)
  *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1)
  *   --seed S (42: RunConfig's tf_random_seed)
+ *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
  * Recipes (README "Benchmarks", issue 15 item 6):
