@@ -182,6 +182,7 @@ static loom_code evaluate_and_export(tae_ctx *c, loom_session *train_s, int64_t 
                            e->model_dir);
   loom_eval_result *r = NULL;
   loom_code rc;
+  double t0 = loom__mono_secs(); /* the throttle counts from the start of an evaluation, as TF's timer */
   if (train_s && c->es->nhooks == 0) {
     rc = inproc_evaluate(c, train_s, ckpt, &r, st);
   } else {
@@ -196,7 +197,7 @@ static loom_code evaluate_and_export(tae_ctx *c, loom_session *train_s, int64_t 
   if (rc != LOOM_OK) return rc;
   c->evaluated = 1;
   c->last_step = step;
-  c->last_time = loom__mono_secs();
+  c->last_time = t0;
   int64_t max_steps = c->ts->max_steps;
   int is_final = max_steps > 0 ? r->global_step >= max_steps : at_end;
   c->last_final = is_final;

@@ -720,3 +720,143 @@ Test(train_and_evaluate, no_max_steps_trains_to_the_end_of_the_input) {
   loom_estimator_free(e);
   tu_rmtree(dir);
 }
+
+/* A real throttle: steps take >= 20 ms, saves every 2 steps, throttle 0.1 s:
+ * fewer evaluations than saves, the ones before the final evaluation at
+ * least throttle_secs apart (eval event wall times). */
+static loom_code slow_after(void *self, loom_hook_context *ctx, loom_tensor *const *r, loom_status *st) {
+  (void)self;
+  (void)ctx;
+  (void)r;
+  (void)st;
+  usleep(20000);
+  return LOOM_OK;
+}
+
+static int read_wall_times(const char *dir, double *wt, int cap) {
+  DIR *d = opendir(dir);
+  cr_assert(d);
+  char names[64][256];
+  int nf = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) && nf < 64)
+    if (!strncmp(de->d_name, "events.out.tfevents.", 20)) snprintf(names[nf++], 256, "%s", de->d_name);
+  closedir(d);
+  int n = 0;
+  for (int f = 0; f < nf; f++) {
+    char path[20000];
+    snprintf(path, sizeof path, "%s/%s", dir, names[f]);
+    loom_event_reader *r = loom_event_reader_open(path, NULL);
+    cr_assert(r);
+    const loom_event *ev;
+    while (loom_event_reader_next(r, &ev, NULL) == LOOM_OK)
+      for (int i = 0; i < ev->nvalues; i++)
+        if (!strcmp(ev->values[i].tag, "loss") && n < cap) wt[n++] = ev->wall_time;
+    loom_event_reader_free(r);
+  }
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && wt[j - 1] > wt[j]; j--) {
+      double t = wt[j];
+      wt[j] = wt[j - 1];
+      wt[j - 1] = t;
+    }
+  return n;
+}
+
+Test(train_and_evaluate, throttle_secs_spaces_evaluations_in_time) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_tae");
+  loom_estimator *e = make_est(dir, 2);
+  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  static const loom_hook_ops slow = {NULL, NULL, NULL, slow_after, NULL, NULL};
+  loom_hook *h = loom_hook_new(&slow, NULL, "slow");
+  loom_train_spec ts = loom_train_spec_default();
+  ts.input_fn = input_fn;
+  ts.input_user = &d;
+  ts.max_steps = 30;
+  ts.nhooks = 1;
+  ts.hooks = &h;
+  loom_eval_spec es = loom_eval_spec_default();
+  es.input_fn = input_fn;
+  es.input_user = &ed;
+  es.steps = 0;
+  es.throttle_secs = 0.1;
+  loom_tae_result *r = tae_ok(e, &ts, &es);
+  int n = loom_tae_result_num_evaluations(r);
+  cr_expect(n >= 2 && n < 15, "%d evaluations for 15 saves with a 0.1 s throttle and 40 ms between saves", n);
+  cr_expect_eq(loom_tae_result_evaluation_step(r, 0), 2, "the first save after creation is evaluated");
+  cr_expect_eq(loom_tae_result_evaluation_step(r, n - 1), 30, "the final checkpoint is evaluated");
+  double wt[64];
+  char evdir[1024];
+  snprintf(evdir, sizeof evdir, "%s/eval", dir);
+  cr_assert_eq(read_wall_times(evdir, wt, 64), n);
+  for (int i = 1; i + 1 < n; i++) /* (the final evaluation is not throttled) */
+    cr_expect(wt[i] - wt[i - 1] >= 0.08, "evaluations %d and %d only %.3f s apart", i - 1, i, wt[i] - wt[i - 1]);
+  loom_tae_result_free(r);
+  loom_hook_free(h);
+  loom_estimator_free(e);
+  tu_rmtree(dir);
+}
+
+/* The best is reloaded from every event file of the eval dir: a planted
+ * past evaluation with a tiny loss blocks every export; a truncated event
+ * file (a killed job) costs only its damaged record. */
+Test(train_and_evaluate, best_exporter_reloads_planted_and_damaged_event_files) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_tae");
+  char evdir[1024];
+  snprintf(evdir, sizeof evdir, "%s/eval_x", dir);
+  loom_status *st = loom_status_new();
+  loom_event_writer *w = loom_event_writer_new(evdir, NULL, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  const char *tags[2] = {"loss", "mae"};
+  double good[2] = {1e-6, 1e-3}, bad[2] = {50.0, 7.0};
+  cr_assert_eq(loom_event_writer_add_scalars(w, 2, tags, bad, 3, st), LOOM_OK);
+  cr_assert_eq(loom_event_writer_add_scalars(w, 2, tags, good, 7, st), LOOM_OK);
+  cr_assert_eq(loom_event_writer_add_text(w, "checkpoint_path", "somewhere", 7, st), LOOM_OK);
+  loom_event_writer_free(w);
+  /* a second file cut in the middle of its last record */
+  loom_event_writer *w2 = loom_event_writer_new(evdir, NULL, st);
+  cr_assert(w2);
+  double worse[2] = {2.0, 1.0};
+  cr_assert_eq(loom_event_writer_add_scalars(w2, 2, tags, worse, 9, st), LOOM_OK);
+  char p2[2048];
+  snprintf(p2, sizeof p2, "%s", loom_event_writer_path(w2));
+  loom_event_writer_free(w2);
+  size_t len = 0;
+  char *bytes = tu_read_file(p2, &len);
+  tu_write_file(p2, bytes, len - 5);
+  free(bytes);
+
+  loom_estimator *e = make_est(dir, 10);
+  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  loom_exporter *x = loom_best_exporter("best", serving_fn, NULL, NULL, NULL, 5, st);
+  loom_train_spec ts = loom_train_spec_default();
+  ts.input_fn = input_fn;
+  ts.input_user = &d;
+  ts.max_steps = 20;
+  loom_eval_spec es = loom_eval_spec_default();
+  es.input_fn = input_fn;
+  es.input_user = &ed;
+  es.name = "x";
+  es.throttle_secs = 0;
+  es.nexporters = 1;
+  es.exporters = &x;
+  loom_tae_result *r = tae_ok(e, &ts, &es);
+  cr_expect_eq(loom_tae_result_num_evaluations(r), 2);
+  const loom_eval_result *b = loom_best_exporter_best(x);
+  cr_assert(b);
+  cr_expect_eq(loom_eval_result_global_step(b), 7, "best reloaded: step %lld", (long long)loom_eval_result_global_step(b));
+  cr_expect_eq(metric(b, "loss"), (double)1e-6f);
+  char base[1200];
+  snprintf(base, sizeof base, "%s/export/best", dir);
+  long long t[8];
+  cr_expect_eq(list_exports(base, t, 8), 0, "exported a model worse than the reloaded best");
+  loom_tae_result_free(r);
+  loom_exporter_free(x);
+  loom_estimator_free(e);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
