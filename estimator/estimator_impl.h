@@ -3,6 +3,8 @@
  *   estimator.c (construction, train, evaluate) -> build.c
  *   predict.c   (predict, export)              -> build.c, spec.c's types
  *   hooks/in_memory_eval.c                     -> build.c, estimator.c (eval helpers)
+ *   train_and_evaluate.c                       -> build.c, estimator.c (eval helpers), exporters.c
+ *   exporters.c (Latest/Best/FinalExporter)    -> estimator.c (eval results), the public export API
  *   build.c     (graph per mode, session init, checkpoints, hook lists) -> spec.c
  *   spec.c      (EstimatorSpec)                -> nothing in estimator/
  * The estimator frees predict's resident context through the destructor
