@@ -8,7 +8,8 @@
  * session are built at the first evaluation; each evaluation copies every
  * variable the eval graph shares with the training session (the values the
  * checkpoint just received), re-runs the local initializers (metrics),
- * rewinds the input (loom_dataset_reset) and runs. With eval hooks, each
+ * and runs on a fresh dataset from EvalSpec.input_fn (as TF calls it per
+ * evaluation). With eval hooks, each
  * evaluation is loom_estimator_evaluate(checkpoint_path = the checkpoint
  * just saved). */
 #include <math.h>
@@ -97,15 +98,39 @@ static void ctx_free(tae_ctx *c) {
   loom_tensor_free(c->tmp);
 }
 
+/* A fresh eval dataset from EvalSpec.input_fn (TF calls it per evaluation,
+ * so a seeded shuffle gives every evaluation the same batches). */
+static loom_dataset *eval_dataset(tae_ctx *c, loom_status *st) {
+  loom_estimator *e = c->e;
+  loom_dataset *ds = c->es->input_fn(LOOM_MODE_EVAL, e->params, c->es->input_user, st);
+  if (!ds) {
+    if (!st || loom_status_code(st) == LOOM_OK)
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "EvalSpec.input_fn returned no dataset");
+    return NULL;
+  }
+  if (e->config.prefetch > 0) ds = loom_dataset_prefetch(ds, e->config.prefetch, st);
+  return ds;
+}
+
+static int same_components(const loom_dataset *a, const loom_dataset *b) {
+  int n = loom_dataset_num_components(a);
+  if (n != loom_dataset_num_components(b) || loom_dataset_label_index(a) != loom_dataset_label_index(b)) return 0;
+  for (int i = 0; i < n; i++) {
+    int64_t da[LOOM_MAX_DIMS], db[LOOM_MAX_DIMS];
+    int ra = loom_dataset_component_shape(a, i, da), rb = loom_dataset_component_shape(b, i, db);
+    if (strcmp(loom_dataset_component_name(a, i), loom_dataset_component_name(b, i)) ||
+        loom_dataset_component_dtype(a, i) != loom_dataset_component_dtype(b, i) || ra != rb ||
+        loom_dataset_component_row_splits(a, i) != loom_dataset_component_row_splits(b, i))
+      return 0;
+    for (int k = 0; k < ra && k < LOOM_MAX_DIMS; k++)
+      if (da[k] != db[k]) return 0;
+  }
+  return 1;
+}
+
 static loom_code inproc_build(tae_ctx *c, loom_status *st) {
   loom_estimator *e = c->e;
-  c->ds = c->es->input_fn(LOOM_MODE_EVAL, e->params, c->es->input_user, st);
-  if (!c->ds)
-    return (st && loom_status_code(st)) ? loom_status_code(st)
-                                        : loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                                                          "EvalSpec.input_fn returned no dataset");
-  if (e->config.prefetch > 0 && !(c->ds = loom_dataset_prefetch(c->ds, e->config.prefetch, st)))
-    return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+  if (!(c->ds = eval_dataset(c, st))) return loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;
   loom_code rc = loom__est_build(e, LOOM_MODE_EVAL, c->ds, NULL, NULL, &c->b, st);
   if (rc != LOOM_OK) return rc;
   c->built = 1;
@@ -120,7 +145,20 @@ static loom_code inproc_build(tae_ctx *c, loom_status *st) {
 static loom_code inproc_evaluate(tae_ctx *c, loom_session *train_s, const char *ckpt, loom_eval_result **out,
                                  loom_status *st) {
   loom_code rc;
-  if (!c->built && (rc = inproc_build(c, st)) != LOOM_OK) return rc;
+  if (!c->built) {
+    if ((rc = inproc_build(c, st)) != LOOM_OK) return rc;
+  } else {
+    loom_dataset *ds = eval_dataset(c, st);
+    if (!ds) return loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;
+    if (!same_components(ds, c->ds)) {
+      loom_dataset_free(ds);
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "EvalSpec.input_fn returned a dataset whose components (names, dtypes, shapes) differ "
+                             "from its first one");
+    }
+    loom_dataset_free(c->ds);
+    c->ds = ds;
+  }
   loom_session *es = loom_monitored_session_session(c->ms);
   int nv = 0;
   loom_variable *const *vars = loom_global_variables(c->b.g, &nv);
@@ -132,7 +170,6 @@ static loom_code inproc_evaluate(tae_ctx *c, loom_session *train_s, const char *
   }
   loom_node *li = loom_local_variables_initializer(c->b.g);
   if (li && (rc = loom_session_run(es, NULL, NULL, 0, NULL, NULL, 0, &li, 1, st)) != LOOM_OK) return rc;
-  if ((rc = loom_dataset_reset(c->ds, st)) != LOOM_OK) return rc;
   if ((rc = loom__est_eval_run(c->e, c->ms, c->ds, &c->b, &c->ops, c->es->steps, out, st)) != LOOM_OK) return rc;
   rc = loom__est_write_eval(c->e, c->es->name, *out, ckpt, st);
   if (rc == LOOM_OK) {

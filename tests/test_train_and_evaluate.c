@@ -34,6 +34,7 @@ typedef struct data_opts {
   int64_t epochs;  /* <= 0: forever */
   const float *y;  /* labels (NULL: Y) */
   float ysign;     /* labels times this (0: 1) */
+  int shuffle;     /* seeded shuffle, reshuffled each pass */
 } data_opts;
 
 static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, loom_status *st) {
@@ -50,6 +51,7 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   loom_dataset *ds = loom_dataset_from_tensors(2, names, arr, "y", st);
   loom_tensor_free(x);
   loom_tensor_free(y);
+  if (ds && o->shuffle) ds = loom_dataset_shuffle(ds, NX, 1234, 1, st);
   if (ds) ds = loom_dataset_repeat(ds, o->epochs > 0 ? o->epochs : -1, st);
   if (ds) ds = loom_dataset_batch(ds, o->batch, 0, st);
   return ds;
@@ -67,7 +69,7 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_output pred = loom_layers_dense(g, x, 1, &d, "linear");
   loom_spec_add_prediction(spec, "predictions", pred);
   if (mode == LOOM_MODE_PREDICT) return LOOM_OK;
-  loom_output zero = {NULL, 0};
+  loom_output zero = {NULL, 0, 0};
   loom_output loss =
       loom_losses_mean_squared_error(g, labels, pred, zero, NULL, NULL, LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
   loom_spec_set_loss(spec, loss);
@@ -219,7 +221,7 @@ Test(train_and_evaluate, defaults_and_spec_errors_name_the_field) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, 10);
-  data_opts d = {4, 0, NULL, 0};
+  data_opts d = {4, 0, NULL, 0, 0};
   loom_status *st = loom_status_new();
   loom_exporter *a = loom_latest_exporter("same", serving_fn, NULL, 5, st);
   loom_exporter *b = loom_final_exporter("same", serving_fn, NULL, st);
@@ -325,7 +327,7 @@ static void count_case(int64_t save, int64_t max_steps, double throttle, int use
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, save);
-  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {6, 1, NULL, 0, 0};
   loom_train_spec ts = loom_train_spec_default();
   ts.input_fn = input_fn;
   ts.input_user = &d;
@@ -422,7 +424,7 @@ Test(train_and_evaluate, latest_exporter_keeps_n_exports_of_the_right_checkpoint
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, 10);
-  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {6, 1, NULL, 0, 0};
   loom_status *st = loom_status_new();
   loom_exporter *x = loom_latest_exporter("latest", serving_fn, NULL, 3, st);
   cr_assert(x, "%s", loom_status_message(st));
@@ -482,7 +484,7 @@ Test(train_and_evaluate, best_exporter_exports_on_improvement_and_reloads_after_
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, 10);
-  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, YMID, 0};
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {6, 1, YMID, 0, 0};
   loom_status *st = loom_status_new();
   loom_exporter *x = loom_best_exporter("best", serving_fn, NULL, NULL, NULL, 0, st);
   cr_assert(x, "%s", loom_status_message(st));
@@ -568,7 +570,7 @@ Test(train_and_evaluate, best_exporter_custom_compare_and_exports_to_keep) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, 10);
-  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {6, 1, NULL, 0, 0};
   loom_status *st = loom_status_new();
   int calls = 0;
   /* on the training labels the loss falls at every evaluation: "higher is better" exports only the first */
@@ -616,7 +618,7 @@ Test(train_and_evaluate, final_exporter_exports_once_and_predicts_like_the_estim
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, 10);
-  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {6, 1, NULL, 0, 0};
   loom_status *st = loom_status_new();
   loom_exporter *fin = loom_final_exporter("final", serving_fn, NULL, st);
   loom_exporter *lat = loom_latest_exporter("latest", serving_fn, NULL, 0, st);
@@ -649,7 +651,7 @@ Test(train_and_evaluate, final_exporter_exports_once_and_predicts_like_the_estim
   /* the final export predicts exactly like Estimator.predict on the final checkpoint */
   loom_predictor *pr = loom_predictor_load(loom_tae_result_export_path(r, 0), NULL, st);
   cr_assert(pr, "%s", loom_status_message(st));
-  data_opts pd = {NX, 1, NULL, 0};
+  data_opts pd = {NX, 1, NULL, 0, 0};
   loom_predict_options po = loom_predict_options_default();
   po.yield_single_examples = 0;
   loom_prediction_iter *it = loom_estimator_predict(e, input_fn, &pd, &po, st);
@@ -695,7 +697,7 @@ Test(train_and_evaluate, no_max_steps_trains_to_the_end_of_the_input) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, 4);
-  data_opts d = {4, 3, NULL, 0}, ed = {6, 1, NULL, 0}; /* 3 epochs of 6 batches: 18 steps */
+  data_opts d = {4, 3, NULL, 0, 0}, ed = {6, 1, NULL, 0, 0}; /* 3 epochs of 6 batches: 18 steps */
   loom_status *st = loom_status_new();
   loom_exporter *fin = loom_final_exporter("final", serving_fn, NULL, st);
   cr_assert(fin);
@@ -752,7 +754,7 @@ Test(train_and_evaluate, throttle_secs_spaces_evaluations_in_time) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "loom_tae");
   loom_estimator *e = make_est(dir, 2);
-  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {6, 1, NULL, 0, 0};
   static const loom_hook_ops slow = {NULL, NULL, NULL, slow_after, NULL, NULL};
   loom_hook *h = loom_hook_new(&slow, NULL, "slow");
   loom_train_spec ts = loom_train_spec_default();
@@ -819,7 +821,7 @@ Test(train_and_evaluate, best_exporter_reloads_planted_and_damaged_event_files) 
   free(bytes);
 
   loom_estimator *e = make_est(dir, 10);
-  data_opts d = {4, 0, NULL, 0}, ed = {6, 1, NULL, 0};
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {6, 1, NULL, 0, 0};
   loom_exporter *x = loom_best_exporter("best", serving_fn, NULL, NULL, NULL, 5, st);
   loom_train_spec ts = loom_train_spec_default();
   ts.input_fn = input_fn;
@@ -846,5 +848,51 @@ Test(train_and_evaluate, best_exporter_reloads_planted_and_damaged_event_files) 
   loom_exporter_free(x);
   loom_estimator_free(e);
   loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+/* A shuffled, endless eval input read for 3 batches: every evaluation sees
+ * the batches a fresh input_fn gives (as TF calls input_fn per evaluation),
+ * so the in-process results equal evaluate() of each checkpoint. */
+Test(train_and_evaluate, shuffled_eval_input_matches_evaluate_of_each_checkpoint) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_tae");
+  loom_estimator *e = make_est(dir, 10);
+  data_opts d = {4, 0, NULL, 0, 0}, ed = {5, 0, NULL, 0, 1};
+  loom_train_spec ts = loom_train_spec_default();
+  ts.input_fn = input_fn;
+  ts.input_user = &d;
+  ts.max_steps = 30;
+  loom_eval_spec es = loom_eval_spec_default();
+  es.input_fn = input_fn;
+  es.input_user = &ed;
+  es.steps = 3;
+  es.name = "shuf";
+  es.throttle_secs = 0;
+  loom_tae_result *r = tae_ok(e, &ts, &es);
+  cr_assert_eq(loom_tae_result_num_evaluations(r), 3);
+  double losses[8];
+  int64_t steps[8];
+  char evdir[1024];
+  snprintf(evdir, sizeof evdir, "%s/eval_shuf", dir);
+  cr_assert_eq(read_scalars(evdir, "loss", losses, steps, 8), 3);
+  loom_status *st = loom_status_new();
+  for (int i = 0; i < 3; i++) {
+    char ck[1024];
+    snprintf(ck, sizeof ck, "%s/model.ckpt-%lld", dir, (long long)steps[i]);
+    loom_eval_options eo = loom_eval_options_default();
+    eo.steps = 3;
+    eo.checkpoint_path = ck;
+    eo.name = "check";
+    loom_eval_result *again = NULL;
+    cr_assert_eq(loom_estimator_evaluate(e, input_fn, &ed, &eo, &again, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_expect_eq(losses[i], (double)(float)metric(again, "loss"), "step %lld: %.9g vs evaluate %.9g",
+                 (long long)steps[i], losses[i], metric(again, "loss"));
+    loom_eval_result_free(again);
+  }
+  loom_status_free(st);
+  loom_tae_result_free(r);
+  loom_estimator_free(e);
   tu_rmtree(dir);
 }
