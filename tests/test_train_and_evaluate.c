@@ -69,7 +69,7 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_output pred = loom_layers_dense(g, x, 1, &d, "linear");
   loom_spec_add_prediction(spec, "predictions", pred);
   if (mode == LOOM_MODE_PREDICT) return LOOM_OK;
-  loom_output zero = {NULL, 0, 0};
+  loom_output zero = {NULL, 0};
   loom_output loss =
       loom_losses_mean_squared_error(g, labels, pred, zero, NULL, NULL, LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
   loom_spec_set_loss(spec, loss);
