@@ -16,7 +16,9 @@
  * Evaluation runs in process when the EvalSpec has no hooks: the eval graph
  * is built once and, right after each save, receives the training
  * session's variable values, i.e. exactly the values of the checkpoint just
- * written (no checkpoint read back); its events in model_dir/eval[_<name>]
+ * written (no checkpoint read back), on a fresh dataset from
+ * EvalSpec.input_fn (called per evaluation, as TF does, so a seeded shuffle
+ * gives each evaluation the same batches); its events in model_dir/eval[_<name>]
  * carry that checkpoint's path. With eval hooks each evaluation is a
  * loom_estimator_evaluate of the checkpoint (a fresh graph, so the hooks
  * see the whole begin..end lifecycle each time).
