@@ -54,6 +54,19 @@ static void usage_fail(const char *fmt, ...) {
   exit(JOB_EXIT_JOB);
 }
 
+static int quiet;
+/* "[loom] ..." progress on stderr (not with --quiet). */
+static void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void info(const char *fmt, ...) {
+  if (quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("[loom] ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
 static char *xstrdup(const char *s) {
   char *d = strdup(s ? s : "");
   if (!d) die_msg("out of memory");
@@ -458,7 +471,7 @@ static void materialize(job *j, loom_status *st) {
   j->ntrain_rows = n - j->neval_rows;
   if (j->ntrain_rows < 1 || j->neval_rows < 1)
     die_msg("data.eval_fraction %g of %lld rows leaves an empty part", j->eval_fraction, (long long)n);
-  fprintf(stderr, "[loom] data: %lld rows, %lld for training, %lld for evaluation (eval_fraction %g, split_seed %llu)\n",
+  info("data: %lld rows, %lld for training, %lld for evaluation (eval_fraction %g, split_seed %llu)",
           (long long)n, (long long)j->ntrain_rows, (long long)j->neval_rows, j->eval_fraction,
           (unsigned long long)j->split_seed);
 }
@@ -814,7 +827,7 @@ static void build_columns(job *j) {
             if (loom_fc_analyzer_write_vocabulary(j->an, key, file, &written, st) != LOOM_OK)
               die("writing the vocabulary", st);
             if (written < 1) job_fail(fp, "the data gave an empty vocabulary for '%s'", key);
-            fprintf(stderr, "[loom] vocabulary of '%s': %lld entries -> %s\n", key, (long long)written, file);
+            info("vocabulary of '%s': %lld entries -> %s", key, (long long)written, file);
           }
           fc = loom_fc_vocabulary_file(j->set, key, file, vsize, oov, dv, dt, st);
           if (!fc && loom_status_code(st) == LOOM_NOT_FOUND) job_fail(fp, "%s", loom_status_message(st));
@@ -1146,7 +1159,6 @@ static void parse_settings(job *j, const char *model_dir_override, int64_t steps
 }
 
 /* ---------------------------------------------------------------- commands */
-static int quiet;
 static void log_sink(loom_log_level level, const char *msg, void *user) {
   (void)user;
   if (quiet && level < LOOM_LOG_WARN) return;
@@ -1184,7 +1196,7 @@ static void run_train(job *j) {
   loom_status *st = loom_status_new();
   loom_train_options to = loom_train_options_default();
   to.steps = j->steps;
-  fprintf(stderr, "[loom] training in %s: batch %lld, %s %lld\n", j->model_dir, (long long)j->batch_size,
+  info("training in %s: batch %lld, %s %lld", j->model_dir, (long long)j->batch_size,
           j->steps > 0 ? "steps" : "epochs", (long long)(j->steps > 0 ? j->steps : j->epochs));
   if (loom_estimator_train(j->est, train_input_fn, j, &to, st) != LOOM_OK) die("train", st);
   loom_status_free(st);
@@ -1297,7 +1309,7 @@ static void run_predict(job *j, const char *output) {
   if (rc != LOOM_OUT_OF_RANGE) die("predict", st);
   loom_prediction_iter_free(it);
   if (f != stdout && fclose(f)) die_msg("writing '%s': %s", output, strerror(errno));
-  fprintf(stderr, "[loom] predictions for %lld rows -> %s\n", (long long)rows, f == stdout ? "stdout" : output);
+  info("predictions for %lld rows -> %s", (long long)rows, f == stdout ? "stdout" : output);
   loom_status_free(st);
 }
 
@@ -1318,6 +1330,41 @@ static void run_export(job *j) {
   printf("export_dir=%s\n", out);
   free(base);
   loom_status_free(st);
+}
+
+static void job_free(job *j) {
+  for (int i = 0; i < j->ntrain; i++) free(j->train[i]);
+  for (int i = 0; i < j->neval; i++) free(j->eval[i]);
+  free(j->train);
+  free(j->eval);
+  for (int i = 0; i < j->ncols; i++) free((char *)j->cols[i].default_value);
+  free(j->cols);
+  for (int i = 0; i < j->nspec; i++) free((void *)j->spec[i].default_value);
+  free(j->spec);
+  free(j->idx_train_images);
+  free(j->idx_train_labels);
+  free(j->idx_eval_images);
+  free(j->idx_eval_labels);
+  for (int i = 0; i < j->nmat; i++) {
+    if (j->mat[i].strs)
+      for (int64_t k = 0; k < j->mat[i].rows * j->mat[i].elem; k++) free(j->mat[i].strs[k]);
+    free(j->mat[i].strs);
+    free(j->mat[i].bytes);
+  }
+  free(j->mat);
+  free(j->perm);
+  for (int i = 0; i < j->ncomp; i++) free(j->comp_names[i]);
+  free(j->comp_names);
+  free(j->comp_dt);
+  free(j->comp_ndim);
+  free(j->comp_dims);
+  free(j->comp_splits);
+  free(j->comp_is_splits);
+  free(j->model_dir);
+  free((char *)j->predict_input);
+  free(j->fcs);
+  free(j->fc_refs);
+  free(j->fc_used);
 }
 
 int main(int argc, char **argv) {
@@ -1406,6 +1453,8 @@ int main(int argc, char **argv) {
   loom_estimator_free(j.est);
   loom_fc_analyzer_free(j.an);
   loom_fc_set_free(j.set);
+  job_free(&j);
+  free((char *)output);
   cJSON_Delete(j.root);
   loom_status_free(st);
   return 0;
