@@ -49,16 +49,19 @@ cJSON *job_load(const char *path) {
         col++;
       }
     }
-    char near[24] = "";
-    if (at && *at) {
-      size_t k = 0;
-      while (k < 16 && at[k] && at[k] != '\n') k++;
-      snprintf(near, sizeof near, "%.*s", (int)k, at);
+    if (!at || !*at) {
+      free(buf);
+      job_fail(NULL, "line %d, column %d: invalid JSON (unexpected end of file)", line, col);
     }
+    /* the line of the error, trimmed, as context */
+    const char *ls = at, *le = at;
+    while (ls > buf && ls[-1] != '\n') ls--;
+    while (*le && *le != '\n' && *le != '\r') le++;
+    while (ls < le && (*ls == ' ' || *ls == '\t')) ls++;
+    char ctx[80];
+    snprintf(ctx, sizeof ctx, "%.*s%s", (int)(le - ls > 72 ? 72 : le - ls), ls, le - ls > 72 ? "..." : "");
     free(buf);
-    if (*near)
-      job_fail(NULL, "line %d, column %d: invalid JSON near '%s'", line, col, near);
-    job_fail(NULL, "line %d, column %d: invalid JSON (unexpected end of file)", line, col);
+    job_fail(NULL, "line %d, column %d: invalid JSON in: %s", line, col, ctx);
   }
   free(buf);
   if (!cJSON_IsObject(j)) job_fail(NULL, "the job must be a JSON object");

@@ -975,8 +975,8 @@ static const loom_fc **model_columns(job *j, const cJSON *m, const char *key, in
   return out;
 }
 
-static void build_model(job *j) {
-  const cJSON *m = j_object(j->root, "", "model", 1);
+/* The model section's type and keys (checked before any data is read). */
+static int model_type(const cJSON *m) {
   int type = j_enum(m, "model", "type", MODEL_TYPES, -1);
   int classifier = type % 2 == 0;
   int family = type / 2; /* 0 linear, 1 dnn, 2 combined, 3 baseline */
@@ -994,6 +994,14 @@ static void build_model(job *j) {
   for (int i = 0; fam[family][i]; i++) keys[nk++] = fam[family][i];
   keys[nk] = NULL;
   j_keys(m, "model", keys);
+  return type;
+}
+
+static void build_model(job *j) {
+  const cJSON *m = j_object(j->root, "", "model", 1);
+  int type = model_type(m);
+  int classifier = type % 2 == 0;
+  int family = type / 2;
   int64_t n_classes = classifier ? j_int(m, "model", "n_classes", 2, 2, INT64_MAX) : 2;
   int64_t label_dim = classifier ? 1 : j_int(m, "model", "label_dimension", 1, 1, INT64_MAX);
   const char *wc = j_string(m, "model", "weight_column", NULL, 0);
@@ -1095,6 +1103,7 @@ static void parse_settings(job *j, const char *model_dir_override, int64_t steps
   static const char *const top[] = {"data", "feature_columns", "model", "run_config", "train", "eval", "predict",
                                     "export", "description", NULL};
   j_keys(j->root, "", top);
+  (void)model_type(j_object(j->root, "", "model", 1));
   /* run_config */
   const cJSON *rc = j_object(j->root, "", "run_config", 0);
   static const char *const rk[] = {"model_dir", "save_checkpoints_steps", "save_checkpoints_secs",
