@@ -282,3 +282,102 @@ Test(cli, runtime_errors_exit_1) {
   run_free(&r);
   tu_rmtree(dir);
 }
+
+/* TFRecord data with a feature spec: iris rows as tf.Examples plus a varlen (ragged) string
+ * feature "tags" read by a vocabulary column (train and eval files); train, predict from TFRecord, export (the ragged
+ * feature becomes a values + row_splits placeholder pair). */
+Test(cli, tfrecord_with_a_varlen_feature) {
+  char dir[TU_TMPDIR_CAP], path[256], args[1024];
+  tu_tmpdir(dir, sizeof dir, "cli_tfr");
+  /* every 5th row (shifted, so each class is in both) to eval.tfrecord, the others to train.tfrecord */
+  loom_status *st = loom_status_new();
+  snprintf(path, sizeof path, "%s/train.tfrecord", dir);
+  loom_tfrecord_writer *wt = loom_tfrecord_writer_new(path, st);
+  snprintf(path, sizeof path, "%s/eval.tfrecord", dir);
+  loom_tfrecord_writer *we = loom_tfrecord_writer_new(path, st);
+  cr_assert(wt && we, "%s", loom_status_message(st));
+  FILE *f = fopen(IRIS_CSV, "r");
+  char line[256];
+  cr_assert(fgets(line, sizeof line, f));
+  static const char *const names[6] = {"a", "b", "c", "d", "y", "tags"};
+  static const char *const tag[3] = {"short", "mid", "long"};
+  int n = 0;
+  float x[4];
+  int y;
+  while (fgets(line, sizeof line, f) && sscanf(line, "%f,%f,%f,%f,%d", &x[0], &x[1], &x[2], &x[3], &y) == 5) {
+    loom_tensor *v[6];
+    for (int k = 0; k < 4; k++) v[k] = loom_tensor_scalar_f32(x[k]);
+    v[4] = loom_tensor_scalar_i64(y);
+    /* 0..2 tags: the petal length's band, and "wide" for wide sepals */
+    int64_t nt = (x[1] > 3.2f) + (n % 5 != 0);
+    v[5] = loom_tensor_new(LOOM_STRING, 1, &nt, NULL);
+    int64_t k = 0;
+    if (n % 5 != 0) {
+      const char *s = tag[x[2] < 2.5f ? 0 : x[2] < 5.0f ? 1 : 2];
+      loom_tensor_set_string(v[5], k++, s, strlen(s), NULL);
+    }
+    if (x[1] > 3.2f) loom_tensor_set_string(v[5], k++, "wide", 4, NULL);
+    loom_tfrecord_writer *w = n % 5 == 2 ? we : wt;
+    cr_assert_eq(loom_tfrecord_writer_write_example(w, 6, names, (const loom_tensor *const *)v, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    for (int i = 0; i < 6; i++) loom_tensor_free(v[i]);
+    n++;
+  }
+  fclose(f);
+  cr_assert_eq(n, 150);
+  cr_assert_eq(loom_tfrecord_writer_close(wt, st), LOOM_OK);
+  cr_assert_eq(loom_tfrecord_writer_close(we, st), LOOM_OK);
+  loom_status_free(st);
+  char job[4096], jpath[256];
+  snprintf(job, sizeof job,
+           "{\"data\": {\"format\": \"tfrecord\", \"train\": \"train.tfrecord\", \"eval\": [\"eval.tfrecord\"],\n"
+           "  \"features\": [{\"name\": \"a\", \"type\": \"float32\"}, {\"name\": \"b\", \"type\": \"float32\"},\n"
+           "    {\"name\": \"c\", \"type\": \"float32\"}, {\"name\": \"d\", \"type\": \"float32\", \"default\": 0},\n"
+           "    {\"name\": \"y\", \"type\": \"int64\"}, {\"name\": \"tags\", \"type\": \"string\", \"kind\": \"varlen\"}],\n"
+           "  \"label\": \"y\"},\n"
+           " \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"b\"},\n"
+           "   {\"type\": \"numeric\", \"key\": \"c\"}, {\"type\": \"numeric\", \"key\": \"d\"},\n"
+           "   {\"type\": \"vocabulary\", \"key\": \"tags\", \"vocabulary\": {\"top_k\": 10}},\n"
+           "   {\"type\": \"indicator\", \"column\": \"tags\"}],\n"
+           " \"model\": {\"type\": \"dnn_classifier\", \"hidden_units\": [10, 10], \"n_classes\": 3,\n"
+           "   \"optimizer\": {\"name\": \"Adagrad\", \"learning_rate\": 0.1}},\n"
+           " \"run_config\": {\"model_dir\": \"model\", \"random_seed\": 42, \"num_threads\": 1, \"save_summary_steps\": 0},\n"
+           " \"train\": {\"batch_size\": 32, \"steps\": 600},\n"
+           " \"predict\": {\"input\": \"eval.tfrecord\", \"output\": \"pred.csv\"}}\n");
+  snprintf(jpath, sizeof jpath, "%s/job.json", dir);
+  tu_write_file(jpath, job, strlen(job));
+  snprintf(args, sizeof args, "train %s -q", jpath);
+  run_out t = run_cli(dir, args);
+  cr_assert_eq(t.rc, 0, "train failed:\n%s", t.err);
+  double acc = metric(t.out, "accuracy");
+  cr_expect(acc >= 0.9, "accuracy %g", acc);
+  /* the analyzer's vocabulary of the ragged feature: 4 tags */
+  snprintf(path, sizeof path, "%s/model/vocabularies/tags.txt", dir);
+  char *voc = tu_read_file(path, NULL);
+  int lines = 0;
+  for (char *c = voc; *c; c++) lines += *c == '\n';
+  cr_expect_eq(lines, 4, "%s", voc);
+  free(voc);
+  snprintf(args, sizeof args, "predict %s -q", jpath);
+  run_out p = run_cli(dir, args);
+  cr_assert_eq(p.rc, 0, "predict failed:\n%s", p.err);
+  snprintf(path, sizeof path, "%s/pred.csv", dir);
+  char *csv = tu_read_file(path, NULL);
+  int rows = -1;
+  for (char *c = csv; *c; c++) rows += *c == '\n';
+  cr_expect_eq(rows, 30);
+  free(csv);
+  snprintf(args, sizeof args, "export %s -q", jpath);
+  run_out ex = run_cli(dir, args);
+  cr_assert_eq(ex.rc, 0, "export failed:\n%s", ex.err);
+  char sig[512];
+  snprintf(sig, sizeof sig, "%.*s/signatures.json", (int)(strlen(ex.out) - 1 - strlen("export_dir=")),
+           ex.out + strlen("export_dir="));
+  char *sj = tu_read_file(sig, NULL);
+  cr_expect(strstr(sj, "\"tags/row_splits\"") || strstr(sj, "tags/row_splits"), "no ragged input in:\n%.600s", sj);
+  free(sj);
+  run_free(&t);
+  run_free(&p);
+  run_free(&ex);
+  tu_rmtree(dir);
+}
