@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "loom/loom_array.h"
-#include "loom/loom_canned.h"
 #include "loom/loom_layers.h"
 #include "loom/loom_losses.h"
 #include "loom/loom_math.h"
@@ -387,16 +386,16 @@ static loom_code seq_metrics(const seq_def *d, loom_graph *g, loom_output labels
       case MET_ACCURACY:
         if (d->loss_kind == LOSS_SPARSE_CE) {
           mets[i] = loom_metrics_accuracy(g, labels, loom_argmax(g, out, nd - 1, LOOM_I64, "predicted_class"), none,
-                                          name ? name : "accuracy");
+                                          name);
         } else if (d->loss_kind == LOSS_CE) {
           mets[i] = loom_metrics_accuracy(g, loom_argmax(g, labels, loom_output_ndim(labels) - 1, LOOM_I64, "label_class"),
                                           loom_argmax(g, out, nd - 1, LOOM_I64, "predicted_class"), none,
-                                          name ? name : "accuracy");
+                                          name);
         } else if (d->loss_kind == LOSS_BINARY_CE) {
           loom_output th = loom_const_f32(g, d->from_logits ? 0.0f : 0.5f, "threshold");
           loom_output y = fit_labels(g, labels, out);
           mets[i] = loom_metrics_accuracy(g, y, loom_greater(g, out, th, "predicted_positive"), none,
-                                          name ? name : "accuracy");
+                                          name);
         } else {
           return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                                  "loom_sequential_compile: metric '%s' needs a classification loss (got a regression loss)",
@@ -404,10 +403,10 @@ static loom_code seq_metrics(const seq_def *d, loom_graph *g, loom_output labels
         }
         break;
       case MET_MSE:
-        mets[i] = loom_metrics_mean_squared_error(g, fit_labels(g, labels, out), out, none, name ? name : "mse");
+        mets[i] = loom_metrics_mean_squared_error(g, fit_labels(g, labels, out), out, none, name);
         break;
       case MET_MAE:
-        mets[i] = loom_metrics_mean_absolute_error(g, fit_labels(g, labels, out), out, none, name ? name : "mae");
+        mets[i] = loom_metrics_mean_absolute_error(g, fit_labels(g, labels, out), out, none, name);
         break;
     }
   }
@@ -1273,6 +1272,77 @@ static loom_code mkdir_p(const char *dir, loom_status *st) {
   return LOOM_OK;
 }
 
+/* model_to_estimator's _save_first_checkpoint: when model_dir has no
+ * checkpoint, builds the estimator's TRAIN graph (so optimizer slots and
+ * global_step exist), initialises it, copies the sequential's weights in and
+ * saves <model_dir>/model.ckpt-0. */
+static loom_code save_first_checkpoint(loom_sequential *m, const seq_def *d, loom_estimator *e, loom_status *st) {
+  const char *dir = loom_estimator_model_dir(e);
+  char latest[4096];
+  if (loom_latest_checkpoint(dir, latest, sizeof latest, NULL) == LOOM_OK) return LOOM_OK;
+  loom_code rc = mkdir_p(dir, st);
+  if (rc != LOOM_OK) return rc;
+  const loom_run_config *cfg = loom_estimator_config(e);
+  loom_graph *g = loom_graph_new();
+  if (!g) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  if (cfg->has_random_seed) loom_graph_set_random_seed(g, cfg->tf_random_seed);
+  loom_variable *gs = loom_get_or_create_global_step(g);
+  int64_t xd[LOOM_MAX_DIMS];
+  xd[0] = -1;
+  for (int i = 0; i < d->ndim; i++) xd[i + 1] = d->dims[i];
+  loom_output x = loom_placeholder(g, d->dtype, d->ndim + 1, xd, d->feature), out;
+  loom_session *s = NULL;
+  loom_saver *sv = NULL;
+  rc = seq_build(d, g, x, 1, LOOM_REUSE_NONE, &out, st);
+  if (rc == LOOM_OK) {
+    /* labels as the loss reads them (their spec adds no variable) */
+    loom_output labels;
+    if (m->has_labels) {
+      int64_t ld[LOOM_MAX_DIMS];
+      int lnd = loom_output_dims(m->labels, ld);
+      labels = loom_placeholder(g, loom_output_dtype(m->labels), lnd, ld, "labels");
+    } else if (d->loss_kind == LOSS_SPARSE_CE) {
+      int64_t ld = -1;
+      labels = loom_placeholder(g, LOOM_I32, 1, &ld, "labels");
+    } else {
+      int64_t od[LOOM_MAX_DIMS];
+      int ond = loom_output_dims(out, od);
+      labels = loom_placeholder(g, loom_output_dtype(out), ond, od, "labels");
+    }
+    loom_output loss = seq_loss(d, g, labels, out);
+    if ((rc = loom_graph_status(g, st)) == LOOM_OK && !seq_train_op(d, g, loss, gs, st))
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+  }
+  if (rc == LOOM_OK) {
+    loom_session_options so = loom_session_options_default();
+    so.num_threads = cfg->num_threads;
+    s = loom_session_new(g, &so, st);
+    if (!s) rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+  }
+  if (rc == LOOM_OK) rc = run_target(s, loom_global_variables_initializer(g), st);
+  for (int i = 0; i < m->nvars && rc == LOOM_OK; i++) {
+    loom_tensor *t = NULL;
+    rc = loom_session_read_variable(m->s, m->var_names[i], &t, st);
+    if (rc == LOOM_OK) rc = loom_session_assign_variable(s, m->var_names[i], t, st);
+    loom_tensor_free(t);
+  }
+  if (rc == LOOM_OK) {
+    sv = loom_saver_new(g, 0, NULL, 0, st);
+    char *prefix = sv ? loom__path_join(dir, "model.ckpt") : NULL;
+    if (!sv)
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+    else if (!prefix)
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    else if (!loom_saver_save(sv, s, prefix, 0, st))
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+    loom__free(prefix);
+  }
+  loom_saver_free(sv);
+  loom_session_free(s);
+  loom_graph_free(g);
+  return rc;
+}
+
 loom_estimator *loom_sequential_to_estimator(loom_sequential *m, const char *model_dir, const loom_run_config *config,
                                              loom_status *st) {
   if (need_compiled(m, "loom_sequential_to_estimator", st) != LOOM_OK) return NULL;
@@ -1287,44 +1357,7 @@ loom_estimator *loom_sequential_to_estimator(loom_sequential *m, const char *mod
     return NULL;
   }
   e->user_free = def_free;
-  /* the sequential's weights -> <model_dir>/keras/keras_model.ckpt, the
-   * estimator's warm start (model variables only, trainable or not) */
-  char *kdir = loom__path_join(loom_estimator_model_dir(e), "keras");
-  char *kpath = kdir ? loom__path_join(kdir, "keras_model.ckpt") : NULL;
-  char **res = loom__calloc((size_t)(m->nvars ? m->nvars : 1), sizeof(char *));
-  loom_code rc = kdir && kpath && res ? LOOM_OK : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  if (rc == LOOM_OK) rc = mkdir_p(loom_estimator_model_dir(e), st);
-  if (rc == LOOM_OK) rc = mkdir_p(kdir, st);
-  if (rc == LOOM_OK) rc = loom_sequential_save_weights(m, kpath, st);
-  for (int i = 0; i < m->nvars && rc == LOOM_OK; i++) {
-    /* "^<escaped name>$": names may hold any character an explicit layer name had */
-    const char *nm = m->var_names[i];
-    res[i] = loom__malloc(2 * strlen(nm) + 2);
-    if (!res[i]) {
-      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-      break;
-    }
-    size_t k = 0;
-    for (const char *c = nm; *c; c++) {
-      if (strchr("\\.^$|?*+()[]{}", *c)) res[i][k++] = '\\';
-      res[i][k++] = *c;
-    }
-    res[i][k++] = '$';
-    res[i][k] = 0;
-  }
-  if (rc == LOOM_OK) {
-    loom_warm_start_settings ws = loom_warm_start_settings_default();
-    ws.ckpt_to_initialize_from = kpath;
-    ws.vars_to_warm_start = NULL;
-    ws.nvar_regexes = m->nvars;
-    ws.var_regexes = (const char *const *)res;
-    rc = loom_estimator_set_warm_start_settings(e, &ws, st);
-  }
-  for (int i = 0; res && i < m->nvars; i++) loom__free(res[i]);
-  loom__free(res);
-  loom__free(kdir);
-  loom__free(kpath);
-  if (rc != LOOM_OK) {
+  if (save_first_checkpoint(m, d, e, st) != LOOM_OK) {
     loom_estimator_free(e);
     return NULL;
   }

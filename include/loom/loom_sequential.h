@@ -214,11 +214,14 @@ LOOM_API loom_code loom_sequential_predict_batch(loom_sequential *m, const loom_
  * with the compiled optimizer (batch normalization's updates run with the
  * train op); EVAL reports "loss" and the compiled metrics under their
  * names; PREDICT gives one prediction keyed by the last layer's name (as
- * model_to_estimator keys outputs), exported as serving_default. The
- * sequential's current weights are written to
- * <model_dir>/keras/keras_model.ckpt and the estimator warm-starts every
- * model variable (trainable or not) from it when model_dir has no
- * checkpoint yet, as model_to_estimator does. model_dir / config as
+ * model_to_estimator keys outputs), exported as serving_default. When
+ * model_dir has no checkpoint yet, the sequential's current weights become
+ * the estimator's first checkpoint, <model_dir>/model.ckpt-0 (the TRAIN
+ * graph's variables: the model's with the sequential's values, optimizer
+ * slots freshly initialised, global_step 0), as model_to_estimator's
+ * _save_first_checkpoint does; so evaluate, predict and export work at once
+ * and training starts from those weights. With a checkpoint there already,
+ * it is kept (and used). model_dir / config as
  * loom_estimator_new. Needs a compiled model. */
 LOOM_API loom_estimator *loom_sequential_to_estimator(loom_sequential *m, const char *model_dir,
                                                       const loom_run_config *config, loom_status *st);
