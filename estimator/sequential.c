@@ -1320,10 +1320,16 @@ static loom_code save_first_checkpoint(loom_sequential *m, const seq_def *d, loo
     if (!s) rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
   }
   if (rc == LOOM_OK) rc = run_target(s, loom_global_variables_initializer(g), st);
-  for (int i = 0; i < m->nvars && rc == LOOM_OK; i++) {
+  /* the model's variables, and the optimizer's slots when direct training
+   * made them (same names in both graphs); global_step stays 0 */
+  int nv = 0;
+  loom_variable *const *vars = loom_global_variables(g, &nv);
+  for (int i = 0; i < nv && rc == LOOM_OK; i++) {
+    const char *name = loom_variable_name(vars[i]);
+    if (vars[i] == gs || !loom_graph_variable(m->g, name) || !loom_session_variable_initialized(m->s, name)) continue;
     loom_tensor *t = NULL;
-    rc = loom_session_read_variable(m->s, m->var_names[i], &t, st);
-    if (rc == LOOM_OK) rc = loom_session_assign_variable(s, m->var_names[i], t, st);
+    rc = loom_session_read_variable(m->s, name, &t, st);
+    if (rc == LOOM_OK) rc = loom_session_assign_variable(s, name, t, st);
     loom_tensor_free(t);
   }
   if (rc == LOOM_OK) {

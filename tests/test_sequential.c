@@ -195,7 +195,7 @@ Test(sequential, fit_reaches_known_accuracy_reproducibly) {
     acc[run] = result(r, "accuracy");
     loss[run] = result(r, "loss");
     cr_expect(result(r0, "accuracy") < 0.7, "untrained accuracy %g", result(r0, "accuracy"));
-    cr_expect(acc[run] >= 0.93, "accuracy after 40 epochs %g", acc[run]);
+    cr_expect(acc[run] >= 0.97, "accuracy after 40 epochs %g (measured here: 0.9867)", acc[run]);
     cr_expect(result(h, "accuracy") >= 0.9, "training accuracy %g", result(h, "accuracy"));
     cr_expect(loss[run] < result(r0, "loss") / 3, "loss %g vs untrained %g", loss[run], result(r0, "loss"));
     loom_eval_result_free(r0);

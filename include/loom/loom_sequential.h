@@ -217,10 +217,13 @@ LOOM_API loom_code loom_sequential_predict_batch(loom_sequential *m, const loom_
  * model_to_estimator keys outputs), exported as serving_default. When
  * model_dir has no checkpoint yet, the sequential's current weights become
  * the estimator's first checkpoint, <model_dir>/model.ckpt-0 (the TRAIN
- * graph's variables: the model's with the sequential's values, optimizer
- * slots freshly initialised, global_step 0), as model_to_estimator's
- * _save_first_checkpoint does; so evaluate, predict and export work at once
- * and training starts from those weights. With a checkpoint there already,
+ * graph's variables: the model's with the sequential's values, global_step
+ * 0), as model_to_estimator's _save_first_checkpoint does; so evaluate,
+ * predict and export work at once and training starts from those weights.
+ * Beyond TF: when fit created the optimizer's slots (the same names,
+ * "dense/kernel/Adam" ...), their values are carried too, so the
+ * estimator's training continues the optimizer's state instead of
+ * restarting it (slots that do not exist yet are freshly initialised). With a checkpoint there already,
  * it is kept (and used). model_dir / config as
  * loom_estimator_new. Needs a compiled model. */
 LOOM_API loom_estimator *loom_sequential_to_estimator(loom_sequential *m, const char *model_dir,
