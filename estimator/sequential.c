@@ -130,6 +130,15 @@ static void def_clear(seq_def *d) {
   memset(d, 0, sizeof *d);
 }
 
+static void clear_metrics(seq_def *d) {
+  for (int i = 0; i < d->nmetrics; i++) loom__free(d->metrics[i]);
+  loom__free(d->metrics);
+  loom__free(d->metric_kind);
+  d->metrics = NULL;
+  d->metric_kind = NULL;
+  d->nmetrics = 0;
+}
+
 static void def_free(void *p) {
   if (!p) return;
   def_clear(p);
@@ -793,9 +802,13 @@ loom_code loom_sequential_compile(loom_sequential *m, const loom_sequential_comp
                            c.learning_rate);
   if (c.nmetrics < 0 || (c.nmetrics > 0 && !c.metrics))
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_sequential_compile: metrics is NULL");
+  clear_metrics(&m->d);
   m->d.metrics = loom__calloc((size_t)(c.nmetrics ? c.nmetrics : 1), sizeof(char *));
   m->d.metric_kind = loom__calloc((size_t)(c.nmetrics ? c.nmetrics : 1), sizeof(int));
-  if (!m->d.metrics || !m->d.metric_kind) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  if (!m->d.metrics || !m->d.metric_kind) {
+    clear_metrics(&m->d);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  }
   loom_code rc = LOOM_OK;
   for (int i = 0; i < c.nmetrics && rc == LOOM_OK; i++) {
     int mk = -1;
@@ -818,8 +831,7 @@ loom_code loom_sequential_compile(loom_sequential *m, const loom_sequential_comp
     if (!m->d.metrics[i]) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
   }
   if (rc != LOOM_OK) {
-    for (int i = 0; i < m->d.nmetrics; i++) loom__free(m->d.metrics[i]);
-    m->d.nmetrics = 0;
+    clear_metrics(&m->d);
     return rc;
   }
   m->d.loss_kind = lk;
@@ -864,8 +876,7 @@ loom_code loom_sequential_compile(loom_sequential *m, const loom_sequential_comp
   if (rc == LOOM_OK) rc = run_target(m->s, loom_global_variables_initializer(m->g), st);
   if (rc != LOOM_OK) {
     direct_free(m);
-    for (int i = 0; i < m->d.nmetrics; i++) loom__free(m->d.metrics[i]);
-    m->d.nmetrics = 0;
+    clear_metrics(&m->d);
     return rc;
   }
   m->compiled = 1;
