@@ -25,5 +25,6 @@
 #include "loom_estimator.h"
 #include "loom_head.h"
 #include "loom_canned.h"
+#include "loom_sequential.h"
 #include "loom_distributed.h"
 #endif
