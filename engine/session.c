@@ -95,6 +95,7 @@ void loom_session_free(loom_session *s) {
   loom__free(s->counters);
   loom__free(s->trace);
   loom__host_pass_free(s->host_pass);
+  loom__strarena_free(&s->strings);
   loom__pool_free(s->pool);
   pthread_mutex_destroy(&s->mu);
   loom__free(s);
@@ -354,6 +355,7 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     sp->ctx.in = ins;
     sp->ctx.out = outs;
     sp->ctx.pool = s->pool;
+    sp->ctx.strings = &s->strings; /* string-producing CPU kernels (a plan with strings runs on the CPU) */
     sp->ctx.backend = p->dev && !sp->on_host ? loom__dev_context(s) : NULL;
   }
   for (int i = 0; i < nx; i++) p->fetch_val[i] = p->node_val[fetches[i].node->id] + fetches[i].index;
@@ -631,7 +633,7 @@ static void resolve_aliases(loom_plan *p) {
 
 static loom_code fetch_copy(const loom_buf *b, loom_tensor **dst, loom_status *st) {
   loom_tensor *t = *dst;
-  if (t && (t->dtype != b->dtype || t->numel != b->numel || t->dtype == LOOM_STRING)) {
+  if (t && (t->dtype != b->dtype || t->numel != b->numel || (t->dtype == LOOM_STRING && !t->owned))) {
     loom_tensor_free(t);
     t = *dst = NULL;
   }
@@ -644,9 +646,7 @@ static loom_code fetch_copy(const loom_buf *b, loom_tensor **dst, loom_status *s
     memcpy(t->dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
   }
   if (b->dtype == LOOM_STRING) {
-    const loom_tstring *s = b->data;
-    for (int64_t i = 0; i < b->numel; i++)
-      if (s[i].ptr && loom_tensor_set_string(t, i, s[i].ptr, s[i].len, st)) return LOOM_RESOURCE_EXHAUSTED;
+    if (b->numel && loom__tensor_copy_strings(t, b->data, st)) return LOOM_RESOURCE_EXHAUSTED;
   } else if (t->nbytes) {
     memcpy(t->data, b->data, t->nbytes);
   }
@@ -804,6 +804,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   const int tracing = s->tracing;
   const int64_t t0 = tracing ? mono_ns() : 0;
   if (tracing) s->ntrace = 0;
+  loom__strarena_reset(&s->strings); /* the last run's strings were copied out by its fetches */
   /* the feed-derived part with data-dependent shapes runs first; its results join the feeds */
   rc = loom__host_pass_run(s, feeds, feed_values, nfeeds, fetches, nfetches, targets, ntargets, &feeds, &feed_values,
                            &nfeeds, st);

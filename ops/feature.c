@@ -8,7 +8,8 @@
  * take any int64 value (bucket counts, hash keys, default ids) live in the
  * u64 fields seed/seed2, which the graph file keeps unchecked:
  *   Bucketize               (x f32/f64/i32/i64, boundaries f32 [nb], a Const) -> i32, x's shape
- *   AsString                (x i32/i64) -> string          DATA_SHAPE (strings come from the host pass's arena)
+ *   AsString                (x i32/i64) -> string, x's shape (the bytes go to the run's string arena,
+ *                           loom_kctx.strings: the session's, or the host pass's when a data-shape op needs it)
  *   StringToHashBucketFast  (x string/i32/i64) -> i64; seed = num_buckets (>= 1)
  *   LoomVocabLookup         (x, keys [n] (string, or i64 for int x), index i64 [cap]) -> i64, x's shape;
  *                           seed = num_oov_buckets (>= 0), seed2 = default_value.
@@ -57,13 +58,6 @@ static loom_code shape_as_string(loom_shape_ctx *c) {
     FAIL("x must be int32 or int64, got %s", loom_dtype_name(c->in[0].dtype));
   c->out[0] = c->in[0];
   c->out[0].dtype = LOOM_STRING;
-  return LOOM_OK;
-}
-static loom_code vshape_as_string(const loom_attrs *a, int nin, const loom_buf *const *in, int nout, loom_tdesc *out,
-                                  char *msg, size_t msglen) {
-  out[0].dtype = LOOM_STRING;
-  out[0].ndim = in[0]->ndim;
-  memcpy(out[0].dims, in[0]->dims, sizeof(int64_t) * (size_t)in[0]->ndim);
   return LOOM_OK;
 }
 
@@ -203,8 +197,7 @@ void loom__register_feature(loom_op_def *t) {
   k[LOOM_I32] = loom__k_bucketize_i32;
   k[LOOM_I64] = loom__k_bucketize_i64;
 
-  def(t, LOOM_OP_AsString, 1, 1, shape_as_string, LOOM_OPF_DATA_SHAPE);
-  t[LOOM_OP_AsString].value_shape = vshape_as_string;
+  def(t, LOOM_OP_AsString, 1, 1, shape_as_string, 0);
   k = t[LOOM_OP_AsString].kernels[LOOM_DEVICE_CPU];
   k[LOOM_I32] = k[LOOM_I64] = loom__k_as_string_int;
 

@@ -99,6 +99,13 @@ Test(cli, iris_train_evaluate_predict_export) {
     char *fld = r;
     for (int k = 0; k < 2; k++) fld = strchr(fld, ',') + 1;
     int cls = atoi(fld);
+    /* classes (column 4): the class id as a string, as TF writes it; all_classes (column 6) "0 1 2" */
+    char *c4 = strchr(fld, ',') + 1, *c5 = strchr(c4, ',') + 1, *c6 = strchr(c5, ',') + 1;
+    char want_cls[16];
+    snprintf(want_cls, sizeof want_cls, "%d,", cls);
+    cr_expect(!strncmp(c4, want_cls, strlen(want_cls)), "row %d: classes cell '%.*s', class id %d", rows,
+              (int)(c5 - c4 - 1), c4, cls);
+    cr_expect_str_eq(c6, "0 1 2", "row %d: all_classes '%s'", rows, c6);
     cr_assert(fgets(line, sizeof line, f));
     int want = atoi(strrchr(line, ',') + 1);
     right += cls == want;

@@ -15,7 +15,8 @@ static inline void cpy(void *d, const void *s, size_t n) {
 }
 
 static inline size_t esize(loom_dtype dt) {
-  static const size_t sz[LOOM_DTYPE_COUNT] = {0, 4, 8, 4, 8, 1, 1, 0};
+  /* strings move as their loom_tstring handles (Gather, Tile): the bytes stay where they are */
+  static const size_t sz[LOOM_DTYPE_COUNT] = {0, 4, 8, 4, 8, 1, 1, sizeof(loom_tstring)};
   return (dt > 0 && dt < LOOM_DTYPE_COUNT) ? sz[dt] : 0;
 }
 

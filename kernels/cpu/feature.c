@@ -47,7 +47,7 @@ loom_code loom__k_as_string_int(const loom_kctx *ctx) {
   if (X->numel == 0) return LOOM_OK;
   if (!ctx->strings)
     return loom_status_set(ctx->st, LOOM_FAILED_PRECONDITION,
-                           "AsString outputs strings and runs only in a session's host pass");
+                           "AsString outputs strings and needs a string arena (it runs only in a session)");
   size_t total = 0;
   char buf[24];
   for (int64_t i = 0; i < X->numel; i++) total += loom__int_text(rd_int(X, i), buf);
