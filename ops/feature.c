@@ -321,7 +321,7 @@ static loom_output vocab_build(loom_graph *g, loom_output x, int64_t n, const ch
   }
   for (int64_t i = 0; i < n; i++) {
     size_t li = skeys ? strlen(skeys[i]) : 0;
-    uint64_t h = skeys ? loom__fp64(skeys[i], li) : loom__vocab_hash_int(ikeys[i]);
+    uint64_t h = skeys ? loom__vocab_hash_str(skeys[i], li) : loom__vocab_hash_int(ikeys[i]);
     uint64_t slot = loom__vocab_slot(h, cap);
     for (;; slot = (slot + 1) & (uint64_t)(cap - 1)) {
       int64_t p = idx[slot];

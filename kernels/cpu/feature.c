@@ -20,6 +20,16 @@
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,                                              \
                                "boundaries must be sorted ascending, but boundaries[%lld] = %g follows %g", \
                                (long long)j, (double)b[j], (double)b[j - 1]);                               \
+    if (nb <= 32) {                                                                                         \
+      /* short lists: upper_bound = how many boundaries are not above v (sorted), branch-free */            \
+      for (int64_t i = 0; i < ctx->in[0]->numel; i++) {                                                     \
+        T v = x[i];                                                                                         \
+        int32_t c = 0;                                                                                      \
+        for (int64_t j = 0; j < nb; j++) c += !(v < b[j]);                                                  \
+        o[i] = c;                                                                                           \
+      }                                                                                                     \
+      return LOOM_OK;                                                                                       \
+    }                                                                                                       \
     for (int64_t i = 0; i < ctx->in[0]->numel; i++) {                                                       \
       T v = x[i];                                                                                           \
       int64_t lo = 0, hi = nb;                                                                              \
@@ -81,10 +91,17 @@ loom_code loom__k_hash_bucket_fast(const loom_kctx *ctx) {
   return LOOM_OK;
 }
 
-uint64_t loom__vocab_hash_int(int64_t v) {
-  uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
-  return loom__fp64(b, 8);
+/* a == b for n bytes each (short keys without a call) */
+static inline int key_eq(const uint8_t *a, const uint8_t *b, size_t n) {
+  if (n >= 8 && n <= 16)
+    return loom__fp_ld64(a) == loom__fp_ld64(b) && loom__fp_ld64(a + n - 8) == loom__fp_ld64(b + n - 8);
+  if (n >= 4 && n < 8) return loom__fp_ld32(a) == loom__fp_ld32(b) && loom__fp_ld32(a + n - 4) == loom__fp_ld32(b + n - 4);
+  if (n < 4) {
+    for (size_t i = 0; i < n; i++)
+      if (a[i] != b[i]) return 0;
+    return 1;
+  }
+  return !memcmp(a, b, n);
 }
 
 loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
@@ -102,29 +119,32 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
                            "the vocabulary index has %lld slots for %lld keys (needs a power of two above the key count)",
                            (long long)cap, (long long)n);
+  const uint64_t mask = (uint64_t)(cap - 1);
   const loom_tstring *ks = K->data;
   const int64_t *ki = K->data;
   for (int64_t i = 0; i < X->numel; i++) {
     const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
+    const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";
     int64_t xv = str ? 0 : rd_int(X, i);
-    uint64_t h = str ? loom__fp64(xs->len ? xs->ptr : "", xs->len) : loom__vocab_hash_int(xv);
+    uint64_t h = str ? loom__vocab_hash_str(xp, xs->len) : loom__vocab_hash_int(xv);
     int64_t found = -1;
     uint64_t slot = loom__vocab_slot(h, cap);
-    for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & (uint64_t)(cap - 1)) {
+    for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {
       int64_t p = idx[slot];
       if (p < 0) break;
       if (p >= n)
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
                                (long long)p, (long long)n);
-      if (str ? (ks[p].len == xs->len && (!xs->len || !memcmp(ks[p].ptr, xs->ptr, xs->len))) : ki[p] == xv) {
+      if (str ? (ks[p].len == xs->len && (!xs->len || key_eq((const uint8_t *)ks[p].ptr, xp, xs->len))) : ki[p] == xv) {
         found = p;
         break;
       }
     }
     if (oov) {
-      /* TF's IdTableWithHashBuckets: a table miss (the table's default) goes to a hash bucket */
+      /* TF's IdTableWithHashBuckets: a table miss (the table's default) goes
+       * to a hash bucket, Fingerprint64 of the key's text */
       if (found >= 0 && found != dflt) o[i] = found;
-      else o[i] = n + (int64_t)((str ? h : loom__fp64_int(xv)) % oov);
+      else o[i] = n + (int64_t)((str ? loom__fp64(xp, xs->len) : loom__fp64_int(xv)) % oov);
     } else if (found < 0 && dflt == INT64_MIN) { /* LOOM_VOCAB_MISS_FAILS */
       if (str)
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "'%.*s' (element %lld) is not in the vocabulary",

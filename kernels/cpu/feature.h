@@ -4,6 +4,7 @@
 #ifndef LOOM_KERNELS_CPU_FEATURE_H
 #define LOOM_KERNELS_CPU_FEATURE_H
 #include "kernels/kernel.h"
+#include "base/fingerprint.h"
 
 loom_code loom__k_bucketize_f32(const loom_kctx *ctx);
 loom_code loom__k_bucketize_f64(const loom_kctx *ctx);
@@ -25,7 +26,36 @@ size_t loom__ws_cross_hashed(const loom_attrs *a, int nin, const loom_buf *const
  * power of two, entries = key positions or -1) where probing for hash h
  * starts. Shared with the builder that makes the index (ops/feature.c). */
 static inline uint64_t loom__vocab_slot(uint64_t h, int64_t cap) { return h & (uint64_t)(cap - 1); }
-/* The index hash of an int64 key: Fingerprint64 of its 8 little-endian bytes. */
-uint64_t loom__vocab_hash_int(int64_t v);
+/* The index hashes (graph-resident indexes only: the builder in
+ * ops/feature.c and the kernel use the same functions; nothing persisted
+ * outside a graph depends on them). Cheap: a few loads and multiplies,
+ * little-endian loads so an index means the same on every host. */
+static inline uint64_t loom__vocab_mix(uint64_t h) {
+  h ^= h >> 31;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  return h;
+}
+static inline uint64_t loom__vocab_hash_str(const void *data, size_t n) {
+  const uint8_t *s = data;
+  uint64_t a, b;
+  if (n >= 8) {
+    a = loom__fp_ld64(s);
+    b = loom__fp_ld64(s + n - 8);
+    for (size_t i = 8; i + 8 < n; i += 8) a = (a ^ loom__fp_ld64(s + i)) * 0x9e3779b97f4a7c15ull;
+  } else if (n >= 4) {
+    a = loom__fp_ld32(s);
+    b = loom__fp_ld32(s + n - 4);
+  } else if (n > 0) {
+    a = (uint64_t)s[0] | (uint64_t)s[n >> 1] << 8 | (uint64_t)s[n - 1] << 16;
+    b = 0;
+  } else {
+    a = b = 0;
+  }
+  return loom__vocab_mix((a ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull + (b ^ (uint64_t)n) * 0xd6e8feb86659fd93ull);
+}
+static inline uint64_t loom__vocab_hash_int(int64_t v) {
+  return loom__vocab_mix(((uint64_t)v ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull);
+}
 
 #endif

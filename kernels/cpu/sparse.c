@@ -56,58 +56,77 @@ loom_code loom__check_row_splits(const loom_buf *s, int64_t nnz, loom_status *st
 /* =====================================================================
  * DenseToRagged
  * ===================================================================== */
-static inline int drops(const loom_buf *x, int64_t i, int64_t ignore) {
-  switch (x->dtype) {
-  case LOOM_STRING: return ((const loom_tstring *)x->data)[i].len == 0;
-  case LOOM_I32: return (int64_t)((const int32_t *)x->data)[i] == ignore;
-  case LOOM_I64: return ((const int64_t *)x->data)[i] == ignore;
-  default: return 0;
-  }
-}
+static inline int can_drop(loom_dtype d) { return d == LOOM_STRING || d == LOOM_I32 || d == LOOM_I64; }
 
 int64_t loom__dense_to_ragged_count(const loom_buf *x, int drop_ignore, int64_t ignore_int) {
-  if (!drop_ignore) return x->numel;
+  if (!drop_ignore || !can_drop(x->dtype)) return x->numel;
   int64_t n = 0;
-  for (int64_t i = 0; i < x->numel; i++) n += !drops(x, i, ignore_int);
+  switch (x->dtype) {
+  case LOOM_STRING: {
+    const loom_tstring *p = x->data;
+    for (int64_t i = 0; i < x->numel; i++) n += p[i].len != 0;
+    break;
+  }
+  case LOOM_I32: {
+    const int32_t *p = x->data;
+    for (int64_t i = 0; i < x->numel; i++) n += (int64_t)p[i] != ignore_int;
+    break;
+  }
+  default: {
+    const int64_t *p = x->data;
+    for (int64_t i = 0; i < x->numel; i++) n += p[i] != ignore_int;
+    break;
+  }
+  }
   return n;
 }
+
+/* Rows of x without the dropped elements: one pass per dtype (the values
+ * are copied as they are: a string value keeps pointing at x's bytes,
+ * which live as long as the run that uses them). */
+#define D2R_ROWS(T, KEEP)                                     \
+  do {                                                        \
+    const T *src = x->data;                                   \
+    T *dst = v->data;                                         \
+    for (int64_t r = 0; r < B; r++) {                         \
+      for (int64_t j = r * per; j < (r + 1) * per; j++) {     \
+        if (!(KEEP)) continue;                                \
+        if (k >= cap) goto overflow;                          \
+        dst[k++] = src[j];                                    \
+      }                                                       \
+      s[r + 1] = k;                                           \
+    }                                                         \
+  } while (0)
 
 loom_code loom__k_dense_to_ragged(const loom_kctx *ctx) {
   const loom_buf *x = ctx->in[0];
   loom_buf *v = ctx->out[0], *sp = ctx->out[1];
-  int drop = ctx->attrs->keepdims != 0;
+  int drop = ctx->attrs->keepdims != 0 && can_drop(x->dtype);
   int64_t ign = ctx->attrs->num;
   if (x->ndim < 1) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "x must have rank >= 1");
   int64_t B = x->dims[0], per = B > 0 ? x->numel / B : 0;
-  if (sp->numel != B + 1 || v->numel != loom__dense_to_ragged_count(x, drop, ign))
-    return loom_status_set(ctx->st, LOOM_INTERNAL, "outputs do not match x");
-  size_t es = x->dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(x->dtype);
+  if (sp->numel != B + 1 || v->dtype != x->dtype) return loom_status_set(ctx->st, LOOM_INTERNAL, "outputs do not match x");
   int64_t *s = sp->data;
-  int64_t k = 0;
+  int64_t k = 0, cap = v->numel;
   s[0] = 0;
-  for (int64_t r = 0; r < B; r++) {
-    for (int64_t j = r * per; j < (r + 1) * per; j++) {
-      if (drop && drops(x, j, ign)) continue;
-      if (x->dtype == LOOM_STRING) {
-        const loom_tstring *src = (const loom_tstring *)x->data + j;
-        loom_tstring *dst = (loom_tstring *)v->data + k;
-        dst->len = src->len;
-        dst->ptr = src->ptr;
-        if (ctx->strings) {
-          char *b = loom__strarena_alloc(ctx->strings, src->len);
-          if (!b) return loom_status_set(ctx->st, LOOM_RESOURCE_EXHAUSTED, "out of memory for string values");
-          if (src->len) memcpy(b, src->ptr, src->len);
-          dst->ptr = b;
-        }
-      } else {
-        memcpy((char *)v->data + (size_t)k * es, (const char *)x->data + (size_t)j * es, es);
-      }
-      k++;
-    }
-    s[r + 1] = k;
+  if (!drop) {
+    /* nothing dropped: the values are x's, rows of per */
+    if (cap != x->numel) goto overflow;
+    size_t es = x->dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(x->dtype);
+    if (cap) memcpy(v->data, x->data, (size_t)cap * es);
+    for (int64_t r = 0; r < B; r++) s[r + 1] = (r + 1) * per;
+    return LOOM_OK;
   }
-  return LOOM_OK;
+  switch (x->dtype) {
+  case LOOM_STRING: D2R_ROWS(loom_tstring, src[j].len != 0); break;
+  case LOOM_I32: D2R_ROWS(int32_t, (int64_t)src[j] != ign); break;
+  default: D2R_ROWS(int64_t, src[j] != ign); break;
+  }
+  if (k == cap) return LOOM_OK;
+overflow:
+  return loom_status_set(ctx->st, LOOM_INTERNAL, "outputs do not match x");
 }
+#undef D2R_ROWS
 
 /* =====================================================================
  * SparseEmbedding and its gradient
