@@ -705,6 +705,20 @@ loom_code loom__k_one_hot_any(const loom_kctx *ctx) {
   int axis = a->axis < 0 ? I->ndim : (int)a->axis;
   int64_t outer = prod(I->dims, 0, axis), inner = prod(I->dims, axis, I->ndim);
   size_t es = esize(O->dtype);
+  if (O->dtype == LOOM_F32 && (I->dtype == LOOM_I32 || I->dtype == LOOM_I64)) {
+    /* the common case (float one-hot of int ids): plain stores */
+    float *o = O->data, off = (float)a->beta, on = (float)a->alpha;
+    if (O->numel >= (1 << 18)) fill_value(ctx->pool, o, LOOM_F32, O->numel, a->beta); /* big: in parallel */
+    else if (off == 0.0f && !signbit(off)) memset(o, 0, (size_t)O->numel * sizeof(float));
+    else
+      for (int64_t k = 0; k < O->numel; k++) o[k] = off;
+    for (int64_t x = 0; x < outer; x++)
+      for (int64_t i = 0; i < inner; i++) {
+        int64_t v = rd_idx(I->data, I->dtype, x * inner + i);
+        if (v >= 0 && v < depth) o[(x * depth + v) * inner + i] = on;
+      }
+    return LOOM_OK;
+  }
   fill_value(ctx->pool, O->data, O->dtype, O->numel, a->beta);
   unsigned char on[8];
   value_bytes(O->dtype, a->alpha, on);

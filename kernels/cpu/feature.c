@@ -108,7 +108,7 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
   const loom_buf *X = ctx->in[0], *K = ctx->in[1], *I = ctx->in[2];
   int64_t *o = ctx->out[0]->data;
   const int64_t *idx = I->data;
-  int64_t n = K->numel, cap = I->numel;
+  int64_t n = K->numel, cap = I->numel - 1;
   uint64_t oov = ctx->attrs->seed;
   int64_t dflt = (int64_t)ctx->attrs->seed2;
   int str = X->dtype == LOOM_STRING;
@@ -117,16 +117,17 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
                            loom_dtype_name(X->dtype), loom_dtype_name(K->dtype));
   if (cap < 1 || (cap & (cap - 1)) || cap <= n)
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
-                           "the vocabulary index has %lld slots for %lld keys (needs a power of two above the key count)",
+                           "the vocabulary index has %lld slots for %lld keys (needs a power of two above the key count, "
+                           "and the seed)",
                            (long long)cap, (long long)n);
-  const uint64_t mask = (uint64_t)(cap - 1);
+  const uint64_t mask = (uint64_t)(cap - 1), seed = (uint64_t)idx[cap];
   const loom_tstring *ks = K->data;
   const int64_t *ki = K->data;
   for (int64_t i = 0; i < X->numel; i++) {
     const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
     const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";
     int64_t xv = str ? 0 : rd_int(X, i);
-    uint64_t h = str ? loom__vocab_hash_str(xp, xs->len) : loom__vocab_hash_int(xv);
+    uint64_t h = str ? loom__vocab_hash_str(xp, xs->len, seed) : loom__vocab_hash_int(xv, seed);
     int64_t found = -1;
     uint64_t slot = loom__vocab_slot(h, cap);
     for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {

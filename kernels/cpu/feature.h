@@ -26,7 +26,12 @@ size_t loom__ws_cross_hashed(const loom_attrs *a, int nin, const loom_buf *const
  * power of two, entries = key positions or -1) where probing for hash h
  * starts. Shared with the builder that makes the index (ops/feature.c). */
 static inline uint64_t loom__vocab_slot(uint64_t h, int64_t cap) { return h & (uint64_t)(cap - 1); }
-/* The index hashes (graph-resident indexes only: the builder in
+/* The vocabulary index (a Const input of VocabLookup, made by the builder
+ * in ops/feature.c): cap + 1 int64 entries, cap a power of two > n; slots
+ * [0, cap) hold key positions or -1 (empty), probed linearly from
+ * loom__vocab_hash_*(key, seed) & (cap - 1); entry cap holds the seed (the
+ * builder picks one that puts every key in its first slot when it can).
+ * The index hashes (graph-resident indexes only: the builder in
  * ops/feature.c and the kernel use the same functions; nothing persisted
  * outside a graph depends on them). Cheap: a few loads and multiplies,
  * little-endian loads so an index means the same on every host. */
@@ -36,7 +41,7 @@ static inline uint64_t loom__vocab_mix(uint64_t h) {
   h ^= h >> 29;
   return h;
 }
-static inline uint64_t loom__vocab_hash_str(const void *data, size_t n) {
+static inline uint64_t loom__vocab_hash_str(const void *data, size_t n, uint64_t seed) {
   const uint8_t *s = data;
   uint64_t a, b;
   if (n >= 8) {
@@ -52,10 +57,10 @@ static inline uint64_t loom__vocab_hash_str(const void *data, size_t n) {
   } else {
     a = b = 0;
   }
-  return loom__vocab_mix((a ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull + (b ^ (uint64_t)n) * 0xd6e8feb86659fd93ull);
+  return loom__vocab_mix((a ^ seed ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull + (b ^ (uint64_t)n) * 0xd6e8feb86659fd93ull);
 }
-static inline uint64_t loom__vocab_hash_int(int64_t v) {
-  return loom__vocab_mix(((uint64_t)v ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull);
+static inline uint64_t loom__vocab_hash_int(int64_t v, uint64_t seed) {
+  return loom__vocab_mix(((uint64_t)v ^ seed ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull);
 }
 
 #endif
