@@ -442,17 +442,26 @@ typedef struct {
 typedef char cat_v16 __attribute__((vector_size(16), aligned(1), may_alias));
 typedef uint64_t cat_u64 __attribute__((aligned(1), may_alias));
 typedef uint32_t cat_u32 __attribute__((aligned(1), may_alias));
-static inline void cpy_small(char *restrict d, const char *restrict s, size_t n) {
-  if (n >= 16) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) *(cat_v16 *)(d + i) = *(const cat_v16 *)(s + i);
-    if (i < n) *(cat_v16 *)(d + n - 16) = *(const cat_v16 *)(s + n - 16);
+static inline void cpy_small(char *restrict d, const char *restrict s, size_t n) { /* n <= 64 */
+  if (n >= 32) {
+    cat_v16 a = *(const cat_v16 *)s, b = *(const cat_v16 *)(s + 16);
+    cat_v16 c = *(const cat_v16 *)(s + n - 32), e = *(const cat_v16 *)(s + n - 16);
+    *(cat_v16 *)d = a;
+    *(cat_v16 *)(d + 16) = b;
+    *(cat_v16 *)(d + n - 32) = c;
+    *(cat_v16 *)(d + n - 16) = e;
+  } else if (n >= 16) {
+    cat_v16 a = *(const cat_v16 *)s, b = *(const cat_v16 *)(s + n - 16);
+    *(cat_v16 *)d = a;
+    *(cat_v16 *)(d + n - 16) = b;
   } else if (n >= 8) {
-    *(cat_u64 *)d = *(const cat_u64 *)s;
-    *(cat_u64 *)(d + n - 8) = *(const cat_u64 *)(s + n - 8);
+    uint64_t a = *(const cat_u64 *)s, b = *(const cat_u64 *)(s + n - 8);
+    *(cat_u64 *)d = a;
+    *(cat_u64 *)(d + n - 8) = b;
   } else if (n >= 4) {
-    *(cat_u32 *)d = *(const cat_u32 *)s;
-    *(cat_u32 *)(d + n - 4) = *(const cat_u32 *)(s + n - 4);
+    uint32_t a = *(const cat_u32 *)s, b = *(const cat_u32 *)(s + n - 4);
+    *(cat_u32 *)d = a;
+    *(cat_u32 *)(d + n - 4) = b;
   } else {
     for (size_t i = 0; i < n; i++) d[i] = s[i];
   }
@@ -473,7 +482,7 @@ static void cat_rows(void *p, int64_t b, int64_t e) {
     if (!chunk) continue;
     char *bp = (char *)big->data + (size_t)b * row + off;
     char *pp = (char *)piece->data + (size_t)b * chunk;
-    if (chunk <= 256) {
+    if (chunk <= 64) {
       if (a->split)
         for (int64_t o = b; o < e; o++, bp += row, pp += chunk) cpy_small(pp, bp, chunk);
       else
