@@ -905,3 +905,39 @@ Test(feature_ops, vocabularies_of_every_size_find_every_key) {
     free(ik);
   }
 }
+
+/* Keys of 1..24 bytes that differ from each other in one byte only, at
+ * every position: each finds its own id (the short-key compare covers
+ * every byte). */
+Test(feature_ops, vocabulary_keys_differing_in_one_byte) {
+  enum { MAXL = 24 };
+  char *keys[MAXL * (MAXL + 1)];
+  int64_t n = 0;
+  for (int len = 1; len <= MAXL; len++)
+    for (int k = -1; k < len; k++) {
+      char *s = malloc((size_t)len + 1);
+      memset(s, 'a', (size_t)len);
+      if (k >= 0) s[k] = 'b';
+      s[len] = 0;
+      keys[n++] = s;
+    }
+  loom_graph *g = loom_graph_new();
+  int64_t d = -1;
+  loom_output x = loom_placeholder(g, LOOM_STRING, 1, &d, "x");
+  loom_output y = loom_vocab_lookup_strings(g, x, n, (const char *const *)keys, 0, -1, "v");
+  cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK);
+  loom_tensor *q = loom_tensor_new(LOOM_STRING, 1, &n, NULL);
+  for (int64_t i = 0; i < n; i++) loom_tensor_set_string(q, n - 1 - i, keys[i], strlen(keys[i]), NULL);
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_tensor *out = NULL;
+  cr_assert_eq(loom_session_run(s, &x, &q, 1, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  const int64_t *o = loom_tensor_data_const(out);
+  for (int64_t i = 0; i < n; i++) cr_assert_eq(o[n - 1 - i], i, "key \"%s\" -> %lld", keys[i], (long long)o[n - 1 - i]);
+  loom_tensor_free(out);
+  loom_tensor_free(q);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+  for (int64_t i = 0; i < n; i++) free(keys[i]);
+}

@@ -91,11 +91,8 @@ loom_code loom__k_hash_bucket_fast(const loom_kctx *ctx) {
   return LOOM_OK;
 }
 
-/* a == b for n bytes each (short keys without a call) */
+/* key a == b, n bytes each (n > 16 or n < 4: the 4..16 case compares words) */
 static inline int key_eq(const uint8_t *a, const uint8_t *b, size_t n) {
-  if (n >= 8 && n <= 16)
-    return loom__fp_ld64(a) == loom__fp_ld64(b) && loom__fp_ld64(a + n - 8) == loom__fp_ld64(b + n - 8);
-  if (n >= 4 && n < 8) return loom__fp_ld32(a) == loom__fp_ld32(b) && loom__fp_ld32(a + n - 4) == loom__fp_ld32(b + n - 4);
   if (n < 4) {
     for (size_t i = 0; i < n; i++)
       if (a[i] != b[i]) return 0;
@@ -127,18 +124,39 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
     const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
     const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";
     int64_t xv = str ? 0 : rd_int(X, i);
-    uint64_t h = str ? loom__vocab_hash_str(xp, xs->len, seed) : loom__vocab_hash_int(xv, seed);
     int64_t found = -1;
-    uint64_t slot = loom__vocab_slot(h, cap);
-    for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {
-      int64_t p = idx[slot];
-      if (p < 0) break;
-      if (p >= n)
-        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
-                               (long long)p, (long long)n);
-      if (str ? (ks[p].len == xs->len && (!xs->len || key_eq((const uint8_t *)ks[p].ptr, xp, xs->len))) : ki[p] == xv) {
-        found = p;
-        break;
+    if (str && xs->len >= 4 && xs->len <= 16) {
+      /* short keys (most): hash and compare the same four words, no branch on the length */
+      const size_t len = xs->len;
+      uint32_t w[4], kw[4];
+      loom__vocab_words(xp, len, w);
+      uint64_t slot = loom__vocab_slot(loom__vocab_hash_words(w, len, seed), cap);
+      for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {
+        int64_t p = idx[slot];
+        if (p < 0) break;
+        if (p >= n)
+          return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
+                                 (long long)p, (long long)n);
+        if (ks[p].len != len) continue;
+        loom__vocab_words((const uint8_t *)ks[p].ptr, len, kw);
+        if (!((w[0] ^ kw[0]) | (w[1] ^ kw[1]) | (w[2] ^ kw[2]) | (w[3] ^ kw[3]))) {
+          found = p;
+          break;
+        }
+      }
+    } else {
+      uint64_t h = str ? loom__vocab_hash_str(xp, xs->len, seed) : loom__vocab_hash_int(xv, seed);
+      uint64_t slot = loom__vocab_slot(h, cap);
+      for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {
+        int64_t p = idx[slot];
+        if (p < 0) break;
+        if (p >= n)
+          return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
+                                 (long long)p, (long long)n);
+        if (str ? (ks[p].len == xs->len && (!xs->len || key_eq((const uint8_t *)ks[p].ptr, xp, xs->len))) : ki[p] == xv) {
+          found = p;
+          break;
+        }
       }
     }
     if (oov) {

@@ -41,16 +41,33 @@ static inline uint64_t loom__vocab_mix(uint64_t h) {
   h ^= h >> 29;
   return h;
 }
+/* The 4 overlapping 32-bit words that cover a key of 4..16 bytes, at 0, t,
+ * n - 4 - t and n - 4 with t = 0 (n <= 8) or (n - 7) / 2 (no gap between
+ * words): loads without a branch on the length. */
+static inline void loom__vocab_words(const uint8_t *s, size_t n, uint32_t w[4]) {
+  size_t t = ((n - 7) >> 1) & (0 - (size_t)(n > 8));
+  w[0] = (uint32_t)loom__fp_ld32(s);
+  w[1] = (uint32_t)loom__fp_ld32(s + t);
+  w[2] = (uint32_t)loom__fp_ld32(s + n - 4 - t);
+  w[3] = (uint32_t)loom__fp_ld32(s + n - 4);
+}
+static inline uint64_t loom__vocab_hash_words(const uint32_t w[4], size_t n, uint64_t seed) {
+  uint64_t a = (uint64_t)w[0] | (uint64_t)w[1] << 32, b = (uint64_t)w[2] | (uint64_t)w[3] << 32;
+  return loom__vocab_mix((a ^ seed ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull +
+                         (b ^ (uint64_t)n) * 0xd6e8feb86659fd93ull);
+}
 static inline uint64_t loom__vocab_hash_str(const void *data, size_t n, uint64_t seed) {
   const uint8_t *s = data;
+  uint32_t w[4];
+  if (n >= 4 && n <= 16) {
+    loom__vocab_words(s, n, w);
+    return loom__vocab_hash_words(w, n, seed);
+  }
   uint64_t a, b;
-  if (n >= 8) {
+  if (n > 16) {
     a = loom__fp_ld64(s);
     b = loom__fp_ld64(s + n - 8);
     for (size_t i = 8; i + 8 < n; i += 8) a = (a ^ loom__fp_ld64(s + i)) * 0x9e3779b97f4a7c15ull;
-  } else if (n >= 4) {
-    a = loom__fp_ld32(s);
-    b = loom__fp_ld32(s + n - 4);
   } else if (n > 0) {
     a = (uint64_t)s[0] | (uint64_t)s[n >> 1] << 8 | (uint64_t)s[n - 1] << 16;
     b = 0;
