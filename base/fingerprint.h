@@ -84,6 +84,35 @@ static inline uint64_t loom__fp_cat64(uint64_t fp1, uint64_t fp2) {
   return r ^ (r >> 47);
 }
 
+/* x % d for a divisor fixed over a loop, without a division: with the
+ * 128-bit fraction m = floor((2^128 - 1) / d) + 1, x % d is the top 64 bits
+ * of (m * x mod 2^128) * d (exact for every 64-bit x and d >= 1: the
+ * fraction has twice the numerator's bits). */
+typedef struct loom_fastmod {
+  uint64_t d;
+#ifdef __SIZEOF_INT128__
+  unsigned __int128 m;
+#endif
+} loom_fastmod;
+static inline loom_fastmod loom__fastmod_init(uint64_t d) {
+  loom_fastmod f;
+  f.d = d;
+#ifdef __SIZEOF_INT128__
+  f.m = ~(unsigned __int128)0 / d + 1;
+#endif
+  return f;
+}
+static inline uint64_t loom__fastmod(uint64_t x, const loom_fastmod *f) {
+#ifdef __SIZEOF_INT128__
+  unsigned __int128 low = f->m * x; /* the fractional part of x / d, 128 bits */
+  unsigned __int128 lo_d = (unsigned __int128)(uint64_t)low * f->d;
+  unsigned __int128 hi_d = (unsigned __int128)(uint64_t)(low >> 64) * f->d;
+  return (uint64_t)((hi_d + (lo_d >> 64)) >> 64);
+#else
+  return x % f->d;
+#endif
+}
+
 /* Fingerprint64 of the decimal text of v ("-12"), without a string tensor. */
 uint64_t loom__fp64_int(int64_t v);
 /* Writes the decimal text of v into buf (>= 21 bytes); returns its length. */

@@ -73,6 +73,12 @@ loom_code loom__k_as_string_int(const loom_kctx *ctx) {
   return LOOM_OK;
 }
 
+/* The bytes of a string element a few iterations ahead (batches of
+ * strings are often far from the cache) */
+static inline void prefetch_text(const loom_tstring *s) {
+  if (s->len) __builtin_prefetch(s->ptr);
+}
+
 /* Fingerprint64 of element i of a string/int32/int64 buffer (ints: of their decimal text). */
 static inline uint64_t fp_text(const loom_buf *b, int64_t i) {
   if (b->dtype == LOOM_STRING) {
@@ -87,7 +93,16 @@ loom_code loom__k_hash_bucket_fast(const loom_kctx *ctx) {
   int64_t *o = ctx->out[0]->data;
   uint64_t nb = ctx->attrs->seed;
   if (nb == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "num_buckets must be >= 1");
-  for (int64_t i = 0; i < X->numel; i++) o[i] = (int64_t)(fp_text(X, i) % nb);
+  const loom_fastmod fm = loom__fastmod_init(nb);
+  if (X->dtype == LOOM_STRING) {
+    const loom_tstring *xs = X->data;
+    for (int64_t i = 0; i < X->numel; i++) {
+      if (i + 8 < X->numel) prefetch_text(xs + i + 8);
+      o[i] = (int64_t)loom__fastmod(loom__fp64(xs[i].len ? xs[i].ptr : "", xs[i].len), &fm);
+    }
+    return LOOM_OK;
+  }
+  for (int64_t i = 0; i < X->numel; i++) o[i] = (int64_t)loom__fastmod(fp_text(X, i), &fm);
   return LOOM_OK;
 }
 
@@ -122,6 +137,7 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
   const int64_t *ki = K->data;
   for (int64_t i = 0; i < X->numel; i++) {
     const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
+    if (str && i + 8 < X->numel) prefetch_text(xs + 8);
     const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";
     int64_t xv = str ? 0 : rd_int(X, i);
     int64_t found = -1;
@@ -207,6 +223,7 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
   int64_t *ov = ctx->out[0]->data, *os = ctx->out[1]->data;
   int64_t nrows = ctx->in[1]->numel - 1;
   if (nbk == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "num_buckets must be >= 1");
+  const loom_fastmod fm = loom__fastmod_init(nbk);
   if (ctx->out[1]->numel != nrows + 1)
     return loom_status_set(ctx->st, LOOM_INTERNAL, "output row_splits has %lld entries for %lld rows",
                            (long long)ctx->out[1]->numel, (long long)nrows);
@@ -225,8 +242,15 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input %d: row_splits decrease at row %lld", j,
                                (long long)r);
     base[j] = f + off;
-    for (int64_t i = 0; i < V->numel; i++)
-      base[j][i] = V->dtype == LOOM_STRING ? fp_text(V, i) : (uint64_t)rd_int(V, i);
+    if (V->dtype == LOOM_STRING) {
+      const loom_tstring *vs = V->data;
+      for (int64_t i = 0; i < V->numel; i++) {
+        if (i + 8 < V->numel) prefetch_text(vs + i + 8);
+        base[j][i] = loom__fp64(vs[i].len ? vs[i].ptr : "", vs[i].len);
+      }
+    } else {
+      for (int64_t i = 0; i < V->numel; i++) base[j][i] = (uint64_t)rd_int(V, i);
+    }
     off += (size_t)V->numel;
   }
   int64_t *pos = (int64_t *)(f + off), *start = pos + k;
@@ -244,7 +268,7 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
       if (n >= cap) return loom_status_set(ctx->st, LOOM_INTERNAL, "more crossed values than the output holds");
       uint64_t h = key;
       for (int j = 0; j < k; j++) h = loom__fp_cat64(h, base[j][start[j] + pos[j]]);
-      ov[n++] = (int64_t)(h % nbk);
+      ov[n++] = (int64_t)loom__fastmod(h, &fm);
       /* next combination: the last input varies fastest (TF's ProductIterator) */
       int j = k - 1;
       for (; j >= 0; j--) {
