@@ -483,10 +483,22 @@ static void cat_rows(void *p, int64_t b, int64_t e) {
     char *bp = (char *)big->data + (size_t)b * row + off;
     char *pp = (char *)piece->data + (size_t)b * chunk;
     if (chunk <= 64) {
-      if (a->split)
-        for (int64_t o = b; o < e; o++, bp += row, pp += chunk) cpy_small(pp, bp, chunk);
-      else
-        for (int64_t o = b; o < e; o++, bp += row, pp += chunk) cpy_small(bp, pp, chunk);
+      /* the size class is chosen once per piece (the row loops are then tight) */
+#define CAT_LOOP(N)                                                                   \
+  do {                                                                                \
+    if (a->split)                                                                     \
+      for (int64_t o = b; o < e; o++, bp += row, pp += chunk) cpy_small(pp, bp, (N)); \
+    else                                                                              \
+      for (int64_t o = b; o < e; o++, bp += row, pp += chunk) cpy_small(bp, pp, (N)); \
+  } while (0)
+      switch (chunk) {
+      case 4: CAT_LOOP(4); break;
+      case 8: CAT_LOOP(8); break;
+      case 16: CAT_LOOP(16); break;
+      case 32: CAT_LOOP(32); break;
+      default: CAT_LOOP(chunk); break;
+      }
+#undef CAT_LOOP
     } else {
       if (a->split)
         for (int64_t o = b; o < e; o++, bp += row, pp += chunk) memcpy(pp, bp, chunk);

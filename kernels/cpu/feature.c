@@ -137,7 +137,7 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
   const int64_t *ki = K->data;
   for (int64_t i = 0; i < X->numel; i++) {
     const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
-    if (str && i + 8 < X->numel) prefetch_text(xs + 8);
+    if (str && i + 32 < X->numel) prefetch_text(xs + 32);
     const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";
     int64_t xv = str ? 0 : rd_int(X, i);
     int64_t found = -1;
