@@ -144,9 +144,9 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
     if (str && xs->len >= 4 && xs->len <= 16) {
       /* short keys (most): hash and compare the same four words, no branch on the length */
       const size_t len = xs->len;
-      uint32_t w[4], kw[4];
-      loom__vocab_words(xp, len, w);
-      uint64_t slot = loom__vocab_slot(loom__vocab_hash_words(w, len, seed), cap);
+      uint64_t wa, wb, ka, kb;
+      loom__vocab_words(xp, len, &wa, &wb);
+      uint64_t slot = loom__vocab_slot(loom__vocab_hash_words(wa, wb, len, seed), cap);
       for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {
         int64_t p = idx[slot];
         if (p < 0) break;
@@ -154,8 +154,8 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
           return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
                                  (long long)p, (long long)n);
         if (ks[p].len != len) continue;
-        loom__vocab_words((const uint8_t *)ks[p].ptr, len, kw);
-        if (!((w[0] ^ kw[0]) | (w[1] ^ kw[1]) | (w[2] ^ kw[2]) | (w[3] ^ kw[3]))) {
+        loom__vocab_words((const uint8_t *)ks[p].ptr, len, &ka, &kb);
+        if (!((wa ^ ka) | (wb ^ kb))) {
           found = p;
           break;
         }

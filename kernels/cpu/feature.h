@@ -44,24 +44,21 @@ static inline uint64_t loom__vocab_mix(uint64_t h) {
 /* The 4 overlapping 32-bit words that cover a key of 4..16 bytes, at 0, t,
  * n - 4 - t and n - 4 with t = 0 (n <= 8) or (n - 7) / 2 (no gap between
  * words): loads without a branch on the length. */
-static inline void loom__vocab_words(const uint8_t *s, size_t n, uint32_t w[4]) {
+static inline void loom__vocab_words(const uint8_t *s, size_t n, uint64_t *a, uint64_t *b) {
   size_t t = ((n - 7) >> 1) & (0 - (size_t)(n > 8));
-  w[0] = (uint32_t)loom__fp_ld32(s);
-  w[1] = (uint32_t)loom__fp_ld32(s + t);
-  w[2] = (uint32_t)loom__fp_ld32(s + n - 4 - t);
-  w[3] = (uint32_t)loom__fp_ld32(s + n - 4);
+  *a = loom__fp_ld32(s) | loom__fp_ld32(s + t) << 32;
+  *b = loom__fp_ld32(s + n - 4 - t) | loom__fp_ld32(s + n - 4) << 32;
 }
-static inline uint64_t loom__vocab_hash_words(const uint32_t w[4], size_t n, uint64_t seed) {
-  uint64_t a = (uint64_t)w[0] | (uint64_t)w[1] << 32, b = (uint64_t)w[2] | (uint64_t)w[3] << 32;
+static inline uint64_t loom__vocab_hash_words(uint64_t a, uint64_t b, size_t n, uint64_t seed) {
   return loom__vocab_mix((a ^ seed ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull +
                          (b ^ (uint64_t)n) * 0xd6e8feb86659fd93ull);
 }
 static inline uint64_t loom__vocab_hash_str(const void *data, size_t n, uint64_t seed) {
   const uint8_t *s = data;
-  uint32_t w[4];
   if (n >= 4 && n <= 16) {
-    loom__vocab_words(s, n, w);
-    return loom__vocab_hash_words(w, n, seed);
+    uint64_t a, b;
+    loom__vocab_words(s, n, &a, &b);
+    return loom__vocab_hash_words(a, b, n, seed);
   }
   uint64_t a, b;
   if (n > 16) {
