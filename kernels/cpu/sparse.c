@@ -392,3 +392,83 @@ loom_code loom__k_ragged_multi_hot(const loom_kctx *ctx) {
   if (B > 0 && a.depth > 0) loom__parallel_for(ctx->pool, B, row_grain(B, I->numel, a.depth), mh_rows, &a);
   return LOOM_OK;
 }
+
+/* =====================================================================
+ * MultiHotConcat: the input layer's concatenation written in one pass
+ * ===================================================================== */
+loom_code loom__k_multi_hot_concat(const loom_kctx *ctx) {
+  const loom_buf *L = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  const int64_t *lay = L->data;
+  int np = (int)(L->numel / 2);
+  if (O->ndim != 2) return loom_status_set(ctx->st, LOOM_INTERNAL, "output must have rank 2");
+  const int64_t B = O->dims[0], W = O->dims[1];
+  float *out = O->data;
+  if (B * W > 0) memset(out, 0, (size_t)(B * W) * sizeof(float));
+  int k = 1;
+  int64_t off = 0;
+  for (int p = 0; p < np; p++) {
+    const int64_t kind = lay[2 * p], depth = lay[2 * p + 1];
+    if (kind == 0) { /* dense float [B, w] */
+      const loom_buf *X = ctx->in[k++];
+      const int64_t w = X->ndim == 2 ? X->dims[1] : 0;
+      if (X->dtype != LOOM_F32 || X->ndim != 2 || X->dims[0] != B || off + w > W)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: expected float32 [%lld, w], got %s", p,
+                               (long long)B, loom_dtype_name(X->dtype));
+      const float *x = X->data;
+      if (w == 1)
+        for (int64_t r = 0; r < B; r++) out[r * W + off] = x[r];
+      else
+        for (int64_t r = 0; r < B; r++) memcpy(out + r * W + off, x + r * w, (size_t)w * sizeof(float));
+      off += w;
+    } else if (kind == 1 || kind == 2) { /* ragged multi-hot */
+      const loom_buf *I = ctx->in[k], *S = ctx->in[k + 1], *Wt = kind == 2 ? ctx->in[k + 2] : NULL;
+      k += kind == 2 ? 3 : 2;
+      if (I->dtype != LOOM_I32 && I->dtype != LOOM_I64)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: ids must be int32 or int64, got %s", p,
+                               loom_dtype_name(I->dtype));
+      loom_code rc = loom__check_row_splits(S, I->numel, ctx->st);
+      if (rc) return rc;
+      if (S->numel - 1 != B || off + depth > W)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: row_splits give %lld rows, expected %lld", p,
+                               (long long)(S->numel - 1), (long long)B);
+      if (Wt && (Wt->dtype != LOOM_F32 || Wt->numel != I->numel))
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: weights must be float32 with one value per id",
+                               p);
+      const int64_t *sp = S->data;
+      const float *wt = Wt ? Wt->data : NULL;
+      const int ids64 = I->dtype == LOOM_I64;
+      for (int64_t r = 0; r < B; r++) {
+        float *o = out + r * W + off;
+        for (int64_t i = sp[r]; i < sp[r + 1]; i++) {
+          int64_t id = rd_id(I->data, ids64, i);
+          if (id < 0 || id >= depth) continue;
+          o[id] += wt ? wt[i] : 1.0f;
+        }
+      }
+      off += depth;
+    } else if (kind == 3) { /* one-hot of int ids [B, n] */
+      const loom_buf *I = ctx->in[k++];
+      if ((I->dtype != LOOM_I32 && I->dtype != LOOM_I64) || I->ndim != 2 || I->dims[0] != B ||
+          off + I->dims[1] * depth > W)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: expected int ids [%lld, n], got %s", p,
+                               (long long)B, loom_dtype_name(I->dtype));
+      const int64_t n = I->dims[1];
+      const int ids64 = I->dtype == LOOM_I64;
+      for (int64_t r = 0; r < B; r++) {
+        float *o = out + r * W + off;
+        for (int64_t j = 0; j < n; j++) {
+          int64_t id = rd_id(I->data, ids64, r * n + j);
+          if (id >= 0 && id < depth) o[j * depth + id] = 1.0f;
+        }
+      }
+      off += n * depth;
+    } else {
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: unknown kind %lld", p, (long long)kind);
+    }
+  }
+  if (off != W || k != ctx->nin)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the pieces give %lld columns from %d inputs, the output has %lld from %d",
+                           (long long)off, k, (long long)W, ctx->nin);
+  return LOOM_OK;
+}
