@@ -137,7 +137,24 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
   const int64_t *ki = K->data;
   for (int64_t i = 0; i < X->numel; i++) {
     const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
-    if (str && i + 32 < X->numel) prefetch_text(xs + 32);
+    if (str) {
+      /* the common case first, straight-line: a key of 4..16 bytes found in
+       * its first slot (the builder lays small vocabularies out so) */
+      const size_t len = xs->len;
+      if (len >= 4 && len <= 16) {
+        uint64_t wa, wb;
+        loom__vocab_words((const uint8_t *)xs->ptr, len, &wa, &wb);
+        int64_t p = idx[loom__vocab_slot(loom__vocab_hash_words(wa, wb, len, seed), cap)];
+        if (p >= 0 && p < n && ks[p].len == len && (!oov || p != dflt)) {
+          uint64_t ka, kb;
+          loom__vocab_words((const uint8_t *)ks[p].ptr, len, &ka, &kb);
+          if (!((wa ^ ka) | (wb ^ kb))) {
+            o[i] = p;
+            continue;
+          }
+        }
+      }
+    }
     const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";
     int64_t xv = str ? 0 : rd_int(X, i);
     int64_t found = -1;
