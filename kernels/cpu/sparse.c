@@ -220,10 +220,38 @@ static inline int kept(const emb_args *a, int64_t i, int64_t *id, float *w) {
   return !a->w || a->comb == LOOM__COMB_SUM || *w > 0.0f;
 }
 
+/* No weights, no max_norm (the usual embedding column): sum of the rows,
+ * then the combiner's division. */
+static void emb_fwd_rows_plain(const emb_args *a, int64_t lo, int64_t hi) {
+  const int64_t D = a->D;
+  const int64_t end = a->splits[hi];
+  for (int64_t i = a->splits[lo]; i < a->splits[lo] + EMB_PREFETCH; i++) prefetch_row(a, i, end);
+  for (int64_t r = lo; r < hi; r++) {
+    float *restrict o = a->out + r * D;
+    for (int64_t k = 0; k < D; k++) o[k] = 0.0f;
+    int64_t cnt = 0;
+    for (int64_t i = a->splits[r]; i < a->splits[r + 1]; i++) {
+      prefetch_row(a, i + EMB_PREFETCH, end);
+      int64_t id = rd_id(a->ids, a->ids64, i);
+      if (id < 0) continue;
+      cnt++;
+      const float *restrict e = a->P + id * D;
+      for (int64_t k = 0; k < D; k++) o[k] += e[k];
+    }
+    if (cnt <= 1 || a->comb == LOOM__COMB_SUM) continue; /* x / 1 is x */
+    float div = comb_div(a->comb, 0, 0.0f, 0.0f, cnt);
+    for (int64_t k = 0; k < D; k++) o[k] /= div;
+  }
+}
+
 static void emb_fwd_rows(void *arg, int64_t lo, int64_t hi) {
   const emb_args *a = arg;
   const int64_t D = a->D;
   const float c = a->c;
+  if (!a->w && !(c > 0.0f)) {
+    emb_fwd_rows_plain(a, lo, hi);
+    return;
+  }
   for (int64_t r = lo; r < hi; r++) {
     float *restrict o = a->out + r * D;
     for (int64_t k = 0; k < D; k++) o[k] = 0.0f;
@@ -416,10 +444,16 @@ loom_code loom__k_multi_hot_concat(const loom_kctx *ctx) {
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: expected float32 [%lld, w], got %s", p,
                                (long long)B, loom_dtype_name(X->dtype));
       const float *x = X->data;
-      if (w == 1)
-        for (int64_t r = 0; r < B; r++) out[r * W + off] = x[r];
-      else
-        for (int64_t r = 0; r < B; r++) memcpy(out + r * W + off, x + r * w, (size_t)w * sizeof(float));
+      float *o = out + off;
+      /* common widths with a fixed-size move (no library call per row) */
+      switch (w) {
+      case 1: for (int64_t r = 0; r < B; r++) o[r * W] = x[r]; break;
+      case 2: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 2, 2 * sizeof(float)); break;
+      case 4: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 4, 4 * sizeof(float)); break;
+      case 8: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 8, 8 * sizeof(float)); break;
+      case 16: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 16, 16 * sizeof(float)); break;
+      default: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * w, (size_t)w * sizeof(float)); break;
+      }
       off += w;
     } else if (kind == 1 || kind == 2) { /* ragged multi-hot */
       const loom_buf *I = ctx->in[k], *S = ctx->in[k + 1], *Wt = kind == 2 ? ctx->in[k + 2] : NULL;
