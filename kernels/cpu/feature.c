@@ -249,15 +249,18 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
   uint64_t *base[64];
   if (k > 64) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "at most 64 inputs can be crossed, got %d", k);
   size_t off = 0;
+  int one_each = 1;
   for (int j = 0; j < k; j++) {
     const loom_buf *V = ctx->in[2 * j], *S = ctx->in[2 * j + 1];
     const int64_t *sp = S->data;
     if (S->numel != nrows + 1 || sp[0] != 0 || sp[nrows] != V->numel)
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input %d: row_splits do not match its values", j);
-    for (int64_t r = 0; r < nrows; r++)
+    for (int64_t r = 0; r < nrows; r++) {
       if (sp[r + 1] < sp[r])
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input %d: row_splits decrease at row %lld", j,
                                (long long)r);
+      one_each &= sp[r + 1] == r + 1;
+    }
     base[j] = f + off;
     if (V->dtype == LOOM_STRING) {
       const loom_tstring *vs = V->data;
@@ -273,6 +276,16 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
   int64_t *pos = (int64_t *)(f + off), *start = pos + k;
   int64_t n = 0, cap = ctx->out[0]->numel;
   os[0] = 0;
+  if (one_each && cap == nrows) {
+    /* one value per row in every input (dense features): one cross per row */
+    for (int64_t r = 0; r < nrows; r++) {
+      uint64_t h = key;
+      for (int j = 0; j < k; j++) h = loom__fp_cat64(h, base[j][r]);
+      ov[r] = (int64_t)loom__fastmod(h, &fm);
+      os[r + 1] = r + 1;
+    }
+    return LOOM_OK;
+  }
   for (int64_t r = 0; r < nrows; r++) {
     int empty = 0;
     for (int j = 0; j < k; j++) {
