@@ -14,6 +14,12 @@
  * outputs fed to the ordinary run, which plans the rest with known shapes
  * (the plan is cached; it is re-specialised when those shapes change).
  *
+ * The walk that finds H, its order and its frontier is kept and reused
+ * while the run's feeds, fetches and targets (and the graph's size) are the
+ * same as last time. A view op in H (no kernel: Reshape, ExpandDims, ...)
+ * aliases its input as in the plan. String outputs may point at the bytes
+ * of their inputs (feeds, constants, the arena), which live for the run.
+ *
  * H may hold only what is computable from feeds and constants: a variable,
  * an unfed placeholder, a stateful op or a control dependency inside H is
  * an INVALID_ARGUMENT naming both nodes. The pass runs under the session's

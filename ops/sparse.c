@@ -1,5 +1,6 @@
 /* Sparse ops: DenseToRagged, SparseEmbedding (+ its gradient op),
- * RaggedMultiHot (loom_sparse.h). Kernels: kernels/cpu/sparse.c (CPU only;
+ * RaggedMultiHot (loom_sparse.h), MultiHotConcat (internal:
+ * ops/sparse_internal.h, input_layer's output). Kernels: kernels/cpu/sparse.c (CPU only;
  * a CUDA session runs them on the CPU per node).
  *
  * Attributes:
@@ -20,6 +21,15 @@
  *                        kernels/cuda/index_group.cuh) and densification
  *                        (ops/autodiff.c) clamps to a row it leaves unchanged.
  *   RaggedMultiHot       inputs (ids, row_splits[, weights]); num = depth.
+ *   MultiHotConcat       inputs (layout, then each piece's inputs); layout
+ *                        a Const int64 [2 * np] of (kind, depth) pairs
+ *                        (LOOM__MHC_*): dense float32 [B, w] copied,
+ *                        ragged ids (+ weights) as a multi-hot of depth
+ *                        columns, int ids [B, n] as n one-hots of depth
+ *                        columns; the pieces side by side in one float32
+ *                        [B, total] (= Concat(axis 1) of the pieces, written
+ *                        in one pass). Gradient: the dense pieces' columns
+ *                        of dy (a Slice each); ids get none.
  *
  * ids, row_splits and weights get no gradient; DenseToRagged,
  * SparseEmbeddingGrad and RaggedMultiHot are not differentiable. */
