@@ -109,8 +109,9 @@ loom_code loom__k_dense_to_ragged(const loom_kctx *ctx) {
   int64_t *s = sp->data;
   int64_t k = 0, cap = v->numel;
   s[0] = 0;
-  if (!drop) {
-    /* nothing dropped: the values are x's, rows of per */
+  if (!drop || cap == x->numel) {
+    /* nothing dropped (or nothing to drop: as many values as elements): the
+     * values are x's, rows of per */
     if (cap != x->numel) goto overflow;
     size_t es = x->dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(x->dtype);
     if (cap) memcpy(v->data, x->data, (size_t)cap * es);
