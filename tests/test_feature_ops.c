@@ -906,11 +906,11 @@ Test(feature_ops, vocabularies_of_every_size_find_every_key) {
   }
 }
 
-/* Keys of 1..24 bytes that differ from each other in one byte only, at
+/* Keys of 1..40 bytes that differ from each other in one byte only, at
  * every position: each finds its own id (the short-key compare covers
  * every byte). */
 Test(feature_ops, vocabulary_keys_differing_in_one_byte) {
-  enum { MAXL = 24 };
+  enum { MAXL = 40 };
   char *keys[MAXL * (MAXL + 1)];
   int64_t n = 0;
   for (int len = 1; len <= MAXL; len++)

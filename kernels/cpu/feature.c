@@ -153,6 +153,17 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
             continue;
           }
         }
+      } else if (len > 16 && len <= 32) {
+        uint64_t w[4], kw[4];
+        loom__vocab_words4((const uint8_t *)xs->ptr, len, w);
+        int64_t p = idx[loom__vocab_slot(loom__vocab_hash_words4(w, len, seed), cap)];
+        if (p >= 0 && p < n && ks[p].len == len && (!oov || p != dflt)) {
+          loom__vocab_words4((const uint8_t *)ks[p].ptr, len, kw);
+          if (!((w[0] ^ kw[0]) | (w[1] ^ kw[1]) | (w[2] ^ kw[2]) | (w[3] ^ kw[3]))) {
+            o[i] = p;
+            continue;
+          }
+        }
       }
     }
     const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";

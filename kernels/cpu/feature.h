@@ -53,6 +53,19 @@ static inline uint64_t loom__vocab_hash_words(uint64_t a, uint64_t b, size_t n, 
   return loom__vocab_mix((a ^ seed ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull +
                          (b ^ (uint64_t)n) * 0xd6e8feb86659fd93ull);
 }
+/* Keys of 17..32 bytes: 4 overlapping 64-bit words at 0, t, n - 8 - t,
+ * n - 8, t = (n - 15) / 2 (no gap between words). */
+static inline void loom__vocab_words4(const uint8_t *s, size_t n, uint64_t w[4]) {
+  size_t t = (n - 15) >> 1;
+  w[0] = loom__fp_ld64(s);
+  w[1] = loom__fp_ld64(s + t);
+  w[2] = loom__fp_ld64(s + n - 8 - t);
+  w[3] = loom__fp_ld64(s + n - 8);
+}
+static inline uint64_t loom__vocab_hash_words4(const uint64_t w[4], size_t n, uint64_t seed) {
+  return loom__vocab_mix((w[0] ^ seed ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull +
+                         (w[3] ^ (uint64_t)n) * 0xd6e8feb86659fd93ull + (w[1] * 0xc2b2ae3d27d4eb4full ^ w[2]));
+}
 static inline uint64_t loom__vocab_hash_str(const void *data, size_t n, uint64_t seed) {
   const uint8_t *s = data;
   if (n >= 4 && n <= 16) {
@@ -60,8 +73,13 @@ static inline uint64_t loom__vocab_hash_str(const void *data, size_t n, uint64_t
     loom__vocab_words(s, n, &a, &b);
     return loom__vocab_hash_words(a, b, n, seed);
   }
+  if (n > 16 && n <= 32) {
+    uint64_t w[4];
+    loom__vocab_words4(s, n, w);
+    return loom__vocab_hash_words4(w, n, seed);
+  }
   uint64_t a, b;
-  if (n > 16) {
+  if (n > 32) {
     a = loom__fp_ld64(s);
     b = loom__fp_ld64(s + n - 8);
     for (size_t i = 8; i + 8 < n; i += 8) a = (a ^ loom__fp_ld64(s + i)) * 0x9e3779b97f4a7c15ull;
