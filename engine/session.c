@@ -653,6 +653,30 @@ static loom_code fetch_copy(const loom_buf *b, loom_tensor **dst, loom_status *s
   return LOOM_OK;
 }
 
+/* Can fetch i's value (an arena value) be computed straight into the
+ * caller's tensor, saving the copy after the run? When the tensor is there
+ * already (a reused fetch), holds the same dtype (not strings) and element
+ * count, is aligned like the arena, is not another fetch's tensor, its
+ * value is fetched once, and its bytes overlap no value fed to this run.
+ * (A failed run may then leave the tensor partly written.) */
+static int direct_fetch(const loom_plan *p, int i, loom_tensor *const *fetch_values, int nx,
+                        loom_tensor *const *feed_values, int nf) {
+  const loom_tensor *t = fetch_values[i];
+  const loom_buf *b = &p->values[p->fetch_val[i]].buf;
+  if (!t || !t->data || t->dtype != b->dtype || t->dtype == LOOM_STRING || t->numel != b->numel || t->numel <= 0 ||
+      ((uintptr_t)t->data & 63))
+    return 0;
+  for (int j = 0; j < nx; j++)
+    if (j != i && (fetch_values[j] == t || p->fetch_val[j] == p->fetch_val[i])) return 0;
+  const char *lo = t->data, *hi = lo + t->nbytes;
+  for (int j = 0; j < nf; j++) {
+    const loom_tensor *f = feed_values[j];
+    const char *flo = f->data, *fhi = flo + f->nbytes;
+    if (flo && flo < hi && lo < fhi) return 0;
+  }
+  return 1;
+}
+
 /* Run counters of stateful ops (random draws) live in the session, one per
  * graph node, so a node continues its sequence whichever plan runs it.
  * Grown when the graph has grown; every plan's steps are re-pointed (plan
@@ -847,6 +871,12 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   }
   for (int i = 0; i < nfeeds; i++)
     if (p->feed_val[i] >= 0) p->values[p->feed_val[i]].buf.data = feed_values[i]->data;
+  for (int i = 0; i < nfetches; i++) {
+    plan_value *v = &p->values[p->fetch_val[i]];
+    if (v->kind != VAL_ARENA) continue;
+    v->buf.data = direct_fetch(p, i, fetch_values, nfetches, feed_values, nfeeds) ? fetch_values[i]->data
+                                                                               : (char *)p->arena + v->offset;
+  }
   resolve_aliases(p);
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
   if (tracing && (rc = trace_begin(s, p, st))) goto done;
@@ -884,7 +914,14 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   }
   if (s->vars_hook && (rc = s->vars_hook(s, p, 1, st))) goto done;
   for (int i = 0; i < nfetches; i++) {
-    rc = fetch_copy(&p->values[p->fetch_val[i]].buf, &fetch_values[i], st);
+    const loom_buf *b = &p->values[p->fetch_val[i]].buf;
+    if (p->values[p->fetch_val[i]].kind == VAL_ARENA && fetch_values[i] && b->data == fetch_values[i]->data) {
+      /* written in place (direct_fetch): only the shape to set */
+      fetch_values[i]->ndim = b->ndim;
+      memcpy(fetch_values[i]->dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
+      continue;
+    }
+    rc = fetch_copy(b, &fetch_values[i], st);
     if (rc) goto done;
   }
   s->stats.arena_bytes = (int64_t)p->arena_size;
