@@ -98,6 +98,9 @@ void loom__hl_free(est_hook_list *l);
 
 /* Pins the checkpoint to restore (given, or the newest; *have = 0 when
  * there is none) as `pin`; unpin after the restore. */
+/* The global_step stored in checkpoint file ckpt (int32 or int64); missing
+ * when the file or the tensor cannot be read (estimator.c). */
+int64_t loom__ckpt_global_step(const char *ckpt, int64_t missing);
 loom_code loom__est_pin_checkpoint(const loom_estimator *e, const char *given, char *ckpt, size_t cap, char *pin,
                                    size_t pcap, int *have, loom_status *st);
 void loom__est_unpin_checkpoint(const char *ckpt, const char *pin);

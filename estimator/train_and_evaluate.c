@@ -354,19 +354,6 @@ static loom_code check_specs(loom_estimator *e, const loom_train_spec *ts, const
   return LOOM_OK;
 }
 
-static int64_t checkpoint_step(const char *ckpt) {
-  loom_tensor *t = NULL;
-  int64_t step = -1;
-  if (loom_checkpoint_read_tensor(ckpt, "global_step", &t, NULL) == LOOM_OK && loom_tensor_numel(t) == 1) {
-    if (loom_tensor_dtype(t) == LOOM_I64)
-      step = *(const int64_t *)loom_tensor_data_const(t);
-    else if (loom_tensor_dtype(t) == LOOM_I32)
-      step = *(const int32_t *)loom_tensor_data_const(t);
-  }
-  loom_tensor_free(t);
-  return step;
-}
-
 /* ------------------------------------------------------------ the entry */
 loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *train_spec,
                                   const loom_eval_spec *eval_spec, loom_tae_result **out, loom_status *st) {
@@ -423,7 +410,7 @@ loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *trai
   /* Already at max_steps: train() would skip; evaluate and export that checkpoint. */
   char ckpt[4096];
   if (ts->max_steps > 0 && loom__est_latest(e, ckpt, sizeof ckpt)) {
-    int64_t gs = checkpoint_step(ckpt);
+    int64_t gs = loom__ckpt_global_step(ckpt, -1);
     if (gs >= ts->max_steps) {
       loom__log(LOOM_LOG_INFO,
                 "Skipping training since max_steps has already saved (global_step %lld >= %lld); evaluating it.",
