@@ -66,4 +66,10 @@ double loom__tensor_scalar_f64(const loom_tensor *t);
 loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nbytes, const size_t *off_len,
                                    loom_status *st);
 
+/* The attributes of node n (kernels/kernel.h defines the struct): what an
+ * exporter to another format (interop/onnx.c) reads besides the public
+ * accessors. NULL for n NULL. */
+struct loom_attrs;
+const struct loom_attrs *loom__node_attrs(const loom_node *n);
+
 #endif
