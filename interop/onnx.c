@@ -384,6 +384,23 @@ static void conv_like(ox *x, const loom_node *n, const loom_attrs *a, const char
   transpose_to(x, n, y, out, TO_NHWC, 4);
 }
 
+/* Ops convert() handles besides SIMPLE[] (kept in step with it). */
+static const char *const SPECIAL[] = {
+    "Placeholder", "NoOp", "Const", "VariableV2", "NotEqual", "Square", "Rsqrt", "Log1p", "Relu6", "Elu",
+    "LeakyRelu", "MatMul", "BatchMatMulV2", "Softmax", "LogSoftmax", "Conv2D", "MaxPool", "AvgPool", "Reshape",
+    "ReshapeLike", "BroadcastLike", "BroadcastTo", "Transpose", "ConcatV2", "Pack", "ExpandDims", "Squeeze",
+    "Slice", "Tile", "PadV2", "GatherV2", "Cast", "ArgMax", "ArgMin", "Shape", "Sum", "Mean", "Max", "Min", "Prod",
+    "ReduceLogSumExp", "OneHot", "ZerosLike", "OnesLike", "Fill", "LoomMultiHotConcat", "Range",
+};
+
+static int op_supported(const char *op) {
+  for (size_t i = 0; i < sizeof SIMPLE / sizeof *SIMPLE; i++)
+    if (!strcmp(op, SIMPLE[i].loom)) return 1;
+  for (size_t i = 0; i < sizeof SPECIAL / sizeof *SPECIAL; i++)
+    if (!strcmp(op, SPECIAL[i])) return 1;
+  return 0;
+}
+
 static int is_sig_input(const loom_signature *sig, const loom_node *n) {
   for (int i = 0; i < sig->ninputs; i++)
     if (sig->inputs[i].node == n) return 1;
@@ -511,7 +528,23 @@ static loom_code convert(ox *x, loom_node *n, const loom_signature *sig) {
     emit(x, "MatMul", name, 2, mm, 1, &out);
   } else if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
     p = emit(x, op, name, 1, ins, 1, &out);
-    attr_i(x, p, "axis", a->axis);
+    attr_i(x, p, "axis", -1); /* loom's softmaxes are over the last axis */
+  } else if (!strcmp(op, "Range")) { /* no inputs: its values are known, written as an initializer */
+    int64_t len;
+    if (loom_output_dims(loom_node_output(n, 0), &len) != 1 || len < 0) return unsupported(x, n, "an unknown length");
+    loom_dtype dt = odt;
+    size_t es = loom_dtype_size(dt);
+    uint8_t *vals = ar(x, es * (size_t)len + 1);
+    if (!vals) return x->rc;
+    for (int64_t i = 0; i < len; i++) {
+      double v = a->start + (double)i * a->delta;
+      if (dt == LOOM_F32) ((float *)vals)[i] = (float)v;
+      else if (dt == LOOM_F64) ((double *)vals)[i] = v;
+      else if (dt == LOOM_I32) ((int32_t *)vals)[i] = (int32_t)v;
+      else if (dt == LOOM_I64) ((int64_t *)vals)[i] = (int64_t)v;
+      else return unsupported(x, n, "a range of this dtype");
+    }
+    add_init(x, out, dt, 1, &len, vals, es * (size_t)len);
   } else if (!strcmp(op, "Conv2D")) {
     conv_like(x, n, a, "Conv", out);
   } else if (!strcmp(op, "MaxPool")) {
@@ -652,6 +685,49 @@ static loom_code convert(ox *x, loom_node *n, const loom_signature *sig) {
   } else if (!strcmp(op, "Fill")) {
     const char *fi[2] = {ins[0], const_i64(x, n, "shape", a->nshape, a->shape)};
     emit(x, "Expand", name, 2, fi, 1, &out);
+  } else if (!strcmp(op, "LoomMultiHotConcat")) {
+    /* the input layer's concatenation: dense pieces as they are, int ids [B, n] as n one-hots (an id outside
+       [0, depth) is a zero row, as loom's kernel gives: Equal against 0..depth-1, not ONNX's OneHot, which
+       wraps negative ids); ragged pieces have no ONNX form here */
+    const loom_node *ln = loom_node_input(n, 0).node;
+    const loom_attrs *la = loom__node_attrs(ln);
+    if (strcmp(loom_node_op_name(ln), "Const") || !la->value || loom_tensor_dtype(la->value) != LOOM_I64)
+      return unsupported(x, n, "its layout is not a constant");
+    const int64_t *lay = loom_tensor_data_const(la->value);
+    int np = (int)(loom_tensor_numel(la->value) / 2), k = 1;
+    const char **pieces = ar(x, sizeof *pieces * (size_t)(np + 1));
+    if (!pieces) return x->rc;
+    for (int q = 0; q < np && !x->rc; q++) {
+      int64_t kind = lay[2 * q], depth = lay[2 * q + 1];
+      if (kind == 0) { /* dense */
+        pieces[q] = ins[k++];
+      } else if (kind == 3) { /* one-hot ids */
+        loom_output ido = loom_node_input(n, k);
+        loom_dtype idt = loom_output_dtype(ido);
+        int64_t *range = ar(x, sizeof *range * (size_t)(depth + 1));
+        int32_t *range32 = ar(x, sizeof *range32 * (size_t)(depth + 1));
+        if (!range || !range32) return x->rc;
+        for (int64_t v = 0; v < depth; v++) range[v] = v, range32[v] = (int32_t)v;
+        int64_t rd[1] = {depth}, m1 = -1, flat[2] = {0, -1};
+        const char *rn = idt == LOOM_I64 ? add_init(x, tmp_name(x, n, "range"), LOOM_I64, 1, rd, range, sizeof *range * (size_t)depth)
+                                        : add_init(x, tmp_name(x, n, "range"), LOOM_I32, 1, rd, range32, sizeof *range32 * (size_t)depth);
+        const char *ui[2] = {ins[k++], const_i64(x, n, "axes", 1, &m1)};
+        const char *un = tmp_name(x, n, "ids");
+        emit(x, "Unsqueeze", tmp_name(x, n, "Unsqueeze"), 2, ui, 1, &un);
+        const char *eq[2] = {un, rn};
+        const char *hot = tmp_name(x, n, "hot");
+        emit(x, "Equal", tmp_name(x, n, "Equal"), 2, eq, 1, &hot);
+        const char *hf = emit1(x, n, "Cast", hot, NULL, &p);
+        attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+        const char *ri[2] = {hf, const_i64(x, n, "shape", 2, flat)};
+        pieces[q] = tmp_name(x, n, "onehot");
+        emit(x, "Reshape", tmp_name(x, n, "Reshape"), 2, ri, 1, &pieces[q]);
+      } else {
+        return unsupported(x, n, "a ragged (multi-hot) piece; only dense and int one-hot pieces are written");
+      }
+    }
+    p = emit(x, "Concat", name, np, pieces, 1, &out);
+    attr_i(x, p, "axis", 1);
   } else {
     return unsupported(x, n, NULL);
   }
@@ -688,7 +764,7 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
   /* which outputs */
   int nsel = o->noutputs > 0 ? o->noutputs : sig->noutputs;
   int *sel = calloc((size_t)nsel + 1, sizeof *sel);
-  char *need = NULL;
+  char *need = NULL, *direct = NULL;
   if (!sel) return fail(x, LOOM_RESOURCE_EXHAUSTED, "out of memory");
   for (int i = 0; i < nsel; i++) {
     sel[i] = i;
@@ -737,6 +813,30 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
       if (id >= 0 && id < x->nnodes) need[id] = 1;
     }
   }
+  /* an op ONNX cannot express is named before anything it consumes (a string constant, say) */
+  for (int i = 0; i < x->nnodes && !x->rc; i++)
+    if (need[i] && !op_supported(loom_node_op_name(loom_graph_node_at(x->g, i))))
+      unsupported(x, loom_graph_node_at(x->g, i), NULL);
+  /* output keys are graph output names: a node of the same name gets "name:0" for its output 0,
+     unless it is that output (then it is written under the key directly) */
+  direct = calloc((size_t)nsel + 1, 1);
+  if (!direct) fail(x, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  for (int i = 0; i < nsel && !x->rc; i++) {
+    const char *key = sig->output_keys[sel[i]];
+    for (int j = 0; j < i; j++)
+      if (!strcmp(key, sig->output_keys[sel[j]])) fail(x, LOOM_INVALID_ARGUMENT, "output key '%s' is selected twice", key);
+    loom_node *clash = loom_graph_find(x->g, key);
+    if (!clash || !need[loom_node_id(clash)] || is_sig_input(sig, clash)) continue;
+    int id = loom_node_id(clash);
+    int same = 0;
+    for (int j = 0; j < i; j++) same |= direct[j] && sig->outputs[sel[j]].node == clash;
+    if (sig->outputs[sel[i]].node == clash && sig->outputs[sel[i]].index == 0 && !same) {
+      direct[i] = 1;
+      x->alias[id] = key;
+    } else if (!x->alias[id]) {
+      x->alias[id] = ar_str(x, "%s:0", key);
+    }
+  }
   for (int i = 0; i < x->nnodes && !x->rc; i++)
     if (need[i]) convert(x, loom_graph_node_at(x->g, i), sig);
   if (x->rc) goto done;
@@ -748,14 +848,8 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
     if (need[loom_node_id(sig->inputs[i].node)]) gin[ngin++] = value_info(x, sig->input_keys[i], sig->inputs[i], 1);
   for (int i = 0; gout && i < nsel && !x->rc; i++) {
     const char *key = sig->output_keys[sel[i]];
-    loom_node *clash = loom_graph_find(x->g, key);
-    if (clash && need[loom_node_id(clash)] && !(is_sig_input(sig, clash))) {
-      fail(x, LOOM_INVALID_ARGUMENT, "output key '%s' is also the name of node '%s'; ONNX needs unique tensor names",
-           key, key);
-      goto done;
-    }
     const char *src = tname(x, sig->outputs[sel[i]]);
-    emit(x, "Identity", ar_str(x, "output/%s", key), 1, &src, 1, &key);
+    if (!direct[i]) emit(x, "Identity", ar_str(x, "output/%s", key), 1, &src, 1, &key);
     gout[i] = value_info(x, key, sig->outputs[sel[i]], 0);
   }
   if (x->rc) goto done;
@@ -782,7 +876,7 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
   model.n_opset_import = 1;
   model.opset_import = &opsp;
   model.producer_name = "loom";
-  model.producer_version = ar_str(x, "%d", loom_version());
+  model.producer_version = ar_str(x, "%s", loom_version());
   model.graph = &graph;
   if (x->rc) goto done;
   size_t len = onnx__model_proto__get_packed_size(&model);
@@ -795,6 +889,7 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
   write_file(x, out_path, buf, len);
   free(buf);
 done:
+  free(direct);
   free(sel);
   free(need);
   return x->rc;
