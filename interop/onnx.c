@@ -20,7 +20,7 @@
 #include "loom/loom_onnx.h"
 #include "proto/onnx.pb-c.h"
 
-enum { ONNX_IR_VERSION = 8, ONNX_OPSET_DEFAULT = 17, ONNX_OPSET_MAX = 21 };
+enum { ONNX_IR_VERSION = 8, ONNX_OPSET_DEFAULT = 17 };
 
 /* ---- arena ---- */
 typedef struct ablock {
@@ -754,11 +754,9 @@ static loom_code write_file(ox *x, const char *path, const uint8_t *buf, size_t 
 
 static loom_code export_core(ox *x, const loom_signature *sig, const char *out_path, const loom_onnx_options *o) {
   int opset = o->opset ? o->opset : ONNX_OPSET_DEFAULT;
-  if (opset < ONNX_OPSET_DEFAULT || opset > ONNX_OPSET_MAX)
-    return fail(x, LOOM_INVALID_ARGUMENT, "opset %d is outside %d..%d", opset, ONNX_OPSET_DEFAULT, ONNX_OPSET_MAX);
-  if (opset >= 18)
-    return fail(x, LOOM_INVALID_ARGUMENT, "opset %d: this exporter writes opset 17 (its reduce ops take axes as "
-                "attributes)", opset);
+  if (opset != ONNX_OPSET_DEFAULT)
+    return fail(x, LOOM_INVALID_ARGUMENT, "opset %d: this exporter writes opset %d (whose reduce ops take their axes "
+                "as attributes)", opset, ONNX_OPSET_DEFAULT);
   if (!out_path || !*out_path) return fail(x, LOOM_INVALID_ARGUMENT, "out_path is NULL or empty");
   if (!sig || sig->noutputs < 1) return fail(x, LOOM_INVALID_ARGUMENT, "the signature has no outputs");
   /* which outputs */

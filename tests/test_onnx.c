@@ -99,7 +99,7 @@ static void run_checker(const char *dir) {
   py[strcspn(py, "\n")] = 0;
   if (rc != 0 || !py[0]) {
     fprintf(stderr, "SKIPPED: onnxruntime check of %s: the onnx virtualenv could not be created (PyPI unreachable?); "
-                    "see ~/.cache/loom/venv/onnx.log\n", dir);
+                    "see onnx.log beside the virtualenv\n", dir);
     cr_skip_test("onnx virtualenv unavailable (PyPI unreachable)");
   }
   char cmd[2200];
@@ -118,9 +118,10 @@ static void run_checker(const char *dir) {
 
 /* Runs export_dir's signature through loom's predictor on in[], writes the
  * case (the ONNX file from loom_onnx_export, inputs, loom's outputs) and
- * checks it with onnxruntime. no == 0: every output of the signature. */
+ * returns its directory in dir (512 bytes; run_checker checks it with
+ * onnxruntime). no == 0: every output of the signature. */
 static void check_export(const char *name, const char *export_dir, const char *sig, int ni, const char *const *ikeys,
-                         loom_tensor *const *in, int no, const char *const *okeys) {
+                         loom_tensor *const *in, int no, const char *const *okeys, char *dir) {
   loom_status *st = loom_status_new();
   loom_predictor_options po = loom_predictor_options_default();
   po.signature = sig;
@@ -148,8 +149,8 @@ static void check_export(const char *name, const char *export_dir, const char *s
     if (want) keys[nsel] = k, sel[nsel++] = outs[i];
   }
   cr_assert_eq(nsel, no ? no : pno, "%s: output keys not all in the signature", name);
-  char dir[512], model[600];
-  case_dir(name, dir, sizeof dir);
+  char model[600];
+  case_dir(name, dir, 512);
   snprintf(model, sizeof model, "%s/model.onnx", dir);
   loom_onnx_options oo = loom_onnx_options_default();
   oo.signature = sig;
@@ -164,7 +165,6 @@ static void check_export(const char *name, const char *export_dir, const char *s
   for (int i = 0; i < pno; i++) loom_tensor_free(outs[i]);
   loom_predictor_free(pd);
   loom_status_free(st);
-  run_checker(dir);
 }
 
 /* ---------------------------------------------------------------- models */
@@ -242,11 +242,15 @@ Test(onnx, mlp) {
   loom_session *s = init_and_export(g, &sig, ed);
   int64_t d[2] = {7, 20};
   loom_tensor *in = lcg_tensor(2, d, 11, -2, 2);
-  check_export("mlp", ed, "serving_default", 1, ik, &in, 0, NULL);
+  char cd[512];
+  check_export("mlp", ed, "serving_default", 1, ik, &in, 0, NULL, cd);
   expect_same_as_graph_export(g, s, &sig, "mlp");
   loom_tensor_free(in);
   loom_session_free(s);
   loom_graph_free(g);
+  *strrchr(ed, '/') = 0;
+  tu_rmtree(ed);
+  run_checker(cd);
 }
 
 /* examples/fashion_mnist.c's CNN shape, smaller, plus batch normalization
@@ -304,7 +308,8 @@ Test(onnx, cnn) {
   cr_assert_eq(loom_export_write(g, s, 1, &sig, ed, st), LOOM_OK, "%s", loom_status_message(st));
   int64_t d[2] = {5, 784};
   loom_tensor *in = lcg_tensor(2, d, 12, 0, 1);
-  check_export("cnn", ed, "serving_default", 1, ik, &in, 0, NULL);
+  char cd[512];
+  check_export("cnn", ed, "serving_default", 1, ik, &in, 0, NULL, cd);
   expect_same_as_graph_export(g, s, &sig, "cnn");
   loom_tensor_free(in);
   loom_tensor_free(mm);
@@ -314,6 +319,7 @@ Test(onnx, cnn) {
   loom_graph_free(g);
   tu_rmtree(tmp);
   loom_status_free(st);
+  run_checker(cd);
 }
 
 /* The iris features of d (no label) in the order of names. */
@@ -359,7 +365,8 @@ Test(onnx, canned_dnn_classifier) {
   const char *keys[8];
   loom_tensor *in[8];
   int ni = iris_inputs(&te, keys, in);
-  check_export("dnn_classifier", ed, "predict", ni, keys, in, 4, NUMERIC_CLS_KEYS);
+  char cd[512];
+  check_export("dnn_classifier", ed, "predict", ni, keys, in, 4, NUMERIC_CLS_KEYS, cd);
 
   /* every output, strings included: the node that makes strings is named */
   char out[700];
@@ -393,6 +400,7 @@ Test(onnx, canned_dnn_classifier) {
   loom_fc_set_free(set);
   tu_rmtree(dir);
   loom_status_free(st);
+  run_checker(cd);
 }
 
 /* iris with PetalWidth as the (float) label of a regression. */
@@ -437,13 +445,15 @@ Test(onnx, canned_linear_regressor) {
   const char *keys[8];
   loom_tensor *in[8];
   int ni = iris_inputs(&te, keys, in);
-  check_export("linear_regressor", ed, "predict", ni, keys, in, 0, NULL);
+  char cd[512];
+  check_export("linear_regressor", ed, "predict", ni, keys, in, 0, NULL, cd);
   loom_estimator_free(e);
   cu_data_free(&tr);
   cu_data_free(&te);
   loom_fc_set_free(set);
   tu_rmtree(dir);
   loom_status_free(st);
+  run_checker(cd);
 }
 
 /* A feature op ONNX cannot express: the error names the node and its op. */

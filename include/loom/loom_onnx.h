@@ -14,10 +14,13 @@
  * Softplus), MatMul (Gemm for 2-D with transposes), BatchMatMulV2, BiasAdd,
  * Softmax, LogSoftmax, Conv2D, MaxPool, AvgPool, Reshape, Transpose,
  * ConcatV2, GatherV2, ExpandDims, Squeeze, Slice, Pack, Tile, Cast, ArgMax,
- * ArgMin, Shape, OneHot, the reductions (Sum, Mean, Max, Min, Prod),
- * SelectV2, Fill/ZerosLike/OnesLike, L2Normalize — which covers the layers,
- * batch normalization in inference form (it is made of elementwise ops),
- * the canned models over numeric feature columns and the demo CNN and MLP.
+ * ArgMin, Shape, OneHot, Range, the reductions (Sum, Mean, Max, Min, Prod,
+ * ReduceLogSumExp), SelectV2, Fill/ZerosLike/OnesLike, and the input
+ * layer's LoomMultiHotConcat with dense and int one-hot pieces — which
+ * covers the layers, batch normalization in inference form (it is made of
+ * elementwise ops), the canned models over numeric feature columns (their
+ * numeric outputs: logits, probabilities, class ids, predictions) and the
+ * demo CNN and MLP.
  * A node of any other op (the string and ragged feature ops such as
  * LoomVocabLookup, hashing, crosses, ...) is UNIMPLEMENTED naming the node
  * and its op; so is a string constant or a string graph input or output.
@@ -34,7 +37,7 @@ extern "C" {
 
 typedef struct loom_onnx_options {
   uint32_t struct_size;
-  int32_t opset;               /* default-domain opset: 0 = 17; must be 17..21 */
+  int32_t opset;               /* default-domain opset: 0 = 17, the one written (others INVALID_ARGUMENT) */
   const char *signature;       /* loom_onnx_export: NULL = "serving_default" */
   /* Which of the signature's outputs to write (keys); 0 = all of them. */
   int32_t noutputs;
