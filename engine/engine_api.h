@@ -16,7 +16,9 @@
  *   - whether a tensor is runtime-owned or wraps caller memory, which decides
  *     how a result is handed back to a caller's in/out tensor (datasets, as
  *     loom_session_run does for fetches: loom_data.h, loom_dataset_next);
- *   - a scalar fetch read as a double, whatever its numeric dtype.
+ *   - a scalar fetch read as a double, whatever its numeric dtype;
+ *   - a node's attributes, read by an exporter to another format
+ *     (interop/onnx.c), which the public accessors do not give.
  * Whether a graph has failed has a public form: loom_graph_status(g, NULL). */
 #ifndef LOOM_ENGINE_API_H
 #define LOOM_ENGINE_API_H
