@@ -259,6 +259,7 @@ Test(onnx, cnn) {
   loom_status *st = loom_status_new();
   loom_graph *g = loom_graph_new();
   int64_t xd[2] = {-1, 784}, shape[4] = {-1, 28, 28, 1}, k3[2] = {3, 3}, p2[2] = {2, 2}, s2[2] = {2, 2};
+  /* 3x3 SAME average pool at stride 2 over 12x12: one padding cell, at the end (SAME_UPPER), not counted */
   loom_output x = loom_placeholder(g, LOOM_F32, 2, xd, "image");
   loom_output h = loom_reshape(g, x, 4, shape, "image_nhwc");
   loom_conv2d_options co = loom_conv2d_options_default();
@@ -271,7 +272,7 @@ Test(onnx, cnn) {
   h = loom_layers_conv2d(g, h, 16, k3, &co, "conv2d_1");
   loom_batch_norm_options bo = loom_batch_norm_options_default();
   h = loom_layers_batch_normalization(g, h, &bo, "batch_normalization");
-  h = loom_layers_average_pooling2d(g, h, p2, s2, "same", "avg_pool");
+  h = loom_layers_average_pooling2d(g, h, k3, s2, "same", "avg_pool");
   h = loom_layers_flatten(g, h, "flatten");
   loom_dense_options relu = loom_dense_options_default();
   relu.activation = "relu";
