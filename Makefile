@@ -61,7 +61,7 @@ endif
 # distributed/, estimator/heads/, ...) joins the build by holding a .c file.
 NON_LIB_DIRS := tests bench examples scripts proto tools python build
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
-# Protocol buffers (tf.Example, Event/Summary): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
+# Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H   := $(PROTO_C:.c=.h)
