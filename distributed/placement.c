@@ -144,6 +144,10 @@ oom:
   return NULL;
 }
 
+int loom_ps_placement_num_vars(const loom_ps_placement *p) { return p ? p->nvars : 0; }
+const loom_ps_var_spec *loom_ps_placement_var(const loom_ps_placement *p, int i) {
+  return p && i >= 0 && i < p->nvars ? &p->vars[i] : NULL;
+}
 uint64_t loom_ps_placement_hash(const loom_ps_placement *p) { return p ? p->hash : 0; }
 int loom_ps_placement_num_shards(const loom_ps_placement *p) { return p ? p->nshards : 0; }
 const loom_ps_shard *loom_ps_placement_shard(const loom_ps_placement *p, int i) {

@@ -468,3 +468,117 @@ Test(ps, idle_exit_and_start_errors) {
   cr_assert(strstr(loom_status_message(st), "127.0.0.1:1"), "%s", loom_status_message(st));
   loom_status_free(st);
 }
+
+/* The worker seam: an unchanged model (placeholders fed per step, no local
+ * train op) trains against 3 PS through loom_ps_worker, equal bit for bit to
+ * local training on the same batches; a second, uninitialized session pulls
+ * the same values. */
+static loom_graph *feed_model(loom_output *x, loom_output *y, loom_output *loss) {
+  loom_graph *g = loom_graph_new();
+  loom_graph_set_random_seed(g, 3);
+  int64_t xd[2] = {4, 5}, yd[2] = {4, 1}, wd[2] = {5, 3}, w2d[2] = {3, 1};
+  *x = loom_placeholder(g, LOOM_F32, 2, xd, "x");
+  *y = loom_placeholder(g, LOOM_F32, 2, yd, "y");
+  loom_initializer gu = loom_init_glorot_uniform(9);
+  loom_variable *w1 = loom_get_variable(g, "w1", LOOM_F32, 2, wd, &gu, 1);
+  loom_variable *w2 = loom_get_variable(g, "w2", LOOM_F32, 2, w2d, &gu, 1);
+  loom_output h = loom_tanh(g, loom_matmul(g, *x, loom_variable_output(w1), 0, 0, NULL), NULL);
+  loom_output d = loom_sub(g, loom_matmul(g, h, loom_variable_output(w2), 0, 0, NULL), *y, NULL);
+  *loss = loom_reduce_mean(g, loom_square(g, d, NULL), -1, NULL, 0, "loss");
+  return g;
+}
+
+static void batch(int step, loom_tensor *xt, loom_tensor *yt) {
+  float *x = loom_tensor_data(xt), *y = loom_tensor_data(yt);
+  for (int i = 0; i < 20; i++) x[i] = (float)sin(step * 1.3 + i * 0.7);
+  for (int i = 0; i < 4; i++) y[i] = (float)cos(step * 0.9 + i);
+}
+
+Test(ps, worker_seam_adam_three_ps_bitwise_equal_to_local) {
+  loom_status *st = loom_status_new();
+  int64_t xd[2] = {4, 5}, yd[2] = {4, 1};
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 2, xd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_output x, y, loss;
+  /* local */
+  loom_graph *ga = feed_model(&x, &y, &loss);
+  loom_optimizer *o = loom_optimizer_adam(loom_const_f32(ga, 0.01f, "lr"), NULL);
+  loom_node *train = loom_optimizer_minimize(o, ga, loss, 0, NULL, NULL, NULL);
+  loom_node *init = loom_global_variables_initializer(ga);
+  loom_session *sa = loom_session_new(ga, NULL, st);
+  OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st));
+  loom_output feeds[2] = {x, y};
+  loom_tensor *fv[2] = {xt, yt};
+  for (int i = 0; i < 8; i++) {
+    batch(i, xt, yt);
+    OK(loom_session_run(sa, feeds, fv, 2, NULL, NULL, 0, &train, 1, st));
+  }
+  float w1a[15], w2a[3];
+  read_var(sa, "w1", w1a, 15);
+  read_var(sa, "w2", w2a, 3);
+  /* against 3 PS */
+  loom_graph *gb = feed_model(&x, &y, &loss);
+  loom_node *initb = loom_global_variables_initializer(gb);
+  loom_ps_var_spec vs[8];
+  int nv = loom_ps_var_specs(gb, vs, 8);
+  cr_assert_eq(nv, 2);
+  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 3, LOOM_PS_GREEDY_BYTES, 16, st);
+  cr_assert(p);
+  loom_ps_server *srv[3];
+  const char *hosts[3] = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
+  int ports[3];
+  for (int i = 0; i < 3; i++) {
+    srv[i] = start_ps(loom_ps_placement_hash(p), 3, nv, NULL);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  loom_session *sb = loom_session_new(gb, NULL, st);
+  loom_ps_worker *w = loom_ps_worker_new(sb, cl, p, loss, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_worker_init_vars(w, LOOM_PS_ADAM, (float[8]){0.01f, 0.9f, 0.999f, 1e-8f}, st),
+               LOOM_FAILED_PRECONDITION, "the chief must initialize first");
+  OK(loom_session_run(sb, NULL, NULL, 0, NULL, NULL, 0, &initb, 1, st));
+  OK(loom_ps_worker_init_vars(w, LOOM_PS_ADAM, (float[8]){0.01f, 0.9f, 0.999f, 1e-8f}, st));
+  feeds[0] = x;
+  feeds[1] = y;
+  for (int i = 0; i < 8; i++) {
+    batch(i, xt, yt);
+    OK(loom_ps_worker_step(w, feeds, fv, 2, st));
+  }
+  float w1b[15], w2b[3];
+  read_var(sb, "w1", w1b, 15);
+  read_var(sb, "w2", w2b, 3);
+  cr_assert(memcmp(w1a, w1b, sizeof w1a) == 0, "w1: %.9g vs %.9g", w1a[0], w1b[0]);
+  cr_assert(memcmp(w2a, w2b, sizeof w2a) == 0, "w2: %.9g vs %.9g", w2a[0], w2b[0]);
+  /* a second worker: fresh session, never initialized, pulls */
+  loom_output x2, y2, loss2;
+  loom_graph *gc = feed_model(&x2, &y2, &loss2);
+  loom_ps_cluster *cl2 = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl2);
+  loom_session *sc = loom_session_new(gc, NULL, st);
+  loom_ps_worker *w2 = loom_ps_worker_new(sc, cl2, p, loss2, st);
+  cr_assert(w2, "%s", loom_status_message(st));
+  OK(loom_ps_worker_pull(w2, st));
+  float w1c[15];
+  read_var(sc, "w1", w1c, 15);
+  cr_assert(memcmp(w1a, w1c, sizeof w1a) == 0);
+  loom_ps_worker_free(w);
+  loom_ps_worker_free(w2);
+  loom_ps_cluster_free(cl);
+  loom_ps_cluster_free(cl2);
+  for (int i = 0; i < 3; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_session_free(sa);
+  loom_session_free(sb);
+  loom_session_free(sc);
+  loom_graph_free(ga);
+  loom_graph_free(gb);
+  loom_graph_free(gc);
+  loom_optimizer_free(o);
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_status_free(st);
+}

@@ -9,6 +9,9 @@
 #define LOOM_DISTRIBUTED_H
 
 #include "loom_base.h"
+#include "loom_graph.h"
+#include "loom_session.h"
+#include "loom_tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -165,6 +168,9 @@ LOOM_API const loom_ps_shard *loom_ps_placement_shard(const loom_ps_placement *p
 LOOM_API int64_t loom_ps_placement_ps_bytes(const loom_ps_placement *p, int ps);
 /* max/mean of the per-PS bytes. */
 LOOM_API double loom_ps_placement_balance(const loom_ps_placement *p);
+LOOM_API int loom_ps_placement_num_vars(const loom_ps_placement *p);
+/* The spec of variable i (name owned by p). */
+LOOM_API const loom_ps_var_spec *loom_ps_placement_var(const loom_ps_placement *p, int i);
 /* The placement table (variable -> PS, rows, bytes) and the balance, at INFO. */
 LOOM_API void loom_ps_placement_log(const loom_ps_placement *p);
 
@@ -191,6 +197,34 @@ LOOM_API loom_code loom_ps_cluster_pushpull(loom_ps_cluster *c, const float *con
                                             loom_status *st);
 /* The connection to PS task ps (owned by c). */
 LOOM_API loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps);
+
+/* ---- Worker: a session training against PS tasks ----
+ * Variables stay the session's own variables; the worker computes the
+ * gradients of the loss and one push+pull round trip per PS (all PS in
+ * parallel) applies them with the PS's optimizer and writes the new values
+ * straight into the session's variable buffers. The model needs no change
+ * beyond leaving out its local train op. */
+/* The trainable variables of g in creation order (names owned by g) into
+ * out[0..cap); returns how many g has. */
+LOOM_API int loom_ps_var_specs(loom_graph *g, loom_ps_var_spec *out, int cap);
+typedef struct loom_ps_worker loom_ps_worker;
+/* Builds the gradients of loss with respect to p's variables (float32
+ * variables of s's graph, same shapes) into the graph. s, cl and p are
+ * borrowed and must outlive the worker. Returns a new worker (NULL on
+ * failure); caller frees with loom_ps_worker_free. */
+LOOM_API loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p,
+                                            loom_output loss, loom_status *st);
+LOOM_API void loom_ps_worker_free(loom_ps_worker *w);
+/* Chief: creates every variable on its PS from the session's current
+ * values (run the initializer first); variables that exist are kept. */
+LOOM_API loom_code loom_ps_worker_init_vars(loom_ps_worker *w, loom_ps_optimizer opt, const float *hyper,
+                                            loom_status *st);
+/* Pulls every variable into the session. */
+LOOM_API loom_code loom_ps_worker_pull(loom_ps_worker *w, loom_status *st);
+/* One training step on the feeds: gradients on the session's current
+ * values, then push+pull. */
+LOOM_API loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
+                                       int nfeeds, loom_status *st);
 
 #ifdef __cplusplus
 }
