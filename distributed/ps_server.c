@@ -834,7 +834,10 @@ void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out) {
 void loom_ps_server_stop(loom_ps_server *s) {
   if (!s) return;
   if (s->thread_started) {
-    uv_async_send(&s->stop_async);
+    pthread_mutex_lock(&s->mu);
+    int stopped = s->stopped; /* the loop has ended (SHUTDOWN, idle): its handles are closed */
+    pthread_mutex_unlock(&s->mu);
+    if (!stopped) uv_async_send(&s->stop_async);
     pthread_join(s->thread, NULL);
   }
   uv_run(&s->loop, UV_RUN_NOWAIT);

@@ -61,6 +61,11 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_worker_new: NULL session, cluster, placement or loss");
     return NULL;
   }
+  if (s->opts.device != LOOM_DEVICE_CPU) {
+    loom_status_set(st, LOOM_UNIMPLEMENTED,
+                    "loom_ps_worker: CPU sessions only (a device session keeps its variables on the device)");
+    return NULL;
+  }
   loom_graph *g = loom_session_graph(s);
   int n = loom_ps_placement_num_vars(p);
   loom_ps_worker *w = loom__calloc(1, sizeof *w);

@@ -156,6 +156,7 @@ typedef struct model {
   loom_variable *v[2];
   loom_output loss, grads[2];
   loom_node *train, *init;
+  loom_optimizer *opt;
 } model;
 
 static model build(int opt, int local) {
@@ -181,6 +182,7 @@ static model build(int opt, int local) {
     loom_optimizer *o = opt == LOOM_PS_SGD       ? loom_optimizer_sgd(lr)
                         : opt == LOOM_PS_ADAGRAD ? loom_optimizer_adagrad(lr, NULL)
                                                  : loom_optimizer_adam(lr, NULL);
+    m.opt = o;
     m.train = loom_optimizer_minimize(o, m.g, m.loss, 0, NULL, NULL, NULL);
     cr_assert(m.train);
   } else {
@@ -280,6 +282,7 @@ static void equivalence(int opt, int num_ps, int64_t min_slice) {
   loom_session_free(sb);
   loom_graph_free(a.g);
   loom_graph_free(b.g);
+  loom_optimizer_free(a.opt);
   loom_status_free(st);
 }
 
