@@ -83,7 +83,12 @@ struct conn {
   size_t bcap, bgot;
   uint8_t cn[LOOM_PS_NONCE], sn[LOOM_PS_NONCE];
   uint8_t sink[256]; /* reads after a close was decided */
+  int paused;        /* back-pressure: reading stopped while replies queue up */
 };
+
+/* Back-pressure: a connection whose unsent replies exceed this stops being
+ * read until they drain (a client that never reads cannot grow the PS). */
+#define MAX_QUEUED_REPLY_BYTES ((size_t)64 << 20)
 
 typedef struct reply {
   uv_write_t req;
@@ -129,12 +134,20 @@ static void conn_close(conn *c) {
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
 static void write_done(uv_write_t *req, int status) {
   reply *r = (reply *)req;
   conn *c = r->c;
   if (status == 0) c->srv->stats.bytes_out += (int64_t)r->len;
   int close_after = r->close_after;
   loom__free(r);
+  if (c->paused && c->state != ST_CLOSING && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) < MAX_QUEUED_REPLY_BYTES / 2) {
+    c->paused = 0;
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  }
   if (close_after == 2) { /* SHUTDOWN acknowledged: stop the whole server */
     uv_async_send(&c->srv->stop_async);
   } else if (close_after || status < 0) {
@@ -165,6 +178,13 @@ static void reply_send(conn *c, reply *r, uint16_t opcode, uint32_t flags, uint3
   if (uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
     loom__free(r);
     conn_close(c);
+    return;
+  }
+  if (!close_after && c->state != ST_CLOSING &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MAX_QUEUED_REPLY_BYTES) {
+    c->paused = 1;
+    c->srv->stats.pauses++;
+    uv_read_stop((uv_stream_t *)&c->tcp);
   }
 }
 

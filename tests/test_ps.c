@@ -585,3 +585,35 @@ Test(ps, worker_seam_adam_three_ps_bitwise_equal_to_local) {
   loom_tensor_free(yt);
   loom_status_free(st);
 }
+
+/* Back-pressure: 40 pipelined 4 MB pulls (160 MB of replies) from a client
+ * that reads nothing until all are sent: the PS stops reading that
+ * connection past 64 MB of queued replies and resumes as they drain; every
+ * reply arrives intact. */
+Test(ps, back_pressure_pipelined_pulls) {
+  loom_ps_server *s = start_ps(5, 1, 1, NULL);
+  loom_ps_client *c = connect_ok(s, 5, NULL);
+  loom_status *st = loom_status_new();
+  int64_t n = 1 << 20;
+  float *v = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) v[i] = (float)i;
+  float hyper[8] = {1.0f};
+  OK(loom_ps_init_var(c, 0, 1, &n, LOOM_PS_SGD, hyper, v, NULL, st));
+  for (int i = 0; i < 40; i++) OK(loom__ps_pull_send(c, 0, UINT64_MAX, st));
+  for (int i = 0; i < 40; i++) {
+    out[n - 1] = -1;
+    OK(loom__ps_value_recv(c, LOOM_PS_PULL, out, n, NULL, NULL, st));
+    cr_assert_eq(out[n - 1], (float)(n - 1));
+  }
+  int64_t step = -1;
+  OK(loom_ps_step_inc(c, 1, &step, st)); /* reading has resumed */
+  cr_assert_eq(step, 1);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_gt(ss.pauses, 0, "the PS paused reading");
+  free(v);
+  free(out);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}

@@ -90,6 +90,7 @@ typedef struct loom_ps_server_stats {
   int64_t frames;       /* request frames processed */
   int64_t bytes_in, bytes_out;
   int64_t updates;      /* pushes applied */
+  int64_t pauses;       /* times a connection stopped being read (64 MiB of replies queued) */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
