@@ -41,7 +41,7 @@ OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
            -I. -Iinclude $(BLAS_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) -lcjson -lprotobuf-c -lpthread -lm -lz
+LDLIBS  := $(BLAS_LIBS) -lcjson -lprotobuf-c -luv -lcrypto -lpthread -lm -lz
 # Quiet build lines ("CC engine/graph.c"); `make V=1` prints the full commands.
 ifeq ($(V),1)
   Q :=
