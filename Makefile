@@ -41,7 +41,7 @@ OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
            -I. -Iinclude $(BLAS_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) -lcjson -lprotobuf-c -lpthread -lm -lz
+LDLIBS  := $(BLAS_LIBS) -lcjson -lprotobuf-c -luv -lcrypto -lpthread -lm -lz
 # Quiet build lines ("CC engine/graph.c"); `make V=1` prints the full commands.
 ifeq ($(V),1)
   Q :=
@@ -61,7 +61,7 @@ endif
 # distributed/, estimator/heads/, ...) joins the build by holding a .c file.
 NON_LIB_DIRS := tests bench examples scripts proto tools python build
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
-# Protocol buffers (tf.Example, Event/Summary): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
+# Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H   := $(PROTO_C:.c=.h)
@@ -107,9 +107,12 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+# The command line (tools/): build/loom, driven by a JSON job file (README.md "Command line").
+TOOL_SRC := $(wildcard tools/*.c)
+CLI_BIN  := $(BUILD)/loom
 
 .PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check cpu-check test-gpu test-cuemu bench-gpu
-all: lib
+all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
 deps:
@@ -192,6 +195,15 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libloom.a
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
 
+$(CLI_BIN): $(TOOL_SRC) $(wildcard tools/*.h) $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) $(TOOL_SRC) -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+
+# tests/test_cli.c runs the built command line.
+$(BUILD)/tests/test_cli: $(CLI_BIN)
+$(BUILD)/tests/test_cli: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'
+
 # The public headers must compile as C and as C++ and include nothing else.
 header-check:
 	@mkdir -p $(BUILD)
@@ -201,7 +213,7 @@ header-check:
 	$(Q)$(CXX) -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_cxx.o
 
 test: deps
-	@$(MAKE) --no-print-directory lib $(TEST_BIN) header-check
+	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
@@ -272,7 +284,7 @@ demo: deps
 	@$(MAKE) --no-print-directory lib $(EXAMPLE_BIN) $(BUILD)/bench/mlp_train
 	@bash scripts/demo.sh
 
-install: lib
+install: lib $(CLI_BIN)
 	install -d $(DESTDIR)$(PREFIX)/include/loom $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/loom/*.h $(DESTDIR)$(PREFIX)/include/loom/
 	install -m 644 $(BUILD)/libloom.a $(DESTDIR)$(PREFIX)/lib/

@@ -7,50 +7,14 @@
 #include "base/fingerprint.h"
 #include "loom/loom_sparse.h"
 
-static const uint64_t k0 = 0xc3a5c85c97cb3127ull;
-static const uint64_t k1 = 0xb492b66fbe98f273ull;
-static const uint64_t k2 = 0x9ae16a3b2f90404full;
-
-static inline uint64_t ld64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static inline uint64_t ld32(const uint8_t *p) {
-  return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
-}
-/* rotate right (shift in 1..63) */
-static inline uint64_t ror(uint64_t v, int s) { return (v >> s) | (v << (64 - s)); }
-static inline uint64_t smix(uint64_t v) { return v ^ (v >> 47); }
-
-static inline uint64_t mix16(uint64_t u, uint64_t v, uint64_t mul) {
-  uint64_t a = (u ^ v) * mul;
-  a ^= a >> 47;
-  uint64_t b = (v ^ a) * mul;
-  b ^= b >> 47;
-  return b * mul;
-}
-
-static uint64_t len0to16(const uint8_t *s, size_t n) {
-  if (n >= 8) {
-    uint64_t mul = k2 + (uint64_t)n * 2;
-    uint64_t a = ld64(s) + k2, b = ld64(s + n - 8);
-    uint64_t c = ror(b, 37) * mul + a;
-    uint64_t d = (ror(a, 25) + b) * mul;
-    return mix16(c, d, mul);
-  }
-  if (n >= 4) {
-    uint64_t mul = k2 + (uint64_t)n * 2;
-    uint64_t a = ld32(s);
-    return mix16((uint64_t)n + (a << 3), ld32(s + n - 4), mul);
-  }
-  if (n > 0) {
-    uint32_t y = (uint32_t)s[0] + ((uint32_t)s[n >> 1] << 8);
-    uint32_t z = (uint32_t)n + ((uint32_t)s[n - 1] << 2);
-    return smix((uint64_t)y * k2 ^ (uint64_t)z * k0) * k2;
-  }
-  return k2;
-}
+#define k0 LOOM__FP_K0
+#define k1 LOOM__FP_K1
+#define k2 LOOM__FP_K2
+#define ld64 loom__fp_ld64
+#define ld32 loom__fp_ld32
+#define ror loom__fp_ror
+#define smix loom__fp_smix
+#define mix16 loom__fp_mix16
 
 static uint64_t len17to32(const uint8_t *s, size_t n) {
   uint64_t mul = k2 + (uint64_t)n * 2;
@@ -86,9 +50,9 @@ static inline pair64 weak32(const uint8_t *s, uint64_t a, uint64_t b) {
   return r;
 }
 
-uint64_t loom__fp64(const void *data, size_t n) {
+uint64_t loom__fp64_long(const void *data, size_t n) {
   const uint8_t *s = data;
-  if (n <= 16) return len0to16(s, n);
+  if (n <= 16) return loom__fp_len0to16(s, n);
   if (n <= 32) return len17to32(s, n);
   if (n <= 64) return len33to64(s, n);
   const uint64_t seed = 81;

@@ -1,8 +1,9 @@
 /* base/strarena.h - bump allocator for the bytes of string values that
  * kernels produce (AsString, ragged string ops). A kernel gets one through
- * loom_kctx.strings when its op runs in a session's host pass
- * (engine/host_pass.c); the bytes live until the arena is reset (the next
- * run) or freed. Internal header (not installed). */
+ * loom_kctx.strings when its op runs in a session (the session's arena in
+ * ordinary runs, engine/session.c; the host pass's, engine/host_pass.c);
+ * the bytes live until the arena is reset (the next run) or freed. After a
+ * reset the largest chunk is kept, so a steady run allocates nothing. Internal header (not installed). */
 #ifndef LOOM_BASE_STRARENA_H
 #define LOOM_BASE_STRARENA_H
 #include <stddef.h>

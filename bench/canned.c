@@ -19,7 +19,7 @@
  *                    (z-scored with the training split's moments), cut color
  *                    clarity vocabulary lists, color x clarity cross (100
  *                    buckets); 80/20 split (seed 777); batch 128, E epochs.
- *                    linear: Ftrl default; dnn: [64,32] Adagrad default 0.05;
+ *                    linear: Ftrl default (0.2); dnn: [64,32] Adagrad default (0.001);
  *                    wd: wide Ftrl 0.1 / deep [64,32] Adagrad 0.05
  *   insteval_wd      rating y-1 as 5 classes; deep: s and d hashed (5000 /
  *                    2000 buckets) into 16-d embeddings, service dept studage

@@ -16,7 +16,9 @@
  *   - whether a tensor is runtime-owned or wraps caller memory, which decides
  *     how a result is handed back to a caller's in/out tensor (datasets, as
  *     loom_session_run does for fetches: loom_data.h, loom_dataset_next);
- *   - a scalar fetch read as a double, whatever its numeric dtype.
+ *   - a scalar fetch read as a double, whatever its numeric dtype;
+ *   - a node's attributes, read by an exporter to another format
+ *     (interop/onnx.c), which the public accessors do not give.
  * Whether a graph has failed has a public form: loom_graph_status(g, NULL). */
 #ifndef LOOM_ENGINE_API_H
 #define LOOM_ENGINE_API_H
@@ -65,5 +67,11 @@ double loom__tensor_scalar_f64(const loom_tensor *t);
  * on OOM, INVALID_ARGUMENT when t is not an owned string tensor. */
 loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nbytes, const size_t *off_len,
                                    loom_status *st);
+
+/* The attributes of node n (kernels/kernel.h defines the struct): what an
+ * exporter to another format (interop/onnx.c) reads besides the public
+ * accessors. NULL for n NULL. */
+struct loom_attrs;
+const struct loom_attrs *loom__node_attrs(const loom_node *n);
 
 #endif

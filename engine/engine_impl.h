@@ -27,6 +27,10 @@ struct loom_tensor {
   char *sarena;          /* STRING: bytes that elements may point into (loom__tensor_set_strings); */
   size_t sarena_cap;     /* such elements are not freed one by one */
 };
+/* Copies n = t->numel strings (src[i]; ptr NULL is "") into owned string
+ * tensor t's string block, each NUL-terminated; the block is reused when
+ * big enough (a steady run's fetch allocates nothing). engine/tensor.c */
+loom_code loom__tensor_copy_strings(loom_tensor *t, const loom_tstring *src, loom_status *st);
 
 /* ---- op definitions and registry (engine/registry.c) ---- */
 typedef struct loom_shape_ctx {

@@ -264,6 +264,8 @@ loom_output loom_node_output(loom_node *n, int i) {
 }
 int loom_node_id(const loom_node *n) { return n ? n->id : -1; }
 
+const loom_attrs *loom__node_attrs(const loom_node *n) { return n ? &n->attrs : NULL; }
+
 void loom_node_add_control_input(loom_node *n, loom_node *dep) {
   if (!n || !dep || n == dep) return;
   if (dep->graph != n->graph) {

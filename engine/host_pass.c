@@ -14,6 +14,12 @@
  * outputs fed to the ordinary run, which plans the rest with known shapes
  * (the plan is cached; it is re-specialised when those shapes change).
  *
+ * The walk that finds H, its order and its frontier is kept and reused
+ * while the run's feeds, fetches and targets (and the graph's size) are the
+ * same as last time. A view op in H (no kernel: Reshape, ExpandDims, ...)
+ * aliases its input as in the plan. String outputs may point at the bytes
+ * of their inputs (feeds, constants, the arena), which live for the run.
+ *
  * H may hold only what is computable from feeds and constants: a variable,
  * an unfed placeholder, a stateful op or a control dependency inside H is
  * an INVALID_ARGUMENT naming both nodes. The pass runs under the session's
@@ -47,6 +53,13 @@ struct loom_host_pass {
   /* the walk's roots (fetches and targets, then the data-shape nodes) */
   const loom_node **roots;
   int32_t roots_cap;
+  /* the last walk (H in order[0..c_nh), the frontier), reused while the
+   * run's feeds, fetches and targets and the graph's size are the same */
+  int32_t c_valid, c_N, c_nf, c_nx, c_nt, c_nh, c_nfront;
+  loom_output *c_feeds, *c_fetches;
+  loom_node **c_targets;
+  int32_t c_capf, c_capx, c_capt;
+  int32_t *c_front; /* frontier node ids (cap entries) */
 };
 
 void loom__host_pass_free(loom_host_pass *hp) {
@@ -64,6 +77,10 @@ void loom__host_pass_free(loom_host_pass *hp) {
   loom__free(hp->xfeeds);
   loom__free(hp->xvals);
   loom__free(hp->roots);
+  loom__free(hp->c_feeds);
+  loom__free(hp->c_fetches);
+  loom__free(hp->c_targets);
+  loom__free(hp->c_front);
   loom__aligned_free(hp->ws);
   loom__strarena_free(&hp->strings);
   loom__free(hp);
@@ -90,12 +107,14 @@ static loom_code grow(loom_host_pass *hp, int32_t n, loom_status *st) {
   if (order) hp->order = order;
   int32_t *stack = loom__realloc(hp->stack, (size_t)cap * 2 * sizeof *stack);
   if (stack) hp->stack = stack;
+  int32_t *front = loom__realloc(hp->c_front, (size_t)cap * sizeof *front);
+  if (front) hp->c_front = front;
   hp_out **outs = loom__realloc(hp->outs, (size_t)cap * sizeof *outs);
   if (outs) {
     memset(outs + hp->cap, 0, (size_t)(cap - hp->cap) * sizeof *outs);
     hp->outs = outs;
   }
-  if (!mark || !order || !stack || !outs)
+  if (!mark || !order || !stack || !outs || !front)
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory in the host pass");
   hp->cap = cap;
   return LOOM_OK;
@@ -216,25 +235,30 @@ static loom_code eval_node(loom_session *s, loom_host_pass *hp, const loom_node 
     o[n->nout].cap = (size_t)-1;
     hp->outs[n->id] = o;
   }
+  loom_dtype key = (n->nin > 0 && !(d->flags & LOOM_OPF_KEY_OUTPUT)) ? inb[0].dtype
+                   : (n->nout > 0 ? outd[0].dtype : LOOM_DTYPE_INVALID);
+  loom_kernel_fn fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
+  if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0];
+  if (!fn && (d->flags & LOOM_OPF_ALIAS0) && !(d->flags & LOOM_OPF_MUTATES_INPUT0) && n->nin >= 1 && n->nout == 1 &&
+      loom__numel(outd[0].ndim, outd[0].dims) == inb[0].numel && outd[0].dtype == inb[0].dtype) {
+    /* a view op (Reshape, ExpandDims, Squeeze, ...) has no kernel: as in
+     * the plan, its output is its input's bytes with the new shape (they
+     * live for the whole pass and run) */
+    hp_out *o = &hp->outs[n->id][0];
+    memset(&o->t, 0, sizeof o->t);
+    o->t.dtype = outd[0].dtype;
+    o->t.ndim = outd[0].ndim;
+    memcpy(o->t.dims, outd[0].dims, sizeof(int64_t) * (size_t)outd[0].ndim);
+    o->t.numel = inb[0].numel;
+    o->t.nbytes = (size_t)inb[0].numel * (inb[0].dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(inb[0].dtype));
+    o->t.data = inb[0].data;
+    return LOOM_OK;
+  }
   for (int j = 0; j < n->nout; j++) {
     hp_out *o = &hp->outs[n->id][j];
     if ((rc = out_ensure(o, &outd[j], st))) return rc;
     buf_of(&outb[j], &o->t);
     outp[j] = &outb[j];
-  }
-  loom_dtype key = (n->nin > 0 && !(d->flags & LOOM_OPF_KEY_OUTPUT)) ? inb[0].dtype
-                   : (n->nout > 0 ? outd[0].dtype : LOOM_DTYPE_INVALID);
-  loom_kernel_fn fn = d->kernels[LOOM_DEVICE_CPU][key >= 0 && key < LOOM_DTYPE_COUNT ? key : 0];
-  if (!fn) fn = d->kernels[LOOM_DEVICE_CPU][0];
-  if (!fn && (d->flags & LOOM_OPF_ALIAS0) && !(d->flags & LOOM_OPF_MUTATES_INPUT0) && n->nin >= 1 && n->nout >= 1 &&
-      outb[0].numel == inb[0].numel && outb[0].dtype == inb[0].dtype) {
-    /* a view op (Reshape, ExpandDims, Squeeze, ...) has no kernel: the plan
-     * aliases its output to its input; here it is a copy of the bytes
-     * (string elements are loom_tstring handles into storage that lives for
-     * the whole pass) */
-    size_t es = inb[0].dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(inb[0].dtype);
-    if (inb[0].numel > 0) memcpy(outb[0].data, inb[0].data, (size_t)inb[0].numel * es);
-    return LOOM_OK;
   }
   if (!fn)
     return loom_status_set(st, LOOM_UNIMPLEMENTED, "%s: no CPU kernel for %s on %s", n->name, d->name,
@@ -273,19 +297,63 @@ static loom_code eval_node(loom_session *s, loom_host_pass *hp, const loom_node 
   return LOOM_OK;
 }
 
-loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_tensor *const *fv, int nf,
-                              const loom_output *fetches, int nx, loom_node *const *targets, int nt,
-                              const loom_output **xfeeds, loom_tensor *const **xvals, int *nxf, loom_status *st) {
+static int same_outputs(const loom_output *a, const loom_output *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (a[i].node != b[i].node || a[i].index != b[i].index) return 0;
+  return 1;
+}
+
+/* Is the cached walk the one for these feeds, fetches and targets? */
+static int cache_hit(const loom_host_pass *hp, const loom_graph *g, const loom_output *feeds, int nf,
+                     const loom_output *fetches, int nx, loom_node *const *targets, int nt) {
+  if (!hp->c_valid || hp->c_N != g->nnodes || hp->c_nf != nf || hp->c_nx != nx || hp->c_nt != nt) return 0;
+  if (!same_outputs(hp->c_feeds, feeds, nf) || !same_outputs(hp->c_fetches, fetches, nx)) return 0;
+  for (int i = 0; i < nt; i++)
+    if (hp->c_targets[i] != targets[i]) return 0;
+  return 1;
+}
+
+static loom_code cache_keep(loom_host_pass *hp, const loom_graph *g, const loom_output *feeds, int nf,
+                            const loom_output *fetches, int nx, loom_node *const *targets, int nt, loom_status *st) {
+  hp->c_valid = 0;
+  if (nf > hp->c_capf) {
+    loom_output *f = loom__realloc(hp->c_feeds, (size_t)nf * sizeof *f);
+    if (!f) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+    hp->c_feeds = f;
+    hp->c_capf = nf;
+  }
+  if (nx > hp->c_capx) {
+    loom_output *f = loom__realloc(hp->c_fetches, (size_t)nx * sizeof *f);
+    if (!f) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+    hp->c_fetches = f;
+    hp->c_capx = nx;
+  }
+  if (nt > hp->c_capt) {
+    loom_node **t = loom__realloc(hp->c_targets, (size_t)nt * sizeof *t);
+    if (!t) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+    hp->c_targets = t;
+    hp->c_capt = nt;
+  }
+  if (nf) memcpy(hp->c_feeds, feeds, (size_t)nf * sizeof *feeds);
+  if (nx) memcpy(hp->c_fetches, fetches, (size_t)nx * sizeof *fetches);
+  if (nt) memcpy(hp->c_targets, targets, (size_t)nt * sizeof *targets);
+  hp->c_N = g->nnodes;
+  hp->c_nf = nf;
+  hp->c_nx = nx;
+  hp->c_nt = nt;
+  hp->c_valid = 1;
+  return LOOM_OK;
+}
+
+/* Finds H (order[0..c_nh), dependency order) and its frontier (c_front)
+ * for these feeds, fetches and targets. */
+static loom_code host_pass_walk(loom_session *s, loom_host_pass *hp, const loom_output *feeds, int nf,
+                                const loom_output *fetches, int nx, loom_node *const *targets, int nt,
+                                loom_status *st) {
   loom_graph *g = s->graph;
-  *xfeeds = feeds;
-  *xvals = fv;
-  *nxf = nf;
-  if (!s->host_pass && !(s->host_pass = loom__calloc(1, sizeof *s->host_pass)))
-    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
-  loom_host_pass *hp = s->host_pass;
-  for (; hp->scanned < g->nnodes; hp->scanned++)
-    if (g->nodes[hp->scanned]->def->flags & LOOM_OPF_DATA_SHAPE) hp->any = 1;
-  if (!hp->any) return LOOM_OK;
+  hp->c_valid = 0;
+  hp->c_nh = 0;
+  hp->c_nfront = 0;
   loom_code rc = grow(hp, g->nnodes, st);
   if (rc) return rc;
   const int N = g->nnodes;
@@ -310,7 +378,7 @@ loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_te
   for (int i = 0; i < N; i++)
     if ((hp->mark[i] & 1) && (g->nodes[i]->def->flags & LOOM_OPF_DATA_SHAPE) && !node_fed(feeds, nf, g->nodes[i]))
       roots[nd++] = g->nodes[i];
-  if (nd == 0) return LOOM_OK;
+  if (nd == 0) return cache_keep(hp, g, feeds, nf, fetches, nx, targets, nt, st);
   walk(hp, g, feeds, nf, nd, roots, 2, 0);
   /* 3. check H and order it (node ids are a topological order: inputs exist
    * before the nodes that use them) */
@@ -337,34 +405,58 @@ loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_te
     }
     hp->order[nh++] = i;
   }
-  /* 4. run H */
-  loom__strarena_reset(&hp->strings);
-  for (int i = 0; i < nh; i++)
-    if ((rc = eval_node(s, hp, g->nodes[hp->order[i]], feeds, fv, nf, st))) return rc;
-  /* 5. feed the frontier: every output of an H node that a needed node
-   * outside H uses, or that is fetched */
-  uint8_t *front = hp->mark; /* reuse bit 4 for "frontier" */
+  /* 4. the frontier: every H node (not fed, not a constant) whose outputs a
+   * needed node outside H uses, or that is fetched; a target computed here
+   * is done: feeding its outputs keeps the run from planning it again (with
+   * shapes it cannot know) */
+  uint8_t *front = hp->mark; /* bit 4 for "frontier" */
+  for (int i = 0; i < nh; i++) front[hp->order[i]] |= 8; /* bit 8: evaluated here */
   for (int i = 0; i < N; i++) {
     if (!(hp->mark[i] & 1) || (hp->mark[i] & 2) || node_fed(feeds, nf, g->nodes[i])) continue;
     const loom_node *n = g->nodes[i];
     for (int k = 0; k < n->nin; k++) {
       int m = n->in[k].node->id;
-      if ((hp->mark[m] & 2) && hp->outs[m]) front[m] |= 4;
+      if (front[m] & 8) front[m] |= 4;
     }
   }
-  for (int i = 0; i < nx; i++) {
-    int m = fetches[i].node->id;
-    if ((hp->mark[m] & 2) && hp->outs[m]) front[m] |= 4;
-  }
-  /* a target computed here is done: feeding its outputs keeps the run from
-   * planning it again (with shapes it cannot know) */
-  for (int i = 0; i < nt; i++) {
-    int m = targets[i]->id;
-    if ((hp->mark[m] & 2) && hp->outs[m]) front[m] |= 4;
-  }
-  int nextra = 0;
+  for (int i = 0; i < nx; i++)
+    if (front[fetches[i].node->id] & 8) front[fetches[i].node->id] |= 4;
+  for (int i = 0; i < nt; i++)
+    if (front[targets[i]->id] & 8) front[targets[i]->id] |= 4;
+  int nfront = 0;
   for (int i = 0; i < N; i++)
-    if (front[i] & 4) nextra += g->nodes[i]->nout;
+    if (front[i] & 4) hp->c_front[nfront++] = i;
+  hp->c_nh = nh;
+  hp->c_nfront = nfront;
+  return cache_keep(hp, g, feeds, nf, fetches, nx, targets, nt, st);
+}
+
+loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_tensor *const *fv, int nf,
+                              const loom_output *fetches, int nx, loom_node *const *targets, int nt,
+                              const loom_output **xfeeds, loom_tensor *const **xvals, int *nxf, loom_status *st) {
+  loom_graph *g = s->graph;
+  *xfeeds = feeds;
+  *xvals = fv;
+  *nxf = nf;
+  if (!s->host_pass && !(s->host_pass = loom__calloc(1, sizeof *s->host_pass)))
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
+  loom_host_pass *hp = s->host_pass;
+  for (; hp->scanned < g->nnodes; hp->scanned++)
+    if (g->nodes[hp->scanned]->def->flags & LOOM_OPF_DATA_SHAPE) hp->any = 1;
+  if (!hp->any) return LOOM_OK;
+  loom_code rc;
+  if (!cache_hit(hp, g, feeds, nf, fetches, nx, targets, nt) &&
+      (rc = host_pass_walk(s, hp, feeds, nf, fetches, nx, targets, nt, st)))
+    return rc;
+  const int nh = hp->c_nh;
+  if (nh == 0) return LOOM_OK;
+  /* run H */
+  loom__strarena_reset(&hp->strings);
+  for (int i = 0; i < nh; i++)
+    if ((rc = eval_node(s, hp, g->nodes[hp->order[i]], feeds, fv, nf, st))) return rc;
+  /* feed the frontier */
+  int nextra = 0;
+  for (int i = 0; i < hp->c_nfront; i++) nextra += g->nodes[hp->c_front[i]]->nout;
   if (nf + nextra > hp->xcap) {
     int cap = nf + nextra;
     loom_output *xf = loom__realloc(hp->xfeeds, (size_t)cap * sizeof *xf);
@@ -379,13 +471,13 @@ loom_code loom__host_pass_run(loom_session *s, const loom_output *feeds, loom_te
     memcpy(hp->xvals, fv, (size_t)nf * sizeof *fv);
   }
   int k = nf;
-  for (int i = 0; i < N; i++) {
-    if (!(front[i] & 4)) continue;
-    loom_node *n = g->nodes[i];
+  for (int i = 0; i < hp->c_nfront; i++) {
+    int id = hp->c_front[i];
+    loom_node *n = g->nodes[id];
     for (int j = 0; j < n->nout; j++) {
       hp->xfeeds[k].node = n;
       hp->xfeeds[k].index = j;
-      hp->xvals[k++] = &hp->outs[i][j].t;
+      hp->xvals[k++] = &hp->outs[id][j].t;
     }
   }
   *xfeeds = hp->xfeeds;

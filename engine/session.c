@@ -95,6 +95,7 @@ void loom_session_free(loom_session *s) {
   loom__free(s->counters);
   loom__free(s->trace);
   loom__host_pass_free(s->host_pass);
+  loom__strarena_free(&s->strings);
   loom__pool_free(s->pool);
   pthread_mutex_destroy(&s->mu);
   loom__free(s);
@@ -354,6 +355,7 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     sp->ctx.in = ins;
     sp->ctx.out = outs;
     sp->ctx.pool = s->pool;
+    sp->ctx.strings = &s->strings; /* string-producing CPU kernels (a plan with strings runs on the CPU) */
     sp->ctx.backend = p->dev && !sp->on_host ? loom__dev_context(s) : NULL;
   }
   for (int i = 0; i < nx; i++) p->fetch_val[i] = p->node_val[fetches[i].node->id] + fetches[i].index;
@@ -631,7 +633,7 @@ static void resolve_aliases(loom_plan *p) {
 
 static loom_code fetch_copy(const loom_buf *b, loom_tensor **dst, loom_status *st) {
   loom_tensor *t = *dst;
-  if (t && (t->dtype != b->dtype || t->numel != b->numel || t->dtype == LOOM_STRING)) {
+  if (t && (t->dtype != b->dtype || t->numel != b->numel || (t->dtype == LOOM_STRING && !t->owned))) {
     loom_tensor_free(t);
     t = *dst = NULL;
   }
@@ -644,13 +646,35 @@ static loom_code fetch_copy(const loom_buf *b, loom_tensor **dst, loom_status *s
     memcpy(t->dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
   }
   if (b->dtype == LOOM_STRING) {
-    const loom_tstring *s = b->data;
-    for (int64_t i = 0; i < b->numel; i++)
-      if (s[i].ptr && loom_tensor_set_string(t, i, s[i].ptr, s[i].len, st)) return LOOM_RESOURCE_EXHAUSTED;
+    if (b->numel && loom__tensor_copy_strings(t, b->data, st)) return LOOM_RESOURCE_EXHAUSTED;
   } else if (t->nbytes) {
     memcpy(t->data, b->data, t->nbytes);
   }
   return LOOM_OK;
+}
+
+/* Can fetch i's value (an arena value) be computed straight into the
+ * caller's tensor, saving the copy after the run? When the tensor is there
+ * already (a reused fetch), holds the same dtype (not strings) and element
+ * count, is aligned like the arena, is not another fetch's tensor, its
+ * value is fetched once, and its bytes overlap no value fed to this run.
+ * (A failed run may then leave the tensor partly written.) */
+static int direct_fetch(const loom_plan *p, int i, loom_tensor *const *fetch_values, int nx,
+                        loom_tensor *const *feed_values, int nf) {
+  const loom_tensor *t = fetch_values[i];
+  const loom_buf *b = &p->values[p->fetch_val[i]].buf;
+  if (!t || !t->data || t->dtype != b->dtype || t->dtype == LOOM_STRING || t->numel != b->numel || t->numel <= 0 ||
+      ((uintptr_t)t->data & 63))
+    return 0;
+  for (int j = 0; j < nx; j++)
+    if (j != i && (fetch_values[j] == t || p->fetch_val[j] == p->fetch_val[i])) return 0;
+  const char *lo = t->data, *hi = lo + t->nbytes;
+  for (int j = 0; j < nf; j++) {
+    const loom_tensor *f = feed_values[j];
+    const char *flo = f->data, *fhi = flo + f->nbytes;
+    if (flo && flo < hi && lo < fhi) return 0;
+  }
+  return 1;
 }
 
 /* Run counters of stateful ops (random draws) live in the session, one per
@@ -804,6 +828,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   const int tracing = s->tracing;
   const int64_t t0 = tracing ? mono_ns() : 0;
   if (tracing) s->ntrace = 0;
+  loom__strarena_reset(&s->strings); /* the last run's strings were copied out by its fetches */
   /* the feed-derived part with data-dependent shapes runs first; its results join the feeds */
   rc = loom__host_pass_run(s, feeds, feed_values, nfeeds, fetches, nfetches, targets, ntargets, &feeds, &feed_values,
                            &nfeeds, st);
@@ -846,6 +871,12 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   }
   for (int i = 0; i < nfeeds; i++)
     if (p->feed_val[i] >= 0) p->values[p->feed_val[i]].buf.data = feed_values[i]->data;
+  for (int i = 0; i < nfetches; i++) {
+    plan_value *v = &p->values[p->fetch_val[i]];
+    if (v->kind != VAL_ARENA) continue;
+    v->buf.data = direct_fetch(p, i, fetch_values, nfetches, feed_values, nfeeds) ? fetch_values[i]->data
+                                                                               : (char *)p->arena + v->offset;
+  }
   resolve_aliases(p);
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;
   if (tracing && (rc = trace_begin(s, p, st))) goto done;
@@ -883,7 +914,14 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   }
   if (s->vars_hook && (rc = s->vars_hook(s, p, 1, st))) goto done;
   for (int i = 0; i < nfetches; i++) {
-    rc = fetch_copy(&p->values[p->fetch_val[i]].buf, &fetch_values[i], st);
+    const loom_buf *b = &p->values[p->fetch_val[i]].buf;
+    if (p->values[p->fetch_val[i]].kind == VAL_ARENA && fetch_values[i] && b->data == fetch_values[i]->data) {
+      /* written in place (direct_fetch): only the shape to set */
+      fetch_values[i]->ndim = b->ndim;
+      memcpy(fetch_values[i]->dims, b->dims, sizeof(int64_t) * (size_t)b->ndim);
+      continue;
+    }
+    rc = fetch_copy(b, &fetch_values[i], st);
     if (rc) goto done;
   }
   s->stats.arena_bytes = (int64_t)p->arena_size;

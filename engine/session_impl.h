@@ -89,6 +89,9 @@ struct loom_session {
   loom_trace_event *trace;
   /* feed-derived data-shape part of the graph (engine/host_pass.c); NULL until needed */
   struct loom_host_pass *host_pass;
+  /* bytes of the strings kernels output in ordinary runs (AsString, ...):
+   * reset at the start of every run; fetched strings are copied out */
+  loom_strarena strings;
 };
 typedef struct loom_host_pass loom_host_pass;
 /* engine/host_pass.c: evaluates the data-shape part a run needs and returns

@@ -203,6 +203,37 @@ loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nby
   return LOOM_OK;
 }
 
+loom_code loom__tensor_copy_strings(loom_tensor *t, const loom_tstring *src, loom_status *st) {
+  if (!t || t->dtype != LOOM_STRING || !t->owned)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: strings copied into a tensor that is not an owned string tensor");
+  loom_tstring *s = t->data;
+  size_t total = 0;
+  for (int64_t i = 0; i < t->numel; i++) total += (src[i].ptr ? src[i].len : 0) + 1;
+  for (int64_t i = 0; i < t->numel; i++) /* strings set one by one are dropped */
+    if (!in_arena(t, s[i].ptr)) loom__free(s[i].ptr);
+  if (total > t->sarena_cap || !t->sarena) {
+    size_t cap = total < 64 ? 64 : total + total / 2;
+    char *a = loom__malloc(cap);
+    if (!a) {
+      for (int64_t i = 0; i < t->numel; i++) s[i].ptr = NULL, s[i].len = 0;
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tensor: out of memory for %zu bytes of strings", total);
+    }
+    loom__free(t->sarena);
+    t->sarena = a;
+    t->sarena_cap = cap;
+  }
+  char *p = t->sarena;
+  for (int64_t i = 0; i < t->numel; i++) {
+    size_t len = src[i].ptr ? src[i].len : 0;
+    if (len) memcpy(p, src[i].ptr, len);
+    p[len] = 0;
+    s[i].ptr = p;
+    s[i].len = len;
+    p += len + 1;
+  }
+  return LOOM_OK;
+}
+
 const char *loom_tensor_get_string(const loom_tensor *t, int64_t i, size_t *len) {
   if (!t || t->dtype != LOOM_STRING || i < 0 || i >= t->numel) return NULL;
   const loom_tstring *e = (const loom_tstring *)t->data + i;

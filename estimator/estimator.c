@@ -172,9 +172,9 @@ static loom_code init_cb(loom_session *s, void *user, loom_status *st) {
   return loom__est_init_session(c->e, s, c->g, c->ckpt, c->warm, st);
 }
 
-static int64_t ckpt_global_step(const char *ckpt) {
+int64_t loom__ckpt_global_step(const char *ckpt, int64_t missing) {
   loom_tensor *t = NULL;
-  int64_t step = 0;
+  int64_t step = missing;
   if (loom_checkpoint_read_tensor(ckpt, "global_step", &t, NULL) == LOOM_OK && loom_tensor_numel(t) == 1) {
     if (loom_tensor_dtype(t) == LOOM_I64)
       step = *(const int64_t *)loom_tensor_data_const(t);
@@ -266,7 +266,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
                            "train: saving listeners given but checkpointing is disabled in RunConfig");
   char ckpt[4096];
   int have_ckpt = loom__est_latest(e, ckpt, sizeof ckpt);
-  int64_t start_step = have_ckpt ? ckpt_global_step(ckpt) : 0;
+  int64_t start_step = have_ckpt ? loom__ckpt_global_step(ckpt, 0) : 0;
   if (o.max_steps > 0 && have_ckpt) {
     int64_t gs = start_step;
     if (gs >= o.max_steps) {

@@ -3,6 +3,8 @@
  *   estimator.c (construction, train, evaluate) -> build.c
  *   predict.c   (predict, export)              -> build.c, spec.c's types
  *   hooks/in_memory_eval.c                     -> build.c, estimator.c (eval helpers)
+ *   train_and_evaluate.c                       -> build.c, estimator.c (eval helpers), exporters.c
+ *   exporters.c (Latest/Best/FinalExporter)    -> estimator.c (eval results), the public export API
  *   build.c     (graph per mode, session init, checkpoints, hook lists) -> spec.c
  *   spec.c      (EstimatorSpec)                -> nothing in estimator/
  * The estimator frees predict's resident context through the destructor
@@ -96,6 +98,9 @@ void loom__hl_free(est_hook_list *l);
 
 /* Pins the checkpoint to restore (given, or the newest; *have = 0 when
  * there is none) as `pin`; unpin after the restore. */
+/* The global_step stored in checkpoint file ckpt (int32 or int64); missing
+ * when the file or the tensor cannot be read (estimator.c). */
+int64_t loom__ckpt_global_step(const char *ckpt, int64_t missing);
 loom_code loom__est_pin_checkpoint(const loom_estimator *e, const char *given, char *ckpt, size_t cap, char *pin,
                                    size_t pcap, int *have, loom_status *st);
 void loom__est_unpin_checkpoint(const char *ckpt, const char *pin);
@@ -147,6 +152,14 @@ void loom__est_eval_ops_free(est_eval_ops *o);
 loom_code loom__est_eval_ops(est_built *b, est_eval_ops *o, loom_status *st);
 loom_code loom__est_eval_run(loom_estimator *e, loom_monitored_session *ms, loom_dataset *ds, est_built *b,
                              est_eval_ops *o, int64_t steps, loom_eval_result **out, loom_status *st);
+
+/* ---- exporters.c, used by train_and_evaluate.c ---- */
+loom_code loom__exporter_begin(loom_exporter *x, loom_estimator *e, const char *eval_dir, loom_status *st);
+/* out: the export directory written, "" when the exporter exported nothing. */
+loom_code loom__exporter_export(loom_exporter *x, loom_estimator *e, const char *export_path, const char *ckpt,
+                                const loom_eval_result *r, int is_final, char *out, size_t cap, loom_status *st);
+/* 1 for a FinalExporter. */
+int loom__exporter_is_final(const loom_exporter *x);
 
 
 #endif

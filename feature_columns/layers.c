@@ -10,6 +10,7 @@
 #include "loom/loom_array.h"
 #include "loom/loom_math.h"
 #include "loom/loom_reduce.h"
+#include "ops/sparse_internal.h"
 
 typedef struct fc_ctx {
   loom_graph *g;
@@ -417,14 +418,45 @@ loom_code loom_fc_input_layer(loom_graph *g, const loom_features *features, int 
   }
   fc_ctx cx = {g, features, layer, trainable, st};
   fc_push_layer_scope(g, scope, "input_layer");
+  /* one MultiHotConcat writes the layer's output: dense columns are copied
+   * in, indicator and bucketized columns are written as multi-hots / one-hots
+   * straight into their columns (no per-column tensor, no concatenation) */
+  int32_t *kind = loom__malloc((size_t)n * sizeof(int32_t));
+  int64_t *depth = loom__malloc((size_t)n * sizeof(int64_t));
+  loom_output *in = loom__malloc((size_t)n * 3 * sizeof(loom_output));
+  int nin = 0;
+  if (!kind || !depth || !in) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", layer);
   for (int i = 0; i < n && !rc; i++) {
-    int shared = s[i]->kind == FC_SHARED_EMBEDDING;
-    loom_variable_scope_push(g, fc_scope_name(s[i]), shared ? LOOM_REUSE_AUTO : LOOM_REUSE_NONE);
-    rc = fc_dense(&cx, s[i], &parts[i]);
+    const loom_fc *c = s[i];
+    int shared = c->kind == FC_SHARED_EMBEDDING;
+    loom_variable_scope_push(g, fc_scope_name(c), shared ? LOOM_REUSE_AUTO : LOOM_REUSE_NONE);
+    if (c->kind == FC_BUCKETIZED) {
+      kind[i] = LOOM__MHC_ONEHOT;
+      depth[i] = c->nb + 1;
+      rc = fc_bucket_ids(&cx, c, &in[nin++]);
+    } else if (c->kind == FC_INDICATOR) {
+      fc_ids ids;
+      rc = fc_cat_ids(&cx, c->cat, &ids);
+      if (!rc) {
+        kind[i] = ids.weights.node ? LOOM__MHC_RAGGED_W : LOOM__MHC_RAGGED;
+        depth[i] = loom_fc_num_buckets(c->cat);
+        in[nin++] = ids.ids.values;
+        in[nin++] = ids.ids.row_splits;
+        if (ids.weights.node) in[nin++] = ids.weights;
+      }
+    } else {
+      kind[i] = LOOM__MHC_DENSE;
+      depth[i] = 0;
+      rc = fc_dense(&cx, c, &parts[i]);
+      if (!rc) in[nin++] = parts[i];
+    }
     loom_variable_scope_pop(g);
   }
-  if (!rc) *out = n == 1 ? parts[0] : loom_concat(g, n, parts, 1, NULL);
+  if (!rc) *out = loom__multi_hot_concat(g, n, kind, depth, nin, in, NULL);
   loom_variable_scope_pop(g);
+  loom__free(kind);
+  loom__free(depth);
+  loom__free(in);
   loom__free(parts);
   loom__free((void *)s);
   if (rc) return rc;

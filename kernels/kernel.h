@@ -69,8 +69,8 @@ typedef struct loom_kctx {
   void *backend;          /* device context (NULL on CPU) */
   loom_status *st;        /* where a kernel reports failures (may be NULL) */
   /* Where a kernel puts the bytes of the strings it outputs (out data is
-   * loom_tstring[]); set only in a session's host pass (LOOM_OPF_DATA_SHAPE
-   * ops run there), NULL elsewhere: string-producing ops carry that flag. */
+   * loom_tstring[]): the session's arena in ordinary runs, the host pass's
+   * in the host pass (reset every run); NULL outside a session. */
   loom_strarena *strings;
 } loom_kctx;
 

@@ -14,9 +14,9 @@
  *   Unpack         num, axis (num outputs)
  *   ExpandDims     axis                                   ALIAS0
  *   Squeeze        naxes/axes (0 = every size-1 dim)      ALIAS0
- *   Tile           nshape/shape = multiples
+ *   Tile           nshape/shape = multiples (also strings)
  *   PadV2          shape[] = before, size[] = after, alpha = value; nshape = rank
- *   GatherV2       axis
+ *   GatherV2       axis (also strings: params' loom_tstring handles are copied)
  *   TensorScatterAdd/Update   (tensor, indices [k] or [k,1], updates [k,...])
  *   UnsortedSegmentSum/Mean/SqrtN  num = num_segments
  *   OneHot         num = depth, alpha = on, beta = off, axis (-1 = last), dtype (0 = f32)
@@ -107,6 +107,10 @@ static int dim_merge(int64_t a, int64_t b, int64_t *out) {
 }
 
 static loom_code check_data(loom_shape_ctx *c, int i) { return loom__shape_check_dtype(c, i, DT_DATA); }
+/* Gather and Tile also move strings (their loom_tstring handles). */
+static loom_code check_data_or_string(loom_shape_ctx *c, int i) {
+  return loom__shape_check_dtype(c, i, DT_DATA | LOOM_DT(LOOM_STRING));
+}
 
 static int dtype_is_data(loom_dtype dt) { return dt > 0 && dt < LOOM_DTYPE_COUNT && (DT_DATA & LOOM_DT(dt)); }
 
@@ -444,7 +448,7 @@ static loom_code shape_squeeze(loom_shape_ctx *c) {
 }
 
 static loom_code shape_tile(loom_shape_ctx *c) {
-  loom_code rc = check_data(c, 0);
+  loom_code rc = check_data_or_string(c, 0);
   if (rc) return rc;
   const loom_attrs *a = c->attrs;
   const loom_tdesc *x = &c->in[0];
@@ -487,7 +491,7 @@ static loom_code shape_pad(loom_shape_ctx *c) {
 }
 
 static loom_code shape_gather(loom_shape_ctx *c) {
-  loom_code rc = check_data(c, 0);
+  loom_code rc = check_data_or_string(c, 0);
   if (rc) return rc;
   const loom_tdesc *p = &c->in[0], *ix = &c->in[1];
   if (!(LOOM_DT_INT & LOOM_DT(ix->dtype)))
@@ -728,12 +732,14 @@ void loom__register_array(loom_op_def *t) {
 
   def(t, LOOM_OP_Tile, 1, 1, shape_tile, 0);
   set_data_kernels(&t[LOOM_OP_Tile], loom__k_tile_any);
+  t[LOOM_OP_Tile].kernels[LOOM_DEVICE_CPU][LOOM_STRING] = loom__k_tile_any;
   def(t, LOOM_OP_Pad, 1, 1, shape_pad, 0);
   set_data_kernels(&t[LOOM_OP_Pad], loom__k_pad_any);
 
   def(t, LOOM_OP_Gather, 2, 1, shape_gather, 0);
   t[LOOM_OP_Gather].nondiff_inputs = 1u << 1;
   set_data_kernels(&t[LOOM_OP_Gather], loom__k_gather_any);
+  t[LOOM_OP_Gather].kernels[LOOM_DEVICE_CPU][LOOM_STRING] = loom__k_gather_any;
 
   def(t, LOOM_OP_ScatterAdd, 3, 1, shape_scatter_add, 0);
   t[LOOM_OP_ScatterAdd].nondiff_inputs = 1u << 1;

@@ -8,14 +8,15 @@
  * take any int64 value (bucket counts, hash keys, default ids) live in the
  * u64 fields seed/seed2, which the graph file keeps unchecked:
  *   Bucketize               (x f32/f64/i32/i64, boundaries f32 [nb], a Const) -> i32, x's shape
- *   AsString                (x i32/i64) -> string          DATA_SHAPE (strings come from the host pass's arena)
+ *   AsString                (x i32/i64) -> string, x's shape (the bytes go to the run's string arena,
+ *                           loom_kctx.strings: the session's, or the host pass's when a data-shape op needs it)
  *   StringToHashBucketFast  (x string/i32/i64) -> i64; seed = num_buckets (>= 1)
  *   LoomVocabLookup         (x, keys [n] (string, or i64 for int x), index i64 [cap]) -> i64, x's shape;
  *                           seed = num_oov_buckets (>= 0), seed2 = default_value.
  *                           keys and index are Consts made by the builder, so the table is part of the
  *                           graph; index is an open-addressing table (cap a power of two > n, linear
- *                           probing from Fingerprint64(key) & (cap - 1), entries = key positions, -1
- *                           empty; an int64 key is hashed as its 8 little-endian bytes). With
+ *                           probing from a seeded hash of the key & (cap - 1), entries = key positions, -1
+ *                           empty, then the seed: cap + 1 entries; kernels/cpu/feature.h). With
  *                           num_oov_buckets > 0 an id equal to default_value counts as a miss, as in
  *                           TF's IdTableWithHashBuckets (where(ids != default, ids, buckets)).
  *   LoomCheckIds            (ids i32/i64) -> i64; seed = num_buckets, keepdims = has_default,
@@ -57,13 +58,6 @@ static loom_code shape_as_string(loom_shape_ctx *c) {
     FAIL("x must be int32 or int64, got %s", loom_dtype_name(c->in[0].dtype));
   c->out[0] = c->in[0];
   c->out[0].dtype = LOOM_STRING;
-  return LOOM_OK;
-}
-static loom_code vshape_as_string(const loom_attrs *a, int nin, const loom_buf *const *in, int nout, loom_tdesc *out,
-                                  char *msg, size_t msglen) {
-  out[0].dtype = LOOM_STRING;
-  out[0].ndim = in[0]->ndim;
-  memcpy(out[0].dims, in[0]->dims, sizeof(int64_t) * (size_t)in[0]->ndim);
   return LOOM_OK;
 }
 
@@ -203,8 +197,7 @@ void loom__register_feature(loom_op_def *t) {
   k[LOOM_I32] = loom__k_bucketize_i32;
   k[LOOM_I64] = loom__k_bucketize_i64;
 
-  def(t, LOOM_OP_AsString, 1, 1, shape_as_string, LOOM_OPF_DATA_SHAPE);
-  t[LOOM_OP_AsString].value_shape = vshape_as_string;
+  def(t, LOOM_OP_AsString, 1, 1, shape_as_string, 0);
   k = t[LOOM_OP_AsString].kernels[LOOM_DEVICE_CPU];
   k[LOOM_I32] = k[LOOM_I64] = loom__k_as_string_int;
 
@@ -290,21 +283,16 @@ static loom_output vocab_build(loom_graph *g, loom_output x, int64_t n, const ch
                          (long long)num_oov_buckets);
     return loom__graph_dummy(g);
   }
-  int64_t cap = 1;
-  while (cap < 2 * n) cap *= 2;
-  if (cap <= n) cap *= 2;
   loom_status *st = loom_status_new();
   int64_t kd = n;
   loom_tensor *keys = loom_tensor_new(skeys ? LOOM_STRING : LOOM_I64, 1, &kd, st);
-  loom_tensor *index = loom_tensor_new(LOOM_I64, 1, &cap, st);
+  loom_tensor *index = NULL;
   loom_output out = loom__graph_dummy(g);
-  if (!keys || !index) {
+  if (!keys) {
     loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory for a vocabulary of %lld keys", nm,
                          (long long)n);
     goto done;
   }
-  int64_t *idx = loom_tensor_data(index);
-  for (int64_t i = 0; i < cap; i++) idx[i] = -1;
   if (skeys) {
     for (int64_t i = 0; i < n; i++) {
       if (!skeys[i]) {
@@ -319,9 +307,55 @@ static loom_output vocab_build(loom_graph *g, loom_output x, int64_t n, const ch
   } else if (n) {
     memcpy(loom_tensor_data(keys), ikeys, (size_t)n * sizeof(int64_t));
   }
+  /* the layout: the smallest table (a power of two >= 2n) and seed that puts
+   * every key in its first probe slot (a hit is then one probe), trying a
+   * few seeds and up to 4x the table for small vocabularies; else the seed
+   * with the fewest keys off their first slot */
+  int64_t cap0 = 1;
+  while (cap0 < 2 * n) cap0 *= 2;
+  if (cap0 <= n) cap0 *= 2;
+  uint64_t best_seed = 0;
+  int64_t cap = cap0;
+  if (n > 1 && n <= 65536) {
+    int64_t maxcap = n <= 4096 ? cap0 * 4 : cap0;
+    uint8_t *used = loom__malloc((size_t)maxcap);
+    if (!used) {
+      loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory for a vocabulary of %lld keys", nm,
+                           (long long)n);
+      goto done;
+    }
+    int64_t best = INT64_MAX;
+    for (int64_t c = cap0; c <= maxcap && best; c *= 2)
+      for (uint64_t sd = 0; sd < 16 && best; sd++) {
+        memset(used, 0, (size_t)c);
+        int64_t off = 0;
+        for (int64_t i = 0; i < n; i++) {
+          uint64_t h = skeys ? loom__vocab_hash_str(skeys[i], strlen(skeys[i]), sd) : loom__vocab_hash_int(ikeys[i], sd);
+          uint64_t slot = loom__vocab_slot(h, c);
+          if (used[slot]) off++;
+          used[slot] = 1;
+        }
+        if (off < best) {
+          best = off;
+          best_seed = sd;
+          cap = c;
+        }
+      }
+    loom__free(used);
+  }
+  int64_t ilen = cap + 1;
+  index = loom_tensor_new(LOOM_I64, 1, &ilen, st);
+  if (!index) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory for a vocabulary of %lld keys", nm,
+                         (long long)n);
+    goto done;
+  }
+  int64_t *idx = loom_tensor_data(index);
+  for (int64_t i = 0; i < cap; i++) idx[i] = -1;
+  idx[cap] = (int64_t)best_seed;
   for (int64_t i = 0; i < n; i++) {
     size_t li = skeys ? strlen(skeys[i]) : 0;
-    uint64_t h = skeys ? loom__fp64(skeys[i], li) : loom__vocab_hash_int(ikeys[i]);
+    uint64_t h = skeys ? loom__vocab_hash_str(skeys[i], li, best_seed) : loom__vocab_hash_int(ikeys[i], best_seed);
     uint64_t slot = loom__vocab_slot(h, cap);
     for (;; slot = (slot + 1) & (uint64_t)(cap - 1)) {
       int64_t p = idx[slot];

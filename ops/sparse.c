@@ -1,5 +1,6 @@
 /* Sparse ops: DenseToRagged, SparseEmbedding (+ its gradient op),
- * RaggedMultiHot (loom_sparse.h). Kernels: kernels/cpu/sparse.c (CPU only;
+ * RaggedMultiHot (loom_sparse.h), MultiHotConcat (internal:
+ * ops/sparse_internal.h, input_layer's output). Kernels: kernels/cpu/sparse.c (CPU only;
  * a CUDA session runs them on the CPU per node).
  *
  * Attributes:
@@ -20,12 +21,22 @@
  *                        kernels/cuda/index_group.cuh) and densification
  *                        (ops/autodiff.c) clamps to a row it leaves unchanged.
  *   RaggedMultiHot       inputs (ids, row_splits[, weights]); num = depth.
+ *   MultiHotConcat       inputs (layout, then each piece's inputs); layout
+ *                        a Const int64 [2 * np] of (kind, depth) pairs
+ *                        (LOOM__MHC_*): dense float32 [B, w] copied,
+ *                        ragged ids (+ weights) as a multi-hot of depth
+ *                        columns, int ids [B, n] as n one-hots of depth
+ *                        columns; the pieces side by side in one float32
+ *                        [B, total] (= Concat(axis 1) of the pieces, written
+ *                        in one pass). Gradient: the dense pieces' columns
+ *                        of dy (a Slice each); ids get none.
  *
  * ids, row_splits and weights get no gradient; DenseToRagged,
  * SparseEmbeddingGrad and RaggedMultiHot are not differentiable. */
 #include <math.h>
 #include "ops/op_common.h"
 #include "kernels/cpu/sparse.h"
+#include "ops/sparse_internal.h"
 
 #define FAIL(...) return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -160,6 +171,83 @@ static loom_code shape_ragged_multi_hot(loom_shape_ctx *c) {
   return LOOM_OK;
 }
 
+/* MultiHotConcat: in[0] the layout (a Const int64 [2 * np]: kind, depth
+ * per piece), then each piece's inputs. */
+static int mhc_nin(int64_t kind) { return kind == LOOM__MHC_RAGGED ? 2 : kind == LOOM__MHC_RAGGED_W ? 3 : 1; }
+
+static loom_code shape_multi_hot_concat(loom_shape_ctx *c) {
+  const loom_tensor *lt = c->in_value ? c->in_value[0] : NULL;
+  if (!lt || c->in[0].dtype != LOOM_I64 || c->in[0].ndim != 1 || c->in[0].dims[0] % 2)
+    FAIL("input 0 must be a constant int64 layout of (kind, depth) pairs");
+  const int64_t *lay = loom_tensor_data_const(lt);
+  int np = (int)(c->in[0].dims[0] / 2), k = 1;
+  int64_t B = -1, W = 0;
+  for (int p = 0; p < np; p++) {
+    int64_t kind = lay[2 * p], depth = lay[2 * p + 1];
+    if (kind < LOOM__MHC_DENSE || kind > LOOM__MHC_ONEHOT) FAIL("piece %d: unknown kind %lld", p, (long long)kind);
+    if (depth < 0) FAIL("piece %d: depth must be >= 0, got %lld", p, (long long)depth);
+    if (k + mhc_nin(kind) > c->nin) FAIL("piece %d: missing inputs (%d given)", p, c->nin);
+    const loom_tdesc *x = &c->in[k];
+    int64_t b = -1, w = -1;
+    if (kind == LOOM__MHC_DENSE) {
+      if (x->dtype != LOOM_F32 || x->ndim != 2) FAIL("piece %d: a dense piece must be float32 [B, w], got %s %s", p,
+                                                     loom_dtype_name(x->dtype), loom__tdesc_str(x));
+      b = x->dims[0];
+      w = x->dims[1];
+    } else if (kind == LOOM__MHC_ONEHOT) {
+      if ((x->dtype != LOOM_I32 && x->dtype != LOOM_I64) || x->ndim != 2)
+        FAIL("piece %d: one-hot ids must be int32/int64 [B, n], got %s %s", p, loom_dtype_name(x->dtype),
+             loom__tdesc_str(x));
+      b = x->dims[0];
+      w = x->dims[1] < 0 ? -1 : x->dims[1] * depth;
+    } else {
+      int64_t nnz;
+      loom_shape_ctx sub = *c;
+      sub.nin = k + (kind == LOOM__MHC_RAGGED_W ? 3 : 2);
+      loom_code rc = check_ragged_inputs(&sub, k, &b, &nnz);
+      if (rc) {
+        memcpy(c->msg, sub.msg, sizeof c->msg);
+        return rc;
+      }
+      w = depth;
+    }
+    if (b >= 0 && B >= 0 && b != B) FAIL("piece %d has %lld rows, piece 0 %lld", p, (long long)b, (long long)B);
+    if (b >= 0) B = b;
+    W = (W < 0 || w < 0) ? -1 : W + w;
+    k += mhc_nin(kind);
+  }
+  if (k != c->nin) FAIL("the layout takes %d inputs, given %d", k, c->nin);
+  c->out[0].dtype = LOOM_F32;
+  c->out[0].ndim = 2;
+  c->out[0].dims[0] = B;
+  c->out[0].dims[1] = W;
+  return LOOM_OK;
+}
+
+/* Dense pieces get their columns of dy; ids get nothing. */
+static loom_code grad_multi_hot_concat(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
+  if (!dy[0].node) return LOOM_OK;
+  const loom_tensor *lt = n->in[0].node->value;
+  if (!lt) return loom_graph_set_error(g, LOOM_INTERNAL, "%s: gradient: the layout is not a constant", n->name);
+  const int64_t *lay = loom_tensor_data_const(lt);
+  int np = (int)(loom_tensor_numel(lt) / 2), k = 1;
+  int64_t off = 0;
+  for (int p = 0; p < np; p++) {
+    int64_t kind = lay[2 * p], depth = lay[2 * p + 1];
+    const loom_tdesc *x = &n->in[k].node->out[n->in[k].index];
+    int64_t w = kind == LOOM__MHC_DENSE ? x->dims[1] : kind == LOOM__MHC_ONEHOT ? (x->dims[1] < 0 ? -1 : x->dims[1] * depth) : depth;
+    if (w < 0)
+      return loom_graph_set_error(g, LOOM_UNIMPLEMENTED, "%s: gradient: piece %d has an unknown width", n->name, p);
+    if (kind == LOOM__MHC_DENSE) {
+      int64_t begin[2] = {0, off}, size[2] = {-1, w};
+      dx[k].values = loom_slice(g, dy[0], begin, size, NULL);
+    }
+    off += w;
+    k += mhc_nin(kind);
+  }
+  return LOOM_OK;
+}
+
 /* ---- gradient ---- */
 /* d params: IndexedSlices (SparseEmbeddingGrad's indices and rows). */
 static loom_code grad_sparse_embedding(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
@@ -206,6 +294,14 @@ void loom__register_sparse(loom_op_def *t) {
   d->flags = LOOM_OPF_NODIFF;
   d->kernels[LOOM_DEVICE_CPU][LOOM_I32] = loom__k_ragged_multi_hot;
   d->kernels[LOOM_DEVICE_CPU][LOOM_I64] = loom__k_ragged_multi_hot;
+
+  d = &t[LOOM_OP_MultiHotConcat];
+  d->nin = -1;
+  d->nout = 1;
+  d->shape = shape_multi_hot_concat;
+  d->grad = grad_multi_hot_concat;
+  d->nondiff_inputs = 1u; /* the layout; ids get no gradient from the grad fn */
+  d->kernels[LOOM_DEVICE_CPU][LOOM_I64] = loom__k_multi_hot_concat;
 }
 
 /* ---- builders ---- */
@@ -240,4 +336,35 @@ loom_output loom_ragged_multi_hot(loom_graph *g, loom_sparse ids, loom_output we
   a.num = depth;
   loom_output in[3] = {ids.values, ids.row_splits, weights};
   return loom__buildn(g, LOOM_OP_RaggedMultiHot, name, weights.node ? 3 : 2, in, &a);
+}
+
+loom_output loom__multi_hot_concat(loom_graph *g, int np, const int32_t *kind, const int64_t *depth, int nin,
+                                   const loom_output *in, const char *name) {
+  if (!g) return (loom_output){NULL, 0};
+  if (np < 1 || !kind || !depth || nin < 1 || !in) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: needs at least one piece", name ? name : "LoomMultiHotConcat");
+    return loom__graph_dummy(g);
+  }
+  int64_t *lay = loom__malloc((size_t)np * 2 * sizeof(int64_t));
+  loom_output *all = loom__malloc(((size_t)nin + 1) * sizeof(loom_output));
+  if (!lay || !all) {
+    loom__free(lay);
+    loom__free(all);
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", name ? name : "LoomMultiHotConcat");
+    return loom__graph_dummy(g);
+  }
+  for (int p = 0; p < np; p++) {
+    lay[2 * p] = kind[p];
+    lay[2 * p + 1] = depth[p];
+  }
+  char cn[512];
+  snprintf(cn, sizeof cn, "%s/layout", name ? name : "LoomMultiHotConcat");
+  int64_t nl = 2 * (int64_t)np;
+  all[0] = loom_const_data(g, LOOM_I64, 1, &nl, lay, name ? cn : NULL);
+  memcpy(all + 1, in, (size_t)nin * sizeof(loom_output));
+  loom_attrs a = attrs0();
+  loom_output out = loom__buildn(g, LOOM_OP_MultiHotConcat, name, nin + 1, all, &a);
+  loom__free(lay);
+  loom__free(all);
+  return out;
 }

@@ -4,4 +4,5 @@
   X(DenseToRagged, "LoomDenseToRagged")                 \
   X(SparseEmbedding, "LoomSparseEmbedding")             \
   X(SparseEmbeddingGrad, "LoomSparseEmbeddingGrad")     \
-  X(RaggedMultiHot, "LoomRaggedMultiHot")
+  X(RaggedMultiHot, "LoomRaggedMultiHot")             \
+  X(MultiHotConcat, "LoomMultiHotConcat")

@@ -5,7 +5,9 @@ tf.estimator heads (tensorflow-estimator 2.15).
 Writes tests/fixtures/heads/heads_fixtures.h: for each case the inputs
 (logits, labels, weights), the training loss under SUM_OVER_BATCH_SIZE and
 SUM, the eval metric keys (sorted) with their values after one update on
-the batch, the prediction keys (sorted) with the numeric prediction values,
+the batch, the prediction keys (sorted) with the prediction values (numbers, or the
+strings of "classes" / "all_classes"), the label_vocabulary of the cases
+that have one,
 and the export output names of the PREDICT spec.
 
 Run: $(scripts/peer_venv.sh tf) scripts/gen_head_fixtures.py
@@ -27,8 +29,8 @@ W = np.array([[1.0], [2.0], [0.5], [1.5]], np.float32)
 CASES = []
 
 
-def case(name, make, logits, labels, label_dtype):
-    CASES.append((name, make, np.array(logits, np.float32), np.array(labels), label_dtype))
+def case(name, make, logits, labels, label_dtype, vocab=None):
+    CASES.append((name, make, np.array(logits, np.float32), np.array(labels), label_dtype, vocab))
 
 
 case("binary", lambda red: tf.estimator.BinaryClassHead(weight_column="w", thresholds=(0.3, 0.7),
@@ -38,6 +40,17 @@ case("binary_named", lambda red: tf.estimator.BinaryClassHead(weight_column="w",
      [[-1.0], [0.5], [2.0], [-0.3]], [[0], [1], [1], [1]], "int64")
 case("multi_class", lambda red: tf.estimator.MultiClassHead(3, weight_column="w", loss_reduction=red),
      [[1.0, 0.0, -1.0], [0.2, 0.5, 0.1], [-1.0, 2.0, 0.3], [0.0, 0.1, 1.5]], [[0], [2], [1], [2]], "int64")
+# label_vocabulary: string labels (the vocabulary entries of the ids below); "classes" / "all_classes" are
+# the entries
+BIN_VOCAB = ["neg", "pos"]
+MC_VOCAB = ["cat", "dog", "bird"]
+case("binary_vocab", lambda red: tf.estimator.BinaryClassHead(weight_column="w", label_vocabulary=BIN_VOCAB,
+                                                              loss_reduction=red),
+     [[-1.0], [0.5], [2.0], [-0.3]], [[0], [1], [1], [1]], "string", BIN_VOCAB)
+case("multi_class_vocab", lambda red: tf.estimator.MultiClassHead(3, weight_column="w", label_vocabulary=MC_VOCAB,
+                                                                  loss_reduction=red),
+     [[1.0, 0.0, -1.0], [0.2, 0.5, 0.1], [-1.0, 2.0, 0.3], [0.0, 0.1, 1.5]], [[0], [2], [1], [2]], "string",
+     MC_VOCAB)
 case("multi_label", lambda red: tf.estimator.MultiLabelHead(3, weight_column="w", thresholds=(0.5,),
                                                             loss_reduction=red),
      [[1.0, -1.0, 0.5], [-0.2, 0.5, 2.0], [-1.0, 2.0, 0.3], [0.0, -0.1, 1.5]],
@@ -107,13 +120,17 @@ def main():
              "  int nmetrics; const char *const *metric_keys; const double *metric_values;",
              "  int npreds; const hf_pred *preds;",
              "  int nexports; const char *const *export_names; const char *const *export_kinds;",
+             "  int nvocab; const char *const *vocab; /* label_vocabulary: labels are vocab[labels[i]] */",
              "} hf_case;", "",
              "static const float hf_weights[%d] = %s;" % (B, c_floats(flat(W))), ""]
-    all_cases = [(n, mk, lg, lb) for (n, mk, lg, lb, _) in CASES]
-    all_cases.append(("multi_head", make_multi, MULTI_LOGITS, MULTI_LABELS))
+    all_cases = [(n, mk, lg, lb, vc) for (n, mk, lg, lb, _, vc) in CASES]
+    all_cases.append(("multi_head", make_multi, MULTI_LOGITS, MULTI_LABELS, None))
     rows = []
-    for name, make, logits, labels in all_cases:
-        if isinstance(labels, dict):
+    for name, make, logits, labels, vocab in all_cases:
+        if vocab is not None:
+            tf_labels = tf.constant(np.array(vocab)[labels])
+            flat_labels = flat(labels)
+        elif isinstance(labels, dict):
             tf_labels = {k: tf.constant(v) for k, v in labels.items()}
             flat_labels = np.concatenate([flat(labels["b"]), flat(labels["m"])])
         else:
@@ -143,9 +160,14 @@ def main():
         lines.append("static const hf_pred %s_preds[] = {%s};" % (p, ", ".join(prs)))
         lines.append("static const char *const %s_enames[] = %s;" % (p, c_str_list(enames)))
         lines.append("static const char *const %s_ekinds[] = %s;" % (p, c_str_list([ekinds[k] for k in enames])))
+        vref = "0"
+        if vocab is not None:
+            lines.append("static const char *const %s_vocab[] = %s;" % (p, c_str_list(vocab)))
+            vref = "%s_vocab" % p
         rows.append('  {"%s", %d, %s_logits, %d, %s_labels, %.9g, %.9g, %d, %s_mkeys, %s_mvals, %d, %s_preds, '
-                    '%d, %s_enames, %s_ekinds}' % (name, logits.size, p, flat_labels.size, p, loss_sobs, loss_sum,
-                                                   len(mk), p, p, len(pk), p, len(enames), p, p))
+                    '%d, %s_enames, %s_ekinds, %d, %s}' % (name, logits.size, p, flat_labels.size, p, loss_sobs,
+                                                           loss_sum, len(mk), p, p, len(pk), p, len(enames), p, p,
+                                                           len(vocab or []), vref))
         lines.append("")
     lines.append("static const hf_case hf_cases[] = {\n%s\n};" % ",\n".join(rows))
     lines.append("#define HF_NCASES ((int)(sizeof hf_cases / sizeof hf_cases[0]))")

@@ -12,6 +12,8 @@ for t in "$@"; do
   if [ $rc -ne 0 ] && [ $((f + c)) -eq 0 ]; then f=1; fi
   pass=$((pass + p)); fail=$((fail + f + c))
   printf '%-40s %s\n' "$(basename "$t")" "${line:-exit $rc}"
+  # what a test says on stderr for the log: a peer check it skipped, the ONNX Runtime differences
+  printf '%s\n' "$out" | grep -E '^(SKIPPED: |onnx_check: )' | sed 's/^/    /'
   if [ $rc -ne 0 ]; then failed+=("$t"); printf '%s\n' "$out" | grep -vE '^\[(----|====)\]' | head -60; fi
 done
 echo

@@ -273,8 +273,39 @@ static void check_keys_eval(loom_estimator *e, cu_data *d, int n, const char *co
 
 /* predict (one batch) vs the exported model through loom_predictor: same
  * values for every prediction key; the keys equal want (sorted). */
+/* Classifiers: "all_classes" [B, n] holds the classes' strings (vocab[k],
+ * or the decimal k without a vocabulary) and "classes" [B, 1] the string of
+ * "class_ids", as TF's heads give them. */
+static void check_string_classes(const loom_prediction_iter *it, int64_t n_classes, const char *const *vocab) {
+  const loom_tensor *ids = loom_prediction_get(it, "class_ids"), *cls = loom_prediction_get(it, "classes"),
+                    *all = loom_prediction_get(it, "all_classes");
+  cr_assert(ids && cls && all);
+  cr_assert_eq(loom_tensor_dtype(cls), LOOM_STRING);
+  cr_assert_eq(loom_tensor_dtype(all), LOOM_STRING);
+  int64_t B = loom_tensor_numel(ids);
+  cr_assert_eq(loom_tensor_numel(cls), B);
+  cr_assert_eq(loom_tensor_numel(all), B * n_classes);
+  const int64_t *id = loom_tensor_data_const(ids);
+  for (int64_t i = 0; i < B; i++) {
+    char dec[24];
+    size_t len = 0;
+    for (int64_t k = 0; k < n_classes; k++) {
+      snprintf(dec, sizeof dec, "%lld", (long long)k);
+      const char *want = vocab ? vocab[k] : dec;
+      const char *s = loom_tensor_get_string(all, i * n_classes + k, &len);
+      cr_expect(len == strlen(want) && !memcmp(s, want, len), "all_classes[%lld,%lld] = '%.*s', want '%s'",
+                (long long)i, (long long)k, (int)len, s, want);
+    }
+    snprintf(dec, sizeof dec, "%lld", (long long)id[i]);
+    const char *want = vocab ? vocab[id[i]] : dec;
+    const char *s = loom_tensor_get_string(cls, i, &len);
+    cr_expect(len == strlen(want) && !memcmp(s, want, len), "classes[%lld] = '%.*s', class id %lld", (long long)i,
+              (int)len, s, (long long)id[i]);
+  }
+}
+
 static void check_predict_export(loom_estimator *e, cu_data *test, const char *dir, int nkeys,
-                                 const char *const *want_keys) {
+                                 const char *const *want_keys, int64_t n_classes, const char *const *vocab) {
   loom_status *st = loom_status_new();
   loom_predict_options po = loom_predict_options_default();
   po.yield_single_examples = 0;
@@ -284,6 +315,7 @@ static void check_predict_export(loom_estimator *e, cu_data *test, const char *d
   int np = loom_prediction_count(it);
   cr_expect_eq(np, nkeys, "%d prediction keys, want %d", np, nkeys);
   for (int i = 0; i < nkeys; i++) cr_expect(loom_prediction_get(it, want_keys[i]), "no prediction %s", want_keys[i]);
+  if (n_classes) check_string_classes(it, n_classes, vocab);
 
   char base[600], exp_dir[1024];
   snprintf(base, sizeof base, "%s/export", dir);
@@ -314,6 +346,16 @@ static void check_predict_export(loom_estimator *e, cu_data *test, const char *d
     if (loom_tensor_dtype(p) != LOOM_STRING && loom_tensor_nbytes(p) == loom_tensor_nbytes(out[i]))
       cr_expect(!memcmp(loom_tensor_data_const(p), loom_tensor_data_const(out[i]), loom_tensor_nbytes(p)),
                 "%s: predictor and predict differ", k);
+    if (loom_tensor_dtype(p) == LOOM_STRING) { /* classes, all_classes: bitwise equal strings */
+      cr_expect_eq(loom_tensor_dtype(out[i]), LOOM_STRING, "%s: predictor gives %s", k,
+                   loom_dtype_name(loom_tensor_dtype(out[i])));
+      for (int64_t j = 0; j < loom_tensor_numel(p) && loom_tensor_dtype(out[i]) == LOOM_STRING; j++) {
+        size_t la = 0, lb = 0;
+        const char *a = loom_tensor_get_string(p, j, &la), *b = loom_tensor_get_string(out[i], j, &lb);
+        cr_expect(la == lb && !memcmp(a, b, la), "%s[%lld]: predict '%.*s', predictor '%.*s'", k, (long long)j,
+                  (int)la, a, (int)lb, b);
+      }
+    }
     loom_tensor_free(out[i]);
   }
   loom_predictor_free(pd);
@@ -344,7 +386,7 @@ static void iris_case(int kind, int64_t steps, double min_acc, double max_acc) {
   cr_expect(acc >= min_acc && acc <= max_acc, "%s: test accuracy %g not in [%g, %g]", KIND_NAMES[kind], acc, min_acc,
             max_acc);
   check_keys_eval(e, &te, 4, MC_EVAL_KEYS);
-  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS);
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS, 3, NULL);
   loom_estimator_free(e);
   cu_data_free(&tr);
   cu_data_free(&te);
@@ -389,7 +431,7 @@ Test(canned, iris_baseline_classifier_learns_priors) {
   double majority = fmax(freq[0], fmax(freq[1], freq[2]));
   (void)majority;
   check_keys_eval(e, &te, 4, MC_EVAL_KEYS);
-  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS);
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS, 3, NULL);
   loom_estimator_free(e);
   cu_data_free(&tr);
   cu_data_free(&te);
@@ -444,7 +486,7 @@ Test(canned, binary_classifiers_with_label_vocabulary) {
       cr_expect(acc >= 0.99, "%s: setosa accuracy %g", KIND_NAMES[kind], acc);
     }
     check_keys_eval(e, &te, 11, BIN_EVAL_KEYS);
-    check_predict_export(e, &te, dir, 7, BIN_PRED_KEYS);
+    check_predict_export(e, &te, dir, 7, BIN_PRED_KEYS, 2, voc);
     loom_estimator_free(e);
     tu_rmtree(dir);
   }
@@ -471,6 +513,8 @@ Test(canned, multi_class_label_vocabulary) {
   cu_train(e, &tr, 600);
   double acc = cu_eval(e, &te, "accuracy");
   cr_expect(acc >= 0.9, "accuracy %g", acc);
+  /* classes are the species names, from Estimator predict and the exported model alike */
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS, 3, IRIS_NAMES);
   loom_estimator_free(e);
   cu_data_free(&tr);
   cu_data_free(&te);
@@ -588,7 +632,7 @@ Test(canned, diamonds_regressors) {
     cu_train(e, &tr, 1000);
     loss[kind] = cu_eval(e, &te, "average_loss");
     check_keys_eval(e, &te, 5, REG_EVAL_KEYS);
-    check_predict_export(e, &te, dir, 1, REG_PRED_KEYS);
+    check_predict_export(e, &te, dir, 1, REG_PRED_KEYS, 0, NULL);
     loom_estimator_free(e);
     tu_rmtree(dir);
   }
@@ -820,7 +864,7 @@ Test(canned, dnn_dropout_batch_norm) {
   cu_train(e, &tr, 1500);
   double acc = cu_eval(e, &te, "accuracy");
   cr_expect(acc >= 0.85, "accuracy %g", acc);
-  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS);
+  check_predict_export(e, &te, dir, 6, MC_PRED_KEYS, 3, NULL);
   loom_predict_options po = loom_predict_options_default();
   po.yield_single_examples = 0;
   loom_tensor *p[2] = {NULL, NULL};

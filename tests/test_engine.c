@@ -343,3 +343,49 @@ Test(cuda_build, cublas_missing_is_a_clear_error) {
   loom_graph_free(g);
 }
 #endif
+
+/* A reused fetch tensor is written in place by the run (no copy after it),
+ * except where that would be wrong: the tensor is fed to the same run (a
+ * transpose reading and writing one buffer), the value is fetched twice,
+ * or the tensor changed size. Every result is the plain one. */
+Test(session, reused_fetch_tensors_written_in_place_only_when_safe) {
+  loom_graph *g = loom_graph_new();
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, (int64_t[]){-1, -1}, "x");
+  loom_output y = loom_transpose(g, x, 2, (int64_t[]){1, 0}, "y");
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  const float a[6] = {1, 2, 3, 4, 5, 6}, at[6] = {1, 4, 2, 5, 3, 6};
+  loom_tensor *xa = tu_f32(2, (int64_t[]){2, 3}, a), *out = NULL;
+  cr_assert_eq(loom_session_run(s, &x, &xa, 1, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  tu_expect_f32(out, 2, (int64_t[]){3, 2}, at, 0);
+  void *data = loom_tensor_data(out);
+  /* reused: same buffer, new values */
+  float *xp = loom_tensor_data(xa);
+  for (int i = 0; i < 6; i++) xp[i] = a[i] * 10;
+  cr_assert_eq(loom_session_run(s, &x, &xa, 1, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(loom_tensor_data(out), data);
+  for (int i = 0; i < 6; i++) cr_assert_eq(((float *)data)[i], at[i] * 10);
+  /* the fetch tensor fed back: transpose([3, 2]) into its own input's buffer would be wrong */
+  cr_assert_eq(loom_session_run(s, &x, &out, 1, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(loom_tensor_dim(out, 0), 2);
+  for (int i = 0; i < 6; i++) cr_assert_eq(((float *)loom_tensor_data(out))[i], a[i] * 10, "element %d", i);
+  /* the same value fetched into two tensors */
+  loom_tensor *o2[2] = {NULL, NULL};
+  loom_output two[2] = {y, y};
+  for (int rep = 0; rep < 2; rep++) {
+    xp[0] = (float)rep;
+    cr_assert_eq(loom_session_run(s, &x, &xa, 1, two, o2, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+    for (int k = 0; k < 2; k++) {
+      const float *p = loom_tensor_data_const(o2[k]);
+      cr_assert_eq(p[0], (float)rep);
+      for (int i = 1; i < 6; i++) cr_assert_eq(p[i], at[i] * 10, "fetch %d element %d", k, i);
+    }
+  }
+  loom_tensor_free(o2[0]);
+  loom_tensor_free(o2[1]);
+  loom_tensor_free(out);
+  loom_tensor_free(xa);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+}

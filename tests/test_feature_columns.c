@@ -732,3 +732,74 @@ Test(fc, tfrecord_parse_spec_to_input_layer) {
   loom_fc_set_free(s);
   unlink(path);
 }
+
+/* input_layer's gradient: a numeric column gets its column of dy, an
+ * embedding table the dy rows of the ids looked up, indicator and
+ * bucketized columns nothing (checked against values computed by hand). */
+Test(fc, input_layer_gradient_reaches_numeric_and_embedding_columns) {
+  loom_graph *g = loom_graph_new();
+  int64_t d = -1;
+  loom_output x = loom_placeholder(g, LOOM_F32, 1, &d, "x");
+  loom_output city = loom_placeholder(g, LOOM_STRING, 1, &d, "city");
+  loom_features *f = loom_features_new();
+  cr_assert_eq(loom_features_add(f, "x", x, ST), LOOM_OK);
+  cr_assert_eq(loom_features_add(f, "city", city, ST), LOOM_OK);
+  loom_fc_set *s = loom_fc_set_new();
+  const char *voc[3] = {"a", "b", "c"};
+  float bnd[2] = {0.0f, 1.0f};
+  const loom_fc *num = loom_fc_numeric(s, "x", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST);
+  const loom_fc *cols[4] = {
+      num, loom_fc_bucketized(s, num, 2, bnd, ST),
+      loom_fc_embedding(s, loom_fc_hash_bucket(s, "city", 7, LOOM_STRING, ST), 3, NULL, ST),
+      loom_fc_indicator(s, loom_fc_vocabulary_list(s, "city", 3, voc, 0, -1, ST), ST)};
+  for (int i = 0; i < 4; i++) cr_assert(cols[i], "%s", loom_status_message(ST));
+  loom_output out;
+  cr_assert_eq(loom_fc_input_layer(g, f, 4, cols, NULL, 1, &out, ST), LOOM_OK, "%s", loom_status_message(ST));
+  /* columns by name: city_embedding [0, 3), city_indicator [3, 6), x [6], x_bucketized [7, 10) */
+  enum { B = 4, W = 10 };
+  float cv[B * W];
+  for (int i = 0; i < B * W; i++) cv[i] = (float)(i % 7) - 2.5f + 0.125f * (float)i;
+  loom_output c = loom_const_data(g, LOOM_F32, 2, (int64_t[]){B, W}, cv, "c");
+  loom_output loss = loom_reduce_sum(g, loom_mul(g, out, c, NULL), 0, NULL, 0, NULL);
+  int nv = 0;
+  loom_variable *const *vs = loom_global_variables(g, &nv);
+  cr_assert_eq(nv, 1);
+  loom_output xs[2] = {x, loom_variable_output(vs[0])}, gr[2];
+  cr_assert_eq(loom_gradients(g, 1, &loss, NULL, 2, xs, gr, ST), LOOM_OK, "%s", loom_status_message(ST));
+  loom_session *sess = loom_session_new(g, NULL, ST);
+  loom_node *init = loom_global_variables_initializer(g);
+  cr_assert_eq(loom_session_run(sess, NULL, NULL, 0, NULL, NULL, 0, &init, 1, ST), LOOM_OK, "%s", loom_status_message(ST));
+  const float xv[B] = {-1.0f, 0.5f, 1.0f, 3.0f};
+  const char *cities[B] = {"a", "zz", "c", "a"};
+  loom_tensor *xt = tu_f32(1, (int64_t[]){B}, xv);
+  loom_tensor *ct = loom_tensor_new(LOOM_STRING, 1, (int64_t[]){B}, NULL);
+  for (int i = 0; i < B; i++) loom_tensor_set_string(ct, i, cities[i], strlen(cities[i]), NULL);
+  loom_output feeds[2] = {x, city}, fetch[3] = {out, gr[0], gr[1]};
+  loom_tensor *fv[2] = {xt, ct}, *res[3] = {NULL, NULL, NULL};
+  cr_assert_eq(loom_session_run(sess, feeds, fv, 2, fetch, res, 3, NULL, 0, ST), LOOM_OK, "%s", loom_status_message(ST));
+  /* forward: indicator, x, buckets as TF computes them */
+  const float *o = loom_tensor_data_const(res[0]);
+  for (int r = 0; r < B; r++) {
+    for (int k = 0; k < 3; k++) cr_assert_eq(o[r * W + 3 + k], strcmp(cities[r], voc[k]) == 0 ? 1.0f : 0.0f);
+    cr_assert_eq(o[r * W + 6], xv[r]);
+    int bucket = xv[r] < 0.0f ? 0 : xv[r] < 1.0f ? 1 : 2;
+    for (int k = 0; k < 3; k++) cr_assert_eq(o[r * W + 7 + k], k == bucket ? 1.0f : 0.0f, "row %d bucket %d", r, k);
+  }
+  /* d loss / d x = column 6 of c */
+  const float *gx = loom_tensor_data_const(res[1]);
+  for (int r = 0; r < B; r++) cr_assert_eq(gx[r], cv[r * W + 6]);
+  /* d loss / d table: row h(city) gets c[r, 0:3] (mean of one id) */
+  float want[7 * 3] = {0};
+  for (int r = 0; r < B; r++) {
+    int h = (int)(loom_fingerprint64(cities[r], strlen(cities[r])) % 7);
+    for (int k = 0; k < 3; k++) want[h * 3 + k] += cv[r * W + k];
+  }
+  tu_expect_f32(res[2], 2, (int64_t[]){7, 3}, want, 1e-6);
+  for (int i = 0; i < 3; i++) loom_tensor_free(res[i]);
+  loom_tensor_free(xt);
+  loom_tensor_free(ct);
+  loom_session_free(sess);
+  loom_features_free(f);
+  loom_fc_set_free(s);
+  loom_graph_free(g);
+}

@@ -834,3 +834,110 @@ Test(feature_ops, vocab_edge_semantics) {
   loom_graph_free(g);
   strs_free(&q2);
 }
+
+/* Vocabularies of every size class (1 key, small ones whose index puts every
+ * key in its first slot, 20000 keys whose index has probe chains): every
+ * key finds its own position, keys of every length (0..40 bytes, so each
+ * hash and compare path), and misses go to the default / the OOV buckets
+ * (Fingerprint64 of the key, as TF). */
+Test(feature_ops, vocabularies_of_every_size_find_every_key) {
+  const int64_t sizes[4] = {1, 7, 300, 20000};
+  for (int si = 0; si < 4; si++) {
+    int64_t n = sizes[si];
+    char **keys = malloc((size_t)n * sizeof *keys);
+    int64_t *ik = malloc((size_t)n * sizeof *ik);
+    for (int64_t i = 0; i < n; i++) {
+      keys[i] = malloc(48);
+      int len = (int)(i % 41);
+      snprintf(keys[i], 48, "%lld-", (long long)i);
+      size_t l = strlen(keys[i]);
+      for (int k = (int)l; k < len; k++) keys[i][k] = (char)('a' + (i * 7 + k) % 26);
+      keys[i][len > (int)l ? len : (int)l] = 0;
+      if (i == 0) keys[i][0] = 0; /* the empty key */
+      ik[i] = (i * 1000003) ^ (i << 40);
+    }
+    int64_t nq = 2 * n;
+    loom_graph *g = loom_graph_new();
+    int64_t d = -1;
+    loom_output xs = loom_placeholder(g, LOOM_STRING, 1, &d, "xs");
+    loom_output xi = loom_placeholder(g, LOOM_I64, 1, &d, "xi");
+    loom_output ys = loom_vocab_lookup_strings(g, xs, n, (const char *const *)keys, 3, -1, "s");
+    loom_output yi = loom_vocab_lookup_int64(g, xi, n, ik, 0, -5, "i");
+    cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK);
+    loom_tensor *qs = loom_tensor_new(LOOM_STRING, 1, &nq, NULL);
+    loom_tensor *qi = loom_tensor_new(LOOM_I64, 1, &nq, NULL);
+    int64_t *qiv = loom_tensor_data(qi);
+    char miss[64];
+    for (int64_t i = 0; i < n; i++) {
+      int64_t j = (i * 31) % n; /* every key, in another order */
+      loom_tensor_set_string(qs, 2 * i, keys[j], strlen(keys[j]), NULL);
+      snprintf(miss, sizeof miss, "%s~", keys[j]);
+      loom_tensor_set_string(qs, 2 * i + 1, miss, strlen(miss), NULL);
+      qiv[2 * i] = ik[j];
+      qiv[2 * i + 1] = ik[j] + 1;
+    }
+    loom_status *st = loom_status_new();
+    loom_session *s = loom_session_new(g, NULL, st);
+    loom_output feeds[2] = {xs, xi}, fetch[2] = {ys, yi};
+    loom_tensor *fv[2] = {qs, qi}, *out[2] = {NULL, NULL};
+    cr_assert_eq(loom_session_run(s, feeds, fv, 2, fetch, out, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+    const int64_t *os = loom_tensor_data_const(out[0]), *oi = loom_tensor_data_const(out[1]);
+    for (int64_t i = 0; i < n; i++) {
+      int64_t j = (i * 31) % n;
+      cr_assert_eq(os[2 * i], j, "n %lld: key \"%s\" -> %lld", (long long)n, keys[j], (long long)os[2 * i]);
+      snprintf(miss, sizeof miss, "%s~", keys[j]);
+      int64_t want = n + (int64_t)(loom_fingerprint64(miss, strlen(miss)) % 3);
+      cr_assert_eq(os[2 * i + 1], want, "n %lld: miss \"%s\"", (long long)n, miss);
+      cr_assert_eq(oi[2 * i], j, "n %lld: int key %lld", (long long)n, (long long)ik[j]);
+      int hit = 0; /* ik[j] + 1 may be another key */
+      for (int64_t k = 0; k < n && !hit; k++) hit = ik[k] == ik[j] + 1;
+      if (!hit) cr_assert_eq(oi[2 * i + 1], -5);
+    }
+    loom_tensor_free(out[0]);
+    loom_tensor_free(out[1]);
+    loom_tensor_free(qs);
+    loom_tensor_free(qi);
+    loom_session_free(s);
+    loom_status_free(st);
+    loom_graph_free(g);
+    for (int64_t i = 0; i < n; i++) free(keys[i]);
+    free(keys);
+    free(ik);
+  }
+}
+
+/* Keys of 1..40 bytes that differ from each other in one byte only, at
+ * every position: each finds its own id (the short-key compare covers
+ * every byte). */
+Test(feature_ops, vocabulary_keys_differing_in_one_byte) {
+  enum { MAXL = 40 };
+  char *keys[MAXL * (MAXL + 1)];
+  int64_t n = 0;
+  for (int len = 1; len <= MAXL; len++)
+    for (int k = -1; k < len; k++) {
+      char *s = malloc((size_t)len + 1);
+      memset(s, 'a', (size_t)len);
+      if (k >= 0) s[k] = 'b';
+      s[len] = 0;
+      keys[n++] = s;
+    }
+  loom_graph *g = loom_graph_new();
+  int64_t d = -1;
+  loom_output x = loom_placeholder(g, LOOM_STRING, 1, &d, "x");
+  loom_output y = loom_vocab_lookup_strings(g, x, n, (const char *const *)keys, 0, -1, "v");
+  cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK);
+  loom_tensor *q = loom_tensor_new(LOOM_STRING, 1, &n, NULL);
+  for (int64_t i = 0; i < n; i++) loom_tensor_set_string(q, n - 1 - i, keys[i], strlen(keys[i]), NULL);
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_tensor *out = NULL;
+  cr_assert_eq(loom_session_run(s, &x, &q, 1, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  const int64_t *o = loom_tensor_data_const(out);
+  for (int64_t i = 0; i < n; i++) cr_assert_eq(o[n - 1 - i], i, "key \"%s\" -> %lld", keys[i], (long long)o[n - 1 - i]);
+  loom_tensor_free(out);
+  loom_tensor_free(q);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+  for (int64_t i = 0; i < n; i++) free(keys[i]);
+}

@@ -14,22 +14,30 @@ static loom_head *make_head(const char *name, loom_reduction red) {
   loom_status *st = loom_status_new();
   loom_head *h = NULL;
   static const double thr2[2] = {0.3, 0.7}, thr1[1] = {0.5};
-  if (!strcmp(name, "binary") || !strcmp(name, "binary_named")) {
+  static const char *const bin_vocab[2] = {"neg", "pos"}, *const mc_vocab[3] = {"cat", "dog", "bird"};
+  if (!strcmp(name, "binary") || !strcmp(name, "binary_named") || !strcmp(name, "binary_vocab")) {
     loom_binary_head_options o = loom_binary_head_options_default();
     o.weight_column = "w";
     o.loss_reduction = red;
     if (!strcmp(name, "binary")) {
       o.nthresholds = 2;
       o.thresholds = thr2;
+    } else if (!strcmp(name, "binary_vocab")) {
+      o.nlabel_vocabulary = 2;
+      o.label_vocabulary = bin_vocab;
     } else {
       o.name = "bin";
     }
     h = loom_binary_class_head_new(&o, st);
-  } else if (!strcmp(name, "multi_class")) {
+  } else if (!strcmp(name, "multi_class") || !strcmp(name, "multi_class_vocab")) {
     loom_multi_class_head_options o = loom_multi_class_head_options_default();
     o.n_classes = 3;
     o.weight_column = "w";
     o.loss_reduction = red;
+    if (!strcmp(name, "multi_class_vocab")) {
+      o.nlabel_vocabulary = 3;
+      o.label_vocabulary = mc_vocab;
+    }
     h = loom_multi_class_head_new(&o, st);
   } else if (!strcmp(name, "multi_label")) {
     loom_multi_label_head_options o = loom_multi_label_head_options_default();
@@ -114,7 +122,16 @@ static void build_case(built *b, const hf_case *c, loom_mode mode, loom_reductio
   } else {
     int64_t dd[2] = {B, c->nlabels / B};
     loom_output labels;
-    if (is_float_labels(c->name)) {
+    if (c->nvocab) {
+      /* the vocabulary entries of the ids, as TF's fixture fed them */
+      loom_tensor *lt = loom_tensor_new(LOOM_STRING, 2, dd, NULL);
+      for (int i = 0; i < c->nlabels; i++) {
+        const char *e = c->vocab[(int)c->labels[i]];
+        loom_tensor_set_string(lt, i, e, strlen(e), NULL);
+      }
+      labels = loom_const(b->g, lt, "labels");
+      loom_tensor_free(lt);
+    } else if (is_float_labels(c->name)) {
       float v[16];
       for (int i = 0; i < c->nlabels; i++) v[i] = (float)c->labels[i];
       labels = loom_const_data(b->g, LOOM_F32, 2, dd, v, "labels");
@@ -264,10 +281,14 @@ Test(heads, predictions_and_exports_match_tf) {
                    (long long)loom_tensor_numel(t), p->n);
       loom_dtype dt = loom_tensor_dtype(t);
       if (p->s) {
-        /* TF's strings are the decimal ids; loom gives the int64 ids (loom_head.h) */
-        cr_expect_eq(dt, LOOM_I64, "%s %s: dtype %s", c->name, p->key, loom_dtype_name(dt));
-        for (int k = 0; k < p->n; k++)
-          cr_expect_eq((long long)elem_of(t, k), atoll(p->s[k]), "%s %s[%d]", c->name, p->key, k);
+        /* "classes" / "all_classes": TF's exact strings (decimal ids or vocabulary entries) */
+        cr_assert_eq(dt, LOOM_STRING, "%s %s: dtype %s", c->name, p->key, loom_dtype_name(dt));
+        for (int k = 0; k < p->n; k++) {
+          size_t len = 0;
+          const char *sv = loom_tensor_get_string(t, k, &len);
+          cr_expect(len == strlen(p->s[k]) && !memcmp(sv, p->s[k], len), "%s %s[%d] = '%.*s', TF '%s'", c->name,
+                    p->key, k, (int)len, sv, p->s[k]);
+        }
       } else {
         cr_expect_str_eq(loom_dtype_name(dt), p->dtype, "%s %s: dtype %s, TF %s", c->name, p->key,
                          loom_dtype_name(dt), p->dtype);
@@ -580,8 +601,23 @@ Test(heads, binary_head_in_estimator) {
   loom_prediction_iter *it = loom_estimator_predict(e, est_input_fn, NULL, &po, st);
   cr_assert(it, "%s", loom_status_message(st));
   int n = 0, right = 0;
+  static char cls[NE][4], allc[NE][2][4]; /* the string classes, to compare with the predictor's */
   while (loom_prediction_next(it, st) == LOOM_OK) {
     cr_assert_eq(loom_prediction_count(it), 7);
+    const loom_tensor *ct = loom_prediction_get(it, "classes"), *act = loom_prediction_get(it, "all_classes");
+    cr_assert(ct && act && n < NE);
+    cr_assert_eq(loom_tensor_dtype(ct), LOOM_STRING);
+    cr_assert_eq(loom_tensor_numel(ct), 1);
+    cr_assert_eq(loom_tensor_numel(act), 2);
+    size_t len = 0;
+    const char *cs = loom_tensor_get_string(ct, 0, &len);
+    cr_assert(len < 4);
+    memcpy(cls[n], cs, len);
+    for (int k = 0; k < 2; k++) {
+      cs = loom_tensor_get_string(act, k, &len);
+      cr_expect(len == 1 && cs[0] == '0' + k, "all_classes[%d] = '%.*s'", k, (int)len, cs);
+      memcpy(allc[n][k], cs, len < 4 ? len : 3);
+    }
     const loom_tensor *ids = loom_prediction_get(it, "class_ids");
     const loom_tensor *pr = loom_prediction_get(it, "probabilities");
     const loom_tensor *lg = loom_prediction_get(it, "logistic");
@@ -591,6 +627,7 @@ Test(heads, binary_head_in_estimator) {
     float lgv = *(const float *)loom_tensor_data_const(lg);
     cr_expect(fabs(p[1] - lgv) < 1e-6 && fabs(p[0] + p[1] - 1) < 1e-6);
     cr_expect_eq(id, lgv > 0.5f ? 1 : 0);
+    cr_expect_str_eq(cls[n], id ? "1" : "0", "row %d: classes '%s' for class id %lld", n, cls[n], (long long)id);
     right += (float)id == EY[n];
     n++;
   }
@@ -611,10 +648,14 @@ Test(heads, binary_head_in_estimator) {
   cr_assert(pd, "%s", loom_status_message(st));
   cr_assert_eq(loom_predictor_num_outputs(pd, "predict"), 7);
   cr_expect_eq(loom_predictor_num_outputs(pd, "serving_default"), -1);
-  int ki = -1;
-  for (int i = 0; i < 7; i++)
-    if (!strcmp(loom_predictor_output_key(pd, "predict", i), "class_ids")) ki = i;
-  cr_assert(ki >= 0);
+  int ki = -1, ci = -1, ai = -1;
+  for (int i = 0; i < 7; i++) {
+    const char *key = loom_predictor_output_key(pd, "predict", i);
+    if (!strcmp(key, "class_ids")) ki = i;
+    if (!strcmp(key, "classes")) ci = i;
+    if (!strcmp(key, "all_classes")) ai = i;
+  }
+  cr_assert(ki >= 0 && ci >= 0 && ai >= 0);
   int64_t xd[2] = {NE, 2};
   loom_tensor *xin = loom_tensor_from_data(LOOM_F32, 2, xd, EX, NULL);
   loom_tensor *outs[7] = {0};
@@ -622,6 +663,22 @@ Test(heads, binary_head_in_estimator) {
   int right2 = 0;
   for (int i = 0; i < NE; i++) right2 += (float)((const int64_t *)loom_tensor_data_const(outs[ki]))[i] == EY[i];
   cr_expect_eq(right2, right, "predictor %d right, predict %d", right2, right);
+  /* string classes from the exported model: bitwise those of Estimator predict */
+  cr_assert_eq(loom_tensor_dtype(outs[ci]), LOOM_STRING);
+  cr_assert_eq(loom_tensor_dtype(outs[ai]), LOOM_STRING);
+  cr_assert_eq(loom_tensor_numel(outs[ci]), NE);
+  cr_assert_eq(loom_tensor_numel(outs[ai]), 2 * NE);
+  for (int i = 0; i < NE; i++) {
+    size_t len = 0;
+    const char *cs = loom_tensor_get_string(outs[ci], i, &len);
+    cr_expect(len == strlen(cls[i]) && !memcmp(cs, cls[i], len), "row %d: predictor classes '%.*s', predict '%s'", i,
+              (int)len, cs, cls[i]);
+    for (int k = 0; k < 2; k++) {
+      cs = loom_tensor_get_string(outs[ai], 2 * i + k, &len);
+      cr_expect(len == strlen(allc[i][k]) && !memcmp(cs, allc[i][k], len), "row %d: predictor all_classes[%d] '%.*s'",
+                i, k, (int)len, cs);
+    }
+  }
   for (int i = 0; i < 7; i++) loom_tensor_free(outs[i]);
   loom_tensor_free(xin);
   loom_predictor_free(pd);
@@ -722,7 +779,9 @@ Test(heads, label_vocabulary) {
 
 /* Engine fix found here: a view op (ExpandDims, Reshape, Identity: no
  * kernel, aliased in plans) inside the host pass's subgraph failed with "no
- * CPU kernel"; the pass now copies its input. */
+ * CPU kernel"; the pass now copies its input. AsString runs in ordinary
+ * plans now; a DenseToRagged (a data-shape op) after it pulls the chain into
+ * the host pass. */
 Test(heads, host_pass_runs_view_ops) {
   loom_graph *g = loom_graph_new();
   int64_t v[3] = {7, -12, 0}, d[1] = {3};
@@ -730,15 +789,19 @@ Test(heads, host_pass_runs_view_ops) {
   loom_output e = loom_expand_dims(g, x, -1, "e");
   loom_output s = loom_as_string(g, loom_identity(g, e, "i"), "s");
   loom_output r = loom_reshape(g, s, 1, d, "r");
-  loom_tensor *t = tu_run1(g, 0, NULL, NULL, r);
-  cr_assert_eq(loom_tensor_dtype(t), LOOM_STRING);
   static const char *const want[3] = {"7", "-12", "0"};
-  for (int i = 0; i < 3; i++) {
-    size_t len = 0;
-    const char *sv = loom_tensor_get_string(t, i, &len);
-    cr_expect(len == strlen(want[i]) && !memcmp(sv, want[i], len), "[%d] = '%.*s'", i, (int)len, sv);
+  loom_output rag = loom_dense_to_ragged(g, loom_expand_dims(g, r, -1, NULL), 1, -1, "rag").values;
+  for (int pass = 0; pass < 2; pass++) { /* the ordinary plan, then the host pass */
+    loom_tensor *t = tu_run1(g, 0, NULL, NULL, pass ? rag : r);
+    cr_assert_eq(loom_tensor_dtype(t), LOOM_STRING);
+    cr_assert_eq(loom_tensor_numel(t), 3);
+    for (int i = 0; i < 3; i++) {
+      size_t len = 0;
+      const char *sv = loom_tensor_get_string(t, i, &len);
+      cr_expect(len == strlen(want[i]) && !memcmp(sv, want[i], len), "pass %d [%d] = '%.*s'", pass, i, (int)len, sv);
+    }
+    loom_tensor_free(t);
   }
-  loom_tensor_free(t);
   loom_graph_free(g);
 }
 

@@ -559,6 +559,46 @@ Test(dense_to_ragged, strings_through_the_host_pass) {
   loom_graph_free(g);
 }
 
+/* A view op inside the host pass (its output is its input's bytes), and
+ * runs alternating between two fetch lists and changing fed values: the
+ * cached walk of one run never serves the other, and string values always
+ * point at the current feed. */
+Test(dense_to_ragged, view_in_the_host_pass_and_alternating_fetches) {
+  loom_graph *g = loom_graph_new();
+  loom_output x = loom_placeholder(g, LOOM_STRING, 2, (int64_t[]){-1, 2}, "x");
+  loom_output flat = loom_reshape(g, x, 2, (int64_t[]){-1, 1}, "flat");
+  loom_sparse r = loom_dense_to_ragged(g, flat, 1, -1, "per_element");
+  loom_sparse rows = loom_dense_to_ragged(g, x, 1, -1, "per_row");
+  cr_assert_eq(loom_graph_status(g, NULL), LOOM_OK);
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  const char *in[2][4] = {{"ab", "", "", "xyz"}, {"", "q", "rs", "t"}};
+  for (int rep = 0; rep < 6; rep++) {
+    int b = rep % 2, which = (rep / 2) % 2;
+    loom_tensor *xv = loom_tensor_new(LOOM_STRING, 2, (int64_t[]){2, 2}, NULL);
+    for (int i = 0; i < 4; i++) loom_tensor_set_string(xv, i, in[b][i], strlen(in[b][i]), NULL);
+    loom_output fetch[2] = {which ? rows.values : r.values, which ? rows.row_splits : r.row_splits};
+    loom_tensor *out[2] = {NULL};
+    cr_assert_eq(loom_session_run(s, &x, &xv, 1, fetch, out, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+    int k = 0;
+    for (int i = 0; i < 4; i++) {
+      if (!in[b][i][0]) continue;
+      size_t len;
+      const char *v = loom_tensor_get_string(out[0], k++, &len);
+      cr_assert(len == strlen(in[b][i]) && !memcmp(v, in[b][i], len), "rep %d value %d", rep, k - 1);
+    }
+    cr_assert_eq(loom_tensor_numel(out[0]), k);
+    if (which) expect_splits(out[1], 3, b ? (int64_t[]){0, 1, 3} : (int64_t[]){0, 1, 2});
+    else expect_splits(out[1], 5, b ? (int64_t[]){0, 0, 1, 2, 3} : (int64_t[]){0, 1, 1, 1, 2});
+    loom_tensor_free(out[0]);
+    loom_tensor_free(out[1]);
+    loom_tensor_free(xv);
+  }
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+}
+
 Test(dense_to_ragged, ints_and_floats) {
   loom_graph *g = loom_graph_new();
   const int32_t xi[6] = {4, -1, 2, -1, -1, 7};

@@ -498,13 +498,32 @@ static loom_output unweighted_loss(loom_graph *g, const loom_head *h, loom_outpu
   }
 }
 
-/* TF's "classes" / "all_classes" are strings (the decimal id or the
- * vocabulary entry). loom's string ops (AsString) run only in the session's
- * host pass, which cannot read variables, so strings cannot be computed
- * from a model's logits: the int64 class ids stand in for them (see
- * loom_head.h). */
-static loom_output class_names_of(loom_graph *g, loom_output ids, const char *name) {
-  return loom_cast(g, ids, LOOM_I64, name);
+/* TF's "classes" / "all_classes" are strings: the vocabulary entry of each
+ * id (a Const string vocabulary gathered by the ids) with a
+ * label_vocabulary, else the decimal id (AsString). vocab: the vocabulary
+ * Const, or {NULL, 0}. */
+static loom_output class_names_of(loom_graph *g, loom_output vocab, loom_output ids, const char *name) {
+  return vocab.node ? loom_gather(g, vocab, ids, 0, name) : loom_as_string(g, ids, name);
+}
+
+/* The head's label_vocabulary as a Const string [n]; {NULL, 0} without one. */
+static loom_output vocab_const(loom_graph *g, const loom_head *h) {
+  loom_output none = {NULL, 0};
+  if (h->nvocab <= 0) return none;
+  int64_t n = h->nvocab;
+  loom_tensor *t = loom_tensor_new(LOOM_STRING, 1, &n, NULL);
+  for (int i = 0; t && i < h->nvocab; i++)
+    if (loom_tensor_set_string(t, i, h->vocab[i], strlen(h->vocab[i]), NULL)) {
+      loom_tensor_free(t);
+      t = NULL;
+    }
+  if (!t) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory copying the label_vocabulary", h->name ? h->name : "head");
+    return none;
+  }
+  loom_output v = loom_const(g, t, "label_vocabulary");
+  loom_tensor_free(t);
+  return v;
 }
 
 /* [B, n] int32 0..n-1 per row, batch taken from like [B, ...]. */
@@ -541,10 +560,11 @@ static head_preds build_predictions(loom_graph *g, const loom_head *h, loom_outp
     hc_pred_add(g, c, "probabilities", p.probabilities);
     p.class_ids = loom_expand_dims(g, loom_argmax(g, scores_logits, -1, LOOM_I64, NULL), -1, "class_ids");
     hc_pred_add(g, c, "class_ids", p.class_ids);
-    hc_pred_add(g, c, "classes", class_names_of(g, p.class_ids, "classes"));
+    loom_output vocab = vocab_const(g, h);
+    hc_pred_add(g, c, "classes", class_names_of(g, vocab, p.class_ids, "classes"));
     loom_output ids = all_ids(g, p.probabilities, h->n_classes);
     hc_pred_add(g, c, "all_class_ids", ids);
-    p.all_classes = class_names_of(g, ids, "all_classes");
+    p.all_classes = class_names_of(g, vocab, ids, "all_classes");
     hc_pred_add(g, c, "all_classes", p.all_classes);
     break;
   }
@@ -552,7 +572,7 @@ static head_preds build_predictions(loom_graph *g, const loom_head *h, loom_outp
     hc_pred_add(g, c, "logits", logits);
     p.probabilities = loom_sigmoid(g, logits, "probabilities");
     hc_pred_add(g, c, "probabilities", p.probabilities);
-    p.all_classes = class_names_of(g, all_ids(g, p.probabilities, h->n_classes), "classes");
+    p.all_classes = class_names_of(g, vocab_const(g, h), all_ids(g, p.probabilities, h->n_classes), "classes");
     hc_pred_add(g, c, "classes", p.all_classes);
     break;
   case HK_REGRESSION:

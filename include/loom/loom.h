@@ -22,8 +22,10 @@
 #include "loom_summary.h"
 #include "loom_hooks.h"
 #include "loom_export.h"
+#include "loom_onnx.h"
 #include "loom_estimator.h"
 #include "loom_head.h"
 #include "loom_canned.h"
+#include "loom_sequential.h"
 #include "loom_distributed.h"
 #endif

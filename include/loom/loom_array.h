@@ -4,7 +4,7 @@
  *
  * Data-movement ops work on every fixed-size dtype (float32, float64, int32,
  * int64, uint8, bool); the pure views (reshape, expand_dims, squeeze,
- * stop_gradient) also accept strings. Axes may be negative (counted from the
+ * stop_gradient), gather and tile also accept strings. Axes may be negative (counted from the
  * end). Arrays of dims hold at most LOOM_MAX_DIMS entries.
  *
  * Multi-output builders (split, split_v, unstack, top_k) return LOOM_OK, or

@@ -9,6 +9,9 @@
 #define LOOM_DISTRIBUTED_H
 
 #include "loom_base.h"
+#include "loom_graph.h"
+#include "loom_session.h"
+#include "loom_tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +44,189 @@ LOOM_API const char *loom_tf_config_model_dir(const loom_tf_config *c);
  * addresses (NULL when absent; owned by c; valid until loom_tf_config_free). */
 LOOM_API int loom_tf_config_num_tasks(const loom_tf_config *c, const char *job);
 LOOM_API const char *loom_tf_config_address(const loom_tf_config *c, const char *job, int index);
+
+
+/* ---- Parameter server (distributed/, README "Parameter server") ----
+ * A PS task holds variables (or row ranges of them) and applies pushed
+ * gradients with a server-side optimizer, using the same CPU kernels as
+ * local training: one worker against any number of PS tasks reproduces
+ * local training bit for bit. Wire format: distributed/wire.h. */
+#include <stddef.h>
+
+typedef enum loom_ps_optimizer {
+  LOOM_PS_SGD = 0,      /* hyper: [0] learning rate */
+  LOOM_PS_ADAGRAD = 1,  /* hyper: [0] learning rate, [1] initial accumulator value */
+  LOOM_PS_ADAM = 2,     /* hyper: [0] lr, [1] beta1, [2] beta2, [3] epsilon; sparse pushes are LazyAdam */
+  LOOM_PS_OPT_COUNT
+} loom_ps_optimizer;
+
+typedef struct loom_ps_server_options {
+  const char *host;        /* the address to bind: never 0.0.0.0 by default ("127.0.0.1" when NULL) */
+  int32_t port;            /* 0: a free port, reported by loom_ps_server_port */
+  const void *token;       /* shared secret of the HMAC handshake; required (>= 16 bytes) when host is not loopback */
+  size_t token_len;
+  uint64_t placement_hash; /* loom_ps_placement_hash of the job: HELLOs with another hash are refused */
+  int32_t num_ps, num_vars;/* of the placement (named in the refusal when the hash differs) */
+  uint32_t max_frame;      /* largest frame body accepted; 0: 64 MiB */
+  double idle_exit_s;      /* > 0: stop after this long with no connection */
+  double handshake_timeout_s; /* HELLO..AUTH deadline per connection; 0: 5 s */
+} loom_ps_server_options;
+LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
+
+typedef struct loom_ps_server loom_ps_server;
+/* Binds, listens and starts the loop thread. Returns a new server (NULL on
+ * failure: st names the address and the reason); caller frees with
+ * loom_ps_server_stop. */
+LOOM_API loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_status *st);
+LOOM_API int loom_ps_server_port(const loom_ps_server *s);
+/* Waits up to timeout_s for the server to stop (SHUTDOWN request, idle
+ * deadline); 1 when it has stopped, 0 on timeout. */
+LOOM_API int loom_ps_server_wait(loom_ps_server *s, double timeout_s);
+/* Stops the server (if still running), joins its thread and frees it. */
+LOOM_API void loom_ps_server_stop(loom_ps_server *s);
+typedef struct loom_ps_server_stats {
+  int64_t connections;  /* accepted */
+  int64_t rejected;     /* connections closed for a protocol violation */
+  int64_t frames;       /* request frames processed */
+  int64_t bytes_in, bytes_out;
+  int64_t updates;      /* pushes applied */
+  int64_t pauses;       /* times a connection stopped being read (64 MiB of replies queued) */
+} loom_ps_server_stats;
+LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
+
+/* ---- Client: one connection to one PS task (blocking, every wait bounded) ---- */
+typedef struct loom_ps_connect_options {
+  const char *host;
+  int32_t port;
+  const void *token;
+  size_t token_len;
+  uint64_t placement_hash;
+  int32_t num_ps, num_vars;
+  double timeout_s;        /* every connect/send/receive; 0: 10 s */
+  uint32_t max_frame;      /* largest reply body accepted; 0: 64 MiB */
+} loom_ps_connect_options;
+typedef struct loom_ps_client loom_ps_client;
+/* Connects and authenticates (HELLO, CHALLENGE, AUTH, WELCOME). NULL on
+ * failure with the PS's reason in st (wrong token: PERMISSION_DENIED;
+ * other placement: FAILED_PRECONDITION naming the difference). */
+LOOM_API loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *st);
+LOOM_API void loom_ps_client_free(loom_ps_client *c);
+/* Creates variable var_id (value: numel floats; hyper: 8 floats, see
+ * loom_ps_optimizer). *created = 0 when it existed already (kept as is). */
+LOOM_API loom_code loom_ps_init_var(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims,
+                                    loom_ps_optimizer opt, const float *hyper, const float *value, int *created,
+                                    loom_status *st);
+/* *version in/out: the version the caller holds (UINT64_MAX: none). out
+ * (numel floats) is written only when the PS holds a newer one; *changed
+ * says which. */
+LOOM_API loom_code loom_ps_pull(loom_ps_client *c, uint32_t var_id, float *out, int64_t numel, uint64_t *version,
+                                int *changed, loom_status *st);
+/* Applies grad with the variable's optimizer; *version (may be NULL) = the new version. */
+LOOM_API loom_code loom_ps_push(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel,
+                                uint64_t *version, loom_status *st);
+/* Push then pull in one round trip. */
+LOOM_API loom_code loom_ps_pushpull(loom_ps_client *c, uint32_t var_id, const float *grad, float *out, int64_t numel,
+                                    uint64_t *version, loom_status *st);
+/* Rows ids[0..n) (any order, duplicates allowed) of a variable with rows of d floats. */
+LOOM_API loom_code loom_ps_pull_rows(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
+                                     float *out, loom_status *st);
+/* Sparse push: grads[n*d]; duplicate ids are summed (as the local sparse kernels do). */
+LOOM_API loom_code loom_ps_push_rows(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
+                                     const float *grads, loom_status *st);
+LOOM_API loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, loom_status *st);
+/* Asks the PS to stop; returns once it has acknowledged. */
+LOOM_API loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st);
+/* Bytes sent and received on this connection so far. */
+LOOM_API void loom_ps_client_bytes(const loom_ps_client *c, int64_t *sent, int64_t *received);
+
+/* ---- Placement (deterministic: same answer on every process) ---- */
+typedef enum loom_ps_strategy { LOOM_PS_GREEDY_BYTES = 0, LOOM_PS_ROUND_ROBIN = 1 } loom_ps_strategy;
+typedef struct loom_ps_var_spec {
+  const char *name;
+  int32_t ndim;
+  int64_t dims[LOOM_MAX_DIMS];
+} loom_ps_var_spec;
+typedef struct loom_ps_shard {
+  int32_t var;             /* index into the spec array */
+  int32_t ps;              /* task index */
+  uint32_t id;             /* variable id on the PS (the shard's index) */
+  int64_t row_begin, row_end; /* rows along axis 0 (0, dims[0]) when unpartitioned; (0,1) for a scalar */
+  int64_t numel, bytes;
+} loom_ps_shard;
+typedef struct loom_ps_placement loom_ps_placement;
+/* Variables of more than min_slice_bytes (0: 256 KiB; < 0: never) are split
+ * along axis 0 into min(num_ps, ceil(bytes / min_slice)) contiguous row
+ * ranges, each placed separately. Returns a new placement (NULL on failure);
+ * caller frees with loom_ps_placement_free. */
+LOOM_API loom_ps_placement *loom_ps_placement_new(int nvars, const loom_ps_var_spec *vars, int num_ps,
+                                                  loom_ps_strategy strategy, int64_t min_slice_bytes,
+                                                  loom_status *st);
+LOOM_API void loom_ps_placement_free(loom_ps_placement *p);
+LOOM_API uint64_t loom_ps_placement_hash(const loom_ps_placement *p);
+LOOM_API int loom_ps_placement_num_shards(const loom_ps_placement *p);
+/* Owned by p; valid until loom_ps_placement_free. */
+LOOM_API const loom_ps_shard *loom_ps_placement_shard(const loom_ps_placement *p, int i);
+LOOM_API int64_t loom_ps_placement_ps_bytes(const loom_ps_placement *p, int ps);
+/* max/mean of the per-PS bytes. */
+LOOM_API double loom_ps_placement_balance(const loom_ps_placement *p);
+LOOM_API int loom_ps_placement_num_vars(const loom_ps_placement *p);
+/* The spec of variable i (name owned by p). */
+LOOM_API const loom_ps_var_spec *loom_ps_placement_var(const loom_ps_placement *p, int i);
+/* The placement table (variable -> PS, rows, bytes) and the balance, at INFO. */
+LOOM_API void loom_ps_placement_log(const loom_ps_placement *p);
+
+/* ---- Cluster client: one connection per PS task, placement-aware ---- */
+typedef struct loom_ps_cluster loom_ps_cluster;
+/* Connects to every PS (hosts[i]:ports[i]) with o's token and timeout (o's
+ * host/port/placement fields are ignored: they come from p). p is borrowed
+ * and must outlive the cluster. */
+LOOM_API loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char *const *hosts,
+                                                  const int *ports, const loom_ps_connect_options *o,
+                                                  loom_status *st);
+LOOM_API void loom_ps_cluster_free(loom_ps_cluster *c);
+/* Creates every shard of variable var (value: the whole variable) on its PS. */
+LOOM_API loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
+                                            const float *value, loom_status *st);
+/* Pulls every variable into values[var] (whole variables), the requests to
+ * all PS in flight together. A shard the PS reports unchanged since this
+ * cluster's last pull or push-pull of it is not written (16 bytes travel):
+ * values[var] must still hold what that exchange delivered. */
+LOOM_API loom_code loom_ps_cluster_pull(loom_ps_cluster *c, float *const *values, loom_status *st);
+/* Pushes grads[var] (NULL: no gradient for var) and pulls values[var]: one
+ * round trip per PS, all PS in parallel. */
+LOOM_API loom_code loom_ps_cluster_pushpull(loom_ps_cluster *c, const float *const *grads, float *const *values,
+                                            loom_status *st);
+/* The connection to PS task ps (owned by c). */
+LOOM_API loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps);
+
+/* ---- Worker: a session training against PS tasks ----
+ * Variables stay the session's own variables; the worker computes the
+ * gradients of the loss and one push+pull round trip per PS (all PS in
+ * parallel) applies them with the PS's optimizer and writes the new values
+ * straight into the session's variable buffers. The model needs no change
+ * beyond leaving out its local train op. */
+/* The trainable variables of g in creation order (names owned by g) into
+ * out[0..cap); returns how many g has. */
+LOOM_API int loom_ps_var_specs(loom_graph *g, loom_ps_var_spec *out, int cap);
+typedef struct loom_ps_worker loom_ps_worker;
+/* Builds the gradients of loss with respect to p's variables (float32
+ * variables of s's graph, same shapes) into the graph. s, cl and p are
+ * borrowed and must outlive the worker. CPU sessions only for now
+ * (UNIMPLEMENTED for a device session). Returns a new worker (NULL on
+ * failure); caller frees with loom_ps_worker_free. */
+LOOM_API loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p,
+                                            loom_output loss, loom_status *st);
+LOOM_API void loom_ps_worker_free(loom_ps_worker *w);
+/* Chief: creates every variable on its PS from the session's current
+ * values (run the initializer first); variables that exist are kept. */
+LOOM_API loom_code loom_ps_worker_init_vars(loom_ps_worker *w, loom_ps_optimizer opt, const float *hyper,
+                                            loom_status *st);
+/* Pulls every variable into the session. */
+LOOM_API loom_code loom_ps_worker_pull(loom_ps_worker *w, loom_status *st);
+/* One training step on the feeds: gradients on the session's current
+ * values, then push+pull. */
+LOOM_API loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
+                                       int nfeeds, loom_status *st);
 
 #ifdef __cplusplus
 }

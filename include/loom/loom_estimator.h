@@ -306,4 +306,6 @@ LOOM_API loom_hook *loom_stop_if_hook(loom_estimator *e, loom_input_fn input_fn,
 #ifdef __cplusplus
 }
 #endif
+/* train_and_evaluate, TrainSpec/EvalSpec and the exporters */
+#include "loom_train_and_evaluate.h"
 #endif

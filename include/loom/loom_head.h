@@ -8,8 +8,9 @@
  *                 loss_reduction (SUM_OVER_BATCH_SIZE: sum(w * L) / number of
  *                 elements of L, TF 2.x's default; SUM: sum(w * L));
  *   predictions   TF's keys: binary "logits", "logistic", "probabilities",
- *                 "class_ids" (int64 [B,1]), "classes", "all_class_ids"
- *                 (int32 [B,n]), "all_classes"; multi-class the same without
+ *                 "class_ids" (int64 [B,1]), "classes" (string [B,1]),
+ *                 "all_class_ids" (int32 [B,n]), "all_classes" (string
+ *                 [B,n]); multi-class the same without
  *                 "logistic"; multi-label "logits", "probabilities",
  *                 "classes"; regression "predictions" (plus "logits" for the
  *                 Poisson (exp) and logistic (sigmoid) heads); a multi-head
@@ -53,11 +54,10 @@
  * and are mapped to their positions; an entry not in the vocabulary fails
  * the run naming it ("'cat' (element 2) is not in the vocabulary").
  *
- * "classes" and "all_classes" are strings in TF (the decimal id or the
- * vocabulary entry). loom's string-producing ops run only in the session's
- * host pass, which cannot read variables, so these two keys (and the
- * classify outputs' "classes") hold the int64 class ids instead, also with
- * a label_vocabulary (map them through the vocabulary yourself).
+ * "classes" ([B,1]) and "all_classes" ([B,n_classes]; multi-label
+ * "classes" likewise) are strings, as in TF: the label_vocabulary entry of
+ * the class, or without a vocabulary its decimal id ("2"); the classify
+ * export outputs' "classes" are the all_classes strings.
  *
  * weight_column names a feature (any numeric dtype, [B] or [B,1]; [B,
  * label_dimension] for regression) that weights the loss and every metric;

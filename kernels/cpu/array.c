@@ -15,7 +15,8 @@ static inline void cpy(void *d, const void *s, size_t n) {
 }
 
 static inline size_t esize(loom_dtype dt) {
-  static const size_t sz[LOOM_DTYPE_COUNT] = {0, 4, 8, 4, 8, 1, 1, 0};
+  /* strings move as their loom_tstring handles (Gather, Tile): the bytes stay where they are */
+  static const size_t sz[LOOM_DTYPE_COUNT] = {0, 4, 8, 4, 8, 1, 1, sizeof(loom_tstring)};
   return (dt > 0 && dt < LOOM_DTYPE_COUNT) ? sz[dt] : 0;
 }
 
@@ -437,22 +438,75 @@ typedef struct {
   int split;
 } cat_args;
 
+/* n bytes, n small (a row's chunk of one piece): a few unaligned block moves
+ * in place of a library call per row */
+typedef char cat_v16 __attribute__((vector_size(16), aligned(1), may_alias));
+typedef uint64_t cat_u64 __attribute__((aligned(1), may_alias));
+typedef uint32_t cat_u32 __attribute__((aligned(1), may_alias));
+static inline void cpy_small(char *restrict d, const char *restrict s, size_t n) { /* n <= 64 */
+  if (n >= 32) {
+    cat_v16 a = *(const cat_v16 *)s, b = *(const cat_v16 *)(s + 16);
+    cat_v16 c = *(const cat_v16 *)(s + n - 32), e = *(const cat_v16 *)(s + n - 16);
+    *(cat_v16 *)d = a;
+    *(cat_v16 *)(d + 16) = b;
+    *(cat_v16 *)(d + n - 32) = c;
+    *(cat_v16 *)(d + n - 16) = e;
+  } else if (n >= 16) {
+    cat_v16 a = *(const cat_v16 *)s, b = *(const cat_v16 *)(s + n - 16);
+    *(cat_v16 *)d = a;
+    *(cat_v16 *)(d + n - 16) = b;
+  } else if (n >= 8) {
+    uint64_t a = *(const cat_u64 *)s, b = *(const cat_u64 *)(s + n - 8);
+    *(cat_u64 *)d = a;
+    *(cat_u64 *)(d + n - 8) = b;
+  } else if (n >= 4) {
+    uint32_t a = *(const cat_u32 *)s, b = *(const cat_u32 *)(s + n - 4);
+    *(cat_u32 *)d = a;
+    *(cat_u32 *)(d + n - 4) = b;
+  } else {
+    for (size_t i = 0; i < n; i++) d[i] = s[i];
+  }
+}
+
 static void cat_rows(void *p, int64_t b, int64_t e) {
   const cat_args *a = p;
   const loom_kctx *ctx = a->ctx;
   int n = a->split ? ctx->nout : ctx->nin;
   const loom_buf *big = a->split ? ctx->in[0] : ctx->out[0];
   size_t row = (size_t)(big->numel / a->outer) * a->es;
-  for (int64_t o = b; o < e; o++) {
-    char *bp = (char *)big->data + (size_t)o * row;
-    for (int i = 0; i < n; i++) {
-      const loom_buf *piece = a->split ? ctx->out[i] : ctx->in[i];
-      size_t chunk = (size_t)(piece->numel / a->outer) * a->es;
-      char *pp = (char *)piece->data + (size_t)o * chunk;
-      if (a->split) cpy(pp, bp, chunk);
-      else cpy(bp, pp, chunk);
-      bp += chunk;
+  /* piece by piece: each piece's chunk size is computed once, and small
+   * chunks are moved without a library call */
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const loom_buf *piece = a->split ? ctx->out[i] : ctx->in[i];
+    size_t chunk = (size_t)(piece->numel / a->outer) * a->es;
+    if (!chunk) continue;
+    char *bp = (char *)big->data + (size_t)b * row + off;
+    char *pp = (char *)piece->data + (size_t)b * chunk;
+    if (chunk <= 64) {
+      /* the size class is chosen once per piece (the row loops are then tight) */
+#define CAT_LOOP(N)                                                                   \
+  do {                                                                                \
+    if (a->split)                                                                     \
+      for (int64_t o = b; o < e; o++, bp += row, pp += chunk) cpy_small(pp, bp, (N)); \
+    else                                                                              \
+      for (int64_t o = b; o < e; o++, bp += row, pp += chunk) cpy_small(bp, pp, (N)); \
+  } while (0)
+      switch (chunk) {
+      case 4: CAT_LOOP(4); break;
+      case 8: CAT_LOOP(8); break;
+      case 16: CAT_LOOP(16); break;
+      case 32: CAT_LOOP(32); break;
+      default: CAT_LOOP(chunk); break;
+      }
+#undef CAT_LOOP
+    } else {
+      if (a->split)
+        for (int64_t o = b; o < e; o++, bp += row, pp += chunk) memcpy(pp, bp, chunk);
+      else
+        for (int64_t o = b; o < e; o++, bp += row, pp += chunk) memcpy(bp, pp, chunk);
     }
+    off += chunk;
   }
 }
 
@@ -673,6 +727,20 @@ loom_code loom__k_one_hot_any(const loom_kctx *ctx) {
   int axis = a->axis < 0 ? I->ndim : (int)a->axis;
   int64_t outer = prod(I->dims, 0, axis), inner = prod(I->dims, axis, I->ndim);
   size_t es = esize(O->dtype);
+  if (O->dtype == LOOM_F32 && (I->dtype == LOOM_I32 || I->dtype == LOOM_I64)) {
+    /* the common case (float one-hot of int ids): plain stores */
+    float *o = O->data, off = (float)a->beta, on = (float)a->alpha;
+    if (O->numel >= (1 << 18)) fill_value(ctx->pool, o, LOOM_F32, O->numel, a->beta); /* big: in parallel */
+    else if (off == 0.0f && !signbit(off)) memset(o, 0, (size_t)O->numel * sizeof(float));
+    else
+      for (int64_t k = 0; k < O->numel; k++) o[k] = off;
+    for (int64_t x = 0; x < outer; x++)
+      for (int64_t i = 0; i < inner; i++) {
+        int64_t v = rd_idx(I->data, I->dtype, x * inner + i);
+        if (v >= 0 && v < depth) o[(x * depth + v) * inner + i] = on;
+      }
+    return LOOM_OK;
+  }
   fill_value(ctx->pool, O->data, O->dtype, O->numel, a->beta);
   unsigned char on[8];
   value_bytes(O->dtype, a->alpha, on);

@@ -20,6 +20,16 @@
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,                                              \
                                "boundaries must be sorted ascending, but boundaries[%lld] = %g follows %g", \
                                (long long)j, (double)b[j], (double)b[j - 1]);                               \
+    if (nb <= 32) {                                                                                         \
+      /* short lists: upper_bound = how many boundaries are not above v (sorted), branch-free */            \
+      for (int64_t i = 0; i < ctx->in[0]->numel; i++) {                                                     \
+        T v = x[i];                                                                                         \
+        int32_t c = 0;                                                                                      \
+        for (int64_t j = 0; j < nb; j++) c += !(v < b[j]);                                                  \
+        o[i] = c;                                                                                           \
+      }                                                                                                     \
+      return LOOM_OK;                                                                                       \
+    }                                                                                                       \
     for (int64_t i = 0; i < ctx->in[0]->numel; i++) {                                                       \
       T v = x[i];                                                                                           \
       int64_t lo = 0, hi = nb;                                                                              \
@@ -47,7 +57,7 @@ loom_code loom__k_as_string_int(const loom_kctx *ctx) {
   if (X->numel == 0) return LOOM_OK;
   if (!ctx->strings)
     return loom_status_set(ctx->st, LOOM_FAILED_PRECONDITION,
-                           "AsString outputs strings and runs only in a session's host pass");
+                           "AsString outputs strings and needs a string arena (it runs only in a session)");
   size_t total = 0;
   char buf[24];
   for (int64_t i = 0; i < X->numel; i++) total += loom__int_text(rd_int(X, i), buf);
@@ -61,6 +71,12 @@ loom_code loom__k_as_string_int(const loom_kctx *ctx) {
     p += n;
   }
   return LOOM_OK;
+}
+
+/* The bytes of a string element a few iterations ahead (batches of
+ * strings are often far from the cache) */
+static inline void prefetch_text(const loom_tstring *s) {
+  if (s->len) __builtin_prefetch(s->ptr);
 }
 
 /* Fingerprint64 of element i of a string/int32/int64 buffer (ints: of their decimal text). */
@@ -77,21 +93,34 @@ loom_code loom__k_hash_bucket_fast(const loom_kctx *ctx) {
   int64_t *o = ctx->out[0]->data;
   uint64_t nb = ctx->attrs->seed;
   if (nb == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "num_buckets must be >= 1");
-  for (int64_t i = 0; i < X->numel; i++) o[i] = (int64_t)(fp_text(X, i) % nb);
+  const loom_fastmod fm = loom__fastmod_init(nb);
+  if (X->dtype == LOOM_STRING) {
+    const loom_tstring *xs = X->data;
+    for (int64_t i = 0; i < X->numel; i++) {
+      if (i + 8 < X->numel) prefetch_text(xs + i + 8);
+      o[i] = (int64_t)loom__fastmod(loom__fp64(xs[i].len ? xs[i].ptr : "", xs[i].len), &fm);
+    }
+    return LOOM_OK;
+  }
+  for (int64_t i = 0; i < X->numel; i++) o[i] = (int64_t)loom__fastmod(fp_text(X, i), &fm);
   return LOOM_OK;
 }
 
-uint64_t loom__vocab_hash_int(int64_t v) {
-  uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)v >> (8 * i));
-  return loom__fp64(b, 8);
+/* key a == b, n bytes each (n > 16 or n < 4: the 4..16 case compares words) */
+static inline int key_eq(const uint8_t *a, const uint8_t *b, size_t n) {
+  if (n < 4) {
+    for (size_t i = 0; i < n; i++)
+      if (a[i] != b[i]) return 0;
+    return 1;
+  }
+  return !memcmp(a, b, n);
 }
 
 loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
   const loom_buf *X = ctx->in[0], *K = ctx->in[1], *I = ctx->in[2];
   int64_t *o = ctx->out[0]->data;
   const int64_t *idx = I->data;
-  int64_t n = K->numel, cap = I->numel;
+  int64_t n = K->numel, cap = I->numel - 1;
   uint64_t oov = ctx->attrs->seed;
   int64_t dflt = (int64_t)ctx->attrs->seed2;
   int str = X->dtype == LOOM_STRING;
@@ -100,31 +129,85 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
                            loom_dtype_name(X->dtype), loom_dtype_name(K->dtype));
   if (cap < 1 || (cap & (cap - 1)) || cap <= n)
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
-                           "the vocabulary index has %lld slots for %lld keys (needs a power of two above the key count)",
+                           "the vocabulary index has %lld slots for %lld keys (needs a power of two above the key count, "
+                           "and the seed)",
                            (long long)cap, (long long)n);
+  const uint64_t mask = (uint64_t)(cap - 1), seed = (uint64_t)idx[cap];
   const loom_tstring *ks = K->data;
   const int64_t *ki = K->data;
   for (int64_t i = 0; i < X->numel; i++) {
     const loom_tstring *xs = str ? (const loom_tstring *)X->data + i : NULL;
+    if (str) {
+      /* the common case first, straight-line: a key of 4..16 bytes found in
+       * its first slot (the builder lays small vocabularies out so) */
+      const size_t len = xs->len;
+      if (len >= 4 && len <= 16) {
+        uint64_t wa, wb;
+        loom__vocab_words((const uint8_t *)xs->ptr, len, &wa, &wb);
+        int64_t p = idx[loom__vocab_slot(loom__vocab_hash_words(wa, wb, len, seed), cap)];
+        if (p >= 0 && p < n && ks[p].len == len && (!oov || p != dflt)) {
+          uint64_t ka, kb;
+          loom__vocab_words((const uint8_t *)ks[p].ptr, len, &ka, &kb);
+          if (!((wa ^ ka) | (wb ^ kb))) {
+            o[i] = p;
+            continue;
+          }
+        }
+      } else if (len > 16 && len <= 32) {
+        uint64_t w[4], kw[4];
+        loom__vocab_words4((const uint8_t *)xs->ptr, len, w);
+        int64_t p = idx[loom__vocab_slot(loom__vocab_hash_words4(w, len, seed), cap)];
+        if (p >= 0 && p < n && ks[p].len == len && (!oov || p != dflt)) {
+          loom__vocab_words4((const uint8_t *)ks[p].ptr, len, kw);
+          if (!((w[0] ^ kw[0]) | (w[1] ^ kw[1]) | (w[2] ^ kw[2]) | (w[3] ^ kw[3]))) {
+            o[i] = p;
+            continue;
+          }
+        }
+      }
+    }
+    const uint8_t *xp = str && xs->len ? (const uint8_t *)xs->ptr : (const uint8_t *)"";
     int64_t xv = str ? 0 : rd_int(X, i);
-    uint64_t h = str ? loom__fp64(xs->len ? xs->ptr : "", xs->len) : loom__vocab_hash_int(xv);
     int64_t found = -1;
-    uint64_t slot = loom__vocab_slot(h, cap);
-    for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & (uint64_t)(cap - 1)) {
-      int64_t p = idx[slot];
-      if (p < 0) break;
-      if (p >= n)
-        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
-                               (long long)p, (long long)n);
-      if (str ? (ks[p].len == xs->len && (!xs->len || !memcmp(ks[p].ptr, xs->ptr, xs->len))) : ki[p] == xv) {
-        found = p;
-        break;
+    if (str && xs->len >= 4 && xs->len <= 16) {
+      /* short keys (most): hash and compare the same four words, no branch on the length */
+      const size_t len = xs->len;
+      uint64_t wa, wb, ka, kb;
+      loom__vocab_words(xp, len, &wa, &wb);
+      uint64_t slot = loom__vocab_slot(loom__vocab_hash_words(wa, wb, len, seed), cap);
+      for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {
+        int64_t p = idx[slot];
+        if (p < 0) break;
+        if (p >= n)
+          return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
+                                 (long long)p, (long long)n);
+        if (ks[p].len != len) continue;
+        loom__vocab_words((const uint8_t *)ks[p].ptr, len, &ka, &kb);
+        if (!((wa ^ ka) | (wb ^ kb))) {
+          found = p;
+          break;
+        }
+      }
+    } else {
+      uint64_t h = str ? loom__vocab_hash_str(xp, xs->len, seed) : loom__vocab_hash_int(xv, seed);
+      uint64_t slot = loom__vocab_slot(h, cap);
+      for (int64_t probe = 0; probe < cap; probe++, slot = (slot + 1) & mask) {
+        int64_t p = idx[slot];
+        if (p < 0) break;
+        if (p >= n)
+          return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the vocabulary index holds position %lld of %lld keys",
+                                 (long long)p, (long long)n);
+        if (str ? (ks[p].len == xs->len && (!xs->len || key_eq((const uint8_t *)ks[p].ptr, xp, xs->len))) : ki[p] == xv) {
+          found = p;
+          break;
+        }
       }
     }
     if (oov) {
-      /* TF's IdTableWithHashBuckets: a table miss (the table's default) goes to a hash bucket */
+      /* TF's IdTableWithHashBuckets: a table miss (the table's default) goes
+       * to a hash bucket, Fingerprint64 of the key's text */
       if (found >= 0 && found != dflt) o[i] = found;
-      else o[i] = n + (int64_t)((str ? h : loom__fp64_int(xv)) % oov);
+      else o[i] = n + (int64_t)((str ? loom__fp64(xp, xs->len) : loom__fp64_int(xv)) % oov);
     } else if (found < 0 && dflt == INT64_MIN) { /* LOOM_VOCAB_MISS_FAILS */
       if (str)
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "'%.*s' (element %lld) is not in the vocabulary",
@@ -168,6 +251,7 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
   int64_t *ov = ctx->out[0]->data, *os = ctx->out[1]->data;
   int64_t nrows = ctx->in[1]->numel - 1;
   if (nbk == 0) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "num_buckets must be >= 1");
+  const loom_fastmod fm = loom__fastmod_init(nbk);
   if (ctx->out[1]->numel != nrows + 1)
     return loom_status_set(ctx->st, LOOM_INTERNAL, "output row_splits has %lld entries for %lld rows",
                            (long long)ctx->out[1]->numel, (long long)nrows);
@@ -176,23 +260,43 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
   uint64_t *base[64];
   if (k > 64) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "at most 64 inputs can be crossed, got %d", k);
   size_t off = 0;
+  int one_each = 1;
   for (int j = 0; j < k; j++) {
     const loom_buf *V = ctx->in[2 * j], *S = ctx->in[2 * j + 1];
     const int64_t *sp = S->data;
     if (S->numel != nrows + 1 || sp[0] != 0 || sp[nrows] != V->numel)
       return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input %d: row_splits do not match its values", j);
-    for (int64_t r = 0; r < nrows; r++)
+    for (int64_t r = 0; r < nrows; r++) {
       if (sp[r + 1] < sp[r])
         return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "input %d: row_splits decrease at row %lld", j,
                                (long long)r);
+      one_each &= sp[r + 1] == r + 1;
+    }
     base[j] = f + off;
-    for (int64_t i = 0; i < V->numel; i++)
-      base[j][i] = V->dtype == LOOM_STRING ? fp_text(V, i) : (uint64_t)rd_int(V, i);
+    if (V->dtype == LOOM_STRING) {
+      const loom_tstring *vs = V->data;
+      for (int64_t i = 0; i < V->numel; i++) {
+        if (i + 8 < V->numel) prefetch_text(vs + i + 8);
+        base[j][i] = loom__fp64(vs[i].len ? vs[i].ptr : "", vs[i].len);
+      }
+    } else {
+      for (int64_t i = 0; i < V->numel; i++) base[j][i] = (uint64_t)rd_int(V, i);
+    }
     off += (size_t)V->numel;
   }
   int64_t *pos = (int64_t *)(f + off), *start = pos + k;
   int64_t n = 0, cap = ctx->out[0]->numel;
   os[0] = 0;
+  if (one_each && cap == nrows) {
+    /* one value per row in every input (dense features): one cross per row */
+    for (int64_t r = 0; r < nrows; r++) {
+      uint64_t h = key;
+      for (int j = 0; j < k; j++) h = loom__fp_cat64(h, base[j][r]);
+      ov[r] = (int64_t)loom__fastmod(h, &fm);
+      os[r + 1] = r + 1;
+    }
+    return LOOM_OK;
+  }
   for (int64_t r = 0; r < nrows; r++) {
     int empty = 0;
     for (int j = 0; j < k; j++) {
@@ -205,7 +309,7 @@ loom_code loom__k_cross_hashed(const loom_kctx *ctx) {
       if (n >= cap) return loom_status_set(ctx->st, LOOM_INTERNAL, "more crossed values than the output holds");
       uint64_t h = key;
       for (int j = 0; j < k; j++) h = loom__fp_cat64(h, base[j][start[j] + pos[j]]);
-      ov[n++] = (int64_t)(h % nbk);
+      ov[n++] = (int64_t)loom__fastmod(h, &fm);
       /* next combination: the last input varies fastest (TF's ProductIterator) */
       int j = k - 1;
       for (; j >= 0; j--) {

@@ -56,58 +56,78 @@ loom_code loom__check_row_splits(const loom_buf *s, int64_t nnz, loom_status *st
 /* =====================================================================
  * DenseToRagged
  * ===================================================================== */
-static inline int drops(const loom_buf *x, int64_t i, int64_t ignore) {
-  switch (x->dtype) {
-  case LOOM_STRING: return ((const loom_tstring *)x->data)[i].len == 0;
-  case LOOM_I32: return (int64_t)((const int32_t *)x->data)[i] == ignore;
-  case LOOM_I64: return ((const int64_t *)x->data)[i] == ignore;
-  default: return 0;
-  }
-}
+static inline int can_drop(loom_dtype d) { return d == LOOM_STRING || d == LOOM_I32 || d == LOOM_I64; }
 
 int64_t loom__dense_to_ragged_count(const loom_buf *x, int drop_ignore, int64_t ignore_int) {
-  if (!drop_ignore) return x->numel;
+  if (!drop_ignore || !can_drop(x->dtype)) return x->numel;
   int64_t n = 0;
-  for (int64_t i = 0; i < x->numel; i++) n += !drops(x, i, ignore_int);
+  switch (x->dtype) {
+  case LOOM_STRING: {
+    const loom_tstring *p = x->data;
+    for (int64_t i = 0; i < x->numel; i++) n += p[i].len != 0;
+    break;
+  }
+  case LOOM_I32: {
+    const int32_t *p = x->data;
+    for (int64_t i = 0; i < x->numel; i++) n += (int64_t)p[i] != ignore_int;
+    break;
+  }
+  default: {
+    const int64_t *p = x->data;
+    for (int64_t i = 0; i < x->numel; i++) n += p[i] != ignore_int;
+    break;
+  }
+  }
   return n;
 }
+
+/* Rows of x without the dropped elements: one pass per dtype (the values
+ * are copied as they are: a string value keeps pointing at x's bytes,
+ * which live as long as the run that uses them). */
+#define D2R_ROWS(T, KEEP)                                     \
+  do {                                                        \
+    const T *src = x->data;                                   \
+    T *dst = v->data;                                         \
+    for (int64_t r = 0; r < B; r++) {                         \
+      for (int64_t j = r * per; j < (r + 1) * per; j++) {     \
+        if (!(KEEP)) continue;                                \
+        if (k >= cap) goto overflow;                          \
+        dst[k++] = src[j];                                    \
+      }                                                       \
+      s[r + 1] = k;                                           \
+    }                                                         \
+  } while (0)
 
 loom_code loom__k_dense_to_ragged(const loom_kctx *ctx) {
   const loom_buf *x = ctx->in[0];
   loom_buf *v = ctx->out[0], *sp = ctx->out[1];
-  int drop = ctx->attrs->keepdims != 0;
+  int drop = ctx->attrs->keepdims != 0 && can_drop(x->dtype);
   int64_t ign = ctx->attrs->num;
   if (x->ndim < 1) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "x must have rank >= 1");
   int64_t B = x->dims[0], per = B > 0 ? x->numel / B : 0;
-  if (sp->numel != B + 1 || v->numel != loom__dense_to_ragged_count(x, drop, ign))
-    return loom_status_set(ctx->st, LOOM_INTERNAL, "outputs do not match x");
-  size_t es = x->dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(x->dtype);
+  if (sp->numel != B + 1 || v->dtype != x->dtype) return loom_status_set(ctx->st, LOOM_INTERNAL, "outputs do not match x");
   int64_t *s = sp->data;
-  int64_t k = 0;
+  int64_t k = 0, cap = v->numel;
   s[0] = 0;
-  for (int64_t r = 0; r < B; r++) {
-    for (int64_t j = r * per; j < (r + 1) * per; j++) {
-      if (drop && drops(x, j, ign)) continue;
-      if (x->dtype == LOOM_STRING) {
-        const loom_tstring *src = (const loom_tstring *)x->data + j;
-        loom_tstring *dst = (loom_tstring *)v->data + k;
-        dst->len = src->len;
-        dst->ptr = src->ptr;
-        if (ctx->strings) {
-          char *b = loom__strarena_alloc(ctx->strings, src->len);
-          if (!b) return loom_status_set(ctx->st, LOOM_RESOURCE_EXHAUSTED, "out of memory for string values");
-          if (src->len) memcpy(b, src->ptr, src->len);
-          dst->ptr = b;
-        }
-      } else {
-        memcpy((char *)v->data + (size_t)k * es, (const char *)x->data + (size_t)j * es, es);
-      }
-      k++;
-    }
-    s[r + 1] = k;
+  if (!drop || cap == x->numel) {
+    /* nothing dropped (or nothing to drop: as many values as elements): the
+     * values are x's, rows of per */
+    if (cap != x->numel) goto overflow;
+    size_t es = x->dtype == LOOM_STRING ? sizeof(loom_tstring) : loom_dtype_size(x->dtype);
+    if (cap) memcpy(v->data, x->data, (size_t)cap * es);
+    for (int64_t r = 0; r < B; r++) s[r + 1] = (r + 1) * per;
+    return LOOM_OK;
   }
-  return LOOM_OK;
+  switch (x->dtype) {
+  case LOOM_STRING: D2R_ROWS(loom_tstring, src[j].len != 0); break;
+  case LOOM_I32: D2R_ROWS(int32_t, (int64_t)src[j] != ign); break;
+  default: D2R_ROWS(int64_t, src[j] != ign); break;
+  }
+  if (k == cap) return LOOM_OK;
+overflow:
+  return loom_status_set(ctx->st, LOOM_INTERNAL, "outputs do not match x");
 }
+#undef D2R_ROWS
 
 /* =====================================================================
  * SparseEmbedding and its gradient
@@ -201,10 +221,38 @@ static inline int kept(const emb_args *a, int64_t i, int64_t *id, float *w) {
   return !a->w || a->comb == LOOM__COMB_SUM || *w > 0.0f;
 }
 
+/* No weights, no max_norm (the usual embedding column): sum of the rows,
+ * then the combiner's division. */
+static void emb_fwd_rows_plain(const emb_args *a, int64_t lo, int64_t hi) {
+  const int64_t D = a->D;
+  const int64_t end = a->splits[hi];
+  for (int64_t i = a->splits[lo]; i < a->splits[lo] + EMB_PREFETCH; i++) prefetch_row(a, i, end);
+  for (int64_t r = lo; r < hi; r++) {
+    float *restrict o = a->out + r * D;
+    for (int64_t k = 0; k < D; k++) o[k] = 0.0f;
+    int64_t cnt = 0;
+    for (int64_t i = a->splits[r]; i < a->splits[r + 1]; i++) {
+      prefetch_row(a, i + EMB_PREFETCH, end);
+      int64_t id = rd_id(a->ids, a->ids64, i);
+      if (id < 0) continue;
+      cnt++;
+      const float *restrict e = a->P + id * D;
+      for (int64_t k = 0; k < D; k++) o[k] += e[k];
+    }
+    if (cnt <= 1 || a->comb == LOOM__COMB_SUM) continue; /* x / 1 is x */
+    float div = comb_div(a->comb, 0, 0.0f, 0.0f, cnt);
+    for (int64_t k = 0; k < D; k++) o[k] /= div;
+  }
+}
+
 static void emb_fwd_rows(void *arg, int64_t lo, int64_t hi) {
   const emb_args *a = arg;
   const int64_t D = a->D;
   const float c = a->c;
+  if (!a->w && !(c > 0.0f)) {
+    emb_fwd_rows_plain(a, lo, hi);
+    return;
+  }
   for (int64_t r = lo; r < hi; r++) {
     float *restrict o = a->out + r * D;
     for (int64_t k = 0; k < D; k++) o[k] = 0.0f;
@@ -371,5 +419,91 @@ loom_code loom__k_ragged_multi_hot(const loom_kctx *ctx) {
     return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "row_splits give %lld rows, the output has %lld elements",
                            (long long)B, (long long)ctx->out[0]->numel);
   if (B > 0 && a.depth > 0) loom__parallel_for(ctx->pool, B, row_grain(B, I->numel, a.depth), mh_rows, &a);
+  return LOOM_OK;
+}
+
+/* =====================================================================
+ * MultiHotConcat: the input layer's concatenation written in one pass
+ * ===================================================================== */
+loom_code loom__k_multi_hot_concat(const loom_kctx *ctx) {
+  const loom_buf *L = ctx->in[0];
+  loom_buf *O = ctx->out[0];
+  const int64_t *lay = L->data;
+  int np = (int)(L->numel / 2);
+  if (O->ndim != 2) return loom_status_set(ctx->st, LOOM_INTERNAL, "output must have rank 2");
+  const int64_t B = O->dims[0], W = O->dims[1];
+  float *out = O->data;
+  if (B * W > 0) memset(out, 0, (size_t)(B * W) * sizeof(float));
+  int k = 1;
+  int64_t off = 0;
+  for (int p = 0; p < np; p++) {
+    const int64_t kind = lay[2 * p], depth = lay[2 * p + 1];
+    if (kind == 0) { /* dense float [B, w] */
+      const loom_buf *X = ctx->in[k++];
+      const int64_t w = X->ndim == 2 ? X->dims[1] : 0;
+      if (X->dtype != LOOM_F32 || X->ndim != 2 || X->dims[0] != B || off + w > W)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: expected float32 [%lld, w], got %s", p,
+                               (long long)B, loom_dtype_name(X->dtype));
+      const float *x = X->data;
+      float *o = out + off;
+      /* common widths with a fixed-size move (no library call per row) */
+      switch (w) {
+      case 1: for (int64_t r = 0; r < B; r++) o[r * W] = x[r]; break;
+      case 2: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 2, 2 * sizeof(float)); break;
+      case 4: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 4, 4 * sizeof(float)); break;
+      case 8: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 8, 8 * sizeof(float)); break;
+      case 16: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * 16, 16 * sizeof(float)); break;
+      default: for (int64_t r = 0; r < B; r++) memcpy(o + r * W, x + r * w, (size_t)w * sizeof(float)); break;
+      }
+      off += w;
+    } else if (kind == 1 || kind == 2) { /* ragged multi-hot */
+      const loom_buf *I = ctx->in[k], *S = ctx->in[k + 1], *Wt = kind == 2 ? ctx->in[k + 2] : NULL;
+      k += kind == 2 ? 3 : 2;
+      if (I->dtype != LOOM_I32 && I->dtype != LOOM_I64)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: ids must be int32 or int64, got %s", p,
+                               loom_dtype_name(I->dtype));
+      loom_code rc = loom__check_row_splits(S, I->numel, ctx->st);
+      if (rc) return rc;
+      if (S->numel - 1 != B || off + depth > W)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: row_splits give %lld rows, expected %lld", p,
+                               (long long)(S->numel - 1), (long long)B);
+      if (Wt && (Wt->dtype != LOOM_F32 || Wt->numel != I->numel))
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: weights must be float32 with one value per id",
+                               p);
+      const int64_t *sp = S->data;
+      const float *wt = Wt ? Wt->data : NULL;
+      const int ids64 = I->dtype == LOOM_I64;
+      for (int64_t r = 0; r < B; r++) {
+        float *o = out + r * W + off;
+        for (int64_t i = sp[r]; i < sp[r + 1]; i++) {
+          int64_t id = rd_id(I->data, ids64, i);
+          if (id < 0 || id >= depth) continue;
+          o[id] += wt ? wt[i] : 1.0f;
+        }
+      }
+      off += depth;
+    } else if (kind == 3) { /* one-hot of int ids [B, n] */
+      const loom_buf *I = ctx->in[k++];
+      if ((I->dtype != LOOM_I32 && I->dtype != LOOM_I64) || I->ndim != 2 || I->dims[0] != B ||
+          off + I->dims[1] * depth > W)
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: expected int ids [%lld, n], got %s", p,
+                               (long long)B, loom_dtype_name(I->dtype));
+      const int64_t n = I->dims[1];
+      const int ids64 = I->dtype == LOOM_I64;
+      for (int64_t r = 0; r < B; r++) {
+        float *o = out + r * W + off;
+        for (int64_t j = 0; j < n; j++) {
+          int64_t id = rd_id(I->data, ids64, r * n + j);
+          if (id >= 0 && id < depth) o[j * depth + id] = 1.0f;
+        }
+      }
+      off += n * depth;
+    } else {
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "piece %d: unknown kind %lld", p, (long long)kind);
+    }
+  }
+  if (off != W || k != ctx->nin)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "the pieces give %lld columns from %d inputs, the output has %lld from %d",
+                           (long long)off, k, (long long)W, ctx->nin);
   return LOOM_OK;
 }

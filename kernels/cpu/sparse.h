@@ -36,4 +36,8 @@ loom_code loom__k_sparse_embedding_grad_f32(const loom_kctx *ctx);
  * out [B, depth] f32 (attrs.num = depth). */
 loom_code loom__k_ragged_multi_hot(const loom_kctx *ctx);
 
+/* MultiHotConcat: in[0] = layout int64 [2 * np] (kind, depth per piece;
+ * ops/sparse_internal.h), then the pieces' inputs -> float32 [B, total]. */
+loom_code loom__k_multi_hot_concat(const loom_kctx *ctx);
+
 #endif

@@ -1,12 +1,15 @@
-/* canned_dnn_fashion_mnist.c - Fashion-MNIST with a canned DNNClassifier
- * (TF's tf.estimator.DNNClassifier(hidden_units=[128, 64],
- * feature_columns=[numeric_column('image', shape=784)], n_classes=10)):
- * train briefly, evaluate, export.
- *   build/examples/canned_dnn_fashion_mnist [data_dir] [steps]
- * data_dir defaults to /usr/share/datasets/fashion-mnist (Debian's
+/* fmnist_canned.c - Fashion-MNIST with a canned DNNClassifier (TF's
+ * tf.estimator.DNNClassifier(hidden_units=[128, 64],
+ * feature_columns=[numeric_column('image', shape=784)], n_classes=10),
+ * Adagrad 0.05): train briefly, evaluate, export. The same model as
+ * fmnist_model_fn.c (custom model_fn) and fmnist_sequential.c (layer stack).
+ *   fmnist_canned [--steps N] [--data DIR] [--model-dir DIR (default: a new /tmp dir)]
+ * DIR defaults to /usr/share/datasets/fashion-mnist (Debian's
  * dataset-fashion-mnist IDX files). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include "loom/loom.h"
 
 static const char *dir = "/usr/share/datasets/fashion-mnist";
@@ -30,14 +33,22 @@ static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, v
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1) dir = argv[1];
-  int64_t steps = argc > 2 ? atoll(argv[2]) : 1000;
+  int64_t steps = 1000;
+  const char *model_dir = NULL;
+  char tmp[] = "/tmp/loom_fmnist_canned_XXXXXX";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--steps")) steps = atoll(argv[i + 1]);
+    else if (!strcmp(argv[i], "--data")) dir = argv[i + 1];
+    else if (!strcmp(argv[i], "--model-dir")) model_dir = argv[i + 1];
+  }
+  if (!model_dir && !(model_dir = mkdtemp(tmp))) return 1;
   loom_status *st = loom_status_new();
   loom_fc_set *cols = loom_fc_set_new();
   const loom_fc *image = loom_fc_numeric(cols, "image", 1, (int64_t[]){784}, NULL, LOOM_F32, NULL, NULL, st);
 
-  loom_dnn_options o = loom_dnn_options_default();  /* Adagrad 0.001, relu: TF 2.15's defaults */
-  o.model_dir = "/tmp/loom_canned_fashion_mnist";
+  loom_dnn_options o = loom_dnn_options_default();  /* relu; TF 2.15's default Adagrad rate is 0.001 */
+  o.model_dir = model_dir;
+  o.optimizer.learning_rate = 0.05; /* Adagrad 0.05: the same model as fmnist_model_fn.c / fmnist_sequential.c */
   o.hidden_units = (int64_t[]){128, 64};
   o.nhidden_units = 2;
   o.feature_columns = &image;
@@ -48,17 +59,20 @@ int main(int argc, char **argv) {
   loom_train_options to = loom_train_options_default();
   to.steps = steps;
   loom_eval_result *r = NULL;
-  char exported[1024];
+  char base[600], exported[1024];
+  snprintf(base, sizeof base, "%s/export", model_dir);
   if (!e || loom_estimator_train(e, input_fn, NULL, &to, st) ||
       loom_estimator_evaluate(e, input_fn, NULL, NULL, &r, st) ||
-      loom_estimator_export(e, serving_fn, NULL, "/tmp/loom_canned_fashion_mnist/export", NULL, exported,
-                            sizeof exported, st)) {
-    fprintf(stderr, "canned_dnn_fashion_mnist: %s\n", loom_status_message(st));
+      loom_estimator_export(e, serving_fn, NULL, base, NULL, exported, sizeof exported, st)) {
+    fprintf(stderr, "fmnist_canned: %s\n", loom_status_message(st));
     return 1;
   }
   for (int i = 0; i < loom_eval_result_count(r); i++)
     printf("%s = %g\n", loom_eval_result_key(r, i), loom_eval_result_value(r, i));
   printf("exported to %s\n", exported);
+  double acc = 0;
+  loom_eval_result_get(r, "accuracy", &acc, NULL);
+  printf("test_accuracy=%.4f\n", acc);
   loom_eval_result_free(r);
   loom_estimator_free(e);
   loom_fc_set_free(cols);

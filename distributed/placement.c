@@ -1,0 +1,290 @@
+/* distributed/placement.c - deterministic placement of variables on PS
+ * tasks, and the cluster client that follows it.
+ *
+ * Placement depends only on the variable table (in creation order), the
+ * number of PS tasks, the strategy and the slice threshold, so every process
+ * computes the same table. Variables above the threshold are split along
+ * axis 0 into min(num_ps, ceil(bytes / min_slice), rows) contiguous row
+ * ranges (TF's min_max_variable_partitioner); each shard is then placed on
+ * the least loaded PS (greedy by bytes, ties to the lowest index) or the
+ * next one in turn (round robin). The placement hash covers all of it and is
+ * checked by every PS at HELLO. */
+#include <stdio.h>
+#include <string.h>
+#include "base/base.h"
+#include "distributed/ps_client.h"
+
+struct loom_ps_placement {
+  int nvars, num_ps, nshards;
+  loom_ps_strategy strategy;
+  loom_ps_var_spec *vars;
+  char **names;
+  loom_ps_shard *shards;
+  int *first_shard, *nshard_of; /* per variable */
+  int64_t *ps_bytes;
+  uint64_t hash;
+};
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+void loom_ps_placement_free(loom_ps_placement *p) {
+  if (!p) return;
+  for (int i = 0; i < p->nvars; i++) loom__free(p->names[i]);
+  loom__free(p->names);
+  loom__free(p->vars);
+  loom__free(p->shards);
+  loom__free(p->first_shard);
+  loom__free(p->nshard_of);
+  loom__free(p->ps_bytes);
+  loom__free(p);
+}
+
+loom_ps_placement *loom_ps_placement_new(int nvars, const loom_ps_var_spec *vars, int num_ps,
+                                         loom_ps_strategy strategy, int64_t min_slice_bytes, loom_status *st) {
+  if (nvars < 0 || (nvars && !vars) || num_ps < 1 || num_ps > 4096 ||
+      (strategy != LOOM_PS_GREEDY_BYTES && strategy != LOOM_PS_ROUND_ROBIN)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "placement: %d variables, %d PS tasks, strategy %d", nvars, num_ps,
+                    (int)strategy);
+    return NULL;
+  }
+  if (min_slice_bytes == 0) min_slice_bytes = 256 << 10;
+  loom_ps_placement *p = loom__calloc(1, sizeof *p);
+  if (!p) goto oom;
+  p->nvars = nvars;
+  p->num_ps = num_ps;
+  p->strategy = strategy;
+  p->vars = loom__calloc((size_t)nvars + 1, sizeof *p->vars);
+  p->names = loom__calloc((size_t)nvars + 1, sizeof *p->names);
+  p->first_shard = loom__calloc((size_t)nvars + 1, sizeof(int));
+  p->nshard_of = loom__calloc((size_t)nvars + 1, sizeof(int));
+  p->ps_bytes = loom__calloc((size_t)num_ps, sizeof(int64_t));
+  if (!p->vars || !p->names || !p->first_shard || !p->nshard_of || !p->ps_bytes) goto oom;
+  /* shard counts */
+  int64_t total = 0;
+  for (int i = 0; i < nvars; i++) {
+    const loom_ps_var_spec *v = &vars[i];
+    if (!v->name || v->ndim < 0 || v->ndim > LOOM_MAX_DIMS) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "placement: variable %d (%s) has rank %d", i,
+                      v->name ? v->name : "unnamed", v->ndim);
+      loom_ps_placement_free(p);
+      return NULL;
+    }
+    for (int j = 0; j < i; j++)
+      if (!strcmp(vars[j].name, v->name)) {
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "placement: variable '%s' appears twice", v->name);
+        loom_ps_placement_free(p);
+        return NULL;
+      }
+    p->vars[i] = *v;
+    p->names[i] = loom__strdup(v->name);
+    if (!p->names[i]) goto oom;
+    p->vars[i].name = p->names[i];
+    int64_t numel = loom__numel(v->ndim, v->dims), bytes = numel * 4;
+    int64_t rows = v->ndim ? v->dims[0] : 1;
+    int64_t k = 1;
+    if (min_slice_bytes > 0 && bytes > min_slice_bytes && v->ndim >= 1) {
+      k = (bytes + min_slice_bytes - 1) / min_slice_bytes;
+      if (k > num_ps) k = num_ps;
+      if (k > rows) k = rows;
+      if (k < 1) k = 1;
+    }
+    p->first_shard[i] = (int)total;
+    p->nshard_of[i] = (int)k;
+    total += k;
+  }
+  p->nshards = (int)total;
+  p->shards = loom__calloc((size_t)total + 1, sizeof *p->shards);
+  if (!p->shards) goto oom;
+  uint64_t h = 0xcbf29ce484222325ull;
+  int32_t hdr[3] = {num_ps, (int32_t)strategy, nvars};
+  h = fnv(h, hdr, sizeof hdr);
+  h = fnv(h, &min_slice_bytes, sizeof min_slice_bytes);
+  int rr = 0;
+  for (int i = 0; i < nvars; i++) {
+    const loom_ps_var_spec *v = &p->vars[i];
+    h = fnv(h, v->name, strlen(v->name) + 1);
+    h = fnv(h, &v->ndim, sizeof v->ndim);
+    h = fnv(h, v->dims, sizeof(int64_t) * (size_t)v->ndim);
+    int64_t numel = loom__numel(v->ndim, v->dims);
+    int64_t rows = v->ndim ? v->dims[0] : 1, row = rows > 0 ? numel / rows : 0;
+    int k = p->nshard_of[i];
+    int64_t base = rows / k, extra = rows % k, r0 = 0;
+    for (int j = 0; j < k; j++) {
+      loom_ps_shard *s = &p->shards[p->first_shard[i] + j];
+      int64_t nr = base + (j < extra ? 1 : 0);
+      s->var = i;
+      s->id = (uint32_t)(p->first_shard[i] + j);
+      s->row_begin = r0;
+      s->row_end = r0 + nr;
+      s->numel = k == 1 ? numel : nr * row;
+      s->bytes = s->numel * 4;
+      r0 += nr;
+      int best = 0;
+      if (strategy == LOOM_PS_ROUND_ROBIN) {
+        best = rr++ % num_ps;
+      } else {
+        for (int q = 1; q < num_ps; q++)
+          if (p->ps_bytes[q] < p->ps_bytes[best]) best = q;
+      }
+      s->ps = best;
+      p->ps_bytes[best] += s->bytes;
+      int64_t hv[3] = {s->ps, s->row_begin, s->row_end};
+      h = fnv(h, hv, sizeof hv);
+    }
+  }
+  p->hash = h;
+  return p;
+oom:
+  loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "placement: out of memory");
+  loom_ps_placement_free(p);
+  return NULL;
+}
+
+int loom_ps_placement_num_vars(const loom_ps_placement *p) { return p ? p->nvars : 0; }
+const loom_ps_var_spec *loom_ps_placement_var(const loom_ps_placement *p, int i) {
+  return p && i >= 0 && i < p->nvars ? &p->vars[i] : NULL;
+}
+uint64_t loom_ps_placement_hash(const loom_ps_placement *p) { return p ? p->hash : 0; }
+int loom_ps_placement_num_shards(const loom_ps_placement *p) { return p ? p->nshards : 0; }
+const loom_ps_shard *loom_ps_placement_shard(const loom_ps_placement *p, int i) {
+  return p && i >= 0 && i < p->nshards ? &p->shards[i] : NULL;
+}
+int64_t loom_ps_placement_ps_bytes(const loom_ps_placement *p, int ps) {
+  return p && ps >= 0 && ps < p->num_ps ? p->ps_bytes[ps] : 0;
+}
+
+double loom_ps_placement_balance(const loom_ps_placement *p) {
+  if (!p) return 0;
+  int64_t mx = 0, sum = 0;
+  for (int i = 0; i < p->num_ps; i++) {
+    sum += p->ps_bytes[i];
+    if (p->ps_bytes[i] > mx) mx = p->ps_bytes[i];
+  }
+  return sum ? (double)mx * p->num_ps / (double)sum : 1.0;
+}
+
+void loom_ps_placement_log(const loom_ps_placement *p) {
+  if (!p) return;
+  loom__log(LOOM_LOG_INFO, "placement %016llx: %d variables, %d shards on %d PS (%s)", (unsigned long long)p->hash,
+            p->nvars, p->nshards, p->num_ps, p->strategy == LOOM_PS_ROUND_ROBIN ? "round robin" : "greedy by bytes");
+  for (int i = 0; i < p->nshards; i++) {
+    const loom_ps_shard *s = &p->shards[i];
+    loom__log(LOOM_LOG_INFO, "  %-40s rows [%lld, %lld) -> ps %d (%lld bytes)", p->vars[s->var].name,
+              (long long)s->row_begin, (long long)s->row_end, s->ps, (long long)s->bytes);
+  }
+  for (int q = 0; q < p->num_ps; q++)
+    loom__log(LOOM_LOG_INFO, "  ps %d: %lld bytes", q, (long long)p->ps_bytes[q]);
+  loom__log(LOOM_LOG_INFO, "  max/mean bytes per PS: %.3f", loom_ps_placement_balance(p));
+}
+
+/* ---------------- cluster client ---------------- */
+
+struct loom_ps_cluster {
+  const loom_ps_placement *p;
+  loom_ps_client **c;
+  uint64_t *version; /* per shard: what the last pull delivered */
+};
+
+void loom_ps_cluster_free(loom_ps_cluster *c) {
+  if (!c) return;
+  for (int i = 0; c->c && i < c->p->num_ps; i++) loom_ps_client_free(c->c[i]);
+  loom__free(c->c);
+  loom__free(c->version);
+  loom__free(c);
+}
+
+loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char *const *hosts, const int *ports,
+                                         const loom_ps_connect_options *o, loom_status *st) {
+  if (!p || !hosts || !ports) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_connect: NULL placement or addresses");
+    return NULL;
+  }
+  loom_ps_cluster *c = loom__calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->p = p;
+  c->c = loom__calloc((size_t)p->num_ps, sizeof *c->c);
+  c->version = loom__malloc(((size_t)p->nshards + 1) * sizeof(uint64_t));
+  if (!c->c || !c->version) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: out of memory");
+    loom_ps_cluster_free(c);
+    return NULL;
+  }
+  for (int i = 0; i < p->nshards; i++) c->version[i] = UINT64_MAX;
+  for (int i = 0; i < p->num_ps; i++) {
+    loom_ps_connect_options co;
+    memset(&co, 0, sizeof co);
+    if (o) co = *o;
+    co.host = hosts[i];
+    co.port = ports[i];
+    co.placement_hash = p->hash;
+    co.num_ps = p->num_ps;
+    co.num_vars = p->nvars;
+    c->c[i] = loom_ps_connect(&co, st);
+    if (!c->c[i]) {
+      loom_ps_cluster_free(c);
+      return NULL;
+    }
+  }
+  return c;
+}
+
+loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps) {
+  return c && ps >= 0 && ps < c->p->num_ps ? c->c[ps] : NULL;
+}
+
+static int64_t row_elems(const loom_ps_var_spec *v) {
+  int64_t numel = loom__numel(v->ndim, v->dims), rows = v->ndim ? v->dims[0] : 1;
+  return rows > 0 ? numel / rows : 0;
+}
+
+loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
+                                   const float *value, loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  if (var < 0 || var >= p->nvars) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "variable %d out of range", var);
+  const loom_ps_var_spec *v = &p->vars[var];
+  int64_t row = row_elems(v);
+  for (int j = 0; j < p->nshard_of[var]; j++) {
+    const loom_ps_shard *s = &p->shards[p->first_shard[var] + j];
+    int64_t dims[LOOM_MAX_DIMS];
+    memcpy(dims, v->dims, sizeof dims);
+    if (v->ndim) dims[0] = s->row_end - s->row_begin;
+    loom_code rc = loom_ps_init_var(c->c[s->ps], s->id, v->ndim, dims, opt, hyper, value + s->row_begin * row, NULL, st);
+    if (rc) return rc;
+  }
+  return LOOM_OK;
+}
+
+/* Every shard's request goes out before any reply is read: the PS tasks
+ * work in parallel and each connection's replies come back in order. */
+static loom_code exchange(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  for (int i = 0; i < p->nshards; i++) {
+    const loom_ps_shard *s = &p->shards[i];
+    int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
+    loom_code rc = grads && grads[s->var]
+                       ? loom__ps_push_send(c->c[s->ps], LOOM_PS_PUSHPULL, s->id, grads[s->var] + off, s->numel, st)
+                       : loom__ps_pull_send(c->c[s->ps], s->id, c->version[i], st);
+    if (rc) return rc;
+  }
+  for (int i = 0; i < p->nshards; i++) {
+    const loom_ps_shard *s = &p->shards[i];
+    int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
+    uint16_t op = grads && grads[s->var] ? LOOM_PS_PUSHPULL : LOOM_PS_PULL;
+    loom_code rc = loom__ps_value_recv(c->c[s->ps], op, values[s->var] + off, s->numel, &c->version[i], NULL, st);
+    if (rc) return rc;
+  }
+  return LOOM_OK;
+}
+
+loom_code loom_ps_cluster_pull(loom_ps_cluster *c, float *const *values, loom_status *st) {
+  return exchange(c, NULL, values, st);
+}
+
+loom_code loom_ps_cluster_pushpull(loom_ps_cluster *c, const float *const *grads, float *const *values,
+                                   loom_status *st) {
+  return exchange(c, grads, values, st);
+}

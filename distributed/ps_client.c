@@ -1,0 +1,425 @@
+/* distributed/ps_client.c - a worker's connection to one PS task.
+ *
+ * Blocking sockets, every wait bounded by poll() with the connection's
+ * timeout. Requests are split into a send half and a receive half so that
+ * the cluster client (ps_cluster.c) can put one request on every PS before
+ * reading any reply: different PS tasks work in parallel with no extra
+ * thread. Gradients are sent from the caller's buffer (writev) and values
+ * received into the caller's buffer, the CRC computed on the way; the
+ * client's own buffers are reused, so a steady-state step allocates nothing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include "base/base.h"
+#include "base/crc32c.h"
+#include "distributed/ps_client.h"
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int wait_fd(loom_ps_client *c, short ev, double deadline) {
+  for (;;) {
+    double left = deadline - mono_s();
+    if (left <= 0) return 0;
+    struct pollfd p = {.fd = c->fd, .events = ev};
+    int r = poll(&p, 1, (int)(left * 1000) + 1);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return -1;
+  }
+}
+
+static loom_code io_fail(loom_ps_client *c, loom_status *st, const char *what, int err) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  if (err == ETIMEDOUT)
+    return loom_status_set(st, LOOM_DEADLINE_EXCEEDED, "ps %s: %s timed out after %.1f s", c->addr, what,
+                           c->timeout_s);
+  if (err == 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: connection closed by the PS during %s", c->addr, what);
+  return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: %s: %s", c->addr, what, strerror(err));
+}
+
+static loom_code send_iov(loom_ps_client *c, struct iovec *iov, int n, loom_status *st) {
+  if (c->fd < 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: not connected", c->addr);
+  double deadline = mono_s() + c->timeout_s;
+  while (n > 0) {
+    ssize_t w = writev(c->fd, iov, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        int r = wait_fd(c, POLLOUT, deadline);
+        if (r <= 0) return io_fail(c, st, "send", r == 0 ? ETIMEDOUT : errno);
+        continue;
+      }
+      return io_fail(c, st, "send", errno);
+    }
+    c->bytes_sent += w;
+    while (n > 0 && (size_t)w >= iov->iov_len) {
+      w -= (ssize_t)iov->iov_len;
+      iov++;
+      n--;
+    }
+    if (n > 0) {
+      iov->iov_base = (char *)iov->iov_base + w;
+      iov->iov_len -= (size_t)w;
+    }
+  }
+  return LOOM_OK;
+}
+
+static loom_code recv_exact(loom_ps_client *c, void *buf, size_t n, loom_status *st) {
+  if (c->fd < 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: not connected", c->addr);
+  double deadline = mono_s() + c->timeout_s;
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = recv(c->fd, p, n, 0);
+    if (r > 0) {
+      p += r;
+      n -= (size_t)r;
+      c->bytes_received += r;
+      continue;
+    }
+    if (r == 0) return io_fail(c, st, "receive", 0);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      int w = wait_fd(c, POLLIN, deadline);
+      if (w <= 0) return io_fail(c, st, "receive", w == 0 ? ETIMEDOUT : errno);
+      continue;
+    }
+    return io_fail(c, st, "receive", errno);
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, size_t fixed_len, const void *a,
+                        size_t alen, const void *b, size_t blen, loom_status *st) {
+  uint64_t body = (uint64_t)fixed_len + alen + blen;
+  if (body > c->max_frame)
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps %s: a %llu-byte request exceeds the frame limit of %u",
+                           c->addr, (unsigned long long)body, c->max_frame);
+  uint32_t crc = 0;
+  crc = loom__crc32c_extend(crc, fixed, fixed_len);
+  if (alen) crc = loom__crc32c_extend(crc, a, alen);
+  if (blen) crc = loom__crc32c_extend(crc, b, blen);
+  uint8_t hdr[LOOM_PS_HDR];
+  loom__ps_hdr_encode(hdr, opcode, 0, ++c->next_id, NULL, 0, 0);
+  loom__ps_put32(hdr + 20, (uint32_t)body);
+  loom__ps_put32(hdr + 24, crc);
+  struct iovec iov[4] = {{hdr, LOOM_PS_HDR}, {(void *)fixed, fixed_len}, {(void *)a, alen}, {(void *)b, blen}};
+  c->pending = opcode;
+  return send_iov(c, iov, 4, st);
+}
+
+loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, loom_status *st) {
+  uint8_t hdr[LOOM_PS_HDR];
+  loom_code rc = recv_exact(c, hdr, sizeof hdr, st);
+  if (rc) return rc;
+  char why[160];
+  rc = loom__ps_hdr_decode(hdr, c->max_frame, h, why, sizeof why);
+  if (rc) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, rc, "ps %s: bad reply: %s", c->addr, why);
+  }
+  c->crc = 0;
+  c->left = h->body_len;
+  uint64_t expect = ++c->acked; /* replies come back in request order (pipelining) */
+  if (h->status != 0) { /* an error reply: the body is the message */
+    char msg[600];
+    size_t n = h->body_len < sizeof msg - 1 ? h->body_len : sizeof msg - 1;
+    rc = loom__ps_recv_body(c, msg, n, st);
+    if (!rc) rc = loom__ps_recv_body(c, NULL, c->left, st);
+    if (rc) return rc;
+    msg[n] = 0;
+    loom_code code = h->status < LOOM_CODE_COUNT ? (loom_code)h->status : LOOM_UNKNOWN;
+    return loom_status_set(st, code, "ps %s refused opcode %u: %s", c->addr, opcode, msg);
+  }
+  if (!(h->flags & LOOM_PS_FLAG_REPLY) || h->opcode != opcode || h->request_id != expect) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: reply opcode %u id %llu to request opcode %u id %llu",
+                           c->addr, h->opcode, (unsigned long long)h->request_id, opcode,
+                           (unsigned long long)expect);
+  }
+  c->hdr = *h;
+  return LOOM_OK;
+}
+
+/* Reads n more body bytes into dst (NULL: into the client's scratch). */
+loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status *st) {
+  if (n > c->left) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: reply body is %zu bytes short", c->addr, n - c->left);
+  }
+  while (n > 0) {
+    uint8_t scratch[4096];
+    size_t k = dst ? n : (n < sizeof scratch ? n : sizeof scratch);
+    void *p = dst ? dst : scratch;
+    loom_code rc = recv_exact(c, p, k, st);
+    if (rc) return rc;
+    c->crc = loom__crc32c_extend(c->crc, p, k);
+    c->left -= k;
+    n -= k;
+    if (dst) dst = (char *)dst + k;
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__ps_recv_end(loom_ps_client *c, const loom_ps_hdr *h, loom_status *st) {
+  if (c->left) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: %zu unexpected bytes in the reply to opcode %u", c->addr,
+                           c->left, h->opcode);
+  }
+  if (c->crc != h->body_crc) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: CRC-32C mismatch in the reply to opcode %u", c->addr,
+                           h->opcode);
+  }
+  return LOOM_OK;
+}
+
+/* A reply with a small fixed body, read whole into out (out_len bytes exactly). */
+static loom_code small_reply(loom_ps_client *c, uint16_t opcode, void *out, size_t out_len, loom_status *st) {
+  loom_ps_hdr h;
+  loom_code rc = loom__ps_recv_hdr(c, opcode, &h, st);
+  if (rc) return rc;
+  if (h.body_len != out_len) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: reply to opcode %u has %u bytes (expected %zu)", c->addr,
+                           opcode, h.body_len, out_len);
+  }
+  rc = loom__ps_recv_body(c, out, out_len, st);
+  return rc ? rc : loom__ps_recv_end(c, &h, st);
+}
+
+loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *st) {
+  if (!o || !o->host) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: no host");
+    return NULL;
+  }
+  loom_ps_client *c = loom__calloc(1, sizeof *c);
+  if (!c) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for a ps client");
+    return NULL;
+  }
+  c->fd = -1;
+  c->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10.0;
+  c->max_frame = o->max_frame ? o->max_frame : LOOM_PS_DEFAULT_MAX_FRAME;
+  snprintf(c->addr, sizeof c->addr, "%.60s:%d", o->host, o->port);
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  char port[16];
+  snprintf(port, sizeof port, "%d", o->port);
+  int gr = getaddrinfo(o->host, port, &hints, &ai);
+  if (gr != 0 || !ai) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps %s: cannot resolve: %s", c->addr, gai_strerror(gr));
+    loom__free(c);
+    return NULL;
+  }
+  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int err = c->fd < 0 ? errno : 0;
+  if (!err && connect(c->fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      int w = wait_fd(c, POLLOUT, mono_s() + c->timeout_s);
+      socklen_t sl = sizeof err;
+      err = w == 0 ? ETIMEDOUT : w < 0 ? errno : 0;
+      if (!err && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &sl) < 0) err = errno;
+    }
+  }
+  freeaddrinfo(ai);
+  if (err) {
+    io_fail(c, st, "connect", err);
+    loom__free(c);
+    return NULL;
+  }
+  int one = 1;
+  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  /* HELLO -> CHALLENGE -> AUTH -> WELCOME */
+  uint8_t hello[24 + LOOM_PS_NONCE];
+  memset(hello, 0, sizeof hello);
+  uint16_t v = LOOM_PS_VERSION;
+  memcpy(hello, &v, 2);
+  memcpy(hello + 2, &v, 2);
+  loom__ps_put32(hello + 4, (uint32_t)o->num_ps);
+  loom__ps_put32(hello + 8, (uint32_t)o->num_vars);
+  loom__ps_put64(hello + 16, o->placement_hash);
+  uint8_t sn[LOOM_PS_NONCE], mac[LOOM_PS_MAC], welcome[4];
+  loom_code rc = loom__ps_random(hello + 24, LOOM_PS_NONCE);
+  if (rc) loom_status_set(st, rc, "no random bytes for the handshake");
+  if (!rc) rc = loom__ps_send(c, LOOM_PS_HELLO, hello, sizeof hello, NULL, 0, NULL, 0, st);
+  if (!rc) rc = small_reply(c, LOOM_PS_CHALLENGE, sn, sizeof sn, st);
+  if (!rc) {
+    loom__ps_auth_mac(o->token, o->token ? o->token_len : 0, hello + 24, sn, o->placement_hash, mac);
+    rc = loom__ps_send(c, LOOM_PS_AUTH, mac, sizeof mac, NULL, 0, NULL, 0, st);
+  }
+  if (!rc) rc = small_reply(c, LOOM_PS_WELCOME, welcome, sizeof welcome, st);
+  if (rc) {
+    loom_ps_client_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+void loom_ps_client_free(loom_ps_client *c) {
+  if (!c) return;
+  if (c->fd >= 0) close(c->fd);
+  loom__free(c);
+}
+
+void loom_ps_client_bytes(const loom_ps_client *c, int64_t *sent, int64_t *received) {
+  if (sent) *sent = c ? c->bytes_sent : 0;
+  if (received) *received = c ? c->bytes_received : 0;
+}
+
+loom_code loom_ps_init_var(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims, loom_ps_optimizer opt,
+                           const float *hyper, const float *value, int *created, loom_status *st) {
+  if (ndim < 0 || ndim > LOOM_MAX_DIMS) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "rank %d", ndim);
+  uint8_t fixed[16 + 8 * LOOM_MAX_DIMS + 32];
+  memset(fixed, 0, sizeof fixed);
+  loom__ps_put32(fixed, var_id);
+  loom__ps_put32(fixed + 4, (uint32_t)opt);
+  loom__ps_put32(fixed + 8, (uint32_t)ndim);
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    loom__ps_put64(fixed + 16 + 8 * i, (uint64_t)dims[i]);
+    numel *= dims[i];
+  }
+  size_t fl = 16 + 8 * (size_t)ndim;
+  float h[8] = {0};
+  if (hyper) memcpy(h, hyper, sizeof h);
+  memcpy(fixed + fl, h, 32);
+  fl += 32;
+  loom_code rc = loom__ps_send(c, LOOM_PS_INIT_VAR, fixed, fl, value, (size_t)numel * 4, NULL, 0, st);
+  uint8_t out[4];
+  if (!rc) rc = small_reply(c, LOOM_PS_INIT_VAR, out, 4, st);
+  if (!rc && created) *created = (int)loom__ps_get32(out);
+  return rc;
+}
+
+loom_code loom__ps_pull_send(loom_ps_client *c, uint32_t var_id, uint64_t have, loom_status *st) {
+  uint8_t fixed[16];
+  loom__ps_put32(fixed, var_id);
+  loom__ps_put32(fixed + 4, 0);
+  loom__ps_put64(fixed + 8, have);
+  return loom__ps_send(c, LOOM_PS_PULL, fixed, 16, NULL, 0, NULL, 0, st);
+}
+
+loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, const float *grad, int64_t numel,
+                             loom_status *st) {
+  uint8_t fixed[16];
+  loom__ps_put32(fixed, var_id);
+  loom__ps_put32(fixed + 4, 0);
+  loom__ps_put64(fixed + 8, 0);
+  return loom__ps_send(c, opcode, fixed, 16, grad, (size_t)numel * 4, NULL, 0, st);
+}
+
+/* The reply of PULL / PUSHPULL: {version, pad, value?} into out. */
+loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, int64_t numel, uint64_t *version,
+                              int *changed, loom_status *st) {
+  loom_ps_hdr h;
+  loom_code rc = loom__ps_recv_hdr(c, opcode, &h, st);
+  if (rc) return rc;
+  int unchanged = (h.flags & LOOM_PS_FLAG_UNCHANGED) != 0;
+  uint64_t want = 16 + (unchanged ? 0 : 4 * (uint64_t)numel);
+  if (h.body_len != want) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps %s: value of %u bytes, the caller expects %lld floats",
+                           c->addr, h.body_len - 16, (long long)numel);
+  }
+  uint8_t fixed[16];
+  rc = loom__ps_recv_body(c, fixed, 16, st);
+  if (!rc && !unchanged) rc = loom__ps_recv_body(c, out, (size_t)numel * 4, st);
+  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  if (rc) return rc;
+  if (version) *version = loom__ps_get64(fixed);
+  if (changed) *changed = !unchanged;
+  return LOOM_OK;
+}
+
+loom_code loom_ps_pull(loom_ps_client *c, uint32_t var_id, float *out, int64_t numel, uint64_t *version,
+                       int *changed, loom_status *st) {
+  loom_code rc = loom__ps_pull_send(c, var_id, version ? *version : UINT64_MAX, st);
+  return rc ? rc : loom__ps_value_recv(c, LOOM_PS_PULL, out, numel, version, changed, st);
+}
+
+loom_code loom_ps_push(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel, uint64_t *version,
+                       loom_status *st) {
+  loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSH, var_id, grad, numel, st);
+  uint8_t out[8];
+  if (!rc) rc = small_reply(c, LOOM_PS_PUSH, out, 8, st);
+  if (!rc && version) *version = loom__ps_get64(out);
+  return rc;
+}
+
+loom_code loom_ps_pushpull(loom_ps_client *c, uint32_t var_id, const float *grad, float *out, int64_t numel,
+                           uint64_t *version, loom_status *st) {
+  loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, var_id, grad, numel, st);
+  return rc ? rc : loom__ps_value_recv(c, LOOM_PS_PUSHPULL, out, numel, version, NULL, st);
+}
+
+static loom_code rows_check(loom_ps_client *c, int64_t n, int64_t d, loom_status *st) {
+  if (n < 0 || d < 0 || n > UINT32_MAX)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps %s: %lld rows of %lld", c->addr, (long long)n, (long long)d);
+  return LOOM_OK;
+}
+
+loom_code loom_ps_pull_rows(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d, float *out,
+                            loom_status *st) {
+  loom_code rc = rows_check(c, n, d, st);
+  if (rc) return rc;
+  uint8_t fixed[8];
+  loom__ps_put32(fixed, var_id);
+  loom__ps_put32(fixed + 4, (uint32_t)n);
+  rc = loom__ps_send(c, LOOM_PS_PULL_ROWS, fixed, 8, ids, (size_t)n * 8, NULL, 0, st);
+  loom_ps_hdr h;
+  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_PULL_ROWS, &h, st);
+  if (rc) return rc;
+  if ((uint64_t)h.body_len != 8 + 4 * (uint64_t)n * (uint64_t)d) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps %s: PULL_ROWS reply of %u bytes, expected %lld rows of %lld",
+                           c->addr, h.body_len, (long long)n, (long long)d);
+  }
+  uint8_t ver[8];
+  rc = loom__ps_recv_body(c, ver, 8, st);
+  if (!rc) rc = loom__ps_recv_body(c, out, (size_t)(n * d) * 4, st);
+  return rc ? rc : loom__ps_recv_end(c, &h, st);
+}
+
+loom_code loom_ps_push_rows(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
+                            const float *grads, loom_status *st) {
+  loom_code rc = rows_check(c, n, d, st);
+  if (rc) return rc;
+  uint8_t fixed[8];
+  loom__ps_put32(fixed, var_id);
+  loom__ps_put32(fixed + 4, (uint32_t)n);
+  rc = loom__ps_send(c, LOOM_PS_PUSH_ROWS, fixed, 8, ids, (size_t)n * 8, grads, (size_t)(n * d) * 4, st);
+  uint8_t out[8];
+  return rc ? rc : small_reply(c, LOOM_PS_PUSH_ROWS, out, 8, st);
+}
+
+loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, loom_status *st) {
+  uint8_t in[8], out[8];
+  loom__ps_put64(in, (uint64_t)k);
+  loom_code rc = loom__ps_send(c, LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+  if (!rc) rc = small_reply(c, LOOM_PS_STEP_INC, out, 8, st);
+  if (!rc && global_step) *global_step = (int64_t)loom__ps_get64(out);
+  return rc;
+}
+
+loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st) {
+  loom_code rc = loom__ps_send(c, LOOM_PS_SHUTDOWN, NULL, 0, NULL, 0, NULL, 0, st);
+  return rc ? rc : small_reply(c, LOOM_PS_SHUTDOWN, NULL, 0, st);
+}

@@ -1,0 +1,35 @@
+/* distributed/ps_client.h - internal: the client connection and the split
+ * send/receive halves the cluster client pipelines across PS tasks. */
+#ifndef LOOM_DIST_PS_CLIENT_H
+#define LOOM_DIST_PS_CLIENT_H
+#include "distributed/wire.h"
+#include "loom/loom_distributed.h"
+
+struct loom_ps_client {
+  int fd;
+  double timeout_s;
+  uint32_t max_frame;
+  char addr[80];
+  uint64_t next_id; /* id of the last request sent */
+  uint64_t acked;   /* id of the last reply read */
+  uint16_t pending;
+  loom_ps_hdr hdr;
+  uint32_t crc;   /* of the reply body read so far */
+  size_t left;    /* reply body bytes not read yet */
+  int64_t bytes_sent, bytes_received;
+};
+
+/* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */
+loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, size_t fixed_len, const void *a,
+                        size_t alen, const void *b, size_t blen, loom_status *st);
+/* Reads a reply header; an error reply becomes the returned code + message. */
+loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, loom_status *st);
+loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status *st);
+loom_code loom__ps_recv_end(loom_ps_client *c, const loom_ps_hdr *h, loom_status *st);
+loom_code loom__ps_pull_send(loom_ps_client *c, uint32_t var_id, uint64_t have, loom_status *st);
+loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, const float *grad, int64_t numel,
+                             loom_status *st);
+loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, int64_t numel, uint64_t *version,
+                              int *changed, loom_status *st);
+
+#endif

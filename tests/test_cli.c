@@ -1,0 +1,390 @@
+/* test_cli.c - the `loom` command line (tools/loom_cli.c), run as a program:
+ * train on iris to a known accuracy, evaluate the same model_dir to the same
+ * metrics, predict a CSV (header = the prediction keys, one row per input
+ * row, mostly the right classes), export to export/<timestamp>/, the diamonds
+ * wide & deep job (analyzer statistics), and job-file errors: exit code 2
+ * with a message naming the key (bad JSON with its line, unknown keys, wrong
+ * types, missing files, bad column references), runtime errors exit 1. */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include "loom/loom.h"
+#include "test_util.h"
+
+#ifndef LOOM_CLI_BIN
+#define LOOM_CLI_BIN "build/loom"
+#endif
+#define IRIS_CSV "/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv"
+#define IRIS_JOB "examples/jobs/iris_dnn.json"
+#define DIAMONDS_JOB "examples/jobs/diamonds_wide_deep.json"
+
+typedef struct run_out {
+  int rc;
+  char *out, *err;
+} run_out;
+
+/* Runs `loom <args>` in dir's files out.txt / err.txt; returns the exit code and both texts. */
+static run_out run_cli(const char *dir, const char *args) {
+  char cmd[4096], o[256], e[256];
+  snprintf(o, sizeof o, "%s/out.txt", dir);
+  snprintf(e, sizeof e, "%s/err.txt", dir);
+  snprintf(cmd, sizeof cmd, "%s %s > %s 2> %s", LOOM_CLI_BIN, args, o, e);
+  int s = system(cmd);
+  cr_assert(s != -1 && WIFEXITED(s), "could not run %s", cmd);
+  run_out r = {WEXITSTATUS(s), tu_read_file(o, NULL), tu_read_file(e, NULL)};
+  return r;
+}
+static void run_free(run_out *r) {
+  free(r->out);
+  free(r->err);
+}
+
+/* value of "key=..." in the output, asserted present */
+static double metric(const char *out, const char *key) {
+  char pat[128];
+  snprintf(pat, sizeof pat, "%s=", key);
+  for (const char *p = out; (p = strstr(p, pat)); p++)
+    if (p == out || p[-1] == '\n') return strtod(p + strlen(pat), NULL);
+  cr_assert_fail("no %s= in the output:\n%s", key, out);
+  return 0;
+}
+
+Test(cli, iris_train_evaluate_predict_export) {
+  cr_assert(tu_file_exists(IRIS_CSV), "missing %s (scripts/deps.sh installs python3-sklearn)", IRIS_CSV);
+  char dir[TU_TMPDIR_CAP], args[1024];
+  tu_tmpdir(dir, sizeof dir, "cli_iris");
+  /* train: DNNClassifier [10, 10], Adagrad 0.1, 1000 steps of 32, then evaluate on the 30 held-out rows */
+  snprintf(args, sizeof args, "train %s --model-dir %s/model", IRIS_JOB, dir);
+  run_out t = run_cli(dir, args);
+  cr_assert_eq(t.rc, 0, "train failed (%d):\n%s", t.rc, t.err);
+  double acc = metric(t.out, "accuracy");
+  cr_expect(acc >= 0.9 && acc <= 1.0, "accuracy %g, want >= 0.9 (the canned test's iris range)", acc);
+  cr_expect_eq(metric(t.out, "global_step"), 1000);
+  cr_expect(metric(t.out, "average_loss") < 0.2, "average_loss %g", metric(t.out, "average_loss"));
+  cr_expect(strstr(t.err, "loss = "), "no progress lines on stderr:\n%s", t.err);
+  cr_expect(strstr(t.err, "120 for training, 30 for evaluation"), "%s", t.err);
+  /* evaluate: the same checkpoint gives the same metrics, printed the same way */
+  snprintf(args, sizeof args, "evaluate %s --model-dir %s/model --quiet", IRIS_JOB, dir);
+  run_out e = run_cli(dir, args);
+  cr_assert_eq(e.rc, 0, "evaluate failed:\n%s", e.err);
+  cr_expect_str_eq(e.out, t.out);
+  /* --steps continues training: 200 more steps */
+  snprintf(args, sizeof args, "train %s --model-dir %s/model --steps 200 -q", IRIS_JOB, dir);
+  run_out t2 = run_cli(dir, args);
+  cr_assert_eq(t2.rc, 0, "%s", t2.err);
+  cr_expect_eq(metric(t2.out, "global_step"), 1200);
+  /* predict: iris.csv (with its label column) -> one row per example, the prediction keys as the header */
+  snprintf(args, sizeof args, "predict %s --model-dir %s/model --output %s/pred.csv -q", IRIS_JOB, dir, dir);
+  run_out p = run_cli(dir, args);
+  cr_assert_eq(p.rc, 0, "predict failed:\n%s", p.err);
+  char path[256];
+  snprintf(path, sizeof path, "%s/pred.csv", dir);
+  char *csv = tu_read_file(path, NULL);
+  char *nl = strchr(csv, '\n');
+  cr_assert(nl);
+  *nl = 0;
+  cr_expect_str_eq(csv, "logits,probabilities,class_ids,classes,all_class_ids,all_classes");
+  /* rows: class_ids (column 3) against iris.csv's label */
+  FILE *f = fopen(IRIS_CSV, "r");
+  char line[256];
+  cr_assert(fgets(line, sizeof line, f));
+  int rows = 0, right = 0;
+  for (char *r = nl + 1; *r; rows++) {
+    char *end = strchr(r, '\n');
+    cr_assert(end, "row %d does not end", rows);
+    *end = 0;
+    char *fld = r;
+    for (int k = 0; k < 2; k++) fld = strchr(fld, ',') + 1;
+    int cls = atoi(fld);
+    /* classes (column 4): the class id as a string, as TF writes it; all_classes (column 6) "0 1 2" */
+    char *c4 = strchr(fld, ',') + 1, *c5 = strchr(c4, ',') + 1, *c6 = strchr(c5, ',') + 1;
+    char want_cls[16];
+    snprintf(want_cls, sizeof want_cls, "%d,", cls);
+    cr_expect(!strncmp(c4, want_cls, strlen(want_cls)), "row %d: classes cell '%.*s', class id %d", rows,
+              (int)(c5 - c4 - 1), c4, cls);
+    cr_expect_str_eq(c6, "0 1 2", "row %d: all_classes '%s'", rows, c6);
+    cr_assert(fgets(line, sizeof line, f));
+    int want = atoi(strrchr(line, ',') + 1);
+    right += cls == want;
+    /* probabilities: three numbers summing to 1 */
+    double p0, p1, p2;
+    cr_assert_eq(sscanf(strchr(r, ',') + 1, "%lf %lf %lf", &p0, &p1, &p2), 3, "row %d: %s", rows, r);
+    cr_expect(fabs(p0 + p1 + p2 - 1) < 1e-5, "row %d: probabilities sum to %g", rows, p0 + p1 + p2);
+    r = end + 1;
+  }
+  fclose(f);
+  cr_expect_eq(rows, 150);
+  cr_expect(right >= 140, "%d of 150 rows classified right", right);
+  free(csv);
+  /* export: export/<timestamp>/ with the saved model */
+  snprintf(args, sizeof args, "export %s --model-dir %s/model -q", IRIS_JOB, dir);
+  run_out x = run_cli(dir, args);
+  cr_assert_eq(x.rc, 0, "export failed:\n%s", x.err);
+  char want[256];
+  snprintf(want, sizeof want, "export_dir=%s/model/export/", dir);
+  cr_assert(!strncmp(x.out, want, strlen(want)), "got %s", x.out);
+  const char *ts = x.out + strlen(want);
+  size_t nd = 0;
+  while (isdigit((unsigned char)ts[nd])) nd++;
+  cr_expect(nd >= 9 && ts[nd] == '\n', "not a timestamp directory: %s", x.out);
+  char saved[512];
+  snprintf(saved, sizeof saved, "%.*s/saved_model.loom", (int)(strlen(x.out) - 1 - strlen("export_dir=")),
+           x.out + strlen("export_dir="));
+  cr_expect(tu_file_exists(saved), "no %s", saved);
+  run_free(&t);
+  run_free(&e);
+  run_free(&t2);
+  run_free(&p);
+  run_free(&x);
+  tu_rmtree(dir);
+}
+
+Test(cli, diamonds_wide_and_deep_with_analyzer) {
+  char dir[TU_TMPDIR_CAP], args[1024];
+  tu_tmpdir(dir, sizeof dir, "cli_diamonds");
+  snprintf(args, sizeof args, "train %s --model-dir %s/model --steps 1500", DIAMONDS_JOB, dir);
+  run_out t = run_cli(dir, args);
+  cr_assert_eq(t.rc, 0, "train failed:\n%s", t.err);
+  /* the 40 held-out rows: mean price 1716.68 (hand-checked from the split); RMSE well below the spread */
+  cr_expect(fabs(metric(t.out, "label/mean") - 1716.68) < 0.01, "label/mean %g", metric(t.out, "label/mean"));
+  double rmse = sqrt(metric(t.out, "average_loss"));
+  cr_expect(rmse < 250, "RMSE %g", rmse);
+  cr_expect_eq(metric(t.out, "global_step"), 1500);
+  /* the analyzer's vocabularies: 7 colors (D..J) */
+  char path[256];
+  snprintf(path, sizeof path, "%s/model/vocabularies/color.txt", dir);
+  char *voc = tu_read_file(path, NULL);
+  int lines = 0;
+  for (char *c = voc; *c; c++) lines += *c == '\n';
+  cr_expect_eq(lines, 7, "color vocabulary:\n%s", voc);
+  free(voc);
+  snprintf(args, sizeof args, "predict %s --model-dir %s/model --output - -q", DIAMONDS_JOB, dir);
+  run_out p = run_cli(dir, args);
+  cr_assert_eq(p.rc, 0, "%s", p.err);
+  cr_expect(!strncmp(p.out, "predictions\n", 12), "%.40s", p.out);
+  int rows = -1;
+  for (char *c = p.out; *c; c++) rows += *c == '\n';
+  cr_expect_eq(rows, 200);
+  run_free(&t);
+  run_free(&p);
+  tu_rmtree(dir);
+}
+
+/* ---- job-file errors ---- */
+static const char *BASE =
+    "{\n"
+    "  \"data\": {\"train\": \"" IRIS_CSV "\", \"eval_fraction\": 0.2,\n"
+    "           \"columns\": [\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"int64\"}], \"label\": \"y\"},\n"
+    "  \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"c\"}],\n"
+    "  \"model\": {\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3},\n"
+    "  \"run_config\": {\"model_dir\": \"model\", \"num_threads\": 1, \"save_summary_steps\": 0},\n"
+    "  \"train\": {\"batch_size\": 16, \"steps\": 20}\n"
+    "}\n";
+
+/* BASE with `from` replaced by `to` (from must occur), written to dir/job.json; runs `loom cmd` on it. */
+static run_out run_variant(const char *dir, const char *cmd, const char *from, const char *to) {
+  char text[4096];
+  const char *at = from ? strstr(BASE, from) : NULL;
+  cr_assert(!from || at, "test bug: '%s' not in the base job", from);
+  if (at)
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - BASE), BASE, to, at + strlen(from));
+  else
+    snprintf(text, sizeof text, "%s", BASE);
+  char path[256], args[512];
+  snprintf(path, sizeof path, "%s/job.json", dir);
+  tu_write_file(path, text, strlen(text));
+  snprintf(args, sizeof args, "%s %s -q", cmd, path);
+  return run_cli(dir, args);
+}
+
+static void expect_job_error(const char *dir, const char *from, const char *to, const char *msg) {
+  run_out r = run_variant(dir, "train", from, to);
+  cr_expect_eq(r.rc, 2, "'%s' -> '%s': exit %d, want 2; stderr:\n%s", from, to, r.rc, r.err);
+  cr_expect(strstr(r.err, msg), "'%s' -> '%s': stderr lacks \"%s\":\n%s", from, to, msg, r.err);
+  run_free(&r);
+}
+
+Test(cli, job_file_errors_name_the_key) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "cli_err");
+  /* the base job is fine */
+  run_out ok = run_variant(dir, "train", NULL, NULL);
+  cr_assert_eq(ok.rc, 0, "base job failed:\n%s", ok.err);
+  cr_expect(metric(ok.out, "accuracy") > 0);
+  run_free(&ok);
+  /* bad JSON: the line of the error */
+  expect_job_error(dir, "\"n_classes\": 3},", "\"n_classes\": 3,,", "line 5");
+  expect_job_error(dir, "\"steps\": 20}\n}", "\"steps\": 20}\n", "line 9, column 1: invalid JSON (unexpected end of file)");
+  /* unknown keys, at every level */
+  expect_job_error(dir, "\"hidden_units\"", "\"hiden_units\"", "model.hiden_units: unknown key");
+  expect_job_error(dir, "\"train\": {", "\"trian\": {", "trian: unknown key");
+  expect_job_error(dir, "\"key\": \"c\"", "\"key\": \"c\", \"normaliser\": 1", "feature_columns[1].normaliser: unknown key");
+  expect_job_error(dir, "\"num_threads\"", "\"numthreads\"", "run_config.numthreads: unknown key");
+  /* wrong types and values */
+  expect_job_error(dir, "[4]", "\"4\"", "model.hidden_units: must be a non-empty array of positive integers");
+  expect_job_error(dir, "[4]", "[]", "model.hidden_units: must be a non-empty array of positive integers");
+  expect_job_error(dir, "[4]", "[4, 0]", "model.hidden_units: must be a non-empty array of positive integers");
+  expect_job_error(dir, "\"n_classes\": 3", "\"n_classes\": 1", "model.n_classes: must be >= 2, got 1");
+  expect_job_error(dir, "\"batch_size\": 16", "\"batch_size\": \"16\"", "train.batch_size: must be an integer, got a string");
+  expect_job_error(dir, "\"type\": \"dnn_classifier\"", "\"type\": \"dnn_clasifier\"", "model.type: unknown value 'dnn_clasifier'");
+  expect_job_error(dir, "{\"name\": \"y\", \"type\": \"int64\"}", "{\"name\": \"y\", \"type\": \"int\"}",
+                   "data.columns[4].type: unknown value 'int'");
+  expect_job_error(dir, "\"type\": \"dnn_classifier\", \"hidden_units\": [4], ", "", "model.type: missing");
+  /* files */
+  expect_job_error(dir, IRIS_CSV, "/nonexistent/iris.csv", "data.train: cannot open '/nonexistent/iris.csv'");
+  expect_job_error(dir, "{\"type\": \"numeric\", \"key\": \"c\"}",
+                   "{\"type\": \"vocabulary\", \"key\": \"c\", \"vocabulary_file\": \"x.txt\"}",
+                   "feature_columns[1].vocabulary_file: cannot open '");
+  /* references */
+  expect_job_error(dir, "\"key\": \"c\"", "\"key\": \"petal\"", "feature_columns[1].key: no feature 'petal' in the data (features: a, b, c, d)");
+  expect_job_error(dir, "{\"type\": \"numeric\", \"key\": \"c\"}", "{\"type\": \"indicator\", \"column\": \"zz\"}",
+                   "feature_columns[1].column: no column named 'zz' before it (columns: a)");
+  expect_job_error(dir, "\"n_classes\": 3", "\"n_classes\": 3, \"feature_columns\": [\"a\", \"q\"]",
+                   "model.feature_columns[1]: no column named 'q' (columns: a, c)");
+  expect_job_error(dir, "\"label\": \"y\"", "\"label\": \"species\"", "data.label: no selected column named 'species'");
+  /* a categorical column given to a DNN: the model's error, as a job error */
+  expect_job_error(dir, "{\"type\": \"numeric\", \"key\": \"c\"}", "{\"type\": \"identity\", \"key\": \"y\", \"num_buckets\": 3}",
+                   "feature_columns[1].key: no feature 'y'");
+  /* the command line */
+  run_out u = run_cli(dir, "fit examples/jobs/iris_dnn.json");
+  cr_expect_eq(u.rc, 2);
+  cr_expect(strstr(u.err, "unknown command 'fit'"), "%s", u.err);
+  run_free(&u);
+  u = run_cli(dir, "train examples/jobs/iris_dnn.json --steps x");
+  cr_expect_eq(u.rc, 2);
+  cr_expect(strstr(u.err, "--steps: must be a positive integer"), "%s", u.err);
+  run_free(&u);
+  u = run_cli(dir, "train /nonexistent/job.json");
+  cr_expect_eq(u.rc, 2);
+  cr_expect(strstr(u.err, "cannot open the job file"), "%s", u.err);
+  run_free(&u);
+  tu_rmtree(dir);
+}
+
+Test(cli, runtime_errors_exit_1) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "cli_rt");
+  /* labels 0..2 with n_classes 2: the head rejects label 2 while training */
+  run_out r = run_variant(dir, "train", "\"n_classes\": 3", "\"n_classes\": 2");
+  cr_expect_eq(r.rc, 1, "exit %d; stderr:\n%s", r.rc, r.err);
+  cr_expect(strstr(r.err, "loom: train: "), "%s", r.err);
+  run_free(&r);
+  /* predict on a CSV with the wrong number of columns */
+  char sub[512], bad[256];
+  snprintf(bad, sizeof bad, "%s/bad.csv", dir);
+  tu_write_file(bad, "1,2\n3,4\n", 8);
+  snprintf(sub, sizeof sub, "\"steps\": 20}, \"predict\": {\"input\": \"%s\"}", bad);
+  r = run_variant(dir, "predict", "\"steps\": 20}", sub);
+  cr_expect_eq(r.rc, 1, "exit %d; stderr:\n%s", r.rc, r.err);
+  cr_expect(strstr(r.err, "bad.csv has 2 columns; data.columns describes 5 (4 without the label)"), "%s", r.err);
+  run_free(&r);
+  /* a predict input that does not exist is a job error naming the key */
+  snprintf(sub, sizeof sub, "\"steps\": 20}, \"predict\": {\"input\": \"%s/none.csv\"}", dir);
+  r = run_variant(dir, "predict", "\"steps\": 20}", sub);
+  cr_expect_eq(r.rc, 2, "exit %d; stderr:\n%s", r.rc, r.err);
+  cr_expect(strstr(r.err, "predict.input: cannot open '"), "%s", r.err);
+  run_free(&r);
+  tu_rmtree(dir);
+}
+
+/* TFRecord data with a feature spec: iris rows as tf.Examples plus a varlen (ragged) string
+ * feature "tags" read by a vocabulary column (train and eval files); train, predict from TFRecord, export (the ragged
+ * feature becomes a values + row_splits placeholder pair). */
+Test(cli, tfrecord_with_a_varlen_feature) {
+  char dir[TU_TMPDIR_CAP], path[256], args[1024];
+  tu_tmpdir(dir, sizeof dir, "cli_tfr");
+  /* every 5th row (shifted, so each class is in both) to eval.tfrecord, the others to train.tfrecord */
+  loom_status *st = loom_status_new();
+  snprintf(path, sizeof path, "%s/train.tfrecord", dir);
+  loom_tfrecord_writer *wt = loom_tfrecord_writer_new(path, st);
+  snprintf(path, sizeof path, "%s/eval.tfrecord", dir);
+  loom_tfrecord_writer *we = loom_tfrecord_writer_new(path, st);
+  cr_assert(wt && we, "%s", loom_status_message(st));
+  FILE *f = fopen(IRIS_CSV, "r");
+  char line[256];
+  cr_assert(fgets(line, sizeof line, f));
+  static const char *const names[6] = {"a", "b", "c", "d", "y", "tags"};
+  static const char *const tag[3] = {"short", "mid", "long"};
+  int n = 0;
+  float x[4];
+  int y;
+  while (fgets(line, sizeof line, f) && sscanf(line, "%f,%f,%f,%f,%d", &x[0], &x[1], &x[2], &x[3], &y) == 5) {
+    loom_tensor *v[6];
+    for (int k = 0; k < 4; k++) v[k] = loom_tensor_scalar_f32(x[k]);
+    v[4] = loom_tensor_scalar_i64(y);
+    /* 0..2 tags: the petal length's band, and "wide" for wide sepals */
+    int64_t nt = (x[1] > 3.2f) + (n % 5 != 0);
+    v[5] = loom_tensor_new(LOOM_STRING, 1, &nt, NULL);
+    int64_t k = 0;
+    if (n % 5 != 0) {
+      const char *s = tag[x[2] < 2.5f ? 0 : x[2] < 5.0f ? 1 : 2];
+      loom_tensor_set_string(v[5], k++, s, strlen(s), NULL);
+    }
+    if (x[1] > 3.2f) loom_tensor_set_string(v[5], k++, "wide", 4, NULL);
+    loom_tfrecord_writer *w = n % 5 == 2 ? we : wt;
+    cr_assert_eq(loom_tfrecord_writer_write_example(w, 6, names, (const loom_tensor *const *)v, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    for (int i = 0; i < 6; i++) loom_tensor_free(v[i]);
+    n++;
+  }
+  fclose(f);
+  cr_assert_eq(n, 150);
+  cr_assert_eq(loom_tfrecord_writer_close(wt, st), LOOM_OK);
+  cr_assert_eq(loom_tfrecord_writer_close(we, st), LOOM_OK);
+  loom_status_free(st);
+  char job[4096], jpath[256];
+  snprintf(job, sizeof job,
+           "{\"data\": {\"format\": \"tfrecord\", \"train\": \"train.tfrecord\", \"eval\": [\"eval.tfrecord\"],\n"
+           "  \"features\": [{\"name\": \"a\", \"type\": \"float32\"}, {\"name\": \"b\", \"type\": \"float32\"},\n"
+           "    {\"name\": \"c\", \"type\": \"float32\"}, {\"name\": \"d\", \"type\": \"float32\", \"default\": 0},\n"
+           "    {\"name\": \"y\", \"type\": \"int64\"}, {\"name\": \"tags\", \"type\": \"string\", \"kind\": \"varlen\"}],\n"
+           "  \"label\": \"y\"},\n"
+           " \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"b\"},\n"
+           "   {\"type\": \"numeric\", \"key\": \"c\"}, {\"type\": \"numeric\", \"key\": \"d\"},\n"
+           "   {\"type\": \"vocabulary\", \"key\": \"tags\", \"vocabulary\": {\"top_k\": 10}},\n"
+           "   {\"type\": \"indicator\", \"column\": \"tags\"}],\n"
+           " \"model\": {\"type\": \"dnn_classifier\", \"hidden_units\": [10, 10], \"n_classes\": 3,\n"
+           "   \"optimizer\": {\"name\": \"Adagrad\", \"learning_rate\": 0.1}},\n"
+           " \"run_config\": {\"model_dir\": \"model\", \"random_seed\": 42, \"num_threads\": 1, \"save_summary_steps\": 0},\n"
+           " \"train\": {\"batch_size\": 32, \"steps\": 600},\n"
+           " \"predict\": {\"input\": \"eval.tfrecord\", \"output\": \"pred.csv\"}}\n");
+  snprintf(jpath, sizeof jpath, "%s/job.json", dir);
+  tu_write_file(jpath, job, strlen(job));
+  snprintf(args, sizeof args, "train %s -q", jpath);
+  run_out t = run_cli(dir, args);
+  cr_assert_eq(t.rc, 0, "train failed:\n%s", t.err);
+  double acc = metric(t.out, "accuracy");
+  cr_expect(acc >= 0.9, "accuracy %g", acc);
+  /* the analyzer's vocabulary of the ragged feature: 4 tags */
+  snprintf(path, sizeof path, "%s/model/vocabularies/tags.txt", dir);
+  char *voc = tu_read_file(path, NULL);
+  int lines = 0;
+  for (char *c = voc; *c; c++) lines += *c == '\n';
+  cr_expect_eq(lines, 4, "%s", voc);
+  free(voc);
+  snprintf(args, sizeof args, "predict %s -q", jpath);
+  run_out p = run_cli(dir, args);
+  cr_assert_eq(p.rc, 0, "predict failed:\n%s", p.err);
+  snprintf(path, sizeof path, "%s/pred.csv", dir);
+  char *csv = tu_read_file(path, NULL);
+  int rows = -1;
+  for (char *c = csv; *c; c++) rows += *c == '\n';
+  cr_expect_eq(rows, 30);
+  free(csv);
+  snprintf(args, sizeof args, "export %s -q", jpath);
+  run_out ex = run_cli(dir, args);
+  cr_assert_eq(ex.rc, 0, "export failed:\n%s", ex.err);
+  char sig[512];
+  snprintf(sig, sizeof sig, "%.*s/signatures.json", (int)(strlen(ex.out) - 1 - strlen("export_dir=")),
+           ex.out + strlen("export_dir="));
+  char *sj = tu_read_file(sig, NULL);
+  cr_expect(strstr(sj, "\"tags/row_splits\"") || strstr(sj, "tags/row_splits"), "no ragged input in:\n%.600s", sj);
+  free(sj);
+  run_free(&t);
+  run_free(&p);
+  run_free(&ex);
+  tu_rmtree(dir);
+}

@@ -1,0 +1,619 @@
+/* Parameter server: wire protocol, handshake, server-side optimizers,
+ * placement, and bitwise equivalence with local training. Everything runs on
+ * 127.0.0.1 with port 0 and every wait is bounded (client timeouts of a few
+ * seconds, loom_ps_server_wait with a deadline). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include "test_util.h"
+#include "loom/loom_distributed.h"
+#include "distributed/ps_client.h"
+#include "distributed/wire.h"
+
+#define TOKEN "0123456789abcdef-secret"
+
+static loom_ps_server *start_ps(uint64_t hash, int num_ps, int num_vars, const char *token) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = hash;
+  o.num_ps = num_ps;
+  o.num_vars = num_vars;
+  o.token = token;
+  o.token_len = token ? strlen(token) : 0;
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "start: %s", loom_status_message(st));
+  cr_assert(loom_ps_server_port(s) > 0);
+  loom_status_free(st);
+  return s;
+}
+
+static loom_ps_connect_options copts(loom_ps_server *s, uint64_t hash, const char *token) {
+  loom_ps_connect_options o;
+  memset(&o, 0, sizeof o);
+  o.host = "127.0.0.1";
+  o.port = loom_ps_server_port(s);
+  o.token = token;
+  o.token_len = token ? strlen(token) : 0;
+  o.placement_hash = hash;
+  o.timeout_s = 5;
+  return o;
+}
+
+static loom_ps_client *connect_ok(loom_ps_server *s, uint64_t hash, const char *token) {
+  loom_ps_connect_options o = copts(s, hash, token);
+  loom_status *st = loom_status_new();
+  loom_ps_client *c = loom_ps_connect(&o, st);
+  cr_assert(c, "connect: %s", loom_status_message(st));
+  loom_status_free(st);
+  return c;
+}
+
+#define OK(call)                                                                                                  \
+  do {                                                                                                            \
+    loom_code rc_ = (call);                                                                                       \
+    cr_assert_eq(rc_, LOOM_OK, "%s: %s", #call, loom_status_message(st));                                        \
+  } while (0)
+
+Test(ps, sgd_exact_values_three_workers_and_step_inc) {
+  loom_ps_server *s = start_ps(42, 1, 1, NULL);
+  loom_ps_client *w[3];
+  for (int i = 0; i < 3; i++) w[i] = connect_ok(s, 42, NULL);
+  loom_status *st = loom_status_new();
+  int64_t dims[2] = {2, 3};
+  float init[6] = {0, 1, 2, 3, 4, 5}, hyper[8] = {1.0f};
+  int created = -1;
+  OK(loom_ps_init_var(w[0], 7, 2, dims, LOOM_PS_SGD, hyper, init, &created, st));
+  cr_assert_eq(created, 1);
+  OK(loom_ps_init_var(w[1], 7, 2, dims, LOOM_PS_SGD, hyper, init, &created, st));
+  cr_assert_eq(created, 0, "a second INIT_VAR keeps the first");
+  /* 4 rounds, worker r pushes the constant gradient r + 1: value = init - 4 * (1 + 2 + 3) */
+  for (int round = 0; round < 4; round++)
+    for (int r = 0; r < 3; r++) {
+      float g[6];
+      for (int i = 0; i < 6; i++) g[i] = (float)(r + 1);
+      uint64_t ver = 0;
+      OK(loom_ps_push(w[r], 7, g, 6, &ver, st));
+      cr_assert_eq(ver, (uint64_t)(round * 3 + r + 1));
+    }
+  float out[6];
+  uint64_t ver = UINT64_MAX;
+  int changed = 0;
+  OK(loom_ps_pull(w[2], 7, out, 6, &ver, &changed, st));
+  cr_assert_eq(changed, 1);
+  cr_assert_eq(ver, 12u);
+  for (int i = 0; i < 6; i++) cr_assert_eq(out[i], init[i] - 24.0f, "out[%d] = %g", i, out[i]);
+  /* unchanged since version 12: a 16-byte body (48 bytes with the header), out untouched */
+  int64_t r0, r1;
+  loom_ps_client_bytes(w[2], NULL, &r0);
+  float keep[6] = {-1, -1, -1, -1, -1, -1};
+  OK(loom_ps_pull(w[2], 7, keep, 6, &ver, &changed, st));
+  loom_ps_client_bytes(w[2], NULL, &r1);
+  cr_assert_eq(changed, 0);
+  cr_assert_eq(r1 - r0, 48);
+  cr_assert_eq(keep[0], -1.0f);
+  /* pushpull = push + value in one round trip */
+  float g1[6] = {1, 1, 1, 1, 1, 1};
+  OK(loom_ps_pushpull(w[0], 7, g1, out, 6, &ver, st));
+  cr_assert_eq(ver, 13u);
+  for (int i = 0; i < 6; i++) cr_assert_eq(out[i], init[i] - 25.0f);
+  /* wrong size / unknown variable: an error reply, the connection stays usable */
+  cr_assert_eq(loom_ps_pull(w[0], 99, out, 6, NULL, NULL, st), LOOM_FAILED_PRECONDITION);
+  cr_assert(strstr(loom_status_message(st), "variable 99"), "%s", loom_status_message(st));
+  int64_t step = 0;
+  OK(loom_ps_step_inc(w[0], 1, &step, st));
+  OK(loom_ps_step_inc(w[1], 2, &step, st));
+  cr_assert_eq(step, 3);
+  OK(loom_ps_shutdown(w[0], st));
+  cr_assert(loom_ps_server_wait(s, 5), "SHUTDOWN stops the PS");
+  for (int i = 0; i < 3; i++) loom_ps_client_free(w[i]);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+Test(ps, sparse_rows_empty_duplicate_unsorted_and_out_of_range) {
+  loom_ps_server *s = start_ps(1, 1, 1, NULL);
+  loom_ps_client *c = connect_ok(s, 1, NULL);
+  loom_status *st = loom_status_new();
+  int64_t dims[2] = {5, 2};
+  float init[10], hyper[8] = {1.0f};
+  for (int i = 0; i < 10; i++) init[i] = (float)i;
+  OK(loom_ps_init_var(c, 0, 2, dims, LOOM_PS_SGD, hyper, init, NULL, st));
+  OK(loom_ps_push_rows(c, 0, NULL, 0, 2, NULL, st)); /* empty */
+  int64_t ids[3] = {3, 1, 3};
+  float g[6] = {1, 1, 2, 2, 4, 4};
+  OK(loom_ps_push_rows(c, 0, ids, 3, 2, g, st));
+  float out[10];
+  int64_t all[5] = {4, 3, 2, 1, 0};
+  OK(loom_ps_pull_rows(c, 0, all, 5, 2, out, st));
+  float want[10] = {8, 9, 1, 2, 4, 5, 0, 1, 0, 1}; /* rows 4,3,2,1,0: row 3 -= 5, row 1 -= 2 */
+  for (int i = 0; i < 10; i++) cr_assert_eq(out[i], want[i], "out[%d] = %g", i, out[i]);
+  int64_t bad[2] = {1, 5};
+  cr_assert_eq(loom_ps_push_rows(c, 0, bad, 2, 2, g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "not in [0, 5)"), "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_pull_rows(c, 0, bad, 2, 2, out, st), LOOM_INVALID_ARGUMENT);
+  /* Adagrad rows against the closed form */
+  float ha[8] = {0.5f, 0.1f};
+  OK(loom_ps_init_var(c, 1, 2, dims, LOOM_PS_ADAGRAD, ha, init, NULL, st));
+  int64_t ida[2] = {2, 2};
+  float ga[4] = {1, 2, 3, 4};
+  OK(loom_ps_push_rows(c, 1, ida, 2, 2, ga, st));
+  int64_t two = 2;
+  OK(loom_ps_pull_rows(c, 1, &two, 1, 2, out, st));
+  for (int j = 0; j < 2; j++) {
+    float gs = ga[j] + ga[2 + j], acc = 0.1f + gs * gs;
+    cr_assert_float_eq(out[j], init[4 + j] - 0.5f * gs / sqrtf(acc), 1e-6, "%g", out[j]);
+  }
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* ---- equivalence with local training ---- */
+
+typedef struct model {
+  loom_graph *g;
+  loom_variable *v[2];
+  loom_output loss, grads[2];
+  loom_node *train, *init;
+  loom_optimizer *opt;
+} model;
+
+static model build(int opt, int local) {
+  model m;
+  memset(&m, 0, sizeof m);
+  m.g = loom_graph_new();
+  loom_graph_set_random_seed(m.g, 11);
+  int64_t xd[2] = {8, 3}, wd[2] = {3, 2}, bd[1] = {2}, yd[2] = {8, 2};
+  float x[24], y[16];
+  for (int i = 0; i < 24; i++) x[i] = (float)sin(i * 0.37);
+  for (int i = 0; i < 16; i++) y[i] = (float)cos(i * 0.21);
+  loom_initializer gu = loom_init_glorot_uniform(5);
+  m.v[0] = loom_get_variable(m.g, "kernel", LOOM_F32, 2, wd, &gu, 1);
+  loom_initializer c = loom_init_constant(0.25);
+  m.v[1] = loom_get_variable(m.g, "bias", LOOM_F32, 1, bd, &c, 1);
+  loom_output xo = loom_const_data(m.g, LOOM_F32, 2, xd, x, "x");
+  loom_output pred = loom_add(m.g, loom_matmul(m.g, xo, loom_variable_output(m.v[0]), 0, 0, NULL),
+                              loom_variable_output(m.v[1]), NULL);
+  loom_output diff = loom_sub(m.g, pred, loom_const_data(m.g, LOOM_F32, 2, yd, y, "y"), NULL);
+  m.loss = loom_reduce_mean(m.g, loom_square(m.g, diff, NULL), -1, NULL, 0, "loss");
+  if (local) {
+    loom_output lr = loom_const_f32(m.g, 0.05f, "lr");
+    loom_optimizer *o = opt == LOOM_PS_SGD       ? loom_optimizer_sgd(lr)
+                        : opt == LOOM_PS_ADAGRAD ? loom_optimizer_adagrad(lr, NULL)
+                                                 : loom_optimizer_adam(lr, NULL);
+    m.opt = o;
+    m.train = loom_optimizer_minimize(o, m.g, m.loss, 0, NULL, NULL, NULL);
+    cr_assert(m.train);
+  } else {
+    loom_output xs[2] = {loom_variable_output(m.v[0]), loom_variable_output(m.v[1])};
+    loom_status *st = loom_status_new();
+    OK(loom_gradients(m.g, 1, &m.loss, NULL, 2, xs, m.grads, st));
+    loom_status_free(st);
+  }
+  m.init = loom_global_variables_initializer(m.g);
+  return m;
+}
+
+static void read_var(loom_session *s, const char *name, float *out, int n) {
+  loom_status *st = loom_status_new();
+  loom_tensor *t = NULL;
+  OK(loom_session_read_variable(s, name, &t, st));
+  memcpy(out, loom_tensor_data(t), (size_t)n * sizeof(float));
+  loom_tensor_free(t);
+  loom_status_free(st);
+}
+
+static void assign_var(loom_session *s, const char *name, const float *v, int ndim, const int64_t *dims) {
+  loom_status *st = loom_status_new();
+  loom_tensor *t = loom_tensor_from_data(LOOM_F32, ndim, dims, v, st);
+  cr_assert(t);
+  OK(loom_session_assign_variable(s, name, t, st));
+  loom_tensor_free(t);
+  loom_status_free(st);
+}
+
+#define STEPS 6
+
+static void equivalence(int opt, int num_ps, int64_t min_slice) {
+  loom_status *st = loom_status_new();
+  /* local reference */
+  model a = build(opt, 1);
+  loom_session *sa = loom_session_new(a.g, NULL, st);
+  cr_assert(sa);
+  OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &a.init, 1, st));
+  for (int i = 0; i < STEPS; i++) OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &a.train, 1, st));
+  float wa[6], ba[2];
+  read_var(sa, "kernel", wa, 6);
+  read_var(sa, "bias", ba, 2);
+  /* the same model against num_ps PS tasks: the worker computes gradients, the PS applies them */
+  model b = build(opt, 0);
+  loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}}, {"bias", 1, {2}}};
+  loom_ps_placement *p = loom_ps_placement_new(2, vs, num_ps, LOOM_PS_GREEDY_BYTES, min_slice, st);
+  cr_assert(p, "%s", loom_status_message(st));
+  if (min_slice > 0 && num_ps > 1) cr_assert_gt(loom_ps_placement_num_shards(p), 2, "kernel is partitioned");
+  loom_ps_server *srv[3];
+  const char *hosts[3];
+  int ports[3];
+  for (int i = 0; i < num_ps; i++) {
+    srv[i] = start_ps(loom_ps_placement_hash(p), num_ps, 2, TOKEN);
+    hosts[i] = "127.0.0.1";
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.token = TOKEN;
+  co.token_len = strlen(TOKEN);
+  co.timeout_s = 5;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  loom_session *sb = loom_session_new(b.g, NULL, st);
+  cr_assert(sb);
+  OK(loom_session_run(sb, NULL, NULL, 0, NULL, NULL, 0, &b.init, 1, st)); /* the chief's initial values */
+  float w[6], bias[2];
+  read_var(sb, "kernel", w, 6);
+  read_var(sb, "bias", bias, 2);
+  float hyper[8] = {0.05f};
+  if (opt == LOOM_PS_ADAGRAD) hyper[1] = 0.1f;
+  if (opt == LOOM_PS_ADAM) hyper[1] = 0.9f, hyper[2] = 0.999f, hyper[3] = 1e-8f;
+  OK(loom_ps_cluster_init_var(cl, 0, (loom_ps_optimizer)opt, hyper, w, st));
+  OK(loom_ps_cluster_init_var(cl, 1, (loom_ps_optimizer)opt, hyper, bias, st));
+  float *vals[2] = {w, bias};
+  OK(loom_ps_cluster_pull(cl, vals, st));
+  int64_t wd[2] = {3, 2}, bd[1] = {2};
+  loom_tensor *gt[2] = {NULL, NULL};
+  for (int i = 0; i < STEPS; i++) {
+    assign_var(sb, "kernel", w, 2, wd);
+    assign_var(sb, "bias", bias, 1, bd);
+    OK(loom_session_run(sb, NULL, NULL, 0, b.grads, gt, 2, NULL, 0, st));
+    const float *grads[2] = {loom_tensor_data(gt[0]), loom_tensor_data(gt[1])};
+    OK(loom_ps_cluster_pushpull(cl, grads, vals, st));
+  }
+  cr_assert(memcmp(w, wa, sizeof w) == 0, "kernel differs from local training (opt %d, %d PS): %.9g vs %.9g", opt,
+            num_ps, w[0], wa[0]);
+  cr_assert(memcmp(bias, ba, sizeof bias) == 0, "bias differs from local training (opt %d, %d PS)", opt, num_ps);
+  cr_assert(wa[0] != 0 && w[0] == wa[0]);
+  loom_tensor_free(gt[0]);
+  loom_tensor_free(gt[1]);
+  loom_ps_cluster_free(cl);
+  for (int i = 0; i < num_ps; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_session_free(sa);
+  loom_session_free(sb);
+  loom_graph_free(a.g);
+  loom_graph_free(b.g);
+  loom_optimizer_free(a.opt);
+  loom_status_free(st);
+}
+
+Test(ps, one_worker_one_ps_sgd_bitwise_equal_to_local) { equivalence(LOOM_PS_SGD, 1, 0); }
+Test(ps, one_worker_three_ps_adagrad_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAGRAD, 3, 0); }
+Test(ps, one_worker_three_ps_adam_partitioned_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAM, 3, 8); }
+
+Test(ps, placement_greedy_round_robin_partition_and_hash) {
+  loom_status *st = loom_status_new();
+  loom_ps_var_spec vs[4] = {{"big", 2, {1000, 100}}, {"a", 1, {10}}, {"b", 1, {20}}, {"c", 0, {0}}};
+  loom_ps_placement *p = loom_ps_placement_new(4, vs, 3, LOOM_PS_GREEDY_BYTES, 0, st);
+  cr_assert(p);
+  /* 400000 bytes > 256 KiB: 2 row ranges [0,500) [500,1000) */
+  cr_assert_eq(loom_ps_placement_num_shards(p), 5);
+  const loom_ps_shard *s0 = loom_ps_placement_shard(p, 0), *s1 = loom_ps_placement_shard(p, 1);
+  cr_assert_eq(s0->row_end, 500);
+  cr_assert_eq(s1->row_begin, 500);
+  cr_assert_eq(s0->ps, 0);
+  cr_assert_eq(s1->ps, 1);
+  cr_assert_eq(loom_ps_placement_shard(p, 2)->ps, 2); /* a: least loaded */
+  cr_assert_eq(loom_ps_placement_shard(p, 3)->ps, 2); /* b: ps 2 still lightest (40 bytes) */
+  cr_assert_eq(loom_ps_placement_ps_bytes(p, 2), 40 + 80 + 4);
+  double bal = loom_ps_placement_balance(p);
+  cr_assert_float_eq(bal, 200000.0 * 3 / (400000 + 124), 1e-9);
+  loom_ps_placement_log(p);
+  loom_ps_placement *q = loom_ps_placement_new(4, vs, 3, LOOM_PS_GREEDY_BYTES, 0, st);
+  cr_assert_eq(loom_ps_placement_hash(p), loom_ps_placement_hash(q), "deterministic");
+  loom_ps_placement *rr = loom_ps_placement_new(4, vs, 3, LOOM_PS_ROUND_ROBIN, -1, st);
+  cr_assert_eq(loom_ps_placement_num_shards(rr), 4, "no partitioning with min_slice < 0");
+  for (int i = 0; i < 4; i++) cr_assert_eq(loom_ps_placement_shard(rr, i)->ps, i % 3);
+  cr_assert_neq(loom_ps_placement_hash(rr), loom_ps_placement_hash(p));
+  loom_ps_var_spec dup[2] = {{"a", 1, {1}}, {"a", 1, {1}}};
+  cr_assert_null(loom_ps_placement_new(2, dup, 1, LOOM_PS_GREEDY_BYTES, 0, st));
+  cr_assert(strstr(loom_status_message(st), "'a' appears twice"));
+  loom_ps_placement_free(p);
+  loom_ps_placement_free(q);
+  loom_ps_placement_free(rr);
+  loom_status_free(st);
+}
+
+/* ---- rejections: each closes only the offending connection ---- */
+
+static int raw_connect(loom_ps_server *s) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)loom_ps_server_port(s));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+
+/* Reads until EOF (bounded by 5 s); returns 1 on EOF; the error frame's status in *status. */
+static int wait_closed(int fd, uint32_t *status) {
+  uint8_t buf[4096];
+  size_t got = 0;
+  for (int i = 0; i < 50; i++) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t r = recv(fd, buf + got, sizeof buf - got, 0);
+    if (r <= 0) {
+      if (status && got >= LOOM_PS_HDR) *status = loom__ps_get32(buf + 28);
+      return 1;
+    }
+    got += (size_t)r;
+    if (got == sizeof buf) got = 0;
+  }
+  return 0;
+}
+
+static void still_serving(loom_ps_server *s, uint64_t hash, const char *token) {
+  loom_ps_client *c = connect_ok(s, hash, token);
+  loom_status *st = loom_status_new();
+  int64_t step = -1;
+  OK(loom_ps_step_inc(c, 0, &step, st));
+  cr_assert_eq(step, 0);
+  loom_ps_client_free(c);
+  loom_status_free(st);
+}
+
+Test(ps, rejects_bad_token_placement_garbage_huge_and_truncated_frames) {
+  loom_ps_var_spec vs[1] = {{"w", 1, {4}}};
+  loom_status *st = loom_status_new();
+  loom_ps_placement *p = loom_ps_placement_new(1, vs, 2, LOOM_PS_GREEDY_BYTES, 0, st);
+  uint64_t h = loom_ps_placement_hash(p);
+  loom_ps_server *s = start_ps(h, 2, 1, TOKEN);
+  loom_ps_client *good = connect_ok(s, h, TOKEN); /* stays open through all the rejections */
+  /* wrong token */
+  loom_ps_connect_options o = copts(s, h, "not-the-right-token!");
+  cr_assert_null(loom_ps_connect(&o, st));
+  cr_assert_eq(loom_status_code(st), LOOM_PERMISSION_DENIED, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "wrong token"), "%s", loom_status_message(st));
+  /* other placement: a worker that believes in 3 PS */
+  loom_ps_placement *p3 = loom_ps_placement_new(1, vs, 3, LOOM_PS_GREEDY_BYTES, 0, st);
+  o = copts(s, loom_ps_placement_hash(p3), TOKEN);
+  o.num_ps = 3;
+  o.num_vars = 1;
+  cr_assert_null(loom_ps_connect(&o, st));
+  cr_assert_eq(loom_status_code(st), LOOM_FAILED_PRECONDITION, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "number of PS tasks differs (worker 3, ps 2)"), "%s",
+            loom_status_message(st));
+  /* garbage bytes */
+  int fd = raw_connect(s);
+  const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n-- plus more garbage --";
+  cr_assert_eq(send(fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
+  uint32_t status = 0;
+  cr_assert(wait_closed(fd, &status), "garbage closes the connection");
+  cr_assert_eq(status, LOOM_DATA_LOSS);
+  close(fd);
+  /* a request before the handshake */
+  fd = raw_connect(s);
+  uint8_t hdr[LOOM_PS_HDR];
+  uint8_t body[8] = {0};
+  loom__ps_hdr_encode(hdr, LOOM_PS_STEP_INC, 0, 1, body, 8, 0);
+  send(fd, hdr, sizeof hdr, 0);
+  send(fd, body, 8, 0);
+  cr_assert(wait_closed(fd, &status));
+  cr_assert_eq(status, LOOM_PERMISSION_DENIED);
+  close(fd);
+  /* a 4 GiB length field, after authentication: refused before any allocation */
+  loom_ps_client *c = connect_ok(s, h, TOKEN);
+  loom__ps_hdr_encode(hdr, LOOM_PS_PUSH, 0, 9, NULL, 0, 0);
+  loom__ps_put32(hdr + 20, 0xFFFFFFFFu);
+  cr_assert_eq(send(c->fd, hdr, sizeof hdr, 0), (ssize_t)sizeof hdr);
+  status = 0;
+  cr_assert(wait_closed(c->fd, &status));
+  cr_assert_eq(status, LOOM_RESOURCE_EXHAUSTED);
+  loom_ps_client_free(c);
+  /* a bad CRC */
+  c = connect_ok(s, h, TOKEN);
+  loom__ps_hdr_encode(hdr, LOOM_PS_STEP_INC, 0, 9, body, 8, 0);
+  body[0] = 1; /* body changed after the CRC */
+  send(c->fd, hdr, sizeof hdr, 0);
+  send(c->fd, body, 8, 0);
+  cr_assert(wait_closed(c->fd, &status));
+  cr_assert_eq(status, LOOM_DATA_LOSS);
+  loom_ps_client_free(c);
+  /* a truncated frame: header announces 100 bytes, 10 arrive, then the peer goes away */
+  c = connect_ok(s, h, TOKEN);
+  uint8_t hundred[100] = {0};
+  loom__ps_hdr_encode(hdr, LOOM_PS_PUSH, 0, 9, hundred, 100, 0);
+  send(c->fd, hdr, sizeof hdr, 0);
+  send(c->fd, hundred, 10, 0);
+  loom_ps_client_free(c);
+  /* the PS keeps serving: the old connection and a new one */
+  still_serving(s, h, TOKEN);
+  int64_t step = -1;
+  OK(loom_ps_step_inc(good, 5, &step, st));
+  cr_assert_eq(step, 5);
+  loom_ps_server_stats ss;
+  for (int i = 0; i < 50; i++) { /* the truncated frame's close is seen asynchronously */
+    loom_ps_server_get_stats(s, &ss);
+    if (ss.rejected >= 7) break;
+    usleep(20000);
+  }
+  cr_assert_geq(ss.rejected, 7, "%lld rejected", (long long)ss.rejected);
+  loom_ps_client_free(good);
+  loom_ps_server_stop(s);
+  loom_ps_placement_free(p);
+  loom_ps_placement_free(p3);
+  loom_status_free(st);
+}
+
+Test(ps, idle_exit_and_start_errors) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.idle_exit_s = 0.2;
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s);
+  cr_assert(loom_ps_server_wait(s, 5), "the idle deadline stops the PS");
+  loom_ps_server_stop(s);
+  /* a non-loopback address needs a token */
+  o = loom_ps_server_options_default();
+  o.host = "10.1.2.3";
+  cr_assert_null(loom_ps_server_start(&o, st));
+  cr_assert_eq(loom_status_code(st), LOOM_PERMISSION_DENIED);
+  cr_assert(strstr(loom_status_message(st), "token"), "%s", loom_status_message(st));
+  /* connecting to a closed port fails fast with the address named */
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.host = "127.0.0.1";
+  co.port = 1;
+  co.timeout_s = 2;
+  cr_assert_null(loom_ps_connect(&co, st));
+  cr_assert(strstr(loom_status_message(st), "127.0.0.1:1"), "%s", loom_status_message(st));
+  loom_status_free(st);
+}
+
+/* The worker seam: an unchanged model (placeholders fed per step, no local
+ * train op) trains against 3 PS through loom_ps_worker, equal bit for bit to
+ * local training on the same batches; a second, uninitialized session pulls
+ * the same values. */
+static loom_graph *feed_model(loom_output *x, loom_output *y, loom_output *loss) {
+  loom_graph *g = loom_graph_new();
+  loom_graph_set_random_seed(g, 3);
+  int64_t xd[2] = {4, 5}, yd[2] = {4, 1}, wd[2] = {5, 3}, w2d[2] = {3, 1};
+  *x = loom_placeholder(g, LOOM_F32, 2, xd, "x");
+  *y = loom_placeholder(g, LOOM_F32, 2, yd, "y");
+  loom_initializer gu = loom_init_glorot_uniform(9);
+  loom_variable *w1 = loom_get_variable(g, "w1", LOOM_F32, 2, wd, &gu, 1);
+  loom_variable *w2 = loom_get_variable(g, "w2", LOOM_F32, 2, w2d, &gu, 1);
+  loom_output h = loom_tanh(g, loom_matmul(g, *x, loom_variable_output(w1), 0, 0, NULL), NULL);
+  loom_output d = loom_sub(g, loom_matmul(g, h, loom_variable_output(w2), 0, 0, NULL), *y, NULL);
+  *loss = loom_reduce_mean(g, loom_square(g, d, NULL), -1, NULL, 0, "loss");
+  return g;
+}
+
+static void batch(int step, loom_tensor *xt, loom_tensor *yt) {
+  float *x = loom_tensor_data(xt), *y = loom_tensor_data(yt);
+  for (int i = 0; i < 20; i++) x[i] = (float)sin(step * 1.3 + i * 0.7);
+  for (int i = 0; i < 4; i++) y[i] = (float)cos(step * 0.9 + i);
+}
+
+Test(ps, worker_seam_adam_three_ps_bitwise_equal_to_local) {
+  loom_status *st = loom_status_new();
+  int64_t xd[2] = {4, 5}, yd[2] = {4, 1};
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 2, xd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_output x, y, loss;
+  /* local */
+  loom_graph *ga = feed_model(&x, &y, &loss);
+  loom_optimizer *o = loom_optimizer_adam(loom_const_f32(ga, 0.01f, "lr"), NULL);
+  loom_node *train = loom_optimizer_minimize(o, ga, loss, 0, NULL, NULL, NULL);
+  loom_node *init = loom_global_variables_initializer(ga);
+  loom_session *sa = loom_session_new(ga, NULL, st);
+  OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st));
+  loom_output feeds[2] = {x, y};
+  loom_tensor *fv[2] = {xt, yt};
+  for (int i = 0; i < 8; i++) {
+    batch(i, xt, yt);
+    OK(loom_session_run(sa, feeds, fv, 2, NULL, NULL, 0, &train, 1, st));
+  }
+  float w1a[15], w2a[3];
+  read_var(sa, "w1", w1a, 15);
+  read_var(sa, "w2", w2a, 3);
+  /* against 3 PS */
+  loom_graph *gb = feed_model(&x, &y, &loss);
+  loom_node *initb = loom_global_variables_initializer(gb);
+  loom_ps_var_spec vs[8];
+  int nv = loom_ps_var_specs(gb, vs, 8);
+  cr_assert_eq(nv, 2);
+  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 3, LOOM_PS_GREEDY_BYTES, 16, st);
+  cr_assert(p);
+  loom_ps_server *srv[3];
+  const char *hosts[3] = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
+  int ports[3];
+  for (int i = 0; i < 3; i++) {
+    srv[i] = start_ps(loom_ps_placement_hash(p), 3, nv, NULL);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  loom_session *sb = loom_session_new(gb, NULL, st);
+  loom_ps_worker *w = loom_ps_worker_new(sb, cl, p, loss, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_worker_init_vars(w, LOOM_PS_ADAM, (float[8]){0.01f, 0.9f, 0.999f, 1e-8f}, st),
+               LOOM_FAILED_PRECONDITION, "the chief must initialize first");
+  OK(loom_session_run(sb, NULL, NULL, 0, NULL, NULL, 0, &initb, 1, st));
+  OK(loom_ps_worker_init_vars(w, LOOM_PS_ADAM, (float[8]){0.01f, 0.9f, 0.999f, 1e-8f}, st));
+  feeds[0] = x;
+  feeds[1] = y;
+  for (int i = 0; i < 8; i++) {
+    batch(i, xt, yt);
+    OK(loom_ps_worker_step(w, feeds, fv, 2, st));
+  }
+  float w1b[15], w2b[3];
+  read_var(sb, "w1", w1b, 15);
+  read_var(sb, "w2", w2b, 3);
+  cr_assert(memcmp(w1a, w1b, sizeof w1a) == 0, "w1: %.9g vs %.9g", w1a[0], w1b[0]);
+  cr_assert(memcmp(w2a, w2b, sizeof w2a) == 0, "w2: %.9g vs %.9g", w2a[0], w2b[0]);
+  /* a second worker: fresh session, never initialized, pulls */
+  loom_output x2, y2, loss2;
+  loom_graph *gc = feed_model(&x2, &y2, &loss2);
+  loom_ps_cluster *cl2 = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl2);
+  loom_session *sc = loom_session_new(gc, NULL, st);
+  loom_ps_worker *w2 = loom_ps_worker_new(sc, cl2, p, loss2, st);
+  cr_assert(w2, "%s", loom_status_message(st));
+  OK(loom_ps_worker_pull(w2, st));
+  float w1c[15];
+  read_var(sc, "w1", w1c, 15);
+  cr_assert(memcmp(w1a, w1c, sizeof w1a) == 0);
+  loom_ps_worker_free(w);
+  loom_ps_worker_free(w2);
+  loom_ps_cluster_free(cl);
+  loom_ps_cluster_free(cl2);
+  for (int i = 0; i < 3; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_session_free(sa);
+  loom_session_free(sb);
+  loom_session_free(sc);
+  loom_graph_free(ga);
+  loom_graph_free(gb);
+  loom_graph_free(gc);
+  loom_optimizer_free(o);
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_status_free(st);
+}
+
+/* Back-pressure: 40 pipelined 4 MB pulls (160 MB of replies) from a client
+ * that reads nothing until all are sent: the PS stops reading that
+ * connection past 64 MB of queued replies and resumes as they drain; every
+ * reply arrives intact. */
+Test(ps, back_pressure_pipelined_pulls) {
+  loom_ps_server *s = start_ps(5, 1, 1, NULL);
+  loom_ps_client *c = connect_ok(s, 5, NULL);
+  loom_status *st = loom_status_new();
+  int64_t n = 1 << 20;
+  float *v = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) v[i] = (float)i;
+  float hyper[8] = {1.0f};
+  OK(loom_ps_init_var(c, 0, 1, &n, LOOM_PS_SGD, hyper, v, NULL, st));
+  for (int i = 0; i < 40; i++) OK(loom__ps_pull_send(c, 0, UINT64_MAX, st));
+  for (int i = 0; i < 40; i++) {
+    out[n - 1] = -1;
+    OK(loom__ps_value_recv(c, LOOM_PS_PULL, out, n, NULL, NULL, st));
+    cr_assert_eq(out[n - 1], (float)(n - 1));
+  }
+  int64_t step = -1;
+  OK(loom_ps_step_inc(c, 1, &step, st)); /* reading has resumed */
+  cr_assert_eq(step, 1);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_gt(ss.pauses, 0, "the PS paused reading");
+  free(v);
+  free(out);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
