@@ -21,6 +21,9 @@
 #include <uv.h>
 #include "serve.h"
 
+/* messages and paths are cut at their buffers on purpose (paths over 4 KiB are not served) */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
 typedef struct model {
   char *name;
   version *versions; /* highest first */
