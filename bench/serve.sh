@@ -47,7 +47,7 @@ BODY=$(cat "$TMP/models/request.json")
 cat > "$TMP/post.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-wrk.body = [[$BODY]]
+wrk.body = [==[$BODY]==]
 done = function(summary, latency, requests)
   io.write(string.format("rps=%.0f\np50_us=%.0f\np99_us=%.0f\nerrors=%d\n", summary.requests / (summary.duration / 1e6),
     latency:percentile(50), latency:percentile(99), summary.errors.status + summary.errors.connect + summary.errors.read

@@ -426,7 +426,7 @@ Test(serve, python_requests) {
 }
 
 Test(serve, concurrent_clients_are_batched_and_correct) {
-  server sv = start_server("--max_batch_size 8 --batch_timeout_micros 2000");
+  server sv = start_server("--max_batch_size 8 --batch_timeout_micros 100000");
   char d1[256], cmd[1024];
   snprintf(d1, sizeof d1, "%s/mlp/1", sv.base);
   float *want[1];
@@ -457,5 +457,17 @@ Test(serve, concurrent_clients_are_batched_and_correct) {
     free(b);
   }
   free(want[0]);
-  stop_server(&sv);
+  char base[TU_TMPDIR_CAP], ef[256];
+  snprintf(base, sizeof base, "%s", sv.base);
+  cr_assert_eq(kill(sv.pid, SIGTERM), 0);
+  int ws = 0;
+  cr_assert_eq(waitpid(sv.pid, &ws, 0), sv.pid);
+  cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  snprintf(ef, sizeof ef, "%s/err.txt", base);
+  char *err = tu_read_file(ef, NULL), *m = strstr(err, "largest ");
+  cr_assert(m, "no statistics line: %s", err);
+  /* 8 single-row requests within 100 ms of each other: some were merged */
+  cr_expect(atoi(m + 8) > 1, "no request was batched with another: %s", err);
+  free(err);
+  tu_rmtree(base);
 }

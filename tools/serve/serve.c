@@ -49,6 +49,7 @@ static struct {
   int qstop;
   job *dhead, *dtail; /* done, for the loop */
   pthread_t worker;
+  long nreq, nbatch, maxbatch; /* worker statistics, printed at exit */
   llhttp_settings_t hs;
 } S;
 
@@ -491,6 +492,9 @@ static void *worker_main(void *arg) {
       if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
       pthread_cond_timedwait(&S.cv, &S.mu, &ts);
     }
+    S.nreq += n;
+    S.nbatch++;
+    if (n > S.maxbatch) S.maxbatch = n;
     pthread_mutex_unlock(&S.mu);
     run_batch(batch, n, st);
     for (int k = 0; k < n; k++) push_done(batch[k]);
@@ -937,6 +941,7 @@ int main(int argc, char **argv) {
     free(m->name);
     free(m);
   }
-  fprintf(stderr, "loom-serve: stopped\n");
+  fprintf(stderr, "loom-serve: stopped (%ld predict/classify/regress requests in %ld batches, largest %ld)\n", S.nreq,
+          S.nbatch, S.maxbatch);
   return 0;
 }
