@@ -200,6 +200,26 @@ $(CLI_BIN): $(TOOL_SRC) $(wildcard tools/*.h) $(BUILD)/libloom.a
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $(TOOL_SRC) -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 
+# The REST server (tools/serve/): build/loom-serve, TF Serving's API (README.md "Serving over HTTP").
+# Its HTTP parser is Debian's llhttp, shipped as C sources by node-llhttp (Debian has no libllhttp-dev).
+SERVE_SRC := $(wildcard tools/serve/*.c)
+SERVE_BIN := $(BUILD)/loom-serve
+LLHTTP_DIR ?= /usr/share/llhttp
+LLHTTP_INC ?= /usr/share/include/llhttp
+LLHTTP_OBJ := $(BUILD)/llhttp/llhttp.o $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o
+all: $(SERVE_BIN)
+$(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) -std=c11 -O2 -g -fPIC -I$(LLHTTP_INC) -c $< -o $@
+$(SERVE_BIN): $(SERVE_SRC) $(wildcard tools/serve/*.h) $(LLHTTP_OBJ) $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) -isystem $(LLHTTP_INC) $(SERVE_SRC) $(LLHTTP_OBJ) -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+# tests/test_serve.c runs the built server.
+$(BUILD)/tests/test_serve: $(SERVE_BIN)
+$(BUILD)/tests/test_serve: TEST_CFLAGS += -DLOOM_SERVE_BIN='"$(SERVE_BIN)"'
+
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)
 $(BUILD)/tests/test_cli: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'
@@ -213,7 +233,7 @@ header-check:
 	$(Q)$(CXX) -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_cxx.o
 
 test: deps
-	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(TEST_BIN) header-check
+	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \

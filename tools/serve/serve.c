@@ -1,0 +1,947 @@
+/* loom-serve: TF Serving's REST API over loom exports.
+ *   loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]
+ *              [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]
+ *              [--poll_ms 1000] [--threads 1]
+ * DIR/<model>/<version>/ holds a loom export (saved_model.loom, signatures.json, variables/).
+ * One libuv loop does the HTTP (llhttp) and the JSON decoding; one batching thread runs
+ * the resident predictors, merging the queued requests of one signature (up to
+ * max_batch_size rows, waiting at most batch_timeout_micros for more) and formats the
+ * replies. The base directory is polled for new and removed versions. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <llhttp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <uv.h>
+#include "serve.h"
+
+/* messages and paths are cut at their buffers on purpose (paths over 4 KiB are not served) */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+typedef struct model {
+  char *name;
+  version *versions; /* highest first */
+  struct model *next;
+} model;
+
+static struct {
+  const char *base, *host;
+  int port, max_batch, max_conns, poll_ms, threads;
+  long batch_timeout_us;
+  size_t max_body;
+  uv_loop_t *loop;
+  uv_tcp_t server;
+  uv_timer_t poll;
+  uv_async_t done_async;
+  uv_signal_t sigterm, sigint;
+  model *models;
+  int nconns, stopping;
+  /* batching queue */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  job *qhead, *qtail;
+  int qstop;
+  job *dhead, *dtail; /* done, for the loop */
+  pthread_t worker;
+  long nreq, nbatch, maxbatch; /* worker statistics, printed at exit */
+  llhttp_settings_t hs;
+} S;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* ------------------------------------------------------------ versions */
+static void sig_clear(sigdef *s) {
+  free(s->name);
+  free(s->method);
+  for (int i = 0; s->in && i < s->nin; i++) free(s->in[i].key), free(s->in[i].name);
+  for (int i = 0; s->out && i < s->nout; i++) free(s->out[i].key), free(s->out[i].name);
+  free(s->in);
+  free(s->out);
+}
+static void version_unref(version *v) {
+  if (atomic_fetch_sub(&v->refs, 1) != 1) return;
+  loom_predictor_free(v->p);
+  for (int i = 0; i < v->nsig; i++) sig_clear(&v->sigs[i]);
+  free(v->sigs);
+  free(v->dir);
+  free(v->error);
+  free(v);
+}
+
+static loom_dtype dtype_by_name(const char *s) {
+  for (int d = 1; d < LOOM_DTYPE_COUNT; d++)
+    if (!strcmp(loom_dtype_name((loom_dtype)d), s)) return (loom_dtype)d;
+  return LOOM_DTYPE_INVALID;
+}
+static int parse_tensors(const cJSON *obj, int *n, tinfo **out) {
+  *n = cJSON_GetArraySize(obj);
+  *out = calloc((size_t)*n + 1, sizeof **out);
+  if (!*out) return -1;
+  int i = 0;
+  for (const cJSON *t = obj ? obj->child : NULL; t; t = t->next, i++) {
+    tinfo *ti = &(*out)[i];
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(t, "name"), *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype"),
+                *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    if (!cJSON_IsString(nm) || !cJSON_IsString(dt) || !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 8) return -1;
+    ti->key = strdup(t->string);
+    ti->name = strdup(nm->valuestring);
+    ti->dt = dtype_by_name(dt->valuestring);
+    for (const cJSON *e = sh->child; e; e = e->next) ti->dims[ti->nd++] = (int64_t)e->valuedouble;
+  }
+  return 0;
+}
+/* signatures.json: dtypes and shapes for metadata and request checks */
+static int load_sigs(version *v, char *err, size_t cap) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/signatures.json", v->dir);
+  FILE *f = fopen(path, "rb");
+  if (!f) return snprintf(err, cap, "cannot open %s: %s", path, strerror(errno)), -1;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)n + 1);
+  size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
+  fclose(f);
+  if (!text || got != (size_t)n) return free(text), snprintf(err, cap, "cannot read %s", path), -1;
+  text[n] = 0;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  if (!cJSON_IsObject(root)) return cJSON_Delete(root), snprintf(err, cap, "%s is not a JSON object", path), -1;
+  v->nsig = cJSON_GetArraySize(root);
+  v->sigs = calloc((size_t)v->nsig + 1, sizeof *v->sigs);
+  int i = 0, rc = v->sigs ? 0 : -1;
+  for (const cJSON *s = root->child; s && !rc; s = s->next, i++) {
+    sigdef *sg = &v->sigs[i];
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(s, "method_name");
+    sg->name = strdup(s->string);
+    sg->method = strdup(cJSON_IsString(m) ? m->valuestring : "tensorflow/serving/predict");
+    rc = parse_tensors(cJSON_GetObjectItemCaseSensitive(s, "inputs"), &sg->nin, &sg->in) ||
+         parse_tensors(cJSON_GetObjectItemCaseSensitive(s, "outputs"), &sg->nout, &sg->out);
+    sg->batchable = sg->nin > 0;
+    for (int k = 0; k < sg->nin; k++)
+      if (sg->in[k].nd < 1 || sg->in[k].dims[0] != -1) sg->batchable = 0;
+  }
+  cJSON_Delete(root);
+  if (rc) snprintf(err, cap, "%s: a signature lacks name/dtype/shape", path);
+  return rc;
+}
+
+static uint64_t dir_stamp(const char *dir) {
+  const char *files[] = {"saved_model.loom", "signatures.json", "variables/variables.ckpt", "variables"};
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < 4; i++) {
+    char p[4096];
+    struct stat fst;
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    uint64_t x = stat(p, &fst) ? 0 : (uint64_t)fst.st_mtim.tv_sec * 1000000007ull + (uint64_t)fst.st_mtim.tv_nsec +
+                                          (uint64_t)fst.st_size * 31;
+    h = (h ^ x) * 1099511628211ull;
+  }
+  return h;
+}
+
+static void version_load(version *v) {
+  char err[1024] = "";
+  loom_status *st = loom_status_new();
+  loom_predictor_options po = loom_predictor_options_default();
+  po.num_threads = S.threads;
+  v->p = loom_predictor_load(v->dir, &po, st);
+  if (!v->p) snprintf(err, sizeof err, "%s", loom_status_message(st));
+  else if (load_sigs(v, err, sizeof err)) {
+    loom_predictor_free(v->p);
+    v->p = NULL;
+  }
+  loom_status_free(st);
+  free(v->error);
+  v->error = v->p ? NULL : strdup(err);
+  v->ok = v->p != NULL;
+}
+
+static int is_number(const char *s) {
+  if (!*s) return 0;
+  for (; *s; s++)
+    if (*s < '0' || *s > '9') return 0;
+  return 1;
+}
+
+static model *find_model(const char *name) {
+  for (model *m = S.models; m; m = m->next)
+    if (!strcmp(m->name, name)) return m;
+  return NULL;
+}
+
+static void scan_model(model *m) {
+  char mdir[4096];
+  snprintf(mdir, sizeof mdir, "%s/%s", S.base, m->name);
+  for (version *v = m->versions; v; v = v->next) v->seen = 0;
+  DIR *d = opendir(mdir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (!is_number(e->d_name) || strlen(e->d_name) > 18) continue;
+    char vdir[4096];
+    snprintf(vdir, sizeof vdir, "%s/%s", mdir, e->d_name);
+    struct stat fst;
+    if (stat(vdir, &fst) || !S_ISDIR(fst.st_mode)) continue;
+    int64_t num = strtoll(e->d_name, NULL, 10);
+    version *v = m->versions;
+    while (v && v->v != num) v = v->next;
+    uint64_t stamp = dir_stamp(vdir);
+    if (v) {
+      v->seen = 1;
+      if (v->ok || v->stamp == stamp) continue;
+      /* a failed load is retried when its files change */
+      for (int i = 0; i < v->nsig; i++) sig_clear(&v->sigs[i]);
+      free(v->sigs);
+      v->sigs = NULL;
+      v->nsig = 0;
+    } else {
+      v = calloc(1, sizeof *v);
+      if (!v) continue;
+      v->v = num;
+      v->dir = strdup(vdir);
+      atomic_init(&v->refs, 1);
+      version **pp = &m->versions;
+      while (*pp && (*pp)->v > num) pp = &(*pp)->next;
+      v->next = *pp;
+      *pp = v;
+      v->seen = 1;
+    }
+    v->stamp = stamp;
+    double t0 = now_us();
+    version_load(v);
+    if (v->ok)
+      fprintf(stderr, "loom-serve: loaded model %s version %lld (%.1f ms)\n", m->name, (long long)num,
+              (now_us() - t0) / 1e3);
+    else
+      fprintf(stderr, "loom-serve: model %s version %lld failed to load: %s\n", m->name, (long long)num, v->error);
+  }
+  if (d) closedir(d);
+  for (version **pp = &m->versions; *pp;) {
+    version *v = *pp;
+    if (v->seen) {
+      pp = &v->next;
+      continue;
+    }
+    *pp = v->next;
+    fprintf(stderr, "loom-serve: unloaded model %s version %lld\n", m->name, (long long)v->v);
+    version_unref(v);
+  }
+}
+
+static void scan_base(void) {
+  DIR *d = opendir(S.base);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char p[4096];
+    struct stat fst;
+    snprintf(p, sizeof p, "%s/%s", S.base, e->d_name);
+    if (stat(p, &fst) || !S_ISDIR(fst.st_mode) || find_model(e->d_name)) continue;
+    model *m = calloc(1, sizeof *m);
+    if (!m) break;
+    m->name = strdup(e->d_name);
+    m->next = S.models;
+    S.models = m;
+  }
+  if (d) closedir(d);
+  for (model *m = S.models; m; m = m->next) scan_model(m);
+}
+static void on_poll(uv_timer_t *t) {
+  (void)t;
+  scan_base();
+}
+
+/* ------------------------------------------------------------ connections */
+typedef struct conn {
+  uv_tcp_t h;
+  llhttp_t parser;
+  char *url;
+  size_t url_n;
+  sb body;
+  int too_large, busy, closing, keep;
+  char *left; /* unparsed bytes after a paused message */
+  size_t left_n;
+} conn;
+
+static void conn_closed(uv_handle_t *h) {
+  conn *c = h->data;
+  free(c->url);
+  free(c->body.p);
+  free(c->left);
+  free(c);
+  S.nconns--;
+}
+static void conn_close(conn *c) {
+  if (c->closing) return;
+  c->closing = 1;
+  uv_read_stop((uv_stream_t *)&c->h);
+  if (!c->busy) uv_close((uv_handle_t *)&c->h, conn_closed);
+}
+
+static const char *reason(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 413: return "Payload Too Large";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "Error";
+  }
+}
+
+typedef struct wreq {
+  uv_write_t w;
+  conn *c;
+  char *buf;
+  int close;
+} wreq;
+static void resume_conn(conn *c);
+static void on_written(uv_write_t *w, int status) {
+  wreq *r = (wreq *)w;
+  free(r->buf);
+  conn *c = r->c;
+  c->busy = 0;
+  if (c->closing) uv_close((uv_handle_t *)&c->h, conn_closed);
+  else if (status < 0 || r->close) conn_close(c);
+  else resume_conn(c);
+  free(r);
+}
+/* sends a reply (body taken over) and goes on with the connection */
+static void send_reply(conn *c, int status, sb *body, int close) {
+  if (S.stopping) close = 1;
+  char head[256];
+  int hn = snprintf(head, sizeof head,
+                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n", status,
+                    reason(status), body->n, close ? "Connection: close\r\n" : "");
+  uv_buf_t bufs[2] = {uv_buf_init(head, (unsigned)hn), uv_buf_init(body->p ? body->p : "", (unsigned)body->n)};
+  if (c->closing) {
+    free(body->p);
+    memset(body, 0, sizeof *body);
+    c->busy = 0;
+    uv_close((uv_handle_t *)&c->h, conn_closed);
+    return;
+  }
+  int k = uv_try_write((uv_stream_t *)&c->h, bufs, 2);
+  size_t total = (size_t)hn + body->n;
+  if (k == (int)total) {
+    free(body->p);
+    memset(body, 0, sizeof *body);
+    c->busy = 0;
+    if (close) conn_close(c);
+    else resume_conn(c);
+    return;
+  }
+  if (k < 0) k = 0;
+  wreq *r = calloc(1, sizeof *r);
+  char *rest = malloc(total - (size_t)k + 1);
+  if (!r || !rest) {
+    free(r);
+    free(rest);
+    free(body->p);
+    memset(body, 0, sizeof *body);
+    c->busy = 0;
+    conn_close(c);
+    return;
+  }
+  size_t o = 0;
+  if ((size_t)k < (size_t)hn) {
+    memcpy(rest, head + k, (size_t)hn - (size_t)k);
+    o = (size_t)hn - (size_t)k;
+    memcpy(rest + o, body->p, body->n);
+    o += body->n;
+  } else {
+    memcpy(rest, body->p + ((size_t)k - (size_t)hn), total - (size_t)k);
+    o = total - (size_t)k;
+  }
+  free(body->p);
+  memset(body, 0, sizeof *body);
+  r->c = c;
+  r->buf = rest;
+  r->close = close;
+  uv_buf_t b = uv_buf_init(rest, (unsigned)o);
+  if (uv_write(&r->w, (uv_stream_t *)&c->h, &b, 1, on_written)) {
+    free(rest);
+    free(r);
+    c->busy = 0;
+    conn_close(c);
+  }
+}
+static void send_error(conn *c, int status, const char *msg, int close) {
+  sb b = {0};
+  serve_error_body(&b, msg);
+  send_reply(c, status, &b, close);
+}
+
+/* ------------------------------------------------------------ batching */
+static void push_done(job *j) {
+  pthread_mutex_lock(&S.mu);
+  j->next = NULL;
+  if (S.dtail) S.dtail->next = j;
+  else S.dhead = j;
+  S.dtail = j;
+  pthread_mutex_unlock(&S.mu);
+  uv_async_send(&S.done_async);
+}
+
+static int same_inner(const job *a, const job *b) {
+  if (a->ver != b->ver || a->sig != b->sig || b->rows < 1 || a->kind == K_PREDICT_COL || b->kind == K_PREDICT_COL)
+    return 0;
+  for (int i = 0; i < a->sig->nin; i++) {
+    int nd = loom_tensor_ndim(a->in[i]);
+    if (nd != loom_tensor_ndim(b->in[i]) || loom_tensor_dtype(a->in[i]) == LOOM_STRING) return 0;
+    for (int k = 1; k < nd; k++)
+      if (loom_tensor_dim(a->in[i], k) != loom_tensor_dim(b->in[i], k)) return 0;
+  }
+  return 1;
+}
+
+static void run_batch(job **js, int n, loom_status *st) {
+  const sigdef *sg = js[0]->sig;
+  loom_tensor *ins[64] = {0}, *outs[64] = {0};
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) total += js[k]->rows;
+  int merged = n > 1;
+  for (int i = 0; i < sg->nin; i++) {
+    if (!merged) {
+      ins[i] = js[0]->in[i];
+      continue;
+    }
+    int64_t dims[9];
+    int nd = loom_tensor_ndim(js[0]->in[i]);
+    memcpy(dims, loom_tensor_dims(js[0]->in[i]), sizeof(int64_t) * (size_t)nd);
+    dims[0] = total;
+    ins[i] = loom_tensor_new(loom_tensor_dtype(js[0]->in[i]), nd, dims, NULL);
+    char *p = ins[i] ? loom_tensor_data(ins[i]) : NULL;
+    for (int k = 0; p && k < n; k++) {
+      size_t nb = loom_tensor_nbytes(js[k]->in[i]);
+      memcpy(p, loom_tensor_data(js[k]->in[i]), nb);
+      p += nb;
+    }
+  }
+
+  loom_code rc = sg->nin > 64 || sg->nout > 64
+                     ? loom_status_set(st, LOOM_UNIMPLEMENTED, "signature %s has more than 64 inputs or outputs", sg->name)
+                     : loom_predictor_run(js[0]->ver->p, sg->name, sg->nin, ins, sg->nout, outs, st);
+  if (rc == LOOM_OK) {
+    int64_t off = 0;
+    for (int k = 0; k < n; k++) {
+      serve_encode(js[k], outs, off, merged ? total : js[k]->rows);
+      off += js[k]->rows;
+    }
+  } else {
+    for (int k = 0; k < n; k++) {
+      js[k]->status = rc == LOOM_INVALID_ARGUMENT || rc == LOOM_NOT_FOUND || rc == LOOM_OUT_OF_RANGE ? 400 : 500;
+      js[k]->out.n = 0;
+      serve_error_body(&js[k]->out, loom_status_message(st));
+    }
+  }
+  for (int i = 0; merged && i < sg->nin; i++) loom_tensor_free(ins[i]);
+  for (int o = 0; o < sg->nout && o < 64; o++) loom_tensor_free(outs[o]);
+}
+
+static void *worker_main(void *arg) {
+  (void)arg;
+  loom_status *st = loom_status_new();
+  job **batch = calloc((size_t)S.max_batch + 1, sizeof *batch);
+  pthread_mutex_lock(&S.mu);
+  for (;;) {
+    while (!S.qhead && !S.qstop) pthread_cond_wait(&S.cv, &S.mu);
+    if (!S.qhead) break;
+    job *j0 = S.qhead;
+    S.qhead = j0->next;
+    if (!S.qhead) S.qtail = NULL;
+    int n = 1;
+    int64_t rows = j0->rows;
+    batch[0] = j0;
+    double deadline = j0->t_enq + (double)S.batch_timeout_us;
+    for (;;) {
+      /* take the queued jobs that can join */
+      job **pp = &S.qhead, *prev = NULL;
+      while (*pp && j0->rows > 0 && rows < S.max_batch) {
+        job *j = *pp;
+        if (same_inner(j0, j) && rows + j->rows <= S.max_batch) {
+          *pp = j->next;
+          if (S.qtail == j) S.qtail = prev;
+          batch[n++] = j;
+          rows += j->rows;
+        } else {
+          prev = j;
+          pp = &j->next;
+        }
+      }
+      if (j0->rows <= 0 || rows >= S.max_batch || S.batch_timeout_us <= 0 || S.qstop) break;
+      double t = now_us();
+      if (t >= deadline) break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      double wait = deadline - t;
+      ts.tv_sec += (time_t)(wait / 1e6);
+      ts.tv_nsec += (long)((wait - (double)(long)(wait / 1e6) * 1e6) * 1e3);
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&S.cv, &S.mu, &ts);
+    }
+    S.nreq += n;
+    S.nbatch++;
+    if (n > S.maxbatch) S.maxbatch = n;
+    pthread_mutex_unlock(&S.mu);
+    run_batch(batch, n, st);
+    for (int k = 0; k < n; k++) push_done(batch[k]);
+    pthread_mutex_lock(&S.mu);
+  }
+  pthread_mutex_unlock(&S.mu);
+  free(batch);
+  loom_status_free(st);
+  return NULL;
+}
+
+static void job_free(job *j) {
+  job_free_inputs(j);
+  free(j->out.p);
+  if (j->ver) version_unref(j->ver);
+  free(j);
+}
+
+static void on_done(uv_async_t *a) {
+  (void)a;
+  pthread_mutex_lock(&S.mu);
+  job *j = S.dhead;
+  S.dhead = S.dtail = NULL;
+  pthread_mutex_unlock(&S.mu);
+  while (j) {
+    job *next = j->next;
+    conn *c = j->conn;
+    send_reply(c, j->status, &j->out, !c->keep);
+    job_free(j);
+    j = next;
+  }
+}
+
+/* ------------------------------------------------------------ routing */
+static version *pick_version(model *m, int64_t want, char *err, size_t cap) {
+  for (version *v = m->versions; v; v = v->next)
+    if (v->ok && (want < 0 || v->v == want)) return v;
+  if (want < 0) snprintf(err, cap, "Servable not found for request: Latest(%s)", m->name);
+  else snprintf(err, cap, "Servable not found for request: Specific(%s, %lld)", m->name, (long long)want);
+  return NULL;
+}
+
+static void status_body(sb *b, model *m, int64_t want) {
+  sb_puts(b, "{\n \"model_version_status\": [");
+  int first = 1;
+  for (version *v = m->versions; v; v = v->next) {
+    if (want >= 0 && v->v != want) continue;
+    sb_printf(b, "%s\n  {\n   \"version\": \"%lld\",\n   \"state\": \"%s\",\n   \"status\": {\n    \"error_code\": \"%s\",\n"
+                 "    \"error_message\": ",
+              first ? "" : ",", (long long)v->v, v->ok ? "AVAILABLE" : "END", v->ok ? "OK" : "UNKNOWN");
+    sb_json_str(b, v->error ? v->error : "", v->error ? strlen(v->error) : 0);
+    sb_puts(b, "\n   }\n  }");
+    first = 0;
+  }
+  sb_puts(b, "\n ]\n}\n");
+}
+
+static const char *tf_dtype(loom_dtype d) {
+  switch (d) {
+  case LOOM_F32: return "DT_FLOAT";
+  case LOOM_F64: return "DT_DOUBLE";
+  case LOOM_I32: return "DT_INT32";
+  case LOOM_I64: return "DT_INT64";
+  case LOOM_U8: return "DT_UINT8";
+  case LOOM_BOOL: return "DT_BOOL";
+  case LOOM_STRING: return "DT_STRING";
+  default: return "DT_INVALID";
+  }
+}
+static void tensors_json(sb *b, int n, const tinfo *t) {
+  sb_puts(b, "{");
+  for (int i = 0; i < n; i++) {
+    sb_puts(b, i ? ", " : "");
+    sb_json_str(b, t[i].key, strlen(t[i].key));
+    sb_printf(b, ": {\"dtype\": \"%s\", \"tensor_shape\": {\"dim\": [", tf_dtype(t[i].dt));
+    for (int k = 0; k < t[i].nd; k++) sb_printf(b, "%s{\"size\": \"%lld\", \"name\": \"\"}", k ? ", " : "", (long long)t[i].dims[k]);
+    sb_puts(b, "], \"unknown_rank\": false}, \"name\": ");
+    char nm[512];
+    snprintf(nm, sizeof nm, "%s%s", t[i].name, strchr(t[i].name, ':') ? "" : ":0");
+    sb_json_str(b, nm, strlen(nm));
+    sb_puts(b, "}");
+  }
+  sb_puts(b, "}");
+}
+static void metadata_body(sb *b, model *m, version *v) {
+  sb_puts(b, "{\"model_spec\": {\"name\": ");
+  sb_json_str(b, m->name, strlen(m->name));
+  sb_printf(b, ", \"signature_name\": \"\", \"version\": \"%lld\"}, \"metadata\": {\"signature_def\": {\"signature_def\": {",
+            (long long)v->v);
+  for (int s = 0; s < v->nsig; s++) {
+    const sigdef *sg = &v->sigs[s];
+    sb_puts(b, s ? ", " : "");
+    sb_json_str(b, sg->name, strlen(sg->name));
+    sb_puts(b, ": {\"inputs\": ");
+    tensors_json(b, sg->nin, sg->in);
+    sb_puts(b, ", \"outputs\": ");
+    tensors_json(b, sg->nout, sg->out);
+    sb_puts(b, ", \"method_name\": ");
+    sb_json_str(b, sg->method, strlen(sg->method));
+    sb_puts(b, "}");
+  }
+  sb_puts(b, "}}}}\n");
+}
+
+static void handle(conn *c) {
+  char err[1024];
+  int method = llhttp_get_method(&c->parser);
+  char *url = c->url ? c->url : "";
+  char *q = strchr(url, '?');
+  if (q) *q = 0;
+  /* /v1/models/{name}[/versions/{v}][/metadata | :predict | :classify | :regress] */
+  if (strncmp(url, "/v1/models/", 11) || !url[11]) {
+    snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), url);
+    send_error(c, 404, err, !c->keep);
+    return;
+  }
+  char *name = url + 11, *rest = name + strcspn(name, "/:");
+  char verb[32] = "";
+  int64_t want = -1;
+  int meta = 0, bad = 0;
+  char sep = *rest;
+  *rest = 0;
+  char *p = rest + 1;
+  if (sep == '/' && !strncmp(p, "versions/", 9)) {
+    p += 9;
+    char *e;
+    want = strtoll(p, &e, 10);
+    if (e == p || want < 0) bad = 1;
+    p = e;
+    sep = *p;
+    if (sep) p++;
+  }
+  if (sep == '/' && !strcmp(p, "metadata")) meta = 1;
+  else if (sep == ':' && strlen(p) < sizeof verb) snprintf(verb, sizeof verb, "%s", p);
+  else if (sep) bad = 1;
+  if (bad || (verb[0] && strcmp(verb, "predict") && strcmp(verb, "classify") && strcmp(verb, "regress"))) {
+    snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), c->url);
+    send_error(c, 404, err, !c->keep);
+    return;
+  }
+  model *m = find_model(name);
+  if (!m || !m->versions) {
+    if (want >= 0) snprintf(err, sizeof err, "Servable not found for request: Specific(%s, %lld)", name, (long long)want);
+    else snprintf(err, sizeof err, "Servable not found for request: Latest(%s)", name);
+    send_error(c, 404, err, !c->keep);
+    return;
+  }
+  sb b = {0};
+  if (!verb[0]) {
+    if (method != HTTP_GET) {
+      snprintf(err, sizeof err, "Malformed request: %s %s (use GET)", llhttp_method_name(method), c->url);
+      send_error(c, 405, err, !c->keep);
+      return;
+    }
+    if (meta) {
+      version *v = pick_version(m, want, err, sizeof err);
+      if (!v) return send_error(c, 404, err, !c->keep);
+      metadata_body(&b, m, v);
+    } else {
+      int any = 0;
+      for (version *v = m->versions; v; v = v->next) any |= want < 0 || v->v == want;
+      if (!any) {
+        snprintf(err, sizeof err, "Could not find version %lld of model %s", (long long)want, name);
+        return send_error(c, 404, err, !c->keep);
+      }
+      status_body(&b, m, want);
+    }
+    send_reply(c, 200, &b, !c->keep);
+    return;
+  }
+  if (method != HTTP_POST) {
+    snprintf(err, sizeof err, "Malformed request: %s %s (use POST)", llhttp_method_name(method), c->url);
+    return send_error(c, 405, err, !c->keep);
+  }
+  version *v = pick_version(m, want, err, sizeof err);
+  if (!v) return send_error(c, 404, err, !c->keep);
+  job *j = calloc(1, sizeof *j);
+  if (!j) return send_error(c, 500, "out of memory", 1);
+  j->conn = c;
+  j->ver = v;
+  atomic_fetch_add(&v->refs, 1);
+  j->kind = !strcmp(verb, "classify") ? K_CLASSIFY : !strcmp(verb, "regress") ? K_REGRESS : K_PREDICT_ROW;
+  int status = serve_decode(j, c->body.p ? c->body.p : "", c->body.n, err, sizeof err);
+  if (status) {
+    send_error(c, status, err, !c->keep);
+    job_free(j);
+    return;
+  }
+  j->t_enq = now_us();
+  c->busy = 1;
+  pthread_mutex_lock(&S.mu);
+  if (S.qtail) S.qtail->next = j;
+  else S.qhead = j;
+  S.qtail = j;
+  pthread_cond_signal(&S.cv);
+  pthread_mutex_unlock(&S.mu);
+}
+
+/* ------------------------------------------------------------ HTTP parsing */
+static int on_begin(llhttp_t *p) {
+  conn *c = p->data;
+  c->url_n = 0;
+  c->body.n = 0;
+  c->too_large = 0;
+  return 0;
+}
+static int on_url(llhttp_t *p, const char *at, size_t n) {
+  conn *c = p->data;
+  if (c->url_n + n > 8192) return -1;
+  char *u = realloc(c->url, c->url_n + n + 1);
+  if (!u) return -1;
+  memcpy(u + c->url_n, at, n);
+  c->url = u;
+  c->url_n += n;
+  u[c->url_n] = 0;
+  return 0;
+}
+static int on_headers(llhttp_t *p) {
+  conn *c = p->data;
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > S.max_body) c->too_large = 1;
+  return c->too_large ? HPE_PAUSED : 0;
+}
+static int on_body(llhttp_t *p, const char *at, size_t n) {
+  conn *c = p->data;
+  if (c->body.n + n > S.max_body) {
+    c->too_large = 1;
+    return -1;
+  }
+  sb_put(&c->body, at, n);
+  return c->body.oom ? -1 : 0;
+}
+static int on_complete(llhttp_t *p) {
+  conn *c = p->data;
+  c->busy = 1; /* the reply resumes parsing */
+  return HPE_PAUSED;
+}
+
+static void feed(conn *c, const char *data, size_t n) {
+  llhttp_errno_t e = llhttp_execute(&c->parser, data, n);
+  if (e == HPE_OK) return;
+  if (e == HPE_PAUSED && !c->too_large) {
+    const char *pos = llhttp_get_error_pos(&c->parser);
+    size_t used = pos ? (size_t)(pos - data) : n;
+    if (used < n) {
+      char *l = malloc(n - used);
+      if (l) memcpy(l, data + used, n - used);
+      free(c->left);
+      c->left = l;
+      c->left_n = l ? n - used : 0;
+    }
+    uv_read_stop((uv_stream_t *)&c->h);
+    c->keep = llhttp_should_keep_alive(&c->parser);
+    handle(c);
+    return;
+  }
+  c->busy = 1;
+  uv_read_stop((uv_stream_t *)&c->h);
+  if (c->too_large) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "Request body too large: the limit is %zu bytes (--max_body_bytes)", S.max_body);
+    send_error(c, 413, msg, 1);
+  } else {
+    char msg[256];
+    snprintf(msg, sizeof msg, "Malformed HTTP request: %s", llhttp_get_error_reason(&c->parser));
+    send_error(c, 400, msg, 1);
+  }
+}
+
+static void on_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b) {
+  (void)h;
+  static __thread char buf[65536];
+  (void)sz;
+  *b = uv_buf_init(buf, sizeof buf);
+}
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  conn *c = s->data;
+  if (n < 0) {
+    conn_close(c);
+    return;
+  }
+  if (n > 0) feed(c, b->base, (size_t)n);
+}
+static void resume_conn(conn *c) {
+  if (c->closing) return;
+  if (S.stopping) {
+    conn_close(c);
+    return;
+  }
+  llhttp_resume(&c->parser);
+  if (c->left) {
+    char *l = c->left;
+    size_t n = c->left_n;
+    c->left = NULL;
+    c->left_n = 0;
+    feed(c, l, n);
+    free(l);
+    if (c->busy || c->closing) return;
+  }
+  uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+}
+
+static void on_conn(uv_stream_t *srv, int status) {
+  if (status < 0) return;
+  conn *c = calloc(1, sizeof *c);
+  if (!c) return;
+  uv_tcp_init(S.loop, &c->h);
+  c->h.data = c;
+  S.nconns++;
+  if (uv_accept(srv, (uv_stream_t *)&c->h)) {
+    uv_close((uv_handle_t *)&c->h, conn_closed);
+    return;
+  }
+  uv_tcp_nodelay(&c->h, 1);
+  llhttp_init(&c->parser, HTTP_REQUEST, &S.hs);
+  c->parser.data = c;
+  if (S.nconns > S.max_conns || S.stopping) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "Too many connections: the limit is %d (--max_connections)", S.max_conns);
+    c->busy = 1;
+    send_error(c, 503, msg, 1);
+    return;
+  }
+  uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+}
+
+/* ------------------------------------------------------------ shutdown */
+static void close_walk(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (h->type == UV_TCP && h != (uv_handle_t *)&S.server) {
+    conn *c = h->data;
+    if (!c->busy) conn_close(c);
+    else c->keep = 0;
+  }
+}
+static void on_signal(uv_signal_t *s, int sig) {
+  (void)s;
+  if (S.stopping) return;
+  fprintf(stderr, "loom-serve: signal %d, shutting down\n", sig);
+  S.stopping = 1;
+  uv_close((uv_handle_t *)&S.server, NULL);
+  uv_timer_stop(&S.poll);
+  uv_close((uv_handle_t *)&S.poll, NULL);
+  /* finish the queued work, send its replies, close every connection */
+  pthread_mutex_lock(&S.mu);
+  S.qstop = 1;
+  pthread_cond_broadcast(&S.cv);
+  pthread_mutex_unlock(&S.mu);
+  pthread_join(S.worker, NULL);
+  on_done(&S.done_async);
+  uv_walk(S.loop, close_walk, NULL);
+  uv_close((uv_handle_t *)&S.done_async, NULL);
+  uv_close((uv_handle_t *)&S.sigterm, NULL);
+  uv_close((uv_handle_t *)&S.sigint, NULL);
+}
+
+static const char *flag(int argc, char **argv, const char *name, const char *def) {
+  size_t n = strlen(name);
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], name) && i + 1 < argc) return argv[i + 1];
+    if (!strncmp(argv[i], name, n) && argv[i][n] == '=') return argv[i] + n + 1;
+  }
+  return def;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf("usage: loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]\n"
+             "       [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]\n"
+             "       [--poll_ms 1000] [--threads 1]\n"
+             "DIR/<model>/<version>/ holds a loom export. Port 0 picks a free port (printed).\n");
+      return 0;
+    }
+  S.base = flag(argc, argv, "--model_base_path", NULL);
+  if (!S.base) {
+    fprintf(stderr, "loom-serve: --model_base_path DIR is required (see --help)\n");
+    return 2;
+  }
+  struct stat fst;
+  if (stat(S.base, &fst) || !S_ISDIR(fst.st_mode)) {
+    fprintf(stderr, "loom-serve: --model_base_path %s is not a directory\n", S.base);
+    return 2;
+  }
+  S.host = flag(argc, argv, "--host", "0.0.0.0");
+  S.port = atoi(flag(argc, argv, "--port", "8501"));
+  S.max_batch = atoi(flag(argc, argv, "--max_batch_size", "32"));
+  S.batch_timeout_us = atol(flag(argc, argv, "--batch_timeout_micros", "0"));
+  S.max_body = (size_t)strtoull(flag(argc, argv, "--max_body_bytes", "16777216"), NULL, 10);
+  S.max_conns = atoi(flag(argc, argv, "--max_connections", "1024"));
+  S.poll_ms = atoi(flag(argc, argv, "--poll_ms", "1000"));
+  S.threads = atoi(flag(argc, argv, "--threads", "1"));
+  if (S.max_batch < 1) S.max_batch = 1;
+  if (S.max_conns < 1) S.max_conns = 1;
+  if (S.poll_ms < 10) S.poll_ms = 10;
+  if (S.threads < 1) S.threads = 1;
+  signal(SIGPIPE, SIG_IGN);
+  S.loop = uv_default_loop();
+  pthread_mutex_init(&S.mu, NULL);
+  pthread_cond_init(&S.cv, NULL);
+  llhttp_settings_init(&S.hs);
+  S.hs.on_message_begin = on_begin;
+  S.hs.on_url = on_url;
+  S.hs.on_headers_complete = on_headers;
+  S.hs.on_body = on_body;
+  S.hs.on_message_complete = on_complete;
+
+  scan_base();
+  struct sockaddr_storage addr;
+  int rc = strchr(S.host, ':') ? uv_ip6_addr(S.host, S.port, (struct sockaddr_in6 *)&addr)
+                               : uv_ip4_addr(S.host, S.port, (struct sockaddr_in *)&addr);
+  if (rc) {
+    fprintf(stderr, "loom-serve: bad --host %s: %s\n", S.host, uv_strerror(rc));
+    return 2;
+  }
+  uv_tcp_init(S.loop, &S.server);
+  if ((rc = uv_tcp_bind(&S.server, (struct sockaddr *)&addr, 0)) ||
+      (rc = uv_listen((uv_stream_t *)&S.server, 1024, on_conn))) {
+    fprintf(stderr, "loom-serve: cannot listen on %s:%d: %s\n", S.host, S.port, uv_strerror(rc));
+    return 1;
+  }
+  struct sockaddr_storage got;
+  int glen = sizeof got;
+  uv_tcp_getsockname(&S.server, (struct sockaddr *)&got, &glen);
+  int port = ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+                                             : ((struct sockaddr_in *)&got)->sin_port);
+  uv_async_init(S.loop, &S.done_async, on_done);
+  uv_timer_init(S.loop, &S.poll);
+  uv_timer_start(&S.poll, on_poll, (uint64_t)S.poll_ms, (uint64_t)S.poll_ms);
+  uv_signal_init(S.loop, &S.sigterm);
+  uv_signal_start(&S.sigterm, on_signal, SIGTERM);
+  uv_signal_init(S.loop, &S.sigint);
+  uv_signal_start(&S.sigint, on_signal, SIGINT);
+  pthread_create(&S.worker, NULL, worker_main, NULL);
+  printf("loom-serve: listening on %s:%d\n", S.host, port);
+  fflush(stdout);
+  uv_run(S.loop, UV_RUN_DEFAULT);
+  uv_loop_close(S.loop);
+  for (model *m = S.models, *mn; m; m = mn) {
+    mn = m->next;
+    for (version *v = m->versions, *vn; v; v = vn) {
+      vn = v->next;
+      version_unref(v);
+    }
+    free(m->name);
+    free(m);
+  }
+  fprintf(stderr, "loom-serve: stopped (%ld predict/classify/regress requests in %ld batches, largest %ld)\n", S.nreq,
+          S.nbatch, S.maxbatch);
+  return 0;
+}
