@@ -159,7 +159,56 @@ typedef struct model {
   loom_optimizer *opt;
 } model;
 
-static model build(int opt, int local) {
+/* The local optimizer and the PS's hyper-parameters of the same update.
+ * variant 1: Nesterov momentum; centered RMSProp (with momentum 0.5). */
+static loom_optimizer *local_optimizer(int opt, int variant, loom_output lr) {
+  switch (opt) {
+  case LOOM_PS_SGD: return loom_optimizer_sgd(lr);
+  case LOOM_PS_ADAGRAD: return loom_optimizer_adagrad(lr, NULL);
+  case LOOM_PS_ADAM: {
+    loom_adam_options o = loom_adam_options_default();
+    o.lazy = 1;
+    return loom_optimizer_adam(lr, &o);
+  }
+  case LOOM_PS_MOMENTUM: {
+    loom_momentum_options o = loom_momentum_options_default();
+    o.use_nesterov = variant;
+    return loom_optimizer_momentum(lr, &o);
+  }
+  case LOOM_PS_FTRL: {
+    loom_ftrl_options o = loom_ftrl_options_default();
+    o.l1 = 0.001, o.l2 = 0.01, o.l2_shrinkage = variant ? 0.02 : 0;
+    if (variant) o.learning_rate_power = -0.6;
+    return loom_optimizer_ftrl(lr, &o);
+  }
+  case LOOM_PS_RMSPROP: {
+    loom_rmsprop_options o = loom_rmsprop_options_default();
+    o.centered = variant;
+    if (variant) o.momentum = 0.5;
+    return loom_optimizer_rmsprop(lr, &o);
+  }
+  case LOOM_PS_ADADELTA: return loom_optimizer_adadelta(lr, NULL);
+  }
+  return NULL;
+}
+
+static void ps_hyper(int opt, int variant, float lr, float h[8]) {
+  memset(h, 0, 8 * sizeof(float));
+  h[0] = lr;
+  switch (opt) {
+  case LOOM_PS_ADAGRAD: h[1] = 0.1f; break;
+  case LOOM_PS_ADAM: h[1] = 0.9f, h[2] = 0.999f, h[3] = (float)1e-8; break;
+  case LOOM_PS_MOMENTUM: h[1] = 0.9f, h[2] = (float)variant; break;
+  case LOOM_PS_FTRL:
+    h[1] = variant ? -0.6f : -0.5f, h[2] = 0.1f, h[3] = (float)0.001, h[4] = (float)0.01;
+    h[5] = variant ? (float)0.02 : 0.0f;
+    break;
+  case LOOM_PS_RMSPROP: h[1] = 0.9f, h[2] = variant ? 0.5f : 0.0f, h[3] = (float)1e-10, h[4] = (float)variant; break;
+  case LOOM_PS_ADADELTA: h[1] = 0.95f, h[2] = (float)1e-8; break;
+  }
+}
+
+static model build(int opt, int variant, int local) {
   model m;
   memset(&m, 0, sizeof m);
   m.g = loom_graph_new();
@@ -179,9 +228,7 @@ static model build(int opt, int local) {
   m.loss = loom_reduce_mean(m.g, loom_square(m.g, diff, NULL), -1, NULL, 0, "loss");
   if (local) {
     loom_output lr = loom_const_f32(m.g, 0.05f, "lr");
-    loom_optimizer *o = opt == LOOM_PS_SGD       ? loom_optimizer_sgd(lr)
-                        : opt == LOOM_PS_ADAGRAD ? loom_optimizer_adagrad(lr, NULL)
-                                                 : loom_optimizer_adam(lr, NULL);
+    loom_optimizer *o = local_optimizer(opt, variant, lr);
     m.opt = o;
     m.train = loom_optimizer_minimize(o, m.g, m.loss, 0, NULL, NULL, NULL);
     cr_assert(m.train);
@@ -215,10 +262,10 @@ static void assign_var(loom_session *s, const char *name, const float *v, int nd
 
 #define STEPS 6
 
-static void equivalence(int opt, int num_ps, int64_t min_slice) {
+static void equivalence(int opt, int variant, int num_ps, int64_t min_slice) {
   loom_status *st = loom_status_new();
   /* local reference */
-  model a = build(opt, 1);
+  model a = build(opt, variant, 1);
   loom_session *sa = loom_session_new(a.g, NULL, st);
   cr_assert(sa);
   OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &a.init, 1, st));
@@ -227,7 +274,7 @@ static void equivalence(int opt, int num_ps, int64_t min_slice) {
   read_var(sa, "kernel", wa, 6);
   read_var(sa, "bias", ba, 2);
   /* the same model against num_ps PS tasks: the worker computes gradients, the PS applies them */
-  model b = build(opt, 0);
+  model b = build(opt, variant, 0);
   loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}}, {"bias", 1, {2}}};
   loom_ps_placement *p = loom_ps_placement_new(2, vs, num_ps, LOOM_PS_GREEDY_BYTES, min_slice, st);
   cr_assert(p, "%s", loom_status_message(st));
@@ -253,9 +300,8 @@ static void equivalence(int opt, int num_ps, int64_t min_slice) {
   float w[6], bias[2];
   read_var(sb, "kernel", w, 6);
   read_var(sb, "bias", bias, 2);
-  float hyper[8] = {0.05f};
-  if (opt == LOOM_PS_ADAGRAD) hyper[1] = 0.1f;
-  if (opt == LOOM_PS_ADAM) hyper[1] = 0.9f, hyper[2] = 0.999f, hyper[3] = 1e-8f;
+  float hyper[8];
+  ps_hyper(opt, variant, 0.05f, hyper);
   OK(loom_ps_cluster_init_var(cl, 0, (loom_ps_optimizer)opt, hyper, w, st));
   OK(loom_ps_cluster_init_var(cl, 1, (loom_ps_optimizer)opt, hyper, bias, st));
   float *vals[2] = {w, bias};
@@ -286,9 +332,22 @@ static void equivalence(int opt, int num_ps, int64_t min_slice) {
   loom_status_free(st);
 }
 
-Test(ps, one_worker_one_ps_sgd_bitwise_equal_to_local) { equivalence(LOOM_PS_SGD, 1, 0); }
-Test(ps, one_worker_three_ps_adagrad_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAGRAD, 3, 0); }
-Test(ps, one_worker_three_ps_adam_partitioned_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAM, 3, 8); }
+Test(ps, one_worker_one_ps_sgd_bitwise_equal_to_local) { equivalence(LOOM_PS_SGD, 0, 1, 0); }
+Test(ps, one_worker_three_ps_adagrad_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAGRAD, 0, 3, 0); }
+Test(ps, one_worker_three_ps_adam_partitioned_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAM, 0, 3, 8); }
+Test(ps, one_worker_momentum_and_nesterov_bitwise_equal_to_local) {
+  equivalence(LOOM_PS_MOMENTUM, 0, 1, 0);
+  equivalence(LOOM_PS_MOMENTUM, 1, 3, 8);
+}
+Test(ps, one_worker_ftrl_bitwise_equal_to_local) {
+  equivalence(LOOM_PS_FTRL, 0, 1, 0);
+  equivalence(LOOM_PS_FTRL, 1, 3, 8); /* lr_power -0.6 (the powf path), l2 shrinkage */
+}
+Test(ps, one_worker_rmsprop_and_centered_bitwise_equal_to_local) {
+  equivalence(LOOM_PS_RMSPROP, 0, 1, 0);
+  equivalence(LOOM_PS_RMSPROP, 1, 3, 8);
+}
+Test(ps, one_worker_adadelta_bitwise_equal_to_local) { equivalence(LOOM_PS_ADADELTA, 0, 3, 8); }
 
 Test(ps, placement_greedy_round_robin_partition_and_hash) {
   loom_status *st = loom_status_new();
@@ -616,4 +675,143 @@ Test(ps, back_pressure_pipelined_pulls) {
   loom_ps_client_free(c);
   loom_ps_server_stop(s);
   loom_status_free(st);
+}
+
+/* Sparse gradients through the worker seam: an embedding [1000, 8] looked up
+ * with duplicate, unsorted ids; the worker deduplicates and sums the rows,
+ * only the touched rows travel (PUSH_ROWS + PULL_ROWS), partitioned over 3
+ * PS; weights bit-identical to local training with the sparse kernel. */
+static loom_graph *emb_model(loom_output *ids, loom_output *y, loom_output *loss) {
+  loom_graph *g = loom_graph_new();
+  loom_graph_set_random_seed(g, 5);
+  int64_t idd[1] = {6}, yd[2] = {6, 1}, ed[2] = {1000, 8}, wd[2] = {8, 1};
+  *ids = loom_placeholder(g, LOOM_I64, 1, idd, "ids");
+  *y = loom_placeholder(g, LOOM_F32, 2, yd, "y");
+  loom_initializer gu = loom_init_glorot_uniform(4);
+  loom_variable *emb = loom_get_variable(g, "emb", LOOM_F32, 2, ed, &gu, 1);
+  loom_variable *w = loom_get_variable(g, "w", LOOM_F32, 2, wd, &gu, 1);
+  loom_output e = loom_embedding_lookup(g, loom_variable_output(emb), *ids, "lookup");
+  loom_output d = loom_sub(g, loom_matmul(g, e, loom_variable_output(w), 0, 0, NULL), *y, NULL);
+  *loss = loom_reduce_mean(g, loom_square(g, d, NULL), -1, NULL, 0, "loss");
+  return g;
+}
+
+static void emb_batch(int step, loom_tensor *it, loom_tensor *yt) {
+  int64_t *id = loom_tensor_data(it);
+  float *y = loom_tensor_data(yt);
+  for (int i = 0; i < 6; i++) id[i] = (step * 331 + i * i * 167 + 900) % 1000;
+  id[4] = id[1]; /* a duplicate */
+  for (int i = 0; i < 6; i++) y[i] = (float)sin(step * 0.7 + i);
+}
+
+static void embedding_equivalence(int opt) {
+  loom_status *st = loom_status_new();
+  int64_t idd[1] = {6}, yd[2] = {6, 1};
+  loom_tensor *it = loom_tensor_new(LOOM_I64, 1, idd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_output ids, y, loss;
+  loom_graph *ga = emb_model(&ids, &y, &loss);
+  loom_optimizer *o = local_optimizer(opt, 0, loom_const_f32(ga, 0.1f, "lr"));
+  loom_node *train = loom_optimizer_minimize(o, ga, loss, 0, NULL, NULL, NULL);
+  cr_assert(train);
+  loom_node *init = loom_global_variables_initializer(ga);
+  loom_session *sa = loom_session_new(ga, NULL, st);
+  OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st));
+  loom_output feeds[2] = {ids, y};
+  loom_tensor *fv[2] = {it, yt};
+  enum { NSTEP = 6 };
+  for (int i = 0; i < NSTEP; i++) {
+    emb_batch(i, it, yt);
+    OK(loom_session_run(sa, feeds, fv, 2, NULL, NULL, 0, &train, 1, st));
+  }
+  static float ea[8000], eb[8000];
+  float wa[8], wb[8];
+  read_var(sa, "emb", ea, 8000);
+  read_var(sa, "w", wa, 8);
+  loom_graph *gb = emb_model(&ids, &y, &loss);
+  loom_node *initb = loom_global_variables_initializer(gb);
+  loom_ps_var_spec vs[4];
+  int nv = loom_ps_var_specs(gb, vs, 4);
+  cr_assert_eq(nv, 2);
+  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 3, LOOM_PS_GREEDY_BYTES, 4096, st);
+  cr_assert(p);
+  cr_assert_eq(loom_ps_placement_num_shards(p), 4, "emb split over the 3 PS, w whole");
+  loom_ps_server *srv[3];
+  const char *hosts[3] = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
+  int ports[3];
+  for (int i = 0; i < 3; i++) {
+    srv[i] = start_ps(loom_ps_placement_hash(p), 3, nv, NULL);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  loom_session *sb = loom_session_new(gb, NULL, st);
+  loom_ps_worker *w = loom_ps_worker_new(sb, cl, p, loss, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  OK(loom_session_run(sb, NULL, NULL, 0, NULL, NULL, 0, &initb, 1, st));
+  float h[8];
+  ps_hyper(opt, 0, 0.1f, h);
+  OK(loom_ps_worker_init_vars(w, (loom_ps_optimizer)opt, h, st));
+  int64_t sent0 = 0, recv0 = 0;
+  for (int k = 0; k < 3; k++) {
+    int64_t a, b;
+    loom_ps_client_bytes(loom_ps_cluster_client(cl, k), &a, &b);
+    sent0 += a, recv0 += b;
+  }
+  feeds[0] = ids;
+  feeds[1] = y;
+  for (int i = 0; i < NSTEP; i++) {
+    emb_batch(i, it, yt);
+    OK(loom_ps_worker_step(w, feeds, fv, 2, st));
+  }
+  int64_t sent = 0, recv = 0;
+  for (int k = 0; k < 3; k++) {
+    int64_t a, b;
+    loom_ps_client_bytes(loom_ps_cluster_client(cl, k), &a, &b);
+    sent += a, recv += b;
+  }
+  /* per step at most 5 distinct rows of 8 floats + ids travel each way, plus w (8 floats) and frame headers:
+   * far below the 32 KB of the whole table */
+  cr_assert_lt((sent - sent0) / NSTEP, 1000, "%lld bytes sent per step", (long long)((sent - sent0) / NSTEP));
+  cr_assert_lt((recv - recv0) / NSTEP, 1000, "%lld bytes received per step", (long long)((recv - recv0) / NSTEP));
+  read_var(sb, "emb", eb, 8000);
+  read_var(sb, "w", wb, 8);
+  cr_assert(memcmp(wa, wb, sizeof wa) == 0, "w: %.9g vs %.9g (opt %d)", wa[0], wb[0], opt);
+  int ndiff = 0;
+  for (int i = 0; i < 8000; i++) ndiff += memcmp(&ea[i], &eb[i], 4) != 0;
+  cr_assert_eq(ndiff, 0, "emb: %d elements differ from local training (opt %d)", ndiff, opt);
+  /* a fresh worker pulls the trained table whole */
+  loom_output i2, y2, l2;
+  loom_graph *gc = emb_model(&i2, &y2, &l2);
+  loom_session *sc = loom_session_new(gc, NULL, st);
+  loom_ps_worker *w2 = loom_ps_worker_new(sc, cl, p, l2, st);
+  cr_assert(w2);
+  OK(loom_ps_worker_pull(w2, st));
+  read_var(sc, "emb", eb, 8000);
+  cr_assert(memcmp(ea, eb, sizeof ea) == 0);
+  loom_ps_worker_free(w2);
+  loom_session_free(sc);
+  loom_graph_free(gc);
+  loom_ps_worker_free(w);
+  loom_ps_cluster_free(cl);
+  for (int i = 0; i < 3; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_session_free(sa);
+  loom_session_free(sb);
+  loom_graph_free(ga);
+  loom_graph_free(gb);
+  loom_optimizer_free(o);
+  loom_tensor_free(it);
+  loom_tensor_free(yt);
+  loom_status_free(st);
+}
+
+Test(ps, embedding_sparse_rows_adagrad_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAGRAD); }
+Test(ps, embedding_sparse_rows_lazy_adam_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAM); }
+Test(ps, embedding_sparse_rows_ftrl_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_FTRL); }
+Test(ps, embedding_sparse_rows_sgd_momentum_bitwise_equal_to_local) {
+  embedding_equivalence(LOOM_PS_SGD);
+  embedding_equivalence(LOOM_PS_MOMENTUM);
 }
