@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <sys/socket.h>
 #include "test_util.h"
 #include "loom/loom_distributed.h"
@@ -814,4 +816,295 @@ Test(ps, embedding_sparse_rows_ftrl_bitwise_equal_to_local) { embedding_equivale
 Test(ps, embedding_sparse_rows_sgd_momentum_bitwise_equal_to_local) {
   embedding_equivalence(LOOM_PS_SGD);
   embedding_equivalence(LOOM_PS_MOMENTUM);
+}
+
+/* ---- consistency modes ---- */
+
+static loom_ps_server *start_ps_opts(loom_ps_server_options o) {
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "start: %s", loom_status_message(st));
+  loom_status_free(st);
+  return s;
+}
+
+/* BOUNDED(1): a push read 2 versions behind is dropped and counted, the
+ * client learns it (applied = 0; a cluster push+pull counts it and still
+ * gets the current value); one read 1 behind is applied. */
+Test(ps, bounded_staleness_drops_counted) {
+  loom_status *st = loom_status_new();
+  loom_ps_var_spec vs[1] = {{"v", 1, {4}}};
+  loom_ps_placement *p = loom_ps_placement_new(1, vs, 1, LOOM_PS_GREEDY_BYTES, 0, st);
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = loom_ps_placement_hash(p);
+  o.num_ps = 1, o.num_vars = 1;
+  o.consistency = LOOM_PS_BOUNDED;
+  o.staleness = 1;
+  loom_ps_server *s = start_ps_opts(o);
+  const char *hosts[1] = {"127.0.0.1"};
+  int ports[1] = {loom_ps_server_port(s)};
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *a = loom_ps_cluster_connect(p, hosts, ports, &co, st), *b = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(a && b);
+  float v0[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, va[4], vb[4];
+  OK(loom_ps_cluster_init_var(a, 0, LOOM_PS_SGD, (float[8]){1.0f}, v0, st));
+  float *pa[1] = {va}, *pb[1] = {vb};
+  const float *gg[1] = {g};
+  OK(loom_ps_cluster_pull(a, pa, st)); /* a reads version 0 */
+  OK(loom_ps_cluster_pull(b, pb, st));
+  OK(loom_ps_cluster_pushpull(b, gg, pb, st)); /* version 1 */
+  OK(loom_ps_cluster_pushpull(b, gg, pb, st)); /* version 2 */
+  cr_assert_eq(loom_ps_cluster_dropped(b), 0);
+  OK(loom_ps_cluster_pushpull(a, gg, pa, st)); /* read at 0, PS at 2: lag 2 > 1, dropped */
+  cr_assert_eq(loom_ps_cluster_dropped(a), 1);
+  float want[4] = {-1, 0, 1, 2};
+  cr_assert(memcmp(va, want, sizeof want) == 0, "the dropped push still pulls the current value: %g", va[0]);
+  OK(loom_ps_cluster_pushpull(a, gg, pa, st)); /* read at 2: applied */
+  cr_assert_eq(loom_ps_cluster_dropped(a), 1);
+  float want2[4] = {-2, -1, 0, 1};
+  cr_assert(memcmp(va, want2, sizeof want2) == 0, "%g", va[0]);
+  /* the single-connection call: read at version 1 with the PS at 3 is dropped, at 2 applied */
+  loom_ps_client *c = loom_ps_cluster_client(b, 0);
+  uint64_t ver = 0;
+  int applied = -1;
+  OK(loom_ps_push_at(c, 0, g, 4, 1, &ver, &applied, st));
+  cr_assert_eq(applied, 0);
+  cr_assert_eq(ver, 3);
+  OK(loom_ps_push_at(c, 0, g, 4, 2, &ver, &applied, st));
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(ver, 4);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.stale_dropped, 2);
+  cr_assert_eq(ss.updates, 4);
+  loom_ps_cluster_free(a);
+  loom_ps_cluster_free(b);
+  loom_ps_server_stop(s);
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
+
+/* SYNC(2 of n): two gradients read at the current version are averaged and
+ * applied once; a third, late for that step, is dropped and counted; a
+ * push+pull waiting for a step that never completes gets DEADLINE_EXCEEDED
+ * after sync_timeout_s and the connection keeps working. */
+Test(ps, sync_aggregation_late_gradient_and_deadline) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 9;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 0.3;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c[3];
+  for (int i = 0; i < 3; i++) c[i] = connect_ok(s, 9, NULL);
+  int64_t d[1] = {2};
+  float v0[2] = {1, 2}, g1[2] = {1, 1}, g2[2] = {3, 3}, out[2];
+  OK(loom_ps_init_var(c[0], 0, 1, d, LOOM_PS_SGD, (float[8]){0.5f}, v0, NULL, st));
+  uint64_t ver = 0;
+  int applied = -1;
+  OK(loom_ps_push_at(c[0], 0, g1, 2, 0, &ver, &applied, st));
+  cr_assert(applied == 1 && ver == 0, "aggregated, not applied yet");
+  OK(loom_ps_push_at(c[1], 0, g2, 2, 0, &ver, &applied, st));
+  cr_assert(applied == 1 && ver == 1, "the second gradient completes step 1");
+  OK(loom_ps_push_at(c[2], 0, g2, 2, 0, &ver, &applied, st));
+  cr_assert(applied == 0 && ver == 1, "a late gradient of step 0 is dropped");
+  uint64_t have = UINT64_MAX;
+  int changed = 0;
+  OK(loom_ps_pull(c[2], 0, out, 2, &have, &changed, st));
+  cr_assert(out[0] == 0.0f && out[1] == 1.0f, "1 - 0.5 * mean(1, 3) = 0: got %g %g", out[0], out[1]);
+  int64_t gs = -1;
+  OK(loom_ps_step_inc(c[0], 1, &gs, st));
+  cr_assert_eq(gs, 1, "global_step = aggregated steps applied");
+  cr_assert_eq(loom_ps_push_at(c[0], 0, g1, 2, UINT64_MAX, NULL, NULL, st), LOOM_INVALID_ARGUMENT,
+               "SYNC needs the read version");
+  /* alone in step 1: the push+pull waits, then times out */
+  loom_ps_connect_options co = copts(s, 9, NULL);
+  (void)co;
+  cr_assert_eq(loom__ps_push_send(c[0], LOOM_PS_PUSHPULL, 0, 1, g1, 2, st), LOOM_OK);
+  cr_assert_eq(loom__ps_value_recv(c[0], LOOM_PS_PUSHPULL, out, 2, &have, NULL, st), LOOM_DEADLINE_EXCEEDED, "%s",
+               loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "not complete"), "%s", loom_status_message(st));
+  have = UINT64_MAX;
+  OK(loom_ps_pull(c[0], 0, out, 2, &have, &changed, st));
+  cr_assert_eq(have, 1);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.stale_dropped, 1);
+  cr_assert_eq(ss.sync_steps, 1);
+  cr_assert_eq(ss.sync_timeouts, 1);
+  for (int i = 0; i < 3; i++) loom_ps_client_free(c[i]);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* SYNC(3 of 3) with 3 worker threads, each its own graph, session and
+ * connections, each a third of the batch: equal to local SGD on the
+ * concatenated batch of 12 (tolerance 1e-6: the mean of three means of 4
+ * rounds differently from one mean of 12); exactly STEPS aggregated steps
+ * per variable, nothing dropped, the three workers hold identical weights. */
+static loom_graph *feed_model_n(int nb, loom_output *x, loom_output *y, loom_output *loss) {
+  loom_graph *g = loom_graph_new();
+  loom_graph_set_random_seed(g, 3);
+  int64_t xd[2] = {nb, 5}, yd[2] = {nb, 1}, wd[2] = {5, 3}, w2d[2] = {3, 1};
+  *x = loom_placeholder(g, LOOM_F32, 2, xd, "x");
+  *y = loom_placeholder(g, LOOM_F32, 2, yd, "y");
+  loom_initializer gu = loom_init_glorot_uniform(9);
+  loom_variable *w1 = loom_get_variable(g, "w1", LOOM_F32, 2, wd, &gu, 1);
+  loom_variable *w2 = loom_get_variable(g, "w2", LOOM_F32, 2, w2d, &gu, 1);
+  loom_output h = loom_tanh(g, loom_matmul(g, *x, loom_variable_output(w1), 0, 0, NULL), NULL);
+  loom_output d = loom_sub(g, loom_matmul(g, h, loom_variable_output(w2), 0, 0, NULL), *y, NULL);
+  *loss = loom_reduce_mean(g, loom_square(g, d, NULL), -1, NULL, 0, "loss");
+  return g;
+}
+
+static void sync_batch(int step, int worker, float *x, float *y) { /* worker's 4 rows of the step's 12 */
+  for (int r = 0; r < 4; r++) {
+    int row = worker * 4 + r;
+    for (int c = 0; c < 5; c++) x[r * 5 + c] = (float)sin(step * 1.3 + row * 0.7 + c * 0.3);
+    y[r] = (float)cos(step * 0.9 + row);
+  }
+}
+
+#define SYNC_STEPS 5
+typedef struct sync_worker {
+  const loom_ps_placement *p;
+  const char **hosts;
+  int *ports;
+  int index;
+  atomic_int *ready;
+  loom_code rc;
+  char msg[256];
+  float w1[15], w2[3];
+} sync_worker;
+
+static void *sync_worker_main(void *arg) {
+  sync_worker *sw = arg;
+  loom_status *st = loom_status_new();
+  loom_output x, y, loss;
+  loom_graph *g = feed_model_n(4, &x, &y, &loss);
+  loom_node *init = loom_global_variables_initializer(g);
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 10;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(sw->p, sw->hosts, sw->ports, &co, st);
+  loom_ps_worker *w = cl && s ? loom_ps_worker_new(s, cl, sw->p, loss, st) : NULL;
+  int64_t xd[2] = {4, 5}, yd[2] = {4, 1};
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 2, xd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_code rc = w ? LOOM_OK : LOOM_INTERNAL;
+  if (!rc && sw->index == 0) { /* the chief creates the variables */
+    rc = loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st);
+    if (!rc) rc = loom_ps_worker_init_vars(w, LOOM_PS_SGD, (float[8]){0.1f}, st);
+  }
+  if (sw->index == 0) atomic_store(sw->ready, rc ? -1 : 1);
+  for (int tries = 0; sw->index != 0 && atomic_load(sw->ready) == 0 && tries < 2000; tries++) {
+    struct timespec ts = {0, 5000000}; /* the others wait (<= 10 s) until the variables exist */
+    nanosleep(&ts, NULL);
+  }
+  if (!rc && atomic_load(sw->ready) != 1) rc = LOOM_DEADLINE_EXCEEDED;
+  if (!rc) rc = loom_ps_worker_pull(w, st);
+  loom_output feeds[2] = {x, y};
+  loom_tensor *fv[2] = {xt, yt};
+  for (int i = 0; i < SYNC_STEPS && !rc; i++) {
+    sync_batch(i, sw->index, loom_tensor_data(xt), loom_tensor_data(yt));
+    rc = loom_ps_worker_step(w, feeds, fv, 2, st);
+  }
+  if (!rc && loom_ps_cluster_dropped(cl) != 0) rc = LOOM_INTERNAL;
+  if (!rc) {
+    loom_tensor *t = NULL;
+    rc = loom_session_read_variable(s, "w1", &t, st);
+    if (!rc) memcpy(sw->w1, loom_tensor_data(t), sizeof sw->w1);
+    loom_tensor_free(t);
+    t = NULL;
+    if (!rc) rc = loom_session_read_variable(s, "w2", &t, st);
+    if (!rc) memcpy(sw->w2, loom_tensor_data(t), sizeof sw->w2);
+    loom_tensor_free(t);
+  }
+  sw->rc = rc;
+  snprintf(sw->msg, sizeof sw->msg, "%s", loom_status_message(st));
+  loom_ps_worker_free(w);
+  loom_ps_cluster_free(cl);
+  loom_session_free(s);
+  loom_graph_free(g);
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_status_free(st);
+  return NULL;
+}
+
+Test(ps, sync_three_workers_equal_local_concatenated_batch) {
+  loom_status *st = loom_status_new();
+  /* local: SGD on the 12-row batch */
+  loom_output x, y, loss;
+  loom_graph *ga = feed_model_n(12, &x, &y, &loss);
+  loom_optimizer *o = loom_optimizer_sgd(loom_const_f32(ga, 0.1f, "lr"));
+  loom_node *train = loom_optimizer_minimize(o, ga, loss, 0, NULL, NULL, NULL);
+  loom_node *init = loom_global_variables_initializer(ga);
+  loom_session *sa = loom_session_new(ga, NULL, st);
+  OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st));
+  int64_t xd[2] = {12, 5}, yd[2] = {12, 1};
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 2, xd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_output feeds[2] = {x, y};
+  loom_tensor *fv[2] = {xt, yt};
+  for (int i = 0; i < SYNC_STEPS; i++) {
+    for (int k = 0; k < 3; k++)
+      sync_batch(i, k, (float *)loom_tensor_data(xt) + 20 * k, (float *)loom_tensor_data(yt) + 4 * k);
+    OK(loom_session_run(sa, feeds, fv, 2, NULL, NULL, 0, &train, 1, st));
+  }
+  float w1a[15], w2a[3];
+  read_var(sa, "w1", w1a, 15);
+  read_var(sa, "w2", w2a, 3);
+  /* 2 PS in SYNC(3 of 3), 3 worker threads */
+  loom_ps_var_spec vs[2] = {{"w1", 2, {5, 3}}, {"w2", 2, {3, 1}}};
+  loom_ps_placement *p = loom_ps_placement_new(2, vs, 2, LOOM_PS_GREEDY_BYTES, 0, st);
+  loom_ps_server *srv[2];
+  const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+  int ports[2];
+  for (int i = 0; i < 2; i++) {
+    loom_ps_server_options so = loom_ps_server_options_default();
+    so.placement_hash = loom_ps_placement_hash(p);
+    so.num_ps = 2, so.num_vars = 2;
+    so.consistency = LOOM_PS_SYNC;
+    so.replicas_to_aggregate = 3;
+    so.sync_timeout_s = 10;
+    srv[i] = start_ps_opts(so);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  sync_worker sw[3];
+  pthread_t th[3];
+  atomic_int ready = 0;
+  for (int i = 0; i < 3; i++) {
+    memset(&sw[i], 0, sizeof sw[i]);
+    sw[i].p = p, sw[i].hosts = hosts, sw[i].ports = ports, sw[i].index = i, sw[i].ready = &ready;
+    cr_assert_eq(pthread_create(&th[i], NULL, sync_worker_main, &sw[i]), 0);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 3; i++) cr_assert_eq(sw[i].rc, LOOM_OK, "worker %d: %s", i, sw[i].msg);
+  for (int i = 1; i < 3; i++)
+    cr_assert(memcmp(sw[i].w1, sw[0].w1, sizeof sw[0].w1) == 0 && memcmp(sw[i].w2, sw[0].w2, sizeof sw[0].w2) == 0);
+  double maxd = 0;
+  for (int i = 0; i < 15; i++) maxd = fmax(maxd, fabs(sw[0].w1[i] - w1a[i]));
+  for (int i = 0; i < 3; i++) maxd = fmax(maxd, fabs(sw[0].w2[i] - w2a[i]));
+  cr_assert_lt(maxd, 1e-6, "sync training differs from local on the concatenated batch by %g", maxd);
+  cr_assert(w1a[0] != 0);
+  int64_t steps = 0, updates = 0, dropped = 0;
+  for (int i = 0; i < 2; i++) {
+    loom_ps_server_stats ss;
+    loom_ps_server_get_stats(srv[i], &ss);
+    steps += ss.sync_steps, updates += ss.updates, dropped += ss.stale_dropped;
+  }
+  cr_assert_eq(steps, 2 * SYNC_STEPS, "one aggregated step per variable per step");
+  cr_assert_eq(updates, 2 * SYNC_STEPS);
+  cr_assert_eq(dropped, 0);
+  for (int i = 0; i < 2; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_session_free(sa);
+  loom_graph_free(ga);
+  loom_optimizer_free(o);
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_status_free(st);
 }
