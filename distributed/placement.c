@@ -301,7 +301,8 @@ loom_code loom_ps_cluster_pushpull(loom_ps_cluster *c, const float *const *grads
 
 /* ---- checkpoints ---- */
 
-static loom_code ckpt_all(loom_ps_cluster *c, uint16_t op, const char *dir, int64_t step, loom_status *st) {
+static loom_code ckpt_all(loom_ps_cluster *c, uint16_t op, const char *dir, int64_t step, uint64_t *digest,
+                          loom_status *st) {
   size_t len = strlen(dir);
   if (len > 256) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "checkpoint dir '%.40s...' is too long", dir);
   uint8_t fixed[16];
@@ -321,6 +322,7 @@ static loom_code ckpt_all(loom_ps_cluster *c, uint16_t op, const char *dir, int6
     if (!rc && h.body_len != 16) rc = loom_status_set(s2, LOOM_DATA_LOSS, "checkpoint reply of %u bytes", h.body_len);
     if (!rc) rc = loom__ps_recv_body(c->c[i], out, 16, s2);
     if (!rc) rc = loom__ps_recv_end(c->c[i], &h, s2);
+    if (!rc) digest[i] = loom__ps_get64(out + 8);
     if (s2 != st) loom_status_free(s2);
     if (rc && !first) first = rc;
   }
@@ -328,20 +330,13 @@ static loom_code ckpt_all(loom_ps_cluster *c, uint16_t op, const char *dir, int6
   return first;
 }
 
-loom_code loom_ps_cluster_save(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
-                               loom_status *st) {
-  if (!c || !model_dir || !dir || step < 0)
-    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_save: NULL argument or step < 0");
-  loom_code rc = ckpt_all(c, LOOM_PS_SAVE, dir, step, st);
-  if (rc) return rc;
-  char path[1100], tmp[1110];
-  snprintf(path, sizeof path, "%s%s%s/checkpoint", model_dir, *dir ? "/" : "", dir);
+static loom_code write_atomic(const char *path, const char *text, loom_status *st) {
+  char tmp[1200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
   if (!f) return loom_status_set(st, LOOM_UNAVAILABLE, "cannot write %s", tmp);
-  fprintf(f, "model_checkpoint_path: \"model.ckpt-%lld\"\nall_model_checkpoint_paths: \"model.ckpt-%lld\"\n",
-          (long long)step, (long long)step);
-  int bad = fflush(f) != 0;
+  int bad = fputs(text, f) < 0;
+  bad |= fflush(f) != 0;
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
     remove(tmp);
@@ -350,13 +345,55 @@ loom_code loom_ps_cluster_save(loom_ps_cluster *c, const char *model_dir, const 
   return LOOM_OK;
 }
 
+/* The manifest <dir>/model.ckpt-<step>: the set of shards and their digests. */
+static loom_code manifest_path(char *buf, size_t cap, const char *model_dir, const char *dir, int64_t step) {
+  int n = snprintf(buf, cap, "%s%s%s/model.ckpt-%lld", model_dir, *dir ? "/" : "", dir, (long long)step);
+  return n > 0 && (size_t)n < cap ? LOOM_OK : LOOM_INVALID_ARGUMENT;
+}
+
+loom_code loom_ps_cluster_save(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
+                               loom_status *st) {
+  if (!c || !model_dir || !dir || step < 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_save: NULL argument or step < 0");
+  int np = c->p->num_ps;
+  uint64_t *dg = loom__calloc((size_t)np, sizeof *dg);
+  char *text = loom__malloc(128 + 64 * (size_t)np);
+  if (!dg || !text) {
+    loom__free(dg);
+    loom__free(text);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+  }
+  loom_code rc = ckpt_all(c, LOOM_PS_SAVE, dir, step, dg, st);
+  char path[1100];
+  if (!rc && manifest_path(path, sizeof path, model_dir, dir, step))
+    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "checkpoint path under %s is too long", model_dir);
+  if (!rc) {
+    size_t n = (size_t)sprintf(text, "loom-ps-checkpoint 1\nstep %lld\nnum_ps %d\n", (long long)step, np);
+    for (int i = 0; i < np; i++)
+      n += (size_t)sprintf(text + n, "shard %d model.ckpt-%lld.ps-%d-of-%d %016llx\n", i, (long long)step, i, np,
+                           (unsigned long long)dg[i]);
+    rc = write_atomic(path, text, st);
+  }
+  if (!rc) { /* the state file last: it names the set only once every shard and the manifest are on disk */
+    char sp[1100];
+    snprintf(sp, sizeof sp, "%s%s%s/checkpoint", model_dir, *dir ? "/" : "", dir);
+    sprintf(text, "model_checkpoint_path: \"model.ckpt-%lld\"\nall_model_checkpoint_paths: \"model.ckpt-%lld\"\n",
+            (long long)step, (long long)step);
+    rc = write_atomic(sp, text, st);
+  }
+  loom__free(dg);
+  loom__free(text);
+  return rc;
+}
+
 loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
                                   loom_status *st) {
   if (!c || !dir) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_restore: NULL argument");
+  char d[1100];
+  if (model_dir) snprintf(d, sizeof d, "%s%s%s", model_dir, *dir ? "/" : "", dir);
   if (step < 0) {
     if (!model_dir) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_restore: latest needs model_dir");
-    char d[1100], latest[1200];
-    snprintf(d, sizeof d, "%s%s%s", model_dir, *dir ? "/" : "", dir);
+    char latest[1200];
     loom_code rc = loom_latest_checkpoint(d, latest, sizeof latest, st);
     if (rc) return rc;
     const char *p = strstr(latest, "model.ckpt-");
@@ -365,5 +402,33 @@ loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model_dir, con
       return loom_status_set(st, LOOM_DATA_LOSS, "%s/checkpoint names '%s', not model.ckpt-<step>", d, latest);
     step = k;
   }
-  return ckpt_all(c, LOOM_PS_RESTORE, dir, step, st);
+  int np = c->p->num_ps;
+  uint64_t *dg = loom__calloc((size_t)np, sizeof *dg);
+  if (!dg) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+  loom_code rc = ckpt_all(c, LOOM_PS_RESTORE, dir, step, dg, st);
+  /* with model_dir: every shard's digest must be the one the manifest names (a consistent set) */
+  char path[1100];
+  FILE *f = !rc && model_dir && !manifest_path(path, sizeof path, model_dir, dir, step) ? fopen(path, "r") : NULL;
+  if (!rc && model_dir && !f) rc = loom_status_set(st, LOOM_NOT_FOUND, "checkpoint manifest %s is missing", path);
+  if (f) {
+    char line[256];
+    int seen = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+      int i;
+      unsigned long long want;
+      char name[160];
+      if (sscanf(line, "shard %d %159s %llx", &i, name, &want) != 3) continue;
+      if (i < 0 || i >= np) {
+        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names shard %d of %d PS tasks", path, i, np);
+      } else if (dg[i] != want) {
+        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: PS %d restored digest %016llx, the manifest says %016llx",
+                             path, i, (unsigned long long)dg[i], want);
+      }
+      seen++;
+    }
+    fclose(f);
+    if (!rc && seen != np) rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names %d shards for %d PS tasks", path, seen, np);
+  }
+  loom__free(dg);
+  return rc;
 }
