@@ -1216,6 +1216,23 @@ Test(ps, checkpoint_save_restart_restore_continue_equals_uninterrupted) {
   ckpt_steps(&b, sb, cl, w, bias, 3);
   cr_assert(memcmp(w, wref, sizeof w) == 0, "kernel after restore+3 steps differs: %.9g vs %.9g", w[0], wref[0]);
   cr_assert(memcmp(bias, bref, sizeof bias) == 0, "bias after restore+3 steps differs");
+  /* a manifest whose digest does not match what a PS restored: DATA_LOSS naming the PS */
+  snprintf(path, sizeof path, "%s/ckpt/run1/model.ckpt-3", dir);
+  FILE *mf = fopen(path, "r");
+  cr_assert(mf);
+  char text[1024];
+  size_t tn = fread(text, 1, sizeof text - 1, mf);
+  fclose(mf);
+  text[tn] = 0;
+  char *sh1 = strstr(text, "shard 1 ");
+  cr_assert(sh1);
+  char *hex = strchr(sh1 + 8, ' ') + 1;
+  hex[0] = hex[0] == '0' ? '1' : '0';
+  mf = fopen(path, "w");
+  fputs(text, mf);
+  fclose(mf);
+  cr_assert_eq(loom_ps_cluster_restore(cl, dir, "ckpt/run1", 3, st), LOOM_DATA_LOSS);
+  cr_assert(strstr(loom_status_message(st), "PS 1 restored digest"), "%s", loom_status_message(st));
   loom_ps_cluster_free(cl);
   for (int i = 0; i < 3; i++) loom_ps_server_stop(srv[i]);
   /* a PS without a model_dir refuses SAVE */
