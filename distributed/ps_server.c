@@ -677,6 +677,11 @@ static void handle_rows(conn *c, int push) {
     return;
   }
   const int64_t *ids = (const int64_t *)(c->body + 8);
+  if (push && c->srv->o.consistency == LOOM_PS_SYNC) { /* no silent async rows in a sync job */
+    reply_error(c, LOOM_UNIMPLEMENTED, 0, "PUSH_ROWS of var %u: row pushes are not aggregated in SYNC mode yet",
+                loom__ps_get32(c->body));
+    return;
+  }
   if (push) {
     loom_status *st = loom_status_new();
     loom_code rc = var_apply(v, (const float *)(c->body + 8 + 8 * n), ids, (int64_t)n, st);

@@ -920,6 +920,8 @@ Test(ps, sync_aggregation_late_gradient_and_deadline) {
   cr_assert_eq(gs, 1, "global_step = aggregated steps applied");
   cr_assert_eq(loom_ps_push_at(c[0], 0, g1, 2, UINT64_MAX, NULL, NULL, st), LOOM_INVALID_ARGUMENT,
                "SYNC needs the read version");
+  int64_t one = 1;
+  cr_assert_eq(loom_ps_push_rows(c[0], 0, &one, 1, 1, g1, st), LOOM_UNIMPLEMENTED, "row pushes are refused in SYNC");
   /* alone in step 1: the push+pull waits, then times out */
   loom_ps_connect_options co = copts(s, 9, NULL);
   (void)co;

@@ -78,7 +78,8 @@ typedef enum loom_ps_optimizer {
  * step has been applied (the connection is not read meanwhile), or with
  * DEADLINE_EXCEEDED after sync_timeout_s. In SYNC mode global_step is the
  * number of aggregated steps applied on this PS (the minimum over its
- * variables) and STEP_INC adds nothing. */
+ * variables) and STEP_INC adds nothing. Row pushes (PUSH_ROWS) carry no read
+ * version: always applied under BOUNDED, refused (UNIMPLEMENTED) under SYNC. */
 typedef enum loom_ps_consistency { LOOM_PS_ASYNC = 0, LOOM_PS_BOUNDED = 1, LOOM_PS_SYNC = 2 } loom_ps_consistency;
 
 typedef struct loom_ps_server_options {
