@@ -13,6 +13,7 @@
 #include <string.h>
 #include "base/base.h"
 #include "distributed/ps_client.h"
+#include "loom/loom_checkpoint.h"
 
 struct loom_ps_placement {
   int nvars, num_ps, nshards;
@@ -187,6 +188,7 @@ struct loom_ps_cluster {
   const loom_ps_placement *p;
   loom_ps_client **c;
   uint64_t *version; /* per shard: what the last pull delivered */
+  int64_t dropped;   /* pushes the PS tasks dropped (stale or late) */
 };
 
 void loom_ps_cluster_free(loom_ps_cluster *c) {
@@ -232,6 +234,8 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
   return c;
 }
 
+int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c) { return c ? c->dropped : 0; }
+
 loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps) {
   return c && ps >= 0 && ps < c->p->num_ps ? c->c[ps] : NULL;
 }
@@ -259,23 +263,29 @@ loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimize
 }
 
 /* Every shard's request goes out before any reply is read: the PS tasks
- * work in parallel and each connection's replies come back in order. */
+ * work in parallel and each connection's replies come back in order. A
+ * variable whose values[var] is NULL is left out (the worker's sparse
+ * variables travel as rows). */
 static loom_code exchange(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
   const loom_ps_placement *p = c->p;
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
+    if (!values[s->var]) continue;
     int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
     loom_code rc = grads && grads[s->var]
-                       ? loom__ps_push_send(c->c[s->ps], LOOM_PS_PUSHPULL, s->id, grads[s->var] + off, s->numel, st)
+                       ? loom__ps_push_send(c->c[s->ps], LOOM_PS_PUSHPULL, s->id, c->version[i], grads[s->var] + off,
+                                            s->numel, st)
                        : loom__ps_pull_send(c->c[s->ps], s->id, c->version[i], st);
     if (rc) return rc;
   }
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
+    if (!values[s->var]) continue;
     int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
     uint16_t op = grads && grads[s->var] ? LOOM_PS_PUSHPULL : LOOM_PS_PULL;
     loom_code rc = loom__ps_value_recv(c->c[s->ps], op, values[s->var] + off, s->numel, &c->version[i], NULL, st);
     if (rc) return rc;
+    if (c->c[s->ps]->hdr.flags & LOOM_PS_FLAG_STALE) c->dropped++;
   }
   return LOOM_OK;
 }
@@ -287,4 +297,138 @@ loom_code loom_ps_cluster_pull(loom_ps_cluster *c, float *const *values, loom_st
 loom_code loom_ps_cluster_pushpull(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                    loom_status *st) {
   return exchange(c, grads, values, st);
+}
+
+/* ---- checkpoints ---- */
+
+static loom_code ckpt_all(loom_ps_cluster *c, uint16_t op, const char *dir, int64_t step, uint64_t *digest,
+                          loom_status *st) {
+  size_t len = strlen(dir);
+  if (len > 256) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "checkpoint dir '%.40s...' is too long", dir);
+  uint8_t fixed[16];
+  loom__ps_put64(fixed, (uint64_t)step);
+  loom__ps_put32(fixed + 8, (uint32_t)len);
+  loom__ps_put32(fixed + 12, 0);
+  for (int i = 0; i < c->p->num_ps; i++) {
+    loom_code rc = loom__ps_send(c->c[i], op, fixed, 16, dir, len, NULL, 0, st);
+    if (rc) return rc;
+  }
+  loom_code first = LOOM_OK;
+  for (int i = 0; i < c->p->num_ps; i++) { /* read every reply (keeps the connections in step) */
+    loom_ps_hdr h;
+    loom_status *s2 = first ? loom_status_new() : st;
+    loom_code rc = loom__ps_recv_hdr(c->c[i], op, &h, s2);
+    uint8_t out[16];
+    if (!rc && h.body_len != 16) rc = loom_status_set(s2, LOOM_DATA_LOSS, "checkpoint reply of %u bytes", h.body_len);
+    if (!rc) rc = loom__ps_recv_body(c->c[i], out, 16, s2);
+    if (!rc) rc = loom__ps_recv_end(c->c[i], &h, s2);
+    if (!rc) digest[i] = loom__ps_get64(out + 8);
+    if (s2 != st) loom_status_free(s2);
+    if (rc && !first) first = rc;
+  }
+  for (int i = 0; i < c->p->nshards; i++) c->version[i] = UINT64_MAX;
+  return first;
+}
+
+static loom_code write_atomic(const char *path, const char *text, loom_status *st) {
+  char tmp[1200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return loom_status_set(st, LOOM_UNAVAILABLE, "cannot write %s", tmp);
+  int bad = fputs(text, f) < 0;
+  bad |= fflush(f) != 0;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    remove(tmp);
+    return loom_status_set(st, LOOM_UNAVAILABLE, "cannot write %s", path);
+  }
+  return LOOM_OK;
+}
+
+/* The manifest <dir>/model.ckpt-<step>: the set of shards and their digests. */
+static loom_code manifest_path(char *buf, size_t cap, const char *model_dir, const char *dir, int64_t step) {
+  int n = snprintf(buf, cap, "%s%s%s/model.ckpt-%lld", model_dir, *dir ? "/" : "", dir, (long long)step);
+  return n > 0 && (size_t)n < cap ? LOOM_OK : LOOM_INVALID_ARGUMENT;
+}
+
+loom_code loom_ps_cluster_save(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
+                               loom_status *st) {
+  if (!c || !model_dir || !dir || step < 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_save: NULL argument or step < 0");
+  int np = c->p->num_ps;
+  uint64_t *dg = loom__calloc((size_t)np, sizeof *dg);
+  char *text = loom__malloc(128 + 64 * (size_t)np);
+  if (!dg || !text) {
+    loom__free(dg);
+    loom__free(text);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+  }
+  loom_code rc = ckpt_all(c, LOOM_PS_SAVE, dir, step, dg, st);
+  char path[1100];
+  if (!rc && manifest_path(path, sizeof path, model_dir, dir, step))
+    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "checkpoint path under %s is too long", model_dir);
+  if (!rc) {
+    size_t n = (size_t)sprintf(text, "loom-ps-checkpoint 1\nstep %lld\nnum_ps %d\n", (long long)step, np);
+    for (int i = 0; i < np; i++)
+      n += (size_t)sprintf(text + n, "shard %d model.ckpt-%lld.ps-%d-of-%d %016llx\n", i, (long long)step, i, np,
+                           (unsigned long long)dg[i]);
+    rc = write_atomic(path, text, st);
+  }
+  if (!rc) { /* the state file last: it names the set only once every shard and the manifest are on disk */
+    char sp[1100];
+    snprintf(sp, sizeof sp, "%s%s%s/checkpoint", model_dir, *dir ? "/" : "", dir);
+    sprintf(text, "model_checkpoint_path: \"model.ckpt-%lld\"\nall_model_checkpoint_paths: \"model.ckpt-%lld\"\n",
+            (long long)step, (long long)step);
+    rc = write_atomic(sp, text, st);
+  }
+  loom__free(dg);
+  loom__free(text);
+  return rc;
+}
+
+loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
+                                  loom_status *st) {
+  if (!c || !dir) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_restore: NULL argument");
+  char d[1100];
+  if (model_dir) snprintf(d, sizeof d, "%s%s%s", model_dir, *dir ? "/" : "", dir);
+  if (step < 0) {
+    if (!model_dir) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_restore: latest needs model_dir");
+    char latest[1200];
+    loom_code rc = loom_latest_checkpoint(d, latest, sizeof latest, st);
+    if (rc) return rc;
+    const char *p = strstr(latest, "model.ckpt-");
+    long long k = -1;
+    if (!p || sscanf(p, "model.ckpt-%lld", &k) != 1 || k < 0)
+      return loom_status_set(st, LOOM_DATA_LOSS, "%s/checkpoint names '%s', not model.ckpt-<step>", d, latest);
+    step = k;
+  }
+  int np = c->p->num_ps;
+  uint64_t *dg = loom__calloc((size_t)np, sizeof *dg);
+  if (!dg) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+  loom_code rc = ckpt_all(c, LOOM_PS_RESTORE, dir, step, dg, st);
+  /* with model_dir: every shard's digest must be the one the manifest names (a consistent set) */
+  char path[1100];
+  FILE *f = !rc && model_dir && !manifest_path(path, sizeof path, model_dir, dir, step) ? fopen(path, "r") : NULL;
+  if (!rc && model_dir && !f) rc = loom_status_set(st, LOOM_NOT_FOUND, "checkpoint manifest %s is missing", path);
+  if (f) {
+    char line[256];
+    int seen = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+      int i;
+      unsigned long long want;
+      char name[160];
+      if (sscanf(line, "shard %d %159s %llx", &i, name, &want) != 3) continue;
+      if (i < 0 || i >= np) {
+        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names shard %d of %d PS tasks", path, i, np);
+      } else if (dg[i] != want) {
+        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: PS %d restored digest %016llx, the manifest says %016llx",
+                             path, i, (unsigned long long)dg[i], want);
+      }
+      seen++;
+    }
+    fclose(f);
+    if (!rc && seen != np) rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names %d shards for %d PS tasks", path, seen, np);
+  }
+  loom__free(dg);
+  return rc;
 }

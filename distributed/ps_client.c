@@ -317,12 +317,12 @@ loom_code loom__ps_pull_send(loom_ps_client *c, uint32_t var_id, uint64_t have, 
   return loom__ps_send(c, LOOM_PS_PULL, fixed, 16, NULL, 0, NULL, 0, st);
 }
 
-loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, const float *grad, int64_t numel,
-                             loom_status *st) {
+loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, uint64_t read_version,
+                             const float *grad, int64_t numel, loom_status *st) {
   uint8_t fixed[16];
   loom__ps_put32(fixed, var_id);
   loom__ps_put32(fixed + 4, 0);
-  loom__ps_put64(fixed + 8, 0);
+  loom__ps_put64(fixed + 8, read_version);
   return loom__ps_send(c, opcode, fixed, 16, grad, (size_t)numel * 4, NULL, 0, st);
 }
 
@@ -355,18 +355,24 @@ loom_code loom_ps_pull(loom_ps_client *c, uint32_t var_id, float *out, int64_t n
   return rc ? rc : loom__ps_value_recv(c, LOOM_PS_PULL, out, numel, version, changed, st);
 }
 
-loom_code loom_ps_push(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel, uint64_t *version,
-                       loom_status *st) {
-  loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSH, var_id, grad, numel, st);
+loom_code loom_ps_push_at(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel,
+                          uint64_t read_version, uint64_t *version, int *applied, loom_status *st) {
+  loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSH, var_id, read_version, grad, numel, st);
   uint8_t out[8];
   if (!rc) rc = small_reply(c, LOOM_PS_PUSH, out, 8, st);
   if (!rc && version) *version = loom__ps_get64(out);
+  if (!rc && applied) *applied = !(c->hdr.flags & LOOM_PS_FLAG_STALE);
   return rc;
+}
+
+loom_code loom_ps_push(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel, uint64_t *version,
+                       loom_status *st) {
+  return loom_ps_push_at(c, var_id, grad, numel, UINT64_MAX, version, NULL, st);
 }
 
 loom_code loom_ps_pushpull(loom_ps_client *c, uint32_t var_id, const float *grad, float *out, int64_t numel,
                            uint64_t *version, loom_status *st) {
-  loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, var_id, grad, numel, st);
+  loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, var_id, UINT64_MAX, grad, numel, st);
   return rc ? rc : loom__ps_value_recv(c, LOOM_PS_PUSHPULL, out, numel, version, NULL, st);
 }
 

@@ -13,7 +13,7 @@ struct loom_ps_client {
   uint64_t next_id; /* id of the last request sent */
   uint64_t acked;   /* id of the last reply read */
   uint16_t pending;
-  loom_ps_hdr hdr;
+  loom_ps_hdr hdr; /* of the last reply read (flags: UNCHANGED, STALE) */
   uint32_t crc;   /* of the reply body read so far */
   size_t left;    /* reply body bytes not read yet */
   int64_t bytes_sent, bytes_received;
@@ -27,8 +27,9 @@ loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, 
 loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status *st);
 loom_code loom__ps_recv_end(loom_ps_client *c, const loom_ps_hdr *h, loom_status *st);
 loom_code loom__ps_pull_send(loom_ps_client *c, uint32_t var_id, uint64_t have, loom_status *st);
-loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, const float *grad, int64_t numel,
-                             loom_status *st);
+/* read_version: the version the gradient was computed on (UINT64_MAX: unknown). */
+loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, uint64_t read_version,
+                             const float *grad, int64_t numel, loom_status *st);
 loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, int64_t numel, uint64_t *version,
                               int *changed, loom_status *st);
 

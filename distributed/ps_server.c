@@ -21,7 +21,11 @@
 #include "base/base.h"
 #include "distributed/wire.h"
 #include "kernels/cpu/optim.h"
+#include "base/crc32c.h"
+#include "loom/loom_checkpoint.h"
 #include "loom/loom_distributed.h"
+#include <errno.h>
+#include <sys/stat.h>
 
 #define MAX_VARS (1u << 20)
 
@@ -32,9 +36,11 @@ typedef struct psvar {
   int64_t numel, nrows, row;
   loom_ps_optimizer opt;
   float hyper[8];
-  float *val, *s0, *s1; /* value and optimizer slots */
+  float *val, *s0, *s1, *s2; /* value and optimizer slots */
   float b1p, b2p;       /* Adam's beta powers (TF's beta1_power/beta2_power) */
   uint64_t version;
+  float *agg;        /* SYNC: the sum of this step's gradients */
+  int32_t agg_count;
   void *ws;
   size_t ws_size;
 } psvar;
@@ -43,6 +49,7 @@ typedef struct conn conn;
 struct loom_ps_server {
   loom_ps_server_options o;
   char host[64];
+  char model_dir[512];
   uint8_t token[256];
   size_t token_len;
   uv_loop_t loop;
@@ -84,6 +91,9 @@ struct conn {
   uint8_t cn[LOOM_PS_NONCE], sn[LOOM_PS_NONCE];
   uint8_t sink[256]; /* reads after a close was decided */
   int paused;        /* back-pressure: reading stopped while replies queue up */
+  int waiting;       /* SYNC: a push+pull waits for its step (the connection is not read meanwhile) */
+  uint32_t wait_var;
+  uint64_t wait_version, wait_since_ms;
 };
 
 /* Back-pressure: a connection whose unsent replies exceed this stops being
@@ -143,7 +153,7 @@ static void write_done(uv_write_t *req, int status) {
   if (status == 0) c->srv->stats.bytes_out += (int64_t)r->len;
   int close_after = r->close_after;
   loom__free(r);
-  if (c->paused && c->state != ST_CLOSING && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+  if (c->paused && !c->waiting && c->state != ST_CLOSING && !uv_is_closing((uv_handle_t *)&c->tcp) &&
       uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) < MAX_QUEUED_REPLY_BYTES / 2) {
     c->paused = 0;
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -228,6 +238,8 @@ static void var_free(psvar *v) {
   loom__aligned_free(v->val);
   loom__aligned_free(v->s0);
   loom__aligned_free(v->s1);
+  loom__aligned_free(v->s2);
+  loom__aligned_free(v->agg);
   loom__free(v->ws);
   memset(v, 0, sizeof *v);
 }
@@ -245,14 +257,41 @@ static loom_buf mkbuf(void *data, int ndim, const int64_t *dims, int64_t numel) 
 
 static loom_buf scalar(float *p) { return mkbuf(p, 0, NULL, 1); }
 
-/* Applies a dense (ids NULL) or sparse gradient with the local kernels. */
+/* Number of optimizer slots (s0, s1, s2) of a variable and their initial values. */
+static int opt_slots(loom_ps_optimizer opt, const float *hyper, float init[3]) {
+  init[0] = init[1] = init[2] = 0.0f;
+  switch (opt) {
+  case LOOM_PS_SGD: return 0;
+  case LOOM_PS_MOMENTUM: return 1;
+  case LOOM_PS_ADAGRAD: init[0] = hyper[1]; return 1;
+  case LOOM_PS_ADAM: return 2;
+  case LOOM_PS_FTRL: init[0] = hyper[2]; return 2; /* accum, linear */
+  case LOOM_PS_RMSPROP:
+    if (hyper[4] != 0.0f) { /* mg, ms (ones, as TF's "rms" slot), mom */
+      init[1] = 1.0f;
+      return 3;
+    }
+    init[0] = 1.0f; /* ms, mom */
+    return 2;
+  case LOOM_PS_ADADELTA: return 2; /* accum, accum_update */
+  default: return 0;
+  }
+}
+
+/* Applies a dense (ids NULL) or sparse gradient with the local kernels, in
+ * the kernels' (TF's) input orders. */
 static loom_code var_apply(psvar *v, const float *grad, const int64_t *ids, int64_t n, loom_status *st) {
-  float lr = v->hyper[0], h1 = v->hyper[1], h2 = v->hyper[2], h3 = v->hyper[3];
+  const float *h = v->hyper;
+  float sc[8]; /* scalar inputs, copied so the kernels see the same float values as a local graph's consts */
   loom_buf var = mkbuf(v->val, v->ndim, v->dims, v->numel);
-  loom_buf s0 = mkbuf(v->s0, v->ndim, v->dims, v->numel), s1 = mkbuf(v->s1, v->ndim, v->dims, v->numel);
-  loom_buf blr = scalar(&lr), b1p = scalar(&v->b1p), b2p = scalar(&v->b2p), bh1 = scalar(&h1), bh2 = scalar(&h2),
-           bh3 = scalar(&h3);
+  loom_buf sl[3];
+  float *sp[3] = {v->s0, v->s1, v->s2};
+  for (int i = 0; i < 3; i++) sl[i] = mkbuf(sp[i], v->ndim, v->dims, v->numel);
+  loom_buf bs[8];
+  for (int i = 0; i < 8; i++) bs[i] = scalar(&sc[i]);
+  loom_buf b1p = scalar(&v->b1p), b2p = scalar(&v->b2p);
   loom_buf g, ix;
+  memset(&ix, 0, sizeof ix);
   int64_t gdims[2] = {n, v->row};
   if (ids) {
     g = mkbuf((void *)grad, 2, gdims, n * v->row);
@@ -276,35 +315,64 @@ static loom_code var_apply(psvar *v, const float *grad, const int64_t *ids, int6
   k.st = st;
   k.ws = v->ws;
   k.ws_size = v->ws_size;
-  loom_buf *in[11];
-  loom_code rc;
+  loom_buf *in[12];
+  int m = 0;
+  loom_code (*dense)(const loom_kctx *) = NULL, (*sparse)(const loom_kctx *) = NULL;
+#define IN(b) (in[m++] = &(b))
+#define GRAD() (IN(g), ids ? (void)IN(ix) : (void)0)
   switch (v->opt) {
-  case LOOM_PS_SGD:
-    in[0] = &var, in[1] = &blr, in[2] = &g, in[3] = &ix;
-    k.in = in;
-    k.nin = ids ? 4 : 3;
-    rc = ids ? loom__k_sparse_apply_gradient_descent_f32(&k) : loom__k_apply_gradient_descent_f32(&k);
+  case LOOM_PS_SGD: /* var, lr, grad[, indices] */
+    sc[0] = h[0];
+    IN(var), IN(bs[0]), GRAD();
+    dense = loom__k_apply_gradient_descent_f32, sparse = loom__k_sparse_apply_gradient_descent_f32;
     break;
-  case LOOM_PS_ADAGRAD:
-    in[0] = &var, in[1] = &s0, in[2] = &blr, in[3] = &g, in[4] = &ix;
-    k.in = in;
-    k.nin = ids ? 5 : 4;
-    rc = ids ? loom__k_sparse_apply_adagrad_f32(&k) : loom__k_apply_adagrad_f32(&k);
+  case LOOM_PS_MOMENTUM: /* var, accum, lr, grad[, indices], momentum */
+    sc[0] = h[0], sc[1] = h[1];
+    IN(var), IN(sl[0]), IN(bs[0]), GRAD(), IN(bs[1]);
+    at.num = h[2] != 0.0f;
+    dense = loom__k_apply_momentum_f32, sparse = loom__k_sparse_apply_momentum_f32;
     break;
-  case LOOM_PS_ADAM:
-    in[0] = &var, in[1] = &s0, in[2] = &s1, in[3] = &b1p, in[4] = &b2p, in[5] = &blr, in[6] = &bh1, in[7] = &bh2,
-    in[8] = &bh3, in[9] = &g, in[10] = &ix;
-    k.in = in;
-    k.nin = ids ? 11 : 10;
+  case LOOM_PS_ADAGRAD: /* var, accum, lr, grad[, indices] */
+    sc[0] = h[0];
+    IN(var), IN(sl[0]), IN(bs[0]), GRAD();
+    dense = loom__k_apply_adagrad_f32, sparse = loom__k_sparse_apply_adagrad_f32;
+    break;
+  case LOOM_PS_ADAM: /* var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad[, indices] */
+    sc[0] = h[0], sc[1] = h[1], sc[2] = h[2], sc[3] = h[3];
+    IN(var), IN(sl[0]), IN(sl[1]), IN(b1p), IN(b2p), IN(bs[0]), IN(bs[1]), IN(bs[2]), IN(bs[3]), GRAD();
     at.num = ids ? 2 : 0; /* sparse: LazyAdam */
-    rc = ids ? loom__k_sparse_apply_adam_f32(&k) : loom__k_apply_adam_f32(&k);
-    if (rc == LOOM_OK) { /* TF's _finish: beta powers advance once per applied step */
-      v->b1p = v->b1p * h1;
-      v->b2p = v->b2p * h2;
-    }
+    dense = loom__k_apply_adam_f32, sparse = loom__k_sparse_apply_adam_f32;
     break;
-  default:
-    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "optimizer %d", (int)v->opt);
+  case LOOM_PS_FTRL: /* var, accum, linear, grad[, indices], lr, l1, l2, l2_shrinkage, lr_power */
+    sc[0] = h[0], sc[1] = h[3], sc[2] = h[4], sc[3] = h[5], sc[4] = h[1];
+    IN(var), IN(sl[0]), IN(sl[1]), GRAD(), IN(bs[0]), IN(bs[1]), IN(bs[2]), IN(bs[3]), IN(bs[4]);
+    dense = loom__k_apply_ftrl_f32, sparse = loom__k_sparse_apply_ftrl_f32;
+    break;
+  case LOOM_PS_RMSPROP: /* var, [mg,] ms, mom, lr, rho, momentum, epsilon, grad[, indices] */
+    sc[0] = h[0], sc[1] = h[1], sc[2] = h[2], sc[3] = h[3];
+    IN(var), IN(sl[0]), IN(sl[1]);
+    if (h[4] != 0.0f) IN(sl[2]);
+    IN(bs[0]), IN(bs[1]), IN(bs[2]), IN(bs[3]), GRAD();
+    if (h[4] != 0.0f)
+      dense = loom__k_apply_centered_rmsprop_f32, sparse = loom__k_sparse_apply_centered_rmsprop_f32;
+    else
+      dense = loom__k_apply_rmsprop_f32, sparse = loom__k_sparse_apply_rmsprop_f32;
+    break;
+  case LOOM_PS_ADADELTA: /* var, accum, accum_update, lr, rho, epsilon, grad[, indices] */
+    sc[0] = h[0], sc[1] = h[1], sc[2] = h[2];
+    IN(var), IN(sl[0]), IN(sl[1]), IN(bs[0]), IN(bs[1]), IN(bs[2]), GRAD();
+    dense = loom__k_apply_adadelta_f32, sparse = loom__k_sparse_apply_adadelta_f32;
+    break;
+  default: return loom_status_set(st, LOOM_INVALID_ARGUMENT, "optimizer %d", (int)v->opt);
+  }
+#undef IN
+#undef GRAD
+  k.in = in;
+  k.nin = m;
+  loom_code rc = ids ? sparse(&k) : dense(&k);
+  if (rc == LOOM_OK && v->opt == LOOM_PS_ADAM) { /* TF's _finish: beta powers advance once per applied step */
+    v->b1p = v->b1p * h[1];
+    v->b2p = v->b2p * h[2];
   }
   if (rc == LOOM_OK) v->version++;
   return rc;
@@ -439,12 +507,14 @@ static void handle_init(conn *c) {
     nv.nrows = nv.ndim ? nv.dims[0] : 1;
     nv.row = nv.nrows > 0 ? nv.numel / nv.nrows : 0;
     nv.val = alloc_floats(nv.numel, 0);
-    float s0init = opt == LOOM_PS_ADAGRAD ? nv.hyper[1] : 0.0f;
-    nv.s0 = opt != LOOM_PS_SGD ? alloc_floats(nv.numel, s0init) : NULL;
-    nv.s1 = opt == LOOM_PS_ADAM ? alloc_floats(nv.numel, 0) : NULL;
+    float init[3];
+    int nslots = opt_slots(nv.opt, nv.hyper, init);
+    float **slot[3] = {&nv.s0, &nv.s1, &nv.s2};
+    int slots_ok = 1;
+    for (int i = 0; i < nslots; i++) slots_ok &= (*slot[i] = alloc_floats(nv.numel, init[i])) != NULL;
     nv.b1p = nv.hyper[1];
     nv.b2p = nv.hyper[2];
-    if (!nv.val || (opt != LOOM_PS_SGD && !nv.s0) || (opt == LOOM_PS_ADAM && !nv.s1)) {
+    if (!nv.val || !slots_ok) {
       var_free(&nv);
       reply_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory for var %u (%lld floats)", id, (long long)nv.numel);
       return;
@@ -473,7 +543,7 @@ static psvar *req_var(conn *c, uint32_t need) {
   return v;
 }
 
-static void send_value(conn *c, psvar *v, uint64_t have) {
+static void send_value_flags(conn *c, psvar *v, uint64_t have, uint32_t flags) {
   int unchanged = have == v->version;
   size_t n = unchanged ? 0 : (size_t)v->numel * 4;
   reply *r;
@@ -483,7 +553,25 @@ static void send_value(conn *c, psvar *v, uint64_t have) {
     loom__ps_put64(out + 8, 0);
     if (n) memcpy(out + 16, v->val, n);
   }
-  reply_send(c, r, c->h.opcode, unchanged ? LOOM_PS_FLAG_UNCHANGED : 0, 0, 0);
+  reply_send(c, r, c->h.opcode, (unchanged ? LOOM_PS_FLAG_UNCHANGED : 0) | flags, 0, 0);
+}
+
+static void send_value(conn *c, psvar *v, uint64_t have) { send_value_flags(c, v, have, 0); }
+
+static void conn_resume(conn *c) {
+  c->waiting = 0;
+  if (c->state != ST_CLOSING && !c->paused && !uv_is_closing((uv_handle_t *)&c->tcp))
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* SYNC: the step of variable id has been applied: answer every push+pull
+ * waiting for it with the new value. */
+static void wake_waiters(loom_ps_server *s, uint32_t id, psvar *v) {
+  for (conn *w = s->conns; w; w = w->next)
+    if (w->waiting && w->wait_var == id && v->version > w->wait_version) {
+      send_value(w, v, UINT64_MAX);
+      conn_resume(w);
+    }
 }
 
 static void handle_pull(conn *c) {
@@ -496,31 +584,85 @@ static void handle_pull(conn *c) {
   send_value(c, v, loom__ps_get64(c->body + 8));
 }
 
-static void handle_push(conn *c, int pull) {
-  psvar *v = req_var(c, 16);
-  if (!v) return;
-  if ((uint64_t)c->h.body_len != 16 + 4 * (uint64_t)v->numel) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "PUSH of var %u: %u bytes of gradient, expected %lld",
-                loom__ps_get32(c->body), c->h.body_len - 16, (long long)(4 * v->numel));
-    return;
-  }
-  loom_status *st = loom_status_new();
-  loom_code rc = var_apply(v, (const float *)(c->body + 16), NULL, 0, st);
-  if (rc) {
-    reply_error(c, rc, 0, "PUSH of var %u: %s", loom__ps_get32(c->body), loom_status_message(st));
-    loom_status_free(st);
-    return;
-  }
-  loom_status_free(st);
-  c->srv->stats.updates++;
+static void push_reply(conn *c, psvar *v, int pull, uint32_t flags) {
   if (pull) {
-    send_value(c, v, UINT64_MAX);
+    send_value_flags(c, v, UINT64_MAX, flags);
     return;
   }
   reply *r;
   uint8_t *out = reply_begin(c, 8, &r);
   if (out) loom__ps_put64(out, v->version);
-  reply_send(c, r, c->h.opcode, 0, 0, 0);
+  reply_send(c, r, c->h.opcode, flags, 0, 0);
+}
+
+static void handle_push(conn *c, int pull) {
+  loom_ps_server *s = c->srv;
+  psvar *v = req_var(c, 16);
+  if (!v) return;
+  uint32_t id = loom__ps_get32(c->body);
+  if ((uint64_t)c->h.body_len != 16 + 4 * (uint64_t)v->numel) {
+    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "PUSH of var %u: %u bytes of gradient, expected %lld", id,
+                c->h.body_len - 16, (long long)(4 * v->numel));
+    return;
+  }
+  uint64_t rv = loom__ps_get64(c->body + 8);
+  const float *grad = (const float *)(c->body + 16);
+  if (s->o.consistency == LOOM_PS_BOUNDED && rv != UINT64_MAX && v->version > rv &&
+      v->version - rv > (uint64_t)s->o.staleness) {
+    s->stats.stale_dropped++; /* DropStaleGradient */
+    push_reply(c, v, pull, LOOM_PS_FLAG_STALE);
+    return;
+  }
+  if (s->o.consistency == LOOM_PS_SYNC) {
+    if (rv == UINT64_MAX || rv > v->version) {
+      reply_error(c, LOOM_INVALID_ARGUMENT, 0, "SYNC push of var %u read at version %lld, the PS is at %llu", id,
+                  rv == UINT64_MAX ? -1LL : (long long)rv, (unsigned long long)v->version);
+      return;
+    }
+    if (rv < v->version) { /* a late gradient of an applied step */
+      s->stats.stale_dropped++;
+      push_reply(c, v, pull, LOOM_PS_FLAG_STALE);
+      return;
+    }
+    if (!v->agg && !(v->agg = alloc_floats(v->numel, 0))) {
+      reply_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory to aggregate var %u", id);
+      return;
+    }
+    if (v->agg_count == 0)
+      memcpy(v->agg, grad, (size_t)v->numel * 4);
+    else
+      for (int64_t i = 0; i < v->numel; i++) v->agg[i] += grad[i];
+    int k = s->o.replicas_to_aggregate > 0 ? s->o.replicas_to_aggregate : 1;
+    if (++v->agg_count < k) {
+      if (!pull) {
+        push_reply(c, v, 0, 0);
+        return;
+      }
+      c->waiting = 1; /* answered when the step is applied */
+      c->wait_var = id;
+      c->wait_version = rv;
+      c->wait_since_ms = now_ms();
+      uv_read_stop((uv_stream_t *)&c->tcp);
+      return;
+    }
+    for (int64_t i = 0; i < v->numel; i++) v->agg[i] /= (float)k; /* the accumulator's mean */
+    v->agg_count = 0;
+    grad = v->agg;
+  }
+  loom_status *st = loom_status_new();
+  loom_code rc = var_apply(v, grad, NULL, 0, st);
+  if (rc) {
+    reply_error(c, rc, 0, "PUSH of var %u: %s", id, loom_status_message(st));
+    loom_status_free(st);
+    return;
+  }
+  loom_status_free(st);
+  s->stats.updates++;
+  if (s->o.consistency == LOOM_PS_SYNC) {
+    s->stats.sync_steps++;
+    wake_waiters(s, id, v);
+  }
+  push_reply(c, v, pull, 0);
 }
 
 static void handle_rows(conn *c, int push) {
@@ -535,6 +677,11 @@ static void handle_rows(conn *c, int push) {
     return;
   }
   const int64_t *ids = (const int64_t *)(c->body + 8);
+  if (push && c->srv->o.consistency == LOOM_PS_SYNC) { /* no silent async rows in a sync job */
+    reply_error(c, LOOM_UNIMPLEMENTED, 0, "PUSH_ROWS of var %u: row pushes are not aggregated in SYNC mode yet",
+                loom__ps_get32(c->body));
+    return;
+  }
   if (push) {
     loom_status *st = loom_status_new();
     loom_code rc = var_apply(v, (const float *)(c->body + 8 + 8 * n), ids, (int64_t)n, st);
@@ -567,6 +714,283 @@ static void handle_rows(conn *c, int push) {
   reply_send(c, r, c->h.opcode, 0, 0, 0);
 }
 
+/* ---------------- checkpoints (SAVE / RESTORE) ----------------
+ * Each PS writes its own shard, <model_dir>/<dir>/model.ckpt-<step>.ps-<i>-of-<n>,
+ * in loom's checkpoint format (CRC-protected, written to a temporary file
+ * and renamed). Per variable id: "v<id>" (the value), "v<id>/slot<k>" (the
+ * optimizer slots), "v<id>/state" f32[10] (hyper[8], beta1/beta2 powers),
+ * "v<id>/meta" i64[2] (optimizer, version); plus "global_step". A SYNC
+ * aggregation in progress is not saved. Only a relative dir without ".."
+ * travels; the PS joins it to the model_dir it was started with. */
+
+static int rel_dir_ok(const char *d, size_t n) {
+  if (n == 0) return 1;
+  if (d[0] == '/') return 0;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)d[i] < 0x20 || d[i] == 0x7f || d[i] == '\\') return 0;
+  for (size_t i = 0; i < n;) { /* no ".." component */
+    size_t j = i;
+    while (j < n && d[j] != '/') j++;
+    if (j - i == 2 && d[i] == '.' && d[i + 1] == '.') return 0;
+    i = j + 1;
+  }
+  return 1;
+}
+
+static int mkdirs(char *path) {
+  for (char *p = path + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      int r = mkdir(path, 0755);
+      *p = '/';
+      if (r != 0 && errno != EEXIST) return -1;
+    }
+  return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static uint64_t vars_digest(loom_ps_server *s, uint32_t *nvars) {
+  uint64_t d = 0xcbf29ce484222325ull;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < s->nvars_cap; i++) {
+    psvar *v = &s->vars[i];
+    if (!v->present) continue;
+    n++;
+    d = (d ^ i) * 0x100000001b3ull;
+    d = (d ^ v->version) * 0x100000001b3ull;
+    d = (d ^ loom__crc32c(v->val, (size_t)v->numel * 4)) * 0x100000001b3ull;
+  }
+  *nvars = n;
+  return d;
+}
+
+static loom_code ckpt_save(loom_ps_server *s, const char *path, loom_status *st) {
+  uint32_t n = s->nvars_present;
+  size_t cap = (size_t)n * 6 + 1;
+  const char **names = loom__calloc(cap, sizeof *names);
+  char **own = loom__calloc(cap, sizeof *own);
+  loom_tensor **t = loom__calloc(cap, sizeof *t);
+  int k = 0;
+  loom_code rc = names && own && t ? LOOM_OK : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+  for (uint32_t i = 0; i < s->nvars_cap && !rc; i++) {
+    psvar *v = &s->vars[i];
+    if (!v->present) continue;
+    float init[3];
+    int ns = opt_slots(v->opt, v->hyper, init);
+    float *sp[3] = {v->s0, v->s1, v->s2};
+    float state[10];
+    memcpy(state, v->hyper, 32);
+    state[8] = v->b1p;
+    state[9] = v->b2p;
+    int64_t meta[2] = {(int64_t)v->opt, (int64_t)v->version}, d10 = 10, d2 = 2;
+    for (int j = -1; j < ns + 2 && !rc; j++) {
+      char nm[64];
+      if (j < 0) {
+        snprintf(nm, sizeof nm, "v%u", i);
+        t[k] = loom_tensor_from_data(LOOM_F32, v->ndim, v->dims, v->val, st);
+      } else if (j < ns) {
+        snprintf(nm, sizeof nm, "v%u/slot%d", i, j);
+        t[k] = loom_tensor_from_data(LOOM_F32, v->ndim, v->dims, sp[j], st);
+      } else if (j == ns) {
+        snprintf(nm, sizeof nm, "v%u/state", i);
+        t[k] = loom_tensor_from_data(LOOM_F32, 1, &d10, state, st);
+      } else {
+        snprintf(nm, sizeof nm, "v%u/meta", i);
+        t[k] = loom_tensor_from_data(LOOM_I64, 1, &d2, meta, st);
+      }
+      own[k] = loom__strdup(nm);
+      names[k] = own[k];
+      if (!t[k] || !own[k]) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+      k++;
+    }
+  }
+  if (!rc) {
+    int64_t gs = s->global_step;
+    t[k] = loom_tensor_from_data(LOOM_I64, 0, NULL, &gs, st);
+    names[k] = "global_step";
+    if (!t[k]) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+    k++;
+  }
+  if (!rc) rc = loom_checkpoint_write(path, k, names, (const loom_tensor *const *)t, st);
+  for (int i = 0; i < k; i++) {
+    loom_tensor_free(t[i]);
+    if (own) loom__free(own[i]);
+  }
+  loom__free(names);
+  loom__free(own);
+  loom__free(t);
+  return rc;
+}
+
+typedef struct ckpt_ids {
+  uint32_t *ids;
+  int n, cap;
+} ckpt_ids;
+
+static int collect_meta(const char *name, loom_dtype dt, int ndim, const int64_t *dims, void *user) {
+  (void)dt, (void)ndim, (void)dims;
+  ckpt_ids *c = user;
+  unsigned id;
+  char rest[8];
+  if (sscanf(name, "v%u/%7s", &id, rest) == 2 && !strcmp(rest, "meta") && id < MAX_VARS) {
+    if (c->n == c->cap) {
+      int nc = c->cap ? 2 * c->cap : 16;
+      uint32_t *p = loom__realloc(c->ids, (size_t)nc * sizeof *p);
+      if (!p) return 1;
+      c->ids = p;
+      c->cap = nc;
+    }
+    c->ids[c->n++] = id;
+  }
+  return 0;
+}
+
+static loom_code read_f32(const char *path, const char *name, int64_t numel, float *out, loom_status *st) {
+  loom_tensor *t = NULL;
+  loom_code rc = loom_checkpoint_read_tensor(path, name, &t, st);
+  if (rc) return rc;
+  if (loom_tensor_dtype(t) != LOOM_F32 || loom_tensor_numel(t) != numel)
+    rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: %s is not %lld floats", path, name, (long long)numel);
+  else
+    memcpy(out, loom_tensor_data_const(t), (size_t)numel * 4);
+  loom_tensor_free(t);
+  return rc;
+}
+
+/* Replaces this PS's variables with the shard's (all or nothing). */
+static loom_code ckpt_restore(loom_ps_server *s, const char *path, loom_status *st) {
+  ckpt_ids ids = {0};
+  loom_code rc = loom_checkpoint_list_variables(path, collect_meta, &ids, st);
+  psvar *nvs = NULL;
+  uint32_t cap = 0;
+  for (int i = 0; i < ids.n; i++)
+    if (ids.ids[i] + 1 > cap) cap = ids.ids[i] + 1;
+  if (!rc && cap) {
+    nvs = loom__calloc(cap, sizeof *nvs);
+    if (!nvs) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "restore: no memory");
+  }
+  int64_t gs = 0;
+  for (int i = 0; i < ids.n && !rc; i++) {
+    uint32_t id = ids.ids[i];
+    psvar *v = &nvs[id];
+    char nm[64];
+    loom_tensor *t = NULL;
+    snprintf(nm, sizeof nm, "v%u/meta", id);
+    rc = loom_checkpoint_read_tensor(path, nm, &t, st);
+    if (rc) break;
+    int64_t meta[2] = {-1, 0};
+    if (loom_tensor_dtype(t) == LOOM_I64 && loom_tensor_numel(t) == 2) memcpy(meta, loom_tensor_data_const(t), 16);
+    loom_tensor_free(t);
+    t = NULL;
+    if (meta[0] < 0 || meta[0] >= LOOM_PS_OPT_COUNT) {
+      rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: %s is malformed", path, nm);
+      break;
+    }
+    snprintf(nm, sizeof nm, "v%u", id);
+    rc = loom_checkpoint_read_tensor(path, nm, &t, st);
+    if (rc) break;
+    v->ndim = loom_tensor_ndim(t);
+    memcpy(v->dims, loom_tensor_dims(t), (size_t)v->ndim * sizeof(int64_t));
+    v->numel = loom_tensor_numel(t);
+    v->opt = (loom_ps_optimizer)meta[0];
+    v->version = (uint64_t)meta[1];
+    v->nrows = v->ndim ? v->dims[0] : 1;
+    v->row = v->nrows > 0 ? v->numel / v->nrows : 0;
+    v->present = 1; /* freed with var_free on failure */
+    v->val = alloc_floats(v->numel, 0);
+    if (v->val && loom_tensor_dtype(t) == LOOM_F32) memcpy(v->val, loom_tensor_data_const(t), (size_t)v->numel * 4);
+    else rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: %s", path, v->val ? "a value is not float32" : "no memory");
+    loom_tensor_free(t);
+    float state[10];
+    snprintf(nm, sizeof nm, "v%u/state", id);
+    if (!rc) rc = read_f32(path, nm, 10, state, st);
+    if (rc) break;
+    memcpy(v->hyper, state, 32);
+    v->b1p = state[8];
+    v->b2p = state[9];
+    float init[3];
+    int ns = opt_slots(v->opt, v->hyper, init);
+    float **sp[3] = {&v->s0, &v->s1, &v->s2};
+    for (int j = 0; j < ns && !rc; j++) {
+      *sp[j] = alloc_floats(v->numel, 0);
+      snprintf(nm, sizeof nm, "v%u/slot%d", id, j);
+      rc = *sp[j] ? read_f32(path, nm, v->numel, *sp[j], st)
+                  : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "restore: no memory");
+    }
+  }
+  if (!rc) {
+    loom_tensor *t = NULL;
+    rc = loom_checkpoint_read_tensor(path, "global_step", &t, st);
+    if (!rc && loom_tensor_dtype(t) == LOOM_I64 && loom_tensor_numel(t) == 1)
+      memcpy(&gs, loom_tensor_data_const(t), 8);
+    loom_tensor_free(t);
+  }
+  loom__free(ids.ids);
+  if (rc) {
+    for (uint32_t i = 0; i < cap; i++)
+      if (nvs[i].present) var_free(&nvs[i]);
+    loom__free(nvs);
+    return rc;
+  }
+  for (uint32_t i = 0; i < s->nvars_cap; i++)
+    if (s->vars[i].present) var_free(&s->vars[i]);
+  loom__free(s->vars);
+  s->vars = nvs;
+  s->nvars_cap = cap;
+  s->nvars_present = (uint32_t)ids.n;
+  s->global_step = gs;
+  return LOOM_OK;
+}
+
+static void handle_ckpt(conn *c, int save) {
+  loom_ps_server *s = c->srv;
+  const char *what = save ? "SAVE" : "RESTORE";
+  if (c->h.body_len < 16 || c->h.body_len != 16 + (uint64_t)loom__ps_get32(c->body + 8)) {
+    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "%s body of %u bytes is malformed", what, c->h.body_len);
+    return;
+  }
+  int64_t step = (int64_t)loom__ps_get64(c->body);
+  uint32_t len = loom__ps_get32(c->body + 8);
+  const char *dir = (const char *)c->body + 16;
+  if (!s->o.model_dir) {
+    reply_error(c, LOOM_FAILED_PRECONDITION, 0, "%s: this PS was started without a model_dir", what);
+    return;
+  }
+  if (len > 256 || !rel_dir_ok(dir, len) || step < 0) {
+    reply_error(c, LOOM_PERMISSION_DENIED, 0,
+                "%s: the directory must be relative to the model_dir, without '..' (and step >= 0)", what);
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%.*s", s->model_dir, (int)len, dir);
+  if (save && mkdirs(path) != 0) {
+    reply_error(c, LOOM_UNAVAILABLE, 0, "SAVE: cannot create %s: %s", path, strerror(errno));
+    return;
+  }
+  size_t pl = strlen(path);
+  snprintf(path + pl, sizeof path - pl, "/model.ckpt-%lld.ps-%d-of-%d", (long long)step, s->o.ps_index,
+           s->o.num_ps > 0 ? s->o.num_ps : 1);
+  loom_status *st = loom_status_new();
+  loom_code rc = save ? ckpt_save(s, path, st) : ckpt_restore(s, path, st);
+  if (rc) {
+    reply_error(c, rc, 0, "%s: %s", what, loom_status_message(st));
+    loom_status_free(st);
+    return;
+  }
+  loom_status_free(st);
+  uint32_t n;
+  uint64_t d = vars_digest(s, &n);
+  loom__log(LOOM_LOG_INFO, "ps :%d: %s %s (%u variables, digest %016llx)", s->port, save ? "saved" : "restored",
+            path, n, (unsigned long long)d);
+  reply *r;
+  uint8_t *out = reply_begin(c, 16, &r);
+  if (out) {
+    loom__ps_put32(out, n);
+    loom__ps_put32(out + 4, 0);
+    loom__ps_put64(out + 8, d);
+  }
+  reply_send(c, r, c->h.opcode, 0, 0, 0);
+}
+
 static void dispatch(conn *c) {
   loom_ps_server *s = c->srv;
   s->stats.frames++;
@@ -588,12 +1012,21 @@ static void dispatch(conn *c) {
   case LOOM_PS_PUSHPULL: handle_push(c, 1); break;
   case LOOM_PS_PULL_ROWS: handle_rows(c, 0); break;
   case LOOM_PS_PUSH_ROWS: handle_rows(c, 1); break;
+  case LOOM_PS_SAVE: handle_ckpt(c, 1); break;
+  case LOOM_PS_RESTORE: handle_ckpt(c, 0); break;
   case LOOM_PS_STEP_INC: {
     if (c->h.body_len != 8) {
       reply_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8)", c->h.body_len);
       return;
     }
-    s->global_step += (int64_t)loom__ps_get64(c->body);
+    if (s->o.consistency == LOOM_PS_SYNC) { /* the number of aggregated steps applied */
+      uint64_t m = UINT64_MAX;
+      for (uint32_t i = 0; i < s->nvars_cap; i++)
+        if (s->vars[i].present && s->vars[i].version < m) m = s->vars[i].version;
+      s->global_step = m == UINT64_MAX ? 0 : (int64_t)m;
+    } else {
+      s->global_step += (int64_t)loom__ps_get64(c->body);
+    }
     reply *r;
     uint8_t *out = reply_begin(c, 8, &r);
     if (out) loom__ps_put64(out, (uint64_t)s->global_step);
@@ -727,6 +1160,15 @@ static void on_timer(uv_timer_t *t) {
       c->h.request_id = 0;
       reply_error(c, LOOM_DEADLINE_EXCEEDED, 1, "no authentication within %.1f s", hs);
     }
+  double sync_to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
+  for (conn *c = s->conns; c; c = c->next)
+    if (c->waiting && (double)(now - c->wait_since_ms) > sync_to * 1000.0) {
+      s->stats.sync_timeouts++;
+      c->waiting = 0;
+      reply_error(c, LOOM_DEADLINE_EXCEEDED, 0, "SYNC: step %llu of var %u not complete within %.1f s",
+                  (unsigned long long)c->wait_version + 1, c->wait_var, sync_to);
+      conn_resume(c);
+    }
   if (s->o.idle_exit_s > 0 && s->nconns == 0 && (double)(now - s->last_activity_ms) > s->o.idle_exit_s * 1000.0) {
     loom__log(LOOM_LOG_INFO, "ps :%d: idle for %.1f s with no connection; exiting", s->port, s->o.idle_exit_s);
     on_stop(&s->stop_async);
@@ -764,6 +1206,12 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps token of %zu bytes (at most 256)", o->token_len);
     return NULL;
   }
+  if (o->consistency < LOOM_PS_ASYNC || o->consistency > LOOM_PS_SYNC || o->staleness < 0 ||
+      (o->consistency == LOOM_PS_SYNC && o->replicas_to_aggregate < 1)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps consistency %d with staleness %lld, replicas_to_aggregate %d",
+                    (int)o->consistency, (long long)o->staleness, o->replicas_to_aggregate);
+    return NULL;
+  }
   if (o->port < 0 || o->port > 65535) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps port %d", o->port);
     return NULL;
@@ -776,6 +1224,13 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   s->o = *o;
   snprintf(s->host, sizeof s->host, "%s", host);
   s->o.host = s->host;
+  if (o->model_dir && strlen(o->model_dir) >= sizeof s->model_dir) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps model_dir '%.64s...' is too long", o->model_dir);
+    loom__free(s);
+    return NULL;
+  }
+  snprintf(s->model_dir, sizeof s->model_dir, "%s", o->model_dir ? o->model_dir : "");
+  s->o.model_dir = o->model_dir ? s->model_dir : NULL;
   if (!s->o.max_frame) s->o.max_frame = LOOM_PS_DEFAULT_MAX_FRAME;
   if (o->token_len) memcpy(s->token, o->token, o->token_len);
   s->token_len = o->token_len;

@@ -36,6 +36,7 @@
 #define LOOM_PS_MAC 32
 #define LOOM_PS_FLAG_REPLY 1u
 #define LOOM_PS_FLAG_UNCHANGED 2u /* PULL reply: the variable is unchanged since the caller's version */
+#define LOOM_PS_FLAG_STALE 4u     /* PUSH/PUSHPULL reply: the gradient was dropped (stale or late), not applied */
 #define LOOM_PS_HANDSHAKE_MAX 256u /* largest body accepted before WELCOME */
 #define LOOM_PS_DEFAULT_MAX_FRAME (64u << 20)
 
@@ -51,7 +52,8 @@ enum {
    *   {version u64, value f32[numel]}; flag UNCHANGED and no value when
    *   have_version equals the PS's version (16-byte reply body: 48 bytes in all). */
   LOOM_PS_PULL = 11,
-  /* PUSH {var_id u32, pad u32, read_version u64, grad f32[numel]} -> {version u64} */
+  /* PUSH {var_id u32, pad u32, read_version u64, grad f32[numel]} -> {version u64}
+   *   (flag STALE: dropped, not applied; read_version ~0: unknown, never stale) */
   LOOM_PS_PUSH = 12,
   /* PUSHPULL: PUSH's body -> PULL's reply (always with the value). */
   LOOM_PS_PUSHPULL = 13,
@@ -63,6 +65,11 @@ enum {
   LOOM_PS_STEP_INC = 16,
   /* SHUTDOWN {} -> {} and the PS stops. */
   LOOM_PS_SHUTDOWN = 17,
+  /* SAVE {step i64, len u32, pad u32, dir char[len]} -> {vars u32, pad u32, digest u64}: writes
+   *   <model_dir>/<dir>/ps-<index>.ckpt-<step>; dir is relative, without "..". */
+  LOOM_PS_SAVE = 18,
+  /* RESTORE {step i64, len u32, pad u32, dir char[len]} -> {vars u32, pad u32, digest u64} */
+  LOOM_PS_RESTORE = 19,
 };
 
 typedef struct loom_ps_hdr {

@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <sys/socket.h>
 #include "test_util.h"
 #include "loom/loom_distributed.h"
@@ -159,7 +161,56 @@ typedef struct model {
   loom_optimizer *opt;
 } model;
 
-static model build(int opt, int local) {
+/* The local optimizer and the PS's hyper-parameters of the same update.
+ * variant 1: Nesterov momentum; centered RMSProp (with momentum 0.5). */
+static loom_optimizer *local_optimizer(int opt, int variant, loom_output lr) {
+  switch (opt) {
+  case LOOM_PS_SGD: return loom_optimizer_sgd(lr);
+  case LOOM_PS_ADAGRAD: return loom_optimizer_adagrad(lr, NULL);
+  case LOOM_PS_ADAM: {
+    loom_adam_options o = loom_adam_options_default();
+    o.lazy = 1;
+    return loom_optimizer_adam(lr, &o);
+  }
+  case LOOM_PS_MOMENTUM: {
+    loom_momentum_options o = loom_momentum_options_default();
+    o.use_nesterov = variant;
+    return loom_optimizer_momentum(lr, &o);
+  }
+  case LOOM_PS_FTRL: {
+    loom_ftrl_options o = loom_ftrl_options_default();
+    o.l1 = 0.001, o.l2 = 0.01, o.l2_shrinkage = variant ? 0.02 : 0;
+    if (variant) o.learning_rate_power = -0.6;
+    return loom_optimizer_ftrl(lr, &o);
+  }
+  case LOOM_PS_RMSPROP: {
+    loom_rmsprop_options o = loom_rmsprop_options_default();
+    o.centered = variant;
+    if (variant) o.momentum = 0.5;
+    return loom_optimizer_rmsprop(lr, &o);
+  }
+  case LOOM_PS_ADADELTA: return loom_optimizer_adadelta(lr, NULL);
+  }
+  return NULL;
+}
+
+static void ps_hyper(int opt, int variant, float lr, float h[8]) {
+  memset(h, 0, 8 * sizeof(float));
+  h[0] = lr;
+  switch (opt) {
+  case LOOM_PS_ADAGRAD: h[1] = 0.1f; break;
+  case LOOM_PS_ADAM: h[1] = 0.9f, h[2] = 0.999f, h[3] = (float)1e-8; break;
+  case LOOM_PS_MOMENTUM: h[1] = 0.9f, h[2] = (float)variant; break;
+  case LOOM_PS_FTRL:
+    h[1] = variant ? -0.6f : -0.5f, h[2] = 0.1f, h[3] = (float)0.001, h[4] = (float)0.01;
+    h[5] = variant ? (float)0.02 : 0.0f;
+    break;
+  case LOOM_PS_RMSPROP: h[1] = 0.9f, h[2] = variant ? 0.5f : 0.0f, h[3] = (float)1e-10, h[4] = (float)variant; break;
+  case LOOM_PS_ADADELTA: h[1] = 0.95f, h[2] = (float)1e-8; break;
+  }
+}
+
+static model build(int opt, int variant, int local) {
   model m;
   memset(&m, 0, sizeof m);
   m.g = loom_graph_new();
@@ -179,9 +230,7 @@ static model build(int opt, int local) {
   m.loss = loom_reduce_mean(m.g, loom_square(m.g, diff, NULL), -1, NULL, 0, "loss");
   if (local) {
     loom_output lr = loom_const_f32(m.g, 0.05f, "lr");
-    loom_optimizer *o = opt == LOOM_PS_SGD       ? loom_optimizer_sgd(lr)
-                        : opt == LOOM_PS_ADAGRAD ? loom_optimizer_adagrad(lr, NULL)
-                                                 : loom_optimizer_adam(lr, NULL);
+    loom_optimizer *o = local_optimizer(opt, variant, lr);
     m.opt = o;
     m.train = loom_optimizer_minimize(o, m.g, m.loss, 0, NULL, NULL, NULL);
     cr_assert(m.train);
@@ -215,10 +264,10 @@ static void assign_var(loom_session *s, const char *name, const float *v, int nd
 
 #define STEPS 6
 
-static void equivalence(int opt, int num_ps, int64_t min_slice) {
+static void equivalence(int opt, int variant, int num_ps, int64_t min_slice) {
   loom_status *st = loom_status_new();
   /* local reference */
-  model a = build(opt, 1);
+  model a = build(opt, variant, 1);
   loom_session *sa = loom_session_new(a.g, NULL, st);
   cr_assert(sa);
   OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &a.init, 1, st));
@@ -227,7 +276,7 @@ static void equivalence(int opt, int num_ps, int64_t min_slice) {
   read_var(sa, "kernel", wa, 6);
   read_var(sa, "bias", ba, 2);
   /* the same model against num_ps PS tasks: the worker computes gradients, the PS applies them */
-  model b = build(opt, 0);
+  model b = build(opt, variant, 0);
   loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}}, {"bias", 1, {2}}};
   loom_ps_placement *p = loom_ps_placement_new(2, vs, num_ps, LOOM_PS_GREEDY_BYTES, min_slice, st);
   cr_assert(p, "%s", loom_status_message(st));
@@ -253,9 +302,8 @@ static void equivalence(int opt, int num_ps, int64_t min_slice) {
   float w[6], bias[2];
   read_var(sb, "kernel", w, 6);
   read_var(sb, "bias", bias, 2);
-  float hyper[8] = {0.05f};
-  if (opt == LOOM_PS_ADAGRAD) hyper[1] = 0.1f;
-  if (opt == LOOM_PS_ADAM) hyper[1] = 0.9f, hyper[2] = 0.999f, hyper[3] = 1e-8f;
+  float hyper[8];
+  ps_hyper(opt, variant, 0.05f, hyper);
   OK(loom_ps_cluster_init_var(cl, 0, (loom_ps_optimizer)opt, hyper, w, st));
   OK(loom_ps_cluster_init_var(cl, 1, (loom_ps_optimizer)opt, hyper, bias, st));
   float *vals[2] = {w, bias};
@@ -286,9 +334,22 @@ static void equivalence(int opt, int num_ps, int64_t min_slice) {
   loom_status_free(st);
 }
 
-Test(ps, one_worker_one_ps_sgd_bitwise_equal_to_local) { equivalence(LOOM_PS_SGD, 1, 0); }
-Test(ps, one_worker_three_ps_adagrad_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAGRAD, 3, 0); }
-Test(ps, one_worker_three_ps_adam_partitioned_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAM, 3, 8); }
+Test(ps, one_worker_one_ps_sgd_bitwise_equal_to_local) { equivalence(LOOM_PS_SGD, 0, 1, 0); }
+Test(ps, one_worker_three_ps_adagrad_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAGRAD, 0, 3, 0); }
+Test(ps, one_worker_three_ps_adam_partitioned_bitwise_equal_to_local) { equivalence(LOOM_PS_ADAM, 0, 3, 8); }
+Test(ps, one_worker_momentum_and_nesterov_bitwise_equal_to_local) {
+  equivalence(LOOM_PS_MOMENTUM, 0, 1, 0);
+  equivalence(LOOM_PS_MOMENTUM, 1, 3, 8);
+}
+Test(ps, one_worker_ftrl_bitwise_equal_to_local) {
+  equivalence(LOOM_PS_FTRL, 0, 1, 0);
+  equivalence(LOOM_PS_FTRL, 1, 3, 8); /* lr_power -0.6 (the powf path), l2 shrinkage */
+}
+Test(ps, one_worker_rmsprop_and_centered_bitwise_equal_to_local) {
+  equivalence(LOOM_PS_RMSPROP, 0, 1, 0);
+  equivalence(LOOM_PS_RMSPROP, 1, 3, 8);
+}
+Test(ps, one_worker_adadelta_bitwise_equal_to_local) { equivalence(LOOM_PS_ADADELTA, 0, 3, 8); }
 
 Test(ps, placement_greedy_round_robin_partition_and_hash) {
   loom_status *st = loom_status_new();
@@ -615,5 +676,580 @@ Test(ps, back_pressure_pipelined_pulls) {
   free(out);
   loom_ps_client_free(c);
   loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* Sparse gradients through the worker seam: an embedding [1000, 8] looked up
+ * with duplicate, unsorted ids; the worker deduplicates and sums the rows,
+ * only the touched rows travel (PUSH_ROWS + PULL_ROWS), partitioned over 3
+ * PS; weights bit-identical to local training with the sparse kernel. */
+static loom_graph *emb_model(loom_output *ids, loom_output *y, loom_output *loss) {
+  loom_graph *g = loom_graph_new();
+  loom_graph_set_random_seed(g, 5);
+  int64_t idd[1] = {6}, yd[2] = {6, 1}, ed[2] = {1000, 8}, wd[2] = {8, 1};
+  *ids = loom_placeholder(g, LOOM_I64, 1, idd, "ids");
+  *y = loom_placeholder(g, LOOM_F32, 2, yd, "y");
+  loom_initializer gu = loom_init_glorot_uniform(4);
+  loom_variable *emb = loom_get_variable(g, "emb", LOOM_F32, 2, ed, &gu, 1);
+  loom_variable *w = loom_get_variable(g, "w", LOOM_F32, 2, wd, &gu, 1);
+  loom_output e = loom_embedding_lookup(g, loom_variable_output(emb), *ids, "lookup");
+  loom_output d = loom_sub(g, loom_matmul(g, e, loom_variable_output(w), 0, 0, NULL), *y, NULL);
+  *loss = loom_reduce_mean(g, loom_square(g, d, NULL), -1, NULL, 0, "loss");
+  return g;
+}
+
+static void emb_batch(int step, loom_tensor *it, loom_tensor *yt) {
+  int64_t *id = loom_tensor_data(it);
+  float *y = loom_tensor_data(yt);
+  for (int i = 0; i < 6; i++) id[i] = (step * 331 + i * i * 167 + 900) % 1000;
+  id[4] = id[1]; /* a duplicate */
+  for (int i = 0; i < 6; i++) y[i] = (float)sin(step * 0.7 + i);
+}
+
+static void embedding_equivalence(int opt) {
+  loom_status *st = loom_status_new();
+  int64_t idd[1] = {6}, yd[2] = {6, 1};
+  loom_tensor *it = loom_tensor_new(LOOM_I64, 1, idd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_output ids, y, loss;
+  loom_graph *ga = emb_model(&ids, &y, &loss);
+  loom_optimizer *o = local_optimizer(opt, 0, loom_const_f32(ga, 0.1f, "lr"));
+  loom_node *train = loom_optimizer_minimize(o, ga, loss, 0, NULL, NULL, NULL);
+  cr_assert(train);
+  loom_node *init = loom_global_variables_initializer(ga);
+  loom_session *sa = loom_session_new(ga, NULL, st);
+  OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st));
+  loom_output feeds[2] = {ids, y};
+  loom_tensor *fv[2] = {it, yt};
+  enum { NSTEP = 6 };
+  for (int i = 0; i < NSTEP; i++) {
+    emb_batch(i, it, yt);
+    OK(loom_session_run(sa, feeds, fv, 2, NULL, NULL, 0, &train, 1, st));
+  }
+  static float ea[8000], eb[8000];
+  float wa[8], wb[8];
+  read_var(sa, "emb", ea, 8000);
+  read_var(sa, "w", wa, 8);
+  loom_graph *gb = emb_model(&ids, &y, &loss);
+  loom_node *initb = loom_global_variables_initializer(gb);
+  loom_ps_var_spec vs[4];
+  int nv = loom_ps_var_specs(gb, vs, 4);
+  cr_assert_eq(nv, 2);
+  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 3, LOOM_PS_GREEDY_BYTES, 4096, st);
+  cr_assert(p);
+  cr_assert_eq(loom_ps_placement_num_shards(p), 4, "emb split over the 3 PS, w whole");
+  loom_ps_server *srv[3];
+  const char *hosts[3] = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
+  int ports[3];
+  for (int i = 0; i < 3; i++) {
+    srv[i] = start_ps(loom_ps_placement_hash(p), 3, nv, NULL);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  loom_session *sb = loom_session_new(gb, NULL, st);
+  loom_ps_worker *w = loom_ps_worker_new(sb, cl, p, loss, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  OK(loom_session_run(sb, NULL, NULL, 0, NULL, NULL, 0, &initb, 1, st));
+  float h[8];
+  ps_hyper(opt, 0, 0.1f, h);
+  OK(loom_ps_worker_init_vars(w, (loom_ps_optimizer)opt, h, st));
+  int64_t sent0 = 0, recv0 = 0;
+  for (int k = 0; k < 3; k++) {
+    int64_t a, b;
+    loom_ps_client_bytes(loom_ps_cluster_client(cl, k), &a, &b);
+    sent0 += a, recv0 += b;
+  }
+  feeds[0] = ids;
+  feeds[1] = y;
+  for (int i = 0; i < NSTEP; i++) {
+    emb_batch(i, it, yt);
+    OK(loom_ps_worker_step(w, feeds, fv, 2, st));
+  }
+  int64_t sent = 0, recv = 0;
+  for (int k = 0; k < 3; k++) {
+    int64_t a, b;
+    loom_ps_client_bytes(loom_ps_cluster_client(cl, k), &a, &b);
+    sent += a, recv += b;
+  }
+  /* per step at most 5 distinct rows of 8 floats + ids travel each way, plus w (8 floats) and frame headers:
+   * far below the 32 KB of the whole table */
+  cr_assert_lt((sent - sent0) / NSTEP, 1000, "%lld bytes sent per step", (long long)((sent - sent0) / NSTEP));
+  cr_assert_lt((recv - recv0) / NSTEP, 1000, "%lld bytes received per step", (long long)((recv - recv0) / NSTEP));
+  read_var(sb, "emb", eb, 8000);
+  read_var(sb, "w", wb, 8);
+  cr_assert(memcmp(wa, wb, sizeof wa) == 0, "w: %.9g vs %.9g (opt %d)", wa[0], wb[0], opt);
+  int ndiff = 0;
+  for (int i = 0; i < 8000; i++) ndiff += memcmp(&ea[i], &eb[i], 4) != 0;
+  cr_assert_eq(ndiff, 0, "emb: %d elements differ from local training (opt %d)", ndiff, opt);
+  /* a fresh worker pulls the trained table whole */
+  loom_output i2, y2, l2;
+  loom_graph *gc = emb_model(&i2, &y2, &l2);
+  loom_session *sc = loom_session_new(gc, NULL, st);
+  loom_ps_worker *w2 = loom_ps_worker_new(sc, cl, p, l2, st);
+  cr_assert(w2);
+  OK(loom_ps_worker_pull(w2, st));
+  read_var(sc, "emb", eb, 8000);
+  cr_assert(memcmp(ea, eb, sizeof ea) == 0);
+  loom_ps_worker_free(w2);
+  loom_session_free(sc);
+  loom_graph_free(gc);
+  loom_ps_worker_free(w);
+  loom_ps_cluster_free(cl);
+  for (int i = 0; i < 3; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_session_free(sa);
+  loom_session_free(sb);
+  loom_graph_free(ga);
+  loom_graph_free(gb);
+  loom_optimizer_free(o);
+  loom_tensor_free(it);
+  loom_tensor_free(yt);
+  loom_status_free(st);
+}
+
+Test(ps, embedding_sparse_rows_adagrad_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAGRAD); }
+Test(ps, embedding_sparse_rows_lazy_adam_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAM); }
+Test(ps, embedding_sparse_rows_ftrl_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_FTRL); }
+Test(ps, embedding_sparse_rows_sgd_momentum_bitwise_equal_to_local) {
+  embedding_equivalence(LOOM_PS_SGD);
+  embedding_equivalence(LOOM_PS_MOMENTUM);
+}
+
+/* ---- consistency modes ---- */
+
+static loom_ps_server *start_ps_opts(loom_ps_server_options o) {
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "start: %s", loom_status_message(st));
+  loom_status_free(st);
+  return s;
+}
+
+/* BOUNDED(1): a push read 2 versions behind is dropped and counted, the
+ * client learns it (applied = 0; a cluster push+pull counts it and still
+ * gets the current value); one read 1 behind is applied. */
+Test(ps, bounded_staleness_drops_counted) {
+  loom_status *st = loom_status_new();
+  loom_ps_var_spec vs[1] = {{"v", 1, {4}}};
+  loom_ps_placement *p = loom_ps_placement_new(1, vs, 1, LOOM_PS_GREEDY_BYTES, 0, st);
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = loom_ps_placement_hash(p);
+  o.num_ps = 1, o.num_vars = 1;
+  o.consistency = LOOM_PS_BOUNDED;
+  o.staleness = 1;
+  loom_ps_server *s = start_ps_opts(o);
+  const char *hosts[1] = {"127.0.0.1"};
+  int ports[1] = {loom_ps_server_port(s)};
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *a = loom_ps_cluster_connect(p, hosts, ports, &co, st), *b = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(a && b);
+  float v0[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, va[4], vb[4];
+  OK(loom_ps_cluster_init_var(a, 0, LOOM_PS_SGD, (float[8]){1.0f}, v0, st));
+  float *pa[1] = {va}, *pb[1] = {vb};
+  const float *gg[1] = {g};
+  OK(loom_ps_cluster_pull(a, pa, st)); /* a reads version 0 */
+  OK(loom_ps_cluster_pull(b, pb, st));
+  OK(loom_ps_cluster_pushpull(b, gg, pb, st)); /* version 1 */
+  OK(loom_ps_cluster_pushpull(b, gg, pb, st)); /* version 2 */
+  cr_assert_eq(loom_ps_cluster_dropped(b), 0);
+  OK(loom_ps_cluster_pushpull(a, gg, pa, st)); /* read at 0, PS at 2: lag 2 > 1, dropped */
+  cr_assert_eq(loom_ps_cluster_dropped(a), 1);
+  float want[4] = {-1, 0, 1, 2};
+  cr_assert(memcmp(va, want, sizeof want) == 0, "the dropped push still pulls the current value: %g", va[0]);
+  OK(loom_ps_cluster_pushpull(a, gg, pa, st)); /* read at 2: applied */
+  cr_assert_eq(loom_ps_cluster_dropped(a), 1);
+  float want2[4] = {-2, -1, 0, 1};
+  cr_assert(memcmp(va, want2, sizeof want2) == 0, "%g", va[0]);
+  /* the single-connection call: read at version 1 with the PS at 3 is dropped, at 2 applied */
+  loom_ps_client *c = loom_ps_cluster_client(b, 0);
+  uint64_t ver = 0;
+  int applied = -1;
+  OK(loom_ps_push_at(c, 0, g, 4, 1, &ver, &applied, st));
+  cr_assert_eq(applied, 0);
+  cr_assert_eq(ver, 3);
+  OK(loom_ps_push_at(c, 0, g, 4, 2, &ver, &applied, st));
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(ver, 4);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.stale_dropped, 2);
+  cr_assert_eq(ss.updates, 4);
+  loom_ps_cluster_free(a);
+  loom_ps_cluster_free(b);
+  loom_ps_server_stop(s);
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
+
+/* SYNC(2 of n): two gradients read at the current version are averaged and
+ * applied once; a third, late for that step, is dropped and counted; a
+ * push+pull waiting for a step that never completes gets DEADLINE_EXCEEDED
+ * after sync_timeout_s and the connection keeps working. */
+Test(ps, sync_aggregation_late_gradient_and_deadline) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 9;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 0.3;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c[3];
+  for (int i = 0; i < 3; i++) c[i] = connect_ok(s, 9, NULL);
+  int64_t d[1] = {2};
+  float v0[2] = {1, 2}, g1[2] = {1, 1}, g2[2] = {3, 3}, out[2];
+  OK(loom_ps_init_var(c[0], 0, 1, d, LOOM_PS_SGD, (float[8]){0.5f}, v0, NULL, st));
+  uint64_t ver = 0;
+  int applied = -1;
+  OK(loom_ps_push_at(c[0], 0, g1, 2, 0, &ver, &applied, st));
+  cr_assert(applied == 1 && ver == 0, "aggregated, not applied yet");
+  OK(loom_ps_push_at(c[1], 0, g2, 2, 0, &ver, &applied, st));
+  cr_assert(applied == 1 && ver == 1, "the second gradient completes step 1");
+  OK(loom_ps_push_at(c[2], 0, g2, 2, 0, &ver, &applied, st));
+  cr_assert(applied == 0 && ver == 1, "a late gradient of step 0 is dropped");
+  uint64_t have = UINT64_MAX;
+  int changed = 0;
+  OK(loom_ps_pull(c[2], 0, out, 2, &have, &changed, st));
+  cr_assert(out[0] == 0.0f && out[1] == 1.0f, "1 - 0.5 * mean(1, 3) = 0: got %g %g", out[0], out[1]);
+  int64_t gs = -1;
+  OK(loom_ps_step_inc(c[0], 1, &gs, st));
+  cr_assert_eq(gs, 1, "global_step = aggregated steps applied");
+  cr_assert_eq(loom_ps_push_at(c[0], 0, g1, 2, UINT64_MAX, NULL, NULL, st), LOOM_INVALID_ARGUMENT,
+               "SYNC needs the read version");
+  int64_t one = 1;
+  cr_assert_eq(loom_ps_push_rows(c[0], 0, &one, 1, 1, g1, st), LOOM_UNIMPLEMENTED, "row pushes are refused in SYNC");
+  /* alone in step 1: the push+pull waits, then times out */
+  loom_ps_connect_options co = copts(s, 9, NULL);
+  (void)co;
+  cr_assert_eq(loom__ps_push_send(c[0], LOOM_PS_PUSHPULL, 0, 1, g1, 2, st), LOOM_OK);
+  cr_assert_eq(loom__ps_value_recv(c[0], LOOM_PS_PUSHPULL, out, 2, &have, NULL, st), LOOM_DEADLINE_EXCEEDED, "%s",
+               loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "not complete"), "%s", loom_status_message(st));
+  have = UINT64_MAX;
+  OK(loom_ps_pull(c[0], 0, out, 2, &have, &changed, st));
+  cr_assert_eq(have, 1);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.stale_dropped, 1);
+  cr_assert_eq(ss.sync_steps, 1);
+  cr_assert_eq(ss.sync_timeouts, 1);
+  for (int i = 0; i < 3; i++) loom_ps_client_free(c[i]);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* SYNC(3 of 3) with 3 worker threads, each its own graph, session and
+ * connections, each a third of the batch: equal to local SGD on the
+ * concatenated batch of 12 (tolerance 1e-6: the mean of three means of 4
+ * rounds differently from one mean of 12); exactly STEPS aggregated steps
+ * per variable, nothing dropped, the three workers hold identical weights. */
+static loom_graph *feed_model_n(int nb, loom_output *x, loom_output *y, loom_output *loss) {
+  loom_graph *g = loom_graph_new();
+  loom_graph_set_random_seed(g, 3);
+  int64_t xd[2] = {nb, 5}, yd[2] = {nb, 1}, wd[2] = {5, 3}, w2d[2] = {3, 1};
+  *x = loom_placeholder(g, LOOM_F32, 2, xd, "x");
+  *y = loom_placeholder(g, LOOM_F32, 2, yd, "y");
+  loom_initializer gu = loom_init_glorot_uniform(9);
+  loom_variable *w1 = loom_get_variable(g, "w1", LOOM_F32, 2, wd, &gu, 1);
+  loom_variable *w2 = loom_get_variable(g, "w2", LOOM_F32, 2, w2d, &gu, 1);
+  loom_output h = loom_tanh(g, loom_matmul(g, *x, loom_variable_output(w1), 0, 0, NULL), NULL);
+  loom_output d = loom_sub(g, loom_matmul(g, h, loom_variable_output(w2), 0, 0, NULL), *y, NULL);
+  *loss = loom_reduce_mean(g, loom_square(g, d, NULL), -1, NULL, 0, "loss");
+  return g;
+}
+
+static void sync_batch(int step, int worker, float *x, float *y) { /* worker's 4 rows of the step's 12 */
+  for (int r = 0; r < 4; r++) {
+    int row = worker * 4 + r;
+    for (int c = 0; c < 5; c++) x[r * 5 + c] = (float)sin(step * 1.3 + row * 0.7 + c * 0.3);
+    y[r] = (float)cos(step * 0.9 + row);
+  }
+}
+
+#define SYNC_STEPS 5
+typedef struct sync_worker {
+  const loom_ps_placement *p;
+  const char **hosts;
+  int *ports;
+  int index;
+  atomic_int *ready;
+  loom_code rc;
+  char msg[256];
+  float w1[15], w2[3];
+} sync_worker;
+
+static void *sync_worker_main(void *arg) {
+  sync_worker *sw = arg;
+  loom_status *st = loom_status_new();
+  loom_output x, y, loss;
+  loom_graph *g = feed_model_n(4, &x, &y, &loss);
+  loom_node *init = loom_global_variables_initializer(g);
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 10;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(sw->p, sw->hosts, sw->ports, &co, st);
+  loom_ps_worker *w = cl && s ? loom_ps_worker_new(s, cl, sw->p, loss, st) : NULL;
+  int64_t xd[2] = {4, 5}, yd[2] = {4, 1};
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 2, xd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_code rc = w ? LOOM_OK : LOOM_INTERNAL;
+  if (!rc && sw->index == 0) { /* the chief creates the variables */
+    rc = loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st);
+    if (!rc) rc = loom_ps_worker_init_vars(w, LOOM_PS_SGD, (float[8]){0.1f}, st);
+  }
+  if (sw->index == 0) atomic_store(sw->ready, rc ? -1 : 1);
+  for (int tries = 0; sw->index != 0 && atomic_load(sw->ready) == 0 && tries < 2000; tries++) {
+    struct timespec ts = {0, 5000000}; /* the others wait (<= 10 s) until the variables exist */
+    nanosleep(&ts, NULL);
+  }
+  if (!rc && atomic_load(sw->ready) != 1) rc = LOOM_DEADLINE_EXCEEDED;
+  if (!rc) rc = loom_ps_worker_pull(w, st);
+  loom_output feeds[2] = {x, y};
+  loom_tensor *fv[2] = {xt, yt};
+  for (int i = 0; i < SYNC_STEPS && !rc; i++) {
+    sync_batch(i, sw->index, loom_tensor_data(xt), loom_tensor_data(yt));
+    rc = loom_ps_worker_step(w, feeds, fv, 2, st);
+  }
+  if (!rc && loom_ps_cluster_dropped(cl) != 0) rc = LOOM_INTERNAL;
+  if (!rc) {
+    loom_tensor *t = NULL;
+    rc = loom_session_read_variable(s, "w1", &t, st);
+    if (!rc) memcpy(sw->w1, loom_tensor_data(t), sizeof sw->w1);
+    loom_tensor_free(t);
+    t = NULL;
+    if (!rc) rc = loom_session_read_variable(s, "w2", &t, st);
+    if (!rc) memcpy(sw->w2, loom_tensor_data(t), sizeof sw->w2);
+    loom_tensor_free(t);
+  }
+  sw->rc = rc;
+  snprintf(sw->msg, sizeof sw->msg, "%s", loom_status_message(st));
+  loom_ps_worker_free(w);
+  loom_ps_cluster_free(cl);
+  loom_session_free(s);
+  loom_graph_free(g);
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_status_free(st);
+  return NULL;
+}
+
+Test(ps, sync_three_workers_equal_local_concatenated_batch) {
+  loom_status *st = loom_status_new();
+  /* local: SGD on the 12-row batch */
+  loom_output x, y, loss;
+  loom_graph *ga = feed_model_n(12, &x, &y, &loss);
+  loom_optimizer *o = loom_optimizer_sgd(loom_const_f32(ga, 0.1f, "lr"));
+  loom_node *train = loom_optimizer_minimize(o, ga, loss, 0, NULL, NULL, NULL);
+  loom_node *init = loom_global_variables_initializer(ga);
+  loom_session *sa = loom_session_new(ga, NULL, st);
+  OK(loom_session_run(sa, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st));
+  int64_t xd[2] = {12, 5}, yd[2] = {12, 1};
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 2, xd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
+  loom_output feeds[2] = {x, y};
+  loom_tensor *fv[2] = {xt, yt};
+  for (int i = 0; i < SYNC_STEPS; i++) {
+    for (int k = 0; k < 3; k++)
+      sync_batch(i, k, (float *)loom_tensor_data(xt) + 20 * k, (float *)loom_tensor_data(yt) + 4 * k);
+    OK(loom_session_run(sa, feeds, fv, 2, NULL, NULL, 0, &train, 1, st));
+  }
+  float w1a[15], w2a[3];
+  read_var(sa, "w1", w1a, 15);
+  read_var(sa, "w2", w2a, 3);
+  /* 2 PS in SYNC(3 of 3), 3 worker threads */
+  loom_ps_var_spec vs[2] = {{"w1", 2, {5, 3}}, {"w2", 2, {3, 1}}};
+  loom_ps_placement *p = loom_ps_placement_new(2, vs, 2, LOOM_PS_GREEDY_BYTES, 0, st);
+  loom_ps_server *srv[2];
+  const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+  int ports[2];
+  for (int i = 0; i < 2; i++) {
+    loom_ps_server_options so = loom_ps_server_options_default();
+    so.placement_hash = loom_ps_placement_hash(p);
+    so.num_ps = 2, so.num_vars = 2;
+    so.consistency = LOOM_PS_SYNC;
+    so.replicas_to_aggregate = 3;
+    so.sync_timeout_s = 10;
+    srv[i] = start_ps_opts(so);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  sync_worker sw[3];
+  pthread_t th[3];
+  atomic_int ready = 0;
+  for (int i = 0; i < 3; i++) {
+    memset(&sw[i], 0, sizeof sw[i]);
+    sw[i].p = p, sw[i].hosts = hosts, sw[i].ports = ports, sw[i].index = i, sw[i].ready = &ready;
+    cr_assert_eq(pthread_create(&th[i], NULL, sync_worker_main, &sw[i]), 0);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 3; i++) cr_assert_eq(sw[i].rc, LOOM_OK, "worker %d: %s", i, sw[i].msg);
+  for (int i = 1; i < 3; i++)
+    cr_assert(memcmp(sw[i].w1, sw[0].w1, sizeof sw[0].w1) == 0 && memcmp(sw[i].w2, sw[0].w2, sizeof sw[0].w2) == 0);
+  double maxd = 0;
+  for (int i = 0; i < 15; i++) maxd = fmax(maxd, fabs(sw[0].w1[i] - w1a[i]));
+  for (int i = 0; i < 3; i++) maxd = fmax(maxd, fabs(sw[0].w2[i] - w2a[i]));
+  cr_assert_lt(maxd, 1e-6, "sync training differs from local on the concatenated batch by %g", maxd);
+  cr_assert(w1a[0] != 0);
+  int64_t steps = 0, updates = 0, dropped = 0;
+  for (int i = 0; i < 2; i++) {
+    loom_ps_server_stats ss;
+    loom_ps_server_get_stats(srv[i], &ss);
+    steps += ss.sync_steps, updates += ss.updates, dropped += ss.stale_dropped;
+  }
+  cr_assert_eq(steps, 2 * SYNC_STEPS, "one aggregated step per variable per step");
+  cr_assert_eq(updates, 2 * SYNC_STEPS);
+  cr_assert_eq(dropped, 0);
+  for (int i = 0; i < 2; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_session_free(sa);
+  loom_graph_free(ga);
+  loom_optimizer_free(o);
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_status_free(st);
+}
+
+/* ---- checkpoints from the PS ---- */
+
+static void ckpt_steps(model *b, loom_session *sb, loom_ps_cluster *cl, float *w, float *bias, int n) {
+  loom_status *st = loom_status_new();
+  int64_t wd[2] = {3, 2}, bd[1] = {2};
+  float *vals[2] = {w, bias};
+  for (int i = 0; i < n; i++) {
+    loom_tensor *gt[2] = {NULL, NULL};
+    assign_var(sb, "kernel", w, 2, wd);
+    assign_var(sb, "bias", bias, 1, bd);
+    OK(loom_session_run(sb, NULL, NULL, 0, b->grads, gt, 2, NULL, 0, st));
+    const float *grads[2] = {loom_tensor_data(gt[0]), loom_tensor_data(gt[1])};
+    OK(loom_ps_cluster_pushpull(cl, grads, vals, st));
+    int64_t gs;
+    OK(loom_ps_step_inc(loom_ps_cluster_client(cl, 0), 1, &gs, st));
+    loom_tensor_free(gt[0]);
+    loom_tensor_free(gt[1]);
+  }
+  loom_status_free(st);
+}
+
+static loom_ps_cluster *ckpt_cluster(loom_ps_placement *p, loom_ps_server **srv, const char *model_dir) {
+  const char *hosts[3] = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
+  int ports[3];
+  for (int i = 0; i < 3; i++) {
+    loom_ps_server_options o = loom_ps_server_options_default();
+    o.placement_hash = loom_ps_placement_hash(p);
+    o.num_ps = 3, o.num_vars = 2, o.ps_index = i;
+    o.model_dir = model_dir;
+    srv[i] = start_ps_opts(o);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_status *st = loom_status_new();
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  loom_status_free(st);
+  return cl;
+}
+
+/* Adam over 3 PS (kernel partitioned): train 3 steps, SAVE at step 3, train
+ * 3 more; then fresh PS processes' servers restore the latest checkpoint and
+ * the same 3 steps give bit-identical weights (slots, beta powers, versions,
+ * global_step all restored). Paths outside model_dir are refused. */
+Test(ps, checkpoint_save_restart_restore_continue_equals_uninterrupted) {
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "psckpt");
+  model b = build(LOOM_PS_ADAM, 0, 0);
+  loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}}, {"bias", 1, {2}}};
+  loom_ps_placement *p = loom_ps_placement_new(2, vs, 3, LOOM_PS_GREEDY_BYTES, 8, st);
+  cr_assert(p);
+  loom_ps_server *srv[3];
+  loom_ps_cluster *cl = ckpt_cluster(p, srv, dir);
+  loom_session *sb = loom_session_new(b.g, NULL, st);
+  OK(loom_session_run(sb, NULL, NULL, 0, NULL, NULL, 0, &b.init, 1, st));
+  float w[6], bias[2], hyper[8];
+  read_var(sb, "kernel", w, 6);
+  read_var(sb, "bias", bias, 2);
+  ps_hyper(LOOM_PS_ADAM, 0, 0.05f, hyper);
+  OK(loom_ps_cluster_init_var(cl, 0, LOOM_PS_ADAM, hyper, w, st));
+  OK(loom_ps_cluster_init_var(cl, 1, LOOM_PS_ADAM, hyper, bias, st));
+  float *vals[2] = {w, bias};
+  OK(loom_ps_cluster_pull(cl, vals, st));
+  ckpt_steps(&b, sb, cl, w, bias, 3);
+  float w3[6], b3[2];
+  memcpy(w3, w, sizeof w3);
+  memcpy(b3, bias, sizeof b3);
+  OK(loom_ps_cluster_save(cl, dir, "ckpt/run1", 3, st));
+  /* refused: outside model_dir */
+  cr_assert_eq(loom_ps_cluster_save(cl, dir, "../evil", 3, st), LOOM_PERMISSION_DENIED, "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_cluster_save(cl, dir, "/tmp", 3, st), LOOM_PERMISSION_DENIED);
+  cr_assert_eq(loom_ps_cluster_save(cl, dir, "a/../../b", 3, st), LOOM_PERMISSION_DENIED);
+  char path[256];
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/ckpt/run1/model.ckpt-3.ps-%d-of-3", dir, i);
+    cr_assert(tu_file_exists(path), "%s", path);
+  }
+  snprintf(path, sizeof path, "%s/ckpt/run1", dir);
+  char latest[512];
+  OK(loom_latest_checkpoint(path, latest, sizeof latest, st));
+  cr_assert(strstr(latest, "model.ckpt-3"), "%s", latest);
+  ckpt_steps(&b, sb, cl, w, bias, 3);
+  float wref[6], bref[2];
+  memcpy(wref, w, sizeof w);
+  memcpy(bref, bias, sizeof bias);
+  /* restore of a step that does not exist fails and leaves the variables as they are */
+  cr_assert_neq(loom_ps_cluster_restore(cl, dir, "ckpt/run1", 99, st), LOOM_OK);
+  OK(loom_ps_cluster_pull(cl, vals, st));
+  cr_assert(memcmp(w, wref, sizeof w) == 0);
+  loom_ps_cluster_free(cl);
+  for (int i = 0; i < 3; i++) loom_ps_server_stop(srv[i]);
+  /* restart: new servers, restore the latest, continue */
+  cl = ckpt_cluster(p, srv, dir);
+  OK(loom_ps_cluster_restore(cl, dir, "ckpt/run1", -1, st));
+  memset(w, 0, sizeof w);
+  memset(bias, 0, sizeof bias);
+  OK(loom_ps_cluster_pull(cl, vals, st));
+  cr_assert(memcmp(w, w3, sizeof w) == 0 && memcmp(bias, b3, sizeof bias) == 0, "restored values of step 3");
+  int64_t gs = -1;
+  OK(loom_ps_step_inc(loom_ps_cluster_client(cl, 0), 0, &gs, st));
+  cr_assert_eq(gs, 3, "global_step restored");
+  ckpt_steps(&b, sb, cl, w, bias, 3);
+  cr_assert(memcmp(w, wref, sizeof w) == 0, "kernel after restore+3 steps differs: %.9g vs %.9g", w[0], wref[0]);
+  cr_assert(memcmp(bias, bref, sizeof bias) == 0, "bias after restore+3 steps differs");
+  /* a manifest whose digest does not match what a PS restored: DATA_LOSS naming the PS */
+  snprintf(path, sizeof path, "%s/ckpt/run1/model.ckpt-3", dir);
+  FILE *mf = fopen(path, "r");
+  cr_assert(mf);
+  char text[1024];
+  size_t tn = fread(text, 1, sizeof text - 1, mf);
+  fclose(mf);
+  text[tn] = 0;
+  char *sh1 = strstr(text, "shard 1 ");
+  cr_assert(sh1);
+  char *hex = strchr(sh1 + 8, ' ') + 1;
+  hex[0] = hex[0] == '0' ? '1' : '0';
+  mf = fopen(path, "w");
+  fputs(text, mf);
+  fclose(mf);
+  cr_assert_eq(loom_ps_cluster_restore(cl, dir, "ckpt/run1", 3, st), LOOM_DATA_LOSS);
+  cr_assert(strstr(loom_status_message(st), "PS 1 restored digest"), "%s", loom_status_message(st));
+  loom_ps_cluster_free(cl);
+  for (int i = 0; i < 3; i++) loom_ps_server_stop(srv[i]);
+  /* a PS without a model_dir refuses SAVE */
+  loom_ps_server *s1 = start_ps(5, 0, 0, NULL);
+  loom_ps_client *c = connect_ok(s1, 5, NULL);
+  uint8_t fixed[16] = {0};
+  cr_assert_eq(loom__ps_send(c, LOOM_PS_SAVE, fixed, 16, NULL, 0, NULL, 0, st), LOOM_OK);
+  loom_ps_hdr h;
+  cr_assert_eq(loom__ps_recv_hdr(c, LOOM_PS_SAVE, &h, st), LOOM_FAILED_PRECONDITION, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "model_dir"));
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s1);
+  loom_ps_placement_free(p);
+  loom_session_free(sb);
+  loom_graph_free(b.g);
+  tu_rmtree(dir);
   loom_status_free(st);
 }

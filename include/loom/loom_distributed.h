@@ -57,8 +57,30 @@ typedef enum loom_ps_optimizer {
   LOOM_PS_SGD = 0,      /* hyper: [0] learning rate */
   LOOM_PS_ADAGRAD = 1,  /* hyper: [0] learning rate, [1] initial accumulator value */
   LOOM_PS_ADAM = 2,     /* hyper: [0] lr, [1] beta1, [2] beta2, [3] epsilon; sparse pushes are LazyAdam */
+  LOOM_PS_MOMENTUM = 3, /* hyper: [0] lr, [1] momentum, [2] use_nesterov (!= 0) */
+  LOOM_PS_FTRL = 4,     /* hyper: [0] lr, [1] learning_rate_power, [2] initial accumulator, [3] l1, [4] l2,
+                           [5] l2_shrinkage (FtrlV2) */
+  LOOM_PS_RMSPROP = 5,  /* hyper: [0] lr, [1] decay, [2] momentum, [3] epsilon, [4] centered (!= 0); ms starts at 1 */
+  LOOM_PS_ADADELTA = 6, /* hyper: [0] lr, [1] rho, [2] epsilon */
   LOOM_PS_OPT_COUNT
 } loom_ps_optimizer;
+
+/* Consistency (ps-design.md §8.5). ASYNC: every push is applied on arrival
+ * (TF's default). BOUNDED: a push whose read version (the variable version
+ * the worker computed on) is more than `staleness` behind the PS's version
+ * is dropped and counted (DropStaleGradient); the reply says so and a
+ * push+pull still returns the current value. SYNC: SyncReplicasOptimizer:
+ * per variable, replicas_to_aggregate pushes read at the current version are
+ * summed in arrival order, averaged and applied once (the version, i.e. the
+ * aggregated step, advances by one); a push read at an older version is a
+ * late gradient: dropped and counted, answered at once with the current
+ * value. A push+pull that joined the aggregation is answered only when its
+ * step has been applied (the connection is not read meanwhile), or with
+ * DEADLINE_EXCEEDED after sync_timeout_s. In SYNC mode global_step is the
+ * number of aggregated steps applied on this PS (the minimum over its
+ * variables) and STEP_INC adds nothing. Row pushes (PUSH_ROWS) carry no read
+ * version: always applied under BOUNDED, refused (UNIMPLEMENTED) under SYNC. */
+typedef enum loom_ps_consistency { LOOM_PS_ASYNC = 0, LOOM_PS_BOUNDED = 1, LOOM_PS_SYNC = 2 } loom_ps_consistency;
 
 typedef struct loom_ps_server_options {
   const char *host;        /* the address to bind: never 0.0.0.0 by default ("127.0.0.1" when NULL) */
@@ -70,6 +92,12 @@ typedef struct loom_ps_server_options {
   uint32_t max_frame;      /* largest frame body accepted; 0: 64 MiB */
   double idle_exit_s;      /* > 0: stop after this long with no connection */
   double handshake_timeout_s; /* HELLO..AUTH deadline per connection; 0: 5 s */
+  loom_ps_consistency consistency; /* ASYNC by default */
+  int64_t staleness;       /* BOUNDED: the largest accepted version lag (>= 0) */
+  int32_t replicas_to_aggregate; /* SYNC: gradients per step (>= 1) */
+  double sync_timeout_s;   /* SYNC: deadline of a push+pull waiting for its step; 0: 30 s */
+  int32_t ps_index;        /* this task's index (names its checkpoint shard files) */
+  const char *model_dir;   /* SAVE/RESTORE directories must be under it (NULL: SAVE/RESTORE refused) */
 } loom_ps_server_options;
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
@@ -91,6 +119,9 @@ typedef struct loom_ps_server_stats {
   int64_t bytes_in, bytes_out;
   int64_t updates;      /* pushes applied */
   int64_t pauses;       /* times a connection stopped being read (64 MiB of replies queued) */
+  int64_t stale_dropped;/* pushes dropped: too stale (BOUNDED) or late for their step (SYNC) */
+  int64_t sync_steps;   /* SYNC: aggregated steps applied (all variables) */
+  int64_t sync_timeouts;/* SYNC: push+pulls answered DEADLINE_EXCEEDED */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
@@ -124,6 +155,11 @@ LOOM_API loom_code loom_ps_pull(loom_ps_client *c, uint32_t var_id, float *out, 
 /* Applies grad with the variable's optimizer; *version (may be NULL) = the new version. */
 LOOM_API loom_code loom_ps_push(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel,
                                 uint64_t *version, loom_status *st);
+/* Push computed on version read_version of the variable (BOUNDED / SYNC
+ * modes use it); *applied = 0 when the PS dropped it as stale or late;
+ * *version (may be NULL) = the PS's version after it. */
+LOOM_API loom_code loom_ps_push_at(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel,
+                                   uint64_t read_version, uint64_t *version, int *applied, loom_status *st);
 /* Push then pull in one round trip. */
 LOOM_API loom_code loom_ps_pushpull(loom_ps_client *c, uint32_t var_id, const float *grad, float *out, int64_t numel,
                                     uint64_t *version, loom_status *st);
@@ -196,6 +232,22 @@ LOOM_API loom_code loom_ps_cluster_pull(loom_ps_cluster *c, float *const *values
  * round trip per PS, all PS in parallel. */
 LOOM_API loom_code loom_ps_cluster_pushpull(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                             loom_status *st);
+/* Checkpoints from the PS (chief): every PS task writes its own shard
+ * <ps model_dir>/<dir>/model.ckpt-<step>.ps-<i>-of-<n> (requests to all PS in
+ * flight together); once all have succeeded, the chief writes
+ * <model_dir>/<dir>/checkpoint (write-then-rename) naming
+ * "model.ckpt-<step>", the consistent set. dir is relative to the model_dir
+ * the PS tasks were started with (no absolute path or ".." travels);
+ * model_dir here is the chief's view of that same directory. */
+LOOM_API loom_code loom_ps_cluster_save(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
+                                        loom_status *st);
+/* Every PS task restores its shard of step (< 0: the step named by
+ * <model_dir>/<dir>/checkpoint), replacing its variables, optimizer slots and
+ * versions. The cluster's cached versions are reset: pull afterwards. */
+LOOM_API loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
+                                           loom_status *st);
+/* Pushes of this cluster client the PS tasks dropped (stale or late) so far. */
+LOOM_API int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c);
 /* The connection to PS task ps (owned by c). */
 LOOM_API loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps);
 
