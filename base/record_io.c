@@ -218,6 +218,7 @@ static long long src_read(loom_tfrecord_reader *r, uint8_t *dst, size_t n) {
       }
       zi->stream_end = 0;
     }
+    if (z->avail_in == 0 && zi->eof && z->total_in == 0 && !zi->stream_end) break; /* an empty file: no records */
     if (z->avail_in == 0 && zi->eof) {
       r->zerr = "the compressed stream ends early (truncated file)";
       return -1;
