@@ -559,6 +559,7 @@ typedef struct tfr_ds {
   int *slot; /* spec entry -> its (values) component */
   loom_tfrecord_reader r;
   int open;
+  int compression;
 } tfr_ds;
 
 static loom_code tfr_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
@@ -566,7 +567,7 @@ static loom_code tfr_next(loom_dataset *ds, loom_tensor **values, loom_status *s
   for (;;) {
     if (!t->open) {
       if (t->file >= t->nfiles) return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
-      loom_code rc = loom__tfrecord_open(&t->r, t->paths[t->file], st);
+      loom_code rc = loom__tfrecord_open_ex(&t->r, t->paths[t->file], t->compression, st);
       if (rc) return rc;
       t->open = 1;
     }
@@ -614,8 +615,24 @@ static void tfr_destroy(loom_dataset *ds) {
 
 static const loom_ds_vtable tfr_vt = {"tfrecord", tfr_next, NULL, tfr_reset, tfr_destroy, NULL, NULL};
 
+loom_tfrecord_options loom_tfrecord_options_default(void) {
+  loom_tfrecord_options o = {LOOM_TFRECORD_NONE};
+  return o;
+}
+
 loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int nspec, const loom_feature_spec *spec,
                                     const char *label_name, loom_status *st) {
+  return loom_dataset_tfrecord_ex(nfiles, paths, nspec, spec, label_name, NULL, st);
+}
+
+loom_dataset *loom_dataset_tfrecord_ex(int nfiles, const char *const *paths, int nspec, const loom_feature_spec *spec,
+                                       const char *label_name, const loom_tfrecord_options *opt, loom_status *st) {
+  int compression = opt ? opt->compression : LOOM_TFRECORD_NONE;
+  if (compression < LOOM_TFRECORD_NONE || compression > LOOM_TFRECORD_AUTO) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "dataset_tfrecord: compression %d; use LOOM_TFRECORD_NONE, _GZIP, _ZLIB or _AUTO", compression);
+    return NULL;
+  }
   if (nfiles <= 0 || !paths) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_tfrecord: %s",
                     nfiles <= 0 ? "nfiles must be positive" : "paths is NULL");
@@ -658,6 +675,7 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
     return NULL;
   }
   loom_dataset *ds = &t->base;
+  t->compression = compression;
   t->defaults = defaults;
   t->nspec = nspec;
   ds->label = label;
@@ -714,37 +732,34 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
  * The writer
  * ====================================================================== */
 struct loom_tfrecord_writer {
-  FILE *f;
-  char *path;
+  loom_tfrecord_out o;
 };
 
-loom_tfrecord_writer *loom_tfrecord_writer_new(const char *path, loom_status *st) {
+loom_tfrecord_writer *loom_tfrecord_writer_new_compressed(const char *path, int compression, loom_status *st) {
   if (!path) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "tfrecord_writer: path is NULL");
     return NULL;
   }
   loom_tfrecord_writer *w = loom__calloc(1, sizeof *w);
-  if (!w || !(w->path = loom__strdup(path))) {
-    loom__free(w);
+  if (!w) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tfrecord_writer: out of memory");
     return NULL;
   }
-  w->f = fopen(path, "wb");
-  if (!w->f) {
-    int e = errno;
-    loom_status_set(st, e == ENOENT ? LOOM_NOT_FOUND : e == EACCES ? LOOM_PERMISSION_DENIED : LOOM_INTERNAL,
-                    "cannot create TFRecord file %s: %s", path, strerror(e));
-    loom__free(w->path);
+  if (loom__tfrecord_out_open(&w->o, path, compression, st)) {
     loom__free(w);
     return NULL;
   }
   return w;
 }
 
+loom_tfrecord_writer *loom_tfrecord_writer_new(const char *path, loom_status *st) {
+  return loom_tfrecord_writer_new_compressed(path, LOOM_TFRECORD_NONE, st);
+}
+
 loom_code loom_tfrecord_writer_write(loom_tfrecord_writer *w, const void *record, size_t n, loom_status *st) {
   if (!w || (!record && n))
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tfrecord_writer_write: %s is NULL", w ? "record" : "writer");
-  return loom__tfrecord_write(w->f, record, n, w->path, st);
+  return loom__tfrecord_out_write(&w->o, record, n, st);
 }
 
 loom_code loom_tfrecord_writer_write_example(loom_tfrecord_writer *w, int n, const char *const *names,
@@ -754,17 +769,90 @@ loom_code loom_tfrecord_writer_write_example(loom_tfrecord_writer *w, int n, con
   size_t len;
   loom_code rc = loom__example_serialize(n, names, values, &buf, &len, st);
   if (rc) return rc;
-  rc = loom__tfrecord_write(w->f, buf, len, w->path, st);
+  rc = loom__tfrecord_out_write(&w->o, buf, len, st);
   loom__free(buf);
   return rc;
 }
 
 loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_status *st) {
   if (!w) return LOOM_OK;
-  loom_code rc = LOOM_OK;
-  if (fclose(w->f))
-    rc = loom_status_set(st, LOOM_INTERNAL, "closing TFRecord file %s: %s", w->path, strerror(errno));
-  loom__free(w->path);
+  loom_code rc = loom__tfrecord_out_close(&w->o, st);
   loom__free(w);
+  return rc;
+}
+
+/* ======================================================================
+ * A whole dataset to a file
+ * ====================================================================== */
+loom_code loom_dataset_write_tfrecord(loom_dataset *ds, const char *path, int compression, int64_t *nrecords,
+                                      loom_status *st) {
+  if (nrecords) *nrecords = 0;
+  if (!ds || !path)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_write_tfrecord: %s is NULL", ds ? "path" : "dataset");
+  int nc = loom_dataset_num_components(ds);
+  if (nc <= 0) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_write_tfrecord: the dataset has no components");
+  /* the features: every component but the row_splits of a ragged pair */
+  int *is_splits = loom__calloc((size_t)nc, sizeof *is_splits);
+  int *feat = loom__calloc((size_t)nc, sizeof *feat);
+  const char **names = loom__calloc((size_t)nc, sizeof *names);
+  loom_tensor **vals = loom__calloc((size_t)nc, sizeof *vals);
+  const loom_tensor **fv = loom__calloc((size_t)nc, sizeof *fv);
+  loom_code rc = LOOM_OK;
+  if (!is_splits || !feat || !names || !vals || !fv) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset_write_tfrecord: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < nc; i++) {
+    int sp = loom_dataset_component_row_splits(ds, i);
+    if (sp >= 0 && sp < nc) is_splits[sp] = 1;
+  }
+  int nf = 0;
+  for (int i = 0; i < nc; i++)
+    if (!is_splits[i]) {
+      feat[nf] = i;
+      names[nf++] = loom_dataset_component_name(ds, i);
+    }
+  loom_tfrecord_writer *w = loom_tfrecord_writer_new_compressed(path, compression, st);
+  if (!w) {
+    rc = loom_status_code(st);
+    if (!rc) rc = LOOM_INTERNAL;
+    goto out;
+  }
+  rc = loom_dataset_reset(ds, st);
+  int64_t count = 0;
+  while (!rc) {
+    rc = loom_dataset_next(ds, vals, st);
+    if (rc == LOOM_OUT_OF_RANGE) {
+      rc = LOOM_OK;
+      break;
+    }
+    if (rc) break;
+    for (int k = 0; k < nf && !rc; k++) {
+      int i = feat[k], sp = loom_dataset_component_row_splits(ds, i);
+      fv[k] = vals[i];
+      if (sp >= 0 && loom_tensor_numel(vals[sp]) != 2)
+        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "dataset_write_tfrecord: element %lld: ragged component '%s' holds %lld rows (row_splits "
+                             "has %lld entries); write the dataset before batching",
+                             (long long)count, names[k], (long long)loom_tensor_numel(vals[sp]) - 1,
+                             (long long)loom_tensor_numel(vals[sp]));
+    }
+    if (!rc) rc = loom_tfrecord_writer_write_example(w, nf, names, fv, st);
+    if (!rc) count++;
+  }
+  if (rc) {
+    loom_tfrecord_writer_close(w, NULL);
+  } else {
+    rc = loom_tfrecord_writer_close(w, st);
+  }
+  if (nrecords) *nrecords = count;
+out:
+  if (vals)
+    for (int i = 0; i < nc; i++) loom_tensor_free(vals[i]);
+  loom__free(is_splits);
+  loom__free(feat);
+  loom__free(names);
+  loom__free(vals);
+  loom__free(fv);
   return rc;
 }

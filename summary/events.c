@@ -27,6 +27,7 @@
 #include "loom/loom_summary.h"
 #include "loom/loom_train.h"
 #include "proto/event.pb-c.h"
+#include "engine/engine_impl.h" /* control inputs of a node (graph_def) */
 
 #define FLUSH_SECS 2.0
 #define FLUSH_EVENTS 32
@@ -431,6 +432,165 @@ loom_code loom_event_writer_add_graph_summaries(loom_event_writer *w, loom_graph
   return rc;
 }
 
+/* ================================================================ graph */
+static Tensorflow__DataType tf_dtype(loom_dtype d) {
+  switch (d) {
+    case LOOM_F32: return TENSORFLOW__DATA_TYPE__DT_FLOAT;
+    case LOOM_F64: return TENSORFLOW__DATA_TYPE__DT_DOUBLE;
+    case LOOM_I32: return TENSORFLOW__DATA_TYPE__DT_INT32;
+    case LOOM_I64: return TENSORFLOW__DATA_TYPE__DT_INT64;
+    case LOOM_U8: return TENSORFLOW__DATA_TYPE__DT_UINT8;
+    case LOOM_BOOL: return TENSORFLOW__DATA_TYPE__DT_BOOL;
+    case LOOM_STRING: return TENSORFLOW__DATA_TYPE__DT_STRING;
+    default: return TENSORFLOW__DATA_TYPE__DT_INVALID;
+  }
+}
+
+/* Everything one node's NodeDef points to, freed together. */
+typedef struct gnode {
+  Tensorflow__NodeDef nd;
+  char **inputs;
+  Tensorflow__NodeDef__AttrEntry ent[2], *pent[2];
+  Tensorflow__AttrValue av[2];
+  Tensorflow__AttrValue__ListValue lv;
+  Tensorflow__TensorShapeProto *shp, **pshp;
+  Tensorflow__TensorShapeProto__Dim *dims, **pdims;
+  Tensorflow__DataType *types;
+} gnode;
+
+static void gnode_free(gnode *x) {
+  if (x->inputs)
+    for (size_t i = 0; i < x->nd.n_input; i++) loom__free(x->inputs[i]);
+  loom__free(x->inputs);
+  loom__free(x->shp);
+  loom__free(x->pshp);
+  loom__free(x->dims);
+  loom__free(x->pdims);
+  loom__free(x->types);
+}
+
+static int gnode_fill(gnode *x, const loom_node *n) {
+  tensorflow__node_def__init(&x->nd);
+  x->nd.name = (char *)loom_node_name(n);
+  x->nd.op = (char *)loom_node_op_name(n);
+  int nin = loom_node_num_inputs(n), nctrl = n->nctrl, nout = loom_node_num_outputs(n);
+  x->inputs = loom__calloc((size_t)(nin + nctrl) + 1, sizeof *x->inputs);
+  if (!x->inputs) return 0;
+  for (int i = 0; i < nin; i++) {
+    loom_output o = loom_node_input(n, i);
+    const char *pn = loom_node_name(o.node);
+    size_t cap = strlen(pn) + 16;
+    char *s = loom__malloc(cap);
+    if (!s) return 0;
+    if (o.index == 0)
+      snprintf(s, cap, "%s", pn);
+    else
+      snprintf(s, cap, "%s:%d", pn, o.index);
+    x->inputs[x->nd.n_input++] = s;
+  }
+  for (int i = 0; i < nctrl; i++) {
+    const char *pn = loom_node_name(n->ctrl[i]);
+    size_t cap = strlen(pn) + 2;
+    char *s = loom__malloc(cap);
+    if (!s) return 0;
+    snprintf(s, cap, "^%s", pn);
+    x->inputs[x->nd.n_input++] = s;
+  }
+  x->nd.input = x->inputs;
+  if (nout <= 0) return 1;
+  /* attrs: "_output_shapes" (TensorBoard shows them on edges) and, from
+   * output 0, "T" (the element type) */
+  size_t nd_total = 0;
+  for (int i = 0; i < nout; i++) {
+    int r = loom_output_ndim(loom_node_output((loom_node *)n, i));
+    nd_total += r > 0 ? (size_t)r : 0;
+  }
+  x->shp = loom__calloc((size_t)nout, sizeof *x->shp);
+  x->pshp = loom__calloc((size_t)nout, sizeof *x->pshp);
+  x->dims = loom__calloc(nd_total + 1, sizeof *x->dims);
+  x->pdims = loom__calloc(nd_total + 1, sizeof *x->pdims);
+  x->types = loom__calloc((size_t)nout, sizeof *x->types);
+  if (!x->shp || !x->pshp || !x->dims || !x->pdims || !x->types) return 0;
+  size_t k = 0;
+  for (int i = 0; i < nout; i++) {
+    loom_output o = loom_node_output((loom_node *)n, i);
+    int64_t d[LOOM_MAX_DIMS];
+    int r = loom_output_dims(o, d);
+    tensorflow__tensor_shape_proto__init(&x->shp[i]);
+    x->pshp[i] = &x->shp[i];
+    if (r < 0) x->shp[i].unknown_rank = 1;
+    x->shp[i].dim = x->pdims + k;
+    for (int j = 0; j < r; j++, k++) {
+      tensorflow__tensor_shape_proto__dim__init(&x->dims[k]);
+      x->dims[k].size = d[j];
+      x->pdims[k] = &x->dims[k];
+    }
+    x->shp[i].n_dim = r > 0 ? (size_t)r : 0;
+    x->types[i] = tf_dtype(loom_output_dtype(o));
+  }
+  tensorflow__attr_value__list_value__init(&x->lv);
+  x->lv.n_shape = (size_t)nout;
+  x->lv.shape = x->pshp;
+  for (int a = 0; a < 2; a++) {
+    tensorflow__node_def__attr_entry__init(&x->ent[a]);
+    tensorflow__attr_value__init(&x->av[a]);
+    x->ent[a].value = &x->av[a];
+    x->pent[a] = &x->ent[a];
+  }
+  x->ent[0].key = "_output_shapes";
+  x->av[0].value_case = TENSORFLOW__ATTR_VALUE__VALUE_LIST;
+  x->av[0].list = &x->lv;
+  x->ent[1].key = "T";
+  x->av[1].value_case = TENSORFLOW__ATTR_VALUE__VALUE_TYPE;
+  x->av[1].type = x->types[0];
+  x->nd.n_attr = 2;
+  x->nd.attr = x->pent;
+  return 1;
+}
+
+loom_code loom_event_writer_add_graph(loom_event_writer *w, loom_graph *g, loom_status *st) {
+  if (!w || !g) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_graph: writer or graph is NULL");
+  int nn = loom_graph_num_nodes(g);
+  gnode *x = loom__calloc(nn > 0 ? (size_t)nn : 1, sizeof *x);
+  Tensorflow__NodeDef **pn = loom__calloc(nn > 0 ? (size_t)nn : 1, sizeof *pn);
+  loom_code rc = LOOM_OK;
+  if (!x || !pn) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "add_graph: out of memory");
+  for (int i = 0; !rc && i < nn; i++) {
+    if (!gnode_fill(&x[i], loom_graph_node_at(g, i)))
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "add_graph: out of memory");
+    pn[i] = &x[i].nd;
+  }
+  if (!rc) {
+    Tensorflow__VersionDef ver;
+    tensorflow__version_def__init(&ver);
+    ver.producer = 1645; /* TF 2.15's GraphDef version */
+    Tensorflow__GraphDef gd;
+    tensorflow__graph_def__init(&gd);
+    gd.n_node = (size_t)nn;
+    gd.node = pn;
+    gd.versions = &ver;
+    size_t len = tensorflow__graph_def__get_packed_size(&gd);
+    uint8_t *buf = loom__malloc(len ? len : 1);
+    if (!buf) {
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "add_graph: out of memory");
+    } else {
+      tensorflow__graph_def__pack(&gd, buf);
+      Tensorflow__Event ev;
+      tensorflow__event__init(&ev);
+      ev.step = 0;
+      ev.what_case = TENSORFLOW__EVENT__WHAT_GRAPH_DEF;
+      ev.graph_def.data = buf;
+      ev.graph_def.len = len;
+      rc = write_event(w, &ev, st);
+      loom__free(buf);
+    }
+  }
+  for (int i = 0; x && i < nn; i++) gnode_free(&x[i]);
+  loom__free(x);
+  loom__free(pn);
+  return rc;
+}
+
 /* ================================================================ reader */
 struct loom_event_reader {
   loom_tfrecord_reader tf;
@@ -523,6 +683,10 @@ loom_code loom_event_reader_next(loom_event_reader *r, const loom_event **ev, lo
   e->wall_time = m->wall_time;
   e->step = m->step;
   if (m->what_case == TENSORFLOW__EVENT__WHAT_FILE_VERSION) e->file_version = m->file_version;
+  if (m->what_case == TENSORFLOW__EVENT__WHAT_GRAPH_DEF) {
+    e->graph_def = m->graph_def.data ? m->graph_def.data : (const uint8_t *)"";
+    e->graph_def_size = m->graph_def.len;
+  }
   if (m->what_case == TENSORFLOW__EVENT__WHAT_SESSION_LOG && m->session_log) {
     e->session_log_status = (int32_t)m->session_log->status;
     if (m->session_log->checkpoint_path && *m->session_log->checkpoint_path)

@@ -28,8 +28,15 @@ Test(summary_saver, writes_the_graph_summaries_at_the_right_steps) {
   const loom_event *ev;
   int n = 0, nsum = 0;
   int64_t want[3] = {1, 4, 7};
+  int ngraph = 0;
   while (loom_event_reader_next(r, &ev, st) == LOOM_OK) {
     if (ev->file_version) continue;
+    if (ev->graph_def) { /* the graph, once, before everything else */
+      cr_assert_eq(n, 0, "the graph event comes first");
+      cr_assert_gt(ev->graph_def_size, 0);
+      ngraph++;
+      continue;
+    }
     if (n++ == 0) {
       cr_assert_eq(ev->session_log_status, LOOM_SESSION_LOG_START);
       cr_assert_eq(ev->step, 1);
@@ -50,6 +57,7 @@ Test(summary_saver, writes_the_graph_summaries_at_the_right_steps) {
     nsum++;
   }
   cr_assert_eq(nsum, 3);
+  cr_assert_eq(ngraph, 1, "one graph event per session");
   loom_event_reader_free(r);
   loom_hook_free(h);
   cr_assert_null(loom_summary_saver_hook(0, 0, NULL, st));

@@ -53,6 +53,9 @@ static loom_code summary_after(void *self, loom_hook_context *ctx, loom_tensor *
   summary_hook *h = self;
   int64_t step = loom__hook_tensor_step(res[0]);
   loom_code rc;
+  /* the graph once per session (TF's Estimator writes it when the session
+   * is created), then the session-start log */
+  if (h->first && (rc = loom_event_writer_add_graph(h->w, h->g, st))) return rc;
   if (h->first && (rc = loom_event_writer_add_session_log(h->w, LOOM_SESSION_LOG_START, NULL, step, st))) return rc;
   if (h->request) {
     loom_step_timer_update(&h->timer, step, NULL, NULL);

@@ -216,6 +216,34 @@ typedef struct loom_feature_spec {
 LOOM_API loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int nspec,
                                              const loom_feature_spec *spec, const char *label_name,
                                              loom_status *st);
+/* Compressed TFRecord files (TF's compression_type): the whole file is
+ * the record stream through deflate in a gzip wrapper ("GZIP") or a zlib
+ * wrapper ("ZLIB"), as tf.io.TFRecordWriter writes them; concatenated
+ * gzip members are read in sequence. Reading is explicit, as in TF: with
+ * NONE (the default, and what loom_dataset_tfrecord uses) a file that
+ * starts with the gzip magic 1f 8b or a zlib header (and is not a valid
+ * TFRecord) is DATA_LOSS saying that it looks GZIP- / ZLIB-compressed and
+ * naming the option to pass. AUTO picks per file: a valid record header
+ * -> NONE, the gzip magic -> GZIP, a zlib header -> ZLIB. A truncated or
+ * corrupt compressed stream is DATA_LOSS naming the file, the record
+ * index and its uncompressed byte offset; memory grows with the bytes
+ * actually decompressed, never to a length a corrupt header claims. */
+typedef enum loom_tfrecord_compression {
+  LOOM_TFRECORD_NONE = 0,
+  LOOM_TFRECORD_GZIP = 1,
+  LOOM_TFRECORD_ZLIB = 2,
+  LOOM_TFRECORD_AUTO = 3 /* reading only */
+} loom_tfrecord_compression;
+typedef struct loom_tfrecord_options {
+  int32_t compression; /* a loom_tfrecord_compression */
+} loom_tfrecord_options;
+LOOM_API loom_tfrecord_options loom_tfrecord_options_default(void); /* NONE */
+/* loom_dataset_tfrecord with options (opt NULL = defaults); an unknown
+ * compression is INVALID_ARGUMENT. New dataset (NULL on failure); caller
+ * frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_tfrecord_ex(int nfiles, const char *const *paths, int nspec,
+                                                const loom_feature_spec *spec, const char *label_name,
+                                                const loom_tfrecord_options *opt, loom_status *st);
 /* Writes one serialized tf.Example per call (for tests and tools). */
 typedef struct loom_tfrecord_writer loom_tfrecord_writer;
 /* A new writer (NULL on failure); caller frees it with
@@ -228,6 +256,28 @@ LOOM_API loom_code loom_tfrecord_writer_write(loom_tfrecord_writer *w, const voi
 LOOM_API loom_code loom_tfrecord_writer_write_example(loom_tfrecord_writer *w, int n, const char *const *names,
                                                       const loom_tensor *const *values, loom_status *st);
 LOOM_API loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_status *st); /* frees */
+/* A writer of a compressed file (compression NONE, GZIP or ZLIB; AUTO is
+ * INVALID_ARGUMENT); close finishes the stream. */
+LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new_compressed(const char *path, int compression,
+                                                                   loom_status *st);
+
+/* Writes every element of ds (from a reset, to its end) as one tf.Example
+ * per record to path (compression NONE, GZIP or ZLIB), so that
+ * tf.data.TFRecordDataset(path, compression_type=...) +
+ * tf.io.parse_single_example read it back: a dense component becomes a
+ * feature of its name with its values flattened (float32/float64 ->
+ * float_list, int32/int64/uint8/bool -> int64_list, string -> bytes_list:
+ * read it with FixedLenFeature(shape, dtype)); a ragged pair ("x" +
+ * "x/row_splits") becomes the feature "x" holding the row's values (read
+ * it with VarLenFeature, or loom's ragged = 1), the row_splits component
+ * is not written. Write before batching: an element whose ragged pair
+ * holds more than one row is INVALID_ARGUMENT naming the component (a
+ * batched dense component would be written as one flat record). ds is
+ * not taken over (the caller still frees it) and is left at its end.
+ * *nrecords (may be NULL) gets the count written. Errors from ds pass
+ * through; the file then holds the records written so far. */
+LOOM_API loom_code loom_dataset_write_tfrecord(loom_dataset *ds, const char *path, int compression,
+                                               int64_t *nrecords, loom_status *st);
 
 /* ---- transformations (own their input) ---- */
 /* fn maps an element in place: values[i] may be replaced (free the old

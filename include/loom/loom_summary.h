@@ -92,6 +92,16 @@ LOOM_API int loom_graph_summaries(loom_graph *g, const char *const **tags, const
 LOOM_API loom_code loom_event_writer_add_graph_summaries(loom_event_writer *w, loom_graph *g,
                                                          loom_tensor *const *values, int64_t step, loom_status *st);
 
+/* One Event carrying g as a serialized tensorflow.GraphDef (what
+ * tf.summary.FileWriter.add_graph writes and TensorBoard's graph view
+ * shows): a NodeDef per node in creation order with the node's full name,
+ * loom's op name (its TF-style name, e.g. "MatMul"), its inputs ("node",
+ * "node:1", "^node" for control inputs) and the attrs "_output_shapes"
+ * (unknown dims -1) and "T" (output 0's dtype); versions.producer 1645 (TF
+ * 2.15). The SummarySaverHook (so every Estimator training) writes it once
+ * per session, before the session-start log. */
+LOOM_API loom_code loom_event_writer_add_graph(loom_event_writer *w, loom_graph *g, loom_status *st);
+
 /* ---- reading (tests, tools) ---- */
 typedef struct loom_event_value {
   const char *tag;
@@ -112,6 +122,8 @@ typedef struct loom_event {
   const loom_event_value *values;
   int32_t session_log_status; /* 0 when the event has no SessionLog */
   const char *checkpoint_path; /* NULL when absent or empty */
+  const void *graph_def;       /* the serialized GraphDef of a graph event, else NULL (added later) */
+  size_t graph_def_size;
 } loom_event;
 typedef struct loom_event_reader loom_event_reader;
 /* A new reader (NULL on failure); caller frees with loom_event_reader_free. */
