@@ -38,7 +38,7 @@ def _fail(holder, st, e):
     holder._exc = e
     code = e.code if isinstance(e, LoomError) else 3
     msg = "%s: %s" % (type(e).__name__, e)
-    lib.loom_status_set(st, code, b"%s", msg.encode(errors="replace"))
+    lib.loom_status_set_message(st, code, msg.encode(errors="replace"))
     return code
 
 
