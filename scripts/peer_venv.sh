@@ -3,7 +3,7 @@
 #   scripts/peer_venv.sh tf      -> tensorflow-cpu 2.15 + tensorflow-estimator 2.15 (Python 3.11)
 #   scripts/peer_venv.sh torch   -> CPU torch
 #   scripts/peer_venv.sh onnx    -> onnxruntime + onnx + numpy (the ONNX export check)
-#   scripts/peer_venv.sh py      -> numpy + pytest + setuptools (the Python package's tests, python/)
+#   scripts/peer_venv.sh py      -> numpy + pytest + setuptools + wheel (the Python package's tests, python/)
 # Venvs live in ${LOOM_VENV_DIR:-$HOME/.cache/loom/venv}/<name>; a finished one is
 # marked with .ok and reused. Install output goes to <venv>.log (stderr gets a line).
 set -euo pipefail
@@ -15,7 +15,7 @@ case $name in
   tf) pkgs="tensorflow-cpu==2.15.* tensorflow-estimator==2.15.* numpy<2"; py=python3.11 ;;
   torch) pkgs="torch --index-url https://download.pytorch.org/whl/cpu"; py=python3 ;;
   onnx) pkgs="onnxruntime onnx numpy"; py=python3 ;;
-  py) pkgs="numpy pytest setuptools"; py=python3 ;;
+  py) pkgs="numpy pytest setuptools wheel"; py=python3 ;;
   *) echo "peer_venv.sh: unknown peer '$name' (tf, torch, onnx or py)" >&2; exit 2 ;;
 esac
 command -v "$py" >/dev/null || py=python3

@@ -108,7 +108,7 @@ def _to_tensor(a, dtype=None):
     a = np.asarray(a) if _LOOM2NP.get(dtype) is None else np.asarray(a, dtype=_LOOM2NP[dtype])
     if a.dtype not in _NP2LOOM:
         a = a.astype(np.float32) if a.dtype.kind == "f" else a.astype(np.int64)
-    a = np.ascontiguousarray(a)
+    a = a if a.flags.c_contiguous else np.array(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     n, dims = _dims(a.shape)
     with _wrapped_lock:
         key = id(a)
@@ -271,7 +271,7 @@ class Graph:
         return self._out(lib.loom_placeholder(self.p, _dtype(dtype), n, dims, _b(name)))
 
     def constant(self, value, dtype=None, name=None):
-        a = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+        a = np.array(value, dtype=dtype, order="C")
         if a.dtype == np.float64 and dtype is None and not isinstance(value, np.ndarray):
             a = a.astype(np.float32)  # Python floats: float32, as TF
         if a.dtype == np.int64 and dtype is None and not isinstance(value, np.ndarray):

@@ -52,8 +52,8 @@ def test_dnn_classifier_on_iris_and_predictor_equals_predict(tmp_path):
     # the resident predictor over the export gives the same numbers
     path = est.export(tmp_path / "export", {"x": (np.float32, (None, 4))})
     p = loom.Predictor(path)
-    assert "serving_default" in p.signatures
-    assert p.input_spec()["x"] == (np.float32, (None, 4))
+    assert p.signatures == ["predict"]  # classify signatures need a string (tf.Example) receiver
+    assert p.input_spec("predict")["x"] == (np.float32, (None, 4))
     keys = p.output_keys("predict")
     assert "probabilities" in keys
     out = p.predict({"x": Xte.astype(np.float64)}, signature="predict")  # converted to float32
