@@ -111,7 +111,7 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
-.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check cpu-check test-gpu test-cuemu bench-gpu
+.PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -235,10 +235,16 @@ header-check:
 test: deps
 	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
+	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-py; fi
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
 	 else echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"; fi
 	@if [ "$(CUDA)" != emu ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
+
+# The Python package (python/) on build/libloom.so: pip install ./python into a
+# numpy+pytest venv, then pytest (skipped with a message without python3/PyPI).
+test-py: lib
+	@bash scripts/test_python.sh
 
 # Compiles the CUDA variant of the library into build/cuda (no GPU needed).
 cuda-check:

@@ -110,19 +110,11 @@ void loom_status_clear(loom_status *st) {
   st->code = LOOM_OK;
   if (st->msg) st->msg[0] = 0;
 }
-loom_code loom_status_set(loom_status *st, loom_code code, const char *fmt, ...) {
-  if (!st) return code;
-  char buf[1024];
-  buf[0] = 0;
-  if (fmt) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-  }
+/* Copies text (len bytes, then a NUL) as st's message. */
+static loom_code status_set_text(loom_status *st, loom_code code, const char *text, size_t n) {
   /* Reuse the message buffer: a status set on every pass over a dataset
    * (end of sequence) or in a loop allocates once. */
-  size_t len = strlen(buf) + 1;
+  size_t len = n + 1;
   if (len > st->cap) {
     size_t cap = len < 64 ? 64 : len;
     char *m = loom__realloc(st->msg, cap);
@@ -134,7 +126,24 @@ loom_code loom_status_set(loom_status *st, loom_code code, const char *fmt, ...)
     st->msg = m;
     st->cap = cap;
   }
-  memcpy(st->msg, buf, len);
+  memcpy(st->msg, text, n);
+  st->msg[n] = 0;
   st->code = code;
   return code;
+}
+loom_code loom_status_set(loom_status *st, loom_code code, const char *fmt, ...) {
+  if (!st) return code;
+  char buf[1024];
+  buf[0] = 0;
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+  }
+  return status_set_text(st, code, buf, strlen(buf));
+}
+loom_code loom_status_set_message(loom_status *st, loom_code code, const char *message) {
+  if (!st) return code;
+  return status_set_text(st, code, message ? message : "", message ? strlen(message) : 0);
 }

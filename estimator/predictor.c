@@ -379,6 +379,33 @@ const char *loom_predictor_output_key(const loom_predictor *p, const char *signa
   return sg && i >= 0 && i < sg->nout ? sg->out_keys[i] : NULL;
 }
 
+int loom_predictor_num_signatures(const loom_predictor *p) { return p ? p->nsig : -1; }
+const char *loom_predictor_signature_name(const loom_predictor *p, int i) {
+  return p && i >= 0 && i < p->nsig ? p->sigs[i].name : NULL;
+}
+loom_dtype loom_predictor_input_dtype(const loom_predictor *p, const char *signature, int i) {
+  const psig *sg = find_sig(p, signature);
+  return sg && i >= 0 && i < sg->nin ? sg->in_desc[i].dtype : LOOM_DTYPE_INVALID;
+}
+int loom_predictor_input_shape(const loom_predictor *p, const char *signature, int i, int64_t *dims) {
+  const psig *sg = find_sig(p, signature);
+  if (!sg || i < 0 || i >= sg->nin) return -1;
+  const psig_desc *d = &sg->in_desc[i];
+  if (dims)
+    for (int k = 0; k < d->ndim && k < LOOM_MAX_DIMS; k++) dims[k] = d->dims[k];
+  return d->ndim;
+}
+loom_dtype loom_predictor_output_dtype(const loom_predictor *p, const char *signature, int i) {
+  const psig *sg = find_sig(p, signature);
+  return sg && i >= 0 && i < sg->nout ? loom_output_dtype(sg->out[i]) : LOOM_DTYPE_INVALID;
+}
+int loom_predictor_output_shape(const loom_predictor *p, const char *signature, int i, int64_t *dims) {
+  const psig *sg = find_sig(p, signature);
+  if (!sg || i < 0 || i >= sg->nout) return -1;
+  if (!dims) return loom_output_ndim(sg->out[i]);
+  return loom_output_dims(sg->out[i], dims);
+}
+
 static loom_code check_input(const psig *sg, int i, const loom_tensor *t, loom_status *st) {
   if (!t)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "predictor: signature %s input %s: the tensor is NULL", sg->name,

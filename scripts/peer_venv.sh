@@ -4,10 +4,11 @@
 #   scripts/peer_venv.sh torch   -> CPU torch
 #   scripts/peer_venv.sh onnx    -> onnxruntime + onnx + numpy (the ONNX export check)
 #   scripts/peer_venv.sh tb      -> tensorboard + numpy (TensorBoard reading loom's event files)
+#   scripts/peer_venv.sh py      -> numpy + pytest + setuptools + wheel (the Python package's tests, python/)
 # Venvs live in ${LOOM_VENV_DIR:-$HOME/.cache/loom/venv}/<name>; a finished one is
 # marked with .ok and reused. Install output goes to <venv>.log (stderr gets a line).
 set -euo pipefail
-name=${1:?usage: peer_venv.sh tf|torch|onnx|tb}
+name=${1:?usage: peer_venv.sh tf|torch|onnx|tb|py}
 root=${LOOM_VENV_DIR:-$HOME/.cache/loom/venv}
 dir=$root/$name
 if [ -f "$dir/.ok" ]; then echo "$dir/bin/python"; exit 0; fi
@@ -16,7 +17,8 @@ case $name in
   torch) pkgs="torch --index-url https://download.pytorch.org/whl/cpu"; py=python3 ;;
   onnx) pkgs="onnxruntime onnx numpy"; py=python3 ;;
   tb) pkgs="tensorboard numpy"; py=python3 ;;
-  *) echo "peer_venv.sh: unknown peer '$name' (tf, torch, onnx or tb)" >&2; exit 2 ;;
+  py) pkgs="numpy pytest setuptools wheel"; py=python3 ;;
+  *) echo "peer_venv.sh: unknown peer '$name' (tf, torch, onnx, tb or py)" >&2; exit 2 ;;
 esac
 command -v "$py" >/dev/null || py=python3
 mkdir -p "$root"

@@ -90,6 +90,11 @@ LOOM_API loom_code loom_status_set(loom_status *st, loom_code code, const char *
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* Sets code and message, taken as is (no format: '%' stays '%', any
+ * length): for language bindings, whose FFIs call variadic functions
+ * poorly, and callbacks that forward an exception's text. st may be NULL;
+ * message NULL = "". Returns code. */
+LOOM_API loom_code loom_status_set_message(loom_status *st, loom_code code, const char *message);
 LOOM_API void loom_status_clear(loom_status *st);
 
 /* Logging. The default sink writes WARN and above to stderr. */

@@ -79,6 +79,20 @@ LOOM_API int loom_predictor_num_inputs(const loom_predictor *p, const char *sign
 LOOM_API const char *loom_predictor_input_key(const loom_predictor *p, const char *signature, int i);
 LOOM_API int loom_predictor_num_outputs(const loom_predictor *p, const char *signature);
 LOOM_API const char *loom_predictor_output_key(const loom_predictor *p, const char *signature, int i);
+/* Signature names, in the export's order (for bindings that list them):
+ * the count (-1 for p NULL) and name i (NULL out of range; owned by p,
+ * valid until loom_predictor_free). */
+LOOM_API int loom_predictor_num_signatures(const loom_predictor *p);
+LOOM_API const char *loom_predictor_signature_name(const loom_predictor *p, int i);
+/* Static type of input / output i of a signature (what a binding needs to
+ * convert its arrays before loom_predictor_run): the dtype
+ * (LOOM_DTYPE_INVALID for an unknown signature or index), and the rank with
+ * up to LOOM_MAX_DIMS dims written to dims (-1 = unknown, e.g. the batch);
+ * -1 for an unknown signature or index. */
+LOOM_API loom_dtype loom_predictor_input_dtype(const loom_predictor *p, const char *signature, int i);
+LOOM_API int loom_predictor_input_shape(const loom_predictor *p, const char *signature, int i, int64_t *dims);
+LOOM_API loom_dtype loom_predictor_output_dtype(const loom_predictor *p, const char *signature, int i);
+LOOM_API int loom_predictor_output_shape(const loom_predictor *p, const char *signature, int i, int64_t *dims);
 /* Runs a signature: inputs in input-key order (all required), outputs in
  * output-key order (in/out, reused like loom_session_run's fetches).
  * Thread-safe: concurrent callers are serialized per predictor (use one

@@ -1,0 +1,352 @@
+"""Estimators: a model_fn written in Python (a ctypes callback behind C's
+loom_model_fn) and the canned models of loom_canned.h with numeric feature
+columns (loom_feature_columns.h)."""
+import ctypes as C
+import os
+import traceback
+
+import numpy as np
+
+from . import _lib as L
+from ._lib import lib
+from . import (Graph, Output, Node, Dataset, LoomError, _Status, _b, _dims, _dtype, _from_tensor)
+
+
+class ModeKeys:
+    TRAIN = "train"
+    EVAL = "eval"
+    PREDICT = "infer"
+
+
+_MODES = {0: ModeKeys.TRAIN, 1: ModeKeys.EVAL, 2: ModeKeys.PREDICT}
+_MODE_IDS = {v: k for k, v in _MODES.items()}
+
+
+class EstimatorSpec:
+    """What a Python model_fn returns (tf.estimator.EstimatorSpec)."""
+
+    def __init__(self, mode, predictions=None, loss=None, train_op=None):
+        self.mode = mode
+        self.predictions = predictions
+        self.loss = loss
+        self.train_op = train_op
+
+
+def _fail(holder, st, e):
+    """Records a Python exception raised in a callback and returns the code
+    C sees (the exception is re-raised when the C call returns)."""
+    holder._exc = e
+    code = e.code if isinstance(e, LoomError) else 3
+    msg = "%s: %s" % (type(e).__name__, e)
+    lib.loom_status_set_message(st, code, msg.encode(errors="replace"))
+    return code
+
+
+class FeatureColumns:
+    """A loom_fc_set: columns live as long as this object (the canned
+    estimators that use them keep a reference)."""
+
+    def __init__(self):
+        self.p = lib.loom_fc_set_new()
+
+    def __del__(self):
+        if getattr(self, "p", None):
+            lib.loom_fc_set_free(self.p)
+            self.p = None
+
+    def numeric(self, key, shape=(1,), default_value=None, dtype=np.float32):
+        """tf.feature_column.numeric_column."""
+        n, dims = _dims(shape)
+        dv = None
+        if default_value is not None:
+            d = np.ascontiguousarray(np.broadcast_to(np.asarray(default_value, np.float32), tuple(shape)))
+            dv = d.ctypes.data_as(C.POINTER(C.c_float))
+        st = _Status()
+        c = lib.loom_fc_numeric(self.p, _b(key), n, dims, dv, _dtype(dtype), None, None, st.p)
+        if not c:
+            st.raise_if()
+        return _Column(self, c)
+
+
+class _Column:
+    def __init__(self, owner, p):
+        self.owner = owner
+        self.p = p
+
+    @property
+    def name(self):
+        return lib.loom_fc_name(self.p).decode()
+
+
+def _run_config(model_dir=None, random_seed=None, save_checkpoints_steps=None, save_summary_steps=None,
+                log_step_count_steps=None, num_threads=0, keep_checkpoint_max=None):
+    c = lib.loom_run_config_default()
+    c.model_dir = _b(model_dir)
+    if random_seed is not None:
+        c.has_random_seed = 1
+        c.tf_random_seed = random_seed
+    if save_checkpoints_steps is not None:
+        c.save_checkpoints_steps = save_checkpoints_steps
+    if save_summary_steps is not None:
+        c.save_summary_steps = save_summary_steps
+    if log_step_count_steps is not None:
+        c.log_step_count_steps = log_step_count_steps
+    if keep_checkpoint_max is not None:
+        c.keep_checkpoint_max = keep_checkpoint_max
+    c.num_threads = num_threads
+    c.progress_bar = 0
+    return c
+
+
+class Estimator:
+    """tf.estimator.Estimator over loom_estimator. model_fn(graph, features,
+    labels, mode, params) -> EstimatorSpec, with features a dict of Outputs
+    of graph and labels an Output (None in PREDICT). Input functions take the
+    mode ("train", "eval", "infer") and return a loom.Dataset whose label
+    component becomes the labels."""
+
+    def __init__(self, model_fn=None, model_dir=None, params=None, **config):
+        self._exc = None
+        self._keep = []
+        self.params = dict(params or {})
+        self._config = _run_config(**config)
+        if model_fn is None:  # a canned subclass makes self.p
+            return
+        self._model_fn = model_fn
+        self._cfn = L.MODEL_FN(self._call_model_fn)
+        st = _Status()
+        self.p = lib.loom_estimator_new(self._cfn, None, _b(model_dir), C.byref(self._config), None, None, st.p)
+        if not self.p:
+            st.raise_if()
+
+    def __del__(self):
+        if getattr(self, "p", None):
+            lib.loom_estimator_free(self.p)
+            self.p = None
+
+    @property
+    def model_dir(self):
+        return lib.loom_estimator_model_dir(self.p).decode()
+
+    # ---- callbacks
+    def _call_model_fn(self, g, features, labels, mode, params, config, spec, user, st):
+        try:
+            graph = Graph(_borrow=g)
+            feats = {}
+            for i in range(lib.loom_features_count(features)):
+                feats[lib.loom_features_name(features, i).decode()] = Output(graph, lib.loom_features_at(features, i))
+            lab = Output(graph, labels) if labels.node else None
+            res = self._model_fn(graph, feats, lab, _MODES[mode], self.params)
+            graph._check()
+            if not isinstance(res, EstimatorSpec):
+                raise TypeError("model_fn must return a loom.EstimatorSpec, not %s" % type(res).__name__)
+            if res.loss is not None:
+                lib.loom_spec_set_loss(spec, res.loss.c)
+            if res.train_op is not None:
+                lib.loom_spec_set_train_op(spec, res.train_op.p)
+            preds = res.predictions
+            if isinstance(preds, Output):
+                preds = {"predictions": preds}
+            for k, v in (preds or {}).items():
+                lib.loom_spec_add_prediction(spec, _b(k), v.c)
+            return 0
+        except BaseException as e:  # noqa: B902 - must not unwind through C
+            traceback.print_exc() if os.environ.get("LOOM_PY_TRACEBACK") else None
+            return _fail(self, st, e)
+
+    def _input(self, input_fn):
+        def cb(mode, params, user, st):
+            try:
+                ds = input_fn(_MODES[mode])
+                if isinstance(ds, dict):
+                    ds = Dataset.from_tensor_slices(ds)
+                if not isinstance(ds, Dataset) or not ds.p:
+                    raise TypeError("input_fn must return a loom.Dataset")
+                return ds._release()  # the estimator frees it
+            except BaseException as e:  # noqa: B902
+                _fail(self, st, e)
+                return None
+        return L.INPUT_FN(cb)
+
+    def _check(self, rc, st):
+        exc, self._exc = self._exc, None
+        if rc and exc is not None:
+            raise exc
+        st.raise_if(rc)
+
+    # ---- train / evaluate / predict / export
+    def train(self, input_fn, steps=None, max_steps=None):
+        o = lib.loom_train_options_default()
+        o.steps = steps or 0
+        o.max_steps = max_steps or 0
+        cb = self._input(input_fn)
+        st = _Status()
+        self._check(lib.loom_estimator_train(self.p, cb, None, C.byref(o), st.p), st)
+        return self
+
+    def evaluate(self, input_fn, steps=None, name=None):
+        o = lib.loom_eval_options_default()
+        o.steps = steps or 0
+        o.name = _b(name)
+        cb = self._input(input_fn)
+        st = _Status()
+        r = C.c_void_p()
+        self._check(lib.loom_estimator_evaluate(self.p, cb, None, C.byref(o), C.byref(r), st.p), st)
+        out = {lib.loom_eval_result_key(r, i).decode(): lib.loom_eval_result_value(r, i)
+               for i in range(lib.loom_eval_result_count(r))}
+        lib.loom_eval_result_free(r)
+        return out
+
+    def predict(self, input_fn, predict_keys=None):
+        """All predictions of the input as {key: array} (batches are
+        concatenated along dim 0)."""
+        o = lib.loom_predict_options_default()
+        o.yield_single_examples = 0
+        keys = [_b(k) for k in (predict_keys or [])]
+        karr = (C.c_char_p * max(1, len(keys)))(*keys)
+        if keys:
+            o.npredict_keys = len(keys)
+            o.predict_keys = karr
+        cb = self._input(input_fn)
+        st = _Status()
+        it = lib.loom_estimator_predict(self.p, cb, None, C.byref(o), st.p)
+        if not it:
+            self._check(st and lib.loom_status_code(st.p) or 2, st)
+        parts = {}
+        try:
+            while True:
+                rc = lib.loom_prediction_next(it, st.p)
+                if rc == 11:
+                    break
+                self._check(rc, st)
+                for i in range(lib.loom_prediction_count(it)):
+                    k = lib.loom_prediction_key(it, i).decode()
+                    parts.setdefault(k, []).append(_from_tensor(lib.loom_prediction_value(it, i)))
+        finally:
+            lib.loom_prediction_iter_free(it)
+        return {k: np.concatenate(v) for k, v in parts.items()}
+
+    def export(self, export_dir_base, serving_inputs):
+        """export_saved_model with placeholders {name: (dtype, shape)} that
+        are both the features and the signature's inputs. Returns the
+        export directory (loom.Predictor loads it)."""
+
+        def serving(g, features, receivers, user, st):
+            try:
+                graph = Graph(_borrow=g)
+                for k, (dt, shape) in serving_inputs.items():
+                    x = graph.placeholder(dt, shape, k)
+                    for m in (features, receivers):
+                        s2 = _Status()
+                        s2.raise_if(lib.loom_features_add(m, _b(k), x.c, s2.p))
+                return 0
+            except BaseException as e:  # noqa: B902
+                return _fail(self, st, e)
+
+        cb = L.SERVING_INPUT_FN(serving)
+        buf = C.create_string_buffer(4096)
+        st = _Status()
+        self._check(lib.loom_estimator_export(self.p, cb, None, _b(os.fspath(export_dir_base)), None, buf,
+                                              len(buf), st.p), st)
+        return buf.value.decode()
+
+    def get_variable_value(self, name):
+        t = C.c_void_p()
+        st = _Status()
+        st.raise_if(lib.loom_estimator_get_variable_value(self.p, _b(name), C.byref(t), st.p))
+        return _from_tensor(t.value, take=True)
+
+
+def _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column, optimizer, learning_rate):
+    o.model_dir = _b(model_dir)
+    o.config = C.pointer(self._config)
+    if n_classes is not None:
+        o.n_classes = n_classes
+    if label_dimension is not None:
+        o.label_dimension = label_dimension
+    o.weight_column = _b(weight_column)
+    if optimizer is not None:
+        o.optimizer.name = _b(optimizer)
+    if learning_rate is not None:
+        o.optimizer.learning_rate = learning_rate
+
+
+def _columns(self, feature_columns):
+    cols = list(feature_columns)
+    self._keep.append([c.owner for c in cols])  # the sets outlive the estimator
+    arr = (C.c_void_p * len(cols))(*[c.p for c in cols])
+    self._keep.append(arr)
+    return len(cols), arr
+
+
+def _make(self, ctor, o):
+    st = _Status()
+    self.p = ctor(C.byref(o), st.p)
+    if not self.p:
+        st.raise_if()
+
+
+class _DNN(Estimator):
+    _ctor = None
+    _classifier = True
+
+    def __init__(self, hidden_units, feature_columns, n_classes=None, label_dimension=None, model_dir=None,
+                 optimizer=None, learning_rate=None, activation="relu", dropout=0.0, batch_norm=False,
+                 weight_column=None, **config):
+        super().__init__(None, **config)
+        o = lib.loom_dnn_options_default()
+        _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column, optimizer, learning_rate)
+        hu = (L.i64 * len(hidden_units))(*hidden_units)
+        o.nhidden_units, o.hidden_units = len(hidden_units), hu
+        o.nfeature_columns, o.feature_columns = _columns(self, feature_columns)
+        o.activation = _b(activation)
+        o.dropout = dropout
+        o.batch_norm = int(batch_norm)
+        _make(self, type(self)._ctor, o)
+
+
+class DNNClassifier(_DNN):
+    _ctor = lib.loom_dnn_classifier_new
+
+
+class DNNRegressor(_DNN):
+    _ctor = lib.loom_dnn_regressor_new
+
+
+class _Linear(Estimator):
+    _ctor = None
+
+    def __init__(self, feature_columns, n_classes=None, label_dimension=None, model_dir=None, optimizer=None,
+                 learning_rate=None, weight_column=None, **config):
+        super().__init__(None, **config)
+        o = lib.loom_linear_options_default()
+        _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column, optimizer, learning_rate)
+        o.nfeature_columns, o.feature_columns = _columns(self, feature_columns)
+        _make(self, type(self)._ctor, o)
+
+
+class LinearClassifier(_Linear):
+    _ctor = lib.loom_linear_classifier_new
+
+
+class LinearRegressor(_Linear):
+    _ctor = lib.loom_linear_regressor_new
+
+
+class _Baseline(Estimator):
+    _ctor = None
+
+    def __init__(self, n_classes=None, label_dimension=None, model_dir=None, optimizer=None, learning_rate=None,
+                 weight_column=None, **config):
+        super().__init__(None, **config)
+        o = lib.loom_baseline_options_default()
+        _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column, optimizer, learning_rate)
+        _make(self, type(self)._ctor, o)
+
+
+class BaselineClassifier(_Baseline):
+    _ctor = lib.loom_baseline_classifier_new
+
+
+class BaselineRegressor(_Baseline):
+    _ctor = lib.loom_baseline_regressor_new

@@ -1,0 +1,277 @@
+"""ctypes declarations of the part of loom's public C API (include/loom/*.h)
+that the package uses. Struct layouts mirror the headers field by field;
+tests/test_layout.py checks every struct that has a struct_size field
+against the size the C library reports in it."""
+import ctypes as C
+import os
+
+_here = os.path.dirname(os.path.abspath(__file__))
+
+
+def _find_library():
+    cands = []
+    env = os.environ.get("LOOM_LIBRARY")
+    if env:
+        cands.append(env)
+    # a source checkout: python/loom/ -> build/libloom.so
+    cands.append(os.path.join(_here, "..", "..", "build", "libloom.so"))
+    for prefix in (os.environ.get("PREFIX"), "/usr/local", "/usr"):
+        if prefix:
+            cands.append(os.path.join(prefix, "lib", "libloom.so"))
+    for c in cands:
+        if os.path.exists(c):
+            return os.path.abspath(c)
+    return "libloom.so"  # the loader's search path
+
+
+LIBRARY_PATH = _find_library()
+try:
+    lib = C.CDLL(LIBRARY_PATH)
+except OSError as e:  # pragma: no cover
+    raise ImportError(
+        "loom: cannot load the C library (%s): build it with `make lib`, install it with "
+        "`make install`, or set LOOM_LIBRARY to libloom.so's path" % e) from e
+
+vp = C.c_void_p
+cs = C.c_char_p
+i32 = C.c_int32
+i64 = C.c_int64
+u32 = C.c_uint32
+dbl = C.c_double
+cint = C.c_int
+P = C.POINTER
+
+
+class Output(C.Structure):
+    _fields_ = [("node", vp), ("index", i32)]
+
+
+class SessionOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("num_threads", i32), ("device", cint), ("device_index", i32)]
+
+
+class Initializer(C.Structure):
+    _fields_ = [("kind", i32), ("a", dbl), ("b", dbl), ("mode", i32), ("distribution", i32), ("seed", i64)]
+
+
+class Regularizer(C.Structure):
+    _fields_ = [("kind", i32), ("l1", dbl), ("l2", dbl)]
+
+
+class DenseOptions(C.Structure):
+    _fields_ = [("activation", cs), ("use_bias", i32), ("kernel_initializer", Initializer),
+                ("bias_initializer", Initializer), ("kernel_regularizer", Regularizer),
+                ("bias_regularizer", Regularizer), ("trainable", i32), ("reuse", i32)]
+
+
+class RunConfig(C.Structure):
+    _fields_ = [("struct_size", u32), ("model_dir", cs), ("has_random_seed", i32), ("tf_random_seed", i64),
+                ("save_summary_steps", i64), ("save_checkpoints_steps", i64), ("save_checkpoints_secs", dbl),
+                ("keep_checkpoint_max", i32), ("keep_checkpoint_every_n_hours", dbl),
+                ("log_step_count_steps", i64), ("num_threads", i32), ("device", cint), ("progress_bar", i32),
+                ("prefetch", i32)]
+
+
+class TrainOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("steps", i64), ("max_steps", i64), ("nhooks", i32), ("hooks", vp),
+                ("nlisteners", i32), ("listeners", vp), ("listener_selves", vp)]
+
+
+class EvalOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("steps", i64), ("nhooks", i32), ("hooks", vp), ("checkpoint_path", cs),
+                ("name", cs)]
+
+
+class PredictOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("npredict_keys", i32), ("predict_keys", P(cs)), ("checkpoint_path", cs),
+                ("yield_single_examples", i32), ("nhooks", i32), ("hooks", vp)]
+
+
+class PredictorOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("num_threads", i32), ("signature", cs)]
+
+
+CANNED_OPTIMIZER_FN = C.CFUNCTYPE(vp, vp, vp)
+
+
+class CannedOptimizer(C.Structure):
+    _fields_ = [("name", cs), ("learning_rate", dbl), ("fn", CANNED_OPTIMIZER_FN), ("user", vp)]
+
+
+_COMMON = [("model_dir", cs), ("config", P(RunConfig)), ("n_classes", i64), ("label_dimension", i64),
+           ("weight_column", cs), ("nlabel_vocabulary", i32), ("label_vocabulary", P(cs)),
+           ("loss_reduction", cint), ("warm_start_from", cs), ("warm_start", vp)]
+
+
+class LinearOptions(C.Structure):
+    _fields_ = [("struct_size", u32)] + _COMMON + [
+        ("nfeature_columns", i32), ("feature_columns", P(vp)), ("optimizer", CannedOptimizer),
+        ("sparse_combiner", cint)]
+
+
+class DNNOptions(C.Structure):
+    _fields_ = [("struct_size", u32)] + _COMMON + [
+        ("nhidden_units", i32), ("hidden_units", P(i64)), ("nfeature_columns", i32), ("feature_columns", P(vp)),
+        ("optimizer", CannedOptimizer), ("activation", cs), ("dropout", dbl), ("batch_norm", i32)]
+
+
+class BaselineOptions(C.Structure):
+    _fields_ = [("struct_size", u32)] + _COMMON + [("optimizer", CannedOptimizer)]
+
+
+MODEL_FN = C.CFUNCTYPE(cint, vp, vp, Output, cint, vp, vp, vp, vp, vp)
+INPUT_FN = C.CFUNCTYPE(vp, cint, vp, vp, vp)
+SERVING_INPUT_FN = C.CFUNCTYPE(cint, vp, vp, vp, vp, vp)
+DEALLOC = C.CFUNCTYPE(None, vp, C.c_size_t, vp)
+
+
+def _d(name, res, *args):
+    f = getattr(lib, name)
+    f.restype = res
+    f.argtypes = list(args)
+    return f
+
+
+B = Output  # builders return loom_output
+# base
+_d("loom_status_new", vp)
+_d("loom_status_free", None, vp)
+_d("loom_status_code", cint, vp)
+_d("loom_status_message", cs, vp)
+_d("loom_status_set_message", cint, vp, cint, cs)
+_d("loom_code_name", cs, cint)
+_d("loom_version", cs)
+# tensors
+_d("loom_tensor_new", vp, cint, cint, P(i64), vp)
+_d("loom_tensor_wrap", vp, cint, cint, P(i64), vp, C.c_size_t, DEALLOC, vp, vp)
+_d("loom_tensor_free", None, vp)
+_d("loom_tensor_dtype", cint, vp)
+_d("loom_tensor_ndim", cint, vp)
+_d("loom_tensor_dims", P(i64), vp)
+_d("loom_tensor_numel", i64, vp)
+_d("loom_tensor_nbytes", C.c_size_t, vp)
+_d("loom_tensor_data", vp, vp)
+_d("loom_tensor_set_string", cint, vp, i64, cs, C.c_size_t, vp)
+_d("loom_tensor_get_string", vp, vp, i64, P(C.c_size_t))
+# graph
+_d("loom_graph_new", vp)
+_d("loom_graph_free", None, vp)
+_d("loom_graph_status", cint, vp, vp)
+_d("loom_graph_set_random_seed", None, vp, i64)
+_d("loom_graph_find_output", Output, vp, cs)
+_d("loom_graph_num_nodes", cint, vp)
+_d("loom_node_name", cs, vp)
+_d("loom_node_op_name", cs, vp)
+_d("loom_output_dtype", cint, Output)
+_d("loom_output_dims", cint, Output, P(i64))
+_d("loom_placeholder", B, vp, cint, cint, P(i64), cs)
+_d("loom_const_data", B, vp, cint, cint, P(i64), vp, cs)
+_d("loom_identity", B, vp, Output, cs)
+for _n in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "less", "greater"):
+    _d("loom_" + _n, B, vp, Output, Output, cs)
+for _n in ("neg", "abs", "exp", "log", "sqrt", "square", "tanh", "sigmoid", "relu", "softplus", "softmax",
+           "log_softmax", "stop_gradient"):
+    _d("loom_" + _n, B, vp, Output, cs)
+_d("loom_matmul", B, vp, Output, Output, cint, cint, cs)
+_d("loom_bias_add", B, vp, Output, Output, cs)
+_d("loom_reshape", B, vp, Output, cint, P(i64), cs)
+_d("loom_transpose", B, vp, Output, cint, P(i64), cs)
+_d("loom_concat", B, vp, cint, P(Output), i64, cs)
+_d("loom_cast", B, vp, Output, cint, cs)
+_d("loom_argmax", B, vp, Output, i64, cint, cs)
+for _n in ("sum", "mean", "max", "min"):
+    _d("loom_reduce_" + _n, B, vp, Output, cint, P(i64), cint, cs)
+_d("loom_sparse_softmax_cross_entropy_with_logits", B, vp, Output, Output, P(Output), P(Output), cs)
+_d("loom_losses_mean_squared_error", B, vp, Output, Output, Output, cs, cs, cint)
+_d("loom_dense_options_default", DenseOptions)
+_d("loom_layers_dense", B, vp, Output, i64, P(DenseOptions), cs)
+_d("loom_init_zeros", Initializer)
+_d("loom_init_constant", Initializer, dbl)
+_d("loom_init_glorot_uniform", Initializer, i64)
+_d("loom_init_random_normal", Initializer, dbl, dbl, i64)
+# variables, optimizers
+_d("loom_get_variable", vp, vp, cs, cint, cint, P(i64), P(Initializer), cint)
+_d("loom_variable_output", Output, vp)
+_d("loom_global_variables_initializer", vp, vp)
+_d("loom_get_or_create_global_step", vp, vp)
+_d("loom_optimizer_sgd", vp, Output)
+_d("loom_optimizer_adam", vp, Output, vp)
+_d("loom_optimizer_adagrad", vp, Output, vp)
+_d("loom_optimizer_free", None, vp)
+_d("loom_optimizer_minimize", vp, vp, vp, Output, cint, vp, vp, cs)
+# sessions
+_d("loom_session_options_default", SessionOptions)
+_d("loom_session_new", vp, vp, P(SessionOptions), vp)
+_d("loom_session_free", None, vp)
+_d("loom_session_run", cint, vp, P(Output), P(vp), cint, P(Output), P(vp), cint, P(vp), cint, vp)
+# export / predictor
+_d("loom_predictor_options_default", PredictorOptions)
+_d("loom_predictor_load", vp, cs, P(PredictorOptions), vp)
+_d("loom_predictor_free", None, vp)
+_d("loom_predictor_num_inputs", cint, vp, cs)
+_d("loom_predictor_input_key", cs, vp, cs, cint)
+_d("loom_predictor_num_outputs", cint, vp, cs)
+_d("loom_predictor_output_key", cs, vp, cs, cint)
+_d("loom_predictor_num_signatures", cint, vp)
+_d("loom_predictor_signature_name", cs, vp, cint)
+_d("loom_predictor_input_dtype", cint, vp, cs, cint)
+_d("loom_predictor_input_shape", cint, vp, cs, cint, P(i64))
+_d("loom_predictor_output_dtype", cint, vp, cs, cint)
+_d("loom_predictor_run", cint, vp, cs, cint, P(vp), cint, P(vp), vp)
+# datasets
+_d("loom_dataset_from_tensors", vp, cint, P(cs), P(vp), cs, vp)
+_d("loom_dataset_batch", vp, vp, i64, cint, vp)
+_d("loom_dataset_shuffle", vp, vp, i64, C.c_uint64, cint, vp)
+_d("loom_dataset_repeat", vp, vp, i64, vp)
+_d("loom_dataset_take", vp, vp, i64, vp)
+_d("loom_dataset_next", cint, vp, P(vp), vp)
+_d("loom_dataset_reset", cint, vp, vp)
+_d("loom_dataset_free", None, vp)
+_d("loom_dataset_num_components", cint, vp)
+_d("loom_dataset_component_name", cs, vp, cint)
+# estimator
+_d("loom_run_config_default", RunConfig)
+_d("loom_train_options_default", TrainOptions)
+_d("loom_eval_options_default", EvalOptions)
+_d("loom_predict_options_default", PredictOptions)
+_d("loom_params_new", vp)
+_d("loom_params_free", None, vp)
+_d("loom_params_set", cint, vp, cs, cs, vp)
+_d("loom_estimator_new", vp, MODEL_FN, vp, cs, P(RunConfig), vp, cs, vp)
+_d("loom_estimator_free", None, vp)
+_d("loom_estimator_model_dir", cs, vp)
+_d("loom_estimator_train", cint, vp, INPUT_FN, vp, P(TrainOptions), vp)
+_d("loom_estimator_evaluate", cint, vp, INPUT_FN, vp, P(EvalOptions), P(vp), vp)
+_d("loom_eval_result_count", cint, vp)
+_d("loom_eval_result_key", cs, vp, cint)
+_d("loom_eval_result_value", dbl, vp, cint)
+_d("loom_eval_result_free", None, vp)
+_d("loom_estimator_predict", vp, vp, INPUT_FN, vp, P(PredictOptions), vp)
+_d("loom_prediction_next", cint, vp, vp)
+_d("loom_prediction_count", cint, vp)
+_d("loom_prediction_key", cs, vp, cint)
+_d("loom_prediction_value", vp, vp, cint)
+_d("loom_prediction_iter_free", None, vp)
+_d("loom_estimator_export", cint, vp, SERVING_INPUT_FN, vp, cs, cs, C.c_char_p, C.c_size_t, vp)
+_d("loom_estimator_get_variable_value", cint, vp, cs, P(vp), vp)
+_d("loom_features_count", cint, vp)
+_d("loom_features_name", cs, vp, cint)
+_d("loom_features_at", Output, vp, cint)
+_d("loom_features_add", cint, vp, cs, Output, vp)
+_d("loom_spec_set_loss", cint, vp, Output)
+_d("loom_spec_set_train_op", cint, vp, vp)
+_d("loom_spec_add_prediction", cint, vp, cs, Output)
+# canned + feature columns
+_d("loom_fc_set_new", vp)
+_d("loom_fc_set_free", None, vp)
+_d("loom_fc_numeric", vp, vp, cs, cint, P(i64), P(C.c_float), cint, vp, vp, vp)
+_d("loom_fc_name", cs, vp)
+_d("loom_dnn_options_default", DNNOptions)
+_d("loom_linear_options_default", LinearOptions)
+_d("loom_baseline_options_default", BaselineOptions)
+for _n in ("dnn_classifier", "dnn_regressor"):
+    _d("loom_%s_new" % _n, vp, P(DNNOptions), vp)
+for _n in ("linear_classifier", "linear_regressor"):
+    _d("loom_%s_new" % _n, vp, P(LinearOptions), vp)
+for _n in ("baseline_classifier", "baseline_regressor"):
+    _d("loom_%s_new" % _n, vp, P(BaselineOptions), vp)
