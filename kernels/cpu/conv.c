@@ -1,12 +1,15 @@
 /* CPU kernels: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (NHWC input,
  * HWIO filter). No BLAS: register-tiled loops written with GCC/Clang vector
- * extensions (64-byte vectors: AVX-512 registers, or pairs of AVX2 ones), so
- * speed does not depend on the BLAS library recognising the CPU.
+ * extensions (kernels/cpu/conv_tiles.h), compiled for AVX-512, AVX2+FMA and
+ * the build's baseline and chosen at run time (conv_isa_level), with tiles
+ * sized to each register file: speed depends neither on the BLAS library
+ * recognising the CPU nor on -march.
  *
  * - Direct forward (K = KH*KW*C <= CONV_DIRECT_MAX_K): output pixels, 12 at a
  *   time, read their windows straight from the image (a zero-padded copy at
  *   the borders) and accumulate tiles of 6 pixels x 4 vectors of output
- *   channels (or 12 x 2, 12 x 1) in registers. A 1x1 stride-1 convolution is
+ *   channels (or 12 x 2, 12 x 1) in registers (AVX-512; 6 x 2 and 12 x 1
+ *   with 16 registers). A 1x1 stride-1 convolution is
  *   the same loop with the input rows as windows (a plain GEMM).
  * - Input gradient, stride 1: a direct forward convolution of dy with the
  *   filter flipped in space and transposed in channels (the op's workspace).
@@ -23,8 +26,10 @@
  * Work is split over the thread pool by pixels (forward), filter rows (dF) or
  * images (col2im).
  *
- * This file is compiled once and includes itself twice (float, double). */
+ * This file is compiled once and includes itself twice (float, double), and
+ * each of those includes conv_tiles.h once per instruction set. */
 #ifndef LOOM_CONV_TPL
+#include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/nn.h"
 #include "kernels/geometry.h"
@@ -146,6 +151,46 @@ static loom_code ws_missing(const loom_kctx *ctx, size_t need) {
                          ctx->ws_size, need);
 }
 
+/* Run-time choice of the register-tiled loops (kernels/cpu/conv_tiles.h is
+ * compiled once per instruction set, whatever -march the build used): AVX-512
+ * (64-byte vectors, 32 registers), AVX2+FMA (32-byte vectors, 16 registers),
+ * or the build's baseline (16-byte vectors: SSE2 on x86-64, NEON elsewhere).
+ * LOOM_CONV_ISA=generic|avx2|avx512 asks for a lower level (tests, benchmarks);
+ * a level the CPU lacks is never chosen. */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define CONV_X86 1
+#else
+#define CONV_X86 0
+#endif
+enum { CONV_ISA_GENERIC, CONV_ISA_AVX2, CONV_ISA_AVX512 };
+
+static int conv_isa_detect(void) {
+  int level = CONV_ISA_GENERIC;
+#if CONV_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = CONV_ISA_AVX2;
+  if (level == CONV_ISA_AVX2 && __builtin_cpu_supports("avx512f")) level = CONV_ISA_AVX512;
+#endif
+  const char *want = getenv("LOOM_CONV_ISA");
+  if (want) {
+    int w = !strcmp(want, "generic") ? CONV_ISA_GENERIC
+            : !strcmp(want, "avx2")  ? CONV_ISA_AVX2
+                                     : CONV_ISA_AVX512;
+    if (w < level) level = w;
+  }
+  return level;
+}
+
+static int conv_isa_level(void) {
+  static int level = -1; /* detected once; racing first calls store the same value */
+  int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+  if (l < 0) {
+    l = conv_isa_detect();
+    __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+  }
+  return l;
+}
+
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(name, SFX)
@@ -240,101 +285,6 @@ static inline void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t
   }
 }
 
-/* 64-byte vectors (GCC/Clang vector extensions: AVX-512 registers, or pairs
- * of AVX2 ones) for the register-blocked direct loops. */
-typedef T FN(vec) __attribute__((vector_size(64)));
-#define VL ((int64_t)(64 / sizeof(T)))
-/* Unaligned loads and stores (macros: passing vectors by value to functions
- * would change the ABI on targets without 64-byte registers). */
-#define VLOAD(v, p) memcpy(&(v), (p), sizeof(v))
-#define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
-
-#define UNROLL _Pragma("GCC unroll 16") /* constant tiles must live in registers */
-
-/* PX pixels x NV vectors of output channels from c0: PX*NV accumulators (24
- * or fewer); per window element NV filter loads and PX broadcasts feed PX*NV
- * FMAs. */
-#define DEF_FWD_TILE(NV, PX)                                                                          \
-  static void FN(fwd_tile_##NV##_##PX)(const T *const (*src)[CONV_DIRECT_MAX_KH], int64_t KH,          \
-                                       int64_t KWC, const T *w, int64_t O, int64_t c0, T *y, int np) { \
-    FN(vec) acc[PX][NV];                                                                              \
-    UNROLL for (int i = 0; i < PX; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (FN(vec)){0}; \
-    const T *wr = w + c0;                                                                             \
-    for (int64_t kh = 0; kh < KH; kh++) {                                                             \
-      const T *s[PX];                                                                                 \
-      UNROLL for (int i = 0; i < PX; i++) s[i] = src[i][kh];                                          \
-      for (int64_t j = 0; j < KWC; j++, wr += O) {                                                    \
-        FN(vec) wv[NV];                                                                               \
-        UNROLL for (int v = 0; v < NV; v++) VLOAD(wv[v], wr + v * VL);                           \
-        UNROLL for (int i = 0; i < PX; i++) {                                                         \
-          const T xv = s[i][j];                                                                       \
-          UNROLL for (int v = 0; v < NV; v++) acc[i][v] += xv * wv[v];                                \
-        }                                                                                             \
-      }                                                                                               \
-    }                                                                                                 \
-    UNROLL for (int i = 0; i < PX; i++) {                                                             \
-      if (i < np) UNROLL for (int v = 0; v < NV; v++) VSTORE(y + i * O + c0 + v * VL, acc[i][v]); \
-    }                                                                                                 \
-  }
-DEF_FWD_TILE(1, 12)
-DEF_FWD_TILE(2, 12)
-DEF_FWD_TILE(3, 6)
-DEF_FWD_TILE(4, 6)
-#undef DEF_FWD_TILE
-
-/* Rows i < np (of 12): y[i*O + c] = sum over (kh, j) of src[i][kh][j] *
- * w[(kh*KWC + j)*O + c] for every c < O. */
-static void FN(tile_rows)(const T *const (*cs)[CONV_DIRECT_MAX_KH], int np, int64_t KH, int64_t KWC, const T *w,
-                          int64_t O, T *y) {
-  const int64_t nfull = O / VL;
-  int np2 = np > 6 ? np - 6 : 0;
-  int64_t v = 0;
-  for (; v + 4 <= nfull; v += 4) {
-    FN(fwd_tile_4_6)(cs, KH, KWC, w, O, v * VL, y, np);
-    if (np2) FN(fwd_tile_4_6)(cs + 6, KH, KWC, w, O, v * VL, y + 6 * O, np2);
-  }
-  switch (nfull - v) {
-    case 3:
-      FN(fwd_tile_3_6)(cs, KH, KWC, w, O, v * VL, y, np);
-      if (np2) FN(fwd_tile_3_6)(cs + 6, KH, KWC, w, O, v * VL, y + 6 * O, np2);
-      break;
-    case 2: FN(fwd_tile_2_12)(cs, KH, KWC, w, O, v * VL, y, np); break;
-    case 1: FN(fwd_tile_1_12)(cs, KH, KWC, w, O, v * VL, y, np); break;
-    default: break;
-  }
-  for (int64_t o0 = nfull * VL; o0 < O; o0++)
-    for (int i = 0; i < np; i++) {
-      T acc = 0;
-      const T *wr = w + o0;
-      for (int64_t kh = 0; kh < KH; kh++)
-        for (int64_t j = 0; j < KWC; j++, wr += O) acc += cs[i][kh][j] * *wr;
-      y[i * O + o0] = acc;
-    }
-}
-
-/* Pixels [b, e), 12 at a time, read through their window rows. */
-static void FN(direct_fwd_range)(void *p, int64_t b, int64_t e) {
-  const FN(direct_args) *a = p;
-  const geom *g = a->g;
-  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH;
-  T patch[12][CONV_DIRECT_MAX_K];
-  const T *src[12][CONV_DIRECT_MAX_KH];
-  int64_t n, oh, ow;
-  pix_of(g, b, &n, &oh, &ow);
-  for (int64_t r = b; r < e; r += 12) {
-    int np = e - r < 12 ? (int)(e - r) : 12;
-    for (int i = 0; i < 12; i++) {
-      if (i < np) {
-        FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
-        pix_next(g, &n, &oh, &ow);
-      } else {
-        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
-      }
-    }
-    FN(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
-  }
-}
-
 /* ---- C[M, N] = A[M, K] (row stride lda) x B[K, N] (ldb = ldc = N) ---- */
 typedef struct {
   const T *A, *B;
@@ -342,13 +292,53 @@ typedef struct {
   int64_t lda, N, K;
 } FN(gemm_args);
 
-static void FN(gemm_nn_range)(void *p, int64_t b, int64_t e) {
-  const FN(gemm_args) *a = p;
-  const T *src[12][CONV_DIRECT_MAX_KH];
-  for (int64_t r = b; r < e; r += 12) {
-    int np = e - r < 12 ? (int)(e - r) : 12;
-    for (int i = 0; i < 12; i++) src[i][0] = a->A + (r + (i < np ? i : 0)) * a->lda;
-    FN(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, 1, a->K, a->B, a->N, a->C + r * a->N);
+typedef struct {
+  const T *col, *dy;
+  T *df;
+  int64_t K, O, m;
+} FN(dwg_args);
+
+/* The register-tiled loops of one instruction set (kernels/cpu/conv_tiles.h). */
+typedef struct {
+  void (*direct_fwd_range)(void *, int64_t, int64_t); /* pixels of a direct forward convolution */
+  void (*gemm_nn_range)(void *, int64_t, int64_t);    /* rows of C = A x B */
+  void (*direct_dw_range)(void *, int64_t, int64_t);  /* channel groups of a direct filter gradient */
+  void (*dw_gemm_range)(void *, int64_t, int64_t);    /* 6-row tiles of dF += col^T x dY */
+  int64_t dw_task_chans;                              /* output channels per direct_dw_range task */
+} FN(conv_isa);
+
+#define ISA generic
+#define VBYTES 16
+#define TARGET
+#include "kernels/cpu/conv_tiles.h"
+#undef ISA
+#undef VBYTES
+#undef TARGET
+#if CONV_X86
+#define ISA avx2
+#define VBYTES 32
+#define TARGET __attribute__((target("avx2,fma")))
+#include "kernels/cpu/conv_tiles.h"
+#undef ISA
+#undef VBYTES
+#undef TARGET
+#define ISA avx512
+#define VBYTES 64
+#define TARGET __attribute__((target("avx512f,avx2,fma")))
+#include "kernels/cpu/conv_tiles.h"
+#undef ISA
+#undef VBYTES
+#undef TARGET
+#endif
+
+/* The loops for this CPU (conv_isa_level). */
+static const FN(conv_isa) *FN(isa)(void) {
+  switch (conv_isa_level()) {
+#if CONV_X86
+    case CONV_ISA_AVX512: return &CAT(conv_isa_tab, CAT(SFX, avx512));
+    case CONV_ISA_AVX2: return &CAT(conv_isa_tab, CAT(SFX, avx2));
+#endif
+    default: return &CAT(conv_isa_tab, CAT(SFX, generic));
   }
 }
 
@@ -356,133 +346,8 @@ static void FN(gemm_nn)(const loom_kctx *ctx, const T *A, int64_t lda, const T *
                         int64_t K) {
   FN(gemm_args) a = {A, B, C, lda, N, K};
   int64_t grain = (CONV_ROW_GRAIN * 4) / (K * N > 0 ? K * N : 1);
-  loom__parallel_for(ctx->pool, M, grain > 12 ? grain : 12, FN(gemm_nn_range), &a);
+  loom__parallel_for(ctx->pool, M, grain > 12 ? grain : 12, FN(isa)()->gemm_nn_range, &a);
 }
-
-/* Task t: output channel vectors [t*DWV, t*DWV + DWV) (VL channels each) of
- * dW, summed over every pixel, 4 pixels per step. */
-#define DWV 4
-static void FN(direct_dw_range)(void *p, int64_t b, int64_t e) {
-  const FN(direct_args) *a = p;
-  const geom *g = a->g;
-  const int64_t K = g->K, O = g->O, KWC = g->KW * g->C, KH = g->KH, nvec = (O + VL - 1) / VL;
-  T patch[4][CONV_DIRECT_DW_MAX_K];
-  const T *src[4][CONV_DIRECT_DW_MAX_K];
-  FN(vec) acc[CONV_DIRECT_DW_MAX_K][DWV];
-  for (int64_t t = b; t < e; t++) {
-    int64_t v0 = t * DWV, nv = nvec - v0 < DWV ? nvec - v0 : DWV;
-    for (int64_t k = 0; k < K; k++)
-      for (int v = 0; v < DWV; v++) acc[k][v] = (FN(vec)){0};
-    int64_t n = 0, oh = 0, ow = 0;
-    for (int64_t r = 0; r < g->M; r += 4) {
-      int np = g->M - r < 4 ? (int)(g->M - r) : 4;
-      FN(vec) d[4][DWV];
-      for (int i = 0; i < 4; i++) {
-        if (i < np) {
-          FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
-          pix_next(g, &n, &oh, &ow);
-        } else {
-          for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh];
-        }
-        for (int64_t v = 0; v < nv; v++) {
-          int64_t c0 = (v0 + v) * VL;
-          if (i >= np) {
-            d[i][v] = (FN(vec)){0}; /* padding pixels add nothing */
-          } else if (c0 + VL <= O) {
-            VLOAD(d[i][v], a->dy + (r + i) * O + c0);
-          } else {
-            T tmp[64 / sizeof(T)];
-            for (int64_t q = 0; q < VL; q++) tmp[q] = c0 + q < O ? a->dy[(r + i) * O + c0 + q] : 0;
-            VLOAD(d[i][v], tmp);
-          }
-        }
-      }
-      int64_t k = 0;
-      for (int64_t kh = 0; kh < KH; kh++) {
-        const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh], *s3 = src[3][kh];
-        for (int64_t j = 0; j < KWC; j++, k++)
-          for (int64_t v = 0; v < nv; v++)
-            acc[k][v] += s0[j] * d[0][v] + s1[j] * d[1][v] + s2[j] * d[2][v] + s3[j] * d[3][v];
-      }
-    }
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t v = 0; v < nv; v++) {
-        T tmp[64 / sizeof(T)];
-        VSTORE(tmp, acc[k][v]);
-        int64_t c0 = (v0 + v) * VL;
-        for (int64_t q = 0; q < VL && c0 + q < O; q++) a->dw[k * O + c0 + q] = tmp[q];
-      }
-  }
-}
-/* ---- filter gradient on the column matrix: dF[K, O] += col[m, K]^T x dY[m, O] ----
- * Register tiles of 6 filter rows x NV vectors of output channels (24
- * accumulators for NV = 4), streaming over the chunk's rows. */
-#define DEF_DW_TILE(NV)                                                                            \
-  static void FN(dw_tile_##NV)(const T *col, int64_t K, const T *dy, int64_t O, int64_t m, T *df, \
-                               int64_t k0, int64_t c0) {                                          \
-    FN(vec) acc[6][NV];                                                                           \
-    UNROLL for (int i = 0; i < 6; i++)                                                                   \
-      UNROLL for (int v = 0; v < NV; v++) VLOAD(acc[i][v], df + (k0 + i) * O + c0 + v * VL);         \
-    for (int64_t r = 0; r < m; r++) {                                                             \
-      const T *cr = col + r * K + k0, *dr = dy + r * O + c0;                                      \
-      FN(vec) d[NV];                                                                              \
-      UNROLL for (int v = 0; v < NV; v++) VLOAD(d[v], dr + v * VL);                                 \
-      UNROLL for (int i = 0; i < 6; i++) {                                                               \
-        const T sv = cr[i];                                                                       \
-        UNROLL for (int v = 0; v < NV; v++) acc[i][v] += sv * d[v];                                      \
-      }                                                                                           \
-    }                                                                                             \
-    UNROLL for (int i = 0; i < 6; i++)                                                                   \
-      UNROLL for (int v = 0; v < NV; v++) VSTORE(df + (k0 + i) * O + c0 + v * VL, acc[i][v]);        \
-  }
-DEF_DW_TILE(1)
-DEF_DW_TILE(2)
-DEF_DW_TILE(3)
-DEF_DW_TILE(4)
-#undef DEF_DW_TILE
-#undef UNROLL
-
-typedef struct {
-  const T *col, *dy;
-  T *df;
-  int64_t K, O, m;
-} FN(dwg_args);
-
-/* Task t: filter rows [6t, 6t + 6) for every output channel. */
-static void FN(dw_gemm_range)(void *p, int64_t b, int64_t e) {
-  const FN(dwg_args) *a = p;
-  const int64_t K = a->K, O = a->O, m = a->m, nfull = O / VL;
-  int64_t tfull = K / 6 < e ? K / 6 : e; /* tasks [b, tfull) are full 6-row tiles */
-  /* vector groups outer, tiles inner: the dy columns of a group stay in cache */
-  for (int64_t v = 0; v < nfull; v += 4) {
-    int64_t nv = nfull - v < 4 ? nfull - v : 4;
-    for (int64_t t = b; t < tfull; t++) {
-      int64_t k0 = t * 6;
-      switch (nv) {
-        case 4: FN(dw_tile_4)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-        case 3: FN(dw_tile_3)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-        case 2: FN(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-        default: FN(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-      }
-    }
-  }
-  /* leftovers: rows past the last full tile, channels past the last full vector */
-  for (int64_t t = b; t < e; t++) {
-    int64_t k0 = t * 6, kend = k0 + 6 < K ? k0 + 6 : K;
-    int64_t cstart = k0 + 6 <= K ? nfull * VL : 0;
-    if (cstart >= O) continue;
-    for (int64_t k = k0; k < kend; k++) {
-      T *dr = a->df + k * O;
-      for (int64_t r = 0; r < m; r++) {
-        const T sv = a->col[r * K + k], *yr = a->dy + r * O;
-        for (int64_t c = cstart; c < O; c++) dr[c] += sv * yr[c];
-      }
-    }
-  }
-}
-#undef VL
-#undef VLOAD
-#undef VSTORE
 
 static void FN(im2col)(const loom_kctx *ctx, const geom *g, const T *x, T *col, int64_t r0, int64_t r1) {
   FN(cols_args) a = {g, x, col, r0, r1};
@@ -536,7 +401,7 @@ static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
 static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y) {
   FN(direct_args) a = {g, x, w, NULL, y, NULL};
   int64_t grain = (CONV_ROW_GRAIN * 4) / (g->K * g->O > 0 ? g->K * g->O : 1);
-  loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8, FN(direct_fwd_range), &a);
+  loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8, FN(isa)()->direct_fwd_range, &a);
 }
 
 loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
@@ -635,8 +500,9 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
   }
   if (g.direct_dw) {
     FN(direct_args) a = {&g, x, NULL, dy, NULL, df};
-    int64_t vl = 64 / (int64_t)sizeof(T), nvec = (g.O + vl - 1) / vl;
-    loom__parallel_for(ctx->pool, (nvec + DWV - 1) / DWV, 1, FN(direct_dw_range), &a);
+    const FN(conv_isa) *isa = FN(isa)();
+    int64_t per = isa->dw_task_chans;
+    loom__parallel_for(ctx->pool, (g.O + per - 1) / per, 1, isa->direct_dw_range, &a);
     return LOOM_OK;
   }
   /* dF[K, O] = col^T x dY, chunk by chunk (for 1x1 stride-1 the input is the column matrix) */
@@ -656,7 +522,7 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
       rows = col;
     }
     FN(dwg_args) a = {rows, dy + r0 * g.O, df, g.K, g.O, m};
-    loom__parallel_for(ctx->pool, (g.K + 5) / 6, 1, FN(dw_gemm_range), &a);
+    loom__parallel_for(ctx->pool, (g.K + 5) / 6, 1, FN(isa)()->dw_gemm_range, &a);
   }
   return LOOM_OK;
 }

@@ -1,0 +1,276 @@
+/* Register-tiled loops of the CPU convolution for one instruction set.
+ * Included by kernels/cpu/conv.c once per (element type, ISA) with:
+ *   T, SFX      element type and its suffix (f32, f64)
+ *   ISA         variant suffix (generic, avx2, avx512)
+ *   VBYTES      vector width in bytes (16, 32, 64)
+ *   TARGET      function attribute selecting the ISA (empty: the build's own)
+ * and defines the table FNI(conv_isa_tab) of the parallel-for callbacks.
+ *
+ * Tiles are sized to the register file: 16 vector registers for SSE2/AVX2
+ * (tiles of at most 12 accumulators: 6 pixels x 2 vectors, 12 x 1; plus the
+ * filter vectors and a broadcast), 32 for AVX-512 (6 x 4 = 24 accumulators).
+ * Every output element is still summed in the same order (window element by
+ * window element), whatever the tile, so the variants differ only where one
+ * contracts multiply-adds into FMAs and another cannot (SSE2). */
+
+#define FNI(name) CAT(CAT(name, SFX), ISA)
+#define VEC FNI(vec)
+
+typedef T VEC __attribute__((vector_size(VBYTES)));
+#define VL ((int64_t)(VBYTES / sizeof(T)))
+/* Unaligned loads and stores (macros: passing vectors by value to functions
+ * would change the ABI on targets without such registers). */
+#define VLOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
+
+#define UNROLL _Pragma("GCC unroll 16") /* constant tiles must live in registers */
+
+#if VBYTES == 64
+#define WIDE 1 /* 32 registers */
+#define DWV 4  /* vectors per direct filter-gradient task */
+#define DW_NV 4 /* vectors per filter-gradient tile (6 x DW_NV accumulators) */
+#else
+#define WIDE 0 /* 16 registers */
+#define DWV 2
+#define DW_NV 2
+#endif
+
+/* PX pixels x NV vectors of output channels from c0: PX*NV accumulators; per
+ * window element NV filter loads and PX broadcasts feed PX*NV FMAs. */
+#define DEF_FWD_TILE(NV, PX)                                                                           \
+  TARGET static void FNI(fwd_tile_##NV##_##PX)(const T *const (*src)[CONV_DIRECT_MAX_KH], int64_t KH,  \
+                                               int64_t KWC, const T *w, int64_t O, int64_t c0, T *y,   \
+                                               int np) {                                               \
+    VEC acc[PX][NV];                                                                                   \
+    UNROLL for (int i = 0; i < PX; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (VEC){0};      \
+    const T *wr = w + c0;                                                                              \
+    for (int64_t kh = 0; kh < KH; kh++) {                                                              \
+      const T *s[PX];                                                                                  \
+      UNROLL for (int i = 0; i < PX; i++) s[i] = src[i][kh];                                           \
+      for (int64_t j = 0; j < KWC; j++, wr += O) {                                                     \
+        VEC wv[NV];                                                                                    \
+        UNROLL for (int v = 0; v < NV; v++) VLOAD(wv[v], wr + v * VL);                                 \
+        UNROLL for (int i = 0; i < PX; i++) {                                                          \
+          const T xv = s[i][j];                                                                        \
+          UNROLL for (int v = 0; v < NV; v++) acc[i][v] += xv * wv[v];                                 \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+    UNROLL for (int i = 0; i < PX; i++) {                                                              \
+      if (i < np) UNROLL for (int v = 0; v < NV; v++) VSTORE(y + i * O + c0 + v * VL, acc[i][v]);      \
+    }                                                                                                  \
+  }
+#if WIDE
+DEF_FWD_TILE(1, 12)
+DEF_FWD_TILE(2, 12)
+DEF_FWD_TILE(3, 6)
+DEF_FWD_TILE(4, 6)
+#else
+DEF_FWD_TILE(1, 12)
+DEF_FWD_TILE(2, 6)
+#endif
+#undef DEF_FWD_TILE
+
+/* Rows i < np (of 12): y[i*O + c] = sum over (kh, j) of src[i][kh][j] *
+ * w[(kh*KWC + j)*O + c] for every c < O. */
+TARGET static void FNI(tile_rows)(const T *const (*cs)[CONV_DIRECT_MAX_KH], int np, int64_t KH, int64_t KWC,
+                                  const T *w, int64_t O, T *y) {
+  const int64_t nfull = O / VL;
+  int np2 = np > 6 ? np - 6 : 0;
+  int64_t v = 0;
+#if WIDE
+  for (; v + 4 <= nfull; v += 4) {
+    FNI(fwd_tile_4_6)(cs, KH, KWC, w, O, v * VL, y, np);
+    if (np2) FNI(fwd_tile_4_6)(cs + 6, KH, KWC, w, O, v * VL, y + 6 * O, np2);
+  }
+  switch (nfull - v) {
+    case 3:
+      FNI(fwd_tile_3_6)(cs, KH, KWC, w, O, v * VL, y, np);
+      if (np2) FNI(fwd_tile_3_6)(cs + 6, KH, KWC, w, O, v * VL, y + 6 * O, np2);
+      break;
+    case 2: FNI(fwd_tile_2_12)(cs, KH, KWC, w, O, v * VL, y, np); break;
+    case 1: FNI(fwd_tile_1_12)(cs, KH, KWC, w, O, v * VL, y, np); break;
+    default: break;
+  }
+#else
+  for (; v + 2 <= nfull; v += 2) {
+    FNI(fwd_tile_2_6)(cs, KH, KWC, w, O, v * VL, y, np);
+    if (np2) FNI(fwd_tile_2_6)(cs + 6, KH, KWC, w, O, v * VL, y + 6 * O, np2);
+  }
+  if (v < nfull) FNI(fwd_tile_1_12)(cs, KH, KWC, w, O, v * VL, y, np);
+#endif
+  for (int64_t o0 = nfull * VL; o0 < O; o0++)
+    for (int i = 0; i < np; i++) {
+      T acc = 0;
+      const T *wr = w + o0;
+      for (int64_t kh = 0; kh < KH; kh++)
+        for (int64_t j = 0; j < KWC; j++, wr += O) acc += cs[i][kh][j] * *wr;
+      y[i * O + o0] = acc;
+    }
+}
+
+/* Pixels [b, e), 12 at a time, read through their window rows. */
+TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
+  const FN(direct_args) *a = p;
+  const geom *g = a->g;
+  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH;
+  T patch[12][CONV_DIRECT_MAX_K];
+  const T *src[12][CONV_DIRECT_MAX_KH];
+  int64_t n, oh, ow;
+  pix_of(g, b, &n, &oh, &ow);
+  for (int64_t r = b; r < e; r += 12) {
+    int np = e - r < 12 ? (int)(e - r) : 12;
+    for (int i = 0; i < 12; i++) {
+      if (i < np) {
+        FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
+        pix_next(g, &n, &oh, &ow);
+      } else {
+        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
+      }
+    }
+    FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
+  }
+}
+
+/* C[M, N] = A[M, K] (row stride lda) x B[K, N], rows [b, e). */
+TARGET static void FNI(gemm_nn_range)(void *p, int64_t b, int64_t e) {
+  const FN(gemm_args) *a = p;
+  const T *src[12][CONV_DIRECT_MAX_KH];
+  for (int64_t r = b; r < e; r += 12) {
+    int np = e - r < 12 ? (int)(e - r) : 12;
+    for (int i = 0; i < 12; i++) src[i][0] = a->A + (r + (i < np ? i : 0)) * a->lda;
+    FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, 1, a->K, a->B, a->N, a->C + r * a->N);
+  }
+}
+
+/* Task t: output channel vectors [t*DWV, t*DWV + DWV) (VL channels each) of
+ * dW, summed over every pixel, 4 pixels per step. */
+TARGET static void FNI(direct_dw_range)(void *p, int64_t b, int64_t e) {
+  const FN(direct_args) *a = p;
+  const geom *g = a->g;
+  const int64_t K = g->K, O = g->O, KWC = g->KW * g->C, KH = g->KH, nvec = (O + VL - 1) / VL;
+  T patch[4][CONV_DIRECT_DW_MAX_K];
+  const T *src[4][CONV_DIRECT_DW_MAX_K];
+  VEC acc[CONV_DIRECT_DW_MAX_K][DWV];
+  for (int64_t t = b; t < e; t++) {
+    int64_t v0 = t * DWV, nv = nvec - v0 < DWV ? nvec - v0 : DWV;
+    for (int64_t k = 0; k < K; k++)
+      for (int v = 0; v < DWV; v++) acc[k][v] = (VEC){0};
+    int64_t n = 0, oh = 0, ow = 0;
+    for (int64_t r = 0; r < g->M; r += 4) {
+      int np = g->M - r < 4 ? (int)(g->M - r) : 4;
+      VEC d[4][DWV];
+      for (int i = 0; i < 4; i++) {
+        if (i < np) {
+          FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
+          pix_next(g, &n, &oh, &ow);
+        } else {
+          for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh];
+        }
+        for (int64_t v = 0; v < nv; v++) {
+          int64_t c0 = (v0 + v) * VL;
+          if (i >= np) {
+            d[i][v] = (VEC){0}; /* padding pixels add nothing */
+          } else if (c0 + VL <= O) {
+            VLOAD(d[i][v], a->dy + (r + i) * O + c0);
+          } else {
+            T tmp[VBYTES / sizeof(T)];
+            for (int64_t q = 0; q < VL; q++) tmp[q] = c0 + q < O ? a->dy[(r + i) * O + c0 + q] : 0;
+            VLOAD(d[i][v], tmp);
+          }
+        }
+      }
+      int64_t k = 0;
+      for (int64_t kh = 0; kh < KH; kh++) {
+        const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh], *s3 = src[3][kh];
+        for (int64_t j = 0; j < KWC; j++, k++)
+          for (int64_t v = 0; v < nv; v++)
+            acc[k][v] += s0[j] * d[0][v] + s1[j] * d[1][v] + s2[j] * d[2][v] + s3[j] * d[3][v];
+      }
+    }
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t v = 0; v < nv; v++) {
+        T tmp[VBYTES / sizeof(T)];
+        VSTORE(tmp, acc[k][v]);
+        int64_t c0 = (v0 + v) * VL;
+        for (int64_t q = 0; q < VL && c0 + q < O; q++) a->dw[k * O + c0 + q] = tmp[q];
+      }
+  }
+}
+
+/* ---- filter gradient on the column matrix: dF[K, O] += col[m, K]^T x dY[m, O] ----
+ * Register tiles of 6 filter rows x NV vectors of output channels (NV <=
+ * DW_NV), streaming over the chunk's rows. */
+#define DEF_DW_TILE(NV)                                                                                \
+  TARGET static void FNI(dw_tile_##NV)(const T *col, int64_t K, const T *dy, int64_t O, int64_t m, T *df, \
+                                       int64_t k0, int64_t c0) {                                       \
+    VEC acc[6][NV];                                                                                    \
+    UNROLL for (int i = 0; i < 6; i++)                                                                 \
+      UNROLL for (int v = 0; v < NV; v++) VLOAD(acc[i][v], df + (k0 + i) * O + c0 + v * VL);           \
+    for (int64_t r = 0; r < m; r++) {                                                                  \
+      const T *cr = col + r * K + k0, *dr = dy + r * O + c0;                                           \
+      VEC d[NV];                                                                                       \
+      UNROLL for (int v = 0; v < NV; v++) VLOAD(d[v], dr + v * VL);                                    \
+      UNROLL for (int i = 0; i < 6; i++) {                                                             \
+        const T sv = cr[i];                                                                            \
+        UNROLL for (int v = 0; v < NV; v++) acc[i][v] += sv * d[v];                                    \
+      }                                                                                                \
+    }                                                                                                  \
+    UNROLL for (int i = 0; i < 6; i++)                                                                 \
+      UNROLL for (int v = 0; v < NV; v++) VSTORE(df + (k0 + i) * O + c0 + v * VL, acc[i][v]);          \
+  }
+DEF_DW_TILE(1)
+DEF_DW_TILE(2)
+#if WIDE
+DEF_DW_TILE(3)
+DEF_DW_TILE(4)
+#endif
+#undef DEF_DW_TILE
+
+/* Task t: filter rows [6t, 6t + 6) for every output channel. */
+TARGET static void FNI(dw_gemm_range)(void *p, int64_t b, int64_t e) {
+  const FN(dwg_args) *a = p;
+  const int64_t K = a->K, O = a->O, m = a->m, nfull = O / VL;
+  int64_t tfull = K / 6 < e ? K / 6 : e; /* tasks [b, tfull) are full 6-row tiles */
+  /* vector groups outer, tiles inner: the dy columns of a group stay in cache */
+  for (int64_t v = 0; v < nfull; v += DW_NV) {
+    int64_t nv = nfull - v < DW_NV ? nfull - v : DW_NV;
+    for (int64_t t = b; t < tfull; t++) {
+      int64_t k0 = t * 6;
+      switch (nv) {
+#if WIDE
+        case 4: FNI(dw_tile_4)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+        case 3: FNI(dw_tile_3)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+#endif
+        case 2: FNI(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+        default: FNI(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+      }
+    }
+  }
+  /* leftovers: rows past the last full tile, channels past the last full vector */
+  for (int64_t t = b; t < e; t++) {
+    int64_t k0 = t * 6, kend = k0 + 6 < K ? k0 + 6 : K;
+    int64_t cstart = k0 + 6 <= K ? nfull * VL : 0;
+    if (cstart >= O) continue;
+    for (int64_t k = k0; k < kend; k++) {
+      T *dr = a->df + k * O;
+      for (int64_t r = 0; r < m; r++) {
+        const T sv = a->col[r * K + k], *yr = a->dy + r * O;
+        for (int64_t c = cstart; c < O; c++) dr[c] += sv * yr[c];
+      }
+    }
+  }
+}
+
+static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(direct_dw_range),
+                                               FNI(dw_gemm_range), VL * DWV};
+
+#undef UNROLL
+#undef WIDE
+#undef DWV
+#undef DW_NV
+#undef VL
+#undef VLOAD
+#undef VSTORE
+#undef VEC
+#undef FNI
