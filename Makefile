@@ -57,9 +57,9 @@ endif
 
 # The library is every .c under a library folder, found rather than listed: any
 # top-level folder (and its subfolders, two levels deep) except the ones below,
-# which hold programs, tests and tooling. A new folder (feature_columns/,
+# which hold programs, tests and tooling (and any build*/ output folder). A new folder (feature_columns/,
 # distributed/, estimator/heads/, ...) joins the build by holding a .c file.
-NON_LIB_DIRS := tests bench examples scripts proto tools python build
+NON_LIB_DIRS := tests bench examples scripts proto tools python build $(patsubst %/,%,$(wildcard build*/))
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
 # Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
