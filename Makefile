@@ -294,7 +294,7 @@ asan:
 alloc-fail:
 	@bash scripts/deps.sh
 	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 SANITIZE=address,undefined lib build/asan/tests/test_alloc_fail
-	@LOOM_ALLOC_FAIL=full build/asan/tests/test_alloc_fail --jobs 2 2>&1 | grep -v '^\[----\]'
+	@LOOM_ALLOC_FAIL=full build/asan/tests/test_alloc_fail --jobs 2
 
 # ThreadSanitizer on the tests that run threads: the session thread pool, prefetching datasets,
 # concurrent predictor callers, hooks, the parameter-server threads, crash-safety's processes.

@@ -269,7 +269,10 @@ loom_code loom__est_init_session(loom_estimator *e, loom_session *s, loom_graph 
 /* A call's hooks: the caller's and the spec's (borrowed) and the defaults
  * the estimator creates (owned, freed by loom__hl_free). */
 void loom__hl_add(est_hook_list *l, loom_hook *h, int own) {
-  if (!h) return;
+  if (!h) { /* one of the estimator's own hooks could not be made: the call must fail, not run without it */
+    if (own) l->oom = 1;
+    return;
+  }
   if (l->n == l->cap) {
     int32_t cap = l->cap ? 2 * l->cap : 16;
     loom_hook **items = loom__realloc(l->items, sizeof(loom_hook *) * (size_t)cap);

@@ -17,14 +17,63 @@
  * (`make alloc-fail`) tries every point. Each scenario prints the number of
  * injection points covered. */
 #include <dirent.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include "test_util.h"
 
-/* ---- the failing allocator: counts allocations, fails the fail_at-th ---- */
+/* ---- the failing allocator: counts allocations, fails the fail_at-th ----
+ * Live blocks are kept in a table (pointer -> allocation number of the
+ * current scenario) so a leak names the allocations never freed;
+ * LOOM_ALLOC_FAIL_BT=k prints the stack of every scenario's k-th allocation. */
 static atomic_long af_count, af_fail_at, af_live, af_failed;
+static long af_bt = -1;
+#define AF_SLOTS (1u << 20)
+typedef struct af_slot {
+  void *p;
+  long idx;
+  size_t size;
+} af_slot;
+static af_slot *af_table;
+static pthread_mutex_t af_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int af_should_fail(void) {
+static size_t af_hash(void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (AF_SLOTS - 1); }
+static void af_track(void *p, long idx, size_t size) {
+  pthread_mutex_lock(&af_mu);
+  size_t h = af_hash(p);
+  while (af_table[h].p && af_table[h].p != (void *)1) h = (h + 1) & (AF_SLOTS - 1);
+  af_table[h] = (af_slot){p, idx, size};
+  pthread_mutex_unlock(&af_mu);
+}
+static void af_untrack(void *p) {
+  pthread_mutex_lock(&af_mu);
+  size_t h = af_hash(p);
+  while (af_table[h].p && af_table[h].p != p) h = (h + 1) & (AF_SLOTS - 1);
+  if (af_table[h].p == p) af_table[h].p = (void *)1; /* tombstone */
+  pthread_mutex_unlock(&af_mu);
+}
+/* Prints the blocks still live that were allocated since the last arm (up to 10). */
+static void af_print_leaks(void) {
+  int n = 0;
+  for (size_t h = 0; h < AF_SLOTS && n < 10; h++)
+    if (af_table[h].p && af_table[h].p != (void *)1 && af_table[h].idx > 0) {
+      fprintf(stderr, "  leaked: allocation %ld of this run, %zu bytes (LOOM_ALLOC_FAIL_BT=%ld prints its stack)\n",
+              af_table[h].idx, af_table[h].size, af_table[h].idx);
+      n++;
+    }
+}
+
+static long af_next(void) {
   long k = atomic_fetch_add(&af_count, 1) + 1;
+  if (k == af_bt) {
+    void *bt[32];
+    fprintf(stderr, "allocation %ld:\n", k);
+    backtrace_symbols_fd(bt, backtrace(bt, 32), 2);
+  }
+  return k;
+}
+static int af_should_fail(long k) {
   long at = atomic_load(&af_fail_at);
   if (at > 0 && k == at) {
     atomic_store(&af_failed, 1);
@@ -34,35 +83,68 @@ static int af_should_fail(void) {
 }
 static void *af_malloc(size_t n, void *u) {
   (void)u;
-  if (af_should_fail()) return NULL;
+  long k = af_next();
+  if (af_should_fail(k)) return NULL;
   void *p = malloc(n);
-  if (p) atomic_fetch_add(&af_live, 1);
+  if (p) {
+    atomic_fetch_add(&af_live, 1);
+    af_track(p, k, n);
+  }
   return p;
 }
 static void *af_realloc(void *p, size_t n, void *u) {
   (void)u;
-  if (af_should_fail()) return NULL;
+  long k = af_next();
+  if (af_should_fail(k)) return NULL;
+  if (p) af_untrack(p);
   void *q = realloc(p, n);
-  if (q && !p) atomic_fetch_add(&af_live, 1);
+  if (q) {
+    if (!p) atomic_fetch_add(&af_live, 1);
+    af_track(q, k, n);
+  } else if (p) {
+    af_track(p, k, n);
+  }
   return q;
 }
 static void af_free(void *p, void *u) {
   (void)u;
   if (!p) return;
   atomic_fetch_sub(&af_live, 1);
+  af_untrack(p);
   free(p);
 }
 static void af_install(void) {
+  if (!af_table) af_table = calloc(AF_SLOTS, sizeof *af_table);
+  const char *bt = getenv("LOOM_ALLOC_FAIL_BT");
+  if (bt) af_bt = atol(bt);
   static const loom_allocator a = {af_malloc, af_realloc, af_free, NULL};
   loom_set_allocator(&a);
 }
 /* Starts counting; the at-th allocation from now fails (0: none). */
 static void af_arm(long at) {
+  pthread_mutex_lock(&af_mu); /* blocks from before are not this run's */
+  for (size_t h = 0; h < AF_SLOTS; h++) af_table[h].idx = 0;
+  pthread_mutex_unlock(&af_mu);
   atomic_store(&af_count, 0);
   atomic_store(&af_failed, 0);
   atomic_store(&af_fail_at, at);
 }
 static void af_disarm(void) { atomic_store(&af_fail_at, 0); }
+
+/* A status whose message buffer has its full size (1 KiB): setting it never
+ * allocates, so its buffer is not counted as a scenario's block. */
+static loom_status *af_status(void) {
+  loom_status *st = loom_status_new();
+  loom_status_set(st, LOOM_UNKNOWN, "%1100s", "");
+  loom_status_clear(st);
+  return st;
+}
+
+/* The first point tried (LOOM_ALLOC_FAIL_FROM, to go straight to one). */
+static long first_point(void) {
+  const char *v = getenv("LOOM_ALLOC_FAIL_FROM");
+  return v && atol(v) > 0 ? atol(v) : 1;
+}
 
 static int full_mode(void) {
   const char *v = getenv("LOOM_ALLOC_FAIL");
@@ -315,11 +397,11 @@ static void est_check_dir(const char *dir, long n) {
 Test(alloc_fail, estimator_train_checkpoint_evaluate_export_predict, .timeout = 3000) {
   af_install();
   make_data();
-  char root[TU_TMPDIR_CAP], tmpl[600], dir[600];
+  char root[TU_TMPDIR_CAP], tmpl[300], dir[300];
   tu_tmpdir(root, sizeof root, "loom_af");
   snprintf(tmpl, sizeof tmpl, "%s/template", root);
   snprintf(dir, sizeof dir, "%s/run", root);
-  loom_status *st = loom_status_new();
+  loom_status *st = af_status();
   /* the template: 2 trained steps, checkpoint model.ckpt-2 */
   {
     loom_run_config c = est_config();
@@ -341,19 +423,22 @@ Test(alloc_fail, estimator_train_checkpoint_evaluate_export_predict, .timeout = 
     af_arm(0);
     cr_assert_eq(est_scenario(dir, want, &where, st), LOOM_OK, "%s: %s", where, loom_status_message(st));
     total = atomic_load(&af_count);
+    if (atomic_load(&af_live) != base_live) af_print_leaks();
     cr_assert_eq(atomic_load(&af_live), base_live, "the reference run leaks %ld blocks",
                  atomic_load(&af_live) - base_live);
   }
   af_stats s = {.points = total};
-  for (long n = 1; n <= total; n = next_point(n, total, 150)) {
+  for (long n = first_point(); n <= total; n = next_point(n, total, 150)) {
     tu_rmtree(dir);
     copy_dir(tmpl, dir);
     loom_status_clear(st);
     long live0 = atomic_load(&af_live);
+    if (getenv("LOOM_ALLOC_FAIL_VERBOSE")) fprintf(stderr, "estimator: allocation %ld of %ld\n", n, total);
     af_arm(n);
     loom_code rc = est_scenario(dir, got, &where, st);
     af_disarm();
     s.tried++;
+    if (atomic_load(&af_live) != live0) af_print_leaks();
     cr_assert_eq(atomic_load(&af_live), live0, "allocation %ld (failing in %s, %s: %s): %ld blocks leaked", n, where,
                  loom_code_name(rc), loom_status_message(st), atomic_load(&af_live) - live0);
     if (!atomic_load(&af_failed)) continue; /* a thread's allocation order moved: nothing was injected */
@@ -402,7 +487,11 @@ static loom_code pipeline_scenario(const char *csv, double *sum, loom_status *st
   while ((rc = loom_dataset_next(ds, v, st)) == LOOM_OK) {
     const float *x = loom_tensor_data_const(v[0]);
     const int32_t *y = loom_tensor_data_const(v[2]);
-    for (int64_t i = 0; i < loom_tensor_numel(v[0]); i++) acc += x[i] + y[i] + (double)strlen(((const char *const *)loom_tensor_data_const(v[1]))[i]);
+    for (int64_t i = 0; i < loom_tensor_numel(v[0]); i++) {
+      size_t len = 0;
+      loom_tensor_get_string(v[1], i, &len);
+      acc += x[i] + y[i] + (double)len;
+    }
   }
   if (rc == LOOM_OUT_OF_RANGE) rc = LOOM_OK;
   for (int i = 0; i < 3; i++) loom_tensor_free(v[i]);
@@ -423,7 +512,7 @@ Test(alloc_fail, dataset_csv_map_shuffle_batch_prefetch, .timeout = 3000) {
     strcat(text, line);
   }
   write_file(csv, text);
-  loom_status *st = loom_status_new();
+  loom_status *st = af_status();
   double want = 0, got = 0;
   long total = 0, live0;
   for (int k = 0; k < 2; k++) {
@@ -431,16 +520,18 @@ Test(alloc_fail, dataset_csv_map_shuffle_batch_prefetch, .timeout = 3000) {
     af_arm(0);
     cr_assert_eq(pipeline_scenario(csv, &want, st), LOOM_OK, "%s", loom_status_message(st));
     total = atomic_load(&af_count);
+    if (atomic_load(&af_live) != live0) af_print_leaks();
     cr_assert_eq(atomic_load(&af_live), live0, "the reference run leaks");
   }
   af_stats s = {.points = total};
-  for (long n = 1; n <= total; n = next_point(n, total, 400)) {
+  for (long n = first_point(); n <= total; n = next_point(n, total, 400)) {
     loom_status_clear(st);
     live0 = atomic_load(&af_live);
     af_arm(n);
     loom_code rc = pipeline_scenario(csv, &got, st);
     af_disarm();
     s.tried++;
+    if (atomic_load(&af_live) != live0) af_print_leaks();
     cr_assert_eq(atomic_load(&af_live), live0, "allocation %ld (%s: %s): %ld blocks leaked", n, loom_code_name(rc),
                  loom_status_message(st), atomic_load(&af_live) - live0);
     if (!atomic_load(&af_failed)) continue;
@@ -502,7 +593,7 @@ Test(alloc_fail, event_writer, .timeout = 3000) {
   af_install();
   char root[TU_TMPDIR_CAP], dir[600];
   tu_tmpdir(root, sizeof root, "loom_af");
-  loom_status *st = loom_status_new();
+  loom_status *st = af_status();
   long total = 0, live0;
   for (int k = 0; k < 2; k++) {
     snprintf(dir, sizeof dir, "%s/ref%d", root, k);
@@ -510,11 +601,12 @@ Test(alloc_fail, event_writer, .timeout = 3000) {
     af_arm(0);
     cr_assert_eq(events_scenario(dir, st), LOOM_OK, "%s", loom_status_message(st));
     total = atomic_load(&af_count);
+    if (atomic_load(&af_live) != live0) af_print_leaks();
     cr_assert_eq(atomic_load(&af_live), live0, "the reference run leaks");
     cr_assert_eq(events_read_all(dir, 0, st), 6);
   }
   af_stats s = {.points = total};
-  for (long n = 1; n <= total; n++) {
+  for (long n = first_point(); n <= total; n++) {
     snprintf(dir, sizeof dir, "%s/run%ld", root, n);
     loom_status_clear(st);
     live0 = atomic_load(&af_live);
@@ -522,6 +614,7 @@ Test(alloc_fail, event_writer, .timeout = 3000) {
     loom_code rc = events_scenario(dir, st);
     af_disarm();
     s.tried++;
+    if (atomic_load(&af_live) != live0) af_print_leaks();
     cr_assert_eq(atomic_load(&af_live), live0, "allocation %ld (%s: %s): %ld blocks leaked", n, loom_code_name(rc),
                  loom_status_message(st), atomic_load(&af_live) - live0);
     if (rc == LOOM_OK)
