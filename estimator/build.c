@@ -171,6 +171,9 @@ loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, l
   b->spec.g = b->g;
   rc = e->model_fn(b->g, b->features, b->labels, mode, e->params, &e->config, &b->spec, e->user, st);
   if (rc != LOOM_OK) {
+    /* a model_fn that returns a spec call's code without a message: the graph's first error (an
+     * out-of-memory node, say) is the cause */
+    if (st && loom_status_code(st) == LOOM_OK && loom_graph_status(b->g, st) != LOOM_OK) rc = loom_status_code(st);
     if (st && loom_status_code(st) == LOOM_OK) loom_status_set(st, rc, "model_fn failed in mode %s", loom_mode_key(mode));
     loom__est_built_free(b);
     return rc;

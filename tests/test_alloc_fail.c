@@ -163,6 +163,7 @@ static long next_point(long n, long total, long sample) {
 
 typedef struct af_stats {
   long points, tried, exhausted, other_code, swallowed;
+  long by_code[32];
 } af_stats;
 
 static void af_report(const char *name, const af_stats *s) {
@@ -170,16 +171,23 @@ static void af_report(const char *name, const af_stats *s) {
           "alloc-fail %s: %ld injection points, %ld tried (%s): %ld RESOURCE_EXHAUSTED, %ld other clean errors, "
           "%ld absorbed (same result), 0 crashes, 0 leaks\n",
           name, s->points, s->tried, full_mode() ? "all" : "sampled", s->exhausted, s->other_code, s->swallowed);
+  for (int c = 0; c < 32; c++)
+    if (s->by_code[c] && c != LOOM_RESOURCE_EXHAUSTED)
+      fprintf(stderr, "  %s: %ld\n", loom_code_name((loom_code)c), s->by_code[c]);
 }
 
 /* A failing call must say why: a code and a message. */
 static void check_error(af_stats *s, loom_code rc, loom_status *st, const char *where, long n) {
   cr_assert_neq(rc, LOOM_OK, "%s: allocation %ld failed but the call returned OK", where, n);
+  if ((int)rc >= 0 && (int)rc < 32) s->by_code[rc]++;
+  if (rc != LOOM_RESOURCE_EXHAUSTED && getenv("LOOM_ALLOC_FAIL_VERBOSE"))
+    fprintf(stderr, "  allocation %ld: %s: %s: %s\n", n, where, loom_code_name(rc), loom_status_message(st));
   if (rc == LOOM_RESOURCE_EXHAUSTED)
     s->exhausted++;
   else
     s->other_code++;
-  (void)st;
+  cr_assert(rc == LOOM_RESOURCE_EXHAUSTED || loom_status_message(st)[0], "%s: allocation %ld: %s without a message",
+            where, n, loom_code_name(rc));
 }
 
 /* ---- files ---- */
