@@ -144,13 +144,16 @@ static void conn_close(conn *c) {
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
+/* The counters are written by the loop thread and read by loom_ps_server_get_stats from
+ * any thread: relaxed atomics (each counter exact, the snapshot may lag by a frame). */
+#define STAT_ADD(srv, field, n) __atomic_fetch_add(&(srv)->stats.field, (int64_t)(n), __ATOMIC_RELAXED)
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
 static void write_done(uv_write_t *req, int status) {
   reply *r = (reply *)req;
   conn *c = r->c;
-  if (status == 0) c->srv->stats.bytes_out += (int64_t)r->len;
+  if (status == 0) STAT_ADD(c->srv, bytes_out, (int64_t)r->len);
   int close_after = r->close_after;
   loom__free(r);
   if (c->paused && !c->waiting && c->state != ST_CLOSING && !uv_is_closing((uv_handle_t *)&c->tcp) &&
@@ -193,7 +196,7 @@ static void reply_send(conn *c, reply *r, uint16_t opcode, uint32_t flags, uint3
   if (!close_after && c->state != ST_CLOSING &&
       uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MAX_QUEUED_REPLY_BYTES) {
     c->paused = 1;
-    c->srv->stats.pauses++;
+    STAT_ADD(c->srv, pauses, 1);
     uv_read_stop((uv_stream_t *)&c->tcp);
   }
 }
@@ -207,7 +210,7 @@ static void reply_error(conn *c, uint32_t code, int close_after, const char *fmt
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (close_after) {
-    c->srv->stats.rejected++;
+    STAT_ADD(c->srv, rejected, 1);
     loom__log(LOOM_LOG_WARN, "ps :%d: closing connection from %s: %s", c->srv->port, c->peer, msg);
   }
   size_t n = strlen(msg);
@@ -609,7 +612,7 @@ static void handle_push(conn *c, int pull) {
   const float *grad = (const float *)(c->body + 16);
   if (s->o.consistency == LOOM_PS_BOUNDED && rv != UINT64_MAX && v->version > rv &&
       v->version - rv > (uint64_t)s->o.staleness) {
-    s->stats.stale_dropped++; /* DropStaleGradient */
+    STAT_ADD(s, stale_dropped, 1); /* DropStaleGradient */
     push_reply(c, v, pull, LOOM_PS_FLAG_STALE);
     return;
   }
@@ -620,7 +623,7 @@ static void handle_push(conn *c, int pull) {
       return;
     }
     if (rv < v->version) { /* a late gradient of an applied step */
-      s->stats.stale_dropped++;
+      STAT_ADD(s, stale_dropped, 1);
       push_reply(c, v, pull, LOOM_PS_FLAG_STALE);
       return;
     }
@@ -657,9 +660,9 @@ static void handle_push(conn *c, int pull) {
     return;
   }
   loom_status_free(st);
-  s->stats.updates++;
+  STAT_ADD(s, updates, 1);
   if (s->o.consistency == LOOM_PS_SYNC) {
-    s->stats.sync_steps++;
+    STAT_ADD(s, sync_steps, 1);
     wake_waiters(s, id, v);
   }
   push_reply(c, v, pull, 0);
@@ -691,7 +694,7 @@ static void handle_rows(conn *c, int push) {
       return;
     }
     loom_status_free(st);
-    c->srv->stats.updates++;
+    STAT_ADD(c->srv, updates, 1);
     reply *r;
     uint8_t *out = reply_begin(c, 8, &r);
     if (out) loom__ps_put64(out, v->version);
@@ -993,7 +996,7 @@ static void handle_ckpt(conn *c, int save) {
 
 static void dispatch(conn *c) {
   loom_ps_server *s = c->srv;
-  s->stats.frames++;
+  STAT_ADD(s, frames, 1);
   s->last_activity_ms = now_ms();
   if (!loom__ps_body_ok(&c->h, c->body)) {
     reply_error(c, LOOM_DATA_LOSS, 1, "CRC-32C mismatch on a %u-byte body (opcode %u)", c->h.body_len, c->h.opcode);
@@ -1059,7 +1062,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn *c = stream->data;
   if (nread < 0) {
     if (c->state != ST_CLOSING && (c->hgot || c->in_body)) {
-      c->srv->stats.rejected++;
+      STAT_ADD(c->srv, rejected, 1);
       loom__log(LOOM_LOG_WARN, "ps :%d: connection from %s ended inside a frame (%zu header, %zu body bytes)",
                 c->srv->port, c->peer, c->hgot, c->bgot);
     }
@@ -1067,7 +1070,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   if (nread == 0 || c->state == ST_CLOSING) return;
-  c->srv->stats.bytes_in += nread;
+  STAT_ADD(c->srv, bytes_in, nread);
   if (!c->in_body) {
     c->hgot += (size_t)nread;
     if (c->hgot < LOOM_PS_HDR) return;
@@ -1118,7 +1121,7 @@ static void on_connection(uv_stream_t *server, int status) {
   c->next = s->conns;
   s->conns = c;
   s->nconns++;
-  s->stats.connections++;
+  STAT_ADD(s, connections, 1);
   c->t_open_ms = s->last_activity_ms = now_ms();
   struct sockaddr_storage ss;
   int sl = sizeof ss;
@@ -1163,7 +1166,7 @@ static void on_timer(uv_timer_t *t) {
   double sync_to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
   for (conn *c = s->conns; c; c = c->next)
     if (c->waiting && (double)(now - c->wait_since_ms) > sync_to * 1000.0) {
-      s->stats.sync_timeouts++;
+      STAT_ADD(s, sync_timeouts, 1);
       c->waiting = 0;
       reply_error(c, LOOM_DEADLINE_EXCEEDED, 0, "SYNC: step %llu of var %u not complete within %.1f s",
                   (unsigned long long)c->wait_version + 1, c->wait_var, sync_to);
@@ -1303,7 +1306,17 @@ int loom_ps_server_wait(loom_ps_server *s, double timeout_s) {
 
 void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out) {
   /* Counters are written by the loop thread; a snapshot may lag by a frame. */
-  if (s && out) *out = s->stats;
+  if (!s || !out) return;
+  out->connections = __atomic_load_n(&s->stats.connections, __ATOMIC_RELAXED);
+  out->rejected = __atomic_load_n(&s->stats.rejected, __ATOMIC_RELAXED);
+  out->frames = __atomic_load_n(&s->stats.frames, __ATOMIC_RELAXED);
+  out->bytes_in = __atomic_load_n(&s->stats.bytes_in, __ATOMIC_RELAXED);
+  out->bytes_out = __atomic_load_n(&s->stats.bytes_out, __ATOMIC_RELAXED);
+  out->updates = __atomic_load_n(&s->stats.updates, __ATOMIC_RELAXED);
+  out->pauses = __atomic_load_n(&s->stats.pauses, __ATOMIC_RELAXED);
+  out->stale_dropped = __atomic_load_n(&s->stats.stale_dropped, __ATOMIC_RELAXED);
+  out->sync_steps = __atomic_load_n(&s->stats.sync_steps, __ATOMIC_RELAXED);
+  out->sync_timeouts = __atomic_load_n(&s->stats.sync_timeouts, __ATOMIC_RELAXED);
 }
 
 void loom_ps_server_stop(loom_ps_server *s) {

@@ -84,6 +84,10 @@ loom_graph *loom_graph_new(void) {
   loom_graph *g = loom__calloc(1, sizeof *g);
   if (!g) return NULL;
   g->scope_str = loom__strdup("");
+  if (!g->scope_str) {
+    loom__free(g);
+    return NULL;
+  }
   return g;
 }
 
@@ -191,7 +195,8 @@ static void push_scope(loom_graph *g, const char *name, int reuse) {
   snprintf(cand, sizeof cand, "%s", base);
   if (!reuse) {
     for (int i = 1;; i++) {
-      snprintf(full, sizeof full, "%s%s%s", g->scope_str, *g->scope_str ? "/" : "", cand);
+      const char *cur = g->scope_str ? g->scope_str : ""; /* NULL after an out-of-memory root scope */
+      snprintf(full, sizeof full, "%s%s%s", cur, *cur ? "/" : "", cand);
       if (!scope_in_use(g, full)) break;
       snprintf(cand, sizeof cand, "%s_%d", base, i);
     }

@@ -171,6 +171,9 @@ loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, l
   b->spec.g = b->g;
   rc = e->model_fn(b->g, b->features, b->labels, mode, e->params, &e->config, &b->spec, e->user, st);
   if (rc != LOOM_OK) {
+    /* a model_fn that returns a spec call's code without a message: the graph's first error (an
+     * out-of-memory node, say) is the cause */
+    if (st && loom_status_code(st) == LOOM_OK && loom_graph_status(b->g, st) != LOOM_OK) rc = loom_status_code(st);
     if (st && loom_status_code(st) == LOOM_OK) loom_status_set(st, rc, "model_fn failed in mode %s", loom_mode_key(mode));
     loom__est_built_free(b);
     return rc;
@@ -269,7 +272,10 @@ loom_code loom__est_init_session(loom_estimator *e, loom_session *s, loom_graph 
 /* A call's hooks: the caller's and the spec's (borrowed) and the defaults
  * the estimator creates (owned, freed by loom__hl_free). */
 void loom__hl_add(est_hook_list *l, loom_hook *h, int own) {
-  if (!h) return;
+  if (!h) { /* one of the estimator's own hooks could not be made: the call must fail, not run without it */
+    if (own) l->oom = 1;
+    return;
+  }
   if (l->n == l->cap) {
     int32_t cap = l->cap ? 2 * l->cap : 16;
     loom_hook **items = loom__realloc(l->items, sizeof(loom_hook *) * (size_t)cap);

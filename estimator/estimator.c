@@ -326,8 +326,9 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     if (e->config.save_summary_steps > 0)
       loom__hl_add(&hl, loom_summary_saver_hook(e->config.save_summary_steps, 0, writer, st), 1);
   }
-  if (hl.oom) {
-    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "train: out of memory collecting hooks");
+  if (hl.oom) { /* a hook that could not be made says why, else it ran out of memory */
+    rc = loom_status_code(st) ? loom_status_code(st)
+                              : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "train: out of memory collecting hooks");
     goto out_hooks;
   }
   if (st && loom_status_code(st) != LOOM_OK) {
