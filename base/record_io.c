@@ -1,6 +1,7 @@
 /* base/record_io.c - TFRecord framing. See tfrecord.h. */
 #include "base/record_io.h"
 #include <errno.h>
+#include <sys/stat.h>
 #include <string.h>
 #include "base/crc32c.h"
 
@@ -50,14 +51,36 @@ loom_code loom__tfrecord_next(loom_tfrecord_reader *r, const uint8_t **data, siz
   if ((uint32_t)get_le(head + 8, 4) != loom__crc32c_masked(head, 8)) return corrupt(r, st, "length CRC mismatch");
   uint64_t len = get_le(head, 8);
   if (len > ((uint64_t)1 << 40)) return corrupt(r, st, "implausible record length");
-  if (len + 1 > r->cap) {
-    size_t cap = (size_t)len + 1;
-    uint8_t *b = loom__realloc(r->buf, cap);
-    if (!b) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory reading %s", r->path);
-    r->buf = b;
-    r->cap = cap;
+  /* Never allocate more than the file can hold: a regular file's remaining
+   * bytes bound the length; for anything else (a pipe) the buffer grows with
+   * what is actually read. */
+  struct stat sb;
+  off_t pos = ftello(r->f);
+  if (pos >= 0 && !fstat(fileno(r->f), &sb) && S_ISREG(sb.st_mode)) {
+    uint64_t left = (uint64_t)sb.st_size > (uint64_t)pos ? (uint64_t)sb.st_size - (uint64_t)pos : 0;
+    if (len <= left && left - len < 4) return corrupt(r, st, "truncated record data CRC");
+    if (len > left) {
+      char why[160];
+      snprintf(why, sizeof why, "truncated record data (length %llu, %llu bytes left in the file)",
+               (unsigned long long)len, (unsigned long long)left);
+      return corrupt(r, st, why);
+    }
   }
-  if (len && fread(r->buf, 1, (size_t)len, r->f) != len) return corrupt(r, st, "truncated record data");
+  size_t have = 0;
+  while (have < len || r->cap == 0) {
+    size_t want = (size_t)len + 1;
+    if (want > r->cap) { /* grow by doubling from 64 KiB, at most to len + 1 */
+      size_t cap = r->cap < ((size_t)1 << 16) ? ((size_t)1 << 16) : r->cap * 2;
+      if (cap > want) cap = want;
+      uint8_t *b = loom__realloc(r->buf, cap);
+      if (!b) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory reading %s", r->path);
+      r->buf = b;
+      r->cap = cap;
+    }
+    size_t room = (r->cap - 1 < len ? r->cap - 1 : (size_t)len) - have;
+    if (room && fread(r->buf + have, 1, room, r->f) != room) return corrupt(r, st, "truncated record data");
+    have += room;
+  }
   if (fread(tail, 1, 4, r->f) != 4) return corrupt(r, st, "truncated record data CRC");
   if ((uint32_t)get_le(tail, 4) != loom__crc32c_masked(r->buf, (size_t)len)) return corrupt(r, st, "data CRC mismatch");
   r->buf[len] = 0;

@@ -46,8 +46,9 @@ loom_tensor *loom_tensor_new(loom_dtype dt, int ndim, const int64_t *dims, loom_
   }
   t->data = loom__aligned_alloc(t->nbytes);
   if (!t->data) {
+    size_t nbytes = t->nbytes; /* read before t is freed */
     loom__free(t);
-    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tensor: out of memory allocating %zu bytes", t->nbytes);
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "tensor: out of memory allocating %zu bytes", nbytes);
     return NULL;
   }
   memset(t->data, 0, t->nbytes);

@@ -1,0 +1,67 @@
+/* fuzz/fuzz_util.h - shared by the libFuzzer targets (fuzz/fuzz_*.c).
+ * Every target feeds its input to a public loom entry point the way a user's
+ * file would reach it, and requires only that loom returns (any code) without
+ * a crash, a leak or undefined behaviour (ASan + UBSan). */
+#ifndef LOOM_FUZZ_UTIL_H
+#define LOOM_FUZZ_UTIL_H
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "loom/loom.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static void fz_quiet(loom_log_level lvl, const char *msg, void *u) {
+  (void)lvl;
+  (void)msg;
+  (void)u;
+}
+
+/* A private directory for this process ("/tmp/loom_fuzz_<name>_<pid>"), made once. */
+static const char *fz_dir(const char *name) {
+  static char dir[256];
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "%s/loom_fuzz_%s_%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name,
+             (int)getpid());
+    mkdir(dir, 0700);
+    loom_log_set(fz_quiet, NULL, LOOM_LOG_ERROR);
+  }
+  return dir;
+}
+
+/* Writes data to <dir>/<file>; returns the path (static, one per file name slot). */
+static const char *fz_write(const char *dir, const char *file, const void *data, size_t n) {
+  static char paths[4][512];
+  static int k;
+  char *p = paths[k++ & 3];
+  snprintf(p, 512, "%s/%s", dir, file);
+  FILE *f = fopen(p, "wb");
+  if (!f) abort();
+  if (n && fwrite(data, 1, n, f) != n) abort();
+  fclose(f);
+  return p;
+}
+
+/* Pulls up to max elements from a dataset, freeing them (the error ends it). */
+static void fz_drain(loom_dataset *ds, int max) {
+  if (!ds) return;
+  int nc = loom_dataset_num_components(ds);
+  loom_tensor *v[64] = {0};
+  if (nc > 64) nc = 64;
+  loom_status *st = loom_status_new();
+  for (int i = 0; i < max; i++) {
+    loom_code rc = loom_dataset_next(ds, v, st);
+    for (int c = 0; c < nc; c++) {
+      loom_tensor_free(v[c]);
+      v[c] = NULL;
+    }
+    if (rc) break;
+  }
+  loom_status_free(st);
+  loom_dataset_free(ds);
+}
+#endif
