@@ -112,7 +112,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: all lib deps test demo bench bench-compare asan install clean header-check cuda-check cpu-check test-gpu test-cuemu bench-gpu \
-        clang-check fuzz fuzz-build fuzz-replay
+        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -292,6 +292,15 @@ build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h build/fuzz/libloom.a
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(filter-out -fvisibility=hidden -fsanitize=%,$(CFLAGS)) -fsanitize=fuzzer,$(FUZZ_SAN) $< -o $@ \
 	  build/fuzz/libloom.a $(LDLIBS)
+# Regenerates the seed corpora (committed) from test fixtures and files loom writes.
+fuzz-seeds: lib fuzz-build
+	@mkdir -p $(BUILD)
+	$(Q)$(CC) $(TEST_CFLAGS) fuzz/make_seeds.c -o $(BUILD)/make_seeds $(BUILD)/libloom.a $(LDLIBS)
+	$(Q)$(BUILD)/make_seeds fuzz/corpus /tmp/loom_fuzz_seeds_$$$$
+	$(Q)mkdir -p fuzz/corpus/export fuzz/corpus/graph && LOOM_FUZZ_SEEDS=fuzz/corpus/export build/fuzz/fuzz_export -runs=0 /dev/null >/dev/null 2>&1; \
+	  tail -c +2 fuzz/corpus/export/export_1 > fuzz/corpus/graph/saved_model
+	@echo "fuzz-seeds: $$(find fuzz/corpus -type f | wc -l) seeds in fuzz/corpus"
+
 fuzz: deps fuzz-build
 	@bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
 fuzz-replay: fuzz-build

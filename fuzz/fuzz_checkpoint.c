@@ -46,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       loom_tensor_free(t);
     }
   }
-  loom_saver_restore(sv, s, path, st);
+  loom_code rc = loom_saver_restore(sv, s, path, st);
+  if (getenv("LOOM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz: %d tensors, restore: %s\n", nm.k, rc ? loom_status_message(st) : "ok");
   loom_status_free(st);
   return 0;
 }

@@ -24,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   loom_status *st = loom_status_new();
   loom_dataset *ds = loom_dataset_csv(1, paths, &o, st);
   if (ds && (data[0] & 4)) ds = loom_dataset_batch(ds, 3, 0, st);
+  if (!ds && getenv("LOOM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz: no dataset: %s\n", loom_status_message(st));
   fz_drain(ds, 64);
   loom_status_free(st);
   return 0;

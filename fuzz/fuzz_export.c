@@ -83,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   loom_predictor_options o = loom_predictor_options_default();
   o.num_threads = 1;
   loom_predictor *p = loom_predictor_load(ex, &o, st);
+  if (getenv("LOOM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz: load: %s\n", p ? "ok" : loom_status_message(st));
   if (p) {
     int ni = loom_predictor_num_inputs(p, NULL), no = loom_predictor_num_outputs(p, NULL);
     if (ni == 1 && no >= 1 && no <= 8) {

@@ -33,8 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   spec[4].name = "sp";
   spec[4].dtype = LOOM_F32;
   spec[4].kind = LOOM_FEATURE_SPARSE;
-  spec[4].ndim = 1;
-  spec[4].dims[0] = 5;
+  spec[4].size = 5;
   spec[4].index_key = "sp_idx";
   spec[4].value_key = "sp_val";
   spec[5].name = "y";
@@ -44,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   loom_status *st = loom_status_new();
   loom_dataset *ds = loom_dataset_tfrecord(1, paths, 6, spec, "y", st);
   if (ds && (data[0] & 1)) ds = loom_dataset_batch(ds, 2, 0, st);
+  if (!ds && getenv("LOOM_FUZZ_VERBOSE")) fprintf(stderr, "fuzz: no dataset: %s\n", loom_status_message(st));
   fz_drain(ds, 64);
   loom_status_free(st);
   return 0;

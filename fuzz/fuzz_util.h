@@ -15,14 +15,14 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-static void fz_quiet(loom_log_level lvl, const char *msg, void *u) {
+static inline void fz_quiet(loom_log_level lvl, const char *msg, void *u) {
   (void)lvl;
   (void)msg;
   (void)u;
 }
 
 /* A private directory for this process ("/tmp/loom_fuzz_<name>_<pid>"), made once. */
-static const char *fz_dir(const char *name) {
+static inline const char *fz_dir(const char *name) {
   static char dir[256];
   if (!dir[0]) {
     snprintf(dir, sizeof dir, "%s/loom_fuzz_%s_%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name,
@@ -34,7 +34,7 @@ static const char *fz_dir(const char *name) {
 }
 
 /* Writes data to <dir>/<file>; returns the path (static, one per file name slot). */
-static const char *fz_write(const char *dir, const char *file, const void *data, size_t n) {
+static inline const char *fz_write(const char *dir, const char *file, const void *data, size_t n) {
   static char paths[4][512];
   static int k;
   char *p = paths[k++ & 3];
@@ -47,13 +47,14 @@ static const char *fz_write(const char *dir, const char *file, const void *data,
 }
 
 /* Pulls up to max elements from a dataset, freeing them (the error ends it). */
-static void fz_drain(loom_dataset *ds, int max) {
+static inline void fz_drain(loom_dataset *ds, int max) {
   if (!ds) return;
   int nc = loom_dataset_num_components(ds);
   loom_tensor *v[64] = {0};
   if (nc > 64) nc = 64;
   loom_status *st = loom_status_new();
-  for (int i = 0; i < max; i++) {
+  int i = 0;
+  for (; i < max; i++) {
     loom_code rc = loom_dataset_next(ds, v, st);
     for (int c = 0; c < nc; c++) {
       loom_tensor_free(v[c]);
@@ -61,6 +62,8 @@ static void fz_drain(loom_dataset *ds, int max) {
     }
     if (rc) break;
   }
+  if (getenv("LOOM_FUZZ_VERBOSE")) /* seeds should get far: say how far */
+    fprintf(stderr, "fuzz: %d elements, then: %s\n", i, loom_status_message(st));
   loom_status_free(st);
   loom_dataset_free(ds);
 }
