@@ -299,8 +299,11 @@ fuzz-seeds: lib fuzz-build
 	$(Q)$(BUILD)/make_seeds fuzz/corpus /tmp/loom_fuzz_seeds_$$$$
 	$(Q)mkdir -p fuzz/corpus/export fuzz/corpus/graph && LOOM_FUZZ_SEEDS=fuzz/corpus/export build/fuzz/fuzz_export -runs=0 /dev/null >/dev/null 2>&1; \
 	  tail -c +2 fuzz/corpus/export/export_1 > fuzz/corpus/graph/saved_model
+	$(Q)mkdir -p fuzz/corpus/job && cp examples/jobs/diamonds_wide_deep.json examples/jobs/iris_dnn.json fuzz/corpus/job/ && \
+	  sed -e 's/"format": "idx",/"format": "idx", "limit": 64,/' examples/jobs/fashion_mnist_dnn.json > fuzz/corpus/job/fashion_mnist_dnn.json
 	@echo "fuzz-seeds: $$(find fuzz/corpus -type f | wc -l) seeds in fuzz/corpus"
 
+build/fuzz/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
 fuzz: deps fuzz-build
 	@bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
 fuzz-replay: fuzz-build

@@ -13,7 +13,9 @@ for n in "$@"; do
     files=$(find "$seeds" -type f 2>/dev/null | sort)
     cnt=$(printf '%s\n' "$files" | grep -c . || true)
     if [ "$cnt" -eq 0 ]; then echo "fuzz-replay: $n: no corpus in $seeds"; rc=1; continue; fi
-    if out=$(printf '%s\n' "$files" | xargs "$bin" -runs=1 2>&1); then
+    opts=""
+    [ -f "fuzz/$n.options" ] && opts=$(cat "fuzz/$n.options")
+    if out=$(printf '%s\n' "$files" | xargs "$bin" $opts -runs=1 2>&1); then
       printf 'fuzz-replay %-12s %4d inputs, no crash\n' "$n" "$cnt"
     else
       printf 'fuzz-replay %-12s FAILED\n' "$n"; printf '%s\n' "$out" | tail -40; rc=1
@@ -22,6 +24,7 @@ for n in "$@"; do
     mkdir -p "build/fuzz/corpus/$n" "build/fuzz/crashes/$n"
     extra=()
     [ -f "$dict" ] && extra+=("-dict=$dict")
+    [ -f "fuzz/$n.options" ] && extra+=($(cat "fuzz/$n.options"))
     log=build/fuzz/$n.log
     "$bin" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
       -artifact_prefix="build/fuzz/crashes/$n/" "${extra[@]}" "build/fuzz/corpus/$n" "$seeds" >"$log" 2>&1
