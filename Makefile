@@ -306,8 +306,16 @@ fuzz-seeds: lib fuzz-build
 build/fuzz/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
 fuzz: deps fuzz-build
 	@bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
-fuzz-replay: fuzz-build
-	@bash scripts/fuzz.sh replay 0 $(FUZZ_NAMES)
+# The replay programs: each target + fuzz/driver.c (a main that runs every corpus file once),
+# built with this build's compiler and flags against $(BUILD)/libloom.a (no clang needed).
+REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/fuzz_%)
+$(BUILD)/fuzz-replay/fuzz_%: fuzz/fuzz_%.c fuzz/driver.c fuzz/fuzz_util.h $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) fuzz/driver.c $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+$(BUILD)/fuzz-replay/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
+fuzz-replay: lib $(REPLAY_BIN)
+	@BUILD=$(BUILD) bash scripts/fuzz.sh replay 0 $(FUZZ_NAMES)
 
 asan:
 	@bash scripts/deps.sh

@@ -6,7 +6,7 @@
  * LOOM_FUZZ_SEEDS=<dir> writes the export's three files there as seeds. */
 #include "fuzz_util.h"
 
-static char golden[3][256];
+static char golden[3][600];
 static uint8_t *gold_data[3];
 static size_t gold_size[3];
 static const char *const FILES[3] = {"signatures.json", "saved_model.loom", "variables/variables.ckpt"};

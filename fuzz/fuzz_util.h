@@ -4,6 +4,7 @@
  * a crash, a leak or undefined behaviour (ASan + UBSan). */
 #ifndef LOOM_FUZZ_UTIL_H
 #define LOOM_FUZZ_UTIL_H
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +22,24 @@ static inline void fz_quiet(loom_log_level lvl, const char *msg, void *u) {
   (void)u;
 }
 
-/* A private directory for this process ("/tmp/loom_fuzz_<name>_<pid>"), made once. */
+static char fz_dir_path[256];
+static inline int fz_rm(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(p);
+}
+static inline void fz_cleanup(void) {
+  if (fz_dir_path[0]) nftw(fz_dir_path, fz_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A private directory for this process ("/tmp/loom_fuzz_<name>_<pid>"), made once
+ * and removed at exit. */
 static inline const char *fz_dir(const char *name) {
-  static char dir[256];
+  char *dir = fz_dir_path;
   if (!dir[0]) {
-    snprintf(dir, sizeof dir, "%s/loom_fuzz_%s_%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name,
+    atexit(fz_cleanup);
+    snprintf(dir, sizeof fz_dir_path, "%s/loom_fuzz_%s_%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name,
              (int)getpid());
     mkdir(dir, 0700);
     loom_log_set(fz_quiet, NULL, LOOM_LOG_ERROR);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh run SECONDS NAME...   : each target build/fuzz/fuzz_NAME for SECONDS from fuzz/corpus/NAME
 #                                 (+ build/fuzz/corpus/NAME for what it finds); prints executions per target
-# fuzz.sh replay 0 NAME...      : each target once over every committed input of fuzz/corpus/NAME (no new inputs)
+# fuzz.sh replay 0 NAME...      : $BUILD/fuzz-replay/fuzz_NAME (the target + fuzz/driver.c) once over every
+#                                 committed input of fuzz/corpus/NAME (no new inputs)
 set -u
 mode=$1; secs=$2; shift 2
 rc=0
@@ -10,12 +11,12 @@ for n in "$@"; do
   seeds=fuzz/corpus/$n
   dict=fuzz/$n.dict
   if [ "$mode" = replay ]; then
-    files=$(find "$seeds" -type f 2>/dev/null | sort)
-    cnt=$(printf '%s\n' "$files" | grep -c . || true)
+    rbin=${BUILD:-build}/fuzz-replay/fuzz_$n
+    cnt=$(find "$seeds" -type f 2>/dev/null | wc -l)
     if [ "$cnt" -eq 0 ]; then echo "fuzz-replay: $n: no corpus in $seeds"; rc=1; continue; fi
-    opts=""
-    [ -f "fuzz/$n.options" ] && opts=$(cat "fuzz/$n.options")
-    if out=$(printf '%s\n' "$files" | xargs "$bin" $opts -runs=1 2>&1); then
+    san=""
+    grep -q 'detect_leaks=0' "fuzz/$n.options" 2>/dev/null && san="detect_leaks=0"
+    if out=$(ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$rbin" "$seeds" 2>&1); then
       printf 'fuzz-replay %-12s %4d inputs, no crash\n' "$n" "$cnt"
     else
       printf 'fuzz-replay %-12s FAILED\n' "$n"; printf '%s\n' "$out" | tail -40; rc=1
@@ -26,7 +27,9 @@ for n in "$@"; do
     [ -f "$dict" ] && extra+=("-dict=$dict")
     [ -f "fuzz/$n.options" ] && extra+=($(cat "fuzz/$n.options"))
     log=build/fuzz/$n.log
-    "$bin" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+    san=""
+    grep -q 'detect_leaks=0' "fuzz/$n.options" 2>/dev/null && san="detect_leaks=0"
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$bin" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
       -artifact_prefix="build/fuzz/crashes/$n/" "${extra[@]}" "build/fuzz/corpus/$n" "$seeds" >"$log" 2>&1
     r=$?
     execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$log" | tail -1)
