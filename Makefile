@@ -36,7 +36,7 @@ endif
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
-WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
 OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
@@ -59,7 +59,7 @@ endif
 # top-level folder (and its subfolders, two levels deep) except the ones below,
 # which hold programs, tests and tooling (and any build*/ output folder). A new folder (feature_columns/,
 # distributed/, estimator/heads/, ...) joins the build by holding a .c file.
-NON_LIB_DIRS := tests bench examples scripts proto tools python build $(patsubst %/,%,$(wildcard build*/))
+NON_LIB_DIRS := tests bench examples scripts proto tools python build fuzz $(patsubst %/,%,$(wildcard build*/))
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
 # Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
@@ -111,7 +111,8 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
-.PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu
+.PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
+        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -238,6 +239,8 @@ header-check:
 test: deps
 	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
+	@$(MAKE) --no-print-directory clang-check
+	@$(MAKE) --no-print-directory fuzz-replay
 	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-py; fi
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
@@ -253,6 +256,14 @@ test-py: lib
 cuda-check:
 	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib
 	@echo "cuda-check: CUDA build compiles"
+
+# Compiles the library with clang (CPU-only, -O0 to keep it cheap, warnings are errors) into
+# build/clang, so that the fuzz build (libFuzzer needs clang) does not rot.
+CLANG ?= $(shell command -v clang 2>/dev/null || command -v clang-14 2>/dev/null)
+clang-check:
+	@if [ -z "$(CLANG)" ]; then echo "clang-check: clang not found (scripts/deps.sh installs it)"; exit 1; fi
+	@$(MAKE) --no-print-directory BUILD=build/clang CC=$(CLANG) CUDA=0 OPT=-O0 WERROR=-Werror build/clang/libloom.a
+	@echo "clang-check: the library compiles with $(notdir $(CLANG)), no warnings"
 
 # Compiles the CPU-only variant into build/cpu: no CUDA header or library on its paths.
 cpu-check:
@@ -293,6 +304,47 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h tests/gpu/parity_coverage
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+
+# Fuzzing (fuzz/, libFuzzer + ASan + UBSan via clang): `make fuzz FUZZ_SECONDS=N` runs every target
+# for N seconds from its corpus fuzz/corpus/<target>/ (new inputs go to build/fuzz/corpus/<target>/);
+# `make fuzz-replay` (part of `make test`) runs each target once over its committed corpus, no new inputs.
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
+FUZZ_NAMES := $(FUZZ_SRC:fuzz/fuzz_%.c=%)
+FUZZ_BIN := $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
+FUZZ_SAN := address,undefined
+fuzz-build:
+	@if [ -z "$(CLANG)" ]; then echo "fuzz: clang not found (scripts/deps.sh installs it)"; exit 1; fi
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=$(CLANG) CUDA=0 OPT='-O1 -gline-tables-only' \
+	  SANITIZE=fuzzer-no-link,$(FUZZ_SAN) build/fuzz/libloom.a $(FUZZ_BIN)
+build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h build/fuzz/libloom.a
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(filter-out -fvisibility=hidden -fsanitize=%,$(CFLAGS)) -fsanitize=fuzzer,$(FUZZ_SAN) $< -o $@ \
+	  build/fuzz/libloom.a $(LDLIBS)
+# Regenerates the seed corpora (committed) from test fixtures and files loom writes.
+fuzz-seeds: lib fuzz-build
+	@mkdir -p $(BUILD)
+	$(Q)$(CC) $(TEST_CFLAGS) fuzz/make_seeds.c -o $(BUILD)/make_seeds $(BUILD)/libloom.a $(LDLIBS)
+	$(Q)$(BUILD)/make_seeds fuzz/corpus /tmp/loom_fuzz_seeds_$$$$
+	$(Q)mkdir -p fuzz/corpus/export fuzz/corpus/graph && LOOM_FUZZ_SEEDS=fuzz/corpus/export build/fuzz/fuzz_export -runs=0 /dev/null >/dev/null 2>&1; \
+	  tail -c +2 fuzz/corpus/export/export_1 > fuzz/corpus/graph/saved_model
+	$(Q)mkdir -p fuzz/corpus/job && cp examples/jobs/diamonds_wide_deep.json examples/jobs/iris_dnn.json fuzz/corpus/job/ && \
+	  sed -e 's/"format": "idx",/"format": "idx", "limit": 64,/' examples/jobs/fashion_mnist_dnn.json > fuzz/corpus/job/fashion_mnist_dnn.json
+	@echo "fuzz-seeds: $$(find fuzz/corpus -type f | wc -l) seeds in fuzz/corpus"
+
+build/fuzz/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
+fuzz: deps fuzz-build
+	@bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
+# The replay programs: each target + fuzz/driver.c (a main that runs every corpus file once),
+# built with this build's compiler and flags against $(BUILD)/libloom.a (no clang needed).
+REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/fuzz_%)
+$(BUILD)/fuzz-replay/fuzz_%: fuzz/fuzz_%.c fuzz/driver.c fuzz/fuzz_util.h $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) fuzz/driver.c $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+$(BUILD)/fuzz-replay/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
+fuzz-replay: lib $(REPLAY_BIN)
+	@BUILD=$(BUILD) bash scripts/fuzz.sh replay 0 $(FUZZ_NAMES)
 
 asan:
 	@bash scripts/deps.sh

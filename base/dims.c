@@ -2,9 +2,12 @@
 #include <stdio.h>
 #include "base/base.h"
 
+/* The product of the dims; -1 when it does not fit int64 (a shape taken from a
+ * file or a batch of such shapes: never signed overflow). */
 int64_t loom__numel(int ndim, const int64_t *dims) {
   int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= dims[i];
+  for (int i = 0; i < ndim; i++)
+    if (__builtin_mul_overflow(n, dims[i], &n)) return -1;
   return n;
 }
 

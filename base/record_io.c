@@ -2,6 +2,7 @@
  * as TF writes them). See record_io.h. */
 #include "base/record_io.h"
 #include <errno.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <zlib.h>
 #include "base/crc32c.h"

@@ -110,13 +110,36 @@ static loom_code idx_read(const char *path, int rank, int64_t limit, int64_t *di
       dims[i] = (int64_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
     }
     if (limit > 0 && dims[0] > limit) dims[0] = limit;
-    for (int i = 0; i < rank; i++) total *= (size_t)dims[i];
-    if (total > ((size_t)1 << 40))
-      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "IDX file %s: implausible dimensions", path);
+    /* dims are u32s from the file: their product is checked, never wrapped */
+    size_t row = 1; /* one item's bytes: bounded too, even when there are no items */
+    for (int i = 1; i < rank && !rc; i++)
+      if (__builtin_mul_overflow(row, (size_t)dims[i], &row) || row > ((size_t)1 << 40))
+        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "IDX file %s: implausible dimensions (more than 2^40 bytes)",
+                             path);
+    if (!rc && (__builtin_mul_overflow(row, (size_t)dims[0], &total) || total > ((size_t)1 << 40)))
+        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "IDX file %s: implausible dimensions (more than 2^40 bytes)",
+                             path);
   }
-  if (!rc && !(*data = loom__malloc(total)))
-    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "IDX file %s: out of memory for %zu bytes", path, total);
-  if (!rc) rc = gz_read_all(f, path, *data, total, "the data", st);
+  /* The data is read in chunks into a buffer that grows with what was read:
+   * a header that claims more than the file holds costs at most one chunk. */
+  size_t have = 0, cap = 0;
+  while (!rc && (have < total || !*data)) {
+    size_t want = total ? total : 1;
+    if (cap < want) {
+      size_t nc = cap ? cap * 2 : ((size_t)1 << 20);
+      if (nc > want) nc = want;
+      uint8_t *nb = loom__realloc(*data, nc);
+      if (!nb) {
+        rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "IDX file %s: out of memory for %zu bytes", path, nc);
+        break;
+      }
+      *data = nb;
+      cap = nc;
+    }
+    size_t k = (cap < total ? cap : total) - have;
+    if (k) rc = gz_read_all(f, path, *data + have, k, "the data", st);
+    have += k;
+  }
   gzclose(f);
   if (rc) {
     loom__free(*data);

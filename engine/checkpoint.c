@@ -50,7 +50,9 @@
  *   all_model_checkpoint_paths: "model.ckpt-200"
  * (paths relative to the directory), replaced atomically the same way.
  * --------------------------------------------------------------------- */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -454,11 +456,20 @@ static loom_code reader_open(reader *r, const char *path, int full, loom_status 
     rc = dataloss(st, r, "bad trailer");
     goto fail;
   }
-  if (get_u32(hdr + 8) != CKPT_VERSION || get_u32(hdr + 12) != 0 || get_u32(tr + 12) != 0) {
-    rc = dataloss(st, r, "unknown version or flags");
+  /* The file CRC first: a damaged header byte (version, flags) is a checksum
+   * mismatch, not an unknown format. The reserved word after the CRC is not
+   * covered by it; a nonzero one is a damaged trailer, reported as such. */
+  if (full && (rc = verify_file_crc(r, get_u32(tr + 8), st))) goto fail;
+  if (get_u32(tr + 12) != 0) {
+    rc = dataloss(st, r, "file checksum mismatch (the trailer after the checksum is damaged)");
     goto fail;
   }
-  if (full && (rc = verify_file_crc(r, get_u32(tr + 8), st))) goto fail;
+  if (get_u32(hdr + 8) != CKPT_VERSION || get_u32(hdr + 12) != 0) {
+    char why[96];
+    snprintf(why, sizeof why, "unknown version %u or flags 0x%x", get_u32(hdr + 8), get_u32(hdr + 12));
+    rc = dataloss(st, r, why);
+    goto fail;
+  }
   uint64_t end = r->size - CKPT_TRAILER;
   uint64_t n = get_u64(hdr + 16);
   if (n > (end - CKPT_HEADER) / CKPT_MIN_RECORD) {
@@ -805,6 +816,7 @@ struct loom_saver {
   char **kept; /* paths of this saver's checkpoints, oldest first */
   int nkept, capkept;
   char *last;
+  int swept; /* stale temporaries of dead writers removed from the directory once */
 };
 
 void loom_saver_free(loom_saver *sv) {
@@ -853,6 +865,48 @@ loom_saver *loom__saver_new_names(loom_graph *g, int n, const char *const *names
   return sv;
 }
 
+/* The pid of a temporary left by a writer: "<stem>.tmp-<pid>" (atomic_write) or
+ * "<stem>.pin-<pid>-<n>" (the estimator's restore pins); 0 when name is neither. */
+static long temp_owner(const char *name) {
+  const char *t = strstr(name, ".tmp-"), *p = strstr(name, ".pin-");
+  const char *d = t ? t + 5 : p ? p + 5 : NULL;
+  if (!d || !(*d >= '0' && *d <= '9')) return 0;
+  char *end;
+  long pid = strtol(d, &end, 10);
+  if (pid <= 0) return 0;
+  if (t && *end) return 0;
+  if (!t) { /* pin: "-<n>" follows */
+    if (*end != '-' || !end[1]) return 0;
+    for (const char *q = end + 1; *q; q++)
+      if (*q < '0' || *q > '9') return 0;
+  }
+  return pid;
+}
+
+/* Removes from dir the temporaries ("<stem>.tmp-<pid>", "<stem>.pin-<pid>-<n>") of
+ * writers that no longer run (killed during a save or a restore), where <stem>
+ * is the checkpoint prefix stem (model.ckpt...) or the state file. A live pid
+ * (or one we may not signal) keeps its files. Returns how many were removed. */
+static int ckpt_sweep_stale(const char *dir, const char *stem) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  size_t sl = strlen(stem);
+  int removed = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    const char *nm = de->d_name;
+    if (strncmp(nm, stem, sl) && strncmp(nm, "checkpoint.tmp-", 15)) continue;
+    long pid = temp_owner(nm);
+    if (!pid || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    char full[8192];
+    join_path(full, sizeof full, dir, nm);
+    if (unlink(full) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
+}
+
 static int kept_add(loom_saver *sv, const char *path) {
   for (int i = 0; i < sv->nkept; i++)
     if (!strcmp(sv->kept[i], path)) { /* re-saved: moves to the end */
@@ -893,6 +947,12 @@ const char *loom_saver_save(loom_saver *sv, loom_session *s, const char *prefix,
   if (global_step >= 0) snprintf(path, sizeof path, "%s-%lld", pre, (long long)global_step);
   else snprintf(path, sizeof path, "%s", pre);
 
+  if (!sv->swept) { /* once per saver: what writers killed mid-save left behind */
+    char sdir[4096];
+    split_dir(pre, sdir, sizeof sdir);
+    ckpt_sweep_stale(sdir, base_name(pre));
+    sv->swept = 1;
+  }
   ckpt_item *items = loom__calloc((size_t)(sv->n ? sv->n : 1), sizeof *items);
   if (!items) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "saver_save: out of memory");

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include "engine/engine_impl.h"
 /* ---- names ---- */
@@ -480,7 +481,7 @@ int loom_graph_get_seed(loom_graph *g, int64_t op_seed, int has_op_seed, int64_t
   }
   static _Atomic uint64_t ctr = 0x2545F4914F6CDD1Dull;
   uint64_t t = (uint64_t)(uintptr_t)g ^ (uint64_t)time(NULL);
-  uint64_t c = (ctr += 0x9E3779B97F4A7C15ull);
+  uint64_t c = atomic_fetch_add_explicit(&ctr, 0x9E3779B97F4A7C15ull, memory_order_relaxed) + 0x9E3779B97F4A7C15ull;
   *seed = (int64_t)((t * 0xBF58476D1CE4E5B9ull) ^ c);
   *seed2 = (int64_t)(c * 0x94D049BB133111EBull);
   return 0;

@@ -92,6 +92,7 @@ loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, l
     loom__est_built_free(b);
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
   }
+  loom__features_bind_graph(b->features, b->g);
   if (e->config.has_random_seed) loom_graph_set_random_seed(b->g, e->config.tf_random_seed);
   b->global_step = loom_get_or_create_global_step(b->g);
   if (ds) {
@@ -158,6 +159,7 @@ loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, l
       loom__est_built_free(b);
       return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
     }
+    loom__features_bind_graph(b->receivers, b->g);
     if ((rc = serving(b->g, b->features, b->receivers, serving_user, st)) != LOOM_OK) {
       loom__est_built_free(b);
       return rc;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include "base/base.h"
 #include "loom/loom_estimator.h"
+#include "engine/variable_api.h"
+#include "estimator/estimator_impl.h"
 
 /* ------------------------------------------------------------ ModeKeys */
 const char *loom_mode_key(loom_mode mode) {
@@ -163,7 +165,12 @@ struct loom_features {
   char **names;
   loom_output *values;
   loom_output *splits; /* row_splits of a sparse entry; {NULL, 0} for a dense one */
+  loom_graph *graph;   /* where a missing key is reported (set by the estimator; else the entries' graph) */
 };
+
+void loom__features_bind_graph(loom_features *f, loom_graph *g) {
+  if (f) f->graph = g;
+}
 
 loom_features *loom_features_new(void) { return loom__calloc(1, sizeof(loom_features)); }
 
@@ -254,8 +261,39 @@ loom_output loom_features_at(const loom_features *f, int i) {
   return f && i >= 0 && i < f->n ? f->values[i] : none;
 }
 
-loom_output loom_features_get(const loom_features *f, const char *name) {
+loom_output loom__features_lookup(const loom_features *f, const char *name) {
   loom_output none = {NULL, 0};
   int i = features_find(f, name);
   return i >= 0 ? f->values[i] : none;
+}
+
+/* A key the input does not provide: set the graph's sticky error here, where it is
+ * asked, naming the key and the keys that exist (else the first layer that gets
+ * the empty output reports only "invalid input"). */
+static void features_missing(const loom_features *f, const char *name) {
+  if (!f) return;
+  loom_graph *g = f->graph;
+  if (!g && f->n > 0 && f->values[0].node) g = loom__node_graph(f->values[0].node);
+  if (!g) return;
+  char keys[512];
+  size_t len = 0;
+  keys[0] = '\0';
+  for (int32_t i = 0; i < f->n && len < sizeof keys; i++) {
+    int w = snprintf(keys + len, sizeof keys - len, "%s'%s'", i ? ", " : "", f->names[i]);
+    if (w < 0) break;
+    len += (size_t)w;
+  }
+  if (len >= sizeof keys) memcpy(keys + sizeof keys - 4, "...", 4);
+  loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "features: no feature '%s'; the input provides %s%s",
+                       name ? name : "(null)", f->n ? "" : "none", keys);
+}
+
+loom_output loom_features_get(const loom_features *f, const char *name) {
+  loom_output none = {NULL, 0};
+  int i = features_find(f, name);
+  if (i < 0) {
+    features_missing(f, name);
+    return none;
+  }
+  return f->values[i];
 }

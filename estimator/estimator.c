@@ -165,11 +165,35 @@ typedef struct init_ctx {
   loom_graph *g;
   const char *ckpt;
   int warm;
+  const char *shown; /* the name errors give for ckpt (a pin's checkpoint); NULL: ckpt */
 } init_ctx;
+
+/* Replaces every from in st's message by to (the pin's hard link by the
+ * checkpoint it pins: the link is gone by the time the caller reads it). */
+static void status_rename(loom_status *st, const char *from, const char *to) {
+  const char *m = loom_status_message(st);
+  size_t fl = strlen(from), tl = strlen(to);
+  if (!fl || !strstr(m, from)) return;
+  char out[2048];
+  size_t o = 0;
+  for (const char *p = m; *p && o + 1 < sizeof out;) {
+    if (!strncmp(p, from, fl) && o + tl + 1 < sizeof out) {
+      memcpy(out + o, to, tl);
+      o += tl;
+      p += fl;
+    } else {
+      out[o++] = *p++;
+    }
+  }
+  out[o] = 0;
+  loom_status_set(st, loom_status_code(st), "%s", out);
+}
 
 static loom_code init_cb(loom_session *s, void *user, loom_status *st) {
   init_ctx *c = user;
-  return loom__est_init_session(c->e, s, c->g, c->ckpt, c->warm, st);
+  loom_code rc = loom__est_init_session(c->e, s, c->g, c->ckpt, c->warm, st);
+  if (rc && c->ckpt && c->shown && strcmp(c->ckpt, c->shown)) status_rename(st, c->ckpt, c->shown);
+  return rc;
 }
 
 int64_t loom__ckpt_global_step(const char *ckpt, int64_t missing) {
@@ -336,7 +360,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     goto out_hooks;
   }
   {
-    init_ctx ic = {e, b.g, have_ckpt ? ckpt : NULL, 1};
+    init_ctx ic = {e, b.g, have_ckpt ? ckpt : NULL, 1, NULL};
     loom_session_options so = loom__est_session_options(e);
     loom_monitored_session *ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
     if (!ms) {
@@ -566,7 +590,7 @@ loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, voi
       loom__log(LOOM_LOG_INFO, "Could not find trained model in model_dir: %s, running initialization to evaluate.",
                 e->model_dir);
     }
-    init_ctx ic = {e, b.g, have ? pin : NULL, 0};
+    init_ctx ic = {e, b.g, have ? pin : NULL, 0, have ? ckpt : NULL};
     loom_session_options so = loom__est_session_options(e);
     ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
     if (have) loom__est_unpin_checkpoint(ckpt, pin);

@@ -470,7 +470,7 @@ static loom_node *seq_train_op(const seq_def *d, loom_graph *g, loom_output loss
 
 /* The input feature of a features map: by name, else the only dense entry. */
 static loom_output pick_feature(const seq_def *d, const loom_features *f, loom_status *st) {
-  loom_output x = loom_features_get(f, d->feature);
+  loom_output x = loom__features_lookup(f, d->feature); /* absent: the fallback below */
   if (x.node) return x;
   int n = loom_features_count(f), found = -1, ndense = 0;
   for (int i = 0; i < n; i++)

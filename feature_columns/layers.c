@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "estimator/estimator_impl.h"
 #include "feature_columns/fc_impl.h"
 #include "loom/loom_array.h"
 #include "loom/loom_math.h"
@@ -43,7 +44,7 @@ static loom_code fc_raw(fc_ctx *cx, const loom_fc *c, const char *key, int *is_s
     *sp = s;
     return LOOM_OK;
   }
-  loom_output d = loom_features_get(cx->f, key);
+  loom_output d = loom__features_lookup(cx->f, key); /* its own error names the column */
   if (!d.node)
     return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT,
                            "%s: column %s: feature key \"%s\" is not in the features dictionary", cx->layer, c->name,

@@ -7,6 +7,7 @@
 #include "base/base.h"
 #include "loom/loom.h"
 #include "loom/loom_head.h"
+#include "estimator/estimator_impl.h"
 
 typedef enum head_kind {
   HK_BINARY = 0,
@@ -401,7 +402,7 @@ static loom_output check_unit_range(loom_graph *g, loom_output labels) {
 
 static loom_output weights_of(loom_graph *g, const loom_head *h, const loom_features *f, int64_t d) {
   if (!h->weight_column) return no_output();
-  loom_output w = f ? loom_features_get(f, h->weight_column) : no_output();
+  loom_output w = f ? loom__features_lookup(f, h->weight_column) : no_output();
   if (!w.node) {
     loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: weight_column '%s' is not in features", kind_names[h->kind],
                          h->weight_column);
@@ -838,7 +839,7 @@ loom_code loom_head_create_spec(const loom_head *h, loom_graph *g, const loom_fe
     loom_output labs[64];
     if (h->nheads > 64) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "MultiHead: more than 64 heads");
     for (int i = 0; i < h->nheads; i++) {
-      labs[i] = features ? loom_features_get(features, h->heads[i]->name) : no_output();
+      labs[i] = features ? loom__features_lookup(features, h->heads[i]->name) : no_output();
       if (mode != LOOM_MODE_PREDICT && !labs[i].node)
         return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                                "MultiHead %s: labels of head '%s' are not in features (a feature named after the head)",

@@ -94,7 +94,10 @@ LOOM_API int loom_features_count(const loom_features *f);
 /* Owned by f; valid until loom_features_free. NULL when i is out of range. */
 LOOM_API const char *loom_features_name(const loom_features *f, int i);
 LOOM_API loom_output loom_features_at(const loom_features *f, int i);
-/* {NULL, 0} when absent. For a sparse entry: its values. */
+/* {NULL, 0} when absent. For a sparse entry: its values. An absent key also
+ * sets the graph's sticky error (INVALID_ARGUMENT naming the key and the keys
+ * that exist), so a model_fn that asks for a key the input lacks fails there;
+ * probe with loom_features_count/loom_features_name when a key is optional. */
 LOOM_API loom_output loom_features_get(const loom_features *f, const char *name);
 /* Sparse (ragged) entries (loom_sparse.h): values + row_splits under one
  * name. A name added before (dense or sparse) is INVALID_ARGUMENT. */

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# fuzz.sh run SECONDS NAME...   : each target build/fuzz/fuzz_NAME for SECONDS from fuzz/corpus/NAME
+#                                 (+ build/fuzz/corpus/NAME for what it finds); prints executions per target
+# fuzz.sh replay 0 NAME...      : $BUILD/fuzz-replay/fuzz_NAME (the target + fuzz/driver.c) once over every
+#                                 committed input of fuzz/corpus/NAME (no new inputs)
+set -u
+mode=$1; secs=$2; shift 2
+rc=0
+for n in "$@"; do
+  bin=build/fuzz/fuzz_$n
+  seeds=fuzz/corpus/$n
+  dict=fuzz/$n.dict
+  if [ "$mode" = replay ]; then
+    rbin=${BUILD:-build}/fuzz-replay/fuzz_$n
+    cnt=$(find "$seeds" -type f 2>/dev/null | wc -l)
+    if [ "$cnt" -eq 0 ]; then echo "fuzz-replay: $n: no corpus in $seeds"; rc=1; continue; fi
+    san=""
+    grep -q 'detect_leaks=0' "fuzz/$n.options" 2>/dev/null && san="detect_leaks=0"
+    if out=$(ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$rbin" "$seeds" 2>&1); then
+      printf 'fuzz-replay %-12s %4d inputs, no crash\n' "$n" "$cnt"
+    else
+      printf 'fuzz-replay %-12s FAILED\n' "$n"; printf '%s\n' "$out" | tail -40; rc=1
+    fi
+  else
+    mkdir -p "build/fuzz/corpus/$n" "build/fuzz/crashes/$n"
+    extra=()
+    [ -f "$dict" ] && extra+=("-dict=$dict")
+    [ -f "fuzz/$n.options" ] && extra+=($(cat "fuzz/$n.options"))
+    log=build/fuzz/$n.log
+    san=""
+    grep -q 'detect_leaks=0' "fuzz/$n.options" 2>/dev/null && san="detect_leaks=0"
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$bin" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+      -artifact_prefix="build/fuzz/crashes/$n/" "${extra[@]}" "build/fuzz/corpus/$n" "$seeds" >"$log" 2>&1
+    r=$?
+    execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$log" | tail -1)
+    if [ $r -eq 0 ]; then
+      printf 'fuzz %-12s %10s executions in %ss, no crash\n' "$n" "${execs:-?}" "$secs"
+    else
+      printf 'fuzz %-12s %10s executions: CRASH (exit %d), see %s and build/fuzz/crashes/%s/\n' "$n" "${execs:-?}" $r "$log" "$n"
+      grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$log" | head -5; rc=1
+    fi
+  fi
+done
+exit $rc
