@@ -1,5 +1,11 @@
 # loom - build, test, bench. See README.md.
 CC      ?= cc
+# Parallel by default: CI runs a plain `make test` on a fresh 2-core machine, and the
+# three build variants it compiles (plus clang-check) dominate its time. One job per
+# core unless the caller gave -j.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 CXX     ?= c++
 PREFIX  ?= /usr/local
 BUILD   ?= build
