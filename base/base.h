@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "loom/loom_base.h"
 #include "loom/loom_tensor.h"
 
@@ -32,6 +33,23 @@ void loom__aligned_free(void *p);
 
 /* ---- logging (base/alloc.c) ---- */
 void loom__log(loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- versioned option structs ---- */
+/* Options structs start with uint32_t struct_size (0 = the caller's build
+ * matches this one). *dst holds the defaults (size bytes); a caller's struct
+ * from an older, smaller build overrides only the fields it knows. */
+static inline void loom__opts_merge(void *dst, size_t size, const void *src) {
+  if (!src) return;
+  uint32_t n;
+  memcpy(&n, src, sizeof n);
+  if (n && n < size) {
+    memcpy(dst, src, n);
+    uint32_t full = (uint32_t)size;
+    memcpy(dst, &full, sizeof full);
+  } else {
+    memcpy(dst, src, size);
+  }
+}
 
 /* ---- shapes (base/dims.c) ---- */
 /* Product of dims (1 for ndim 0; a negative dim gives -1). */

@@ -282,14 +282,7 @@ loom_predictor *loom_predictor_load(const char *export_dir, const loom_predictor
     return NULL;
   }
   loom_predictor_options o = loom_predictor_options_default();
-  if (opts) {
-    if (opts->struct_size && opts->struct_size < sizeof o) {
-      memcpy(&o, opts, opts->struct_size);
-      o.struct_size = sizeof o;
-    } else {
-      o = *opts;
-    }
-  }
+  loom__opts_merge(&o, sizeof o, opts);
   loom_predictor *p = loom__calloc(1, sizeof *p);
   if (!p) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "predictor: out of memory");

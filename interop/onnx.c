@@ -904,14 +904,7 @@ static void ox_free(ox *x) {
 
 static loom_onnx_options opts_of(const loom_onnx_options *opts) {
   loom_onnx_options o = loom_onnx_options_default();
-  if (opts) {
-    if (opts->struct_size && opts->struct_size < sizeof o) {
-      memcpy(&o, opts, opts->struct_size);
-      o.struct_size = sizeof o;
-    } else {
-      o = *opts;
-    }
-  }
+  loom__opts_merge(&o, sizeof o, opts);
   return o;
 }
 
