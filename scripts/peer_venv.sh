@@ -28,6 +28,12 @@ rm -rf "$dir"
 "$dir/bin/python" -m pip install -q --upgrade pip >>"$dir.log" 2>&1
 # shellcheck disable=SC2086
 "$dir/bin/python" -m pip install -q $pkgs >>"$dir.log" 2>&1 || {
-  echo "peer_venv.sh: pip install failed for $name (see $dir.log)" >&2; exit 1; }
+  # PyTorch's own CPU index is not reachable everywhere (only PyPI is, on some
+  # machines): fall back to PyPI's torch wheel (larger: it carries CUDA libraries).
+  if [ "$name" = torch ] && "$dir/bin/python" -m pip install -q torch >>"$dir.log" 2>&1; then
+    echo "peer_venv.sh: download.pytorch.org unreachable, installed PyPI's torch" >&2
+  else
+    echo "peer_venv.sh: pip install failed for $name (see $dir.log)" >&2; exit 1
+  fi; }
 touch "$dir/.ok"
 echo "$dir/bin/python"
