@@ -152,6 +152,203 @@ static int node_fed(const loom_output *feeds, int nf, const loom_node *n) {
   return 0;
 }
 
+/* Iterative DFS post-order from fetches and targets into p->order; fed nodes
+ * are leaves. extra_off/extra (CSR by node id, may be NULL) add edges "must
+ * run after" to a node beyond its inputs and control inputs; an extra edge
+ * that would close a cycle is skipped (only inputs and control inputs are
+ * binding). state must be all 0 on entry. */
+static loom_code plan_dfs(const loom_graph *g, loom_plan *p, const loom_output *feeds, int nf,
+                          const loom_output *fetches, int nx, loom_node *const *targets, int nt,
+                          const int32_t *extra_off, const int32_t *extra, uint8_t *state, int32_t *stack,
+                          loom_status *st) {
+  p->nnodes = 0;
+  int nroots = nx + nt;
+  for (int r = 0; r < nroots; r++) {
+    const loom_node *root = r < nx ? fetches[r].node : targets[r - nx];
+    if (state[root->id] == 2) continue;
+    int sp = 0;
+    stack[sp++] = root->id;
+    stack[sp++] = 0;
+    state[root->id] = 1;
+    while (sp) {
+      int id = stack[sp - 2];
+      int k = stack[sp - 1];
+      const loom_node *n = g->nodes[id];
+      int fed = node_fed(feeds, nf, n);
+      int nedges = fed ? 0 : n->nin + n->nctrl;
+      int nextra = fed || !extra_off ? 0 : extra_off[id + 1] - extra_off[id];
+      if (k < nedges + nextra) {
+        stack[sp - 1] = k + 1;
+        const loom_node *m = k < n->nin ? n->in[k].node
+                             : k < nedges ? n->ctrl[k - n->nin]
+                                          : g->nodes[extra[extra_off[id] + k - nedges]];
+        if (!node_in_graph(g, m)) return loom_status_set(st, LOOM_INTERNAL, "%s: input node is not in the graph", n->name);
+        if (state[m->id] == 1) {
+          if (k >= nedges) continue; /* an ordering edge that cannot hold: inputs decide */
+          return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: the graph has a cycle through %s", n->name, m->name);
+        }
+        if (state[m->id] == 0) {
+          state[m->id] = 1;
+          stack[sp++] = m->id;
+          stack[sp++] = 0;
+        }
+      } else {
+        state[id] = 2;
+        p->order[p->nnodes++] = n;
+        sp -= 2;
+      }
+    }
+  }
+  return LOOM_OK;
+}
+
+/* The variable whose buffer output (n, idx) is: through ops whose output 0
+ * aliases their input 0 (views, in-place updates) down to a variable node;
+ * NULL for anything else. */
+static const loom_node *var_root(const loom_output *feeds, int nf, const loom_node *n, int idx) {
+  for (int hops = 0; n && hops < 1024; hops++) {
+    if (node_fed(feeds, nf, n)) return NULL;
+    if (n->def->bind) return n;
+    if (!(n->def->flags & LOOM_OPF_ALIAS0) || idx != 0 || n->nin < 1) return NULL;
+    idx = n->in[0].index;
+    n = n->in[0].node;
+  }
+  return NULL;
+}
+
+/* Write-after-read ordering. An op that updates a variable in place (Assign,
+ * the Apply* optimizers) must run after every other op of the plan that reads
+ * that variable, unless the reader depends on the update. Otherwise, with the
+ * updates of a step scheduled in creation order, the gradient of one variable
+ * could read another one already updated (w2 created before w1: w1's gradient
+ * reads w2). TF's semantics: every gradient sees the step's pre-update values.
+ * Adds those edges and redoes the DFS when any is missing. */
+static loom_code order_mutations(const loom_graph *g, loom_plan *p, const loom_output *feeds, int nf,
+                                 const loom_output *fetches, int nx, loom_node *const *targets, int nt,
+                                 uint8_t *state, int32_t *stack, loom_status *st) {
+  int N = g->nnodes, nn = p->nnodes;
+  int nmut = 0, nreads = 0;
+  for (int i = 0; i < nn; i++) {
+    const loom_node *n = p->order[i];
+    if (node_fed(feeds, nf, n) || n->def->bind) continue;
+    for (int j = 0; j < n->nin; j++)
+      if (var_root(feeds, nf, n->in[j].node, n->in[j].index)) {
+        nreads++;
+        if (loom__op_mutates(n->def, j)) nmut++;
+      }
+  }
+  if (!nmut) return LOOM_OK;
+  loom_code rc = LOOM_OK;
+  /* reads[r] = (reader position, variable id, mutates); consumers in CSR */
+  int32_t *pos = loom__malloc(((size_t)N + 1) * sizeof *pos);
+  int32_t *rd = loom__malloc(((size_t)nreads * 3 + 1) * sizeof *rd);
+  int32_t *coff = loom__calloc((size_t)nn + 2, sizeof *coff);
+  int32_t *cons = NULL, *mark = NULL, *queue = NULL, *eoff = NULL, *edges = NULL, *esrc = NULL, *edst = NULL;
+  int nedges = 0, capedges = 0;
+  if (!pos || !rd || !coff) goto oom;
+  for (int i = 0; i < N; i++) pos[i] = -1;
+  for (int i = 0; i < nn; i++) pos[p->order[i]->id] = i;
+  int nr = 0, ncons = 0;
+  for (int i = 0; i < nn; i++) {
+    const loom_node *n = p->order[i];
+    if (node_fed(feeds, nf, n)) continue;
+    for (int k = 0; k < n->nin + n->nctrl; k++) {
+      const loom_node *m = k < n->nin ? n->in[k].node : n->ctrl[k - n->nin];
+      if (pos[m->id] >= 0) coff[pos[m->id] + 1]++, ncons++;
+    }
+    if (n->def->bind) continue;
+    for (int j = 0; j < n->nin; j++) {
+      const loom_node *v = var_root(feeds, nf, n->in[j].node, n->in[j].index);
+      if (!v) continue;
+      /* a pure view reads nothing itself (its consumers do) */
+      if ((n->def->flags & LOOM_OPF_ALIAS0) && !loom__op_mutates(n->def, 0) && j == 0) continue;
+      rd[3 * nr] = i, rd[3 * nr + 1] = v->id, rd[3 * nr + 2] = loom__op_mutates(n->def, j);
+      nr++;
+    }
+  }
+  for (int i = 0; i < nn; i++) coff[i + 1] += coff[i];
+  cons = loom__malloc(((size_t)ncons + 1) * sizeof *cons);
+  mark = loom__malloc(((size_t)nn + 1) * sizeof *mark);
+  queue = loom__malloc(((size_t)nn + 1) * sizeof *queue);
+  if (!cons || !mark || !queue) goto oom;
+  {
+    int32_t *fill = loom__malloc(((size_t)nn + 1) * sizeof *fill);
+    if (!fill) goto oom;
+    memcpy(fill, coff, (size_t)nn * sizeof *fill);
+    for (int i = 0; i < nn; i++) {
+      const loom_node *n = p->order[i];
+      if (node_fed(feeds, nf, n)) continue;
+      for (int k = 0; k < n->nin + n->nctrl; k++) {
+        const loom_node *m = k < n->nin ? n->in[k].node : n->ctrl[k - n->nin];
+        if (pos[m->id] >= 0) cons[fill[pos[m->id]]++] = i;
+      }
+    }
+    loom__free(fill);
+  }
+  for (int i = 0; i < nn; i++) mark[i] = -1;
+  for (int r = 0; r < nr; r++) {
+    if (!rd[3 * r + 2]) continue;
+    int mi = rd[3 * r], var = rd[3 * r + 1];
+    /* the descendants of the update (they run after it anyway) */
+    int qh = 0, qt = 0;
+    queue[qt++] = mi; /* marks are stamped with r: no reset between updates */
+    mark[mi] = r;
+    while (qh < qt) {
+      int u = queue[qh++];
+      for (int c = coff[u]; c < coff[u + 1]; c++)
+        if (mark[cons[c]] != r) mark[cons[c]] = r, queue[qt++] = cons[c];
+    }
+    for (int q = 0; q < nr; q++) {
+      int ri = rd[3 * q];
+      /* other updates of the same variable keep their order */
+      if (rd[3 * q + 1] != var || rd[3 * q + 2] || mark[ri] == r) continue;
+      if (nedges == capedges) {
+        int nc = capedges ? 2 * capedges : 64;
+        int32_t *a = loom__realloc(esrc, (size_t)nc * sizeof *a);
+        if (!a) goto oom;
+        esrc = a;
+        int32_t *b = loom__realloc(edst, (size_t)nc * sizeof *b);
+        if (!b) goto oom;
+        edst = b;
+        capedges = nc;
+      }
+      esrc[nedges] = p->order[mi]->id, edst[nedges] = p->order[ri]->id, nedges++;
+    }
+  }
+  /* only redo the order when some reader runs after the update that should wait for it */
+  int needed = 0;
+  for (int e = 0; e < nedges && !needed; e++) needed = pos[edst[e]] > pos[esrc[e]];
+  if (needed) {
+    eoff = loom__calloc((size_t)N + 2, sizeof *eoff);
+    edges = loom__malloc(((size_t)nedges + 1) * sizeof *edges);
+    if (!eoff || !edges) goto oom;
+    for (int e = 0; e < nedges; e++) eoff[esrc[e] + 1]++;
+    for (int i = 0; i < N; i++) eoff[i + 1] += eoff[i];
+    int32_t *fill = loom__malloc(((size_t)N + 1) * sizeof *fill);
+    if (!fill) goto oom;
+    memcpy(fill, eoff, (size_t)N * sizeof *fill);
+    for (int e = 0; e < nedges; e++) edges[fill[esrc[e]]++] = edst[e];
+    loom__free(fill);
+    memset(state, 0, (size_t)N + 1);
+    rc = plan_dfs(g, p, feeds, nf, fetches, nx, targets, nt, eoff, edges, state, stack, st);
+  }
+  goto done;
+oom:
+  rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+done:
+  loom__free(pos);
+  loom__free(rd);
+  loom__free(coff);
+  loom__free(cons);
+  loom__free(mark);
+  loom__free(queue);
+  loom__free(eoff);
+  loom__free(edges);
+  loom__free(esrc);
+  loom__free(edst);
+  return rc;
+}
+
 static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf, const loom_output *fetches, int nx,
                               loom_node *const *targets, int nt, loom_plan **out, loom_status *st) {
   loom_graph *g = s->graph;
@@ -188,43 +385,9 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
   for (int i = 0; i < N; i++) p->node_val[i] = -1;
 
   /* Iterative DFS post-order from fetches and targets; fed nodes are leaves. */
-  int nroots = nx + nt;
-  for (int r = 0; r < nroots; r++) {
-    const loom_node *root = r < nx ? fetches[r].node : targets[r - nx];
-    if (state[root->id] == 2) continue;
-    int sp = 0;
-    stack[sp++] = root->id;
-    stack[sp++] = 0;
-    state[root->id] = 1;
-    while (sp) {
-      int id = stack[sp - 2];
-      int k = stack[sp - 1];
-      const loom_node *n = g->nodes[id];
-      int fed = node_fed(feeds, nf, n);
-      int nedges = fed ? 0 : n->nin + n->nctrl;
-      if (k < nedges) {
-        stack[sp - 1] = k + 1;
-        const loom_node *m = k < n->nin ? n->in[k].node : n->ctrl[k - n->nin];
-        if (!node_in_graph(g, m)) {
-          rc = loom_status_set(st, LOOM_INTERNAL, "%s: input node is not in the graph", n->name);
-          goto fail;
-        }
-        if (state[m->id] == 1) {
-          rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: the graph has a cycle through %s", n->name, m->name);
-          goto fail;
-        }
-        if (state[m->id] == 0) {
-          state[m->id] = 1;
-          stack[sp++] = m->id;
-          stack[sp++] = 0;
-        }
-      } else {
-        state[id] = 2;
-        p->order[p->nnodes++] = n;
-        sp -= 2;
-      }
-    }
-  }
+  if ((rc = plan_dfs(g, p, feeds, nf, fetches, nx, targets, nt, NULL, NULL, state, stack, st))) goto fail;
+  /* then again, if some in-place update must wait for other readers of its variable */
+  if ((rc = order_mutations(g, p, feeds, nf, fetches, nx, targets, nt, state, stack, st))) goto fail;
 
   /* Device sessions: the plan runs on the device unless it holds strings. */
   if (s->dev) {

@@ -1259,3 +1259,80 @@ Test(variables, raw_variable_huge_shape_names_the_dim) {
   cr_assert(strstr(msg, "w: shape[1] = 9223372036854775807 is too large") == msg, "%s", msg);
   loom_graph_free(g);
 }
+
+/* Every update of a step sees the step's pre-update values (TF's semantics:
+ * gradients first, then the apply ops). The variables are created in the
+ * reverse of their forward order (w2 before w1, then an embedding last), so
+ * an in-place update of w2 or w1 scheduled before the gradient of w1 or of
+ * the embedding (which read w2 and w1) would change those gradients. */
+static loom_graph *war_model(loom_output *x, loom_output *ids, loom_output *y, loom_output *loss) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[2] = {4, 5}, yd[2] = {4, 1}, idd[1] = {4};
+  *x = loom_placeholder(g, LOOM_F32, 2, xd, "x");
+  *ids = loom_placeholder(g, LOOM_I64, 1, idd, "ids");
+  *y = loom_placeholder(g, LOOM_F32, 2, yd, "y");
+  loom_initializer i2 = loom_init_random_normal(0, 1, 7), i1 = loom_init_random_normal(0, 1, 8),
+                   ie = loom_init_random_normal(0, 1, 9);
+  loom_variable *w2 = loom_get_variable(g, "w2", LOOM_F32, 2, (int64_t[]){3, 1}, &i2, 1);
+  loom_variable *w1 = loom_get_variable(g, "w1", LOOM_F32, 2, (int64_t[]){5, 3}, &i1, 1);
+  loom_variable *emb = loom_get_variable(g, "emb", LOOM_F32, 2, (int64_t[]){10, 5}, &ie, 1);
+  loom_output e = loom_gather(g, loom_variable_output(emb), *ids, 0, "lookup");
+  loom_output h = loom_tanh(g, loom_matmul(g, loom_add(g, *x, e, NULL), loom_variable_output(w1), 0, 0, NULL), NULL);
+  loom_output out = loom_matmul(g, h, loom_variable_output(w2), 0, 0, NULL);
+  *loss = loom_reduce_mean(g, loom_square(g, loom_sub(g, out, *y, NULL), NULL), 0, NULL, 0, "loss");
+  return g;
+}
+
+Test(optimizers, minimize_updates_see_pre_step_values) {
+  loom_status *st = loom_status_new();
+  float xv[20], yv[4];
+  int64_t idv[4] = {3, 7, 3, 1};
+  for (int i = 0; i < 20; i++) xv[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+  for (int i = 0; i < 4; i++) yv[i] = (float)i - 1.5f;
+  loom_tensor *xt = tu_f32(2, (int64_t[]){4, 5}, xv), *yt = tu_f32(2, (int64_t[]){4, 1}, yv);
+  loom_tensor *it = loom_tensor_new(LOOM_I64, 1, (int64_t[]){4}, st);
+  memcpy(loom_tensor_data(it), idv, sizeof idv);
+  const char *names[3] = {"w2", "w1", "emb"};
+  float want[3][50], got[3][50];
+  int64_t n[3] = {3, 15, 50};
+  for (int pass = 0; pass < 2; pass++) {
+    loom_output x, ids, y, loss;
+    loom_graph *g = war_model(&x, &ids, &y, &loss);
+    loom_output feeds[3] = {x, ids, y};
+    loom_tensor *fv[3] = {xt, it, yt};
+    loom_node *train = NULL;
+    loom_output xs[3], gr[3];
+    for (int q = 0; q < 3; q++) xs[q] = loom_variable_output(loom_graph_variable(g, names[q]));
+    if (pass == 1) train = loom_optimizer_minimize(loom_optimizer_sgd(loom_const_f32(g, 0.5f, "lr")), g, loss, 0,
+                                                   NULL, NULL, NULL);
+    else cr_assert_eq(loom_gradients(g, 1, &loss, NULL, 3, xs, gr, st), LOOM_OK, "%s", loom_status_message(st));
+    loom_node *init = loom_global_variables_initializer(g);
+    loom_session *s = new_session(g);
+    run_target(s, init, 0, NULL, NULL);
+    loom_tensor *gt[3] = {0};
+    if (pass == 0)
+      cr_assert_eq(loom_session_run(s, feeds, fv, 3, gr, gt, 3, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+    else
+      run_target(s, train, 3, feeds, fv);
+    for (int q = 0; q < 3; q++) {
+      loom_tensor *v = read_var(s, names[q]);
+      const float *vd = loom_tensor_data(v);
+      for (int k = 0; k < n[q]; k++) {
+        if (pass == 0) want[q][k] = vd[k] - 0.5f * ((const float *)loom_tensor_data(gt[q]))[k];
+        else got[q][k] = vd[k];
+      }
+      loom_tensor_free(v);
+      loom_tensor_free(gt[q]);
+    }
+    loom_session_free(s);
+    loom_graph_free(g);
+  }
+  for (int q = 0; q < 3; q++)
+    for (int k = 0; k < n[q]; k++)
+      cr_assert_float_eq(got[q][k], want[q][k], 1e-6, "%s[%d]: minimize %.7g, gradients-then-SGD %.7g", names[q], k,
+                         got[q][k], want[q][k]);
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_tensor_free(it);
+  loom_status_free(st);
+}
