@@ -98,6 +98,12 @@ typedef struct loom_ps_server_options {
   double sync_timeout_s;   /* SYNC: deadline of a push+pull waiting for its step; 0: 30 s */
   int32_t ps_index;        /* this task's index (names its checkpoint shard files) */
   const char *model_dir;   /* SAVE/RESTORE directories must be under it (NULL: SAVE/RESTORE refused) */
+  /* (fields added after the first version; 0 keeps the default) */
+  int32_t shard_threads;   /* threads that own the variables (id mod shard_threads); 0: 2, at most 64 */
+  int32_t max_connections; /* more are answered RESOURCE_EXHAUSTED and closed; 0: 1024 */
+  int64_t max_inflight_bytes; /* per connection: request bytes read but not yet answered before reading
+                                 pauses (back-pressure); 0: 256 MiB (one frame is always accepted) */
+  int32_t max_inflight_requests; /* per connection, likewise; 0: 1024 */
 } loom_ps_server_options;
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
@@ -122,6 +128,10 @@ typedef struct loom_ps_server_stats {
   int64_t stale_dropped;/* pushes dropped: too stale (BOUNDED) or late for their step (SYNC) */
   int64_t sync_steps;   /* SYNC: aggregated steps applied (all variables) */
   int64_t sync_timeouts;/* SYNC: push+pulls answered DEADLINE_EXCEEDED */
+  int64_t refused;      /* connections refused: max_connections reached */
+  int64_t inflight_pauses; /* times a connection stopped being read: in-flight request caps */
+  int64_t value_copies; /* copy-on-write of a value still being sent (zero-copy replies otherwise) */
+  int32_t shard_threads;/* the number of shard threads */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
