@@ -1676,10 +1676,6 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   uv_tcp_nodelay(&c->tcp, 1);
   uv_tcp_keepalive(&c->tcp, 1, 60); /* a vanished peer is noticed by the kernel */
-  int buf = 4 << 20;
-  uv_send_buffer_size((uv_handle_t *)&c->tcp, &buf);
-  buf = 4 << 20;
-  uv_recv_buffer_size((uv_handle_t *)&c->tcp, &buf);
   conn_update_reading(c);
 }
 

@@ -277,7 +277,7 @@ static void equivalence(int opt, int variant, int num_ps, int64_t min_slice) {
   read_var(sa, "bias", ba, 2);
   /* the same model against num_ps PS tasks: the worker computes gradients, the PS applies them */
   model b = build(opt, variant, 0);
-  loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}}, {"bias", 1, {2}}};
+  loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}, 0}, {"bias", 1, {2}, 0}};
   loom_ps_placement *p = loom_ps_placement_new(2, vs, num_ps, LOOM_PS_GREEDY_BYTES, min_slice, st);
   cr_assert(p, "%s", loom_status_message(st));
   if (min_slice > 0 && num_ps > 1) cr_assert_gt(loom_ps_placement_num_shards(p), 2, "kernel is partitioned");
@@ -353,7 +353,7 @@ Test(ps, one_worker_adadelta_bitwise_equal_to_local) { equivalence(LOOM_PS_ADADE
 
 Test(ps, placement_greedy_round_robin_partition_and_hash) {
   loom_status *st = loom_status_new();
-  loom_ps_var_spec vs[4] = {{"big", 2, {1000, 100}}, {"a", 1, {10}}, {"b", 1, {20}}, {"c", 0, {0}}};
+  loom_ps_var_spec vs[4] = {{"big", 2, {1000, 100}, 0}, {"a", 1, {10}, 0}, {"b", 1, {20}, 0}, {"c", 0, {0}, 0}};
   loom_ps_placement *p = loom_ps_placement_new(4, vs, 3, LOOM_PS_GREEDY_BYTES, 0, st);
   cr_assert(p);
   /* 400000 bytes > 256 KiB: 2 row ranges [0,500) [500,1000) */
@@ -375,7 +375,7 @@ Test(ps, placement_greedy_round_robin_partition_and_hash) {
   cr_assert_eq(loom_ps_placement_num_shards(rr), 4, "no partitioning with min_slice < 0");
   for (int i = 0; i < 4; i++) cr_assert_eq(loom_ps_placement_shard(rr, i)->ps, i % 3);
   cr_assert_neq(loom_ps_placement_hash(rr), loom_ps_placement_hash(p));
-  loom_ps_var_spec dup[2] = {{"a", 1, {1}}, {"a", 1, {1}}};
+  loom_ps_var_spec dup[2] = {{"a", 1, {1}, 0}, {"a", 1, {1}, 0}};
   cr_assert_null(loom_ps_placement_new(2, dup, 1, LOOM_PS_GREEDY_BYTES, 0, st));
   cr_assert(strstr(loom_status_message(st), "'a' appears twice"));
   loom_ps_placement_free(p);
@@ -426,7 +426,7 @@ static void still_serving(loom_ps_server *s, uint64_t hash, const char *token) {
 }
 
 Test(ps, rejects_bad_token_placement_garbage_huge_and_truncated_frames) {
-  loom_ps_var_spec vs[1] = {{"w", 1, {4}}};
+  loom_ps_var_spec vs[1] = {{"w", 1, {4}, 0}};
   loom_status *st = loom_status_new();
   loom_ps_placement *p = loom_ps_placement_new(1, vs, 2, LOOM_PS_GREEDY_BYTES, 0, st);
   uint64_t h = loom_ps_placement_hash(p);
@@ -706,7 +706,8 @@ static void emb_batch(int step, loom_tensor *it, loom_tensor *yt) {
   for (int i = 0; i < 6; i++) y[i] = (float)sin(step * 0.7 + i);
 }
 
-static void embedding_equivalence(int opt) {
+/* mod: the table's rows spread by row mod 3 (loom_ps_var_specs_sparse) instead of contiguous ranges. */
+static void embedding_equivalence_mode(int opt, int mod) {
   loom_status *st = loom_status_new();
   int64_t idd[1] = {6}, yd[2] = {6, 1};
   loom_tensor *it = loom_tensor_new(LOOM_I64, 1, idd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
@@ -732,11 +733,21 @@ static void embedding_equivalence(int opt) {
   loom_graph *gb = emb_model(&ids, &y, &loss);
   loom_node *initb = loom_global_variables_initializer(gb);
   loom_ps_var_spec vs[4];
-  int nv = loom_ps_var_specs(gb, vs, 4);
-  cr_assert_eq(nv, 2);
-  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 3, LOOM_PS_GREEDY_BYTES, 4096, st);
+  int nv = mod ? loom_ps_var_specs_sparse(gb, loss, vs, 4, st) : loom_ps_var_specs(gb, vs, 4);
+  cr_assert_eq(nv, 2, "%s", loom_status_message(st));
+  cr_assert_eq(vs[0].sparse, mod, "emb's gradient is sparse");
+  cr_assert_eq(vs[1].sparse, 0, "w's is dense");
+  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 3, LOOM_PS_GREEDY_BYTES, mod ? 0 : 4096, st);
   cr_assert(p);
   cr_assert_eq(loom_ps_placement_num_shards(p), 4, "emb split over the 3 PS, w whole");
+  for (int j = 0; mod && j < 3; j++) { /* shard j: rows j, j+3, ... on PS j */
+    const loom_ps_shard *sh = loom_ps_placement_shard(p, j);
+    cr_assert_eq(sh->var, 0);
+    cr_assert_eq(sh->stride, 3);
+    cr_assert_eq(sh->row_begin, j);
+    cr_assert_eq(sh->ps, j);
+    cr_assert_eq(sh->numel, (j == 0 ? 334 : 333) * 8);
+  }
   loom_ps_server *srv[3];
   const char *hosts[3] = {"127.0.0.1", "127.0.0.1", "127.0.0.1"};
   int ports[3];
@@ -810,6 +821,12 @@ static void embedding_equivalence(int opt) {
   loom_status_free(st);
 }
 
+static void embedding_equivalence(int opt) { embedding_equivalence_mode(opt, 0); }
+Test(ps, embedding_rows_mod_three_ps_bitwise_equal_to_local) {
+  embedding_equivalence_mode(LOOM_PS_ADAGRAD, 1);
+  embedding_equivalence_mode(LOOM_PS_ADAM, 1);
+  embedding_equivalence_mode(LOOM_PS_SGD, 1);
+}
 Test(ps, embedding_sparse_rows_adagrad_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAGRAD); }
 Test(ps, embedding_sparse_rows_lazy_adam_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAM); }
 Test(ps, embedding_sparse_rows_ftrl_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_FTRL); }
@@ -833,7 +850,7 @@ static loom_ps_server *start_ps_opts(loom_ps_server_options o) {
  * gets the current value); one read 1 behind is applied. */
 Test(ps, bounded_staleness_drops_counted) {
   loom_status *st = loom_status_new();
-  loom_ps_var_spec vs[1] = {{"v", 1, {4}}};
+  loom_ps_var_spec vs[1] = {{"v", 1, {4}, 0}};
   loom_ps_placement *p = loom_ps_placement_new(1, vs, 1, LOOM_PS_GREEDY_BYTES, 0, st);
   loom_ps_server_options o = loom_ps_server_options_default();
   o.placement_hash = loom_ps_placement_hash(p);
@@ -1060,7 +1077,7 @@ Test(ps, sync_three_workers_equal_local_concatenated_batch) {
   read_var(sa, "w1", w1a, 15);
   read_var(sa, "w2", w2a, 3);
   /* 2 PS in SYNC(3 of 3), 3 worker threads */
-  loom_ps_var_spec vs[2] = {{"w1", 2, {5, 3}}, {"w2", 2, {3, 1}}};
+  loom_ps_var_spec vs[2] = {{"w1", 2, {5, 3}, 0}, {"w2", 2, {3, 1}, 0}};
   loom_ps_placement *p = loom_ps_placement_new(2, vs, 2, LOOM_PS_GREEDY_BYTES, 0, st);
   loom_ps_server *srv[2];
   const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
@@ -1162,7 +1179,7 @@ Test(ps, checkpoint_save_restart_restore_continue_equals_uninterrupted) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "psckpt");
   model b = build(LOOM_PS_ADAM, 0, 0);
-  loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}}, {"bias", 1, {2}}};
+  loom_ps_var_spec vs[2] = {{"kernel", 2, {3, 2}, 0}, {"bias", 1, {2}, 0}};
   loom_ps_placement *p = loom_ps_placement_new(2, vs, 3, LOOM_PS_GREEDY_BYTES, 8, st);
   cr_assert(p);
   loom_ps_server *srv[3];
@@ -1251,5 +1268,241 @@ Test(ps, checkpoint_save_restart_restore_continue_equals_uninterrupted) {
   loom_session_free(sb);
   loom_graph_free(b.g);
   tu_rmtree(dir);
+  loom_status_free(st);
+}
+
+/* ---- shard threads, caps, row pushes under BOUNDED ---- */
+
+/* BOUNDED(1) for row pushes (PUSH_ROWS_AT): read 2 versions behind is
+ * dropped and counted (the rows keep their values), 1 behind applied. */
+Test(ps, bounded_staleness_row_pushes) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 11;
+  o.consistency = LOOM_PS_BOUNDED;
+  o.staleness = 1;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c = connect_ok(s, 11, NULL);
+  int64_t dims[2] = {10, 2};
+  float v0[20], g[4] = {1, 1, 2, 2}, out[4];
+  for (int i = 0; i < 20; i++) v0[i] = (float)i;
+  OK(loom_ps_init_var(c, 0, 2, dims, LOOM_PS_SGD, (float[8]){1.0f}, v0, NULL, st));
+  int64_t ids[2] = {3, 7};
+  uint64_t ver = 0;
+  int applied = -1;
+  OK(loom_ps_push_rows_at(c, 0, ids, 2, 2, g, 0, &ver, &applied, st)); /* read at 0, PS at 0 */
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(ver, 1);
+  OK(loom_ps_push_rows_at(c, 0, ids, 2, 2, g, UINT64_MAX, &ver, &applied, st)); /* unknown: never stale */
+  cr_assert_eq(ver, 2);
+  OK(loom_ps_push_rows_at(c, 0, ids, 2, 2, g, 0, &ver, &applied, st)); /* lag 2 > 1: dropped */
+  cr_assert_eq(applied, 0);
+  cr_assert_eq(ver, 2);
+  OK(loom_ps_pull_rows(c, 0, ids, 2, 2, out, st));
+  float want[4] = {6 - 2, 7 - 2, 14 - 4, 15 - 4};
+  cr_assert(memcmp(out, want, sizeof want) == 0, "%g %g %g %g", out[0], out[1], out[2], out[3]);
+  OK(loom_ps_push_rows_at(c, 0, ids, 2, 2, g, 1, &ver, &applied, st)); /* lag 1: applied */
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(ver, 3);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.stale_dropped, 1);
+  cr_assert_eq(ss.updates, 3);
+  double rtt = -1;
+  OK(loom_ps_ping(c, &rtt, st));
+  cr_assert(rtt >= 0);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* max_connections = 2: a third client is refused with RESOURCE_EXHAUSTED
+ * while the first two are served; once one leaves, a new one gets in. */
+Test(ps, max_connections_refused_others_served) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 12;
+  o.max_connections = 2;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *a = connect_ok(s, 12, NULL), *b = connect_ok(s, 12, NULL);
+  loom_ps_connect_options co = copts(s, 12, NULL);
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  cr_assert_null(c);
+  cr_assert_eq(loom_status_code(st), LOOM_RESOURCE_EXHAUSTED, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "too many connections"), "%s", loom_status_message(st));
+  int64_t one = 1, gs = 0;
+  float x = 5, y = 0;
+  OK(loom_ps_init_var(a, 0, 1, &one, LOOM_PS_SGD, (float[8]){1.0f}, &x, NULL, st));
+  OK(loom_ps_pull(b, 0, &y, 1, NULL, NULL, st));
+  cr_assert_eq(y, 5.0f);
+  OK(loom_ps_step_inc(b, 2, &gs, st));
+  cr_assert_eq(gs, 2);
+  loom_ps_client_free(b);
+  for (int i = 0; i < 200 && !c; i++) { /* the PS notices b's close within a loop turn */
+    c = loom_ps_connect(&co, st);
+    if (!c) {
+      struct timespec ts = {0, 5000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  cr_assert(c, "%s", loom_status_message(st));
+  OK(loom_ps_pull(c, 0, &y, 1, NULL, NULL, st));
+  cr_assert_eq(y, 5.0f);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_geq(ss.refused, 1);
+  loom_ps_client_free(a);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* In-flight caps: a client pipelines 40 pushes of 1 MB with at most 2
+ * requests in flight; the PS stops reading it past the cap (counted),
+ * another client is served meanwhile, and every reply comes back in order
+ * with the exact value. */
+Test(ps, inflight_cap_back_pressure_others_served) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 13;
+  o.max_inflight_requests = 2;
+  o.max_inflight_bytes = 1 << 20;
+  o.shard_threads = 1;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *a = connect_ok(s, 13, NULL), *b = connect_ok(s, 13, NULL);
+  int64_t n = 1 << 18, one = 1;
+  float *v = calloc((size_t)n, 4), *g = malloc((size_t)n * 4), x = 3, y = 0;
+  for (int64_t i = 0; i < n; i++) g[i] = 1.0f;
+  OK(loom_ps_init_var(a, 0, 1, &n, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  OK(loom_ps_init_var(b, 1, 1, &one, LOOM_PS_SGD, (float[8]){1.0f}, &x, NULL, st));
+  for (int i = 0; i < 40; i++) OK(loom__ps_push_send(a, LOOM_PS_PUSH, 0, UINT64_MAX, g, n, st));
+  OK(loom_ps_pull(b, 1, &y, 1, NULL, NULL, st)); /* served while a's replies wait unread */
+  cr_assert_eq(y, 3.0f);
+  uint8_t ver[8];
+  for (int i = 0; i < 40; i++) {
+    loom_ps_hdr h;
+    OK(loom__ps_recv_hdr(a, LOOM_PS_PUSH, &h, st));
+    OK(loom__ps_recv_body(a, ver, 8, st));
+    OK(loom__ps_recv_end(a, &h, st));
+    cr_assert_eq(loom__ps_get64(ver), (uint64_t)i + 1, "replies in request order");
+  }
+  OK(loom_ps_pull(a, 0, v, n, NULL, NULL, st));
+  cr_assert_eq(v[0], -40.0f);
+  cr_assert_eq(v[n - 1], -40.0f);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_gt(ss.inflight_pauses, 0, "the PS paused reading at the cap");
+  cr_assert_eq(ss.shard_threads, 1);
+  free(v);
+  free(g);
+  loom_ps_client_free(a);
+  loom_ps_client_free(b);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* 4 shard threads, 3 client threads each pipelining push+pulls of all 8
+ * variables (every shard busy at once): the integer-valued SGD sums are
+ * exact whatever the interleaving, and each client's replies come back in
+ * its request order. */
+typedef struct shard_arg {
+  loom_ps_server *s;
+  int rank;
+  int fails;
+} shard_arg;
+
+static void *shard_client(void *arg) {
+  shard_arg *a = arg;
+  loom_status *st = loom_status_new();
+  loom_ps_connect_options co = copts(a->s, 14, NULL);
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  if (!c) {
+    a->fails++;
+    loom_status_free(st);
+    return NULL;
+  }
+  static float out[3][1000];
+  float g[1000];
+  for (int i = 0; i < 1000; i++) g[i] = (float)(a->rank + 1);
+  for (int step = 0; step < 30 && !a->fails; step++) {
+    for (uint32_t v = 0; v < 8; v++)
+      if (loom__ps_push_send(c, LOOM_PS_PUSHPULL, v, UINT64_MAX, g, 1000, st)) a->fails++;
+    for (uint32_t v = 0; v < 8; v++)
+      if (loom__ps_value_recv(c, LOOM_PS_PUSHPULL, out[a->rank], 1000, NULL, NULL, st)) a->fails++;
+  }
+  loom_ps_client_free(c);
+  loom_status_free(st);
+  return NULL;
+}
+
+Test(ps, shard_threads_concurrent_clients_exact) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 14;
+  o.shard_threads = 4;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c = connect_ok(s, 14, NULL);
+  int64_t n = 1000;
+  float v[1000];
+  for (uint32_t k = 0; k < 8; k++) {
+    for (int i = 0; i < 1000; i++) v[i] = (float)(1000 * k + i);
+    OK(loom_ps_init_var(c, k, 1, &n, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  }
+  pthread_t th[3];
+  shard_arg args[3];
+  for (int r = 0; r < 3; r++) {
+    args[r] = (shard_arg){s, r, 0};
+    pthread_create(&th[r], NULL, shard_client, &args[r]);
+  }
+  for (int r = 0; r < 3; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 3; r++) cr_assert_eq(args[r].fails, 0);
+  for (uint32_t k = 0; k < 8; k++) {
+    uint64_t ver = UINT64_MAX;
+    OK(loom_ps_pull(c, k, v, n, &ver, NULL, st));
+    cr_assert_eq(ver, 90);
+    for (int i = 0; i < 1000; i++) cr_assert_eq(v[i], (float)(1000 * k + i) - 30.0f * 6.0f, "var %u [%d]", k, i);
+  }
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.shard_threads, 4);
+  cr_assert_eq(ss.updates, 8 * 90);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* Zero-copy replies: a 16 MB PULL reply that the client has not read yet
+ * still references the value when a pipelined PUSH updates it: the PS
+ * copies on write, so the pull returns the value as it was. */
+Test(ps, zero_copy_reply_copy_on_write) {
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = start_ps(15, 1, 1, NULL);
+  loom_ps_client *c = connect_ok(s, 15, NULL);
+  int64_t n = 4 << 20;
+  float *v = malloc((size_t)n * 4), *g = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 1000), g[i] = 0.5f;
+  OK(loom_ps_init_var(c, 0, 1, &n, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  OK(loom__ps_pull_send(c, 0, UINT64_MAX, st));
+  OK(loom__ps_push_send(c, LOOM_PS_PUSH, 0, UINT64_MAX, g, n, st));
+  OK(loom__ps_pull_send(c, 0, UINT64_MAX, st));
+  OK(loom__ps_value_recv(c, LOOM_PS_PULL, out, n, NULL, NULL, st));
+  cr_assert(memcmp(out, v, (size_t)n * 4) == 0, "the first pull sees the value before the push");
+  loom_ps_hdr h;
+  uint8_t ver[8];
+  OK(loom__ps_recv_hdr(c, LOOM_PS_PUSH, &h, st));
+  OK(loom__ps_recv_body(c, ver, 8, st));
+  OK(loom__ps_recv_end(c, &h, st));
+  cr_assert_eq(loom__ps_get64(ver), 1);
+  OK(loom__ps_value_recv(c, LOOM_PS_PULL, out, n, NULL, NULL, st));
+  for (int64_t i = 0; i < n; i++)
+    if (out[i] != v[i] - 0.5f) cr_assert_fail("[%lld] %g, expected %g", (long long)i, out[i], v[i] - 0.5f);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_geq(ss.value_copies, 1, "the push copied the value still being sent");
+  free(v);
+  free(g);
+  free(out);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
   loom_status_free(st);
 }
