@@ -1676,6 +1676,10 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   uv_tcp_nodelay(&c->tcp, 1);
   uv_tcp_keepalive(&c->tcp, 1, 60); /* a vanished peer is noticed by the kernel */
+  if (getenv("LOOM_PS_SNDBUF")) {
+    int buf = atoi(getenv("LOOM_PS_SNDBUF"));
+    uv_send_buffer_size((uv_handle_t *)&c->tcp, &buf);
+  }
   conn_update_reading(c);
 }
 
