@@ -274,6 +274,7 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
 
 int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c) { return c ? c->dropped : 0; }
 void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n) { c->dropped += n; }
+uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard) { return c->version[shard]; }
 
 void loom_ps_cluster_bytes(const loom_ps_cluster *c, int64_t *sent, int64_t *received) {
   int64_t a = 0, b = 0;

@@ -40,5 +40,7 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
 loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st);
 void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n);
+/* The version of shard i that the cluster's last pull or push+pull delivered (UINT64_MAX: none). */
+uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard);
 
 #endif

@@ -57,6 +57,8 @@ typedef struct vbuf {
   float *data;
 } vbuf;
 
+typedef struct conn conn;
+
 typedef struct psvar {
   int present;
   int32_t ndim;
@@ -70,11 +72,16 @@ typedef struct psvar {
   uint64_t version;
   float *agg;        /* SYNC: the sum of this step's gradients */
   int32_t agg_count;
+  /* SYNC row pushes: this step's (id, row) contributions in arrival order, the connections they came from */
+  int64_t *agg_ids;
+  float *agg_rows;
+  int64_t agg_n, agg_cap;
+  conn **agg_conns;
+  int32_t agg_nconn, agg_conn_cap;
   void *ws;
   size_t ws_size;
 } psvar;
 
-typedef struct conn conn;
 typedef struct job job;
 typedef struct shard shard;
 typedef struct barrier barrier;
@@ -462,6 +469,9 @@ static void var_free(psvar *v) {
   loom__aligned_free(v->s1);
   loom__aligned_free(v->s2);
   loom__aligned_free(v->agg);
+  loom__free(v->agg_ids);
+  loom__free(v->agg_rows);
+  loom__free(v->agg_conns);
   loom__free(v->ws);
   memset(v, 0, sizeof *v);
 }
@@ -738,13 +748,17 @@ static psvar *req_var(loom_ps_server *s, job *j, uint32_t need, reply **err) {
   return v;
 }
 
-/* SYNC: the step of variable id has been applied: answer every push+pull waiting for it. */
+static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at);
+
+/* SYNC: the step of variable id has been applied: answer every push+pull (and PULL_ROWS) waiting for it. */
 static void wake_waiters(loom_ps_server *s, shard *sh, uint32_t id, psvar *v) {
   for (job **pp = &sh->waiters; *pp;) {
     job *w = *pp;
     if (w->wait_var == id && v->version > w->wait_version) {
       *pp = w->next;
-      w->out = value_reply(s, w, v, UINT64_MAX, 0);
+      w->out = w->h.opcode == LOOM_PS_PULL_ROWS      ? handle_rows(s, sh, w, 0, 0)
+               : w->h.opcode == LOOM_PS_PULL_ROWS_AT ? handle_rows(s, sh, w, 0, 1)
+                                                     : value_reply(s, w, v, UINT64_MAX, 0);
       complete(s, w);
     } else {
       pp = &w->next;
@@ -820,7 +834,120 @@ static reply *handle_push(loom_ps_server *s, shard *sh, job *j, int pull, int *h
 
 /* PULL_ROWS {var u32, n u32, ids}, PUSH_ROWS {var u32, n u32, ids, grads},
  * PUSH_ROWS_AT {var u32, n u32, read_version u64, ids, grads}. */
-static reply *handle_rows(loom_ps_server *s, job *j, int push, int at) {
+static int cmp_pair(const void *a, const void *b) {
+  const int64_t *x = a, *y = b;
+  return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* SYNC row pushes (SyncReplicasOptimizer for IndexedSlices): the k-th
+ * contribution of the step applies the mean: rows of equal ids summed in
+ * arrival order, divided by k, one sparse update. */
+static reply *rows_sync(loom_ps_server *s, shard *sh, job *j, psvar *v, const int64_t *ids, uint64_t n,
+                        const float *g, uint64_t rv) {
+  uint32_t id = loom__ps_get32(j->body);
+  if (n > 0 && (rv == UINT64_MAX || rv > v->version))
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "SYNC row push of var %u read at version %lld, the PS is at %llu", id,
+                rv == UINT64_MAX ? -1LL : (long long)rv, (unsigned long long)v->version);
+  if (n > 0 && rv < v->version) { /* late for an applied step */
+    STAT_ADD(s, stale_dropped, 1);
+    return version_reply(j, v->version, LOOM_PS_FLAG_STALE);
+  }
+  int64_t row = v->row;
+  for (uint64_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= v->nrows)
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "row push of var %u: ids[%llu] = %lld is not in [0, %lld)", id,
+                  (unsigned long long)i, (long long)ids[i], (long long)v->nrows);
+  if (v->agg_n + (int64_t)n > v->agg_cap) {
+    int64_t cap = (v->agg_n + (int64_t)n) * 2;
+    int64_t *ni = loom__realloc(v->agg_ids, (size_t)cap * 2 * sizeof(int64_t)); /* (id, position) pairs at apply */
+    if (ni) v->agg_ids = ni;
+    float *nr = ni ? loom__realloc(v->agg_rows, (size_t)(cap * row + 1) * sizeof(float)) : NULL;
+    if (nr) v->agg_rows = nr;
+    if (!ni || !nr) return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to aggregate rows of var %u", id);
+    v->agg_cap = cap;
+  }
+  if (v->agg_nconn == v->agg_conn_cap) {
+    int cap = v->agg_conn_cap ? 2 * v->agg_conn_cap : 8;
+    conn **nc = loom__realloc(v->agg_conns, (size_t)cap * sizeof *nc);
+    if (!nc) return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to aggregate rows of var %u", id);
+    v->agg_conns = nc;
+    v->agg_conn_cap = cap;
+  }
+  memcpy(v->agg_ids + v->agg_n, ids, (size_t)n * 8);
+  memcpy(v->agg_rows + v->agg_n * row, g, (size_t)(n * (uint64_t)row) * 4);
+  v->agg_n += (int64_t)n;
+  v->agg_conns[v->agg_nconn++] = j->c;
+  int k = s->o.replicas_to_aggregate > 0 ? s->o.replicas_to_aggregate : 1;
+  if (++v->agg_count < k) return version_reply(j, v->version + 1, 0); /* in the step that makes version + 1 */
+  /* sum equal ids in arrival order, then the mean */
+  int64_t m = v->agg_n, nu = 0;
+  int64_t *pr = v->agg_ids;
+  int64_t *pairs = loom__malloc((size_t)(m > 0 ? m : 1) * 2 * sizeof(int64_t));
+  float *sum = loom__malloc((size_t)(m * row + 1) * sizeof(float));
+  int64_t *uids = loom__malloc((size_t)(m > 0 ? m : 1) * sizeof(int64_t));
+  if (!pairs || !sum || !uids) {
+    loom__free(pairs), loom__free(sum), loom__free(uids);
+    return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to apply the rows of var %u", id);
+  }
+  for (int64_t i = 0; i < m; i++) pairs[2 * i] = pr[i], pairs[2 * i + 1] = i;
+  qsort(pairs, (size_t)m, 2 * sizeof(int64_t), cmp_pair);
+  for (int64_t i = 0; i < m;) {
+    int64_t e = i + 1;
+    float *d = sum + nu * row;
+    memcpy(d, v->agg_rows + pairs[2 * i + 1] * row, (size_t)row * 4);
+    for (; e < m && pairs[2 * e] == pairs[2 * i]; e++)
+      for (int64_t c = 0; c < row; c++) d[c] += v->agg_rows[pairs[2 * e + 1] * row + c];
+    for (int64_t c = 0; c < row; c++) d[c] /= (float)k;
+    uids[nu++] = pairs[2 * i];
+    i = e;
+  }
+  v->agg_count = 0;
+  v->agg_n = 0;
+  v->agg_nconn = 0;
+  loom_status *st = loom_status_new();
+  loom_code rc = var_apply(s, v, sum, uids, nu, st);
+  loom__free(pairs), loom__free(sum), loom__free(uids);
+  if (rc) {
+    reply *r = JERR(rc, 0, "row push of var %u: %s", id, loom_status_message(st));
+    loom_status_free(st);
+    return r;
+  }
+  loom_status_free(st);
+  STAT_ADD(s, updates, 1);
+  STAT_ADD(s, sync_steps, 1);
+  wake_waiters(s, sh, id, v);
+  return version_reply(j, v->version, 0);
+}
+
+/* SYNC: a PULL_ROWS from a connection whose rows are in the step being
+ * aggregated waits for that step (answered by wake_waiters). */
+static int rows_hold(loom_ps_server *s, shard *sh, job *j) {
+  if (j->h.body_len < 8) return 0;
+  uint32_t id = loom__ps_get32(j->body);
+  psvar *v = var_get(s, id);
+  if (!v) return 0;
+  uint64_t wait;
+  if (j->h.opcode == LOOM_PS_PULL_ROWS_AT) { /* any mode: wait until the version reaches min_version */
+    uint64_t minv = j->h.body_len >= 16 ? loom__ps_get64(j->body + 8) : UINT64_MAX;
+    if (minv == UINT64_MAX || v->version >= minv) return 0;
+    wait = minv - 1;
+  } else {
+    if (s->o.consistency != LOOM_PS_SYNC || !v->agg_count) return 0;
+    int mine = 0;
+    for (int i = 0; i < v->agg_nconn && !mine; i++) mine = v->agg_conns[i] == j->c;
+    if (!mine) return 0;
+    wait = v->version;
+  }
+  double to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
+  j->wait_var = id;
+  j->wait_version = wait;
+  j->deadline_ms = now_ms() + (uint64_t)(to * 1000.0);
+  j->next = sh->waiters;
+  sh->waiters = j;
+  return 1;
+}
+
+static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at) {
   reply *err = NULL;
   psvar *v = req_var(s, j, 8, &err);
   if (!v) return err;
@@ -828,15 +955,19 @@ static reply *handle_rows(loom_ps_server *s, job *j, int push, int at) {
   uint64_t n = loom__ps_get32(j->body + 4);
   size_t ioff = at ? 16 : 8;
   uint64_t want = ioff + 8 * n + (push ? 4 * n * (uint64_t)v->row : 0);
-  const char *what = !push ? "PULL_ROWS" : at ? "PUSH_ROWS_AT" : "PUSH_ROWS";
+  const char *what = !push ? (at ? "PULL_ROWS_AT" : "PULL_ROWS") : at ? "PUSH_ROWS_AT" : "PUSH_ROWS";
   if (j->h.body_len != want)
     return JERR(LOOM_INVALID_ARGUMENT, 1, "%s of var %u with %llu ids: %u bytes, expected %llu", what, id,
                 (unsigned long long)n, j->h.body_len, (unsigned long long)want);
   const int64_t *ids = (const int64_t *)(j->body + ioff);
   if (push) {
-    if (s->o.consistency == LOOM_PS_SYNC) /* no silent async rows in a sync job */
-      return JERR(LOOM_UNIMPLEMENTED, 0, "%s of var %u: row pushes are not aggregated in SYNC mode yet", what, id);
     uint64_t rv = at ? loom__ps_get64(j->body + 8) : UINT64_MAX;
+    if (s->o.consistency == LOOM_PS_SYNC) {
+      if (!at) /* no version: it cannot be placed in a step */
+        return JERR(LOOM_UNIMPLEMENTED, 0, "PUSH_ROWS of var %u: a SYNC PS takes row pushes with a read version "
+                    "(PUSH_ROWS_AT)", id);
+      return rows_sync(s, sh, j, v, ids, n, (const float *)(j->body + ioff + 8 * n), rv);
+    }
     if (s->o.consistency == LOOM_PS_BOUNDED && rv != UINT64_MAX && v->version > rv &&
         v->version - rv > (uint64_t)s->o.staleness) {
       STAT_ADD(s, stale_dropped, 1);
@@ -855,7 +986,7 @@ static reply *handle_rows(loom_ps_server *s, job *j, int push, int at) {
   }
   for (uint64_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= v->nrows)
-      return JERR(LOOM_INVALID_ARGUMENT, 0, "PULL_ROWS of var %u: ids[%llu] = %lld is not in [0, %lld)", id,
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "%s of var %u: ids[%llu] = %lld is not in [0, %lld)", what, id,
                   (unsigned long long)i, (long long)ids[i], (long long)v->nrows);
   size_t rb = (size_t)v->row * 4;
   reply *r = reply_new(j->c, 8 + n * rb);
@@ -1238,13 +1369,24 @@ static void shard_process(shard *sh, job *j) {
   }
   case LOOM_PS_PUSH: r = handle_push(s, sh, j, 0, &held); break;
   case LOOM_PS_PUSHPULL: r = handle_push(s, sh, j, 1, &held); break;
-  case LOOM_PS_PULL_ROWS: r = handle_rows(s, j, 0, 0); break;
-  case LOOM_PS_PUSH_ROWS: r = handle_rows(s, j, 1, 0); break;
-  case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, j, 1, 1); break;
+  case LOOM_PS_PULL_ROWS:
+  case LOOM_PS_PULL_ROWS_AT:
+    if (rows_hold(s, sh, j)) return;
+    r = handle_rows(s, sh, j, 0, j->h.opcode == LOOM_PS_PULL_ROWS_AT);
+    break;
+  case LOOM_PS_PUSH_ROWS: r = handle_rows(s, sh, j, 1, 0); break;
+  case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1); break;
   case LOOM_PS_STEP_INC: r = handle_step_inc(s, j); break;
   default: r = JERR(LOOM_UNIMPLEMENTED, 1, "unknown opcode %u", j->h.opcode);
   }
   if (held) return;
+  uint16_t op = j->h.opcode;
+  if (sh->waiters && j->h.body_len >= 4 &&
+      (op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT)) {
+    uint32_t id = loom__ps_get32(j->body); /* a PULL_ROWS_AT may wait for the version this push made */
+    psvar *v = var_get(s, id);
+    if (v) wake_waiters(s, sh, id, v);
+  }
   j->out = r;
   complete(s, j);
 }
@@ -1512,6 +1654,7 @@ static void frame_done(conn *c, job *j) {
   case LOOM_PS_PULL_ROWS:
   case LOOM_PS_PUSH_ROWS:
   case LOOM_PS_PUSH_ROWS_AT:
+  case LOOM_PS_PULL_ROWS_AT:
     if (c->h.body_len < 4) {
       job_put(c, j);
       loop_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated", c->h.opcode, c->h.body_len);
@@ -1676,10 +1819,6 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   uv_tcp_nodelay(&c->tcp, 1);
   uv_tcp_keepalive(&c->tcp, 1, 60); /* a vanished peer is noticed by the kernel */
-  if (getenv("LOOM_PS_SNDBUF")) {
-    int buf = atoi(getenv("LOOM_PS_SNDBUF"));
-    uv_send_buffer_size((uv_handle_t *)&c->tcp, &buf);
-  }
   conn_update_reading(c);
 }
 

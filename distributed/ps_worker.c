@@ -47,6 +47,10 @@ struct loom_ps_worker {
   int *first, *nsh;   /* per variable: its shards in the placement */
   uint64_t *rver;     /* per shard: the version its last PULL_ROWS delivered (the read version of row pushes) */
   int64_t *bucket;    /* per shard: row count of this step */
+  int fresh_rows;     /* pull the rows of the batch before computing (loom_ps_worker_set_fresh_rows) */
+  loom_output *ix_fetch; /* the sparse gradients' indices alone */
+  int *ix_var, nix;
+  loom_tensor **ix_t;
 };
 
 /* A sparse variable's rows of one step: the distinct ids (sorted) with
@@ -126,6 +130,10 @@ void loom_ps_worker_free(loom_ps_worker *w) {
   loom__free(w->nsh);
   loom__free(w->rver);
   loom__free(w->bucket);
+  for (int i = 0; i < w->nix; i++) loom_tensor_free(w->ix_t[i]);
+  loom__free(w->ix_fetch);
+  loom__free(w->ix_var);
+  loom__free(w->ix_t);
   loom__free(w);
 }
 
@@ -165,7 +173,10 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
   w->nsh = loom__calloc(k, sizeof(int));
   w->rver = loom__malloc(((size_t)nsh_all + 1) * sizeof(uint64_t));
   w->bucket = loom__calloc((size_t)nsh_all + 1, sizeof(int64_t));
-  if (!w->sp || !w->first || !w->nsh || !w->rver || !w->bucket) goto oom;
+  w->ix_fetch = loom__calloc(k, sizeof *w->ix_fetch);
+  w->ix_var = loom__calloc(k, sizeof(int));
+  w->ix_t = loom__calloc(k, sizeof *w->ix_t);
+  if (!w->sp || !w->first || !w->nsh || !w->rver || !w->bucket || !w->ix_fetch || !w->ix_var || !w->ix_t) goto oom;
   for (int i = 0; i < nsh_all; i++) {
     const loom_ps_shard *sh = loom_ps_placement_shard(p, i);
     w->rver[i] = UINT64_MAX;
@@ -241,6 +252,8 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
         w->fetch_ix[w->nfetch] = -2; /* the indices of the previous entry */
         w->fetch[w->nfetch] = gr[i].indices;
         w->fetch_var[w->nfetch++] = i;
+        w->ix_fetch[w->nix] = gr[i].indices;
+        w->ix_var[w->nix++] = i;
       }
     }
   }
@@ -411,7 +424,8 @@ static loom_code sparse_io(loom_ps_worker *w, int var, int send, loom_status *st
       uint8_t fixed[16];
       loom__ps_put32(fixed, sh->id);
       loom__ps_put32(fixed + 4, (uint32_t)m);
-      loom__ps_put64(fixed + 8, w->rver[si]);
+      /* the read version: the last reply of this shard, else the whole-variable pull that started the worker */
+      loom__ps_put64(fixed + 8, w->rver[si] != UINT64_MAX ? w->rver[si] : loom__ps_cluster_version(w->cl, si));
       rc = loom__ps_send(c, LOOM_PS_PUSH_ROWS_AT, fixed, 16, q->lids + lo, (size_t)m * 8, q->lsum + lo * row,
                          (size_t)(m * row) * 4, st);
       if (!rc && m) rc = loom__ps_send(c, LOOM_PS_PULL_ROWS, fixed, 8, q->lids + lo, (size_t)m * 8, NULL, 0, st);
@@ -438,6 +452,122 @@ static loom_code sparse_io(loom_ps_worker *w, int var, int send, loom_status *st
     }
   }
   return rc;
+}
+
+/* The distinct ids of a batch's lookups of var (indices tensor it), grouped by shard as dedup_rows does
+ * (no gradient rows). */
+static loom_code batch_ids(loom_ps_worker *w, int var, const loom_tensor *it, loom_status *st) {
+  struct wsparse *q = &w->sp[var];
+  const loom_ps_var_spec *vs = loom_ps_placement_var(w->p, var);
+  int64_t n = loom_tensor_numel(it), nrows = vs->dims[0];
+  if (n > w->cap_pairs) {
+    void *a = loom__realloc(w->pairs, (size_t)n * sizeof *w->pairs);
+    if (!a) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld ids", (long long)n);
+    w->pairs = a;
+    w->cap_pairs = n;
+  }
+  if (!q->off && grow_i64(&q->off, w->nsh[var] + 1))
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: out of memory");
+  if (n > q->cap) {
+    if (grow_i64(&q->uids, n) || grow_i64(&q->gids, n) || grow_i64(&q->lids, n))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld ids", (long long)n);
+    q->cap = n;
+  }
+  int i32 = loom_tensor_dtype(it) == LOOM_I32;
+  const void *ix = loom_tensor_data_const(it);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t id = i32 ? ((const int32_t *)ix)[i] : ((const int64_t *)ix)[i];
+    if (id < 0 || id >= nrows) continue; /* pruned or out of range: the gradient step reports it */
+    w->pairs[k].id = id;
+    w->pairs[k++].pos = i;
+  }
+  qsort(w->pairs, (size_t)k, sizeof *w->pairs, pair_cmp);
+  int64_t nu = 0;
+  for (int64_t i = 0; i < k; i++)
+    if (!nu || w->pairs[i].id != q->uids[nu - 1]) q->uids[nu++] = w->pairs[i].id;
+  int ns = w->nsh[var];
+  int stride = ns > 1 ? loom_ps_placement_shard(w->p, w->first[var])->stride : 1;
+  int64_t *cnt = w->bucket;
+  for (int j = 0; j <= ns; j++) q->off[j] = 0;
+  int cur = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    cur = 0;
+    for (int64_t i = 0; i < nu; i++) {
+      int64_t id = q->uids[i], lid;
+      int j;
+      if (stride > 1) {
+        j = (int)(id % stride);
+        lid = id / stride;
+      } else {
+        while (cur < ns - 1 && id >= loom_ps_placement_shard(w->p, w->first[var] + cur)->row_end) cur++;
+        j = cur;
+        lid = id - loom_ps_placement_shard(w->p, w->first[var] + cur)->row_begin;
+      }
+      if (pass == 0) {
+        q->off[j + 1]++;
+      } else {
+        int64_t pos = cnt[j]++;
+        q->gids[pos] = id;
+        q->lids[pos] = lid;
+      }
+    }
+    if (pass == 0) {
+      for (int j = 0; j < ns; j++) q->off[j + 1] += q->off[j];
+      for (int j = 0; j < ns; j++) cnt[j] = q->off[j];
+    }
+  }
+  q->nu = nu;
+  return LOOM_OK;
+}
+
+/* Fresh rows: before the step computes, the rows its batch looks up are
+ * pulled (PULL_ROWS_AT: at least the version this worker's previous push
+ * made, so a SYNC step still being aggregated is waited for), one round
+ * trip for all tables and PS tasks. Without it a worker computes on its
+ * own copy of rows, current only for rows it touched itself. */
+static loom_code pull_batch_rows(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
+                                 int nfeeds, loom_status *st) {
+  loom_code rc = loom_session_run(w->s, feeds, feed_values, nfeeds, w->ix_fetch, w->ix_t, w->nix, NULL, 0, st);
+  for (int k = 0; k < w->nix && !rc; k++) rc = batch_ids(w, w->ix_var[k], w->ix_t[k], st);
+  for (int pass = 0; pass < 2 && !rc; pass++)
+    for (int k = 0; k < w->nix && !rc; k++) {
+      int var = w->ix_var[k];
+      struct wsparse *q = &w->sp[var];
+      const loom_ps_var_spec *vs = loom_ps_placement_var(w->p, var);
+      int64_t row = vs->dims[0] > 0 ? loom__numel(vs->ndim, vs->dims) / vs->dims[0] : 0;
+      for (int j = 0; j < w->nsh[var] && !rc; j++) {
+        int si = w->first[var] + j;
+        const loom_ps_shard *sh = loom_ps_placement_shard(w->p, si);
+        int64_t lo = q->off[j], m = q->off[j + 1] - lo;
+        if (!m) continue;
+        loom_ps_client *c = loom_ps_cluster_client(w->cl, sh->ps);
+        if (pass == 0) {
+          uint8_t fixed[16];
+          loom__ps_put32(fixed, sh->id);
+          loom__ps_put32(fixed + 4, (uint32_t)m);
+          loom__ps_put64(fixed + 8, w->rver[si] != UINT64_MAX ? w->rver[si] : loom__ps_cluster_version(w->cl, si));
+          rc = loom__ps_send(c, LOOM_PS_PULL_ROWS_AT, fixed, 16, q->lids + lo, (size_t)m * 8, NULL, 0, st);
+        } else {
+          loom_ps_hdr h;
+          uint8_t ver[8];
+          rc = loom__ps_recv_hdr(c, LOOM_PS_PULL_ROWS_AT, &h, st);
+          if (!rc && (uint64_t)h.body_len != 8 + 4 * (uint64_t)(m * row))
+            rc = loom_status_set(st, LOOM_DATA_LOSS, "PULL_ROWS_AT reply of %u bytes for %lld rows of %lld",
+                                 h.body_len, (long long)m, (long long)row);
+          if (!rc) rc = loom__ps_recv_body(c, ver, 8, st);
+          if (!rc) w->rver[si] = loom__ps_get64(ver);
+          for (int64_t i = lo; i < lo + m && !rc; i++)
+            rc = loom__ps_recv_body(c, w->vals[var] + q->gids[i] * row, (size_t)row * 4, st);
+          if (!rc) rc = loom__ps_recv_end(c, &h, st);
+        }
+      }
+    }
+  return rc;
+}
+
+void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on) {
+  if (w) w->fresh_rows = on != 0;
 }
 
 /* The helpers of the first version, kept for callers in other files'
@@ -486,7 +616,8 @@ static loom_code worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom
 /* One training step: the gradients on the session's current values, then one round trip per PS. */
 loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
                               int nfeeds, loom_status *st) {
-  loom_code rc = loom_session_run(w->s, feeds, feed_values, nfeeds, w->fetch, w->gt, w->nfetch, NULL, 0, st);
+  loom_code rc = w->fresh_rows && w->nix ? pull_batch_rows(w, feeds, feed_values, nfeeds, st) : LOOM_OK;
+  if (!rc) rc = loom_session_run(w->s, feeds, feed_values, nfeeds, w->fetch, w->gt, w->nfetch, NULL, 0, st);
   if (!rc) rc = worker_exchange(w, w->gt, st);
   if (!rc) mark_all(w);
   return rc;

@@ -75,6 +75,9 @@ enum {
   LOOM_PS_PUSH_ROWS_AT = 20,
   /* PING {} -> {}: answered by the loop thread (liveness, heartbeats) */
   LOOM_PS_PING = 21,
+  /* PULL_ROWS_AT {var_id u32, n u32, min_version u64, ids i64[n]} -> PULL_ROWS's reply, once the variable's
+   *   version is >= min_version (a SYNC step still being aggregated is waited for; ~0: no wait) */
+  LOOM_PS_PULL_ROWS_AT = 22,
 };
 
 typedef struct loom_ps_hdr {

@@ -312,6 +312,15 @@ LOOM_API loom_code loom_ps_worker_init_vars(loom_ps_worker *w, loom_ps_optimizer
                                             loom_status *st);
 /* Pulls every variable into the session. */
 LOOM_API loom_code loom_ps_worker_pull(loom_ps_worker *w, loom_status *st);
+/* on != 0: each step first pulls the embedding rows its batch looks up (one
+ * more round trip: the lookups' ids are computed, then their rows fetched at
+ * no older than the version this worker's last push made; a SYNC step still
+ * being aggregated is waited for). Off (the default), a worker computes on
+ * its own copy of the rows, which is current only for the rows it touched
+ * itself: exact for one worker; with several, rows others updated are stale
+ * until this worker touches them. SYNC with several workers needs it on to
+ * equal local training on the concatenated batch. */
+LOOM_API void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on);
 /* One training step on the feeds: gradients on the session's current
  * values, then push+pull. */
 LOOM_API loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
