@@ -314,7 +314,10 @@ static void conn_update_reading(conn *c) {
   loom_ps_server *s = c->srv;
   if (c->state >= ST_DRAINING || uv_is_closing((uv_handle_t *)&c->tcp)) return;
   int queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MAX_QUEUED_REPLY_BYTES;
-  int caps = c->inflight >= s->o.max_inflight_requests || c->inflight_bytes >= s->o.max_inflight_bytes;
+  /* requests not yet answered, those a shard holds and those whose reply waits for an earlier one: at most
+   * max_inflight_requests <= REORDER, so the reorder ring never wraps */
+  int pending = (int)(c->seq_in - c->seq_out);
+  int caps = pending >= s->o.max_inflight_requests || c->inflight_bytes >= s->o.max_inflight_bytes;
   int want = !queued && !caps;
   if (want && !c->reading) {
     c->reading = 1;

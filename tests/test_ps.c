@@ -1620,3 +1620,39 @@ Test(ps, crc32c_three_way_equals_table) {
     }
   free(b);
 }
+
+/* Replies keep their order behind a request a shard holds: a SYNC
+ * push+pull waits for a step that never completes (1 of 2 gradients) while
+ * 100 PINGs are pipelined behind it with at most 4 requests outstanding;
+ * the PS stops reading at the cap, answers the held request with
+ * DEADLINE_EXCEEDED, then every PING, in request order. */
+Test(ps, replies_in_order_behind_held_request) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 16;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 0.3;
+  o.max_inflight_requests = 4;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c = connect_ok(s, 16, NULL);
+  int64_t n = 4;
+  float v[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, out[4];
+  OK(loom_ps_init_var(c, 0, 1, &n, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  OK(loom__ps_push_send(c, LOOM_PS_PUSHPULL, 0, 0, g, 4, st));
+  for (int i = 0; i < 100; i++) OK(loom__ps_send(c, LOOM_PS_PING, NULL, 0, NULL, 0, NULL, 0, st));
+  cr_assert_eq(loom__ps_value_recv(c, LOOM_PS_PUSHPULL, out, 4, NULL, NULL, st), LOOM_DEADLINE_EXCEEDED, "%s",
+               loom_status_message(st));
+  for (int i = 0; i < 100; i++) {
+    loom_ps_hdr h;
+    OK(loom__ps_recv_hdr(c, LOOM_PS_PING, &h, st));
+    OK(loom__ps_recv_end(c, &h, st));
+  }
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_timeouts, 1);
+  cr_assert_gt(ss.inflight_pauses, 0);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
