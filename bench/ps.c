@@ -120,6 +120,8 @@ static void wire_bytes(int quick, loom_status *st) {
   for (int i = 0; i < BATCH * D; i++) rows[i] = 1e-3f;
   int steps = quick ? 3 : 20;
   int64_t s0, r0, ss0 = 0, payload = 0;
+  struct timespec settle = {0, 50000000}; /* the servers count a reply's bytes when its write completes */
+  nanosleep(&settle, NULL);
   loom_ps_cluster_bytes(cl, &s0, &r0);
   for (int i = 0; i < NPS; i++) {
     loom_ps_server_stats x;
@@ -158,6 +160,7 @@ static void wire_bytes(int quick, loom_status *st) {
   }
   double dt = bu_now_us() - t0;
   int64_t s1, r1, ss1 = 0;
+  nanosleep(&settle, NULL);
   loom_ps_cluster_bytes(cl, &s1, &r1);
   for (int i = 0; i < NPS; i++) {
     loom_ps_server_stats x;
