@@ -515,23 +515,18 @@ static int opt_slots(loom_ps_optimizer opt, const float *hyper, float init[3]) {
 
 /* Applies a dense (ids NULL) or sparse gradient with the local kernels, in
  * the kernels' (TF's) input orders. */
-static loom_code var_apply(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
-                           loom_status *st) {
-  if (__atomic_load_n(&v->vb->refs, __ATOMIC_ACQUIRE) > 1) { /* a reply is still sending this value: copy on write */
-    vbuf *nb = vbuf_new(v->numel);
-    if (!nb) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for a copy of %lld floats", (long long)v->numel);
-    memcpy(nb->data, v->vb->data, (size_t)v->numel * sizeof(float));
-    vbuf_release(v->vb);
-    v->vb = nb;
-    v->val = nb->data;
-    STAT_ADD(s, value_copies, 1);
-  }
+/* One kernel call: sparse (ids) on the whole variable, or dense on the elements [off, off + cnt) (the
+ * dense optimizers are elementwise, so a piece gives the same bits as the whole). */
+static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, int64_t n, int64_t off, int64_t cnt,
+                              loom_status *st) {
   const float *h = v->hyper;
   float sc[8]; /* scalar inputs, copied so the kernels see the same float values as a local graph's consts */
-  loom_buf var = mkbuf(v->val, v->ndim, v->dims, v->numel);
+  int vnd = ids ? v->ndim : 1;
+  const int64_t *vdims = ids ? v->dims : &cnt;
+  loom_buf var = mkbuf(v->val + off, vnd, vdims, cnt);
   loom_buf sl[3];
   float *sp[3] = {v->s0, v->s1, v->s2};
-  for (int i = 0; i < 3; i++) sl[i] = mkbuf(sp[i], v->ndim, v->dims, v->numel);
+  for (int i = 0; i < 3; i++) sl[i] = mkbuf(sp[i] ? sp[i] + off : NULL, vnd, vdims, cnt);
   loom_buf bs[8];
   for (int i = 0; i < 8; i++) bs[i] = scalar(&sc[i]);
   loom_buf b1p = scalar(&v->b1p), b2p = scalar(&v->b2p);
@@ -550,7 +545,7 @@ static loom_code var_apply(loom_ps_server *s, psvar *v, const float *grad, const
       v->ws_size = need;
     }
   } else {
-    g = mkbuf((void *)grad, v->ndim, v->dims, v->numel);
+    g = mkbuf((void *)grad, 1, &cnt, cnt);
   }
   loom_attrs at;
   memset(&at, 0, sizeof at);
@@ -614,13 +609,49 @@ static loom_code var_apply(loom_ps_server *s, psvar *v, const float *grad, const
 #undef GRAD
   k.in = in;
   k.nin = m;
-  loom_code rc = ids ? sparse(&k) : dense(&k);
+  return ids ? sparse(&k) : dense(&k);
+}
+
+#define APPLY_PIECE ((int64_t)1 << 16) /* floats per dense piece: 256 KiB, in cache for the CRC that follows */
+
+/* Applies a dense (ids NULL) or sparse gradient with the local kernels, in
+ * the kernels' (TF's) input orders; copy-on-write first when a reply still
+ * sends the value. crc (dense; may be NULL): extended over the new value
+ * piece by piece, right after each piece is updated (one pass less over
+ * memory than checksumming the reply afterwards). */
+static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
+                               uint32_t *crc, loom_status *st) {
+  if (__atomic_load_n(&v->vb->refs, __ATOMIC_ACQUIRE) > 1) { /* a reply is still sending this value: copy on write */
+    vbuf *nb = vbuf_new(v->numel);
+    if (!nb) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for a copy of %lld floats", (long long)v->numel);
+    memcpy(nb->data, v->vb->data, (size_t)v->numel * sizeof(float));
+    vbuf_release(v->vb);
+    v->vb = nb;
+    v->val = nb->data;
+    STAT_ADD(s, value_copies, 1);
+  }
+  loom_code rc = LOOM_OK;
+  if (ids) {
+    rc = kernel_apply(v, grad, ids, n, 0, v->numel, st);
+  } else {
+    for (int64_t off = 0; off < v->numel && !rc; off += APPLY_PIECE) {
+      int64_t cnt = v->numel - off < APPLY_PIECE ? v->numel - off : APPLY_PIECE;
+      rc = kernel_apply(v, grad + off, NULL, 0, off, cnt, st);
+      if (!rc && crc) *crc = loom__crc32c_extend(*crc, v->val + off, (size_t)cnt * 4);
+    }
+    if (!rc && v->numel == 0) rc = kernel_apply(v, grad, NULL, 0, 0, 0, st);
+  }
   if (rc == LOOM_OK && v->opt == LOOM_PS_ADAM) { /* TF's _finish: beta powers advance once per applied step */
-    v->b1p = v->b1p * h[1];
-    v->b2p = v->b2p * h[2];
+    v->b1p = v->b1p * v->hyper[1];
+    v->b2p = v->b2p * v->hyper[2];
   }
   if (rc == LOOM_OK) v->version++;
   return rc;
+}
+
+static loom_code var_apply(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
+                           loom_status *st) {
+  return var_apply_crc(s, v, grad, ids, n, NULL, st);
 }
 
 
@@ -631,8 +662,16 @@ static void complete(loom_ps_server *s, job *j) {
   uv_async_send(&s->done_async);
 }
 
+static reply *value_reply_crc(loom_ps_server *s, job *j, psvar *v, uint64_t have, uint32_t flags,
+                              const uint32_t *value_crc);
 /* A PULL / PUSHPULL reply: {version, pad, value?}; values above 4 KiB are sent in place (zero-copy). */
 static reply *value_reply(loom_ps_server *s, job *j, psvar *v, uint64_t have, uint32_t flags) {
+  return value_reply_crc(s, j, v, have, flags, NULL);
+}
+
+/* value_crc (may be NULL): the CRC-32C of the 16-byte prefix {version, 0} then the value, already known. */
+static reply *value_reply_crc(loom_ps_server *s, job *j, psvar *v, uint64_t have, uint32_t flags,
+                              const uint32_t *value_crc) {
   (void)s;
   int unchanged = have == v->version;
   size_t n = unchanged ? 0 : (size_t)v->numel * 4;
@@ -649,6 +688,13 @@ static reply *value_reply(loom_ps_server *s, job *j, psvar *v, uint64_t have, ui
     r->ref = v->vb;
     r->ext = v->val;
     r->ext_len = n;
+  }
+  if (value_crc && !inl) {
+    loom__ps_hdr_encode(r->data, j->h.opcode, (unchanged ? LOOM_PS_FLAG_UNCHANGED : 0) | flags | LOOM_PS_FLAG_REPLY,
+                        j->h.request_id, NULL, 0, 0);
+    loom__ps_put32(r->data + 20, (uint32_t)(16 + n));
+    loom__ps_put32(r->data + 24, *value_crc);
+    return r;
   }
   reply_seal(r, &j->h, j->h.opcode, (unchanged ? LOOM_PS_FLAG_UNCHANGED : 0) | flags, 0, 0);
   return r;
@@ -820,7 +866,12 @@ static reply *handle_push(loom_ps_server *s, shard *sh, job *j, int pull, int *h
     grad = v->agg;
   }
   loom_status *st = loom_status_new();
-  loom_code rc = var_apply(s, v, grad, NULL, 0, st);
+  uint8_t pre[16]; /* the reply's prefix {version after this push, 0}: its CRC is extended piece by piece */
+  loom__ps_put64(pre, v->version + 1);
+  loom__ps_put64(pre + 8, 0);
+  uint32_t crc = loom__crc32c_extend(0, pre, 16);
+  int fused = pull && s->o.consistency != LOOM_PS_SYNC && (size_t)v->numel * 4 > 4096;
+  loom_code rc = var_apply_crc(s, v, grad, NULL, 0, fused ? &crc : NULL, st);
   if (rc) {
     reply *r = JERR(rc, 0, "PUSH of var %u: %s", id, loom_status_message(st));
     loom_status_free(st);
@@ -832,6 +883,7 @@ static reply *handle_push(loom_ps_server *s, shard *sh, job *j, int pull, int *h
     STAT_ADD(s, sync_steps, 1);
     wake_waiters(s, sh, id, v);
   }
+  if (fused) return value_reply_crc(s, j, v, UINT64_MAX, 0, &crc);
   return push_reply(s, j, v, pull, 0);
 }
 

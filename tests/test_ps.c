@@ -1586,6 +1586,11 @@ Test(ps, zero_copy_reply_copy_on_write) {
   loom_ps_server_stats ss;
   loom_ps_server_get_stats(s, &ss);
   cr_assert_geq(ss.value_copies, 1, "the push copied the value still being sent");
+  /* a push+pull: the value is updated and checksummed in 256 KiB pieces (64 of them here) */
+  OK(loom_ps_pushpull(c, 0, g, out, n, NULL, st));
+  bad = 0;
+  for (int64_t i = 0; i < n; i++) bad += out[i] != v[i] - 1.0f;
+  cr_assert_eq(bad, 0, "%lld values differ after the push+pull", (long long)bad);
   free(v);
   free(g);
   free(out);
