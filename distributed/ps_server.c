@@ -30,6 +30,7 @@
  * WELCOME, a failed HMAC, another placement) closes that connection with a
  * logged reason; the others are served on. */
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,6 +143,7 @@ struct shard {
   psvar *vars;   /* local index = id / nshards */
   uint32_t cap;
   job *waiters;  /* SYNC push+pulls waiting for their step */
+  int owner;     /* atomic: 1 while the shard thread (or the loop, for a small request) works on the variables */
 };
 
 struct loom_ps_server {
@@ -1464,10 +1466,20 @@ static void shard_deadlines(shard *sh) {
   }
 }
 
+/* The shard thread takes the variables; the loop holds them only for one small request at a time. */
+static void shard_acquire(shard *sh) {
+  for (int spins = 0;; spins++) {
+    int free_ = 0;
+    if (__atomic_compare_exchange_n(&sh->owner, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+    if (spins > 64) sched_yield();
+  }
+}
+
 static void *shard_main(void *arg) {
   shard *sh = arg;
+  int timed = 0; /* waiters to watch (read while owning the variables) */
   for (;;) {
-    if (sh->waiters) {
+    if (timed) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_nsec += 50 * 1000000L;
@@ -1478,12 +1490,15 @@ static void *shard_main(void *arg) {
       while (sem_wait(&sh->sem) != 0 && errno == EINTR) {
       }
     }
+    shard_acquire(sh); /* before taking: what the loop finds queued is always behind what it may run itself */
     for (job *l = stack_take(&sh->incoming); l;) {
       job *n = l->next;
       shard_process(sh, l);
       l = n;
     }
     if (sh->waiters) shard_deadlines(sh);
+    timed = sh->waiters != NULL;
+    __atomic_store_n(&sh->owner, 0, __ATOMIC_RELEASE);
     if (__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE) && !__atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE)) break;
   }
   return NULL;
@@ -1613,11 +1628,44 @@ static void job_put(conn *c, job *j) {
 }
 
 /* Hands request j of c to shard q (or, with bar, a barrier to every shard). */
+static void on_done(uv_async_t *a);
+
+#define INLINE_MAX_BYTES 65536 /* a request this small (body and variable) may run on the loop thread */
+
+/* A small request to an idle shard runs on the loop thread (no thread
+ * wake-up on the latency path): the loop takes the shard's variables with
+ * one CAS (never waits), and only when nothing is queued for that shard, so
+ * arrival order holds (the shard thread takes its queue only while it owns
+ * the variables). */
+static int try_inline(loom_ps_server *s, job *j, shard *sh) {
+  if (j->kind != JOB_REQ || j->h.body_len > 1024 || __atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE)) return 0;
+  int free_ = 0;
+  if (!__atomic_compare_exchange_n(&sh->owner, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+  int ok = !__atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE);
+  if (ok && j->h.opcode != LOOM_PS_STEP_INC && j->h.opcode != LOOM_PS_INIT_VAR) {
+    psvar *v = j->h.body_len >= 4 ? var_get(s, loom__ps_get32(j->body)) : NULL;
+    ok = v && (uint64_t)v->numel * 4 <= INLINE_MAX_BYTES;
+  } else if (j->h.opcode == LOOM_PS_INIT_VAR) {
+    ok = 0;
+  }
+  if (ok) {
+    int had = sh->waiters != NULL;
+    shard_process(sh, j);
+    if (!had && sh->waiters) sem_post(&sh->sem); /* the shard thread now watches the new waiter's deadline */
+  }
+  __atomic_store_n(&sh->owner, 0, __ATOMIC_RELEASE);
+  return ok;
+}
+
 static void dispatch_job(conn *c, job *j, int q) {
   loom_ps_server *s = c->srv;
   j->seq = c->seq_in++;
   c->inflight++;
   c->inflight_bytes += j->h.body_len;
+  if (try_inline(s, j, &s->shards[q])) {
+    on_done(&s->done_async); /* its reply (already on the completion stack) goes out now */
+    return;
+  }
   shard_post(&s->shards[q], j);
   conn_update_reading(c);
 }
