@@ -203,7 +203,15 @@ struct loom_ps_cluster {
   int64_t dropped;   /* pushes the PS tasks dropped (stale or late) */
   float *scratch;    /* rows of a row-mod shard gathered / received (grown, never shrunk) */
   int64_t scratch_cap;
+  uint8_t *got;      /* per shard: its reply of the current exchange has been read already */
+  int *next;         /* per PS: the oldest shard whose reply may be pending */
+  int64_t *owed;     /* per PS: reply bytes of the current exchange not read yet */
 };
+
+/* Reply bytes a connection may owe before the cluster client reads some of
+ * them while still sending: a PS stops reading a connection that leaves 64
+ * MiB of replies unread, and a client blocked sending would then wait on it. */
+#define OWED_MAX ((int64_t)16 << 20)
 
 static float *scratch(loom_ps_cluster *c, int64_t n, loom_status *st) {
   if (n > c->scratch_cap) {
@@ -234,6 +242,9 @@ void loom_ps_cluster_free(loom_ps_cluster *c) {
   loom__free(c->c);
   loom__free(c->version);
   loom__free(c->scratch);
+  loom__free(c->got);
+  loom__free(c->next);
+  loom__free(c->owed);
   loom__free(c);
 }
 
@@ -248,6 +259,14 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
   c->p = p;
   c->c = loom__calloc((size_t)p->num_ps, sizeof *c->c);
   c->version = loom__malloc(((size_t)p->nshards + 1) * sizeof(uint64_t));
+  c->got = loom__calloc((size_t)p->nshards + 1, 1);
+  c->next = loom__calloc((size_t)p->num_ps, sizeof(int));
+  c->owed = loom__calloc((size_t)p->num_ps, sizeof(int64_t));
+  if (!c->got || !c->next || !c->owed) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: out of memory");
+    loom_ps_cluster_free(c);
+    return NULL;
+  }
   if (!c->c || !c->version) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: out of memory");
     loom_ps_cluster_free(c);
@@ -326,14 +345,52 @@ loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimize
  * variable whose values[var] is NULL is left out (the worker's sparse
  * variables travel as rows). The send and receive halves are separate so
  * that the worker can put its row requests on the same round trip. */
+static loom_code recv_shard(loom_ps_cluster *c, int i, const float *const *grads, float *const *values,
+                            loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  const loom_ps_shard *s = &p->shards[i];
+  int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
+  uint16_t op = grads && grads[s->var] ? LOOM_PS_PUSHPULL : LOOM_PS_PULL;
+  float *dst = values[s->var] + off;
+  if (s->stride > 1 && !(dst = scratch(c, s->numel, st))) return LOOM_RESOURCE_EXHAUSTED;
+  int changed = 0;
+  loom_code rc = loom__ps_value_recv(c->c[s->ps], op, dst, s->numel, &c->version[i], &changed, st);
+  if (rc) return rc;
+  if (s->stride > 1 && changed) mod_rows(s, row, values[s->var], dst, 0);
+  if (c->c[s->ps]->hdr.flags & LOOM_PS_FLAG_STALE) c->dropped++;
+  c->got[i] = 1;
+  c->owed[s->ps] -= s->numel * 4;
+  return LOOM_OK;
+}
+
+/* Reads the oldest reply PS q owes (shards are sent in index order). */
+static loom_code recv_oldest(loom_ps_cluster *c, int q, int upto, const float *const *grads, float *const *values,
+                             loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  for (int i = c->next[q]; i < upto; i++) {
+    const loom_ps_shard *s = &p->shards[i];
+    if (s->ps != q || !values[s->var] || c->got[i]) continue;
+    c->next[q] = i + 1;
+    return recv_shard(c, i, grads, values, st);
+  }
+  c->owed[q] = 0;
+  return LOOM_OK;
+}
+
 loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st) {
   const loom_ps_placement *p = c->p;
+  memset(c->got, 0, (size_t)p->nshards);
+  for (int q = 0; q < p->num_ps; q++) c->next[q] = 0, c->owed[q] = 0;
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
     if (!values[s->var]) continue;
     int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
-    loom_code rc;
+    loom_code rc = LOOM_OK;
+    /* a large step: read some replies of this PS before sending more (the PS would stop reading us) */
+    while (!rc && c->owed[s->ps] > 0 && c->owed[s->ps] + s->numel * 4 > OWED_MAX)
+      rc = recv_oldest(c, s->ps, i, grads, values, st);
+    if (rc) return rc;
     if (grads && grads[s->var]) {
       const float *g = grads[s->var] + off;
       if (s->stride > 1) { /* gathered; the send is complete when it returns, so one scratch serves all */
@@ -347,6 +404,7 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
       rc = loom__ps_pull_send(c->c[s->ps], s->id, c->version[i], st);
     }
     if (rc) return rc;
+    c->owed[s->ps] += s->numel * 4;
   }
   return LOOM_OK;
 }
@@ -356,16 +414,9 @@ loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, f
   const loom_ps_placement *p = c->p;
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
-    if (!values[s->var]) continue;
-    int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
-    uint16_t op = grads && grads[s->var] ? LOOM_PS_PUSHPULL : LOOM_PS_PULL;
-    float *dst = values[s->var] + off;
-    if (s->stride > 1 && !(dst = scratch(c, s->numel, st))) return LOOM_RESOURCE_EXHAUSTED;
-    int changed = 0;
-    loom_code rc = loom__ps_value_recv(c->c[s->ps], op, dst, s->numel, &c->version[i], &changed, st);
+    if (!values[s->var] || c->got[i]) continue;
+    loom_code rc = recv_shard(c, i, grads, values, st);
     if (rc) return rc;
-    if (s->stride > 1 && changed) mod_rows(s, row, values[s->var], dst, 0);
-    if (c->c[s->ps]->hdr.flags & LOOM_PS_FLAG_STALE) c->dropped++;
   }
   return LOOM_OK;
 }

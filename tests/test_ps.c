@@ -1661,3 +1661,50 @@ Test(ps, replies_in_order_behind_held_request) {
   loom_ps_server_stop(s);
   loom_status_free(st);
 }
+
+/* A step with more than the PS's 64 MiB reply cap on one PS (5 variables
+ * of 16 MB): the cluster client reads replies while still sending (at most
+ * 16 MiB + one reply owed per PS), so the PS never has to stop reading it
+ * (before, the client could block sending while the PS waited for it to
+ * read: a stall, here ~3 s, or up to the timeout on larger steps). */
+Test(ps, step_larger_than_reply_cap_does_not_stall) {
+  loom_status *st = loom_status_new();
+  enum { NV = 5 };
+  int64_t n = 4 << 20;
+  loom_ps_var_spec vs[NV];
+  memset(vs, 0, sizeof vs);
+  const char *names[NV] = {"a", "b", "c", "d", "e"};
+  for (int i = 0; i < NV; i++) vs[i].name = names[i], vs[i].ndim = 1, vs[i].dims[0] = n;
+  loom_ps_placement *p = loom_ps_placement_new(NV, vs, 1, LOOM_PS_GREEDY_BYTES, -1, st);
+  cr_assert(p);
+  loom_ps_server *srv = start_ps(loom_ps_placement_hash(p), 1, NV, NULL);
+  const char *hosts[1] = {"127.0.0.1"};
+  int ports[1] = {loom_ps_server_port(srv)};
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  float *v[NV], *g = malloc((size_t)n * 4);
+  for (int64_t k = 0; k < n; k++) g[k] = 1.0f;
+  for (int i = 0; i < NV; i++) {
+    v[i] = malloc((size_t)n * 4);
+    for (int64_t k = 0; k < n; k++) v[i][k] = (float)(i * 10);
+    OK(loom_ps_cluster_init_var(cl, i, LOOM_PS_SGD, (float[8]){1.0f}, v[i], st));
+  }
+  const float *gg[NV] = {g, g, g, g, g};
+  for (int step = 0; step < 2; step++) OK(loom_ps_cluster_pushpull(cl, gg, v, st));
+  for (int i = 0; i < NV; i++) {
+    cr_assert_eq(v[i][0], (float)(i * 10) - 2.0f);
+    cr_assert_eq(v[i][n - 1], (float)(i * 10) - 2.0f);
+  }
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(srv, &ss);
+  cr_assert_eq(ss.pauses, 0, "the client never let 64 MiB of replies pile up (at most 32 MiB owed)");
+  loom_ps_cluster_free(cl);
+  loom_ps_server_stop(srv);
+  loom_ps_placement_free(p);
+  for (int i = 0; i < NV; i++) free(v[i]);
+  free(g);
+  loom_status_free(st);
+}
