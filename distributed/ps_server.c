@@ -79,6 +79,9 @@ typedef struct psvar {
   int64_t agg_n, agg_cap;
   conn **agg_conns;
   int32_t agg_nconn, agg_conn_cap;
+  int64_t *sy_pairs, *sy_uids; /* SYNC row apply scratch (grown, never shrunk) */
+  float *sy_sum;
+  int64_t sy_cap;
   void *ws;
   size_t ws_size;
 } psvar;
@@ -477,6 +480,9 @@ static void var_free(psvar *v) {
   loom__free(v->agg_ids);
   loom__free(v->agg_rows);
   loom__free(v->agg_conns);
+  loom__free(v->sy_pairs);
+  loom__free(v->sy_uids);
+  loom__free(v->sy_sum);
   loom__free(v->ws);
   memset(v, 0, sizeof *v);
 }
@@ -939,13 +945,19 @@ static reply *rows_sync(loom_ps_server *s, shard *sh, job *j, psvar *v, const in
   /* sum equal ids in arrival order, then the mean */
   int64_t m = v->agg_n, nu = 0;
   int64_t *pr = v->agg_ids;
-  int64_t *pairs = loom__malloc((size_t)(m > 0 ? m : 1) * 2 * sizeof(int64_t));
-  float *sum = loom__malloc((size_t)(m * row + 1) * sizeof(float));
-  int64_t *uids = loom__malloc((size_t)(m > 0 ? m : 1) * sizeof(int64_t));
-  if (!pairs || !sum || !uids) {
-    loom__free(pairs), loom__free(sum), loom__free(uids);
-    return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to apply the rows of var %u", id);
+  if (m > v->sy_cap || !v->sy_sum) {
+    int64_t mc = m > 0 ? m : 1;
+    int64_t *np_ = loom__realloc(v->sy_pairs, (size_t)mc * 2 * sizeof(int64_t));
+    if (np_) v->sy_pairs = np_;
+    int64_t *nu_ = np_ ? loom__realloc(v->sy_uids, (size_t)mc * sizeof(int64_t)) : NULL;
+    if (nu_) v->sy_uids = nu_;
+    float *ns_ = nu_ ? loom__realloc(v->sy_sum, (size_t)(mc * row + 1) * sizeof(float)) : NULL;
+    if (ns_) v->sy_sum = ns_;
+    if (!ns_) return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to apply the rows of var %u", id);
+    v->sy_cap = mc;
   }
+  int64_t *pairs = v->sy_pairs, *uids = v->sy_uids;
+  float *sum = v->sy_sum;
   for (int64_t i = 0; i < m; i++) pairs[2 * i] = pr[i], pairs[2 * i + 1] = i;
   qsort(pairs, (size_t)m, 2 * sizeof(int64_t), cmp_pair);
   for (int64_t i = 0; i < m;) {
@@ -963,7 +975,6 @@ static reply *rows_sync(loom_ps_server *s, shard *sh, job *j, psvar *v, const in
   v->agg_nconn = 0;
   loom_status *st = loom_status_new();
   loom_code rc = var_apply(s, v, sum, uids, nu, st);
-  loom__free(pairs), loom__free(sum), loom__free(uids);
   if (rc) {
     reply *r = JERR(rc, 0, "row push of var %u: %s", id, loom_status_message(st));
     loom_status_free(st);
