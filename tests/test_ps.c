@@ -1564,6 +1564,8 @@ Test(ps, zero_copy_reply_copy_on_write) {
   loom_status *st = loom_status_new();
   loom_ps_server *s = start_ps(15, 1, 1, NULL);
   loom_ps_client *c = connect_ok(s, 15, NULL);
+  int rcv = 64 << 10; /* a small fixed receive buffer: the 16 MB reply cannot drain into the kernel */
+  setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
   int64_t n = 4 << 20;
   float *v = malloc((size_t)n * 4), *g = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
   for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 1000), g[i] = 0.5f;
