@@ -87,7 +87,10 @@ loom_ps_placement *loom_ps_placement_new(int nvars, const loom_ps_var_spec *vars
     int64_t numel = loom__numel(v->ndim, v->dims), bytes = numel * 4;
     int64_t rows = v->ndim ? v->dims[0] : 1;
     int64_t k = 1;
-    if (min_slice_bytes > 0 && bytes > min_slice_bytes && v->ndim >= 1) {
+    if (v->sparse && v->ndim >= 1) { /* rows spread by row mod num_ps */
+      k = num_ps < rows ? num_ps : rows;
+      if (k < 1) k = 1;
+    } else if (min_slice_bytes > 0 && bytes > min_slice_bytes && v->ndim >= 1) {
       k = (bytes + min_slice_bytes - 1) / min_slice_bytes;
       if (k > num_ps) k = num_ps;
       if (k > rows) k = rows;
@@ -113,19 +116,24 @@ loom_ps_placement *loom_ps_placement_new(int nvars, const loom_ps_var_spec *vars
     int64_t numel = loom__numel(v->ndim, v->dims);
     int64_t rows = v->ndim ? v->dims[0] : 1, row = rows > 0 ? numel / rows : 0;
     int k = p->nshard_of[i];
+    int mod = v->sparse && k > 1;
+    if (v->sparse) h = fnv(h, "sparse", 6);
     int64_t base = rows / k, extra = rows % k, r0 = 0;
     for (int j = 0; j < k; j++) {
       loom_ps_shard *s = &p->shards[p->first_shard[i] + j];
-      int64_t nr = base + (j < extra ? 1 : 0);
+      int64_t nr = base + (j < extra ? 1 : 0); /* also the row count of shard j under row mod k */
       s->var = i;
       s->id = (uint32_t)(p->first_shard[i] + j);
-      s->row_begin = r0;
-      s->row_end = r0 + nr;
+      s->stride = mod ? k : 1;
+      s->row_begin = mod ? j : r0;
+      s->row_end = mod ? rows : r0 + nr;
       s->numel = k == 1 ? numel : nr * row;
       s->bytes = s->numel * 4;
       r0 += nr;
       int best = 0;
-      if (strategy == LOOM_PS_ROUND_ROBIN) {
+      if (mod) {
+        best = j; /* shard j on PS j: the rows of a batch land evenly */
+      } else if (strategy == LOOM_PS_ROUND_ROBIN) {
         best = rr++ % num_ps;
       } else {
         for (int q = 1; q < num_ps; q++)
@@ -174,8 +182,12 @@ void loom_ps_placement_log(const loom_ps_placement *p) {
             p->nvars, p->nshards, p->num_ps, p->strategy == LOOM_PS_ROUND_ROBIN ? "round robin" : "greedy by bytes");
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
-    loom__log(LOOM_LOG_INFO, "  %-40s rows [%lld, %lld) -> ps %d (%lld bytes)", p->vars[s->var].name,
-              (long long)s->row_begin, (long long)s->row_end, s->ps, (long long)s->bytes);
+    if (s->stride > 1)
+      loom__log(LOOM_LOG_INFO, "  %-40s rows = %lld mod %d -> ps %d (%lld bytes)", p->vars[s->var].name,
+                (long long)s->row_begin, s->stride, s->ps, (long long)s->bytes);
+    else
+      loom__log(LOOM_LOG_INFO, "  %-40s rows [%lld, %lld) -> ps %d (%lld bytes)", p->vars[s->var].name,
+                (long long)s->row_begin, (long long)s->row_end, s->ps, (long long)s->bytes);
   }
   for (int q = 0; q < p->num_ps; q++)
     loom__log(LOOM_LOG_INFO, "  ps %d: %lld bytes", q, (long long)p->ps_bytes[q]);
@@ -189,13 +201,50 @@ struct loom_ps_cluster {
   loom_ps_client **c;
   uint64_t *version; /* per shard: what the last pull delivered */
   int64_t dropped;   /* pushes the PS tasks dropped (stale or late) */
+  float *scratch;    /* rows of a row-mod shard gathered / received (grown, never shrunk) */
+  int64_t scratch_cap;
+  uint8_t *got;      /* per shard: its reply of the current exchange has been read already */
+  int *next;         /* per PS: the oldest shard whose reply may be pending */
+  int64_t *owed;     /* per PS: reply bytes of the current exchange not read yet */
 };
+
+/* Reply bytes a connection may owe before the cluster client reads some of
+ * them while still sending: a PS stops reading a connection that leaves 64
+ * MiB of replies unread, and a client blocked sending would then wait on it. */
+#define OWED_MAX ((int64_t)16 << 20)
+
+static float *scratch(loom_ps_cluster *c, int64_t n, loom_status *st) {
+  if (n > c->scratch_cap) {
+    float *p = loom__realloc(c->scratch, (size_t)n * sizeof(float));
+    if (!p) {
+      loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: %lld floats of scratch", (long long)n);
+      return NULL;
+    }
+    c->scratch = p;
+    c->scratch_cap = n;
+  }
+  return c->scratch;
+}
+
+/* Rows of shard s (stride k > 1: rows row_begin, row_begin + k, ...) between a whole variable and a packed buffer. */
+static void mod_rows(const loom_ps_shard *s, int64_t row, float *whole, float *packed, int to_packed) {
+  int64_t n = s->numel / (row > 0 ? row : 1);
+  for (int64_t i = 0; i < n; i++) {
+    float *w = whole + (s->row_begin + i * s->stride) * row, *q = packed + i * row;
+    if (to_packed) memcpy(q, w, (size_t)row * sizeof(float));
+    else memcpy(w, q, (size_t)row * sizeof(float));
+  }
+}
 
 void loom_ps_cluster_free(loom_ps_cluster *c) {
   if (!c) return;
   for (int i = 0; c->c && i < c->p->num_ps; i++) loom_ps_client_free(c->c[i]);
   loom__free(c->c);
   loom__free(c->version);
+  loom__free(c->scratch);
+  loom__free(c->got);
+  loom__free(c->next);
+  loom__free(c->owed);
   loom__free(c);
 }
 
@@ -210,6 +259,14 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
   c->p = p;
   c->c = loom__calloc((size_t)p->num_ps, sizeof *c->c);
   c->version = loom__malloc(((size_t)p->nshards + 1) * sizeof(uint64_t));
+  c->got = loom__calloc((size_t)p->nshards + 1, 1);
+  c->next = loom__calloc((size_t)p->num_ps, sizeof(int));
+  c->owed = loom__calloc((size_t)p->num_ps, sizeof(int64_t));
+  if (!c->got || !c->next || !c->owed) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: out of memory");
+    loom_ps_cluster_free(c);
+    return NULL;
+  }
   if (!c->c || !c->version) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: out of memory");
     loom_ps_cluster_free(c);
@@ -235,6 +292,20 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
 }
 
 int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c) { return c ? c->dropped : 0; }
+void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n) { c->dropped += n; }
+uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard) { return c->version[shard]; }
+
+void loom_ps_cluster_bytes(const loom_ps_cluster *c, int64_t *sent, int64_t *received) {
+  int64_t a = 0, b = 0;
+  for (int i = 0; c && i < c->p->num_ps; i++) {
+    int64_t x, y;
+    loom_ps_client_bytes(c->c[i], &x, &y);
+    a += x;
+    b += y;
+  }
+  if (sent) *sent = a;
+  if (received) *received = b;
+}
 
 loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps) {
   return c && ps >= 0 && ps < c->p->num_ps ? c->c[ps] : NULL;
@@ -255,8 +326,15 @@ loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimize
     const loom_ps_shard *s = &p->shards[p->first_shard[var] + j];
     int64_t dims[LOOM_MAX_DIMS];
     memcpy(dims, v->dims, sizeof dims);
-    if (v->ndim) dims[0] = s->row_end - s->row_begin;
-    loom_code rc = loom_ps_init_var(c->c[s->ps], s->id, v->ndim, dims, opt, hyper, value + s->row_begin * row, NULL, st);
+    if (v->ndim) dims[0] = row > 0 ? s->numel / row : s->row_end - s->row_begin;
+    const float *src = value + s->row_begin * row;
+    if (s->stride > 1) {
+      float *q = scratch(c, s->numel, st);
+      if (!q) return LOOM_RESOURCE_EXHAUSTED;
+      mod_rows(s, row, (float *)value, q, 1);
+      src = q;
+    }
+    loom_code rc = loom_ps_init_var(c->c[s->ps], s->id, v->ndim, dims, opt, hyper, src, NULL, st);
     if (rc) return rc;
   }
   return LOOM_OK;
@@ -265,29 +343,87 @@ loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimize
 /* Every shard's request goes out before any reply is read: the PS tasks
  * work in parallel and each connection's replies come back in order. A
  * variable whose values[var] is NULL is left out (the worker's sparse
- * variables travel as rows). */
-static loom_code exchange(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
+ * variables travel as rows). The send and receive halves are separate so
+ * that the worker can put its row requests on the same round trip. */
+static loom_code recv_shard(loom_ps_cluster *c, int i, const float *const *grads, float *const *values,
+                            loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  const loom_ps_shard *s = &p->shards[i];
+  int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
+  uint16_t op = grads && grads[s->var] ? LOOM_PS_PUSHPULL : LOOM_PS_PULL;
+  float *dst = values[s->var] + off;
+  if (s->stride > 1 && !(dst = scratch(c, s->numel, st))) return LOOM_RESOURCE_EXHAUSTED;
+  int changed = 0;
+  loom_code rc = loom__ps_value_recv(c->c[s->ps], op, dst, s->numel, &c->version[i], &changed, st);
+  if (rc) return rc;
+  if (s->stride > 1 && changed) mod_rows(s, row, values[s->var], dst, 0);
+  if (c->c[s->ps]->hdr.flags & LOOM_PS_FLAG_STALE) c->dropped++;
+  c->got[i] = 1;
+  c->owed[s->ps] -= s->numel * 4;
+  return LOOM_OK;
+}
+
+/* Reads the oldest reply PS q owes (shards are sent in index order). */
+static loom_code recv_oldest(loom_ps_cluster *c, int q, int upto, const float *const *grads, float *const *values,
+                             loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  for (int i = c->next[q]; i < upto; i++) {
+    const loom_ps_shard *s = &p->shards[i];
+    if (s->ps != q || !values[s->var] || c->got[i]) continue;
+    c->next[q] = i + 1;
+    return recv_shard(c, i, grads, values, st);
+  }
+  c->owed[q] = 0;
+  return LOOM_OK;
+}
+
+loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, float *const *values,
+                                loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  memset(c->got, 0, (size_t)p->nshards);
+  for (int q = 0; q < p->num_ps; q++) c->next[q] = 0, c->owed[q] = 0;
+  for (int i = 0; i < p->nshards; i++) {
+    const loom_ps_shard *s = &p->shards[i];
+    if (!values[s->var]) continue;
+    int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
+    loom_code rc = LOOM_OK;
+    /* a large step: read some replies of this PS before sending more (the PS would stop reading us) */
+    while (!rc && c->owed[s->ps] > 0 && c->owed[s->ps] + s->numel * 4 > OWED_MAX)
+      rc = recv_oldest(c, s->ps, i, grads, values, st);
+    if (rc) return rc;
+    if (grads && grads[s->var]) {
+      const float *g = grads[s->var] + off;
+      if (s->stride > 1) { /* gathered; the send is complete when it returns, so one scratch serves all */
+        float *q = scratch(c, s->numel, st);
+        if (!q) return LOOM_RESOURCE_EXHAUSTED;
+        mod_rows(s, row, (float *)grads[s->var], q, 1);
+        g = q;
+      }
+      rc = loom__ps_push_send(c->c[s->ps], LOOM_PS_PUSHPULL, s->id, c->version[i], g, s->numel, st);
+    } else {
+      rc = loom__ps_pull_send(c->c[s->ps], s->id, c->version[i], st);
+    }
+    if (rc) return rc;
+    c->owed[s->ps] += s->numel * 4;
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,
+                                loom_status *st) {
   const loom_ps_placement *p = c->p;
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
-    if (!values[s->var]) continue;
-    int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
-    loom_code rc = grads && grads[s->var]
-                       ? loom__ps_push_send(c->c[s->ps], LOOM_PS_PUSHPULL, s->id, c->version[i], grads[s->var] + off,
-                                            s->numel, st)
-                       : loom__ps_pull_send(c->c[s->ps], s->id, c->version[i], st);
+    if (!values[s->var] || c->got[i]) continue;
+    loom_code rc = recv_shard(c, i, grads, values, st);
     if (rc) return rc;
-  }
-  for (int i = 0; i < p->nshards; i++) {
-    const loom_ps_shard *s = &p->shards[i];
-    if (!values[s->var]) continue;
-    int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
-    uint16_t op = grads && grads[s->var] ? LOOM_PS_PUSHPULL : LOOM_PS_PULL;
-    loom_code rc = loom__ps_value_recv(c->c[s->ps], op, values[s->var] + off, s->numel, &c->version[i], NULL, st);
-    if (rc) return rc;
-    if (c->c[s->ps]->hdr.flags & LOOM_PS_FLAG_STALE) c->dropped++;
   }
   return LOOM_OK;
+}
+
+static loom_code exchange(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
+  loom_code rc = loom__ps_cluster_send(c, grads, values, st);
+  return rc ? rc : loom__ps_cluster_recv(c, grads, values, st);
 }
 
 loom_code loom_ps_cluster_pull(loom_ps_cluster *c, float *const *values, loom_status *st) {

@@ -162,7 +162,8 @@ loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status
   }
   while (n > 0) {
     uint8_t scratch[4096];
-    size_t k = dst ? n : (n < sizeof scratch ? n : sizeof scratch);
+    /* pieces of 256 KiB: each is checksummed right after it lands, while it is in cache */
+    size_t k = dst ? (n < ((size_t)256 << 10) ? n : ((size_t)256 << 10)) : (n < sizeof scratch ? n : sizeof scratch);
     void *p = dst ? dst : scratch;
     loom_code rc = recv_exact(c, p, k, st);
     if (rc) return rc;
@@ -245,7 +246,7 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
     loom__free(c);
     return NULL;
   }
-  int one = 1;
+  int one = 1; /* socket buffers: left to the kernel's autotuning (a fixed size would cap it at wmem_max) */
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   /* HELLO -> CHALLENGE -> AUTH -> WELCOME */
   uint8_t hello[24 + LOOM_PS_NONCE];
@@ -414,6 +415,31 @@ loom_code loom_ps_push_rows(loom_ps_client *c, uint32_t var_id, const int64_t *i
   rc = loom__ps_send(c, LOOM_PS_PUSH_ROWS, fixed, 8, ids, (size_t)n * 8, grads, (size_t)(n * d) * 4, st);
   uint8_t out[8];
   return rc ? rc : small_reply(c, LOOM_PS_PUSH_ROWS, out, 8, st);
+}
+
+loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
+                               const float *grads, uint64_t read_version, uint64_t *version, int *applied,
+                               loom_status *st) {
+  loom_code rc = rows_check(c, n, d, st);
+  if (rc) return rc;
+  uint8_t fixed[16];
+  loom__ps_put32(fixed, var_id);
+  loom__ps_put32(fixed + 4, (uint32_t)n);
+  loom__ps_put64(fixed + 8, read_version);
+  rc = loom__ps_send(c, LOOM_PS_PUSH_ROWS_AT, fixed, 16, ids, (size_t)n * 8, grads, (size_t)(n * d) * 4, st);
+  uint8_t out[8];
+  if (!rc) rc = small_reply(c, LOOM_PS_PUSH_ROWS_AT, out, 8, st);
+  if (!rc && version) *version = loom__ps_get64(out);
+  if (!rc && applied) *applied = !(c->hdr.flags & LOOM_PS_FLAG_STALE);
+  return rc;
+}
+
+loom_code loom_ps_ping(loom_ps_client *c, double *rtt_us, loom_status *st) {
+  double t0 = mono_s();
+  loom_code rc = loom__ps_send(c, LOOM_PS_PING, NULL, 0, NULL, 0, NULL, 0, st);
+  if (!rc) rc = small_reply(c, LOOM_PS_PING, NULL, 0, st);
+  if (!rc && rtt_us) *rtt_us = (mono_s() - t0) * 1e6;
+  return rc;
 }
 
 loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, loom_status *st) {

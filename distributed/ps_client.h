@@ -33,4 +33,14 @@ loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id
 loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, int64_t numel, uint64_t *version,
                               int *changed, loom_status *st);
 
+/* The cluster client's exchange in two halves (all requests out, then all
+ * replies in), so the worker can add its row requests to the same round trip. */
+loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, float *const *values,
+                                loom_status *st);
+loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,
+                                loom_status *st);
+void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n);
+/* The version of shard i that the cluster's last pull or push+pull delivered (UINT64_MAX: none). */
+uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard);
+
 #endif

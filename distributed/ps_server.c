@@ -1,16 +1,37 @@
 /* distributed/ps_server.c - the parameter server task.
  *
- * One libuv loop thread does all socket I/O and, in this first version,
- * applies the updates too: requests are handled one at a time in arrival
- * order, so every update of a variable is atomic with no lock (the shard
- * threads of ps-design.md §8.1 are not built yet; README "Parameter
- * server"). Frames are read in place: the 32-byte header first, then, once
- * its length has been checked against the limit, the body straight into the
- * connection's buffer (allocated only after the check). Any protocol
+ * Threads (ps-design.md §8.1): one libuv loop thread does all socket I/O
+ * (accept, read frames in place, write replies) and the handshake; N shard
+ * threads own disjoint sets of variables (variable id mod N) and apply the
+ * requests of their variables in arrival order. Hand-offs are lock-free:
+ * the loop pushes a request (a "job") on its shard's intrusive stack
+ * (atomic exchange; the shard takes the whole stack and reverses it, so
+ * arrival order is kept) and posts the shard's semaphore; a shard pushes
+ * the finished job, reply attached, on the completion stack and wakes the
+ * loop with uv_async_send. Replies go out in each connection's request
+ * order (a per-connection reorder ring indexed by sequence number), so a
+ * client may pipeline requests for variables on different shards.
+ *
+ * Dense values are sent zero-copy: a reply holds a reference on the
+ * variable's value buffer and the socket write reads it in place; a shard
+ * about to update a value that a reply still references copies it first
+ * (copy-on-write, counted in stats.value_copies).
+ *
+ * SAVE / RESTORE (and STEP_INC of a SYNC PS) are barriers: every shard
+ * parks when it reaches its barrier job, so the snapshot is consistent
+ * (every request that arrived before it applied, none after), and the last
+ * shard to arrive does the file I/O: never on the loop thread.
+ *
+ * Back-pressure per connection: reading stops while the requests read but
+ * not answered exceed max_inflight_bytes / max_inflight_requests, or the
+ * unsent replies exceed 64 MiB; it resumes as they drain. Connections past
+ * max_connections are answered RESOURCE_EXHAUSTED and closed. Any protocol
  * violation (bad magic/version/CRC, oversized length, a request before
  * WELCOME, a failed HMAC, another placement) closes that connection with a
- * logged reason; the loop keeps serving the others. */
+ * logged reason; the others are served on. */
 #include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +49,16 @@
 #include <sys/stat.h>
 
 #define MAX_VARS (1u << 20)
+#define MAX_SHARDS 64
+
+/* A value buffer, reference-counted: the variable holds one reference and
+ * every reply being written that sends it in place holds one. */
+typedef struct vbuf {
+  int refs;
+  float *data;
+} vbuf;
+
+typedef struct conn conn;
 
 typedef struct psvar {
   int present;
@@ -36,16 +67,88 @@ typedef struct psvar {
   int64_t numel, nrows, row;
   loom_ps_optimizer opt;
   float hyper[8];
-  float *val, *s0, *s1, *s2; /* value and optimizer slots */
+  vbuf *vb;
+  float *val, *s0, *s1, *s2; /* value (vb->data) and optimizer slots */
   float b1p, b2p;       /* Adam's beta powers (TF's beta1_power/beta2_power) */
   uint64_t version;
   float *agg;        /* SYNC: the sum of this step's gradients */
   int32_t agg_count;
+  /* SYNC row pushes: this step's (id, row) contributions in arrival order, the connections they came from */
+  int64_t *agg_ids;
+  float *agg_rows;
+  int64_t agg_n, agg_cap;
+  conn **agg_conns;
+  int32_t agg_nconn, agg_conn_cap;
+  int64_t *sy_pairs, *sy_uids; /* SYNC row apply scratch (grown, never shrunk) */
+  float *sy_sum;
+  int64_t sy_cap;
   void *ws;
   size_t ws_size;
 } psvar;
 
-typedef struct conn conn;
+typedef struct job job;
+typedef struct shard shard;
+typedef struct barrier barrier;
+
+/* A reply: header + inline body in data[], then optionally ext (a value sent in place, kept alive by ref). */
+typedef struct reply {
+  uv_write_t req;
+  conn *c;
+  int close_after; /* 1: close the connection once written; 2: SHUTDOWN acknowledged: stop the server */
+  vbuf *ref;
+  const void *ext;
+  size_t ext_len;
+  size_t len; /* header + inline body */
+  uint8_t data[];
+} reply;
+
+enum { JOB_REQ = 0, JOB_BARRIER = 1 };
+enum { BAR_SAVE = 1, BAR_RESTORE = 2, BAR_SYNC_STEP = 3 };
+
+struct job {
+  job *next;
+  conn *c;           /* NULL: an auxiliary barrier job (no reply) */
+  uint64_t seq;      /* the connection's request number (reply order) */
+  loom_ps_hdr h;
+  uint8_t *body;
+  size_t bcap;
+  reply *out;        /* the reply, set by the shard */
+  int kind;
+  barrier *bar;
+  uint32_t crc;      /* of the body read so far */
+  uint64_t deadline_ms; /* SYNC: a push+pull waiting for its step */
+  uint32_t wait_var;
+  uint64_t wait_version;
+};
+
+struct barrier {
+  int kind;
+  int n, arrived, left, done;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char path[1024];
+  int64_t step;
+  loom_code rc;
+  char msg[600];
+  uint32_t nvars;
+  uint64_t digest;
+  int64_t global_step;
+};
+
+struct shard {
+  loom_ps_server *srv;
+  int index;
+  pthread_t thread;
+  int started;
+  job *incoming; /* lock-free stack: pushed by the loop, taken whole by the shard */
+  sem_t sem;
+  int stop;
+  psvar *vars;   /* local index = id / nshards */
+  uint32_t cap;
+  job *waiters;  /* SYNC push+pulls waiting for their step */
+  int owner;     /* atomic: 1 while the shard thread (or the loop, for a small request) works on the variables */
+};
+
 struct loom_ps_server {
   loom_ps_server_options o;
   char host[64];
@@ -54,7 +157,7 @@ struct loom_ps_server {
   size_t token_len;
   uv_loop_t loop;
   uv_tcp_t listener;
-  uv_async_t stop_async;
+  uv_async_t stop_async, done_async;
   uv_timer_t timer;
   pthread_t thread;
   int thread_started;
@@ -63,50 +166,47 @@ struct loom_ps_server {
   conn *conns;
   int nconns;
   uint64_t last_activity_ms;
-  psvar *vars;
-  uint32_t nvars_cap;
-  uint32_t nvars_present;
-  int64_t global_step;
+  int nshards;
+  shard *shards;
+  job *completed; /* lock-free stack: pushed by the shards, taken whole by the loop */
+  uint32_t nvars_present; /* atomic */
+  int64_t global_step;    /* atomic */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int stopped;
   loom_ps_server_stats stats;
 };
 
-enum { ST_HELLO = 0, ST_AUTH = 1, ST_READY = 2, ST_CLOSING = 3 };
+enum { ST_HELLO = 0, ST_AUTH = 1, ST_READY = 2, ST_DRAINING = 3, ST_CLOSING = 4 };
+
+#define REORDER 1024 /* the most requests in flight per connection (max_inflight_requests <= this) */
 
 struct conn {
   uv_tcp_t tcp;
   loom_ps_server *srv;
   conn *next;
   int state;
+  int closed; /* the handle is closed: freed once nothing is in flight */
   char peer[64];
   uint64_t t_open_ms;
   uint8_t hdr[LOOM_PS_HDR];
   size_t hgot;
   loom_ps_hdr h;
-  int in_body;
-  uint8_t *body;
-  size_t bcap, bgot;
+  job *cur;    /* the job whose body is being read */
+  size_t bgot;
+  job *pool;   /* idle jobs (their body buffers are reused) */
+  int npool;
+  uint64_t seq_in, seq_out; /* next request number to give / reply number to send */
+  reply *ring[REORDER];     /* finished replies waiting for their turn */
+  int inflight;             /* requests read and not yet answered */
+  int64_t inflight_bytes;
+  int reading;
   uint8_t cn[LOOM_PS_NONCE], sn[LOOM_PS_NONCE];
-  uint8_t sink[256]; /* reads after a close was decided */
-  int paused;        /* back-pressure: reading stopped while replies queue up */
-  int waiting;       /* SYNC: a push+pull waits for its step (the connection is not read meanwhile) */
-  uint32_t wait_var;
-  uint64_t wait_version, wait_since_ms;
+  uint8_t sink[256];
 };
 
-/* Back-pressure: a connection whose unsent replies exceed this stops being
- * read until they drain (a client that never reads cannot grow the PS). */
+/* Unsent replies of a connection beyond this stop its reading until they drain. */
 #define MAX_QUEUED_REPLY_BYTES ((size_t)64 << 20)
-
-typedef struct reply {
-  uv_write_t req;
-  conn *c;
-  int close_after;
-  size_t len;
-  uint8_t data[]; /* header + body */
-} reply;
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -121,7 +221,76 @@ loom_ps_server_options loom_ps_server_options_default(void) {
   return o;
 }
 
-/* ---------------- connections ---------------- */
+/* The counters are written by the loop and shard threads and read by loom_ps_server_get_stats
+ * from any thread: relaxed atomics (each counter exact, the snapshot may lag by a frame). */
+#define STAT_ADD(srv, field, n) __atomic_fetch_add(&(srv)->stats.field, (int64_t)(n), __ATOMIC_RELAXED)
+
+/* ---------------- lock-free hand-offs ---------------- */
+
+static void stack_push(job **top, job *j) {
+  job *old = __atomic_load_n(top, __ATOMIC_RELAXED);
+  do j->next = old;
+  while (!__atomic_compare_exchange_n(top, &old, j, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+/* Takes the whole stack, in push order. */
+static job *stack_take(job **top) {
+  job *l = __atomic_exchange_n(top, NULL, __ATOMIC_ACQUIRE), *r = NULL;
+  while (l) {
+    job *n = l->next;
+    l->next = r;
+    r = l;
+    l = n;
+  }
+  return r;
+}
+
+static vbuf *vbuf_new(int64_t n) {
+  vbuf *b = loom__malloc(sizeof *b);
+  if (!b) return NULL;
+  b->refs = 1;
+  b->data = loom__aligned_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (!b->data) {
+    loom__free(b);
+    return NULL;
+  }
+  return b;
+}
+
+static void vbuf_release(vbuf *b) {
+  if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+    loom__aligned_free(b->data);
+    loom__free(b);
+  }
+}
+
+/* ---------------- connections (loop thread) ---------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+static void job_free(job *j) {
+  if (!j) return;
+  loom__free(j->body);
+  loom__free(j);
+}
+
+static void reply_free(reply *r) {
+  if (!r) return;
+  vbuf_release(r->ref);
+  loom__free(r);
+}
+
+static void conn_free(conn *c) {
+  for (int i = 0; i < REORDER; i++) reply_free(c->ring[i]);
+  while (c->pool) {
+    job *j = c->pool;
+    c->pool = j->next;
+    job_free(j);
+  }
+  job_free(c->cur);
+  loom__free(c);
+}
 
 static void conn_closed(uv_handle_t *h) {
   conn *c = h->data;
@@ -133,101 +302,166 @@ static void conn_closed(uv_handle_t *h) {
     }
   s->nconns--;
   s->last_activity_ms = now_ms();
-  loom__free(c->body);
-  loom__free(c);
+  c->closed = 1;
+  if (c->inflight == 0 || s->stopping) conn_free(c); /* else: freed when its last job comes back */
 }
 
 static void conn_close(conn *c) {
-  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
   c->state = ST_CLOSING;
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
   uv_read_stop((uv_stream_t *)&c->tcp);
+  c->reading = 0;
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
-/* The counters are written by the loop thread and read by loom_ps_server_get_stats from
- * any thread: relaxed atomics (each counter exact, the snapshot may lag by a frame). */
-#define STAT_ADD(srv, field, n) __atomic_fetch_add(&(srv)->stats.field, (int64_t)(n), __ATOMIC_RELAXED)
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+/* Reads while the connection is within its caps; stops (back-pressure) otherwise. */
+static void conn_update_reading(conn *c) {
+  loom_ps_server *s = c->srv;
+  if (c->state >= ST_DRAINING || uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  int queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MAX_QUEUED_REPLY_BYTES;
+  /* requests not yet answered, those a shard holds and those whose reply waits for an earlier one: at most
+   * max_inflight_requests <= REORDER, so the reorder ring never wraps */
+  int pending = (int)(c->seq_in - c->seq_out);
+  int caps = pending >= s->o.max_inflight_requests || c->inflight_bytes >= s->o.max_inflight_bytes;
+  int want = !queued && !caps;
+  if (want && !c->reading) {
+    c->reading = 1;
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  } else if (!want && c->reading) {
+    c->reading = 0;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (queued) STAT_ADD(s, pauses, 1);
+    else STAT_ADD(s, inflight_pauses, 1);
+  }
+}
 
 static void write_done(uv_write_t *req, int status) {
   reply *r = (reply *)req;
   conn *c = r->c;
-  if (status == 0) STAT_ADD(c->srv, bytes_out, (int64_t)r->len);
+  if (status == 0) STAT_ADD(c->srv, bytes_out, (int64_t)(r->len + r->ext_len));
   int close_after = r->close_after;
-  loom__free(r);
-  if (c->paused && !c->waiting && c->state != ST_CLOSING && !uv_is_closing((uv_handle_t *)&c->tcp) &&
-      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) < MAX_QUEUED_REPLY_BYTES / 2) {
-    c->paused = 0;
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-  }
+  reply_free(r);
+  if (c->state == ST_CLOSING || uv_is_closing((uv_handle_t *)&c->tcp)) return;
   if (close_after == 2) { /* SHUTDOWN acknowledged: stop the whole server */
     uv_async_send(&c->srv->stop_async);
   } else if (close_after || status < 0) {
     conn_close(c);
+  } else {
+    conn_update_reading(c);
   }
 }
 
-/* Sends a frame; body may be NULL when len is 0 or when filled by fill. */
-static uint8_t *reply_begin(conn *c, size_t body_len, reply **out) {
+/* A reply with body_len bytes of inline body (returned) and ext_len bytes sent from ext; NULL when out of memory. */
+static reply *reply_new(conn *c, size_t body_len) {
   reply *r = loom__malloc(sizeof *r + LOOM_PS_HDR + body_len);
-  *out = r;
   if (!r) return NULL;
+  memset(r, 0, sizeof *r);
   r->c = c;
-  r->close_after = 0;
   r->len = LOOM_PS_HDR + body_len;
-  return r->data + LOOM_PS_HDR;
+  return r;
 }
 
-static void reply_send(conn *c, reply *r, uint16_t opcode, uint32_t flags, uint32_t status, int close_after) {
-  if (!r) {
-    conn_close(c);
-    return;
-  }
-  uint32_t len = (uint32_t)(r->len - LOOM_PS_HDR);
-  loom__ps_hdr_encode(r->data, opcode, flags | LOOM_PS_FLAG_REPLY, c->h.request_id, r->data + LOOM_PS_HDR, len, status);
+static uint8_t *reply_body(reply *r) { return r->data + LOOM_PS_HDR; }
+
+/* Writes the header of r (the CRC covers the inline body, then ext). */
+static void reply_seal(reply *r, const loom_ps_hdr *req, uint16_t opcode, uint32_t flags, uint32_t status,
+                       int close_after) {
+  size_t inl = r->len - LOOM_PS_HDR;
+  loom__ps_hdr_encode(r->data, opcode, flags | LOOM_PS_FLAG_REPLY, req->request_id, NULL, 0, status);
+  uint32_t crc = loom__crc32c_extend(0, reply_body(r), inl);
+  if (r->ext_len) crc = loom__crc32c_extend(crc, r->ext, r->ext_len);
+  loom__ps_put32(r->data + 20, (uint32_t)(inl + r->ext_len));
+  loom__ps_put32(r->data + 24, crc);
   r->close_after = close_after;
-  uv_buf_t b = uv_buf_init((char *)r->data, (unsigned)r->len);
-  if (uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
-    loom__free(r);
-    conn_close(c);
-    return;
-  }
-  if (!close_after && c->state != ST_CLOSING &&
-      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MAX_QUEUED_REPLY_BYTES) {
-    c->paused = 1;
-    STAT_ADD(c->srv, pauses, 1);
-    uv_read_stop((uv_stream_t *)&c->tcp);
-  }
 }
 
-static void reply_error(conn *c, uint32_t code, int close_after, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void reply_error(conn *c, uint32_t code, int close_after, const char *fmt, ...) {
+/* An error reply (the body is the message); close_after: the connection is
+ * closed once it is written (a protocol violation: logged). */
+static reply *error_reply(loom_ps_server *s, conn *c, const loom_ps_hdr *req, uint32_t code, int close_after,
+                          const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static reply *error_reply(loom_ps_server *s, conn *c, const loom_ps_hdr *req, uint32_t code, int close_after,
+                          const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (close_after) {
-    STAT_ADD(c->srv, rejected, 1);
-    loom__log(LOOM_LOG_WARN, "ps :%d: closing connection from %s: %s", c->srv->port, c->peer, msg);
+    STAT_ADD(s, rejected, 1);
+    loom__log(LOOM_LOG_WARN, "ps :%d: closing connection from %s: %s", s->port, c->peer, msg);
   }
   size_t n = strlen(msg);
-  reply *r;
-  uint8_t *b = reply_begin(c, n, &r);
-  if (b) memcpy(b, msg, n);
-  reply_send(c, r, c->h.opcode, 0, code, close_after);
-  if (close_after) {
-    c->state = ST_CLOSING;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-  }
+  reply *r = reply_new(c, n);
+  if (!r) return NULL;
+  memcpy(reply_body(r), msg, n);
+  reply_seal(r, req, req->opcode, 0, code, close_after);
+  return r;
 }
 
+/* Sends the replies that are next in the connection's order. */
+static void conn_flush(conn *c) {
+  for (;;) {
+    reply **slot = &c->ring[c->seq_out % REORDER];
+    reply *r = *slot;
+    if (!r) break;
+    *slot = NULL;
+    c->seq_out++;
+    if (c->state == ST_CLOSING || uv_is_closing((uv_handle_t *)&c->tcp)) {
+      reply_free(r);
+      continue;
+    }
+    uv_buf_t b[2] = {uv_buf_init((char *)r->data, (unsigned)r->len), uv_buf_init((char *)r->ext, (unsigned)r->ext_len)};
+    int close_after = r->close_after;
+    if (uv_write(&r->req, (uv_stream_t *)&c->tcp, b, r->ext_len ? 2 : 1, write_done) < 0) {
+      reply_free(r);
+      conn_close(c);
+      return;
+    }
+    if (close_after && c->state < ST_DRAINING) { /* read nothing more; close once written */
+      c->state = ST_DRAINING;
+      if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
+      c->reading = 0;
+    }
+  }
+  conn_update_reading(c);
+}
+
+/* The reply to request seq of c (NULL reply: out of memory: the connection is closed). */
+static void conn_answer(conn *c, uint64_t seq, reply *r) {
+  if (!r) {
+    conn_close(c);
+    return;
+  }
+  c->ring[seq % REORDER] = r;
+  conn_flush(c);
+}
+
+/* A reply made on the loop thread to the request being read. */
+static void loop_answer(conn *c, reply *r) { conn_answer(c, c->seq_in++, r); }
+
+static void loop_error(conn *c, uint32_t code, int close_after, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void loop_error(conn *c, uint32_t code, int close_after, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  loop_answer(c, error_reply(c->srv, c, &c->h, code, close_after, "%s", msg));
+  if (close_after && c->state < ST_DRAINING) {
+    c->state = ST_DRAINING;
+    if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+  }
+}
 /* ---------------- variables and optimizers ---------------- */
 
+static shard *shard_of(loom_ps_server *s, uint32_t id) { return &s->shards[id % (uint32_t)s->nshards]; }
+
 static psvar *var_get(loom_ps_server *s, uint32_t id) {
-  return id < s->nvars_cap && s->vars[id].present ? &s->vars[id] : NULL;
+  shard *sh = shard_of(s, id);
+  uint32_t li = id / (uint32_t)s->nshards;
+  return li < sh->cap && sh->vars[li].present ? &sh->vars[li] : NULL;
 }
 
 static float *alloc_floats(int64_t n, float fill) {
@@ -238,11 +472,17 @@ static float *alloc_floats(int64_t n, float fill) {
 }
 
 static void var_free(psvar *v) {
-  loom__aligned_free(v->val);
+  vbuf_release(v->vb);
   loom__aligned_free(v->s0);
   loom__aligned_free(v->s1);
   loom__aligned_free(v->s2);
   loom__aligned_free(v->agg);
+  loom__free(v->agg_ids);
+  loom__free(v->agg_rows);
+  loom__free(v->agg_conns);
+  loom__free(v->sy_pairs);
+  loom__free(v->sy_uids);
+  loom__free(v->sy_sum);
   loom__free(v->ws);
   memset(v, 0, sizeof *v);
 }
@@ -283,13 +523,18 @@ static int opt_slots(loom_ps_optimizer opt, const float *hyper, float init[3]) {
 
 /* Applies a dense (ids NULL) or sparse gradient with the local kernels, in
  * the kernels' (TF's) input orders. */
-static loom_code var_apply(psvar *v, const float *grad, const int64_t *ids, int64_t n, loom_status *st) {
+/* One kernel call: sparse (ids) on the whole variable, or dense on the elements [off, off + cnt) (the
+ * dense optimizers are elementwise, so a piece gives the same bits as the whole). */
+static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, int64_t n, int64_t off, int64_t cnt,
+                              loom_status *st) {
   const float *h = v->hyper;
   float sc[8]; /* scalar inputs, copied so the kernels see the same float values as a local graph's consts */
-  loom_buf var = mkbuf(v->val, v->ndim, v->dims, v->numel);
+  int vnd = ids ? v->ndim : 1;
+  const int64_t *vdims = ids ? v->dims : &cnt;
+  loom_buf var = mkbuf(v->val + off, vnd, vdims, cnt);
   loom_buf sl[3];
   float *sp[3] = {v->s0, v->s1, v->s2};
-  for (int i = 0; i < 3; i++) sl[i] = mkbuf(sp[i], v->ndim, v->dims, v->numel);
+  for (int i = 0; i < 3; i++) sl[i] = mkbuf(sp[i] ? sp[i] + off : NULL, vnd, vdims, cnt);
   loom_buf bs[8];
   for (int i = 0; i < 8; i++) bs[i] = scalar(&sc[i]);
   loom_buf b1p = scalar(&v->b1p), b2p = scalar(&v->b2p);
@@ -308,7 +553,7 @@ static loom_code var_apply(psvar *v, const float *grad, const int64_t *ids, int6
       v->ws_size = need;
     }
   } else {
-    g = mkbuf((void *)grad, v->ndim, v->dims, v->numel);
+    g = mkbuf((void *)grad, 1, &cnt, cnt);
   }
   loom_attrs at;
   memset(&at, 0, sizeof at);
@@ -372,144 +617,159 @@ static loom_code var_apply(psvar *v, const float *grad, const int64_t *ids, int6
 #undef GRAD
   k.in = in;
   k.nin = m;
-  loom_code rc = ids ? sparse(&k) : dense(&k);
+  return ids ? sparse(&k) : dense(&k);
+}
+
+#define APPLY_PIECE ((int64_t)1 << 16) /* floats per dense piece: 256 KiB, in cache for the CRC that follows */
+
+/* Applies a dense (ids NULL) or sparse gradient with the local kernels, in
+ * the kernels' (TF's) input orders; copy-on-write first when a reply still
+ * sends the value. crc (dense; may be NULL): extended over the new value
+ * piece by piece, right after each piece is updated (one pass less over
+ * memory than checksumming the reply afterwards). */
+static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
+                               uint32_t *crc, loom_status *st) {
+  if (__atomic_load_n(&v->vb->refs, __ATOMIC_ACQUIRE) > 1) { /* a reply is still sending this value: copy on write */
+    vbuf *nb = vbuf_new(v->numel);
+    if (!nb) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for a copy of %lld floats", (long long)v->numel);
+    memcpy(nb->data, v->vb->data, (size_t)v->numel * sizeof(float));
+    vbuf_release(v->vb);
+    v->vb = nb;
+    v->val = nb->data;
+    STAT_ADD(s, value_copies, 1);
+  }
+  loom_code rc = LOOM_OK;
+  if (ids) {
+    rc = kernel_apply(v, grad, ids, n, 0, v->numel, st);
+  } else {
+    for (int64_t off = 0; off < v->numel && !rc; off += APPLY_PIECE) {
+      int64_t cnt = v->numel - off < APPLY_PIECE ? v->numel - off : APPLY_PIECE;
+      rc = kernel_apply(v, grad + off, NULL, 0, off, cnt, st);
+      if (!rc && crc) *crc = loom__crc32c_extend(*crc, v->val + off, (size_t)cnt * 4);
+    }
+    if (!rc && v->numel == 0) rc = kernel_apply(v, grad, NULL, 0, 0, 0, st);
+  }
   if (rc == LOOM_OK && v->opt == LOOM_PS_ADAM) { /* TF's _finish: beta powers advance once per applied step */
-    v->b1p = v->b1p * h[1];
-    v->b2p = v->b2p * h[2];
+    v->b1p = v->b1p * v->hyper[1];
+    v->b2p = v->b2p * v->hyper[2];
   }
   if (rc == LOOM_OK) v->version++;
   return rc;
 }
 
-/* ---------------- request handlers ---------------- */
-
-static void handle_hello(conn *c) {
-  loom_ps_server *s = c->srv;
-  const uint8_t *b = c->body;
-  if (c->h.opcode != LOOM_PS_HELLO) {
-    reply_error(c, LOOM_PERMISSION_DENIED, 1, "opcode %u before the handshake (HELLO expected)", c->h.opcode);
-    return;
-  }
-  if (c->h.body_len != 24 + LOOM_PS_NONCE) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "HELLO body of %u bytes (expected %d)", c->h.body_len,
-                24 + LOOM_PS_NONCE);
-    return;
-  }
-  uint16_t pmin = loom__ps_get16(b), pmax = loom__ps_get16(b + 2);
-  uint32_t nps = loom__ps_get32(b + 4), nv = loom__ps_get32(b + 8);
-  uint64_t ph = loom__ps_get64(b + 16);
-  if (pmin > LOOM_PS_VERSION || pmax < LOOM_PS_VERSION) {
-    reply_error(c, LOOM_UNIMPLEMENTED, 1, "client speaks protocol %u..%u, this PS %u", pmin, pmax, LOOM_PS_VERSION);
-    return;
-  }
-  if (ph != s->o.placement_hash) {
-    char diff[160];
-    if ((int32_t)nps != s->o.num_ps)
-      snprintf(diff, sizeof diff, "the number of PS tasks differs (worker %u, ps %d)", nps, s->o.num_ps);
-    else if ((int32_t)nv != s->o.num_vars)
-      snprintf(diff, sizeof diff, "the variable table differs (worker %u variables, ps %d)", nv, s->o.num_vars);
-    else
-      snprintf(diff, sizeof diff, "same counts (%u PS, %u variables) but other names, shapes or partitions", nps, nv);
-    reply_error(c, LOOM_FAILED_PRECONDITION, 1, "placement hash mismatch (worker %016llx, ps %016llx): %s",
-                (unsigned long long)ph, (unsigned long long)s->o.placement_hash, diff);
-    return;
-  }
-  memcpy(c->cn, b + 24, LOOM_PS_NONCE);
-  reply *r;
-  uint8_t *out = reply_begin(c, LOOM_PS_NONCE, &r);
-  if (out && loom__ps_random(c->sn, LOOM_PS_NONCE) != LOOM_OK) {
-    loom__free(r);
-    reply_error(c, LOOM_INTERNAL, 1, "no random bytes for the challenge");
-    return;
-  }
-  if (out) memcpy(out, c->sn, LOOM_PS_NONCE);
-  reply_send(c, r, LOOM_PS_CHALLENGE, 0, 0, 0);
-  c->state = ST_AUTH;
+static loom_code var_apply(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
+                           loom_status *st) {
+  return var_apply_crc(s, v, grad, ids, n, NULL, st);
 }
 
-static void handle_auth(conn *c) {
-  loom_ps_server *s = c->srv;
-  if (c->h.opcode != LOOM_PS_AUTH || c->h.body_len != LOOM_PS_MAC) {
-    reply_error(c, LOOM_PERMISSION_DENIED, 1, "opcode %u with %u bytes where AUTH was expected", c->h.opcode,
-                c->h.body_len);
-    return;
-  }
-  uint8_t mac[LOOM_PS_MAC];
-  loom__ps_auth_mac(s->token, s->token_len, c->cn, c->sn, s->o.placement_hash, mac);
-  if (!loom__ps_ct_equal(mac, c->body, LOOM_PS_MAC)) {
-    reply_error(c, LOOM_PERMISSION_DENIED, 1, "authentication failed (HMAC mismatch: wrong token)");
-    return;
-  }
-  reply *r;
-  uint8_t *out = reply_begin(c, 4, &r);
-  if (out) loom__ps_put32(out, s->nvars_present);
-  reply_send(c, r, LOOM_PS_WELCOME, 0, 0, 0);
-  c->state = ST_READY;
+
+/* ---------------- shard threads: request handlers ---------------- */
+
+static void complete(loom_ps_server *s, job *j) {
+  stack_push(&s->completed, j);
+  uv_async_send(&s->done_async);
 }
 
-static void handle_init(conn *c) {
-  loom_ps_server *s = c->srv;
-  const uint8_t *b = c->body;
-  uint32_t len = c->h.body_len;
-  if (len < 16) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "INIT_VAR body of %u bytes", len);
-    return;
+static reply *value_reply_crc(loom_ps_server *s, job *j, psvar *v, uint64_t have, uint32_t flags,
+                              const uint32_t *value_crc);
+/* A PULL / PUSHPULL reply: {version, pad, value?}; values above 4 KiB are sent in place (zero-copy). */
+static reply *value_reply(loom_ps_server *s, job *j, psvar *v, uint64_t have, uint32_t flags) {
+  return value_reply_crc(s, j, v, have, flags, NULL);
+}
+
+/* value_crc (may be NULL): the CRC-32C of the 16-byte prefix {version, 0} then the value, already known. */
+static reply *value_reply_crc(loom_ps_server *s, job *j, psvar *v, uint64_t have, uint32_t flags,
+                              const uint32_t *value_crc) {
+  (void)s;
+  int unchanged = have == v->version;
+  size_t n = unchanged ? 0 : (size_t)v->numel * 4;
+  int inl = n <= 4096;
+  reply *r = reply_new(j->c, 16 + (inl ? n : 0));
+  if (!r) return NULL;
+  uint8_t *out = reply_body(r);
+  loom__ps_put64(out, v->version);
+  loom__ps_put64(out + 8, 0);
+  if (inl) {
+    if (n) memcpy(out + 16, v->val, n);
+  } else {
+    __atomic_add_fetch(&v->vb->refs, 1, __ATOMIC_RELAXED);
+    r->ref = v->vb;
+    r->ext = v->val;
+    r->ext_len = n;
   }
+  if (value_crc && !inl) {
+    loom__ps_hdr_encode(r->data, j->h.opcode, (unchanged ? LOOM_PS_FLAG_UNCHANGED : 0) | flags | LOOM_PS_FLAG_REPLY,
+                        j->h.request_id, NULL, 0, 0);
+    loom__ps_put32(r->data + 20, (uint32_t)(16 + n));
+    loom__ps_put32(r->data + 24, *value_crc);
+    return r;
+  }
+  reply_seal(r, &j->h, j->h.opcode, (unchanged ? LOOM_PS_FLAG_UNCHANGED : 0) | flags, 0, 0);
+  return r;
+}
+
+static reply *small_reply(job *j, const void *body, size_t n, uint32_t flags) {
+  reply *r = reply_new(j->c, n);
+  if (!r) return NULL;
+  if (n) memcpy(reply_body(r), body, n);
+  reply_seal(r, &j->h, j->h.opcode, flags, 0, 0);
+  return r;
+}
+
+static reply *version_reply(job *j, uint64_t version, uint32_t flags) {
+  uint8_t b[8];
+  loom__ps_put64(b, version);
+  return small_reply(j, b, 8, flags);
+}
+
+#define JERR(code, close, ...) error_reply(s, j->c, &j->h, (code), (close), __VA_ARGS__)
+
+static reply *handle_init(loom_ps_server *s, shard *sh, job *j) {
+  const uint8_t *b = j->body;
+  uint32_t len = j->h.body_len;
+  if (len < 16) return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR body of %u bytes", len);
   uint32_t id = loom__ps_get32(b), opt = loom__ps_get32(b + 4), ndim = loom__ps_get32(b + 8);
-  if (ndim > LOOM_MAX_DIMS || id >= MAX_VARS || opt >= LOOM_PS_OPT_COUNT) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u, optimizer %u, rank %u out of range", id, opt, ndim);
-    return;
-  }
+  if (ndim > LOOM_MAX_DIMS || id >= MAX_VARS || opt >= LOOM_PS_OPT_COUNT)
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u, optimizer %u, rank %u out of range", id, opt, ndim);
   size_t off = 16 + 8 * (size_t)ndim;
-  if (len < off + 32) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "INIT_VAR body of %u bytes is truncated", len);
-    return;
-  }
+  if (len < off + 32) return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR body of %u bytes is truncated", len);
   psvar nv;
   memset(&nv, 0, sizeof nv);
   nv.ndim = (int32_t)ndim;
   nv.numel = 1;
   for (uint32_t i = 0; i < ndim; i++) {
     int64_t d = (int64_t)loom__ps_get64(b + 16 + 8 * i);
-    if (d < 0 || (d > 0 && nv.numel > INT64_MAX / 4 / d)) {
-      reply_error(c, LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u dims[%u] = %lld", id, i, (long long)d);
-      return;
-    }
+    if (d < 0 || (d > 0 && nv.numel > INT64_MAX / 4 / d))
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u dims[%u] = %lld", id, i, (long long)d);
     nv.dims[i] = d;
     nv.numel *= d;
   }
-  if ((uint64_t)len != off + 32 + 4 * (uint64_t)nv.numel) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "INIT_VAR: var %u body of %u bytes, expected %llu", id, len,
+  if ((uint64_t)len != off + 32 + 4 * (uint64_t)nv.numel)
+    return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR: var %u body of %u bytes, expected %llu", id, len,
                 (unsigned long long)(off + 32 + 4 * (uint64_t)nv.numel));
-    return;
-  }
   memcpy(nv.hyper, b + off, 32);
   int created = 0;
   psvar *old = var_get(s, id);
   if (old) {
     int same = old->ndim == nv.ndim && old->numel == nv.numel;
     for (int i = 0; same && i < nv.ndim; i++) same = old->dims[i] == nv.dims[i];
-    if (!same) {
-      reply_error(c, LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u exists with another shape", id);
-      return;
-    }
+    if (!same) return JERR(LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u exists with another shape", id);
   } else {
-    if (id >= s->nvars_cap) {
-      uint32_t cap = s->nvars_cap ? s->nvars_cap : 16;
-      while (cap <= id) cap *= 2;
-      psvar *nvs = loom__realloc(s->vars, cap * sizeof(psvar));
-      if (!nvs) {
-        reply_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory for %u variables", cap);
-        return;
-      }
-      memset(nvs + s->nvars_cap, 0, (cap - s->nvars_cap) * sizeof(psvar));
-      s->vars = nvs;
-      s->nvars_cap = cap;
+    uint32_t li = id / (uint32_t)s->nshards;
+    if (li >= sh->cap) {
+      uint32_t cap = sh->cap ? sh->cap : 16;
+      while (cap <= li) cap *= 2;
+      psvar *nvs = loom__realloc(sh->vars, cap * sizeof(psvar));
+      if (!nvs) return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory for %u variables", cap);
+      memset(nvs + sh->cap, 0, (cap - sh->cap) * sizeof(psvar));
+      sh->vars = nvs;
+      sh->cap = cap;
     }
     nv.opt = (loom_ps_optimizer)opt;
     nv.nrows = nv.ndim ? nv.dims[0] : 1;
     nv.row = nv.nrows > 0 ? nv.numel / nv.nrows : 0;
-    nv.val = alloc_floats(nv.numel, 0);
+    nv.vb = vbuf_new(nv.numel);
+    nv.val = nv.vb ? nv.vb->data : NULL;
     float init[3];
     int nslots = opt_slots(nv.opt, nv.hyper, init);
     float **slot[3] = {&nv.s0, &nv.s1, &nv.s2};
@@ -519,204 +779,299 @@ static void handle_init(conn *c) {
     nv.b2p = nv.hyper[2];
     if (!nv.val || !slots_ok) {
       var_free(&nv);
-      reply_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory for var %u (%lld floats)", id, (long long)nv.numel);
-      return;
+      return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory for var %u (%lld floats)", id, (long long)nv.numel);
     }
     if (nv.numel) memcpy(nv.val, b + off + 32, (size_t)nv.numel * 4);
     nv.present = 1;
-    s->vars[id] = nv;
-    s->nvars_present++;
+    sh->vars[li] = nv;
+    __atomic_add_fetch(&s->nvars_present, 1, __ATOMIC_RELAXED);
     created = 1;
   }
-  reply *r;
-  uint8_t *out = reply_begin(c, 4, &r);
-  if (out) loom__ps_put32(out, (uint32_t)created);
-  reply_send(c, r, c->h.opcode, 0, 0, 0);
+  uint8_t out[4];
+  loom__ps_put32(out, (uint32_t)created);
+  return small_reply(j, out, 4, 0);
 }
 
-static psvar *req_var(conn *c, uint32_t need) {
-  if (c->h.body_len < need) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated (at least %u)", c->h.opcode,
-                c->h.body_len, need);
+/* The variable a request names (its first u32), or NULL with *err set. */
+static psvar *req_var(loom_ps_server *s, job *j, uint32_t need, reply **err) {
+  if (j->h.body_len < need) {
+    *err = JERR(LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated (at least %u)", j->h.opcode,
+                j->h.body_len, need);
     return NULL;
   }
-  uint32_t id = loom__ps_get32(c->body);
-  psvar *v = var_get(c->srv, id);
-  if (!v) reply_error(c, LOOM_FAILED_PRECONDITION, 0, "variable %u is not initialized on this PS", id);
+  uint32_t id = loom__ps_get32(j->body);
+  psvar *v = var_get(s, id);
+  if (!v) *err = JERR(LOOM_FAILED_PRECONDITION, 0, "variable %u is not initialized on this PS", id);
   return v;
 }
 
-static void send_value_flags(conn *c, psvar *v, uint64_t have, uint32_t flags) {
-  int unchanged = have == v->version;
-  size_t n = unchanged ? 0 : (size_t)v->numel * 4;
-  reply *r;
-  uint8_t *out = reply_begin(c, 16 + n, &r);
-  if (out) {
-    loom__ps_put64(out, v->version);
-    loom__ps_put64(out + 8, 0);
-    if (n) memcpy(out + 16, v->val, n);
-  }
-  reply_send(c, r, c->h.opcode, (unchanged ? LOOM_PS_FLAG_UNCHANGED : 0) | flags, 0, 0);
-}
+static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at);
 
-static void send_value(conn *c, psvar *v, uint64_t have) { send_value_flags(c, v, have, 0); }
-
-static void conn_resume(conn *c) {
-  c->waiting = 0;
-  if (c->state != ST_CLOSING && !c->paused && !uv_is_closing((uv_handle_t *)&c->tcp))
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-}
-
-/* SYNC: the step of variable id has been applied: answer every push+pull
- * waiting for it with the new value. */
-static void wake_waiters(loom_ps_server *s, uint32_t id, psvar *v) {
-  for (conn *w = s->conns; w; w = w->next)
-    if (w->waiting && w->wait_var == id && v->version > w->wait_version) {
-      send_value(w, v, UINT64_MAX);
-      conn_resume(w);
+/* SYNC: the step of variable id has been applied: answer every push+pull (and PULL_ROWS) waiting for it. */
+static void wake_waiters(loom_ps_server *s, shard *sh, uint32_t id, psvar *v) {
+  for (job **pp = &sh->waiters; *pp;) {
+    job *w = *pp;
+    if (w->wait_var == id && v->version > w->wait_version) {
+      *pp = w->next;
+      w->out = w->h.opcode == LOOM_PS_PULL_ROWS      ? handle_rows(s, sh, w, 0, 0)
+               : w->h.opcode == LOOM_PS_PULL_ROWS_AT ? handle_rows(s, sh, w, 0, 1)
+                                                     : value_reply(s, w, v, UINT64_MAX, 0);
+      complete(s, w);
+    } else {
+      pp = &w->next;
     }
+  }
 }
 
-static void handle_pull(conn *c) {
-  psvar *v = req_var(c, 16);
-  if (!v) return;
-  if (c->h.body_len != 16) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "PULL body of %u bytes (expected 16)", c->h.body_len);
-    return;
-  }
-  send_value(c, v, loom__ps_get64(c->body + 8));
+static reply *push_reply(loom_ps_server *s, job *j, psvar *v, int pull, uint32_t flags) {
+  return pull ? value_reply(s, j, v, UINT64_MAX, flags) : version_reply(j, v->version, flags);
 }
 
-static void push_reply(conn *c, psvar *v, int pull, uint32_t flags) {
-  if (pull) {
-    send_value_flags(c, v, UINT64_MAX, flags);
-    return;
-  }
-  reply *r;
-  uint8_t *out = reply_begin(c, 8, &r);
-  if (out) loom__ps_put64(out, v->version);
-  reply_send(c, r, c->h.opcode, flags, 0, 0);
-}
-
-static void handle_push(conn *c, int pull) {
-  loom_ps_server *s = c->srv;
-  psvar *v = req_var(c, 16);
-  if (!v) return;
-  uint32_t id = loom__ps_get32(c->body);
-  if ((uint64_t)c->h.body_len != 16 + 4 * (uint64_t)v->numel) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "PUSH of var %u: %u bytes of gradient, expected %lld", id,
-                c->h.body_len - 16, (long long)(4 * v->numel));
-    return;
-  }
-  uint64_t rv = loom__ps_get64(c->body + 8);
-  const float *grad = (const float *)(c->body + 16);
+/* Returns the reply, or NULL with *held = 1 when the job waits for its SYNC step. */
+static reply *handle_push(loom_ps_server *s, shard *sh, job *j, int pull, int *held) {
+  reply *err = NULL;
+  psvar *v = req_var(s, j, 16, &err);
+  if (!v) return err;
+  uint32_t id = loom__ps_get32(j->body);
+  if ((uint64_t)j->h.body_len != 16 + 4 * (uint64_t)v->numel)
+    return JERR(LOOM_INVALID_ARGUMENT, 1, "PUSH of var %u: %u bytes of gradient, expected %lld", id,
+                j->h.body_len - 16, (long long)(4 * v->numel));
+  uint64_t rv = loom__ps_get64(j->body + 8);
+  const float *grad = (const float *)(j->body + 16);
   if (s->o.consistency == LOOM_PS_BOUNDED && rv != UINT64_MAX && v->version > rv &&
       v->version - rv > (uint64_t)s->o.staleness) {
     STAT_ADD(s, stale_dropped, 1); /* DropStaleGradient */
-    push_reply(c, v, pull, LOOM_PS_FLAG_STALE);
-    return;
+    return push_reply(s, j, v, pull, LOOM_PS_FLAG_STALE);
   }
   if (s->o.consistency == LOOM_PS_SYNC) {
-    if (rv == UINT64_MAX || rv > v->version) {
-      reply_error(c, LOOM_INVALID_ARGUMENT, 0, "SYNC push of var %u read at version %lld, the PS is at %llu", id,
+    if (rv == UINT64_MAX || rv > v->version)
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "SYNC push of var %u read at version %lld, the PS is at %llu", id,
                   rv == UINT64_MAX ? -1LL : (long long)rv, (unsigned long long)v->version);
-      return;
-    }
     if (rv < v->version) { /* a late gradient of an applied step */
       STAT_ADD(s, stale_dropped, 1);
-      push_reply(c, v, pull, LOOM_PS_FLAG_STALE);
-      return;
+      return push_reply(s, j, v, pull, LOOM_PS_FLAG_STALE);
     }
-    if (!v->agg && !(v->agg = alloc_floats(v->numel, 0))) {
-      reply_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory to aggregate var %u", id);
-      return;
-    }
+    if (!v->agg && !(v->agg = alloc_floats(v->numel, 0)))
+      return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to aggregate var %u", id);
     if (v->agg_count == 0)
       memcpy(v->agg, grad, (size_t)v->numel * 4);
     else
       for (int64_t i = 0; i < v->numel; i++) v->agg[i] += grad[i];
     int k = s->o.replicas_to_aggregate > 0 ? s->o.replicas_to_aggregate : 1;
     if (++v->agg_count < k) {
-      if (!pull) {
-        push_reply(c, v, 0, 0);
-        return;
-      }
-      c->waiting = 1; /* answered when the step is applied */
-      c->wait_var = id;
-      c->wait_version = rv;
-      c->wait_since_ms = now_ms();
-      uv_read_stop((uv_stream_t *)&c->tcp);
-      return;
+      if (!pull) return push_reply(s, j, v, 0, 0);
+      double to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
+      j->wait_var = id; /* answered when the step is applied */
+      j->wait_version = rv;
+      j->deadline_ms = now_ms() + (uint64_t)(to * 1000.0);
+      j->next = sh->waiters;
+      sh->waiters = j;
+      *held = 1;
+      return NULL;
     }
     for (int64_t i = 0; i < v->numel; i++) v->agg[i] /= (float)k; /* the accumulator's mean */
     v->agg_count = 0;
     grad = v->agg;
   }
   loom_status *st = loom_status_new();
-  loom_code rc = var_apply(v, grad, NULL, 0, st);
+  uint8_t pre[16]; /* the reply's prefix {version after this push, 0}: its CRC is extended piece by piece */
+  loom__ps_put64(pre, v->version + 1);
+  loom__ps_put64(pre + 8, 0);
+  uint32_t crc = loom__crc32c_extend(0, pre, 16);
+  int fused = pull && s->o.consistency != LOOM_PS_SYNC && (size_t)v->numel * 4 > 4096;
+  loom_code rc = var_apply_crc(s, v, grad, NULL, 0, fused ? &crc : NULL, st);
   if (rc) {
-    reply_error(c, rc, 0, "PUSH of var %u: %s", id, loom_status_message(st));
+    reply *r = JERR(rc, 0, "PUSH of var %u: %s", id, loom_status_message(st));
     loom_status_free(st);
-    return;
+    return r;
   }
   loom_status_free(st);
   STAT_ADD(s, updates, 1);
   if (s->o.consistency == LOOM_PS_SYNC) {
     STAT_ADD(s, sync_steps, 1);
-    wake_waiters(s, id, v);
+    wake_waiters(s, sh, id, v);
   }
-  push_reply(c, v, pull, 0);
+  if (fused) return value_reply_crc(s, j, v, UINT64_MAX, 0, &crc);
+  return push_reply(s, j, v, pull, 0);
 }
 
-static void handle_rows(conn *c, int push) {
-  psvar *v = req_var(c, 8);
-  if (!v) return;
-  uint64_t n = loom__ps_get32(c->body + 4);
-  uint64_t want = 8 + 8 * n + (push ? 4 * n * (uint64_t)v->row : 0);
-  if (c->h.body_len != want) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "%s of var %u with %llu ids: %u bytes, expected %llu",
-                push ? "PUSH_ROWS" : "PULL_ROWS", loom__ps_get32(c->body), (unsigned long long)n, c->h.body_len,
-                (unsigned long long)want);
-    return;
+/* PULL_ROWS {var u32, n u32, ids}, PUSH_ROWS {var u32, n u32, ids, grads},
+ * PUSH_ROWS_AT {var u32, n u32, read_version u64, ids, grads}. */
+static int cmp_pair(const void *a, const void *b) {
+  const int64_t *x = a, *y = b;
+  return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* SYNC row pushes (SyncReplicasOptimizer for IndexedSlices): the k-th
+ * contribution of the step applies the mean: rows of equal ids summed in
+ * arrival order, divided by k, one sparse update. */
+static reply *rows_sync(loom_ps_server *s, shard *sh, job *j, psvar *v, const int64_t *ids, uint64_t n,
+                        const float *g, uint64_t rv) {
+  uint32_t id = loom__ps_get32(j->body);
+  if (n > 0 && (rv == UINT64_MAX || rv > v->version))
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "SYNC row push of var %u read at version %lld, the PS is at %llu", id,
+                rv == UINT64_MAX ? -1LL : (long long)rv, (unsigned long long)v->version);
+  if (n > 0 && rv < v->version) { /* late for an applied step */
+    STAT_ADD(s, stale_dropped, 1);
+    return version_reply(j, v->version, LOOM_PS_FLAG_STALE);
   }
-  const int64_t *ids = (const int64_t *)(c->body + 8);
-  if (push && c->srv->o.consistency == LOOM_PS_SYNC) { /* no silent async rows in a sync job */
-    reply_error(c, LOOM_UNIMPLEMENTED, 0, "PUSH_ROWS of var %u: row pushes are not aggregated in SYNC mode yet",
-                loom__ps_get32(c->body));
-    return;
+  int64_t row = v->row;
+  for (uint64_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= v->nrows)
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "row push of var %u: ids[%llu] = %lld is not in [0, %lld)", id,
+                  (unsigned long long)i, (long long)ids[i], (long long)v->nrows);
+  if (v->agg_n + (int64_t)n > v->agg_cap) {
+    int64_t cap = (v->agg_n + (int64_t)n) * 2;
+    int64_t *ni = loom__realloc(v->agg_ids, (size_t)cap * 2 * sizeof(int64_t)); /* (id, position) pairs at apply */
+    if (ni) v->agg_ids = ni;
+    float *nr = ni ? loom__realloc(v->agg_rows, (size_t)(cap * row + 1) * sizeof(float)) : NULL;
+    if (nr) v->agg_rows = nr;
+    if (!ni || !nr) return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to aggregate rows of var %u", id);
+    v->agg_cap = cap;
   }
+  if (v->agg_nconn == v->agg_conn_cap) {
+    int cap = v->agg_conn_cap ? 2 * v->agg_conn_cap : 8;
+    conn **nc = loom__realloc(v->agg_conns, (size_t)cap * sizeof *nc);
+    if (!nc) return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to aggregate rows of var %u", id);
+    v->agg_conns = nc;
+    v->agg_conn_cap = cap;
+  }
+  memcpy(v->agg_ids + v->agg_n, ids, (size_t)n * 8);
+  memcpy(v->agg_rows + v->agg_n * row, g, (size_t)(n * (uint64_t)row) * 4);
+  v->agg_n += (int64_t)n;
+  v->agg_conns[v->agg_nconn++] = j->c;
+  int k = s->o.replicas_to_aggregate > 0 ? s->o.replicas_to_aggregate : 1;
+  if (++v->agg_count < k) return version_reply(j, v->version + 1, 0); /* in the step that makes version + 1 */
+  /* sum equal ids in arrival order, then the mean */
+  int64_t m = v->agg_n, nu = 0;
+  int64_t *pr = v->agg_ids;
+  if (m > v->sy_cap || !v->sy_sum) {
+    int64_t mc = m > 0 ? m : 1;
+    int64_t *np_ = loom__realloc(v->sy_pairs, (size_t)mc * 2 * sizeof(int64_t));
+    if (np_) v->sy_pairs = np_;
+    int64_t *nu_ = np_ ? loom__realloc(v->sy_uids, (size_t)mc * sizeof(int64_t)) : NULL;
+    if (nu_) v->sy_uids = nu_;
+    float *ns_ = nu_ ? loom__realloc(v->sy_sum, (size_t)(mc * row + 1) * sizeof(float)) : NULL;
+    if (ns_) v->sy_sum = ns_;
+    if (!ns_) return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory to apply the rows of var %u", id);
+    v->sy_cap = mc;
+  }
+  int64_t *pairs = v->sy_pairs, *uids = v->sy_uids;
+  float *sum = v->sy_sum;
+  for (int64_t i = 0; i < m; i++) pairs[2 * i] = pr[i], pairs[2 * i + 1] = i;
+  qsort(pairs, (size_t)m, 2 * sizeof(int64_t), cmp_pair);
+  for (int64_t i = 0; i < m;) {
+    int64_t e = i + 1;
+    float *d = sum + nu * row;
+    memcpy(d, v->agg_rows + pairs[2 * i + 1] * row, (size_t)row * 4);
+    for (; e < m && pairs[2 * e] == pairs[2 * i]; e++)
+      for (int64_t c = 0; c < row; c++) d[c] += v->agg_rows[pairs[2 * e + 1] * row + c];
+    for (int64_t c = 0; c < row; c++) d[c] /= (float)k;
+    uids[nu++] = pairs[2 * i];
+    i = e;
+  }
+  v->agg_count = 0;
+  v->agg_n = 0;
+  v->agg_nconn = 0;
+  loom_status *st = loom_status_new();
+  loom_code rc = var_apply(s, v, sum, uids, nu, st);
+  if (rc) {
+    reply *r = JERR(rc, 0, "row push of var %u: %s", id, loom_status_message(st));
+    loom_status_free(st);
+    return r;
+  }
+  loom_status_free(st);
+  STAT_ADD(s, updates, 1);
+  STAT_ADD(s, sync_steps, 1);
+  wake_waiters(s, sh, id, v);
+  return version_reply(j, v->version, 0);
+}
+
+/* SYNC: a PULL_ROWS from a connection whose rows are in the step being
+ * aggregated waits for that step (answered by wake_waiters). */
+static int rows_hold(loom_ps_server *s, shard *sh, job *j) {
+  if (j->h.body_len < 8) return 0;
+  uint32_t id = loom__ps_get32(j->body);
+  psvar *v = var_get(s, id);
+  if (!v) return 0;
+  uint64_t wait;
+  if (j->h.opcode == LOOM_PS_PULL_ROWS_AT) { /* any mode: wait until the version reaches min_version */
+    uint64_t minv = j->h.body_len >= 16 ? loom__ps_get64(j->body + 8) : UINT64_MAX;
+    if (minv == UINT64_MAX || v->version >= minv) return 0;
+    wait = minv - 1;
+  } else {
+    if (s->o.consistency != LOOM_PS_SYNC || !v->agg_count) return 0;
+    int mine = 0;
+    for (int i = 0; i < v->agg_nconn && !mine; i++) mine = v->agg_conns[i] == j->c;
+    if (!mine) return 0;
+    wait = v->version;
+  }
+  double to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
+  j->wait_var = id;
+  j->wait_version = wait;
+  j->deadline_ms = now_ms() + (uint64_t)(to * 1000.0);
+  j->next = sh->waiters;
+  sh->waiters = j;
+  return 1;
+}
+
+static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at) {
+  reply *err = NULL;
+  psvar *v = req_var(s, j, 8, &err);
+  if (!v) return err;
+  uint32_t id = loom__ps_get32(j->body);
+  uint64_t n = loom__ps_get32(j->body + 4);
+  size_t ioff = at ? 16 : 8;
+  uint64_t want = ioff + 8 * n + (push ? 4 * n * (uint64_t)v->row : 0);
+  const char *what = !push ? (at ? "PULL_ROWS_AT" : "PULL_ROWS") : at ? "PUSH_ROWS_AT" : "PUSH_ROWS";
+  if (j->h.body_len != want)
+    return JERR(LOOM_INVALID_ARGUMENT, 1, "%s of var %u with %llu ids: %u bytes, expected %llu", what, id,
+                (unsigned long long)n, j->h.body_len, (unsigned long long)want);
+  const int64_t *ids = (const int64_t *)(j->body + ioff);
   if (push) {
+    uint64_t rv = at ? loom__ps_get64(j->body + 8) : UINT64_MAX;
+    if (s->o.consistency == LOOM_PS_SYNC) {
+      if (!at) /* no version: it cannot be placed in a step */
+        return JERR(LOOM_UNIMPLEMENTED, 0, "PUSH_ROWS of var %u: a SYNC PS takes row pushes with a read version "
+                    "(PUSH_ROWS_AT)", id);
+      return rows_sync(s, sh, j, v, ids, n, (const float *)(j->body + ioff + 8 * n), rv);
+    }
+    if (s->o.consistency == LOOM_PS_BOUNDED && rv != UINT64_MAX && v->version > rv &&
+        v->version - rv > (uint64_t)s->o.staleness) {
+      STAT_ADD(s, stale_dropped, 1);
+      return version_reply(j, v->version, LOOM_PS_FLAG_STALE);
+    }
     loom_status *st = loom_status_new();
-    loom_code rc = var_apply(v, (const float *)(c->body + 8 + 8 * n), ids, (int64_t)n, st);
+    loom_code rc = var_apply(s, v, (const float *)(j->body + ioff + 8 * n), ids, (int64_t)n, st);
     if (rc) {
-      reply_error(c, rc, 0, "PUSH_ROWS of var %u: %s", loom__ps_get32(c->body), loom_status_message(st));
+      reply *r = JERR(rc, 0, "%s of var %u: %s", what, id, loom_status_message(st));
       loom_status_free(st);
-      return;
+      return r;
     }
     loom_status_free(st);
-    STAT_ADD(c->srv, updates, 1);
-    reply *r;
-    uint8_t *out = reply_begin(c, 8, &r);
-    if (out) loom__ps_put64(out, v->version);
-    reply_send(c, r, c->h.opcode, 0, 0, 0);
-    return;
+    STAT_ADD(s, updates, 1);
+    return version_reply(j, v->version, 0);
   }
   for (uint64_t i = 0; i < n; i++)
-    if (ids[i] < 0 || ids[i] >= v->nrows) {
-      reply_error(c, LOOM_INVALID_ARGUMENT, 0, "PULL_ROWS of var %u: ids[%llu] = %lld is not in [0, %lld)",
-                  loom__ps_get32(c->body), (unsigned long long)i, (long long)ids[i], (long long)v->nrows);
-      return;
-    }
+    if (ids[i] < 0 || ids[i] >= v->nrows)
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "%s of var %u: ids[%llu] = %lld is not in [0, %lld)", what, id,
+                  (unsigned long long)i, (long long)ids[i], (long long)v->nrows);
   size_t rb = (size_t)v->row * 4;
-  reply *r;
-  uint8_t *out = reply_begin(c, 8 + n * rb, &r);
-  if (out) {
-    loom__ps_put64(out, v->version);
-    for (uint64_t i = 0; i < n; i++) memcpy(out + 8 + i * rb, v->val + ids[i] * v->row, rb);
-  }
-  reply_send(c, r, c->h.opcode, 0, 0, 0);
+  reply *r = reply_new(j->c, 8 + n * rb);
+  if (!r) return NULL;
+  uint8_t *out = reply_body(r);
+  loom__ps_put64(out, v->version);
+  for (uint64_t i = 0; i < n; i++) memcpy(out + 8 + i * rb, v->val + ids[i] * v->row, rb);
+  reply_seal(r, &j->h, j->h.opcode, 0, 0, 0);
+  return r;
 }
 
+static reply *handle_step_inc(loom_ps_server *s, job *j) {
+  int64_t gs = __atomic_add_fetch(&s->global_step, (int64_t)loom__ps_get64(j->body), __ATOMIC_RELAXED);
+  uint8_t b[8];
+  loom__ps_put64(b, (uint64_t)gs);
+  return small_reply(j, b, 8, 0);
+}
 /* ---------------- checkpoints (SAVE / RESTORE) ----------------
  * Each PS writes its own shard, <model_dir>/<dir>/model.ckpt-<step>.ps-<i>-of-<n>,
  * in loom's checkpoint format (CRC-protected, written to a temporary file
@@ -751,12 +1106,24 @@ static int mkdirs(char *path) {
   return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+
+/* One past the largest variable id any shard could hold. */
+static uint32_t vars_end(loom_ps_server *s) {
+  uint32_t end = 0;
+  for (int q = 0; q < s->nshards; q++) {
+    uint32_t e = s->shards[q].cap * (uint32_t)s->nshards;
+    if (e > end) end = e;
+  }
+  return end;
+}
+
 static uint64_t vars_digest(loom_ps_server *s, uint32_t *nvars) {
   uint64_t d = 0xcbf29ce484222325ull;
   uint32_t n = 0;
-  for (uint32_t i = 0; i < s->nvars_cap; i++) {
-    psvar *v = &s->vars[i];
-    if (!v->present) continue;
+  uint32_t end = vars_end(s);
+  for (uint32_t i = 0; i < end; i++) {
+    psvar *v = var_get(s, i);
+    if (!v) continue;
     n++;
     d = (d ^ i) * 0x100000001b3ull;
     d = (d ^ v->version) * 0x100000001b3ull;
@@ -767,16 +1134,17 @@ static uint64_t vars_digest(loom_ps_server *s, uint32_t *nvars) {
 }
 
 static loom_code ckpt_save(loom_ps_server *s, const char *path, loom_status *st) {
-  uint32_t n = s->nvars_present;
+  uint32_t n = __atomic_load_n(&s->nvars_present, __ATOMIC_RELAXED);
   size_t cap = (size_t)n * 6 + 1;
   const char **names = loom__calloc(cap, sizeof *names);
   char **own = loom__calloc(cap, sizeof *own);
   loom_tensor **t = loom__calloc(cap, sizeof *t);
   int k = 0;
   loom_code rc = names && own && t ? LOOM_OK : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
-  for (uint32_t i = 0; i < s->nvars_cap && !rc; i++) {
-    psvar *v = &s->vars[i];
-    if (!v->present) continue;
+  uint32_t end = vars_end(s);
+  for (uint32_t i = 0; i < end && !rc; i++) {
+    psvar *v = var_get(s, i);
+    if (!v) continue;
     float init[3];
     int ns = opt_slots(v->opt, v->hyper, init);
     float *sp[3] = {v->s0, v->s1, v->s2};
@@ -807,7 +1175,7 @@ static loom_code ckpt_save(loom_ps_server *s, const char *path, loom_status *st)
     }
   }
   if (!rc) {
-    int64_t gs = s->global_step;
+    int64_t gs = __atomic_load_n(&s->global_step, __ATOMIC_RELAXED);
     t[k] = loom_tensor_from_data(LOOM_I64, 0, NULL, &gs, st);
     names[k] = "global_step";
     if (!t[k]) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
@@ -899,7 +1267,8 @@ static loom_code ckpt_restore(loom_ps_server *s, const char *path, loom_status *
     v->nrows = v->ndim ? v->dims[0] : 1;
     v->row = v->nrows > 0 ? v->numel / v->nrows : 0;
     v->present = 1; /* freed with var_free on failure */
-    v->val = alloc_floats(v->numel, 0);
+    v->vb = vbuf_new(v->numel);
+    v->val = v->vb ? v->vb->data : NULL;
     if (v->val && loom_tensor_dtype(t) == LOOM_F32) memcpy(v->val, loom_tensor_data_const(t), (size_t)v->numel * 4);
     else rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: %s", path, v->val ? "a value is not float32" : "no memory");
     loom_tensor_free(t);
@@ -934,134 +1303,561 @@ static loom_code ckpt_restore(loom_ps_server *s, const char *path, loom_status *
     loom__free(nvs);
     return rc;
   }
-  for (uint32_t i = 0; i < s->nvars_cap; i++)
-    if (s->vars[i].present) var_free(&s->vars[i]);
-  loom__free(s->vars);
-  s->vars = nvs;
-  s->nvars_cap = cap;
-  s->nvars_present = (uint32_t)ids.n;
-  s->global_step = gs;
+  /* every shard is parked (a barrier): hand the variables out to their shards */
+  uint32_t ns = (uint32_t)s->nshards;
+  shard *nsh = loom__calloc(ns, sizeof *nsh);
+  for (uint32_t q = 0; nsh && q < ns; q++) {
+    nsh[q].cap = cap / ns + 1;
+    nsh[q].vars = loom__calloc(nsh[q].cap, sizeof(psvar));
+    if (!nsh[q].vars) {
+      for (uint32_t k = 0; k < q; k++) loom__free(nsh[k].vars);
+      loom__free(nsh);
+      nsh = NULL;
+    }
+  }
+  if (!nsh) {
+    for (uint32_t i = 0; i < cap; i++)
+      if (nvs[i].present) var_free(&nvs[i]);
+    loom__free(nvs);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "restore: no memory");
+  }
+  for (uint32_t i = 0; i < cap; i++)
+    if (nvs[i].present) nsh[i % ns].vars[i / ns] = nvs[i];
+  loom__free(nvs);
+  for (uint32_t q = 0; q < ns; q++) {
+    shard *sh = &s->shards[q];
+    for (uint32_t i = 0; i < sh->cap; i++)
+      if (sh->vars[i].present) var_free(&sh->vars[i]);
+    loom__free(sh->vars);
+    sh->vars = nsh[q].vars;
+    sh->cap = nsh[q].cap;
+  }
+  loom__free(nsh);
+  __atomic_store_n(&s->nvars_present, (uint32_t)ids.n, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->global_step, gs, __ATOMIC_RELAXED);
   return LOOM_OK;
 }
 
-static void handle_ckpt(conn *c, int save) {
-  loom_ps_server *s = c->srv;
-  const char *what = save ? "SAVE" : "RESTORE";
-  if (c->h.body_len < 16 || c->h.body_len != 16 + (uint64_t)loom__ps_get32(c->body + 8)) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "%s body of %u bytes is malformed", what, c->h.body_len);
+/* ---------------- barriers (SAVE, RESTORE, SYNC STEP_INC) ---------------- */
+
+/* Runs on the last shard to reach the barrier; every other shard is parked. */
+static void run_barrier(loom_ps_server *s, barrier *b) {
+  if (b->kind == BAR_SYNC_STEP) { /* the number of aggregated steps applied */
+    uint64_t m = UINT64_MAX;
+    uint32_t end = vars_end(s);
+    for (uint32_t i = 0; i < end; i++) {
+      psvar *v = var_get(s, i);
+      if (v && v->version < m) m = v->version;
+    }
+    b->global_step = m == UINT64_MAX ? 0 : (int64_t)m;
+    __atomic_store_n(&s->global_step, b->global_step, __ATOMIC_RELAXED);
     return;
   }
-  int64_t step = (int64_t)loom__ps_get64(c->body);
-  uint32_t len = loom__ps_get32(c->body + 8);
-  const char *dir = (const char *)c->body + 16;
+  int save = b->kind == BAR_SAVE;
+  loom_status *st = loom_status_new();
+  char *slash = strrchr(b->path, '/');
+  if (save && slash) {
+    *slash = 0;
+    if (mkdirs(b->path) != 0) {
+      b->rc = LOOM_UNAVAILABLE;
+      snprintf(b->msg, sizeof b->msg, "SAVE: cannot create %.400s: %s", b->path, strerror(errno));
+      *slash = '/';
+      loom_status_free(st);
+      return;
+    }
+    *slash = '/';
+  }
+  b->rc = save ? ckpt_save(s, b->path, st) : ckpt_restore(s, b->path, st);
+  if (b->rc) {
+    snprintf(b->msg, sizeof b->msg, "%s: %s", save ? "SAVE" : "RESTORE", loom_status_message(st));
+  } else {
+    b->digest = vars_digest(s, &b->nvars);
+    loom__log(LOOM_LOG_INFO, "ps :%d: %s %s (%u variables, digest %016llx)", s->port, save ? "saved" : "restored",
+              b->path, b->nvars, (unsigned long long)b->digest);
+  }
+  loom_status_free(st);
+}
+
+static reply *barrier_reply(loom_ps_server *s, job *j, barrier *b) {
+  if (b->kind == BAR_SYNC_STEP) {
+    uint8_t out[8];
+    loom__ps_put64(out, (uint64_t)b->global_step);
+    return small_reply(j, out, 8, 0);
+  }
+  if (b->rc) return JERR(b->rc, 0, "%s", b->msg);
+  uint8_t out[16];
+  loom__ps_put32(out, b->nvars);
+  loom__ps_put32(out + 4, 0);
+  loom__ps_put64(out + 8, b->digest);
+  return small_reply(j, out, 16, 0);
+}
+
+static void do_barrier(loom_ps_server *s, job *j) {
+  barrier *b = j->bar;
+  pthread_mutex_lock(&b->mu);
+  if (++b->arrived == b->n) {
+    run_barrier(s, b);
+    b->done = 1;
+    pthread_cond_broadcast(&b->cv);
+  } else {
+    while (!b->done) pthread_cond_wait(&b->cv, &b->mu);
+  }
+  if (j->c) j->out = barrier_reply(s, j, b);
+  int last = --b->left == 0;
+  pthread_mutex_unlock(&b->mu);
+  if (last) {
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    loom__free(b);
+  }
+  j->bar = NULL;
+  if (j->c) complete(s, j);
+  else loom__free(j); /* an auxiliary job: no reply */
+}
+
+/* ---------------- shard thread ---------------- */
+
+static void shard_process(shard *sh, job *j) {
+  loom_ps_server *s = sh->srv;
+  if (j->kind == JOB_BARRIER) {
+    do_barrier(s, j);
+    return;
+  }
+  int held = 0;
+  reply *r = NULL;
+  switch (j->h.opcode) {
+  case LOOM_PS_INIT_VAR: r = handle_init(s, sh, j); break;
+  case LOOM_PS_PULL: {
+    reply *err = NULL;
+    psvar *v = req_var(s, j, 16, &err);
+    if (!v) r = err;
+    else if (j->h.body_len != 16) r = JERR(LOOM_INVALID_ARGUMENT, 1, "PULL body of %u bytes (expected 16)", j->h.body_len);
+    else r = value_reply(s, j, v, loom__ps_get64(j->body + 8), 0);
+    break;
+  }
+  case LOOM_PS_PUSH: r = handle_push(s, sh, j, 0, &held); break;
+  case LOOM_PS_PUSHPULL: r = handle_push(s, sh, j, 1, &held); break;
+  case LOOM_PS_PULL_ROWS:
+  case LOOM_PS_PULL_ROWS_AT:
+    if (rows_hold(s, sh, j)) return;
+    r = handle_rows(s, sh, j, 0, j->h.opcode == LOOM_PS_PULL_ROWS_AT);
+    break;
+  case LOOM_PS_PUSH_ROWS: r = handle_rows(s, sh, j, 1, 0); break;
+  case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1); break;
+  case LOOM_PS_STEP_INC: r = handle_step_inc(s, j); break;
+  default: r = JERR(LOOM_UNIMPLEMENTED, 1, "unknown opcode %u", j->h.opcode);
+  }
+  if (held) return;
+  uint16_t op = j->h.opcode;
+  if (sh->waiters && j->h.body_len >= 4 &&
+      (op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT)) {
+    uint32_t id = loom__ps_get32(j->body); /* a PULL_ROWS_AT may wait for the version this push made */
+    psvar *v = var_get(s, id);
+    if (v) wake_waiters(s, sh, id, v);
+  }
+  j->out = r;
+  complete(s, j);
+}
+
+static void shard_deadlines(shard *sh) {
+  loom_ps_server *s = sh->srv;
+  uint64_t now = now_ms();
+  double to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
+  for (job **pp = &sh->waiters; *pp;) {
+    job *j = *pp;
+    if (now >= j->deadline_ms) {
+      *pp = j->next;
+      STAT_ADD(s, sync_timeouts, 1);
+      j->out = JERR(LOOM_DEADLINE_EXCEEDED, 0, "SYNC: step %llu of var %u not complete within %.1f s",
+                    (unsigned long long)j->wait_version + 1, j->wait_var, to);
+      complete(s, j);
+    } else {
+      pp = &j->next;
+    }
+  }
+}
+
+/* The shard thread takes the variables; the loop holds them only for one small request at a time. */
+static void shard_acquire(shard *sh) {
+  for (int spins = 0;; spins++) {
+    int free_ = 0;
+    if (__atomic_compare_exchange_n(&sh->owner, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+    if (spins > 64) sched_yield();
+  }
+}
+
+static void *shard_main(void *arg) {
+  shard *sh = arg;
+  int timed = 0; /* waiters to watch (read while owning the variables) */
+  for (;;) {
+    if (timed) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 50 * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      while (sem_timedwait(&sh->sem, &ts) != 0 && errno == EINTR) {
+      }
+    } else {
+      while (sem_wait(&sh->sem) != 0 && errno == EINTR) {
+      }
+    }
+    shard_acquire(sh); /* before taking: what the loop finds queued is always behind what it may run itself */
+    for (job *l = stack_take(&sh->incoming); l;) {
+      job *n = l->next;
+      shard_process(sh, l);
+      l = n;
+    }
+    if (sh->waiters) shard_deadlines(sh);
+    timed = sh->waiters != NULL;
+    __atomic_store_n(&sh->owner, 0, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE) && !__atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE)) break;
+  }
+  return NULL;
+}
+
+static void shard_post(shard *sh, job *j) {
+  stack_push(&sh->incoming, j);
+  sem_post(&sh->sem);
+}
+
+/* ---------------- loop thread: handshake and dispatch ---------------- */
+
+static void handle_hello(conn *c, job *j) {
+  loom_ps_server *s = c->srv;
+  const uint8_t *b = j->body;
+  if (c->h.opcode != LOOM_PS_HELLO) {
+    loop_error(c, LOOM_PERMISSION_DENIED, 1, "opcode %u before the handshake (HELLO expected)", c->h.opcode);
+    return;
+  }
+  if (c->h.body_len != 24 + LOOM_PS_NONCE) {
+    loop_error(c, LOOM_INVALID_ARGUMENT, 1, "HELLO body of %u bytes (expected %d)", c->h.body_len, 24 + LOOM_PS_NONCE);
+    return;
+  }
+  if (s->nconns > s->o.max_connections) {
+    STAT_ADD(s, refused, 1);
+    loop_error(c, LOOM_RESOURCE_EXHAUSTED, 1, "too many connections (the limit is %d)", s->o.max_connections);
+    return;
+  }
+  uint16_t pmin = loom__ps_get16(b), pmax = loom__ps_get16(b + 2);
+  uint32_t nps = loom__ps_get32(b + 4), nv = loom__ps_get32(b + 8);
+  uint64_t ph = loom__ps_get64(b + 16);
+  if (pmin > LOOM_PS_VERSION || pmax < LOOM_PS_VERSION) {
+    loop_error(c, LOOM_UNIMPLEMENTED, 1, "client speaks protocol %u..%u, this PS %u", pmin, pmax, LOOM_PS_VERSION);
+    return;
+  }
+  if (ph != s->o.placement_hash) {
+    char diff[160];
+    if ((int32_t)nps != s->o.num_ps)
+      snprintf(diff, sizeof diff, "the number of PS tasks differs (worker %u, ps %d)", nps, s->o.num_ps);
+    else if ((int32_t)nv != s->o.num_vars)
+      snprintf(diff, sizeof diff, "the variable table differs (worker %u variables, ps %d)", nv, s->o.num_vars);
+    else
+      snprintf(diff, sizeof diff, "same counts (%u PS, %u variables) but other names, shapes or partitions", nps, nv);
+    loop_error(c, LOOM_FAILED_PRECONDITION, 1, "placement hash mismatch (worker %016llx, ps %016llx): %s",
+               (unsigned long long)ph, (unsigned long long)s->o.placement_hash, diff);
+    return;
+  }
+  memcpy(c->cn, b + 24, LOOM_PS_NONCE);
+  if (loom__ps_random(c->sn, LOOM_PS_NONCE) != LOOM_OK) {
+    loop_error(c, LOOM_INTERNAL, 1, "no random bytes for the challenge");
+    return;
+  }
+  reply *r = reply_new(c, LOOM_PS_NONCE);
+  if (r) {
+    memcpy(reply_body(r), c->sn, LOOM_PS_NONCE);
+    reply_seal(r, &c->h, LOOM_PS_CHALLENGE, 0, 0, 0);
+  }
+  loop_answer(c, r);
+  c->state = ST_AUTH;
+}
+
+static void handle_auth(conn *c, job *j) {
+  loom_ps_server *s = c->srv;
+  if (c->h.opcode != LOOM_PS_AUTH || c->h.body_len != LOOM_PS_MAC) {
+    loop_error(c, LOOM_PERMISSION_DENIED, 1, "opcode %u with %u bytes where AUTH was expected", c->h.opcode,
+               c->h.body_len);
+    return;
+  }
+  uint8_t mac[LOOM_PS_MAC];
+  loom__ps_auth_mac(s->token, s->token_len, c->cn, c->sn, s->o.placement_hash, mac);
+  if (!loom__ps_ct_equal(mac, j->body, LOOM_PS_MAC)) {
+    loop_error(c, LOOM_PERMISSION_DENIED, 1, "authentication failed (HMAC mismatch: wrong token)");
+    return;
+  }
+  reply *r = reply_new(c, 4);
+  if (r) {
+    loom__ps_put32(reply_body(r), __atomic_load_n(&s->nvars_present, __ATOMIC_RELAXED));
+    reply_seal(r, &c->h, LOOM_PS_WELCOME, 0, 0, 0);
+  }
+  loop_answer(c, r);
+  c->state = ST_READY;
+}
+
+static job *job_get(conn *c, uint32_t len) {
+  job *j = NULL;
+  for (job **pp = &c->pool; *pp; pp = &(*pp)->next)
+    if ((*pp)->bcap >= len) {
+      j = *pp;
+      *pp = j->next;
+      c->npool--;
+      break;
+    }
+  if (!j && c->pool) { /* regrow an idle one */
+    j = c->pool;
+    c->pool = j->next;
+    c->npool--;
+    loom__free(j->body);
+    j->body = NULL;
+    j->bcap = 0;
+  }
+  if (!j && !(j = loom__calloc(1, sizeof *j))) return NULL;
+  if (j->bcap < len) {
+    j->body = loom__malloc(len);
+    if (!j->body) {
+      loom__free(j);
+      return NULL;
+    }
+    j->bcap = len;
+  }
+  j->next = NULL;
+  j->out = NULL;
+  j->bar = NULL;
+  j->kind = JOB_REQ;
+  j->c = c;
+  return j;
+}
+
+#define POOL_MAX 8
+static void job_put(conn *c, job *j) {
+  if (c->npool >= POOL_MAX) {
+    job_free(j);
+    return;
+  }
+  j->next = c->pool;
+  c->pool = j;
+  c->npool++;
+}
+
+/* Hands request j of c to shard q (or, with bar, a barrier to every shard). */
+static void on_done(uv_async_t *a);
+
+#define INLINE_MAX_BYTES 65536 /* a request this small (body and variable) may run on the loop thread */
+
+/* A small request to an idle shard runs on the loop thread (no thread
+ * wake-up on the latency path): the loop takes the shard's variables with
+ * one CAS (never waits), and only when nothing is queued for that shard, so
+ * arrival order holds (the shard thread takes its queue only while it owns
+ * the variables). */
+static int try_inline(loom_ps_server *s, job *j, shard *sh) {
+  if (j->kind != JOB_REQ || j->h.body_len > 1024 || __atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE)) return 0;
+  int free_ = 0;
+  if (!__atomic_compare_exchange_n(&sh->owner, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+  int ok = !__atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE);
+  if (ok && j->h.opcode != LOOM_PS_STEP_INC && j->h.opcode != LOOM_PS_INIT_VAR) {
+    psvar *v = j->h.body_len >= 4 ? var_get(s, loom__ps_get32(j->body)) : NULL;
+    ok = v && (uint64_t)v->numel * 4 <= INLINE_MAX_BYTES;
+  } else if (j->h.opcode == LOOM_PS_INIT_VAR) {
+    ok = 0;
+  }
+  if (ok) {
+    int had = sh->waiters != NULL;
+    shard_process(sh, j);
+    if (!had && sh->waiters) sem_post(&sh->sem); /* the shard thread now watches the new waiter's deadline */
+  }
+  __atomic_store_n(&sh->owner, 0, __ATOMIC_RELEASE);
+  return ok;
+}
+
+static void dispatch_job(conn *c, job *j, int q) {
+  loom_ps_server *s = c->srv;
+  j->seq = c->seq_in++;
+  c->inflight++;
+  c->inflight_bytes += j->h.body_len;
+  if (try_inline(s, j, &s->shards[q])) {
+    on_done(&s->done_async); /* its reply (already on the completion stack) goes out now */
+    return;
+  }
+  shard_post(&s->shards[q], j);
+  conn_update_reading(c);
+}
+
+static void dispatch_barrier(conn *c, job *j, barrier *b) {
+  loom_ps_server *s = c->srv;
+  b->n = b->left = s->nshards;
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+  job *aux[MAX_SHARDS];
+  for (int q = 1; q < s->nshards; q++) {
+    aux[q] = loom__calloc(1, sizeof(job));
+    if (!aux[q]) { /* cannot reach every shard: refuse before any has seen it */
+      for (int k = 1; k < q; k++) loom__free(aux[k]);
+      pthread_mutex_destroy(&b->mu);
+      pthread_cond_destroy(&b->cv);
+      loom__free(b);
+      job_put(c, j);
+      loop_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory for a barrier");
+      return;
+    }
+  }
+  j->kind = JOB_BARRIER;
+  j->bar = b;
+  for (int q = 1; q < s->nshards; q++) {
+    aux[q]->kind = JOB_BARRIER;
+    aux[q]->bar = b;
+    shard_post(&s->shards[q], aux[q]);
+  }
+  dispatch_job(c, j, 0);
+}
+
+static void handle_ckpt(conn *c, job *j, int save) {
+  loom_ps_server *s = c->srv;
+  const char *what = save ? "SAVE" : "RESTORE";
+  if (c->h.body_len < 16 || c->h.body_len != 16 + (uint64_t)loom__ps_get32(j->body + 8)) {
+    job_put(c, j);
+    loop_error(c, LOOM_INVALID_ARGUMENT, 1, "%s body of %u bytes is malformed", what, c->h.body_len);
+    return;
+  }
+  int64_t step = (int64_t)loom__ps_get64(j->body);
+  uint32_t len = loom__ps_get32(j->body + 8);
+  const char *dir = (const char *)j->body + 16;
   if (!s->o.model_dir) {
-    reply_error(c, LOOM_FAILED_PRECONDITION, 0, "%s: this PS was started without a model_dir", what);
+    job_put(c, j);
+    loop_error(c, LOOM_FAILED_PRECONDITION, 0, "%s: this PS was started without a model_dir", what);
     return;
   }
   if (len > 256 || !rel_dir_ok(dir, len) || step < 0) {
-    reply_error(c, LOOM_PERMISSION_DENIED, 0,
-                "%s: the directory must be relative to the model_dir, without '..' (and step >= 0)", what);
+    job_put(c, j);
+    loop_error(c, LOOM_PERMISSION_DENIED, 0,
+               "%s: the directory must be relative to the model_dir, without '..' (and step >= 0)", what);
     return;
   }
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%.*s", s->model_dir, (int)len, dir);
-  if (save && mkdirs(path) != 0) {
-    reply_error(c, LOOM_UNAVAILABLE, 0, "SAVE: cannot create %s: %s", path, strerror(errno));
+  barrier *b = loom__calloc(1, sizeof *b);
+  if (!b) {
+    job_put(c, j);
+    loop_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory for a barrier");
     return;
   }
-  size_t pl = strlen(path);
-  snprintf(path + pl, sizeof path - pl, "/model.ckpt-%lld.ps-%d-of-%d", (long long)step, s->o.ps_index,
-           s->o.num_ps > 0 ? s->o.num_ps : 1);
-  loom_status *st = loom_status_new();
-  loom_code rc = save ? ckpt_save(s, path, st) : ckpt_restore(s, path, st);
-  if (rc) {
-    reply_error(c, rc, 0, "%s: %s", what, loom_status_message(st));
-    loom_status_free(st);
-    return;
-  }
-  loom_status_free(st);
-  uint32_t n;
-  uint64_t d = vars_digest(s, &n);
-  loom__log(LOOM_LOG_INFO, "ps :%d: %s %s (%u variables, digest %016llx)", s->port, save ? "saved" : "restored",
-            path, n, (unsigned long long)d);
-  reply *r;
-  uint8_t *out = reply_begin(c, 16, &r);
-  if (out) {
-    loom__ps_put32(out, n);
-    loom__ps_put32(out + 4, 0);
-    loom__ps_put64(out + 8, d);
-  }
-  reply_send(c, r, c->h.opcode, 0, 0, 0);
+  b->kind = save ? BAR_SAVE : BAR_RESTORE;
+  b->step = step;
+  snprintf(b->path, sizeof b->path, "%s/%.*s/model.ckpt-%lld.ps-%d-of-%d", s->model_dir, (int)len, dir,
+           (long long)step, s->o.ps_index, s->o.num_ps > 0 ? s->o.num_ps : 1);
+  dispatch_barrier(c, j, b);
 }
 
-static void dispatch(conn *c) {
+/* A whole frame has been read into j (its CRC already checked). */
+static void frame_done(conn *c, job *j) {
   loom_ps_server *s = c->srv;
   STAT_ADD(s, frames, 1);
   s->last_activity_ms = now_ms();
-  if (!loom__ps_body_ok(&c->h, c->body)) {
-    reply_error(c, LOOM_DATA_LOSS, 1, "CRC-32C mismatch on a %u-byte body (opcode %u)", c->h.body_len, c->h.opcode);
-    return;
-  }
   if (c->h.flags & LOOM_PS_FLAG_REPLY) {
-    reply_error(c, LOOM_INVALID_ARGUMENT, 1, "a reply frame (opcode %u) sent to the PS", c->h.opcode);
+    job_put(c, j);
+    loop_error(c, LOOM_INVALID_ARGUMENT, 1, "a reply frame (opcode %u) sent to the PS", c->h.opcode);
     return;
   }
-  if (c->state == ST_HELLO) return handle_hello(c);
-  if (c->state == ST_AUTH) return handle_auth(c);
+  if (c->state == ST_HELLO || c->state == ST_AUTH) {
+    if (c->state == ST_HELLO) handle_hello(c, j);
+    else handle_auth(c, j);
+    job_put(c, j);
+    return;
+  }
   switch (c->h.opcode) {
-  case LOOM_PS_INIT_VAR: handle_init(c); break;
-  case LOOM_PS_PULL: handle_pull(c); break;
-  case LOOM_PS_PUSH: handle_push(c, 0); break;
-  case LOOM_PS_PUSHPULL: handle_push(c, 1); break;
-  case LOOM_PS_PULL_ROWS: handle_rows(c, 0); break;
-  case LOOM_PS_PUSH_ROWS: handle_rows(c, 1); break;
-  case LOOM_PS_SAVE: handle_ckpt(c, 1); break;
-  case LOOM_PS_RESTORE: handle_ckpt(c, 0); break;
-  case LOOM_PS_STEP_INC: {
-    if (c->h.body_len != 8) {
-      reply_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8)", c->h.body_len);
+  case LOOM_PS_INIT_VAR:
+  case LOOM_PS_PULL:
+  case LOOM_PS_PUSH:
+  case LOOM_PS_PUSHPULL:
+  case LOOM_PS_PULL_ROWS:
+  case LOOM_PS_PUSH_ROWS:
+  case LOOM_PS_PUSH_ROWS_AT:
+  case LOOM_PS_PULL_ROWS_AT:
+    if (c->h.body_len < 4) {
+      job_put(c, j);
+      loop_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated", c->h.opcode, c->h.body_len);
       return;
     }
-    if (s->o.consistency == LOOM_PS_SYNC) { /* the number of aggregated steps applied */
-      uint64_t m = UINT64_MAX;
-      for (uint32_t i = 0; i < s->nvars_cap; i++)
-        if (s->vars[i].present && s->vars[i].version < m) m = s->vars[i].version;
-      s->global_step = m == UINT64_MAX ? 0 : (int64_t)m;
-    } else {
-      s->global_step += (int64_t)loom__ps_get64(c->body);
+    dispatch_job(c, j, (int)(loom__ps_get32(j->body) % (uint32_t)s->nshards));
+    return;
+  case LOOM_PS_SAVE: handle_ckpt(c, j, 1); return;
+  case LOOM_PS_RESTORE: handle_ckpt(c, j, 0); return;
+  case LOOM_PS_STEP_INC: {
+    if (c->h.body_len != 8) {
+      job_put(c, j);
+      loop_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8)", c->h.body_len);
+      return;
     }
-    reply *r;
-    uint8_t *out = reply_begin(c, 8, &r);
-    if (out) loom__ps_put64(out, (uint64_t)s->global_step);
-    reply_send(c, r, c->h.opcode, 0, 0, 0);
-    break;
+    if (s->o.consistency == LOOM_PS_SYNC) {
+      barrier *b = loom__calloc(1, sizeof *b);
+      if (!b) {
+        job_put(c, j);
+        loop_error(c, LOOM_RESOURCE_EXHAUSTED, 0, "no memory for a barrier");
+        return;
+      }
+      b->kind = BAR_SYNC_STEP;
+      dispatch_barrier(c, j, b);
+    } else {
+      dispatch_job(c, j, 0); /* shard 0 keeps global_step in order with the barriers */
+    }
+    return;
+  }
+  case LOOM_PS_PING: {
+    job_put(c, j);
+    reply *r = reply_new(c, 0);
+    if (r) reply_seal(r, &c->h, LOOM_PS_PING, 0, 0, 0);
+    loop_answer(c, r);
+    return;
   }
   case LOOM_PS_SHUTDOWN: {
+    job_put(c, j);
     loom__log(LOOM_LOG_INFO, "ps :%d: SHUTDOWN requested by %s", s->port, c->peer);
-    reply *r;
-    reply_begin(c, 0, &r);
-    reply_send(c, r, c->h.opcode, 0, 0, 2);
-    break;
+    reply *r = reply_new(c, 0);
+    if (r) reply_seal(r, &c->h, LOOM_PS_SHUTDOWN, 0, 0, 2);
+    loop_answer(c, r);
+    return;
   }
-  default: reply_error(c, LOOM_UNIMPLEMENTED, 1, "unknown opcode %u", c->h.opcode);
+  default:
+    job_put(c, j);
+    loop_error(c, LOOM_UNIMPLEMENTED, 1, "unknown opcode %u", c->h.opcode);
+  }
+}
+
+/* Finished jobs from the shards: their replies join their connections' order. */
+static void on_done(uv_async_t *a) {
+  loom_ps_server *s = a->data;
+  for (job *j = stack_take(&s->completed); j;) {
+    job *n = j->next;
+    conn *c = j->c;
+    reply *r = j->out;
+    uint64_t seq = j->seq;
+    j->out = NULL;
+    c->inflight--;
+    c->inflight_bytes -= j->h.body_len;
+    if (c->closed) {
+      reply_free(r);
+      job_free(j);
+      if (c->inflight == 0) conn_free(c);
+    } else {
+      job_put(c, j);
+      conn_answer(c, seq, r);
+    }
+    j = n;
   }
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
   conn *c = h->data;
-  if (c->state == ST_CLOSING) {
+  if (c->state >= ST_DRAINING) {
     *buf = uv_buf_init((char *)c->sink, sizeof c->sink);
-  } else if (!c->in_body) {
+  } else if (!c->cur) {
     *buf = uv_buf_init((char *)c->hdr + c->hgot, (unsigned)(LOOM_PS_HDR - c->hgot));
   } else {
-    *buf = uv_buf_init((char *)c->body + c->bgot, (unsigned)(c->h.body_len - c->bgot));
+    *buf = uv_buf_init((char *)c->cur->body + c->bgot, (unsigned)(c->h.body_len - c->bgot));
   }
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn *c = stream->data;
   if (nread < 0) {
-    if (c->state != ST_CLOSING && (c->hgot || c->in_body)) {
+    if (c->state < ST_DRAINING && (c->hgot || c->cur)) {
       STAT_ADD(c->srv, rejected, 1);
       loom__log(LOOM_LOG_WARN, "ps :%d: connection from %s ended inside a frame (%zu header, %zu body bytes)",
                 c->srv->port, c->peer, c->hgot, c->bgot);
@@ -1069,9 +1865,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     conn_close(c);
     return;
   }
-  if (nread == 0 || c->state == ST_CLOSING) return;
+  if (nread == 0 || c->state >= ST_DRAINING) return;
   STAT_ADD(c->srv, bytes_in, nread);
-  if (!c->in_body) {
+  if (!c->cur) {
     c->hgot += (size_t)nread;
     if (c->hgot < LOOM_PS_HDR) return;
     char why[160];
@@ -1081,29 +1877,33 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     if (rc) {
       c->h.opcode = 0;
       c->h.request_id = 0;
-      reply_error(c, rc, 1, "%s", why);
+      loop_error(c, rc, 1, "%s", why);
       return;
     }
-    if (c->h.body_len > c->bcap) {
-      loom__free(c->body);
-      c->body = loom__malloc(c->h.body_len);
-      c->bcap = c->body ? c->h.body_len : 0;
-      if (!c->body) {
-        reply_error(c, LOOM_RESOURCE_EXHAUSTED, 1, "no memory for a %u-byte body", c->h.body_len);
-        return;
-      }
+    job *j = job_get(c, c->h.body_len);
+    if (!j) {
+      loop_error(c, LOOM_RESOURCE_EXHAUSTED, 1, "no memory for a %u-byte body", c->h.body_len);
+      return;
     }
+    j->h = c->h;
+    c->cur = j;
     c->bgot = 0;
-    if (c->h.body_len) {
-      c->in_body = 1;
-      return;
-    }
+    j->crc = 0;
+    if (c->h.body_len) return;
   } else {
+    /* the CRC is computed on each piece as it arrives, while it is in cache */
+    c->cur->crc = loom__crc32c_extend(c->cur->crc, buf->base, (size_t)nread);
     c->bgot += (size_t)nread;
     if (c->bgot < c->h.body_len) return;
-    c->in_body = 0;
   }
-  dispatch(c);
+  job *j = c->cur;
+  c->cur = NULL;
+  if (j->crc != c->h.body_crc) {
+    job_put(c, j);
+    loop_error(c, LOOM_DATA_LOSS, 1, "CRC-32C mismatch on a %u-byte body (opcode %u)", c->h.body_len, c->h.opcode);
+    return;
+  }
+  frame_done(c, j);
 }
 
 static void on_connection(uv_stream_t *server, int status) {
@@ -1132,7 +1932,8 @@ static void on_connection(uv_stream_t *server, int status) {
     snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
   }
   uv_tcp_nodelay(&c->tcp, 1);
-  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  uv_tcp_keepalive(&c->tcp, 1, 60); /* a vanished peer is noticed by the kernel */
+  conn_update_reading(c);
 }
 
 /* ---------------- lifecycle ---------------- */
@@ -1147,9 +1948,39 @@ static void close_walk(uv_handle_t *h, void *arg) {
   }
 }
 
+/* Joins the shard threads (each finishes what it was given) and frees the jobs still in flight. */
+static void shards_stop(loom_ps_server *s) {
+  for (int q = 0; q < s->nshards; q++) {
+    shard *sh = &s->shards[q];
+    if (!sh->started) continue;
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+    sem_post(&sh->sem);
+    pthread_join(sh->thread, NULL);
+    sh->started = 0;
+  }
+  for (int q = 0; q < s->nshards; q++) {
+    shard *sh = &s->shards[q];
+    while (sh->waiters) {
+      job *j = sh->waiters;
+      sh->waiters = j->next;
+      j->out = NULL;
+      stack_push(&s->completed, j);
+    }
+  }
+  for (job *j = stack_take(&s->completed); j;) {
+    job *n = j->next;
+    if (j->c) j->c->inflight--;
+    reply_free(j->out);
+    job_free(j);
+    j = n;
+  }
+}
+
 static void on_stop(uv_async_t *a) {
   loom_ps_server *s = a->data;
+  if (s->stopping) return;
   s->stopping = 1;
+  shards_stop(s);
   uv_walk(&s->loop, close_walk, s);
 }
 
@@ -1161,16 +1992,7 @@ static void on_timer(uv_timer_t *t) {
     if (c->state < ST_READY && (double)(now - c->t_open_ms) > hs * 1000.0) {
       c->h.opcode = 0;
       c->h.request_id = 0;
-      reply_error(c, LOOM_DEADLINE_EXCEEDED, 1, "no authentication within %.1f s", hs);
-    }
-  double sync_to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
-  for (conn *c = s->conns; c; c = c->next)
-    if (c->waiting && (double)(now - c->wait_since_ms) > sync_to * 1000.0) {
-      STAT_ADD(s, sync_timeouts, 1);
-      c->waiting = 0;
-      reply_error(c, LOOM_DEADLINE_EXCEEDED, 0, "SYNC: step %llu of var %u not complete within %.1f s",
-                  (unsigned long long)c->wait_version + 1, c->wait_var, sync_to);
-      conn_resume(c);
+      loop_error(c, LOOM_DEADLINE_EXCEEDED, 1, "no authentication within %.1f s", hs);
     }
   if (s->o.idle_exit_s > 0 && s->nconns == 0 && (double)(now - s->last_activity_ms) > s->o.idle_exit_s * 1000.0) {
     loom__log(LOOM_LOG_INFO, "ps :%d: idle for %.1f s with no connection; exiting", s->port, s->o.idle_exit_s);
@@ -1192,6 +2014,19 @@ static int is_loopback(const char *h) {
   return !strcmp(h, "localhost") || !strncmp(h, "127.", 4) || !strcmp(h, "::1");
 }
 
+static void server_free(loom_ps_server *s) {
+  for (int q = 0; s->shards && q < s->nshards; q++) {
+    shard *sh = &s->shards[q];
+    for (uint32_t i = 0; i < sh->cap; i++)
+      if (sh->vars[i].present) var_free(&sh->vars[i]);
+    loom__free(sh->vars);
+    sem_destroy(&sh->sem);
+  }
+  loom__free(s->shards);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  loom__free(s);
+}
 loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_status *st) {
   loom_ps_server_options d = loom_ps_server_options_default();
   if (!o) o = &d;
@@ -1238,12 +2073,38 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   if (o->token_len) memcpy(s->token, o->token, o->token_len);
   s->token_len = o->token_len;
   s->o.token = NULL;
+  if (o->shard_threads < 0 || o->shard_threads > MAX_SHARDS || o->max_connections < 0 ||
+      o->max_inflight_bytes < 0 || o->max_inflight_requests < 0 || o->max_inflight_requests > REORDER) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "ps shard_threads %d (0..%d), max_connections %d, max_inflight_bytes %lld, "
+                    "max_inflight_requests %d (0..%d)",
+                    o->shard_threads, MAX_SHARDS, o->max_connections, (long long)o->max_inflight_bytes,
+                    o->max_inflight_requests, REORDER);
+    loom__free(s);
+    return NULL;
+  }
+  s->nshards = o->shard_threads ? o->shard_threads : 2;
+  if (!s->o.max_connections) s->o.max_connections = 1024;
+  if (!s->o.max_inflight_bytes) s->o.max_inflight_bytes = (int64_t)256 << 20;
+  if (!s->o.max_inflight_requests) s->o.max_inflight_requests = REORDER;
+  s->stats.shard_threads = s->nshards;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  s->shards = loom__calloc((size_t)s->nshards, sizeof *s->shards);
+  if (!s->shards) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for the ps");
+    server_free(s);
+    return NULL;
+  }
+  for (int q = 0; q < s->nshards; q++) {
+    s->shards[q].srv = s;
+    s->shards[q].index = q;
+    sem_init(&s->shards[q].sem, 0, 0);
+  }
   int r = uv_loop_init(&s->loop);
   if (r < 0) {
     loom_status_set(st, LOOM_INTERNAL, "uv_loop_init: %s", uv_strerror(r));
-    loom__free(s);
+    server_free(s);
     return NULL;
   }
   struct sockaddr_in addr;
@@ -1260,7 +2121,7 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
     uv_walk(&s->loop, close_walk, s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
-    loom__free(s);
+    server_free(s);
     return NULL;
   }
   struct sockaddr_storage ss;
@@ -1269,21 +2130,27 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
   uv_async_init(&s->loop, &s->stop_async, on_stop);
   s->stop_async.data = s;
+  uv_async_init(&s->loop, &s->done_async, on_done);
+  s->done_async.data = s;
   uv_timer_init(&s->loop, &s->timer);
   s->timer.data = s;
   uv_timer_start(&s->timer, on_timer, 50, 50);
   s->last_activity_ms = now_ms();
-  if (pthread_create(&s->thread, NULL, loop_main, s) != 0) {
-    loom_status_set(st, LOOM_INTERNAL, "ps: cannot start the loop thread");
+  int started = 1;
+  for (int q = 0; q < s->nshards && started; q++)
+    started = s->shards[q].started = pthread_create(&s->shards[q].thread, NULL, shard_main, &s->shards[q]) == 0;
+  if (!started || pthread_create(&s->thread, NULL, loop_main, s) != 0) {
+    loom_status_set(st, LOOM_INTERNAL, "ps: cannot start the loop and shard threads");
+    shards_stop(s);
     uv_walk(&s->loop, close_walk, s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
-    loom__free(s);
+    server_free(s);
     return NULL;
   }
   s->thread_started = 1;
-  loom__log(LOOM_LOG_INFO, "ps listening on %s:%d (placement %016llx)", host, s->port,
-            (unsigned long long)s->o.placement_hash);
+  loom__log(LOOM_LOG_INFO, "ps listening on %s:%d (placement %016llx, %d shard threads)", host, s->port,
+            (unsigned long long)s->o.placement_hash, s->nshards);
   return s;
 }
 
@@ -1317,6 +2184,10 @@ void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out) {
   out->stale_dropped = __atomic_load_n(&s->stats.stale_dropped, __ATOMIC_RELAXED);
   out->sync_steps = __atomic_load_n(&s->stats.sync_steps, __ATOMIC_RELAXED);
   out->sync_timeouts = __atomic_load_n(&s->stats.sync_timeouts, __ATOMIC_RELAXED);
+  out->refused = __atomic_load_n(&s->stats.refused, __ATOMIC_RELAXED);
+  out->inflight_pauses = __atomic_load_n(&s->stats.inflight_pauses, __ATOMIC_RELAXED);
+  out->value_copies = __atomic_load_n(&s->stats.value_copies, __ATOMIC_RELAXED);
+  out->shard_threads = s->stats.shard_threads;
 }
 
 void loom_ps_server_stop(loom_ps_server *s) {
@@ -1330,10 +2201,5 @@ void loom_ps_server_stop(loom_ps_server *s) {
   }
   uv_run(&s->loop, UV_RUN_NOWAIT);
   uv_loop_close(&s->loop);
-  for (uint32_t i = 0; i < s->nvars_cap; i++)
-    if (s->vars[i].present) var_free(&s->vars[i]);
-  loom__free(s->vars);
-  pthread_mutex_destroy(&s->mu);
-  pthread_cond_destroy(&s->cv);
-  loom__free(s);
+  server_free(s);
 }

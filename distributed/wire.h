@@ -70,6 +70,14 @@ enum {
   LOOM_PS_SAVE = 18,
   /* RESTORE {step i64, len u32, pad u32, dir char[len]} -> {vars u32, pad u32, digest u64} */
   LOOM_PS_RESTORE = 19,
+  /* PUSH_ROWS_AT {var_id u32, n u32, read_version u64, ids i64[n], grads f32[n*d]} -> {version u64}
+   *   (flag STALE: dropped by a BOUNDED PS; read_version ~0: unknown, never stale) */
+  LOOM_PS_PUSH_ROWS_AT = 20,
+  /* PING {} -> {}: answered by the loop thread (liveness, heartbeats) */
+  LOOM_PS_PING = 21,
+  /* PULL_ROWS_AT {var_id u32, n u32, min_version u64, ids i64[n]} -> PULL_ROWS's reply, once the variable's
+   *   version is >= min_version (a SYNC step still being aggregated is waited for; ~0: no wait) */
+  LOOM_PS_PULL_ROWS_AT = 22,
 };
 
 typedef struct loom_ps_hdr {

@@ -98,6 +98,12 @@ typedef struct loom_ps_server_options {
   double sync_timeout_s;   /* SYNC: deadline of a push+pull waiting for its step; 0: 30 s */
   int32_t ps_index;        /* this task's index (names its checkpoint shard files) */
   const char *model_dir;   /* SAVE/RESTORE directories must be under it (NULL: SAVE/RESTORE refused) */
+  /* (fields added after the first version; 0 keeps the default) */
+  int32_t shard_threads;   /* threads that own the variables (id mod shard_threads); 0: 2, at most 64 */
+  int32_t max_connections; /* more are answered RESOURCE_EXHAUSTED and closed; 0: 1024 */
+  int64_t max_inflight_bytes; /* per connection: request bytes read but not yet answered before reading
+                                 pauses (back-pressure); 0: 256 MiB (one frame is always accepted) */
+  int32_t max_inflight_requests; /* per connection, likewise; 0: 1024 */
 } loom_ps_server_options;
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
@@ -122,6 +128,10 @@ typedef struct loom_ps_server_stats {
   int64_t stale_dropped;/* pushes dropped: too stale (BOUNDED) or late for their step (SYNC) */
   int64_t sync_steps;   /* SYNC: aggregated steps applied (all variables) */
   int64_t sync_timeouts;/* SYNC: push+pulls answered DEADLINE_EXCEEDED */
+  int64_t refused;      /* connections refused: max_connections reached */
+  int64_t inflight_pauses; /* times a connection stopped being read: in-flight request caps */
+  int64_t value_copies; /* copy-on-write of a value still being sent (zero-copy replies otherwise) */
+  int32_t shard_threads;/* the number of shard threads */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
@@ -169,6 +179,16 @@ LOOM_API loom_code loom_ps_pull_rows(loom_ps_client *c, uint32_t var_id, const i
 /* Sparse push: grads[n*d]; duplicate ids are summed (as the local sparse kernels do). */
 LOOM_API loom_code loom_ps_push_rows(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
                                      const float *grads, loom_status *st);
+/* Sparse push computed on version read_version of the variable (UINT64_MAX:
+ * unknown): a BOUNDED PS drops it when more than `staleness` versions
+ * behind (*applied = 0); a SYNC PS refuses row pushes (UNIMPLEMENTED).
+ * *version (may be NULL) = the PS's version after it. */
+LOOM_API loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
+                                        const float *grads, uint64_t read_version, uint64_t *version, int *applied,
+                                        loom_status *st);
+/* A round trip answered by the PS's loop thread (liveness / heartbeat);
+ * *rtt_us (may be NULL) = its duration. */
+LOOM_API loom_code loom_ps_ping(loom_ps_client *c, double *rtt_us, loom_status *st);
 LOOM_API loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, loom_status *st);
 /* Asks the PS to stop; returns once it has acknowledged. */
 LOOM_API loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st);
@@ -181,6 +201,11 @@ typedef struct loom_ps_var_spec {
   const char *name;
   int32_t ndim;
   int64_t dims[LOOM_MAX_DIMS];
+  /* (added) != 0: an embedding table whose gradient is sparse: with more than
+   * one PS its rows are spread by row mod num_ps (shard j holds rows j, j+k,
+   * ... as local rows 0, 1, ...) whatever its size; loom_ps_var_specs_sparse
+   * sets it from the loss. */
+  int32_t sparse;
 } loom_ps_var_spec;
 typedef struct loom_ps_shard {
   int32_t var;             /* index into the spec array */
@@ -188,6 +213,9 @@ typedef struct loom_ps_shard {
   uint32_t id;             /* variable id on the PS (the shard's index) */
   int64_t row_begin, row_end; /* rows along axis 0 (0, dims[0]) when unpartitioned; (0,1) for a scalar */
   int64_t numel, bytes;
+  /* (added) 1: the rows [row_begin, row_end); k > 1: the rows r in [row_begin, row_end)
+   * with r mod k == row_begin (a sparse table spread by row mod num_ps; local row = r / k) */
+  int32_t stride;
 } loom_ps_shard;
 typedef struct loom_ps_placement loom_ps_placement;
 /* Variables of more than min_slice_bytes (0: 256 KiB; < 0: never) are split
@@ -246,6 +274,8 @@ LOOM_API loom_code loom_ps_cluster_save(loom_ps_cluster *c, const char *model_di
  * versions. The cluster's cached versions are reset: pull afterwards. */
 LOOM_API loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model_dir, const char *dir, int64_t step,
                                            loom_status *st);
+/* Bytes this cluster client has sent to and received from all PS tasks (headers included). */
+LOOM_API void loom_ps_cluster_bytes(const loom_ps_cluster *c, int64_t *sent, int64_t *received);
 /* Pushes of this cluster client the PS tasks dropped (stale or late) so far. */
 LOOM_API int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c);
 /* The connection to PS task ps (owned by c). */
@@ -260,6 +290,13 @@ LOOM_API loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps);
 /* The trainable variables of g in creation order (names owned by g) into
  * out[0..cap); returns how many g has. */
 LOOM_API int loom_ps_var_specs(loom_graph *g, loom_ps_var_spec *out, int cap);
+/* As loom_ps_var_specs, and marks `sparse` the variables whose gradient of
+ * loss is sparse (IndexedSlices: embedding lookups), so that the placement
+ * spreads their rows by row mod num_ps. Builds those gradients into g (the
+ * worker builds its own; the unused ones never run). Returns the number of
+ * trainable variables, or -1 with st set. */
+LOOM_API int loom_ps_var_specs_sparse(loom_graph *g, loom_output loss, loom_ps_var_spec *out, int cap,
+                                      loom_status *st);
 typedef struct loom_ps_worker loom_ps_worker;
 /* Builds the gradients of loss with respect to p's variables (float32
  * variables of s's graph, same shapes) into the graph. s, cl and p are
@@ -275,6 +312,15 @@ LOOM_API loom_code loom_ps_worker_init_vars(loom_ps_worker *w, loom_ps_optimizer
                                             loom_status *st);
 /* Pulls every variable into the session. */
 LOOM_API loom_code loom_ps_worker_pull(loom_ps_worker *w, loom_status *st);
+/* on != 0: each step first pulls the embedding rows its batch looks up (one
+ * more round trip: the lookups' ids are computed, then their rows fetched at
+ * no older than the version this worker's last push made; a SYNC step still
+ * being aggregated is waited for). Off (the default), a worker computes on
+ * its own copy of the rows, which is current only for the rows it touched
+ * itself: exact for one worker; with several, rows others updated are stale
+ * until this worker touches them. SYNC with several workers needs it on to
+ * equal local training on the concatenated batch. */
+LOOM_API void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on);
 /* One training step on the feeds: gradients on the session's current
  * values, then push+pull. */
 LOOM_API loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
