@@ -43,7 +43,28 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
-OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
+# ---- portable build (issue 18; README "Portable build") ----
+# The default build targets a portable baseline, x86-64-v2 (SSE4.2/POPCNT: every x86-64 CPU since
+# 2009), so an installed libloom runs on any machine it is copied to. The hot kernels (conv tiles,
+# pooling, elementwise, reductions, optimizers) carry AVX2+FMA (x86-64-v3) and AVX-512 (x86-64-v4)
+# clones chosen at load time (kernels/cpu/isa.h: GCC target_clones + ifunc; conv.c's own table).
+# `make NATIVE=1` compiles everything for the build machine (-march=native), as before.
+NATIVE  ?= 0
+ifeq ($(NATIVE),1)
+  ARCH_FLAGS := -march=native -DLOOM_NATIVE
+else ifneq ($(filter x86_64%,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+  ARCH_FLAGS := -march=x86-64-v2 -mtune=generic
+else
+  ARCH_FLAGS :=
+endif
+OPT     ?= -O2 $(ARCH_FLAGS) -fvect-cost-model=dynamic
+# The shared library's ABI version: SONAME libloom.so.$(SOVERSION). Bump it whenever a public
+# function's signature or a public struct's layout changes incompatibly (LOOM_VERSION_* in
+# include/loom/loom_base.h is the release version; the file is libloom.so.SOVERSION.MINOR.PATCH).
+SOVERSION := 0
+LOOM_VER  := $(shell sed -n 's/^\#define LOOM_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/loom/loom_base.h | paste -sd.)
+SO_REAL   := libloom.so.$(SOVERSION).$(word 2,$(subst ., ,$(LOOM_VER))).$(word 3,$(subst ., ,$(LOOM_VER)))
+# ---- end portable build ----
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
            -I. -Iinclude $(BLAS_CFLAGS)
@@ -87,7 +108,13 @@ ifeq ($(CUDA),1)
   NVFLAGS := -O3 $(CUDA_ARCH) -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DLOOM_HAVE_CUDA -I. -Iinclude \
              -MMD -MP
   # cuBLAS is not linked: engine/cuda/cublas_lazy.c opens it on first use (it costs every process ~0.1 s to load)
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
+  # and falls back to $(CUDA_HOME)/lib64 when the loader's path does not have it.
+  # The CUDA runtime is linked statically (libcudart_static.a, NVIDIA's redistributable, what nvcc
+  # links by default): libloom.so then needs no libcudart.so and no RUNPATH, and the runtime opens
+  # the driver (libcuda.so.1) with dlopen on the first CUDA call, so a CPU-only user of a CUDA build
+  # loads nothing of CUDA (README "Portable build").
+  CFLAGS  += -DLOOM_CUDA_LIBDIR='"$(CUDA_HOME)/lib64"'
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -lrt -ldl -lstdc++
   ifeq ($(CUDNN),1)
     CFLAGS  += -DLOOM_HAVE_CUDNN
     NVFLAGS += -DLOOM_HAVE_CUDNN
@@ -138,6 +165,13 @@ $(CUDA_STAMP):
 	@rm -f $(BUILD)/.cuda-*
 	@touch $@
 $(BUILD)/engine/backend.o $(BUILD)/engine/cuda/runtime.o $(BUILD)/ops/registry_init.o $(BUILD)/ops/bind_cuda.o: $(CUDA_STAMP)
+# Portable build: every object is rebuilt when the code-generation flags change (NATIVE=1 <-> default).
+OPT_STAMP := $(BUILD)/.opt-$(shell printf '%s' '$(OPT)' | md5sum | cut -c1-8)
+$(OPT_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.opt-*
+	@touch $@
+$(LIB_OBJ): $(OPT_STAMP)
 
 ifeq ($(CUDA),emu)
 $(BUILD)/%.cu.o: %.cu
@@ -182,9 +216,13 @@ $(BUILD)/libloom.a: $(BUILD)/loom.o
 	$(call say,AR,$@)
 	$(Q)ar rcs $@ $^
 
-$(BUILD)/libloom.so: $(LIB_OBJ)
+# libloom.so.SOVERSION.MINOR.PATCH with SONAME libloom.so.SOVERSION, and the two links to it.
+$(BUILD)/$(SO_REAL): $(LIB_OBJ)
 	$(call say,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libloom.so.$(SOVERSION) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+$(BUILD)/libloom.so: $(BUILD)/$(SO_REAL)
+	$(Q)ln -sf $(SO_REAL) $(BUILD)/libloom.so.$(SOVERSION)
+	$(Q)ln -sf $(SO_REAL) $@
 
 TEST_CFLAGS = $(TEST_INC) $(filter-out -fvisibility=hidden,$(CFLAGS))
 # `make tsan` builds the tests against tests/tsan/criterion/criterion.h instead of Criterion.
@@ -396,8 +434,12 @@ install: lib $(CLI_BIN)
 	install -d $(DESTDIR)$(PREFIX)/include/loom $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/loom/*.h $(DESTDIR)$(PREFIX)/include/loom/
 	install -m 644 $(BUILD)/libloom.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libloom.so $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' scripts/loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so.$(SOVERSION)
+	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LOOM_VER)|' -e 's|@LIBS@|$(LDLIBS)|' scripts/loom.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ -w /etc/ld.so.cache ]; then ldconfig; fi
 
 clean:
 	rm -rf build

@@ -29,6 +29,7 @@
 #include <string.h>
 #include "kernels/cpu/math.h"
 #include "kernels/cpu/bcast.h"
+#include "kernels/cpu/isa.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
     !defined(__FAST_MATH__) && !defined(LOOM_NO_LIBMVEC) && __GNUC__ >= 6
@@ -158,26 +159,26 @@ typedef struct bin_args {
 #define TILE_BYTES 2048
 
 #define DEF_BINARY_CHUNK(NAME, T, U, TC, E)                                                          \
-  static inline void NAME##_vv(const T *restrict a, const T *restrict b, TC *restrict c, int64_t n,  \
+  LOOM_FORCE_INLINE void NAME##_vv(const T *restrict a, const T *restrict b, TC *restrict c, int64_t n,  \
                                T p0) {                                                               \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T x_ = a[i], y_ = b[i];                                                                        \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  static inline void NAME##_vs(const T *restrict a, T y_, TC *restrict c, int64_t n, T p0) {        \
+  LOOM_FORCE_INLINE void NAME##_vs(const T *restrict a, T y_, TC *restrict c, int64_t n, T p0) {        \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T x_ = a[i];                                                                                   \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  static inline void NAME##_sv(T x_, const T *restrict b, TC *restrict c, int64_t n, T p0) {        \
+  LOOM_FORCE_INLINE void NAME##_sv(T x_, const T *restrict b, TC *restrict c, int64_t n, T p0) {        \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T y_ = b[i];                                                                                   \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  static void NAME##_tiled(const bin_args *ba, int64_t lo, int64_t hi) {                            \
+  LOOM_FORCE_INLINE void NAME##_tiled(const bin_args *ba, int64_t lo, int64_t hi) {                            \
     const int64_t inner = ba->p.dims[1];                                                             \
     T tile[TILE_BYTES / sizeof(T)];                                                                  \
     const int64_t tl = (int64_t)(sizeof tile / sizeof(T)) / inner * inner;                           \
@@ -196,7 +197,7 @@ typedef struct bin_args {
       pos += len;                                                                                    \
     }                                                                                                \
   }                                                                                                  \
-  static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                      \
+  LOOM_HOT static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                      \
     const bin_args *ba = arg;                                                                        \
     if (ba->tiled) {                                                                                 \
       NAME##_tiled(ba, lo, hi);                                                                      \
@@ -326,13 +327,13 @@ typedef struct un_args {
 } un_args;
 
 #define DEF_UNARY_CHUNK(NAME, T, U, TC, E)                                                        \
-  static inline void NAME##_loop(const T *restrict a, TC *restrict c, int64_t n, T p0) {          \
+  LOOM_FORCE_INLINE void NAME##_loop(const T *restrict a, TC *restrict c, int64_t n, T p0) {          \
     for (int64_t i = 0; i < n; i++) {                                                             \
       T x_ = a[i];                                                                                \
       c[i] = (TC)(E(T, U, x_, p0));                                                               \
     }                                                                                             \
   }                                                                                               \
-  static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                   \
+  LOOM_HOT static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                   \
     const un_args *u = arg;                                                                       \
     NAME##_loop((const T *)u->a + lo, (TC *)u->c + lo, hi - lo, (T)u->p0);                        \
   }
@@ -408,7 +409,7 @@ static loom_code run_ternary(const loom_kctx *ctx, loom_range_fn chunk) {
 /* Runs ROW(c, len, in0, in1, in2, s0, s1, s2) over the rows of [lo, hi):
  * pointers at the row's first element and the inputs' inner strides (0/1). */
 #define TRI_CHUNK(NAME, T0, T, ROW)                                                \
-  static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                    \
+  LOOM_HOT static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                    \
     const tri_args *ta = arg;                                                      \
     const loom_bcast *p = &ta->p;                                                  \
     const T0 *I0 = ta->in[0];                                                      \
@@ -430,14 +431,14 @@ static loom_code run_ternary(const loom_kctx *ctx, loom_range_fn chunk) {
 
 /* Select(cond, x, y): by element size; cond != 0 picks x. */
 #define DEF_SELECT(W, T)                                                                               \
-  static inline void sel##W##_vvv(T *restrict c, int64_t n, const uint8_t *restrict m,                \
+  LOOM_FORCE_INLINE void sel##W##_vvv(T *restrict c, int64_t n, const uint8_t *restrict m,                \
                                   const T *restrict x, const T *restrict y) {                         \
     for (int64_t i = 0; i < n; i++) {                                                                 \
       T xv = x[i], yv = y[i];                                                                         \
       c[i] = m[i] ? xv : yv;                                                                          \
     }                                                                                                 \
   }                                                                                                   \
-  static inline void sel##W##_row(T *restrict c, int64_t n, const uint8_t *restrict m,                \
+  LOOM_FORCE_INLINE void sel##W##_row(T *restrict c, int64_t n, const uint8_t *restrict m,                \
                                   const T *restrict x, const T *restrict y, int64_t s0, int64_t s1,   \
                                   int64_t s2) {                                                       \
     if (s0 && s1 && s2) {                                                                             \
