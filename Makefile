@@ -144,6 +144,7 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
+.PHONY: test-qemu
 .PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check fuzz fuzz-build fuzz-replay fuzz-seeds
 all: lib $(CLI_BIN)
@@ -414,6 +415,22 @@ tsan:
 	  $(TSAN_TESTS:%=build/tsan/tests/%)
 	@TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  bash scripts/run_tests.sh $(TSAN_TESTS:%=build/tsan/tests/%)
+
+# ---- test-qemu (issue 18, README "Portable build") ----
+# A subset of the CPU tests (the kernels that carry per-ISA clones, their gradients, the
+# optimizers) on emulated CPUs without AVX (Nehalem: the x86-64-v2 baseline) and without AVX-512
+# (Haswell: the x86-64-v3 clones), built against the in-process Criterion shim so that they stay
+# inside qemu-x86_64. Not part of `make test` (about N minutes under emulation, see README).
+QEMU_TESTS ?= test_math test_nn test_reduce test_train test_losses test_autodiff test_random
+QEMU_CPUS  ?= Nehalem Haswell
+$(BUILD)/qemu/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) -Itests/tsan $(filter-out -fvisibility=hidden,$(CFLAGS)) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+test-qemu: deps
+	@$(MAKE) --no-print-directory lib $(QEMU_TESTS:%=$(BUILD)/qemu/%)
+	@QEMU_CPUS="$(QEMU_CPUS)" bash scripts/test_qemu.sh $(QEMU_TESTS:%=$(BUILD)/qemu/%)
+# ---- end test-qemu ----
 
 bench: lib $(BENCH_BIN)
 
