@@ -103,11 +103,33 @@ double erf(double) LOOM_SIMD_DECL;
 #define E_GELU_G_EXACT(T, U, dy, x, p)                                  \
   ((dy) * ((T)0.5 * (1 + G1(erf, (x) * (T)K_SQRT1_2)) +                 \
            (x) * (T)K_INV_SQRT_2PI * G1(exp, (T)-0.5 * (x) * (x))))
-#define GELU_TH(T, x) G1(tanh, (T)K_SQRT_2_PI * ((x) + (T)K_GELU_C * (x) * (x) * (x)))
-#define E_GELU_G_TANH(T, U, dy, x, p)                                                         \
-  ((dy) * ((T)0.5 * (1 + GELU_TH(T, x)) +                                                     \
-           (T)0.5 * (x) * (1 - GELU_TH(T, x) * GELU_TH(T, x)) * (T)K_SQRT_2_PI *              \
-               (1 + (T)(3 * K_GELU_C) * (x) * (x))))
+/* The tanh-form GELU, u = sqrt(2/pi) (x + 0.044715 x^3), without cancellation (issue 18). Written
+ * as 1 + tanh(u) and 1 - tanh(u)^2 with th = tanh(u) rounded, both lose ~log10(1/(1 - |th|)) digits
+ * where |th| is near 1: in f64 the gradient was 2.7e-7 off (relative) at x = -6, 0.7% at -7 and 0 for
+ * x <= -8 (th rounds to -1). The CPU and an H100 disagreed by only 1.43e-11 at x = -6 because both
+ * rounded the same tanh; the GPU contracted 1 - th*th into an FMA, whose difference from the CPU's
+ * two roundings is exactly (1 + th)/2 = 1.43e-11 relative. With E = exp(-2|u|) in (0, 1] and q = 1/(1+E):
+ *   (1 + tanh u) / 2 = q (u >= 0) or E q (u < 0),   (1 - tanh^2 u) / 4 = E q^2,
+ * every factor is a product of well-conditioned terms, so the result is good to a few ulps wherever
+ * gelu'(x) is not itself near its root (x ~ -0.75, where any formula cancels). The same formula is in
+ * kernels/cuda/ (elementwise.cuh, math.cu). Where E underflows (|u| > 372 in f64, 52 in f32) the
+ * derivative term is its limit 0: x^3 may overflow there (f32 x = 1e20), and 0 * inf was NaN. */
+#define DEF_GELU_TANH(T, S)                                                                    \
+  LOOM_FORCE_INLINE T gelu_tanh_##S(T x) {                                                     \
+    T u = (T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x);                                      \
+    T e = G1(exp, (T)-2 * G1(fabs, u)), q = 1 / (1 + e);                                       \
+    return x * (u >= 0 ? q : e * q);                                                           \
+  }                                                                                            \
+  LOOM_FORCE_INLINE T gelu_grad_tanh_##S(T dy, T x) {                                          \
+    T u = (T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x);                                      \
+    T e = G1(exp, (T)-2 * G1(fabs, u)), q = 1 / (1 + e);                                       \
+    T h = u >= 0 ? q : e * q; /* (1 + tanh u) / 2 */                                           \
+    T d = e > 0 ? 2 * x * e * q * q * (T)K_SQRT_2_PI * (1 + (T)(3 * K_GELU_C) * x * x) : (T)0; \
+    return dy * (h + d);                                                                       \
+  }
+DEF_GELU_TANH(float, f32)
+DEF_GELU_TANH(double, f64)
+#define E_GELU_G_TANH(T, U, dy, x, p) _Generic((x), float: gelu_grad_tanh_f32, default: gelu_grad_tanh_f64)(dy, x)
 #define E_RSQRT_G(T, U, y, dy, p) ((dy) * (T)-0.5 * (y) * (y) * (y))
 #define E_SQRT_G(T, U, y, dy, p) ((dy) * (T)0.5 / (y))
 
@@ -136,7 +158,7 @@ double erf(double) LOOM_SIMD_DECL;
 /* max(x,0) + log1p(exp(-|x|)): no overflow for large |x| */
 #define E_SOFTPLUS(T, U, x, p) (((x) > 0 ? (x) : (T)0) + G1(log1p, G1(exp, -G1(fabs, x))))
 #define E_GELU_EXACT(T, U, x, p) ((T)0.5 * (x) * (1 + G1(erf, (x) * (T)K_SQRT1_2)))
-#define E_GELU_TANH(T, U, x, p) ((T)0.5 * (x) * (1 + GELU_TH(T, x)))
+#define E_GELU_TANH(T, U, x, p) _Generic((x), float: gelu_tanh_f32, default: gelu_tanh_f64)(x)
 #define E_FLOOR(T, U, x, p) G1(floor, x)
 #define E_CEIL(T, U, x, p) G1(ceil, x)
 /* rint in the default rounding mode: half to even, like TF's Round */
