@@ -291,6 +291,8 @@ test: deps
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
 	 else echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"; fi
 	@if [ "$(CUDA)" != emu ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
+	@if [ -z "$(SANITIZE)" ] && [ "$(NATIVE)" != 1 ] && [ -n "$(filter -march=x86-64-v2%,$(ARCH_FLAGS))" ]; then \
+	   $(MAKE) --no-print-directory test-qemu; fi
 
 # The Python package (python/) on build/libloom.so: pip install ./python into a
 # numpy+pytest venv, then pytest (skipped with a message without python3/PyPI).
@@ -438,7 +440,7 @@ tsan:
 # A subset of the CPU tests (the kernels that carry per-ISA clones, their gradients, the
 # optimizers) on emulated CPUs without AVX (Nehalem: the x86-64-v2 baseline) and without AVX-512
 # (Haswell: the x86-64-v3 clones), built against the in-process Criterion shim so that they stay
-# inside qemu-x86_64. Not part of `make test` (about N minutes under emulation, see README).
+# inside qemu-x86_64. Part of `make test` for the portable build (about 30 s on 2 cores).
 QEMU_TESTS ?= test_math test_nn test_reduce test_train test_losses test_autodiff test_random
 QEMU_CPUS  ?= Nehalem Haswell
 $(BUILD)/qemu/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
