@@ -424,6 +424,11 @@ loom_code loom__dev_run_graph(loom_session *s, loom_plan *p, int *done, loom_sta
   if (dp->graph_state == 0) dp->graph_state = graph_eligible(ds, p) ? 1 : -1;
   if (dp->graph_state < 0) return LOOM_OK;
   uint64_t sig = graph_sig(p);
+  if (dp->graph && be->graph_valid && !be->graph_valid(ds->ctx, dp->graph)) {
+    be->graph_free(ds->ctx, dp->graph); /* the scratch moved: once uncaptured, then captured again */
+    dp->graph = NULL;
+    return LOOM_OK;
+  }
   if (sig != dp->graph_sig) { /* first run, or new buffers/shapes: once uncaptured (lazy loads, scratch growth) */
     if (dp->graph) be->graph_free(ds->ctx, dp->graph);
     dp->graph = NULL;

@@ -76,6 +76,8 @@ typedef struct loom_backend_i {
   loom_code (*capture_begin)(void *ctx, loom_status *st);
   void *(*capture_end)(void *ctx);
   loom_code (*graph_launch)(void *ctx, void *graph, loom_status *st);
+  /* 0 when device memory the graph uses outside the plan (the context's scratch) has moved since. */
+  int (*graph_valid)(void *ctx, void *graph);
   void (*graph_free)(void *ctx, void *graph);
 } loom_backend_i;
 

@@ -359,6 +359,8 @@ static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_st
 typedef struct cu_graph {
   cudaGraphExec_t exec;
   int watches;
+  void *scratch; /* the context's scratch the captured kernels use: a graph is stale once it grew */
+  size_t scratch_size;
 } cu_graph;
 static loom_code cu_capture_begin(void *ctx, loom_status *st) {
   loom_cuda_ctx *c = ctx;
@@ -397,7 +399,16 @@ static void *cu_capture_end(void *ctx) {
   }
   cg->exec = x;
   cg->watches = watches;
+  cg->scratch = c->scratch;
+  cg->scratch_size = c->scratch_size;
   return cg;
+}
+/* The scratch a graph's kernels write was released to the pool when it grew (another plan needed
+ * more): replaying would write memory that may belong to someone else now. */
+static int cu_graph_valid(void *ctx, void *graph) {
+  loom_cuda_ctx *c = ctx;
+  cu_graph *cg = graph;
+  return cg->scratch == c->scratch && cg->scratch_size == c->scratch_size;
 }
 static loom_code cu_graph_launch(void *ctx, void *graph, loom_status *st) {
   loom_cuda_ctx *c = ctx;
@@ -443,6 +454,7 @@ static const loom_backend_i cuda_backend = {
     .capture_begin = cu_capture_begin,
     .capture_end = cu_capture_end,
     .graph_launch = cu_graph_launch,
+    .graph_valid = cu_graph_valid,
     .graph_free = cu_graph_free,
 };
 

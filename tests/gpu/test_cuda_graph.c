@@ -5,7 +5,9 @@
  * equal bit for bit (same kernels, same order). Cases: an MLP + Adam step, with the batch size
  * changed part-way (the captured graph no longer matches and is captured again); a plan with a
  * random op (never captured: its kernels read a host-side run counter), whose draws must differ
- * from run to run; a plan with a CPU-fallback step (LOOM_CUDA_DISABLE=MatMul: never captured).
+ * from run to run; a plan with a CPU-fallback step (LOOM_CUDA_DISABLE=MatMul: never captured); two
+ * plans sharing the device scratch, where the bigger one makes it grow (the smaller one's graph is
+ * stale and captured again).
  * Under the CUDA emulator (make test-cuemu) the graph launches are counted too. */
 #include "tests/gpu/parity.h"
 #ifdef LOOM_CUEMU
@@ -148,10 +150,50 @@ static void fallback_case(void) {
   loom_graph_free(g);
 }
 
+/* Two plans share the context's scratch (convolution's im2col columns): a bigger one makes it grow,
+ * which releases the block a captured graph of the smaller one writes. That graph must not be
+ * launched again: the small plan runs once uncaptured and is captured anew. */
+static void scratch_case(void) {
+  loom_graph *g = loom_graph_new();
+  int64_t ad[4] = {1, 8, 8, 3}, bd[4] = {4, 32, 32, 3}, wd[4] = {3, 3, 3, 4}, st1[4] = {1, 1, 1, 1};
+  loom_output xa = loom_placeholder(g, LOOM_F32, 4, ad, "xa"), xb = loom_placeholder(g, LOOM_F32, 4, bd, "xb");
+  loom_tensor *wv = rand_tensor(LOOM_F32, 4, wd, 0);
+  loom_output w = loom_const(g, wv, "w");
+  loom_output ya = loom_conv2d(g, xa, w, st1, LOOM_PADDING_SAME, NULL, "conv_a");
+  loom_output yb = loom_conv2d(g, xb, w, st1, LOOM_PADDING_SAME, NULL, "conv_b");
+  loom_session *sg = session_env(g, NULL, NULL), *sp = session_env(g, "LOOM_CUDA_GRAPHS", "0");
+  if (sg && sp) {
+    unsigned long long g0 = graph_launches();
+    /* a a a b a a: graphs at the 2nd and 3rd a; the 4th a runs uncaptured (scratch grew), the 5th captures again */
+    const char order[] = "aaabaa";
+    for (int k = 0; order[k]; k++) {
+      int big = order[k] == 'b';
+      loom_tensor *fx = rand_tensor(LOOM_F32, 4, big ? bd : ad, 0), *rg = NULL, *rp = NULL;
+      loom_output x = big ? xb : xa, y = big ? yb : ya;
+      char what[64];
+      snprintf(what, sizeof what, "scratch: run %d (%c)", k, order[k]);
+      run(sg, what, &x, &fx, 1, &y, &rg, 1, NULL, 0);
+      run(sp, what, &x, &fx, 1, &y, &rp, 1, NULL, 0);
+      bits_equal(what, rg, rp);
+      loom_tensor_free(fx);
+      loom_tensor_free(rg);
+      loom_tensor_free(rp);
+    }
+    if (COUNTS)
+      parity_check(graph_launches() - g0 == 3, "scratch: %llu graph launches (want 3: the stale graph is not launched)",
+                   graph_launches() - g0);
+  }
+  loom_tensor_free(wv);
+  loom_session_free(sg);
+  loom_session_free(sp);
+  loom_graph_free(g);
+}
+
 int main(void) {
   if (!parity_gpu_present("test_cuda_graph")) return 0;
   mlp_case();
   random_case();
   fallback_case();
+  scratch_case();
   return parity_report("test_cuda_graph");
 }
