@@ -250,10 +250,8 @@ LOOM_FORCE_INLINE void FN(gather)(const geom *g, const T *x, int64_t n, int64_t 
   }
 }
 
-/* col[i - r0] = the window of output pixel i, for i in [r0 + b, r0 + e). (Not LOOM_HOT: with x86-64-v3
- * clones of this and col2im_range, test_nn conv::chunked_im2col_large_batch failed with
- * LOOM_CONV_ISA=generic (an f32 output 2.5% off), cause not found; both only move memory.) */
-static void FN(im2col_range)(void *p, int64_t b, int64_t e) {
+/* col[i - r0] = the window of output pixel i, for i in [r0 + b, r0 + e). */
+LOOM_HOT static void FN(im2col_range)(void *p, int64_t b, int64_t e) {
   const FN(cols_args) *a = p;
   const geom *g = a->g;
   int64_t n, oh, ow;
@@ -367,7 +365,7 @@ typedef struct {
   int64_t r0, r1, n0;
 } FN(c2i_args);
 
-static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
   const FN(c2i_args) *a = p;
   const geom *g = a->g;
   const int64_t P = g->OH * g->OW, C = g->C, KWC = g->KW * g->C;
