@@ -273,7 +273,7 @@ typedef struct {
 } FN(direct_args);
 
 /* src[kh] = the KW*C window values of row kh for pixel (n, oh, ow). */
-static inline void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *patch,
+LOOM_FORCE_INLINE void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *patch,
                                    const T **src) {
   const int64_t KWC = g->KW * g->C;
   int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
