@@ -43,7 +43,28 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
-OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
+# ---- portable build (issue 18; README "Portable build") ----
+# The default build targets a portable baseline, x86-64-v2 (SSE4.2/POPCNT: every x86-64 CPU since
+# 2009), so an installed libloom runs on any machine it is copied to. The hot kernels (conv tiles,
+# pooling, elementwise, reductions, optimizers) carry AVX2+FMA (x86-64-v3) and AVX-512 (x86-64-v4)
+# clones chosen at load time (kernels/cpu/isa.h: GCC target_clones + ifunc; conv.c's own table).
+# `make NATIVE=1` compiles everything for the build machine (-march=native), as before.
+NATIVE  ?= 0
+ifeq ($(NATIVE),1)
+  ARCH_FLAGS := -march=native -DLOOM_NATIVE
+else ifneq ($(filter x86_64%,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+  ARCH_FLAGS := -march=x86-64-v2 -mtune=generic
+else
+  ARCH_FLAGS :=
+endif
+OPT     ?= -O2 $(ARCH_FLAGS) -fvect-cost-model=dynamic
+# The shared library's ABI version: SONAME libloom.so.$(SOVERSION). Bump it whenever a public
+# function's signature or a public struct's layout changes incompatibly (LOOM_VERSION_* in
+# include/loom/loom_base.h is the release version; the file is libloom.so.SOVERSION.MINOR.PATCH).
+SOVERSION := 0
+LOOM_VER  := $(shell sed -n 's/^\#define LOOM_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/loom/loom_base.h | paste -sd.)
+SO_REAL   := libloom.so.$(SOVERSION).$(word 2,$(subst ., ,$(LOOM_VER))).$(word 3,$(subst ., ,$(LOOM_VER)))
+# ---- end portable build ----
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fno-math-errno -fvisibility=hidden $(WARN) -MMD -MP \
            -I. -Iinclude $(BLAS_CFLAGS)
@@ -87,7 +108,13 @@ ifeq ($(CUDA),1)
   NVFLAGS := -O3 $(CUDA_ARCH) -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DLOOM_HAVE_CUDA -I. -Iinclude \
              -MMD -MP
   # cuBLAS is not linked: engine/cuda/cublas_lazy.c opens it on first use (it costs every process ~0.1 s to load)
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
+  # and falls back to $(CUDA_HOME)/lib64 when the loader's path does not have it.
+  # The CUDA runtime is linked statically (libcudart_static.a, NVIDIA's redistributable, what nvcc
+  # links by default): libloom.so then needs no libcudart.so and no RUNPATH, and the runtime opens
+  # the driver (libcuda.so.1) with dlopen on the first CUDA call, so a CPU-only user of a CUDA build
+  # loads nothing of CUDA (README "Portable build").
+  CFLAGS  += -DLOOM_CUDA_LIBDIR='"$(CUDA_HOME)/lib64"'
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -lrt -ldl -lstdc++
   ifeq ($(CUDNN),1)
     CFLAGS  += -DLOOM_HAVE_CUDNN
     NVFLAGS += -DLOOM_HAVE_CUDNN
@@ -117,6 +144,7 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
+.PHONY: test-qemu
 .PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check fuzz fuzz-build fuzz-replay fuzz-seeds
 all: lib $(CLI_BIN)
@@ -138,6 +166,13 @@ $(CUDA_STAMP):
 	@rm -f $(BUILD)/.cuda-*
 	@touch $@
 $(BUILD)/engine/backend.o $(BUILD)/engine/cuda/runtime.o $(BUILD)/ops/registry_init.o $(BUILD)/ops/bind_cuda.o: $(CUDA_STAMP)
+# Portable build: every object is rebuilt when the code-generation flags change (NATIVE=1 <-> default).
+OPT_STAMP := $(BUILD)/.opt-$(shell printf '%s' '$(OPT)' | md5sum | cut -c1-8)
+$(OPT_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.opt-*
+	@touch $@
+$(LIB_OBJ): $(OPT_STAMP)
 
 ifeq ($(CUDA),emu)
 $(BUILD)/%.cu.o: %.cu
@@ -182,9 +217,13 @@ $(BUILD)/libloom.a: $(BUILD)/loom.o
 	$(call say,AR,$@)
 	$(Q)ar rcs $@ $^
 
-$(BUILD)/libloom.so: $(LIB_OBJ)
+# libloom.so.SOVERSION.MINOR.PATCH with SONAME libloom.so.SOVERSION, and the two links to it.
+$(BUILD)/$(SO_REAL): $(LIB_OBJ)
 	$(call say,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libloom.so.$(SOVERSION) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+$(BUILD)/libloom.so: $(BUILD)/$(SO_REAL)
+	$(Q)ln -sf $(SO_REAL) $(BUILD)/libloom.so.$(SOVERSION)
+	$(Q)ln -sf $(SO_REAL) $@
 
 TEST_CFLAGS = $(TEST_INC) $(filter-out -fvisibility=hidden,$(CFLAGS))
 # `make tsan` builds the tests against tests/tsan/criterion/criterion.h instead of Criterion.
@@ -252,6 +291,8 @@ test: deps
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
 	 else echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"; fi
 	@if [ "$(CUDA)" != emu ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
+	@if [ -z "$(SANITIZE)" ] && [ "$(NATIVE)" != 1 ] && [ -n "$(filter -march=x86-64-v2%,$(ARCH_FLAGS))" ]; then \
+	   $(MAKE) --no-print-directory test-qemu; fi
 
 # The Python package (python/) on build/libloom.so: pip install ./python into a
 # numpy+pytest venv, then pytest (skipped with a message without python3/PyPI).
@@ -286,7 +327,25 @@ test-gpu: deps
 	 rm -rf build/cuda/parity_coverage && mkdir -p build/cuda/parity_coverage && \
 	 export LOOM_PARITY_COVERAGE_DIR=$(CURDIR)/build/cuda/parity_coverage && \
 	 rc=0; for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%) build/cuda/tests/gpu/parity_coverage; do $$t || rc=1; done; \
+	 cs=$(COMPUTE_SANITIZER); \
+	 if [ "$(GPU_MEMCHECK)" = 0 ]; then echo "test-gpu: GPU_MEMCHECK=0, compute-sanitizer runs skipped"; \
+	 elif [ -z "$$cs" ]; then echo "test-gpu: compute-sanitizer not found, memcheck runs skipped"; \
+	 else for t in $(GPU_TEST_SRC:tests/%.c=build/cuda/tests/%); do \
+	   api=; case $$t in */test_cuda_errors) api="--report-api-errors no";; esac; \
+	   echo "test-gpu: compute-sanitizer --tool memcheck $$api $$t"; \
+	   $$cs --tool memcheck --leak-check full --error-exitcode 86 $$api $$t > build/cuda/memcheck_$$(basename $$t).log 2>&1; \
+	   m=$$?; tail -1 build/cuda/memcheck_$$(basename $$t).log; [ $$m -eq 0 ] || rc=1; done; fi; \
 	 exit $$rc
+# ---- compute-sanitizer in test-gpu (issue 18) ----
+# Each GPU program runs a second time under compute-sanitizer's memcheck (out-of-bounds and
+# misaligned device accesses, device leaks); any report fails test-gpu (logs:
+# build/cuda/memcheck_<program>.log). test_cuda_errors runs with --report-api-errors no: its failing
+# CUDA calls (a 512 GiB cudaMalloc, device ordinals 4096 and 1 on a one-GPU machine) are the inputs
+# it tests, not faults; its kernels' memory accesses are still checked. GPU_MEMCHECK=0 skips.
+COMPUTE_SANITIZER ?= $(firstword $(shell command -v compute-sanitizer 2>/dev/null) \
+  $(wildcard $(CUDA_HOME)/bin/compute-sanitizer $(CUDA_HOME)/compute-sanitizer/compute-sanitizer))
+GPU_MEMCHECK ?= 1
+# ---- end compute-sanitizer ----
 
 # The GPU parity programs under the CUDA emulator (no GPU needed; part of `make test`).
 # Both runs end with parity_coverage: a CUDA kernel that no test_parity* program ran fails.
@@ -377,6 +436,22 @@ tsan:
 	@TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  bash scripts/run_tests.sh $(TSAN_TESTS:%=build/tsan/tests/%)
 
+# ---- test-qemu (issue 18, README "Portable build") ----
+# A subset of the CPU tests (the kernels that carry per-ISA clones, their gradients, the
+# optimizers) on emulated CPUs without AVX (Nehalem: the x86-64-v2 baseline) and without AVX-512
+# (Haswell: the x86-64-v3 clones), built against the in-process Criterion shim so that they stay
+# inside qemu-x86_64. Part of `make test` for the portable build (~15 s of CPU; 60 s wall on a loaded 2-core VM).
+QEMU_TESTS ?= test_math test_nn test_reduce test_train test_losses test_autodiff test_random
+QEMU_CPUS  ?= Nehalem Haswell
+$(BUILD)/qemu/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) -Itests/tsan $(filter-out -fvisibility=hidden,$(CFLAGS)) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+test-qemu: deps
+	@$(MAKE) --no-print-directory lib $(QEMU_TESTS:%=$(BUILD)/qemu/%)
+	@QEMU_CPUS="$(QEMU_CPUS)" bash scripts/test_qemu.sh $(QEMU_TESTS:%=$(BUILD)/qemu/%)
+# ---- end test-qemu ----
+
 bench: lib $(BENCH_BIN)
 
 # GPU benchmarks (needs an NVIDIA GPU): loom vs raw cuBLAS and vs PyTorch on the same GPU.
@@ -396,8 +471,12 @@ install: lib $(CLI_BIN)
 	install -d $(DESTDIR)$(PREFIX)/include/loom $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/loom/*.h $(DESTDIR)$(PREFIX)/include/loom/
 	install -m 644 $(BUILD)/libloom.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libloom.so $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LDLIBS)|' scripts/loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so.$(SOVERSION)
+	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LOOM_VER)|' -e 's|@LIBS@|$(LDLIBS)|' scripts/loom.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ -w /etc/ld.so.cache ]; then ldconfig; fi
 
 clean:
 	rm -rf build

@@ -67,6 +67,7 @@ int main(int argc, char **argv) {
   th_run("cnn_train", &m, &d, B, eval ? 200 : 0, threads, total, seed, NULL, &r);
   printf("impl=loom\nmodel=cnn\nthreads=%d\nbatch=%d\nsteps=%lld\nfinal_loss=%.4f\n", threads, B,
          (long long)r.steps, (double)r.final_loss);
+  printf("step_cpu_us=%.1f\n", r.step_cpu_us);
   printf("step_us=%.1f\nsteps_per_sec=%.1f\ntest_accuracy=%.4f\ngflops=%.2f\npeak_rss_mb=%.1f\n", r.step_us,
          r.steps_per_sec, r.test_accuracy, step_flops() / (r.step_us * 1e3), bu_peak_rss_mb());
   loom_optimizer_free(o);

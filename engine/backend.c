@@ -47,6 +47,7 @@ struct loom_dev_session {
   char *disabled; /* LOOM_CUDA_DISABLE: ops run on the CPU even with a device kernel */
   dev_var *vars;
   int32_t nvars, capvars;
+  int graphs; /* whole-step graphs allowed (LOOM_CUDA_GRAPHS != 0 when the session was created) */
 };
 
 struct loom_dev_plan {
@@ -72,6 +73,10 @@ struct loom_dev_plan {
   size_t fstage_size;
   size_t *foff;              /* per fetch: offset in fstage */
   int fstaged;               /* fstage holds this run's fetches */
+  /* whole-step graph (loom__dev_run_graph): 0 not decided yet, 1 capturable, -1 never */
+  int graph_state;
+  void *graph;               /* the captured steps, launched while graph_sig matches */
+  uint64_t graph_sig;
 };
 
 loom_code loom__dev_session_new(loom_session *s, loom_status *st) {
@@ -95,6 +100,8 @@ loom_code loom__dev_session_new(loom_session *s, loom_status *st) {
   s->dev = ds;
   const char *sync = getenv("LOOM_CUDA_SYNC");
   ds->sync_steps = sync && sync[0] && strcmp(sync, "0") != 0;
+  const char *graphs = getenv("LOOM_CUDA_GRAPHS");
+  ds->graphs = !(graphs && !strcmp(graphs, "0"));
   const char *dis = getenv("LOOM_CUDA_DISABLE");
   if (dis && *dis && !(ds->disabled = loom__strdup(dis))) {
     loom__dev_session_free(s);
@@ -173,6 +180,7 @@ void loom__dev_plan_free(loom_plan *p) {
   if (!dp) return;
   loom_dev_session *ds = dp->ds;
   if (ds) {
+    if (dp->graph) ds->be->graph_free(ds->ctx, dp->graph);
     plan_reset_binds(dp);
     ds->be->buffer_free(ds->ctx, dp->arena);
     if (dp->fstage) ds->be->host_free(ds->ctx, dp->fstage);
@@ -370,6 +378,89 @@ loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const 
     plan_value *v = &p->values[p->feed_val[i]];
     if ((rc = ds->be->copy_h2d(ds->ctx, v->buf.data, feeds[i]->data, value_bytes(&v->buf), st))) return rc;
   }
+  return LOOM_OK;
+}
+
+/* ---- whole-step graphs (issue 18) ---- */
+static int graph_eligible(const loom_dev_session *ds, const loom_plan *p) {
+  if (!ds->graphs || ds->sync_steps || !ds->be->capture_begin) return 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    const plan_step *sp = &p->steps[i];
+    const loom_op_def *d = sp->node->def;
+    if (sp->on_host) return 0;                      /* host work between kernels */
+    if (d->flags & LOOM_OPF_DATA_SHAPE) return 0;   /* shapes known only after the kernel ran */
+    int writes_inputs = (d->flags & (LOOM_OPF_MUTATES_INPUT0 | LOOM_OPF_ASSIGN | LOOM_OPF_VARIABLE)) ||
+                        d->mutated_inputs;
+    if ((d->flags & LOOM_OPF_STATEFUL) && !writes_inputs) return 0; /* random draws: a host run counter */
+  }
+  return 1;
+}
+/* What a captured graph depends on: every step's kernel, buffers, shapes, workspace and attributes. */
+static uint64_t graph_sig(const loom_plan *p) {
+  uint64_t h = 1469598103934665603ull;
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
+  for (int i = 0; i < p->nsteps; i++) {
+    const plan_step *sp = &p->steps[i];
+    const loom_node *n = sp->node;
+    MIX((uintptr_t)sp->ctx.ws);
+    MIX(sp->ctx.ws_size);
+    MIX((uintptr_t)sp->ctx.attrs);
+    for (int k = 0; k < n->nin + n->nout; k++) {
+      const loom_buf *b = k < n->nin ? sp->ctx.in[k] : sp->ctx.out[k - n->nin];
+      MIX((uintptr_t)b->data);
+      MIX(b->dtype);
+      MIX(b->ndim);
+      for (int d = 0; d < b->ndim; d++) MIX(b->dims[d]);
+    }
+  }
+#undef MIX
+  return h;
+}
+loom_code loom__dev_run_graph(loom_session *s, loom_plan *p, int *done, loom_status *st) {
+  loom_dev_plan *dp = p->dev;
+  loom_dev_session *ds = s->dev;
+  const loom_backend_i *be = ds->be;
+  *done = 0;
+  if (dp->graph_state == 0) dp->graph_state = graph_eligible(ds, p) ? 1 : -1;
+  if (dp->graph_state < 0) return LOOM_OK;
+  uint64_t sig = graph_sig(p);
+  if (dp->graph && be->graph_valid && !be->graph_valid(ds->ctx, dp->graph)) {
+    be->graph_free(ds->ctx, dp->graph); /* the scratch moved: once uncaptured, then captured again */
+    dp->graph = NULL;
+    return LOOM_OK;
+  }
+  if (sig != dp->graph_sig) { /* first run, or new buffers/shapes: once uncaptured (lazy loads, scratch growth) */
+    if (dp->graph) be->graph_free(ds->ctx, dp->graph);
+    dp->graph = NULL;
+    dp->graph_sig = sig;
+    return LOOM_OK;
+  }
+  if (!dp->graph) {
+    loom_status *cst = loom_status_new(); /* capture failures are not the run's errors */
+    loom_code rc = cst ? be->capture_begin(ds->ctx, cst) : LOOM_RESOURCE_EXHAUSTED;
+    int captured = rc == LOOM_OK;
+    for (int i = 0; i < p->nsteps && !rc; i++) {
+      plan_step *sp = &p->steps[i];
+      sp->ctx.st = cst;
+      if (be->begin_step) be->begin_step(ds->ctx, i);
+      rc = sp->fn(&sp->ctx);
+      if (!rc) rc = be->check(ds->ctx, sp->node->def->name, cst);
+      sp->ctx.st = st;
+    }
+    void *g = captured ? be->capture_end(ds->ctx) : NULL;
+    loom_status_free(cst);
+    if (rc || !g) { /* nothing of it ran: the caller runs the steps one by one, now and from now on */
+      if (g) be->graph_free(ds->ctx, g);
+      dp->graph_state = -1;
+      return LOOM_OK;
+    }
+    dp->graph = g;
+    dp->graph_sig = sig;
+  }
+  loom_code rc = be->graph_launch(ds->ctx, dp->graph, st);
+  if (rc) return rc;
+  for (int i = 0; i < p->nsteps; i++) (*p->steps[i].ctx.counter)++;
+  *done = 1;
   return LOOM_OK;
 }
 

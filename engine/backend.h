@@ -68,6 +68,17 @@ typedef struct loom_backend_i {
   loom_code (*take_data_error)(void *ctx, struct loom_dev_data_error *e, loom_status *st);
   /* Bytes held by the pool (in use, cached). */
   void (*pool_stats)(void *ctx, size_t *in_use, size_t *cached);
+  /* Optional whole-step graphs (issue 18; NULL: none). Between capture_begin and capture_end the
+   * work queued on the context's stream is recorded, not run; capture_end returns the executable
+   * graph, or NULL when the work could not be captured (a call that is not allowed during capture:
+   * nothing of it ran, and the context is as before capture_begin). graph_launch queues a whole
+   * recorded step. */
+  loom_code (*capture_begin)(void *ctx, loom_status *st);
+  void *(*capture_end)(void *ctx);
+  loom_code (*graph_launch)(void *ctx, void *graph, loom_status *st);
+  /* 0 when device memory the graph uses outside the plan (the context's scratch) has moved since. */
+  int (*graph_valid)(void *ctx, void *graph);
+  void (*graph_free)(void *ctx, void *graph);
 } loom_backend_i;
 
 /* The backend of a device type, or NULL when this build lacks it (CPU: NULL). */
@@ -113,6 +124,16 @@ void loom__dev_plan_free(loom_plan *p);
 /* One run of a device plan (feeds: the run's feed tensors). Called with the
  * session lock held, after specialization and alias resolution. */
 loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const *feeds, loom_status *st);
+/* Whole-step graphs (issue 18): runs the plan's steps as one captured CUDA graph when the plan
+ * allows it, and says so in *done (0: nothing ran, run the steps one by one). The first run of a
+ * plan runs uncaptured (modules load, cuBLAS initializes); the second captures the steps into a
+ * graph and launches it; later runs launch it again while every step's buffers, shapes and
+ * workspace are the ones captured (else it is captured again). Never captured: plans with
+ * CPU-fallback steps, stateful ops that do not only write their inputs in place (random draws read
+ * a host-side run counter at launch), data-dependent shapes, per-step synchronization
+ * (LOOM_CUDA_SYNC=1, tracing), LOOM_CUDA_GRAPHS=0, or a step that makes a call capture does not
+ * allow (then the plan is marked and runs uncaptured from then on). */
+loom_code loom__dev_run_graph(loom_session *s, loom_plan *p, int *done, loom_status *st);
 /* Runs CPU-fallback step i (copies in, CPU kernel, copies out). */
 loom_code loom__dev_host_step(loom_session *s, loom_plan *p, int i, loom_status *st);
 /* After all steps succeeded: queues the fetches, synchronizes once, marks

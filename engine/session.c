@@ -911,7 +911,12 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
   if (tracing && (rc = trace_begin(s, p, st))) return rc;
   if ((rc = loom__dev_run_begin(s, p, feed_values, st))) return rc;
   int sync_steps = tracing || loom__dev_sync_steps(s);
-  for (int i = 0; i < p->nsteps; i++) {
+  int graph_done = 0; /* the steps ran as one captured graph (engine/backend.c loom__dev_run_graph) */
+  if (!sync_steps && (rc = loom__dev_run_graph(s, p, &graph_done, st))) {
+    loom__dev_run_abort(s, p);
+    return rc;
+  }
+  for (int i = 0; !graph_done && i < p->nsteps; i++) {
     plan_step *sp = &p->steps[i];
     if (atomic_load_explicit(&s->cancel, memory_order_relaxed)) {
       atomic_store(&s->cancel, 0);

@@ -1008,3 +1008,57 @@ Test(math, large_inputs_parallel_path) {
   loom_session_free(s);
   loom_graph_free(g);
 }
+
+/* The tanh-form GELU and its gradient where 1 + tanh(u) is tiny (issue 18): the kernels must not
+ * cancel. Reference: 1 + tanh(u) = 2 / (1 + exp(-2u)) and 1 - tanh(u)^2 = 4 exp(-2u) / (1 + exp(-2u))^2
+ * in long double (64-bit significand; no term is small against 1 there). The former f64 formula
+ * (1 + th, 1 - th*th with th = tanh(u) rounded) was off by 2.7e-7 relative at x = -6, 0.7% at -7, and
+ * returned 0 for x <= -8 (th rounds to -1). */
+static long double r_gelu_tanh_parts(double x, long double *grad) {
+  long double k = sqrtl(2.0L / 3.14159265358979323846264338327950288L);
+  long double xl = x, u = k * (xl + 0.044715L * xl * xl * xl), du = k * (1 + 3 * 0.044715L * xl * xl);
+  long double em = expl(-2 * u), p = 2 / (1 + em), m2 = 4 * em / ((1 + em) * (1 + em));
+  *grad = 0.5L * p + 0.5L * xl * m2 * du;
+  return 0.5L * xl * p;
+}
+Test(math, gelu_tanh_no_cancellation) {
+  static const double xs[] = {-9, -8, -7, -6, -5, -4, -3, -2.5, -1.5, -0.25, 0, 0.25, 1, 2, 3, 6, 9};
+  enum { n = sizeof xs / sizeof xs[0] };
+  int64_t d[1] = {n};
+  double ones[n];
+  for (int i = 0; i < n; i++) ones[i] = 1;
+  loom_graph *g = loom_graph_new();
+  loom_output X = loom_const_data(g, LOOM_F64, 1, d, xs, "x");
+  loom_output DY = loom_const_data(g, LOOM_F64, 1, d, ones, "dy");
+  loom_output Y = loom_gelu(g, X, 1, "gelu");
+  loom_output G = loom_gelu_grad(g, DY, X, 1, "gelu_grad");
+  loom_output both[2] = {Y, G};
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  loom_tensor *r[2] = {0};
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, both, r, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  const double *y = loom_tensor_data_const(r[0]), *gr = loom_tensor_data_const(r[1]);
+  for (int i = 0; i < n; i++) {
+    long double wg, wy = r_gelu_tanh_parts(xs[i], &wg);
+    /* a few ulps: |error| <= 1e-14 relative (0 exactly at x = 0 for the value) */
+    cr_assert(fabsl(y[i] - wy) <= 1e-14L * fabsl(wy), "gelu_tanh(%g) = %.17g want %.17Lg", xs[i], y[i], wy);
+    cr_assert(fabsl(gr[i] - wg) <= 1e-14L * fabsl(wg), "gelu_tanh'(%g) = %.17g want %.17Lg", xs[i], gr[i], wg);
+  }
+  /* limits where exp(-2|u|) underflows: no NaN from 0 * inf (f64 x^3 overflows past 5.6e102) */
+  double big[4] = {-1e200, 1e200, -INFINITY, INFINITY}, one4[4] = {1, 1, 1, 1};
+  int64_t d4[1] = {4};
+  loom_graph *g2 = loom_graph_new();
+  loom_output B = loom_const_data(g2, LOOM_F64, 1, d4, big, "x");
+  loom_output G2 = loom_gelu_grad(g2, loom_const_data(g2, LOOM_F64, 1, d4, one4, "dy"), B, 1, "gelu_grad");
+  loom_tensor *t = tu_run1(g2, 0, NULL, NULL, G2);
+  const double *gb = loom_tensor_data_const(t);
+  cr_assert(gb[0] == 0 && gb[1] == 1 && gb[2] == 0 && gb[3] == 1, "limits %g %g %g %g", gb[0], gb[1], gb[2], gb[3]);
+  loom_tensor_free(t);
+  loom_graph_free(g2);
+  loom_tensor_free(r[0]);
+  loom_tensor_free(r[1]);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+}

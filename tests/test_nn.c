@@ -497,9 +497,14 @@ static void check_conv(const ccfg *c, loom_dtype dt) {
            c->pad ? "SAME" : "VALID", f64 ? "f64" : "f32");
   expect_close(r[0], 4, yd, y, tol, what);
   expect_close(r[1], 4, xd, dx, tol, what);
-  expect_close(r[2], 4, wd, dw, tol, what);
+  /* dW sums N*OH*OW products per element: rounding error of an f32 sum grows like sqrt(terms) * 2^-24
+   * of its partial sums, so past ~1k terms the floor (1e-6 of the largest element) widens with sqrt.
+   * The AVX2/AVX-512 tiles (FMA, split sums) stay inside 1e-6; the SSE tiles of the portable build on
+   * a pre-AVX2 CPU (`make test-qemu`, Nehalem) exceeded it at 18432 terms. */
+  double tol_dw = f64 ? tol : tol * fmax(1.0, sqrt((double)(c->N * OH * OW) / 1024.0));
+  expect_close(r[2], 4, wd, dw, tol_dw, what);
   expect_close(r[3], 4, xd, dx, tol, what);
-  expect_close(r[4], 4, wd, dw, tol, what);
+  expect_close(r[4], 4, wd, dw, tol_dw, what);
   /* adjoint identity: <conv(x,w), dy> = <x, dX> = <w, dW> */
   double a = 0, b = 0, cc = 0;
   for (int64_t i = 0; i < ny; i++) a += y[i] * dy[i];

@@ -47,6 +47,17 @@ static void load(void) {
   const char *env = getenv("LOOM_CUBLAS_LIBRARY");
   const char *name = env && env[0] ? env : "libcublas.so." LOOM_STR(CUBLAS_VER_MAJOR);
   void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+#ifdef LOOM_CUDA_LIBDIR
+  /* libloom.so has no RUNPATH (README "Portable build"): when the loader's path lacks cuBLAS, try
+   * the toolkit this build was compiled against */
+  if (!h && !(env && env[0])) {
+    char path[768];
+    snprintf(path, sizeof path, "%s/%s", LOOM_CUDA_LIBDIR, name);
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) dlerror(); /* report the plain name's failure below */
+    if (!h) h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  }
+#endif
   if (!h) {
     snprintf(g_err, sizeof g_err, "cannot load cuBLAS: %s", dlerror());
     return;

@@ -351,6 +351,81 @@ static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_st
   return LOOM_OK;
 }
 
+/* ---- whole-step graphs (issue 18; engine/backend.c loom__dev_run_graph) ----
+ * A plan's steps are captured from the context's stream (thread-local mode: a call from this thread
+ * that capture does not allow -- a synchronous copy, a synchronization, cudaMalloc -- fails and
+ * invalidates the capture, and the plan runs uncaptured) and replayed with cudaGraphLaunch. Kernels
+ * that may report bad data set `watched` as they are queued; a replay sets it as they would. */
+typedef struct cu_graph {
+  cudaGraphExec_t exec;
+  int watches;
+  void *scratch; /* the context's scratch the captured kernels use: a graph is stale once it grew */
+  size_t scratch_size;
+} cu_graph;
+static loom_code cu_capture_begin(void *ctx, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  c->watched_saved = c->watched;
+  c->watched = 0;
+  cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    c->watched = c->watched_saved;
+    return cuda_fail(st, e, "cuda: beginning a stream capture");
+  }
+  return LOOM_OK;
+}
+static void *cu_capture_end(void *ctx) {
+  loom_cuda_ctx *c = ctx;
+  cudaGraph_t g = NULL;
+  cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+  int watches = c->watched;
+  c->watched = c->watched_saved;
+  if (e != cudaSuccess || !g) {
+    (void)cudaGetLastError(); /* an invalidated capture: nothing ran */
+    if (g) cudaGraphDestroy(g);
+    return NULL;
+  }
+  cudaGraphExec_t x = NULL;
+  e = cudaGraphInstantiateWithFlags(&x, g, 0);
+  cudaGraphDestroy(g);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  cu_graph *cg = loom__calloc(1, sizeof *cg);
+  if (!cg) {
+    cudaGraphExecDestroy(x);
+    return NULL;
+  }
+  cg->exec = x;
+  cg->watches = watches;
+  cg->scratch = c->scratch;
+  cg->scratch_size = c->scratch_size;
+  return cg;
+}
+/* The scratch a graph's kernels write was released to the pool when it grew (another plan needed
+ * more): replaying would write memory that may belong to someone else now. */
+static int cu_graph_valid(void *ctx, void *graph) {
+  loom_cuda_ctx *c = ctx;
+  cu_graph *cg = graph;
+  return cg->scratch == c->scratch && cg->scratch_size == c->scratch_size;
+}
+static loom_code cu_graph_launch(void *ctx, void *graph, loom_status *st) {
+  loom_cuda_ctx *c = ctx;
+  cu_graph *cg = graph;
+  cudaError_t e = cudaGraphLaunch(cg->exec, c->stream);
+  if (e != cudaSuccess) return cuda_fail(st, e, "cuda: launching the step's graph");
+  if (cg->watches) c->watched = 1;
+  return LOOM_OK;
+}
+static void cu_graph_free(void *ctx, void *graph) {
+  (void)ctx;
+  cu_graph *cg = graph;
+  if (!cg) return;
+  cudaGraphExecDestroy(cg->exec);
+  loom__free(cg);
+}
+
 static const loom_backend_i cuda_backend = {
     .name = "cuda",
     .device = LOOM_DEVICE_CUDA,
@@ -376,6 +451,11 @@ static const loom_backend_i cuda_backend = {
     .begin_step = cu_begin_step,
     .take_data_error = cu_take_data_error,
     .pool_stats = cu_pool_stats,
+    .capture_begin = cu_capture_begin,
+    .capture_end = cu_capture_end,
+    .graph_launch = cu_graph_launch,
+    .graph_valid = cu_graph_valid,
+    .graph_free = cu_graph_free,
 };
 
 const loom_backend_i *loom__backend_cuda(void);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include "kernels/cpu/nn.h"
 #include "kernels/geometry.h"
+#include "kernels/cpu/isa.h"
 /* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue
  * (the channel loops here have run-time lengths), -std=c11 turns off FMA
  * contraction, and short copy loops must not become memcpy calls. */
@@ -216,7 +217,7 @@ typedef struct {
   int64_t r0, r1; /* global rows of the chunk */
 } FN(cols_args);
 
-static inline void FN(copy)(T *restrict d, const T *restrict s, int64_t n) {
+LOOM_FORCE_INLINE void FN(copy)(T *restrict d, const T *restrict s, int64_t n) {
   if (n <= 4) {
     for (int64_t i = 0; i < n; i++) d[i] = s[i];
   } else {
@@ -225,7 +226,7 @@ static inline void FN(copy)(T *restrict d, const T *restrict s, int64_t n) {
 }
 
 /* dst[0..K) = the window (kh, kw, c) of output pixel (n, oh, ow), zero-padded. */
-static inline void FN(gather)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *dst) {
+LOOM_FORCE_INLINE void FN(gather)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *dst) {
   const int64_t KWC = g->KW * g->C, C = g->C;
   int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
   const T *ximg = x + n * g->H * g->W * C;
@@ -250,7 +251,7 @@ static inline void FN(gather)(const geom *g, const T *x, int64_t n, int64_t oh, 
 }
 
 /* col[i - r0] = the window of output pixel i, for i in [r0 + b, r0 + e). */
-static void FN(im2col_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(im2col_range)(void *p, int64_t b, int64_t e) {
   const FN(cols_args) *a = p;
   const geom *g = a->g;
   int64_t n, oh, ow;
@@ -272,7 +273,7 @@ typedef struct {
 } FN(direct_args);
 
 /* src[kh] = the KW*C window values of row kh for pixel (n, oh, ow). */
-static inline void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *patch,
+LOOM_FORCE_INLINE void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *patch,
                                    const T **src) {
   const int64_t KWC = g->KW * g->C;
   int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
@@ -364,7 +365,7 @@ typedef struct {
   int64_t r0, r1, n0;
 } FN(c2i_args);
 
-static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
   const FN(c2i_args) *a = p;
   const geom *g = a->g;
   const int64_t P = g->OH * g->OW, C = g->C, KWC = g->KW * g->C;

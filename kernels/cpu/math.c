@@ -29,6 +29,7 @@
 #include <string.h>
 #include "kernels/cpu/math.h"
 #include "kernels/cpu/bcast.h"
+#include "kernels/cpu/isa.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
     !defined(__FAST_MATH__) && !defined(LOOM_NO_LIBMVEC) && __GNUC__ >= 6
@@ -102,11 +103,33 @@ double erf(double) LOOM_SIMD_DECL;
 #define E_GELU_G_EXACT(T, U, dy, x, p)                                  \
   ((dy) * ((T)0.5 * (1 + G1(erf, (x) * (T)K_SQRT1_2)) +                 \
            (x) * (T)K_INV_SQRT_2PI * G1(exp, (T)-0.5 * (x) * (x))))
-#define GELU_TH(T, x) G1(tanh, (T)K_SQRT_2_PI * ((x) + (T)K_GELU_C * (x) * (x) * (x)))
-#define E_GELU_G_TANH(T, U, dy, x, p)                                                         \
-  ((dy) * ((T)0.5 * (1 + GELU_TH(T, x)) +                                                     \
-           (T)0.5 * (x) * (1 - GELU_TH(T, x) * GELU_TH(T, x)) * (T)K_SQRT_2_PI *              \
-               (1 + (T)(3 * K_GELU_C) * (x) * (x))))
+/* The tanh-form GELU, u = sqrt(2/pi) (x + 0.044715 x^3), without cancellation (issue 18). Written
+ * as 1 + tanh(u) and 1 - tanh(u)^2 with th = tanh(u) rounded, both lose ~log10(1/(1 - |th|)) digits
+ * where |th| is near 1: in f64 the gradient was 2.7e-7 off (relative) at x = -6, 0.7% at -7 and 0 for
+ * x <= -8 (th rounds to -1). The CPU and an H100 disagreed by only 1.43e-11 at x = -6 because both
+ * rounded the same tanh; the GPU contracted 1 - th*th into an FMA, whose difference from the CPU's
+ * two roundings is exactly (1 + th)/2 = 1.43e-11 relative. With E = exp(-2|u|) in (0, 1] and q = 1/(1+E):
+ *   (1 + tanh u) / 2 = q (u >= 0) or E q (u < 0),   (1 - tanh^2 u) / 4 = E q^2,
+ * every factor is a product of well-conditioned terms, so the result is good to a few ulps wherever
+ * gelu'(x) is not itself near its root (x ~ -0.75, where any formula cancels). The same formula is in
+ * kernels/cuda/ (elementwise.cuh, math.cu). Where E underflows (|u| > 372 in f64, 52 in f32) the
+ * derivative term is its limit 0: x^3 may overflow there (f32 x = 1e20), and 0 * inf was NaN. */
+#define DEF_GELU_TANH(T, S)                                                                    \
+  LOOM_FORCE_INLINE T gelu_tanh_##S(T x) {                                                     \
+    T u = (T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x);                                      \
+    T e = G1(exp, (T)-2 * G1(fabs, u)), q = 1 / (1 + e);                                       \
+    return x * (u >= 0 ? q : e * q);                                                           \
+  }                                                                                            \
+  LOOM_FORCE_INLINE T gelu_grad_tanh_##S(T dy, T x) {                                          \
+    T u = (T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x);                                      \
+    T e = G1(exp, (T)-2 * G1(fabs, u)), q = 1 / (1 + e);                                       \
+    T h = u >= 0 ? q : e * q; /* (1 + tanh u) / 2 */                                           \
+    T d = e > 0 ? 2 * x * e * q * q * (T)K_SQRT_2_PI * (1 + (T)(3 * K_GELU_C) * x * x) : (T)0; \
+    return dy * (h + d);                                                                       \
+  }
+DEF_GELU_TANH(float, f32)
+DEF_GELU_TANH(double, f64)
+#define E_GELU_G_TANH(T, U, dy, x, p) _Generic((x), float: gelu_grad_tanh_f32, default: gelu_grad_tanh_f64)(dy, x)
 #define E_RSQRT_G(T, U, y, dy, p) ((dy) * (T)-0.5 * (y) * (y) * (y))
 #define E_SQRT_G(T, U, y, dy, p) ((dy) * (T)0.5 / (y))
 
@@ -135,7 +158,7 @@ double erf(double) LOOM_SIMD_DECL;
 /* max(x,0) + log1p(exp(-|x|)): no overflow for large |x| */
 #define E_SOFTPLUS(T, U, x, p) (((x) > 0 ? (x) : (T)0) + G1(log1p, G1(exp, -G1(fabs, x))))
 #define E_GELU_EXACT(T, U, x, p) ((T)0.5 * (x) * (1 + G1(erf, (x) * (T)K_SQRT1_2)))
-#define E_GELU_TANH(T, U, x, p) ((T)0.5 * (x) * (1 + GELU_TH(T, x)))
+#define E_GELU_TANH(T, U, x, p) _Generic((x), float: gelu_tanh_f32, default: gelu_tanh_f64)(x)
 #define E_FLOOR(T, U, x, p) G1(floor, x)
 #define E_CEIL(T, U, x, p) G1(ceil, x)
 /* rint in the default rounding mode: half to even, like TF's Round */
@@ -158,26 +181,26 @@ typedef struct bin_args {
 #define TILE_BYTES 2048
 
 #define DEF_BINARY_CHUNK(NAME, T, U, TC, E)                                                          \
-  static inline void NAME##_vv(const T *restrict a, const T *restrict b, TC *restrict c, int64_t n,  \
+  LOOM_FORCE_INLINE void NAME##_vv(const T *restrict a, const T *restrict b, TC *restrict c, int64_t n,  \
                                T p0) {                                                               \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T x_ = a[i], y_ = b[i];                                                                        \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  static inline void NAME##_vs(const T *restrict a, T y_, TC *restrict c, int64_t n, T p0) {        \
+  LOOM_FORCE_INLINE void NAME##_vs(const T *restrict a, T y_, TC *restrict c, int64_t n, T p0) {        \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T x_ = a[i];                                                                                   \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  static inline void NAME##_sv(T x_, const T *restrict b, TC *restrict c, int64_t n, T p0) {        \
+  LOOM_FORCE_INLINE void NAME##_sv(T x_, const T *restrict b, TC *restrict c, int64_t n, T p0) {        \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T y_ = b[i];                                                                                   \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  static void NAME##_tiled(const bin_args *ba, int64_t lo, int64_t hi) {                            \
+  LOOM_FORCE_INLINE void NAME##_tiled(const bin_args *ba, int64_t lo, int64_t hi) {                            \
     const int64_t inner = ba->p.dims[1];                                                             \
     T tile[TILE_BYTES / sizeof(T)];                                                                  \
     const int64_t tl = (int64_t)(sizeof tile / sizeof(T)) / inner * inner;                           \
@@ -196,7 +219,7 @@ typedef struct bin_args {
       pos += len;                                                                                    \
     }                                                                                                \
   }                                                                                                  \
-  static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                      \
+  LOOM_HOT static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                      \
     const bin_args *ba = arg;                                                                        \
     if (ba->tiled) {                                                                                 \
       NAME##_tiled(ba, lo, hi);                                                                      \
@@ -326,13 +349,13 @@ typedef struct un_args {
 } un_args;
 
 #define DEF_UNARY_CHUNK(NAME, T, U, TC, E)                                                        \
-  static inline void NAME##_loop(const T *restrict a, TC *restrict c, int64_t n, T p0) {          \
+  LOOM_FORCE_INLINE void NAME##_loop(const T *restrict a, TC *restrict c, int64_t n, T p0) {          \
     for (int64_t i = 0; i < n; i++) {                                                             \
       T x_ = a[i];                                                                                \
       c[i] = (TC)(E(T, U, x_, p0));                                                               \
     }                                                                                             \
   }                                                                                               \
-  static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                   \
+  LOOM_HOT static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                                   \
     const un_args *u = arg;                                                                       \
     NAME##_loop((const T *)u->a + lo, (TC *)u->c + lo, hi - lo, (T)u->p0);                        \
   }
@@ -408,7 +431,7 @@ static loom_code run_ternary(const loom_kctx *ctx, loom_range_fn chunk) {
 /* Runs ROW(c, len, in0, in1, in2, s0, s1, s2) over the rows of [lo, hi):
  * pointers at the row's first element and the inputs' inner strides (0/1). */
 #define TRI_CHUNK(NAME, T0, T, ROW)                                                \
-  static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                    \
+  LOOM_HOT static void NAME##_chunk(void *arg, int64_t lo, int64_t hi) {                    \
     const tri_args *ta = arg;                                                      \
     const loom_bcast *p = &ta->p;                                                  \
     const T0 *I0 = ta->in[0];                                                      \
@@ -430,14 +453,14 @@ static loom_code run_ternary(const loom_kctx *ctx, loom_range_fn chunk) {
 
 /* Select(cond, x, y): by element size; cond != 0 picks x. */
 #define DEF_SELECT(W, T)                                                                               \
-  static inline void sel##W##_vvv(T *restrict c, int64_t n, const uint8_t *restrict m,                \
+  LOOM_FORCE_INLINE void sel##W##_vvv(T *restrict c, int64_t n, const uint8_t *restrict m,                \
                                   const T *restrict x, const T *restrict y) {                         \
     for (int64_t i = 0; i < n; i++) {                                                                 \
       T xv = x[i], yv = y[i];                                                                         \
       c[i] = m[i] ? xv : yv;                                                                          \
     }                                                                                                 \
   }                                                                                                   \
-  static inline void sel##W##_row(T *restrict c, int64_t n, const uint8_t *restrict m,                \
+  LOOM_FORCE_INLINE void sel##W##_row(T *restrict c, int64_t n, const uint8_t *restrict m,                \
                                   const T *restrict x, const T *restrict y, int64_t s0, int64_t s1,   \
                                   int64_t s2) {                                                       \
     if (s0 && s1 && s2) {                                                                             \

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 #include "kernels/cpu/nn.h"
+#include "kernels/cpu/isa.h"
 /* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue;
  * the channel loops here have run-time lengths. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -110,7 +111,7 @@ static inline float nn_expf(float x) {
 
 /* Row reductions in 16 independent lanes (vectorizable without reassociation
  * flags; the summation order is fixed, so results are deterministic). */
-static inline T FN(row_max)(const T *x, int64_t n) {
+LOOM_FORCE_INLINE T FN(row_max)(const T *x, int64_t n) {
   T mb[16];
   for (int k = 0; k < 16; k++) mb[k] = NEG_INF;
   int64_t j = 0;
@@ -123,7 +124,7 @@ static inline T FN(row_max)(const T *x, int64_t n) {
 }
 
 /* sum of exp(x[j] - m); also stores the exps in y when y != NULL (y may be x). */
-static inline T FN(sum_exp)(const T *x, T m, T *y, int64_t n) {
+LOOM_FORCE_INLINE T FN(sum_exp)(const T *x, T m, T *y, int64_t n) {
   T acc[16] = {0};
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
@@ -150,7 +151,7 @@ typedef struct {
   int64_t C;
 } FN(rows_args);
 
-static void FN(softmax_rows)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(softmax_rows)(void *p, int64_t b, int64_t e) {
   const FN(rows_args) *a = p;
   const int64_t C = a->C;
   for (int64_t r = b; r < e; r++) {
@@ -162,7 +163,7 @@ static void FN(softmax_rows)(void *p, int64_t b, int64_t e) {
   }
 }
 
-static void FN(log_softmax_rows)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(log_softmax_rows)(void *p, int64_t b, int64_t e) {
   const FN(rows_args) *a = p;
   const int64_t C = a->C;
   for (int64_t r = b; r < e; r++) {
@@ -195,7 +196,7 @@ typedef struct {
   int64_t C;
 } FN(xent_args);
 
-static void FN(xent_rows)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(xent_rows)(void *p, int64_t b, int64_t e) {
   const FN(xent_args) *a = p;
   const int64_t C = a->C;
   for (int64_t r = b; r < e; r++) {
@@ -266,7 +267,7 @@ typedef struct {
   T *y;
 } FN(ew_args);
 
-static void FN(sigmoid_xent_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(sigmoid_xent_range)(void *p, int64_t b, int64_t e) {
   const FN(ew_args) *a = p;
   for (int64_t i = b; i < e; i++) {
     T x = a->x[i], z = a->z[i];
@@ -326,7 +327,7 @@ typedef struct {
   T *y;
 } FN(pool_args);
 
-static void FN(max_pool_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(max_pool_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C;
@@ -347,7 +348,7 @@ static void FN(max_pool_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-static void FN(avg_pool_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(avg_pool_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C;
@@ -388,7 +389,7 @@ loom_code FN(loom__k_avg_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, 
 /* Routes dy[c0..c0+PBLK) of one window to the first maximum of each channel.
  * The fixed block size keeps best/at in vector registers. */
 #define PBLK 16
-static inline void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0,
+LOOM_FORCE_INLINE void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0,
                                     int64_t hb, int64_t he, int64_t wb, int64_t we, int tile) {
   T best[PBLK];
   int32_t at[PBLK]; /* pixel (ih*W + iw) of the first maximum */
@@ -420,7 +421,7 @@ static inline void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t
   }
   for (int c = 0; c < PBLK; c++) dimg[(int64_t)at[c] * C + c0 + c] += dy[c0 + c];
 }
-static void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0, int64_t hb,
+LOOM_FORCE_INLINE void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0, int64_t hb,
                             int64_t he, int64_t wb, int64_t we, int tile) {
   if (tile)
     for (int64_t ih = hb; ih < he; ih++)
@@ -441,7 +442,7 @@ static void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int64_t W, int6
   }
 }
 
-static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C;
@@ -468,7 +469,7 @@ static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-static void FN(avg_pool_grad_range)(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void FN(avg_pool_grad_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/optim.h"
+#include "kernels/cpu/isa.h"
 
 /* glibc's libmvec has a vector powf (FTRL with learning_rate_power != -0.5);
  * glibc declares it only under -ffast-math (same trick as kernels/cpu/math.c). */
@@ -43,13 +44,13 @@ typedef struct hyper {
   int flag;
 } hyper;
 
-static inline void gd_span(float *restrict var, const float *restrict g, int64_t n, const hyper *h) {
+LOOM_FORCE_INLINE void gd_span(float *restrict var, const float *restrict g, int64_t n, const hyper *h) {
   const float lr = h->lr;
   for (int64_t i = 0; i < n; i++) var[i] -= lr * g[i];
 }
 
 /* a = momentum; flag = use_nesterov */
-static inline void momentum_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
+LOOM_FORCE_INLINE void momentum_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
                                  const hyper *h) {
   const float lr = h->lr, mom = h->a;
   if (h->flag) {
@@ -67,7 +68,7 @@ static inline void momentum_span(float *restrict var, float *restrict acc, const
   }
 }
 
-static inline void adagrad_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
+LOOM_FORCE_INLINE void adagrad_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
                                 const hyper *h) {
   const float lr = h->lr;
   for (int64_t i = 0; i < n; i++) {
@@ -79,7 +80,7 @@ static inline void adagrad_span(float *restrict var, float *restrict acc, const 
 }
 
 /* lr = alpha = lr*sqrt(1-beta2^t)/(1-beta1^t); a = beta1, b = beta2, c = epsilon; flag = nesterov */
-static inline void adam_span(float *restrict var, float *restrict m, float *restrict v, const float *restrict g,
+LOOM_FORCE_INLINE void adam_span(float *restrict var, float *restrict m, float *restrict v, const float *restrict g,
                              int64_t n, const hyper *h) {
   const float alpha = h->lr, b1 = h->a, b2 = h->b, eps = h->c, ob1 = 1.0f - b1, ob2 = 1.0f - b2;
   if (h->flag) {
@@ -104,7 +105,7 @@ static inline void adam_span(float *restrict var, float *restrict m, float *rest
 }
 
 /* Adam with a zero gradient (rows a sparse gradient does not touch). */
-static inline void adam_span_zero(float *restrict var, float *restrict m, float *restrict v, int64_t n,
+LOOM_FORCE_INLINE void adam_span_zero(float *restrict var, float *restrict m, float *restrict v, int64_t n,
                                   const hyper *h) {
   const float alpha = h->lr, eps = h->c, ob1 = 1.0f - h->a, ob2 = 1.0f - h->b;
   for (int64_t i = 0; i < n; i++) {
@@ -117,7 +118,7 @@ static inline void adam_span_zero(float *restrict var, float *restrict m, float 
 }
 
 /* ApplyFtrlV2: a = l1, b = l2, c = l2_shrinkage, d = lr_power */
-static inline void ftrl_span(float *restrict var, float *restrict acc, float *restrict lin, const float *restrict g,
+LOOM_FORCE_INLINE void ftrl_span(float *restrict var, float *restrict acc, float *restrict lin, const float *restrict g,
                              int64_t n, const hyper *h) {
   const float lr = h->lr, l1 = h->a, l2x2 = 2.0f * h->b, shr2 = 2.0f * h->c, p = h->d;
   if (p == -0.5f) {
@@ -150,7 +151,7 @@ static inline void ftrl_span(float *restrict var, float *restrict acc, float *re
 }
 
 /* a = rho (decay), b = momentum, c = epsilon */
-static inline void rmsprop_span(float *restrict var, float *restrict ms, float *restrict mom, const float *restrict g,
+LOOM_FORCE_INLINE void rmsprop_span(float *restrict var, float *restrict ms, float *restrict mom, const float *restrict g,
                                 int64_t n, const hyper *h) {
   const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
   for (int64_t i = 0; i < n; i++) {
@@ -163,7 +164,7 @@ static inline void rmsprop_span(float *restrict var, float *restrict ms, float *
   }
 }
 
-static inline void centered_rmsprop_span(float *restrict var, float *restrict mg, float *restrict ms,
+LOOM_FORCE_INLINE void centered_rmsprop_span(float *restrict var, float *restrict mg, float *restrict ms,
                                          float *restrict mom, const float *restrict g, int64_t n, const hyper *h) {
   const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
   for (int64_t i = 0; i < n; i++) {
@@ -180,7 +181,7 @@ static inline void centered_rmsprop_span(float *restrict var, float *restrict mg
 }
 
 /* a = rho, b = epsilon */
-static inline void adadelta_span(float *restrict var, float *restrict acc, float *restrict accu,
+LOOM_FORCE_INLINE void adadelta_span(float *restrict var, float *restrict acc, float *restrict accu,
                                  const float *restrict g, int64_t n, const hyper *h) {
   const float lr = h->lr, rho = h->a, orho = 1.0f - h->a, eps = h->b;
   for (int64_t i = 0; i < n; i++) {
@@ -210,7 +211,7 @@ typedef struct opt_args {
   const uint64_t *bitmap;
 } opt_args;
 
-static inline void run_span(const opt_args *a, int64_t off, const float *g, int64_t n) {
+LOOM_FORCE_INLINE void run_span(const opt_args *a, int64_t off, const float *g, int64_t n) {
   float *var = a->var + off;
   switch (a->kind) {
   case OPT_GD: gd_span(var, g, n, &a->h); break;
@@ -225,7 +226,7 @@ static inline void run_span(const opt_args *a, int64_t off, const float *g, int6
   }
 }
 
-static void dense_chunk(void *arg, int64_t lo, int64_t hi) {
+LOOM_HOT static void dense_chunk(void *arg, int64_t lo, int64_t hi) {
   const opt_args *a = arg;
   run_span(a, lo, a->g + lo, hi - lo);
 }
@@ -465,7 +466,7 @@ static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap
   return LOOM_OK;
 }
 
-static void sparse_chunk(void *arg, int64_t lo, int64_t hi) {
+LOOM_HOT static void sparse_chunk(void *arg, int64_t lo, int64_t hi) {
   const opt_args *a = arg;
   for (int64_t k = lo; k < hi; k++) run_span(a, a->rows[k] * a->row, a->grows[k], a->row);
 }
@@ -506,7 +507,7 @@ loom_code loom__k_sparse_apply_adagrad_f32(const loom_kctx *ctx) {
   return run_sparse(ctx, &a, 3, 4);
 }
 
-static void adam_untouched_chunk(void *arg, int64_t lo, int64_t hi) {
+LOOM_HOT static void adam_untouched_chunk(void *arg, int64_t lo, int64_t hi) {
   const opt_args *a = arg;
   const int64_t row = a->row;
   for (int64_t r = lo; r < hi;) {
@@ -625,7 +626,7 @@ typedef struct ew_args {
 } ew_args;
 
 #define EW_CHUNK(sfx, T)                                                    \
-  static void ew_##sfx(void *arg, int64_t lo, int64_t hi) {                \
+  LOOM_HOT static void ew_##sfx(void *arg, int64_t lo, int64_t hi) {                \
     const ew_args *e = arg;                                                 \
     T *restrict x = (T *)e->x + lo;                                         \
     const T *restrict y = (const T *)e->y + lo;                             \
@@ -641,7 +642,7 @@ EW_CHUNK(f32, float)
 EW_CHUNK(f64, double)
 /* integers wrap around like TF (computed unsigned) */
 #define EW_CHUNK_I(sfx, T, U)                                               \
-  static void ew_##sfx(void *arg, int64_t lo, int64_t hi) {                \
+  LOOM_HOT static void ew_##sfx(void *arg, int64_t lo, int64_t hi) {                \
     const ew_args *e = arg;                                                 \
     T *restrict x = (T *)e->x + lo;                                         \
     const T *restrict y = (const T *)e->y + lo;                             \
@@ -696,7 +697,7 @@ static inline int64_t sc_index(const sc_args *s, int64_t i) {
 }
 
 #define SC_CHUNK(sfx, T)                                                             \
-  static void sc_##sfx(void *arg, int64_t lo, int64_t hi) {                         \
+  LOOM_HOT static void sc_##sfx(void *arg, int64_t lo, int64_t hi) {                         \
     const sc_args *s = arg;                                                          \
     T *ref = (T *)s->ref;                                                            \
     const T *upd = (const T *)s->upd;                                                \

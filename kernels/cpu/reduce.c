@@ -22,6 +22,7 @@
 #include <string.h>
 #include "kernels/cpu/reduce.h"
 #include "kernels/geometry.h"
+#include "kernels/cpu/isa.h"
 
 #define COLS_CHUNK 256 /* columns per chunk in column reductions */
 #define MAX_PARTS 64   /* blocks of an all-reduction */
@@ -184,7 +185,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
 
 /* T: element type; S: suffix; ACC: accumulator of sums and products. */
 #define DEF_REDUCE(T, S, ACC)                                                                                 \
-  static ACC row_sum_##S(const T *x, int64_t n) {                                                             \
+  LOOM_HOT static ACC row_sum_##S(const T *x, int64_t n) {                                                             \
     ACC a[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                                      \
     int64_t i = 0;                                                                                            \
     for (; i + 8 <= n; i += 8)                                                                                \
@@ -192,7 +193,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     for (; i < n; i++) a[0] += (ACC)x[i];                                                                     \
     return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));                                 \
   }                                                                                                           \
-  static ACC row_prod_##S(const T *x, int64_t n) {                                                            \
+  LOOM_HOT static ACC row_prod_##S(const T *x, int64_t n) {                                                            \
     ACC a[8] = {1, 1, 1, 1, 1, 1, 1, 1};                                                                      \
     int64_t i = 0;                                                                                            \
     for (; i + 8 <= n; i += 8)                                                                                \
@@ -200,7 +201,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     for (; i < n; i++) a[0] *= (ACC)x[i];                                                                     \
     return ((a[0] * a[4]) * (a[1] * a[5])) * ((a[2] * a[6]) * (a[3] * a[7]));                                 \
   }                                                                                                           \
-  static T row_max_##S(const T *x, int64_t n) {                                                               \
+  LOOM_HOT static T row_max_##S(const T *x, int64_t n) {                                                               \
     if (n < 128) {                                                                                            \
       T r = x[0];                                                                                             \
       for (int64_t i = 1; i < n; i++) r = BEATS_MAX(S, x[i], r) ? x[i] : r;                                   \
@@ -219,7 +220,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     for (int k = 1; k < 64; k++) r = BEATS_MAX(S, m[k], r) ? m[k] : r;                                        \
     return r;                                                                                                 \
   }                                                                                                           \
-  static T row_min_##S(const T *x, int64_t n) {                                                               \
+  LOOM_HOT static T row_min_##S(const T *x, int64_t n) {                                                               \
     if (n < 128) {                                                                                            \
       T r = x[0];                                                                                             \
       for (int64_t i = 1; i < n; i++) r = BEATS_MIN(S, x[i], r) ? x[i] : r;                                   \
@@ -239,7 +240,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     return r;                                                                                                 \
   }                                                                                                           \
   /* TF reduce_logsumexp: m = max (0 when not finite); log(sum(exp(x - m))) + m. */                           \
-  static double row_lse_##S(const T *x, int64_t n) {                                                          \
+  LOOM_HOT static double row_lse_##S(const T *x, int64_t n) {                                                          \
     T m = row_max_##S(x, n);                                                                                  \
     T m0 = ISFIN_##S(m) ? m : (T)0;                                                                           \
     ACC a[4] = {0, 0, 0, 0};                                                                                  \
@@ -260,7 +261,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     }                                                                                                         \
   }                                                                                                           \
   /* Columns: y[j] = reduce over r < R of x[r*ld + j], j < w <= COLS_CHUNK. */                                \
-  static void col_apply_##S(int kind, const T *x, int64_t R, int64_t ld, int64_t w, T *y, double div) {       \
+  LOOM_HOT static void col_apply_##S(int kind, const T *x, int64_t R, int64_t ld, int64_t w, T *y, double div) {       \
     if (kind == LOOM_RED_SUM || kind == LOOM_RED_MEAN || kind == LOOM_RED_PROD) {                             \
       ACC acc[COLS_CHUNK];                                                                                    \
       FORJ(w, acc[j] = (ACC)x[j]);                                                                            \
@@ -411,7 +412,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
   } am_##S;                                                                                                   \
   /* First index of the row's extreme: the vectorised max/min, then the first element equal to it             \
    * (the first NaN when the extreme is NaN). Short rows: one scalar pass. */                                 \
-  static int64_t row_arg_##S(const T *x, int64_t n, int is_min) {                                             \
+  LOOM_HOT static int64_t row_arg_##S(const T *x, int64_t n, int is_min) {                                             \
     if (n < 64) {                                                                                             \
       T best = x[0];                                                                                          \
       int64_t bi = 0;                                                                                         \
@@ -448,7 +449,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
       else ((int64_t *)a->y)[o] = bi;                                                                         \
     }                                                                                                         \
   }                                                                                                           \
-  static void am_cols_##S(void *p, int64_t b, int64_t e) {                                                    \
+  LOOM_HOT static void am_cols_##S(void *p, int64_t b, int64_t e) {                                                    \
     const am_##S *a = p;                                                                                      \
     T best[COLS_CHUNK];                                                                                       \
     int64_t bi[COLS_CHUNK];                                                                                   \
@@ -501,7 +502,7 @@ size_t loom__reduce_ws_bytes(int ndim, const int64_t *dims, uint32_t mask, size_
     T *y;                                                                                                     \
     int64_t C;                                                                                                \
   } ba_##S;                                                                                                   \
-  static void ba_rows_##S(void *p, int64_t r0, int64_t r1) {                                                  \
+  LOOM_HOT static void ba_rows_##S(void *p, int64_t r0, int64_t r1) {                                                  \
     const ba_##S *a = p;                                                                                      \
     const int64_t C = a->C;                                                                                   \
     const T *b = a->b;                                                                                        \

@@ -42,6 +42,7 @@ typedef struct loom_cuda_ctx {
    * (NULL if pinned memory was refused: then a copy after the sync) */
   loom_cuda_err *hrec;
   int hrec_fresh;
+  int watched_saved; /* `watched` before a stream capture (engine/cuda/runtime.c, whole-step graphs) */
 } loom_cuda_ctx;
 
 #ifdef __cplusplus

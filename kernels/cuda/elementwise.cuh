@@ -84,11 +84,21 @@ BOP(op_gelu_g_exact, SAME,
 BOP(op_rsqrt_g, SAME, y * (T)-0.5 * x * x * x)
 BOP(op_sqrt_g, SAME, y * (T)0.5 / x)
 BOP(op_sigmoid_xent, SAME, (x > 0 ? x : (T)0) - x * y + d_log1p(d_exp(-d_fabs(x))))
+/* 0.5 x (1 + tanh u) as x q or x E q (kernels/cpu/math.c DEF_GELU_TANH) */
+template <typename T> __device__ __forceinline__ T d_gelu_tanh(T x) {
+  T u = (T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x);
+  T e = d_exp((T)-2 * d_fabs(u)), q = (T)1 / (1 + e);
+  return x * (u >= 0 ? q : e * q);
+}
 struct op_gelu_g_tanh {
   template <typename T> __device__ __forceinline__ T operator()(T dy, T x, T p) const {
     (void)p;
-    T th = d_tanh((T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x));
-    return dy * ((T)0.5 * (1 + th) + (T)0.5 * x * (1 - th * th) * (T)K_SQRT_2_PI * (1 + (T)(3 * K_GELU_C) * x * x));
+    /* kernels/cpu/math.c DEF_GELU_TANH: no 1 + tanh(u) / 1 - tanh(u)^2 cancellation */
+    T u = (T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x);
+    T e = d_exp((T)-2 * d_fabs(u)), q = (T)1 / (1 + e);
+    T h = u >= 0 ? q : e * q;
+    T d = e > 0 ? 2 * x * e * q * q * (T)K_SQRT_2_PI * (1 + (T)(3 * K_GELU_C) * x * x) : (T)0;
+    return dy * (h + d);
   }
 };
 

@@ -82,7 +82,7 @@ UOP(u_selu, x > 0 ? (T)K_SELU_SCALE * x : (T)(K_SELU_SCALE * K_SELU_ALPHA) * d_e
 UOP(u_lrelu, x > 0 ? x : x * p)
 UOP(u_softplus, (x > 0 ? x : (T)0) + d_log1p(d_exp(-d_fabs(x))))
 UOP(u_gelu_exact, (T)0.5 * x * (1 + d_erf(x * (T)K_SQRT1_2)))
-UOP(u_gelu_tanh, (T)0.5 * x * (1 + d_tanh((T)K_SQRT_2_PI * (x + (T)K_GELU_C * x * x * x))))
+UOP(u_gelu_tanh, d_gelu_tanh(x))
 UOP(u_floor, d_floor(x))
 UOP(u_ceil, d_ceil(x))
 UOP(u_round, d_rint(x))

@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -56,6 +57,9 @@ unsigned long long *warp_slots();
 typedef void (*body_fn)(void *);
 /* Runs body(arg) as every thread of the grid; reports configuration errors like the driver. */
 void run(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, body_fn body, void *arg);
+/* Stream capture (cudaStreamBeginCapture on this thread): work is recorded instead of run. */
+bool capturing();
+void record(std::function<void()> work);
 /* A kernel was passed a non-NULL pointer outside device memory (argument index). */
 void bad_pointer_arg(int index, const void *p);
 
@@ -82,6 +86,24 @@ template <class... P> struct launcher {
     args_t args(a...);
     bool ok = check(args, std::index_sequence_for<P...>{});
     if (!ok) return;
+    if (capturing()) { /* recorded with its arguments by value, run by cudaGraphLaunch */
+      void (*fn)(P...) = f;
+      dim3 g2 = g, b2 = b;
+      size_t sh2 = sh;
+      cudaStream_t s2 = s;
+      record([fn, g2, b2, sh2, s2, args]() mutable {
+        struct call {
+          void (*f)(P...);
+          args_t *args;
+          static void go(void *p) {
+            call *c = (call *)p;
+            std::apply(c->f, *c->args);
+          }
+        } c{fn, &args};
+        run(g2, b2, sh2, s2, &call::go, &c);
+      });
+      return;
+    }
     struct call {
       void (*f)(P...);
       args_t *args;

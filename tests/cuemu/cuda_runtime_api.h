@@ -22,6 +22,9 @@ typedef enum cudaError {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureWrongThread = 908,
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchFailure = 719
 } cudaError_t;
@@ -70,6 +73,31 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t ev);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
+/* Stream capture and graphs: between cudaStreamBeginCapture and cudaStreamEndCapture the calling
+ * thread's launches, async copies/memsets and gemms are recorded, not run; synchronous calls
+ * (cudaMemcpy, cudaMemset, synchronizations, cudaMalloc/cudaFree) fail with
+ * cudaErrorStreamCaptureUnsupported and invalidate the capture, as unsafe calls do in CUDA's
+ * global/thread-local capture modes. cudaGraphLaunch runs the recorded work in order. */
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+} cudaStreamCaptureMode;
+typedef enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2
+} cudaStreamCaptureStatus;
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 /* ---- emulator only ---- */
 /* Kernel launches, copies and memsets so far (tests count them). */
@@ -85,6 +113,8 @@ typedef struct cuemu_stats {
   unsigned long long mallocs, frees;     /* cudaMalloc / cudaFree that succeeded */
   unsigned long long host_allocs, host_frees; /* cudaMallocHost / cudaFreeHost */
   unsigned long long syncs;              /* stream, device and event synchronizations */
+  unsigned long long graph_launches;     /* cudaGraphLaunch calls (their work counts above as it runs) */
+  unsigned long long captured;           /* launches, copies, memsets and gemms recorded by captures */
 } cuemu_stats;
 void cuemu_get_stats(cuemu_stats *out);
 /* Whether p lies in a live allocation of the calling thread's current device. */

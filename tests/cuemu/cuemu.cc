@@ -34,6 +34,7 @@
 
 #include <map>
 #include <mutex>
+#include <functional>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -329,6 +330,16 @@ void bad_pointer_arg(int index, const void *p) {
   g_sticky = cudaErrorIllegalAddress;
 }
 
+/* ---- stream capture: the calling thread's work is recorded while t_capture is set ---- */
+thread_local std::vector<std::function<void()>> *t_capture;
+thread_local bool t_capture_bad; /* an unsupported call invalidated the capture */
+bool capturing() { return t_capture != nullptr; }
+void record(std::function<void()> work) {
+  std::lock_guard<std::recursive_mutex> l(g_lock);
+  g_stats.captured++;
+  t_capture->push_back(std::move(work));
+}
+
 void run(dim3 g, dim3 b, size_t shmem, cudaStream_t s, body_fn body, void *arg) {
   std::lock_guard<std::recursive_mutex> l(g_lock);
   (void)s;
@@ -378,6 +389,14 @@ void run(dim3 g, dim3 b, size_t shmem, cudaStream_t s, body_fn body, void *arg) 
 } // namespace cuemu
 
 /* ------------------------------------------------------------ runtime API */
+/* A call that is not allowed while this thread captures: fails it and invalidates the capture. */
+static bool capture_forbids(const char *what) {
+  if (!cuemu::t_capture) return false;
+  cuemu::t_capture_bad = true;
+  fail(cudaErrorStreamCaptureUnsupported, "%s while the stream is being captured", what);
+  return true;
+}
+
 extern "C" {
 
 unsigned long long cuemu_launch_count(void) { return g_launches; }
@@ -413,6 +432,7 @@ cudaError_t cudaGetDevice(int *device) {
 
 cudaError_t cudaMalloc(void **ptr, size_t size) {
   std::lock_guard<std::recursive_mutex> l(g_lock);
+  if (capture_forbids("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
   arena_init();
   *ptr = NULL;
   if (!size) return cudaSuccess;
@@ -441,6 +461,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
 
 cudaError_t cudaFree(void *ptr) {
   std::lock_guard<std::recursive_mutex> l(g_lock);
+  if (capture_forbids("cudaFree")) return cudaErrorStreamCaptureUnsupported;
   if (!ptr) return cudaSuccess;
   size_t off = in_arena(ptr) ? (size_t)((char *)ptr - g_arena) : 0;
   auto it = in_arena(ptr) ? g_used.find(off) : g_used.end();
@@ -490,6 +511,7 @@ static void land_pending() {
 }
 static cudaError_t synchronize() {
   std::lock_guard<std::recursive_mutex> l(g_lock);
+  if (capture_forbids("a synchronization")) return cudaErrorStreamCaptureUnsupported;
   g_stats.syncs++;
   if (!g_sticky) land_pending();
   return g_sticky;
@@ -556,9 +578,15 @@ static cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kin
   memmove(dst, src, n);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) { return copy(dst, src, n, kind); }
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+  if (capture_forbids("cudaMemcpy")) return cudaErrorStreamCaptureUnsupported;
+  return copy(dst, src, n, kind);
+}
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
-  (void)s;
+  if (cuemu::capturing()) { /* a memcpy node: reads src when the graph runs */
+    cuemu::record([=]() { cudaMemcpyAsync(dst, src, n, kind, s); });
+    return cudaSuccess;
+  }
   std::lock_guard<std::recursive_mutex> l(g_lock);
   if (n && dst && kind == cudaMemcpyDeviceToHost && in_pinned(dst, n)) { /* lands at the next synchronization */
     pending_copy q;
@@ -574,6 +602,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 }
 cudaError_t cudaMemset(void *dst, int value, size_t n) {
   std::lock_guard<std::recursive_mutex> l(g_lock);
+  if (capture_forbids("cudaMemset")) return cudaErrorStreamCaptureUnsupported;
   if (g_sticky) return g_sticky;
   if (!n) return cudaSuccess;
   if (alloc_of(dst, n) < 0)
@@ -586,6 +615,10 @@ cudaError_t cudaMemset(void *dst, int value, size_t n) {
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t s) {
   (void)s;
+  if (cuemu::capturing()) {
+    cuemu::record([=]() { cudaMemset(dst, value, n); });
+    return cudaSuccess;
+  }
   return cudaMemset(dst, value, n);
 }
 
@@ -628,6 +661,9 @@ const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
   case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+  case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+  case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
   }
   return "cudaErrorUnknown";
 }
@@ -641,6 +677,9 @@ const char *cudaGetErrorString(cudaError_t e) {
   case cudaErrorInvalidDevice: return "invalid device ordinal";
   case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
   case cudaErrorLaunchFailure: return "unspecified launch failure";
+  case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+  case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
   default: return "emulated CUDA error";
   }
 }
@@ -670,6 +709,73 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 }
 cudaError_t cudaEventDestroy(cudaEvent_t ev) {
   (void)ev;
+  return cudaSuccess;
+}
+
+} /* extern "C" */
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
+};
+extern "C" {
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  (void)s;
+  (void)mode;
+  if (cuemu::t_capture) return fail(cudaErrorInvalidValue, "cudaStreamBeginCapture: this thread is capturing already");
+  cuemu::t_capture = new std::vector<std::function<void()>>();
+  cuemu::t_capture_bad = false;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+  (void)s;
+  *graph = NULL;
+  if (!cuemu::t_capture) return fail(cudaErrorInvalidValue, "cudaStreamEndCapture: the stream is not being captured");
+  std::vector<std::function<void()>> *w = cuemu::t_capture;
+  cuemu::t_capture = nullptr;
+  if (cuemu::t_capture_bad) {
+    delete w;
+    return t_last = cudaErrorStreamCaptureInvalidated;
+  }
+  *graph = new CUgraph_st{std::move(*w)};
+  delete w;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status) {
+  (void)s;
+  *status = !cuemu::t_capture ? cudaStreamCaptureStatusNone
+            : cuemu::t_capture_bad ? cudaStreamCaptureStatusInvalidated
+                                   : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+  (void)flags;
+  if (!graph) return fail(cudaErrorInvalidValue, "cudaGraphInstantiate: no graph");
+  *exec = new CUgraphExec_st{graph->work};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+  return cudaGraphInstantiate(exec, graph, flags);
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  (void)s;
+  if (!exec) return fail(cudaErrorInvalidValue, "cudaGraphLaunch: no graph");
+  if (cuemu::t_capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaGraphLaunch while capturing");
+  {
+    std::lock_guard<std::recursive_mutex> l(g_lock);
+    if (g_sticky) return g_sticky;
+    g_stats.graph_launches++;
+  }
+  for (auto &w : exec->work) w();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
   return cudaSuccess;
 }
 
@@ -771,23 +877,43 @@ extern "C" {
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc) {
+  if (cuemu::capturing()) { /* alpha and beta are read now, as cuBLAS does in host pointer mode */
+    float a = *alpha, b = *beta;
+    cuemu::record([=]() { cublasSgemm(h, ta, tb, m, n, k, &a, A, lda, B, ldb, &b, C, ldc); });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   return gemm_batched(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const double *alpha, const double *A, int lda, const double *B, int ldb,
                            const double *beta, double *C, int ldc) {
+  if (cuemu::capturing()) { /* alpha and beta are read now, as cuBLAS does in host pointer mode */
+    double a = *alpha, b = *beta;
+    cuemu::record([=]() { cublasDgemm(h, ta, tb, m, n, k, &a, A, lda, B, ldb, &b, C, ldc); });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   return gemm_batched(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const float *alpha, const float *A, int lda, long long sa,
                                          const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
                                          long long sc, int batch) {
+  if (cuemu::capturing()) { /* alpha and beta are read now, as cuBLAS does in host pointer mode */
+    float a = *alpha, b = *beta;
+    cuemu::record([=]() { cublasSgemmStridedBatched(h, ta, tb, m, n, k, &a, A, lda, sa, B, ldb, sb, &b, C, ldc, sc, batch); });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   return gemm_batched(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const double *alpha, const double *A, int lda, long long sa,
                                          const double *B, int ldb, long long sb, const double *beta, double *C,
                                          int ldc, long long sc, int batch) {
+  if (cuemu::capturing()) { /* alpha and beta are read now, as cuBLAS does in host pointer mode */
+    double a = *alpha, b = *beta;
+    cuemu::record([=]() { cublasDgemmStridedBatched(h, ta, tb, m, n, k, &a, A, lda, sa, B, ldb, sb, &b, C, ldc, sc, batch); });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   return gemm_batched(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 

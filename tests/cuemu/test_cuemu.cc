@@ -5,7 +5,8 @@
  * launch-configuration errors, kernel pointer-argument checks, bounds-checked
  * copies, garbage-filled allocations, OOM and reuse, a divergent barrier is
  * reported, host code touching device memory faults, and GEMM against a
- * naive loop with cuBLAS's argument checks. Built and run by make test-cuemu. */
+ * naive loop with cuBLAS's argument checks, stream capture and graph launches. Built and run by
+ * make test-cuemu. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +296,70 @@ int main() {
       cudaFree(dB);
       cudaFree(dC);
     }
+  /* stream capture and graphs: captured work does not run until cudaGraphLaunch, runs in order at
+   * every launch (arguments and gemm scalars as they were at capture), and a call that capture does
+   * not allow invalidates it */
+  {
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    cublasSetStream(hb, st);
+    int *dc;
+    float *g3, *ga;
+    CHECK(cudaMalloc((void **)&dc, 64 * sizeof(int)) == cudaSuccess && cudaMalloc((void **)&g3, 4 * sizeof(float)) == cudaSuccess &&
+              cudaMalloc((void **)&ga, 4 * sizeof(float)) == cudaSuccess,
+          "capture: buffers");
+    cudaMemset(dc, 0, 64 * sizeof(int));
+    std::vector<float> two(4, 2.0f), got(4);
+    cudaMemcpy(ga, two.data(), 4 * sizeof(float), cudaMemcpyHostToDevice);
+    float alpha = 1.5f, zero = 0, *one_d; /* g3 = 1.5 * ga: an m=4, n=1, k=1 gemm with B = [1] */
+    std::vector<float> onev(1, 1.0f);
+    cudaMalloc((void **)&one_d, sizeof(float));
+    cudaMemcpy(one_d, onev.data(), sizeof(float), cudaMemcpyHostToDevice);
+    cuemu_stats s0, s1;
+    cuemu_get_stats(&s0);
+    cudaStreamCaptureStatus cs;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "begin capture");
+    CHECK(cudaStreamIsCapturing(st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive, "capturing");
+    LAUNCH(dim3(2), dim3(32), 0, st, k_ids)(dc, 64);
+    CHECK(cublasSgemm(hb, CUBLAS_OP_N, CUBLAS_OP_N, 4, 1, 1, &alpha, ga, 4, one_d, 1, &zero, g3, 4) == CUBLAS_STATUS_SUCCESS,
+          "captured sgemm");
+    alpha = 100.0f; /* read at capture: the graph keeps 1.5 */
+    cudaGraph_t gr = nullptr;
+    CHECK(cudaStreamEndCapture(st, &gr) == cudaSuccess && gr, "end capture");
+    cuemu_get_stats(&s1);
+    CHECK(s1.kernels == s0.kernels && s1.gemms == s0.gemms && s1.captured - s0.captured == 2,
+          "captured work did not run (kernels %llu gemms %llu captured %llu)", s1.kernels - s0.kernels,
+          s1.gemms - s0.gemms, s1.captured - s0.captured);
+    cudaGraphExec_t ex = nullptr;
+    CHECK(cudaGraphInstantiateWithFlags(&ex, gr, 0) == cudaSuccess && ex, "instantiate");
+    cudaGraphDestroy(gr);
+    CHECK(cudaGraphLaunch(ex, st) == cudaSuccess && cudaGraphLaunch(ex, st) == cudaSuccess &&
+              cudaStreamSynchronize(st) == cudaSuccess,
+          "launch twice");
+    std::vector<int> hc(64);
+    cudaMemcpy(hc.data(), dc, 64 * sizeof(int), cudaMemcpyDeviceToHost);
+    cudaMemcpy(got.data(), g3, 4 * sizeof(float), cudaMemcpyDeviceToHost);
+    CHECK(hc[0] == 2 * 1 && hc[33] == 2 * (1000 + 1 + 1), "the kernel ran once per launch (%d %d)", hc[0], hc[33]);
+    CHECK(got[0] == 3.0f && got[3] == 3.0f, "the gemm used alpha as captured (%g)", got[0]);
+    cudaGraphExecDestroy(ex);
+    /* a synchronous copy during capture fails and invalidates it */
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "begin capture 3");
+    LAUNCH(dim3(2), dim3(32), 0, st, k_ids)(dc, 64);
+    CHECK(cudaMemcpy(hc.data(), dc, 4, cudaMemcpyDeviceToHost) == cudaErrorStreamCaptureUnsupported,
+          "cudaMemcpy during capture is refused");
+    CHECK(cudaStreamSynchronize(st) == cudaErrorStreamCaptureUnsupported, "synchronizing during capture is refused");
+    gr = nullptr;
+    CHECK(cudaStreamEndCapture(st, &gr) == cudaErrorStreamCaptureInvalidated && !gr, "the capture is invalidated");
+    (void)cudaGetLastError();
+    cudaMemcpy(hc.data(), dc, 64 * sizeof(int), cudaMemcpyDeviceToHost);
+    CHECK(hc[0] == 2, "nothing of the invalidated capture ran (%d)", hc[0]);
+    CHECK(cudaStreamIsCapturing(st, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone, "not capturing");
+    cudaFree(dc);
+    cudaFree(g3);
+    cudaFree(ga);
+    cudaFree(one_d);
+    cudaStreamDestroy(st);
+  }
   cublasDestroy(hb);
   printf("test_cuemu: %d checks, %d failures\n", g_checks, g_fail);
   return g_fail ? 1 : 0;

@@ -62,6 +62,8 @@ static void shim_fail(const char *file, int line, const char *expr, const char *
     if (!(c)) shim_fail(__FILE__, __LINE__, #c, " " __VA_ARGS__);            \
   } while (0)
 #define cr_expect(c, ...) cr_assert(c, __VA_ARGS__)
+#define cr_skip_test(...) do { fprintf(stderr, "[SKIP] " __VA_ARGS__); fprintf(stderr, "\n"); longjmp(shim_jmp, 2); } while (0)
+#define cr_assert_fail(...) shim_fail(__FILE__, __LINE__, "cr_assert_fail", " " __VA_ARGS__)
 #define cr_assert_not(c, ...) cr_assert(!(c), __VA_ARGS__)
 #define cr_assert_eq(a, b, ...) cr_assert((a) == (b), __VA_ARGS__)
 #define cr_assert_neq(a, b, ...) cr_assert((a) != (b), __VA_ARGS__)

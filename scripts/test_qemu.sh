@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The portable build's tests on emulated older CPUs (README "Portable build"): every program given
+# runs under qemu-x86_64 (Debian's qemu-user) once per CPU model in QEMU_CPUS. The programs are
+# built against the in-process Criterion shim (tests/tsan/criterion/), so each one stays inside
+# the emulator: Criterion's own runner re-executes the binary, and that child would run on the host
+# CPU. An instruction the emulated CPU lacks is a SIGILL, i.e. a crash here.
+# Prints one line per (cpu, program) and closes with "N passed, N failed".
+set -u
+QEMU=${QEMU:-$(command -v qemu-x86_64)}
+if [ -z "$QEMU" ]; then echo "test-qemu: qemu-x86_64 not found (apt-get install qemu-user)"; exit 1; fi
+pass=0; fail=0
+for cpu in ${QEMU_CPUS:-Nehalem Haswell}; do
+  # OpenBLAS's kernels for the emulated model, not whatever the caller's environment forces (an
+  # OPENBLAS_CORETYPE=Haswell inherited from the host made OpenBLAS run AVX2 on the emulated Nehalem)
+  export OPENBLAS_CORETYPE=$cpu
+  for t in "$@"; do
+    start=$(date +%s)
+    out=$("$QEMU" -cpu "$cpu" "$t" 2>&1); rc=$?
+    line=$(printf '%s\n' "$out" | grep -E '^\[====\] Synthesis:' | tail -1)
+    p=$(printf '%s' "$line" | sed -nE 's/.*Passing: ([0-9]+).*/\1/p'); p=${p:-0}
+    f=$(printf '%s' "$line" | sed -nE 's/.*Failing: ([0-9]+).*/\1/p'); f=${f:-0}
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    pass=$((pass + p)); fail=$((fail + f))
+    printf '%-9s %-28s %s (%ss)\n' "$cpu" "$(basename "$t")" "${line:-exit $rc}" $(( $(date +%s) - start ))
+    if [ $rc -ne 0 ]; then printf '%s\n' "$out" | grep -vE '^\[(----|====)\]' | tail -30; fi
+  done
+done
+echo
+echo "test-qemu: $pass passed, $fail failed"
+[ $fail -eq 0 ]
