@@ -61,6 +61,9 @@ typedef struct job {
   struct job *next;
 } job;
 
+/* serve_json.c: 1 (default): row-format requests for one numeric input take a hand-written
+ * scanner; 0: every request goes through cJSON (tests compare the two) */
+extern int serve_fast_path;
 /* serve_json.c: fills j->in from the parsed body, or returns an HTTP status with *err set. */
 int serve_decode(job *j, const char *body, size_t len, char *err, size_t errcap);
 /* formats the body of j from outputs (rows [off, off + j->rows) of the batched outputs) */
