@@ -1,7 +1,7 @@
 /* loom-serve: TF Serving's REST API over loom exports.
  *   loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]
  *              [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]
- *              [--poll_ms 1000] [--threads 1]
+ *              [--poll_ms 1000] [--threads 1] [--batch_thread 0|1]
  * DIR/<model>/<version>/ holds a loom export (saved_model.loom, signatures.json, variables/).
  * One libuv loop does the HTTP (llhttp) and the JSON decoding; one batching thread runs
  * the resident predictors, merging the queued requests of one signature (up to
@@ -32,13 +32,14 @@ typedef struct model {
 
 static struct {
   const char *base, *host;
-  int port, max_batch, max_conns, poll_ms, threads;
+  int port, max_batch, max_conns, poll_ms, threads, batch_thread;
   long batch_timeout_us;
   size_t max_body;
   uv_loop_t *loop;
   uv_tcp_t server;
   uv_timer_t poll;
   uv_async_t done_async;
+  uv_check_t check;
   uv_signal_t sigterm, sigint;
   model *models;
   int nconns, stopping;
@@ -451,6 +452,47 @@ static void run_batch(job **js, int n, loom_status *st) {
   for (int o = 0; o < sg->nout && o < 64; o++) loom_tensor_free(outs[o]);
 }
 
+/* takes the first queued job and every queued job that can join it (S.mu held); waits up to
+ * --batch_timeout_micros for more when wait is set */
+static int take_batch(job **batch, int wait) {
+  job *j0 = S.qhead;
+  S.qhead = j0->next;
+  if (!S.qhead) S.qtail = NULL;
+  int n = 1;
+  int64_t rows = j0->rows;
+  batch[0] = j0;
+  double deadline = j0->t_enq + (double)S.batch_timeout_us;
+  for (;;) {
+    job **pp = &S.qhead, *prev = NULL;
+    while (*pp && j0->rows > 0 && rows < S.max_batch) {
+      job *j = *pp;
+      if (same_inner(j0, j) && rows + j->rows <= S.max_batch) {
+        *pp = j->next;
+        if (S.qtail == j) S.qtail = prev;
+        batch[n++] = j;
+        rows += j->rows;
+      } else {
+        prev = j;
+        pp = &j->next;
+      }
+    }
+    if (!wait || j0->rows <= 0 || rows >= S.max_batch || S.batch_timeout_us <= 0 || S.qstop) break;
+    double t = now_us();
+    if (t >= deadline) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double w = deadline - t;
+    ts.tv_sec += (time_t)(w / 1e6);
+    ts.tv_nsec += (long)((w - (double)(long)(w / 1e6) * 1e6) * 1e3);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&S.cv, &S.mu, &ts);
+  }
+  S.nreq += n;
+  S.nbatch++;
+  if (n > S.maxbatch) S.maxbatch = n;
+  return n;
+}
+
 static void *worker_main(void *arg) {
   (void)arg;
   loom_status *st = loom_status_new();
@@ -459,42 +501,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     while (!S.qhead && !S.qstop) pthread_cond_wait(&S.cv, &S.mu);
     if (!S.qhead) break;
-    job *j0 = S.qhead;
-    S.qhead = j0->next;
-    if (!S.qhead) S.qtail = NULL;
-    int n = 1;
-    int64_t rows = j0->rows;
-    batch[0] = j0;
-    double deadline = j0->t_enq + (double)S.batch_timeout_us;
-    for (;;) {
-      /* take the queued jobs that can join */
-      job **pp = &S.qhead, *prev = NULL;
-      while (*pp && j0->rows > 0 && rows < S.max_batch) {
-        job *j = *pp;
-        if (same_inner(j0, j) && rows + j->rows <= S.max_batch) {
-          *pp = j->next;
-          if (S.qtail == j) S.qtail = prev;
-          batch[n++] = j;
-          rows += j->rows;
-        } else {
-          prev = j;
-          pp = &j->next;
-        }
-      }
-      if (j0->rows <= 0 || rows >= S.max_batch || S.batch_timeout_us <= 0 || S.qstop) break;
-      double t = now_us();
-      if (t >= deadline) break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      double wait = deadline - t;
-      ts.tv_sec += (time_t)(wait / 1e6);
-      ts.tv_nsec += (long)((wait - (double)(long)(wait / 1e6) * 1e6) * 1e3);
-      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-      pthread_cond_timedwait(&S.cv, &S.mu, &ts);
-    }
-    S.nreq += n;
-    S.nbatch++;
-    if (n > S.maxbatch) S.maxbatch = n;
+    int n = take_batch(batch, 1);
     pthread_mutex_unlock(&S.mu);
     run_batch(batch, n, st);
     for (int k = 0; k < n; k++) push_done(batch[k]);
@@ -526,6 +533,31 @@ static void on_done(uv_async_t *a) {
     job_free(j);
     j = next;
   }
+}
+
+/* Without a batching thread (--batch_thread 0): the loop runs the queued requests after each
+ * round of I/O callbacks (a uv_check handle), merging those that arrived in that round. */
+static void on_check(uv_check_t *h) {
+  (void)h;
+  static job **batch;
+  static loom_status *st;
+  if (!S.qhead) return;
+  if (!batch) batch = calloc((size_t)S.max_batch + 1, sizeof *batch);
+  if (!st) st = loom_status_new();
+  if (!batch || !st) return;
+  pthread_mutex_lock(&S.mu);
+  while (S.qhead) {
+    int n = take_batch(batch, 0);
+    pthread_mutex_unlock(&S.mu);
+    run_batch(batch, n, st);
+    for (int k = 0; k < n; k++) {
+      conn *c = batch[k]->conn;
+      send_reply(c, batch[k]->status, &batch[k]->out, !c->keep);
+      job_free(batch[k]);
+    }
+    pthread_mutex_lock(&S.mu);
+  }
+  pthread_mutex_unlock(&S.mu);
 }
 
 /* ------------------------------------------------------------ routing */
@@ -689,7 +721,7 @@ static void handle(conn *c) {
   if (S.qtail) S.qtail->next = j;
   else S.qhead = j;
   S.qtail = j;
-  pthread_cond_signal(&S.cv);
+  if (S.batch_thread) pthread_cond_signal(&S.cv);
   pthread_mutex_unlock(&S.mu);
 }
 
@@ -842,8 +874,10 @@ static void on_signal(uv_signal_t *s, int sig) {
   S.qstop = 1;
   pthread_cond_broadcast(&S.cv);
   pthread_mutex_unlock(&S.mu);
-  pthread_join(S.worker, NULL);
+  if (S.batch_thread) pthread_join(S.worker, NULL);
+  else on_check(&S.check);
   on_done(&S.done_async);
+  uv_close((uv_handle_t *)&S.check, NULL);
   uv_walk(S.loop, close_walk, NULL);
   uv_close((uv_handle_t *)&S.done_async, NULL);
   uv_close((uv_handle_t *)&S.sigterm, NULL);
@@ -864,7 +898,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       printf("usage: loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]\n"
              "       [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]\n"
-             "       [--poll_ms 1000] [--threads 1]\n"
+             "       [--poll_ms 1000] [--threads 1] [--batch_thread 0|1]\n"
              "DIR/<model>/<version>/ holds a loom export. Port 0 picks a free port (printed).\n");
       return 0;
     }
@@ -890,6 +924,8 @@ int main(int argc, char **argv) {
   if (S.max_conns < 1) S.max_conns = 1;
   if (S.poll_ms < 10) S.poll_ms = 10;
   if (S.threads < 1) S.threads = 1;
+  /* a batch timeout needs a thread that can wait; without one the loop runs the batches */
+  S.batch_thread = atoi(flag(argc, argv, "--batch_thread", S.batch_timeout_us > 0 ? "1" : "0")) != 0;
   signal(SIGPIPE, SIG_IGN);
   S.loop = uv_default_loop();
   pthread_mutex_init(&S.mu, NULL);
@@ -927,7 +963,9 @@ int main(int argc, char **argv) {
   uv_signal_start(&S.sigterm, on_signal, SIGTERM);
   uv_signal_init(S.loop, &S.sigint);
   uv_signal_start(&S.sigint, on_signal, SIGINT);
-  pthread_create(&S.worker, NULL, worker_main, NULL);
+  uv_check_init(S.loop, &S.check);
+  uv_check_start(&S.check, on_check);
+  if (S.batch_thread) pthread_create(&S.worker, NULL, worker_main, NULL);
   printf("loom-serve: listening on %s:%d\n", S.host, port);
   fflush(stdout);
   uv_run(S.loop, UV_RUN_DEFAULT);
