@@ -826,7 +826,7 @@ void serve_encode(job *j, loom_tensor *const *outs, int64_t off, int64_t total) 
       if (c) sb_puts(b, ", ");
       sb_puts(b, "[");
       if (cls) put_elem(b, cls, (off + r) * k + c);
-      else sb_printf(b, "\"%lld\"", (long long)c);
+      else sb_puts(b, "\"\""); /* TF Serving leaves the label empty without "classes" */
       sb_puts(b, ", ");
       if (sc) put_elem(b, sc, (off + r) * k + c);
       else sb_puts(b, "0");
