@@ -635,35 +635,11 @@ static void handle(conn *c) {
   char err[1024];
   int method = llhttp_get_method(&c->parser);
   char *url = c->url ? c->url : "";
-  char *q = strchr(url, '?');
-  if (q) *q = 0;
-  /* /v1/models/{name}[/versions/{v}][/metadata | :predict | :classify | :regress] */
-  if (strncmp(url, "/v1/models/", 11) || !url[11]) {
-    snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), url);
-    send_error(c, 404, err, !c->keep);
-    return;
-  }
-  char *name = url + 11, *rest = name + strcspn(name, "/:");
-  char verb[32] = "";
+  char *name = NULL, verb[32] = "";
   int64_t want = -1;
-  int meta = 0, bad = 0;
-  char sep = *rest;
-  *rest = 0;
-  char *p = rest + 1;
-  if (sep == '/' && !strncmp(p, "versions/", 9)) {
-    p += 9;
-    char *e;
-    want = strtoll(p, &e, 10);
-    if (e == p || want < 0) bad = 1;
-    p = e;
-    sep = *p;
-    if (sep) p++;
-  }
-  if (sep == '/' && !strcmp(p, "metadata")) meta = 1;
-  else if (sep == ':' && strlen(p) < sizeof verb) snprintf(verb, sizeof verb, "%s", p);
-  else if (sep) bad = 1;
-  if (bad || (verb[0] && strcmp(verb, "predict") && strcmp(verb, "classify") && strcmp(verb, "regress"))) {
-    snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), c->url);
+  int meta = 0;
+  snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), url);
+  if (serve_route(url, &name, &want, &meta, verb)) {
     send_error(c, 404, err, !c->keep);
     return;
   }

@@ -5,6 +5,7 @@
  *                            -> {"result": [[[label, score], ...], ...]} / {"result": [v, ...]}
  * Strings may be given as {"b64": "..."}. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,6 +76,39 @@ void serve_error_body(sb *b, const char *msg) {
   sb_puts(b, "{\"error\": ");
   sb_json_str(b, msg, strlen(msg));
   sb_puts(b, "}");
+}
+
+int serve_route(char *url, char **name, int64_t *want, int *meta, char verb[32]) {
+  char *q = strchr(url, '?');
+  if (q) *q = 0;
+  *want = -1;
+  *meta = 0;
+  verb[0] = 0;
+  if (strncmp(url, "/v1/models/", 11) || !url[11]) return -1;
+  char *nm = url + 11, *rest = nm + strcspn(nm, "/:");
+  char sep = *rest;
+  if (rest == nm) return -1;
+  *rest = 0;
+  *name = nm;
+  if (!sep) return 0;
+  char *p = rest + 1;
+  if (sep == '/' && !strncmp(p, "versions/", 9)) {
+    p += 9;
+    if (*p < '0' || *p > '9') return -1;
+    char *e;
+    errno = 0;
+    long long v = strtoll(p, &e, 10);
+    if (errno) return -1;
+    *want = v;
+    p = e;
+    sep = *p;
+    if (!sep) return 0;
+    p++;
+  }
+  if (sep == '/' && !strcmp(p, "metadata")) *meta = 1;
+  else if (sep == ':' && (!strcmp(p, "predict") || !strcmp(p, "classify") || !strcmp(p, "regress"))) strcpy(verb, p);
+  else return -1;
+  return 0;
 }
 
 const sigdef *serve_find_sig(const version *v, const char *name) {
