@@ -940,7 +940,7 @@ int main(int argc, char **argv) {
   uv_signal_init(S.loop, &S.sigint);
   uv_signal_start(&S.sigint, on_signal, SIGINT);
   uv_check_init(S.loop, &S.check);
-  uv_check_start(&S.check, on_check);
+  if (!S.batch_thread) uv_check_start(&S.check, on_check); /* else the batching thread takes the queue */
   if (S.batch_thread) pthread_create(&S.worker, NULL, worker_main, NULL);
   printf("loom-serve: listening on %s:%d\n", S.host, port);
   fflush(stdout);
