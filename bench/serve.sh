@@ -73,8 +73,15 @@ constant() { # rate prefix
 }
 echo "half_rate=$HALF"
 constant "$HALF" half
+sleep 1
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$SRV/stat"; }
 echo "fixed_rate=10000"
-constant 10000 r10k
+T0=$(cpu_ticks)
+constant 10000 r10k | tee "$TMP/r10k.txt"
+T1=$(cpu_ticks)
+# the server's CPU time (user + system, all threads) per request at 10k/s, warmup included
+N=$(awk -v d="$DUR" 'BEGIN { print int(10000 * (d + 1)) }')
+echo "r10k_server_cpu_us_per_request=$(awk -v t=$((T1 - T0)) -v hz="$(getconf CLK_TCK)" -v n="$N" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')"
 echo "loadavg_after=$(cut -d' ' -f1 /proc/loadavg)"
 kill -TERM "$SRV"
 wait "$SRV" 2>/dev/null || true
