@@ -269,7 +269,7 @@ typedef struct conn {
   char *url;
   size_t url_n;
   sb body;
-  int too_large, busy, closing, keep;
+  int too_large, busy, closing, keep, reading;
   char *left; /* unparsed bytes after a paused message */
   size_t left_n;
 } conn;
@@ -286,6 +286,7 @@ static void conn_close(conn *c) {
   if (c->closing) return;
   c->closing = 1;
   uv_read_stop((uv_stream_t *)&c->h);
+  c->reading = 0;
   if (!c->busy) uv_close((uv_handle_t *)&c->h, conn_closed);
 }
 
@@ -753,13 +754,15 @@ static void feed(conn *c, const char *data, size_t n) {
       c->left = l;
       c->left_n = l ? n - used : 0;
     }
-    uv_read_stop((uv_stream_t *)&c->h);
+    /* reading goes on while the request runs (bytes that come meanwhile are kept in c->left by
+     * on_read): stopping and restarting it would cost two epoll_ctl calls per request */
     c->keep = llhttp_should_keep_alive(&c->parser);
     handle(c);
     return;
   }
   c->busy = 1;
   uv_read_stop((uv_stream_t *)&c->h);
+  c->reading = 0;
   if (c->too_large) {
     char msg[256];
     snprintf(msg, sizeof msg, "Request body too large: the limit is %zu bytes (--max_body_bytes)", S.max_body);
@@ -783,7 +786,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
     conn_close(c);
     return;
   }
-  if (n > 0) feed(c, b->base, (size_t)n);
+  if (n <= 0) return;
+  if (c->busy) { /* a pipelined request while one runs: kept for resume_conn */
+    char *l = realloc(c->left, c->left_n + (size_t)n);
+    if (!l) {
+      conn_close(c);
+      return;
+    }
+    memcpy(l + c->left_n, b->base, (size_t)n);
+    c->left = l;
+    c->left_n += (size_t)n;
+    if (c->left_n > S.max_body + 65536) { /* enough queued: wait for the reply */
+      uv_read_stop(s);
+      c->reading = 0;
+    }
+    return;
+  }
+  feed(c, b->base, (size_t)n);
 }
 static void resume_conn(conn *c) {
   if (c->closing) return;
@@ -801,7 +820,10 @@ static void resume_conn(conn *c) {
     free(l);
     if (c->busy || c->closing) return;
   }
-  uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+  if (!c->reading) {
+    uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+    c->reading = 1;
+  }
 }
 
 static void on_conn(uv_stream_t *srv, int status) {
@@ -826,6 +848,7 @@ static void on_conn(uv_stream_t *srv, int status) {
     return;
   }
   uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+  c->reading = 1;
 }
 
 /* ------------------------------------------------------------ shutdown */
