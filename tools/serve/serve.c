@@ -1,7 +1,7 @@
 /* loom-serve: TF Serving's REST API over loom exports.
  *   loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]
  *              [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]
- *              [--poll_ms 1000] [--threads 1] [--batch_thread 0|1]
+ *              [--poll_ms 1000] [--threads 1] [--batch_thread 0|1] [--json_fast_path 1|0]
  * DIR/<model>/<version>/ holds a loom export (saved_model.loom, signatures.json, variables/).
  * One libuv loop does the HTTP (llhttp) and the JSON decoding; one batching thread runs
  * the resident predictors, merging the queued requests of one signature (up to
@@ -897,7 +897,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       printf("usage: loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]\n"
              "       [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]\n"
-             "       [--poll_ms 1000] [--threads 1] [--batch_thread 0|1]\n"
+             "       [--poll_ms 1000] [--threads 1] [--batch_thread 0|1] [--json_fast_path 1|0]\n"
              "DIR/<model>/<version>/ holds a loom export. Port 0 picks a free port (printed).\n");
       return 0;
     }
@@ -924,6 +924,7 @@ int main(int argc, char **argv) {
   if (S.poll_ms < 10) S.poll_ms = 10;
   if (S.threads < 1) S.threads = 1;
   /* a batch timeout needs a thread that can wait; without one the loop runs the batches */
+  serve_fast_path = atoi(flag(argc, argv, "--json_fast_path", "1")) != 0; /* 0: cJSON for every request */
   S.batch_thread = atoi(flag(argc, argv, "--batch_thread", S.batch_timeout_us > 0 ? "1" : "0")) != 0;
   signal(SIGPIPE, SIG_IGN);
   S.loop = uv_default_loop();
