@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -100,6 +101,7 @@ static server start_server(const char *extra) {
   sv.pid = fork();
   cr_assert(sv.pid >= 0);
   if (sv.pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed assertion ends the test process: no orphan server */
     dup2(fd[1], 1);
     close(fd[0]);
     close(fd[1]);
