@@ -398,6 +398,11 @@ fuzz-seeds: lib fuzz-build
 	@echo "fuzz-seeds: $$(find fuzz/corpus -type f | wc -l) seeds in fuzz/corpus"
 
 build/fuzz/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
+# fuzz_rest compiles in tools/serve/serve_json.c and links llhttp (built by this build's compiler)
+build/fuzz/fuzz_rest: fuzz/fuzz_rest.c fuzz/fuzz_util.h build/fuzz/libloom.a $(wildcard tools/serve/*) $(LLHTTP_OBJ)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(filter-out -fvisibility=hidden -fsanitize=%,$(CFLAGS)) -isystem $(LLHTTP_INC) -fsanitize=fuzzer,$(FUZZ_SAN) \
+	  $< $(LLHTTP_OBJ) -o $@ build/fuzz/libloom.a $(LDLIBS)
 fuzz: deps fuzz-build
 	@bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
 # The replay programs: each target + fuzz/driver.c (a main that runs every corpus file once),
@@ -408,6 +413,11 @@ $(BUILD)/fuzz-replay/fuzz_%: fuzz/fuzz_%.c fuzz/driver.c fuzz/fuzz_util.h $(BUIL
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) fuzz/driver.c $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 $(BUILD)/fuzz-replay/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
+$(BUILD)/fuzz-replay/fuzz_rest: fuzz/fuzz_rest.c fuzz/driver.c fuzz/fuzz_util.h $(BUILD)/libloom.a $(wildcard tools/serve/*) \
+  $(LLHTTP_OBJ)
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) -isystem $(LLHTTP_INC) fuzz/driver.c $< $(LLHTTP_OBJ) -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 fuzz-replay: lib $(REPLAY_BIN)
 	@BUILD=$(BUILD) bash scripts/fuzz.sh replay 0 $(FUZZ_NAMES)
 

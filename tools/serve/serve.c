@@ -1,7 +1,7 @@
 /* loom-serve: TF Serving's REST API over loom exports.
  *   loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]
  *              [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]
- *              [--poll_ms 1000] [--threads 1]
+ *              [--poll_ms 1000] [--threads 1] [--batch_thread 0|1] [--json_fast_path 1|0]
  * DIR/<model>/<version>/ holds a loom export (saved_model.loom, signatures.json, variables/).
  * One libuv loop does the HTTP (llhttp) and the JSON decoding; one batching thread runs
  * the resident predictors, merging the queued requests of one signature (up to
@@ -32,13 +32,14 @@ typedef struct model {
 
 static struct {
   const char *base, *host;
-  int port, max_batch, max_conns, poll_ms, threads;
+  int port, max_batch, max_conns, poll_ms, threads, batch_thread;
   long batch_timeout_us;
   size_t max_body;
   uv_loop_t *loop;
   uv_tcp_t server;
   uv_timer_t poll;
   uv_async_t done_async;
+  uv_check_t check;
   uv_signal_t sigterm, sigint;
   model *models;
   int nconns, stopping;
@@ -268,7 +269,7 @@ typedef struct conn {
   char *url;
   size_t url_n;
   sb body;
-  int too_large, busy, closing, keep;
+  int too_large, busy, closing, keep, reading;
   char *left; /* unparsed bytes after a paused message */
   size_t left_n;
 } conn;
@@ -285,6 +286,7 @@ static void conn_close(conn *c) {
   if (c->closing) return;
   c->closing = 1;
   uv_read_stop((uv_stream_t *)&c->h);
+  c->reading = 0;
   if (!c->busy) uv_close((uv_handle_t *)&c->h, conn_closed);
 }
 
@@ -451,6 +453,47 @@ static void run_batch(job **js, int n, loom_status *st) {
   for (int o = 0; o < sg->nout && o < 64; o++) loom_tensor_free(outs[o]);
 }
 
+/* takes the first queued job and every queued job that can join it (S.mu held); waits up to
+ * --batch_timeout_micros for more when wait is set */
+static int take_batch(job **batch, int wait) {
+  job *j0 = S.qhead;
+  S.qhead = j0->next;
+  if (!S.qhead) S.qtail = NULL;
+  int n = 1;
+  int64_t rows = j0->rows;
+  batch[0] = j0;
+  double deadline = j0->t_enq + (double)S.batch_timeout_us;
+  for (;;) {
+    job **pp = &S.qhead, *prev = NULL;
+    while (*pp && j0->rows > 0 && rows < S.max_batch) {
+      job *j = *pp;
+      if (same_inner(j0, j) && rows + j->rows <= S.max_batch) {
+        *pp = j->next;
+        if (S.qtail == j) S.qtail = prev;
+        batch[n++] = j;
+        rows += j->rows;
+      } else {
+        prev = j;
+        pp = &j->next;
+      }
+    }
+    if (!wait || j0->rows <= 0 || rows >= S.max_batch || S.batch_timeout_us <= 0 || S.qstop) break;
+    double t = now_us();
+    if (t >= deadline) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double w = deadline - t;
+    ts.tv_sec += (time_t)(w / 1e6);
+    ts.tv_nsec += (long)((w - (double)(long)(w / 1e6) * 1e6) * 1e3);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&S.cv, &S.mu, &ts);
+  }
+  S.nreq += n;
+  S.nbatch++;
+  if (n > S.maxbatch) S.maxbatch = n;
+  return n;
+}
+
 static void *worker_main(void *arg) {
   (void)arg;
   loom_status *st = loom_status_new();
@@ -459,42 +502,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     while (!S.qhead && !S.qstop) pthread_cond_wait(&S.cv, &S.mu);
     if (!S.qhead) break;
-    job *j0 = S.qhead;
-    S.qhead = j0->next;
-    if (!S.qhead) S.qtail = NULL;
-    int n = 1;
-    int64_t rows = j0->rows;
-    batch[0] = j0;
-    double deadline = j0->t_enq + (double)S.batch_timeout_us;
-    for (;;) {
-      /* take the queued jobs that can join */
-      job **pp = &S.qhead, *prev = NULL;
-      while (*pp && j0->rows > 0 && rows < S.max_batch) {
-        job *j = *pp;
-        if (same_inner(j0, j) && rows + j->rows <= S.max_batch) {
-          *pp = j->next;
-          if (S.qtail == j) S.qtail = prev;
-          batch[n++] = j;
-          rows += j->rows;
-        } else {
-          prev = j;
-          pp = &j->next;
-        }
-      }
-      if (j0->rows <= 0 || rows >= S.max_batch || S.batch_timeout_us <= 0 || S.qstop) break;
-      double t = now_us();
-      if (t >= deadline) break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      double wait = deadline - t;
-      ts.tv_sec += (time_t)(wait / 1e6);
-      ts.tv_nsec += (long)((wait - (double)(long)(wait / 1e6) * 1e6) * 1e3);
-      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-      pthread_cond_timedwait(&S.cv, &S.mu, &ts);
-    }
-    S.nreq += n;
-    S.nbatch++;
-    if (n > S.maxbatch) S.maxbatch = n;
+    int n = take_batch(batch, 1);
     pthread_mutex_unlock(&S.mu);
     run_batch(batch, n, st);
     for (int k = 0; k < n; k++) push_done(batch[k]);
@@ -526,6 +534,31 @@ static void on_done(uv_async_t *a) {
     job_free(j);
     j = next;
   }
+}
+
+/* Without a batching thread (--batch_thread 0): the loop runs the queued requests after each
+ * round of I/O callbacks (a uv_check handle), merging those that arrived in that round. */
+static void on_check(uv_check_t *h) {
+  (void)h;
+  static job **batch;
+  static loom_status *st;
+  if (!S.qhead) return;
+  if (!batch) batch = calloc((size_t)S.max_batch + 1, sizeof *batch);
+  if (!st) st = loom_status_new();
+  if (!batch || !st) return;
+  pthread_mutex_lock(&S.mu);
+  while (S.qhead) {
+    int n = take_batch(batch, 0);
+    pthread_mutex_unlock(&S.mu);
+    run_batch(batch, n, st);
+    for (int k = 0; k < n; k++) {
+      conn *c = batch[k]->conn;
+      send_reply(c, batch[k]->status, &batch[k]->out, !c->keep);
+      job_free(batch[k]);
+    }
+    pthread_mutex_lock(&S.mu);
+  }
+  pthread_mutex_unlock(&S.mu);
 }
 
 /* ------------------------------------------------------------ routing */
@@ -603,35 +636,11 @@ static void handle(conn *c) {
   char err[1024];
   int method = llhttp_get_method(&c->parser);
   char *url = c->url ? c->url : "";
-  char *q = strchr(url, '?');
-  if (q) *q = 0;
-  /* /v1/models/{name}[/versions/{v}][/metadata | :predict | :classify | :regress] */
-  if (strncmp(url, "/v1/models/", 11) || !url[11]) {
-    snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), url);
-    send_error(c, 404, err, !c->keep);
-    return;
-  }
-  char *name = url + 11, *rest = name + strcspn(name, "/:");
-  char verb[32] = "";
+  char *name = NULL, verb[32] = "";
   int64_t want = -1;
-  int meta = 0, bad = 0;
-  char sep = *rest;
-  *rest = 0;
-  char *p = rest + 1;
-  if (sep == '/' && !strncmp(p, "versions/", 9)) {
-    p += 9;
-    char *e;
-    want = strtoll(p, &e, 10);
-    if (e == p || want < 0) bad = 1;
-    p = e;
-    sep = *p;
-    if (sep) p++;
-  }
-  if (sep == '/' && !strcmp(p, "metadata")) meta = 1;
-  else if (sep == ':' && strlen(p) < sizeof verb) snprintf(verb, sizeof verb, "%s", p);
-  else if (sep) bad = 1;
-  if (bad || (verb[0] && strcmp(verb, "predict") && strcmp(verb, "classify") && strcmp(verb, "regress"))) {
-    snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), c->url);
+  int meta = 0;
+  snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), url);
+  if (serve_route(url, &name, &want, &meta, verb)) {
     send_error(c, 404, err, !c->keep);
     return;
   }
@@ -689,7 +698,7 @@ static void handle(conn *c) {
   if (S.qtail) S.qtail->next = j;
   else S.qhead = j;
   S.qtail = j;
-  pthread_cond_signal(&S.cv);
+  if (S.batch_thread) pthread_cond_signal(&S.cv);
   pthread_mutex_unlock(&S.mu);
 }
 
@@ -745,13 +754,15 @@ static void feed(conn *c, const char *data, size_t n) {
       c->left = l;
       c->left_n = l ? n - used : 0;
     }
-    uv_read_stop((uv_stream_t *)&c->h);
+    /* reading goes on while the request runs (bytes that come meanwhile are kept in c->left by
+     * on_read): stopping and restarting it would cost two epoll_ctl calls per request */
     c->keep = llhttp_should_keep_alive(&c->parser);
     handle(c);
     return;
   }
   c->busy = 1;
   uv_read_stop((uv_stream_t *)&c->h);
+  c->reading = 0;
   if (c->too_large) {
     char msg[256];
     snprintf(msg, sizeof msg, "Request body too large: the limit is %zu bytes (--max_body_bytes)", S.max_body);
@@ -775,7 +786,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
     conn_close(c);
     return;
   }
-  if (n > 0) feed(c, b->base, (size_t)n);
+  if (n <= 0) return;
+  if (c->busy) { /* a pipelined request while one runs: kept for resume_conn */
+    char *l = realloc(c->left, c->left_n + (size_t)n);
+    if (!l) {
+      conn_close(c);
+      return;
+    }
+    memcpy(l + c->left_n, b->base, (size_t)n);
+    c->left = l;
+    c->left_n += (size_t)n;
+    if (c->left_n > S.max_body + 65536) { /* enough queued: wait for the reply */
+      uv_read_stop(s);
+      c->reading = 0;
+    }
+    return;
+  }
+  feed(c, b->base, (size_t)n);
 }
 static void resume_conn(conn *c) {
   if (c->closing) return;
@@ -793,7 +820,10 @@ static void resume_conn(conn *c) {
     free(l);
     if (c->busy || c->closing) return;
   }
-  uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+  if (!c->reading) {
+    uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+    c->reading = 1;
+  }
 }
 
 static void on_conn(uv_stream_t *srv, int status) {
@@ -818,6 +848,7 @@ static void on_conn(uv_stream_t *srv, int status) {
     return;
   }
   uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+  c->reading = 1;
 }
 
 /* ------------------------------------------------------------ shutdown */
@@ -842,8 +873,10 @@ static void on_signal(uv_signal_t *s, int sig) {
   S.qstop = 1;
   pthread_cond_broadcast(&S.cv);
   pthread_mutex_unlock(&S.mu);
-  pthread_join(S.worker, NULL);
+  if (S.batch_thread) pthread_join(S.worker, NULL);
+  else on_check(&S.check);
   on_done(&S.done_async);
+  uv_close((uv_handle_t *)&S.check, NULL);
   uv_walk(S.loop, close_walk, NULL);
   uv_close((uv_handle_t *)&S.done_async, NULL);
   uv_close((uv_handle_t *)&S.sigterm, NULL);
@@ -864,7 +897,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       printf("usage: loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]\n"
              "       [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]\n"
-             "       [--poll_ms 1000] [--threads 1]\n"
+             "       [--poll_ms 1000] [--threads 1] [--batch_thread 0|1] [--json_fast_path 1|0]\n"
              "DIR/<model>/<version>/ holds a loom export. Port 0 picks a free port (printed).\n");
       return 0;
     }
@@ -890,6 +923,9 @@ int main(int argc, char **argv) {
   if (S.max_conns < 1) S.max_conns = 1;
   if (S.poll_ms < 10) S.poll_ms = 10;
   if (S.threads < 1) S.threads = 1;
+  /* a batch timeout needs a thread that can wait; without one the loop runs the batches */
+  serve_fast_path = atoi(flag(argc, argv, "--json_fast_path", "1")) != 0; /* 0: cJSON for every request */
+  S.batch_thread = atoi(flag(argc, argv, "--batch_thread", S.batch_timeout_us > 0 ? "1" : "0")) != 0;
   signal(SIGPIPE, SIG_IGN);
   S.loop = uv_default_loop();
   pthread_mutex_init(&S.mu, NULL);
@@ -927,7 +963,9 @@ int main(int argc, char **argv) {
   uv_signal_start(&S.sigterm, on_signal, SIGTERM);
   uv_signal_init(S.loop, &S.sigint);
   uv_signal_start(&S.sigint, on_signal, SIGINT);
-  pthread_create(&S.worker, NULL, worker_main, NULL);
+  uv_check_init(S.loop, &S.check);
+  if (!S.batch_thread) uv_check_start(&S.check, on_check); /* else the batching thread takes the queue */
+  if (S.batch_thread) pthread_create(&S.worker, NULL, worker_main, NULL);
   printf("loom-serve: listening on %s:%d\n", S.host, port);
   fflush(stdout);
   uv_run(S.loop, UV_RUN_DEFAULT);

@@ -61,11 +61,17 @@ typedef struct job {
   struct job *next;
 } job;
 
+/* serve_json.c: 1 (default): row-format requests for one numeric input take a hand-written
+ * scanner; 0: every request goes through cJSON (tests compare the two) */
+extern int serve_fast_path;
 /* serve_json.c: fills j->in from the parsed body, or returns an HTTP status with *err set. */
 int serve_decode(job *j, const char *body, size_t len, char *err, size_t errcap);
 /* formats the body of j from outputs (rows [off, off + j->rows) of the batched outputs) */
 void serve_encode(job *j, loom_tensor *const *outs, int64_t off, int64_t total_rows);
 void serve_error_body(sb *b, const char *msg);
+/* splits url (cut in place) /v1/models/{name}[/versions/{v}][/metadata | :predict | :classify |
+ * :regress][?query]: *want = v or -1, *meta, verb (empty for status/metadata); -1 when malformed */
+int serve_route(char *url, char **name, int64_t *want, int *meta, char verb[32]);
 const sigdef *serve_find_sig(const version *v, const char *name);
 void job_free_inputs(job *j);
 #endif

@@ -5,6 +5,7 @@
  *                            -> {"result": [[[label, score], ...], ...]} / {"result": [v, ...]}
  * Strings may be given as {"b64": "..."}. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,6 +76,39 @@ void serve_error_body(sb *b, const char *msg) {
   sb_puts(b, "{\"error\": ");
   sb_json_str(b, msg, strlen(msg));
   sb_puts(b, "}");
+}
+
+int serve_route(char *url, char **name, int64_t *want, int *meta, char verb[32]) {
+  char *q = strchr(url, '?');
+  if (q) *q = 0;
+  *want = -1;
+  *meta = 0;
+  verb[0] = 0;
+  if (strncmp(url, "/v1/models/", 11) || !url[11]) return -1;
+  char *nm = url + 11, *rest = nm + strcspn(nm, "/:");
+  char sep = *rest;
+  if (rest == nm) return -1;
+  *rest = 0;
+  *name = nm;
+  if (!sep) return 0;
+  char *p = rest + 1;
+  if (sep == '/' && !strncmp(p, "versions/", 9)) {
+    p += 9;
+    if (*p < '0' || *p > '9') return -1;
+    char *e;
+    errno = 0;
+    long long v = strtoll(p, &e, 10);
+    if (errno) return -1;
+    *want = v;
+    p = e;
+    sep = *p;
+    if (!sep) return 0;
+    p++;
+  }
+  if (sep == '/' && !strcmp(p, "metadata")) *meta = 1;
+  else if (sep == ':' && (!strcmp(p, "predict") || !strcmp(p, "classify") || !strcmp(p, "regress"))) strcpy(verb, p);
+  else return -1;
+  return 0;
 }
 
 const sigdef *serve_find_sig(const version *v, const char *name) {
@@ -405,8 +439,230 @@ static int decode_examples(dctx *d, job *j, const cJSON *root) {
   return 0;
 }
 
+int serve_fast_path = 1;
+
+/* ---- fast path: {"signature_name": "s", "instances": [[n, ...], ...]} for one numeric input.
+ * A hand-written scanner for the common row-format request straight into a float/double
+ * buffer (no cJSON tree). Anything it does not recognise, or any input it would reject,
+ * returns 0 and the request goes through cJSON, which gives the error messages; it accepts
+ * only what the cJSON path accepts and gives the same values (numbers are parsed to double,
+ * correctly rounded, then converted as the cJSON path converts them). */
+typedef struct fscan {
+  const char *p, *e;
+  double *v; /* values, row-major */
+  size_t n, cap;
+  int nd;           /* rank of one instance (-1 until the first scalar) */
+  int64_t dims[8];  /* its dims (0 until the first list at that level closes) */
+} fscan;
+
+static void fs_ws(fscan *f) {
+  while (f->p < f->e && (*f->p == ' ' || *f->p == '\n' || *f->p == '\r' || *f->p == '\t')) f->p++;
+}
+static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+/* one JSON number (strict grammar); 0 on anything else */
+static int fs_num(fscan *f, double *out) {
+  const char *s = f->p, *e = f->e;
+  int neg = 0;
+  if (s < e && *s == '-') neg = 1, s++;
+  if (s >= e || *s < '0' || *s > '9') return 0;
+  uint64_t m = 0;
+  int digits = 0, exp10 = 0;
+  if (*s == '0') s++;
+  else
+    while (s < e && *s >= '0' && *s <= '9') {
+      if (digits < 19) m = m * 10 + (uint64_t)(*s - '0'), digits += m != 0;
+      else exp10++;
+      s++;
+    }
+  if (s < e && *s == '.') {
+    s++;
+    if (s >= e || *s < '0' || *s > '9') return 0;
+    while (s < e && *s >= '0' && *s <= '9') {
+      if (digits < 19) m = m * 10 + (uint64_t)(*s - '0'), digits += m != 0, exp10--;
+      s++;
+    }
+  }
+  if (s < e && (*s == 'e' || *s == 'E')) {
+    s++;
+    int en = 0, ex = 0;
+    if (s < e && (*s == '+' || *s == '-')) en = *s == '-', s++;
+    if (s >= e || *s < '0' || *s > '9') return 0;
+    while (s < e && *s >= '0' && *s <= '9') {
+      if (ex < 100000) ex = ex * 10 + (*s - '0');
+      s++;
+    }
+    exp10 += en ? -ex : ex;
+  }
+  if (s < e && ((*s >= '0' && *s <= '9') || *s == '.' || *s == 'e' || *s == 'E' || *s == '+' || *s == '-')) return 0;
+  double x;
+  if (digits < 19 && m <= (1ull << 53) && exp10 >= -22 && exp10 <= 22) {
+    /* exact m and an exact power of ten: one correctly rounded operation (Clinger) */
+    x = exp10 < 0 ? (double)m / P10[-exp10] : (double)m * P10[exp10];
+  } else {
+    char buf[64];
+    size_t k = (size_t)(s - f->p);
+    if (k >= sizeof buf) return 0;
+    memcpy(buf, f->p, k);
+    buf[k] = 0;
+    x = strtod(buf, NULL);
+    *out = x;
+    f->p = s;
+    return 1;
+  }
+  *out = neg ? -x : x;
+  f->p = s;
+  return 1;
+}
+/* the value at level lvl of an instance (lvl 0 = the instance): the first scalar fixes the
+ * rank (nd), the first list closed at each level its length; every later one must agree */
+static int fs_list(fscan *f, int lvl) {
+  fs_ws(f);
+  if (f->p >= f->e) return 0;
+  if (*f->p != '[') {
+    if (f->nd < 0) f->nd = lvl;
+    else if (lvl != f->nd) return 0;
+    double x;
+    if (!fs_num(f, &x)) return 0;
+    if (f->n == f->cap) {
+      size_t cap = f->cap ? f->cap * 2 : 1024;
+      double *v = realloc(f->v, cap * sizeof *v);
+      if (!v) return 0;
+      f->v = v;
+      f->cap = cap;
+    }
+    f->v[f->n++] = x;
+    return 1;
+  }
+  if (lvl >= 8 || (f->nd >= 0 && lvl >= f->nd)) return 0;
+  f->p++;
+  int64_t k = 0;
+  for (;;) {
+    if (!fs_list(f, lvl + 1)) return 0;
+    k++;
+    fs_ws(f);
+    if (f->p >= f->e) return 0;
+    if (*f->p == ',') {
+      f->p++;
+      continue;
+    }
+    if (*f->p++ != ']') return 0;
+    break;
+  }
+  if (!f->dims[lvl]) f->dims[lvl] = k;
+  return f->dims[lvl] == k;
+}
+/* "...": a string without escapes; 0 when it has any */
+static int fs_str(fscan *f, const char **s, size_t *n) {
+  fs_ws(f);
+  if (f->p >= f->e || *f->p != '"') return 0;
+  const char *b = ++f->p;
+  while (f->p < f->e && *f->p != '"') {
+    if (*f->p == '\\' || (unsigned char)*f->p < 0x20) return 0;
+    f->p++;
+  }
+  if (f->p >= f->e) return 0;
+  *s = b;
+  *n = (size_t)(f->p - b);
+  f->p++;
+  return 1;
+}
+
+/* 1: decoded into j (0 when the request needs the general path) */
+static int fast_row(job *j, const char *body, size_t len) {
+  fscan f = {.p = body, .e = body + len, .nd = -1};
+  static __thread double *keep; /* the value buffer, reused across requests on this thread */
+  static __thread size_t keep_cap;
+  f.v = keep;
+  f.cap = keep_cap;
+  const char *sig = "serving_default";
+  size_t sig_n = strlen(sig);
+  int have_inst = 0, have_sig = 0, ok = 0;
+  int64_t rows = 0;
+  fs_ws(&f);
+  if (f.p >= f.e || *f.p++ != '{') goto out;
+  for (;;) {
+    const char *k;
+    size_t kn;
+    if (!fs_str(&f, &k, &kn)) goto out;
+    fs_ws(&f);
+    if (f.p >= f.e || *f.p++ != ':') goto out;
+    if (kn == 14 && !memcmp(k, "signature_name", 14) && !have_sig) {
+      if (!fs_str(&f, &sig, &sig_n)) goto out;
+      have_sig = 1;
+    } else if (kn == 9 && !memcmp(k, "instances", 9) && !have_inst) {
+      fs_ws(&f);
+      if (f.p >= f.e || *f.p++ != '[') goto out;
+      for (;;) {
+        if (!fs_list(&f, 0) || f.nd == 0) goto out; /* scalar instances: the general path */
+        rows++;
+        fs_ws(&f);
+        if (f.p >= f.e) goto out;
+        if (*f.p == ',') {
+          f.p++;
+          continue;
+        }
+        if (*f.p++ != ']') goto out;
+        break;
+      }
+      have_inst = 1;
+    } else {
+      goto out;
+    }
+    fs_ws(&f);
+    if (f.p >= f.e) goto out;
+    if (*f.p == ',') {
+      f.p++;
+      continue;
+    }
+    if (*f.p++ != '}') goto out;
+    break;
+  }
+  fs_ws(&f);
+  if (f.p != f.e || !have_inst || rows < 1) goto out;
+  /* the signature: one f32/f64 input of rank nd + 1 */
+  const sigdef *sg = NULL;
+  for (int i = 0; i < j->ver->nsig; i++)
+    if (strlen(j->ver->sigs[i].name) == sig_n && !memcmp(j->ver->sigs[i].name, sig, sig_n)) sg = &j->ver->sigs[i];
+  if (!sg || sg->nin != 1 || (sg->in[0].dt != LOOM_F32 && sg->in[0].dt != LOOM_F64) || sg->in[0].nd != f.nd + 1)
+    goto out;
+  int64_t dims[9];
+  dims[0] = rows;
+  int64_t numel = rows;
+  for (int d = 0; d < f.nd; d++) {
+    dims[d + 1] = f.dims[d];
+    numel *= f.dims[d];
+  }
+  for (int d = 0; d <= f.nd; d++)
+    if (sg->in[0].dims[d] >= 0 && sg->in[0].dims[d] != dims[d]) goto out;
+  if ((size_t)numel != f.n) goto out;
+  loom_tensor **in = calloc(2, sizeof *in);
+  loom_tensor *t = in ? loom_tensor_new(sg->in[0].dt, f.nd + 1, dims, NULL) : NULL;
+  if (!t) {
+    free(in);
+    goto out;
+  }
+  if (sg->in[0].dt == LOOM_F32) {
+    float *o = loom_tensor_data(t);
+    for (size_t i = 0; i < f.n; i++) o[i] = (float)f.v[i];
+  } else {
+    memcpy(loom_tensor_data(t), f.v, f.n * sizeof(double));
+  }
+  in[0] = t;
+  j->sig = sg;
+  j->in = in;
+  j->rows = rows;
+  j->kind = K_PREDICT_ROW;
+  ok = 1;
+out:
+  keep = f.v;
+  keep_cap = f.cap;
+  return ok;
+}
+
 int serve_decode(job *j, const char *body, size_t len, char *err, size_t errcap) {
   dctx dd = {err, errcap}, *d = &dd;
+  if (j->kind == K_PREDICT_ROW && serve_fast_path && fast_row(j, body, len)) return 0;
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
   if (!root) {
@@ -604,7 +860,7 @@ void serve_encode(job *j, loom_tensor *const *outs, int64_t off, int64_t total) 
       if (c) sb_puts(b, ", ");
       sb_puts(b, "[");
       if (cls) put_elem(b, cls, (off + r) * k + c);
-      else sb_printf(b, "\"%lld\"", (long long)c);
+      else sb_puts(b, "\"\""); /* TF Serving leaves the label empty without "classes" */
       sb_puts(b, ", ");
       if (sc) put_elem(b, sc, (off + r) * k + c);
       else sb_puts(b, "0");
