@@ -209,6 +209,11 @@ char *loom_job_tf_config_from_env(const char *launcher, int num_ps, int evaluato
     rn = "PMI_RANK";
     sn = "PMI_SIZE";
   }
+  if (!slurm && !getenv("OMPI_COMM_WORLD_RANK") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "mpi launcher: none of OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK is set (run under mpirun)");
+    return NULL;
+  }
   int a = env_int(rn, &rank), b = env_int(sn, &size);
   if (a <= 0 || b <= 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s launcher: %s and %s must be set to integers (got '%s', '%s')",

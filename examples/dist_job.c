@@ -139,7 +139,46 @@ static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, v
   return rc;
 }
 
+/* A training hook: "progress step=<global step>" on stdout every `every`
+ * local steps, and an optional sleep per step (--step_sleep_ms: makes the
+ * kill tests' pace independent of the machine's load). */
+typedef struct progress {
+  loom_output gs;
+  int64_t n, every;
+  double sleep_ms;
+} progress;
+static loom_code pr_begin(void *self, loom_graph *g, loom_status *st) {
+  progress *p = self;
+  loom_variable *v = loom_get_global_step(g);
+  if (!v) return loom_status_set(st, LOOM_FAILED_PRECONDITION, "no global step");
+  p->gs = loom_variable_output(v);
+  return LOOM_OK;
+}
+static loom_code pr_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
+  (void)ctx;
+  (void)st;
+  progress *p = self;
+  a->nfetches = 1;
+  a->fetches = &p->gs;
+  return LOOM_OK;
+}
+static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const *r, loom_status *st) {
+  (void)ctx;
+  (void)st;
+  progress *p = self;
+  if (++p->n % p->every == 0) {
+    printf("progress step=%lld\n", (long long)*(const int64_t *)loom_tensor_data_const(r[0]));
+    fflush(stdout);
+  }
+  if (p->sleep_ms > 0) {
+    struct timespec ts = {0, (long)(p->sleep_ms * 1e6)};
+    nanosleep(&ts, NULL);
+  }
+  return LOOM_OK;
+}
+
 int main(int argc, char **argv) {
+  if (!getenv("LOOM_QUIET")) loom_log_set(NULL, NULL, LOOM_LOG_INFO);
   cfg c = {arg(argc, argv, "--data", "synthetic"), atoll(arg(argc, argv, "--batch", "32")),
            atoll(arg(argc, argv, "--hidden", "32"))};
   const char *model_dir = arg(argc, argv, "--model_dir", NULL);
@@ -180,6 +219,11 @@ int main(int argc, char **argv) {
   ts.input_fn = input_fn;
   ts.input_user = &c;
   ts.max_steps = atoll(arg(argc, argv, "--max_steps", "200"));
+  progress pr = {{NULL, 0}, 0, atoll(arg(argc, argv, "--progress", "100")), atof(arg(argc, argv, "--step_sleep_ms", "0"))};
+  static const loom_hook_ops pr_ops = {pr_begin, NULL, pr_before, pr_after, NULL, NULL};
+  loom_hook *prh = loom_hook_new(&pr_ops, &pr, "progress");
+  ts.nhooks = prh ? 1 : 0;
+  ts.hooks = &prh;
   loom_exporter *x = loom_latest_exporter("latest", serving_fn, &c, 2, st);
   loom_eval_spec es = loom_eval_spec_default();
   es.input_fn = input_fn;
@@ -230,6 +274,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   loom_tae_result_free(r);
   loom_exporter_free(x);
+  loom_hook_free(prh);
   loom_estimator_free(e);
   loom_status_free(st);
   return loom_job_exit_code(code);
