@@ -28,7 +28,8 @@
 
 typedef struct cfg {
   const char *data;
-  int64_t batch, hidden;
+  int64_t batch;
+  const char *hidden; /* units per hidden layer: "32" or "512,256" */
 } cfg;
 
 static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
@@ -108,9 +109,20 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_dense_options d = loom_dense_options_default();
   d.activation = "relu";
   d.kernel_initializer = loom_init_glorot_uniform(1);
-  loom_output h = loom_layers_dense(g, x, c->hidden, &d, "hidden");
+  loom_output h = x;
+  int layer = 0;
+  for (const char *q = c->hidden; *q;) {
+    char nm[32];
+    snprintf(nm, sizeof nm, layer ? "hidden_%d" : "hidden", layer);
+    d.kernel_initializer = loom_init_glorot_uniform(1 + layer);
+    h = loom_layers_dense(g, h, atoll(q), &d, nm);
+    layer++;
+    q = strchr(q, ',');
+    if (!q) break;
+    q++;
+  }
   loom_dense_options o = loom_dense_options_default();
-  o.kernel_initializer = loom_init_glorot_uniform(2);
+  o.kernel_initializer = loom_init_glorot_uniform(100);
   loom_output logits = loom_layers_dense(g, h, fashion(c) ? 10 : NC, &o, "logits");
   loom_output cls = loom_argmax(g, logits, 1, LOOM_I32, "classes");
   loom_spec_add_prediction(spec, "classes", cls);
@@ -146,7 +158,15 @@ typedef struct progress {
   loom_output gs;
   int64_t n, every;
   double sleep_ms;
+  double t_first, t_last; /* seconds since main started, after the first / last step */
+  int64_t gs_first, gs_last;
 } progress;
+static struct timespec g_t0;
+static double since_start(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - g_t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - g_t0.tv_nsec);
+}
 static loom_code pr_begin(void *self, loom_graph *g, loom_status *st) {
   progress *p = self;
   loom_variable *v = loom_get_global_step(g);
@@ -166,6 +186,10 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
   (void)ctx;
   (void)st;
   progress *p = self;
+  int64_t gs = *(const int64_t *)loom_tensor_data_const(r[0]);
+  if (p->n == 0) p->t_first = since_start(), p->gs_first = gs;
+  p->t_last = since_start();
+  p->gs_last = gs;
   if (++p->n % p->every == 0) {
     printf("progress step=%lld\n", (long long)*(const int64_t *)loom_tensor_data_const(r[0]));
     fflush(stdout);
@@ -178,9 +202,10 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
 }
 
 int main(int argc, char **argv) {
+  clock_gettime(CLOCK_MONOTONIC, &g_t0);
   if (!getenv("LOOM_QUIET")) loom_log_set(NULL, NULL, LOOM_LOG_INFO);
   cfg c = {arg(argc, argv, "--data", "synthetic"), atoll(arg(argc, argv, "--batch", "32")),
-           atoll(arg(argc, argv, "--hidden", "32"))};
+           arg(argc, argv, "--hidden", "32")};
   const char *model_dir = arg(argc, argv, "--model_dir", NULL);
   const char *launcher = arg(argc, argv, "--launcher", NULL);
   loom_status *st = loom_status_new();
@@ -219,7 +244,8 @@ int main(int argc, char **argv) {
   ts.input_fn = input_fn;
   ts.input_user = &c;
   ts.max_steps = atoll(arg(argc, argv, "--max_steps", "200"));
-  progress pr = {{NULL, 0}, 0, atoll(arg(argc, argv, "--progress", "100")), atof(arg(argc, argv, "--step_sleep_ms", "0"))};
+  progress pr = {{NULL, 0}, 0, atoll(arg(argc, argv, "--progress", "100")), atof(arg(argc, argv, "--step_sleep_ms", "0")),
+                 0, 0, 0, 0};
   static const loom_hook_ops pr_ops = {pr_begin, NULL, pr_before, pr_after, NULL, NULL};
   loom_hook *prh = loom_hook_new(&pr_ops, &pr, "progress");
   ts.nhooks = prh ? 1 : 0;
@@ -270,6 +296,20 @@ int main(int argc, char **argv) {
            (long long)loom_eval_result_global_step(m), acc,
            loom_tae_result_num_exports(r) > 0 && loom_tae_result_export_path(r, 0) ? loom_tae_result_export_path(r, 0)
                                                                                   : "none");
+  }
+  if (pr.n > 1) {
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    printf("dist_job: local_steps=%lld first_step_after_launch_s=%.3f global_steps=%lld global_steps_per_sec=%.1f "
+           "local_steps_per_sec=%.1f\n",
+           (long long)pr.n, pr.t_first, (long long)(pr.gs_last - pr.gs_first),
+           (double)(pr.gs_last - pr.gs_first) / (pr.t_last - pr.t_first),
+           (double)(pr.n - 1) / (pr.t_last - pr.t_first));
+  }
+  {
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    printf("dist_job: end_unix=%.3f\n", (double)wall.tv_sec + 1e-9 * (double)wall.tv_nsec);
   }
   fflush(stdout);
   loom_tae_result_free(r);

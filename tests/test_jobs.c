@@ -277,7 +277,8 @@ static void job_init(jobt *j, const char *tag, int num_ps, int num_workers) {
 
 /* Starts (or restarts) task type:index with extra args; tf: a TF_CONFIG
  * override (NULL: the job's). env2: one more NAME=VALUE (may be NULL). */
-static proc *job_start_ex(jobt *j, const char *type, int index, const char *tf, const char *env2, const char *const *extra) {
+static proc *job_start_ex(jobt *j, const char *type, int index, const char *tf, const char *env2, const char *const *extra,
+                          const char *const *envs) {
   char name[32];
   snprintf(name, sizeof name, "%s-%d", type, index);
   proc *p = NULL;
@@ -316,6 +317,7 @@ static proc *job_start_ex(jobt *j, const char *type, int index, const char *tf, 
     setenv("TF_CONFIG", tf, 1);
     unsetenv("LOOM_PS_TOKEN");
     if (env2) putenv((char *)env2);
+    for (int i = 0; envs && envs[i]; i++) putenv((char *)envs[i]);
     execv(argv[0], (char *const *)argv);
     _exit(127);
   }
@@ -334,7 +336,7 @@ static proc *job_start(jobt *j, const char *type, int index, int64_t max_steps) 
   extra[k++] = "--max_steps";
   extra[k++] = ms;
   extra[k] = NULL;
-  return job_start_ex(j, type, index, NULL, NULL, extra);
+  return job_start_ex(j, type, index, NULL, NULL, extra, NULL);
 }
 
 static void poll_all(jobt *j) {
@@ -492,17 +494,17 @@ Test(jobs, permanent_errors_have_their_exit_codes, .timeout = 120) {
   const char *const none[] = {"--deadline", "5", NULL};
   proc *bad = job_start_ex(&j, "chief", 0,
                            "{\"cluster\": {\"chief\": [\"a:1\", \"b:2\"], \"ps\": [\"c:3\"]}, \"task\": {\"type\": \"chief\", \"index\": 0}}",
-                           NULL, none);
+                           NULL, none, NULL);
   cr_expect_eq(wait_exit(&j, bad, 20), LOOM_JOB_EXIT_CONFIG);
   /* a PS with a token, a worker with another one */
-  proc *ps = job_start_ex(&j, "ps", 0, NULL, "LOOM_PS_TOKEN=0123456789abcdef-right", none);
-  proc *w = job_start_ex(&j, "worker", 0, NULL, "LOOM_PS_TOKEN=0123456789abcdef-wrong", none);
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, "LOOM_PS_TOKEN=0123456789abcdef-right", none, NULL);
+  proc *w = job_start_ex(&j, "worker", 0, NULL, "LOOM_PS_TOKEN=0123456789abcdef-wrong", none, NULL);
   int rc = wait_exit(&j, w, 30);
   if (rc != LOOM_JOB_EXIT_AUTH) dump_logs(&j);
   cr_expect_eq(rc, LOOM_JOB_EXIT_AUTH, "wrong token: exit %d", rc);
   /* another model (other hidden size): another placement */
   const char *const other[] = {"--deadline", "5", "--hidden", "48", NULL};
-  proc *w2 = job_start_ex(&j, "worker", 0, NULL, "LOOM_PS_TOKEN=0123456789abcdef-right", other);
+  proc *w2 = job_start_ex(&j, "worker", 0, NULL, "LOOM_PS_TOKEN=0123456789abcdef-right", other, NULL);
   rc = wait_exit(&j, w2, 30);
   if (rc != LOOM_JOB_EXIT_PLACEMENT) dump_logs(&j);
   cr_expect_eq(rc, LOOM_JOB_EXIT_PLACEMENT, "other placement: exit %d", rc);
@@ -516,7 +518,7 @@ Test(jobs, worker_without_ps_says_what_it_waits_for_and_exits_retryable, .timeou
   jobt j;
   job_init(&j, "nops", 1, 1);
   const char *const a[] = {"--deadline", "3", "--diag", "1", NULL};
-  proc *w = job_start_ex(&j, "worker", 0, NULL, NULL, a);
+  proc *w = job_start_ex(&j, "worker", 0, NULL, NULL, a, NULL);
   double t0 = now_s();
   int rc = wait_exit(&j, w, 30);
   cr_expect_eq(rc, LOOM_JOB_EXIT_RETRYABLE, "exit %d", rc);
@@ -526,7 +528,7 @@ Test(jobs, worker_without_ps_says_what_it_waits_for_and_exits_retryable, .timeou
   cr_expect(log_has(w, "gave up waiting for ps:0"), "the final error names ps:0");
   /* a PS with an idle deadline exits 0 by itself */
   const char *const b[] = {"--idle_exit", "1", NULL};
-  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, b);
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, b, NULL);
   cr_expect_eq(wait_exit(&j, ps, 20), 0);
   cr_expect(log_has(ps, "idle"), "idle exit logged");
   job_cleanup(&j);
@@ -660,4 +662,30 @@ Test(jobs, mpirun_on_localhost, .timeout = 120) {
   snprintf(cmd, sizeof cmd, "rm -rf %s %s.log", dir, dir);
   if (system(cmd)) {
   }
+}
+
+/* Slurm's environment (as srun sets it for 4 tasks on one node) on real
+ * processes: --launcher slurm maps the ranks to chief, ps, worker and
+ * evaluator, and the job runs to the end. */
+Test(jobs, slurm_environment_runs_a_job, .timeout = 120) {
+  jobt j;
+  job_init(&j, "slurm", 1, 1);
+  const char *const args[] = {"--launcher", "slurm", "--num_ps", "1", "--evaluator", "1", "--max_steps", "300",
+                              "--save_steps", "100", "--deadline", "30", NULL};
+  static const char *const envs[4][5] = {
+      {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=4", NULL},
+      {"SLURM_PROCID=1", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=4", NULL},
+      {"SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=4", NULL},
+      {"SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=4", NULL}};
+  proc *p[4];
+  for (int r = 0; r < 4; r++) p[r] = job_start_ex(&j, "rank", r, "", NULL, args, envs[r]);
+  const char *want[4] = {"role=chief:0 exit=0", "role=ps:0 exit=0", "role=worker:0 exit=0", "role=evaluator:0 exit=0"};
+  for (int r = 0; r < 4; r++) {
+    int rc = wait_exit(&j, p[r], 60);
+    if (rc) dump_logs(&j);
+    cr_expect_eq(rc, 0, "rank %d exit %d", r, rc);
+    cr_expect(log_has(p[r], want[r]), "rank %d: %s", r, want[r]);
+  }
+  cr_expect_geq(ckpt_step(&j), 300);
+  job_cleanup(&j);
 }
