@@ -142,7 +142,7 @@ static void waiter_init(waiter *w, const job *j, double deadline_s) {
   w->t0 = loom__mono_secs();
   w->last_diag = w->t0;
   w->deadline = deadline_s;
-  w->backoff = 0.02;
+  w->backoff = 0.01;
 }
 
 /* what: "ps:1 (127.0.0.1:4000)"; why: the last failure. Returns LOOM_OK to
@@ -158,7 +158,7 @@ static loom_code waiter_wait(waiter *w, const char *what, const char *why, loom_
   }
   double left = w->deadline - el;
   sleep_s(w->backoff < left ? w->backoff : left);
-  w->backoff = w->backoff * 2 < 1.0 ? w->backoff * 2 : 1.0;
+  w->backoff = w->backoff * 1.5 < 0.25 ? w->backoff * 1.5 : 0.25; /* polls are cheap: a file read, a connect */
   return LOOM_OK;
 }
 
@@ -319,6 +319,8 @@ typedef struct ps_hook {
   int done;           /* the chief finished the job */
   int64_t gs;
   int64_t reconnects;
+  double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
+  int64_t nsteps;
 } ps_hook;
 
 /* The values of every variable from the PS; waits (deadline) while a PS
@@ -452,7 +454,10 @@ static loom_code ph_before(void *self, loom_hook_context *ctx, loom_hook_run_arg
   }
   int64_t gs = 0;
   loom_status *s2 = loom_status_new();
+  double t0 = loom__mono_secs();
   loom_code rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), 1, &gs, s2);
+  h->t_run_start = loom__mono_secs();
+  h->t_inc += h->t_run_start - t0;
   if (rc != LOOM_OK) {
     char why[600];
     snprintf(why, sizeof why, "%s", loom_status_message(s2));
@@ -476,7 +481,11 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
   ps_hook *h = self;
   if (h->skip) return LOOM_OK;
   loom_status *s2 = loom_status_new();
+  double t0 = loom__mono_secs();
+  h->t_run += t0 - h->t_run_start;
   loom_code rc = loom__ps_worker_exchange(h->w, res, s2);
+  h->t_xchg += loom__mono_secs() - t0;
+  h->nsteps++;
   if (rc != LOOM_OK) {
     char why[600];
     snprintf(why, sizeof why, "%s", loom_status_message(s2));
@@ -776,6 +785,11 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
     jlog(j, rc ? LOOM_LOG_ERROR : LOOM_LOG_INFO,
          "%lld local steps in %.2f s, global step %lld -> %lld, %lld reconnect(s)%s", (long long)nb, dt,
          (long long)gs0, (long long)h->gs, (long long)h->reconnects, rc ? ", failed" : "");
+    if (h->nsteps > 0) { /* where a step's time goes (stderr, for benchmarks) */
+      double k = 1e3 / (double)h->nsteps;
+      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f steps=%lld\n", j->name,
+              h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps);
+    }
     if (rc == LOOM_OK && chief) {
       char text[64];
       snprintf(text, sizeof text, "%lld\n", (long long)h->gs);
@@ -1067,6 +1081,9 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
     if (is_eval || !strcmp(j.type, "ps") || n < 1) n = 1, id = 0;
     loom_params_set_int(e->params, "num_input_pipelines", n, NULL);
     loom_params_set_int(e->params, "input_pipeline_id", id, NULL);
+    /* a PS calls the input_fn only for the shapes of the features: an
+     * input_fn may read a single example when it sees "ps" here */
+    loom_params_set(e->params, "task_type", j.type, NULL);
   }
   jlog(&j, LOOM_LOG_INFO, "starting (%d PS, %d workers, model_dir %s)", j.num_ps, j.num_workers, e->model_dir);
   /* A PS killed while a request is being written must not kill this

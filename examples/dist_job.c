@@ -91,6 +91,8 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   snprintf(im, sizeof im, "%s/%s-images-idx3-ubyte.gz", c->data, train ? "train" : "t10k");
   snprintf(lb, sizeof lb, "%s/%s-labels-idx1-ubyte.gz", c->data, train ? "train" : "t10k");
   loom_idx_options o = loom_idx_options_default();
+  const char *task = loom_params_get(p, "task_type");
+  if (task && !strcmp(task, "ps")) o.limit = 1; /* a PS needs only the shapes (loom_job.h) */
   loom_dataset *ds = loom_dataset_idx(im, lb, &o, st);
   /* Fashion-MNIST: every trainer reads all of it in its own order */
   if (ds && train) ds = loom_dataset_shuffle(ds, 10000, 11 + (uint64_t)id, 1, st);

@@ -103,7 +103,11 @@ LOOM_API void loom_job_string_free(char *s);
 /* For an input_fn that shards its data by worker (TF's InputContext):
  * the number of training input pipelines (chief + workers) and this one's
  * index, from the params the job gives the input_fn ("num_input_pipelines",
- * "input_pipeline_id"); 1 and 0 in local mode and for the evaluator. */
+ * "input_pipeline_id"); 1 and 0 in local mode and for the evaluator. The
+ * job also sets the param "task_type" (chief, worker, ps, evaluator): a PS
+ * calls the TRAIN input_fn only for the shapes of the features (to build
+ * the graph whose variables give the placement), so an input_fn that loads
+ * its data eagerly may load a single example when it sees "ps". */
 LOOM_API void loom_job_input_context(const loom_params *params, int *num_pipelines, int *pipeline_id);
 
 #ifdef __cplusplus
