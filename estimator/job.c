@@ -341,7 +341,14 @@ static loom_code pull_ready(ps_hook *h, double deadline_s, loom_status *st) {
       return rc;
     }
     char why[600];
-    snprintf(why, sizeof why, "uninitialized: %s", loom_status_message(s2));
+    const char *m = strstr(loom_status_message(s2), "variable ");
+    unsigned id = 0;
+    if (m && sscanf(m, "variable %u is not initialized", &id) == 1 && (int)id < loom_ps_placement_num_shards(h->p)) {
+      const loom_ps_shard *sh = loom_ps_placement_shard(h->p, (int)id);
+      snprintf(why, sizeof why, "uninitialized: %s (ps:%d)", loom_ps_placement_var(h->p, sh->var)->name, sh->ps);
+    } else {
+      snprintf(why, sizeof why, "uninitialized: %s", loom_status_message(s2));
+    }
     loom_status_free(s2);
     /* the connection that answered the error is still in step; the others
      * may hold unread replies: start clean */
@@ -1108,8 +1115,13 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
     rc = run_trainer(&j, ts, st);
   if (pipe_set) sigaction(SIGPIPE, &old_pipe, NULL);
 done:
-  if (rc != LOOM_OK) loom__log(LOOM_LOG_ERROR, "job %s: %s (exit code %d)", j.name[0] ? j.name : "?",
-                               loom_status_message(st), loom_job_exit_code(rc));
+  if (rc != LOOM_OK) {
+    const char *m = loom_status_message(st);
+    if (!strncmp(m, "job ", 4))
+      loom__log(LOOM_LOG_ERROR, "%s (exit code %d)", m, loom_job_exit_code(rc));
+    else
+      loom__log(LOOM_LOG_ERROR, "job %s: %s (exit code %d)", j.name[0] ? j.name : "?", m, loom_job_exit_code(rc));
+  }
   job_free(&j);
   return rc;
 }

@@ -526,6 +526,16 @@ Test(jobs, worker_without_ps_says_what_it_waits_for_and_exits_retryable, .timeou
   cr_expect(log_has(w, "waiting for ps:0"), "diagnostic line");
   cr_expect(log_has(w, "s elapsed (deadline 3 s)"), "elapsed and deadline in the line");
   cr_expect(log_has(w, "gave up waiting for ps:0"), "the final error names ps:0");
+  /* a PS but no chief: the worker names the variable it waits for */
+  const char *const c[] = {"--idle_exit", "30", NULL};
+  proc *ps0 = job_start_ex(&j, "ps", 0, NULL, NULL, c, NULL);
+  const char *const d[] = {"--deadline", "2", "--diag", "0.5", NULL};
+  proc *w2 = job_start_ex(&j, "worker", 0, NULL, NULL, d, NULL);
+  rc = wait_exit(&j, w2, 30);
+  cr_expect_eq(rc, LOOM_JOB_EXIT_RETRYABLE, "exit %d", rc);
+  cr_expect(log_has(w2, "waiting for the chief's variables: uninitialized: hidden/kernel (ps:0)"), "names the variable");
+  kill(ps0->pid, SIGTERM);
+  cr_expect_eq(wait_exit(&j, ps0, 5), 0);
   /* a PS with an idle deadline exits 0 by itself */
   const char *const b[] = {"--idle_exit", "1", NULL};
   proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, b, NULL);
