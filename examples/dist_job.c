@@ -86,6 +86,10 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   int num = 1, id = 0;
   loom_job_input_context(p, &num, &id); /* this trainer's shard */
   int train = mode == LOOM_MODE_TRAIN;
+  if (train) {
+    printf("dist_job: input_pipeline=%d/%d\n", id, num);
+    fflush(stdout);
+  }
   if (!fashion(c)) return synthetic(train ? num : 1, train ? id : 0, c->batch, 7 + (uint64_t)id, train, st);
   char im[1024], lb[1024];
   snprintf(im, sizeof im, "%s/%s-images-idx3-ubyte.gz", c->data, train ? "train" : "t10k");

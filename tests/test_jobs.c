@@ -481,8 +481,11 @@ Test(jobs, whole_job_ends_and_ps_exits_within_5s, .timeout = 120) {
   char p[400];
   snprintf(p, sizeof p, "%s/ps/checkpoint", j.dir);
   cr_expect_eq(access(p, R_OK), 0);
-  /* sharded input: the worker and the chief trained */
+  /* sharded input: chief and worker are input pipelines 0 and 1 of 2 */
   cr_expect(log_has(w0, "progress step="));
+  cr_expect(log_has(ch, "input_pipeline=0/2"));
+  cr_expect(log_has(w0, "input_pipeline=1/2"));
+  cr_expect(!log_has(ev, "input_pipeline=1/2"));
   if (rc == 0 && (ps0->end - ch->end >= 5.0)) dump_logs(&j);
   job_cleanup(&j);
 }
@@ -697,5 +700,55 @@ Test(jobs, slurm_environment_runs_a_job, .timeout = 120) {
     cr_expect(log_has(p[r], want[r]), "rank %d: %s", r, want[r]);
   }
   cr_expect_geq(ckpt_step(&j), 300);
+  job_cleanup(&j);
+}
+
+/* scripts/launch_local: P PS + a chief + W workers + the evaluator, one
+ * TF_CONFIG each, and the chief's exit code back. */
+Test(jobs, launch_local_script, .timeout = 120) {
+  char dir[256], cmd[1024];
+  snprintf(dir, sizeof dir, "/tmp/loom_test_jobs_ll_%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "rm -rf %s && timeout 100 scripts/launch_local -p 2 -w 1 -e 1 -d %s -- %s --max_steps 300 --save_steps 100 "
+           "--deadline 30 >%s.log 2>&1",
+           dir, dir, LOOM_DIST_JOB_BIN, dir);
+  int rc = system(cmd);
+  char lp[300];
+  snprintf(lp, sizeof lp, "%s.log", dir);
+  char *b = slurp(lp);
+  if (rc != 0) fprintf(stderr, "%s\n", b ? b : "(no log)");
+  cr_expect_eq(rc, 0);
+  const char *want[] = {"chief exited 0", "worker-0 exited 0", "evaluator-0 exited 0", "ps-0 exited 0", "ps-1 exited 0"};
+  for (int i = 0; i < 5; i++) cr_expect(b && strstr(b, want[i]), "%s", want[i]);
+  free(b);
+  jobt j;
+  memset(&j, 0, sizeof j);
+  snprintf(j.dir, sizeof j.dir, "%s", dir);
+  cr_expect_geq(ckpt_step(&j), 300);
+  snprintf(cmd, sizeof cmd, "rm -rf %s %s.log", dir, dir);
+  if (system(cmd)) {
+  }
+}
+
+/* The legacy "master" job plays the chief. */
+Test(jobs, master_plays_the_chief, .timeout = 120) {
+  jobt j;
+  job_init(&j, "master", 1, 0);
+  char tf[2][512];
+  const char *types[2] = {"ps", "master"};
+  proc *p[2];
+  const char *const args[] = {"--max_steps", "200", "--save_steps", "100", "--deadline", "30", NULL};
+  for (int i = 0; i < 2; i++) {
+    snprintf(tf[i], sizeof tf[i],
+             "{\"cluster\": {\"master\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:0\"]}, \"task\": {\"type\": "
+             "\"%s\", \"index\": 0}}",
+             types[i]);
+    p[i] = job_start_ex(&j, types[i], 0, tf[i], NULL, args, NULL);
+  }
+  int rc = wait_exit(&j, p[1], 60);
+  if (rc) dump_logs(&j);
+  cr_expect_eq(rc, 0);
+  cr_expect_eq(wait_exit(&j, p[0], 10), 0);
+  cr_expect_geq(ckpt_step(&j), 200);
   job_cleanup(&j);
 }
