@@ -186,14 +186,18 @@ static int read_small(const char *path, char *buf, size_t cap) {
   return n > 0;
 }
 
-/* The final step the chief wrote at the end of training; -1 when absent. */
-static int64_t done_step(const job *j) {
+/* The final step the chief wrote at the end of training; -1 when absent
+ * or older than not_before (a done file of an earlier run of the job). */
+static int64_t done_step_since(const job *j, time_t not_before) {
   char p[4200], b[64];
   snprintf(p, sizeof p, "%s/done", j->rdv);
+  struct stat sb;
   long long s;
+  if (stat(p, &sb) != 0 || sb.st_mtime < not_before) return -1;
   if (!read_small(p, b, sizeof b) || sscanf(b, "%lld", &s) != 1) return -1;
   return s;
 }
+static int64_t done_step(const job *j) { return done_step_since(j, 0); }
 
 /* "host:port" (host may be [v6]) into host/port. */
 static int split_addr(const char *a, char *host, size_t cap, int *port) {
@@ -949,10 +953,11 @@ static loom_code run_evaluator(job *j, const loom_train_spec *ts, const loom_eva
   waiter w;
   waiter_init(&w, j, j->o.eval_deadline_s);
   double last_eval = -1e30;
+  time_t started = time(NULL) - 1; /* a done file older than this evaluator is an earlier run's */
   for (;;) {
     char ckpt[4096];
     int64_t step = loom__est_latest(e, ckpt, sizeof ckpt) ? loom__ckpt_global_step(ckpt, -1) : -1;
-    int64_t last = loom__tae_eval_last_step(x), fin = done_step(j);
+    int64_t last = loom__tae_eval_last_step(x), fin = done_step_since(j, started);
     int fresh = step >= 0 && step != last;
     if (fresh && loom__mono_secs() - last_eval >= es->throttle_secs) {
       last_eval = loom__mono_secs();
