@@ -325,7 +325,33 @@ typedef struct ps_hook {
   int64_t reconnects;
   double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
   int64_t nsteps;
+  int inc_pending;    /* a STEP_INC sent after the last exchange, its reply not read yet */
 } ps_hook;
+
+/* STEP_INC rides behind the exchange: sent right after it, its reply read
+ * before the next request on ps:0 (next step, a PS-side save, the end), so
+ * it costs no round trip of its own. */
+static loom_code inc_send(ps_hook *h, loom_status *st) {
+  uint8_t in[8];
+  loom__ps_put64(in, 1);
+  loom_code rc = loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+  if (!rc) h->inc_pending = 1;
+  return rc;
+}
+
+static loom_code inc_drain(ps_hook *h, loom_status *st) {
+  if (!h->inc_pending) return LOOM_OK;
+  h->inc_pending = 0;
+  loom_ps_client *c = loom_ps_cluster_client(h->cl, 0);
+  loom_ps_hdr hd;
+  uint8_t out[8];
+  loom_code rc = loom__ps_recv_hdr(c, LOOM_PS_STEP_INC, &hd, st);
+  if (!rc && hd.body_len != 8) rc = loom_status_set(st, LOOM_DATA_LOSS, "STEP_INC reply of %u bytes", hd.body_len);
+  if (!rc) rc = loom__ps_recv_body(c, out, 8, st);
+  if (!rc) rc = loom__ps_recv_end(c, &hd, st);
+  if (!rc) h->gs = (int64_t)loom__ps_get64(out);
+  return rc;
+}
 
 /* The values of every variable from the PS; waits (deadline) while a PS
  * reports a variable not initialized yet (the chief has not created it). */
@@ -401,6 +427,7 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
     if (ok) {
       loom_status *s2 = loom_status_new();
       loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
+      if (rc == LOOM_OK) h->inc_pending = 0; /* its reply went with the old connection */
       if (rc == LOOM_OK && j->is_chief) rc = chief_init(h, s2);
       if (rc == LOOM_OK) {
         loom_status_free(s2);
@@ -463,29 +490,31 @@ static loom_code ph_before(void *self, loom_hook_context *ctx, loom_hook_run_arg
     h->skip = 1;
     return LOOM_OK;
   }
-  int64_t gs = 0;
-  loom_status *s2 = loom_status_new();
-  double t0 = loom__mono_secs();
-  loom_code rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), 1, &gs, s2);
-  h->t_run_start = loom__mono_secs();
-  h->t_inc += h->t_run_start - t0;
-  if (rc != LOOM_OK) {
-    char why[600];
-    snprintf(why, sizeof why, "%s", loom_status_message(s2));
-    loom_status_free(s2);
-    if ((rc = recover(h, why, st)) != LOOM_OK) return rc;
-    h->skip = 1;
-    if (h->done) loom_hook_context_request_stop(ctx);
-    return LOOM_OK;
-  }
-  loom_status_free(s2);
-  h->gs = gs;
-  *(int64_t *)loom_tensor_data(h->gs_t) = gs;
-  rc = loom_session_assign_variable(loom_hook_context_session(ctx), loom_variable_name(h->gs_var), h->gs_t, st);
+  /* The hooks see the step this run makes, as a local train op's
+   * increment: the PS's step as last known, our increment still in
+   * flight, and this one. */
+  *(int64_t *)loom_tensor_data(h->gs_t) = h->gs + 1 + (h->inc_pending ? 1 : 0);
+  loom_code rc =
+      loom_session_assign_variable(loom_hook_context_session(ctx), loom_variable_name(h->gs_var), h->gs_t, st);
   if (rc) return rc;
   a->nfetches = h->nfetch;
   a->fetches = h->fetch;
+  h->t_run_start = loom__mono_secs();
   return LOOM_OK;
+}
+
+/* A failed PS request inside a step: recover (or fail for errors that are
+ * not the PS's absence). */
+static loom_code step_failed(ps_hook *h, loom_hook_context *ctx, loom_code rc, loom_status *s2, loom_status *st) {
+  char why[600];
+  snprintf(why, sizeof why, "%s", loom_status_message(s2));
+  loom_status_free(s2);
+  if (!(rc == LOOM_UNAVAILABLE || rc == LOOM_DEADLINE_EXCEEDED || rc == LOOM_DATA_LOSS || rc == LOOM_ABORTED ||
+        rc == LOOM_FAILED_PRECONDITION || rc == LOOM_INTERNAL))
+    return loom_status_set(st, rc, "%s", why);
+  rc = recover(h, why, st);
+  if (rc == LOOM_OK && h->done) loom_hook_context_request_stop(ctx);
+  return rc;
 }
 
 static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
@@ -494,20 +523,28 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
   loom_status *s2 = loom_status_new();
   double t0 = loom__mono_secs();
   h->t_run += t0 - h->t_run_start;
-  loom_code rc = loom__ps_worker_exchange(h->w, res, s2);
-  h->t_xchg += loom__mono_secs() - t0;
+  /* the previous step's STEP_INC reply arrived during this run */
+  loom_code rc = inc_drain(h, s2);
+  double t1 = loom__mono_secs();
+  h->t_inc += t1 - t0;
+  if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+  rc = loom__ps_worker_exchange(h->w, res, s2);
+  h->t_xchg += loom__mono_secs() - t1;
   h->nsteps++;
-  if (rc != LOOM_OK) {
-    char why[600];
-    snprintf(why, sizeof why, "%s", loom_status_message(s2));
-    loom_status_free(s2);
-    if (!(rc == LOOM_UNAVAILABLE || rc == LOOM_DEADLINE_EXCEEDED || rc == LOOM_DATA_LOSS || rc == LOOM_ABORTED ||
-          rc == LOOM_FAILED_PRECONDITION || rc == LOOM_INTERNAL))
-      return loom_status_set(st, rc, "%s", why);
-    rc = recover(h, why, st);
-    if (rc == LOOM_OK && h->done) loom_hook_context_request_stop(ctx);
-    return rc;
-  }
+  if (rc == LOOM_OK) rc = inc_send(h, s2);
+  if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+  loom_status_free(s2);
+  return LOOM_OK;
+}
+
+/* The last increment's reply (the final global step), at the end. */
+static loom_code ph_end(void *self, loom_session *s, loom_status *st) {
+  (void)s;
+  (void)st;
+  ps_hook *h = self;
+  loom_status *s2 = loom_status_new();
+  if (inc_drain(h, s2) != LOOM_OK)
+    jlog(h->j, LOOM_LOG_WARN, "the last STEP_INC reply: %s", loom_status_message(s2));
   loom_status_free(s2);
   return LOOM_OK;
 }
@@ -544,7 +581,8 @@ static loom_code pss_after(void *self, loom_session *s, int64_t step, int *stop,
   ps_saver *v = self;
   if (v->h->done) return LOOM_OK;
   loom_status *s2 = loom_status_new();
-  loom_code rc = loom_ps_cluster_save(v->h->cl, v->j->e->model_dir, "ps", step, s2);
+  loom_code rc = inc_drain(v->h, s2); /* ps:0's connection must be in step */
+  if (rc == LOOM_OK) rc = loom_ps_cluster_save(v->h->cl, v->j->e->model_dir, "ps", step, s2);
   if (rc != LOOM_OK) { /* a PS lost while saving: reconnect; the next save catches up */
     char why[600];
     snprintf(why, sizeof why, "%s", loom_status_message(s2));
@@ -717,7 +755,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   h->loss = b.spec.loss;
   h->gs_var = b.global_step;
   h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
-  static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, NULL, ph_destroy};
+  static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, ph_destroy};
   loom_hook *phk = h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;
   if (!phk) {
     loom_tensor_free(h->gs_t);
@@ -798,7 +836,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
          (long long)gs0, (long long)h->gs, (long long)h->reconnects, rc ? ", failed" : "");
     if (h->nsteps > 0) { /* where a step's time goes (stderr, for benchmarks) */
       double k = 1e3 / (double)h->nsteps;
-      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f steps=%lld\n", j->name,
+      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f (reply wait) steps=%lld\n", j->name,
               h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps);
     }
     if (rc == LOOM_OK && chief) {
