@@ -895,7 +895,26 @@ static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char 
   if (!rc) rc = loom__ps_recv_body(c, out, 16, st);
   if (!rc) rc = loom__ps_recv_end(c, &h, st);
   loom_ps_client_free(c);
-  if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "restored its shard of %s/model.ckpt-%lld", d, step);
+  if (rc == LOOM_OK) { /* the shard must be the one the manifest names (a consistent set) */
+    char mp[4400], line[256];
+    snprintf(mp, sizeof mp, "%s/model.ckpt-%lld", d, step);
+    FILE *f = fopen(mp, "r");
+    int found = 0;
+    uint64_t got = loom__ps_get64(out + 8);
+    while (f && fgets(line, sizeof line, f)) {
+      int i;
+      unsigned long long want;
+      char name[160];
+      if (sscanf(line, "shard %d %159s %llx", &i, name, &want) != 3 || i != j->index) continue;
+      found = 1;
+      if (want != got)
+        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: ps:%d restored digest %016llx, the manifest says %016llx", mp,
+                             j->index, (unsigned long long)got, want);
+    }
+    if (f) fclose(f);
+    if (!rc && !found) rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names no shard %d", mp, j->index);
+  }
+  if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "restored its shard of %s/model.ckpt-%lld (digest checked)", d, step);
   return rc;
 }
 

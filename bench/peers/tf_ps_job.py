@@ -6,7 +6,7 @@ task, through tf.estimator.train_and_evaluate as TF's docs prescribe.
     TF_CONFIG=... python tf_ps_job.py --model_dir DIR --steps N [--fashion DIR]
 A PS task never returns (TF's server.join()); the caller kills it. A trainer
 prints key=value: global_steps_per_sec (global step delta over wall time
-between its 10%% step and its last step, seen by this trainer),
+from the global step's 10% mark to this trainer's last step),
 first_step_after_launch_s, maxrss_mb."""
 import argparse
 import gzip
@@ -48,7 +48,7 @@ class Rate(tf.estimator.SessionRunHook):
             self.first = t - T_START
         self.n += 1
         g = int(run_values.results)
-        if self.n == self.warm:
+        if self.g0 == 0 and g >= self.warm:  # the global step's 10% mark (other trainers count too)
             self.t0, self.g0 = t, g
         self.t1, self.g1 = t, g
 
