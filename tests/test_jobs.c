@@ -752,3 +752,35 @@ Test(jobs, master_plays_the_chief, .timeout = 120) {
   cr_expect_geq(ckpt_step(&j), 200);
   job_cleanup(&j);
 }
+
+/* A restarted PS whose PS-side checkpoint shard does not match the
+ * manifest's digest refuses to serve (exit 1, DATA_LOSS) instead of
+ * restoring an inconsistent set. */
+Test(jobs, restarted_ps_checks_its_shard_against_the_manifest, .timeout = 120) {
+  jobt j;
+  job_init(&j, "digest", 1, 0);
+  proc *ps = job_start(&j, "ps", 0, 200), *ch = job_start(&j, "chief", 0, 200);
+  int rc = wait_exit(&j, ch, 60);
+  if (rc) dump_logs(&j);
+  cr_assert_eq(rc, 0);
+  cr_assert_eq(wait_exit(&j, ps, 10), 0);
+  /* the manifest of the newest PS-side checkpoint: flip its digest */
+  char mp[400];
+  snprintf(mp, sizeof mp, "%s/ps/model.ckpt-%lld", j.dir, ckpt_step(&j));
+  char *m = slurp(mp);
+  char *line = m ? strstr(m, "shard 0 ") : NULL;
+  cr_assert(line, "manifest %s", mp);
+  char *dg = strchr(line + 8, ' '); /* "shard 0 <file> <digest>" */
+  cr_assert(dg && dg[1], "digest in %s", mp);
+  dg[1] = dg[1] == '0' ? '1' : '0';
+  FILE *f = fopen(mp, "w");
+  cr_assert(f);
+  fputs(m, f);
+  fclose(f);
+  free(m);
+  ps = job_start(&j, "ps", 0, 200);
+  rc = wait_exit(&j, ps, 30);
+  cr_expect_eq(rc, LOOM_JOB_EXIT_FAILED, "exit %d", rc);
+  cr_expect(log_has(ps, "the manifest says"), "names the mismatch");
+  job_cleanup(&j);
+}
