@@ -214,17 +214,18 @@ int main(int argc, char **argv) {
            arg(argc, argv, "--hidden", "32")};
   const char *model_dir = arg(argc, argv, "--model_dir", NULL);
   const char *launcher = arg(argc, argv, "--launcher", NULL);
-  loom_status *st = loom_status_new();
   if (!model_dir) {
     fprintf(stderr, "dist_job: --model_dir is required\n");
     return LOOM_JOB_EXIT_CONFIG;
   }
+  loom_status *st = loom_status_new();
   if (launcher) { /* mpirun / srun: TF_CONFIG from the rank */
     char *tf = loom_job_tf_config_from_env(strcmp(launcher, "auto") ? launcher : NULL,
                                            atoi(arg(argc, argv, "--num_ps", "1")),
                                            atoi(arg(argc, argv, "--evaluator", "0")), 0, st);
     if (!tf) {
       fprintf(stderr, "dist_job: %s\n", loom_status_message(st));
+      loom_status_free(st);
       return LOOM_JOB_EXIT_CONFIG;
     }
     setenv("TF_CONFIG", tf, 1);
@@ -244,7 +245,9 @@ int main(int argc, char **argv) {
   loom_params_free(params);
   if (!e) {
     fprintf(stderr, "dist_job: %s\n", loom_status_message(st));
-    return loom_job_exit_code(loom_status_code(st));
+    int code = loom_job_exit_code(loom_status_code(st));
+    loom_status_free(st);
+    return code;
   }
   loom_train_spec ts = loom_train_spec_default();
   ts.input_fn = input_fn;
