@@ -30,6 +30,7 @@ typedef struct cfg {
   const char *data;
   int64_t batch;
   const char *hidden; /* units per hidden layer: "32" or "512,256" */
+  int64_t embed;      /* > 0: synthetic data gets an id feature in [0, embed) through an embedding (sparse) */
 } cfg;
 
 static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
@@ -40,15 +41,18 @@ static const char *arg(int argc, char **argv, const char *name, const char *dflt
 
 static int fashion(const cfg *c) { return strcmp(c->data, "synthetic") != 0; }
 
-static loom_dataset *synthetic(int num, int id, int64_t batch, uint64_t seed, int train, loom_status *st) {
+static loom_dataset *synthetic(int num, int id, int64_t batch, uint64_t seed, int train, int64_t embed,
+                               loom_status *st) {
   int64_t n = 0;
   for (int i = 0; i < NS; i++)
     if (i % num == id) n++;
   float *x = malloc(sizeof(float) * (size_t)(n * NF));
   int32_t *y = malloc(sizeof(int32_t) * (size_t)n);
-  if (!x || !y) {
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (!x || !y || !ids) {
     free(x);
     free(y);
+    free(ids);
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
     return NULL;
   }
@@ -63,18 +67,25 @@ static loom_dataset *synthetic(int num, int id, int64_t batch, uint64_t seed, in
       for (int f = 0; f < NF; f++) s += x[k * NF + f] * (float)(((cl * 37 + f * 13) % 11) - 5);
       if (s > best) best = s, arg = cl;
     }
+    if (embed > 0) { /* the id carries the class for half of the ids: learnable through the embedding */
+      ids[k] = (int32_t)((i * 7919) % embed);
+      if (ids[k] % 2 == 0) arg = ids[k] % NC;
+    }
     y[k++] = arg;
   }
   int64_t xd[2] = {n, NF}, yd[1] = {n};
   loom_tensor *xt = loom_tensor_from_data(LOOM_F32, 2, xd, x, st);
   loom_tensor *yt = loom_tensor_from_data(LOOM_I32, 1, yd, y, st);
+  loom_tensor *it = loom_tensor_from_data(LOOM_I32, 1, yd, ids, st);
   free(x);
   free(y);
-  const char *names[2] = {"x", "label"};
-  const loom_tensor *arr[2] = {xt, yt};
-  loom_dataset *ds = xt && yt ? loom_dataset_from_tensors(2, names, arr, "label", st) : NULL;
+  free(ids);
+  const char *names[3] = {"x", "label", "id"};
+  const loom_tensor *arr[3] = {xt, yt, it};
+  loom_dataset *ds = xt && yt && it ? loom_dataset_from_tensors(embed > 0 ? 3 : 2, names, arr, "label", st) : NULL;
   loom_tensor_free(xt);
   loom_tensor_free(yt);
+  loom_tensor_free(it);
   if (ds && train) ds = loom_dataset_shuffle(ds, n, seed, 1, st);
   if (ds && train) ds = loom_dataset_repeat(ds, -1, st);
   if (ds) ds = loom_dataset_batch(ds, batch, 0, st);
@@ -90,7 +101,8 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
     printf("dist_job: input_pipeline=%d/%d\n", id, num);
     fflush(stdout);
   }
-  if (!fashion(c)) return synthetic(train ? num : 1, train ? id : 0, c->batch, 7 + (uint64_t)id, train, st);
+  if (!fashion(c))
+    return synthetic(train ? num : 1, train ? id : 0, c->batch, 7 + (uint64_t)id, train, c->embed, st);
   char im[1024], lb[1024];
   snprintf(im, sizeof im, "%s/%s-images-idx3-ubyte.gz", c->data, train ? "train" : "t10k");
   snprintf(lb, sizeof lb, "%s/%s-labels-idx1-ubyte.gz", c->data, train ? "train" : "t10k");
@@ -116,6 +128,14 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   d.activation = "relu";
   d.kernel_initializer = loom_init_glorot_uniform(1);
   loom_output h = x;
+  if (c->embed > 0 && !fashion(c)) { /* an embedding: its gradient is sparse (rows travel to the PS) */
+    int64_t ed[2] = {c->embed, 4};
+    loom_initializer ei = loom_init_random_uniform(-0.1, 0.1, 5);
+    loom_variable *emb = loom_get_variable(g, "embedding", LOOM_F32, 2, ed, &ei, 1);
+    loom_output e = loom_embedding_lookup(g, loom_variable_output(emb), loom_features_get(f, "id"), "lookup");
+    loom_output parts[2] = {x, e};
+    h = loom_concat(g, 2, parts, 1, "with_embedding");
+  }
   int layer = 0;
   for (const char *q = c->hidden; *q;) {
     char nm[32];
@@ -154,6 +174,12 @@ static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, v
   loom_output x = loom_placeholder(g, LOOM_F32, 2, dims, name);
   loom_code rc = loom_features_add(f, name, x, st);
   if (rc == LOOM_OK) rc = loom_features_add(r, name, x, st);
+  if (rc == LOOM_OK && c->embed > 0 && !fashion(c)) {
+    int64_t idd[1] = {-1};
+    loom_output id = loom_placeholder(g, LOOM_I32, 1, idd, "id");
+    rc = loom_features_add(f, "id", id, st);
+    if (rc == LOOM_OK) rc = loom_features_add(r, "id", id, st);
+  }
   return rc;
 }
 
@@ -211,7 +237,7 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &g_t0);
   if (!getenv("LOOM_QUIET")) loom_log_set(NULL, NULL, LOOM_LOG_INFO);
   cfg c = {arg(argc, argv, "--data", "synthetic"), atoll(arg(argc, argv, "--batch", "32")),
-           arg(argc, argv, "--hidden", "32")};
+           arg(argc, argv, "--hidden", "32"), atoll(arg(argc, argv, "--embed", "0"))};
   const char *model_dir = arg(argc, argv, "--model_dir", NULL);
   const char *launcher = arg(argc, argv, "--launcher", NULL);
   if (!model_dir) {

@@ -300,8 +300,12 @@ static proc *job_start_ex(jobt *j, const char *type, int index, const char *tf, 
   const char *argv[40];
   int a = 0;
   argv[a++] = LOOM_DIST_JOB_BIN;
-  argv[a++] = "--model_dir";
-  argv[a++] = j->dir;
+  int own_dir = 0;
+  for (int i = 0; extra && extra[i]; i++) own_dir |= !strcmp(extra[i], "--model_dir");
+  if (!own_dir) {
+    argv[a++] = "--model_dir";
+    argv[a++] = j->dir;
+  }
   for (int i = 0; extra && extra[i] && a < 38; i++) argv[a++] = extra[i];
   argv[a] = NULL;
   fflush(NULL);
@@ -783,4 +787,78 @@ Test(jobs, restarted_ps_checks_its_shard_against_the_manifest, .timeout = 120) {
   cr_expect_eq(rc, LOOM_JOB_EXIT_FAILED, "exit %d", rc);
   cr_expect(log_has(ps, "the manifest says"), "names the mismatch");
   job_cleanup(&j);
+}
+
+/* One trainer against a PS equals local training bit for bit: the same
+ * binary, model_fn and data (pipeline 0 of 1 in both), 150 steps of SGD
+ * locally (the model_fn's train op) and as chief + 1 PS (the gradients of
+ * the same loss, SGD on the PS): every variable of model.ckpt-150 equal,
+ * and global_step 150 in both. */
+static int collect_names(const char *name, loom_dtype dt, int nd, const int64_t *dims, void *user) {
+  (void)dt;
+  (void)nd;
+  (void)dims;
+  char (*names)[128] = user;
+  for (int i = 0; i < 32; i++)
+    if (!names[i][0]) {
+      snprintf(names[i], 128, "%s", name);
+      break;
+    }
+  return 0;
+}
+
+static void bitwise_case(const char *tag, const char *const *args) {
+  jobt j;
+  job_init(&j, tag, 1, 0);
+  char local_dir[300];
+  snprintf(local_dir, sizeof local_dir, "%s/local", j.dir);
+  /* local: no TF_CONFIG (an empty one is local mode) */
+  const char *largs[20] = {"--model_dir", local_dir};
+  int k = 2;
+  for (int i = 0; args[i]; i++) largs[k++] = args[i];
+  largs[k] = NULL;
+  proc *lp = job_start_ex(&j, "local", 0, "", NULL, largs, NULL);
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, args, NULL);
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, args, NULL);
+  int rl = wait_exit(&j, lp, 60), rc = wait_exit(&j, ch, 60);
+  if (rl || rc) dump_logs(&j);
+  cr_assert(rl == 0 && rc == 0, "local %d, chief %d", rl, rc);
+  cr_expect_eq(wait_exit(&j, ps, 10), 0);
+  char a[400], b[400];
+  snprintf(a, sizeof a, "%s/model.ckpt-150", local_dir);
+  snprintf(b, sizeof b, "%s/model.ckpt-150", j.dir);
+  static char names[32][128];
+  memset(names, 0, sizeof names);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_checkpoint_list_variables(a, collect_names, names, st), LOOM_OK, "%s", loom_status_message(st));
+  int compared = 0;
+  for (int i = 0; i < 32 && names[i][0]; i++) {
+    loom_tensor *ta = NULL, *tb = NULL;
+    cr_assert_eq(loom_checkpoint_read_tensor(a, names[i], &ta, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_eq(loom_checkpoint_read_tensor(b, names[i], &tb, st), LOOM_OK, "%s: %s", names[i],
+                 loom_status_message(st));
+    size_t n = (size_t)loom_tensor_numel(ta) * (loom_tensor_dtype(ta) == LOOM_I64 ? 8 : 4);
+    cr_expect_eq(loom_tensor_numel(ta), loom_tensor_numel(tb), "%s", names[i]);
+    cr_expect(memcmp(loom_tensor_data_const(ta), loom_tensor_data_const(tb), n) == 0, "%s differs", names[i]);
+    if (!strcmp(names[i], "global_step")) cr_expect_eq(*(const int64_t *)loom_tensor_data_const(tb), 150);
+    compared++;
+    loom_tensor_free(ta);
+    loom_tensor_free(tb);
+  }
+  cr_expect_geq(compared, 5, "kernels, biases and global_step compared (%d)", compared);
+  fprintf(stderr, "%s: %d variables equal\n", tag, compared);
+  loom_status_free(st);
+  job_cleanup(&j);
+}
+
+Test(jobs, one_trainer_job_equals_local_training_bitwise, .timeout = 120) {
+  const char *const args[] = {"--max_steps", "150", "--save_steps", "150", "--deadline", "30", "--hidden", "16,8", NULL};
+  bitwise_case("bitwise", args);
+}
+
+/* The same with an embedding: its gradient is sparse, so its rows travel
+ * as PUSH_ROWS/PULL_ROWS through the job's step split. */
+Test(jobs, one_trainer_job_with_embedding_equals_local_training_bitwise, .timeout = 120) {
+  const char *const args[] = {"--max_steps", "150", "--save_steps", "150", "--deadline", "30", "--embed", "50", NULL};
+  bitwise_case("bitwise_emb", args);
 }
