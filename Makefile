@@ -269,6 +269,10 @@ $(SERVE_BIN): $(SERVE_SRC) $(wildcard tools/serve/*.h) $(LLHTTP_OBJ) $(BUILD)/li
 $(BUILD)/tests/test_serve: $(SERVE_BIN)
 $(BUILD)/tests/test_serve: TEST_CFLAGS += -DLOOM_SERVE_BIN='"$(SERVE_BIN)"'
 
+# tests/test_jobs.c runs distributed jobs of examples/dist_job (and mpirun).
+$(BUILD)/tests/test_jobs: $(BUILD)/examples/dist_job
+$(BUILD)/tests/test_jobs: TEST_CFLAGS += -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"'
+
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)
 $(BUILD)/tests/test_cli: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'

@@ -568,3 +568,39 @@ loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model_dir, con
   loom__free(dg);
   return rc;
 }
+
+/* ---- reconnect (issue 17, estimator/job.c) ----
+ * Replaces every connection of c by a fresh one (all or nothing: on failure
+ * the old connections stay and the first failure is returned). Used after a
+ * PS task was lost: an exchange that failed midway leaves the other
+ * connections with unread replies, so all are replaced. Cached versions are
+ * reset (the next exchange pulls whole values). */
+loom_code loom_ps_cluster_reconnect(loom_ps_cluster *c, const char *const *hosts, const int *ports,
+                                    const loom_ps_connect_options *o, loom_status *st) {
+  if (!c || !hosts || !ports)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_reconnect: NULL cluster or addresses");
+  const loom_ps_placement *p = c->p;
+  loom_ps_client **nc = loom__calloc((size_t)p->num_ps, sizeof *nc);
+  if (!nc) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: out of memory");
+  for (int i = 0; i < p->num_ps; i++) {
+    loom_ps_connect_options co;
+    memset(&co, 0, sizeof co);
+    if (o) co = *o;
+    co.host = hosts[i];
+    co.port = ports[i];
+    co.placement_hash = p->hash;
+    co.num_ps = p->num_ps;
+    co.num_vars = p->nvars;
+    nc[i] = loom_ps_connect(&co, st);
+    if (!nc[i]) {
+      for (int j = 0; j < i; j++) loom_ps_client_free(nc[j]);
+      loom__free(nc);
+      return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
+    }
+  }
+  for (int i = 0; i < p->num_ps; i++) loom_ps_client_free(c->c[i]);
+  loom__free(c->c);
+  c->c = nc;
+  for (int i = 0; i < p->nshards; i++) c->version[i] = UINT64_MAX;
+  return LOOM_OK;
+}

@@ -622,3 +622,30 @@ loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_
   if (!rc) mark_all(w);
   return rc;
 }
+
+/* ---- job seam (issue 17, estimator/job.c) ----
+ * The step split in two around a monitored session's run, so that hooks see
+ * the same run: the gradients to fetch, then the exchange on the fetched
+ * values (what loom_ps_worker_step does after its own run). */
+#include "distributed/job_seam.h"
+int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches) {
+  *fetches = w->fetch;
+  return w->nfetch;
+}
+
+loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+  for (int i = 0; i < w->n; i++) w->g[i] = NULL;
+  for (int j = 0; j < w->nfetch; j++)
+    if (w->fetch_ix[j] == -1) w->g[w->fetch_var[j]] = loom_tensor_data(gt[j]);
+  loom_code rc = loom_ps_cluster_pushpull(w->cl, w->g, w->dvals, st);
+  for (int j = 0; j < w->nfetch && !rc; j++) {
+    if (w->fetch_ix[j] < 0) continue;
+    int var = w->fetch_var[j];
+    const loom_ps_var_spec *vs = loom_ps_placement_var(w->p, var);
+    int64_t nrows = vs->dims[0], row = nrows > 0 ? loom__numel(vs->ndim, vs->dims) / nrows : 0, nu = 0;
+    rc = dedup(w, var, gt[j], gt[w->fetch_ix[j]], row, nrows, &nu, st);
+    if (!rc) rc = sparse_exchange(w, var, nu, st);
+  }
+  if (!rc) mark_all(w);
+  return rc;
+}

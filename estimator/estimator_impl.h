@@ -167,4 +167,18 @@ int loom__exporter_is_final(const loom_exporter *x);
 void loom__features_bind_graph(loom_features *f, loom_graph *g);
 loom_output loom__features_lookup(const loom_features *f, const char *name);
 
+/* ---- distributed jobs (issue 17): train_and_evaluate.c <-> job.c ---- */
+typedef struct loom__tae_eval loom__tae_eval;
+loom_code loom__tae_check_specs(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                                loom_status *st);
+loom__tae_eval *loom__tae_eval_new(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                                   loom_status *st);
+/* Evaluates model_dir's latest checkpoint (of global step `step`) and runs the exporters. */
+loom_code loom__tae_eval_latest(loom__tae_eval *x, int64_t step, loom_status *st);
+int64_t loom__tae_eval_last_step(const loom__tae_eval *x); /* -1 before the first */
+loom_tae_result *loom__tae_eval_take(loom__tae_eval *x);  /* the result, handed over */
+void loom__tae_eval_free(loom__tae_eval *x);
+/* 1 when the TF_CONFIG (json NULL: the environment) names a PS job or an evaluator task. */
+int loom__job_is_distributed(const char *json);
+
 #endif

@@ -348,9 +348,6 @@ static loom_code check_specs(loom_estimator *e, const loom_train_spec *ts, const
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                            "train_and_evaluate: RunConfig disables checkpoints (save_checkpoints_steps and "
                            "save_checkpoints_secs are 0); local train_and_evaluate evaluates after each checkpoint save");
-  if (!e->is_chief)
-    return loom_status_set(st, LOOM_UNIMPLEMENTED,
-                           "train_and_evaluate: TF_CONFIG names a non-chief task; only local mode is implemented");
   return LOOM_OK;
 }
 
@@ -361,8 +358,14 @@ loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *trai
   if (!e || !train_spec || !eval_spec || !out)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train_and_evaluate: estimator, train_spec, eval_spec or out "
                                                       "is NULL");
+  /* a TF_CONFIG with PS tasks (or naming the evaluator): a distributed job (estimator/job.c) */
+  if (loom__job_is_distributed(NULL)) return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
   loom_code rc = check_specs(e, train_spec, eval_spec, st);
   if (rc != LOOM_OK) return rc;
+  if (!e->is_chief)
+    return loom_status_set(st, LOOM_UNIMPLEMENTED,
+                           "train_and_evaluate: TF_CONFIG names a non-chief task of a cluster without PS tasks; "
+                           "only local mode and PS jobs are implemented");
   const loom_train_spec *ts = train_spec;
   const loom_eval_spec *es = eval_spec;
 
@@ -438,4 +441,71 @@ done:
   else
     loom_tae_result_free(c.res);
   return rc;
+}
+
+/* ---- the distributed evaluator (issue 17, estimator/job.c) ----
+ * The evaluation and export steps of local mode, driven by job.c's watch
+ * of model_dir/checkpoint instead of a saving listener. */
+struct loom__tae_eval {
+  tae_ctx c;
+};
+
+loom_code loom__tae_check_specs(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                                loom_status *st) {
+  return check_specs(e, ts, es, st);
+}
+
+loom__tae_eval *loom__tae_eval_new(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                                   loom_status *st) {
+  loom__tae_eval *x = loom__calloc(1, sizeof *x);
+  if (!x) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  tae_ctx *c = &x->c;
+  c->e = e;
+  c->ts = ts;
+  c->es = es;
+  c->res = loom__calloc(1, sizeof *c->res);
+  int ok = c->res != NULL;
+  if (ok && es->nexporters > 0) {
+    c->res->names = loom__calloc((size_t)es->nexporters, sizeof(char *));
+    c->res->paths = loom__calloc((size_t)es->nexporters, sizeof(char *));
+    ok = c->res->names && c->res->paths;
+    if (ok) c->res->nexp = es->nexporters;
+    for (int i = 0; ok && i < es->nexporters; i++)
+      ok = (c->res->names[i] = loom__strdup(loom_exporter_name(es->exporters[i]))) != NULL;
+  }
+  if (!ok) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    loom__tae_eval_free(x);
+    return NULL;
+  }
+  char eval_dir[4096];
+  loom_estimator_eval_dir(e, es->name, eval_dir, sizeof eval_dir);
+  for (int i = 0; i < es->nexporters; i++)
+    if (loom__exporter_begin(es->exporters[i], e, eval_dir, st) != LOOM_OK) {
+      loom__tae_eval_free(x);
+      return NULL;
+    }
+  return x;
+}
+
+loom_code loom__tae_eval_latest(loom__tae_eval *x, int64_t step, loom_status *st) {
+  return evaluate_and_export(&x->c, NULL, step, 0, st);
+}
+
+int64_t loom__tae_eval_last_step(const loom__tae_eval *x) { return x->c.evaluated ? x->c.last_step : -1; }
+
+loom_tae_result *loom__tae_eval_take(loom__tae_eval *x) {
+  loom_tae_result *r = x->c.res;
+  x->c.res = NULL;
+  return r;
+}
+
+void loom__tae_eval_free(loom__tae_eval *x) {
+  if (!x) return;
+  ctx_free(&x->c);
+  loom_tae_result_free(x->c.res);
+  loom__free(x);
 }

@@ -326,6 +326,14 @@ LOOM_API void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on);
 LOOM_API loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
                                        int nfeeds, loom_status *st);
 
+/* ---- Jobs (issue 17): reconnect after a PS task was lost ----
+ * Replaces every connection of c by a fresh one to hosts[i]:ports[i] (all
+ * or nothing: on failure the old connections stay, the first failure is
+ * returned). Cached versions are reset: the next exchange pulls whole
+ * values. The job layer (loom_job.h) calls it with backoff. */
+LOOM_API loom_code loom_ps_cluster_reconnect(loom_ps_cluster *c, const char *const *hosts, const int *ports,
+                                             const loom_ps_connect_options *o, loom_status *st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -143,4 +143,6 @@ LOOM_API loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_s
 #ifdef __cplusplus
 }
 #endif
+/* distributed jobs: roles from TF_CONFIG, launchers */
+#include "loom_job.h"
 #endif

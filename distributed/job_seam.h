@@ -1,0 +1,13 @@
+/* distributed/job_seam.h - internal: what estimator/job.c (distributed
+ * jobs, issue 17) uses of the PS worker beyond the public API. */
+#ifndef LOOM_DIST_JOB_SEAM_H
+#define LOOM_DIST_JOB_SEAM_H
+#include "loom/loom_distributed.h"
+
+/* The gradient outputs loom_ps_worker_step fetches (owned by w). */
+int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches);
+/* The exchange of loom_ps_worker_step on values fetched by the caller's own
+ * run (gt[i] = the value of fetches[i]). */
+loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st);
+
+#endif

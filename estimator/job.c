@@ -1,0 +1,1189 @@
+/* estimator/job.c - distributed jobs (issue 17, loom_job.h): the roles
+ * TF_CONFIG names (chief/master, worker, ps, evaluator) for one model_fn,
+ * on the parameter server of distributed/.
+ *
+ * Trainers (chief, workers) run the estimator's TRAIN graph in a monitored
+ * session like loom_estimator_train, with one hook first in the list (the
+ * "PS hook") that turns each run into a PS step: before the run it takes
+ * the global step from ps:0 (STEP_INC) and writes it into the session's
+ * global_step variable (so the stop, checkpoint, summary and logging hooks
+ * see the PS's step, exactly as a local train op's increment), adds the
+ * gradients of the loss as fetches, and after the run pushes them and
+ * pulls the new values into the session (distributed/ps_worker.c's seam).
+ * A PS lost during a step: the hook reconnects with backoff (all
+ * connections, re-reading the rendezvous files), the chief re-creates any
+ * variable the PS lacks, everyone pulls, and training goes on; the step's
+ * gradient is dropped. Waits print a diagnostic line every diag_every_s and
+ * end at their deadline with UNAVAILABLE (retryable).
+ *
+ * The chief's checkpoint saver gets a listener that writes the PS-side
+ * checkpoint (loom_ps_cluster_save into model_dir/ps/) at every save, so a
+ * restarted PS restores its shard (ps_restore_self) and the evaluator reads
+ * the ordinary model_dir/model.ckpt-<step> files without a PS. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "distributed/job_seam.h"
+#include "distributed/ps_client.h"
+#include "estimator/estimator_impl.h"
+
+/* ------------------------------------------------------------ options */
+loom_job_options loom_job_options_default(void) {
+  loom_job_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.optimizer = LOOM_PS_SGD;
+  o.hyper[0] = 0.01f;
+  o.strategy = LOOM_PS_GREEDY_BYTES;
+  o.start_deadline_s = 300;
+  o.peer_lost_deadline_s = 120;
+  o.diag_every_s = 10;
+  o.rpc_timeout_s = 10;
+  o.eval_poll_s = 1;
+  o.eval_deadline_s = 600;
+  return o;
+}
+
+int loom_job_exit_code(loom_code rc) {
+  switch (rc) {
+  case LOOM_OK: return LOOM_JOB_EXIT_OK;
+  case LOOM_INVALID_ARGUMENT: return LOOM_JOB_EXIT_CONFIG;
+  case LOOM_PERMISSION_DENIED: return LOOM_JOB_EXIT_AUTH;
+  case LOOM_FAILED_PRECONDITION: return LOOM_JOB_EXIT_PLACEMENT;
+  case LOOM_UNAVAILABLE:
+  case LOOM_DEADLINE_EXCEEDED:
+  case LOOM_ABORTED: return LOOM_JOB_EXIT_RETRYABLE;
+  default: return LOOM_JOB_EXIT_FAILED;
+  }
+}
+
+void loom_job_input_context(const loom_params *params, int *num_pipelines, int *pipeline_id) {
+  int64_t n = loom_params_get_int(params, "num_input_pipelines", 1);
+  int64_t i = loom_params_get_int(params, "input_pipeline_id", 0);
+  if (n < 1 || i < 0 || i >= n) n = 1, i = 0;
+  if (num_pipelines) *num_pipelines = (int)n;
+  if (pipeline_id) *pipeline_id = (int)i;
+}
+
+int loom__job_is_distributed(const char *json) {
+  loom_tf_config *tc = loom_tf_config_parse(json, NULL);
+  if (!tc) { /* a TF_CONFIG that does not parse: let the job report it */
+    const char *env = json ? json : getenv("TF_CONFIG");
+    return env && *env;
+  }
+  int d = loom_tf_config_num_ps_replicas(tc) > 0 || !strcmp(loom_tf_config_task_type(tc), "evaluator") ||
+          !strcmp(loom_tf_config_task_type(tc), "ps");
+  loom_tf_config_free(tc);
+  return d;
+}
+
+/* ------------------------------------------------------------- the job */
+static volatile sig_atomic_t g_term; /* SIGTERM / SIGINT seen (ps role) */
+static void on_term(int sig) {
+  (void)sig;
+  g_term = 1;
+}
+
+typedef struct job {
+  loom_estimator *e;
+  loom_job_options o;
+  loom_tf_config *tc;
+  char type[16];
+  int index, is_chief;
+  int num_ps, num_workers;
+  char name[48];      /* "worker:1" */
+  char rdv[4096];     /* model_dir/rendezvous */
+  const void *token;
+  size_t token_len;
+  /* resolved PS addresses */
+  char **host;
+  int *port;
+} job;
+
+static void job_free(job *j) {
+  loom_tf_config_free(j->tc);
+  for (int i = 0; j->host && i < j->num_ps; i++) loom__free(j->host[i]);
+  loom__free(j->host);
+  loom__free(j->port);
+}
+
+static void jlog(const job *j, loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void jlog(const job *j, loom_log_level lvl, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  loom__log(lvl, "job %s: %s", j->name, msg);
+}
+
+static void sleep_s(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !g_term) {
+  }
+}
+
+/* A bounded wait: backoff 20 ms doubling to 1 s, a diagnostic line every
+ * diag_every_s, UNAVAILABLE naming what was awaited at the deadline. */
+typedef struct waiter {
+  const job *j;
+  double t0, deadline, last_diag, backoff;
+} waiter;
+
+static void waiter_init(waiter *w, const job *j, double deadline_s) {
+  w->j = j;
+  w->t0 = loom__mono_secs();
+  w->last_diag = w->t0;
+  w->deadline = deadline_s;
+  w->backoff = 0.01;
+}
+
+/* what: "ps:1 (127.0.0.1:4000)"; why: the last failure. Returns LOOM_OK to
+ * try again, UNAVAILABLE once the deadline has passed. */
+static loom_code waiter_wait(waiter *w, const char *what, const char *why, loom_status *st) {
+  double now = loom__mono_secs(), el = now - w->t0;
+  if (el >= w->deadline)
+    return loom_status_set(st, LOOM_UNAVAILABLE, "job %s: gave up waiting for %s after %.0f s (deadline %.0f s): %s",
+                           w->j->name, what, el, w->deadline, why);
+  if (now - w->last_diag >= w->j->o.diag_every_s) {
+    jlog(w->j, LOOM_LOG_WARN, "waiting for %s: %s, %.0f s elapsed (deadline %.0f s)", what, why, el, w->deadline);
+    w->last_diag = now;
+  }
+  double left = w->deadline - el;
+  sleep_s(w->backoff < left ? w->backoff : left);
+  w->backoff = w->backoff * 1.5 < 0.25 ? w->backoff * 1.5 : 0.25; /* polls are cheap: a file read, a connect */
+  return LOOM_OK;
+}
+
+/* ---- files in model_dir/rendezvous ---- */
+static loom_code write_atomic(const char *path, const char *text, loom_status *st) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return loom_status_set(st, LOOM_UNAVAILABLE, "cannot write %s: %s", tmp, strerror(errno));
+  int bad = fputs(text, f) < 0;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    remove(tmp);
+    return loom_status_set(st, LOOM_UNAVAILABLE, "cannot write %s", path);
+  }
+  return LOOM_OK;
+}
+
+static int read_small(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, cap - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return n > 0;
+}
+
+/* The final step the chief wrote at the end of training; -1 when absent
+ * or older than not_before (a done file of an earlier run of the job). */
+static int64_t done_step_since(const job *j, time_t not_before) {
+  char p[4200], b[64];
+  snprintf(p, sizeof p, "%s/done", j->rdv);
+  struct stat sb;
+  long long s;
+  if (stat(p, &sb) != 0 || sb.st_mtime < not_before) return -1;
+  if (!read_small(p, b, sizeof b) || sscanf(b, "%lld", &s) != 1) return -1;
+  return s;
+}
+static int64_t done_step(const job *j) { return done_step_since(j, 0); }
+
+/* "host:port" (host may be [v6]) into host/port. */
+static int split_addr(const char *a, char *host, size_t cap, int *port) {
+  const char *c = strrchr(a, ':');
+  if (!c || c == a) return 0;
+  size_t hl = (size_t)(c - a);
+  if (a[0] == '[' && hl >= 2 && a[hl - 1] == ']') a++, hl -= 2;
+  if (hl >= cap) return 0;
+  char *end;
+  long p = strtol(c + 1, &end, 10);
+  if (*end || p < 0 || p > 65535) return 0;
+  memcpy(host, a, hl);
+  host[hl] = 0;
+  *port = (int)p;
+  return 1;
+}
+
+/* Resolves ps:i's address: TF_CONFIG's, or the rendezvous file when its
+ * port is 0. Returns 0 with why filled when it is not known yet. */
+static int resolve_ps(job *j, int i, char *why, size_t wcap) {
+  const char *a = loom_tf_config_address(j->tc, "ps", i);
+  char host[256];
+  int port = 0;
+  if (!a || !split_addr(a, host, sizeof host, &port)) {
+    snprintf(why, wcap, "TF_CONFIG address '%s' is not host:port", a ? a : "(none)");
+    return 0;
+  }
+  if (port == 0) {
+    char p[4200], b[320];
+    snprintf(p, sizeof p, "%s/ps-%d.addr", j->rdv, i);
+    if (!read_small(p, b, sizeof b) || !split_addr(strtok(b, " \n"), host, sizeof host, &port) || port == 0) {
+      snprintf(why, wcap, "not published yet (model_dir/rendezvous/ps-%d.addr)", i);
+      return 0;
+    }
+  }
+  char *h = loom__strdup(host);
+  if (!h) {
+    snprintf(why, wcap, "out of memory");
+    return 0;
+  }
+  loom__free(j->host[i]);
+  j->host[i] = h;
+  j->port[i] = port;
+  return 1;
+}
+
+static loom_ps_connect_options connect_opts(const job *j) {
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.token = j->token;
+  co.token_len = j->token_len;
+  co.timeout_s = j->o.rpc_timeout_s;
+  return co;
+}
+
+/* A permanent refusal (wrong token, other placement, bad address) ends the
+ * waits at once. */
+static int permanent(loom_code rc) {
+  return rc == LOOM_PERMISSION_DENIED || rc == LOOM_FAILED_PRECONDITION || rc == LOOM_INVALID_ARGUMENT;
+}
+
+/* Connects to every PS, waiting (deadline) for each to be published and to
+ * answer; every probe authenticates with the placement's hash. */
+static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double deadline_s, loom_status *st) {
+  waiter w;
+  waiter_init(&w, j, deadline_s);
+  loom_ps_connect_options co = connect_opts(j);
+  for (;;) {
+    char why[512] = "", what[320] = "";
+    int ok = 1;
+    for (int i = 0; i < j->num_ps && ok; i++) {
+      if (!resolve_ps(j, i, why, sizeof why)) {
+        snprintf(what, sizeof what, "ps:%d", i);
+        ok = 0;
+      }
+    }
+    if (ok) {
+      loom_status *s2 = loom_status_new();
+      loom_ps_cluster *cl = loom_ps_cluster_connect(p, (const char *const *)j->host, j->port, &co, s2);
+      if (cl) {
+        loom_status_free(s2);
+        return cl;
+      }
+      loom_code rc = loom_status_code(s2);
+      if (permanent(rc)) {
+        loom_status_set(st, rc, "job %s: %s", j->name, loom_status_message(s2));
+        loom_status_free(s2);
+        return NULL;
+      }
+      snprintf(why, sizeof why, "%s", loom_status_message(s2));
+      loom_status_free(s2);
+      /* name the first PS that does not answer */
+      snprintf(what, sizeof what, "the PS tasks");
+      for (int i = 0; i < j->num_ps; i++)
+        if (strstr(why, j->host[i]) && strchr(why, ':')) {
+          char pp[16];
+          snprintf(pp, sizeof pp, ":%d", j->port[i]);
+          if (strstr(why, pp)) {
+            snprintf(what, sizeof what, "ps:%d (%s:%d)", i, j->host[i], j->port[i]);
+            break;
+          }
+        }
+    }
+    if (waiter_wait(&w, what, why, st) != LOOM_OK || g_term) {
+      if (g_term) loom_status_set(st, LOOM_CANCELLED, "job %s: terminated while waiting for %s", j->name, what);
+      return NULL;
+    }
+  }
+}
+
+/* ------------------------------------------------------ the PS hook */
+typedef struct ps_hook {
+  job *j;
+  const loom_ps_placement *p;
+  loom_ps_cluster *cl;
+  loom_ps_worker *w;
+  loom_output loss;
+  loom_variable *gs_var;
+  loom_tensor *gs_t;  /* scalar holding the PS's global step */
+  const loom_output *fetch;
+  int nfetch;
+  int skip;           /* no exchange after this run (the PS step was not taken) */
+  int done;           /* the chief finished the job */
+  int64_t gs;
+  int64_t reconnects;
+  double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
+  int64_t nsteps;
+  int inc_pending;    /* a STEP_INC sent after the last exchange, its reply not read yet */
+} ps_hook;
+
+/* STEP_INC rides behind the exchange: sent right after it, its reply read
+ * before the next request on ps:0 (next step, a PS-side save, the end), so
+ * it costs no round trip of its own. */
+static loom_code inc_send(ps_hook *h, loom_status *st) {
+  uint8_t in[8];
+  loom__ps_put64(in, 1);
+  loom_code rc = loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+  if (!rc) h->inc_pending = 1;
+  return rc;
+}
+
+static loom_code inc_drain(ps_hook *h, loom_status *st) {
+  if (!h->inc_pending) return LOOM_OK;
+  h->inc_pending = 0;
+  loom_ps_client *c = loom_ps_cluster_client(h->cl, 0);
+  loom_ps_hdr hd;
+  uint8_t out[8];
+  loom_code rc = loom__ps_recv_hdr(c, LOOM_PS_STEP_INC, &hd, st);
+  if (!rc && hd.body_len != 8) rc = loom_status_set(st, LOOM_DATA_LOSS, "STEP_INC reply of %u bytes", hd.body_len);
+  if (!rc) rc = loom__ps_recv_body(c, out, 8, st);
+  if (!rc) rc = loom__ps_recv_end(c, &hd, st);
+  if (!rc) h->gs = (int64_t)loom__ps_get64(out);
+  return rc;
+}
+
+/* The values of every variable from the PS; waits (deadline) while a PS
+ * reports a variable not initialized yet (the chief has not created it). */
+static loom_code pull_ready(ps_hook *h, double deadline_s, loom_status *st) {
+  waiter w;
+  waiter_init(&w, h->j, deadline_s);
+  for (;;) {
+    loom_status *s2 = loom_status_new();
+    loom_code rc = loom_ps_worker_pull(h->w, s2);
+    if (rc == LOOM_OK) {
+      loom_status_free(s2);
+      return LOOM_OK;
+    }
+    if (rc != LOOM_FAILED_PRECONDITION) {
+      loom_status_set(st, rc, "%s", loom_status_message(s2));
+      loom_status_free(s2);
+      return rc;
+    }
+    char why[600];
+    const char *m = strstr(loom_status_message(s2), "variable ");
+    unsigned id = 0;
+    if (m && sscanf(m, "variable %u is not initialized", &id) == 1 && (int)id < loom_ps_placement_num_shards(h->p)) {
+      const loom_ps_shard *sh = loom_ps_placement_shard(h->p, (int)id);
+      snprintf(why, sizeof why, "uninitialized: %s (ps:%d)", loom_ps_placement_var(h->p, sh->var)->name, sh->ps);
+    } else {
+      snprintf(why, sizeof why, "uninitialized: %s", loom_status_message(s2));
+    }
+    loom_status_free(s2);
+    /* the connection that answered the error is still in step; the others
+     * may hold unread replies: start clean */
+    s2 = loom_status_new();
+    loom_ps_connect_options co = connect_opts(h->j);
+    rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)h->j->host, h->j->port, &co, s2);
+    loom_status_free(s2);
+    if ((rc = waiter_wait(&w, "the chief's variables", why, st)) != LOOM_OK) return rc;
+    if (done_step(h->j) >= 0) {
+      h->done = 1;
+      return LOOM_OK;
+    }
+  }
+}
+
+/* Chief: creates the variables the PS tasks lack from the session's values. */
+static loom_code chief_init(ps_hook *h, loom_status *st) {
+  const job *j = h->j;
+  loom_code rc = loom_ps_worker_init_vars(h->w, j->o.optimizer, j->o.hyper, st);
+  if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "variables on the %d PS task(s) created or kept", j->num_ps);
+  return rc;
+}
+
+/* After a failed exchange: reconnect every PS with backoff until the
+ * peer-lost deadline, then (chief) re-create missing variables and pull.
+ * LOOM_OK with h->done set when the chief finished meanwhile. */
+static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
+  job *j = h->j;
+  jlog(j, LOOM_LOG_WARN, "PS exchange failed (%s); reconnecting (deadline %.0f s)", failure, j->o.peer_lost_deadline_s);
+  waiter w;
+  waiter_init(&w, j, j->o.peer_lost_deadline_s);
+  loom_ps_connect_options co = connect_opts(j);
+  for (;;) {
+    if (done_step(j) >= 0) {
+      jlog(j, LOOM_LOG_INFO, "the chief has finished the job (model_dir/rendezvous/done); stopping");
+      h->done = 1;
+      return LOOM_OK;
+    }
+    char why[600] = "", what[320] = "the PS tasks";
+    int ok = 1;
+    for (int i = 0; i < j->num_ps && ok; i++)
+      if (!resolve_ps(j, i, why, sizeof why)) {
+        snprintf(what, sizeof what, "ps:%d", i);
+        ok = 0;
+      }
+    if (ok) {
+      loom_status *s2 = loom_status_new();
+      loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
+      if (rc == LOOM_OK) h->inc_pending = 0; /* its reply went with the old connection */
+      if (rc == LOOM_OK && j->is_chief) rc = chief_init(h, s2);
+      if (rc == LOOM_OK) {
+        loom_status_free(s2);
+        rc = pull_ready(h, j->o.peer_lost_deadline_s, st);
+        if (rc == LOOM_OK) {
+          h->reconnects++;
+          jlog(j, LOOM_LOG_INFO, "reconnected to the PS tasks after %.1f s; training resumes",
+               loom__mono_secs() - w.t0);
+        }
+        return rc;
+      }
+      if (permanent(rc) && rc != LOOM_FAILED_PRECONDITION) {
+        loom_status_set(st, rc, "job %s: %s", j->name, loom_status_message(s2));
+        loom_status_free(s2);
+        return rc;
+      }
+      snprintf(why, sizeof why, "%s", loom_status_message(s2));
+      loom_status_free(s2);
+      for (int i = 0; i < j->num_ps; i++) {
+        char pp[300];
+        snprintf(pp, sizeof pp, "%s:%d", j->host[i], j->port[i]);
+        if (strstr(why, pp)) {
+          snprintf(what, sizeof what, "ps:%d (%s)", i, pp);
+          break;
+        }
+      }
+    }
+    loom_code rc = waiter_wait(&w, what, why, st);
+    if (rc != LOOM_OK) return rc;
+  }
+}
+
+static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
+  ps_hook *h = self;
+  job *j = h->j;
+  h->w = loom_ps_worker_new(s, h->cl, h->p, h->loss, st);
+  if (!h->w) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+  h->nfetch = loom__ps_worker_fetches(h->w, &h->fetch);
+  loom_code rc = LOOM_OK;
+  if (j->is_chief) rc = chief_init(h, st);
+  if (rc == LOOM_OK) rc = pull_ready(h, j->o.start_deadline_s, st);
+  if (rc == LOOM_OK) {
+    int64_t gs = 0;
+    rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), 0, &gs, st);
+    if (rc == LOOM_OK) {
+      h->gs = gs;
+      *(int64_t *)loom_tensor_data(h->gs_t) = gs;
+      rc = loom_session_assign_variable(s, loom_variable_name(h->gs_var), h->gs_t, st);
+    }
+    if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS", (long long)gs);
+  }
+  return rc;
+}
+
+static loom_code ph_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
+  ps_hook *h = self;
+  h->skip = 0;
+  if (h->done) {
+    loom_hook_context_request_stop(ctx);
+    h->skip = 1;
+    return LOOM_OK;
+  }
+  /* The hooks see the step this run makes, as a local train op's
+   * increment: the PS's step as last known, our increment still in
+   * flight, and this one. */
+  *(int64_t *)loom_tensor_data(h->gs_t) = h->gs + 1 + (h->inc_pending ? 1 : 0);
+  loom_code rc =
+      loom_session_assign_variable(loom_hook_context_session(ctx), loom_variable_name(h->gs_var), h->gs_t, st);
+  if (rc) return rc;
+  a->nfetches = h->nfetch;
+  a->fetches = h->fetch;
+  h->t_run_start = loom__mono_secs();
+  return LOOM_OK;
+}
+
+/* A failed PS request inside a step: recover (or fail for errors that are
+ * not the PS's absence). */
+static loom_code step_failed(ps_hook *h, loom_hook_context *ctx, loom_code rc, loom_status *s2, loom_status *st) {
+  char why[600];
+  snprintf(why, sizeof why, "%s", loom_status_message(s2));
+  loom_status_free(s2);
+  if (!(rc == LOOM_UNAVAILABLE || rc == LOOM_DEADLINE_EXCEEDED || rc == LOOM_DATA_LOSS || rc == LOOM_ABORTED ||
+        rc == LOOM_FAILED_PRECONDITION || rc == LOOM_INTERNAL))
+    return loom_status_set(st, rc, "%s", why);
+  rc = recover(h, why, st);
+  if (rc == LOOM_OK && h->done) loom_hook_context_request_stop(ctx);
+  return rc;
+}
+
+static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
+  ps_hook *h = self;
+  if (h->skip) return LOOM_OK;
+  loom_status *s2 = loom_status_new();
+  double t0 = loom__mono_secs();
+  h->t_run += t0 - h->t_run_start;
+  /* the previous step's STEP_INC reply arrived during this run */
+  loom_code rc = inc_drain(h, s2);
+  double t1 = loom__mono_secs();
+  h->t_inc += t1 - t0;
+  if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+  rc = loom__ps_worker_exchange(h->w, res, s2);
+  h->t_xchg += loom__mono_secs() - t1;
+  h->nsteps++;
+  if (rc == LOOM_OK) rc = inc_send(h, s2);
+  if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+  loom_status_free(s2);
+  return LOOM_OK;
+}
+
+/* The last increment's reply (the final global step), at the end. */
+static loom_code ph_end(void *self, loom_session *s, loom_status *st) {
+  (void)s;
+  (void)st;
+  ps_hook *h = self;
+  loom_status *s2 = loom_status_new();
+  if (inc_drain(h, s2) != LOOM_OK)
+    jlog(h->j, LOOM_LOG_WARN, "the last STEP_INC reply: %s", loom_status_message(s2));
+  loom_status_free(s2);
+  return LOOM_OK;
+}
+
+static void ph_destroy(void *self) {
+  ps_hook *h = self;
+  loom_ps_worker_free(h->w);
+  loom_tensor_free(h->gs_t);
+  loom__free(h);
+}
+
+/* ---- the chief's PS-side checkpoint listener ---- */
+typedef struct ps_saver {
+  job *j;
+  ps_hook *h;
+  int keep;
+  int64_t *steps;
+  int n;
+} ps_saver;
+
+static void remove_ps_ckpt(const job *j, int64_t step) {
+  char p[4200];
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld", j->e->model_dir, (long long)step);
+  remove(p);
+  for (int i = 0; i < j->num_ps; i++) {
+    snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld.ps-%d-of-%d", j->e->model_dir, (long long)step, i, j->num_ps);
+    remove(p);
+  }
+}
+
+static loom_code pss_after(void *self, loom_session *s, int64_t step, int *stop, loom_status *st) {
+  (void)s;
+  (void)stop;
+  ps_saver *v = self;
+  if (v->h->done) return LOOM_OK;
+  loom_status *s2 = loom_status_new();
+  loom_code rc = inc_drain(v->h, s2); /* ps:0's connection must be in step */
+  if (rc == LOOM_OK) rc = loom_ps_cluster_save(v->h->cl, v->j->e->model_dir, "ps", step, s2);
+  if (rc != LOOM_OK) { /* a PS lost while saving: reconnect; the next save catches up */
+    char why[600];
+    snprintf(why, sizeof why, "%s", loom_status_message(s2));
+    loom_status_free(s2);
+    jlog(v->j, LOOM_LOG_WARN, "PS-side checkpoint of step %lld failed: %s", (long long)step, why);
+    return recover(v->h, why, st);
+  }
+  loom_status_free(s2);
+  if (v->keep > 0) {
+    if (v->n == v->keep) {
+      remove_ps_ckpt(v->j, v->steps[0]);
+      memmove(v->steps, v->steps + 1, sizeof *v->steps * (size_t)(v->n - 1));
+      v->n--;
+    }
+    v->steps[v->n++] = step;
+  }
+  return LOOM_OK;
+}
+
+static loom_code pss_end(void *self, loom_session *s, int64_t step, loom_status *st) {
+  (void)self;
+  (void)s;
+  (void)step;
+  (void)st;
+  return LOOM_OK;
+}
+static const loom_checkpoint_listener ps_saver_listener = {NULL, NULL, pss_after, pss_end};
+
+static int has_loss_summary(loom_graph *g) {
+  const char *const *tags = NULL;
+  int n = loom_graph_summaries(g, &tags, NULL, NULL);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(tags[i], "loss")) return 1;
+  return 0;
+}
+
+typedef struct init_ctx {
+  loom_estimator *e;
+  loom_graph *g;
+  const char *ckpt;
+} init_ctx;
+static loom_code init_cb(loom_session *s, void *user, loom_status *st) {
+  init_ctx *c = user;
+  return loom__est_init_session(c->e, s, c->g, c->ckpt, 1, st);
+}
+
+/* The TRAIN graph of the estimator on the (sharded) train input. */
+static loom_code build_train(job *j, const loom_train_spec *ts, loom_dataset **ds, est_built *b, loom_status *st) {
+  loom_estimator *e = j->e;
+  *ds = ts->input_fn(LOOM_MODE_TRAIN, e->params, ts->input_user, st);
+  if (!*ds) {
+    if (!st || loom_status_code(st) == LOOM_OK)
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "TrainSpec.input_fn returned no dataset");
+    return loom_status_code(st);
+  }
+  if (e->config.prefetch > 0) *ds = loom_dataset_prefetch(*ds, e->config.prefetch, st);
+  if (!*ds) return loom_status_code(st);
+  loom_code rc = loom__est_build(e, LOOM_MODE_TRAIN, *ds, NULL, NULL, b, st);
+  if (rc != LOOM_OK) {
+    loom_dataset_free(*ds);
+    *ds = NULL;
+  }
+  return rc;
+}
+
+static loom_ps_placement *make_placement(job *j, loom_graph *g, loom_status *st) {
+  int n = loom_ps_var_specs(g, NULL, 0);
+  loom_ps_var_spec *specs = loom__calloc((size_t)(n ? n : 1), sizeof *specs);
+  if (!specs) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  loom_ps_var_specs(g, specs, n);
+  loom_ps_placement *p = loom_ps_placement_new(n, specs, j->num_ps, j->o.strategy, j->o.min_slice_bytes, st);
+  loom__free(specs);
+  if (!p && loom_status_code(st) == LOOM_OK) loom_status_set(st, LOOM_INTERNAL, "placement failed");
+  if (!p && loom_status_code(st) != LOOM_INVALID_ARGUMENT) /* a placement that cannot be made is permanent */
+    loom_status_set(st, LOOM_FAILED_PRECONDITION, "placement: %s", loom_status_message(st));
+  return p;
+}
+
+/* The same feed loop as loom_estimator_train. */
+static loom_code feed_loop(loom_monitored_session *ms, loom_dataset *ds, est_built *b, int64_t *batches,
+                           loom_status *st) {
+  int n = loom_dataset_num_components(ds);
+  loom_tensor **vals = loom__calloc((size_t)(n ? n : 1), sizeof(loom_tensor *));
+  loom_tensor **fv = loom__calloc((size_t)(b->ncomp ? b->ncomp : 1), sizeof(loom_tensor *));
+  loom_tensor *loss = NULL;
+  loom_code rc = vals && fv ? LOOM_OK : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  *batches = 0;
+  while (!rc && !loom_monitored_session_should_stop(ms)) {
+    rc = loom_dataset_next(ds, vals, st);
+    if (rc == LOOM_OUT_OF_RANGE) {
+      rc = LOOM_OK;
+      if (st) loom_status_clear(st);
+      break;
+    }
+    if (rc) break;
+    for (int i = 0; i < b->ncomp; i++) fv[i] = vals[b->comp_index[i]];
+    rc = loom_monitored_session_run(ms, b->inputs, fv, b->ncomp, &b->spec.loss, &loss, 1, NULL, 0, st);
+    if (rc == LOOM_OUT_OF_RANGE) {
+      rc = LOOM_OK;
+      if (st) loom_status_clear(st);
+      break;
+    }
+    if (!rc) (*batches)++;
+  }
+  for (int i = 0; vals && i < n; i++) loom_tensor_free(vals[i]);
+  loom_tensor_free(loss);
+  loom__free(vals);
+  loom__free(fv);
+  return rc;
+}
+
+static loom_code shutdown_ps(job *j, loom_ps_cluster *cl, loom_status *st) {
+  (void)st;
+  for (int i = 0; i < j->num_ps; i++) {
+    loom_ps_client *c = loom_ps_cluster_client(cl, i);
+    loom_status *s2 = loom_status_new();
+    if (c && loom_ps_shutdown(c, s2) != LOOM_OK)
+      jlog(j, LOOM_LOG_WARN, "SHUTDOWN of ps:%d: %s (it exits on its idle deadline or SIGTERM)", i,
+           loom_status_message(s2));
+    loom_status_free(s2);
+  }
+  return LOOM_OK;
+}
+
+static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st) {
+  loom_estimator *e = j->e;
+  int chief = j->is_chief;
+  int64_t max_steps = ts->max_steps;
+  if (chief) { /* a new run of the job: the previous run's end marker goes */
+    char p[4200];
+    snprintf(p, sizeof p, "%s/done", j->rdv);
+    remove(p);
+  }
+  loom_dataset *ds = NULL;
+  est_built b;
+  loom_code rc = build_train(j, ts, &ds, &b, st);
+  if (rc) return rc;
+  loom_ps_placement *p = NULL;
+  loom_ps_cluster *cl = NULL;
+  loom_event_writer *writer = NULL;
+  est_hook_list hl;
+  memset(&hl, 0, sizeof hl);
+  ps_saver saver = {j, NULL, e->config.keep_checkpoint_max, NULL, 0};
+  const loom_checkpoint_listener **ls = NULL;
+  void **selves = NULL;
+  if (chief && e->config.save_summary_steps > 0 && !has_loss_summary(b.g))
+    loom_summary_scalar(b.g, "loss", b.spec.loss);
+  if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out;
+  if (!(p = make_placement(j, b.g, st))) {
+    rc = loom_status_code(st);
+    goto out;
+  }
+  jlog(j, LOOM_LOG_INFO, "%d variables placed on %d PS task(s), placement hash %016llx",
+       loom_ps_placement_num_vars(p), j->num_ps, (unsigned long long)loom_ps_placement_hash(p));
+  if (!(cl = connect_all(j, p, j->o.start_deadline_s, st))) {
+    rc = loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
+    goto out;
+  }
+  ps_hook *h = loom__calloc(1, sizeof *h);
+  if (!h) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    goto out;
+  }
+  h->j = j;
+  h->p = p;
+  h->cl = cl;
+  h->loss = b.spec.loss;
+  h->gs_var = b.global_step;
+  h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
+  static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, ph_destroy};
+  loom_hook *phk = h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;
+  if (!phk) {
+    loom_tensor_free(h->gs_t);
+    loom__free(h);
+    rc = loom_status_code(st) ? loom_status_code(st) : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    goto out;
+  }
+  loom__hl_add(&hl, phk, 1); /* first: the others see the PS's global step */
+  saver.h = h;
+  loom_output gs_out = loom_variable_output(b.global_step);
+  for (int i = 0; i < ts->nhooks; i++) loom__hl_add(&hl, ts->hooks[i], 0);
+  loom__hl_add(&hl, loom_nan_tensor_hook(b.spec.loss, 1, st), 1);
+  {
+    const char *tags[2] = {"loss", "step"};
+    loom_output tv[2] = {b.spec.loss, gs_out};
+    loom__hl_add(&hl, loom_logging_tensor_hook(2, tags, tv, e->config.log_step_count_steps, 0, 0, st), 1);
+  }
+  for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING]; i++)
+    loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING][i], 0);
+  if (max_steps > 0) loom__hl_add(&hl, loom_stop_at_step_hook(0, max_steps, st), 1);
+  if (chief) {
+    writer = loom_event_writer_new(e->model_dir, NULL, st);
+    if (!writer) {
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+      goto out;
+    }
+    int nl = ts->nlisteners + 1;
+    ls = loom__calloc((size_t)nl, sizeof *ls);
+    selves = loom__calloc((size_t)nl, sizeof *selves);
+    saver.steps = loom__calloc((size_t)(saver.keep > 0 ? saver.keep : 1), sizeof *saver.steps);
+    if (!ls || !selves || !saver.steps) {
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+      goto out;
+    }
+    ls[0] = &ps_saver_listener; /* the PS shards first, at the same step */
+    selves[0] = &saver;
+    for (int i = 0; i < ts->nlisteners; i++) {
+      ls[i + 1] = ts->listeners[i];
+      selves[i + 1] = ts->listener_selves ? ts->listener_selves[i] : NULL;
+    }
+    if (e->config.save_checkpoints_steps > 0 || e->config.save_checkpoints_secs > 0)
+      loom__hl_add(&hl,
+                   loom_checkpoint_saver_hook(e->model_dir, e->config.save_checkpoints_secs,
+                                              e->config.save_checkpoints_steps, NULL, e->config.keep_checkpoint_max,
+                                              writer, nl, ls, selves, st),
+                   1);
+    for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING_CHIEF]; i++)
+      loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING_CHIEF][i], 0);
+    loom__hl_add(&hl, loom_step_counter_hook(e->config.log_step_count_steps, 0, writer, st), 1);
+    if (e->config.save_summary_steps > 0)
+      loom__hl_add(&hl, loom_summary_saver_hook(e->config.save_summary_steps, 0, writer, st), 1);
+  }
+  if (hl.oom || (st && loom_status_code(st) != LOOM_OK)) {
+    rc = loom_status_code(st) ? loom_status_code(st)
+                              : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory collecting hooks");
+    goto out;
+  }
+  {
+    char ckpt[4096];
+    int have = chief && loom__est_latest(e, ckpt, sizeof ckpt);
+    init_ctx ic = {e, b.g, have ? ckpt : NULL};
+    loom_session_options so = loom__est_session_options(e);
+    double t0 = loom__mono_secs();
+    loom_monitored_session *ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
+    if (!ms) {
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+      goto out;
+    }
+    int64_t nb = 0, gs0 = h->gs;
+    rc = feed_loop(ms, ds, &b, &nb, st);
+    double dt = loom__mono_secs() - t0;
+    if (rc == LOOM_OK)
+      rc = loom_monitored_session_close(ms, st);
+    else
+      loom_monitored_session_close(ms, NULL);
+    jlog(j, rc ? LOOM_LOG_ERROR : LOOM_LOG_INFO,
+         "%lld local steps in %.2f s, global step %lld -> %lld, %lld reconnect(s)%s", (long long)nb, dt,
+         (long long)gs0, (long long)h->gs, (long long)h->reconnects, rc ? ", failed" : "");
+    if (h->nsteps > 0) { /* where a step's time goes (stderr, for benchmarks) */
+      double k = 1e3 / (double)h->nsteps;
+      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f (reply wait) steps=%lld\n", j->name,
+              h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps);
+    }
+    if (rc == LOOM_OK && chief) {
+      char text[64];
+      snprintf(text, sizeof text, "%lld\n", (long long)h->gs);
+      char path[4200];
+      snprintf(path, sizeof path, "%s/done", j->rdv);
+      rc = write_atomic(path, text, st);
+      if (rc == LOOM_OK && !h->done) shutdown_ps(j, cl, st);
+      if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "job finished at global step %lld; PS tasks shut down", (long long)h->gs);
+    }
+  }
+out:
+  loom__hl_free(&hl);
+  loom_event_writer_free(writer);
+  loom__free(ls);
+  loom__free(selves);
+  loom__free(saver.steps);
+  loom_ps_cluster_free(cl);
+  loom_ps_placement_free(p);
+  loom__est_built_free(&b);
+  loom_dataset_free(ds);
+  return rc;
+}
+
+/* --------------------------------------------------------- the PS role */
+/* Restores this PS's shard of model_dir/ps's latest checkpoint (if any)
+ * through a loopback connection to itself. */
+static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char *host, int port, loom_status *st) {
+  char d[4200], latest[4400];
+  snprintf(d, sizeof d, "%s/ps", j->e->model_dir);
+  loom_status *s2 = loom_status_new();
+  loom_code rc = loom_latest_checkpoint(d, latest, sizeof latest, s2);
+  loom_status_free(s2);
+  if (rc != LOOM_OK) return LOOM_OK; /* nothing to restore */
+  const char *k = strstr(latest, "model.ckpt-");
+  long long step = -1;
+  if (!k || sscanf(k, "model.ckpt-%lld", &step) != 1 || step < 0) return LOOM_OK;
+  loom_ps_connect_options co = connect_opts(j);
+  co.host = host;
+  co.port = port;
+  co.placement_hash = loom_ps_placement_hash(p);
+  co.num_ps = j->num_ps;
+  co.num_vars = loom_ps_placement_num_vars(p);
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  if (!c) return loom_status_code(st);
+  uint8_t fixed[16];
+  loom__ps_put64(fixed, (uint64_t)step);
+  loom__ps_put32(fixed + 8, 2);
+  loom__ps_put32(fixed + 12, 0);
+  rc = loom__ps_send(c, LOOM_PS_RESTORE, fixed, 16, "ps", 2, NULL, 0, st);
+  loom_ps_hdr h;
+  uint8_t out[16];
+  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_RESTORE, &h, st);
+  if (!rc && h.body_len != 16) rc = loom_status_set(st, LOOM_DATA_LOSS, "RESTORE reply of %u bytes", h.body_len);
+  if (!rc) rc = loom__ps_recv_body(c, out, 16, st);
+  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  loom_ps_client_free(c);
+  if (rc == LOOM_OK) { /* the shard must be the one the manifest names (a consistent set) */
+    char mp[4400], line[256];
+    snprintf(mp, sizeof mp, "%s/model.ckpt-%lld", d, step);
+    FILE *f = fopen(mp, "r");
+    int found = 0;
+    uint64_t got = loom__ps_get64(out + 8);
+    while (f && fgets(line, sizeof line, f)) {
+      int i;
+      unsigned long long want;
+      char name[160];
+      if (sscanf(line, "shard %d %159s %llx", &i, name, &want) != 3 || i != j->index) continue;
+      found = 1;
+      if (want != got)
+        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: ps:%d restored digest %016llx, the manifest says %016llx", mp,
+                             j->index, (unsigned long long)got, want);
+    }
+    if (f) fclose(f);
+    if (!rc && !found) rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names no shard %d", mp, j->index);
+  }
+  if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "restored its shard of %s/model.ckpt-%lld (digest checked)", d, step);
+  return rc;
+}
+
+static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
+  loom_dataset *ds = NULL;
+  est_built b;
+  loom_code rc = build_train(j, ts, &ds, &b, st);
+  if (rc) return rc;
+  loom_ps_placement *p = make_placement(j, b.g, st);
+  loom__est_built_free(&b);
+  loom_dataset_free(ds);
+  if (!p) return loom_status_code(st);
+  const char *a = loom_tf_config_address(j->tc, "ps", j->index);
+  char host[256];
+  int port = 0;
+  if (!a || !split_addr(a, host, sizeof host, &port)) {
+    loom_ps_placement_free(p);
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "TF_CONFIG: ps:%d address '%s' is not host:port", j->index,
+                           a ? a : "(none)");
+  }
+  const char *bind = j->o.bind_host ? j->o.bind_host : getenv("LOOM_JOB_BIND");
+  if (!bind || !*bind) bind = !strcmp(host, "localhost") ? "127.0.0.1" : host;
+  loom_ps_server_options so = loom_ps_server_options_default();
+  so.host = bind;
+  so.port = port;
+  so.token = j->token;
+  so.token_len = j->token_len;
+  so.placement_hash = loom_ps_placement_hash(p);
+  so.num_ps = j->num_ps;
+  so.num_vars = loom_ps_placement_num_vars(p);
+  so.idle_exit_s = j->o.ps_idle_exit_s;
+  so.ps_index = j->index;
+  so.model_dir = j->e->model_dir;
+  struct sigaction sa, old_term, old_int;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term;
+  sigemptyset(&sa.sa_mask);
+  g_term = 0;
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGINT, &sa, &old_int);
+  loom_ps_server *srv = loom_ps_server_start(&so, st);
+  if (!srv) {
+    rc = loom_status_code(st);
+    if (rc == LOOM_OK) rc = LOOM_INTERNAL;
+    if (rc == LOOM_INTERNAL || rc == LOOM_UNKNOWN) rc = loom_status_set(st, LOOM_UNAVAILABLE, "%s", loom_status_message(st));
+    goto out;
+  }
+  int bound = loom_ps_server_port(srv);
+  const char *self = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
+  if ((rc = ps_restore_self(j, p, self, bound, st)) != LOOM_OK) goto out;
+  {
+    char path[4200], text[400], hn[256] = "";
+    const char *pub = bind;
+    if (!strcmp(bind, "0.0.0.0")) pub = gethostname(hn, sizeof hn) == 0 && hn[0] ? hn : "127.0.0.1";
+    snprintf(path, sizeof path, "%s/ps-%d.addr", j->rdv, j->index);
+    snprintf(text, sizeof text, "%s:%d %ld\n", pub, bound, (long)getpid());
+    if ((rc = write_atomic(path, text, st)) != LOOM_OK) goto out;
+  }
+  jlog(j, LOOM_LOG_INFO, "serving on %s:%d (%d variables of the placement)", bind, bound, so.num_vars);
+  double t0 = loom__mono_secs(), last = t0;
+  while (!g_term && !loom_ps_server_wait(srv, 0.2)) {
+    double now = loom__mono_secs();
+    if (now - last >= j->o.diag_every_s) {
+      loom_ps_server_stats s;
+      loom_ps_server_get_stats(srv, &s);
+      jlog(j, LOOM_LOG_INFO, "serving on %s:%d, %.0f s up, %lld connections, %lld updates; until SHUTDOWN%s or SIGTERM",
+           bind, bound, now - t0, (long long)s.connections, (long long)s.updates,
+           j->o.ps_idle_exit_s > 0 ? ", the idle deadline" : "");
+      last = now;
+    }
+  }
+  jlog(j, LOOM_LOG_INFO, "stopping (%s)", g_term ? "signal" : "SHUTDOWN or idle deadline");
+out:
+  loom_ps_server_stop(srv);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGINT, &old_int, NULL);
+  loom_ps_placement_free(p);
+  return rc;
+}
+
+/* ----------------------------------------------------- the evaluator */
+static loom_code run_evaluator(job *j, const loom_train_spec *ts, const loom_eval_spec *es, loom_tae_result **out,
+                               loom_status *st) {
+  loom_estimator *e = j->e;
+  if (es->start_delay_secs > 0) {
+    jlog(j, LOOM_LOG_INFO, "waiting %g s (EvalSpec.start_delay_secs) before the first evaluation",
+         es->start_delay_secs);
+    sleep_s(es->start_delay_secs);
+  }
+  loom__tae_eval *x = loom__tae_eval_new(e, ts, es, st);
+  if (!x) return loom_status_code(st);
+  loom_code rc = LOOM_OK;
+  waiter w;
+  waiter_init(&w, j, j->o.eval_deadline_s);
+  double last_eval = -1e30;
+  time_t started = time(NULL) - 1; /* a done file older than this evaluator is an earlier run's */
+  for (;;) {
+    char ckpt[4096];
+    int64_t step = loom__est_latest(e, ckpt, sizeof ckpt) ? loom__ckpt_global_step(ckpt, -1) : -1;
+    int64_t last = loom__tae_eval_last_step(x), fin = done_step_since(j, started);
+    int fresh = step >= 0 && step != last;
+    if (fresh && loom__mono_secs() - last_eval >= es->throttle_secs) {
+      last_eval = loom__mono_secs();
+      loom_status *s2 = loom_status_new();
+      rc = loom__tae_eval_latest(x, step, s2);
+      if (rc != LOOM_OK) { /* a checkpoint removed under us (keep_checkpoint_max): the next one */
+        jlog(j, LOOM_LOG_WARN, "evaluation of step %lld failed: %s", (long long)step, loom_status_message(s2));
+        if (rc != LOOM_NOT_FOUND && rc != LOOM_DATA_LOSS) {
+          loom_status_set(st, rc, "%s", loom_status_message(s2));
+          loom_status_free(s2);
+          break;
+        }
+        rc = LOOM_OK;
+      } else {
+        jlog(j, LOOM_LOG_INFO, "evaluated the checkpoint of global step %lld", (long long)step);
+        waiter_init(&w, j, j->o.eval_deadline_s);
+      }
+      loom_status_free(s2);
+      last = loom__tae_eval_last_step(x);
+    }
+    if (ts->max_steps > 0 && last >= ts->max_steps) break;
+    if (fin >= 0 && last >= 0 && last >= fin) break; /* the chief's last checkpoint was evaluated */
+    char what[64], why[128];
+    snprintf(what, sizeof what, "a new checkpoint in model_dir");
+    snprintf(why, sizeof why, "last evaluated global step %lld, max_steps %lld", (long long)last,
+             (long long)ts->max_steps);
+    double poll = j->o.eval_poll_s;
+    if (fresh) poll = es->throttle_secs - (loom__mono_secs() - last_eval);
+    if (poll < j->o.eval_poll_s) poll = j->o.eval_poll_s;
+    w.backoff = poll;
+    if ((rc = waiter_wait(&w, what, why, st)) != LOOM_OK) break;
+  }
+  if (rc == LOOM_OK && out) *out = loom__tae_eval_take(x);
+  loom__tae_eval_free(x);
+  return rc;
+}
+
+/* ------------------------------------------------------------ entry */
+static int parse_opt_name(const char *s, loom_ps_optimizer *o, float *hyper) {
+  static const struct {
+    const char *n;
+    loom_ps_optimizer o;
+    float h[6];
+  } t[] = {{"sgd", LOOM_PS_SGD, {0}},
+           {"momentum", LOOM_PS_MOMENTUM, {0, 0.9f, 0}},
+           {"adagrad", LOOM_PS_ADAGRAD, {0, 0.1f}},
+           {"adam", LOOM_PS_ADAM, {0, 0.9f, 0.999f, 1e-8f}},
+           {"ftrl", LOOM_PS_FTRL, {0, -0.5f, 0.1f, 0, 0, 0}},
+           {"rmsprop", LOOM_PS_RMSPROP, {0, 0.9f, 0, 1e-10f, 0}},
+           {"adadelta", LOOM_PS_ADADELTA, {0, 0.95f, 1e-8f}}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (!strcmp(s, t[i].n)) {
+      *o = t[i].o;
+      float lr = hyper[0];
+      memset(hyper, 0, 8 * sizeof(float));
+      memcpy(hyper, t[i].h, sizeof t[i].h);
+      hyper[0] = lr;
+      return 1;
+    }
+  return 0;
+}
+
+loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                       const loom_job_options *opt, loom_tae_result **out, loom_status *st) {
+  if (out) *out = NULL;
+  if (!e || !ts || !es)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_run_job: estimator, train_spec or eval_spec is NULL");
+  job j;
+  memset(&j, 0, sizeof j);
+  j.e = e;
+  j.o = loom_job_options_default();
+  if (opt) loom__opts_merge(&j.o, sizeof j.o, opt);
+  else {
+    double lr = loom_params_get_double(e->params, "learning_rate", -1);
+    if (lr > 0) j.o.hyper[0] = (float)lr;
+    const char *on = loom_params_get(e->params, "ps_optimizer");
+    if (on && !parse_opt_name(on, &j.o.optimizer, j.o.hyper))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "params ps_optimizer '%s' is not one of sgd, momentum, adagrad, adam, ftrl, rmsprop, "
+                             "adadelta", on);
+  }
+  if (!(j.o.start_deadline_s > 0) || !(j.o.peer_lost_deadline_s > 0) || !(j.o.diag_every_s > 0) ||
+      !(j.o.eval_poll_s > 0) || !(j.o.eval_deadline_s > 0) || j.o.ps_idle_exit_s < 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "loom_job_options: deadlines, diag_every_s and eval_poll_s must be > 0, ps_idle_exit_s >= 0");
+  if (!loom__job_is_distributed(j.o.tf_config)) {
+    if (j.o.tf_config)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "loom_run_job: options.tf_config names no PS job; local mode reads TF_CONFIG only");
+    return loom_train_and_evaluate(e, ts, es, out, st);
+  }
+  j.tc = loom_tf_config_parse(j.o.tf_config, st);
+  if (!j.tc) return LOOM_INVALID_ARGUMENT;
+  loom_code rc = loom__tae_check_specs(e, ts, es, st);
+  if (rc) goto done;
+  snprintf(j.type, sizeof j.type, "%s", loom_tf_config_task_type(j.tc));
+  j.index = loom_tf_config_task_id(j.tc);
+  j.is_chief = loom_tf_config_is_chief(j.tc);
+  e->is_chief = j.is_chief;
+  j.num_ps = loom_tf_config_num_tasks(j.tc, "ps");
+  j.num_workers = loom_tf_config_num_worker_replicas(j.tc);
+  snprintf(j.name, sizeof j.name, "%s:%d", j.type, j.index);
+  int is_eval = !strcmp(j.type, "evaluator");
+  if (!is_eval && j.num_ps < 1) {
+    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "TF_CONFIG: task %s in a cluster without a \"ps\" job", j.name);
+    goto done;
+  }
+  if (!is_eval && strcmp(j.type, "ps") && ts->max_steps <= 0) {
+    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                         "a distributed job needs TrainSpec.max_steps > 0 (the stop condition on the PS's global step)");
+    goto done;
+  }
+  j.token = j.o.token;
+  j.token_len = j.o.token_len;
+  if (!j.token) {
+    const char *t = getenv("LOOM_PS_TOKEN");
+    if (t && *t) j.token = t, j.token_len = strlen(t);
+  }
+  snprintf(j.rdv, sizeof j.rdv, "%s/rendezvous", e->model_dir);
+  if ((rc = loom__mkdir_p(j.rdv, st)) != LOOM_OK) goto done;
+  j.host = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.host);
+  j.port = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.port);
+  if (!j.host || !j.port) {
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    goto done;
+  }
+  /* the input_fn's InputContext: chief + workers are the input pipelines */
+  {
+    int nw = loom_tf_config_num_tasks(j.tc, "worker");
+    int nc = loom_tf_config_num_tasks(j.tc, "chief") + loom_tf_config_num_tasks(j.tc, "master");
+    int id = 0, n = nc + nw;
+    if (!strcmp(j.type, "worker")) id = nc + j.index;
+    if (is_eval || !strcmp(j.type, "ps") || n < 1) n = 1, id = 0;
+    loom_params_set_int(e->params, "num_input_pipelines", n, NULL);
+    loom_params_set_int(e->params, "input_pipeline_id", id, NULL);
+    /* a PS calls the input_fn only for the shapes of the features: an
+     * input_fn may read a single example when it sees "ps" here */
+    loom_params_set(e->params, "task_type", j.type, NULL);
+  }
+  jlog(&j, LOOM_LOG_INFO, "starting (%d PS, %d workers, model_dir %s)", j.num_ps, j.num_workers, e->model_dir);
+  /* A PS killed while a request is being written must not kill this
+   * process: the client's writev to the dead socket raises SIGPIPE. The
+   * default action (terminate) is replaced by "ignore" for the job (then
+   * writev fails with EPIPE and the reconnect path runs); a handler the
+   * program installed itself is left alone. */
+  struct sigaction old_pipe;
+  int pipe_set = 0;
+  if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler == SIG_DFL) {
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    pipe_set = sigaction(SIGPIPE, &ign, NULL) == 0;
+  }
+  if (!strcmp(j.type, "ps"))
+    rc = run_ps(&j, ts, st);
+  else if (is_eval)
+    rc = run_evaluator(&j, ts, es, out, st);
+  else
+    rc = run_trainer(&j, ts, st);
+  if (pipe_set) sigaction(SIGPIPE, &old_pipe, NULL);
+done:
+  if (rc != LOOM_OK) {
+    const char *m = loom_status_message(st);
+    if (!strncmp(m, "job ", 4))
+      loom__log(LOOM_LOG_ERROR, "%s (exit code %d)", m, loom_job_exit_code(rc));
+    else
+      loom__log(LOOM_LOG_ERROR, "job %s: %s (exit code %d)", j.name[0] ? j.name : "?", m, loom_job_exit_code(rc));
+  }
+  job_free(&j);
+  return rc;
+}

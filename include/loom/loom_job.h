@@ -1,0 +1,116 @@
+/* loom_job.h - distributed jobs (issue 17): one binary and one model_fn
+ * run in any role TF_CONFIG names (chief or master, worker, ps, evaluator),
+ * with the parameter server of loom_distributed.h. Included by
+ * loom_train_and_evaluate.h. README "Distributed jobs".
+ *
+ * loom_run_job (and loom_train_and_evaluate, which calls it when TF_CONFIG
+ * names PS tasks or the evaluator):
+ *  - chief/master: builds the TRAIN graph, connects to every PS (waiting
+ *    with backoff), creates the variables there from its own initial values
+ *    or its latest checkpoint (variables a PS already holds are kept), then
+ *    trains; saves checkpoints (model_dir/model.ckpt-<step>, the format
+ *    evaluate/predict/export read) and at the same step the PS-side
+ *    checkpoint (model_dir/ps/: each PS its shard with optimizer slots),
+ *    summaries, chief-only hooks; at the end a final checkpoint, the file
+ *    model_dir/rendezvous/done, and SHUTDOWN to every PS.
+ *  - worker: waits for the PS tasks and for the chief's variables, then
+ *    trains; the model_fn's train op is not run: the gradients of its loss
+ *    go to the PS, whose optimizer (loom_job_options.optimizer) applies
+ *    them. The global step is the PS's (ps:0): STEP_INC once per step, and
+ *    `max_steps` compared with it is the stop condition of every trainer.
+ *  - ps: builds the graph (for the placement and its hash), serves until
+ *    SHUTDOWN, the idle deadline or SIGTERM/SIGINT, and exits 0. A PS that
+ *    starts while model_dir/ps/checkpoint exists restores its own shard of
+ *    that checkpoint before it publishes its address.
+ *  - evaluator: never connects to a PS; watches model_dir/checkpoint,
+ *    evaluates each new checkpoint after start_delay_secs, at most once
+ *    per throttle_secs, runs the exporters, and returns once an evaluated
+ *    global step reaches max_steps (or the chief's done file names the
+ *    last step and it was evaluated).
+ * Every wait has a deadline and prints a line every diag_every_s naming
+ * what it waits for, e.g. "job worker:0: waiting for ps:1 (127.0.0.1:40213):
+ * connection refused, 12 s elapsed (deadline 300 s)".
+ *
+ * Addresses: a PS address with port 0 ("127.0.0.1:0") means "bind a free
+ * port and publish it": the PS writes host:port to
+ * model_dir/rendezvous/ps-<i>.addr and the others read it there (this is
+ * how launch_local, mpirun and Slurm jobs meet: through model_dir). */
+#ifndef LOOM_JOB_H
+#define LOOM_JOB_H
+#include "loom_estimator.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_job_options {
+  uint32_t struct_size;
+  const char *tf_config;        /* NULL: the TF_CONFIG environment variable */
+  loom_ps_optimizer optimizer;  /* the PS-side optimizer (SGD) */
+  float hyper[8];               /* its hyperparameters (loom_ps_optimizer); {0.01} */
+  loom_ps_strategy strategy;    /* placement (greedy by bytes) */
+  int64_t min_slice_bytes;      /* 0: 256 KiB (loom_ps_placement_new) */
+  const void *token;            /* shared secret; NULL: LOOM_PS_TOKEN from the environment, else none */
+  size_t token_len;
+  const char *bind_host;        /* PS bind address; NULL: LOOM_JOB_BIND, else the host of its own address */
+  double start_deadline_s;      /* waiting for the PS tasks / the chief's variables at start: 300 */
+  double peer_lost_deadline_s;  /* reconnecting to a lost PS: 120 */
+  double ps_idle_exit_s;        /* a PS exits after this long with no connection; 0: never (default 0) */
+  double diag_every_s;          /* the period of the waiting lines: 10 */
+  double rpc_timeout_s;         /* every PS request: 10 */
+  double eval_poll_s;           /* the evaluator's look at model_dir/checkpoint: 1 */
+  double eval_deadline_s;       /* the evaluator gives up after this long without a new checkpoint: 600 */
+} loom_job_options;
+LOOM_API loom_job_options loom_job_options_default(void);
+
+/* Runs this process's role (see the top of this header). In local mode
+ * (TF_CONFIG unset or without a cluster) it is loom_train_and_evaluate.
+ * o NULL: the defaults, with the params "ps_optimizer" (sgd, momentum,
+ * adagrad, adam, ftrl, rmsprop, adadelta) and "learning_rate" (hyper[0])
+ * when given. *out: the evaluator's (and local mode's) result; NULL for the
+ * other roles. Codes: INVALID_ARGUMENT (bad TF_CONFIG or specs),
+ * PERMISSION_DENIED (the PS refused the token), FAILED_PRECONDITION (the
+ * PS holds another placement), UNAVAILABLE / DEADLINE_EXCEEDED (a peer not
+ * reachable or lost past its deadline); loom_job_exit_code maps them. */
+LOOM_API loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                                const loom_job_options *o, loom_tae_result **out, loom_status *st);
+
+/* Exit codes for a job's process, for Kubeflow's ExitCode restart policy
+ * (1-127 permanent, 128-255 retryable). */
+typedef enum loom_job_exit {
+  LOOM_JOB_EXIT_OK = 0,
+  LOOM_JOB_EXIT_FAILED = 1,      /* another permanent failure (model, data, I/O) */
+  LOOM_JOB_EXIT_CONFIG = 2,      /* bad TF_CONFIG / launcher environment / arguments */
+  LOOM_JOB_EXIT_AUTH = 3,        /* the PS refused the token */
+  LOOM_JOB_EXIT_PLACEMENT = 4,   /* the PS holds another placement (other model or PS count) */
+  LOOM_JOB_EXIT_RETRYABLE = 200  /* a peer unreachable or lost past its deadline: restart me */
+} loom_job_exit;
+LOOM_API int loom_job_exit_code(loom_code rc);
+
+/* The TF_CONFIG JSON of this process from a launcher's environment:
+ * launcher "mpi" (OMPI_COMM_WORLD_RANK / _SIZE, or PMIX_RANK / PMI_RANK and
+ * PMI_SIZE), "slurm" (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST or
+ * SLURM_JOB_NODELIST, SLURM_STEP_TASKS_PER_NODE), NULL: whichever is set.
+ * Roles by rank: 0 chief, 1..num_ps ps, the last rank the evaluator when
+ * evaluator != 0, the rest workers. Hosts: Slurm's node of each task (block
+ * distribution), for mpi LOOM_JOB_HOST or 127.0.0.1; ports: port_base + rank
+ * (port_base 0: every port 0, i.e. rendezvous through model_dir). Needs at
+ * least 1 + num_ps (+1) tasks. Returns a new string (NULL on failure: st
+ * says which variable is missing or wrong); caller frees with
+ * loom_job_string_free. */
+LOOM_API char *loom_job_tf_config_from_env(const char *launcher, int num_ps, int evaluator, int port_base,
+                                           loom_status *st);
+LOOM_API void loom_job_string_free(char *s);
+/* For an input_fn that shards its data by worker (TF's InputContext):
+ * the number of training input pipelines (chief + workers) and this one's
+ * index, from the params the job gives the input_fn ("num_input_pipelines",
+ * "input_pipeline_id"); 1 and 0 in local mode and for the evaluator. The
+ * job also sets the param "task_type" (chief, worker, ps, evaluator): a PS
+ * calls the TRAIN input_fn only for the shapes of the features (to build
+ * the graph whose variables give the placement), so an input_fn that loads
+ * its data eagerly may load a single example when it sees "ps". */
+LOOM_API void loom_job_input_context(const loom_params *params, int *num_pipelines, int *pipeline_id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
