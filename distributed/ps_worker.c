@@ -570,23 +570,6 @@ void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on) {
   if (w) w->fresh_rows = on != 0;
 }
 
-/* The helpers of the first version, kept for callers in other files'
- * branches (the job seam): dedup then a sparse exchange of one variable in
- * its own round trip. worker_exchange below does all in one. */
-__attribute__((unused)) static loom_code dedup_compat(loom_ps_worker *w, int var, const loom_tensor *vt,
-                                                     const loom_tensor *it, int64_t row, int64_t nrows,
-                                                     int64_t *nu_out, loom_status *st) {
-  loom_code rc = dedup_rows(w, var, vt, it, row, nrows, st);
-  *nu_out = rc ? 0 : w->sp[var].nu;
-  return rc;
-}
-__attribute__((unused)) static loom_code sparse_exchange(loom_ps_worker *w, int var, int64_t nu, loom_status *st) {
-  (void)nu;
-  loom_code rc = sparse_io(w, var, 1, st);
-  return rc ? rc : sparse_io(w, var, 0, st);
-}
-#define dedup dedup_compat
-
 /* The exchange of a step whose gradients gt (in w->fetch order) have been
  * fetched: one round trip per PS: the dense push+pulls and the row requests
  * of every PS all go out before any reply is read (each connection answers
@@ -618,9 +601,7 @@ loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_
                               int nfeeds, loom_status *st) {
   loom_code rc = w->fresh_rows && w->nix ? pull_batch_rows(w, feeds, feed_values, nfeeds, st) : LOOM_OK;
   if (!rc) rc = loom_session_run(w->s, feeds, feed_values, nfeeds, w->fetch, w->gt, w->nfetch, NULL, 0, st);
-  if (!rc) rc = worker_exchange(w, w->gt, st);
-  if (!rc) mark_all(w);
-  return rc;
+  return rc ? rc : worker_exchange(w, w->gt, st);
 }
 
 /* ---- job seam (issue 17, estimator/job.c) ----
@@ -634,18 +615,5 @@ int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches
 }
 
 loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
-  for (int i = 0; i < w->n; i++) w->g[i] = NULL;
-  for (int j = 0; j < w->nfetch; j++)
-    if (w->fetch_ix[j] == -1) w->g[w->fetch_var[j]] = loom_tensor_data(gt[j]);
-  loom_code rc = loom_ps_cluster_pushpull(w->cl, w->g, w->dvals, st);
-  for (int j = 0; j < w->nfetch && !rc; j++) {
-    if (w->fetch_ix[j] < 0) continue;
-    int var = w->fetch_var[j];
-    const loom_ps_var_spec *vs = loom_ps_placement_var(w->p, var);
-    int64_t nrows = vs->dims[0], row = nrows > 0 ? loom__numel(vs->ndim, vs->dims) / nrows : 0, nu = 0;
-    rc = dedup(w, var, gt[j], gt[w->fetch_ix[j]], row, nrows, &nu, st);
-    if (!rc) rc = sparse_exchange(w, var, nu, st);
-  }
-  if (!rc) mark_all(w);
-  return rc;
+  return worker_exchange(w, gt, st);
 }
