@@ -491,7 +491,19 @@ static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap
 
 static void sparse_chunk(void *arg, int64_t lo, int64_t hi) {
   const opt_args *a = arg;
-  for (int64_t k = lo; k < hi; k++) run_span(a, a->rows[k] * a->row, a->grows[k], a->row);
+  /* the touched rows are scattered over the table (a hashed cross has 50000
+   * rows): the variable's and its slots' rows a few updates ahead are
+   * prefetched, so their cache misses overlap the arithmetic */
+  enum { AHEAD = 4 };
+  for (int64_t k = lo; k < hi; k++) {
+    if (k + AHEAD < hi) {
+      int64_t off = a->rows[k + AHEAD] * a->row;
+      __builtin_prefetch(a->var + off, 1);
+      for (int j = 0; j < 3; j++)
+        if (a->s[j]) __builtin_prefetch(a->s[j] + off, 1);
+    }
+    run_span(a, a->rows[k] * a->row, a->grows[k], a->row);
+  }
 }
 
 static loom_code run_sparse(const loom_kctx *ctx, opt_args *a, int gi, int ii) {
