@@ -1154,3 +1154,78 @@ Test(canned, per_layer_summaries_as_tf) {
   tu_rmtree(dir);
   tu_rmtree(dir2);
 }
+
+/* The linear part's FTRL on sparse rows (logits-wide: 5 floats, the short-
+ * row vector path of kernels/cpu/optim.c) is bitwise the dense kernel's
+ * element loop on the same values: every row updated once through
+ * SparseApplyFtrl against ApplyFtrl on the whole [40, 5] table, three steps,
+ * with and without l1 / l2 / shrinkage. */
+static void ftrl_sparse_vs_dense(float l1, float l2, float shrink) {
+  enum { R = 40, C = 5, N = R * C };
+  int64_t d[2] = {R, C}, di[1] = {R};
+  float v0[N], a0[N], g[3][N];
+  int64_t idx[R];
+  for (int i = 0; i < N; i++) {
+    v0[i] = (float)(0.3 * sin(0.37 * i + 0.1));
+    a0[i] = 0.1f + 0.01f * (float)(i % 7);
+    for (int s = 0; s < 3; s++) g[s][i] = (float)(0.5 * cos(0.11 * i * (s + 1) + s) * (i % 9 == 0 ? 0 : 1));
+  }
+  for (int r = 0; r < R; r++) idx[r] = r;
+  loom_graph *gr = loom_graph_new();
+  loom_variable *vars[2][3];
+  const char *nm[3] = {"var", "accum", "linear"};
+  for (int k = 0; k < 2; k++)
+    for (int j = 0; j < 3; j++) {
+      char name[32];
+      snprintf(name, sizeof name, "%s_%d", nm[j], k);
+      const float *init = j == 0 ? v0 : j == 1 ? a0 : NULL;
+      float zeros[N] = {0};
+      vars[k][j] = loom_variable_new(gr, loom_const_data(gr, LOOM_F32, 2, d, init ? init : zeros, NULL), 0, 0, name);
+    }
+  loom_output gph = loom_placeholder(gr, LOOM_F32, 2, d, "g");
+  loom_output ids = loom_const_data(gr, LOOM_I64, 1, di, idx, "ids");
+  loom_output lr = loom_const_f32(gr, 0.1f, NULL), ol1 = loom_const_f32(gr, l1, NULL), ol2 = loom_const_f32(gr, l2, NULL);
+  loom_output osh = loom_const_f32(gr, shrink, NULL), pw = loom_const_f32(gr, -0.5f, NULL);
+  loom_output dense = loom_apply_ftrl(gr, loom_variable_output(vars[0][0]), loom_variable_output(vars[0][1]),
+                                      loom_variable_output(vars[0][2]), gph, lr, ol1, ol2, osh, pw, "dense");
+  loom_output sparse = loom_sparse_apply_ftrl(gr, loom_variable_output(vars[1][0]), loom_variable_output(vars[1][1]),
+                                              loom_variable_output(vars[1][2]), gph, ids, lr, ol1, ol2, osh, pw,
+                                              "sparse");
+  loom_node *init = loom_global_variables_initializer(gr);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(gr, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_session *s = loom_session_new(gr, NULL, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st), LOOM_OK, "%s", loom_status_message(st));
+  for (int step = 0; step < 3; step++) {
+    loom_tensor *gt = loom_tensor_from_data(LOOM_F32, 2, d, g[step], NULL);
+    loom_node *targets[2] = {dense.node, sparse.node};
+    cr_assert_eq(loom_session_run(s, &gph, &gt, 1, NULL, NULL, 0, targets, 2, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    loom_tensor_free(gt);
+  }
+  for (int j = 0; j < 3; j++) {
+    loom_output f[2] = {loom_variable_output(vars[0][j]), loom_variable_output(vars[1][j])};
+    loom_tensor *out[2] = {NULL, NULL};
+    cr_assert_eq(loom_session_run(s, NULL, NULL, 0, f, out, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_expect(!memcmp(loom_tensor_data_const(out[0]), loom_tensor_data_const(out[1]), sizeof(float) * N),
+              "%s: the sparse short-row update differs from the dense one (l1 %g l2 %g shrinkage %g)", nm[j], l1, l2,
+              shrink);
+    if (j == 0) { /* and the update did something */
+      const float *v = loom_tensor_data_const(out[0]);
+      int moved = 0;
+      for (int i = 0; i < N; i++) moved += v[i] != v0[i];
+      cr_expect(moved > N / 2, "only %d of %d weights moved", moved, N);
+    }
+    loom_tensor_free(out[0]);
+    loom_tensor_free(out[1]);
+  }
+  loom_session_free(s);
+  loom_graph_free(gr);
+  loom_status_free(st);
+}
+
+Test(canned, ftrl_short_sparse_rows_bitwise_the_dense_kernel) {
+  ftrl_sparse_vs_dense(0.0f, 0.0f, 0.0f);
+  ftrl_sparse_vs_dense(0.01f, 0.05f, 0.02f);
+}
