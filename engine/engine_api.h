@@ -52,6 +52,9 @@ loom_code loom__graph_collect(loom_graph *g, int n, loom_node *const *roots, loo
 /* 1 when t's buffer is the runtime's (loom_tensor_new, _copy, _from_data),
  * 0 when it wraps caller memory (loom_tensor_wrap) or t is NULL. */
 int loom__tensor_owned(const loom_tensor *t);
+/* The element array whatever the dtype (a string tensor's loom_tstring
+ * headers, which loom_tensor_data_const does not hand out); NULL for NULL. */
+const void *loom__tensor_raw(const loom_tensor *t);
 
 /* The first element of a numeric tensor as a double (0 for empty or
  * non-numeric): scalar fetches such as a loss or global_step (the

@@ -149,6 +149,7 @@ const void *loom_tensor_data_const(const loom_tensor *t) { return (t && t->dtype
 
 /* engine_api.h: for the layers above (datasets hand results over like the session's fetches). */
 int loom__tensor_owned(const loom_tensor *t) { return t && t->owned; }
+const void *loom__tensor_raw(const loom_tensor *t) { return t ? t->data : NULL; }
 
 loom_code loom_tensor_reshape(loom_tensor *t, int ndim, const int64_t *dims, loom_status *st) {
   if (!t) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "tensor: reshape of NULL");

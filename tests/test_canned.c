@@ -937,3 +937,295 @@ Test(canned, weight_column_and_loss_reduction) {
   cu_data_free(&d);
   loom_status_free(st);
 }
+
+/* ---- per-layer summaries (TF 2.15's canned dnn.py / linear.py /
+ * dnn_linear_combined.py) ---- */
+#include <dirent.h>
+
+/* The training events file of dir (not eval/'s). */
+static void train_events_path(const char *dir, char *out, size_t cap) {
+  DIR *d = opendir(dir);
+  cr_assert(d);
+  struct dirent *de;
+  out[0] = 0;
+  while ((de = readdir(d)))
+    if (!strncmp(de->d_name, "events.out.tfevents.", 20)) snprintf(out, cap, "%s/%s", dir, de->d_name);
+  closedir(d);
+  cr_assert(out[0], "no events file in %s", dir);
+}
+
+static float *ckpt_f32(const char *ckpt, const char *name, int64_t want) {
+  loom_tensor *t = NULL;
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_checkpoint_read_tensor(ckpt, name, &t, st), LOOM_OK, "%s: %s", name, loom_status_message(st));
+  cr_assert_eq(loom_tensor_numel(t), want, "%s", name);
+  float *v = malloc(sizeof(float) * (size_t)want);
+  memcpy(v, loom_tensor_data_const(t), sizeof(float) * (size_t)want);
+  loom_tensor_free(t);
+  loom_status_free(st);
+  return v;
+}
+
+/* y[n, out] = act(x[n, in] W[in, out] + b) in double; returns y. */
+static double *dense_ref(const double *x, int n, int in, const float *w, const float *b, int out, int relu) {
+  double *y = calloc((size_t)n * out, sizeof *y);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < out; j++) {
+      double s = b[j];
+      for (int k = 0; k < in; k++) s += x[i * in + k] * w[k * out + j];
+      y[i * out + j] = relu && s < 0 ? 0 : s;
+    }
+  return y;
+}
+
+typedef struct hist_ref {
+  double frac0, min, max, sum, sumsq;
+  int64_t num;
+} hist_ref;
+static hist_ref hist_of(const double *v, int64_t n) {
+  hist_ref h = {0, INFINITY, -INFINITY, 0, 0, n};
+  int64_t z = 0;
+  for (int64_t i = 0; i < n; i++) {
+    z += v[i] == 0;
+    h.min = fmin(h.min, v[i]);
+    h.max = fmax(h.max, v[i]);
+    h.sum += v[i];
+    h.sumsq += v[i] * v[i];
+  }
+  h.frac0 = (double)z / (double)n;
+  return h;
+}
+
+static const loom_event_value *find_value(const loom_event *ev, const char *tag) {
+  for (int i = 0; i < ev->nvalues; i++)
+    if (!strcmp(ev->values[i].tag, tag)) return &ev->values[i];
+  return NULL;
+}
+
+static void expect_layer(const loom_event *ev, const char *layer, const hist_ref *r) {
+  char t[96];
+  snprintf(t, sizeof t, "%s/fraction_of_zero_values", layer);
+  const loom_event_value *f = find_value(ev, t);
+  cr_assert(f && f->kind == 0, "step %lld: no scalar %s", (long long)ev->step, t);
+  /* one element of slack: a pre-activation within rounding of 0 may fall on
+   * either side in float32 */
+  cr_expect(fabs(f->simple_value - r->frac0) <= 1.0 / (double)r->num + 1e-7, "%s = %g, reference %g", t,
+            f->simple_value, r->frac0);
+  snprintf(t, sizeof t, "%s/activation", layer);
+  const loom_event_value *h = find_value(ev, t);
+  cr_assert(h && h->kind == 1, "step %lld: no histogram %s", (long long)ev->step, t);
+  cr_expect_eq(h->hnum, (double)r->num, "%s num", t);
+  double tol = 1e-4 * (1 + fabs(r->max) + fabs(r->min));
+  cr_expect(fabs(h->hmin - r->min) <= tol && fabs(h->hmax - r->max) <= tol, "%s min/max %g %g, reference %g %g", t,
+            h->hmin, h->hmax, r->min, r->max);
+  cr_expect(fabs(h->hsum - r->sum) <= 1e-4 * (double)r->num * (1 + fabs(r->max)), "%s sum %g, reference %g", t,
+            h->hsum, r->sum);
+  cr_expect(fabs(h->hsum_squares - r->sumsq) <= 1e-4 * (1 + r->sumsq), "%s sum_squares %g, reference %g", t,
+            h->hsum_squares, r->sumsq);
+}
+
+/* A DNNLinearCombinedClassifier (3 classes) trained two steps on the whole
+ * iris training split with save_summary_steps 1: the events file holds TF's
+ * tags in TF's order at each step, and the step-1 values equal an
+ * independent forward pass from the step-0 checkpoint. */
+Test(canned, per_layer_summaries_as_tf) {
+  iris_cols ic;
+  iris_cols_make(&ic);
+  cu_data tr;
+  cu_iris(&tr, 0, 0);
+  tr.batch = 0; /* all 120 rows, file order */
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "canned_sum");
+  loom_status *st = loom_status_new();
+  loom_run_config cfg = cu_config();
+  cfg.save_summary_steps = 1;
+  loom_estimator *e = iris_model(K_COMBINED, &ic, dir, &cfg, 3, 0, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, 2);
+
+  /* the reference forward pass at the initial variables (model.ckpt-0);
+   * input_layer orders the columns by name, as TF */
+  char ckpt[TU_TMPDIR_CAP + 32];
+  snprintf(ckpt, sizeof ckpt, "%s/model.ckpt-0", dir);
+  static const char *const sorted[4] = {"PetalLength", "PetalWidth", "SepalLength", "SepalWidth"};
+  const int n = 120;
+  double x[120 * 4];
+  for (int k = 0; k < 4; k++) {
+    int c = -1;
+    for (int i = 0; i < tr.nf; i++)
+      if (!strcmp(tr.names[i], sorted[k])) c = i;
+    cr_assert(c >= 0);
+    const float *v = loom_tensor_data_const(tr.cols[c]);
+    for (int i = 0; i < n; i++) x[i * 4 + k] = v[i];
+  }
+  float *w0 = ckpt_f32(ckpt, "dnn/hiddenlayer_0/kernel", 40), *b0 = ckpt_f32(ckpt, "dnn/hiddenlayer_0/bias", 10);
+  float *w1 = ckpt_f32(ckpt, "dnn/hiddenlayer_1/kernel", 100), *b1 = ckpt_f32(ckpt, "dnn/hiddenlayer_1/bias", 10);
+  float *w2 = ckpt_f32(ckpt, "dnn/logits/kernel", 30), *b2 = ckpt_f32(ckpt, "dnn/logits/bias", 3);
+  double *h0 = dense_ref(x, n, 4, w0, b0, 10, 1), *h1 = dense_ref(h0, n, 10, w1, b1, 10, 1);
+  double *lg = dense_ref(h1, n, 10, w2, b2, 3, 0);
+  hist_ref r0 = hist_of(h0, n * 10), r1 = hist_of(h1, n * 10), r2 = hist_of(lg, n * 3);
+  cr_expect(r0.frac0 > 0 && r0.frac0 < 1, "the reference layer should have some zeros (%g)", r0.frac0);
+
+  static const char *const want_tags[] = {
+      "dnn/hiddenlayer_0/fraction_of_zero_values", "dnn/hiddenlayer_0/activation",
+      "dnn/hiddenlayer_1/fraction_of_zero_values", "dnn/hiddenlayer_1/activation",
+      "dnn/logits/fraction_of_zero_values",        "dnn/logits/activation",
+      "bias",                                      "fraction_of_zero_weights",
+      "linear/fraction_of_zero_values",            "linear/activation",
+      "loss"};
+  const int nwant = (int)(sizeof want_tags / sizeof *want_tags);
+  char path[TU_TMPDIR_CAP + 300];
+  train_events_path(dir, path, sizeof path);
+  loom_event_reader *rd = loom_event_reader_open(path, st);
+  cr_assert(rd, "%s", loom_status_message(st));
+  const loom_event *ev;
+  int seen = 0;
+  while (loom_event_reader_next(rd, &ev, st) == LOOM_OK) {
+    if (!find_value(ev, "loss")) continue;
+    seen++;
+    cr_assert_eq(ev->nvalues, nwant, "step %lld: %d values, TF writes %d", (long long)ev->step, ev->nvalues, nwant);
+    for (int i = 0; i < nwant; i++)
+      cr_expect_str_eq(ev->values[i].tag, want_tags[i], "step %lld value %d", (long long)ev->step, i);
+    const loom_event_value *bias = find_value(ev, "bias"), *fzw = find_value(ev, "fraction_of_zero_weights");
+    const loom_event_value *lin = find_value(ev, "linear/fraction_of_zero_values");
+    cr_assert(bias && fzw && lin);
+    cr_expect_eq(bias->kind, 1, "3 logits: the linear bias is a histogram");
+    cr_expect_eq(bias->hnum, 3);
+    if (ev->step == 1) {
+      /* the values the first step's forward pass saw: initial weights */
+      expect_layer(ev, "dnn/hiddenlayer_0", &r0);
+      expect_layer(ev, "dnn/hiddenlayer_1", &r1);
+      expect_layer(ev, "dnn/logits", &r2);
+      cr_expect_eq(bias->hmin, 0);
+      cr_expect_eq(bias->hmax, 0);
+      cr_expect_eq(fzw->simple_value, 1.0, "linear weights start at zero");
+      cr_expect_eq(lin->simple_value, 1.0, "linear logits start at zero");
+      const loom_event_value *la = find_value(ev, "linear/activation");
+      cr_expect_eq(la->hnum, 360);
+      cr_expect_eq(la->hmin, 0);
+      cr_expect_eq(la->hmax, 0);
+    } else {
+      cr_expect_eq(ev->step, 2);
+      cr_expect(fzw->simple_value < 1.0, "after one Ftrl step some linear weights are nonzero (%g)",
+                fzw->simple_value);
+      cr_expect(bias->hmax > bias->hmin, "the bias moved after one step");
+      cr_expect(lin->simple_value < 1.0);
+    }
+  }
+  cr_expect_eq(seen, 2, "summary events at steps 1 and 2");
+  loom_event_reader_free(rd);
+
+  /* summaries change nothing in training: the same run without them ends
+   * with bitwise the same variables */
+  char dir2[TU_TMPDIR_CAP];
+  tu_tmpdir(dir2, sizeof dir2, "canned_nosum");
+  loom_run_config cfg0 = cu_config();
+  loom_estimator *e0 = iris_model(K_COMBINED, &ic, dir2, &cfg0, 3, 0, NULL, st);
+  cr_assert(e0, "%s", loom_status_message(st));
+  cu_train(e0, &tr, 2);
+  static const char *const vars[] = {"dnn/hiddenlayer_0/kernel", "dnn/logits/kernel",
+                                     "linear/linear_model/bias_weights", "linear/linear_model/PetalLength/weights"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    loom_tensor *a = NULL, *b = NULL;
+    cr_assert_eq(loom_estimator_get_variable_value(e, vars[i], &a, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_eq(loom_estimator_get_variable_value(e0, vars[i], &b, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_eq(loom_tensor_numel(a), loom_tensor_numel(b));
+    cr_expect(!memcmp(loom_tensor_data_const(a), loom_tensor_data_const(b), sizeof(float) * (size_t)loom_tensor_numel(a)),
+              "%s differs with summaries on", vars[i]);
+    loom_tensor_free(a);
+    loom_tensor_free(b);
+  }
+  /* and without summaries the events file holds only the loss... nothing:
+   * save_summary_steps 0 writes no summary event */
+  train_events_path(dir2, path, sizeof path);
+  rd = loom_event_reader_open(path, st);
+  if (rd) {
+    while (loom_event_reader_next(rd, &ev, st) == LOOM_OK)
+      cr_expect(!find_value(ev, "dnn/hiddenlayer_0/activation"), "no layer summaries with save_summary_steps 0");
+    loom_event_reader_free(rd);
+  }
+  loom_estimator_free(e0);
+  loom_estimator_free(e);
+  free(w0), free(b0), free(w1), free(b1), free(w2), free(b2);
+  free(h0), free(h1), free(lg);
+  cu_data_free(&tr);
+  loom_fc_set_free(ic.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+  tu_rmtree(dir2);
+}
+
+/* The linear part's FTRL on sparse rows (logits-wide: 5 floats, the short-
+ * row vector path of kernels/cpu/optim.c) is bitwise the dense kernel's
+ * element loop on the same values: every row updated once through
+ * SparseApplyFtrl against ApplyFtrl on the whole [40, 5] table, three steps,
+ * with and without l1 / l2 / shrinkage. */
+static void ftrl_sparse_vs_dense(float l1, float l2, float shrink) {
+  enum { R = 40, C = 5, N = R * C };
+  int64_t d[2] = {R, C}, di[1] = {R};
+  float v0[N], a0[N], g[3][N];
+  int64_t idx[R];
+  for (int i = 0; i < N; i++) {
+    v0[i] = (float)(0.3 * sin(0.37 * i + 0.1));
+    a0[i] = 0.1f + 0.01f * (float)(i % 7);
+    for (int s = 0; s < 3; s++) g[s][i] = (float)(0.5 * cos(0.11 * i * (s + 1) + s) * (i % 9 == 0 ? 0 : 1));
+  }
+  for (int r = 0; r < R; r++) idx[r] = r;
+  loom_graph *gr = loom_graph_new();
+  loom_variable *vars[2][3];
+  const char *nm[3] = {"var", "accum", "linear"};
+  for (int k = 0; k < 2; k++)
+    for (int j = 0; j < 3; j++) {
+      char name[32];
+      snprintf(name, sizeof name, "%s_%d", nm[j], k);
+      const float *init = j == 0 ? v0 : j == 1 ? a0 : NULL;
+      float zeros[N] = {0};
+      vars[k][j] = loom_variable_new(gr, loom_const_data(gr, LOOM_F32, 2, d, init ? init : zeros, NULL), 0, 0, name);
+    }
+  loom_output gph = loom_placeholder(gr, LOOM_F32, 2, d, "g");
+  loom_output ids = loom_const_data(gr, LOOM_I64, 1, di, idx, "ids");
+  loom_output lr = loom_const_f32(gr, 0.1f, NULL), ol1 = loom_const_f32(gr, l1, NULL), ol2 = loom_const_f32(gr, l2, NULL);
+  loom_output osh = loom_const_f32(gr, shrink, NULL), pw = loom_const_f32(gr, -0.5f, NULL);
+  loom_output dense = loom_apply_ftrl(gr, loom_variable_output(vars[0][0]), loom_variable_output(vars[0][1]),
+                                      loom_variable_output(vars[0][2]), gph, lr, ol1, ol2, osh, pw, "dense");
+  loom_output sparse = loom_sparse_apply_ftrl(gr, loom_variable_output(vars[1][0]), loom_variable_output(vars[1][1]),
+                                              loom_variable_output(vars[1][2]), gph, ids, lr, ol1, ol2, osh, pw,
+                                              "sparse");
+  loom_node *init = loom_global_variables_initializer(gr);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(gr, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_session *s = loom_session_new(gr, NULL, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st), LOOM_OK, "%s", loom_status_message(st));
+  for (int step = 0; step < 3; step++) {
+    loom_tensor *gt = loom_tensor_from_data(LOOM_F32, 2, d, g[step], NULL);
+    loom_node *targets[2] = {dense.node, sparse.node};
+    cr_assert_eq(loom_session_run(s, &gph, &gt, 1, NULL, NULL, 0, targets, 2, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    loom_tensor_free(gt);
+  }
+  for (int j = 0; j < 3; j++) {
+    loom_output f[2] = {loom_variable_output(vars[0][j]), loom_variable_output(vars[1][j])};
+    loom_tensor *out[2] = {NULL, NULL};
+    cr_assert_eq(loom_session_run(s, NULL, NULL, 0, f, out, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_expect(!memcmp(loom_tensor_data_const(out[0]), loom_tensor_data_const(out[1]), sizeof(float) * N),
+              "%s: the sparse short-row update differs from the dense one (l1 %g l2 %g shrinkage %g)", nm[j], l1, l2,
+              shrink);
+    if (j == 0) { /* and the update did something */
+      const float *v = loom_tensor_data_const(out[0]);
+      int moved = 0;
+      for (int i = 0; i < N; i++) moved += v[i] != v0[i];
+      cr_expect(moved > N / 2, "only %d of %d weights moved", moved, N);
+    }
+    loom_tensor_free(out[0]);
+    loom_tensor_free(out[1]);
+  }
+  loom_session_free(s);
+  loom_graph_free(gr);
+  loom_status_free(st);
+}
+
+Test(canned, ftrl_short_sparse_rows_bitwise_the_dense_kernel) {
+  ftrl_sparse_vs_dense(0.0f, 0.0f, 0.0f);
+  ftrl_sparse_vs_dense(0.01f, 0.05f, 0.02f);
+}

@@ -207,9 +207,65 @@ done:
   return train;
 }
 
+/* ---- per-layer summaries (TF 2.15's canned dnn.py / linear.py /
+ * dnn_linear_combined.py write these while training; tags as TF's events
+ * file holds them) ---- */
+/* tf.math.zero_fraction: the fraction of elements equal to 0 (f32). */
+static loom_output zero_fraction(loom_graph *g, loom_output x, const char *name) {
+  loom_graph_push_scope(g, name);
+  loom_output z = loom_equal(g, x, loom_zeros_like(g, x, NULL), NULL);
+  z = loom_reduce_mean(g, loom_cast(g, z, LOOM_F32, NULL), -1, NULL, 0, "fraction");
+  loom_graph_pop_scope(g);
+  return z;
+}
+
+/* "<tag>/fraction_of_zero_values" and "<tag>/activation" (a histogram). */
+static void add_layer_summary(loom_graph *g, const char *tag, loom_output value) {
+  char t[160];
+  snprintf(t, sizeof t, "%s/fraction_of_zero_values", tag);
+  loom_summary_scalar(g, t, zero_fraction(g, value, "zero_fraction"));
+  snprintf(t, sizeof t, "%s/activation", tag);
+  loom_summary_histogram(g, t, value);
+}
+
+/* The linear model's "bias" (a scalar for one unit, else a histogram) and
+ * "fraction_of_zero_weights" over its other variables. */
+static void add_linear_summaries(loom_graph *g, int64_t units) {
+  int nv = 0;
+  loom_variable *const *tv = loom_trainable_variables(g, &nv);
+  static const char prefix[] = "linear/linear_model/";
+  loom_output *ws = loom__calloc((size_t)(nv ? nv : 1), sizeof *ws);
+  if (!ws) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  int nw = 0;
+  loom_output bias = {0};
+  for (int i = 0; i < nv; i++) {
+    const char *name = loom_variable_name(tv[i]);
+    if (!has_prefix(name, prefix)) continue;
+    if (!strcmp(name + sizeof prefix - 1, "bias_weights")) {
+      bias = loom_variable_output(tv[i]);
+      continue;
+    }
+    ws[nw++] = loom_reshape(g, loom_variable_output(tv[i]), 1, (int64_t[]){-1}, NULL);
+  }
+  if (bias.node) {
+    /* a copy made with the forward pass, so (as in TF) the value is the one
+     * the step's logits used, not the one after the update */
+    bias = loom_add(g, bias, loom_const_f32(g, 0.0f, NULL), "bias_value");
+    if (units > 1) loom_summary_histogram(g, "bias", bias);
+    else loom_summary_scalar(g, "bias", bias);
+  }
+  if (nw > 0)
+    loom_summary_scalar(g, "fraction_of_zero_weights",
+                        zero_fraction(g, nw == 1 ? ws[0] : loom_concat(g, nw, ws, 0, NULL), "zero_fraction"));
+  loom__free(ws);
+}
+
 /* ---- the model ---- */
 static loom_code dnn_logits(const canned_model *m, loom_graph *g, const loom_features *f, loom_mode mode,
-                            int64_t units, loom_output *out, loom_status *st) {
+                            int64_t units, loom_output *out, loom_output *layers, loom_status *st) {
   loom_variable_scope_push(g, "dnn", LOOM_REUSE_NONE);
   loom_variable_scope_push(g, "input_from_feature_columns", LOOM_REUSE_NONE);
   loom_output net = {0};
@@ -241,6 +297,7 @@ static loom_code dnn_logits(const canned_model *m, loom_graph *g, const loom_fea
       net = loom_layers_batch_normalization(g, net, &b, bn);
       loom_variable_scope_pop(g);
     }
+    layers[i] = net;
   }
   loom_dense_options d = loom_dense_options_default();
   d.kernel_initializer = loom_init_glorot_uniform(LOOM_SEED_NONE);
@@ -283,19 +340,39 @@ static loom_code canned_model_fn(loom_graph *g, const loom_features *f, loom_out
                                  const loom_params *params, const loom_run_config *cfg, loom_estimator_spec *spec,
                                  void *user, loom_status *st) {
   (void)params;
-  (void)cfg;
   canned_model *m = user;
   int64_t units = loom_head_logits_dimension(m->head);
   loom_output logits = {0}, part = {0};
   loom_code rc;
+  /* TF's per-layer summaries, in training only (where the SummarySaverHook
+   * writes them; they are fetched at save_summary_steps only). They are
+   * added after every layer is built so the variables' initializers see the
+   * same graph with or without them. */
+  int summaries = mode == LOOM_MODE_TRAIN && cfg && cfg->save_summary_steps > 0;
   if (m->kind == CK_DNN || (m->kind == CK_COMBINED && m->ndnn > 0)) {
-    if ((rc = dnn_logits(m, g, f, mode, units, &logits, st)) != LOOM_OK) return rc;
+    loom_output *layers = loom__calloc((size_t)m->nhidden, sizeof *layers);
+    if (!layers) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    rc = dnn_logits(m, g, f, mode, units, &logits, layers, st);
+    if (rc == LOOM_OK && summaries) {
+      char tag[48];
+      for (int i = 0; i < m->nhidden; i++) {
+        snprintf(tag, sizeof tag, "dnn/hiddenlayer_%d", i);
+        add_layer_summary(g, tag, layers[i]);
+      }
+      add_layer_summary(g, "dnn/logits", logits);
+    }
+    loom__free(layers);
+    if (rc != LOOM_OK) return rc;
   }
   if (m->kind == CK_LINEAR || (m->kind == CK_COMBINED && m->nlin > 0)) {
     loom_variable_scope_push(g, "linear", LOOM_REUSE_NONE);
     rc = loom_fc_linear_model(g, f, m->nlin, m->lin, units, m->combiner, "linear_model", 1, &part, st);
     loom_variable_scope_pop(g);
     if (rc != LOOM_OK) return rc;
+    if (summaries) {
+      add_linear_summaries(g, units);
+      if (m->kind == CK_COMBINED) add_layer_summary(g, "linear", part);
+    }
     logits = logits.node ? loom_add(g, logits, part, "add_logits") : part;
   }
   if (m->kind == CK_BASELINE) {

@@ -150,6 +150,27 @@ LOOM_FORCE_INLINE void ftrl_span(float *restrict var, float *restrict acc, float
   }
 }
 
+/* FTRL on rows shorter than a few vectors (a linear model's sparse rows are
+ * logits-dimension wide: 1 to 10 floats): the same per-element arithmetic on
+ * 8 padded lanes with a fixed trip count, so the compiler emits one vector
+ * division or square root per operation instead of n scalar ones (a
+ * divss/sqrtss chain per element dominated the InstEval wide part's update).
+ * Each lane's result is bitwise the scalar loop's: IEEE division and square
+ * root are correctly rounded in either form and the expression is the same
+ * (no contraction in ISO C mode). The padding lanes (accumulator 1, the rest
+ * 0) stay finite and are dropped. */
+enum { FTRL_LANES = 8 };
+static void ftrl_span_lanes(float *restrict var, float *restrict acc, float *restrict lin, const float *restrict g,
+                            int64_t n, const hyper *h) {
+  for (int64_t o = 0; o < n; o += FTRL_LANES) {
+    int m = n - o < FTRL_LANES ? (int)(n - o) : FTRL_LANES;
+    float v[FTRL_LANES] = {0}, a[FTRL_LANES] = {1, 1, 1, 1, 1, 1, 1, 1}, l[FTRL_LANES] = {0}, gg[FTRL_LANES] = {0};
+    for (int i = 0; i < m; i++) v[i] = var[o + i], a[i] = acc[o + i], l[i] = lin[o + i], gg[i] = g[o + i];
+    ftrl_span(v, a, l, gg, FTRL_LANES, h);
+    for (int i = 0; i < m; i++) var[o + i] = v[i], acc[o + i] = a[i], lin[o + i] = l[i];
+  }
+}
+
 /* a = rho (decay), b = momentum, c = epsilon */
 LOOM_FORCE_INLINE void rmsprop_span(float *restrict var, float *restrict ms, float *restrict mom, const float *restrict g,
                                 int64_t n, const hyper *h) {
@@ -218,7 +239,10 @@ LOOM_FORCE_INLINE void run_span(const opt_args *a, int64_t off, const float *g, 
   case OPT_MOMENTUM: momentum_span(var, a->s[0] + off, g, n, &a->h); break;
   case OPT_ADAGRAD: adagrad_span(var, a->s[0] + off, g, n, &a->h); break;
   case OPT_ADAM: adam_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
-  case OPT_FTRL: ftrl_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
+  case OPT_FTRL:
+    if (n < 4 * FTRL_LANES && a->h.d == -0.5f) ftrl_span_lanes(var, a->s[0] + off, a->s[1] + off, g, n, &a->h);
+    else ftrl_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h);
+    break;
   case OPT_RMSPROP: rmsprop_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
   case OPT_CRMSPROP: centered_rmsprop_span(var, a->s[0] + off, a->s[1] + off, a->s[2] + off, g, n, &a->h); break;
   case OPT_ADADELTA: adadelta_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
@@ -468,7 +492,19 @@ static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap
 
 LOOM_HOT static void sparse_chunk(void *arg, int64_t lo, int64_t hi) {
   const opt_args *a = arg;
-  for (int64_t k = lo; k < hi; k++) run_span(a, a->rows[k] * a->row, a->grows[k], a->row);
+  /* the touched rows are scattered over the table (a hashed cross has 50000
+   * rows): the variable's and its slots' rows a few updates ahead are
+   * prefetched, so their cache misses overlap the arithmetic */
+  enum { AHEAD = 4 };
+  for (int64_t k = lo; k < hi; k++) {
+    if (k + AHEAD < hi) {
+      int64_t off = a->rows[k + AHEAD] * a->row;
+      __builtin_prefetch(a->var + off, 1);
+      for (int j = 0; j < 3; j++)
+        if (a->s[j]) __builtin_prefetch(a->s[j] + off, 1);
+    }
+    run_span(a, a->rows[k] * a->row, a->grows[k], a->row);
+  }
 }
 
 static loom_code run_sparse(const loom_kctx *ctx, opt_args *a, int gi, int ii) {
