@@ -248,6 +248,21 @@ void loom_ps_cluster_free(loom_ps_cluster *c) {
   loom__free(c);
 }
 
+/* A client for one PS task of placement p: the caller's options (NULL:
+ * defaults) with that task's address and p's hash and counts for HELLO. */
+static loom_ps_client *connect_ps(const loom_ps_placement *p, const char *host, int port,
+                                  const loom_ps_connect_options *o, loom_status *st) {
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  if (o) co = *o;
+  co.host = host;
+  co.port = port;
+  co.placement_hash = p->hash;
+  co.num_ps = p->num_ps;
+  co.num_vars = p->nvars;
+  return loom_ps_connect(&co, st);
+}
+
 loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char *const *hosts, const int *ports,
                                          const loom_ps_connect_options *o, loom_status *st) {
   if (!p || !hosts || !ports) {
@@ -274,15 +289,7 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
   }
   for (int i = 0; i < p->nshards; i++) c->version[i] = UINT64_MAX;
   for (int i = 0; i < p->num_ps; i++) {
-    loom_ps_connect_options co;
-    memset(&co, 0, sizeof co);
-    if (o) co = *o;
-    co.host = hosts[i];
-    co.port = ports[i];
-    co.placement_hash = p->hash;
-    co.num_ps = p->num_ps;
-    co.num_vars = p->nvars;
-    c->c[i] = loom_ps_connect(&co, st);
+    c->c[i] = connect_ps(p, hosts[i], ports[i], o, st);
     if (!c->c[i]) {
       loom_ps_cluster_free(c);
       return NULL;
@@ -583,15 +590,7 @@ loom_code loom_ps_cluster_reconnect(loom_ps_cluster *c, const char *const *hosts
   loom_ps_client **nc = loom__calloc((size_t)p->num_ps, sizeof *nc);
   if (!nc) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: out of memory");
   for (int i = 0; i < p->num_ps; i++) {
-    loom_ps_connect_options co;
-    memset(&co, 0, sizeof co);
-    if (o) co = *o;
-    co.host = hosts[i];
-    co.port = ports[i];
-    co.placement_hash = p->hash;
-    co.num_ps = p->num_ps;
-    co.num_vars = p->nvars;
-    nc[i] = loom_ps_connect(&co, st);
+    nc[i] = connect_ps(p, hosts[i], ports[i], o, st);
     if (!nc[i]) {
       for (int j = 0; j < i; j++) loom_ps_client_free(nc[j]);
       loom__free(nc);

@@ -311,6 +311,44 @@ static loom_code grow_f32(float **p, int64_t n) {
 
 /* Sorted distinct ids of a sparse gradient and their summed rows (position
  * order within an id, as the local kernels sum), then regrouped by shard. */
+/* Groups the sorted unique ids q->uids[0..q->nu) of variable var by shard
+ * (contiguous row ranges, or row mod k for a table spread by rows): q->off
+ * the shard offsets, q->gids/q->lids the global and shard-local ids in shard
+ * order. With src, the row of each id (row floats) moves along into dst. */
+static void group_by_shard(loom_ps_worker *w, int var, struct wsparse *q, const float *src, float *dst, int64_t row) {
+  int ns = w->nsh[var];
+  int stride = ns > 1 ? loom_ps_placement_shard(w->p, w->first[var])->stride : 1;
+  int64_t *cnt = w->bucket;
+  for (int j = 0; j <= ns; j++) q->off[j] = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    int cur = 0;
+    for (int64_t i = 0; i < q->nu; i++) {
+      int64_t id = q->uids[i], lid;
+      int j;
+      if (stride > 1) {
+        j = (int)(id % stride);
+        lid = id / stride;
+      } else {
+        while (cur < ns - 1 && id >= loom_ps_placement_shard(w->p, w->first[var] + cur)->row_end) cur++;
+        j = cur;
+        lid = id - loom_ps_placement_shard(w->p, w->first[var] + cur)->row_begin;
+      }
+      if (pass == 0) {
+        q->off[j + 1]++;
+        continue;
+      }
+      int64_t pos = cnt[j]++;
+      q->gids[pos] = id;
+      q->lids[pos] = lid;
+      if (src) memcpy(dst + pos * row, src + i * row, (size_t)row * sizeof(float));
+    }
+    if (pass == 0) {
+      for (int j = 0; j < ns; j++) q->off[j + 1] += q->off[j];
+      for (int j = 0; j < ns; j++) cnt[j] = q->off[j];
+    }
+  }
+}
+
 static loom_code dedup_rows(loom_ps_worker *w, int var, const loom_tensor *vt, const loom_tensor *it, int64_t row,
                             int64_t nrows, loom_status *st) {
   struct wsparse *q = &w->sp[var];
@@ -364,42 +402,7 @@ static loom_code dedup_rows(loom_ps_worker *w, int var, const loom_tensor *vt, c
     i = j;
   }
   q->nu = nu;
-  /* regroup by shard: contiguous ranges or row mod k */
-  int ns = w->nsh[var];
-  const loom_ps_shard *s0 = loom_ps_placement_shard(w->p, w->first[var]);
-  int stride = ns > 1 ? s0->stride : 1;
-  int64_t *cnt = w->bucket;
-  for (int j = 0; j < ns; j++) cnt[j] = 0;
-  int cur = 0;
-  for (int64_t i = 0; i < nu; i++) {
-    int64_t id = q->uids[i];
-    if (stride > 1) {
-      cnt[id % stride]++;
-    } else {
-      while (cur < ns - 1 && id >= loom_ps_placement_shard(w->p, w->first[var] + cur)->row_end) cur++;
-      cnt[cur]++;
-    }
-  }
-  q->off[0] = 0;
-  for (int j = 0; j < ns; j++) q->off[j + 1] = q->off[j] + cnt[j];
-  for (int j = 0; j < ns; j++) cnt[j] = q->off[j];
-  cur = 0;
-  for (int64_t i = 0; i < nu; i++) {
-    int64_t id = q->uids[i], lid;
-    int j;
-    if (stride > 1) {
-      j = (int)(id % stride);
-      lid = id / stride;
-    } else {
-      while (cur < ns - 1 && id >= loom_ps_placement_shard(w->p, w->first[var] + cur)->row_end) cur++;
-      j = cur;
-      lid = id - loom_ps_placement_shard(w->p, w->first[var] + cur)->row_begin;
-    }
-    int64_t pos = cnt[j]++;
-    q->gids[pos] = id;
-    q->lids[pos] = lid;
-    memcpy(q->lsum + pos * row, q->usum + i * row, (size_t)row * sizeof(float));
-  }
+  group_by_shard(w, var, q, q->usum, q->lsum, row);
   return LOOM_OK;
 }
 
@@ -486,38 +489,8 @@ static loom_code batch_ids(loom_ps_worker *w, int var, const loom_tensor *it, lo
   int64_t nu = 0;
   for (int64_t i = 0; i < k; i++)
     if (!nu || w->pairs[i].id != q->uids[nu - 1]) q->uids[nu++] = w->pairs[i].id;
-  int ns = w->nsh[var];
-  int stride = ns > 1 ? loom_ps_placement_shard(w->p, w->first[var])->stride : 1;
-  int64_t *cnt = w->bucket;
-  for (int j = 0; j <= ns; j++) q->off[j] = 0;
-  int cur = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    cur = 0;
-    for (int64_t i = 0; i < nu; i++) {
-      int64_t id = q->uids[i], lid;
-      int j;
-      if (stride > 1) {
-        j = (int)(id % stride);
-        lid = id / stride;
-      } else {
-        while (cur < ns - 1 && id >= loom_ps_placement_shard(w->p, w->first[var] + cur)->row_end) cur++;
-        j = cur;
-        lid = id - loom_ps_placement_shard(w->p, w->first[var] + cur)->row_begin;
-      }
-      if (pass == 0) {
-        q->off[j + 1]++;
-      } else {
-        int64_t pos = cnt[j]++;
-        q->gids[pos] = id;
-        q->lids[pos] = lid;
-      }
-    }
-    if (pass == 0) {
-      for (int j = 0; j < ns; j++) q->off[j + 1] += q->off[j];
-      for (int j = 0; j < ns; j++) cnt[j] = q->off[j];
-    }
-  }
   q->nu = nu;
+  group_by_shard(w, var, q, NULL, NULL, 0);
   return LOOM_OK;
 }
 

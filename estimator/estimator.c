@@ -209,7 +209,7 @@ int64_t loom__ckpt_global_step(const char *ckpt, int64_t missing) {
   return step;
 }
 
-static int has_loss_summary(loom_graph *g) {
+int loom__est_has_loss_summary(loom_graph *g) {
   const char *const *tags = NULL;
   int n = loom_graph_summaries(g, &tags, NULL, NULL);
   for (int i = 0; i < n; i++)
@@ -308,7 +308,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     return rc;
   }
   loom_output gs_out = loom_variable_output(b.global_step);
-  if (e->is_chief && e->config.save_summary_steps > 0 && !has_loss_summary(b.g))
+  if (e->is_chief && e->config.save_summary_steps > 0 && !loom__est_has_loss_summary(b.g))
     loom_summary_scalar(b.g, "loss", b.spec.loss);
   if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out_graph;
 

@@ -181,4 +181,7 @@ void loom__tae_eval_free(loom__tae_eval *x);
 /* 1 when the TF_CONFIG (json NULL: the environment) names a PS job or an evaluator task. */
 int loom__job_is_distributed(const char *json);
 
+/* Whether g has a scalar summary tagged "loss" (the model_fn wrote its own). */
+int loom__est_has_loss_summary(loom_graph *g);
+
 #endif

@@ -611,13 +611,6 @@ static loom_code pss_end(void *self, loom_session *s, int64_t step, loom_status 
 }
 static const loom_checkpoint_listener ps_saver_listener = {NULL, NULL, pss_after, pss_end};
 
-static int has_loss_summary(loom_graph *g) {
-  const char *const *tags = NULL;
-  int n = loom_graph_summaries(g, &tags, NULL, NULL);
-  for (int i = 0; i < n; i++)
-    if (!strcmp(tags[i], "loss")) return 1;
-  return 0;
-}
 
 typedef struct init_ctx {
   loom_estimator *e;
@@ -731,7 +724,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   ps_saver saver = {j, NULL, e->config.keep_checkpoint_max, NULL, 0};
   const loom_checkpoint_listener **ls = NULL;
   void **selves = NULL;
-  if (chief && e->config.save_summary_steps > 0 && !has_loss_summary(b.g))
+  if (chief && e->config.save_summary_steps > 0 && !loom__est_has_loss_summary(b.g))
     loom_summary_scalar(b.g, "loss", b.spec.loss);
   if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out;
   if (!(p = make_placement(j, b.g, st))) {
