@@ -1,4 +1,4 @@
-/* distributed/job_seam.h - internal: what estimator/job.c (distributed
+/* distributed/job_seam.h - internal: what distributed/job.c (distributed
  * jobs, issue 17) uses of the PS worker beyond the public API. */
 #ifndef LOOM_DIST_JOB_SEAM_H
 #define LOOM_DIST_JOB_SEAM_H

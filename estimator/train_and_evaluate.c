@@ -358,7 +358,7 @@ loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *trai
   if (!e || !train_spec || !eval_spec || !out)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train_and_evaluate: estimator, train_spec, eval_spec or out "
                                                       "is NULL");
-  /* a TF_CONFIG with PS tasks (or naming the evaluator): a distributed job (estimator/job.c) */
+  /* a TF_CONFIG with PS tasks (or naming the evaluator): a distributed job (distributed/job.c) */
   if (loom__job_is_distributed(NULL)) return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
   loom_code rc = check_specs(e, train_spec, eval_spec, st);
   if (rc != LOOM_OK) return rc;
@@ -443,7 +443,7 @@ done:
   return rc;
 }
 
-/* ---- the distributed evaluator (issue 17, estimator/job.c) ----
+/* ---- the distributed evaluator (issue 17, distributed/job.c) ----
  * The evaluation and export steps of local mode, driven by job.c's watch
  * of model_dir/checkpoint instead of a saving listener. */
 struct loom__tae_eval {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include "test_util.h"
 
-/* estimator/job.c (internal): 1 when a TF_CONFIG names PS tasks or the evaluator */
+/* distributed/job.c (internal): 1 when a TF_CONFIG names PS tasks or the evaluator */
 int loom__job_is_distributed(const char *json);
 
 #ifndef LOOM_DIST_JOB_BIN
