@@ -1367,7 +1367,13 @@ static void run_barrier(loom_ps_server *s, barrier *b) {
     }
     *slash = '/';
   }
+  int64_t pending = 0; /* SYNC contributions to steps not yet applied: a RESTORE discards them */
+  for (uint32_t i = 0, end = save ? 0 : vars_end(s); i < end; i++) {
+    psvar *v = var_get(s, i);
+    if (v) pending += v->agg_count;
+  }
   b->rc = save ? ckpt_save(s, b->path, st) : ckpt_restore(s, b->path, st);
+  if (!save && !b->rc && pending) STAT_ADD(s, stale_dropped, pending);
   if (b->rc) {
     snprintf(b->msg, sizeof b->msg, "%s: %s", save ? "SAVE" : "RESTORE", loom_status_message(st));
   } else {
@@ -1392,7 +1398,22 @@ static reply *barrier_reply(loom_ps_server *s, job *j, barrier *b) {
   return small_reply(j, out, 16, 0);
 }
 
-static void do_barrier(loom_ps_server *s, job *j) {
+/* A RESTORE replaced the shard's variables: every request it held (a SYNC
+ * push that joined a step, a PULL_ROWS waiting for one, a PULL_ROWS_AT
+ * waiting for a version) belonged to the state before it, whose partial
+ * aggregation is gone; each is answered ABORTED so that its worker pulls the
+ * restored values and pushes again (SYNC state is not checkpointed). */
+static void abort_waiters(loom_ps_server *s, shard *sh) {
+  while (sh->waiters) {
+    job *j = sh->waiters;
+    sh->waiters = j->next;
+    j->out = JERR(LOOM_ABORTED, 0, "SYNC: the PS was restored while this request waited for step %llu of var %u; "
+                  "pull the restored values and push again", (unsigned long long)j->wait_version + 1, j->wait_var);
+    complete(s, j);
+  }
+}
+
+static void do_barrier(loom_ps_server *s, shard *sh, job *j) {
   barrier *b = j->bar;
   pthread_mutex_lock(&b->mu);
   if (++b->arrived == b->n) {
@@ -1402,6 +1423,7 @@ static void do_barrier(loom_ps_server *s, job *j) {
   } else {
     while (!b->done) pthread_cond_wait(&b->cv, &b->mu);
   }
+  if (b->kind == BAR_RESTORE && !b->rc) abort_waiters(s, sh);
   if (j->c) j->out = barrier_reply(s, j, b);
   int last = --b->left == 0;
   pthread_mutex_unlock(&b->mu);
@@ -1420,7 +1442,7 @@ static void do_barrier(loom_ps_server *s, job *j) {
 static void shard_process(shard *sh, job *j) {
   loom_ps_server *s = sh->srv;
   if (j->kind == JOB_BARRIER) {
-    do_barrier(s, j);
+    do_barrier(s, sh, j);
     return;
   }
   int held = 0;

@@ -966,6 +966,247 @@ Test(ps, sync_aggregation_late_gradient_and_deadline) {
   loom_status_free(st);
 }
 
+/* ---- SYNC backup workers (token semantics) and SYNC state across SAVE/RESTORE ---- */
+
+/* Waits (bounded) until the PS has read `frames` request frames: a request
+ * read by the loop thread is queued on its shard before any later frame. */
+static void wait_frames(loom_ps_server *s, int64_t frames) {
+  loom_ps_server_stats ss;
+  for (int i = 0; i < 5000; i++) {
+    loom_ps_server_get_stats(s, &ss);
+    if (ss.frames >= frames) return;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  cr_assert_fail("the PS read %lld frames, waited for %lld", (long long)ss.frames, (long long)frames);
+}
+
+static int64_t frames_now(loom_ps_server *s) {
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  return ss.frames;
+}
+
+/* SYNC(2 of 3), backup worker: workers 0 and 1 push+pull gradients read at
+ * version 0; neither is answered until the step they made is applied (the
+ * token: both get version 1 and 1 - 0.5 * mean); worker 2, late for that
+ * step, is dropped, counted, flagged STALE and answered at once with the same
+ * post-step value and version (its token of that step). Exactly one update. */
+Test(ps, sync_backup_worker_two_of_three_one_step_everyone_gets_post_step_value) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 21;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 10;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c[3];
+  for (int i = 0; i < 3; i++) c[i] = connect_ok(s, 21, NULL);
+  int64_t d[1] = {2};
+  float v0[2] = {1, 2}, g[3][2] = {{1, 1}, {3, 5}, {100, 100}}, out[3][2];
+  OK(loom_ps_init_var(c[0], 0, 1, d, LOOM_PS_SGD, (float[8]){0.5f}, v0, NULL, st));
+  int64_t f = frames_now(s);
+  OK(loom__ps_push_send(c[0], LOOM_PS_PUSHPULL, 0, 0, g[0], 2, st));
+  wait_frames(s, f + 1);
+  /* held: no reply within 100 ms while the step has 1 of 2 gradients */
+  struct pollfd pfd = {c[0]->fd, POLLIN, 0};
+  cr_assert_eq(poll(&pfd, 1, 100), 0, "a push+pull that joined a step is held until the step is applied");
+  OK(loom__ps_push_send(c[1], LOOM_PS_PUSHPULL, 0, 0, g[1], 2, st));
+  uint64_t ver[3] = {0, 0, 0};
+  for (int i = 0; i < 2; i++) {
+    OK(loom__ps_value_recv(c[i], LOOM_PS_PUSHPULL, out[i], 2, &ver[i], NULL, st));
+    cr_assert_eq(ver[i], 1, "worker %d: version %llu", i, (unsigned long long)ver[i]);
+    cr_assert_eq(c[i]->hdr.flags & LOOM_PS_FLAG_STALE, 0);
+    /* 1 - 0.5 * (1 + 3) / 2 = 0; 2 - 0.5 * (1 + 5) / 2 = 0.5 */
+    cr_assert(out[i][0] == 0.0f && out[i][1] == 0.5f, "worker %d got %g %g", i, out[i][0], out[i][1]);
+  }
+  OK(loom__ps_push_send(c[2], LOOM_PS_PUSHPULL, 0, 0, g[2], 2, st));
+  OK(loom__ps_value_recv(c[2], LOOM_PS_PUSHPULL, out[2], 2, &ver[2], NULL, st));
+  cr_assert_eq(ver[2], 1);
+  cr_assert_neq(c[2]->hdr.flags & LOOM_PS_FLAG_STALE, 0, "the late gradient is flagged");
+  cr_assert(out[2][0] == 0.0f && out[2][1] == 0.5f, "the late worker gets the post-step value: %g %g", out[2][0],
+            out[2][1]);
+  int64_t gs = -1;
+  OK(loom_ps_step_inc(c[2], 1, &gs, st));
+  cr_assert_eq(gs, 1, "global_step = aggregated steps applied");
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_steps, 1);
+  cr_assert_eq(ss.updates, 1);
+  cr_assert_eq(ss.stale_dropped, 1);
+  cr_assert_eq(ss.sync_timeouts, 0);
+  for (int i = 0; i < 3; i++) loom_ps_client_free(c[i]);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* SYNC(2 of 3) with 3 worker threads racing for 20 steps: each computes its
+ * gradient from the value it read (g = w), so whichever 2 make a step,
+ * w_{t+1} = w_t - 0.5 * w_t = w_t / 2 exactly. Every reply a worker gets is
+ * some applied step's exact value (never a partial aggregation), exactly one
+ * update per step, and every push beyond 2 per step is dropped, counted by the
+ * PS and flagged to its worker. */
+#define SYNCQ_STEPS 20
+typedef struct syncq_worker {
+  loom_ps_client *c;
+  int64_t pushes, stale, bad;
+  loom_code rc;
+} syncq_worker;
+
+static void *syncq_worker_main(void *arg) {
+  syncq_worker *w = arg;
+  loom_status *st = loom_status_new();
+  float val[2] = {64, -32};
+  uint64_t ver = 0;
+  while (ver < SYNCQ_STEPS) {
+    float g[2] = {val[0], val[1]};
+    w->rc = loom__ps_push_send(w->c, LOOM_PS_PUSHPULL, 0, ver, g, 2, st);
+    if (!w->rc) w->rc = loom__ps_value_recv(w->c, LOOM_PS_PUSHPULL, val, 2, &ver, NULL, st);
+    if (w->rc) break;
+    w->pushes++;
+    if (w->c->hdr.flags & LOOM_PS_FLAG_STALE) w->stale++;
+    if (val[0] != ldexpf(64.0f, -(int)ver) || val[1] != ldexpf(-32.0f, -(int)ver)) w->bad++;
+  }
+  loom_status_free(st);
+  return NULL;
+}
+
+Test(ps, sync_backup_workers_three_threads_two_of_three_exact) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 22;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 10;
+  loom_ps_server *s = start_ps_opts(o);
+  syncq_worker w[3];
+  memset(w, 0, sizeof w);
+  for (int i = 0; i < 3; i++) w[i].c = connect_ok(s, 22, NULL);
+  int64_t d[1] = {2};
+  OK(loom_ps_init_var(w[0].c, 0, 1, d, LOOM_PS_SGD, (float[8]){0.5f}, (float[2]){64, -32}, NULL, st));
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) cr_assert_eq(pthread_create(&th[i], NULL, syncq_worker_main, &w[i]), 0);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  int64_t pushes = 0, stale = 0;
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(w[i].rc, LOOM_OK, "worker %d: code %d", i, (int)w[i].rc);
+    cr_assert_eq(w[i].bad, 0, "worker %d got %lld values that are no applied step's", i, (long long)w[i].bad);
+    pushes += w[i].pushes, stale += w[i].stale;
+  }
+  float out[2];
+  uint64_t have = UINT64_MAX;
+  OK(loom_ps_pull(w[0].c, 0, out, 2, &have, NULL, st));
+  cr_assert_eq(have, SYNCQ_STEPS);
+  cr_assert(out[0] == ldexpf(64.0f, -SYNCQ_STEPS) && out[1] == ldexpf(-32.0f, -SYNCQ_STEPS), "%g %g", out[0], out[1]);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_steps, SYNCQ_STEPS);
+  cr_assert_eq(ss.updates, SYNCQ_STEPS);
+  cr_assert_eq(ss.stale_dropped, stale, "PS dropped %lld, workers saw %lld flagged", (long long)ss.stale_dropped,
+               (long long)stale);
+  cr_assert_eq(pushes - stale, 2 * SYNCQ_STEPS, "%lld pushes, %lld dropped", (long long)pushes, (long long)stale);
+  cr_assert_eq(ss.sync_timeouts, 0);
+  for (int i = 0; i < 3; i++) loom_ps_client_free(w[i].c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+static loom_code syncq_ckpt(loom_ps_client *c, uint16_t op, const char *dir, int64_t step, loom_status *st) {
+  uint8_t fixed[16];
+  loom__ps_put64(fixed, (uint64_t)step);
+  loom__ps_put32(fixed + 8, (uint32_t)strlen(dir));
+  loom__ps_put32(fixed + 12, 0);
+  loom_code rc = loom__ps_send(c, op, fixed, 16, dir, strlen(dir), NULL, 0, st);
+  loom_ps_hdr h;
+  uint8_t out[16];
+  if (!rc) rc = loom__ps_recv_hdr(c, op, &h, st);
+  if (!rc) rc = loom__ps_recv_body(c, out, 16, st);
+  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  return rc;
+}
+
+/* SYNC aggregation state is not checkpointed (as TF's gradient accumulators
+ * are not): a SAVE in the middle of a step writes the last applied state
+ * (version 0, no partial sum) and the live step goes on; a RESTORE in the
+ * middle of a step discards its partial sum (counted in stale_dropped) and
+ * answers the push+pull that contributed to it ABORTED; the next step after
+ * the restore is made of the new pushes only. Exact values throughout. */
+Test(ps, sync_save_restore_mid_aggregation_discards_partial_sum) {
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "pssyncq");
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 23;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 10;
+  o.model_dir = dir;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c[3];
+  for (int i = 0; i < 3; i++) c[i] = connect_ok(s, 23, NULL);
+  int64_t d[1] = {2};
+  float v0[2] = {1, 2}, g1[2] = {1, 1}, g2[2] = {3, 5}, out[2];
+  OK(loom_ps_init_var(c[0], 0, 1, d, LOOM_PS_SGD, (float[8]){0.5f}, v0, NULL, st));
+  /* worker 0 joins step 1; SAVE while it is 1 of 2 */
+  int64_t f = frames_now(s);
+  OK(loom__ps_push_send(c[0], LOOM_PS_PUSHPULL, 0, 0, g1, 2, st));
+  wait_frames(s, f + 1);
+  OK(syncq_ckpt(c[2], LOOM_PS_SAVE, "ck", 0, st));
+  char path[TU_TMPDIR_CAP + 64];
+  snprintf(path, sizeof path, "%s/ck/model.ckpt-0.ps-0-of-1", dir);
+  loom_tensor *t = NULL;
+  OK(loom_checkpoint_read_tensor(path, "v0", &t, st));
+  const float *sv = loom_tensor_data_const(t);
+  cr_assert(sv[0] == 1.0f && sv[1] == 2.0f, "the saved value is the applied one: %g %g", sv[0], sv[1]);
+  loom_tensor_free(t);
+  OK(loom_checkpoint_read_tensor(path, "v0/meta", &t, st));
+  cr_assert_eq(((const int64_t *)loom_tensor_data_const(t))[1], 0, "saved at version 0");
+  loom_tensor_free(t);
+  /* the live step was not disturbed by the SAVE: worker 1 completes it */
+  OK(loom__ps_push_send(c[1], LOOM_PS_PUSHPULL, 0, 0, g2, 2, st));
+  for (int i = 0; i < 2; i++) {
+    uint64_t ver = 0;
+    OK(loom__ps_value_recv(c[i], LOOM_PS_PUSHPULL, out, 2, &ver, NULL, st));
+    cr_assert(ver == 1 && out[0] == 0.0f && out[1] == 0.5f, "worker %d: v%llu %g %g", i, (unsigned long long)ver,
+              out[0], out[1]);
+  }
+  /* worker 0 joins step 2; RESTORE step 0 while it is 1 of 2 */
+  f = frames_now(s);
+  OK(loom__ps_push_send(c[0], LOOM_PS_PUSHPULL, 0, 1, (float[2]){7, 7}, 2, st));
+  wait_frames(s, f + 1);
+  OK(syncq_ckpt(c[2], LOOM_PS_RESTORE, "ck", 0, st));
+  cr_assert_eq(loom__ps_value_recv(c[0], LOOM_PS_PUSHPULL, out, 2, NULL, NULL, st), LOOM_ABORTED, "%s",
+               loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "restored"), "%s", loom_status_message(st));
+  uint64_t have = UINT64_MAX;
+  OK(loom_ps_pull(c[0], 0, out, 2, &have, NULL, st));
+  cr_assert(have == 0 && out[0] == 1.0f && out[1] == 2.0f, "restored: v%llu %g %g", (unsigned long long)have, out[0],
+            out[1]);
+  /* after the restore the step starts empty: worker 1 alone is held, worker 2 completes it */
+  f = frames_now(s);
+  OK(loom__ps_push_send(c[1], LOOM_PS_PUSHPULL, 0, 0, (float[2]){2, 2}, 2, st));
+  wait_frames(s, f + 1);
+  struct pollfd pfd = {c[1]->fd, POLLIN, 0};
+  cr_assert_eq(poll(&pfd, 1, 100), 0, "the restored step holds 1 of 2 gradients, not 2");
+  OK(loom__ps_push_send(c[2], LOOM_PS_PUSHPULL, 0, 0, (float[2]){4, 6}, 2, st));
+  for (int i = 1; i < 3; i++) {
+    uint64_t ver = 0;
+    OK(loom__ps_value_recv(c[i], LOOM_PS_PUSHPULL, out, 2, &ver, NULL, st));
+    /* 1 - 0.5 * (2 + 4) / 2 = -0.5; 2 - 0.5 * (2 + 6) / 2 = 0 (worker 0's 7 is not in it) */
+    cr_assert(ver == 1 && out[0] == -0.5f && out[1] == 0.0f, "worker %d: v%llu %g %g", i, (unsigned long long)ver,
+              out[0], out[1]);
+  }
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_steps, 2);
+  cr_assert_eq(ss.stale_dropped, 1, "the discarded contribution is counted");
+  cr_assert_eq(ss.sync_timeouts, 0);
+  for (int i = 0; i < 3; i++) loom_ps_client_free(c[i]);
+  loom_ps_server_stop(s);
+  tu_rmtree(dir);
+  loom_status_free(st);
+}
+
 /* SYNC(3 of 3) with 3 worker threads, each its own graph, session and
  * connections, each a third of the batch: equal to local SGD on the
  * concatenated batch of 12 (tolerance 1e-6: the mean of three means of 4
