@@ -805,7 +805,7 @@ static psvar *req_var(loom_ps_server *s, job *j, uint32_t need, reply **err) {
   return v;
 }
 
-static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at);
+static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at, int *held);
 
 /* SYNC: the step of variable id has been applied: answer every push+pull (and PULL_ROWS) waiting for it. */
 static void wake_waiters(loom_ps_server *s, shard *sh, uint32_t id, psvar *v) {
@@ -813,9 +813,11 @@ static void wake_waiters(loom_ps_server *s, shard *sh, uint32_t id, psvar *v) {
     job *w = *pp;
     if (w->wait_var == id && v->version > w->wait_version) {
       *pp = w->next;
-      w->out = w->h.opcode == LOOM_PS_PULL_ROWS      ? handle_rows(s, sh, w, 0, 0)
-               : w->h.opcode == LOOM_PS_PULL_ROWS_AT ? handle_rows(s, sh, w, 0, 1)
-                                                     : value_reply(s, w, v, UINT64_MAX, 0);
+      uint16_t op = w->h.opcode;
+      w->out = op == LOOM_PS_PULL_ROWS      ? handle_rows(s, sh, w, 0, 0, NULL)
+               : op == LOOM_PS_PULL_ROWS_AT ? handle_rows(s, sh, w, 0, 1, NULL)
+               : op == LOOM_PS_PUSHPULL     ? value_reply(s, w, v, UINT64_MAX, 0)
+                                            : version_reply(w, v->version, 0); /* PUSH, PUSH_ROWS_AT: the token */
       complete(s, w);
     } else {
       pp = &w->next;
@@ -825,6 +827,24 @@ static void wake_waiters(loom_ps_server *s, shard *sh, uint32_t id, psvar *v) {
 
 static reply *push_reply(loom_ps_server *s, job *j, psvar *v, int pull, uint32_t flags) {
   return pull ? value_reply(s, j, v, UINT64_MAX, flags) : version_reply(j, v->version, flags);
+}
+
+/* SYNC token semantics (TF's SyncReplicasOptimizer: after pushing, a replica
+ * dequeues a token the chief enqueues once per replica after the step is
+ * applied): a push that joins the step being aggregated is held, whatever
+ * its form (PUSH, PUSHPULL, PUSH_ROWS_AT), and answered when that step is
+ * applied, with the new version (the token's global step) and, for PUSHPULL,
+ * the new value; DEADLINE_EXCEEDED after sync_timeout_s. A late push (read at
+ * an older version) is dropped, counted and answered at once with the
+ * current version/value and the STALE flag: in TF its replica finds a token
+ * of the step it missed waiting in the queue. */
+static void sync_hold(loom_ps_server *s, shard *sh, job *j, uint32_t id, uint64_t rv) {
+  double to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
+  j->wait_var = id; /* answered when the step is applied */
+  j->wait_version = rv;
+  j->deadline_ms = now_ms() + (uint64_t)(to * 1000.0);
+  j->next = sh->waiters;
+  sh->waiters = j;
 }
 
 /* Returns the reply, or NULL with *held = 1 when the job waits for its SYNC step. */
@@ -859,13 +879,7 @@ static reply *handle_push(loom_ps_server *s, shard *sh, job *j, int pull, int *h
       for (int64_t i = 0; i < v->numel; i++) v->agg[i] += grad[i];
     int k = s->o.replicas_to_aggregate > 0 ? s->o.replicas_to_aggregate : 1;
     if (++v->agg_count < k) {
-      if (!pull) return push_reply(s, j, v, 0, 0);
-      double to = s->o.sync_timeout_s > 0 ? s->o.sync_timeout_s : 30.0;
-      j->wait_var = id; /* answered when the step is applied */
-      j->wait_version = rv;
-      j->deadline_ms = now_ms() + (uint64_t)(to * 1000.0);
-      j->next = sh->waiters;
-      sh->waiters = j;
+      sync_hold(s, sh, j, id, rv);
       *held = 1;
       return NULL;
     }
@@ -906,12 +920,12 @@ static int cmp_pair(const void *a, const void *b) {
  * contribution of the step applies the mean: rows of equal ids summed in
  * arrival order, divided by k, one sparse update. */
 static reply *rows_sync(loom_ps_server *s, shard *sh, job *j, psvar *v, const int64_t *ids, uint64_t n,
-                        const float *g, uint64_t rv) {
+                        const float *g, uint64_t rv, int *held) {
   uint32_t id = loom__ps_get32(j->body);
   if (n > 0 && (rv == UINT64_MAX || rv > v->version))
     return JERR(LOOM_INVALID_ARGUMENT, 0, "SYNC row push of var %u read at version %lld, the PS is at %llu", id,
                 rv == UINT64_MAX ? -1LL : (long long)rv, (unsigned long long)v->version);
-  if (n > 0 && rv < v->version) { /* late for an applied step */
+  if (rv < v->version) { /* late for an applied step (with no rows too: it would count in the next step) */
     STAT_ADD(s, stale_dropped, 1);
     return version_reply(j, v->version, LOOM_PS_FLAG_STALE);
   }
@@ -941,7 +955,11 @@ static reply *rows_sync(loom_ps_server *s, shard *sh, job *j, psvar *v, const in
   v->agg_n += (int64_t)n;
   v->agg_conns[v->agg_nconn++] = j->c;
   int k = s->o.replicas_to_aggregate > 0 ? s->o.replicas_to_aggregate : 1;
-  if (++v->agg_count < k) return version_reply(j, v->version + 1, 0); /* in the step that makes version + 1 */
+  if (++v->agg_count < k) { /* held until the step that makes version + 1 is applied */
+    sync_hold(s, sh, j, id, v->version);
+    *held = 1;
+    return NULL;
+  }
   /* sum equal ids in arrival order, then the mean */
   int64_t m = v->agg_n, nu = 0;
   int64_t *pr = v->agg_ids;
@@ -1015,7 +1033,7 @@ static int rows_hold(loom_ps_server *s, shard *sh, job *j) {
   return 1;
 }
 
-static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at) {
+static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at, int *held) {
   reply *err = NULL;
   psvar *v = req_var(s, j, 8, &err);
   if (!v) return err;
@@ -1034,7 +1052,7 @@ static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at
       if (!at) /* no version: it cannot be placed in a step */
         return JERR(LOOM_UNIMPLEMENTED, 0, "PUSH_ROWS of var %u: a SYNC PS takes row pushes with a read version "
                     "(PUSH_ROWS_AT)", id);
-      return rows_sync(s, sh, j, v, ids, n, (const float *)(j->body + ioff + 8 * n), rv);
+      return rows_sync(s, sh, j, v, ids, n, (const float *)(j->body + ioff + 8 * n), rv, held);
     }
     if (s->o.consistency == LOOM_PS_BOUNDED && rv != UINT64_MAX && v->version > rv &&
         v->version - rv > (uint64_t)s->o.staleness) {
@@ -1462,10 +1480,10 @@ static void shard_process(shard *sh, job *j) {
   case LOOM_PS_PULL_ROWS:
   case LOOM_PS_PULL_ROWS_AT:
     if (rows_hold(s, sh, j)) return;
-    r = handle_rows(s, sh, j, 0, j->h.opcode == LOOM_PS_PULL_ROWS_AT);
+    r = handle_rows(s, sh, j, 0, j->h.opcode == LOOM_PS_PULL_ROWS_AT, NULL);
     break;
-  case LOOM_PS_PUSH_ROWS: r = handle_rows(s, sh, j, 1, 0); break;
-  case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1); break;
+  case LOOM_PS_PUSH_ROWS: r = handle_rows(s, sh, j, 1, 0, &held); break;
+  case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1, &held); break;
   case LOOM_PS_STEP_INC: r = handle_step_inc(s, j); break;
   default: r = JERR(LOOM_UNIMPLEMENTED, 1, "unknown opcode %u", j->h.opcode);
   }

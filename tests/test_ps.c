@@ -929,10 +929,17 @@ Test(ps, sync_aggregation_late_gradient_and_deadline) {
   OK(loom_ps_init_var(c[0], 0, 1, d, LOOM_PS_SGD, (float[8]){0.5f}, v0, NULL, st));
   uint64_t ver = 0;
   int applied = -1;
-  OK(loom_ps_push_at(c[0], 0, g1, 2, 0, &ver, &applied, st));
-  cr_assert(applied == 1 && ver == 0, "aggregated, not applied yet");
+  /* a joined plain PUSH is held like a push+pull (the token): its reply comes once step 1 is applied */
+  OK(loom__ps_push_send(c[0], LOOM_PS_PUSH, 0, 0, g1, 2, st));
   OK(loom_ps_push_at(c[1], 0, g2, 2, 0, &ver, &applied, st));
   cr_assert(applied == 1 && ver == 1, "the second gradient completes step 1");
+  loom_ps_hdr ph;
+  uint8_t pv[8];
+  OK(loom__ps_recv_hdr(c[0], LOOM_PS_PUSH, &ph, st));
+  cr_assert_eq(ph.body_len, 8);
+  OK(loom__ps_recv_body(c[0], pv, 8, st));
+  OK(loom__ps_recv_end(c[0], &ph, st));
+  cr_assert(loom__ps_get64(pv) == 1 && !(ph.flags & LOOM_PS_FLAG_STALE), "the held PUSH gets version 1, applied");
   OK(loom_ps_push_at(c[2], 0, g2, 2, 0, &ver, &applied, st));
   cr_assert(applied == 0 && ver == 1, "a late gradient of step 0 is dropped");
   uint64_t have = UINT64_MAX;
