@@ -1118,6 +1118,66 @@ Test(ps, sync_backup_workers_three_threads_two_of_three_exact) {
   loom_status_free(st);
 }
 
+/* SYNC(2 of 3) row pushes: a PUSH_ROWS_AT that joins a step is held until
+ * the step is applied (its token) and answered with the new version; the one
+ * that completes the step is answered at once; a late one, even with no rows,
+ * is dropped, counted and flagged. Rows of equal ids summed, divided by 2. */
+Test(ps, sync_backup_worker_row_pushes_held_until_step_applied) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 24;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 10;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c[3];
+  for (int i = 0; i < 3; i++) c[i] = connect_ok(s, 24, NULL);
+  int64_t d[2] = {3, 2};
+  float v0[6] = {0, 0, 1, 1, 2, 2};
+  OK(loom_ps_init_var(c[0], 0, 2, d, LOOM_PS_SGD, (float[8]){0.5f}, v0, NULL, st));
+  uint8_t fixed[16];
+  loom__ps_put32(fixed, 0);
+  loom__ps_put32(fixed + 4, 1);
+  loom__ps_put64(fixed + 8, 0);
+  int64_t id0 = 1;
+  float g0[2] = {2, 4};
+  int64_t f = frames_now(s);
+  OK(loom__ps_send(c[0], LOOM_PS_PUSH_ROWS_AT, fixed, 16, &id0, 8, g0, 8, st));
+  wait_frames(s, f + 1);
+  struct pollfd pfd = {c[0]->fd, POLLIN, 0};
+  cr_assert_eq(poll(&pfd, 1, 100), 0, "a row push that joined a step is held until the step is applied");
+  int64_t ids1[2] = {2, 1};
+  float g1[4] = {6, 6, 2, 0};
+  uint64_t ver = 0;
+  int applied = -1;
+  OK(loom_ps_push_rows_at(c[1], 0, ids1, 2, 2, g1, 0, &ver, &applied, st));
+  cr_assert(applied == 1 && ver == 1, "the second push completes step 1 (v%llu)", (unsigned long long)ver);
+  loom_ps_hdr h;
+  uint8_t pv[8];
+  OK(loom__ps_recv_hdr(c[0], LOOM_PS_PUSH_ROWS_AT, &h, st));
+  cr_assert_eq(h.body_len, 8);
+  OK(loom__ps_recv_body(c[0], pv, 8, st));
+  OK(loom__ps_recv_end(c[0], &h, st));
+  cr_assert(loom__ps_get64(pv) == 1 && !(h.flags & LOOM_PS_FLAG_STALE), "the held row push: version 1, applied");
+  OK(loom_ps_push_rows_at(c[2], 0, NULL, 0, 2, NULL, 0, &ver, &applied, st));
+  cr_assert(applied == 0 && ver == 1, "a late push with no rows is dropped (applied %d, v%llu)", applied,
+            (unsigned long long)ver);
+  float out[6];
+  int64_t all[3] = {0, 1, 2};
+  OK(loom_ps_pull_rows(c[2], 0, all, 3, 2, out, st));
+  /* row 1: 1 - 0.5 * (2 + 2, 4 + 0) / 2 = 0, 0; row 2: 2 - 0.5 * 6 / 2 = 0.5 */
+  float want[6] = {0, 0, 0, 0, 0.5f, 0.5f};
+  for (int i = 0; i < 6; i++) cr_assert(out[i] == want[i], "row value %d: %g, expected %g", i, out[i], want[i]);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_steps, 1);
+  cr_assert_eq(ss.updates, 1);
+  cr_assert_eq(ss.stale_dropped, 1);
+  for (int i = 0; i < 3; i++) loom_ps_client_free(c[i]);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
 static loom_code syncq_ckpt(loom_ps_client *c, uint16_t op, const char *dir, int64_t step, loom_status *st) {
   uint8_t fixed[16];
   loom__ps_put64(fixed, (uint64_t)step);
