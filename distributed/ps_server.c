@@ -1095,8 +1095,11 @@ static reply *handle_step_inc(loom_ps_server *s, job *j) {
  * in loom's checkpoint format (CRC-protected, written to a temporary file
  * and renamed). Per variable id: "v<id>" (the value), "v<id>/slot<k>" (the
  * optimizer slots), "v<id>/state" f32[10] (hyper[8], beta1/beta2 powers),
- * "v<id>/meta" i64[2] (optimizer, version); plus "global_step". A SYNC
- * aggregation in progress is not saved. Only a relative dir without ".."
+ * "v<id>/meta" i64[2] (optimizer, version); plus "global_step". SYNC
+ * aggregation state is not checkpointed (TF's gradient accumulators are not
+ * either): a SAVE writes the last applied step and the step being
+ * aggregated goes on; a RESTORE discards the partial sums (counted in
+ * stale_dropped) and answers the requests held for them ABORTED. Only a relative dir without ".."
  * travels; the PS joins it to the model_dir it was started with. */
 
 static int rel_dir_ok(const char *d, size_t n) {
