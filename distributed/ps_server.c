@@ -1428,7 +1428,7 @@ static void abort_waiters(loom_ps_server *s, shard *sh) {
   while (sh->waiters) {
     job *j = sh->waiters;
     sh->waiters = j->next;
-    j->out = JERR(LOOM_ABORTED, 0, "SYNC: the PS was restored while this request waited for step %llu of var %u; "
+    j->out = JERR(LOOM_ABORTED, 0, "the PS was restored while this request waited for version %llu of var %u; "
                   "pull the restored values and push again", (unsigned long long)j->wait_version + 1, j->wait_var);
     complete(s, j);
   }
