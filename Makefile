@@ -10,6 +10,7 @@ CXX     ?= c++
 PREFIX  ?= /usr/local
 BUILD   ?= build
 SANITIZE ?=
+comma := ,
 # CUDA: CUDA=1 builds the CUDA backend (kernels/cuda/*.cu, engine/cuda/*.c, ops/bind_cuda.c)
 # into the library; CUDA=0 is the CPU-only build, which needs no CUDA header or
 # library. The default is auto-detected: CUDA=1 when a usable toolkit is found
@@ -80,6 +81,11 @@ endif
 ifneq ($(SANITIZE),)
   CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
   LDFLAGS += -fsanitize=$(SANITIZE)
+  # ifunc resolvers (LOOM_HOT's target_clones) run before TSan's runtime is up and
+  # crash the binary at load time: plain functions under TSan.
+  ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
+    CFLAGS += -DLOOM_NO_CLONES
+  endif
 endif
 
 # The library is every .c under a library folder, found rather than listed: any

@@ -74,12 +74,16 @@ typedef enum loom_ps_optimizer {
  * summed in arrival order, averaged and applied once (the version, i.e. the
  * aggregated step, advances by one); a push read at an older version is a
  * late gradient: dropped and counted, answered at once with the current
- * value. A push+pull that joined the aggregation is answered only when its
- * step has been applied (the connection is not read meanwhile), or with
- * DEADLINE_EXCEEDED after sync_timeout_s. In SYNC mode global_step is the
- * number of aggregated steps applied on this PS (the minimum over its
- * variables) and STEP_INC adds nothing. Row pushes (PUSH_ROWS) carry no read
- * version: always applied under BOUNDED, refused (UNIMPLEMENTED) under SYNC. */
+ * value. A push (plain, push+pull or rows with a read version) that joined
+ * the aggregation is answered only when its step has been applied (TF's
+ * token: the connection is not read meanwhile), or with DEADLINE_EXCEEDED
+ * after sync_timeout_s; a RESTORE discards partial sums and answers their
+ * held pushes ABORTED. In SYNC mode global_step is the number of aggregated
+ * steps applied on this PS (the minimum over its variables) and STEP_INC adds
+ * nothing. Row pushes without a read version (loom_ps_push_rows) are always
+ * applied under BOUNDED and refused (UNIMPLEMENTED) under SYNC; those with
+ * one (loom_ps_push_rows_at) are dropped when stale (BOUNDED) and aggregated
+ * like dense pushes (SYNC). */
 typedef enum loom_ps_consistency { LOOM_PS_ASYNC = 0, LOOM_PS_BOUNDED = 1, LOOM_PS_SYNC = 2 } loom_ps_consistency;
 
 typedef struct loom_ps_server_options {
@@ -181,7 +185,9 @@ LOOM_API loom_code loom_ps_push_rows(loom_ps_client *c, uint32_t var_id, const i
                                      const float *grads, loom_status *st);
 /* Sparse push computed on version read_version of the variable (UINT64_MAX:
  * unknown): a BOUNDED PS drops it when more than `staleness` versions
- * behind (*applied = 0); a SYNC PS refuses row pushes (UNIMPLEMENTED).
+ * behind (*applied = 0); a SYNC PS sums it into the step read_version
+ * belongs to (equal ids summed), answering once that step is applied, or
+ * drops it as late (*applied = 0).
  * *version (may be NULL) = the PS's version after it. */
 LOOM_API loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
                                         const float *grads, uint64_t read_version, uint64_t *version, int *applied,
