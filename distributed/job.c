@@ -326,6 +326,8 @@ typedef struct ps_hook {
   double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
   int64_t nsteps;
   int inc_pending;    /* a STEP_INC sent after the last exchange, its reply not read yet */
+  int overlap;        /* loom_job_options.overlap_comm */
+  int xchg_pending;   /* overlap: the last step's push+pull sent, its replies not read yet */
 } ps_hook;
 
 /* STEP_INC rides behind the exchange: sent right after it, its reply read
@@ -351,6 +353,21 @@ static loom_code inc_drain(ps_hook *h, loom_status *st) {
   if (!rc) rc = loom__ps_recv_end(c, &hd, st);
   if (!rc) h->gs = (int64_t)loom__ps_get64(out);
   return rc;
+}
+
+/* Overlap: the replies of the exchange in flight (the new values, into the
+ * session's variable buffers: called only between runs), then the STEP_INC
+ * reply queued behind them on ps:0. Without overlap: the STEP_INC reply. */
+static loom_code xchg_flush(ps_hook *h, loom_status *st) {
+  if (h->xchg_pending) {
+    h->xchg_pending = 0;
+    loom_code rc = loom__ps_worker_exchange_recv(h->w, st);
+    if (rc) {
+      h->inc_pending = 0; /* the connection is out of step: recover reconnects */
+      return rc;
+    }
+  }
+  return inc_drain(h, st);
 }
 
 /* The values of every variable from the PS; waits (deadline) while a PS
@@ -427,7 +444,7 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
     if (ok) {
       loom_status *s2 = loom_status_new();
       loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
-      if (rc == LOOM_OK) h->inc_pending = 0; /* its reply went with the old connection */
+      if (rc == LOOM_OK) h->inc_pending = h->xchg_pending = 0; /* their replies went with the old connection */
       if (rc == LOOM_OK && j->is_chief) rc = chief_init(h, s2);
       if (rc == LOOM_OK) {
         loom_status_free(s2);
@@ -523,12 +540,27 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
   loom_status *s2 = loom_status_new();
   double t0 = loom__mono_secs();
   h->t_run += t0 - h->t_run_start;
-  /* the previous step's STEP_INC reply arrived during this run */
-  loom_code rc = inc_drain(h, s2);
-  double t1 = loom__mono_secs();
-  h->t_inc += t1 - t0;
-  if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
-  rc = loom__ps_worker_exchange(h->w, res, s2);
+  loom_code rc;
+  double t1;
+  if (h->overlap) {
+    /* Overlap (staleness 1): the previous step's replies came in during
+     * this run (the PS applied that step meanwhile); read them into the
+     * variable buffers now that the run is over, then send this step's
+     * gradients and run the next step on these values. */
+    rc = xchg_flush(h, s2);
+    t1 = loom__mono_secs();
+    h->t_inc += t1 - t0;
+    if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    rc = loom__ps_worker_exchange_send(h->w, res, s2);
+    if (rc == LOOM_OK) h->xchg_pending = 1;
+  } else {
+    /* the previous step's STEP_INC reply arrived during this run */
+    rc = inc_drain(h, s2);
+    t1 = loom__mono_secs();
+    h->t_inc += t1 - t0;
+    if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    rc = loom__ps_worker_exchange(h->w, res, s2);
+  }
   h->t_xchg += loom__mono_secs() - t1;
   h->nsteps++;
   if (rc == LOOM_OK) rc = inc_send(h, s2);
@@ -543,8 +575,9 @@ static loom_code ph_end(void *self, loom_session *s, loom_status *st) {
   (void)st;
   ps_hook *h = self;
   loom_status *s2 = loom_status_new();
-  if (inc_drain(h, s2) != LOOM_OK)
-    jlog(h->j, LOOM_LOG_WARN, "the last STEP_INC reply: %s", loom_status_message(s2));
+  if (xchg_flush(h, s2) != LOOM_OK)
+    jlog(h->j, LOOM_LOG_WARN, "the last %s: %s", h->overlap ? "exchange's replies" : "STEP_INC reply",
+         loom_status_message(s2));
   loom_status_free(s2);
   return LOOM_OK;
 }
@@ -581,7 +614,7 @@ static loom_code pss_after(void *self, loom_session *s, int64_t step, int *stop,
   ps_saver *v = self;
   if (v->h->done) return LOOM_OK;
   loom_status *s2 = loom_status_new();
-  loom_code rc = inc_drain(v->h, s2); /* ps:0's connection must be in step */
+  loom_code rc = xchg_flush(v->h, s2); /* ps:0's connection must be in step */
   if (rc == LOOM_OK) rc = loom_ps_cluster_save(v->h->cl, v->j->e->model_dir, "ps", step, s2);
   if (rc != LOOM_OK) { /* a PS lost while saving: reconnect; the next save catches up */
     char why[600];
@@ -609,7 +642,26 @@ static loom_code pss_end(void *self, loom_session *s, int64_t step, loom_status 
   (void)st;
   return LOOM_OK;
 }
-static const loom_checkpoint_listener ps_saver_listener = {NULL, NULL, pss_after, pss_end};
+/* Overlap: the step being saved has its update in flight; take it in before
+ * the saver reads the session, so model.ckpt-<step> holds the values after
+ * step <step>, as without overlap. */
+static loom_code pss_before(void *self, loom_session *s, int64_t step, loom_status *st) {
+  (void)s;
+  ps_saver *v = self;
+  if (v->h->done || !v->h->xchg_pending) return LOOM_OK;
+  loom_status *s2 = loom_status_new();
+  loom_code rc = xchg_flush(v->h, s2);
+  if (rc != LOOM_OK) {
+    char why[600];
+    snprintf(why, sizeof why, "%s", loom_status_message(s2));
+    loom_status_free(s2);
+    jlog(v->j, LOOM_LOG_WARN, "the update of step %lld before its checkpoint: %s", (long long)step, why);
+    return recover(v->h, why, st);
+  }
+  loom_status_free(s2);
+  return LOOM_OK;
+}
+static const loom_checkpoint_listener ps_saver_listener = {NULL, pss_before, pss_after, pss_end};
 
 
 typedef struct init_ctx {
@@ -747,6 +799,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   h->cl = cl;
   h->loss = b.spec.loss;
   h->gs_var = b.global_step;
+  h->overlap = j->o.overlap_comm != 0;
   h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
   static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, ph_destroy};
   loom_hook *phk = h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;
@@ -1083,6 +1136,7 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   else {
     double lr = loom_params_get_double(e->params, "learning_rate", -1);
     if (lr > 0) j.o.hyper[0] = (float)lr;
+    j.o.overlap_comm = loom_params_get_int(e->params, "overlap_comm", 0) != 0;
     const char *on = loom_params_get(e->params, "ps_optimizer");
     if (on && !parse_opt_name(on, &j.o.optimizer, j.o.hyper))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,

@@ -9,5 +9,12 @@ int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches
 /* The exchange of loom_ps_worker_step on values fetched by the caller's own
  * run (gt[i] = the value of fetches[i]). */
 loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st);
+/* The same in two halves (loom_job_options.overlap_comm): _send pushes the
+ * gradients and asks for the new values (gt may be reused once it returns);
+ * _recv reads the replies into the session's variable buffers and must run
+ * while no session run uses them. Between the two, the connections carry
+ * nothing else of this worker's except requests queued behind (STEP_INC). */
+loom_code loom__ps_worker_exchange_send(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st);
+loom_code loom__ps_worker_exchange_recv(loom_ps_worker *w, loom_status *st);
 
 #endif

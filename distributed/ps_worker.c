@@ -546,8 +546,12 @@ void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on) {
 /* The exchange of a step whose gradients gt (in w->fetch order) have been
  * fetched: one round trip per PS: the dense push+pulls and the row requests
  * of every PS all go out before any reply is read (each connection answers
- * in request order). */
-static loom_code worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+ * in request order). Split in a send half (the gradients leave the caller's
+ * tensors: once it returns, gt may be overwritten) and a receive half (the
+ * new values written into the session's variable buffers: call it only
+ * while no run uses them); the job's overlapped mode runs the next step
+ * between the two. */
+static loom_code exchange_send(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
   loom_code rc = LOOM_OK;
   for (int i = 0; i < w->n; i++) w->g[i] = NULL;
   for (int j = 0; j < w->nfetch; j++)
@@ -562,11 +566,23 @@ static loom_code worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom
   if (!rc) rc = loom__ps_cluster_send(w->cl, w->g, w->dvals, st);
   for (int j = 0; j < w->nfetch && !rc; j++)
     if (w->fetch_ix[j] >= 0) rc = sparse_io(w, w->fetch_var[j], 1, st);
-  if (!rc) rc = loom__ps_cluster_recv(w->cl, w->g, w->dvals, st);
+  return rc;
+}
+
+/* The receive half: w->g is only tested for NULL here (which variables had
+ * a gradient), never read, so the gradient tensors may already hold the
+ * next step's values. */
+static loom_code exchange_recv(loom_ps_worker *w, loom_status *st) {
+  loom_code rc = loom__ps_cluster_recv(w->cl, w->g, w->dvals, st);
   for (int j = 0; j < w->nfetch && !rc; j++)
     if (w->fetch_ix[j] >= 0) rc = sparse_io(w, w->fetch_var[j], 0, st);
   if (!rc) mark_all(w);
   return rc;
+}
+
+static loom_code worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+  loom_code rc = exchange_send(w, gt, st);
+  return rc ? rc : exchange_recv(w, st);
 }
 
 /* One training step: the gradients on the session's current values, then one round trip per PS. */
@@ -590,3 +606,9 @@ int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches
 loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
   return worker_exchange(w, gt, st);
 }
+
+loom_code loom__ps_worker_exchange_send(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+  return exchange_send(w, gt, st);
+}
+
+loom_code loom__ps_worker_exchange_recv(loom_ps_worker *w, loom_status *st) { return exchange_recv(w, st); }
