@@ -21,6 +21,7 @@
  * restarted PS restores its shard (ps_restore_self) and the evaluator reads
  * the ordinary model_dir/model.ckpt-<step> files without a PS. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -328,6 +329,17 @@ typedef struct ps_hook {
   int inc_pending;    /* a STEP_INC sent after the last exchange, its reply not read yet */
   int overlap;        /* loom_job_options.overlap_comm */
   int xchg_pending;   /* overlap: the last step's push+pull sent, its replies not read yet */
+  /* overlap's sender thread: sends a step's gradients (copied out of the
+   * run's results) and its STEP_INC while the next step runs. Handoff under
+   * mu: the caller touches the worker and the connections only while
+   * io_busy is 0. */
+  int io_on;
+  pthread_t io_th;
+  pthread_mutex_t io_mu;
+  pthread_cond_t io_cv;
+  int io_req, io_busy, io_quit;
+  loom_code io_rc;
+  loom_status *io_st;
 } ps_hook;
 
 /* STEP_INC rides behind the exchange: sent right after it, its reply read
@@ -355,10 +367,53 @@ static loom_code inc_drain(ps_hook *h, loom_status *st) {
   return rc;
 }
 
+static void *io_main(void *arg) {
+  ps_hook *h = arg;
+  pthread_mutex_lock(&h->io_mu);
+  for (;;) {
+    while (!h->io_req && !h->io_quit) pthread_cond_wait(&h->io_cv, &h->io_mu);
+    if (h->io_quit) break;
+    h->io_req = 0;
+    pthread_mutex_unlock(&h->io_mu);
+    loom_code rc = loom__ps_worker_exchange_post(h->w, h->io_st);
+    if (rc == LOOM_OK) rc = inc_send(h, h->io_st);
+    pthread_mutex_lock(&h->io_mu);
+    h->io_rc = rc;
+    h->io_busy = 0;
+    pthread_cond_broadcast(&h->io_cv);
+  }
+  pthread_mutex_unlock(&h->io_mu);
+  return NULL;
+}
+
+static void io_start(ps_hook *h) {
+  pthread_mutex_lock(&h->io_mu);
+  h->io_busy = h->io_req = 1;
+  pthread_cond_broadcast(&h->io_cv);
+  pthread_mutex_unlock(&h->io_mu);
+}
+
+/* Waits until the sender thread is idle; its error, if any. */
+static loom_code io_wait(ps_hook *h, loom_status *st) {
+  if (!h->io_on) return LOOM_OK;
+  pthread_mutex_lock(&h->io_mu);
+  while (h->io_busy) pthread_cond_wait(&h->io_cv, &h->io_mu);
+  loom_code rc = h->io_rc;
+  h->io_rc = LOOM_OK;
+  pthread_mutex_unlock(&h->io_mu);
+  if (rc) loom_status_set(st, rc, "%s", loom_status_message(h->io_st));
+  return rc;
+}
+
 /* Overlap: the replies of the exchange in flight (the new values, into the
  * session's variable buffers: called only between runs), then the STEP_INC
  * reply queued behind them on ps:0. Without overlap: the STEP_INC reply. */
 static loom_code xchg_flush(ps_hook *h, loom_status *st) {
+  loom_code rc0 = io_wait(h, st);
+  if (rc0) {
+    h->xchg_pending = h->inc_pending = 0; /* the connection is out of step: recover reconnects */
+    return rc0;
+  }
   if (h->xchg_pending) {
     h->xchg_pending = 0;
     loom_code rc = loom__ps_worker_exchange_recv(h->w, st);
@@ -424,6 +479,11 @@ static loom_code chief_init(ps_hook *h, loom_status *st) {
  * LOOM_OK with h->done set when the chief finished meanwhile. */
 static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
   job *j = h->j;
+  {
+    loom_status *s3 = loom_status_new();
+    io_wait(h, s3); /* the sender thread off the connections (its error is this failure or a later one) */
+    loom_status_free(s3);
+  }
   jlog(j, LOOM_LOG_WARN, "PS exchange failed (%s); reconnecting (deadline %.0f s)", failure, j->o.peer_lost_deadline_s);
   waiter w;
   waiter_init(&w, j, j->o.peer_lost_deadline_s);
@@ -483,6 +543,17 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
   h->w = loom_ps_worker_new(s, h->cl, h->p, h->loss, st);
   if (!h->w) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
   h->nfetch = loom__ps_worker_fetches(h->w, &h->fetch);
+  /* overlap: a sender thread when a step's send never reads a reply (no PS
+   * owed more than its back-pressure window); else the caller sends */
+  if (h->overlap && !h->io_on && loom__ps_worker_post_is_write_only(h->w) && (h->io_st = loom_status_new())) {
+    pthread_mutex_init(&h->io_mu, NULL);
+    pthread_cond_init(&h->io_cv, NULL);
+    h->io_on = pthread_create(&h->io_th, NULL, io_main, h) == 0;
+    if (!h->io_on) {
+      pthread_mutex_destroy(&h->io_mu);
+      pthread_cond_destroy(&h->io_cv);
+    }
+  }
   loom_code rc = LOOM_OK;
   if (j->is_chief) rc = chief_init(h, st);
   if (rc == LOOM_OK) rc = pull_ready(h, j->o.start_deadline_s, st);
@@ -551,6 +622,18 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
     t1 = loom__mono_secs();
     h->t_inc += t1 - t0;
     if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    if (h->io_on) {
+      /* the sender thread sends this step's gradients (copied here) and
+       * STEP_INC while the next step runs */
+      rc = loom__ps_worker_exchange_prepare(h->w, res, 1, s2);
+      h->t_xchg += loom__mono_secs() - t1;
+      h->nsteps++;
+      if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+      h->xchg_pending = 1;
+      io_start(h);
+      loom_status_free(s2);
+      return LOOM_OK;
+    }
     rc = loom__ps_worker_exchange_send(h->w, res, s2);
     if (rc == LOOM_OK) h->xchg_pending = 1;
   } else {
@@ -584,6 +667,17 @@ static loom_code ph_end(void *self, loom_session *s, loom_status *st) {
 
 static void ph_destroy(void *self) {
   ps_hook *h = self;
+  if (h->io_on) {
+    pthread_mutex_lock(&h->io_mu);
+    while (h->io_busy) pthread_cond_wait(&h->io_cv, &h->io_mu);
+    h->io_quit = 1;
+    pthread_cond_broadcast(&h->io_cv);
+    pthread_mutex_unlock(&h->io_mu);
+    pthread_join(h->io_th, NULL);
+    pthread_mutex_destroy(&h->io_mu);
+    pthread_cond_destroy(&h->io_cv);
+  }
+  loom_status_free(h->io_st);
   loom_ps_worker_free(h->w);
   loom_tensor_free(h->gs_t);
   loom__free(h);

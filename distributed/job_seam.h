@@ -16,5 +16,13 @@ loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, lo
  * nothing else of this worker's except requests queued behind (STEP_INC). */
 loom_code loom__ps_worker_exchange_send(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st);
 loom_code loom__ps_worker_exchange_recv(loom_ps_worker *w, loom_status *st);
+/* _send in two: _prepare reads gt (copy != 0: the dense gradients copied
+ * into the worker's buffers, so gt may be reused at once); _post sends from
+ * the worker's own state and may run on another thread while the session
+ * runs when _post_is_write_only (no reply is read during the send, so the
+ * variable buffers are not written). */
+loom_code loom__ps_worker_exchange_prepare(loom_ps_worker *w, loom_tensor *const *gt, int copy, loom_status *st);
+loom_code loom__ps_worker_exchange_post(loom_ps_worker *w, loom_status *st);
+int loom__ps_worker_post_is_write_only(const loom_ps_worker *w);
 
 #endif
