@@ -345,10 +345,14 @@ typedef struct ps_hook {
 /* STEP_INC rides behind the exchange: sent right after it, its reply read
  * before the next request on ps:0 (next step, a PS-side save, the end), so
  * it costs no round trip of its own. */
-static loom_code inc_send(ps_hook *h, loom_status *st) {
+static loom_code inc_post(ps_hook *h, loom_status *st) {
   uint8_t in[8];
   loom__ps_put64(in, 1);
-  loom_code rc = loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+  return loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+}
+
+static loom_code inc_send(ps_hook *h, loom_status *st) {
+  loom_code rc = inc_post(h, st);
   if (!rc) h->inc_pending = 1;
   return rc;
 }
@@ -376,7 +380,7 @@ static void *io_main(void *arg) {
     h->io_req = 0;
     pthread_mutex_unlock(&h->io_mu);
     loom_code rc = loom__ps_worker_exchange_post(h->w, h->io_st);
-    if (rc == LOOM_OK) rc = inc_send(h, h->io_st);
+    if (rc == LOOM_OK) rc = inc_post(h, h->io_st); /* inc_pending: set by the caller (read by ph_before meanwhile) */
     pthread_mutex_lock(&h->io_mu);
     h->io_rc = rc;
     h->io_busy = 0;
@@ -629,7 +633,7 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
       h->t_xchg += loom__mono_secs() - t1;
       h->nsteps++;
       if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
-      h->xchg_pending = 1;
+      h->xchg_pending = h->inc_pending = 1;
       io_start(h);
       loom_status_free(s2);
       return LOOM_OK;
