@@ -1718,7 +1718,9 @@ Test(ps, step_larger_than_reply_cap_does_not_stall) {
  * loss = mean(w^2) (gradient w / 2 for 4 elements) the values follow
  * one-step-delayed SGD, w_{t+1} = w_t - lr * w_{t-1} / 2 with w_{-1} = w_0,
  * checked against that recurrence computed here in double; the same steps
- * without overlap follow w_{t+1} = w_t (1 - lr / 2), which differs. */
+ * without overlap follow w_{t+1} = w_t (1 - lr / 2), which differs. Every
+ * other step goes the sender thread's way (prepare with copy, the run's
+ * gradient tensor then overwritten with NaN, post). */
 #include "distributed/job_seam.h"
 Test(ps, overlapped_exchange_is_one_step_delayed_sgd) {
   loom_status *st = loom_status_new();
@@ -1757,7 +1759,15 @@ Test(ps, overlapped_exchange_is_one_step_delayed_sgd) {
   for (int t = 0; t < NSTEP; t++) {
     OK(loom_session_run(s, NULL, NULL, 0, fetch, gt, nf, NULL, 0, st));
     if (t > 0) OK(loom__ps_worker_exchange_recv(w, st)); /* step t-1's values, between runs */
-    OK(loom__ps_worker_exchange_send(w, gt, st));
+    if (t % 2) {
+      OK(loom__ps_worker_exchange_send(w, gt, st)); /* the caller sends from the run's result */
+    } else {
+      /* the sender thread's way: copied first, so the result may be overwritten before the send */
+      OK(loom__ps_worker_exchange_prepare(w, gt, 1, st));
+      float *gd = loom_tensor_data(gt[0]);
+      for (int i = 0; i < 4; i++) gd[i] = NAN;
+      OK(loom__ps_worker_exchange_post(w, st));
+    }
   }
   OK(loom__ps_worker_exchange_recv(w, st));
   float got[4];
