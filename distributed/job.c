@@ -569,7 +569,9 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
       *(int64_t *)loom_tensor_data(h->gs_t) = gs;
       rc = loom_session_assign_variable(s, loom_variable_name(h->gs_var), h->gs_t, st);
     }
-    if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS", (long long)gs);
+    if (rc == LOOM_OK)
+      jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS%s", (long long)gs,
+           !h->overlap ? "" : h->io_on ? "; overlap_comm: on (sender thread)" : "; overlap_comm: on (the caller sends)");
   }
   return rc;
 }

@@ -331,12 +331,17 @@ static proc *job_start_ex(jobt *j, const char *type, int index, const char *tf, 
 
 static const char *const BASE_ARGS[] = {"--deadline", "20", "--diag", "1", "--save_steps", "200", "--progress", "50",
                                         "--step_sleep_ms", "1", "--rpc_timeout", "3", NULL};
+static int g_overlap; /* job_start adds --overlap 1 (each Criterion test runs in its own process) */
 static proc *job_start(jobt *j, const char *type, int index, int64_t max_steps) {
   static char ms[32];
   snprintf(ms, sizeof ms, "%lld", (long long)max_steps);
   const char *extra[40];
   int k = 0;
   for (int i = 0; BASE_ARGS[i]; i++) extra[k++] = BASE_ARGS[i];
+  if (g_overlap) {
+    extra[k++] = "--overlap";
+    extra[k++] = "1";
+  }
   extra[k++] = "--max_steps";
   extra[k++] = ms;
   extra[k] = NULL;
@@ -609,9 +614,9 @@ Test(jobs, kill_chief_workers_continue_restarted_chief_resumes_checkpointing, .t
   job_cleanup(&j);
 }
 
-Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .timeout = 180) {
+static void kill_ps_case(const char *tag) {
   jobt j;
-  job_init(&j, "kp", 2, 1);
+  job_init(&j, tag, 2, 1);
   const int64_t MAX = 4000;
   proc *ps0 = job_start(&j, "ps", 0, MAX), *ps1 = job_start(&j, "ps", 1, MAX);
   proc *ch = job_start(&j, "chief", 0, MAX), *w0 = job_start(&j, "worker", 0, MAX);
@@ -640,6 +645,7 @@ Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .ti
   cr_expect_lt(resumed, 10.0, "resumed %.1f s after the restart", resumed);
   cr_expect(log_has(ps1, "restored its shard"), "the restarted PS restored its shard");
   cr_expect(log_has(w0, "reconnected to the PS tasks"));
+  if (g_overlap) cr_expect(log_has(w0, "overlap_comm: on (sender thread)") && log_has(ch, "overlap_comm: on (sender thread)"));
   fprintf(stderr, "kill_ps: training resumed %.2f s after the PS restart\n", resumed);
   int rc = wait_exit(&j, ch, 90);
   if (rc) dump_logs(&j);
@@ -648,6 +654,15 @@ Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .ti
   cr_expect_eq(wait_exit(&j, ps0, 10), 0);
   cr_expect_eq(wait_exit(&j, ps1, 10), 0);
   job_cleanup(&j);
+}
+
+Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .timeout = 180) { kill_ps_case("kp"); }
+
+/* The same with overlap_comm: the PS dies while the sender threads may be
+ * mid-send and replies are in flight; recovery drops them and resumes. */
+Test(jobs, kill_ps_overlapped_trainers_pause_and_resume, .timeout = 180) {
+  g_overlap = 1;
+  kill_ps_case("kpo");
 }
 
 Test(jobs, mpirun_on_localhost, .timeout = 120) {
