@@ -21,6 +21,7 @@
  * restarted PS restores its shard (ps_restore_self) and the evaluator reads
  * the ordinary model_dir/model.ckpt-<step> files without a PS. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -326,15 +327,32 @@ typedef struct ps_hook {
   double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
   int64_t nsteps;
   int inc_pending;    /* a STEP_INC sent after the last exchange, its reply not read yet */
+  int overlap;        /* loom_job_options.overlap_comm */
+  int xchg_pending;   /* overlap: the last step's push+pull sent, its replies not read yet */
+  /* overlap's sender thread: sends a step's gradients (copied out of the
+   * run's results) and its STEP_INC while the next step runs. Handoff under
+   * mu: the caller touches the worker and the connections only while
+   * io_busy is 0. */
+  int io_on;
+  pthread_t io_th;
+  pthread_mutex_t io_mu;
+  pthread_cond_t io_cv;
+  int io_req, io_busy, io_quit;
+  loom_code io_rc;
+  loom_status *io_st;
 } ps_hook;
 
 /* STEP_INC rides behind the exchange: sent right after it, its reply read
  * before the next request on ps:0 (next step, a PS-side save, the end), so
  * it costs no round trip of its own. */
-static loom_code inc_send(ps_hook *h, loom_status *st) {
+static loom_code inc_post(ps_hook *h, loom_status *st) {
   uint8_t in[8];
   loom__ps_put64(in, 1);
-  loom_code rc = loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+  return loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+}
+
+static loom_code inc_send(ps_hook *h, loom_status *st) {
+  loom_code rc = inc_post(h, st);
   if (!rc) h->inc_pending = 1;
   return rc;
 }
@@ -351,6 +369,64 @@ static loom_code inc_drain(ps_hook *h, loom_status *st) {
   if (!rc) rc = loom__ps_recv_end(c, &hd, st);
   if (!rc) h->gs = (int64_t)loom__ps_get64(out);
   return rc;
+}
+
+static void *io_main(void *arg) {
+  ps_hook *h = arg;
+  pthread_mutex_lock(&h->io_mu);
+  for (;;) {
+    while (!h->io_req && !h->io_quit) pthread_cond_wait(&h->io_cv, &h->io_mu);
+    if (h->io_quit) break;
+    h->io_req = 0;
+    pthread_mutex_unlock(&h->io_mu);
+    loom_code rc = loom__ps_worker_exchange_post(h->w, h->io_st);
+    if (rc == LOOM_OK) rc = inc_post(h, h->io_st); /* inc_pending: set by the caller (read by ph_before meanwhile) */
+    pthread_mutex_lock(&h->io_mu);
+    h->io_rc = rc;
+    h->io_busy = 0;
+    pthread_cond_broadcast(&h->io_cv);
+  }
+  pthread_mutex_unlock(&h->io_mu);
+  return NULL;
+}
+
+static void io_start(ps_hook *h) {
+  pthread_mutex_lock(&h->io_mu);
+  h->io_busy = h->io_req = 1;
+  pthread_cond_broadcast(&h->io_cv);
+  pthread_mutex_unlock(&h->io_mu);
+}
+
+/* Waits until the sender thread is idle; its error, if any. */
+static loom_code io_wait(ps_hook *h, loom_status *st) {
+  if (!h->io_on) return LOOM_OK;
+  pthread_mutex_lock(&h->io_mu);
+  while (h->io_busy) pthread_cond_wait(&h->io_cv, &h->io_mu);
+  loom_code rc = h->io_rc;
+  h->io_rc = LOOM_OK;
+  pthread_mutex_unlock(&h->io_mu);
+  if (rc) loom_status_set(st, rc, "%s", loom_status_message(h->io_st));
+  return rc;
+}
+
+/* Overlap: the replies of the exchange in flight (the new values, into the
+ * session's variable buffers: called only between runs), then the STEP_INC
+ * reply queued behind them on ps:0. Without overlap: the STEP_INC reply. */
+static loom_code xchg_flush(ps_hook *h, loom_status *st) {
+  loom_code rc0 = io_wait(h, st);
+  if (rc0) {
+    h->xchg_pending = h->inc_pending = 0; /* the connection is out of step: recover reconnects */
+    return rc0;
+  }
+  if (h->xchg_pending) {
+    h->xchg_pending = 0;
+    loom_code rc = loom__ps_worker_exchange_recv(h->w, st);
+    if (rc) {
+      h->inc_pending = 0; /* the connection is out of step: recover reconnects */
+      return rc;
+    }
+  }
+  return inc_drain(h, st);
 }
 
 /* The values of every variable from the PS; waits (deadline) while a PS
@@ -407,6 +483,11 @@ static loom_code chief_init(ps_hook *h, loom_status *st) {
  * LOOM_OK with h->done set when the chief finished meanwhile. */
 static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
   job *j = h->j;
+  {
+    loom_status *s3 = loom_status_new();
+    io_wait(h, s3); /* the sender thread off the connections (its error is this failure or a later one) */
+    loom_status_free(s3);
+  }
   jlog(j, LOOM_LOG_WARN, "PS exchange failed (%s); reconnecting (deadline %.0f s)", failure, j->o.peer_lost_deadline_s);
   waiter w;
   waiter_init(&w, j, j->o.peer_lost_deadline_s);
@@ -427,7 +508,7 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
     if (ok) {
       loom_status *s2 = loom_status_new();
       loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
-      if (rc == LOOM_OK) h->inc_pending = 0; /* its reply went with the old connection */
+      if (rc == LOOM_OK) h->inc_pending = h->xchg_pending = 0; /* their replies went with the old connection */
       if (rc == LOOM_OK && j->is_chief) rc = chief_init(h, s2);
       if (rc == LOOM_OK) {
         loom_status_free(s2);
@@ -466,6 +547,17 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
   h->w = loom_ps_worker_new(s, h->cl, h->p, h->loss, st);
   if (!h->w) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
   h->nfetch = loom__ps_worker_fetches(h->w, &h->fetch);
+  /* overlap: a sender thread when a step's send never reads a reply (no PS
+   * owed more than its back-pressure window); else the caller sends */
+  if (h->overlap && !h->io_on && loom__ps_worker_post_is_write_only(h->w) && (h->io_st = loom_status_new())) {
+    pthread_mutex_init(&h->io_mu, NULL);
+    pthread_cond_init(&h->io_cv, NULL);
+    h->io_on = pthread_create(&h->io_th, NULL, io_main, h) == 0;
+    if (!h->io_on) {
+      pthread_mutex_destroy(&h->io_mu);
+      pthread_cond_destroy(&h->io_cv);
+    }
+  }
   loom_code rc = LOOM_OK;
   if (j->is_chief) rc = chief_init(h, st);
   if (rc == LOOM_OK) rc = pull_ready(h, j->o.start_deadline_s, st);
@@ -477,7 +569,9 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
       *(int64_t *)loom_tensor_data(h->gs_t) = gs;
       rc = loom_session_assign_variable(s, loom_variable_name(h->gs_var), h->gs_t, st);
     }
-    if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS", (long long)gs);
+    if (rc == LOOM_OK)
+      jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS%s", (long long)gs,
+           !h->overlap ? "" : h->io_on ? "; overlap_comm: on (sender thread)" : "; overlap_comm: on (the caller sends)");
   }
   return rc;
 }
@@ -523,12 +617,39 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
   loom_status *s2 = loom_status_new();
   double t0 = loom__mono_secs();
   h->t_run += t0 - h->t_run_start;
-  /* the previous step's STEP_INC reply arrived during this run */
-  loom_code rc = inc_drain(h, s2);
-  double t1 = loom__mono_secs();
-  h->t_inc += t1 - t0;
-  if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
-  rc = loom__ps_worker_exchange(h->w, res, s2);
+  loom_code rc;
+  double t1;
+  if (h->overlap) {
+    /* Overlap (staleness 1): the previous step's replies came in during
+     * this run (the PS applied that step meanwhile); read them into the
+     * variable buffers now that the run is over, then send this step's
+     * gradients and run the next step on these values. */
+    rc = xchg_flush(h, s2);
+    t1 = loom__mono_secs();
+    h->t_inc += t1 - t0;
+    if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    if (h->io_on) {
+      /* the sender thread sends this step's gradients (copied here) and
+       * STEP_INC while the next step runs */
+      rc = loom__ps_worker_exchange_prepare(h->w, res, 1, s2);
+      h->t_xchg += loom__mono_secs() - t1;
+      h->nsteps++;
+      if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+      h->xchg_pending = h->inc_pending = 1;
+      io_start(h);
+      loom_status_free(s2);
+      return LOOM_OK;
+    }
+    rc = loom__ps_worker_exchange_send(h->w, res, s2);
+    if (rc == LOOM_OK) h->xchg_pending = 1;
+  } else {
+    /* the previous step's STEP_INC reply arrived during this run */
+    rc = inc_drain(h, s2);
+    t1 = loom__mono_secs();
+    h->t_inc += t1 - t0;
+    if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    rc = loom__ps_worker_exchange(h->w, res, s2);
+  }
   h->t_xchg += loom__mono_secs() - t1;
   h->nsteps++;
   if (rc == LOOM_OK) rc = inc_send(h, s2);
@@ -543,14 +664,26 @@ static loom_code ph_end(void *self, loom_session *s, loom_status *st) {
   (void)st;
   ps_hook *h = self;
   loom_status *s2 = loom_status_new();
-  if (inc_drain(h, s2) != LOOM_OK)
-    jlog(h->j, LOOM_LOG_WARN, "the last STEP_INC reply: %s", loom_status_message(s2));
+  if (xchg_flush(h, s2) != LOOM_OK)
+    jlog(h->j, LOOM_LOG_WARN, "the last %s: %s", h->overlap ? "exchange's replies" : "STEP_INC reply",
+         loom_status_message(s2));
   loom_status_free(s2);
   return LOOM_OK;
 }
 
 static void ph_destroy(void *self) {
   ps_hook *h = self;
+  if (h->io_on) {
+    pthread_mutex_lock(&h->io_mu);
+    while (h->io_busy) pthread_cond_wait(&h->io_cv, &h->io_mu);
+    h->io_quit = 1;
+    pthread_cond_broadcast(&h->io_cv);
+    pthread_mutex_unlock(&h->io_mu);
+    pthread_join(h->io_th, NULL);
+    pthread_mutex_destroy(&h->io_mu);
+    pthread_cond_destroy(&h->io_cv);
+  }
+  loom_status_free(h->io_st);
   loom_ps_worker_free(h->w);
   loom_tensor_free(h->gs_t);
   loom__free(h);
@@ -581,7 +714,7 @@ static loom_code pss_after(void *self, loom_session *s, int64_t step, int *stop,
   ps_saver *v = self;
   if (v->h->done) return LOOM_OK;
   loom_status *s2 = loom_status_new();
-  loom_code rc = inc_drain(v->h, s2); /* ps:0's connection must be in step */
+  loom_code rc = xchg_flush(v->h, s2); /* ps:0's connection must be in step */
   if (rc == LOOM_OK) rc = loom_ps_cluster_save(v->h->cl, v->j->e->model_dir, "ps", step, s2);
   if (rc != LOOM_OK) { /* a PS lost while saving: reconnect; the next save catches up */
     char why[600];
@@ -609,7 +742,26 @@ static loom_code pss_end(void *self, loom_session *s, int64_t step, loom_status 
   (void)st;
   return LOOM_OK;
 }
-static const loom_checkpoint_listener ps_saver_listener = {NULL, NULL, pss_after, pss_end};
+/* Overlap: the step being saved has its update in flight; take it in before
+ * the saver reads the session, so model.ckpt-<step> holds the values after
+ * step <step>, as without overlap. */
+static loom_code pss_before(void *self, loom_session *s, int64_t step, loom_status *st) {
+  (void)s;
+  ps_saver *v = self;
+  if (v->h->done || !v->h->xchg_pending) return LOOM_OK;
+  loom_status *s2 = loom_status_new();
+  loom_code rc = xchg_flush(v->h, s2);
+  if (rc != LOOM_OK) {
+    char why[600];
+    snprintf(why, sizeof why, "%s", loom_status_message(s2));
+    loom_status_free(s2);
+    jlog(v->j, LOOM_LOG_WARN, "the update of step %lld before its checkpoint: %s", (long long)step, why);
+    return recover(v->h, why, st);
+  }
+  loom_status_free(s2);
+  return LOOM_OK;
+}
+static const loom_checkpoint_listener ps_saver_listener = {NULL, pss_before, pss_after, pss_end};
 
 
 typedef struct init_ctx {
@@ -747,6 +899,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   h->cl = cl;
   h->loss = b.spec.loss;
   h->gs_var = b.global_step;
+  h->overlap = j->o.overlap_comm != 0;
   h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
   static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, ph_destroy};
   loom_hook *phk = h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;
@@ -1083,6 +1236,7 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   else {
     double lr = loom_params_get_double(e->params, "learning_rate", -1);
     if (lr > 0) j.o.hyper[0] = (float)lr;
+    j.o.overlap_comm = loom_params_get_int(e->params, "overlap_comm", 0) != 0;
     const char *on = loom_params_get(e->params, "ps_optimizer");
     if (on && !parse_opt_name(on, &j.o.optimizer, j.o.hyper))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,

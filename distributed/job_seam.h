@@ -9,5 +9,20 @@ int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches
 /* The exchange of loom_ps_worker_step on values fetched by the caller's own
  * run (gt[i] = the value of fetches[i]). */
 loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st);
+/* The same in two halves (loom_job_options.overlap_comm): _send pushes the
+ * gradients and asks for the new values (gt may be reused once it returns);
+ * _recv reads the replies into the session's variable buffers and must run
+ * while no session run uses them. Between the two, the connections carry
+ * nothing else of this worker's except requests queued behind (STEP_INC). */
+loom_code loom__ps_worker_exchange_send(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st);
+loom_code loom__ps_worker_exchange_recv(loom_ps_worker *w, loom_status *st);
+/* _send in two: _prepare reads gt (copy != 0: the dense gradients copied
+ * into the worker's buffers, so gt may be reused at once); _post sends from
+ * the worker's own state and may run on another thread while the session
+ * runs when _post_is_write_only (no reply is read during the send, so the
+ * variable buffers are not written). */
+loom_code loom__ps_worker_exchange_prepare(loom_ps_worker *w, loom_tensor *const *gt, int copy, loom_status *st);
+loom_code loom__ps_worker_exchange_post(loom_ps_worker *w, loom_status *st);
+int loom__ps_worker_post_is_write_only(const loom_ps_worker *w);
 
 #endif

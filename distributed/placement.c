@@ -384,6 +384,20 @@ static loom_code recv_oldest(loom_ps_cluster *c, int q, int upto, const float *c
   return LOOM_OK;
 }
 
+/* 1 when loom__ps_cluster_send with these values never reads a reply
+ * (no PS is owed more than OWED_MAX bytes of one step), so it may run on
+ * another thread while the values' buffers are in use. */
+int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *values) {
+  const loom_ps_placement *p = c->p;
+  for (int q = 0; q < p->num_ps; q++) {
+    int64_t owed = 0;
+    for (int i = 0; i < p->nshards; i++)
+      if (p->shards[i].ps == q && values[p->shards[i].var]) owed += p->shards[i].numel * 4;
+    if (owed > OWED_MAX) return 0;
+  }
+  return 1;
+}
+
 loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st) {
   const loom_ps_placement *p = c->p;

@@ -35,6 +35,7 @@ loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, in
 
 /* The cluster client's exchange in two halves (all requests out, then all
  * replies in), so the worker can add its row requests to the same round trip. */
+int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *values);
 loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st);
 loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,

@@ -51,6 +51,7 @@ struct loom_ps_worker {
   loom_output *ix_fetch; /* the sparse gradients' indices alone */
   int *ix_var, nix;
   loom_tensor **ix_t;
+  float **gcopy;      /* per variable: the dense gradient copied by exchange_prepare(copy) (lazily) */
 };
 
 /* A sparse variable's rows of one step: the distinct ids (sorted) with
@@ -134,6 +135,8 @@ void loom_ps_worker_free(loom_ps_worker *w) {
   loom__free(w->ix_fetch);
   loom__free(w->ix_var);
   loom__free(w->ix_t);
+  for (int i = 0; w->gcopy && i < w->n; i++) loom__free(w->gcopy[i]);
+  loom__free(w->gcopy);
   loom__free(w);
 }
 
@@ -546,12 +549,34 @@ void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on) {
 /* The exchange of a step whose gradients gt (in w->fetch order) have been
  * fetched: one round trip per PS: the dense push+pulls and the row requests
  * of every PS all go out before any reply is read (each connection answers
- * in request order). */
-static loom_code worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+ * in request order). Split in a send half (the gradients leave the caller's
+ * tensors: once it returns, gt may be overwritten) and a receive half (the
+ * new values written into the session's variable buffers: call it only
+ * while no run uses them); the job's overlapped mode runs the next step
+ * between the two. */
+/* The send half in two: prepare reads the fetched tensors (the dense
+ * gradients referenced, or with copy copied into the worker's own buffers;
+ * the sparse ones deduplicated into the worker's row buffers), post sends
+ * from the worker's state only. With copy, gt may be reused as soon as
+ * prepare returns and post may run on another thread. */
+static loom_code exchange_prepare(loom_ps_worker *w, loom_tensor *const *gt, int copy, loom_status *st) {
   loom_code rc = LOOM_OK;
   for (int i = 0; i < w->n; i++) w->g[i] = NULL;
-  for (int j = 0; j < w->nfetch; j++)
-    if (w->fetch_ix[j] == -1) w->g[w->fetch_var[j]] = loom_tensor_data(gt[j]);
+  for (int j = 0; j < w->nfetch; j++) {
+    if (w->fetch_ix[j] != -1) continue;
+    int var = w->fetch_var[j];
+    float *src = loom_tensor_data(gt[j]);
+    if (copy) {
+      if (!w->gcopy) w->gcopy = loom__calloc((size_t)w->n + 1, sizeof *w->gcopy);
+      int64_t numel = loom_tensor_numel(gt[j]);
+      if (w->gcopy && !w->gcopy[var]) w->gcopy[var] = loom__malloc((size_t)(numel > 0 ? numel : 1) * sizeof(float));
+      if (!w->gcopy || !w->gcopy[var])
+        return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: gradient copy of %s", w->e[var]->name);
+      memcpy(w->gcopy[var], src, (size_t)numel * sizeof(float));
+      src = w->gcopy[var];
+    }
+    w->g[var] = src;
+  }
   for (int j = 0; j < w->nfetch && !rc; j++) {
     if (w->fetch_ix[j] < 0) continue;
     int var = w->fetch_var[j];
@@ -559,14 +584,35 @@ static loom_code worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom
     int64_t nrows = vs->dims[0], row = nrows > 0 ? loom__numel(vs->ndim, vs->dims) / nrows : 0;
     rc = dedup_rows(w, var, gt[j], gt[w->fetch_ix[j]], row, nrows, st);
   }
-  if (!rc) rc = loom__ps_cluster_send(w->cl, w->g, w->dvals, st);
+  return rc;
+}
+
+static loom_code exchange_post(loom_ps_worker *w, loom_status *st) {
+  loom_code rc = loom__ps_cluster_send(w->cl, w->g, w->dvals, st);
   for (int j = 0; j < w->nfetch && !rc; j++)
     if (w->fetch_ix[j] >= 0) rc = sparse_io(w, w->fetch_var[j], 1, st);
-  if (!rc) rc = loom__ps_cluster_recv(w->cl, w->g, w->dvals, st);
+  return rc;
+}
+
+static loom_code exchange_send(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+  loom_code rc = exchange_prepare(w, gt, 0, st);
+  return rc ? rc : exchange_post(w, st);
+}
+
+/* The receive half: w->g is only tested for NULL here (which variables had
+ * a gradient), never read, so the gradient tensors may already hold the
+ * next step's values. */
+static loom_code exchange_recv(loom_ps_worker *w, loom_status *st) {
+  loom_code rc = loom__ps_cluster_recv(w->cl, w->g, w->dvals, st);
   for (int j = 0; j < w->nfetch && !rc; j++)
     if (w->fetch_ix[j] >= 0) rc = sparse_io(w, w->fetch_var[j], 0, st);
   if (!rc) mark_all(w);
   return rc;
+}
+
+static loom_code worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+  loom_code rc = exchange_send(w, gt, st);
+  return rc ? rc : exchange_recv(w, st);
 }
 
 /* One training step: the gradients on the session's current values, then one round trip per PS. */
@@ -589,4 +635,20 @@ int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches
 
 loom_code loom__ps_worker_exchange(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
   return worker_exchange(w, gt, st);
+}
+
+loom_code loom__ps_worker_exchange_send(loom_ps_worker *w, loom_tensor *const *gt, loom_status *st) {
+  return exchange_send(w, gt, st);
+}
+
+loom_code loom__ps_worker_exchange_recv(loom_ps_worker *w, loom_status *st) { return exchange_recv(w, st); }
+
+loom_code loom__ps_worker_exchange_prepare(loom_ps_worker *w, loom_tensor *const *gt, int copy, loom_status *st) {
+  return exchange_prepare(w, gt, copy, st);
+}
+
+loom_code loom__ps_worker_exchange_post(loom_ps_worker *w, loom_status *st) { return exchange_post(w, st); }
+
+int loom__ps_worker_post_is_write_only(const loom_ps_worker *w) {
+  return loom__ps_cluster_send_is_write_only(w->cl, w->dvals);
 }

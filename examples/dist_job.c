@@ -9,6 +9,8 @@
  *            [--launcher mpi|slurm --num_ps 1 --evaluator 1]
  *            [--lr 0.1] [--optimizer sgd] [--deadline 60] [--diag 2]
  *            [--throttle 0] [--start_delay 0] [--idle_exit 0] [--threads 1]
+ *            [--overlap 0|1]  (loom_job_options.overlap_comm: trainers overlap
+ *            the PS exchange with the next step, staleness 1)
  *
  * The synthetic data (1024 examples, 16 features, 4 classes whose labels
  * are the argmax of a fixed linear map) is sharded by input pipeline
@@ -310,6 +312,7 @@ int main(int argc, char **argv) {
   jo.ps_idle_exit_s = atof(arg(argc, argv, "--idle_exit", "0"));
   jo.rpc_timeout_s = atof(arg(argc, argv, "--rpc_timeout", "5"));
   jo.eval_poll_s = 0.2;
+  jo.overlap_comm = atoi(arg(argc, argv, "--overlap", "0"));
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   loom_tae_result *r = NULL;

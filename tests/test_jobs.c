@@ -331,12 +331,17 @@ static proc *job_start_ex(jobt *j, const char *type, int index, const char *tf, 
 
 static const char *const BASE_ARGS[] = {"--deadline", "20", "--diag", "1", "--save_steps", "200", "--progress", "50",
                                         "--step_sleep_ms", "1", "--rpc_timeout", "3", NULL};
+static int g_overlap; /* job_start adds --overlap 1 (each Criterion test runs in its own process) */
 static proc *job_start(jobt *j, const char *type, int index, int64_t max_steps) {
   static char ms[32];
   snprintf(ms, sizeof ms, "%lld", (long long)max_steps);
   const char *extra[40];
   int k = 0;
   for (int i = 0; BASE_ARGS[i]; i++) extra[k++] = BASE_ARGS[i];
+  if (g_overlap) {
+    extra[k++] = "--overlap";
+    extra[k++] = "1";
+  }
   extra[k++] = "--max_steps";
   extra[k++] = ms;
   extra[k] = NULL;
@@ -609,9 +614,9 @@ Test(jobs, kill_chief_workers_continue_restarted_chief_resumes_checkpointing, .t
   job_cleanup(&j);
 }
 
-Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .timeout = 180) {
+static void kill_ps_case(const char *tag) {
   jobt j;
-  job_init(&j, "kp", 2, 1);
+  job_init(&j, tag, 2, 1);
   const int64_t MAX = 4000;
   proc *ps0 = job_start(&j, "ps", 0, MAX), *ps1 = job_start(&j, "ps", 1, MAX);
   proc *ch = job_start(&j, "chief", 0, MAX), *w0 = job_start(&j, "worker", 0, MAX);
@@ -640,6 +645,7 @@ Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .ti
   cr_expect_lt(resumed, 10.0, "resumed %.1f s after the restart", resumed);
   cr_expect(log_has(ps1, "restored its shard"), "the restarted PS restored its shard");
   cr_expect(log_has(w0, "reconnected to the PS tasks"));
+  if (g_overlap) cr_expect(log_has(w0, "overlap_comm: on (sender thread)") && log_has(ch, "overlap_comm: on (sender thread)"));
   fprintf(stderr, "kill_ps: training resumed %.2f s after the PS restart\n", resumed);
   int rc = wait_exit(&j, ch, 90);
   if (rc) dump_logs(&j);
@@ -648,6 +654,15 @@ Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .ti
   cr_expect_eq(wait_exit(&j, ps0, 10), 0);
   cr_expect_eq(wait_exit(&j, ps1, 10), 0);
   job_cleanup(&j);
+}
+
+Test(jobs, kill_ps_workers_pause_restarted_ps_restores_and_training_resumes, .timeout = 180) { kill_ps_case("kp"); }
+
+/* The same with overlap_comm: the PS dies while the sender threads may be
+ * mid-send and replies are in flight; recovery drops them and resumes. */
+Test(jobs, kill_ps_overlapped_trainers_pause_and_resume, .timeout = 180) {
+  g_overlap = 1;
+  kill_ps_case("kpo");
 }
 
 Test(jobs, mpirun_on_localhost, .timeout = 120) {
@@ -861,4 +876,92 @@ Test(jobs, one_trainer_job_equals_local_training_bitwise, .timeout = 120) {
 Test(jobs, one_trainer_job_with_embedding_equals_local_training_bitwise, .timeout = 120) {
   const char *const args[] = {"--max_steps", "150", "--save_steps", "150", "--deadline", "30", "--embed", "50", NULL};
   bitwise_case("bitwise_emb", args);
+}
+
+/* --overlap 1 (loom_job_options.overlap_comm): chief + 1 PS, 150 steps,
+ * checkpoints every 50. model.ckpt-100 is saved while step 100's update is
+ * in flight: the checkpoint listener takes it in first, so every variable of
+ * the chief's model.ckpt-100 equals the PS's own shard of the same step
+ * (model_dir/ps/model.ckpt-100.ps-0-of-1, tensors "v<shard>"), and
+ * global_step is 100 in both. The trajectory is not local training's (the
+ * gradients are one update late): the chief's model.ckpt-150 differs from
+ * a local run's, yet stays close to it (SGD, small learning rate). */
+static int ckpt_tensor_matches(const char *path, const loom_tensor *want) {
+  loom_status *st = loom_status_new();
+  int found = 0;
+  for (int i = 0; i < 32 && !found; i++) {
+    char nm[16];
+    snprintf(nm, sizeof nm, "v%d", i);
+    loom_tensor *t = NULL;
+    if (loom_checkpoint_read_tensor(path, nm, &t, st) != LOOM_OK) continue;
+    found = loom_tensor_numel(t) == loom_tensor_numel(want) && loom_tensor_dtype(t) == loom_tensor_dtype(want) &&
+            !memcmp(loom_tensor_data_const(t), loom_tensor_data_const(want), (size_t)loom_tensor_numel(t) * 4);
+    loom_tensor_free(t);
+  }
+  loom_status_free(st);
+  return found;
+}
+
+Test(jobs, overlapped_chief_checkpoints_equal_ps_and_stay_near_local, .timeout = 120) {
+  jobt j;
+  job_init(&j, "overlap", 1, 0);
+  char local_dir[300];
+  snprintf(local_dir, sizeof local_dir, "%s/local", j.dir);
+  const char *const largs[] = {"--model_dir", local_dir, "--max_steps", "150", "--save_steps", "50", "--deadline", "30",
+                               "--hidden", "16,8", NULL};
+  const char *const args[] = {"--max_steps", "150", "--save_steps", "50", "--deadline", "30", "--hidden", "16,8",
+                              "--overlap", "1", NULL};
+  proc *lp = job_start_ex(&j, "local", 0, "", NULL, largs, NULL);
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, args, NULL);
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, args, NULL);
+  int rl = wait_exit(&j, lp, 60), rc = wait_exit(&j, ch, 60);
+  if (rl || rc) dump_logs(&j);
+  cr_assert(rl == 0 && rc == 0, "local %d, chief %d", rl, rc);
+  cr_expect_eq(wait_exit(&j, ps, 10), 0);
+  char a[400], b[400], l[400];
+  snprintf(a, sizeof a, "%s/model.ckpt-100", j.dir);
+  snprintf(b, sizeof b, "%s/ps/model.ckpt-100.ps-0-of-1", j.dir);
+  snprintf(l, sizeof l, "%s/model.ckpt-150", local_dir);
+  static char names[32][128];
+  memset(names, 0, sizeof names);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_checkpoint_list_variables(a, collect_names, names, st), LOOM_OK, "%s", loom_status_message(st));
+  int compared = 0, differ = 0;
+  double maxdiff = 0, maxabs = 0;
+  for (int i = 0; i < 32 && names[i][0]; i++) {
+    loom_tensor *ta = NULL;
+    cr_assert_eq(loom_checkpoint_read_tensor(a, names[i], &ta, st), LOOM_OK, "%s", loom_status_message(st));
+    if (!strcmp(names[i], "global_step")) {
+      cr_expect_eq(*(const int64_t *)loom_tensor_data_const(ta), 100);
+      loom_tensor_free(ta);
+      continue;
+    }
+    cr_expect(ckpt_tensor_matches(b, ta), "%s of model.ckpt-100 is not the PS's value at step 100", names[i]);
+    compared++;
+    loom_tensor_free(ta);
+    /* step 150: the chief against local training */
+    char c150[400];
+    snprintf(c150, sizeof c150, "%s/model.ckpt-150", j.dir);
+    loom_tensor *tc = NULL, *tl = NULL;
+    cr_assert_eq(loom_checkpoint_read_tensor(c150, names[i], &tc, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_eq(loom_checkpoint_read_tensor(l, names[i], &tl, st), LOOM_OK, "%s", loom_status_message(st));
+    const float *x = loom_tensor_data_const(tc), *y = loom_tensor_data_const(tl);
+    for (int64_t k = 0; k < loom_tensor_numel(tc); k++) {
+      double d = fabs((double)x[k] - y[k]);
+      cr_assert(isfinite(x[k]), "%s[%lld] is not finite", names[i], (long long)k);
+      differ |= x[k] != y[k];
+      if (d > maxdiff) maxdiff = d;
+      if (fabs(y[k]) > maxabs) maxabs = fabs(y[k]);
+    }
+    loom_tensor_free(tc);
+    loom_tensor_free(tl);
+  }
+  cr_expect_geq(compared, 4, "kernels and biases compared (%d)", compared);
+  cr_expect(differ, "the overlapped run must not reproduce local training (its gradients are one update late)");
+  cr_expect_lt(maxdiff, 0.1 * maxabs, "overlapped vs local after 150 steps: max |diff| %.4g, max |w| %.4g", maxdiff,
+               maxabs);
+  fprintf(stderr, "overlap: %d variables equal the PS's at step 100; vs local at 150: max |diff| %.4g (max |w| %.4g)\n",
+          compared, maxdiff, maxabs);
+  loom_status_free(st);
+  job_cleanup(&j);
 }

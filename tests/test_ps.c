@@ -2018,3 +2018,95 @@ Test(ps, step_larger_than_reply_cap_does_not_stall) {
   free(g);
   loom_status_free(st);
 }
+
+/* Overlapped exchange (loom_job_options.overlap_comm; distributed/job.c's
+ * PS hook drives these halves in this order): after the run of step t the
+ * gradients go out, step t+1 runs on the values still in the session, then
+ * step t's replies are read into the variable buffers. With SGD on
+ * loss = mean(w^2) (gradient w / 2 for 4 elements) the values follow
+ * one-step-delayed SGD, w_{t+1} = w_t - lr * w_{t-1} / 2 with w_{-1} = w_0,
+ * checked against that recurrence computed here in double; the same steps
+ * without overlap follow w_{t+1} = w_t (1 - lr / 2), which differs. Every
+ * other step goes the sender thread's way (prepare with copy, the run's
+ * gradient tensor then overwritten with NaN, post). */
+#include "distributed/job_seam.h"
+Test(ps, overlapped_exchange_is_one_step_delayed_sgd) {
+  loom_status *st = loom_status_new();
+  loom_graph *g = loom_graph_new();
+  int64_t wd[1] = {4};
+  loom_initializer zi = loom_init_zeros();
+  loom_variable *wv = loom_get_variable(g, "w", LOOM_F32, 1, wd, &zi, 1);
+  loom_output loss = loom_reduce_mean(g, loom_square(g, loom_variable_output(wv), NULL), -1, NULL, 0, "loss");
+  loom_node *init = loom_global_variables_initializer(g);
+  loom_ps_var_spec vs[2];
+  int nv = loom_ps_var_specs(g, vs, 2);
+  cr_assert_eq(nv, 1);
+  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 1, LOOM_PS_GREEDY_BYTES, 0, st);
+  cr_assert(p);
+  loom_ps_server *srv = start_ps(loom_ps_placement_hash(p), 1, nv, NULL);
+  const char *hosts[1] = {"127.0.0.1"};
+  int ports[1] = {loom_ps_server_port(srv)};
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 5;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl, "%s", loom_status_message(st));
+  loom_session *s = loom_session_new(g, NULL, st);
+  OK(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st));
+  const float w0[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+  assign_var(s, "w", w0, 1, wd);
+  loom_ps_worker *w = loom_ps_worker_new(s, cl, p, loss, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  const float lr = 0.4f;
+  OK(loom_ps_worker_init_vars(w, LOOM_PS_SGD, (float[8]){lr}, st));
+  const loom_output *fetch = NULL;
+  int nf = loom__ps_worker_fetches(w, &fetch);
+  cr_assert_eq(nf, 1);
+  loom_tensor *gt[1] = {NULL};
+  enum { NSTEP = 12 };
+  for (int t = 0; t < NSTEP; t++) {
+    OK(loom_session_run(s, NULL, NULL, 0, fetch, gt, nf, NULL, 0, st));
+    if (t > 0) OK(loom__ps_worker_exchange_recv(w, st)); /* step t-1's values, between runs */
+    if (t % 2) {
+      OK(loom__ps_worker_exchange_send(w, gt, st)); /* the caller sends from the run's result */
+    } else {
+      /* the sender thread's way: copied first, so the result may be overwritten before the send */
+      OK(loom__ps_worker_exchange_prepare(w, gt, 1, st));
+      float *gd = loom_tensor_data(gt[0]);
+      for (int i = 0; i < 4; i++) gd[i] = NAN;
+      OK(loom__ps_worker_exchange_post(w, st));
+    }
+  }
+  OK(loom__ps_worker_exchange_recv(w, st));
+  float got[4];
+  read_var(s, "w", got, 4);
+  for (int i = 0; i < 4; i++) {
+    double prev = w0[i], cur = w0[i], plain = w0[i];
+    for (int t = 0; t < NSTEP; t++) {
+      double next = cur - lr * prev / 2;
+      prev = cur;
+      cur = next;
+      plain *= 1 - lr / 2;
+    }
+    cr_expect(fabs(got[i] - cur) <= 1e-5 * (1 + fabs(cur)), "w[%d] = %.9g, delayed SGD %.9g", i, got[i], cur);
+    cr_expect(fabs(cur - plain) > 1e-2 * fabs(w0[i]), "w[%d]: the delayed and plain trajectories must differ (%.6g, %.6g)",
+              i, cur, plain);
+  }
+  /* the PS holds the same values (nothing left in flight): a fresh connection's pull */
+  loom_ps_cluster *cl2 = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(cl2, "%s", loom_status_message(st));
+  float ps_vals[4] = {0};
+  float *vals[1] = {ps_vals};
+  OK(loom_ps_cluster_pull(cl2, vals, st));
+  cr_expect(memcmp(ps_vals, got, sizeof got) == 0, "session and PS agree after the last receive (%.9g vs %.9g)",
+            ps_vals[0], got[0]);
+  loom_ps_cluster_free(cl2);
+  loom_tensor_free(gt[0]);
+  loom_ps_worker_free(w);
+  loom_ps_cluster_free(cl);
+  loom_ps_server_stop(srv);
+  loom_ps_placement_free(p);
+  loom_session_free(s);
+  loom_graph_free(g);
+  loom_status_free(st);
+}

@@ -59,6 +59,16 @@ typedef struct loom_job_options {
   double rpc_timeout_s;         /* every PS request: 10 */
   double eval_poll_s;           /* the evaluator's look at model_dir/checkpoint: 1 */
   double eval_deadline_s;       /* the evaluator gives up after this long without a new checkpoint: 600 */
+  /* Trainers: overlap communication with computation (default 0: off). After
+   * the run of step t fetches its gradients they are sent to the PS tasks,
+   * and step t+1 runs on the values already in the session while the PS
+   * applies step t; step t's new values are read into the variable buffers
+   * after that run (never during one). Every gradient is thus computed on
+   * values one own update old (staleness 1, as TF's async workers): off,
+   * one trainer reproduces local training bit for bit; on, it does not.
+   * Checkpoints still hold the values after their step. Params key when o
+   * is NULL: "overlap_comm" (int). */
+  int overlap_comm;
 } loom_job_options;
 LOOM_API loom_job_options loom_job_options_default(void);
 
