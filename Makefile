@@ -314,6 +314,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h tests/gpu/parity_coverage
 # Fuzzing (fuzz/, libFuzzer + ASan + UBSan via clang): `make fuzz FUZZ_SECONDS=N` runs every target
 # for N seconds from its corpus fuzz/corpus/<target>/ (new inputs go to build/fuzz/corpus/<target>/);
 # `make fuzz-replay` (part of `make test`) runs each target once over its committed corpus, no new inputs.
+# FUZZ_RUNS=M also stops each target after M executions; FUZZ_TARGETS='csv idx' runs only those.
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 FUZZ_NAMES := $(FUZZ_SRC:fuzz/fuzz_%.c=%)
@@ -340,7 +341,7 @@ fuzz-seeds: lib fuzz-build
 
 build/fuzz/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
 fuzz: deps fuzz-build
-	@bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
+	@FUZZ_RUNS=$(FUZZ_RUNS) bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(or $(FUZZ_TARGETS),$(FUZZ_NAMES))
 # The replay programs: each target + fuzz/driver.c (a main that runs every corpus file once),
 # built with this build's compiler and flags against $(BUILD)/libloom.a (no clang needed).
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/fuzz_%)

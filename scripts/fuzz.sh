@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # fuzz.sh run SECONDS NAME...   : each target build/fuzz/fuzz_NAME for SECONDS from fuzz/corpus/NAME
-#                                 (+ build/fuzz/corpus/NAME for what it finds); prints executions per target
+#                                 (+ build/fuzz/corpus/NAME for what it finds); prints executions per target.
+#                                 FUZZ_RUNS=N (environment) also ends a target after N executions,
+#                                 whichever comes first. fuzz/NAME.options adds libFuzzer flags (they come
+#                                 after the defaults, so e.g. its -max_len wins).
 # fuzz.sh replay 0 NAME...      : $BUILD/fuzz-replay/fuzz_NAME (the target + fuzz/driver.c) once over every
 #                                 committed input of fuzz/corpus/NAME (no new inputs)
 set -u
@@ -29,12 +32,15 @@ for n in "$@"; do
     log=build/fuzz/$n.log
     san=""
     grep -q 'detect_leaks=0' "fuzz/$n.options" 2>/dev/null && san="detect_leaks=0"
+    [ -n "${FUZZ_RUNS:-}" ] && extra=(-runs="$FUZZ_RUNS" "${extra[@]}")
+    t0=$(date +%s)
     ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$bin" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
       -artifact_prefix="build/fuzz/crashes/$n/" "${extra[@]}" "build/fuzz/corpus/$n" "$seeds" >"$log" 2>&1
     r=$?
+    t1=$(date +%s)
     execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$log" | tail -1)
     if [ $r -eq 0 ]; then
-      printf 'fuzz %-12s %10s executions in %ss, no crash\n' "$n" "${execs:-?}" "$secs"
+      printf 'fuzz %-12s %10s executions in %ss, no crash\n' "$n" "${execs:-?}" "$((t1 - t0))"
     else
       printf 'fuzz %-12s %10s executions: CRASH (exit %d), see %s and build/fuzz/crashes/%s/\n' "$n" "${execs:-?}" $r "$log" "$n"
       grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$log" | head -5; rc=1
