@@ -118,7 +118,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
-        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds
+        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -352,6 +352,16 @@ $(BUILD)/fuzz-replay/fuzz_%: fuzz/fuzz_%.c fuzz/driver.c fuzz/fuzz_util.h $(BUIL
 $(BUILD)/fuzz-replay/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
 fuzz-replay: lib $(REPLAY_BIN)
 	@BUILD=$(BUILD) bash scripts/fuzz.sh replay 0 $(FUZZ_NAMES)
+
+# Soak test (tests/soak.c, not part of `make test`): train + evaluate + export + predict in a loop
+# for SOAK_SECONDS (default 3600), RSS / open fds / loom's live heap sampled; exit 1 unless flat.
+SOAK_SECONDS ?= 3600
+$(BUILD)/tests/soak: tests/soak.c $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+soak: lib $(BUILD)/tests/soak
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/tests/soak
 
 asan:
 	@bash scripts/deps.sh
