@@ -1028,7 +1028,13 @@ static void dispatch(conn *c) {
         if (s->vars[i].present && s->vars[i].version < m) m = s->vars[i].version;
       s->global_step = m == UINT64_MAX ? 0 : (int64_t)m;
     } else {
-      s->global_step += (int64_t)loom__ps_get64(c->body);
+      int64_t k = (int64_t)loom__ps_get64(c->body), sum;
+      if (__builtin_add_overflow(s->global_step, k, &sum)) { /* a peer's k must not overflow (UB) the step */
+        reply_error(c, LOOM_OUT_OF_RANGE, 0, "STEP_INC: global_step %lld + %lld does not fit in int64",
+                    (long long)s->global_step, (long long)k);
+        return;
+      }
+      s->global_step = sum;
     }
     reply *r;
     uint8_t *out = reply_begin(c, 8, &r);

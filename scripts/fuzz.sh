@@ -3,7 +3,8 @@
 #                                 (+ build/fuzz/corpus/NAME for what it finds); prints executions per target.
 #                                 FUZZ_RUNS=N (environment) also ends a target after N executions,
 #                                 whichever comes first. fuzz/NAME.options adds libFuzzer flags (they come
-#                                 after the defaults, so e.g. its -max_len wins).
+#                                 after the defaults, so e.g. its -max_len wins); fuzz/NAME.asan_options
+#                                 is added to ASAN_OPTIONS (both modes).
 # fuzz.sh replay 0 NAME...      : $BUILD/fuzz-replay/fuzz_NAME (the target + fuzz/driver.c) once over every
 #                                 committed input of fuzz/corpus/NAME (no new inputs)
 set -u
@@ -17,8 +18,7 @@ for n in "$@"; do
     rbin=${BUILD:-build}/fuzz-replay/fuzz_$n
     cnt=$(find "$seeds" -type f 2>/dev/null | wc -l)
     if [ "$cnt" -eq 0 ]; then echo "fuzz-replay: $n: no corpus in $seeds"; rc=1; continue; fi
-    san=""
-    grep -q 'detect_leaks=0' "fuzz/$n.options" 2>/dev/null && san="detect_leaks=0"
+    san=$(cat "fuzz/$n.asan_options" 2>/dev/null)
     if out=$(ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$rbin" "$seeds" 2>&1); then
       printf 'fuzz-replay %-12s %4d inputs, no crash\n' "$n" "$cnt"
     else
@@ -30,8 +30,7 @@ for n in "$@"; do
     [ -f "$dict" ] && extra+=("-dict=$dict")
     [ -f "fuzz/$n.options" ] && extra+=($(cat "fuzz/$n.options"))
     log=build/fuzz/$n.log
-    san=""
-    grep -q 'detect_leaks=0' "fuzz/$n.options" 2>/dev/null && san="detect_leaks=0"
+    san=$(cat "fuzz/$n.asan_options" 2>/dev/null)
     [ -n "${FUZZ_RUNS:-}" ] && extra=(-runs="$FUZZ_RUNS" "${extra[@]}")
     t0=$(date +%s)
     ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$bin" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
