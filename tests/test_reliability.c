@@ -467,3 +467,34 @@ Test(reliability, ps_step_inc_overflow_is_refused) {
   loom_ps_server_stop(s);
   loom_status_free(st);
 }
+
+/* Found by the soak test (make soak): event writers created faster than one
+ * a second in one logdir (a loop of short train/evaluate calls) each took
+ * the next free second's name by probing every name taken before, and the
+ * writer 1000 names ahead failed with "File exists" (after ~150 s of the
+ * soak loop). Now 1500 writers in a row all get a file, each name sorting
+ * after the one before (creation order, as TensorBoard reads them). */
+Test(reliability, event_writers_faster_than_one_a_second, .timeout = 60) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_rel_evn");
+  loom_status *st = loom_status_new();
+  char prev[1200] = "";
+  for (int i = 0; i < 1500; i++) {
+    loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
+    cr_assert(w, "writer %d: %s", i, loom_status_message(st));
+    const char *p = loom_event_writer_path(w);
+    cr_assert(strcmp(p, prev) > 0, "writer %d: %s does not sort after %s", i, p, prev);
+    snprintf(prev, sizeof prev, "%s", p);
+    cr_assert_eq(loom_event_writer_add_scalar(w, "x", (double)i, i, st), LOOM_OK, "%s", loom_status_message(st));
+    loom_event_writer_free(w);
+  }
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (!strncmp(de->d_name, "events.out.tfevents.", 20)) n++;
+  closedir(d);
+  cr_expect_eq(n, 1500, "%d event files", n);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
