@@ -118,7 +118,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
-        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds soak
+        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -340,6 +340,9 @@ fuzz-seeds: lib fuzz-build
 	@echo "fuzz-seeds: $$(find fuzz/corpus -type f | wc -l) seeds in fuzz/corpus"
 
 build/fuzz/fuzz_job: $(TOOL_SRC) $(wildcard tools/*.h)
+# After `make fuzz`: the committed corpora become their inputs plus what the run found, minimized.
+fuzz-merge: fuzz-build
+	@bash scripts/fuzz.sh merge 0 $(or $(FUZZ_TARGETS),$(FUZZ_NAMES))
 fuzz: deps fuzz-build
 	@FUZZ_RUNS=$(FUZZ_RUNS) bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(or $(FUZZ_TARGETS),$(FUZZ_NAMES))
 # The replay programs: each target + fuzz/driver.c (a main that runs every corpus file once),

@@ -7,6 +7,9 @@
 #                                 is added to ASAN_OPTIONS (both modes).
 # fuzz.sh replay 0 NAME...      : $BUILD/fuzz-replay/fuzz_NAME (the target + fuzz/driver.c) once over every
 #                                 committed input of fuzz/corpus/NAME (no new inputs)
+# fuzz.sh merge 0 NAME...       : fuzz/corpus/NAME := the inputs of fuzz/corpus/NAME and build/fuzz/corpus/NAME
+#                                 that add coverage (libFuzzer -merge=1), plus every named (not SHA-1
+#                                 named) seed of fuzz/corpus/NAME kept under its name
 set -u
 mode=$1; secs=$2; shift 2
 rc=0
@@ -14,7 +17,24 @@ for n in "$@"; do
   bin=build/fuzz/fuzz_$n
   seeds=fuzz/corpus/$n
   dict=fuzz/$n.dict
-  if [ "$mode" = replay ]; then
+  if [ "$mode" = merge ]; then
+    tmp=$(mktemp -d)
+    san=$(cat "fuzz/$n.asan_options" 2>/dev/null)
+    mkdir -p "build/fuzz/corpus/$n"
+    if ! ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$bin" -merge=1 -max_len=65536 -rss_limit_mb=2048 \
+         "$tmp" "$seeds" "build/fuzz/corpus/$n" >"build/fuzz/$n.merge.log" 2>&1; then
+      echo "fuzz-merge $n: FAILED, see build/fuzz/$n.merge.log"; rm -rf "$tmp"; rc=1; continue
+    fi
+    for f in "$seeds"/*; do
+      b=$(basename "$f")
+      [[ "$b" =~ ^[0-9a-f]{40}$ ]] && continue
+      cp "$f" "$tmp/$b"; rm -f "$tmp/$(sha1sum "$f" | cut -c1-40)"
+    done
+    before=$(find "$seeds" -type f | wc -l)
+    rm -rf "$seeds"; mkdir -p "$seeds"; cp "$tmp"/* "$seeds"/; rm -rf "$tmp"
+    printf 'fuzz-merge %-12s %4d -> %4d inputs (%s bytes)\n' "$n" "$before" "$(find "$seeds" -type f | wc -l)" \
+      "$(cat "$seeds"/* | wc -c)"
+  elif [ "$mode" = replay ]; then
     rbin=${BUILD:-build}/fuzz-replay/fuzz_$n
     cnt=$(find "$seeds" -type f 2>/dev/null | wc -l)
     if [ "$cnt" -eq 0 ]; then echo "fuzz-replay: $n: no corpus in $seeds"; rc=1; continue; fi
