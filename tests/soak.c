@@ -13,8 +13,9 @@
  * iteration) and at least SOAK_SAMPLE_SECONDS (default SOAK_SECONDS/120, at
  * least 1) after the last sample, it samples from /proc/self the resident
  * set (statm) and the open file descriptors (/proc/self/fd), plus loom's own
- * live heap blocks and bytes (counted by an allocator hook), and prints each
- * sample as a key=value line.
+ * live heap blocks and bytes (counted by an allocator hook) and glibc's
+ * mallinfo2 (bytes in use by every caller, bytes its heap holds), and prints
+ * each sample as a key=value line.
  *
  * Flat means, after a warm-up (the first 10% of the run, at least the first
  * 2 samples): every later sample's RSS <= the warm-up's largest RSS + 2 MiB
@@ -205,6 +206,7 @@ typedef struct sample {
   long iter, rss;
   int fds;
   long long blocks, bytes;
+  long long libc_inuse, libc_heap; /* mallinfo2: bytes in use (all callers), bytes the heap holds */
 } sample;
 
 int main(void) {
@@ -277,11 +279,16 @@ int main(void) {
      * freed), so loom's live heap is compared at the same point every time */
     if (!e && (t >= next_sample || t >= secs)) {
       if (ns < cap) {
-        sample s = {t, iter, rss_kb(), open_fds(), live_blocks, live_bytes};
+        struct mallinfo2 mi = mallinfo2();
+        sample s = {t,           iter,
+                    rss_kb(),    open_fds(),
+                    live_blocks, live_bytes,
+                    (long long)(mi.uordblks + mi.hblkhd), (long long)(mi.arena + mi.hblkhd)};
         S[ns++] = s;
         printf("soak_sample t_s=%.0f iter=%ld steps=%lld rss_kb=%ld fds=%d loom_live_blocks=%lld loom_live_kb=%lld "
-               "loss=%.5f\n",
-               s.t, s.iter, (long long)steps, s.rss, s.fds, s.blocks, s.bytes / 1024, last_loss);
+               "libc_inuse_kb=%lld libc_heap_kb=%lld loss=%.5f\n",
+               s.t, s.iter, (long long)steps, s.rss, s.fds, s.blocks, s.bytes / 1024, s.libc_inuse / 1024,
+               s.libc_heap / 1024, last_loss);
         fflush(stdout);
       }
       next_sample += every;
@@ -394,6 +401,10 @@ int main(void) {
   printf("loom_live_kb_warmup_max=%lld\n", byt_warm / 1024);
   printf("loom_live_kb_last=%lld\n", L->bytes / 1024);
   printf("loom_live_kb_max=%lld\n", byt_max / 1024);
+  printf("libc_inuse_kb_first=%lld\n", S[0].libc_inuse / 1024);
+  printf("libc_inuse_kb_warmup_last=%lld\n", S[warm - 1].libc_inuse / 1024);
+  printf("libc_inuse_kb_last=%lld\n", L->libc_inuse / 1024);
+  printf("libc_heap_kb_last=%lld\n", L->libc_heap / 1024);
   printf("model_dir_files=%ld\n", mfiles);
   printf("model_dir_kb=%ld\n", mkb);
   printf("soak_flat=%s\n", bad ? "no" : "yes");
