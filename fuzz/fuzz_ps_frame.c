@@ -1,10 +1,12 @@
-/* The parameter server's wire protocol, through its public API: for each
- * input a fresh PS (loom_ps_server_start on 127.0.0.1, a port of its own,
- * an HMAC token, max_frame 1 MiB, a model_dir for SAVE/RESTORE) gets one TCP
- * connection that carries the input; then the connection is half-closed and
- * every reply is read until the PS closes it (a PS that neither answers nor
- * closes within 10 s is a hang: abort). A fresh server per input keeps each
- * input's outcome its own (SHUTDOWN, variables created before).
+/* The parameter server's wire protocol, through its public API: a PS
+ * (loom_ps_server_start on 127.0.0.1, an HMAC token, max_frame 1 MiB, a
+ * model_dir for SAVE/RESTORE) gets one new TCP connection per input that
+ * carries the input; then the connection is half-closed and every reply is
+ * read until the PS closes it (a PS that neither answers nor closes within
+ * 10 s is a hang: abort). While fuzzing, a PS lives for up to 256 inputs
+ * (see server()), so an input may meet variables an earlier one created: a
+ * crash found then may need the inputs before it to reproduce. Replays
+ * (LOOM_FUZZ_REPLAY, set by fuzz.sh) use a fresh PS per input.
  *
  * Byte 0 picks how the rest is sent:
  *   bits 0-1  the PS's consistency: 0 ASYNC, 1 BOUNDED (staleness 1),
@@ -165,7 +167,11 @@ static void servers_stop(void) {
 }
 
 static loom_ps_server *server(int m) {
-  if (srv[m] && srv_uses[m] < RESTART_EVERY && !loom_ps_server_wait(srv[m], 0)) {
+  /* replays (`make fuzz-replay`, fuzz.sh sets LOOM_FUZZ_REPLAY): a fresh PS per input, so that each
+   * committed input's outcome is its own and `make test` does not depend on the corpus's order */
+  static int every;
+  if (!every) every = getenv("LOOM_FUZZ_REPLAY") ? 1 : RESTART_EVERY;
+  if (srv[m] && srv_uses[m] < every && !loom_ps_server_wait(srv[m], 0)) {
     srv_uses[m]++;
     return srv[m];
   }

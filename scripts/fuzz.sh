@@ -39,7 +39,7 @@ for n in "$@"; do
     cnt=$(find "$seeds" -type f 2>/dev/null | wc -l)
     if [ "$cnt" -eq 0 ]; then echo "fuzz-replay: $n: no corpus in $seeds"; rc=1; continue; fi
     san=$(cat "fuzz/$n.asan_options" 2>/dev/null)
-    if out=$(ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$rbin" "$seeds" 2>&1); then
+    if out=$(LOOM_FUZZ_REPLAY=1 ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}$san" "$rbin" "$seeds" 2>&1); then
       printf 'fuzz-replay %-12s %4d inputs, no crash\n' "$n" "$cnt"
     else
       printf 'fuzz-replay %-12s FAILED\n' "$n"; printf '%s\n' "$out" | tail -40; rc=1
