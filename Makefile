@@ -152,7 +152,7 @@ CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
 .PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
-        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds
+        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -383,6 +383,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h tests/gpu/parity_coverage
 # Fuzzing (fuzz/, libFuzzer + ASan + UBSan via clang): `make fuzz FUZZ_SECONDS=N` runs every target
 # for N seconds from its corpus fuzz/corpus/<target>/ (new inputs go to build/fuzz/corpus/<target>/);
 # `make fuzz-replay` (part of `make test`) runs each target once over its committed corpus, no new inputs.
+# FUZZ_RUNS=M also stops each target after M executions; FUZZ_TARGETS='csv idx' runs only those.
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 FUZZ_NAMES := $(FUZZ_SRC:fuzz/fuzz_%.c=%)
@@ -413,8 +414,11 @@ build/fuzz/fuzz_rest: fuzz/fuzz_rest.c fuzz/fuzz_util.h build/fuzz/libloom.a $(w
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(filter-out -fvisibility=hidden -fsanitize=%,$(CFLAGS)) -isystem $(LLHTTP_INC) -fsanitize=fuzzer,$(FUZZ_SAN) \
 	  $< $(LLHTTP_OBJ) -o $@ build/fuzz/libloom.a $(LDLIBS)
+# After `make fuzz`: the committed corpora become their inputs plus what the run found, minimized.
+fuzz-merge: fuzz-build
+	@bash scripts/fuzz.sh merge 0 $(or $(FUZZ_TARGETS),$(FUZZ_NAMES))
 fuzz: deps fuzz-build
-	@bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
+	@FUZZ_RUNS=$(FUZZ_RUNS) bash scripts/fuzz.sh run $(FUZZ_SECONDS) $(or $(FUZZ_TARGETS),$(FUZZ_NAMES))
 # The replay programs: each target + fuzz/driver.c (a main that runs every corpus file once),
 # built with this build's compiler and flags against $(BUILD)/libloom.a (no clang needed).
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/fuzz_%)
@@ -430,6 +434,16 @@ $(BUILD)/fuzz-replay/fuzz_rest: fuzz/fuzz_rest.c fuzz/driver.c fuzz/fuzz_util.h 
 	$(Q)$(CC) $(TEST_CFLAGS) -isystem $(LLHTTP_INC) fuzz/driver.c $< $(LLHTTP_OBJ) -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 fuzz-replay: lib $(REPLAY_BIN)
 	@BUILD=$(BUILD) bash scripts/fuzz.sh replay 0 $(FUZZ_NAMES)
+
+# Soak test (tests/soak.c, not part of `make test`): train + evaluate + export + predict in a loop
+# for SOAK_SECONDS (default 3600), RSS / open fds / loom's live heap sampled; exit 1 unless flat.
+SOAK_SECONDS ?= 3600
+$(BUILD)/tests/soak: tests/soak.c $(BUILD)/libloom.a
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+soak: lib $(BUILD)/tests/soak
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/tests/soak
 
 asan:
 	@bash scripts/deps.sh

@@ -1085,7 +1085,14 @@ static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at
 }
 
 static reply *handle_step_inc(loom_ps_server *s, job *j) {
-  int64_t gs = __atomic_add_fetch(&s->global_step, (int64_t)loom__ps_get64(j->body), __ATOMIC_RELAXED);
+  /* a peer's increment must not wrap (or overflow: UB) the step: refused, the step kept */
+  int64_t k = (int64_t)loom__ps_get64(j->body), gs = __atomic_load_n(&s->global_step, __ATOMIC_RELAXED), sum;
+  do {
+    if (__builtin_add_overflow(gs, k, &sum))
+      return JERR(LOOM_OUT_OF_RANGE, 0, "STEP_INC: global_step %lld + %lld does not fit in int64", (long long)gs,
+                  (long long)k);
+  } while (!__atomic_compare_exchange_n(&s->global_step, &gs, sum, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  gs = sum;
   uint8_t b[8];
   loom__ps_put64(b, (uint64_t)gs);
   return small_reply(j, b, 8, 0);

@@ -3,7 +3,8 @@
  * feature columns (with the analyzer) and the canned model built; nothing is
  * trained. The CLI ends a job-file error with exit(2): here exit returns to
  * the fuzzer with longjmp (what such an exit leaves allocated is not counted:
- * this target runs with -detect_leaks=0, and -close_fd_mask=2 silences the
+ * this target runs with leak detection off, fuzz/job.asan_options and -detect_leaks=0
+ * in fuzz/job.options, and -close_fd_mask=2 silences the
  * CLI's messages: fuzz/job.options). The model_dir is always a private
  * directory. */
 #include <errno.h>

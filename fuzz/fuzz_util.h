@@ -33,15 +33,31 @@ static inline void fz_cleanup(void) {
   if (fz_dir_path[0]) nftw(fz_dir_path, fz_rm, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* A private directory for this process ("/tmp/loom_fuzz_<name>_<pid>"), made once
+/* Where the per-input files go: $LOOM_FUZZ_TMPDIR, else /dev/shm when it is a
+ * writable directory, else $TMPDIR, else /tmp. A memory file system matters:
+ * each input rewrites a file with O_TRUNC, and on ext4 (auto_da_alloc) closing a
+ * truncated-and-rewritten file starts its writeback to disk, which made the
+ * file-based targets ~10x slower (300-800 executions/s instead of 3,000-4,000). */
+static inline const char *fz_tmp_root(void) {
+  const char *e = getenv("LOOM_FUZZ_TMPDIR");
+  if (e && *e) return e;
+  struct stat sb;
+  if (stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) && access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+  e = getenv("TMPDIR");
+  return e && *e ? e : "/tmp";
+}
+
+/* A private directory for this process ("<root>/loom_fuzz_<name>_<pid>"), made once
  * and removed at exit. */
 static inline const char *fz_dir(const char *name) {
   char *dir = fz_dir_path;
   if (!dir[0]) {
     atexit(fz_cleanup);
-    snprintf(dir, sizeof fz_dir_path, "%s/loom_fuzz_%s_%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name,
-             (int)getpid());
-    mkdir(dir, 0700);
+    snprintf(dir, sizeof fz_dir_path, "%s/loom_fuzz_%s_%d", fz_tmp_root(), name, (int)getpid());
+    if (mkdir(dir, 0700) != 0) {
+      perror(dir);
+      abort();
+    }
     loom_log_set(fz_quiet, NULL, LOOM_LOG_ERROR);
   }
   return dir;

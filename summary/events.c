@@ -88,6 +88,8 @@ static loom_code write_event(loom_event_writer *w, Tensorflow__Event *ev, loom_s
   return rc;
 }
 
+static long long ev_last_secs; /* the newest second this process named an event file with (atomic access) */
+
 loom_event_writer *loom_event_writer_new(const char *logdir, const char *filename_suffix, loom_status *st) {
   if (!logdir || !*logdir) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "event writer: logdir is empty");
@@ -108,14 +110,35 @@ loom_event_writer *loom_event_writer_new(const char *logdir, const char *filenam
     return NULL;
   }
   /* Never clobber another writer's file: a name taken (a writer created in
-   * the same second) moves on to the next second. */
-  long long secs = (long long)time(NULL);
+   * the same second) moves on to the next second, so names sort in creation
+   * order (TensorBoard reads a run's files in name order). This process
+   * starts after the newest second it has used: writers made faster than
+   * one a second (a loop of short train/evaluate calls) used to probe every
+   * name they had taken and, 1000 names ahead, failed with EEXIST; now only
+   * other processes' files are probed. */
+  long long secs = (long long)time(NULL), last = __atomic_load_n(&ev_last_secs, __ATOMIC_RELAXED);
+  if (secs <= last) secs = last + 1;
   FILE *f = NULL;
-  for (int tries = 0; tries < 1000 && !f; tries++, secs++) {
+  int tries = 0;
+  for (; tries < 1000 && !f; tries++, secs++) {
     snprintf(path, cap, "%s%sevents.out.tfevents.%010lld.%s%s", logdir,
              logdir[strlen(logdir) - 1] == '/' ? "" : "/", secs, host, suffix);
     f = fopen(path, "wbx");
     if (!f && errno != EEXIST) break;
+  }
+  if (f) {
+    long long used = secs - 1; /* the loop stepped past the name taken */
+    while (last < used &&
+           !__atomic_compare_exchange_n(&ev_last_secs, &last, used, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+  }
+  if (!f && tries == 1000) {
+    loom_status_set(st, LOOM_ALREADY_EXISTS,
+                    "event writer: no free file name in %s (the next 1000 seconds' names are taken, up to %s)", logdir,
+                    path);
+    loom__free(path);
+    loom__free(w);
+    return NULL;
   }
   if (!f) {
     loom_status_set(st, loom__errno_code(errno), "event writer: cannot create %s: %s", path, strerror(errno));

@@ -434,3 +434,67 @@ Test(reliability, event_file_length_larger_than_file_allocates_little) {
   cr_expect(biggest <= ((size_t)2 << 20), "allocated %zu bytes for a 12-byte file", biggest);
   loom_status_free(st);
 }
+
+/* Found by fuzz/fuzz_ps_frame.c: a STEP_INC whose k overflows the PS's
+ * int64 global step was signed-integer overflow (UB; it wrapped to a
+ * negative step in practice). It is refused with OUT_OF_RANGE now, the
+ * step stays as it was and the connection keeps working. */
+Test(reliability, ps_step_inc_overflow_is_refused) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 42;
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "start: %s", loom_status_message(st));
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.host = "127.0.0.1";
+  co.port = loom_ps_server_port(s);
+  co.placement_hash = 42;
+  co.timeout_s = 5;
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  cr_assert(c, "connect: %s", loom_status_message(st));
+  int64_t gs = 0;
+  cr_assert_eq(loom_ps_step_inc(c, INT64_MAX - 1, &gs, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(gs, INT64_MAX - 1);
+  cr_expect_eq(loom_ps_step_inc(c, 2, &gs, st), LOOM_OUT_OF_RANGE, "INT64_MAX - 1 + 2 gave step %lld", (long long)gs);
+  cr_expect(strstr(loom_status_message(st), "does not fit in int64"), "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_step_inc(c, 1, &gs, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_expect_eq(gs, INT64_MAX, "the step changed on the refused increment");
+  cr_assert_eq(loom_ps_step_inc(c, INT64_MIN, &gs, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_expect_eq(gs, -1);
+  cr_expect_eq(loom_ps_step_inc(c, INT64_MIN, &gs, st), LOOM_OUT_OF_RANGE, "-1 + INT64_MIN gave %lld", (long long)gs);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* Found by the soak test (make soak): event writers created faster than one
+ * a second in one logdir (a loop of short train/evaluate calls) each took
+ * the next free second's name by probing every name taken before, and the
+ * writer 1000 names ahead failed with "File exists" (after ~150 s of the
+ * soak loop). Now 1500 writers in a row all get a file, each name sorting
+ * after the one before (creation order, as TensorBoard reads them). */
+Test(reliability, event_writers_faster_than_one_a_second, .timeout = 60) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_rel_evn");
+  loom_status *st = loom_status_new();
+  char prev[1200] = "";
+  for (int i = 0; i < 1500; i++) {
+    loom_event_writer *w = loom_event_writer_new(dir, NULL, st);
+    cr_assert(w, "writer %d: %s", i, loom_status_message(st));
+    const char *p = loom_event_writer_path(w);
+    cr_assert(strcmp(p, prev) > 0, "writer %d: %s does not sort after %s", i, p, prev);
+    snprintf(prev, sizeof prev, "%s", p);
+    cr_assert_eq(loom_event_writer_add_scalar(w, "x", (double)i, i, st), LOOM_OK, "%s", loom_status_message(st));
+    loom_event_writer_free(w);
+  }
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (!strncmp(de->d_name, "events.out.tfevents.", 20)) n++;
+  closedir(d);
+  cr_expect_eq(n, 1500, "%d event files", n);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
