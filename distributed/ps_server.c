@@ -729,8 +729,16 @@ static reply *handle_init(loom_ps_server *s, shard *sh, job *j) {
   uint32_t len = j->h.body_len;
   if (len < 16) return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR body of %u bytes", len);
   uint32_t id = loom__ps_get32(b), opt = loom__ps_get32(b + 4), ndim = loom__ps_get32(b + 8);
-  if (ndim > LOOM_MAX_DIMS || id >= MAX_VARS || opt >= LOOM_PS_OPT_COUNT)
-    return JERR(LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u, optimizer %u, rank %u out of range", id, opt, ndim);
+  /* The variable table is indexed by id: an id is bounded by the shards the
+   * placement can have (each variable in at most num_ps parts), so a peer
+   * cannot make the PS allocate a table for ids it will never use. */
+  uint64_t max_ids = MAX_VARS;
+  if (s->o.num_vars > 0 && s->o.num_ps > 0 && (uint64_t)s->o.num_vars * (uint64_t)s->o.num_ps < max_ids)
+    max_ids = (uint64_t)s->o.num_vars * (uint64_t)s->o.num_ps;
+  if (ndim > LOOM_MAX_DIMS || id >= max_ids || opt >= LOOM_PS_OPT_COUNT)
+    return JERR(LOOM_INVALID_ARGUMENT, 0,
+                "INIT_VAR: var %u (ids < %llu for %d variables on %d PS), optimizer %u, rank %u out of range", id,
+                (unsigned long long)max_ids, s->o.num_vars, s->o.num_ps, opt, ndim);
   size_t off = 16 + 8 * (size_t)ndim;
   if (len < off + 32) return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR body of %u bytes is truncated", len);
   psvar nv;
@@ -1070,6 +1078,11 @@ static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at
     STAT_ADD(s, updates, 1);
     return version_reply(j, v->version, 0);
   }
+  /* the reply must fit in a frame the client accepts: never build one larger than max_frame */
+  if (8 + (uint64_t)n * (uint64_t)v->row * 4 > (uint64_t)s->o.max_frame)
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "%s of var %u: %llu rows of %lld floats would make a reply over max_frame "
+                "(%u bytes); pull fewer rows per request", what, id, (unsigned long long)n, (long long)v->row,
+                (unsigned)s->o.max_frame);
   for (uint64_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= v->nrows)
       return JERR(LOOM_INVALID_ARGUMENT, 0, "%s of var %u: ids[%llu] = %lld is not in [0, %lld)", what, id,

@@ -58,7 +58,7 @@ static loom_ps_client *connect_ok(loom_ps_server *s, uint64_t hash, const char *
   } while (0)
 
 Test(ps, sgd_exact_values_three_workers_and_step_inc) {
-  loom_ps_server *s = start_ps(42, 1, 1, NULL);
+  loom_ps_server *s = start_ps(42, 1, 8, NULL); /* ids 0..7 */
   loom_ps_client *w[3];
   for (int i = 0; i < 3; i++) w[i] = connect_ok(s, 42, NULL);
   loom_status *st = loom_status_new();
@@ -114,7 +114,7 @@ Test(ps, sgd_exact_values_three_workers_and_step_inc) {
 }
 
 Test(ps, sparse_rows_empty_duplicate_unsorted_and_out_of_range) {
-  loom_ps_server *s = start_ps(1, 1, 1, NULL);
+  loom_ps_server *s = start_ps(1, 1, 2, NULL);
   loom_ps_client *c = connect_ok(s, 1, NULL);
   loom_status *st = loom_status_new();
   int64_t dims[2] = {5, 2};
@@ -2108,5 +2108,37 @@ Test(ps, overlapped_exchange_is_one_step_delayed_sgd) {
   loom_ps_placement_free(p);
   loom_session_free(s);
   loom_graph_free(g);
+  loom_status_free(st);
+}
+
+/* A peer cannot make the PS allocate for what it will never hold: a variable
+ * id beyond the placement's shards (num_vars x num_ps) and a row pull whose
+ * reply would exceed max_frame are refused with an error reply naming the
+ * limit; the connection and the PS go on serving. */
+Test(ps, init_var_id_and_row_pull_reply_bounded) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 5, o.num_ps = 2, o.num_vars = 3; /* at most 6 shard ids */
+  o.max_frame = 4096;
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  loom_ps_client *c = connect_ok(s, 5, NULL);
+  int64_t dims[2] = {100, 4};
+  float v[400], hyper[8] = {1.0f}, out[4 * 300];
+  for (int i = 0; i < 400; i++) v[i] = (float)i;
+  cr_assert_eq(loom_ps_init_var(c, (1u << 20) - 1, 2, dims, LOOM_PS_SGD, hyper, v, NULL, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "ids < 6"), "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_init_var(c, 6, 2, dims, LOOM_PS_SGD, hyper, v, NULL, st), LOOM_INVALID_ARGUMENT);
+  OK(loom_ps_init_var(c, 5, 2, dims, LOOM_PS_SGD, hyper, v, NULL, st));
+  /* 300 ids (repeats allowed) ask for 4808 reply bytes > 4096; 200 ask for 3208 */
+  int64_t ids[300];
+  for (int i = 0; i < 300; i++) ids[i] = (i * 7) % 100;
+  cr_assert_eq(loom_ps_pull_rows(c, 5, ids, 300, 4, out, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "max_frame"), "%s", loom_status_message(st));
+  OK(loom_ps_pull_rows(c, 5, ids, 200, 4, out, st));
+  for (int i = 0; i < 200; i++)
+    for (int k = 0; k < 4; k++) cr_assert_eq(out[4 * i + k], v[4 * ids[i] + k]);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
   loom_status_free(st);
 }
