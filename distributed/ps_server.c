@@ -398,6 +398,23 @@ static reply *error_reply(loom_ps_server *s, conn *c, const loom_ps_hdr *req, ui
   return r;
 }
 
+/* Half-close / EOF handling: a connection that owes a closing reply
+ * (close_after) takes no more requests, but it keeps reading, into the
+ * sink (on_alloc; on_read discards the bytes), so that the peer's EOF or
+ * reset still closes it at once. Its closing reply may wait behind earlier
+ * requests a shard holds (a PULL_ROWS_AT or SYNC push, up to sync_timeout_s,
+ * 30 s by default); before, reading stopped here, so a client that sent
+ * such a request, then a bad frame, then half-closed saw no EOF until the
+ * hold expired (the fuzz_ps_frame replay's "did not close a half-closed
+ * connection in 10 s"). */
+static void conn_drain(conn *c) {
+  c->state = ST_DRAINING;
+  if (!c->reading && !uv_is_closing((uv_handle_t *)&c->tcp)) {
+    c->reading = 1;
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  }
+}
+
 /* Sends the replies that are next in the connection's order. */
 static void conn_flush(conn *c) {
   for (;;) {
@@ -417,11 +434,7 @@ static void conn_flush(conn *c) {
       conn_close(c);
       return;
     }
-    if (close_after && c->state < ST_DRAINING) { /* read nothing more; close once written */
-      c->state = ST_DRAINING;
-      if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
-      c->reading = 0;
-    }
+    if (close_after && c->state < ST_DRAINING) conn_drain(c); /* close once written */
   }
   conn_update_reading(c);
 }
@@ -448,11 +461,7 @@ static void loop_error(conn *c, uint32_t code, int close_after, const char *fmt,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   loop_answer(c, error_reply(c->srv, c, &c->h, code, close_after, "%s", msg));
-  if (close_after && c->state < ST_DRAINING) {
-    c->state = ST_DRAINING;
-    if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
-    c->reading = 0;
-  }
+  if (close_after && c->state < ST_DRAINING) conn_drain(c);
 }
 /* ---------------- variables and optimizers ---------------- */
 
@@ -2019,9 +2028,11 @@ static void shards_stop(loom_ps_server *s) {
   }
   for (job *j = stack_take(&s->completed); j;) {
     job *n = j->next;
-    if (j->c) j->c->inflight--;
+    conn *c = j->c;
     reply_free(j->out);
     job_free(j);
+    /* a connection closed before the stop (EOF while a shard held its request): freed with its last job */
+    if (c && --c->inflight == 0 && c->closed) conn_free(c);
     j = n;
   }
 }
