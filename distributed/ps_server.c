@@ -46,6 +46,7 @@
 #include "loom/loom_checkpoint.h"
 #include "loom/loom_distributed.h"
 #include <errno.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #define MAX_VARS (1u << 20)
@@ -2054,6 +2055,18 @@ static void on_timer(uv_timer_t *t) {
       c->h.opcode = 0;
       c->h.request_id = 0;
       loop_error(c, LOOM_DEADLINE_EXCEEDED, 1, "no authentication within %.1f s", hs);
+    } else if (c->state == ST_READY && !c->reading && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+               uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= MAX_QUEUED_REPLY_BYTES) {
+      /* Half-close / EOF handling: reading is paused at the in-flight caps, so on_read cannot see the
+       * peer's EOF, and a request a shard holds (up to sync_timeout_s) may keep it paused: when nothing
+       * but the EOF (or an error) is left in the socket, close now, as on_read does. Unread requests
+       * are left for later; a pause for unsent replies ends as the peer reads them. */
+      uv_os_fd_t fd;
+      char b;
+      if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) conn_close(c);
+      }
     }
   if (s->o.idle_exit_s > 0 && s->nconns == 0 && (double)(now - s->last_activity_ms) > s->o.idle_exit_s * 1000.0) {
     loom__log(LOOM_LOG_INFO, "ps :%d: idle for %.1f s with no connection; exiting", s->port, s->o.idle_exit_s);

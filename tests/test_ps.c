@@ -2156,5 +2156,28 @@ Test(ps, half_close_with_held_request_and_closing_reply_owed_sees_eof) {
   cr_assert_eq(ss.sync_timeouts, 0); /* both requests still held: the EOFs did not wait for them */
   loom_ps_client_free(c0);
   loom_ps_server_stop(s);
+  /* back-pressure: with max_inflight_requests 1 the held request pauses reading, so the EOF is not read
+   * by on_read; the PS's timer looks for it on paused connections (a 1-byte MSG_PEEK) */
+  o.max_inflight_requests = 1;
+  s = start_ps_opts(o);
+  c0 = connect_ok(s, 17, NULL);
+  OK(loom_ps_init_var(c0, 0, 2, dims, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  loom_ps_client *c = connect_ok(s, 17, NULL);
+  uint8_t fixed[16];
+  loom__ps_put32(fixed, 0);
+  loom__ps_put32(fixed + 4, 200); /* over 1 KiB of body: a shard thread takes it (not run inline on the loop) */
+  loom__ps_put64(fixed + 8, 1000);
+  int64_t ids[200];
+  for (int i = 0; i < 200; i++) ids[i] = i % 4;
+  OK(loom__ps_send(c, LOOM_PS_PULL_ROWS_AT, fixed, sizeof fixed, ids, sizeof ids, NULL, 0, st));
+  cr_assert_eq(shutdown(c->fd, SHUT_WR), 0);
+  cr_assert(wait_closed(c->fd, NULL), "the PS did not close a half-closed connection paused at its cap in 5 s");
+  loom_ps_client_free(c);
+  still_serving(s, 17, NULL);
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_timeouts, 0);
+  cr_assert_gt(ss.inflight_pauses, 0);
+  loom_ps_client_free(c0);
+  loom_ps_server_stop(s);
   loom_status_free(st);
 }
