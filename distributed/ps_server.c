@@ -46,6 +46,7 @@
 #include "loom/loom_checkpoint.h"
 #include "loom/loom_distributed.h"
 #include <errno.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #define MAX_VARS (1u << 20)
@@ -398,6 +399,23 @@ static reply *error_reply(loom_ps_server *s, conn *c, const loom_ps_hdr *req, ui
   return r;
 }
 
+/* Half-close / EOF handling: a connection that owes a closing reply
+ * (close_after) takes no more requests, but it keeps reading, into the
+ * sink (on_alloc; on_read discards the bytes), so that the peer's EOF or
+ * reset still closes it at once. Its closing reply may wait behind earlier
+ * requests a shard holds (a PULL_ROWS_AT or SYNC push, up to sync_timeout_s,
+ * 30 s by default); before, reading stopped here, so a client that sent
+ * such a request, then a bad frame, then half-closed saw no EOF until the
+ * hold expired (the fuzz_ps_frame replay's "did not close a half-closed
+ * connection in 10 s"). */
+static void conn_drain(conn *c) {
+  c->state = ST_DRAINING;
+  if (!c->reading && !uv_is_closing((uv_handle_t *)&c->tcp)) {
+    c->reading = 1;
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  }
+}
+
 /* Sends the replies that are next in the connection's order. */
 static void conn_flush(conn *c) {
   for (;;) {
@@ -417,11 +435,7 @@ static void conn_flush(conn *c) {
       conn_close(c);
       return;
     }
-    if (close_after && c->state < ST_DRAINING) { /* read nothing more; close once written */
-      c->state = ST_DRAINING;
-      if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
-      c->reading = 0;
-    }
+    if (close_after && c->state < ST_DRAINING) conn_drain(c); /* close once written */
   }
   conn_update_reading(c);
 }
@@ -448,11 +462,7 @@ static void loop_error(conn *c, uint32_t code, int close_after, const char *fmt,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   loop_answer(c, error_reply(c->srv, c, &c->h, code, close_after, "%s", msg));
-  if (close_after && c->state < ST_DRAINING) {
-    c->state = ST_DRAINING;
-    if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
-    c->reading = 0;
-  }
+  if (close_after && c->state < ST_DRAINING) conn_drain(c);
 }
 /* ---------------- variables and optimizers ---------------- */
 
@@ -2032,9 +2042,11 @@ static void shards_stop(loom_ps_server *s) {
   }
   for (job *j = stack_take(&s->completed); j;) {
     job *n = j->next;
-    if (j->c) j->c->inflight--;
+    conn *c = j->c;
     reply_free(j->out);
     job_free(j);
+    /* a connection closed before the stop (EOF while a shard held its request): freed with its last job */
+    if (c && --c->inflight == 0 && c->closed) conn_free(c);
     j = n;
   }
 }
@@ -2056,6 +2068,18 @@ static void on_timer(uv_timer_t *t) {
       c->h.opcode = 0;
       c->h.request_id = 0;
       loop_error(c, LOOM_DEADLINE_EXCEEDED, 1, "no authentication within %.1f s", hs);
+    } else if (c->state == ST_READY && !c->reading && !uv_is_closing((uv_handle_t *)&c->tcp) &&
+               uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= MAX_QUEUED_REPLY_BYTES) {
+      /* Half-close / EOF handling: reading is paused at the in-flight caps, so on_read cannot see the
+       * peer's EOF, and a request a shard holds (up to sync_timeout_s) may keep it paused: when nothing
+       * but the EOF (or an error) is left in the socket, close now, as on_read does. Unread requests
+       * are left for later; a pause for unsent replies ends as the peer reads them. */
+      uv_os_fd_t fd;
+      char b;
+      if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) conn_close(c);
+      }
     }
   if (s->o.idle_exit_s > 0 && s->nconns == 0 && (double)(now - s->last_activity_ms) > s->o.idle_exit_s * 1000.0) {
     loom__log(LOOM_LOG_INFO, "ps :%d: idle for %.1f s with no connection; exiting", s->port, s->o.idle_exit_s);

@@ -1972,6 +1972,77 @@ Test(ps, replies_in_order_behind_held_request) {
   loom_status_free(st);
 }
 
+/* Half-close while a shard holds a request (fuzz_ps_frame replay hang): a
+ * PULL_ROWS_AT waiting for a version that never comes (held up to
+ * sync_timeout_s, 30 s here), then a frame with an unknown opcode (answered
+ * with an error that closes the connection, but only after the held
+ * request's reply, in request order), then shutdown(SHUT_WR). The PS must
+ * notice the EOF and close at once (before the fix it had stopped reading
+ * when it queued the closing reply, so the EOF went unread and the client
+ * saw nothing for 30 s). Also the plain case (held request, no bad frame,
+ * half-close), and the PS serves other clients, the held request's shard
+ * included, throughout; the stop frees the closed connections whose
+ * requests are still held (LeakSanitizer under `make asan`). */
+Test(ps, half_close_with_held_request_and_closing_reply_owed_sees_eof) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 17;
+  o.sync_timeout_s = 30;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_client *c0 = connect_ok(s, 17, NULL);
+  int64_t dims[2] = {4, 2};
+  float v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+  OK(loom_ps_init_var(c0, 0, 2, dims, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  for (int bad = 0; bad < 2; bad++) {
+    loom_ps_client *c = connect_ok(s, 17, NULL);
+    uint8_t fixed[16];
+    loom__ps_put32(fixed, 0);      /* var 0 */
+    loom__ps_put32(fixed + 4, 1);  /* one id */
+    loom__ps_put64(fixed + 8, 1000); /* min_version: far ahead of version 0 */
+    int64_t id = 1;
+    OK(loom__ps_send(c, LOOM_PS_PULL_ROWS_AT, fixed, sizeof fixed, &id, sizeof id, NULL, 0, st));
+    if (bad) OK(loom__ps_send(c, 99, NULL, 0, NULL, 0, NULL, 0, st)); /* unknown opcode: a closing error reply */
+    cr_assert_eq(shutdown(c->fd, SHUT_WR), 0);
+    cr_assert(wait_closed(c->fd, NULL), "the PS did not close a half-closed connection (bad frame: %d) in 5 s", bad);
+    loom_ps_client_free(c);
+    /* the others are served, on the held request's shard too */
+    uint64_t ver = 99;
+    OK(loom_ps_pull(c0, 0, out, 8, &ver, NULL, st));
+    cr_assert_eq(ver, 0);
+    for (int i = 0; i < 8; i++) cr_assert_eq(out[i], v[i]);
+  }
+  still_serving(s, 17, NULL);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_timeouts, 0); /* both requests still held: the EOFs did not wait for them */
+  loom_ps_client_free(c0);
+  loom_ps_server_stop(s);
+  /* back-pressure: with max_inflight_requests 1 the held request pauses reading, so the EOF is not read
+   * by on_read; the PS's timer looks for it on paused connections (a 1-byte MSG_PEEK) */
+  o.max_inflight_requests = 1;
+  s = start_ps_opts(o);
+  c0 = connect_ok(s, 17, NULL);
+  OK(loom_ps_init_var(c0, 0, 2, dims, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  loom_ps_client *c = connect_ok(s, 17, NULL);
+  uint8_t fixed[16];
+  loom__ps_put32(fixed, 0);
+  loom__ps_put32(fixed + 4, 200); /* over 1 KiB of body: a shard thread takes it (not run inline on the loop) */
+  loom__ps_put64(fixed + 8, 1000);
+  int64_t ids[200];
+  for (int i = 0; i < 200; i++) ids[i] = i % 4;
+  OK(loom__ps_send(c, LOOM_PS_PULL_ROWS_AT, fixed, sizeof fixed, ids, sizeof ids, NULL, 0, st));
+  cr_assert_eq(shutdown(c->fd, SHUT_WR), 0);
+  cr_assert(wait_closed(c->fd, NULL), "the PS did not close a half-closed connection paused at its cap in 5 s");
+  loom_ps_client_free(c);
+  still_serving(s, 17, NULL);
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_timeouts, 0);
+  cr_assert_gt(ss.inflight_pauses, 0);
+  loom_ps_client_free(c0);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
 /* A step with more than the PS's 64 MiB reply cap on one PS (5 variables
  * of 16 MB): the cluster client reads replies while still sending (at most
  * 16 MiB + one reply owed per PS), so the PS never has to stop reading it
