@@ -342,10 +342,15 @@ static void write_done(uv_write_t *req, int status) {
   if (status == 0) STAT_ADD(c->srv, bytes_out, (int64_t)(r->len + r->ext_len));
   int close_after = r->close_after;
   reply_free(r);
-  if (c->state == ST_CLOSING || uv_is_closing((uv_handle_t *)&c->tcp)) return;
-  if (close_after == 2) { /* SHUTDOWN acknowledged: stop the whole server */
+  /* SHUTDOWN acknowledged: stop the whole server, even when the peer has
+   * already closed (a draining connection keeps reading, so its EOF can be
+   * seen before this callback runs) */
+  if (close_after == 2) {
     uv_async_send(&c->srv->stop_async);
-  } else if (close_after || status < 0) {
+    return;
+  }
+  if (c->state == ST_CLOSING || uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  if (close_after || status < 0) {
     conn_close(c);
   } else {
     conn_update_reading(c);
