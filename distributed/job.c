@@ -1302,27 +1302,12 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
     loom_params_set(e->params, "task_type", j.type, NULL);
   }
   jlog(&j, LOOM_LOG_INFO, "starting (%d PS, %d workers, model_dir %s)", j.num_ps, j.num_workers, e->model_dir);
-  /* A PS killed while a request is being written must not kill this
-   * process: the client's writev to the dead socket raises SIGPIPE. The
-   * default action (terminate) is replaced by "ignore" for the job (then
-   * writev fails with EPIPE and the reconnect path runs); a handler the
-   * program installed itself is left alone. */
-  struct sigaction old_pipe;
-  int pipe_set = 0;
-  if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler == SIG_DFL) {
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    pipe_set = sigaction(SIGPIPE, &ign, NULL) == 0;
-  }
   if (!strcmp(j.type, "ps"))
     rc = run_ps(&j, ts, st);
   else if (is_eval)
     rc = run_evaluator(&j, ts, es, out, st);
   else
     rc = run_trainer(&j, ts, st);
-  if (pipe_set) sigaction(SIGPIPE, &old_pipe, NULL);
 done:
   if (rc != LOOM_OK) {
     const char *m = loom_status_message(st);

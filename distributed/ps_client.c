@@ -4,7 +4,7 @@
  * timeout. Requests are split into a send half and a receive half so that
  * the cluster client (ps_cluster.c) can put one request on every PS before
  * reading any reply: different PS tasks work in parallel with no extra
- * thread. Gradients are sent from the caller's buffer (writev) and values
+ * thread. Gradients are sent from the caller's buffer (sendmsg, gathered) and values
  * received into the caller's buffer, the CRC computed on the way; the
  * client's own buffers are reused, so a steady-state step allocates nothing. */
 #include <errno.h>
@@ -54,7 +54,13 @@ static loom_code send_iov(loom_ps_client *c, struct iovec *iov, int n, loom_stat
   if (c->fd < 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: not connected", c->addr);
   double deadline = mono_s() + c->timeout_s;
   while (n > 0) {
-    ssize_t w = writev(c->fd, iov, n);
+    /* MSG_NOSIGNAL: a PS that died mid-request is EPIPE here (the caller
+     * reconnects), not a SIGPIPE that ends the whole process */
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = iov;
+    m.msg_iovlen = (size_t)n;
+    ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {

@@ -352,13 +352,15 @@ static void group_by_shard(loom_ps_worker *w, int var, struct wsparse *q, const 
   }
 }
 
-static loom_code dedup_rows(loom_ps_worker *w, int var, const loom_tensor *vt, const loom_tensor *it, int64_t row,
-                            int64_t nrows, loom_status *st) {
+/* The ids of indices tensor it (n of them) as (id, position) pairs sorted by
+ * id into w->pairs (*k of them), with var's id buffers grown to n. Pruned
+ * ids (the minimum of the dtype) have no row and are skipped; another id
+ * outside [0, nrows) is an error when strict, else skipped (the gradient
+ * step reports it). */
+static loom_code sorted_pairs(loom_ps_worker *w, int var, const loom_tensor *it, int64_t nrows, int strict,
+                              int64_t *k_out, loom_status *st) {
   struct wsparse *q = &w->sp[var];
   int64_t n = loom_tensor_numel(it);
-  if (loom_tensor_numel(vt) != n * row)
-    return loom_status_set(st, LOOM_INTERNAL, "variable %s: sparse gradient of %lld values for %lld ids of %lld",
-                           w->e[var]->name, (long long)loom_tensor_numel(vt), (long long)n, (long long)row);
   if (n > w->cap_pairs) {
     void *a = loom__realloc(w->pairs, (size_t)n * sizeof *w->pairs);
     if (!a) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld ids", (long long)n);
@@ -372,24 +374,39 @@ static loom_code dedup_rows(loom_ps_worker *w, int var, const loom_tensor *vt, c
       return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld ids", (long long)n);
     q->cap = n;
   }
-  if (n * row > q->cap_sum) {
-    if (grow_f32(&q->usum, n * row) || grow_f32(&q->lsum, n * row))
-      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld gradient rows", (long long)n);
-    q->cap_sum = n * row;
-  }
   int i32 = loom_tensor_dtype(it) == LOOM_I32;
   const void *ix = loom_tensor_data_const(it);
   int64_t k = 0;
   for (int64_t i = 0; i < n; i++) {
     int64_t id = i32 ? ((const int32_t *)ix)[i] : ((const int64_t *)ix)[i];
     if (id == (i32 ? (int64_t)INT32_MIN : INT64_MIN)) continue; /* a pruned id: no row */
-    if (id < 0 || id >= nrows)
+    if (id < 0 || id >= nrows) {
+      if (!strict) continue;
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "variable %s: gradient id %lld is not in [0, %lld)",
                              w->e[var]->name, (long long)id, (long long)nrows);
+    }
     w->pairs[k].id = id;
     w->pairs[k++].pos = i;
   }
   qsort(w->pairs, (size_t)k, sizeof *w->pairs, pair_cmp);
+  *k_out = k;
+  return LOOM_OK;
+}
+
+static loom_code dedup_rows(loom_ps_worker *w, int var, const loom_tensor *vt, const loom_tensor *it, int64_t row,
+                            int64_t nrows, loom_status *st) {
+  struct wsparse *q = &w->sp[var];
+  int64_t n = loom_tensor_numel(it), k = 0;
+  if (loom_tensor_numel(vt) != n * row)
+    return loom_status_set(st, LOOM_INTERNAL, "variable %s: sparse gradient of %lld values for %lld ids of %lld",
+                           w->e[var]->name, (long long)loom_tensor_numel(vt), (long long)n, (long long)row);
+  if (n * row > q->cap_sum) {
+    if (grow_f32(&q->usum, n * row) || grow_f32(&q->lsum, n * row))
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld gradient rows", (long long)n);
+    q->cap_sum = n * row;
+  }
+  loom_code rc = sorted_pairs(w, var, it, nrows, 1, &k, st);
+  if (rc) return rc;
   const float *G = loom_tensor_data_const(vt);
   int64_t nu = 0;
   for (int64_t i = 0; i < k;) {
@@ -464,31 +481,9 @@ static loom_code sparse_io(loom_ps_worker *w, int var, int send, loom_status *st
  * (no gradient rows). */
 static loom_code batch_ids(loom_ps_worker *w, int var, const loom_tensor *it, loom_status *st) {
   struct wsparse *q = &w->sp[var];
-  const loom_ps_var_spec *vs = loom_ps_placement_var(w->p, var);
-  int64_t n = loom_tensor_numel(it), nrows = vs->dims[0];
-  if (n > w->cap_pairs) {
-    void *a = loom__realloc(w->pairs, (size_t)n * sizeof *w->pairs);
-    if (!a) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld ids", (long long)n);
-    w->pairs = a;
-    w->cap_pairs = n;
-  }
-  if (!q->off && grow_i64(&q->off, w->nsh[var] + 1))
-    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: out of memory");
-  if (n > q->cap) {
-    if (grow_i64(&q->uids, n) || grow_i64(&q->gids, n) || grow_i64(&q->lids, n))
-      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld ids", (long long)n);
-    q->cap = n;
-  }
-  int i32 = loom_tensor_dtype(it) == LOOM_I32;
-  const void *ix = loom_tensor_data_const(it);
   int64_t k = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t id = i32 ? ((const int32_t *)ix)[i] : ((const int64_t *)ix)[i];
-    if (id < 0 || id >= nrows) continue; /* pruned or out of range: the gradient step reports it */
-    w->pairs[k].id = id;
-    w->pairs[k++].pos = i;
-  }
-  qsort(w->pairs, (size_t)k, sizeof *w->pairs, pair_cmp);
+  loom_code rc = sorted_pairs(w, var, it, loom_ps_placement_var(w->p, var)->dims[0], 0, &k, st);
+  if (rc) return rc;
   int64_t nu = 0;
   for (int64_t i = 0; i < k; i++)
     if (!nu || w->pairs[i].id != q->uids[nu - 1]) q->uids[nu++] = w->pairs[i].id;
