@@ -1,6 +1,8 @@
 /* data/tfrecord.c - TFRecord files of tf.Example: the dataset
  * (tf.data.TFRecordDataset + tf.io.parse_single_example), the writer and
- * tf.Example serialization (protobuf-c, proto/example.proto). */
+ * tf.Example serialization (protobuf-c, proto/example.proto); decoding goes
+ * through the wire decoder shared with the LoomParseExample op
+ * (base/tf_example.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,19 +10,7 @@
 #include "data/data_impl.h"
 #include "base/record_io.h"
 #include "proto/example.pb-c.h"
-
-/* ======================================================================
- * protobuf-c through loom's allocator
- * ====================================================================== */
-static void *pb_alloc(void *u, size_t n) {
-  (void)u;
-  return loom__malloc(n);
-}
-static void pb_free(void *u, void *p) {
-  (void)u;
-  loom__free(p);
-}
-static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+#include "base/tf_example.h"
 
 /* ======================================================================
  * Serialization
@@ -145,20 +135,6 @@ out:
 /* ======================================================================
  * Parsing (tf.io.parse_single_example)
  * ====================================================================== */
-static const char *kind_name(Tensorflow__Feature__KindCase k) {
-  switch (k) {
-    case TENSORFLOW__FEATURE__KIND_FLOAT_LIST: return "float_list";
-    case TENSORFLOW__FEATURE__KIND_INT64_LIST: return "int64_list";
-    case TENSORFLOW__FEATURE__KIND_BYTES_LIST: return "bytes_list";
-    default: return "no value";
-  }
-}
-static Tensorflow__Feature__KindCase dtype_kind(loom_dtype dt) {
-  return dt == LOOM_F32 ? TENSORFLOW__FEATURE__KIND_FLOAT_LIST
-         : dt == LOOM_I64 ? TENSORFLOW__FEATURE__KIND_INT64_LIST
-                          : TENSORFLOW__FEATURE__KIND_BYTES_LIST;
-}
-
 /* "file X: record N" or "serialized example N" into buf. */
 static const char *where(char *buf, size_t cap, const char *path, int64_t index) {
   if (path)
@@ -168,19 +144,18 @@ static const char *where(char *buf, size_t cap, const char *path, int64_t index)
   return buf;
 }
 
-/* Copies count values of a feature (or a default) into t[0..count). */
-static loom_code fill_values(loom_tensor *t, const Tensorflow__Feature *f, loom_status *st) {
-  switch (f->kind_case) {
-    case TENSORFLOW__FEATURE__KIND_FLOAT_LIST:
-      if (f->float_list->n_value) memcpy(loom_tensor_data(t), f->float_list->value, f->float_list->n_value * sizeof(float));
+/* Copies the values of a feature (or a default) into t[0..count). */
+static loom_code fill_values(loom_tensor *t, const loom_exlist *f, loom_status *st) {
+  switch (f->kind) {
+    case LOOM_EXK_FLOAT:
+      if (f->n) memcpy(loom_tensor_data(t), f->f, f->n * sizeof(float));
       return LOOM_OK;
-    case TENSORFLOW__FEATURE__KIND_INT64_LIST:
-      if (f->int64_list->n_value) memcpy(loom_tensor_data(t), f->int64_list->value, f->int64_list->n_value * sizeof(int64_t));
+    case LOOM_EXK_INT64:
+      if (f->n) memcpy(loom_tensor_data(t), f->i, f->n * sizeof(int64_t));
       return LOOM_OK;
     default:
-      for (size_t j = 0; j < f->bytes_list->n_value; j++) {
-        const ProtobufCBinaryData *b = &f->bytes_list->value[j];
-        loom_code rc = loom_tensor_set_string(t, (int64_t)j, (const char *)b->data, b->len, st);
+      for (size_t j = 0; j < f->n; j++) {
+        loom_code rc = loom_tensor_set_string(t, (int64_t)j, (const char *)f->b[j].data, f->b[j].len, st);
         if (rc) return rc;
       }
       return LOOM_OK;
@@ -190,14 +165,7 @@ static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
 }
-static size_t feature_count(const Tensorflow__Feature *f) {
-  switch (f->kind_case) {
-    case TENSORFLOW__FEATURE__KIND_FLOAT_LIST: return f->float_list->n_value;
-    case TENSORFLOW__FEATURE__KIND_INT64_LIST: return f->int64_list->n_value;
-    case TENSORFLOW__FEATURE__KIND_BYTES_LIST: return f->bytes_list->n_value;
-    default: return 0;
-  }
-}
+static size_t feature_count(const loom_exlist *f) { return f->n; }
 
 /* The effective kind of a spec entry (kind 0 with varlen = VarLen). */
 static int spec_kind(const loom_feature_spec *s) {
@@ -213,25 +181,19 @@ static const char *spec_kind_name(int k) {
   }
 }
 
-/* The feature called key (the last duplicate wins); NULL when absent or
- * when it has no list set. */
-static const Tensorflow__Feature *find_feature(const Tensorflow__Example *ex, const char *key) {
-  const Tensorflow__Feature *f = NULL;
-  if (ex->features)
-    for (size_t j = 0; j < ex->features->n_feature; j++) {
-      const Tensorflow__Features__FeatureEntry *e = ex->features->feature[j];
-      if (e->key && !strcmp(e->key, key)) f = e->value;
-    }
-  if (f && f->kind_case == TENSORFLOW__FEATURE__KIND__NOT_SET) f = NULL;
-  return f;
+/* The feature called key (the last duplicate wins) in *buf, returned;
+ * NULL when absent or when it has no list set. */
+static const loom_exlist *find_feature(const loom_example *ex, const char *key, loom_exlist *buf) {
+  return loom__tfex_find(ex, key, buf) ? buf : NULL;
 }
 
 /* Error unless f (when present) holds the list of dtype dt. */
-static loom_code check_list(const Tensorflow__Feature *f, loom_dtype dt, const char *key, const char *wh,
+static loom_code check_list(const loom_exlist *f, loom_dtype dt, const char *key, const char *wh,
                             loom_status *st) {
-  if (!f || f->kind_case == dtype_kind(dt)) return LOOM_OK;
+  if (!f || f->kind == loom__tfex_dtype_kind(dt)) return LOOM_OK;
   return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature '%s' is a %s, the spec wants %s (%s)", wh, key,
-                         kind_name(f->kind_case), kind_name(dtype_kind(dt)), loom_dtype_name(dt));
+                         loom__tfex_kind_name(f->kind), loom__tfex_kind_name(loom__tfex_dtype_kind(dt)),
+                         loom_dtype_name(dt));
 }
 
 /* Ragged form of a SparseFeature row: out[0] the values in ascending
@@ -245,7 +207,7 @@ static int cmp_idx_pos(const void *a, const void *b) {
   const idx_pos *x = a, *y = b;
   return (x->idx > y->idx) - (x->idx < y->idx);
 }
-static loom_code sparse_ragged(const Tensorflow__Feature *fi, const Tensorflow__Feature *fv, const loom_feature_spec *s,
+static loom_code sparse_ragged(const loom_exlist *fi, const loom_exlist *fv, const loom_feature_spec *s,
                                size_t n, int sorted, loom_tensor **out, loom_status *st) {
   int64_t cnt = (int64_t)n, two = 2;
   loom_code rc = loom__ds_ensure(&out[0], s->dtype, 1, &cnt, st);
@@ -259,16 +221,16 @@ static loom_code sparse_ragged(const Tensorflow__Feature *fi, const Tensorflow__
   if (!sorted && !s->already_sorted) {
     if (!(order = loom__malloc(n * sizeof *order)))
       return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "SparseFeature '%s': out of memory", s->name);
-    for (size_t j = 0; j < n; j++) order[j] = (idx_pos){fi->int64_list->value[j], j};
+    for (size_t j = 0; j < n; j++) order[j] = (idx_pos){fi->i[j], j};
     qsort(order, n, sizeof *order, cmp_idx_pos); /* indices are distinct (checked) */
   }
   for (size_t j = 0; j < n && !rc; j++) {
     size_t p = order ? order[j].pos : j;
     switch (s->dtype) {
-      case LOOM_F32: ((float *)loom_tensor_data(out[0]))[j] = fv->float_list->value[p]; break;
-      case LOOM_I64: ((int64_t *)loom_tensor_data(out[0]))[j] = fv->int64_list->value[p]; break;
+      case LOOM_F32: ((float *)loom_tensor_data(out[0]))[j] = fv->f[p]; break;
+      case LOOM_I64: ((int64_t *)loom_tensor_data(out[0]))[j] = fv->i[p]; break;
       default: {
-        const ProtobufCBinaryData *v = &fv->bytes_list->value[p];
+        const loom_exbytes *v = &fv->b[p];
         rc = loom_tensor_set_string(out[0], (int64_t)j, (const char *)v->data, v->len, st);
       }
     }
@@ -279,9 +241,10 @@ static loom_code sparse_ragged(const Tensorflow__Feature *fi, const Tensorflow__
 
 /* SparseFeature spec s -> its dense [size] equivalent in *out (or the
  * ragged pair out[0], out[1] with s->ragged). */
-static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_spec *s, loom_tensor **out,
+static loom_code parse_sparse(const loom_example *ex, const loom_feature_spec *s, loom_tensor **out,
                               const char *wh, loom_status *st) {
-  const Tensorflow__Feature *fi = find_feature(ex, s->index_key), *fv = find_feature(ex, s->value_key);
+  loom_exlist fib, fvb;
+  const loom_exlist *fi = find_feature(ex, s->index_key, &fib), *fv = find_feature(ex, s->value_key, &fvb);
   loom_code rc = check_list(fi, LOOM_I64, s->index_key, wh, st);
   if (!rc) rc = check_list(fv, s->dtype, s->value_key, wh, st);
   if (rc) return rc;
@@ -291,7 +254,7 @@ static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_
                            "%s: SparseFeature '%s': index feature '%s' has %zu values, value feature '%s' has %zu "
                            "(they must match)",
                            wh, s->name, s->index_key, ni, s->value_key, nv);
-  const int64_t *idx = ni ? fi->int64_list->value : NULL;
+  const int64_t *idx = ni ? fi->i : NULL;
   /* range check; duplicates: a strictly increasing list has none, else
    * sort a copy and look at neighbours */
   int sorted = 1;
@@ -325,19 +288,19 @@ static loom_code parse_sparse(const Tensorflow__Example *ex, const loom_feature_
     case LOOM_F32: {
       float *o = loom_tensor_data(t);
       memset(o, 0, loom_tensor_nbytes(t));
-      for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->float_list->value[j];
+      for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->f[j];
       break;
     }
     case LOOM_I64: {
       int64_t *o = loom_tensor_data(t);
       memset(o, 0, loom_tensor_nbytes(t));
-      for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->int64_list->value[j];
+      for (size_t j = 0; j < ni; j++) o[idx[j]] = fv->i[j];
       break;
     }
     default: {
       for (int64_t j = 0, m = loom_tensor_numel(t); j < m && !rc; j++) rc = loom_tensor_set_string(t, j, "", 0, st);
       for (size_t j = 0; j < ni && !rc; j++) {
-        const ProtobufCBinaryData *v = &fv->bytes_list->value[j];
+        const loom_exbytes *v = &fv->b[j];
         rc = loom_tensor_set_string(t, idx[j], (const char *)v->data, v->len, st);
       }
       break;
@@ -350,7 +313,11 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
                               const loom_tensor *const *defaults, const int *slot, loom_tensor **out, const char *path,
                               int64_t index, loom_status *st) {
   char wb[1200];
-  Tensorflow__Example *ex = tensorflow__example__unpack(&pb_allocator, n, data);
+  int oom = 0;
+  loom_example *ex = loom__tfex_unpack(data, n, &oom);
+  if (!ex && oom)
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory decoding the tf.Example (%zu bytes)",
+                           where(wb, sizeof wb, path, index), n);
   if (!ex)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s is not a valid tf.Example (protobuf parse failed, %zu bytes)",
                            where(wb, sizeof wb, path, index), n);
@@ -363,7 +330,8 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
       rc = parse_sparse(ex, s, &out[i], wb, st);
       continue;
     }
-    const Tensorflow__Feature *f = find_feature(ex, s->name);
+    loom_exlist fb;
+    const loom_exlist *f = find_feature(ex, s->name, &fb);
     if ((rc = check_list(f, s->dtype, s->name, wb, st))) break;
     if (kind == LOOM_FEATURE_VAR_LEN) {
       int64_t cnt = f ? (int64_t)feature_count(f) : 0, two = 2;
@@ -432,7 +400,7 @@ loom_code loom__example_parse(const uint8_t *data, size_t n, int nspec, const lo
     if ((rc = loom__ds_ensure(&out[i], s->dtype, s->ndim, s->dims, st))) break;
     rc = fill_values(out[i], f, st);
   }
-  tensorflow__example__free_unpacked(ex, &pb_allocator);
+  loom__tfex_free(ex);
   return rc;
 }
 
