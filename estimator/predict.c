@@ -464,7 +464,11 @@ loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving
                   method_name(x->kind));
         continue;
       }
-      sigs[nsig++] = (loom_signature){x->name, method_name(x->kind), nin, in_keys, in_outs,
+      /* TF: classify and regress signatures take the serialized examples
+       * as "inputs"; predict keeps the receiver's key ("examples") */
+      static const char *const inputs_key[1] = {"inputs"};
+      sigs[nsig++] = (loom_signature){x->name, method_name(x->kind), nin,
+                                      x->kind == LOOM_EXPORT_PREDICT ? in_keys : inputs_key, in_outs,
                                       x->n, (const char *const *)x->keys, x->outputs};
     }
     if (nsig == 0) {

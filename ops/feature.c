@@ -23,11 +23,20 @@
  *                           seed2 = default_value
  *   LoomRaggedCrossHashed   (values_0, row_splits_0, ..., values_k-1, row_splits_k-1) -> (values i64 [nnz],
  *                           row_splits i64 [B+1]); seed = hash_key, seed2 = num_buckets; DATA_SHAPE
+ *   LoomParseExample        (serialized string [B], keys string [n] (Const), spec i64 [n, 12] (Const),
+ *                           defaults...) -> per feature in spec order: FixedLen dense [B, shape...];
+ *                           VarLen ragged (values [nnz], row_splits i64 [B+1]). tf.io.parse_example with
+ *                           FixedLenFeature / VarLenFeature; the spec table's layout and the defaults (one
+ *                           Const per FixedLen feature that has one, of its dtype and shape) are in
+ *                           kernels/cpu/parse_example.h; kernel in kernels/cpu/parse_example.c. DATA_SHAPE
+ *                           (VarLen sizes come from the bytes), so it runs in the host pass.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include "ops/op_common.h"
 #include "kernels/cpu/feature.h"
+#include "kernels/cpu/parse_example.h"
+#include "loom/loom_data.h"
 #include "base/fingerprint.h"
 #include "loom/loom_sparse.h"
 
@@ -181,6 +190,116 @@ static loom_code vshape_cross(const loom_attrs *a, int nin, const loom_buf *cons
   return LOOM_OK;
 }
 
+/* The spec table of a LoomParseExample node (inputs 1 and 2, constants):
+ * checks it against the node's inputs and outputs; fills out[] with the
+ * static shapes (rows = B or -1). */
+static loom_code pe_check(const loom_attrs *a, int nin, const loom_tdesc *ind, const loom_tensor *keys,
+                          const loom_tensor *spec, int nout, loom_tdesc *out, int64_t rows, char *msg, size_t ml) {
+  (void)a;
+#define PE_FAIL(...) return (snprintf(msg, ml, __VA_ARGS__), LOOM_INVALID_ARGUMENT)
+  if (!keys || !spec) PE_FAIL("the feature keys and the spec table must be constants");
+  int64_t n = loom_tensor_numel(keys);
+  if (loom_tensor_dtype(keys) != LOOM_STRING || loom_tensor_ndim(keys) != 1 || loom_tensor_dtype(spec) != LOOM_I64 ||
+      loom_tensor_ndim(spec) != 2 || loom_tensor_dims(spec)[0] != n || loom_tensor_dims(spec)[1] != LOOM_PE_W)
+    PE_FAIL("keys must be a string vector [n] and the spec table int64 [n, %d]", (int)LOOM_PE_W);
+  if (n < 1 || n > 64) PE_FAIL("%lld features; between 1 and 64 can be parsed by one node", (long long)n);
+  const int64_t *d = loom_tensor_data_const(spec);
+  int o = 0, di = 3;
+  for (int64_t s = 0; s < n; s++) {
+    const int64_t *r = d + s * LOOM_PE_W;
+    size_t kl;
+    const char *k = loom_tensor_get_string(keys, s, &kl);
+    int kn = (int)(kl > 200 ? 200 : kl);
+    loom_dtype dt = (loom_dtype)r[LOOM_PE_DTYPE];
+    if (r[LOOM_PE_KIND] != LOOM_PE_FIXED && r[LOOM_PE_KIND] != LOOM_PE_VARLEN)
+      PE_FAIL("feature '%.*s': kind %lld is not FixedLen (0) or VarLen (1)", kn, k, (long long)r[LOOM_PE_KIND]);
+    if (dt != LOOM_F32 && dt != LOOM_I64 && dt != LOOM_STRING)
+      PE_FAIL("feature '%.*s': dtype %lld; a tf.Example feature is float32, int64 or string", kn, k,
+              (long long)r[LOOM_PE_DTYPE]);
+    int varlen = r[LOOM_PE_KIND] == LOOM_PE_VARLEN;
+    int64_t nd = r[LOOM_PE_NDIM];
+    if (nd < 0 || nd > LOOM_MAX_DIMS - 1 || (varlen && (nd || r[LOOM_PE_HASDEF])))
+      PE_FAIL("feature '%.*s': rank %lld (a FixedLen shape has at most %d dims; VarLen has none and no default)", kn,
+              k, (long long)nd, LOOM_MAX_DIMS - 1);
+    int64_t numel = 1;
+    for (int j = 0; j < nd; j++) {
+      if (r[LOOM_PE_DIMS + j] < 0) PE_FAIL("feature '%.*s': dims[%d] is %lld; the shape must be known", kn, k, j,
+                                             (long long)r[LOOM_PE_DIMS + j]);
+      numel *= r[LOOM_PE_DIMS + j];
+      if (numel > ((int64_t)1 << 40)) PE_FAIL("feature '%.*s': shape too large", kn, k);
+    }
+    if (r[LOOM_PE_HASDEF]) {
+      if (di >= nin) PE_FAIL("feature '%.*s' has a default but the node has only %d inputs", kn, k, nin);
+      const loom_tdesc *t = &ind[di++];
+      int64_t tn = 1;
+      for (int j = 0; j < t->ndim; j++) tn *= t->dims[j];
+      if (t->dtype != dt || tn != numel)
+        PE_FAIL("feature '%.*s': the default is %s with %lld elements, the spec wants %s with %lld", kn, k,
+                loom_dtype_name(t->dtype), (long long)tn, loom_dtype_name(dt), (long long)numel);
+    }
+    if (o + (varlen ? 2 : 1) > nout) PE_FAIL("the spec needs more than the node's %d outputs", nout);
+    if (varlen) {
+      out[o].dtype = dt;
+      out[o].ndim = 1;
+      out[o].dims[0] = -1;
+      out[o + 1].dtype = LOOM_I64;
+      out[o + 1].ndim = 1;
+      out[o + 1].dims[0] = rows < 0 ? -1 : rows + 1;
+      o += 2;
+    } else {
+      out[o].dtype = dt;
+      out[o].ndim = (int32_t)nd + 1;
+      out[o].dims[0] = rows;
+      for (int j = 0; j < nd; j++) out[o].dims[j + 1] = r[LOOM_PE_DIMS + j];
+      o++;
+    }
+  }
+  if (o != nout) PE_FAIL("the spec has %d outputs, the node %d", o, nout);
+  if (di != nin) PE_FAIL("the spec has %d defaults, the node %d", di - 3, nin - 3);
+  return LOOM_OK;
+#undef PE_FAIL
+}
+
+static loom_code shape_parse_example(loom_shape_ctx *c) {
+  if (c->nin < 3) FAIL("needs (serialized, keys, spec, defaults...), got %d inputs", c->nin);
+  if (c->in[0].dtype != LOOM_STRING || c->in[0].ndim != 1)
+    FAIL("serialized must be a string vector [batch], got %s %s", loom_dtype_name(c->in[0].dtype),
+         loom__tdesc_str(&c->in[0]));
+  char msg[256];
+  loom_code rc = pe_check(c->attrs, c->nin, c->in, c->in_value ? c->in_value[1] : NULL,
+                          c->in_value ? c->in_value[2] : NULL, c->nout, c->out, c->in[0].dims[0], msg, sizeof msg);
+  if (rc) FAIL("%s", msg);
+  return LOOM_OK;
+}
+
+static loom_code vshape_parse_example(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
+                                      loom_tdesc *out, char *msg, size_t msglen) {
+  /* static shapes (the tables were checked when the node was built), then
+   * the VarLen value counts from the bytes */
+  int64_t nnz[64];
+  loom_code rc = loom__parse_example_run(nin, in, NULL, nnz, NULL, msg, msglen);
+  if (rc) return rc;
+  const int64_t *d = in[2]->data;
+  int64_t B = in[0]->numel;
+  for (int64_t s = 0, o = 0; s < in[1]->numel && o < nout; s++) {
+    const int64_t *r = d + s * LOOM_PE_W;
+    loom_dtype dt = (loom_dtype)r[LOOM_PE_DTYPE];
+    if (r[LOOM_PE_KIND] == LOOM_PE_VARLEN) {
+      out[o] = (loom_tdesc){dt, 1, {nnz[s]}};
+      out[o + 1] = (loom_tdesc){LOOM_I64, 1, {B + 1}};
+      o += 2;
+    } else {
+      out[o].dtype = dt;
+      out[o].ndim = (int32_t)r[LOOM_PE_NDIM] + 1;
+      out[o].dims[0] = B;
+      for (int j = 0; j < r[LOOM_PE_NDIM]; j++) out[o].dims[j + 1] = r[LOOM_PE_DIMS + j];
+      o++;
+    }
+  }
+  (void)a;
+  return LOOM_OK;
+}
+
 static void def(loom_op_def *t, int op, int nin, int nout, loom_shape_fn shape, uint32_t flags) {
   t[op].nin = nin;
   t[op].nout = nout;
@@ -218,6 +337,10 @@ void loom__register_feature(loom_op_def *t) {
   t[LOOM_OP_SparseCrossHashed].workspace = loom__ws_cross_hashed;
   k = t[LOOM_OP_SparseCrossHashed].kernels[LOOM_DEVICE_CPU];
   k[LOOM_STRING] = k[LOOM_I32] = k[LOOM_I64] = loom__k_cross_hashed;
+
+  def(t, LOOM_OP_ParseExample, -1, -1, shape_parse_example, LOOM_OPF_DATA_SHAPE);
+  t[LOOM_OP_ParseExample].value_shape = vshape_parse_example;
+  t[LOOM_OP_ParseExample].kernels[LOOM_DEVICE_CPU][LOOM_STRING] = loom__k_parse_example;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -448,6 +571,145 @@ loom_sparse loom_sparse_cross_hashed(loom_graph *g, int k, const loom_sparse *in
   r.values = (loom_output){n, 0};
   r.row_splits = (loom_output){n, 1};
   return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* LoomParseExample                                                       */
+/* ---------------------------------------------------------------------- */
+
+static int pe_varlen(const loom_feature_spec *s) { return s->kind == LOOM_FEATURE_VAR_LEN || s->varlen; }
+
+int loom_parse_example_num_outputs(int nspec, const loom_feature_spec *spec) {
+  int n = 0;
+  for (int i = 0; spec && i < nspec; i++) n += pe_varlen(&spec[i]) ? 2 : 1;
+  return n;
+}
+
+int loom_parse_example(loom_graph *g, loom_output serialized, int nspec, const loom_feature_spec *spec, int cap,
+                       loom_output *out, const char *name) {
+  if (!g) return 0;
+  const char *nm = name ? name : "ParseExample";
+  int nout = loom_parse_example_num_outputs(nspec, spec);
+  for (int i = 0; out && i < cap; i++) out[i] = loom__graph_dummy(g);
+  if (nspec < 1 || nspec > 64 || !spec || !out || cap < nout) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: %s", nm,
+                         nspec < 1 || nspec > 64 ? "between 1 and 64 features can be parsed by one node"
+                         : !spec                 ? "spec is NULL"
+                                                 : "out is NULL or holds fewer entries than the outputs");
+    return 0;
+  }
+  enum { MAXDEF = 64 };
+  loom_status *st = loom_status_new();
+  int64_t kd = nspec, sd[2] = {nspec, LOOM_PE_W};
+  loom_tensor *keys = loom_tensor_new(LOOM_STRING, 1, &kd, st), *tab = loom_tensor_new(LOOM_I64, 2, sd, st);
+  loom_tensor *defs[MAXDEF] = {0};
+  int ndef = 0, ok = 0;
+  if (!keys || !tab) {
+    loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", nm);
+    goto done;
+  }
+  int64_t *t = loom_tensor_data(tab);
+  memset(t, 0, (size_t)nspec * LOOM_PE_W * sizeof *t);
+  for (int i = 0; i < nspec; i++) {
+    const loom_feature_spec *s = &spec[i];
+    int64_t *r = t + (size_t)i * LOOM_PE_W;
+    if (!s->name || !s->name[0]) {
+      loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: feature spec %d has no name", nm, i);
+      goto done;
+    }
+    for (int j = 0; j < i; j++)
+      if (!strcmp(spec[j].name, s->name)) {
+        loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: feature '%s' appears twice (specs %d and %d)", nm, s->name,
+                             j, i);
+        goto done;
+      }
+    if (s->dtype != LOOM_F32 && s->dtype != LOOM_I64 && s->dtype != LOOM_STRING) {
+      loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
+                           "%s: feature '%s': dtype %s; a tf.Example feature is float32, int64 or string", nm, s->name,
+                           loom_dtype_name(s->dtype));
+      goto done;
+    }
+    int varlen = pe_varlen(s);
+    if ((s->kind != LOOM_FEATURE_FIXED_LEN && s->kind != LOOM_FEATURE_VAR_LEN) || s->allow_missing || s->index_key ||
+        s->value_key) {
+      loom_graph_set_error(g, LOOM_UNIMPLEMENTED,
+                           "%s: feature '%s': only FixedLenFeature and VarLenFeature are parsed in a graph (kind %d)",
+                           nm, s->name, (int)s->kind);
+      goto done;
+    }
+    if (loom_tensor_set_string(keys, i, s->name, strlen(s->name), st)) {
+      loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", nm);
+      goto done;
+    }
+    r[LOOM_PE_KIND] = varlen ? LOOM_PE_VARLEN : LOOM_PE_FIXED;
+    r[LOOM_PE_DTYPE] = s->dtype;
+    if (varlen) continue;
+    if (s->ndim < 0 || s->ndim > LOOM_MAX_DIMS - 1) {
+      loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: feature '%s': ndim %d outside [0, %d]", nm, s->name, s->ndim,
+                           LOOM_MAX_DIMS - 1);
+      goto done;
+    }
+    r[LOOM_PE_NDIM] = s->ndim;
+    for (int d = 0; d < s->ndim; d++) {
+      if (s->dims[d] < 0) {
+        loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
+                             "%s: feature '%s': dims[%d] is %lld; a FixedLenFeature needs a fully known shape", nm,
+                             s->name, d, (long long)s->dims[d]);
+        goto done;
+      }
+      r[LOOM_PE_DIMS + d] = s->dims[d];
+    }
+    if (!s->default_value) continue;
+    if (ndef >= MAXDEF - 3) {
+      loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s: at most %d defaults", nm, MAXDEF - 3);
+      goto done;
+    }
+    loom_tensor *dv = NULL;
+    if (s->dtype == LOOM_STRING) {
+      dv = loom_tensor_new(LOOM_STRING, s->ndim, s->dims, st);
+      const char *const *sv = s->default_value;
+      for (int64_t j = 0; dv && j < loom_tensor_numel(dv); j++)
+        if (loom_tensor_set_string(dv, j, sv[j] ? sv[j] : "", sv[j] ? strlen(sv[j]) : 0, st)) {
+          loom_tensor_free(dv);
+          dv = NULL;
+        }
+    } else {
+      dv = loom_tensor_from_data(s->dtype, s->ndim, s->dims, s->default_value, st);
+    }
+    if (!dv) {
+      loom_graph_set_error(g, LOOM_RESOURCE_EXHAUSTED, "%s: feature '%s': out of memory for the default", nm, s->name);
+      goto done;
+    }
+    r[LOOM_PE_HASDEF] = 1;
+    defs[ndef++] = dv;
+  }
+  {
+    char cn[512];
+    loom_output in[3 + MAXDEF];
+    in[0] = serialized;
+    sub_name(cn, sizeof cn, name, "ParseExample", "keys");
+    in[1] = loom_const(g, keys, cn);
+    sub_name(cn, sizeof cn, name, "ParseExample", "spec");
+    in[2] = loom_const(g, tab, cn);
+    for (int i = 0, k = 0; i < nspec; i++) {
+      if (!t[(size_t)i * LOOM_PE_W + LOOM_PE_HASDEF]) continue;
+      snprintf(cn, sizeof cn, "%s/default_%s", nm, spec[i].name);
+      in[3 + k] = loom_const(g, defs[k], cn);
+      k++;
+    }
+    loom_attrs a = attrs0();
+    loom_node *n = loom__graph_add(g, LOOM_OP_ParseExample, name, NULL, 3 + ndef, in, &a, nout);
+    if (n) {
+      for (int j = 0; j < nout; j++) out[j] = (loom_output){n, j};
+      ok = 1;
+    }
+  }
+done:
+  for (int i = 0; i < ndef; i++) loom_tensor_free(defs[i]);
+  loom_tensor_free(keys);
+  loom_tensor_free(tab);
+  loom_status_free(st);
+  return ok ? nout : 0;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -6,4 +6,5 @@
   X(StringToHashBucketFast, "StringToHashBucketFast")   \
   X(VocabLookup, "LoomVocabLookup")                     \
   X(CheckIds, "LoomCheckIds")                           \
-  X(SparseCrossHashed, "LoomRaggedCrossHashed")
+  X(SparseCrossHashed, "LoomRaggedCrossHashed")       \
+  X(ParseExample, "LoomParseExample")

@@ -24,6 +24,7 @@
 #define LOOM_DATA_H
 #include "loom_base.h"
 #include "loom_tensor.h"
+#include "loom_graph.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -278,6 +279,29 @@ LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new_compressed(const char *p
  * through; the file then holds the records written so far. */
 LOOM_API loom_code loom_dataset_write_tfrecord(loom_dataset *ds, const char *path, int compression,
                                                int64_t *nrecords, loom_status *st);
+
+/* ---- tf.io.parse_example as a graph op (LoomParseExample) ----
+ * Parses serialized, a string vector [B] of serialized tf.Example, by spec
+ * (nspec entries) inside the graph, so that an exported model reads
+ * tf.Example itself (the parsing serving input receiver,
+ * loom_feature_columns.h). Entries: FixedLenFeature (kind FIXED_LEN,
+ * varlen 0: dtype F32/I64/STRING, shape ndim <= 7 / dims >= 0,
+ * default_value of numel elements or NULL) -> one output [B, dims...];
+ * VarLenFeature (kind VAR_LEN or varlen 1: dtype; ragged is implied) ->
+ * two: values [nnz] and row_splits int64 [B + 1] (loom_sparse.h).
+ * out[] gets them in spec order and must hold cap >=
+ * loom_parse_example_num_outputs(nspec, spec) entries. Returns the number
+ * written; 0 on a bad spec (a sticky graph error naming the feature;
+ * FixedLenSequence and Sparse kinds are UNIMPLEMENTED here). At run time
+ * (host pass) the same rules as the TFRecord dataset's: a missing FixedLen
+ * feature without a default, a list of the wrong kind (float_list for an
+ * int64 spec ...) or length, and bytes that are not a tf.Example fail the
+ * run with INVALID_ARGUMENT naming the feature and "serialized example
+ * <row>". The node keeps its spec in constant inputs, so it survives
+ * loom_export_write / loom_predictor_load. */
+LOOM_API int loom_parse_example_num_outputs(int nspec, const loom_feature_spec *spec);
+LOOM_API int loom_parse_example(loom_graph *g, loom_output serialized, int nspec, const loom_feature_spec *spec,
+                                int cap, loom_output *out, const char *name);
 
 /* ---- transformations (own their input) ---- */
 /* fn maps an element in place: values[i] may be replaced (free the old

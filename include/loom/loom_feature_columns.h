@@ -154,6 +154,37 @@ LOOM_API loom_code loom_fc_make_parse_example_spec(int n, const loom_fc *const *
                                                    loom_feature_spec **spec, loom_status *st);
 LOOM_API void loom_fc_parse_spec_free(int nspec, loom_feature_spec *spec);
 
+/* ---- parsing serving input receiver (TF's
+ * build_parsing_serving_input_receiver_fn(make_parse_example_spec(cols))) ----
+ * loom_parse_example_features: LoomParseExample (loom_data.h) of
+ * serialized by spec, each result added to features under its key: a
+ * FixedLen feature dense [B, shape...], a VarLen one sparse (ragged). The
+ * graph's sticky error (naming the feature) is returned on a bad spec.
+ * A receiver holds a copy of a spec (FixedLen and VarLen entries, 1 to
+ * 64); loom_fc_parsing_receiver_new makes it from feature columns with
+ * loom_fc_make_parse_example_spec. loom_parsing_serving_input_fn (user =
+ * the receiver) is a loom_serving_input_fn that adds the string
+ * placeholder "input_example_tensor" [-1] as the one receiver tensor
+ * "examples" and parses it into the features. Exported with a canned
+ * estimator, this gives TF's signatures: serving_default (classify for a
+ * classifier, regress for a regressor), "classification" / "regression"
+ * taking "inputs" (the serialized examples), and "predict" taking
+ * "examples" -- what loom-serve's :classify and :regress need. Free with
+ * loom_parsing_receiver_free (NULL accepted); it must outlive the exports
+ * that use it. */
+typedef struct loom_parsing_receiver loom_parsing_receiver;
+LOOM_API loom_code loom_parse_example_features(loom_graph *g, loom_output serialized, int nspec,
+                                               const loom_feature_spec *spec, loom_features *features,
+                                               const char *name, loom_status *st);
+LOOM_API loom_parsing_receiver *loom_parsing_receiver_new(int nspec, const loom_feature_spec *spec, loom_status *st);
+LOOM_API loom_parsing_receiver *loom_fc_parsing_receiver_new(int n, const loom_fc *const *cols, loom_status *st);
+LOOM_API void loom_parsing_receiver_free(loom_parsing_receiver *r);
+/* The receiver's spec (owned by r; sorted by key when made from columns). */
+LOOM_API int loom_parsing_receiver_num_features(const loom_parsing_receiver *r);
+LOOM_API const loom_feature_spec *loom_parsing_receiver_spec(const loom_parsing_receiver *r);
+LOOM_API loom_code loom_parsing_serving_input_fn(loom_graph *g, loom_features *features, loom_features *receivers,
+                                                 void *user, loom_status *st);
+
 /* ---- statistics from the data (what TF needs TF Transform for) ----
  * An analyzer collects the statistics asked of it in ONE pass over a
  * dataset (batched or not; dense or ragged components):
