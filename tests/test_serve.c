@@ -484,119 +484,45 @@ Test(serve, concurrent_clients_are_batched_and_correct) {
 Test(serve, concurrent_clients_on_the_loop_thread) { concurrent_clients("--max_batch_size 8", 0); }
 
 /* ---- :classify and :regress on canned estimators' exports ----
- * loom has no ParseExample graph op, so a canned model whose serving input is one string
- * tensor of serialized tf.Example hashes the whole serialized example (a hash-bucket column
- * on the receiver). The server turns each JSON example into tf.Example bytes; the reference
- * is the in-process predictor fed the bytes loom's own tf.Example writer makes
- * (loom_tfrecord_writer_write_example, independent of the server's encoder): same classes and
- * scores, same regression values. */
-static const char *const COLORS[4] = {"red", "green", "blue", "white"};
+ * Canned models trained on feature columns (numeric "age", vocabulary "color", hash bucket
+ * "city", their cross for the linear ones) and exported with TF's parsing serving input
+ * receiver (loom_fc_parsing_receiver_new: one string tensor of serialized tf.Example, parsed
+ * in the graph by LoomParseExample). The server turns each JSON example into tf.Example
+ * bytes; the model parses them into its features. References: Estimator.predict on the same
+ * rows (dense features, no tf.Example at all), and the in-process predictor fed the bytes
+ * loom's own TFRecord writer makes (independent of the server's encoder). */
+#include "parse_canned_util.h"
 
-/* the serialized tf.Example {"color": bytes_list [v]}, written by loom's TFRecord writer */
-static char *example_bytes(const char *dir, const char *v, size_t *n) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/ex.tfrecord", dir);
-  loom_status *st = loom_status_new();
-  loom_tfrecord_writer *w = loom_tfrecord_writer_new(path, st);
-  cr_assert(w, "%s", loom_status_message(st));
-  int64_t d1[1] = {1};
-  loom_tensor *t = loom_tensor_new(LOOM_STRING, 1, d1, NULL);
-  loom_tensor_set_string(t, 0, v, strlen(v), NULL);
-  const char *names[1] = {"color"};
-  const loom_tensor *vals[1] = {t};
-  cr_assert_eq(loom_tfrecord_writer_write_example(w, 1, names, vals, st), LOOM_OK, "%s", loom_status_message(st));
-  cr_assert_eq(loom_tfrecord_writer_close(w, st), LOOM_OK);
-  loom_tensor_free(t);
-  loom_status_free(st);
-  size_t fn = 0;
-  char *f = tu_read_file(path, &fn);
-  cr_assert(f && fn > 16);
-  uint64_t len = 0;
-  memcpy(&len, f, 8); /* TFRecord framing: u64 length, u32 crc, data, u32 crc (little-endian) */
-  cr_assert_eq(fn, len + 16);
-  char *b = malloc(len);
-  memcpy(b, f + 12, len);
-  free(f);
-  *n = len;
-  return b;
+/* the JSON example of row r (age has a fraction, so the server writes a float_list) */
+static void json_example(char *b, size_t cap, int r) {
+  snprintf(b, cap, "{\"age\": %.9g, \"color\": \"%s\", \"city\": [\"%s\"]}", (double)PC_AGE[r], PC_COLOR[r],
+           PC_CITY[r]);
 }
-
-typedef struct ex_data {
-  int n;
-  char *ex[4];
-  size_t exn[4];
-} ex_data;
-
-static loom_dataset *ex_input_fn(loom_mode mode, const loom_params *p, void *user, loom_status *st) {
-  (void)p;
-  ex_data *d = user;
-  int64_t dn[1] = {32}, dl[2] = {32, 1};
-  loom_tensor *x = loom_tensor_new(LOOM_STRING, 1, dn, NULL), *y = loom_tensor_new(LOOM_F32, 2, dl, NULL);
-  for (int i = 0; i < 32; i++) {
-    loom_tensor_set_string(x, i, d->ex[i % 4], d->exn[i % 4], NULL);
-    /* classifier: red and green are 1; regressor: 1.5 * the colour's index */
-    ((float *)loom_tensor_data(y))[i] = d->n == 2 ? (float)(i % 4 < 2) : 1.5f * (float)(i % 4);
+static char *json_examples(const char *sig) {
+  static char body[4096];
+  size_t k = (size_t)snprintf(body, sizeof body, "{\"signature_name\": \"%s\", \"examples\": [", sig);
+  for (int r = 0; r < PC_ROWS; r++) {
+    char e[256];
+    json_example(e, sizeof e, r);
+    k += (size_t)snprintf(body + k, sizeof body - k, "%s%s", r ? ", " : "", e);
   }
-  const char *names[2] = {"ex", "label"};
-  const loom_tensor *cols[2] = {x, y};
-  loom_dataset *ds = loom_dataset_from_tensors(2, names, cols, "label", st);
-  loom_tensor_free(x);
-  loom_tensor_free(y);
-  if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
-  if (ds) ds = loom_dataset_batch(ds, 8, 0, st);
-  return ds;
-}
-/* the parsing serving input: one string tensor "examples" of serialized tf.Example, which is
- * the model's feature "ex" */
-static loom_code ex_serving_fn(loom_graph *g, loom_features *f, loom_features *r, void *user, loom_status *st) {
-  (void)user;
-  int64_t d[1] = {-1};
-  loom_output x = loom_placeholder(g, LOOM_STRING, 1, d, "input_example_tensor");
-  loom_code rc = loom_features_add(f, "ex", x, st);
-  return rc ? rc : loom_features_add(r, "examples", x, st);
+  snprintf(body + k, sizeof body - k, "]}");
+  return body;
 }
 
-/* trains a canned LinearClassifier (n_classes 2) or LinearRegressor (ncls 0) on hashed
- * examples and exports it to dst */
-static void export_canned(const char *work, ex_data *d, int classifier, const char *dst) {
-  loom_status *st = loom_status_new();
-  loom_fc_set *set = loom_fc_set_new();
-  const loom_fc *cols[1] = {loom_fc_hash_bucket(set, "ex", 16, LOOM_STRING, st)};
-  cr_assert(cols[0], "%s", loom_status_message(st));
-  char md[1024], eb[1024], ed[2048];
-  snprintf(md, sizeof md, "%s/model_%d", work, classifier);
-  snprintf(eb, sizeof eb, "%s/export_%d", work, classifier);
-  loom_linear_options o = loom_linear_options_default();
-  o.model_dir = md;
-  o.nfeature_columns = 1;
-  o.feature_columns = cols;
-  loom_estimator *e = classifier ? loom_linear_classifier_new(&o, st) : loom_linear_regressor_new(&o, st);
-  cr_assert(e, "%s", loom_status_message(st));
-  d->n = classifier ? 2 : 0;
-  loom_train_options to = loom_train_options_default();
-  to.steps = 60;
-  cr_assert_eq(loom_estimator_train(e, ex_input_fn, d, &to, st), LOOM_OK, "%s", loom_status_message(st));
-  cr_assert_eq(loom_estimator_export(e, ex_serving_fn, NULL, eb, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  cr_assert_eq(rename(ed, dst), 0, "rename %s -> %s", ed, dst);
-  loom_estimator_free(e);
-  loom_fc_set_free(set);
-  loom_status_free(st);
-}
-
-/* the predictor's outputs key (of signature sig) on the 4 colour examples */
-static loom_tensor *ref_output(const char *dir, ex_data *d, const char *sig, const char *key) {
+/* the predictor's output key (of signature sig) on the serialized rows */
+static loom_tensor *ref_output(const char *dir, char **rows, size_t *lens, const char *sig, const char *key) {
   loom_status *st = loom_status_new();
   loom_predictor *p = loom_predictor_load(dir, NULL, st);
   cr_assert(p, "%s", loom_status_message(st));
   int no = loom_predictor_num_outputs(p, sig), k = -1;
-  cr_assert(no > 0 && no <= 8, "signature %s: %d outputs", sig, no);
+  cr_assert(no > 0 && no <= 16, "signature %s: %d outputs", sig, no);
   for (int i = 0; i < no; i++)
     if (!strcmp(loom_predictor_output_key(p, sig, i), key)) k = i;
   cr_assert(k >= 0, "signature %s has no output %s", sig, key);
-  int64_t dn[1] = {4};
-  loom_tensor *in = loom_tensor_new(LOOM_STRING, 1, dn, NULL), *outs[8] = {0};
-  for (int i = 0; i < 4; i++) loom_tensor_set_string(in, i, d->ex[i], d->exn[i], NULL);
+  int64_t dn[1] = {PC_ROWS};
+  loom_tensor *in = loom_tensor_new(LOOM_STRING, 1, dn, NULL), *outs[16] = {0};
+  for (int i = 0; i < PC_ROWS; i++) loom_tensor_set_string(in, i, rows[i], lens[i], NULL);
   cr_assert_eq(loom_predictor_run(p, sig, 1, &in, no, outs, st), LOOM_OK, "%s", loom_status_message(st));
   for (int i = 0; i < no; i++)
     if (i != k) loom_tensor_free(outs[i]);
@@ -619,136 +545,188 @@ static int wait_available(server *sv, const char *model) {
   return 0;
 }
 
-Test(serve, classify_and_regress_canned, .timeout = 120) {
+/* checks a :classify reply against scores / classes [PC_ROWS, 2] (rows from row0) */
+static void expect_classify(const reply *r, int n, int row0, const loom_tensor *sc, const loom_tensor *cls) {
+  cr_assert_eq(r->status, 200, "%s", r->body);
+  cJSON *j = cJSON_Parse(r->body);
+  cJSON *res = cJSON_GetObjectItem(j, "result");
+  cr_assert(cJSON_IsArray(res) && cJSON_GetArraySize(res) == n, "%s", r->body);
+  for (int e = 0; e < n; e++) {
+    cJSON *pairs = cJSON_GetArrayItem(res, e);
+    cr_assert(cJSON_GetArraySize(pairs) == 2, "%s", r->body);
+    for (int c = 0; c < 2; c++) {
+      cJSON *pr = cJSON_GetArrayItem(pairs, c);
+      size_t ln = 0;
+      const char *want = loom_tensor_get_string(cls, (row0 + e) * 2 + c, &ln);
+      cJSON *lab = cJSON_GetArrayItem(pr, 0), *scv = cJSON_GetArrayItem(pr, 1);
+      cr_assert(cJSON_IsString(lab) && cJSON_IsNumber(scv), "%s", r->body);
+      cr_expect(strlen(lab->valuestring) == ln && !memcmp(lab->valuestring, want, ln), "label %s", lab->valuestring);
+      cr_expect_eq((float)scv->valuedouble, ((const float *)loom_tensor_data_const(sc))[(row0 + e) * 2 + c],
+                   "example %d class %d: %.9g", e, c, scv->valuedouble);
+    }
+  }
+  cJSON_Delete(j);
+}
+
+Test(serve, classify_and_regress_canned, .timeout = 240) {
   server sv = start_server(NULL);
-  ex_data d = {0};
   char work[512], dst[1024];
   snprintf(work, sizeof work, "%s/work", sv.base);
   cr_assert_eq(mkdir(work, 0755), 0);
-  for (int i = 0; i < 4; i++) d.ex[i] = example_bytes(work, COLORS[i], &d.exn[i]);
-  /* two more models appear in the base directory while the server runs */
-  const char *models[2] = {"cls", "reg"};
-  for (int m = 0; m < 2; m++) {
-    snprintf(dst, sizeof dst, "%s/%s", work, models[m]);
+  char *rows[PC_ROWS];
+  size_t lens[PC_ROWS];
+  pc_serialize(work, rows, lens);
+  /* three models appear in the base directory while the server runs */
+  const char *models[3] = {"cls", "dnn", "reg"};
+  const pc_kind kinds[3] = {PC_LINEAR_CLS, PC_DNN_CLS, PC_LINEAR_REG};
+  pc_model m[3];
+  loom_tensor *want[3][2]; /* Estimator.predict: probabilities + all_classes, or predictions */
+  for (int k = 0; k < 3; k++) {
+    pc_train_export(&m[k], kinds[k], work);
+    if (kinds[k] == PC_LINEAR_REG) {
+      want[k][0] = pc_predict(&m[k], "predictions");
+      want[k][1] = NULL;
+    } else {
+      want[k][0] = pc_predict(&m[k], "probabilities");
+      want[k][1] = pc_predict(&m[k], "all_classes");
+    }
+    snprintf(dst, sizeof dst, "%s/%s", work, models[k]);
     cr_assert_eq(mkdir(dst, 0755), 0);
-    snprintf(dst, sizeof dst, "%s/%s/3", work, models[m]);
-    export_canned(work, &d, m == 0, dst);
+    snprintf(dst, sizeof dst, "%s/%s/3", work, models[k]);
+    cr_assert_eq(rename(m[k].export_dir, dst), 0, "rename %s -> %s", m[k].export_dir, dst);
     char mdir[1024];
-    snprintf(mdir, sizeof mdir, "%s/%s", sv.base, models[m]);
-    snprintf(dst, sizeof dst, "%s/%s", work, models[m]);
+    snprintf(mdir, sizeof mdir, "%s/%s", sv.base, models[k]);
+    snprintf(dst, sizeof dst, "%s/%s", work, models[k]);
     cr_assert_eq(rename(dst, mdir), 0);
   }
-  cr_assert(wait_available(&sv, "cls") && wait_available(&sv, "reg"), "the canned models were not loaded");
+  for (int k = 0; k < 3; k++) cr_assert(wait_available(&sv, models[k]), "model %s was not loaded", models[k]);
 
-  /* metadata: the signatures' method names, as TF's canned exports have them */
+  /* metadata: TF's canned signatures: classify / regress on "inputs", predict on "examples" */
   reply r = curl(&sv, "/v1/models/cls/metadata", NULL);
   cr_assert_eq(r.status, 200, "%s", r.body);
   cJSON *j = parse(&r);
   cJSON *sd = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "signature_def"),
                                   "signature_def");
-  cJSON *cl = cJSON_GetObjectItem(sd, "classification");
-  cr_assert(cl, "no classification signature: %s", r.body);
-  cr_expect_str_eq(cJSON_GetObjectItem(cl, "method_name")->valuestring, "tensorflow/serving/classify");
-  cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cl, "inputs"), "examples"), "dtype")
-                       ->valuestring, "DT_STRING");
+  const char *sigs[3] = {"serving_default", "classification", "predict"};
+  const char *meth[3] = {"tensorflow/serving/classify", "tensorflow/serving/classify", "tensorflow/serving/predict"};
+  for (int s = 0; s < 3; s++) {
+    cJSON *cl = cJSON_GetObjectItem(sd, sigs[s]);
+    cr_assert(cl, "no %s signature: %s", sigs[s], r.body);
+    cr_expect_str_eq(cJSON_GetObjectItem(cl, "method_name")->valuestring, meth[s]);
+    cJSON *in = cJSON_GetObjectItem(cJSON_GetObjectItem(cl, "inputs"), s == 2 ? "examples" : "inputs");
+    cr_assert(in, "%s: no input %s: %s", sigs[s], s == 2 ? "examples" : "inputs", r.body);
+    cr_expect_str_eq(cJSON_GetObjectItem(in, "dtype")->valuestring, "DT_STRING");
+  }
   cJSON_Delete(j);
   free(r.body);
 
-  /* classify: [[[class, score], ...] per example], as the predictor's classes and scores */
-  snprintf(dst, sizeof dst, "%s/cls/3", sv.base);
-  loom_tensor *cls = ref_output(dst, &d, "classification", "classes");
-  loom_tensor *sc = ref_output(dst, &d, "classification", "scores");
-  cr_assert_eq(loom_tensor_numel(sc), 8);
-  const char *body = "{\"signature_name\": \"classification\", \"examples\": [{\"color\": \"red\"}, {\"color\": "
-                     "\"green\"}, {\"color\": \"blue\"}, {\"color\": [\"white\"]}]}";
-  for (int pass = 0; pass < 2; pass++) {
-    r = curl(&sv, pass ? "/v1/models/cls/versions/3:classify" : "/v1/models/cls:classify", body);
-    cr_assert_eq(r.status, 200, "%s", r.body);
-    j = parse(&r);
-    cJSON *res = cJSON_GetObjectItem(j, "result");
-    cr_assert(cJSON_IsArray(res) && cJSON_GetArraySize(res) == 4, "%s", r.body);
-    for (int e = 0; e < 4; e++) {
-      cJSON *pairs = cJSON_GetArrayItem(res, e);
-      cr_assert(cJSON_GetArraySize(pairs) == 2, "%s", r.body);
-      for (int c = 0; c < 2; c++) {
-        cJSON *pr = cJSON_GetArrayItem(pairs, c);
-        size_t ln = 0;
-        const char *want = loom_tensor_get_string(cls, e * 2 + c, &ln);
-        cJSON *lab = cJSON_GetArrayItem(pr, 0), *scv = cJSON_GetArrayItem(pr, 1);
-        cr_assert(cJSON_IsString(lab) && cJSON_IsNumber(scv), "%s", r.body);
-        cr_expect(strlen(lab->valuestring) == ln && !memcmp(lab->valuestring, want, ln), "label %s", lab->valuestring);
-        cr_expect_eq((float)scv->valuedouble, ((const float *)loom_tensor_data_const(sc))[e * 2 + c],
-                     "example %d class %d: %.9g", e, c, scv->valuedouble);
-      }
+  /* classify, both classifiers: every pair equals Estimator.predict's (all_classes,
+   * probabilities) and the predictor's on loom-written bytes; by version and not, by
+   * serving_default (the default signature) and by name */
+  for (int k = 0; k < 2; k++) {
+    snprintf(dst, sizeof dst, "%s/%s/3", sv.base, models[k]);
+    loom_tensor *cls = ref_output(dst, rows, lens, "classification", "classes");
+    loom_tensor *sc = ref_output(dst, rows, lens, "classification", "scores");
+    cr_assert_eq(loom_tensor_numel(sc), 2 * PC_ROWS);
+    cr_expect(!memcmp(loom_tensor_data_const(sc), loom_tensor_data_const(want[k][0]), loom_tensor_nbytes(sc)),
+              "%s: the predictor on serialized examples and Estimator.predict differ", models[k]);
+    for (int pass = 0; pass < 3; pass++) {
+      char path[256];
+      snprintf(path, sizeof path, pass == 1 ? "/v1/models/%s/versions/3:classify" : "/v1/models/%s:classify",
+               models[k]);
+      char nosig[4096]; /* no signature_name: serving_default, a classify signature */
+      snprintf(nosig, sizeof nosig, "{%s", strstr(json_examples("x"), "\"examples\""));
+      r = curl(&sv, path, pass == 2 ? nosig : json_examples("classification"));
+      expect_classify(&r, PC_ROWS, 0, want[k][0], want[k][1]);
+      expect_classify(&r, PC_ROWS, 0, sc, cls);
+      free(r.body);
     }
-    /* and the model learnt the labels: red, green -> "1"; blue, white -> "0" */
-    for (int e = 0; e < 4; e++) {
-      const float *s = loom_tensor_data_const(sc);
-      cr_expect((s[e * 2 + 1] > 0.5f) == (e < 2), "example %d: scores %g %g", e, s[e * 2], s[e * 2 + 1]);
-    }
-    cJSON_Delete(j);
+    loom_tensor_free(cls);
+    loom_tensor_free(sc);
+  }
+  /* the linear classifier learnt the labels: red, green -> "1" */
+  for (int e = 0; e < PC_ROWS; e++) {
+    const float *s = loom_tensor_data_const(want[0][0]);
+    cr_expect((s[e * 2 + 1] > 0.5f) == (pc_label(PC_LINEAR_CLS, e) > 0.5f), "example %d: scores %g %g", e, s[e * 2],
+              s[e * 2 + 1]);
+  }
+  /* context features are merged into every example: {} + context = row 2 */
+  {
+    char body[512], ex[256];
+    json_example(ex, sizeof ex, 2);
+    snprintf(body, sizeof body, "{\"signature_name\": \"classification\", \"context\": %s, \"examples\": [{}]}", ex);
+    r = curl(&sv, "/v1/models/cls:classify", body);
+    expect_classify(&r, 1, 2, want[0][0], want[0][1]);
     free(r.body);
   }
-  /* context features are merged into every example: {} + context {color: red} is red */
-  r = curl(&sv, "/v1/models/cls:classify",
-           "{\"signature_name\": \"classification\", \"context\": {\"color\": \"red\"}, \"examples\": [{}]}");
-  cr_assert_eq(r.status, 200, "%s", r.body);
-  j = parse(&r);
-  cJSON *p0 = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "result"), 0), 1);
-  cr_expect_eq((float)cJSON_GetArrayItem(p0, 1)->valuedouble, ((const float *)loom_tensor_data_const(sc))[1]);
-  cJSON_Delete(j);
-  free(r.body);
-  loom_tensor_free(cls);
-  loom_tensor_free(sc);
 
-  /* regress */
+  /* regress: equal to Estimator.predict's predictions and the predictor's outputs */
   snprintf(dst, sizeof dst, "%s/reg/3", sv.base);
-  loom_tensor *out = ref_output(dst, &d, "regression", "outputs");
-  r = curl(&sv, "/v1/models/reg:regress",
-           "{\"signature_name\": \"regression\", \"examples\": [{\"color\": \"red\"}, {\"color\": \"green\"}, "
-           "{\"color\": \"blue\"}, {\"color\": \"white\"}]}");
+  loom_tensor *out = ref_output(dst, rows, lens, "regression", "outputs");
+  cr_expect(!memcmp(loom_tensor_data_const(out), loom_tensor_data_const(want[2][0]), loom_tensor_nbytes(out)),
+            "the regressor's predictor and Estimator.predict differ");
+  r = curl(&sv, "/v1/models/reg:regress", json_examples("regression"));
   cr_assert_eq(r.status, 200, "%s", r.body);
   j = parse(&r);
   cJSON *res = cJSON_GetObjectItem(j, "result");
-  cr_assert(cJSON_IsArray(res) && cJSON_GetArraySize(res) == 4, "%s", r.body);
-  for (int e = 0; e < 4; e++)
-    cr_expect_eq((float)cJSON_GetArrayItem(res, e)->valuedouble, ((const float *)loom_tensor_data_const(out))[e],
-                 "example %d", e);
-  /* trained towards 1.5 * index: the order of the values is the labels' */
-  const float *o = loom_tensor_data_const(out);
-  cr_expect(o[0] < o[1] && o[1] < o[2] && o[2] < o[3], "regression %g %g %g %g", o[0], o[1], o[2], o[3]);
+  cr_assert(cJSON_IsArray(res) && cJSON_GetArraySize(res) == PC_ROWS, "%s", r.body);
+  const float *o = loom_tensor_data_const(want[2][0]);
+  for (int e = 0; e < PC_ROWS; e++)
+    cr_expect_eq((float)cJSON_GetArrayItem(res, e)->valuedouble, o[e], "example %d", e);
+  /* trained towards 1.5 * colour index + age / 50: red < green < blue < white on average */
+  float mean[4] = {0}, cnt[4] = {0};
+  for (int e = 0; e < PC_ROWS; e++) {
+    int ci = pc_color_index(PC_COLOR[e]);
+    mean[ci] += o[e];
+    cnt[ci] += 1;
+  }
+  for (int c = 0; c < 4; c++) mean[c] /= cnt[c];
+  cr_expect(mean[0] < mean[1] && mean[1] < mean[2] && mean[2] < mean[3], "regression means %g %g %g %g", mean[0],
+            mean[1], mean[2], mean[3]);
   cJSON_Delete(j);
   free(r.body);
 
   /* Python requests gets the same */
   if (system("python3 -c 'import requests' 2>/dev/null") == 0) {
-    char py[512], script[2048], cmd[600];
+    char py[512], script[4096], cmd[600];
     snprintf(py, sizeof py, "%s/cr.py", sv.base);
-    snprintf(script, sizeof script,
-             "import requests\n"
-             "u = 'http://127.0.0.1:%d/v1/models/'\n"
-             "ex = [{'color': c} for c in ('red', 'green', 'blue', 'white')]\n"
+    size_t k = (size_t)snprintf(script, sizeof script,
+                                "import requests\n"
+                                "u = 'http://127.0.0.1:%d/v1/models/'\n"
+                                "ex = [{'age': a, 'color': c, 'city': t} for a, c, t in [",
+                                sv.port);
+    for (int e = 0; e < PC_ROWS; e++)
+      k += (size_t)snprintf(script + k, sizeof script - k, "(%.9g, '%s', '%s'), ", (double)PC_AGE[e], PC_COLOR[e],
+                            PC_CITY[e]);
+    k += (size_t)snprintf(script + k, sizeof script - k, "]]\nwant = [");
+    for (int e = 0; e < PC_ROWS; e++) k += (size_t)snprintf(script + k, sizeof script - k, "%.9g, ", (double)o[e]);
+    k += (size_t)snprintf(script + k, sizeof script - k, "]\nlab = [");
+    for (int e = 0; e < PC_ROWS; e++)
+      k += (size_t)snprintf(script + k, sizeof script - k, "%s, ", pc_label(PC_LINEAR_CLS, e) > 0.5f ? "True" : "False");
+    snprintf(script + k, sizeof script - k,
+             "]\n"
              "r = requests.post(u + 'reg:regress', json={'signature_name': 'regression', 'examples': ex})\n"
              "assert r.status_code == 200, r.text\n"
-             "want = [%.9g, %.9g, %.9g, %.9g]\n"
              "assert all(abs(a - b) <= 1e-6 * max(1, abs(b)) for a, b in zip(r.json()['result'], want)), r.text\n"
              "r = requests.post(u + 'cls:classify', json={'signature_name': 'classification', 'examples': ex})\n"
              "res = r.json()['result']\n"
-             "assert [[c for c, s in e] for e in res] == [['0', '1']] * 4, r.text\n"
-             "assert [e[1][1] > 0.5 for e in res] == [True, True, False, False], r.text\n"
+             "assert [[c for c, s in e] for e in res] == [['0', '1']] * %d, r.text\n"
+             "assert [e[1][1] > 0.5 for e in res] == lab, r.text\n"
              "r = requests.post(u + 'reg:classify', json={'examples': ex})\n"
              "assert r.status_code == 400 and 'classification' in r.json()['error'], r.text\n"
              "print('python requests classify/regress: ok')\n",
-             sv.port, o[0], o[1], o[2], o[3]);
+             PC_ROWS);
     tu_write_file(py, script, strlen(script));
     snprintf(cmd, sizeof cmd, "python3 %s", py);
     cr_expect_eq(system(cmd), 0, "the Python requests client failed (script %s)", py);
   } else {
     cr_log_warn("test_serve: Python requests is not installed; its part is skipped");
   }
-  loom_tensor_free(out);
 
-  /* errors: a signature of the other kind, examples that are not a list, a feature of null */
+  /* errors: a signature of the other kind, examples that are not a list, a feature of null;
+   * the model's parser: a required feature missing, an integer where the spec wants floats
+   * (the JSON literal 30 becomes an int64_list, as in TF Serving), each naming the feature
+   * and the example */
   expect_error(&sv, "/v1/models/cls:regress", "{\"signature_name\": \"classification\", \"examples\": [{}]}", 400,
                "tensorflow/serving/regress");
   expect_error(&sv, "/v1/models/reg:classify", "{\"signature_name\": \"regression\", \"examples\": [{}]}", 400,
@@ -758,7 +736,23 @@ Test(serve, classify_and_regress_canned, .timeout = 120) {
   expect_error(&sv, "/v1/models/cls:classify",
                "{\"signature_name\": \"classification\", \"examples\": [{\"color\": null}]}", 400, "color");
   expect_error(&sv, "/v1/models/mlp:classify", "{\"examples\": [{\"x\": 1}]}", 400, "classif");
-  for (int i = 0; i < 4; i++) free(d.ex[i]);
+  expect_error(&sv, "/v1/models/cls:classify",
+               "{\"examples\": [{\"age\": 1.5, \"color\": \"red\", \"city\": \"oslo\"}, {\"color\": \"red\"}]}", 400,
+               "serialized example 1: feature 'age' is required but missing");
+  expect_error(&sv, "/v1/models/reg:regress",
+               "{\"signature_name\": \"regression\", \"examples\": [{\"age\": 30, \"color\": \"red\"}]}", 400,
+               "serialized example 0: feature 'age' is a int64_list, the spec wants float_list");
+  /* a missing categorical feature is an empty row (its OOV / zero contribution), as in TF */
+  r = curl(&sv, "/v1/models/reg:regress", "{\"signature_name\": \"regression\", \"examples\": [{\"age\": 40.5}]}");
+  cr_expect_eq(r.status, 200, "%s", r.body);
+  free(r.body);
+  loom_tensor_free(out);
+  for (int k = 0; k < 3; k++) {
+    loom_tensor_free(want[k][0]);
+    loom_tensor_free(want[k][1]);
+    pc_free(&m[k]);
+  }
+  for (int i = 0; i < PC_ROWS; i++) free(rows[i]);
   stop_server(&sv);
 }
 
