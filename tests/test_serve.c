@@ -742,6 +742,17 @@ Test(serve, classify_and_regress_canned, .timeout = 240) {
   expect_error(&sv, "/v1/models/reg:regress",
                "{\"signature_name\": \"regression\", \"examples\": [{\"age\": 30, \"color\": \"red\"}]}", 400,
                "serialized example 0: feature 'age' is a int64_list, the spec wants float_list");
+  /* the literal decides, as in TF Serving: 2.15e1 and 40.0 are floats (40.0 parses where 40 fails) */
+  r = curl(&sv, "/v1/models/reg:regress",
+           "{\"signature_name\": \"regression\", \"examples\": [{\"age\": 2.15e1, \"color\": \"red\", "
+           "\"city\": \"paris\"}, {\"age\": 40.0, \"color\": \"red\", \"city\": \"paris\"}]}");
+  cr_assert_eq(r.status, 200, "%s", r.body);
+  j = parse(&r);
+  res = cJSON_GetObjectItem(j, "result");
+  cr_assert(cJSON_GetArraySize(res) == 2, "%s", r.body);
+  cr_expect_eq((float)cJSON_GetArrayItem(res, 0)->valuedouble, o[0], "age 2.15e1 is row 0's 21.5: %s", r.body);
+  cJSON_Delete(j);
+  free(r.body);
   /* a missing categorical feature is an empty row (its OOV / zero contribution), as in TF */
   r = curl(&sv, "/v1/models/reg:regress", "{\"signature_name\": \"regression\", \"examples\": [{\"age\": 40.5}]}");
   cr_expect_eq(r.status, 200, "%s", r.body);

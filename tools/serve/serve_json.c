@@ -348,6 +348,58 @@ static void pb_len(sb *b, int field, const char *p, size_t n) {
   pb_varint(b, n);
   sb_put(b, p, n);
 }
+/* TF Serving decides int64_list or float_list by the JSON literal: 2 is an
+ * int64, 2.0 and 2e0 are floats. cJSON keeps only the double, so before
+ * decoding examples the body is scanned for its number literals (outside
+ * strings, in document order, which is the order of a depth-first walk of
+ * the tree) and the number nodes written with a '.', 'e' or 'E' get this bit
+ * in their type (above cJSON's type byte and flags; cJSON_IsNumber and
+ * cJSON_Delete ignore it). When the counts disagree nothing is marked and
+ * integral values are int64, as before. */
+#define SERVE_FLOAT_LITERAL (1 << 14)
+static size_t scan_literals(const char *b, size_t n, unsigned char *flags, size_t cap) {
+  size_t k = 0;
+  for (size_t i = 0; i < n;) {
+    char c = b[i];
+    if (c == '"') {
+      for (i++; i < n && b[i] != '"'; i++)
+        if (b[i] == '\\') i++;
+      i++;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      int fl = 0;
+      for (; i < n && (b[i] == '-' || b[i] == '+' || b[i] == '.' || b[i] == 'e' || b[i] == 'E' ||
+                       (b[i] >= '0' && b[i] <= '9'));
+           i++)
+        if (b[i] == '.' || b[i] == 'e' || b[i] == 'E') fl = 1;
+      if (k < cap) flags[k] = (unsigned char)fl;
+      k++;
+    } else {
+      i++;
+    }
+  }
+  return k;
+}
+static size_t count_numbers(const cJSON *v) {
+  size_t k = cJSON_IsNumber(v) ? 1 : 0;
+  for (const cJSON *c = v->child; c; c = c->next) k += count_numbers(c);
+  return k;
+}
+static void mark_numbers(cJSON *v, const unsigned char *flags, size_t *k) {
+  if (cJSON_IsNumber(v) && flags[(*k)++]) v->type |= SERVE_FLOAT_LITERAL;
+  for (cJSON *c = v->child; c; c = c->next) mark_numbers(c, flags, k);
+}
+static void mark_float_literals(cJSON *root, const char *body, size_t len) {
+  size_t want = count_numbers(root);
+  if (!want) return;
+  unsigned char *flags = malloc(want);
+  if (!flags) return;
+  if (scan_literals(body, len, flags, want) == want) {
+    size_t k = 0;
+    mark_numbers(root, flags, &k);
+  }
+  free(flags);
+}
+
 /* one Feature message from a JSON scalar or list */
 static int feature_msg(dctx *d, const cJSON *v, const char *name, sb *f) {
   const cJSON *first = cJSON_IsArray(v) ? v->child : v;
@@ -359,7 +411,7 @@ static int feature_msg(dctx *d, const cJSON *v, const char *name, sb *f) {
   else if (cJSON_IsNumber(first)) {
     kind = 3;
     for (const cJSON *e = it; e; e = cJSON_IsArray(v) ? e->next : NULL)
-      if (cJSON_IsNumber(e) && e->valuedouble != floor(e->valuedouble)) kind = 2;
+      if (cJSON_IsNumber(e) && (e->valuedouble != floor(e->valuedouble) || (e->type & SERVE_FLOAT_LITERAL))) kind = 2;
   } else {
     return FAIL(400, "example feature %s: expected numbers or strings", name);
   }
@@ -691,6 +743,7 @@ int serve_decode(job *j, const char *body, size_t len, char *err, size_t errcap)
     goto out;
   }
   if (j->kind == K_CLASSIFY || j->kind == K_REGRESS) {
+    mark_float_literals(root, body, len);
     rc = decode_examples(d, j, root);
     goto out;
   }
