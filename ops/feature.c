@@ -276,10 +276,16 @@ static loom_code vshape_parse_example(const loom_attrs *a, int nin, const loom_b
                                       loom_tdesc *out, char *msg, size_t msglen) {
   /* static shapes (the tables were checked when the node was built), then
    * the VarLen value counts from the bytes */
-  int64_t nnz[64];
-  loom_code rc = loom__parse_example_run(nin, in, NULL, nnz, NULL, msg, msglen);
-  if (rc) return rc;
+  int64_t nnz[64] = {0};
   const int64_t *d = in[2]->data;
+  int any_varlen = 0;
+  for (int64_t s = 0; s < in[1]->numel && s < 64; s++) any_varlen |= d[s * LOOM_PE_W + LOOM_PE_KIND] == LOOM_PE_VARLEN;
+  /* only VarLen sizes need the bytes (decoded here once more than by the
+   * kernel); without VarLen entries the kernel alone decodes and checks */
+  if (any_varlen) {
+    loom_code rc = loom__parse_example_run(nin, in, NULL, nnz, NULL, msg, msglen);
+    if (rc) return rc;
+  }
   int64_t B = in[0]->numel;
   for (int64_t s = 0, o = 0; s < in[1]->numel && o < nout; s++) {
     const int64_t *r = d + s * LOOM_PE_W;

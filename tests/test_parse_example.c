@@ -262,6 +262,16 @@ Test(parse_example, errors_name_the_feature_and_the_row) {
     cr_expect(strstr(msg, "parse"), "the node is named: %s", msg);
     for (int i = 0; i < 7; i++) loom_tensor_free(o[i]);
   }
+  /* a spec without VarLen entries (the kernel alone decodes and checks): the same errors */
+  for (size_t c = 0; c < 3; c++) {
+    const char *rows[2] = {(const char *)good.b, (const char *)cases[c].bad->b};
+    size_t lens[2] = {good.n, cases[c].bad->n};
+    loom_tensor *o[3] = {0};
+    char msg[512];
+    cr_expect_eq(run_parse(2, rows, lens, 3, spec, o, msg, sizeof msg), LOOM_INVALID_ARGUMENT, "fixed %zu: %s", c, msg);
+    cr_expect(strstr(msg, cases[c].want1), "fixed %zu: %s", c, msg);
+    for (int i = 0; i < 3; i++) loom_tensor_free(o[i]);
+  }
   /* garbage bytes (a wire type 7 field) and every truncation of a good example: errors or
    * values, never a crash */
   const char garbage[4] = {0x0f, 0x01, 0x02, 0x03};
