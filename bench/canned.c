@@ -109,9 +109,38 @@ static double cpu_us(void) {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
+/* CANNED_TRACE=1 (env): per-op kernel time summed over the steady steps,
+ * printed to stderr at the end (the session's tracing: two clock reads per node);
+ * CANNED_TRACE=node: per node */
+#define NOPS 256
+static struct {
+  int on, n;
+  const char *op[NOPS];
+  double ns[NOPS];
+  int64_t cnt[NOPS];
+  double run_ns; /* sum of the traced nodes' spans */
+} tr;
+static loom_code rate_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
+  (void)self, (void)a, (void)st;
+  if (tr.on) loom_session_set_tracing(loom_hook_context_session(ctx), 1);
+  return LOOM_OK;
+}
+static void trace_add(loom_hook_context *ctx) {
+  int n = 0;
+  const loom_trace_event *ev = loom_session_last_trace(loom_hook_context_session(ctx), &n);
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    const char *key = tr.on == 2 ? ev[i].node : ev[i].op;
+    while (k < tr.n && strcmp(tr.op[k], key)) k++;
+    if (k == tr.n && tr.n < NOPS) tr.op[tr.n++] = strdup(key); /* the graph goes before the report */
+    if (k < NOPS) tr.ns[k] += (double)ev[i].dur_ns, tr.cnt[k]++;
+    tr.run_ns += (double)ev[i].dur_ns;
+  }
+}
 static loom_code rate_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
   (void)ctx, (void)res, (void)st;
   rate *r = self;
+  if (tr.on && r->n >= r->warm) trace_add(ctx);
   double t = bu_now_us(), c = cpu_us();
   if (++r->n == r->warm) r->t0 = t, r->c0 = c;
   r->t1 = t;
@@ -460,7 +489,8 @@ int main(int argc, char **argv) {
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 
   rate r = {.warm = steps / 10 > 0 ? steps / 10 : 1};
-  loom_hook_ops ops = {.after_run = rate_after};
+  tr.on = getenv("CANNED_TRACE") ? 1 + !strcmp(getenv("CANNED_TRACE"), "node") : 0;
+  loom_hook_ops ops = {.before_run = rate_before, .after_run = rate_after};
   loom_hook *h = loom_hook_new(&ops, &r, "rate");
   loom_train_options to = loom_train_options_default();
   to.steps = steps;
@@ -482,6 +512,23 @@ int main(int argc, char **argv) {
       fprintf(stderr, "var %s n=%lld mean=%.5f rms=%.5f absmax=%.5f\n", vn[i], (long long)n, m / n, sqrt(q / n), mx);
       loom_tensor_free(t);
     }
+  }
+  if (tr.on) {
+    double ns = (double)(r.n - r.warm);
+    fprintf(stderr, "trace: %.0f steps, kernels %.2f us/step, step %.2f us (wall)\n", ns, tr.run_ns / ns * 1e-3,
+            (r.t1 - r.t0) / ns);
+    for (int a = 0; a < tr.n; a++) /* by time, descending */
+      for (int b = a + 1; b < tr.n; b++)
+        if (tr.ns[b] > tr.ns[a]) {
+          const char *o = tr.op[a];
+          double t = tr.ns[a];
+          int64_t c = tr.cnt[a];
+          tr.op[a] = tr.op[b], tr.ns[a] = tr.ns[b], tr.cnt[a] = tr.cnt[b];
+          tr.op[b] = o, tr.ns[b] = t, tr.cnt[b] = c;
+        }
+    for (int a = 0; a < tr.n; a++)
+      fprintf(stderr, "trace: %-28s %7.2f us/step  %5.1f nodes/step\n", tr.op[a], tr.ns[a] / ns * 1e-3,
+              (double)tr.cnt[a] / ns);
   }
   loom_eval_result *res = NULL;
   if (loom_estimator_evaluate(e, input_fn, &j, NULL, &res, st)) die("evaluate", st);
