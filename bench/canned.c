@@ -9,6 +9,8 @@
  *   --seed S (42: RunConfig's tf_random_seed)
  *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
+ *   --prefetch 0 (no prefetch: batches made on the training thread; 1, the
+ *           default, ends the pipeline with prefetch(AUTOTUNE) as tf_canned.py's)
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
  * Recipes (README "Benchmarks", issue 15 item 6):
  *   iris_dnn         DNNClassifier [10,10], Adagrad 0.1, 1000 steps of 32,
@@ -49,6 +51,7 @@ typedef struct data {
 typedef struct job {
   data train, test;
   int64_t batch, eval_batch, shuffle_buf;
+  int prefetch; /* --prefetch 1: batches made ahead on a background thread, as TF's prefetch */
   /* Fashion-MNIST: IDX files instead of tensors */
   const char *fashion;
 } job;
@@ -74,7 +77,9 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   }
   if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, 7, 1, st);
   if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
-  return ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
+  ds = ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
+  /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a background thread */
+  return ds && j->prefetch ? loom_dataset_prefetch(ds, -1, st) : ds;
 }
 
 /* One placeholder per feature of the training data ([-1, dims[1:]]). */
@@ -485,6 +490,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!e) die("constructor", st);
+  j.prefetch = atoi(bu_flag(argc, argv, "--prefetch", "1"));
   if (!atoi(bu_flag(argc, argv, "--shuffle", "1"))) j.shuffle_buf = 0; /* file order (to compare with TF step by step) */
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 
@@ -538,7 +544,7 @@ int main(int argc, char **argv) {
   if (loom_estimator_export(e, serving_fn, &j, exdir, NULL, exported, sizeof exported, st)) die("export", st);
   double t3 = bu_now_us();
 
-  printf("impl=loom\nmodel=%s\nsteps=%lld\nbatch=%lld\nthreads=%d\n", model, (long long)steps, (long long)j.batch,
+  printf("impl=loom\nmodel=%s\nsteps=%lld\nbatch=%lld\nprefetch=%d\nthreads=%d\n", model, (long long)steps, (long long)j.batch, j.prefetch,
          threads);
   printf("global_step=%lld\nhook_steps=%lld\n", (long long)loom_eval_result_global_step(res), (long long)r.n);
   printf("steps_per_sec=%.1f\n", (r.n - r.warm) / ((r.t1 - r.t0) * 1e-6));
