@@ -10,8 +10,8 @@
  *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
  *   --prefetch 0 (no prefetch: batches made on the training thread; 1, the
- *           default but for iris_dnn, ends the pipeline with prefetch(AUTOTUNE)
- *           as tf_canned.py's)
+ *           default, ends the pipeline with a prefetch of 8 batches, as
+ *           tf_canned.py's ends with prefetch(AUTOTUNE))
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
  * Recipes (README "Benchmarks", issue 15 item 6):
  *   iris_dnn         DNNClassifier [10,10], Adagrad 0.1, 1000 steps of 32,
@@ -79,8 +79,9 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, 7, 1, st);
   if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
   ds = ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
-  /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a background thread */
-  return ds && j->prefetch ? loom_dataset_prefetch(ds, -1, st) : ds;
+  /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a
+   * background thread, 8 ahead (its producer is woken every 4 steps) */
+  return ds && j->prefetch ? loom_dataset_prefetch(ds, 8, st) : ds;
 }
 
 /* One placeholder per feature of the training data ([-1, dims[1:]]). */
@@ -491,10 +492,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!e) die("constructor", st);
-  /* iris's 32-row batches cost less than handing one over between threads (a
-   * condition-variable wake a step: 3-8x fewer steps/s), so it assembles its
-   * batches on the training thread unless --prefetch 1 */
-  j.prefetch = atoi(bu_flag(argc, argv, "--prefetch", strcmp(model, "iris_dnn") ? "1" : "0"));
+  j.prefetch = atoi(bu_flag(argc, argv, "--prefetch", "1"));
   if (!atoi(bu_flag(argc, argv, "--shuffle", "1"))) j.shuffle_buf = 0; /* file order (to compare with TF step by step) */
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 

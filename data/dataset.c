@@ -1396,7 +1396,8 @@ loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_status *st
 /* ======================================================================
  * prefetch: a producer thread fills a ring of cap elements; next() hands
  * the ring's tensors to the caller and the caller's old tensors back to the
- * ring (no copies, no allocation in steady state).
+ * ring (no copies, no allocation in steady state). A full ring's producer
+ * sleeps until the ring is half empty (then refills it in one go).
  * ====================================================================== */
 typedef struct prefetch_ds {
   loom_dataset base;
@@ -1481,7 +1482,10 @@ static loom_code prefetch_next(loom_dataset *ds, loom_tensor **values, loom_stat
   pthread_mutex_lock(&p->mu);
   p->head = (p->head + 1) % p->cap;
   p->count--;
-  int wake = p->prod_waiting;
+  /* a sleeping producer (ring full) is woken once the ring is half empty, not
+   * after every element: with a ring of a few elements, one wake (a futex
+   * call and a reschedule, ~10 us on a VM) every cap/2 steps */
+  int wake = p->prod_waiting && p->count <= p->cap / 2;
   pthread_mutex_unlock(&p->mu);
   if (wake) pthread_cond_signal(&p->cv_space);
   return rc;
