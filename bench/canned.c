@@ -5,7 +5,7 @@
  *   --model iris_dnn | fmnist_dnn | fmnist_linear | diamonds_linear |
  *           diamonds_dnn | diamonds_wd | insteval_wd
  *   --model_dir DIR (required, must not hold a checkpoint)
- *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1)
+ *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1; 0 = all cores)
  *   --seed S (42: RunConfig's tf_random_seed)
  *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
