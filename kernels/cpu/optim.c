@@ -512,7 +512,7 @@ LOOM_HOT static void ftrl_flat_chunk(void *arg, int64_t lo, int64_t hi) {
   const int64_t row = a->row;
   float v[FLAT_BLOCK], ac[FLAT_BLOCK], l[FLAT_BLOCK], g[FLAT_BLOCK];
   const int64_t per = FLAT_BLOCK / row;
-  enum { AHEAD = 8 };
+  enum { AHEAD = 16 };
   for (int64_t k0 = lo; k0 < hi; k0 += per) {
     int64_t k1 = k0 + per < hi ? k0 + per : hi, m = 0;
     for (int64_t k = k0; k < k1; k++) {
@@ -541,7 +541,7 @@ LOOM_HOT static void sparse_chunk(void *arg, int64_t lo, int64_t hi) {
   /* the touched rows are scattered over the table (a hashed cross has 50000
    * rows): the variable's and its slots' rows a few updates ahead are
    * prefetched, so their cache misses overlap the arithmetic */
-  enum { AHEAD = 4 };
+  enum { AHEAD = 8 };
   for (int64_t k = lo; k < hi; k++) {
     if (k + AHEAD < hi) {
       int64_t off = a->rows[k + AHEAD] * a->row;

@@ -205,7 +205,7 @@ static inline float comb_div(int comb, int weighted, float wsum, float w2sum, in
 
 /* Prefetches the params row of entry i (when it is one): the table is
  * usually far larger than the caches and the rows are random. */
-enum { EMB_PREFETCH = 16 }; /* a short row (a linear model's weights: logits-wide) takes a few ns: far enough ahead for a cache miss */ /* a short row (a linear model's weights: logits-wide) takes a few ns: far enough ahead for a cache miss */
+enum { EMB_PREFETCH = 32 }; /* a short row (a linear model's weights: logits-wide) takes a few ns: far enough ahead for a cache miss */ /* a short row (a linear model's weights: logits-wide) takes a few ns: far enough ahead for a cache miss */
 static inline void prefetch_row(const emb_args *a, int64_t i, int64_t end) {
   if (i >= end) return;
   int64_t id = rd_id(a->ids, a->ids64, i);
