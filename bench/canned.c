@@ -108,7 +108,7 @@ static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, v
 
 /* ---- steady-state rate: after_run timestamps ---- */
 typedef struct rate {
-  int64_t n, warm;
+  int64_t n, warm, last; /* the process CPU clock (a system call) is read at warm and last only */
   double t0, t1, c0, c1; /* wall and process CPU time (us) */
 } rate;
 static double cpu_us(void) {
@@ -148,8 +148,10 @@ static loom_code rate_after(void *self, loom_hook_context *ctx, loom_tensor *con
   (void)ctx, (void)res, (void)st;
   rate *r = self;
   if (tr.on && r->n >= r->warm) trace_add(ctx);
-  double t = bu_now_us(), c = cpu_us();
-  if (++r->n == r->warm) r->t0 = t, r->c0 = c;
+  double t = bu_now_us();
+  ++r->n;
+  double c = r->n == r->warm || r->n >= r->last ? cpu_us() : r->c1;
+  if (r->n == r->warm) r->t0 = t, r->c0 = c;
   r->t1 = t;
   r->c1 = c;
   return LOOM_OK;
@@ -496,7 +498,7 @@ int main(int argc, char **argv) {
   if (!atoi(bu_flag(argc, argv, "--shuffle", "1"))) j.shuffle_buf = 0; /* file order (to compare with TF step by step) */
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 
-  rate r = {.warm = steps / 10 > 0 ? steps / 10 : 1};
+  rate r = {.warm = steps / 10 > 0 ? steps / 10 : 1, .last = steps};
   tr.on = getenv("CANNED_TRACE") ? 1 + !strcmp(getenv("CANNED_TRACE"), "node") : 0;
   loom_hook_ops ops = {.before_run = rate_before, .after_run = rate_after};
   loom_hook *h = loom_hook_new(&ops, &r, "rate");
@@ -507,6 +509,7 @@ int main(int argc, char **argv) {
   double t0 = bu_now_us();
   if (loom_estimator_train(e, input_fn, &j, &to, st)) die("train", st);
   double t1 = bu_now_us();
+  if (r.n < r.last) r.c1 = cpu_us(); /* fewer steps than asked: the CPU clock at the end */
   if (getenv("CANNED_DUMP")) { /* debugging: statistics of some variables after training */
     const char *vn[] = {"dnn/hiddenlayer_0/kernel", "dnn/hiddenlayer_1/kernel", "dnn/logits/kernel", "dnn/logits/bias",
                         "dnn/hiddenlayer_0/bias"};
