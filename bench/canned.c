@@ -10,7 +10,7 @@
  *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
  *   --prefetch 0 (no prefetch: batches made on the training thread; 1, the
- *           default, ends the pipeline with a prefetch of 8 batches, as
+ *           default, ends the pipeline with a prefetch of 16 batches, as
  *           tf_canned.py's ends with prefetch(AUTOTUNE))
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
  * Recipes (README "Benchmarks", issue 15 item 6):
@@ -80,8 +80,8 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
   ds = ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
   /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a
-   * background thread, 8 ahead (its producer is woken every 4 steps) */
-  return ds && j->prefetch ? loom_dataset_prefetch(ds, 8, st) : ds;
+   * background thread, 16 ahead (its producer is woken every 8 steps) */
+  return ds && j->prefetch ? loom_dataset_prefetch(ds, 16, st) : ds;
 }
 
 /* One placeholder per feature of the training data ([-1, dims[1:]]). */
