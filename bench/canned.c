@@ -5,10 +5,13 @@
  *   --model iris_dnn | fmnist_dnn | fmnist_linear | diamonds_linear |
  *           diamonds_dnn | diamonds_wd | insteval_wd
  *   --model_dir DIR (required, must not hold a checkpoint)
- *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1)
+ *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1; 0 = all cores)
  *   --seed S (42: RunConfig's tf_random_seed)
  *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
+ *   --prefetch 0 (no prefetch: batches made on the training thread; 1, the
+ *           default, ends the pipeline with a prefetch of 16 batches, as
+ *           tf_canned.py's ends with prefetch(AUTOTUNE))
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
  * Recipes (README "Benchmarks", issue 15 item 6):
  *   iris_dnn         DNNClassifier [10,10], Adagrad 0.1, 1000 steps of 32,
@@ -49,6 +52,7 @@ typedef struct data {
 typedef struct job {
   data train, test;
   int64_t batch, eval_batch, shuffle_buf;
+  int prefetch; /* --prefetch 1: batches made ahead on a background thread, as TF's prefetch */
   /* Fashion-MNIST: IDX files instead of tensors */
   const char *fashion;
 } job;
@@ -74,7 +78,10 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   }
   if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, 7, 1, st);
   if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
-  return ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
+  ds = ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
+  /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a
+   * background thread, 16 ahead (its producer is woken every 8 steps) */
+  return ds && j->prefetch ? loom_dataset_prefetch(ds, 16, st) : ds;
 }
 
 /* One placeholder per feature of the training data ([-1, dims[1:]]). */
@@ -101,7 +108,7 @@ static loom_code serving_fn(loom_graph *g, loom_features *f, loom_features *r, v
 
 /* ---- steady-state rate: after_run timestamps ---- */
 typedef struct rate {
-  int64_t n, warm;
+  int64_t n, warm, last; /* the process CPU clock (a system call) is read at warm and last only */
   double t0, t1, c0, c1; /* wall and process CPU time (us) */
 } rate;
 static double cpu_us(void) {
@@ -109,11 +116,42 @@ static double cpu_us(void) {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
+/* CANNED_TRACE=1 (env): per-op kernel time summed over the steady steps,
+ * printed to stderr at the end (the session's tracing: two clock reads per node);
+ * CANNED_TRACE=node: per node */
+#define NOPS 256
+static struct {
+  int on, n;
+  const char *op[NOPS];
+  double ns[NOPS];
+  int64_t cnt[NOPS];
+  double run_ns; /* sum of the traced nodes' spans */
+} tr;
+static loom_code rate_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
+  (void)self, (void)a, (void)st;
+  if (tr.on) loom_session_set_tracing(loom_hook_context_session(ctx), 1);
+  return LOOM_OK;
+}
+static void trace_add(loom_hook_context *ctx) {
+  int n = 0;
+  const loom_trace_event *ev = loom_session_last_trace(loom_hook_context_session(ctx), &n);
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    const char *key = tr.on == 2 ? ev[i].node : ev[i].op;
+    while (k < tr.n && strcmp(tr.op[k], key)) k++;
+    if (k == tr.n && tr.n < NOPS) tr.op[tr.n++] = strdup(key); /* the graph goes before the report */
+    if (k < NOPS) tr.ns[k] += (double)ev[i].dur_ns, tr.cnt[k]++;
+    tr.run_ns += (double)ev[i].dur_ns;
+  }
+}
 static loom_code rate_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
   (void)ctx, (void)res, (void)st;
   rate *r = self;
-  double t = bu_now_us(), c = cpu_us();
-  if (++r->n == r->warm) r->t0 = t, r->c0 = c;
+  if (tr.on && r->n >= r->warm) trace_add(ctx);
+  double t = bu_now_us();
+  ++r->n;
+  double c = r->n == r->warm || r->n >= r->last ? cpu_us() : r->c1;
+  if (r->n == r->warm) r->t0 = t, r->c0 = c;
   r->t1 = t;
   r->c1 = c;
   return LOOM_OK;
@@ -456,11 +494,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!e) die("constructor", st);
+  j.prefetch = atoi(bu_flag(argc, argv, "--prefetch", "1"));
   if (!atoi(bu_flag(argc, argv, "--shuffle", "1"))) j.shuffle_buf = 0; /* file order (to compare with TF step by step) */
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 
-  rate r = {.warm = steps / 10 > 0 ? steps / 10 : 1};
-  loom_hook_ops ops = {.after_run = rate_after};
+  rate r = {.warm = steps / 10 > 0 ? steps / 10 : 1, .last = steps};
+  tr.on = getenv("CANNED_TRACE") ? 1 + !strcmp(getenv("CANNED_TRACE"), "node") : 0;
+  loom_hook_ops ops = {.before_run = rate_before, .after_run = rate_after};
   loom_hook *h = loom_hook_new(&ops, &r, "rate");
   loom_train_options to = loom_train_options_default();
   to.steps = steps;
@@ -469,6 +509,7 @@ int main(int argc, char **argv) {
   double t0 = bu_now_us();
   if (loom_estimator_train(e, input_fn, &j, &to, st)) die("train", st);
   double t1 = bu_now_us();
+  if (r.n < r.last) r.c1 = cpu_us(); /* fewer steps than asked: the CPU clock at the end */
   if (getenv("CANNED_DUMP")) { /* debugging: statistics of some variables after training */
     const char *vn[] = {"dnn/hiddenlayer_0/kernel", "dnn/hiddenlayer_1/kernel", "dnn/logits/kernel", "dnn/logits/bias",
                         "dnn/hiddenlayer_0/bias"};
@@ -483,6 +524,23 @@ int main(int argc, char **argv) {
       loom_tensor_free(t);
     }
   }
+  if (tr.on) {
+    double ns = (double)(r.n - r.warm);
+    fprintf(stderr, "trace: %.0f steps, kernels %.2f us/step, step %.2f us (wall)\n", ns, tr.run_ns / ns * 1e-3,
+            (r.t1 - r.t0) / ns);
+    for (int a = 0; a < tr.n; a++) /* by time, descending */
+      for (int b = a + 1; b < tr.n; b++)
+        if (tr.ns[b] > tr.ns[a]) {
+          const char *o = tr.op[a];
+          double t = tr.ns[a];
+          int64_t c = tr.cnt[a];
+          tr.op[a] = tr.op[b], tr.ns[a] = tr.ns[b], tr.cnt[a] = tr.cnt[b];
+          tr.op[b] = o, tr.ns[b] = t, tr.cnt[b] = c;
+        }
+    for (int a = 0; a < tr.n; a++)
+      fprintf(stderr, "trace: %-28s %7.2f us/step  %5.1f nodes/step\n", tr.op[a], tr.ns[a] / ns * 1e-3,
+              (double)tr.cnt[a] / ns);
+  }
   loom_eval_result *res = NULL;
   if (loom_estimator_evaluate(e, input_fn, &j, NULL, &res, st)) die("evaluate", st);
   double t2 = bu_now_us();
@@ -491,7 +549,7 @@ int main(int argc, char **argv) {
   if (loom_estimator_export(e, serving_fn, &j, exdir, NULL, exported, sizeof exported, st)) die("export", st);
   double t3 = bu_now_us();
 
-  printf("impl=loom\nmodel=%s\nsteps=%lld\nbatch=%lld\nthreads=%d\n", model, (long long)steps, (long long)j.batch,
+  printf("impl=loom\nmodel=%s\nsteps=%lld\nbatch=%lld\nprefetch=%d\nthreads=%d\n", model, (long long)steps, (long long)j.batch, j.prefetch,
          threads);
   printf("global_step=%lld\nhook_steps=%lld\n", (long long)loom_eval_result_global_step(res), (long long)r.n);
   printf("steps_per_sec=%.1f\n", (r.n - r.warm) / ((r.t1 - r.t0) * 1e-6));

@@ -23,12 +23,20 @@
 #   MODELS ("iris_dnn fmnist_dnn fmnist_linear diamonds_linear diamonds_dnn diamonds_wd insteval_wd")
 #   EPOCHS (5; all but iris; lower it for a quick run), BUILD (build), NO_TF=1 (loom only)
 #   SEEDS ("42 1 7 3 5"; three are too few: their spread is +-100 on ~1500), SEED_MODELS ("diamonds_dnn"; "" = every model once with seed 42)
+#   MT_MODELS ("fmnist_dnn"; "" = none): after the one-thread table, these
+#     models run again with each side at its default threading on this
+#     machine (tagged "<model>+mt"): loom --threads 0 (one pool of all cores;
+#     OpenBLAS set to the same count by the session, kernels one at a time: no
+#     oversubscription), TF --threads 0 (its defaults: intra/inter-op pools
+#     sized by TF, tf.data's own threads); OPENBLAS_NUM_THREADS, OMP_NUM_THREADS
+#     and TF_NUM_*_THREADS unset for those runs. Printed as a second table.
 set -eu
 BUILD=${BUILD:-build}
 EPOCHS=${EPOCHS:-5}
 MODELS=${MODELS:-"iris_dnn fmnist_dnn fmnist_linear diamonds_linear diamonds_dnn diamonds_wd insteval_wd"}
 SEEDS=${SEEDS:-"42 1 7 3 5"}
 SEED_MODELS=${SEED_MODELS-"diamonds_dnn"}
+MT_MODELS=${MT_MODELS-"fmnist_dnn"}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
 export TF_CPP_MIN_LOG_LEVEL=2
 # Debian's OpenBLAS 0.3.21 does not know recent AMD cores and falls back to
@@ -89,7 +97,25 @@ for m in $MODELS; do
   done
   echo "seeds.$m=$(echo $seeds | tr ' ' ,)" | tee -a "$results"
 done
-python3 - "$results" "$MODELS" <<'PY'
+# the default-threading configuration (MT_MODELS), tagged "<model>+mt"
+MT_TAGS=
+for m in $MT_MODELS; do
+  MT_TAGS="$MT_TAGS $m+mt"
+  echo "threads.$m+mt=default (cores $(getconf _NPROCESSORS_ONLN))" | tee -a "$results"
+  run "loom.$m+mt" env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS "$BUILD/bench/canned" --model "$m" --epochs "$EPOCHS" --seed 42 \
+    --threads 0 | tee -a "$results"
+  if [ -n "$PY" ]; then
+    run "tf.$m+mt" env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS -u TF_NUM_INTRAOP_THREADS -u TF_NUM_INTEROP_THREADS \
+      "$PY" bench/peers/tf_canned.py --model "$m" --epochs "$EPOCHS" --seed 42 --threads 0 | tee -a "$results" || true
+  fi
+done
+for table in one "default"; do
+  if [ $table = one ]; then tags=$MODELS; else tags=$MT_TAGS; fi
+  [ -n "$(echo $tags)" ] || continue
+  echo
+  if [ $table = one ]; then echo "== one thread each (OPENBLAS_NUM_THREADS=1; TF intra/inter-op 1; tf.data's threads are TF's own) =="
+  else echo "== default threading on $(getconf _NPROCESSORS_ONLN) cores (loom --threads 0: one pool; TF's defaults) =="; fi
+python3 - "$results" "$tags" "$table" <<'PY'
 import sys
 r = {}
 for line in open(sys.argv[1]):
@@ -140,8 +166,9 @@ for m in models:
     rx = lr / tr if lr and tr else None
     ok = []
     if tsps:
-        if m in STEP_TARGET:
-            ok.append(("steps>=%gx" % STEP_TARGET[m], sx >= STEP_TARGET[m]))
+        base = m.split("+")[0]
+        if base in STEP_TARGET:
+            ok.append(("steps>=%gx" % STEP_TARGET[base], sx >= STEP_TARGET[base]))
         ok.append(("wall>=5x", wx >= 5))
         ok.append(("rss<=0.2x", rx <= 0.2))
         if lm is not None and tm is not None:
@@ -169,5 +196,6 @@ print()
 for x in [hdr] + rows:
     print("  ".join(str(c).ljust(w[i]) for i, c in enumerate(x)).rstrip())
 print()
-print("targets_missed=%d%s" % (len(misses), (" (" + "; ".join(misses) + ")") if misses else ""))
+print("%s=%d%s" % ("targets_missed" if sys.argv[3] == "one" else "targets_missed_default_threads", len(misses), (" (" + "; ".join(misses) + ")") if misses else ""))
 PY
+done

@@ -277,14 +277,28 @@ static loom_code histo_build(Tensorflow__HistogramProto *h, const char *tag, con
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory (histogram %s)", tag);
   }
   double mn = DBL_MAX, mx = -DBL_MAX, sum = 0, sq = 0;
+  const int zero_bucket = (nl - 3) / 2 + 2; /* the first limit > 0 (1e-12) */
+  const double inv_log11 = 1.0 / log(1.1);
   for (int64_t i = 0; i < n; i++) {
     double v = x[i];
-    int lo = 0, hi = nl; /* upper_bound: first limit > v */
-    while (lo < hi) {
-      int mid = (lo + hi) / 2;
-      if (g_limits[mid] > v) hi = mid;
-      else lo = mid + 1;
+    /* upper_bound (first limit > v), from a guess by the logarithm (the
+     * limits grow by 1.1 from 1e-12) moved to the exact place by the same
+     * comparisons a binary search makes: the result is the search's; a
+     * histogram of ReLU activations (half zeros) no longer pays ~11
+     * unpredictable branches a value */
+    int lo;
+    if (v == 0.0) {
+      lo = zero_bucket;
+    } else {
+      double a = fabs(v);
+      double e = a < 1e-12 ? -1.0 : floor(log(a * 1e12) * inv_log11);
+      int step = e > (double)nl ? nl : (int)e;
+      lo = v > 0 ? zero_bucket + 1 + step : zero_bucket - 2 - step;
+      if (lo < 0) lo = 0;
+      if (lo > nl) lo = nl;
     }
+    while (lo > 0 && g_limits[lo - 1] > v) lo--;
+    while (lo < nl && g_limits[lo] <= v) lo++;
     if (lo >= nl) lo = nl - 1; /* v == DBL_MAX */
     counts[lo] += 1.0;
     if (mn > v) mn = v;

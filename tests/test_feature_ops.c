@@ -337,6 +337,50 @@ Test(feature_ops, bucketize_matches_tf) {
 
 /* ------------------------------------------------------------ vocabulary */
 
+/* Keys of 1..3 bytes (category codes) take their own first-slot path in
+ * the kernel: a vocabulary of many short keys (probe chains, keys that share
+ * bytes and differ in length), every key and misses of each length, against
+ * a linear search; with OOV buckets a miss lands in [n, n + oov). */
+Test(feature_ops, vocabulary_lookup_short_keys) {
+  enum { NK = 300 };
+  static char kbuf[NK][4];
+  const char *keys[NK];
+  int nk = 0;
+  for (int i = 0; i < 26 && nk < NK; i++) snprintf(kbuf[nk], 4, "%c", 'A' + i), keys[nk] = kbuf[nk], nk++;
+  for (int i = 0; i < 150 && nk < NK; i++)
+    snprintf(kbuf[nk], 4, "%c%c", 'A' + i % 26, 'a' + i / 26), keys[nk] = kbuf[nk], nk++;
+  for (int i = 0; nk < NK - 2; i++)
+    snprintf(kbuf[nk], 4, "%c%d", 'A' + i % 26, i / 26), keys[nk] = kbuf[nk], nk++;
+  keys[nk++] = "SI2"; /* ... and a 4-byte key next to 3-byte ones */
+  keys[nk++] = "SI2x";
+  char qbuf[2 * NK + 8][8];
+  const char *qs[2 * NK + 8];
+  int nq = 0;
+  for (int i = 0; i < nk; i++) qs[nq++] = keys[i];
+  static const char *miss[] = {"a", "zz", "Zz", "SI1", "SI", "S", "Ab", "~~~", "A99"};
+  for (int i = 0; i < 9; i++) snprintf(qbuf[i], 8, "%s", miss[i]), qs[nq++] = qbuf[i];
+  for (int oov = 0; oov <= 5; oov += 5) {
+    loom_graph *g = loom_graph_new();
+    int64_t d = -1;
+    loom_output x = loom_placeholder(g, LOOM_STRING, 1, &d, "x");
+    loom_output y = loom_vocab_lookup_strings(g, x, nk, keys, oov, -1, "lookup");
+    loom_tensor *xv = loom_tensor_new(LOOM_STRING, 1, (int64_t[]){nq}, NULL);
+    for (int i = 0; i < nq; i++) loom_tensor_set_string(xv, i, qs[i], strlen(qs[i]), NULL);
+    loom_tensor *o = tu_run1(g, 1, &x, &xv, y);
+    for (int i = 0; i < nq; i++) {
+      int64_t want = -1;
+      for (int k = 0; k < nk; k++)
+        if (!strcmp(keys[k], qs[i])) want = k;
+      int64_t got = i64s(o)[i];
+      if (want >= 0 || !oov) cr_assert_eq(got, want, "oov %d: '%s' got %lld want %lld", oov, qs[i], (long long)got, (long long)want);
+      else cr_assert(got >= nk && got < nk + oov, "oov %d: miss '%s' got %lld", oov, qs[i], (long long)got);
+    }
+    loom_tensor_free(o);
+    loom_tensor_free(xv);
+    loom_graph_free(g);
+  }
+}
+
 Test(feature_ops, vocabulary_lookup_matches_tf) {
   FILE *f = fx_open("vocab.txt");
   char *line;

@@ -609,6 +609,85 @@ Test(matmul, transposes_gemv_paths_and_empty_k) {
     }
 }
 
+/* MatMul with a mostly-zero left operand (a wide & deep first layer: a few
+ * numbers and one-hot columns; the kernel skips zeros when at most 1/8 of
+ * op(A) is nonzero, kernels/cpu/linalg.c) against the double reference;
+ * density 1/8 +- a little takes either path. bad_b: B's row 'bad_row' holds
+ * inf in column 0, a row op(A) never uses: 0 * inf makes column 0 NaN in
+ * every row, as in the dense product. Returns the output (caller frees). */
+static float *run_mm_sparse(int ta, int tb, int64_t M, int64_t N, int64_t K, int per_row, int bad_b) {
+  int64_t da[2] = {ta ? K : M, ta ? M : K}, db[2] = {tb ? N : K, tb ? K : N};
+  double *A = calloc((size_t)(M * K + 1), sizeof(double)), *B = malloc(sizeof(double) * (size_t)(K * N + 1));
+  double *C = malloc(sizeof(double) * (size_t)(M * N + 1));
+  float *Af = calloc((size_t)(M * K + 1), sizeof(float)), *Bf = malloc(sizeof(float) * (size_t)(K * N + 1));
+  const int64_t bad_row = K - 1;
+  for (int64_t m = 0; m < M; m++)
+    for (int j = 0; j < per_row; j++) { /* column 0 numeric, the rest one-hot-like, never bad_row */
+      int64_t k = j == 0 ? 0 : 1 + (m * 7 + j * 13) % (K - 2);
+      double v = j == 0 ? val(m) : 1.0 + 0.25 * j;
+      A[ta ? k * M + m : m * K + k] = v;
+    }
+  for (int64_t i = 0; i < M * K; i++) Af[i] = (float)A[i];
+  for (int64_t i = 0; i < K * N; i++) Bf[i] = (float)(B[i] = val(i * 3 + 1));
+  if (bad_b) Bf[tb ? 0 * K + bad_row : bad_row * N + 0] = INFINITY;
+  naive_mm(ta, tb, M, N, K, A, B, C);
+  loom_graph *g = loom_graph_new();
+  int64_t unk[2] = {-1, -1};
+  loom_output a = loom_placeholder(g, LOOM_F32, 2, unk, "a");
+  loom_output b = loom_placeholder(g, LOOM_F32, 2, unk, "b");
+  loom_output y = loom_matmul(g, a, b, ta, tb, "mm");
+  loom_tensor *av = loom_tensor_from_data(LOOM_F32, 2, da, Af, NULL);
+  loom_tensor *bv = loom_tensor_from_data(LOOM_F32, 2, db, Bf, NULL);
+  loom_output feeds[2] = {a, b};
+  loom_tensor *vals[2] = {av, bv};
+  loom_status *st = loom_status_new();
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_tensor *out = NULL;
+  cr_assert_eq(loom_session_run(s, feeds, vals, 2, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  float *r = malloc(sizeof(float) * (size_t)(M * N + 1));
+  memcpy(r, loom_tensor_data(out), sizeof(float) * (size_t)(M * N));
+  for (int64_t i = 0; i < M * N; i++) {
+    if (bad_b && i % N == 0) {
+      cr_assert(isnan(r[i]), "ta=%d tb=%d M=%lld N=%lld K=%lld: [%lld] = %g, want NaN (0 * inf)", ta, tb, (long long)M,
+                (long long)N, (long long)K, (long long)i, r[i]);
+      continue;
+    }
+    cr_assert(fabs(r[i] - C[i]) <= 1e-5 * (1 + fabs(C[i])) * per_row,
+              "sparse mm ta=%d tb=%d M=%lld N=%lld K=%lld per_row=%d: [%lld] got %.9g want %.9g", ta, tb, (long long)M,
+              (long long)N, (long long)K, per_row, (long long)i, r[i], C[i]);
+  }
+  loom_tensor_free(out);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_tensor_free(av);
+  loom_tensor_free(bv);
+  loom_graph_free(g);
+  free(A);
+  free(B);
+  free(C);
+  free(Af);
+  free(Bf);
+  return r;
+}
+
+Test(matmul, mostly_zero_left_operand) {
+  static const int64_t shapes[][3] = {{128, 64, 126}, {126, 64, 128}, {33, 100, 70}, {64, 13, 41}, {1000, 40, 126}};
+  for (int i = 0; i < 5; i++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        free(run_mm_sparse(ta, tb, M, N, K, 4, 0));
+        free(run_mm_sparse(ta, tb, M, N, K, 4, 1));
+        free(run_mm_sparse(ta, tb, M, N, K, (int)(K / 8), 0));     /* about the threshold */
+        free(run_mm_sparse(ta, tb, M, N, K, (int)(K / 8) + 2, 0)); /* dense path */
+      }
+  /* the same product from the sparse and the dense path (A and its transpose): equal within rounding */
+  float *x = run_mm_sparse(0, 0, 128, 64, 126, 10, 0), *xt = run_mm_sparse(1, 0, 128, 64, 126, 10, 0);
+  for (int64_t i = 0; i < 128 * 64; i++) cr_assert_float_eq(x[i], xt[i], 1e-5f * (1 + fabsf(x[i])));
+  free(x);
+  free(xt);
+}
+
 Test(matmul, shape_mismatch_names_node_and_shapes) {
   loom_graph *g = loom_graph_new();
   int64_t da[2] = {-1, 784}, db[2] = {512, 10};

@@ -2,10 +2,11 @@
 """TF 2.15 peer of bench/canned.c: TF's own canned estimators (tensorflow-
 estimator 2.15) on the same recipes (data, split, columns, optimizer, batch,
 steps), one thread (intra/inter op 1; run it with TF_NUM_INTRAOP_THREADS=
-TF_NUM_INTEROP_THREADS=1), train + evaluate + export.
+TF_NUM_INTEROP_THREADS=1), train + evaluate + export; --threads 0: TF's
+default threading (nothing set; run without those variables).
     python tf_canned.py --model iris_dnn|fmnist_dnn|fmnist_linear|diamonds_linear|
                         diamonds_dnn|diamonds_wd|insteval_wd --model_dir DIR
-                        [--epochs 5] [--steps N] [--iris PATH] [--fashion DIR] [--data DIR]
+                        [--epochs 5] [--steps N] [--threads 1] [--iris PATH] [--fashion DIR] [--data DIR]
 Input is fed as efficiently as TF allows: in-memory arrays (uint8 images)
 through from_tensor_slices -> cache -> shuffle -> repeat -> batch ->
 (vectorised map) -> prefetch.  steps_per_sec is timed like loom's (an
@@ -147,18 +148,22 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--shuffle", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="intra/inter-op threads; 0 = TF's defaults (bench_canned.sh's default-threading table)")
     ap.add_argument("--iris", default="/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv")
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--data", default=os.path.expanduser("~/.cache/loom/data"))
     a = ap.parse_args()
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    if a.threads > 0:
+        tf.config.threading.set_intra_op_parallelism_threads(a.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(a.threads)
     steplog = StepLog()
     for h in tf.get_logger().handlers:
         h.setLevel(logging.WARNING)  # keep stderr quiet; StepLog still sees INFO
     tf.get_logger().addHandler(steplog)
 
-    session_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    session_config = (tf.compat.v1.ConfigProto(intra_op_parallelism_threads=a.threads,
+                                               inter_op_parallelism_threads=a.threads) if a.threads > 0 else None)
     config = tf.estimator.RunConfig(model_dir=a.model_dir, tf_random_seed=a.seed, session_config=session_config,
                                     log_step_count_steps=100)
     batch, eval_batch, shuffle_buf = 128, 1000, 10000
@@ -259,7 +264,7 @@ def main():
     est.export_saved_model(os.path.join(a.model_dir, "export"), serving_input)
     t3 = time.perf_counter()
     out = ["impl=tf", "tf_version=" + tf.__version__, "model=" + m, "steps=%d" % steps, "batch=%d" % batch,
-           "threads=1", "steps_per_sec=%.1f" % ((rate.n - rate.warm) / (rate.t1 - rate.t0)),
+           "threads=%d" % a.threads, "steps_per_sec=%.1f" % ((rate.n - rate.warm) / (rate.t1 - rate.t0)),
            "steps_per_cpu_sec=%.1f" % ((rate.n - rate.warm) / (rate.c1 - rate.c0))]
     if steplog.values:
         out.append("tf_logged_global_step_per_sec=%.1f" % statistics.median(steplog.values))

@@ -153,6 +153,19 @@ loom_code loom__k_vocab_lookup(const loom_kctx *ctx) {
             continue;
           }
         }
+      } else if (len >= 1 && len <= 3) {
+        /* 1..3 bytes (category codes: "D", "SI2"): the hash's word (first,
+         * middle and last byte) holds every byte, so it is also the compare */
+        const uint8_t *xb = (const uint8_t *)xs->ptr;
+        const uint64_t w = (uint64_t)xb[0] | (uint64_t)xb[len >> 1] << 8 | (uint64_t)xb[len - 1] << 16;
+        int64_t p = idx[loom__vocab_slot(loom__vocab_hash_str(xb, len, seed), cap)];
+        if (p >= 0 && p < n && ks[p].len == len && (!oov || p != dflt)) {
+          const uint8_t *kb = (const uint8_t *)ks[p].ptr;
+          if (w == ((uint64_t)kb[0] | (uint64_t)kb[len >> 1] << 8 | (uint64_t)kb[len - 1] << 16)) {
+            o[i] = p;
+            continue;
+          }
+        }
       } else if (len > 16 && len <= 32) {
         uint64_t w[4], kw[4];
         loom__vocab_words4((const uint8_t *)xs->ptr, len, w);

@@ -1,8 +1,20 @@
 /* CPU kernels: MatMul and BatchMatMulV2 on OpenBLAS. Single-row or
- * single-column products go to gemv (gemm's packing is wasted on them). */
+ * single-column products go to gemv (gemm's packing is wasted on them).
+ * An f32 MatMul whose left operand is mostly zeros (a wide & deep model's
+ * first layer: one-hot indicator columns concatenated with a few numbers,
+ * 8% nonzero on diamonds) skips the zeros (sparse_lhs_gemm below). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
 #include <cblas.h>
 #include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/geometry.h"
 
@@ -48,11 +60,207 @@ static loom_code mm_dims(const loom_kctx *ctx, int64_t *M, int64_t *N, int64_t *
   return LOOM_OK;
 }
 
+/* ---- f32 MatMul with a mostly-zero left operand (not transposed b) ----
+ * C = op(A) B as C[m,:] = sum over k ascending of op(A)[m,k] * B[k,:],
+ * skipping op(A)[m,k] == 0, one fused multiply-add per term (the
+ * accumulation order of OpenBLAS's FMA kernels for these sizes; they differ
+ * from it only in rounding where a BLAS kernel splits or reorders the sum:
+ * bitwise equal to OpenBLAS 0.3.21's SKYLAKEX kernels on the wide & deep
+ * shapes, e.g. 128x126 @ 126x64 both ways). Taken when at most 1/8 of A is
+ * nonzero, b holds only finite values (0 * inf would be NaN in the dense
+ * product: then the dense path runs) and the CPU has FMA. */
+enum { SPARSE_LHS_MIN = 2048, SPARSE_STACK = 2048 };
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SPARSE_LHS 1
+#include <immintrin.h>
+#define SPARSE_TARGET __attribute__((target("avx2,fma")))
+SPARSE_TARGET static int all_finite(const float *x, int64_t n) {
+  int bad = 0;
+  for (int64_t i = 0; i < n; i++) bad |= !(fabsf(x[i]) <= 3.40282347e38f);
+  return !bad;
+}
+/* lane indices of the set bits of each 8-bit mask, packed low (for the
+ * branch-free compaction below) */
+static uint8_t g_lanes[256][8];
+static pthread_once_t g_lanes_once = PTHREAD_ONCE_INIT;
+static void lanes_init(void) {
+  for (int m = 0; m < 256; m++)
+    for (int b = 0, o = 0; b < 8; b++)
+      if (m >> b & 1) g_lanes[m][o++] = (uint8_t)b;
+}
+/* Appends the nonzeros of a[0, n) (NaN counts as one) as (position, value)
+ * to pos/val from *c on, 8 at a time: compare, movemask, and a permute that
+ * packs the nonzero lanes (stores of 8 lanes, so pos/val need 8 entries of
+ * slack past cap); 0 once more than cap in all. */
+SPARSE_TARGET static int nonzeros(const float *a, int64_t n, int32_t *pos, float *val, int64_t *c, int64_t cap) {
+  int64_t k = 0, o = *c;
+  const __m256 zero = _mm256_setzero_ps();
+  for (; k + 8 <= n; k += 8) {
+    const __m256 x = _mm256_loadu_ps(a + k);
+    const unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(x, zero, _CMP_NEQ_UQ));
+    const __m256i li = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)g_lanes[m]));
+    _mm256_storeu_ps(val + o, _mm256_permutevar8x32_ps(x, li));
+    _mm256_storeu_si256((__m256i *)(pos + o), _mm256_add_epi32(li, _mm256_set1_epi32((int)k)));
+    o += __builtin_popcount(m);
+    if (o > cap) return 0;
+  }
+  for (; k < n; k++)
+    if (a[k] != 0.0f) {
+      if (o + 1 > cap) return 0;
+      pos[o] = (int32_t)k;
+      val[o++] = a[k];
+    }
+  *c = o;
+  return 1;
+}
+/* C[m, :] = sum over t in [ptr[m], ptr[m+1]) of val[t] * B[pos[t], :], t
+ * ascending, one FMA per term; 32 columns of C in 4 registers at a time. */
+SPARSE_TARGET static void csr_gemm(int64_t M, int64_t N, const int32_t *ptr, const int32_t *pos, const float *val,
+                                   const float *restrict B, float *restrict C) {
+  for (int64_t m = 0; m < M; m++) {
+    const int32_t t0 = ptr[m], t1 = ptr[m + 1];
+    float *c = C + m * N;
+    int64_t j = 0;
+    for (; j + 64 <= N; j += 64) { /* 8 independent accumulators: two FMAs a cycle */
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+      for (int32_t t = t0; t < t1; t++) {
+        const __m256 v = _mm256_set1_ps(val[t]);
+        const float *b = B + (int64_t)pos[t] * N + j;
+        a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b), a0);
+        a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 8), a1);
+        a2 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 16), a2);
+        a3 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 24), a3);
+        a4 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 32), a4);
+        a5 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 40), a5);
+        a6 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 48), a6);
+        a7 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 56), a7);
+      }
+      _mm256_storeu_ps(c + j, a0);
+      _mm256_storeu_ps(c + j + 8, a1);
+      _mm256_storeu_ps(c + j + 16, a2);
+      _mm256_storeu_ps(c + j + 24, a3);
+      _mm256_storeu_ps(c + j + 32, a4);
+      _mm256_storeu_ps(c + j + 40, a5);
+      _mm256_storeu_ps(c + j + 48, a6);
+      _mm256_storeu_ps(c + j + 56, a7);
+    }
+    for (; j + 32 <= N; j += 32) {
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int32_t t = t0; t < t1; t++) {
+        const __m256 v = _mm256_set1_ps(val[t]);
+        const float *b = B + (int64_t)pos[t] * N + j;
+        a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b), a0);
+        a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 8), a1);
+        a2 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 16), a2);
+        a3 = _mm256_fmadd_ps(v, _mm256_loadu_ps(b + 24), a3);
+      }
+      _mm256_storeu_ps(c + j, a0);
+      _mm256_storeu_ps(c + j + 8, a1);
+      _mm256_storeu_ps(c + j + 16, a2);
+      _mm256_storeu_ps(c + j + 24, a3);
+    }
+    for (; j + 8 <= N; j += 8) {
+      __m256 a0 = _mm256_setzero_ps();
+      for (int32_t t = t0; t < t1; t++)
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(val[t]), _mm256_loadu_ps(B + (int64_t)pos[t] * N + j), a0);
+      _mm256_storeu_ps(c + j, a0);
+    }
+    for (; j < N; j++) {
+      float s = 0.0f;
+      for (int32_t t = t0; t < t1; t++) s = fmaf(val[t], B[(int64_t)pos[t] * N + j], s);
+      c[j] = s;
+    }
+  }
+}
+#else
+#define SPARSE_LHS 0
+#endif
+
+/* 1 when the product was computed here: f32, b not transposed, op(A) at
+ * most 1/8 nonzero, B finite, an AVX2 + FMA CPU. op(A) is gathered as rows
+ * of (k, value), k ascending (for a transposed A by a counting pass over its
+ * storage rows), then csr_gemm. */
+static int sparse_lhs_run(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K) {
+#if SPARSE_LHS
+  const int ta = ctx->attrs->transpose_a;
+  const float *A = ctx->in[0]->data, *B = ctx->in[1]->data;
+  if (ctx->attrs->transpose_b || M < 2 || N < 8 || M * K < SPARSE_LHS_MIN || M * K > INT32_MAX) return 0;
+  static int cpu_ok = -1; /* benign race: every thread computes the same value */
+  if (cpu_ok < 0) cpu_ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+  if (!cpu_ok) return 0;
+  const int64_t n = M * K, cap = n / 8;
+  pthread_once(&g_lanes_once, lanes_init);
+  int32_t spos[SPARSE_STACK + 8], sptr[SPARSE_STACK / 2], stmp[SPARSE_STACK / 2];
+  float sval[SPARSE_STACK + 8];
+  int heap = cap > SPARSE_STACK || M + 1 > SPARSE_STACK / 2 || K + 1 > SPARSE_STACK / 2;
+  int32_t *pos = spos, *ptr = sptr, *tmp = stmp;
+  float *val = sval;
+  if (heap) {
+    pos = malloc((size_t)(2 * (cap + 8) + 2 * (M + 1) + K + 2) * sizeof(int32_t));
+    if (!pos) return 0;
+    val = (float *)(pos + cap + 8);
+    ptr = pos + 2 * (cap + 8);
+    tmp = ptr + M + 1;
+  }
+  int done = 0;
+  int64_t c = 0;
+  if (!ta) { /* A [M, K]: row m's nonzeros in k order */
+    int ok = 1;
+    for (int64_t m = 0; m < M && ok; m++) {
+      ptr[m] = (int32_t)c;
+      ok = nonzeros(A + m * K, K, pos, val, &c, cap);
+    }
+    ptr[M] = (int32_t)c;
+    if (ok && all_finite(B, K * N)) {
+      csr_gemm(M, N, ptr, pos, val, B, ctx->out[0]->data);
+      done = 1;
+    }
+  } else { /* A [K, M]: storage row k holds op(A)[:, k]; regroup by m keeping k ascending */
+    int32_t *kp = tmp; /* K + 1 row starts of the storage rows */
+    int ok = 1;
+    for (int64_t k = 0; k < K && ok; k++) {
+      kp[k] = (int32_t)c;
+      ok = nonzeros(A + k * M, M, pos, val, &c, cap);
+    }
+    kp[K] = (int32_t)c;
+    if (ok && all_finite(B, K * N)) {
+      int32_t scpos[SPARSE_STACK];
+      float scval[SPARSE_STACK];
+      int32_t *cpos = c <= SPARSE_STACK ? scpos : malloc((size_t)c * (sizeof(int32_t) + sizeof(float)));
+      if (cpos) {
+        float *cval = c <= SPARSE_STACK ? scval : (float *)(cpos + c);
+        for (int64_t m = 0; m <= M; m++) ptr[m] = 0;
+        for (int64_t t = 0; t < c; t++) ptr[pos[t] + 1]++;
+        for (int64_t m = 0; m < M; m++) ptr[m + 1] += ptr[m];
+        for (int64_t k = 0; k < K; k++)
+          for (int32_t t = kp[k]; t < kp[k + 1]; t++) {
+            int32_t m = pos[t], d = ptr[m]++;
+            cpos[d] = (int32_t)k;
+            cval[d] = val[t];
+          }
+        for (int64_t m = M; m > 0; m--) ptr[m] = ptr[m - 1]; /* the cursors ended at the next row's start */
+        ptr[0] = 0;
+        csr_gemm(M, N, ptr, cpos, cval, B, ctx->out[0]->data);
+        if (cpos != scpos) free(cpos);
+        done = 1;
+      }
+    }
+  }
+  if (heap) free(pos);
+  return done;
+#else
+  (void)ctx, (void)M, (void)N, (void)K;
+  return 0;
+#endif
+}
+
 #define DEF_MATMUL(T, S)                                                                                  \
   loom_code loom__k_matmul_##S(const loom_kctx *ctx) {                                                    \
     int64_t M, N, K;                                                                                      \
     loom_code rc = mm_dims(ctx, &M, &N, &K);                                                              \
     if (rc) return rc;                                                                                    \
+    if (sizeof(T) == 4 && sparse_lhs_run(ctx, M, N, K)) return LOOM_OK;                                   \
     loom__gemm_##S(ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K, ctx->in[0]->data,           \
                    ctx->in[1]->data, ctx->out[0]->data);                                                  \
     return LOOM_OK;                                                                                       \

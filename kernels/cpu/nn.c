@@ -196,9 +196,48 @@ typedef struct {
   int64_t C;
 } FN(xent_args);
 
+/* Sparse labels with few classes (C < 16: sum_exp's lanes never fill, one
+ * exp at a time): the exps of a block of rows in one flat vector loop, then
+ * each row's sum in sum_exp's order (0 + e0 + e1 + ...). Bitwise the row
+ * loop's result: the same FEXP expression (no contraction in ISO C mode)
+ * and the same additions. */
+#ifndef XENT_BLK
+#define XENT_BLK 32
+#endif
+LOOM_FORCE_INLINE void FN(xent_rows_narrow)(const FN(xent_args) *a, int64_t b, int64_t e) {
+  const int64_t C = a->C;
+  T xs[XENT_BLK * 16];
+  for (int64_t r0 = b; r0 < e; r0 += XENT_BLK) {
+    const int64_t nr = e - r0 < XENT_BLK ? e - r0 : XENT_BLK, n = nr * C;
+    T m[XENT_BLK];
+    const T *x = a->x + r0 * C;
+    T *bp = a->bp + r0 * C;
+    for (int64_t r = 0; r < nr; r++) {
+      T mr = NEG_INF;
+      for (int64_t j = 0; j < C; j++) mr = x[r * C + j] > mr ? x[r * C + j] : mr;
+      m[r] = mr;
+      for (int64_t j = 0; j < C; j++) xs[r * C + j] = x[r * C + j] - mr;
+    }
+    for (int64_t i = 0; i < n; i++) bp[i] = FEXP(xs[i]);
+    for (int64_t r = 0; r < nr; r++) {
+      T sr = 0;
+      for (int64_t j = 0; j < C; j++) sr += bp[r * C + j];
+      T ls = LOG(sr), inv = (T)1 / sr;
+      int64_t l = a->l32 ? (int64_t)a->l32[r0 + r] : a->l64[r0 + r];
+      for (int64_t j = 0; j < C; j++) bp[r * C + j] *= inv;
+      bp[r * C + l] -= 1;
+      a->loss[r0 + r] = ls - (x[r * C + l] - m[r]);
+    }
+  }
+}
+
 LOOM_HOT static void FN(xent_rows)(void *p, int64_t b, int64_t e) {
   const FN(xent_args) *a = p;
   const int64_t C = a->C;
+  if (!a->z && C < 16) {
+    FN(xent_rows_narrow)(a, b, e);
+    return;
+  }
   for (int64_t r = b; r < e; r++) {
     const T *x = a->x + r * C;
     T *bp = a->bp + r * C;

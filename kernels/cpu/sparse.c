@@ -205,7 +205,7 @@ static inline float comb_div(int comb, int weighted, float wsum, float w2sum, in
 
 /* Prefetches the params row of entry i (when it is one): the table is
  * usually far larger than the caches and the rows are random. */
-enum { EMB_PREFETCH = 4 };
+enum { EMB_PREFETCH = 32 }; /* a short row (a linear model's weights: logits-wide) takes a few ns: far enough ahead for a cache miss */ /* a short row (a linear model's weights: logits-wide) takes a few ns: far enough ahead for a cache miss */
 static inline void prefetch_row(const emb_args *a, int64_t i, int64_t end) {
   if (i >= end) return;
   int64_t id = rd_id(a->ids, a->ids64, i);
@@ -229,16 +229,22 @@ static void emb_fwd_rows_plain(const emb_args *a, int64_t lo, int64_t hi) {
   for (int64_t i = a->splits[lo]; i < a->splits[lo] + EMB_PREFETCH; i++) prefetch_row(a, i, end);
   for (int64_t r = lo; r < hi; r++) {
     float *restrict o = a->out + r * D;
-    for (int64_t k = 0; k < D; k++) o[k] = 0.0f;
     int64_t cnt = 0;
     for (int64_t i = a->splits[r]; i < a->splits[r + 1]; i++) {
       prefetch_row(a, i + EMB_PREFETCH, end);
       int64_t id = rd_id(a->ids, a->ids64, i);
       if (id < 0) continue;
-      cnt++;
       const float *restrict e = a->P + id * D;
-      for (int64_t k = 0; k < D; k++) o[k] += e[k];
+      /* the first row as 0 + e (the zeroed sum's first addition, -0 becomes
+       * +0 as before) without zeroing o first: a short row's loads right after
+       * memset's overlapping stores stalled on store forwarding */
+      if (cnt++ == 0)
+        for (int64_t k = 0; k < D; k++) o[k] = 0.0f + e[k];
+      else
+        for (int64_t k = 0; k < D; k++) o[k] += e[k];
     }
+    if (cnt == 0)
+      for (int64_t k = 0; k < D; k++) o[k] = 0.0f;
     if (cnt <= 1 || a->comb == LOOM__COMB_SUM) continue; /* x / 1 is x */
     float div = comb_div(a->comb, 0, 0.0f, 0.0f, cnt);
     for (int64_t k = 0; k < D; k++) o[k] /= div;
