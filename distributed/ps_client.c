@@ -112,13 +112,14 @@ static ssize_t spin_recv(loom_ps_client *c, void *p, size_t n) {
   return -1;
 }
 
-static loom_code recv_exact(loom_ps_client *c, void *buf, size_t n, loom_status *st) {
+/* spin: this wait may busy-poll (a reply header, with no large request outstanding). */
+static loom_code recv_exact(loom_ps_client *c, void *buf, size_t n, int spin, loom_status *st) {
   if (c->fd < 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: not connected", c->addr);
   double deadline = mono_s() + c->timeout_s;
   char *p = buf;
   while (n > 0) {
     ssize_t r = recv(c->fd, p, n, 0);
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) r = spin_recv(c, p, n);
+    if (r < 0 && spin && (errno == EAGAIN || errno == EWOULDBLOCK)) r = spin_recv(c, p, n);
     if (r > 0) {
       p += r;
       n -= (size_t)r;
@@ -148,6 +149,8 @@ loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, s
   if (alen) crc = loom__crc32c_extend(crc, a, alen);
   if (blen) crc = loom__crc32c_extend(crc, b, blen);
   uint8_t hdr[LOOM_PS_HDR];
+  if (c->acked == c->next_id) c->big_out = 0; /* no reply owed: nothing large outstanding */
+  if (body > 4096) c->big_out = 1;
   if (c->retry) { /* loom_ps_client_retry_last: the same id again, and its reply is the next one read */
     c->retry = 0;
     c->acked = c->next_id - 1;
@@ -164,7 +167,9 @@ loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, s
 
 loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, loom_status *st) {
   uint8_t hdr[LOOM_PS_HDR];
-  loom_code rc = recv_exact(c, hdr, sizeof hdr, st);
+  /* busy-poll only for the header of a reply to small requests: waiting for a large one (or inside a
+   * body being streamed) would take a core the PS needs on a machine with few cores */
+  loom_code rc = recv_exact(c, hdr, sizeof hdr, !c->big_out, st);
   if (rc) return rc;
   char why[160];
   rc = loom__ps_hdr_decode(hdr, c->max_frame, h, why, sizeof why);
@@ -207,7 +212,7 @@ loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status
     /* pieces of 256 KiB: each is checksummed right after it lands, while it is in cache */
     size_t k = dst ? (n < ((size_t)256 << 10) ? n : ((size_t)256 << 10)) : (n < sizeof scratch ? n : sizeof scratch);
     void *p = dst ? dst : scratch;
-    loom_code rc = recv_exact(c, p, k, st);
+    loom_code rc = recv_exact(c, p, k, 0, st);
     if (rc) return rc;
     c->crc = loom__crc32c_extend(c->crc, p, k);
     c->left -= k;

@@ -19,6 +19,7 @@ struct loom_ps_client {
   int64_t bytes_sent, bytes_received;
   /* busy-poll (loom_ps_connect_options.busy_poll_us): budget, failed-poll streak, waits left to skip */
   int32_t spin_us, spin_fail, spin_skip;
+  int big_out; /* a request with a body over 4 KiB was sent since the last time no reply was owed */
   /* the duplicate window: identity, and the next request reuses next_id (loom_ps_client_retry_last) */
   uint64_t client_id;
   int retry;

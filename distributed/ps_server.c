@@ -173,7 +173,6 @@ struct shard {
   uint32_t cap;
   job *waiters;  /* SYNC push+pulls waiting for their step */
   int owner;     /* atomic: 1 while the shard thread (or the loop, for a small request) works on the variables */
-  int spin_fail, spin_skip; /* busy-poll backoff (shard thread only) */
 };
 
 struct loom_ps_server {
@@ -1613,40 +1612,11 @@ static void shard_acquire(shard *sh) {
   }
 }
 
-/* Busy-poll (options.busy_poll_us) before the shard sleeps on its semaphore: its queue is watched for up
- * to the budget, yielding the CPU between looks. 1: work (or stop) is there. Adaptive: a poll that finds
- * nothing skips the next 2^fails - 1 chances (at most 63), reset by a poll that finds work. */
-static int shard_spin(shard *sh) {
-  int32_t us = sh->srv->spin_us;
-  if (us <= 0) return 0;
-  if (sh->spin_skip > 0) {
-    sh->spin_skip--;
-    return 0;
-  }
-  uint64_t end = now_us() + (uint64_t)us;
-  for (;;) {
-    if (__atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE) || __atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
-      sh->spin_fail = 0;
-      return 1;
-    }
-    if (now_us() >= end) break;
-    sched_yield();
-  }
-  if (sh->spin_fail < 6) sh->spin_fail++;
-  sh->spin_skip = (1 << sh->spin_fail) - 1;
-  return 0;
-}
-
 static void *shard_main(void *arg) {
   shard *sh = arg;
   int timed = 0; /* waiters to watch (read while owning the variables) */
   for (;;) {
-    if (!timed && shard_spin(sh)) {
-      /* the posts of what is queued now are consumed here (a post that comes after this is for a job
-       * pushed after it, which the next round takes) */
-      while (sem_trywait(&sh->sem) == 0) {
-      }
-    } else if (timed) {
+    if (timed) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_nsec += 50 * 1000000L;
@@ -1939,7 +1909,9 @@ static void on_spin(uv_idle_t *h) {
   s->spin_skip = (1 << s->spin_fail) - 1;
 }
 
-/* Work came (a request, a shard's reply): keep polling for busy_poll_us more before sleeping in epoll.
+/* A small request came: keep polling for busy_poll_us more before sleeping in epoll (large requests
+ * and shard completions do not arm it: on a machine with few cores the polling would take the core
+ * that the shards and the client need; bench/scaling measured -15% steps/s with them).
  * A poll that ends empty-handed skips the next 2^fails - 1 arms (at most 63); work that arrives after
  * at least one empty look resets the backoff. */
 static void loop_spin(loom_ps_server *s) {
@@ -2061,7 +2033,7 @@ static void dd_done(job *j, const reply *r) {
 static void frame_done(conn *c, job *j) {
   loom_ps_server *s = c->srv;
   STAT_ADD(s, frames, 1);
-  loop_spin(s);
+  if (c->h.body_len <= 1024) loop_spin(s); /* a small request: the next one of its client is likely close behind */
   s->last_activity_ms = now_ms();
   if (c->h.flags & LOOM_PS_FLAG_REPLY) {
     job_put(c, j);
@@ -2157,7 +2129,6 @@ static void on_done(uv_async_t *a) {
     }
     j = n;
   }
-  loop_spin(s);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {

@@ -2213,3 +2213,169 @@ Test(ps, init_var_id_and_row_pull_reply_bounded) {
   loom_ps_server_stop(s);
   loom_status_free(st);
 }
+
+/* ---- issue 16 follow-up: the duplicate window, SYNC's global step across PS tasks, busy-poll ---- */
+
+static loom_ps_client *connect_id(loom_ps_server *s, uint64_t hash, uint64_t client_id) {
+  loom_ps_connect_options o = copts(s, hash, NULL);
+  o.client_id = client_id;
+  loom_status *st = loom_status_new();
+  loom_ps_client *c = loom_ps_connect(&o, st);
+  cr_assert(c, "connect: %s", loom_status_message(st));
+  loom_status_free(st);
+  return c;
+}
+
+/* The next request of c gets id (as a client that lost its state would re-send it). */
+static void next_id_is(loom_ps_client *c, uint64_t id) { c->next_id = c->acked = id - 1; }
+
+/* A push re-sent with the same (client id, request id), after a reconnect or from another connection
+ * of the same client id, is applied once and answered with the first reply (flag DUPLICATE); a re-sent
+ * PUSHPULL gets the current value; a re-sent STEP_INC adds nothing; an id older than the window is
+ * refused FAILED_PRECONDITION; none of them is applied. */
+Test(ps, duplicate_push_after_reconnect_applied_once_same_reply) {
+  loom_ps_server *s = start_ps(61, 1, 4, NULL);
+  loom_status *st = loom_status_new();
+  loom_ps_client *c = connect_id(s, 61, 0xC0FFEEull);
+  cr_assert_eq(loom_ps_client_id(c), 0xC0FFEEull);
+  int64_t d[1] = {3};
+  OK(loom_ps_init_var(c, 0, 1, d, LOOM_PS_SGD, (float[8]){1.0f}, (float[3]){10, 20, 30}, NULL, st));
+  float g[3] = {1, 2, 4};
+  uint64_t v1 = 0, v2 = 0;
+  int applied = -1;
+  OK(loom_ps_push_at(c, 0, g, 3, UINT64_MAX, &v1, &applied, st));
+  cr_assert_eq(v1, 1);
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 0);
+  uint64_t id = c->next_id;
+  /* the connection is lost before the reply was seen: reconnect, re-send the same request */
+  OK(loom_ps_client_reconnect(c, st));
+  loom_ps_client_retry_last(c);
+  OK(loom_ps_push_at(c, 0, g, 3, UINT64_MAX, &v2, &applied, st));
+  cr_assert_eq(c->next_id, id, "the re-sent request keeps its id");
+  cr_assert_eq(v2, v1, "the duplicate's reply is the first one's");
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 1);
+  float out[3];
+  uint64_t have = UINT64_MAX;
+  OK(loom_ps_pull(c, 0, out, 3, &have, NULL, st));
+  cr_assert_eq(have, 1, "applied once");
+  cr_assert(out[0] == 9 && out[1] == 18 && out[2] == 26, "%g %g %g", out[0], out[1], out[2]);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 0);
+  /* the same frame from another connection of the same client id (the window is per client, kept across
+   * connections): also answered from the window */
+  loom_ps_client *c2 = connect_id(s, 61, 0xC0FFEEull);
+  next_id_is(c2, id);
+  OK(loom_ps_push_at(c2, 0, g, 3, UINT64_MAX, &v2, &applied, st));
+  cr_assert_eq(v2, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(c2), 1);
+  /* another client id with the same request id is another request: applied */
+  loom_ps_client *c3 = connect_id(s, 61, 0xBEEFull);
+  next_id_is(c3, id);
+  OK(loom_ps_push_at(c3, 0, g, 3, UINT64_MAX, &v2, &applied, st));
+  cr_assert_eq(v2, 2);
+  cr_assert_eq(loom_ps_client_last_duplicate(c3), 0);
+  /* PUSHPULL re-sent: the current value (version 3), applied once */
+  OK(loom_ps_pushpull(c, 0, g, out, 3, &v1, st));
+  cr_assert_eq(v1, 3);
+  cr_assert(out[0] == 7 && out[1] == 14 && out[2] == 18, "%g %g %g", out[0], out[1], out[2]);
+  loom_ps_client_retry_last(c);
+  float out2[3] = {0};
+  OK(loom_ps_pushpull(c, 0, g, out2, 3, &v2, st));
+  cr_assert_eq(v2, 3);
+  cr_assert(!memcmp(out, out2, sizeof out), "the same value");
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 1);
+  /* PUSH_ROWS_AT re-sent */
+  int64_t ids[1] = {2};
+  float rg[1] = {1};
+  OK(loom_ps_push_rows_at(c, 0, ids, 1, 1, rg, UINT64_MAX, &v1, NULL, st));
+  cr_assert_eq(v1, 4);
+  OK(loom_ps_client_reconnect(c, st));
+  loom_ps_client_retry_last(c);
+  OK(loom_ps_push_rows_at(c, 0, ids, 1, 1, rg, UINT64_MAX, &v2, NULL, st));
+  cr_assert_eq(v2, 4);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 1);
+  /* STEP_INC re-sent: global_step moves once */
+  int64_t gs1 = 0, gs2 = 0;
+  OK(loom_ps_step_inc(c, 5, &gs1, st));
+  cr_assert_eq(gs1, 5);
+  loom_ps_client_retry_last(c);
+  OK(loom_ps_step_inc(c, 5, &gs2, st));
+  cr_assert_eq(gs2, 5);
+  OK(loom_ps_step_inc(c, 0, &gs2, st));
+  cr_assert_eq(gs2, 5);
+  /* an id older than the 64-id window: refused, not applied */
+  uint64_t old = c->next_id;
+  for (int i = 0; i < 70; i++) OK(loom_ps_ping(c, NULL, st));
+  OK(loom_ps_push(c, 0, g, 3, &v1, st));
+  cr_assert_eq(v1, 5);
+  next_id_is(c, old);
+  cr_assert_eq(loom_ps_push(c, 0, g, 3, &v2, st), LOOM_FAILED_PRECONDITION);
+  cr_assert(strstr(loom_status_message(st), "duplicate window"), "%s", loom_status_message(st));
+  next_id_is(c, old + 80);
+  have = UINT64_MAX;
+  OK(loom_ps_pull(c, 0, out, 3, &have, NULL, st));
+  cr_assert_eq(have, 5);
+  cr_assert(out[0] == 6 && out[1] == 12 && out[2] == 13, "%g %g %g", out[0], out[1], out[2]);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.updates, 5);
+  cr_assert_eq(ss.duplicates, 5, "%lld", (long long)ss.duplicates);
+  loom_ps_client_free(c);
+  loom_ps_client_free(c2);
+  loom_ps_client_free(c3);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* SYNC: a re-sent push whose first copy is still held in the aggregation is refused UNAVAILABLE (not
+ * counted twice); once the step is applied, the re-send gets the first copy's reply. */
+Test(ps, duplicate_of_held_sync_push_not_counted_twice) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 62;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 10;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_status *st = loom_status_new();
+  loom_ps_client *a = connect_id(s, 62, 0xA1ull), *b = connect_id(s, 62, 0xB2ull);
+  int64_t d[1] = {2};
+  OK(loom_ps_init_var(a, 0, 1, d, LOOM_PS_SGD, (float[8]){1.0f}, (float[2]){8, 8}, NULL, st));
+  float ga[2] = {2, 4}, gb[2] = {6, 8};
+  OK(loom__ps_push_send(a, LOOM_PS_PUSH, 0, 0, ga, 2, st)); /* held: 1 of 2 */
+  uint64_t id = a->next_id;
+  /* a second connection of a's client id re-sends it while the first copy is held */
+  loom_ps_client *a2 = connect_id(s, 62, 0xA1ull);
+  next_id_is(a2, id);
+  uint64_t v = 0;
+  cr_assert_eq(loom_ps_push_at(a2, 0, ga, 2, 0, &v, NULL, st), LOOM_UNAVAILABLE);
+  cr_assert(strstr(loom_status_message(st), "still being applied"), "%s", loom_status_message(st));
+  OK(loom_ps_push_at(b, 0, gb, 2, 0, &v, NULL, st)); /* 2 of 2: the step is applied */
+  cr_assert_eq(v, 1);
+  uint8_t out[8];
+  loom_ps_hdr h;
+  OK(loom__ps_recv_hdr(a, LOOM_PS_PUSH, &h, st));
+  OK(loom__ps_recv_body(a, out, 8, st));
+  OK(loom__ps_recv_end(a, &h, st));
+  cr_assert_eq(loom__ps_get64(out), 1);
+  loom_ps_client_retry_last(a2);
+  int applied = -1;
+  OK(loom_ps_push_at(a2, 0, ga, 2, 0, &v, &applied, st));
+  cr_assert_eq(v, 1);
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(a2), 1);
+  float val[2];
+  uint64_t have = UINT64_MAX;
+  OK(loom_ps_pull(b, 0, val, 2, &have, NULL, st));
+  cr_assert_eq(have, 1);
+  cr_assert(val[0] == 4 && val[1] == 2, "mean of exactly two gradients: %g %g", val[0], val[1]);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_steps, 1);
+  cr_assert_eq(ss.stale_dropped, 0);
+  loom_ps_client_free(a);
+  loom_ps_client_free(a2);
+  loom_ps_client_free(b);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}

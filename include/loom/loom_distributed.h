@@ -108,13 +108,13 @@ typedef struct loom_ps_server_options {
   int64_t max_inflight_bytes; /* per connection: request bytes read but not yet answered before reading
                                  pauses (back-pressure); 0: 256 MiB (one frame is always accepted) */
   int32_t max_inflight_requests; /* per connection, likewise; 0: 1024 */
-  /* Bounded adaptive busy-poll: after a request, the loop thread keeps polling its sockets (epoll with a
-   * zero timeout) for up to this many microseconds before it sleeps, and a shard thread that finished a
-   * request polls its queue as long before it waits on its semaphore, so that the next request of a
-   * latency-bound client finds the thread awake (an idle VM's vCPU wake-up costs tens of us per hop).
-   * Adaptive: a poll that ends with nothing to do skips the next 1, 3, 7, .. 63 chances to poll (reset
-   * by the first poll that catches work), so a PS whose requests come ms apart (training) polls rarely.
-   * 0: LOOM_PS_BUSY_POLL_DEFAULT_US; < 0: off (sleep at once); at most 10000. */
+  /* Bounded adaptive busy-poll: after a small request (body <= 1 KiB) the loop thread keeps polling its
+   * sockets (epoll with a zero timeout, yielding the CPU between looks) for up to this many microseconds
+   * before it sleeps, so that the next request of a latency-bound client finds it awake (an idle VM's
+   * vCPU wake-up costs tens of us per hop). Large requests and shard completions do not arm it, and the
+   * shard threads never poll (on a 2-core machine that cost training 15% steps/s). Adaptive: a poll
+   * that ends with nothing to do skips the next 1, 3, 7, .. 63 chances to poll (reset by a poll that
+   * catches a request after an empty look). 0: LOOM_PS_BUSY_POLL_DEFAULT_US; < 0: off; at most 10000. */
   int32_t busy_poll_us;
 } loom_ps_server_options;
 #define LOOM_PS_BUSY_POLL_DEFAULT_US 50
@@ -160,9 +160,10 @@ typedef struct loom_ps_connect_options {
   double timeout_s;        /* every connect/send/receive; 0: 10 s */
   uint32_t max_frame;      /* largest reply body accepted; 0: 64 MiB */
   /* (fields added after the first version; 0 keeps the default) */
-  /* Waiting for a reply, poll the socket (non-blocking recv, sched_yield between tries) for up to this
-   * many microseconds before sleeping in poll(); adaptive as the server's busy_poll_us (a poll that
-   * times out skips the next 1, 3, .. 63 waits). 0: LOOM_PS_BUSY_POLL_DEFAULT_US; < 0: off; <= 10000. */
+  /* Waiting for a reply's header with no request over 4 KiB outstanding, poll the socket (non-blocking
+   * recv, sched_yield between tries) for up to this many microseconds before sleeping in poll();
+   * adaptive as the server's (a poll that times out skips the next 1, 3, .. 63 waits).
+   * 0: LOOM_PS_BUSY_POLL_DEFAULT_US; < 0: off; at most 10000. */
   int32_t busy_poll_us;
   /* The client's identity for the PS's duplicate window (ps-design.md: request ids per client
    * incarnation): a push re-sent with the same (client_id, request id), after
@@ -318,6 +319,12 @@ LOOM_API loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model
 LOOM_API void loom_ps_cluster_bytes(const loom_ps_cluster *c, int64_t *sent, int64_t *received);
 /* Pushes of this cluster client the PS tasks dropped (stale or late) so far. */
 LOOM_API int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c);
+/* SYNC PS tasks: the job's global step as TF's SyncReplicasOptimizer counts it: the number of
+ * aggregated steps applied to every variable of the job, on every PS task (the least over the PS
+ * tasks of the least applied version of their variables; one STEP_INC {0} to each, all in flight
+ * together). A single PS's STEP_INC may be ahead of it: its variables can finish step s+1 while
+ * another PS is still aggregating step s+1 of its own. Non-decreasing. */
+LOOM_API loom_code loom_ps_cluster_sync_step(loom_ps_cluster *c, int64_t *global_step, loom_status *st);
 /* The connection to PS task ps (owned by c). */
 LOOM_API loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps);
 
