@@ -5,7 +5,7 @@
  *    >= 50%) and TF's 162 MB/s gRPC figure (target >= 10x); best of three
  *    alternating trials of each;
  *  - small-RPC latency: PULL of one scalar, p50/p99 (targets 50 / 500 us),
- *    with the PS's and client's busy-poll at its default and off, beside a
+ *    with the PS's and client's busy_poll_us at 50 and off (the default), beside a
  *    plain TCP ping-pong between two processes (48 bytes each way, blocking
  *    recv: the same two thread wake-ups per round trip as a scalar pull)
  *    and the same ping-pong with both sides polling non-blocking recv;
@@ -280,8 +280,8 @@ static void small_rpc(int nr, int poll, const char *tag) {
   printf("scalar_pull%s_p50_us=%.1f\n", tag, lat[nr / 2]);
   printf("scalar_pull%s_p99_us=%.1f\n", tag, lat[nr * 99 / 100]);
   printf("scalar_pull%s_cpu_cores=%.2f\n", tag, cpu);
-  if (!*tag) printf("scalar_pull_busy_poll_us=%d\nscalar_pull_target_p50_us=50\nscalar_pull_target_p99_us=500\n",
-                    LOOM_PS_BUSY_POLL_DEFAULT_US);
+  printf("scalar_pull%s_busy_poll_us=%d\n", tag, poll);
+  if (!*tag) printf("scalar_pull_target_p50_us=50\nscalar_pull_target_p99_us=500\n");
   for (int i = 0; i < nr; i++) {
     double t0 = bu_now_us();
     if (loom_ps_ping(c, NULL, st)) die(st, "ping");
@@ -341,10 +341,10 @@ int main(int argc, char **argv) {
   }
   loom_ps_server_get_stats(s, &ss);
   printf("ps_value_copies=%lld\n", (long long)ss.value_copies); /* copy-on-write of a value still being sent */
-  /* small RPC: the PS and the client at the default busy-poll, then with it off, then the yardsticks */
+  /* small RPC: the PS and the client with busy_poll_us = 50, then with it off (the default), then the yardsticks */
   int nr = quick ? 1000 : 20000;
-  small_rpc(nr, 0, "");
-  small_rpc(nr, -1, "_nopoll");
+  small_rpc(nr, 50, "");
+  small_rpc(nr, 0, "_nopoll");
   double p50, p99;
   tcp_pingpong(nr, 0, &p50, &p99);
   printf("tcp_pingpong_p50_us=%.1f\ntcp_pingpong_p99_us=%.1f\n", p50, p99);

@@ -245,13 +245,13 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
   return 1;
 }
 
-/* LOOM_PS_BUSY_POLL_US (environment): the busy-poll budget of this job's PS tasks and PS clients
- * (loom_ps_server_options.busy_poll_us; unset: the library default, < 0: off). */
+/* LOOM_PS_BUSY_POLL_US (environment): the busy-poll budget in us of this job's PS tasks and PS clients
+ * (loom_ps_server_options.busy_poll_us; unset or <= 0: off, the default; at most 10000). */
 static int32_t busy_poll_env(void) {
   const char *e = getenv("LOOM_PS_BUSY_POLL_US");
   if (!e || !*e) return 0;
   long v = strtol(e, NULL, 10);
-  return v < 0 ? -1 : v > 10000 ? 10000 : (int32_t)v;
+  return v <= 0 ? 0 : v > 10000 ? 10000 : (int32_t)v;
 }
 
 static loom_ps_connect_options connect_opts(const job *j) {

@@ -322,7 +322,7 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->fd = -1;
   c->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10.0;
   c->max_frame = o->max_frame ? o->max_frame : LOOM_PS_DEFAULT_MAX_FRAME;
-  c->spin_us = o->busy_poll_us ? o->busy_poll_us : LOOM_PS_BUSY_POLL_DEFAULT_US;
+  c->spin_us = o->busy_poll_us > 0 ? o->busy_poll_us : 0;
   snprintf(c->addr, sizeof c->addr, "%.60s:%d", o->host, o->port);
   snprintf(c->host, sizeof c->host, "%s", o->host);
   c->port = o->port;

@@ -2393,7 +2393,7 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
     return NULL;
   }
   s->nshards = o->shard_threads ? o->shard_threads : 2;
-  s->spin_us = o->busy_poll_us ? (o->busy_poll_us < 0 ? 0 : o->busy_poll_us) : LOOM_PS_BUSY_POLL_DEFAULT_US;
+  s->spin_us = o->busy_poll_us > 0 ? o->busy_poll_us : 0; /* off by default */
   if (!s->o.max_connections) s->o.max_connections = 1024;
   if (!s->o.max_inflight_bytes) s->o.max_inflight_bytes = (int64_t)256 << 20;
   if (!s->o.max_inflight_requests) s->o.max_inflight_requests = REORDER;

@@ -2567,3 +2567,51 @@ Test(ps, sync_one_ps_step_runs_ahead_cluster_sync_step_does_not) {
   loom_ps_placement_free(p);
   loom_status_free(st);
 }
+
+/* Busy-poll on (PS loop and client, 50 us): small and large requests interleaved give the exact values
+ * (the polling changes when threads sleep, never what they answer); out-of-range budgets are refused.
+ * No timing is asserted (bench/ps measures the latency). */
+Test(ps, busy_poll_exact_values_and_option_bounds) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 63;
+  o.busy_poll_us = 10001;
+  cr_assert_null(loom_ps_server_start(&o, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "busy_poll_us"), "%s", loom_status_message(st));
+  o.busy_poll_us = 50;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_connect_options co = copts(s, 63, NULL);
+  co.busy_poll_us = 10001;
+  cr_assert_null(loom_ps_connect(&co, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  co.busy_poll_us = 50;
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  cr_assert(c, "%s", loom_status_message(st));
+  int64_t one = 1, big = 1 << 15; /* 128 KiB: not inline, a shard's job, and a large request */
+  float x = 0;
+  float *bv = calloc((size_t)big, 4), *bg = malloc((size_t)big * 4);
+  for (int64_t i = 0; i < big; i++) bg[i] = 0.5f;
+  OK(loom_ps_init_var(c, 0, 1, &one, LOOM_PS_SGD, (float[8]){1.0f}, &x, NULL, st));
+  OK(loom_ps_init_var(c, 1, 1, &big, LOOM_PS_SGD, (float[8]){1.0f}, bv, NULL, st));
+  for (int i = 0; i < 200; i++) {
+    float g = 1, v = 0;
+    uint64_t ver = 0;
+    OK(loom_ps_push(c, 0, &g, 1, &ver, st));
+    cr_assert_eq(ver, (uint64_t)i + 1);
+    ver = UINT64_MAX;
+    OK(loom_ps_pull(c, 0, &v, 1, &ver, NULL, st));
+    cr_assert(v == -(float)(i + 1) && ver == (uint64_t)i + 1, "step %d: %g at %llu", i, v, (unsigned long long)ver);
+    if (i % 20 == 0) {
+      OK(loom_ps_pushpull(c, 1, bg, bv, big, &ver, st));
+      float want = -0.5f * (float)(i / 20 + 1);
+      cr_assert(bv[0] == want && bv[big - 1] == want, "%g %g want %g", bv[0], bv[big - 1], want);
+    }
+  }
+  OK(loom_ps_ping(c, NULL, st));
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  free(bv);
+  free(bg);
+  loom_status_free(st);
+}

@@ -114,10 +114,11 @@ typedef struct loom_ps_server_options {
    * vCPU wake-up costs tens of us per hop). Large requests and shard completions do not arm it, and the
    * shard threads never poll (on a 2-core machine that cost training 15% steps/s). Adaptive: a poll
    * that ends with nothing to do skips the next 1, 3, 7, .. 63 chances to poll (reset by a poll that
-   * catches a request after an empty look). 0: LOOM_PS_BUSY_POLL_DEFAULT_US; < 0: off; at most 10000. */
+   * catches a request after an empty look). 0 or < 0: off (the default: with two trainers and a PS on a
+   * 2-core VM, 50 us cost 5-10% of the job's steps/s); at most 10000; 50 meets the scalar pull's 50 us
+   * p50 on an idle VM (bench/ps). */
   int32_t busy_poll_us;
 } loom_ps_server_options;
-#define LOOM_PS_BUSY_POLL_DEFAULT_US 50
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
 typedef struct loom_ps_server loom_ps_server;
@@ -163,7 +164,7 @@ typedef struct loom_ps_connect_options {
   /* Waiting for a reply's header with no request over 4 KiB outstanding, poll the socket (non-blocking
    * recv, sched_yield between tries) for up to this many microseconds before sleeping in poll();
    * adaptive as the server's (a poll that times out skips the next 1, 3, .. 63 waits).
-   * 0: LOOM_PS_BUSY_POLL_DEFAULT_US; < 0: off; at most 10000. */
+   * 0 or < 0: off (the default); at most 10000. */
   int32_t busy_poll_us;
   /* The client's identity for the PS's duplicate window (ps-design.md: request ids per client
    * incarnation): a push re-sent with the same (client_id, request id), after
