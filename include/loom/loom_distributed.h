@@ -169,7 +169,8 @@ typedef struct loom_ps_connect_options {
   /* The client's identity for the PS's duplicate window (ps-design.md: request ids per client
    * incarnation): a push re-sent with the same (client_id, request id), after
    * loom_ps_client_reconnect + loom_ps_client_retry_last, is answered from the window and not applied
-   * twice. 0: a random id drawn at connect (a new incarnation). */
+   * twice. 0: a random id drawn at connect (a new incarnation). An id given here must name one client
+   * incarnation only: two clients sharing it would see each other's requests as re-sends. */
   uint64_t client_id;
 } loom_ps_connect_options;
 typedef struct loom_ps_client loom_ps_client;
