@@ -114,8 +114,8 @@ typedef struct loom_ps_server_options {
    * vCPU wake-up costs tens of us per hop). Large requests and shard completions do not arm it, and the
    * shard threads never poll (on a 2-core machine that cost training 15% steps/s). Adaptive: a poll
    * that ends with nothing to do skips the next 1, 3, 7, .. 63 chances to poll (reset by a poll that
-   * catches a request after an empty look). 0 or < 0: off (the default: with two trainers and a PS on a
-   * 2-core VM, 50 us cost 5-10% of the job's steps/s); at most 10000; 50 meets the scalar pull's 50 us
+   * catches a request after an empty look). 0 or < 0: off (the default: with two trainers and a PS on an
+   * oversubscribed 2-core VM, 50 us cost 8% of the job's steps/s); at most 10000; 50 meets the scalar pull's 50 us
    * p50 on an idle VM (bench/ps). */
   int32_t busy_poll_us;
 } loom_ps_server_options;
