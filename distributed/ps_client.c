@@ -308,8 +308,9 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: no host");
     return NULL;
   }
-  if (strlen(o->host) >= 64 || (o->token && o->token_len > 256) || o->busy_poll_us > 10000) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: host of %zu chars (< 64), token of %zu bytes "
+  if (strlen(o->host) >= sizeof(((loom_ps_client *)0)->host) || (o->token && o->token_len > 256) ||
+      o->busy_poll_us > 10000) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: host of %zu chars (< 256), token of %zu bytes "
                     "(<= 256), busy_poll_us %d (<= 10000)", strlen(o->host), o->token ? o->token_len : 0,
                     (int)o->busy_poll_us);
     return NULL;

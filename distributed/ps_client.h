@@ -24,7 +24,7 @@ struct loom_ps_client {
   uint64_t client_id;
   int retry;
   /* what loom_ps_client_reconnect needs */
-  char host[64];
+  char host[256]; /* a DNS name is at most 253 */
   int port;
   uint8_t token[256];
   size_t token_len;
