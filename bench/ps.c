@@ -4,7 +4,11 @@
  *    (SGD on the PS), vs a plain TCP stream between two processes (target
  *    >= 50%) and TF's 162 MB/s gRPC figure (target >= 10x); best of three
  *    alternating trials of each;
- *  - small-RPC latency: PULL of one scalar, p50/p99 (targets 50 / 500 us);
+ *  - small-RPC latency: PULL of one scalar, p50/p99 (targets 50 / 500 us),
+ *    with the PS's and client's busy_poll_us at 50 and off (the default), beside a
+ *    plain TCP ping-pong between two processes (48 bytes each way, blocking
+ *    recv: the same two thread wake-ups per round trip as a scalar pull)
+ *    and the same ping-pong with both sides polling non-blocking recv;
  *  - sparse rows/s (d = 16, Adagrad, 4096 unique ids per push; target >= 2 M);
  *  - bytes on the wire per training step (3 PS: a partitioned dense layer,
  *    small dense variables, an embedding spread by row mod 3) vs the
@@ -12,6 +16,7 @@
  *    by the servers (target: within 5%).
  * --quick: fewer repetitions (CI smoke run). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -56,6 +61,68 @@ static double tcp_stream_mbs(size_t total) {
   waitpid(pid, NULL, 0);
   free(buf);
   return got == total ? (double)total / (t1 - t0) : 0; /* bytes/us = MB/s */
+}
+
+/* p50/p99 in us of a ping-pong of 48-byte messages with a child process:
+ * spin 0: blocking recv on both sides; spin 1: both sides poll a
+ * non-blocking recv (the floor: no wake-up at all). */
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static ssize_t recv_all(int fd, char *b, size_t n, int spin) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = recv(fd, b + got, n - got, spin ? MSG_DONTWAIT : 0);
+    if (r == 0) return 0;
+    if (r < 0) {
+      if (spin && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+static void tcp_pingpong(int n, int spin, double *p50, double *p99) {
+  *p50 = *p99 = 0;
+  int ls = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 1) || getsockname(ls, (struct sockaddr *)&a, &al))
+    return;
+  pid_t pid = fork();
+  if (pid == 0) { /* the echo side */
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) _exit(1);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char m[48];
+    while (recv_all(fd, m, sizeof m, spin) == (ssize_t)sizeof m)
+      if (send(fd, m, sizeof m, 0) != (ssize_t)sizeof m) break;
+    close(fd);
+    _exit(0);
+  }
+  int fd = accept(ls, NULL, NULL), one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  double *lat = malloc(sizeof(double) * (size_t)n);
+  char m[48] = {1};
+  int ok = 1;
+  for (int i = 0; i < n && ok; i++) {
+    double t0 = bu_now_us();
+    ok = send(fd, m, sizeof m, 0) == (ssize_t)sizeof m && recv_all(fd, m, sizeof m, spin) == (ssize_t)sizeof m;
+    lat[i] = bu_now_us() - t0;
+  }
+  close(fd);
+  close(ls);
+  waitpid(pid, NULL, 0);
+  if (ok) {
+    qsort(lat, (size_t)n, sizeof *lat, cmp_dbl);
+    *p50 = lat[n / 2];
+    *p99 = lat[n * 99 / 100];
+  }
+  free(lat);
 }
 
 static void die(loom_status *st, const char *what) {
@@ -183,6 +250,51 @@ static void wire_bytes(int quick, loom_status *st) {
   free(ids), free(lid), free(rows), free(back);
 }
 
+/* Scalar PULL and PING latency on a PS and a client of their own, both with busy_poll_us = poll. */
+static void small_rpc(int nr, int poll, const char *tag) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options so = loom_ps_server_options_default();
+  so.busy_poll_us = poll;
+  loom_ps_server *s = loom_ps_server_start(&so, st);
+  if (!s) die(st, "start");
+  loom_ps_connect_options co = {0};
+  co.host = "127.0.0.1";
+  co.port = loom_ps_server_port(s);
+  co.timeout_s = 30;
+  co.busy_poll_us = poll;
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  if (!c) die(st, "connect");
+  int64_t one = 1;
+  float x = 0, hyper[8] = {1e-6f};
+  if (loom_ps_init_var(c, 2, 1, &one, LOOM_PS_SGD, hyper, &x, NULL, st)) die(st, "init");
+  double *lat = malloc(sizeof(double) * (size_t)nr);
+  double cpu0 = bu_cpu_us(), w0 = bu_now_us();
+  for (int i = 0; i < nr; i++) {
+    uint64_t ver = UINT64_MAX;
+    double t0 = bu_now_us();
+    if (loom_ps_pull(c, 2, &x, 1, &ver, NULL, st)) die(st, "pull");
+    lat[i] = bu_now_us() - t0;
+  }
+  double cpu = (bu_cpu_us() - cpu0) / (bu_now_us() - w0); /* cores busy (PS + client: one process) */
+  qsort(lat, (size_t)nr, sizeof *lat, bu_cmp_d);
+  printf("scalar_pull%s_p50_us=%.1f\n", tag, lat[nr / 2]);
+  printf("scalar_pull%s_p99_us=%.1f\n", tag, lat[nr * 99 / 100]);
+  printf("scalar_pull%s_cpu_cores=%.2f\n", tag, cpu);
+  printf("scalar_pull%s_busy_poll_us=%d\n", tag, poll);
+  if (!*tag) printf("scalar_pull_target_p50_us=50\nscalar_pull_target_p99_us=500\n");
+  for (int i = 0; i < nr; i++) {
+    double t0 = bu_now_us();
+    if (loom_ps_ping(c, NULL, st)) die(st, "ping");
+    lat[i] = bu_now_us() - t0;
+  }
+  qsort(lat, (size_t)nr, sizeof *lat, bu_cmp_d);
+  printf("ping%s_p50_us=%.1f\n", tag, lat[nr / 2]); /* the loop thread alone */
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  free(lat);
+  loom_status_free(st);
+}
+
 int main(int argc, char **argv) {
   int quick = argc > 1 && !strcmp(argv[1], "--quick");
   loom_status *st = loom_status_new();
@@ -229,29 +341,15 @@ int main(int argc, char **argv) {
   }
   loom_ps_server_get_stats(s, &ss);
   printf("ps_value_copies=%lld\n", (long long)ss.value_copies); /* copy-on-write of a value still being sent */
-  /* small RPC */
-  int64_t one = 1;
-  float x = 0;
-  if (loom_ps_init_var(c, 2, 1, &one, LOOM_PS_SGD, hyper, &x, NULL, st)) die(st, "init");
+  /* small RPC: the PS and the client with busy_poll_us = 50, then with it off (the default), then the yardsticks */
   int nr = quick ? 1000 : 20000;
-  double *lat = malloc(sizeof(double) * (size_t)nr);
-  for (int i = 0; i < nr; i++) {
-    uint64_t ver = UINT64_MAX;
-    double t0 = bu_now_us();
-    if (loom_ps_pull(c, 2, &x, 1, &ver, NULL, st)) die(st, "pull");
-    lat[i] = bu_now_us() - t0;
-  }
-  qsort(lat, (size_t)nr, sizeof *lat, bu_cmp_d);
-  printf("scalar_pull_p50_us=%.1f\n", lat[nr / 2]);
-  printf("scalar_pull_p99_us=%.1f\n", lat[nr * 99 / 100]);
-  printf("scalar_pull_target_p50_us=50\nscalar_pull_target_p99_us=500\n");
-  for (int i = 0; i < nr; i++) {
-    double t0 = bu_now_us();
-    if (loom_ps_ping(c, NULL, st)) die(st, "ping");
-    lat[i] = bu_now_us() - t0;
-  }
-  qsort(lat, (size_t)nr, sizeof *lat, bu_cmp_d);
-  printf("ping_p50_us=%.1f\n", lat[nr / 2]); /* the loop thread alone: the shard hand-off's cost is the difference */
+  small_rpc(nr, 50, "");
+  small_rpc(nr, 0, "_nopoll");
+  double p50, p99;
+  tcp_pingpong(nr, 0, &p50, &p99);
+  printf("tcp_pingpong_p50_us=%.1f\ntcp_pingpong_p99_us=%.1f\n", p50, p99);
+  tcp_pingpong(nr, 1, &p50, &p99);
+  printf("tcp_pingpong_spin_p50_us=%.1f\ntcp_pingpong_spin_p99_us=%.1f\n", p50, p99);
   /* sparse rows */
   int64_t dims[2] = {1 << 20, 16};
   float *init = calloc((size_t)(dims[0] * dims[1]), 4);
@@ -275,7 +373,6 @@ int main(int argc, char **argv) {
   loom_ps_server_stop(s);
   free(init);
   free(rg);
-  free(lat);
   wire_bytes(quick, st);
   loom_status_free(st);
   return 0;

@@ -245,9 +245,19 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
   return 1;
 }
 
+/* LOOM_PS_BUSY_POLL_US (environment): the busy-poll budget in us of this job's PS tasks and PS clients
+ * (loom_ps_server_options.busy_poll_us; unset or <= 0: off, the default; at most 10000). */
+static int32_t busy_poll_env(void) {
+  const char *e = getenv("LOOM_PS_BUSY_POLL_US");
+  if (!e || !*e) return 0;
+  long v = strtol(e, NULL, 10);
+  return v <= 0 ? 0 : v > 10000 ? 10000 : (int32_t)v;
+}
+
 static loom_ps_connect_options connect_opts(const job *j) {
   loom_ps_connect_options co;
   memset(&co, 0, sizeof co);
+  co.busy_poll_us = busy_poll_env();
   co.token = j->token;
   co.token_len = j->token_len;
   co.timeout_s = j->o.rpc_timeout_s;
@@ -1094,6 +1104,7 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   so.idle_exit_s = j->o.ps_idle_exit_s;
   so.ps_index = j->index;
   so.model_dir = j->e->model_dir;
+  so.busy_poll_us = busy_poll_env();
   struct sigaction sa, old_term, old_int;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;

@@ -299,6 +299,37 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
 }
 
 int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c) { return c ? c->dropped : 0; }
+
+/* SYNC: STEP_INC {0} to every PS (all in flight together); each answers the least version of its
+ * variables (the aggregated steps it has applied to all of them); the job's global step is the least
+ * of those: the steps applied to every variable of the job. */
+loom_code loom_ps_cluster_sync_step(loom_ps_cluster *c, int64_t *global_step, loom_status *st) {
+  if (!c || !global_step) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_sync_step: NULL argument");
+  uint8_t zero[8] = {0};
+  int np = c->p->num_ps, sent = 0;
+  loom_code rc = LOOM_OK;
+  for (; sent < np && !rc; sent++) rc = loom__ps_send(c->c[sent], LOOM_PS_STEP_INC, zero, 8, NULL, 0, NULL, 0, st);
+  if (rc) sent--; /* the failed one owes no reply */
+  int64_t m = INT64_MAX;
+  for (int i = 0; i < sent; i++) { /* every reply sent for is read, even after a failure, to keep the connections in step */
+    loom_ps_hdr h;
+    uint8_t out[8];
+    loom_status *s2 = rc ? loom_status_new() : st;
+    loom_code r = loom__ps_recv_hdr(c->c[i], LOOM_PS_STEP_INC, &h, s2);
+    if (!r && h.body_len != 8) r = loom_status_set(s2, LOOM_DATA_LOSS, "STEP_INC reply of %u bytes", h.body_len);
+    if (!r) r = loom__ps_recv_body(c->c[i], out, 8, s2);
+    if (!r) r = loom__ps_recv_end(c->c[i], &h, s2);
+    if (s2 != st) loom_status_free(s2);
+    if (!r) {
+      int64_t g = (int64_t)loom__ps_get64(out);
+      if (g < m) m = g;
+    } else if (!rc) {
+      rc = r;
+    }
+  }
+  if (!rc) *global_step = m == INT64_MAX ? 0 : m;
+  return rc;
+}
 void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n) { c->dropped += n; }
 uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard) { return c->version[shard]; }
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -84,12 +85,41 @@ static loom_code send_iov(loom_ps_client *c, struct iovec *iov, int n, loom_stat
   return LOOM_OK;
 }
 
-static loom_code recv_exact(loom_ps_client *c, void *buf, size_t n, loom_status *st) {
+/* Busy-poll before sleeping (loom_ps_connect_options.busy_poll_us): non-blocking receives, yielding the
+ * CPU between tries, until data (or EOF/error) is there or the budget is spent. Adaptive: a poll that
+ * ends empty-handed skips the next 2^fails - 1 waits (at most 63). Returns recv's result (-1/EAGAIN:
+ * nothing came within the budget, or no poll this time). */
+static ssize_t spin_recv(loom_ps_client *c, void *p, size_t n) {
+  errno = EAGAIN;
+  if (c->spin_us <= 0) return -1;
+  if (c->spin_skip > 0) {
+    c->spin_skip--;
+    return -1;
+  }
+  double end = mono_s() + c->spin_us * 1e-6;
+  for (;;) {
+    ssize_t r = recv(c->fd, p, n, MSG_DONTWAIT);
+    if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      c->spin_fail = 0;
+      return r;
+    }
+    if (mono_s() >= end) break;
+    sched_yield();
+  }
+  if (c->spin_fail < 6) c->spin_fail++;
+  c->spin_skip = (1 << c->spin_fail) - 1;
+  errno = EAGAIN;
+  return -1;
+}
+
+/* spin: this wait may busy-poll (a reply header, with no large request outstanding). */
+static loom_code recv_exact(loom_ps_client *c, void *buf, size_t n, int spin, loom_status *st) {
   if (c->fd < 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: not connected", c->addr);
   double deadline = mono_s() + c->timeout_s;
   char *p = buf;
   while (n > 0) {
     ssize_t r = recv(c->fd, p, n, 0);
+    if (r < 0 && spin && (errno == EAGAIN || errno == EWOULDBLOCK)) r = spin_recv(c, p, n);
     if (r > 0) {
       p += r;
       n -= (size_t)r;
@@ -119,7 +149,15 @@ loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, s
   if (alen) crc = loom__crc32c_extend(crc, a, alen);
   if (blen) crc = loom__crc32c_extend(crc, b, blen);
   uint8_t hdr[LOOM_PS_HDR];
-  loom__ps_hdr_encode(hdr, opcode, 0, ++c->next_id, NULL, 0, 0);
+  if (c->acked == c->next_id) c->big_out = 0; /* no reply owed: nothing large outstanding */
+  if (body > 4096) c->big_out = 1;
+  if (c->retry) { /* loom_ps_client_retry_last: the same id again, and its reply is the next one read */
+    c->retry = 0;
+    c->acked = c->next_id - 1;
+  } else {
+    c->next_id++;
+  }
+  loom__ps_hdr_encode(hdr, opcode, 0, c->next_id, NULL, 0, 0);
   loom__ps_put32(hdr + 20, (uint32_t)body);
   loom__ps_put32(hdr + 24, crc);
   struct iovec iov[4] = {{hdr, LOOM_PS_HDR}, {(void *)fixed, fixed_len}, {(void *)a, alen}, {(void *)b, blen}};
@@ -129,7 +167,9 @@ loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, s
 
 loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, loom_status *st) {
   uint8_t hdr[LOOM_PS_HDR];
-  loom_code rc = recv_exact(c, hdr, sizeof hdr, st);
+  /* busy-poll only for the header of a reply to small requests: waiting for a large one (or inside a
+   * body being streamed) would take a core the PS needs on a machine with few cores */
+  loom_code rc = recv_exact(c, hdr, sizeof hdr, !c->big_out, st);
   if (rc) return rc;
   char why[160];
   rc = loom__ps_hdr_decode(hdr, c->max_frame, h, why, sizeof why);
@@ -140,6 +180,7 @@ loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, 
   c->crc = 0;
   c->left = h->body_len;
   uint64_t expect = ++c->acked; /* replies come back in request order (pipelining) */
+  c->hdr = *h;
   if (h->status != 0) { /* an error reply: the body is the message */
     char msg[600];
     size_t n = h->body_len < sizeof msg - 1 ? h->body_len : sizeof msg - 1;
@@ -171,7 +212,7 @@ loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status
     /* pieces of 256 KiB: each is checksummed right after it lands, while it is in cache */
     size_t k = dst ? (n < ((size_t)256 << 10) ? n : ((size_t)256 << 10)) : (n < sizeof scratch ? n : sizeof scratch);
     void *p = dst ? dst : scratch;
-    loom_code rc = recv_exact(c, p, k, st);
+    loom_code rc = recv_exact(c, p, k, 0, st);
     if (rc) return rc;
     c->crc = loom__crc32c_extend(c->crc, p, k);
     c->left -= k;
@@ -209,32 +250,16 @@ static loom_code small_reply(loom_ps_client *c, uint16_t opcode, void *out, size
   return rc ? rc : loom__ps_recv_end(c, &h, st);
 }
 
-loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *st) {
-  if (!o || !o->host) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: no host");
-    return NULL;
-  }
-  loom_ps_client *c = loom__calloc(1, sizeof *c);
-  if (!c) {
-    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for a ps client");
-    return NULL;
-  }
-  c->fd = -1;
-  c->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10.0;
-  c->max_frame = o->max_frame ? o->max_frame : LOOM_PS_DEFAULT_MAX_FRAME;
-  snprintf(c->addr, sizeof c->addr, "%.60s:%d", o->host, o->port);
+/* Opens c's connection (c->fd < 0) and authenticates: HELLO -> CHALLENGE -> AUTH -> WELCOME. */
+static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   struct addrinfo hints, *ai = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   char port[16];
-  snprintf(port, sizeof port, "%d", o->port);
-  int gr = getaddrinfo(o->host, port, &hints, &ai);
-  if (gr != 0 || !ai) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps %s: cannot resolve: %s", c->addr, gai_strerror(gr));
-    loom__free(c);
-    return NULL;
-  }
+  snprintf(port, sizeof port, "%d", c->port);
+  int gr = getaddrinfo(c->host, port, &hints, &ai);
+  if (gr != 0 || !ai) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps %s: cannot resolve: %s", c->addr, gai_strerror(gr));
   c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int err = c->fd < 0 ? errno : 0;
   if (!err && connect(c->fd, ai->ai_addr, ai->ai_addrlen) < 0) {
@@ -247,37 +272,97 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
     }
   }
   freeaddrinfo(ai);
-  if (err) {
-    io_fail(c, st, "connect", err);
-    loom__free(c);
-    return NULL;
-  }
+  if (err) return io_fail(c, st, "connect", err);
   int one = 1; /* socket buffers: left to the kernel's autotuning (a fixed size would cap it at wmem_max) */
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  /* HELLO -> CHALLENGE -> AUTH -> WELCOME */
-  uint8_t hello[24 + LOOM_PS_NONCE];
+  /* HELLO -> CHALLENGE -> AUTH -> WELCOME; the handshake's own ids, then the request ids go on */
+  uint64_t next = c->next_id;
+  c->next_id = c->acked = 0;
+  c->retry = 0;
+  uint8_t hello[24 + LOOM_PS_NONCE + 8];
   memset(hello, 0, sizeof hello);
   uint16_t v = LOOM_PS_VERSION;
   memcpy(hello, &v, 2);
   memcpy(hello + 2, &v, 2);
-  loom__ps_put32(hello + 4, (uint32_t)o->num_ps);
-  loom__ps_put32(hello + 8, (uint32_t)o->num_vars);
-  loom__ps_put64(hello + 16, o->placement_hash);
+  loom__ps_put32(hello + 4, (uint32_t)c->num_ps);
+  loom__ps_put32(hello + 8, (uint32_t)c->num_vars);
+  loom__ps_put64(hello + 16, c->placement_hash);
+  loom__ps_put64(hello + 24 + LOOM_PS_NONCE, c->client_id);
   uint8_t sn[LOOM_PS_NONCE], mac[LOOM_PS_MAC], welcome[4];
   loom_code rc = loom__ps_random(hello + 24, LOOM_PS_NONCE);
   if (rc) loom_status_set(st, rc, "no random bytes for the handshake");
   if (!rc) rc = loom__ps_send(c, LOOM_PS_HELLO, hello, sizeof hello, NULL, 0, NULL, 0, st);
   if (!rc) rc = small_reply(c, LOOM_PS_CHALLENGE, sn, sizeof sn, st);
   if (!rc) {
-    loom__ps_auth_mac(o->token, o->token ? o->token_len : 0, hello + 24, sn, o->placement_hash, mac);
+    loom__ps_auth_mac(c->token, c->token_len, hello + 24, sn, c->placement_hash, mac);
     rc = loom__ps_send(c, LOOM_PS_AUTH, mac, sizeof mac, NULL, 0, NULL, 0, st);
   }
   if (!rc) rc = small_reply(c, LOOM_PS_WELCOME, welcome, sizeof welcome, st);
-  if (rc) {
+  /* request ids are per client incarnation: they go on across connections, above the handshake's */
+  c->next_id = c->acked = next > c->next_id ? next : c->next_id;
+  return rc;
+}
+
+loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *st) {
+  if (!o || !o->host) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: no host");
+    return NULL;
+  }
+  if (strlen(o->host) >= sizeof(((loom_ps_client *)0)->host) || (o->token && o->token_len > 256) ||
+      o->busy_poll_us > 10000) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: host of %zu chars (< 256), token of %zu bytes "
+                    "(<= 256), busy_poll_us %d (<= 10000)", strlen(o->host), o->token ? o->token_len : 0,
+                    (int)o->busy_poll_us);
+    return NULL;
+  }
+  loom_ps_client *c = loom__calloc(1, sizeof *c);
+  if (!c) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for a ps client");
+    return NULL;
+  }
+  c->fd = -1;
+  c->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10.0;
+  c->max_frame = o->max_frame ? o->max_frame : LOOM_PS_DEFAULT_MAX_FRAME;
+  c->spin_us = o->busy_poll_us > 0 ? o->busy_poll_us : 0;
+  snprintf(c->addr, sizeof c->addr, "%.60s:%d", o->host, o->port);
+  snprintf(c->host, sizeof c->host, "%s", o->host);
+  c->port = o->port;
+  if (o->token) memcpy(c->token, o->token, o->token_len);
+  c->token_len = o->token ? o->token_len : 0;
+  c->placement_hash = o->placement_hash;
+  c->num_ps = o->num_ps;
+  c->num_vars = o->num_vars;
+  c->client_id = o->client_id;
+  while (!c->client_id) { /* a new incarnation */
+    if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {
+      loom_status_set(st, LOOM_INTERNAL, "no random bytes for the client id");
+      loom__free(c);
+      return NULL;
+    }
+  }
+  if (open_conn(c, st)) {
     loom_ps_client_free(c);
     return NULL;
   }
   return c;
+}
+
+loom_code loom_ps_client_reconnect(loom_ps_client *c, loom_status *st) {
+  if (!c) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_client_reconnect: NULL client");
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  c->left = 0;
+  return open_conn(c, st);
+}
+
+void loom_ps_client_retry_last(loom_ps_client *c) {
+  if (c && c->next_id) c->retry = 1;
+}
+
+uint64_t loom_ps_client_id(const loom_ps_client *c) { return c ? c->client_id : 0; }
+
+int loom_ps_client_last_duplicate(const loom_ps_client *c) {
+  return c && (c->hdr.flags & LOOM_PS_FLAG_DUPLICATE) != 0;
 }
 
 void loom_ps_client_free(loom_ps_client *c) {

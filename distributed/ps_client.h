@@ -17,6 +17,19 @@ struct loom_ps_client {
   uint32_t crc;   /* of the reply body read so far */
   size_t left;    /* reply body bytes not read yet */
   int64_t bytes_sent, bytes_received;
+  /* busy-poll (loom_ps_connect_options.busy_poll_us): budget, failed-poll streak, waits left to skip */
+  int32_t spin_us, spin_fail, spin_skip;
+  int big_out; /* a request with a body over 4 KiB was sent since the last time no reply was owed */
+  /* the duplicate window: identity, and the next request reuses next_id (loom_ps_client_retry_last) */
+  uint64_t client_id;
+  int retry;
+  /* what loom_ps_client_reconnect needs */
+  char host[256]; /* a DNS name is at most 253 */
+  int port;
+  uint8_t token[256];
+  size_t token_len;
+  uint64_t placement_hash;
+  int32_t num_ps, num_vars;
 };
 
 /* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */

@@ -120,7 +120,32 @@ struct job {
   uint64_t deadline_ms; /* SYNC: a push+pull waiting for its step */
   uint32_t wait_var;
   uint64_t wait_version;
+  struct ddwin *dd;  /* the duplicate window this request is recorded in (pending until on_done) */
+  int dup;           /* a re-sent PUSHPULL: answered with the current value, nothing applied */
+  uint32_t dup_flags;
 };
+
+/* The duplicate window of one client id (loop thread only): the outcome of its last DD_W request ids
+ * among the mutating requests (PUSH, PUSHPULL, PUSH_ROWS, PUSH_ROWS_AT, STEP_INC). Windows outlive their
+ * connections (a client re-sends after reconnecting); at most DD_MAX are kept, least recently used
+ * ones without a live connection or pending request evicted first. */
+#define DD_W 64
+#define DD_MAX 1024
+#define DD_BODY 64
+enum { DD_EMPTY = 0, DD_PENDING = 1, DD_DONE = 2, DD_VALUE = 3 /* a PUSHPULL: re-sent as a pull */ };
+typedef struct dd_slot {
+  uint64_t id;
+  uint16_t opcode;
+  uint8_t state, body_len;
+  uint32_t flags, status;
+  uint8_t body[DD_BODY]; /* the reply's body (an error's message truncated to DD_BODY bytes) */
+} dd_slot;
+typedef struct ddwin {
+  struct ddwin *next;
+  uint64_t client_id, max_id, last_used_ms;
+  int refs; /* connections and pending requests using it */
+  dd_slot slot[DD_W];
+} ddwin;
 
 struct barrier {
   int kind;
@@ -172,6 +197,13 @@ struct loom_ps_server {
   job *completed; /* lock-free stack: pushed by the shards, taken whole by the loop */
   uint32_t nvars_present; /* atomic */
   int64_t global_step;    /* atomic */
+  /* busy-poll of the loop thread (loop thread only; options.busy_poll_us) */
+  int32_t spin_us;
+  uv_idle_t spin;
+  int spinning, spin_fail, spin_skip, spin_polls;
+  uint64_t spin_end_us;
+  ddwin *dds; /* duplicate windows (loop thread only) */
+  int ndds;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int stopped;
@@ -204,6 +236,7 @@ struct conn {
   int reading;
   uint8_t cn[LOOM_PS_NONCE], sn[LOOM_PS_NONCE];
   uint8_t sink[256];
+  ddwin *dd; /* the client's duplicate window (HELLO with a client id), or NULL */
 };
 
 /* Unsent replies of a connection beyond this stop its reading until they drain. */
@@ -213,6 +246,12 @@ static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 loom_ps_server_options loom_ps_server_options_default(void) {
@@ -283,6 +322,7 @@ static void reply_free(reply *r) {
 }
 
 static void conn_free(conn *c) {
+  if (c->dd) c->dd->refs--;
   for (int i = 0; i < REORDER; i++) reply_free(c->ring[i]);
   while (c->pool) {
     job *j = c->pool;
@@ -1514,7 +1554,15 @@ static void shard_process(shard *sh, job *j) {
     break;
   }
   case LOOM_PS_PUSH: r = handle_push(s, sh, j, 0, &held); break;
-  case LOOM_PS_PUSHPULL: r = handle_push(s, sh, j, 1, &held); break;
+  case LOOM_PS_PUSHPULL:
+    if (j->dup) { /* re-sent, applied once already (the duplicate window): the current value, nothing applied */
+      reply *err = NULL;
+      psvar *v = req_var(s, j, 16, &err);
+      r = v ? value_reply(s, j, v, UINT64_MAX, (j->dup_flags & LOOM_PS_FLAG_STALE) | LOOM_PS_FLAG_DUPLICATE) : err;
+      break;
+    }
+    r = handle_push(s, sh, j, 1, &held);
+    break;
   case LOOM_PS_PULL_ROWS:
   case LOOM_PS_PULL_ROWS_AT:
     if (rows_hold(s, sh, j)) return;
@@ -1527,7 +1575,7 @@ static void shard_process(shard *sh, job *j) {
   }
   if (held) return;
   uint16_t op = j->h.opcode;
-  if (sh->waiters && j->h.body_len >= 4 &&
+  if (sh->waiters && j->h.body_len >= 4 && !j->dup &&
       (op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT)) {
     uint32_t id = loom__ps_get32(j->body); /* a PULL_ROWS_AT may wait for the version this push made */
     psvar *v = var_get(s, id);
@@ -1600,6 +1648,8 @@ static void shard_post(shard *sh, job *j) {
 
 /* ---------------- loop thread: handshake and dispatch ---------------- */
 
+static ddwin *dd_find(loom_ps_server *s, uint64_t client_id);
+
 static void handle_hello(conn *c, job *j) {
   loom_ps_server *s = c->srv;
   const uint8_t *b = j->body;
@@ -1607,8 +1657,9 @@ static void handle_hello(conn *c, job *j) {
     loop_error(c, LOOM_PERMISSION_DENIED, 1, "opcode %u before the handshake (HELLO expected)", c->h.opcode);
     return;
   }
-  if (c->h.body_len != 24 + LOOM_PS_NONCE) {
-    loop_error(c, LOOM_INVALID_ARGUMENT, 1, "HELLO body of %u bytes (expected %d)", c->h.body_len, 24 + LOOM_PS_NONCE);
+  if (c->h.body_len != 24 + LOOM_PS_NONCE && c->h.body_len != 32 + LOOM_PS_NONCE) {
+    loop_error(c, LOOM_INVALID_ARGUMENT, 1, "HELLO body of %u bytes (expected %d, or %d with a client id)",
+               c->h.body_len, 24 + LOOM_PS_NONCE, 32 + LOOM_PS_NONCE);
     return;
   }
   if (s->nconns > s->o.max_connections) {
@@ -1636,6 +1687,15 @@ static void handle_hello(conn *c, job *j) {
     return;
   }
   memcpy(c->cn, b + 24, LOOM_PS_NONCE);
+  uint64_t client_id = c->h.body_len == 32 + LOOM_PS_NONCE ? loom__ps_get64(b + 24 + LOOM_PS_NONCE) : 0;
+  if (client_id && !c->dd) { /* the client's duplicate window (kept across its connections) */
+    if (!(c->dd = dd_find(s, client_id))) {
+      loop_error(c, LOOM_RESOURCE_EXHAUSTED, 1, "no memory for a duplicate window");
+      return;
+    }
+    c->dd->refs++;
+    c->dd->last_used_ms = now_ms();
+  }
   if (loom__ps_random(c->sn, LOOM_PS_NONCE) != LOOM_OK) {
     loop_error(c, LOOM_INTERNAL, 1, "no random bytes for the challenge");
     return;
@@ -1702,6 +1762,8 @@ static job *job_get(conn *c, uint32_t len) {
   j->bar = NULL;
   j->kind = JOB_REQ;
   j->c = c;
+  j->dd = NULL;
+  j->dup = 0;
   return j;
 }
 
@@ -1748,6 +1810,15 @@ static int try_inline(loom_ps_server *s, job *j, shard *sh) {
 
 static void dispatch_job(conn *c, job *j, int q) {
   loom_ps_server *s = c->srv;
+  if (j->dd) { /* a new request of a client with a duplicate window: pending until its reply */
+    dd_slot *sl = &j->dd->slot[j->h.request_id % DD_W];
+    memset(sl, 0, sizeof *sl);
+    sl->id = j->h.request_id;
+    sl->opcode = j->h.opcode;
+    sl->state = DD_PENDING;
+    if (j->h.request_id > j->dd->max_id) j->dd->max_id = j->h.request_id;
+    j->dd->refs++;
+  }
   j->seq = c->seq_in++;
   c->inflight++;
   c->inflight_bytes += j->h.body_len;
@@ -1822,10 +1893,147 @@ static void handle_ckpt(conn *c, job *j, int save) {
   dispatch_barrier(c, j, b);
 }
 
+/* ---------------- loop thread: busy-poll ---------------- */
+
+/* While the spin idle handle is active, libuv polls with a zero timeout (the loop never sleeps). */
+static void on_spin(uv_idle_t *h) {
+  loom_ps_server *s = h->data;
+  s->spin_polls++;
+  if (now_us() < s->spin_end_us) {
+    sched_yield(); /* a runnable thread of this core (a shard, the client) goes first */
+    return;
+  }
+  uv_idle_stop(h);
+  s->spinning = 0;
+  if (s->spin_fail < 6) s->spin_fail++;
+  s->spin_skip = (1 << s->spin_fail) - 1;
+}
+
+/* A small request came: keep polling for busy_poll_us more before sleeping in epoll (large requests
+ * and shard completions do not arm it: on a machine with few cores the polling would take the core
+ * that the shards and the client need; bench/scaling measured -15% steps/s with them).
+ * A poll that ends empty-handed skips the next 2^fails - 1 arms (at most 63); work that arrives after
+ * at least one empty look resets the backoff. */
+static void loop_spin(loom_ps_server *s) {
+  if (s->spin_us <= 0 || s->stopping) return;
+  if (s->spinning) {
+    if (s->spin_polls) s->spin_fail = 0;
+  } else if (s->spin_skip > 0) {
+    s->spin_skip--;
+    return;
+  } else {
+    uv_idle_start(&s->spin, on_spin);
+    s->spinning = 1;
+  }
+  s->spin_polls = 0;
+  s->spin_end_us = now_us() + (uint64_t)s->spin_us;
+}
+
+/* ---------------- loop thread: the duplicate window ---------------- */
+
+static ddwin *dd_find(loom_ps_server *s, uint64_t client_id) {
+  for (ddwin *w = s->dds; w; w = w->next)
+    if (w->client_id == client_id) return w;
+  ddwin *w = NULL;
+  if (s->ndds >= DD_MAX) { /* reuse the least recently used window nothing refers to */
+    for (ddwin *x = s->dds; x; x = x->next)
+      if (!x->refs && (!w || x->last_used_ms < w->last_used_ms)) w = x;
+  }
+  if (w) {
+    ddwin *next = w->next;
+    memset(w, 0, sizeof *w);
+    w->next = next;
+  } else {
+    if (!(w = loom__calloc(1, sizeof *w))) return NULL;
+    w->next = s->dds;
+    s->dds = w;
+    s->ndds++;
+  }
+  w->client_id = client_id;
+  return w;
+}
+
+static int dd_opcode(uint16_t op) {
+  return op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT ||
+         op == LOOM_PS_STEP_INC;
+}
+
+/* A mutating request of a client with a window: 0 when it is new (j->dd set: recorded as pending when
+ * dispatched); 1 when it was answered here (a duplicate, or an id older than the window). */
+static int dd_check(conn *c, job *j) {
+  ddwin *w = c->dd;
+  uint64_t id = c->h.request_id;
+  w->last_used_ms = now_ms();
+  if (id + DD_W <= w->max_id) {
+    job_put(c, j);
+    loop_error(c, LOOM_FAILED_PRECONDITION, 0,
+               "request id %llu of client %016llx is older than the duplicate window (newest %llu): not applied",
+               (unsigned long long)id, (unsigned long long)w->client_id, (unsigned long long)w->max_id);
+    return 1;
+  }
+  dd_slot *sl = &w->slot[id % DD_W];
+  if (sl->state == DD_EMPTY || sl->id != id) {
+    j->dd = w;
+    return 0;
+  }
+  STAT_ADD(c->srv, duplicates, 1);
+  if (sl->opcode != c->h.opcode) {
+    job_put(c, j);
+    loop_error(c, LOOM_INVALID_ARGUMENT, 0, "request id %llu of client %016llx was opcode %u, now %u: not applied",
+               (unsigned long long)id, (unsigned long long)w->client_id, sl->opcode, c->h.opcode);
+    return 1;
+  }
+  if (sl->state == DD_PENDING) {
+    job_put(c, j);
+    loop_error(c, LOOM_UNAVAILABLE, 0,
+               "request id %llu of client %016llx is still being applied (its first copy is held): not applied "
+               "twice, retry later", (unsigned long long)id, (unsigned long long)w->client_id);
+    return 1;
+  }
+  if (sl->state == DD_VALUE) { /* a PUSHPULL applied once: the reply is the current value */
+    j->dup = 1;
+    j->dup_flags = sl->flags;
+    dispatch_job(c, j, (int)(loom__ps_get32(j->body) % (uint32_t)c->srv->nshards));
+    return 1;
+  }
+  job_put(c, j);
+  reply *r = reply_new(c, sl->body_len);
+  if (r) {
+    memcpy(reply_body(r), sl->body, sl->body_len);
+    reply_seal(r, &c->h, c->h.opcode, (sl->flags & ~LOOM_PS_FLAG_REPLY) | LOOM_PS_FLAG_DUPLICATE, sl->status, 0);
+  }
+  loop_answer(c, r);
+  return 1;
+}
+
+/* The outcome of a recorded request (r: its reply, NULL when none could be made). */
+static void dd_done(job *j, const reply *r) {
+  ddwin *w = j->dd;
+  j->dd = NULL;
+  w->refs--;
+  dd_slot *sl = &w->slot[j->h.request_id % DD_W];
+  if (sl->id != j->h.request_id || sl->state != DD_PENDING) return;
+  if (!r) {
+    sl->state = DD_EMPTY; /* no reply made (out of memory): nothing known, a re-send is applied */
+    return;
+  }
+  sl->flags = loom__ps_get32(r->data + 8);
+  sl->status = loom__ps_get32(r->data + 28);
+  if (j->h.opcode == LOOM_PS_PUSHPULL && sl->status == 0) {
+    sl->state = DD_VALUE;
+    return;
+  }
+  size_t n = r->len - LOOM_PS_HDR;
+  sl->body_len = (uint8_t)(n < DD_BODY ? n : DD_BODY);
+  memcpy(sl->body, r->data + LOOM_PS_HDR, sl->body_len);
+  sl->state = DD_DONE;
+}
+
 /* A whole frame has been read into j (its CRC already checked). */
 static void frame_done(conn *c, job *j) {
   loom_ps_server *s = c->srv;
   STAT_ADD(s, frames, 1);
+  if (c->h.body_len <= 1024) loop_spin(s); /* a small request: the next one of its client is likely close behind */
   s->last_activity_ms = now_ms();
   if (c->h.flags & LOOM_PS_FLAG_REPLY) {
     job_put(c, j);
@@ -1852,6 +2060,7 @@ static void frame_done(conn *c, job *j) {
       loop_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated", c->h.opcode, c->h.body_len);
       return;
     }
+    if (c->dd && dd_opcode(c->h.opcode) && dd_check(c, j)) return;
     dispatch_job(c, j, (int)(loom__ps_get32(j->body) % (uint32_t)s->nshards));
     return;
   case LOOM_PS_SAVE: handle_ckpt(c, j, 1); return;
@@ -1862,6 +2071,7 @@ static void frame_done(conn *c, job *j) {
       loop_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8)", c->h.body_len);
       return;
     }
+    if (c->dd && dd_check(c, j)) return;
     if (s->o.consistency == LOOM_PS_SYNC) {
       barrier *b = loom__calloc(1, sizeof *b);
       if (!b) {
@@ -1906,6 +2116,7 @@ static void on_done(uv_async_t *a) {
     reply *r = j->out;
     uint64_t seq = j->seq;
     j->out = NULL;
+    if (j->dd) dd_done(j, r);
     c->inflight--;
     c->inflight_bytes -= j->h.body_len;
     if (c->closed) {
@@ -2115,6 +2326,11 @@ static void server_free(loom_ps_server *s) {
     sem_destroy(&sh->sem);
   }
   loom__free(s->shards);
+  while (s->dds) {
+    ddwin *w = s->dds;
+    s->dds = w->next;
+    loom__free(w);
+  }
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   loom__free(s);
@@ -2166,16 +2382,18 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   s->token_len = o->token_len;
   s->o.token = NULL;
   if (o->shard_threads < 0 || o->shard_threads > MAX_SHARDS || o->max_connections < 0 ||
-      o->max_inflight_bytes < 0 || o->max_inflight_requests < 0 || o->max_inflight_requests > REORDER) {
+      o->max_inflight_bytes < 0 || o->max_inflight_requests < 0 || o->max_inflight_requests > REORDER ||
+      o->busy_poll_us > 10000) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT,
                     "ps shard_threads %d (0..%d), max_connections %d, max_inflight_bytes %lld, "
-                    "max_inflight_requests %d (0..%d)",
+                    "max_inflight_requests %d (0..%d), busy_poll_us %d (<= 10000)",
                     o->shard_threads, MAX_SHARDS, o->max_connections, (long long)o->max_inflight_bytes,
-                    o->max_inflight_requests, REORDER);
+                    o->max_inflight_requests, REORDER, (int)o->busy_poll_us);
     loom__free(s);
     return NULL;
   }
   s->nshards = o->shard_threads ? o->shard_threads : 2;
+  s->spin_us = o->busy_poll_us > 0 ? o->busy_poll_us : 0; /* off by default */
   if (!s->o.max_connections) s->o.max_connections = 1024;
   if (!s->o.max_inflight_bytes) s->o.max_inflight_bytes = (int64_t)256 << 20;
   if (!s->o.max_inflight_requests) s->o.max_inflight_requests = REORDER;
@@ -2226,6 +2444,8 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   s->done_async.data = s;
   uv_timer_init(&s->loop, &s->timer);
   s->timer.data = s;
+  uv_idle_init(&s->loop, &s->spin);
+  s->spin.data = s;
   uv_timer_start(&s->timer, on_timer, 50, 50);
   s->last_activity_ms = now_ms();
   int started = 1;
@@ -2279,6 +2499,7 @@ void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out) {
   out->refused = __atomic_load_n(&s->stats.refused, __ATOMIC_RELAXED);
   out->inflight_pauses = __atomic_load_n(&s->stats.inflight_pauses, __ATOMIC_RELAXED);
   out->value_copies = __atomic_load_n(&s->stats.value_copies, __ATOMIC_RELAXED);
+  out->duplicates = __atomic_load_n(&s->stats.duplicates, __ATOMIC_RELAXED);
   out->shard_threads = s->stats.shard_threads;
 }
 

@@ -11,7 +11,8 @@
  *
  * Handshake (nothing else is accepted before WELCOME):
  *   HELLO     {proto_min u16, proto_max u16, num_ps u32, num_vars u32, pad u32,
- *              placement_hash u64, client_nonce[32]}
+ *              placement_hash u64, client_nonce[32] [, client_id u64]}
+ *             (without client_id, 56 bytes: no duplicate window for that connection)
  *   CHALLENGE {server_nonce[32]}
  *   AUTH      {mac[32]} = HMAC-SHA256(token, "loom-ps-auth-v1" || client_nonce
  *              || server_nonce || placement_hash u64 LE)
@@ -37,6 +38,7 @@
 #define LOOM_PS_FLAG_REPLY 1u
 #define LOOM_PS_FLAG_UNCHANGED 2u /* PULL reply: the variable is unchanged since the caller's version */
 #define LOOM_PS_FLAG_STALE 4u     /* PUSH/PUSHPULL reply: the gradient was dropped (stale or late), not applied */
+#define LOOM_PS_FLAG_DUPLICATE 8u /* reply from the duplicate window: the request was applied once already */
 #define LOOM_PS_HANDSHAKE_MAX 256u /* largest body accepted before WELCOME */
 #define LOOM_PS_DEFAULT_MAX_FRAME (64u << 20)
 

@@ -20,12 +20,16 @@
  *   bit 3     (with bit 2) the HELLO's 24 bytes of fields come from the input
  *             (protocol range, counts, placement hash), nonce fixed;
  *   bit 4     (with bit 2) the AUTH's MAC is wrong in one bit;
+ *   bit 6     (with bit 2) the HELLO carries a client id (64 bytes), so the
+ *             mutating requests go through the PS's duplicate window (the id
+ *             is the same for every input: windows meet earlier inputs' ids);
  *   bit 5     framed: the rest is records [opcode u8][tweak u8][len u16 LE]
  *             [len body bytes] that the harness sends as frames with a valid
  *             header (magic, version, request id, CRC-32C of the body) unless
  *             the tweak bits say otherwise (1: reply flag, 2: bad CRC, 4: bad
  *             magic, 8: bad version, 16: body_len one more than sent, 32:
- *             status != 0, 128: opcode + 256); without it the rest is sent
+ *             status != 0, 64: the previous frame's request id again, a
+ *             re-send; 128: opcode + 256); without it the rest is sent
  *             as raw bytes. */
 #include <errno.h>
 #include <poll.h>
@@ -96,8 +100,10 @@ static int send_frame(int fd, uint16_t opcode, const void *body, uint32_t len) {
 /* HELLO, CHALLENGE, AUTH, WELCOME; returns the bytes of the input it used. */
 static size_t handshake(int fd, int flags, const uint8_t *in, size_t n) {
   size_t used = 0;
-  uint8_t hello[24 + LOOM_PS_NONCE];
+  uint8_t hello[32 + LOOM_PS_NONCE];
   memset(hello, 0, sizeof hello);
+  uint32_t hello_len = (flags & 64) ? 32 + LOOM_PS_NONCE : 24 + LOOM_PS_NONCE;
+  loom__ps_put64(hello + 24 + LOOM_PS_NONCE, 0x10ADull);
   if ((flags & 8) && n >= 24) {
     memcpy(hello, in, 24);
     used = 24;
@@ -110,7 +116,7 @@ static size_t handshake(int fd, int flags, const uint8_t *in, size_t n) {
     loom__ps_put64(hello + 16, PH);
   }
   for (int i = 0; i < LOOM_PS_NONCE; i++) hello[24 + i] = (uint8_t)(i * 7 + 1);
-  if (send_frame(fd, LOOM_PS_HELLO, hello, sizeof hello)) return used;
+  if (send_frame(fd, LOOM_PS_HELLO, hello, hello_len)) return used;
   loom_ps_hdr h;
   uint8_t body[LOOM_PS_HANDSHAKE_MAX + 512];
   if (recv_frame(fd, &h, body, sizeof body) || h.opcode != LOOM_PS_CHALLENGE || h.status ||
@@ -136,7 +142,8 @@ static void send_records(int fd, const uint8_t *p, size_t n) {
     if (len > n) len = n;
     uint16_t opcode = (uint16_t)(op | ((tw & 128) ? 256 : 0));
     memcpy(out + LOOM_PS_HDR, p, len);
-    loom__ps_hdr_encode(out, opcode, (tw & 1) ? LOOM_PS_FLAG_REPLY : 0, ++rid, out + LOOM_PS_HDR, (uint32_t)len,
+    if (!(tw & 64)) rid++;
+    loom__ps_hdr_encode(out, opcode, (tw & 1) ? LOOM_PS_FLAG_REPLY : 0, rid, out + LOOM_PS_HDR, (uint32_t)len,
                         (tw & 32) ? 3u : 0u);
     if (tw & 2) out[24] ^= 1;
     if (tw & 4) out[0] ^= 0x20;

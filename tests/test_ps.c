@@ -2213,3 +2213,405 @@ Test(ps, init_var_id_and_row_pull_reply_bounded) {
   loom_ps_server_stop(s);
   loom_status_free(st);
 }
+
+/* ---- issue 16 follow-up: the duplicate window, SYNC's global step across PS tasks, busy-poll ---- */
+
+static loom_ps_client *connect_id(loom_ps_server *s, uint64_t hash, uint64_t client_id) {
+  loom_ps_connect_options o = copts(s, hash, NULL);
+  o.client_id = client_id;
+  loom_status *st = loom_status_new();
+  loom_ps_client *c = loom_ps_connect(&o, st);
+  cr_assert(c, "connect: %s", loom_status_message(st));
+  loom_status_free(st);
+  return c;
+}
+
+/* The next request of c gets id (as a client that lost its state would re-send it). */
+static void next_id_is(loom_ps_client *c, uint64_t id) { c->next_id = c->acked = id - 1; }
+
+/* A push re-sent with the same (client id, request id), after a reconnect or from another connection
+ * of the same client id, is applied once and answered with the first reply (flag DUPLICATE); a re-sent
+ * PUSHPULL gets the current value; a re-sent STEP_INC adds nothing; an id older than the window is
+ * refused FAILED_PRECONDITION; none of them is applied. */
+Test(ps, duplicate_push_after_reconnect_applied_once_same_reply) {
+  loom_ps_server *s = start_ps(61, 1, 4, NULL);
+  loom_status *st = loom_status_new();
+  loom_ps_client *c = connect_id(s, 61, 0xC0FFEEull);
+  cr_assert_eq(loom_ps_client_id(c), 0xC0FFEEull);
+  int64_t d[1] = {3};
+  OK(loom_ps_init_var(c, 0, 1, d, LOOM_PS_SGD, (float[8]){1.0f}, (float[3]){10, 20, 30}, NULL, st));
+  float g[3] = {1, 2, 4};
+  uint64_t v1 = 0, v2 = 0;
+  int applied = -1;
+  OK(loom_ps_push_at(c, 0, g, 3, UINT64_MAX, &v1, &applied, st));
+  cr_assert_eq(v1, 1);
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 0);
+  uint64_t id = c->next_id;
+  /* the connection is lost before the reply was seen: reconnect, re-send the same request */
+  OK(loom_ps_client_reconnect(c, st));
+  loom_ps_client_retry_last(c);
+  OK(loom_ps_push_at(c, 0, g, 3, UINT64_MAX, &v2, &applied, st));
+  cr_assert_eq(c->next_id, id, "the re-sent request keeps its id");
+  cr_assert_eq(v2, v1, "the duplicate's reply is the first one's");
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 1);
+  float out[3];
+  uint64_t have = UINT64_MAX;
+  OK(loom_ps_pull(c, 0, out, 3, &have, NULL, st));
+  cr_assert_eq(have, 1, "applied once");
+  cr_assert(out[0] == 9 && out[1] == 18 && out[2] == 26, "%g %g %g", out[0], out[1], out[2]);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 0);
+  /* the same frame from another connection of the same client id (the window is per client, kept across
+   * connections): also answered from the window */
+  loom_ps_client *c2 = connect_id(s, 61, 0xC0FFEEull);
+  next_id_is(c2, id);
+  OK(loom_ps_push_at(c2, 0, g, 3, UINT64_MAX, &v2, &applied, st));
+  cr_assert_eq(v2, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(c2), 1);
+  /* another client id with the same request id is another request: applied */
+  loom_ps_client *c3 = connect_id(s, 61, 0xBEEFull);
+  next_id_is(c3, id);
+  OK(loom_ps_push_at(c3, 0, g, 3, UINT64_MAX, &v2, &applied, st));
+  cr_assert_eq(v2, 2);
+  cr_assert_eq(loom_ps_client_last_duplicate(c3), 0);
+  /* PUSHPULL re-sent: the current value (version 3), applied once */
+  OK(loom_ps_pushpull(c, 0, g, out, 3, &v1, st));
+  cr_assert_eq(v1, 3);
+  cr_assert(out[0] == 7 && out[1] == 14 && out[2] == 18, "%g %g %g", out[0], out[1], out[2]);
+  loom_ps_client_retry_last(c);
+  float out2[3] = {0};
+  OK(loom_ps_pushpull(c, 0, g, out2, 3, &v2, st));
+  cr_assert_eq(v2, 3);
+  cr_assert(!memcmp(out, out2, sizeof out), "the same value");
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 1);
+  /* PUSH_ROWS_AT re-sent */
+  int64_t ids[1] = {2};
+  float rg[1] = {1};
+  OK(loom_ps_push_rows_at(c, 0, ids, 1, 1, rg, UINT64_MAX, &v1, NULL, st));
+  cr_assert_eq(v1, 4);
+  OK(loom_ps_client_reconnect(c, st));
+  loom_ps_client_retry_last(c);
+  OK(loom_ps_push_rows_at(c, 0, ids, 1, 1, rg, UINT64_MAX, &v2, NULL, st));
+  cr_assert_eq(v2, 4);
+  cr_assert_eq(loom_ps_client_last_duplicate(c), 1);
+  /* STEP_INC re-sent: global_step moves once */
+  int64_t gs1 = 0, gs2 = 0;
+  OK(loom_ps_step_inc(c, 5, &gs1, st));
+  cr_assert_eq(gs1, 5);
+  loom_ps_client_retry_last(c);
+  OK(loom_ps_step_inc(c, 5, &gs2, st));
+  cr_assert_eq(gs2, 5);
+  OK(loom_ps_step_inc(c, 0, &gs2, st));
+  cr_assert_eq(gs2, 5);
+  /* an id older than the 64-id window: refused, not applied */
+  uint64_t old = c->next_id;
+  for (int i = 0; i < 70; i++) OK(loom_ps_ping(c, NULL, st));
+  OK(loom_ps_push(c, 0, g, 3, &v1, st));
+  cr_assert_eq(v1, 5);
+  next_id_is(c, old);
+  cr_assert_eq(loom_ps_push(c, 0, g, 3, &v2, st), LOOM_FAILED_PRECONDITION);
+  cr_assert(strstr(loom_status_message(st), "duplicate window"), "%s", loom_status_message(st));
+  next_id_is(c, old + 80);
+  have = UINT64_MAX;
+  OK(loom_ps_pull(c, 0, out, 3, &have, NULL, st));
+  cr_assert_eq(have, 5);
+  cr_assert(out[0] == 6 && out[1] == 12 && out[2] == 13, "%g %g %g", out[0], out[1], out[2]);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.updates, 5);
+  cr_assert_eq(ss.duplicates, 5, "%lld", (long long)ss.duplicates);
+  loom_ps_client_free(c);
+  loom_ps_client_free(c2);
+  loom_ps_client_free(c3);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* SYNC: a re-sent push whose first copy is still held in the aggregation is refused UNAVAILABLE (not
+ * counted twice); once the step is applied, the re-send gets the first copy's reply. */
+Test(ps, duplicate_of_held_sync_push_not_counted_twice) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 62;
+  o.consistency = LOOM_PS_SYNC;
+  o.replicas_to_aggregate = 2;
+  o.sync_timeout_s = 10;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_status *st = loom_status_new();
+  loom_ps_client *a = connect_id(s, 62, 0xA1ull), *b = connect_id(s, 62, 0xB2ull);
+  int64_t d[1] = {2};
+  OK(loom_ps_init_var(a, 0, 1, d, LOOM_PS_SGD, (float[8]){1.0f}, (float[2]){8, 8}, NULL, st));
+  float ga[2] = {2, 4}, gb[2] = {6, 8};
+  OK(loom__ps_push_send(a, LOOM_PS_PUSH, 0, 0, ga, 2, st)); /* held: 1 of 2 */
+  uint64_t id = a->next_id;
+  /* a second connection of a's client id re-sends it while the first copy is held */
+  loom_ps_client *a2 = connect_id(s, 62, 0xA1ull);
+  next_id_is(a2, id);
+  uint64_t v = 0;
+  cr_assert_eq(loom_ps_push_at(a2, 0, ga, 2, 0, &v, NULL, st), LOOM_UNAVAILABLE);
+  cr_assert(strstr(loom_status_message(st), "still being applied"), "%s", loom_status_message(st));
+  OK(loom_ps_push_at(b, 0, gb, 2, 0, &v, NULL, st)); /* 2 of 2: the step is applied */
+  cr_assert_eq(v, 1);
+  uint8_t out[8];
+  loom_ps_hdr h;
+  OK(loom__ps_recv_hdr(a, LOOM_PS_PUSH, &h, st));
+  OK(loom__ps_recv_body(a, out, 8, st));
+  OK(loom__ps_recv_end(a, &h, st));
+  cr_assert_eq(loom__ps_get64(out), 1);
+  loom_ps_client_retry_last(a2);
+  int applied = -1;
+  OK(loom_ps_push_at(a2, 0, ga, 2, 0, &v, &applied, st));
+  cr_assert_eq(v, 1);
+  cr_assert_eq(applied, 1);
+  cr_assert_eq(loom_ps_client_last_duplicate(a2), 1);
+  float val[2];
+  uint64_t have = UINT64_MAX;
+  OK(loom_ps_pull(b, 0, val, 2, &have, NULL, st));
+  cr_assert_eq(have, 1);
+  cr_assert(val[0] == 4 && val[1] == 2, "mean of exactly two gradients: %g %g", val[0], val[1]);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.sync_steps, 1);
+  cr_assert_eq(ss.stale_dropped, 0);
+  loom_ps_client_free(a);
+  loom_ps_client_free(a2);
+  loom_ps_client_free(b);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* SYNC across PS tasks vs TF's SyncReplicasOptimizer, where global_step advances once per aggregated
+ * step, after every variable's update. Loom: each variable aggregates on its own PS; a contributor's
+ * reply is held until its variable's step is applied, so a worker whose exchange has returned holds
+ * every variable at the step it contributed to; loom_ps_cluster_sync_step is the least applied version
+ * over all variables of all PS tasks (TF's count of completed steps). 3 workers, 2 PS, SYNC(3 of 3):
+ * after each of its exchanges every worker sees the same version s on every shard of both PS and the
+ * exact value of s steps, and the job's global step is exactly s (no worker can be a step ahead: each
+ * step needs all three). */
+#define SYNC_GS_STEPS 20
+static const int64_t sync_gs_sizes[4] = {8, 4, 6, 2};
+typedef struct {
+  const loom_ps_placement *p;
+  const char **hosts;
+  int *ports;
+  int index;
+  loom_code rc;
+  int bad_version, bad_value, bad_step;
+  char msg[256];
+} sync_gs_worker;
+
+static void *sync_gs_main(void *arg) {
+  sync_gs_worker *w = arg;
+  loom_status *st = loom_status_new();
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 20;
+  loom_ps_cluster *cl = loom_ps_cluster_connect(w->p, w->hosts, w->ports, &co, st);
+  float vals[4][8], grads[4][8];
+  float *vp[4];
+  const float *gp[4];
+  for (int v = 0; v < 4; v++) vp[v] = vals[v], gp[v] = grads[v];
+  if (!cl || (w->rc = loom_ps_cluster_pull(cl, vp, st))) goto out;
+  int nsh = loom_ps_placement_num_shards(w->p);
+  for (int step = 0; step < SYNC_GS_STEPS && !w->rc; step++) {
+    for (int v = 0; v < 4; v++)
+      for (int e = 0; e < 8; e++) grads[v][e] = 0.25f * (float)(w->index + 1); /* mean of the 3: 0.5 */
+    if ((w->rc = loom_ps_cluster_pushpull(cl, gp, vp, st))) break;
+    for (int k = 0; k < nsh; k++)
+      if (loom__ps_cluster_version(cl, k) != (uint64_t)step + 1) w->bad_version++;
+    for (int v = 0; v < 4; v++) /* SGD lr 0.5 on the mean 0.5: -0.25 a step from 10, exact */
+      for (int e = 0; e < sync_gs_sizes[v]; e++)
+        if (vals[v][e] != 10.0f - 0.25f * (float)(step + 1)) w->bad_value++;
+    int64_t gs = -1;
+    if ((w->rc = loom_ps_cluster_sync_step(cl, &gs, st))) break;
+    if (gs != step + 1) w->bad_step++;
+  }
+out:
+  if (!cl) w->rc = loom_status_code(st) ? loom_status_code(st) : LOOM_UNKNOWN;
+  snprintf(w->msg, sizeof w->msg, "%s", loom_status_message(st));
+  loom_ps_cluster_free(cl);
+  loom_status_free(st);
+  return NULL;
+}
+
+static loom_ps_placement *sync_gs_placement(int nv, int strategy) {
+  static const char *names[4] = {"a", "b", "c", "d"};
+  loom_ps_var_spec vs[4];
+  memset(vs, 0, sizeof vs);
+  for (int i = 0; i < nv; i++) {
+    vs[i].name = names[i];
+    vs[i].ndim = 1;
+    vs[i].dims[0] = nv == 4 ? sync_gs_sizes[i] : 4;
+  }
+  loom_status *st = loom_status_new();
+  loom_ps_placement *p = loom_ps_placement_new(nv, vs, 2, (loom_ps_strategy)strategy, 0, st);
+  cr_assert(p, "%s", loom_status_message(st));
+  loom_status_free(st);
+  return p;
+}
+
+static void start_sync_pair(const loom_ps_placement *p, int k, loom_ps_server *srv[2], int ports[2]) {
+  for (int i = 0; i < 2; i++) {
+    loom_ps_server_options so = loom_ps_server_options_default();
+    so.placement_hash = loom_ps_placement_hash(p);
+    so.num_ps = 2, so.num_vars = loom_ps_placement_num_vars(p);
+    so.ps_index = i;
+    so.consistency = LOOM_PS_SYNC;
+    so.replicas_to_aggregate = k;
+    so.sync_timeout_s = 20;
+    srv[i] = start_ps_opts(so);
+    ports[i] = loom_ps_server_port(srv[i]);
+  }
+}
+
+Test(ps, sync_three_workers_two_ps_global_step_is_aggregated_steps_consistent_across_ps) {
+  loom_ps_placement *p = sync_gs_placement(4, LOOM_PS_GREEDY_BYTES);
+  int on[2] = {0, 0};
+  for (int k = 0; k < loom_ps_placement_num_shards(p); k++) on[loom_ps_placement_shard(p, k)->ps]++;
+  cr_assert(on[0] > 0 && on[1] > 0, "both PS hold variables (%d, %d)", on[0], on[1]);
+  loom_ps_server *srv[2];
+  int ports[2];
+  const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+  start_sync_pair(p, 3, srv, ports);
+  loom_status *st = loom_status_new();
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 20;
+  loom_ps_cluster *obs = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+  cr_assert(obs, "%s", loom_status_message(st));
+  float init[8] = {10, 10, 10, 10, 10, 10, 10, 10};
+  for (int v = 0; v < 4; v++) OK(loom_ps_cluster_init_var(obs, v, LOOM_PS_SGD, (float[8]){0.5f}, init, st));
+  int64_t gs = -1;
+  OK(loom_ps_cluster_sync_step(obs, &gs, st));
+  cr_assert_eq(gs, 0);
+  sync_gs_worker w[3];
+  pthread_t th[3];
+  memset(w, 0, sizeof w);
+  for (int i = 0; i < 3; i++) {
+    w[i].p = p, w[i].hosts = hosts, w[i].ports = ports, w[i].index = i;
+    cr_assert_eq(pthread_create(&th[i], NULL, sync_gs_main, &w[i]), 0);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(w[i].rc, LOOM_OK, "worker %d: %s", i, w[i].msg);
+    cr_assert_eq(w[i].bad_version, 0, "worker %d saw %d shard versions other than its step", i, w[i].bad_version);
+    cr_assert_eq(w[i].bad_value, 0, "worker %d saw %d values other than the step's", i, w[i].bad_value);
+    cr_assert_eq(w[i].bad_step, 0, "worker %d read %d global steps other than its step", i, w[i].bad_step);
+  }
+  OK(loom_ps_cluster_sync_step(obs, &gs, st));
+  cr_assert_eq(gs, SYNC_GS_STEPS);
+  int64_t steps = 0, dropped = 0;
+  for (int i = 0; i < 2; i++) {
+    loom_ps_server_stats ss;
+    loom_ps_server_get_stats(srv[i], &ss);
+    steps += ss.sync_steps, dropped += ss.stale_dropped;
+    int64_t g1 = -1;
+    OK(loom_ps_step_inc(loom_ps_cluster_client(obs, i), 0, &g1, st));
+    cr_assert_eq(g1, SYNC_GS_STEPS, "ps %d", i);
+  }
+  cr_assert_eq(steps, (int64_t)SYNC_GS_STEPS * loom_ps_placement_num_shards(p), "one applied step per shard per step");
+  cr_assert_eq(dropped, 0);
+  loom_ps_cluster_free(obs);
+  for (int i = 0; i < 2; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
+
+/* The observable difference, fixed: one PS's STEP_INC can run ahead of the job (its variable has
+ * finished step 2 while the other PS's is still aggregating step 2; TF's global_step is then 1), while
+ * loom_ps_cluster_sync_step counts only steps applied to every variable. SYNC(2), two pushers, an
+ * observer; var a on ps 0, var b on ps 1. */
+Test(ps, sync_one_ps_step_runs_ahead_cluster_sync_step_does_not) {
+  loom_ps_placement *p = sync_gs_placement(2, LOOM_PS_ROUND_ROBIN);
+  cr_assert_eq(loom_ps_placement_shard(p, 0)->ps, 0);
+  cr_assert_eq(loom_ps_placement_shard(p, 1)->ps, 1);
+  loom_ps_server *srv[2];
+  int ports[2];
+  const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+  start_sync_pair(p, 2, srv, ports);
+  loom_status *st = loom_status_new();
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.timeout_s = 20;
+  loom_ps_cluster *w[3];
+  for (int i = 0; i < 3; i++) cr_assert((w[i] = loom_ps_cluster_connect(p, hosts, ports, &co, st)), "%s", loom_status_message(st));
+  float init[4] = {1, 1, 1, 1};
+  for (int v = 0; v < 2; v++) OK(loom_ps_cluster_init_var(w[2], v, LOOM_PS_SGD, (float[8]){1.0f}, init, st));
+  float g[4] = {0.25f, 0.25f, 0.25f, 0.25f}, val[4];
+  /* one aggregated step of var v (shard v on ps v) read at version rv: pusher 0's is held until pusher 1's */
+  for (int round = 0; round < 3; round++) {
+    int vars[3][2] = {{0, 1}, {0, -1}, {1, -1}}; /* step 1 of both; step 2 of a only; then of b */
+    for (int q = 0; q < 2 && vars[round][q] >= 0; q++) {
+      int v = vars[round][q];
+      uint64_t rv = round == 0 ? 0 : 1, ver = 0;
+      uint32_t id = loom_ps_placement_shard(p, v)->id;
+      loom_ps_client *c0 = loom_ps_cluster_client(w[0], v), *c1 = loom_ps_cluster_client(w[1], v);
+      OK(loom__ps_push_send(c0, LOOM_PS_PUSHPULL, id, rv, g, 4, st));
+      OK(loom__ps_push_send(c1, LOOM_PS_PUSHPULL, id, rv, g, 4, st));
+      OK(loom__ps_value_recv(c1, LOOM_PS_PUSHPULL, val, 4, &ver, NULL, st));
+      cr_assert_eq(ver, rv + 1);
+      OK(loom__ps_value_recv(c0, LOOM_PS_PUSHPULL, val, 4, &ver, NULL, st));
+      cr_assert_eq(ver, rv + 1);
+      cr_assert(val[0] == 1.0f - 0.25f * (float)(rv + 1), "%g", val[0]);
+    }
+    int64_t ps0 = -1, ps1 = -1, gs = -1;
+    OK(loom_ps_step_inc(loom_ps_cluster_client(w[2], 0), 0, &ps0, st));
+    OK(loom_ps_step_inc(loom_ps_cluster_client(w[2], 1), 0, &ps1, st));
+    OK(loom_ps_cluster_sync_step(w[2], &gs, st));
+    int64_t want[3][3] = {{1, 1, 1}, {2, 1, 1}, {2, 2, 2}}; /* ps 0, ps 1, the job */
+    cr_assert(ps0 == want[round][0] && ps1 == want[round][1] && gs == want[round][2],
+              "round %d: ps0 %lld ps1 %lld job %lld", round, (long long)ps0, (long long)ps1, (long long)gs);
+  }
+  for (int i = 0; i < 3; i++) loom_ps_cluster_free(w[i]);
+  for (int i = 0; i < 2; i++) loom_ps_server_stop(srv[i]);
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
+
+/* Busy-poll on (PS loop and client, 50 us): small and large requests interleaved give the exact values
+ * (the polling changes when threads sleep, never what they answer); out-of-range budgets are refused.
+ * No timing is asserted (bench/ps measures the latency). */
+Test(ps, busy_poll_exact_values_and_option_bounds) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 63;
+  o.busy_poll_us = 10001;
+  cr_assert_null(loom_ps_server_start(&o, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "busy_poll_us"), "%s", loom_status_message(st));
+  o.busy_poll_us = 50;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_ps_connect_options co = copts(s, 63, NULL);
+  co.busy_poll_us = 10001;
+  cr_assert_null(loom_ps_connect(&co, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  co.busy_poll_us = 50;
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  cr_assert(c, "%s", loom_status_message(st));
+  int64_t one = 1, big = 1 << 15; /* 128 KiB: not inline, a shard's job, and a large request */
+  float x = 0;
+  float *bv = calloc((size_t)big, 4), *bg = malloc((size_t)big * 4);
+  for (int64_t i = 0; i < big; i++) bg[i] = 0.5f;
+  OK(loom_ps_init_var(c, 0, 1, &one, LOOM_PS_SGD, (float[8]){1.0f}, &x, NULL, st));
+  OK(loom_ps_init_var(c, 1, 1, &big, LOOM_PS_SGD, (float[8]){1.0f}, bv, NULL, st));
+  for (int i = 0; i < 200; i++) {
+    float g = 1, v = 0;
+    uint64_t ver = 0;
+    OK(loom_ps_push(c, 0, &g, 1, &ver, st));
+    cr_assert_eq(ver, (uint64_t)i + 1);
+    ver = UINT64_MAX;
+    OK(loom_ps_pull(c, 0, &v, 1, &ver, NULL, st));
+    cr_assert(v == -(float)(i + 1) && ver == (uint64_t)i + 1, "step %d: %g at %llu", i, v, (unsigned long long)ver);
+    if (i % 20 == 0) {
+      OK(loom_ps_pushpull(c, 1, bg, bv, big, &ver, st));
+      float want = -0.5f * (float)(i / 20 + 1);
+      cr_assert(bv[0] == want && bv[big - 1] == want, "%g %g want %g", bv[0], bv[big - 1], want);
+    }
+  }
+  OK(loom_ps_ping(c, NULL, st));
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  free(bv);
+  free(bg);
+  loom_status_free(st);
+}

@@ -108,6 +108,16 @@ typedef struct loom_ps_server_options {
   int64_t max_inflight_bytes; /* per connection: request bytes read but not yet answered before reading
                                  pauses (back-pressure); 0: 256 MiB (one frame is always accepted) */
   int32_t max_inflight_requests; /* per connection, likewise; 0: 1024 */
+  /* Bounded adaptive busy-poll: after a small request (body <= 1 KiB) the loop thread keeps polling its
+   * sockets (epoll with a zero timeout, yielding the CPU between looks) for up to this many microseconds
+   * before it sleeps, so that the next request of a latency-bound client finds it awake (an idle VM's
+   * vCPU wake-up costs tens of us per hop). Large requests and shard completions do not arm it, and the
+   * shard threads never poll (on a 2-core machine that cost training 15% steps/s). Adaptive: a poll
+   * that ends with nothing to do skips the next 1, 3, 7, .. 63 chances to poll (reset by a poll that
+   * catches a request after an empty look). 0 or < 0: off (the default: with two trainers and a PS on an
+   * oversubscribed 2-core VM, 50 us cost 8% of the job's steps/s); at most 10000; 50 meets the scalar pull's 50 us
+   * p50 on an idle VM (bench/ps). */
+  int32_t busy_poll_us;
 } loom_ps_server_options;
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
@@ -136,6 +146,7 @@ typedef struct loom_ps_server_stats {
   int64_t inflight_pauses; /* times a connection stopped being read: in-flight request caps */
   int64_t value_copies; /* copy-on-write of a value still being sent (zero-copy replies otherwise) */
   int32_t shard_threads;/* the number of shard threads */
+  int64_t duplicates;   /* re-sent requests answered from the duplicate window (not applied again) */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
@@ -149,6 +160,18 @@ typedef struct loom_ps_connect_options {
   int32_t num_ps, num_vars;
   double timeout_s;        /* every connect/send/receive; 0: 10 s */
   uint32_t max_frame;      /* largest reply body accepted; 0: 64 MiB */
+  /* (fields added after the first version; 0 keeps the default) */
+  /* Waiting for a reply's header with no request over 4 KiB outstanding, poll the socket (non-blocking
+   * recv, sched_yield between tries) for up to this many microseconds before sleeping in poll();
+   * adaptive as the server's (a poll that times out skips the next 1, 3, .. 63 waits).
+   * 0 or < 0: off (the default); at most 10000. */
+  int32_t busy_poll_us;
+  /* The client's identity for the PS's duplicate window (ps-design.md: request ids per client
+   * incarnation): a push re-sent with the same (client_id, request id), after
+   * loom_ps_client_reconnect + loom_ps_client_retry_last, is answered from the window and not applied
+   * twice. 0: a random id drawn at connect (a new incarnation). An id given here must name one client
+   * incarnation only: two clients sharing it would see each other's requests as re-sends. */
+  uint64_t client_id;
 } loom_ps_connect_options;
 typedef struct loom_ps_client loom_ps_client;
 /* Connects and authenticates (HELLO, CHALLENGE, AUTH, WELCOME). NULL on
@@ -156,6 +179,20 @@ typedef struct loom_ps_client loom_ps_client;
  * other placement: FAILED_PRECONDITION naming the difference). */
 LOOM_API loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *st);
 LOOM_API void loom_ps_client_free(loom_ps_client *c);
+/* Duplicate window (retry after a lost connection). loom_ps_client_reconnect replaces c's connection by a
+ * new one to the same PS with the same client id; request ids go on from where they were (replies owed
+ * on the old connection are forgotten). loom_ps_client_retry_last makes the next request reuse the id of
+ * the last one sent: re-issuing the same call then re-sends that request, and a PS that already applied
+ * it answers from its window (the same reply, not applied again; loom_ps_client_last_duplicate is 1)
+ * instead of applying it twice. The PS keeps the outcome of the last 64 request ids of each client id
+ * (PUSH, PUSHPULL, PUSH_ROWS, PUSH_ROWS_AT, STEP_INC); a re-sent PUSHPULL is answered with the
+ * variable's current value; a re-sent request whose first copy a shard still holds (SYNC) is refused
+ * UNAVAILABLE (retry later), and one older than the window FAILED_PRECONDITION; neither is applied. */
+LOOM_API loom_code loom_ps_client_reconnect(loom_ps_client *c, loom_status *st);
+LOOM_API void loom_ps_client_retry_last(loom_ps_client *c);
+LOOM_API uint64_t loom_ps_client_id(const loom_ps_client *c);
+/* 1 when the last reply read was answered from the PS's duplicate window. */
+LOOM_API int loom_ps_client_last_duplicate(const loom_ps_client *c);
 /* Creates variable var_id (value: numel floats; hyper: 8 floats, see
  * loom_ps_optimizer). *created = 0 when it existed already (kept as is). */
 LOOM_API loom_code loom_ps_init_var(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims,
@@ -284,6 +321,12 @@ LOOM_API loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model
 LOOM_API void loom_ps_cluster_bytes(const loom_ps_cluster *c, int64_t *sent, int64_t *received);
 /* Pushes of this cluster client the PS tasks dropped (stale or late) so far. */
 LOOM_API int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c);
+/* SYNC PS tasks: the job's global step as TF's SyncReplicasOptimizer counts it: the number of
+ * aggregated steps applied to every variable of the job, on every PS task (the least over the PS
+ * tasks of the least applied version of their variables; one STEP_INC {0} to each, all in flight
+ * together). A single PS's STEP_INC may be ahead of it: its variables can finish step s+1 while
+ * another PS is still aggregating step s+1 of its own. Non-decreasing. */
+LOOM_API loom_code loom_ps_cluster_sync_step(loom_ps_cluster *c, int64_t *global_step, loom_status *st);
 /* The connection to PS task ps (owned by c). */
 LOOM_API loom_ps_client *loom_ps_cluster_client(loom_ps_cluster *c, int ps);
 
