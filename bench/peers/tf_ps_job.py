@@ -90,7 +90,11 @@ def main():
             ds = tf.data.Dataset.from_tensor_slices(({"x": x, "id": ids}, y)).shuffle(ns).repeat().batch(128)
             return ds.prefetch(1)
 
-    session_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    # wide_deep: the linear part's fraction_of_zero_weights summary (a cond reading a PS variable) cannot
+    # be colocated under the PS runtime ("Cannot merge devices with incompatible jobs"); soft placement
+    # is TF's own way out
+    session_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1,
+                                              allow_soft_placement=a.model == "wide_deep")
     config = tf.estimator.RunConfig(model_dir=a.model_dir, session_config=session_config, log_step_count_steps=100,
                                     save_checkpoints_steps=100000, save_summary_steps=100000)
     fc = tf.feature_column
