@@ -15,7 +15,9 @@
  * buffer instead. A full buffer stops reading (back-pressure). On SIGTERM/SIGINT it prints
  *   delay_proxy bytes_to_target=N bytes_from_target=N connections=N
  * and exits 0. Not part of the library. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
