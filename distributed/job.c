@@ -105,6 +105,8 @@ typedef struct job {
   /* resolved PS addresses */
   char **host;
   int *port;
+  uint64_t phash;     /* this job's placement hash (0 before the placement is made) */
+  int *stale;         /* ps:i's rendezvous file was found stale (its PS gone, or another job's PS on its port) */
 } job;
 
 static void job_free(job *j) {
@@ -112,6 +114,7 @@ static void job_free(job *j) {
   for (int i = 0; j->host && i < j->num_ps; i++) loom__free(j->host[i]);
   loom__free(j->host);
   loom__free(j->port);
+  loom__free(j->stale);
 }
 
 static void jlog(const job *j, loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -146,9 +149,12 @@ static void waiter_init(waiter *w, const job *j, double deadline_s) {
   w->backoff = 0.01;
 }
 
+static void trainer_beat(const job *j, int force);
+
 /* what: "ps:1 (127.0.0.1:4000)"; why: the last failure. Returns LOOM_OK to
  * try again, UNAVAILABLE once the deadline has passed. */
 static loom_code waiter_wait(waiter *w, const char *what, const char *why, loom_status *st) {
+  trainer_beat(w->j, 0); /* a waiting worker is alive */
   double now = loom__mono_secs(), el = now - w->t0;
   if (el >= w->deadline)
     return loom_status_set(st, LOOM_UNAVAILABLE, "job %s: gave up waiting for %s after %.0f s (deadline %.0f s): %s",
@@ -185,6 +191,99 @@ static int read_small(const char *path, char *buf, size_t cap) {
   fclose(f);
   buf[n] = 0;
   return n > 0;
+}
+
+/* ---- who wrote a rendezvous file, and is it still running ----
+ * Files name their writer as "pid=<pid> host=<hostname> pidns=<inode of
+ * /proc/self/ns/pid>". A writer on this host in this pid namespace is
+ * checked with kill(pid, 0) (a zombie counts as gone); one elsewhere only
+ * by the age of the file it refreshes (trainer heartbeats). */
+static void self_ident(char *buf, size_t cap) {
+  char hn[256] = "?";
+  if (gethostname(hn, sizeof hn) != 0 || !hn[0]) snprintf(hn, sizeof hn, "?");
+  hn[sizeof hn - 1] = 0;
+  for (char *q = hn; *q; q++)
+    if (*q == ' ' || *q == '\n') *q = '_';
+  struct stat sb;
+  unsigned long long ns = stat("/proc/self/ns/pid", &sb) == 0 ? (unsigned long long)sb.st_ino : 0;
+  snprintf(buf, cap, "pid=%ld host=%s pidns=%llu", (long)getpid(), hn, ns);
+}
+
+/* The value of " key=" in text (up to a blank) into out; 0 when absent. */
+static int kv_get(const char *text, const char *key, char *out, size_t cap) {
+  size_t kl = strlen(key);
+  for (const char *q = text; (q = strstr(q, key)) != NULL; q += kl) {
+    if (q != text && q[-1] != ' ' && q[-1] != '\n') continue;
+    if (q[kl] != '=') continue;
+    q += kl + 1;
+    size_t n = strcspn(q, " \n");
+    if (n >= cap) return 0;
+    memcpy(out, q, n);
+    out[n] = 0;
+    return 1;
+  }
+  return 0;
+}
+
+/* 1: the writer named in text runs on this host and is gone (pid in why);
+ * 0: alive, or not checkable from here. */
+static int writer_gone(const char *text, char *why, size_t wcap) {
+  char me[400], pid_s[32], host[256], ns[32], mhost[256], mns[32];
+  self_ident(me, sizeof me);
+  if (!kv_get(text, "pid", pid_s, sizeof pid_s) || !kv_get(text, "host", host, sizeof host) ||
+      !kv_get(text, "pidns", ns, sizeof ns) || !kv_get(me, "host", mhost, sizeof mhost) ||
+      !kv_get(me, "pidns", mns, sizeof mns))
+    return 0;
+  if (strcmp(host, mhost) || strcmp(ns, mns) || !strcmp(ns, "0")) return 0;
+  long pid = atol(pid_s);
+  if (pid <= 0) return 0;
+  int gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+  if (!gone) { /* a zombie (exited, not yet reaped) is gone too */
+    char p[64], b[512];
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    if (read_small(p, b, sizeof b)) {
+      const char *q = strrchr(b, ')');
+      gone = q && (q[2] == 'Z' || q[2] == 'X');
+    }
+  }
+  if (gone) snprintf(why, wcap, "pid %ld is gone", pid);
+  return gone;
+}
+
+/* ---- trainer heartbeats and ends: model_dir/rendezvous/worker-<i>.{beat,end} ----
+ * A worker refreshes its beat file about once a second (between steps and
+ * while it waits) and writes its end file when it returns; the chief waits
+ * for every live worker's end before it shuts the PS tasks down. */
+#define BEAT_EVERY_S 1.0
+#define BEAT_STALE_S 30.0 /* a beat this old: its worker (on another host) is taken for dead */
+static double g_last_beat = -1e30;
+static void trainer_beat(const job *j, int force) {
+  if (strcmp(j->type, "worker")) return;
+  double now = loom__mono_secs();
+  if (!force && now - g_last_beat < BEAT_EVERY_S) return;
+  g_last_beat = now;
+  char p[4200], text[420];
+  snprintf(p, sizeof p, "%s/worker-%d.beat", j->rdv, j->index);
+  self_ident(text, sizeof text);
+  strcat(text, "\n");
+  loom_status *s2 = loom_status_new();
+  write_atomic(p, text, s2); /* best effort: a missing beat makes the chief not wait */
+  loom_status_free(s2);
+}
+
+static void trainer_end(const job *j, int64_t gs, loom_code rc) {
+  if (strcmp(j->type, "worker")) return;
+  char p[4200], text[480], me[400];
+  snprintf(p, sizeof p, "%s/worker-%d.end", j->rdv, j->index);
+  self_ident(me, sizeof me);
+  snprintf(text, sizeof text, "step=%lld rc=%d %s\n", (long long)gs, (int)rc, me);
+  loom_status *s2 = loom_status_new();
+  write_atomic(p, text, s2);
+  loom_status_free(s2);
+}
+
+static int ts_before(const struct timespec *a, const struct timespec *b) {
+  return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
 /* The final step the chief wrote at the end of training; -1 when absent
@@ -227,10 +326,19 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
     return 0;
   }
   if (port == 0) {
-    char p[4200], b[320];
+    char p[4200], b[800], b2[800], gone[64];
     snprintf(p, sizeof p, "%s/ps-%d.addr", j->rdv, i);
-    if (!read_small(p, b, sizeof b) || !split_addr(strtok(b, " \n"), host, sizeof host, &port) || port == 0) {
+    if (!read_small(p, b, sizeof b) || (memcpy(b2, b, sizeof b), 0) ||
+        !split_addr(strtok(b, " \n"), host, sizeof host, &port) || port == 0) {
       snprintf(why, wcap, "not published yet (model_dir/rendezvous/ps-%d.addr)", i);
+      return 0;
+    }
+    /* a file left by a PS that is gone (on this host): its port may be
+     * anyone's now; wait for the restarted PS to publish again */
+    if (writer_gone(b2, gone, sizeof gone)) {
+      snprintf(why, wcap, "model_dir/rendezvous/ps-%d.addr (%s:%d) is stale: its PS, %s; waiting for ps:%d to publish again",
+               i, host, port, gone, i);
+      if (j->stale) j->stale[i] = 1;
       return 0;
     }
   }
@@ -270,6 +378,34 @@ static int permanent(loom_code rc) {
   return rc == LOOM_PERMISSION_DENIED || rc == LOOM_FAILED_PRECONDITION || rc == LOOM_INVALID_ARGUMENT;
 }
 
+/* A HELLO refused for its placement (msg) by a PS found through a
+ * rendezvous file that this job's PS wrote with this job's placement hash:
+ * the PS answering on that port is not the file's writer but another job's
+ * (the file is stale; its PS is gone from that port). 1 with why filled:
+ * wait for the PS to publish again, not exit 4. */
+static int other_jobs_ps(job *j, const char *msg, char *why, size_t wcap) {
+  if (!strstr(msg, "placement hash mismatch") || !j->phash) return 0;
+  for (int i = 0; i < j->num_ps; i++) {
+    const char *a = loom_tf_config_address(j->tc, "ps", i);
+    char host[256], b[800], ph[32], at[300], want[32];
+    int port = 0;
+    if (!a || !split_addr(a, host, sizeof host, &port) || port != 0 || !j->host[i]) continue;
+    snprintf(at, sizeof at, "%s:%d", j->host[i], j->port[i]);
+    if (!strstr(msg, at)) continue;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/ps-%d.addr", j->rdv, i);
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)j->phash);
+    if (!read_small(p, b, sizeof b) || !kv_get(b, "placement", ph, sizeof ph) || strcmp(ph, want)) continue;
+    snprintf(why, wcap,
+             "%s answers as another job's PS (%s), but model_dir/rendezvous/ps-%d.addr was published by this job's "
+             "ps:%d with this placement (%s): the file is stale; waiting for ps:%d to publish again",
+             at, msg, i, i, want, i);
+    if (j->stale) j->stale[i] = 1;
+    return 1;
+  }
+  return 0;
+}
+
 /* Connects to every PS, waiting (deadline) for each to be published and to
  * answer; every probe authenticates with the placement's hash. */
 static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double deadline_s, loom_status *st) {
@@ -290,9 +426,23 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
       loom_ps_cluster *cl = loom_ps_cluster_connect(p, (const char *const *)j->host, j->port, &co, s2);
       if (cl) {
         loom_status_free(s2);
+        for (int i = 0; i < j->num_ps; i++)
+          if (j->stale[i]) {
+            jlog(j, LOOM_LOG_INFO, "ps:%d published again (%s:%d); connected", i, j->host[i], j->port[i]);
+            j->stale[i] = 0;
+          }
         return cl;
       }
       loom_code rc = loom_status_code(s2);
+      if (rc == LOOM_FAILED_PRECONDITION && other_jobs_ps(j, loom_status_message(s2), why, sizeof why)) {
+        loom_status_free(s2);
+        snprintf(what, sizeof what, "the PS tasks of this job");
+        if (waiter_wait(&w, what, why, st) != LOOM_OK || g_term) {
+          if (g_term) loom_status_set(st, LOOM_CANCELLED, "job %s: terminated while waiting for %s", j->name, what);
+          return NULL;
+        }
+        continue;
+      }
       if (permanent(rc)) {
         loom_status_set(st, rc, "job %s: %s", j->name, loom_status_message(s2));
         loom_status_free(s2);
@@ -535,7 +685,8 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
         loom_status_free(s2);
         return rc;
       }
-      snprintf(why, sizeof why, "%s", loom_status_message(s2));
+      if (rc != LOOM_FAILED_PRECONDITION || !other_jobs_ps(j, loom_status_message(s2), why, sizeof why))
+        snprintf(why, sizeof why, "%s", loom_status_message(s2));
       loom_status_free(s2);
       for (int i = 0; i < j->num_ps; i++) {
         char pp[300];
@@ -623,6 +774,7 @@ static loom_code step_failed(ps_hook *h, loom_hook_context *ctx, loom_code rc, l
 
 static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
   ps_hook *h = self;
+  trainer_beat(h->j, 0);
   if (h->skip) return LOOM_OK;
   loom_status *s2 = loom_status_new();
   double t0 = loom__mono_secs();
@@ -865,10 +1017,78 @@ static loom_code shutdown_ps(job *j, loom_ps_cluster *cl, loom_status *st) {
   return LOOM_OK;
 }
 
+/* The chief, at the end of a job (the done file written, the PS tasks
+ * still up): waits for every live worker to report its end, so that no
+ * worker meets a PS that is gone. A worker is awaited while its beat file
+ * says it runs (this host: its pid; elsewhere: a beat younger than
+ * BEAT_STALE_S); never started, gone, or past peer_lost_deadline_s: not. */
+static void wait_workers(job *j, const struct timespec *since, int64_t gs) {
+  int nw = loom_tf_config_num_tasks(j->tc, "worker");
+  if (nw <= 0) return;
+  waiter w;
+  waiter_init(&w, j, j->o.peer_lost_deadline_s);
+  char *said = loom__calloc((size_t)nw, 1); /* a worker's end or loss already logged */
+  for (;;) {
+    char what[512] = "", why[600] = "";
+    size_t k = 0;
+    int awaited = 0;
+    for (int i = 0; i < nw; i++) {
+      char p[4200], b[800], gone[64];
+      struct stat sb;
+      snprintf(p, sizeof p, "%s/worker-%d.end", j->rdv, i);
+      if (stat(p, &sb) == 0 && !ts_before(&sb.st_mtim, since)) {
+        if (said && !said[i]) {
+          char step[32] = "?", rcs[16] = "?";
+          if (read_small(p, b, sizeof b)) {
+            kv_get(b, "step", step, sizeof step);
+            kv_get(b, "rc", rcs, sizeof rcs);
+          }
+          jlog(j, LOOM_LOG_INFO, "worker:%d finished (global step %s, status %s)", i, step, rcs);
+          said[i] = 1;
+        }
+        continue;
+      }
+      snprintf(p, sizeof p, "%s/worker-%d.beat", j->rdv, i);
+      const char *lost = NULL;
+      if (stat(p, &sb) != 0 || ts_before(&sb.st_mtim, since))
+        lost = "not running since this chief started (no heartbeat)";
+      else if (read_small(p, b, sizeof b) && writer_gone(b, gone, sizeof gone))
+        lost = gone;
+      else if (difftime(time(NULL), sb.st_mtime) > BEAT_STALE_S)
+        lost = "its heartbeat is older than 30 s";
+      if (lost) {
+        if (said && !said[i]) {
+          jlog(j, LOOM_LOG_INFO, "worker:%d is not running (%s); not waiting for it", i, lost);
+          said[i] = 1;
+        }
+        continue;
+      }
+      awaited++;
+      if (k < sizeof what - 16) k += (size_t)snprintf(what + k, sizeof what - k, "%sworker:%d", k ? ", " : "", i);
+    }
+    if (!awaited) break;
+    snprintf(what + k, sizeof what - k, " to finish");
+    snprintf(why, sizeof why, "the job is done at global step %lld; the PS tasks stay up until then", (long long)gs);
+    loom_status *s2 = loom_status_new();
+    loom_code rc = waiter_wait(&w, what, why, s2);
+    if (rc != LOOM_OK || g_term) {
+      jlog(j, LOOM_LOG_WARN, "%s; shutting the PS tasks down anyway", loom_status_message(s2));
+      loom_status_free(s2);
+      break;
+    }
+    loom_status_free(s2);
+  }
+  loom__free(said);
+}
+
 static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st) {
   loom_estimator *e = j->e;
   int chief = j->is_chief;
-  int64_t max_steps = ts->max_steps;
+  int64_t max_steps = ts->max_steps, final_gs = -1;
+  struct timespec started;
+  clock_gettime(CLOCK_REALTIME, &started);
+  started.tv_sec -= 1; /* file times may be a clock tick coarser than CLOCK_REALTIME */
+  trainer_beat(j, 1);
   if (chief) { /* a new run of the job: the previous run's end marker goes */
     char p[4200];
     snprintf(p, sizeof p, "%s/done", j->rdv);
@@ -877,7 +1097,10 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   loom_dataset *ds = NULL;
   est_built b;
   loom_code rc = build_train(j, ts, &ds, &b, st);
-  if (rc) return rc;
+  if (rc) {
+    trainer_end(j, -1, rc);
+    return rc;
+  }
   loom_ps_placement *p = NULL;
   loom_ps_cluster *cl = NULL;
   loom_event_writer *writer = NULL;
@@ -893,6 +1116,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
     rc = loom_status_code(st);
     goto out;
   }
+  j->phash = loom_ps_placement_hash(p);
   jlog(j, LOOM_LOG_INFO, "%d variables placed on %d PS task(s), placement hash %016llx",
        loom_ps_placement_num_vars(p), j->num_ps, (unsigned long long)loom_ps_placement_hash(p));
   if (!(cl = connect_all(j, p, j->o.start_deadline_s, st))) {
@@ -982,6 +1206,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
     }
     int64_t nb = 0, gs0 = h->gs;
     rc = feed_loop(ms, ds, &b, &nb, st);
+    final_gs = h->gs;
     double dt = loom__mono_secs() - t0;
     if (rc == LOOM_OK)
       rc = loom_monitored_session_close(ms, st);
@@ -1001,11 +1226,15 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
       char path[4200];
       snprintf(path, sizeof path, "%s/done", j->rdv);
       rc = write_atomic(path, text, st);
-      if (rc == LOOM_OK && !h->done) shutdown_ps(j, cl, st);
+      if (rc == LOOM_OK && !h->done) {
+        wait_workers(j, &started, h->gs);
+        shutdown_ps(j, cl, st);
+      }
       if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "job finished at global step %lld; PS tasks shut down", (long long)h->gs);
     }
   }
 out:
+  trainer_end(j, final_gs, rc);
   loom__hl_free(&hl);
   loom_event_writer_free(writer);
   loom__free(ls);
@@ -1105,13 +1334,27 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   so.ps_index = j->index;
   so.model_dir = j->e->model_dir;
   so.busy_poll_us = busy_poll_env();
-  struct sigaction sa, old_term, old_int;
+  struct sigaction sa, old_term, old_int, old_pipe;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;
   sigemptyset(&sa.sa_mask);
   g_term = 0;
   sigaction(SIGTERM, &sa, &old_term);
   sigaction(SIGINT, &sa, &old_int);
+  /* The server's loop thread writes replies with libuv (write/writev, no
+   * MSG_NOSIGNAL): a trainer that goes away while its reply is being written
+   * (killed, or simply done at the end of a job while this PS stays up for
+   * the others) would raise SIGPIPE and kill this PS with it. This process
+   * only serves: ignore SIGPIPE (the write fails with EPIPE and the
+   * connection closes), unless the program installed a handler itself. */
+  int pipe_set = 0;
+  if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler == SIG_DFL) {
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    pipe_set = sigaction(SIGPIPE, &ign, NULL) == 0;
+  }
   loom_ps_server *srv = loom_ps_server_start(&so, st);
   if (!srv) {
     rc = loom_status_code(st);
@@ -1123,11 +1366,16 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   const char *self = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
   if ((rc = ps_restore_self(j, p, self, bound, st)) != LOOM_OK) goto out;
   {
-    char path[4200], text[400], hn[256] = "";
+    char path[4200], text[800], hn[256] = "";
     const char *pub = bind;
     if (!strcmp(bind, "0.0.0.0")) pub = gethostname(hn, sizeof hn) == 0 && hn[0] ? hn : "127.0.0.1";
     snprintf(path, sizeof path, "%s/ps-%d.addr", j->rdv, j->index);
-    snprintf(text, sizeof text, "%s:%d %ld\n", pub, bound, (long)getpid());
+    char me[400];
+    self_ident(me, sizeof me);
+    /* "host:port pid" first (what older readers take), then the placement
+     * and the writer's identity (stale-file checks, resolve_ps) */
+    snprintf(text, sizeof text, "%s:%d %ld placement=%016llx %s\n", pub, bound, (long)getpid(),
+             (unsigned long long)so.placement_hash, me);
     if ((rc = write_atomic(path, text, st)) != LOOM_OK) goto out;
   }
   jlog(j, LOOM_LOG_INFO, "serving on %s:%d (%d variables of the placement)", bind, bound, so.num_vars);
@@ -1148,6 +1396,7 @@ out:
   loom_ps_server_stop(srv);
   sigaction(SIGTERM, &old_term, NULL);
   sigaction(SIGINT, &old_int, NULL);
+  if (pipe_set) sigaction(SIGPIPE, &old_pipe, NULL);
   loom_ps_placement_free(p);
   return rc;
 }
@@ -1295,7 +1544,8 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   if ((rc = loom__mkdir_p(j.rdv, st)) != LOOM_OK) goto done;
   j.host = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.host);
   j.port = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.port);
-  if (!j.host || !j.port) {
+  j.stale = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.stale);
+  if (!j.host || !j.port || !j.stale) {
     rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
     goto done;
   }

@@ -11,6 +11,9 @@
  *            [--throttle 0] [--start_delay 0] [--idle_exit 0] [--threads 1]
  *            [--overlap 0|1]  (loom_job_options.overlap_comm: trainers overlap
  *            the PS exchange with the next step, staleness 1)
+ *            [--embed N [--wide_deep 1]]  (an id feature in [0, N) through an
+ *            embedding; with --wide_deep the canned DNNLinearCombinedClassifier
+ *            on feature columns instead of this file's model_fn)
  *
  * The synthetic data (1024 examples, 16 features, 4 classes whose labels
  * are the argmax of a fixed linear map) is sharded by input pipeline
@@ -269,7 +272,51 @@ int main(int argc, char **argv) {
   loom_params *params = loom_params_new();
   double lr = atof(arg(argc, argv, "--lr", "0.1"));
   loom_params_set_double(params, "learning_rate", lr, NULL);
-  loom_estimator *e = loom_estimator_new(model_fn, &c, model_dir, &rc, params, NULL, st);
+  loom_estimator *e = NULL;
+  loom_fc_set *cs = NULL;
+  if (atoi(arg(argc, argv, "--wide_deep", "0")) && c.embed > 0 && !fashion(&c)) {
+    /* wide & deep with feature columns (canned DNNLinearCombinedClassifier):
+     * wide: the id (identity, embed buckets) and id x bucketized x crossed
+     * (hashed into embed buckets); deep: x and an 8-wide embedding of the
+     * id. Both parts' id weights get sparse gradients (rows to the PS). In a
+     * job the PS applies its optimizer (--lr, SGD) to every variable. */
+    cs = loom_fc_set_new();
+    int64_t xs[1] = {NF};
+    const float bounds[3] = {-0.25f, 0.0f, 0.25f};
+    const loom_fc *idc = cs ? loom_fc_identity(cs, "id", c.embed, 0, 0, st) : NULL;
+    const loom_fc *xc = idc ? loom_fc_numeric(cs, "x", 1, xs, NULL, LOOM_F32, NULL, NULL, st) : NULL;
+    const loom_fc *xb = xc ? loom_fc_bucketized(cs, xc, 3, bounds, st) : NULL;
+    const loom_fc *cross =
+        xb ? loom_fc_crossed(cs, 2, (const char *const[]){NULL, NULL}, (const loom_fc *const[]){idc, xb}, c.embed, 0, st)
+           : NULL;
+    const loom_fc *emb = cross ? loom_fc_embedding(cs, idc, 8, NULL, st) : NULL;
+    const loom_fc *lcols[2] = {idc, cross}, *dcols[2] = {xc, emb};
+    int64_t units[8];
+    int nu = 0;
+    for (const char *q = c.hidden; *q && nu < 8;) {
+      units[nu++] = atoll(q);
+      q = strchr(q, ',');
+      if (!q) break;
+      q++;
+    }
+    if (emb) {
+      loom_dnn_linear_combined_options o = loom_dnn_linear_combined_options_default();
+      o.model_dir = model_dir;
+      o.config = &rc;
+      o.n_classes = NC;
+      o.nlinear_feature_columns = 2;
+      o.linear_feature_columns = lcols;
+      o.linear_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
+      o.ndnn_feature_columns = 2;
+      o.dnn_feature_columns = dcols;
+      o.dnn_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
+      o.ndnn_hidden_units = nu;
+      o.dnn_hidden_units = units;
+      e = loom_dnn_linear_combined_classifier_new(&o, st);
+    }
+  } else {
+    e = loom_estimator_new(model_fn, &c, model_dir, &rc, params, NULL, st);
+  }
   loom_params_free(params);
   if (!e) {
     fprintf(stderr, "dist_job: %s\n", loom_status_message(st));
@@ -354,6 +401,7 @@ int main(int argc, char **argv) {
   loom_exporter_free(x);
   loom_hook_free(prh);
   loom_estimator_free(e);
+  loom_fc_set_free(cs);
   loom_status_free(st);
   return loom_job_exit_code(code);
 }

@@ -499,6 +499,112 @@ Test(jobs, whole_job_ends_and_ps_exits_within_5s, .timeout = 120) {
   job_cleanup(&j);
 }
 
+/* The end of a job is orderly: the chief, at max_steps, waits for the
+ * workers still running (a diagnostic line names them) before it shuts the
+ * PS tasks down, so no worker meets a dead PS; a worker killed earlier is
+ * not waited for. worker:0 takes 0.6 s a step, so the chief waits for it. */
+Test(jobs, chief_waits_for_live_workers_before_shutdown_not_dead_ones, .timeout = 120) {
+  jobt j;
+  job_init(&j, "end", 1, 2);
+  const char *const fast[] = {"--deadline", "30", "--diag", "0.2", "--progress", "50", "--step_sleep_ms", "1",
+                              "--rpc_timeout", "3", "--max_steps", "1500", "--save_steps", "100000", NULL};
+  const char *const slow[] = {"--deadline", "30", "--diag", "0.2", "--progress", "1", "--step_sleep_ms", "600",
+                              "--rpc_timeout", "3", "--max_steps", "1500", "--save_steps", "100000", NULL};
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, fast, NULL);
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, fast, NULL);
+  proc *w0 = job_start_ex(&j, "worker", 0, NULL, NULL, slow, NULL);
+  proc *w1 = job_start_ex(&j, "worker", 1, NULL, NULL, fast, NULL);
+  int ok = WAIT_UNTIL(last_progress(w1) >= 50 && last_progress(w0) >= 0, 60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "training started");
+  kill9(&j, w1); /* gone before the end: the chief must not wait for it */
+  int rc = wait_exit(&j, ch, 90);
+  if (rc != 0) dump_logs(&j);
+  cr_assert_eq(rc, 0, "chief exit %d", rc);
+  cr_expect_eq(wait_exit(&j, w0, 30), 0);
+  cr_expect_eq(wait_exit(&j, ps, 10), 0);
+  cr_expect(log_has(ch, "waiting for worker:0 to finish"), "the chief names the worker it waits for");
+  cr_expect(log_has(ch, "worker:0 finished (global step"), "worker:0 reported its end");
+  cr_expect(log_has(ch, "worker:1 is not running (pid"), "the killed worker is not waited for");
+  cr_expect(!log_has(ch, "shutting the PS tasks down anyway"), "no deadline reached");
+  cr_expect(!log_has(w0, "PS exchange failed"), "worker:0 never met a lost PS");
+  cr_expect(!log_has(w0, "the chief has finished the job"), "worker:0 stopped on the PS's global step");
+  cr_expect(!log_has(ch, "PS exchange failed"));
+  job_cleanup(&j);
+}
+
+/* A stale rendezvous file: ps-0.addr left by a PS killed -9 whose port is
+ * now held by another job's live PS (other model). A trainer waits for
+ * ps:0 to publish again, naming why, instead of exiting 4 (placement):
+ * the chief sees the file's PS is gone (same host: its pid); a worker given
+ * the file without the writer's identity (as from another host) sees the
+ * port answer with another placement than the file's. Both then train
+ * against the restarted PS and exit 0. */
+Test(jobs, stale_addr_file_naming_another_jobs_ps_waits_not_exit_4, .timeout = 120) {
+  jobt j, o;
+  job_init(&j, "stale", 1, 1);
+  job_init(&o, "stale_other", 1, 0);
+  const char *const psa[] = {"--idle_exit", "60", "--deadline", "30", NULL};
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL);
+  char ap[400];
+  snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j.dir);
+  char *addr = NULL;
+  int ok = WAIT_UNTIL((free(addr), (addr = slurp(ap)) != NULL && strstr(addr, "placement=")), 30);
+  cr_assert(ok, "ps:0 published");
+  kill9(&j, ps);
+  char *colon = strchr(addr, ':');
+  int port = colon ? atoi(colon + 1) : 0;
+  cr_assert_gt(port, 0, "%s", addr);
+  /* the other job's PS takes that port (another model: hidden 48) */
+  char tf[512], od[300];
+  snprintf(tf, sizeof tf, "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:%d\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", port);
+  snprintf(od, sizeof od, "%s", o.dir);
+  const char *const oa[] = {"--model_dir", od, "--hidden", "48", "--idle_exit", "60", NULL};
+  proc *ops = job_start_ex(&o, "ps", 0, tf, NULL, oa, NULL);
+  char oap[400];
+  snprintf(oap, sizeof oap, "%s/rendezvous/ps-0.addr", o.dir);
+  ok = WAIT_UNTIL(access(oap, R_OK) == 0, 30);
+  if (!ok) dump_logs(&o);
+  cr_assert(ok, "the other job's PS serves on port %d", port);
+  /* worker:0 reads the file without the writer's identity ("host:port pid placement=...") */
+  char *id = strstr(addr, " pid=");
+  cr_assert(id);
+  FILE *f = fopen(ap, "w");
+  fprintf(f, "%.*s\n", (int)(id - addr), addr);
+  fclose(f);
+  const char *const ta[] = {"--deadline", "30", "--diag", "0.2", "--max_steps", "300", "--step_sleep_ms", "1",
+                            "--save_steps", "100", "--progress", "50", NULL};
+  proc *w0 = job_start_ex(&j, "worker", 0, NULL, NULL, ta, NULL);
+  ok = WAIT_UNTIL(log_has(w0, "answers as another job's PS"), 30);
+  if (!ok) dump_logs(&j);
+  cr_expect(ok, "the worker says the port answers as another job's PS");
+  /* the chief reads the whole file: its writer's pid is gone */
+  f = fopen(ap, "w");
+  fputs(addr, f);
+  fclose(f);
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, ta, NULL);
+  ok = WAIT_UNTIL(log_has(ch, "is stale: its PS, pid"), 30);
+  if (!ok) dump_logs(&j);
+  cr_expect(ok, "the chief says the file is stale");
+  nap(0.5);
+  poll_all(&j);
+  cr_expect(!w0->done && !ch->done, "both still waiting (not exit 4)");
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back, on a new port */
+  int rc = wait_exit(&j, ch, 60);
+  if (rc != 0) dump_logs(&j);
+  cr_expect_eq(rc, 0, "chief exit %d", rc);
+  cr_expect_eq(wait_exit(&j, w0, 30), 0);
+  cr_expect_eq(wait_exit(&j, ps, 10), 0);
+  cr_expect(log_has(ch, "ps:0 published again"));
+  cr_expect(log_has(w0, "ps:0 published again"));
+  cr_expect_geq(ckpt_step(&j), 300);
+  kill(ops->pid, SIGTERM);
+  cr_expect_eq(wait_exit(&o, ops, 10), 0, "the other job's PS was left alone");
+  free(addr);
+  job_cleanup(&j);
+  job_cleanup(&o);
+}
+
 Test(jobs, permanent_errors_have_their_exit_codes, .timeout = 120) {
   jobt j;
   job_init(&j, "perm", 1, 1);
