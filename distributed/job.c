@@ -1334,27 +1334,15 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   so.ps_index = j->index;
   so.model_dir = j->e->model_dir;
   so.busy_poll_us = busy_poll_env();
-  struct sigaction sa, old_term, old_int, old_pipe;
+  struct sigaction sa, old_term, old_int;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;
   sigemptyset(&sa.sa_mask);
   g_term = 0;
   sigaction(SIGTERM, &sa, &old_term);
   sigaction(SIGINT, &sa, &old_int);
-  /* The server's loop thread writes replies with libuv (write/writev, no
-   * MSG_NOSIGNAL): a trainer that goes away while its reply is being written
-   * (killed, or simply done at the end of a job while this PS stays up for
-   * the others) would raise SIGPIPE and kill this PS with it. This process
-   * only serves: ignore SIGPIPE (the write fails with EPIPE and the
-   * connection closes), unless the program installed a handler itself. */
-  int pipe_set = 0;
-  if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler == SIG_DFL) {
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    pipe_set = sigaction(SIGPIPE, &ign, NULL) == 0;
-  }
+  /* SIGPIPE: the server's threads block it (ps_server.c), so a trainer that goes away while
+   * its reply is being written cannot kill this PS. */
   loom_ps_server *srv = loom_ps_server_start(&so, st);
   if (!srv) {
     rc = loom_status_code(st);
@@ -1396,7 +1384,6 @@ out:
   loom_ps_server_stop(srv);
   sigaction(SIGTERM, &old_term, NULL);
   sigaction(SIGINT, &old_int, NULL);
-  if (pipe_set) sigaction(SIGPIPE, &old_pipe, NULL);
   loom_ps_placement_free(p);
   return rc;
 }

@@ -30,6 +30,7 @@
  * WELCOME, a failed HMAC, another placement) closes that connection with a
  * logged reason; the others are served on. */
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <stdarg.h>
@@ -2448,10 +2449,21 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   s->spin.data = s;
   uv_timer_start(&s->timer, on_timer, 50, 50);
   s->last_activity_ms = now_ms();
+  /* libuv writes replies with write/writev (no MSG_NOSIGNAL): a client that goes away while its
+   * reply is being written would raise SIGPIPE and, at its default action, kill the process that
+   * embeds this server. The server's threads start with SIGPIPE blocked (they inherit the mask):
+   * the write fails with EPIPE, that connection closes, and the process's own disposition of
+   * SIGPIPE is left alone. */
+  sigset_t pipe_set, old_mask;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
   int started = 1;
   for (int q = 0; q < s->nshards && started; q++)
     started = s->shards[q].started = pthread_create(&s->shards[q].thread, NULL, shard_main, &s->shards[q]) == 0;
-  if (!started || pthread_create(&s->thread, NULL, loop_main, s) != 0) {
+  int loop_ok = started && pthread_create(&s->thread, NULL, loop_main, s) == 0;
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+  if (!loop_ok) {
     loom_status_set(st, LOOM_INTERNAL, "ps: cannot start the loop and shard threads");
     shards_stop(s);
     uv_walk(&s->loop, close_walk, s);

@@ -6,6 +6,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <dirent.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 #include <sys/socket.h>
 #include "test_util.h"
@@ -2613,5 +2617,74 @@ Test(ps, busy_poll_exact_values_and_option_bounds) {
   loom_ps_server_stop(s);
   free(bv);
   free(bg);
+  loom_status_free(st);
+}
+
+
+/* the thread ids of this process, and whether a thread blocks SIGPIPE (/proc's SigBlk mask) */
+static int task_ids(int *ids, int cap) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return 0;
+  for (struct dirent *e; (e = readdir(d)) && n < cap;)
+    if (e->d_name[0] != '.') ids[n++] = atoi(e->d_name);
+  closedir(d);
+  return n;
+}
+static int blocks_sigpipe(int tid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  unsigned long long m = 0;
+  int found = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "SigBlk: %llx", &m) == 1) found = 1;
+  fclose(f);
+  return found ? (int)((m >> (SIGPIPE - 1)) & 1) : -1;
+}
+
+/* A client that goes away while a large reply is being written: the server's write fails with
+ * EPIPE/ECONNRESET. With SIGPIPE at its default action in this process (as in any program that
+ * embeds the server and installs nothing), the server's threads must not let it kill the process. */
+Test(ps, client_gone_mid_reply_does_not_raise_sigpipe) {
+  signal(SIGPIPE, SIG_DFL);
+  loom_status *st = loom_status_new();
+  int before[256], after[256];
+  int nb = task_ids(before, 256);
+  loom_ps_server *s = start_ps(16, 1, 1, NULL);
+  int na = task_ids(after, 256), fresh = 0;
+  for (int i = 0; i < na; i++) {
+    int old = 0;
+    for (int j = 0; j < nb; j++) old |= after[i] == before[j];
+    if (old) continue;
+    fresh++;
+    cr_expect_eq(blocks_sigpipe(after[i]), 1, "server thread %d does not block SIGPIPE", after[i]);
+  }
+  cr_assert_geq(fresh, 2, "the loop and shard threads are new threads of this process");
+  cr_assert_eq(blocks_sigpipe((int)syscall(SYS_gettid)), 0, "the caller's own mask is restored");
+  loom_ps_client *init = connect_ok(s, 16, NULL);
+  int64_t n = 4 << 20;
+  float *v = calloc((size_t)n, 4);
+  OK(loom_ps_init_var(init, 0, 1, &n, LOOM_PS_SGD, (float[8]){1.0f}, v, NULL, st));
+  for (int k = 0; k < 6; k++) {
+    loom_ps_client *c = connect_ok(s, 16, NULL);
+    int rcv = 16 << 10;
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+    OK(loom__ps_pull_send(c, 0, UINT64_MAX, st));
+    uint8_t buf[4096];
+    (void)!recv(c->fd, buf, sizeof buf, 0); /* the reply has started */
+    struct linger lg = {1, 0};              /* close with a reset, the reply half written */
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    loom_ps_client_free(c);
+  }
+  still_serving(s, 16, NULL);
+  /* the process's own disposition of SIGPIPE is untouched */
+  struct sigaction now;
+  sigaction(SIGPIPE, NULL, &now);
+  cr_assert_eq(now.sa_handler, SIG_DFL);
+  free(v);
+  loom_ps_client_free(init);
+  loom_ps_server_stop(s);
   loom_status_free(st);
 }
