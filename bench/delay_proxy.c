@@ -133,17 +133,37 @@ static void conn_close(conn *c) {
   c->used = 0;
 }
 
+/* a read of r bytes at time now: due to be written delay_ns later */
+static void note_read(dir *d, ssize_t r, int64_t now, uint64_t *count) {
+  d->rd += (uint64_t)r;
+  d->rec_end[d->rt % NREC] = d->rd;
+  d->rec_due[d->rt % NREC] = now + delay_ns;
+  d->rt++;
+  *count += (uint64_t)r;
+}
+
+/* the byte offset up to which the delayed bytes are due at time now */
+static uint64_t due_limit(dir *d, int64_t now, uint64_t *released) {
+  uint64_t lim = *released;
+  while (d->rh != d->rt && d->rec_due[d->rh % NREC] <= now) lim = d->rec_end[d->rh++ % NREC];
+  return *released = lim;
+}
+
+/* the source closed and every byte went out: pass the EOF on */
+static void shut_when_drained(dir *d) {
+  if (d->eof && d->wr == d->rd && !d->shut) {
+    shutdown(d->to, SHUT_WR);
+    d->shut = 1;
+  }
+}
+
 /* splice mode: socket -> pipe -> socket, the pipe holding the delayed bytes
  * (no copy through user space; at most pipe_cap bytes in flight) */
 static int dir_pump_splice(dir *d, int64_t now, uint64_t *count, uint64_t *released) {
   while (!d->eof && d->rd - d->wr < pipe_cap && d->rt - d->rh < NREC) {
     ssize_t r = splice(d->from, NULL, d->pw, NULL, pipe_cap - (size_t)(d->rd - d->wr), SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     if (r > 0) {
-      d->rd += (uint64_t)r;
-      d->rec_end[d->rt % NREC] = d->rd;
-      d->rec_due[d->rt % NREC] = now + delay_ns;
-      d->rt++;
-      *count += (uint64_t)r;
+      note_read(d, r, now, count);
       continue;
     }
     if (r == 0) {
@@ -154,9 +174,7 @@ static int dir_pump_splice(dir *d, int64_t now, uint64_t *count, uint64_t *relea
     if (errno == EINTR) continue;
     return -1;
   }
-  uint64_t lim = *released;
-  while (d->rh != d->rt && d->rec_due[d->rh % NREC] <= now) lim = d->rec_end[d->rh++ % NREC];
-  *released = lim;
+  uint64_t lim = due_limit(d, now, released);
   while (d->wr < lim) {
     ssize_t w = splice(d->pr, NULL, d->to, NULL, (size_t)(lim - d->wr), SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     if (w > 0) {
@@ -167,10 +185,7 @@ static int dir_pump_splice(dir *d, int64_t now, uint64_t *count, uint64_t *relea
     if (w < 0 && errno == EINTR) continue;
     return -1;
   }
-  if (d->eof && d->wr == d->rd && !d->shut) {
-    shutdown(d->to, SHUT_WR);
-    d->shut = 1;
-  }
+  shut_when_drained(d);
   return 0;
 }
 
@@ -183,11 +198,7 @@ static int dir_pump(dir *d, int64_t now, uint64_t *count, uint64_t *released) {
     size_t n = RING - off < room ? RING - off : room;
     ssize_t r = read(d->from, d->buf + off, n);
     if (r > 0) {
-      d->rd += (uint64_t)r;
-      d->rec_end[d->rt % NREC] = d->rd;
-      d->rec_due[d->rt % NREC] = now + delay_ns;
-      d->rt++;
-      *count += (uint64_t)r;
+      note_read(d, r, now, count);
       continue;
     }
     if (r == 0) {
@@ -199,9 +210,7 @@ static int dir_pump(dir *d, int64_t now, uint64_t *count, uint64_t *released) {
     return -1;
   }
   /* release what is due */
-  uint64_t lim = *released;
-  while (d->rh != d->rt && d->rec_due[d->rh % NREC] <= now) lim = d->rec_end[d->rh++ % NREC];
-  *released = lim;
+  uint64_t lim = due_limit(d, now, released);
   while (d->wr < lim) {
     size_t off = d->wr % RING, n = (size_t)(lim - d->wr);
     if (n > RING - off) n = RING - off;
@@ -214,10 +223,7 @@ static int dir_pump(dir *d, int64_t now, uint64_t *count, uint64_t *released) {
     if (w < 0 && errno == EINTR) continue;
     return -1;
   }
-  if (d->eof && d->wr == d->rd && !d->shut) {
-    shutdown(d->to, SHUT_WR);
-    d->shut = 1;
-  }
+  shut_when_drained(d);
   return 0;
 }
 
