@@ -388,3 +388,216 @@ Test(cli, tfrecord_with_a_varlen_feature) {
   run_free(&ex);
   tu_rmtree(dir);
 }
+
+/* ---- export.serving_input "parsing": TF's parsing serving input receiver ----
+ * The export takes serialized tf.Example (the string tensor "inputs" of the classify / regress
+ * signatures, serving_default among them) and parses it by the spec of the model's columns.
+ * References: `loom predict` on the same rows of iris.csv (its CSV cells are %.9g, so a float
+ * reads back exactly), fed through the predictor as bytes from loom's own TFRecord writer. */
+
+/* iris.csv's rows as serialized tf.Example (a, b, c, d float [1], y int64 [1]); rows[r] malloc'd */
+static int iris_examples(const char *dir, char **rows, size_t *lens, int cap) {
+  char path[512], line[256];
+  snprintf(path, sizeof path, "%s/iris.tfrecord", dir);
+  loom_status *st = loom_status_new();
+  loom_tfrecord_writer *w = loom_tfrecord_writer_new(path, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  FILE *f = fopen(IRIS_CSV, "r");
+  cr_assert(f && fgets(line, sizeof line, f));
+  int n = 0;
+  float x[4];
+  int y;
+  while (n < cap && fgets(line, sizeof line, f) && sscanf(line, "%f,%f,%f,%f,%d", &x[0], &x[1], &x[2], &x[3], &y) == 5) {
+    static const char *const names[5] = {"a", "b", "c", "d", "y"};
+    int64_t d1 = 1;
+    loom_tensor *v[5];
+    for (int k = 0; k < 4; k++) v[k] = loom_tensor_from_data(LOOM_F32, 1, &d1, &x[k], NULL);
+    int64_t yy = y;
+    v[4] = loom_tensor_from_data(LOOM_I64, 1, &d1, &yy, NULL);
+    cr_assert_eq(loom_tfrecord_writer_write_example(w, 5, names, (const loom_tensor *const *)v, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    for (int k = 0; k < 5; k++) loom_tensor_free(v[k]);
+    n++;
+  }
+  fclose(f);
+  cr_assert_eq(loom_tfrecord_writer_close(w, st), LOOM_OK);
+  loom_status_free(st);
+  size_t fn = 0, off = 0;
+  char *b = tu_read_file(path, &fn);
+  cr_assert(b);
+  for (int r = 0; r < n; r++) {
+    uint64_t len;
+    cr_assert(off + 16 <= fn);
+    memcpy(&len, b + off, 8); /* TFRecord framing: u64 length, u32 crc, data, u32 crc */
+    rows[r] = malloc(len ? len : 1);
+    memcpy(rows[r], b + off + 12, len);
+    lens[r] = (size_t)len;
+    off += 16 + len;
+  }
+  cr_assert_eq(off, fn);
+  free(b);
+  return n;
+}
+
+/* the export_dir= line's path (malloc'd) */
+static char *export_path(const char *out) {
+  const char *p = strstr(out, "export_dir=");
+  cr_assert(p, "no export_dir= in:\n%s", out);
+  p += strlen("export_dir=");
+  return strndup(p, strcspn(p, "\n"));
+}
+
+/* trains job (dir/job.json), exports it with the parsing receiver and checks the export's
+ * serving_default (classify or regress on "inputs") against `loom predict` on iris.csv */
+static void parsing_case(const char *dir, const char *job, int classifier) {
+  char jpath[256], args[1024];
+  snprintf(jpath, sizeof jpath, "%s/job.json", dir);
+  tu_write_file(jpath, job, strlen(job));
+  snprintf(args, sizeof args, "train %s -q", jpath);
+  run_out t = run_cli(dir, args);
+  cr_assert_eq(t.rc, 0, "train failed:\n%s", t.err);
+  snprintf(args, sizeof args, "export %s -q", jpath);
+  run_out x = run_cli(dir, args);
+  cr_assert_eq(x.rc, 0, "export failed:\n%s", x.err);
+  char *ed = export_path(x.out);
+  snprintf(args, sizeof args, "predict %s --input %s --output - -q", jpath, IRIS_CSV);
+  run_out p = run_cli(dir, args);
+  cr_assert_eq(p.rc, 0, "predict failed:\n%s", p.err);
+
+  /* the reference: predict's CSV, one row per iris row */
+  enum { CAP = 200 };
+  static float want[CAP][3];
+  static int want_cls[CAP];
+  int nref = 0;
+  char *line = strchr(p.out, '\n');
+  cr_assert(line);
+  cr_expect(!strncmp(p.out, classifier ? "logits,probabilities,class_ids," : "predictions\n",
+                     classifier ? 31 : 12), "header: %.80s", p.out);
+  for (line++; *line && nref < CAP; nref++) {
+    char *end = strchr(line, '\n');
+    cr_assert(end);
+    *end = 0;
+    if (classifier) {
+      char *probs = strchr(line, ',') + 1;
+      char *ids = strchr(probs, ',') + 1;
+      cr_assert_eq(sscanf(probs, "%f %f %f", &want[nref][0], &want[nref][1], &want[nref][2]), 3, "%s", line);
+      want_cls[nref] = atoi(ids);
+    } else {
+      want[nref][0] = strtof(line, NULL);
+    }
+    line = end + 1;
+  }
+
+  /* the export: signatures and the serialized rows through serving_default */
+  static char *rows[CAP];
+  static size_t lens[CAP];
+  int n = iris_examples(dir, rows, lens, CAP);
+  cr_assert_eq(n, 150);
+  cr_assert_eq(nref, n, "predict wrote %d rows", nref);
+  loom_status *st = loom_status_new();
+  loom_predictor *pr = loom_predictor_load(ed, NULL, st);
+  cr_assert(pr, "%s", loom_status_message(st));
+  int have[3] = {0, 0, 0};
+  const char *names[3] = {"serving_default", classifier ? "classification" : "regression", "predict"};
+  for (int i = 0; i < loom_predictor_num_signatures(pr); i++)
+    for (int k = 0; k < 3; k++) have[k] |= !strcmp(loom_predictor_signature_name(pr, i), names[k]);
+  for (int k = 0; k < 3; k++) cr_expect(have[k], "no %s signature", names[k]);
+  for (int k = 0; k < 2; k++) { /* classify / regress: one string input "inputs" */
+    cr_assert_eq(loom_predictor_num_inputs(pr, names[k]), 1, "%s", names[k]);
+    cr_expect_str_eq(loom_predictor_input_key(pr, names[k], 0), "inputs");
+    cr_expect_eq(loom_predictor_input_dtype(pr, names[k], 0), LOOM_STRING);
+  }
+  int64_t dn = n;
+  loom_tensor *in = loom_tensor_new(LOOM_STRING, 1, &dn, NULL);
+  for (int r = 0; r < n; r++) loom_tensor_set_string(in, r, rows[r], lens[r], NULL);
+  int no = loom_predictor_num_outputs(pr, "serving_default");
+  cr_assert(no >= 1 && no <= 4, "%d outputs", no);
+  loom_tensor *outs[4] = {0};
+  cr_assert_eq(loom_predictor_run(pr, "serving_default", 1, &in, no, outs, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  const loom_tensor *scores = NULL, *classes = NULL;
+  for (int i = 0; i < no; i++) {
+    const char *key = loom_predictor_output_key(pr, "serving_default", i);
+    if (!strcmp(key, classifier ? "scores" : "outputs")) scores = outs[i];
+    if (!strcmp(key, "classes")) classes = outs[i];
+  }
+  cr_assert(scores, "no %s output", classifier ? "scores" : "outputs");
+  int nc = classifier ? 3 : 1;
+  cr_assert_eq(loom_tensor_numel(scores), (int64_t)n * nc);
+  const float *s = loom_tensor_data_const(scores);
+  int diff = 0;
+  for (int r = 0; r < n; r++) {
+    for (int c = 0; c < nc; c++)
+      if (s[r * nc + c] != want[r][c] && diff++ < 5)
+        cr_expect_fail("row %d score %d: %.9g from serialized examples, %.9g from loom predict", r, c,
+                       (double)s[r * nc + c], (double)want[r][c]);
+    if (classifier) { /* classes [B, 3]: "0" "1" "2" each row, TF's all_classes */
+      cr_assert(classes);
+      int best = 0;
+      for (int c = 1; c < 3; c++)
+        if (s[r * 3 + c] > s[r * 3 + best]) best = c;
+      cr_expect_eq(best, want_cls[r], "row %d: top score %d, predict's class_ids %d", r, best, want_cls[r]);
+      for (int c = 0; c < 3; c++) {
+        size_t len;
+        const char *v = loom_tensor_get_string(classes, r * 3 + c, &len);
+        cr_expect(len == 1 && v[0] == '0' + c, "row %d class %d: '%.*s'", r, c, (int)len, v);
+      }
+    }
+  }
+  cr_expect_eq(diff, 0, "%d scores differ", diff);
+  for (int i = 0; i < no; i++) loom_tensor_free(outs[i]);
+  loom_tensor_free(in);
+  loom_predictor_free(pr);
+  loom_status_free(st);
+  for (int r = 0; r < n; r++) free(rows[r]);
+  free(ed);
+  run_free(&t);
+  run_free(&x);
+  run_free(&p);
+}
+
+Test(cli, export_parsing_receiver_classify_and_regress) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "cli_parsing");
+  /* a classifier: BASE (numeric a, c) with more steps and the parsing receiver */
+  char job[4096];
+  const char *from = "\"train\": {\"batch_size\": 16, \"steps\": 20}";
+  const char *at = strstr(BASE, from);
+  cr_assert(at);
+  snprintf(job, sizeof job, "%.*s\"train\": {\"batch_size\": 16, \"steps\": 200},\n"
+           "  \"export\": {\"serving_input\": \"parsing\"}%s", (int)(at - BASE), BASE, at + strlen(from));
+  parsing_case(dir, job, 1);
+  /* a wide & deep regressor of d on a (dnn), c and a bucketized b (linear) */
+  char dir2[TU_TMPDIR_CAP];
+  tu_tmpdir(dir2, sizeof dir2, "cli_parsing_reg");
+  snprintf(job, sizeof job,
+           "{\"data\": {\"train\": \"" IRIS_CSV "\", \"eval_fraction\": 0.2,\n"
+           "   \"columns\": [\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"int64\", \"select\": false}],"
+           " \"label\": \"d\"},\n"
+           " \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"c\"},\n"
+           "   {\"type\": \"numeric\", \"key\": \"b\"},\n"
+           "   {\"type\": \"bucketized\", \"source\": \"b\", \"boundaries\": [3]}],\n"
+           " \"model\": {\"type\": \"dnn_linear_combined_regressor\", \"linear_feature_columns\": [\"c\", \"b_bucketized\"],\n"
+           "   \"dnn_feature_columns\": [\"a\"], \"dnn_hidden_units\": [4]},\n"
+           " \"run_config\": {\"model_dir\": \"model\", \"random_seed\": 3, \"num_threads\": 1, \"save_summary_steps\": 0},\n"
+           " \"train\": {\"batch_size\": 16, \"steps\": 100},\n"
+           " \"export\": {\"serving_input\": \"parsing\"}}\n");
+  parsing_case(dir2, job, 0);
+  tu_rmtree(dir);
+  tu_rmtree(dir2);
+}
+
+Test(cli, export_serving_input_errors_name_the_key) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "cli_parsing_err");
+  expect_job_error(dir, "\"train\": {\"batch_size\": 16, \"steps\": 20}",
+                   "\"train\": {\"batch_size\": 16, \"steps\": 20}, \"export\": {\"serving_input\": \"example\"}",
+                   "export.serving_input: unknown value 'example' (one of: raw, parsing)");
+  expect_job_error(dir, "\"train\": {\"batch_size\": 16, \"steps\": 20}",
+                   "\"train\": {\"batch_size\": 16, \"steps\": 20}, \"export\": {\"serving_input\": 1}",
+                   "export.serving_input");
+  expect_job_error(dir, "\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3}",
+                   "\"type\": \"baseline_classifier\", \"n_classes\": 3}, \"export\": {\"serving_input\": \"parsing\"}",
+                   "export.serving_input: \"parsing\" needs a model with feature columns");
+  tu_rmtree(dir);
+}

@@ -132,6 +132,10 @@ typedef struct job {
   const char *predict_input;
   int predict_drop_label;
   int64_t predict_batch;
+  /* export: 1 = TF's parsing serving input receiver over the model's columns */
+  int serving_parsing;
+  int nmodel_cols;
+  const loom_fc **model_cols;
   /* run config */
   char *model_dir;
   loom_run_config config;
@@ -1084,6 +1088,10 @@ static void build_model(job *j) {
     e = classifier ? loom_baseline_classifier_new(&o, st) : loom_baseline_regressor_new(&o, st);
   }
 #undef COMMON
+  /* the columns the model reads: the parsing receiver's spec */
+  j->model_cols = calloc((size_t)(ncol + ncol2 + 1), sizeof *j->model_cols);
+  for (int i = 0; i < ncol; i++) j->model_cols[j->nmodel_cols++] = cols[i];
+  for (int i = 0; i < ncol2; i++) j->model_cols[j->nmodel_cols++] = cols2[i];
   if (!e) {
     if (loom_status_code(st) == LOOM_INVALID_ARGUMENT) job_fail("model", "%s", loom_status_message(st));
     die("creating the model", st);
@@ -1161,9 +1169,14 @@ static void parse_settings(job *j, const char *model_dir_override, int64_t steps
   j->predict_batch = j_int(pr, "predict", "batch_size", 256, 1, INT64_MAX);
   /* export */
   const cJSON *ex = j_object(j->root, "", "export", 0);
-  static const char *const xk[] = {"dir", NULL};
+  static const char *const xk[] = {"dir", "serving_input", NULL};
   j_keys(ex, "export", xk);
   (void)j_string(ex, "export", "dir", NULL, 0);
+  static const char *const si[] = {"raw", "parsing", NULL};
+  j->serving_parsing = j_enum(ex, "export", "serving_input", si, 0) == 1;
+  if (j->serving_parsing && model_type(j_object(j->root, "", "model", 1)) / 2 == 3)
+    job_fail("export.serving_input", "\"parsing\" needs a model with feature columns (a baseline model has none; "
+                                     "use \"raw\")");
   (void)j_string(j->root, "", "description", NULL, 0);
 }
 
@@ -1335,7 +1348,18 @@ static void run_export(job *j) {
   }
   loom_status *st = loom_status_new();
   char out[4096];
-  if (loom_estimator_export(j->est, serving_fn, j, base, NULL, out, sizeof out, st) != LOOM_OK) die("export", st);
+  if (j->serving_parsing) {
+    /* serialized tf.Example in (the string tensor "inputs" of classify / regress), parsed by the
+     * spec of the model's columns: TF's build_parsing_serving_input_receiver_fn */
+    loom_parsing_receiver *r =
+        loom_fc_parsing_receiver_new(j->nmodel_cols, (const loom_fc *const *)j->model_cols, st);
+    if (!r) die("export.serving_input \"parsing\"", st);
+    if (loom_estimator_export(j->est, loom_parsing_serving_input_fn, r, base, NULL, out, sizeof out, st) != LOOM_OK)
+      die("export", st);
+    loom_parsing_receiver_free(r);
+  } else if (loom_estimator_export(j->est, serving_fn, j, base, NULL, out, sizeof out, st) != LOOM_OK) {
+    die("export", st);
+  }
   printf("export_dir=%s\n", out);
   free(base);
   loom_status_free(st);
@@ -1374,6 +1398,7 @@ static void job_free(job *j) {
   free(j->fcs);
   free(j->fc_refs);
   free(j->fc_used);
+  free(j->model_cols);
 }
 
 int main(int argc, char **argv) {
