@@ -742,6 +742,20 @@ loom_code loom_tfrecord_writer_write_example(loom_tfrecord_writer *w, int n, con
   return rc;
 }
 
+loom_tensor *loom_example_serialize(int n, const char *const *names, const loom_tensor *const *values,
+                                   loom_status *st) {
+  uint8_t *buf;
+  size_t len;
+  if (loom__example_serialize(n, names, values, &buf, &len, st)) return NULL;
+  loom_tensor *t = loom_tensor_new(LOOM_STRING, 0, NULL, st);
+  if (t && loom_tensor_set_string(t, 0, buf ? (const char *)buf : "", len, st)) {
+    loom_tensor_free(t);
+    t = NULL;
+  }
+  loom__free(buf);
+  return t;
+}
+
 loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_status *st) {
   if (!w) return LOOM_OK;
   loom_code rc = loom__tfrecord_out_close(&w->o, st);

@@ -257,6 +257,13 @@ LOOM_API loom_code loom_tfrecord_writer_write(loom_tfrecord_writer *w, const voi
 LOOM_API loom_code loom_tfrecord_writer_write_example(loom_tfrecord_writer *w, int n, const char *const *names,
                                                       const loom_tensor *const *values, loom_status *st);
 LOOM_API loom_code loom_tfrecord_writer_close(loom_tfrecord_writer *w, loom_status *st); /* frees */
+/* The same tf.Example serialization without a file: a new scalar string
+ * tensor holding the bytes (free with loom_tensor_free; read with
+ * loom_tensor_get_string), NULL on error (a NULL name or value, or a bad
+ * dtype, named). What a binding feeds the "inputs" of an export's
+ * classify / regress signatures (loom_parsing_serving_input_fn). */
+LOOM_API loom_tensor *loom_example_serialize(int n, const char *const *names, const loom_tensor *const *values,
+                                             loom_status *st);
 /* A writer of a compressed file (compression NONE, GZIP or ZLIB; AUTO is
  * INVALID_ARGUMENT); close finishes the stream. */
 LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new_compressed(const char *path, int compression,
