@@ -20,7 +20,8 @@ from ._lib import lib, LIBRARY_PATH
 
 __all__ = ["LoomError", "Graph", "Output", "Session", "Predictor", "Dataset", "FeatureColumns", "Estimator",
            "EstimatorSpec", "DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
-           "BaselineClassifier", "BaselineRegressor", "ModeKeys", "version", "LIBRARY_PATH"]
+           "BaselineClassifier", "BaselineRegressor", "ModeKeys", "version", "LIBRARY_PATH",
+           "serialize_example"]
 
 F32, F64, I32, I64, U8, BOOL, STRING = 1, 2, 3, 4, 5, 6, 7
 _NP2LOOM = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.int32): I32,
@@ -96,7 +97,8 @@ def _to_tensor(a, dtype=None):
     reference until loom frees the tensor); strings are copied."""
     st = _Status()
     if dtype == STRING or (dtype is None and isinstance(a, np.ndarray) and a.dtype.kind in "USO"):
-        a = np.asarray(a)
+        # not a bytes ("S") array: numpy drops a bytes value's trailing NULs (serialized protobufs have them)
+        a = a if isinstance(a, np.ndarray) else np.asarray(a, dtype=object)
         n, dims = _dims(a.shape)
         t = lib.loom_tensor_new(STRING, n, dims, st.p)
         if not t:
@@ -455,6 +457,40 @@ class Session:
             for i in range(nf):
                 lib.loom_tensor_free(fvals[i])
         return outs[0] if single else outs
+
+
+# ---------------------------------------------------------------- tf.Example
+def serialize_example(features):
+    """{name: value} -> the bytes of a serialized tf.Example
+    (loom_example_serialize): str/bytes values -> bytes_list, floats ->
+    float_list (float32), ints/bools -> int64_list; a value is a scalar or
+    a sequence (flattened). What an export's classify / regress signatures
+    take (Estimator.export(..., serving_inputs="parsing"))."""
+    names, tensors = [], []
+    try:
+        for k, v in features.items():
+            if isinstance(v, np.ndarray) and v.dtype.kind in "fiub":
+                a, kind = v.reshape(-1), v.dtype.kind
+            else:  # as objects: a bytes array ("S") would drop trailing NULs
+                a = np.asarray(v, dtype=object).reshape(-1)
+                kind = ("S" if len(a) and all(isinstance(x, (str, bytes, np.str_, np.bytes_)) for x in a) else
+                        "f" if any(isinstance(x, (float, np.floating)) for x in a) or not len(a) else "i")
+            if kind in "USO":
+                t = _to_tensor(a, STRING)
+            else:
+                t = _to_tensor(np.asarray(a, dtype=np.float32 if kind == "f" else np.int64), F32 if kind == "f" else I64)
+            names.append(_b(k))
+            tensors.append(t)
+        n = len(names)
+        st = _Status()
+        s = lib.loom_example_serialize(n, (C.c_char_p * max(1, n))(*names), (C.c_void_p * max(1, n))(*tensors),
+                                       st.p)
+        if not s:
+            st.raise_if()
+        return _from_tensor(s, take=True).item()
+    finally:
+        for t in tensors:
+            lib.loom_tensor_free(t)
 
 
 # ---------------------------------------------------------------- predictor

@@ -227,9 +227,19 @@ class Estimator:
         return {k: np.concatenate(v) for k, v in parts.items()}
 
     def export(self, export_dir_base, serving_inputs):
-        """export_saved_model with placeholders {name: (dtype, shape)} that
-        are both the features and the signature's inputs. Returns the
+        """export_saved_model. serving_inputs: placeholders {name: (dtype,
+        shape)} that are both the features and the signature's inputs; or
+        "parsing" (canned estimators): TF's parsing serving input receiver
+        over the estimator's feature columns -- one string input of
+        serialized tf.Example (loom.serialize_example), with TF's
+        signatures: serving_default = classify (a classifier) / regress (a
+        regressor) on "inputs", and "predict" on "examples". Returns the
         export directory (loom.Predictor loads it)."""
+        if isinstance(serving_inputs, str):
+            if serving_inputs != "parsing":
+                raise ValueError("export: serving_inputs %r: give \"parsing\" or a dict of placeholders"
+                                 % serving_inputs)
+            return self._export_parsing(export_dir_base)
 
         def serving(g, features, receivers, user, st):
             try:
@@ -248,6 +258,25 @@ class Estimator:
         st = _Status()
         self._check(lib.loom_estimator_export(self.p, cb, None, _b(os.fspath(export_dir_base)), None, buf,
                                               len(buf), st.p), st)
+        return buf.value.decode()
+
+    def _export_parsing(self, export_dir_base):
+        cols = getattr(self, "_feature_columns", None)
+        if not cols:
+            raise ValueError("export: serving_inputs=\"parsing\" needs a canned estimator with feature columns "
+                             "(its parse spec comes from them)")
+        arr = (C.c_void_p * len(cols))(*[c.p for c in cols])
+        st = _Status()
+        r = lib.loom_fc_parsing_receiver_new(len(cols), arr, st.p)
+        if not r:
+            st.raise_if()
+        try:
+            buf = C.create_string_buffer(4096)
+            st = _Status()
+            self._check(lib.loom_estimator_export(self.p, L.PARSING_SERVING_INPUT_FN, r,
+                                                  _b(os.fspath(export_dir_base)), None, buf, len(buf), st.p), st)
+        finally:
+            lib.loom_parsing_receiver_free(r)
         return buf.value.decode()
 
     def get_variable_value(self, name):
@@ -274,6 +303,7 @@ def _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column
 def _columns(self, feature_columns):
     cols = list(feature_columns)
     self._keep.append([c.owner for c in cols])  # the sets outlive the estimator
+    self._feature_columns = getattr(self, "_feature_columns", []) + cols  # the parsing receiver's spec
     arr = (C.c_void_p * len(cols))(*[c.p for c in cols])
     self._keep.append(arr)
     return len(cols), arr
