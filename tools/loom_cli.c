@@ -1412,7 +1412,8 @@ int main(int argc, char **argv) {
              "  train     trains the model of JOB.json, then evaluates it when the job has eval data\n"
              "  evaluate  evaluates the latest checkpoint; prints the metrics as key=value\n"
              "  predict   reads predict.input (or --input), writes one CSV row per example (or --output)\n"
-             "  export    writes the servable to <model_dir>/export/<timestamp>/\n"
+             "  export    writes the servable to <model_dir>/export/<timestamp>/ (export.serving_input\n"
+             "            \"parsing\": classify/regress on serialized tf.Example, as TF's canned exports)\n"
              "Exit codes: 0 done, 1 runtime error, 2 job-file or command-line error.\n");
       return 0;
     }
