@@ -293,6 +293,191 @@ Test(cli, runtime_errors_exit_1) {
 /* TFRecord data with a feature spec: iris rows as tf.Examples plus a varlen (ragged) string
  * feature "tags" read by a vocabulary column (train and eval files); train, predict from TFRecord, export (the ragged
  * feature becomes a values + row_splits placeholder pair). */
+/* ---- export.serving_input "parsing": TF's parsing serving input receiver ----
+ * The export takes serialized tf.Example (the string tensor "inputs" of the classify / regress
+ * signatures, serving_default among them) and parses it by the spec of the model's columns.
+ * References: `loom predict` on the same rows of iris.csv (its CSV cells are %.9g, so a float
+ * reads back exactly), fed through the predictor as bytes from loom's own TFRecord writer. */
+
+/* the records of a TFRecord file (uncompressed), rows[r] malloc'd; returns their count */
+static int tfrecord_records(const char *path, char **rows, size_t *lens, int cap) {
+  size_t fn = 0, off = 0;
+  char *b = tu_read_file(path, &fn);
+  cr_assert(b, "cannot read %s", path);
+  int n = 0;
+  while (off < fn) {
+    uint64_t len;
+    cr_assert(off + 16 <= fn && n < cap);
+    memcpy(&len, b + off, 8); /* TFRecord framing: u64 length, u32 crc, data, u32 crc */
+    rows[n] = malloc(len ? len : 1);
+    memcpy(rows[n], b + off + 12, len);
+    lens[n++] = (size_t)len;
+    off += 16 + len;
+  }
+  cr_assert_eq(off, fn);
+  free(b);
+  return n;
+}
+
+/* iris.csv's rows as serialized tf.Example (a, b, c, d float [1], y int64 [1]) */
+static int iris_examples(const char *dir, char **rows, size_t *lens, int cap) {
+  char path[512], line[256];
+  snprintf(path, sizeof path, "%s/iris.tfrecord", dir);
+  loom_status *st = loom_status_new();
+  loom_tfrecord_writer *w = loom_tfrecord_writer_new(path, st);
+  cr_assert(w, "%s", loom_status_message(st));
+  FILE *f = fopen(IRIS_CSV, "r");
+  cr_assert(f && fgets(line, sizeof line, f));
+  int n = 0;
+  float x[4];
+  int y;
+  while (n < cap && fgets(line, sizeof line, f) && sscanf(line, "%f,%f,%f,%f,%d", &x[0], &x[1], &x[2], &x[3], &y) == 5) {
+    static const char *const names[5] = {"a", "b", "c", "d", "y"};
+    int64_t d1 = 1;
+    loom_tensor *v[5];
+    for (int k = 0; k < 4; k++) v[k] = loom_tensor_from_data(LOOM_F32, 1, &d1, &x[k], NULL);
+    int64_t yy = y;
+    v[4] = loom_tensor_from_data(LOOM_I64, 1, &d1, &yy, NULL);
+    cr_assert_eq(loom_tfrecord_writer_write_example(w, 5, names, (const loom_tensor *const *)v, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    for (int k = 0; k < 5; k++) loom_tensor_free(v[k]);
+    n++;
+  }
+  fclose(f);
+  cr_assert_eq(loom_tfrecord_writer_close(w, st), LOOM_OK);
+  loom_status_free(st);
+  int m = tfrecord_records(path, rows, lens, cap);
+  cr_assert_eq(m, n);
+  return n;
+}
+
+/* the export_dir= line's path (malloc'd) */
+static char *export_path(const char *out) {
+  const char *p = strstr(out, "export_dir=");
+  cr_assert(p, "no export_dir= in:\n%s", out);
+  p += strlen("export_dir=");
+  return strndup(p, strcspn(p, "\n"));
+}
+
+enum { PCAP = 200 };
+/* `loom predict`'s CSV (text, modified): want[r] the probabilities (classifier, 3 classes) or the
+ * prediction, want_cls[r] the class id; returns the row count */
+static int predict_reference(char *csv, int classifier, float (*want)[3], int *want_cls) {
+  int n = 0;
+  char *line = strchr(csv, '\n');
+  cr_assert(line);
+  cr_expect(!strncmp(csv, classifier ? "logits,probabilities,class_ids," : "predictions\n", classifier ? 31 : 12),
+            "header: %.80s", csv);
+  for (line++; *line && n < PCAP; n++) {
+    char *end = strchr(line, '\n');
+    cr_assert(end);
+    *end = 0;
+    if (classifier) {
+      char *probs = strchr(line, ',') + 1;
+      char *ids = strchr(probs, ',') + 1;
+      cr_assert_eq(sscanf(probs, "%f %f %f", &want[n][0], &want[n][1], &want[n][2]), 3, "%s", line);
+      want_cls[n] = atoi(ids);
+    } else {
+      want[n][0] = strtof(line, NULL);
+    }
+    line = end + 1;
+  }
+  return n;
+}
+
+/* the parsing export ed: its signatures (serving_default, classification/regression on one
+ * string "inputs", predict), and serving_default on the n serialized rows equal to want */
+static void check_parsing_export(const char *ed, char **rows, size_t *lens, int n, int classifier,
+                                 float (*want)[3], const int *want_cls) {
+  loom_status *st = loom_status_new();
+  loom_predictor *pr = loom_predictor_load(ed, NULL, st);
+  cr_assert(pr, "%s", loom_status_message(st));
+  int have[3] = {0, 0, 0};
+  const char *names[3] = {"serving_default", classifier ? "classification" : "regression", "predict"};
+  for (int i = 0; i < loom_predictor_num_signatures(pr); i++)
+    for (int k = 0; k < 3; k++) have[k] |= !strcmp(loom_predictor_signature_name(pr, i), names[k]);
+  for (int k = 0; k < 3; k++) cr_expect(have[k], "no %s signature", names[k]);
+  for (int k = 0; k < 2; k++) { /* classify / regress: one string input "inputs" */
+    cr_assert_eq(loom_predictor_num_inputs(pr, names[k]), 1, "%s", names[k]);
+    cr_expect_str_eq(loom_predictor_input_key(pr, names[k], 0), "inputs");
+    cr_expect_eq(loom_predictor_input_dtype(pr, names[k], 0), LOOM_STRING);
+  }
+  int64_t dn = n;
+  loom_tensor *in = loom_tensor_new(LOOM_STRING, 1, &dn, NULL);
+  for (int r = 0; r < n; r++) loom_tensor_set_string(in, r, rows[r], lens[r], NULL);
+  int no = loom_predictor_num_outputs(pr, "serving_default");
+  cr_assert(no >= 1 && no <= 4, "%d outputs", no);
+  loom_tensor *outs[4] = {0};
+  cr_assert_eq(loom_predictor_run(pr, "serving_default", 1, &in, no, outs, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  const loom_tensor *scores = NULL, *classes = NULL;
+  for (int i = 0; i < no; i++) {
+    const char *key = loom_predictor_output_key(pr, "serving_default", i);
+    if (!strcmp(key, classifier ? "scores" : "outputs")) scores = outs[i];
+    if (!strcmp(key, "classes")) classes = outs[i];
+  }
+  cr_assert(scores, "no %s output", classifier ? "scores" : "outputs");
+  int nc = classifier ? 3 : 1;
+  cr_assert_eq(loom_tensor_numel(scores), (int64_t)n * nc);
+  const float *s = loom_tensor_data_const(scores);
+  int diff = 0;
+  for (int r = 0; r < n; r++) {
+    for (int c = 0; c < nc; c++)
+      if (s[r * nc + c] != want[r][c] && diff++ < 5)
+        cr_expect_fail("row %d score %d: %.9g from serialized examples, %.9g from loom predict", r, c,
+                       (double)s[r * nc + c], (double)want[r][c]);
+    if (classifier) { /* classes [B, 3]: "0" "1" "2" each row, TF's all_classes */
+      cr_assert(classes);
+      int best = 0;
+      for (int c = 1; c < 3; c++)
+        if (s[r * 3 + c] > s[r * 3 + best]) best = c;
+      cr_expect_eq(best, want_cls[r], "row %d: top score %d, predict's class_ids %d", r, best, want_cls[r]);
+      for (int c = 0; c < 3; c++) {
+        size_t len;
+        const char *v = loom_tensor_get_string(classes, r * 3 + c, &len);
+        cr_expect(len == 1 && v[0] == '0' + c, "row %d class %d: '%.*s'", r, c, (int)len, v);
+      }
+    }
+  }
+  cr_expect_eq(diff, 0, "%d scores differ", diff);
+  for (int i = 0; i < no; i++) loom_tensor_free(outs[i]);
+  loom_tensor_free(in);
+  loom_predictor_free(pr);
+  loom_status_free(st);
+}
+
+/* trains job (dir/job.json), exports it with the parsing receiver and checks the export's
+ * serving_default (classify or regress on "inputs") against `loom predict` on iris.csv */
+static void parsing_case(const char *dir, const char *job, int classifier) {
+  char jpath[256], args[1024];
+  snprintf(jpath, sizeof jpath, "%s/job.json", dir);
+  tu_write_file(jpath, job, strlen(job));
+  snprintf(args, sizeof args, "train %s -q", jpath);
+  run_out t = run_cli(dir, args);
+  cr_assert_eq(t.rc, 0, "train failed:\n%s", t.err);
+  snprintf(args, sizeof args, "export %s -q", jpath);
+  run_out x = run_cli(dir, args);
+  cr_assert_eq(x.rc, 0, "export failed:\n%s", x.err);
+  char *ed = export_path(x.out);
+  snprintf(args, sizeof args, "predict %s --input %s --output - -q", jpath, IRIS_CSV);
+  run_out p = run_cli(dir, args);
+  cr_assert_eq(p.rc, 0, "predict failed:\n%s", p.err);
+  static float want[PCAP][3];
+  static int want_cls[PCAP];
+  int nref = predict_reference(p.out, classifier, want, want_cls);
+  static char *rows[PCAP];
+  static size_t lens[PCAP];
+  int n = iris_examples(dir, rows, lens, PCAP);
+  cr_assert_eq(n, 150);
+  cr_assert_eq(nref, n, "predict wrote %d rows", nref);
+  check_parsing_export(ed, rows, lens, n, classifier, want, want_cls);
+  for (int r = 0; r < n; r++) free(rows[r]);
+  free(ed);
+  run_free(&t);
+  run_free(&x);
+  run_free(&p);
+}
+
 Test(cli, tfrecord_with_a_varlen_feature) {
   char dir[TU_TMPDIR_CAP], path[256], args[1024];
   tu_tmpdir(dir, sizeof dir, "cli_tfr");
@@ -383,177 +568,37 @@ Test(cli, tfrecord_with_a_varlen_feature) {
   char *sj = tu_read_file(sig, NULL);
   cr_expect(strstr(sj, "\"tags/row_splits\"") || strstr(sj, "tags/row_splits"), "no ragged input in:\n%.600s", sj);
   free(sj);
+  /* the same model exported with the parsing receiver (numeric a..d FixedLen, tags VarLen string):
+   * classify on eval.tfrecord's records equals predict's pred.csv (the same 30 rows) */
+  char job2[4200];
+  snprintf(job2, sizeof job2, "%.*s,\n \"export\": {\"serving_input\": \"parsing\"}}\n", (int)(strrchr(job, '}') - job),
+           job);
+  snprintf(jpath, sizeof jpath, "%s/job_parsing.json", dir);
+  tu_write_file(jpath, job2, strlen(job2));
+  snprintf(args, sizeof args, "export %s -q", jpath);
+  run_out ex2 = run_cli(dir, args);
+  cr_assert_eq(ex2.rc, 0, "parsing export failed:\n%s", ex2.err);
+  char *ed = export_path(ex2.out);
+  snprintf(path, sizeof path, "%s/pred.csv", dir);
+  csv = tu_read_file(path, NULL);
+  static float want[PCAP][3];
+  static int want_cls[PCAP];
+  int nref = predict_reference(csv, 1, want, want_cls);
+  static char *recs[PCAP];
+  static size_t rlens[PCAP];
+  snprintf(path, sizeof path, "%s/eval.tfrecord", dir);
+  int nrec = tfrecord_records(path, recs, rlens, PCAP);
+  cr_assert_eq(nrec, 30);
+  cr_assert_eq(nref, nrec);
+  check_parsing_export(ed, recs, rlens, nrec, 1, want, want_cls);
+  for (int r = 0; r < nrec; r++) free(recs[r]);
+  free(ed);
+  free(csv);
+  run_free(&ex2);
   run_free(&t);
   run_free(&p);
   run_free(&ex);
   tu_rmtree(dir);
-}
-
-/* ---- export.serving_input "parsing": TF's parsing serving input receiver ----
- * The export takes serialized tf.Example (the string tensor "inputs" of the classify / regress
- * signatures, serving_default among them) and parses it by the spec of the model's columns.
- * References: `loom predict` on the same rows of iris.csv (its CSV cells are %.9g, so a float
- * reads back exactly), fed through the predictor as bytes from loom's own TFRecord writer. */
-
-/* iris.csv's rows as serialized tf.Example (a, b, c, d float [1], y int64 [1]); rows[r] malloc'd */
-static int iris_examples(const char *dir, char **rows, size_t *lens, int cap) {
-  char path[512], line[256];
-  snprintf(path, sizeof path, "%s/iris.tfrecord", dir);
-  loom_status *st = loom_status_new();
-  loom_tfrecord_writer *w = loom_tfrecord_writer_new(path, st);
-  cr_assert(w, "%s", loom_status_message(st));
-  FILE *f = fopen(IRIS_CSV, "r");
-  cr_assert(f && fgets(line, sizeof line, f));
-  int n = 0;
-  float x[4];
-  int y;
-  while (n < cap && fgets(line, sizeof line, f) && sscanf(line, "%f,%f,%f,%f,%d", &x[0], &x[1], &x[2], &x[3], &y) == 5) {
-    static const char *const names[5] = {"a", "b", "c", "d", "y"};
-    int64_t d1 = 1;
-    loom_tensor *v[5];
-    for (int k = 0; k < 4; k++) v[k] = loom_tensor_from_data(LOOM_F32, 1, &d1, &x[k], NULL);
-    int64_t yy = y;
-    v[4] = loom_tensor_from_data(LOOM_I64, 1, &d1, &yy, NULL);
-    cr_assert_eq(loom_tfrecord_writer_write_example(w, 5, names, (const loom_tensor *const *)v, st), LOOM_OK, "%s",
-                 loom_status_message(st));
-    for (int k = 0; k < 5; k++) loom_tensor_free(v[k]);
-    n++;
-  }
-  fclose(f);
-  cr_assert_eq(loom_tfrecord_writer_close(w, st), LOOM_OK);
-  loom_status_free(st);
-  size_t fn = 0, off = 0;
-  char *b = tu_read_file(path, &fn);
-  cr_assert(b);
-  for (int r = 0; r < n; r++) {
-    uint64_t len;
-    cr_assert(off + 16 <= fn);
-    memcpy(&len, b + off, 8); /* TFRecord framing: u64 length, u32 crc, data, u32 crc */
-    rows[r] = malloc(len ? len : 1);
-    memcpy(rows[r], b + off + 12, len);
-    lens[r] = (size_t)len;
-    off += 16 + len;
-  }
-  cr_assert_eq(off, fn);
-  free(b);
-  return n;
-}
-
-/* the export_dir= line's path (malloc'd) */
-static char *export_path(const char *out) {
-  const char *p = strstr(out, "export_dir=");
-  cr_assert(p, "no export_dir= in:\n%s", out);
-  p += strlen("export_dir=");
-  return strndup(p, strcspn(p, "\n"));
-}
-
-/* trains job (dir/job.json), exports it with the parsing receiver and checks the export's
- * serving_default (classify or regress on "inputs") against `loom predict` on iris.csv */
-static void parsing_case(const char *dir, const char *job, int classifier) {
-  char jpath[256], args[1024];
-  snprintf(jpath, sizeof jpath, "%s/job.json", dir);
-  tu_write_file(jpath, job, strlen(job));
-  snprintf(args, sizeof args, "train %s -q", jpath);
-  run_out t = run_cli(dir, args);
-  cr_assert_eq(t.rc, 0, "train failed:\n%s", t.err);
-  snprintf(args, sizeof args, "export %s -q", jpath);
-  run_out x = run_cli(dir, args);
-  cr_assert_eq(x.rc, 0, "export failed:\n%s", x.err);
-  char *ed = export_path(x.out);
-  snprintf(args, sizeof args, "predict %s --input %s --output - -q", jpath, IRIS_CSV);
-  run_out p = run_cli(dir, args);
-  cr_assert_eq(p.rc, 0, "predict failed:\n%s", p.err);
-
-  /* the reference: predict's CSV, one row per iris row */
-  enum { CAP = 200 };
-  static float want[CAP][3];
-  static int want_cls[CAP];
-  int nref = 0;
-  char *line = strchr(p.out, '\n');
-  cr_assert(line);
-  cr_expect(!strncmp(p.out, classifier ? "logits,probabilities,class_ids," : "predictions\n",
-                     classifier ? 31 : 12), "header: %.80s", p.out);
-  for (line++; *line && nref < CAP; nref++) {
-    char *end = strchr(line, '\n');
-    cr_assert(end);
-    *end = 0;
-    if (classifier) {
-      char *probs = strchr(line, ',') + 1;
-      char *ids = strchr(probs, ',') + 1;
-      cr_assert_eq(sscanf(probs, "%f %f %f", &want[nref][0], &want[nref][1], &want[nref][2]), 3, "%s", line);
-      want_cls[nref] = atoi(ids);
-    } else {
-      want[nref][0] = strtof(line, NULL);
-    }
-    line = end + 1;
-  }
-
-  /* the export: signatures and the serialized rows through serving_default */
-  static char *rows[CAP];
-  static size_t lens[CAP];
-  int n = iris_examples(dir, rows, lens, CAP);
-  cr_assert_eq(n, 150);
-  cr_assert_eq(nref, n, "predict wrote %d rows", nref);
-  loom_status *st = loom_status_new();
-  loom_predictor *pr = loom_predictor_load(ed, NULL, st);
-  cr_assert(pr, "%s", loom_status_message(st));
-  int have[3] = {0, 0, 0};
-  const char *names[3] = {"serving_default", classifier ? "classification" : "regression", "predict"};
-  for (int i = 0; i < loom_predictor_num_signatures(pr); i++)
-    for (int k = 0; k < 3; k++) have[k] |= !strcmp(loom_predictor_signature_name(pr, i), names[k]);
-  for (int k = 0; k < 3; k++) cr_expect(have[k], "no %s signature", names[k]);
-  for (int k = 0; k < 2; k++) { /* classify / regress: one string input "inputs" */
-    cr_assert_eq(loom_predictor_num_inputs(pr, names[k]), 1, "%s", names[k]);
-    cr_expect_str_eq(loom_predictor_input_key(pr, names[k], 0), "inputs");
-    cr_expect_eq(loom_predictor_input_dtype(pr, names[k], 0), LOOM_STRING);
-  }
-  int64_t dn = n;
-  loom_tensor *in = loom_tensor_new(LOOM_STRING, 1, &dn, NULL);
-  for (int r = 0; r < n; r++) loom_tensor_set_string(in, r, rows[r], lens[r], NULL);
-  int no = loom_predictor_num_outputs(pr, "serving_default");
-  cr_assert(no >= 1 && no <= 4, "%d outputs", no);
-  loom_tensor *outs[4] = {0};
-  cr_assert_eq(loom_predictor_run(pr, "serving_default", 1, &in, no, outs, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  const loom_tensor *scores = NULL, *classes = NULL;
-  for (int i = 0; i < no; i++) {
-    const char *key = loom_predictor_output_key(pr, "serving_default", i);
-    if (!strcmp(key, classifier ? "scores" : "outputs")) scores = outs[i];
-    if (!strcmp(key, "classes")) classes = outs[i];
-  }
-  cr_assert(scores, "no %s output", classifier ? "scores" : "outputs");
-  int nc = classifier ? 3 : 1;
-  cr_assert_eq(loom_tensor_numel(scores), (int64_t)n * nc);
-  const float *s = loom_tensor_data_const(scores);
-  int diff = 0;
-  for (int r = 0; r < n; r++) {
-    for (int c = 0; c < nc; c++)
-      if (s[r * nc + c] != want[r][c] && diff++ < 5)
-        cr_expect_fail("row %d score %d: %.9g from serialized examples, %.9g from loom predict", r, c,
-                       (double)s[r * nc + c], (double)want[r][c]);
-    if (classifier) { /* classes [B, 3]: "0" "1" "2" each row, TF's all_classes */
-      cr_assert(classes);
-      int best = 0;
-      for (int c = 1; c < 3; c++)
-        if (s[r * 3 + c] > s[r * 3 + best]) best = c;
-      cr_expect_eq(best, want_cls[r], "row %d: top score %d, predict's class_ids %d", r, best, want_cls[r]);
-      for (int c = 0; c < 3; c++) {
-        size_t len;
-        const char *v = loom_tensor_get_string(classes, r * 3 + c, &len);
-        cr_expect(len == 1 && v[0] == '0' + c, "row %d class %d: '%.*s'", r, c, (int)len, v);
-      }
-    }
-  }
-  cr_expect_eq(diff, 0, "%d scores differ", diff);
-  for (int i = 0; i < no; i++) loom_tensor_free(outs[i]);
-  loom_tensor_free(in);
-  loom_predictor_free(pr);
-  loom_status_free(st);
-  for (int r = 0; r < n; r++) free(rows[r]);
-  free(ed);
-  run_free(&t);
-  run_free(&x);
-  run_free(&p);
 }
 
 Test(cli, export_parsing_receiver_classify_and_regress) {
