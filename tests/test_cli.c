@@ -4,7 +4,14 @@
  * row, mostly the right classes), export to export/<timestamp>/, the diamonds
  * wide & deep job (analyzer statistics), and job-file errors: exit code 2
  * with a message naming the key (bad JSON with its line, unknown keys, wrong
- * types, missing files, bad column references), runtime errors exit 1. */
+ * types, missing files, bad column references), runtime errors exit 1.
+ * export.serving_input "parsing" (TF's parsing serving input receiver): a
+ * DNN classifier, a wide & deep regressor and the TFRecord job's classifier
+ * (a varlen string feature) exported so, whose classify / regress signatures
+ * (serving_default) on serialized tf.Example -- loom's writer's bytes of
+ * iris.csv's rows, eval.tfrecord's records -- give `loom predict`'s numbers
+ * on the same rows bit for bit; a bad value or a baseline model with
+ * "parsing" exits 2 naming export.serving_input. */
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <stdio.h>
