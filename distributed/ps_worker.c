@@ -426,6 +426,34 @@ static loom_code dedup_rows(loom_ps_worker *w, int var, const loom_tensor *vt, c
   return LOOM_OK;
 }
 
+/* The fixed part of a row request to shard si: shard id, row count and the read version (the last
+ * reply of this shard, else the whole-variable pull that started the worker). */
+static void rows_fixed(const loom_ps_worker *w, int si, uint32_t shard_id, int64_t m, uint8_t fixed[16]) {
+  loom__ps_put32(fixed, shard_id);
+  loom__ps_put32(fixed + 4, (uint32_t)m);
+  loom__ps_put64(fixed + 8, w->rver[si] != UINT64_MAX ? w->rver[si] : loom__ps_cluster_version(w->cl, si));
+}
+
+/* Receives a PULL_ROWS / PULL_ROWS_AT reply of m rows of `row` floats into the worker's copy of var at
+ * the rows' global ids q->gids[lo..lo+m), and the shard's version. */
+static loom_code recv_rows(loom_ps_worker *w, loom_ps_client *c, uint16_t op, int si, int var, int64_t lo,
+                           int64_t m, int64_t row, loom_status *st) {
+  const struct wsparse *q = &w->sp[var];
+  loom_ps_hdr h;
+  uint8_t ver[8];
+  loom_code rc = loom__ps_recv_hdr(c, op, &h, st);
+  if (!rc && (uint64_t)h.body_len != 8 + 4 * (uint64_t)(m * row))
+    rc = loom_status_set(st, LOOM_DATA_LOSS, "%s reply of %u bytes for %lld rows of %lld",
+                         op == LOOM_PS_PULL_ROWS ? "PULL_ROWS" : "PULL_ROWS_AT", h.body_len, (long long)m,
+                         (long long)row);
+  if (!rc) rc = loom__ps_recv_body(c, ver, 8, st);
+  if (!rc) w->rver[si] = loom__ps_get64(ver);
+  for (int64_t i = lo; i < lo + m && !rc; i++)
+    rc = loom__ps_recv_body(c, w->vals[var] + q->gids[i] * row, (size_t)row * 4, st);
+  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  return rc;
+}
+
 /* Sparse variable var, per shard: PUSH_ROWS_AT of the touched rows (read
  * version: the shard's version in the last reply this worker got from it;
  * a BOUNDED PS drops the push when more than s pushes of others came in
@@ -445,10 +473,7 @@ static loom_code sparse_io(loom_ps_worker *w, int var, int send, loom_status *st
     loom_ps_client *c = loom_ps_cluster_client(w->cl, sh->ps);
     if (send) {
       uint8_t fixed[16];
-      loom__ps_put32(fixed, sh->id);
-      loom__ps_put32(fixed + 4, (uint32_t)m);
-      /* the read version: the last reply of this shard, else the whole-variable pull that started the worker */
-      loom__ps_put64(fixed + 8, w->rver[si] != UINT64_MAX ? w->rver[si] : loom__ps_cluster_version(w->cl, si));
+      rows_fixed(w, si, sh->id, m, fixed);
       rc = loom__ps_send(c, LOOM_PS_PUSH_ROWS_AT, fixed, 16, q->lids + lo, (size_t)m * 8, q->lsum + lo * row,
                          (size_t)(m * row) * 4, st);
       if (!rc && m) rc = loom__ps_send(c, LOOM_PS_PULL_ROWS, fixed, 8, q->lids + lo, (size_t)m * 8, NULL, 0, st);
@@ -462,16 +487,7 @@ static loom_code sparse_io(loom_ps_worker *w, int var, int send, loom_status *st
       if (!rc) w->rver[si] = loom__ps_get64(pv);
       if (!rc && (h.flags & LOOM_PS_FLAG_STALE)) loom__ps_cluster_count_dropped(w->cl, 1);
       if (!m) continue;
-      if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_PULL_ROWS, &h, st);
-      if (!rc && (uint64_t)h.body_len != 8 + 4 * (uint64_t)(m * row))
-        rc = loom_status_set(st, LOOM_DATA_LOSS, "PULL_ROWS reply of %u bytes for %lld rows of %lld", h.body_len,
-                             (long long)m, (long long)row);
-      uint8_t ver[8];
-      if (!rc) rc = loom__ps_recv_body(c, ver, 8, st);
-      if (!rc) w->rver[si] = loom__ps_get64(ver);
-      for (int64_t i = lo; i < lo + m && !rc; i++)
-        rc = loom__ps_recv_body(c, w->vals[var] + q->gids[i] * row, (size_t)row * 4, st);
-      if (!rc) rc = loom__ps_recv_end(c, &h, st);
+      if (!rc) rc = recv_rows(w, c, LOOM_PS_PULL_ROWS, si, var, lo, m, row, st);
     }
   }
   return rc;
@@ -515,22 +531,10 @@ static loom_code pull_batch_rows(loom_ps_worker *w, const loom_output *feeds, lo
         loom_ps_client *c = loom_ps_cluster_client(w->cl, sh->ps);
         if (pass == 0) {
           uint8_t fixed[16];
-          loom__ps_put32(fixed, sh->id);
-          loom__ps_put32(fixed + 4, (uint32_t)m);
-          loom__ps_put64(fixed + 8, w->rver[si] != UINT64_MAX ? w->rver[si] : loom__ps_cluster_version(w->cl, si));
+          rows_fixed(w, si, sh->id, m, fixed);
           rc = loom__ps_send(c, LOOM_PS_PULL_ROWS_AT, fixed, 16, q->lids + lo, (size_t)m * 8, NULL, 0, st);
         } else {
-          loom_ps_hdr h;
-          uint8_t ver[8];
-          rc = loom__ps_recv_hdr(c, LOOM_PS_PULL_ROWS_AT, &h, st);
-          if (!rc && (uint64_t)h.body_len != 8 + 4 * (uint64_t)(m * row))
-            rc = loom_status_set(st, LOOM_DATA_LOSS, "PULL_ROWS_AT reply of %u bytes for %lld rows of %lld",
-                                 h.body_len, (long long)m, (long long)row);
-          if (!rc) rc = loom__ps_recv_body(c, ver, 8, st);
-          if (!rc) w->rver[si] = loom__ps_get64(ver);
-          for (int64_t i = lo; i < lo + m && !rc; i++)
-            rc = loom__ps_recv_body(c, w->vals[var] + q->gids[i] * row, (size_t)row * 4, st);
-          if (!rc) rc = loom__ps_recv_end(c, &h, st);
+          rc = recv_rows(w, c, LOOM_PS_PULL_ROWS_AT, si, var, lo, m, row, st);
         }
       }
     }
