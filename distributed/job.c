@@ -870,6 +870,17 @@ static void remove_ps_ckpt(const job *j, int64_t step) {
   }
 }
 
+/* A PS exchange around a checkpoint failed with s2's error (freed here): log what (`what` takes the
+ * step) and why, then reconnect as after any lost PS. */
+static loom_code saver_recover(ps_saver *v, loom_status *s2, const char *what, int64_t step, loom_status *st) {
+  char why[600], head[200];
+  snprintf(why, sizeof why, "%s", loom_status_message(s2));
+  loom_status_free(s2);
+  snprintf(head, sizeof head, what, (long long)step);
+  jlog(v->j, LOOM_LOG_WARN, "%s: %s", head, why);
+  return recover(v->h, why, st);
+}
+
 static loom_code pss_after(void *self, loom_session *s, int64_t step, int *stop, loom_status *st) {
   (void)s;
   (void)stop;
@@ -878,13 +889,8 @@ static loom_code pss_after(void *self, loom_session *s, int64_t step, int *stop,
   loom_status *s2 = loom_status_new();
   loom_code rc = xchg_flush(v->h, s2); /* ps:0's connection must be in step */
   if (rc == LOOM_OK) rc = loom_ps_cluster_save(v->h->cl, v->j->e->model_dir, "ps", step, s2);
-  if (rc != LOOM_OK) { /* a PS lost while saving: reconnect; the next save catches up */
-    char why[600];
-    snprintf(why, sizeof why, "%s", loom_status_message(s2));
-    loom_status_free(s2);
-    jlog(v->j, LOOM_LOG_WARN, "PS-side checkpoint of step %lld failed: %s", (long long)step, why);
-    return recover(v->h, why, st);
-  }
+  if (rc != LOOM_OK) /* a PS lost while saving: reconnect; the next save catches up */
+    return saver_recover(v, s2, "PS-side checkpoint of step %lld failed", step, st);
   loom_status_free(s2);
   if (v->keep > 0) {
     if (v->n == v->keep) {
@@ -912,14 +918,8 @@ static loom_code pss_before(void *self, loom_session *s, int64_t step, loom_stat
   ps_saver *v = self;
   if (v->h->done || !v->h->xchg_pending) return LOOM_OK;
   loom_status *s2 = loom_status_new();
-  loom_code rc = xchg_flush(v->h, s2);
-  if (rc != LOOM_OK) {
-    char why[600];
-    snprintf(why, sizeof why, "%s", loom_status_message(s2));
-    loom_status_free(s2);
-    jlog(v->j, LOOM_LOG_WARN, "the update of step %lld before its checkpoint: %s", (long long)step, why);
-    return recover(v->h, why, st);
-  }
+  if (xchg_flush(v->h, s2) != LOOM_OK)
+    return saver_recover(v, s2, "the update of step %lld before its checkpoint", step, st);
   loom_status_free(s2);
   return LOOM_OK;
 }
@@ -1146,16 +1146,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   loom__hl_add(&hl, phk, 1); /* first: the others see the PS's global step */
   saver.h = h;
   loom_output gs_out = loom_variable_output(b.global_step);
-  for (int i = 0; i < ts->nhooks; i++) loom__hl_add(&hl, ts->hooks[i], 0);
-  loom__hl_add(&hl, loom_nan_tensor_hook(b.spec.loss, 1, st), 1);
-  {
-    const char *tags[2] = {"loss", "step"};
-    loom_output tv[2] = {b.spec.loss, gs_out};
-    loom__hl_add(&hl, loom_logging_tensor_hook(2, tags, tv, e->config.log_step_count_steps, 0, 0, st), 1);
-  }
-  for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING]; i++)
-    loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING][i], 0);
-  if (max_steps > 0) loom__hl_add(&hl, loom_stop_at_step_hook(0, max_steps, st), 1);
+  loom__est_add_train_hooks(&hl, e, &b, gs_out, ts->nhooks, ts->hooks, 0, max_steps, 0, st);
   if (chief) {
     writer = loom_event_writer_new(e->model_dir, NULL, st);
     if (!writer) {
@@ -1176,17 +1167,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
       ls[i + 1] = ts->listeners[i];
       selves[i + 1] = ts->listener_selves ? ts->listener_selves[i] : NULL;
     }
-    if (e->config.save_checkpoints_steps > 0 || e->config.save_checkpoints_secs > 0)
-      loom__hl_add(&hl,
-                   loom_checkpoint_saver_hook(e->model_dir, e->config.save_checkpoints_secs,
-                                              e->config.save_checkpoints_steps, NULL, e->config.keep_checkpoint_max,
-                                              writer, nl, ls, selves, st),
-                   1);
-    for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING_CHIEF]; i++)
-      loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING_CHIEF][i], 0);
-    loom__hl_add(&hl, loom_step_counter_hook(e->config.log_step_count_steps, 0, writer, st), 1);
-    if (e->config.save_summary_steps > 0)
-      loom__hl_add(&hl, loom_summary_saver_hook(e->config.save_summary_steps, 0, writer, st), 1);
+    loom__est_add_chief_hooks(&hl, e, &b, writer, nl, ls, selves, st);
   }
   if (hl.oom || (st && loom_status_code(st) != LOOM_OK)) {
     rc = loom_status_code(st) ? loom_status_code(st)

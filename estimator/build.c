@@ -295,6 +295,36 @@ void loom__hl_add(est_hook_list *l, loom_hook *h, int own) {
   l->owned[l->n++] = (uint8_t)own;
 }
 
+void loom__est_add_train_hooks(est_hook_list *hl, const loom_estimator *e, const est_built *b, loom_output gs_out,
+                               int nhooks, loom_hook *const *hooks, int64_t steps, int64_t max_steps,
+                               int64_t progress_total, loom_status *st) {
+  for (int i = 0; i < nhooks; i++) loom__hl_add(hl, hooks[i], 0);
+  loom__hl_add(hl, loom_nan_tensor_hook(b->spec.loss, 1, st), 1);
+  const char *tags[2] = {"loss", "step"};
+  loom_output tv[2] = {b->spec.loss, gs_out};
+  loom_hook *lh = loom_logging_tensor_hook(2, tags, tv, e->config.log_step_count_steps, 0, 0, st);
+  if (lh && progress_total > 0) loom_logging_tensor_hook_set_total_steps(lh, progress_total);
+  loom__hl_add(hl, lh, 1);
+  for (int i = 0; i < b->spec.nhooks[LOOM_HOOKS_TRAINING]; i++) loom__hl_add(hl, b->spec.hooks[LOOM_HOOKS_TRAINING][i], 0);
+  if (steps > 0 || max_steps > 0) loom__hl_add(hl, loom_stop_at_step_hook(steps, max_steps, st), 1);
+}
+
+void loom__est_add_chief_hooks(est_hook_list *hl, const loom_estimator *e, const est_built *b,
+                               loom_event_writer *writer, int nlisteners,
+                               const loom_checkpoint_listener *const *listeners, void *const *listener_selves,
+                               loom_status *st) {
+  const loom_run_config *c = &e->config;
+  if (c->save_checkpoints_steps > 0 || c->save_checkpoints_secs > 0)
+    loom__hl_add(hl,
+                 loom_checkpoint_saver_hook(e->model_dir, c->save_checkpoints_secs, c->save_checkpoints_steps, NULL,
+                                            c->keep_checkpoint_max, writer, nlisteners, listeners, listener_selves, st),
+                 1);
+  for (int i = 0; i < b->spec.nhooks[LOOM_HOOKS_TRAINING_CHIEF]; i++)
+    loom__hl_add(hl, b->spec.hooks[LOOM_HOOKS_TRAINING_CHIEF][i], 0);
+  loom__hl_add(hl, loom_step_counter_hook(c->log_step_count_steps, 0, writer, st), 1);
+  if (c->save_summary_steps > 0) loom__hl_add(hl, loom_summary_saver_hook(c->save_summary_steps, 0, writer, st), 1);
+}
+
 void loom__hl_free(est_hook_list *l) {
   for (int i = 0; i < l->n; i++)
     if (l->owned[i]) loom_hook_free(l->items[i]);

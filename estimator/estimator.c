@@ -322,34 +322,14 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
       goto out_graph;
     }
   }
-  for (int i = 0; i < o.nhooks; i++) loom__hl_add(&hl, o.hooks[i], 0);
-  loom__hl_add(&hl, loom_nan_tensor_hook(b.spec.loss, 1, st), 1);
   {
-    const char *tags[2] = {"loss", "step"};
-    loom_output ts[2] = {b.spec.loss, gs_out};
-    loom_hook *lh = loom_logging_tensor_hook(2, tags, ts, e->config.log_step_count_steps, 0, 0, st);
-    if (lh && e->config.progress_bar) {
-      int64_t total = o.steps;
-      if (o.max_steps > 0) total = o.max_steps - start_step;
-      loom_logging_tensor_hook_set_total_steps(lh, total > 0 ? total : 0);
-    }
-    loom__hl_add(&hl, lh, 1);
+    int64_t total = o.steps;
+    if (o.max_steps > 0) total = o.max_steps - start_step;
+    loom__est_add_train_hooks(&hl, e, &b, gs_out, o.nhooks, o.hooks, o.steps, o.max_steps,
+                              e->config.progress_bar ? total : 0, st);
   }
-  for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING]; i++) loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING][i], 0);
-  if (o.steps > 0 || o.max_steps > 0) loom__hl_add(&hl, loom_stop_at_step_hook(o.steps, o.max_steps, st), 1);
-  if (e->is_chief) {
-    if (ckpt_on)
-      loom__hl_add(&hl,
-             loom_checkpoint_saver_hook(e->model_dir, e->config.save_checkpoints_secs, e->config.save_checkpoints_steps,
-                                        NULL, e->config.keep_checkpoint_max, writer, o.nlisteners, o.listeners,
-                                        o.listener_selves, st),
-             1);
-    for (int i = 0; i < b.spec.nhooks[LOOM_HOOKS_TRAINING_CHIEF]; i++)
-      loom__hl_add(&hl, b.spec.hooks[LOOM_HOOKS_TRAINING_CHIEF][i], 0);
-    loom__hl_add(&hl, loom_step_counter_hook(e->config.log_step_count_steps, 0, writer, st), 1);
-    if (e->config.save_summary_steps > 0)
-      loom__hl_add(&hl, loom_summary_saver_hook(e->config.save_summary_steps, 0, writer, st), 1);
-  }
+  if (e->is_chief)
+    loom__est_add_chief_hooks(&hl, e, &b, writer, o.nlisteners, o.listeners, o.listener_selves, st);
   if (hl.oom) { /* a hook that could not be made says why, else it ran out of memory */
     rc = loom_status_code(st) ? loom_status_code(st)
                               : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "train: out of memory collecting hooks");

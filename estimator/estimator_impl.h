@@ -119,6 +119,19 @@ typedef struct est_built {
   loom_output labels;
 } est_built;
 
+/* The hooks of a training call, in TF's order: the caller's hooks (borrowed), NaN loss, the loss/step
+ * logging hook (progress_total > 0: its progress bar's total), the spec's training hooks, and a stop
+ * at steps / max_steps when either is set. */
+void loom__est_add_train_hooks(est_hook_list *hl, const loom_estimator *e, const est_built *b, loom_output gs_out,
+                               int nhooks, loom_hook *const *hooks, int64_t steps, int64_t max_steps,
+                               int64_t progress_total, loom_status *st);
+/* The chief's hooks: the checkpoint saver (when e's RunConfig saves checkpoints) with its listeners, the
+ * spec's chief hooks, the step counter and the summary saver, writing to writer. */
+void loom__est_add_chief_hooks(est_hook_list *hl, const loom_estimator *e, const est_built *b,
+                               loom_event_writer *writer, int nlisteners,
+                               const loom_checkpoint_listener *const *listeners, void *const *listener_selves,
+                               loom_status *st);
+
 loom_code loom__est_build(loom_estimator *e, loom_mode mode, loom_dataset *ds, loom_serving_input_fn serving,
                           void *serving_user, est_built *b, loom_status *st);
 void loom__est_built_free(est_built *b);
