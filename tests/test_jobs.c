@@ -771,6 +771,26 @@ Test(jobs, kill_ps_overlapped_trainers_pause_and_resume, .timeout = 180) {
   kill_ps_case("kpo");
 }
 
+/* Runs cmd (a launcher's whole job, its output to <dir>.log), expects exit 0, every line of want in the
+ * log and a final checkpoint at max_steps 300 in dir, then removes both. */
+static void script_job(const char *dir, const char *cmd, const char *const *want, int nwant) {
+  int rc = system(cmd);
+  char lp[300];
+  snprintf(lp, sizeof lp, "%s.log", dir);
+  char *b = slurp(lp);
+  if (rc != 0) fprintf(stderr, "%s\n", b ? b : "(no log)");
+  cr_expect_eq(rc, 0, "launcher exit %d", rc);
+  for (int i = 0; i < nwant; i++) cr_expect(b && strstr(b, want[i]), "%s", want[i]);
+  free(b);
+  jobt j;
+  memset(&j, 0, sizeof j);
+  snprintf(j.dir, sizeof j.dir, "%s", dir);
+  cr_expect_geq(ckpt_step(&j), 300, "final checkpoint at max_steps (%lld)", ckpt_step(&j));
+  char rm[700];
+  snprintf(rm, sizeof rm, "rm -rf %s %s.log", dir, dir);
+  if (system(rm)) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 Test(jobs, mpirun_on_localhost, .timeout = 120) {
   if (system("command -v mpirun >/dev/null 2>&1") != 0) {
     fprintf(stderr, "SKIPPED: mpirun not found (openmpi-bin)\n");
@@ -782,24 +802,8 @@ Test(jobs, mpirun_on_localhost, .timeout = 120) {
            "rm -rf %s && timeout 100 mpirun --allow-run-as-root --oversubscribe -np 4 %s --launcher mpi --num_ps 1 "
            "--evaluator 1 --model_dir %s --max_steps 300 --save_steps 100 --deadline 30 >%s.log 2>&1",
            dir, LOOM_DIST_JOB_BIN, dir, dir);
-  int rc = system(cmd);
-  char lp[300];
-  snprintf(lp, sizeof lp, "%s.log", dir);
-  char *b = slurp(lp);
-  if (rc != 0) fprintf(stderr, "%s\n", b ? b : "(no log)");
-  cr_expect_eq(rc, 0, "mpirun exit %d", rc);
-  cr_expect(b && strstr(b, "role=chief:0 exit=0"), "chief");
-  cr_expect(b && strstr(b, "role=ps:0 exit=0"), "ps");
-  cr_expect(b && strstr(b, "role=worker:0 exit=0"), "worker");
-  cr_expect(b && strstr(b, "role=evaluator:0 exit=0"), "evaluator");
-  free(b);
-  jobt j;
-  memset(&j, 0, sizeof j);
-  snprintf(j.dir, sizeof j.dir, "%s", dir);
-  cr_expect_geq(ckpt_step(&j), 300, "final checkpoint at max_steps (%lld)", ckpt_step(&j));
-  snprintf(cmd, sizeof cmd, "rm -rf %s %s.log", dir, dir);
-  if (system(cmd)) {
-  }
+  const char *want[] = {"role=chief:0 exit=0", "role=ps:0 exit=0", "role=worker:0 exit=0", "role=evaluator:0 exit=0"};
+  script_job(dir, cmd, want, 4);
 }
 
 /* Slurm's environment (as srun sets it for 4 tasks on one node) on real
@@ -837,22 +841,8 @@ Test(jobs, launch_local_script, .timeout = 120) {
            "rm -rf %s && timeout 100 scripts/launch_local -p 2 -w 1 -e 1 -d %s -- %s --max_steps 300 --save_steps 100 "
            "--deadline 30 >%s.log 2>&1",
            dir, dir, LOOM_DIST_JOB_BIN, dir);
-  int rc = system(cmd);
-  char lp[300];
-  snprintf(lp, sizeof lp, "%s.log", dir);
-  char *b = slurp(lp);
-  if (rc != 0) fprintf(stderr, "%s\n", b ? b : "(no log)");
-  cr_expect_eq(rc, 0);
   const char *want[] = {"chief exited 0", "worker-0 exited 0", "evaluator-0 exited 0", "ps-0 exited 0", "ps-1 exited 0"};
-  for (int i = 0; i < 5; i++) cr_expect(b && strstr(b, want[i]), "%s", want[i]);
-  free(b);
-  jobt j;
-  memset(&j, 0, sizeof j);
-  snprintf(j.dir, sizeof j.dir, "%s", dir);
-  cr_expect_geq(ckpt_step(&j), 300);
-  snprintf(cmd, sizeof cmd, "rm -rf %s %s.log", dir, dir);
-  if (system(cmd)) {
-  }
+  script_job(dir, cmd, want, 5);
 }
 
 /* The legacy "master" job plays the chief. */
