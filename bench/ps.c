@@ -135,6 +135,17 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* bytes in + out counted by n servers */
+static int64_t servers_bytes(loom_ps_server **srv, int n) {
+  int64_t b = 0;
+  for (int i = 0; i < n; i++) {
+    loom_ps_server_stats x;
+    loom_ps_server_get_stats(srv[i], &x);
+    b += (int64_t)(x.bytes_in + x.bytes_out);
+  }
+  return b;
+}
+
 /* Bytes on the wire per training step against the analytic payload. */
 static void wire_bytes(int quick, loom_status *st) {
   enum { NPS = 3, NV = 5, D = 16, BATCH = 4096 };
@@ -187,15 +198,11 @@ static void wire_bytes(int quick, loom_status *st) {
   float *rows = malloc((size_t)BATCH * D * 4), *back = malloc((size_t)BATCH * D * 4);
   for (int i = 0; i < BATCH * D; i++) rows[i] = 1e-3f;
   int steps = quick ? 3 : 20;
-  int64_t s0, r0, ss0 = 0, payload = 0;
+  int64_t s0, r0, ss0, payload = 0;
   struct timespec settle = {0, 50000000}; /* the servers count a reply's bytes when its write completes */
   nanosleep(&settle, NULL);
   loom_ps_cluster_bytes(cl, &s0, &r0);
-  for (int i = 0; i < NPS; i++) {
-    loom_ps_server_stats x;
-    loom_ps_server_get_stats(srv[i], &x);
-    ss0 += x.bytes_in + x.bytes_out;
-  }
+  ss0 = servers_bytes(srv, NPS);
   uint64_t rng = 88172645463325252ull;
   double t0 = bu_now_us();
   for (int step = 0; step < steps; step++) {
@@ -227,14 +234,10 @@ static void wire_bytes(int quick, loom_status *st) {
     }
   }
   double dt = bu_now_us() - t0;
-  int64_t s1, r1, ss1 = 0;
+  int64_t s1, r1, ss1;
   nanosleep(&settle, NULL);
   loom_ps_cluster_bytes(cl, &s1, &r1);
-  for (int i = 0; i < NPS; i++) {
-    loom_ps_server_stats x;
-    loom_ps_server_get_stats(srv[i], &x);
-    ss1 += x.bytes_in + x.bytes_out;
-  }
+  ss1 = servers_bytes(srv, NPS);
   double wire = (double)(s1 - s0 + r1 - r0) / steps, ana = (double)payload / steps;
   printf("wire_step_ps=%d\n", NPS);
   printf("wire_bytes_per_step=%.0f\n", wire);
