@@ -80,6 +80,14 @@ SPARSE_TARGET static int all_finite(const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) bad |= !(fabsf(x[i]) <= 3.40282347e38f);
   return !bad;
 }
+/* 1 when more than a quarter of a's first 2048 values are nonzero: a dense operand, refused before
+ * the heap buffers of a large one are allocated (every large MLP/CNN MatMul comes here first). */
+SPARSE_TARGET static int dense_prefix(const float *a, int64_t n) {
+  const int64_t len = n < 2048 ? n : 2048;
+  int64_t nz = 0;
+  for (int64_t i = 0; i < len; i++) nz += a[i] != 0.0f;
+  return nz * 4 > len;
+}
 /* lane indices of the set bits of each 8-bit mask, packed low (for the
  * branch-free compaction below) */
 static uint8_t g_lanes[256][8];
@@ -197,6 +205,7 @@ static int sparse_lhs_run(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
   int32_t *pos = spos, *ptr = sptr, *tmp = stmp;
   float *val = sval;
   if (heap) {
+    if (dense_prefix(A, n)) return 0; /* no allocation for an operand that is plainly dense */
     pos = malloc((size_t)(2 * (cap + 8) + 2 * (M + 1) + K + 2) * sizeof(int32_t));
     if (!pos) return 0;
     val = (float *)(pos + cap + 8);
