@@ -13,6 +13,8 @@ BUILD=${BUILD:-build}
 EPOCHS=${EPOCHS:-5}
 THREADS=${THREADS:-"1 2"}
 OPTS=${OPTS:-"sgd adam"}
+# PyTorch from its virtualenv (scripts/peer_venv.sh torch); the system python3 if that cannot be made
+TORCH_PY=$(scripts/peer_venv.sh torch 2>/dev/null) || TORCH_PY=python3
 get() { printf '%s\n' "$1" | sed -n "s/^$2=//p" | head -1; }
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.3f' % (float(a)/float(b)) if a and b else 'nan')" "$1" "$2" 2>/dev/null || echo nan; }
 for opt in $OPTS; do
@@ -20,7 +22,7 @@ for opt in $OPTS; do
     echo "== mlp opt=$opt threads=$t epochs=$EPOCHS"
     floor=$("$BUILD/bench/mlp_floor" --opt "$opt" --epochs "$EPOCHS" --threads "$t")
     loom=$("$BUILD/bench/mlp_train" --opt "$opt" --epochs "$EPOCHS" --threads "$t")
-    torch=$(python3 bench/peers/torch_mlp.py --opt "$opt" --epochs "$EPOCHS" --threads "$t" 2>/dev/null)
+    torch=$("$TORCH_PY" bench/peers/torch_mlp.py --opt "$opt" --epochs "$EPOCHS" --threads "$t" 2>/dev/null)
     for impl in floor loom torch; do
       out=${!impl}
       for k in step_us steps_per_sec test_accuracy peak_rss_mb blas_fraction skipped; do
@@ -35,7 +37,7 @@ done
 if [ -x "$BUILD/bench/cnn_train" ]; then
   echo "== cnn adam threads=1"
   cnn=$("$BUILD/bench/cnn_train" --threads 1 --epochs 1); printf '%s\n' "$cnn" | sed 's/^/cnn_loom_/'
-  tc=$(python3 bench/peers/torch_cnn.py --threads 1 --epochs 1 2>/dev/null); printf '%s\n' "$tc" | sed 's/^/cnn_torch_/'
+  tc=$("$TORCH_PY" bench/peers/torch_cnn.py --threads 1 --epochs 1 2>/dev/null); printf '%s\n' "$tc" | sed 's/^/cnn_torch_/'
   echo "cnn_loom_vs_torch_step=$(ratio "$(get "$cnn" step_us)" "$(get "$tc" step_us)")"
 fi
 if [ -x "$BUILD/bench/ops" ]; then

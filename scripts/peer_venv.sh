@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the virtualenv a peer script needs and prints its python.
 #   scripts/peer_venv.sh tf      -> tensorflow-cpu 2.15 + tensorflow-estimator 2.15 (Python 3.11)
-#   scripts/peer_venv.sh torch   -> CPU torch
+#   scripts/peer_venv.sh torch   -> CPU torch + numpy
 #   scripts/peer_venv.sh onnx    -> onnxruntime + onnx + numpy (the ONNX export check)
 #   scripts/peer_venv.sh tb      -> tensorboard + numpy (TensorBoard reading loom's event files)
 #   scripts/peer_venv.sh py      -> numpy + pytest + setuptools + wheel (the Python package's tests, python/)
@@ -11,10 +11,16 @@ set -euo pipefail
 name=${1:?usage: peer_venv.sh tf|torch|onnx|tb|py}
 root=${LOOM_VENV_DIR:-$HOME/.cache/loom/venv}
 dir=$root/$name
-if [ -f "$dir/.ok" ]; then echo "$dir/bin/python"; exit 0; fi
+if [ -f "$dir/.ok" ]; then
+  # torch venvs made before numpy was in the list: the peer scripts read their data into numpy arrays
+  if [ "$name" = torch ] && ! "$dir/bin/python" -c "import numpy" 2>/dev/null; then
+    "$dir/bin/python" -m pip install -q numpy >>"$dir.log" 2>&1 || echo "peer_venv.sh: could not add numpy to $dir" >&2
+  fi
+  echo "$dir/bin/python"; exit 0
+fi
 case $name in
   tf) pkgs="tensorflow-cpu==2.15.* tensorflow-estimator==2.15.* numpy<2"; py=python3.11 ;;
-  torch) pkgs="torch --index-url https://download.pytorch.org/whl/cpu"; py=python3 ;;
+  torch) pkgs="torch numpy --index-url https://download.pytorch.org/whl/cpu"; py=python3 ;;
   onnx) pkgs="onnxruntime onnx numpy"; py=python3 ;;
   tb) pkgs="tensorboard numpy"; py=python3 ;;
   py) pkgs="numpy pytest setuptools wheel"; py=python3 ;;
@@ -30,7 +36,7 @@ rm -rf "$dir"
 "$dir/bin/python" -m pip install -q $pkgs >>"$dir.log" 2>&1 || {
   # PyTorch's own CPU index is not reachable everywhere (only PyPI is, on some
   # machines): fall back to PyPI's torch wheel (larger: it carries CUDA libraries).
-  if [ "$name" = torch ] && "$dir/bin/python" -m pip install -q torch >>"$dir.log" 2>&1; then
+  if [ "$name" = torch ] && "$dir/bin/python" -m pip install -q torch numpy >>"$dir.log" 2>&1; then
     echo "peer_venv.sh: download.pytorch.org unreachable, installed PyPI's torch" >&2
   else
     echo "peer_venv.sh: pip install failed for $name (see $dir.log)" >&2; exit 1

@@ -15,7 +15,6 @@ process's CPU time, all threads); tf_logged_global_step_per_sec
 is the median of TF's own 'global_step/sec' log lines.  Prints key=value."""
 import argparse
 import csv
-import gzip
 import logging
 import math
 import os
@@ -29,6 +28,7 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from idx import read_idx  # noqa: E402  (bench/peers/idx.py)
 
 fc = tf.feature_column
 AUTOTUNE = tf.data.AUTOTUNE
@@ -103,14 +103,6 @@ def load_insteval(path):
         x = {k: np.array([r[i + 1] for r in part], object) for i, k in enumerate(names)}
         return x, np.array([int(r[7]) - 1 for r in part], np.int64)
     return arrays(tr), arrays(te)
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        b = f.read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
 
 
 class Rate(tf.estimator.SessionRunHook):

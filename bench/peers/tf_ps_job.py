@@ -14,7 +14,6 @@ prints key=value: global_steps_per_sec (global step delta over wall time
 from the global step's 10% mark to this trainer's last step),
 first_step_after_launch_s, maxrss_mb."""
 import argparse
-import gzip
 import json
 import os
 import resource
@@ -24,14 +23,7 @@ T_START = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        b = f.read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+from idx import read_idx  # noqa: E402  (bench/peers/idx.py)
 
 
 class Rate(tf.estimator.SessionRunHook):

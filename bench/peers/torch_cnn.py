@@ -3,15 +3,9 @@
 conv(32,3x3,valid)-relu-maxpool2 -> conv(64,3x3,valid)-relu-maxpool2 -> flatten
 -> dense 128 relu -> dense 10; Adam 1e-3, batch 64, mean cross-entropy.
 Skips cleanly (prints skipped=1) when torch is not installed."""
-import argparse, gzip, os, resource, struct, sys, time
+import argparse, os, resource, sys, time
+from idx import read_idx  # noqa: E402  (bench/peers/idx.py)
 
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    nd = data[3]
-    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * nd).reshape(dims)
 
 B = 64
 EB = 200  # evaluation batch, as bench/cnn_train.c

@@ -10,16 +10,8 @@ live in static device tensors, each step copies the next batch into them (from p
 asynchronously) and replays the graph; Adam runs with capturable=True. step_us is the median over
 steps of (copy batch in + replay + synchronize), as torch_mlp.py times its eager steps. Prints the
 same keys as the other peers; skipped=1 without torch or without a GPU."""
-import argparse, gzip, os, resource, struct, sys, time
-
-
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    nd = data[3]
-    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * nd).reshape(dims)
+import argparse, os, resource, sys, time
+from idx import read_idx  # noqa: E402  (bench/peers/idx.py)
 
 
 def main():

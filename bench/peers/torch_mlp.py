@@ -1,15 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch peer for bench/mlp_train: same MLP recipe, flags and output keys.
 Skips cleanly (prints skipped=1) when torch is not installed."""
-import argparse, gzip, os, resource, struct, sys, time
+import argparse, os, resource, sys, time
+from idx import read_idx  # noqa: E402  (bench/peers/idx.py)
 
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    nd = data[3]
-    dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * nd).reshape(dims)
 
 def main():
     ap = argparse.ArgumentParser()
