@@ -250,6 +250,37 @@ static loom_code small_reply(loom_ps_client *c, uint16_t opcode, void *out, size
   return rc ? rc : loom__ps_recv_end(c, &h, st);
 }
 
+/* WELCOME: {num_vars_on_ps u32, pad u32, instance_id u64}, or an older PS's {num_vars_on_ps u32}
+ * (instance unknown: 0). Sets c->instance; a PS other than the expected instance is refused. */
+static loom_code welcome_reply(loom_ps_client *c, loom_status *st) {
+  loom_ps_hdr h;
+  uint8_t w[LOOM_PS_WELCOME_LEN];
+  loom_code rc = loom__ps_recv_hdr(c, LOOM_PS_WELCOME, &h, st);
+  if (rc) return rc;
+  if (h.body_len != LOOM_PS_WELCOME_LEN && h.body_len != LOOM_PS_WELCOME_V0) {
+    io_fail(c, NULL, "", 0);
+    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: WELCOME of %u bytes (expected %u, or %u from an older PS)",
+                           c->addr, h.body_len, LOOM_PS_WELCOME_LEN, LOOM_PS_WELCOME_V0);
+  }
+  rc = loom__ps_recv_body(c, w, h.body_len, st);
+  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  if (rc) return rc;
+  c->instance = h.body_len == LOOM_PS_WELCOME_LEN ? loom__ps_get64(w + 8) : 0;
+  if (c->expect_instance && c->instance != c->expect_instance) {
+    io_fail(c, NULL, "", 0);
+    if (!c->instance)
+      return loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                             "ps %s reports no instance id (an older PS), expected PS instance %016llx: "
+                             "another PS holds that port (stale address file?)",
+                             c->addr, (unsigned long long)c->expect_instance);
+    return loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                           "ps %s is PS instance %016llx, expected instance %016llx: another PS of this placement "
+                           "holds that port (stale address file?)",
+                           c->addr, (unsigned long long)c->instance, (unsigned long long)c->expect_instance);
+  }
+  return LOOM_OK;
+}
+
 /* Opens c's connection (c->fd < 0) and authenticates: HELLO -> CHALLENGE -> AUTH -> WELCOME. */
 static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   struct addrinfo hints, *ai = NULL;
@@ -288,7 +319,7 @@ static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   loom__ps_put32(hello + 8, (uint32_t)c->num_vars);
   loom__ps_put64(hello + 16, c->placement_hash);
   loom__ps_put64(hello + 24 + LOOM_PS_NONCE, c->client_id);
-  uint8_t sn[LOOM_PS_NONCE], mac[LOOM_PS_MAC], welcome[4];
+  uint8_t sn[LOOM_PS_NONCE], mac[LOOM_PS_MAC];
   loom_code rc = loom__ps_random(hello + 24, LOOM_PS_NONCE);
   if (rc) loom_status_set(st, rc, "no random bytes for the handshake");
   if (!rc) rc = loom__ps_send(c, LOOM_PS_HELLO, hello, sizeof hello, NULL, 0, NULL, 0, st);
@@ -297,7 +328,7 @@ static loom_code open_conn(loom_ps_client *c, loom_status *st) {
     loom__ps_auth_mac(c->token, c->token_len, hello + 24, sn, c->placement_hash, mac);
     rc = loom__ps_send(c, LOOM_PS_AUTH, mac, sizeof mac, NULL, 0, NULL, 0, st);
   }
-  if (!rc) rc = small_reply(c, LOOM_PS_WELCOME, welcome, sizeof welcome, st);
+  if (!rc) rc = welcome_reply(c, st);
   /* request ids are per client incarnation: they go on across connections, above the handshake's */
   c->next_id = c->acked = next > c->next_id ? next : c->next_id;
   return rc;
@@ -333,6 +364,7 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->num_ps = o->num_ps;
   c->num_vars = o->num_vars;
   c->client_id = o->client_id;
+  c->expect_instance = o->expect_instance;
   while (!c->client_id) { /* a new incarnation */
     if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {
       loom_status_set(st, LOOM_INTERNAL, "no random bytes for the client id");
@@ -360,6 +392,8 @@ void loom_ps_client_retry_last(loom_ps_client *c) {
 }
 
 uint64_t loom_ps_client_id(const loom_ps_client *c) { return c ? c->client_id : 0; }
+
+uint64_t loom_ps_client_instance(const loom_ps_client *c) { return c ? c->instance : 0; }
 
 int loom_ps_client_last_duplicate(const loom_ps_client *c) {
   return c && (c->hdr.flags & LOOM_PS_FLAG_DUPLICATE) != 0;

@@ -30,6 +30,8 @@ struct loom_ps_client {
   size_t token_len;
   uint64_t placement_hash;
   int32_t num_ps, num_vars;
+  /* PS identity: the instance expected (0: any) and the one the last WELCOME reported (0: none) */
+  uint64_t expect_instance, instance;
 };
 
 /* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */

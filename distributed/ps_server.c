@@ -209,6 +209,7 @@ struct loom_ps_server {
   pthread_cond_t cv;
   int stopped;
   loom_ps_server_stats stats;
+  uint64_t instance; /* sent in WELCOME (options.instance_id or random; never 0) */
 };
 
 enum { ST_HELLO = 0, ST_AUTH = 1, ST_READY = 2, ST_DRAINING = 3, ST_CLOSING = 4 };
@@ -1723,9 +1724,12 @@ static void handle_auth(conn *c, job *j) {
     loop_error(c, LOOM_PERMISSION_DENIED, 1, "authentication failed (HMAC mismatch: wrong token)");
     return;
   }
-  reply *r = reply_new(c, 4);
+  reply *r = reply_new(c, LOOM_PS_WELCOME_LEN);
   if (r) {
-    loom__ps_put32(reply_body(r), __atomic_load_n(&s->nvars_present, __ATOMIC_RELAXED));
+    uint8_t *wb = reply_body(r);
+    loom__ps_put32(wb, __atomic_load_n(&s->nvars_present, __ATOMIC_RELAXED));
+    loom__ps_put32(wb + 4, 0);
+    loom__ps_put64(wb + 8, s->instance);
     reply_seal(r, &c->h, LOOM_PS_WELCOME, 0, 0, 0);
   }
   loop_answer(c, r);
@@ -2369,6 +2373,16 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
     return NULL;
   }
   s->o = *o;
+  s->instance = o->instance_id;
+  while (!s->instance) { /* a random nonzero id: every start is a new instance */
+    uint8_t rb[8];
+    if (loom__ps_random(rb, sizeof rb) != LOOM_OK) {
+      loom_status_set(st, LOOM_INTERNAL, "no random bytes for the ps instance id");
+      loom__free(s);
+      return NULL;
+    }
+    s->instance = loom__ps_get64(rb);
+  }
   snprintf(s->host, sizeof s->host, "%s", host);
   s->o.host = s->host;
   if (o->model_dir && strlen(o->model_dir) >= sizeof s->model_dir) {
@@ -2479,6 +2493,7 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
 }
 
 int loom_ps_server_port(const loom_ps_server *s) { return s ? s->port : -1; }
+uint64_t loom_ps_server_instance(const loom_ps_server *s) { return s ? s->instance : 0; }
 
 int loom_ps_server_wait(loom_ps_server *s, double timeout_s) {
   if (!s) return 1;

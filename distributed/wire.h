@@ -16,7 +16,10 @@
  *   CHALLENGE {server_nonce[32]}
  *   AUTH      {mac[32]} = HMAC-SHA256(token, "loom-ps-auth-v1" || client_nonce
  *              || server_nonce || placement_hash u64 LE)
- *   WELCOME   {num_vars_on_ps u32}
+ *   WELCOME   {num_vars_on_ps u32, pad u32, instance_id u64}
+ *             (instance_id: the PS's random id, drawn at each start and written into ps-<i>.addr by
+ *             the job layer; a client expecting one refuses a PS that sends another. Clients still
+ *             accept the 4-byte WELCOME {num_vars_on_ps u32} of older PS tasks: instance unknown, 0)
  * Request bodies are documented beside the opcodes below; every field is
  * little-endian and arrays start 8-byte aligned in the body. */
 #ifndef LOOM_DIST_WIRE_H
@@ -39,6 +42,8 @@
 #define LOOM_PS_FLAG_UNCHANGED 2u /* PULL reply: the variable is unchanged since the caller's version */
 #define LOOM_PS_FLAG_STALE 4u     /* PUSH/PUSHPULL reply: the gradient was dropped (stale or late), not applied */
 #define LOOM_PS_FLAG_DUPLICATE 8u /* reply from the duplicate window: the request was applied once already */
+#define LOOM_PS_WELCOME_V0 4u  /* WELCOME body of older PS tasks: {num_vars_on_ps u32} */
+#define LOOM_PS_WELCOME_LEN 16u /* {num_vars_on_ps u32, pad u32, instance_id u64} */
 #define LOOM_PS_HANDSHAKE_MAX 256u /* largest body accepted before WELCOME */
 #define LOOM_PS_DEFAULT_MAX_FRAME (64u << 20)
 

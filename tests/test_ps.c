@@ -2688,3 +2688,230 @@ Test(ps, client_gone_mid_reply_does_not_raise_sigpipe) {
   loom_ps_server_stop(s);
   loom_status_free(st);
 }
+
+/* ---- PS identity: the instance id in WELCOME (expect_instance) ---- */
+
+/* Reads one whole frame (bounded by 5 s): header into *h, body into body (cap bytes). 1 on success. */
+static int recv_frame_raw(int fd, loom_ps_hdr *h, uint8_t *body, size_t cap) {
+  uint8_t hb[LOOM_PS_HDR];
+  size_t got = 0, need = LOOM_PS_HDR;
+  uint8_t *dst = hb;
+  for (int phase = 0; phase < 2; phase++) {
+    for (int i = 0; got < need && i < 50;) {
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      if (poll(&p, 1, 100) <= 0) {
+        i++;
+        continue;
+      }
+      ssize_t r = recv(fd, dst + got, need - got, 0);
+      if (r <= 0) return 0;
+      got += (size_t)r;
+    }
+    if (got < need) return 0;
+    if (phase == 0) {
+      char why[128];
+      if (loom__ps_hdr_decode(hb, (uint32_t)cap, h, why, sizeof why) != LOOM_OK) return 0;
+      dst = body, got = 0, need = h->body_len;
+    }
+  }
+  return loom__ps_body_ok(h, body);
+}
+
+static void send_frame_raw(int fd, uint16_t op, uint32_t flags, uint64_t id, const void *body, uint32_t len) {
+  uint8_t hdr[LOOM_PS_HDR];
+  loom__ps_hdr_encode(hdr, op, flags, id, body, len, 0);
+  cr_assert_eq(send(fd, hdr, sizeof hdr, MSG_NOSIGNAL), (ssize_t)sizeof hdr);
+  if (len) cr_assert_eq(send(fd, body, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* The handshake by hand (independent of ps_client.c): returns the WELCOME's header and body. */
+static void raw_handshake(loom_ps_server *s, uint64_t hash, const char *token, loom_ps_hdr *wh, uint8_t *wb,
+                          size_t cap) {
+  int fd = raw_connect(s);
+  uint8_t hello[24 + LOOM_PS_NONCE];
+  memset(hello, 0, sizeof hello);
+  uint16_t v = LOOM_PS_VERSION;
+  memcpy(hello, &v, 2);
+  memcpy(hello + 2, &v, 2);
+  loom__ps_put64(hello + 16, hash);
+  for (int i = 0; i < LOOM_PS_NONCE; i++) hello[24 + i] = (uint8_t)(i * 7 + 1);
+  send_frame_raw(fd, LOOM_PS_HELLO, 0, 1, hello, sizeof hello);
+  loom_ps_hdr h;
+  uint8_t sn[LOOM_PS_HANDSHAKE_MAX], mac[LOOM_PS_MAC];
+  cr_assert(recv_frame_raw(fd, &h, sn, sizeof sn));
+  cr_assert_eq(h.opcode, LOOM_PS_CHALLENGE);
+  cr_assert_eq(h.body_len, LOOM_PS_NONCE);
+  loom__ps_auth_mac(token, token ? strlen(token) : 0, hello + 24, sn, hash, mac);
+  send_frame_raw(fd, LOOM_PS_AUTH, 0, 2, mac, sizeof mac);
+  cr_assert(recv_frame_raw(fd, wh, wb, cap));
+  close(fd);
+}
+
+Test(ps, welcome_carries_the_instance_id_and_expect_instance_refuses_another_ps) {
+  loom_status *st = loom_status_new();
+  loom_ps_server_options so = loom_ps_server_options_default();
+  so.placement_hash = 77;
+  so.num_ps = 1;
+  so.num_vars = 2;
+  so.token = TOKEN;
+  so.token_len = strlen(TOKEN);
+  so.instance_id = 0x1122334455667788ull;
+  loom_ps_server *a = loom_ps_server_start(&so, st);
+  cr_assert(a, "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_server_instance(a), 0x1122334455667788ull);
+  /* on the wire: WELCOME {num_vars_on_ps u32 = 0, pad u32 = 0, instance_id u64} */
+  loom_ps_hdr wh;
+  uint8_t wb[64];
+  raw_handshake(a, 77, TOKEN, &wh, wb, sizeof wb);
+  cr_assert_eq(wh.opcode, LOOM_PS_WELCOME);
+  cr_assert_eq(wh.status, 0);
+  cr_assert_eq(wh.body_len, 16);
+  cr_assert_eq(loom__ps_get32(wb), 0);
+  cr_assert_eq(loom__ps_get32(wb + 4), 0);
+  cr_assert_eq(loom__ps_get64(wb + 8), 0x1122334455667788ull);
+  /* 0: a random nonzero id, another one at every start */
+  so.instance_id = 0;
+  loom_ps_server *r1 = loom_ps_server_start(&so, st), *r2 = loom_ps_server_start(&so, st);
+  cr_assert(r1 && r2, "%s", loom_status_message(st));
+  cr_assert_neq(loom_ps_server_instance(r1), 0);
+  cr_assert_neq(loom_ps_server_instance(r2), 0);
+  cr_assert_neq(loom_ps_server_instance(r1), loom_ps_server_instance(r2));
+  raw_handshake(r1, 77, TOKEN, &wh, wb, sizeof wb);
+  cr_assert_eq(loom__ps_get64(wb + 8), loom_ps_server_instance(r1));
+  loom_ps_server_stop(r2);
+  loom_ps_server_stop(r1);
+  /* expect_instance 0 accepts any; the client reports the PS's id */
+  loom_ps_connect_options o = copts(a, 77, TOKEN);
+  loom_ps_client *c = loom_ps_connect(&o, st);
+  cr_assert(c, "%s", loom_status_message(st));
+  cr_assert_eq(loom_ps_client_instance(c), 0x1122334455667788ull);
+  int64_t step = -1;
+  OK(loom_ps_step_inc(c, 1, &step, st));
+  cr_assert_eq(step, 1);
+  loom_ps_client_free(c);
+  /* the right instance is accepted */
+  o.expect_instance = 0x1122334455667788ull;
+  loom_ps_client *ce = loom_ps_connect(&o, st);
+  cr_assert(ce, "%s", loom_status_message(st));
+  /* another instance is refused: FAILED_PRECONDITION naming host:port, both ids, the likely cause */
+  o.expect_instance = 0xdeadbeef00000001ull;
+  cr_assert_null(loom_ps_connect(&o, st));
+  cr_assert_eq(loom_status_code(st), LOOM_FAILED_PRECONDITION, "%s", loom_status_message(st));
+  const char *m = loom_status_message(st);
+  char at[64];
+  snprintf(at, sizeof at, "127.0.0.1:%d", loom_ps_server_port(a));
+  cr_assert(strstr(m, at), "%s", m);
+  cr_assert(strstr(m, "1122334455667788"), "%s", m);
+  cr_assert(strstr(m, "deadbeef00000001"), "%s", m);
+  cr_assert(strstr(m, "stale address file?"), "%s", m);
+  /* a PS restarted on the same port is a new instance: a client expecting the old one is refused at
+   * reconnect; one expecting any reconnects and reports the new id */
+  int port = loom_ps_server_port(a);
+  o.expect_instance = 0;
+  loom_ps_client *cany = loom_ps_connect(&o, st);
+  cr_assert(cany, "%s", loom_status_message(st));
+  loom_ps_server_stop(a);
+  so.port = port;
+  so.instance_id = 0;
+  loom_ps_server *b = NULL;
+  for (int i = 0; i < 50 && !b; i++) /* the port may linger a moment */
+    if (!(b = loom_ps_server_start(&so, st))) usleep(100000);
+  cr_assert(b, "restart on port %d: %s", port, loom_status_message(st));
+  cr_assert_neq(loom_ps_server_instance(b), 0x1122334455667788ull);
+  cr_assert_eq(loom_ps_client_reconnect(ce, st), LOOM_FAILED_PRECONDITION, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "expected instance 1122334455667788"), "%s", loom_status_message(st));
+  OK(loom_ps_client_reconnect(cany, st));
+  cr_assert_eq(loom_ps_client_instance(cany), loom_ps_server_instance(b));
+  OK(loom_ps_step_inc(cany, 0, &step, st));
+  cr_assert_eq(step, 0, "the new instance's global step");
+  loom_ps_client_free(cany);
+  loom_ps_client_free(ce);
+  loom_ps_server_stop(b);
+  cr_assert_eq(loom_ps_server_instance(NULL), 0);
+  cr_assert_eq(loom_ps_client_instance(NULL), 0);
+  loom_status_free(st);
+}
+
+/* An older PS: a 4-byte WELCOME {num_vars_on_ps u32} (no instance id), served by hand. */
+typedef struct old_ps {
+  int lfd, port;
+  uint32_t welcome_len; /* 4: an older PS; anything else: malformed */
+  int conns;            /* connections to serve */
+} old_ps;
+
+static void *old_ps_main(void *arg) {
+  old_ps *o = arg;
+  for (int k = 0; k < o->conns; k++) {
+    struct pollfd p = {.fd = o->lfd, .events = POLLIN};
+    if (poll(&p, 1, 5000) <= 0) return NULL;
+    int fd = accept(o->lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    loom_ps_hdr h;
+    uint8_t b[LOOM_PS_HANDSHAKE_MAX], sn[LOOM_PS_NONCE], w[16] = {3, 0, 0, 0};
+    memset(sn, 0x5a, sizeof sn);
+    if (recv_frame_raw(fd, &h, b, sizeof b) && h.opcode == LOOM_PS_HELLO) {
+      loom__ps_hdr_encode(b, LOOM_PS_CHALLENGE, LOOM_PS_FLAG_REPLY, h.request_id, sn, LOOM_PS_NONCE, 0);
+      (void)!send(fd, b, LOOM_PS_HDR, MSG_NOSIGNAL);
+      (void)!send(fd, sn, LOOM_PS_NONCE, MSG_NOSIGNAL);
+      if (recv_frame_raw(fd, &h, b, sizeof b) && h.opcode == LOOM_PS_AUTH) {
+        loom__ps_hdr_encode(b, LOOM_PS_WELCOME, LOOM_PS_FLAG_REPLY, h.request_id, w, o->welcome_len, 0);
+        (void)!send(fd, b, LOOM_PS_HDR, MSG_NOSIGNAL);
+        (void)!send(fd, w, o->welcome_len, MSG_NOSIGNAL);
+      }
+    }
+    struct pollfd q = {.fd = fd, .events = POLLIN}; /* until the client closes */
+    poll(&q, 1, 5000);
+    close(fd);
+  }
+  return NULL;
+}
+
+static void old_ps_start(old_ps *o, pthread_t *t, uint32_t welcome_len, int conns) {
+  o->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(o->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  cr_assert_eq(listen(o->lfd, 4), 0);
+  socklen_t sl = sizeof a;
+  getsockname(o->lfd, (struct sockaddr *)&a, &sl);
+  o->port = ntohs(a.sin_port);
+  o->welcome_len = welcome_len;
+  o->conns = conns;
+  cr_assert_eq(pthread_create(t, NULL, old_ps_main, o), 0);
+}
+
+Test(ps, an_older_ps_four_byte_welcome_is_accepted_unless_an_instance_is_expected) {
+  loom_status *st = loom_status_new();
+  old_ps o;
+  pthread_t t;
+  old_ps_start(&o, &t, 4, 2);
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.host = "127.0.0.1";
+  co.port = o.port;
+  co.placement_hash = 9;
+  co.timeout_s = 5;
+  loom_ps_client *c = loom_ps_connect(&co, st);
+  cr_assert(c, "an older PS's WELCOME: %s", loom_status_message(st));
+  cr_assert_eq(loom_ps_client_instance(c), 0, "no instance reported");
+  loom_ps_client_free(c);
+  co.expect_instance = 0xabcull;
+  cr_assert_null(loom_ps_connect(&co, st));
+  cr_assert_eq(loom_status_code(st), LOOM_FAILED_PRECONDITION, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "reports no instance id"), "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "0000000000000abc"), "%s", loom_status_message(st));
+  pthread_join(t, NULL);
+  close(o.lfd);
+  /* a WELCOME of neither size is malformed */
+  old_ps_start(&o, &t, 8, 1);
+  co.port = o.port;
+  co.expect_instance = 0;
+  cr_assert_null(loom_ps_connect(&co, st));
+  cr_assert_eq(loom_status_code(st), LOOM_DATA_LOSS, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), "WELCOME of 8 bytes"), "%s", loom_status_message(st));
+  pthread_join(t, NULL);
+  close(o.lfd);
+  loom_status_free(st);
+}

@@ -118,6 +118,11 @@ typedef struct loom_ps_server_options {
    * oversubscribed 2-core VM, 50 us cost 8% of the job's steps/s); at most 10000; 50 meets the scalar pull's 50 us
    * p50 on an idle VM (bench/ps). */
   int32_t busy_poll_us;
+  /* This PS's instance id, sent in WELCOME (and written by the job layer into ps-<i>.addr) so that a
+   * client holding an address can tell this PS from another PS of the same model that later took the
+   * port (loom_ps_connect_options.expect_instance). 0: a random nonzero id drawn at start (the usual
+   * case: every start is a new instance, a restarted PS included). */
+  uint64_t instance_id;
 } loom_ps_server_options;
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
@@ -127,6 +132,8 @@ typedef struct loom_ps_server loom_ps_server;
  * loom_ps_server_stop. */
 LOOM_API loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_status *st);
 LOOM_API int loom_ps_server_port(const loom_ps_server *s);
+/* The instance id this server sends in WELCOME (options.instance_id, or the random one; never 0). */
+LOOM_API uint64_t loom_ps_server_instance(const loom_ps_server *s);
 /* Waits up to timeout_s for the server to stop (SHUTDOWN request, idle
  * deadline); 1 when it has stopped, 0 on timeout. */
 LOOM_API int loom_ps_server_wait(loom_ps_server *s, double timeout_s);
@@ -172,6 +179,11 @@ typedef struct loom_ps_connect_options {
    * twice. 0: a random id drawn at connect (a new incarnation). An id given here must name one client
    * incarnation only: two clients sharing it would see each other's requests as re-sends. */
   uint64_t client_id;
+  /* The PS instance expected at host:port (loom_ps_server_instance, as read from the PS's ps-<i>.addr):
+   * a PS that reports another instance in WELCOME, or none (an older PS), is refused with
+   * FAILED_PRECONDITION naming host:port and both ids (a stale address: another PS now holds that
+   * port), at connect and at loom_ps_client_reconnect. 0: any instance is accepted. */
+  uint64_t expect_instance;
 } loom_ps_connect_options;
 typedef struct loom_ps_client loom_ps_client;
 /* Connects and authenticates (HELLO, CHALLENGE, AUTH, WELCOME). NULL on
@@ -191,6 +203,8 @@ LOOM_API void loom_ps_client_free(loom_ps_client *c);
 LOOM_API loom_code loom_ps_client_reconnect(loom_ps_client *c, loom_status *st);
 LOOM_API void loom_ps_client_retry_last(loom_ps_client *c);
 LOOM_API uint64_t loom_ps_client_id(const loom_ps_client *c);
+/* The instance id the PS reported in its last WELCOME (0: an older PS that reports none). */
+LOOM_API uint64_t loom_ps_client_instance(const loom_ps_client *c);
 /* 1 when the last reply read was answered from the PS's duplicate window. */
 LOOM_API int loom_ps_client_last_duplicate(const loom_ps_client *c);
 /* Creates variable var_id (value: numel floats; hyper: 8 floats, see
