@@ -107,6 +107,7 @@ typedef struct job {
   int *port;
   uint64_t phash;     /* this job's placement hash (0 before the placement is made) */
   int *stale;         /* ps:i's rendezvous file was found stale (its PS gone, or another job's PS on its port) */
+  uint64_t *inst;     /* the PS instance ps-<i>.addr names (0: any: a TF_CONFIG port, or an older file) */
 } job;
 
 static void job_free(job *j) {
@@ -115,6 +116,7 @@ static void job_free(job *j) {
   loom__free(j->host);
   loom__free(j->port);
   loom__free(j->stale);
+  loom__free(j->inst);
 }
 
 static void jlog(const job *j, loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -325,8 +327,9 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
     snprintf(why, wcap, "TF_CONFIG address '%s' is not host:port", a ? a : "(none)");
     return 0;
   }
+  uint64_t inst = 0;
   if (port == 0) {
-    char p[4200], b[800], b2[800], gone[64];
+    char p[4200], b[800], b2[800], gone[64], is[32];
     snprintf(p, sizeof p, "%s/ps-%d.addr", j->rdv, i);
     if (!read_small(p, b, sizeof b) || (memcpy(b2, b, sizeof b), 0) ||
         !split_addr(strtok(b, " \n"), host, sizeof host, &port) || port == 0) {
@@ -341,6 +344,8 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
       if (j->stale) j->stale[i] = 1;
       return 0;
     }
+    /* the PS's instance id (checked at WELCOME: another PS of this model may hold that port now) */
+    if (kv_get(b2, "instance", is, sizeof is)) inst = strtoull(is, NULL, 16);
   }
   char *h = loom__strdup(host);
   if (!h) {
@@ -350,6 +355,25 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
   loom__free(j->host[i]);
   j->host[i] = h;
   j->port[i] = port;
+  if (j->inst) j->inst[i] = inst;
+  return 1;
+}
+
+/* 1 when every PS that cl reached is the instance its ps-<i>.addr names; 0 with why filled (and
+ * ps:i marked stale) when one is another PS of this model that holds that port now: the file is
+ * stale (its PS gone from that port; on another host its writer cannot be checked). */
+static int instances_ok(job *j, loom_ps_cluster *cl, char *why, size_t wcap) {
+  for (int i = 0; j->inst && i < j->num_ps; i++) {
+    uint64_t got = loom_ps_client_instance(loom_ps_cluster_client(cl, i));
+    if (!j->inst[i] || got == j->inst[i]) continue;
+    snprintf(why, wcap,
+             "model_dir/rendezvous/ps-%d.addr (%s:%d) is stale: that port answers as PS instance %016llx of this "
+             "placement, the file names instance %016llx (another PS of this model holds the port now); waiting "
+             "for ps:%d to publish again",
+             i, j->host[i], j->port[i], (unsigned long long)got, (unsigned long long)j->inst[i], i);
+    if (j->stale) j->stale[i] = 1;
+    return 0;
+  }
   return 1;
 }
 
@@ -424,6 +448,16 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
     if (ok) {
       loom_status *s2 = loom_status_new();
       loom_ps_cluster *cl = loom_ps_cluster_connect(p, (const char *const *)j->host, j->port, &co, s2);
+      if (cl && !instances_ok(j, cl, why, sizeof why)) { /* a stale file: wait for ps:i to publish again */
+        loom_ps_cluster_free(cl);
+        loom_status_free(s2);
+        snprintf(what, sizeof what, "the PS tasks of this job");
+        if (waiter_wait(&w, what, why, st) != LOOM_OK || g_term) {
+          if (g_term) loom_status_set(st, LOOM_CANCELLED, "job %s: terminated while waiting for %s", j->name, what);
+          return NULL;
+        }
+        continue;
+      }
       if (cl) {
         loom_status_free(s2);
         for (int i = 0; i < j->num_ps; i++)
@@ -594,7 +628,31 @@ static loom_code xchg_flush(ps_hook *h, loom_status *st) {
 static loom_code pull_ready(ps_hook *h, double deadline_s, loom_status *st) {
   waiter w;
   waiter_init(&w, h->j, deadline_s);
+  int wrong = 0; /* a PS reached is not the instance its ps-<i>.addr names: re-read the files, reconnect */
   for (;;) {
+    if (wrong) {
+      char why[600] = "";
+      loom_status *s3 = loom_status_new();
+      loom_ps_connect_options co = connect_opts(h->j);
+      int ok = 1;
+      for (int i = 0; i < h->j->num_ps && ok; i++) ok = resolve_ps(h->j, i, why, sizeof why);
+      if (ok && loom_ps_cluster_reconnect(h->cl, (const char *const *)h->j->host, h->j->port, &co, s3) != LOOM_OK) {
+        snprintf(why, sizeof why, "%s", loom_status_message(s3));
+        ok = 0;
+      }
+      loom_status_free(s3);
+      if (ok) ok = instances_ok(h->j, h->cl, why, sizeof why);
+      wrong = !ok;
+      if (wrong) {
+        loom_code rc = waiter_wait(&w, "the PS tasks of this job", why, st);
+        if (rc != LOOM_OK) return rc;
+        if (done_step(h->j) >= 0) {
+          h->done = 1;
+          return LOOM_OK;
+        }
+        continue;
+      }
+    }
     loom_status *s2 = loom_status_new();
     loom_code rc = loom_ps_worker_pull(h->w, s2);
     if (rc == LOOM_OK) {
@@ -622,6 +680,7 @@ static loom_code pull_ready(ps_hook *h, double deadline_s, loom_status *st) {
     loom_ps_connect_options co = connect_opts(h->j);
     rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)h->j->host, h->j->port, &co, s2);
     loom_status_free(s2);
+    if (rc == LOOM_OK && !instances_ok(h->j, h->cl, why, sizeof why)) wrong = 1;
     if ((rc = waiter_wait(&w, "the chief's variables", why, st)) != LOOM_OK) return rc;
     if (done_step(h->j) >= 0) {
       h->done = 1;
@@ -669,6 +728,12 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
       loom_status *s2 = loom_status_new();
       loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
       if (rc == LOOM_OK) h->inc_pending = h->xchg_pending = 0; /* their replies went with the old connection */
+      if (rc == LOOM_OK && !instances_ok(j, h->cl, why, sizeof why)) { /* a stale file: wait, re-read it */
+        loom_status_free(s2);
+        rc = waiter_wait(&w, "the PS tasks of this job", why, st);
+        if (rc != LOOM_OK) return rc;
+        continue;
+      }
       if (rc == LOOM_OK && j->is_chief) rc = chief_init(h, s2);
       if (rc == LOOM_OK) {
         loom_status_free(s2);
@@ -1341,10 +1406,11 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
     snprintf(path, sizeof path, "%s/ps-%d.addr", j->rdv, j->index);
     char me[400];
     self_ident(me, sizeof me);
-    /* "host:port pid" first (what older readers take), then the placement
-     * and the writer's identity (stale-file checks, resolve_ps) */
-    snprintf(text, sizeof text, "%s:%d %ld placement=%016llx %s\n", pub, bound, (long)getpid(),
-             (unsigned long long)so.placement_hash, me);
+    /* "host:port pid" first (what older readers take), then the placement, this PS's instance id
+     * (trainers compare it with the id the PS sends in WELCOME: resolve_ps, instances_ok) and the writer's identity (stale-file
+     * checks, resolve_ps) */
+    snprintf(text, sizeof text, "%s:%d %ld placement=%016llx instance=%016llx %s\n", pub, bound, (long)getpid(),
+             (unsigned long long)so.placement_hash, (unsigned long long)loom_ps_server_instance(srv), me);
     if ((rc = write_atomic(path, text, st)) != LOOM_OK) goto out;
   }
   jlog(j, LOOM_LOG_INFO, "serving on %s:%d (%d variables of the placement)", bind, bound, so.num_vars);
@@ -1513,7 +1579,8 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   j.host = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.host);
   j.port = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.port);
   j.stale = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.stale);
-  if (!j.host || !j.port || !j.stale) {
+  j.inst = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.inst);
+  if (!j.host || !j.port || !j.stale || !j.inst) {
     rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
     goto done;
   }

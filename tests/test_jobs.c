@@ -605,6 +605,98 @@ Test(jobs, stale_addr_file_naming_another_jobs_ps_waits_not_exit_4, .timeout = 1
   job_cleanup(&o);
 }
 
+/* The largest "<n> updates" a PS's diagnostic lines report (-1: none seen). */
+static long long ps_updates_max(const proc *p) {
+  char *t = slurp(p->log);
+  long long best = -1;
+  for (const char *q = t; q && (q = strstr(q, " updates;")) != NULL; q++) {
+    const char *b = q;
+    while (b > t && b[-1] >= '0' && b[-1] <= '9') b--;
+    long long v = atoll(b);
+    if (b < q && v > best) best = v;
+  }
+  free(t);
+  return best;
+}
+
+/* The case a placement hash cannot see: ps-0.addr (as from another host: no writer identity to check)
+ * names this job's PS, killed -9, and its port is now held by another live PS of the SAME model (same
+ * placement hash, another instance). The trainers must not train against it: they see the PS's
+ * instance id (WELCOME) differ from the file's, say the file is stale and wait (not exit 4); once ps:0
+ * is back (a new instance, the file rewritten) they train against it and the job ends with exit 0.
+ * The other PS never applied an update. */
+Test(jobs, stale_addr_file_naming_another_ps_of_the_same_model_waits_for_the_right_instance, .timeout = 120) {
+  jobt j, o;
+  job_init(&j, "inst", 1, 1);
+  job_init(&o, "inst_other", 1, 0);
+  const char *const psa[] = {"--idle_exit", "60", "--deadline", "30", NULL};
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL);
+  char ap[400];
+  snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j.dir);
+  char *addr = NULL;
+  int ok = WAIT_UNTIL((free(addr), (addr = slurp(ap)) != NULL && strstr(addr, " pid=")), 30);
+  cr_assert(ok, "ps:0 published");
+  char *ins = strstr(addr, "instance=");
+  cr_assert(ins, "the file names the PS's instance: %s", addr);
+  unsigned long long old_inst = strtoull(ins + 9, NULL, 16);
+  cr_assert_neq(old_inst, 0);
+  kill9(&j, ps);
+  char *colon = strchr(addr, ':');
+  int port = colon ? atoi(colon + 1) : 0;
+  cr_assert_gt(port, 0, "%s", addr);
+  /* another PS of the same model (same placement hash) takes that port */
+  char tf[512], od[300];
+  snprintf(tf, sizeof tf, "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:%d\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", port);
+  snprintf(od, sizeof od, "%s", o.dir);
+  const char *const oa[] = {"--model_dir", od, "--idle_exit", "60", "--diag", "0.2", NULL};
+  proc *ops = job_start_ex(&o, "ps", 0, tf, NULL, oa, NULL);
+  char oap[400];
+  snprintf(oap, sizeof oap, "%s/rendezvous/ps-0.addr", o.dir);
+  char *oaddr = NULL;
+  ok = WAIT_UNTIL((free(oaddr), (oaddr = slurp(oap)) != NULL && strstr(oaddr, " pid=")), 30);
+  if (!ok) dump_logs(&o);
+  cr_assert(ok, "the other PS serves on port %d", port);
+  char *oph = strstr(oaddr, "placement="), *ph = strstr(addr, "placement=");
+  cr_assert(oph && ph && !strncmp(oph, ph, 26), "the same placement: %s / %s", addr, oaddr);
+  unsigned long long other_inst = strtoull(strstr(oaddr, "instance=") + 9, NULL, 16);
+  cr_assert_neq(other_inst, old_inst);
+  /* the file as from another host: "host:port pid placement=... instance=..." */
+  char *id = strstr(addr, " pid=");
+  FILE *f = fopen(ap, "w");
+  fprintf(f, "%.*s\n", (int)(id - addr), addr);
+  fclose(f);
+  const char *const ta[] = {"--deadline", "30", "--diag", "0.2", "--max_steps", "300", "--step_sleep_ms", "1",
+                            "--save_steps", "100", "--progress", "50", NULL};
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, ta, NULL);
+  proc *w0 = job_start_ex(&j, "worker", 0, NULL, NULL, ta, NULL);
+  char want[200];
+  snprintf(want, sizeof want, "is stale: that port answers as PS instance %016llx of this placement, the file names "
+           "instance %016llx", other_inst, old_inst);
+  ok = WAIT_UNTIL(log_has(ch, want) && log_has(w0, want), 30);
+  if (!ok) dump_logs(&j);
+  cr_expect(ok, "both trainers say the file is stale (%s)", want);
+  nap(1.0);
+  poll_all(&j);
+  cr_expect(!w0->done && !ch->done, "both still waiting (not exit 4)");
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back: a new instance, the file rewritten */
+  int rc = wait_exit(&j, ch, 60);
+  if (rc != 0) dump_logs(&j);
+  cr_expect_eq(rc, 0, "chief exit %d", rc);
+  cr_expect_eq(wait_exit(&j, w0, 30), 0);
+  cr_expect_eq(wait_exit(&j, ps, 10), 0);
+  cr_expect(log_has(ch, "ps:0 published again"));
+  cr_expect(log_has(w0, "ps:0 published again"));
+  cr_expect_geq(ckpt_step(&j), 300);
+  nap(0.5); /* one more diagnostic line of the other PS */
+  cr_expect_eq(ps_updates_max(ops), 0, "the other PS never applied an update");
+  kill(ops->pid, SIGTERM);
+  cr_expect_eq(wait_exit(&o, ops, 10), 0, "the other PS was left alone");
+  free(addr);
+  free(oaddr);
+  job_cleanup(&j);
+  job_cleanup(&o);
+}
+
 Test(jobs, permanent_errors_have_their_exit_codes, .timeout = 120) {
   jobt j;
   job_init(&j, "perm", 1, 1);
