@@ -344,7 +344,8 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
       if (j->stale) j->stale[i] = 1;
       return 0;
     }
-    /* the PS's instance id (checked at WELCOME: another PS of this model may hold that port now) */
+    /* the PS's instance id (compared with WELCOME's by instances_ok: another PS of this model may
+     * hold that port now) */
     if (kv_get(b2, "instance", is, sizeof is)) inst = strtoull(is, NULL, 16);
   }
   char *h = loom__strdup(host);
@@ -1407,8 +1408,8 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
     char me[400];
     self_ident(me, sizeof me);
     /* "host:port pid" first (what older readers take), then the placement, this PS's instance id
-     * (trainers compare it with the id the PS sends in WELCOME: resolve_ps, instances_ok) and the writer's identity (stale-file
-     * checks, resolve_ps) */
+     * (trainers compare it with the id the PS sends in WELCOME: resolve_ps, instances_ok) and the
+     * writer's identity (stale-file checks, resolve_ps) */
     snprintf(text, sizeof text, "%s:%d %ld placement=%016llx instance=%016llx %s\n", pub, bound, (long)getpid(),
              (unsigned long long)so.placement_hash, (unsigned long long)loom_ps_server_instance(srv), me);
     if ((rc = write_atomic(path, text, st)) != LOOM_OK) goto out;
