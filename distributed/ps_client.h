@@ -30,6 +30,9 @@ struct loom_ps_client {
   size_t token_len;
   uint64_t placement_hash;
   int32_t num_ps, num_vars;
+  /* same-host shared memory (ps_shm.h): the segment when attached; loom_ps_connect_options.shm */
+  struct loom__ps_shm_seg *shm;
+  int32_t shm_mode;
 };
 
 /* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */
