@@ -362,10 +362,18 @@ static int32_t busy_poll_env(void) {
   return v <= 0 ? 0 : v > 10000 ? 10000 : (int32_t)v;
 }
 
+/* LOOM_PS_SHM (environment): 0 turns the same-host shared-memory exchange off for this job's PS clients
+ * (loom_ps_connect_options.shm = 1); unset or anything else: auto (used where the PS is on this host). */
+static int32_t shm_env(void) {
+  const char *e = getenv("LOOM_PS_SHM");
+  return e && !strcmp(e, "0") ? 1 : 0;
+}
+
 static loom_ps_connect_options connect_opts(const job *j) {
   loom_ps_connect_options co;
   memset(&co, 0, sizeof co);
   co.busy_poll_us = busy_poll_env();
+  co.shm = shm_env();
   co.token = j->token;
   co.token_len = j->token_len;
   co.timeout_s = j->o.rpc_timeout_s;

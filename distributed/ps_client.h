@@ -59,5 +59,7 @@ loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, f
 void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n);
 /* The version of shard i that the cluster's last pull or push+pull delivered (UINT64_MAX: none). */
 uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard);
+/* The number of PS tasks this cluster client exchanges dense shards with through shared memory. */
+int loom__ps_cluster_shm_attached(const loom_ps_cluster *c);
 
 #endif

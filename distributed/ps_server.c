@@ -2595,6 +2595,9 @@ void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out) {
   out->inflight_pauses = __atomic_load_n(&s->stats.inflight_pauses, __ATOMIC_RELAXED);
   out->value_copies = __atomic_load_n(&s->stats.value_copies, __ATOMIC_RELAXED);
   out->duplicates = __atomic_load_n(&s->stats.duplicates, __ATOMIC_RELAXED);
+  out->shm_attaches = __atomic_load_n(&s->stats.shm_attaches, __ATOMIC_RELAXED);
+  out->shm_refused = __atomic_load_n(&s->stats.shm_refused, __ATOMIC_RELAXED);
+  out->shm_requests = __atomic_load_n(&s->stats.shm_requests, __ATOMIC_RELAXED);
   out->shard_threads = s->stats.shard_threads;
 }
 
