@@ -1206,8 +1206,9 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
          (long long)gs0, (long long)h->gs, (long long)h->reconnects, rc ? ", failed" : "");
     if (h->nsteps > 0) { /* where a step's time goes (stderr, for benchmarks) */
       double k = 1e3 / (double)h->nsteps;
-      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f (reply wait) steps=%lld\n", j->name,
-              h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps);
+      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f (reply wait) steps=%lld "
+              "ps_shm=%d/%d\n", j->name, h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps,
+              h->cl ? loom__ps_cluster_shm_attached(h->cl) : 0, j->num_ps);
     }
     if (rc == LOOM_OK && chief) {
       char text[64];

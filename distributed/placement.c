@@ -696,5 +696,7 @@ loom_code loom_ps_cluster_reconnect(loom_ps_cluster *c, const char *const *hosts
   loom__free(c->c);
   c->c = nc;
   for (int i = 0; i < p->nshards; i++) c->version[i] = UINT64_MAX;
+  for (int i = 0; i < p->num_ps; i++) /* new connections: a new segment each (the old ones went with them) */
+    if (!o || o->shm == 0) shm_offer(c, i);
   return LOOM_OK;
 }
