@@ -55,16 +55,19 @@ loom_code loom__ps_shm_map_open(const uint8_t *body, uint32_t len, uint64_t cap,
                   (unsigned long long)size, LOOM_PS_SHM_HDR, (unsigned long long)cap, pid, fdn);
   char path[64];
   snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fdn);
-  /* O_NONBLOCK + O_NOCTTY: whatever the path names (a FIFO, a terminal), opening it neither blocks nor
-   * changes anything; anything but a sealed regular file is refused below */
+  /* what the path names must be a regular file before it is opened at all (no device, FIFO or terminal
+   * is ever opened); O_NONBLOCK + O_NOCTTY in case it is swapped meanwhile, and fstat must then show the
+   * same file; anything but a regular file sealed against shrinking is refused */
+  struct stat pre, sb;
+  if (stat(path, &pre) < 0) return refuse(st, "cannot open %s: %s", path, strerror(errno));
+  if (!S_ISREG(pre.st_mode)) return refuse(st, "%s is not a regular file (mode %o)", path, (unsigned)pre.st_mode);
   int fd = open(path, O_RDWR | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return refuse(st, "cannot open %s: %s", path, strerror(errno));
-  struct stat sb;
   loom_code rc = LOOM_OK;
   int seals = -1;
   if (fstat(fd, &sb) < 0) {
     rc = refuse(st, "cannot stat %s: %s", path, strerror(errno));
-  } else if (!S_ISREG(sb.st_mode)) {
+  } else if (!S_ISREG(sb.st_mode) || sb.st_dev != pre.st_dev || sb.st_ino != pre.st_ino) {
     rc = refuse(st, "%s is not a regular file (mode %o)", path, (unsigned)sb.st_mode);
   } else if ((uint64_t)sb.st_size != size) {
     rc = refuse(st, "%s has %lld bytes, SHM_ATTACH said %llu", path, (long long)sb.st_size, (unsigned long long)size);
