@@ -440,3 +440,44 @@ Test(ps, shm_client_killed_or_closing_segment_unmapped) {
   free(x), free(g);
   loom_status_free(st);
 }
+
+/* The duplicate window: a push sent through shared memory and re-sent over TCP after a reconnect (the
+ * segment went with the connection) is answered from the window, not applied twice. */
+Test(ps, shm_push_resent_over_tcp_after_reconnect_not_applied_twice) {
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = start(15, 1, LOOM_PS_ASYNC);
+  loom_ps_client *c = client(s, 15);
+  const int64_t n = 2048;
+  uint32_t id = 0;
+  int64_t dims[1] = {n};
+  float *x = calloc(n, 4), *g = malloc(n * 4), *y = malloc(n * 4), h[8] = {1.0f};
+  for (int i = 0; i < n; i++) g[i] = 1.0f;
+  OK(loom_ps_init_var(c, id, 1, dims, LOOM_PS_SGD, h, x, NULL, st));
+  OK(loom__ps_shm_attach(c, 1, &id, &n, st));
+  uint64_t v = 0;
+  OK(loom_ps_push(c, id, g, n, &v, st));
+  cr_assert_eq(v, 1);
+  OK(loom_ps_client_reconnect(c, st));
+  cr_assert(!c->shm);
+  loom_ps_client_retry_last(c);
+  OK(loom_ps_push(c, id, g, n, &v, st)); /* the same request id, now over TCP */
+  cr_assert(loom_ps_client_last_duplicate(c));
+  cr_assert_eq(v, 1);
+  OK(loom__ps_shm_attach(c, 1, &id, &n, st));
+  OK(loom_ps_pushpull(c, id, g, y, n, &v, st));
+  cr_assert_eq(v, 2);
+  cr_assert_eq(y[7], -2.0f);
+  OK(loom_ps_client_reconnect(c, st));
+  loom_ps_client_retry_last(c);
+  memset(y, 0, n * 4);
+  OK(loom_ps_pushpull(c, id, g, y, n, &v, st)); /* re-sent PUSHPULL: the current value, not applied */
+  cr_assert(loom_ps_client_last_duplicate(c));
+  cr_assert_eq(v, 2);
+  cr_assert_eq(y[7], -2.0f);
+  cr_assert_eq(stats(s).updates, 2);
+  cr_assert_eq(stats(s).duplicates, 2);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  free(x), free(g), free(y);
+  loom_status_free(st);
+}
