@@ -460,7 +460,7 @@ alloc-fail:
 # concurrent predictor callers, hooks, the parameter-server threads, crash-safety's processes.
 # Reports that are not races in loom are suppressed in scripts/tsan.supp, each with its reason.
 TSAN_TESTS := test_engine test_data_pipeline test_data_csv_fast test_export test_estimator test_hooks_stop \
-              test_hooks_monitored test_ps test_train_and_evaluate test_alloc_fail test_crash_safety \
+              test_hooks_monitored test_ps test_ps_shm test_train_and_evaluate test_alloc_fail test_crash_safety \
               test_serve test_jobs
 # Criterion cannot start under TSan (its boxfort arena fails, Criterion issue #274): these builds
 # compile the same test files against tests/tsan/criterion/criterion.h, which runs them in-process.

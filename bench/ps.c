@@ -25,6 +25,7 @@
 #include "bench_util.h"
 #include "loom/loom.h"
 #include "loom/loom_distributed.h"
+#include "distributed/ps_shm.h"
 
 /* MB/s of one TCP stream from a child process to this one. */
 static double tcp_stream_mbs(size_t total) {
@@ -179,6 +180,7 @@ static void wire_bytes(int quick, loom_status *st) {
   loom_ps_connect_options co;
   memset(&co, 0, sizeof co);
   co.timeout_s = 30;
+  co.shm = 1; /* the TCP wire is what this measures */
   loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
   if (!cl) die(st, "cluster");
   float *val[NV], *grad[NV];
@@ -298,9 +300,70 @@ static void small_rpc(int nr, int poll, const char *tag) {
   loom_status_free(st);
 }
 
+/* One 2 MiB dense push+pull (SGD) through the same-host shared segment vs over loopback TCP, the
+ * yardstick being the two 2 MiB memcpys the shm path makes on the client (gradient in, value out);
+ * trials alternate and each side keeps its best (the VM is shared). */
+static void dense_shm(int quick, loom_status *st) {
+  loom_ps_server_options so = loom_ps_server_options_default();
+  loom_ps_server *s = loom_ps_server_start(&so, st);
+  if (!s) die(st, "start");
+  loom_ps_connect_options co = {0};
+  co.host = "127.0.0.1";
+  co.port = loom_ps_server_port(s);
+  co.timeout_s = 30;
+  co.shm = 1; /* both plain; the second attaches by hand (one variable, no cluster) */
+  loom_ps_client *tcp = loom_ps_connect(&co, st), *shm = loom_ps_connect(&co, st);
+  if (!tcp || !shm) die(st, "connect");
+  const int64_t n = (2 << 20) / 4;
+  uint32_t id = 0;
+  float hyper[8] = {1e-6f}, *g = calloc((size_t)n, 4), *v = calloc((size_t)n, 4), *y = calloc((size_t)n, 4);
+  if (loom_ps_init_var(tcp, id, 1, &n, LOOM_PS_SGD, hyper, v, NULL, st)) die(st, "init");
+  int attached = loom__ps_shm_attach(shm, 1, &id, &n, st) == LOOM_OK;
+  if (!attached) fprintf(stderr, "bench/ps: shm attach refused: %s\n", loom_status_message(st));
+  int reps = quick ? 20 : 300;
+  double best_tcp = 1e30, best_shm = 1e30, best_cpy = 1e30;
+  for (int trial = 0; trial < (quick ? 1 : 5); trial++) {
+    double t0 = bu_now_us();
+    for (int r = 0; r < reps; r++)
+      if (loom_ps_pushpull(tcp, id, g, v, n, NULL, st)) die(st, "tcp pushpull");
+    double t1 = bu_now_us();
+    for (int r = 0; r < reps; r++)
+      if (loom_ps_pushpull(shm, id, g, v, n, NULL, st)) die(st, "shm pushpull");
+    double t2 = bu_now_us();
+    for (int r = 0; r < reps; r++) {
+      memcpy(y, g, (size_t)n * 4);
+      __asm__ volatile("" ::"r"(y) : "memory");
+      memcpy(v, y, (size_t)n * 4);
+      __asm__ volatile("" ::"r"(v) : "memory");
+    }
+    double t3 = bu_now_us();
+    if ((t1 - t0) / reps < best_tcp) best_tcp = (t1 - t0) / reps;
+    if ((t2 - t1) / reps < best_shm) best_shm = (t2 - t1) / reps;
+    if ((t3 - t2) / reps < best_cpy) best_cpy = (t3 - t2) / reps;
+  }
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  printf("dense_pushpull_2mb_transport_shm=%s\n", attached ? "shm" : "tcp(refused)");
+  printf("dense_pushpull_2mb_tcp_us=%.1f\n", best_tcp);
+  printf("dense_pushpull_2mb_shm_us=%.1f\n", best_shm);
+  printf("memcpy_2x2mb_us=%.1f\n", best_cpy);
+  printf("dense_pushpull_2mb_shm_over_tcp=%.3f\n", best_shm / best_tcp);
+  printf("dense_pushpull_2mb_shm_over_memcpy=%.2f\n", best_shm / best_cpy);
+  printf("ps_shm_requests=%lld\n", (long long)ss.shm_requests);
+  loom_ps_client_free(tcp);
+  loom_ps_client_free(shm);
+  loom_ps_server_stop(s);
+  free(g), free(v), free(y);
+}
+
 int main(int argc, char **argv) {
   int quick = argc > 1 && !strcmp(argv[1], "--quick");
   loom_status *st = loom_status_new();
+  if (argc > 1 && !strcmp(argv[1], "--shm")) { /* the shared-memory comparison alone */
+    dense_shm(0, st);
+    loom_status_free(st);
+    return 0;
+  }
   loom_ps_server_options so = loom_ps_server_options_default();
   so.max_frame = 80u << 20;
   loom_ps_server *s = loom_ps_server_start(&so, st);
@@ -344,6 +407,7 @@ int main(int argc, char **argv) {
   }
   loom_ps_server_get_stats(s, &ss);
   printf("ps_value_copies=%lld\n", (long long)ss.value_copies); /* copy-on-write of a value still being sent */
+  dense_shm(quick, st);
   /* small RPC: the PS and the client with busy_poll_us = 50, then with it off (the default), then the yardsticks */
   int nr = quick ? 1000 : 20000;
   small_rpc(nr, 50, "");

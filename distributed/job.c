@@ -387,10 +387,18 @@ static int32_t busy_poll_env(void) {
   return v <= 0 ? 0 : v > 10000 ? 10000 : (int32_t)v;
 }
 
+/* LOOM_PS_SHM (environment): 0 turns the same-host shared-memory exchange off for this job's PS clients
+ * (loom_ps_connect_options.shm = 1); unset or anything else: auto (used where the PS is on this host). */
+static int32_t shm_env(void) {
+  const char *e = getenv("LOOM_PS_SHM");
+  return e && !strcmp(e, "0") ? 1 : 0;
+}
+
 static loom_ps_connect_options connect_opts(const job *j) {
   loom_ps_connect_options co;
   memset(&co, 0, sizeof co);
   co.busy_poll_us = busy_poll_env();
+  co.shm = shm_env();
   co.token = j->token;
   co.token_len = j->token_len;
   co.timeout_s = j->o.rpc_timeout_s;
@@ -1264,8 +1272,9 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
          (long long)gs0, (long long)h->gs, (long long)h->reconnects, rc ? ", failed" : "");
     if (h->nsteps > 0) { /* where a step's time goes (stderr, for benchmarks) */
       double k = 1e3 / (double)h->nsteps;
-      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f (reply wait) steps=%lld\n", j->name,
-              h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps);
+      fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f (reply wait) steps=%lld "
+              "ps_shm=%d/%d\n", j->name, h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps,
+              h->cl ? loom__ps_cluster_shm_attached(h->cl) : 0, j->num_ps);
     }
     if (rc == LOOM_OK && chief) {
       char text[64];

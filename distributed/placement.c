@@ -13,6 +13,7 @@
 #include <string.h>
 #include "base/base.h"
 #include "distributed/ps_client.h"
+#include "distributed/ps_shm.h"
 #include "loom/loom_checkpoint.h"
 
 struct loom_ps_placement {
@@ -263,6 +264,29 @@ static loom_ps_client *connect_ps(const loom_ps_placement *p, const char *host, 
   return loom_ps_connect(&co, st);
 }
 
+/* Same-host shared memory (ps_shm.h): a PS at a local address is offered a segment with a slot for each
+ * dense shard it holds; a refusal (logged) leaves that PS on TCP. Sparse (row mod) shards travel as rows. */
+static void shm_offer(loom_ps_cluster *c, int q) {
+  const loom_ps_placement *p = c->p;
+  if (!loom__ps_shm_host_is_local(c->c[q]->host)) return;
+  uint32_t *ids = loom__calloc((size_t)p->nshards + 1, sizeof *ids);
+  int64_t *numels = loom__calloc((size_t)p->nshards + 1, sizeof *numels);
+  uint32_t n = 0;
+  for (int i = 0; ids && numels && i < p->nshards; i++)
+    if (p->shards[i].ps == q && !p->vars[p->shards[i].var].sparse) {
+      ids[n] = p->shards[i].id;
+      numels[n++] = p->shards[i].numel;
+    }
+  if (ids && numels && n) {
+    loom_status *st = loom_status_new();
+    if (loom__ps_shm_attach(c->c[q], n, ids, numels, st))
+      loom__log(LOOM_LOG_INFO, "ps %s: shared memory not used (TCP): %s", c->c[q]->addr, loom_status_message(st));
+    loom_status_free(st);
+  }
+  loom__free(ids);
+  loom__free(numels);
+}
+
 loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char *const *hosts, const int *ports,
                                          const loom_ps_connect_options *o, loom_status *st) {
   if (!p || !hosts || !ports) {
@@ -294,8 +318,15 @@ loom_ps_cluster *loom_ps_cluster_connect(const loom_ps_placement *p, const char 
       loom_ps_cluster_free(c);
       return NULL;
     }
+    if (!o || o->shm == 0) shm_offer(c, i);
   }
   return c;
+}
+
+int loom__ps_cluster_shm_attached(const loom_ps_cluster *c) {
+  int n = 0;
+  for (int i = 0; c && i < c->p->num_ps; i++) n += c->c[i]->shm != NULL;
+  return n;
 }
 
 int64_t loom_ps_cluster_dropped(const loom_ps_cluster *c) { return c ? c->dropped : 0; }
@@ -392,12 +423,21 @@ static loom_code recv_shard(loom_ps_cluster *c, int i, const float *const *grads
   float *dst = values[s->var] + off;
   if (s->stride > 1 && !(dst = scratch(c, s->numel, st))) return LOOM_RESOURCE_EXHAUSTED;
   int changed = 0;
-  loom_code rc = loom__ps_value_recv(c->c[s->ps], op, dst, s->numel, &c->version[i], &changed, st);
+  uint64_t soff;
+  const float *slot = loom__ps_shm_slot(c->c[s->ps], s->id, s->numel, &soff);
+  loom_code rc;
+  if (slot) { /* shared memory: a small reply; the value is in the slot */
+    op = op == LOOM_PS_PUSHPULL ? LOOM_PS_SHM_PUSHPULL : LOOM_PS_SHM_PULL;
+    rc = loom__ps_shm_recv(c->c[s->ps], op, &c->version[i], &changed, st);
+    if (!rc && changed && s->numel) memcpy(dst, slot, (size_t)s->numel * 4);
+  } else {
+    rc = loom__ps_value_recv(c->c[s->ps], op, dst, s->numel, &c->version[i], &changed, st);
+  }
   if (rc) return rc;
   if (s->stride > 1 && changed) mod_rows(s, row, values[s->var], dst, 0);
   if (c->c[s->ps]->hdr.flags & LOOM_PS_FLAG_STALE) c->dropped++;
   c->got[i] = 1;
-  c->owed[s->ps] -= s->numel * 4;
+  if (!slot) c->owed[s->ps] -= s->numel * 4;
   return LOOM_OK;
 }
 
@@ -439,6 +479,16 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
     if (!values[s->var]) continue;
     int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
     loom_code rc = LOOM_OK;
+    uint64_t soff;
+    float *slot = loom__ps_shm_slot(c->c[s->ps], s->id, s->numel, &soff);
+    if (slot) { /* shared memory: the gradient into the slot, a 24-byte request on TCP */
+      int push = grads && grads[s->var];
+      if (push && s->numel) memcpy(slot, grads[s->var] + off, (size_t)s->numel * 4);
+      rc = loom__ps_shm_send(c->c[s->ps], push ? LOOM_PS_SHM_PUSHPULL : LOOM_PS_SHM_PULL, s->id, c->version[i], soff,
+                             st);
+      if (rc) return rc;
+      continue;
+    }
     /* a large step: read some replies of this PS before sending more (the PS would stop reading us) */
     while (!rc && c->owed[s->ps] > 0 && c->owed[s->ps] + s->numel * 4 > OWED_MAX)
       rc = recv_oldest(c, s->ps, i, grads, values, st);
@@ -646,5 +696,7 @@ loom_code loom_ps_cluster_reconnect(loom_ps_cluster *c, const char *const *hosts
   loom__free(c->c);
   c->c = nc;
   for (int i = 0; i < p->nshards; i++) c->version[i] = UINT64_MAX;
+  for (int i = 0; i < p->num_ps; i++) /* new connections: a new segment each (the old ones went with them) */
+    if (!o || o->shm == 0) shm_offer(c, i);
   return LOOM_OK;
 }

@@ -23,6 +23,7 @@
 #include "base/base.h"
 #include "base/crc32c.h"
 #include "distributed/ps_client.h"
+#include "distributed/ps_shm.h"
 
 static double mono_s(void) {
   struct timespec ts;
@@ -365,6 +366,7 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->num_vars = o->num_vars;
   c->client_id = o->client_id;
   c->expect_instance = o->expect_instance;
+  c->shm_mode = o->shm;
   while (!c->client_id) { /* a new incarnation */
     if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {
       loom_status_set(st, LOOM_INTERNAL, "no random bytes for the client id");
@@ -384,6 +386,7 @@ loom_code loom_ps_client_reconnect(loom_ps_client *c, loom_status *st) {
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
   c->left = 0;
+  loom__ps_shm_detach(c); /* the PS's mapping went with the old connection: TCP from now on */
   return open_conn(c, st);
 }
 
@@ -402,6 +405,7 @@ int loom_ps_client_last_duplicate(const loom_ps_client *c) {
 void loom_ps_client_free(loom_ps_client *c) {
   if (!c) return;
   if (c->fd >= 0) close(c->fd);
+  loom__ps_shm_detach(c);
   loom__free(c);
 }
 
@@ -477,12 +481,34 @@ loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, in
 
 loom_code loom_ps_pull(loom_ps_client *c, uint32_t var_id, float *out, int64_t numel, uint64_t *version,
                        int *changed, loom_status *st) {
+  uint64_t off;
+  float *slot = loom__ps_shm_slot(c, var_id, numel, &off);
+  if (slot) { /* shared memory: the value lands in the slot */
+    int ch = 0;
+    uint64_t have = version ? *version : UINT64_MAX, v = have;
+    loom_code rc = loom__ps_shm_send(c, LOOM_PS_SHM_PULL, var_id, have, off, st);
+    if (!rc) rc = loom__ps_shm_recv(c, LOOM_PS_SHM_PULL, &v, &ch, st);
+    if (rc) return rc;
+    if (ch && numel) memcpy(out, slot, (size_t)numel * 4);
+    if (version) *version = v;
+    if (changed) *changed = ch;
+    return LOOM_OK;
+  }
   loom_code rc = loom__ps_pull_send(c, var_id, version ? *version : UINT64_MAX, st);
   return rc ? rc : loom__ps_value_recv(c, LOOM_PS_PULL, out, numel, version, changed, st);
 }
 
 loom_code loom_ps_push_at(loom_ps_client *c, uint32_t var_id, const float *grad, int64_t numel,
                           uint64_t read_version, uint64_t *version, int *applied, loom_status *st) {
+  uint64_t off;
+  float *slot = loom__ps_shm_slot(c, var_id, numel, &off);
+  if (slot) { /* shared memory: the gradient goes through the slot */
+    if (numel) memcpy(slot, grad, (size_t)numel * 4);
+    loom_code rc = loom__ps_shm_send(c, LOOM_PS_SHM_PUSH, var_id, read_version, off, st);
+    if (!rc) rc = loom__ps_shm_recv(c, LOOM_PS_SHM_PUSH, version, NULL, st);
+    if (!rc && applied) *applied = !(c->hdr.flags & LOOM_PS_FLAG_STALE);
+    return rc;
+  }
   loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSH, var_id, read_version, grad, numel, st);
   uint8_t out[8];
   if (!rc) rc = small_reply(c, LOOM_PS_PUSH, out, 8, st);
@@ -498,6 +524,15 @@ loom_code loom_ps_push(loom_ps_client *c, uint32_t var_id, const float *grad, in
 
 loom_code loom_ps_pushpull(loom_ps_client *c, uint32_t var_id, const float *grad, float *out, int64_t numel,
                            uint64_t *version, loom_status *st) {
+  uint64_t off;
+  float *slot = loom__ps_shm_slot(c, var_id, numel, &off);
+  if (slot) { /* shared memory: the gradient in, the new value back, through the slot */
+    if (numel) memcpy(slot, grad, (size_t)numel * 4);
+    loom_code rc = loom__ps_shm_send(c, LOOM_PS_SHM_PUSHPULL, var_id, UINT64_MAX, off, st);
+    if (!rc) rc = loom__ps_shm_recv(c, LOOM_PS_SHM_PUSHPULL, version, NULL, st);
+    if (!rc && numel) memcpy(out, slot, (size_t)numel * 4);
+    return rc;
+  }
   loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, var_id, UINT64_MAX, grad, numel, st);
   return rc ? rc : loom__ps_value_recv(c, LOOM_PS_PUSHPULL, out, numel, version, NULL, st);
 }

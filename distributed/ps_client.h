@@ -32,6 +32,9 @@ struct loom_ps_client {
   int32_t num_ps, num_vars;
   /* PS identity: the instance expected (0: any) and the one the last WELCOME reported (0: none) */
   uint64_t expect_instance, instance;
+  /* same-host shared memory (ps_shm.h): the segment when attached; loom_ps_connect_options.shm */
+  struct loom__ps_shm_seg *shm;
+  int32_t shm_mode;
 };
 
 /* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */
@@ -58,5 +61,7 @@ loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, f
 void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n);
 /* The version of shard i that the cluster's last pull or push+pull delivered (UINT64_MAX: none). */
 uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard);
+/* The number of PS tasks this cluster client exchanges dense shards with through shared memory. */
+int loom__ps_cluster_shm_attached(const loom_ps_cluster *c);
 
 #endif

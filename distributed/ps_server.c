@@ -42,6 +42,7 @@
 #include <uv.h>
 #include "base/base.h"
 #include "distributed/wire.h"
+#include "distributed/ps_shm.h"
 #include "kernels/cpu/optim.h"
 #include "base/crc32c.h"
 #include "loom/loom_checkpoint.h"
@@ -239,6 +240,7 @@ struct conn {
   uint8_t cn[LOOM_PS_NONCE], sn[LOOM_PS_NONCE];
   uint8_t sink[256];
   ddwin *dd; /* the client's duplicate window (HELLO with a client id), or NULL */
+  loom__ps_shm_map shm; /* the client's shared segment (SHM_ATTACH; ps_shm.h), unmapped in conn_free */
 };
 
 /* Unsent replies of a connection beyond this stop its reading until they drain. */
@@ -325,6 +327,7 @@ static void reply_free(reply *r) {
 
 static void conn_free(conn *c) {
   if (c->dd) c->dd->refs--;
+  loom__ps_shm_map_close(&c->shm); /* nothing is in flight: no shard uses the mapping */
   for (int i = 0; i < REORDER; i++) reply_free(c->ring[i]);
   while (c->pool) {
     job *j = c->pool;
@@ -912,6 +915,8 @@ static void sync_hold(loom_ps_server *s, shard *sh, job *j, uint32_t id, uint64_
   sh->waiters = j;
 }
 
+static reply *push_apply(loom_ps_server *s, shard *sh, job *j, psvar *v, uint32_t id, uint64_t rv,
+                         const float *grad, int pull, int *held);
 /* Returns the reply, or NULL with *held = 1 when the job waits for its SYNC step. */
 static reply *handle_push(loom_ps_server *s, shard *sh, job *j, int pull, int *held) {
   reply *err = NULL;
@@ -921,8 +926,12 @@ static reply *handle_push(loom_ps_server *s, shard *sh, job *j, int pull, int *h
   if ((uint64_t)j->h.body_len != 16 + 4 * (uint64_t)v->numel)
     return JERR(LOOM_INVALID_ARGUMENT, 1, "PUSH of var %u: %u bytes of gradient, expected %lld", id,
                 j->h.body_len - 16, (long long)(4 * v->numel));
-  uint64_t rv = loom__ps_get64(j->body + 8);
-  const float *grad = (const float *)(j->body + 16);
+  return push_apply(s, sh, j, v, id, loom__ps_get64(j->body + 8), (const float *)(j->body + 16), pull, held);
+}
+
+/* The body of a dense push (TCP or shared memory): grad (numel floats) computed on version rv. */
+static reply *push_apply(loom_ps_server *s, shard *sh, job *j, psvar *v, uint32_t id, uint64_t rv,
+                         const float *grad, int pull, int *held) {
   if (s->o.consistency == LOOM_PS_BOUNDED && rv != UINT64_MAX && v->version > rv &&
       v->version - rv > (uint64_t)s->o.staleness) {
     STAT_ADD(s, stale_dropped, 1); /* DropStaleGradient */
@@ -1537,6 +1546,42 @@ static void do_barrier(loom_ps_server *s, shard *sh, job *j) {
 
 /* ---------------- shard thread ---------------- */
 
+/* SHM_PULL / SHM_PUSH / SHM_PUSHPULL {var u32, pad u32, version u64, offset u64} -> {version u64}: the
+ * dense bytes in the connection's shared segment (ps_shm.h) at offset, checked against the mapping; the
+ * push applies exactly as PUSH / PUSHPULL over TCP (versions, STALE, the duplicate window). */
+static reply *handle_shm(loom_ps_server *s, shard *sh, job *j, int *held) {
+  reply *err = NULL;
+  psvar *v = req_var(s, j, LOOM_PS_SHM_REQ_LEN, &err);
+  if (!v) return err;
+  uint16_t op = j->h.opcode;
+  uint32_t id = loom__ps_get32(j->body);
+  uint64_t ver = loom__ps_get64(j->body + 8), off = loom__ps_get64(j->body + 16), n = (uint64_t)v->numel * 4;
+  if (j->h.body_len != LOOM_PS_SHM_REQ_LEN)
+    return JERR(LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes (expected %u)", op, j->h.body_len,
+                LOOM_PS_SHM_REQ_LEN);
+  float *p = loom__ps_shm_map_at(&j->c->shm, off, n);
+  if (!p)
+    return JERR(LOOM_OUT_OF_RANGE, 0, "opcode %u of var %u: bytes [%llu, %llu + %llu) are not inside the shared "
+                "segment (%llu bytes, data from %u)", op, id, (unsigned long long)off, (unsigned long long)off,
+                (unsigned long long)n, (unsigned long long)j->c->shm.size, LOOM_PS_SHM_HDR);
+  STAT_ADD(s, shm_requests, 1);
+  if (op == LOOM_PS_SHM_PULL) {
+    if (ver == v->version) return version_reply(j, v->version, LOOM_PS_FLAG_UNCHANGED);
+    memcpy(p, v->val, n);
+    return version_reply(j, v->version, 0);
+  }
+  if (j->dup) { /* a re-sent SHM_PUSHPULL applied once already: the current value, nothing applied */
+    memcpy(p, v->val, n);
+    return version_reply(j, v->version, (j->dup_flags & LOOM_PS_FLAG_STALE) | LOOM_PS_FLAG_DUPLICATE);
+  }
+  if (s->o.consistency == LOOM_PS_SYNC) /* SHM_ATTACH is refused under SYNC: not reached by a loom client */
+    return JERR(LOOM_FAILED_PRECONDITION, 0, "shared-memory push of var %u under SYNC", id);
+  /* the gradient is read in place: a client writing it meanwhile spoils only its own numbers */
+  reply *r = push_apply(s, sh, j, v, id, ver, p, 0, held);
+  if (r && op == LOOM_PS_SHM_PUSHPULL && loom__ps_get32(r->data + 28) == 0) memcpy(p, v->val, n);
+  return r;
+}
+
 static void shard_process(shard *sh, job *j) {
   loom_ps_server *s = sh->srv;
   if (j->kind == JOB_BARRIER) {
@@ -1573,12 +1618,16 @@ static void shard_process(shard *sh, job *j) {
   case LOOM_PS_PUSH_ROWS: r = handle_rows(s, sh, j, 1, 0, &held); break;
   case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1, &held); break;
   case LOOM_PS_STEP_INC: r = handle_step_inc(s, j); break;
+  case LOOM_PS_SHM_PULL:
+  case LOOM_PS_SHM_PUSH:
+  case LOOM_PS_SHM_PUSHPULL: r = handle_shm(s, sh, j, &held); break;
   default: r = JERR(LOOM_UNIMPLEMENTED, 1, "unknown opcode %u", j->h.opcode);
   }
   if (held) return;
   uint16_t op = j->h.opcode;
   if (sh->waiters && j->h.body_len >= 4 && !j->dup &&
-      (op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT)) {
+      (op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT ||
+       op == LOOM_PS_SHM_PUSH || op == LOOM_PS_SHM_PUSHPULL)) {
     uint32_t id = loom__ps_get32(j->body); /* a PULL_ROWS_AT may wait for the version this push made */
     psvar *v = var_get(s, id);
     if (v) wake_waiters(s, sh, id, v);
@@ -1651,6 +1700,7 @@ static void shard_post(shard *sh, job *j) {
 /* ---------------- loop thread: handshake and dispatch ---------------- */
 
 static ddwin *dd_find(loom_ps_server *s, uint64_t client_id);
+static uint16_t dd_canon(uint16_t op);
 
 static void handle_hello(conn *c, job *j) {
   loom_ps_server *s = c->srv;
@@ -1819,7 +1869,7 @@ static void dispatch_job(conn *c, job *j, int q) {
     dd_slot *sl = &j->dd->slot[j->h.request_id % DD_W];
     memset(sl, 0, sizeof *sl);
     sl->id = j->h.request_id;
-    sl->opcode = j->h.opcode;
+    sl->opcode = dd_canon(j->h.opcode);
     sl->state = DD_PENDING;
     if (j->h.request_id > j->dd->max_id) j->dd->max_id = j->h.request_id;
     j->dd->refs++;
@@ -1960,7 +2010,12 @@ static ddwin *dd_find(loom_ps_server *s, uint64_t client_id) {
 
 static int dd_opcode(uint16_t op) {
   return op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT ||
-         op == LOOM_PS_STEP_INC;
+         op == LOOM_PS_STEP_INC || op == LOOM_PS_SHM_PUSH || op == LOOM_PS_SHM_PUSHPULL;
+}
+/* A shared-memory push is the same request as its TCP form in the window (a client that reconnects
+ * re-sends it over TCP: the mapping went with the old connection). */
+static uint16_t dd_canon(uint16_t op) {
+  return op == LOOM_PS_SHM_PUSH ? LOOM_PS_PUSH : op == LOOM_PS_SHM_PUSHPULL ? LOOM_PS_PUSHPULL : op;
 }
 
 /* A mutating request of a client with a window: 0 when it is new (j->dd set: recorded as pending when
@@ -1982,7 +2037,7 @@ static int dd_check(conn *c, job *j) {
     return 0;
   }
   STAT_ADD(c->srv, duplicates, 1);
-  if (sl->opcode != c->h.opcode) {
+  if (sl->opcode != dd_canon(c->h.opcode)) {
     job_put(c, j);
     loop_error(c, LOOM_INVALID_ARGUMENT, 0, "request id %llu of client %016llx was opcode %u, now %u: not applied",
                (unsigned long long)id, (unsigned long long)w->client_id, sl->opcode, c->h.opcode);
@@ -2024,7 +2079,7 @@ static void dd_done(job *j, const reply *r) {
   }
   sl->flags = loom__ps_get32(r->data + 8);
   sl->status = loom__ps_get32(r->data + 28);
-  if (j->h.opcode == LOOM_PS_PUSHPULL && sl->status == 0) {
+  if (dd_canon(j->h.opcode) == LOOM_PS_PUSHPULL && sl->status == 0) {
     sl->state = DD_VALUE;
     return;
   }
@@ -2060,6 +2115,9 @@ static void frame_done(conn *c, job *j) {
   case LOOM_PS_PUSH_ROWS:
   case LOOM_PS_PUSH_ROWS_AT:
   case LOOM_PS_PULL_ROWS_AT:
+  case LOOM_PS_SHM_PULL:
+  case LOOM_PS_SHM_PUSH:
+  case LOOM_PS_SHM_PUSHPULL:
     if (c->h.body_len < 4) {
       job_put(c, j);
       loop_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated", c->h.opcode, c->h.body_len);
@@ -2068,6 +2126,31 @@ static void frame_done(conn *c, job *j) {
     if (c->dd && dd_opcode(c->h.opcode) && dd_check(c, j)) return;
     dispatch_job(c, j, (int)(loom__ps_get32(j->body) % (uint32_t)s->nshards));
     return;
+  case LOOM_PS_SHM_ATTACH: {
+    /* loop thread: maps the client's segment for this connection (no shard has a request of it that
+     * uses the mapping before this reply, and none after conn_free unmaps it) */
+    loom_status *st = loom_status_new();
+    loom_code rc = LOOM_OK;
+    if (c->shm.base)
+      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "a shared segment is attached to this connection already");
+    else if (s->o.consistency == LOOM_PS_SYNC)
+      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "shared memory is not used under SYNC consistency: TCP");
+    else
+      rc = loom__ps_shm_map_open(j->body, c->h.body_len, (uint64_t)s->o.max_frame * 4, &c->shm, st);
+    job_put(c, j);
+    if (rc) {
+      STAT_ADD(s, shm_refused, 1);
+      loom__log(LOOM_LOG_INFO, "ps :%d: SHM_ATTACH of %s refused: %s", s->port, c->peer, loom_status_message(st));
+      loop_error(c, rc, 0, "%s", loom_status_message(st));
+    } else {
+      STAT_ADD(s, shm_attaches, 1);
+      reply *r = reply_new(c, 0);
+      if (r) reply_seal(r, &c->h, LOOM_PS_SHM_ATTACH, 0, 0, 0);
+      loop_answer(c, r);
+    }
+    loom_status_free(st);
+    return;
+  }
   case LOOM_PS_SAVE: handle_ckpt(c, j, 1); return;
   case LOOM_PS_RESTORE: handle_ckpt(c, j, 0); return;
   case LOOM_PS_STEP_INC: {
@@ -2527,6 +2610,9 @@ void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out) {
   out->inflight_pauses = __atomic_load_n(&s->stats.inflight_pauses, __ATOMIC_RELAXED);
   out->value_copies = __atomic_load_n(&s->stats.value_copies, __ATOMIC_RELAXED);
   out->duplicates = __atomic_load_n(&s->stats.duplicates, __ATOMIC_RELAXED);
+  out->shm_attaches = __atomic_load_n(&s->stats.shm_attaches, __ATOMIC_RELAXED);
+  out->shm_refused = __atomic_load_n(&s->stats.shm_refused, __ATOMIC_RELAXED);
+  out->shm_requests = __atomic_load_n(&s->stats.shm_requests, __ATOMIC_RELAXED);
   out->shard_threads = s->stats.shard_threads;
 }
 

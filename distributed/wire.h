@@ -85,6 +85,20 @@ enum {
   /* PULL_ROWS_AT {var_id u32, n u32, min_version u64, ids i64[n]} -> PULL_ROWS's reply, once the variable's
    *   version is >= min_version (a SYNC step still being aggregated is waited for; ~0: no wait) */
   LOOM_PS_PULL_ROWS_AT = 22,
+  /* Same-host shared memory (distributed/ps_shm.h; opcodes 30..34):
+   * SHM_ATTACH {pid u32, fd u32, size u64, nonce[32]} -> {}: the PS maps the client's sealed memfd
+   *   /proc/<pid>/fd/<fd> (size bytes; its header holds nonce) for this connection's life; refused
+   *   (UNAVAILABLE, with the reason) when it cannot, and under SYNC (FAILED_PRECONDITION).
+   * SHM_PULL {var_id u32, pad u32, have_version u64, offset u64} -> {version u64}: the value is written to
+   *   the segment at offset (numel floats) unless flag UNCHANGED.
+   * SHM_PUSH {var_id u32, pad u32, read_version u64, offset u64} -> {version u64}: the gradient is read
+   *   from the segment at offset; flags as PUSH's.
+   * SHM_PUSHPULL: SHM_PUSH's body -> {version u64}; the new value (the current one when STALE) is
+   *   written back at the same offset. */
+  LOOM_PS_SHM_ATTACH = 30,
+  LOOM_PS_SHM_PULL = 31,
+  LOOM_PS_SHM_PUSH = 32,
+  LOOM_PS_SHM_PUSHPULL = 33,
 };
 
 typedef struct loom_ps_hdr {

@@ -154,6 +154,9 @@ typedef struct loom_ps_server_stats {
   int64_t value_copies; /* copy-on-write of a value still being sent (zero-copy replies otherwise) */
   int32_t shard_threads;/* the number of shard threads */
   int64_t duplicates;   /* re-sent requests answered from the duplicate window (not applied again) */
+  int64_t shm_attaches; /* shared-memory segments mapped (SHM_ATTACH accepted) */
+  int64_t shm_refused;  /* SHM_ATTACH refused (the client went on over TCP) */
+  int64_t shm_requests; /* SHM_PULL / SHM_PUSH / SHM_PUSHPULL requests processed */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
@@ -184,6 +187,12 @@ typedef struct loom_ps_connect_options {
    * FAILED_PRECONDITION naming host:port and both ids (a stale address: another PS now holds that
    * port), at connect and at loom_ps_client_reconnect. 0: any instance is accepted. */
   uint64_t expect_instance;
+  /* Same-host shared memory for the dense exchange (README "Shared memory on one host"): 0 auto: a
+   * cluster client whose PS address is a loopback or local address offers that PS a sealed memfd after
+   * WELCOME and, once the PS has mapped it, moves dense shards' bytes through it (TCP carries only small
+   * frames); a PS that cannot map it (another host or pid namespace, SYNC mode, a segment over its limit)
+   * refuses and TCP is used, silently. 1: off (TCP only). */
+  int32_t shm;
 } loom_ps_connect_options;
 typedef struct loom_ps_client loom_ps_client;
 /* Connects and authenticates (HELLO, CHALLENGE, AUTH, WELCOME). NULL on
