@@ -362,10 +362,20 @@ static int32_t busy_poll_env(void) {
   return v <= 0 ? 0 : v > 10000 ? 10000 : (int32_t)v;
 }
 
+/* LOOM_PS_PART_BYTES (environment): loom_ps_connect_options.part_bytes of this job's PS clients, the part
+ * size of the pipelined dense push+pull (unset or 0: the default, 256 KiB; < 0: off, one frame). */
+static int32_t part_bytes_env(void) {
+  const char *e = getenv("LOOM_PS_PART_BYTES");
+  if (!e || !*e) return 0;
+  long v = strtol(e, NULL, 10);
+  return v < 0 ? -1 : v > (64L << 20) ? (int32_t)(64L << 20) : (int32_t)v;
+}
+
 static loom_ps_connect_options connect_opts(const job *j) {
   loom_ps_connect_options co;
   memset(&co, 0, sizeof co);
   co.busy_poll_us = busy_poll_env();
+  co.part_bytes = part_bytes_env();
   co.token = j->token;
   co.token_len = j->token_len;
   co.timeout_s = j->o.rpc_timeout_s;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "base/base.h"
 #include "distributed/ps_client.h"
+#include "distributed/ps_parts.h"
 #include "loom/loom_checkpoint.h"
 
 struct loom_ps_placement {
@@ -425,6 +426,10 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
     for (int i = 0; i < p->nshards; i++)
       if (p->shards[i].ps == q && values[p->shards[i].var]) owed += p->shards[i].numel * 4;
     if (owed > OWED_MAX) return 0;
+    for (int i = 0; i < p->nshards; i++) /* a pipelined push+pull reads its replies while sending */
+      if (p->shards[i].ps == q && values[p->shards[i].var] && p->shards[i].stride <= 1 &&
+          loom__ps_parts_elems(c->c[q], p->shards[i].numel) > 0)
+        return 0;
   }
   return 1;
 }
@@ -439,6 +444,19 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
     if (!values[s->var]) continue;
     int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
     loom_code rc = LOOM_OK;
+    if (grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0) {
+      /* pipelined (ps_parts.h): parts out while their replies come in, so this shard is done here; the
+       * replies this PS still owes come first (replies are in request order) */
+      while (!rc && c->owed[s->ps] > 0) rc = recv_oldest(c, s->ps, i, grads, values, st);
+      int stale = 0;
+      if (!rc)
+        rc = loom__ps_pushpull_parts(c->c[s->ps], s->id, c->version[i], grads[s->var] + off, values[s->var] + off,
+                                     s->numel, &c->version[i], &stale, st);
+      if (rc) return rc;
+      if (stale) c->dropped++;
+      c->got[i] = 1;
+      continue;
+    }
     /* a large step: read some replies of this PS before sending more (the PS would stop reading us) */
     while (!rc && c->owed[s->ps] > 0 && c->owed[s->ps] + s->numel * 4 > OWED_MAX)
       rc = recv_oldest(c, s->ps, i, grads, values, st);

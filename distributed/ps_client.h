@@ -30,6 +30,10 @@ struct loom_ps_client {
   size_t token_len;
   uint64_t placement_hash;
   int32_t num_ps, num_vars;
+  /* the pipelined push+pull (ps_parts.h): loom_ps_connect_options.part_bytes; whether the PS takes parts
+   * (0: not asked yet on this connection, 1: yes, -1: no) */
+  int32_t part_bytes;
+  int parts_ok;
 };
 
 /* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */
