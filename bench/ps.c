@@ -355,6 +355,13 @@ int main(int argc, char **argv) {
   co.part_bytes = -1; /* the one-frame figures below (the parts: dense_parts) */
   loom_ps_client *c = loom_ps_connect(&co, st);
   if (!c) die(st, "connect");
+  if (argc > 1 && !strcmp(argv[1], "--parts")) { /* only the one-frame vs parts figures (tuning the part size) */
+    dense_parts(s, 0);
+    loom_ps_client_free(c);
+    loom_ps_server_stop(s);
+    loom_status_free(st);
+    return 0;
+  }
   loom_ps_server_stats ss;
   loom_ps_server_get_stats(s, &ss);
   printf("ps_shard_threads=%d\n", ss.shard_threads);
