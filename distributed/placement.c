@@ -434,9 +434,48 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
   return 1;
 }
 
+/* The pipelined shards (ps_parts.h), one PS at a time: its one-frame replies first (replies come in
+ * request order), then all its large shards as one stream of parts, each part's reply read while the
+ * next parts are written; the exchange of these shards is complete when this returns. */
+static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  loom_ps_parts_item *it = loom__calloc((size_t)p->nshards, sizeof *it);
+  int *idx = loom__calloc((size_t)p->nshards, sizeof *idx);
+  loom_code rc = LOOM_OK;
+  if (!it || !idx) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for %d items", p->nshards);
+  for (int q = 0; q < p->num_ps && !rc; q++) {
+    int n = 0;
+    for (int i = 0; i < p->nshards; i++) {
+      const loom_ps_shard *s = &p->shards[i];
+      if (s->ps != q || !values[s->var] || !grads || !grads[s->var] || s->stride > 1 ||
+          loom__ps_parts_elems(c->c[q], s->numel) <= 0)
+        continue;
+      int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
+      memset(&it[n], 0, sizeof it[n]);
+      it[n].var_id = s->id;
+      it[n].read_version = c->version[i];
+      it[n].grad = grads[s->var] + off;
+      it[n].out = values[s->var] + off;
+      it[n].numel = s->numel;
+      idx[n++] = i;
+    }
+    if (!n) continue;
+    while (!rc && c->owed[q] > 0) rc = recv_oldest(c, q, p->nshards, grads, values, st);
+    if (!rc) rc = loom__ps_pushpull_parts_batch(c->c[q], it, n, st);
+    for (int k = 0; k < n && !rc; k++) {
+      c->version[idx[k]] = it[k].version;
+      if (it[k].stale) c->dropped++;
+    }
+  }
+  loom__free(it);
+  loom__free(idx);
+  return rc;
+}
+
 loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st) {
   const loom_ps_placement *p = c->p;
+  int npiped = 0;
   memset(c->got, 0, (size_t)p->nshards);
   for (int q = 0; q < p->num_ps; q++) c->next[q] = 0, c->owed[q] = 0;
   for (int i = 0; i < p->nshards; i++) {
@@ -445,16 +484,8 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
     int64_t row = row_elems(&p->vars[s->var]), off = s->row_begin * row;
     loom_code rc = LOOM_OK;
     if (grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0) {
-      /* pipelined (ps_parts.h): parts out while their replies come in, so this shard is done here; the
-       * replies this PS still owes come first (replies are in request order) */
-      while (!rc && c->owed[s->ps] > 0) rc = recv_oldest(c, s->ps, i, grads, values, st);
-      int stale = 0;
-      if (!rc)
-        rc = loom__ps_pushpull_parts(c->c[s->ps], s->id, c->version[i], grads[s->var] + off, values[s->var] + off,
-                                     s->numel, &c->version[i], &stale, st);
-      if (rc) return rc;
-      if (stale) c->dropped++;
-      c->got[i] = 1;
+      c->got[i] = 1; /* pipelined below (ps_parts.h), after this PS's one-frame replies */
+      npiped++;
       continue;
     }
     /* a large step: read some replies of this PS before sending more (the PS would stop reading us) */
@@ -476,7 +507,7 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
     if (rc) return rc;
     c->owed[s->ps] += s->numel * 4;
   }
-  return LOOM_OK;
+  return npiped ? send_piped(c, grads, values, st) : LOOM_OK;
 }
 
 loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,

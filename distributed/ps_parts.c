@@ -137,36 +137,53 @@ static loom_code cut(loom_ps_client *c, loom_status *st, loom_code code, uint32_
                          c->addr, var_id, done, np, what);
 }
 
-loom_code loom__ps_pushpull_parts(loom_ps_client *c, uint32_t var_id, uint64_t read_version, const float *grad,
-                                  float *out, int64_t numel, uint64_t *version, int *stale, loom_status *st) {
-  if (stale) *stale = 0;
-  int64_t pe = loom__ps_parts_elems(c, numel);
-  if (pe > 0 && c->parts_ok == 0) {
+/* Several push+pulls on one connection as one stream of parts: the parts of item j + 1 go out while
+ * item j's replies still come in (no pipeline drain between variables). */
+loom_code loom__ps_pushpull_parts_batch(loom_ps_client *c, loom_ps_parts_item *it, int n, loom_status *st) {
+  int need_probe = 0;
+  for (int j = 0; j < n; j++) {
+    it[j].stale = 0;
+    if (loom__ps_parts_elems(c, it[j].numel) > 0 && c->parts_ok == 0) need_probe = 1;
+  }
+  if (need_probe) {
     loom_code rc = probe(c, st);
     if (rc) return rc;
-    pe = loom__ps_parts_elems(c, numel);
   }
-  if (pe == 0) { /* one frame */
-    loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, var_id, read_version, grad, numel, st);
-    if (!rc) rc = loom__ps_value_recv(c, LOOM_PS_PUSHPULL, out, numel, version, NULL, st);
-    if (!rc && stale) *stale = (c->hdr.flags & LOOM_PS_FLAG_STALE) != 0;
-    return rc;
+  uint32_t total = 0;
+  for (int j = 0; j < n; j++) {
+    it[j].pe = loom__ps_parts_elems(c, it[j].numel);
+    it[j].np = it[j].pe ? (uint32_t)((it[j].numel + it[j].pe - 1) / it[j].pe) : 0;
+    total += it[j].np;
   }
+  if (total == 0 || c->acked != c->next_id) { /* one frame each: all out, then all replies */
+    for (int j = 0; j < n; j++) {
+      loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, it[j].var_id, it[j].read_version, it[j].grad,
+                                        it[j].numel, st);
+      if (rc) return rc;
+    }
+    for (int j = 0; j < n; j++) {
+      loom_code rc = loom__ps_value_recv(c, LOOM_PS_PUSHPULL, it[j].out, it[j].numel, &it[j].version, NULL, st);
+      if (rc) return rc;
+      it[j].stale = (c->hdr.flags & LOOM_PS_FLAG_STALE) != 0;
+    }
+    return LOOM_OK;
+  }
+  for (int j = 0; j < n; j++)
+    if (!it[j].np) /* a small one among parts: all parts or none, the stream needs one kind */
+      it[j].pe = it[j].numel > 0 ? it[j].numel : 1, it[j].np = it[j].numel > 0 ? 1 : 0, total += it[j].np;
   if (c->fd < 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: not connected", c->addr);
-  if (c->acked != c->next_id)
-    return loom_status_set(st, LOOM_FAILED_PRECONDITION, "ps %s: a pipelined push+pull with %llu replies owed",
-                           c->addr, (unsigned long long)(c->next_id - c->acked));
-  uint32_t np = (uint32_t)((numel + pe - 1) / pe);
   uint64_t id0 = c->next_id + 1;
-  c->next_id += np;
+  c->next_id += total;
   c->pending = LOOM_PS_PUSHPULL_PART;
   c->big_out = 1;
-  /* sending: part sp, soff bytes of its header + fields + gradient written */
-  uint32_t sp = 0;
+  /* sending: item sj, part sp, soff bytes of its header + fields + gradient written */
+  int sj = 0;
+  uint32_t sp = 0, sk = 0; /* sk: parts fully sent */
   size_t soff = 0, slen = 0;
   uint8_t sh[LOOM_PS_HDR + LOOM_PS_PART_FIXED];
-  /* receiving: reply rp; phase 0 header, 1 fields, 2 value, 3 an error's message */
-  uint32_t rp = 0;
+  /* receiving: item rj, part rp; phase 0 header, 1 fields, 2 value, 3 an error's message */
+  int rj = 0;
+  uint32_t rp = 0, rk = 0;
   int phase = 0;
   size_t rgot = 0;
   uint8_t rh[LOOM_PS_HDR], rf[16];
@@ -177,129 +194,162 @@ loom_code loom__ps_pushpull_parts(loom_ps_client *c, uint32_t var_id, uint64_t r
   size_t msg_len = 0;
   loom_code first = LOOM_OK;
   char first_msg[800] = "";
-  uint64_t ver = 0;
+  while (sj < n && it[sj].np == 0) sj++;
+  while (rj < n && it[rj].np == 0) rj++;
+#define CUT(code, what) cut(c, st, (code), it[rj].var_id, rp, it[rj].np, (what))
   double deadline = mono_s() + c->timeout_s;
-  while (rp < np) {
-    if (sp < np && soff == 0) { /* the next part's header and fields */
-      int64_t off = (int64_t)sp * pe, cnt = numel - off < pe ? numel - off : pe;
+  while (rk < total) {
+    if (sk < total && soff == 0) { /* the next part's header and fields */
+      const loom_ps_parts_item *x = &it[sj];
+      int64_t off = (int64_t)sp * x->pe, cnt = x->numel - off < x->pe ? x->numel - off : x->pe;
       uint8_t *f = sh + LOOM_PS_HDR;
-      loom__ps_put32(f, var_id);
+      loom__ps_put32(f, x->var_id);
       loom__ps_put32(f + 4, sp);
-      loom__ps_put32(f + 8, np);
+      loom__ps_put32(f + 8, x->np);
       loom__ps_put32(f + 12, 0);
-      loom__ps_put64(f + 16, read_version);
+      loom__ps_put64(f + 16, x->read_version);
       loom__ps_put64(f + 24, (uint64_t)off);
       uint32_t bcrc = loom__crc32c_extend(0, f, LOOM_PS_PART_FIXED);
-      bcrc = loom__crc32c_extend(bcrc, grad + off, (size_t)cnt * 4);
-      loom__ps_hdr_encode(sh, LOOM_PS_PUSHPULL_PART, 0, id0 + sp, NULL, 0, 0);
+      bcrc = loom__crc32c_extend(bcrc, x->grad + off, (size_t)cnt * 4);
+      loom__ps_hdr_encode(sh, LOOM_PS_PUSHPULL_PART, 0, id0 + sk, NULL, 0, 0);
       loom__ps_put32(sh + 20, (uint32_t)(LOOM_PS_PART_FIXED + cnt * 4));
       loom__ps_put32(sh + 24, bcrc);
       slen = sizeof sh + (size_t)cnt * 4;
     }
     double left = deadline - mono_s();
-    if (left <= 0) return cut(c, st, LOOM_DEADLINE_EXCEEDED, var_id, rp, np, "timed out");
-    struct pollfd pf = {.fd = c->fd, .events = (short)(POLLIN | (sp < np ? POLLOUT : 0))};
+    if (left <= 0) return CUT(LOOM_DEADLINE_EXCEEDED, "timed out");
+    struct pollfd pf = {.fd = c->fd, .events = (short)(POLLIN | (sk < total ? POLLOUT : 0))};
     int pr = poll(&pf, 1, (int)(left * 1000) + 1);
-    if (pr < 0 && errno != EINTR) return cut(c, st, LOOM_UNAVAILABLE, var_id, rp, np, strerror(errno));
+    if (pr < 0 && errno != EINTR) return CUT(LOOM_UNAVAILABLE, strerror(errno));
     if (pr <= 0) continue;
     int progress = 0;
-    while (sp < np && (pf.revents & (POLLOUT | POLLERR | POLLHUP))) { /* write until the socket is full */
-      int64_t off = (int64_t)sp * pe;
+    while (sk < total && (pf.revents & (POLLOUT | POLLERR | POLLHUP))) { /* write until the socket is full */
+      const loom_ps_parts_item *x = &it[sj];
+      int64_t off = (int64_t)sp * x->pe;
       struct iovec iov[2];
-      int n = 0;
-      if (soff < sizeof sh) iov[n++] = (struct iovec){sh + soff, sizeof sh - soff};
+      int nv = 0;
+      if (soff < sizeof sh) iov[nv++] = (struct iovec){sh + soff, sizeof sh - soff};
       size_t g0 = soff > sizeof sh ? soff - sizeof sh : 0;
-      iov[n++] = (struct iovec){(char *)(grad + off) + g0, slen - sizeof sh - g0};
+      iov[nv++] = (struct iovec){(char *)(x->grad + off) + g0, slen - sizeof sh - g0};
       struct msghdr m;
       memset(&m, 0, sizeof m);
       m.msg_iov = iov;
-      m.msg_iovlen = (size_t)n;
+      m.msg_iovlen = (size_t)nv;
       ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        return cut(c, st, LOOM_UNAVAILABLE, var_id, rp, np, strerror(errno));
+        return CUT(LOOM_UNAVAILABLE, strerror(errno));
       }
       c->bytes_sent += w;
       progress = 1;
       soff += (size_t)w;
       if (soff == slen) {
-        sp++;
         soff = 0;
+        sk++;
+        if (++sp == x->np) {
+          sp = 0;
+          do sj++; while (sj < n && it[sj].np == 0);
+        }
         break; /* the next part's header is built at the top of the loop */
       }
     }
     for (;;) { /* read what has come */
+      loom_ps_parts_item *x = &it[rj];
+      int64_t off = (int64_t)rp * x->pe, cnt = x->numel - off < x->pe ? x->numel - off : x->pe;
       void *dst;
       size_t want;
       if (phase == 0) dst = rh + rgot, want = sizeof rh - rgot;
       else if (phase == 1) dst = rf + rgot, want = sizeof rf - rgot;
       else if (phase == 2) {
-        int64_t off = (int64_t)rp * pe, cnt = numel - off < pe ? numel - off : pe;
-        dst = (char *)(out + off) + rgot, want = (size_t)cnt * 4 - rgot;
+        dst = (char *)(x->out + off) + rgot, want = (size_t)cnt * 4 - rgot;
         if (want > ((size_t)256 << 10)) want = (size_t)256 << 10; /* checksummed while in cache */
       } else {
         size_t room = msg_len < sizeof msg - 1 ? sizeof msg - 1 - msg_len : 0;
-        uint8_t sink[512];
+        static __thread uint8_t sink[512];
         dst = room ? (void *)(msg + msg_len) : (void *)sink;
         want = h.body_len - rgot;
         if (want > (room ? room : sizeof sink)) want = room ? room : sizeof sink;
       }
       ssize_t r = want ? recv(c->fd, dst, want, MSG_DONTWAIT) : 0;
-      if (want && r == 0) return cut(c, st, LOOM_UNAVAILABLE, var_id, rp, np, "connection closed by the PS");
+      if (want && r == 0) return CUT(LOOM_UNAVAILABLE, "connection closed by the PS");
       if (r < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        return cut(c, st, LOOM_UNAVAILABLE, var_id, rp, np, strerror(errno));
+        return CUT(LOOM_UNAVAILABLE, strerror(errno));
       }
       c->bytes_received += r;
       progress = 1;
       rgot += (size_t)r;
       if (phase != 0 && r > 0) crc = loom__crc32c_extend(crc, dst, (size_t)r); /* body bytes */
       if (phase == 3 && dst == (void *)(msg + msg_len)) msg_len += (size_t)r;
-      int64_t off = (int64_t)rp * pe, cnt = numel - off < pe ? numel - off : pe;
+      int next = 0;
       if (phase == 0 && rgot == sizeof rh) {
         char why[160];
         loom_code hc = loom__ps_hdr_decode(rh, c->max_frame, &h, why, sizeof why);
-        if (hc) return cut(c, st, LOOM_DATA_LOSS, var_id, rp, np, why);
-        if (!(h.flags & LOOM_PS_FLAG_REPLY) || h.opcode != LOOM_PS_PUSHPULL_PART || h.request_id != id0 + rp)
-          return cut(c, st, LOOM_DATA_LOSS, var_id, rp, np, "a reply out of step");
+        if (hc) return CUT(LOOM_DATA_LOSS, why);
+        if (!(h.flags & LOOM_PS_FLAG_REPLY) || h.opcode != LOOM_PS_PUSHPULL_PART || h.request_id != id0 + rk)
+          return CUT(LOOM_DATA_LOSS, "a reply out of step");
         rgot = 0;
         crc = 0;
         if (h.status) {
           phase = 3;
           msg_len = 0;
+          if (h.body_len == 0) next = 1;
         } else if (h.body_len != 16 + 4 * (uint64_t)cnt) {
-          return cut(c, st, LOOM_DATA_LOSS, var_id, rp, np, "a part reply of the wrong size");
+          return CUT(LOOM_DATA_LOSS, "a part reply of the wrong size");
         } else {
           phase = 1;
         }
       } else if (phase == 1 && rgot == sizeof rf) {
-        if (loom__ps_get64(rf + 8) != (uint64_t)off)
-          return cut(c, st, LOOM_DATA_LOSS, var_id, rp, np, "a part reply at the wrong offset");
-        ver = loom__ps_get64(rf);
+        if (loom__ps_get64(rf + 8) != (uint64_t)off) return CUT(LOOM_DATA_LOSS, "a part reply at the wrong offset");
+        x->version = loom__ps_get64(rf);
         phase = 2;
         rgot = 0;
       } else if (phase == 2 && rgot == (size_t)cnt * 4) {
-        if (crc != h.body_crc) return cut(c, st, LOOM_DATA_LOSS, var_id, rp, np, "CRC-32C mismatch");
-        phase = 0, rgot = 0, rp++;
+        if (crc != h.body_crc) return CUT(LOOM_DATA_LOSS, "CRC-32C mismatch");
+        next = 1;
       } else if (phase == 3 && rgot == h.body_len) {
-        if (crc != h.body_crc) return cut(c, st, LOOM_DATA_LOSS, var_id, rp, np, "CRC-32C mismatch");
+        next = 1;
+      }
+      if (next && phase == 3) {
+        if (crc != h.body_crc) return CUT(LOOM_DATA_LOSS, "CRC-32C mismatch");
         if (!first) {
           msg[msg_len] = 0;
           first = h.status < LOOM_CODE_COUNT ? (loom_code)h.status : LOOM_UNKNOWN;
-          snprintf(first_msg, sizeof first_msg, "ps %s refused part %u of %u of var %u: %s", c->addr, rp, np, var_id,
-                   msg);
+          snprintf(first_msg, sizeof first_msg, "ps %s refused part %u of %u of var %u: %s", c->addr, rp, x->np,
+                   x->var_id, msg);
         }
-        phase = 0, rgot = 0, rp++;
       }
-      if (rp == np) break;
+      if (next) {
+        phase = 0, rgot = 0, rk++;
+        if (++rp == x->np) {
+          rp = 0;
+          do rj++; while (rj < n && it[rj].np == 0);
+        }
+        if (rk == total) break;
+      }
     }
     if (progress) deadline = mono_s() + c->timeout_s;
   }
+#undef CUT
   c->acked = c->next_id;
   c->hdr = h;
   if (first) return loom_status_set(st, first, "%s", first_msg);
-  if (version) *version = ver;
   return LOOM_OK;
+}
+
+loom_code loom__ps_pushpull_parts(loom_ps_client *c, uint32_t var_id, uint64_t read_version, const float *grad,
+                                  float *out, int64_t numel, uint64_t *version, int *stale, loom_status *st) {
+  loom_ps_parts_item x;
+  memset(&x, 0, sizeof x);
+  x.var_id = var_id;
+  x.read_version = read_version;
+  x.grad = grad;
+  x.out = out;
+  x.numel = numel;
+  loom_code rc = loom__ps_pushpull_parts_batch(c, &x, 1, st);
+  if (!rc && version) *version = x.version;
+  if (!rc && stale) *stale = x.stale;
+  return rc;
 }

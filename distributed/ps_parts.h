@@ -59,4 +59,21 @@ int64_t loom__ps_parts_elems(const loom_ps_client *c, int64_t numel);
 loom_code loom__ps_pushpull_parts(loom_ps_client *c, uint32_t var_id, uint64_t read_version, const float *grad,
                                   float *out, int64_t numel, uint64_t *version, int *stale, loom_status *st);
 
+/* One push+pull of a batch (loom__ps_pushpull_parts_batch). */
+typedef struct loom_ps_parts_item {
+  uint32_t var_id;
+  uint64_t read_version;
+  const float *grad;
+  float *out;
+  int64_t numel;
+  uint64_t version; /* out: the version after the push */
+  int stale;        /* out: dropped (one-frame path on a BOUNDED / SYNC PS only) */
+  int64_t pe;       /* internal: part size */
+  uint32_t np;      /* internal: parts */
+} loom_ps_parts_item;
+/* Client: several push+pulls on one connection; with parts, one stream (the next variable's parts go out
+ * while the previous one's replies come in); else one frame each, all sent before the replies are read.
+ * No reply may be owed on c for the parts path. */
+loom_code loom__ps_pushpull_parts_batch(loom_ps_client *c, loom_ps_parts_item *items, int n, loom_status *st);
+
 #endif
