@@ -309,7 +309,7 @@ static void dense_parts(loom_ps_server *s, int quick) {
   co.max_frame = 80u << 20;
   co.part_bytes = -1;
   loom_ps_client *c1 = loom_ps_connect(&co, st);
-  const char *pb = getenv("LOOM_PS_PART_BYTES"); /* tuning: the part size (default 256 KiB) */
+  const char *pb = getenv("LOOM_PS_PART_BYTES"); /* tuning: the part size (default 128 KiB) */
   co.part_bytes = pb && *pb ? (int32_t)atoi(pb) : 0;
   loom_ps_client *cp = loom_ps_connect(&co, st);
   if (!c1 || !cp) die(st, "connect");
@@ -332,7 +332,7 @@ static void dense_parts(loom_ps_server *s, int quick) {
   printf("dense_pushpull_2mb_us=%.1f\n", best[0]);
   printf("dense_pushpull_2mb_parts_us=%.1f\n", best[1]);
   printf("dense_pushpull_2mb_parts_speedup=%.3f\n", best[0] / best[1]);
-  printf("dense_part_bytes=%d\n", co.part_bytes ? co.part_bytes : 256 << 10);
+  printf("dense_part_bytes=%d\n", co.part_bytes ? co.part_bytes : 128 << 10);
   loom_ps_client_free(c1);
   loom_ps_client_free(cp);
   free(g);

@@ -363,7 +363,7 @@ static int32_t busy_poll_env(void) {
 }
 
 /* LOOM_PS_PART_BYTES (environment): loom_ps_connect_options.part_bytes of this job's PS clients, the part
- * size of the pipelined dense push+pull (unset or 0: the default, 256 KiB; < 0: off, one frame). */
+ * size of the pipelined dense push+pull (unset or 0: the default, 128 KiB; < 0: off, one frame). */
 static int32_t part_bytes_env(void) {
   const char *e = getenv("LOOM_PS_PART_BYTES");
   if (!e || !*e) return 0;

@@ -25,7 +25,7 @@
 #include "distributed/ps_client.h"
 
 #define LOOM_PS_PART_FIXED 32                      /* the part request's fixed fields */
-#define LOOM_PS_PART_DEFAULT_BYTES ((int32_t)256 << 10)
+#define LOOM_PS_PART_DEFAULT_BYTES ((int32_t)128 << 10)
 #define LOOM_PS_PART_MIN_BYTES 4096
 
 /* A part request's fields. */

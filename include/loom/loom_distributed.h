@@ -174,7 +174,7 @@ typedef struct loom_ps_connect_options {
   uint64_t client_id;
   /* The pipelined dense push+pull on an ASYNC PS (README "Pipelined push+pull"): a push+pull of a
    * shard larger than this goes out in parts of this many bytes (rounded down to 64, at least 4096),
-   * each applied and answered by the PS as soon as it arrives. 0: the default (256 KiB); < 0: off
+   * each applied and answered by the PS as soon as it arrives. 0: the default (128 KiB); < 0: off
    * (always one frame). BOUNDED / SYNC PS tasks always get one frame. */
   int32_t part_bytes;
 } loom_ps_connect_options;
