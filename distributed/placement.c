@@ -434,17 +434,20 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
   return 1;
 }
 
-/* The pipelined shards (ps_parts.h), one PS at a time: its one-frame replies first (replies come in
- * request order), then all its large shards as one stream of parts, each part's reply read while the
- * next parts are written; the exchange of these shards is complete when this returns. */
+/* The pipelined shards (ps_parts.h): each PS's one-frame replies first (replies come in request
+ * order), then all its large shards as one stream of parts, the streams of all PS tasks polled
+ * together, each part's reply read while the next parts are written; the exchange of these shards is
+ * complete when this returns. */
 static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
   const loom_ps_placement *p = c->p;
   loom_ps_parts_item *it = loom__calloc((size_t)p->nshards, sizeof *it);
   int *idx = loom__calloc((size_t)p->nshards, sizeof *idx);
+  loom_ps_parts_batch *b = loom__calloc((size_t)p->num_ps, sizeof *b);
   loom_code rc = LOOM_OK;
-  if (!it || !idx) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for %d items", p->nshards);
+  if (!it || !idx || !b) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for %d items", p->nshards);
+  int n = 0, nb = 0;
   for (int q = 0; q < p->num_ps && !rc; q++) {
-    int n = 0;
+    int first = n;
     for (int i = 0; i < p->nshards; i++) {
       const loom_ps_shard *s = &p->shards[i];
       if (s->ps != q || !values[s->var] || !grads || !grads[s->var] || s->stride > 1 ||
@@ -459,16 +462,18 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
       it[n].numel = s->numel;
       idx[n++] = i;
     }
-    if (!n) continue;
+    if (n == first) continue;
     while (!rc && c->owed[q] > 0) rc = recv_oldest(c, q, p->nshards, grads, values, st);
-    if (!rc) rc = loom__ps_pushpull_parts_batch(c->c[q], it, n, st);
-    for (int k = 0; k < n && !rc; k++) {
-      c->version[idx[k]] = it[k].version;
-      if (it[k].stale) c->dropped++;
-    }
+    b[nb++] = (loom_ps_parts_batch){c->c[q], it + first, n - first};
+  }
+  if (!rc && nb) rc = loom__ps_pushpull_parts_multi(b, nb, st);
+  for (int k = 0; k < n && !rc; k++) {
+    c->version[idx[k]] = it[k].version;
+    if (it[k].stale) c->dropped++;
   }
   loom__free(it);
   loom__free(idx);
+  loom__free(b);
   return rc;
 }
 

@@ -105,7 +105,7 @@ int64_t loom__ps_parts_elems(const loom_ps_client *c, int64_t numel) {
   if (b < LOOM_PS_PART_MIN_BYTES) b = LOOM_PS_PART_MIN_BYTES;
   int64_t e = b / 64 * 16; /* a multiple of 16 floats: each part's kernel call splits like the one-frame path's */
   if (numel <= e) return 0; /* one part: one frame does the same */
-  if ((numel + e - 1) / e > 1000) e = (numel + 999) / 1000; /* at most 1000 parts (the PS's in-flight window) */
+  if ((numel + e - 1) / e > 1000) e = ((numel + 999) / 1000 + 15) / 16 * 16; /* at most ~1000 parts in flight */
   return e;
 }
 
@@ -137,9 +137,175 @@ static loom_code cut(loom_ps_client *c, loom_status *st, loom_code code, uint32_
                          c->addr, var_id, done, np, what);
 }
 
-/* Several push+pulls on one connection as one stream of parts: the parts of item j + 1 go out while
- * item j's replies still come in (no pipeline drain between variables). */
-loom_code loom__ps_pushpull_parts_batch(loom_ps_client *c, loom_ps_parts_item *it, int n, loom_status *st) {
+/* One connection's stream of parts: what has been written and read so far. */
+typedef struct pstream {
+  loom_ps_client *c;
+  loom_ps_parts_item *it;
+  int n;
+  uint64_t id0;
+  uint32_t total;
+  /* writing: item sj, its part sp; sk parts fully written; soff of slen bytes of this part written */
+  int sj;
+  uint32_t sp, sk;
+  size_t soff, slen;
+  uint8_t sh[LOOM_PS_HDR + LOOM_PS_PART_FIXED];
+  /* reading: item rj, its part rp; rk replies read; phase 0 header, 1 fields, 2 value, 3 an error's message */
+  int rj;
+  uint32_t rp, rk;
+  int phase;
+  size_t rgot;
+  uint8_t rh[LOOM_PS_HDR], rf[16];
+  loom_ps_hdr h;
+  uint32_t crc;
+  char msg[600];
+  size_t msg_len;
+  loom_code first;
+  char first_msg[800];
+} pstream;
+
+#define CUT(p, code, what) cut((p)->c, st, (code), (p)->it[(p)->rj < (p)->n ? (p)->rj : 0].var_id, (p)->rp, \
+                               (p)->it[(p)->rj < (p)->n ? (p)->rj : 0].np, (what))
+
+/* The next part's header and fields (its gradient is written from the caller's buffer). */
+static void ps_build(pstream *p) {
+  const loom_ps_parts_item *x = &p->it[p->sj];
+  int64_t off = (int64_t)p->sp * x->pe, cnt = x->numel - off < x->pe ? x->numel - off : x->pe;
+  uint8_t *f = p->sh + LOOM_PS_HDR;
+  loom__ps_put32(f, x->var_id);
+  loom__ps_put32(f + 4, p->sp);
+  loom__ps_put32(f + 8, x->np);
+  loom__ps_put32(f + 12, 0);
+  loom__ps_put64(f + 16, x->read_version);
+  loom__ps_put64(f + 24, (uint64_t)off);
+  uint32_t bcrc = loom__crc32c_extend(0, f, LOOM_PS_PART_FIXED);
+  bcrc = loom__crc32c_extend(bcrc, x->grad + off, (size_t)cnt * 4);
+  loom__ps_hdr_encode(p->sh, LOOM_PS_PUSHPULL_PART, 0, p->id0 + p->sk, NULL, 0, 0);
+  loom__ps_put32(p->sh + 20, (uint32_t)(LOOM_PS_PART_FIXED + cnt * 4));
+  loom__ps_put32(p->sh + 24, bcrc);
+  p->slen = sizeof p->sh + (size_t)cnt * 4;
+}
+
+/* Writes until the socket is full or every part is out. */
+static loom_code ps_write(pstream *p, int *progress, loom_status *st) {
+  while (p->sk < p->total) {
+    if (p->soff == 0) ps_build(p);
+    const loom_ps_parts_item *x = &p->it[p->sj];
+    int64_t off = (int64_t)p->sp * x->pe;
+    struct iovec iov[2];
+    int nv = 0;
+    if (p->soff < sizeof p->sh) iov[nv++] = (struct iovec){p->sh + p->soff, sizeof p->sh - p->soff};
+    size_t g0 = p->soff > sizeof p->sh ? p->soff - sizeof p->sh : 0;
+    iov[nv++] = (struct iovec){(char *)(x->grad + off) + g0, p->slen - sizeof p->sh - g0};
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = iov;
+    m.msg_iovlen = (size_t)nv;
+    ssize_t w = sendmsg(p->c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return LOOM_OK;
+      return CUT(p, LOOM_UNAVAILABLE, strerror(errno));
+    }
+    p->c->bytes_sent += w;
+    *progress = 1;
+    p->soff += (size_t)w;
+    if (p->soff == p->slen) {
+      p->soff = 0;
+      p->sk++;
+      if (++p->sp == x->np) {
+        p->sp = 0;
+        do p->sj++; while (p->sj < p->n && p->it[p->sj].np == 0);
+      }
+    }
+  }
+  return LOOM_OK;
+}
+
+/* Reads what has come, into the items' outputs. */
+static loom_code ps_read(pstream *p, int *progress, loom_status *st) {
+  while (p->rk < p->total) {
+    loom_ps_parts_item *x = &p->it[p->rj];
+    int64_t off = (int64_t)p->rp * x->pe, cnt = x->numel - off < x->pe ? x->numel - off : x->pe;
+    void *dst;
+    size_t want;
+    uint8_t sink[512];
+    if (p->phase == 0) dst = p->rh + p->rgot, want = sizeof p->rh - p->rgot;
+    else if (p->phase == 1) dst = p->rf + p->rgot, want = sizeof p->rf - p->rgot;
+    else if (p->phase == 2) {
+      dst = (char *)(x->out + off) + p->rgot, want = (size_t)cnt * 4 - p->rgot;
+      if (want > ((size_t)256 << 10)) want = (size_t)256 << 10; /* checksummed while in cache */
+    } else {
+      size_t room = p->msg_len < sizeof p->msg - 1 ? sizeof p->msg - 1 - p->msg_len : 0;
+      dst = room ? (void *)(p->msg + p->msg_len) : (void *)sink;
+      want = p->h.body_len - p->rgot;
+      if (want > (room ? room : sizeof sink)) want = room ? room : sizeof sink;
+    }
+    ssize_t r = want ? recv(p->c->fd, dst, want, MSG_DONTWAIT) : 0;
+    if (want && r == 0) return CUT(p, LOOM_UNAVAILABLE, "connection closed by the PS");
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return LOOM_OK;
+      return CUT(p, LOOM_UNAVAILABLE, strerror(errno));
+    }
+    p->c->bytes_received += r;
+    *progress = 1;
+    p->rgot += (size_t)r;
+    if (p->phase != 0 && r > 0) p->crc = loom__crc32c_extend(p->crc, dst, (size_t)r); /* body bytes */
+    if (p->phase == 3 && dst == (void *)(p->msg + p->msg_len)) p->msg_len += (size_t)r;
+    int next = 0;
+    if (p->phase == 0 && p->rgot == sizeof p->rh) {
+      char why[160];
+      loom_code hc = loom__ps_hdr_decode(p->rh, p->c->max_frame, &p->h, why, sizeof why);
+      if (hc) return CUT(p, LOOM_DATA_LOSS, why);
+      if (!(p->h.flags & LOOM_PS_FLAG_REPLY) || p->h.opcode != LOOM_PS_PUSHPULL_PART ||
+          p->h.request_id != p->id0 + p->rk)
+        return CUT(p, LOOM_DATA_LOSS, "a reply out of step");
+      p->rgot = 0;
+      p->crc = 0;
+      if (p->h.status) {
+        p->phase = 3;
+        p->msg_len = 0;
+        if (p->h.body_len == 0) next = 1;
+      } else if (p->h.body_len != 16 + 4 * (uint64_t)cnt) {
+        return CUT(p, LOOM_DATA_LOSS, "a part reply of the wrong size");
+      } else {
+        p->phase = 1;
+      }
+    } else if (p->phase == 1 && p->rgot == sizeof p->rf) {
+      if (loom__ps_get64(p->rf + 8) != (uint64_t)off) return CUT(p, LOOM_DATA_LOSS, "a part reply at the wrong offset");
+      x->version = loom__ps_get64(p->rf);
+      p->phase = 2;
+      p->rgot = 0;
+    } else if ((p->phase == 2 && p->rgot == (size_t)cnt * 4) || (p->phase == 3 && p->rgot == p->h.body_len)) {
+      next = 1;
+    }
+    if (!next) continue;
+    if (p->crc != p->h.body_crc) return CUT(p, LOOM_DATA_LOSS, "CRC-32C mismatch");
+    if (p->phase == 3 && !p->first) {
+      p->msg[p->msg_len] = 0;
+      p->first = p->h.status < LOOM_CODE_COUNT ? (loom_code)p->h.status : LOOM_UNKNOWN;
+      snprintf(p->first_msg, sizeof p->first_msg, "ps %s refused part %u of %u of var %u: %s", p->c->addr, p->rp,
+               x->np, x->var_id, p->msg);
+    }
+    p->phase = 0, p->rgot = 0, p->rk++;
+    if (++p->rp == x->np) {
+      p->rp = 0;
+      do p->rj++; while (p->rj < p->n && p->it[p->rj].np == 0);
+    }
+  }
+  return LOOM_OK;
+}
+
+/* Plans batch b's stream (asks PARTS_PROBE first where needed); a batch that goes as one frame each is
+ * done here (all out, then all replies) and gets total 0. */
+static loom_code ps_prepare(const loom_ps_parts_batch *b, pstream *p, loom_status *st) {
+  loom_ps_client *c = b->c;
+  loom_ps_parts_item *it = b->items;
+  int n = b->n;
+  memset(p, 0, sizeof *p);
+  p->c = c;
+  p->it = it;
+  p->n = n;
   int need_probe = 0;
   for (int j = 0; j < n; j++) {
     it[j].stale = 0;
@@ -157,6 +323,7 @@ loom_code loom__ps_pushpull_parts_batch(loom_ps_client *c, loom_ps_parts_item *i
   }
   if (total == 0 || c->acked != c->next_id) { /* one frame each: all out, then all replies */
     for (int j = 0; j < n; j++) {
+      it[j].np = 0;
       loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, it[j].var_id, it[j].read_version, it[j].grad,
                                         it[j].numel, st);
       if (rc) return rc;
@@ -169,174 +336,84 @@ loom_code loom__ps_pushpull_parts_batch(loom_ps_client *c, loom_ps_parts_item *i
     return LOOM_OK;
   }
   for (int j = 0; j < n; j++)
-    if (!it[j].np) /* a small one among parts: all parts or none, the stream needs one kind */
-      it[j].pe = it[j].numel > 0 ? it[j].numel : 1, it[j].np = it[j].numel > 0 ? 1 : 0, total += it[j].np;
+    if (!it[j].np && it[j].numel > 0) /* a small one among parts: one part (the stream has one kind) */
+      it[j].pe = it[j].numel, it[j].np = 1, total++;
   if (c->fd < 0) return loom_status_set(st, LOOM_UNAVAILABLE, "ps %s: not connected", c->addr);
-  uint64_t id0 = c->next_id + 1;
+  p->total = total;
+  p->id0 = c->next_id + 1;
   c->next_id += total;
   c->pending = LOOM_PS_PUSHPULL_PART;
   c->big_out = 1;
-  /* sending: item sj, part sp, soff bytes of its header + fields + gradient written */
-  int sj = 0;
-  uint32_t sp = 0, sk = 0; /* sk: parts fully sent */
-  size_t soff = 0, slen = 0;
-  uint8_t sh[LOOM_PS_HDR + LOOM_PS_PART_FIXED];
-  /* receiving: item rj, part rp; phase 0 header, 1 fields, 2 value, 3 an error's message */
-  int rj = 0;
-  uint32_t rp = 0, rk = 0;
-  int phase = 0;
-  size_t rgot = 0;
-  uint8_t rh[LOOM_PS_HDR], rf[16];
-  loom_ps_hdr h;
-  memset(&h, 0, sizeof h);
-  uint32_t crc = 0;
-  char msg[600];
-  size_t msg_len = 0;
-  loom_code first = LOOM_OK;
-  char first_msg[800] = "";
-  while (sj < n && it[sj].np == 0) sj++;
-  while (rj < n && it[rj].np == 0) rj++;
-#define CUT(code, what) cut(c, st, (code), it[rj].var_id, rp, it[rj].np, (what))
-  double deadline = mono_s() + c->timeout_s;
-  while (rk < total) {
-    if (sk < total && soff == 0) { /* the next part's header and fields */
-      const loom_ps_parts_item *x = &it[sj];
-      int64_t off = (int64_t)sp * x->pe, cnt = x->numel - off < x->pe ? x->numel - off : x->pe;
-      uint8_t *f = sh + LOOM_PS_HDR;
-      loom__ps_put32(f, x->var_id);
-      loom__ps_put32(f + 4, sp);
-      loom__ps_put32(f + 8, x->np);
-      loom__ps_put32(f + 12, 0);
-      loom__ps_put64(f + 16, x->read_version);
-      loom__ps_put64(f + 24, (uint64_t)off);
-      uint32_t bcrc = loom__crc32c_extend(0, f, LOOM_PS_PART_FIXED);
-      bcrc = loom__crc32c_extend(bcrc, x->grad + off, (size_t)cnt * 4);
-      loom__ps_hdr_encode(sh, LOOM_PS_PUSHPULL_PART, 0, id0 + sk, NULL, 0, 0);
-      loom__ps_put32(sh + 20, (uint32_t)(LOOM_PS_PART_FIXED + cnt * 4));
-      loom__ps_put32(sh + 24, bcrc);
-      slen = sizeof sh + (size_t)cnt * 4;
+  while (p->sj < n && it[p->sj].np == 0) p->sj++;
+  while (p->rj < n && it[p->rj].np == 0) p->rj++;
+  return LOOM_OK;
+}
+
+static loom_code ps_fail_all(pstream *ps, int nb, loom_code rc) {
+  for (int k = 0; k < nb; k++) /* the other streams are out of step now: their connections are closed */
+    if (ps[k].rk < ps[k].total && ps[k].c->fd >= 0) {
+      close(ps[k].c->fd);
+      ps[k].c->fd = -1;
     }
+  return rc;
+}
+
+loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_status *st) {
+  pstream one, *ps = nb == 1 ? &one : loom__calloc((size_t)nb, sizeof *ps);
+  if (!ps) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for %d part streams", nb);
+  loom_code rc = LOOM_OK;
+  for (int k = 0; k < nb && !rc; k++) rc = ps_prepare(&b[k], &ps[k], st);
+  struct pollfd pf[64];
+  double deadline = mono_s() + (nb ? b[0].c->timeout_s : 0);
+  for (;;) {
+    if (rc) break;
+    int np = 0, idx[64];
+    for (int k = 0; k < nb && np < 64; k++)
+      if (ps[k].rk < ps[k].total) {
+        pf[np] = (struct pollfd){.fd = ps[k].c->fd, .events = (short)(POLLIN | (ps[k].sk < ps[k].total ? POLLOUT : 0))};
+        idx[np++] = k;
+      }
+    if (!np) break;
     double left = deadline - mono_s();
-    if (left <= 0) return CUT(LOOM_DEADLINE_EXCEEDED, "timed out");
-    struct pollfd pf = {.fd = c->fd, .events = (short)(POLLIN | (sk < total ? POLLOUT : 0))};
-    int pr = poll(&pf, 1, (int)(left * 1000) + 1);
-    if (pr < 0 && errno != EINTR) return CUT(LOOM_UNAVAILABLE, strerror(errno));
+    if (left <= 0) {
+      pstream *p = &ps[idx[0]];
+      rc = CUT(p, LOOM_DEADLINE_EXCEEDED, "timed out");
+      break;
+    }
+    int pr = poll(pf, (nfds_t)np, (int)(left * 1000) + 1);
+    if (pr < 0 && errno != EINTR) {
+      pstream *p = &ps[idx[0]];
+      rc = CUT(p, LOOM_UNAVAILABLE, strerror(errno));
+      break;
+    }
     if (pr <= 0) continue;
     int progress = 0;
-    while (sk < total && (pf.revents & (POLLOUT | POLLERR | POLLHUP))) { /* write until the socket is full */
-      const loom_ps_parts_item *x = &it[sj];
-      int64_t off = (int64_t)sp * x->pe;
-      struct iovec iov[2];
-      int nv = 0;
-      if (soff < sizeof sh) iov[nv++] = (struct iovec){sh + soff, sizeof sh - soff};
-      size_t g0 = soff > sizeof sh ? soff - sizeof sh : 0;
-      iov[nv++] = (struct iovec){(char *)(x->grad + off) + g0, slen - sizeof sh - g0};
-      struct msghdr m;
-      memset(&m, 0, sizeof m);
-      m.msg_iov = iov;
-      m.msg_iovlen = (size_t)nv;
-      ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        return CUT(LOOM_UNAVAILABLE, strerror(errno));
-      }
-      c->bytes_sent += w;
-      progress = 1;
-      soff += (size_t)w;
-      if (soff == slen) {
-        soff = 0;
-        sk++;
-        if (++sp == x->np) {
-          sp = 0;
-          do sj++; while (sj < n && it[sj].np == 0);
-        }
-        break; /* the next part's header is built at the top of the loop */
-      }
+    for (int q = 0; q < np && !rc; q++) {
+      pstream *p = &ps[idx[q]];
+      if (pf[q].revents & (POLLOUT | POLLERR | POLLHUP)) rc = ps_write(p, &progress, st);
+      if (!rc && (pf[q].revents & (POLLIN | POLLERR | POLLHUP))) rc = ps_read(p, &progress, st);
     }
-    for (;;) { /* read what has come */
-      loom_ps_parts_item *x = &it[rj];
-      int64_t off = (int64_t)rp * x->pe, cnt = x->numel - off < x->pe ? x->numel - off : x->pe;
-      void *dst;
-      size_t want;
-      if (phase == 0) dst = rh + rgot, want = sizeof rh - rgot;
-      else if (phase == 1) dst = rf + rgot, want = sizeof rf - rgot;
-      else if (phase == 2) {
-        dst = (char *)(x->out + off) + rgot, want = (size_t)cnt * 4 - rgot;
-        if (want > ((size_t)256 << 10)) want = (size_t)256 << 10; /* checksummed while in cache */
-      } else {
-        size_t room = msg_len < sizeof msg - 1 ? sizeof msg - 1 - msg_len : 0;
-        static __thread uint8_t sink[512];
-        dst = room ? (void *)(msg + msg_len) : (void *)sink;
-        want = h.body_len - rgot;
-        if (want > (room ? room : sizeof sink)) want = room ? room : sizeof sink;
-      }
-      ssize_t r = want ? recv(c->fd, dst, want, MSG_DONTWAIT) : 0;
-      if (want && r == 0) return CUT(LOOM_UNAVAILABLE, "connection closed by the PS");
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        return CUT(LOOM_UNAVAILABLE, strerror(errno));
-      }
-      c->bytes_received += r;
-      progress = 1;
-      rgot += (size_t)r;
-      if (phase != 0 && r > 0) crc = loom__crc32c_extend(crc, dst, (size_t)r); /* body bytes */
-      if (phase == 3 && dst == (void *)(msg + msg_len)) msg_len += (size_t)r;
-      int next = 0;
-      if (phase == 0 && rgot == sizeof rh) {
-        char why[160];
-        loom_code hc = loom__ps_hdr_decode(rh, c->max_frame, &h, why, sizeof why);
-        if (hc) return CUT(LOOM_DATA_LOSS, why);
-        if (!(h.flags & LOOM_PS_FLAG_REPLY) || h.opcode != LOOM_PS_PUSHPULL_PART || h.request_id != id0 + rk)
-          return CUT(LOOM_DATA_LOSS, "a reply out of step");
-        rgot = 0;
-        crc = 0;
-        if (h.status) {
-          phase = 3;
-          msg_len = 0;
-          if (h.body_len == 0) next = 1;
-        } else if (h.body_len != 16 + 4 * (uint64_t)cnt) {
-          return CUT(LOOM_DATA_LOSS, "a part reply of the wrong size");
-        } else {
-          phase = 1;
-        }
-      } else if (phase == 1 && rgot == sizeof rf) {
-        if (loom__ps_get64(rf + 8) != (uint64_t)off) return CUT(LOOM_DATA_LOSS, "a part reply at the wrong offset");
-        x->version = loom__ps_get64(rf);
-        phase = 2;
-        rgot = 0;
-      } else if (phase == 2 && rgot == (size_t)cnt * 4) {
-        if (crc != h.body_crc) return CUT(LOOM_DATA_LOSS, "CRC-32C mismatch");
-        next = 1;
-      } else if (phase == 3 && rgot == h.body_len) {
-        next = 1;
-      }
-      if (next && phase == 3) {
-        if (crc != h.body_crc) return CUT(LOOM_DATA_LOSS, "CRC-32C mismatch");
-        if (!first) {
-          msg[msg_len] = 0;
-          first = h.status < LOOM_CODE_COUNT ? (loom_code)h.status : LOOM_UNKNOWN;
-          snprintf(first_msg, sizeof first_msg, "ps %s refused part %u of %u of var %u: %s", c->addr, rp, x->np,
-                   x->var_id, msg);
-        }
-      }
-      if (next) {
-        phase = 0, rgot = 0, rk++;
-        if (++rp == x->np) {
-          rp = 0;
-          do rj++; while (rj < n && it[rj].np == 0);
-        }
-        if (rk == total) break;
-      }
+    if (progress) {
+      double to = 0;
+      for (int k = 0; k < nb; k++) to = ps[k].c->timeout_s > to ? ps[k].c->timeout_s : to;
+      deadline = mono_s() + to;
     }
-    if (progress) deadline = mono_s() + c->timeout_s;
   }
+  if (rc) rc = ps_fail_all(ps, nb, rc);
+  for (int k = 0; k < nb && !rc; k++) {
+    if (!ps[k].total) continue;
+    ps[k].c->acked = ps[k].c->next_id;
+    ps[k].c->hdr = ps[k].h;
+    if (ps[k].first) rc = loom_status_set(st, ps[k].first, "%s", ps[k].first_msg);
+  }
+  if (ps != &one) loom__free(ps);
+  return rc;
+}
 #undef CUT
-  c->acked = c->next_id;
-  c->hdr = h;
-  if (first) return loom_status_set(st, first, "%s", first_msg);
-  return LOOM_OK;
+
+loom_code loom__ps_pushpull_parts_batch(loom_ps_client *c, loom_ps_parts_item *it, int n, loom_status *st) {
+  loom_ps_parts_batch b = {c, it, n};
+  return loom__ps_pushpull_parts_multi(&b, 1, st);
 }
 
 loom_code loom__ps_pushpull_parts(loom_ps_client *c, uint32_t var_id, uint64_t read_version, const float *grad,

@@ -75,5 +75,12 @@ typedef struct loom_ps_parts_item {
  * while the previous one's replies come in); else one frame each, all sent before the replies are read.
  * No reply may be owed on c for the parts path. */
 loom_code loom__ps_pushpull_parts_batch(loom_ps_client *c, loom_ps_parts_item *items, int n, loom_status *st);
+/* Client: batches on several connections (several PS tasks, at most 64) at once, polled together. */
+typedef struct loom_ps_parts_batch {
+  loom_ps_client *c;
+  loom_ps_parts_item *items;
+  int n;
+} loom_ps_parts_batch;
+loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_status *st);
 
 #endif
