@@ -2976,3 +2976,78 @@ Test(ps, parts_cluster_pushpull_bit_identical) {
   loom_ps_placement_free(p);
   loom_status_free(st);
 }
+
+/* Two PS tasks, two large variables each split across them, streamed at once (one stream per PS):
+ * the same bits as one frame, and more reply bytes (the parts' framing) show the parts were used. */
+Test(ps, parts_cluster_two_ps_streams_bit_identical) {
+  loom_status *st = loom_status_new();
+  loom_ps_var_spec vs[3] = {{"k1", 2, {PN, 3}, 0}, {"k2", 2, {2000, 5}, 0}, {"b", 1, {10}, 0}};
+  loom_ps_placement *p = loom_ps_placement_new(3, vs, 2, LOOM_PS_GREEDY_BYTES, 16384, st);
+  cr_assert(p, "%s", loom_status_message(st));
+  cr_assert_gt(loom_ps_placement_num_shards(p), 3, "the kernels are split across the PS tasks");
+  int64_t ne[3] = {PN * 3, 2000 * 5, 10};
+  float *w[2][3], *g[3];
+  for (int v = 0; v < 3; v++) {
+    g[v] = malloc((size_t)ne[v] * 4);
+    for (int k = 0; k < 2; k++) w[k][v] = malloc((size_t)ne[v] * 4);
+  }
+  loom_ps_server *srv[2][2];
+  loom_ps_cluster *cl[2];
+  for (int k = 0; k < 2; k++) {
+    const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+    int ports[2];
+    for (int q = 0; q < 2; q++) {
+      loom_ps_server_options o = loom_ps_server_options_default();
+      o.placement_hash = loom_ps_placement_hash(p);
+      o.num_ps = 2;
+      o.num_vars = 3;
+      o.ps_index = q;
+      o.token = TOKEN;
+      o.token_len = strlen(TOKEN);
+      srv[k][q] = loom_ps_server_start(&o, st);
+      cr_assert(srv[k][q], "%s", loom_status_message(st));
+      ports[q] = loom_ps_server_port(srv[k][q]);
+    }
+    loom_ps_connect_options co;
+    memset(&co, 0, sizeof co);
+    co.token = TOKEN;
+    co.token_len = strlen(TOKEN);
+    co.timeout_s = 5;
+    co.part_bytes = k == 0 ? 4096 : -1;
+    cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+    cr_assert(cl[k], "%s", loom_status_message(st));
+    float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
+    for (int v = 0; v < 3; v++) {
+      for (int64_t i = 0; i < ne[v]; i++) w[k][v][i] = (float)((i * 7 + v) % 23) * 0.05f;
+      OK(loom_ps_cluster_init_var(cl[k], v, LOOM_PS_ADAM, hyper, w[k][v], st));
+    }
+  }
+  for (int step = 0; step < 3; step++) {
+    for (int v = 0; v < 3; v++)
+      for (int64_t i = 0; i < ne[v]; i++) g[v][i] = (float)((i * 13 + step * 5 + v) % 19) - 9.0f;
+    const float *grads[3] = {g[0], g[1], g[2]};
+    int64_t rb[2];
+    for (int k = 0; k < 2; k++) {
+      float *vals[3] = {w[k][0], w[k][1], w[k][2]};
+      int64_t r0, r1;
+      loom_ps_cluster_bytes(cl[k], NULL, &r0);
+      OK(loom_ps_cluster_pushpull(cl[k], grads, vals, st));
+      loom_ps_cluster_bytes(cl[k], NULL, &r1);
+      rb[k] = r1 - r0;
+    }
+    if (step > 0) cr_assert_gt(rb[0], rb[1] + 10 * 48, "parts: %lld vs one frame %lld", (long long)rb[0], (long long)rb[1]);
+    for (int v = 0; v < 3; v++)
+      cr_assert(memcmp(w[0][v], w[1][v], (size_t)ne[v] * 4) == 0, "step %d: var %d differs", step, v);
+  }
+  for (int k = 0; k < 2; k++) {
+    loom_ps_cluster_free(cl[k]);
+    for (int q = 0; q < 2; q++) loom_ps_server_stop(srv[k][q]);
+  }
+  for (int v = 0; v < 3; v++) {
+    free(g[v]);
+    free(w[0][v]);
+    free(w[1][v]);
+  }
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
