@@ -102,6 +102,8 @@ typedef struct reply {
   const void *ext;
   size_t ext_len;
   size_t len; /* header + inline body */
+  size_t cap; /* a part reply (ps_parts.h): its inline capacity; kept for reuse when freed */
+  struct reply *cache_next;
   uint8_t data[];
 } reply;
 
@@ -206,6 +208,10 @@ struct loom_ps_server {
   uint64_t spin_end_us;
   ddwin *dds; /* duplicate windows (loop thread only) */
   int ndds;
+  /* part replies (ps_parts.h) kept for reuse: a fresh 128 KiB buffer per part costs page faults */
+  pthread_mutex_t rmu;
+  reply *rcache;
+  int nrcache;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int stopped;
@@ -318,9 +324,21 @@ static void job_free(job *j) {
   loom__free(j);
 }
 
+#define RCACHE_MAX 64
 static void reply_free(reply *r) {
   if (!r) return;
   vbuf_release(r->ref);
+  if (r->cap && r->c) { /* a part reply: back to the server's cache */
+    loom_ps_server *s = r->c->srv;
+    pthread_mutex_lock(&s->rmu);
+    if (s->nrcache < RCACHE_MAX) {
+      r->cache_next = s->rcache;
+      s->rcache = r;
+      s->nrcache++;
+      r = NULL;
+    }
+    pthread_mutex_unlock(&s->rmu);
+  }
   loom__free(r);
 }
 
@@ -412,6 +430,28 @@ static reply *reply_new(conn *c, size_t body_len) {
 }
 
 static uint8_t *reply_body(reply *r) { return r->data + LOOM_PS_HDR; }
+
+/* A part reply (ps_parts.h) from the server's cache when one is big enough. */
+static reply *part_reply_new(conn *c, size_t body_len) {
+  loom_ps_server *s = c->srv;
+  reply *r = NULL;
+  pthread_mutex_lock(&s->rmu);
+  for (reply **pp = &s->rcache; *pp; pp = &(*pp)->cache_next)
+    if ((*pp)->cap >= LOOM_PS_HDR + body_len) {
+      r = *pp;
+      *pp = r->cache_next;
+      s->nrcache--;
+      break;
+    }
+  pthread_mutex_unlock(&s->rmu);
+  size_t cap = r ? r->cap : LOOM_PS_HDR + body_len;
+  if (!r && !(r = loom__malloc(sizeof *r + cap))) return NULL;
+  memset(r, 0, sizeof *r);
+  r->c = c;
+  r->len = LOOM_PS_HDR + body_len;
+  r->cap = cap;
+  return r;
+}
 
 /* Writes the header of r (the CRC covers the inline body, then ext). */
 static void reply_seal(reply *r, const loom_ps_hdr *req, uint16_t opcode, uint32_t flags, uint32_t status,
@@ -1023,7 +1063,7 @@ static reply *handle_part(loom_ps_server *s, shard *sh, job *j) {
     var_step_done(v);
     STAT_ADD(s, updates, 1);
   }
-  reply *r = reply_new(j->c, 16 + (size_t)p.count * 4);
+  reply *r = part_reply_new(j->c, 16 + (size_t)p.count * 4);
   if (!r) return NULL;
   uint8_t *out = reply_body(r);
   loom__ps_put64(out, v->version);
@@ -1851,13 +1891,17 @@ static void on_done(uv_async_t *a);
  * arrival order holds (the shard thread takes its queue only while it owns
  * the variables). */
 static int try_inline(loom_ps_server *s, job *j, shard *sh) {
-  if (j->kind != JOB_REQ || j->h.body_len > 1024 || __atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE)) return 0;
+  /* a part of a pipelined push+pull (ps_parts.h) too, whatever its size: it is answered at once, and a
+   * shard-thread wake-up per part costs more than the part's apply */
+  int part = j->kind == JOB_REQ && j->h.opcode == LOOM_PS_PUSHPULL_PART;
+  if (j->kind != JOB_REQ || (j->h.body_len > 1024 && !part) || __atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE))
+    return 0;
   int free_ = 0;
   if (!__atomic_compare_exchange_n(&sh->owner, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
   int ok = !__atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE);
   if (ok && j->h.opcode != LOOM_PS_STEP_INC && j->h.opcode != LOOM_PS_INIT_VAR) {
     psvar *v = j->h.body_len >= 4 ? var_get(s, loom__ps_get32(j->body)) : NULL;
-    ok = v && (uint64_t)v->numel * 4 <= INLINE_MAX_BYTES;
+    ok = v && ((uint64_t)v->numel * 4 <= INLINE_MAX_BYTES || part);
   } else if (j->h.opcode == LOOM_PS_INIT_VAR) {
     ok = 0;
   }
@@ -2411,6 +2455,12 @@ static void server_free(loom_ps_server *s) {
     s->dds = w->next;
     loom__free(w);
   }
+  while (s->rcache) {
+    reply *r = s->rcache;
+    s->rcache = r->cache_next;
+    loom__free(r);
+  }
+  pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   loom__free(s);
@@ -2479,6 +2529,7 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   if (!s->o.max_inflight_requests) s->o.max_inflight_requests = REORDER;
   s->stats.shard_threads = s->nshards;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->rmu, NULL);
   pthread_cond_init(&s->cv, NULL);
   s->shards = loom__calloc((size_t)s->nshards, sizeof *s->shards);
   if (!s->shards) {
