@@ -720,6 +720,7 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
   h->nfetch = loom__ps_worker_fetches(h->w, &h->fetch);
   /* overlap: a sender thread when a step's send never reads a reply (no PS
    * owed more than its back-pressure window); else the caller sends */
+  if (h->overlap) loom__ps_cluster_stage_parts(h->cl, 1); /* parts' values staged: the send may run on io_th */
   if (h->overlap && !h->io_on && loom__ps_worker_post_is_write_only(h->w) && (h->io_st = loom_status_new())) {
     pthread_mutex_init(&h->io_mu, NULL);
     pthread_cond_init(&h->io_cv, NULL);

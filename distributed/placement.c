@@ -207,7 +207,15 @@ struct loom_ps_cluster {
   uint8_t *got;      /* per shard: its reply of the current exchange has been read already */
   int *next;         /* per PS: the oldest shard whose reply may be pending */
   int64_t *owed;     /* per PS: reply bytes of the current exchange not read yet */
+  /* pipelined shards (ps_parts.h) with staging on (loom__ps_cluster_stage_parts): their new values land
+   * here during the send and are copied into the caller's buffers by the receive half */
+  int stage_on;
+  float *stage;
+  int64_t stage_cap;
+  int64_t *stage_off; /* per shard: its place in stage (-1: not staged this exchange) */
 };
+
+void loom__ps_cluster_stage_parts(loom_ps_cluster *c, int on) { c->stage_on = on; }
 
 /* Reply bytes a connection may owe before the cluster client reads some of
  * them while still sending: a PS stops reading a connection that leaves 64
@@ -243,6 +251,8 @@ void loom_ps_cluster_free(loom_ps_cluster *c) {
   loom__free(c->c);
   loom__free(c->version);
   loom__free(c->scratch);
+  loom__free(c->stage);
+  loom__free(c->stage_off);
   loom__free(c->got);
   loom__free(c->next);
   loom__free(c->owed);
@@ -426,7 +436,7 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
     for (int i = 0; i < p->nshards; i++)
       if (p->shards[i].ps == q && values[p->shards[i].var]) owed += p->shards[i].numel * 4;
     if (owed > OWED_MAX) return 0;
-    for (int i = 0; i < p->nshards; i++) /* a pipelined push+pull reads its replies while sending */
+    for (int i = 0; i < p->nshards && !c->stage_on; i++) /* a pipelined push+pull writes values while sending */
       if (p->shards[i].ps == q && values[p->shards[i].var] && p->shards[i].stride <= 1 &&
           loom__ps_parts_elems(c->c[q], p->shards[i].numel) > 0)
         return 0;
@@ -445,6 +455,22 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
   loom_ps_parts_batch *b = loom__calloc((size_t)p->num_ps, sizeof *b);
   loom_code rc = LOOM_OK;
   if (!it || !idx || !b) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for %d items", p->nshards);
+  int64_t staged = 0; /* staging: the values' buffers may be in use while this runs (overlap_comm's sender thread) */
+  if (!rc && c->stage_on && !c->stage_off && !(c->stage_off = loom__calloc((size_t)p->nshards, sizeof *c->stage_off)))
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for staging");
+  if (!rc && c->stage_on) {
+    for (int i = 0; i < p->nshards; i++) {
+      const loom_ps_shard *s = &p->shards[i];
+      c->stage_off[i] = -1;
+      if (values[s->var] && grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0)
+        c->stage_off[i] = staged, staged += s->numel;
+    }
+    if (staged > c->stage_cap) {
+      float *q = loom__realloc(c->stage, (size_t)staged * sizeof(float));
+      if (!q) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: %lld floats of staging", (long long)staged);
+      else c->stage = q, c->stage_cap = staged;
+    }
+  }
   int n = 0, nb = 0;
   for (int q = 0; q < p->num_ps && !rc; q++) {
     int first = n;
@@ -458,7 +484,7 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
       it[n].var_id = s->id;
       it[n].read_version = c->version[i];
       it[n].grad = grads[s->var] + off;
-      it[n].out = values[s->var] + off;
+      it[n].out = c->stage_on ? c->stage + c->stage_off[i] : values[s->var] + off;
       it[n].numel = s->numel;
       idx[n++] = i;
     }
@@ -518,6 +544,14 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
 loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st) {
   const loom_ps_placement *p = c->p;
+  if (c->stage_on && c->stage_off)
+    for (int i = 0; i < p->nshards; i++) { /* the pipelined shards' values, staged by the send half */
+      const loom_ps_shard *s = &p->shards[i];
+      if (c->stage_off[i] < 0 || !values[s->var]) continue;
+      memcpy(values[s->var] + s->row_begin * row_elems(&p->vars[s->var]), c->stage + c->stage_off[i],
+             (size_t)s->numel * sizeof(float));
+      c->stage_off[i] = -1;
+    }
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
     if (!values[s->var] || c->got[i]) continue;

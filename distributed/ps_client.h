@@ -58,6 +58,10 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
 loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st);
 void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n);
+/* Pipelined shards (ps_parts.h) land in a staging buffer during the send half and reach the values'
+ * buffers in the receive half (on: the send may run on another thread while those buffers are in use,
+ * overlap_comm's sender thread; off, the default: straight into the values, one copy less). */
+void loom__ps_cluster_stage_parts(loom_ps_cluster *c, int on);
 /* The version of shard i that the cluster's last pull or push+pull delivered (UINT64_MAX: none). */
 uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard);
 
