@@ -3062,3 +3062,54 @@ Test(ps, parts_cluster_two_ps_streams_bit_identical) {
   loom_ps_placement_free(p);
   loom_status_free(st);
 }
+
+/* The PS goes away while parts stream: the client's call ends with an error naming the cut, no hang. */
+typedef struct parts_pusher {
+  loom_ps_client *c;
+  float *g, *out;
+  int64_t n;
+  loom_code rc;
+  char msg[512];
+  int calls;
+} parts_pusher;
+
+static void *parts_push_loop(void *arg) {
+  parts_pusher *p = arg;
+  loom_status *st = loom_status_new();
+  for (p->calls = 0; p->calls < 100000; p->calls++) {
+    p->rc = loom_ps_pushpull(p->c, 1, p->g, p->out, p->n, NULL, st);
+    if (p->rc) break;
+  }
+  snprintf(p->msg, sizeof p->msg, "%s", loom_status_message(st));
+  loom_status_free(st);
+  return NULL;
+}
+
+Test(ps, parts_ps_gone_mid_stream_client_errors_without_hang) {
+  loom_ps_server *s = start_ps_mode(LOOM_PS_ASYNC);
+  loom_ps_client *c = connect_parts(s, 4096);
+  loom_status *st = loom_status_new();
+  parts_pusher p = {.c = c, .n = 1 << 20};
+  p.g = calloc((size_t)p.n, 4);
+  p.out = calloc((size_t)p.n, 4);
+  float hyper[8] = {0.01f};
+  OK(loom_ps_init_var(c, 1, 1, &p.n, LOOM_PS_SGD, hyper, p.out, NULL, st));
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, parts_push_loop, &p), 0);
+  struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  loom_ps_server_stop(s); /* closes every connection, mid-stream or not */
+  pthread_join(th, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double waited = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  cr_assert_gt(p.calls, 0, "some pushes completed first");
+  cr_assert(p.rc == LOOM_UNAVAILABLE || p.rc == LOOM_DATA_LOSS, "rc %d: %s", (int)p.rc, p.msg);
+  cr_assert(strstr(p.msg, "ps 127.0.0.1:") && strstr(p.msg, "cut off after"), "%s", p.msg);
+  cr_assert_lt(waited, 4.0, "ended in %.2f s (client timeout 5 s)", waited);
+  loom_ps_client_free(c);
+  free(p.g);
+  free(p.out);
+  loom_status_free(st);
+}
