@@ -149,6 +149,7 @@ typedef struct pstream {
   uint32_t sp, sk;
   size_t soff, slen;
   uint8_t sh[LOOM_PS_HDR + LOOM_PS_PART_FIXED];
+  int64_t owed; /* value bytes of parts written and not answered yet (at most PARTS_WINDOW) */
   /* reading: item rj, its part rp; rk replies read; phase 0 header, 1 fields, 2 value, 3 an error's message */
   int rj;
   uint32_t rp, rk;
@@ -185,9 +186,14 @@ static void ps_build(pstream *p) {
   p->slen = sizeof p->sh + (size_t)cnt * 4;
 }
 
-/* Writes until the socket is full or every part is out. */
+/* Replies a stream may owe before it stops writing parts: the PS stops reading a connection with
+ * 64 MiB of replies unsent, and on loopback the writes alone could run that far ahead of the reads. */
+#define PARTS_WINDOW ((int64_t)8 << 20)
+static int ps_can_write(const pstream *p) { return p->sk < p->total && p->owed < PARTS_WINDOW; }
+
+/* Writes until the socket is full, the window is, or every part is out. */
 static loom_code ps_write(pstream *p, int *progress, loom_status *st) {
-  while (p->sk < p->total) {
+  while (ps_can_write(p)) {
     if (p->soff == 0) ps_build(p);
     const loom_ps_parts_item *x = &p->it[p->sj];
     int64_t off = (int64_t)p->sp * x->pe;
@@ -210,6 +216,7 @@ static loom_code ps_write(pstream *p, int *progress, loom_status *st) {
     *progress = 1;
     p->soff += (size_t)w;
     if (p->soff == p->slen) {
+      p->owed += (int64_t)(p->slen - sizeof p->sh);
       p->soff = 0;
       p->sk++;
       if (++p->sp == x->np) {
@@ -287,6 +294,7 @@ static loom_code ps_read(pstream *p, int *progress, loom_status *st) {
       snprintf(p->first_msg, sizeof p->first_msg, "ps %s refused part %u of %u of var %u: %s", p->c->addr, p->rp,
                x->np, x->var_id, p->msg);
     }
+    p->owed -= cnt * 4;
     p->phase = 0, p->rgot = 0, p->rk++;
     if (++p->rp == x->np) {
       p->rp = 0;
@@ -370,7 +378,7 @@ loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_sta
     int np = 0, idx[64];
     for (int k = 0; k < nb && np < 64; k++)
       if (ps[k].rk < ps[k].total) {
-        pf[np] = (struct pollfd){.fd = ps[k].c->fd, .events = (short)(POLLIN | (ps[k].sk < ps[k].total ? POLLOUT : 0))};
+        pf[np] = (struct pollfd){.fd = ps[k].c->fd, .events = (short)(POLLIN | (ps_can_write(&ps[k]) ? POLLOUT : 0))};
         idx[np++] = k;
       }
     if (!np) break;
