@@ -15,6 +15,9 @@
  *    shard thread: a part of another variable, or another nparts, before the last part is refused.
  *  - The variable's version (and Adam's beta powers, ...) advance once per push, when its last part is
  *    applied; replies carry the version at the time (the last part's: the version after the push).
+ *  - The client keeps at most 8 MiB of parts unanswered per connection (reads while it writes), so the
+ *    PS never has 64 MiB of replies queued for it. The PS applies a part on its loop thread when the
+ *    variable's shard thread is idle, else on that shard thread, and answers it at once.
  *  - Parts are never re-sent one by one and are not in the duplicate window: a push cut off mid-way
  *    (lost connection, refused part) leaves its applied parts applied and the version unchanged, and the
  *    client reports UNAVAILABLE / the refusal instead of retrying (a re-sent whole push would apply the
