@@ -311,6 +311,7 @@ static void dense_shm(int quick, loom_status *st) {
   co.host = "127.0.0.1";
   co.port = loom_ps_server_port(s);
   co.timeout_s = 30;
+  co.part_bytes = -1; /* one frame over TCP, as in the earlier figures */
   co.shm = 1; /* both plain; the second attaches by hand (one variable, no cluster) */
   loom_ps_client *tcp = loom_ps_connect(&co, st), *shm = loom_ps_connect(&co, st);
   if (!tcp || !shm) die(st, "connect");
@@ -356,6 +357,48 @@ static void dense_shm(int quick, loom_status *st) {
   free(g), free(v), free(y);
 }
 
+/* A 2 MB dense push+pull (the scaling model's shard), one frame vs the pipelined parts (ps_parts.h),
+ * alternating trials on one PS; best trial of each. */
+static void dense_parts(loom_ps_server *s, int quick) {
+  loom_status *st = loom_status_new();
+  loom_ps_connect_options co = {0};
+  co.host = "127.0.0.1";
+  co.port = loom_ps_server_port(s);
+  co.timeout_s = 30;
+  co.max_frame = 80u << 20;
+  co.part_bytes = -1;
+  loom_ps_client *c1 = loom_ps_connect(&co, st);
+  const char *pb = getenv("LOOM_PS_PART_BYTES"); /* tuning: the part size (default 128 KiB) */
+  co.part_bytes = pb && *pb ? (int32_t)atoi(pb) : 0;
+  loom_ps_client *cp = loom_ps_connect(&co, st);
+  if (!c1 || !cp) die(st, "connect");
+  int64_t n = (2 << 20) / 4;
+  float *g = calloc((size_t)n, 4), *v = calloc((size_t)n, 4);
+  float hyper[8] = {1e-6f, 0.1f};
+  if (loom_ps_init_var(c1, 7, 1, &n, LOOM_PS_SGD, hyper, v, NULL, st)) die(st, "init");
+  int reps = quick ? 5 : 100;
+  double best[2] = {1e30, 1e30};
+  for (int trial = 0; trial < (quick ? 1 : 5); trial++)
+    for (int k = 0; k < 2; k++) {
+      loom_ps_client *c = k ? cp : c1;
+      if (loom_ps_pushpull(c, 7, g, v, n, NULL, st)) die(st, "pushpull"); /* warm */
+      double t0 = bu_now_us();
+      for (int r = 0; r < reps; r++)
+        if (loom_ps_pushpull(c, 7, g, v, n, NULL, st)) die(st, "pushpull");
+      double us = (bu_now_us() - t0) / reps;
+      if (us < best[k]) best[k] = us;
+    }
+  printf("dense_pushpull_2mb_us=%.1f\n", best[0]);
+  printf("dense_pushpull_2mb_parts_us=%.1f\n", best[1]);
+  printf("dense_pushpull_2mb_parts_speedup=%.3f\n", best[0] / best[1]);
+  printf("dense_part_bytes=%d\n", co.part_bytes ? co.part_bytes : 128 << 10);
+  loom_ps_client_free(c1);
+  loom_ps_client_free(cp);
+  free(g);
+  free(v);
+  loom_status_free(st);
+}
+
 int main(int argc, char **argv) {
   int quick = argc > 1 && !strcmp(argv[1], "--quick");
   loom_status *st = loom_status_new();
@@ -373,8 +416,16 @@ int main(int argc, char **argv) {
   co.port = loom_ps_server_port(s);
   co.timeout_s = 30;
   co.max_frame = 80u << 20;
+  co.part_bytes = -1; /* the one-frame figures below (the parts: dense_parts) */
   loom_ps_client *c = loom_ps_connect(&co, st);
   if (!c) die(st, "connect");
+  if (argc > 1 && !strcmp(argv[1], "--parts")) { /* only the one-frame vs parts figures (tuning the part size) */
+    dense_parts(s, 0);
+    loom_ps_client_free(c);
+    loom_ps_server_stop(s);
+    loom_status_free(st);
+    return 0;
+  }
   loom_ps_server_stats ss;
   loom_ps_server_get_stats(s, &ss);
   printf("ps_shard_threads=%d\n", ss.shard_threads);
@@ -405,6 +456,7 @@ int main(int argc, char **argv) {
     free(g);
     free(v);
   }
+  dense_parts(s, quick);
   loom_ps_server_get_stats(s, &ss);
   printf("ps_value_copies=%lld\n", (long long)ss.value_copies); /* copy-on-write of a value still being sent */
   dense_shm(quick, st);

@@ -394,11 +394,21 @@ static int32_t shm_env(void) {
   return e && !strcmp(e, "0") ? 1 : 0;
 }
 
+/* LOOM_PS_PART_BYTES (environment): loom_ps_connect_options.part_bytes of this job's PS clients, the part
+ * size of the pipelined dense push+pull (unset or 0: the default, 128 KiB; < 0: off, one frame). */
+static int32_t part_bytes_env(void) {
+  const char *e = getenv("LOOM_PS_PART_BYTES");
+  if (!e || !*e) return 0;
+  long v = strtol(e, NULL, 10);
+  return v < 0 ? -1 : v > (64L << 20) ? (int32_t)(64L << 20) : (int32_t)v;
+}
+
 static loom_ps_connect_options connect_opts(const job *j) {
   loom_ps_connect_options co;
   memset(&co, 0, sizeof co);
   co.busy_poll_us = busy_poll_env();
   co.shm = shm_env();
+  co.part_bytes = part_bytes_env();
   co.token = j->token;
   co.token_len = j->token_len;
   co.timeout_s = j->o.rpc_timeout_s;
@@ -784,6 +794,7 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
   h->nfetch = loom__ps_worker_fetches(h->w, &h->fetch);
   /* overlap: a sender thread when a step's send never reads a reply (no PS
    * owed more than its back-pressure window); else the caller sends */
+  if (h->overlap) loom__ps_cluster_stage_parts(h->cl, 1); /* parts' values staged: the send may run on io_th */
   if (h->overlap && !h->io_on && loom__ps_worker_post_is_write_only(h->w) && (h->io_st = loom_status_new())) {
     pthread_mutex_init(&h->io_mu, NULL);
     pthread_cond_init(&h->io_cv, NULL);

@@ -14,6 +14,7 @@
 #include "base/base.h"
 #include "distributed/ps_client.h"
 #include "distributed/ps_shm.h"
+#include "distributed/ps_parts.h"
 #include "loom/loom_checkpoint.h"
 
 struct loom_ps_placement {
@@ -207,7 +208,15 @@ struct loom_ps_cluster {
   uint8_t *got;      /* per shard: its reply of the current exchange has been read already */
   int *next;         /* per PS: the oldest shard whose reply may be pending */
   int64_t *owed;     /* per PS: reply bytes of the current exchange not read yet */
+  /* pipelined shards (ps_parts.h) with staging on (loom__ps_cluster_stage_parts): their new values land
+   * here during the send and are copied into the caller's buffers by the receive half */
+  int stage_on;
+  float *stage;
+  int64_t stage_cap;
+  int64_t *stage_off; /* per shard: its place in stage (-1: not staged this exchange) */
 };
+
+void loom__ps_cluster_stage_parts(loom_ps_cluster *c, int on) { c->stage_on = on; }
 
 /* Reply bytes a connection may owe before the cluster client reads some of
  * them while still sending: a PS stops reading a connection that leaves 64
@@ -243,6 +252,8 @@ void loom_ps_cluster_free(loom_ps_cluster *c) {
   loom__free(c->c);
   loom__free(c->version);
   loom__free(c->scratch);
+  loom__free(c->stage);
+  loom__free(c->stage_off);
   loom__free(c->got);
   loom__free(c->next);
   loom__free(c->owed);
@@ -465,13 +476,77 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
     for (int i = 0; i < p->nshards; i++)
       if (p->shards[i].ps == q && values[p->shards[i].var]) owed += p->shards[i].numel * 4;
     if (owed > OWED_MAX) return 0;
+    for (int i = 0; i < p->nshards && !c->stage_on; i++) /* a pipelined push+pull writes values while sending */
+      if (p->shards[i].ps == q && values[p->shards[i].var] && p->shards[i].stride <= 1 &&
+          loom__ps_parts_elems(c->c[q], p->shards[i].numel) > 0)
+        return 0;
   }
   return 1;
+}
+
+/* The pipelined shards (ps_parts.h): each PS's one-frame replies first (replies come in request
+ * order), then all its large shards as one stream of parts, the streams of all PS tasks polled
+ * together, each part's reply read while the next parts are written; the exchange of these shards is
+ * complete when this returns. */
+static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  loom_ps_parts_item *it = loom__calloc((size_t)p->nshards, sizeof *it);
+  int *idx = loom__calloc((size_t)p->nshards, sizeof *idx);
+  loom_ps_parts_batch *b = loom__calloc((size_t)p->num_ps, sizeof *b);
+  loom_code rc = LOOM_OK;
+  if (!it || !idx || !b) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for %d items", p->nshards);
+  int64_t staged = 0; /* staging: the values' buffers may be in use while this runs (overlap_comm's sender thread) */
+  if (!rc && c->stage_on && !c->stage_off && !(c->stage_off = loom__calloc((size_t)p->nshards, sizeof *c->stage_off)))
+    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for staging");
+  if (!rc && c->stage_on) {
+    for (int i = 0; i < p->nshards; i++) {
+      const loom_ps_shard *s = &p->shards[i];
+      c->stage_off[i] = -1;
+      if (values[s->var] && grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0)
+        c->stage_off[i] = staged, staged += s->numel;
+    }
+    if (staged > c->stage_cap) {
+      float *q = loom__realloc(c->stage, (size_t)staged * sizeof(float));
+      if (!q) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: %lld floats of staging", (long long)staged);
+      else c->stage = q, c->stage_cap = staged;
+    }
+  }
+  int n = 0, nb = 0;
+  for (int q = 0; q < p->num_ps && !rc; q++) {
+    int first = n;
+    for (int i = 0; i < p->nshards; i++) {
+      const loom_ps_shard *s = &p->shards[i];
+      if (s->ps != q || !values[s->var] || !grads || !grads[s->var] || s->stride > 1 ||
+          loom__ps_parts_elems(c->c[q], s->numel) <= 0)
+        continue;
+      int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
+      memset(&it[n], 0, sizeof it[n]);
+      it[n].var_id = s->id;
+      it[n].read_version = c->version[i];
+      it[n].grad = grads[s->var] + off;
+      it[n].out = c->stage_on ? c->stage + c->stage_off[i] : values[s->var] + off;
+      it[n].numel = s->numel;
+      idx[n++] = i;
+    }
+    if (n == first) continue;
+    while (!rc && c->owed[q] > 0) rc = recv_oldest(c, q, p->nshards, grads, values, st);
+    b[nb++] = (loom_ps_parts_batch){c->c[q], it + first, n - first};
+  }
+  if (!rc && nb) rc = loom__ps_pushpull_parts_multi(b, nb, st);
+  for (int k = 0; k < n && !rc; k++) {
+    c->version[idx[k]] = it[k].version;
+    if (it[k].stale) c->dropped++;
+  }
+  loom__free(it);
+  loom__free(idx);
+  loom__free(b);
+  return rc;
 }
 
 loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st) {
   const loom_ps_placement *p = c->p;
+  int npiped = 0;
   memset(c->got, 0, (size_t)p->nshards);
   for (int q = 0; q < p->num_ps; q++) c->next[q] = 0, c->owed[q] = 0;
   for (int i = 0; i < p->nshards; i++) {
@@ -487,6 +562,11 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
       rc = loom__ps_shm_send(c->c[s->ps], push ? LOOM_PS_SHM_PUSHPULL : LOOM_PS_SHM_PULL, s->id, c->version[i], soff,
                              st);
       if (rc) return rc;
+      continue;
+    }
+    if (grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0) {
+      c->got[i] = 1; /* pipelined below (ps_parts.h), after this PS's one-frame replies */
+      npiped++;
       continue;
     }
     /* a large step: read some replies of this PS before sending more (the PS would stop reading us) */
@@ -508,12 +588,20 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
     if (rc) return rc;
     c->owed[s->ps] += s->numel * 4;
   }
-  return LOOM_OK;
+  return npiped ? send_piped(c, grads, values, st) : LOOM_OK;
 }
 
 loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st) {
   const loom_ps_placement *p = c->p;
+  if (c->stage_on && c->stage_off)
+    for (int i = 0; i < p->nshards; i++) { /* the pipelined shards' values, staged by the send half */
+      const loom_ps_shard *s = &p->shards[i];
+      if (c->stage_off[i] < 0 || !values[s->var]) continue;
+      memcpy(values[s->var] + s->row_begin * row_elems(&p->vars[s->var]), c->stage + c->stage_off[i],
+             (size_t)s->numel * sizeof(float));
+      c->stage_off[i] = -1;
+    }
   for (int i = 0; i < p->nshards; i++) {
     const loom_ps_shard *s = &p->shards[i];
     if (!values[s->var] || c->got[i]) continue;

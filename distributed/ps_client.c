@@ -24,6 +24,7 @@
 #include "base/crc32c.h"
 #include "distributed/ps_client.h"
 #include "distributed/ps_shm.h"
+#include "distributed/ps_parts.h"
 
 static double mono_s(void) {
   struct timespec ts;
@@ -290,6 +291,7 @@ static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   hints.ai_socktype = SOCK_STREAM;
   char port[16];
   snprintf(port, sizeof port, "%d", c->port);
+  c->parts_ok = 0; /* a new connection (maybe to a new PS incarnation): ask again */
   int gr = getaddrinfo(c->host, port, &hints, &ai);
   if (gr != 0 || !ai) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps %s: cannot resolve: %s", c->addr, gai_strerror(gr));
   c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -367,6 +369,7 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->client_id = o->client_id;
   c->expect_instance = o->expect_instance;
   c->shm_mode = o->shm;
+  c->part_bytes = o->part_bytes;
   while (!c->client_id) { /* a new incarnation */
     if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {
       loom_status_set(st, LOOM_INTERNAL, "no random bytes for the client id");
@@ -533,6 +536,8 @@ loom_code loom_ps_pushpull(loom_ps_client *c, uint32_t var_id, const float *grad
     if (!rc && numel) memcpy(out, slot, (size_t)numel * 4);
     return rc;
   }
+  if (loom__ps_parts_elems(c, numel) > 0 && c->acked == c->next_id) /* pipelined (ps_parts.h) */
+    return loom__ps_pushpull_parts(c, var_id, UINT64_MAX, grad, out, numel, version, NULL, st);
   loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSHPULL, var_id, UINT64_MAX, grad, numel, st);
   return rc ? rc : loom__ps_value_recv(c, LOOM_PS_PUSHPULL, out, numel, version, NULL, st);
 }

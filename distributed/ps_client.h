@@ -35,6 +35,10 @@ struct loom_ps_client {
   /* same-host shared memory (ps_shm.h): the segment when attached; loom_ps_connect_options.shm */
   struct loom__ps_shm_seg *shm;
   int32_t shm_mode;
+  /* the pipelined push+pull (ps_parts.h): loom_ps_connect_options.part_bytes; whether the PS takes parts
+   * (0: not asked yet on this connection, 1: yes, -1: no) */
+  int32_t part_bytes;
+  int parts_ok;
 };
 
 /* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */
@@ -59,6 +63,10 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
 loom_code loom__ps_cluster_recv(loom_ps_cluster *c, const float *const *grads, float *const *values,
                                 loom_status *st);
 void loom__ps_cluster_count_dropped(loom_ps_cluster *c, int64_t n);
+/* Pipelined shards (ps_parts.h) land in a staging buffer during the send half and reach the values'
+ * buffers in the receive half (on: the send may run on another thread while those buffers are in use,
+ * overlap_comm's sender thread; off, the default: straight into the values, one copy less). */
+void loom__ps_cluster_stage_parts(loom_ps_cluster *c, int on);
 /* The version of shard i that the cluster's last pull or push+pull delivered (UINT64_MAX: none). */
 uint64_t loom__ps_cluster_version(const loom_ps_cluster *c, int shard);
 /* The number of PS tasks this cluster client exchanges dense shards with through shared memory. */

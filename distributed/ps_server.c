@@ -43,6 +43,7 @@
 #include "base/base.h"
 #include "distributed/wire.h"
 #include "distributed/ps_shm.h"
+#include "distributed/ps_parts.h"
 #include "kernels/cpu/optim.h"
 #include "base/crc32c.h"
 #include "loom/loom_checkpoint.h"
@@ -102,6 +103,8 @@ typedef struct reply {
   const void *ext;
   size_t ext_len;
   size_t len; /* header + inline body */
+  size_t cap; /* a part reply (ps_parts.h): its inline capacity; kept for reuse when freed */
+  struct reply *cache_next;
   uint8_t data[];
 } reply;
 
@@ -206,6 +209,10 @@ struct loom_ps_server {
   uint64_t spin_end_us;
   ddwin *dds; /* duplicate windows (loop thread only) */
   int ndds;
+  /* part replies (ps_parts.h) kept for reuse: a fresh 128 KiB buffer per part costs page faults */
+  pthread_mutex_t rmu;
+  reply *rcache;
+  int nrcache;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int stopped;
@@ -241,6 +248,7 @@ struct conn {
   uint8_t sink[256];
   ddwin *dd; /* the client's duplicate window (HELLO with a client id), or NULL */
   loom__ps_shm_map shm; /* the client's shared segment (SHM_ATTACH; ps_shm.h), unmapped in conn_free */
+  loom_ps_parts_state *parts; /* per shard thread: this connection's open pipelined push (ps_parts.h) */
 };
 
 /* Unsent replies of a connection beyond this stop its reading until they drain. */
@@ -319,9 +327,21 @@ static void job_free(job *j) {
   loom__free(j);
 }
 
+#define RCACHE_MAX 64
 static void reply_free(reply *r) {
   if (!r) return;
   vbuf_release(r->ref);
+  if (r->cap && r->c) { /* a part reply: back to the server's cache */
+    loom_ps_server *s = r->c->srv;
+    pthread_mutex_lock(&s->rmu);
+    if (s->nrcache < RCACHE_MAX) {
+      r->cache_next = s->rcache;
+      s->rcache = r;
+      s->nrcache++;
+      r = NULL;
+    }
+    pthread_mutex_unlock(&s->rmu);
+  }
   loom__free(r);
 }
 
@@ -335,6 +355,7 @@ static void conn_free(conn *c) {
     job_free(j);
   }
   job_free(c->cur);
+  loom__free(c->parts);
   loom__free(c);
 }
 
@@ -413,6 +434,28 @@ static reply *reply_new(conn *c, size_t body_len) {
 }
 
 static uint8_t *reply_body(reply *r) { return r->data + LOOM_PS_HDR; }
+
+/* A part reply (ps_parts.h) from the server's cache when one is big enough. */
+static reply *part_reply_new(conn *c, size_t body_len) {
+  loom_ps_server *s = c->srv;
+  reply *r = NULL;
+  pthread_mutex_lock(&s->rmu);
+  for (reply **pp = &s->rcache; *pp; pp = &(*pp)->cache_next)
+    if ((*pp)->cap >= LOOM_PS_HDR + body_len) {
+      r = *pp;
+      *pp = r->cache_next;
+      s->nrcache--;
+      break;
+    }
+  pthread_mutex_unlock(&s->rmu);
+  size_t cap = r ? r->cap : LOOM_PS_HDR + body_len;
+  if (!r && !(r = loom__malloc(sizeof *r + cap))) return NULL;
+  memset(r, 0, sizeof *r);
+  r->c = c;
+  r->len = LOOM_PS_HDR + body_len;
+  r->cap = cap;
+  return r;
+}
 
 /* Writes the header of r (the CRC covers the inline body, then ext). */
 static void reply_seal(reply *r, const loom_ps_hdr *req, uint16_t opcode, uint32_t flags, uint32_t status,
@@ -687,8 +730,7 @@ static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, i
  * sends the value. crc (dense; may be NULL): extended over the new value
  * piece by piece, right after each piece is updated (one pass less over
  * memory than checksumming the reply afterwards). */
-static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
-                               uint32_t *crc, loom_status *st) {
+static loom_code var_cow(loom_ps_server *s, psvar *v, loom_status *st) {
   if (__atomic_load_n(&v->vb->refs, __ATOMIC_ACQUIRE) > 1) { /* a reply is still sending this value: copy on write */
     vbuf *nb = vbuf_new(v->numel);
     if (!nb) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "no memory for a copy of %lld floats", (long long)v->numel);
@@ -698,7 +740,22 @@ static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, c
     v->val = nb->data;
     STAT_ADD(s, value_copies, 1);
   }
-  loom_code rc = LOOM_OK;
+  return LOOM_OK;
+}
+
+/* The end of one applied step (a whole push): TF's _finish advances Adam's beta powers once, and the version. */
+static void var_step_done(psvar *v) {
+  if (v->opt == LOOM_PS_ADAM) {
+    v->b1p = v->b1p * v->hyper[1];
+    v->b2p = v->b2p * v->hyper[2];
+  }
+  v->version++;
+}
+
+static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
+                               uint32_t *crc, loom_status *st) {
+  loom_code rc = var_cow(s, v, st);
+  if (rc) return rc;
   if (ids) {
     rc = kernel_apply(v, grad, ids, n, 0, v->numel, st);
   } else {
@@ -709,11 +766,7 @@ static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, c
     }
     if (!rc && v->numel == 0) rc = kernel_apply(v, grad, NULL, 0, 0, 0, st);
   }
-  if (rc == LOOM_OK && v->opt == LOOM_PS_ADAM) { /* TF's _finish: beta powers advance once per applied step */
-    v->b1p = v->b1p * v->hyper[1];
-    v->b2p = v->b2p * v->hyper[2];
-  }
-  if (rc == LOOM_OK) v->version++;
+  if (rc == LOOM_OK) var_step_done(v);
   return rc;
 }
 
@@ -981,6 +1034,53 @@ static reply *push_apply(loom_ps_server *s, shard *sh, job *j, psvar *v, uint32_
   }
   if (fused) return value_reply_crc(s, j, v, UINT64_MAX, 0, &crc);
   return push_reply(s, j, v, pull, 0);
+}
+
+/* One part of a pipelined push+pull (ps_parts.h): checked against the connection's open push on this
+ * shard thread, applied to its elements, answered with them at once; the last part ends the step. */
+static reply *handle_part(loom_ps_server *s, shard *sh, job *j) {
+  char why[240];
+  loom_ps_part p;
+  if (loom__ps_part_parse(j->body, j->h.body_len, &p, why, sizeof why))
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "PUSHPULL_PART: %s", why);
+  loom_ps_parts_state *ps = &j->c->parts[sh->index];
+  if (s->o.consistency != LOOM_PS_ASYNC) {
+    ps->active = 0;
+    return JERR(LOOM_FAILED_PRECONDITION, 0, "PUSHPULL_PART of var %u: parts need an ASYNC PS (send PUSHPULL)",
+                p.var_id);
+  }
+  psvar *v = var_get(s, p.var_id);
+  if (!v) {
+    ps->active = 0;
+    return JERR(LOOM_FAILED_PRECONDITION, 0, "PUSHPULL_PART: variable %u is not initialized on this PS", p.var_id);
+  }
+  int last = 0;
+  if (loom__ps_part_order(ps, &p, v->numel, &last, why, sizeof why))
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "PUSHPULL_PART: %s", why);
+  loom_status *st = loom_status_new();
+  loom_code rc = var_cow(s, v, st);
+  int64_t off = (int64_t)p.offset;
+  for (int64_t o = 0; o < p.count && !rc; o += APPLY_PIECE) /* the one-frame path's pieces, same bits */
+    rc = kernel_apply(v, p.grad + o, NULL, 0, off + o, p.count - o < APPLY_PIECE ? p.count - o : APPLY_PIECE, st);
+  if (rc) {
+    ps->active = 0;
+    reply *r = JERR(rc, 0, "PUSHPULL_PART of var %u part %u: %s", p.var_id, p.part, loom_status_message(st));
+    loom_status_free(st);
+    return r;
+  }
+  loom_status_free(st);
+  if (last) {
+    var_step_done(v);
+    STAT_ADD(s, updates, 1);
+  }
+  reply *r = part_reply_new(j->c, 16 + (size_t)p.count * 4);
+  if (!r) return NULL;
+  uint8_t *out = reply_body(r);
+  loom__ps_put64(out, v->version);
+  loom__ps_put64(out + 8, p.offset);
+  memcpy(out + 16, v->val + off, (size_t)p.count * 4);
+  reply_seal(r, &j->h, j->h.opcode, 0, 0, 0);
+  return r;
 }
 
 /* PULL_ROWS {var u32, n u32, ids}, PUSH_ROWS {var u32, n u32, ids, grads},
@@ -1616,6 +1716,7 @@ static void shard_process(shard *sh, job *j) {
     r = handle_rows(s, sh, j, 0, j->h.opcode == LOOM_PS_PULL_ROWS_AT, NULL);
     break;
   case LOOM_PS_PUSH_ROWS: r = handle_rows(s, sh, j, 1, 0, &held); break;
+  case LOOM_PS_PUSHPULL_PART: r = handle_part(s, sh, j); break;
   case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1, &held); break;
   case LOOM_PS_STEP_INC: r = handle_step_inc(s, j); break;
   case LOOM_PS_SHM_PULL:
@@ -1844,13 +1945,17 @@ static void on_done(uv_async_t *a);
  * arrival order holds (the shard thread takes its queue only while it owns
  * the variables). */
 static int try_inline(loom_ps_server *s, job *j, shard *sh) {
-  if (j->kind != JOB_REQ || j->h.body_len > 1024 || __atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE)) return 0;
+  /* a part of a pipelined push+pull (ps_parts.h) too, whatever its size: it is answered at once, and a
+   * shard-thread wake-up per part costs more than the part's apply */
+  int part = j->kind == JOB_REQ && j->h.opcode == LOOM_PS_PUSHPULL_PART;
+  if (j->kind != JOB_REQ || (j->h.body_len > 1024 && !part) || __atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE))
+    return 0;
   int free_ = 0;
   if (!__atomic_compare_exchange_n(&sh->owner, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
   int ok = !__atomic_load_n(&sh->incoming, __ATOMIC_ACQUIRE);
   if (ok && j->h.opcode != LOOM_PS_STEP_INC && j->h.opcode != LOOM_PS_INIT_VAR) {
     psvar *v = j->h.body_len >= 4 ? var_get(s, loom__ps_get32(j->body)) : NULL;
-    ok = v && (uint64_t)v->numel * 4 <= INLINE_MAX_BYTES;
+    ok = v && ((uint64_t)v->numel * 4 <= INLINE_MAX_BYTES || part);
   } else if (j->h.opcode == LOOM_PS_INIT_VAR) {
     ok = 0;
   }
@@ -2118,12 +2223,19 @@ static void frame_done(conn *c, job *j) {
   case LOOM_PS_SHM_PULL:
   case LOOM_PS_SHM_PUSH:
   case LOOM_PS_SHM_PUSHPULL:
+  case LOOM_PS_PUSHPULL_PART:
     if (c->h.body_len < 4) {
       job_put(c, j);
       loop_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated", c->h.opcode, c->h.body_len);
       return;
     }
     if (c->dd && dd_opcode(c->h.opcode) && dd_check(c, j)) return;
+    if (c->h.opcode == LOOM_PS_PUSHPULL_PART && !c->parts &&
+        !(c->parts = loom__calloc((size_t)s->nshards, sizeof *c->parts))) {
+      job_put(c, j);
+      loop_error(c, LOOM_RESOURCE_EXHAUSTED, 1, "no memory for the pipelined push state");
+      return;
+    }
     dispatch_job(c, j, (int)(loom__ps_get32(j->body) % (uint32_t)s->nshards));
     return;
   case LOOM_PS_SHM_ATTACH: {
@@ -2172,6 +2284,17 @@ static void frame_done(conn *c, job *j) {
     } else {
       dispatch_job(c, j, 0); /* shard 0 keeps global_step in order with the barriers */
     }
+    return;
+  }
+  case LOOM_PS_PARTS_PROBE: { /* ps_parts.h: parts are taken on an ASYNC PS */
+    job_put(c, j);
+    reply *r = reply_new(c, 8);
+    if (r) {
+      memset(reply_body(r), 0, 8);
+      loom__ps_put32(reply_body(r), s->o.consistency == LOOM_PS_ASYNC);
+      reply_seal(r, &c->h, LOOM_PS_PARTS_PROBE, 0, 0, 0);
+    }
+    loop_answer(c, r);
     return;
   }
   case LOOM_PS_PING: {
@@ -2419,6 +2542,12 @@ static void server_free(loom_ps_server *s) {
     s->dds = w->next;
     loom__free(w);
   }
+  while (s->rcache) {
+    reply *r = s->rcache;
+    s->rcache = r->cache_next;
+    loom__free(r);
+  }
+  pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   loom__free(s);
@@ -2497,6 +2626,7 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   if (!s->o.max_inflight_requests) s->o.max_inflight_requests = REORDER;
   s->stats.shard_threads = s->nshards;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->rmu, NULL);
   pthread_cond_init(&s->cv, NULL);
   s->shards = loom__calloc((size_t)s->nshards, sizeof *s->shards);
   if (!s->shards) {

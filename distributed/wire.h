@@ -99,6 +99,13 @@ enum {
   LOOM_PS_SHM_PULL = 31,
   LOOM_PS_SHM_PUSH = 32,
   LOOM_PS_SHM_PUSHPULL = 33,
+  /* The pipelined dense push+pull (distributed/ps_parts.h), ASYNC PS only:
+   * PUSHPULL_PART {var_id u32, part u32, nparts u32, pad u32, read_version u64, offset u64 (elements),
+   *   grad f32[count]} -> {version u64, offset u64, value f32[count]} (the updated elements [offset,
+   *   offset + count)); one frame per part, each answered as soon as its shard thread applied it. */
+  LOOM_PS_PUSHPULL_PART = 40,
+  /* PARTS_PROBE {} -> {accepts u32, pad u32}: 1 when this PS takes PUSHPULL_PART (ASYNC), else 0. */
+  LOOM_PS_PARTS_PROBE = 41,
 };
 
 typedef struct loom_ps_hdr {

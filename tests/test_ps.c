@@ -2915,3 +2915,430 @@ Test(ps, an_older_ps_four_byte_welcome_is_accepted_unless_an_instance_is_expecte
   close(o.lfd);
   loom_status_free(st);
 }
+
+/* ---------------- the pipelined dense push+pull (distributed/ps_parts.h) ---------------- */
+
+#include "distributed/ps_parts.h"
+
+#define PN 5220 /* not a multiple of the test's part size (1024 floats: 6 parts, the last of 100) */
+
+static loom_ps_server *start_ps_mode(loom_ps_consistency mode) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 7;
+  o.num_ps = 1;
+  o.num_vars = 8;
+  o.consistency = mode;
+  o.replicas_to_aggregate = 1;
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "start: %s", loom_status_message(st));
+  loom_status_free(st);
+  return s;
+}
+
+static loom_ps_client *connect_parts(loom_ps_server *s, int32_t part_bytes) {
+  loom_ps_connect_options o = copts(s, 7, NULL);
+  o.part_bytes = part_bytes;
+  loom_status *st = loom_status_new();
+  loom_ps_client *c = loom_ps_connect(&o, st);
+  cr_assert(c, "connect: %s", loom_status_message(st));
+  loom_status_free(st);
+  return c;
+}
+
+static void parts_init(loom_ps_client *c, uint32_t id, loom_ps_optimizer opt) {
+  loom_status *st = loom_status_new();
+  static float init[PN];
+  for (int i = 0; i < PN; i++) init[i] = (float)((i * 37) % 101) * 0.01f - 0.5f;
+  float hyper[8] = {0.05f, 0.9f, 0.999f, 1e-7f};
+  if (opt == LOOM_PS_MOMENTUM) hyper[1] = 0.9f, hyper[2] = 0;
+  int64_t dims[1] = {PN};
+  OK(loom_ps_init_var(c, id, 1, dims, opt, hyper, init, NULL, st));
+  loom_status_free(st);
+}
+
+/* The same pushes through parts and through one frame: bit-identical values and versions after each. */
+static void parts_equal(loom_ps_optimizer opt) {
+  loom_ps_server *s = start_ps_mode(LOOM_PS_ASYNC);
+  loom_ps_client *cp = connect_parts(s, 4096), *c1 = connect_parts(s, -1);
+  parts_init(cp, 1, opt);
+  parts_init(c1, 2, opt);
+  cr_assert_eq(loom__ps_parts_elems(cp, PN), 1024);
+  cr_assert_eq(loom__ps_parts_elems(c1, PN), 0);
+  loom_status *st = loom_status_new();
+  static float g[PN], a[PN], b[PN];
+  uint32_t seed = 12345;
+  for (int step = 0; step < 6; step++) {
+    for (int i = 0; i < PN; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      g[i] = (float)(int32_t)(seed >> 8) * 1e-7f;
+    }
+    uint64_t va = 0, vb = 0;
+    int64_t r0, r1;
+    loom_ps_client_bytes(cp, NULL, &r0);
+    OK(loom_ps_pushpull(cp, 1, g, a, PN, &va, st));
+    loom_ps_client_bytes(cp, NULL, &r1);
+    /* 6 part replies of 32 + 16 bytes of framing (+ the PARTS_PROBE's 40 the first time) */
+    cr_assert_eq(r1 - r0, 6 * 48 + 4 * PN + (step == 0 ? 40 : 0), "step %d: %lld bytes", step, (long long)(r1 - r0));
+    OK(loom_ps_pushpull(c1, 2, g, b, PN, &vb, st));
+    cr_assert_eq(va, (uint64_t)step + 1, "one version per whole push (%llu)", (unsigned long long)va);
+    cr_assert_eq(va, vb);
+    cr_assert(memcmp(a, b, sizeof a) == 0, "opt %d step %d: parts and one frame differ", (int)opt, step);
+  }
+  /* a pull of each agrees (the state the next push starts from is the same too) */
+  uint64_t va = UINT64_MAX, vb = UINT64_MAX;
+  OK(loom_ps_pull(c1, 1, a, PN, &va, NULL, st));
+  OK(loom_ps_pull(c1, 2, b, PN, &vb, NULL, st));
+  cr_assert_eq(va, 6u);
+  cr_assert_eq(vb, 6u);
+  cr_assert(memcmp(a, b, sizeof a) == 0);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.updates, 12, "updates count whole pushes (%lld)", (long long)ss.updates);
+  loom_ps_client_free(cp);
+  loom_ps_client_free(c1);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+Test(ps, parts_sgd_bit_identical_to_one_frame) { parts_equal(LOOM_PS_SGD); }
+Test(ps, parts_adam_bit_identical_to_one_frame) { parts_equal(LOOM_PS_ADAM); }
+Test(ps, parts_momentum_bit_identical_to_one_frame) { parts_equal(LOOM_PS_MOMENTUM); }
+
+/* A raw part: {var, part, nparts, 0, read_version ~0, offset} ++ count floats of value g. */
+static loom_code send_part(loom_ps_client *c, uint32_t var, uint32_t part, uint32_t nparts, uint64_t offset,
+                           int64_t count, float g, loom_status *st) {
+  static float buf[4096];
+  for (int64_t i = 0; i < count; i++) buf[i] = g;
+  uint8_t f[32] = {0};
+  loom__ps_put32(f, var);
+  loom__ps_put32(f + 4, part);
+  loom__ps_put32(f + 8, nparts);
+  loom__ps_put64(f + 16, UINT64_MAX);
+  loom__ps_put64(f + 24, offset);
+  return loom__ps_send(c, LOOM_PS_PUSHPULL_PART, f, 32, buf, (size_t)count * 4, NULL, 0, st);
+}
+
+/* Reads one part reply: OK (its version in *ver) or the refusal's code. */
+static loom_code part_reply(loom_ps_client *c, uint64_t *ver, loom_status *st) {
+  loom_ps_hdr h;
+  loom_code rc = loom__ps_recv_hdr(c, LOOM_PS_PUSHPULL_PART, &h, st);
+  if (rc) return rc;
+  uint8_t f[16];
+  rc = loom__ps_recv_body(c, f, 16, st);
+  if (!rc) rc = loom__ps_recv_body(c, NULL, h.body_len - 16, st);
+  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  if (!rc && ver) *ver = loom__ps_get64(f);
+  return rc;
+}
+
+#define REFUSED(call, code, text)                                                                                 \
+  do {                                                                                                            \
+    cr_assert_eq((call), (code), "%s: %s", #call, loom_status_message(st));                                       \
+    cr_assert(strstr(loom_status_message(st), text), "'%s' lacks '%s'", loom_status_message(st), text);           \
+  } while (0)
+
+Test(ps, parts_malformed_refused_ps_keeps_serving) {
+  loom_ps_server *s = start_ps_mode(LOOM_PS_ASYNC);
+  loom_ps_client *c = connect_parts(s, 4096);
+  parts_init(c, 1, LOOM_PS_SGD);
+  loom_status *st = loom_status_new();
+  uint64_t ver = 99;
+  /* offset out of range (part 1 at 9999) */
+  OK(send_part(c, 1, 0, 6, 0, 1024, 1.0f, st));
+  OK(send_part(c, 1, 1, 6, 9999, 1024, 1.0f, st));
+  OK(send_part(c, 1, 2, 6, 2048, 1024, 1.0f, st)); /* the abandoned push's next part */
+  OK(part_reply(c, &ver, st));
+  cr_assert_eq(ver, 0u, "not the last part: the version stays");
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "outside the variable's 5220");
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "without the push's earlier parts");
+  /* count mismatch, nparts changing mid-push, out of order, a var not held, nparts that do not fit,
+   * a truncated body, a part >= nparts */
+  OK(send_part(c, 1, 0, 6, 0, 1024, 1.0f, st));
+  OK(send_part(c, 1, 1, 6, 1024, 1000, 1.0f, st));
+  OK(send_part(c, 1, 0, 6, 0, 1024, 1.0f, st));
+  OK(send_part(c, 1, 1, 7, 1024, 1024, 1.0f, st));
+  OK(send_part(c, 1, 0, 6, 0, 1024, 1.0f, st));
+  OK(send_part(c, 1, 2, 6, 2048, 1024, 1.0f, st));
+  OK(send_part(c, 99, 0, 6, 0, 1024, 1.0f, st));
+  OK(send_part(c, 1, 0, 3, 0, 1024, 1.0f, st));
+  uint8_t junk[34] = {1};
+  OK(loom__ps_send(c, LOOM_PS_PUSHPULL_PART, junk, sizeof junk, NULL, 0, NULL, 0, st));
+  OK(send_part(c, 1, 6, 6, 0, 16, 1.0f, st));
+  OK(part_reply(c, NULL, st));
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "1000 elements at 1024 (expected 1024 at 1024)");
+  OK(part_reply(c, NULL, st));
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "part 1 of 7 inside the push of var 1 (6 parts)");
+  OK(part_reply(c, NULL, st));
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "part 2 came where part 1 was due");
+  REFUSED(part_reply(c, NULL, st), LOOM_FAILED_PRECONDITION, "variable 99");
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "3 parts of 1024 elements do not make");
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "body of 34 bytes");
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "part 6 of 6");
+  /* a part 0 while a push is open abandons both */
+  OK(send_part(c, 1, 0, 6, 0, 1024, 1.0f, st));
+  OK(send_part(c, 1, 0, 6, 0, 1024, 1.0f, st));
+  OK(part_reply(c, NULL, st));
+  REFUSED(part_reply(c, NULL, st), LOOM_INVALID_ARGUMENT, "a new push began");
+  /* none of it finished a push: version 0; the connection and the PS still serve, a whole push works */
+  static float g[PN], out[PN];
+  uint64_t v = UINT64_MAX;
+  OK(loom_ps_pull(c, 1, out, PN, &v, NULL, st));
+  cr_assert_eq(v, 0u);
+  for (int i = 0; i < PN; i++) g[i] = 2.0f;
+  OK(loom_ps_pushpull(c, 1, g, out, PN, &v, st));
+  cr_assert_eq(v, 1u);
+  loom_ps_client *c2 = connect_parts(s, 4096);
+  OK(loom_ps_pushpull(c2, 1, g, out, PN, &v, st));
+  cr_assert_eq(v, 2u);
+  loom_ps_client_free(c2);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+Test(ps, parts_client_dies_mid_push_variable_usable) {
+  loom_ps_server *s = start_ps_mode(LOOM_PS_ASYNC);
+  loom_ps_client *c = connect_parts(s, 4096);
+  parts_init(c, 1, LOOM_PS_SGD);
+  loom_status *st = loom_status_new();
+  static float before[PN], out[PN], g[PN];
+  uint64_t v = UINT64_MAX;
+  OK(loom_ps_pull(c, 1, before, PN, &v, NULL, st));
+  /* parts 0..2 of 6 with gradient 1 (applied: their replies came), then the client is gone */
+  for (uint32_t p = 0; p < 3; p++) OK(send_part(c, 1, p, 6, p * 1024, 1024, 1.0f, st));
+  for (int p = 0; p < 3; p++) OK(part_reply(c, NULL, st));
+  loom_ps_client_free(c);
+  /* another client pushes 2 everywhere: its push completes (version 1) and the cut-off parts stay applied */
+  loom_ps_client *c2 = connect_parts(s, 4096);
+  for (int i = 0; i < PN; i++) g[i] = 2.0f;
+  OK(loom_ps_pushpull(c2, 1, g, out, PN, &v, st));
+  cr_assert_eq(v, 1u);
+  for (int i = 0; i < PN; i++) {
+    float want = i < 3072 ? (before[i] - 0.05f * 1.0f) - 0.05f * 2.0f : before[i] - 0.05f * 2.0f;
+    cr_assert_eq(out[i], want, "out[%d] = %.9g, want %.9g", i, out[i], want);
+  }
+  loom_ps_client_free(c2);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+/* BOUNDED / SYNC PS: the client asks once and keeps the one-frame path; raw parts are refused. */
+static void parts_one_frame_mode(loom_ps_consistency mode) {
+  loom_ps_server *s = start_ps_mode(mode);
+  loom_ps_client *c = connect_parts(s, 4096);
+  parts_init(c, 1, LOOM_PS_SGD);
+  loom_status *st = loom_status_new();
+  static float g[PN], out[PN];
+  for (int i = 0; i < PN; i++) g[i] = 1.0f;
+  for (int step = 0; step < 2; step++) {
+    int64_t r0, r1;
+    loom_ps_client_bytes(c, NULL, &r0);
+    uint64_t v = 0;
+    int stale = 1; /* the cluster client's call (SYNC needs the version the gradient was read at) */
+    OK(loom__ps_pushpull_parts(c, 1, (uint64_t)step, g, out, PN, &v, &stale, st));
+    cr_assert_eq(stale, 0);
+    loom_ps_client_bytes(c, NULL, &r1);
+    cr_assert_eq(r1 - r0, 48 + 4 * PN + (step == 0 ? 40 : 0), "one frame (and one probe): %lld", (long long)(r1 - r0));
+    cr_assert_eq(v, (uint64_t)step + 1);
+  }
+  cr_assert_eq(loom__ps_parts_elems(c, PN), 0);
+  OK(send_part(c, 1, 0, 6, 0, 1024, 1.0f, st));
+  REFUSED(part_reply(c, NULL, st), LOOM_FAILED_PRECONDITION, "parts need an ASYNC PS");
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
+Test(ps, parts_bounded_uses_one_frame) { parts_one_frame_mode(LOOM_PS_BOUNDED); }
+Test(ps, parts_sync_uses_one_frame) { parts_one_frame_mode(LOOM_PS_SYNC); }
+
+/* The cluster client (the trainer's exchange) pipelines a large shard and gets the one-frame path's bits. */
+Test(ps, parts_cluster_pushpull_bit_identical) {
+  loom_status *st = loom_status_new();
+  loom_ps_var_spec vs[2] = {{"big", 1, {PN}, 0}, {"small", 1, {6}, 0}};
+  loom_ps_placement *p = loom_ps_placement_new(2, vs, 1, LOOM_PS_GREEDY_BYTES, 0, st);
+  cr_assert(p, "%s", loom_status_message(st));
+  static float w[2][PN], sm[2][6], g[PN], gs[6];
+  loom_ps_server *srv[2];
+  loom_ps_cluster *cl[2];
+  for (int k = 0; k < 2; k++) {
+    srv[k] = start_ps(loom_ps_placement_hash(p), 1, 2, TOKEN);
+    const char *hosts[1] = {"127.0.0.1"};
+    int ports[1] = {loom_ps_server_port(srv[k])};
+    loom_ps_connect_options co;
+    memset(&co, 0, sizeof co);
+    co.token = TOKEN;
+    co.token_len = strlen(TOKEN);
+    co.timeout_s = 5;
+    co.part_bytes = k == 0 ? 4096 : -1;
+    co.shm = 1; /* TCP: on 127.0.0.1 the cluster would move dense shards through shared memory */
+    cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+    cr_assert(cl[k], "%s", loom_status_message(st));
+    for (int i = 0; i < PN; i++) w[k][i] = (float)(i % 13) * 0.1f;
+    for (int i = 0; i < 6; i++) sm[k][i] = (float)i;
+    float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
+    OK(loom_ps_cluster_init_var(cl[k], 0, LOOM_PS_ADAM, hyper, w[k], st));
+    OK(loom_ps_cluster_init_var(cl[k], 1, LOOM_PS_ADAM, hyper, sm[k], st));
+  }
+  for (int step = 0; step < 4; step++) {
+    for (int i = 0; i < PN; i++) g[i] = (float)((i * 7 + step * 3) % 17) - 8.0f;
+    for (int i = 0; i < 6; i++) gs[i] = (float)(i - step);
+    const float *grads[2] = {g, gs};
+    for (int k = 0; k < 2; k++) {
+      float *vals[2] = {w[k], sm[k]};
+      int64_t r0, r1;
+      loom_ps_cluster_bytes(cl[k], NULL, &r0);
+      OK(loom_ps_cluster_pushpull(cl[k], grads, vals, st));
+      loom_ps_cluster_bytes(cl[k], NULL, &r1);
+      if (k == 0 && step > 0) cr_assert_eq(r1 - r0, 6 * 48 + 4 * PN + 48 + 24, "parts: %lld", (long long)(r1 - r0));
+      if (k == 1) cr_assert_eq(r1 - r0, 48 + 4 * PN + 48 + 24, "one frame: %lld", (long long)(r1 - r0));
+    }
+    cr_assert(memcmp(w[0], w[1], sizeof w[0]) == 0, "step %d: big differs", step);
+    cr_assert(memcmp(sm[0], sm[1], sizeof sm[0]) == 0, "step %d: small differs", step);
+  }
+  for (int k = 0; k < 2; k++) {
+    loom_ps_cluster_free(cl[k]);
+    loom_ps_server_stop(srv[k]);
+  }
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
+
+/* Two PS tasks, two large variables each split across them, streamed at once (one stream per PS):
+ * the same bits as one frame, and more reply bytes (the parts' framing) show the parts were used. */
+Test(ps, parts_cluster_two_ps_streams_bit_identical) {
+  loom_status *st = loom_status_new();
+  loom_ps_var_spec vs[3] = {{"k1", 2, {PN, 3}, 0}, {"k2", 2, {2000, 5}, 0}, {"b", 1, {10}, 0}};
+  loom_ps_placement *p = loom_ps_placement_new(3, vs, 2, LOOM_PS_GREEDY_BYTES, 16384, st);
+  cr_assert(p, "%s", loom_status_message(st));
+  cr_assert_gt(loom_ps_placement_num_shards(p), 3, "the kernels are split across the PS tasks");
+  int64_t ne[3] = {PN * 3, 2000 * 5, 10};
+  float *w[2][3], *g[3];
+  for (int v = 0; v < 3; v++) {
+    g[v] = malloc((size_t)ne[v] * 4);
+    for (int k = 0; k < 2; k++) w[k][v] = malloc((size_t)ne[v] * 4);
+  }
+  loom_ps_server *srv[2][2];
+  loom_ps_cluster *cl[2];
+  for (int k = 0; k < 2; k++) {
+    const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+    int ports[2];
+    for (int q = 0; q < 2; q++) {
+      loom_ps_server_options o = loom_ps_server_options_default();
+      o.placement_hash = loom_ps_placement_hash(p);
+      o.num_ps = 2;
+      o.num_vars = 3;
+      o.ps_index = q;
+      o.token = TOKEN;
+      o.token_len = strlen(TOKEN);
+      srv[k][q] = loom_ps_server_start(&o, st);
+      cr_assert(srv[k][q], "%s", loom_status_message(st));
+      ports[q] = loom_ps_server_port(srv[k][q]);
+    }
+    loom_ps_connect_options co;
+    memset(&co, 0, sizeof co);
+    co.token = TOKEN;
+    co.token_len = strlen(TOKEN);
+    co.timeout_s = 5;
+    co.part_bytes = k == 0 ? 4096 : -1;
+    co.shm = 1; /* TCP: on 127.0.0.1 the cluster would move dense shards through shared memory */
+    cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+    cr_assert(cl[k], "%s", loom_status_message(st));
+    float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
+    for (int v = 0; v < 3; v++) {
+      for (int64_t i = 0; i < ne[v]; i++) w[k][v][i] = (float)((i * 7 + v) % 23) * 0.05f;
+      OK(loom_ps_cluster_init_var(cl[k], v, LOOM_PS_ADAM, hyper, w[k][v], st));
+    }
+  }
+  for (int step = 0; step < 3; step++) {
+    for (int v = 0; v < 3; v++)
+      for (int64_t i = 0; i < ne[v]; i++) g[v][i] = (float)((i * 13 + step * 5 + v) % 19) - 9.0f;
+    const float *grads[3] = {g[0], g[1], g[2]};
+    int64_t rb[2];
+    for (int k = 0; k < 2; k++) {
+      float *vals[3] = {w[k][0], w[k][1], w[k][2]};
+      int64_t r0, r1;
+      loom_ps_cluster_bytes(cl[k], NULL, &r0);
+      if (k == 0 && step == 2) { /* overlap_comm's split with staging: the values change only in the receive half */
+        loom__ps_cluster_stage_parts(cl[0], 1);
+        float *before = malloc((size_t)ne[0] * 4);
+        memcpy(before, w[0][0], (size_t)ne[0] * 4);
+        OK(loom__ps_cluster_send(cl[0], grads, vals, st));
+        cr_assert(memcmp(before, w[0][0], (size_t)ne[0] * 4) == 0, "staged: the send half leaves the values alone");
+        OK(loom__ps_cluster_recv(cl[0], grads, vals, st));
+        cr_assert(memcmp(before, w[0][0], (size_t)ne[0] * 4) != 0);
+        free(before);
+      } else {
+        OK(loom_ps_cluster_pushpull(cl[k], grads, vals, st));
+      }
+      loom_ps_cluster_bytes(cl[k], NULL, &r1);
+      rb[k] = r1 - r0;
+    }
+    if (step > 0) cr_assert_gt(rb[0], rb[1] + 10 * 48, "parts: %lld vs one frame %lld", (long long)rb[0], (long long)rb[1]);
+    for (int v = 0; v < 3; v++)
+      cr_assert(memcmp(w[0][v], w[1][v], (size_t)ne[v] * 4) == 0, "step %d: var %d differs", step, v);
+  }
+  for (int k = 0; k < 2; k++) {
+    loom_ps_cluster_free(cl[k]);
+    for (int q = 0; q < 2; q++) loom_ps_server_stop(srv[k][q]);
+  }
+  for (int v = 0; v < 3; v++) {
+    free(g[v]);
+    free(w[0][v]);
+    free(w[1][v]);
+  }
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
+
+/* The PS goes away while parts stream: the client's call ends with an error naming the cut, no hang. */
+typedef struct parts_pusher {
+  loom_ps_client *c;
+  float *g, *out;
+  int64_t n;
+  loom_code rc;
+  char msg[512];
+  int calls;
+} parts_pusher;
+
+static void *parts_push_loop(void *arg) {
+  parts_pusher *p = arg;
+  loom_status *st = loom_status_new();
+  for (p->calls = 0; p->calls < 100000; p->calls++) {
+    p->rc = loom_ps_pushpull(p->c, 1, p->g, p->out, p->n, NULL, st);
+    if (p->rc) break;
+  }
+  snprintf(p->msg, sizeof p->msg, "%s", loom_status_message(st));
+  loom_status_free(st);
+  return NULL;
+}
+
+Test(ps, parts_ps_gone_mid_stream_client_errors_without_hang) {
+  loom_ps_server *s = start_ps_mode(LOOM_PS_ASYNC);
+  loom_ps_client *c = connect_parts(s, 4096);
+  loom_status *st = loom_status_new();
+  parts_pusher p = {.c = c, .n = 1 << 20};
+  p.g = calloc((size_t)p.n, 4);
+  p.out = calloc((size_t)p.n, 4);
+  float hyper[8] = {0.01f};
+  OK(loom_ps_init_var(c, 1, 1, &p.n, LOOM_PS_SGD, hyper, p.out, NULL, st));
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, parts_push_loop, &p), 0);
+  struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  loom_ps_server_stop(s); /* closes every connection, mid-stream or not */
+  pthread_join(th, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double waited = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  cr_assert_gt(p.calls, 0, "some pushes completed first");
+  cr_assert(p.rc == LOOM_UNAVAILABLE || p.rc == LOOM_DATA_LOSS, "rc %d: %s", (int)p.rc, p.msg);
+  cr_assert(strstr(p.msg, "ps 127.0.0.1:") && strstr(p.msg, "cut off after"), "%s", p.msg);
+  cr_assert_lt(waited, 4.0, "ended in %.2f s (client timeout 5 s)", waited);
+  loom_ps_client_free(c);
+  free(p.g);
+  free(p.out);
+  loom_status_free(st);
+}
