@@ -255,6 +255,15 @@ static void wire_bytes(int quick, loom_status *st) {
   free(ids), free(lid), free(rows), free(back);
 }
 
+/* Client options for the PS s on this host (30 s timeout; every other field its default). */
+static loom_ps_connect_options local_opts(loom_ps_server *s) {
+  loom_ps_connect_options co = {0};
+  co.host = "127.0.0.1";
+  co.port = loom_ps_server_port(s);
+  co.timeout_s = 30;
+  return co;
+}
+
 /* Scalar PULL and PING latency on a PS and a client of their own, both with busy_poll_us = poll. */
 static void small_rpc(int nr, int poll, const char *tag) {
   loom_status *st = loom_status_new();
@@ -262,10 +271,7 @@ static void small_rpc(int nr, int poll, const char *tag) {
   so.busy_poll_us = poll;
   loom_ps_server *s = loom_ps_server_start(&so, st);
   if (!s) die(st, "start");
-  loom_ps_connect_options co = {0};
-  co.host = "127.0.0.1";
-  co.port = loom_ps_server_port(s);
-  co.timeout_s = 30;
+  loom_ps_connect_options co = local_opts(s);
   co.busy_poll_us = poll;
   loom_ps_client *c = loom_ps_connect(&co, st);
   if (!c) die(st, "connect");
@@ -307,10 +313,7 @@ static void dense_shm(int quick, loom_status *st) {
   loom_ps_server_options so = loom_ps_server_options_default();
   loom_ps_server *s = loom_ps_server_start(&so, st);
   if (!s) die(st, "start");
-  loom_ps_connect_options co = {0};
-  co.host = "127.0.0.1";
-  co.port = loom_ps_server_port(s);
-  co.timeout_s = 30;
+  loom_ps_connect_options co = local_opts(s);
   co.part_bytes = -1; /* one frame over TCP, as in the earlier figures */
   co.shm = 1; /* both plain; the second attaches by hand (one variable, no cluster) */
   loom_ps_client *tcp = loom_ps_connect(&co, st), *shm = loom_ps_connect(&co, st);
@@ -361,10 +364,7 @@ static void dense_shm(int quick, loom_status *st) {
  * alternating trials on one PS; best trial of each. */
 static void dense_parts(loom_ps_server *s, int quick) {
   loom_status *st = loom_status_new();
-  loom_ps_connect_options co = {0};
-  co.host = "127.0.0.1";
-  co.port = loom_ps_server_port(s);
-  co.timeout_s = 30;
+  loom_ps_connect_options co = local_opts(s);
   co.max_frame = 80u << 20;
   co.part_bytes = -1;
   loom_ps_client *c1 = loom_ps_connect(&co, st);
@@ -411,10 +411,7 @@ int main(int argc, char **argv) {
   so.max_frame = 80u << 20;
   loom_ps_server *s = loom_ps_server_start(&so, st);
   if (!s) die(st, "start");
-  loom_ps_connect_options co = {0};
-  co.host = "127.0.0.1";
-  co.port = loom_ps_server_port(s);
-  co.timeout_s = 30;
+  loom_ps_connect_options co = local_opts(s);
   co.max_frame = 80u << 20;
   co.part_bytes = -1; /* the one-frame figures below (the parts: dense_parts) */
   loom_ps_client *c = loom_ps_connect(&co, st);

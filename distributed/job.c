@@ -171,6 +171,13 @@ static loom_code waiter_wait(waiter *w, const char *what, const char *why, loom_
   return LOOM_OK;
 }
 
+/* One more wait of a connect loop: 1 to try again; 0 (st set) past the deadline or on SIGTERM. */
+static int connect_wait(const job *j, waiter *w, const char *what, const char *why, loom_status *st) {
+  if (waiter_wait(w, what, why, st) == LOOM_OK && !g_term) return 1;
+  if (g_term) loom_status_set(st, LOOM_CANCELLED, "job %s: terminated while waiting for %s", j->name, what);
+  return 0;
+}
+
 /* ---- files in model_dir/rendezvous ---- */
 static loom_code write_atomic(const char *path, const char *text, loom_status *st) {
   char tmp[4200];
@@ -471,10 +478,7 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
         loom_ps_cluster_free(cl);
         loom_status_free(s2);
         snprintf(what, sizeof what, "the PS tasks of this job");
-        if (waiter_wait(&w, what, why, st) != LOOM_OK || g_term) {
-          if (g_term) loom_status_set(st, LOOM_CANCELLED, "job %s: terminated while waiting for %s", j->name, what);
-          return NULL;
-        }
+        if (!connect_wait(j, &w, what, why, st)) return NULL;
         continue;
       }
       if (cl) {
@@ -490,10 +494,7 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
       if (rc == LOOM_FAILED_PRECONDITION && other_jobs_ps(j, loom_status_message(s2), why, sizeof why)) {
         loom_status_free(s2);
         snprintf(what, sizeof what, "the PS tasks of this job");
-        if (waiter_wait(&w, what, why, st) != LOOM_OK || g_term) {
-          if (g_term) loom_status_set(st, LOOM_CANCELLED, "job %s: terminated while waiting for %s", j->name, what);
-          return NULL;
-        }
+        if (!connect_wait(j, &w, what, why, st)) return NULL;
         continue;
       }
       if (permanent(rc)) {
@@ -515,10 +516,7 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
           }
         }
     }
-    if (waiter_wait(&w, what, why, st) != LOOM_OK || g_term) {
-      if (g_term) loom_status_set(st, LOOM_CANCELLED, "job %s: terminated while waiting for %s", j->name, what);
-      return NULL;
-    }
+    if (!connect_wait(j, &w, what, why, st)) return NULL;
   }
 }
 
