@@ -424,13 +424,14 @@ static long long ckpt_step(const jobt *j) {
   return v;
 }
 
-/* Polls cond until true or deadline; returns 1 when it became true. */
-#define WAIT_UNTIL(cond, deadline_s)                                   \
+/* Polls cond until true or deadline, reaping the exits of job *jp's processes meanwhile; returns 1
+ * when it became true. WAIT_UNTIL: the same for the job j in scope. */
+#define WAIT_UNTIL_J(jp, cond, deadline_s)                             \
   ({                                                                   \
     double t0_ = now_s();                                              \
     int ok_ = 0;                                                       \
     while (now_s() - t0_ < (deadline_s)) {                             \
-      poll_all(&j);                                                    \
+      poll_all(jp);                                                    \
       if (cond) {                                                      \
         ok_ = 1;                                                       \
         break;                                                         \
@@ -439,6 +440,7 @@ static long long ckpt_step(const jobt *j) {
     }                                                                  \
     ok_;                                                               \
   })
+#define WAIT_UNTIL(cond, deadline_s) WAIT_UNTIL_J(&j, cond, deadline_s)
 
 static void dump_logs(const jobt *j) {
   for (int i = 0; i < j->n; i++) {
@@ -533,6 +535,51 @@ Test(jobs, chief_waits_for_live_workers_before_shutdown_not_dead_ones, .timeout 
   job_cleanup(&j);
 }
 
+/* The stale-file setup: j's ps:0 (args psa) starts, publishes and is killed -9, then job o's PS (its
+ * own model_dir; extra args oa_extra) takes that port. Returns ps-0.addr's text as ps:0 wrote it and
+ * *oaddr the other PS's (both freed by the caller); *ops: the other PS. */
+static char *ps0_port_taken_by(jobt *j, jobt *o, const char *const *psa, const char *const *oa_extra, proc **ops,
+                               char **oaddr) {
+  proc *ps = job_start_ex(j, "ps", 0, NULL, NULL, psa, NULL);
+  char ap[400];
+  snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j->dir);
+  char *addr = NULL;
+  int ok = WAIT_UNTIL_J(j, (free(addr), (addr = slurp(ap)) != NULL && strstr(addr, " pid=")), 30);
+  cr_assert(ok, "ps:0 published");
+  kill9(j, ps);
+  char *colon = strchr(addr, ':');
+  int port = colon ? atoi(colon + 1) : 0;
+  cr_assert_gt(port, 0, "%s", addr);
+  char tf[512], od[300];
+  snprintf(tf, sizeof tf, "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:%d\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", port);
+  snprintf(od, sizeof od, "%s", o->dir);
+  const char *oa[16] = {"--model_dir", od, "--idle_exit", "60"};
+  int n = 4;
+  for (int i = 0; oa_extra && oa_extra[i] && n < 15; i++) oa[n++] = oa_extra[i];
+  oa[n] = NULL;
+  *ops = job_start_ex(o, "ps", 0, tf, NULL, oa, NULL);
+  char oap[400];
+  snprintf(oap, sizeof oap, "%s/rendezvous/ps-0.addr", o->dir);
+  *oaddr = NULL;
+  ok = WAIT_UNTIL_J(j, (free(*oaddr), (*oaddr = slurp(oap)) != NULL && strstr(*oaddr, " pid=")), 30);
+  if (!ok) dump_logs(o);
+  cr_assert(ok, "the other PS serves on port %d", port);
+  return addr;
+}
+
+/* Rewrites ps-0.addr of j as from another host: "host:port pid placement=... [instance=...]", without
+ * the writer's identity (" pid=..."), which a trainer on another host could not check. */
+static void write_addr_without_writer(const jobt *j, const char *addr) {
+  char ap[400];
+  snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j->dir);
+  const char *id = strstr(addr, " pid=");
+  cr_assert(id, "%s", addr);
+  FILE *f = fopen(ap, "w");
+  cr_assert(f, "%s", ap);
+  fprintf(f, "%.*s\n", (int)(id - addr), addr);
+  fclose(f);
+}
+
 /* A stale rendezvous file: ps-0.addr left by a PS killed -9 whose port is
  * now held by another job's live PS (other model). A trainer waits for
  * ps:0 to publish again, naming why, instead of exiting 4 (placement):
@@ -545,41 +592,24 @@ Test(jobs, stale_addr_file_naming_another_jobs_ps_waits_not_exit_4, .timeout = 1
   job_init(&j, "stale", 1, 1);
   job_init(&o, "stale_other", 1, 0);
   const char *const psa[] = {"--idle_exit", "60", "--deadline", "30", NULL};
-  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL);
+  /* the other job's PS takes ps:0's port (another model: hidden 48) */
+  const char *const oa[] = {"--hidden", "48", NULL};
+  proc *ops;
+  char *oaddr;
+  char *addr = ps0_port_taken_by(&j, &o, psa, oa, &ops, &oaddr);
+  free(oaddr);
   char ap[400];
   snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j.dir);
-  char *addr = NULL;
-  int ok = WAIT_UNTIL((free(addr), (addr = slurp(ap)) != NULL && strstr(addr, "placement=")), 30);
-  cr_assert(ok, "ps:0 published");
-  kill9(&j, ps);
-  char *colon = strchr(addr, ':');
-  int port = colon ? atoi(colon + 1) : 0;
-  cr_assert_gt(port, 0, "%s", addr);
-  /* the other job's PS takes that port (another model: hidden 48) */
-  char tf[512], od[300];
-  snprintf(tf, sizeof tf, "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:%d\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", port);
-  snprintf(od, sizeof od, "%s", o.dir);
-  const char *const oa[] = {"--model_dir", od, "--hidden", "48", "--idle_exit", "60", NULL};
-  proc *ops = job_start_ex(&o, "ps", 0, tf, NULL, oa, NULL);
-  char oap[400];
-  snprintf(oap, sizeof oap, "%s/rendezvous/ps-0.addr", o.dir);
-  ok = WAIT_UNTIL(access(oap, R_OK) == 0, 30);
-  if (!ok) dump_logs(&o);
-  cr_assert(ok, "the other job's PS serves on port %d", port);
   /* worker:0 reads the file without the writer's identity ("host:port pid placement=...") */
-  char *id = strstr(addr, " pid=");
-  cr_assert(id);
-  FILE *f = fopen(ap, "w");
-  fprintf(f, "%.*s\n", (int)(id - addr), addr);
-  fclose(f);
+  write_addr_without_writer(&j, addr);
   const char *const ta[] = {"--deadline", "30", "--diag", "0.2", "--max_steps", "300", "--step_sleep_ms", "1",
                             "--save_steps", "100", "--progress", "50", NULL};
   proc *w0 = job_start_ex(&j, "worker", 0, NULL, NULL, ta, NULL);
-  ok = WAIT_UNTIL(log_has(w0, "answers as another job's PS"), 30);
+  int ok = WAIT_UNTIL(log_has(w0, "answers as another job's PS"), 30);
   if (!ok) dump_logs(&j);
   cr_expect(ok, "the worker says the port answers as another job's PS");
   /* the chief reads the whole file: its writer's pid is gone */
-  f = fopen(ap, "w");
+  FILE *f = fopen(ap, "w");
   fputs(addr, f);
   fclose(f);
   proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, ta, NULL);
@@ -589,7 +619,7 @@ Test(jobs, stale_addr_file_naming_another_jobs_ps_waits_not_exit_4, .timeout = 1
   nap(0.5);
   poll_all(&j);
   cr_expect(!w0->done && !ch->done, "both still waiting (not exit 4)");
-  ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back, on a new port */
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back, on a new port */
   int rc = wait_exit(&j, ch, 60);
   if (rc != 0) dump_logs(&j);
   cr_expect_eq(rc, 0, "chief exit %d", rc);
@@ -630,41 +660,23 @@ Test(jobs, stale_addr_file_naming_another_ps_of_the_same_model_waits_for_the_rig
   job_init(&j, "inst", 1, 1);
   job_init(&o, "inst_other", 1, 0);
   const char *const psa[] = {"--idle_exit", "60", "--deadline", "30", NULL};
-  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL);
-  char ap[400];
-  snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j.dir);
-  char *addr = NULL;
-  int ok = WAIT_UNTIL((free(addr), (addr = slurp(ap)) != NULL && strstr(addr, " pid=")), 30);
-  cr_assert(ok, "ps:0 published");
+  /* another PS of the same model (same placement hash) takes ps:0's port */
+  const char *const oa[] = {"--diag", "0.2", NULL};
+  proc *ops;
+  char *oaddr;
+  char *addr = ps0_port_taken_by(&j, &o, psa, oa, &ops, &oaddr);
   char *ins = strstr(addr, "instance=");
   cr_assert(ins, "the file names the PS's instance: %s", addr);
   unsigned long long old_inst = strtoull(ins + 9, NULL, 16);
   cr_assert_neq(old_inst, 0);
-  kill9(&j, ps);
-  char *colon = strchr(addr, ':');
-  int port = colon ? atoi(colon + 1) : 0;
-  cr_assert_gt(port, 0, "%s", addr);
-  /* another PS of the same model (same placement hash) takes that port */
-  char tf[512], od[300];
-  snprintf(tf, sizeof tf, "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:%d\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", port);
-  snprintf(od, sizeof od, "%s", o.dir);
-  const char *const oa[] = {"--model_dir", od, "--idle_exit", "60", "--diag", "0.2", NULL};
-  proc *ops = job_start_ex(&o, "ps", 0, tf, NULL, oa, NULL);
-  char oap[400];
-  snprintf(oap, sizeof oap, "%s/rendezvous/ps-0.addr", o.dir);
-  char *oaddr = NULL;
-  ok = WAIT_UNTIL((free(oaddr), (oaddr = slurp(oap)) != NULL && strstr(oaddr, " pid=")), 30);
-  if (!ok) dump_logs(&o);
-  cr_assert(ok, "the other PS serves on port %d", port);
   char *oph = strstr(oaddr, "placement="), *ph = strstr(addr, "placement=");
   cr_assert(oph && ph && !strncmp(oph, ph, 26), "the same placement: %s / %s", addr, oaddr);
-  unsigned long long other_inst = strtoull(strstr(oaddr, "instance=") + 9, NULL, 16);
+  char *oins = strstr(oaddr, "instance=");
+  cr_assert(oins, "%s", oaddr);
+  unsigned long long other_inst = strtoull(oins + 9, NULL, 16);
   cr_assert_neq(other_inst, old_inst);
   /* the file as from another host: "host:port pid placement=... instance=..." */
-  char *id = strstr(addr, " pid=");
-  FILE *f = fopen(ap, "w");
-  fprintf(f, "%.*s\n", (int)(id - addr), addr);
-  fclose(f);
+  write_addr_without_writer(&j, addr);
   const char *const ta[] = {"--deadline", "30", "--diag", "0.2", "--max_steps", "300", "--step_sleep_ms", "1",
                             "--save_steps", "100", "--progress", "50", NULL};
   proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, ta, NULL);
@@ -672,13 +684,13 @@ Test(jobs, stale_addr_file_naming_another_ps_of_the_same_model_waits_for_the_rig
   char want[200];
   snprintf(want, sizeof want, "is stale: that port answers as PS instance %016llx of this placement, the file names "
            "instance %016llx", other_inst, old_inst);
-  ok = WAIT_UNTIL(log_has(ch, want) && log_has(w0, want), 30);
+  int ok = WAIT_UNTIL(log_has(ch, want) && log_has(w0, want), 30);
   if (!ok) dump_logs(&j);
   cr_expect(ok, "both trainers say the file is stale (%s)", want);
   nap(1.0);
   poll_all(&j);
   cr_expect(!w0->done && !ch->done, "both still waiting (not exit 4)");
-  ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back: a new instance, the file rewritten */
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back: a new instance, the file rewritten */
   int rc = wait_exit(&j, ch, 60);
   if (rc != 0) dump_logs(&j);
   cr_expect_eq(rc, 0, "chief exit %d", rc);
