@@ -194,8 +194,9 @@ typedef struct loom_ps_connect_options {
    * refuses and TCP is used, silently. 1: off (TCP only). */
   int32_t shm;
   /* The pipelined dense push+pull on an ASYNC PS (README "Pipelined push+pull"): a push+pull of a
-   * shard larger than this goes out in parts of this many bytes (rounded down to 64, at least 4096),
-   * each applied and answered by the PS as soon as it arrives. 0: the default (128 KiB); < 0: off
+   * shard larger than this goes out in parts of this many bytes (rounded down to 64, at least 4096;
+   * larger parts where this size would make more than ~1000 of them), each applied and answered by
+   * the PS as soon as it arrives. 0: the default (128 KiB); < 0: off
    * (always one frame). BOUNDED / SYNC PS tasks always get one frame. */
   int32_t part_bytes;
 } loom_ps_connect_options;
