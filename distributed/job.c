@@ -367,6 +367,17 @@ static int resolve_ps(job *j, int i, char *why, size_t wcap) {
   return 1;
 }
 
+/* resolve_ps for every PS: 1, else 0 with why filled and what (if not NULL) naming the first PS whose
+ * address is not known yet ("ps:<i>"). */
+static int resolve_all(job *j, char *why, size_t wcap, char *what, size_t whcap) {
+  for (int i = 0; i < j->num_ps; i++)
+    if (!resolve_ps(j, i, why, wcap)) {
+      if (what) snprintf(what, whcap, "ps:%d", i);
+      return 0;
+    }
+  return 1;
+}
+
 /* 1 when every PS that cl reached is the instance its ps-<i>.addr names; 0 with why filled (and
  * ps:i marked stale) when one is another PS of this model that holds that port now: the file is
  * stale (its PS gone from that port; on another host its writer cannot be checked). */
@@ -464,14 +475,7 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
   loom_ps_connect_options co = connect_opts(j);
   for (;;) {
     char why[512] = "", what[320] = "";
-    int ok = 1;
-    for (int i = 0; i < j->num_ps && ok; i++) {
-      if (!resolve_ps(j, i, why, sizeof why)) {
-        snprintf(what, sizeof what, "ps:%d", i);
-        ok = 0;
-      }
-    }
-    if (ok) {
+    if (resolve_all(j, why, sizeof why, what, sizeof what)) {
       loom_status *s2 = loom_status_new();
       loom_ps_cluster *cl = loom_ps_cluster_connect(p, (const char *const *)j->host, j->port, &co, s2);
       if (cl && !instances_ok(j, cl, why, sizeof why)) { /* a stale file: wait for ps:i to publish again */
@@ -651,8 +655,7 @@ static loom_code pull_ready(ps_hook *h, double deadline_s, loom_status *st) {
       char why[600] = "";
       loom_status *s3 = loom_status_new();
       loom_ps_connect_options co = connect_opts(h->j);
-      int ok = 1;
-      for (int i = 0; i < h->j->num_ps && ok; i++) ok = resolve_ps(h->j, i, why, sizeof why);
+      int ok = resolve_all(h->j, why, sizeof why, NULL, 0);
       if (ok && loom_ps_cluster_reconnect(h->cl, (const char *const *)h->j->host, h->j->port, &co, s3) != LOOM_OK) {
         snprintf(why, sizeof why, "%s", loom_status_message(s3));
         ok = 0;
@@ -735,13 +738,7 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
       return LOOM_OK;
     }
     char why[600] = "", what[320] = "the PS tasks";
-    int ok = 1;
-    for (int i = 0; i < j->num_ps && ok; i++)
-      if (!resolve_ps(j, i, why, sizeof why)) {
-        snprintf(what, sizeof what, "ps:%d", i);
-        ok = 0;
-      }
-    if (ok) {
+    if (resolve_all(j, why, sizeof why, what, sizeof what)) {
       loom_status *s2 = loom_status_new();
       loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
       if (rc == LOOM_OK) h->inc_pending = h->xchg_pending = 0; /* their replies went with the old connection */
