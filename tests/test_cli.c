@@ -8,7 +8,7 @@
  * export.serving_input "parsing" (TF's parsing serving input receiver): a
  * DNN classifier, a wide & deep regressor and the TFRecord job's classifier
  * (a varlen string feature) exported so, whose classify / regress signatures
- * (serving_default) on serialized tf.Example -- loom's writer's bytes of
+ * (serving_default) on serialized tf.Example -- loom_example_serialize's bytes of
  * iris.csv's rows, eval.tfrecord's records -- give `loom predict`'s numbers
  * on the same rows bit for bit; a bad value or a baseline model with
  * "parsing" exits 2 naming export.serving_input. */
@@ -297,14 +297,11 @@ Test(cli, runtime_errors_exit_1) {
   tu_rmtree(dir);
 }
 
-/* TFRecord data with a feature spec: iris rows as tf.Examples plus a varlen (ragged) string
- * feature "tags" read by a vocabulary column (train and eval files); train, predict from TFRecord, export (the ragged
- * feature becomes a values + row_splits placeholder pair). */
 /* ---- export.serving_input "parsing": TF's parsing serving input receiver ----
  * The export takes serialized tf.Example (the string tensor "inputs" of the classify / regress
  * signatures, serving_default among them) and parses it by the spec of the model's columns.
  * References: `loom predict` on the same rows of iris.csv (its CSV cells are %.9g, so a float
- * reads back exactly), fed through the predictor as bytes from loom's own TFRecord writer. */
+ * reads back exactly), fed through the predictor as loom_example_serialize's bytes. */
 
 /* the records of a TFRecord file (uncompressed), rows[r] malloc'd; returns their count */
 static int tfrecord_records(const char *path, char **rows, size_t *lens, int cap) {
@@ -326,13 +323,11 @@ static int tfrecord_records(const char *path, char **rows, size_t *lens, int cap
   return n;
 }
 
-/* iris.csv's rows as serialized tf.Example (a, b, c, d float [1], y int64 [1]) */
-static int iris_examples(const char *dir, char **rows, size_t *lens, int cap) {
-  char path[512], line[256];
-  snprintf(path, sizeof path, "%s/iris.tfrecord", dir);
+/* iris.csv's rows as serialized tf.Example (a, b, c, d float [1], y int64 [1]; loom_example_serialize,
+ * whose bytes test_example_serialize checks against the TFRecord writer's), rows[r] malloc'd */
+static int iris_examples(char **rows, size_t *lens, int cap) {
+  char line[256];
   loom_status *st = loom_status_new();
-  loom_tfrecord_writer *w = loom_tfrecord_writer_new(path, st);
-  cr_assert(w, "%s", loom_status_message(st));
   FILE *f = fopen(IRIS_CSV, "r");
   cr_assert(f && fgets(line, sizeof line, f));
   int n = 0;
@@ -345,16 +340,17 @@ static int iris_examples(const char *dir, char **rows, size_t *lens, int cap) {
     for (int k = 0; k < 4; k++) v[k] = loom_tensor_from_data(LOOM_F32, 1, &d1, &x[k], NULL);
     int64_t yy = y;
     v[4] = loom_tensor_from_data(LOOM_I64, 1, &d1, &yy, NULL);
-    cr_assert_eq(loom_tfrecord_writer_write_example(w, 5, names, (const loom_tensor *const *)v, st), LOOM_OK, "%s",
-                 loom_status_message(st));
+    loom_tensor *s = loom_example_serialize(5, names, (const loom_tensor *const *)v, st);
+    cr_assert(s, "%s", loom_status_message(st));
+    const char *b = loom_tensor_get_string(s, 0, &lens[n]);
+    rows[n] = malloc(lens[n] ? lens[n] : 1);
+    memcpy(rows[n], b, lens[n]);
+    loom_tensor_free(s);
     for (int k = 0; k < 5; k++) loom_tensor_free(v[k]);
     n++;
   }
   fclose(f);
-  cr_assert_eq(loom_tfrecord_writer_close(w, st), LOOM_OK);
   loom_status_free(st);
-  int m = tfrecord_records(path, rows, lens, cap);
-  cr_assert_eq(m, n);
   return n;
 }
 
@@ -474,7 +470,7 @@ static void parsing_case(const char *dir, const char *job, int classifier) {
   int nref = predict_reference(p.out, classifier, want, want_cls);
   static char *rows[PCAP];
   static size_t lens[PCAP];
-  int n = iris_examples(dir, rows, lens, PCAP);
+  int n = iris_examples(rows, lens, PCAP);
   cr_assert_eq(n, 150);
   cr_assert_eq(nref, n, "predict wrote %d rows", nref);
   check_parsing_export(ed, rows, lens, n, classifier, want, want_cls);
@@ -485,6 +481,9 @@ static void parsing_case(const char *dir, const char *job, int classifier) {
   run_free(&p);
 }
 
+/* TFRecord data with a feature spec: iris rows as tf.Examples plus a varlen (ragged) string
+ * feature "tags" read by a vocabulary column (train and eval files); train, predict from TFRecord, export (the ragged
+ * feature becomes a values + row_splits placeholder pair). */
 Test(cli, tfrecord_with_a_varlen_feature) {
   char dir[TU_TMPDIR_CAP], path[256], args[1024];
   tu_tmpdir(dir, sizeof dir, "cli_tfr");

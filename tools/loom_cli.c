@@ -1088,15 +1088,18 @@ static void build_model(job *j) {
     e = classifier ? loom_baseline_classifier_new(&o, st) : loom_baseline_regressor_new(&o, st);
   }
 #undef COMMON
-  /* the columns the model reads: the parsing receiver's spec */
-  j->model_cols = calloc((size_t)(ncol + ncol2 + 1), sizeof *j->model_cols);
-  for (int i = 0; i < ncol; i++) j->model_cols[j->nmodel_cols++] = cols[i];
-  for (int i = 0; i < ncol2; i++) j->model_cols[j->nmodel_cols++] = cols2[i];
   if (!e) {
     if (loom_status_code(st) == LOOM_INVALID_ARGUMENT) job_fail("model", "%s", loom_status_message(st));
     die("creating the model", st);
   }
-  free(cols);
+  /* the columns the model reads (the estimator copied its lists): the parsing receiver's spec */
+  if (ncol2) {
+    cols = realloc(cols, (size_t)(ncol + ncol2) * sizeof *cols);
+    if (!cols) die_msg("creating the model: out of memory");
+    memcpy(cols + ncol, cols2, (size_t)ncol2 * sizeof *cols);
+  }
+  j->model_cols = cols;
+  j->nmodel_cols = ncol + ncol2;
   free(cols2);
   free(hidden);
   free(voc);

@@ -239,7 +239,11 @@ class Estimator:
             if serving_inputs != "parsing":
                 raise ValueError("export: serving_inputs %r: give \"parsing\" or a dict of placeholders"
                                  % serving_inputs)
-            return self._export_parsing(export_dir_base)
+            r = self._parsing_receiver()
+            try:
+                return self._export(L.PARSING_SERVING_INPUT_FN, r, export_dir_base)
+            finally:
+                lib.loom_parsing_receiver_free(r)
 
         def serving(g, features, receivers, user, st):
             try:
@@ -253,14 +257,18 @@ class Estimator:
             except BaseException as e:  # noqa: B902
                 return _fail(self, st, e)
 
-        cb = L.SERVING_INPUT_FN(serving)
+        return self._export(L.SERVING_INPUT_FN(serving), None, export_dir_base)
+
+    def _export(self, serving_fn, user, export_dir_base):
         buf = C.create_string_buffer(4096)
         st = _Status()
-        self._check(lib.loom_estimator_export(self.p, cb, None, _b(os.fspath(export_dir_base)), None, buf,
+        self._check(lib.loom_estimator_export(self.p, serving_fn, user, _b(os.fspath(export_dir_base)), None, buf,
                                               len(buf), st.p), st)
         return buf.value.decode()
 
-    def _export_parsing(self, export_dir_base):
+    def _parsing_receiver(self):
+        """loom_fc_parsing_receiver_new over the estimator's feature columns
+        (free with loom_parsing_receiver_free)."""
         cols = getattr(self, "_feature_columns", None)
         if not cols:
             raise ValueError("export: serving_inputs=\"parsing\" needs a canned estimator with feature columns "
@@ -270,14 +278,7 @@ class Estimator:
         r = lib.loom_fc_parsing_receiver_new(len(cols), arr, st.p)
         if not r:
             st.raise_if()
-        try:
-            buf = C.create_string_buffer(4096)
-            st = _Status()
-            self._check(lib.loom_estimator_export(self.p, L.PARSING_SERVING_INPUT_FN, r,
-                                                  _b(os.fspath(export_dir_base)), None, buf, len(buf), st.p), st)
-        finally:
-            lib.loom_parsing_receiver_free(r)
-        return buf.value.decode()
+        return r
 
     def get_variable_value(self, name):
         t = C.c_void_p()
