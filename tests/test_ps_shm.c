@@ -236,10 +236,7 @@ static loom_code raw_attach(loom_ps_client *c, uint32_t pid, uint32_t fd, uint64
   loom__ps_put64(b + 8, size);
   memcpy(b + 16, nonce, LOOM_PS_NONCE);
   loom_code rc = loom__ps_send(c, LOOM_PS_SHM_ATTACH, b, sizeof b, NULL, 0, NULL, 0, st);
-  loom_ps_hdr h;
-  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_SHM_ATTACH, &h, st);
-  if (!rc) rc = loom__ps_recv_end(c, &h, st);
-  return rc;
+  return rc ? rc : loom__ps_small_reply(c, LOOM_PS_SHM_ATTACH, NULL, 0, st);
 }
 
 /* A memfd of size bytes holding nonce in its header; sealed against shrinking when seal. */
