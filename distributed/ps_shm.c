@@ -138,6 +138,9 @@ void loom__ps_shm_detach(loom_ps_client *c) {
   c->shm = NULL;
 }
 
+/* A slot's bytes: numel floats, padded to 64 bytes so that every slot starts cache-line aligned. */
+static uint64_t slot_bytes(int64_t numel) { return ((uint64_t)numel * 4 + 63) & ~(uint64_t)63; }
+
 loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids, const int64_t *numels,
                               loom_status *st) {
   if (c->shm) return LOOM_OK;
@@ -147,7 +150,7 @@ loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids
     if (numels[i] < 0 || ids[i] >= (1u << 24))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "shm: variable %u of %lld floats", ids[i], (long long)numels[i]);
     if (ids[i] + 1 > nslot) nslot = ids[i] + 1;
-    size += ((uint64_t)numels[i] * 4 + 63) & ~(uint64_t)63;
+    size += slot_bytes(numels[i]);
   }
   if (size > LOOM_PS_SHM_MAX)
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "shm: %llu bytes of dense shards exceed the segment limit",
@@ -166,7 +169,7 @@ loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids
   for (uint32_t i = 0; i < n; i++) {
     g->off[ids[i]] = at;
     g->numel[ids[i]] = numels[i];
-    at += ((uint64_t)numels[i] * 4 + 63) & ~(uint64_t)63;
+    at += slot_bytes(numels[i]);
   }
   int fd = memfd_create("loom-ps-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   loom_code rc = LOOM_OK;
