@@ -150,7 +150,8 @@ loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids
     if (numels[i] < 0 || ids[i] >= (1u << 24))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "shm: variable %u of %lld floats", ids[i], (long long)numels[i]);
     if (ids[i] + 1 > nslot) nslot = ids[i] + 1;
-    size += slot_bytes(numels[i]);
+    /* one slot over the limit counts as the limit: n such terms cannot wrap size (numel * 4 could) */
+    size += numels[i] > (int64_t)(LOOM_PS_SHM_MAX / 4) ? LOOM_PS_SHM_MAX : slot_bytes(numels[i]);
   }
   if (size > LOOM_PS_SHM_MAX)
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "shm: %llu bytes of dense shards exceed the segment limit",

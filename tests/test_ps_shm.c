@@ -367,6 +367,12 @@ Test(ps, shm_offset_out_of_range_refused) {
   cr_assert_eq(ver, 0);
   cr_assert_eq(y[999], 1.0f);
   cr_assert_eq(stats(s).updates, 0);
+  /* a slot whose byte count wraps 64 bits is over the segment limit (it made a 4 KiB segment) */
+  loom_ps_client *d = client(s, 11);
+  int64_t huge = (int64_t)1 << 62;
+  cr_assert_eq(loom__ps_shm_attach(d, 1, &id, &huge, st), LOOM_RESOURCE_EXHAUSTED, "%s", loom_status_message(st));
+  cr_assert(!d->shm);
+  loom_ps_client_free(d);
   loom_ps_client_free(c);
   loom_ps_server_stop(s);
   loom_status_free(st);
