@@ -368,7 +368,6 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->num_vars = o->num_vars;
   c->client_id = o->client_id;
   c->expect_instance = o->expect_instance;
-  c->shm_mode = o->shm;
   c->part_bytes = o->part_bytes;
   while (!c->client_id) { /* a new incarnation */
     if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {

@@ -32,9 +32,8 @@ struct loom_ps_client {
   int32_t num_ps, num_vars;
   /* PS identity: the instance expected (0: any) and the one the last WELCOME reported (0: none) */
   uint64_t expect_instance, instance;
-  /* same-host shared memory (ps_shm.h): the segment when attached; loom_ps_connect_options.shm */
+  /* same-host shared memory (ps_shm.h): the segment when attached */
   struct loom__ps_shm_seg *shm;
-  int32_t shm_mode;
   /* the pipelined push+pull (ps_parts.h): loom_ps_connect_options.part_bytes; whether the PS takes parts
    * (0: not asked yet on this connection, 1: yes, -1: no) */
   int32_t part_bytes;
