@@ -434,8 +434,7 @@ static loom_code recv_shard(loom_ps_cluster *c, int i, const float *const *grads
   float *dst = values[s->var] + off;
   if (s->stride > 1 && !(dst = scratch(c, s->numel, st))) return LOOM_RESOURCE_EXHAUSTED;
   int changed = 0;
-  uint64_t soff;
-  const float *slot = loom__ps_shm_slot(c->c[s->ps], s->id, s->numel, &soff);
+  const float *slot = loom__ps_shm_slot(c->c[s->ps], s->id, s->numel, NULL);
   loom_code rc;
   if (slot) { /* shared memory: a small reply; the value is in the slot */
     op = op == LOOM_PS_PUSHPULL ? LOOM_PS_SHM_PUSHPULL : LOOM_PS_SHM_PULL;

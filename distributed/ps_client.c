@@ -239,7 +239,7 @@ loom_code loom__ps_recv_end(loom_ps_client *c, const loom_ps_hdr *h, loom_status
 }
 
 /* A reply with a small fixed body, read whole into out (out_len bytes exactly). */
-static loom_code small_reply(loom_ps_client *c, uint16_t opcode, void *out, size_t out_len, loom_status *st) {
+loom_code loom__ps_small_reply(loom_ps_client *c, uint16_t opcode, void *out, size_t out_len, loom_status *st) {
   loom_ps_hdr h;
   loom_code rc = loom__ps_recv_hdr(c, opcode, &h, st);
   if (rc) return rc;
@@ -326,7 +326,7 @@ static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   loom_code rc = loom__ps_random(hello + 24, LOOM_PS_NONCE);
   if (rc) loom_status_set(st, rc, "no random bytes for the handshake");
   if (!rc) rc = loom__ps_send(c, LOOM_PS_HELLO, hello, sizeof hello, NULL, 0, NULL, 0, st);
-  if (!rc) rc = small_reply(c, LOOM_PS_CHALLENGE, sn, sizeof sn, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_CHALLENGE, sn, sizeof sn, st);
   if (!rc) {
     loom__ps_auth_mac(c->token, c->token_len, hello + 24, sn, c->placement_hash, mac);
     rc = loom__ps_send(c, LOOM_PS_AUTH, mac, sizeof mac, NULL, 0, NULL, 0, st);
@@ -368,7 +368,6 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->num_vars = o->num_vars;
   c->client_id = o->client_id;
   c->expect_instance = o->expect_instance;
-  c->shm_mode = o->shm;
   c->part_bytes = o->part_bytes;
   while (!c->client_id) { /* a new incarnation */
     if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {
@@ -437,7 +436,7 @@ loom_code loom_ps_init_var(loom_ps_client *c, uint32_t var_id, int ndim, const i
   fl += 32;
   loom_code rc = loom__ps_send(c, LOOM_PS_INIT_VAR, fixed, fl, value, (size_t)numel * 4, NULL, 0, st);
   uint8_t out[4];
-  if (!rc) rc = small_reply(c, LOOM_PS_INIT_VAR, out, 4, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_INIT_VAR, out, 4, st);
   if (!rc && created) *created = (int)loom__ps_get32(out);
   return rc;
 }
@@ -514,7 +513,7 @@ loom_code loom_ps_push_at(loom_ps_client *c, uint32_t var_id, const float *grad,
   }
   loom_code rc = loom__ps_push_send(c, LOOM_PS_PUSH, var_id, read_version, grad, numel, st);
   uint8_t out[8];
-  if (!rc) rc = small_reply(c, LOOM_PS_PUSH, out, 8, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_PUSH, out, 8, st);
   if (!rc && version) *version = loom__ps_get64(out);
   if (!rc && applied) *applied = !(c->hdr.flags & LOOM_PS_FLAG_STALE);
   return rc;
@@ -579,7 +578,7 @@ loom_code loom_ps_push_rows(loom_ps_client *c, uint32_t var_id, const int64_t *i
   loom__ps_put32(fixed + 4, (uint32_t)n);
   rc = loom__ps_send(c, LOOM_PS_PUSH_ROWS, fixed, 8, ids, (size_t)n * 8, grads, (size_t)(n * d) * 4, st);
   uint8_t out[8];
-  return rc ? rc : small_reply(c, LOOM_PS_PUSH_ROWS, out, 8, st);
+  return rc ? rc : loom__ps_small_reply(c, LOOM_PS_PUSH_ROWS, out, 8, st);
 }
 
 loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, const int64_t *ids, int64_t n, int64_t d,
@@ -593,7 +592,7 @@ loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, const int64_t
   loom__ps_put64(fixed + 8, read_version);
   rc = loom__ps_send(c, LOOM_PS_PUSH_ROWS_AT, fixed, 16, ids, (size_t)n * 8, grads, (size_t)(n * d) * 4, st);
   uint8_t out[8];
-  if (!rc) rc = small_reply(c, LOOM_PS_PUSH_ROWS_AT, out, 8, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_PUSH_ROWS_AT, out, 8, st);
   if (!rc && version) *version = loom__ps_get64(out);
   if (!rc && applied) *applied = !(c->hdr.flags & LOOM_PS_FLAG_STALE);
   return rc;
@@ -602,7 +601,7 @@ loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, const int64_t
 loom_code loom_ps_ping(loom_ps_client *c, double *rtt_us, loom_status *st) {
   double t0 = mono_s();
   loom_code rc = loom__ps_send(c, LOOM_PS_PING, NULL, 0, NULL, 0, NULL, 0, st);
-  if (!rc) rc = small_reply(c, LOOM_PS_PING, NULL, 0, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_PING, NULL, 0, st);
   if (!rc && rtt_us) *rtt_us = (mono_s() - t0) * 1e6;
   return rc;
 }
@@ -611,12 +610,12 @@ loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, l
   uint8_t in[8], out[8];
   loom__ps_put64(in, (uint64_t)k);
   loom_code rc = loom__ps_send(c, LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
-  if (!rc) rc = small_reply(c, LOOM_PS_STEP_INC, out, 8, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_STEP_INC, out, 8, st);
   if (!rc && global_step) *global_step = (int64_t)loom__ps_get64(out);
   return rc;
 }
 
 loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st) {
   loom_code rc = loom__ps_send(c, LOOM_PS_SHUTDOWN, NULL, 0, NULL, 0, NULL, 0, st);
-  return rc ? rc : small_reply(c, LOOM_PS_SHUTDOWN, NULL, 0, st);
+  return rc ? rc : loom__ps_small_reply(c, LOOM_PS_SHUTDOWN, NULL, 0, st);
 }

@@ -32,9 +32,8 @@ struct loom_ps_client {
   int32_t num_ps, num_vars;
   /* PS identity: the instance expected (0: any) and the one the last WELCOME reported (0: none) */
   uint64_t expect_instance, instance;
-  /* same-host shared memory (ps_shm.h): the segment when attached; loom_ps_connect_options.shm */
+  /* same-host shared memory (ps_shm.h): the segment when attached */
   struct loom__ps_shm_seg *shm;
-  int32_t shm_mode;
   /* the pipelined push+pull (ps_parts.h): loom_ps_connect_options.part_bytes; whether the PS takes parts
    * (0: not asked yet on this connection, 1: yes, -1: no) */
   int32_t part_bytes;
@@ -48,6 +47,9 @@ loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, s
 loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, loom_status *st);
 loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status *st);
 loom_code loom__ps_recv_end(loom_ps_client *c, const loom_ps_hdr *h, loom_status *st);
+/* A reply of exactly out_len body bytes, read whole into out (c->hdr holds its header); any other length
+ * closes the connection (DATA_LOSS: the stream is out of step). */
+loom_code loom__ps_small_reply(loom_ps_client *c, uint16_t opcode, void *out, size_t out_len, loom_status *st);
 loom_code loom__ps_pull_send(loom_ps_client *c, uint32_t var_id, uint64_t have, loom_status *st);
 /* read_version: the version the gradient was computed on (UINT64_MAX: unknown). */
 loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, uint64_t read_version,

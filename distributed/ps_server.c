@@ -1682,6 +1682,12 @@ static reply *handle_shm(loom_ps_server *s, shard *sh, job *j, int *held) {
   return r;
 }
 
+/* A request that applies a gradient to a variable (TCP or shared memory; not a part, ps_parts.h). */
+static int push_opcode(uint16_t op) {
+  return op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT ||
+         op == LOOM_PS_SHM_PUSH || op == LOOM_PS_SHM_PUSHPULL;
+}
+
 static void shard_process(shard *sh, job *j) {
   loom_ps_server *s = sh->srv;
   if (j->kind == JOB_BARRIER) {
@@ -1726,9 +1732,7 @@ static void shard_process(shard *sh, job *j) {
   }
   if (held) return;
   uint16_t op = j->h.opcode;
-  if (sh->waiters && j->h.body_len >= 4 && !j->dup &&
-      (op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT ||
-       op == LOOM_PS_SHM_PUSH || op == LOOM_PS_SHM_PUSHPULL)) {
+  if (sh->waiters && j->h.body_len >= 4 && !j->dup && push_opcode(op)) {
     uint32_t id = loom__ps_get32(j->body); /* a PULL_ROWS_AT may wait for the version this push made */
     psvar *v = var_get(s, id);
     if (v) wake_waiters(s, sh, id, v);
@@ -2113,10 +2117,7 @@ static ddwin *dd_find(loom_ps_server *s, uint64_t client_id) {
   return w;
 }
 
-static int dd_opcode(uint16_t op) {
-  return op == LOOM_PS_PUSH || op == LOOM_PS_PUSHPULL || op == LOOM_PS_PUSH_ROWS || op == LOOM_PS_PUSH_ROWS_AT ||
-         op == LOOM_PS_STEP_INC || op == LOOM_PS_SHM_PUSH || op == LOOM_PS_SHM_PUSHPULL;
-}
+static int dd_opcode(uint16_t op) { return push_opcode(op) || op == LOOM_PS_STEP_INC; }
 /* A shared-memory push is the same request as its TCP form in the window (a client that reconnects
  * re-sends it over TCP: the mapping went with the old connection). */
 static uint16_t dd_canon(uint16_t op) {

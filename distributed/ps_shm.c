@@ -138,6 +138,9 @@ void loom__ps_shm_detach(loom_ps_client *c) {
   c->shm = NULL;
 }
 
+/* A slot's bytes: numel floats, padded to 64 bytes so that every slot starts cache-line aligned. */
+static uint64_t slot_bytes(int64_t numel) { return ((uint64_t)numel * 4 + 63) & ~(uint64_t)63; }
+
 loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids, const int64_t *numels,
                               loom_status *st) {
   if (c->shm) return LOOM_OK;
@@ -147,7 +150,8 @@ loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids
     if (numels[i] < 0 || ids[i] >= (1u << 24))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "shm: variable %u of %lld floats", ids[i], (long long)numels[i]);
     if (ids[i] + 1 > nslot) nslot = ids[i] + 1;
-    size += ((uint64_t)numels[i] * 4 + 63) & ~(uint64_t)63;
+    /* one slot over the limit counts as the limit: n such terms cannot wrap size (numel * 4 could) */
+    size += numels[i] > (int64_t)(LOOM_PS_SHM_MAX / 4) ? LOOM_PS_SHM_MAX : slot_bytes(numels[i]);
   }
   if (size > LOOM_PS_SHM_MAX)
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "shm: %llu bytes of dense shards exceed the segment limit",
@@ -166,7 +170,7 @@ loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids
   for (uint32_t i = 0; i < n; i++) {
     g->off[ids[i]] = at;
     g->numel[ids[i]] = numels[i];
-    at += ((uint64_t)numels[i] * 4 + 63) & ~(uint64_t)63;
+    at += slot_bytes(numels[i]);
   }
   int fd = memfd_create("loom-ps-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   loom_code rc = LOOM_OK;
@@ -192,12 +196,8 @@ loom_code loom__ps_shm_attach(loom_ps_client *c, uint32_t n, const uint32_t *ids
     loom__ps_put64(req + 8, size);
     memcpy(req + 16, g->base + 8, LOOM_PS_NONCE);
     rc = loom__ps_send(c, LOOM_PS_SHM_ATTACH, req, sizeof req, NULL, 0, NULL, 0, st);
-    if (!rc) { /* the PS opens /proc/<pid>/fd/<fd> before it answers: fd stays open until then */
-      loom_ps_hdr h;
-      rc = loom__ps_recv_hdr(c, LOOM_PS_SHM_ATTACH, &h, st);
-      if (!rc && h.body_len != 0) rc = loom_status_set(st, LOOM_DATA_LOSS, "SHM_ATTACH reply of %u bytes", h.body_len);
-      if (!rc) rc = loom__ps_recv_end(c, &h, st);
-    }
+    /* the PS opens /proc/<pid>/fd/<fd> before it answers: fd stays open until then */
+    if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_SHM_ATTACH, NULL, 0, st);
   }
   if (fd >= 0) close(fd);
   if (rc) {
@@ -227,21 +227,10 @@ loom_code loom__ps_shm_send(loom_ps_client *c, uint16_t opcode, uint32_t id, uin
 
 loom_code loom__ps_shm_recv(loom_ps_client *c, uint16_t opcode, uint64_t *version, int *changed,
                             loom_status *st) {
-  loom_ps_hdr h;
-  loom_code rc = loom__ps_recv_hdr(c, opcode, &h, st);
-  if (rc) return rc;
-  if (h.body_len != 8) {
-    loom_status_set(st, LOOM_DATA_LOSS, "ps %s: reply to opcode %u has %u bytes (expected 8)", c->addr, opcode,
-                    h.body_len);
-    if (c->fd >= 0) close(c->fd);
-    c->fd = -1;
-    return LOOM_DATA_LOSS;
-  }
   uint8_t out[8];
-  rc = loom__ps_recv_body(c, out, 8, st);
-  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  loom_code rc = loom__ps_small_reply(c, opcode, out, sizeof out, st);
   if (rc) return rc;
   if (version) *version = loom__ps_get64(out);
-  if (changed) *changed = !(h.flags & LOOM_PS_FLAG_UNCHANGED);
+  if (changed) *changed = !(c->hdr.flags & LOOM_PS_FLAG_UNCHANGED);
   return LOOM_OK;
 }

@@ -227,6 +227,22 @@ Test(ps, shm_pull_push_pushpull_and_push_at_like_tcp) {
   loom_status_free(st);
 }
 
+/* An ASYNC PS (placement hash) holding variable 0: n floats, all init, SGD at learning rate lr; and a
+ * client of it. */
+static loom_ps_client *sgd_var(uint64_t hash, int64_t n, float init, float lr, loom_ps_server **s) {
+  *s = start(hash, 1, LOOM_PS_ASYNC);
+  loom_ps_client *c = client(*s, hash);
+  loom_status *st = loom_status_new();
+  float *x = malloc((size_t)n * 4), h[8] = {lr};
+  cr_assert(x);
+  for (int64_t i = 0; i < n; i++) x[i] = init;
+  int64_t dims[1] = {n};
+  OK(loom_ps_init_var(c, 0, 1, dims, LOOM_PS_SGD, h, x, NULL, st));
+  free(x);
+  loom_status_free(st);
+  return c;
+}
+
 /* Sends an SHM_ATTACH body; returns the reply's code with its message in st. */
 static loom_code raw_attach(loom_ps_client *c, uint32_t pid, uint32_t fd, uint64_t size, const uint8_t *nonce,
                             loom_status *st) {
@@ -236,10 +252,7 @@ static loom_code raw_attach(loom_ps_client *c, uint32_t pid, uint32_t fd, uint64
   loom__ps_put64(b + 8, size);
   memcpy(b + 16, nonce, LOOM_PS_NONCE);
   loom_code rc = loom__ps_send(c, LOOM_PS_SHM_ATTACH, b, sizeof b, NULL, 0, NULL, 0, st);
-  loom_ps_hdr h;
-  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_SHM_ATTACH, &h, st);
-  if (!rc) rc = loom__ps_recv_end(c, &h, st);
-  return rc;
+  return rc ? rc : loom__ps_small_reply(c, LOOM_PS_SHM_ATTACH, NULL, 0, st);
 }
 
 /* A memfd of size bytes holding nonce in its header; sealed against shrinking when seal. */
@@ -347,14 +360,10 @@ Test(ps, shm_refused_under_sync_cluster_falls_back_to_tcp) {
  * is applied; the connection goes on. */
 Test(ps, shm_offset_out_of_range_refused) {
   loom_status *st = loom_status_new();
-  loom_ps_server *s = start(11, 1, LOOM_PS_ASYNC);
-  loom_ps_client *c = client(s, 11);
   const int64_t n = 1000;
   uint32_t id = 0;
-  int64_t dims[1] = {n};
-  float x[1000], h[8] = {0.1f};
-  for (int i = 0; i < n; i++) x[i] = 1.0f;
-  OK(loom_ps_init_var(c, id, 1, dims, LOOM_PS_SGD, h, x, NULL, st));
+  loom_ps_server *s;
+  loom_ps_client *c = sgd_var(11, n, 1.0f, 0.1f, &s);
   OK(loom__ps_shm_attach(c, 1, &id, &n, st));
   uint64_t size = c->shm->size, bad[] = {0, 8, size - 4, LOOM_PS_SHM_HDR + 2, UINT64_MAX - 3, size};
   for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
@@ -370,6 +379,12 @@ Test(ps, shm_offset_out_of_range_refused) {
   cr_assert_eq(ver, 0);
   cr_assert_eq(y[999], 1.0f);
   cr_assert_eq(stats(s).updates, 0);
+  /* a slot whose byte count wraps 64 bits is over the segment limit (it made a 4 KiB segment) */
+  loom_ps_client *d = client(s, 11);
+  int64_t huge = (int64_t)1 << 62;
+  cr_assert_eq(loom__ps_shm_attach(d, 1, &id, &huge, st), LOOM_RESOURCE_EXHAUSTED, "%s", loom_status_message(st));
+  cr_assert(!d->shm);
+  loom_ps_client_free(d);
   loom_ps_client_free(c);
   loom_ps_server_stop(s);
   loom_status_free(st);
@@ -398,14 +413,12 @@ static int wait_maps(const char *what, int want) {
  * connection and keeps serving; the variable holds what was applied. */
 Test(ps, shm_client_killed_or_closing_segment_unmapped) {
   loom_status *st = loom_status_new();
-  loom_ps_server *s = start(13, 1, LOOM_PS_ASYNC);
-  loom_ps_client *c = client(s, 13);
   const int64_t n = 4096;
   uint32_t id = 0;
-  int64_t dims[1] = {n};
-  float *x = calloc(n, 4), *g = malloc(n * 4), h[8] = {1.0f};
+  loom_ps_server *s;
+  loom_ps_client *c = sgd_var(13, n, 0.0f, 1.0f, &s);
+  float *x = malloc(n * 4), *g = malloc(n * 4);
   for (int i = 0; i < n; i++) g[i] = 1.0f;
-  OK(loom_ps_init_var(c, id, 1, dims, LOOM_PS_SGD, h, x, NULL, st));
   cr_assert_eq(maps_count("loom-ps-shm"), 0);
   pid_t pid = fork();
   cr_assert(pid >= 0);
@@ -445,14 +458,12 @@ Test(ps, shm_client_killed_or_closing_segment_unmapped) {
  * segment went with the connection) is answered from the window, not applied twice. */
 Test(ps, shm_push_resent_over_tcp_after_reconnect_not_applied_twice) {
   loom_status *st = loom_status_new();
-  loom_ps_server *s = start(15, 1, LOOM_PS_ASYNC);
-  loom_ps_client *c = client(s, 15);
   const int64_t n = 2048;
   uint32_t id = 0;
-  int64_t dims[1] = {n};
-  float *x = calloc(n, 4), *g = malloc(n * 4), *y = malloc(n * 4), h[8] = {1.0f};
+  loom_ps_server *s;
+  loom_ps_client *c = sgd_var(15, n, 0.0f, 1.0f, &s);
+  float *g = malloc(n * 4), *y = malloc(n * 4);
   for (int i = 0; i < n; i++) g[i] = 1.0f;
-  OK(loom_ps_init_var(c, id, 1, dims, LOOM_PS_SGD, h, x, NULL, st));
   OK(loom__ps_shm_attach(c, 1, &id, &n, st));
   uint64_t v = 0;
   OK(loom_ps_push(c, id, g, n, &v, st));
@@ -478,6 +489,6 @@ Test(ps, shm_push_resent_over_tcp_after_reconnect_not_applied_twice) {
   cr_assert_eq(stats(s).duplicates, 2);
   loom_ps_client_free(c);
   loom_ps_server_stop(s);
-  free(x), free(g), free(y);
+  free(g), free(y);
   loom_status_free(st);
 }
