@@ -466,6 +466,13 @@ static loom_code recv_oldest(loom_ps_cluster *c, int q, int upto, const float *c
   return LOOM_OK;
 }
 
+/* 1 when shard s, pushed (push+pull), goes as parts (ps_parts.h): dense, large enough, a PS that takes
+ * parts, and no shared-memory slot (shared memory goes first: such a shard is exchanged through it). */
+static int shard_piped(const loom_ps_cluster *c, const loom_ps_shard *s, int push) {
+  return push && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0 &&
+         !loom__ps_shm_slot(c->c[s->ps], s->id, s->numel, NULL);
+}
+
 /* 1 when loom__ps_cluster_send with these values never reads a reply
  * (no PS is owed more than OWED_MAX bytes of one step), so it may run on
  * another thread while the values' buffers are in use. */
@@ -477,9 +484,7 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
       if (p->shards[i].ps == q && values[p->shards[i].var]) owed += p->shards[i].numel * 4;
     if (owed > OWED_MAX) return 0;
     for (int i = 0; i < p->nshards && !c->stage_on; i++) /* a pipelined push+pull writes values while sending */
-      if (p->shards[i].ps == q && values[p->shards[i].var] && p->shards[i].stride <= 1 &&
-          loom__ps_parts_elems(c->c[q], p->shards[i].numel) > 0)
-        return 0;
+      if (p->shards[i].ps == q && values[p->shards[i].var] && shard_piped(c, &p->shards[i], 1)) return 0;
   }
   return 1;
 }
@@ -502,8 +507,7 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
     for (int i = 0; i < p->nshards; i++) {
       const loom_ps_shard *s = &p->shards[i];
       c->stage_off[i] = -1;
-      if (values[s->var] && grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0)
-        c->stage_off[i] = staged, staged += s->numel;
+      if (values[s->var] && shard_piped(c, s, grads && grads[s->var])) c->stage_off[i] = staged, staged += s->numel;
     }
     if (staged > c->stage_cap) {
       float *q = loom__realloc(c->stage, (size_t)staged * sizeof(float));
@@ -516,9 +520,7 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
     int first = n;
     for (int i = 0; i < p->nshards; i++) {
       const loom_ps_shard *s = &p->shards[i];
-      if (s->ps != q || !values[s->var] || !grads || !grads[s->var] || s->stride > 1 ||
-          loom__ps_parts_elems(c->c[q], s->numel) <= 0)
-        continue;
+      if (s->ps != q || !values[s->var] || !shard_piped(c, s, grads && grads[s->var])) continue;
       int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
       memset(&it[n], 0, sizeof it[n]);
       it[n].var_id = s->id;
@@ -564,7 +566,7 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
       if (rc) return rc;
       continue;
     }
-    if (grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0) {
+    if (shard_piped(c, s, grads && grads[s->var])) {
       c->got[i] = 1; /* pipelined below (ps_parts.h), after this PS's one-frame replies */
       npiped++;
       continue;
