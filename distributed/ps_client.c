@@ -252,6 +252,10 @@ static loom_code small_reply(loom_ps_client *c, uint16_t opcode, void *out, size
   return rc ? rc : loom__ps_recv_end(c, &h, st);
 }
 
+loom_code loom__ps_small_reply(loom_ps_client *c, uint16_t opcode, void *out, size_t out_len, loom_status *st) {
+  return small_reply(c, opcode, out, out_len, st);
+}
+
 /* WELCOME: {num_vars_on_ps u32, pad u32, instance_id u64}, or an older PS's {num_vars_on_ps u32}
  * (instance unknown: 0). Sets c->instance; a PS other than the expected instance is refused. */
 static loom_code welcome_reply(loom_ps_client *c, loom_status *st) {

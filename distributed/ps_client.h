@@ -48,6 +48,9 @@ loom_code loom__ps_send(loom_ps_client *c, uint16_t opcode, const void *fixed, s
 loom_code loom__ps_recv_hdr(loom_ps_client *c, uint16_t opcode, loom_ps_hdr *h, loom_status *st);
 loom_code loom__ps_recv_body(loom_ps_client *c, void *dst, size_t n, loom_status *st);
 loom_code loom__ps_recv_end(loom_ps_client *c, const loom_ps_hdr *h, loom_status *st);
+/* A reply with a small fixed body, read whole into out (exactly out_len bytes, else DATA_LOSS and the
+ * connection is closed). */
+loom_code loom__ps_small_reply(loom_ps_client *c, uint16_t opcode, void *out, size_t out_len, loom_status *st);
 loom_code loom__ps_pull_send(loom_ps_client *c, uint32_t var_id, uint64_t have, loom_status *st);
 /* read_version: the version the gradient was computed on (UINT64_MAX: unknown). */
 loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id, uint64_t read_version,

@@ -110,18 +110,9 @@ int64_t loom__ps_parts_elems(const loom_ps_client *c, int64_t numel) {
 }
 
 static loom_code probe(loom_ps_client *c, loom_status *st) {
+  uint8_t b[8];
   loom_code rc = loom__ps_send(c, LOOM_PS_PARTS_PROBE, NULL, 0, NULL, 0, NULL, 0, st);
-  loom_ps_hdr h;
-  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_PARTS_PROBE, &h, st);
-  if (rc) return rc;
-  uint8_t b[8] = {0};
-  if (h.body_len != 8) {
-    close(c->fd);
-    c->fd = -1;
-    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: PARTS_PROBE reply of %u bytes", c->addr, h.body_len);
-  }
-  rc = loom__ps_recv_body(c, b, 8, st);
-  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_PARTS_PROBE, b, sizeof b, st);
   if (!rc) c->parts_ok = loom__ps_get32(b) ? 1 : -1;
   return rc;
 }
