@@ -5,12 +5,12 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include "base/base.h"
 #include "base/crc32c.h"
+#include "base/fsutil.h"
 #include "distributed/ps_parts.h"
 
 /* ---------------- the rules (the PS's shard threads) ---------------- */
@@ -92,12 +92,6 @@ loom_code loom__ps_part_order(loom_ps_parts_state *ps, const loom_ps_part *p, in
 }
 
 /* ---------------- the client ---------------- */
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int64_t loom__ps_parts_elems(const loom_ps_client *c, int64_t numel) {
   if (c->part_bytes < 0 || c->parts_ok < 0 || c->retry) return 0;
@@ -363,7 +357,7 @@ loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_sta
   loom_code rc = LOOM_OK;
   for (int k = 0; k < nb && !rc; k++) rc = ps_prepare(&b[k], &ps[k], st);
   struct pollfd pf[64];
-  double deadline = mono_s() + (nb ? b[0].c->timeout_s : 0);
+  double deadline = loom__mono_secs() + (nb ? b[0].c->timeout_s : 0);
   for (;;) {
     if (rc) break;
     int np = 0, idx[64];
@@ -373,7 +367,7 @@ loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_sta
         idx[np++] = k;
       }
     if (!np) break;
-    double left = deadline - mono_s();
+    double left = deadline - loom__mono_secs();
     if (left <= 0) {
       pstream *p = &ps[idx[0]];
       rc = CUT(p, LOOM_DEADLINE_EXCEEDED, "timed out");
@@ -395,7 +389,7 @@ loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_sta
     if (progress) {
       double to = 0;
       for (int k = 0; k < nb; k++) to = ps[k].c->timeout_s > to ? ps[k].c->timeout_s : to;
-      deadline = mono_s() + to;
+      deadline = loom__mono_secs() + to;
     }
   }
   if (rc) rc = ps_fail_all(ps, nb, rc);
