@@ -214,6 +214,10 @@ struct loom_ps_cluster {
   float *stage;
   int64_t stage_cap;
   int64_t *stage_off; /* per shard: its place in stage (-1: not staged this exchange) */
+  /* send_piped's lists (per shard: items and their shards; per PS: batches), made at its first use */
+  loom_ps_parts_item *piped_it;
+  int *piped_idx;
+  loom_ps_parts_batch *piped_b;
 };
 
 void loom__ps_cluster_stage_parts(loom_ps_cluster *c, int on) { c->stage_on = on; }
@@ -254,6 +258,9 @@ void loom_ps_cluster_free(loom_ps_cluster *c) {
   loom__free(c->scratch);
   loom__free(c->stage);
   loom__free(c->stage_off);
+  loom__free(c->piped_it);
+  loom__free(c->piped_idx);
+  loom__free(c->piped_b);
   loom__free(c->got);
   loom__free(c->next);
   loom__free(c->owed);
@@ -495,10 +502,13 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
  * complete when this returns. */
 static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
   const loom_ps_placement *p = c->p;
-  loom_ps_parts_item *it = loom__calloc((size_t)p->nshards, sizeof *it);
-  int *idx = loom__calloc((size_t)p->nshards, sizeof *idx);
-  loom_ps_parts_batch *b = loom__calloc((size_t)p->num_ps, sizeof *b);
   loom_code rc = LOOM_OK;
+  if (!c->piped_it) c->piped_it = loom__calloc((size_t)p->nshards, sizeof *c->piped_it);
+  if (!c->piped_idx) c->piped_idx = loom__calloc((size_t)p->nshards, sizeof *c->piped_idx);
+  if (!c->piped_b) c->piped_b = loom__calloc((size_t)p->num_ps, sizeof *c->piped_b);
+  loom_ps_parts_item *it = c->piped_it;
+  int *idx = c->piped_idx;
+  loom_ps_parts_batch *b = c->piped_b;
   if (!it || !idx || !b) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for %d items", p->nshards);
   int64_t staged = 0; /* staging: the values' buffers may be in use while this runs (overlap_comm's sender thread) */
   if (!rc && c->stage_on && !c->stage_off && !(c->stage_off = loom__calloc((size_t)p->nshards, sizeof *c->stage_off)))
@@ -539,9 +549,6 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
     c->version[idx[k]] = it[k].version;
     if (it[k].stale) c->dropped++;
   }
-  loom__free(it);
-  loom__free(idx);
-  loom__free(b);
   return rc;
 }
 
