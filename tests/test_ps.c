@@ -3167,6 +3167,22 @@ static loom_ps_connect_options parts_copts(int32_t part_bytes, int32_t shm) {
   return co;
 }
 
+/* PS task q of nps for placement p (num_vars variables), with TOKEN. */
+static loom_ps_server *start_ps_task(const loom_ps_placement *p, int q, int nps, int num_vars) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = loom_ps_placement_hash(p);
+  o.num_ps = nps;
+  o.num_vars = num_vars;
+  o.ps_index = q;
+  o.token = TOKEN;
+  o.token_len = strlen(TOKEN);
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  loom_status_free(st);
+  return s;
+}
+
 /* The cluster client (the trainer's exchange) pipelines a large shard and gets the one-frame path's bits. */
 Test(ps, parts_cluster_pushpull_bit_identical) {
   loom_status *st = loom_status_new();
@@ -3233,15 +3249,7 @@ Test(ps, parts_cluster_two_ps_streams_bit_identical) {
     const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
     int ports[2];
     for (int q = 0; q < 2; q++) {
-      loom_ps_server_options o = loom_ps_server_options_default();
-      o.placement_hash = loom_ps_placement_hash(p);
-      o.num_ps = 2;
-      o.num_vars = 3;
-      o.ps_index = q;
-      o.token = TOKEN;
-      o.token_len = strlen(TOKEN);
-      srv[k][q] = loom_ps_server_start(&o, st);
-      cr_assert(srv[k][q], "%s", loom_status_message(st));
+      srv[k][q] = start_ps_task(p, q, 2, 3);
       ports[q] = loom_ps_server_port(srv[k][q]);
     }
     loom_ps_connect_options co = parts_copts(k == 0 ? 4096 : -1, 1);
@@ -3313,15 +3321,7 @@ Test(ps, parts_cluster_shm_to_one_ps_parts_to_the_other) {
     const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
     int ports[2];
     for (int q = 0; q < 2; q++) {
-      loom_ps_server_options o = loom_ps_server_options_default();
-      o.placement_hash = loom_ps_placement_hash(p);
-      o.num_ps = 2;
-      o.num_vars = 2;
-      o.ps_index = q;
-      o.token = TOKEN;
-      o.token_len = strlen(TOKEN);
-      srv[k][q] = loom_ps_server_start(&o, st);
-      cr_assert(srv[k][q], "%s", loom_status_message(st));
+      srv[k][q] = start_ps_task(p, q, 2, 2);
       ports[q] = loom_ps_server_port(srv[k][q]);
     }
     loom_ps_connect_options co = k == 0 ? parts_copts(4096, 0) : parts_copts(-1, 1);
