@@ -26,6 +26,7 @@
 #include "loom/loom.h"
 #include "loom/loom_distributed.h"
 #include "distributed/ps_shm.h"
+#include "distributed/ps_parts.h"
 
 /* MB/s of one TCP stream from a child process to this one. */
 static double tcp_stream_mbs(size_t total) {
@@ -392,6 +393,11 @@ static void dense_parts(loom_ps_server *s, int quick) {
   printf("dense_pushpull_2mb_parts_us=%.1f\n", best[1]);
   printf("dense_pushpull_2mb_parts_speedup=%.3f\n", best[0] / best[1]);
   printf("dense_part_bytes=%d\n", co.part_bytes ? co.part_bytes : 128 << 10);
+  /* the parts client's part size after the runs: 0 means it sent one frame too (parts off by
+   * LOOM_PS_PART_BYTES, or refused by the PS), so the ratio above compares one frame with itself */
+  int64_t pe = loom__ps_parts_elems(cp, n);
+  printf("dense_parts_elems=%lld\n", (long long)pe);
+  if (pe <= 0) fprintf(stderr, "bench/ps: the parts client used one frame: dense_pushpull_2mb_parts_* are not parts\n");
   loom_ps_client_free(c1);
   loom_ps_client_free(cp);
   free(g);

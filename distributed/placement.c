@@ -214,6 +214,10 @@ struct loom_ps_cluster {
   float *stage;
   int64_t stage_cap;
   int64_t *stage_off; /* per shard: its place in stage (-1: not staged this exchange) */
+  /* send_piped's lists (per shard: items and their shards; per PS: batches), made at its first use */
+  loom_ps_parts_item *piped_it;
+  int *piped_idx;
+  loom_ps_parts_batch *piped_b;
 };
 
 void loom__ps_cluster_stage_parts(loom_ps_cluster *c, int on) { c->stage_on = on; }
@@ -254,6 +258,9 @@ void loom_ps_cluster_free(loom_ps_cluster *c) {
   loom__free(c->scratch);
   loom__free(c->stage);
   loom__free(c->stage_off);
+  loom__free(c->piped_it);
+  loom__free(c->piped_idx);
+  loom__free(c->piped_b);
   loom__free(c->got);
   loom__free(c->next);
   loom__free(c->owed);
@@ -465,6 +472,13 @@ static loom_code recv_oldest(loom_ps_cluster *c, int q, int upto, const float *c
   return LOOM_OK;
 }
 
+/* 1 when shard s, pushed (push+pull), goes as parts (ps_parts.h): dense, large enough, a PS that takes
+ * parts, and no shared-memory slot (shared memory goes first: such a shard is exchanged through it). */
+static int shard_piped(const loom_ps_cluster *c, const loom_ps_shard *s, int push) {
+  return push && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0 &&
+         !loom__ps_shm_slot(c->c[s->ps], s->id, s->numel, NULL);
+}
+
 /* 1 when loom__ps_cluster_send with these values never reads a reply
  * (no PS is owed more than OWED_MAX bytes of one step), so it may run on
  * another thread while the values' buffers are in use. */
@@ -476,9 +490,7 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
       if (p->shards[i].ps == q && values[p->shards[i].var]) owed += p->shards[i].numel * 4;
     if (owed > OWED_MAX) return 0;
     for (int i = 0; i < p->nshards && !c->stage_on; i++) /* a pipelined push+pull writes values while sending */
-      if (p->shards[i].ps == q && values[p->shards[i].var] && p->shards[i].stride <= 1 &&
-          loom__ps_parts_elems(c->c[q], p->shards[i].numel) > 0)
-        return 0;
+      if (p->shards[i].ps == q && values[p->shards[i].var] && shard_piped(c, &p->shards[i], 1)) return 0;
   }
   return 1;
 }
@@ -489,10 +501,13 @@ int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *
  * complete when this returns. */
 static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float *const *values, loom_status *st) {
   const loom_ps_placement *p = c->p;
-  loom_ps_parts_item *it = loom__calloc((size_t)p->nshards, sizeof *it);
-  int *idx = loom__calloc((size_t)p->nshards, sizeof *idx);
-  loom_ps_parts_batch *b = loom__calloc((size_t)p->num_ps, sizeof *b);
   loom_code rc = LOOM_OK;
+  if (!c->piped_it) c->piped_it = loom__calloc((size_t)p->nshards, sizeof *c->piped_it);
+  if (!c->piped_idx) c->piped_idx = loom__calloc((size_t)p->nshards, sizeof *c->piped_idx);
+  if (!c->piped_b) c->piped_b = loom__calloc((size_t)p->num_ps, sizeof *c->piped_b);
+  loom_ps_parts_item *it = c->piped_it;
+  int *idx = c->piped_idx;
+  loom_ps_parts_batch *b = c->piped_b;
   if (!it || !idx || !b) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cluster client: no memory for %d items", p->nshards);
   int64_t staged = 0; /* staging: the values' buffers may be in use while this runs (overlap_comm's sender thread) */
   if (!rc && c->stage_on && !c->stage_off && !(c->stage_off = loom__calloc((size_t)p->nshards, sizeof *c->stage_off)))
@@ -501,8 +516,7 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
     for (int i = 0; i < p->nshards; i++) {
       const loom_ps_shard *s = &p->shards[i];
       c->stage_off[i] = -1;
-      if (values[s->var] && grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0)
-        c->stage_off[i] = staged, staged += s->numel;
+      if (values[s->var] && shard_piped(c, s, grads && grads[s->var])) c->stage_off[i] = staged, staged += s->numel;
     }
     if (staged > c->stage_cap) {
       float *q = loom__realloc(c->stage, (size_t)staged * sizeof(float));
@@ -515,9 +529,7 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
     int first = n;
     for (int i = 0; i < p->nshards; i++) {
       const loom_ps_shard *s = &p->shards[i];
-      if (s->ps != q || !values[s->var] || !grads || !grads[s->var] || s->stride > 1 ||
-          loom__ps_parts_elems(c->c[q], s->numel) <= 0)
-        continue;
+      if (s->ps != q || !values[s->var] || !shard_piped(c, s, grads && grads[s->var])) continue;
       int64_t off = s->row_begin * row_elems(&p->vars[s->var]);
       memset(&it[n], 0, sizeof it[n]);
       it[n].var_id = s->id;
@@ -536,9 +548,6 @@ static loom_code send_piped(loom_ps_cluster *c, const float *const *grads, float
     c->version[idx[k]] = it[k].version;
     if (it[k].stale) c->dropped++;
   }
-  loom__free(it);
-  loom__free(idx);
-  loom__free(b);
   return rc;
 }
 
@@ -563,7 +572,7 @@ loom_code loom__ps_cluster_send(loom_ps_cluster *c, const float *const *grads, f
       if (rc) return rc;
       continue;
     }
-    if (grads && grads[s->var] && s->stride <= 1 && loom__ps_parts_elems(c->c[s->ps], s->numel) > 0) {
+    if (shard_piped(c, s, grads && grads[s->var])) {
       c->got[i] = 1; /* pipelined below (ps_parts.h), after this PS's one-frame replies */
       npiped++;
       continue;

@@ -5,12 +5,12 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include "base/base.h"
 #include "base/crc32c.h"
+#include "base/fsutil.h"
 #include "distributed/ps_parts.h"
 
 /* ---------------- the rules (the PS's shard threads) ---------------- */
@@ -93,12 +93,6 @@ loom_code loom__ps_part_order(loom_ps_parts_state *ps, const loom_ps_part *p, in
 
 /* ---------------- the client ---------------- */
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int64_t loom__ps_parts_elems(const loom_ps_client *c, int64_t numel) {
   if (c->part_bytes < 0 || c->parts_ok < 0 || c->retry) return 0;
   int64_t b = c->part_bytes ? c->part_bytes : LOOM_PS_PART_DEFAULT_BYTES;
@@ -110,18 +104,9 @@ int64_t loom__ps_parts_elems(const loom_ps_client *c, int64_t numel) {
 }
 
 static loom_code probe(loom_ps_client *c, loom_status *st) {
+  uint8_t b[8];
   loom_code rc = loom__ps_send(c, LOOM_PS_PARTS_PROBE, NULL, 0, NULL, 0, NULL, 0, st);
-  loom_ps_hdr h;
-  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_PARTS_PROBE, &h, st);
-  if (rc) return rc;
-  uint8_t b[8] = {0};
-  if (h.body_len != 8) {
-    close(c->fd);
-    c->fd = -1;
-    return loom_status_set(st, LOOM_DATA_LOSS, "ps %s: PARTS_PROBE reply of %u bytes", c->addr, h.body_len);
-  }
-  rc = loom__ps_recv_body(c, b, 8, st);
-  if (!rc) rc = loom__ps_recv_end(c, &h, st);
+  if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_PARTS_PROBE, b, sizeof b, st);
   if (!rc) c->parts_ok = loom__ps_get32(b) ? 1 : -1;
   return rc;
 }
@@ -372,7 +357,7 @@ loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_sta
   loom_code rc = LOOM_OK;
   for (int k = 0; k < nb && !rc; k++) rc = ps_prepare(&b[k], &ps[k], st);
   struct pollfd pf[64];
-  double deadline = mono_s() + (nb ? b[0].c->timeout_s : 0);
+  double deadline = loom__mono_secs() + (nb ? b[0].c->timeout_s : 0);
   for (;;) {
     if (rc) break;
     int np = 0, idx[64];
@@ -382,7 +367,7 @@ loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_sta
         idx[np++] = k;
       }
     if (!np) break;
-    double left = deadline - mono_s();
+    double left = deadline - loom__mono_secs();
     if (left <= 0) {
       pstream *p = &ps[idx[0]];
       rc = CUT(p, LOOM_DEADLINE_EXCEEDED, "timed out");
@@ -404,7 +389,7 @@ loom_code loom__ps_pushpull_parts_multi(loom_ps_parts_batch *b, int nb, loom_sta
     if (progress) {
       double to = 0;
       for (int k = 0; k < nb; k++) to = ps[k].c->timeout_s > to ? ps[k].c->timeout_s : to;
-      deadline = mono_s() + to;
+      deadline = loom__mono_secs() + to;
     }
   }
   if (rc) rc = ps_fail_all(ps, nb, rc);

@@ -752,6 +752,19 @@ static void var_step_done(psvar *v) {
   v->version++;
 }
 
+/* A dense gradient of elements [begin, begin + count) (grad[0] is element begin), in APPLY_PIECE pieces;
+ * crc (may be NULL) extended over each updated piece. A whole push and a part (ps_parts.h) share it. */
+static loom_code var_apply_range(psvar *v, const float *grad, int64_t begin, int64_t count, uint32_t *crc,
+                                 loom_status *st) {
+  loom_code rc = LOOM_OK;
+  for (int64_t o = 0; o < count && !rc; o += APPLY_PIECE) {
+    int64_t cnt = count - o < APPLY_PIECE ? count - o : APPLY_PIECE;
+    rc = kernel_apply(v, grad + o, NULL, 0, begin + o, cnt, st);
+    if (!rc && crc) *crc = loom__crc32c_extend(*crc, v->val + begin + o, (size_t)cnt * 4);
+  }
+  return rc;
+}
+
 static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, const int64_t *ids, int64_t n,
                                uint32_t *crc, loom_status *st) {
   loom_code rc = var_cow(s, v, st);
@@ -759,11 +772,7 @@ static loom_code var_apply_crc(loom_ps_server *s, psvar *v, const float *grad, c
   if (ids) {
     rc = kernel_apply(v, grad, ids, n, 0, v->numel, st);
   } else {
-    for (int64_t off = 0; off < v->numel && !rc; off += APPLY_PIECE) {
-      int64_t cnt = v->numel - off < APPLY_PIECE ? v->numel - off : APPLY_PIECE;
-      rc = kernel_apply(v, grad + off, NULL, 0, off, cnt, st);
-      if (!rc && crc) *crc = loom__crc32c_extend(*crc, v->val + off, (size_t)cnt * 4);
-    }
+    rc = var_apply_range(v, grad, 0, v->numel, crc, st);
     if (!rc && v->numel == 0) rc = kernel_apply(v, grad, NULL, 0, 0, 0, st);
   }
   if (rc == LOOM_OK) var_step_done(v);
@@ -1060,8 +1069,7 @@ static reply *handle_part(loom_ps_server *s, shard *sh, job *j) {
   loom_status *st = loom_status_new();
   loom_code rc = var_cow(s, v, st);
   int64_t off = (int64_t)p.offset;
-  for (int64_t o = 0; o < p.count && !rc; o += APPLY_PIECE) /* the one-frame path's pieces, same bits */
-    rc = kernel_apply(v, p.grad + o, NULL, 0, off + o, p.count - o < APPLY_PIECE ? p.count - o : APPLY_PIECE, st);
+  if (!rc) rc = var_apply_range(v, p.grad, off, p.count, NULL, st); /* the one-frame path's pieces, same bits */
   if (rc) {
     ps->active = 0;
     reply *r = JERR(rc, 0, "PUSHPULL_PART of var %u part %u: %s", p.var_id, p.part, loom_status_message(st));

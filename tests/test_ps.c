@@ -15,6 +15,7 @@
 #include "test_util.h"
 #include "loom/loom_distributed.h"
 #include "distributed/ps_client.h"
+#include "distributed/ps_shm.h"
 #include "distributed/wire.h"
 
 #define TOKEN "0123456789abcdef-secret"
@@ -3153,6 +3154,35 @@ static void parts_one_frame_mode(loom_ps_consistency mode) {
 Test(ps, parts_bounded_uses_one_frame) { parts_one_frame_mode(LOOM_PS_BOUNDED); }
 Test(ps, parts_sync_uses_one_frame) { parts_one_frame_mode(LOOM_PS_SYNC); }
 
+/* A cluster client's options: part_bytes as given; shm 1 pins TCP (on 127.0.0.1 the cluster would move
+ * dense shards through shared memory), 0 lets it use shared memory. */
+static loom_ps_connect_options parts_copts(int32_t part_bytes, int32_t shm) {
+  loom_ps_connect_options co;
+  memset(&co, 0, sizeof co);
+  co.token = TOKEN;
+  co.token_len = strlen(TOKEN);
+  co.timeout_s = 5;
+  co.part_bytes = part_bytes;
+  co.shm = shm;
+  return co;
+}
+
+/* PS task q of nps for placement p (num_vars variables), with TOKEN. */
+static loom_ps_server *start_ps_task(const loom_ps_placement *p, int q, int nps, int num_vars) {
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = loom_ps_placement_hash(p);
+  o.num_ps = nps;
+  o.num_vars = num_vars;
+  o.ps_index = q;
+  o.token = TOKEN;
+  o.token_len = strlen(TOKEN);
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = loom_ps_server_start(&o, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  loom_status_free(st);
+  return s;
+}
+
 /* The cluster client (the trainer's exchange) pipelines a large shard and gets the one-frame path's bits. */
 Test(ps, parts_cluster_pushpull_bit_identical) {
   loom_status *st = loom_status_new();
@@ -3166,13 +3196,7 @@ Test(ps, parts_cluster_pushpull_bit_identical) {
     srv[k] = start_ps(loom_ps_placement_hash(p), 1, 2, TOKEN);
     const char *hosts[1] = {"127.0.0.1"};
     int ports[1] = {loom_ps_server_port(srv[k])};
-    loom_ps_connect_options co;
-    memset(&co, 0, sizeof co);
-    co.token = TOKEN;
-    co.token_len = strlen(TOKEN);
-    co.timeout_s = 5;
-    co.part_bytes = k == 0 ? 4096 : -1;
-    co.shm = 1; /* TCP: on 127.0.0.1 the cluster would move dense shards through shared memory */
+    loom_ps_connect_options co = parts_copts(k == 0 ? 4096 : -1, 1);
     cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
     cr_assert(cl[k], "%s", loom_status_message(st));
     for (int i = 0; i < PN; i++) w[k][i] = (float)(i % 13) * 0.1f;
@@ -3225,24 +3249,10 @@ Test(ps, parts_cluster_two_ps_streams_bit_identical) {
     const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
     int ports[2];
     for (int q = 0; q < 2; q++) {
-      loom_ps_server_options o = loom_ps_server_options_default();
-      o.placement_hash = loom_ps_placement_hash(p);
-      o.num_ps = 2;
-      o.num_vars = 3;
-      o.ps_index = q;
-      o.token = TOKEN;
-      o.token_len = strlen(TOKEN);
-      srv[k][q] = loom_ps_server_start(&o, st);
-      cr_assert(srv[k][q], "%s", loom_status_message(st));
+      srv[k][q] = start_ps_task(p, q, 2, 3);
       ports[q] = loom_ps_server_port(srv[k][q]);
     }
-    loom_ps_connect_options co;
-    memset(&co, 0, sizeof co);
-    co.token = TOKEN;
-    co.token_len = strlen(TOKEN);
-    co.timeout_s = 5;
-    co.part_bytes = k == 0 ? 4096 : -1;
-    co.shm = 1; /* TCP: on 127.0.0.1 the cluster would move dense shards through shared memory */
+    loom_ps_connect_options co = parts_copts(k == 0 ? 4096 : -1, 1);
     cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
     cr_assert(cl[k], "%s", loom_status_message(st));
     float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
@@ -3284,6 +3294,71 @@ Test(ps, parts_cluster_two_ps_streams_bit_identical) {
     for (int q = 0; q < 2; q++) loom_ps_server_stop(srv[k][q]);
   }
   for (int v = 0; v < 3; v++) {
+    free(g[v]);
+    free(w[0][v]);
+    free(w[1][v]);
+  }
+  loom_ps_placement_free(p);
+  loom_status_free(st);
+}
+
+/* Shared memory to one PS and parts to the other in the same exchange: each shard goes one way only
+ * (shared memory first), and the values match the one-frame TCP exchange bit for bit. */
+Test(ps, parts_cluster_shm_to_one_ps_parts_to_the_other) {
+  loom_status *st = loom_status_new();
+  loom_ps_var_spec vs[2] = {{"k1", 2, {PN, 3}, 0}, {"k2", 2, {2000, 5}, 0}};
+  loom_ps_placement *p = loom_ps_placement_new(2, vs, 2, LOOM_PS_GREEDY_BYTES, 16384, st);
+  cr_assert(p, "%s", loom_status_message(st));
+  int64_t ne[2] = {PN * 3, 2000 * 5};
+  float *w[2][2], *g[2];
+  for (int v = 0; v < 2; v++) {
+    g[v] = malloc((size_t)ne[v] * 4);
+    for (int k = 0; k < 2; k++) w[k][v] = malloc((size_t)ne[v] * 4);
+  }
+  loom_ps_server *srv[2][2];
+  loom_ps_cluster *cl[2];
+  for (int k = 0; k < 2; k++) {
+    const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+    int ports[2];
+    for (int q = 0; q < 2; q++) {
+      srv[k][q] = start_ps_task(p, q, 2, 2);
+      ports[q] = loom_ps_server_port(srv[k][q]);
+    }
+    loom_ps_connect_options co = k == 0 ? parts_copts(4096, 0) : parts_copts(-1, 1);
+    cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
+    cr_assert(cl[k], "%s", loom_status_message(st));
+    float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
+    for (int v = 0; v < 2; v++) {
+      for (int64_t i = 0; i < ne[v]; i++) w[k][v][i] = (float)((i * 7 + v) % 23) * 0.05f;
+      OK(loom_ps_cluster_init_var(cl[k], v, LOOM_PS_ADAM, hyper, w[k][v], st));
+    }
+  }
+  cr_assert_eq(loom__ps_cluster_shm_attached(cl[0]), 2);
+  loom__ps_shm_detach(loom_ps_cluster_client(cl[0], 1)); /* PS 1 on TCP (as a PS on another host would be) */
+  cr_assert_eq(loom__ps_cluster_shm_attached(cl[0]), 1);
+  for (int step = 0; step < 3; step++) {
+    for (int v = 0; v < 2; v++)
+      for (int64_t i = 0; i < ne[v]; i++) g[v][i] = (float)((i * 13 + step * 5 + v) % 19) - 9.0f;
+    const float *grads[2] = {g[0], g[1]};
+    for (int k = 0; k < 2; k++) {
+      float *vals[2] = {w[k][0], w[k][1]};
+      OK(loom_ps_cluster_pushpull(cl[k], grads, vals, st));
+    }
+    for (int v = 0; v < 2; v++)
+      cr_assert(memcmp(w[0][v], w[1][v], (size_t)ne[v] * 4) == 0, "step %d: var %d differs", step, v);
+  }
+  cr_assert_eq(loom_ps_cluster_client(cl[0], 1)->parts_ok, 1, "PS 1 was asked for parts and takes them");
+  cr_assert_eq(loom_ps_cluster_client(cl[0], 0)->parts_ok, 0, "PS 0 (shared memory) was never asked");
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(srv[0][0], &ss);
+  cr_assert_geq(ss.shm_requests, 3, "PS 0's shards went through shared memory (%lld)", (long long)ss.shm_requests);
+  loom_ps_server_get_stats(srv[0][1], &ss);
+  cr_assert_eq(ss.shm_requests, 0, "PS 1's shards went as parts (%lld)", (long long)ss.shm_requests);
+  for (int k = 0; k < 2; k++) {
+    loom_ps_cluster_free(cl[k]);
+    for (int q = 0; q < 2; q++) loom_ps_server_stop(srv[k][q]);
+  }
+  for (int v = 0; v < 2; v++) {
     free(g[v]);
     free(w[0][v]);
     free(w[1][v]);
