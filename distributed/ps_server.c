@@ -1740,8 +1740,9 @@ static void shard_process(shard *sh, job *j) {
   }
   if (held) return;
   uint16_t op = j->h.opcode;
-  if (sh->waiters && j->h.body_len >= 4 && !j->dup && push_opcode(op)) {
-    uint32_t id = loom__ps_get32(j->body); /* a PULL_ROWS_AT may wait for the version this push made */
+  if (sh->waiters && j->h.body_len >= 4 && !j->dup && (push_opcode(op) || op == LOOM_PS_PUSHPULL_PART)) {
+    uint32_t id = loom__ps_get32(j->body); /* a PULL_ROWS_AT may wait for the version this push (or its last
+                                              part: earlier parts leave the version as it was) made */
     psvar *v = var_get(s, id);
     if (v) wake_waiters(s, sh, id, v);
   }

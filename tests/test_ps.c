@@ -3098,6 +3098,46 @@ Test(ps, parts_malformed_refused_ps_keeps_serving) {
   loom_status_free(st);
 }
 
+/* A PULL_ROWS_AT held for version 1 of a dense variable is answered once a pipelined push (parts) has
+ * made that version, not at the hold's 30 s deadline (the client's 5 s timeout fails the test then). */
+Test(ps, parts_push_wakes_a_pull_rows_at_waiting_for_its_version) {
+  loom_status *st = loom_status_new();
+  loom_ps_server *s = start_ps_mode(LOOM_PS_ASYNC);
+  loom_ps_client *c = connect_parts(s, 4096), *w = connect_parts(s, -1);
+  parts_init(c, 0, LOOM_PS_SGD);
+  uint8_t fixed[16];
+  loom__ps_put32(fixed, 0);     /* var 0 (PN rows of one float) */
+  loom__ps_put32(fixed + 4, 1); /* one id */
+  loom__ps_put64(fixed + 8, 1); /* min_version 1: the version after the push below */
+  int64_t id = PN - 1;          /* a row in the last part */
+  OK(loom__ps_send(w, LOOM_PS_PULL_ROWS_AT, fixed, sizeof fixed, &id, sizeof id, NULL, 0, st));
+  static float g[PN], out[PN], before[PN];
+  uint64_t ver = UINT64_MAX;
+  OK(loom_ps_pull(c, 0, before, PN, &ver, NULL, st));
+  for (int i = 0; i < PN; i++) g[i] = 1.0f;
+  uint64_t v1 = 0;
+  OK(loom_ps_pushpull(c, 0, g, out, PN, &v1, st));
+  cr_assert_eq(v1, 1);
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_assert_eq(ss.updates, 1);
+  loom_ps_hdr h;
+  OK(loom__ps_recv_hdr(w, LOOM_PS_PULL_ROWS_AT, &h, st));
+  cr_assert_eq(h.body_len, 12, "{version u64, row f32}: %u bytes", h.body_len);
+  uint8_t body[12];
+  OK(loom__ps_recv_body(w, body, sizeof body, st));
+  OK(loom__ps_recv_end(w, &h, st));
+  cr_assert_eq(loom__ps_get64(body), 1, "the version the pipelined push made");
+  float row;
+  memcpy(&row, body + 8, 4);
+  cr_assert_eq(row, out[PN - 1], "the row after the push: %g vs %g", row, out[PN - 1]);
+  cr_assert_neq(row, before[PN - 1]);
+  loom_ps_client_free(w);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+}
+
 Test(ps, parts_client_dies_mid_push_variable_usable) {
   loom_ps_server *s = start_ps_mode(LOOM_PS_ASYNC);
   loom_ps_client *c = connect_parts(s, 4096);
