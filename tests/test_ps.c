@@ -3269,6 +3269,62 @@ Test(ps, parts_cluster_pushpull_bit_identical) {
   loom_status_free(st);
 }
 
+/* Two clusters (k = 0, 1) of two PS tasks each on one placement, with the same Adam variables:
+ * the pair the cluster parts tests compare bit for bit (co[k]: cluster k's connect options). */
+typedef struct twin_clusters {
+  loom_ps_server *srv[2][2];
+  loom_ps_cluster *cl[2];
+  float *w[2][3], *g[3];
+  int64_t ne[3];
+  int nv;
+} twin_clusters;
+
+static void twin_open(twin_clusters *t, loom_ps_placement *p, int nv, const int64_t *ne,
+                      const loom_ps_connect_options co[2]) {
+  loom_status *st = loom_status_new();
+  memset(t, 0, sizeof *t);
+  t->nv = nv;
+  for (int v = 0; v < nv; v++) {
+    t->ne[v] = ne[v];
+    t->g[v] = malloc((size_t)ne[v] * 4);
+    for (int k = 0; k < 2; k++) t->w[k][v] = malloc((size_t)ne[v] * 4);
+  }
+  for (int k = 0; k < 2; k++) {
+    const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
+    int ports[2];
+    for (int q = 0; q < 2; q++) {
+      t->srv[k][q] = start_ps_task(p, q, 2, nv);
+      ports[q] = loom_ps_server_port(t->srv[k][q]);
+    }
+    t->cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co[k], st);
+    cr_assert(t->cl[k], "%s", loom_status_message(st));
+    float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
+    for (int v = 0; v < nv; v++) {
+      for (int64_t i = 0; i < ne[v]; i++) t->w[k][v][i] = (float)((i * 7 + v) % 23) * 0.05f;
+      OK(loom_ps_cluster_init_var(t->cl[k], v, LOOM_PS_ADAM, hyper, t->w[k][v], st));
+    }
+  }
+  loom_status_free(st);
+}
+
+/* The gradients of step (the same for both clusters). */
+static void twin_grads(twin_clusters *t, int step) {
+  for (int v = 0; v < t->nv; v++)
+    for (int64_t i = 0; i < t->ne[v]; i++) t->g[v][i] = (float)((i * 13 + step * 5 + v) % 19) - 9.0f;
+}
+
+static void twin_close(twin_clusters *t) {
+  for (int k = 0; k < 2; k++) {
+    loom_ps_cluster_free(t->cl[k]);
+    for (int q = 0; q < 2; q++) loom_ps_server_stop(t->srv[k][q]);
+  }
+  for (int v = 0; v < t->nv; v++) {
+    free(t->g[v]);
+    free(t->w[0][v]);
+    free(t->w[1][v]);
+  }
+}
+
 /* Two PS tasks, two large variables each split across them, streamed at once (one stream per PS):
  * the same bits as one frame, and more reply bytes (the parts' framing) show the parts were used. */
 Test(ps, parts_cluster_two_ps_streams_bit_identical) {
@@ -3277,67 +3333,38 @@ Test(ps, parts_cluster_two_ps_streams_bit_identical) {
   loom_ps_placement *p = loom_ps_placement_new(3, vs, 2, LOOM_PS_GREEDY_BYTES, 16384, st);
   cr_assert(p, "%s", loom_status_message(st));
   cr_assert_gt(loom_ps_placement_num_shards(p), 3, "the kernels are split across the PS tasks");
-  int64_t ne[3] = {PN * 3, 2000 * 5, 10};
-  float *w[2][3], *g[3];
-  for (int v = 0; v < 3; v++) {
-    g[v] = malloc((size_t)ne[v] * 4);
-    for (int k = 0; k < 2; k++) w[k][v] = malloc((size_t)ne[v] * 4);
-  }
-  loom_ps_server *srv[2][2];
-  loom_ps_cluster *cl[2];
-  for (int k = 0; k < 2; k++) {
-    const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
-    int ports[2];
-    for (int q = 0; q < 2; q++) {
-      srv[k][q] = start_ps_task(p, q, 2, 3);
-      ports[q] = loom_ps_server_port(srv[k][q]);
-    }
-    loom_ps_connect_options co = parts_copts(k == 0 ? 4096 : -1, 1);
-    cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
-    cr_assert(cl[k], "%s", loom_status_message(st));
-    float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
-    for (int v = 0; v < 3; v++) {
-      for (int64_t i = 0; i < ne[v]; i++) w[k][v][i] = (float)((i * 7 + v) % 23) * 0.05f;
-      OK(loom_ps_cluster_init_var(cl[k], v, LOOM_PS_ADAM, hyper, w[k][v], st));
-    }
-  }
+  const int64_t ne[3] = {PN * 3, 2000 * 5, 10};
+  twin_clusters t;
+  loom_ps_connect_options co[2] = {parts_copts(4096, 1), parts_copts(-1, 1)};
+  twin_open(&t, p, 3, ne, co);
   for (int step = 0; step < 3; step++) {
-    for (int v = 0; v < 3; v++)
-      for (int64_t i = 0; i < ne[v]; i++) g[v][i] = (float)((i * 13 + step * 5 + v) % 19) - 9.0f;
-    const float *grads[3] = {g[0], g[1], g[2]};
+    twin_grads(&t, step);
+    const float *grads[3] = {t.g[0], t.g[1], t.g[2]};
     int64_t rb[2];
     for (int k = 0; k < 2; k++) {
-      float *vals[3] = {w[k][0], w[k][1], w[k][2]};
+      float *vals[3] = {t.w[k][0], t.w[k][1], t.w[k][2]};
       int64_t r0, r1;
-      loom_ps_cluster_bytes(cl[k], NULL, &r0);
+      loom_ps_cluster_bytes(t.cl[k], NULL, &r0);
       if (k == 0 && step == 2) { /* overlap_comm's split with staging: the values change only in the receive half */
-        loom__ps_cluster_stage_parts(cl[0], 1);
+        loom__ps_cluster_stage_parts(t.cl[0], 1);
         float *before = malloc((size_t)ne[0] * 4);
-        memcpy(before, w[0][0], (size_t)ne[0] * 4);
-        OK(loom__ps_cluster_send(cl[0], grads, vals, st));
-        cr_assert(memcmp(before, w[0][0], (size_t)ne[0] * 4) == 0, "staged: the send half leaves the values alone");
-        OK(loom__ps_cluster_recv(cl[0], grads, vals, st));
-        cr_assert(memcmp(before, w[0][0], (size_t)ne[0] * 4) != 0);
+        memcpy(before, t.w[0][0], (size_t)ne[0] * 4);
+        OK(loom__ps_cluster_send(t.cl[0], grads, vals, st));
+        cr_assert(memcmp(before, t.w[0][0], (size_t)ne[0] * 4) == 0, "staged: the send half leaves the values alone");
+        OK(loom__ps_cluster_recv(t.cl[0], grads, vals, st));
+        cr_assert(memcmp(before, t.w[0][0], (size_t)ne[0] * 4) != 0);
         free(before);
       } else {
-        OK(loom_ps_cluster_pushpull(cl[k], grads, vals, st));
+        OK(loom_ps_cluster_pushpull(t.cl[k], grads, vals, st));
       }
-      loom_ps_cluster_bytes(cl[k], NULL, &r1);
+      loom_ps_cluster_bytes(t.cl[k], NULL, &r1);
       rb[k] = r1 - r0;
     }
     if (step > 0) cr_assert_gt(rb[0], rb[1] + 10 * 48, "parts: %lld vs one frame %lld", (long long)rb[0], (long long)rb[1]);
     for (int v = 0; v < 3; v++)
-      cr_assert(memcmp(w[0][v], w[1][v], (size_t)ne[v] * 4) == 0, "step %d: var %d differs", step, v);
+      cr_assert(memcmp(t.w[0][v], t.w[1][v], (size_t)ne[v] * 4) == 0, "step %d: var %d differs", step, v);
   }
-  for (int k = 0; k < 2; k++) {
-    loom_ps_cluster_free(cl[k]);
-    for (int q = 0; q < 2; q++) loom_ps_server_stop(srv[k][q]);
-  }
-  for (int v = 0; v < 3; v++) {
-    free(g[v]);
-    free(w[0][v]);
-    free(w[1][v]);
-  }
+  twin_close(&t);
   loom_ps_placement_free(p);
   loom_status_free(st);
 }
@@ -3349,60 +3376,31 @@ Test(ps, parts_cluster_shm_to_one_ps_parts_to_the_other) {
   loom_ps_var_spec vs[2] = {{"k1", 2, {PN, 3}, 0}, {"k2", 2, {2000, 5}, 0}};
   loom_ps_placement *p = loom_ps_placement_new(2, vs, 2, LOOM_PS_GREEDY_BYTES, 16384, st);
   cr_assert(p, "%s", loom_status_message(st));
-  int64_t ne[2] = {PN * 3, 2000 * 5};
-  float *w[2][2], *g[2];
-  for (int v = 0; v < 2; v++) {
-    g[v] = malloc((size_t)ne[v] * 4);
-    for (int k = 0; k < 2; k++) w[k][v] = malloc((size_t)ne[v] * 4);
-  }
-  loom_ps_server *srv[2][2];
-  loom_ps_cluster *cl[2];
-  for (int k = 0; k < 2; k++) {
-    const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
-    int ports[2];
-    for (int q = 0; q < 2; q++) {
-      srv[k][q] = start_ps_task(p, q, 2, 2);
-      ports[q] = loom_ps_server_port(srv[k][q]);
-    }
-    loom_ps_connect_options co = k == 0 ? parts_copts(4096, 0) : parts_copts(-1, 1);
-    cl[k] = loom_ps_cluster_connect(p, hosts, ports, &co, st);
-    cr_assert(cl[k], "%s", loom_status_message(st));
-    float hyper[8] = {0.01f, 0.9f, 0.999f, 1e-7f};
-    for (int v = 0; v < 2; v++) {
-      for (int64_t i = 0; i < ne[v]; i++) w[k][v][i] = (float)((i * 7 + v) % 23) * 0.05f;
-      OK(loom_ps_cluster_init_var(cl[k], v, LOOM_PS_ADAM, hyper, w[k][v], st));
-    }
-  }
-  cr_assert_eq(loom__ps_cluster_shm_attached(cl[0]), 2);
-  loom__ps_shm_detach(loom_ps_cluster_client(cl[0], 1)); /* PS 1 on TCP (as a PS on another host would be) */
-  cr_assert_eq(loom__ps_cluster_shm_attached(cl[0]), 1);
+  const int64_t ne[2] = {PN * 3, 2000 * 5};
+  twin_clusters t;
+  loom_ps_connect_options co[2] = {parts_copts(4096, 0), parts_copts(-1, 1)};
+  twin_open(&t, p, 2, ne, co);
+  cr_assert_eq(loom__ps_cluster_shm_attached(t.cl[0]), 2);
+  loom__ps_shm_detach(loom_ps_cluster_client(t.cl[0], 1)); /* PS 1 on TCP (as a PS on another host would be) */
+  cr_assert_eq(loom__ps_cluster_shm_attached(t.cl[0]), 1);
   for (int step = 0; step < 3; step++) {
-    for (int v = 0; v < 2; v++)
-      for (int64_t i = 0; i < ne[v]; i++) g[v][i] = (float)((i * 13 + step * 5 + v) % 19) - 9.0f;
-    const float *grads[2] = {g[0], g[1]};
+    twin_grads(&t, step);
+    const float *grads[2] = {t.g[0], t.g[1]};
     for (int k = 0; k < 2; k++) {
-      float *vals[2] = {w[k][0], w[k][1]};
-      OK(loom_ps_cluster_pushpull(cl[k], grads, vals, st));
+      float *vals[2] = {t.w[k][0], t.w[k][1]};
+      OK(loom_ps_cluster_pushpull(t.cl[k], grads, vals, st));
     }
     for (int v = 0; v < 2; v++)
-      cr_assert(memcmp(w[0][v], w[1][v], (size_t)ne[v] * 4) == 0, "step %d: var %d differs", step, v);
+      cr_assert(memcmp(t.w[0][v], t.w[1][v], (size_t)ne[v] * 4) == 0, "step %d: var %d differs", step, v);
   }
-  cr_assert_eq(loom_ps_cluster_client(cl[0], 1)->parts_ok, 1, "PS 1 was asked for parts and takes them");
-  cr_assert_eq(loom_ps_cluster_client(cl[0], 0)->parts_ok, 0, "PS 0 (shared memory) was never asked");
+  cr_assert_eq(loom_ps_cluster_client(t.cl[0], 1)->parts_ok, 1, "PS 1 was asked for parts and takes them");
+  cr_assert_eq(loom_ps_cluster_client(t.cl[0], 0)->parts_ok, 0, "PS 0 (shared memory) was never asked");
   loom_ps_server_stats ss;
-  loom_ps_server_get_stats(srv[0][0], &ss);
+  loom_ps_server_get_stats(t.srv[0][0], &ss);
   cr_assert_geq(ss.shm_requests, 3, "PS 0's shards went through shared memory (%lld)", (long long)ss.shm_requests);
-  loom_ps_server_get_stats(srv[0][1], &ss);
+  loom_ps_server_get_stats(t.srv[0][1], &ss);
   cr_assert_eq(ss.shm_requests, 0, "PS 1's shards went as parts (%lld)", (long long)ss.shm_requests);
-  for (int k = 0; k < 2; k++) {
-    loom_ps_cluster_free(cl[k]);
-    for (int q = 0; q < 2; q++) loom_ps_server_stop(srv[k][q]);
-  }
-  for (int v = 0; v < 2; v++) {
-    free(g[v]);
-    free(w[0][v]);
-    free(w[1][v]);
-  }
+  twin_close(&t);
   loom_ps_placement_free(p);
   loom_status_free(st);
 }
