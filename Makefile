@@ -44,7 +44,7 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter $(WERROR)
-# ---- portable build (issue 18; README "Portable build") ----
+# ---- portable build (docs/build.md) ----
 # The default build targets a portable baseline, x86-64-v2 (SSE4.2/POPCNT: every x86-64 CPU since
 # 2009), so an installed libloom runs on any machine it is copied to. The hot kernels (conv tiles,
 # pooling, elementwise, reductions, optimizers) carry AVX2+FMA (x86-64-v3) and AVX-512 (x86-64-v4)
@@ -283,13 +283,21 @@ $(BUILD)/tests/test_jobs: TEST_CFLAGS += -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples
 $(BUILD)/tests/test_cli: $(CLI_BIN)
 $(BUILD)/tests/test_cli: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'
 
-# The public headers must compile as C and as C++ and include nothing else.
+# Every public header must compile on its own (including nothing but the C library and its
+# siblings) as C99 and C11 and as C++11, all with -pedantic -Werror.
+PUBLIC_HEADERS := $(sort $(wildcard include/loom/*.h))
 header-check:
-	@mkdir -p $(BUILD)
-	@printf '#include "loom/loom.h"\nint main(void){return loom_version()==0;}\n' > $(BUILD)/hc.c
-	$(call say,CHECK,include/loom/loom.h)
-	$(Q)$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_c.o
-	$(Q)$(CXX) -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -c $(BUILD)/hc.c -o $(BUILD)/hc_cxx.o
+	@mkdir -p $(BUILD)/hc
+	$(call say,CHECK,public-headers)
+	$(Q)for h in $(notdir $(PUBLIC_HEADERS)); do \
+	  printf '#include "loom/%s"\nint main(void){return 0;}\n' $$h > $(BUILD)/hc/$$h.c || exit 1; \
+	  for std in c99 c11; do \
+	    $(CC) -std=$$std -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/hc/$$h.c -o $(BUILD)/hc/$$h.o \
+	      || { echo "header-check: include/loom/$$h does not compile alone as $$std"; exit 1; }; \
+	  done; \
+	  $(CXX) -x c++ -std=c++11 -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/hc/$$h.c -o $(BUILD)/hc/$$h.o \
+	    || { echo "header-check: include/loom/$$h does not compile alone as C++11"; exit 1; }; \
+	done
 
 test: deps
 	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check
@@ -346,7 +354,7 @@ test-gpu: deps
 	   $$cs --tool memcheck --leak-check full --error-exitcode 86 $$api $$t > build/cuda/memcheck_$$(basename $$t).log 2>&1; \
 	   m=$$?; tail -1 build/cuda/memcheck_$$(basename $$t).log; [ $$m -eq 0 ] || rc=1; done; fi; \
 	 exit $$rc
-# ---- compute-sanitizer in test-gpu (issue 18) ----
+# ---- compute-sanitizer in test-gpu ----
 # Each GPU program runs a second time under compute-sanitizer's memcheck (out-of-bounds and
 # misaligned device accesses, device leaks); any report fails test-gpu (logs:
 # build/cuda/memcheck_<program>.log). test_cuda_errors runs with --report-api-errors no: its failing
@@ -471,7 +479,7 @@ tsan:
 	@TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  bash scripts/run_tests.sh $(TSAN_TESTS:%=build/tsan/tests/%)
 
-# ---- test-qemu (issue 18, README "Portable build") ----
+# ---- test-qemu (docs/build.md) ----
 # A subset of the CPU tests (the kernels that carry per-ISA clones, their gradients, the
 # optimizers) on emulated CPUs without AVX (Nehalem: the x86-64-v2 baseline) and without AVX-512
 # (Haswell: the x86-64-v3 clones), built against the in-process Criterion shim so that they stay

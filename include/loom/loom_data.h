@@ -114,7 +114,7 @@ LOOM_API loom_dataset *loom_dataset_idx(const char *images_path, const char *lab
  * strings and an error for numbers, as is an item that does not parse
  * (both name the file, line and column). A multi-valued column takes no
  * default_value; the separator may not be the delimiter, a quote or a line
- * break. (The separator field came later: zero-initialised = scalar.) */
+ * break. A zero separator means a scalar column. */
 typedef struct loom_csv_column {
   const char *name;          /* NULL: take it from the header (header must be on) */
   loom_dtype dtype;          /* LOOM_F32, LOOM_F64, LOOM_I32, LOOM_I64, LOOM_STRING */
@@ -173,8 +173,8 @@ LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, co
  *    with weights, read index_key and value_key as two ragged VarLen
  *    features (their row_splits agree).
  *
- * The fields after default_value came later: a zero-initialised entry
- * keeps its old meaning (kind 0 = FixedLen, or VarLen when varlen is 1).
+ * The fields after default_value may be left zero: kind 0 means FixedLen,
+ * or VarLen when varlen is 1.
  * loom_dataset_tfrecord checks the spec: a kind out of range, varlen with
  * another kind, allow_missing / index_key / value_key / size /
  * already_sorted on a kind that has no such field, NULL or empty keys,
@@ -204,7 +204,7 @@ typedef struct loom_feature_spec {
   int64_t dims[8];
   const void *default_value; /* numel elements of dtype (const char *const * for strings), or NULL;
                               * FIXED_LEN_SEQUENCE: one element, the batch padding value */
-  /* ---- later additions (zero = as before) ---- */
+  /* ---- optional (zero: the defaults above) ---- */
   int32_t kind;              /* a loom_feature_kind */
   int32_t allow_missing;     /* FIXED_LEN_SEQUENCE: a missing feature is an empty sequence */
   const char *index_key;     /* SPARSE: the int64_list feature with the indices */

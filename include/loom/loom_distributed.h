@@ -65,7 +65,7 @@ typedef enum loom_ps_optimizer {
   LOOM_PS_OPT_COUNT
 } loom_ps_optimizer;
 
-/* Consistency (ps-design.md §8.5). ASYNC: every push is applied on arrival
+/* Consistency. ASYNC: every push is applied on arrival
  * (TF's default). BOUNDED: a push whose read version (the variable version
  * the worker computed on) is more than `staleness` behind the PS's version
  * is dropped and counted (DropStaleGradient); the reply says so and a
@@ -102,7 +102,7 @@ typedef struct loom_ps_server_options {
   double sync_timeout_s;   /* SYNC: deadline of a push+pull waiting for its step; 0: 30 s */
   int32_t ps_index;        /* this task's index (names its checkpoint shard files) */
   const char *model_dir;   /* SAVE/RESTORE directories must be under it (NULL: SAVE/RESTORE refused) */
-  /* (fields added after the first version; 0 keeps the default) */
+  /* (each field below: 0 keeps the default) */
   int32_t shard_threads;   /* threads that own the variables (id mod shard_threads); 0: 2, at most 64 */
   int32_t max_connections; /* more are answered RESOURCE_EXHAUSTED and closed; 0: 1024 */
   int64_t max_inflight_bytes; /* per connection: request bytes read but not yet answered before reading
@@ -110,13 +110,12 @@ typedef struct loom_ps_server_options {
   int32_t max_inflight_requests; /* per connection, likewise; 0: 1024 */
   /* Bounded adaptive busy-poll: after a small request (body <= 1 KiB) the loop thread keeps polling its
    * sockets (epoll with a zero timeout, yielding the CPU between looks) for up to this many microseconds
-   * before it sleeps, so that the next request of a latency-bound client finds it awake (an idle VM's
-   * vCPU wake-up costs tens of us per hop). Large requests and shard completions do not arm it, and the
-   * shard threads never poll (on a 2-core machine that cost training 15% steps/s). Adaptive: a poll
+   * before it sleeps, so that the next request of a latency-bound client finds it awake (a sleeping
+   * thread's wake-up costs tens of us per hop). Large requests and shard completions do not arm it, and the
+   * shard threads never poll. Adaptive: a poll
    * that ends with nothing to do skips the next 1, 3, 7, .. 63 chances to poll (reset by a poll that
-   * catches a request after an empty look). 0 or < 0: off (the default: with two trainers and a PS on an
-   * oversubscribed 2-core VM, 50 us cost 8% of the job's steps/s); at most 10000; 50 meets the scalar pull's 50 us
-   * p50 on an idle VM (bench/ps). */
+   * catches a request after an empty look). 0 or < 0: off (the default: polling takes CPU time from
+   * trainers sharing the machine); at most 10000 (bench/ps measures the effect). */
   int32_t busy_poll_us;
   /* This PS's instance id, sent in WELCOME (and written by the job layer into ps-<i>.addr) so that a
    * client holding an address can tell this PS from another PS of the same model that later took the
@@ -170,13 +169,13 @@ typedef struct loom_ps_connect_options {
   int32_t num_ps, num_vars;
   double timeout_s;        /* every connect/send/receive; 0: 10 s */
   uint32_t max_frame;      /* largest reply body accepted; 0: 64 MiB */
-  /* (fields added after the first version; 0 keeps the default) */
+  /* (each field below: 0 keeps the default) */
   /* Waiting for a reply's header with no request over 4 KiB outstanding, poll the socket (non-blocking
    * recv, sched_yield between tries) for up to this many microseconds before sleeping in poll();
    * adaptive as the server's (a poll that times out skips the next 1, 3, .. 63 waits).
    * 0 or < 0: off (the default); at most 10000. */
   int32_t busy_poll_us;
-  /* The client's identity for the PS's duplicate window (ps-design.md: request ids per client
+  /* The client's identity for the PS's duplicate window (request ids per client
    * incarnation): a push re-sent with the same (client_id, request id), after
    * loom_ps_client_reconnect + loom_ps_client_retry_last, is answered from the window and not applied
    * twice. 0: a random id drawn at connect (a new incarnation). An id given here must name one client
@@ -404,7 +403,7 @@ LOOM_API void loom_ps_worker_set_fresh_rows(loom_ps_worker *w, int on);
 LOOM_API loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_tensor *const *feed_values,
                                        int nfeeds, loom_status *st);
 
-/* ---- Jobs (issue 17): reconnect after a PS task was lost ----
+/* ---- Jobs: reconnect after a PS task was lost ----
  * Replaces every connection of c by a fresh one to hosts[i]:ports[i] (all
  * or nothing: on failure the old connections stay, the first failure is
  * returned). Cached versions are reset: the next exchange pulls whole

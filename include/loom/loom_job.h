@@ -1,4 +1,4 @@
-/* loom_job.h - distributed jobs (issue 17): one binary and one model_fn
+/* loom_job.h - distributed jobs: one binary and one model_fn
  * run in any role TF_CONFIG names (chief or master, worker, ps, evaluator),
  * with the parameter server of loom_distributed.h. Included by
  * loom_train_and_evaluate.h. README "Distributed jobs".

@@ -122,7 +122,7 @@ typedef struct loom_event {
   const loom_event_value *values;
   int32_t session_log_status; /* 0 when the event has no SessionLog */
   const char *checkpoint_path; /* NULL when absent or empty */
-  const void *graph_def;       /* the serialized GraphDef of a graph event, else NULL (added later) */
+  const void *graph_def;       /* the serialized GraphDef of a graph event, else NULL */
   size_t graph_def_size;
 } loom_event;
 typedef struct loom_event_reader loom_event_reader;

@@ -89,7 +89,7 @@ LOOM_API loom_output loom_initializer_build(loom_graph *g, const loom_initialize
 /* ===================================================================== *
  * Variables
  * ===================================================================== */
-typedef struct loom_variable loom_variable;
+/* loom_variable: declared in loom_checkpoint.h (C99 allows one typedef per name). */
 
 /* Collection names (TF's GraphKeys values). */
 #define LOOM_GLOBAL_VARIABLES "variables"
