@@ -13,7 +13,7 @@
  *           default, ends the pipeline with a prefetch of 16 batches, as
  *           tf_canned.py's ends with prefetch(AUTOTUNE))
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
- * Recipes (README "Benchmarks", issue 15 item 6):
+ * Recipes (docs/performance.md):
  *   iris_dnn         DNNClassifier [10,10], Adagrad 0.1, 1000 steps of 32,
  *                    4 numeric columns; 120/30 split (LCG permutation, seed 12345)
  *   fmnist_dnn       DNNClassifier [512,256], SGD 0.1, batch 128, E epochs

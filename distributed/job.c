@@ -1,4 +1,4 @@
-/* distributed/job.c - distributed jobs (issue 17, loom_job.h): the roles
+/* distributed/job.c - distributed jobs (loom_job.h): the roles
  * TF_CONFIG names (chief/master, worker, ps, evaluator) for one model_fn,
  * on the parameter server of distributed/.
  *

@@ -767,7 +767,7 @@ loom_code loom_ps_cluster_restore(loom_ps_cluster *c, const char *model_dir, con
   return rc;
 }
 
-/* ---- reconnect (issue 17, distributed/job.c) ----
+/* ---- reconnect (distributed/job.c) ----
  * Replaces every connection of c by a fresh one (all or nothing: on failure
  * the old connections stay and the first failure is returned). Used after a
  * PS task was lost: an exchange that failed midway leaves the other

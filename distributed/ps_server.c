@@ -1,6 +1,6 @@
 /* distributed/ps_server.c - the parameter server task.
  *
- * Threads (ps-design.md §8.1): one libuv loop thread does all socket I/O
+ * Threads: one libuv loop thread does all socket I/O
  * (accept, read frames in place, write replies) and the handshake; N shard
  * threads own disjoint sets of variables (variable id mod N) and apply the
  * requests of their variables in arrival order. Hand-offs are lock-free:

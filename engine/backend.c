@@ -381,7 +381,7 @@ loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const 
   return LOOM_OK;
 }
 
-/* ---- whole-step graphs (issue 18) ---- */
+/* ---- whole-step graphs ---- */
 static int graph_eligible(const loom_dev_session *ds, const loom_plan *p) {
   if (!ds->graphs || ds->sync_steps || !ds->be->capture_begin) return 0;
   for (int i = 0; i < p->nsteps; i++) {

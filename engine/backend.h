@@ -68,7 +68,7 @@ typedef struct loom_backend_i {
   loom_code (*take_data_error)(void *ctx, struct loom_dev_data_error *e, loom_status *st);
   /* Bytes held by the pool (in use, cached). */
   void (*pool_stats)(void *ctx, size_t *in_use, size_t *cached);
-  /* Optional whole-step graphs (issue 18; NULL: none). Between capture_begin and capture_end the
+  /* Optional whole-step graphs (NULL: none). Between capture_begin and capture_end the
    * work queued on the context's stream is recorded, not run; capture_end returns the executable
    * graph, or NULL when the work could not be captured (a call that is not allowed during capture:
    * nothing of it ran, and the context is as before capture_begin). graph_launch queues a whole
@@ -124,7 +124,7 @@ void loom__dev_plan_free(loom_plan *p);
 /* One run of a device plan (feeds: the run's feed tensors). Called with the
  * session lock held, after specialization and alias resolution. */
 loom_code loom__dev_run_begin(loom_session *s, loom_plan *p, loom_tensor *const *feeds, loom_status *st);
-/* Whole-step graphs (issue 18): runs the plan's steps as one captured CUDA graph when the plan
+/* Whole-step graphs: runs the plan's steps as one captured CUDA graph when the plan
  * allows it, and says so in *done (0: nothing ran, run the steps one by one). The first run of a
  * plan runs uncaptured (modules load, cuBLAS initializes); the second captures the steps into a
  * graph and launches it; later runs launch it again while every step's buffers, shapes and

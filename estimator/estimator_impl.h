@@ -180,7 +180,7 @@ int loom__exporter_is_final(const loom_exporter *x);
 void loom__features_bind_graph(loom_features *f, loom_graph *g);
 loom_output loom__features_lookup(const loom_features *f, const char *name);
 
-/* ---- distributed jobs (issue 17): train_and_evaluate.c <-> job.c ---- */
+/* ---- distributed jobs: train_and_evaluate.c <-> job.c ---- */
 typedef struct loom__tae_eval loom__tae_eval;
 loom_code loom__tae_check_specs(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
                                 loom_status *st);

@@ -443,7 +443,7 @@ done:
   return rc;
 }
 
-/* ---- the distributed evaluator (issue 17, distributed/job.c) ----
+/* ---- the distributed evaluator (distributed/job.c) ----
  * The evaluation and export steps of local mode, driven by job.c's watch
  * of model_dir/checkpoint instead of a saving listener. */
 struct loom__tae_eval {

@@ -7,7 +7,7 @@
 # train + evaluate + export) and peak RSS from /usr/bin/time, steady-state
 # steps/s (the steps after the first 10%) and the metrics from the program.
 # Prints key=value lines per run, then a table with the ratios and whether
-# issue 15's targets are met ("x" = loom/TF steps/s over wall time, the
+# the targets are met ("x" = loom/TF steps/s over wall time, the
 # target's measure; "x/cpu" = the same over each process's CPU time: TF's
 # tf.data threads use more than one core, and on a loaded machine the CPU
 # ratio is the steadier one). Accuracy passes when loom is at most 0.5 points

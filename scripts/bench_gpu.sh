@@ -4,7 +4,7 @@
 # and CNN training steps vs PyTorch on the same GPU with the same batch.
 # Prints key=value lines and ratios; compare ratios, not absolute times.
 #   EPOCHS (default 2), BATCHES (default "128 1024"), BUILD (default build/cuda), PYTHON (default python3)
-# Each training step is measured four ways in the same run (issue 18): loom with whole-step CUDA
+# Each training step is measured four ways in the same run: loom with whole-step CUDA
 # graphs (the default), loom with LOOM_CUDA_GRAPHS=0 (one launch per kernel), PyTorch eager, and
 # PyTorch with the whole step captured as a CUDA graph (bench/peers/torch_cuda_graph.py).
 set -u

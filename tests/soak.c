@@ -1,4 +1,4 @@
-/* Soak test (issue 20 item 5; `make soak`, not part of `make test`): trains,
+/* Soak test (`make soak`, not part of `make test`): trains,
  * evaluates and exports in a loop for SOAK_SECONDS (default 3600) and checks
  * that the process does not grow. One iteration:
  *   - train 100 steps (CSV file -> shuffle -> repeat -> batch 16 -> prefetch;

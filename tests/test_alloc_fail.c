@@ -1,4 +1,4 @@
-/* Allocation-failure injection (issue 20 item 2): loom's allocator hook
+/* Allocation-failure injection: loom's allocator hook
  * fails the N-th allocation of a whole scenario, for N = 1, 2, ... until the
  * scenario runs without reaching N. Each failure must give a clean error
  * (RESOURCE_EXHAUSTED, or another code with a message), never a crash; once

@@ -1,4 +1,4 @@
-/* Crash safety (issue 20 item 4): a training process (a tiny Estimator that
+/* Crash safety: a training process (a tiny Estimator that
  * checkpoints every step, writes summaries every step and exports after
  * every two steps) is SIGKILLed at random moments, again and again on the
  * same model_dir. After each kill: the model_dir's latest checkpoint is

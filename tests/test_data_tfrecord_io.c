@@ -1,4 +1,4 @@
-/* TFRecord both ways (issue 19 item 4):
+/* TFRecord both ways:
  *  - GZIP / ZLIB-compressed TFRecord files that TF 2.15 wrote
  *    (tests/fixtures/tfrecord/, made by gen_compressed.py) read with
  *    loom_dataset_tfrecord_ex (explicit compression and AUTO), the hint when

@@ -60,7 +60,7 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   cr_assert(loom_features_get(f, "ids").node == ids.values.node, "get of a sparse entry gives its values");
   cr_assert_null(loom_features_get_sparse(f, "x").values.node);
   cr_assert_null(loom_features_get_sparse(f, "ids/row_splits").values.node);
-  for (int i = 0; i < loom_features_count(f); i++) /* (get of an absent key would fail the graph, issue 20) */
+  for (int i = 0; i < loom_features_count(f); i++) /* (get of an absent key would fail the graph) */
     cr_assert_str_neq(loom_features_name(f, i), "ids/row_splits");
   int64_t d[LOOM_MAX_DIMS];
   cr_assert_eq(loom_output_dims(ids.values, d), 1);

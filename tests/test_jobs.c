@@ -1,4 +1,4 @@
-/* Distributed jobs (issue 17, loom_job.h): TF_CONFIG from mpirun's and
+/* Distributed jobs (loom_job.h): TF_CONFIG from mpirun's and
  * Slurm's environments and from a Kubeflow TFJob manifest, exit codes, and
  * real multi-process jobs of examples/dist_job on loopback (port 0,
  * rendezvous through model_dir, small deadlines): a whole job ends with

@@ -1009,7 +1009,7 @@ Test(math, large_inputs_parallel_path) {
   loom_graph_free(g);
 }
 
-/* The tanh-form GELU and its gradient where 1 + tanh(u) is tiny (issue 18): the kernels must not
+/* The tanh-form GELU and its gradient where 1 + tanh(u) is tiny: the kernels must not
  * cancel. Reference: 1 + tanh(u) = 2 / (1 + exp(-2u)) and 1 - tanh(u)^2 = 4 exp(-2u) / (1 + exp(-2u))^2
  * in long double (64-bit significand; no term is small against 1 there). The former f64 formula
  * (1 + th, 1 - th*th with th = tanh(u) rounded) was off by 2.7e-7 relative at x = -6, 0.7% at -7, and

@@ -2219,7 +2219,7 @@ Test(ps, init_var_id_and_row_pull_reply_bounded) {
   loom_status_free(st);
 }
 
-/* ---- issue 16 follow-up: the duplicate window, SYNC's global step across PS tasks, busy-poll ---- */
+/* ---- the duplicate window, SYNC's global step across PS tasks, busy-poll ---- */
 
 static loom_ps_client *connect_id(loom_ps_server *s, uint64_t hash, uint64_t client_id) {
   loom_ps_connect_options o = copts(s, hash, NULL);

@@ -1,4 +1,4 @@
-/* Reliability regressions (issue 20, items 6 and 7): each test here failed
+/* Reliability regressions: each test here failed
  * before its fix.
  *   - loom_features_get of a missing key names the key and the keys that exist;
  *   - stale "<ckpt>.tmp-<pid>" / ".pin-<pid>-<n>" of dead writers are removed by

@@ -1,4 +1,4 @@
-/* TensorBoard as the client (issue 19 item 5): a short Estimator training
+/* TensorBoard as the client: a short Estimator training
  * writes its event files; TensorBoard's own reader (EventAccumulator, from
  * PyPI's tensorboard, through tests/tensorboard_check.py) loads them and
  * must see what loom's reader sees: the scalars (loss, global_step/sec),

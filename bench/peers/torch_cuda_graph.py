@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer with the whole training step captured as one CUDA graph (issue 18), beside loom's
+"""PyTorch peer with the whole training step captured as one CUDA graph, beside loom's
 captured steps (engine/backend.c loom__dev_run_graph) in scripts/bench_gpu.sh.
 
 --model mlp: the 784-512-256-10 MLP of bench/mlp_train / bench/peers/torch_mlp.py;

@@ -351,7 +351,7 @@ static loom_code cu_take_data_error(void *ctx, loom_dev_data_error *out, loom_st
   return LOOM_OK;
 }
 
-/* ---- whole-step graphs (issue 18; engine/backend.c loom__dev_run_graph) ----
+/* ---- whole-step graphs (engine/backend.c loom__dev_run_graph) ----
  * A plan's steps are captured from the context's stream (thread-local mode: a call from this thread
  * that capture does not allow -- a synchronous copy, a synchronization, cudaMalloc -- fails and
  * invalidates the capture, and the plan runs uncaptured) and replayed with cudaGraphLaunch. Kernels

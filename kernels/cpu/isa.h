@@ -1,4 +1,4 @@
-/* Run-time instruction-set dispatch of the hot CPU kernels (issue 18).
+/* Run-time instruction-set dispatch of the hot CPU kernels.
  *
  * The default build compiles for a portable baseline (x86-64-v2, see the
  * Makefile); LOOM_HOT on a kernel's inner loop function makes GCC emit it

@@ -1,4 +1,4 @@
-/* tests/gpu/test_cuda_graph.c - whole-step CUDA graphs (issue 18; engine/backend.c
+/* tests/gpu/test_cuda_graph.c - whole-step CUDA graphs (engine/backend.c
  * loom__dev_run_graph): a plan's second run captures its steps into a graph, later runs launch it.
  * Each case trains or runs the same graph in a session with graphs (the default) and one with
  * LOOM_CUDA_GRAPHS=0, feeding both the same values, and every fetched value and variable must be
