@@ -152,7 +152,7 @@ CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
 .PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
-        clang-check fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
+        clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
 
@@ -305,6 +305,7 @@ test: deps
 	@$(MAKE) --no-print-directory clang-check
 	@$(MAKE) --no-print-directory fuzz-replay
 	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-py; fi
+	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory doc-test; fi
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
 	 else echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"; fi
@@ -316,6 +317,13 @@ test: deps
 # numpy+pytest venv, then pytest (skipped with a message without python3/PyPI).
 test-py: lib
 	@bash scripts/test_python.sh
+
+# The runnable code blocks of README.md and docs/*.md (the markers: scripts/doc_test.py,
+# docs/getting-started.md), after a self-test on a page of broken blocks that must fail.
+DOC_TEST_ENV = CC="$(CC)" DOC_LDLIBS="$(LDFLAGS) $(LDLIBS)" LOOM_BUILD="$(abspath $(BUILD))"
+doc-test: lib $(CLI_BIN) $(SERVE_BIN)
+	@$(DOC_TEST_ENV) python3 scripts/doc_test.py --self-test
+	@$(DOC_TEST_ENV) python3 scripts/doc_test.py
 
 # Compiles the CUDA variant of the library into build/cuda (no GPU needed).
 cuda-check:
