@@ -73,6 +73,10 @@ def parse(path):
             k, eq, v = w.partition("=")
             if not eq or k not in ("file", "steps"):
                 bad = "unknown marker argument '%s' (known: file=NAME, steps=N)" % w
+            elif k == "file" and (not re.fullmatch(r"[\w.-]+", v) or os.path.lexists(os.path.join(ROOT, v))):
+                bad = "file=%s: give a plain name that is not a top-level entry of the repository" % v
+            elif k == "steps" and not v.isdigit():
+                bad = "steps=%s: give a positive number of steps" % v
             args[k] = v
         if kind not in KINDS:
             bad = "unknown doctest kind '%s' (one of: %s)" % (kind, ", ".join(KINDS))
@@ -114,11 +118,14 @@ def python():
         exe = os.environ.get("DOC_TEST_PYTHON")
         why = None
         if not exe:
-            r = subprocess.run(["bash", os.path.join(ROOT, "scripts/peer_venv.sh"), "py"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            exe = r.stdout.strip() if r.returncode == 0 else None
-            why = None if exe else "no Python virtualenv with numpy (scripts/peer_venv.sh py: %s)" % \
-                r.stderr.strip().splitlines()[-1:]
+            try:  # creates the virtualenv from PyPI once (make test-py has usually made it)
+                r = subprocess.run(["bash", os.path.join(ROOT, "scripts/peer_venv.sh"), "py"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900)
+                exe = r.stdout.strip() if r.returncode == 0 else None
+                last = (r.stderr.strip().splitlines() or ["failed"])[-1]
+            except subprocess.TimeoutExpired:
+                exe, last = None, "no answer within 900 s"
+            why = None if exe else "no Python virtualenv with numpy (scripts/peer_venv.sh py: %s)" % last
         _python.append((exe, why))
     return _python[0]
 
@@ -238,10 +245,15 @@ int main(void) { return loom_status_new() ? 3 : 0; }
 
 <!-- doctest: sh -->
 not a fence
+
+<!-- doctest: sh file=README.md -->
+```sh
+echo this must never replace the repository's README
+```
 """
 # (status, line of the opening fence or of a bad marker, kind)
 EXPECT = [("PASS", 4, "sh"), ("FAIL", 9, "sh"), ("FAIL", 15, "c"), ("FAIL", 20, "c"), ("FAIL", 26, "job"),
-          ("FAIL", 30, None), ("FAIL", 34, None)]
+          ("FAIL", 30, None), ("FAIL", 34, None), ("FAIL", 37, None)]
 
 
 def self_test():
