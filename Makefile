@@ -118,7 +118,7 @@ ifeq ($(CUDA),1)
   # The CUDA runtime is linked statically (libcudart_static.a, NVIDIA's redistributable, what nvcc
   # links by default): libloom.so then needs no libcudart.so and no RUNPATH, and the runtime opens
   # the driver (libcuda.so.1) with dlopen on the first CUDA call, so a CPU-only user of a CUDA build
-  # loads nothing of CUDA (README "Portable build").
+  # loads nothing of CUDA (docs/build.md).
   CFLAGS  += -DLOOM_CUDA_LIBDIR='"$(CUDA_HOME)/lib64"'
   LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -lrt -ldl -lstdc++
   ifeq ($(CUDNN),1)
@@ -146,7 +146,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
-# The command line (tools/): build/loom, driven by a JSON job file (README.md "Command line").
+# The command line (tools/): build/loom, driven by a JSON job file (docs/cli.md).
 TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
@@ -255,7 +255,7 @@ $(CLI_BIN): $(TOOL_SRC) $(wildcard tools/*.h) $(BUILD)/libloom.a
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $(TOOL_SRC) -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
 
-# The REST server (tools/serve/): build/loom-serve, TF Serving's API (README.md "Serving over HTTP").
+# The REST server (tools/serve/): build/loom-serve, TF Serving's API (docs/serving.md).
 # Its HTTP parser is Debian's llhttp, shipped as C sources by node-llhttp (Debian has no libllhttp-dev).
 SERVE_SRC := $(wildcard tools/serve/*.c)
 SERVE_BIN := $(BUILD)/loom-serve

@@ -1,5 +1,5 @@
 /* bench/delay_proxy.c - a TCP forwarder that adds a fixed one-way delay in
- * each direction (bench/netjob, README "Distributed jobs": this kernel has
+ * each direction (bench/netjob, docs/distributed.md: this kernel has
  * no sch_netem, so `tc qdisc ... netem delay` is not available; rate
  * limits are tbf on veth links, the delay is this program).
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load benchmark of loom-serve (README.md "Serving over HTTP"): batch-1 MLP predictions over
+# Load benchmark of loom-serve (docs/serving.md): batch-1 MLP predictions over
 # HTTP/1.1 keep-alive, beside the in-process resident predictor's latency on the same export
 # (build/bench/serve_export).
 #   bench/serve.sh [--widths 784,512,256,10] [--duration 10] [--threads 1] [--rt | --nice] [--batch_thread 0|1]

@@ -1,6 +1,6 @@
 /* distributed/ps_worker.c - a session that trains against PS tasks.
  *
- * The seam (README "Parameter server"): variables stay ordinary session
+ * The seam (docs/parameter-server.md): variables stay ordinary session
  * variables with stable host buffers (engine/variables.h); the worker builds
  * the gradients of the loss with respect to the placed variables, runs them
  * on the session's current values, and one push+pull exchange per PS (all PS

@@ -1,5 +1,5 @@
 /* examples/dist_job.c - one binary, one model_fn, any role of a distributed
- * job (README "Distributed jobs"): an MLP classifier trained with
+ * job (docs/distributed.md): an MLP classifier trained with
  * loom_run_job. The role comes from TF_CONFIG (as Kubeflow's TFJob sets
  * it), or from mpirun's / Slurm's environment with --launcher mpi|slurm.
  * Without TF_CONFIG it trains locally (train_and_evaluate).

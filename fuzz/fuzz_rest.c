@@ -1,4 +1,4 @@
-/* The REST server's request handling (tools/serve/, README.md "Serving over HTTP"): raw bytes
+/* The REST server's request handling (tools/serve/, docs/serving.md): raw bytes
  * from a client, as loom-serve's loop gets them, through the same steps without the sockets:
  * llhttp with the server's limits (URL <= 8 KiB, body <= 64 KiB here), serve_route on the
  * URL, serve_decode of the body (predict row / columnar, classify, regress) against a fixed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Portable build vs NATIVE=1 build on this machine (README "Portable build"): the same benchmarks
+# Portable build vs NATIVE=1 build on this machine (docs/build.md): the same benchmarks
 # from $PORTABLE (default build/) and $NATIVE (default build/native), interleaved A B A B for
 # ROUNDS rounds so that load from other processes falls on both alike; prints each run's figure
 # and the median over rounds of the per-round ratio portable/native (> 1: portable is slower). The

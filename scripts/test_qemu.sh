@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The portable build's tests on emulated older CPUs (README "Portable build"): every program given
+# The portable build's tests on emulated older CPUs (docs/build.md): every program given
 # runs under qemu-x86_64 (Debian's qemu-user) once per CPU model in QEMU_CPUS. The programs are
 # built against the in-process Criterion shim (tests/tsan/criterion/), so each one stays inside
 # the emulator: Criterion's own runner re-executes the binary, and that child would run on the host

@@ -48,7 +48,7 @@ static void load(void) {
   const char *name = env && env[0] ? env : "libcublas.so." LOOM_STR(CUBLAS_VER_MAJOR);
   void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 #ifdef LOOM_CUDA_LIBDIR
-  /* libloom.so has no RUNPATH (README "Portable build"): when the loader's path lacks cuBLAS, try
+  /* libloom.so has no RUNPATH (docs/build.md): when the loader's path lacks cuBLAS, try
    * the toolkit this build was compiled against */
   if (!h && !(env && env[0])) {
     char path[768];

@@ -46,7 +46,7 @@ LOOM_API int loom_tf_config_num_tasks(const loom_tf_config *c, const char *job);
 LOOM_API const char *loom_tf_config_address(const loom_tf_config *c, const char *job, int index);
 
 
-/* ---- Parameter server (distributed/, README "Parameter server") ----
+/* ---- Parameter server (distributed/, docs/parameter-server.md) ----
  * A PS task holds variables (or row ranges of them) and applies pushed
  * gradients with a server-side optimizer, using the same CPU kernels as
  * local training: one worker against any number of PS tasks reproduces
@@ -186,13 +186,13 @@ typedef struct loom_ps_connect_options {
    * FAILED_PRECONDITION naming host:port and both ids (a stale address: another PS now holds that
    * port), at connect and at loom_ps_client_reconnect. 0: any instance is accepted. */
   uint64_t expect_instance;
-  /* Same-host shared memory for the dense exchange (README "Shared memory on one host"): 0 auto: a
+  /* Same-host shared memory for the dense exchange (docs/parameter-server.md): 0 auto: a
    * cluster client whose PS address is a loopback or local address offers that PS a sealed memfd after
    * WELCOME and, once the PS has mapped it, moves dense shards' bytes through it (TCP carries only small
    * frames); a PS that cannot map it (another host or pid namespace, SYNC mode, a segment over its limit)
    * refuses and TCP is used, silently. 1: off (TCP only). */
   int32_t shm;
-  /* The pipelined dense push+pull on an ASYNC PS (README "Pipelined push+pull"): a push+pull of a
+  /* The pipelined dense push+pull on an ASYNC PS (docs/parameter-server.md): a push+pull of a
    * shard larger than this goes out in parts of this many bytes (rounded down to 64, at least 4096;
    * larger parts where this size would make more than ~1000 of them), each applied and answered by
    * the PS as soon as it arrives. 0: the default (128 KiB); < 0: off

@@ -1,7 +1,7 @@
 /* loom_job.h - distributed jobs: one binary and one model_fn
  * run in any role TF_CONFIG names (chief or master, worker, ps, evaluator),
  * with the parameter server of loom_distributed.h. Included by
- * loom_train_and_evaluate.h. README "Distributed jobs".
+ * loom_train_and_evaluate.h. docs/distributed.md.
  *
  * loom_run_job (and loom_train_and_evaluate, which calls it when TF_CONFIG
  * names PS tasks or the evaluator):

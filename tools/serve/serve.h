@@ -1,4 +1,4 @@
-/* loom-serve: TF Serving's REST API for loom exports (README.md "Serving over HTTP").
+/* loom-serve: TF Serving's REST API for loom exports (docs/serving.md).
  * serve.c: HTTP (libuv + llhttp), routing, model directory polling, batching.
  * serve_json.c: request decoding (row/columnar/examples) and response encoding. */
 #ifndef LOOM_SERVE_H
