@@ -377,7 +377,7 @@ LOOM_API int loom_ps_var_specs_sparse(loom_graph *g, loom_output loss, loom_ps_v
 typedef struct loom_ps_worker loom_ps_worker;
 /* Builds the gradients of loss with respect to p's variables (float32
  * variables of s's graph, same shapes) into the graph. s, cl and p are
- * borrowed and must outlive the worker. CPU sessions only for now
+ * borrowed and must outlive the worker. CPU sessions only
  * (UNIMPLEMENTED for a device session). Returns a new worker (NULL on
  * failure); caller frees with loom_ps_worker_free. */
 LOOM_API loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p,
