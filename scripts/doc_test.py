@@ -22,7 +22,8 @@ Environment: LOOM_ROOT (the repository), LOOM_BUILD (its build directory), LOOM_
 (build/libloom.so), PYTHONPATH (python/). Each block has a deadline (DOC_TEST_TIMEOUT
 seconds, default 120). Prints one PASS/FAIL/SKIP line per block with file:line (and the
 block's output when it fails, or always with DOC_TEST_VERBOSE=1); exits 1 when
-a block fails, a marker is malformed or no runnable block was found.
+a block fails, a marker is malformed, a relative link names a missing page or heading, or no
+runnable block was found.
 """
 import os
 import re
@@ -98,6 +99,41 @@ def parse(path):
         blocks.append(Block(path, i + 2, kind, args, "\n".join(body) + "\n"))
         i = j + 1
     return blocks, errors
+
+
+def slug(heading):
+    """The anchor GitHub gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def link_errors(path):
+    """(where, message) for each relative link of the page whose file or #anchor does not exist."""
+    errors, anchors = [], {}
+
+    def anchors_of(p):
+        if p not in anchors:
+            with open(p, encoding="utf-8") as f:
+                anchors[p] = {slug(h) for h in re.findall(r"(?m)^#+ (.*)$", f.read())}
+        return anchors[p]
+
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    fenced = False
+    for n, line in enumerate(lines, 1):
+        if FENCE.match(line):
+            fenced = not fenced
+        if fenced:
+            continue
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", line):
+            if re.match(r"[a-z]+:", target):
+                continue  # http:, mailto: ...
+            dest = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
+            where = "%s:%d" % (os.path.relpath(path, ROOT) if path.startswith(ROOT) else path, n)
+            if not os.path.exists(dest):
+                errors.append((where, "link to '%s': no such file" % target))
+            elif anchor and dest.endswith(".md") and anchor not in anchors_of(dest):
+                errors.append((where, "link to '%s#%s': no such heading" % (target, anchor)))
+    return errors
 
 
 def workspace():
@@ -185,6 +221,7 @@ def main(paths):
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     for path in paths:
         blocks, errors = parse(path)
+        errors += link_errors(path)
         for where, msg in errors:
             print("doc-test: FAIL %s: %s" % (where, msg), flush=True)
             counts["FAIL"] += 1
@@ -246,6 +283,8 @@ int main(void) { return loom_status_new() ? 3 : 0; }
 <!-- doctest: sh -->
 not a fence
 
+[a page that is not there](no-such-page.md), [a heading that is not there](#no-such-heading)
+
 <!-- doctest: sh file=README.md -->
 ```sh
 echo this must never replace the repository's README
@@ -253,7 +292,7 @@ echo this must never replace the repository's README
 """
 # (status, line of the opening fence or of a bad marker, kind)
 EXPECT = [("PASS", 4, "sh"), ("FAIL", 9, "sh"), ("FAIL", 15, "c"), ("FAIL", 20, "c"), ("FAIL", 26, "job"),
-          ("FAIL", 30, None), ("FAIL", 34, None), ("FAIL", 37, None)]
+          ("FAIL", 30, None), ("FAIL", 34, None), ("FAIL", 37, None), ("FAIL", 37, None), ("FAIL", 39, None)]
 
 
 def self_test():
