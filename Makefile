@@ -297,6 +297,9 @@ header-check:
 	  done; \
 	  $(CXX) -x c++ -std=c++11 -Wall -Wextra -Werror -pedantic -Iinclude -c $(BUILD)/hc/$$h.c -o $(BUILD)/hc/$$h.o \
 	    || { echo "header-check: include/loom/$$h does not compile alone as C++11"; exit 1; }; \
+	  bad=$$(grep -E '^[[:space:]]*#[[:space:]]*include' include/loom/$$h \
+	    | grep -vE '#[[:space:]]*include[[:space:]]+("loom[a-z_]*\.h"|<(stddef|stdint|stdbool|stdarg|stdio|stdlib|string|limits|float)\.h>)'); \
+	  if [ -n "$$bad" ]; then echo "header-check: include/loom/$$h includes more than the C library and loom headers: $$bad"; exit 1; fi; \
 	done
 
 test: deps
