@@ -284,7 +284,7 @@ $(BUILD)/tests/test_cli: $(CLI_BIN)
 $(BUILD)/tests/test_cli: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'
 
 # Every public header must compile on its own as C99 and C11 and as C++11, all with -pedantic
-# -Werror, and include only loom's own headers and a few freestanding C library headers.
+# -Werror, and include only loom's own headers and a few C library headers.
 PUBLIC_HEADERS := $(sort $(wildcard include/loom/*.h))
 header-check:
 	@mkdir -p $(BUILD)/hc
