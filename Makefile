@@ -309,7 +309,15 @@ test: deps
 # The Python package (python/) on build/libloom.so: pip install ./python into a
 # numpy+pytest venv, then pytest (skipped with a message without python3/PyPI).
 test-py: lib
-	@bash scripts/test_python.sh
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/test_python.sh
+
+# The Python package as a wheel that bundles $(BUILD)/libloom.so (python/setup.py):
+# $(BUILD)/python/loom-<version>-py3-none-<platform>.whl, built in the "py" venv (scripts/peer_venv.sh).
+wheel: lib
+	@rm -rf $(BUILD)/python && mkdir -p $(BUILD)/python
+	$(Q)py=$$(bash scripts/peer_venv.sh py) && LOOM_BUILD_DIR='$(abspath $(BUILD))' \
+	  "$$py" -m pip wheel -q --no-deps --no-build-isolation -w $(BUILD)/python ./python
+	@ls $(BUILD)/python/*.whl
 
 # Installs into a temporary prefix and builds, runs and uninstalls from there (scripts/install_check.sh).
 install-check: lib $(CLI_BIN) $(SERVE_BIN)
