@@ -319,6 +319,10 @@ wheel: lib
 	  "$$py" -m pip wheel -q --no-deps --no-build-isolation -w $(BUILD)/python ./python
 	@ls $(BUILD)/python/*.whl
 
+# A newcomer's first hour from a temporary prefix and a fresh venv (scripts/newcomer.sh).
+newcomer: lib $(CLI_BIN) $(SERVE_BIN)
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/newcomer.sh
+
 # Installs into a temporary prefix and builds, runs and uninstalls from there (scripts/install_check.sh).
 install-check: lib $(CLI_BIN) $(SERVE_BIN)
 	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/install_check.sh

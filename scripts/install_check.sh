@@ -8,7 +8,7 @@
 # no file of loom under the prefix and keeps the files it did not install.
 # Exit status 0 when every check passed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 MAKE=${MAKE:-make}
 BUILD=${BUILD:-build}
 tmp=$(mktemp -d /tmp/loom_install_check_XXXXXX)
@@ -85,9 +85,9 @@ done
 $MAKE --no-print-directory -s uninstall PREFIX="$prefix" BUILD="$BUILD" >"$tmp/uninstall.log" 2>&1 ||
   { cat "$tmp/uninstall.log" >&2; bad "make uninstall PREFIX=$prefix"; }
 left=$(cd "$prefix" && find . \( -type f -o -type l -o -name '*loom*' \) ! -path ./bin/other-tool ! -path ./lib/pkgconfig/other.pc)
-[ -z "$left" ] && ok "uninstall removed every installed file" || bad "left after make uninstall: $(echo $left)"
-[ -f "$prefix/bin/other-tool" ] && [ -f "$prefix/lib/pkgconfig/other.pc" ] && ok "uninstall kept the other files" ||
-  bad "make uninstall removed files it did not install"
+if [ -z "$left" ]; then ok "uninstall removed every installed file"; else bad "left after make uninstall: $(printf '%s ' $left)"; fi
+if [ -f "$prefix/bin/other-tool" ] && [ -f "$prefix/lib/pkgconfig/other.pc" ]; then ok "uninstall kept the other files"
+else bad "make uninstall removed files it did not install"; fi
 
 [ "$fails" = 0 ] && echo "install-check: all passed" || echo "install-check: $fails failed"
 [ "$fails" = 0 ]

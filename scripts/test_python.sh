@@ -12,7 +12,7 @@
 # Skips with a message when there is no python3 or PyPI is unreachable (no venv
 # with numpy can be made). Exit status: non-zero when a step failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 BUILD=${BUILD:-build}
 export LOOM_BUILD_DIR=$root/$BUILD
