@@ -306,8 +306,8 @@ test: deps
 	@if [ -z "$(SANITIZE)" ] && [ "$(NATIVE)" != 1 ] && [ -n "$(filter -march=x86-64-v2%,$(ARCH_FLAGS))" ]; then \
 	   $(MAKE) --no-print-directory test-qemu; fi
 
-# The Python package (python/) on build/libloom.so: pip install ./python into a
-# numpy+pytest venv, then pytest (skipped with a message without python3/PyPI).
+# The Python package (python/) on $(BUILD)/libloom.so (scripts/test_python.sh): installed into a fresh
+# venv and used from outside the tree, then pytest (skipped with a message without python3/PyPI).
 test-py: lib
 	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/test_python.sh
 
