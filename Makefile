@@ -523,7 +523,8 @@ demo: deps
 # make install PREFIX=... [DESTDIR=...]: headers, libloom.a, libloom.so (SONAME link and dev link),
 # loom.pc (the shared library) and loom-static.pc (libloom.a with the system libraries shared),
 # the loom and loom-serve programs, and share/loom/install_manifest.txt, which lists every file
-# installed (absolute paths under PREFIX, one a line) and is what `make uninstall` removes.
+# installed (absolute paths under PREFIX, one a line; a reinstall adds to it) and is what
+# `make uninstall` removes. PREFIX must be absolute (it is written into loom.pc and the rpath).
 # loom.pc carries an rpath to its libdir unless PREFIX is one the loader searches (/usr, and
 # /usr/local through ldconfig), so a program linked with it runs without LD_LIBRARY_PATH.
 INSTALL_HEADERS := $(notdir $(wildcard include/loom/*.h))
@@ -531,10 +532,12 @@ INSTALL_MANIFEST = $(PREFIX)/share/loom/install_manifest.txt
 INSTALL_FILES = $(INSTALL_HEADERS:%=$(PREFIX)/include/loom/%) \
   $(addprefix $(PREFIX)/lib/,libloom.a $(SO_REAL) libloom.so.$(SOVERSION) libloom.so \
   pkgconfig/loom.pc pkgconfig/loom-static.pc) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve $(INSTALL_MANIFEST)
+CHECK_PREFIX = case '$(PREFIX)' in /*) ;; *) echo "$@: PREFIX must be an absolute path, got '$(PREFIX)'" >&2; exit 2;; esac
 PC_RPATH = $(if $(filter /usr /usr/local,$(patsubst %/,%,$(PREFIX))),,-Wl$(comma)-rpath$(comma)$${libdir})
 PC_SED = -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LOOM_VER)|' -e 's|@LIBS@|$(LDLIBS)|' -e 's|@RPATH@|$(PC_RPATH)|'
 
 install: lib $(CLI_BIN) $(SERVE_BIN)
+	@$(CHECK_PREFIX)
 	install -d $(DESTDIR)$(PREFIX)/include/loom $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
 	  $(DESTDIR)$(PREFIX)/share/loom
 	install -m 644 include/loom/*.h $(DESTDIR)$(PREFIX)/include/loom/
@@ -545,13 +548,15 @@ install: lib $(CLI_BIN) $(SERVE_BIN)
 	sed $(PC_SED) scripts/loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
 	sed $(PC_SED) scripts/loom-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom-static.pc
 	install -m 755 $(CLI_BIN) $(SERVE_BIN) $(DESTDIR)$(PREFIX)/bin/
-	@printf '%s\n' $(INSTALL_FILES) > $(DESTDIR)$(INSTALL_MANIFEST)
+	@{ cat $(DESTDIR)$(INSTALL_MANIFEST) 2>/dev/null; printf '%s\n' $(INSTALL_FILES); } | sort -u \
+	  > $(DESTDIR)$(INSTALL_MANIFEST).new && mv $(DESTDIR)$(INSTALL_MANIFEST).new $(DESTDIR)$(INSTALL_MANIFEST)
 	@echo "installed into $(DESTDIR)$(PREFIX); the list is in $(DESTDIR)$(INSTALL_MANIFEST)"
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ -w /etc/ld.so.cache ]; then ldconfig; fi
 
 # Removes the files the manifest of the last `make install` with this PREFIX (and DESTDIR) lists,
 # then loom's own folders (include/loom, share/loom) when they are left empty.
 uninstall:
+	@$(CHECK_PREFIX)
 	@m='$(DESTDIR)$(INSTALL_MANIFEST)'; \
 	 if [ ! -f "$$m" ]; then echo "uninstall: $$m not found: nothing was installed with PREFIX=$(PREFIX)" >&2; exit 1; fi; \
 	 while IFS= read -r f; do case $$f in '$(PREFIX)'/*) rm -f "$(DESTDIR)$$f" && echo "  RM     $(DESTDIR)$$f";; \

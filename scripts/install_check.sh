@@ -27,6 +27,21 @@ if ! $MAKE --no-print-directory -s install PREFIX="$prefix" BUILD="$BUILD" >"$tm
   cat "$tmp/install.log" >&2; echo "install-check: FAIL: make install PREFIX=$prefix" >&2; exit 1
 fi
 
+# A header an earlier version installed and this one no longer has: a reinstall keeps it in the
+# manifest, so that uninstall still removes it.
+echo '/* old */' >"$prefix/include/loom/loom_old.h"
+echo "$prefix/include/loom/loom_old.h" >>"$prefix/share/loom/install_manifest.txt"
+$MAKE --no-print-directory -s install PREFIX="$prefix" BUILD="$BUILD" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log" >&2; bad "make install again into $prefix"; }
+if grep -qx "$prefix/include/loom/loom_old.h" "$prefix/share/loom/install_manifest.txt"; then
+  ok "a reinstall keeps the manifest's earlier files"
+else bad "a reinstall dropped $prefix/include/loom/loom_old.h from the manifest"; fi
+out=$($MAKE --no-print-directory -s install PREFIX=relative/prefix BUILD="$BUILD" 2>&1) &&
+  bad "make install PREFIX=relative/prefix succeeded"
+case $out in *"PREFIX must be an absolute path, got 'relative/prefix'"*) ok "a relative PREFIX is refused";;
+  *) bad "make install PREFIX=relative/prefix: $out";; esac
+[ ! -e relative ] || { bad "make install PREFIX=relative/prefix created ./relative"; rm -rf relative; }
+
 # A consumer program: a graph with a matmul run by a session (the op table
 # comes from libloom's static initializers, which the static link must keep).
 cat >"$tmp/consumer.c" <<'C'
@@ -85,7 +100,7 @@ done
 $MAKE --no-print-directory -s uninstall PREFIX="$prefix" BUILD="$BUILD" >"$tmp/uninstall.log" 2>&1 ||
   { cat "$tmp/uninstall.log" >&2; bad "make uninstall PREFIX=$prefix"; }
 left=$(cd "$prefix" && find . \( -type f -o -type l -o -name '*loom*' \) ! -path ./bin/other-tool ! -path ./lib/pkgconfig/other.pc)
-if [ -z "$left" ]; then ok "uninstall removed every installed file"; else bad "left after make uninstall: $(printf '%s ' $left)"; fi
+if [ -z "$left" ]; then ok "uninstall removed every installed file"; else bad "left after make uninstall: $(echo "$left" | tr '\n' ' ')"; fi
 if [ -f "$prefix/bin/other-tool" ] && [ -f "$prefix/lib/pkgconfig/other.pc" ]; then ok "uninstall kept the other files"
 else bad "make uninstall removed files it did not install"; fi
 
