@@ -150,16 +150,19 @@ elif ! $MAKE --no-print-directory -s wheel BUILD="$BUILD" >"$tmp/wheel.log" 2>&1
   if grep -q peer_venv "$tmp/wheel.log"; then echo "SKIPPED: newcomer python step: no venv with setuptools (PyPI unreachable?)"
   else cat "$tmp/wheel.log" >&2; fail "make wheel"; fi
 else
+  whl=$(find "$BUILD/python" -name 'loom-*.whl' | head -1)
+  python3 -m zipfile -l "$whl" | grep -q '^loom/libloom\.so ' || fail "$whl does not bundle loom/libloom.so"
+  case $whl in *-none-any.whl) fail "$whl bundles native code but is tagged for any platform";; esac
   python3 -m venv "$tmp/venv" >"$tmp/venv.log" 2>&1 || { cat "$tmp/venv.log" >&2; fail "python3 -m venv"; }
-  if "$tmp/venv/bin/python" -m pip install -q "$BUILD"/python/loom-*.whl >"$tmp/pip.log" 2>&1; then
+  if "$tmp/venv/bin/python" -m pip install -q "$whl" >"$tmp/pip.log" 2>&1; then
     (cd "$tmp/work" && "$tmp/venv/bin/python" "$root/scripts/python_smoke.py" "" "$root") >"$tmp/py.out" 2>&1 ||
       { cat "$tmp/py.out" >&2; fail "python from a fresh venv"; }
-    step "python: $(grep accuracy= "$tmp/py.out")"
+    step "python: $(basename "$whl") in a fresh venv: $(grep accuracy= "$tmp/py.out")"
   elif grep -qiE 'NewConnectionError|Temporary failure in name resolution|Network is unreachable|No matching distribution found' \
        "$tmp/pip.log"; then
     echo "SKIPPED: newcomer python step: PyPI unreachable from a fresh venv (numpy)"
   else
-    cat "$tmp/pip.log" >&2; fail "pip install $BUILD/python/loom-*.whl into a fresh venv"
+    cat "$tmp/pip.log" >&2; fail "pip install $whl into a fresh venv"
   fi
 fi
 
