@@ -553,7 +553,7 @@ install: lib $(CLI_BIN) $(SERVE_BIN)
 	@echo "installed into $(DESTDIR)$(PREFIX); the list is in $(DESTDIR)$(INSTALL_MANIFEST)"
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ -w /etc/ld.so.cache ]; then ldconfig; fi
 
-# Removes the files the manifest of the last `make install` with this PREFIX (and DESTDIR) lists,
+# Removes the files in the manifest (every `make install` with this PREFIX and DESTDIR adds to it),
 # then loom's own folders (include/loom, share/loom) when they are left empty.
 uninstall:
 	@$(CHECK_PREFIX)
