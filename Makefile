@@ -151,7 +151,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
-.PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
+.PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
@@ -308,6 +308,8 @@ test: deps
 	@$(MAKE) --no-print-directory clang-check
 	@$(MAKE) --no-print-directory fuzz-replay
 	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-py; fi
+	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory install-check; fi
+	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory newcomer; fi
 	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory doc-test; fi
 	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
 	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
@@ -316,10 +318,26 @@ test: deps
 	@if [ -z "$(SANITIZE)" ] && [ "$(NATIVE)" != 1 ] && [ -n "$(filter -march=x86-64-v2%,$(ARCH_FLAGS))" ]; then \
 	   $(MAKE) --no-print-directory test-qemu; fi
 
-# The Python package (python/) on build/libloom.so: pip install ./python into a
-# numpy+pytest venv, then pytest (skipped with a message without python3/PyPI).
+# The Python package (python/) on $(BUILD)/libloom.so (scripts/test_python.sh): installed into a fresh
+# venv and used from outside the tree, then pytest (skipped with a message without python3/PyPI).
 test-py: lib
-	@bash scripts/test_python.sh
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/test_python.sh
+
+# The Python package as a wheel that bundles $(BUILD)/libloom.so (python/setup.py):
+# $(BUILD)/python/loom-<version>-py3-none-<platform>.whl, built in the "py" venv (scripts/peer_venv.sh).
+wheel: lib
+	@rm -rf $(BUILD)/python && mkdir -p $(BUILD)/python
+	$(Q)py=$$(bash scripts/peer_venv.sh py) && LOOM_BUILD_DIR='$(abspath $(BUILD))' \
+	  "$$py" -m pip wheel -q --no-deps --no-build-isolation -w $(BUILD)/python ./python
+	@ls $(BUILD)/python/*.whl
+
+# A newcomer's first hour from a temporary prefix and a fresh venv (scripts/newcomer.sh).
+newcomer: lib $(CLI_BIN) $(SERVE_BIN)
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/newcomer.sh
+
+# Installs into a temporary prefix and builds, runs and uninstalls from there (scripts/install_check.sh).
+install-check: lib $(CLI_BIN) $(SERVE_BIN)
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/install_check.sh
 
 # The runnable code blocks of README.md and docs/*.md (the markers: scripts/doc_test.py,
 # docs/getting-started.md), after a self-test on a page of broken blocks that must fail.
@@ -521,15 +539,49 @@ demo: deps
 	@$(MAKE) --no-print-directory lib $(EXAMPLE_BIN) $(BUILD)/bench/mlp_train
 	@bash scripts/demo.sh
 
-install: lib $(CLI_BIN)
-	install -d $(DESTDIR)$(PREFIX)/include/loom $(DESTDIR)$(PREFIX)/lib/pkgconfig
+# make install PREFIX=... [DESTDIR=...]: headers, libloom.a, libloom.so (SONAME link and dev link),
+# loom.pc (the shared library) and loom-static.pc (libloom.a with the system libraries shared),
+# the loom and loom-serve programs, and share/loom/install_manifest.txt, which lists every file
+# installed (absolute paths under PREFIX, one a line; a reinstall adds to it) and is what
+# `make uninstall` removes. PREFIX must be absolute (it is written into loom.pc and the rpath).
+# loom.pc carries an rpath to its libdir unless PREFIX is one the loader searches (/usr, and
+# /usr/local through ldconfig), so a program linked with it runs without LD_LIBRARY_PATH.
+INSTALL_HEADERS := $(notdir $(wildcard include/loom/*.h))
+INSTALL_MANIFEST = $(PREFIX)/share/loom/install_manifest.txt
+INSTALL_FILES = $(INSTALL_HEADERS:%=$(PREFIX)/include/loom/%) \
+  $(addprefix $(PREFIX)/lib/,libloom.a $(SO_REAL) libloom.so.$(SOVERSION) libloom.so \
+  pkgconfig/loom.pc pkgconfig/loom-static.pc) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve $(INSTALL_MANIFEST)
+CHECK_PREFIX = case '$(PREFIX)' in /*) ;; *) echo "$@: PREFIX must be an absolute path, got '$(PREFIX)'" >&2; exit 2;; esac
+PC_RPATH = $(if $(filter /usr /usr/local,$(patsubst %/,%,$(PREFIX))),,-Wl$(comma)-rpath$(comma)$${libdir})
+PC_SED = -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LOOM_VER)|' -e 's|@LIBS@|$(LDLIBS)|' -e 's|@RPATH@|$(PC_RPATH)|'
+
+install: lib $(CLI_BIN) $(SERVE_BIN)
+	@$(CHECK_PREFIX)
+	install -d $(DESTDIR)$(PREFIX)/include/loom $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/share/loom
 	install -m 644 include/loom/*.h $(DESTDIR)$(PREFIX)/include/loom/
 	install -m 644 $(BUILD)/libloom.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so.$(SOVERSION)
 	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LOOM_VER)|' -e 's|@LIBS@|$(LDLIBS)|' scripts/loom.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+	sed $(PC_SED) scripts/loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+	sed $(PC_SED) scripts/loom-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom-static.pc
+	install -m 755 $(CLI_BIN) $(SERVE_BIN) $(DESTDIR)$(PREFIX)/bin/
+	@{ cat $(DESTDIR)$(INSTALL_MANIFEST) 2>/dev/null; printf '%s\n' $(INSTALL_FILES); } | sort -u \
+	  > $(DESTDIR)$(INSTALL_MANIFEST).new && mv $(DESTDIR)$(INSTALL_MANIFEST).new $(DESTDIR)$(INSTALL_MANIFEST)
+	@echo "installed into $(DESTDIR)$(PREFIX); the list is in $(DESTDIR)$(INSTALL_MANIFEST)"
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ -w /etc/ld.so.cache ]; then ldconfig; fi
+
+# Removes the files in the manifest (every `make install` with this PREFIX and DESTDIR adds to it),
+# then loom's own folders (include/loom, share/loom) when they are left empty.
+uninstall:
+	@$(CHECK_PREFIX)
+	@m='$(DESTDIR)$(INSTALL_MANIFEST)'; \
+	 if [ ! -f "$$m" ]; then echo "uninstall: $$m not found: nothing was installed with PREFIX=$(PREFIX)" >&2; exit 1; fi; \
+	 while IFS= read -r f; do case $$f in '$(PREFIX)'/*) rm -f "$(DESTDIR)$$f" && echo "  RM     $(DESTDIR)$$f";; \
+	   *) echo "uninstall: skipping '$$f': not under $(PREFIX)" >&2;; esac; done < "$$m"; \
+	 rm -f "$$m"; \
+	 for d in include/loom share/loom; do rmdir "$(DESTDIR)$(PREFIX)/$$d" 2>/dev/null || true; done
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ -w /etc/ld.so.cache ]; then ldconfig; fi
 
 clean:

@@ -3,25 +3,38 @@ that the package uses. Struct layouts mirror the headers field by field;
 tests/test_layout.py checks every struct that has a struct_size field
 against the size the C library reports in it."""
 import ctypes as C
+import ctypes.util
 import os
+import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
+# The library a wheel bundles beside the package (python/setup.py copies build/libloom.so).
+BUNDLED = os.path.join(_here, "libloom.so")
+
+
+def _candidates():
+    """Where libloom is looked for, first match wins: LOOM_LIBRARY; the copy the
+    wheel bundles; build/libloom.so of a source checkout (python/loom/ ->
+    build/); lib/ of an install prefix (PREFIX, this Python's prefix, /usr/local,
+    /usr, where `make install` puts it); the loader's cache (ldconfig)."""
+    env = os.environ.get("LOOM_LIBRARY")
+    if env:
+        yield env
+    yield BUNDLED
+    yield os.path.join(_here, "..", "..", "build", "libloom.so")
+    seen = set()
+    for prefix in (os.environ.get("PREFIX"), sys.prefix, "/usr/local", "/usr"):
+        if prefix and prefix not in seen:
+            seen.add(prefix)
+            yield os.path.join(prefix, "lib", "libloom.so.0")
+            yield os.path.join(prefix, "lib", "libloom.so")
 
 
 def _find_library():
-    cands = []
-    env = os.environ.get("LOOM_LIBRARY")
-    if env:
-        cands.append(env)
-    # a source checkout: python/loom/ -> build/libloom.so
-    cands.append(os.path.join(_here, "..", "..", "build", "libloom.so"))
-    for prefix in (os.environ.get("PREFIX"), "/usr/local", "/usr"):
-        if prefix:
-            cands.append(os.path.join(prefix, "lib", "libloom.so"))
-    for c in cands:
+    for c in _candidates():
         if os.path.exists(c):
             return os.path.abspath(c)
-    return "libloom.so"  # the loader's search path
+    return ctypes.util.find_library("loom") or "libloom.so.0"  # the loader's search path
 
 
 LIBRARY_PATH = _find_library()
@@ -29,8 +42,8 @@ try:
     lib = C.CDLL(LIBRARY_PATH)
 except OSError as e:  # pragma: no cover
     raise ImportError(
-        "loom: cannot load the C library (%s): build it with `make lib`, install it with "
-        "`make install`, or set LOOM_LIBRARY to libloom.so's path" % e) from e
+        "loom: cannot load the C library (%s): install the wheel `make wheel` builds (it bundles "
+        "libloom.so), or `make install` the library, or set LOOM_LIBRARY to libloom.so's path" % e) from e
 
 vp = C.c_void_p
 cs = C.c_char_p
