@@ -390,7 +390,7 @@ static const char *const SPECIAL[] = {
     "LeakyRelu", "MatMul", "BatchMatMulV2", "Softmax", "LogSoftmax", "Conv2D", "MaxPool", "AvgPool", "Reshape",
     "ReshapeLike", "BroadcastLike", "BroadcastTo", "Transpose", "ConcatV2", "Pack", "ExpandDims", "Squeeze",
     "Slice", "Tile", "PadV2", "GatherV2", "Cast", "ArgMax", "ArgMin", "Shape", "Sum", "Mean", "Max", "Min", "Prod",
-    "ReduceLogSumExp", "OneHot", "ZerosLike", "OnesLike", "Fill", "LoomMultiHotConcat", "Range",
+    "ReduceLogSumExp", "OneHot", "ZerosLike", "OnesLike", "Fill", "LoomMultiHotConcat", "Range", "Bucketize",
 };
 
 static int op_supported(const char *op) {
@@ -431,6 +431,36 @@ static void reduce_op(ox *x, const loom_node *n, const loom_attrs *a, const char
     attr_ints(x, p, "axes", na, axes);
   }
   attr_i(x, p, "keepdims", a->keepdims ? 1 : 0);
+}
+
+/* Bucketize (out = how many boundaries b satisfy !(v < b), int32): the value against every boundary on a new
+ * last axis, Not(Less) cast to int32 and summed over that axis. The comparison is in the kernel's types: an
+ * integer value as float, a double value against the boundaries as doubles; NaN counts every boundary, as
+ * !(NaN < b) does. */
+static void bucketize(ox *x, const loom_node *n, const char *const *ins, const char *out) {
+  Onnx__NodeProto *p;
+  loom_dtype xdt = loom_output_dtype(loom_node_input(n, 0));
+  const char *v = ins[0], *b = ins[1];
+  if (xdt == LOOM_I32 || xdt == LOOM_I64) {
+    v = emit1(x, n, "Cast", v, NULL, &p);
+    attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+  } else if (xdt == LOOM_F64) {
+    b = emit1(x, n, "Cast", b, NULL, &p);
+    attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE);
+  }
+  int64_t last = -1;
+  const char *ax = const_i64(x, n, "axes", 1, &last);
+  const char *ui[2] = {v, ax};
+  const char *col = tmp_name(x, n, "column");
+  emit(x, "Unsqueeze", tmp_name(x, n, "Unsqueeze"), 2, ui, 1, &col);
+  const char *li[2] = {col, b};
+  const char *less = tmp_name(x, n, "less");
+  emit(x, "Less", tmp_name(x, n, "Less"), 2, li, 1, &less);
+  const char *counted = emit1(x, n, "Cast", emit1(x, n, "Not", less, NULL, NULL), NULL, &p);
+  attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+  const char *si[2] = {counted, ax};
+  p = emit(x, "ReduceSum", loom_node_name(n), 2, si, 1, &out);
+  attr_i(x, p, "keepdims", 0);
 }
 
 static loom_code convert(ox *x, loom_node *n, const loom_signature *sig) {
@@ -545,6 +575,8 @@ static loom_code convert(ox *x, loom_node *n, const loom_signature *sig) {
       else return unsupported(x, n, "a range of this dtype");
     }
     add_init(x, out, dt, 1, &len, vals, es * (size_t)len);
+  } else if (!strcmp(op, "Bucketize")) {
+    bucketize(x, n, ins, out);
   } else if (!strcmp(op, "Conv2D")) {
     conv_like(x, n, a, "Conv", out);
   } else if (!strcmp(op, "MaxPool")) {
@@ -759,22 +791,36 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
                 "as attributes)", opset, ONNX_OPSET_DEFAULT);
   if (!out_path || !*out_path) return fail(x, LOOM_INVALID_ARGUMENT, "out_path is NULL or empty");
   if (!sig || sig->noutputs < 1) return fail(x, LOOM_INVALID_ARGUMENT, "the signature has no outputs");
-  /* which outputs */
+  /* which outputs: the keys named, else every numeric one (the others are skipped with a note) */
   int nsel = o->noutputs > 0 ? o->noutputs : sig->noutputs;
   int *sel = calloc((size_t)nsel + 1, sizeof *sel);
   char *need = NULL, *direct = NULL;
   if (!sel) return fail(x, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  for (int i = 0; i < nsel; i++) {
-    sel[i] = i;
-    if (o->noutputs > 0) {
-      sel[i] = -1;
-      for (int j = 0; o->output_keys && o->output_keys[i] && j < sig->noutputs; j++)
-        if (!strcmp(sig->output_keys[j], o->output_keys[i])) sel[i] = j;
-      if (sel[i] < 0) {
-        fail(x, LOOM_NOT_FOUND, "signature %s has no output '%s'", sig->name ? sig->name : "",
-             o->output_keys && o->output_keys[i] ? o->output_keys[i] : "(null)");
-        goto done;
+  if (o->noutputs <= 0) {
+    nsel = 0;
+    for (int i = 0; i < sig->noutputs; i++) {
+      loom_dtype dt = loom_output_dtype(sig->outputs[i]);
+      if (onnx_dtype(dt)) {
+        sel[nsel++] = i;
+        continue;
       }
+      loom__log(LOOM_LOG_INFO, "onnx: signature %s: output '%s' (%s) skipped: ONNX export writes numeric tensors only",
+                sig->name ? sig->name : "", sig->output_keys[i], loom_dtype_name(dt));
+    }
+    if (!nsel) {
+      fail(x, LOOM_UNIMPLEMENTED, "signature %s has no numeric output (ONNX export writes numeric tensors only)",
+           sig->name ? sig->name : "");
+      goto done;
+    }
+  }
+  for (int i = 0; i < nsel && o->noutputs > 0; i++) {
+    sel[i] = -1;
+    for (int j = 0; o->output_keys && o->output_keys[i] && j < sig->noutputs; j++)
+      if (!strcmp(sig->output_keys[j], o->output_keys[i])) sel[i] = j;
+    if (sel[i] < 0) {
+      fail(x, LOOM_NOT_FOUND, "signature %s has no output '%s'", sig->name ? sig->name : "",
+           o->output_keys && o->output_keys[i] ? o->output_keys[i] : "(null)");
+      goto done;
     }
   }
   x->nnodes = loom_graph_num_nodes(x->g);
