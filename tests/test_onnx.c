@@ -587,6 +587,96 @@ Test(onnx, canned_dnn_bucketized) {
   run_checker(cd);
 }
 
+/* SparseEmbedding over the rows of a dense id tensor (DenseToRagged dropping nothing), each combiner, with
+ * negative ids (pruned by the kernel: zero rows, not counted) and a row of them only (zeros). */
+Test(onnx, sparse_embedding_of_dense_rows) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[2] = {-1, 3}, pd[2] = {6, 4};
+  loom_output ids = loom_placeholder(g, LOOM_I64, 2, xd, "ids");
+  float pv[24];
+  for (int i = 0; i < 24; i++) pv[i] = (float)((i * 7) % 11) * 0.25f - 1.0f;
+  loom_output params = loom_const_data(g, LOOM_F32, 2, pd, pv, "params");
+  loom_sparse rows = loom_dense_to_ragged(g, ids, 0, -1, "rows");
+  static const loom_combiner combs[3] = {LOOM_COMBINER_SUM, LOOM_COMBINER_MEAN, LOOM_COMBINER_SQRTN};
+  const char *ik[1] = {"ids"}, *ok[3] = {"sum", "mean", "sqrtn"};
+  loom_output outs[3];
+  for (int c = 0; c < 3; c++) outs[c] = loom_sparse_embedding(g, params, rows, (loom_output){NULL, 0}, combs[c], 0, ok[c]);
+  loom_signature sig = {"serving_default", "tensorflow/serving/predict", 1, ik, &ids, 3, ok, outs};
+  char ed[600];
+  loom_session *s = init_and_export(g, &sig, ed);
+  int64_t d[2] = {4, 3};
+  loom_tensor *in = loom_tensor_new(LOOM_I64, 2, d, NULL);
+  static const int64_t iv[12] = {0, 1, 2, 5, 5, -1, -1, -3, -1, 3, 0, 4};
+  memcpy(loom_tensor_data(in), iv, sizeof iv);
+  /* the kernel's values, against a count here: row 1 = (2 p[5]) / 2 for mean, row 2 = 0 */
+  loom_tensor *got[3] = {0};
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_session_run(s, &ids, &in, 1, outs, got, 3, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  const float *mean = loom_tensor_data_const(got[1]), *sq = loom_tensor_data_const(got[2]);
+  for (int k = 0; k < 4; k++) {
+    cr_expect(fabsf(mean[4 + k] - pv[20 + k]) < 1e-6f && mean[8 + k] == 0.0f, "mean row 1/2 col %d", k);
+    cr_expect(fabsf(sq[4 + k] - 2 * pv[20 + k] / sqrtf(2)) < 1e-6f, "sqrtn row 1 col %d", k);
+  }
+  for (int c = 0; c < 3; c++) loom_tensor_free(got[c]);
+  loom_status_free(st);
+  char cd[512];
+  check_export("sparse_embedding_dense_rows", ed, "serving_default", 1, ik, &in, 0, NULL, cd);
+  loom_tensor_free(in);
+  loom_session_free(s);
+  loom_graph_free(g);
+  *strrchr(ed, '/') = 0;
+  tu_rmtree(ed);
+  run_checker(cd);
+}
+
+/* A canned LinearClassifier over bucketized columns (weights looked up by bucket id: Bucketize, an offset
+ * per element, DenseToRagged and SparseEmbedding) and numeric ones, default options. */
+Test(onnx, canned_linear_bucketized) {
+  loom_status *st = loom_status_new();
+  loom_fc_set *set = loom_fc_set_new();
+  const loom_fc *pl = loom_fc_numeric(set, "PetalLength", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
+  const loom_fc *pw = loom_fc_numeric(set, "PetalWidth", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
+  const loom_fc *sl = loom_fc_numeric(set, "SepalLength", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
+  const loom_fc *sw = loom_fc_numeric(set, "SepalWidth", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
+  static const float bl[3] = {2.5f, 4.75f, 5.1f}, bw[4] = {0.8f, 1.3f, 1.75f, 2.0f};
+  const loom_fc *cols[4] = {loom_fc_bucketized(set, pl, 3, bl, st), loom_fc_bucketized(set, pw, 4, bw, st), sl, sw};
+  cr_assert(cols[0] && cols[1], "%s", loom_status_message(st));
+  cu_data tr, te;
+  cu_iris(&tr, 0, 0);
+  cu_iris(&te, 1, 0);
+  tr.batch = 32;
+  tr.shuffle = 1;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "onnx_linb");
+  loom_run_config cfg = cu_config();
+  loom_linear_options o = loom_linear_options_default();
+  o.model_dir = dir;
+  o.config = &cfg;
+  o.n_classes = 3;
+  o.nfeature_columns = 4;
+  o.feature_columns = cols;
+  o.sparse_combiner = LOOM_COMBINER_SQRTN;
+  loom_estimator *e = loom_linear_classifier_new(&o, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, 60);
+  char base[600], ed[1024];
+  snprintf(base, sizeof base, "%s/export", dir);
+  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, &te, base, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  const char *keys[8];
+  loom_tensor *in[8];
+  int ni = iris_inputs(&te, keys, in);
+  char cd[512];
+  check_export("linear_bucketized", ed, "predict", ni, keys, in, 0, NULL, cd);
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(set);
+  tu_rmtree(dir);
+  loom_status_free(st);
+  run_checker(cd);
+}
+
 /* A feature op ONNX cannot express: the error names the node and its op. */
 Test(onnx, unsupported_op_names_node) {
   loom_status *st = loom_status_new();

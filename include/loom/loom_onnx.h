@@ -16,13 +16,15 @@
  * ConcatV2, GatherV2, ExpandDims, Squeeze, Slice, Pack, Tile, Cast, ArgMax,
  * ArgMin, Shape, OneHot, Range, the reductions (Sum, Mean, Max, Min, Prod,
  * ReduceLogSumExp), SelectV2, Fill/ZerosLike/OnesLike, Bucketize (the value
- * compared with every boundary, Not(Less) cast to int32 and summed), and the
- * input layer's LoomMultiHotConcat with dense and int one-hot pieces — which
- * covers the layers, batch normalization in inference form (it is made of
- * elementwise ops), the canned DNN models over numeric and bucketized
- * feature columns, the linear ones over numeric columns (their numeric
- * outputs: logits, probabilities, class ids, predictions) and the demo CNN
- * and MLP.
+ * compared with every boundary, Not(Less) cast to int32 and summed),
+ * LoomSparseEmbedding over the rows of a dense id tensor (LoomDenseToRagged
+ * dropping nothing; no weights, no max_norm: Gather, negative ids masked,
+ * ReduceSum and the combiner's division), and the input layer's
+ * LoomMultiHotConcat with dense and int one-hot pieces — which covers the
+ * layers, batch normalization in inference form (it is made of elementwise
+ * ops), the canned models over numeric and bucketized feature columns (their
+ * numeric outputs: logits, probabilities, class ids, predictions) and the
+ * demo CNN and MLP.
  * Outputs: with no output keys given, every numeric output of the signature
  * is written and a non-numeric one (a classifier's string "classes" and
  * "all_classes") is skipped, each with an INFO line on the log
