@@ -346,6 +346,32 @@ static int iris_inputs(cu_data *d, const char **keys, loom_tensor **t) {
 
 static const char *const NUMERIC_CLS_KEYS[4] = {"logits", "probabilities", "class_ids", "all_class_ids"};
 
+/* iris's 120 training rows (batches of 32, shuffled) and 30 test rows, integer labels. */
+static void iris_split(cu_data *tr, cu_data *te) {
+  cu_iris(tr, 0, 0);
+  cu_iris(te, 1, 0);
+  tr->batch = 32;
+  tr->shuffle = 1;
+}
+
+/* Trains e 60 steps on tr, exports it (te's features as placeholders) under dir/export (the export
+ * directory in ed, 1024 bytes) and writes case name of its predict signature on te's features (no, okeys as
+ * check_export takes them) into cd. */
+static void train_export_case(loom_estimator *e, cu_data *tr, cu_data *te, const char *dir, const char *name, int no,
+                              const char *const *okeys, char *ed, char *cd) {
+  loom_status *st = loom_status_new();
+  cu_train(e, tr, 60);
+  char base[600];
+  snprintf(base, sizeof base, "%s/export", dir);
+  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, te, base, NULL, ed, 1024, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  const char *keys[8];
+  loom_tensor *in[8];
+  int ni = iris_inputs(te, keys, in);
+  check_export(name, ed, "predict", ni, keys, in, no, okeys, cd);
+  loom_status_free(st);
+}
+
 Test(onnx, canned_dnn_classifier) {
   loom_status *st = loom_status_new();
   static const char *fn[4] = {"SepalLength", "SepalWidth", "PetalLength", "PetalWidth"};
@@ -353,10 +379,7 @@ Test(onnx, canned_dnn_classifier) {
   const loom_fc *cols[4];
   for (int k = 0; k < 4; k++) cols[k] = loom_fc_numeric(set, fn[k], 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
   cu_data tr, te;
-  cu_iris(&tr, 0, 0);
-  cu_iris(&te, 1, 0);
-  tr.batch = 32;
-  tr.shuffle = 1;
+  iris_split(&tr, &te);
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "onnx_dnn");
   loom_run_config cfg = cu_config();
@@ -371,20 +394,15 @@ Test(onnx, canned_dnn_classifier) {
   o.hidden_units = hidden;
   loom_estimator *e = loom_dnn_classifier_new(&o, st);
   cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, 60);
-  char base[600], ed[1024];
-  snprintf(base, sizeof base, "%s/export", dir);
-  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, &te, base, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  const char *keys[8];
-  loom_tensor *in[8];
-  int ni = iris_inputs(&te, keys, in);
-  char cd[512];
-  check_export("dnn_classifier", ed, "predict", ni, keys, in, 4, NUMERIC_CLS_KEYS, cd);
+  char ed[1024], cd[512];
+  train_export_case(e, &tr, &te, dir, "dnn_classifier", 4, NUMERIC_CLS_KEYS, ed, cd);
 
   /* the default options: the numeric outputs, the string classes / all_classes skipped, each with a note */
   log_capture lc = {0};
   loom_log_set(capture_log, &lc, LOOM_LOG_INFO);
+  const char *keys[8];
+  loom_tensor *in[8];
+  int ni = iris_inputs(&te, keys, in);
   char cd2[512];
   check_export("dnn_classifier_default", ed, "predict", ni, keys, in, 0, NULL, cd2);
   loom_log_set(NULL, NULL, LOOM_LOG_WARN);
@@ -464,16 +482,8 @@ Test(onnx, canned_linear_regressor) {
   o.feature_columns = cols;
   loom_estimator *e = loom_linear_regressor_new(&o, st);
   cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, 60);
-  char base[600], ed[1024];
-  snprintf(base, sizeof base, "%s/export", dir);
-  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, &te, base, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  const char *keys[8];
-  loom_tensor *in[8];
-  int ni = iris_inputs(&te, keys, in);
-  char cd[512];
-  check_export("linear_regressor", ed, "predict", ni, keys, in, 0, NULL, cd);
+  char ed[1024], cd[512];
+  train_export_case(e, &tr, &te, dir, "linear_regressor", 0, NULL, ed, cd);
   loom_estimator_free(e);
   cu_data_free(&tr);
   cu_data_free(&te);
@@ -537,56 +547,6 @@ Test(onnx, bucketize_dtypes) {
   run_checker(cd);
 }
 
-/* A canned DNNClassifier over bucketized columns (the input layer's one-hot pieces from Bucketize) and a
- * numeric one, exported with the default options: ONNX Runtime gives loom's predictions. */
-Test(onnx, canned_dnn_bucketized) {
-  loom_status *st = loom_status_new();
-  loom_fc_set *set = loom_fc_set_new();
-  const loom_fc *pl = loom_fc_numeric(set, "PetalLength", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
-  const loom_fc *pw = loom_fc_numeric(set, "PetalWidth", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
-  const loom_fc *sl = loom_fc_numeric(set, "SepalLength", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
-  const loom_fc *sw = loom_fc_numeric(set, "SepalWidth", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
-  static const float bl[3] = {2.5f, 4.75f, 5.1f}, bw[4] = {0.8f, 1.3f, 1.75f, 2.0f};
-  const loom_fc *cols[4] = {loom_fc_bucketized(set, pl, 3, bl, st), loom_fc_bucketized(set, pw, 4, bw, st), sl, sw};
-  cr_assert(cols[0] && cols[1], "%s", loom_status_message(st));
-  cu_data tr, te;
-  cu_iris(&tr, 0, 0);
-  cu_iris(&te, 1, 0);
-  tr.batch = 32;
-  tr.shuffle = 1;
-  char dir[TU_TMPDIR_CAP];
-  tu_tmpdir(dir, sizeof dir, "onnx_bkt");
-  loom_run_config cfg = cu_config();
-  static const int64_t hidden[1] = {8};
-  loom_dnn_options o = loom_dnn_options_default();
-  o.model_dir = dir;
-  o.config = &cfg;
-  o.n_classes = 3;
-  o.nfeature_columns = 4;
-  o.feature_columns = cols;
-  o.nhidden_units = 1;
-  o.hidden_units = hidden;
-  loom_estimator *e = loom_dnn_classifier_new(&o, st);
-  cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, 60);
-  char base[600], ed[1024];
-  snprintf(base, sizeof base, "%s/export", dir);
-  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, &te, base, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  const char *keys[8];
-  loom_tensor *in[8];
-  int ni = iris_inputs(&te, keys, in);
-  char cd[512];
-  check_export("dnn_bucketized", ed, "predict", ni, keys, in, 0, NULL, cd);
-  loom_estimator_free(e);
-  cu_data_free(&tr);
-  cu_data_free(&te);
-  loom_fc_set_free(set);
-  tu_rmtree(dir);
-  loom_status_free(st);
-  run_checker(cd);
-}
-
 /* SparseEmbedding over the rows of a dense id tensor (DenseToRagged dropping nothing), each combiner, with
  * negative ids (pruned by the kernel: zero rows, not counted) and a row of them only (zeros). */
 Test(onnx, sparse_embedding_of_dense_rows) {
@@ -629,45 +589,48 @@ Test(onnx, sparse_embedding_of_dense_rows) {
   run_checker(cd);
 }
 
-/* A canned LinearClassifier over bucketized columns (weights looked up by bucket id: Bucketize, an offset
- * per element, DenseToRagged and SparseEmbedding) and numeric ones, default options. */
-Test(onnx, canned_linear_bucketized) {
+/* A canned classifier on iris over bucketized PetalLength / PetalWidth and numeric SepalLength / SepalWidth,
+ * exported with the default options: ONNX Runtime must give loom's predictions. */
+static void bucketized_case(const char *name, int linear) {
   loom_status *st = loom_status_new();
   loom_fc_set *set = loom_fc_set_new();
-  const loom_fc *pl = loom_fc_numeric(set, "PetalLength", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
-  const loom_fc *pw = loom_fc_numeric(set, "PetalWidth", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
-  const loom_fc *sl = loom_fc_numeric(set, "SepalLength", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
-  const loom_fc *sw = loom_fc_numeric(set, "SepalWidth", 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
+  static const char *const fn[4] = {"PetalLength", "PetalWidth", "SepalLength", "SepalWidth"};
+  const loom_fc *num[4];
+  for (int k = 0; k < 4; k++) num[k] = loom_fc_numeric(set, fn[k], 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
   static const float bl[3] = {2.5f, 4.75f, 5.1f}, bw[4] = {0.8f, 1.3f, 1.75f, 2.0f};
-  const loom_fc *cols[4] = {loom_fc_bucketized(set, pl, 3, bl, st), loom_fc_bucketized(set, pw, 4, bw, st), sl, sw};
+  const loom_fc *cols[4] = {loom_fc_bucketized(set, num[0], 3, bl, st), loom_fc_bucketized(set, num[1], 4, bw, st),
+                            num[2], num[3]};
   cr_assert(cols[0] && cols[1], "%s", loom_status_message(st));
   cu_data tr, te;
-  cu_iris(&tr, 0, 0);
-  cu_iris(&te, 1, 0);
-  tr.batch = 32;
-  tr.shuffle = 1;
+  iris_split(&tr, &te);
   char dir[TU_TMPDIR_CAP];
-  tu_tmpdir(dir, sizeof dir, "onnx_linb");
+  tu_tmpdir(dir, sizeof dir, "onnx_bkt");
   loom_run_config cfg = cu_config();
-  loom_linear_options o = loom_linear_options_default();
-  o.model_dir = dir;
-  o.config = &cfg;
-  o.n_classes = 3;
-  o.nfeature_columns = 4;
-  o.feature_columns = cols;
-  o.sparse_combiner = LOOM_COMBINER_SQRTN;
-  loom_estimator *e = loom_linear_classifier_new(&o, st);
+  loom_estimator *e;
+  if (linear) {
+    loom_linear_options o = loom_linear_options_default();
+    o.model_dir = dir;
+    o.config = &cfg;
+    o.n_classes = 3;
+    o.nfeature_columns = 4;
+    o.feature_columns = cols;
+    o.sparse_combiner = LOOM_COMBINER_SQRTN;
+    e = loom_linear_classifier_new(&o, st);
+  } else {
+    static const int64_t hidden[1] = {8};
+    loom_dnn_options o = loom_dnn_options_default();
+    o.model_dir = dir;
+    o.config = &cfg;
+    o.n_classes = 3;
+    o.nfeature_columns = 4;
+    o.feature_columns = cols;
+    o.nhidden_units = 1;
+    o.hidden_units = hidden;
+    e = loom_dnn_classifier_new(&o, st);
+  }
   cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, 60);
-  char base[600], ed[1024];
-  snprintf(base, sizeof base, "%s/export", dir);
-  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, &te, base, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  const char *keys[8];
-  loom_tensor *in[8];
-  int ni = iris_inputs(&te, keys, in);
-  char cd[512];
-  check_export("linear_bucketized", ed, "predict", ni, keys, in, 0, NULL, cd);
+  char ed[1024], cd[512];
+  train_export_case(e, &tr, &te, dir, name, 0, NULL, ed, cd);
   loom_estimator_free(e);
   cu_data_free(&tr);
   cu_data_free(&te);
@@ -676,6 +639,13 @@ Test(onnx, canned_linear_bucketized) {
   loom_status_free(st);
   run_checker(cd);
 }
+
+/* A DNN: the bucket ids are one-hot pieces of the input layer (LoomMultiHotConcat over Bucketize). */
+Test(onnx, canned_dnn_bucketized) { bucketized_case("dnn_bucketized", 0); }
+
+/* A linear model: a weight row per bucket id (Bucketize, an offset per element, LoomDenseToRagged,
+ * LoomSparseEmbedding with the sqrtn combiner). */
+Test(onnx, canned_linear_bucketized) { bucketized_case("linear_bucketized", 1); }
 
 /* A feature op ONNX cannot express: the error names the node and its op. */
 Test(onnx, unsupported_op_names_node) {

@@ -7,7 +7,7 @@
  * (loom_feature_columns.h, with statistics from the analyzer where asked:
  * z-score normalizers, quantile boundaries, vocabularies), a canned model
  * (loom_canned.h) with its options, the RunConfig and the train / eval /
- * predict / export settings. See README.md ("Command line") and
+ * predict / export settings. See docs/cli.md and
  * examples/jobs/. Progress goes to stderr, results (metrics as key=value,
  * the export directory) to stdout. Exit codes: 0 done, 1 a runtime error
  * (data, training...), 2 a job-file or command-line error (the message names

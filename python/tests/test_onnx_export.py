@@ -12,20 +12,9 @@ import numpy as np
 import pytest
 
 import loom
+from iris_data import dense, iris
 
-IRIS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv"  # Debian python3-sklearn
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-
-
-def iris():
-    if not os.path.exists(IRIS):
-        pytest.skip("iris.csv not found (Debian package python3-sklearn)")
-    d = np.loadtxt(IRIS, delimiter=",", skiprows=1)
-    return d[:, :4].astype(np.float32), d[:, 4].astype(np.int64)
-
-
-def dense(X):
-    return {"x": X[:, :2], "pl": X[:, 2:3], "pw": X[:, 3:4]}
 
 
 SERVING = {"x": (np.float32, (None, 2)), "pl": (np.float32, (None, 1)), "pw": (np.float32, (None, 1))}
