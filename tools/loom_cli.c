@@ -1393,6 +1393,7 @@ static void require_checkpoint(const job *j, const char *cmd) {
 
 static void run_evaluate(job *j) {
   if (!has_eval_data(j)) job_fail("data.eval", "missing: evaluation needs data.eval (or data.eval_fraction)");
+  require_checkpoint(j, "evaluate");
   loom_status *st = loom_status_new();
   loom_eval_options eo = loom_eval_options_default();
   eo.steps = j->eval_steps;
@@ -1741,10 +1742,7 @@ int main(int argc, char **argv) {
   build_model(&j);
   switch (c) {
     case CMD_TRAIN: run_train(&j); break;
-    case CMD_EVALUATE:
-      require_checkpoint(&j, cmd);
-      run_evaluate(&j);
-      break;
+    case CMD_EVALUATE: run_evaluate(&j); break;
     case CMD_PREDICT: run_predict(&j, output); break;
     default: run_export(&j, onnx, val[F_SIGNATURE], output_arg); break;
   }
