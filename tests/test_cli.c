@@ -601,6 +601,22 @@ Test(cli, tfrecord_with_a_varlen_feature) {
   for (int r = 0; r < nrec; r++) free(recs[r]);
   free(ed);
   free(csv);
+  /* two classes: the first label 2 (iris row 100) is train.tfrecord's record 81, named so */
+  char *at = strstr(job, "\"n_classes\": 3");
+  cr_assert(at);
+  at[strlen("\"n_classes\": ")] = '2';
+  snprintf(job2, sizeof job2, "%s", job);
+  char *md = strstr(job2, "\"model_dir\": \"model\"");
+  cr_assert(md);
+  memcpy(md, "\"model_dir\": \"mod_2\"", strlen("\"model_dir\": \"mod_2\""));
+  snprintf(jpath, sizeof jpath, "%s/job2.json", dir);
+  tu_write_file(jpath, job2, strlen(job2));
+  snprintf(args, sizeof args, "train %s -q", jpath);
+  run_out bad = run_cli(dir, args);
+  cr_expect_eq(bad.rc, 1, "exit %d\n%s", bad.rc, bad.err);
+  cr_expect(strstr(bad.err, "train.tfrecord: record 81: label '2' (feature 'y') is not in [0, 1] (model.n_classes 2)"),
+            "%s", bad.err);
+  run_free(&bad);
   run_free(&ex2);
   run_free(&t);
   run_free(&p);

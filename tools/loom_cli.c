@@ -1340,33 +1340,56 @@ static const char *bad_label(const job *j, const char *s, char *why, size_t cap)
   return why;
 }
 
-/* After a failed train / evaluate of a CSV classifier: exits naming the first label of the data files the head
- * rejects, as file:line; returns when there is none. */
+/* Element 0 of a label tensor as text. */
+static void label_text(const loom_tensor *v, char *buf, size_t cap) {
+  const void *d = loom_tensor_data_const(v);
+  size_t len = 0;
+  const char *s;
+  switch (loom_tensor_dtype(v)) {
+    case LOOM_STRING:
+      s = loom_tensor_get_string(v, 0, &len);
+      snprintf(buf, cap, "%.*s", (int)len, s);
+      break;
+    case LOOM_F32: snprintf(buf, cap, "%.9g", (double)*(const float *)d); break;
+    case LOOM_F64: snprintf(buf, cap, "%.17g", *(const double *)d); break;
+    case LOOM_I32: snprintf(buf, cap, "%d", *(const int32_t *)d); break;
+    default: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)d); break;
+  }
+}
+
+/* After a failed train / evaluate of a classifier: exits naming the first label of the data files the head
+ * rejects, by file and line (CSV) or file and record (TFRecord); returns when there is none. */
 static void report_bad_label(const job *j) {
-  if (j->fmt != FMT_CSV || !j->label || !j->classifier) return;
-  loom_csv_column *cols = calloc((size_t)j->ncols, sizeof *cols);
-  loom_status *st = loom_status_new();
+  if (j->fmt == FMT_IDX || !j->label || !j->classifier) return;
+  /* the label alone: a string column of the CSV (the others skipped), or the label's feature spec */
+  loom_csv_column *cols = calloc((size_t)(j->ncols ? j->ncols : 1), sizeof *cols);
+  loom_feature_spec spec;
+  memset(&spec, 0, sizeof spec);
   for (int i = 0; i < j->ncols; i++) {
     cols[i].name = j->cols[i].name;
     cols[i].dtype = LOOM_STRING;
     cols[i].select = !strcmp(j->cols[i].name, j->label);
     cols[i].default_value = cols[i].select ? j->cols[i].default_value : "";
   }
+  for (int i = 0; i < j->nspec; i++)
+    if (!strcmp(j->spec[i].name, j->label)) spec = j->spec[i];
+  loom_status *st = loom_status_new();
   for (int f = 0; f < j->ntrain + j->neval; f++) {
     const char *path = f < j->ntrain ? j->train[f] : j->eval[f - j->ntrain];
     loom_csv_options o = {j->header, j->delimiter, j->ncols, cols, NULL};
-    loom_dataset *ds = loom_dataset_csv(1, &path, &o, st);
+    loom_dataset *ds = j->fmt == FMT_CSV ? loom_dataset_csv(1, &path, &o, st)
+                                         : loom_dataset_tfrecord(1, &path, 1, &spec, NULL, st);
     loom_tensor *v = NULL;
     for (int64_t k = 0; ds && loom_dataset_next(ds, &v, st) == LOOM_OK; k++) {
-      size_t len = 0;
-      const char *s = loom_tensor_get_string(v, 0, &len);
       char text[256], why[128];
-      snprintf(text, sizeof text, "%.*s", (int)len, s);
+      label_text(v, text, sizeof text);
       loom_tensor_free(v);
       v = NULL;
       if (!bad_label(j, text, why, sizeof why)) continue;
-      die_msg("%s:%lld: label '%s' (column '%s') %s", path, (long long)csv_record_line(path, k + (j->header != 0)),
-              text, j->label, why);
+      if (j->fmt == FMT_CSV)
+        die_msg("%s:%lld: label '%s' (column '%s') %s", path,
+                (long long)csv_record_line(path, k + (j->header != 0)), text, j->label, why);
+      die_msg("%s: record %lld: label '%s' (feature '%s') %s", path, (long long)k + 1, text, j->label, why);
     }
     loom_dataset_free(ds);
   }
