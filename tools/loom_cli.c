@@ -48,8 +48,8 @@ static const char *const COMMAND_HELP[NCMD] = {
     "trains the model of JOB.json, then evaluates it when the job has eval data",
     "evaluates the latest checkpoint; prints the metrics as key=value",
     "reads predict.input (or --input), writes one CSV row per example (or --output)",
-    "writes the servable to <model_dir>/export/<timestamp>/ (export.serving_input \"parsing\": "
-    "classify/regress on serialized tf.Example, as TF's canned exports); --format onnx also writes an ONNX model"};
+    ("writes the servable to <model_dir>/export/<timestamp>/ (export.serving_input \"parsing\": "
+     "classify/regress on serialized tf.Example, as TF's canned exports); --format onnx also writes an ONNX model")};
 #define FOR_ALL ((1u << NCMD) - 1)
 #define FOR(c) (1u << (c))
 
