@@ -15,8 +15,6 @@ import loom
 from iris_data import dense, iris
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-
-
 SERVING = {"x": (np.float32, (None, 2)), "pl": (np.float32, (None, 1)), "pw": (np.float32, (None, 1))}
 
 
