@@ -32,6 +32,7 @@ typedef struct csv_col {
   char *dstr;        /* the default of string columns */
   size_t dstr_len;
   char sep;          /* multi-valued (ragged) cells: the separator; 0 = scalar */
+  int select;        /* a selected column (its header name is checked) */
 } csv_col;
 
 typedef struct csv_ds {
@@ -39,6 +40,7 @@ typedef struct csv_ds {
   int nfiles, file;
   char **paths;
   int header;
+  int check_header;   /* the header line must give the columns' names */
   char delim;
   int ncol;
   csv_col *cols;
@@ -620,6 +622,16 @@ static loom_code open_file(csv_ds *c, loom_status *st) {
   if (c->nf != c->ncol)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s:%lld: the header has %d columns, the options describe %d",
                            path, (long long)rl, c->nf, c->ncol);
+  /* the header must name the selected columns as the options do (or, for a column named by the header, as the
+     first file's header did); an empty header field names nothing and is not checked */
+  for (int j = 0; j < c->ncol && c->check_header; j++) {
+    const char *want = c->cols[j].name;
+    if (want && c->cols[j].select && c->fl[j] && (strlen(want) != c->fl[j] || memcmp(want, c->fs[j], c->fl[j])))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s:%lld: the header names column %d '%.*s', but columns[%d] is '%s' (columns swapped "
+                             "or misspelled?)",
+                             path, (long long)rl, j + 1, (int)(c->fl[j] > 64 ? 64 : c->fl[j]), c->fs[j], j, want);
+  }
   return LOOM_OK;
 }
 
@@ -752,6 +764,7 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
   if (!c) return NULL;
   loom_dataset *ds = &c->base;
   c->header = opt->header != 0;
+  c->check_header = opt->header != LOOM_CSV_HEADER_SKIP;
   c->delim = delim;
   c->special[(uint8_t)delim] = c->special['"'] = c->special['\r'] = c->special['\n'] = 1;
   ds->next_rows = csv_rows;
@@ -768,7 +781,13 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
       loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset_csv: out of memory");
       return fail(ds);
     }
-  /* every file must open; the first one's header names unnamed columns */
+  /* every file must open (its header naming the columns given); the first one's header names unnamed columns */
+  for (int j = 0; j < c->ncol; j++)
+    if ((c->cols[j].select = opt->columns[j].select != 0) && opt->columns[j].name &&
+        !(c->cols[j].name = loom__strdup(opt->columns[j].name))) {
+      loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "dataset_csv: out of memory");
+      return fail(ds);
+    }
   for (int i = nfiles - 1; i >= 0; i--) {
     c->file = i;
     if (open_file(c, st)) return fail(ds);
@@ -786,8 +805,12 @@ loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_
   for (int j = 0; j < c->ncol; j++) {
     const loom_csv_column *k = &opt->columns[j];
     csv_col *col = &c->cols[j];
-    if (k->name || !c->header || !c->nf) {
-      col->name = loom__strdup(k->name ? k->name : "");
+    if (col->name) {
+      /* a selected column named by the options: named before the files opened */
+    } else if (k->name) {
+      col->name = loom__strdup(k->name);
+    } else if (!c->header || !c->nf) {
+      col->name = loom__strdup("");
     } else if ((col->name = loom__malloc(c->fl[j] + 1))) { /* the header's field */
       memcpy(col->name, c->fs[j], c->fl[j]);
       col->name[c->fl[j]] = 0;

@@ -1,7 +1,8 @@
 /* CSV with a column spec: header on, 5 columns (f32 with a default, i64,
  * string, f64 without a default, a '|'-separated ragged i32 column), label
  * the i64; batched by 3 (ragged merge, padding). The first input byte picks
- * the delimiter and the header flag. */
+ * the delimiter and the header: none, skipped unchecked, or checked against
+ * the column names (bit 3). */
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -15,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                           {"tags", LOOM_I32, NULL, 1, '|'}};
   loom_csv_options o;
   memset(&o, 0, sizeof o);
-  o.header = data[0] & 1;
+  o.header = !(data[0] & 1) ? 0 : (data[0] & 8) ? 1 : LOOM_CSV_HEADER_SKIP;
   o.delimiter = (data[0] & 2) ? ';' : ',';
   o.ncolumns = 5;
   o.columns = cols;

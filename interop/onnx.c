@@ -38,6 +38,7 @@ typedef struct ox {
   const char *ckpt;
   /* per node id: the name of output 0 when it is not the node's name (signature inputs) */
   const char **alias;
+  const char *need; /* per node id: 1 = written (an output needs it) */
   int nnodes;
   /* growable lists */
   Onnx__NodeProto **nodes;
@@ -390,7 +391,8 @@ static const char *const SPECIAL[] = {
     "LeakyRelu", "MatMul", "BatchMatMulV2", "Softmax", "LogSoftmax", "Conv2D", "MaxPool", "AvgPool", "Reshape",
     "ReshapeLike", "BroadcastLike", "BroadcastTo", "Transpose", "ConcatV2", "Pack", "ExpandDims", "Squeeze",
     "Slice", "Tile", "PadV2", "GatherV2", "Cast", "ArgMax", "ArgMin", "Shape", "Sum", "Mean", "Max", "Min", "Prod",
-    "ReduceLogSumExp", "OneHot", "ZerosLike", "OnesLike", "Fill", "LoomMultiHotConcat", "Range",
+    "ReduceLogSumExp", "OneHot", "ZerosLike", "OnesLike", "Fill", "LoomMultiHotConcat", "Range", "Bucketize",
+    "LoomDenseToRagged", "LoomSparseEmbedding",
 };
 
 static int op_supported(const char *op) {
@@ -431,6 +433,123 @@ static void reduce_op(ox *x, const loom_node *n, const loom_attrs *a, const char
     attr_ints(x, p, "axes", na, axes);
   }
   attr_i(x, p, "keepdims", a->keepdims ? 1 : 0);
+}
+
+/* Bucketize (out = how many boundaries b satisfy !(v < b), int32): the value against every boundary on a new
+ * last axis, Not(Less) cast to int32 and summed over that axis. The comparison is in the kernel's types: an
+ * integer value as float, a double value against the boundaries as doubles; NaN counts every boundary, as
+ * !(NaN < b) does. */
+static void bucketize(ox *x, const loom_node *n, const char *const *ins, const char *out) {
+  Onnx__NodeProto *p;
+  loom_dtype xdt = loom_output_dtype(loom_node_input(n, 0));
+  const char *v = ins[0], *b = ins[1];
+  if (xdt == LOOM_I32 || xdt == LOOM_I64) {
+    v = emit1(x, n, "Cast", v, NULL, &p);
+    attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+  } else if (xdt == LOOM_F64) {
+    b = emit1(x, n, "Cast", b, NULL, &p);
+    attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE);
+  }
+  int64_t last = -1;
+  const char *ax = const_i64(x, n, "axes", 1, &last);
+  const char *ui[2] = {v, ax};
+  const char *col = tmp_name(x, n, "column");
+  emit(x, "Unsqueeze", tmp_name(x, n, "Unsqueeze"), 2, ui, 1, &col);
+  const char *li[2] = {col, b};
+  const char *less = tmp_name(x, n, "less");
+  emit(x, "Less", tmp_name(x, n, "Less"), 2, li, 1, &less);
+  const char *counted = emit1(x, n, "Cast", emit1(x, n, "Not", less, NULL, NULL), NULL, &p);
+  attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+  const char *si[2] = {counted, ax};
+  p = emit(x, "ReduceSum", loom_node_name(n), 2, si, 1, &out);
+  attr_i(x, p, "keepdims", 0);
+}
+
+/* The ids of a SparseEmbedding when they are a dense tensor's rows: DenseToRagged that drops nothing (every
+ * row has the same count), its values and row_splits both feeding the embedding; NULL otherwise. */
+static const loom_node *dense_rows_source(const loom_node *emb) {
+  loom_output ids = loom_node_input(emb, 1), splits = loom_node_input(emb, 2);
+  const loom_node *src = ids.node;
+  if (strcmp(loom_node_op_name(src), "LoomDenseToRagged") || loom__node_attrs(src)->keepdims || ids.index != 0 ||
+      splits.node != src || splits.index != 1)
+    return NULL;
+  return src;
+}
+
+/* DenseToRagged writes nothing: each node it feeds must be a SparseEmbedding that reads the dense tensor
+ * itself (sparse_embedding below). */
+static loom_code dense_to_ragged(ox *x, const loom_node *n) {
+  int id = loom_node_id(n);
+  for (int i = id + 1; i < x->nnodes; i++) {
+    loom_node *c = loom_graph_node_at(x->g, i);
+    if (!x->need[i]) continue;
+    for (int k = 0; k < loom_node_num_inputs(c); k++) {
+      if (loom_node_input(c, k).node != n) continue;
+      if (strcmp(loom_node_op_name(c), "LoomSparseEmbedding") || dense_rows_source(c) != n)
+        return unsupported(x, n, "ragged rows read by an op other than an embedding lookup");
+    }
+  }
+  return LOOM_OK;
+}
+
+/* SparseEmbedding over a dense tensor's rows ([B, k] ids, k fixed): the rows gathered as [B, k, D], an entry
+ * with a negative id (the kernel prunes it) zeroed, summed over k, divided by the kept count (mean) or its
+ * square root (sqrtn), at least 1 (a row with no kept entry is zeros, as the kernel gives). Weighted ids,
+ * max_norm and truly ragged ids have no form here. */
+static void sparse_embedding(ox *x, const loom_node *n, const loom_attrs *a, const char *const *ins, const char *out) {
+  const loom_node *src = dense_rows_source(n);
+  if (!src) {
+    unsupported(x, n, "ragged ids (only the rows of a dense tensor are written)");
+    return;
+  }
+  if (loom_node_num_inputs(n) != 3 || a->alpha > 0) {
+    unsupported(x, n, loom_node_num_inputs(n) != 3 ? "weighted ids" : "max_norm");
+    return;
+  }
+  loom_output dense = loom_node_input(src, 0);
+  loom_dtype idt = loom_output_dtype(dense);
+  int64_t dims[LOOM_MAX_DIMS], k = 1;
+  int r = loom_output_dims(dense, dims);
+  for (int i = 1; i < r; i++) k = dims[i] < 0 || k < 0 ? -1 : k * dims[i];
+  if (r < 1 || k < 1) {
+    unsupported(x, n, "ids of unknown row length");
+    return;
+  }
+  Onnx__NodeProto *p;
+  int64_t shp[2] = {-1, k}, one = 1, last = -1;
+  const char *ri[2] = {tname(x, dense), const_i64(x, n, "shape", 2, shp)};
+  const char *ids = tmp_name(x, n, "ids");
+  emit(x, "Reshape", tmp_name(x, n, "Reshape"), 2, ri, 1, &ids);
+  const char *zero = const_scalar(x, n, "zero", idt, 0.0);
+  const char *li[2] = {ids, zero}, *neg = tmp_name(x, n, "negative");
+  emit(x, "Less", tmp_name(x, n, "Less"), 2, li, 1, &neg);
+  const char *keep = emit1(x, n, "Cast", emit1(x, n, "Not", neg, NULL, NULL), NULL, &p);
+  attr_i(x, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+  const char *mi[2] = {ids, zero}, *safe = tmp_name(x, n, "safe_ids");
+  emit(x, "Max", tmp_name(x, n, "Max"), 2, mi, 1, &safe);
+  const char *gi[2] = {ins[0], safe}, *rows = tmp_name(x, n, "rows");
+  p = emit(x, "Gather", tmp_name(x, n, "Gather"), 2, gi, 1, &rows);
+  attr_i(x, p, "axis", 0);
+  const char *ax_last = const_i64(x, n, "axes", 1, &last), *ax1 = const_i64(x, n, "axes", 1, &one);
+  const char *ui[2] = {keep, ax_last}, *keep3 = tmp_name(x, n, "keep");
+  emit(x, "Unsqueeze", tmp_name(x, n, "Unsqueeze"), 2, ui, 1, &keep3);
+  const char *xi[2] = {rows, keep3}, *kept = tmp_name(x, n, "kept_rows");
+  emit(x, "Mul", tmp_name(x, n, "Mul"), 2, xi, 1, &kept);
+  int comb = (int)a->num;
+  const char *si[2] = {kept, ax1};
+  const char *sum = comb == LOOM_COMBINER_SUM ? out : tmp_name(x, n, "sum");
+  p = emit(x, "ReduceSum", comb == LOOM_COMBINER_SUM ? loom_node_name(n) : tmp_name(x, n, "ReduceSum"), 2, si, 1,
+           &sum);
+  attr_i(x, p, "keepdims", 0);
+  if (comb == LOOM_COMBINER_SUM) return;
+  const char *ci[2] = {keep, ax1}, *cnt = tmp_name(x, n, "count");
+  p = emit(x, "ReduceSum", tmp_name(x, n, "ReduceSum"), 2, ci, 1, &cnt);
+  attr_i(x, p, "keepdims", 1);
+  const char *ai[2] = {cnt, const_scalar(x, n, "one", LOOM_F32, 1.0)}, *den = tmp_name(x, n, "count1");
+  emit(x, "Max", tmp_name(x, n, "Max"), 2, ai, 1, &den);
+  if (comb == LOOM_COMBINER_SQRTN) den = emit1(x, n, "Sqrt", den, NULL, NULL);
+  const char *di[2] = {sum, den};
+  emit(x, "Div", loom_node_name(n), 2, di, 1, &out);
 }
 
 static loom_code convert(ox *x, loom_node *n, const loom_signature *sig) {
@@ -545,6 +664,12 @@ static loom_code convert(ox *x, loom_node *n, const loom_signature *sig) {
       else return unsupported(x, n, "a range of this dtype");
     }
     add_init(x, out, dt, 1, &len, vals, es * (size_t)len);
+  } else if (!strcmp(op, "Bucketize")) {
+    bucketize(x, n, ins, out);
+  } else if (!strcmp(op, "LoomDenseToRagged")) {
+    return dense_to_ragged(x, n);
+  } else if (!strcmp(op, "LoomSparseEmbedding")) {
+    sparse_embedding(x, n, a, ins, out);
   } else if (!strcmp(op, "Conv2D")) {
     conv_like(x, n, a, "Conv", out);
   } else if (!strcmp(op, "MaxPool")) {
@@ -759,22 +884,36 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
                 "as attributes)", opset, ONNX_OPSET_DEFAULT);
   if (!out_path || !*out_path) return fail(x, LOOM_INVALID_ARGUMENT, "out_path is NULL or empty");
   if (!sig || sig->noutputs < 1) return fail(x, LOOM_INVALID_ARGUMENT, "the signature has no outputs");
-  /* which outputs */
+  /* which outputs: the keys named, else every numeric one (the others are skipped with a note) */
   int nsel = o->noutputs > 0 ? o->noutputs : sig->noutputs;
   int *sel = calloc((size_t)nsel + 1, sizeof *sel);
   char *need = NULL, *direct = NULL;
   if (!sel) return fail(x, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  for (int i = 0; i < nsel; i++) {
-    sel[i] = i;
-    if (o->noutputs > 0) {
-      sel[i] = -1;
-      for (int j = 0; o->output_keys && o->output_keys[i] && j < sig->noutputs; j++)
-        if (!strcmp(sig->output_keys[j], o->output_keys[i])) sel[i] = j;
-      if (sel[i] < 0) {
-        fail(x, LOOM_NOT_FOUND, "signature %s has no output '%s'", sig->name ? sig->name : "",
-             o->output_keys && o->output_keys[i] ? o->output_keys[i] : "(null)");
-        goto done;
+  if (o->noutputs <= 0) {
+    nsel = 0;
+    for (int i = 0; i < sig->noutputs; i++) {
+      loom_dtype dt = loom_output_dtype(sig->outputs[i]);
+      if (onnx_dtype(dt)) {
+        sel[nsel++] = i;
+        continue;
       }
+      loom__log(LOOM_LOG_INFO, "onnx: signature %s: output '%s' (%s) skipped: ONNX export writes numeric tensors only",
+                sig->name ? sig->name : "", sig->output_keys[i], loom_dtype_name(dt));
+    }
+    if (!nsel) {
+      fail(x, LOOM_UNIMPLEMENTED, "signature %s has no numeric output (ONNX export writes numeric tensors only)",
+           sig->name ? sig->name : "");
+      goto done;
+    }
+  }
+  for (int i = 0; i < nsel && o->noutputs > 0; i++) {
+    sel[i] = -1;
+    for (int j = 0; o->output_keys && o->output_keys[i] && j < sig->noutputs; j++)
+      if (!strcmp(sig->output_keys[j], o->output_keys[i])) sel[i] = j;
+    if (sel[i] < 0) {
+      fail(x, LOOM_NOT_FOUND, "signature %s has no output '%s'", sig->name ? sig->name : "",
+           o->output_keys && o->output_keys[i] ? o->output_keys[i] : "(null)");
+      goto done;
     }
   }
   x->nnodes = loom_graph_num_nodes(x->g);
@@ -835,6 +974,7 @@ static loom_code export_core(ox *x, const loom_signature *sig, const char *out_p
       x->alias[id] = ar_str(x, "%s:0", key);
     }
   }
+  x->need = need;
   for (int i = 0; i < x->nnodes && !x->rc; i++)
     if (need[i]) convert(x, loom_graph_node_at(x->g, i), sig);
   if (x->rc) goto done;

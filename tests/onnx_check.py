@@ -6,7 +6,8 @@ usage: onnx_check.py CASE_DIR
 CASE_DIR holds manifest.json (written by the C test), model.onnx and raw
 little-endian tensors: the inputs fed to loom's predictor and the outputs it
 gave. onnx.checker.check_model (full check, with shape inference) must pass;
-onnxruntime's outputs must have loom's shapes and dtypes and equal them
+the model's inputs and outputs must be the manifest's keys; onnxruntime's
+outputs must have loom's shapes and dtypes and equal them
 within the manifest's tolerance (absolute; integers exactly). Prints
 "onnx_check: <case> <key> max_abs_diff=<d>" per output and
 "onnx_check: OK <case>" at the end; exit 1 on any failure.
@@ -44,6 +45,10 @@ def main():
         print(f"onnx_check: {name}: model inputs {want_in}, manifest {sorted(feeds)}")
         return 1
     keys = [e["key"] for e in man["outputs"]]
+    model_out = sorted(o.name for o in sess.get_outputs())
+    if model_out != sorted(keys):
+        print(f"onnx_check: {name}: model outputs {model_out}, manifest {sorted(keys)}")
+        return 1
     got = sess.run(keys, feeds)
     tol = float(man.get("tolerance", 1e-5))
     bad = 0

@@ -183,7 +183,7 @@ Test(cli, diamonds_wide_and_deep_with_analyzer) {
 /* ---- job-file errors ---- */
 static const char *BASE =
     "{\n"
-    "  \"data\": {\"train\": \"" IRIS_CSV "\", \"eval_fraction\": 0.2,\n"
+    "  \"data\": {\"train\": \"" IRIS_CSV "\", \"eval_fraction\": 0.2, \"header\": \"skip\",\n"
     "           \"columns\": [\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"int64\"}], \"label\": \"y\"},\n"
     "  \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"c\"}],\n"
     "  \"model\": {\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3},\n"
@@ -274,10 +274,11 @@ Test(cli, job_file_errors_name_the_key) {
 Test(cli, runtime_errors_exit_1) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "cli_rt");
-  /* labels 0..2 with n_classes 2: the head rejects label 2 while training */
+  /* labels 0..2 with n_classes 2: the head rejects label 2 while training; the first one is on line 102 */
   run_out r = run_variant(dir, "train", "\"n_classes\": 3", "\"n_classes\": 2");
   cr_expect_eq(r.rc, 1, "exit %d; stderr:\n%s", r.rc, r.err);
-  cr_expect(strstr(r.err, "loom: train: "), "%s", r.err);
+  cr_expect(strstr(r.err, "loom: " IRIS_CSV ":102: label '2' (column 'y') is not in [0, 1] (model.n_classes 2)"), "%s",
+            r.err);
   run_free(&r);
   /* predict on a CSV with the wrong number of columns */
   char sub[512], bad[256];
@@ -600,6 +601,22 @@ Test(cli, tfrecord_with_a_varlen_feature) {
   for (int r = 0; r < nrec; r++) free(recs[r]);
   free(ed);
   free(csv);
+  /* two classes: the first label 2 (iris row 100) is train.tfrecord's record 81, named so */
+  char *at = strstr(job, "\"n_classes\": 3");
+  cr_assert(at);
+  at[strlen("\"n_classes\": ")] = '2';
+  snprintf(job2, sizeof job2, "%s", job);
+  char *md = strstr(job2, "\"model_dir\": \"model\"");
+  cr_assert(md);
+  memcpy(md, "\"model_dir\": \"mod_2\"", strlen("\"model_dir\": \"mod_2\""));
+  snprintf(jpath, sizeof jpath, "%s/job2.json", dir);
+  tu_write_file(jpath, job2, strlen(job2));
+  snprintf(args, sizeof args, "train %s -q", jpath);
+  run_out bad = run_cli(dir, args);
+  cr_expect_eq(bad.rc, 1, "exit %d\n%s", bad.rc, bad.err);
+  cr_expect(strstr(bad.err, "train.tfrecord: record 81: label '2' (feature 'y') is not in [0, 1] (model.n_classes 2)"),
+            "%s", bad.err);
+  run_free(&bad);
   run_free(&ex2);
   run_free(&t);
   run_free(&p);
@@ -622,7 +639,7 @@ Test(cli, export_parsing_receiver_classify_and_regress) {
   char dir2[TU_TMPDIR_CAP];
   tu_tmpdir(dir2, sizeof dir2, "cli_parsing_reg");
   snprintf(job, sizeof job,
-           "{\"data\": {\"train\": \"" IRIS_CSV "\", \"eval_fraction\": 0.2,\n"
+           "{\"data\": {\"train\": \"" IRIS_CSV "\", \"eval_fraction\": 0.2, \"header\": \"skip\",\n"
            "   \"columns\": [\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"int64\", \"select\": false}],"
            " \"label\": \"d\"},\n"
            " \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"c\"},\n"
@@ -650,5 +667,218 @@ Test(cli, export_serving_input_errors_name_the_key) {
   expect_job_error(dir, "\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3}",
                    "\"type\": \"baseline_classifier\", \"n_classes\": 3}, \"export\": {\"serving_input\": \"parsing\"}",
                    "export.serving_input: \"parsing\" needs a model with feature columns");
+  tu_rmtree(dir);
+}
+
+/* ---- the command line's own surface: --help from the parser's table, --version ---- */
+/* Every flag and the commands that take it (written here independently of the CLI's table). */
+static const struct {
+  const char *flag, *value;
+  const char *cmds; /* initials: t train, e evaluate, p predict, x export */
+} CLI_FLAGS[] = {
+    {"--model-dir", "D", "tepx"}, {"--steps", "5", "t"},          {"--data", "D", "tepx"},
+    {"--input", "I", "p"},        {"--output", "O", "px"},        {"--format", "onnx", "x"},
+    {"--signature", "S", "x"},    {"--allow-random-weights", NULL, "ep"}, {"--quiet", NULL, "tepx"},
+    {"-q", NULL, "tepx"},         {"--help", NULL, "tepx"},
+};
+static const char *const CLI_CMDS[4] = {"train", "evaluate", "predict", "export"};
+
+/* `loom --help` lists every command and flag; `loom <cmd> --help` lists exactly the flags <cmd> accepts, and the
+ * parser accepts exactly those (each flag given before --help: accepted -> the help, exit 0; else exit 2). */
+Test(cli, help_lists_every_flag_the_parser_accepts) {
+  char dir[TU_TMPDIR_CAP], args[512];
+  tu_tmpdir(dir, sizeof dir, "cli_help");
+  run_out g = run_cli(dir, "--help");
+  cr_assert_eq(g.rc, 0, "%s", g.err);
+  for (size_t i = 0; i < sizeof CLI_FLAGS / sizeof *CLI_FLAGS; i++)
+    cr_expect(strstr(g.out, CLI_FLAGS[i].flag), "loom --help lacks %s:\n%s", CLI_FLAGS[i].flag, g.out);
+  for (int c = 0; c < 4; c++) cr_expect(strstr(g.out, CLI_CMDS[c]), "loom --help lacks %s", CLI_CMDS[c]);
+  cr_expect(strstr(g.out, "--version"), "%s", g.out);
+  run_free(&g);
+  for (int c = 0; c < 4; c++) {
+    snprintf(args, sizeof args, "%s --help", CLI_CMDS[c]);
+    run_out h = run_cli(dir, args);
+    cr_assert_eq(h.rc, 0, "%s", h.err);
+    cr_expect(!strncmp(h.out, "usage: loom ", 12) && strstr(h.out, CLI_CMDS[c]), "%s", h.out);
+    for (size_t i = 0; i < sizeof CLI_FLAGS / sizeof *CLI_FLAGS; i++) {
+      int takes = strchr(CLI_FLAGS[i].cmds, "tepx"[c]) != NULL;
+      char pat[64];
+      snprintf(pat, sizeof pat, "%s%s", CLI_FLAGS[i].flag, CLI_FLAGS[i].value ? " " : "");
+      cr_expect(!!strstr(h.out, pat) == takes, "loom %s --help %s %s:\n%s", CLI_CMDS[c], takes ? "lacks" : "lists",
+                CLI_FLAGS[i].flag, h.out);
+      snprintf(args, sizeof args, "%s %s %s --help", CLI_CMDS[c], CLI_FLAGS[i].flag,
+               CLI_FLAGS[i].value ? CLI_FLAGS[i].value : "");
+      run_out a = run_cli(dir, args);
+      cr_expect_eq(a.rc, takes ? 0 : 2, "loom %s: exit %d\n%s", args, a.rc, a.err);
+      if (!takes) cr_expect(strstr(a.err, "is not a flag of"), "loom %s:\n%s", args, a.err);
+      run_free(&a);
+    }
+    run_free(&h);
+  }
+  run_out u = run_cli(dir, "train job.json --bogus");
+  cr_expect_eq(u.rc, 2);
+  cr_expect(strstr(u.err, "unknown flag '--bogus'") && strstr(u.err, "usage: loom train"), "%s", u.err);
+  run_free(&u);
+  tu_rmtree(dir);
+}
+
+Test(cli, version) {
+  char dir[TU_TMPDIR_CAP], want[128];
+  tu_tmpdir(dir, sizeof dir, "cli_version");
+  run_out v = run_cli(dir, "--version");
+  cr_expect_eq(v.rc, 0, "%s", v.err);
+  snprintf(want, sizeof want, "loom %s\n", loom_version());
+  cr_expect(!strncmp(v.out, want, strlen(want)), "loom --version printed '%s', want '%s'", v.out, want);
+  run_free(&v);
+  tu_rmtree(dir);
+}
+
+/* evaluate / predict without a checkpoint: an error (TF's "Could not find trained model in model_dir") that
+ * --quiet does not hide; --allow-random-weights runs on the initial weights with a warning --quiet keeps. */
+Test(cli, evaluate_predict_without_checkpoint) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "cli_nockpt");
+  for (int k = 0; k < 2; k++) {
+    const char *cmd = k ? "predict" : "evaluate";
+    char sub[512];
+    snprintf(sub, sizeof sub, "\"steps\": 20}, \"predict\": {\"input\": \"%s\", \"output\": \"p.csv\"}", IRIS_CSV);
+    run_out r = run_variant(dir, cmd, "\"steps\": 20}", sub);
+    cr_expect_eq(r.rc, 1, "%s without a checkpoint: exit %d\n%s", cmd, r.rc, r.err);
+    cr_expect(strstr(r.err, "Could not find trained model in model_dir: ") && strstr(r.err, "--allow-random-weights"),
+              "%s: %s", cmd, r.err);
+    cr_expect_str_eq(r.out, "", "%s printed results: %s", cmd, r.out);
+    run_free(&r);
+    char c2[64];
+    snprintf(c2, sizeof c2, "%s --allow-random-weights", cmd);
+    r = run_variant(dir, c2, "\"steps\": 20}", sub);
+    cr_expect_eq(r.rc, 0, "%s --allow-random-weights: exit %d\n%s", cmd, r.rc, r.err);
+    cr_expect(strstr(r.err, "WARN: no checkpoint in ") && strstr(r.err, "initial (random) weights"), "%s: %s", cmd,
+              r.err);
+    if (!k) cr_expect(metric(r.out, "global_step") == 0, "%s", r.out);
+    run_free(&r);
+  }
+  tu_rmtree(dir);
+}
+
+/* BASE on dir/data.csv (text), its header checked ("header": true) */
+static run_out run_on_csv(const char *dir, const char *cmd, const char *csv, const char *columns, const char *model) {
+  char path[256], from[512], to[1024];
+  snprintf(path, sizeof path, "%s/data.csv", dir);
+  tu_write_file(path, csv, strlen(csv));
+  snprintf(from, sizeof from, "\"train\": \"%s\", \"eval_fraction\": 0.2, \"header\": \"skip\",\n"
+           "           \"columns\": [\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"int64\"}], "
+           "\"label\": \"y\"},\n"
+           "  \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"c\"}],\n"
+           "  \"model\": {\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3}", IRIS_CSV);
+  snprintf(to, sizeof to, "\"train\": \"%s\", \"eval_fraction\": 0.2, \"header\": true,\n"
+           "           \"columns\": %s, \"label\": \"y\"},\n"
+           "  \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"c\"}],\n"
+           "  \"model\": %s", path, columns, model);
+  return run_variant(dir, cmd, from, to);
+}
+
+static const char *const COLS5 = "[\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"int64\"}]";
+static const char *const DNN3 = "{\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3}";
+
+/* 40 rows a,b,c,d,y (y = i % 3) after header; bad_row >= 0 gets label text bad at that row */
+static void rows_csv(char *buf, size_t cap, const char *header, int bad_row, const char *bad, int strings) {
+  static const char *const names[3] = {"setosa", "versicolor", "virginica"};
+  size_t n = (size_t)snprintf(buf, cap, "%s\n", header);
+  for (int i = 0; i < 40 && n < cap; i++) {
+    char y[32];
+    if (strings) snprintf(y, sizeof y, "%s", names[i % 3]);
+    else snprintf(y, sizeof y, "%d", i % 3);
+    n += (size_t)snprintf(buf + n, cap - n, "%s%d.5,%d,%d.25,1,%s\n", i == 7 ? "\n" : "", i % 5, i % 4, i % 6,
+                          i == bad_row ? bad : y);
+  }
+}
+
+/* The header is checked against data.columns: swapped or misspelled names are a job error naming the file,
+ * line 1, the header's name and the expected one; the right header trains. */
+Test(cli, csv_header_checked_against_the_columns) {
+  char dir[TU_TMPDIR_CAP], csv[4096];
+  tu_tmpdir(dir, sizeof dir, "cli_header");
+  rows_csv(csv, sizeof csv, "a,b,c,d,y", -1, NULL, 0);
+  run_out r = run_on_csv(dir, "train", csv, COLS5, DNN3);
+  cr_expect_eq(r.rc, 0, "the matching header: exit %d\n%s", r.rc, r.err);
+  run_free(&r);
+  rows_csv(csv, sizeof csv, "a,c,b,d,y", -1, NULL, 0);
+  r = run_on_csv(dir, "train", csv, COLS5, DNN3);
+  cr_expect_eq(r.rc, 2, "swapped columns: exit %d\n%s", r.rc, r.err);
+  cr_expect(strstr(r.err, "data.csv:1: the header names column 2 'c', but columns[1] is 'b'"), "%s", r.err);
+  run_free(&r);
+  rows_csv(csv, sizeof csv, "a,b,c,dd,y", -1, NULL, 0);
+  r = run_on_csv(dir, "train", csv, COLS5, DNN3);
+  cr_expect_eq(r.rc, 2, "a misspelled header: exit %d\n%s", r.rc, r.err);
+  cr_expect(strstr(r.err, "data.csv:1: the header names column 4 'dd', but columns[3] is 'd'") &&
+                strstr(r.err, "\"skip\""),
+            "%s", r.err);
+  run_free(&r);
+  tu_rmtree(dir);
+}
+
+/* A label the head rejects is reported with its file and line (row 25 is on line 28: the header and a blank
+ * line before row 7), for an integer label out of [0, n_classes) and a string not in label_vocabulary. */
+Test(cli, unknown_label_names_file_and_line) {
+  char dir[TU_TMPDIR_CAP], csv[4096];
+  tu_tmpdir(dir, sizeof dir, "cli_label");
+  rows_csv(csv, sizeof csv, "a,b,c,d,y", 25, "3", 0);
+  run_out r = run_on_csv(dir, "train", csv, COLS5, DNN3);
+  cr_expect_eq(r.rc, 1, "exit %d\n%s", r.rc, r.err);
+  cr_expect(strstr(r.err, "data.csv:28: label '3' (column 'y') is not a class id in [0, n_classes) (model.n_classes 3)"),
+            "%s", r.err);
+  run_free(&r);
+  rows_csv(csv, sizeof csv, "a,b,c,d,y", 25, "setosaa", 1);
+  r = run_on_csv(dir, "train", csv, "[\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"string\"}]",
+                 "{\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3, "
+                 "\"label_vocabulary\": [\"setosa\", \"versicolor\", \"virginica\"]}");
+  cr_expect_eq(r.rc, 1, "exit %d\n%s", r.rc, r.err);
+  cr_expect(strstr(r.err, "data.csv:28: label 'setosaa' (column 'y') is not in model.label_vocabulary"), "%s", r.err);
+  run_free(&r);
+  tu_rmtree(dir);
+}
+
+/* `loom export --format onnx`: the export directory and an ONNX model of its predict signature (the string
+ * classes skipped with a note), at <export dir>/model.onnx or --output; a bad format or signature is an error.
+ * (tests/test_onnx.c checks the exporter's models with ONNX Runtime.) */
+Test(cli, export_format_onnx) {
+  char dir[TU_TMPDIR_CAP], path[512];
+  tu_tmpdir(dir, sizeof dir, "cli_onnx");
+  run_out t = run_variant(dir, "train", NULL, NULL);
+  cr_assert_eq(t.rc, 0, "%s", t.err);
+  run_free(&t);
+  char args[700];
+  snprintf(args, sizeof args, "export --format onnx %s/job.json", dir); /* not quiet: the note is an INFO line */
+  run_out x = run_cli(dir, args);
+  cr_assert_eq(x.rc, 0, "exit %d\n%s", x.rc, x.err);
+  char *ed = export_path(x.out);
+  snprintf(path, sizeof path, "%s/model.onnx", ed);
+  char want[640];
+  snprintf(want, sizeof want, "onnx=%s\n", path);
+  cr_expect(strstr(x.out, want), "stdout lacks %s:\n%s", want, x.out);
+  size_t len = 0;
+  unsigned char *m = tu_read_file(path, &len);
+  cr_assert(m && len > 100, "no ONNX model at %s", path);
+  /* ModelProto: field 1 (ir_version, varint) first; the producer "loom" inside */
+  cr_expect(m[0] == 0x08 && memmem(m, len, "loom", 4), "not an ONNX model (first byte 0x%02x)", m[0]);
+  free(m);
+  cr_expect(strstr(x.err, "output 'classes' (string) skipped"), "no note of the skipped outputs:\n%s", x.err);
+  free(ed);
+  run_free(&x);
+  char sub[600];
+  snprintf(sub, sizeof sub, "export --format onnx --output %s/m.onnx --signature predict", dir);
+  x = run_variant(dir, sub, NULL, NULL);
+  cr_expect_eq(x.rc, 0, "exit %d\n%s", x.rc, x.err);
+  snprintf(path, sizeof path, "%s/m.onnx", dir);
+  cr_expect(tu_file_exists(path), "no %s", path);
+  run_free(&x);
+  x = run_variant(dir, "export --format onnx --signature nope", NULL, NULL);
+  cr_expect_eq(x.rc, 1, "exit %d\n%s", x.rc, x.err);
+  cr_expect(strstr(x.err, "export --format onnx: ") && strstr(x.err, "no signature 'nope'"), "%s", x.err);
+  run_free(&x);
+  x = run_variant(dir, "export --format tflite", NULL, NULL);
+  cr_expect_eq(x.rc, 2, "exit %d\n%s", x.rc, x.err);
+  cr_expect(strstr(x.err, "--format: saved_model or onnx, got 'tflite'"), "%s", x.err);
+  run_free(&x);
   tu_rmtree(dir);
 }

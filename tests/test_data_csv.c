@@ -26,7 +26,7 @@ Test(csv, quoting_defaults_selection_crlf) {
       {NULL, LOOM_STRING, NULL, 0, 0},
       {"target", LOOM_F64, "0.5", 1, 0},
   };
-  loom_csv_options o = {1, ',', 5, cols, "target"};
+  loom_csv_options o = {LOOM_CSV_HEADER_SKIP, ',', 5, cols, "target"}; /* renames the header's d */
   const char *paths[1] = {p};
   loom_dataset *ds = chk(loom_dataset_csv(1, paths, &o, st), st);
   cr_assert_eq(loom_dataset_num_components(ds), 4);
@@ -204,5 +204,58 @@ Test(csv, errors_name_file_and_line) {
   expect_msg(loom_status_code(st), LOOM_NOT_FOUND, st, none, NULL, NULL);
   tu_rmtree(dir);
   free(q), free(none);
+  loom_status_free(st);
+}
+
+/* header = 1 checks the header against the names given: swapped or misspelled names are INVALID_ARGUMENT
+ * naming the file, line 1, the header's name and the expected one (at construction, and for a later file
+ * when it is opened); an empty header field and an unselected column are not checked; LOOM_CSV_HEADER_SKIP
+ * reads the same file unchecked. */
+Test(csv, header_checked_against_the_names) {
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_hdr");
+  char *good = path_in(dir, "good.csv"), *swap = path_in(dir, "swap.csv"), *typo = path_in(dir, "typo.csv");
+  tu_write_file(good, ",x,y,note\n1,2,3,a\n", 18);
+  tu_write_file(swap, "id,y,x,note\n4,5,6,b\n", 20);
+  tu_write_file(typo, "id,x,yy,remark\n7,8,9,c\n", 23);
+  loom_csv_column cols[4] = {{"id", LOOM_I64, NULL, 1, 0}, {"x", LOOM_F32, NULL, 1, 0}, {"y", LOOM_F32, NULL, 1, 0},
+                             {"comment", LOOM_STRING, NULL, 0, 0}};
+  loom_csv_options o = {1, ',', 4, cols, "y"};
+  const char *p1[1] = {good};
+  loom_dataset *ds = chk(loom_dataset_csv(1, p1, &o, st), st); /* "" names nothing; "note" is not selected */
+  loom_dataset_free(ds);
+  const char *p2[1] = {swap};
+  cr_assert_null(loom_dataset_csv(1, p2, &o, st));
+  expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, "swap.csv:1: the header names column 2 'y'",
+             "but columns[1] is 'x'", NULL);
+  const char *p3[1] = {typo};
+  cr_assert_null(loom_dataset_csv(1, p3, &o, st));
+  expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, "typo.csv:1: the header names column 3 'yy'",
+             "but columns[2] is 'y'", NULL);
+  /* columns named by the first file's header ("x", "y"): a later file is checked against them when it is
+     opened (the row of good.csv, then the error) */
+  const char *p4[2] = {good, swap};
+  cols[1].name = cols[2].name = NULL;
+  ds = chk(loom_dataset_csv(2, p4, &o, st), st);
+  loom_tensor *v[3] = {NULL};
+  next_ok(ds, v, st);
+  cr_assert_eq(F(v[1])[0], 2.0f);
+  cr_assert_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT);
+  expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, "swap.csv:1: the header names column 2 'y'",
+             "but columns[1] is 'x'", NULL);
+  free_vals(v, 3);
+  loom_dataset_free(ds);
+  cols[1].name = "x";
+  cols[2].name = "y";
+  /* unchecked */
+  o.header = LOOM_CSV_HEADER_SKIP;
+  ds = chk(loom_dataset_csv(1, p2, &o, st), st);
+  next_ok(ds, v, st);
+  cr_assert_eq(F(v[1])[0], 5.0f, "column x is the file's second column, whatever its header says");
+  free_vals(v, 3);
+  loom_dataset_free(ds);
+  tu_rmtree(dir);
+  free(good), free(swap), free(typo);
   loom_status_free(st);
 }

@@ -11,6 +11,7 @@
  * canned DNNClassifier and a LinearRegressor over numeric columns, plus
  * the errors: an op ONNX cannot express names its node and op. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,9 @@ static void run_checker(const char *dir) {
 /* Runs export_dir's signature through loom's predictor on in[], writes the
  * case (the ONNX file from loom_onnx_export, inputs, loom's outputs) and
  * returns its directory in dir (512 bytes; run_checker checks it with
- * onnxruntime). no == 0: every output of the signature. */
+ * onnxruntime, which also checks the model has exactly these outputs).
+ * no == 0: the default options (no output keys), and every numeric output
+ * of the signature in the manifest. */
 static void check_export(const char *name, const char *export_dir, const char *sig, int ni, const char *const *ikeys,
                          loom_tensor *const *in, int no, const char *const *okeys, char *dir) {
   loom_status *st = loom_status_new();
@@ -144,11 +147,11 @@ static void check_export(const char *name, const char *export_dir, const char *s
   int nsel = 0;
   for (int i = 0; i < pno; i++) {
     const char *k = loom_predictor_output_key(pd, sig, i);
-    int want = no == 0;
+    int want = no == 0 && loom_tensor_dtype(outs[i]) != LOOM_STRING;
     for (int j = 0; j < no; j++) want |= !strcmp(okeys[j], k);
     if (want) keys[nsel] = k, sel[nsel++] = outs[i];
   }
-  cr_assert_eq(nsel, no ? no : pno, "%s: output keys not all in the signature", name);
+  if (no) cr_assert_eq(nsel, no, "%s: output keys not all in the signature", name);
   char model[600];
   case_dir(name, dir, 512);
   snprintf(model, sizeof model, "%s/model.onnx", dir);
@@ -165,6 +168,16 @@ static void check_export(const char *name, const char *export_dir, const char *s
   for (int i = 0; i < pno; i++) loom_tensor_free(outs[i]);
   loom_predictor_free(pd);
   loom_status_free(st);
+}
+
+typedef struct log_capture {
+  char text[4096];
+} log_capture;
+static void capture_log(loom_log_level level, const char *msg, void *user) {
+  (void)level;
+  log_capture *c = user;
+  size_t n = strlen(c->text);
+  snprintf(c->text + n, sizeof c->text - n, "%s\n", msg);
 }
 
 /* ---------------------------------------------------------------- models */
@@ -333,6 +346,32 @@ static int iris_inputs(cu_data *d, const char **keys, loom_tensor **t) {
 
 static const char *const NUMERIC_CLS_KEYS[4] = {"logits", "probabilities", "class_ids", "all_class_ids"};
 
+/* iris's 120 training rows (batches of 32, shuffled) and 30 test rows, integer labels. */
+static void iris_split(cu_data *tr, cu_data *te) {
+  cu_iris(tr, 0, 0);
+  cu_iris(te, 1, 0);
+  tr->batch = 32;
+  tr->shuffle = 1;
+}
+
+/* Trains e 60 steps on tr, exports it (te's features as placeholders) under dir/export (the export
+ * directory in ed, 1024 bytes) and writes case name of its predict signature on te's features (no, okeys as
+ * check_export takes them) into cd. */
+static void train_export_case(loom_estimator *e, cu_data *tr, cu_data *te, const char *dir, const char *name, int no,
+                              const char *const *okeys, char *ed, char *cd) {
+  loom_status *st = loom_status_new();
+  cu_train(e, tr, 60);
+  char base[600];
+  snprintf(base, sizeof base, "%s/export", dir);
+  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, te, base, NULL, ed, 1024, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  const char *keys[8];
+  loom_tensor *in[8];
+  int ni = iris_inputs(te, keys, in);
+  check_export(name, ed, "predict", ni, keys, in, no, okeys, cd);
+  loom_status_free(st);
+}
+
 Test(onnx, canned_dnn_classifier) {
   loom_status *st = loom_status_new();
   static const char *fn[4] = {"SepalLength", "SepalWidth", "PetalLength", "PetalWidth"};
@@ -340,10 +379,7 @@ Test(onnx, canned_dnn_classifier) {
   const loom_fc *cols[4];
   for (int k = 0; k < 4; k++) cols[k] = loom_fc_numeric(set, fn[k], 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
   cu_data tr, te;
-  cu_iris(&tr, 0, 0);
-  cu_iris(&te, 1, 0);
-  tr.batch = 32;
-  tr.shuffle = 1;
+  iris_split(&tr, &te);
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "onnx_dnn");
   loom_run_config cfg = cu_config();
@@ -358,22 +394,29 @@ Test(onnx, canned_dnn_classifier) {
   o.hidden_units = hidden;
   loom_estimator *e = loom_dnn_classifier_new(&o, st);
   cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, 60);
-  char base[600], ed[1024];
-  snprintf(base, sizeof base, "%s/export", dir);
-  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, &te, base, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
-               loom_status_message(st));
+  char ed[1024], cd[512];
+  train_export_case(e, &tr, &te, dir, "dnn_classifier", 4, NUMERIC_CLS_KEYS, ed, cd);
+
+  /* the default options: the numeric outputs, the string classes / all_classes skipped, each with a note */
+  log_capture lc = {0};
+  loom_log_set(capture_log, &lc, LOOM_LOG_INFO);
   const char *keys[8];
   loom_tensor *in[8];
   int ni = iris_inputs(&te, keys, in);
-  char cd[512];
-  check_export("dnn_classifier", ed, "predict", ni, keys, in, 4, NUMERIC_CLS_KEYS, cd);
+  char cd2[512];
+  check_export("dnn_classifier_default", ed, "predict", ni, keys, in, 0, NULL, cd2);
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+  cr_expect(strstr(lc.text, "output 'classes' (string) skipped") && strstr(lc.text, "output 'all_classes' (string) skipped"),
+            "no note of the skipped string outputs in the log:\n%s", lc.text);
 
-  /* every output, strings included: the node that makes strings is named */
+  /* a string output named: the node that makes strings is named */
   char out[700];
   snprintf(out, sizeof out, "%s/all.onnx", dir);
   loom_onnx_options oo = loom_onnx_options_default();
   oo.signature = "predict";
+  const char *str_keys[2] = {"logits", "classes"};
+  oo.noutputs = 2;
+  oo.output_keys = str_keys;
   loom_code rc = loom_onnx_export(ed, out, &oo, st);
   cr_expect_eq(rc, LOOM_UNIMPLEMENTED, "exporting the string outputs gave %s: %s", loom_code_name(rc),
                loom_status_message(st));
@@ -402,6 +445,7 @@ Test(onnx, canned_dnn_classifier) {
   tu_rmtree(dir);
   loom_status_free(st);
   run_checker(cd);
+  run_checker(cd2);
 }
 
 /* iris with PetalWidth as the (float) label of a regression. */
@@ -438,16 +482,8 @@ Test(onnx, canned_linear_regressor) {
   o.feature_columns = cols;
   loom_estimator *e = loom_linear_regressor_new(&o, st);
   cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, 60);
-  char base[600], ed[1024];
-  snprintf(base, sizeof base, "%s/export", dir);
-  cr_assert_eq(loom_estimator_export(e, cu_serving_fn, &te, base, NULL, ed, sizeof ed, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  const char *keys[8];
-  loom_tensor *in[8];
-  int ni = iris_inputs(&te, keys, in);
-  char cd[512];
-  check_export("linear_regressor", ed, "predict", ni, keys, in, 0, NULL, cd);
+  char ed[1024], cd[512];
+  train_export_case(e, &tr, &te, dir, "linear_regressor", 0, NULL, ed, cd);
   loom_estimator_free(e);
   cu_data_free(&tr);
   cu_data_free(&te);
@@ -456,6 +492,160 @@ Test(onnx, canned_linear_regressor) {
   loom_status_free(st);
   run_checker(cd);
 }
+
+/* Bucketize over each input dtype (float32, float64, int32, int64), values on, between and outside the
+ * boundaries, NaN (counts every boundary) and infinities: ONNX Runtime's ids must equal the kernel's. */
+Test(onnx, bucketize_dtypes) {
+  loom_graph *g = loom_graph_new();
+  static const float bounds[4] = {-1.0f, 0.0f, 0.5f, 3.0f};
+  static const loom_dtype dts[4] = {LOOM_F32, LOOM_F64, LOOM_I32, LOOM_I64};
+  const char *ik[4] = {"f32", "f64", "i32", "i64"}, *ok[4] = {"b_f32", "b_f64", "b_i32", "b_i64"};
+  loom_output xs[4], outs[4];
+  int64_t xd[2] = {-1, 3};
+  for (int k = 0; k < 4; k++) {
+    xs[k] = loom_placeholder(g, dts[k], 2, xd, ik[k]);
+    outs[k] = loom_bucketize(g, xs[k], 4, bounds, ok[k]);
+  }
+  loom_signature sig = {"serving_default", "tensorflow/serving/predict", 4, ik, xs, 4, ok, outs};
+  char ed[600];
+  loom_session *s = init_and_export(g, &sig, ed);
+  int64_t d[2] = {5, 3};
+  static const double fv[15] = {-1, 0, 0.5, 3, -2, 7, 0.25, -0.5, 2.999, 3.001, -1e-9, 1e30, -1e30, 0.4999, 0};
+  static const int64_t iv[15] = {-1, 0, 1, 3, -2, 7, 2, -5, 4, 100, -100, 0, 1, 2, 3};
+  loom_tensor *in[4];
+  for (int k = 0; k < 4; k++) {
+    in[k] = loom_tensor_new(dts[k], 2, d, NULL);
+    for (int i = 0; i < 15; i++) {
+      void *p = loom_tensor_data(in[k]);
+      if (dts[k] == LOOM_F32) ((float *)p)[i] = (float)fv[i];
+      else if (dts[k] == LOOM_F64) ((double *)p)[i] = fv[i];
+      else if (dts[k] == LOOM_I32) ((int32_t *)p)[i] = (int32_t)iv[i];
+      else ((int64_t *)p)[i] = iv[i];
+    }
+  }
+  ((float *)loom_tensor_data(in[0]))[14] = NAN;
+  ((double *)loom_tensor_data(in[1]))[13] = NAN;
+  ((float *)loom_tensor_data(in[0]))[11] = INFINITY;
+  /* the kernel's ids (an independent count here): f32 row 0 = {0, 2, 3} */
+  loom_tensor *got[4] = {0};
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_session_run(s, xs, in, 4, outs, got, 4, NULL, 0, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  const int32_t *b0 = loom_tensor_data_const(got[0]);
+  cr_expect(b0[0] == 1 && b0[1] == 2 && b0[2] == 3 && b0[3] == 4 && b0[4] == 0 && b0[14] == 4 && b0[11] == 4,
+            "f32 ids %d %d %d %d %d nan:%d inf:%d", b0[0], b0[1], b0[2], b0[3], b0[4], b0[14], b0[11]);
+  for (int k = 0; k < 4; k++) loom_tensor_free(got[k]);
+  loom_status_free(st);
+  char cd[512];
+  check_export("bucketize_dtypes", ed, "serving_default", 4, ik, in, 0, NULL, cd);
+  expect_same_as_graph_export(g, s, &sig, "bucketize_dtypes");
+  for (int k = 0; k < 4; k++) loom_tensor_free(in[k]);
+  loom_session_free(s);
+  loom_graph_free(g);
+  *strrchr(ed, '/') = 0;
+  tu_rmtree(ed);
+  run_checker(cd);
+}
+
+/* SparseEmbedding over the rows of a dense id tensor (DenseToRagged dropping nothing), each combiner, with
+ * negative ids (pruned by the kernel: zero rows, not counted) and a row of them only (zeros). */
+Test(onnx, sparse_embedding_of_dense_rows) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[2] = {-1, 3}, pd[2] = {6, 4};
+  loom_output ids = loom_placeholder(g, LOOM_I64, 2, xd, "ids");
+  float pv[24];
+  for (int i = 0; i < 24; i++) pv[i] = (float)((i * 7) % 11) * 0.25f - 1.0f;
+  loom_output params = loom_const_data(g, LOOM_F32, 2, pd, pv, "params");
+  loom_sparse rows = loom_dense_to_ragged(g, ids, 0, -1, "rows");
+  static const loom_combiner combs[3] = {LOOM_COMBINER_SUM, LOOM_COMBINER_MEAN, LOOM_COMBINER_SQRTN};
+  const char *ik[1] = {"ids"}, *ok[3] = {"sum", "mean", "sqrtn"};
+  loom_output outs[3];
+  for (int c = 0; c < 3; c++) outs[c] = loom_sparse_embedding(g, params, rows, (loom_output){NULL, 0}, combs[c], 0, ok[c]);
+  loom_signature sig = {"serving_default", "tensorflow/serving/predict", 1, ik, &ids, 3, ok, outs};
+  char ed[600];
+  loom_session *s = init_and_export(g, &sig, ed);
+  int64_t d[2] = {4, 3};
+  loom_tensor *in = loom_tensor_new(LOOM_I64, 2, d, NULL);
+  static const int64_t iv[12] = {0, 1, 2, 5, 5, -1, -1, -3, -1, 3, 0, 4};
+  memcpy(loom_tensor_data(in), iv, sizeof iv);
+  /* the kernel's values, against a count here: row 1 = (2 p[5]) / 2 for mean, row 2 = 0 */
+  loom_tensor *got[3] = {0};
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_session_run(s, &ids, &in, 1, outs, got, 3, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  const float *mean = loom_tensor_data_const(got[1]), *sq = loom_tensor_data_const(got[2]);
+  for (int k = 0; k < 4; k++) {
+    cr_expect(fabsf(mean[4 + k] - pv[20 + k]) < 1e-6f && mean[8 + k] == 0.0f, "mean row 1/2 col %d", k);
+    cr_expect(fabsf(sq[4 + k] - 2 * pv[20 + k] / sqrtf(2)) < 1e-6f, "sqrtn row 1 col %d", k);
+  }
+  for (int c = 0; c < 3; c++) loom_tensor_free(got[c]);
+  loom_status_free(st);
+  char cd[512];
+  check_export("sparse_embedding_dense_rows", ed, "serving_default", 1, ik, &in, 0, NULL, cd);
+  loom_tensor_free(in);
+  loom_session_free(s);
+  loom_graph_free(g);
+  *strrchr(ed, '/') = 0;
+  tu_rmtree(ed);
+  run_checker(cd);
+}
+
+/* A canned classifier on iris over bucketized PetalLength / PetalWidth and numeric SepalLength / SepalWidth,
+ * exported with the default options: ONNX Runtime must give loom's predictions. */
+static void bucketized_case(const char *name, int linear) {
+  loom_status *st = loom_status_new();
+  loom_fc_set *set = loom_fc_set_new();
+  static const char *const fn[4] = {"PetalLength", "PetalWidth", "SepalLength", "SepalWidth"};
+  const loom_fc *num[4];
+  for (int k = 0; k < 4; k++) num[k] = loom_fc_numeric(set, fn[k], 0, NULL, NULL, LOOM_F32, NULL, NULL, st);
+  static const float bl[3] = {2.5f, 4.75f, 5.1f}, bw[4] = {0.8f, 1.3f, 1.75f, 2.0f};
+  const loom_fc *cols[4] = {loom_fc_bucketized(set, num[0], 3, bl, st), loom_fc_bucketized(set, num[1], 4, bw, st),
+                            num[2], num[3]};
+  cr_assert(cols[0] && cols[1], "%s", loom_status_message(st));
+  cu_data tr, te;
+  iris_split(&tr, &te);
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "onnx_bkt");
+  loom_run_config cfg = cu_config();
+  loom_estimator *e;
+  if (linear) {
+    loom_linear_options o = loom_linear_options_default();
+    o.model_dir = dir;
+    o.config = &cfg;
+    o.n_classes = 3;
+    o.nfeature_columns = 4;
+    o.feature_columns = cols;
+    o.sparse_combiner = LOOM_COMBINER_SQRTN;
+    e = loom_linear_classifier_new(&o, st);
+  } else {
+    static const int64_t hidden[1] = {8};
+    loom_dnn_options o = loom_dnn_options_default();
+    o.model_dir = dir;
+    o.config = &cfg;
+    o.n_classes = 3;
+    o.nfeature_columns = 4;
+    o.feature_columns = cols;
+    o.nhidden_units = 1;
+    o.hidden_units = hidden;
+    e = loom_dnn_classifier_new(&o, st);
+  }
+  cr_assert(e, "%s", loom_status_message(st));
+  char ed[1024], cd[512];
+  train_export_case(e, &tr, &te, dir, name, 0, NULL, ed, cd);
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  cu_data_free(&te);
+  loom_fc_set_free(set);
+  tu_rmtree(dir);
+  loom_status_free(st);
+  run_checker(cd);
+}
+
+/* A DNN: the bucket ids are one-hot pieces of the input layer (LoomMultiHotConcat over Bucketize). */
+Test(onnx, canned_dnn_bucketized) { bucketized_case("dnn_bucketized", 0); }
+
+/* A linear model: a weight row per bucket id (Bucketize, an offset per element, LoomDenseToRagged,
+ * LoomSparseEmbedding with the sqrtn combiner). */
+Test(onnx, canned_linear_bucketized) { bucketized_case("linear_bucketized", 1); }
 
 /* A feature op ONNX cannot express: the error names the node and its op. */
 Test(onnx, unsupported_op_names_node) {

@@ -1,7 +1,7 @@
 /* loom_cli.c - `loom`, the command line for people who do not write C:
  *
- *   loom train|evaluate|predict|export JOB.json [--model-dir D] [--steps N]
- *        [--data PATH] [--input PATH] [--output PATH] [--quiet]
+ *   loom train|evaluate|predict|export JOB.json [flags]    (loom <command> --help lists them)
+ *   loom --help | --version
  *
  * A JSON job file names the data (CSV, TFRecord or IDX), the feature columns
  * (loom_feature_columns.h, with statistics from the analyzer where asked:
@@ -41,18 +41,95 @@ static void die_msg(const char *fmt, ...) {
   va_end(ap);
   exit(JOB_EXIT_RUNTIME);
 }
+/* ---------------------------------------------------------------- the command line */
+enum { CMD_TRAIN, CMD_EVALUATE, CMD_PREDICT, CMD_EXPORT, NCMD };
+static const char *const COMMANDS[NCMD + 1] = {"train", "evaluate", "predict", "export", NULL};
+static const char *const COMMAND_HELP[NCMD] = {
+    "trains the model of JOB.json, then evaluates it when the job has eval data",
+    "evaluates the latest checkpoint; prints the metrics as key=value",
+    "reads predict.input (or --input), writes one CSV row per example (or --output)",
+    ("writes the servable to <model_dir>/export/<timestamp>/ (export.serving_input \"parsing\": "
+     "classify/regress on serialized tf.Example, as TF's canned exports); --format onnx also writes an ONNX model")};
+#define FOR_ALL ((1u << NCMD) - 1)
+#define FOR(c) (1u << (c))
+
+/* Every flag: the parser reads this table and the help is printed from it. */
+typedef struct cli_flag {
+  const char *name, *alias; /* "--quiet", "-q" */
+  const char *arg;          /* the value's placeholder; NULL = a switch */
+  unsigned cmds;            /* FOR(CMD_...) bits of the commands that take it */
+  const char *help;
+} cli_flag;
+enum { F_MODEL_DIR, F_STEPS, F_DATA, F_INPUT, F_OUTPUT, F_FORMAT, F_SIGNATURE, F_ALLOW_RANDOM, F_QUIET, F_HELP, NFLAG };
+static const cli_flag FLAGS[NFLAG] = {
+    {"--model-dir", NULL, "DIR", FOR_ALL, "the model directory (instead of run_config.model_dir)"},
+    {"--steps", NULL, "N", FOR(CMD_TRAIN), "train N steps (instead of train.steps)"},
+    {"--data", NULL, "PATH", FOR_ALL, "the training data file (instead of data.train)"},
+    {"--input", NULL, "PATH", FOR(CMD_PREDICT), "the examples to predict (instead of predict.input)"},
+    {"--output", NULL, "PATH", FOR(CMD_PREDICT) | FOR(CMD_EXPORT),
+     "predict: the CSV written (instead of predict.output; - = stdout); export: the ONNX file of the onnx "
+     "format (default <export dir>/model.onnx)"},
+    {"--format", NULL, "FMT", FOR(CMD_EXPORT), "saved_model (default) or onnx (the export directory and an ONNX model)"},
+    {"--signature", NULL, "NAME", FOR(CMD_EXPORT),
+     "--format onnx: the signature written (default: predict, else serving_default)"},
+    {"--allow-random-weights", NULL, NULL, FOR(CMD_EVALUATE) | FOR(CMD_PREDICT),
+     "run without a checkpoint on the initial weights (otherwise a missing checkpoint is an error)"},
+    {"--quiet", "-q", NULL, FOR_ALL, "no progress lines on stderr (warnings and errors still go there)"},
+    {"--help", "-h", NULL, FOR_ALL, "this help"},
+};
+
+/* The usage line of a command (cmd < 0: every command), then its flags with their help (when full). */
+static void print_usage(FILE *f, int cmd, int full) {
+  int col = fprintf(f, "usage: loom %s JOB.json", cmd < 0 ? "train|evaluate|predict|export" : COMMANDS[cmd]);
+  for (int i = 0; i < NFLAG; i++) {
+    if (cmd >= 0 && !(FLAGS[i].cmds & FOR(cmd))) continue;
+    char item[64];
+    int n = snprintf(item, sizeof item, "[%s%s%s]", FLAGS[i].name, FLAGS[i].arg ? " " : "", FLAGS[i].arg ? FLAGS[i].arg : "");
+    if (col + 1 + n > 100) col = fprintf(f, "\n           ") - 1;
+    col += fprintf(f, " %s", item);
+  }
+  fputc('\n', f);
+  if (cmd < 0) fputs("       loom --version\n       loom <command> --help\n", f);
+  if (!full) return;
+  if (cmd < 0) {
+    fputs("commands:\n", f);
+    for (int c = 0; c < NCMD; c++) fprintf(f, "  %-9s %s\n", COMMANDS[c], COMMAND_HELP[c]);
+  } else {
+    fprintf(f, "%s\n", COMMAND_HELP[cmd]);
+  }
+  fputs("flags:\n", f);
+  for (int i = 0; i < NFLAG; i++) {
+    if (cmd >= 0 && !(FLAGS[i].cmds & FOR(cmd))) continue;
+    char head[64];
+    snprintf(head, sizeof head, "%s%s%s%s%s", FLAGS[i].alias ? FLAGS[i].alias : "", FLAGS[i].alias ? ", " : "",
+             FLAGS[i].name, FLAGS[i].arg ? " " : "", FLAGS[i].arg ? FLAGS[i].arg : "");
+    fprintf(f, "  %-26s %s", head, FLAGS[i].help);
+    if (cmd < 0 && FLAGS[i].cmds != FOR_ALL) {
+      fputs(" (", f);
+      for (int c = 0, k = 0; c < NCMD; c++)
+        if (FLAGS[i].cmds & FOR(c)) fprintf(f, "%s%s", k++ ? ", " : "", COMMANDS[c]);
+      fputc(')', f);
+    }
+    fputc('\n', f);
+  }
+  fputs("Exit codes: 0 done, 1 runtime error, 2 job-file or command-line error.\n", f);
+}
+
+static int usage_cmd = -1;
 static void usage_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void usage_fail(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("loom: ", stderr);
   vfprintf(stderr, fmt, ap);
-  fputs("\nusage: loom train|evaluate|predict|export JOB.json [--model-dir DIR] [--steps N] [--data PATH]\n"
-        "            [--input CSV] [--output CSV] [--quiet]\n",
-        stderr);
+  fputc('\n', stderr);
   va_end(ap);
+  print_usage(stderr, usage_cmd, 0);
   exit(JOB_EXIT_JOB);
 }
+
+/* `loom --version`. */
+static void print_version(void) { printf("loom %s\n", loom_version()); }
 
 static int quiet;
 /* "[loom] ..." progress on stderr (not with --quiet). */
@@ -147,6 +224,11 @@ typedef struct job {
   int *fc_used;
   loom_fc_analyzer *an;
   loom_estimator *est;
+  /* a classifier's labels (for naming a bad one by file and line) */
+  int classifier;
+  int64_t n_classes;
+  int nlabel_vocab;
+  const char **label_vocab;
 } job;
 
 static char *resolve(const job *j, const char *p) {
@@ -244,7 +326,14 @@ static void parse_data(job *j, const char *data_override) {
   j->split_seed = (uint64_t)j_int(d, "data", "split_seed", 12345, 0, INT64_MAX);
   j->label = j_string(d, "data", "label", NULL, 0);
   if (j->fmt == FMT_CSV) {
-    j->header = j_bool(d, "data", "header", 1);
+    /* true: the header names the columns (checked), "skip": a first line read unchecked, false: none */
+    const cJSON *h = j_get(d, "header");
+    if (cJSON_IsString(h) && !strcmp(h->valuestring, "skip"))
+      j->header = LOOM_CSV_HEADER_SKIP;
+    else if (cJSON_IsString(h))
+      job_fail("data.header", "must be true, false or \"skip\", got \"%s\"", h->valuestring);
+    else
+      j->header = j_bool(d, "data", "header", 1);
     const char *delim = j_string(d, "data", "delimiter", ",", 0);
     if (strlen(delim) != 1) job_fail("data.delimiter", "must be one character, got '%s'", delim);
     j->delimiter = delim[0];
@@ -1102,7 +1191,10 @@ static void build_model(job *j) {
   j->nmodel_cols = ncol + ncol2;
   free(cols2);
   free(hidden);
-  free(voc);
+  j->classifier = classifier;
+  j->n_classes = n_classes;
+  j->nlabel_vocab = nvoc;
+  j->label_vocab = voc;
   free(wsr);
   loom_status_free(st);
   j->est = e;
@@ -1203,14 +1295,137 @@ static void print_metrics(const loom_eval_result *r) {
   fflush(stdout);
 }
 
+/* ---- a label the head rejects, named by file and line ---- */
+/* The 1-based line where record rec (0-based, a header line counted) of a CSV file starts, as data/csv.c splits
+ * records (a quoted field may span lines; blank lines are skipped); -1 if the file has fewer records. */
+static int64_t csv_record_line(const char *path, int64_t rec) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  int64_t line = 1, r = -1;
+  int q = 0, start = 1, c;
+  while ((c = fgetc(f)) != EOF) {
+    if (start && c == '\n') {
+      line++;
+      continue;
+    }
+    if (start && c == '\r') continue;
+    if (start && ++r == rec) break;
+    start = 0;
+    if (c == '"') q = !q;
+    if (c == '\n') {
+      line++;
+      start = !q;
+    }
+  }
+  fclose(f);
+  return r == rec ? line : -1;
+}
+
+/* Why the head rejects label text s (NULL: it does not): a string not in model.label_vocabulary, else a value
+ * outside [0, 1] (two classes) or not a class id in [0, n_classes). */
+static const char *bad_label(const job *j, const char *s, char *why, size_t cap) {
+  if (j->nlabel_vocab) {
+    for (int i = 0; i < j->nlabel_vocab; i++)
+      if (!strcmp(j->label_vocab[i], s)) return NULL;
+    snprintf(why, cap, "is not in model.label_vocabulary");
+    return why;
+  }
+  char *end;
+  double v = strtod(s, &end);
+  int num = *s && !*end;
+  if (j->n_classes == 2 && num && v >= 0 && v <= 1) return NULL;
+  if (j->n_classes > 2 && num && v == floor(v) && v >= 0 && v < (double)j->n_classes) return NULL;
+  snprintf(why, cap, "is not %s (model.n_classes %lld)", j->n_classes == 2 ? "in [0, 1]" : "a class id in [0, n_classes)",
+           (long long)j->n_classes);
+  return why;
+}
+
+/* Element 0 of a label tensor as text. */
+static void label_text(const loom_tensor *v, char *buf, size_t cap) {
+  const void *d = loom_tensor_data_const(v);
+  size_t len = 0;
+  const char *s;
+  switch (loom_tensor_dtype(v)) {
+    case LOOM_STRING:
+      s = loom_tensor_get_string(v, 0, &len);
+      snprintf(buf, cap, "%.*s", (int)len, s);
+      break;
+    case LOOM_F32: snprintf(buf, cap, "%.9g", (double)*(const float *)d); break;
+    case LOOM_F64: snprintf(buf, cap, "%.17g", *(const double *)d); break;
+    case LOOM_I32: snprintf(buf, cap, "%d", *(const int32_t *)d); break;
+    default: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)d); break;
+  }
+}
+
+/* After a failed train / evaluate of a classifier: exits naming the first label of the data files the head
+ * rejects, by file and line (CSV) or file and record (TFRecord); returns when there is none. */
+static void report_bad_label(const job *j) {
+  if (j->fmt == FMT_IDX || !j->label || !j->classifier) return;
+  /* the label alone: a string column of the CSV (the others skipped), or the label's feature spec */
+  loom_csv_column *cols = calloc((size_t)(j->ncols ? j->ncols : 1), sizeof *cols);
+  loom_feature_spec spec;
+  memset(&spec, 0, sizeof spec);
+  for (int i = 0; i < j->ncols; i++) {
+    cols[i].name = j->cols[i].name;
+    cols[i].dtype = LOOM_STRING;
+    cols[i].select = !strcmp(j->cols[i].name, j->label);
+    cols[i].default_value = cols[i].select ? j->cols[i].default_value : "";
+  }
+  for (int i = 0; i < j->nspec; i++)
+    if (!strcmp(j->spec[i].name, j->label)) spec = j->spec[i];
+  loom_status *st = loom_status_new();
+  for (int f = 0; f < j->ntrain + j->neval; f++) {
+    const char *path = f < j->ntrain ? j->train[f] : j->eval[f - j->ntrain];
+    loom_csv_options o = {j->header, j->delimiter, j->ncols, cols, NULL};
+    loom_dataset *ds = j->fmt == FMT_CSV ? loom_dataset_csv(1, &path, &o, st)
+                                         : loom_dataset_tfrecord(1, &path, 1, &spec, NULL, st);
+    loom_tensor *v = NULL;
+    for (int64_t k = 0; ds && loom_dataset_next(ds, &v, st) == LOOM_OK; k++) {
+      char text[256], why[128];
+      label_text(v, text, sizeof text);
+      loom_tensor_free(v);
+      v = NULL;
+      if (!bad_label(j, text, why, sizeof why)) continue;
+      if (j->fmt == FMT_CSV)
+        die_msg("%s:%lld: label '%s' (column '%s') %s", path,
+                (long long)csv_record_line(path, k + (j->header != 0)), text, j->label, why);
+      die_msg("%s: record %lld: label '%s' (feature '%s') %s", path, (long long)k + 1, text, j->label, why);
+    }
+    loom_dataset_free(ds);
+  }
+  loom_status_free(st);
+  free(cols);
+}
+
+/* evaluate / predict need a trained model (TF's Estimator.evaluate: "Could not find trained model in
+ * model_dir") unless allow_random; the notice that they run on the initial weights shows even with --quiet. */
+static int allow_random_weights;
+static void require_checkpoint(const job *j, const char *cmd) {
+  char path[4096];
+  loom_status *st = loom_status_new();
+  loom_code rc = loom_latest_checkpoint(j->model_dir, path, sizeof path, st);
+  if (rc != LOOM_OK && rc != LOOM_NOT_FOUND) die("reading the checkpoint state", st);
+  loom_status_free(st);
+  if (rc == LOOM_OK) return;
+  if (!allow_random_weights)
+    die_msg("%s: Could not find trained model in model_dir: %s (train first, or give --allow-random-weights to "
+            "%s the initial weights)", cmd, j->model_dir, cmd);
+  fprintf(stderr, "[loom] WARN: no checkpoint in %s: %s runs on the initial (random) weights (--allow-random-weights)\n",
+          j->model_dir, cmd);
+}
+
 static void run_evaluate(job *j) {
   if (!has_eval_data(j)) job_fail("data.eval", "missing: evaluation needs data.eval (or data.eval_fraction)");
+  require_checkpoint(j, "evaluate");
   loom_status *st = loom_status_new();
   loom_eval_options eo = loom_eval_options_default();
   eo.steps = j->eval_steps;
   eo.name = j->eval_name;
   loom_eval_result *r = NULL;
-  if (loom_estimator_evaluate(j->est, eval_input_fn, j, &eo, &r, st) != LOOM_OK) die("evaluate", st);
+  if (loom_estimator_evaluate(j->est, eval_input_fn, j, &eo, &r, st) != LOOM_OK) {
+    report_bad_label(j);
+    die("evaluate", st);
+  }
   print_metrics(r);
   loom_eval_result_free(r);
   loom_status_free(st);
@@ -1223,7 +1438,10 @@ static void run_train(job *j) {
   to.steps = j->steps;
   info("training in %s: batch %lld, %s %lld", j->model_dir, (long long)j->batch_size,
           j->steps > 0 ? "steps" : "epochs", (long long)(j->steps > 0 ? j->steps : j->epochs));
-  if (loom_estimator_train(j->est, train_input_fn, j, &to, st) != LOOM_OK) die("train", st);
+  if (loom_estimator_train(j->est, train_input_fn, j, &to, st) != LOOM_OK) {
+    report_bad_label(j);
+    die("train", st);
+  }
   loom_status_free(st);
   if (has_eval_data(j)) run_evaluate(j);
 }
@@ -1307,6 +1525,7 @@ static void run_predict(job *j, const char *output) {
       die_msg("%s has %d columns; data.columns describes %d (%d without the label)", j->predict_input, nc, j->ncols,
               j->ncols - 1);
   }
+  require_checkpoint(j, "predict");
   FILE *f = output && strcmp(output, "-") ? fopen(output, "w") : stdout;
   if (!f) die_msg("cannot create '%s': %s", output, strerror(errno));
   loom_status *st = loom_status_new();
@@ -1338,7 +1557,46 @@ static void run_predict(job *j, const char *output) {
   loom_status_free(st);
 }
 
-static void run_export(job *j) {
+/* The signature an ONNX export writes by default: "predict" (every prediction, raw features in), else
+ * "serving_default". */
+static const char *onnx_default_signature(const char *export_dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/signatures.json", export_dir);
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  size_t len = 0;
+  if (f) {
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t n;
+    while (m && (n = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, n, m);
+    if (m) fclose(m);
+    fclose(f);
+  }
+  cJSON *root = buf ? cJSON_Parse(buf) : NULL;
+  int has_predict = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "predict"));
+  cJSON_Delete(root);
+  free(buf);
+  return has_predict ? "predict" : "serving_default";
+}
+
+/* The export directory's signature as an ONNX model (loom_onnx.h) at out_path (NULL: <export_dir>/model.onnx). */
+static void export_onnx(const char *export_dir, const char *signature, const char *out_path) {
+  char def[4200];
+  if (!out_path) {
+    snprintf(def, sizeof def, "%s/model.onnx", export_dir);
+    out_path = def;
+  }
+  loom_onnx_options o = loom_onnx_options_default();
+  o.signature = signature ? signature : onnx_default_signature(export_dir);
+  loom_status *st = loom_status_new();
+  if (loom_onnx_export(export_dir, out_path, &o, st) != LOOM_OK) die("export --format onnx", st);
+  printf("onnx=%s\n", out_path);
+  info("ONNX model of signature '%s' -> %s", o.signature, out_path);
+  loom_status_free(st);
+}
+
+static void run_export(job *j, int onnx, const char *signature, const char *onnx_out) {
   const cJSON *ex = j_object(j->root, "", "export", 0);
   const char *d = j_string(ex, "export", "dir", NULL, 0);
   char *base;
@@ -1364,6 +1622,8 @@ static void run_export(job *j) {
     die("export", st);
   }
   printf("export_dir=%s\n", out);
+  fflush(stdout);
+  if (onnx) export_onnx(out, signature, onnx_out);
   free(base);
   loom_status_free(st);
 }
@@ -1402,58 +1662,76 @@ static void job_free(job *j) {
   free(j->fc_refs);
   free(j->fc_used);
   free(j->model_cols);
+  free(j->label_vocab);
+}
+
+static const cli_flag *find_flag(const char *a) {
+  for (int i = 0; i < NFLAG; i++)
+    if (!strcmp(a, FLAGS[i].name) || (FLAGS[i].alias && !strcmp(a, FLAGS[i].alias))) return &FLAGS[i];
+  return NULL;
 }
 
 int main(int argc, char **argv) {
-  const char *cmd = NULL, *jobfile = NULL, *model_dir = NULL, *data = NULL, *input = NULL, *output_arg = NULL;
-  int64_t steps = 0;
+  const char *cmd = NULL, *jobfile = NULL;
+  const char *val[NFLAG] = {0}; /* a flag's value ("" for a switch given) */
+  int c = -1;
+  /* the command first (flags may come before it), so a flag is checked against it */
+  for (int i = 1; i < argc; i++) {
+    const cli_flag *fl = find_flag(argv[i]);
+    if (fl && fl->arg) i++;
+    else if (!fl && argv[i][0] != '-' && !cmd) cmd = argv[i];
+  }
+  if (cmd) {
+    for (int k = 0; k < NCMD; k++)
+      if (!strcmp(cmd, COMMANDS[k])) c = k;
+    if (c < 0) usage_fail("unknown command '%s' (train, evaluate, predict, export)", cmd);
+    usage_cmd = c;
+  }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf("usage: loom train|evaluate|predict|export JOB.json [--model-dir DIR] [--steps N] [--data PATH]\n"
-             "            [--input CSV] [--output CSV] [--quiet]\n"
-             "  train     trains the model of JOB.json, then evaluates it when the job has eval data\n"
-             "  evaluate  evaluates the latest checkpoint; prints the metrics as key=value\n"
-             "  predict   reads predict.input (or --input), writes one CSV row per example (or --output)\n"
-             "  export    writes the servable to <model_dir>/export/<timestamp>/ (export.serving_input\n"
-             "            \"parsing\": classify/regress on serialized tf.Example, as TF's canned exports)\n"
-             "Exit codes: 0 done, 1 runtime error, 2 job-file or command-line error.\n");
+    const cli_flag *fl = find_flag(a);
+    if (!strcmp(a, "--version") && c < 0) {
+      print_version();
       return 0;
     }
-    const char **opt = !strcmp(a, "--model-dir") ? &model_dir
-                       : !strcmp(a, "--data")    ? &data
-                       : !strcmp(a, "--input")   ? &input
-                       : !strcmp(a, "--output")  ? &output_arg
-                                                 : NULL;
-    if (opt || !strcmp(a, "--steps")) {
-      if (i + 1 >= argc) usage_fail("%s needs a value", a);
-      const char *v = argv[++i];
-      if (opt) {
-        *opt = v;
-      } else {
-        char *end;
-        errno = 0;
-        long long s = strtoll(v, &end, 10);
-        if (*end || errno || s < 1) usage_fail("--steps: must be a positive integer, got '%s'", v);
-        steps = s;
-      }
-    } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-      quiet = 1;
+    if (fl) {
+      if (c >= 0 && !(fl->cmds & FOR(c))) usage_fail("%s is not a flag of '%s' (loom %s --help)", a, cmd, cmd);
+      if (fl->arg && i + 1 >= argc) usage_fail("%s needs a value (%s)", a, fl->arg);
+      val[fl - FLAGS] = fl->arg ? argv[++i] : "";
     } else if (a[0] == '-' && a[1]) {
-      usage_fail("unknown option '%s'", a);
-    } else if (!cmd) {
-      cmd = a;
+      usage_fail("unknown flag '%s'", a);
+    } else if (a == cmd) {
+      continue;
     } else if (!jobfile) {
       jobfile = a;
     } else {
       usage_fail("unexpected argument '%s'", a);
     }
   }
+  if (val[F_HELP]) {
+    print_usage(stdout, c, 1);
+    return 0;
+  }
   if (!cmd) usage_fail("no command given");
-  int c = !strcmp(cmd, "train") ? 0 : !strcmp(cmd, "evaluate") ? 1 : !strcmp(cmd, "predict") ? 2
-          : !strcmp(cmd, "export") ? 3 : -1;
-  if (c < 0) usage_fail("unknown command '%s' (train, evaluate, predict, export)", cmd);
   if (!jobfile) usage_fail("no job file given");
+  quiet = val[F_QUIET] != NULL;
+  allow_random_weights = val[F_ALLOW_RANDOM] != NULL;
+  int64_t steps = 0;
+  if (val[F_STEPS]) {
+    char *end;
+    errno = 0;
+    long long n = strtoll(val[F_STEPS], &end, 10);
+    if (!*val[F_STEPS] || *end || errno || n < 1) usage_fail("--steps: must be a positive integer, got '%s'", val[F_STEPS]);
+    steps = n;
+  }
+  int onnx = 0;
+  if (val[F_FORMAT]) {
+    if (!strcmp(val[F_FORMAT], "onnx")) onnx = 1;
+    else if (strcmp(val[F_FORMAT], "saved_model")) usage_fail("--format: saved_model or onnx, got '%s'", val[F_FORMAT]);
+  }
+  if (!onnx && val[F_SIGNATURE]) usage_fail("--signature: only with --format onnx");
+  if (!onnx && c == CMD_EXPORT && val[F_OUTPUT]) usage_fail("--output: only with --format onnx (export)");
+  const char *model_dir = val[F_MODEL_DIR], *data = val[F_DATA], *input = val[F_INPUT], *output_arg = val[F_OUTPUT];
   loom_log_set(log_sink, NULL, LOOM_LOG_INFO);
 
   job j;
@@ -1466,13 +1744,16 @@ int main(int argc, char **argv) {
   else
     snprintf(j.dir, sizeof j.dir, ".");
   const char *output = NULL;
-  parse_settings(&j, model_dir, steps, input, output_arg, &output);
+  parse_settings(&j, model_dir, steps, input, c == CMD_PREDICT ? output_arg : NULL, &output);
   parse_data(&j, data);
   /* the training data's components name the features (and serve the export) */
   loom_status *st = loom_status_new();
   loom_dataset *src = open_source(&j, 0, 1, st);
   if (!src) {
-    if (loom_status_code(st) == LOOM_INVALID_ARGUMENT) job_fail("data", "%s", loom_status_message(st));
+    if (loom_status_code(st) == LOOM_INVALID_ARGUMENT)
+      job_fail("data", "%s%s", loom_status_message(st),
+               strstr(loom_status_message(st), ": the header names column") ? " (data.header \"skip\" reads a header "
+                                                                             "line unchecked)" : "");
     die("data.train", st);
   }
   read_components(&j, src);
@@ -1483,10 +1764,10 @@ int main(int argc, char **argv) {
   build_columns(&j);
   build_model(&j);
   switch (c) {
-    case 0: run_train(&j); break;
-    case 1: run_evaluate(&j); break;
-    case 2: run_predict(&j, output); break;
-    default: run_export(&j); break;
+    case CMD_TRAIN: run_train(&j); break;
+    case CMD_EVALUATE: run_evaluate(&j); break;
+    case CMD_PREDICT: run_predict(&j, output); break;
+    default: run_export(&j, onnx, val[F_SIGNATURE], output_arg); break;
   }
   loom_estimator_free(j.est);
   loom_fc_analyzer_free(j.an);

@@ -122,8 +122,13 @@ typedef struct loom_csv_column {
   int32_t select;            /* 0 = skip this column */
   char separator;            /* 0: one value per cell; else the separator of a multi-valued (ragged) cell */
 } loom_csv_column;
+/* loom_csv_options.header: the first line skipped without checking its names (TF's CsvDataset header=True). */
+#define LOOM_CSV_HEADER_SKIP 2
 typedef struct loom_csv_options {
-  int32_t header;      /* 1: the first line names the columns */
+  int32_t header;      /* 1: the first line names the columns; a selected column the options name must
+                          carry that name there unless the header's field is empty (else INVALID_ARGUMENT
+                          naming file:line, the header's name and the expected one). LOOM_CSV_HEADER_SKIP:
+                          the first line is skipped unchecked (names given here rename columns). 0: none. */
   char delimiter;      /* ',' */
   int32_t ncolumns;    /* columns described (must equal the file's column count) */
   const loom_csv_column *columns;

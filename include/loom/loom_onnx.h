@@ -15,12 +15,21 @@
  * Softmax, LogSoftmax, Conv2D, MaxPool, AvgPool, Reshape, Transpose,
  * ConcatV2, GatherV2, ExpandDims, Squeeze, Slice, Pack, Tile, Cast, ArgMax,
  * ArgMin, Shape, OneHot, Range, the reductions (Sum, Mean, Max, Min, Prod,
- * ReduceLogSumExp), SelectV2, Fill/ZerosLike/OnesLike, and the input
- * layer's LoomMultiHotConcat with dense and int one-hot pieces — which
- * covers the layers, batch normalization in inference form (it is made of
- * elementwise ops), the canned models over numeric feature columns (their
+ * ReduceLogSumExp), SelectV2, Fill/ZerosLike/OnesLike, Bucketize (the value
+ * compared with every boundary, Not(Less) cast to int32 and summed),
+ * LoomSparseEmbedding over the rows of a dense id tensor (LoomDenseToRagged
+ * dropping nothing; no weights, no max_norm: Gather, negative ids masked,
+ * ReduceSum and the combiner's division), and the input layer's
+ * LoomMultiHotConcat with dense and int one-hot pieces — which covers the
+ * layers, batch normalization in inference form (it is made of elementwise
+ * ops), the canned models over numeric and bucketized feature columns (their
  * numeric outputs: logits, probabilities, class ids, predictions) and the
  * demo CNN and MLP.
+ * Outputs: with no output keys given, every numeric output of the signature
+ * is written and a non-numeric one (a classifier's string "classes" and
+ * "all_classes") is skipped, each with an INFO line on the log
+ * (loom_log_set); an output named in output_keys that is not numeric is
+ * UNIMPLEMENTED.
  * A node of any other op (the string and ragged feature ops such as
  * LoomVocabLookup, hashing, crosses, ...) is UNIMPLEMENTED naming the node
  * and its op; so is a string constant or a string graph input or output.
@@ -39,7 +48,7 @@ typedef struct loom_onnx_options {
   uint32_t struct_size;
   int32_t opset;               /* default-domain opset: 0 = 17, the one written (others INVALID_ARGUMENT) */
   const char *signature;       /* loom_onnx_export: NULL = "serving_default" */
-  /* Which of the signature's outputs to write (keys); 0 = all of them. */
+  /* Which of the signature's outputs to write (keys); 0 = every numeric one. */
   int32_t noutputs;
   const char *const *output_keys;
   const char *graph_name;      /* NULL = the signature's name */

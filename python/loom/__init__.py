@@ -21,7 +21,7 @@ from ._lib import lib, LIBRARY_PATH
 __all__ = ["LoomError", "Graph", "Output", "Session", "Predictor", "Dataset", "FeatureColumns", "Estimator",
            "EstimatorSpec", "DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
            "BaselineClassifier", "BaselineRegressor", "ModeKeys", "version", "LIBRARY_PATH",
-           "serialize_example"]
+           "serialize_example", "export_onnx"]
 
 F32, F64, I32, I64, U8, BOOL, STRING = 1, 2, 3, 4, 5, 6, 7
 _NP2LOOM = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.int32): I32,
@@ -654,3 +654,4 @@ class Dataset:
 
 from ._estimator import (ModeKeys, EstimatorSpec, Estimator, FeatureColumns, DNNClassifier,  # noqa: E402
                          DNNRegressor, LinearClassifier, LinearRegressor, BaselineClassifier, BaselineRegressor)
+from ._onnx import export_onnx  # noqa: E402

@@ -293,3 +293,13 @@ for _n in ("linear_classifier", "linear_regressor"):
     _d("loom_%s_new" % _n, vp, P(LinearOptions), vp)
 for _n in ("baseline_classifier", "baseline_regressor"):
     _d("loom_%s_new" % _n, vp, P(BaselineOptions), vp)
+# ONNX export (loom_onnx.h) and the log sink its notes go to
+class OnnxOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("opset", i32), ("signature", cs), ("noutputs", i32),
+                ("output_keys", P(cs)), ("graph_name", cs)]
+
+
+LOG_FN = C.CFUNCTYPE(None, cint, cs, vp)
+_d("loom_onnx_options_default", OnnxOptions)
+_d("loom_onnx_export", cint, cs, cs, P(OnnxOptions), vp)
+_d("loom_log_set", None, vp, vp, cint)

@@ -3,25 +3,11 @@
 regress signatures (serving_default) fed serialized tf.Example bytes
 (loom.serialize_example, checked against hand-encoded protobuf) give what
 Estimator.predict gives on the same rows as dense features."""
-import os
-
 import numpy as np
 import pytest
 
 import loom
-
-IRIS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv"  # Debian python3-sklearn
-
-
-def iris():
-    if not os.path.exists(IRIS):
-        pytest.skip("iris.csv not found (Debian package python3-sklearn)")
-    d = np.loadtxt(IRIS, delimiter=",", skiprows=1)
-    return d[:, :4].astype(np.float32), d[:, 4].astype(np.int64)
-
-
-def dense(X):
-    return {"x": X[:, :2], "pl": X[:, 2:3], "pw": X[:, 3:4]}
+from iris_data import dense, iris
 
 
 def examples(X, y):
