@@ -541,7 +541,10 @@ typedef struct ps_hook {
   int64_t reconnects;
   double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
   int64_t nsteps;
-  int inc_pending;    /* a STEP_INC sent after the last exchange, its reply not read yet */
+  int inc_pending;    /* the next step's reservation (loom_ps_reserve_step) sent, its reply not read yet */
+  int have_step;      /* a granted reservation not pushed yet: h->gs is its step number */
+  int refused;        /* the PS refused a reservation: max_steps reached */
+  int64_t max_steps;
   int overlap;        /* loom_job_options.overlap_comm */
   int xchg_pending;   /* overlap: the last step's push+pull sent, its replies not read yet */
   /* overlap's sender thread: sends a step's gradients (copied out of the
@@ -557,13 +560,11 @@ typedef struct ps_hook {
   loom_status *io_st;
 } ps_hook;
 
-/* STEP_INC rides behind the exchange: sent right after it, its reply read
- * before the next request on ps:0 (next step, a PS-side save, the end), so
- * it costs no round trip of its own. */
+/* The next step's reservation rides behind the exchange: sent right after it, its reply read
+ * before the next request on ps:0 (after the next run, a PS-side save, the end), so it costs no
+ * round trip of its own. A step's gradient is pushed only when its reservation was granted. */
 static loom_code inc_post(ps_hook *h, loom_status *st) {
-  uint8_t in[8];
-  loom__ps_put64(in, 1);
-  return loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+  return loom__ps_reserve_send(loom_ps_cluster_client(h->cl, 0), h->max_steps, st);
 }
 
 static loom_code inc_send(ps_hook *h, loom_status *st) {
@@ -575,15 +576,14 @@ static loom_code inc_send(ps_hook *h, loom_status *st) {
 static loom_code inc_drain(ps_hook *h, loom_status *st) {
   if (!h->inc_pending) return LOOM_OK;
   h->inc_pending = 0;
-  loom_ps_client *c = loom_ps_cluster_client(h->cl, 0);
-  loom_ps_hdr hd;
-  uint8_t out[8];
-  loom_code rc = loom__ps_recv_hdr(c, LOOM_PS_STEP_INC, &hd, st);
-  if (!rc && hd.body_len != 8) rc = loom_status_set(st, LOOM_DATA_LOSS, "STEP_INC reply of %u bytes", hd.body_len);
-  if (!rc) rc = loom__ps_recv_body(c, out, 8, st);
-  if (!rc) rc = loom__ps_recv_end(c, &hd, st);
-  if (!rc) h->gs = (int64_t)loom__ps_get64(out);
-  return rc;
+  int64_t gs = 0;
+  int granted = 0;
+  loom_code rc = loom__ps_reserve_recv(loom_ps_cluster_client(h->cl, 0), &gs, &granted, st);
+  if (rc) return rc;
+  h->gs = gs;
+  if (granted) h->have_step = 1;
+  else h->refused = 1;
+  return LOOM_OK;
 }
 
 static void *io_main(void *arg) {
@@ -741,7 +741,8 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
     if (resolve_all(j, why, sizeof why, what, sizeof what)) {
       loom_status *s2 = loom_status_new();
       loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
-      if (rc == LOOM_OK) h->inc_pending = h->xchg_pending = 0; /* their replies went with the old connection */
+      if (rc == LOOM_OK) /* their replies went with the old connection; a granted step's gradient is dropped */
+        h->inc_pending = h->xchg_pending = h->have_step = 0;
       if (rc == LOOM_OK && !instances_ok(j, h->cl, why, sizeof why)) { /* a stale file: wait, re-read it */
         loom_status_free(s2);
         rc = waiter_wait(&w, "the PS tasks of this job", why, st);
@@ -810,6 +811,7 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
       *(int64_t *)loom_tensor_data(h->gs_t) = gs;
       rc = loom_session_assign_variable(s, loom_variable_name(h->gs_var), h->gs_t, st);
     }
+    if (rc == LOOM_OK) rc = inc_send(h, st); /* the first step's reservation */
     if (rc == LOOM_OK)
       jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS%s", (long long)gs,
            !h->overlap ? "" : h->io_on ? "; overlap_comm: on (sender thread)" : "; overlap_comm: on (the caller sends)");
@@ -820,15 +822,16 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
 static loom_code ph_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
   ps_hook *h = self;
   h->skip = 0;
-  if (h->done) {
+  if (h->done || h->refused) { /* refused: read with a PS-side save; the run's results are not pushed */
     loom_hook_context_request_stop(ctx);
     h->skip = 1;
-    return LOOM_OK;
+    if (!h->refused) return LOOM_OK;
   }
   /* The hooks see the step this run makes, as a local train op's
-   * increment: the PS's step as last known, our increment still in
-   * flight, and this one. */
-  *(int64_t *)loom_tensor_data(h->gs_t) = h->gs + 1 + (h->inc_pending ? 1 : 0);
+   * increment: its reserved number when known, else the PS's step as
+   * last known plus one (its reservation still in flight); after a
+   * refusal, the PS's step. */
+  *(int64_t *)loom_tensor_data(h->gs_t) = h->have_step || h->refused ? h->gs : h->gs + 1;
   loom_code rc =
       loom_session_assign_variable(loom_hook_context_session(ctx), loom_variable_name(h->gs_var), h->gs_t, st);
   if (rc) return rc;
@@ -852,6 +855,27 @@ static loom_code step_failed(ps_hook *h, loom_hook_context *ctx, loom_code rc, l
   return rc;
 }
 
+/* This step's reservation: read (it travelled behind the last exchange), or asked for now when none
+ * is in flight (the first step after a reconnect). */
+static loom_code reserve_step(ps_hook *h, loom_status *st) {
+  loom_code rc = inc_drain(h, st);
+  if (rc == LOOM_OK && !h->have_step && !h->refused) {
+    rc = inc_send(h, st);
+    if (rc == LOOM_OK) rc = inc_drain(h, st);
+  }
+  return rc;
+}
+
+/* The PS refused this step: max_steps is reached. The step's gradient is dropped, the hooks (the
+ * final checkpoint) see the PS's global step, and training stops. */
+static loom_code stop_refused(ps_hook *h, loom_hook_context *ctx, loom_status *st) {
+  jlog(h->j, LOOM_LOG_INFO, "global step %lld reached max_steps %lld on the PS: this step is not pushed; stopping",
+       (long long)h->gs, (long long)h->max_steps);
+  loom_hook_context_request_stop(ctx);
+  *(int64_t *)loom_tensor_data(h->gs_t) = h->gs;
+  return loom_session_assign_variable(loom_hook_context_session(ctx), loom_variable_name(h->gs_var), h->gs_t, st);
+}
+
 static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
   ps_hook *h = self;
   trainer_beat(h->j, 0);
@@ -867,9 +891,15 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
      * variable buffers now that the run is over, then send this step's
      * gradients and run the next step on these values. */
     rc = xchg_flush(h, s2);
+    if (rc == LOOM_OK) rc = reserve_step(h, s2);
     t1 = loom__mono_secs();
     h->t_inc += t1 - t0;
     if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    if (h->refused) {
+      loom_status_free(s2);
+      return stop_refused(h, ctx, st);
+    }
+    h->have_step = 0; /* pushed now */
     if (h->io_on) {
       /* the sender thread sends this step's gradients (copied here) and
        * STEP_INC while the next step runs */
@@ -885,11 +915,16 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
     rc = loom__ps_worker_exchange_send(h->w, res, s2);
     if (rc == LOOM_OK) h->xchg_pending = 1;
   } else {
-    /* the previous step's STEP_INC reply arrived during this run */
-    rc = inc_drain(h, s2);
+    /* this step's reservation reply arrived during this run */
+    rc = reserve_step(h, s2);
     t1 = loom__mono_secs();
     h->t_inc += t1 - t0;
     if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    if (h->refused) {
+      loom_status_free(s2);
+      return stop_refused(h, ctx, st);
+    }
+    h->have_step = 0; /* pushed now */
     rc = loom__ps_worker_exchange(h->w, res, s2);
   }
   h->t_xchg += loom__mono_secs() - t1;
@@ -907,8 +942,11 @@ static loom_code ph_end(void *self, loom_session *s, loom_status *st) {
   ps_hook *h = self;
   loom_status *s2 = loom_status_new();
   if (xchg_flush(h, s2) != LOOM_OK)
-    jlog(h->j, LOOM_LOG_WARN, "the last %s: %s", h->overlap ? "exchange's replies" : "STEP_INC reply",
+    jlog(h->j, LOOM_LOG_WARN, "the last %s: %s", h->overlap ? "exchange's replies" : "reservation reply",
          loom_status_message(s2));
+  /* a granted step this trainer will not push goes back, so the global step counts pushed steps */
+  if (h->have_step && loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), -1, &h->gs, s2) == LOOM_OK)
+    h->have_step = 0;
   loom_status_free(s2);
   return LOOM_OK;
 }
@@ -1214,6 +1252,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   h->loss = b.spec.loss;
   h->gs_var = b.global_step;
   h->overlap = j->o.overlap_comm != 0;
+  h->max_steps = max_steps;
   h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
   static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, ph_destroy};
   loom_hook *phk = h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;

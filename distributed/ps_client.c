@@ -615,6 +615,30 @@ loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, l
   return rc;
 }
 
+loom_code loom__ps_reserve_send(loom_ps_client *c, int64_t max_steps, loom_status *st) {
+  uint8_t in[16];
+  loom__ps_put64(in, 1);
+  loom__ps_put64(in + 8, (uint64_t)max_steps);
+  return loom__ps_send(c, LOOM_PS_STEP_INC, in, 16, NULL, 0, NULL, 0, st);
+}
+
+loom_code loom__ps_reserve_recv(loom_ps_client *c, int64_t *step, int *granted, loom_status *st) {
+  uint8_t out[8];
+  loom_code rc = loom__ps_small_reply(c, LOOM_PS_STEP_INC, out, 8, st);
+  if (rc) return rc;
+  if (step) *step = (int64_t)loom__ps_get64(out);
+  if (granted) *granted = !(c->hdr.flags & LOOM_PS_FLAG_REFUSED);
+  return LOOM_OK;
+}
+
+loom_code loom_ps_reserve_step(loom_ps_client *c, int64_t max_steps, int64_t *step, int *granted, loom_status *st) {
+  if (max_steps <= 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_reserve_step: max_steps %lld (must be > 0)",
+                           (long long)max_steps);
+  loom_code rc = loom__ps_reserve_send(c, max_steps, st);
+  return rc ? rc : loom__ps_reserve_recv(c, step, granted, st);
+}
+
 loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st) {
   loom_code rc = loom__ps_send(c, LOOM_PS_SHUTDOWN, NULL, 0, NULL, 0, NULL, 0, st);
   return rc ? rc : loom__ps_small_reply(c, LOOM_PS_SHUTDOWN, NULL, 0, st);

@@ -57,6 +57,11 @@ loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id
 loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, int64_t numel, uint64_t *version,
                               int *changed, loom_status *st);
 
+/* loom_ps_reserve_step in two halves, so the reservation of the next step can travel behind this
+ * step's exchange (its reply is read after the next run). */
+loom_code loom__ps_reserve_send(loom_ps_client *c, int64_t max_steps, loom_status *st);
+loom_code loom__ps_reserve_recv(loom_ps_client *c, int64_t *step, int *granted, loom_status *st);
+
 /* The cluster client's exchange in two halves (all requests out, then all
  * replies in), so the worker can add its row requests to the same round trip. */
 int loom__ps_cluster_send_is_write_only(const loom_ps_cluster *c, float *const *values);

@@ -1271,18 +1271,28 @@ static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at
   return r;
 }
 
+/* STEP_INC {k} adds k; STEP_INC {k, limit} is a reservation: k is added only when the sum stays <= limit,
+ * else nothing changes and the reply (the current step) carries flag REFUSED. */
 static reply *handle_step_inc(loom_ps_server *s, job *j) {
   /* a peer's increment must not wrap (or overflow: UB) the step: refused, the step kept */
   int64_t k = (int64_t)loom__ps_get64(j->body), gs = __atomic_load_n(&s->global_step, __ATOMIC_RELAXED), sum;
+  int limited = j->h.body_len == 16;
+  int64_t limit = limited ? (int64_t)loom__ps_get64(j->body + 8) : 0;
+  uint32_t flags = 0;
   do {
     if (__builtin_add_overflow(gs, k, &sum))
       return JERR(LOOM_OUT_OF_RANGE, 0, "STEP_INC: global_step %lld + %lld does not fit in int64", (long long)gs,
                   (long long)k);
+    if (limited && sum > limit) {
+      flags = LOOM_PS_FLAG_REFUSED;
+      sum = gs;
+      break;
+    }
   } while (!__atomic_compare_exchange_n(&s->global_step, &gs, sum, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   gs = sum;
   uint8_t b[8];
   loom__ps_put64(b, (uint64_t)gs);
-  return small_reply(j, b, 8, 0);
+  return small_reply(j, b, 8, flags);
 }
 /* ---------------- checkpoints (SAVE / RESTORE) ----------------
  * Each PS writes its own shard, <model_dir>/<dir>/model.ckpt-<step>.ps-<i>-of-<n>,
@@ -1600,10 +1610,11 @@ static void run_barrier(loom_ps_server *s, barrier *b) {
 }
 
 static reply *barrier_reply(loom_ps_server *s, job *j, barrier *b) {
-  if (b->kind == BAR_SYNC_STEP) {
+  if (b->kind == BAR_SYNC_STEP) { /* a reservation ({k, limit}) is granted while the step is below its limit */
     uint8_t out[8];
     loom__ps_put64(out, (uint64_t)b->global_step);
-    return small_reply(j, out, 8, 0);
+    int refused = j->h.body_len == 16 && b->global_step >= (int64_t)loom__ps_get64(j->body + 8);
+    return small_reply(j, out, 8, refused ? LOOM_PS_FLAG_REFUSED : 0);
   }
   if (b->rc) return JERR(b->rc, 0, "%s", b->msg);
   uint8_t out[16];
@@ -2276,9 +2287,10 @@ static void frame_done(conn *c, job *j) {
   case LOOM_PS_SAVE: handle_ckpt(c, j, 1); return;
   case LOOM_PS_RESTORE: handle_ckpt(c, j, 0); return;
   case LOOM_PS_STEP_INC: {
-    if (c->h.body_len != 8) {
+    if (c->h.body_len != 8 && c->h.body_len != 16) {
       job_put(c, j);
-      loop_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8)", c->h.body_len);
+      loop_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8, or 16 with a limit)",
+                 c->h.body_len);
       return;
     }
     if (c->dd && dd_check(c, j)) return;

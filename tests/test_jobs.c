@@ -501,6 +501,67 @@ Test(jobs, whole_job_ends_and_ps_exits_within_5s, .timeout = 120) {
   job_cleanup(&j);
 }
 
+/* The global step in a checkpoint file (-1 when it cannot be read). */
+static long long ckpt_file_step(const char *path) {
+  loom_tensor *t = NULL;
+  loom_status *st = loom_status_new();
+  long long v = -1;
+  if (loom_checkpoint_read_tensor(path, "global_step", &t, st) == LOOM_OK && loom_tensor_numel(t) == 1)
+    v = loom_tensor_dtype(t) == LOOM_I64 ? (long long)*(const int64_t *)loom_tensor_data_const(t)
+                                         : (long long)*(const int32_t *)loom_tensor_data_const(t);
+  loom_tensor_free(t);
+  loom_status_free(st);
+  return v;
+}
+
+/* max_steps is exact: trainers reserve each step at the PS before pushing it, the PS refuses past
+ * max_steps and a refused trainer stops, so the job ends at global step max_steps whatever the number
+ * of trainers (it used to end up to N-1 steps later: 2003 for 2000 with two trainers): the final
+ * checkpoint is model.ckpt-<max_steps> and holds global_step max_steps, so does the PS-side one, the
+ * chief's done file and every worker's end file. */
+static void exact_max_steps_case(int num_ps, int trainers, int64_t max) {
+  jobt j;
+  char tag[32];
+  snprintf(tag, sizeof tag, "exact%d_%d", num_ps, trainers);
+  job_init(&j, tag, num_ps, trainers - 1);
+  const char *const a[] = {"--deadline", "30", "--diag", "1", "--save_steps", "150", "--progress", "50",
+                           "--rpc_timeout", "3", "--max_steps", max == 300 ? "300" : "450", NULL};
+  cr_assert(max == 300 || max == 450);
+  proc *ps[2] = {NULL, NULL}, *w[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < num_ps; i++) ps[i] = job_start_ex(&j, "ps", i, NULL, NULL, a, NULL);
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, a, NULL);
+  for (int i = 0; i + 1 < trainers; i++) w[i] = job_start_ex(&j, "worker", i, NULL, NULL, a, NULL);
+  int rc = wait_exit(&j, ch, 90);
+  for (int i = 0; i + 1 < trainers; i++) cr_expect_eq(wait_exit(&j, w[i], 30), 0, "worker:%d", i);
+  for (int i = 0; i < num_ps; i++) cr_expect_eq(wait_exit(&j, ps[i], 10), 0, "ps:%d", i);
+  if (rc || ckpt_step(&j) != max) dump_logs(&j);
+  cr_assert_eq(rc, 0, "chief exit %d", rc);
+  cr_expect_eq(ckpt_step(&j), max, "%d trainers: the final checkpoint is model.ckpt-%lld, not -%lld", trainers,
+               (long long)max, ckpt_step(&j));
+  char p[512];
+  snprintf(p, sizeof p, "%s/model.ckpt-%lld", j.dir, (long long)max);
+  cr_expect_eq(ckpt_file_step(p), max, "%s holds global_step %lld", p, ckpt_file_step(p));
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld.ps-0-of-%d", j.dir, (long long)max, num_ps);
+  cr_expect_eq(ckpt_file_step(p), max, "%s holds global_step %lld", p, ckpt_file_step(p));
+  snprintf(p, sizeof p, "%s/rendezvous/done", j.dir);
+  char *b = slurp(p);
+  cr_expect(b && atoll(b) == max, "done file: %s", b ? b : "(none)");
+  free(b);
+  for (int i = 0; i + 1 < trainers; i++) {
+    snprintf(p, sizeof p, "%s/rendezvous/worker-%d.end", j.dir, i);
+    b = slurp(p);
+    char want[64];
+    snprintf(want, sizeof want, "step=%lld rc=0", (long long)max);
+    cr_expect(b && strstr(b, want), "worker:%d end file: %s", i, b ? b : "(none)");
+    free(b);
+  }
+  job_cleanup(&j);
+}
+
+Test(jobs, max_steps_is_exact_with_1_trainer, .timeout = 120) { exact_max_steps_case(1, 1, 300); }
+Test(jobs, max_steps_is_exact_with_2_trainers, .timeout = 120) { exact_max_steps_case(1, 2, 450); }
+Test(jobs, max_steps_is_exact_with_3_trainers_and_2_ps, .timeout = 120) { exact_max_steps_case(2, 3, 450); }
+
 /* The end of a job is orderly: the chief, at max_steps, waits for the
  * workers still running (a diagnostic line names them) before it shuts the
  * PS tasks down, so no worker meets a dead PS; a worker killed earlier is
@@ -733,6 +794,35 @@ Test(jobs, permanent_errors_have_their_exit_codes, .timeout = 120) {
   /* the PS stops on SIGTERM with 0 */
   kill(ps->pid, SIGTERM);
   cr_expect_eq(wait_exit(&j, ps, 5), 0);
+  job_cleanup(&j);
+}
+
+/* A malformed address anywhere in TF_CONFIG is a configuration error in every role: exit 2 at once
+ * (a trainer used to wait out its deadline and exit retryable), the message naming job, index and
+ * address. The deadline is 30 s: an exit within 10 s did not wait for anything. */
+Test(jobs, malformed_address_is_exit_2_at_once_in_every_role, .timeout = 120) {
+  jobt j;
+  job_init(&j, "badaddr", 1, 1);
+  static const char *const addrs[] = {"127.0.0.1:abc", "127.0.0.1:70000", ":2222"};
+  static const char *const types[] = {"chief", "worker", "ps", "evaluator"};
+  const char *const a[] = {"--deadline", "30", "--diag", "1", NULL};
+  for (int k = 0; k < 3; k++)
+    for (int t = 0; t < 4; t++) {
+      char tf[512], want[128];
+      /* the bad address is another task's (ps:1), never the starting task's own */
+      snprintf(tf, sizeof tf,
+               "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"worker\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:0\", "
+               "\"%s\"]}, \"task\": {\"type\": \"%s\", \"index\": 0}}",
+               addrs[k], types[t]);
+      double t0 = now_s();
+      proc *p = job_start_ex(&j, types[t], 0, tf, NULL, a, NULL);
+      int rc = wait_exit(&j, p, 40);
+      if (rc != LOOM_JOB_EXIT_CONFIG) dump_logs(&j);
+      cr_expect_eq(rc, LOOM_JOB_EXIT_CONFIG, "%s with ps:1 = %s: exit %d", types[t], addrs[k], rc);
+      cr_expect_lt(now_s() - t0, 10.0, "%s exited at once", types[t]);
+      snprintf(want, sizeof want, "\"cluster\".\"ps\"[1] address \"%s\"", addrs[k]);
+      cr_expect(log_has(p, want), "%s's log names the address: %s", types[t], want);
+    }
   job_cleanup(&j);
 }
 

@@ -262,6 +262,18 @@ LOOM_API loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, cons
  * *rtt_us (may be NULL) = its duration. */
 LOOM_API loom_code loom_ps_ping(loom_ps_client *c, double *rtt_us, loom_status *st);
 LOOM_API loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, loom_status *st);
+/* Step reservation, the stop condition of a job's trainers (max_steps > 0; sent to the PS that keeps
+ * the job's global step, ps:0). Atomically on the PS: when global_step < max_steps, global_step += 1,
+ * *step = the new value (the number of the step reserved) and *granted = 1; else nothing changes,
+ * *step = the current global_step and *granted = 0. A trainer reserves before it pushes a step's
+ * gradient, pushes only a granted step and stops at the first refusal, so however many trainers run,
+ * exactly max_steps steps are granted and the job ends at global step max_steps. A granted step
+ * whose push never happens (the trainer stops for another reason) is given back with
+ * loom_ps_step_inc(c, -1, ...); one whose push failed (a PS lost) stays counted. On a SYNC PS nothing
+ * is added (the step counts aggregated steps) and the reservation is refused once global_step >=
+ * max_steps. The request is STEP_INC with a limit: it is in the duplicate window like STEP_INC. */
+LOOM_API loom_code loom_ps_reserve_step(loom_ps_client *c, int64_t max_steps, int64_t *step, int *granted,
+                                        loom_status *st);
 /* Asks the PS to stop; returns once it has acknowledged. */
 LOOM_API loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st);
 /* Bytes sent and received on this connection so far. */
