@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include "distributed/job_seam.h"
 #include "distributed/ps_client.h"
+#include "distributed/ps_restore.h"
 #include "estimator/estimator_impl.h"
 
 /* ------------------------------------------------------------ options */
@@ -48,6 +49,8 @@ loom_job_options loom_job_options_default(void) {
   o.rpc_timeout_s = 10;
   o.eval_poll_s = 1;
   o.eval_deadline_s = 600;
+  o.ps_idle_exit_s = 300;
+  o.ps_chief_lost_save_s = 30;
   return o;
 }
 
@@ -430,6 +433,7 @@ static loom_ps_connect_options connect_opts(const job *j) {
   co.token = j->token;
   co.token_len = j->token_len;
   co.timeout_s = j->o.rpc_timeout_s;
+  co.chief = j->is_chief;
   return co;
 }
 
@@ -1349,59 +1353,30 @@ out:
 }
 
 /* --------------------------------------------------------- the PS role */
-/* Restores this PS's shard of model_dir/ps's latest checkpoint (if any)
- * through a loopback connection to itself. */
-static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char *host, int port, loom_status *st) {
-  char d[4200], latest[4400];
-  snprintf(d, sizeof d, "%s/ps", j->e->model_dir);
-  loom_status *s2 = loom_status_new();
-  loom_code rc = loom_latest_checkpoint(d, latest, sizeof latest, s2);
-  loom_status_free(s2);
-  if (rc != LOOM_OK) return LOOM_OK; /* nothing to restore */
-  const char *k = strstr(latest, "model.ckpt-");
-  long long step = -1;
-  if (!k || sscanf(k, "model.ckpt-%lld", &step) != 1 || step < 0) return LOOM_OK;
-  loom_ps_connect_options co = connect_opts(j);
-  co.host = host;
-  co.port = port;
-  co.placement_hash = loom_ps_placement_hash(p);
-  co.num_ps = j->num_ps;
-  co.num_vars = loom_ps_placement_num_vars(p);
-  loom_ps_client *c = loom_ps_connect(&co, st);
-  if (!c) return loom_status_code(st);
-  uint8_t fixed[16];
-  loom__ps_put64(fixed, (uint64_t)step);
-  loom__ps_put32(fixed + 8, 2);
-  loom__ps_put32(fixed + 12, 0);
-  rc = loom__ps_send(c, LOOM_PS_RESTORE, fixed, 16, "ps", 2, NULL, 0, st);
-  loom_ps_hdr h;
-  uint8_t out[16];
-  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_RESTORE, &h, st);
-  if (!rc && h.body_len != 16) rc = loom_status_set(st, LOOM_DATA_LOSS, "RESTORE reply of %u bytes", h.body_len);
-  if (!rc) rc = loom__ps_recv_body(c, out, 16, st);
-  if (!rc) rc = loom__ps_recv_end(c, &h, st);
-  loom_ps_client_free(c);
-  if (rc == LOOM_OK) { /* the shard must be the one the manifest names (a consistent set) */
-    char mp[4400], line[256];
-    snprintf(mp, sizeof mp, "%s/model.ckpt-%lld", d, step);
-    FILE *f = fopen(mp, "r");
-    int found = 0;
-    uint64_t got = loom__ps_get64(out + 8);
-    while (f && fgets(line, sizeof line, f)) {
-      int i;
-      unsigned long long want;
-      char name[160];
-      if (sscanf(line, "shard %d %159s %llx", &i, name, &want) != 3 || i != j->index) continue;
-      found = 1;
-      if (want != got)
-        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: ps:%d restored digest %016llx, the manifest says %016llx", mp,
-                             j->index, (unsigned long long)got, want);
-    }
-    if (f) fclose(f);
-    if (!rc && !found) rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names no shard %d", mp, j->index);
-  }
-  if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "restored its shard of %s/model.ckpt-%lld (digest checked)", d, step);
-  return rc;
+/* Restores the newest complete state of this PS's shard (ps_restore.c) through a loopback
+ * connection to itself. */
+static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char *host, int port, const char *self_dir,
+                                 loom_status *st) {
+  loom__ps_restore_in in;
+  memset(&in, 0, sizeof in);
+  in.model_dir = j->e->model_dir;
+  in.p = p;
+  in.ps_index = j->index;
+  in.num_ps = j->num_ps;
+  in.self_dir = self_dir;
+  in.opt = j->o.optimizer;
+  in.hyper = j->o.hyper;
+  in.co = connect_opts(j);
+  in.co.host = host;
+  in.co.port = port;
+  in.co.placement_hash = loom_ps_placement_hash(p);
+  in.co.num_ps = j->num_ps;
+  in.co.num_vars = loom_ps_placement_num_vars(p);
+  in.co.shm = 1;
+  char name[64];
+  snprintf(name, sizeof name, "job %s", j->name);
+  in.name = name;
+  return loom__ps_restore_newest(&in, NULL, st);
 }
 
 static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
@@ -1435,6 +1410,10 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   so.ps_index = j->index;
   so.model_dir = j->e->model_dir;
   so.busy_poll_us = busy_poll_env();
+  char self_dir[64];
+  snprintf(self_dir, sizeof self_dir, "ps/self-%016llx", (unsigned long long)so.placement_hash);
+  so.chief_lost_save_s = j->o.ps_chief_lost_save_s;
+  so.self_save_dir = self_dir;
   struct sigaction sa, old_term, old_int;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;
@@ -1453,7 +1432,7 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   }
   int bound = loom_ps_server_port(srv);
   const char *self = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
-  if ((rc = ps_restore_self(j, p, self, bound, st)) != LOOM_OK) goto out;
+  if ((rc = ps_restore_self(j, p, self, bound, self_dir, st)) != LOOM_OK) goto out;
   {
     char path[4200], text[800], hn[256] = "";
     const char *pub = bind;
@@ -1481,7 +1460,13 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
       last = now;
     }
   }
-  jlog(j, LOOM_LOG_INFO, "stopping (%s)", g_term ? "signal" : "SHUTDOWN or idle deadline");
+  int why = g_term ? 0 : loom_ps_server_stop_reason(srv);
+  jlog(j, LOOM_LOG_INFO, "stopping (%s)", g_term ? "signal" : why == 1 ? "SHUTDOWN" : "idle deadline");
+  if (why == 2 && done_step(j) < 0) /* the trainers are gone and the job did not finish: restart me */
+    rc = loom_status_set(st, LOOM_UNAVAILABLE,
+                         "job %s: no connection for %.0f s (ps_idle_exit_s) and the job has not finished (no "
+                         "model_dir/rendezvous/done): exiting with the retryable code",
+                         j->name, j->o.ps_idle_exit_s);
 out:
   loom_ps_server_stop(srv);
   sigaction(SIGTERM, &old_term, NULL);
@@ -1593,9 +1578,11 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
                              "adadelta", on);
   }
   if (!(j.o.start_deadline_s > 0) || !(j.o.peer_lost_deadline_s > 0) || !(j.o.diag_every_s > 0) ||
-      !(j.o.eval_poll_s > 0) || !(j.o.eval_deadline_s > 0) || j.o.ps_idle_exit_s < 0)
+      !(j.o.eval_poll_s > 0) || !(j.o.eval_deadline_s > 0) || !(j.o.ps_idle_exit_s >= 0) ||
+      !(j.o.ps_chief_lost_save_s >= 0))
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                           "loom_job_options: deadlines, diag_every_s and eval_poll_s must be > 0, ps_idle_exit_s >= 0");
+                           "loom_job_options: deadlines, diag_every_s and eval_poll_s must be > 0, ps_idle_exit_s and "
+                           "ps_chief_lost_save_s >= 0");
   if (!loom__job_is_distributed(j.o.tf_config)) {
     if (j.o.tf_config)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,

@@ -320,6 +320,7 @@ static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   memcpy(hello + 2, &v, 2);
   loom__ps_put32(hello + 4, (uint32_t)c->num_ps);
   loom__ps_put32(hello + 8, (uint32_t)c->num_vars);
+  loom__ps_put32(hello + 12, c->chief ? LOOM_PS_HELLO_CHIEF : 0);
   loom__ps_put64(hello + 16, c->placement_hash);
   loom__ps_put64(hello + 24 + LOOM_PS_NONCE, c->client_id);
   uint8_t sn[LOOM_PS_NONCE], mac[LOOM_PS_MAC];
@@ -369,6 +370,7 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->client_id = o->client_id;
   c->expect_instance = o->expect_instance;
   c->part_bytes = o->part_bytes;
+  c->chief = o->chief != 0;
   while (!c->client_id) { /* a new incarnation */
     if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {
       loom_status_set(st, LOOM_INTERNAL, "no random bytes for the client id");

@@ -10,7 +10,7 @@
  * allocating anything for the body, and the CRC-32C of the body after.
  *
  * Handshake (nothing else is accepted before WELCOME):
- *   HELLO     {proto_min u16, proto_max u16, num_ps u32, num_vars u32, pad u32,
+ *   HELLO     {proto_min u16, proto_max u16, num_ps u32, num_vars u32, flags u32 (bit 0: the job's chief),
  *              placement_hash u64, client_nonce[32] [, client_id u64]}
  *             (without client_id, 56 bytes: no duplicate window for that connection)
  *   CHALLENGE {server_nonce[32]}
@@ -45,6 +45,7 @@
 #define LOOM_PS_FLAG_REFUSED 16u  /* STEP_INC reply: the reservation was refused (its limit reached), nothing added */
 #define LOOM_PS_WELCOME_V0 4u  /* WELCOME body of older PS tasks: {num_vars_on_ps u32} */
 #define LOOM_PS_WELCOME_LEN 16u /* {num_vars_on_ps u32, pad u32, instance_id u64} */
+#define LOOM_PS_HELLO_CHIEF 1u   /* HELLO flags: the client is the job's chief */
 #define LOOM_PS_HANDSHAKE_MAX 256u /* largest body accepted before WELCOME */
 #define LOOM_PS_DEFAULT_MAX_FRAME (64u << 20)
 

@@ -848,11 +848,21 @@ Test(jobs, worker_without_ps_says_what_it_waits_for_and_exits_retryable, .timeou
   cr_expect(log_has(w2, "waiting for the chief's variables: uninitialized: hidden/kernel (ps:0)"), "names the variable");
   kill(ps0->pid, SIGTERM);
   cr_expect_eq(wait_exit(&j, ps0, 5), 0);
-  /* a PS with an idle deadline exits 0 by itself */
+  /* a PS with an idle deadline exits by itself: retryable while the job has not finished (its
+   * trainers may come back: a restarted PS restores its shard), 0 once the chief's done file is there */
   const char *const b[] = {"--idle_exit", "1", NULL};
   proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, b, NULL);
-  cr_expect_eq(wait_exit(&j, ps, 20), 0);
+  cr_expect_eq(wait_exit(&j, ps, 20), LOOM_JOB_EXIT_RETRYABLE);
   cr_expect(log_has(ps, "idle"), "idle exit logged");
+  cr_expect(log_has(ps, "the job has not finished"), "says why it is retryable");
+  char p[400];
+  snprintf(p, sizeof p, "%s/rendezvous/done", j.dir);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs("100\n", f);
+  fclose(f);
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, b, NULL);
+  cr_expect_eq(wait_exit(&j, ps, 20), 0, "idle after the job finished: exit 0");
   job_cleanup(&j);
 }
 
@@ -911,6 +921,111 @@ Test(jobs, kill_chief_workers_continue_restarted_chief_resumes_checkpointing, .t
   cr_expect_eq(wait_exit(&j, w0, 30), 0);
   cr_expect_eq(wait_exit(&j, ps, 10), 0);
   cr_expect_geq(ckpt_step(&j), MAX);
+  job_cleanup(&j);
+}
+
+/* The ready line's global step in a trainer's log; -1 when none. */
+static long long ready_step(const proc *p) {
+  char *b = slurp(p->log);
+  char *q = b ? strstr(b, "ready: global step ") : NULL;
+  long long v = q ? atoll(q + 19) : -1;
+  free(b);
+  return v;
+}
+
+/* No progress lives only in a PS's memory: with the chief killed -9 and never restarted, the worker
+ * trains on and the PS, after --chief_lost_save 1 s without a chief connection, checkpoints its shard
+ * itself (model_dir/ps/self-<placement>/), again while updates arrive; with the worker gone too it
+ * exits on its idle deadline with the retryable code (the job did not finish). Restarted, it restores
+ * that save (newer than the chief's last checkpoint), so a new chief starts at the PS's step, past
+ * the chief's checkpoint. (The PS used to keep those steps only in memory and never exit.) */
+Test(jobs, chief_gone_ps_saves_its_shard_then_idle_exit_is_retryable, .timeout = 180) {
+  jobt j;
+  job_init(&j, "chiefgone", 1, 1);
+  const char *const a[] = {"--deadline", "30", "--diag", "1", "--save_steps", "200", "--progress", "50",
+                           "--step_sleep_ms", "1", "--rpc_timeout", "3", "--max_steps", "1000000",
+                           "--chief_lost_save", "1", "--idle_exit", "3", NULL};
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, a, NULL), *ch = job_start_ex(&j, "chief", 0, NULL, NULL, a, NULL);
+  proc *w0 = job_start_ex(&j, "worker", 0, NULL, NULL, a, NULL);
+  int ok = WAIT_UNTIL(ckpt_step(&j) >= 200 && last_progress(w0) >= 0, 60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "training and checkpointing started");
+  kill9(&j, ch);
+  long long chief_ckpt = ckpt_step(&j);
+  char selfp[512];
+  /* the PS's own save: ps/self-<hash>/model.ckpt-0.ps-0-of-1 (the hash from the PS's address file) */
+  char ap[400], hash[32] = "";
+  snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j.dir);
+  char *b = slurp(ap);
+  char *q = b ? strstr(b, "placement=") : NULL;
+  if (q) snprintf(hash, sizeof hash, "%.16s", q + 10);
+  free(b);
+  cr_assert(hash[0], "placement in ps-0.addr");
+  snprintf(selfp, sizeof selfp, "%s/ps/self-%s/model.ckpt-0.ps-0-of-1", j.dir, hash);
+  ok = WAIT_UNTIL(ckpt_file_step(selfp) > chief_ckpt + 100, 40);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "the PS saved its shard itself past the chief's checkpoint %lld (its save: %lld)", chief_ckpt,
+            ckpt_file_step(selfp));
+  cr_expect(log_has(ps, "no chief connected for"), "the PS says why it saves");
+  cr_expect_eq(ckpt_step(&j), chief_ckpt, "no chief checkpoint meanwhile");
+  /* the worker gone too: the PS saves what it has and exits on its idle deadline, retryable */
+  kill9(&j, w0);
+  int rc = wait_exit(&j, ps, 30);
+  if (rc != LOOM_JOB_EXIT_RETRYABLE) dump_logs(&j);
+  cr_expect_eq(rc, LOOM_JOB_EXIT_RETRYABLE, "idle exit of an unfinished job: %d", rc);
+  long long saved = ckpt_file_step(selfp);
+  /* restarted, the PS restores its own save; a new chief starts at that step */
+  const char *const r[] = {"--deadline", "30", "--diag", "1", "--save_steps", "200", "--progress", "50",
+                           "--step_sleep_ms", "1", "--rpc_timeout", "3", "--max_steps", "1000000", NULL};
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, r, NULL);
+  ch = job_start_ex(&j, "chief", 0, NULL, NULL, r, NULL);
+  ok = WAIT_UNTIL(ready_step(ch) >= 0, 40);
+  if (!ok) dump_logs(&j);
+  cr_expect(log_has(ps, "restored its shard from its own save"), "the PS restored its own save");
+  cr_expect_geq(ready_step(ch), saved, "the new chief starts at the PS's saved step %lld (not %lld)", saved, chief_ckpt);
+  job_cleanup(&j);
+}
+
+/* A restarted PS restores the newest complete state of its shard: here the chief's PS-side checkpoint
+ * of the last step is missing (as when a PS dies during that save) while model.ckpt-<last> is there and
+ * holds every variable of the shard (SGD: no optimizer slots): the PS takes model.ckpt-<last>, not its
+ * older shard, and a chief started against it is at the last step. */
+Test(jobs, restarted_ps_takes_the_chiefs_newer_model_ckpt, .timeout = 120) {
+  jobt j;
+  job_init(&j, "newer", 1, 0);
+  const char *const a[] = {"--deadline", "30", "--diag", "1", "--save_steps", "100", "--progress", "50",
+                           "--rpc_timeout", "3", "--max_steps", "300", NULL};
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, a, NULL), *ch = job_start_ex(&j, "chief", 0, NULL, NULL, a, NULL);
+  int rc = wait_exit(&j, ch, 60);
+  if (rc) dump_logs(&j);
+  cr_assert_eq(rc, 0);
+  cr_assert_eq(wait_exit(&j, ps, 10), 0);
+  cr_assert_eq(ckpt_step(&j), 300);
+  /* the PS-side set of step 300 gone; ps/checkpoint names 200 */
+  char p[512];
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-300.ps-0-of-1", j.dir);
+  cr_assert_eq(remove(p), 0, "%s", p);
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-300", j.dir);
+  remove(p);
+  snprintf(p, sizeof p, "%s/ps/checkpoint", j.dir);
+  char *b = slurp(p);
+  cr_assert(b && strstr(b, "model.ckpt-300"), "ps/checkpoint: %s", b ? b : "(none)");
+  free(b);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fprintf(f, "model_checkpoint_path: \"model.ckpt-200\"\nall_model_checkpoint_paths: \"model.ckpt-200\"\n");
+  fclose(f);
+  nap(0.05);
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, a, NULL);
+  const char *const c2[] = {"--deadline", "30", "--diag", "1", "--save_steps", "100", "--progress", "50",
+                            "--rpc_timeout", "3", "--max_steps", "400", NULL};
+  ch = job_start_ex(&j, "chief", 0, NULL, NULL, c2, NULL);
+  rc = wait_exit(&j, ch, 60);
+  if (rc || ready_step(ch) != 300) dump_logs(&j);
+  cr_expect_eq(rc, 0);
+  cr_expect(log_has(ps, "restored its shard from the chief's model.ckpt"), "the PS took model.ckpt-300");
+  cr_expect_eq(ready_step(ch), 300, "the chief starts at 300 (not the older shard's 200): %lld", ready_step(ch));
+  cr_expect_eq(ckpt_step(&j), 400);
   job_cleanup(&j);
 }
 

@@ -123,6 +123,15 @@ typedef struct loom_ps_server_options {
    * port (loom_ps_connect_options.expect_instance). 0: a random nonzero id drawn at start (the usual
    * case: every start is a new instance, a restarted PS included). */
   uint64_t instance_id;
+  /* Saves of its own, so that no progress lives only in this PS's memory: when updates were applied since
+   * its shard was last saved or restored and no chief connection (loom_ps_connect_options.chief) has been
+   * open for chief_lost_save_s seconds, the PS writes its shard to
+   * <model_dir>/<self_save_dir>/model.ckpt-0.ps-<i>-of-<n> (SAVE's format, written whole then renamed;
+   * RESTORE {0, self_save_dir} reads it back), again every chief_lost_save_s while updates go on, and once
+   * more before an idle exit (idle_exit_s) when updates were applied since. 0, or no self_save_dir (a
+   * relative directory without ".."), or no model_dir: off. */
+  double chief_lost_save_s;
+  const char *self_save_dir;
 } loom_ps_server_options;
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
@@ -137,6 +146,9 @@ LOOM_API uint64_t loom_ps_server_instance(const loom_ps_server *s);
 /* Waits up to timeout_s for the server to stop (SHUTDOWN request, idle
  * deadline); 1 when it has stopped, 0 on timeout. */
 LOOM_API int loom_ps_server_wait(loom_ps_server *s, double timeout_s);
+/* Why a stopped server stopped: 1 a SHUTDOWN request, 2 the idle deadline (idle_exit_s), 0 neither
+ * (still running, or stopped by loom_ps_server_stop). */
+LOOM_API int loom_ps_server_stop_reason(loom_ps_server *s);
 /* Stops the server (if still running), joins its thread and frees it. */
 LOOM_API void loom_ps_server_stop(loom_ps_server *s);
 typedef struct loom_ps_server_stats {
@@ -157,6 +169,7 @@ typedef struct loom_ps_server_stats {
   int64_t shm_attaches; /* shared-memory segments mapped (SHM_ATTACH accepted) */
   int64_t shm_refused;  /* SHM_ATTACH refused (the client went on over TCP) */
   int64_t shm_requests; /* SHM_PULL / SHM_PUSH / SHM_PUSHPULL requests processed */
+  int64_t self_saves;   /* shard saves of its own (chief_lost_save_s, before an idle exit) written */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
@@ -199,6 +212,9 @@ typedef struct loom_ps_connect_options {
    * the PS as soon as it arrives. 0: the default (128 KiB); < 0: off
    * (always one frame). BOUNDED / SYNC PS tasks always get one frame. */
   int32_t part_bytes;
+  /* != 0: this client is the job's chief, told to the PS in HELLO (loom_ps_server_options.chief_lost_save_s:
+   * a PS with no chief connection saves its shard itself). */
+  int32_t chief;
 } loom_ps_connect_options;
 typedef struct loom_ps_client loom_ps_client;
 /* Connects and authenticates (HELLO, CHALLENGE, AUTH, WELCOME). NULL on
