@@ -111,6 +111,8 @@ typedef struct job {
   uint64_t phash;     /* this job's placement hash (0 before the placement is made) */
   int *stale;         /* ps:i's rendezvous file was found stale (its PS gone, or another job's PS on its port) */
   uint64_t *inst;     /* the PS instance ps-<i>.addr names (0: any: a TF_CONFIG port, or an older file) */
+  time_t t_start;     /* this process's start (a done file older than this is an earlier run's) */
+  int ended_before;   /* a worker found the job finished (done file) before it could connect */
 } job;
 
 static void job_free(job *j) {
@@ -479,6 +481,11 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
   loom_ps_connect_options co = connect_opts(j);
   for (;;) {
     char why[512] = "", what[320] = "";
+    /* a worker that arrives after the chief ended this run of the job: nothing left to do */
+    if (!j->is_chief && done_step_since(j, j->t_start) >= 0) {
+      j->ended_before = 1;
+      return NULL;
+    }
     if (resolve_all(j, why, sizeof why, what, sizeof what)) {
       loom_status *s2 = loom_status_new();
       loom_ps_cluster *cl = loom_ps_cluster_connect(p, (const char *const *)j->host, j->port, &co, s2);
@@ -1243,6 +1250,12 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
        loom_ps_placement_num_vars(p), j->num_ps, (unsigned long long)loom_ps_placement_hash(p));
   if (!(cl = connect_all(j, p, j->o.start_deadline_s, st))) {
     rc = loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
+    if (j->ended_before) {
+      rc = LOOM_OK;
+      final_gs = done_step(j);
+      jlog(j, LOOM_LOG_INFO, "the chief finished the job at global step %lld before this worker connected "
+           "(model_dir/rendezvous/done); nothing to do", (long long)final_gs);
+    }
     goto out;
   }
   ps_hook *h = loom__calloc(1, sizeof *h);
@@ -1600,6 +1613,7 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   j.num_ps = loom_tf_config_num_tasks(j.tc, "ps");
   j.num_workers = loom_tf_config_num_worker_replicas(j.tc);
   snprintf(j.name, sizeof j.name, "%s:%d", j.type, j.index);
+  j.t_start = time(NULL) - 1; /* file times may be a clock tick coarser */
   int is_eval = !strcmp(j.type, "evaluator");
   if (!is_eval && j.num_ps < 1) {
     rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "TF_CONFIG: task %s in a cluster without a \"ps\" job", j.name);

@@ -1115,6 +1115,74 @@ Test(jobs, mpirun_on_localhost, .timeout = 120) {
   script_job(dir, cmd, want, 4);
 }
 
+/* Under mpirun a lost worker does not end the job when mpirun runs with --enable-recovery (OpenMPI
+ * 4.x; without it mpirun kills every rank once one dies: the chief, the PS and the other workers end
+ * with it). Ranks 0 chief, 1 ps, 2-4 workers:0-2; worker:1 (rank 3) is killed -9 midway: the others
+ * train on and the job ends at max_steps with every surviving rank exiting 0; the lost rank, restarted
+ * by hand outside mpirun with its rank's environment (OMPI_COMM_WORLD_RANK/SIZE, --launcher mpi),
+ * rejoins and exits 0 too. mpirun does not restart it itself (--max-restarts restarts nothing here). */
+Test(jobs, mpirun_with_recovery_survives_a_lost_worker, .timeout = 150) {
+  if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "SKIPPED: mpirun not found (openmpi-bin)\n");
+    return;
+  }
+  jobt j;
+  job_init(&j, "mpirec", 1, 3);
+  char cmd[1024], lp[400];
+  snprintf(lp, sizeof lp, "%s/mpirun.log", j.dir);
+  snprintf(cmd, sizeof cmd,
+           "exec timeout 120 mpirun --allow-run-as-root --oversubscribe --enable-recovery -np 5 %s --launcher mpi "
+           "--num_ps 1 --model_dir %s --max_steps 4000 --save_steps 500 --progress 50 --step_sleep_ms 1 "
+           "--deadline 30 --diag 1 >%s 2>&1",
+           LOOM_DIST_JOB_BIN, j.dir, lp);
+  fflush(NULL);
+  pid_t mp = fork();
+  cr_assert_geq(mp, 0);
+  if (mp == 0) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  proc *m = &j.p[j.n++];
+  snprintf(m->name, sizeof m->name, "mpirun");
+  snprintf(m->log, sizeof m->log, "%s", lp);
+  m->pid = mp;
+  /* worker:1's pid from its heartbeat file, once it trains */
+  char bp[400];
+  snprintf(bp, sizeof bp, "%s/rendezvous/worker-1.beat", j.dir);
+  long wpid = 0;
+  int ok = WAIT_UNTIL(({
+                        char *b = slurp(bp);
+                        char *q = b ? strstr(b, "pid=") : NULL;
+                        wpid = q ? atol(q + 4) : 0;
+                        free(b);
+                        wpid > 0 && ckpt_step(&j) >= 500;
+                      }),
+                      60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "the job trains under mpirun");
+  cr_assert_eq(kill((pid_t)wpid, SIGKILL), 0, "kill -9 worker:1 (pid %ld)", wpid);
+  long long at = ckpt_step(&j);
+  nap(1.0);
+  /* restarted by hand: rank 3 of 5 */
+  const char *const ra[] = {"--launcher", "mpi", "--num_ps", "1", "--max_steps", "4000", "--save_steps", "500",
+                            "--progress", "50", "--step_sleep_ms", "1", "--deadline", "30", "--diag", "1", NULL};
+  const char *const re[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=5", NULL};
+  proc *w1 = job_start_ex(&j, "worker", 1, "", NULL, ra, re);
+  int rc = wait_exit(&j, m, 110);
+  if (rc != 0) dump_logs(&j);
+  cr_expect_eq(rc, 0, "mpirun exit %d", rc);
+  int wrc = wait_exit(&j, w1, 30);
+  cr_expect_eq(wrc, 0, "the restarted worker:1 exit %d", wrc);
+  char *b = slurp(lp);
+  const char *want[] = {"role=chief:0 exit=0", "role=ps:0 exit=0", "role=worker:0 exit=0", "role=worker:2 exit=0"};
+  for (int i = 0; i < 4; i++) cr_expect(b && strstr(b, want[i]), "mpirun log has %s", want[i]);
+  free(b);
+  cr_expect(log_has(w1, "ready: global step"), "the restarted worker rejoined");
+  cr_expect_gt(ckpt_step(&j), at, "training went on after the kill");
+  cr_expect_eq(ckpt_step(&j), 4000);
+  job_cleanup(&j);
+}
+
 /* Slurm's environment (as srun sets it for 4 tasks on one node) on real
  * processes: --launcher slurm maps the ranks to chief, ps, worker and
  * evaluator, and the job runs to the end. */
