@@ -16,8 +16,9 @@
  *  - worker: waits for the PS tasks and for the chief's variables, then
  *    trains; the model_fn's train op is not run: the gradients of its loss
  *    go to the PS, whose optimizer (loom_job_options.optimizer) applies
- *    them. The global step is the PS's (ps:0): STEP_INC once per step, and
- *    `max_steps` compared with it is the stop condition of every trainer.
+ *    them. The global step is the PS's (ps:0): every trainer reserves each
+ *    step there before pushing it (loom_ps_reserve_step) and stops at the
+ *    first refusal, so the job ends at global step max_steps exactly.
  *  - ps: builds the graph (for the placement and its hash), serves until
  *    SHUTDOWN or SIGTERM/SIGINT (exit 0), or the idle deadline (exit 0 when
  *    the job finished, else retryable). Without a chief connection for
