@@ -260,6 +260,7 @@ struct conn {
   ddwin *dd; /* the client's duplicate window (HELLO with a client id), or NULL */
   loom__ps_shm_map shm; /* the client's shared segment (SHM_ATTACH; ps_shm.h), unmapped in conn_free */
   int chief;            /* HELLO said: the job's chief */
+  uint64_t last_frame_ms; /* when its last request arrived (a chief's requests are its heartbeat) */
   loom_ps_parts_state *parts; /* per shard thread: this connection's open pipelined push (ps_parts.h) */
 };
 
@@ -2251,7 +2252,7 @@ static void frame_done(conn *c, job *j) {
   loom_ps_server *s = c->srv;
   STAT_ADD(s, frames, 1);
   if (c->h.body_len <= 1024) loop_spin(s); /* a small request: the next one of its client is likely close behind */
-  s->last_activity_ms = now_ms();
+  s->last_activity_ms = c->last_frame_ms = now_ms();
   if (c->h.flags & LOOM_PS_FLAG_REPLY) {
     job_put(c, j);
     loop_error(c, LOOM_INVALID_ARGUMENT, 1, "a reply frame (opcode %u) sent to the PS", c->h.opcode);
@@ -2598,11 +2599,14 @@ static void on_timer(uv_timer_t *t) {
   int dirty = self_save_on(s) &&
               __atomic_load_n(&s->stats.updates, __ATOMIC_RELAXED) != __atomic_load_n(&s->updates_at_save, __ATOMIC_RELAXED);
   int saving = __atomic_load_n(&s->self_saving, __ATOMIC_ACQUIRE);
-  if (s->nchief > 0) s->chief_seen_ms = now;
-  if (dirty && !saving && s->nchief == 0 && (double)(now - s->chief_seen_ms) > s->o.chief_lost_save_s * 1000.0 &&
+  /* the chief is seen by its requests: a chief connection silent for chief_lost_save_s (a hung or
+   * stopped chief) counts as no chief */
+  for (conn *c = s->conns; c; c = c->next)
+    if (c->chief && c->last_frame_ms > s->chief_seen_ms) s->chief_seen_ms = c->last_frame_ms;
+  if (dirty && !saving && (double)(now - s->chief_seen_ms) > s->o.chief_lost_save_s * 1000.0 &&
       (double)(now - s->self_saved_ms) > s->o.chief_lost_save_s * 1000.0) {
-    loom__log(LOOM_LOG_INFO, "ps :%d: no chief connected for %.0f s and updates not checkpointed: saving its shard",
-              s->port, (double)(now - s->chief_seen_ms) / 1000.0);
+    loom__log(LOOM_LOG_INFO, "ps :%d: no chief connected (or none heard from) for %.0f s and updates not "
+              "checkpointed: saving its shard", s->port, (double)(now - s->chief_seen_ms) / 1000.0);
     self_save(s, now);
     return;
   }

@@ -3530,10 +3530,11 @@ Test(ps, step_reservation_is_atomic_and_refused_at_the_limit) {
   loom_ps_server_stop(s);
 }
 
-/* A PS's own saves: with no chief connection for chief_lost_save_s and updates not saved, the PS
- * writes its shard to <model_dir>/<self_save_dir>/model.ckpt-0.ps-0-of-1 (a RESTORE of {0, that dir}
- * on another PS gives the same values); with a chief connected it does not; the server's stop reason
- * tells an idle exit from a SHUTDOWN. */
+/* A PS's own saves: with no request from a chief connection for chief_lost_save_s (a silent chief
+ * or none) and updates not saved, the PS writes its shard to <model_dir>/<self_save_dir>/
+ * model.ckpt-0.ps-0-of-1 (a RESTORE of {0, that dir} on another PS gives the same values), once per
+ * batch of new updates; with a chief heard from it does not; the server's stop reason tells an idle
+ * exit from a SHUTDOWN. */
 Test(ps, own_save_without_chief_and_stop_reason) {
   char dir[128];
   snprintf(dir, sizeof dir, "/tmp/loom_test_ps_self_%d", (int)getpid());
@@ -3553,17 +3554,28 @@ Test(ps, own_save_without_chief_and_stop_reason) {
   float h[8] = {1.0f}, v0[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, out[4];
   OK(loom_ps_init_var(chief, 0, 1, dims, LOOM_PS_SGD, h, v0, NULL, st));
   OK(loom_ps_push(chief, 0, g, 4, NULL, st));
-  usleep(800000);
+  for (int i = 0; i < 8; i++) { /* a chief heard from every 0.1 s: no own save */
+    usleep(100000);
+    OK(loom_ps_ping(chief, NULL, st));
+  }
   loom_ps_server_stats ss;
   loom_ps_server_get_stats(s, &ss);
-  cr_expect_eq(ss.self_saves, 0, "no own save while the chief is connected");
-  loom_ps_client_free(chief);
+  cr_expect_eq(ss.self_saves, 0, "no own save while the chief is heard from");
+  /* the chief connected but silent (hung, stopped): saved after chief_lost_save_s */
   char path[256];
   snprintf(path, sizeof path, "%s/self/model.ckpt-0.ps-0-of-1", dir);
   for (int i = 0; i < 100 && access(path, R_OK) != 0; i++) usleep(20000);
-  cr_assert_eq(access(path, R_OK), 0, "own save %s", path);
+  cr_assert_eq(access(path, R_OK), 0, "own save %s with a silent chief", path);
   loom_ps_server_get_stats(s, &ss);
   cr_expect_eq(ss.self_saves, 1);
+  /* nothing new: no second save; the chief gone and a push: saved again */
+  usleep(700000);
+  loom_ps_server_get_stats(s, &ss);
+  cr_expect_eq(ss.self_saves, 1, "no save without new updates");
+  OK(loom_ps_push(chief, 0, g, 4, NULL, st));
+  loom_ps_client_free(chief);
+  for (int i = 0; i < 100 && (loom_ps_server_get_stats(s, &ss), ss.self_saves < 2); i++) usleep(20000);
+  cr_expect_eq(ss.self_saves, 2, "saved again after the chief left");
   co.chief = 0;
   loom_ps_client *w = loom_ps_connect(&co, st);
   cr_assert(w);
@@ -3572,7 +3584,7 @@ Test(ps, own_save_without_chief_and_stop_reason) {
   cr_expect(loom_ps_server_wait(s, 5));
   cr_expect_eq(loom_ps_server_stop_reason(s), 1, "stopped by SHUTDOWN");
   loom_ps_server_stop(s);
-  /* another PS restores the save: the value after one SGD step of 1.0 */
+  /* another PS restores the save: the value after two SGD steps of 1.0 */
   o.chief_lost_save_s = 0;
   o.idle_exit_s = 0.3;
   loom_ps_server *s2 = start_ps_opts(o);
@@ -3587,7 +3599,7 @@ Test(ps, own_save_without_chief_and_stop_reason) {
   uint64_t ver = UINT64_MAX;
   int changed = 0;
   OK(loom_ps_pull(c2, 0, out, 4, &ver, &changed, st));
-  for (int i = 0; i < 4; i++) cr_expect_eq(out[i], v0[i] - 1.0f, "restored [%d] = %g", i, out[i]);
+  for (int i = 0; i < 4; i++) cr_expect_eq(out[i], v0[i] - 2.0f, "restored [%d] = %g", i, out[i]);
   loom_ps_client_free(c2);
   cr_expect(loom_ps_server_wait(s2, 5), "idle exit");
   cr_expect_eq(loom_ps_server_stop_reason(s2), 2, "stopped on its idle deadline");

@@ -124,8 +124,9 @@ typedef struct loom_ps_server_options {
    * case: every start is a new instance, a restarted PS included). */
   uint64_t instance_id;
   /* Saves of its own, so that no progress lives only in this PS's memory: when updates were applied since
-   * its shard was last saved or restored and no chief connection (loom_ps_connect_options.chief) has been
-   * open for chief_lost_save_s seconds, the PS writes its shard to
+   * its shard was last saved or restored and no request has come from a chief connection
+   * (loom_ps_connect_options.chief) for chief_lost_save_s seconds (none open, or a hung chief's), the PS
+   * writes its shard to
    * <model_dir>/<self_save_dir>/model.ckpt-0.ps-<i>-of-<n> (SAVE's format, written whole then renamed;
    * RESTORE {0, self_save_dir} reads it back), again every chief_lost_save_s while updates go on, and once
    * more before an idle exit (idle_exit_s) when updates were applied since. 0, or no self_save_dir (a
