@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include "distributed/job_seam.h"
 #include "distributed/ps_client.h"
+#include "distributed/ps_restore.h"
 #include "estimator/estimator_impl.h"
 
 /* ------------------------------------------------------------ options */
@@ -48,6 +49,8 @@ loom_job_options loom_job_options_default(void) {
   o.rpc_timeout_s = 10;
   o.eval_poll_s = 1;
   o.eval_deadline_s = 600;
+  o.ps_idle_exit_s = 300;
+  o.ps_chief_lost_save_s = 30;
   return o;
 }
 
@@ -108,6 +111,8 @@ typedef struct job {
   uint64_t phash;     /* this job's placement hash (0 before the placement is made) */
   int *stale;         /* ps:i's rendezvous file was found stale (its PS gone, or another job's PS on its port) */
   uint64_t *inst;     /* the PS instance ps-<i>.addr names (0: any: a TF_CONFIG port, or an older file) */
+  time_t t_start;     /* this process's start (a done file older than this is an earlier run's) */
+  int ended_before;   /* a worker found the job finished (done file) before it could connect */
 } job;
 
 static void job_free(job *j) {
@@ -430,6 +435,7 @@ static loom_ps_connect_options connect_opts(const job *j) {
   co.token = j->token;
   co.token_len = j->token_len;
   co.timeout_s = j->o.rpc_timeout_s;
+  co.chief = j->is_chief;
   return co;
 }
 
@@ -475,6 +481,11 @@ static loom_ps_cluster *connect_all(job *j, const loom_ps_placement *p, double d
   loom_ps_connect_options co = connect_opts(j);
   for (;;) {
     char why[512] = "", what[320] = "";
+    /* a worker that arrives after the chief ended this run of the job: nothing left to do */
+    if (!j->is_chief && done_step_since(j, j->t_start) >= 0) {
+      j->ended_before = 1;
+      return NULL;
+    }
     if (resolve_all(j, why, sizeof why, what, sizeof what)) {
       loom_status *s2 = loom_status_new();
       loom_ps_cluster *cl = loom_ps_cluster_connect(p, (const char *const *)j->host, j->port, &co, s2);
@@ -541,7 +552,10 @@ typedef struct ps_hook {
   int64_t reconnects;
   double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
   int64_t nsteps;
-  int inc_pending;    /* a STEP_INC sent after the last exchange, its reply not read yet */
+  int inc_pending;    /* the next step's reservation (loom_ps_reserve_step) sent, its reply not read yet */
+  int have_step;      /* a granted reservation not pushed yet: h->gs is its step number */
+  int refused;        /* the PS refused a reservation: max_steps reached */
+  int64_t max_steps;
   int overlap;        /* loom_job_options.overlap_comm */
   int xchg_pending;   /* overlap: the last step's push+pull sent, its replies not read yet */
   /* overlap's sender thread: sends a step's gradients (copied out of the
@@ -557,13 +571,11 @@ typedef struct ps_hook {
   loom_status *io_st;
 } ps_hook;
 
-/* STEP_INC rides behind the exchange: sent right after it, its reply read
- * before the next request on ps:0 (next step, a PS-side save, the end), so
- * it costs no round trip of its own. */
+/* The next step's reservation rides behind the exchange: sent right after it, its reply read
+ * before the next request on ps:0 (after the next run, a PS-side save, the end), so it costs no
+ * round trip of its own. A step's gradient is pushed only when its reservation was granted. */
 static loom_code inc_post(ps_hook *h, loom_status *st) {
-  uint8_t in[8];
-  loom__ps_put64(in, 1);
-  return loom__ps_send(loom_ps_cluster_client(h->cl, 0), LOOM_PS_STEP_INC, in, 8, NULL, 0, NULL, 0, st);
+  return loom__ps_reserve_send(loom_ps_cluster_client(h->cl, 0), h->max_steps, st);
 }
 
 static loom_code inc_send(ps_hook *h, loom_status *st) {
@@ -575,15 +587,14 @@ static loom_code inc_send(ps_hook *h, loom_status *st) {
 static loom_code inc_drain(ps_hook *h, loom_status *st) {
   if (!h->inc_pending) return LOOM_OK;
   h->inc_pending = 0;
-  loom_ps_client *c = loom_ps_cluster_client(h->cl, 0);
-  loom_ps_hdr hd;
-  uint8_t out[8];
-  loom_code rc = loom__ps_recv_hdr(c, LOOM_PS_STEP_INC, &hd, st);
-  if (!rc && hd.body_len != 8) rc = loom_status_set(st, LOOM_DATA_LOSS, "STEP_INC reply of %u bytes", hd.body_len);
-  if (!rc) rc = loom__ps_recv_body(c, out, 8, st);
-  if (!rc) rc = loom__ps_recv_end(c, &hd, st);
-  if (!rc) h->gs = (int64_t)loom__ps_get64(out);
-  return rc;
+  int64_t gs = 0;
+  int granted = 0;
+  loom_code rc = loom__ps_reserve_recv(loom_ps_cluster_client(h->cl, 0), &gs, &granted, st);
+  if (rc) return rc;
+  h->gs = gs;
+  if (granted) h->have_step = 1;
+  else h->refused = 1;
+  return LOOM_OK;
 }
 
 static void *io_main(void *arg) {
@@ -741,7 +752,8 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
     if (resolve_all(j, why, sizeof why, what, sizeof what)) {
       loom_status *s2 = loom_status_new();
       loom_code rc = loom_ps_cluster_reconnect(h->cl, (const char *const *)j->host, j->port, &co, s2);
-      if (rc == LOOM_OK) h->inc_pending = h->xchg_pending = 0; /* their replies went with the old connection */
+      if (rc == LOOM_OK) /* their replies went with the old connection; a granted step's gradient is dropped */
+        h->inc_pending = h->xchg_pending = h->have_step = 0;
       if (rc == LOOM_OK && !instances_ok(j, h->cl, why, sizeof why)) { /* a stale file: wait, re-read it */
         loom_status_free(s2);
         rc = waiter_wait(&w, "the PS tasks of this job", why, st);
@@ -810,6 +822,7 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
       *(int64_t *)loom_tensor_data(h->gs_t) = gs;
       rc = loom_session_assign_variable(s, loom_variable_name(h->gs_var), h->gs_t, st);
     }
+    if (rc == LOOM_OK) rc = inc_send(h, st); /* the first step's reservation */
     if (rc == LOOM_OK)
       jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS%s", (long long)gs,
            !h->overlap ? "" : h->io_on ? "; overlap_comm: on (sender thread)" : "; overlap_comm: on (the caller sends)");
@@ -820,15 +833,16 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
 static loom_code ph_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
   ps_hook *h = self;
   h->skip = 0;
-  if (h->done) {
+  if (h->done || h->refused) { /* refused: read with a PS-side save; the run's results are not pushed */
     loom_hook_context_request_stop(ctx);
     h->skip = 1;
-    return LOOM_OK;
+    if (!h->refused) return LOOM_OK;
   }
   /* The hooks see the step this run makes, as a local train op's
-   * increment: the PS's step as last known, our increment still in
-   * flight, and this one. */
-  *(int64_t *)loom_tensor_data(h->gs_t) = h->gs + 1 + (h->inc_pending ? 1 : 0);
+   * increment: its reserved number when known, else the PS's step as
+   * last known plus one (its reservation still in flight); after a
+   * refusal, the PS's step. */
+  *(int64_t *)loom_tensor_data(h->gs_t) = h->have_step || h->refused ? h->gs : h->gs + 1;
   loom_code rc =
       loom_session_assign_variable(loom_hook_context_session(ctx), loom_variable_name(h->gs_var), h->gs_t, st);
   if (rc) return rc;
@@ -852,6 +866,27 @@ static loom_code step_failed(ps_hook *h, loom_hook_context *ctx, loom_code rc, l
   return rc;
 }
 
+/* This step's reservation: read (it travelled behind the last exchange), or asked for now when none
+ * is in flight (the first step after a reconnect). */
+static loom_code reserve_step(ps_hook *h, loom_status *st) {
+  loom_code rc = inc_drain(h, st);
+  if (rc == LOOM_OK && !h->have_step && !h->refused) {
+    rc = inc_send(h, st);
+    if (rc == LOOM_OK) rc = inc_drain(h, st);
+  }
+  return rc;
+}
+
+/* The PS refused this step: max_steps is reached. The step's gradient is dropped, the hooks (the
+ * final checkpoint) see the PS's global step, and training stops. */
+static loom_code stop_refused(ps_hook *h, loom_hook_context *ctx, loom_status *st) {
+  jlog(h->j, LOOM_LOG_INFO, "global step %lld reached max_steps %lld on the PS: this step is not pushed; stopping",
+       (long long)h->gs, (long long)h->max_steps);
+  loom_hook_context_request_stop(ctx);
+  *(int64_t *)loom_tensor_data(h->gs_t) = h->gs;
+  return loom_session_assign_variable(loom_hook_context_session(ctx), loom_variable_name(h->gs_var), h->gs_t, st);
+}
+
 static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
   ps_hook *h = self;
   trainer_beat(h->j, 0);
@@ -867,9 +902,15 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
      * variable buffers now that the run is over, then send this step's
      * gradients and run the next step on these values. */
     rc = xchg_flush(h, s2);
+    if (rc == LOOM_OK) rc = reserve_step(h, s2);
     t1 = loom__mono_secs();
     h->t_inc += t1 - t0;
     if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    if (h->refused) {
+      loom_status_free(s2);
+      return stop_refused(h, ctx, st);
+    }
+    h->have_step = 0; /* pushed now */
     if (h->io_on) {
       /* the sender thread sends this step's gradients (copied here) and
        * STEP_INC while the next step runs */
@@ -885,11 +926,16 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
     rc = loom__ps_worker_exchange_send(h->w, res, s2);
     if (rc == LOOM_OK) h->xchg_pending = 1;
   } else {
-    /* the previous step's STEP_INC reply arrived during this run */
-    rc = inc_drain(h, s2);
+    /* this step's reservation reply arrived during this run */
+    rc = reserve_step(h, s2);
     t1 = loom__mono_secs();
     h->t_inc += t1 - t0;
     if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
+    if (h->refused) {
+      loom_status_free(s2);
+      return stop_refused(h, ctx, st);
+    }
+    h->have_step = 0; /* pushed now */
     rc = loom__ps_worker_exchange(h->w, res, s2);
   }
   h->t_xchg += loom__mono_secs() - t1;
@@ -907,8 +953,11 @@ static loom_code ph_end(void *self, loom_session *s, loom_status *st) {
   ps_hook *h = self;
   loom_status *s2 = loom_status_new();
   if (xchg_flush(h, s2) != LOOM_OK)
-    jlog(h->j, LOOM_LOG_WARN, "the last %s: %s", h->overlap ? "exchange's replies" : "STEP_INC reply",
+    jlog(h->j, LOOM_LOG_WARN, "the last %s: %s", h->overlap ? "exchange's replies" : "reservation reply",
          loom_status_message(s2));
+  /* a granted step this trainer will not push goes back, so the global step counts pushed steps */
+  if (h->have_step && loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), -1, &h->gs, s2) == LOOM_OK)
+    h->have_step = 0;
   loom_status_free(s2);
   return LOOM_OK;
 }
@@ -1201,6 +1250,12 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
        loom_ps_placement_num_vars(p), j->num_ps, (unsigned long long)loom_ps_placement_hash(p));
   if (!(cl = connect_all(j, p, j->o.start_deadline_s, st))) {
     rc = loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
+    if (j->ended_before) {
+      rc = LOOM_OK;
+      final_gs = done_step(j);
+      jlog(j, LOOM_LOG_INFO, "the chief finished the job at global step %lld before this worker connected "
+           "(model_dir/rendezvous/done); nothing to do", (long long)final_gs);
+    }
     goto out;
   }
   ps_hook *h = loom__calloc(1, sizeof *h);
@@ -1214,6 +1269,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   h->loss = b.spec.loss;
   h->gs_var = b.global_step;
   h->overlap = j->o.overlap_comm != 0;
+  h->max_steps = max_steps;
   h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
   static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, ph_destroy};
   loom_hook *phk = h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;
@@ -1310,59 +1366,30 @@ out:
 }
 
 /* --------------------------------------------------------- the PS role */
-/* Restores this PS's shard of model_dir/ps's latest checkpoint (if any)
- * through a loopback connection to itself. */
-static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char *host, int port, loom_status *st) {
-  char d[4200], latest[4400];
-  snprintf(d, sizeof d, "%s/ps", j->e->model_dir);
-  loom_status *s2 = loom_status_new();
-  loom_code rc = loom_latest_checkpoint(d, latest, sizeof latest, s2);
-  loom_status_free(s2);
-  if (rc != LOOM_OK) return LOOM_OK; /* nothing to restore */
-  const char *k = strstr(latest, "model.ckpt-");
-  long long step = -1;
-  if (!k || sscanf(k, "model.ckpt-%lld", &step) != 1 || step < 0) return LOOM_OK;
-  loom_ps_connect_options co = connect_opts(j);
-  co.host = host;
-  co.port = port;
-  co.placement_hash = loom_ps_placement_hash(p);
-  co.num_ps = j->num_ps;
-  co.num_vars = loom_ps_placement_num_vars(p);
-  loom_ps_client *c = loom_ps_connect(&co, st);
-  if (!c) return loom_status_code(st);
-  uint8_t fixed[16];
-  loom__ps_put64(fixed, (uint64_t)step);
-  loom__ps_put32(fixed + 8, 2);
-  loom__ps_put32(fixed + 12, 0);
-  rc = loom__ps_send(c, LOOM_PS_RESTORE, fixed, 16, "ps", 2, NULL, 0, st);
-  loom_ps_hdr h;
-  uint8_t out[16];
-  if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_RESTORE, &h, st);
-  if (!rc && h.body_len != 16) rc = loom_status_set(st, LOOM_DATA_LOSS, "RESTORE reply of %u bytes", h.body_len);
-  if (!rc) rc = loom__ps_recv_body(c, out, 16, st);
-  if (!rc) rc = loom__ps_recv_end(c, &h, st);
-  loom_ps_client_free(c);
-  if (rc == LOOM_OK) { /* the shard must be the one the manifest names (a consistent set) */
-    char mp[4400], line[256];
-    snprintf(mp, sizeof mp, "%s/model.ckpt-%lld", d, step);
-    FILE *f = fopen(mp, "r");
-    int found = 0;
-    uint64_t got = loom__ps_get64(out + 8);
-    while (f && fgets(line, sizeof line, f)) {
-      int i;
-      unsigned long long want;
-      char name[160];
-      if (sscanf(line, "shard %d %159s %llx", &i, name, &want) != 3 || i != j->index) continue;
-      found = 1;
-      if (want != got)
-        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: ps:%d restored digest %016llx, the manifest says %016llx", mp,
-                             j->index, (unsigned long long)got, want);
-    }
-    if (f) fclose(f);
-    if (!rc && !found) rc = loom_status_set(st, LOOM_DATA_LOSS, "%s names no shard %d", mp, j->index);
-  }
-  if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "restored its shard of %s/model.ckpt-%lld (digest checked)", d, step);
-  return rc;
+/* Restores the newest complete state of this PS's shard (ps_restore.c) through a loopback
+ * connection to itself. */
+static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char *host, int port, const char *self_dir,
+                                 loom_status *st) {
+  loom__ps_restore_in in;
+  memset(&in, 0, sizeof in);
+  in.model_dir = j->e->model_dir;
+  in.p = p;
+  in.ps_index = j->index;
+  in.num_ps = j->num_ps;
+  in.self_dir = self_dir;
+  in.opt = j->o.optimizer;
+  in.hyper = j->o.hyper;
+  in.co = connect_opts(j);
+  in.co.host = host;
+  in.co.port = port;
+  in.co.placement_hash = loom_ps_placement_hash(p);
+  in.co.num_ps = j->num_ps;
+  in.co.num_vars = loom_ps_placement_num_vars(p);
+  in.co.shm = 1;
+  char name[64];
+  snprintf(name, sizeof name, "job %s", j->name);
+  in.name = name;
+  return loom__ps_restore_newest(&in, NULL, st);
 }
 
 static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
@@ -1396,6 +1423,10 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   so.ps_index = j->index;
   so.model_dir = j->e->model_dir;
   so.busy_poll_us = busy_poll_env();
+  char self_dir[64];
+  snprintf(self_dir, sizeof self_dir, "ps/self-%016llx", (unsigned long long)so.placement_hash);
+  so.chief_lost_save_s = j->o.ps_chief_lost_save_s;
+  so.self_save_dir = self_dir;
   struct sigaction sa, old_term, old_int;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;
@@ -1414,7 +1445,7 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   }
   int bound = loom_ps_server_port(srv);
   const char *self = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
-  if ((rc = ps_restore_self(j, p, self, bound, st)) != LOOM_OK) goto out;
+  if ((rc = ps_restore_self(j, p, self, bound, self_dir, st)) != LOOM_OK) goto out;
   {
     char path[4200], text[800], hn[256] = "";
     const char *pub = bind;
@@ -1442,7 +1473,13 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
       last = now;
     }
   }
-  jlog(j, LOOM_LOG_INFO, "stopping (%s)", g_term ? "signal" : "SHUTDOWN or idle deadline");
+  int why = g_term ? 0 : loom_ps_server_stop_reason(srv);
+  jlog(j, LOOM_LOG_INFO, "stopping (%s)", g_term ? "signal" : why == 1 ? "SHUTDOWN" : "idle deadline");
+  if (why == 2 && done_step(j) < 0) /* the trainers are gone and the job did not finish: restart me */
+    rc = loom_status_set(st, LOOM_UNAVAILABLE,
+                         "job %s: no connection for %.0f s (ps_idle_exit_s) and the job has not finished (no "
+                         "model_dir/rendezvous/done): exiting with the retryable code",
+                         j->name, j->o.ps_idle_exit_s);
 out:
   loom_ps_server_stop(srv);
   sigaction(SIGTERM, &old_term, NULL);
@@ -1554,9 +1591,11 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
                              "adadelta", on);
   }
   if (!(j.o.start_deadline_s > 0) || !(j.o.peer_lost_deadline_s > 0) || !(j.o.diag_every_s > 0) ||
-      !(j.o.eval_poll_s > 0) || !(j.o.eval_deadline_s > 0) || j.o.ps_idle_exit_s < 0)
+      !(j.o.eval_poll_s > 0) || !(j.o.eval_deadline_s > 0) || !(j.o.ps_idle_exit_s >= 0) ||
+      !(j.o.ps_chief_lost_save_s >= 0))
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                           "loom_job_options: deadlines, diag_every_s and eval_poll_s must be > 0, ps_idle_exit_s >= 0");
+                           "loom_job_options: deadlines, diag_every_s and eval_poll_s must be > 0, ps_idle_exit_s and "
+                           "ps_chief_lost_save_s >= 0");
   if (!loom__job_is_distributed(j.o.tf_config)) {
     if (j.o.tf_config)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
@@ -1574,6 +1613,7 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   j.num_ps = loom_tf_config_num_tasks(j.tc, "ps");
   j.num_workers = loom_tf_config_num_worker_replicas(j.tc);
   snprintf(j.name, sizeof j.name, "%s:%d", j.type, j.index);
+  j.t_start = time(NULL) - 1; /* file times may be a clock tick coarser */
   int is_eval = !strcmp(j.type, "evaluator");
   if (!is_eval && j.num_ps < 1) {
     rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "TF_CONFIG: task %s in a cluster without a \"ps\" job", j.name);

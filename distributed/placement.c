@@ -403,28 +403,47 @@ static int64_t row_elems(const loom_ps_var_spec *v) {
   return rows > 0 ? numel / rows : 0;
 }
 
+/* Creates shard i of p on pc (the connection to its PS) from the whole variable's value; a row-mod
+ * shard is packed into buf (s->numel floats). */
+static loom_code shard_init(loom_ps_client *pc, const loom_ps_placement *p, int i, loom_ps_optimizer opt,
+                            const float *hyper, const float *value, float *buf, loom_status *st) {
+  const loom_ps_shard *s = &p->shards[i];
+  const loom_ps_var_spec *v = &p->vars[s->var];
+  int64_t row = row_elems(v), dims[LOOM_MAX_DIMS];
+  memcpy(dims, v->dims, sizeof dims);
+  if (v->ndim) dims[0] = row > 0 ? s->numel / row : s->row_end - s->row_begin;
+  const float *src = value + s->row_begin * row;
+  if (s->stride > 1) {
+    mod_rows(s, row, (float *)value, buf, 1);
+    src = buf;
+  }
+  return loom_ps_init_var(pc, s->id, v->ndim, dims, opt, hyper, src, NULL, st);
+}
+
 loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
                                    const float *value, loom_status *st) {
   const loom_ps_placement *p = c->p;
   if (var < 0 || var >= p->nvars) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "variable %d out of range", var);
-  const loom_ps_var_spec *v = &p->vars[var];
-  int64_t row = row_elems(v);
   for (int j = 0; j < p->nshard_of[var]; j++) {
-    const loom_ps_shard *s = &p->shards[p->first_shard[var] + j];
-    int64_t dims[LOOM_MAX_DIMS];
-    memcpy(dims, v->dims, sizeof dims);
-    if (v->ndim) dims[0] = row > 0 ? s->numel / row : s->row_end - s->row_begin;
-    const float *src = value + s->row_begin * row;
-    if (s->stride > 1) {
-      float *q = scratch(c, s->numel, st);
-      if (!q) return LOOM_RESOURCE_EXHAUSTED;
-      mod_rows(s, row, (float *)value, q, 1);
-      src = q;
-    }
-    loom_code rc = loom_ps_init_var(c->c[s->ps], s->id, v->ndim, dims, opt, hyper, src, NULL, st);
+    int i = p->first_shard[var] + j;
+    float *buf = NULL;
+    if (p->shards[i].stride > 1 && !(buf = scratch(c, p->shards[i].numel, st))) return LOOM_RESOURCE_EXHAUSTED;
+    loom_code rc = shard_init(c->c[p->shards[i].ps], p, i, opt, hyper, value, buf, st);
     if (rc) return rc;
   }
   return LOOM_OK;
+}
+
+loom_code loom__ps_shard_init(loom_ps_client *pc, const loom_ps_placement *p, int shard, loom_ps_optimizer opt,
+                              const float *hyper, const float *value, loom_status *st) {
+  if (!p || shard < 0 || shard >= p->nshards)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "shard %d out of range", shard);
+  float *buf = NULL;
+  if (p->shards[shard].stride > 1 && !(buf = loom__malloc((size_t)p->shards[shard].numel * sizeof(float))))
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  loom_code rc = shard_init(pc, p, shard, opt, hyper, value, buf, st);
+  loom__free(buf);
+  return rc;
 }
 
 /* Every shard's request goes out before any reply is read: the PS tasks

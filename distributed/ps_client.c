@@ -320,6 +320,7 @@ static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   memcpy(hello + 2, &v, 2);
   loom__ps_put32(hello + 4, (uint32_t)c->num_ps);
   loom__ps_put32(hello + 8, (uint32_t)c->num_vars);
+  loom__ps_put32(hello + 12, c->chief ? LOOM_PS_HELLO_CHIEF : 0);
   loom__ps_put64(hello + 16, c->placement_hash);
   loom__ps_put64(hello + 24 + LOOM_PS_NONCE, c->client_id);
   uint8_t sn[LOOM_PS_NONCE], mac[LOOM_PS_MAC];
@@ -369,6 +370,7 @@ loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *s
   c->client_id = o->client_id;
   c->expect_instance = o->expect_instance;
   c->part_bytes = o->part_bytes;
+  c->chief = o->chief != 0;
   while (!c->client_id) { /* a new incarnation */
     if (loom__ps_random((uint8_t *)&c->client_id, sizeof c->client_id)) {
       loom_status_set(st, LOOM_INTERNAL, "no random bytes for the client id");
@@ -613,6 +615,30 @@ loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, l
   if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_STEP_INC, out, 8, st);
   if (!rc && global_step) *global_step = (int64_t)loom__ps_get64(out);
   return rc;
+}
+
+loom_code loom__ps_reserve_send(loom_ps_client *c, int64_t max_steps, loom_status *st) {
+  uint8_t in[16];
+  loom__ps_put64(in, 1);
+  loom__ps_put64(in + 8, (uint64_t)max_steps);
+  return loom__ps_send(c, LOOM_PS_STEP_INC, in, 16, NULL, 0, NULL, 0, st);
+}
+
+loom_code loom__ps_reserve_recv(loom_ps_client *c, int64_t *step, int *granted, loom_status *st) {
+  uint8_t out[8];
+  loom_code rc = loom__ps_small_reply(c, LOOM_PS_STEP_INC, out, 8, st);
+  if (rc) return rc;
+  if (step) *step = (int64_t)loom__ps_get64(out);
+  if (granted) *granted = !(c->hdr.flags & LOOM_PS_FLAG_REFUSED);
+  return LOOM_OK;
+}
+
+loom_code loom_ps_reserve_step(loom_ps_client *c, int64_t max_steps, int64_t *step, int *granted, loom_status *st) {
+  if (max_steps <= 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_reserve_step: max_steps %lld (must be > 0)",
+                           (long long)max_steps);
+  loom_code rc = loom__ps_reserve_send(c, max_steps, st);
+  return rc ? rc : loom__ps_reserve_recv(c, step, granted, st);
 }
 
 loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st) {

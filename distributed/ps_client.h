@@ -38,6 +38,7 @@ struct loom_ps_client {
    * (0: not asked yet on this connection, 1: yes, -1: no) */
   int32_t part_bytes;
   int parts_ok;
+  int chief; /* loom_ps_connect_options.chief: HELLO's flags bit 0 */
 };
 
 /* A frame whose body is fixed ++ a ++ b (sent with writev, no copy). */
@@ -56,6 +57,16 @@ loom_code loom__ps_push_send(loom_ps_client *c, uint16_t opcode, uint32_t var_id
                              const float *grad, int64_t numel, loom_status *st);
 loom_code loom__ps_value_recv(loom_ps_client *c, uint16_t opcode, float *out, int64_t numel, uint64_t *version,
                               int *changed, loom_status *st);
+
+/* loom_ps_reserve_step in two halves, so the reservation of the next step can travel behind this
+ * step's exchange (its reply is read after the next run). */
+loom_code loom__ps_reserve_send(loom_ps_client *c, int64_t max_steps, loom_status *st);
+loom_code loom__ps_reserve_recv(loom_ps_client *c, int64_t *step, int *granted, loom_status *st);
+
+/* Creates shard `shard` of p on pc, the connection to that shard's PS, from the whole variable's value
+ * (as loom_ps_cluster_init_var does for every shard of a variable). */
+loom_code loom__ps_shard_init(loom_ps_client *pc, const loom_ps_placement *p, int shard, loom_ps_optimizer opt,
+                              const float *hyper, const float *value, loom_status *st);
 
 /* The cluster client's exchange in two halves (all requests out, then all
  * replies in), so the worker can add its row requests to the same round trip. */

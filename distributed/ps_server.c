@@ -164,6 +164,7 @@ struct barrier {
   uint32_t nvars;
   uint64_t digest;
   int64_t global_step;
+  int self; /* a save of the PS's own (no chief): no connection waits for it */
 };
 
 struct shard {
@@ -218,6 +219,16 @@ struct loom_ps_server {
   int stopped;
   loom_ps_server_stats stats;
   uint64_t instance; /* sent in WELCOME (options.instance_id or random; never 0) */
+  /* saves of its own (options.chief_lost_save_s): chief connections open, when the last one was seen,
+   * the updates counter at the last save or restore (written by the barrier), a save in flight */
+  char self_dir[260];
+  int nchief;
+  uint64_t chief_seen_ms, self_saved_ms;
+  int64_t updates_at_save; /* atomic */
+  int self_saving;         /* atomic */
+  int idle_due;            /* the idle deadline passed: stop once the shard is saved */
+  int idle_saved;          /* the save before the idle exit was started (tried once) */
+  int stop_reason;         /* loom_ps_server_stop_reason; written under mu */
 };
 
 enum { ST_HELLO = 0, ST_AUTH = 1, ST_READY = 2, ST_DRAINING = 3, ST_CLOSING = 4 };
@@ -248,6 +259,8 @@ struct conn {
   uint8_t sink[256];
   ddwin *dd; /* the client's duplicate window (HELLO with a client id), or NULL */
   loom__ps_shm_map shm; /* the client's shared segment (SHM_ATTACH; ps_shm.h), unmapped in conn_free */
+  int chief;            /* HELLO said: the job's chief */
+  uint64_t last_frame_ms; /* when its last request arrived (a chief's requests are its heartbeat) */
   loom_ps_parts_state *parts; /* per shard thread: this connection's open pipelined push (ps_parts.h) */
 };
 
@@ -369,6 +382,11 @@ static void conn_closed(uv_handle_t *h) {
     }
   s->nconns--;
   s->last_activity_ms = now_ms();
+  if (c->chief) {
+    c->chief = 0;
+    s->nchief--;
+    s->chief_seen_ms = s->last_activity_ms;
+  }
   c->closed = 1;
   if (c->inflight == 0 || s->stopping) conn_free(c); /* else: freed when its last job comes back */
 }
@@ -412,6 +430,9 @@ static void write_done(uv_write_t *req, int status) {
    * already closed (a draining connection keeps reading, so its EOF can be
    * seen before this callback runs) */
   if (close_after == 2) {
+    pthread_mutex_lock(&c->srv->mu);
+    if (!c->srv->stop_reason) c->srv->stop_reason = 1;
+    pthread_mutex_unlock(&c->srv->mu);
     uv_async_send(&c->srv->stop_async);
     return;
   }
@@ -1271,18 +1292,28 @@ static reply *handle_rows(loom_ps_server *s, shard *sh, job *j, int push, int at
   return r;
 }
 
+/* STEP_INC {k} adds k; STEP_INC {k, limit} is a reservation: k is added only when the sum stays <= limit,
+ * else nothing changes and the reply (the current step) carries flag REFUSED. */
 static reply *handle_step_inc(loom_ps_server *s, job *j) {
   /* a peer's increment must not wrap (or overflow: UB) the step: refused, the step kept */
   int64_t k = (int64_t)loom__ps_get64(j->body), gs = __atomic_load_n(&s->global_step, __ATOMIC_RELAXED), sum;
+  int limited = j->h.body_len == 16;
+  int64_t limit = limited ? (int64_t)loom__ps_get64(j->body + 8) : 0;
+  uint32_t flags = 0;
   do {
     if (__builtin_add_overflow(gs, k, &sum))
       return JERR(LOOM_OUT_OF_RANGE, 0, "STEP_INC: global_step %lld + %lld does not fit in int64", (long long)gs,
                   (long long)k);
+    if (limited && sum > limit) {
+      flags = LOOM_PS_FLAG_REFUSED;
+      sum = gs;
+      break;
+    }
   } while (!__atomic_compare_exchange_n(&s->global_step, &gs, sum, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   gs = sum;
   uint8_t b[8];
   loom__ps_put64(b, (uint64_t)gs);
-  return small_reply(j, b, 8, 0);
+  return small_reply(j, b, 8, flags);
 }
 /* ---------------- checkpoints (SAVE / RESTORE) ----------------
  * Each PS writes its own shard, <model_dir>/<dir>/model.ckpt-<step>.ps-<i>-of-<n>,
@@ -1589,21 +1620,28 @@ static void run_barrier(loom_ps_server *s, barrier *b) {
   }
   b->rc = save ? ckpt_save(s, b->path, st) : ckpt_restore(s, b->path, st);
   if (!save && !b->rc && pending) STAT_ADD(s, stale_dropped, pending);
+  if (!b->rc) /* every shard is parked: the counter is exact, the shard now saved (or as restored) */
+    __atomic_store_n(&s->updates_at_save, __atomic_load_n(&s->stats.updates, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  if (b->self && !b->rc) STAT_ADD(s, self_saves, 1);
   if (b->rc) {
     snprintf(b->msg, sizeof b->msg, "%s: %s", save ? "SAVE" : "RESTORE", loom_status_message(st));
   } else {
     b->digest = vars_digest(s, &b->nvars);
-    loom__log(LOOM_LOG_INFO, "ps :%d: %s %s (%u variables, digest %016llx)", s->port, save ? "saved" : "restored",
-              b->path, b->nvars, (unsigned long long)b->digest);
+    loom__log(LOOM_LOG_INFO, "ps :%d: %s %s (%u variables, digest %016llx)%s", s->port, save ? "saved" : "restored",
+              b->path, b->nvars, (unsigned long long)b->digest,
+              b->self ? ": a save of its own" : "");
   }
+  if (b->self && b->rc) loom__log(LOOM_LOG_WARN, "ps :%d: its own save failed: %s", s->port, b->msg);
+  if (b->self) __atomic_store_n(&s->self_saving, 0, __ATOMIC_RELEASE);
   loom_status_free(st);
 }
 
 static reply *barrier_reply(loom_ps_server *s, job *j, barrier *b) {
-  if (b->kind == BAR_SYNC_STEP) {
+  if (b->kind == BAR_SYNC_STEP) { /* a reservation ({k, limit}) is granted while the step is below its limit */
     uint8_t out[8];
     loom__ps_put64(out, (uint64_t)b->global_step);
-    return small_reply(j, out, 8, 0);
+    int refused = j->h.body_len == 16 && b->global_step >= (int64_t)loom__ps_get64(j->body + 8);
+    return small_reply(j, out, 8, refused ? LOOM_PS_FLAG_REFUSED : 0);
   }
   if (b->rc) return JERR(b->rc, 0, "%s", b->msg);
   uint8_t out[16];
@@ -1853,6 +1891,11 @@ static void handle_hello(conn *c, job *j) {
     return;
   }
   memcpy(c->cn, b + 24, LOOM_PS_NONCE);
+  if ((loom__ps_get32(b + 12) & LOOM_PS_HELLO_CHIEF) && !c->chief) {
+    c->chief = 1;
+    s->nchief++;
+    s->chief_seen_ms = now_ms();
+  }
   uint64_t client_id = c->h.body_len == 32 + LOOM_PS_NONCE ? loom__ps_get64(b + 24 + LOOM_PS_NONCE) : 0;
   if (client_id && !c->dd) { /* the client's duplicate window (kept across its connections) */
     if (!(c->dd = dd_find(s, client_id))) {
@@ -2209,7 +2252,7 @@ static void frame_done(conn *c, job *j) {
   loom_ps_server *s = c->srv;
   STAT_ADD(s, frames, 1);
   if (c->h.body_len <= 1024) loop_spin(s); /* a small request: the next one of its client is likely close behind */
-  s->last_activity_ms = now_ms();
+  s->last_activity_ms = c->last_frame_ms = now_ms();
   if (c->h.flags & LOOM_PS_FLAG_REPLY) {
     job_put(c, j);
     loop_error(c, LOOM_INVALID_ARGUMENT, 1, "a reply frame (opcode %u) sent to the PS", c->h.opcode);
@@ -2276,9 +2319,10 @@ static void frame_done(conn *c, job *j) {
   case LOOM_PS_SAVE: handle_ckpt(c, j, 1); return;
   case LOOM_PS_RESTORE: handle_ckpt(c, j, 0); return;
   case LOOM_PS_STEP_INC: {
-    if (c->h.body_len != 8) {
+    if (c->h.body_len != 8 && c->h.body_len != 16) {
       job_put(c, j);
-      loop_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8)", c->h.body_len);
+      loop_error(c, LOOM_INVALID_ARGUMENT, 1, "STEP_INC body of %u bytes (expected 8, or 16 with a limit)",
+                 c->h.body_len);
       return;
     }
     if (c->dd && dd_check(c, j)) return;
@@ -2496,6 +2540,40 @@ static void on_stop(uv_async_t *a) {
   uv_walk(&s->loop, close_walk, s);
 }
 
+/* Saves of its own (options.chief_lost_save_s, self_save_dir): on when both are set and a model_dir. */
+static int self_save_on(const loom_ps_server *s) {
+  return s->o.chief_lost_save_s > 0 && s->self_dir[0] && s->o.model_dir;
+}
+
+/* Loop thread: a SAVE barrier with no connection behind it (every shard gets an auxiliary job), to
+ * <model_dir>/<self_save_dir>/model.ckpt-0.ps-<i>-of-<n>. Out of memory: tried again on the next tick. */
+static void self_save(loom_ps_server *s, uint64_t now) {
+  barrier *b = loom__calloc(1, sizeof *b);
+  job *aux[MAX_SHARDS];
+  int q = 0;
+  for (; b && q < s->nshards; q++)
+    if (!(aux[q] = loom__calloc(1, sizeof(job)))) break;
+  if (!b || q < s->nshards) {
+    while (q > 0) loom__free(aux[--q]);
+    loom__free(b);
+    return;
+  }
+  b->kind = BAR_SAVE;
+  b->self = 1;
+  b->n = b->left = s->nshards;
+  snprintf(b->path, sizeof b->path, "%s/%s/model.ckpt-0.ps-%d-of-%d", s->model_dir, s->self_dir, s->o.ps_index,
+           s->o.num_ps > 0 ? s->o.num_ps : 1);
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+  __atomic_store_n(&s->self_saving, 1, __ATOMIC_RELEASE);
+  s->self_saved_ms = now;
+  for (q = 0; q < s->nshards; q++) {
+    aux[q]->kind = JOB_BARRIER;
+    aux[q]->bar = b;
+    shard_post(&s->shards[q], aux[q]);
+  }
+}
+
 static void on_timer(uv_timer_t *t) {
   loom_ps_server *s = t->data;
   uint64_t now = now_ms();
@@ -2518,8 +2596,37 @@ static void on_timer(uv_timer_t *t) {
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) conn_close(c);
       }
     }
+  int dirty = self_save_on(s) &&
+              __atomic_load_n(&s->stats.updates, __ATOMIC_RELAXED) != __atomic_load_n(&s->updates_at_save, __ATOMIC_RELAXED);
+  int saving = __atomic_load_n(&s->self_saving, __ATOMIC_ACQUIRE);
+  /* the chief is seen by its requests: a chief connection silent for chief_lost_save_s (a hung or
+   * stopped chief) counts as no chief */
+  for (conn *c = s->conns; c; c = c->next)
+    if (c->chief && c->last_frame_ms > s->chief_seen_ms) s->chief_seen_ms = c->last_frame_ms;
+  if (dirty && !saving && (double)(now - s->chief_seen_ms) > s->o.chief_lost_save_s * 1000.0 &&
+      (double)(now - s->self_saved_ms) > s->o.chief_lost_save_s * 1000.0) {
+    loom__log(LOOM_LOG_INFO, "ps :%d: no chief connected (or none heard from) for %.0f s and updates not "
+              "checkpointed: saving its shard", s->port, (double)(now - s->chief_seen_ms) / 1000.0);
+    self_save(s, now);
+    return;
+  }
   if (s->o.idle_exit_s > 0 && s->nconns == 0 && (double)(now - s->last_activity_ms) > s->o.idle_exit_s * 1000.0) {
-    loom__log(LOOM_LOG_INFO, "ps :%d: idle for %.1f s with no connection; exiting", s->port, s->o.idle_exit_s);
+    if (!s->idle_due)
+      loom__log(LOOM_LOG_INFO, "ps :%d: idle for %.1f s with no connection; exiting%s", s->port, s->o.idle_exit_s,
+                dirty ? " once its shard is saved" : "");
+    s->idle_due = 1;
+  } else {
+    s->idle_due = s->idle_saved = 0;
+  }
+  if (s->idle_due && dirty && !saving && !s->idle_saved) { /* the last updates go to disk before the exit */
+    s->idle_saved = 1;
+    self_save(s, now);
+    return;
+  }
+  if (s->idle_due && !saving) {
+    pthread_mutex_lock(&s->mu);
+    s->stop_reason = 2;
+    pthread_mutex_unlock(&s->mu);
     on_stop(&s->stop_async);
   }
 }
@@ -2614,6 +2721,20 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   }
   snprintf(s->model_dir, sizeof s->model_dir, "%s", o->model_dir ? o->model_dir : "");
   s->o.model_dir = o->model_dir ? s->model_dir : NULL;
+  if (o->self_save_dir &&
+      (strlen(o->self_save_dir) >= sizeof s->self_dir || !rel_dir_ok(o->self_save_dir, strlen(o->self_save_dir)))) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps self_save_dir '%.64s' must be relative, without '..', < 260 bytes",
+                    o->self_save_dir);
+    loom__free(s);
+    return NULL;
+  }
+  snprintf(s->self_dir, sizeof s->self_dir, "%s", o->self_save_dir ? o->self_save_dir : "");
+  s->o.self_save_dir = NULL;
+  if (!(o->chief_lost_save_s >= 0)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps chief_lost_save_s %g (must be >= 0)", o->chief_lost_save_s);
+    loom__free(s);
+    return NULL;
+  }
   if (!s->o.max_frame) s->o.max_frame = LOOM_PS_DEFAULT_MAX_FRAME;
   if (o->token_len) memcpy(s->token, o->token, o->token_len);
   s->token_len = o->token_len;
@@ -2685,7 +2806,7 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
   uv_idle_init(&s->loop, &s->spin);
   s->spin.data = s;
   uv_timer_start(&s->timer, on_timer, 50, 50);
-  s->last_activity_ms = now_ms();
+  s->last_activity_ms = s->chief_seen_ms = now_ms();
   /* libuv writes replies with write/writev (no MSG_NOSIGNAL): a client that goes away while its
    * reply is being written would raise SIGPIPE and, at its default action, kill the process that
    * embeds this server. The server's threads start with SIGPIPE blocked (they inherit the mask):
@@ -2716,6 +2837,14 @@ loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_statu
 }
 
 int loom_ps_server_port(const loom_ps_server *s) { return s ? s->port : -1; }
+
+int loom_ps_server_stop_reason(loom_ps_server *s) {
+  if (!s) return 0;
+  pthread_mutex_lock(&s->mu);
+  int r = s->stopped ? s->stop_reason : 0;
+  pthread_mutex_unlock(&s->mu);
+  return r;
+}
 uint64_t loom_ps_server_instance(const loom_ps_server *s) { return s ? s->instance : 0; }
 
 int loom_ps_server_wait(loom_ps_server *s, double timeout_s) {
@@ -2753,6 +2882,7 @@ void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out) {
   out->shm_attaches = __atomic_load_n(&s->stats.shm_attaches, __ATOMIC_RELAXED);
   out->shm_refused = __atomic_load_n(&s->stats.shm_refused, __ATOMIC_RELAXED);
   out->shm_requests = __atomic_load_n(&s->stats.shm_requests, __ATOMIC_RELAXED);
+  out->self_saves = __atomic_load_n(&s->stats.self_saves, __ATOMIC_RELAXED);
   out->shard_threads = s->stats.shard_threads;
 }
 

@@ -1,7 +1,7 @@
 /* distributed/ps_worker.c - a session that trains against PS tasks.
  *
  * The seam (docs/parameter-server.md): variables stay ordinary session
- * variables with stable host buffers (engine/variables.h); the worker builds
+ * variables with stable host buffers (engine/variable_api.h); the worker builds
  * the gradients of the loss with respect to the placed variables, runs them
  * on the session's current values, and one push+pull exchange per PS (all PS
  * in parallel) hands the gradients to the PS's optimizer and writes the new
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/base.h"
-#include "engine/variables.h"
+#include "engine/variable_api.h"
 #include "distributed/ps_client.h"
 #include "loom/loom_autodiff.h"
 #include "loom/loom_train.h"
@@ -34,7 +34,8 @@ struct loom_ps_worker {
   int *fetch_var;
   int nfetch;
   loom_tensor **gt;
-  loom_var_entry **e;
+  const char **names; /* per variable (owned by the placement) */
+  int *marked;        /* per variable: marked initialised in the session after a pull */
   float **vals;
   const float **g;
   float **dvals;      /* vals with NULL for the sparse variables */
@@ -110,7 +111,8 @@ void loom_ps_worker_free(loom_ps_worker *w) {
   loom__free(w->fetch);
   loom__free(w->fetch_var);
   loom__free(w->gt);
-  loom__free(w->e);
+  loom__free(w->names);
+  loom__free(w->marked);
   loom__free(w->vals);
   loom__free(w->g);
   loom__free(w->dvals);
@@ -146,7 +148,7 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_worker_new: NULL session, cluster, placement or loss");
     return NULL;
   }
-  if (s->opts.device != LOOM_DEVICE_CPU) {
+  if (!loom__session_vars_on_host(s)) {
     loom_status_set(st, LOOM_UNIMPLEMENTED,
                     "loom_ps_worker: CPU sessions only (a device session keeps its variables on the device)");
     return NULL;
@@ -164,7 +166,8 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
   w->fetch = loom__calloc(2 * k, sizeof *w->fetch);
   w->fetch_var = loom__calloc(2 * k, sizeof(int));
   w->gt = loom__calloc(2 * k, sizeof *w->gt);
-  w->e = loom__calloc(k, sizeof *w->e);
+  w->names = loom__calloc(k, sizeof *w->names);
+  w->marked = loom__calloc(k, sizeof *w->marked);
   w->vals = loom__calloc(k, sizeof *w->vals);
   w->g = loom__calloc(k, sizeof *w->g);
   w->dvals = loom__calloc(k, sizeof *w->dvals);
@@ -187,7 +190,7 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
   }
   loom_gradient *gr = loom__calloc(k, sizeof *gr);
   loom_output *xs = loom__calloc(k, sizeof *xs);
-  if (!w->grads || !w->fetch || !w->fetch_var || !w->gt || !w->e || !w->vals || !w->g || !xs || !w->dvals ||
+  if (!w->grads || !w->fetch || !w->fetch_var || !w->gt || !w->names || !w->marked || !w->vals || !w->g || !xs || !w->dvals ||
       !w->sparse || !w->fetch_ix || !gr) {
     loom__free(xs);
     loom__free(gr);
@@ -240,12 +243,12 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
   }
   for (int i = 0; i < n; i++) {
     const loom_ps_var_spec *vs = loom_ps_placement_var(p, i);
-    w->e[i] = loom__var_entry(s, vs->name, st);
-    if (!w->e[i]) {
+    w->names[i] = vs->name;
+    w->vals[i] = loom__session_var_buffer(s, vs->name, NULL, st);
+    if (!w->vals[i]) {
       loom_ps_worker_free(w);
       return NULL;
     }
-    w->vals[i] = w->e[i]->data;
     w->dvals[i] = w->sparse[i] ? NULL : w->vals[i];
     if (w->grads[i].node) {
       w->fetch_ix[w->nfetch] = w->sparse[i] ? w->nfetch + 1 : -1;
@@ -270,10 +273,10 @@ oom:
 
 loom_code loom_ps_worker_init_vars(loom_ps_worker *w, loom_ps_optimizer opt, const float *hyper, loom_status *st) {
   for (int i = 0; i < w->n; i++) {
-    if (!w->e[i]->initialized)
+    if (!loom_session_variable_initialized(w->s, w->names[i]))
       return loom_status_set(st, LOOM_FAILED_PRECONDITION,
                              "variable %s is not initialized in the chief's session (run the initializer first)",
-                             w->e[i]->name);
+                             w->names[i]);
     loom_code rc = loom_ps_cluster_init_var(w->cl, i, opt, hyper, w->vals[i], st);
     if (rc) return rc;
   }
@@ -281,9 +284,11 @@ loom_code loom_ps_worker_init_vars(loom_ps_worker *w, loom_ps_optimizer opt, con
 }
 
 static void mark_all(loom_ps_worker *w) {
-  loom_var_store *vs = loom__var_store(w->s, NULL);
   for (int i = 0; i < w->n; i++)
-    if (!w->e[i]->initialized && vs) loom__var_mark_initialized(vs, w->e[i]);
+    if (!w->marked[i]) {
+      loom__session_var_mark_initialized(w->s, w->names[i]);
+      w->marked[i] = 1;
+    }
 }
 
 loom_code loom_ps_worker_pull(loom_ps_worker *w, loom_status *st) {
@@ -383,7 +388,7 @@ static loom_code sorted_pairs(loom_ps_worker *w, int var, const loom_tensor *it,
     if (id < 0 || id >= nrows) {
       if (!strict) continue;
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "variable %s: gradient id %lld is not in [0, %lld)",
-                             w->e[var]->name, (long long)id, (long long)nrows);
+                             w->names[var], (long long)id, (long long)nrows);
     }
     w->pairs[k].id = id;
     w->pairs[k++].pos = i;
@@ -399,7 +404,7 @@ static loom_code dedup_rows(loom_ps_worker *w, int var, const loom_tensor *vt, c
   int64_t n = loom_tensor_numel(it), k = 0;
   if (loom_tensor_numel(vt) != n * row)
     return loom_status_set(st, LOOM_INTERNAL, "variable %s: sparse gradient of %lld values for %lld ids of %lld",
-                           w->e[var]->name, (long long)loom_tensor_numel(vt), (long long)n, (long long)row);
+                           w->names[var], (long long)loom_tensor_numel(vt), (long long)n, (long long)row);
   if (n * row > q->cap_sum) {
     if (grow_f32(&q->usum, n * row) || grow_f32(&q->lsum, n * row))
       return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: %lld gradient rows", (long long)n);
@@ -570,7 +575,7 @@ static loom_code exchange_prepare(loom_ps_worker *w, loom_tensor *const *gt, int
       int64_t numel = loom_tensor_numel(gt[j]);
       if (w->gcopy && !w->gcopy[var]) w->gcopy[var] = loom__malloc((size_t)(numel > 0 ? numel : 1) * sizeof(float));
       if (!w->gcopy || !w->gcopy[var])
-        return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: gradient copy of %s", w->e[var]->name);
+        return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "ps worker: gradient copy of %s", w->names[var]);
       memcpy(w->gcopy[var], src, (size_t)numel * sizeof(float));
       src = w->gcopy[var];
     }

@@ -80,6 +80,42 @@ static void tfc_clear_cluster(loom_tf_config *c) {
 
 #define TFC_OOM() loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "TF_CONFIG: out of memory")
 
+/* An address of the cluster: "host:port" with a non-empty host (a name or IPv4 address of letters,
+ * digits, '.', '-', '_', or an IPv6 address in brackets) and a decimal port 0..65535 (0: bind a free
+ * port and publish it through model_dir). 1 when valid; else 0 with why filled. */
+static int tfc_addr_ok(const char *a, char *why, size_t cap) {
+  const char *c = strrchr(a, ':');
+  if (!*a) return snprintf(why, cap, "is empty"), 0;
+  if (!c) return snprintf(why, cap, "has no \":port\""), 0;
+  size_t hl = (size_t)(c - a);
+  if (hl == 0) return snprintf(why, cap, "has an empty host"), 0;
+  if (a[0] == '[') {
+    if (hl < 3 || a[hl - 1] != ']') return snprintf(why, cap, "has an unterminated or empty [IPv6] host"), 0;
+    for (size_t i = 1; i + 1 < hl; i++)
+      if (!strchr("0123456789abcdefABCDEF:.", a[i])) return snprintf(why, cap, "has a malformed [IPv6] host"), 0;
+  } else {
+    for (size_t i = 0; i < hl; i++) {
+      char ch = a[i];
+      int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+               ch == '-' || ch == '_';
+      if (!ok)
+        return snprintf(why, cap, "has a host with the character '%c' (an IPv6 address needs [brackets])",
+                        (ch >= 0x20 && ch < 0x7f) ? ch : '?'),
+               0;
+    }
+  }
+  const char *p = c + 1;
+  size_t pl = strlen(p);
+  long port = 0;
+  for (size_t i = 0; i < pl; i++) {
+    if (p[i] < '0' || p[i] > '9') return snprintf(why, cap, "has a port that is not a number"), 0;
+    if (port <= 65535) port = port * 10 + (p[i] - '0');
+  }
+  if (pl == 0) return snprintf(why, cap, "has an empty port"), 0;
+  if (port > 65535) return snprintf(why, cap, "has a port out of range (0-65535)"), 0;
+  return 1;
+}
+
 /* Reads "cluster" into c->jobs. */
 static loom_code tfc_read_cluster(loom_tf_config *c, const cJSON *cl, loom_status *st) {
   if (!cl || cJSON_IsNull(cl)) return LOOM_OK;
@@ -113,6 +149,11 @@ static loom_code tfc_read_cluster(loom_tf_config *c, const cJSON *cl, loom_statu
       if (!cJSON_IsString(a))
         return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                                "TF_CONFIG: \"cluster\".\"%s\"[%d] must be an address string", name, i);
+      char why[128];
+      if (!tfc_addr_ok(a->valuestring, why, sizeof why))
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "TF_CONFIG: \"cluster\".\"%s\"[%d] address \"%.200s\" %s (expected host:port)", name, i,
+                               a->valuestring, why);
       jb->addrs[i] = loom__strdup(a->valuestring);
       if (!jb->addrs[i]) return TFC_OOM();
       jb->n = ++i;

@@ -10,7 +10,7 @@
  * allocating anything for the body, and the CRC-32C of the body after.
  *
  * Handshake (nothing else is accepted before WELCOME):
- *   HELLO     {proto_min u16, proto_max u16, num_ps u32, num_vars u32, pad u32,
+ *   HELLO     {proto_min u16, proto_max u16, num_ps u32, num_vars u32, flags u32 (bit 0: the job's chief),
  *              placement_hash u64, client_nonce[32] [, client_id u64]}
  *             (without client_id, 56 bytes: no duplicate window for that connection)
  *   CHALLENGE {server_nonce[32]}
@@ -42,8 +42,10 @@
 #define LOOM_PS_FLAG_UNCHANGED 2u /* PULL reply: the variable is unchanged since the caller's version */
 #define LOOM_PS_FLAG_STALE 4u     /* PUSH/PUSHPULL reply: the gradient was dropped (stale or late), not applied */
 #define LOOM_PS_FLAG_DUPLICATE 8u /* reply from the duplicate window: the request was applied once already */
+#define LOOM_PS_FLAG_REFUSED 16u  /* STEP_INC reply: the reservation was refused (its limit reached), nothing added */
 #define LOOM_PS_WELCOME_V0 4u  /* WELCOME body of older PS tasks: {num_vars_on_ps u32} */
 #define LOOM_PS_WELCOME_LEN 16u /* {num_vars_on_ps u32, pad u32, instance_id u64} */
+#define LOOM_PS_HELLO_CHIEF 1u   /* HELLO flags: the client is the job's chief */
 #define LOOM_PS_HANDSHAKE_MAX 256u /* largest body accepted before WELCOME */
 #define LOOM_PS_DEFAULT_MAX_FRAME (64u << 20)
 
@@ -68,7 +70,9 @@ enum {
   LOOM_PS_PULL_ROWS = 14,
   /* PUSH_ROWS {var_id u32, n u32, ids i64[n], grads f32[n*d]} -> {version u64} */
   LOOM_PS_PUSH_ROWS = 15,
-  /* STEP_INC {k i64} -> {global_step i64} */
+  /* STEP_INC {k i64 [, limit i64]} -> {global_step i64}. With a limit (a step reservation): k is added
+   *   only when global_step + k <= limit (the new step is returned), else nothing is added, the current step
+   *   is returned and the reply has flag REFUSED. A SYNC PS adds nothing and refuses once its step >= limit. */
   LOOM_PS_STEP_INC = 16,
   /* SHUTDOWN {} -> {} and the PS stops. */
   LOOM_PS_SHUTDOWN = 17,

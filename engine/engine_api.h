@@ -18,7 +18,8 @@
  *     loom_session_run does for fetches: loom_data.h, loom_dataset_next);
  *   - a scalar fetch read as a double, whatever its numeric dtype;
  *   - a node's attributes, read by an exporter to another format
- *     (interop/onnx.c), which the public accessors do not give.
+ *     (interop/onnx.c), which the public accessors do not give;
+ *   - a node's control inputs (a GraphDef's "^name" inputs, summary/events.c).
  * Whether a graph has failed has a public form: loom_graph_status(g, NULL). */
 #ifndef LOOM_ENGINE_API_H
 #define LOOM_ENGINE_API_H
@@ -35,6 +36,10 @@ void *loom__graph_ext(const loom_graph *g, int slot);
 /* Sets slot `slot` of g to p; free_fn (may be NULL) is called on p when the
  * graph is freed. A previous value is replaced without being freed. */
 void loom__graph_set_ext(loom_graph *g, int slot, void *p, void (*free_fn)(void *));
+
+/* The control inputs of n (the nodes that must run before it): how many, and the i-th (NULL out of range). */
+int loom__node_num_control_inputs(const loom_node *n);
+const loom_node *loom__node_control_input(const loom_node *n, int i);
 
 /* The output the builders return after a failure: a valid f32 scalar
  * output of a node outside the graph's node list. */

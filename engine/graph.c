@@ -255,6 +255,10 @@ loom_node *loom_graph_node_at(const loom_graph *g, int i) { return (g && i >= 0 
 const char *loom_node_name(const loom_node *n) { return n ? n->name : ""; }
 const char *loom_node_op_name(const loom_node *n) { return n ? n->def->name : ""; }
 int loom_node_num_inputs(const loom_node *n) { return n ? n->nin : 0; }
+int loom__node_num_control_inputs(const loom_node *n) { return n ? n->nctrl : 0; }
+const loom_node *loom__node_control_input(const loom_node *n, int i) {
+  return n && i >= 0 && i < n->nctrl ? n->ctrl[i] : NULL;
+}
 loom_output loom_node_input(const loom_node *n, int i) {
   loom_output o = {NULL, 0};
   return (n && i >= 0 && i < n->nin) ? n->in[i] : o;

@@ -7,6 +7,7 @@
 #define LOOM_VARIABLE_API_H
 #include <stdint.h>
 #include "engine/engine_api.h"
+#include "loom/loom_session.h"
 
 /* Whether n is a variable node (its op's definition has LOOM_OPF_VARIABLE: VariableV2). */
 int loom__node_is_variable(const loom_node *n);
@@ -30,6 +31,17 @@ typedef struct loom_root_scope {
 } loom_root_scope;
 void loom__root_scope_enter(loom_graph *g, loom_root_scope *sv);
 void loom__root_scope_leave(loom_graph *g, loom_root_scope *sv);
+
+/* The session's variable store as layers above the engine reach it (no store internals): the
+ * buffer that backs the graph's variable `name` in s (created from its VariableV2 node when the store
+ * has no entry yet; *numel elements of the variable's dtype, 64-byte aligned, never moved while the
+ * session lives). NULL with NOT_FOUND when the graph has no such variable. A buffer written from
+ * outside a run (a parameter-server pull) is marked initialised with loom__session_var_mark_initialized;
+ * loom_session_variable_initialized (public) tells whether it is. */
+void *loom__session_var_buffer(loom_session *s, const char *name, int64_t *numel, loom_status *st);
+void loom__session_var_mark_initialized(loom_session *s, const char *name);
+/* 1 when s's variables live in host memory (a CPU session), 0 for a device session (NULL: 0). */
+int loom__session_vars_on_host(const loom_session *s);
 
 /* A graph variable's metadata as loom_graph_serialize stores it (bits of
  * the record's variable word; the file format, do not renumber). */

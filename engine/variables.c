@@ -157,6 +157,19 @@ void loom__var_mark_initialized(loom_var_store *vs, loom_var_entry *e) {
   if (vs->n_uninit > 0) vs->n_uninit--;
 }
 
+void *loom__session_var_buffer(loom_session *s, const char *name, int64_t *numel, loom_status *st) {
+  loom_var_entry *e = loom__var_entry(s, name, st);
+  if (e && numel) *numel = e->numel;
+  return e ? e->data : NULL;
+}
+
+int loom__session_vars_on_host(const loom_session *s) { return s && s->opts.device == LOOM_DEVICE_CPU; }
+
+void loom__session_var_mark_initialized(loom_session *s, const char *name) {
+  loom_var_store *vs = loom__var_store(s, NULL);
+  if (vs) loom__var_mark_initialized(vs, vs->ops->lookup(vs, name));
+}
+
 static int same_shape(const loom_var_entry *e, loom_dtype dt, int ndim, const int64_t *dims) {
   if (e->dtype != dt || e->ndim != ndim) return 0;
   for (int i = 0; i < ndim; i++)

@@ -175,10 +175,8 @@ loom_code loom__exporter_export(loom_exporter *x, loom_estimator *e, const char 
 int loom__exporter_is_final(const loom_exporter *x);
 
 
-/* features (config.c): the graph where loom_features_get reports a missing key
- * (its sticky error), and a lookup that reports nothing (for optional keys). */
-void loom__features_bind_graph(loom_features *f, loom_graph *g);
-loom_output loom__features_lookup(const loom_features *f, const char *name);
+/* features: feature_columns/features.h (the map lives below the estimator) */
+#include "feature_columns/features.h"
 
 /* ---- distributed jobs: train_and_evaluate.c <-> job.c ---- */
 typedef struct loom__tae_eval loom__tae_eval;

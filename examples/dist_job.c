@@ -356,7 +356,9 @@ int main(int argc, char **argv) {
   jo.peer_lost_deadline_s = dl;
   jo.eval_deadline_s = dl;
   jo.diag_every_s = atof(arg(argc, argv, "--diag", "2"));
-  jo.ps_idle_exit_s = atof(arg(argc, argv, "--idle_exit", "0"));
+  if (arg(argc, argv, "--idle_exit", NULL)) jo.ps_idle_exit_s = atof(arg(argc, argv, "--idle_exit", NULL));
+  if (arg(argc, argv, "--chief_lost_save", NULL))
+    jo.ps_chief_lost_save_s = atof(arg(argc, argv, "--chief_lost_save", NULL));
   jo.rpc_timeout_s = atof(arg(argc, argv, "--rpc_timeout", "5"));
   jo.eval_poll_s = 0.2;
   jo.overlap_comm = atoi(arg(argc, argv, "--overlap", "0"));

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimator/estimator_impl.h"
 #include "feature_columns/fc_impl.h"
+#include "feature_columns/features.h"
 #include "loom/loom_array.h"
 #include "loom/loom_math.h"
 #include "loom/loom_reduce.h"

@@ -27,7 +27,7 @@
 #include "loom/loom_summary.h"
 #include "loom/loom_train.h"
 #include "proto/event.pb-c.h"
-#include "engine/engine_impl.h" /* control inputs of a node (graph_def) */
+#include "engine/engine_api.h" /* control inputs of a node (graph_def) */
 
 #define FLUSH_SECS 2.0
 #define FLUSH_EVENTS 32
@@ -510,7 +510,7 @@ static int gnode_fill(gnode *x, const loom_node *n) {
   tensorflow__node_def__init(&x->nd);
   x->nd.name = (char *)loom_node_name(n);
   x->nd.op = (char *)loom_node_op_name(n);
-  int nin = loom_node_num_inputs(n), nctrl = n->nctrl, nout = loom_node_num_outputs(n);
+  int nin = loom_node_num_inputs(n), nctrl = loom__node_num_control_inputs(n), nout = loom_node_num_outputs(n);
   x->inputs = loom__calloc((size_t)(nin + nctrl) + 1, sizeof *x->inputs);
   if (!x->inputs) return 0;
   for (int i = 0; i < nin; i++) {
@@ -526,7 +526,7 @@ static int gnode_fill(gnode *x, const loom_node *n) {
     x->inputs[x->nd.n_input++] = s;
   }
   for (int i = 0; i < nctrl; i++) {
-    const char *pn = loom_node_name(n->ctrl[i]);
+    const char *pn = loom_node_name(loom__node_control_input(n, i));
     size_t cap = strlen(pn) + 2;
     char *s = loom__malloc(cap);
     if (!s) return 0;

@@ -385,6 +385,35 @@ Test(config, tf_config_distributed_errors) {
              "\"task\".\"type\"", "\"ps\"");
 }
 
+/* Every address of the cluster is checked at parse time, whatever the task (the evaluator's cluster
+ * included): the error names the job, the index and the address. */
+Test(config, tf_config_malformed_addresses) {
+  static const struct {
+    const char *addr, *why;
+  } bad[] = {{"127.0.0.1:abc", "not a number"}, {"127.0.0.1:65536", "out of range"},
+             {"127.0.0.1:99999999999999999999", "out of range"}, {":2222", "empty host"},
+             {"127.0.0.1", "no \":port\""}, {"", "is empty"}, {"127.0.0.1:", "empty port"},
+             {"::1:2222", "[brackets]"}, {"[::1:2222", "[IPv6]"}, {"h st:1", "character ' '"},
+             {"host:-1", "not a number"}, {"[]:1", "[IPv6]"}};
+  static const char *const types[] = {"chief", "worker", "ps", "evaluator"};
+  for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
+    for (size_t t = 0; t < 4; t++) {
+      char js[512], where[128];
+      snprintf(js, sizeof js,
+               "{\"cluster\": {\"chief\": [\"c:1\"], \"worker\": [\"w:1\"], \"ps\": [\"p:1\", \"%s\"]}, "
+               "\"task\": {\"type\": \"%s\", \"index\": 0}}",
+               bad[b].addr, types[t]);
+      snprintf(where, sizeof where, "\"cluster\".\"ps\"[1] address \"%s\"", bad[b].addr);
+      expect_err(js, where, bad[b].why);
+    }
+  /* valid forms: names, IPv4, [IPv6], port 0 (published through model_dir) and 65535 */
+  loom_tf_config *c = parse_ok("{\"cluster\": {\"chief\": [\"tfjob-chief-0.default.svc:2222\"], \"ps\": "
+                               "[\"[::1]:0\", \"10.0.0.5:65535\", \"my_host-1:0\"]}, \"task\": {\"type\": \"ps\", "
+                               "\"index\": 0}}");
+  cr_expect_str_eq(loom_tf_config_address(c, "ps", 0), "[::1]:0");
+  loom_tf_config_free(c);
+}
+
 /* ------------------------------------------------ TF_CONFIG: environment */
 Test(config, tf_config_from_env) {
   cr_assert_eq(unsetenv("TF_CONFIG"), 0);

@@ -501,6 +501,67 @@ Test(jobs, whole_job_ends_and_ps_exits_within_5s, .timeout = 120) {
   job_cleanup(&j);
 }
 
+/* The global step in a checkpoint file (-1 when it cannot be read). */
+static long long ckpt_file_step(const char *path) {
+  loom_tensor *t = NULL;
+  loom_status *st = loom_status_new();
+  long long v = -1;
+  if (loom_checkpoint_read_tensor(path, "global_step", &t, st) == LOOM_OK && loom_tensor_numel(t) == 1)
+    v = loom_tensor_dtype(t) == LOOM_I64 ? (long long)*(const int64_t *)loom_tensor_data_const(t)
+                                         : (long long)*(const int32_t *)loom_tensor_data_const(t);
+  loom_tensor_free(t);
+  loom_status_free(st);
+  return v;
+}
+
+/* max_steps is exact: trainers reserve each step at the PS before pushing it, the PS refuses past
+ * max_steps and a refused trainer stops, so the job ends at global step max_steps whatever the number
+ * of trainers (it used to end up to N-1 steps later: 2003 for 2000 with two trainers): the final
+ * checkpoint is model.ckpt-<max_steps> and holds global_step max_steps, so does the PS-side one, the
+ * chief's done file and every worker's end file. */
+static void exact_max_steps_case(int num_ps, int trainers, int64_t max) {
+  jobt j;
+  char tag[32];
+  snprintf(tag, sizeof tag, "exact%d_%d", num_ps, trainers);
+  job_init(&j, tag, num_ps, trainers - 1);
+  const char *const a[] = {"--deadline", "30", "--diag", "1", "--save_steps", "150", "--progress", "50",
+                           "--rpc_timeout", "3", "--max_steps", max == 300 ? "300" : "450", NULL};
+  cr_assert(max == 300 || max == 450);
+  proc *ps[2] = {NULL, NULL}, *w[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < num_ps; i++) ps[i] = job_start_ex(&j, "ps", i, NULL, NULL, a, NULL);
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, a, NULL);
+  for (int i = 0; i + 1 < trainers; i++) w[i] = job_start_ex(&j, "worker", i, NULL, NULL, a, NULL);
+  int rc = wait_exit(&j, ch, 90);
+  for (int i = 0; i + 1 < trainers; i++) cr_expect_eq(wait_exit(&j, w[i], 30), 0, "worker:%d", i);
+  for (int i = 0; i < num_ps; i++) cr_expect_eq(wait_exit(&j, ps[i], 10), 0, "ps:%d", i);
+  if (rc || ckpt_step(&j) != max) dump_logs(&j);
+  cr_assert_eq(rc, 0, "chief exit %d", rc);
+  cr_expect_eq(ckpt_step(&j), max, "%d trainers: the final checkpoint is model.ckpt-%lld, not -%lld", trainers,
+               (long long)max, ckpt_step(&j));
+  char p[512];
+  snprintf(p, sizeof p, "%s/model.ckpt-%lld", j.dir, (long long)max);
+  cr_expect_eq(ckpt_file_step(p), max, "%s holds global_step %lld", p, ckpt_file_step(p));
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld.ps-0-of-%d", j.dir, (long long)max, num_ps);
+  cr_expect_eq(ckpt_file_step(p), max, "%s holds global_step %lld", p, ckpt_file_step(p));
+  snprintf(p, sizeof p, "%s/rendezvous/done", j.dir);
+  char *b = slurp(p);
+  cr_expect(b && atoll(b) == max, "done file: %s", b ? b : "(none)");
+  free(b);
+  for (int i = 0; i + 1 < trainers; i++) {
+    snprintf(p, sizeof p, "%s/rendezvous/worker-%d.end", j.dir, i);
+    b = slurp(p);
+    char want[64];
+    snprintf(want, sizeof want, "step=%lld rc=0", (long long)max);
+    cr_expect(b && strstr(b, want), "worker:%d end file: %s", i, b ? b : "(none)");
+    free(b);
+  }
+  job_cleanup(&j);
+}
+
+Test(jobs, max_steps_is_exact_with_1_trainer, .timeout = 120) { exact_max_steps_case(1, 1, 300); }
+Test(jobs, max_steps_is_exact_with_2_trainers, .timeout = 120) { exact_max_steps_case(1, 2, 450); }
+Test(jobs, max_steps_is_exact_with_3_trainers_and_2_ps, .timeout = 120) { exact_max_steps_case(2, 3, 450); }
+
 /* The end of a job is orderly: the chief, at max_steps, waits for the
  * workers still running (a diagnostic line names them) before it shuts the
  * PS tasks down, so no worker meets a dead PS; a worker killed earlier is
@@ -736,6 +797,35 @@ Test(jobs, permanent_errors_have_their_exit_codes, .timeout = 120) {
   job_cleanup(&j);
 }
 
+/* A malformed address anywhere in TF_CONFIG is a configuration error in every role: exit 2 at once
+ * (a trainer used to wait out its deadline and exit retryable), the message naming job, index and
+ * address. The deadline is 30 s: an exit within 10 s did not wait for anything. */
+Test(jobs, malformed_address_is_exit_2_at_once_in_every_role, .timeout = 120) {
+  jobt j;
+  job_init(&j, "badaddr", 1, 1);
+  static const char *const addrs[] = {"127.0.0.1:abc", "127.0.0.1:70000", ":2222"};
+  static const char *const types[] = {"chief", "worker", "ps", "evaluator"};
+  const char *const a[] = {"--deadline", "30", "--diag", "1", NULL};
+  for (int k = 0; k < 3; k++)
+    for (int t = 0; t < 4; t++) {
+      char tf[512], want[128];
+      /* the bad address is another task's (ps:1), never the starting task's own */
+      snprintf(tf, sizeof tf,
+               "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"worker\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:0\", "
+               "\"%s\"]}, \"task\": {\"type\": \"%s\", \"index\": 0}}",
+               addrs[k], types[t]);
+      double t0 = now_s();
+      proc *p = job_start_ex(&j, types[t], 0, tf, NULL, a, NULL);
+      int rc = wait_exit(&j, p, 40);
+      if (rc != LOOM_JOB_EXIT_CONFIG) dump_logs(&j);
+      cr_expect_eq(rc, LOOM_JOB_EXIT_CONFIG, "%s with ps:1 = %s: exit %d", types[t], addrs[k], rc);
+      cr_expect_lt(now_s() - t0, 10.0, "%s exited at once", types[t]);
+      snprintf(want, sizeof want, "\"cluster\".\"ps\"[1] address \"%s\"", addrs[k]);
+      cr_expect(log_has(p, want), "%s's log names the address: %s", types[t], want);
+    }
+  job_cleanup(&j);
+}
+
 Test(jobs, worker_without_ps_says_what_it_waits_for_and_exits_retryable, .timeout = 60) {
   jobt j;
   job_init(&j, "nops", 1, 1);
@@ -758,11 +848,21 @@ Test(jobs, worker_without_ps_says_what_it_waits_for_and_exits_retryable, .timeou
   cr_expect(log_has(w2, "waiting for the chief's variables: uninitialized: hidden/kernel (ps:0)"), "names the variable");
   kill(ps0->pid, SIGTERM);
   cr_expect_eq(wait_exit(&j, ps0, 5), 0);
-  /* a PS with an idle deadline exits 0 by itself */
+  /* a PS with an idle deadline exits by itself: retryable while the job has not finished (its
+   * trainers may come back: a restarted PS restores its shard), 0 once the chief's done file is there */
   const char *const b[] = {"--idle_exit", "1", NULL};
   proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, b, NULL);
-  cr_expect_eq(wait_exit(&j, ps, 20), 0);
+  cr_expect_eq(wait_exit(&j, ps, 20), LOOM_JOB_EXIT_RETRYABLE);
   cr_expect(log_has(ps, "idle"), "idle exit logged");
+  cr_expect(log_has(ps, "the job has not finished"), "says why it is retryable");
+  char p[400];
+  snprintf(p, sizeof p, "%s/rendezvous/done", j.dir);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs("100\n", f);
+  fclose(f);
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, b, NULL);
+  cr_expect_eq(wait_exit(&j, ps, 20), 0, "idle after the job finished: exit 0");
   job_cleanup(&j);
 }
 
@@ -821,6 +921,111 @@ Test(jobs, kill_chief_workers_continue_restarted_chief_resumes_checkpointing, .t
   cr_expect_eq(wait_exit(&j, w0, 30), 0);
   cr_expect_eq(wait_exit(&j, ps, 10), 0);
   cr_expect_geq(ckpt_step(&j), MAX);
+  job_cleanup(&j);
+}
+
+/* The ready line's global step in a trainer's log; -1 when none. */
+static long long ready_step(const proc *p) {
+  char *b = slurp(p->log);
+  char *q = b ? strstr(b, "ready: global step ") : NULL;
+  long long v = q ? atoll(q + 19) : -1;
+  free(b);
+  return v;
+}
+
+/* No progress lives only in a PS's memory: with the chief killed -9 and never restarted, the worker
+ * trains on and the PS, after --chief_lost_save 1 s without a chief connection, checkpoints its shard
+ * itself (model_dir/ps/self-<placement>/), again while updates arrive; with the worker gone too it
+ * exits on its idle deadline with the retryable code (the job did not finish). Restarted, it restores
+ * that save (newer than the chief's last checkpoint), so a new chief starts at the PS's step, past
+ * the chief's checkpoint. (The PS used to keep those steps only in memory and never exit.) */
+Test(jobs, chief_gone_ps_saves_its_shard_then_idle_exit_is_retryable, .timeout = 180) {
+  jobt j;
+  job_init(&j, "chiefgone", 1, 1);
+  const char *const a[] = {"--deadline", "30", "--diag", "1", "--save_steps", "200", "--progress", "50",
+                           "--step_sleep_ms", "1", "--rpc_timeout", "3", "--max_steps", "1000000",
+                           "--chief_lost_save", "1", "--idle_exit", "3", NULL};
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, a, NULL), *ch = job_start_ex(&j, "chief", 0, NULL, NULL, a, NULL);
+  proc *w0 = job_start_ex(&j, "worker", 0, NULL, NULL, a, NULL);
+  int ok = WAIT_UNTIL(ckpt_step(&j) >= 200 && last_progress(w0) >= 0, 60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "training and checkpointing started");
+  kill9(&j, ch);
+  long long chief_ckpt = ckpt_step(&j);
+  char selfp[512];
+  /* the PS's own save: ps/self-<hash>/model.ckpt-0.ps-0-of-1 (the hash from the PS's address file) */
+  char ap[400], hash[32] = "";
+  snprintf(ap, sizeof ap, "%s/rendezvous/ps-0.addr", j.dir);
+  char *b = slurp(ap);
+  char *q = b ? strstr(b, "placement=") : NULL;
+  if (q) snprintf(hash, sizeof hash, "%.16s", q + 10);
+  free(b);
+  cr_assert(hash[0], "placement in ps-0.addr");
+  snprintf(selfp, sizeof selfp, "%s/ps/self-%s/model.ckpt-0.ps-0-of-1", j.dir, hash);
+  ok = WAIT_UNTIL(ckpt_file_step(selfp) > chief_ckpt + 100, 40);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "the PS saved its shard itself past the chief's checkpoint %lld (its save: %lld)", chief_ckpt,
+            ckpt_file_step(selfp));
+  cr_expect(log_has(ps, "no chief connected (or none heard from) for"), "the PS says why it saves");
+  cr_expect_eq(ckpt_step(&j), chief_ckpt, "no chief checkpoint meanwhile");
+  /* the worker gone too: the PS saves what it has and exits on its idle deadline, retryable */
+  kill9(&j, w0);
+  int rc = wait_exit(&j, ps, 30);
+  if (rc != LOOM_JOB_EXIT_RETRYABLE) dump_logs(&j);
+  cr_expect_eq(rc, LOOM_JOB_EXIT_RETRYABLE, "idle exit of an unfinished job: %d", rc);
+  long long saved = ckpt_file_step(selfp);
+  /* restarted, the PS restores its own save; a new chief starts at that step */
+  const char *const r[] = {"--deadline", "30", "--diag", "1", "--save_steps", "200", "--progress", "50",
+                           "--step_sleep_ms", "1", "--rpc_timeout", "3", "--max_steps", "1000000", NULL};
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, r, NULL);
+  ch = job_start_ex(&j, "chief", 0, NULL, NULL, r, NULL);
+  ok = WAIT_UNTIL(ready_step(ch) >= 0, 40);
+  if (!ok) dump_logs(&j);
+  cr_expect(log_has(ps, "restored its shard from its own save"), "the PS restored its own save");
+  cr_expect_geq(ready_step(ch), saved, "the new chief starts at the PS's saved step %lld (not %lld)", saved, chief_ckpt);
+  job_cleanup(&j);
+}
+
+/* A restarted PS restores the newest complete state of its shard: here the chief's PS-side checkpoint
+ * of the last step is missing (as when a PS dies during that save) while model.ckpt-<last> is there and
+ * holds every variable of the shard (SGD: no optimizer slots): the PS takes model.ckpt-<last>, not its
+ * older shard, and a chief started against it is at the last step. */
+Test(jobs, restarted_ps_takes_the_chiefs_newer_model_ckpt, .timeout = 120) {
+  jobt j;
+  job_init(&j, "newer", 1, 0);
+  const char *const a[] = {"--deadline", "30", "--diag", "1", "--save_steps", "100", "--progress", "50",
+                           "--rpc_timeout", "3", "--max_steps", "300", NULL};
+  proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, a, NULL), *ch = job_start_ex(&j, "chief", 0, NULL, NULL, a, NULL);
+  int rc = wait_exit(&j, ch, 60);
+  if (rc) dump_logs(&j);
+  cr_assert_eq(rc, 0);
+  cr_assert_eq(wait_exit(&j, ps, 10), 0);
+  cr_assert_eq(ckpt_step(&j), 300);
+  /* the PS-side set of step 300 gone; ps/checkpoint names 200 */
+  char p[512];
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-300.ps-0-of-1", j.dir);
+  cr_assert_eq(remove(p), 0, "%s", p);
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-300", j.dir);
+  remove(p);
+  snprintf(p, sizeof p, "%s/ps/checkpoint", j.dir);
+  char *b = slurp(p);
+  cr_assert(b && strstr(b, "model.ckpt-300"), "ps/checkpoint: %s", b ? b : "(none)");
+  free(b);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fprintf(f, "model_checkpoint_path: \"model.ckpt-200\"\nall_model_checkpoint_paths: \"model.ckpt-200\"\n");
+  fclose(f);
+  nap(0.05);
+  ps = job_start_ex(&j, "ps", 0, NULL, NULL, a, NULL);
+  const char *const c2[] = {"--deadline", "30", "--diag", "1", "--save_steps", "100", "--progress", "50",
+                            "--rpc_timeout", "3", "--max_steps", "400", NULL};
+  ch = job_start_ex(&j, "chief", 0, NULL, NULL, c2, NULL);
+  rc = wait_exit(&j, ch, 60);
+  if (rc || ready_step(ch) != 300) dump_logs(&j);
+  cr_expect_eq(rc, 0);
+  cr_expect(log_has(ps, "restored its shard from the chief's model.ckpt"), "the PS took model.ckpt-300");
+  cr_expect_eq(ready_step(ch), 300, "the chief starts at 300 (not the older shard's 200): %lld", ready_step(ch));
+  cr_expect_eq(ckpt_step(&j), 400);
   job_cleanup(&j);
 }
 
@@ -908,6 +1113,74 @@ Test(jobs, mpirun_on_localhost, .timeout = 120) {
            dir, LOOM_DIST_JOB_BIN, dir, dir);
   const char *want[] = {"role=chief:0 exit=0", "role=ps:0 exit=0", "role=worker:0 exit=0", "role=evaluator:0 exit=0"};
   script_job(dir, cmd, want, 4);
+}
+
+/* Under mpirun a lost worker does not end the job when mpirun runs with --enable-recovery (OpenMPI
+ * 4.x; without it mpirun kills every rank once one dies: the chief, the PS and the other workers end
+ * with it). Ranks 0 chief, 1 ps, 2-4 workers:0-2; worker:1 (rank 3) is killed -9 midway: the others
+ * train on and the job ends at max_steps with every surviving rank exiting 0; the lost rank, restarted
+ * by hand outside mpirun with its rank's environment (OMPI_COMM_WORLD_RANK/SIZE, --launcher mpi),
+ * rejoins and exits 0 too. mpirun does not restart it itself (--max-restarts restarts nothing here). */
+Test(jobs, mpirun_with_recovery_survives_a_lost_worker, .timeout = 150) {
+  if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "SKIPPED: mpirun not found (openmpi-bin)\n");
+    return;
+  }
+  jobt j;
+  job_init(&j, "mpirec", 1, 3);
+  char cmd[1024], lp[400];
+  snprintf(lp, sizeof lp, "%s/mpirun.log", j.dir);
+  snprintf(cmd, sizeof cmd,
+           "exec timeout 120 mpirun --allow-run-as-root --oversubscribe --enable-recovery -np 5 %s --launcher mpi "
+           "--num_ps 1 --model_dir %s --max_steps 4000 --save_steps 500 --progress 50 --step_sleep_ms 1 "
+           "--deadline 30 --diag 1 >%s 2>&1",
+           LOOM_DIST_JOB_BIN, j.dir, lp);
+  fflush(NULL);
+  pid_t mp = fork();
+  cr_assert_geq(mp, 0);
+  if (mp == 0) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  proc *m = &j.p[j.n++];
+  snprintf(m->name, sizeof m->name, "mpirun");
+  snprintf(m->log, sizeof m->log, "%s", lp);
+  m->pid = mp;
+  /* worker:1's pid from its heartbeat file, once it trains */
+  char bp[400];
+  snprintf(bp, sizeof bp, "%s/rendezvous/worker-1.beat", j.dir);
+  long wpid = 0;
+  int ok = WAIT_UNTIL(({
+                        char *b = slurp(bp);
+                        char *q = b ? strstr(b, "pid=") : NULL;
+                        wpid = q ? atol(q + 4) : 0;
+                        free(b);
+                        wpid > 0 && ckpt_step(&j) >= 500;
+                      }),
+                      60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "the job trains under mpirun");
+  cr_assert_eq(kill((pid_t)wpid, SIGKILL), 0, "kill -9 worker:1 (pid %ld)", wpid);
+  long long at = ckpt_step(&j);
+  nap(1.0);
+  /* restarted by hand: rank 3 of 5 */
+  const char *const ra[] = {"--launcher", "mpi", "--num_ps", "1", "--max_steps", "4000", "--save_steps", "500",
+                            "--progress", "50", "--step_sleep_ms", "1", "--deadline", "30", "--diag", "1", NULL};
+  const char *const re[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=5", NULL};
+  proc *w1 = job_start_ex(&j, "worker", 1, "", NULL, ra, re);
+  int rc = wait_exit(&j, m, 110);
+  if (rc != 0) dump_logs(&j);
+  cr_expect_eq(rc, 0, "mpirun exit %d", rc);
+  int wrc = wait_exit(&j, w1, 30);
+  cr_expect_eq(wrc, 0, "the restarted worker:1 exit %d", wrc);
+  char *b = slurp(lp);
+  const char *want[] = {"role=chief:0 exit=0", "role=ps:0 exit=0", "role=worker:0 exit=0", "role=worker:2 exit=0"};
+  for (int i = 0; i < 4; i++) cr_expect(b && strstr(b, want[i]), "mpirun log has %s", want[i]);
+  free(b);
+  cr_expect(log_has(w1, "ready: global step"), "the restarted worker rejoined");
+  cr_expect_gt(ckpt_step(&j), at, "training went on after the kill");
+  cr_expect_eq(ckpt_step(&j), 4000);
+  job_cleanup(&j);
 }
 
 /* Slurm's environment (as srun sets it for 4 tasks on one node) on real

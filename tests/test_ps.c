@@ -3455,3 +3455,157 @@ Test(ps, parts_ps_gone_mid_stream_client_errors_without_hang) {
   free(p.out);
   loom_status_free(st);
 }
+
+/* Step reservation (STEP_INC with a limit): four clients reserve concurrently until refused; exactly
+ * `limit` steps are granted, each number 1..limit once, every refusal reports the step at the limit
+ * and nothing is added past it. A re-sent reservation (duplicate window) is answered as the first, a
+ * granted step given back with STEP_INC -1 is uncounted, and a limit <= 0 is refused locally. */
+#define RES_LIMIT 600
+typedef struct res_arg {
+  loom_ps_server *s;
+  int grants, refusals, bad_refusal;
+  int got[RES_LIMIT + 2];
+} res_arg;
+static atomic_int g_res_seen[RES_LIMIT + 2];
+static void *res_thread(void *p) {
+  res_arg *a = p;
+  loom_ps_connect_options o = copts(a->s, 77, NULL);
+  loom_status *st = loom_status_new();
+  loom_ps_client *c = loom_ps_connect(&o, st);
+  for (int k = 0; c && k < 4 * RES_LIMIT; k++) {
+    int64_t step = -1;
+    int granted = -1;
+    if (loom_ps_reserve_step(c, RES_LIMIT, &step, &granted, st) != LOOM_OK) break;
+    if (!granted) {
+      a->refusals++;
+      if (step != RES_LIMIT) a->bad_refusal = 1;
+      break;
+    }
+    a->grants++;
+    if (step >= 1 && step <= RES_LIMIT) atomic_fetch_add(&g_res_seen[step], 1);
+  }
+  loom_ps_client_free(c);
+  loom_status_free(st);
+  return NULL;
+}
+
+Test(ps, step_reservation_is_atomic_and_refused_at_the_limit) {
+  loom_ps_server *s = start_ps(77, 1, 0, NULL);
+  res_arg a[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    memset(&a[i], 0, sizeof a[i]);
+    a[i].s = s;
+    cr_assert_eq(pthread_create(&th[i], NULL, res_thread, &a[i]), 0);
+  }
+  int grants = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    grants += a[i].grants;
+    cr_expect_eq(a[i].refusals, 1, "client %d ends on one refusal", i);
+    cr_expect_eq(a[i].bad_refusal, 0, "a refusal reports the step at the limit");
+  }
+  cr_expect_eq(grants, RES_LIMIT, "granted %d steps for a limit of %d", grants, RES_LIMIT);
+  for (int k = 1; k <= RES_LIMIT; k++) cr_expect_eq(atomic_load(&g_res_seen[k]), 1, "step %d granted once", k);
+  loom_status *st = loom_status_new();
+  loom_ps_connect_options o = copts(s, 77, NULL);
+  o.client_id = 0x5eed;
+  loom_ps_client *c = loom_ps_connect(&o, st);
+  cr_assert(c, "%s", loom_status_message(st));
+  int64_t step = 0;
+  int granted = 0;
+  OK(loom_ps_step_inc(c, 0, &step, st));
+  cr_expect_eq(step, RES_LIMIT, "nothing added past the limit");
+  OK(loom_ps_reserve_step(c, RES_LIMIT + 2, &step, &granted, st));
+  cr_expect(granted && step == RES_LIMIT + 1);
+  loom_ps_client_retry_last(c); /* the same request again: answered from the window */
+  OK(loom_ps_reserve_step(c, RES_LIMIT + 2, &step, &granted, st));
+  cr_expect(granted && step == RES_LIMIT + 1 && loom_ps_client_last_duplicate(c), "re-send: %lld %d",
+            (long long)step, granted);
+  OK(loom_ps_step_inc(c, -1, &step, st)); /* given back */
+  cr_expect_eq(step, RES_LIMIT);
+  cr_expect_eq(loom_ps_reserve_step(c, 0, &step, &granted, st), LOOM_INVALID_ARGUMENT);
+  loom_ps_client_free(c);
+  loom_status_free(st);
+  loom_ps_server_stop(s);
+}
+
+/* A PS's own saves: with no request from a chief connection for chief_lost_save_s (a silent chief
+ * or none) and updates not saved, the PS writes its shard to <model_dir>/<self_save_dir>/
+ * model.ckpt-0.ps-0-of-1 (a RESTORE of {0, that dir} on another PS gives the same values), once per
+ * batch of new updates; with a chief heard from it does not; the server's stop reason tells an idle
+ * exit from a SHUTDOWN. */
+Test(ps, own_save_without_chief_and_stop_reason) {
+  char dir[128];
+  snprintf(dir, sizeof dir, "/tmp/loom_test_ps_self_%d", (int)getpid());
+  loom_ps_server_options o = loom_ps_server_options_default();
+  o.placement_hash = 78;
+  o.num_ps = 1;
+  o.model_dir = dir;
+  o.self_save_dir = "self";
+  o.chief_lost_save_s = 0.3;
+  loom_ps_server *s = start_ps_opts(o);
+  loom_status *st = loom_status_new();
+  loom_ps_connect_options co = copts(s, 78, NULL);
+  co.chief = 1;
+  loom_ps_client *chief = loom_ps_connect(&co, st);
+  cr_assert(chief, "%s", loom_status_message(st));
+  int64_t dims[1] = {4};
+  float h[8] = {1.0f}, v0[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, out[4];
+  OK(loom_ps_init_var(chief, 0, 1, dims, LOOM_PS_SGD, h, v0, NULL, st));
+  OK(loom_ps_push(chief, 0, g, 4, NULL, st));
+  for (int i = 0; i < 8; i++) { /* a chief heard from every 0.1 s: no own save */
+    usleep(100000);
+    OK(loom_ps_ping(chief, NULL, st));
+  }
+  loom_ps_server_stats ss;
+  loom_ps_server_get_stats(s, &ss);
+  cr_expect_eq(ss.self_saves, 0, "no own save while the chief is heard from");
+  /* the chief connected but silent (hung, stopped): saved after chief_lost_save_s */
+  char path[256];
+  snprintf(path, sizeof path, "%s/self/model.ckpt-0.ps-0-of-1", dir);
+  for (int i = 0; i < 100 && access(path, R_OK) != 0; i++) usleep(20000);
+  cr_assert_eq(access(path, R_OK), 0, "own save %s with a silent chief", path);
+  loom_ps_server_get_stats(s, &ss);
+  cr_expect_eq(ss.self_saves, 1);
+  /* nothing new: no second save; the chief gone and a push: saved again */
+  usleep(700000);
+  loom_ps_server_get_stats(s, &ss);
+  cr_expect_eq(ss.self_saves, 1, "no save without new updates");
+  OK(loom_ps_push(chief, 0, g, 4, NULL, st));
+  loom_ps_client_free(chief);
+  for (int i = 0; i < 100 && (loom_ps_server_get_stats(s, &ss), ss.self_saves < 2); i++) usleep(20000);
+  cr_expect_eq(ss.self_saves, 2, "saved again after the chief left");
+  co.chief = 0;
+  loom_ps_client *w = loom_ps_connect(&co, st);
+  cr_assert(w);
+  OK(loom_ps_shutdown(w, st));
+  loom_ps_client_free(w);
+  cr_expect(loom_ps_server_wait(s, 5));
+  cr_expect_eq(loom_ps_server_stop_reason(s), 1, "stopped by SHUTDOWN");
+  loom_ps_server_stop(s);
+  /* another PS restores the save: the value after two SGD steps of 1.0 */
+  o.chief_lost_save_s = 0;
+  o.idle_exit_s = 0.3;
+  loom_ps_server *s2 = start_ps_opts(o);
+  loom_ps_client *c2 = connect_ok(s2, 78, NULL);
+  uint8_t fixed[16];
+  loom__ps_put64(fixed, 0);
+  loom__ps_put32(fixed + 8, 4);
+  loom__ps_put32(fixed + 12, 0);
+  uint8_t rep[16];
+  OK(loom__ps_send(c2, LOOM_PS_RESTORE, fixed, 16, "self", 4, NULL, 0, st));
+  OK(loom__ps_small_reply(c2, LOOM_PS_RESTORE, rep, 16, st));
+  uint64_t ver = UINT64_MAX;
+  int changed = 0;
+  OK(loom_ps_pull(c2, 0, out, 4, &ver, &changed, st));
+  for (int i = 0; i < 4; i++) cr_expect_eq(out[i], v0[i] - 2.0f, "restored [%d] = %g", i, out[i]);
+  loom_ps_client_free(c2);
+  cr_expect(loom_ps_server_wait(s2, 5), "idle exit");
+  cr_expect_eq(loom_ps_server_stop_reason(s2), 2, "stopped on its idle deadline");
+  loom_ps_server_stop(s2);
+  char rm[200];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  cr_expect_eq(system(rm), 0);
+  loom_status_free(st);
+}

@@ -122,6 +122,16 @@ typedef struct loom_ps_server_options {
    * port (loom_ps_connect_options.expect_instance). 0: a random nonzero id drawn at start (the usual
    * case: every start is a new instance, a restarted PS included). */
   uint64_t instance_id;
+  /* Saves of its own, so that no progress lives only in this PS's memory: when updates were applied since
+   * its shard was last saved or restored and no request has come from a chief connection
+   * (loom_ps_connect_options.chief) for chief_lost_save_s seconds (none open, or a hung chief's), the PS
+   * writes its shard to
+   * <model_dir>/<self_save_dir>/model.ckpt-0.ps-<i>-of-<n> (SAVE's format, written whole then renamed;
+   * RESTORE {0, self_save_dir} reads it back), again every chief_lost_save_s while updates go on, and once
+   * more before an idle exit (idle_exit_s) when updates were applied since. 0, or no self_save_dir (a
+   * relative directory without ".."), or no model_dir: off. */
+  double chief_lost_save_s;
+  const char *self_save_dir;
 } loom_ps_server_options;
 LOOM_API loom_ps_server_options loom_ps_server_options_default(void);
 
@@ -136,6 +146,9 @@ LOOM_API uint64_t loom_ps_server_instance(const loom_ps_server *s);
 /* Waits up to timeout_s for the server to stop (SHUTDOWN request, idle
  * deadline); 1 when it has stopped, 0 on timeout. */
 LOOM_API int loom_ps_server_wait(loom_ps_server *s, double timeout_s);
+/* Why a stopped server stopped: 1 a SHUTDOWN request, 2 the idle deadline (idle_exit_s), 0 neither
+ * (still running, or stopped by loom_ps_server_stop). */
+LOOM_API int loom_ps_server_stop_reason(loom_ps_server *s);
 /* Stops the server (if still running), joins its thread and frees it. */
 LOOM_API void loom_ps_server_stop(loom_ps_server *s);
 typedef struct loom_ps_server_stats {
@@ -156,6 +169,7 @@ typedef struct loom_ps_server_stats {
   int64_t shm_attaches; /* shared-memory segments mapped (SHM_ATTACH accepted) */
   int64_t shm_refused;  /* SHM_ATTACH refused (the client went on over TCP) */
   int64_t shm_requests; /* SHM_PULL / SHM_PUSH / SHM_PUSHPULL requests processed */
+  int64_t self_saves;   /* shard saves of its own (chief_lost_save_s, before an idle exit) written */
 } loom_ps_server_stats;
 LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *out);
 
@@ -198,6 +212,9 @@ typedef struct loom_ps_connect_options {
    * the PS as soon as it arrives. 0: the default (128 KiB); < 0: off
    * (always one frame). BOUNDED / SYNC PS tasks always get one frame. */
   int32_t part_bytes;
+  /* != 0: this client is the job's chief, told to the PS in HELLO (loom_ps_server_options.chief_lost_save_s:
+   * a PS with no chief connection saves its shard itself). */
+  int32_t chief;
 } loom_ps_connect_options;
 typedef struct loom_ps_client loom_ps_client;
 /* Connects and authenticates (HELLO, CHALLENGE, AUTH, WELCOME). NULL on
@@ -261,6 +278,18 @@ LOOM_API loom_code loom_ps_push_rows_at(loom_ps_client *c, uint32_t var_id, cons
  * *rtt_us (may be NULL) = its duration. */
 LOOM_API loom_code loom_ps_ping(loom_ps_client *c, double *rtt_us, loom_status *st);
 LOOM_API loom_code loom_ps_step_inc(loom_ps_client *c, int64_t k, int64_t *global_step, loom_status *st);
+/* Step reservation, the stop condition of a job's trainers (max_steps > 0; sent to the PS that keeps
+ * the job's global step, ps:0). Atomically on the PS: when global_step < max_steps, global_step += 1,
+ * *step = the new value (the number of the step reserved) and *granted = 1; else nothing changes,
+ * *step = the current global_step and *granted = 0. A trainer reserves before it pushes a step's
+ * gradient, pushes only a granted step and stops at the first refusal, so however many trainers run,
+ * exactly max_steps steps are granted and the job ends at global step max_steps. A granted step
+ * whose push never happens (the trainer stops for another reason) is given back with
+ * loom_ps_step_inc(c, -1, ...); one whose push failed (a PS lost) stays counted. On a SYNC PS nothing
+ * is added (the step counts aggregated steps) and the reservation is refused once global_step >=
+ * max_steps. The request is STEP_INC with a limit: it is in the duplicate window like STEP_INC. */
+LOOM_API loom_code loom_ps_reserve_step(loom_ps_client *c, int64_t max_steps, int64_t *step, int *granted,
+                                        loom_status *st);
 /* Asks the PS to stop; returns once it has acknowledged. */
 LOOM_API loom_code loom_ps_shutdown(loom_ps_client *c, loom_status *st);
 /* Bytes sent and received on this connection so far. */

@@ -16,12 +16,17 @@
  *  - worker: waits for the PS tasks and for the chief's variables, then
  *    trains; the model_fn's train op is not run: the gradients of its loss
  *    go to the PS, whose optimizer (loom_job_options.optimizer) applies
- *    them. The global step is the PS's (ps:0): STEP_INC once per step, and
- *    `max_steps` compared with it is the stop condition of every trainer.
+ *    them. The global step is the PS's (ps:0): every trainer reserves each
+ *    step there before pushing it (loom_ps_reserve_step) and stops at the
+ *    first refusal, so the job ends at global step max_steps exactly.
  *  - ps: builds the graph (for the placement and its hash), serves until
- *    SHUTDOWN, the idle deadline or SIGTERM/SIGINT, and exits 0. A PS that
- *    starts while model_dir/ps/checkpoint exists restores its own shard of
- *    that checkpoint before it publishes its address.
+ *    SHUTDOWN or SIGTERM/SIGINT (exit 0), or the idle deadline (exit 0 when
+ *    the job finished, else retryable). Without a chief connection for
+ *    ps_chief_lost_save_s it checkpoints its shard itself. A PS that starts
+ *    restores the newest complete state of its shard (the chief's PS-side
+ *    checkpoint in model_dir/ps/, its own save, or the chief's newer
+ *    model.ckpt-N when that holds everything the shard needs) before it
+ *    publishes its address.
  *  - evaluator: never connects to a PS; watches model_dir/checkpoint,
  *    evaluates each new checkpoint after start_delay_secs, at most once
  *    per throttle_secs, runs the exporters, and returns once an evaluated
@@ -54,7 +59,10 @@ typedef struct loom_job_options {
   const char *bind_host;        /* PS bind address; NULL: LOOM_JOB_BIND, else the host of its own address */
   double start_deadline_s;      /* waiting for the PS tasks / the chief's variables at start: 300 */
   double peer_lost_deadline_s;  /* reconnecting to a lost PS: 120 */
-  double ps_idle_exit_s;        /* a PS exits after this long with no connection; 0: never (default 0) */
+  /* A PS exits after this long with no connection (default 300; 0: never): with 0 when the job
+   * finished (model_dir/rendezvous/done), else with the retryable code after saving its shard (a PS
+   * whose trainers are gone for good must not hold its resources forever; restarted, it restores). */
+  double ps_idle_exit_s;
   double diag_every_s;          /* the period of the waiting lines: 10 */
   double rpc_timeout_s;         /* every PS request: 10 */
   double eval_poll_s;           /* the evaluator's look at model_dir/checkpoint: 1 */
@@ -69,6 +77,10 @@ typedef struct loom_job_options {
    * Checkpoints still hold the values after their step. Params key when o
    * is NULL: "overlap_comm" (int). */
   int overlap_comm;
+  /* (added) A PS with no chief connection for this long checkpoints its shard itself (model_dir/ps/self-
+   * <placement>/), again every this long while updates arrive, so that progress never lives only in a
+   * PS's memory for longer; a restarted PS restores the newest state of its shard. Default 30; 0: never. */
+  double ps_chief_lost_save_s;
 } loom_job_options;
 LOOM_API loom_job_options loom_job_options_default(void);
 
