@@ -484,12 +484,12 @@ static void run_batch(job **js, int n, loom_status *st) {
 }
 
 /* takes the first queued job and every queued job that can join it (S.mu held); waits up to
- * --batch_timeout_micros for more when wait is set */
+ * --batch_timeout_micros for more when wait is set. Jobs count in S.qrows until their batch runs
+ * (a request larger than the limit is taken when nothing waits). */
 static int take_batch(job **batch, int wait) {
   job *j0 = S.qhead;
   S.qhead = j0->next;
   if (!S.qhead) S.qtail = NULL;
-  S.qrows -= j0->rows > 0 ? j0->rows : 1;
   int n = 1;
   int64_t rows = j0->rows;
   batch[0] = j0;
@@ -503,7 +503,6 @@ static int take_batch(job **batch, int wait) {
         if (S.qtail == j) S.qtail = prev;
         batch[n++] = j;
         rows += j->rows;
-        S.qrows -= j->rows;
       } else {
         prev = j;
         pp = &j->next;
@@ -520,6 +519,7 @@ static int take_batch(job **batch, int wait) {
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     pthread_cond_timedwait(&S.cv, &S.mu, &ts);
   }
+  S.qrows -= rows > 0 ? rows : 1; /* a batch leaves the queue when it starts to run */
   S.nreq += n;
   S.nbatch++;
   if (n > S.maxbatch) S.maxbatch = n;
@@ -809,7 +809,7 @@ static void handle(conn *c) {
   long long rows = j->rows > 0 ? j->rows : 1;
   j->t_enq = now_us();
   pthread_mutex_lock(&S.mu);
-  if (S.max_queued_rows > 0 && S.qrows + rows > S.max_queued_rows) {
+  if (S.max_queued_rows > 0 && S.qrows > 0 && S.qrows + rows > S.max_queued_rows) {
     pthread_mutex_unlock(&S.mu);
     snprintf(err, sizeof err,
              "The batching queue is full: %lld rows wait, the limit is %lld (max_enqueued_batches x max_batch_size); "

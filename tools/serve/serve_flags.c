@@ -57,6 +57,6 @@ void serve_print_flags(FILE *out, const serve_flag *flags) {
     char left[96];
     snprintf(left, sizeof left, "--%s%s%s", f->name, f->type == FLAG_BOOL ? "[=" : "=",
              f->type == FLAG_BOOL ? "true|false]" : f->arg);
-    fprintf(out, "  %-34s %s\n", left, f->help);
+    fprintf(out, "  %-36s %s\n", left, f->help);
   }
 }
