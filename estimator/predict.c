@@ -456,17 +456,20 @@ loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving
                                b.spec.npred, (const char *const *)b.spec.pred_keys, b.spec.preds};
     nsig = 1;
   } else {
-    int has_default = 0;
     for (int i = 0; i < b.spec.nexp && nsig < 32; i++) {
       est_export_out *x = &b.spec.exps[i];
       if (x->kind != LOOM_EXPORT_PREDICT && !single_string) {
         /* classify / regress take one string tensor of serialized tf.Example (the parsing
-         * receiver); over any other receiver they cannot be served, as in TF */
-        loom__log(LOOM_LOG_DEBUG, "Export: signature '%s' (%s) needs a single string receiver tensor; left out.",
-                  x->name, method_name(x->kind));
+         * receiver); over any other receiver they cannot be served, as in TF. serving_default
+         * becomes a predict signature over every prediction (what a model_fn without export
+         * outputs gets), so TF Serving's :predict works without a signature_name. */
+        loom__log(LOOM_LOG_DEBUG, "Export: signature '%s' (%s) needs a single string receiver tensor; %s.", x->name,
+                  method_name(x->kind), strcmp(x->name, "serving_default") ? "left out" : "exported as predict");
+        if (!strcmp(x->name, "serving_default") && b.spec.npred > 0)
+          sigs[nsig++] = (loom_signature){x->name, method_name(LOOM_EXPORT_PREDICT), nin, in_keys, in_outs,
+                                          b.spec.npred, (const char *const *)b.spec.pred_keys, b.spec.preds};
         continue;
       }
-      has_default |= !strcmp(x->name, "serving_default");
       /* TF: classify and regress signatures take the serialized examples
        * as "inputs"; predict keeps the receiver's key ("examples") */
       static const char *const inputs_key[1] = {"inputs"};
@@ -474,12 +477,6 @@ loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving
                                       x->kind == LOOM_EXPORT_PREDICT ? in_keys : inputs_key, in_outs,
                                       x->n, (const char *const *)x->keys, x->outputs};
     }
-    /* serving_default left out (a classify / regress head over a raw receiver): a predict
-     * signature over every prediction takes its place, as a model_fn without export outputs
-     * gets, so TF Serving's :predict works without a signature_name */
-    if (!has_default && nsig < 32 && b.spec.npred > 0)
-      sigs[nsig++] = (loom_signature){"serving_default", method_name(LOOM_EXPORT_PREDICT), nin, in_keys, in_outs,
-                                      b.spec.npred, (const char *const *)b.spec.pred_keys, b.spec.preds};
     if (nsig == 0) {
       rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
                            "Export includes no signatures: the classify / regress export outputs need a single "
