@@ -31,16 +31,20 @@ typedef struct tp {
   const char *file;
 } tp;
 
-static int tp_fail(tp *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int tp_fail(tp *t, const char *fmt, ...) {
+/* "file: line N: message" into err; returns -1 */
+static int cfg_fail(char *err, size_t cap, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int cfg_fail(char *err, size_t cap, const char *file, int line, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  snprintf(t->err, t->cap, "%s: line %d: %s", t->file, t->line, msg);
+  snprintf(err, cap, "%s: line %d: %s", file, line, msg);
   return -1;
 }
+#define tp_fail(t, ...) cfg_fail((t)->err, (t)->cap, (t)->file, (t)->line, __VA_ARGS__)
+#define node_fail(err, cap, file, n, ...) cfg_fail(err, cap, file, (n)->line, __VA_ARGS__)
 
 static void tp_free(tp_node *n) {
   while (n) {
@@ -190,18 +194,6 @@ static int tp_parse_file(const char *path, tp_node **root, char *err, size_t cap
     *root = NULL;
   }
   return rc;
-}
-
-static int node_fail(char *err, size_t cap, const char *file, const tp_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int node_fail(char *err, size_t cap, const char *file, const tp_node *n, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  snprintf(err, cap, "%s: line %d: %s", file, n->line, msg);
-  return -1;
 }
 
 /* a string field: exactly one, a scalar */
