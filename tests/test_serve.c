@@ -245,6 +245,28 @@ Test(serve, status_and_metadata) {
                                                                                 "dim"), 1), "size")->valuestring, "3");
   cJSON_Delete(j);
   free(r.body);
+
+  /* /readyz with a directory of models: a subdirectory without versions is not a model yet; a
+   * model whose only version fails to load is not ready, named with the load error */
+  char d[512];
+  snprintf(d, sizeof d, "%s/empty", sv.base);
+  cr_assert_eq(mkdir(d, 0755), 0);
+  usleep(200000);
+  r = curl(&sv, "/readyz", NULL);
+  cr_expect_eq(r.status, 200, "%s", r.body);
+  free(r.body);
+  snprintf(d, sizeof d, "%s/broken", sv.base);
+  cr_assert_eq(mkdir(d, 0755), 0);
+  snprintf(d, sizeof d, "%s/broken/1", sv.base);
+  cr_assert_eq(mkdir(d, 0755), 0);
+  int seen = 0;
+  for (int i = 0; i < 100 && !seen; i++) {
+    r = curl(&sv, "/readyz", NULL);
+    seen = r.status == 503 && strstr(r.body, "model broken: no version loaded (version 1: ");
+    free(r.body);
+    if (!seen) usleep(50000);
+  }
+  cr_expect(seen, "/readyz does not report the broken model");
   stop_server(&sv);
 }
 

@@ -668,20 +668,23 @@ static void metadata_body(sb *b, model *m, version *v) {
   sb_puts(b, "}}}}\n");
 }
 
-/* GET /readyz: 200 once every model has a version loaded, else 503 naming what is missing */
+/* GET /readyz: 200 once every model has a version loaded, else 503 naming what is missing (with
+ * --model_base_path alone, a subdirectory without version directories is not a model yet) */
 static void ready_reply(conn *c) {
   sb b = {0};
   char why[1024] = "";
-  if (!S.models) snprintf(why, sizeof why, "no model under --model_base_path %s", S.base ? S.base : "");
+  int any = 0;
   for (model *m = S.models; m && !why[0]; m = m->next) {
     version *v = m->versions;
     while (v && !v->ok) v = v->next;
-    if (v) continue;
+    any |= v != NULL;
+    if (v || (!m->versions && !m->configured)) continue; /* a discovered directory without versions: no model */
     if (m->versions)
       snprintf(why, sizeof why, "model %s: no version loaded (version %lld: %s)", m->name,
                (long long)m->versions->v, m->versions->error ? m->versions->error : "not loaded");
     else snprintf(why, sizeof why, "model %s: no version directory under %s", m->name, m->dir);
   }
+  if (!any && !why[0]) snprintf(why, sizeof why, "no model version under --model_base_path %s", S.base ? S.base : "");
   if (why[0]) {
     sb_puts(&b, "{\"ready\": false, \"error\": ");
     sb_json_str(&b, why, strlen(why));
