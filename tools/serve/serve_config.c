@@ -110,7 +110,11 @@ static int tp_scalar(tp *t, char **value) {
   }
   const char *b = t->p;
   while (t->p < t->e && (is_ident(*t->p, 0) || *t->p == '-' || *t->p == '+' || *t->p == '.')) t->p++;
-  if (t->p == b) return tp_fail(t, "expected a value, got '%c'", t->p < t->e ? *t->p : ' ');
+  if (t->p == b) {
+    if (t->p >= t->e) return tp_fail(t, "expected a value before the end of the file");
+    return *t->p > ' ' && *t->p < 127 ? tp_fail(t, "expected a value, got '%c'", *t->p)
+                                      : tp_fail(t, "expected a value, got byte 0x%02x", (unsigned char)*t->p);
+  }
   *value = strndup(b, (size_t)(t->p - b));
   tp_ws(t);
   return *value ? 0 : tp_fail(t, "out of memory");
@@ -137,7 +141,9 @@ static int tp_message(tp *t, tp_node **out, char close, int depth) {
       t->p++;
       return 0;
     }
-    if (!is_ident(*t->p, 1)) return tp_fail(t, "expected a field name, got '%c'", *t->p);
+    if (!is_ident(*t->p, 1))
+      return *t->p > ' ' && *t->p < 127 ? tp_fail(t, "expected a field name, got '%c'", *t->p)
+                                        : tp_fail(t, "expected a field name, got byte 0x%02x", (unsigned char)*t->p);
     const char *nm = t->p;
     while (t->p < t->e && is_ident(*t->p, 0)) t->p++;
     size_t nn = (size_t)(t->p - nm);
