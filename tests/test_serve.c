@@ -6,7 +6,10 @@
  * served; malformed JSON, wrong shapes, unknown model / signature / version,
  * a body over the limit and a connection over the limit get 400/404/413/503
  * with an error naming the problem; :classify and :regress on canned exports; the
- * row-format fast path equal to the cJSON path; SIGTERM exits 0. */
+ * row-format fast path equal to the cJSON path; SIGTERM exits 0. For operators: TF Serving's
+ * flags and config files, bad flags and files exiting 2, /healthz, /readyz and the Prometheus
+ * metrics, the batching queue limit, a raw export's serving_default and the messages for an
+ * unknown input key and columns of different lengths. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
