@@ -459,9 +459,15 @@ loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving
     for (int i = 0; i < b.spec.nexp && nsig < 32; i++) {
       est_export_out *x = &b.spec.exps[i];
       if (x->kind != LOOM_EXPORT_PREDICT && !single_string) {
-        loom__log(LOOM_LOG_WARN,
-                  "Export: signature '%s' (%s) needs a single string receiver tensor; it is not exported.", x->name,
-                  method_name(x->kind));
+        /* classify / regress take one string tensor of serialized tf.Example (the parsing
+         * receiver); over any other receiver they cannot be served, as in TF. serving_default
+         * becomes a predict signature over every prediction (what a model_fn without export
+         * outputs gets), so TF Serving's :predict works without a signature_name. */
+        loom__log(LOOM_LOG_DEBUG, "Export: signature '%s' (%s) needs a single string receiver tensor; %s.", x->name,
+                  method_name(x->kind), strcmp(x->name, "serving_default") ? "left out" : "exported as predict");
+        if (!strcmp(x->name, "serving_default") && b.spec.npred > 0)
+          sigs[nsig++] = (loom_signature){x->name, method_name(LOOM_EXPORT_PREDICT), nin, in_keys, in_outs,
+                                          b.spec.npred, (const char *const *)b.spec.pred_keys, b.spec.preds};
         continue;
       }
       /* TF: classify and regress signatures take the serialized examples
@@ -472,7 +478,9 @@ loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving
                                       x->n, (const char *const *)x->keys, x->outputs};
     }
     if (nsig == 0) {
-      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "Export includes no signatures (see the warnings above).");
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "Export includes no signatures: the classify / regress export outputs need a single "
+                           "string receiver tensor (serialized tf.Example) and the model has no predictions.");
       goto out;
     }
   }

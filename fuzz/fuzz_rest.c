@@ -4,7 +4,8 @@
  * URL, serve_decode of the body (predict row / columnar, classify, regress) against a fixed
  * set of signatures (one f32 [-1,4] input; two inputs f64 [-1,2,3] and i64 [-1]; a string
  * input [-1] with classify/regress method names), then serve_encode of the decoded inputs as
- * if they were the outputs. Several pipelined requests in one input are handled in turn.
+ * if they were the outputs (and, for columnar requests, the check of the inputs' lengths that names
+ * them when a run fails). Several pipelined requests in one input are handled in turn.
  * Beyond no crash/leak/UB, one property: when the hand-written fast path accepts a
  * row-format request, the cJSON path must accept it too and give bitwise the same tensor. */
 #include <llhttp.h>
@@ -95,6 +96,12 @@ static void handle(req *r) {
   char err[512];
   int status = serve_decode(&j, body, r->body.n, err, sizeof err);
   if (status == 0) {
+    /* the message a failed columnar run gets: only columnar jobs have one */
+    char msg[1024];
+    if (serve_col_lengths(&j, msg, sizeof msg) && j.kind != K_PREDICT_COL) {
+      fprintf(stderr, "fuzz_rest: a %d job reports columns of different lengths: %s\n", j.kind, msg);
+      abort();
+    }
     /* the decoded inputs as outputs: encode rows [0, rows) of a batch of rows */
     loom_tensor *outs[2] = {j.in[0], j.sig->nin > 1 ? j.in[1] : j.in[0]};
     sigdef as_out = *j.sig;

@@ -636,8 +636,9 @@ Test(heads, binary_head_in_estimator) {
   loom_prediction_iter_free(it);
 
   /* export: with a float receiver TF (and loom) skip the classify/regress
-   * signatures (they need one string receiver), "serving_default" among
-   * them; "predict" carries every prediction */
+   * signatures (they need one string receiver); "predict" carries every
+   * prediction, and so does "serving_default", a predict signature in place
+   * of the classify one (TF Serving's :predict needs no signature_name) */
   char exp_base[512], exp_dir[1024];
   snprintf(exp_base, sizeof exp_base, "%s/export", dir);
   cr_assert_eq(loom_estimator_export(e, serving_fn, NULL, exp_base, NULL, exp_dir, sizeof exp_dir, st), LOOM_OK,
@@ -647,7 +648,9 @@ Test(heads, binary_head_in_estimator) {
   loom_predictor *pd = loom_predictor_load(exp_dir, &pro, st);
   cr_assert(pd, "%s", loom_status_message(st));
   cr_assert_eq(loom_predictor_num_outputs(pd, "predict"), 7);
-  cr_expect_eq(loom_predictor_num_outputs(pd, "serving_default"), -1);
+  cr_expect_eq(loom_predictor_num_outputs(pd, "serving_default"), 7);
+  for (int i = 0; i < 7; i++)
+    cr_expect_str_eq(loom_predictor_output_key(pd, "serving_default", i), loom_predictor_output_key(pd, "predict", i));
   int ki = -1, ci = -1, ai = -1;
   for (int i = 0; i < 7; i++) {
     const char *key = loom_predictor_output_key(pd, "predict", i);

@@ -6,7 +6,10 @@
  * served; malformed JSON, wrong shapes, unknown model / signature / version,
  * a body over the limit and a connection over the limit get 400/404/413/503
  * with an error naming the problem; :classify and :regress on canned exports; the
- * row-format fast path equal to the cJSON path; SIGTERM exits 0. */
+ * row-format fast path equal to the cJSON path; SIGTERM exits 0. For operators: TF Serving's
+ * flags and config files, bad flags and files exiting 2, /healthz, /readyz and the Prometheus
+ * metrics, the batching queue limit, a raw export's serving_default and the messages for an
+ * unknown input key and columns of different lengths. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -88,7 +91,8 @@ typedef struct server {
   char base[TU_TMPDIR_CAP];
 } server;
 
-static server start_server(const char *extra) {
+/* a fresh base directory with mlp/1 */
+static server make_base(void) {
   server sv;
   tu_tmpdir(sv.base, sizeof sv.base, "serve");
   char d[256];
@@ -96,31 +100,42 @@ static server start_server(const char *extra) {
   cr_assert_eq(mkdir(d, 0755), 0);
   snprintf(d, sizeof d, "%s/mlp/1", sv.base);
   export_mlp(d, 1);
+  return sv;
+}
+
+/* runs loom-serve with args (stderr to <base>/err.txt) and reads the port it prints */
+static void launch(server *sv, const char *args) {
   int fd[2];
   cr_assert_eq(pipe(fd), 0);
-  sv.pid = fork();
-  cr_assert(sv.pid >= 0);
-  if (sv.pid == 0) {
+  sv->pid = fork();
+  cr_assert(sv->pid >= 0);
+  if (sv->pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed assertion ends the test process: no orphan server */
     dup2(fd[1], 1);
     close(fd[0]);
     close(fd[1]);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "exec %s --model_base_path %s --host 127.0.0.1 --port 0 --poll_ms 50 --max_body_bytes 4096 %s 2>%s/err.txt",
-             LOOM_SERVE_BIN, sv.base, extra ? extra : "", sv.base);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "exec %s %s 2>%s/err.txt", LOOM_SERVE_BIN, args, sv->base);
     execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
     _exit(127);
   }
   close(fd[1]);
   FILE *f = fdopen(fd[0], "r");
   char line[256] = "";
-  cr_assert(fgets(line, sizeof line, f), "loom-serve printed nothing (see %s/err.txt)", sv.base);
+  cr_assert(fgets(line, sizeof line, f), "loom-serve %s printed nothing (see %s/err.txt)", args, sv->base);
   fclose(f);
   const char *c = strrchr(line, ':');
   cr_assert(strstr(line, "listening on") && c, "unexpected first line: %s", line);
-  sv.port = atoi(c + 1);
-  cr_assert(sv.port > 0, "port 0 was not resolved: %s", line);
+  sv->port = atoi(c + 1);
+  cr_assert(sv->port > 0, "port 0 was not resolved: %s", line);
+}
+
+static server start_server(const char *extra) {
+  server sv = make_base();
+  char args[1024];
+  snprintf(args, sizeof args, "--model_base_path %s --host 127.0.0.1 --port 0 --poll_ms 50 --max_body_bytes 4096 %s",
+           sv.base, extra ? extra : "");
+  launch(&sv, args);
   return sv;
 }
 
@@ -233,6 +248,28 @@ Test(serve, status_and_metadata) {
                                                                                 "dim"), 1), "size")->valuestring, "3");
   cJSON_Delete(j);
   free(r.body);
+
+  /* /readyz with a directory of models: a subdirectory without versions is not a model yet; a
+   * model whose only version fails to load is not ready, named with the load error */
+  char d[512];
+  snprintf(d, sizeof d, "%s/empty", sv.base);
+  cr_assert_eq(mkdir(d, 0755), 0);
+  usleep(200000);
+  r = curl(&sv, "/readyz", NULL);
+  cr_expect_eq(r.status, 200, "%s", r.body);
+  free(r.body);
+  snprintf(d, sizeof d, "%s/broken", sv.base);
+  cr_assert_eq(mkdir(d, 0755), 0);
+  snprintf(d, sizeof d, "%s/broken/1", sv.base);
+  cr_assert_eq(mkdir(d, 0755), 0);
+  int seen = 0;
+  for (int i = 0; i < 100 && !seen; i++) {
+    r = curl(&sv, "/readyz", NULL);
+    seen = r.status == 503 && strstr(r.body, "model broken: no version loaded (version 1: ");
+    free(r.body);
+    if (!seen) usleep(50000);
+  }
+  cr_expect(seen, "/readyz does not report the broken model");
   stop_server(&sv);
 }
 
@@ -793,5 +830,541 @@ Test(serve, fast_path_numbers_equal_cjson) {
     free(r1.body);
     free(r2.body);
   }
+  stop_server(&sv);
+}
+
+/* ---- operators' flags, readiness, metrics, clear request errors ---- */
+
+/* runs loom-serve with args to completion (at most 20 s); its exit status, stderr in *err (malloc'd) */
+static int run_serve(const char *dir, const char *args, char **err) {
+  char cmd[2048], ef[512];
+  snprintf(ef, sizeof ef, "%s/run_err.txt", dir);
+  snprintf(cmd, sizeof cmd, "timeout 20 %s %s >/dev/null 2>%s", LOOM_SERVE_BIN, args, ef);
+  int s = system(cmd);
+  *err = tu_read_file(ef, NULL);
+  cr_assert(*err, "no stderr file for %s", args);
+  return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+}
+
+/* the mlp's predictions on X through a server, against loom_predictor's */
+static void expect_mlp_predictions(server *sv, const char *model, const char *export_dir) {
+  float *want[1];
+  predict_ref(export_dir, NULL, 3, &X[0][0], 1, want);
+  char path[256];
+  snprintf(path, sizeof path, "/v1/models/%s:predict", model);
+  reply r = curl(sv, path, "{\"instances\": [[0.5, -1.25, 2.0, 0.125], [1.0, 0.0, -0.5, 3.0], [-2.0, 0.75, 0.25, -1.0]]}");
+  cr_assert_eq(r.status, 200, "%s: %s", path, r.body);
+  cJSON *j = parse(&r);
+  expect_rows(cJSON_GetObjectItem(j, "predictions"), 3, want[0]);
+  cJSON_Delete(j);
+  free(r.body);
+  free(want[0]);
+}
+
+static char *file_text(const char *dir, const char *name, const char *text) {
+  static char path[8][512];
+  static int k;
+  char *p = path[k++ % 8];
+  snprintf(p, 512, "%s/%s", dir, name);
+  tu_write_file(p, text, strlen(text));
+  return p;
+}
+
+/* TF Serving's command lines: --flag=value and --flag value; --model_name with --model_base_path
+ * (the model's own directory); --port beside --rest_api_port (gRPC: not opened, said so);
+ * --model_config_file; --enable_batching with a batching parameters file; TF's poll and thread flags */
+Test(serve, tf_serving_flags) {
+  server sv = make_base();
+  char args[2048], d1[512], d2[512];
+  snprintf(d1, sizeof d1, "%s/mlp/1", sv.base);
+  /* --flag=value */
+  snprintf(args, sizeof args,
+           "--model_name=mlp --model_base_path=%s/mlp --rest_api_port=0 --port=8500 --host=127.0.0.1 "
+           "--file_system_poll_wait_seconds=1 --tensorflow_intra_op_parallelism=1",
+           sv.base);
+  launch(&sv, args);
+  reply r = curl(&sv, "/v1/models/mlp", NULL);
+  cr_expect(r.status == 200 && strstr(r.body, "AVAILABLE"), "%s", r.body);
+  free(r.body);
+  expect_mlp_predictions(&sv, "mlp", d1);
+  char ef[512];
+  snprintf(ef, sizeof ef, "%s/err.txt", sv.base);
+  char *err = tu_read_file(ef, NULL);
+  cr_expect(err && strstr(err, "--port=8500 is TF Serving's gRPC port") && strstr(err, "does not open"), "%s", err);
+  free(err);
+  cr_assert_eq(kill(sv.pid, SIGTERM), 0);
+  int ws = 0;
+  cr_assert_eq(waitpid(sv.pid, &ws, 0), sv.pid);
+  cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+
+  /* --flag value, batching from TF Serving's text-format parameters file (comments, both braces) */
+  const char *bp = file_text(sv.base, "batching.txt",
+                             "# TF Serving's BatchingParameters\n"
+                             "max_batch_size { value: 8 }\n"
+                             "batch_timeout_micros { value: 1000 }\n"
+                             "num_batch_threads < value: 2 >\n"
+                             "max_enqueued_batches { value: 100 }\n");
+  snprintf(args, sizeof args,
+           "--model_name mlp --model_base_path %s/mlp --rest_api_port 0 --port 8500 --host 127.0.0.1 "
+           "--enable_batching --batching_parameters_file %s",
+           sv.base, bp);
+  launch(&sv, args);
+  expect_mlp_predictions(&sv, "mlp", d1);
+  cr_assert_eq(kill(sv.pid, SIGTERM), 0);
+  cr_assert_eq(waitpid(sv.pid, &ws, 0), sv.pid);
+  cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  err = tu_read_file(ef, NULL);
+  cr_expect(err && strstr(err, "stopped (1 predict"), "%s", err);
+  free(err);
+
+  /* --model_config_file: two models, one of them a second export elsewhere */
+  snprintf(d2, sizeof d2, "%s/elsewhere/7", sv.base);
+  char d2p[512];
+  snprintf(d2p, sizeof d2p, "%s/elsewhere", sv.base);
+  cr_assert_eq(mkdir(d2p, 0755), 0);
+  export_mlp(d2, 2);
+  char conf[2048];
+  snprintf(conf, sizeof conf,
+           "model_config_list {\n"
+           "  config {\n    name: 'first'\n    base_path: \"%s/mlp\"\n    model_platform: \"tensorflow\"\n  }\n"
+           "  config: {\n    name: \"second\" base_path: \"%s\"\n"
+           "    model_version_policy { all {} }\n  },\n"
+           "}\n",
+           sv.base, d2p);
+  const char *cf = file_text(sv.base, "models.config", conf);
+  snprintf(args, sizeof args, "--model_config_file=%s --rest_api_port=0 --host 127.0.0.1", cf);
+  launch(&sv, args);
+  expect_mlp_predictions(&sv, "first", d1);
+  expect_mlp_predictions(&sv, "second", d2);
+  r = curl(&sv, "/v1/models/second/versions/7", NULL);
+  cr_expect(r.status == 200 && strstr(r.body, "AVAILABLE"), "%s", r.body);
+  free(r.body);
+  expect_error(&sv, "/v1/models/mlp:predict", "{\"instances\": [[1, 2, 3, 4]]}", 404, "mlp");
+  stop_server(&sv);
+}
+
+/* unknown flags and bad values exit 2 naming the flag; --help lists every flag */
+Test(serve, bad_flags_exit_2_naming_the_flag) {
+  server sv = make_base();
+  char args[1024], *err;
+  struct {
+    const char *args, *needle;
+  } bad[] = {
+      {"--model_base_path %s --bogus", "unknown flag --bogus"},
+      {"--model_base_path %s --bogus=1", "unknown flag --bogus"},
+      {"--model_base_path %s --rest_api_port", "--rest_api_port needs a value"},
+      {"--model_base_path %s --rest_api_port=eighty", "--rest_api_port: 'eighty' is not an integer"},
+      {"--model_base_path %s --port 70000", "--port: '70000' is not an integer in [0, 65535]"},
+      {"--model_base_path %s --enable_batching=maybe", "--enable_batching: 'maybe' is not a boolean"},
+      {"--model_base_path %s stray", "unexpected argument 'stray'"},
+      {"--model_base_path %s -port=1", "unexpected argument '-port=1'"},
+      {"--model_base_path %s/none", "is not a directory"},
+      {"--model_base_path %s --batching_parameters_file=/dev/null", "add --enable_batching"},
+      {"--model_base_path %s --model_config_file=/dev/null", "cannot be combined"},
+      {"--rest_api_port=0 --host 127.0.0.1", "--model_base_path DIR (with --model_name NAME) or --model_config_file FILE"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (strstr(bad[i].args, "%s")) snprintf(args, sizeof args, bad[i].args, sv.base);
+    else snprintf(args, sizeof args, "%s", bad[i].args);
+    int rc = run_serve(sv.base, args, &err);
+    cr_expect_eq(rc, 2, "loom-serve %s: exit %d (stderr: %s)", args, rc, err);
+    cr_expect(strstr(err, bad[i].needle), "loom-serve %s: stderr \"%s\" does not say \"%s\"", args, err, bad[i].needle);
+    free(err);
+  }
+  /* the config files: each error names the file, the line and the field */
+  struct {
+    const char *file, *text, *needle;
+  } cfg[] = {
+      {"models.config", "model_config_list { config { name: 'a' base_path: '/x' } }\nmodel_server: 1\n",
+       "line 2: model_server: unknown field"},
+      {"models.config", "model_config_list {\n config {\n  name: 'a'\n  base_path: '/x'\n  bas_path: '/y'\n }\n}\n",
+       "line 5: unknown field 'bas_path' in config"},
+      {"models.config", "model_config_list { config { name: 'a' } }", "model a has no base_path"},
+      {"models.config", "model_config_list { config { name: 'a' base_path: '/x' model_platform: 'onnx' } }",
+       "model_platform 'onnx'"},
+      {"models.config",
+       "model_config_list { config { name: 'a' base_path: '/x'\n model_version_policy { latest { num_versions: 2 } } } }",
+       "line 2: model_version_policy"},
+      {"models.config", "model_config_list { config { name: 'a' base_path: '/x' } config { name: 'a' base_path: '/y' } }",
+       "model a is configured twice"},
+      {"models.config", "model_config_list { config { name: 'a' base_path: '/x' }", "'}' expected"},
+      {"models.config", "", "no model"},
+      {"batching.txt", "max_batch_size { value: 0 }", "max_batch_size: '0' is not an integer >= 1"},
+      {"batching.txt", "max_batch_size: 8", "max_batch_size must be written max_batch_size { value: N }"},
+      {"batching.txt", "batch_timeout_micros { value: 5 }\nallowed_batch_sizes: [2, 4]",
+       "line 2: allowed_batch_sizes: not supported"},
+      {"batching.txt", "max_batch_siz { value: 8 }", "max_batch_siz: unknown field"},
+  };
+  for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+    const char *f = file_text(sv.base, cfg[i].file, cfg[i].text);
+    if (!strcmp(cfg[i].file, "batching.txt"))
+      snprintf(args, sizeof args, "--model_base_path %s --enable_batching --batching_parameters_file %s", sv.base, f);
+    else snprintf(args, sizeof args, "--model_config_file %s", f);
+    int rc = run_serve(sv.base, args, &err);
+    cr_expect_eq(rc, 2, "%s with \"%s\": exit %d (stderr: %s)", cfg[i].file, cfg[i].text, rc, err);
+    cr_expect(strstr(err, cfg[i].needle) && strstr(err, f), "%s with \"%s\": stderr \"%s\" does not say \"%s\"",
+              cfg[i].file, cfg[i].text, err, cfg[i].needle);
+    free(err);
+  }
+  /* --help: every flag, exit 0 */
+  char cmd[1024], hf[512];
+  snprintf(hf, sizeof hf, "%s/help.txt", sv.base);
+  snprintf(cmd, sizeof cmd, "timeout 20 %s --help >%s 2>&1", LOOM_SERVE_BIN, hf);
+  cr_expect_eq(system(cmd), 0);
+  char *help = tu_read_file(hf, NULL);
+  const char *all[] = {"model_name", "model_base_path", "model_config_file", "rest_api_port", "port", "host",
+                       "enable_batching", "batching_parameters_file", "max_batch_size", "batch_timeout_micros",
+                       "max_body_bytes", "max_connections", "poll_ms", "file_system_poll_wait_seconds", "threads",
+                       "tensorflow_intra_op_parallelism", "batch_thread", "json_fast_path"};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "  --%s=", all[i]);
+    if (!strcmp(all[i], "enable_batching")) snprintf(want, sizeof want, "  --%s[=true|false]", all[i]);
+    cr_expect(strstr(help, want), "--help does not list %s:\n%s", want, help);
+  }
+  cr_expect(strstr(help, "/readyz") && strstr(help, "/monitoring/prometheus/metrics"), "%s", help);
+  free(help);
+  tu_rmtree(sv.base);
+}
+
+/* a sample's value in Prometheus text ("name{labels} value"); -1 when absent */
+static double sample(const char *text, const char *series) {
+  size_t n = strlen(series);
+  for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    if (!strncmp(p, series, n) && p[n] == ' ') return strtod(p + n + 1, NULL);
+  return -1;
+}
+
+static char *get_metrics(server *sv) {
+  char cmd[1536], of[512];
+  snprintf(of, sizeof of, "%s/metrics.txt", sv->base);
+  snprintf(cmd, sizeof cmd, "curl -s -S -f -D %s/metrics.head -o %s http://127.0.0.1:%d/monitoring/prometheus/metrics",
+           sv->base, of, sv->port);
+  cr_assert_eq(system(cmd), 0, "GET /monitoring/prometheus/metrics failed");
+  snprintf(of, sizeof of, "%s/metrics.head", sv->base);
+  char *head = tu_read_file(of, NULL);
+  cr_expect(strstr(head, "Content-Type: text/plain; version=0.0.4"), "%s", head);
+  free(head);
+  snprintf(of, sizeof of, "%s/metrics.txt", sv->base);
+  return tu_read_file(of, NULL);
+}
+
+/* every line is a comment (# HELP / # TYPE, each family once, TYPE before its samples) or a sample
+ * "name{label="value",...} number" with a valid metric name */
+static void expect_exposition_format(const char *text) {
+  char typed[32][80];
+  int ntyped = 0;
+  for (const char *p = text; *p;) {
+    const char *e = strchr(p, '\n');
+    cr_assert(e, "the text does not end with a newline");
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)(e - p), p);
+    p = e + 1;
+    char name[80] = "";
+    if (!strncmp(line, "# TYPE ", 7) || !strncmp(line, "# HELP ", 7)) {
+      cr_assert(sscanf(line + 7, "%79s", name) == 1, "%s", line);
+      if (line[2] == 'T') {
+        for (int i = 0; i < ntyped; i++) cr_expect(strcmp(typed[i], name), "family %s typed twice", name);
+        cr_assert(ntyped < 32);
+        snprintf(typed[ntyped++], sizeof typed[0], "%s", name);
+        const char *t = line + 7 + strlen(name) + 1;
+        cr_expect(!strcmp(t, "counter") || !strcmp(t, "histogram") || !strcmp(t, "gauge"), "%s", line);
+      }
+      continue;
+    }
+    size_t k = 0;
+    while (line[k] == '_' || line[k] == ':' || (line[k] >= 'a' && line[k] <= 'z') || (line[k] >= 'A' && line[k] <= 'Z') ||
+           (k && line[k] >= '0' && line[k] <= '9'))
+      k++;
+    cr_assert(k > 0 && (line[k] == '{' || line[k] == ' '), "not a sample: %s", line);
+    snprintf(name, sizeof name, "%.*s", (int)k, line);
+    int known = 0; /* the family: the name, or a histogram's name less _bucket / _sum / _count */
+    for (int i = 0; i < ntyped; i++) {
+      size_t tl = strlen(typed[i]);
+      known |= !strncmp(name, typed[i], tl) &&
+               (!name[tl] || !strcmp(name + tl, "_bucket") || !strcmp(name + tl, "_sum") || !strcmp(name + tl, "_count"));
+    }
+    cr_expect(known, "sample %s before its # TYPE line", line);
+    const char *v = strrchr(line, ' ');
+    char *end;
+    strtod(v + 1, &end);
+    cr_expect(*end == 0 && end > v + 1, "no number at the end of %s", line);
+    if (line[k] == '{') cr_expect(strstr(line, "} ") == v - 1 && strstr(line, "=\""), "labels: %s", line);
+  }
+}
+
+/* the latency histogram of one series: cumulative buckets, +Inf == _count; returns _count */
+static double expect_histogram(const char *text, const char *labels) {
+  static const char *const les[] = {"5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
+                                    "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"};
+  double prev = 0, last = -1;
+  for (size_t i = 0; i < sizeof les / sizeof les[0]; i++) {
+    char s[512];
+    snprintf(s, sizeof s, "loom_serve_request_latency_seconds_bucket{%s,le=\"%s\"}", labels, les[i]);
+    double v = sample(text, s);
+    cr_assert(v >= 0, "no %s in\n%s", s, text);
+    cr_expect(v >= prev, "%s = %g < the bucket below (%g)", s, v, prev);
+    prev = last = v;
+  }
+  char s[512];
+  snprintf(s, sizeof s, "loom_serve_request_latency_seconds_count{%s}", labels);
+  double count = sample(text, s);
+  cr_expect_eq(count, last, "%s = %g, the +Inf bucket %g", s, count, last);
+  snprintf(s, sizeof s, "loom_serve_request_latency_seconds_sum{%s}", labels);
+  double sum = sample(text, s);
+  cr_expect(sum > 0 && sum < count * 10, "%s = %g for %g requests", s, sum, count);
+  return count;
+}
+
+/* /healthz, /readyz (503 naming the model without a version until one appears), TF Serving's
+ * model status, and the Prometheus metrics: counts by status that grow with the requests, errors
+ * counted, a histogram whose buckets add up to its count */
+Test(serve, readiness_and_metrics) {
+  server sv = make_base();
+  char conf[1024], args[1024], later[512];
+  snprintf(later, sizeof later, "%s/later", sv.base);
+  snprintf(conf, sizeof conf,
+           "model_config_list { config { name: 'mlp' base_path: '%s/mlp' } config { name: 'later' base_path: '%s' } }",
+           sv.base, later);
+  snprintf(args, sizeof args, "--model_config_file %s --rest_api_port 0 --host 127.0.0.1 --poll_ms 50",
+           file_text(sv.base, "models.config", conf));
+  launch(&sv, args);
+  reply r = curl(&sv, "/healthz", NULL);
+  cr_expect_eq(r.status, 200, "%s", r.body);
+  free(r.body);
+  expect_error(&sv, "/readyz", NULL, 503, "model later: no version directory");
+  r = curl(&sv, "/v1/models/mlp", NULL);
+  cr_expect(r.status == 200 && strstr(r.body, "\"state\": \"AVAILABLE\""), "%s", r.body);
+  free(r.body);
+  /* the second model appears: ready */
+  char tmp[512], d[600];
+  snprintf(tmp, sizeof tmp, "%s/tmp_later", sv.base);
+  cr_assert_eq(mkdir(tmp, 0755), 0);
+  snprintf(d, sizeof d, "%s/3", tmp);
+  export_mlp(d, 3);
+  cr_assert_eq(rename(tmp, later), 0);
+  int ready = 0;
+  for (int i = 0; i < 100 && !ready; i++) {
+    r = curl(&sv, "/readyz", NULL);
+    ready = r.status == 200;
+    if (ready) cr_expect(strstr(r.body, "\"ready\": true"), "%s", r.body);
+    free(r.body);
+    if (!ready) usleep(50000);
+  }
+  cr_assert(ready, "/readyz still 503 5 s after the model appeared");
+
+  char *m0 = get_metrics(&sv);
+  expect_exposition_format(m0);
+  const char *ok = "loom_serve_requests_total{model_name=\"mlp\",version=\"1\",api=\"predict\",code=\"200\"}";
+  const char *bad = "loom_serve_requests_total{model_name=\"mlp\",version=\"1\",api=\"predict\",code=\"400\"}";
+  const char *nov = "loom_serve_requests_total{model_name=\"mlp\",version=\"\",api=\"predict\",code=\"404\"}";
+  const char *lab = "model_name=\"mlp\",version=\"1\",api=\"predict\"";
+  cr_expect_eq(sample(m0, ok), -1, "%s", m0); /* nothing predicted yet */
+  for (int i = 0; i < 3; i++) {
+    r = curl(&sv, "/v1/models/mlp:predict", "{\"instances\": [[1, 2, 3, 4]]}");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+  }
+  expect_error(&sv, "/v1/models/mlp:predict", "{\"instances\": [[1, 2, 3]]}", 400, "input x");
+  expect_error(&sv, "/v1/models/mlp/versions/9:predict", "{\"instances\": [[1, 2, 3, 4]]}", 404, "9");
+  char *m1 = get_metrics(&sv);
+  expect_exposition_format(m1);
+  cr_expect_eq(sample(m1, ok), 3, "%s", m1);
+  cr_expect_eq(sample(m1, bad), 1, "%s", m1);
+  cr_expect_eq(sample(m1, nov), 1, "%s", m1);
+  cr_expect_eq(expect_histogram(m1, lab), 4, "the histogram counts the 3 + 1 requests of version 1");
+  for (int i = 0; i < 2; i++) {
+    r = curl(&sv, "/v1/models/later:predict", "{\"instances\": [[1, 2, 3, 4]]}");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    r = curl(&sv, "/v1/models/mlp:predict", "{\"inputs\": [[1, 2, 3, 4], [5, 6, 7, 8]]}");
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+  }
+  char *m2 = get_metrics(&sv);
+  expect_exposition_format(m2);
+  cr_expect_eq(sample(m2, ok), 5, "%s", m2);
+  cr_expect_eq(sample(m2, bad), 1, "%s", m2);
+  cr_expect_eq(
+      sample(m2, "loom_serve_requests_total{model_name=\"later\",version=\"3\",api=\"predict\",code=\"200\"}"), 2);
+  cr_expect_eq(expect_histogram(m2, lab), 6);
+  cr_expect_eq(expect_histogram(m2, "model_name=\"later\",version=\"3\",api=\"predict\""), 2);
+  cr_expect_eq(sample(m2, "loom_serve_model_version_available{model_name=\"later\",version=\"3\"}"), 1, "%s", m2);
+  /* every HTTP reply: the metrics pages, the status, health and readiness probes included */
+  cr_expect(sample(m2, "loom_serve_http_responses_total{code=\"200\"}") >= 9, "%s", m2);
+  cr_expect(sample(m2, "loom_serve_http_responses_total{code=\"503\"}") >= 1, "%s", m2);
+  /* Prometheus' own parser reads it (Debian's python3-prometheus-client, when installed) */
+  const char *py = system("python3 -c 'import prometheus_client' 2>/dev/null") == 0 ? "python3"
+                   : system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") == 0 ? "/usr/bin/python3"
+                                                                                                 : NULL;
+  if (py) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s -c \"import sys\nfrom prometheus_client.parser import text_string_to_metric_families as f\n"
+             "fams = {m.name: m for m in f(open('%s/metrics.txt').read())}\n"
+             "h = fams['loom_serve_request_latency_seconds']; assert h.type == 'histogram', h.type\n"
+             "c = fams['loom_serve_requests']; assert c.type == 'counter', c.type\n"
+             "n = sum(s.value for s in c.samples if s.labels.get('model_name') == 'mlp' and s.labels.get('version') == '1')\n"
+             "assert n == 6, n\n\"",
+             py, sv.base);
+    cr_expect_eq(system(cmd), 0, "prometheus_client could not parse the metrics (%s/metrics.txt)", sv.base);
+  } else {
+    cr_log_warn("test_serve: python3-prometheus-client is not installed; its parse of the metrics is skipped");
+  }
+  free(m0);
+  free(m1);
+  free(m2);
+  stop_server(&sv);
+}
+
+/* --enable_batching: a full queue (max_enqueued_batches x max_batch_size rows waiting) answers 503 */
+Test(serve, batching_queue_limit) {
+  server sv = make_base();
+  const char *bp = file_text(sv.base, "batching.txt",
+                             "max_batch_size { value: 2 } batch_timeout_micros { value: 3000000 }\n"
+                             "num_batch_threads { value: 1 } max_enqueued_batches { value: 1 }\n");
+  char args[1024], cmd[1024];
+  snprintf(args, sizeof args,
+           "--model_name mlp --model_base_path %s/mlp --rest_api_port=0 --host 127.0.0.1 --enable_batching=true "
+           "--batching_parameters_file=%s",
+           sv.base, bp);
+  launch(&sv, args);
+  /* one row waits up to 3 s for a second; two more rows do not fit beside it */
+  snprintf(cmd, sizeof cmd,
+           "curl -s -o %s/a.json -w '%%{http_code}' -d '{\"instances\": [[1, 2, 3, 4]]}' "
+           "http://127.0.0.1:%d/v1/models/mlp:predict > %s/a.code &",
+           sv.base, sv.port, sv.base);
+  cr_assert_eq(system(cmd), 0);
+  usleep(500000);
+  expect_error(&sv, "/v1/models/mlp:predict", "{\"instances\": [[1, 2, 3, 4], [5, 6, 7, 8]]}", 503,
+               "batching queue is full");
+  char f[512];
+  snprintf(f, sizeof f, "%s/a.code", sv.base);
+  char *code = NULL;
+  for (int i = 0; i < 100; i++) { /* the first request is answered when its batch times out */
+    free(code);
+    code = tu_read_file(f, NULL);
+    if (code && atoi(code) == 200) break;
+    usleep(100000);
+  }
+  cr_expect(code && atoi(code) == 200, "the waiting request: %s", code ? code : "(no reply)");
+  free(code);
+  char *m = get_metrics(&sv);
+  cr_expect_eq(
+      sample(m, "loom_serve_requests_total{model_name=\"mlp\",version=\"1\",api=\"predict\",code=\"503\"}"), 1, "%s",
+      m);
+  free(m);
+  stop_server(&sv);
+}
+
+/* A canned DNN exported with a raw receiver (one placeholder per feature, as `loom export` does by
+ * default): no warnings, a serving_default signature, so :predict needs no signature_name and
+ * equals Estimator.predict; an unknown input key is named with the keys the signature takes;
+ * columns of different lengths are named with their lengths, not as a failure of the model's ops */
+static loom_code raw_serving_fn(loom_graph *g, loom_features *f, loom_features *r, void *user, loom_status *st) {
+  (void)user;
+  const char *names[3] = {"age", "color", "city"};
+  const loom_dtype dt[3] = {LOOM_F32, LOOM_STRING, LOOM_STRING};
+  int64_t d[2] = {-1, 1};
+  for (int i = 0; i < 3; i++) {
+    loom_output x = loom_placeholder(g, dt[i], 2, d, names[i]);
+    loom_code rc = loom_features_add(f, names[i], x, st);
+    if (rc == LOOM_OK) rc = loom_features_add(r, names[i], x, st);
+    if (rc != LOOM_OK) return rc;
+  }
+  return LOOM_OK;
+}
+static void count_warnings(loom_log_level level, const char *msg, void *user) {
+  if (level >= LOOM_LOG_WARN) {
+    ++*(int *)user;
+    fprintf(stderr, "test_serve: export warned: %s\n", msg);
+  }
+}
+
+Test(serve, raw_export_serving_default_and_clear_errors, .timeout = 120) {
+  server sv = start_server(NULL);
+  char work[512], eb[600], dir[1024], dst[1024];
+  snprintf(work, sizeof work, "%s/work", sv.base);
+  cr_assert_eq(mkdir(work, 0755), 0);
+  pc_model m;
+  pc_train_export(&m, PC_DNN_CLS, work);
+  loom_tensor *want = pc_predict(&m, "probabilities");
+  loom_status *st = loom_status_new();
+  snprintf(eb, sizeof eb, "%s/raw_export", work);
+  int warnings = 0;
+  loom_log_set(count_warnings, &warnings, LOOM_LOG_DEBUG);
+  loom_code rc = loom_estimator_export(m.e, raw_serving_fn, NULL, eb, NULL, dir, sizeof dir, st);
+  loom_log_set(NULL, NULL, LOOM_LOG_WARN);
+  cr_assert_eq(rc, LOOM_OK, "%s", loom_status_message(st));
+  cr_expect_eq(warnings, 0, "the raw export printed %d warnings", warnings);
+  snprintf(dst, sizeof dst, "%s/raw", work);
+  cr_assert_eq(mkdir(dst, 0755), 0);
+  snprintf(dst, sizeof dst, "%s/raw/1", work);
+  cr_assert_eq(rename(dir, dst), 0);
+  snprintf(dst, sizeof dst, "%s/raw", work);
+  snprintf(dir, sizeof dir, "%s/raw", sv.base);
+  cr_assert_eq(rename(dst, dir), 0);
+  cr_assert(wait_available(&sv, "raw"), "the raw export was not loaded");
+
+  /* metadata: serving_default is a predict signature over the three features */
+  reply r = curl(&sv, "/v1/models/raw/metadata", NULL);
+  cJSON *j = parse(&r);
+  cJSON *sd = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"),
+                                                                          "signature_def"),
+                                                      "signature_def"),
+                                  "serving_default");
+  cr_assert(sd, "no serving_default: %s", r.body);
+  cr_expect_str_eq(cJSON_GetObjectItem(sd, "method_name")->valuestring, "tensorflow/serving/predict");
+  cr_expect(cJSON_GetObjectItem(cJSON_GetObjectItem(sd, "inputs"), "city"), "%s", r.body);
+  cr_expect(cJSON_GetObjectItem(cJSON_GetObjectItem(sd, "outputs"), "probabilities"), "%s", r.body);
+  cJSON_Delete(j);
+  free(r.body);
+
+  /* :predict without signature_name, row format: Estimator.predict's probabilities */
+  char body[4096];
+  size_t k = (size_t)snprintf(body, sizeof body, "{\"instances\": [");
+  for (int e = 0; e < PC_ROWS; e++)
+    k += (size_t)snprintf(body + k, sizeof body - k, "%s{\"age\": [%.9g], \"color\": [\"%s\"], \"city\": [\"%s\"]}",
+                          e ? ", " : "", (double)PC_AGE[e], PC_COLOR[e], PC_CITY[e]);
+  snprintf(body + k, sizeof body - k, "]}");
+  r = curl(&sv, "/v1/models/raw:predict", body);
+  cr_assert_eq(r.status, 200, "%s", r.body);
+  j = parse(&r);
+  cJSON *pred = cJSON_GetObjectItem(j, "predictions");
+  cr_assert(cJSON_GetArraySize(pred) == PC_ROWS, "%s", r.body);
+  const float *w = loom_tensor_data_const(want);
+  for (int e = 0; e < PC_ROWS; e++) {
+    cJSON *p = cJSON_GetObjectItem(cJSON_GetArrayItem(pred, e), "probabilities");
+    cr_assert(cJSON_GetArraySize(p) == 2, "%s", r.body);
+    for (int c = 0; c < 2; c++)
+      cr_expect_eq((float)cJSON_GetArrayItem(p, c)->valuedouble, w[e * 2 + c], "row %d class %d", e, c);
+  }
+  cJSON_Delete(j);
+  free(r.body);
+
+  /* an unknown key: named, with the expected ones (row and columnar); a missing key: named */
+  expect_error(&sv, "/v1/models/raw:predict",
+               "{\"instances\": [{\"age\": [30], \"colour\": [\"red\"], \"city\": [\"oslo\"]}]}", 400,
+               "instance 0 has an unknown input 'colour': signature serving_default takes age, color, city");
+  expect_error(&sv, "/v1/models/raw:predict",
+               "{\"inputs\": {\"age\": [[30]], \"color\": [[\"red\"]], \"town\": [[\"oslo\"]]}}", 400,
+               "\"inputs\" has an unknown input 'town': signature serving_default takes age, color, city");
+  expect_error(&sv, "/v1/models/raw:predict", "{\"instances\": [{\"age\": [30], \"color\": [\"red\"]}]}", 400,
+               "instance 0 has no input city");
+  /* columns of different lengths: the columns and their lengths */
+  r = curl(&sv, "/v1/models/raw:predict",
+           "{\"inputs\": {\"age\": [[30], [40], [50]], \"color\": [[\"red\"]], \"city\": [[\"a\"], [\"b\"], [\"c\"]]}}");
+  cr_expect_eq(r.status, 400, "%s", r.body);
+  cr_expect(strstr(r.body, "different lengths: age has 3 rows, color has 1"), "%s", r.body);
+  cr_expect(!strstr(r.body, "Loom") && !strstr(r.body, "piece"), "an op's message leaked: %s", r.body);
+  free(r.body);
+  /* the same columns, all of length 2: fine */
+  r = curl(&sv, "/v1/models/raw:predict",
+           "{\"inputs\": {\"age\": [[30], [40]], \"color\": [[\"red\"], [\"blue\"]], \"city\": [[\"a\"], [\"b\"]]}}");
+  cr_expect_eq(r.status, 200, "%s", r.body);
+  free(r.body);
+  loom_tensor_free(want);
+  loom_status_free(st);
+  pc_free(&m);
   stop_server(&sv);
 }

@@ -255,7 +255,11 @@ LOOM_API void loom_prediction_iter_free(loom_prediction_iter *it);
 
 /* export_saved_model: writes <export_dir_base>/<timestamp>/ atomically
  * (temp-<timestamp>/ then rename) from checkpoint_path (NULL: latest;
- * NOT_FOUND when there is none). The path written goes to out_path. */
+ * NOT_FOUND when there is none). The path written goes to out_path. The
+ * signatures are the model's export outputs; classify / regress ones need
+ * one string receiver tensor (serialized tf.Example): over any other
+ * receiver they are left out, and serving_default becomes a predict
+ * signature over every prediction. */
 LOOM_API loom_code loom_estimator_export(loom_estimator *e, loom_serving_input_fn serving_input_fn, void *user,
                                          const char *export_dir_base, const char *checkpoint_path, char *out_path,
                                          size_t cap, loom_status *st);

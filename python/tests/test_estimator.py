@@ -52,7 +52,9 @@ def test_dnn_classifier_on_iris_and_predictor_equals_predict(tmp_path):
     # the resident predictor over the export gives the same numbers
     path = est.export(tmp_path / "export", {"x": (np.float32, (None, 4))})
     p = loom.Predictor(path)
-    assert p.signatures == ["predict"]  # classify signatures need a string (tf.Example) receiver
+    # classify signatures need a string (tf.Example) receiver: serving_default is predict's twin
+    assert p.signatures == ["serving_default", "predict"]
+    assert p.output_keys("serving_default") == p.output_keys("predict")
     assert p.input_spec("predict")["x"] == (np.float32, (None, 4))
     keys = p.output_keys("predict")
     assert "probabilities" in keys

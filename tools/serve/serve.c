@@ -1,12 +1,13 @@
-/* loom-serve: TF Serving's REST API over loom exports.
- *   loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]
- *              [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]
- *              [--poll_ms 1000] [--threads 1] [--batch_thread 0|1] [--json_fast_path 1|0]
- * DIR/<model>/<version>/ holds a loom export (saved_model.loom, signatures.json, variables/).
- * One libuv loop does the HTTP (llhttp) and the JSON decoding; one batching thread runs
- * the resident predictors, merging the queued requests of one signature (up to
- * max_batch_size rows, waiting at most batch_timeout_micros for more) and formats the
- * replies. The base directory is polled for new and removed versions. */
+/* loom-serve: TF Serving's REST API over loom exports (flags: loom-serve --help; docs/serving.md).
+ * The models: --model_name NAME --model_base_path DIR (DIR/<version>/, TF Serving's meaning),
+ * --model_config_file FILE (TF Serving's ModelServerConfig), or --model_base_path DIR alone
+ * (every DIR/<model>/<version>/). A version directory holds a loom export (saved_model.loom,
+ * signatures.json, variables/). One libuv loop does the HTTP (llhttp) and the JSON decoding;
+ * the resident predictors run on the loop or on batching threads, merging the queued requests
+ * of one signature (up to max_batch_size rows, waiting at most batch_timeout_micros for more).
+ * The model directories are polled for new and removed versions. Besides TF Serving's routes:
+ * GET /healthz (alive), GET /readyz (every model has a version loaded) and
+ * GET /monitoring/prometheus/metrics. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -26,14 +27,18 @@
 
 typedef struct model {
   char *name;
+  char *dir;         /* its base path: DIR/<version>/ */
+  int configured;    /* named by the flags or the config file (kept when its directory is missing) */
   version *versions; /* highest first */
   struct model *next;
 } model;
 
 static struct {
   const char *base, *host;
-  int port, max_batch, max_conns, poll_ms, threads, batch_thread;
+  int port, max_batch, max_conns, poll_ms, threads, batch_thread, nworkers, scanned;
   long batch_timeout_us;
+  long long max_queued_rows; /* 0: no limit; else max_enqueued_batches * max_batch_size */
+  long long qrows;           /* rows waiting in the queue (S.mu) */
   size_t max_body;
   uv_loop_t *loop;
   uv_tcp_t server;
@@ -49,7 +54,7 @@ static struct {
   job *qhead, *qtail;
   int qstop;
   job *dhead, *dtail; /* done, for the loop */
-  pthread_t worker;
+  pthread_t *workers;
   long nreq, nbatch, maxbatch; /* worker statistics, printed at exit */
   llhttp_settings_t hs;
 } S;
@@ -182,8 +187,7 @@ static model *find_model(const char *name) {
 }
 
 static void scan_model(model *m) {
-  char mdir[4096];
-  snprintf(mdir, sizeof mdir, "%s/%s", S.base, m->name);
+  const char *mdir = m->dir;
   for (version *v = m->versions; v; v = v->next) v->seen = 0;
   DIR *d = opendir(mdir);
   struct dirent *e;
@@ -239,8 +243,23 @@ static void scan_model(model *m) {
   }
 }
 
+static model *add_model(const char *name, const char *dir, int configured) {
+  model *m = calloc(1, sizeof *m);
+  if (!m || !(m->name = strdup(name)) || !(m->dir = strdup(dir))) {
+    if (m) free(m->name);
+    free(m);
+    return NULL;
+  }
+  m->configured = configured;
+  model **pp = &S.models; /* in the order given */
+  while (*pp) pp = &(*pp)->next;
+  *pp = m;
+  return m;
+}
+
+/* --model_base_path alone: every subdirectory of S.base is a model */
 static void scan_base(void) {
-  DIR *d = opendir(S.base);
+  DIR *d = S.base ? opendir(S.base) : NULL;
   struct dirent *e;
   while (d && (e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
@@ -248,14 +267,20 @@ static void scan_base(void) {
     struct stat fst;
     snprintf(p, sizeof p, "%s/%s", S.base, e->d_name);
     if (stat(p, &fst) || !S_ISDIR(fst.st_mode) || find_model(e->d_name)) continue;
-    model *m = calloc(1, sizeof *m);
-    if (!m) break;
-    m->name = strdup(e->d_name);
-    m->next = S.models;
-    S.models = m;
+    if (is_number(e->d_name) && !S.scanned) {
+      char f[4200];
+      snprintf(f, sizeof f, "%s/saved_model.loom", p);
+      if (!stat(f, &fst))
+        fprintf(stderr,
+                "loom-serve: %s looks like a version directory, but with --model_base_path alone every "
+                "subdirectory is a model: add --model_name NAME to serve %s as one model (TF Serving's meaning)\n",
+                p, S.base);
+    }
+    add_model(e->d_name, p, 0);
   }
   if (d) closedir(d);
   for (model *m = S.models; m; m = m->next) scan_model(m);
+  S.scanned = 1;
 }
 static void on_poll(uv_timer_t *t) {
   (void)t;
@@ -320,13 +345,13 @@ static void on_written(uv_write_t *w, int status) {
   else resume_conn(c);
   free(r);
 }
-/* sends a reply (body taken over) and goes on with the connection */
-static void send_reply(conn *c, int status, sb *body, int close) {
+/* sends a reply (body taken over; JSON, or ctype) and goes on with the connection */
+static void send_reply_as(conn *c, int status, sb *body, int close, const char *ctype) {
   if (S.stopping) close = 1;
+  serve_metrics_http(status);
   char head[256];
-  int hn = snprintf(head, sizeof head,
-                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n", status,
-                    reason(status), body->n, close ? "Connection: close\r\n" : "");
+  int hn = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status,
+                    reason(status), ctype ? ctype : "application/json", body->n, close ? "Connection: close\r\n" : "");
   uv_buf_t bufs[2] = {uv_buf_init(head, (unsigned)hn), uv_buf_init(body->p ? body->p : "", (unsigned)body->n)};
   if (c->closing) {
     free(body->p);
@@ -380,6 +405,7 @@ static void send_reply(conn *c, int status, sb *body, int close) {
     conn_close(c);
   }
 }
+static void send_reply(conn *c, int status, sb *body, int close) { send_reply_as(c, status, body, close, NULL); }
 static void send_error(conn *c, int status, const char *msg, int close) {
   sb b = {0};
   serve_error_body(&b, msg);
@@ -443,10 +469,14 @@ static void run_batch(job **js, int n, loom_status *st) {
       off += js[k]->rows;
     }
   } else {
+    /* columns of different lengths fail inside the model (whose op names mean nothing to the
+     * client); a signature may have inputs of unrelated lengths, so this is said only then */
+    char msg[1024];
+    int lengths = rc == LOOM_INVALID_ARGUMENT && n == 1 && serve_col_lengths(js[0], msg, sizeof msg);
     for (int k = 0; k < n; k++) {
       js[k]->status = rc == LOOM_INVALID_ARGUMENT || rc == LOOM_NOT_FOUND || rc == LOOM_OUT_OF_RANGE ? 400 : 500;
       js[k]->out.n = 0;
-      serve_error_body(&js[k]->out, loom_status_message(st));
+      serve_error_body(&js[k]->out, lengths ? msg : loom_status_message(st));
     }
   }
   for (int i = 0; merged && i < sg->nin; i++) loom_tensor_free(ins[i]);
@@ -454,7 +484,8 @@ static void run_batch(job **js, int n, loom_status *st) {
 }
 
 /* takes the first queued job and every queued job that can join it (S.mu held); waits up to
- * --batch_timeout_micros for more when wait is set */
+ * --batch_timeout_micros for more when wait is set. Jobs count in S.qrows until their batch runs
+ * (a request larger than the limit is taken when nothing waits). */
 static int take_batch(job **batch, int wait) {
   job *j0 = S.qhead;
   S.qhead = j0->next;
@@ -488,6 +519,7 @@ static int take_batch(job **batch, int wait) {
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     pthread_cond_timedwait(&S.cv, &S.mu, &ts);
   }
+  S.qrows -= rows > 0 ? rows : 1; /* a batch leaves the queue when it starts to run */
   S.nreq += n;
   S.nbatch++;
   if (n > S.maxbatch) S.maxbatch = n;
@@ -527,9 +559,11 @@ static void on_done(uv_async_t *a) {
   job *j = S.dhead;
   S.dhead = S.dtail = NULL;
   pthread_mutex_unlock(&S.mu);
+  double t = now_us();
   while (j) {
     job *next = j->next;
     conn *c = j->conn;
+    serve_series_observe(j->series, j->status, (t - j->t_start) / 1e6);
     send_reply(c, j->status, &j->out, !c->keep);
     job_free(j);
     j = next;
@@ -551,8 +585,10 @@ static void on_check(uv_check_t *h) {
     int n = take_batch(batch, 0);
     pthread_mutex_unlock(&S.mu);
     run_batch(batch, n, st);
+    double t = now_us();
     for (int k = 0; k < n; k++) {
       conn *c = batch[k]->conn;
+      serve_series_observe(batch[k]->series, batch[k]->status, (t - batch[k]->t_start) / 1e6);
       send_reply(c, batch[k]->status, &batch[k]->out, !c->keep);
       job_free(batch[k]);
     }
@@ -632,6 +668,76 @@ static void metadata_body(sb *b, model *m, version *v) {
   sb_puts(b, "}}}}\n");
 }
 
+/* GET /readyz: 200 once every model has a version loaded, else 503 naming what is missing (with
+ * --model_base_path alone, a subdirectory without version directories is not a model yet) */
+static void ready_reply(conn *c) {
+  sb b = {0};
+  char why[1024] = "";
+  int any = 0;
+  for (model *m = S.models; m && !why[0]; m = m->next) {
+    version *v = m->versions;
+    while (v && !v->ok) v = v->next;
+    any |= v != NULL;
+    if (v || (!m->versions && !m->configured)) continue; /* a discovered directory without versions: no model */
+    if (m->versions)
+      snprintf(why, sizeof why, "model %s: no version loaded (version %lld: %s)", m->name,
+               (long long)m->versions->v, m->versions->error ? m->versions->error : "not loaded");
+    else snprintf(why, sizeof why, "model %s: no version directory under %s", m->name, m->dir);
+  }
+  if (!any && !why[0]) snprintf(why, sizeof why, "no model version under --model_base_path %s", S.base ? S.base : "");
+  if (why[0]) {
+    sb_puts(&b, "{\"ready\": false, \"error\": ");
+    sb_json_str(&b, why, strlen(why));
+    sb_puts(&b, "}\n");
+  } else {
+    sb_puts(&b, "{\"ready\": true}\n");
+  }
+  send_reply(c, why[0] ? 503 : 200, &b, !c->keep);
+}
+
+/* the routes outside /v1/models: 1 when path is one of them (and answered) */
+static int handle_static(conn *c, int method, const char *url) {
+  size_t n = strcspn(url, "?");
+  int health = n == 8 && !memcmp(url, "/healthz", 8), ready = n == 7 && !memcmp(url, "/readyz", 7);
+  int metrics = n == 30 && !memcmp(url, "/monitoring/prometheus/metrics", 30);
+  if (!health && !ready && !metrics) return 0;
+  if (method != HTTP_GET) {
+    char err[256];
+    snprintf(err, sizeof err, "Malformed request: %s %.*s (use GET)", llhttp_method_name(method), (int)n, url);
+    send_error(c, 405, err, !c->keep);
+    return 1;
+  }
+  sb b = {0};
+  if (ready) {
+    ready_reply(c);
+  } else if (health) {
+    sb_puts(&b, "{\"status\": \"ok\"}\n");
+    send_reply(c, 200, &b, !c->keep);
+  } else {
+    serve_metrics_write(&b);
+    /* the batching counters are the workers' (S.mu); the versions' states the loop's */
+    pthread_mutex_lock(&S.mu);
+    long nreq = S.nreq, nbatch = S.nbatch;
+    pthread_mutex_unlock(&S.mu);
+    sb_printf(&b,
+              "# HELP loom_serve_batches_total Batches run by the predictors (requests merged into one run).\n"
+              "# TYPE loom_serve_batches_total counter\nloom_serve_batches_total %ld\n"
+              "# HELP loom_serve_batched_requests_total Requests run in those batches.\n"
+              "# TYPE loom_serve_batched_requests_total counter\nloom_serve_batched_requests_total %ld\n",
+              nbatch, nreq);
+    sb_puts(&b, "# HELP loom_serve_model_version_available 1 when a version is loaded and serving, 0 when it "
+                "failed to load.\n# TYPE loom_serve_model_version_available gauge\n");
+    for (model *m = S.models; m; m = m->next)
+      for (version *v = m->versions; v; v = v->next) {
+        sb_puts(&b, "loom_serve_model_version_available{model_name=\"");
+        serve_metrics_label(&b, m->name);
+        sb_printf(&b, "\",version=\"%lld\"} %d\n", (long long)v->v, v->ok);
+      }
+    send_reply_as(c, 200, &b, !c->keep, "text/plain; version=0.0.4; charset=utf-8");
+  }
+  return 1;
+}
+
 static void handle(conn *c) {
   char err[1024];
   int method = llhttp_get_method(&c->parser);
@@ -639,6 +745,8 @@ static void handle(conn *c) {
   char *name = NULL, verb[32] = "";
   int64_t want = -1;
   int meta = 0;
+  double t_start = now_us();
+  if (handle_static(c, method, url)) return;
   snprintf(err, sizeof err, "Malformed request: %s %s", llhttp_method_name(method), url);
   if (serve_route(url, &name, &want, &meta, verb)) {
     send_error(c, 404, err, !c->keep);
@@ -674,27 +782,49 @@ static void handle(conn *c) {
     send_reply(c, 200, &b, !c->keep);
     return;
   }
+  int api = !strcmp(verb, "classify") ? API_CLASSIFY : !strcmp(verb, "regress") ? API_REGRESS : API_PREDICT;
   if (method != HTTP_POST) {
     snprintf(err, sizeof err, "Malformed request: %s %s (use POST)", llhttp_method_name(method), c->url);
+    serve_series_observe(serve_series_get(m->name, -1, api), 405, (now_us() - t_start) / 1e6);
     return send_error(c, 405, err, !c->keep);
   }
   version *v = pick_version(m, want, err, sizeof err);
-  if (!v) return send_error(c, 404, err, !c->keep);
+  if (!v) {
+    serve_series_observe(serve_series_get(m->name, -1, api), 404, (now_us() - t_start) / 1e6);
+    return send_error(c, 404, err, !c->keep);
+  }
+  if (!v->stats[api]) v->stats[api] = serve_series_get(m->name, v->v, api);
   job *j = calloc(1, sizeof *j);
   if (!j) return send_error(c, 500, "out of memory", 1);
   j->conn = c;
   j->ver = v;
+  j->series = v->stats[api];
+  j->t_start = t_start;
   atomic_fetch_add(&v->refs, 1);
-  j->kind = !strcmp(verb, "classify") ? K_CLASSIFY : !strcmp(verb, "regress") ? K_REGRESS : K_PREDICT_ROW;
+  j->kind = api == API_CLASSIFY ? K_CLASSIFY : api == API_REGRESS ? K_REGRESS : K_PREDICT_ROW;
   int status = serve_decode(j, c->body.p ? c->body.p : "", c->body.n, err, sizeof err);
   if (status) {
+    serve_series_observe(j->series, status, (now_us() - t_start) / 1e6);
     send_error(c, status, err, !c->keep);
     job_free(j);
     return;
   }
+  long long rows = j->rows > 0 ? j->rows : 1;
   j->t_enq = now_us();
-  c->busy = 1;
   pthread_mutex_lock(&S.mu);
+  if (S.max_queued_rows > 0 && S.qrows > 0 && S.qrows + rows > S.max_queued_rows) {
+    pthread_mutex_unlock(&S.mu);
+    snprintf(err, sizeof err,
+             "The batching queue is full: %lld rows wait, the limit is %lld (max_enqueued_batches x max_batch_size); "
+             "try again later",
+             S.qrows, S.max_queued_rows);
+    serve_series_observe(j->series, 503, (now_us() - t_start) / 1e6);
+    send_error(c, 503, err, !c->keep);
+    job_free(j);
+    return;
+  }
+  S.qrows += rows;
+  c->busy = 1;
   if (S.qtail) S.qtail->next = j;
   else S.qhead = j;
   S.qtail = j;
@@ -873,7 +1003,8 @@ static void on_signal(uv_signal_t *s, int sig) {
   S.qstop = 1;
   pthread_cond_broadcast(&S.cv);
   pthread_mutex_unlock(&S.mu);
-  if (S.batch_thread) pthread_join(S.worker, NULL);
+  if (S.batch_thread)
+    for (int i = 0; i < S.nworkers; i++) pthread_join(S.workers[i], NULL);
   else on_check(&S.check);
   on_done(&S.done_async);
   uv_close((uv_handle_t *)&S.check, NULL);
@@ -883,49 +1014,132 @@ static void on_signal(uv_signal_t *s, int sig) {
   uv_close((uv_handle_t *)&S.sigint, NULL);
 }
 
-static const char *flag(int argc, char **argv, const char *name, const char *def) {
-  size_t n = strlen(name);
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], name) && i + 1 < argc) return argv[i + 1];
-    if (!strncmp(argv[i], name, n) && argv[i][n] == '=') return argv[i] + n + 1;
-  }
-  return def;
+static int given(const serve_flag *flags, const char *name) {
+  for (; flags->name; flags++)
+    if (!strcmp(flags->name, name)) return flags->given;
+  return 0;
+}
+static int usage_error(const char *msg) {
+  fprintf(stderr, "loom-serve: %s\n", msg);
+  return 2;
 }
 
 int main(int argc, char **argv) {
+  const char *base = NULL, *name = NULL, *config = NULL, *bp_file = NULL, *host = "0.0.0.0";
+  long long port = 8501, rest_port = 8501, max_batch = 32, timeout_us = 0, max_body = 16777216, max_conns = 1024,
+            poll_ms = 1000, poll_s = 1, threads = 1, intra = 0, batch_thread = 0, fast_path = 1;
+  int batching = 0;
+  serve_flag flags[] = {
+      {"model_name", "NAME", "serve --model_base_path as this one model (TF Serving)", FLAG_STR, &name, 0, 0, 0},
+      {"model_base_path", "DIR",
+       "with --model_name: the model's directory, DIR/<version>/ (TF Serving); alone: a directory of models, "
+       "DIR/<model>/<version>/",
+       FLAG_STR, &base, 0, 0, 0},
+      {"model_config_file", "FILE",
+       "TF Serving's ModelServerConfig in text format: model_config_list { config { name: base_path: } ... }",
+       FLAG_STR, &config, 0, 0, 0},
+      {"rest_api_port", "PORT", "the HTTP port (default 8501; 0 picks a free one, printed)", FLAG_INT, &rest_port, 0,
+       65535, 0},
+      {"port", "PORT",
+       "TF Serving's gRPC port: loom-serve has no gRPC API, so with --rest_api_port it is not opened; "
+       "alone it is the HTTP port",
+       FLAG_INT, &port, 0, 65535, 0},
+      {"host", "ADDR", "the address to listen on (default 0.0.0.0; IPv6 too)", FLAG_STR, &host, 0, 0, 0},
+      {"enable_batching", "", "TF Serving's batching: batching threads wait up to batch_timeout_micros for rows",
+       FLAG_BOOL, &batching, 0, 0, 0},
+      {"batching_parameters_file", "FILE",
+       "TF Serving's BatchingParameters in text format (max_batch_size, batch_timeout_micros, "
+       "num_batch_threads, max_enqueued_batches); needs --enable_batching",
+       FLAG_STR, &bp_file, 0, 0, 0},
+      {"max_batch_size", "N", "most rows run as one batch (default 32; 1000 with --enable_batching)", FLAG_INT,
+       &max_batch, 1, 1000000, 0},
+      {"batch_timeout_micros", "US", "wait up to US for more rows (default 0; > 0 implies --batch_thread 1)",
+       FLAG_INT, &timeout_us, 0, 3600000000LL, 0},
+      {"max_body_bytes", "N", "largest request body (default 16777216; larger: 413)", FLAG_INT, &max_body, 1,
+       (long long)1 << 40, 0},
+      {"max_connections", "N", "open connections (default 1024; more: 503)", FLAG_INT, &max_conns, 1, 1000000, 0},
+      {"poll_ms", "MS", "poll the model directories every MS (default 1000)", FLAG_INT, &poll_ms, 10, 86400000, 0},
+      {"file_system_poll_wait_seconds", "S", "the same in seconds (TF Serving); 0 = scan once at startup", FLAG_INT,
+       &poll_s, 0, 86400, 0},
+      {"threads", "N", "threads per predictor (default 1; 0 = cores)", FLAG_INT, &threads, 0, 1024, 0},
+      {"tensorflow_intra_op_parallelism", "N", "the same (TF Serving's name)", FLAG_INT, &intra, 0, 1024, 0},
+      {"batch_thread", "0|1", "1: run the predictors on a batching thread (default 0: on the loop)", FLAG_INT,
+       &batch_thread, 0, 1, 0},
+      {"json_fast_path", "1|0", "0: decode every request with cJSON (default 1: a scanner for numeric rows)",
+       FLAG_INT, &fast_path, 0, 1, 0},
+      {NULL, NULL, NULL, 0, NULL, 0, 0, 0}};
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: loom-serve --model_base_path DIR [--port 8501] [--host 0.0.0.0] [--max_batch_size 32]\n"
-             "       [--batch_timeout_micros 0] [--max_body_bytes 16777216] [--max_connections 1024]\n"
-             "       [--poll_ms 1000] [--threads 1] [--batch_thread 0|1] [--json_fast_path 1|0]\n"
-             "DIR/<model>/<version>/ holds a loom export. Port 0 picks a free port (printed).\n");
+      printf("usage: loom-serve --model_name NAME --model_base_path DIR [flags]\n"
+             "       loom-serve --model_config_file FILE [flags]\n"
+             "       loom-serve --model_base_path DIR [flags]   (every DIR/<model>/ is a model)\n"
+             "TF Serving's REST API over loom exports (docs/serving.md). Flags (--name=value or --name value):\n");
+      serve_print_flags(stdout, flags);
+      printf("Routes: GET /v1/models/NAME[/versions/N][/metadata], POST /v1/models/NAME[/versions/N]:predict|"
+             ":classify|:regress,\n        GET /healthz, GET /readyz, GET /monitoring/prometheus/metrics\n");
       return 0;
     }
-  S.base = flag(argc, argv, "--model_base_path", NULL);
-  if (!S.base) {
-    fprintf(stderr, "loom-serve: --model_base_path DIR is required (see --help)\n");
-    return 2;
-  }
+  char err[1024];
+  if (serve_parse_flags(argc, argv, flags, err, sizeof err)) return usage_error(err);
+  if (config && (base || name))
+    return usage_error("--model_config_file names the models: it cannot be combined with --model_base_path or "
+                       "--model_name");
+  if (!config && !base)
+    return usage_error("--model_base_path DIR (with --model_name NAME) or --model_config_file FILE is required "
+                       "(see --help)");
+  if (name && !name[0]) return usage_error("--model_name is empty");
+  if (bp_file && !batching)
+    return usage_error("--batching_parameters_file is given but batching is off: add --enable_batching");
   struct stat fst;
-  if (stat(S.base, &fst) || !S_ISDIR(fst.st_mode)) {
-    fprintf(stderr, "loom-serve: --model_base_path %s is not a directory\n", S.base);
-    return 2;
+  if (config) {
+    serve_model_cfg *mc;
+    int n;
+    if (serve_parse_model_config(config, &mc, &n, err, sizeof err)) return usage_error(err);
+    for (int i = 0; i < n; i++)
+      if (!add_model(mc[i].name, mc[i].base_path, 1)) return usage_error("out of memory");
+    serve_models_free(mc, n);
+  } else if (name) {
+    if (!add_model(name, base, 1)) return usage_error("out of memory");
+  } else {
+    if (stat(base, &fst) || !S_ISDIR(fst.st_mode)) {
+      snprintf(err, sizeof err, "--model_base_path %s is not a directory", base);
+      return usage_error(err);
+    }
+    S.base = base;
   }
-  S.host = flag(argc, argv, "--host", "0.0.0.0");
-  S.port = atoi(flag(argc, argv, "--port", "8501"));
-  S.max_batch = atoi(flag(argc, argv, "--max_batch_size", "32"));
-  S.batch_timeout_us = atol(flag(argc, argv, "--batch_timeout_micros", "0"));
-  S.max_body = (size_t)strtoull(flag(argc, argv, "--max_body_bytes", "16777216"), NULL, 10);
-  S.max_conns = atoi(flag(argc, argv, "--max_connections", "1024"));
-  S.poll_ms = atoi(flag(argc, argv, "--poll_ms", "1000"));
-  S.threads = atoi(flag(argc, argv, "--threads", "1"));
-  if (S.max_batch < 1) S.max_batch = 1;
-  if (S.max_conns < 1) S.max_conns = 1;
-  if (S.poll_ms < 10) S.poll_ms = 10;
-  if (S.threads < 1) S.threads = 1;
+  for (model *m = S.models; m; m = m->next)
+    if (stat(m->dir, &fst) || !S_ISDIR(fst.st_mode))
+      fprintf(stderr, "loom-serve: model %s: %s is not a directory (yet): not ready until a version appears\n",
+              m->name, m->dir);
+  /* batching: TF Serving's BatchingParameters defaults, the file's values, then the flags */
+  long long nworkers = 1, max_enq = 0;
+  if (batching) {
+    serve_batching bp = {{1000, 0, 0, 10}, {0, 0, 0, 0}};
+    if (bp_file && serve_parse_batching(bp_file, &bp, err, sizeof err)) return usage_error(err);
+    if (!given(flags, "max_batch_size")) max_batch = bp.v[BP_MAX_BATCH_SIZE];
+    if (!given(flags, "batch_timeout_micros")) timeout_us = bp.v[BP_BATCH_TIMEOUT_MICROS];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    nworkers = bp.set[BP_NUM_BATCH_THREADS] ? bp.v[BP_NUM_BATCH_THREADS] : cores > 0 ? cores : 1;
+    max_enq = bp.v[BP_MAX_ENQUEUED_BATCHES];
+    batch_thread = 1;
+  }
+  if (given(flags, "rest_api_port") && given(flags, "port"))
+    fprintf(stderr, "loom-serve: --port=%lld is TF Serving's gRPC port; loom-serve has no gRPC API and does not open "
+                    "it (HTTP on --rest_api_port=%lld)\n", port, rest_port);
+  S.host = host;
+  S.port = (int)(given(flags, "rest_api_port") || !given(flags, "port") ? rest_port : port);
+  S.max_batch = (int)max_batch;
+  S.batch_timeout_us = (long)timeout_us;
+  S.max_body = (size_t)max_body;
+  S.max_conns = (int)max_conns;
+  S.poll_ms = given(flags, "file_system_poll_wait_seconds") && !given(flags, "poll_ms") ? (int)(poll_s * 1000) : (int)poll_ms;
+  S.threads = (int)(given(flags, "tensorflow_intra_op_parallelism") && !given(flags, "threads") ? intra : threads);
+  S.nworkers = (int)nworkers;
+  S.max_queued_rows = max_enq * max_batch;
+  serve_fast_path = fast_path != 0; /* 0: cJSON for every request */
   /* a batch timeout needs a thread that can wait; without one the loop runs the batches */
-  serve_fast_path = atoi(flag(argc, argv, "--json_fast_path", "1")) != 0; /* 0: cJSON for every request */
-  S.batch_thread = atoi(flag(argc, argv, "--batch_thread", S.batch_timeout_us > 0 ? "1" : "0")) != 0;
+  S.batch_thread = given(flags, "batch_thread") ? batch_thread != 0 : batching || S.batch_timeout_us > 0;
+  if (!S.batch_thread) S.nworkers = 0;
   signal(SIGPIPE, SIG_IGN);
   S.loop = uv_default_loop();
   pthread_mutex_init(&S.mu, NULL);
@@ -954,19 +1168,20 @@ int main(int argc, char **argv) {
   struct sockaddr_storage got;
   int glen = sizeof got;
   uv_tcp_getsockname(&S.server, (struct sockaddr *)&got, &glen);
-  int port = ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
-                                             : ((struct sockaddr_in *)&got)->sin_port);
+  int bound = ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+                                              : ((struct sockaddr_in *)&got)->sin_port);
   uv_async_init(S.loop, &S.done_async, on_done);
   uv_timer_init(S.loop, &S.poll);
-  uv_timer_start(&S.poll, on_poll, (uint64_t)S.poll_ms, (uint64_t)S.poll_ms);
+  if (S.poll_ms > 0) uv_timer_start(&S.poll, on_poll, (uint64_t)S.poll_ms, (uint64_t)S.poll_ms);
   uv_signal_init(S.loop, &S.sigterm);
   uv_signal_start(&S.sigterm, on_signal, SIGTERM);
   uv_signal_init(S.loop, &S.sigint);
   uv_signal_start(&S.sigint, on_signal, SIGINT);
   uv_check_init(S.loop, &S.check);
   if (!S.batch_thread) uv_check_start(&S.check, on_check); /* else the batching thread takes the queue */
-  if (S.batch_thread) pthread_create(&S.worker, NULL, worker_main, NULL);
-  printf("loom-serve: listening on %s:%d\n", S.host, port);
+  S.workers = calloc((size_t)S.nworkers + 1, sizeof *S.workers);
+  for (int i = 0; i < S.nworkers && S.workers; i++) pthread_create(&S.workers[i], NULL, worker_main, NULL);
+  printf("loom-serve: listening on %s:%d\n", S.host, bound);
   fflush(stdout);
   uv_run(S.loop, UV_RUN_DEFAULT);
   uv_loop_close(S.loop);
@@ -977,6 +1192,7 @@ int main(int argc, char **argv) {
       version_unref(v);
     }
     free(m->name);
+    free(m->dir);
     free(m);
   }
   fprintf(stderr, "loom-serve: stopped (%ld predict/classify/regress requests in %ld batches, largest %ld)\n", S.nreq,

@@ -263,12 +263,39 @@ static int check_shape(dctx *d, const tinfo *ti, int nd, const int64_t *dims) {
               loom_dtype_name(ti->dt));
 }
 
+/* the signature's input keys, "a, b, c" */
+static void key_list(char *buf, size_t cap, const sigdef *sg) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < sg->nin && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", sg->in[i].key);
+}
+/* an object naming inputs: each of its keys must be one of the signature's */
+static int check_keys(dctx *d, const sigdef *sg, const cJSON *obj, const char *where) {
+  for (const cJSON *e = obj->child; e; e = e->next) {
+    int k = 0;
+    while (k < sg->nin && strcmp(sg->in[k].key, e->string)) k++;
+    if (k < sg->nin) continue;
+    char keys[512];
+    key_list(keys, sizeof keys, sg);
+    return FAIL(400, "%s has an unknown input '%s': signature %s takes %s", where, e->string, sg->name, keys);
+  }
+  return 0;
+}
+
 static int decode_row(dctx *d, job *j, const cJSON *inst) {
   const sigdef *sg = j->sig;
   if (!cJSON_IsArray(inst)) return FAIL(400, "\"instances\" must be a list");
   int rows = cJSON_GetArraySize(inst);
   if (rows == 0) return FAIL(400, "\"instances\" is empty");
   j->rows = rows;
+  int64_t r0 = 0;
+  for (const cJSON *e = inst->child; e; e = e->next, r0++) {
+    if (!cJSON_IsObject(e) || (sg->nin == 1 && is_b64(e))) continue;
+    char where[64];
+    snprintf(where, sizeof where, "instance %lld", (long long)r0);
+    int rc = check_keys(d, sg, e, where);
+    if (rc) return rc;
+  }
   for (int i = 0; i < sg->nin; i++) {
     const tinfo *ti = &sg->in[i];
     if (ti->nd == 0) return FAIL(400, "input %s is a scalar: use the columnar format (\"inputs\")", ti->key);
@@ -306,10 +333,14 @@ static int decode_row(dctx *d, job *j, const cJSON *inst) {
 
 static int decode_col(dctx *d, job *j, const cJSON *in) {
   const sigdef *sg = j->sig;
-  int named = cJSON_IsObject(in) && !(sg->nin == 1 && is_b64(in)) &&
-              (sg->nin > 1 || cJSON_GetObjectItemCaseSensitive(in, sg->in[0].key));
+  /* an object is a map of inputs (a tensor value is never an object, but {"b64": ...}) */
+  int named = cJSON_IsObject(in) && !(sg->nin == 1 && is_b64(in));
   if (sg->nin > 1 && !cJSON_IsObject(in))
     return FAIL(400, "\"inputs\" must be an object naming the signature's %d inputs", sg->nin);
+  if (named) {
+    int rc = check_keys(d, sg, in, "\"inputs\"");
+    if (rc) return rc;
+  }
   j->rows = -1;
   for (int i = 0; i < sg->nin; i++) {
     const tinfo *ti = &sg->in[i];
@@ -330,6 +361,35 @@ static int decode_col(dctx *d, job *j, const cJSON *in) {
     else if (j->rows != r) j->rows = -2;
   }
   if (j->rows < 1 || !sg->batchable) j->rows = -1; /* not batched with others */
+  return 0;
+}
+
+int serve_col_lengths(const job *j, char *msg, size_t cap) {
+  const sigdef *sg = j->sig;
+  if (j->kind != K_PREDICT_COL || !j->in) return 0;
+  int first = -1;
+  for (int i = 0; i < sg->nin; i++) {
+    const tinfo *ti = &sg->in[i];
+    if (!j->in[i] || ti->nd < 1 || ti->dims[0] != -1 || loom_tensor_ndim(j->in[i]) < 1) continue;
+    /* a ragged input is two: "<k>" (values) and "<k>/row_splits" (rows + 1); neither counts rows */
+    size_t kl = strlen(ti->key);
+    int ragged = kl > 11 && !strcmp(ti->key + kl - 11, "/row_splits");
+    for (int k = 0; k < sg->nin && !ragged; k++)
+      ragged = strlen(sg->in[k].key) == kl + 11 && !strncmp(sg->in[k].key, ti->key, kl) &&
+               !strcmp(sg->in[k].key + kl, "/row_splits");
+    if (ragged) continue;
+    if (first < 0) {
+      first = i;
+      continue;
+    }
+    int64_t a = loom_tensor_dim(j->in[first], 0), b = loom_tensor_dim(j->in[i], 0);
+    if (a == b) continue;
+    snprintf(msg, cap,
+             "\"inputs\": the inputs have different lengths: %s has %lld rows, %s has %lld (every input with a "
+             "batch dimension needs one value per row)",
+             sg->in[first].key, (long long)a, ti->key, (long long)b);
+    return 1;
+  }
   return 0;
 }
 
