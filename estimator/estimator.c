@@ -278,7 +278,9 @@ done:
 loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                const loom_train_options *opt, loom_status *st) {
   if (!e) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator is NULL");
-  loom_train_options o = opt ? *opt : loom_train_options_default();
+  loom_train_options o = loom_train_options_default();
+  loom_code orc = LOOM__OPTS_TAKE(&o, opt, "train", loom_train_options, st);
+  if (orc) return orc;
   if (o.steps < 0 || o.max_steps < 0)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train: steps and max_steps must be > 0 when given (got %lld, %lld)",
                            (long long)o.steps, (long long)o.max_steps);
@@ -539,7 +541,9 @@ loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, voi
                                   const loom_eval_options *opt, loom_eval_result **out, loom_status *st) {
   if (!e || !out) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator or out is NULL");
   *out = NULL;
-  loom_eval_options o = opt ? *opt : loom_eval_options_default();
+  loom_eval_options o = loom_eval_options_default();
+  loom_code orc = LOOM__OPTS_TAKE(&o, opt, "evaluate", loom_eval_options, st);
+  if (orc) return orc;
   if (o.steps < 0) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "evaluate: steps must be > 0 when given");
   loom_dataset *ds = call_input_fn(e, input_fn, input_user, LOOM_MODE_EVAL, st);
   if (!ds) return loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;
