@@ -624,6 +624,7 @@ static int bad_activation(const char *a, char *msg, size_t cap) {
 /* The caller's layer options over the defaults in dst (loom__opts_take); a
  * bad struct_size is written to msg. */
 static void take_layer_opts(void *dst, size_t size, const void *src, const char *type, char *msg, size_t cap) {
+  if (!loom__opts_take(dst, size, src, NULL, type, NULL)) return;
   loom_status *s = loom_status_new();
   if (loom__opts_take(dst, size, src, NULL, type, s))
     snprintf(msg, cap, "%s", s ? loom_status_message(s) : "bad options struct_size");

@@ -20,6 +20,7 @@ static int failed(const loom_graph *g) { return loom_graph_status(g, NULL) != LO
 /* The caller's options over the defaults in *dst (loom__opts_take); a bad
  * struct_size becomes the graph's error. 1 on error. */
 static int take_opts(loom_graph *g, void *dst, size_t size, const void *src, const char *who, const char *type) {
+  if (!loom__opts_take(dst, size, src, who, type, NULL)) return 0;
   loom_status *st = loom_status_new();
   loom_code rc = loom__opts_take(dst, size, src, who, type, st);
   if (rc) loom_graph_set_error(g, rc, "%s", st ? loom_status_message(st) : "bad options struct_size");

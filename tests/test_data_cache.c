@@ -199,17 +199,6 @@ static void write_cache(const char *f, loom_status *st) {
   loom_dataset_free(ds);
 }
 
-static char *read_all(const char *p, long *n) {
-  FILE *fp = fopen(p, "rb");
-  cr_assert(fp);
-  fseek(fp, 0, SEEK_END);
-  *n = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  char *b = malloc((size_t)*n);
-  cr_assert_eq(fread(b, 1, (size_t)*n, fp), (size_t)*n);
-  fclose(fp);
-  return b;
-}
 
 /* Like TF, a bad cache file is an error (DATA_LOSS naming the file), not
  * silently rebuilt; the input is not read. */
@@ -219,8 +208,10 @@ Test(cache, truncated_or_corrupt_file_is_data_loss_naming_it) {
   tu_tmpdir(dir, sizeof dir, "loom_cache");
   char *f = path_in(dir, "c");
   write_cache(f, st);
-  long n;
-  char *bytes = read_all(f, &n);
+  size_t len = 0;
+  char *bytes = tu_read_file(f, &len);
+  cr_assert(bytes);
+  long n = (long)len;
   loom_tensor *v[2] = {NULL, NULL};
   struct {
     long keep;

@@ -65,6 +65,9 @@ Test(options, every_default_sets_struct_size) {
   CHECK_DEFAULT(loom_session_options);
   CHECK_DEFAULT(loom_sequential_compile_options);
   CHECK_DEFAULT(loom_sequential_fit_options);
+  CHECK_DEFAULT(loom_run_config);
+  CHECK_DEFAULT(loom_train_spec);
+  CHECK_DEFAULT(loom_eval_spec);
 }
 
 /* A zeroed struct used to reach the field checks ("loss_reduction must be
@@ -127,6 +130,15 @@ Test(options, estimator_calls_reject_a_zeroed_struct) {
   loom_eval_spec es = loom_eval_spec_default();
   loom_tae_result *out = NULL;
   expect_zero(loom_run_job(e, &ts, &es, &j, &out, ST), "loom_job_options");
+  loom_tae_result *tr = NULL;
+  ZERO(loom_train_spec, zts);
+  expect_zero(loom_train_and_evaluate(e, &zts, &es, &tr, ST), "loom_train_spec");
+  ZERO(loom_eval_spec, zes);
+  ts.input_fn = no_input;
+  expect_zero(loom_train_and_evaluate(e, &ts, &zes, &tr, ST), "loom_eval_spec");
+  ZERO(loom_run_config, rc);
+  l.config = &rc;
+  expect_zero_null(loom_linear_regressor_new(&l, ST), "loom_run_config");
   ZERO(loom_predictor_options, po);
   expect_zero_null(loom_predictor_load(dir, &po, ST), "loom_predictor_options");
   loom_estimator_free(e);

@@ -75,7 +75,7 @@ static loom_optimizer *opt_new(int kind, const char *name, loom_output lr) {
 /* The caller's options over o's defaults in dst (loom__opts_take); a bad
  * struct_size is kept and becomes the graph's error at apply. */
 static loom_optimizer *opt_take(loom_optimizer *o, void *dst, size_t size, const void *src, const char *type) {
-  if (!o || !src) return o;
+  if (!o || !src || !loom__opts_take(dst, size, src, o->name, type, NULL)) return o;
   loom_status *st = loom_status_new();
   if (loom__opts_take(dst, size, src, o->name, type, st))
     snprintf(o->bad_options, sizeof o->bad_options, "%s", st ? loom_status_message(st) : "bad options struct_size");

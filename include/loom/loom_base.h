@@ -29,7 +29,8 @@
  * <event>", or "static string".
  *  - Headers include only <stddef.h> and <stdint.h> and compile as C and C++.
  *
- * Options structs (loom_*_options and the other structs with a _default()):
+ * Options structs (loom_*_options, loom_run_config, loom_train_spec,
+ * loom_eval_spec):
  * the first field is uint32_t struct_size, which the struct's _default()
  * sets to its sizeof. Start from _default() and change fields. A call that
  * takes one rejects struct_size 0 (a zero-initialised struct, or one built
