@@ -698,11 +698,10 @@ loom_csv_options loom_csv_options_default(void) {
   return o;
 }
 
-loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_csv_options *user_opt,
-                               loom_status *st) {
+loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_csv_options *opt, loom_status *st) {
   loom_csv_options o = loom_csv_options_default();
-  if (user_opt && LOOM__OPTS_TAKE(&o, user_opt, "dataset_csv", loom_csv_options, st)) return NULL;
-  const loom_csv_options *opt = user_opt ? &o : NULL;
+  if (opt && LOOM__OPTS_TAKE(&o, opt, "dataset_csv", loom_csv_options, st)) return NULL;
+  if (opt) opt = &o;
   if (nfiles <= 0 || !paths || !opt) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_csv: %s",
                     nfiles <= 0 ? "nfiles must be positive" : !paths ? "paths is NULL" : "opt is NULL");

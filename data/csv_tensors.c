@@ -39,7 +39,7 @@ loom_code loom_csv_read_tensors(const char *path, const loom_csv_options *opt, i
   rc = !nm || !tv ? loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "csv_read_tensors: out of memory")
                   : loom__ds_rows_init(&rb, ds, st);
   if (!rc) {
-    while ((rc = loom__ds_next_rows(ds, &rb, 1 << 16, st)) == LOOM_OK) {
+    while ((rc = loom__ds_next_rows(ds, &rb, 4096, st)) == LOOM_OK) {
     }
     if (rc == LOOM_OUT_OF_RANGE) rc = loom__ds_rows_emit(ds, &rb, tv, 1, st);
     loom__ds_rows_free(&rb);
