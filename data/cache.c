@@ -8,7 +8,8 @@
  *           (numbers: the raw little-endian bytes; strings: u64 length + bytes each)
  *   trailer 'T' "LMCACHE1" i64 element count
  * The file is written as "<filename>.partial" and renamed when complete, so
- * a file at filename always had its trailer written. */
+ * a file at filename always had its trailer written. The memory copy holds
+ * the same element records, each behind its u64 length, in one buffer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,10 +31,10 @@ typedef struct cache_ds {
   int in_used;      /* the input was read since its last reset */
   int pass;         /* what the current pass does (PASS_NONE: not started) */
   int64_t count;    /* elements copied (fill) or replayed (replay) in this pass */
-  /* memory */
+  /* memory: the elements' records, each a u64 length and the bytes */
   int complete;     /* the copy holds a whole pass */
-  loom_tensor ***elems;
-  int64_t n, cap;
+  uint8_t *mem;
+  size_t mlen, mcap, moff; /* bytes held, allocated, replayed */
   /* file (path NULL: memory) */
   char *path, *partial, *lock;
   int locked;
@@ -44,52 +45,6 @@ typedef struct cache_ds {
   uint8_t *buf;
   size_t bcap, blen;
 } cache_ds;
-
-/* ---- the element copy (memory) ---- */
-static loom_code copy_into(loom_tensor **dst, const loom_tensor *src, loom_status *st) {
-  loom_dtype dt = loom_tensor_dtype(src);
-  loom_code rc = loom__ds_ensure(dst, dt, loom_tensor_ndim(src), loom_tensor_dims(src), st);
-  if (rc) return rc;
-  if (dt != LOOM_STRING) {
-    size_t nb = loom_tensor_nbytes(src);
-    if (nb) memcpy(loom_tensor_data(*dst), loom_tensor_data_const(src), nb);
-    return LOOM_OK;
-  }
-  for (int64_t i = 0; i < loom_tensor_numel(src) && !rc; i++) {
-    size_t len = 0;
-    const char *s = loom_tensor_get_string(src, i, &len);
-    rc = loom_tensor_set_string(*dst, i, s ? s : "", s ? len : 0, st);
-  }
-  return rc;
-}
-
-static void drop_memory(cache_ds *c) {
-  for (int64_t i = 0; i < c->n; i++) {
-    for (int k = 0; k < c->base.ncomp; k++) loom_tensor_free(c->elems[i][k]);
-    loom__free(c->elems[i]);
-  }
-  c->n = 0;
-  c->complete = 0;
-}
-
-static loom_code keep_element(cache_ds *c, loom_tensor *const *values, loom_status *st) {
-  if (c->n == c->cap) {
-    int64_t cap = c->cap ? c->cap * 2 : 64;
-    loom_tensor ***e = loom__realloc(c->elems, (size_t)cap * sizeof *e);
-    if (!e) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cache: out of memory after %lld elements",
-                                   (long long)c->n);
-    c->elems = e;
-    c->cap = cap;
-  }
-  loom_tensor **el = loom__calloc((size_t)c->base.ncomp, sizeof *el);
-  if (!el) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cache: out of memory");
-  c->elems[c->n++] = el;
-  for (int k = 0; k < c->base.ncomp; k++) {
-    el[k] = loom_tensor_copy(values[k], st);
-    if (!el[k]) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
-  }
-  return LOOM_OK;
-}
 
 /* ---- serialization ---- */
 static int buf_put(cache_ds *c, const void *p, size_t n) {
@@ -106,8 +61,31 @@ static int buf_put(cache_ds *c, const void *p, size_t n) {
   return 0;
 }
 
+/* The record in buf: to the file, or appended to the memory copy. */
 static loom_code write_record(cache_ds *c, loom_status *st) {
-  return loom__tfrecord_out_write(&c->out, c->buf, c->blen, st);
+  if (c->path) return loom__tfrecord_out_write(&c->out, c->buf, c->blen, st);
+  uint64_t len = c->blen;
+  if (c->mlen + 8 + c->blen > c->mcap) {
+    size_t cap = c->mcap ? c->mcap : 1 << 16;
+    while (cap < c->mlen + 8 + c->blen) cap *= 2;
+    uint8_t *m = loom__realloc(c->mem, cap);
+    if (!m)
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cache: out of memory after %lld elements (%zu bytes)",
+                             (long long)c->count, c->mlen);
+    c->mem = m;
+    c->mcap = cap;
+  }
+  memcpy(c->mem + c->mlen, &len, 8);
+  memcpy(c->mem + c->mlen + 8, c->buf, c->blen);
+  c->mlen += 8 + c->blen;
+  return LOOM_OK;
+}
+
+static void drop_memory(cache_ds *c) {
+  loom__free(c->mem);
+  c->mem = NULL;
+  c->mlen = c->mcap = c->moff = 0;
+  c->complete = 0;
 }
 
 static loom_code write_header(cache_ds *c, loom_status *st) {
@@ -141,7 +119,7 @@ static loom_code write_element(cache_ds *c, loom_tensor *const *values, loom_sta
       bad = buf_put(c, &l, 8) || buf_put(c, s, (size_t)l);
     }
   }
-  if (bad) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cache %s: out of memory", c->path);
+  if (bad) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "cache %s: out of memory", c->path ? c->path : "");
   return write_record(c, st);
 }
 
@@ -159,8 +137,8 @@ static int take(rd_span *r, void *dst, size_t n) {
 
 static loom_code corrupt(cache_ds *c, const char *what, loom_status *st) {
   return loom_status_set(st, LOOM_DATA_LOSS,
-                         "cache file %s is corrupt (%s); delete it to rebuild the cache from the input", c->path,
-                         what);
+                         "cache file %s is corrupt (%s); delete it to rebuild the cache from the input",
+                         c->path ? c->path : "(memory)", what);
 }
 
 static loom_code read_header(cache_ds *c, loom_status *st) {
@@ -193,14 +171,25 @@ static loom_code read_header(cache_ds *c, loom_status *st) {
   return LOOM_OK;
 }
 
-/* The next record of the cache file into values; OUT_OF_RANGE after a
- * trailer that matches the elements read. */
+/* The next record (of the file, or of the memory copy) into values;
+ * OUT_OF_RANGE after the file's trailer (when it matches the elements read)
+ * or at the end of the memory copy. */
 static loom_code read_element(cache_ds *c, loom_tensor **values, loom_status *st) {
   const uint8_t *d;
   size_t n;
-  loom_code rc = loom__tfrecord_next(&c->rd, &d, &n, st);
-  if (rc == LOOM_OUT_OF_RANGE) return corrupt(c, "it ends without its trailer", st);
-  if (rc) return rc;
+  loom_code rc;
+  if (!c->path) {
+    if (c->moff >= c->mlen) return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
+    uint64_t len;
+    memcpy(&len, c->mem + c->moff, 8);
+    d = c->mem + c->moff + 8;
+    n = (size_t)len;
+    c->moff += 8 + n;
+  } else {
+    rc = loom__tfrecord_next(&c->rd, &d, &n, st);
+    if (rc == LOOM_OUT_OF_RANGE) return corrupt(c, "it ends without its trailer", st);
+    if (rc) return rc;
+  }
   rd_span r = {d, n, 0};
   char tag;
   if (take(&r, &tag, 1)) return corrupt(c, "empty record", st);
@@ -304,6 +293,7 @@ static void abandon(cache_ds *c) {
   if (!c->path && !c->complete) drop_memory(c);
   c->pass = PASS_NONE;
   c->count = 0;
+  c->moff = 0;
 }
 
 /* ---- the pass ---- */
@@ -361,24 +351,18 @@ static loom_code cache_next(loom_dataset *ds, loom_tensor **values, loom_status 
     abandon(c);
     return rc;
   }
-  if (c->pass == PASS_REPLAY) {
-    if (c->path) return read_element(c, values, st);
-    if (c->count >= c->n) return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
-    for (int k = 0; k < ds->ncomp; k++)
-      if ((rc = copy_into(&values[k], c->elems[c->count][k], st))) return rc;
-    c->count++;
-    return LOOM_OK;
-  }
+  if (c->pass == PASS_REPLAY) return read_element(c, values, st);
   c->in_used = 1;
   rc = loom_dataset_next(c->in, values, st);
   if (rc == LOOM_OUT_OF_RANGE) {
     loom_code f = finish_fill(c, st);
-    c->pass = PASS_REPLAY; /* until reset: the end (a memory copy now replays from count) */
+    c->pass = PASS_REPLAY;
+    c->moff = c->mlen; /* until reset: the end */
     if (f) return f;
     return loom_status_set(st, LOOM_OUT_OF_RANGE, "End of sequence");
   }
   if (rc) return rc;
-  rc = c->path ? write_element(c, values, st) : keep_element(c, values, st);
+  rc = write_element(c, values, st);
   if (!rc) c->count++;
   return rc;
 }
@@ -394,7 +378,6 @@ static void cache_destroy(loom_dataset *ds) {
   cache_ds *c = (cache_ds *)ds;
   abandon(c);
   drop_memory(c);
-  loom__free(c->elems);
   loom__free(c->buf);
   loom__free(c->path);
   loom__free(c->partial);
