@@ -281,3 +281,68 @@ Test(cache, ragged_components_round_trip_through_the_file) {
   tu_rmtree(dir);
   loom_status_free(st);
 }
+
+/* Records with valid CRCs but contents no cache writes (short, wrong dtype
+ * or rank, a string longer than its record, an unknown tag, a trailer with
+ * the wrong count): DATA_LOSS naming the file, never a crash or a read past
+ * the record. */
+static void put(uint8_t *b, size_t *n, const void *p, size_t k) {
+  memcpy(b + *n, p, k);
+  *n += k;
+}
+Test(cache, bad_records_with_valid_crcs_are_data_loss) {
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_cache");
+  char *good = path_in(dir, "good"), *f = path_in(dir, "bad");
+  write_cache(good, st);
+  /* the header record of a real cache file: u64 length, u32 crc, data */
+  size_t glen = 0;
+  uint8_t *gb = tu_read_file(good, &glen);
+  uint64_t hlen;
+  memcpy(&hlen, gb, 8);
+  cr_assert(hlen > 9 && 12 + hlen < glen);
+  const uint8_t f32 = (uint8_t)LOOM_F32, str = (uint8_t)LOOM_STRING, i64 = (uint8_t)LOOM_I64, zero = 0, big = 200;
+  const float one = 1;
+  const uint64_t huge = (uint64_t)1 << 60, two = 2;
+  const int64_t wrong_count = 5;
+  for (int k = 0; k < 8; k++) {
+    uint8_t rec[64];
+    size_t n = 0;
+    if (k == 6) {
+      put(rec, &n, "T", 1);
+      put(rec, &n, "LMCACHE1", 8);
+      put(rec, &n, &wrong_count, 8);
+    } else {
+      put(rec, &n, k == 5 ? "Z" : "E", 1);
+      if (k >= 1) put(rec, &n, k == 1 ? &i64 : &f32, 1); /* 1: the wrong dtype */
+      if (k >= 2) put(rec, &n, k == 2 ? &big : &zero, 1); /* 2: rank 200 */
+      if (k >= 3 && k != 7) put(rec, &n, &one, 4);
+      if (k >= 4) {
+        put(rec, &n, &str, 1);
+        put(rec, &n, &zero, 1);
+        put(rec, &n, k == 4 ? &huge : &two, 8); /* 4: a string longer than the record */
+        if (k != 4) put(rec, &n, "ab", 2);
+      }
+      if (k == 7) put(rec, &n, "extra", 5); /* 7: the float is missing, the rest misread */
+    }
+    loom_tfrecord_writer *w = loom_tfrecord_writer_new(f, st);
+    cr_assert(w, "%s", loom_status_message(st));
+    cr_assert_eq(loom_tfrecord_writer_write(w, gb + 12, (size_t)hlen, st), LOOM_OK);
+    cr_assert_eq(loom_tfrecord_writer_write(w, rec, n, st), LOOM_OK);
+    cr_assert_eq(loom_tfrecord_writer_close(w, st), LOOM_OK);
+    int calls = 0;
+    loom_dataset *ds = chk(loom_dataset_cache(source(&calls, "x", st), f, st), st);
+    loom_tensor *v[2] = {NULL, NULL};
+    loom_code rc = loom_dataset_next(ds, v, st);
+    cr_assert_eq(rc, LOOM_DATA_LOSS, "case %d: %s: %s", k, loom_code_name(rc), loom_status_message(st));
+    cr_assert(strstr(loom_status_message(st), f), "case %d: %s", k, loom_status_message(st));
+    free_vals(v, 2);
+    loom_dataset_free(ds);
+  }
+  free(gb);
+  free(good);
+  free(f);
+  tu_rmtree(dir);
+  loom_status_free(st);
+}
