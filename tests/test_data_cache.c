@@ -21,7 +21,7 @@ static loom_code count_map(void *user, int n, loom_tensor **values, loom_status 
 /* x f32 [N] {0.5, 1.5, ...}, s string "row<i>", counted by *calls. */
 static loom_dataset *source(int *calls, const char *xname, loom_status *st) {
   float x[N];
-  char buf[N][8];
+  char buf[N][16];
   int64_t n = N;
   loom_tensor *s = loom_tensor_new(LOOM_STRING, 1, &n, NULL);
   for (int i = 0; i < N; i++) {
@@ -45,7 +45,7 @@ static void full_pass(loom_dataset *ds, loom_status *st) {
   for (int i = 0; i < N; i++) {
     next_ok(ds, v, st);
     cr_assert_eq(F(v[0])[0], 2 * ((float)i + 0.5f) + 1, "element %d: x %g", i, F(v[0])[0]);
-    char want[8];
+    char want[16];
     snprintf(want, sizeof want, "row%d", i);
     cr_assert_str_eq(loom_tensor_get_string(v[1], 0, NULL), want);
   }
