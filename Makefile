@@ -62,7 +62,7 @@ OPT     ?= -O2 $(ARCH_FLAGS) -fvect-cost-model=dynamic
 # The shared library's ABI version: SONAME libloom.so.$(SOVERSION). Bump it whenever a public
 # function's signature or a public struct's layout changes incompatibly (LOOM_VERSION_* in
 # include/loom/loom_base.h is the release version; the file is libloom.so.SOVERSION.MINOR.PATCH).
-SOVERSION := 0
+SOVERSION := 1
 LOOM_VER  := $(shell sed -n 's/^\#define LOOM_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/loom/loom_base.h | paste -sd.)
 SO_REAL   := libloom.so.$(SOVERSION).$(word 2,$(subst ., ,$(LOOM_VER))).$(word 3,$(subst ., ,$(LOOM_VER)))
 # ---- end portable build ----

@@ -35,9 +35,11 @@ void loom__aligned_free(void *p);
 void loom__log(loom_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- versioned option structs ---- */
-/* Options structs start with uint32_t struct_size (0 = the caller's build
- * matches this one). *dst holds the defaults (size bytes); a caller's struct
- * from an older, smaller build overrides only the fields it knows. */
+/* Options structs start with uint32_t struct_size, which their _default()
+ * sets to sizeof. *dst holds the defaults (size bytes); a caller's struct
+ * from an older, smaller build overrides only the fields it knows.
+ * loom__opts_merge takes struct_size 0 as "this build's size" (for callers
+ * that checked already); loom__opts_take is what a public call uses. */
 static inline void loom__opts_merge(void *dst, size_t size, const void *src) {
   if (!src) return;
   uint32_t n;
@@ -50,6 +52,16 @@ static inline void loom__opts_merge(void *dst, size_t size, const void *src) {
     memcpy(dst, src, size);
   }
 }
+
+/* loom__opts_take (base/opts.c): src (NULL = keep the defaults in dst)
+ * merged over dst as loom__opts_merge does, after checking its struct_size:
+ * 0 (a struct not made by <type>_default(), e.g. zero-initialised), below 4
+ * or above size is INVALID_ARGUMENT "<who>: <type>: struct_size is 0:
+ * initialise it with <type>_default()" (who may be NULL or ""). dst is
+ * untouched on error. */
+loom_code loom__opts_take(void *dst, size_t size, const void *src, const char *who, const char *type,
+                          loom_status *st);
+#define LOOM__OPTS_TAKE(dst, src, who, T, st) loom__opts_take((dst), sizeof(T), (src), (who), #T, (st))
 
 /* ---- shapes (base/dims.c) ---- */
 /* Product of dims (1 for ndim 0; a negative dim gives -1). */

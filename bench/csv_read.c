@@ -47,7 +47,7 @@ static double run_loom(const char *path, int64_t batch, int64_t *rows) {
                               .dtype = is_str(i) ? LOOM_STRING : (i == 12 ? LOOM_I32 : LOOM_F32),
                               .default_value = is_str(i) ? "" : "0",
                               .select = 1};
-  loom_csv_options o = {1, ',', 13, cc, "label"};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 13, cc, "label"};
   double c0 = cpu_now();
   double t0 = bu_now_us();
   loom_dataset *ds = loom_dataset_csv(1, &path, &o, st);

@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
                               .default_value = str ? "" : "0",
                               .select = 1};
   }
-  loom_csv_options o = {1, ',', 13, cc, "label"};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 13, cc, "label"};
   loom_dataset *ds = loom_dataset_csv(1, &csv, &o, st);
   if (!ds) die("csv", st);
   ds = loom_dataset_batch(ds, batch, 0, st);

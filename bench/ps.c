@@ -178,8 +178,7 @@ static void wire_bytes(int quick, loom_status *st) {
     hosts[i] = "127.0.0.1";
     ports[i] = loom_ps_server_port(srv[i]);
   }
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 30;
   co.shm = 1; /* the TCP wire is what this measures */
   loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
@@ -258,7 +257,7 @@ static void wire_bytes(int quick, loom_status *st) {
 
 /* Client options for the PS s on this host (30 s timeout; every other field its default). */
 static loom_ps_connect_options local_opts(loom_ps_server *s) {
-  loom_ps_connect_options co = {0};
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.host = "127.0.0.1";
   co.port = loom_ps_server_port(s);
   co.timeout_s = 30;

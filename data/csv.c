@@ -705,7 +705,15 @@ static loom_dataset *fail(loom_dataset *ds) {
   return NULL;
 }
 
+loom_csv_options loom_csv_options_default(void) {
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 0, NULL, NULL};
+  return o;
+}
+
 loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_csv_options *opt, loom_status *st) {
+  loom_csv_options o = loom_csv_options_default();
+  if (opt && LOOM__OPTS_TAKE(&o, opt, "dataset_csv", loom_csv_options, st)) return NULL;
+  if (opt) opt = &o;
   if (nfiles <= 0 || !paths || !opt) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_csv: %s",
                     nfiles <= 0 ? "nfiles must be positive" : !paths ? "paths is NULL" : "opt is NULL");

@@ -112,6 +112,10 @@ loom_code loom__ds_check_ragged(const loom_dataset *ds, loom_tensor *const *valu
  * errors ("feature 'x'"); rows >= 0: the splits must have rows + 1 entries. */
 loom_code loom__check_splits(const loom_tensor *splits, int64_t nvalues, int64_t rows, const char *who,
                              const char *feature, loom_status *st);
+/* The common prologue of a transformation: a new dataset of size bytes
+ * with in's spec (names, dtypes, dims, label). On failure in is freed and
+ * NULL returned (the transformations' ownership rule). */
+loom_dataset *loom__ds_transform_new(loom_dataset *in, size_t size, const loom_ds_vtable *vt, loom_status *st);
 /* Frees the spec, the scratch status and the struct (after vt->destroy). */
 void loom__ds_free_shell(loom_dataset *ds);
 

@@ -808,6 +808,9 @@ static const loom_ds_vtable map_vt = {"map", map_next, NULL, map_reset, map_dest
 
 /* Common prologue of the transformations: a new dataset with in's spec. */
 static loom_dataset *transform_new(loom_dataset *in, size_t size, const loom_ds_vtable *vt, loom_status *st) {
+  return loom__ds_transform_new(in, size, vt, st);
+}
+loom_dataset *loom__ds_transform_new(loom_dataset *in, size_t size, const loom_ds_vtable *vt, loom_status *st) {
   if (!in) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: the input dataset is NULL", vt->kind);
     return NULL;

@@ -16,7 +16,7 @@ typedef struct idx_ds {
 } idx_ds;
 
 loom_idx_options loom_idx_options_default(void) {
-  loom_idx_options o = {1, 1, 0};
+  loom_idx_options o = {sizeof(loom_idx_options), 1, 1, 0};
   return o;
 }
 
@@ -150,7 +150,8 @@ static loom_code idx_read(const char *path, int rank, int64_t limit, int64_t *di
 
 loom_dataset *loom_dataset_idx(const char *images_path, const char *labels_path, const loom_idx_options *opt,
                                loom_status *st) {
-  loom_idx_options o = opt ? *opt : loom_idx_options_default();
+  loom_idx_options o = loom_idx_options_default();
+  if (LOOM__OPTS_TAKE(&o, opt, "dataset_idx", loom_idx_options, st)) return NULL;
   if (!images_path) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_idx: images_path is NULL");
     return NULL;

@@ -584,7 +584,7 @@ static void tfr_destroy(loom_dataset *ds) {
 static const loom_ds_vtable tfr_vt = {"tfrecord", tfr_next, NULL, tfr_reset, tfr_destroy, NULL, NULL};
 
 loom_tfrecord_options loom_tfrecord_options_default(void) {
-  loom_tfrecord_options o = {LOOM_TFRECORD_NONE};
+  loom_tfrecord_options o = {sizeof(loom_tfrecord_options), LOOM_TFRECORD_NONE};
   return o;
 }
 
@@ -595,7 +595,9 @@ loom_dataset *loom_dataset_tfrecord(int nfiles, const char *const *paths, int ns
 
 loom_dataset *loom_dataset_tfrecord_ex(int nfiles, const char *const *paths, int nspec, const loom_feature_spec *spec,
                                        const char *label_name, const loom_tfrecord_options *opt, loom_status *st) {
-  int compression = opt ? opt->compression : LOOM_TFRECORD_NONE;
+  loom_tfrecord_options o = loom_tfrecord_options_default();
+  if (LOOM__OPTS_TAKE(&o, opt, "dataset_tfrecord", loom_tfrecord_options, st)) return NULL;
+  int compression = o.compression;
   if (compression < LOOM_TFRECORD_NONE || compression > LOOM_TFRECORD_AUTO) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT,
                     "dataset_tfrecord: compression %d; use LOOM_TFRECORD_NONE, _GZIP, _ZLIB or _AUTO", compression);

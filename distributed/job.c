@@ -427,8 +427,7 @@ static int32_t part_bytes_env(void) {
 }
 
 static loom_ps_connect_options connect_opts(const job *j) {
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.busy_poll_us = busy_poll_env();
   co.shm = shm_env();
   co.part_bytes = part_bytes_env();
@@ -1579,8 +1578,10 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   memset(&j, 0, sizeof j);
   j.e = e;
   j.o = loom_job_options_default();
-  if (opt) loom__opts_merge(&j.o, sizeof j.o, opt);
-  else {
+  if (opt) {
+    loom_code orc = LOOM__OPTS_TAKE(&j.o, opt, "loom_run_job", loom_job_options, st);
+    if (orc) return orc;
+  } else {
     double lr = loom_params_get_double(e->params, "learning_rate", -1);
     if (lr > 0) j.o.hyper[0] = (float)lr;
     j.o.overlap_comm = loom_params_get_int(e->params, "overlap_comm", 0) != 0;

@@ -271,8 +271,7 @@ void loom_ps_cluster_free(loom_ps_cluster *c) {
  * defaults) with that task's address and p's hash and counts for HELLO. */
 static loom_ps_client *connect_ps(const loom_ps_placement *p, const char *host, int port,
                                   const loom_ps_connect_options *o, loom_status *st) {
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   if (o) co = *o;
   co.host = host;
   co.port = port;

@@ -338,7 +338,17 @@ static loom_code open_conn(loom_ps_client *c, loom_status *st) {
   return rc;
 }
 
-loom_ps_client *loom_ps_connect(const loom_ps_connect_options *o, loom_status *st) {
+loom_ps_connect_options loom_ps_connect_options_default(void) {
+  loom_ps_connect_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return o;
+}
+
+loom_ps_client *loom_ps_connect(const loom_ps_connect_options *user, loom_status *st) {
+  loom_ps_connect_options oc = loom_ps_connect_options_default();
+  if (LOOM__OPTS_TAKE(&oc, user, "loom_ps_connect", loom_ps_connect_options, st)) return NULL;
+  const loom_ps_connect_options *o = user ? &oc : NULL;
   if (!o || !o->host) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_connect: no host");
     return NULL;

@@ -282,6 +282,7 @@ static uint64_t now_us(void) {
 loom_ps_server_options loom_ps_server_options_default(void) {
   loom_ps_server_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.host = "127.0.0.1";
   return o;
 }
@@ -2671,7 +2672,8 @@ static void server_free(loom_ps_server *s) {
 }
 loom_ps_server *loom_ps_server_start(const loom_ps_server_options *o, loom_status *st) {
   loom_ps_server_options d = loom_ps_server_options_default();
-  if (!o) o = &d;
+  if (LOOM__OPTS_TAKE(&d, o, "loom_ps_server_start", loom_ps_server_options, st)) return NULL;
+  o = &d;
   const char *host = o->host ? o->host : "127.0.0.1";
   if (strlen(host) >= 64) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "ps host '%.64s...' is too long", host);

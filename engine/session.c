@@ -24,7 +24,8 @@ loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, 
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "session: graph is NULL");
     return NULL;
   }
-  loom_session_options o = opts ? *opts : loom_session_options_default();
+  loom_session_options o = loom_session_options_default();
+  if (LOOM__OPTS_TAKE(&o, opts, "session", loom_session_options, st)) return NULL;
   if (o.device != LOOM_DEVICE_CPU && o.device != LOOM_DEVICE_CUDA) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "session: unknown device %d", (int)o.device);
     return NULL;

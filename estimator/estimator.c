@@ -24,7 +24,8 @@ loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const cha
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "Estimator: model_fn is NULL");
     return NULL;
   }
-  loom_run_config c = config ? *config : loom_run_config_default();
+  loom_run_config c = loom_run_config_default();
+  if (LOOM__OPTS_TAKE(&c, config, "Estimator", loom_run_config, st)) return NULL;
   if (c.save_checkpoints_steps > 0 && c.save_checkpoints_secs > 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT,
                     "RunConfig: save_checkpoints_steps and save_checkpoints_secs are both set; set at most one");
@@ -278,7 +279,9 @@ done:
 loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                const loom_train_options *opt, loom_status *st) {
   if (!e) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator is NULL");
-  loom_train_options o = opt ? *opt : loom_train_options_default();
+  loom_train_options o = loom_train_options_default();
+  loom_code orc = LOOM__OPTS_TAKE(&o, opt, "train", loom_train_options, st);
+  if (orc) return orc;
   if (o.steps < 0 || o.max_steps < 0)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train: steps and max_steps must be > 0 when given (got %lld, %lld)",
                            (long long)o.steps, (long long)o.max_steps);
@@ -539,7 +542,9 @@ loom_code loom_estimator_evaluate(loom_estimator *e, loom_input_fn input_fn, voi
                                   const loom_eval_options *opt, loom_eval_result **out, loom_status *st) {
   if (!e || !out) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator or out is NULL");
   *out = NULL;
-  loom_eval_options o = opt ? *opt : loom_eval_options_default();
+  loom_eval_options o = loom_eval_options_default();
+  loom_code orc = LOOM__OPTS_TAKE(&o, opt, "evaluate", loom_eval_options, st);
+  if (orc) return orc;
   if (o.steps < 0) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "evaluate: steps must be > 0 when given");
   loom_dataset *ds = call_input_fn(e, input_fn, input_user, LOOM_MODE_EVAL, st);
   if (!ds) return loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;

@@ -199,7 +199,8 @@ loom_prediction_iter *loom_estimator_predict(loom_estimator *e, loom_input_fn in
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator or input_fn is NULL");
     return NULL;
   }
-  loom_predict_options o = opt ? *opt : loom_predict_options_default();
+  loom_predict_options o = loom_predict_options_default();
+  if (LOOM__OPTS_TAKE(&o, opt, "predict", loom_predict_options, st)) return NULL;
   loom_prediction_iter *it = loom__calloc(1, sizeof *it);
   if (!it) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");

@@ -282,7 +282,7 @@ loom_predictor *loom_predictor_load(const char *export_dir, const loom_predictor
     return NULL;
   }
   loom_predictor_options o = loom_predictor_options_default();
-  loom__opts_merge(&o, sizeof o, opts);
+  if (LOOM__OPTS_TAKE(&o, opts, "predictor", loom_predictor_options, st)) return NULL;
   loom_predictor *p = loom__calloc(1, sizeof *p);
   if (!p) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "predictor: out of memory");

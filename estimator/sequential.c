@@ -621,17 +621,29 @@ static int bad_activation(const char *a, char *msg, size_t cap) {
   return 1;
 }
 
+/* The caller's layer options over the defaults in dst (loom__opts_take); a
+ * bad struct_size is written to msg. */
+static void take_layer_opts(void *dst, size_t size, const void *src, const char *type, char *msg, size_t cap) {
+  if (!loom__opts_take(dst, size, src, NULL, type, NULL)) return;
+  loom_status *s = loom_status_new();
+  if (loom__opts_take(dst, size, src, NULL, type, s))
+    snprintf(msg, cap, "%s", s ? loom_status_message(s) : "bad options struct_size");
+  loom_status_free(s);
+}
+
 int loom_sequential_add_dense(loom_sequential *m, int64_t units, const loom_dense_options *o, const char *name,
                               loom_status *st) {
   seq_layer *l = add_layer(m, L_DENSE, name, st);
   if (!l) return -1;
   char msg[256] = "";
   l->units = units;
-  l->dense = o ? *o : loom_dense_options_default();
+  l->dense = loom_dense_options_default();
+  take_layer_opts(&l->dense, sizeof l->dense, o, "loom_dense_options", msg, sizeof msg);
   int oom = 0;
   l->activation = dup_or_null(l->dense.activation, &oom);
   l->dense.activation = l->activation;
-  if (oom) snprintf(msg, sizeof msg, "out of memory");
+  if (*msg) {
+  } else if (oom) snprintf(msg, sizeof msg, "out of memory");
   else if (units <= 0) snprintf(msg, sizeof msg, "units must be positive, got %lld", (long long)units);
   else bad_activation(l->activation, msg, sizeof msg);
   return commit_layer(m, l, !*msg, msg, st);
@@ -644,13 +656,15 @@ int loom_sequential_add_conv2d(loom_sequential *m, int64_t filters, const int64_
   char msg[256] = "";
   int oom = 0;
   l->units = filters;
-  l->conv = o ? *o : loom_conv2d_options_default();
+  l->conv = loom_conv2d_options_default();
+  take_layer_opts(&l->conv, sizeof l->conv, o, "loom_conv2d_options", msg, sizeof msg);
   l->activation = dup_or_null(l->conv.activation, &oom);
   l->padding = dup_or_null(l->conv.padding ? l->conv.padding : "valid", &oom);
   l->conv.activation = l->activation;
   l->conv.padding = l->padding;
   if (kernel_size) l->k[0] = kernel_size[0], l->k[1] = kernel_size[1];
-  if (oom) snprintf(msg, sizeof msg, "out of memory");
+  if (*msg) {
+  } else if (oom) snprintf(msg, sizeof msg, "out of memory");
   else if (filters <= 0) snprintf(msg, sizeof msg, "filters must be positive, got %lld", (long long)filters);
   else if (!kernel_size || l->k[0] <= 0 || l->k[1] <= 0) snprintf(msg, sizeof msg, "kernel_size must be two positive sizes");
   else bad_activation(l->activation, msg, sizeof msg);
@@ -721,8 +735,10 @@ int loom_sequential_add_batch_norm(loom_sequential *m, const loom_batch_norm_opt
                                    loom_status *st) {
   seq_layer *l = add_layer(m, L_BATCHNORM, name, st);
   if (!l) return -1;
-  l->bn = o ? *o : loom_batch_norm_options_default();
-  return commit_layer(m, l, 1, NULL, st);
+  char msg[256] = "";
+  l->bn = loom_batch_norm_options_default();
+  take_layer_opts(&l->bn, sizeof l->bn, o, "loom_batch_norm_options", msg, sizeof msg);
+  return commit_layer(m, l, !*msg, msg, st);
 }
 
 int loom_sequential_add_embedding(loom_sequential *m, int64_t input_dim, int64_t output_dim,
@@ -778,7 +794,9 @@ static loom_code init_new_globals(loom_sequential *m, loom_status *st) {
 loom_code loom_sequential_compile(loom_sequential *m, const loom_sequential_compile_options *o, loom_status *st) {
   if (!m) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_sequential_compile: model is NULL");
   if (m->compiled) return loom_status_set(st, LOOM_FAILED_PRECONDITION, "loom_sequential_compile: already compiled");
-  loom_sequential_compile_options c = o ? *o : loom_sequential_compile_options_default();
+  loom_sequential_compile_options c = loom_sequential_compile_options_default();
+  loom_code orc = LOOM__OPTS_TAKE(&c, o, "loom_sequential_compile", loom_sequential_compile_options, st);
+  if (orc) return orc;
   if (m->d.n == 0)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_sequential_compile: the model has no layers (an empty stack)");
   if (!m->d.has_input)
@@ -1081,7 +1099,8 @@ loom_code loom_sequential_fit(loom_sequential *m, loom_dataset *ds, const loom_s
                               loom_eval_result **history, loom_status *st) {
   loom_code rc = need_compiled(m, "loom_sequential_fit", st);
   if (rc != LOOM_OK) return rc;
-  loom_sequential_fit_options f = o ? *o : loom_sequential_fit_options_default();
+  loom_sequential_fit_options f = loom_sequential_fit_options_default();
+  if ((rc = LOOM__OPTS_TAKE(&f, o, "loom_sequential_fit", loom_sequential_fit_options, st)) != LOOM_OK) return rc;
   if (f.epochs < 1 || f.steps_per_epoch < 0)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_sequential_fit: epochs must be >= 1 and steps_per_epoch >= 0 (got %lld, %lld)",
                            (long long)f.epochs, (long long)f.steps_per_epoch);

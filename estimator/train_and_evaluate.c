@@ -300,6 +300,11 @@ static const loom_checkpoint_listener eval_listener = {NULL, NULL, lst_after_sav
 /* ----------------------------------------------------------- validation */
 static loom_code check_specs(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
                              loom_status *st) {
+  loom_train_spec tsd = loom_train_spec_default();
+  loom_eval_spec esd = loom_eval_spec_default();
+  loom_code orc = LOOM__OPTS_TAKE(&tsd, ts, "train_and_evaluate", loom_train_spec, st);
+  if (!orc) orc = LOOM__OPTS_TAKE(&esd, es, "train_and_evaluate", loom_eval_spec, st);
+  if (orc) return orc;
   if (!ts->input_fn) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "TrainSpec.input_fn is NULL");
   if (ts->max_steps < 0)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,

@@ -50,7 +50,7 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *params, void *u
       {"x1", LOOM_F32, NULL, 1, 0},   {"x2", LOOM_F32, NULL, 1, 0}, {"x3", LOOM_F32, "0.25", 1, 0},
       {"city", LOOM_STRING, "", 0, 0}, {"y", LOOM_F32, NULL, 1, 0},
   };
-  loom_csv_options o = {1, ',', 5, cols, "y"};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 5, cols, "y"};
   const char *paths[1] = {CSV};
   loom_dataset *ds = loom_dataset_csv(1, paths, &o, st);
   int64_t batch = loom_params_get_int(params, "batch_size", 32);

@@ -33,6 +33,9 @@ typedef struct an_req {
   int64_t top_k, threshold;
   an_entry *tab; /* open addressing */
   size_t tcap, tn;
+  const an_entry **sorted; /* after run: the kept entries in file order */
+  const char **vstr;       /* their strings and counts (the getter's arrays) */
+  int64_t *vcount, nsorted;
   /* moments */
   int64_t n; /* elements per example */
   int64_t count;
@@ -62,6 +65,13 @@ static void an_clear_results(an_req *r) {
   loom__free(r->tab);
   r->tab = NULL;
   r->tcap = r->tn = 0;
+  loom__free(r->sorted);
+  loom__free(r->vstr);
+  loom__free(r->vcount);
+  r->sorted = NULL;
+  r->vstr = NULL;
+  r->vcount = NULL;
+  r->nsorted = 0;
   loom__free(r->mean);
   loom__free(r->m2);
   loom__free(r->std);
@@ -260,6 +270,35 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static int cmp_entry(const void *a, const void *b) {
+  const an_entry *x = *(const an_entry *const *)a, *y = *(const an_entry *const *)b;
+  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  size_t m = x->len < y->len ? x->len : y->len;
+  int c = memcmp(x->s, y->s, m);
+  if (c) return c;
+  return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* The vocabulary's kept entries in file order (and the getter's arrays). */
+static loom_code an_vocab_sort(an_req *r, loom_status *st) {
+  size_t cap = r->tn ? r->tn : 1;
+  r->sorted = loom__malloc(cap * sizeof(*r->sorted));
+  r->vstr = loom__malloc(cap * sizeof(*r->vstr));
+  r->vcount = loom__malloc(cap * sizeof(*r->vcount));
+  if (!r->sorted || !r->vstr || !r->vcount) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "analyzer: out of memory");
+  size_t m = 0;
+  for (size_t i = 0; i < r->tcap; i++)
+    if (r->tab[i].s && r->tab[i].count >= r->threshold) r->sorted[m++] = &r->tab[i];
+  qsort(r->sorted, m, sizeof(*r->sorted), cmp_entry);
+  if (r->top_k > 0 && (int64_t)m > r->top_k) m = (size_t)r->top_k;
+  for (size_t i = 0; i < m; i++) {
+    r->vstr[i] = r->sorted[i]->s;
+    r->vcount[i] = r->sorted[i]->count;
+  }
+  r->nsorted = (int64_t)m;
+  return LOOM_OK;
+}
+
 static loom_code an_finish(an_req *r, loom_status *st) {
   if (r->kind == AN_QUANTILES) {
     qsort(r->vals, (size_t)r->nvals, sizeof(double), cmp_double);
@@ -277,6 +316,9 @@ static loom_code an_finish(an_req *r, loom_status *st) {
     loom__free(r->vals);
     r->vals = NULL;
     r->nvals = r->capvals = 0;
+  } else if (r->kind == AN_VOCAB) {
+    loom_code rc = an_vocab_sort(r, st);
+    if (rc) return rc;
   } else if (r->kind == AN_MOMENTS) {
     r->std = loom__malloc((size_t)r->n * sizeof(double));
     if (!r->std) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "analyzer: out of memory");
@@ -385,13 +427,15 @@ loom_code loom_fc_analyzer_moments(const loom_fc_analyzer *a, const char *key, i
   return LOOM_OK;
 }
 
-static int cmp_entry(const void *a, const void *b) {
-  const an_entry *x = *(const an_entry *const *)a, *y = *(const an_entry *const *)b;
-  if (x->count != y->count) return x->count > y->count ? -1 : 1;
-  size_t m = x->len < y->len ? x->len : y->len;
-  int c = memcmp(x->s, y->s, m);
-  if (c) return c;
-  return x->len < y->len ? -1 : x->len > y->len;
+
+loom_code loom_fc_analyzer_vocabulary(const loom_fc_analyzer *a, const char *key, int64_t *n,
+                                      const char *const **values, const int64_t **counts, loom_status *st) {
+  const an_req *r = an_result(a, AN_VOCAB, key, st);
+  if (!r) return loom_status_code(st) ? loom_status_code(st) : LOOM_NOT_FOUND;
+  if (n) *n = r->nsorted;
+  if (values) *values = r->vstr;
+  if (counts) *counts = r->vcount;
+  return LOOM_OK;
 }
 
 loom_code loom_fc_analyzer_write_vocabulary(const loom_fc_analyzer *a, const char *key, const char *path,
@@ -399,23 +443,16 @@ loom_code loom_fc_analyzer_write_vocabulary(const loom_fc_analyzer *a, const cha
   const an_req *r = an_result(a, AN_VOCAB, key, st);
   if (!r) return loom_status_code(st) ? loom_status_code(st) : LOOM_NOT_FOUND;
   if (!path || !path[0]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "analyzer: vocabulary of \"%s\": no path", key);
-  const an_entry **e = loom__malloc((r->tn ? r->tn : 1) * sizeof(*e));
-  if (!e) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "analyzer: out of memory");
-  size_t m = 0;
-  for (size_t i = 0; i < r->tcap; i++)
-    if (r->tab[i].s && r->tab[i].count >= r->threshold) e[m++] = &r->tab[i];
-  qsort(e, m, sizeof(*e), cmp_entry);
-  if (r->top_k > 0 && (int64_t)m > r->top_k) m = (size_t)r->top_k;
+  const an_entry *const *e = r->sorted;
+  size_t m = (size_t)r->nsorted;
   FILE *f = fopen(path, "wb");
   if (!f) {
-    loom__free(e);
     return loom_status_set(st, LOOM_NOT_FOUND, "analyzer: vocabulary of \"%s\": cannot open %s for writing", key, path);
   }
   int bad = 0;
   for (size_t i = 0; i < m && !bad; i++)
     bad = fwrite(e[i]->s, 1, e[i]->len, f) != e[i]->len || fputc('\n', f) == EOF;
   bad |= fclose(f) != 0;
-  loom__free(e);
   if (bad) return loom_status_set(st, LOOM_INTERNAL, "analyzer: vocabulary of \"%s\": writing %s failed", key, path);
   if (written) *written = (int64_t)m;
   return LOOM_OK;

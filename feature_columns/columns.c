@@ -84,6 +84,22 @@ static char *fc_concat3(const char *a, const char *b, const char *c) {
 
 const char *loom_fc_name(const loom_fc *c) { return c ? c->name : ""; }
 
+loom_code loom_fc_check_unique_names(const char *who, const char *field, int n, const loom_fc *const *cols,
+                                     loom_status *st) {
+  if (n > 0 && !cols) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s: %d columns but no array", who, field, n);
+  for (int i = 0; i < n; i++) {
+    if (!cols[i]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s[%d] is NULL", who, field, i);
+    for (int j = 0; j < i; j++)
+      if (strcmp(cols[j]->name, cols[i]->name) == 0)
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "%s: Duplicate feature column name found for columns: '%s' (%s[%d]) and '%s' (%s[%d]). "
+                               "This usually means that these columns refer to same base feature. Either one must be "
+                               "discarded or a duplicated but renamed item must be inserted in features dict.",
+                               who, cols[i]->name, field, i, cols[j]->name, field, j);
+  }
+  return LOOM_OK;
+}
+
 int64_t loom_fc_num_buckets(const loom_fc *c) {
   if (!c) return 0;
   switch (c->kind) {
@@ -622,6 +638,7 @@ loom_fc *loom_fc_indicator(loom_fc_set *s, const loom_fc *categorical, loom_stat
 loom_fc_embedding_options loom_fc_embedding_options_default(void) {
   loom_fc_embedding_options o;
   memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof o;
   o.combiner = LOOM_COMBINER_MEAN;
   o.trainable = 1;
   return o;
@@ -662,7 +679,8 @@ static void fc_emb_set(loom_fc *c, int64_t dimension, const loom_fc_embedding_op
 loom_fc *loom_fc_embedding(loom_fc_set *s, const loom_fc *categorical, int64_t dimension,
                            const loom_fc_embedding_options *opt, loom_status *st) {
   const char *what = "embedding_column";
-  loom_fc_embedding_options o = opt ? *opt : loom_fc_embedding_options_default();
+  loom_fc_embedding_options o = loom_fc_embedding_options_default();
+  if (LOOM__OPTS_TAKE(&o, opt, what, loom_fc_embedding_options, st)) return NULL;
   if (!fc_check_set(s, what, st) || !fc_need_categorical(s, categorical, what, st)) return NULL;
   if (!fc_emb_args(what, categorical->name, dimension, &o, st)) return NULL;
   char *name = fc_concat3(categorical->name, "_embedding", "");
@@ -678,7 +696,9 @@ loom_fc *loom_fc_embedding(loom_fc_set *s, const loom_fc *categorical, int64_t d
 loom_code loom_fc_shared_embeddings(loom_fc_set *s, int n, const loom_fc *const *categorical, int64_t dimension,
                                     const loom_fc_embedding_options *opt, loom_fc **out, loom_status *st) {
   const char *what = "shared_embedding_columns";
-  loom_fc_embedding_options o = opt ? *opt : loom_fc_embedding_options_default();
+  loom_fc_embedding_options o = loom_fc_embedding_options_default();
+  loom_code orc = LOOM__OPTS_TAKE(&o, opt, what, loom_fc_embedding_options, st);
+  if (orc) return orc;
   if (!fc_check_set(s, what, st)) return loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;
   if (n < 1 || !categorical || !out)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: categorical_columns must be a non-empty list", what);

@@ -371,6 +371,8 @@ static loom_code fc_check_args(loom_graph *g, int n, const loom_fc *const *cols,
   if (!g || !out || n < 1 || !cols)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature_columns must not be empty (and g, out non-NULL)",
                            layer);
+  loom_code rc = loom_fc_check_unique_names(layer, "feature_columns", n, cols, st);
+  if (rc) return rc;
   return loom_graph_status(g, st);
 }
 

@@ -14,8 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                           {"s", LOOM_STRING, "", 1, 0},
                                           {"d", LOOM_F64, NULL, 1, 0},
                                           {"tags", LOOM_I32, NULL, 1, '|'}};
-  loom_csv_options o;
-  memset(&o, 0, sizeof o);
+  loom_csv_options o = loom_csv_options_default();
   o.header = !(data[0] & 1) ? 0 : (data[0] & 8) ? 1 : LOOM_CSV_HEADER_SKIP;
   o.delimiter = (data[0] & 2) ? ';' : ',';
   o.ncolumns = 5;

@@ -17,6 +17,17 @@
 static loom_output dummy(loom_graph *g) { return loom__graph_dummy(g); }
 static int failed(const loom_graph *g) { return loom_graph_status(g, NULL) != LOOM_OK; }
 
+/* The caller's options over the defaults in *dst (loom__opts_take); a bad
+ * struct_size becomes the graph's error. 1 on error. */
+static int take_opts(loom_graph *g, void *dst, size_t size, const void *src, const char *who, const char *type) {
+  if (!loom__opts_take(dst, size, src, who, type, NULL)) return 0;
+  loom_status *st = loom_status_new();
+  loom_code rc = loom__opts_take(dst, size, src, who, type, st);
+  if (rc) loom_graph_set_error(g, rc, "%s", st ? loom_status_message(st) : "bad options struct_size");
+  loom_status_free(st);
+  return rc != LOOM_OK;
+}
+
 static int float_dtype(loom_dtype dt) { return dt == LOOM_F32 || dt == LOOM_F64; }
 
 static const char *dims_str(char *buf, size_t cap, loom_output x) {
@@ -250,6 +261,7 @@ static loom_variable *layer_var(loom_graph *g, const char *vname, loom_dtype dt,
 loom_dense_options loom_dense_options_default(void) {
   loom_dense_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.activation = NULL;
   o.use_bias = 1;
   o.kernel_initializer = loom_init_glorot_uniform(LOOM_SEED_NONE);
@@ -265,7 +277,8 @@ loom_output loom_layers_dense(loom_graph *g, loom_output x, int64_t units, const
                               const char *name) {
   if (!g) return (loom_output){NULL, 0};
   if (failed(g)) return dummy(g);
-  loom_dense_options op = o ? *o : loom_dense_options_default();
+  loom_dense_options op = loom_dense_options_default();
+  if (take_opts(g, &op, sizeof op, o, "layers_dense", "loom_dense_options")) return dummy(g);
   char lname[LNAME], full[LNAME * 2], ds[128];
   int64_t d[LOOM_MAX_DIMS];
   int nd;
@@ -322,6 +335,7 @@ loom_output loom_layers_dense(loom_graph *g, loom_output x, int64_t units, const
 loom_conv2d_options loom_conv2d_options_default(void) {
   loom_conv2d_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.strides[0] = o.strides[1] = 1;
   o.padding = "valid";
   o.dilation_rate[0] = o.dilation_rate[1] = 1;
@@ -340,7 +354,8 @@ loom_output loom_layers_conv2d(loom_graph *g, loom_output x, int64_t filters, co
                                const loom_conv2d_options *o, const char *name) {
   if (!g) return (loom_output){NULL, 0};
   if (failed(g)) return dummy(g);
-  loom_conv2d_options op = o ? *o : loom_conv2d_options_default();
+  loom_conv2d_options op = loom_conv2d_options_default();
+  if (take_opts(g, &op, sizeof op, o, "layers_conv2d", "loom_conv2d_options")) return dummy(g);
   char lname[LNAME], full[LNAME * 2], ds[128];
   int64_t d[LOOM_MAX_DIMS];
   int nd;
@@ -477,6 +492,7 @@ static int check_flag(loom_graph *g, loom_output f, const char *who) {
 loom_dropout_options loom_dropout_options_default(void) {
   loom_dropout_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.training = 0;
   o.training_flag = (loom_output){NULL, 0};
   o.seed = LOOM_SEED_NONE;
@@ -487,7 +503,8 @@ loom_output loom_layers_dropout(loom_graph *g, loom_output x, double rate, const
                                 const char *name) {
   if (!g) return (loom_output){NULL, 0};
   if (failed(g)) return dummy(g);
-  loom_dropout_options op = o ? *o : loom_dropout_options_default();
+  loom_dropout_options op = loom_dropout_options_default();
+  if (take_opts(g, &op, sizeof op, o, "layers_dropout", "loom_dropout_options")) return dummy(g);
   char lname[LNAME];
   layer_name(g, name, "dropout", LOOM_REUSE_NONE, lname, sizeof lname);
   if (!(rate >= 0 && rate < 1)) {
@@ -515,6 +532,7 @@ loom_output loom_layers_dropout(loom_graph *g, loom_output x, double rate, const
 loom_batch_norm_options loom_batch_norm_options_default(void) {
   loom_batch_norm_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.axis = -1;
   o.momentum = 0.99;
   o.epsilon = 1e-3;
@@ -537,7 +555,8 @@ loom_output loom_layers_batch_normalization(loom_graph *g, loom_output x, const 
                                             const char *name) {
   if (!g) return (loom_output){NULL, 0};
   if (failed(g)) return dummy(g);
-  loom_batch_norm_options op = o ? *o : loom_batch_norm_options_default();
+  loom_batch_norm_options op = loom_batch_norm_options_default();
+  if (take_opts(g, &op, sizeof op, o, "layers_batch_norm", "loom_batch_norm_options")) return dummy(g);
   char lname[LNAME], full[LNAME * 2], ds[128];
   int64_t d[LOOM_MAX_DIMS];
   int nd;

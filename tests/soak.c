@@ -133,8 +133,7 @@ static const loom_csv_column COLS[3] = {
     {"x1", LOOM_F32, NULL, 1, 0}, {"x2", LOOM_F32, NULL, 1, 0}, {"y", LOOM_F32, NULL, 1, 0}};
 
 static loom_dataset *csv_source(loom_status *st) {
-  loom_csv_options o;
-  memset(&o, 0, sizeof o);
+  loom_csv_options o = loom_csv_options_default();
   o.header = 1;
   o.delimiter = ',';
   o.ncolumns = 3;

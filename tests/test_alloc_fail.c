@@ -481,7 +481,7 @@ static loom_code double_fn(void *user, int n, loom_tensor **values, loom_status 
 
 static loom_code pipeline_scenario(const char *csv, double *sum, loom_status *st) {
   loom_csv_column cols[3] = {{"x", LOOM_F32, NULL, 1, 0}, {"name", LOOM_STRING, "", 1, 0}, {"y", LOOM_I32, "0", 1, 0}};
-  loom_csv_options o = {1, ',', 3, cols, "y"};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 3, cols, "y"};
   const char *paths[1] = {csv};
   loom_dataset *ds = loom_dataset_csv(1, paths, &o, st);
   if (ds) ds = loom_dataset_map(ds, double_fn, NULL, st);

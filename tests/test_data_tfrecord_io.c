@@ -308,7 +308,8 @@ static void read_back(const char *path, int compression) {
   sp[5] = (loom_feature_spec){.name = "ids", .dtype = LOOM_I64, .kind = LOOM_FEATURE_VAR_LEN, .ragged = 1};
   sp[6] = (loom_feature_spec){.name = "words", .dtype = LOOM_STRING, .kind = LOOM_FEATURE_VAR_LEN, .ragged = 1};
   loom_status *st = loom_status_new();
-  loom_tfrecord_options o = {compression};
+  loom_tfrecord_options o = loom_tfrecord_options_default();
+  o.compression = compression;
   loom_dataset *ds = loom_dataset_tfrecord_ex(1, &path, 7, sp, NULL, &o, st);
   cr_assert(ds, "%s", loom_status_message(st));
   loom_tensor *v[9] = {0};

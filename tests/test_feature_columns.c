@@ -420,6 +420,41 @@ Test(fc, input_errors_name_the_column) {
   loom_graph_free(g);
 }
 
+/* Two columns of one name: TF's "Duplicate feature column name found"
+ * from input_layer and linear_model, naming both positions, before any
+ * variable is made (a second linear_model variable of that name failed
+ * with a variable-scope reuse message before). */
+Test(fc, duplicate_column_names_rejected) {
+  loom_graph *g = loom_graph_new();
+  loom_features *f = fixture_features(g);
+  loom_fc_set *s = loom_fc_set_new();
+  loom_output out;
+  const loom_fc *cols[3] = {loom_fc_numeric(s, "age", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST),
+                            loom_fc_numeric(s, "hw", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST),
+                            loom_fc_numeric(s, "age", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST)};
+  const char *want = "Duplicate feature column name found for columns: 'age' (feature_columns[2]) and 'age' "
+                     "(feature_columns[0])";
+  cr_assert_eq(loom_fc_input_layer(g, f, 3, cols, NULL, 1, &out, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "input_layer: ") && strstr(loom_status_message(ST), want), "%s",
+            loom_status_message(ST));
+  cr_assert_eq(loom_fc_linear_model(g, f, 3, cols, 1, LOOM_COMBINER_SUM, NULL, 1, &out, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "linear_model: ") && strstr(loom_status_message(ST), want), "%s",
+            loom_status_message(ST));
+  int nv = -1;
+  loom_global_variables(g, &nv);
+  cr_assert_eq(nv, 0, "no variable made before the check");
+  cr_assert_eq(loom_fc_check_unique_names("x", "cols", 2, cols, ST), LOOM_OK);
+  /* one name under two kinds of column is a duplicate too */
+  const loom_fc *b = loom_fc_bucketized(s, cols[0], 1, (const float[]){30}, ST);
+  const loom_fc *two[2] = {b, loom_fc_numeric(s, "age_bucketized", 0, NULL, NULL, LOOM_F32, NULL, NULL, ST)};
+  cr_assert_eq(loom_fc_check_unique_names("x", "cols", 2, two, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "'age_bucketized' (cols[1]) and 'age_bucketized' (cols[0])"), "%s",
+            loom_status_message(ST));
+  loom_features_free(f);
+  loom_fc_set_free(s);
+  loom_graph_free(g);
+}
+
 /* An identity id outside [0, num_buckets) fails the run naming the column. */
 Test(fc, identity_out_of_range_is_a_run_error) {
   loom_graph *g = loom_graph_new();
@@ -444,7 +479,7 @@ static loom_dataset *analyzer_csv(int batch) {
                             {.name = "cut", .dtype = LOOM_STRING, .select = 1},
                             {.name = "depth", .dtype = LOOM_F32, .select = 1},
                             {.name = "clarity", .dtype = LOOM_I64, .select = 1}};
-  loom_csv_options o = {1, ',', 4, cols, NULL};
+  loom_csv_options o = {sizeof(loom_csv_options), 1, ',', 4, cols, NULL};
   const char *p = FIX "analyzer.csv";
   loom_dataset *ds = loom_dataset_csv(1, &p, &o, ST);
   cr_assert(ds, "%s", loom_status_message(ST));
@@ -529,6 +564,19 @@ static void analyzer_check(int batch) {
       cr_assert(len == strlen(want) && !memcmp(got, want, len), "%s vocabulary:\n%.*s\nnumpy:\n%s", key, (int)len, got,
                 want);
       free(got);
+      /* the same entries in memory, in the file's order */
+      int64_t nmem = -1;
+      const char *const *mv = NULL;
+      const int64_t *mc = NULL;
+      cr_assert_eq(loom_fc_analyzer_vocabulary(a2, key, &nmem, &mv, &mc, ST), LOOM_OK, "%s", loom_status_message(ST));
+      cr_assert_eq(nmem, nitems);
+      const char *line_at = want;
+      for (int64_t i = 0; i < nmem; i++) {
+        size_t ll = strcspn(line_at, "\n");
+        cr_assert(strlen(mv[i]) == ll && !memcmp(mv[i], line_at, ll), "%s entry %lld: %s", key, (long long)i, mv[i]);
+        cr_assert(mc[i] >= thr && (i == 0 || mc[i] <= mc[i - 1]), "%s counts", key);
+        line_at += ll + 1;
+      }
       /* the file reads back as a vocabulary column */
       loom_fc_set *s = loom_fc_set_new();
       const loom_fc *vc = loom_fc_vocabulary_file(s, key, path, 0, 0, -1, LOOM_STRING, ST);
@@ -548,6 +596,48 @@ static void analyzer_check(int batch) {
 
 Test(fc, analyzer_matches_numpy_unbatched) { analyzer_check(0); }
 Test(fc, analyzer_matches_numpy_batched) { analyzer_check(32); }
+
+/* The vocabulary in memory: values and counts by hand, threshold and
+ * top_k applied, integers in decimal; errors before run and for a key not
+ * asked for. */
+Test(fc, analyzer_vocabulary_in_memory) {
+  int64_t n = 7;
+  loom_tensor *sv = loom_tensor_new(LOOM_STRING, 1, &n, NULL);
+  const char *w[7] = {"b", "a", "b", "c", "b", "a", "d"};
+  for (int i = 0; i < 7; i++) loom_tensor_set_string(sv, i, w[i], 1, NULL);
+  const int64_t iv[7] = {5, 7, 5, -3, 5, 7, 5};
+  loom_tensor *it = loom_tensor_from_data(LOOM_I64, 1, &n, iv, NULL);
+  const char *names[2] = {"w", "i"};
+  const loom_tensor *arr[2] = {sv, it};
+  loom_dataset *ds = loom_dataset_batch(loom_dataset_from_tensors(2, names, arr, NULL, ST), 3, 0, ST);
+  cr_assert(ds, "%s", loom_status_message(ST));
+  loom_fc_analyzer *a = loom_fc_analyzer_new(ST);
+  cr_assert_eq(loom_fc_analyze_vocabulary(a, "w", 0, 2, ST), LOOM_OK);
+  cr_assert_eq(loom_fc_analyze_vocabulary(a, "i", 2, 0, ST), LOOM_OK);
+  int64_t k = -1;
+  const char *const *v = NULL;
+  const int64_t *c = NULL;
+  cr_assert_eq(loom_fc_analyzer_vocabulary(a, "w", &k, &v, &c, ST), LOOM_FAILED_PRECONDITION);
+  cr_assert_eq(loom_fc_analyzer_run(a, ds, ST), LOOM_OK, "%s", loom_status_message(ST));
+  cr_assert_eq(loom_fc_analyzer_vocabulary(a, "w", &k, &v, &c, ST), LOOM_OK, "%s", loom_status_message(ST));
+  cr_assert_eq(k, 2); /* b 3, a 2; c and d seen once, under the threshold */
+  cr_assert_str_eq(v[0], "b");
+  cr_assert_eq(c[0], 3);
+  cr_assert_str_eq(v[1], "a");
+  cr_assert_eq(c[1], 2);
+  cr_assert_eq(loom_fc_analyzer_vocabulary(a, "i", &k, &v, &c, ST), LOOM_OK, "%s", loom_status_message(ST));
+  cr_assert_eq(k, 2); /* top 2 of 5 x4, 7 x2, -3 x1 */
+  cr_assert_str_eq(v[0], "5");
+  cr_assert_eq(c[0], 4);
+  cr_assert_str_eq(v[1], "7");
+  cr_assert_eq(c[1], 2);
+  cr_assert_eq(loom_fc_analyzer_vocabulary(a, "nope", &k, &v, &c, ST), LOOM_NOT_FOUND);
+  cr_assert_eq(loom_fc_analyzer_vocabulary(a, "w", NULL, NULL, NULL, ST), LOOM_OK);
+  loom_fc_analyzer_free(a);
+  loom_dataset_free(ds);
+  loom_tensor_free(sv);
+  loom_tensor_free(it);
+}
 
 Test(fc, analyzer_errors) {
   loom_dataset *ds = analyzer_csv(0);

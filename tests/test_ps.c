@@ -36,8 +36,7 @@ static loom_ps_server *start_ps(uint64_t hash, int num_ps, int num_vars, const c
 }
 
 static loom_ps_connect_options copts(loom_ps_server *s, uint64_t hash, const char *token) {
-  loom_ps_connect_options o;
-  memset(&o, 0, sizeof o);
+  loom_ps_connect_options o = loom_ps_connect_options_default();
   o.host = "127.0.0.1";
   o.port = loom_ps_server_port(s);
   o.token = token;
@@ -294,8 +293,7 @@ static void equivalence(int opt, int variant, int num_ps, int64_t min_slice) {
     hosts[i] = "127.0.0.1";
     ports[i] = loom_ps_server_port(srv[i]);
   }
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.token = TOKEN;
   co.token_len = strlen(TOKEN);
   co.timeout_s = 5;
@@ -528,8 +526,7 @@ Test(ps, idle_exit_and_start_errors) {
   cr_assert_eq(loom_status_code(st), LOOM_PERMISSION_DENIED);
   cr_assert(strstr(loom_status_message(st), "token"), "%s", loom_status_message(st));
   /* connecting to a closed port fails fast with the address named */
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.host = "127.0.0.1";
   co.port = 1;
   co.timeout_s = 2;
@@ -599,8 +596,7 @@ Test(ps, worker_seam_adam_three_ps_bitwise_equal_to_local) {
     srv[i] = start_ps(loom_ps_placement_hash(p), 3, nv, NULL);
     ports[i] = loom_ps_server_port(srv[i]);
   }
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 5;
   loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
   cr_assert(cl, "%s", loom_status_message(st));
@@ -767,8 +763,7 @@ static void embedding_equivalence_mode(int opt, int mod) {
     srv[i] = start_ps(loom_ps_placement_hash(p), 3, nv, NULL);
     ports[i] = loom_ps_server_port(srv[i]);
   }
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 5;
   loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
   cr_assert(cl, "%s", loom_status_message(st));
@@ -872,8 +867,7 @@ Test(ps, bounded_staleness_drops_counted) {
   loom_ps_server *s = start_ps_opts(o);
   const char *hosts[1] = {"127.0.0.1"};
   int ports[1] = {loom_ps_server_port(s)};
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 5;
   loom_ps_cluster *a = loom_ps_cluster_connect(p, hosts, ports, &co, st), *b = loom_ps_cluster_connect(p, hosts, ports, &co, st);
   cr_assert(a && b);
@@ -1342,8 +1336,7 @@ static void *sync_worker_main(void *arg) {
   loom_session *s = loom_session_new(g, NULL, st);
   int64_t idd[1] = {4};
   loom_tensor *it = loom_tensor_new(LOOM_I64, 1, idd, st);
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 10;
   loom_ps_cluster *cl = loom_ps_cluster_connect(sw->p, sw->hosts, sw->ports, &co, st);
   loom_ps_worker *w = cl && s ? loom_ps_worker_new(s, cl, sw->p, loss, st) : NULL;
@@ -1486,8 +1479,7 @@ static void sync_three_workers(int with_emb) {
   for (int i = 0; i < 15; i++) maxd = fmax(maxd, fabs(sw[0].w1[i] - w1a[i]));
   for (int i = 0; i < 3; i++) maxd = fmax(maxd, fabs(sw[0].w2[i] - w2a[i]));
   if (with_emb) { /* a worker holds only the rows it touched: the table is read from the PS tasks */
-    loom_ps_connect_options co;
-    memset(&co, 0, sizeof co);
+    loom_ps_connect_options co = loom_ps_connect_options_default();
     co.timeout_s = 5;
     loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
     cr_assert(cl, "%s", loom_status_message(st));
@@ -1559,8 +1551,7 @@ static loom_ps_cluster *ckpt_cluster(loom_ps_placement *p, loom_ps_server **srv,
     srv[i] = start_ps_opts(o);
     ports[i] = loom_ps_server_port(srv[i]);
   }
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 5;
   loom_status *st = loom_status_new();
   loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
@@ -2066,8 +2057,7 @@ Test(ps, step_larger_than_reply_cap_does_not_stall) {
   loom_ps_server *srv = start_ps(loom_ps_placement_hash(p), 1, NV, NULL);
   const char *hosts[1] = {"127.0.0.1"};
   int ports[1] = {loom_ps_server_port(srv)};
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 5;
   loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
   cr_assert(cl, "%s", loom_status_message(st));
@@ -2122,8 +2112,7 @@ Test(ps, overlapped_exchange_is_one_step_delayed_sgd) {
   loom_ps_server *srv = start_ps(loom_ps_placement_hash(p), 1, nv, NULL);
   const char *hosts[1] = {"127.0.0.1"};
   int ports[1] = {loom_ps_server_port(srv)};
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 5;
   loom_ps_cluster *cl = loom_ps_cluster_connect(p, hosts, ports, &co, st);
   cr_assert(cl, "%s", loom_status_message(st));
@@ -2408,8 +2397,7 @@ typedef struct {
 static void *sync_gs_main(void *arg) {
   sync_gs_worker *w = arg;
   loom_status *st = loom_status_new();
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 20;
   loom_ps_cluster *cl = loom_ps_cluster_connect(w->p, w->hosts, w->ports, &co, st);
   float vals[4][8], grads[4][8];
@@ -2479,8 +2467,7 @@ Test(ps, sync_three_workers_two_ps_global_step_is_aggregated_steps_consistent_ac
   const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
   start_sync_pair(p, 3, srv, ports);
   loom_status *st = loom_status_new();
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 20;
   loom_ps_cluster *obs = loom_ps_cluster_connect(p, hosts, ports, &co, st);
   cr_assert(obs, "%s", loom_status_message(st));
@@ -2535,8 +2522,7 @@ Test(ps, sync_one_ps_step_runs_ahead_cluster_sync_step_does_not) {
   const char *hosts[2] = {"127.0.0.1", "127.0.0.1"};
   start_sync_pair(p, 2, srv, ports);
   loom_status *st = loom_status_new();
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.timeout_s = 20;
   loom_ps_cluster *w[3];
   for (int i = 0; i < 3; i++) cr_assert((w[i] = loom_ps_cluster_connect(p, hosts, ports, &co, st)), "%s", loom_status_message(st));
@@ -2888,8 +2874,7 @@ Test(ps, an_older_ps_four_byte_welcome_is_accepted_unless_an_instance_is_expecte
   old_ps o;
   pthread_t t;
   old_ps_start(&o, &t, 4, 2);
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.host = "127.0.0.1";
   co.port = o.port;
   co.placement_hash = 9;
@@ -3197,8 +3182,7 @@ Test(ps, parts_sync_uses_one_frame) { parts_one_frame_mode(LOOM_PS_SYNC); }
 /* A cluster client's options: part_bytes as given; shm 1 pins TCP (on 127.0.0.1 the cluster would move
  * dense shards through shared memory), 0 lets it use shared memory. */
 static loom_ps_connect_options parts_copts(int32_t part_bytes, int32_t shm) {
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.token = TOKEN;
   co.token_len = strlen(TOKEN);
   co.timeout_s = 5;

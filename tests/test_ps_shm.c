@@ -41,8 +41,7 @@ static loom_ps_server *start(uint64_t hash, int num_vars, loom_ps_consistency co
 }
 
 static loom_ps_connect_options copts(loom_ps_server *s, uint64_t hash, int shm_off) {
-  loom_ps_connect_options o;
-  memset(&o, 0, sizeof o);
+  loom_ps_connect_options o = loom_ps_connect_options_default();
   o.host = "127.0.0.1";
   o.port = loom_ps_server_port(s);
   o.token = TOKEN;

@@ -445,8 +445,7 @@ Test(reliability, ps_step_inc_overflow_is_refused) {
   loom_status *st = loom_status_new();
   loom_ps_server *s = loom_ps_server_start(&o, st);
   cr_assert(s, "start: %s", loom_status_message(st));
-  loom_ps_connect_options co;
-  memset(&co, 0, sizeof co);
+  loom_ps_connect_options co = loom_ps_connect_options_default();
   co.host = "127.0.0.1";
   co.port = loom_ps_server_port(s);
   co.placement_hash = 42;

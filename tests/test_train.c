@@ -945,7 +945,8 @@ Test(optimizers, errors) {
 
   g = loom_graph_new();
   v = loom_get_variable(g, "v", LOOM_F32, 1, d, NULL, 1);
-  loom_adagrad_options ao = {0.0};
+  loom_adagrad_options ao = loom_adagrad_options_default();
+  ao.initial_accumulator_value = 0.0;
   o = loom_optimizer_adagrad(loom_const_f32(g, 0.1f, NULL), &ao);
   loom_gradient gr = {loom_const_data(g, LOOM_F32, 1, d, (float[3]){1, 2, 3}, NULL), {NULL, 0}};
   cr_assert_null(loom_optimizer_apply_gradients(o, g, 1, &gr, &v, NULL, NULL));

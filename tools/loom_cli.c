@@ -451,7 +451,7 @@ static loom_dataset *open_source(const job *j, int which, int with_label, loom_s
   int n = which ? j->neval : j->ntrain;
   const char *const *paths = (const char *const *)(which ? j->eval : j->train);
   if (j->fmt == FMT_CSV) {
-    loom_csv_options o = {j->header, j->delimiter, j->ncols, j->cols, with_label ? j->label : NULL};
+    loom_csv_options o = {sizeof(loom_csv_options), j->header, j->delimiter, j->ncols, j->cols, with_label ? j->label : NULL};
     return loom_dataset_csv(n, paths, &o, st);
   }
   return loom_dataset_tfrecord(n, paths, j->nspec, j->spec, with_label ? j->label : NULL, st);
@@ -647,7 +647,7 @@ static loom_dataset *predict_input_fn(loom_mode mode, const loom_params *p, void
       if (is_label) cols[n].select = 0;
       n++;
     }
-    loom_csv_options o = {j->header, j->delimiter, n, cols, NULL};
+    loom_csv_options o = {sizeof(loom_csv_options), j->header, j->delimiter, n, cols, NULL};
     ds = loom_dataset_csv(1, &j->predict_input, &o, st);
     free(cols);
   } else if (j->fmt == FMT_TFRECORD) {

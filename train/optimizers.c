@@ -24,6 +24,7 @@ struct loom_optimizer {
   loom_ftrl_options ftrl;
   loom_rmsprop_options rms;
   loom_adadelta_options adadelta;
+  char bad_options[256]; /* a bad options struct_size, reported at apply */
   slot_entry *slots;
   int nslots, capslots;
   /* Adam's non-slot variables (per graph: the last graph used) */
@@ -32,27 +33,27 @@ struct loom_optimizer {
 };
 
 loom_momentum_options loom_momentum_options_default(void) {
-  loom_momentum_options o = {0.9, 0};
+  loom_momentum_options o = {sizeof(loom_momentum_options), 0.9, 0};
   return o;
 }
 loom_adagrad_options loom_adagrad_options_default(void) {
-  loom_adagrad_options o = {0.1};
+  loom_adagrad_options o = {sizeof(loom_adagrad_options), 0.1};
   return o;
 }
 loom_adam_options loom_adam_options_default(void) {
-  loom_adam_options o = {0.9, 0.999, 1e-8, 0};
+  loom_adam_options o = {sizeof(loom_adam_options), 0.9, 0.999, 1e-8, 0};
   return o;
 }
 loom_ftrl_options loom_ftrl_options_default(void) {
-  loom_ftrl_options o = {-0.5, 0.1, 0.0, 0.0, 0.0};
+  loom_ftrl_options o = {sizeof(loom_ftrl_options), -0.5, 0.1, 0.0, 0.0, 0.0};
   return o;
 }
 loom_rmsprop_options loom_rmsprop_options_default(void) {
-  loom_rmsprop_options o = {0.9, 0.0, 1e-10, 0};
+  loom_rmsprop_options o = {sizeof(loom_rmsprop_options), 0.9, 0.0, 1e-10, 0};
   return o;
 }
 loom_adadelta_options loom_adadelta_options_default(void) {
-  loom_adadelta_options o = {0.95, 1e-8};
+  loom_adadelta_options o = {sizeof(loom_adadelta_options), 0.95, 1e-8};
   return o;
 }
 
@@ -71,36 +72,41 @@ static loom_optimizer *opt_new(int kind, const char *name, loom_output lr) {
   return o;
 }
 
+/* The caller's options over o's defaults in dst (loom__opts_take); a bad
+ * struct_size is kept and becomes the graph's error at apply. */
+static loom_optimizer *opt_take(loom_optimizer *o, void *dst, size_t size, const void *src, const char *type) {
+  if (!o || !src || !loom__opts_take(dst, size, src, o->name, type, NULL)) return o;
+  loom_status *st = loom_status_new();
+  if (loom__opts_take(dst, size, src, o->name, type, st))
+    snprintf(o->bad_options, sizeof o->bad_options, "%s", st ? loom_status_message(st) : "bad options struct_size");
+  loom_status_free(st);
+  return o;
+}
+
 loom_optimizer *loom_optimizer_sgd(loom_output lr) { return opt_new(OPT_SGD, "GradientDescent", lr); }
 loom_optimizer *loom_optimizer_momentum(loom_output lr, const loom_momentum_options *opts) {
   loom_optimizer *o = opt_new(OPT_MOMENTUM, "Momentum", lr);
-  if (o && opts) o->mom = *opts;
-  return o;
+  return o ? opt_take(o, &o->mom, sizeof o->mom, opts, "loom_momentum_options") : NULL;
 }
 loom_optimizer *loom_optimizer_adagrad(loom_output lr, const loom_adagrad_options *opts) {
   loom_optimizer *o = opt_new(OPT_ADAGRAD, "Adagrad", lr);
-  if (o && opts) o->adagrad = *opts;
-  return o;
+  return o ? opt_take(o, &o->adagrad, sizeof o->adagrad, opts, "loom_adagrad_options") : NULL;
 }
 loom_optimizer *loom_optimizer_adam(loom_output lr, const loom_adam_options *opts) {
   loom_optimizer *o = opt_new(OPT_ADAM, "Adam", lr);
-  if (o && opts) o->adam = *opts;
-  return o;
+  return o ? opt_take(o, &o->adam, sizeof o->adam, opts, "loom_adam_options") : NULL;
 }
 loom_optimizer *loom_optimizer_ftrl(loom_output lr, const loom_ftrl_options *opts) {
   loom_optimizer *o = opt_new(OPT_FTRL, "Ftrl", lr);
-  if (o && opts) o->ftrl = *opts;
-  return o;
+  return o ? opt_take(o, &o->ftrl, sizeof o->ftrl, opts, "loom_ftrl_options") : NULL;
 }
 loom_optimizer *loom_optimizer_rmsprop(loom_output lr, const loom_rmsprop_options *opts) {
   loom_optimizer *o = opt_new(OPT_RMSPROP, "RMSProp", lr);
-  if (o && opts) o->rms = *opts;
-  return o;
+  return o ? opt_take(o, &o->rms, sizeof o->rms, opts, "loom_rmsprop_options") : NULL;
 }
 loom_optimizer *loom_optimizer_adadelta(loom_output lr, const loom_adadelta_options *opts) {
   loom_optimizer *o = opt_new(OPT_ADADELTA, "Adadelta", lr);
-  if (o && opts) o->adadelta = *opts;
-  return o;
+  return o ? opt_take(o, &o->adadelta, sizeof o->adadelta, opts, "loom_adadelta_options") : NULL;
 }
 
 void loom_optimizer_free(loom_optimizer *o) {
@@ -164,6 +170,10 @@ static int create_slots(loom_optimizer *o, loom_graph *g, const loom_variable *v
 }
 
 static int validate(loom_optimizer *o, loom_graph *g) {
+  if (o->bad_options[0]) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT, "%s", o->bad_options);
+    return 0;
+  }
   const char *bad = NULL;
   double val = 0;
   switch (o->kind) {

@@ -514,12 +514,11 @@ static loom_code copy_cols(const char *est, const char *field, int32_t n, const 
   if (n < 0 || (n > 0 && !cols))
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s: %d columns but no array", est, field, (int)n);
   if (n == 0) return LOOM_OK;
+  loom_code rc = loom_fc_check_unique_names(est, field, n, cols, st);
+  if (rc) return rc;
   *out = loom__calloc((size_t)n, sizeof **out);
   if (!*out) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  for (int i = 0; i < n; i++) {
-    if (!cols[i]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s[%d] is NULL", est, field, i);
-    (*out)[i] = cols[i];
-  }
+  for (int i = 0; i < n; i++) (*out)[i] = cols[i];
   return LOOM_OK;
 }
 
@@ -581,20 +580,17 @@ static canned_model *model_new(int kind, const char *est, loom_status *st) {
   return m;
 }
 
-#define CHECK_SIZE(o, T, est)                                                                       \
-  do {                                                                                              \
-    if ((o)->struct_size != 0 && (o)->struct_size < sizeof(T)) {                                    \
-      loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: options.struct_size %u is smaller than %zu (use " \
-                      #T "_default())", est, (unsigned)(o)->struct_size, sizeof(T));                \
-      return NULL;                                                                                  \
-    }                                                                                               \
+/* o (NULL: the defaults in d) over the defaults in d; o then points at d. */
+#define TAKE_OPTS(o, d, T, est)                                \
+  do {                                                         \
+    if (LOOM__OPTS_TAKE(&(d), (o), (est), T, st)) return NULL; \
+    (o) = &(d);                                                \
   } while (0)
 
 static loom_estimator *linear_new(const loom_linear_options *o, int classifier, loom_status *st) {
   const char *est = classifier ? "LinearClassifier" : "LinearRegressor";
   loom_linear_options d = loom_linear_options_default();
-  if (!o) o = &d;
-  CHECK_SIZE(o, loom_linear_options, est);
+  TAKE_OPTS(o, d, loom_linear_options, est);
   if (o->nfeature_columns <= 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature_columns must not be empty", est);
     return NULL;
@@ -617,8 +613,7 @@ static loom_estimator *linear_new(const loom_linear_options *o, int classifier, 
 static loom_estimator *dnn_new(const loom_dnn_options *o, int classifier, loom_status *st) {
   const char *est = classifier ? "DNNClassifier" : "DNNRegressor";
   loom_dnn_options d = loom_dnn_options_default();
-  if (!o) o = &d;
-  CHECK_SIZE(o, loom_dnn_options, est);
+  TAKE_OPTS(o, d, loom_dnn_options, est);
   if (o->nfeature_columns <= 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: feature_columns must not be empty", est);
     return NULL;
@@ -643,8 +638,7 @@ static loom_estimator *dnn_new(const loom_dnn_options *o, int classifier, loom_s
 static loom_estimator *combined_new(const loom_dnn_linear_combined_options *o, int classifier, loom_status *st) {
   const char *est = classifier ? "DNNLinearCombinedClassifier" : "DNNLinearCombinedRegressor";
   loom_dnn_linear_combined_options d = loom_dnn_linear_combined_options_default();
-  if (!o) o = &d;
-  CHECK_SIZE(o, loom_dnn_linear_combined_options, est);
+  TAKE_OPTS(o, d, loom_dnn_linear_combined_options, est);
   if (o->nlinear_feature_columns <= 0 && o->ndnn_feature_columns <= 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT,
                     "%s: Either linear_feature_columns or dnn_feature_columns must be defined", est);
@@ -689,8 +683,7 @@ static loom_estimator *combined_new(const loom_dnn_linear_combined_options *o, i
 static loom_estimator *baseline_new(const loom_baseline_options *o, int classifier, loom_status *st) {
   const char *est = classifier ? "BaselineClassifier" : "BaselineRegressor";
   loom_baseline_options d = loom_baseline_options_default();
-  if (!o) o = &d;
-  CHECK_SIZE(o, loom_baseline_options, est);
+  TAKE_OPTS(o, d, loom_baseline_options, est);
   canned_model *m = model_new(CK_BASELINE, est, st);
   if (!m) return NULL;
   common_opts c;

@@ -156,7 +156,8 @@ loom_regression_head_options loom_regression_head_options_default(void) {
 
 loom_head *loom_binary_class_head_new(const loom_binary_head_options *o, loom_status *st) {
   loom_binary_head_options d = loom_binary_head_options_default();
-  if (!o) o = &d;
+  if (LOOM__OPTS_TAKE(&d, o, "BinaryClassHead", loom_binary_head_options, st)) return NULL;
+  o = &d;
   if (o->nlabel_vocabulary != 0 && o->nlabel_vocabulary != 2)
     return fail(NULL, st, LOOM_INVALID_ARGUMENT, "BinaryClassHead: label_vocabulary must have 2 entries (got %d)",
                 (int)o->nlabel_vocabulary);
@@ -170,6 +171,9 @@ loom_head *loom_binary_class_head_new(const loom_binary_head_options *o, loom_st
 
 loom_head *loom_multi_class_head_new(const loom_multi_class_head_options *o, loom_status *st) {
   if (!o) return fail(NULL, st, LOOM_INVALID_ARGUMENT, "MultiClassHead: options are NULL (n_classes is required)");
+  loom_multi_class_head_options d = loom_multi_class_head_options_default();
+  if (LOOM__OPTS_TAKE(&d, o, "MultiClassHead", loom_multi_class_head_options, st)) return NULL;
+  o = &d;
   if (o->n_classes < 3)
     return fail(NULL, st, LOOM_INVALID_ARGUMENT,
                 "MultiClassHead: n_classes must be >= 3 (got %lld); use BinaryClassHead for 2 classes",
@@ -187,6 +191,9 @@ loom_head *loom_multi_class_head_new(const loom_multi_class_head_options *o, loo
 
 loom_head *loom_multi_label_head_new(const loom_multi_label_head_options *o, loom_status *st) {
   if (!o) return fail(NULL, st, LOOM_INVALID_ARGUMENT, "MultiLabelHead: options are NULL (n_classes is required)");
+  loom_multi_label_head_options d = loom_multi_label_head_options_default();
+  if (LOOM__OPTS_TAKE(&d, o, "MultiLabelHead", loom_multi_label_head_options, st)) return NULL;
+  o = &d;
   if (o->n_classes < 2)
     return fail(NULL, st, LOOM_INVALID_ARGUMENT, "MultiLabelHead: n_classes must be > 1 (got %lld)",
                 (long long)o->n_classes);
@@ -206,7 +213,8 @@ loom_head *loom_multi_label_head_new(const loom_multi_label_head_options *o, loo
 
 static loom_head *regression_new(head_kind kind, const loom_regression_head_options *o, loom_status *st) {
   loom_regression_head_options d = loom_regression_head_options_default();
-  if (!o) o = &d;
+  if (LOOM__OPTS_TAKE(&d, o, kind_names[kind], loom_regression_head_options, st)) return NULL;
+  o = &d;
   if (o->label_dimension < 1)
     return fail(NULL, st, LOOM_INVALID_ARGUMENT, "%s: Invalid label_dimension %lld (must be >= 1)",
                 kind_names[kind], (long long)o->label_dimension);

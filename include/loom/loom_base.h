@@ -28,6 +28,17 @@
  * "caller frees with loom_x_free", "owned by <object>; valid until
  * <event>", or "static string".
  *  - Headers include only <stddef.h> and <stdint.h> and compile as C and C++.
+ *
+ * Options structs (loom_*_options, loom_run_config, loom_train_spec,
+ * loom_eval_spec):
+ * the first field is uint32_t struct_size, which the struct's _default()
+ * sets to its sizeof. Start from _default() and change fields. A call that
+ * takes one rejects struct_size 0 (a zero-initialised struct, or one built
+ * field by field) with INVALID_ARGUMENT "<type>: struct_size is 0:
+ * initialise it with <type>_default()", and a size larger than its own; a
+ * smaller one (a program built against an older header) keeps the
+ * defaults for the fields it lacks. A NULL options pointer means the
+ * defaults.
  */
 #ifndef LOOM_BASE_H
 #define LOOM_BASE_H

@@ -97,6 +97,7 @@ LOOM_API loom_dataset *loom_dataset_from_ragged_tensors(int n, const char *const
  * limit > 0 keeps only the first limit examples. Counts of images and
  * labels must match. */
 typedef struct loom_idx_options {
+  uint32_t struct_size; /* sizeof: set by loom_idx_options_default() */
   int32_t flatten;  /* 1: images as [rows*cols] */
   int32_t scale;    /* 1: float32 / 255; 0: float32 raw 0..255 */
   int64_t limit;
@@ -125,6 +126,7 @@ typedef struct loom_csv_column {
 /* loom_csv_options.header: the first line skipped without checking its names (TF's CsvDataset header=True). */
 #define LOOM_CSV_HEADER_SKIP 2
 typedef struct loom_csv_options {
+  uint32_t struct_size; /* sizeof: set by loom_csv_options_default() */
   int32_t header;      /* 1: the first line names the columns; a selected column the options name must
                           carry that name there unless the header's field is empty (else INVALID_ARGUMENT
                           naming file:line, the header's name and the expected one). LOOM_CSV_HEADER_SKIP:
@@ -134,9 +136,24 @@ typedef struct loom_csv_options {
   const loom_csv_column *columns;
   const char *label_name; /* one of the selected columns, or NULL */
 } loom_csv_options;
+/* header 1, delimiter ',', no columns (set ncolumns and columns), no label. */
+LOOM_API loom_csv_options loom_csv_options_default(void);
 /* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_csv(int nfiles, const char *const *paths, const loom_csv_options *opt,
                                         loom_status *st);
+/* A whole CSV file straight into memory, no dataset to iterate: one tensor
+ * per selected column, [rows] of the column's dtype (F32, F64, I32, I64 or
+ * STRING); a multi-valued column gives two, "<name>" (values [nnz]) and
+ * "<name>/row_splits" (int64 [rows + 1]). Columns are described and
+ * parsed exactly as loom_dataset_csv does (header, names from the header,
+ * defaults, quoting; errors name the file, line and column); label_name is
+ * ignored (the label is one of the tensors). A file with no data rows gives
+ * tensors of 0 rows. *n (the number of tensors), *names and *tensors are
+ * set on success: the arrays, the names and the tensors belong to the
+ * caller, freed with loom_csv_tensors_free; on failure they are NULL / 0. */
+LOOM_API loom_code loom_csv_read_tensors(const char *path, const loom_csv_options *opt, int *n, char ***names,
+                                         loom_tensor ***tensors, loom_status *st);
+LOOM_API void loom_csv_tensors_free(int n, char **names, loom_tensor **tensors);
 
 /* TFRecord files of serialized tf.Example, parsed with a feature spec
  * (tf.io.parse_single_example). One component per spec entry, named
@@ -241,6 +258,7 @@ typedef enum loom_tfrecord_compression {
   LOOM_TFRECORD_AUTO = 3 /* reading only */
 } loom_tfrecord_compression;
 typedef struct loom_tfrecord_options {
+  uint32_t struct_size; /* sizeof: set by loom_tfrecord_options_default() */
   int32_t compression; /* a loom_tfrecord_compression */
 } loom_tfrecord_options;
 LOOM_API loom_tfrecord_options loom_tfrecord_options_default(void); /* NONE */
@@ -351,6 +369,29 @@ LOOM_API loom_dataset *loom_dataset_prefetch(loom_dataset *in, int64_t buffer_si
 /* The first count elements (count < 0: all). */
 /* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_take(loom_dataset *in, int64_t count, loom_status *st);
+/* Dataset.cache(filename): the first complete pass reads the input and
+ * keeps a copy of every element; later passes (after loom_dataset_reset,
+ * e.g. each epoch of a repeat above it) replay the copy and never touch
+ * the input again.
+ *  - filename NULL or "": the copy is in memory (freed with the dataset).
+ *  - otherwise a file: the first pass writes "<filename>.partial" under a
+ *    lock file "<filename>.lockfile" and renames it to filename when the
+ *    input ends; a dataset whose filename already exists reads it (another
+ *    dataset object, another process, a later run) without reading its
+ *    input. The file is TFRecord-framed (CRC32C per record) with a header
+ *    (component names, dtypes) and a trailer (the element count): a file
+ *    that is truncated, corrupt, or made for other components is DATA_LOSS
+ *    / INVALID_ARGUMENT naming the file (not rebuilt: TF reports a bad
+ *    cache too; delete the file to rebuild it). A lock file held by a
+ *    live process (another dataset writing the same cache) is
+ *    ALREADY_EXISTS naming the lock file; one left by a process that no
+ *    longer runs is taken over.
+ * A pass that stops early (reset or free before the end of the input)
+ * discards what it copied, as TF does: the next pass reads the input
+ * again. Elements of any dtype and shape (ragged pairs included) are kept
+ * as they come. New dataset (NULL on failure); caller frees with
+ * loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_cache(loom_dataset *in, const char *filename, loom_status *st);
 
 /* numpy_input_fn: from_tensors + (shuffle with buffer = n when shuffle,
  * seed) + repeat(num_epochs; <= 0 = forever) + batch(batch_size). labels

@@ -87,6 +87,7 @@ typedef enum loom_ps_optimizer {
 typedef enum loom_ps_consistency { LOOM_PS_ASYNC = 0, LOOM_PS_BOUNDED = 1, LOOM_PS_SYNC = 2 } loom_ps_consistency;
 
 typedef struct loom_ps_server_options {
+  uint32_t struct_size; /* sizeof: set by loom_ps_server_options_default() */
   const char *host;        /* the address to bind: never 0.0.0.0 by default ("127.0.0.1" when NULL) */
   int32_t port;            /* 0: a free port, reported by loom_ps_server_port */
   const void *token;       /* shared secret of the HMAC handshake; required (>= 16 bytes) when host is not loopback */
@@ -175,6 +176,7 @@ LOOM_API void loom_ps_server_get_stats(loom_ps_server *s, loom_ps_server_stats *
 
 /* ---- Client: one connection to one PS task (blocking, every wait bounded) ---- */
 typedef struct loom_ps_connect_options {
+  uint32_t struct_size; /* sizeof: set by loom_ps_connect_options_default() */
   const char *host;
   int32_t port;
   const void *token;
@@ -216,6 +218,8 @@ typedef struct loom_ps_connect_options {
    * a PS with no chief connection saves its shard itself). */
   int32_t chief;
 } loom_ps_connect_options;
+/* All fields 0 (their defaults) but struct_size; set host and port. */
+LOOM_API loom_ps_connect_options loom_ps_connect_options_default(void);
 typedef struct loom_ps_client loom_ps_client;
 /* Connects and authenticates (HELLO, CHALLENGE, AUTH, WELCOME). NULL on
  * failure with the PS's reason in st (wrong token: PERMISSION_DENIED;

@@ -48,6 +48,12 @@ LOOM_API void loom_fc_set_free(loom_fc_set *s);
 
 /* The column's name (owned by its set). */
 LOOM_API const char *loom_fc_name(const loom_fc *c);
+/* INVALID_ARGUMENT when two of cols[0..n) share a name (TF's "Duplicate
+ * feature column name found for columns: ..." naming both and their
+ * positions in field) or one is NULL; who and field prefix the message.
+ * input_layer, linear_model and the canned estimators' constructors call it. */
+LOOM_API loom_code loom_fc_check_unique_names(const char *who, const char *field, int n, const loom_fc *const *cols,
+                                              loom_status *st);
 /* Categorical columns: the number of ids (buckets); 0 for dense columns. */
 LOOM_API int64_t loom_fc_num_buckets(const loom_fc *c);
 /* Dense columns: the width the column adds to input_layer; 0 for categorical. */
@@ -114,6 +120,7 @@ LOOM_API loom_fc *loom_fc_weighted(loom_fc_set *s, const loom_fc *categorical, c
 /* ---- dense wrappers of categorical columns ---- */
 LOOM_API loom_fc *loom_fc_indicator(loom_fc_set *s, const loom_fc *categorical, loom_status *st);
 typedef struct loom_fc_embedding_options {
+  uint32_t struct_size; /* sizeof: set by loom_fc_embedding_options_default() */
   loom_combiner combiner;     /* LOOM_COMBINER_MEAN (TF's default) */
   const loom_initializer *initializer; /* NULL: truncated_normal(0, 1/sqrt(dimension)) */
   double max_norm;            /* 0 = none */
@@ -214,6 +221,15 @@ LOOM_API loom_code loom_fc_analyzer_boundaries(const loom_fc_analyzer *a, const 
                                                const float **boundaries, loom_status *st);
 LOOM_API loom_code loom_fc_analyzer_moments(const loom_fc_analyzer *a, const char *key, int64_t *n,
                                             const double **mean, const double **stddev, loom_status *st);
+/* The vocabulary in memory (after run): the *n entries the file would
+ * hold, in its order (count descending, ties in byte order;
+ * frequency_threshold and top_k applied). (*values)[i] is NUL-terminated
+ * (an integer feature's values in decimal, as in the file), (*counts)[i]
+ * the number of times it was seen. Arrays and strings are owned by a,
+ * valid until the next loom_fc_analyzer_run or loom_fc_analyzer_free. Any
+ * output pointer may be NULL. */
+LOOM_API loom_code loom_fc_analyzer_vocabulary(const loom_fc_analyzer *a, const char *key, int64_t *n,
+                                               const char *const **values, const int64_t **counts, loom_status *st);
 /* Writes the vocabulary file; *written (may be NULL) = entries written. */
 LOOM_API loom_code loom_fc_analyzer_write_vocabulary(const loom_fc_analyzer *a, const char *key, const char *path,
                                                      int64_t *written, loom_status *st);

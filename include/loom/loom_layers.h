@@ -97,6 +97,7 @@ LOOM_API loom_node *loom_group_collection(loom_graph *g, const char *collection,
  * "<name>/kernel" [in, units] and "<name>/bias" [units]. Output [..., units].
  * ===================================================================== */
 typedef struct loom_dense_options {
+  uint32_t struct_size; /* sizeof: set by loom_dense_options_default() */
   const char *activation;              /* NULL: linear (see loom_activation) */
   int32_t use_bias;                    /* 1 */
   loom_initializer kernel_initializer; /* glorot_uniform, no op seed */
@@ -117,6 +118,7 @@ LOOM_API loom_output loom_layers_dense(loom_graph *g, loom_output x, int64_t uni
  * case). Strides > 1 together with a dilation rate > 1 is an error, as in TF.
  * ===================================================================== */
 typedef struct loom_conv2d_options {
+  uint32_t struct_size; /* sizeof: set by loom_conv2d_options_default() */
   int64_t strides[2];                  /* {1, 1} */
   const char *padding;                 /* "valid" (NULL = "valid") */
   int64_t dilation_rate[2];            /* {1, 1} */
@@ -161,6 +163,7 @@ LOOM_API loom_output loom_layers_flatten(loom_graph *g, loom_output x, const cha
  * scaled by 1 / (1 - rate). With a training_flag both paths are built and
  * Select picks one. rate in [0, 1). */
 typedef struct loom_dropout_options {
+  uint32_t struct_size; /* sizeof: set by loom_dropout_options_default() */
   int32_t training;          /* 0 */
   loom_output training_flag; /* {NULL, 0}: use `training` */
   int64_t seed;              /* op seed, LOOM_SEED_NONE = none (TF's graph/op seed rules) */
@@ -191,6 +194,7 @@ LOOM_API loom_output loom_layers_dropout(loom_graph *g, loom_output x, double ra
  * unchanged when the flag is false (TF: momentum 1 when not training).
  * ===================================================================== */
 typedef struct loom_batch_norm_options {
+  uint32_t struct_size; /* sizeof: set by loom_batch_norm_options_default() */
   int32_t axis;                                 /* -1 (the channels of NHWC) */
   double momentum;                              /* 0.99 */
   double epsilon;                               /* 1e-3 */

@@ -278,26 +278,32 @@ LOOM_API loom_output loom_sparse_apply_adadelta(loom_graph *g, loom_output var, 
 typedef struct loom_optimizer loom_optimizer;
 
 typedef struct loom_momentum_options {
+  uint32_t struct_size; /* sizeof: set by loom_momentum_options_default() */
   double momentum;      /* 0.9 */
   int32_t use_nesterov; /* 0 */
 } loom_momentum_options;
 typedef struct loom_adagrad_options {
+  uint32_t struct_size; /* sizeof: set by loom_adagrad_options_default() */
   double initial_accumulator_value; /* 0.1 */
 } loom_adagrad_options;
 typedef struct loom_adam_options {
+  uint32_t struct_size; /* sizeof: set by loom_adam_options_default() */
   double beta1, beta2, epsilon; /* 0.9, 0.999, 1e-8 */
   int32_t lazy;                 /* 0; 1 = LazyAdam for sparse gradients */
 } loom_adam_options;
 typedef struct loom_ftrl_options {
+  uint32_t struct_size; /* sizeof: set by loom_ftrl_options_default() */
   double learning_rate_power;       /* -0.5 */
   double initial_accumulator_value; /* 0.1 */
   double l1, l2, l2_shrinkage;      /* 0, 0, 0 */
 } loom_ftrl_options;
 typedef struct loom_rmsprop_options {
+  uint32_t struct_size; /* sizeof: set by loom_rmsprop_options_default() */
   double decay, momentum, epsilon; /* 0.9, 0, 1e-10 */
   int32_t centered;                /* 0 */
 } loom_rmsprop_options;
 typedef struct loom_adadelta_options {
+  uint32_t struct_size; /* sizeof: set by loom_adadelta_options_default() */
   double rho, epsilon; /* 0.95, 1e-8 */
 } loom_adadelta_options;
 
@@ -308,7 +314,9 @@ LOOM_API loom_ftrl_options loom_ftrl_options_default(void);
 LOOM_API loom_rmsprop_options loom_rmsprop_options_default(void);
 LOOM_API loom_adadelta_options loom_adadelta_options_default(void);
 
-/* Each returns a new optimizer, NULL only when out of memory. Caller frees
+/* Each returns a new optimizer, NULL only when out of memory (options with a
+ * bad struct_size, see loom_base.h, are the graph's error when the
+ * optimizer is applied). Caller frees
  * with loom_optimizer_free (after the graph's last apply; the graph keeps
  * what was built). */
 LOOM_API loom_optimizer *loom_optimizer_sgd(loom_output learning_rate);

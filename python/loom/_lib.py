@@ -72,7 +72,7 @@ class Regularizer(C.Structure):
 
 
 class DenseOptions(C.Structure):
-    _fields_ = [("activation", cs), ("use_bias", i32), ("kernel_initializer", Initializer),
+    _fields_ = [("struct_size", u32), ("activation", cs), ("use_bias", i32), ("kernel_initializer", Initializer),
                 ("bias_initializer", Initializer), ("kernel_regularizer", Regularizer),
                 ("bias_regularizer", Regularizer), ("trainable", i32), ("reuse", i32)]
 

@@ -15,6 +15,7 @@ def test_version_and_library():
 def test_struct_layouts_match_the_c_library():
     # every options struct with a struct_size: the C default reports sizeof
     for fn, cls in [("loom_session_options_default", L.SessionOptions),
+                    ("loom_dense_options_default", L.DenseOptions),
                     ("loom_run_config_default", L.RunConfig),
                     ("loom_train_options_default", L.TrainOptions),
                     ("loom_eval_options_default", L.EvalOptions),
