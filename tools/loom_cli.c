@@ -231,6 +231,17 @@ typedef struct job {
   const char **label_vocab;
 } job;
 
+/* The CSV reader's options for the job's data (ncols columns described by cols; label or NULL). */
+static loom_csv_options csv_options(const job *j, int ncols, const loom_csv_column *cols, const char *label) {
+  loom_csv_options o = loom_csv_options_default();
+  o.header = j->header;
+  o.delimiter = j->delimiter;
+  o.ncolumns = ncols;
+  o.columns = cols;
+  o.label_name = label;
+  return o;
+}
+
 static char *resolve(const job *j, const char *p) {
   if (!p) return NULL;
   if (p[0] == '/' || !strcmp(j->dir, ".") || !*j->dir) return xstrdup(p);
@@ -451,7 +462,7 @@ static loom_dataset *open_source(const job *j, int which, int with_label, loom_s
   int n = which ? j->neval : j->ntrain;
   const char *const *paths = (const char *const *)(which ? j->eval : j->train);
   if (j->fmt == FMT_CSV) {
-    loom_csv_options o = {sizeof(loom_csv_options), j->header, j->delimiter, j->ncols, j->cols, with_label ? j->label : NULL};
+    loom_csv_options o = csv_options(j, j->ncols, j->cols, with_label ? j->label : NULL);
     return loom_dataset_csv(n, paths, &o, st);
   }
   return loom_dataset_tfrecord(n, paths, j->nspec, j->spec, with_label ? j->label : NULL, st);
@@ -647,7 +658,7 @@ static loom_dataset *predict_input_fn(loom_mode mode, const loom_params *p, void
       if (is_label) cols[n].select = 0;
       n++;
     }
-    loom_csv_options o = {sizeof(loom_csv_options), j->header, j->delimiter, n, cols, NULL};
+    loom_csv_options o = csv_options(j, n, cols, NULL);
     ds = loom_dataset_csv(1, &j->predict_input, &o, st);
     free(cols);
   } else if (j->fmt == FMT_TFRECORD) {
@@ -1376,7 +1387,7 @@ static void report_bad_label(const job *j) {
   loom_status *st = loom_status_new();
   for (int f = 0; f < j->ntrain + j->neval; f++) {
     const char *path = f < j->ntrain ? j->train[f] : j->eval[f - j->ntrain];
-    loom_csv_options o = {j->header, j->delimiter, j->ncols, cols, NULL};
+    loom_csv_options o = csv_options(j, j->ncols, cols, NULL);
     loom_dataset *ds = j->fmt == FMT_CSV ? loom_dataset_csv(1, &path, &o, st)
                                          : loom_dataset_tfrecord(1, &path, 1, &spec, NULL, st);
     loom_tensor *v = NULL;
