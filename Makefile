@@ -321,7 +321,7 @@ test: deps
 # The Python package (python/) on $(BUILD)/libloom.so (scripts/test_python.sh): installed into a fresh
 # venv and used from outside the tree, then pytest (skipped with a message without python3/PyPI).
 test-py: lib
-	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/test_python.sh
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' SOVERSION='$(SOVERSION)' bash scripts/test_python.sh
 
 # The Python package as a wheel that bundles $(BUILD)/libloom.so (python/setup.py):
 # $(BUILD)/python/loom-<version>-py3-none-<platform>.whl, built in the "py" venv (scripts/peer_venv.sh).
@@ -333,11 +333,11 @@ wheel: lib
 
 # A newcomer's first hour from a temporary prefix and a fresh venv (scripts/newcomer.sh).
 newcomer: lib $(CLI_BIN) $(SERVE_BIN)
-	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/newcomer.sh
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' SOVERSION='$(SOVERSION)' bash scripts/newcomer.sh
 
 # Installs into a temporary prefix and builds, runs and uninstalls from there (scripts/install_check.sh).
 install-check: lib $(CLI_BIN) $(SERVE_BIN)
-	@MAKE='$(MAKE)' BUILD='$(BUILD)' bash scripts/install_check.sh
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' SOVERSION='$(SOVERSION)' bash scripts/install_check.sh
 
 # The runnable code blocks of README.md and docs/*.md (the markers: scripts/doc_test.py,
 # docs/getting-started.md), after a self-test on a page of broken blocks that must fail.

@@ -76,8 +76,8 @@ if cc -std=c11 "$tmp/consumer.c" -o "$tmp/consumer" $(pkg-config --cflags --libs
   out=$(env -u LD_LIBRARY_PATH "$tmp/consumer" 2>&1)
   case $out in *"$want") ok "shared: $out";; *) bad "shared build without LD_LIBRARY_PATH: $out";; esac
   lib=$(env -u LD_LIBRARY_PATH ldd "$tmp/consumer" | grep -F libloom.so)
-  case $lib in *"=> $prefix/lib/libloom.so.0 "*) ok "shared: ldd:$lib";;
-    *) bad "shared build: ldd says '$lib', not $prefix/lib/libloom.so.0";; esac
+  case $lib in *"=> $prefix/lib/libloom.so.${SOVERSION:?} "*) ok "shared: ldd:$lib";;
+    *) bad "shared build: ldd says '$lib', not $prefix/lib/libloom.so.${SOVERSION:?}";; esac
 else
   cat "$tmp/cc.log" >&2; bad "cc consumer.c \$(pkg-config --cflags --libs loom)"
 fi

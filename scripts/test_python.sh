@@ -44,7 +44,7 @@ fi
 ${MAKE:-make} --no-print-directory -s install PREFIX="$tmp/venv" BUILD="$BUILD" >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log"; echo "python tests: make install PREFIX=$tmp/venv failed"; exit 1; }
 if ! (cd "$tmp/elsewhere" && env -u LOOM_LIBRARY "$tmp/venv/bin/python" "$root/scripts/python_smoke.py" \
-      "$tmp/venv/lib/libloom.so.0" "$root"); then
+      "$tmp/venv/lib/libloom.so.${SOVERSION:?}" "$root"); then
   echo "python tests: the package without a bundled library does not find the installed one"; exit 1
 fi
 

@@ -12,6 +12,10 @@ _here = os.path.dirname(os.path.abspath(__file__))
 BUNDLED = os.path.join(_here, "libloom.so")
 
 
+# The C library's ABI version (its SONAME libloom.so.N) whose struct layouts this package mirrors.
+SOVERSION = 1
+
+
 def _candidates():
     """Where libloom is looked for, first match wins: LOOM_LIBRARY; the copy the
     wheel bundles; build/libloom.so of a source checkout (python/loom/ ->
@@ -26,7 +30,7 @@ def _candidates():
     for prefix in (os.environ.get("PREFIX"), sys.prefix, "/usr/local", "/usr"):
         if prefix and prefix not in seen:
             seen.add(prefix)
-            yield os.path.join(prefix, "lib", "libloom.so.0")
+            yield os.path.join(prefix, "lib", "libloom.so.%d" % SOVERSION)
             yield os.path.join(prefix, "lib", "libloom.so")
 
 
@@ -34,7 +38,7 @@ def _find_library():
     for c in _candidates():
         if os.path.exists(c):
             return os.path.abspath(c)
-    return ctypes.util.find_library("loom") or "libloom.so.0"  # the loader's search path
+    return ctypes.util.find_library("loom") or "libloom.so.%d" % SOVERSION  # the loader's search path
 
 
 LIBRARY_PATH = _find_library()
