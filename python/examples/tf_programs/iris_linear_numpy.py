@@ -45,9 +45,14 @@ same = np.allclose(warm.get_variable_value("dnn/hiddenlayer_0/kernel"),
                    first.get_variable_value("dnn/hiddenlayer_0/kernel"), atol=0.05)
 warm.train(train_fn, steps=700)
 dnn = warm.evaluate(eval_fn)
-export_dir = warm.export_saved_model(
-    tempfile.mkdtemp(), tf.estimator.export.build_raw_serving_input_receiver_fn(
-        {"measurements": tf.compat.v1.placeholder(tf.float32, [None, 4])}))
+
+
+def serving_input_receiver_fn():
+    inputs = {"measurements": tf.compat.v1.placeholder(tf.float32, [None, 4])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+
+
+export_dir = warm.export_saved_model(tempfile.mkdtemp(), serving_input_receiver_fn)
 print(dnn)
 print("METRIC linear_accuracy=%.4f dnn_accuracy=%.4f warm_started=%d exported=%d" % (
     lin["accuracy"], dnn["accuracy"], same, os.path.isdir(export_dir)))

@@ -39,6 +39,27 @@ class _RawReceiverFn:
     __call__ = _ParsingReceiverFn.__call__
 
 
+class ServingInputReceiver:
+    """tf.estimator.export.ServingInputReceiver(features, receiver_tensors):
+    loom.tf takes placeholders (tf.compat.v1.placeholder) that are both the
+    features and the receiver tensors (the raw receiver)."""
+
+    def __init__(self, features, receiver_tensors, receiver_tensors_alternatives=None):
+        if receiver_tensors_alternatives:
+            raise NotImplementedError("loom.tf: ServingInputReceiver(receiver_tensors_alternatives=...) is not "
+                                      "supported")
+        if not isinstance(features, dict):
+            features = {"feature": features}
+        if not isinstance(receiver_tensors, dict):
+            receiver_tensors = {"input": receiver_tensors}
+        if any(features.get(k) is not v for k, v in receiver_tensors.items()) or len(features) != len(
+                receiver_tensors):
+            raise NotImplementedError("loom.tf: ServingInputReceiver: the features must be the receiver tensors "
+                                      "themselves (placeholders); for serialized tf.Example use "
+                                      "build_parsing_serving_input_receiver_fn")
+        self.features, self.receiver_tensors = features, receiver_tensors
+
+
 def build_parsing_serving_input_receiver_fn(feature_spec, default_batch_size=None):
     return _ParsingReceiverFn(feature_spec, default_batch_size)
 
@@ -70,6 +91,12 @@ def _serving(est, fn):
                 return _fail(est, st, e)
         cb = L.SERVING_INPUT_FN(serving)
         return cb, None, lambda: cb  # keeps the callback alive for the call
+    if callable(fn):  # a Python receiver fn: called once, as TF calls it in the export graph
+        r = fn()
+        if not isinstance(r, ServingInputReceiver):
+            raise TypeError("serving_input_receiver_fn must return a ServingInputReceiver, got %s"
+                            % type(r).__name__)
+        return _serving(est, _RawReceiverFn(r.features, None))
     raise NotImplementedError("loom.tf: serving_input_receiver_fn %r: give "
                               "tf.estimator.export.build_parsing_serving_input_receiver_fn(...) or "
                               "build_raw_serving_input_receiver_fn(...); a Python receiver fn of TF ops is not "
