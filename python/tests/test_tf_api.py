@@ -368,3 +368,11 @@ def test_logging_and_seed():
     tf.keras.utils.set_random_seed(11)
     b = [float(v) for v in tf.data.Dataset.from_tensor_slices(X).shuffle(50)]
     assert a == b and a != sorted(a)
+
+
+def test_docs_list_the_surface():
+    """docs/python.md names every public symbol of loom.tf's modules."""
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")).read()
+    for mod in (tf.estimator, tf.feature_column):
+        for name in mod.__all__:
+            assert "`%s" % name in doc or ".%s" % name in doc, name
