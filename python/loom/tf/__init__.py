@@ -9,7 +9,7 @@ prefetch / cache, tf.compat.v1.estimator.inputs.numpy_input_fn /
 pandas_input_fn, tf.compat.v1.logging, tf.random.set_seed. A TF symbol
 loom.tf does not provide raises NotImplementedError naming it and what to
 use instead (docs/python.md lists the surface)."""
-from . import dtypes, feature_column, data, estimator, nn, random, optimizers as _optimizers
+from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
 from . import inputs as _inputs
 from .compat_placeholder import placeholder as _placeholder
 from .dtypes import (DType, as_dtype, float16, float32, float64, int8, int16, int32, int64, uint8,  # noqa: F401

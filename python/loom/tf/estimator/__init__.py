@@ -16,6 +16,7 @@ from ..._estimator import Estimator as _LoomEstimator, _fail
 from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
+from .. import errors as _errors
 from ..data import Dataset, LABEL
 from .._surface import missing, unsupported
 from ._config import RunConfig
@@ -193,6 +194,12 @@ class Estimator(_LoomEstimator):
     @property
     def config(self):
         return self._tf_config
+
+    def _check(self, rc, st):
+        try:
+            super()._check(rc, st)
+        except LoomError as e:
+            raise _errors.from_loom(e) from None
 
     # ---- input
     def _input(self, input_fn):
