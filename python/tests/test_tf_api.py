@@ -283,6 +283,24 @@ def test_feature_column_names_and_parse_spec(tmp_path):
                     "id": tf.io.VarLenFeature(tf.int64)}
 
 
+def test_shared_embeddings_share_one_table(tmp_path):
+    fc = tf.feature_column
+    a = fc.categorical_column_with_identity("a", 5)
+    b = fc.categorical_column_with_identity("b", 5)
+    ea, eb = fc.shared_embeddings([a, b], dimension=3)
+    assert (ea.name, eb.name) == ("a_shared_embedding", "b_shared_embedding")
+    rng = np.random.default_rng(0)
+    ia, ib = rng.integers(0, 5, 200), rng.integers(0, 5, 200)
+    y = (ia == ib).astype(np.int64)
+    est = tf.estimator.DNNClassifier([8], [ea, eb], model_dir=str(tmp_path), optimizer="Adam")
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"a": ia, "b": ib}, y)).repeat().batch(50), steps=5)
+    tables = [n for n in est.get_variable_names() if n.endswith("embedding_weights")]
+    assert tables == ["dnn/input_from_feature_columns/input_layer/a_b_shared_embedding/embedding_weights"]
+    assert est.get_variable_value(tables[0]).shape == (5, 3)
+    with pytest.raises(ValueError):
+        fc.shared_embeddings([a, fc.categorical_column_with_identity("c", 7)], dimension=3)  # bucket counts differ
+
+
 def test_feature_column_errors_raise_when_made():
     fc = tf.feature_column
     with pytest.raises(ValueError, match="s"):

@@ -17,7 +17,7 @@ from ._surface import missing
 __all__ = ["numeric_column", "bucketized_column", "categorical_column_with_identity",
            "categorical_column_with_vocabulary_list", "categorical_column_with_vocabulary_file",
            "categorical_column_with_hash_bucket", "crossed_column", "embedding_column", "indicator_column",
-           "weighted_categorical_column", "make_parse_example_spec"]
+           "weighted_categorical_column", "shared_embeddings", "make_parse_example_spec"]
 
 _COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}
 _LOOM_DTYPE = {"float32": 1, "float64": 2, "int32": 3, "int64": 4, "string": 7}
@@ -209,6 +209,43 @@ class EmbeddingColumn(FeatureColumn):
         return lib.loom_fc_embedding(s, parents[0], self.dimension, C.byref(o), st)
 
 
+class _SharedGroup:
+    """The columns of one shared_embeddings call: made together (one table)."""
+
+    def __init__(self, categorical, dimension, combiner, max_norm, trainable, name):
+        self.categorical, self.dimension, self.combiner = tuple(categorical), dimension, combiner
+        self.max_norm, self.trainable, self.name = max_norm, trainable, name
+
+    def make(self, fcs, memo):
+        key = id(self)
+        if key not in memo:
+            parents = [c._make(fcs, memo) for c in self.categorical]
+            o = lib.loom_fc_embedding_options_default()
+            o.combiner = _COMBINERS[self.combiner]
+            o.max_norm = self.max_norm or 0.0
+            o.trainable = int(bool(self.trainable))
+            o.shared_name = _b(self.name)
+            n = len(parents)
+            out = (C.c_void_p * n)()
+            st = _Status()
+            st.raise_if(lib.loom_fc_shared_embeddings(fcs.p, n, (C.c_void_p * n)(*parents), self.dimension,
+                                                      C.byref(o), out, st.p))
+            memo[key] = list(out)
+        return memo[key]
+
+
+class SharedEmbeddingColumn(FeatureColumn):
+    def __init__(self, group, index):
+        self.group, self.index = group, index
+        self.categorical_column = group.categorical[index]
+
+    def _make(self, fcs, memo):
+        return self.group.make(fcs, memo)[self.index]
+
+    def _hints(self):
+        return self.categorical_column._hints()
+
+
 def _key(key, what):
     if not isinstance(key, str) or not key:
         raise ValueError("%s: key must be a non-empty string, got %r" % (what, key))
@@ -284,6 +321,22 @@ def embedding_column(categorical_column, dimension, combiner="mean", initializer
     if combiner not in _COMBINERS:
         raise ValueError("embedding_column: combiner must be one of %s, got %r" % (sorted(_COMBINERS), combiner))
     return EmbeddingColumn(categorical_column, int(dimension), combiner, max_norm, trainable)._check()
+
+
+def shared_embeddings(categorical_columns, dimension, combiner="mean", initializer=None,
+                      shared_embedding_collection_name=None, ckpt_to_load_from=None, tensor_name_in_ckpt=None,
+                      max_norm=None, trainable=True, use_safe_embedding_lookup=True):
+    """One embedding table shared by categorical columns of the same number
+    of buckets: a list of columns, one per categorical column."""
+    for arg, v in (("initializer", initializer), ("ckpt_to_load_from", ckpt_to_load_from),
+                   ("tensor_name_in_ckpt", tensor_name_in_ckpt)):
+        if v is not None:
+            raise NotImplementedError("loom.tf: shared_embeddings(%s=...) is not supported" % arg)
+    if combiner not in _COMBINERS:
+        raise ValueError("shared_embeddings: combiner must be one of %s, got %r" % (sorted(_COMBINERS), combiner))
+    cats = list(categorical_columns)
+    g = _SharedGroup(cats, int(dimension), combiner, max_norm, trainable, shared_embedding_collection_name)
+    return [SharedEmbeddingColumn(g, i)._check() for i in range(len(cats))]
 
 
 # ---------------------------------------------------------------- parse specs (tf.io)
