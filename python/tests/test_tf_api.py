@@ -250,10 +250,13 @@ def test_train_and_evaluate_with_exporters(tmp_path):
         est, tf.estimator.TrainSpec(_iris_fn(Xtr, ytr, 20, True), max_steps=300),
         tf.estimator.EvalSpec(_iris_fn(Xte, yte, 30, False), steps=None, throttle_secs=0,
                               exporters=[tf.estimator.LatestExporter("latest", recv, exports_to_keep=2),
+                                         tf.estimator.BestExporter("best", recv, exports_to_keep=None),
                                          tf.estimator.FinalExporter("final", recv)]))
     assert metrics["global_step"] == 300 and metrics["accuracy"] > 0.8
-    assert len(exports) == 2 and all(os.path.isdir(p) for p in exports)
-    assert len(os.listdir(tmp_path / "export" / "latest")) == 2  # exports_to_keep
+    assert len(exports) >= 2 and all(os.path.isdir(p) for p in exports)
+    assert len(os.listdir(tmp_path / "export" / "latest")) == 2  # exports_to_keep of 3 evaluations
+    assert len(os.listdir(tmp_path / "export" / "final")) == 1
+    assert 1 <= len(os.listdir(tmp_path / "export" / "best")) <= 3  # each one with a lower loss
     with pytest.raises(ValueError, match="unique names"):
         tf.estimator.EvalSpec(lambda: None, exporters=[tf.estimator.FinalExporter("a", recv)] * 2)
 
