@@ -148,6 +148,8 @@ def test_linear_regressor_from_a_tuple_input_fn_with_params_mode_config(tmp_path
     r = est.evaluate(lambda: ({"x": X}, Y))
     assert r["average_loss"] < 1e-5 and r["global_step"] == 300
     assert set(r) == {"average_loss", "label/mean", "loss", "prediction/mean", "global_step"}
+    preds = list(est.predict(lambda: {"x": X[:10]}))  # features only: one batch of the 10 rows
+    np.testing.assert_allclose([p["predictions"][0] for p in preds], Y[:10], atol=1e-2)
 
 
 def test_wide_and_deep_regressor_and_baselines(tmp_path):
@@ -366,6 +368,10 @@ def test_pandas_input_fn_and_dataframe_slices():
         tf.compat.v1.estimator.inputs.pandas_input_fn(df, pd.Series([0, 1, 0], index=[5, 6, 7]), shuffle=False)
     (f,) = list(tf.data.Dataset.from_tensor_slices(dict(df)).batch(3))
     np.testing.assert_array_equal(f["a"], [1.0, 2.0, 3.0])
+    est = tf.estimator.LinearRegressor([tf.feature_column.numeric_column("a")])
+    est.train(lambda: (df[["a"]], pd.Series([2.0, 4.0, 6.0])), steps=200)  # a DataFrame itself: one batch
+    assert est.evaluate(lambda: (df[["a"]], pd.Series([2.0, 4.0, 6.0])))["global_step"] == 200
+    assert len(list(est.predict(lambda: df[["a"]]))) == 3
 
 
 # ---------------------------------------------------------------- the rest of TF

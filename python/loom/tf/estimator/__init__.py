@@ -135,16 +135,14 @@ def _as_dataset(res, mode):
     of everything, repeated in TRAIN as TF repeats constant tensors)."""
     if isinstance(res, Dataset):
         return res
-    if isinstance(res, tuple) and len(res) == 2:
-        n = len(next(iter(res[0].values()))) if isinstance(res[0], dict) and res[0] else None
-        ds = Dataset.from_tensor_slices(res)
-    elif isinstance(res, dict):
-        n = len(next(iter(res.values()))) if res else None
+    if isinstance(res, (tuple, dict)) or hasattr(res, "columns"):
         ds = Dataset.from_tensor_slices(res)
     else:
         raise TypeError("input_fn must return a tf.data.Dataset or a (features, labels) tuple, got %s"
                         % type(res).__name__)
-    ds = ds.batch(max(1, n or 1))
+    f = ds._features
+    n = len(next(iter(f.values()))) if isinstance(f, dict) and f else len(f) if not isinstance(f, dict) else 1
+    ds = ds.batch(max(1, n))
     return ds.repeat() if mode == ModeKeys.TRAIN else ds
 
 
