@@ -407,3 +407,18 @@ def test_docs_list_the_surface():
     for mod in (tf.estimator, tf.feature_column):
         for name in mod.__all__:
             assert "`%s" % name in doc or ".%s" % name in doc, name
+
+
+def test_dnn_dropout_batch_norm_sum_reduction_and_activation(tmp_path):
+    X, y = load_iris()
+    est = tf.estimator.DNNClassifier(
+        hidden_units=[8], feature_columns=[tf.feature_column.numeric_column("x", shape=[4])], n_classes=3,
+        dropout=0.1, batch_norm=True, activation_fn=tf.nn.tanh, loss_reduction=tf.losses.Reduction.SUM,
+        optimizer=lambda: tf.keras.optimizers.legacy.Adam(learning_rate=0.01), model_dir=str(tmp_path))
+    est.train(_iris_fn(X, y, 50, True), steps=200)
+    names = est.get_variable_names()
+    assert "dnn/hiddenlayer_0/batchnorm_0/moving_mean" in names
+    r = est.evaluate(_iris_fn(X, y, 150, False))
+    assert r["accuracy"] > 0.5  # the moving statistics (momentum 0.999) are still young after 200 steps
+    # SUM: the loss of the one batch of 150 is the sum, 150 times the average
+    np.testing.assert_allclose(r["loss"], 150 * r["average_loss"], rtol=1e-4)
