@@ -16,7 +16,6 @@ from .dtypes import (DType, as_dtype, float16, float32, float64, int8, int16, in
                      bool, string)
 from .feature_column import FixedLenFeature as _FixedLen, VarLenFeature as _VarLen
 from ._surface import Namespace, missing
-from .. import version as _loom_version
 from .._lib import lib as _lib
 from .. import _lib as _L
 

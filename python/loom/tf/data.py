@@ -4,13 +4,10 @@ Dataset.from_tensor_slices records the arrays and each transformation
 (batch, shuffle, repeat, take, prefetch, cache); the loom dataset is made
 when the estimator calls the input_fn: the arrays are copied once into
 loom_dataset_from_tensors (not per epoch) and the pipeline runs in C."""
-import ctypes as C
-import os
-
 import numpy as np
 
 from .._lib import lib
-from .. import _Status, _b, _to_tensor, _from_tensor, Dataset as _LoomDataset, LoomError
+from .. import Dataset as _LoomDataset
 from . import random as _random
 from ._surface import missing, unsupported
 

@@ -9,30 +9,19 @@ from ._surface import missing
 OpError = LoomError
 
 
-def _cls(name, code, *bases):
-    return type(name, (LoomError,) + bases, {"__module__": __name__, "_code": code})
-
-
-CancelledError = _cls("CancelledError", 1)
-UnknownError = _cls("UnknownError", 2)
-InvalidArgumentError = _cls("InvalidArgumentError", 3, ValueError)
-DeadlineExceededError = _cls("DeadlineExceededError", 4)
-NotFoundError = _cls("NotFoundError", 5)
-AlreadyExistsError = _cls("AlreadyExistsError", 6)
-PermissionDeniedError = _cls("PermissionDeniedError", 7)
-ResourceExhaustedError = _cls("ResourceExhaustedError", 8)
-FailedPreconditionError = _cls("FailedPreconditionError", 9)
-AbortedError = _cls("AbortedError", 10)
-OutOfRangeError = _cls("OutOfRangeError", 11)
-UnimplementedError = _cls("UnimplementedError", 12)
-InternalError = _cls("InternalError", 13)
-UnavailableError = _cls("UnavailableError", 14)
-DataLossError = _cls("DataLossError", 15)
-UnauthenticatedError = _cls("UnauthenticatedError", 16)
-_BY_CODE = {c._code: c for c in (CancelledError, UnknownError, InvalidArgumentError, DeadlineExceededError,
-                                 NotFoundError, AlreadyExistsError, PermissionDeniedError, ResourceExhaustedError,
-                                 FailedPreconditionError, AbortedError, OutOfRangeError, UnimplementedError,
-                                 InternalError, UnavailableError, DataLossError, UnauthenticatedError)}
+# TF's error classes by loom_code (TF's canonical codes)
+_NAMES = ["CancelledError", "UnknownError", "InvalidArgumentError", "DeadlineExceededError", "NotFoundError",
+          "AlreadyExistsError", "PermissionDeniedError", "ResourceExhaustedError", "FailedPreconditionError",
+          "AbortedError", "OutOfRangeError", "UnimplementedError", "InternalError", "UnavailableError",
+          "DataLossError", "UnauthenticatedError"]
+_BY_CODE = {}
+for _code, _name in enumerate(_NAMES, start=1):
+    _bases = (LoomError, ValueError) if _name == "InvalidArgumentError" else (LoomError,)
+    _BY_CODE[_code] = globals()[_name] = type(_name, _bases, {"__module__": __name__, "_code": _code})
+InvalidArgumentError = _BY_CODE[3]
+NotFoundError = _BY_CODE[5]
+FailedPreconditionError = _BY_CODE[9]
+OutOfRangeError = _BY_CODE[11]
 
 
 def from_loom(e):

@@ -17,7 +17,7 @@ from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
 from .. import errors as _errors
-from ..data import Dataset, LABEL
+from ..data import Dataset
 from .._surface import missing, unsupported
 from ._config import RunConfig
 from . import export
@@ -417,6 +417,19 @@ def _common(self, o, kind, model_dir, n_classes, label_dimension, weight_column,
         o.warm_start_from = self._warm_b
 
 
+def _build(self, head, model_dir, config, column_lists, weight_column, loss_reduction, warm_start_from, defaults,
+           fill, ctor):
+    """Makes a canned estimator: head = (kind, n_classes, label_dimension,
+    label_vocabulary); fill(options) sets the model's own fields."""
+    kind, n_classes, label_dimension, label_vocabulary = head
+    self._setup(model_dir, config, column_lists)
+    o = defaults()
+    _common(self, o, kind, model_dir, n_classes, label_dimension, weight_column, label_vocabulary, loss_reduction,
+            warm_start_from)
+    fill(o)
+    _make(self, ctor, o)
+
+
 def _set_optimizer(self, field, optimizer, what):
     spec = _opt.canned_spec(optimizer, what)
     self._keep.append(spec)
@@ -454,24 +467,20 @@ class DNNClassifier(Estimator):
     def __init__(self, hidden_units, feature_columns, model_dir=None, n_classes=2, weight_column=None,
                  label_vocabulary=None, optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None,
                  warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
-        self._setup(model_dir, config, [feature_columns])
-        o = lib.loom_dnn_options_default()
-        _common(self, o, "classifier", model_dir, n_classes, None, weight_column, label_vocabulary, loss_reduction,
-                warm_start_from)
-        _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm)
-        _make(self, lib.loom_dnn_classifier_new, o)
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
+               lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
+               lib.loom_dnn_classifier_new)
 
 
 class DNNRegressor(Estimator):
     def __init__(self, hidden_units, feature_columns, model_dir=None, label_dimension=1, weight_column=None,
                  optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None, warm_start_from=None,
                  loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
-        self._setup(model_dir, config, [feature_columns])
-        o = lib.loom_dnn_options_default()
-        _common(self, o, "regressor", model_dir, None, label_dimension, weight_column, None, loss_reduction,
-                warm_start_from)
-        _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm)
-        _make(self, lib.loom_dnn_regressor_new, o)
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
+               lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
+               lib.loom_dnn_regressor_new)
 
 
 def _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm):
@@ -497,23 +506,17 @@ class LinearClassifier(Estimator):
     def __init__(self, feature_columns, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None,
                  optimizer="Ftrl", config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
                  sparse_combiner="sum"):
-        self._setup(model_dir, config, [feature_columns])
-        o = lib.loom_linear_options_default()
-        _common(self, o, "classifier", model_dir, n_classes, None, weight_column, label_vocabulary, loss_reduction,
-                warm_start_from)
-        _linear(self, o, feature_columns, optimizer, sparse_combiner)
-        _make(self, lib.loom_linear_classifier_new, o)
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
+               lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_classifier_new)
 
 
 class LinearRegressor(Estimator):
     def __init__(self, feature_columns, model_dir=None, label_dimension=1, weight_column=None, optimizer="Ftrl",
                  config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, sparse_combiner="sum"):
-        self._setup(model_dir, config, [feature_columns])
-        o = lib.loom_linear_options_default()
-        _common(self, o, "regressor", model_dir, None, label_dimension, weight_column, None, loss_reduction,
-                warm_start_from)
-        _linear(self, o, feature_columns, optimizer, sparse_combiner)
-        _make(self, lib.loom_linear_regressor_new, o)
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
+               lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_regressor_new)
 
 
 def _linear(self, o, feature_columns, optimizer, sparse_combiner):
@@ -528,13 +531,12 @@ class DNNLinearCombinedClassifier(Estimator):
                  dnn_activation_fn=_nn.relu, dnn_dropout=None, n_classes=2, weight_column=None,
                  label_vocabulary=None, config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
                  batch_norm=False, linear_sparse_combiner="sum"):
-        self._setup(model_dir, config, [linear_feature_columns, dnn_feature_columns])
-        o = lib.loom_dnn_linear_combined_options_default()
-        _common(self, o, "classifier", model_dir, n_classes, None, weight_column, label_vocabulary, loss_reduction,
-                warm_start_from)
-        _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
-                  dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner)
-        _make(self, lib.loom_dnn_linear_combined_classifier_new, o)
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
+               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               lib.loom_dnn_linear_combined_options_default,
+               lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
+                                   dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
+                                   linear_sparse_combiner), lib.loom_dnn_linear_combined_classifier_new)
 
 
 class DNNLinearCombinedRegressor(Estimator):
@@ -543,13 +545,12 @@ class DNNLinearCombinedRegressor(Estimator):
                  dnn_activation_fn=_nn.relu, dnn_dropout=None, label_dimension=1, weight_column=None, config=None,
                  warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False,
                  linear_sparse_combiner="sum"):
-        self._setup(model_dir, config, [linear_feature_columns, dnn_feature_columns])
-        o = lib.loom_dnn_linear_combined_options_default()
-        _common(self, o, "regressor", model_dir, None, label_dimension, weight_column, None, loss_reduction,
-                warm_start_from)
-        _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
-                  dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner)
-        _make(self, lib.loom_dnn_linear_combined_regressor_new, o)
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config,
+               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               lib.loom_dnn_linear_combined_options_default,
+               lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
+                                   dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
+                                   linear_sparse_combiner), lib.loom_dnn_linear_combined_regressor_new)
 
 
 def _combined(self, o, linear_columns, linear_optimizer, dnn_columns, dnn_optimizer, hidden_units, activation_fn,
@@ -573,22 +574,17 @@ def _combined(self, o, linear_columns, linear_optimizer, dnn_columns, dnn_optimi
 class BaselineClassifier(Estimator):
     def __init__(self, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None, optimizer="Ftrl",
                  config=None, loss_reduction=_SUM_OVER_BATCH_SIZE):
-        self._setup(model_dir, config, [])
-        o = lib.loom_baseline_options_default()
-        _common(self, o, "classifier", model_dir, n_classes, None, weight_column, label_vocabulary, loss_reduction,
-                None)
-        _set_optimizer(self, o.optimizer, optimizer, "optimizer")
-        _make(self, lib.loom_baseline_classifier_new, o)
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [], weight_column,
+               loss_reduction, None, lib.loom_baseline_options_default,
+               lambda o: _set_optimizer(self, o.optimizer, optimizer, "optimizer"), lib.loom_baseline_classifier_new)
 
 
 class BaselineRegressor(Estimator):
     def __init__(self, model_dir=None, label_dimension=1, weight_column=None, optimizer="Ftrl", config=None,
                  loss_reduction=_SUM_OVER_BATCH_SIZE):
-        self._setup(model_dir, config, [])
-        o = lib.loom_baseline_options_default()
-        _common(self, o, "regressor", model_dir, None, label_dimension, weight_column, None, loss_reduction, None)
-        _set_optimizer(self, o.optimizer, optimizer, "optimizer")
-        _make(self, lib.loom_baseline_regressor_new, o)
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [], weight_column,
+               loss_reduction, None, lib.loom_baseline_options_default,
+               lambda o: _set_optimizer(self, o.optimizer, optimizer, "optimizer"), lib.loom_baseline_regressor_new)
 
 
 from ._tae import TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter, FinalExporter  # noqa

@@ -3,7 +3,6 @@ properties come from TF_CONFIG through loom_tf_config_parse (TF's rules)."""
 import json
 import os
 
-from ... import _lib as L
 from ..._lib import lib
 from ... import _Status, _b, LoomError
 

@@ -1,9 +1,7 @@
 """tf.estimator.TrainSpec / EvalSpec / train_and_evaluate (local mode) and
 the exporters, on loom_train_and_evaluate."""
 import ctypes as C
-import os
 
-from ... import _lib as L
 from ..._lib import lib
 from ... import _Status, _b
 

@@ -3,8 +3,6 @@ and the exporters. build_parsing_serving_input_receiver_fn gives TF's
 parsing receiver (serialized tf.Example in; classify / regress / predict
 signatures); build_raw_serving_input_receiver_fn takes placeholders
 (tf.compat.v1.placeholder) and gives the predict signature."""
-import ctypes as C
-
 from ... import _lib as L
 from ..._lib import lib
 from ... import _Status, _b, Graph
