@@ -379,3 +379,14 @@ _d("loom_tf_config_master", cs, vp)
 _d("loom_tf_config_num_tasks", cint, vp, cs)
 _d("loom_activation_valid", cint, cs)
 _d("loom_fc_shared_embeddings", cint, vp, cint, P(vp), i64, P(EmbeddingOptions), P(vp), vp)
+
+
+class Metric(C.Structure):
+    _fields_ = [("value", Output), ("update", Output), ("reset", vp)]
+
+
+_d("loom_spec_add_eval_metric", cint, vp, cs, Metric)
+_d("loom_metrics_accuracy", Metric, vp, Output, Output, Output, cs)
+_d("loom_metrics_mean", Metric, vp, Output, Output, cs)
+_d("loom_losses_sparse_softmax_cross_entropy", Output, vp, Output, Output, Output, cs, cs, cint)
+_d("loom_activation", Output, vp, Output, cs, cs)

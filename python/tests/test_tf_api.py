@@ -377,12 +377,12 @@ def test_pandas_input_fn_and_dataframe_slices():
 # ---------------------------------------------------------------- the rest of TF
 def test_unsupported_symbols_raise_not_implemented_naming_them():
     for expr, name in [(lambda: tf.keras.Sequential, "tf.keras.Sequential"),
-                       (lambda: tf.compat.v1.layers, "tf.compat.v1.layers"),
+                       (lambda: tf.compat.v1.layers.conv2d, "tf.compat.v1.layers.conv2d"),
                        (lambda: tf.data.TFRecordDataset, "tf.data.TFRecordDataset"),
                        (lambda: tf.feature_column.sequence_numeric_column, "tf.feature_column.sequence_numeric_column"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),
                        (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
-                       (lambda: tf.estimator.Estimator(lambda f, l, m: None), "tf.estimator.Estimator")]:
+                       (lambda: tf.compat.v1.train.MomentumOptimizer, "tf.compat.v1.train.MomentumOptimizer")]:
         with pytest.raises(NotImplementedError) as e:
             expr()
         assert name in str(e.value) and "instead" in str(e.value)
@@ -422,3 +422,74 @@ def test_dnn_dropout_batch_norm_sum_reduction_and_activation(tmp_path):
     assert r["accuracy"] > 0.5  # the moving statistics (momentum 0.999) are still young after 200 steps
     # SUM: the loss of the one batch of 150 is the sum, 150 times the average
     np.testing.assert_allclose(r["loss"], 150 * r["average_loss"], rtol=1e-4)
+
+
+def _custom(tmp_path, model_fn, params=None):
+    return tf.estimator.Estimator(model_fn, model_dir=str(tmp_path), params=params)
+
+
+def test_custom_model_fn_regression_and_metrics(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(256, 2)).astype(np.float32)
+    Y = X @ np.array([[3.0], [-2.0]], np.float32) + 0.5
+    modes = []
+
+    def model_fn(features, labels, mode, params, config):
+        modes.append((mode, params["lr"], type(config).__name__))
+        pred = tf.compat.v1.layers.dense(features["x"], 1, name="fit")
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"y": pred})
+        loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(params["lr"]).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
+                                          eval_metric_ops={"mean_pred": tf.compat.v1.metrics.mean(pred)})
+    est = _custom(tmp_path, model_fn, {"lr": 0.1})
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).repeat().batch(64), steps=300)
+    np.testing.assert_allclose(est.get_variable_value("fit/kernel").ravel(), [3, -2], atol=1e-3)
+    r = est.evaluate(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(256))
+    assert r["loss"] < 1e-5 and r["global_step"] == 300
+    np.testing.assert_allclose(r["mean_pred"], Y.mean(), rtol=1e-3)
+    p = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": X[:3]}).batch(3)))
+    np.testing.assert_allclose([q["y"][0] for q in p], Y[:3, 0], atol=1e-2)
+    assert [m[0] for m in modes] == ["train", "eval", "infer"] and modes[0][1:] == (0.1, "RunConfig")
+
+
+def test_custom_model_fn_errors(tmp_path):
+    X = np.zeros((4, 2), np.float32)
+    data = lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, np.zeros(4, np.int64))).batch(2)
+
+    def no_step(features, labels, mode):
+        logits = tf.compat.v1.layers.dense(features["x"], 2)
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.AdamOptimizer().minimize(loss))
+    with pytest.raises(NotImplementedError, match="global_step"):
+        _custom(tmp_path / "a", no_step).train(data, steps=1)
+
+    def raises(features, labels, mode):
+        raise KeyError("no feature 'z'")
+    with pytest.raises(KeyError, match="no feature 'z'"):  # the model_fn's exception, unchanged
+        _custom(tmp_path / "b", raises).train(data, steps=1)
+
+    def wrong_key(features, labels, mode):
+        return features["nope"]
+    with pytest.raises(KeyError, match="nope"):
+        _custom(tmp_path / "c", wrong_key).train(data, steps=1)
+
+    def bad_shape(features, labels, mode):
+        w = tf.compat.v1.layers.dense(features["x"], 3)
+        return tf.estimator.EstimatorSpec(mode, loss=tf.reduce_mean(w @ tf.reshape(w, [2, -1])))  # 3 vs 2
+    with pytest.raises(loom.LoomError, match="[Mm]at[Mm]ul"):
+        _custom(tmp_path / "d", bad_shape).train(data, steps=1)
+
+    def no_train_op(features, labels, mode):
+        return tf.estimator.EstimatorSpec(mode, loss=tf.reduce_mean(tf.compat.v1.layers.dense(features["x"], 1)))
+    with pytest.raises(ValueError, match="missing train_op in mode train"):
+        _custom(tmp_path / "f", no_train_op).train(data, steps=1)
+
+    def not_a_spec(features, labels, mode):
+        return None
+    with pytest.raises(TypeError, match="EstimatorSpec"):
+        _custom(tmp_path / "e", not_a_spec).train(data, steps=1)
+    with pytest.raises(NotImplementedError, match="tf.nn.softmax on ndarray"):
+        tf.nn.softmax(np.zeros(3))

@@ -23,6 +23,8 @@ CASES = {
     "wide_deep_tae.py": ((), {"accuracy": (0.9, 1), "auc": (0.95, 1), "global_step": (1200, 1200),
                               "exports_kept": (2, 2)}),
     "regression_pandas.py": (("pandas",), {"rmse": (0, 0.6), "global_step": (3000, 3000)}),
+    "iris_custom_model_fn.py": ((IRIS,), {"accuracy": (0.9, 1), "predict_accuracy": (0.9, 1),
+                                          "global_step": (1000, 1000)}),
     "iris_linear_numpy.py": ((IRIS,), {"linear_accuracy": (0.9, 1), "dnn_accuracy": (0.9, 1),
                                        "warm_started": (1, 1), "exported": (1, 1)}),
 }

@@ -6,11 +6,14 @@ eight canned estimators, train / evaluate / predict / export_saved_model,
 TrainSpec / EvalSpec / train_and_evaluate, exporters), tf.feature_column,
 tf.data.Dataset.from_tensor_slices with batch / shuffle / repeat / take /
 prefetch / cache, tf.compat.v1.estimator.inputs.numpy_input_fn /
-pandas_input_fn, tf.compat.v1.logging, tf.random.set_seed. A TF symbol
+pandas_input_fn, tf.compat.v1.logging, tf.random.set_seed; a custom model_fn
+of dense layers with tf.compat.v1 losses, metrics and optimizers (ops.py). A TF symbol
 loom.tf does not provide raises NotImplementedError naming it and what to
 use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
 from . import inputs as _inputs
+from . import ops as _ops
+from .ops import argmax, cast, reshape, reduce_mean, reduce_sum, reduce_max, reduce_min  # noqa: F401
 from .compat_placeholder import placeholder as _placeholder
 from .dtypes import (DType, as_dtype, float16, float32, float64, int8, int16, int32, int64, uint8,  # noqa: F401
                      bool, string)
@@ -51,12 +54,23 @@ keras = Namespace("keras",
                       "keras.losses.Reduction", SUM_OVER_BATCH_SIZE="sum_over_batch_size", SUM="sum",
                       AUTO="auto", NONE="none")))
 losses = Namespace("losses", Reduction=keras.losses.Reduction)
+math = Namespace("math", argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
+                 reduce_min=reduce_min)
+_v1_losses = Namespace("compat.v1.losses", sparse_softmax_cross_entropy=_ops.sparse_softmax_cross_entropy,
+                       mean_squared_error=_ops.mean_squared_error)
+_v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
+                      get_or_create_global_step=_ops.get_global_step,
+                      GradientDescentOptimizer=_ops.GradientDescentOptimizer, AdamOptimizer=_ops.AdamOptimizer,
+                      AdagradOptimizer=_ops.AdagradOptimizer)
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),
     **{k: getattr(estimator, k) for k in estimator.__all__}),
     feature_column=feature_column, data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
-    io=io, losses=losses, nn=nn, keras=keras)
+    io=io, losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
+    layers=Namespace("compat.v1.layers", dense=_ops.dense),
+    metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),
+    argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum)
 compat = Namespace("compat", v1=_v1)
 
 

@@ -6,8 +6,8 @@ import types
 
 # Alternatives for symbols TF Estimator programs commonly use that loom.tf lacks.
 ALTERNATIVES = {
-    "estimator.Estimator": "a model_fn of TF ops is not traced yet: write it with loom.Graph and use loom.Estimator, "
-                           "or use a canned estimator",
+    "compat.v1.layers": "tf.compat.v1.layers.dense, or a model on loom.Graph with loom.Estimator",
+    "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, or loom.Graph",
     "data.Dataset.map": "transform the arrays with numpy before Dataset.from_tensor_slices",
     "data.Dataset.filter": "filter the arrays with numpy before Dataset.from_tensor_slices",
     "data.TFRecordDataset": "read the records into numpy arrays and use Dataset.from_tensor_slices",

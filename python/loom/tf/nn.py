@@ -1,6 +1,6 @@
-"""tf.nn: the activations canned estimators take (activation_fn=tf.nn.relu).
-They name loom's activation; calling one on a tensor (a model_fn of TF ops)
-is not supported yet."""
+"""tf.nn: the activations (activation_fn=tf.nn.relu of a canned estimator
+names loom's activation; called on a model_fn's tensor, one adds it to the
+graph), softmax and sparse_softmax_cross_entropy_with_logits."""
 from ._surface import missing
 
 
@@ -9,9 +9,9 @@ class _Activation:
         self.__name__ = name
         self._loom = name
 
-    def __call__(self, *args, **kwargs):
-        raise NotImplementedError("loom.tf: tf.nn.%s(...) on tensors is not supported (a model_fn of TF ops is not "
-                                  "traced yet); pass it as activation_fn of a canned estimator" % self.__name__)
+    def __call__(self, features, name=None):
+        from .ops import activation
+        return activation(self._loom, features, name)
 
     def __repr__(self):
         return "<loom.tf activation %s>" % self.__name__
@@ -28,6 +28,17 @@ softsign = _Activation("softsign")
 leaky_relu = _Activation("leaky_relu")
 swish = silu = _Activation("swish")
 gelu = _Activation("gelu")
+
+
+def softmax(logits, axis=None, name=None):
+    from .ops import softmax as f
+    return f(logits, axis, name)
+
+
+def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
+    from .ops import _g
+    return _g(logits, "tf.nn.sparse_softmax_cross_entropy_with_logits").sparse_softmax_cross_entropy_with_logits(
+        logits, labels, name=name)
 
 
 def activation_name(fn, what):

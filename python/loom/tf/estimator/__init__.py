@@ -11,14 +11,15 @@ import numpy as np
 
 from ... import _lib as L
 from ..._lib import lib
-from ... import _Status, _b, _from_tensor, LoomError
+from ... import _Status, _b, _from_tensor, LoomError, Graph, Output
 from ..._estimator import Estimator as _LoomEstimator, _fail
 from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
 from .. import errors as _errors
+from .. import ops as _ops
 from ..data import Dataset
-from .._surface import missing, unsupported
+from .._surface import missing
 from ._config import RunConfig
 from . import export
 
@@ -147,12 +148,45 @@ def _as_dataset(res, mode):
 
 
 class Estimator(_LoomEstimator):
-    """tf.estimator.Estimator: the canned estimators derive from it. A
-    model_fn of TF ops is not traced yet: use loom.Estimator (a model_fn on
-    loom.Graph) for a custom model."""
+    """tf.estimator.Estimator(model_fn, ...): the model_fn gets the features
+    and labels as loom tensors and builds its model with loom.tf's ops
+    (tf.compat.v1.layers.dense, tf.nn.*, tf.compat.v1.losses/metrics/train,
+    ops.py); the canned estimators derive from it."""
 
     def __init__(self, model_fn, model_dir=None, config=None, params=None, warm_start_from=None):
-        raise unsupported("estimator.Estimator")
+        if not callable(model_fn):
+            raise ValueError("model_fn must be provided to Estimator.")
+        self._setup(model_dir, config, [])
+        self.params = dict(params or {})
+        self._label_dtype = None
+        self._model_fn = model_fn
+        self._warm = None
+        if isinstance(warm_start_from, WarmStartSettings):
+            self._warm = warm_start_from.vars_to_warm_start
+            warm_start_from = warm_start_from.ckpt_to_initialize_from
+        self._cfn = L.MODEL_FN(self._call_tf_model_fn)
+        st = _Status()
+        self.p = lib.loom_estimator_new(self._cfn, None, self._model_dir_arg, C.byref(self._config), None,
+                                        _b(os.fspath(warm_start_from)) if warm_start_from else None, st.p)
+        _made(self, st)
+
+    def _call_tf_model_fn(self, g, features, labels, mode, params, config, spec, user, st):
+        try:
+            graph = Graph(_borrow=g)
+            feats = {lib.loom_features_name(features, i).decode(): Output(graph, lib.loom_features_at(features, i))
+                     for i in range(lib.loom_features_count(features))}
+            names = inspect.signature(self._model_fn).parameters
+            kw = {"features": feats}
+            for k, v in (("labels", Output(graph, labels) if labels.node else None), ("mode", _MODES[mode]),
+                         ("params", dict(self.params)), ("config", self._tf_config)):
+                if k in names:
+                    kw[k] = v
+            res = self._model_fn(**kw)
+            graph._check()
+            _apply_spec(res, spec)
+            return 0
+        except BaseException as e:  # noqa: B902 - must not unwind through C
+            return _fail(self, st, e)
 
     def _setup(self, model_dir, config, feature_columns):
         self._exc = None
@@ -352,6 +386,42 @@ class Estimator(_LoomEstimator):
             raise ValueError("Couldn't find trained model at {}.".format(self.model_dir))
         return super().get_variable_value(name)
 
+def _apply_spec(res, spec):
+    """Hands a model_fn's EstimatorSpec to loom's spec."""
+    if not isinstance(res, EstimatorSpec):
+        raise TypeError("model_fn should return an EstimatorSpec, got %s" % type(res).__name__)
+    for what, v in (("export_outputs", res.export_outputs), ("training_hooks", res.training_hooks),
+                    ("training_chief_hooks", res.training_chief_hooks), ("evaluation_hooks", res.evaluation_hooks),
+                    ("prediction_hooks", res.prediction_hooks), ("scaffold", res.scaffold)):
+        if v:
+            raise NotImplementedError("loom.tf: EstimatorSpec(%s=...) is not supported yet" % what)
+    st = _Status()
+    if res.loss is not None:
+        st.raise_if(lib.loom_spec_set_loss(spec, res.loss.c))
+    if res.train_op is not None:
+        st.raise_if(lib.loom_spec_set_train_op(spec, res.train_op.p))
+    preds = res.predictions
+    if isinstance(preds, Output):
+        preds = {"output": preds}
+    for k, v in (preds or {}).items():
+        st.raise_if(lib.loom_spec_add_prediction(spec, _b(k), v.c))
+    for k, m in res.eval_metric_ops.items():
+        if not isinstance(m, _ops.MetricOp):
+            raise NotImplementedError("loom.tf: eval_metric_ops[%r]: give a tf.compat.v1.metrics.* result" % k)
+        st.raise_if(lib.loom_spec_add_eval_metric(spec, _b(k), m._metric))
+
+
+def _made(self, st):
+    if not self.p:
+        try:
+            st.raise_if()
+        except LoomError as e:
+            raise ValueError(str(e)) from None
+    if self._warm not in (None, ".*"):
+        st2 = _Status()
+        st2.raise_if(lib.loom_estimator_set_warm_start_vars(self.p, _b(self._warm), st2.p))
+
+
 class _Ptr:
     """A loom_fc pointer, as the parsing receiver of loom._estimator wants it."""
 
@@ -439,14 +509,7 @@ def _set_optimizer(self, field, optimizer, what):
 def _make(self, ctor, o):
     st = _Status()
     self.p = ctor(C.byref(o), st.p)
-    if not self.p:
-        try:
-            st.raise_if()
-        except LoomError as e:
-            raise ValueError(str(e)) from None
-    if self._warm not in (None, ".*"):
-        st2 = _Status()
-        st2.raise_if(lib.loom_estimator_set_warm_start_vars(self.p, _b(self._warm), st2.p))
+    _made(self, st)
 
 
 def _hidden(self, hidden_units):
