@@ -390,3 +390,23 @@ _d("loom_metrics_accuracy", Metric, vp, Output, Output, Output, cs)
 _d("loom_metrics_mean", Metric, vp, Output, Output, cs)
 _d("loom_losses_sparse_softmax_cross_entropy", Output, vp, Output, Output, Output, cs, cs, cint)
 _d("loom_activation", Output, vp, Output, cs, cs)
+
+
+class Conv2DOptions(C.Structure):
+    _fields_ = [("strides", i64 * 2), ("padding", cs), ("dilation_rate", i64 * 2), ("activation", cs),
+                ("use_bias", i32), ("kernel_initializer", Initializer), ("bias_initializer", Initializer),
+                ("kernel_regularizer", Regularizer), ("bias_regularizer", Regularizer), ("trainable", i32),
+                ("reuse", i32)]
+
+
+class DropoutOptions(C.Structure):
+    _fields_ = [("training", i32), ("training_flag", Output), ("seed", i64)]
+
+
+_d("loom_conv2d_options_default", Conv2DOptions)
+_d("loom_layers_conv2d", Output, vp, Output, i64, P(i64), P(Conv2DOptions), cs)
+_d("loom_layers_max_pooling2d", Output, vp, Output, P(i64), P(i64), cs, cs)
+_d("loom_layers_average_pooling2d", Output, vp, Output, P(i64), P(i64), cs, cs)
+_d("loom_layers_flatten", Output, vp, Output, cs)
+_d("loom_dropout_options_default", DropoutOptions)
+_d("loom_layers_dropout", Output, vp, Output, dbl, P(DropoutOptions), cs)

@@ -493,3 +493,28 @@ def test_custom_model_fn_errors(tmp_path):
         _custom(tmp_path / "e", not_a_spec).train(data, steps=1)
     with pytest.raises(NotImplementedError, match="tf.nn.softmax on ndarray"):
         tf.nn.softmax(np.zeros(3))
+
+
+def test_conv_pool_flatten_dropout_layers(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 6, 6, 1)).astype(np.float32)
+    y = (X[:, :3].sum(axis=(1, 2, 3)) > X[:, 3:].sum(axis=(1, 2, 3))).astype(np.int64)  # top half vs bottom half
+    shapes = {}
+
+    def model_fn(features, labels, mode):
+        c = tf.compat.v1.layers.conv2d(features["x"], 4, [3, 3], padding="same", activation=tf.nn.relu, name="c")
+        p = tf.compat.v1.layers.max_pooling2d(c, [2, 2], 2)
+        a = tf.compat.v1.layers.average_pooling2d(c, 3, 3, padding="valid")
+        f = tf.compat.v1.layers.flatten(p)
+        d = tf.compat.v1.layers.dropout(f, 0.2, training=mode == tf.estimator.ModeKeys.TRAIN)
+        shapes.update(c=c.shape, p=p.shape, a=a.shape, f=f.shape)
+        logits = tf.compat.v1.layers.dense(d, 2)
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        op = tf.compat.v1.train.AdagradOptimizer(0.1).minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=op, eval_metric_ops={
+            "accuracy": tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, 1))})
+    est = _custom(tmp_path, model_fn)
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, y)).repeat().batch(16), steps=300)
+    assert shapes == {"c": (None, 6, 6, 4), "p": (None, 3, 3, 4), "a": (None, 2, 2, 4), "f": (None, 36)}
+    assert est.get_variable_value("c/kernel").shape == (3, 3, 1, 4)
+    assert est.evaluate(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, y)).batch(64))["accuracy"] > 0.9

@@ -14,6 +14,7 @@ import loom
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "..", "examples", "tf_programs")
 IRIS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv"
+FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
 # program -> (what it needs, {metric: (low, high)})
 CASES = {
@@ -25,6 +26,7 @@ CASES = {
     "regression_pandas.py": (("pandas",), {"rmse": (0, 0.6), "global_step": (3000, 3000)}),
     "iris_custom_model_fn.py": ((IRIS,), {"accuracy": (0.9, 1), "predict_accuracy": (0.9, 1),
                                           "global_step": (1000, 1000)}),
+    "fashion_mnist_cnn.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (300, 300)}),
     "iris_linear_numpy.py": ((IRIS,), {"linear_accuracy": (0.9, 1), "dnn_accuracy": (0.9, 1),
                                        "warm_started": (1, 1), "exported": (1, 1)}),
 }
@@ -49,7 +51,7 @@ def test_program_runs_under_loom(name):
     for n in needs:
         if n.startswith("/"):
             if not os.path.exists(n):
-                pytest.skip("%s not found (Debian package python3-sklearn)" % n)
+                pytest.skip("%s not found" % n)
         elif importlib.util.find_spec(n) is None:
             pytest.skip("%s is not installed" % n)
     m = run_program(name)

@@ -68,7 +68,8 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     **{k: getattr(estimator, k) for k in estimator.__all__}),
     feature_column=feature_column, data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
     io=io, losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
-    layers=Namespace("compat.v1.layers", dense=_ops.dense),
+    layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
+                     average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout),
     metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum)
 compat = Namespace("compat", v1=_v1)

@@ -4,7 +4,7 @@ these functions (tf.compat.v1.layers.dense, tf.nn.*, tf.argmax,
 tf.reduce_mean, tf.compat.v1.losses.*, tf.compat.v1.metrics.*,
 tf.compat.v1.train.*Optimizer(...).minimize, get_global_step) add loom
 nodes to the tensors' graph. Any other op raises NotImplementedError."""
-import numpy as np
+import ctypes as C
 
 from .. import _lib as L
 from .._lib import lib
@@ -158,3 +158,67 @@ class AdamOptimizer(_Optimizer):
 
 class AdagradOptimizer(_Optimizer):
     _kind = "adagrad"
+
+
+def _pair(v, what):
+    v = (v, v) if isinstance(v, int) else tuple(v)
+    if len(v) != 2:
+        raise ValueError("%s must be an int or a pair, got %r" % (what, v))
+    return (L.i64 * 2)(*[int(d) for d in v])
+
+
+def _padding(p):
+    p = p.lower()
+    if p not in ("valid", "same"):
+        raise ValueError("padding must be 'valid' or 'same', got %r" % p)
+    return p.encode()
+
+
+def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_format="channels_last",
+           dilation_rate=(1, 1), activation=None, use_bias=True, kernel_initializer=None, name=None, **kwargs):
+    """tf.compat.v1.layers.conv2d (channels_last; variables <name>/kernel, <name>/bias)."""
+    if data_format != "channels_last" or kernel_initializer is not None or any(v is not None for v in kwargs.values()):
+        raise NotImplementedError("loom.tf: tf.compat.v1.layers.conv2d takes channels_last and TF's default "
+                                  "initializers and regularizers only")
+    from .nn import activation_name
+    g = _g(inputs, "tf.compat.v1.layers.conv2d")
+    o = lib.loom_conv2d_options_default()
+    o.strides = _pair(strides, "strides")
+    o.dilation_rate = _pair(dilation_rate, "dilation_rate")
+    o.padding = _padding(padding)
+    o.activation = None if activation is None else activation_name(activation, "activation").encode()
+    o.use_bias = int(bool(use_bias))
+    return g._out(lib.loom_layers_conv2d(g.p, inputs.c, int(filters), _pair(kernel_size, "kernel_size"),
+                                         C.byref(o), _b(name)))
+
+
+def _pool(fn, what):
+    def f(inputs, pool_size, strides, padding="valid", data_format="channels_last", name=None):
+        if data_format != "channels_last":
+            raise NotImplementedError("loom.tf: %s takes channels_last only" % what)
+        g = _g(inputs, what)
+        return g._out(fn(g.p, inputs.c, _pair(pool_size, "pool_size"), _pair(strides, "strides"), _padding(padding),
+                         _b(name)))
+    return f
+
+
+max_pooling2d = _pool(lib.loom_layers_max_pooling2d, "tf.compat.v1.layers.max_pooling2d")
+average_pooling2d = _pool(lib.loom_layers_average_pooling2d, "tf.compat.v1.layers.average_pooling2d")
+
+
+def flatten(inputs, name=None, data_format="channels_last"):
+    g = _g(inputs, "tf.compat.v1.layers.flatten")
+    return g._out(lib.loom_layers_flatten(g.p, inputs.c, _b(name)))
+
+
+def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
+    """tf.compat.v1.layers.dropout: `training` a Python bool (mode == TRAIN)."""
+    if noise_shape is not None or not isinstance(training, bool):
+        raise NotImplementedError("loom.tf: tf.compat.v1.layers.dropout takes training as a Python bool "
+                                  "(mode == tf.estimator.ModeKeys.TRAIN) and no noise_shape")
+    g = _g(inputs, "tf.compat.v1.layers.dropout")
+    o = lib.loom_dropout_options_default()
+    o.training = int(training)
+    if seed is not None:
+        o.seed = int(seed)
+    return g._out(lib.loom_layers_dropout(g.p, inputs.c, float(rate), C.byref(o), _b(name)))
