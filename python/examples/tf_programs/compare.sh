@@ -6,7 +6,8 @@
 #   python/examples/tf_programs/compare.sh [seeds...]      (default: 0 1 2)
 # LOOM_PY: the Python with loom importable (default: the "py" venv with
 # PYTHONPATH=python/ and LOOM_LIBRARY=build/libloom.so); TF_PY: the TF 2.15
-# venv's Python (default: scripts/peer_venv.sh tf). Sides alternate per run.
+# venv's Python (default: scripts/peer_venv.sh tf); PROGRAMS: the programs to run (default: all).
+# Sides alternate per run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -29,8 +30,8 @@ run() {  # side program seed -> "wall_s rss_kb METRIC..." on stdout
   echo "$(grep '^TIME' "$tmp/err" | tail -1 | cut -d' ' -f2-) $(grep '^METRIC' "$tmp/out" | tail -1 | cut -d' ' -f2-)"
 }
 printf '%-22s %-5s %-44s %8s %9s\n' program side "metric (mean over seeds)" wall_s peak_MiB
-for prog in iris_dnn_pandas.py linear_crossed.py wide_deep_tae.py regression_pandas.py iris_linear_numpy.py \
-            iris_custom_model_fn.py fashion_mnist_cnn.py; do
+for prog in ${PROGRAMS:-iris_dnn_pandas.py linear_crossed.py wide_deep_tae.py regression_pandas.py \
+             iris_linear_numpy.py iris_custom_model_fn.py fashion_mnist_cnn.py}; do
   declare -A lines=()
   i=0
   for seed in "${seeds[@]}"; do
