@@ -454,6 +454,16 @@ def test_custom_model_fn_regression_and_metrics(tmp_path):
     np.testing.assert_allclose([q["y"][0] for q in p], Y[:3, 0], atol=1e-2)
     assert [m[0] for m in modes] == ["train", "eval", "infer"] and modes[0][1:] == (0.1, "RunConfig")
 
+    def array_model_fn(features, labels, mode):  # features one tensor (numpy_input_fn with x an array)
+        pred = tf.compat.v1.layers.dense(features, 1, name="fit")
+        loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
+        op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=op)
+    est2 = _custom(tmp_path / "array", array_model_fn)
+    est2.train(tf.compat.v1.estimator.inputs.numpy_input_fn(X, Y, batch_size=64, num_epochs=None, shuffle=True),
+               steps=300)
+    np.testing.assert_allclose(est2.get_variable_value("fit/kernel").ravel(), [3, -2], atol=1e-3)
+
 
 def test_custom_model_fn_errors(tmp_path):
     X = np.zeros((4, 2), np.float32)

@@ -17,7 +17,7 @@ def _input_fn(features, labels, batch_size, num_epochs, shuffle, queue_capacity,
         raise ValueError("num_epochs must be > 0 or None, got %r" % (num_epochs,))
     if batch_size is None or batch_size <= 0:
         raise ValueError("batch_size must be > 0, got %r" % (batch_size,))
-    n = len(next(iter(features.values())))
+    n = len(next(iter(features.values()))) if isinstance(features, dict) else len(features)
     seed = _random.op_seed(None)
 
     def input_fn():
@@ -31,13 +31,10 @@ def _input_fn(features, labels, batch_size, num_epochs, shuffle, queue_capacity,
 
 
 def numpy_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None, queue_capacity=1000, num_threads=1):
-    if not isinstance(x, dict):
-        raise NotImplementedError("loom.tf: numpy_input_fn(x=<array>): give x as a dict {feature key: array} "
-                                  "(canned estimators read features by key)")
-    xs = {k: np.asarray(v) for k, v in x.items()}
+    xs = {k: np.asarray(v) for k, v in x.items()} if isinstance(x, dict) else np.asarray(x)  # an array: one tensor
     if y is not None and isinstance(y, dict):
         raise NotImplementedError("loom.tf: numpy_input_fn(y=<dict>): multi-head labels are not supported")
-    if y is not None and any(k == "__labels__" for k in xs):
+    if y is not None and isinstance(xs, dict) and "__labels__" in xs:
         raise ValueError("numpy_input_fn: feature key '__labels__' is reserved")
     return _input_fn(xs, None if y is None else np.asarray(y), batch_size, num_epochs, shuffle, queue_capacity,
                      "numpy_input_fn")

@@ -176,7 +176,7 @@ class Estimator(_LoomEstimator):
             feats = {lib.loom_features_name(features, i).decode(): Output(graph, lib.loom_features_at(features, i))
                      for i in range(lib.loom_features_count(features))}
             names = inspect.signature(self._model_fn).parameters
-            kw = {"features": feats}
+            kw = {"features": feats["__features__"] if list(feats) == ["__features__"] else feats}
             for k, v in (("labels", Output(graph, labels) if labels.node else None), ("mode", _MODES[mode]),
                          ("params", dict(self.params)), ("config", self._tf_config)):
                 if k in names:
@@ -241,7 +241,7 @@ class Estimator(_LoomEstimator):
                 ds = _as_dataset(_call_input_fn(input_fn, m, dict(self.params), self._tf_config), m)
                 if m == ModeKeys.PREDICT:
                     ds = Dataset(ds._features, None, ds._ops)  # predict ignores labels, as TF
-                if not isinstance(ds._features, dict):
+                if not isinstance(ds._features, dict) and not hasattr(self, "_model_fn"):
                     raise ValueError("input_fn: the features must be a dict of arrays {key: array} for a canned "
                                      "estimator, got one array")
                 return ds._loom(self._hints, self._label_dtype)._release()  # the estimator frees it
