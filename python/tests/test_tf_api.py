@@ -528,3 +528,20 @@ def test_conv_pool_flatten_dropout_layers(tmp_path):
     assert shapes == {"c": (None, 6, 6, 4), "p": (None, 3, 3, 4), "a": (None, 2, 2, 4), "f": (None, 36)}
     assert est.get_variable_value("c/kernel").shape == (3, 3, 1, 4)
     assert est.evaluate(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, y)).batch(64))["accuracy"] > 0.9
+
+
+def test_arrays_go_to_loom_once_per_call_not_per_epoch(tmp_path, monkeypatch):
+    import loom.tf.data as tfdata
+    made = []
+    real = tfdata._LoomDataset.from_tensor_slices
+
+    def counting(arrays, label=None):
+        made.append({k: v.shape for k, v in arrays.items()})
+        return real(arrays, label)
+    monkeypatch.setattr(tfdata._LoomDataset, "from_tensor_slices", staticmethod(counting))
+    X = {"x": np.arange(100, dtype=np.float32)}
+    est = tf.estimator.LinearRegressor([tf.feature_column.numeric_column("x")], model_dir=str(tmp_path))
+    est.train(tf.compat.v1.estimator.inputs.numpy_input_fn(X, 2 * X["x"], batch_size=10, num_epochs=20,
+                                                           shuffle=True))
+    assert est.get_variable_value("global_step") == 200  # 20 epochs of 10 batches, all in C
+    assert made == [{"x": (100,), "__labels__": (100,)}]  # handed to loom once
