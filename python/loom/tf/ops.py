@@ -8,7 +8,7 @@ import ctypes as C
 
 from .. import _lib as L
 from .._lib import lib
-from .. import Output, _b, _Status
+from .. import Output, _b
 from . import dtypes as _dt
 
 
@@ -17,10 +17,6 @@ def _g(x, what):
         raise NotImplementedError("loom.tf: %s on %s: loom.tf ops take the tensors of a model_fn (features, labels "
                                   "and what is built from them)" % (what, type(x).__name__))
     return x.graph
-
-
-def _name(name):
-    return None if name is None else name
 
 
 def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None, name=None, **kwargs):
@@ -33,7 +29,7 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
                                   "(glorot_uniform, TF's default, is used)")
     from .nn import activation_name
     act = None if activation is None else activation_name(activation, "activation")
-    return _g(inputs, "dense").dense(inputs, int(units), activation=act, use_bias=use_bias, name=_name(name))
+    return _g(inputs, "dense").dense(inputs, int(units), activation=act, use_bias=use_bias, name=name)
 
 
 def activation(name, x, op_name=None):
