@@ -545,3 +545,23 @@ def test_arrays_go_to_loom_once_per_call_not_per_epoch(tmp_path, monkeypatch):
                                                            shuffle=True))
     assert est.get_variable_value("global_step") == 200  # 20 epochs of 10 batches, all in C
     assert made == [{"x": (100,), "__labels__": (100,)}]  # handed to loom once
+
+
+def test_tf_train_example_bytes_and_saved_model_load(iris_dnn, tmp_path):
+    ex = tf.train.Example(features=tf.train.Features(feature={
+        "a": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0]))}))
+    # protobuf by hand: Example{features{feature{key "a" value{float_list{value: [1.0] packed}}}}}
+    assert ex.SerializeToString() == bytes.fromhex("0a0f0a0d0a0161120812060a040000803f")
+    est, Xte, yte = iris_dnn
+    spec = {"x": tf.io.FixedLenFeature([4], tf.float32)}
+    path = est.export_saved_model(str(tmp_path), tf.estimator.export.build_parsing_serving_input_receiver_fn(spec))
+    loaded = tf.saved_model.load(path)
+    assert {"serving_default", "predict", "classification"} <= set(loaded.signatures)
+    rows = [tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=r))})).SerializeToString() for r in Xte]
+    out = loaded.signatures["predict"](examples=tf.constant(rows))
+    want = np.stack([p["probabilities"] for p in est.predict(
+        lambda: tf.data.Dataset.from_tensor_slices({"x": Xte}).batch(30))])
+    np.testing.assert_allclose(out["probabilities"].numpy(), want, rtol=1e-6)
+    scores = loaded.signatures["serving_default"](inputs=tf.constant(rows))["scores"].numpy()
+    np.testing.assert_allclose(scores, want, rtol=1e-6)

@@ -13,6 +13,8 @@ use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
 from . import inputs as _inputs
 from . import ops as _ops
+from . import serving as _serving
+from .serving import constant  # noqa: F401
 from .ops import argmax, cast, reshape, reduce_mean, reduce_sum, reduce_max, reduce_min  # noqa: F401
 from .compat_placeholder import placeholder as _placeholder
 from .dtypes import (DType, as_dtype, float16, float32, float64, int8, int16, int32, int64, uint8,  # noqa: F401
@@ -73,6 +75,9 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum)
 compat = Namespace("compat", v1=_v1)
+train = Namespace("train", Example=_serving.Example, Features=_serving.Features, Feature=_serving.Feature,
+                  BytesList=_serving.BytesList, FloatList=_serving.FloatList, Int64List=_serving.Int64List)
+saved_model = Namespace("saved_model", load=_serving.load)
 
 
 def __getattr__(name):
