@@ -29,7 +29,7 @@ run() {  # side program seed -> "wall_s rss_kb METRIC..." on stdout
     echo "FAILED $side $prog seed $seed:" >&2; tail -5 "$tmp/err" >&2; return 1; }
   echo "$(grep '^TIME' "$tmp/err" | tail -1 | cut -d' ' -f2-) $(grep '^METRIC' "$tmp/out" | tail -1 | cut -d' ' -f2-)"
 }
-printf '%-22s %-5s %-44s %8s %9s\n' program side "metric (mean over seeds)" wall_s peak_MiB
+printf '%-24s %-5s %-44s %8s %9s\n' program side "metric (mean over seeds)" wall_s peak_MiB
 for prog in ${PROGRAMS:-iris_dnn_pandas.py linear_crossed.py wide_deep_tae.py regression_pandas.py \
              iris_linear_numpy.py iris_custom_model_fn.py fashion_mnist_cnn.py}; do
   declare -A lines=()
@@ -47,7 +47,7 @@ wall = s.mean(float(r[0]) for r in rows); rss = max(int(r[1]) for r in rows) / 1
 keys = [kv.split("=")[0] for kv in rows[0][2:]]
 met = " ".join("%s=%.4g" % (k, s.mean(float(dict(kv.split("=") for kv in r[2:])[k]) for r in rows)) for k in keys
                if k in ("accuracy", "auc", "rmse", "linear_accuracy", "dnn_accuracy"))
-print("%-22s %-5s %-44s %8.2f %9.0f" % (sys.argv[1], sys.argv[2], met, wall, rss))' "$prog" "$side"
+print("%-24s %-5s %-44s %8.2f %9.0f" % (sys.argv[1], sys.argv[2], met, wall, rss))' "$prog" "$side"
   done
   unset lines
 done
