@@ -307,3 +307,118 @@ LOG_FN = C.CFUNCTYPE(None, cint, cs, vp)
 _d("loom_onnx_options_default", OnnxOptions)
 _d("loom_onnx_export", cint, cs, cs, P(OnnxOptions), vp)
 _d("loom_log_set", None, vp, vp, cint)
+
+# ---- used by loom.tf (the TF 2.15 Estimator surface)
+class CombinedOptions(C.Structure):
+    _fields_ = [("struct_size", u32)] + _COMMON + [
+        ("nlinear_feature_columns", i32), ("linear_feature_columns", P(vp)), ("linear_optimizer", CannedOptimizer),
+        ("ndnn_feature_columns", i32), ("dnn_feature_columns", P(vp)), ("dnn_optimizer", CannedOptimizer),
+        ("ndnn_hidden_units", i32), ("dnn_hidden_units", P(i64)), ("dnn_activation", cs), ("dnn_dropout", dbl),
+        ("batch_norm", i32), ("linear_sparse_combiner", cint)]
+
+
+class EmbeddingOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("combiner", cint), ("initializer", P(Initializer)), ("max_norm", dbl), ("trainable", i32),
+                ("shared_name", cs)]
+
+
+class FeatureSpec(C.Structure):
+    _fields_ = [("name", cs), ("dtype", cint), ("varlen", i32), ("ndim", i32), ("dims", i64 * 8),
+                ("default_value", vp), ("kind", i32), ("allow_missing", i32), ("index_key", cs),
+                ("value_key", cs), ("size", i64), ("already_sorted", i32), ("ragged", i32)]
+
+
+class TrainSpec(C.Structure):
+    _fields_ = [("struct_size", u32), ("input_fn", INPUT_FN), ("input_user", vp), ("max_steps", i64),
+                ("nhooks", i32), ("hooks", vp), ("nlisteners", i32), ("listeners", vp), ("listener_selves", vp)]
+
+
+class EvalSpec(C.Structure):
+    _fields_ = [("struct_size", u32), ("input_fn", INPUT_FN), ("input_user", vp), ("steps", i64), ("name", cs),
+                ("nhooks", i32), ("hooks", vp), ("nexporters", i32), ("exporters", P(vp)),
+                ("start_delay_secs", dbl), ("throttle_secs", dbl)]
+
+
+CHECKPOINT_ENTRY_FN = C.CFUNCTYPE(cint, cs, cint, cint, P(i64), vp)
+
+_d("loom_fc_bucketized", vp, vp, vp, cint, P(C.c_float), vp)
+_d("loom_fc_identity", vp, vp, cs, i64, cint, i64, vp)
+_d("loom_fc_vocabulary_list", vp, vp, cs, i64, P(cs), i64, i64, vp)
+_d("loom_fc_vocabulary_list_int64", vp, vp, cs, i64, P(i64), i64, i64, vp)
+_d("loom_fc_vocabulary_file", vp, vp, cs, cs, i64, i64, i64, cint, vp)
+_d("loom_fc_hash_bucket", vp, vp, cs, i64, cint, vp)
+_d("loom_fc_crossed", vp, vp, cint, P(cs), P(vp), i64, C.c_uint64, vp)
+_d("loom_fc_weighted", vp, vp, vp, cs, vp)
+_d("loom_fc_indicator", vp, vp, vp, vp)
+_d("loom_fc_embedding_options_default", EmbeddingOptions)
+_d("loom_fc_embedding", vp, vp, vp, i64, P(EmbeddingOptions), vp)
+_d("loom_fc_num_buckets", i64, vp)
+_d("loom_fc_dense_width", i64, vp)
+_d("loom_fc_make_parse_example_spec", cint, cint, P(vp), P(cint), P(P(FeatureSpec)), vp)
+_d("loom_fc_parse_spec_free", None, cint, P(FeatureSpec))
+_d("loom_parsing_receiver_new", vp, cint, P(FeatureSpec), vp)
+_d("loom_dnn_linear_combined_options_default", CombinedOptions)
+for _n in ("dnn_linear_combined_classifier", "dnn_linear_combined_regressor"):
+    _d("loom_%s_new" % _n, vp, P(CombinedOptions), vp)
+_d("loom_estimator_set_warm_start_vars", cint, vp, cs, vp)
+_d("loom_estimator_latest_checkpoint", cint, vp, C.c_char_p, C.c_size_t, vp)
+_d("loom_estimator_get_variable_names", cint, vp, CHECKPOINT_ENTRY_FN, vp, vp)
+_d("loom_eval_result_global_step", i64, vp)
+_d("loom_dataset_prefetch", vp, vp, i64, vp)
+_d("loom_stop_at_step_hook", vp, i64, i64, vp)
+_d("loom_hook_free", None, vp)
+_d("loom_train_spec_default", TrainSpec)
+_d("loom_eval_spec_default", EvalSpec)
+_d("loom_latest_exporter", vp, cs, SERVING_INPUT_FN, vp, cint, vp)
+_d("loom_best_exporter", vp, cs, SERVING_INPUT_FN, vp, vp, vp, cint, vp)
+_d("loom_final_exporter", vp, cs, SERVING_INPUT_FN, vp, vp)
+_d("loom_exporter_free", None, vp)
+_d("loom_train_and_evaluate", cint, vp, P(TrainSpec), P(EvalSpec), P(vp), vp)
+_d("loom_tae_result_metrics", vp, vp)
+_d("loom_tae_result_num_exports", cint, vp)
+_d("loom_tae_result_export_name", cs, vp, cint)
+_d("loom_tae_result_export_path", cs, vp, cint)
+_d("loom_tae_result_free", None, vp)
+_d("loom_tf_config_parse", vp, cs, vp)
+_d("loom_tf_config_free", None, vp)
+_d("loom_tf_config_task_type", cs, vp)
+_d("loom_tf_config_task_id", cint, vp)
+_d("loom_tf_config_is_chief", cint, vp)
+_d("loom_tf_config_num_ps_replicas", cint, vp)
+_d("loom_tf_config_num_worker_replicas", cint, vp)
+_d("loom_tf_config_global_id", cint, vp)
+_d("loom_tf_config_master", cs, vp)
+_d("loom_tf_config_num_tasks", cint, vp, cs)
+_d("loom_activation_valid", cint, cs)
+_d("loom_fc_shared_embeddings", cint, vp, cint, P(vp), i64, P(EmbeddingOptions), P(vp), vp)
+
+
+class Metric(C.Structure):
+    _fields_ = [("value", Output), ("update", Output), ("reset", vp)]
+
+
+_d("loom_spec_add_eval_metric", cint, vp, cs, Metric)
+_d("loom_metrics_accuracy", Metric, vp, Output, Output, Output, cs)
+_d("loom_metrics_mean", Metric, vp, Output, Output, cs)
+_d("loom_losses_sparse_softmax_cross_entropy", Output, vp, Output, Output, Output, cs, cs, cint)
+_d("loom_activation", Output, vp, Output, cs, cs)
+
+
+class Conv2DOptions(C.Structure):
+    _fields_ = [("strides", i64 * 2), ("padding", cs), ("dilation_rate", i64 * 2), ("activation", cs),
+                ("use_bias", i32), ("kernel_initializer", Initializer), ("bias_initializer", Initializer),
+                ("kernel_regularizer", Regularizer), ("bias_regularizer", Regularizer), ("trainable", i32),
+                ("reuse", i32)]
+
+
+class DropoutOptions(C.Structure):
+    _fields_ = [("training", i32), ("training_flag", Output), ("seed", i64)]
+
+
+_d("loom_conv2d_options_default", Conv2DOptions)
+_d("loom_layers_conv2d", Output, vp, Output, i64, P(i64), P(Conv2DOptions), cs)
+_d("loom_layers_max_pooling2d", Output, vp, Output, P(i64), P(i64), cs, cs)
+_d("loom_layers_average_pooling2d", Output, vp, Output, P(i64), P(i64), cs, cs)
+_d("loom_layers_flatten", Output, vp, Output, cs)
+_d("loom_dropout_options_default", DropoutOptions)
+_d("loom_layers_dropout", Output, vp, Output, dbl, P(DropoutOptions), cs)

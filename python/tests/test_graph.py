@@ -23,7 +23,12 @@ def test_struct_layouts_match_the_c_library():
                     ("loom_predictor_options_default", L.PredictorOptions),
                     ("loom_dnn_options_default", L.DNNOptions),
                     ("loom_linear_options_default", L.LinearOptions),
-                    ("loom_baseline_options_default", L.BaselineOptions)]:
+                    ("loom_baseline_options_default", L.BaselineOptions),
+                    ("loom_dnn_linear_combined_options_default", L.CombinedOptions),
+                    ("loom_train_spec_default", L.TrainSpec),
+                    ("loom_eval_spec_default", L.EvalSpec),
+                    ("loom_fc_embedding_options_default", L.EmbeddingOptions),
+                    ("loom_onnx_options_default", L.OnnxOptions)]:
         assert getattr(L.lib, fn)().struct_size == ctypes.sizeof(cls), fn
     # and the defaults read through the layout are the documented ones
     d = L.lib.loom_dnn_options_default()

@@ -1,0 +1,83 @@
+"""loom.tf: TF 2.15's Estimator API on loom, so that a TF Estimator program
+runs with its import line changed to `import loom.tf as tf`.
+
+Covered: tf.estimator (RunConfig with TF_CONFIG's cluster properties, the
+eight canned estimators, train / evaluate / predict / export_saved_model,
+TrainSpec / EvalSpec / train_and_evaluate, exporters), tf.feature_column,
+tf.data.Dataset.from_tensor_slices with batch / shuffle / repeat / take /
+prefetch / cache, tf.compat.v1.estimator.inputs.numpy_input_fn /
+pandas_input_fn, tf.compat.v1.logging, tf.random.set_seed; a custom model_fn
+of dense layers with tf.compat.v1 losses, metrics and optimizers (ops.py). A TF symbol
+loom.tf does not provide raises NotImplementedError naming it and what to
+use instead (docs/python.md lists the surface)."""
+from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
+from . import inputs as _inputs
+from . import ops as _ops
+from . import serving as _serving
+from .serving import constant  # noqa: F401
+from .ops import argmax, cast, reshape, reduce_mean, reduce_sum, reduce_max, reduce_min  # noqa: F401
+from .compat_placeholder import placeholder as _placeholder
+from .dtypes import (DType, as_dtype, float16, float32, float64, int8, int16, int32, int64, uint8,  # noqa: F401
+                     bool, string)
+from .feature_column import FixedLenFeature as _FixedLen, VarLenFeature as _VarLen
+from ._surface import Namespace, missing
+from .._lib import lib as _lib
+from .. import _lib as _L
+
+__version__ = "2.15.0"  # the TF API this layer follows
+VERSION = __version__
+
+
+def _log_level(level):
+    """TF's logging levels (absl: DEBUG 10, INFO 20, WARN 30, ERROR 40, FATAL 50) -> loom_log_level."""
+    return 0 if level <= 10 else 1 if level <= 20 else 2 if level <= 30 else 3
+
+
+_verbosity = [30]
+
+
+def _set_verbosity(level):
+    _verbosity[0] = int(level)
+    _lib.loom_log_set(None, None, _log_level(int(level)))
+
+
+logging = Namespace("compat.v1.logging", DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50,
+                    set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0])
+io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen)
+keras = Namespace("keras",
+                  optimizers=Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
+                                       Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,
+                                       legacy=Namespace("keras.optimizers.legacy", Adagrad=_optimizers.Adagrad,
+                                                        Adam=_optimizers.Adam, Ftrl=_optimizers.Ftrl,
+                                                        RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD)),
+                  utils=Namespace("keras.utils", set_random_seed=random.set_seed),
+                  losses=Namespace("keras.losses", Reduction=Namespace(
+                      "keras.losses.Reduction", SUM_OVER_BATCH_SIZE="sum_over_batch_size", SUM="sum",
+                      AUTO="auto", NONE="none")))
+losses = Namespace("losses", Reduction=keras.losses.Reduction)
+math = Namespace("math", argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
+                 reduce_min=reduce_min)
+_v1_losses = Namespace("compat.v1.losses", sparse_softmax_cross_entropy=_ops.sparse_softmax_cross_entropy,
+                       mean_squared_error=_ops.mean_squared_error)
+_v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
+                      get_or_create_global_step=_ops.get_global_step,
+                      GradientDescentOptimizer=_ops.GradientDescentOptimizer, AdamOptimizer=_ops.AdamOptimizer,
+                      AdagradOptimizer=_ops.AdagradOptimizer)
+_v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
+    "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
+                                            pandas_input_fn=_inputs.pandas_input_fn),
+    **{k: getattr(estimator, k) for k in estimator.__all__}),
+    feature_column=feature_column, data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
+    io=io, losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
+    layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
+                     average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout),
+    metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),
+    argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum)
+compat = Namespace("compat", v1=_v1)
+train = Namespace("train", Example=_serving.Example, Features=_serving.Features, Feature=_serving.Feature,
+                  BytesList=_serving.BytesList, FloatList=_serving.FloatList, Int64List=_serving.Int64List)
+saved_model = Namespace("saved_model", load=_serving.load)
+
+
+def __getattr__(name):
+    raise missing("", name)

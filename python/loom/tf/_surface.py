@@ -1,0 +1,46 @@
+"""What loom.tf does not provide fails loudly: a TF symbol missing here
+raises NotImplementedError naming it and what to use instead, where the
+program uses it (module and namespace __getattr__), never a silently
+different behaviour."""
+import types
+
+# Alternatives for symbols TF Estimator programs commonly use that loom.tf lacks.
+ALTERNATIVES = {
+    "compat.v1.layers": "tf.compat.v1.layers.dense, or a model on loom.Graph with loom.Estimator",
+    "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, or loom.Graph",
+    "data.Dataset.map": "transform the arrays with numpy before Dataset.from_tensor_slices",
+    "data.Dataset.filter": "filter the arrays with numpy before Dataset.from_tensor_slices",
+    "data.TFRecordDataset": "read the records into numpy arrays and use Dataset.from_tensor_slices",
+    "data.experimental.make_csv_dataset": "read the CSV with pandas or numpy and use Dataset.from_tensor_slices",
+    "keras": "loom's native API (loom.Graph, loom.Estimator)",
+}
+
+
+def unsupported(symbol):
+    alt = None
+    for k, v in ALTERNATIVES.items():
+        if symbol == k or symbol.startswith(k + "."):
+            alt = v
+    return NotImplementedError(
+        "loom.tf does not provide tf.%s; instead: %s (docs/python.md, \"TF 2.15 Estimator programs\", lists what it "
+        "covers)" % (symbol, alt or "use loom's native API (import loom)"))
+
+
+def missing(prefix, name):
+    """What a module/namespace __getattr__ raises for `name`."""
+    if name.startswith("_"):  # private names and probes by Python itself (pickle, inspect, hasattr)
+        return AttributeError(name)
+    return unsupported(prefix + name)
+
+
+class Namespace(types.ModuleType):
+    """A TF module path (tf.compat.v1.logging ...) holding what loom.tf
+    provides; any other attribute raises NotImplementedError naming it."""
+
+    def __init__(self, path, **attrs):
+        super().__init__("loom.tf." + path)
+        self._path = path
+        self.__dict__.update(attrs)
+
+    def __getattr__(self, name):
+        raise missing(self._path + ".", name)

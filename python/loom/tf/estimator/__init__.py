@@ -1,0 +1,657 @@
+"""tf.estimator on loom's C Estimator: RunConfig, the canned estimators with
+TF 2.15's arguments and defaults, train / evaluate / predict /
+export_saved_model, TrainSpec / EvalSpec / train_and_evaluate and the
+exporters. The training loop runs in C; Python makes the model and the
+input pipeline once per call."""
+import ctypes as C
+import inspect
+import os
+
+import numpy as np
+
+from ... import _lib as L
+from ..._lib import lib
+from ... import _Status, _b, _from_tensor, LoomError, Graph, Output
+from ..._estimator import Estimator as _LoomEstimator, _fail
+from .. import feature_column as _fc
+from .. import nn as _nn
+from .. import optimizers as _opt
+from .. import errors as _errors
+from .. import ops as _ops
+from ..data import Dataset
+from .._surface import missing
+from ._config import RunConfig
+from . import export
+
+__all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier", "DNNRegressor",
+           "LinearClassifier", "LinearRegressor", "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor",
+           "BaselineClassifier", "BaselineRegressor", "TrainSpec", "EvalSpec", "train_and_evaluate",
+           "LatestExporter", "BestExporter", "FinalExporter", "WarmStartSettings", "SessionRunHook",
+           "StopAtStepHook", "export"]
+
+
+class ModeKeys:
+    TRAIN = "train"
+    EVAL = "eval"
+    PREDICT = "infer"
+
+
+_MODES = {0: ModeKeys.TRAIN, 1: ModeKeys.EVAL, 2: ModeKeys.PREDICT}
+
+
+class EstimatorSpec:
+    """tf.estimator.EstimatorSpec (what a model_fn returns)."""
+
+    def __init__(self, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None,
+                 export_outputs=None, training_chief_hooks=None, training_hooks=None, scaffold=None,
+                 evaluation_hooks=None, prediction_hooks=None):
+        self.mode, self.predictions, self.loss, self.train_op = mode, predictions, loss, train_op
+        self.eval_metric_ops, self.export_outputs = eval_metric_ops or {}, export_outputs
+        self.training_chief_hooks, self.training_hooks = training_chief_hooks or [], training_hooks or []
+        self.scaffold, self.evaluation_hooks, self.prediction_hooks = scaffold, evaluation_hooks or [], \
+            prediction_hooks or []
+
+
+class WarmStartSettings:
+    """tf.estimator.WarmStartSettings: a checkpoint and the regex of the
+    trainable variables to take from it (lists, vocab_info and renames are
+    not supported yet)."""
+
+    def __init__(self, ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
+                 var_name_to_prev_var_name=None):
+        if not isinstance(vars_to_warm_start, str):
+            raise NotImplementedError("loom.tf: WarmStartSettings(vars_to_warm_start=<list>) is not supported; "
+                                      "give one regex")
+        for arg, v in (("var_name_to_vocab_info", var_name_to_vocab_info),
+                       ("var_name_to_prev_var_name", var_name_to_prev_var_name)):
+            if v:
+                raise NotImplementedError("loom.tf: WarmStartSettings(%s=...) is not supported (loom's C "
+                                          "loom_warm_start_settings has it)" % arg)
+        self.ckpt_to_initialize_from = os.fspath(ckpt_to_initialize_from)
+        self.vars_to_warm_start = vars_to_warm_start
+
+
+class SessionRunHook:
+    """Base of TF's hooks. loom runs hooks in C: a Python subclass is not
+    run (train() raises NotImplementedError naming it)."""
+
+
+class StopAtStepHook(SessionRunHook):
+    def __init__(self, num_steps=None, last_step=None):
+        if (num_steps is None) == (last_step is None):
+            raise ValueError("StopAtStepHook: exactly one of num_steps and last_step must be given")
+        self.num_steps, self.last_step = num_steps, last_step
+
+    def _c(self):
+        st = _Status()
+        h = lib.loom_stop_at_step_hook(self.num_steps or 0, self.last_step or 0, st.p)
+        if not h:
+            st.raise_if()
+        return h
+
+
+class _Hooks:
+    """C hooks made from TF hook objects for one call (freed after it)."""
+
+    def __init__(self, hooks, where):
+        self.ptrs = []
+        for h in hooks or []:
+            if not isinstance(h, StopAtStepHook):
+                raise NotImplementedError("loom.tf: %s(hooks=[%s]): loom.tf runs StopAtStepHook; other hooks "
+                                          "(Python SessionRunHook subclasses) are not supported yet"
+                                          % (where, type(h).__name__))
+            self.ptrs.append(h._c())
+        self.arr = (C.c_void_p * max(1, len(self.ptrs)))(*self.ptrs)
+
+    def set(self, o):
+        o.nhooks, o.hooks = len(self.ptrs), C.cast(self.arr, C.c_void_p)
+
+    def free(self):
+        for h in self.ptrs:
+            lib.loom_hook_free(h)
+        self.ptrs = []
+
+
+def _call_input_fn(input_fn, mode, params, config):
+    """Calls input_fn with the arguments it names (mode, params, config), as TF does."""
+    try:
+        names = inspect.signature(input_fn).parameters
+    except (TypeError, ValueError):
+        names = {}
+    kw = {}
+    if "mode" in names:
+        kw["mode"] = mode
+    if "params" in names:
+        kw["params"] = params
+    if "config" in names:
+        kw["config"] = config
+    if "input_context" in names:
+        kw["input_context"] = None
+    return input_fn(**kw)
+
+
+def _as_dataset(res, mode):
+    """input_fn's result as a Dataset: a Dataset of (features, labels) or of
+    features, or the tuple (features, labels) / features of arrays (one batch
+    of everything, repeated in TRAIN as TF repeats constant tensors)."""
+    if isinstance(res, Dataset):
+        return res
+    if isinstance(res, (tuple, dict)) or hasattr(res, "columns"):
+        ds = Dataset.from_tensor_slices(res)
+    else:
+        raise TypeError("input_fn must return a tf.data.Dataset or a (features, labels) tuple, got %s"
+                        % type(res).__name__)
+    f = ds._features
+    n = len(next(iter(f.values()))) if isinstance(f, dict) and f else len(f) if not isinstance(f, dict) else 1
+    ds = ds.batch(max(1, n))
+    return ds.repeat() if mode == ModeKeys.TRAIN else ds
+
+
+class Estimator(_LoomEstimator):
+    """tf.estimator.Estimator(model_fn, ...): the model_fn gets the features
+    and labels as loom tensors and builds its model with loom.tf's ops
+    (tf.compat.v1.layers.dense, tf.nn.*, tf.compat.v1.losses/metrics/train,
+    ops.py); the canned estimators derive from it."""
+
+    def __init__(self, model_fn, model_dir=None, config=None, params=None, warm_start_from=None):
+        if not callable(model_fn):
+            raise ValueError("model_fn must be provided to Estimator.")
+        self._setup(model_dir, config, [])
+        self.params = dict(params or {})
+        self._label_dtype = None
+        self._model_fn = model_fn
+        self._warm = None
+        if isinstance(warm_start_from, WarmStartSettings):
+            self._warm = warm_start_from.vars_to_warm_start
+            warm_start_from = warm_start_from.ckpt_to_initialize_from
+        self._cfn = L.MODEL_FN(self._call_tf_model_fn)
+        st = _Status()
+        self.p = lib.loom_estimator_new(self._cfn, None, self._model_dir_arg, C.byref(self._config), None,
+                                        _b(os.fspath(warm_start_from)) if warm_start_from else None, st.p)
+        _made(self, st)
+
+    def _call_tf_model_fn(self, g, features, labels, mode, params, config, spec, user, st):
+        try:
+            graph = Graph(_borrow=g)
+            feats = {lib.loom_features_name(features, i).decode(): Output(graph, lib.loom_features_at(features, i))
+                     for i in range(lib.loom_features_count(features))}
+            names = inspect.signature(self._model_fn).parameters
+            kw = {"features": feats["__features__"] if list(feats) == ["__features__"] else feats}
+            for k, v in (("labels", Output(graph, labels) if labels.node else None), ("mode", _MODES[mode]),
+                         ("params", dict(self.params)), ("config", self._tf_config)):
+                if k in names:
+                    kw[k] = v
+            res = self._model_fn(**kw)
+            graph._check()
+            _apply_spec(res, spec)
+            return 0
+        except BaseException as e:  # noqa: B902 - must not unwind through C
+            return _fail(self, st, e)
+
+    def _setup(self, model_dir, config, feature_columns):
+        self._exc = None
+        self._keep = []
+        self.params = {}
+        config = RunConfig() if config is None else config
+        if not isinstance(config, RunConfig):
+            raise ValueError("config must be a tf.estimator.RunConfig, got %s" % type(config).__name__)
+        if model_dir is not None and config.model_dir is not None and \
+                os.path.abspath(os.fspath(model_dir)) != os.path.abspath(config.model_dir):
+            raise ValueError("model_dir are set both in constructor and RunConfig, but with different values. In "
+                             "constructor: '%s', in RunConfig: '%s' " % (model_dir, config.model_dir))
+        self._tf_config = config
+        self._config = config._c()
+        self._model_dir_arg = _b(os.fspath(model_dir)) if model_dir is not None else None
+        self._feature_columns = []
+        self._hints = {}
+        for cols in feature_columns:
+            for c in cols or []:
+                self._hints.update(c._hints())
+
+    def _columns(self, columns, what):
+        """(count, C array) of loom_fc for TF columns (the set is kept alive)."""
+        columns = list(columns or [])
+        if not columns:
+            return 0, None
+        try:
+            fcs, ptrs = _fc.make_columns(columns)
+        except LoomError as e:
+            raise ValueError("%s: %s" % (what, e)) from None
+        self._keep.append(fcs)
+        arr = (C.c_void_p * len(ptrs))(*ptrs)
+        self._keep.append(arr)
+        self._feature_columns += [_Ptr(p) for p in ptrs]
+        return len(ptrs), arr
+
+    @property
+    def config(self):
+        return self._tf_config
+
+    def _check(self, rc, st):
+        try:
+            super()._check(rc, st)
+        except LoomError as e:
+            raise _errors.from_loom(e) from None
+
+    # ---- input
+    def _input(self, input_fn):
+        def cb(mode, params, user, st):
+            try:
+                m = _MODES[mode]
+                ds = _as_dataset(_call_input_fn(input_fn, m, dict(self.params), self._tf_config), m)
+                if m == ModeKeys.PREDICT:
+                    ds = Dataset(ds._features, None, ds._ops)  # predict ignores labels, as TF
+                if not isinstance(ds._features, dict) and not hasattr(self, "_model_fn"):
+                    raise ValueError("input_fn: the features must be a dict of arrays {key: array} for a canned "
+                                     "estimator, got one array")
+                return ds._loom(self._hints, self._label_dtype)._release()  # the estimator frees it
+            except BaseException as e:  # noqa: B902 - must not unwind through C
+                _fail(self, st, e)
+                return None
+        return L.INPUT_FN(cb)
+
+    def _check_local(self, what):
+        if self._tf_config._distributed():
+            raise NotImplementedError("loom.tf: %s under a TF_CONFIG cluster (task %s:%d) is not supported yet: "
+                                      "loom.tf trains in one process; run distributed jobs with loom's C job "
+                                      "layer (docs/distributed.md)" % (what, self._tf_config.task_type,
+                                                                      self._tf_config.task_id))
+
+    # ---- the TF methods
+    def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None):
+        if steps is not None and max_steps is not None:
+            raise ValueError("Can not provide both steps and max_steps.")
+        if steps is not None and steps <= 0:
+            raise ValueError("Must specify steps > 0, given: {}".format(steps))
+        if max_steps is not None and max_steps <= 0:
+            raise ValueError("Must specify max_steps > 0, given: {}".format(max_steps))
+        if saving_listeners:
+            raise NotImplementedError("loom.tf: train(saving_listeners=...) is not supported yet")
+        self._check_local("train()")
+        o = lib.loom_train_options_default()
+        o.steps, o.max_steps = steps or 0, max_steps or 0
+        hk = _Hooks(hooks, "train")
+        hk.set(o)
+        cb = self._input(input_fn)
+        st = _Status()
+        try:
+            self._check(lib.loom_estimator_train(self.p, cb, None, C.byref(o), st.p), st)
+        finally:
+            hk.free()
+        return self
+
+    def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None, name=None):
+        if steps is not None and steps <= 0:
+            raise ValueError("Must specify steps > 0, given: {}".format(steps))
+        o = lib.loom_eval_options_default()
+        o.steps = steps or 0
+        o.name = _b(name)
+        o.checkpoint_path = _b(os.fspath(checkpoint_path)) if checkpoint_path else None
+        hk = _Hooks(hooks, "evaluate")
+        hk.set(o)
+        cb = self._input(input_fn)
+        st = _Status()
+        r = C.c_void_p()
+        try:
+            self._check(lib.loom_estimator_evaluate(self.p, cb, None, C.byref(o), C.byref(r), st.p), st)
+        finally:
+            hk.free()
+        out = _metrics(r.value)
+        lib.loom_eval_result_free(r)
+        return out
+
+    def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None, yield_single_examples=True):
+        """A generator of predictions: per example ({key: array}) or per
+        batch (yield_single_examples=False), with TF's prediction keys."""
+        if isinstance(predict_keys, str):
+            predict_keys = [predict_keys]
+        o = lib.loom_predict_options_default()
+        o.yield_single_examples = 0
+        keys = [_b(k) for k in (predict_keys or [])]
+        karr = (C.c_char_p * max(1, len(keys)))(*keys)
+        if keys:
+            o.npredict_keys, o.predict_keys = len(keys), karr
+        o.checkpoint_path = _b(os.fspath(checkpoint_path)) if checkpoint_path else None
+        hk = _Hooks(hooks, "predict")
+        hk.set(o)
+        cb = self._input(input_fn)
+        st = _Status()
+        it = lib.loom_estimator_predict(self.p, cb, None, C.byref(o), st.p)
+        if not it:
+            hk.free()
+            self._check(lib.loom_status_code(st.p) or 2, st)
+        try:
+            while True:
+                rc = lib.loom_prediction_next(it, st.p)
+                if rc == 11:  # OUT_OF_RANGE: the input ended
+                    return
+                self._check(rc, st)
+                batch = {lib.loom_prediction_key(it, i).decode(): _from_tensor(lib.loom_prediction_value(it, i))
+                         for i in range(lib.loom_prediction_count(it))}
+                if not yield_single_examples:
+                    yield batch
+                    continue
+                n = min(len(v) for v in batch.values())
+                for i in range(n):
+                    yield {k: v[i] for k, v in batch.items()}
+        finally:
+            lib.loom_prediction_iter_free(it)
+            hk.free()
+
+    def export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=None, as_text=False,
+                           checkpoint_path=None, experimental_mode=ModeKeys.PREDICT):
+        """Writes loom's export (loom.Predictor, loom-serve load it) under
+        export_dir_base/<timestamp>; returns its path as bytes, as TF."""
+        if assets_extra:
+            raise NotImplementedError("loom.tf: export_saved_model(assets_extra=...) is not supported yet")
+        if experimental_mode != ModeKeys.PREDICT:
+            raise NotImplementedError("loom.tf: export_saved_model(experimental_mode=%r): only PREDICT"
+                                      % (experimental_mode,))
+        fn, user, done = export._serving(self, serving_input_receiver_fn)
+        try:
+            buf = C.create_string_buffer(4096)
+            st = _Status()
+            ck = _b(os.fspath(checkpoint_path)) if checkpoint_path else None
+            self._check(lib.loom_estimator_export(self.p, fn, user, _b(os.fspath(export_dir_base)), ck, buf,
+                                                  len(buf), st.p), st)
+            return buf.value
+        finally:
+            done()
+
+    def latest_checkpoint(self):
+        """The latest checkpoint's path in model_dir, or None."""
+        buf = C.create_string_buffer(4096)
+        st = _Status()
+        rc = lib.loom_estimator_latest_checkpoint(self.p, buf, len(buf), st.p)
+        if rc == 5:  # NOT_FOUND
+            return None
+        st.raise_if(rc)
+        return buf.value.decode() or None
+
+    def get_variable_names(self):
+        names = []
+
+        def entry(name, dtype, ndim, dims, user):
+            names.append(name.decode())
+            return 0
+        st = _Status()
+        rc = lib.loom_estimator_get_variable_names(self.p, L.CHECKPOINT_ENTRY_FN(entry), None, st.p)
+        if rc == 9:  # FAILED_PRECONDITION: no checkpoint
+            raise ValueError("Couldn't find trained model at {}.".format(self.model_dir))
+        st.raise_if(rc)
+        return names
+
+    def get_variable_value(self, name):
+        if self.latest_checkpoint() is None:
+            raise ValueError("Couldn't find trained model at {}.".format(self.model_dir))
+        return super().get_variable_value(name)
+
+def _apply_spec(res, spec):
+    """Hands a model_fn's EstimatorSpec to loom's spec."""
+    if not isinstance(res, EstimatorSpec):
+        raise TypeError("model_fn should return an EstimatorSpec, got %s" % type(res).__name__)
+    for what, v in (("export_outputs", res.export_outputs), ("training_hooks", res.training_hooks),
+                    ("training_chief_hooks", res.training_chief_hooks), ("evaluation_hooks", res.evaluation_hooks),
+                    ("prediction_hooks", res.prediction_hooks), ("scaffold", res.scaffold)):
+        if v:
+            raise NotImplementedError("loom.tf: EstimatorSpec(%s=...) is not supported yet" % what)
+    st = _Status()
+    if res.loss is not None:
+        st.raise_if(lib.loom_spec_set_loss(spec, res.loss.c))
+    if res.train_op is not None:
+        st.raise_if(lib.loom_spec_set_train_op(spec, res.train_op.p))
+    preds = res.predictions
+    if isinstance(preds, Output):
+        preds = {"output": preds}
+    for k, v in (preds or {}).items():
+        st.raise_if(lib.loom_spec_add_prediction(spec, _b(k), v.c))
+    for k, m in res.eval_metric_ops.items():
+        if not isinstance(m, _ops.MetricOp):
+            raise NotImplementedError("loom.tf: eval_metric_ops[%r]: give a tf.compat.v1.metrics.* result" % k)
+        st.raise_if(lib.loom_spec_add_eval_metric(spec, _b(k), m._metric))
+
+
+def _made(self, st):
+    if not self.p:
+        try:
+            st.raise_if()
+        except LoomError as e:
+            raise ValueError(str(e)) from None
+    if self._warm not in (None, ".*"):
+        st2 = _Status()
+        st2.raise_if(lib.loom_estimator_set_warm_start_vars(self.p, _b(self._warm), st2.p))
+
+
+class _Ptr:
+    """A loom_fc pointer, as the parsing receiver of loom._estimator wants it."""
+
+    def __init__(self, p):
+        self.p = p
+
+
+def _metrics(r):
+    out = {}
+    for i in range(lib.loom_eval_result_count(r)):
+        k = lib.loom_eval_result_key(r, i).decode()
+        v = lib.loom_eval_result_value(r, i)
+        out[k] = np.int64(v) if k == "global_step" else np.float32(v)
+    out["global_step"] = np.int64(lib.loom_eval_result_global_step(r))
+    return out
+
+
+# ---------------------------------------------------------------- canned
+_REDUCTIONS = {"sum_over_batch_size": 4, "sum": 2}
+
+
+def _common(self, o, kind, model_dir, n_classes, label_dimension, weight_column, label_vocabulary,
+            loss_reduction, warm_start_from):
+    o.model_dir = self._model_dir_arg
+    self._cfg_ref = C.pointer(self._config)
+    o.config = self._cfg_ref
+    if n_classes is not None:
+        if not isinstance(n_classes, (int, np.integer)) or isinstance(n_classes, bool):
+            raise ValueError("n_classes must be an int, got %r" % (n_classes,))
+        o.n_classes = int(n_classes)
+    if label_dimension is not None:
+        o.label_dimension = int(label_dimension)
+    if weight_column is not None:
+        if isinstance(weight_column, _fc.NumericColumn):
+            weight_column = weight_column.key
+        if not isinstance(weight_column, str):
+            raise TypeError("weight_column must be a string or a numeric_column, got %r" % (weight_column,))
+        self._hints[weight_column] = np.float32
+        o.weight_column = _b(weight_column)
+    if label_vocabulary is not None:
+        if not isinstance(label_vocabulary, (list, tuple)) or \
+                not all(isinstance(v, str) for v in label_vocabulary):
+            raise ValueError("label_vocabulary should be a list or a tuple of strings, given: %r"
+                             % (label_vocabulary,))
+        arr = (C.c_char_p * max(1, len(label_vocabulary)))(*[_b(v) for v in label_vocabulary])
+        self._keep.append(arr)
+        o.nlabel_vocabulary, o.label_vocabulary = len(label_vocabulary), arr
+        self._label_dtype = object
+    elif kind == "classifier":
+        self._label_dtype = None
+    else:
+        self._label_dtype = np.float32
+    red = getattr(loss_reduction, "value", loss_reduction)
+    if red not in _REDUCTIONS:
+        raise ValueError("Invalid loss_reduction: %r; loom.tf supports %s" % (loss_reduction, sorted(_REDUCTIONS)))
+    o.loss_reduction = _REDUCTIONS[red]
+    self._warm = None
+    if isinstance(warm_start_from, WarmStartSettings):
+        self._warm = warm_start_from.vars_to_warm_start
+        warm_start_from = warm_start_from.ckpt_to_initialize_from
+    if warm_start_from is not None:
+        self._warm_b = _b(os.fspath(warm_start_from))
+        o.warm_start_from = self._warm_b
+
+
+def _build(self, head, model_dir, config, column_lists, weight_column, loss_reduction, warm_start_from, defaults,
+           fill, ctor):
+    """Makes a canned estimator: head = (kind, n_classes, label_dimension,
+    label_vocabulary); fill(options) sets the model's own fields."""
+    kind, n_classes, label_dimension, label_vocabulary = head
+    self._setup(model_dir, config, column_lists)
+    o = defaults()
+    _common(self, o, kind, model_dir, n_classes, label_dimension, weight_column, label_vocabulary, loss_reduction,
+            warm_start_from)
+    fill(o)
+    _make(self, ctor, o)
+
+
+def _set_optimizer(self, field, optimizer, what):
+    spec = _opt.canned_spec(optimizer, what)
+    self._keep.append(spec)
+    field.name, field.learning_rate = spec.name, spec.learning_rate
+
+
+def _make(self, ctor, o):
+    st = _Status()
+    self.p = ctor(C.byref(o), st.p)
+    _made(self, st)
+
+
+def _hidden(self, hidden_units):
+    hu = [int(u) for u in (hidden_units or [])]
+    arr = (L.i64 * max(1, len(hu)))(*hu)
+    self._keep.append(arr)
+    return len(hu), arr
+
+
+def _dropout(d):
+    return 0.0 if d is None else float(d)
+
+
+_SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
+
+
+class DNNClassifier(Estimator):
+    def __init__(self, hidden_units, feature_columns, model_dir=None, n_classes=2, weight_column=None,
+                 label_vocabulary=None, optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None,
+                 warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
+               lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
+               lib.loom_dnn_classifier_new)
+
+
+class DNNRegressor(Estimator):
+    def __init__(self, hidden_units, feature_columns, model_dir=None, label_dimension=1, weight_column=None,
+                 optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None, warm_start_from=None,
+                 loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
+               lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
+               lib.loom_dnn_regressor_new)
+
+
+def _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm):
+    o.nhidden_units, o.hidden_units = _hidden(self, hidden_units)
+    o.nfeature_columns, o.feature_columns = self._columns(feature_columns, "feature_columns")
+    _set_optimizer(self, o.optimizer, optimizer, "optimizer")
+    self._act = _b(_nn.activation_name(activation_fn, "activation_fn"))
+    o.activation = self._act
+    o.dropout = _dropout(dropout)
+    o.batch_norm = int(bool(batch_norm))
+
+
+_COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}
+
+
+def _combiner(c, what):
+    if c not in _COMBINERS:
+        raise ValueError("%s must be one of %s, got %r" % (what, sorted(_COMBINERS), c))
+    return _COMBINERS[c]
+
+
+class LinearClassifier(Estimator):
+    def __init__(self, feature_columns, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None,
+                 optimizer="Ftrl", config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
+                 sparse_combiner="sum"):
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
+               lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_classifier_new)
+
+
+class LinearRegressor(Estimator):
+    def __init__(self, feature_columns, model_dir=None, label_dimension=1, weight_column=None, optimizer="Ftrl",
+                 config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, sparse_combiner="sum"):
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+               weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
+               lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_regressor_new)
+
+
+def _linear(self, o, feature_columns, optimizer, sparse_combiner):
+    o.nfeature_columns, o.feature_columns = self._columns(feature_columns, "feature_columns")
+    _set_optimizer(self, o.optimizer, optimizer, "optimizer")
+    o.sparse_combiner = _combiner(sparse_combiner, "sparse_combiner")
+
+
+class DNNLinearCombinedClassifier(Estimator):
+    def __init__(self, model_dir=None, linear_feature_columns=None, linear_optimizer="Ftrl",
+                 dnn_feature_columns=None, dnn_optimizer="Adagrad", dnn_hidden_units=None,
+                 dnn_activation_fn=_nn.relu, dnn_dropout=None, n_classes=2, weight_column=None,
+                 label_vocabulary=None, config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
+                 batch_norm=False, linear_sparse_combiner="sum"):
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
+               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               lib.loom_dnn_linear_combined_options_default,
+               lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
+                                   dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
+                                   linear_sparse_combiner), lib.loom_dnn_linear_combined_classifier_new)
+
+
+class DNNLinearCombinedRegressor(Estimator):
+    def __init__(self, model_dir=None, linear_feature_columns=None, linear_optimizer="Ftrl",
+                 dnn_feature_columns=None, dnn_optimizer="Adagrad", dnn_hidden_units=None,
+                 dnn_activation_fn=_nn.relu, dnn_dropout=None, label_dimension=1, weight_column=None, config=None,
+                 warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False,
+                 linear_sparse_combiner="sum"):
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config,
+               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               lib.loom_dnn_linear_combined_options_default,
+               lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
+                                   dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
+                                   linear_sparse_combiner), lib.loom_dnn_linear_combined_regressor_new)
+
+
+def _combined(self, o, linear_columns, linear_optimizer, dnn_columns, dnn_optimizer, hidden_units, activation_fn,
+              dropout, batch_norm, linear_sparse_combiner):
+    if not linear_columns and not dnn_columns:
+        raise ValueError("Either linear_feature_columns or dnn_feature_columns must be defined.")
+    if dnn_columns and not hidden_units:
+        raise ValueError("dnn_hidden_units must be defined when dnn_feature_columns is specified.")
+    o.nlinear_feature_columns, o.linear_feature_columns = self._columns(linear_columns, "linear_feature_columns")
+    o.ndnn_feature_columns, o.dnn_feature_columns = self._columns(dnn_columns, "dnn_feature_columns")
+    _set_optimizer(self, o.linear_optimizer, linear_optimizer, "linear_optimizer")
+    _set_optimizer(self, o.dnn_optimizer, dnn_optimizer, "dnn_optimizer")
+    o.ndnn_hidden_units, o.dnn_hidden_units = _hidden(self, hidden_units)
+    self._act = _b(_nn.activation_name(activation_fn, "dnn_activation_fn"))
+    o.dnn_activation = self._act
+    o.dnn_dropout = _dropout(dropout)
+    o.batch_norm = int(bool(batch_norm))
+    o.linear_sparse_combiner = _combiner(linear_sparse_combiner, "linear_sparse_combiner")
+
+
+class BaselineClassifier(Estimator):
+    def __init__(self, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None, optimizer="Ftrl",
+                 config=None, loss_reduction=_SUM_OVER_BATCH_SIZE):
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [], weight_column,
+               loss_reduction, None, lib.loom_baseline_options_default,
+               lambda o: _set_optimizer(self, o.optimizer, optimizer, "optimizer"), lib.loom_baseline_classifier_new)
+
+
+class BaselineRegressor(Estimator):
+    def __init__(self, model_dir=None, label_dimension=1, weight_column=None, optimizer="Ftrl", config=None,
+                 loss_reduction=_SUM_OVER_BATCH_SIZE):
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [], weight_column,
+               loss_reduction, None, lib.loom_baseline_options_default,
+               lambda o: _set_optimizer(self, o.optimizer, optimizer, "optimizer"), lib.loom_baseline_regressor_new)
+
+
+from ._tae import TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter, FinalExporter  # noqa
+
+
+def __getattr__(name):
+    raise missing("estimator.", name)

@@ -1,0 +1,220 @@
+"""TF ops inside a model_fn, built into loom's graph: a custom
+tf.estimator.Estimator calls the model_fn with loom.Output tensors, and
+these functions (tf.compat.v1.layers.dense, tf.nn.*, tf.argmax,
+tf.reduce_mean, tf.compat.v1.losses.*, tf.compat.v1.metrics.*,
+tf.compat.v1.train.*Optimizer(...).minimize, get_global_step) add loom
+nodes to the tensors' graph. Any other op raises NotImplementedError."""
+import ctypes as C
+
+from .. import _lib as L
+from .._lib import lib
+from .. import Output, _b
+from . import dtypes as _dt
+
+
+def _g(x, what):
+    if not isinstance(x, Output):
+        raise NotImplementedError("loom.tf: %s on %s: loom.tf ops take the tensors of a model_fn (features, labels "
+                                  "and what is built from them)" % (what, type(x).__name__))
+    return x.graph
+
+
+def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None, name=None, **kwargs):
+    """tf.compat.v1.layers.dense (variables <name>/kernel, <name>/bias)."""
+    for k, v in kwargs.items():
+        if v is not None:
+            raise NotImplementedError("loom.tf: tf.compat.v1.layers.dense(%s=...) is not supported" % k)
+    if kernel_initializer is not None:
+        raise NotImplementedError("loom.tf: tf.compat.v1.layers.dense(kernel_initializer=...) is not supported "
+                                  "(glorot_uniform, TF's default, is used)")
+    from .nn import activation_name
+    act = None if activation is None else activation_name(activation, "activation")
+    return _g(inputs, "dense").dense(inputs, int(units), activation=act, use_bias=use_bias, name=name)
+
+
+def activation(name, x, op_name=None):
+    g = _g(x, "tf.nn." + name)
+    return g._out(lib.loom_activation(g.p, x.c, _b(name), _b(op_name)))
+
+
+def softmax(logits, axis=None, name=None):
+    return _g(logits, "tf.nn.softmax").softmax(logits, name=name)
+
+
+def argmax(input, axis=None, output_type=_dt.int64, name=None):  # noqa: A002 - TF's argument name
+    return _g(input, "tf.argmax").argmax(input, -1 if axis is None else int(axis),
+                                         _dt.as_dtype(output_type).as_numpy_dtype, name=name)
+
+
+def cast(x, dtype, name=None):
+    return _g(x, "tf.cast").cast(x, _dt.as_dtype(dtype).as_numpy_dtype, name=name)
+
+
+def reshape(tensor, shape, name=None):
+    return _g(tensor, "tf.reshape").reshape(tensor, shape, name=name)
+
+
+def _reduce(kind):
+    def f(input_tensor, axis=None, keepdims=False, name=None):
+        g = _g(input_tensor, "tf.reduce_" + kind)
+        return getattr(g, "reduce_" + kind)(input_tensor, axis, keepdims, name)
+    f.__name__ = "reduce_" + kind
+    return f
+
+
+reduce_mean, reduce_sum, reduce_max, reduce_min = (_reduce(k) for k in ("mean", "sum", "max", "min"))
+
+
+def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None, loss_collection=None,
+                                 reduction="weighted_sum_by_nonzero_weights"):
+    """tf.compat.v1.losses.sparse_softmax_cross_entropy (SUM_BY_NONZERO_WEIGHTS)."""
+    if weights != 1.0 or reduction != "weighted_sum_by_nonzero_weights":
+        raise NotImplementedError("loom.tf: sparse_softmax_cross_entropy with weights or another reduction is not "
+                                  "supported yet")
+    g = _g(logits, "tf.compat.v1.losses.sparse_softmax_cross_entropy")
+    return g._out(lib.loom_losses_sparse_softmax_cross_entropy(g.p, labels.c, logits.c, L.Output(), _b(scope), None,
+                                                               0))
+
+
+def mean_squared_error(labels, predictions, weights=1.0, scope=None, loss_collection=None,
+                       reduction="weighted_sum_by_nonzero_weights"):
+    if weights != 1.0 or reduction != "weighted_sum_by_nonzero_weights":
+        raise NotImplementedError("loom.tf: mean_squared_error with weights or another reduction is not supported "
+                                  "yet")
+    return _g(predictions, "tf.compat.v1.losses.mean_squared_error").mean_squared_error(labels, predictions)
+
+
+class MetricOp(tuple):
+    """(value, update_op) as TF's metrics return, carrying loom's metric."""
+
+    def __new__(cls, graph, m):
+        t = super().__new__(cls, (Output(graph, m.value), Output(graph, m.update)))
+        t._metric = m
+        return t
+
+
+def accuracy(labels, predictions, weights=None, metrics_collections=None, updates_collections=None, name=None):
+    if weights is not None:
+        raise NotImplementedError("loom.tf: tf.compat.v1.metrics.accuracy(weights=...) is not supported yet")
+    g = _g(predictions, "tf.compat.v1.metrics.accuracy")
+    m = lib.loom_metrics_accuracy(g.p, labels.c, predictions.c, L.Output(), _b(name))
+    g._check()
+    return MetricOp(g, m)
+
+
+def mean(values, weights=None, metrics_collections=None, updates_collections=None, name=None):
+    if weights is not None:
+        raise NotImplementedError("loom.tf: tf.compat.v1.metrics.mean(weights=...) is not supported yet")
+    g = _g(values, "tf.compat.v1.metrics.mean")
+    m = lib.loom_metrics_mean(g.p, values.c, L.Output(), _b(name))
+    g._check()
+    return MetricOp(g, m)
+
+
+class _GlobalStep:
+    """What tf.compat.v1.train.get_global_step() returns in a model_fn."""
+
+
+def get_global_step(graph=None):
+    return _GlobalStep()
+
+
+class _Optimizer:
+    _kind = None
+
+    def __init__(self, learning_rate, *args, **kwargs):
+        if args or any(k not in ("name", "use_locking") for k in kwargs):
+            raise NotImplementedError("loom.tf: tf.compat.v1.train.%s takes learning_rate only in loom.tf (got %s)"
+                                      % (type(self).__name__, sorted(kwargs) or args))
+        if not isinstance(learning_rate, (int, float)):
+            raise NotImplementedError("loom.tf: %s(learning_rate=%r): a decayed learning rate is not supported yet"
+                                      % (type(self).__name__, learning_rate))
+        self.learning_rate = float(learning_rate)
+
+    def minimize(self, loss, global_step=None, var_list=None, name=None, **kwargs):
+        if not isinstance(global_step, _GlobalStep):
+            raise NotImplementedError("loom.tf: %s.minimize(loss) without global_step="
+                                      "tf.compat.v1.train.get_global_step(): the estimator counts steps by it"
+                                      % type(self).__name__)
+        if var_list is not None or kwargs:
+            raise NotImplementedError("loom.tf: minimize(var_list=...) is not supported yet")
+        return _g(loss, "minimize").minimize(loss, self._kind, self.learning_rate, name=name)
+
+
+class GradientDescentOptimizer(_Optimizer):
+    _kind = "sgd"
+
+
+class AdamOptimizer(_Optimizer):
+    _kind = "adam"
+
+    def __init__(self, learning_rate=0.001, **kwargs):
+        super().__init__(learning_rate, **kwargs)
+
+
+class AdagradOptimizer(_Optimizer):
+    _kind = "adagrad"
+
+
+def _pair(v, what):
+    v = (v, v) if isinstance(v, int) else tuple(v)
+    if len(v) != 2:
+        raise ValueError("%s must be an int or a pair, got %r" % (what, v))
+    return (L.i64 * 2)(*[int(d) for d in v])
+
+
+def _padding(p):
+    p = p.lower()
+    if p not in ("valid", "same"):
+        raise ValueError("padding must be 'valid' or 'same', got %r" % p)
+    return p.encode()
+
+
+def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_format="channels_last",
+           dilation_rate=(1, 1), activation=None, use_bias=True, kernel_initializer=None, name=None, **kwargs):
+    """tf.compat.v1.layers.conv2d (channels_last; variables <name>/kernel, <name>/bias)."""
+    if data_format != "channels_last" or kernel_initializer is not None or any(v is not None for v in kwargs.values()):
+        raise NotImplementedError("loom.tf: tf.compat.v1.layers.conv2d takes channels_last and TF's default "
+                                  "initializers and regularizers only")
+    from .nn import activation_name
+    g = _g(inputs, "tf.compat.v1.layers.conv2d")
+    o = lib.loom_conv2d_options_default()
+    o.strides = _pair(strides, "strides")
+    o.dilation_rate = _pair(dilation_rate, "dilation_rate")
+    o.padding = _padding(padding)
+    o.activation = None if activation is None else activation_name(activation, "activation").encode()
+    o.use_bias = int(bool(use_bias))
+    return g._out(lib.loom_layers_conv2d(g.p, inputs.c, int(filters), _pair(kernel_size, "kernel_size"),
+                                         C.byref(o), _b(name)))
+
+
+def _pool(fn, what):
+    def f(inputs, pool_size, strides, padding="valid", data_format="channels_last", name=None):
+        if data_format != "channels_last":
+            raise NotImplementedError("loom.tf: %s takes channels_last only" % what)
+        g = _g(inputs, what)
+        return g._out(fn(g.p, inputs.c, _pair(pool_size, "pool_size"), _pair(strides, "strides"), _padding(padding),
+                         _b(name)))
+    return f
+
+
+max_pooling2d = _pool(lib.loom_layers_max_pooling2d, "tf.compat.v1.layers.max_pooling2d")
+average_pooling2d = _pool(lib.loom_layers_average_pooling2d, "tf.compat.v1.layers.average_pooling2d")
+
+
+def flatten(inputs, name=None, data_format="channels_last"):
+    g = _g(inputs, "tf.compat.v1.layers.flatten")
+    return g._out(lib.loom_layers_flatten(g.p, inputs.c, _b(name)))
+
+
+def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
+    """tf.compat.v1.layers.dropout: `training` a Python bool (mode == TRAIN)."""
+    if noise_shape is not None or not isinstance(training, bool):
+        raise NotImplementedError("loom.tf: tf.compat.v1.layers.dropout takes training as a Python bool "
+                                  "(mode == tf.estimator.ModeKeys.TRAIN) and no noise_shape")
+    g = _g(inputs, "tf.compat.v1.layers.dropout")
+    o = lib.loom_dropout_options_default()
+    o.training = int(training)
+    if seed is not None:
+        o.seed = int(seed)
+    return g._out(lib.loom_layers_dropout(g.p, inputs.c, float(rate), C.byref(o), _b(name)))

@@ -1,0 +1,64 @@
+"""The TF 2.15 Estimator programs of python/examples/tf_programs (first line
+`import loom.tf as tf`) run under loom, each checked for a sane metric.
+compare.sh there runs the same files under TF 2.15 (import line changed)."""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import loom
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "..", "examples", "tf_programs")
+IRIS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv"
+FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+
+# program -> (what it needs, {metric: (low, high)})
+CASES = {
+    "iris_dnn_pandas.py": (("pandas", IRIS), {"accuracy": (0.9, 1), "predict_accuracy": (0.9, 1),
+                                              "global_step": (2000, 2000)}),
+    "linear_crossed.py": ((), {"accuracy": (0.9, 1), "auc": (0.95, 1), "global_step": (500, 500)}),
+    "wide_deep_tae.py": ((), {"accuracy": (0.9, 1), "auc": (0.95, 1), "global_step": (1200, 1200),
+                              "exports_kept": (2, 2), "serving_accuracy": (0.9, 1)}),
+    "regression_pandas.py": (("pandas",), {"rmse": (0, 0.6), "global_step": (3000, 3000)}),
+    "iris_custom_model_fn.py": ((IRIS,), {"accuracy": (0.9, 1), "predict_accuracy": (0.9, 1),
+                                          "global_step": (1000, 1000)}),
+    "fashion_mnist_cnn.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (300, 300)}),
+    "iris_linear_numpy.py": ((IRIS,), {"linear_accuracy": (0.9, 1), "dnn_accuracy": (0.9, 1),
+                                       "warm_started": (1, 1), "exported": (1, 1)}),
+}
+
+
+def run_program(name, seed=0):
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(loom.__file__)))
+    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, name, str(seed)], cwd=PROGRAMS, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("METRIC ")][-1]
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.e]+)", line)}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_program_runs_under_loom(name):
+    needs, bounds = CASES[name]
+    with open(os.path.join(PROGRAMS, name)) as f:
+        assert f.readline().strip() == "import loom.tf as tf"
+    for n in needs:
+        if n.startswith("/"):
+            if not os.path.exists(n):
+                pytest.skip("%s not found" % n)
+        elif importlib.util.find_spec(n) is None:
+            pytest.skip("%s is not installed" % n)
+    m = run_program(name)
+    for k, (lo, hi) in bounds.items():
+        assert lo <= m[k] <= hi, (k, m)
+
+
+def test_every_program_has_a_case():
+    progs = {f for f in os.listdir(PROGRAMS) if f.endswith(".py") and f != "diamonds.py"}
+    assert progs == set(CASES)
