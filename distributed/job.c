@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include "distributed/job_seam.h"
 #include "distributed/ps_client.h"
+#include "distributed/ps_rules.h"
 #include "estimator/estimator_impl.h"
 
 /* ------------------------------------------------------------ options */
@@ -530,6 +531,8 @@ typedef struct ps_hook {
   const loom_ps_placement *p;
   loom_ps_cluster *cl;
   loom_ps_worker *w;
+  loom_ps_rules *rules; /* the model's update rules (NULL: loom_job_options.job_optimizer) */
+  loom_session *s;
   loom_output loss;
   loom_variable *gs_var;
   loom_tensor *gs_t;  /* scalar holding the PS's global step */
@@ -712,7 +715,18 @@ static loom_code pull_ready(ps_hook *h, double deadline_s, loom_status *st) {
 /* Chief: creates the variables the PS tasks lack from the session's values. */
 static loom_code chief_init(ps_hook *h, loom_status *st) {
   const job *j = h->j;
-  loom_code rc = loom_ps_worker_init_vars(h->w, j->o.optimizer, j->o.hyper, st);
+  loom_code rc;
+  if (h->rules) {
+    int n = loom_ps_placement_num_vars(h->p);
+    const loom_ps_update_rule **r = loom__calloc((size_t)(n ? n : 1), sizeof *r);
+    if (!r) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    rc = loom__ps_rules_eval(h->rules, h->s, st);
+    for (int i = 0; i < n; i++) r[i] = loom__ps_rules_get(h->rules, i);
+    if (rc == LOOM_OK) rc = loom__ps_worker_init_vars_rules(h->w, r, st);
+    loom__free(r);
+  } else {
+    rc = loom_ps_worker_init_vars(h->w, j->o.optimizer, j->o.hyper, st);
+  }
   if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "variables on the %d PS task(s) created or kept", j->num_ps);
   return rc;
 }
@@ -784,7 +798,17 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
 static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
   ps_hook *h = self;
   job *j = h->j;
-  h->w = loom_ps_worker_new(s, h->cl, h->p, h->loss, st);
+  h->s = s;
+  if (h->rules) {
+    int n = loom_ps_placement_num_vars(h->p);
+    loom_gradient *gr = loom__calloc((size_t)(n ? n : 1), sizeof *gr);
+    if (!gr) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    loom__ps_rules_gradients(h->rules, gr);
+    h->w = loom__ps_worker_new_grads(s, h->cl, h->p, gr, st);
+    loom__free(gr);
+  } else {
+    h->w = loom_ps_worker_new(s, h->cl, h->p, h->loss, st);
+  }
   if (!h->w) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
   h->nfetch = loom__ps_worker_fetches(h->w, &h->fetch);
   /* overlap: a sender thread when a step's send never reads a reply (no PS
@@ -927,6 +951,7 @@ static void ph_destroy(void *self) {
   }
   loom_status_free(h->io_st);
   loom_ps_worker_free(h->w);
+  loom__ps_rules_free(h->rules);
   loom_tensor_free(h->gs_t);
   loom__free(h);
 }
@@ -1183,6 +1208,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   }
   loom_ps_placement *p = NULL;
   loom_ps_cluster *cl = NULL;
+  loom_ps_rules *rules = NULL;
   loom_event_writer *writer = NULL;
   est_hook_list hl;
   memset(&hl, 0, sizeof hl);
@@ -1199,6 +1225,12 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   j->phash = loom_ps_placement_hash(p);
   jlog(j, LOOM_LOG_INFO, "%d variables placed on %d PS task(s), placement hash %016llx",
        loom_ps_placement_num_vars(p), j->num_ps, (unsigned long long)loom_ps_placement_hash(p));
+  /* the model's own update rules, read before anything connects: a train op the PS cannot reproduce
+   * fails the job here */
+  if (!j->o.job_optimizer && !(rules = loom__ps_rules_new(b.g, b.spec.train_op, b.global_step, p, st))) {
+    rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+    goto out;
+  }
   if (!(cl = connect_all(j, p, j->o.start_deadline_s, st))) {
     rc = loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
     goto out;
@@ -1212,6 +1244,8 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   h->p = p;
   h->cl = cl;
   h->loss = b.spec.loss;
+  h->rules = rules;
+  rules = NULL;
   h->gs_var = b.global_step;
   h->overlap = j->o.overlap_comm != 0;
   h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
@@ -1297,6 +1331,7 @@ static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st)
   }
 out:
   trainer_end(j, final_gs, rc);
+  loom__ps_rules_free(rules);
   loom__hl_free(&hl);
   loom_event_writer_free(writer);
   loom__free(ls);
@@ -1548,6 +1583,7 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
     if (lr > 0) j.o.hyper[0] = (float)lr;
     j.o.overlap_comm = loom_params_get_int(e->params, "overlap_comm", 0) != 0;
     const char *on = loom_params_get(e->params, "ps_optimizer");
+    j.o.job_optimizer = on != NULL;
     if (on && !parse_opt_name(on, &j.o.optimizer, j.o.hyper))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "params ps_optimizer '%s' is not one of sgd, momentum, adagrad, adam, ftrl, rmsprop, "

@@ -403,8 +403,22 @@ static int64_t row_elems(const loom_ps_var_spec *v) {
   return rows > 0 ? numel / rows : 0;
 }
 
+static loom_code cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
+                                  const loom_ps_update_rule *r, const float *value, loom_status *st);
+
 loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
                                    const float *value, loom_status *st) {
+  return cluster_init_var(c, var, opt, hyper, NULL, value, st);
+}
+
+loom_code loom_ps_cluster_init_var_rule(loom_ps_cluster *c, int var, const loom_ps_update_rule *r, const float *value,
+                                        loom_status *st) {
+  if (!r) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_init_var_rule: rule is NULL");
+  return cluster_init_var(c, var, r->optimizer, r->hyper, r, value, st);
+}
+
+static loom_code cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
+                                  const loom_ps_update_rule *r, const float *value, loom_status *st) {
   const loom_ps_placement *p = c->p;
   if (var < 0 || var >= p->nvars) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "variable %d out of range", var);
   const loom_ps_var_spec *v = &p->vars[var];
@@ -421,7 +435,8 @@ loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimize
       mod_rows(s, row, (float *)value, q, 1);
       src = q;
     }
-    loom_code rc = loom_ps_init_var(c->c[s->ps], s->id, v->ndim, dims, opt, hyper, src, NULL, st);
+    loom_code rc = r ? loom_ps_init_var_rule(c->c[s->ps], s->id, v->ndim, dims, r, src, NULL, st)
+                     : loom_ps_init_var(c->c[s->ps], s->id, v->ndim, dims, opt, hyper, src, NULL, st);
     if (rc) return rc;
   }
   return LOOM_OK;

@@ -46,6 +46,9 @@
 #define LOOM_PS_WELCOME_LEN 16u /* {num_vars_on_ps u32, pad u32, instance_id u64} */
 #define LOOM_PS_HANDSHAKE_MAX 256u /* largest body accepted before WELCOME */
 #define LOOM_PS_DEFAULT_MAX_FRAME (64u << 20)
+#define LOOM_PS_RULE_TAG 0x454C5552u /* "RULE" */
+#define LOOM_PS_RULE_FIXED 64u       /* the rule block of INIT_VAR without its arrays */
+#define LOOM_PS_RULE_MAX_NB 4096u
 
 enum {
   LOOM_PS_HELLO = 1,
@@ -53,7 +56,11 @@ enum {
   LOOM_PS_AUTH = 3,
   LOOM_PS_WELCOME = 4,
   /* INIT_VAR {var_id u32, optimizer u32, ndim u32, pad u32, dims i64[ndim],
-   *           hyper f32[8], value f32[numel]} -> {created u32} */
+   *           hyper f32[8], value f32[numel] [, rule]} -> {created u32}
+   *   rule (optional; the model's update rule, loom_ps_update_rule): {tag u32 LOOM_PS_RULE_TAG,
+   *     schedule i32 (-1: none; else LOOM_LRS_*), flag u32, nb u32, step i64, beta1_power f32,
+   *     beta2_power f32, lr f64, decay_steps f64, beta f64, limit f64, boundaries f64[nb],
+   *     values f32[nb + 1] (piecewise only: nb 0 otherwise)} */
   LOOM_PS_INIT_VAR = 10,
   /* PULL {var_id u32, pad u32, have_version u64 (~0: none)} ->
    *   {version u64, value f32[numel]}; flag UNCHANGED and no value when

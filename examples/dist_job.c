@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
      * wide: the id (identity, embed buckets) and id x bucketized x crossed
      * (hashed into embed buckets); deep: x and an 8-wide embedding of the
      * id. Both parts' id weights get sparse gradients (rows to the PS). In a
-     * job the PS applies its optimizer (--lr, SGD) to every variable. */
+     * job the PS applies the model's own optimizers (SGD at --lr). */
     cs = loom_fc_set_new();
     int64_t xs[1] = {NF};
     const float bounds[3] = {-0.25f, 0.0f, 0.25f};
@@ -346,7 +346,9 @@ int main(int argc, char **argv) {
   loom_job_options jo = loom_job_options_default();
   jo.optimizer = LOOM_PS_SGD;
   jo.hyper[0] = (float)lr;
-  const char *on = arg(argc, argv, "--optimizer", "sgd");
+  /* without --optimizer the PS runs the model's own train op (SGD at --lr); with it, an override */
+  const char *on = arg(argc, argv, "--optimizer", "");
+  jo.job_optimizer = *on != 0;
   if (!strcmp(on, "adam")) {
     jo.optimizer = LOOM_PS_ADAM;
     jo.hyper[1] = 0.9f, jo.hyper[2] = 0.999f, jo.hyper[3] = 1e-8f;

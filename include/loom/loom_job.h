@@ -14,9 +14,9 @@
  *    summaries, chief-only hooks; at the end a final checkpoint, the file
  *    model_dir/rendezvous/done, and SHUTDOWN to every PS.
  *  - worker: waits for the PS tasks and for the chief's variables, then
- *    trains; the model_fn's train op is not run: the gradients of its loss
- *    go to the PS, whose optimizer (loom_job_options.optimizer) applies
- *    them. The global step is the PS's (ps:0): STEP_INC once per step, and
+ *    trains; the model_fn's train op is not run by the trainer: the
+ *    gradients its apply ops consume go to the PS, which applies each
+ *    variable's own update rule (see job_optimizer). The global step is the PS's (ps:0): STEP_INC once per step, and
  *    `max_steps` compared with it is the stop condition of every trainer.
  *  - ps: builds the graph (for the placement and its hash), serves until
  *    SHUTDOWN, the idle deadline or SIGTERM/SIGINT, and exits 0. A PS that
@@ -45,7 +45,7 @@ extern "C" {
 typedef struct loom_job_options {
   uint32_t struct_size;
   const char *tf_config;        /* NULL: the TF_CONFIG environment variable */
-  loom_ps_optimizer optimizer;  /* the PS-side optimizer (SGD) */
+  loom_ps_optimizer optimizer;  /* job_optimizer = 1 only: the PS-side optimizer of every variable (SGD) */
   float hyper[8];               /* its hyperparameters (loom_ps_optimizer); {0.01} */
   loom_ps_strategy strategy;    /* placement (greedy by bytes) */
   int64_t min_slice_bytes;      /* 0: 256 KiB (loom_ps_placement_new) */
@@ -69,14 +69,21 @@ typedef struct loom_job_options {
    * Checkpoints still hold the values after their step. Params key when o
    * is NULL: "overlap_comm" (int). */
   int overlap_comm;
+  /* 0 (default): every variable is updated on the PS by the model's own update rule, read from the
+   * model_fn's train op (its optimizer, hyperparameters, learning-rate schedule and the gradient it
+   * consumes, clipping included); a train op the PS cannot reproduce fails the job at start, naming the
+   * op and the variable. 1: an explicit override: `optimizer` and `hyper` update every variable with the
+   * gradients of the loss (the train op is ignored). Params key when o is NULL: "ps_optimizer" (its
+   * presence sets it). */
+  int job_optimizer;
 } loom_job_options;
 LOOM_API loom_job_options loom_job_options_default(void);
 
 /* Runs this process's role (see the top of this header). In local mode
  * (TF_CONFIG unset or without a cluster) it is loom_train_and_evaluate.
  * o NULL: the defaults, with the params "ps_optimizer" (sgd, momentum,
- * adagrad, adam, ftrl, rmsprop, adadelta) and "learning_rate" (hyper[0])
- * when given. *out: the evaluator's (and local mode's) result; NULL for the
+ * adagrad, adam, ftrl, rmsprop, adadelta: job_optimizer = 1) and
+ * "learning_rate" (hyper[0]) when given. *out: the evaluator's (and local mode's) result; NULL for the
  * other roles. Codes: INVALID_ARGUMENT (bad TF_CONFIG or specs),
  * PERMISSION_DENIED (the PS refused the token), FAILED_PRECONDITION (the
  * PS holds another placement), UNAVAILABLE / DEADLINE_EXCEEDED (a peer not

@@ -1,0 +1,235 @@
+/* test_strategy.c - the parameter-server strategy trains the model the user wrote: with one trainer and
+ * no overlap, a chief + 1 PS job (both roles in this process, each on its own thread, the PS on port 0
+ * published through model_dir/rendezvous) reaches, after 200 steps, the same trainable variables and
+ * global step as local training of the same estimator on the same data: bitwise (the PS runs the same
+ * kernels on the gradients the train op's apply ops consume). Covered: the 8 canned estimators with
+ * their default optimizers (Linear: Ftrl; DNN: Adagrad; DNNLinearCombined: Ftrl on linear/ and Adagrad
+ * on dnn/; Baseline: Ftrl; sparse rows through the vocabulary column and the embedding), and a custom
+ * model_fn with Adam, an exponential learning-rate decay, clip_by_global_norm and a sparse embedding.
+ * A train op the PS cannot reproduce fails the job at start naming the op and the variable. */
+#include <pthread.h>
+#include "canned_small.h"
+#include "loom/loom_job.h"
+
+#define STEPS 200
+
+typedef struct role {
+  const char *model; /* a canned fixture name, or "custom" */
+  const char *dir;
+  const char *tf;    /* TF_CONFIG JSON */
+  loom_code rc;
+  char msg[1024];
+} role;
+
+/* ---- the custom model_fn: embedding (sparse) + dense, Adam with exponential decay, clipped gradients ---- */
+static int g_bad_train_op; /* 1: an extra AssignAdd on a trainable variable in the train op */
+static loom_code custom_fn(loom_graph *g, const loom_features *f, loom_output labels, loom_mode mode,
+                           const loom_params *params, const loom_run_config *config, loom_estimator_spec *spec,
+                           void *user, loom_status *st) {
+  (void)params, (void)config, (void)user, (void)st;
+  loom_output x = loom_features_get(f, "x"), ids = loom_features_get(f, "id");
+  loom_initializer gi = loom_init_glorot_uniform(3), zi = loom_init_zeros();
+  int64_t ed[2] = {6, 3}, kd[2] = {5, 1}, bd[1] = {1};
+  loom_variable *emb = loom_get_variable(g, "emb", LOOM_F32, 2, ed, &gi, 1);
+  loom_variable *k = loom_get_variable(g, "kernel", LOOM_F32, 2, kd, &gi, 1);
+  loom_variable *b = loom_get_variable(g, "bias", LOOM_F32, 1, bd, &zi, 1);
+  loom_output e = loom_gather(g, loom_variable_output(emb), ids, 0, NULL); /* [n, 3] */
+  loom_output h = loom_concat(g, 2, (loom_output[]){x, e}, 1, NULL);      /* [n, 5] */
+  loom_output y = loom_add(g, loom_matmul(g, h, loom_variable_output(k), 0, 0, NULL), loom_variable_output(b), NULL);
+  loom_spec_add_prediction(spec, "y", y);
+  if (mode == LOOM_MODE_PREDICT) return LOOM_OK;
+  loom_output loss = loom_reduce_mean(g, loom_square(g, loom_sub(g, y, labels, NULL), NULL), -1, NULL, 0, "loss");
+  loom_spec_set_loss(spec, loss);
+  if (mode != LOOM_MODE_TRAIN) return LOOM_OK;
+  loom_variable *vars[3] = {emb, k, b};
+  loom_output xs[3] = {loom_variable_output(emb), loom_variable_output(k), loom_variable_output(b)};
+  loom_gradient gr[3], cl[3];
+  loom_code rc = loom_gradients_sparse(g, 1, &loss, NULL, 3, xs, gr, st);
+  if (rc) return rc;
+  loom_clip_gradients_by_global_norm(g, 3, gr, 0.5, cl, NULL);
+  loom_variable *gs = loom_get_global_step(g);
+  loom_output lr = loom_exponential_decay(g, 0.05, loom_variable_output(gs), 40, 0.5, 0, NULL);
+  loom_optimizer *opt = loom_optimizer_adam(lr, NULL);
+  loom_node *train = loom_optimizer_apply_gradients(opt, g, 3, cl, vars, gs, NULL);
+  loom_optimizer_free(opt);
+  if (g_bad_train_op && train) {
+    loom_output one = loom_const_f32(g, 1.0f, NULL);
+    loom_node *bump = loom_assign_add(g, loom_variable_output(b), loom_reshape(g, one, 1, bd, NULL), "bump_bias").node;
+    loom_node *both[2] = {train, bump};
+    train = loom_group(g, 2, both, "train_and_bump");
+  }
+  return loom_spec_set_train_op(spec, train);
+}
+
+static void custom_data(cu_data *d) {
+  memset(d, 0, sizeof *d);
+  float x[8] = {0.5f, 1.0f, 1.5f, -1.0f, 0.0f, 2.0f, 1.0f, 1.0f};
+  int64_t id[4] = {1, 4, 1, 5}; /* a repeated id: its rows' gradients are summed */
+  float yl[4] = {0.5f, -1.0f, 2.0f, 1.0f};
+  int64_t xd[2] = {4, 2}, idd[1] = {4}, yd[2] = {4, 1};
+  d->names[0] = "x";
+  d->cols[0] = loom_tensor_from_data(LOOM_F32, 2, xd, x, NULL);
+  d->names[1] = "id";
+  d->cols[1] = loom_tensor_from_data(LOOM_I64, 1, idd, id, NULL);
+  d->names[2] = "label";
+  d->cols[2] = loom_tensor_from_data(LOOM_F32, 2, yd, yl, NULL);
+  d->label = "label";
+  d->nf = 3;
+  d->n = 4;
+}
+
+/* The estimator of r->model in dir, with its data in *d and its columns in *sc. */
+static loom_estimator *make_model(const char *model, const char *dir, small_cols *sc, cu_data *d, loom_status *st) {
+  loom_run_config cfg = cu_config();
+  cfg.save_checkpoints_steps = STEPS;
+  if (!strcmp(model, "custom")) {
+    custom_data(d);
+    sc->set = NULL;
+    return loom_estimator_new(custom_fn, NULL, dir, &cfg, NULL, NULL, st);
+  }
+  small_cols_make(sc);
+  small_data(d, strstr(model, "3") ? 3 : 2, strstr(model, "regressor") != NULL);
+  return make_fixture_model(model, sc, dir, &cfg, st);
+}
+
+static void *run_role(void *arg) {
+  role *r = arg;
+  loom_status *st = loom_status_new();
+  small_cols sc;
+  cu_data d;
+  loom_estimator *e = make_model(r->model, r->dir, &sc, &d, st);
+  if (!e) {
+    r->rc = loom_status_code(st);
+    snprintf(r->msg, sizeof r->msg, "%s", loom_status_message(st));
+  } else {
+    loom_train_spec ts = loom_train_spec_default();
+    ts.input_fn = cu_input_fn;
+    ts.input_user = &d;
+    ts.max_steps = STEPS;
+    loom_eval_spec es = loom_eval_spec_default();
+    es.input_fn = cu_input_fn;
+    es.input_user = &d;
+    loom_job_options o = loom_job_options_default();
+    o.tf_config = r->tf;
+    o.start_deadline_s = o.peer_lost_deadline_s = 30;
+    o.diag_every_s = 5;
+    o.ps_idle_exit_s = 3; /* a PS whose chief failed before connecting exits */
+    r->rc = loom_run_job(e, &ts, &es, &o, NULL, st);
+    snprintf(r->msg, sizeof r->msg, "%s", loom_status_message(st));
+    loom_estimator_free(e);
+  }
+  cu_data_free(&d);
+  loom_fc_set_free(sc.set);
+  loom_status_free(st);
+  return NULL;
+}
+
+static void tf_config(char *buf, size_t cap, const char *type) {
+  snprintf(buf, cap,
+           "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:0\"]}, \"task\": {\"type\": \"%s\", "
+           "\"index\": 0}}",
+           type);
+}
+
+/* Runs the chief + 1 PS job of model in dir; returns the chief's code (msg: its message). */
+static loom_code run_job(const char *model, const char *dir, char *msg, size_t cap) {
+  char tps[300], tch[300];
+  tf_config(tps, sizeof tps, "ps");
+  tf_config(tch, sizeof tch, "chief");
+  role ps = {model, dir, tps, LOOM_OK, ""}, ch = {model, dir, tch, LOOM_OK, ""};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, run_role, &ps), 0);
+  run_role(&ch);
+  pthread_join(t, NULL);
+  snprintf(msg, cap, "%s", ch.msg);
+  if (ch.rc == LOOM_OK && ps.rc != LOOM_OK) snprintf(msg, cap, "ps: %s", ps.msg);
+  return ch.rc != LOOM_OK ? ch.rc : ps.rc;
+}
+
+static int is_slot(const char *n) {
+  static const char *const slots[] = {"/Adagrad", "/Ftrl", "/Adam", "/Momentum", "/RMSProp", "beta1_power",
+                                      "beta2_power"};
+  for (size_t i = 0; i < sizeof slots / sizeof *slots; i++)
+    if (strstr(n, slots[i])) return 1;
+  return 0;
+}
+
+/* Local training and the job of the same model: every trainable variable of model.ckpt-STEPS bitwise equal,
+ * global_step STEPS in both. */
+static void equivalence_case(const char *model) {
+  char ldir[TU_TMPDIR_CAP], jdir[TU_TMPDIR_CAP], msg[1024];
+  tu_tmpdir(ldir, sizeof ldir, "strat_l");
+  tu_tmpdir(jdir, sizeof jdir, "strat_j");
+  loom_status *st = loom_status_new();
+  {
+    small_cols sc;
+    cu_data d;
+    loom_estimator *e = make_model(model, ldir, &sc, &d, st);
+    cr_assert(e, "%s: %s", model, loom_status_message(st));
+    loom_train_options to = loom_train_options_default();
+    to.max_steps = STEPS;
+    cr_assert_eq(loom_estimator_train(e, cu_input_fn, &d, &to, st), LOOM_OK, "%s local: %s", model,
+                 loom_status_message(st));
+    loom_estimator_free(e);
+    cu_data_free(&d);
+    loom_fc_set_free(sc.set);
+  }
+  loom_code rc = run_job(model, jdir, msg, sizeof msg);
+  cr_assert_eq(rc, LOOM_OK, "%s job: %s", model, msg);
+  char a[TU_TMPDIR_CAP + 32], b[TU_TMPDIR_CAP + 32];
+  snprintf(a, sizeof a, "%s/model.ckpt-%d", ldir, STEPS);
+  snprintf(b, sizeof b, "%s/model.ckpt-%d", jdir, STEPS);
+  cu_vars lv;
+  memset(&lv, 0, sizeof lv);
+  cr_assert_eq(loom_checkpoint_list_variables(a, cu__collect, &lv, st), LOOM_OK, "%s", loom_status_message(st));
+  int compared = 0, differ = 0;
+  for (int i = 0; i < lv.n; i++) {
+    const char *n = lv.v[i].name;
+    if (is_slot(n)) continue;
+    loom_tensor *ta = NULL, *tb = NULL;
+    cr_assert_eq(loom_checkpoint_read_tensor(a, n, &ta, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_eq(loom_checkpoint_read_tensor(b, n, &tb, st), LOOM_OK, "%s: %s: %s", model, n, loom_status_message(st));
+    cr_assert_eq(loom_tensor_nbytes(ta), loom_tensor_nbytes(tb), "%s: %s", model, n);
+    if (memcmp(loom_tensor_data_const(ta), loom_tensor_data_const(tb), loom_tensor_nbytes(ta))) {
+      differ++;
+      const float *pa = loom_tensor_data_const(ta), *pb = loom_tensor_data_const(tb);
+      cr_expect(0, "%s: %s differs (local %.9g, job %.9g at [0])", model, n,
+                loom_tensor_dtype(ta) == LOOM_F32 ? (double)pa[0] : 0.0,
+                loom_tensor_dtype(ta) == LOOM_F32 ? (double)pb[0] : 0.0);
+    }
+    if (!strcmp(n, "global_step")) cr_expect_eq(*(const int64_t *)loom_tensor_data_const(tb), STEPS);
+    compared++;
+    loom_tensor_free(ta);
+    loom_tensor_free(tb);
+  }
+  cr_expect_geq(compared, 2, "%s: %d variables compared", model, compared);
+  fprintf(stderr, "%s: %d variables compared, %d differ\n", model, compared, differ);
+  loom_status_free(st);
+  tu_rmtree(ldir);
+  tu_rmtree(jdir);
+}
+
+Test(strategy, dnn_classifier_adagrad_equals_local, .timeout = 120) { equivalence_case("dnn_classifier3"); }
+Test(strategy, linear_classifier_ftrl_equals_local, .timeout = 120) { equivalence_case("linear_classifier3"); }
+Test(strategy, dnn_linear_combined_classifier_ftrl_and_adagrad_equals_local, .timeout = 120) {
+  equivalence_case("combined_classifier3");
+}
+Test(strategy, dnn_regressor_equals_local, .timeout = 120) { equivalence_case("dnn_regressor"); }
+Test(strategy, linear_regressor_equals_local, .timeout = 120) { equivalence_case("linear_regressor"); }
+Test(strategy, dnn_linear_combined_regressor_equals_local, .timeout = 120) { equivalence_case("combined_regressor"); }
+Test(strategy, baseline_classifier_equals_local, .timeout = 120) { equivalence_case("baseline_classifier"); }
+Test(strategy, baseline_regressor_equals_local, .timeout = 120) { equivalence_case("baseline_regressor"); }
+Test(strategy, custom_adam_decay_clip_embedding_equals_local, .timeout = 120) { equivalence_case("custom"); }
+
+/* An assignment to a trainable variable in the train op: no PS counterpart; the chief fails at start,
+ * naming the op and the variable, before it trains a step. */
+Test(strategy, unreproducible_train_op_fails_at_start_naming_op_and_variable, .timeout = 120) {
+  g_bad_train_op = 1;
+  char dir[TU_TMPDIR_CAP], msg[1024];
+  tu_tmpdir(dir, sizeof dir, "strat_bad");
+  loom_code rc = run_job("custom", dir, msg, sizeof msg);
+  cr_expect_eq(rc, LOOM_INVALID_ARGUMENT, "code %d: %s", rc, msg);
+  cr_expect(strstr(msg, "bump_bias") && strstr(msg, "AssignAdd") && strstr(msg, "bias"), "%s", msg);
+  g_bad_train_op = 0;
+  tu_rmtree(dir);
+}
