@@ -224,6 +224,10 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
   (void)st;
   progress *p = self;
   int64_t gs = *(const int64_t *)loom_tensor_data_const(r[0]);
+  if (p->n > 0 && gs != p->gs_last + 1) { /* not the next step (another trainer's, or a restore) */
+    printf("progress jump from=%lld to=%lld\n", (long long)p->gs_last, (long long)gs);
+    fflush(stdout);
+  }
   if (p->n == 0) p->t_first = since_start(), p->gs_first = gs;
   p->t_last = since_start();
   p->gs_last = gs;
