@@ -21,6 +21,8 @@
  * Prints "dist_job: role=... exit=..." and, for a trainer, "steps=..." and
  * "local_steps_per_sec=..." at the end; the exit status is
  * loom_job_exit_code. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,9 +237,10 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
     printf("progress step=%lld\n", (long long)*(const int64_t *)loom_tensor_data_const(r[0]));
     fflush(stdout);
   }
-  if (p->sleep_ms > 0) {
-    struct timespec ts = {0, (long)(p->sleep_ms * 1e6)};
-    nanosleep(&ts, NULL);
+  if (p->sleep_ms > 0) { /* simulated compute: a handled signal does not shorten it */
+    struct timespec ts = {(time_t)(p->sleep_ms / 1e3), (long)(fmod(p->sleep_ms, 1e3) * 1e6)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
   }
   return LOOM_OK;
 }

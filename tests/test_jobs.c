@@ -1207,11 +1207,18 @@ Test(jobs, second_sigterm_exits_at_once, .timeout = 120) {
   jobt j;
   job_init(&j, "sigterm2", 1, 0);
   const int64_t MAX = 1000000;
-  proc *ps = job_start(&j, "ps", 0, MAX), *ch = job_start(&j, "chief", 0, MAX);
-  int ok = WAIT_UNTIL(last_progress(ch) >= 200, 60);
+  proc *ps = job_start(&j, "ps", 0, MAX);
+  /* steps of 200 ms (the progress hook's simulated compute): the first signal's graceful end waits for
+   * the step in flight, so the second arrives during it */
+  const char *const args[] = {"--deadline", "20", "--save_steps", "200", "--progress", "1", "--step_sleep_ms", "200",
+                              "--max_steps", "1000000", NULL};
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, args, NULL);
+  int ok = WAIT_UNTIL(last_progress(ch) >= 3, 60);
   if (!ok) dump_logs(&j);
   cr_assert(ok, "the chief trains");
+  (void)MAX;
   kill(ch->pid, SIGTERM);
+  nap(0.05); /* handled (standard signals sent together merge into one) */
   kill(ch->pid, SIGTERM);
   int rc = wait_exit(&j, ch, 5);
   cr_expect_eq(rc, 128 + SIGTERM, "chief exit %d (128 + SIGTERM expected: the second signal ends it)", rc);
