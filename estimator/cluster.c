@@ -179,7 +179,20 @@ loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *trai
   if (!e || !train_spec || !eval_spec || !out)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train_and_evaluate: estimator, train_spec, eval_spec or out "
                                                       "is NULL");
-  /* a TF_CONFIG with PS tasks (or naming the evaluator): this process's role of a distributed job */
-  if (loom__job_is_distributed(NULL)) return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
-  return loom__tae_local(e, train_spec, eval_spec, out, st);
+  switch (e->config.train_distribute) {
+  case LOOM_DISTRIBUTE_LOCAL: return loom__tae_local(e, train_spec, eval_spec, out, st);
+  case LOOM_DISTRIBUTE_COLLECTIVE:
+    return loom_status_set(st, LOOM_UNIMPLEMENTED,
+                           "RunConfig.train_distribute: the collective (all-reduce) strategy is not implemented yet; "
+                           "use LOOM_DISTRIBUTE_PARAMETER_SERVER or LOOM_DISTRIBUTE_LOCAL");
+  case LOOM_DISTRIBUTE_PARAMETER_SERVER:
+    if (!loom__job_is_distributed(NULL))
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "RunConfig.train_distribute is the parameter-server strategy but TF_CONFIG names no "
+                             "\"ps\" tasks (and this task is not the evaluator)");
+    return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
+  default: /* AUTO: a TF_CONFIG with PS tasks (or naming the evaluator): this process's role of a job */
+    if (loom__job_is_distributed(NULL)) return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
+    return loom__tae_local(e, train_spec, eval_spec, out, st);
+  }
 }

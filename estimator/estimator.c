@@ -30,6 +30,11 @@ loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const cha
                     "RunConfig: save_checkpoints_steps and save_checkpoints_secs are both set; set at most one");
     return NULL;
   }
+  if (c.train_distribute < LOOM_DISTRIBUTE_AUTO || c.train_distribute > LOOM_DISTRIBUTE_COLLECTIVE) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "RunConfig: train_distribute %d is not a loom_distribute value (0..3)",
+                    (int)c.train_distribute);
+    return NULL;
+  }
   if (c.save_summary_steps < 0 || c.keep_checkpoint_max < 0 || c.log_step_count_steps <= 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT,
                     "RunConfig: save_summary_steps and keep_checkpoint_max must be >= 0 and log_step_count_steps > 0");

@@ -233,3 +233,67 @@ Test(strategy, unreproducible_train_op_fails_at_start_naming_op_and_variable, .t
   g_bad_train_op = 0;
   tu_rmtree(dir);
 }
+
+/* RunConfig.train_distribute: LOCAL trains locally under a TF_CONFIG that names PS tasks (no PS is
+ * needed: the call returns with the local checkpoint); PARAMETER_SERVER without PS tasks in TF_CONFIG is
+ * INVALID_ARGUMENT; COLLECTIVE is UNIMPLEMENTED; a value outside the enum fails the constructor. */
+Test(strategy, run_config_train_distribute_selects_the_strategy, .timeout = 60) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "strat_rc");
+  loom_status *st = loom_status_new();
+  small_cols sc;
+  cu_data d;
+  small_cols_make(&sc);
+  small_data(&d, 2, 0);
+  loom_run_config cfg = cu_config();
+  cfg.train_distribute = 7;
+  cr_expect_null(make_fixture_model("linear_classifier", &sc, dir, &cfg, st));
+  cr_expect(strstr(loom_status_message(st), "train_distribute"), "%s", loom_status_message(st));
+  loom_train_spec ts = loom_train_spec_default();
+  ts.input_fn = cu_input_fn;
+  ts.input_user = &d;
+  ts.max_steps = 20;
+  loom_eval_spec es = loom_eval_spec_default();
+  es.input_fn = cu_input_fn;
+  es.input_user = &d;
+  es.steps = 1;
+  es.start_delay_secs = 0;
+  es.throttle_secs = 0;
+  static const int kinds[3] = {LOOM_DISTRIBUTE_LOCAL, LOOM_DISTRIBUTE_PARAMETER_SERVER, LOOM_DISTRIBUTE_COLLECTIVE};
+  static const loom_code want_plain[3] = {LOOM_OK, LOOM_INVALID_ARGUMENT, LOOM_UNIMPLEMENTED};
+  for (int k = 0; k < 3; k++) {
+    cfg = cu_config();
+    cfg.train_distribute = kinds[k];
+    loom_estimator *e = make_fixture_model("linear_classifier", &sc, dir, &cfg, st);
+    cr_assert(e, "%s", loom_status_message(st));
+    loom_tae_result *r = NULL;
+    loom_status_clear(st);
+    loom_code rc = loom_train_and_evaluate(e, &ts, &es, &r, st);
+    cr_expect_eq(rc, want_plain[k], "train_distribute %d: code %d: %s", kinds[k], rc, loom_status_message(st));
+    loom_tae_result_free(r);
+    loom_estimator_free(e);
+  }
+  /* LOCAL under a TF_CONFIG naming PS tasks (unreachable ones): local training, at once */
+  setenv("TF_CONFIG",
+         "{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"ps\": [\"127.0.0.1:1\"]}, \"task\": {\"type\": \"chief\", "
+         "\"index\": 0}}",
+         1);
+  cfg = cu_config();
+  cfg.train_distribute = LOOM_DISTRIBUTE_LOCAL;
+  cfg.save_checkpoints_steps = 40;
+  loom_estimator *e = make_fixture_model("linear_classifier", &sc, dir, &cfg, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  loom_tae_result *r = NULL;
+  ts.max_steps = 40;
+  cr_expect_eq(loom_train_and_evaluate(e, &ts, &es, &r, st), LOOM_OK, "%s", loom_status_message(st));
+  char ck[TU_TMPDIR_CAP + 32];
+  snprintf(ck, sizeof ck, "%s/model.ckpt-40", dir);
+  cr_expect_eq(access(ck, R_OK), 0, "local checkpoint %s", ck);
+  unsetenv("TF_CONFIG");
+  loom_tae_result_free(r);
+  loom_estimator_free(e);
+  cu_data_free(&d);
+  loom_fc_set_free(sc.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
