@@ -925,9 +925,14 @@ static reply *handle_init(loom_ps_server *s, shard *sh, job *j) {
   int rule = len >= vend + LOOM_PS_RULE_FIXED && loom__ps_get32(rb) == LOOM_PS_RULE_TAG && rnb <= LOOM_PS_RULE_MAX_NB;
   uint64_t want = rule ? vend + LOOM_PS_RULE_FIXED + 8 * (uint64_t)rnb + 4 * ((uint64_t)rnb + 1) : vend;
   int32_t rkind = rule ? (int32_t)loom__ps_get32(rb + 4) : -1;
-  if ((uint64_t)len != want || rkind < -1 || rkind > LOOM_LRS_COSINE || (rkind != LOOM_LRS_PIECEWISE && rnb))
-    return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR: var %u body of %u bytes, expected %llu (rule block: schedule %d)",
-                id, len, (unsigned long long)want, (int)rkind);
+  if ((uint64_t)len != want)
+    return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR: var %u body of %u bytes, expected %llu%s", id, len,
+                (unsigned long long)want, rule ? " (with its rule block)" : "");
+  if (rkind < -1 || rkind > LOOM_LRS_COSINE || (rkind != LOOM_LRS_PIECEWISE && rnb))
+    return JERR(LOOM_INVALID_ARGUMENT, 1,
+                "INIT_VAR: var %u: the rule block names schedule %d with %u boundaries (schedules -1..3; boundaries "
+                "only for the piecewise one, 1)",
+                id, (int)rkind, rnb);
   memcpy(nv.hyper, b + off, 32);
   int created = 0;
   psvar *old = var_get(s, id);

@@ -118,8 +118,9 @@ static loom_code run_evaluator(loom_estimator *e, loom__job *j, const loom_train
 }
 
 
-loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
-                       const loom_job_options *opt, loom_tae_result **out, loom_status *st) {
+/* This process's role of the job TF_CONFIG (or opt->tf_config) names, with options opt (NULL: from params). */
+static loom_code run_role(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                          const loom_job_options *opt, loom_tae_result **out, loom_status *st) {
   if (out) *out = NULL;
   if (!e || !ts || !es)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_run_job: estimator, train_spec or eval_spec is NULL");
@@ -173,6 +174,11 @@ loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_
   return rc;
 }
 
+loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                       const loom_job_options *opt, loom_tae_result **out, loom_status *st) {
+  return run_role(e, ts, es, opt, out, st);
+}
+
 loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *train_spec,
                                   const loom_eval_spec *eval_spec, loom_tae_result **out, loom_status *st) {
   if (out) *out = NULL;
@@ -190,9 +196,9 @@ loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *trai
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "RunConfig.train_distribute is the parameter-server strategy but TF_CONFIG names no "
                              "\"ps\" tasks (and this task is not the evaluator)");
-    return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
+    return run_role(e, train_spec, eval_spec, NULL, out, st);
   default: /* AUTO: a TF_CONFIG with PS tasks (or naming the evaluator): this process's role of a job */
-    if (loom__job_is_distributed(NULL)) return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
+    if (loom__job_is_distributed(NULL)) return run_role(e, train_spec, eval_spec, NULL, out, st);
     return loom__tae_local(e, train_spec, eval_spec, out, st);
   }
 }

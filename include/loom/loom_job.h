@@ -1,4 +1,4 @@
-/* loom_job.h - distributed jobs (issue 17): one binary and one model_fn
+/* loom_job.h - distributed jobs: one binary and one model_fn
  * run in any role TF_CONFIG names (chief or master, worker, ps, evaluator),
  * with the parameter server of loom_distributed.h. Included by
  * loom_train_and_evaluate.h. README "Distributed jobs".
@@ -27,6 +27,11 @@
  *    per throttle_secs, runs the exporters, and returns once an evaluated
  *    global step reaches max_steps (or the chief's done file names the
  *    last step and it was evaluated).
+ * SIGTERM / SIGINT to a trainer: the step in flight finishes (or none
+ * starts), the chief writes its final checkpoint (model_dir and the PS
+ * shards), no done file (the job is not finished), exit 0; a second signal
+ * ends the process at once. Hooks never see a global step from before a
+ * PS restore (the trainer re-reads it when it reconnects).
  * Every wait has a deadline and prints a line every diag_every_s naming
  * what it waits for, e.g. "job worker:0: waiting for ps:1 (127.0.0.1:40213):
  * connection refused, 12 s elapsed (deadline 300 s)".
@@ -79,7 +84,10 @@ typedef struct loom_job_options {
 } loom_job_options;
 LOOM_API loom_job_options loom_job_options_default(void);
 
-/* Runs this process's role (see the top of this header). In local mode
+/* A thin alias of loom_train_and_evaluate (the same dispatch by role, estimator/cluster.c) that takes
+ * the job's options explicitly; it ignores RunConfig.train_distribute (a TF_CONFIG with PS tasks runs
+ * the parameter-server strategy).
+ * Runs this process's role (see the top of this header). In local mode
  * (TF_CONFIG unset or without a cluster) it is loom_train_and_evaluate.
  * o NULL: the defaults, with the params "ps_optimizer" (sgd, momentum,
  * adagrad, adam, ftrl, rmsprop, adadelta: job_optimizer = 1) and
