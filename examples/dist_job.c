@@ -7,7 +7,8 @@
  *   dist_job --model_dir D [--max_steps 200] [--save_steps 50] [--batch 32]
  *            [--hidden 32] [--data synthetic|<fashion-mnist dir>]
  *            [--launcher mpi|slurm --num_ps 1 --evaluator 1]
- *            [--lr 0.1] [--optimizer sgd] [--deadline 60] [--diag 2]
+ *            [--lr 0.1] [--model_optimizer sgd|default] [--optimizer sgd|adam (a
+ *            job-level override of the model's update rules)] [--deadline 60] [--diag 2]
  *            [--throttle 0] [--start_delay 0] [--idle_exit 0] [--threads 1]
  *            [--overlap 0|1]  (loom_job_options.overlap_comm: trainers overlap
  *            the PS exchange with the next step, staleness 1)
@@ -165,9 +166,10 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
                                                               LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
   loom_spec_set_loss(spec, loss);
   loom_spec_add_eval_metric(spec, "accuracy", loom_metrics_accuracy(g, labels, cls, none, NULL));
-  if (mode == LOOM_MODE_TRAIN) { /* run locally; a distributed job sends the loss's gradients to the PS instead */
-    loom_optimizer *opt =
-        loom_optimizer_sgd(loom_const_f32(g, (float)loom_params_get_double(params, "learning_rate", 0.1), "lr"));
+  if (mode == LOOM_MODE_TRAIN) { /* locally the train op runs; in a job the PS runs its update rules */
+    loom_output lr = loom_const_f32(g, (float)loom_params_get_double(params, "learning_rate", 0.1), "lr");
+    const char *mo = loom_params_get(params, "model_optimizer");
+    loom_optimizer *opt = mo && !strcmp(mo, "default") ? loom_optimizer_adagrad(lr, NULL) : loom_optimizer_sgd(lr);
     loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
     loom_optimizer_free(opt);
   }
@@ -279,6 +281,16 @@ int main(int argc, char **argv) {
   loom_params *params = loom_params_new();
   double lr = atof(arg(argc, argv, "--lr", "0.1"));
   loom_params_set_double(params, "learning_rate", lr, NULL);
+  /* --model_optimizer default: the models' default optimizers (this file's MLP: Adagrad at --lr, as TF's
+   * DNNClassifier; --wide_deep: the canned defaults, Ftrl on the linear part and Adagrad on the DNN
+   * part); sgd (the default): SGD at --lr everywhere */
+  const char *mopt = arg(argc, argv, "--model_optimizer", "sgd");
+  int default_opts = !strcmp(mopt, "default");
+  if (!default_opts && strcmp(mopt, "sgd")) {
+    fprintf(stderr, "dist_job: --model_optimizer '%s' is not sgd or default\n", mopt);
+    return LOOM_JOB_EXIT_CONFIG;
+  }
+  loom_params_set(params, "model_optimizer", mopt, NULL);
   loom_estimator *e = NULL;
   loom_fc_set *cs = NULL;
   if (atoi(arg(argc, argv, "--wide_deep", "0")) && c.embed > 0 && !fashion(&c)) {
@@ -313,10 +325,10 @@ int main(int argc, char **argv) {
       o.n_classes = NC;
       o.nlinear_feature_columns = 2;
       o.linear_feature_columns = lcols;
-      o.linear_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
+      if (!default_opts) o.linear_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
       o.ndnn_feature_columns = 2;
       o.dnn_feature_columns = dcols;
-      o.dnn_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
+      if (!default_opts) o.dnn_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
       o.ndnn_hidden_units = nu;
       o.dnn_hidden_units = units;
       e = loom_dnn_linear_combined_classifier_new(&o, st);
