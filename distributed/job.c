@@ -1066,16 +1066,43 @@ static loom_code pss_end(void *self, loom_session *s, int64_t step, loom_status 
   (void)st;
   return LOOM_OK;
 }
-/* Overlap: the step being saved has its update in flight; take it in before
- * the saver reads the session, so model.ckpt-<step> holds the values after
- * step <step>, as without overlap. */
+/* The update rules' state the PS holds (optimizer slots, Adam's beta powers) into the session's slot
+ * variables, so that model.ckpt-<step> holds what local training's would. */
+static loom_code pull_slots(ps_hook *h, loom_session *s, loom_status *st) {
+  int n = loom_ps_placement_num_vars(h->p);
+  loom_code rc = LOOM_OK;
+  for (int i = 0; i < n && !rc && h->rules; i++) {
+    loom_variable *sv[3], *b1, *b2;
+    int ns = loom__ps_rules_slots(h->rules, i, sv, &b1, &b2);
+    float p1 = 0, p2 = 0;
+    for (int k = 0; k < ns && !rc; k++) {
+      int64_t dims[LOOM_MAX_DIMS];
+      int nd = loom_variable_dims(sv[k], dims);
+      loom_tensor *t = loom_tensor_new(LOOM_F32, nd, dims, st);
+      rc = t ? loom_ps_cluster_pull_slot(h->cl, i, k, loom_tensor_data(t), &p1, &p2, st) : LOOM_RESOURCE_EXHAUSTED;
+      if (!rc) rc = loom_session_assign_variable(s, loom_variable_name(sv[k]), t, st);
+      loom_tensor_free(t);
+    }
+    for (int q = 0; q < 2 && !rc && ns && b1 && b2; q++) {
+      loom_tensor *t = loom_tensor_new(LOOM_F32, 0, NULL, st);
+      if (!t) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
+      *(float *)loom_tensor_data(t) = q ? p2 : p1;
+      rc = loom_session_assign_variable(s, loom_variable_name(q ? b2 : b1), t, st);
+      loom_tensor_free(t);
+    }
+  }
+  return rc;
+}
+
+/* Before the saver reads the session: overlap's update of the step being saved taken in (model.ckpt-<step>
+ * holds the values after step <step>, as without overlap), and the update rules' state pulled from the PS. */
 static loom_code pss_before(void *self, loom_session *s, int64_t step, loom_status *st) {
-  (void)s;
   ps_saver *v = self;
-  if (v->h->done || !v->h->xchg_pending) return LOOM_OK;
+  if (v->h->done) return LOOM_OK;
   loom_status *s2 = loom_status_new();
-  if (xchg_flush(v->h, s2) != LOOM_OK)
-    return saver_recover(v, s2, "the update of step %lld before its checkpoint", step, st);
+  loom_code rc = xchg_flush(v->h, s2);
+  if (rc == LOOM_OK) rc = pull_slots(v->h, s, s2);
+  if (rc != LOOM_OK) return saver_recover(v, s2, "the update rules' state of step %lld before its checkpoint", step, st);
   loom_status_free(s2);
   return LOOM_OK;
 }

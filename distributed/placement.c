@@ -442,6 +442,39 @@ static loom_code cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer
   return LOOM_OK;
 }
 
+loom_code loom_ps_cluster_pull_slot(loom_ps_cluster *c, int var, int slot, float *out, float *beta1_power,
+                                    float *beta2_power, loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  if (var < 0 || var >= p->nvars || slot < 0 || slot > 2 || !out)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "pull_slot: variable %d, slot %d", var, slot);
+  const loom_ps_var_spec *v = &p->vars[var];
+  int64_t row = row_elems(v);
+  for (int j = 0; j < p->nshard_of[var]; j++) {
+    const loom_ps_shard *s = &p->shards[p->first_shard[var] + j];
+    loom_ps_client *cl = c->c[s->ps];
+    uint8_t fixed[8];
+    loom__ps_put32(fixed, s->id);
+    loom__ps_put32(fixed + 4, (uint32_t)slot);
+    float *dst = s->stride > 1 ? scratch(c, s->numel, st) : out + s->row_begin * row;
+    if (!dst) return LOOM_RESOURCE_EXHAUSTED;
+    loom_ps_hdr h;
+    uint8_t b[8];
+    loom_code rc = loom__ps_send(cl, LOOM_PS_PULL_SLOT, fixed, 8, NULL, 0, NULL, 0, st);
+    if (!rc) rc = loom__ps_recv_hdr(cl, LOOM_PS_PULL_SLOT, &h, st);
+    if (!rc && h.body_len != 8 + (uint64_t)s->numel * 4)
+      rc = loom_status_set(st, LOOM_DATA_LOSS, "PULL_SLOT reply of %u bytes for %lld floats", h.body_len,
+                           (long long)s->numel);
+    if (!rc) rc = loom__ps_recv_body(cl, b, 8, st);
+    if (!rc && s->numel) rc = loom__ps_recv_body(cl, dst, (size_t)s->numel * 4, st);
+    if (!rc) rc = loom__ps_recv_end(cl, &h, st);
+    if (rc) return rc;
+    if (s->stride > 1) mod_rows(s, row, out, dst, 0);
+    if (j == 0 && beta1_power) memcpy(beta1_power, b, 4);
+    if (j == 0 && beta2_power) memcpy(beta2_power, b + 4, 4);
+  }
+  return LOOM_OK;
+}
+
 /* Every shard's request goes out before any reply is read: the PS tasks
  * work in parallel and each connection's replies come back in order. A
  * variable whose values[var] is NULL is left out (the worker's sparse

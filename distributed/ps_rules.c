@@ -54,6 +54,7 @@ typedef struct var_rule {
   loom_node *sched;        /* the LearningRateSchedule node (NULL: a constant learning rate) */
   int f_lr, f_h, f_s, f_b; /* first fetch index of the lr (or the schedule's extras), hypers, slot inits, beta powers */
   loom_ps_update_rule rule;
+  loom_variable *slot_vars[MAXS], *b1p, *b2p;
   double *bounds;
   float *values;
 } var_rule;
@@ -215,6 +216,7 @@ static int read_apply(loom_ps_rules *r, loom_node *a, const apply_kind *k, loom_
       return BAD("train op: input %d of %s %s (variable %s) is not a slot variable", k->sin[i], k->op,
                  loom_node_name(a), vname);
     if (add_fetch(r, loom_variable_initial_value(sv)) < 0) return BAD("out of memory");
+    vr->slot_vars[i] = sv;
   }
   vr->f_b = r->nfetch;
   if (k->b1p != NO) {
@@ -223,6 +225,8 @@ static int read_apply(loom_ps_rules *r, loom_node *a, const apply_kind *k, loom_
       return BAD("train op: %s %s (variable %s): the beta powers are not variables", k->op, loom_node_name(a), vname);
     if (add_fetch(r, loom_node_input(a, k->b1p)) < 0 || add_fetch(r, loom_node_input(a, k->b2p)) < 0)
       return BAD("out of memory");
+    vr->b1p = loom_graph_variable(r->g, loom_node_name(b1));
+    vr->b2p = loom_graph_variable(r->g, loom_node_name(b2));
   }
   return 0;
 }
@@ -304,6 +308,15 @@ void loom__ps_rules_gradients(const loom_ps_rules *r, loom_gradient *grads) {
 
 const loom_ps_update_rule *loom__ps_rules_get(const loom_ps_rules *r, int var) {
   return r && var >= 0 && var < r->n && r->v[var].apply ? &r->v[var].rule : NULL;
+}
+
+int loom__ps_rules_slots(const loom_ps_rules *r, int var, loom_variable **slots, loom_variable **beta1_power,
+                         loom_variable **beta2_power) {
+  const var_rule *vr = r && var >= 0 && var < r->n && r->v[var].apply ? &r->v[var] : NULL;
+  *beta1_power = vr ? vr->b1p : NULL;
+  *beta2_power = vr ? vr->b2p : NULL;
+  for (int i = 0; vr && i < vr->k->ns; i++) slots[i] = vr->slot_vars[i];
+  return vr ? vr->k->ns : 0;
 }
 
 static double scalar_of(const loom_tensor *t) { return loom__tensor_scalar_f64(t); }

@@ -29,6 +29,10 @@ void loom__ps_rules_gradients(const loom_ps_rules *r, loom_gradient *grads);
 /* Evaluates the constants of the rules (learning rates, hyperparameters, slot initial values, Adam's beta
  * powers, the global step) in s, a session of the graph. */
 loom_code loom__ps_rules_eval(loom_ps_rules *r, loom_session *s, loom_status *st);
+/* Variable var's slot variables in the graph (slots[0..n), n returned; the PS's slots in the same order)
+ * and Adam's beta power variables (NULL when its rule has none). */
+int loom__ps_rules_slots(const loom_ps_rules *r, int var, loom_variable **slots, loom_variable **beta1_power,
+                         loom_variable **beta2_power);
 /* Variable var's rule (after loom__ps_rules_eval); NULL when the train op does not update it. */
 const loom_ps_update_rule *loom__ps_rules_get(const loom_ps_rules *r, int var);
 

@@ -1817,6 +1817,28 @@ static int push_opcode(uint16_t op) {
          op == LOOM_PS_SHM_PUSH || op == LOOM_PS_SHM_PUSHPULL;
 }
 
+/* PULL_SLOT: an optimizer slot's values and Adam's beta powers. */
+static reply *handle_pull_slot(loom_ps_server *s, job *j) {
+  reply *err = NULL;
+  psvar *v = req_var(s, j, 8, &err);
+  if (!v) return err;
+  uint32_t k = loom__ps_get32(j->body + 4);
+  float init[3];
+  int ns = opt_slots(v->opt, v->hyper, init);
+  if (j->h.body_len != 8 || k >= (uint32_t)ns)
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "PULL_SLOT: var %u has %d optimizer slots, slot %u asked (body of %u bytes)",
+                loom__ps_get32(j->body), ns, k, j->h.body_len);
+  const float *sp[3] = {v->s0, v->s1, v->s2};
+  reply *r = reply_new(j->c, 8 + (size_t)v->numel * 4);
+  if (!r) return NULL;
+  uint8_t *out = reply_body(r);
+  memcpy(out, &v->b1p, 4);
+  memcpy(out + 4, &v->b2p, 4);
+  if (v->numel) memcpy(out + 8, sp[k], (size_t)v->numel * 4);
+  reply_seal(r, &j->h, j->h.opcode, 0, 0, 0);
+  return r;
+}
+
 static void shard_process(shard *sh, job *j) {
   loom_ps_server *s = sh->srv;
   if (j->kind == JOB_BARRIER) {
@@ -1854,6 +1876,7 @@ static void shard_process(shard *sh, job *j) {
   case LOOM_PS_PUSHPULL_PART: r = handle_part(s, sh, j); break;
   case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1, &held); break;
   case LOOM_PS_STEP_INC: r = handle_step_inc(s, j); break;
+  case LOOM_PS_PULL_SLOT: r = handle_pull_slot(s, j); break;
   case LOOM_PS_SHM_PULL:
   case LOOM_PS_SHM_PUSH:
   case LOOM_PS_SHM_PUSHPULL: r = handle_shm(s, sh, j, &held); break;
@@ -2355,6 +2378,7 @@ static void frame_done(conn *c, job *j) {
   case LOOM_PS_SHM_PUSH:
   case LOOM_PS_SHM_PUSHPULL:
   case LOOM_PS_PUSHPULL_PART:
+  case LOOM_PS_PULL_SLOT:
     if (c->h.body_len < 4) {
       job_put(c, j);
       loop_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated", c->h.opcode, c->h.body_len);

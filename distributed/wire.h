@@ -92,6 +92,10 @@ enum {
   /* PULL_ROWS_AT {var_id u32, n u32, min_version u64, ids i64[n]} -> PULL_ROWS's reply, once the variable's
    *   version is >= min_version (a SYNC step still being aggregated is waited for; ~0: no wait) */
   LOOM_PS_PULL_ROWS_AT = 22,
+  /* PULL_SLOT {var_id u32, slot u32} -> {beta1_power f32, beta2_power f32, value f32[numel]}: the
+   *   variable's optimizer slot `slot` (0..2, the apply op's slot inputs in order) and Adam's beta powers
+   *   (what the chief's checkpoint holds of the update rule's state) */
+  LOOM_PS_PULL_SLOT = 23,
   /* Same-host shared memory (distributed/ps_shm.h; opcodes 30..34):
    * SHM_ATTACH {pid u32, fd u32, size u64, nonce[32]} -> {}: the PS maps the client's sealed memfd
    *   /proc/<pid>/fd/<fd> (size bytes; its header holds nonce) for this connection's life; refused

@@ -3504,6 +3504,18 @@ Test(ps, update_rule_schedules_exact_and_kept_across_save_restore) {
   OK(loom_ps_pushpull(c, 1, g, out, 2, &ver, st));
   cr_expect(out[0] == 0.625f && out[1] == 1.25f, "piecewise at step 5: %g %g", out[0], out[1]);
   OK(syncq_ckpt(c, LOOM_PS_SAVE, "ps", 5, st));
+  { /* PULL_SLOT of a slot an SGD variable does not have: INVALID_ARGUMENT naming it, the connection kept */
+    uint8_t ps8[8];
+    loom__ps_put32(ps8, 0);
+    loom__ps_put32(ps8 + 4, 0);
+    loom_ps_hdr h;
+    loom_code rc = loom__ps_send(c, LOOM_PS_PULL_SLOT, ps8, 8, NULL, 0, NULL, 0, st);
+    if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_PULL_SLOT, &h, st);
+    cr_expect_eq(rc, LOOM_INVALID_ARGUMENT, "%s", loom_status_message(st));
+    cr_expect(strstr(loom_status_message(st), "0 optimizer slots"), "%s", loom_status_message(st));
+    loom_status_clear(st);
+    OK(loom_ps_pull(c, 0, out, 2, NULL, NULL, st));
+  }
   /* malformed rule blocks */
   uint8_t fixed[16 + 8 + 32], rule[LOOM_PS_RULE_FIXED + 8 + 8];
   memset(fixed, 0, sizeof fixed);

@@ -351,6 +351,10 @@ LOOM_API loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps
 /* The same with variable var's update rule (loom_ps_update_rule). */
 LOOM_API loom_code loom_ps_cluster_init_var_rule(loom_ps_cluster *c, int var, const loom_ps_update_rule *r,
                                                  const float *value, loom_status *st);
+/* Optimizer slot `slot` (0..2: the update rule's slots in its apply op's input order) of variable var
+ * into out (the whole variable's shape), and Adam's beta powers (may be NULL), as the PS holds them. */
+LOOM_API loom_code loom_ps_cluster_pull_slot(loom_ps_cluster *c, int var, int slot, float *out, float *beta1_power,
+                                             float *beta2_power, loom_status *st);
 /* Pulls every variable into values[var] (whole variables), the requests to
  * all PS in flight together. A shard the PS reports unchanged since this
  * cluster's last pull or push-pull of it is not written (16 bytes travel):
