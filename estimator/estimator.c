@@ -24,7 +24,8 @@ loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const cha
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "Estimator: model_fn is NULL");
     return NULL;
   }
-  loom_run_config c = config ? *config : loom_run_config_default();
+  loom_run_config c = loom_run_config_default();
+  loom__opts_merge(&c, sizeof c, config); /* a caller's older, smaller RunConfig sets only what it knows */
   if (c.save_checkpoints_steps > 0 && c.save_checkpoints_secs > 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT,
                     "RunConfig: save_checkpoints_steps and save_checkpoints_secs are both set; set at most one");
