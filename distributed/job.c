@@ -34,6 +34,7 @@
 #include "distributed/ps_rules.h"
 #include "base/fsutil.h"
 #include "distributed/job.h"
+#include "engine/engine_api.h"
 #include "distributed/strategy.h"
 
 /* ------------------------------------------------------------ options */
@@ -772,6 +773,22 @@ static loom_code chief_init(ps_hook *h, loom_status *st) {
     loom__free(r);
   } else {
     rc = loom_ps_worker_init_vars(h->w, j->o.optimizer, j->o.hyper, st);
+  }
+  /* a PS that starts from nothing (global step 0) while the chief restored a checkpoint: the job goes on
+   * from the checkpoint's step, not from 0 */
+  if (rc == LOOM_OK) {
+    int64_t ps_gs = 0, own = 0;
+    loom_tensor *t = NULL;
+    loom_output go = loom_variable_output(h->gs_var);
+    rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), 0, &ps_gs, st);
+    if (rc == LOOM_OK && ps_gs == 0) rc = loom_session_run(h->s, NULL, NULL, 0, &go, &t, 1, NULL, 0, st);
+    if (t) own = (int64_t)loom__tensor_scalar_f64(t);
+    loom_tensor_free(t);
+    if (rc == LOOM_OK && ps_gs == 0 && own > 0) {
+      rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), own, &ps_gs, st);
+      if (rc == LOOM_OK)
+        jlog(j, LOOM_LOG_INFO, "the PS's global step was 0: set to the restored checkpoint's, %lld", (long long)own);
+    }
   }
   if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "variables on the %d PS task(s) created or kept", j->num_ps);
   return rc;

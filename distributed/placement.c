@@ -429,14 +429,25 @@ static loom_code cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer
     memcpy(dims, v->dims, sizeof dims);
     if (v->ndim) dims[0] = row > 0 ? s->numel / row : s->row_end - s->row_begin;
     const float *src = value + s->row_begin * row;
+    int ns = r ? r->nslot_values : 0;
+    float *packed = NULL; /* stride > 1: the shard's rows of the value then of each slot, packed */
     if (s->stride > 1) {
-      float *q = scratch(c, s->numel, st);
-      if (!q) return LOOM_RESOURCE_EXHAUSTED;
-      mod_rows(s, row, (float *)value, q, 1);
-      src = q;
+      packed = loom__malloc(sizeof(float) * (size_t)(s->numel ? s->numel : 1) * (size_t)(1 + ns));
+      if (!packed) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "init_var: %lld floats", (long long)s->numel);
+      mod_rows(s, row, (float *)value, packed, 1);
+      for (int k = 0; k < ns; k++) mod_rows(s, row, (float *)r->slot_values[k], packed + (k + 1) * s->numel, 1);
+      src = packed;
     }
-    loom_code rc = r ? loom_ps_init_var_rule(c->c[s->ps], s->id, v->ndim, dims, r, src, NULL, st)
+    loom_ps_update_rule rs;
+    const float *sv[3];
+    if (r) { /* the shard's piece of each slot */
+      rs = *r;
+      for (int k = 0; k < ns; k++) sv[k] = packed ? packed + (k + 1) * s->numel : r->slot_values[k] + s->row_begin * row;
+      rs.slot_values = ns ? sv : NULL;
+    }
+    loom_code rc = r ? loom_ps_init_var_rule(c->c[s->ps], s->id, v->ndim, dims, &rs, src, NULL, st)
                      : loom_ps_init_var(c->c[s->ps], s->id, v->ndim, dims, opt, hyper, src, NULL, st);
+    loom__free(packed);
     if (rc) return rc;
   }
   return LOOM_OK;

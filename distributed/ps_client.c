@@ -432,15 +432,17 @@ loom_code loom_ps_init_var_rule(loom_ps_client *c, uint32_t var_id, int ndim, co
 }
 
 /* INIT_VAR's rule block (wire.h) of r into a new buffer of *len bytes. */
-static uint8_t *rule_block(const loom_ps_update_rule *r, size_t *len, loom_status *st) {
+static uint8_t *rule_block(const loom_ps_update_rule *r, int64_t numel, size_t *len, loom_status *st) {
   int32_t nb = r->schedule == 1 ? r->nboundaries : 0;
   if (r->schedule < -1 || r->schedule > 3 || nb < 0 || (uint32_t)nb > LOOM_PS_RULE_MAX_NB ||
-      (nb && (!r->boundaries || !r->values)) || (r->schedule == 1 && !r->values)) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "update rule: schedule %d with %d boundaries", (int)r->schedule,
-                    (int)r->nboundaries);
+      (nb && (!r->boundaries || !r->values)) || (r->schedule == 1 && !r->values) || r->nslot_values < 0 ||
+      r->nslot_values > 3 || (r->nslot_values && !r->slot_values)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "update rule: schedule %d with %d boundaries, %d slot values",
+                    (int)r->schedule, (int)r->nboundaries, (int)r->nslot_values);
     return NULL;
   }
-  *len = LOOM_PS_RULE_FIXED + 8 * (size_t)nb + 4 * ((size_t)nb + 1);
+  size_t arrays = LOOM_PS_RULE_FIXED + 8 * (size_t)nb + 4 * ((size_t)nb + 1);
+  *len = arrays + (r->nslot_values ? 8 + 4 * (size_t)r->nslot_values * (size_t)numel : 0);
   uint8_t *b = loom__calloc(1, *len);
   if (!b) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
@@ -457,6 +459,11 @@ static uint8_t *rule_block(const loom_ps_update_rule *r, size_t *len, loom_statu
   memcpy(b + 32, p, 32);
   if (nb) memcpy(b + LOOM_PS_RULE_FIXED, r->boundaries, 8 * (size_t)nb);
   if (r->schedule == 1) memcpy(b + LOOM_PS_RULE_FIXED + 8 * (size_t)nb, r->values, 4 * ((size_t)nb + 1));
+  if (r->nslot_values) {
+    loom__ps_put32(b + arrays, (uint32_t)r->nslot_values);
+    for (int k = 0; k < r->nslot_values && numel; k++)
+      memcpy(b + arrays + 8 + 4 * (size_t)k * (size_t)numel, r->slot_values[k], 4 * (size_t)numel);
+  }
   return b;
 }
 
@@ -480,7 +487,7 @@ static loom_code init_var(loom_ps_client *c, uint32_t var_id, int ndim, const in
   memcpy(fixed + fl, h, 32);
   fl += 32;
   size_t rl = 0;
-  uint8_t *rb = r ? rule_block(r, &rl, st) : NULL;
+  uint8_t *rb = r ? rule_block(r, numel, &rl, st) : NULL;
   if (r && !rb) return loom_status_code(st);
   loom_code rc = loom__ps_send(c, LOOM_PS_INIT_VAR, fixed, fl, value, (size_t)numel * 4, rb, rl, st);
   loom__free(rb);

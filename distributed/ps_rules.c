@@ -53,6 +53,9 @@ typedef struct var_rule {
   loom_gradient grad;
   loom_node *sched;        /* the LearningRateSchedule node (NULL: a constant learning rate) */
   int f_lr, f_h, f_s, f_b; /* first fetch index of the lr (or the schedule's extras), hypers, slot inits, beta powers */
+  int f_sv;                /* first fetch index of the slots' current values */
+  loom_tensor *slot_t[MAXS];
+  const float *slot_p[MAXS];
   loom_ps_update_rule rule;
   loom_variable *slot_vars[MAXS], *b1p, *b2p;
   double *bounds;
@@ -74,6 +77,7 @@ void loom__ps_rules_free(loom_ps_rules *r) {
   for (int i = 0; r->v && i < r->n; i++) {
     loom__free(r->v[i].bounds);
     loom__free(r->v[i].values);
+    for (int k = 0; k < MAXS; k++) loom_tensor_free(r->v[i].slot_t[k]);
   }
   loom__free(r->v);
   loom__free(r->fetch);
@@ -218,6 +222,9 @@ static int read_apply(loom_ps_rules *r, loom_node *a, const apply_kind *k, loom_
     if (add_fetch(r, loom_variable_initial_value(sv)) < 0) return BAD("out of memory");
     vr->slot_vars[i] = sv;
   }
+  vr->f_sv = r->nfetch;
+  for (int i = 0; i < k->ns; i++)
+    if (add_fetch(r, loom_variable_output(vr->slot_vars[i])) < 0) return BAD("out of memory");
   vr->f_b = r->nfetch;
   if (k->b1p != NO) {
     loom_node *b1 = var_node(loom_node_input(a, k->b1p)), *b2 = var_node(loom_node_input(a, k->b2p));
@@ -334,7 +341,7 @@ static float uniform_value(const loom_tensor *t, int *uniform) {
   return d[0];
 }
 
-static loom_code eval_var(loom_ps_rules *r, int i, loom_tensor *const *vals, int64_t gs, loom_status *st) {
+static loom_code eval_var(loom_ps_rules *r, int i, loom_tensor **vals, int64_t gs, loom_status *st) {
   var_rule *vr = &r->v[i];
   const apply_kind *k = vr->k;
   const char *vname = loom_ps_placement_var(r->p, i)->name;
@@ -378,6 +385,17 @@ static loom_code eval_var(loom_ps_rules *r, int i, loom_tensor *const *vals, int
                              (double)want);
     if (s == 0 && k->sinit_h != NO) u->hyper[k->sinit_h] = v0;
   }
+  for (int q = 0; q < k->ns; q++) { /* the slots' values now (a restored checkpoint's, or initial) */
+    loom_tensor_free(vr->slot_t[q]);
+    vr->slot_t[q] = vals[vr->f_sv + q];
+    vals[vr->f_sv + q] = NULL;
+    if (loom_tensor_dtype(vr->slot_t[q]) != LOOM_F32)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train op: slot %s of variable %s is not float32",
+                             loom_variable_name(vr->slot_vars[q]), vname);
+    vr->slot_p[q] = loom_tensor_data_const(vr->slot_t[q]);
+  }
+  u->nslot_values = k->ns;
+  u->slot_values = k->ns ? vr->slot_p : NULL;
   if (k->b1p != NO) {
     u->beta1_power = (float)scalar_of(vals[vr->f_b]);
     u->beta2_power = (float)scalar_of(vals[vr->f_b + 1]);

@@ -924,15 +924,22 @@ static reply *handle_init(loom_ps_server *s, shard *sh, job *j) {
   uint32_t rnb = len >= vend + LOOM_PS_RULE_FIXED ? loom__ps_get32(rb + 12) : 0;
   int rule = len >= vend + LOOM_PS_RULE_FIXED && loom__ps_get32(rb) == LOOM_PS_RULE_TAG && rnb <= LOOM_PS_RULE_MAX_NB;
   uint64_t want = rule ? vend + LOOM_PS_RULE_FIXED + 8 * (uint64_t)rnb + 4 * ((uint64_t)rnb + 1) : vend;
+  uint32_t rns = 0; /* slot values after the rule block's arrays */
+  const uint8_t *slot_bytes = NULL;
+  if (rule && (uint64_t)len >= want + 8) {
+    rns = loom__ps_get32(b + want);
+    slot_bytes = b + want + 8;
+    if (rns <= 3) want += 8 + 4 * (uint64_t)rns * (uint64_t)nv.numel;
+  }
   int32_t rkind = rule ? (int32_t)loom__ps_get32(rb + 4) : -1;
   if ((uint64_t)len != want)
     return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR: var %u body of %u bytes, expected %llu%s", id, len,
                 (unsigned long long)want, rule ? " (with its rule block)" : "");
-  if (rkind < -1 || rkind > LOOM_LRS_COSINE || (rkind != LOOM_LRS_PIECEWISE && rnb))
+  if (rkind < -1 || rkind > LOOM_LRS_COSINE || (rkind != LOOM_LRS_PIECEWISE && rnb) || rns > 3)
     return JERR(LOOM_INVALID_ARGUMENT, 1,
-                "INIT_VAR: var %u: the rule block names schedule %d with %u boundaries (schedules -1..3; boundaries "
-                "only for the piecewise one, 1)",
-                id, (int)rkind, rnb);
+                "INIT_VAR: var %u: the rule block names schedule %d with %u boundaries and %u slots (schedules -1..3; "
+                "boundaries only for the piecewise one; at most 3 slots)",
+                id, (int)rkind, rnb, rns);
   memcpy(nv.hyper, b + off, 32);
   int created = 0;
   psvar *old = var_get(s, id);
@@ -960,7 +967,15 @@ static reply *handle_init(loom_ps_server *s, shard *sh, job *j) {
     int nslots = opt_slots(nv.opt, nv.hyper, init);
     float **slot[3] = {&nv.s0, &nv.s1, &nv.s2};
     int slots_ok = 1;
-    for (int i = 0; i < nslots; i++) slots_ok &= (*slot[i] = alloc_floats(nv.numel, init[i])) != NULL;
+    if (rns && (int)rns != nslots) {
+      var_free(&nv);
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u: %u slot values for an optimizer with %d slots", id, rns,
+                  nslots);
+    }
+    for (int i = 0; i < nslots; i++) {
+      slots_ok &= (*slot[i] = alloc_floats(nv.numel, init[i])) != NULL;
+      if (*slot[i] && rns && nv.numel) memcpy(*slot[i], slot_bytes + 4 * (size_t)i * (size_t)nv.numel, (size_t)nv.numel * 4);
+    }
     nv.b1p = nv.hyper[1];
     nv.b2p = nv.hyper[2];
     if (rule) { /* the model's update rule: its step, Adam's beta powers, its learning-rate schedule */

@@ -60,7 +60,9 @@ enum {
    *   rule (optional; the model's update rule, loom_ps_update_rule): {tag u32 LOOM_PS_RULE_TAG,
    *     schedule i32 (-1: none; else LOOM_LRS_*), flag u32, nb u32, step i64, beta1_power f32,
    *     beta2_power f32, lr f64, decay_steps f64, beta f64, limit f64, boundaries f64[nb],
-   *     values f32[nb + 1] (piecewise only: nb 0 otherwise)} */
+   *     values f32[nb + 1] (piecewise only: nb 0 otherwise) [, nslots u32, pad u32,
+   *     slots f32[nslots * numel] (the optimizer slots' values in the update rule's order; without them
+   *     the slots start at their initial values)]} */
   LOOM_PS_INIT_VAR = 10,
   /* PULL {var_id u32, pad u32, have_version u64 (~0: none)} ->
    *   {version u64, value f32[numel]}; flag UNCHANGED and no value when

@@ -17,12 +17,14 @@ typedef struct role {
   const char *model; /* a canned fixture name, or "custom" */
   const char *dir;
   const char *tf;    /* TF_CONFIG JSON */
+  int64_t steps;     /* max_steps */
   loom_code rc;
   char msg[1024];
 } role;
 
 /* ---- the custom model_fn: embedding (sparse) + dense, Adam with exponential decay, clipped gradients ---- */
-static int g_bad_train_op; /* 1: an extra AssignAdd on a trainable variable in the train op */
+static int g_bad_train_op;  /* 1: an extra AssignAdd on a trainable variable in the train op */
+static int g_restart_half; /* equivalence_case: the job stops halfway and restarts against fresh PS tasks */
 static loom_code custom_fn(loom_graph *g, const loom_features *f, loom_output labels, loom_mode mode,
                            const loom_params *params, const loom_run_config *config, loom_estimator_spec *spec,
                            void *user, loom_status *st) {
@@ -105,7 +107,7 @@ static void *run_role(void *arg) {
     loom_train_spec ts = loom_train_spec_default();
     ts.input_fn = cu_input_fn;
     ts.input_user = &d;
-    ts.max_steps = STEPS;
+    ts.max_steps = r->steps;
     loom_eval_spec es = loom_eval_spec_default();
     es.input_fn = cu_input_fn;
     es.input_user = &d;
@@ -131,12 +133,12 @@ static void tf_config(char *buf, size_t cap, const char *type) {
            type);
 }
 
-/* Runs the chief + 1 PS job of model in dir; returns the chief's code (msg: its message). */
-static loom_code run_job(const char *model, const char *dir, char *msg, size_t cap) {
+/* Runs the chief + 1 PS job of model in dir to max_steps; returns the chief's code (msg: its message). */
+static loom_code run_job(const char *model, const char *dir, int64_t steps, char *msg, size_t cap) {
   char tps[300], tch[300];
   tf_config(tps, sizeof tps, "ps");
   tf_config(tch, sizeof tch, "chief");
-  role ps = {model, dir, tps, LOOM_OK, ""}, ch = {model, dir, tch, LOOM_OK, ""};
+  role ps = {model, dir, tps, steps, LOOM_OK, ""}, ch = {model, dir, tch, steps, LOOM_OK, ""};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, run_role, &ps), 0);
   run_role(&ch);
@@ -167,7 +169,15 @@ static void equivalence_case(const char *model) {
     cu_data_free(&d);
     loom_fc_set_free(sc.set);
   }
-  loom_code rc = run_job(model, jdir, msg, sizeof msg);
+  loom_code rc = LOOM_OK;
+  if (g_restart_half) { /* half the steps, the PS tasks lost with their own checkpoints, the rest */
+    rc = run_job(model, jdir, STEPS / 2, msg, sizeof msg);
+    cr_assert_eq(rc, LOOM_OK, "%s job (first half): %s", model, msg);
+    char ps[TU_TMPDIR_CAP + 8];
+    snprintf(ps, sizeof ps, "%s/ps", jdir);
+    tu_rmtree(ps);
+  }
+  rc = run_job(model, jdir, STEPS, msg, sizeof msg);
   cr_assert_eq(rc, LOOM_OK, "%s job: %s", model, msg);
   char a[TU_TMPDIR_CAP + 32], b[TU_TMPDIR_CAP + 32];
   snprintf(a, sizeof a, "%s/model.ckpt-%d", ldir, STEPS);
@@ -213,13 +223,25 @@ Test(strategy, baseline_classifier_equals_local, .timeout = 120) { equivalence_c
 Test(strategy, baseline_regressor_equals_local, .timeout = 120) { equivalence_case("baseline_regressor"); }
 Test(strategy, custom_adam_decay_clip_embedding_equals_local, .timeout = 120) { equivalence_case("custom"); }
 
+/* The job stops at step 100 and its PS tasks are lost with their checkpoints (model_dir/ps removed):
+ * the restarted chief restores model.ckpt-100 (variables, slots, beta powers, as pulled from the PS) and
+ * re-creates the variables on the fresh PS with their slots and the step of their schedule; at 200 the
+ * checkpoint still equals uninterrupted local training's, bitwise (the input restarts, but every batch
+ * is the whole data set). */
+Test(strategy, restart_against_fresh_ps_keeps_slots_and_schedule_equals_local, .timeout = 120) {
+  g_restart_half = 1;
+  equivalence_case("custom");
+  equivalence_case("combined_classifier3");
+  g_restart_half = 0;
+}
+
 /* An assignment to a trainable variable in the train op: no PS counterpart; the chief fails at start,
  * naming the op and the variable, before it trains a step. */
 Test(strategy, unreproducible_train_op_fails_at_start_naming_op_and_variable, .timeout = 120) {
   g_bad_train_op = 1;
   char dir[TU_TMPDIR_CAP], msg[1024];
   tu_tmpdir(dir, sizeof dir, "strat_bad");
-  loom_code rc = run_job("custom", dir, msg, sizeof msg);
+  loom_code rc = run_job("custom", dir, STEPS, msg, sizeof msg);
   cr_expect_eq(rc, LOOM_INVALID_ARGUMENT, "code %d: %s", rc, msg);
   cr_expect(strstr(msg, "bump_bias") && strstr(msg, "AssignAdd") && strstr(msg, "bias"), "%s", msg);
   g_bad_train_op = 0;

@@ -247,6 +247,10 @@ typedef struct loom_ps_update_rule {
   const float *values;
   int64_t step;
   float beta1_power, beta2_power;
+  /* The optimizer slots' values (nslot_values arrays of the whole variable's shape, in the PS's slot
+   * order; 0: the slots start at their initial values), e.g. a chief's restored checkpoint. */
+  int32_t nslot_values;
+  const float *const *slot_values;
 } loom_ps_update_rule;
 /* loom_ps_init_var with the update rule r (INIT_VAR's rule block). */
 LOOM_API loom_code loom_ps_init_var_rule(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims,
