@@ -96,6 +96,20 @@ static loom_estimator *make_model(const char *model, const char *dir, small_cols
   return make_fixture_model(model, sc, dir, &cfg, st);
 }
 
+/* A TrainSpec of max_steps steps and an EvalSpec (one batch, no delay) over d. */
+static void make_specs(cu_data *d, int64_t max_steps, loom_train_spec *ts, loom_eval_spec *es) {
+  *ts = loom_train_spec_default();
+  ts->input_fn = cu_input_fn;
+  ts->input_user = d;
+  ts->max_steps = max_steps;
+  *es = loom_eval_spec_default();
+  es->input_fn = cu_input_fn;
+  es->input_user = d;
+  es->steps = 1;
+  es->start_delay_secs = 0;
+  es->throttle_secs = 0;
+}
+
 static void *run_role(void *arg) {
   role *r = arg;
   loom_status *st = loom_status_new();
@@ -106,13 +120,9 @@ static void *run_role(void *arg) {
     r->rc = loom_status_code(st);
     snprintf(r->msg, sizeof r->msg, "%s", loom_status_message(st));
   } else {
-    loom_train_spec ts = loom_train_spec_default();
-    ts.input_fn = cu_input_fn;
-    ts.input_user = &d;
-    ts.max_steps = r->steps;
-    loom_eval_spec es = loom_eval_spec_default();
-    es.input_fn = cu_input_fn;
-    es.input_user = &d;
+    loom_train_spec ts;
+    loom_eval_spec es;
+    make_specs(&d, r->steps, &ts, &es);
     loom_job_options o = loom_job_options_default();
     o.tf_config = r->tf;
     o.start_deadline_s = o.peer_lost_deadline_s = 30;
@@ -292,16 +302,9 @@ Test(strategy, run_config_train_distribute_selects_the_strategy, .timeout = 60) 
   cfg.train_distribute = 7;
   cr_expect_null(make_fixture_model("linear_classifier", &sc, dir, &cfg, st));
   cr_expect(strstr(loom_status_message(st), "train_distribute"), "%s", loom_status_message(st));
-  loom_train_spec ts = loom_train_spec_default();
-  ts.input_fn = cu_input_fn;
-  ts.input_user = &d;
-  ts.max_steps = 20;
-  loom_eval_spec es = loom_eval_spec_default();
-  es.input_fn = cu_input_fn;
-  es.input_user = &d;
-  es.steps = 1;
-  es.start_delay_secs = 0;
-  es.throttle_secs = 0;
+  loom_train_spec ts;
+  loom_eval_spec es;
+  make_specs(&d, 20, &ts, &es);
   static const int kinds[3] = {LOOM_DISTRIBUTE_LOCAL, LOOM_DISTRIBUTE_PARAMETER_SERVER, LOOM_DISTRIBUTE_COLLECTIVE};
   static const loom_code want_plain[3] = {LOOM_OK, LOOM_INVALID_ARGUMENT, LOOM_UNIMPLEMENTED};
   for (int k = 0; k < 3; k++) {
