@@ -12,6 +12,7 @@
  *            [--throttle 0] [--start_delay 0] [--idle_exit 0] [--threads 1]
  *            [--overlap 0|1]  (loom_job_options.overlap_comm: trainers overlap
  *            the PS exchange with the next step, staleness 1)
+ *            [--seed N] (RunConfig's graph-level random seed)
  *            [--embed N [--wide_deep 1]]  (an id feature in [0, N) through an
  *            embedding; with --wide_deep the canned DNNLinearCombinedClassifier
  *            on feature columns instead of this file's model_fn)
@@ -278,6 +279,9 @@ int main(int argc, char **argv) {
   rc.save_summary_steps = atoll(arg(argc, argv, "--summary_steps", "0"));
   rc.log_step_count_steps = atoll(arg(argc, argv, "--log_steps", "100"));
   rc.keep_checkpoint_max = 3;
+  /* --seed N: the graph-level random seed (initializers of the canned models), the same in every process */
+  const char *seed = arg(argc, argv, "--seed", NULL);
+  if (seed) rc.has_random_seed = 1, rc.tf_random_seed = atoll(seed);
   loom_params *params = loom_params_new();
   double lr = atof(arg(argc, argv, "--lr", "0.1"));
   loom_params_set_double(params, "learning_rate", lr, NULL);

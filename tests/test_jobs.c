@@ -1078,6 +1078,15 @@ Test(jobs, one_trainer_job_with_embedding_equals_local_training_bitwise, .timeou
   bitwise_case("bitwise_emb", args);
 }
 
+/* The canned wide & deep model with its default optimizers (Ftrl on linear/, Adagrad on dnn/, read from
+ * its train op by the trainer and run on the PS), as separate processes: model.ckpt-150 (variables,
+ * slots, global step) bitwise equal to local training's. */
+Test(jobs, one_trainer_wide_deep_default_optimizers_equals_local_bitwise, .timeout = 120) {
+  const char *const args[] = {"--max_steps", "150", "--save_steps", "150", "--deadline", "30", "--embed", "50",
+                              "--wide_deep", "1", "--model_optimizer", "default", "--seed", "7", NULL};
+  bitwise_case("bitwise_wd", args);
+}
+
 /* --overlap 1 (loom_job_options.overlap_comm): chief + 1 PS, 150 steps,
  * checkpoints every 50. model.ckpt-100 is saved while step 100's update is
  * in flight: the checkpoint listener takes it in first, so every variable of
