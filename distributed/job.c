@@ -1271,6 +1271,7 @@ static loom_code pst_begin(loom__strategy *base, loom_graph *g, loom_node *train
   ps->h = h;
   ps->saver.h = h;
   plan->hook = phk; /* first: the others see the PS's global step */
+  plan->ntargets = loom__ps_rules_local_updates(rules, &plan->targets); /* e.g. batch norm's moving averages */
   if (j->is_chief) {
     ps->saver.steps = loom__calloc((size_t)(ps->saver.keep > 0 ? ps->saver.keep : 1), sizeof *ps->saver.steps);
     if (!ps->saver.steps) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");

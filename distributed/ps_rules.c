@@ -70,6 +70,8 @@ struct loom_ps_rules {
   var_rule *v;
   loom_output *fetch;
   int nfetch, capfetch;
+  loom_node **local; /* the trainer's own updates of its non-trainable state (batch norm's moving averages) */
+  int nlocal, caplocal;
 };
 
 void loom__ps_rules_free(loom_ps_rules *r) {
@@ -81,6 +83,7 @@ void loom__ps_rules_free(loom_ps_rules *r) {
   }
   loom__free(r->v);
   loom__free(r->fetch);
+  loom__free(r->local);
   loom__free(r);
 }
 
@@ -253,6 +256,39 @@ static int assign_ok(loom_ps_rules *r, loom_node *a, int nnodes, loom_node **ord
   return 0;
 }
 
+/* An assignment to a variable the PS does not hold (not trainable: batch norm's moving averages): the
+ * trainer runs it itself, provided nothing it needs is an optimizer's update. 1 kept, 0 not such an
+ * assignment, -1 error (st set). */
+static int local_update(loom_ps_rules *r, loom_node *a, loom_status *st) {
+  loom_node *t = var_node(loom_node_input(a, 0));
+  if (!t || var_index(r, loom_node_name(t)) >= 0 || (r->gs && t == loom_variable_node(r->gs))) return 0;
+  loom_node **order = NULL;
+  int n = 0;
+  if (loom__graph_collect(r->g, 1, &a, &order, &n, st) != LOOM_OK) return -1;
+  const char *bad = NULL;
+  for (int i = 0; i < n && !bad; i++)
+    if (kind_of(loom_node_op_name(order[i]))) bad = loom_node_name(order[i]);
+  loom__free(order);
+  if (bad)
+    return BAD("train op: %s %s updates variable %s after the optimizer's update %s: the trainer cannot run it "
+               "without the PS's update",
+               loom_node_op_name(a), loom_node_name(a), loom_node_name(t), bad);
+  if (r->nlocal == r->caplocal) {
+    int nc = r->caplocal ? 2 * r->caplocal : 8;
+    loom_node **q = loom__realloc(r->local, (size_t)nc * sizeof *q);
+    if (!q) return BAD("out of memory");
+    r->local = q;
+    r->caplocal = nc;
+  }
+  r->local[r->nlocal++] = a;
+  return 1;
+}
+
+int loom__ps_rules_local_updates(const loom_ps_rules *r, loom_node *const **nodes) {
+  *nodes = r ? r->local : NULL;
+  return r ? r->nlocal : 0;
+}
+
 loom_ps_rules *loom__ps_rules_new(loom_graph *g, loom_node *train_op, loom_variable *global_step,
                                   const loom_ps_placement *p, loom_status *st) {
   if (!g || !train_op || !p) {
@@ -290,9 +326,15 @@ loom_ps_rules *loom__ps_rules_new(loom_graph *g, loom_node *train_op, loom_varia
       bad = BAD("train op: %s %s (variable %s) has no parameter-server counterpart", op, loom_node_name(a),
                 vn ? loom_node_name(vn) : "?") < 0;
     } else if ((starts(op, "Assign") || starts(op, "Scatter")) && !assign_ok(r, a, cnt, order)) {
+      int lu = local_update(r, a, st);
+      if (lu) {
+        bad = lu < 0;
+        continue;
+      }
       loom_node *vn = var_node(loom_node_input(a, 0));
       bad = BAD("train op: %s %s updates variable %s, which the PS cannot reproduce (it applies the optimizers' "
-                "updates of the trainable variables, the global step and Adam's beta powers)",
+                "updates of the trainable variables, the global step and Adam's beta powers; the trainer the "
+                "assignments to other variables)",
                 op, loom_node_name(a), vn ? loom_node_name(vn) : "?") < 0;
     }
   }

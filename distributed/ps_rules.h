@@ -6,9 +6,10 @@
  * global step, which the PS then evaluates at each variable's step) and the gradient it consumes (after
  * whatever the model did to it: clipping, scaling), which the trainer fetches and pushes. Anything in the
  * train op that the PS cannot reproduce (an apply op without a PS counterpart, a learning rate computed
- * from something other than constants and the global step, an assignment to a variable that is not the
- * global step or an Adam beta power, two updates of one variable) is INVALID_ARGUMENT naming the op and
- * the variable. */
+ * from something other than constants and the global step, an assignment to a trainable variable, two
+ * updates of one variable) is INVALID_ARGUMENT naming the op and
+ * the variable. Assignments to variables the PS does not hold (non-trainable state) are the trainer's
+ * (loom__ps_rules_local_updates). */
 #ifndef LOOM_DIST_PS_RULES_H
 #define LOOM_DIST_PS_RULES_H
 #include "loom/loom.h"
@@ -33,6 +34,9 @@ loom_code loom__ps_rules_eval(loom_ps_rules *r, loom_session *s, loom_status *st
  * and Adam's beta power variables (NULL when its rule has none). */
 int loom__ps_rules_slots(const loom_ps_rules *r, int var, loom_variable **slots, loom_variable **beta1_power,
                          loom_variable **beta2_power);
+/* The train op's assignments to variables the PS does not hold (non-trainable state: batch norm's moving
+ * averages), which the trainer runs itself each step (each trainer its own; the chief's are checkpointed). */
+int loom__ps_rules_local_updates(const loom_ps_rules *r, loom_node *const **nodes);
 /* Variable var's rule (after loom__ps_rules_eval); NULL when the train op does not update it. */
 const loom_ps_update_rule *loom__ps_rules_get(const loom_ps_rules *r, int var);
 

@@ -29,7 +29,9 @@ typedef struct loom__strategy_plan {
   loom_hook *hook;                          /* run first among the hooks (owned by the loop once given) */
   const loom_checkpoint_listener *listener; /* the chief's saver calls it first (NULL: none) */
   void *listener_self;
-  int run_train_op;                         /* 0: the loop fetches the loss only */
+  int run_train_op;                         /* 0: the loop fetches the loss and runs targets instead */
+  loom_node *const *targets;                /* run_train_op 0: what the trainer itself updates each step */
+  int ntargets;
   int is_chief;                             /* checkpoints, summaries, chief hooks */
   int restore;                              /* restore model_dir's latest checkpoint into the session */
   int skip_if_checkpoint_done;              /* 1: no training when model_dir's checkpoint is at max_steps */

@@ -405,7 +405,9 @@ static loom_code train_loop(loom_estimator *e, loom_input_fn input_fn, void *inp
     }
     loom_tensor *loss_val = NULL;
     int64_t nb = 0;
-    rc = feed_loop(ms, ds, &b, &b.spec.loss, &loss_val, 1, &b.spec.train_op, plan.run_train_op ? 1 : 0, 0, &nb, st);
+    loom_node *const *targets = plan.run_train_op ? &b.spec.train_op : plan.targets;
+    int ntargets = plan.run_train_op ? 1 : plan.ntargets;
+    rc = feed_loop(ms, ds, &b, &b.spec.loss, &loss_val, 1, targets, ntargets, 0, &nb, st);
     if (rc == LOOM_OK && nb == 0) loom__log(LOOM_LOG_WARN, "Training with estimator made no steps.");
     if (rc == LOOM_OK && loss_val)
       loom__log(LOOM_LOG_INFO, "Loss for final step: %g.",
