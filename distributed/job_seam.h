@@ -1,5 +1,5 @@
-/* distributed/job_seam.h - internal: what distributed/job.c (distributed
- * jobs, issue 17) uses of the PS worker beyond the public API. */
+/* distributed/job_seam.h - internal: what distributed/job.c (the parameter-server strategy) uses of
+ * the PS worker beyond the public API. */
 #ifndef LOOM_DIST_JOB_SEAM_H
 #define LOOM_DIST_JOB_SEAM_H
 #include "loom/loom_autodiff.h"

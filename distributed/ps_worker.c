@@ -662,7 +662,7 @@ loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_
   return rc ? rc : worker_exchange(w, w->gt, st);
 }
 
-/* ---- job seam (issue 17, distributed/job.c) ----
+/* ---- job seam (distributed/job.c's strategy) ----
  * The step split in two around a monitored session's run, so that hooks see
  * the same run: the gradients to fetch, then the exchange on the fetched
  * values (what loom_ps_worker_step does after its own run). */

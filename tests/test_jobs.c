@@ -1175,9 +1175,9 @@ Test(jobs, overlapped_chief_checkpoints_equal_ps_and_stay_near_local, .timeout =
   job_cleanup(&j);
 }
 
-/* SIGTERM (what Kubernetes sends before SIGKILL) to each trainer of a running job: each finishes or
- * abandons the step in flight and exits 0 within 5 s; the chief writes its final checkpoint first, in
- * model_dir and as the PS shards (model_dir/ps/model.ckpt-<step>), at a step at least the last one it
+/* SIGINT to the worker and SIGTERM (what Kubernetes sends before SIGKILL) to the chief of a running job:
+ * each finishes or abandons the step in flight and exits 0 within 5 s; the chief writes its final
+ * checkpoint first, in model_dir and as the PS shards (model_dir/ps/model.ckpt-<step>), at a step at least the last one it
  * reported. The PS stays up (the job is not finished: no done file) until SIGTERM, then exits 0. */
 Test(jobs, sigterm_to_trainers_final_checkpoint_and_exit_0_within_5s, .timeout = 120) {
   jobt j;
@@ -1188,9 +1188,9 @@ Test(jobs, sigterm_to_trainers_final_checkpoint_and_exit_0_within_5s, .timeout =
   if (!ok) dump_logs(&j);
   cr_assert(ok, "both trainers train");
   double t0 = now_s();
-  kill(w0->pid, SIGTERM);
+  kill(w0->pid, SIGINT); /* Ctrl-C: the same as SIGTERM */
   int rw = wait_exit(&j, w0, 5);
-  cr_expect_eq(rw, 0, "worker exit %d within %.1f s of SIGTERM", rw, now_s() - t0);
+  cr_expect_eq(rw, 0, "worker exit %d within %.1f s of SIGINT", rw, now_s() - t0);
   long long seen = last_progress(ch);
   t0 = now_s();
   kill(ch->pid, SIGTERM);
