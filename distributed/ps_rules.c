@@ -436,8 +436,15 @@ static loom_code eval_var(loom_ps_rules *r, int i, loom_tensor **vals, int64_t g
                              loom_variable_name(vr->slot_vars[q]), vname);
     vr->slot_p[q] = loom_tensor_data_const(vr->slot_t[q]);
   }
-  u->nslot_values = k->ns;
-  u->slot_values = k->ns ? vr->slot_p : NULL;
+  /* the slots' values travel only when some differ from the initial ones (a restored checkpoint's) */
+  int fresh = 1;
+  for (int q = 0; q < k->ns && fresh; q++) {
+    int uni = 1;
+    float now = uniform_value(vr->slot_t[q], &uni), init = q == 0 && k->sinit_h != NO ? u->hyper[k->sinit_h] : k->sfix[q];
+    fresh = uni && now == init;
+  }
+  u->nslot_values = fresh ? 0 : k->ns;
+  u->slot_values = fresh ? NULL : vr->slot_p;
   if (k->b1p != NO) {
     u->beta1_power = (float)scalar_of(vals[vr->f_b]);
     u->beta2_power = (float)scalar_of(vals[vr->f_b + 1]);
