@@ -12,8 +12,11 @@
  * Kinds: LOOM__STRATEGY_PS (distributed/job.c: async, bounded staleness or sync with backup workers, per
  * the PS's consistency) and the slot LOOM__STRATEGY_COLLECTIVE for the all-reduce strategy: every worker
  * holds all variables (restore on every worker, then a broadcast from worker 0 in its begin), runs the
- * train op (run_train_op 1) with the gradients all-reduced by its hook or graph rewrite, worker 0 is the
- * chief; it fills the same operations. */
+ * train op (run_train_op 1), worker 0 is the chief (checkpoints, summaries); it fills the same
+ * operations. Its gradient exchange sits between the gradients and the apply ops of the train op, which
+ * begin receives already built: that strategy adds the one piece this interface lacks, a cross-replica
+ * reduction the optimizers' apply_gradients call while the model_fn builds the train op
+ * (RunConfig.train_distribute tells them), with its buckets started during the backward pass. */
 #ifndef LOOM_DIST_STRATEGY_H
 #define LOOM_DIST_STRATEGY_H
 #include "loom/loom.h"
