@@ -6,6 +6,7 @@
  *  - evaluator: watches model_dir's checkpoints and evaluates each new one with train_and_evaluate's
  *    evaluation and exporters, never connecting to a PS.
  * loom_run_job is the same call with explicit job options. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
