@@ -1376,7 +1376,7 @@ static void report_bad_label(const job *j) {
   loom_status *st = loom_status_new();
   for (int f = 0; f < j->ntrain + j->neval; f++) {
     const char *path = f < j->ntrain ? j->train[f] : j->eval[f - j->ntrain];
-    loom_csv_options o = {j->header, j->delimiter, j->ncols, cols, NULL};
+    loom_csv_options o = {sizeof(loom_csv_options), j->header, j->delimiter, j->ncols, cols, NULL};
     loom_dataset *ds = j->fmt == FMT_CSV ? loom_dataset_csv(1, &path, &o, st)
                                          : loom_dataset_tfrecord(1, &path, 1, &spec, NULL, st);
     loom_tensor *v = NULL;
