@@ -1,25 +1,24 @@
-/* distributed/job.c - distributed jobs (loom_job.h): the roles
- * TF_CONFIG names (chief/master, worker, ps, evaluator) for one model_fn,
- * on the parameter server of distributed/.
+/* distributed/job.c - the parameter-server strategy of a distributed job (loom_job.h) and the job's
+ * rendezvous, as a library below the training loop (the roles that use it are one level up, in cluster.c).
  *
- * Trainers (chief, workers) run the estimator's TRAIN graph in a monitored
- * session like loom_estimator_train, with one hook first in the list (the
- * "PS hook") that turns each run into a PS step: before the run it takes
- * the global step from ps:0 (STEP_INC) and writes it into the session's
- * global_step variable (so the stop, checkpoint, summary and logging hooks
- * see the PS's step, exactly as a local train op's increment), adds the
- * gradients of the loss as fetches, and after the run pushes them and
- * pulls the new values into the session (distributed/ps_worker.c's seam).
- * A PS lost during a step: the hook reconnects with backoff (all
- * connections, re-reading the rendezvous files), the chief re-creates any
- * variable the PS lacks, everyone pulls, and training goes on; the step's
- * gradient is dropped. Waits print a diagnostic line every diag_every_s and
- * end at their deadline with UNAVAILABLE (retryable).
+ * Trainers (chief, workers) run the one training loop, Estimator.train, with this strategy
+ * (distributed/strategy.h): its hook, first in the list (the "PS hook"), turns each run into a PS step:
+ * before the run it writes the global step taken from ps:0 (STEP_INC) into the session's global_step
+ * variable (so the stop, checkpoint, summary and logging hooks see the PS's step, exactly as a local train
+ * op's increment), adds the gradients the train op's apply ops consume as fetches (distributed/ps_rules.h:
+ * the model's own update rules run on the PS), and after the run pushes them and pulls the new values
+ * into the session (distributed/ps_worker.c's seam). A PS lost during a step: the hook reconnects with
+ * backoff (all connections, re-reading the rendezvous files), the chief re-creates any variable the PS
+ * lacks, everyone pulls, and training goes on; the step's gradient is dropped. Waits print a diagnostic
+ * line every diag_every_s and end at their deadline with UNAVAILABLE (retryable).
  *
- * The chief's checkpoint saver gets a listener that writes the PS-side
- * checkpoint (loom_ps_cluster_save into model_dir/ps/) at every save, so a
- * restarted PS restores its shard (ps_restore_self) and the evaluator reads
- * the ordinary model_dir/model.ckpt-<step> files without a PS. */
+ * The chief's checkpoint saver gets a listener that writes the PS-side checkpoint (loom_ps_cluster_save
+ * into model_dir/ps/) at every save, so a restarted PS restores its shard (ps_restore_self) and the
+ * evaluator reads the ordinary model_dir/model.ckpt-<step> files without a PS.
+ *
+ * SIGTERM / SIGINT (loom__job_signals_install): the first ends every wait and asks the loop to stop after
+ * the step in flight (the chief's saver then writes the final checkpoint, model_dir and PS shards); the
+ * second ends the process at once. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,7 +32,11 @@
 #include "distributed/job_seam.h"
 #include "distributed/ps_client.h"
 #include "distributed/ps_restore.h"
-#include "estimator/estimator_impl.h"
+#include "distributed/ps_rules.h"
+#include "base/fsutil.h"
+#include "distributed/job.h"
+#include "engine/engine_api.h"
+#include "distributed/strategy.h"
 
 /* ------------------------------------------------------------ options */
 loom_job_options loom_job_options_default(void) {
@@ -88,14 +91,47 @@ int loom__job_is_distributed(const char *json) {
 }
 
 /* ------------------------------------------------------------- the job */
-static volatile sig_atomic_t g_term; /* SIGTERM / SIGINT seen (ps role) */
+static volatile sig_atomic_t g_term; /* SIGTERM / SIGINT seen */
 static void on_term(int sig) {
   (void)sig;
   g_term = 1;
 }
 
-typedef struct job {
-  loom_estimator *e;
+/* Trainers and the evaluator: the first signal is counted (every wait ends, the loop stops after the step
+ * in flight); the second ends the process at once. */
+static struct sigaction g_old_term, g_old_int;
+static int g_installed;
+static void on_term_twice(int sig) {
+  if (g_term) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  g_term = 1;
+}
+
+void loom__job_signals_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term_twice;
+  sigemptyset(&sa.sa_mask);
+  g_term = 0;
+  if (g_installed++) return;
+  sigaction(SIGTERM, &sa, &g_old_term);
+  sigaction(SIGINT, &sa, &g_old_int);
+}
+
+void loom__job_signals_restore(void) {
+  if (!g_installed || --g_installed) return;
+  sigaction(SIGTERM, &g_old_term, NULL);
+  sigaction(SIGINT, &g_old_int, NULL);
+}
+
+int loom__job_signal_count(void) { return g_term ? 1 : 0; }
+
+typedef struct loom__job job;
+struct loom__job {
+  char model_dir[4000];
   loom_job_options o;
   loom_tf_config *tc;
   char type[16];
@@ -113,7 +149,9 @@ typedef struct job {
   uint64_t *inst;     /* the PS instance ps-<i>.addr names (0: any: a TF_CONFIG port, or an older file) */
   time_t t_start;     /* this process's start (a done file older than this is an earlier run's) */
   int ended_before;   /* a worker found the job finished (done file) before it could connect */
-} job;
+};
+
+typedef loom__job_waiter waiter;
 
 static void job_free(job *j) {
   loom_tf_config_free(j->tc);
@@ -143,10 +181,6 @@ static void sleep_s(double s) {
 
 /* A bounded wait: backoff 20 ms doubling to 1 s, a diagnostic line every
  * diag_every_s, UNAVAILABLE naming what was awaited at the deadline. */
-typedef struct waiter {
-  const job *j;
-  double t0, deadline, last_diag, backoff;
-} waiter;
 
 static void waiter_init(waiter *w, const job *j, double deadline_s) {
   w->j = j;
@@ -162,6 +196,7 @@ static void trainer_beat(const job *j, int force);
  * try again, UNAVAILABLE once the deadline has passed. */
 static loom_code waiter_wait(waiter *w, const char *what, const char *why, loom_status *st) {
   trainer_beat(w->j, 0); /* a waiting worker is alive */
+  if (g_term) return loom_status_set(st, LOOM_CANCELLED, "job %s: terminated (signal) while waiting for %s", w->j->name, what);
   double now = loom__mono_secs(), el = now - w->t0;
   if (el >= w->deadline)
     return loom_status_set(st, LOOM_UNAVAILABLE, "job %s: gave up waiting for %s after %.0f s (deadline %.0f s): %s",
@@ -540,6 +575,8 @@ typedef struct ps_hook {
   const loom_ps_placement *p;
   loom_ps_cluster *cl;
   loom_ps_worker *w;
+  loom_ps_rules *rules; /* the model's update rules (NULL: loom_job_options.job_optimizer) */
+  loom_session *s;
   loom_output loss;
   loom_variable *gs_var;
   loom_tensor *gs_t;  /* scalar holding the PS's global step */
@@ -548,6 +585,7 @@ typedef struct ps_hook {
   int skip;           /* no exchange after this run (the PS step was not taken) */
   int done;           /* the chief finished the job */
   int64_t gs;
+  int64_t gs_start;   /* the PS's global step when training began */
   int64_t reconnects;
   double t_inc, t_xchg, t_run_start, t_run; /* seconds in STEP_INC, in the exchange, in the runs */
   int64_t nsteps;
@@ -719,10 +757,49 @@ static loom_code pull_ready(ps_hook *h, double deadline_s, loom_status *st) {
   }
 }
 
+/* Reads the PS's global step (STEP_INC 0 on ps:0) into h->gs and the session's global_step variable. */
+static loom_code gs_refresh(ps_hook *h, loom_status *st) {
+  int64_t gs = 0;
+  loom_code rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), 0, &gs, st);
+  if (rc == LOOM_OK) {
+    h->gs = gs;
+    *(int64_t *)loom_tensor_data(h->gs_t) = gs;
+    rc = loom_session_assign_variable(h->s, loom_variable_name(h->gs_var), h->gs_t, st);
+  }
+  return rc;
+}
+
 /* Chief: creates the variables the PS tasks lack from the session's values. */
 static loom_code chief_init(ps_hook *h, loom_status *st) {
   const job *j = h->j;
-  loom_code rc = loom_ps_worker_init_vars(h->w, j->o.optimizer, j->o.hyper, st);
+  loom_code rc;
+  if (h->rules) {
+    int n = loom_ps_placement_num_vars(h->p);
+    const loom_ps_update_rule **r = loom__calloc((size_t)(n ? n : 1), sizeof *r);
+    if (!r) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    rc = loom__ps_rules_eval(h->rules, h->s, st);
+    for (int i = 0; i < n; i++) r[i] = loom__ps_rules_get(h->rules, i);
+    if (rc == LOOM_OK) rc = loom__ps_worker_init_vars_rules(h->w, r, st);
+    loom__free(r);
+  } else {
+    rc = loom_ps_worker_init_vars(h->w, j->o.optimizer, j->o.hyper, st);
+  }
+  /* a PS that starts from nothing (global step 0) while the chief restored a checkpoint: the job goes on
+   * from the checkpoint's step, not from 0 */
+  if (rc == LOOM_OK) {
+    int64_t ps_gs = 0, own = 0;
+    loom_tensor *t = NULL;
+    loom_output go = loom_variable_output(h->gs_var);
+    rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), 0, &ps_gs, st);
+    if (rc == LOOM_OK && ps_gs == 0) rc = loom_session_run(h->s, NULL, NULL, 0, &go, &t, 1, NULL, 0, st);
+    if (t) own = (int64_t)loom__tensor_scalar_f64(t);
+    loom_tensor_free(t);
+    if (rc == LOOM_OK && ps_gs == 0 && own > 0) {
+      rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), own, &ps_gs, st);
+      if (rc == LOOM_OK)
+        jlog(j, LOOM_LOG_INFO, "the PS's global step was 0: set to the restored checkpoint's, %lld", (long long)own);
+    }
+  }
   if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "variables on the %d PS task(s) created or kept", j->num_ps);
   return rc;
 }
@@ -763,6 +840,9 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
       if (rc == LOOM_OK) {
         loom_status_free(s2);
         rc = pull_ready(h, j->o.peer_lost_deadline_s, st);
+        /* the global step as the PS holds it now (a restarted ps:0 restored an older one): the hooks'
+         * next step follows it, never one from before the outage */
+        if (rc == LOOM_OK && !h->done) rc = gs_refresh(h, st);
         if (rc == LOOM_OK) {
           h->reconnects++;
           jlog(j, LOOM_LOG_INFO, "reconnected to the PS tasks after %.1f s; training resumes",
@@ -795,7 +875,17 @@ static loom_code recover(ps_hook *h, const char *failure, loom_status *st) {
 static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
   ps_hook *h = self;
   job *j = h->j;
-  h->w = loom_ps_worker_new(s, h->cl, h->p, h->loss, st);
+  h->s = s;
+  if (h->rules) {
+    int n = loom_ps_placement_num_vars(h->p);
+    loom_gradient *gr = loom__calloc((size_t)(n ? n : 1), sizeof *gr);
+    if (!gr) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    loom__ps_rules_gradients(h->rules, gr);
+    h->w = loom__ps_worker_new_grads(s, h->cl, h->p, gr, st);
+    loom__free(gr);
+  } else {
+    h->w = loom_ps_worker_new(s, h->cl, h->p, h->loss, st);
+  }
   if (!h->w) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
   h->nfetch = loom__ps_worker_fetches(h->w, &h->fetch);
   /* overlap: a sender thread when a step's send never reads a reply (no PS
@@ -814,16 +904,11 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
   if (j->is_chief) rc = chief_init(h, st);
   if (rc == LOOM_OK) rc = pull_ready(h, j->o.start_deadline_s, st);
   if (rc == LOOM_OK) {
-    int64_t gs = 0;
-    rc = loom_ps_step_inc(loom_ps_cluster_client(h->cl, 0), 0, &gs, st);
-    if (rc == LOOM_OK) {
-      h->gs = gs;
-      *(int64_t *)loom_tensor_data(h->gs_t) = gs;
-      rc = loom_session_assign_variable(s, loom_variable_name(h->gs_var), h->gs_t, st);
-    }
+    rc = gs_refresh(h, st);
+    h->gs_start = h->gs;
     if (rc == LOOM_OK) rc = inc_send(h, st); /* the first step's reservation */
     if (rc == LOOM_OK)
-      jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS%s", (long long)gs,
+      jlog(j, LOOM_LOG_INFO, "ready: global step %lld on the PS%s", (long long)h->gs,
            !h->overlap ? "" : h->io_on ? "; overlap_comm: on (sender thread)" : "; overlap_comm: on (the caller sends)");
   }
   return rc;
@@ -832,7 +917,7 @@ static loom_code ph_acs(void *self, loom_session *s, loom_status *st) {
 static loom_code ph_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
   ps_hook *h = self;
   h->skip = 0;
-  if (h->done || h->refused) { /* refused: read with a PS-side save; the run's results are not pushed */
+  if (h->done || h->refused || g_term) { /* refused: read with a PS-side save; the run's results are not pushed */
     loom_hook_context_request_stop(ctx);
     h->skip = 1;
     if (!h->refused) return LOOM_OK;
@@ -861,6 +946,11 @@ static loom_code step_failed(ps_hook *h, loom_hook_context *ctx, loom_code rc, l
         rc == LOOM_FAILED_PRECONDITION || rc == LOOM_INTERNAL))
     return loom_status_set(st, rc, "%s", why);
   rc = recover(h, why, st);
+  if (rc == LOOM_CANCELLED && g_term) { /* a signal while the PS was away: stop (the loop ends cleanly) */
+    if (st) loom_status_clear(st);
+    h->done = 1;
+    rc = LOOM_OK;
+  }
   if (rc == LOOM_OK && h->done) loom_hook_context_request_stop(ctx);
   return rc;
 }
@@ -920,6 +1010,7 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
       h->xchg_pending = h->inc_pending = 1;
       io_start(h);
       loom_status_free(s2);
+      if (g_term) loom_hook_context_request_stop(ctx); /* a signal: this step was the last */
       return LOOM_OK;
     }
     rc = loom__ps_worker_exchange_send(h->w, res, s2);
@@ -942,6 +1033,7 @@ static loom_code ph_after(void *self, loom_hook_context *ctx, loom_tensor *const
   if (rc == LOOM_OK) rc = inc_send(h, s2);
   if (rc != LOOM_OK) return step_failed(h, ctx, rc, s2, st);
   loom_status_free(s2);
+  if (g_term) loom_hook_context_request_stop(ctx); /* a signal: this step was the last */
   return LOOM_OK;
 }
 
@@ -975,6 +1067,7 @@ static void ph_destroy(void *self) {
   }
   loom_status_free(h->io_st);
   loom_ps_worker_free(h->w);
+  loom__ps_rules_free(h->rules);
   loom_tensor_free(h->gs_t);
   loom__free(h);
 }
@@ -990,10 +1083,10 @@ typedef struct ps_saver {
 
 static void remove_ps_ckpt(const job *j, int64_t step) {
   char p[4200];
-  snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld", j->e->model_dir, (long long)step);
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld", j->model_dir, (long long)step);
   remove(p);
   for (int i = 0; i < j->num_ps; i++) {
-    snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld.ps-%d-of-%d", j->e->model_dir, (long long)step, i, j->num_ps);
+    snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld.ps-%d-of-%d", j->model_dir, (long long)step, i, j->num_ps);
     remove(p);
   }
 }
@@ -1016,7 +1109,13 @@ static loom_code pss_after(void *self, loom_session *s, int64_t step, int *stop,
   if (v->h->done) return LOOM_OK;
   loom_status *s2 = loom_status_new();
   loom_code rc = xchg_flush(v->h, s2); /* ps:0's connection must be in step */
-  if (rc == LOOM_OK) rc = loom_ps_cluster_save(v->h->cl, v->j->e->model_dir, "ps", step, s2);
+  /* the next step's reservation, granted already, is not in the values saved: it goes back first, so
+   * the PS-side checkpoint's global step is the step its values are after (the next run reserves again) */
+  if (rc == LOOM_OK && v->h->have_step) {
+    rc = loom_ps_step_inc(loom_ps_cluster_client(v->h->cl, 0), -1, &v->h->gs, s2);
+    if (rc == LOOM_OK) v->h->have_step = 0;
+  }
+  if (rc == LOOM_OK) rc = loom_ps_cluster_save(v->h->cl, v->j->model_dir, "ps", step, s2);
   if (rc != LOOM_OK) /* a PS lost while saving: reconnect; the next save catches up */
     return saver_recover(v, s2, "PS-side checkpoint of step %lld failed", step, st);
   loom_status_free(s2);
@@ -1038,50 +1137,48 @@ static loom_code pss_end(void *self, loom_session *s, int64_t step, loom_status 
   (void)st;
   return LOOM_OK;
 }
-/* Overlap: the step being saved has its update in flight; take it in before
- * the saver reads the session, so model.ckpt-<step> holds the values after
- * step <step>, as without overlap. */
+/* The update rules' state the PS holds (optimizer slots, Adam's beta powers) into the session's slot
+ * variables, so that model.ckpt-<step> holds what local training's would. */
+static loom_code pull_slots(ps_hook *h, loom_session *s, loom_status *st) {
+  int n = loom_ps_placement_num_vars(h->p);
+  loom_code rc = LOOM_OK;
+  for (int i = 0; i < n && !rc && h->rules; i++) {
+    loom_variable *sv[3], *b1, *b2;
+    int ns = loom__ps_rules_slots(h->rules, i, sv, &b1, &b2);
+    float p1 = 0, p2 = 0;
+    for (int k = 0; k < ns && !rc; k++) {
+      int64_t dims[LOOM_MAX_DIMS];
+      int nd = loom_variable_dims(sv[k], dims);
+      loom_tensor *t = loom_tensor_new(LOOM_F32, nd, dims, st);
+      rc = t ? loom_ps_cluster_pull_slot(h->cl, i, k, loom_tensor_data(t), &p1, &p2, st) : LOOM_RESOURCE_EXHAUSTED;
+      if (!rc) rc = loom_session_assign_variable(s, loom_variable_name(sv[k]), t, st);
+      loom_tensor_free(t);
+    }
+    for (int q = 0; q < 2 && !rc && ns && b1 && b2; q++) {
+      loom_tensor *t = loom_tensor_new(LOOM_F32, 0, NULL, st);
+      if (!t) return loom_status_code(st) ? loom_status_code(st) : LOOM_RESOURCE_EXHAUSTED;
+      *(float *)loom_tensor_data(t) = q ? p2 : p1;
+      rc = loom_session_assign_variable(s, loom_variable_name(q ? b2 : b1), t, st);
+      loom_tensor_free(t);
+    }
+  }
+  return rc;
+}
+
+/* Before the saver reads the session: overlap's update of the step being saved taken in (model.ckpt-<step>
+ * holds the values after step <step>, as without overlap), and the update rules' state pulled from the PS. */
 static loom_code pss_before(void *self, loom_session *s, int64_t step, loom_status *st) {
-  (void)s;
   ps_saver *v = self;
-  if (v->h->done || !v->h->xchg_pending) return LOOM_OK;
+  if (v->h->done) return LOOM_OK;
   loom_status *s2 = loom_status_new();
-  if (xchg_flush(v->h, s2) != LOOM_OK)
-    return saver_recover(v, s2, "the update of step %lld before its checkpoint", step, st);
+  loom_code rc = xchg_flush(v->h, s2);
+  if (rc == LOOM_OK) rc = pull_slots(v->h, s, s2);
+  if (rc != LOOM_OK) return saver_recover(v, s2, "the update rules' state of step %lld before its checkpoint", step, st);
   loom_status_free(s2);
   return LOOM_OK;
 }
 static const loom_checkpoint_listener ps_saver_listener = {NULL, pss_before, pss_after, pss_end};
 
-
-typedef struct init_ctx {
-  loom_estimator *e;
-  loom_graph *g;
-  const char *ckpt;
-} init_ctx;
-static loom_code init_cb(loom_session *s, void *user, loom_status *st) {
-  init_ctx *c = user;
-  return loom__est_init_session(c->e, s, c->g, c->ckpt, 1, st);
-}
-
-/* The TRAIN graph of the estimator on the (sharded) train input. */
-static loom_code build_train(job *j, const loom_train_spec *ts, loom_dataset **ds, est_built *b, loom_status *st) {
-  loom_estimator *e = j->e;
-  *ds = ts->input_fn(LOOM_MODE_TRAIN, e->params, ts->input_user, st);
-  if (!*ds) {
-    if (!st || loom_status_code(st) == LOOM_OK)
-      loom_status_set(st, LOOM_INVALID_ARGUMENT, "TrainSpec.input_fn returned no dataset");
-    return loom_status_code(st);
-  }
-  if (e->config.prefetch > 0) *ds = loom_dataset_prefetch(*ds, e->config.prefetch, st);
-  if (!*ds) return loom_status_code(st);
-  loom_code rc = loom__est_build(e, LOOM_MODE_TRAIN, *ds, NULL, NULL, b, st);
-  if (rc != LOOM_OK) {
-    loom_dataset_free(*ds);
-    *ds = NULL;
-  }
-  return rc;
-}
 
 static loom_ps_placement *make_placement(job *j, loom_graph *g, loom_status *st) {
   int n = loom_ps_var_specs(g, NULL, 0);
@@ -1097,39 +1194,6 @@ static loom_ps_placement *make_placement(job *j, loom_graph *g, loom_status *st)
   if (!p && loom_status_code(st) != LOOM_INVALID_ARGUMENT) /* a placement that cannot be made is permanent */
     loom_status_set(st, LOOM_FAILED_PRECONDITION, "placement: %s", loom_status_message(st));
   return p;
-}
-
-/* The same feed loop as loom_estimator_train. */
-static loom_code feed_loop(loom_monitored_session *ms, loom_dataset *ds, est_built *b, int64_t *batches,
-                           loom_status *st) {
-  int n = loom_dataset_num_components(ds);
-  loom_tensor **vals = loom__calloc((size_t)(n ? n : 1), sizeof(loom_tensor *));
-  loom_tensor **fv = loom__calloc((size_t)(b->ncomp ? b->ncomp : 1), sizeof(loom_tensor *));
-  loom_tensor *loss = NULL;
-  loom_code rc = vals && fv ? LOOM_OK : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  *batches = 0;
-  while (!rc && !loom_monitored_session_should_stop(ms)) {
-    rc = loom_dataset_next(ds, vals, st);
-    if (rc == LOOM_OUT_OF_RANGE) {
-      rc = LOOM_OK;
-      if (st) loom_status_clear(st);
-      break;
-    }
-    if (rc) break;
-    for (int i = 0; i < b->ncomp; i++) fv[i] = vals[b->comp_index[i]];
-    rc = loom_monitored_session_run(ms, b->inputs, fv, b->ncomp, &b->spec.loss, &loss, 1, NULL, 0, st);
-    if (rc == LOOM_OUT_OF_RANGE) {
-      rc = LOOM_OK;
-      if (st) loom_status_clear(st);
-      break;
-    }
-    if (!rc) (*batches)++;
-  }
-  for (int i = 0; vals && i < n; i++) loom_tensor_free(vals[i]);
-  loom_tensor_free(loss);
-  loom__free(vals);
-  loom__free(fv);
-  return rc;
 }
 
 static loom_code shutdown_ps(job *j, loom_ps_cluster *cl, loom_status *st) {
@@ -1209,159 +1273,152 @@ static void wait_workers(job *j, const struct timespec *since, int64_t gs) {
   loom__free(said);
 }
 
-static loom_code run_trainer(job *j, const loom_train_spec *ts, loom_status *st) {
-  loom_estimator *e = j->e;
-  int chief = j->is_chief;
-  int64_t max_steps = ts->max_steps, final_gs = -1;
+/* ---------------------------------------------- the strategy (trainers) */
+typedef struct ps_strategy {
+  loom__strategy base;
+  job *j;
   struct timespec started;
-  clock_gettime(CLOCK_REALTIME, &started);
-  started.tv_sec -= 1; /* file times may be a clock tick coarser than CLOCK_REALTIME */
-  trainer_beat(j, 1);
-  if (chief) { /* a new run of the job: the previous run's end marker goes */
-    char p[4200];
-    snprintf(p, sizeof p, "%s/done", j->rdv);
-    remove(p);
-  }
-  loom_dataset *ds = NULL;
-  est_built b;
-  loom_code rc = build_train(j, ts, &ds, &b, st);
-  if (rc) {
-    trainer_end(j, -1, rc);
-    return rc;
-  }
-  loom_ps_placement *p = NULL;
-  loom_ps_cluster *cl = NULL;
-  loom_event_writer *writer = NULL;
-  est_hook_list hl;
-  memset(&hl, 0, sizeof hl);
-  ps_saver saver = {j, NULL, e->config.keep_checkpoint_max, NULL, 0};
-  const loom_checkpoint_listener **ls = NULL;
-  void **selves = NULL;
-  if (chief && e->config.save_summary_steps > 0 && !loom__est_has_loss_summary(b.g))
-    loom_summary_scalar(b.g, "loss", b.spec.loss);
-  if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out;
-  if (!(p = make_placement(j, b.g, st))) {
-    rc = loom_status_code(st);
-    goto out;
-  }
-  j->phash = loom_ps_placement_hash(p);
+  double t0;
+  loom_ps_placement *p;
+  loom_ps_cluster *cl;
+  ps_hook *h;       /* owned here (its loom_hook has no destroy: the loop frees the hook before end) */
+  int64_t max_steps; /* each step is reserved at ps:0 up to this global step (loom_ps_reserve_step) */
+  ps_saver saver;
+} ps_strategy;
+
+static loom_code pst_begin(loom__strategy *base, loom_graph *g, loom_node *train_op, loom_output loss,
+                           loom_variable *global_step, loom__strategy_plan *plan, loom_status *st) {
+  ps_strategy *ps = (ps_strategy *)base;
+  job *j = ps->j;
+  plan->run_train_op = 0; /* the PS applies the updates */
+  plan->is_chief = j->is_chief;
+  plan->restore = j->is_chief; /* the chief's checkpoint seeds the PS; the others pull */
+  if (!(ps->p = make_placement(j, g, st))) return loom_status_code(st);
+  j->phash = loom_ps_placement_hash(ps->p);
   jlog(j, LOOM_LOG_INFO, "%d variables placed on %d PS task(s), placement hash %016llx",
-       loom_ps_placement_num_vars(p), j->num_ps, (unsigned long long)loom_ps_placement_hash(p));
-  if (!(cl = connect_all(j, p, j->o.start_deadline_s, st))) {
-    rc = loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
-    if (j->ended_before) {
-      rc = LOOM_OK;
-      final_gs = done_step(j);
-      jlog(j, LOOM_LOG_INFO, "the chief finished the job at global step %lld before this worker connected "
-           "(model_dir/rendezvous/done); nothing to do", (long long)final_gs);
-    }
-    goto out;
+       loom_ps_placement_num_vars(ps->p), j->num_ps, (unsigned long long)j->phash);
+  /* the model's own update rules, read before anything connects: a train op the PS cannot reproduce
+   * fails the job here */
+  loom_ps_rules *rules = NULL;
+  if (!j->o.job_optimizer && !(rules = loom__ps_rules_new(g, train_op, global_step, ps->p, st)))
+    return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+  if (!(ps->cl = connect_all(j, ps->p, j->o.start_deadline_s, st))) {
+    loom__ps_rules_free(rules);
+    if (j->ended_before) /* pst_end: nothing to do, exit 0 */
+      return loom_status_set(st, LOOM_CANCELLED, "job %s: the chief finished the job before this worker connected",
+                             j->name);
+    return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
   }
   ps_hook *h = loom__calloc(1, sizeof *h);
-  if (!h) {
-    rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-    goto out;
+  if (h) h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
+  static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, NULL};
+  loom_hook *phk = h && h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;
+  if (!phk) {
+    loom__ps_rules_free(rules);
+    if (h) loom_tensor_free(h->gs_t);
+    loom__free(h);
+    return loom_status_code(st) ? loom_status_code(st) : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
   }
   h->j = j;
-  h->p = p;
-  h->cl = cl;
-  h->loss = b.spec.loss;
-  h->gs_var = b.global_step;
+  h->p = ps->p;
+  h->cl = ps->cl;
+  h->loss = loss;
+  h->rules = rules;
+  h->gs_var = global_step;
   h->overlap = j->o.overlap_comm != 0;
-  h->max_steps = max_steps;
-  h->gs_t = loom_tensor_new(LOOM_I64, 0, NULL, st);
-  static const loom_hook_ops ph_ops = {NULL, ph_acs, ph_before, ph_after, ph_end, ph_destroy};
-  loom_hook *phk = h->gs_t ? loom_hook_new(&ph_ops, h, "PSHook") : NULL;
-  if (!phk) {
-    loom_tensor_free(h->gs_t);
-    loom__free(h);
-    rc = loom_status_code(st) ? loom_status_code(st) : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-    goto out;
+  h->max_steps = ps->max_steps;
+  ps->h = h;
+  ps->saver.h = h;
+  plan->hook = phk; /* first: the others see the PS's global step */
+  plan->ntargets = loom__ps_rules_local_updates(rules, &plan->targets); /* e.g. batch norm's moving averages */
+  if (j->is_chief) {
+    ps->saver.steps = loom__calloc((size_t)(ps->saver.keep > 0 ? ps->saver.keep : 1), sizeof *ps->saver.steps);
+    if (!ps->saver.steps) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    plan->listener = &ps_saver_listener; /* the PS shards first, at the same step */
+    plan->listener_self = &ps->saver;
   }
-  loom__hl_add(&hl, phk, 1); /* first: the others see the PS's global step */
-  saver.h = h;
-  loom_output gs_out = loom_variable_output(b.global_step);
-  loom__est_add_train_hooks(&hl, e, &b, gs_out, ts->nhooks, ts->hooks, 0, max_steps, 0, st);
-  if (chief) {
-    writer = loom_event_writer_new(e->model_dir, NULL, st);
-    if (!writer) {
-      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
-      goto out;
-    }
-    int nl = ts->nlisteners + 1;
-    ls = loom__calloc((size_t)nl, sizeof *ls);
-    selves = loom__calloc((size_t)nl, sizeof *selves);
-    saver.steps = loom__calloc((size_t)(saver.keep > 0 ? saver.keep : 1), sizeof *saver.steps);
-    if (!ls || !selves || !saver.steps) {
-      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-      goto out;
-    }
-    ls[0] = &ps_saver_listener; /* the PS shards first, at the same step */
-    selves[0] = &saver;
-    for (int i = 0; i < ts->nlisteners; i++) {
-      ls[i + 1] = ts->listeners[i];
-      selves[i + 1] = ts->listener_selves ? ts->listener_selves[i] : NULL;
-    }
-    loom__est_add_chief_hooks(&hl, e, &b, writer, nl, ls, selves, st);
+  ps->t0 = loom__mono_secs();
+  return LOOM_OK;
+}
+
+static loom_code pst_end(loom__strategy *base, int began, loom_code rc, loom_status *st) {
+  ps_strategy *ps = (ps_strategy *)base;
+  job *j = ps->j;
+  ps_hook *h = ps->h;
+  int64_t final_gs = h ? h->gs : -1;
+  if (rc == LOOM_CANCELLED && j->ended_before) { /* connect_all: the job ended before this worker connected */
+    if (st) loom_status_clear(st);
+    rc = LOOM_OK;
+    final_gs = done_step(j);
+    jlog(j, LOOM_LOG_INFO, "the chief finished the job at global step %lld before this worker connected "
+         "(model_dir/rendezvous/done); nothing to do", (long long)final_gs);
   }
-  if (hl.oom || (st && loom_status_code(st) != LOOM_OK)) {
-    rc = loom_status_code(st) ? loom_status_code(st)
-                              : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory collecting hooks");
-    goto out;
+  if (rc == LOOM_CANCELLED && loom__job_signal_count()) { /* a signal while waiting: a clean stop */
+    jlog(j, LOOM_LOG_INFO, "stopped by a signal while waiting (%s)", loom_status_message(st));
+    if (st) loom_status_clear(st);
+    rc = LOOM_OK;
   }
-  {
-    char ckpt[4096];
-    int have = chief && loom__est_latest(e, ckpt, sizeof ckpt);
-    init_ctx ic = {e, b.g, have ? ckpt : NULL};
-    loom_session_options so = loom__est_session_options(e);
-    double t0 = loom__mono_secs();
-    loom_monitored_session *ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
-    if (!ms) {
-      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
-      goto out;
-    }
-    int64_t nb = 0, gs0 = h->gs;
-    rc = feed_loop(ms, ds, &b, &nb, st);
-    final_gs = h->gs;
-    double dt = loom__mono_secs() - t0;
-    if (rc == LOOM_OK)
-      rc = loom_monitored_session_close(ms, st);
-    else
-      loom_monitored_session_close(ms, NULL);
+  if (began && h) {
+    double dt = loom__mono_secs() - ps->t0;
     jlog(j, rc ? LOOM_LOG_ERROR : LOOM_LOG_INFO,
-         "%lld local steps in %.2f s, global step %lld -> %lld, %lld reconnect(s)%s", (long long)nb, dt,
-         (long long)gs0, (long long)h->gs, (long long)h->reconnects, rc ? ", failed" : "");
+         "%lld local steps in %.2f s, global step %lld -> %lld, %lld reconnect(s)%s%s", (long long)h->nsteps, dt,
+         (long long)h->gs_start, (long long)h->gs, (long long)h->reconnects, rc ? ", failed" : "",
+         loom__job_signal_count() ? ", stopped by a signal" : "");
     if (h->nsteps > 0) { /* where a step's time goes (stderr, for benchmarks) */
       double k = 1e3 / (double)h->nsteps;
       fprintf(stderr, "job %s: per step: run_ms=%.3f exchange_ms=%.3f step_inc_ms=%.3f (reply wait) steps=%lld "
               "ps_shm=%d/%d\n", j->name, h->t_run * k, h->t_xchg * k, h->t_inc * k, (long long)h->nsteps,
               h->cl ? loom__ps_cluster_shm_attached(h->cl) : 0, j->num_ps);
     }
-    if (rc == LOOM_OK && chief) {
-      char text[64];
+    /* the end of the job (not after a signal: the PS tasks stay up for the trainers' restart) */
+    if (rc == LOOM_OK && j->is_chief && !loom__job_signal_count()) {
+      char text[64], path[4200];
       snprintf(text, sizeof text, "%lld\n", (long long)h->gs);
-      char path[4200];
       snprintf(path, sizeof path, "%s/done", j->rdv);
       rc = write_atomic(path, text, st);
       if (rc == LOOM_OK && !h->done) {
-        wait_workers(j, &started, h->gs);
-        shutdown_ps(j, cl, st);
+        wait_workers(j, &ps->started, h->gs);
+        shutdown_ps(j, ps->cl, st);
       }
       if (rc == LOOM_OK) jlog(j, LOOM_LOG_INFO, "job finished at global step %lld; PS tasks shut down", (long long)h->gs);
     }
   }
-out:
   trainer_end(j, final_gs, rc);
-  loom__hl_free(&hl);
-  loom_event_writer_free(writer);
-  loom__free(ls);
-  loom__free(selves);
-  loom__free(saver.steps);
-  loom_ps_cluster_free(cl);
-  loom_ps_placement_free(p);
-  loom__est_built_free(&b);
-  loom_dataset_free(ds);
   return rc;
+}
+
+static const loom__strategy_ops PS_STRATEGY = {LOOM__STRATEGY_PS, "parameter_server", pst_begin, pst_end};
+
+loom__strategy *loom__ps_strategy_new(loom__job *j, int64_t max_steps, int keep_checkpoint_max, loom_status *st) {
+  ps_strategy *ps = loom__calloc(1, sizeof *ps);
+  if (!ps) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  ps->base.ops = &PS_STRATEGY;
+  ps->j = j;
+  ps->max_steps = max_steps;
+  ps->saver.j = j;
+  ps->saver.keep = keep_checkpoint_max;
+  clock_gettime(CLOCK_REALTIME, &ps->started);
+  ps->started.tv_sec -= 1; /* file times may be a clock tick coarser than CLOCK_REALTIME */
+  trainer_beat(j, 1);
+  if (j->is_chief) { /* a new run of the job: the previous run's end marker goes */
+    char p[4200];
+    snprintf(p, sizeof p, "%s/done", j->rdv);
+    remove(p);
+  }
+  return &ps->base;
+}
+
+void loom__ps_strategy_free(loom__strategy *base) {
+  ps_strategy *ps = (ps_strategy *)base;
+  if (!ps) return;
+  if (ps->h) ph_destroy(ps->h);
+  loom__free(ps->saver.steps);
+  loom_ps_cluster_free(ps->cl);
+  loom_ps_placement_free(ps->p);
+  loom__free(ps);
 }
 
 /* --------------------------------------------------------- the PS role */
@@ -1371,11 +1428,12 @@ static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char 
                                  loom_status *st) {
   loom__ps_restore_in in;
   memset(&in, 0, sizeof in);
-  in.model_dir = j->e->model_dir;
+  in.model_dir = j->model_dir;
   in.p = p;
   in.ps_index = j->index;
   in.num_ps = j->num_ps;
   in.self_dir = self_dir;
+  in.model_rules = !j->o.job_optimizer;
   in.opt = j->o.optimizer;
   in.hyper = j->o.hyper;
   in.co = connect_opts(j);
@@ -1391,14 +1449,9 @@ static loom_code ps_restore_self(job *j, const loom_ps_placement *p, const char 
   return loom__ps_restore_newest(&in, NULL, st);
 }
 
-static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
-  loom_dataset *ds = NULL;
-  est_built b;
-  loom_code rc = build_train(j, ts, &ds, &b, st);
-  if (rc) return rc;
-  loom_ps_placement *p = make_placement(j, b.g, st);
-  loom__est_built_free(&b);
-  loom_dataset_free(ds);
+loom_code loom__job_serve_ps(loom__job *j, loom_graph *g, loom_status *st) {
+  loom_code rc = LOOM_OK;
+  loom_ps_placement *p = make_placement(j, g, st);
   if (!p) return loom_status_code(st);
   const char *a = loom_tf_config_address(j->tc, "ps", j->index);
   char host[256];
@@ -1420,7 +1473,7 @@ static loom_code run_ps(job *j, const loom_train_spec *ts, loom_status *st) {
   so.num_vars = loom_ps_placement_num_vars(p);
   so.idle_exit_s = j->o.ps_idle_exit_s;
   so.ps_index = j->index;
-  so.model_dir = j->e->model_dir;
+  so.model_dir = j->model_dir;
   so.busy_poll_us = busy_poll_env();
   char self_dir[64];
   snprintf(self_dir, sizeof self_dir, "ps/self-%016llx", (unsigned long long)so.placement_hash);
@@ -1487,64 +1540,7 @@ out:
   return rc;
 }
 
-/* ----------------------------------------------------- the evaluator */
-static loom_code run_evaluator(job *j, const loom_train_spec *ts, const loom_eval_spec *es, loom_tae_result **out,
-                               loom_status *st) {
-  loom_estimator *e = j->e;
-  if (es->start_delay_secs > 0) {
-    jlog(j, LOOM_LOG_INFO, "waiting %g s (EvalSpec.start_delay_secs) before the first evaluation",
-         es->start_delay_secs);
-    sleep_s(es->start_delay_secs);
-  }
-  loom__tae_eval *x = loom__tae_eval_new(e, ts, es, st);
-  if (!x) return loom_status_code(st);
-  loom_code rc = LOOM_OK;
-  waiter w;
-  waiter_init(&w, j, j->o.eval_deadline_s);
-  double last_eval = -1e30;
-  time_t started = time(NULL) - 1; /* a done file older than this evaluator is an earlier run's */
-  for (;;) {
-    char ckpt[4096];
-    int64_t step = loom__est_latest(e, ckpt, sizeof ckpt) ? loom__ckpt_global_step(ckpt, -1) : -1;
-    int64_t last = loom__tae_eval_last_step(x), fin = done_step_since(j, started);
-    int fresh = step >= 0 && step != last;
-    if (fresh && loom__mono_secs() - last_eval >= es->throttle_secs) {
-      last_eval = loom__mono_secs();
-      loom_status *s2 = loom_status_new();
-      rc = loom__tae_eval_latest(x, step, s2);
-      if (rc != LOOM_OK) { /* a checkpoint removed under us (keep_checkpoint_max): the next one */
-        jlog(j, LOOM_LOG_WARN, "evaluation of step %lld failed: %s", (long long)step, loom_status_message(s2));
-        if (rc != LOOM_NOT_FOUND && rc != LOOM_DATA_LOSS) {
-          loom_status_set(st, rc, "%s", loom_status_message(s2));
-          loom_status_free(s2);
-          break;
-        }
-        rc = LOOM_OK;
-      } else {
-        jlog(j, LOOM_LOG_INFO, "evaluated the checkpoint of global step %lld", (long long)step);
-        waiter_init(&w, j, j->o.eval_deadline_s);
-      }
-      loom_status_free(s2);
-      last = loom__tae_eval_last_step(x);
-    }
-    if (ts->max_steps > 0 && last >= ts->max_steps) break;
-    if (fin >= 0 && last >= 0 && last >= fin) break; /* the chief's last checkpoint was evaluated */
-    char what[64], why[128];
-    snprintf(what, sizeof what, "a new checkpoint in model_dir");
-    snprintf(why, sizeof why, "last evaluated global step %lld, max_steps %lld", (long long)last,
-             (long long)ts->max_steps);
-    double poll = j->o.eval_poll_s;
-    if (fresh) poll = es->throttle_secs - (loom__mono_secs() - last_eval);
-    if (poll < j->o.eval_poll_s) poll = j->o.eval_poll_s;
-    w.backoff = poll;
-    if ((rc = waiter_wait(&w, what, why, st)) != LOOM_OK) break;
-  }
-  if (rc == LOOM_OK && out) *out = loom__tae_eval_take(x);
-  loom__tae_eval_free(x);
-  return rc;
-}
-
-/* ------------------------------------------------------------ entry */
+/* ------------------------------------------------------------ the job */
 static int parse_opt_name(const char *s, loom_ps_optimizer *o, float *hyper) {
   static const struct {
     const char *n;
@@ -1569,106 +1565,111 @@ static int parse_opt_name(const char *s, loom_ps_optimizer *o, float *hyper) {
   return 0;
 }
 
-loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
-                       const loom_job_options *opt, loom_tae_result **out, loom_status *st) {
-  if (out) *out = NULL;
-  if (!e || !ts || !es)
-    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_run_job: estimator, train_spec or eval_spec is NULL");
-  job j;
-  memset(&j, 0, sizeof j);
-  j.e = e;
-  j.o = loom_job_options_default();
+
+loom__job *loom__job_new(const loom_job_options *opt, const loom_params *params, const char *model_dir,
+                         loom_status *st) {
+  job *j = loom__calloc(1, sizeof *j);
+  if (!j) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  snprintf(j->model_dir, sizeof j->model_dir, "%s", model_dir ? model_dir : ".");
+  j->o = loom_job_options_default();
+  loom_code rc = LOOM_OK;
   if (opt) {
-    loom_code orc = LOOM__OPTS_TAKE(&j.o, opt, "loom_run_job", loom_job_options, st);
-    if (orc) return orc;
+    rc = LOOM__OPTS_TAKE(&j->o, opt, "loom_run_job", loom_job_options, st);
   } else {
-    double lr = loom_params_get_double(e->params, "learning_rate", -1);
-    if (lr > 0) j.o.hyper[0] = (float)lr;
-    j.o.overlap_comm = loom_params_get_int(e->params, "overlap_comm", 0) != 0;
-    const char *on = loom_params_get(e->params, "ps_optimizer");
-    if (on && !parse_opt_name(on, &j.o.optimizer, j.o.hyper))
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "params ps_optimizer '%s' is not one of sgd, momentum, adagrad, adam, ftrl, rmsprop, "
-                             "adadelta", on);
+    double lr = loom_params_get_double(params, "learning_rate", -1);
+    if (lr > 0) j->o.hyper[0] = (float)lr;
+    j->o.overlap_comm = loom_params_get_int(params, "overlap_comm", 0) != 0;
+    const char *on = loom_params_get(params, "ps_optimizer");
+    j->o.job_optimizer = on != NULL;
+    if (on && !parse_opt_name(on, &j->o.optimizer, j->o.hyper))
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "params ps_optimizer '%s' is not one of sgd, momentum, adagrad, adam, ftrl, rmsprop, "
+                           "adadelta", on);
   }
-  if (!(j.o.start_deadline_s > 0) || !(j.o.peer_lost_deadline_s > 0) || !(j.o.diag_every_s > 0) ||
-      !(j.o.eval_poll_s > 0) || !(j.o.eval_deadline_s > 0) || !(j.o.ps_idle_exit_s >= 0) ||
-      !(j.o.ps_chief_lost_save_s >= 0))
-    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                           "loom_job_options: deadlines, diag_every_s and eval_poll_s must be > 0, ps_idle_exit_s and "
-                           "ps_chief_lost_save_s >= 0");
-  if (!loom__job_is_distributed(j.o.tf_config)) {
-    if (j.o.tf_config)
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "loom_run_job: options.tf_config names no PS job; local mode reads TF_CONFIG only");
-    return loom_train_and_evaluate(e, ts, es, out, st);
-  }
-  j.tc = loom_tf_config_parse(j.o.tf_config, st);
-  if (!j.tc) return LOOM_INVALID_ARGUMENT;
-  loom_code rc = loom__tae_check_specs(e, ts, es, st);
-  if (rc) goto done;
-  snprintf(j.type, sizeof j.type, "%s", loom_tf_config_task_type(j.tc));
-  j.index = loom_tf_config_task_id(j.tc);
-  j.is_chief = loom_tf_config_is_chief(j.tc);
-  e->is_chief = j.is_chief;
-  j.num_ps = loom_tf_config_num_tasks(j.tc, "ps");
-  j.num_workers = loom_tf_config_num_worker_replicas(j.tc);
-  snprintf(j.name, sizeof j.name, "%s:%d", j.type, j.index);
-  j.t_start = time(NULL) - 1; /* file times may be a clock tick coarser */
-  int is_eval = !strcmp(j.type, "evaluator");
-  if (!is_eval && j.num_ps < 1) {
-    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "TF_CONFIG: task %s in a cluster without a \"ps\" job", j.name);
-    goto done;
-  }
-  if (!is_eval && strcmp(j.type, "ps") && ts->max_steps <= 0) {
+  if (!rc && (!(j->o.start_deadline_s > 0) || !(j->o.peer_lost_deadline_s > 0) || !(j->o.diag_every_s > 0) ||
+              !(j->o.eval_poll_s > 0) || !(j->o.eval_deadline_s > 0) || !(j->o.ps_idle_exit_s >= 0) ||
+              !(j->o.ps_chief_lost_save_s >= 0)))
     rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                         "a distributed job needs TrainSpec.max_steps > 0 (the stop condition on the PS's global step)");
-    goto done;
+                         "loom_job_options: deadlines, diag_every_s and eval_poll_s must be > 0, ps_idle_exit_s and "
+                         "ps_chief_lost_save_s >= 0");
+  if (!rc && !(j->tc = loom_tf_config_parse(j->o.tf_config, st))) rc = LOOM_INVALID_ARGUMENT;
+  if (rc) {
+    loom__job_free(j);
+    return NULL;
   }
-  j.token = j.o.token;
-  j.token_len = j.o.token_len;
-  if (!j.token) {
+  snprintf(j->type, sizeof j->type, "%s", loom_tf_config_task_type(j->tc));
+  j->index = loom_tf_config_task_id(j->tc);
+  j->is_chief = loom_tf_config_is_chief(j->tc);
+  j->num_ps = loom_tf_config_num_tasks(j->tc, "ps");
+  j->num_workers = loom_tf_config_num_worker_replicas(j->tc);
+  snprintf(j->name, sizeof j->name, "%s:%d", j->type, j->index);
+  j->t_start = time(NULL) - 1; /* file times may be a clock tick coarser */
+  if (strcmp(j->type, "evaluator") && j->num_ps < 1)
+    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "TF_CONFIG: task %s in a cluster without a \"ps\" job", j->name);
+  j->token = j->o.token;
+  j->token_len = j->o.token_len;
+  if (!j->token) {
     const char *t = getenv("LOOM_PS_TOKEN");
-    if (t && *t) j.token = t, j.token_len = strlen(t);
+    if (t && *t) j->token = t, j->token_len = strlen(t);
   }
-  snprintf(j.rdv, sizeof j.rdv, "%s/rendezvous", e->model_dir);
-  if ((rc = loom__mkdir_p(j.rdv, st)) != LOOM_OK) goto done;
-  j.host = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.host);
-  j.port = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.port);
-  j.stale = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.stale);
-  j.inst = loom__calloc((size_t)(j.num_ps ? j.num_ps : 1), sizeof *j.inst);
-  if (!j.host || !j.port || !j.stale || !j.inst) {
+  snprintf(j->rdv, sizeof j->rdv, "%s/rendezvous", j->model_dir);
+  if (!rc) rc = loom__mkdir_p(j->rdv, st);
+  size_t n = (size_t)(j->num_ps ? j->num_ps : 1);
+  j->host = loom__calloc(n, sizeof *j->host);
+  j->port = loom__calloc(n, sizeof *j->port);
+  j->stale = loom__calloc(n, sizeof *j->stale);
+  j->inst = loom__calloc(n, sizeof *j->inst);
+  if (!rc && (!j->host || !j->port || !j->stale || !j->inst))
     rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-    goto done;
+  if (rc) {
+    loom__job_log_failure(j, rc, st);
+    loom__job_free(j);
+    return NULL;
   }
-  /* the input_fn's InputContext: chief + workers are the input pipelines */
-  {
-    int nw = loom_tf_config_num_tasks(j.tc, "worker");
-    int nc = loom_tf_config_num_tasks(j.tc, "chief") + loom_tf_config_num_tasks(j.tc, "master");
-    int id = 0, n = nc + nw;
-    if (!strcmp(j.type, "worker")) id = nc + j.index;
-    if (is_eval || !strcmp(j.type, "ps") || n < 1) n = 1, id = 0;
-    loom_params_set_int(e->params, "num_input_pipelines", n, NULL);
-    loom_params_set_int(e->params, "input_pipeline_id", id, NULL);
-    /* a PS calls the input_fn only for the shapes of the features: an
-     * input_fn may read a single example when it sees "ps" here */
-    loom_params_set(e->params, "task_type", j.type, NULL);
-  }
-  jlog(&j, LOOM_LOG_INFO, "starting (%d PS, %d workers, model_dir %s)", j.num_ps, j.num_workers, e->model_dir);
-  if (!strcmp(j.type, "ps"))
-    rc = run_ps(&j, ts, st);
-  else if (is_eval)
-    rc = run_evaluator(&j, ts, es, out, st);
+  return j;
+}
+
+void loom__job_free(loom__job *j) {
+  if (!j) return;
+  job_free(j);
+  loom__free(j);
+}
+
+const char *loom__job_type(const loom__job *j) { return j->type; }
+const char *loom__job_name(const loom__job *j) { return j->name; }
+int loom__job_is_chief(const loom__job *j) { return j->is_chief; }
+int loom__job_num_ps(const loom__job *j) { return j->num_ps; }
+int loom__job_num_workers(const loom__job *j) { return j->num_workers; }
+const loom_tf_config *loom__job_tf_config(const loom__job *j) { return j->tc; }
+const loom_job_options *loom__job_options(const loom__job *j) { return &j->o; }
+
+void loom__job_log_failure(const loom__job *j, loom_code rc, loom_status *st) {
+  if (rc == LOOM_OK) return;
+  const char *m = loom_status_message(st);
+  if (!strncmp(m, "job ", 4))
+    loom__log(LOOM_LOG_ERROR, "%s (exit code %d)", m, loom_job_exit_code(rc));
   else
-    rc = run_trainer(&j, ts, st);
-done:
-  if (rc != LOOM_OK) {
-    const char *m = loom_status_message(st);
-    if (!strncmp(m, "job ", 4))
-      loom__log(LOOM_LOG_ERROR, "%s (exit code %d)", m, loom_job_exit_code(rc));
-    else
-      loom__log(LOOM_LOG_ERROR, "job %s: %s (exit code %d)", j.name[0] ? j.name : "?", m, loom_job_exit_code(rc));
-  }
-  job_free(&j);
-  return rc;
+    loom__log(LOOM_LOG_ERROR, "job %s: %s (exit code %d)", j && j->name[0] ? j->name : "?", m, loom_job_exit_code(rc));
+}
+
+void loom__job_log(const loom__job *j, loom_log_level lvl, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  jlog(j, lvl, "%s", msg);
+}
+
+void loom__job_sleep(double s) { sleep_s(s); }
+
+int64_t loom__job_done_step_since(const loom__job *j, time_t not_before) { return done_step_since(j, not_before); }
+
+void loom__job_waiter_init(loom__job_waiter *w, const loom__job *j, double deadline_s) { waiter_init(w, j, deadline_s); }
+
+loom_code loom__job_waiter_wait(loom__job_waiter *w, const char *what, const char *why, loom_status *st) {
+  return waiter_wait(w, what, why, st);
 }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/base.h"
-#include "loom/loom_estimator.h"
+#include "loom/loom_job.h"
 
 void loom_job_string_free(char *s) { loom__free(s); }
 

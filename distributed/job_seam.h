@@ -1,9 +1,17 @@
-/* distributed/job_seam.h - internal: what distributed/job.c (distributed
- * jobs) uses of the PS worker beyond the public API. */
+/* distributed/job_seam.h - internal: what distributed/job.c (the parameter-server strategy) uses of
+ * the PS worker beyond the public API. */
 #ifndef LOOM_DIST_JOB_SEAM_H
 #define LOOM_DIST_JOB_SEAM_H
+#include "loom/loom_autodiff.h"
 #include "loom/loom_distributed.h"
 
+/* loom_ps_worker_new with the gradients given (grads[var], one per variable of p; values.node NULL: the
+ * variable is not pushed) instead of those of a loss: the model's own (ps_rules.h). */
+loom_ps_worker *loom__ps_worker_new_grads(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p,
+                                          const loom_gradient *grads, loom_status *st);
+/* loom_ps_worker_init_vars with each variable's update rule (rules[var]; NULL: not updated). */
+loom_code loom__ps_worker_init_vars_rules(loom_ps_worker *w, const loom_ps_update_rule *const *rules,
+                                          loom_status *st);
 /* The gradient outputs loom_ps_worker_step fetches (owned by w). */
 int loom__ps_worker_fetches(const loom_ps_worker *w, const loom_output **fetches);
 /* The exchange of loom_ps_worker_step on values fetched by the caller's own

@@ -402,47 +402,105 @@ static int64_t row_elems(const loom_ps_var_spec *v) {
   return rows > 0 ? numel / rows : 0;
 }
 
-/* Creates shard i of p on pc (the connection to its PS) from the whole variable's value; a row-mod
- * shard is packed into buf (s->numel floats). */
+/* Creates shard i of p on pc (the connection to its PS) from the whole variable's value: with update
+ * rule r (NULL: optimizer opt with hyper), the shard's piece of each of r's slot values with it. A
+ * row-mod shard's rows are packed (the value's, then each slot's). */
 static loom_code shard_init(loom_ps_client *pc, const loom_ps_placement *p, int i, loom_ps_optimizer opt,
-                            const float *hyper, const float *value, float *buf, loom_status *st) {
+                            const float *hyper, const loom_ps_update_rule *r, const float *value, loom_status *st) {
   const loom_ps_shard *s = &p->shards[i];
   const loom_ps_var_spec *v = &p->vars[s->var];
   int64_t row = row_elems(v), dims[LOOM_MAX_DIMS];
   memcpy(dims, v->dims, sizeof dims);
   if (v->ndim) dims[0] = row > 0 ? s->numel / row : s->row_end - s->row_begin;
   const float *src = value + s->row_begin * row;
+  int ns = r ? r->nslot_values : 0;
+  if (ns < 0 || ns > 3)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "init_var: %d slot values (0..3)", ns);
+  float *packed = NULL; /* stride > 1: the shard's rows of the value then of each slot, packed */
   if (s->stride > 1) {
-    mod_rows(s, row, (float *)value, buf, 1);
-    src = buf;
+    packed = loom__malloc(sizeof(float) * (size_t)(s->numel ? s->numel : 1) * (size_t)(1 + ns));
+    if (!packed) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "init_var: %lld floats", (long long)s->numel);
+    mod_rows(s, row, (float *)value, packed, 1);
+    for (int k = 0; k < ns; k++) mod_rows(s, row, (float *)r->slot_values[k], packed + (k + 1) * s->numel, 1);
+    src = packed;
   }
-  return loom_ps_init_var(pc, s->id, v->ndim, dims, opt, hyper, src, NULL, st);
+  loom_ps_update_rule rs;
+  const float *sv[3];
+  if (r) { /* the shard's piece of each slot */
+    rs = *r;
+    for (int k = 0; k < ns; k++) sv[k] = packed ? packed + (k + 1) * s->numel : r->slot_values[k] + s->row_begin * row;
+    rs.slot_values = ns ? sv : NULL;
+  }
+  loom_code rc = r ? loom_ps_init_var_rule(pc, s->id, v->ndim, dims, &rs, src, NULL, st)
+                   : loom_ps_init_var(pc, s->id, v->ndim, dims, opt, hyper, src, NULL, st);
+  loom__free(packed);
+  return rc;
 }
+
+static loom_code cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
+                                  const loom_ps_update_rule *r, const float *value, loom_status *st);
 
 loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
                                    const float *value, loom_status *st) {
+  return cluster_init_var(c, var, opt, hyper, NULL, value, st);
+}
+
+loom_code loom_ps_cluster_init_var_rule(loom_ps_cluster *c, int var, const loom_ps_update_rule *r, const float *value,
+                                        loom_status *st) {
+  if (!r) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_cluster_init_var_rule: rule is NULL");
+  return cluster_init_var(c, var, r->optimizer, r->hyper, r, value, st);
+}
+
+static loom_code cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
+                                  const loom_ps_update_rule *r, const float *value, loom_status *st) {
   const loom_ps_placement *p = c->p;
   if (var < 0 || var >= p->nvars) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "variable %d out of range", var);
   for (int j = 0; j < p->nshard_of[var]; j++) {
     int i = p->first_shard[var] + j;
-    float *buf = NULL;
-    if (p->shards[i].stride > 1 && !(buf = scratch(c, p->shards[i].numel, st))) return LOOM_RESOURCE_EXHAUSTED;
-    loom_code rc = shard_init(c->c[p->shards[i].ps], p, i, opt, hyper, value, buf, st);
+    loom_code rc = shard_init(c->c[p->shards[i].ps], p, i, opt, hyper, r, value, st);
     if (rc) return rc;
   }
   return LOOM_OK;
 }
 
+loom_code loom_ps_cluster_pull_slot(loom_ps_cluster *c, int var, int slot, float *out, float *beta1_power,
+                                    float *beta2_power, loom_status *st) {
+  const loom_ps_placement *p = c->p;
+  if (var < 0 || var >= p->nvars || slot < 0 || slot > 2 || !out)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "pull_slot: variable %d, slot %d", var, slot);
+  const loom_ps_var_spec *v = &p->vars[var];
+  int64_t row = row_elems(v);
+  for (int j = 0; j < p->nshard_of[var]; j++) {
+    const loom_ps_shard *s = &p->shards[p->first_shard[var] + j];
+    loom_ps_client *cl = c->c[s->ps];
+    uint8_t fixed[8];
+    loom__ps_put32(fixed, s->id);
+    loom__ps_put32(fixed + 4, (uint32_t)slot);
+    float *dst = s->stride > 1 ? scratch(c, s->numel, st) : out + s->row_begin * row;
+    if (!dst) return LOOM_RESOURCE_EXHAUSTED;
+    loom_ps_hdr h;
+    uint8_t b[8];
+    loom_code rc = loom__ps_send(cl, LOOM_PS_PULL_SLOT, fixed, 8, NULL, 0, NULL, 0, st);
+    if (!rc) rc = loom__ps_recv_hdr(cl, LOOM_PS_PULL_SLOT, &h, st);
+    if (!rc && h.body_len != 8 + (uint64_t)s->numel * 4)
+      rc = loom_status_set(st, LOOM_DATA_LOSS, "PULL_SLOT reply of %u bytes for %lld floats", h.body_len,
+                           (long long)s->numel);
+    if (!rc) rc = loom__ps_recv_body(cl, b, 8, st);
+    if (!rc && s->numel) rc = loom__ps_recv_body(cl, dst, (size_t)s->numel * 4, st);
+    if (!rc) rc = loom__ps_recv_end(cl, &h, st);
+    if (rc) return rc;
+    if (s->stride > 1) mod_rows(s, row, out, dst, 0);
+    if (j == 0 && beta1_power) memcpy(beta1_power, b, 4);
+    if (j == 0 && beta2_power) memcpy(beta2_power, b + 4, 4);
+  }
+  return LOOM_OK;
+}
+
 loom_code loom__ps_shard_init(loom_ps_client *pc, const loom_ps_placement *p, int shard, loom_ps_optimizer opt,
-                              const float *hyper, const float *value, loom_status *st) {
+                              const float *hyper, const loom_ps_update_rule *r, const float *value, loom_status *st) {
   if (!p || shard < 0 || shard >= p->nshards)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "shard %d out of range", shard);
-  float *buf = NULL;
-  if (p->shards[shard].stride > 1 && !(buf = loom__malloc((size_t)p->shards[shard].numel * sizeof(float))))
-    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
-  loom_code rc = shard_init(pc, p, shard, opt, hyper, value, buf, st);
-  loom__free(buf);
-  return rc;
+  return shard_init(pc, p, shard, opt, hyper, r, value, st);
 }
 
 /* Every shard's request goes out before any reply is read: the PS tasks

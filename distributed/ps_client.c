@@ -428,8 +428,60 @@ void loom_ps_client_bytes(const loom_ps_client *c, int64_t *sent, int64_t *recei
   if (received) *received = c ? c->bytes_received : 0;
 }
 
+static loom_code init_var(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims, loom_ps_optimizer opt,
+                          const float *hyper, const float *value, const loom_ps_update_rule *r, int *created,
+                          loom_status *st);
+
 loom_code loom_ps_init_var(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims, loom_ps_optimizer opt,
                            const float *hyper, const float *value, int *created, loom_status *st) {
+  return init_var(c, var_id, ndim, dims, opt, hyper, value, NULL, created, st);
+}
+
+loom_code loom_ps_init_var_rule(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims,
+                                const loom_ps_update_rule *r, const float *value, int *created, loom_status *st) {
+  if (!r) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_init_var_rule: rule is NULL");
+  return init_var(c, var_id, ndim, dims, r->optimizer, r->hyper, value, r, created, st);
+}
+
+/* INIT_VAR's rule block (wire.h) of r into a new buffer of *len bytes. */
+static uint8_t *rule_block(const loom_ps_update_rule *r, int64_t numel, size_t *len, loom_status *st) {
+  int32_t nb = r->schedule == 1 ? r->nboundaries : 0;
+  if (r->schedule < -1 || r->schedule > 3 || nb < 0 || (uint32_t)nb > LOOM_PS_RULE_MAX_NB ||
+      (nb && (!r->boundaries || !r->values)) || (r->schedule == 1 && !r->values) || r->nslot_values < 0 ||
+      r->nslot_values > 3 || (r->nslot_values && !r->slot_values)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "update rule: schedule %d with %d boundaries, %d slot values",
+                    (int)r->schedule, (int)r->nboundaries, (int)r->nslot_values);
+    return NULL;
+  }
+  size_t arrays = LOOM_PS_RULE_FIXED + 8 * (size_t)nb + 4 * ((size_t)nb + 1);
+  *len = arrays + (r->nslot_values ? 8 + 4 * (size_t)r->nslot_values * (size_t)numel : 0);
+  uint8_t *b = loom__calloc(1, *len);
+  if (!b) {
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  double p[4] = {r->lr, r->decay_steps, r->beta, r->limit};
+  loom__ps_put32(b, LOOM_PS_RULE_TAG);
+  loom__ps_put32(b + 4, (uint32_t)r->schedule);
+  loom__ps_put32(b + 8, (uint32_t)r->flag);
+  loom__ps_put32(b + 12, (uint32_t)nb);
+  loom__ps_put64(b + 16, (uint64_t)r->step);
+  memcpy(b + 24, &r->beta1_power, 4);
+  memcpy(b + 28, &r->beta2_power, 4);
+  memcpy(b + 32, p, 32);
+  if (nb) memcpy(b + LOOM_PS_RULE_FIXED, r->boundaries, 8 * (size_t)nb);
+  if (r->schedule == 1) memcpy(b + LOOM_PS_RULE_FIXED + 8 * (size_t)nb, r->values, 4 * ((size_t)nb + 1));
+  if (r->nslot_values) {
+    loom__ps_put32(b + arrays, (uint32_t)r->nslot_values);
+    for (int k = 0; k < r->nslot_values && numel; k++)
+      memcpy(b + arrays + 8 + 4 * (size_t)k * (size_t)numel, r->slot_values[k], 4 * (size_t)numel);
+  }
+  return b;
+}
+
+static loom_code init_var(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims, loom_ps_optimizer opt,
+                          const float *hyper, const float *value, const loom_ps_update_rule *r, int *created,
+                          loom_status *st) {
   if (ndim < 0 || ndim > LOOM_MAX_DIMS) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "rank %d", ndim);
   uint8_t fixed[16 + 8 * LOOM_MAX_DIMS + 32];
   memset(fixed, 0, sizeof fixed);
@@ -446,7 +498,11 @@ loom_code loom_ps_init_var(loom_ps_client *c, uint32_t var_id, int ndim, const i
   if (hyper) memcpy(h, hyper, sizeof h);
   memcpy(fixed + fl, h, 32);
   fl += 32;
-  loom_code rc = loom__ps_send(c, LOOM_PS_INIT_VAR, fixed, fl, value, (size_t)numel * 4, NULL, 0, st);
+  size_t rl = 0;
+  uint8_t *rb = r ? rule_block(r, numel, &rl, st) : NULL;
+  if (r && !rb) return loom_status_code(st);
+  loom_code rc = loom__ps_send(c, LOOM_PS_INIT_VAR, fixed, fl, value, (size_t)numel * 4, rb, rl, st);
+  loom__free(rb);
   uint8_t out[4];
   if (!rc) rc = loom__ps_small_reply(c, LOOM_PS_INIT_VAR, out, 4, st);
   if (!rc && created) *created = (int)loom__ps_get32(out);

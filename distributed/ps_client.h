@@ -64,9 +64,10 @@ loom_code loom__ps_reserve_send(loom_ps_client *c, int64_t max_steps, loom_statu
 loom_code loom__ps_reserve_recv(loom_ps_client *c, int64_t *step, int *granted, loom_status *st);
 
 /* Creates shard `shard` of p on pc, the connection to that shard's PS, from the whole variable's value
- * (as loom_ps_cluster_init_var does for every shard of a variable). */
+ * (as loom_ps_cluster_init_var / _init_var_rule do for every shard of a variable): with update rule r
+ * (its slot values the whole variable's too), or with opt and hyper when r is NULL. */
 loom_code loom__ps_shard_init(loom_ps_client *pc, const loom_ps_placement *p, int shard, loom_ps_optimizer opt,
-                              const float *hyper, const float *value, loom_status *st);
+                              const float *hyper, const loom_ps_update_rule *r, const float *value, loom_status *st);
 
 /* The cluster client's exchange in two halves (all requests out, then all
  * replies in), so the worker can add its row requests to the same round trip. */

@@ -8,9 +8,14 @@
  *  - the PS's own save (model_dir/<self_dir>/model.ckpt-0.ps-<i>-of-<n>: written by the PS when no
  *    chief was connected, or before an idle exit), same format;
  *  - the chief's model_dir/model.ckpt-<N> (the latest in model_dir/checkpoint) when it is complete
- *    for this shard: every variable of the shard present with its placement shape and the PS
- *    optimizer without slots (SGD; the chief's checkpoint holds no PS optimizer slots). Its shards
- *    are created from those values (versions start at 0) and ps:0's global step is set to N.
+ *    for this shard (every variable of the shard present with its placement shape). Under the
+ *    model's own update rules (model_rules, the default) the rules and their state (optimizer slots,
+ *    Adam's beta powers, each variable's step) are read from the train op by the chief, which also
+ *    restores model.ckpt-<N> and checkpoints the slots in it: when model.ckpt-<N> wins, the shard
+ *    starts empty (ps:0 at global step 0) and the chief creates it from model.ckpt-<N> with each
+ *    variable's rule and slot values (INIT_VAR's rule block) and sets ps:0's step to N. With the
+ *    job-level optimizer override (job_optimizer) only SGD's shards (no slots) take model.ckpt-<N>:
+ *    the PS creates them from its values (versions start at 0) and sets ps:0's global step to N.
  * The newest file wins (its modification time; at equal times the PS-side checkpoint, then the own
  * save, then model.ckpt). Every candidate travels through a loopback connection to the PS itself
  * (RESTORE, or INIT_VAR and STEP_INC), before the PS publishes its address. */
@@ -112,7 +117,7 @@ static loom_code restore_chief(const loom__ps_restore_in *in, loom_ps_client *c,
     if (sh->ps != in->ps_index) continue;
     loom_tensor *t = NULL;
     rc = loom_checkpoint_read_tensor(k->path, loom_ps_placement_var(in->p, sh->var)->name, &t, st);
-    if (!rc) rc = loom__ps_shard_init(c, in->p, i, in->opt, in->hyper, loom_tensor_data_const(t), st);
+    if (!rc) rc = loom__ps_shard_init(c, in->p, i, in->opt, in->hyper, NULL, loom_tensor_data_const(t), st);
     loom_tensor_free(t);
   }
   int64_t gs = 0;
@@ -139,7 +144,7 @@ loom_code loom__ps_restore_newest(const loom__ps_restore_in *in, const char **fr
     k[SRC_SELF].step = 0;
     have[SRC_SELF] = file_time(k[SRC_SELF].path, &k[SRC_SELF].mtime);
   }
-  if (in->opt == LOOM_PS_SGD && (k[SRC_CHIEF].step = latest_step(in->model_dir, k[SRC_CHIEF].path,
+  if ((in->model_rules || in->opt == LOOM_PS_SGD) && (k[SRC_CHIEF].step = latest_step(in->model_dir, k[SRC_CHIEF].path,
                                                                  sizeof k[SRC_CHIEF].path)) >= 0)
     have[SRC_CHIEF] = file_time(k[SRC_CHIEF].path, &k[SRC_CHIEF].mtime);
   int best = SRC_NONE;
@@ -155,6 +160,14 @@ loom_code loom__ps_restore_newest(const loom__ps_restore_in *in, const char **fr
       best = i;
   }
   if (best == SRC_NONE) return LOOM_OK; /* nothing to restore: a fresh shard */
+  if (best == SRC_CHIEF && in->model_rules) { /* the chief creates the shard from it with the model's rules */
+    if (from) *from = names[best];
+    loom__log(LOOM_LOG_INFO,
+              "%s: the newest state of its shard is the chief's model.ckpt, %s: the shard starts empty; the chief "
+              "creates it from that checkpoint with the model's update rules and slots",
+              in->name, k[best].path);
+    return LOOM_OK;
+  }
   loom_ps_client *c = loom_ps_connect(&in->co, st);
   if (!c) return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
   uint64_t digest = 0;

@@ -9,7 +9,9 @@ typedef struct loom__ps_restore_in {
   const loom_ps_placement *p;  /* the job's placement */
   int ps_index, num_ps;
   const char *self_dir;        /* the PS's own saves, relative to model_dir (loom_ps_server_options.self_save_dir) */
-  loom_ps_optimizer opt;       /* the PS optimizer and its hyperparameters (for shards created from model.ckpt) */
+  int model_rules;             /* 1: the model's own update rules (the chief creates shards from model.ckpt) */
+  loom_ps_optimizer opt;       /* the job-level PS optimizer and its hyperparameters (model_rules 0: for shards
+                                  created from model.ckpt) */
   const float *hyper;
   loom_ps_connect_options co;  /* a loopback connection to the PS itself (host, port, token, placement) */
   const char *name;            /* "job ps:0" for the log line */

@@ -75,6 +75,15 @@ typedef struct psvar {
   float *val, *s0, *s1, *s2; /* value (vb->data) and optimizer slots */
   float b1p, b2p;       /* Adam's beta powers (TF's beta1_power/beta2_power) */
   uint64_t version;
+  /* The learning-rate schedule of the variable's update rule (INIT_VAR's rule block): on, the learning
+   * rate is the schedule at `step` (the global step of the next update: the step the chief created the
+   * variable at, plus one per applied update), in place of hyper[0] */
+  int sched_on;
+  int32_t sched_kind, sched_flag, sched_nb;
+  double sched_p[4];  /* initial learning rate, decay_steps, beta (rate / end / alpha), limit (power) */
+  double *sched_b;    /* piecewise: boundaries[nb] */
+  float *sched_v;     /* piecewise: values[nb + 1] */
+  int64_t step;
   float *agg;        /* SYNC: the sum of this step's gradients */
   int32_t agg_count;
   /* SYNC row pushes: this step's (id, row) contributions in arrival order, the connections they came from */
@@ -609,6 +618,8 @@ static void var_free(psvar *v) {
   loom__free(v->sy_uids);
   loom__free(v->sy_sum);
   loom__free(v->ws);
+  loom__free(v->sched_b);
+  loom__free(v->sched_v);
   memset(v, 0, sizeof *v);
 }
 
@@ -650,9 +661,42 @@ static int opt_slots(loom_ps_optimizer opt, const float *hyper, float init[3]) {
  * the kernels' (TF's) input orders. */
 /* One kernel call: sparse (ids) on the whole variable, or dense on the elements [off, off + cnt) (the
  * dense optimizers are elementwise, so a piece gives the same bits as the whole). */
+/* The learning rate of the variable's next update: its schedule at its step (the local schedule kernel),
+ * else hyper[0]. */
+static float var_lr(const psvar *v) {
+  if (!v->sched_on) return v->hyper[0];
+  loom_attrs at;
+  memset(&at, 0, sizeof at);
+  at.num = v->sched_kind;
+  at.alpha = v->sched_p[0];
+  at.start = v->sched_p[1];
+  at.beta = v->sched_p[2];
+  at.limit = v->sched_p[3];
+  at.keepdims = v->sched_flag;
+  int64_t step = v->step, nb = v->sched_nb, nv = nb + 1;
+  float lr = v->hyper[0];
+  loom_buf sb = mkbuf(&step, 0, NULL, 1), bb = mkbuf(v->sched_b, 1, &nb, nb), vb = mkbuf(v->sched_v, 1, &nv, nv),
+           ob = mkbuf(&lr, 0, NULL, 1);
+  sb.dtype = LOOM_I64;
+  bb.dtype = LOOM_F64;
+  loom_buf *in[3] = {&sb, &bb, &vb}, *out[1] = {&ob};
+  loom_kctx k;
+  memset(&k, 0, sizeof k);
+  k.attrs = &at;
+  k.in = in;
+  k.nin = v->sched_kind == LOOM_LRS_PIECEWISE ? 3 : 1;
+  k.out = out;
+  k.nout = 1;
+  if (loom__k_lr_schedule(&k) != LOOM_OK) return v->hyper[0];
+  return lr;
+}
+
 static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, int64_t n, int64_t off, int64_t cnt,
                               loom_status *st) {
-  const float *h = v->hyper;
+  float hl[8];
+  memcpy(hl, v->hyper, sizeof hl);
+  hl[0] = var_lr(v);
+  const float *h = hl;
   float sc[8]; /* scalar inputs, copied so the kernels see the same float values as a local graph's consts */
   int vnd = ids ? v->ndim : 1;
   const int64_t *vdims = ids ? v->dims : &cnt;
@@ -670,7 +714,7 @@ static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, i
     g = mkbuf((void *)grad, 2, gdims, n * v->row);
     ix = mkbuf((void *)ids, 1, &n, n);
     ix.dtype = LOOM_I64;
-    size_t need = loom__sparse_apply_ws(n, v->row, v->nrows, 0);
+    size_t need = loom__sparse_apply_ws(n, v->row, v->nrows, v->opt == LOOM_PS_ADAM && h[4] != 0.0f);
     if (need > v->ws_size) {
       void *w = loom__realloc(v->ws, need);
       if (!w) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "sparse workspace of %zu bytes", need);
@@ -713,7 +757,7 @@ static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, i
   case LOOM_PS_ADAM: /* var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad[, indices] */
     sc[0] = h[0], sc[1] = h[1], sc[2] = h[2], sc[3] = h[3];
     IN(var), IN(sl[0]), IN(sl[1]), IN(b1p), IN(b2p), IN(bs[0]), IN(bs[1]), IN(bs[2]), IN(bs[3]), GRAD();
-    at.num = ids ? 2 : 0; /* sparse: LazyAdam */
+    at.num = ids && h[4] == 0.0f ? 2 : 0; /* sparse: LazyAdam unless hyper[4] (TF's Adam: every row's moments) */
     dense = loom__k_apply_adam_f32, sparse = loom__k_sparse_apply_adam_f32;
     break;
   case LOOM_PS_FTRL: /* var, accum, linear, grad[, indices], lr, l1, l2, l2_shrinkage, lr_power */
@@ -772,6 +816,7 @@ static void var_step_done(psvar *v) {
     v->b2p = v->b2p * v->hyper[2];
   }
   v->version++;
+  v->step++;
 }
 
 /* A dense gradient of elements [begin, begin + count) (grad[0] is element begin), in APPLY_PIECE pieces;
@@ -896,9 +941,27 @@ static reply *handle_init(loom_ps_server *s, shard *sh, job *j) {
     nv.dims[i] = d;
     nv.numel *= d;
   }
-  if ((uint64_t)len != off + 32 + 4 * (uint64_t)nv.numel)
-    return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR: var %u body of %u bytes, expected %llu", id, len,
-                (unsigned long long)(off + 32 + 4 * (uint64_t)nv.numel));
+  uint64_t vend = off + 32 + 4 * (uint64_t)nv.numel;
+  const uint8_t *rb = b + vend;
+  uint32_t rnb = len >= vend + LOOM_PS_RULE_FIXED ? loom__ps_get32(rb + 12) : 0;
+  int rule = len >= vend + LOOM_PS_RULE_FIXED && loom__ps_get32(rb) == LOOM_PS_RULE_TAG && rnb <= LOOM_PS_RULE_MAX_NB;
+  uint64_t want = rule ? vend + LOOM_PS_RULE_FIXED + 8 * (uint64_t)rnb + 4 * ((uint64_t)rnb + 1) : vend;
+  uint32_t rns = 0; /* slot values after the rule block's arrays */
+  const uint8_t *slot_bytes = NULL;
+  if (rule && (uint64_t)len >= want + 8) {
+    rns = loom__ps_get32(b + want);
+    slot_bytes = b + want + 8;
+    if (rns <= 3) want += 8 + 4 * (uint64_t)rns * (uint64_t)nv.numel;
+  }
+  int32_t rkind = rule ? (int32_t)loom__ps_get32(rb + 4) : -1;
+  if ((uint64_t)len != want)
+    return JERR(LOOM_INVALID_ARGUMENT, 1, "INIT_VAR: var %u body of %u bytes, expected %llu%s", id, len,
+                (unsigned long long)want, rule ? " (with its rule block)" : "");
+  if (rkind < -1 || rkind > LOOM_LRS_COSINE || (rkind != LOOM_LRS_PIECEWISE && rnb) || rns > 3)
+    return JERR(LOOM_INVALID_ARGUMENT, 1,
+                "INIT_VAR: var %u: the rule block names schedule %d with %u boundaries and %u slots (schedules -1..3; "
+                "boundaries only for the piecewise one; at most 3 slots)",
+                id, (int)rkind, rnb, rns);
   memcpy(nv.hyper, b + off, 32);
   int created = 0;
   psvar *old = var_get(s, id);
@@ -926,9 +989,37 @@ static reply *handle_init(loom_ps_server *s, shard *sh, job *j) {
     int nslots = opt_slots(nv.opt, nv.hyper, init);
     float **slot[3] = {&nv.s0, &nv.s1, &nv.s2};
     int slots_ok = 1;
-    for (int i = 0; i < nslots; i++) slots_ok &= (*slot[i] = alloc_floats(nv.numel, init[i])) != NULL;
+    if (rns && (int)rns != nslots) {
+      var_free(&nv);
+      return JERR(LOOM_INVALID_ARGUMENT, 0, "INIT_VAR: var %u: %u slot values for an optimizer with %d slots", id, rns,
+                  nslots);
+    }
+    for (int i = 0; i < nslots; i++) {
+      slots_ok &= (*slot[i] = alloc_floats(nv.numel, init[i])) != NULL;
+      if (*slot[i] && rns && nv.numel) memcpy(*slot[i], slot_bytes + 4 * (size_t)i * (size_t)nv.numel, (size_t)nv.numel * 4);
+    }
     nv.b1p = nv.hyper[1];
     nv.b2p = nv.hyper[2];
+    if (rule) { /* the model's update rule: its step, Adam's beta powers, its learning-rate schedule */
+      float p1, p2;
+      nv.step = (int64_t)loom__ps_get64(rb + 16);
+      memcpy(&p1, rb + 24, 4);
+      memcpy(&p2, rb + 28, 4);
+      if (p1 != 0.0f) nv.b1p = p1;
+      if (p2 != 0.0f) nv.b2p = p2;
+      nv.sched_on = rkind >= 0;
+      nv.sched_kind = rkind;
+      nv.sched_flag = (int32_t)loom__ps_get32(rb + 8);
+      nv.sched_nb = (int32_t)rnb;
+      memcpy(nv.sched_p, rb + 32, 32);
+      if (rkind == LOOM_LRS_PIECEWISE) {
+        nv.sched_b = loom__malloc(8 * (size_t)rnb + 8);
+        nv.sched_v = loom__malloc(4 * (size_t)rnb + 4);
+        if (nv.sched_b) memcpy(nv.sched_b, rb + LOOM_PS_RULE_FIXED, 8 * (size_t)rnb);
+        if (nv.sched_v) memcpy(nv.sched_v, rb + LOOM_PS_RULE_FIXED + 8 * (size_t)rnb, 4 * (size_t)rnb + 4);
+        slots_ok &= nv.sched_b && nv.sched_v;
+      }
+    }
     if (!nv.val || !slots_ok) {
       var_free(&nv);
       return JERR(LOOM_RESOURCE_EXHAUSTED, 0, "no memory for var %u (%lld floats)", id, (long long)nv.numel);
@@ -1382,7 +1473,7 @@ static uint64_t vars_digest(loom_ps_server *s, uint32_t *nvars) {
 
 static loom_code ckpt_save(loom_ps_server *s, const char *path, loom_status *st) {
   uint32_t n = __atomic_load_n(&s->nvars_present, __ATOMIC_RELAXED);
-  size_t cap = (size_t)n * 6 + 1;
+  size_t cap = (size_t)n * 7 + 1;
   const char **names = loom__calloc(cap, sizeof *names);
   char **own = loom__calloc(cap, sizeof *own);
   loom_tensor **t = loom__calloc(cap, sizeof *t);
@@ -1418,6 +1509,27 @@ static loom_code ckpt_save(loom_ps_server *s, const char *path, loom_status *st)
       own[k] = loom__strdup(nm);
       names[k] = own[k];
       if (!t[k] || !own[k]) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+      k++;
+    }
+    if (!rc && (v->sched_on || v->step)) { /* "v<id>/rule" f64: schedule, flag, nb, step, p[4], boundaries, values */
+      int64_t nr = 8 + 2 * (int64_t)v->sched_nb + 1;
+      char nm[64];
+      snprintf(nm, sizeof nm, "v%u/rule", i);
+      t[k] = loom_tensor_new(LOOM_F64, 1, &nr, st);
+      own[k] = loom__strdup(nm);
+      names[k] = own[k];
+      if (!t[k] || !own[k]) {
+        rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "checkpoint: no memory");
+      } else {
+        double *r = loom_tensor_data(t[k]);
+        r[0] = v->sched_on ? v->sched_kind : -1;
+        r[1] = v->sched_flag;
+        r[2] = v->sched_nb;
+        r[3] = (double)v->step;
+        memcpy(r + 4, v->sched_p, 32);
+        for (int q = 0; q < v->sched_nb; q++) r[8 + q] = v->sched_b[q];
+        for (int q = 0; v->sched_v && q <= v->sched_nb; q++) r[8 + v->sched_nb + q] = v->sched_v[q];
+      }
       k++;
     }
   }
@@ -1526,6 +1638,30 @@ static loom_code ckpt_restore(loom_ps_server *s, const char *path, loom_status *
     memcpy(v->hyper, state, 32);
     v->b1p = state[8];
     v->b2p = state[9];
+    snprintf(nm, sizeof nm, "v%u/rule", id);
+    if (loom_checkpoint_read_tensor(path, nm, &t, NULL) == LOOM_OK) { /* the update rule's schedule and step */
+      int64_t nr = loom_tensor_numel(t);
+      const double *r = loom_tensor_dtype(t) == LOOM_F64 ? loom_tensor_data_const(t) : NULL;
+      int64_t nb = r && nr >= 8 ? (int64_t)r[2] : -1;
+      if (!r || nb < 0 || nb > LOOM_PS_RULE_MAX_NB || nr != 8 + 2 * nb + 1 || r[0] < -1 || r[0] > LOOM_LRS_COSINE) {
+        rc = loom_status_set(st, LOOM_DATA_LOSS, "%s: %s is malformed", path, nm);
+      } else {
+        v->sched_on = r[0] >= 0;
+        v->sched_kind = (int32_t)r[0];
+        v->sched_flag = (int32_t)r[1];
+        v->sched_nb = (int32_t)nb;
+        v->step = (int64_t)r[3];
+        memcpy(v->sched_p, r + 4, 32);
+        v->sched_b = loom__malloc(8 * (size_t)nb + 8);
+        v->sched_v = loom__malloc(4 * (size_t)nb + 4);
+        if (!v->sched_b || !v->sched_v) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "restore: no memory");
+        for (int64_t q = 0; !rc && q < nb; q++) v->sched_b[q] = r[8 + q];
+        for (int64_t q = 0; !rc && q <= nb; q++) v->sched_v[q] = (float)r[8 + nb + q];
+      }
+      loom_tensor_free(t);
+      t = NULL;
+      if (rc) break;
+    }
     float init[3];
     int ns = opt_slots(v->opt, v->hyper, init);
     float **sp[3] = {&v->s0, &v->s1, &v->s2};
@@ -1735,6 +1871,28 @@ static int push_opcode(uint16_t op) {
          op == LOOM_PS_SHM_PUSH || op == LOOM_PS_SHM_PUSHPULL;
 }
 
+/* PULL_SLOT: an optimizer slot's values and Adam's beta powers. */
+static reply *handle_pull_slot(loom_ps_server *s, job *j) {
+  reply *err = NULL;
+  psvar *v = req_var(s, j, 8, &err);
+  if (!v) return err;
+  uint32_t k = loom__ps_get32(j->body + 4);
+  float init[3];
+  int ns = opt_slots(v->opt, v->hyper, init);
+  if (j->h.body_len != 8 || k >= (uint32_t)ns)
+    return JERR(LOOM_INVALID_ARGUMENT, 0, "PULL_SLOT: var %u has %d optimizer slots, slot %u asked (body of %u bytes)",
+                loom__ps_get32(j->body), ns, k, j->h.body_len);
+  const float *sp[3] = {v->s0, v->s1, v->s2};
+  reply *r = reply_new(j->c, 8 + (size_t)v->numel * 4);
+  if (!r) return NULL;
+  uint8_t *out = reply_body(r);
+  memcpy(out, &v->b1p, 4);
+  memcpy(out + 4, &v->b2p, 4);
+  if (v->numel) memcpy(out + 8, sp[k], (size_t)v->numel * 4);
+  reply_seal(r, &j->h, j->h.opcode, 0, 0, 0);
+  return r;
+}
+
 static void shard_process(shard *sh, job *j) {
   loom_ps_server *s = sh->srv;
   if (j->kind == JOB_BARRIER) {
@@ -1772,6 +1930,7 @@ static void shard_process(shard *sh, job *j) {
   case LOOM_PS_PUSHPULL_PART: r = handle_part(s, sh, j); break;
   case LOOM_PS_PUSH_ROWS_AT: r = handle_rows(s, sh, j, 1, 1, &held); break;
   case LOOM_PS_STEP_INC: r = handle_step_inc(s, j); break;
+  case LOOM_PS_PULL_SLOT: r = handle_pull_slot(s, j); break;
   case LOOM_PS_SHM_PULL:
   case LOOM_PS_SHM_PUSH:
   case LOOM_PS_SHM_PUSHPULL: r = handle_shm(s, sh, j, &held); break;
@@ -2278,6 +2437,7 @@ static void frame_done(conn *c, job *j) {
   case LOOM_PS_SHM_PUSH:
   case LOOM_PS_SHM_PUSHPULL:
   case LOOM_PS_PUSHPULL_PART:
+  case LOOM_PS_PULL_SLOT:
     if (c->h.body_len < 4) {
       job_put(c, j);
       loop_error(c, LOOM_INVALID_ARGUMENT, 1, "opcode %u body of %u bytes is truncated", c->h.opcode, c->h.body_len);

@@ -21,6 +21,7 @@
 #include "base/base.h"
 #include "engine/variable_api.h"
 #include "distributed/ps_client.h"
+#include "distributed/job_seam.h"
 #include "loom/loom_autodiff.h"
 #include "loom/loom_train.h"
 
@@ -142,9 +143,26 @@ void loom_ps_worker_free(loom_ps_worker *w) {
   loom__free(w);
 }
 
+static loom_ps_worker *worker_new(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p, loom_output loss,
+                                  const loom_gradient *given, loom_status *st);
+
 loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p, loom_output loss,
                                    loom_status *st) {
-  if (!s || !cl || !p || !loss.node) {
+  return worker_new(s, cl, p, loss, NULL, st);
+}
+
+loom_ps_worker *loom__ps_worker_new_grads(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p,
+                                          const loom_gradient *grads, loom_status *st) {
+  if (!grads) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_worker: no gradients");
+    return NULL;
+  }
+  return worker_new(s, cl, p, (loom_output){NULL, 0}, grads, st);
+}
+
+static loom_ps_worker *worker_new(loom_session *s, loom_ps_cluster *cl, const loom_ps_placement *p, loom_output loss,
+                                  const loom_gradient *given, loom_status *st) {
+  if (!s || !cl || !p || (!loss.node && !given)) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_ps_worker_new: NULL session, cluster, placement or loss");
     return NULL;
   }
@@ -215,7 +233,11 @@ loom_ps_worker *loom_ps_worker_new(loom_session *s, loom_ps_cluster *cl, const l
     }
     xs[i] = loom_variable_output(v);
   }
-  loom_code rc = loom_gradients_sparse(g, 1, &loss, NULL, n, xs, gr, st);
+  loom_code rc = LOOM_OK;
+  if (given)
+    memcpy(gr, given, (size_t)n * sizeof *gr);
+  else
+    rc = loom_gradients_sparse(g, 1, &loss, NULL, n, xs, gr, st);
   loom__free(xs);
   if (rc) {
     loom__free(gr);
@@ -278,6 +300,24 @@ loom_code loom_ps_worker_init_vars(loom_ps_worker *w, loom_ps_optimizer opt, con
                              "variable %s is not initialized in the chief's session (run the initializer first)",
                              w->names[i]);
     loom_code rc = loom_ps_cluster_init_var(w->cl, i, opt, hyper, w->vals[i], st);
+    if (rc) return rc;
+  }
+  return LOOM_OK;
+}
+
+loom_code loom__ps_worker_init_vars_rules(loom_ps_worker *w, const loom_ps_update_rule *const *rules,
+                                          loom_status *st) {
+  for (int i = 0; i < w->n; i++) {
+    if (!loom_session_variable_initialized(w->s, w->names[i]))
+      return loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                             "variable %s is not initialized in the chief's session (run the initializer first)",
+                             w->names[i]);
+    /* a variable the train op does not update is held with SGD at learning rate 0 (nothing is pushed) */
+    loom_ps_update_rule none;
+    memset(&none, 0, sizeof none);
+    none.optimizer = LOOM_PS_SGD;
+    none.schedule = -1;
+    loom_code rc = loom_ps_cluster_init_var_rule(w->cl, i, rules[i] ? rules[i] : &none, w->vals[i], st);
     if (rc) return rc;
   }
   return LOOM_OK;
@@ -627,7 +667,7 @@ loom_code loom_ps_worker_step(loom_ps_worker *w, const loom_output *feeds, loom_
   return rc ? rc : worker_exchange(w, w->gt, st);
 }
 
-/* ---- job seam (distributed/job.c) ----
+/* ---- job seam (distributed/job.c's strategy) ----
  * The step split in two around a monitored session's run, so that hooks see
  * the same run: the gradients to fetch, then the exchange on the fetched
  * values (what loom_ps_worker_step does after its own run). */

@@ -1,6 +1,6 @@
 /* distributed/tf_config.c - the TF_CONFIG cluster spec (loom_distributed.h).
  *
- * TF_CONFIG follows tf.estimator.RunConfig's rules
+ * TF_CONFIG follows TF RunConfig's rules
  * (_init_distributed_setting_from_environment_var):
  *  - no "cluster" (or an empty one): local mode, task worker/0 (any other
  *    task is rejected), chief, 0 ps, 1 worker, master = session_master or "";

@@ -48,6 +48,9 @@
 #define LOOM_PS_HELLO_CHIEF 1u   /* HELLO flags: the client is the job's chief */
 #define LOOM_PS_HANDSHAKE_MAX 256u /* largest body accepted before WELCOME */
 #define LOOM_PS_DEFAULT_MAX_FRAME (64u << 20)
+#define LOOM_PS_RULE_TAG 0x454C5552u /* "RULE" */
+#define LOOM_PS_RULE_FIXED 64u       /* the rule block of INIT_VAR without its arrays */
+#define LOOM_PS_RULE_MAX_NB 4096u
 
 enum {
   LOOM_PS_HELLO = 1,
@@ -55,7 +58,13 @@ enum {
   LOOM_PS_AUTH = 3,
   LOOM_PS_WELCOME = 4,
   /* INIT_VAR {var_id u32, optimizer u32, ndim u32, pad u32, dims i64[ndim],
-   *           hyper f32[8], value f32[numel]} -> {created u32} */
+   *           hyper f32[8], value f32[numel] [, rule]} -> {created u32}
+   *   rule (optional; the model's update rule, loom_ps_update_rule): {tag u32 LOOM_PS_RULE_TAG,
+   *     schedule i32 (-1: none; else LOOM_LRS_*), flag u32, nb u32, step i64, beta1_power f32,
+   *     beta2_power f32, lr f64, decay_steps f64, beta f64, limit f64, boundaries f64[nb],
+   *     values f32[nb + 1] (piecewise only: nb 0 otherwise) [, nslots u32, pad u32,
+   *     slots f32[nslots * numel] (the optimizer slots' values in the update rule's order; without them
+   *     the slots start at their initial values)]} */
   LOOM_PS_INIT_VAR = 10,
   /* PULL {var_id u32, pad u32, have_version u64 (~0: none)} ->
    *   {version u64, value f32[numel]}; flag UNCHANGED and no value when
@@ -89,6 +98,10 @@ enum {
   /* PULL_ROWS_AT {var_id u32, n u32, min_version u64, ids i64[n]} -> PULL_ROWS's reply, once the variable's
    *   version is >= min_version (a SYNC step still being aggregated is waited for; ~0: no wait) */
   LOOM_PS_PULL_ROWS_AT = 22,
+  /* PULL_SLOT {var_id u32, slot u32} -> {beta1_power f32, beta2_power f32, value f32[numel]}: the
+   *   variable's optimizer slot `slot` (0..2, the apply op's slot inputs in order) and Adam's beta powers
+   *   (what the chief's checkpoint holds of the update rule's state) */
+  LOOM_PS_PULL_SLOT = 23,
   /* Same-host shared memory (distributed/ps_shm.h; opcodes 30..34):
    * SHM_ATTACH {pid u32, fd u32, size u64, nonce[32]} -> {}: the PS maps the client's sealed memfd
    *   /proc/<pid>/fd/<fd> (size bytes; its header holds nonce) for this connection's life; refused

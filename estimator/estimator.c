@@ -25,10 +25,16 @@ loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const cha
     return NULL;
   }
   loom_run_config c = loom_run_config_default();
+  /* a caller's older, smaller RunConfig sets only what it knows */
   if (LOOM__OPTS_TAKE(&c, config, "Estimator", loom_run_config, st)) return NULL;
   if (c.save_checkpoints_steps > 0 && c.save_checkpoints_secs > 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT,
                     "RunConfig: save_checkpoints_steps and save_checkpoints_secs are both set; set at most one");
+    return NULL;
+  }
+  if (c.train_distribute < LOOM_DISTRIBUTE_AUTO || c.train_distribute > LOOM_DISTRIBUTE_COLLECTIVE) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "RunConfig: train_distribute %d is not a loom_distribute value (0..3)",
+                    (int)c.train_distribute);
     return NULL;
   }
   if (c.save_summary_steps < 0 || c.keep_checkpoint_max < 0 || c.log_step_count_steps <= 0) {
@@ -278,7 +284,28 @@ done:
 
 loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                const loom_train_options *opt, loom_status *st) {
-  if (!e) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator is NULL");
+  return loom__est_train(e, input_fn, input_user, opt, NULL, st);
+}
+
+/* The end of a training call under strategy s (began: its begin ran). */
+static loom_code strategy_end(loom__strategy *s, int began, loom_code rc, loom_status *st) {
+  return s ? s->ops->end(s, began, rc, st) : rc;
+}
+
+static loom_code train_loop(loom_estimator *e, loom_input_fn input_fn, void *input_user, const loom_train_options *opt,
+                            loom__strategy *strategy, int *began, loom_status *st);
+
+/* The one training loop, for every strategy (NULL: local). */
+loom_code loom__est_train(loom_estimator *e, loom_input_fn input_fn, void *input_user, const loom_train_options *opt,
+                          loom__strategy *strategy, loom_status *st) {
+  int began = 0;
+  loom_code rc = e ? train_loop(e, input_fn, input_user, opt, strategy, &began, st)
+                   : loom_status_set(st, LOOM_INVALID_ARGUMENT, "estimator is NULL");
+  return strategy_end(strategy, began, rc, st);
+}
+
+static loom_code train_loop(loom_estimator *e, loom_input_fn input_fn, void *input_user, const loom_train_options *opt,
+                            loom__strategy *strategy, int *began, loom_status *st) {
   loom_train_options o = loom_train_options_default();
   loom_code orc = LOOM__OPTS_TAKE(&o, opt, "train", loom_train_options, st);
   if (orc) return orc;
@@ -294,7 +321,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
   char ckpt[4096];
   int have_ckpt = loom__est_latest(e, ckpt, sizeof ckpt);
   int64_t start_step = have_ckpt ? loom__ckpt_global_step(ckpt, 0) : 0;
-  if (o.max_steps > 0 && have_ckpt) {
+  if (o.max_steps > 0 && have_ckpt && !strategy) { /* under a strategy the global step is the strategy's */
     int64_t gs = start_step;
     if (gs >= o.max_steps) {
       loom__log(LOOM_LOG_INFO, "Skipping training since max_steps has already saved (global_step %lld >= %lld).",
@@ -311,28 +338,57 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     return rc;
   }
   loom_output gs_out = loom_variable_output(b.global_step);
-  if (e->is_chief && e->config.save_summary_steps > 0 && !loom__est_has_loss_summary(b.g))
-    loom_summary_scalar(b.g, "loss", b.spec.loss);
-  if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out_graph;
-
+  loom__strategy_plan plan;
+  memset(&plan, 0, sizeof plan);
+  plan.run_train_op = 1;
+  plan.is_chief = e->is_chief;
+  plan.restore = 1;
   loom_event_writer *writer = NULL;
   est_hook_list hl;
   memset(&hl, 0, sizeof hl);
-  if (e->is_chief) {
+  const loom_checkpoint_listener **ls = NULL;
+  void **selves = NULL;
+  if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out_graph;
+  if (strategy) { /* what the strategy changes: its hook first, its listener, who checkpoints */
+    *began = 1;
+    rc = strategy->ops->begin(strategy, b.g, b.spec.train_op, b.spec.loss, b.global_step, &plan, st);
+    if (plan.hook) loom__hl_add(&hl, plan.hook, 1);
+    if (rc != LOOM_OK) goto out_hooks;
+  }
+  int chief = plan.is_chief;
+  if (chief && e->config.save_summary_steps > 0 && !loom__est_has_loss_summary(b.g))
+    loom_summary_scalar(b.g, "loss", b.spec.loss);
+  if ((rc = loom_graph_status(b.g, st)) != LOOM_OK) goto out_hooks;
+  if (chief) {
     writer = loom_event_writer_new(e->model_dir, NULL, st);
     if (!writer) {
       rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
-      goto out_graph;
+      goto out_hooks;
     }
   }
   {
     int64_t total = o.steps;
     if (o.max_steps > 0) total = o.max_steps - start_step;
     loom__est_add_train_hooks(&hl, e, &b, gs_out, o.nhooks, o.hooks, o.steps, o.max_steps,
-                              e->config.progress_bar ? total : 0, st);
+                              e->config.progress_bar && !strategy ? total : 0, st);
   }
-  if (e->is_chief)
+  if (chief && plan.listener) { /* the strategy's listener first, at the same step */
+    ls = loom__calloc((size_t)o.nlisteners + 1, sizeof *ls);
+    selves = loom__calloc((size_t)o.nlisteners + 1, sizeof *selves);
+    if (!ls || !selves) {
+      rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "train: out of memory");
+      goto out_hooks;
+    }
+    ls[0] = plan.listener;
+    selves[0] = plan.listener_self;
+    for (int i = 0; i < o.nlisteners; i++) {
+      ls[i + 1] = o.listeners[i];
+      selves[i + 1] = o.listener_selves ? o.listener_selves[i] : NULL;
+    }
+    loom__est_add_chief_hooks(&hl, e, &b, writer, o.nlisteners + 1, ls, selves, st);
+  } else if (chief) {
     loom__est_add_chief_hooks(&hl, e, &b, writer, o.nlisteners, o.listeners, o.listener_selves, st);
+  }
   if (hl.oom) { /* a hook that could not be made says why, else it ran out of memory */
     rc = loom_status_code(st) ? loom_status_code(st)
                               : loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "train: out of memory collecting hooks");
@@ -343,7 +399,7 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     goto out_hooks;
   }
   {
-    init_ctx ic = {e, b.g, have_ckpt ? ckpt : NULL, 1, NULL};
+    init_ctx ic = {e, b.g, have_ckpt && plan.restore ? ckpt : NULL, 1, NULL};
     loom_session_options so = loom__est_session_options(e);
     loom_monitored_session *ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
     if (!ms) {
@@ -352,7 +408,9 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
     }
     loom_tensor *loss_val = NULL;
     int64_t nb = 0;
-    rc = feed_loop(ms, ds, &b, &b.spec.loss, &loss_val, 1, &b.spec.train_op, 1, 0, &nb, st);
+    loom_node *const *targets = plan.run_train_op ? &b.spec.train_op : plan.targets;
+    int ntargets = plan.run_train_op ? 1 : plan.ntargets;
+    rc = feed_loop(ms, ds, &b, &b.spec.loss, &loss_val, 1, targets, ntargets, 0, &nb, st);
     if (rc == LOOM_OK && nb == 0) loom__log(LOOM_LOG_WARN, "Training with estimator made no steps.");
     if (rc == LOOM_OK && loss_val)
       loom__log(LOOM_LOG_INFO, "Loss for final step: %g.",
@@ -368,6 +426,8 @@ loom_code loom_estimator_train(loom_estimator *e, loom_input_fn input_fn, void *
 out_hooks:
   loom__hl_free(&hl);
   loom_event_writer_free(writer);
+  loom__free(ls);
+  loom__free(selves);
 out_graph:
   loom__est_built_free(&b);
   loom_dataset_free(ds);

@@ -3,6 +3,8 @@
  *   estimator.c (construction, train, evaluate) -> build.c
  *   predict.c   (predict, export)              -> build.c, spec.c's types
  *   hooks/in_memory_eval.c                     -> build.c, estimator.c (eval helpers)
+ *   cluster.c   (train_and_evaluate's dispatch by role, loom_run_job) -> estimator.c (train),
+ *                train_and_evaluate.c (local mode, evaluation), distributed/job.c (strategy, PS task)
  *   train_and_evaluate.c                       -> build.c, estimator.c (eval helpers), exporters.c
  *   exporters.c (Latest/Best/FinalExporter)    -> estimator.c (eval results), the public export API
  *   build.c     (graph per mode, session init, checkpoints, hook lists) -> spec.c
@@ -13,6 +15,7 @@
 #define LOOM_ESTIMATOR_IMPL_H
 #include "engine/engine_api.h"
 #include "base/fsutil.h"
+#include "distributed/strategy.h"
 #include "loom/loom_data.h"
 #include "loom/loom_estimator.h"
 #include "loom/loom_export.h"
@@ -178,7 +181,15 @@ int loom__exporter_is_final(const loom_exporter *x);
 /* features: feature_columns/features.h (the map lives below the estimator) */
 #include "feature_columns/features.h"
 
-/* ---- distributed jobs: train_and_evaluate.c <-> job.c ---- */
+/* ---- estimator.c: the one training loop ---- */
+/* Estimator.train under strategy s (NULL: local; distributed/strategy.h). */
+loom_code loom__est_train(loom_estimator *e, loom_input_fn input_fn, void *input_user, const loom_train_options *opt,
+                          loom__strategy *s, loom_status *st);
+
+/* ---- train_and_evaluate.c, used by cluster.c (the dispatch by role) ---- */
+/* train_and_evaluate in local mode. */
+loom_code loom__tae_local(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                          loom_tae_result **out, loom_status *st);
 typedef struct loom__tae_eval loom__tae_eval;
 loom_code loom__tae_check_specs(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
                                 loom_status *st);
@@ -189,8 +200,6 @@ loom_code loom__tae_eval_latest(loom__tae_eval *x, int64_t step, loom_status *st
 int64_t loom__tae_eval_last_step(const loom__tae_eval *x); /* -1 before the first */
 loom_tae_result *loom__tae_eval_take(loom__tae_eval *x);  /* the result, handed over */
 void loom__tae_eval_free(loom__tae_eval *x);
-/* 1 when the TF_CONFIG (json NULL: the environment) names a PS job or an evaluator task. */
-int loom__job_is_distributed(const char *json);
 
 /* Whether g has a scalar summary tagged "loss" (the model_fn wrote its own). */
 int loom__est_has_loss_summary(loom_graph *g);

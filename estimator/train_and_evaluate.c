@@ -11,7 +11,7 @@
  * and runs on a fresh dataset from EvalSpec.input_fn (as TF calls it per
  * evaluation). With eval hooks, each
  * evaluation is loom_estimator_evaluate(checkpoint_path = the checkpoint
- * just saved). */
+ * just saved). The public entry, which dispatches by role, is cluster.c. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -357,14 +357,12 @@ static loom_code check_specs(loom_estimator *e, const loom_train_spec *ts, const
 }
 
 /* ------------------------------------------------------------ the entry */
-loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *train_spec,
-                                  const loom_eval_spec *eval_spec, loom_tae_result **out, loom_status *st) {
+loom_code loom__tae_local(loom_estimator *e, const loom_train_spec *train_spec, const loom_eval_spec *eval_spec,
+                          loom_tae_result **out, loom_status *st) {
   if (out) *out = NULL;
   if (!e || !train_spec || !eval_spec || !out)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "train_and_evaluate: estimator, train_spec, eval_spec or out "
                                                       "is NULL");
-  /* a TF_CONFIG with PS tasks (or naming the evaluator): a distributed job (distributed/job.c) */
-  if (loom__job_is_distributed(NULL)) return loom_run_job(e, train_spec, eval_spec, NULL, out, st);
   loom_code rc = check_specs(e, train_spec, eval_spec, st);
   if (rc != LOOM_OK) return rc;
   if (!e->is_chief)
@@ -448,8 +446,8 @@ done:
   return rc;
 }
 
-/* ---- the distributed evaluator (distributed/job.c) ----
- * The evaluation and export steps of local mode, driven by job.c's watch
+/* ---- the distributed evaluator (estimator/cluster.c) ----
+ * The evaluation and export steps of local mode, driven by cluster.c's watch
  * of model_dir/checkpoint instead of a saving listener. */
 struct loom__tae_eval {
   tae_ctx c;

@@ -7,10 +7,12 @@
  *   dist_job --model_dir D [--max_steps 200] [--save_steps 50] [--batch 32]
  *            [--hidden 32] [--data synthetic|<fashion-mnist dir>]
  *            [--launcher mpi|slurm --num_ps 1 --evaluator 1]
- *            [--lr 0.1] [--optimizer sgd] [--deadline 60] [--diag 2]
+ *            [--lr 0.1] [--model_optimizer sgd|default] [--optimizer sgd|adam (a
+ *            job-level override of the model's update rules)] [--deadline 60] [--diag 2]
  *            [--throttle 0] [--start_delay 0] [--idle_exit 0] [--threads 1]
  *            [--overlap 0|1]  (loom_job_options.overlap_comm: trainers overlap
  *            the PS exchange with the next step, staleness 1)
+ *            [--seed N] (RunConfig's graph-level random seed)
  *            [--embed N [--wide_deep 1]]  (an id feature in [0, N) through an
  *            embedding; with --wide_deep the canned DNNLinearCombinedClassifier
  *            on feature columns instead of this file's model_fn)
@@ -21,6 +23,8 @@
  * Prints "dist_job: role=... exit=..." and, for a trainer, "steps=..." and
  * "local_steps_per_sec=..." at the end; the exit status is
  * loom_job_exit_code. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,9 +167,10 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
                                                               LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
   loom_spec_set_loss(spec, loss);
   loom_spec_add_eval_metric(spec, "accuracy", loom_metrics_accuracy(g, labels, cls, none, NULL));
-  if (mode == LOOM_MODE_TRAIN) { /* run locally; a distributed job sends the loss's gradients to the PS instead */
-    loom_optimizer *opt =
-        loom_optimizer_sgd(loom_const_f32(g, (float)loom_params_get_double(params, "learning_rate", 0.1), "lr"));
+  if (mode == LOOM_MODE_TRAIN) { /* locally the train op runs; in a job the PS runs its update rules */
+    loom_output lr = loom_const_f32(g, (float)loom_params_get_double(params, "learning_rate", 0.1), "lr");
+    const char *mo = loom_params_get(params, "model_optimizer");
+    loom_optimizer *opt = mo && !strcmp(mo, "default") ? loom_optimizer_adagrad(lr, NULL) : loom_optimizer_sgd(lr);
     loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
     loom_optimizer_free(opt);
   }
@@ -224,6 +229,10 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
   (void)st;
   progress *p = self;
   int64_t gs = *(const int64_t *)loom_tensor_data_const(r[0]);
+  if (p->n > 0 && gs != p->gs_last + 1) { /* not the next step (another trainer's, or a restore) */
+    printf("progress jump from=%lld to=%lld\n", (long long)p->gs_last, (long long)gs);
+    fflush(stdout);
+  }
   if (p->n == 0) p->t_first = since_start(), p->gs_first = gs;
   p->t_last = since_start();
   p->gs_last = gs;
@@ -231,9 +240,10 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
     printf("progress step=%lld\n", (long long)*(const int64_t *)loom_tensor_data_const(r[0]));
     fflush(stdout);
   }
-  if (p->sleep_ms > 0) {
-    struct timespec ts = {0, (long)(p->sleep_ms * 1e6)};
-    nanosleep(&ts, NULL);
+  if (p->sleep_ms > 0) { /* simulated compute: a handled signal does not shorten it */
+    struct timespec ts = {(time_t)(p->sleep_ms / 1e3), (long)(fmod(p->sleep_ms, 1e3) * 1e6)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
   }
   return LOOM_OK;
 }
@@ -269,9 +279,22 @@ int main(int argc, char **argv) {
   rc.save_summary_steps = atoll(arg(argc, argv, "--summary_steps", "0"));
   rc.log_step_count_steps = atoll(arg(argc, argv, "--log_steps", "100"));
   rc.keep_checkpoint_max = 3;
+  /* --seed N: the graph-level random seed (initializers of the canned models), the same in every process */
+  const char *seed = arg(argc, argv, "--seed", NULL);
+  if (seed) rc.has_random_seed = 1, rc.tf_random_seed = atoll(seed);
   loom_params *params = loom_params_new();
   double lr = atof(arg(argc, argv, "--lr", "0.1"));
   loom_params_set_double(params, "learning_rate", lr, NULL);
+  /* --model_optimizer default: the models' default optimizers (this file's MLP: Adagrad at --lr, as TF's
+   * DNNClassifier; --wide_deep: the canned defaults, Ftrl on the linear part and Adagrad on the DNN
+   * part); sgd (the default): SGD at --lr everywhere */
+  const char *mopt = arg(argc, argv, "--model_optimizer", "sgd");
+  int default_opts = !strcmp(mopt, "default");
+  if (!default_opts && strcmp(mopt, "sgd")) {
+    fprintf(stderr, "dist_job: --model_optimizer '%s' is not sgd or default\n", mopt);
+    return LOOM_JOB_EXIT_CONFIG;
+  }
+  loom_params_set(params, "model_optimizer", mopt, NULL);
   loom_estimator *e = NULL;
   loom_fc_set *cs = NULL;
   if (atoi(arg(argc, argv, "--wide_deep", "0")) && c.embed > 0 && !fashion(&c)) {
@@ -279,7 +302,7 @@ int main(int argc, char **argv) {
      * wide: the id (identity, embed buckets) and id x bucketized x crossed
      * (hashed into embed buckets); deep: x and an 8-wide embedding of the
      * id. Both parts' id weights get sparse gradients (rows to the PS). In a
-     * job the PS applies its optimizer (--lr, SGD) to every variable. */
+     * job the PS applies the model's own optimizers (SGD at --lr). */
     cs = loom_fc_set_new();
     int64_t xs[1] = {NF};
     const float bounds[3] = {-0.25f, 0.0f, 0.25f};
@@ -306,10 +329,10 @@ int main(int argc, char **argv) {
       o.n_classes = NC;
       o.nlinear_feature_columns = 2;
       o.linear_feature_columns = lcols;
-      o.linear_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
+      if (!default_opts) o.linear_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
       o.ndnn_feature_columns = 2;
       o.dnn_feature_columns = dcols;
-      o.dnn_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
+      if (!default_opts) o.dnn_optimizer = (loom_canned_optimizer){"SGD", lr, NULL, NULL};
       o.ndnn_hidden_units = nu;
       o.dnn_hidden_units = units;
       e = loom_dnn_linear_combined_classifier_new(&o, st);
@@ -346,7 +369,9 @@ int main(int argc, char **argv) {
   loom_job_options jo = loom_job_options_default();
   jo.optimizer = LOOM_PS_SGD;
   jo.hyper[0] = (float)lr;
-  const char *on = arg(argc, argv, "--optimizer", "sgd");
+  /* without --optimizer the PS runs the model's own train op (SGD at --lr); with it, an override */
+  const char *on = arg(argc, argv, "--optimizer", "");
+  jo.job_optimizer = *on != 0;
   if (!strcmp(on, "adam")) {
     jo.optimizer = LOOM_PS_ADAM;
     jo.hyper[1] = 0.9f, jo.hyper[2] = 0.999f, jo.hyper[3] = 1e-8f;

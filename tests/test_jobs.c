@@ -988,8 +988,9 @@ Test(jobs, chief_gone_ps_saves_its_shard_then_idle_exit_is_retryable, .timeout =
 
 /* A restarted PS restores the newest complete state of its shard: here the chief's PS-side checkpoint
  * of the last step is missing (as when a PS dies during that save) while model.ckpt-<last> is there and
- * holds every variable of the shard (SGD: no optimizer slots): the PS takes model.ckpt-<last>, not its
- * older shard, and a chief started against it is at the last step. */
+ * holds every variable of the shard: the PS takes model.ckpt-<last>, not its older shard (under the
+ * model's own update rules the chief creates the shard from it), and a chief started against it is at
+ * the last step. */
 Test(jobs, restarted_ps_takes_the_chiefs_newer_model_ckpt, .timeout = 120) {
   jobt j;
   job_init(&j, "newer", 1, 0);
@@ -1023,7 +1024,7 @@ Test(jobs, restarted_ps_takes_the_chiefs_newer_model_ckpt, .timeout = 120) {
   rc = wait_exit(&j, ch, 60);
   if (rc || ready_step(ch) != 300) dump_logs(&j);
   cr_expect_eq(rc, 0);
-  cr_expect(log_has(ps, "restored its shard from the chief's model.ckpt"), "the PS took model.ckpt-300");
+  cr_expect(log_has(ps, "the newest state of its shard is the chief's model.ckpt"), "the PS took model.ckpt-300");
   cr_expect_eq(ready_step(ch), 300, "the chief starts at 300 (not the older shard's 200): %lld", ready_step(ch));
   cr_expect_eq(ckpt_step(&j), 400);
   job_cleanup(&j);
@@ -1351,6 +1352,15 @@ Test(jobs, one_trainer_job_with_embedding_equals_local_training_bitwise, .timeou
   bitwise_case("bitwise_emb", args);
 }
 
+/* The canned wide & deep model with its default optimizers (Ftrl on linear/, Adagrad on dnn/, read from
+ * its train op by the trainer and run on the PS), as separate processes: model.ckpt-150 (variables,
+ * slots, global step) bitwise equal to local training's. */
+Test(jobs, one_trainer_wide_deep_default_optimizers_equals_local_bitwise, .timeout = 120) {
+  const char *const args[] = {"--max_steps", "150", "--save_steps", "150", "--deadline", "30", "--embed", "50",
+                              "--wide_deep", "1", "--model_optimizer", "default", "--seed", "7", NULL};
+  bitwise_case("bitwise_wd", args);
+}
+
 /* --overlap 1 (loom_job_options.overlap_comm): chief + 1 PS, 150 steps,
  * checkpoints every 50. model.ckpt-100 is saved while step 100's update is
  * in flight: the checkpoint listener takes it in first, so every variable of
@@ -1436,5 +1446,121 @@ Test(jobs, overlapped_chief_checkpoints_equal_ps_and_stay_near_local, .timeout =
   fprintf(stderr, "overlap: %d variables equal the PS's at step 100; vs local at 150: max |diff| %.4g (max |w| %.4g)\n",
           compared, maxdiff, maxabs);
   loom_status_free(st);
+  job_cleanup(&j);
+}
+
+/* SIGINT to the worker and SIGTERM (what Kubernetes sends before SIGKILL) to the chief of a running job:
+ * each finishes or abandons the step in flight and exits 0 within 5 s; the chief writes its final
+ * checkpoint first, in model_dir and as the PS shards (model_dir/ps/model.ckpt-<step>), at a step at least the last one it
+ * reported. The PS stays up (the job is not finished: no done file) until SIGTERM, then exits 0. */
+Test(jobs, sigterm_to_trainers_final_checkpoint_and_exit_0_within_5s, .timeout = 120) {
+  jobt j;
+  job_init(&j, "sigterm", 1, 1);
+  const int64_t MAX = 1000000;
+  proc *ps = job_start(&j, "ps", 0, MAX), *ch = job_start(&j, "chief", 0, MAX), *w0 = job_start(&j, "worker", 0, MAX);
+  int ok = WAIT_UNTIL(last_progress(ch) >= 300 && last_progress(w0) >= 300, 60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "both trainers train");
+  double t0 = now_s();
+  kill(w0->pid, SIGINT); /* Ctrl-C: the same as SIGTERM */
+  int rw = wait_exit(&j, w0, 5);
+  cr_expect_eq(rw, 0, "worker exit %d within %.1f s of SIGINT", rw, now_s() - t0);
+  long long seen = last_progress(ch);
+  t0 = now_s();
+  kill(ch->pid, SIGTERM);
+  int rc = wait_exit(&j, ch, 5);
+  double dt = now_s() - t0;
+  if (rc) dump_logs(&j);
+  cr_expect_eq(rc, 0, "chief exit %d within %.1f s of SIGTERM", rc, dt);
+  long long step = ckpt_step(&j);
+  cr_expect_geq(step, seen, "final checkpoint at step %lld, the chief had reported %lld", step, seen);
+  char p[600];
+  snprintf(p, sizeof p, "%s/ps/model.ckpt-%lld", j.dir, step);
+  cr_expect_eq(access(p, R_OK), 0, "the PS shards of the final step: %s", p);
+  snprintf(p, sizeof p, "%s/rendezvous/done", j.dir);
+  cr_expect_neq(access(p, R_OK), 0, "no done file: the job is not finished");
+  cr_expect(!ps->done, "the PS stays up for the trainers' restart");
+  kill(ps->pid, SIGTERM);
+  cr_expect_eq(wait_exit(&j, ps, 5), 0);
+  job_cleanup(&j);
+}
+
+/* A second SIGTERM ends the trainer at once (killed by the signal), without the graceful end. */
+Test(jobs, second_sigterm_exits_at_once, .timeout = 120) {
+  jobt j;
+  job_init(&j, "sigterm2", 1, 0);
+  const int64_t MAX = 1000000;
+  proc *ps = job_start(&j, "ps", 0, MAX);
+  /* steps of 200 ms (the progress hook's simulated compute): the first signal's graceful end waits for
+   * the step in flight, so the second arrives during it */
+  const char *const args[] = {"--deadline", "20", "--save_steps", "200", "--progress", "1", "--step_sleep_ms", "200",
+                              "--max_steps", "1000000", NULL};
+  proc *ch = job_start_ex(&j, "chief", 0, NULL, NULL, args, NULL);
+  int ok = WAIT_UNTIL(last_progress(ch) >= 3, 60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "the chief trains");
+  (void)MAX;
+  kill(ch->pid, SIGTERM);
+  nap(0.05); /* handled (standard signals sent together merge into one) */
+  kill(ch->pid, SIGTERM);
+  int rc = wait_exit(&j, ch, 5);
+  cr_expect_eq(rc, 128 + SIGTERM, "chief exit %d (128 + SIGTERM expected: the second signal ends it)", rc);
+  (void)ps;
+  job_cleanup(&j);
+}
+
+/* A trainer still waiting for its PS at start: SIGTERM ends the wait, exit 0. */
+Test(jobs, sigterm_while_waiting_for_the_ps_exits_0, .timeout = 60) {
+  jobt j;
+  job_init(&j, "sigterm3", 1, 1);
+  proc *w0 = job_start(&j, "worker", 0, 1000);
+  int ok = WAIT_UNTIL(log_has(w0, "waiting for"), 30);
+  cr_assert(ok, "the worker waits for the PS");
+  double t0 = now_s();
+  kill(w0->pid, SIGTERM);
+  int rc = wait_exit(&j, w0, 5);
+  cr_expect_eq(rc, 0, "exit %d %.1f s after SIGTERM", rc, now_s() - t0);
+  job_cleanup(&j);
+}
+
+/* Hooks never see a global step from before a restore: ps:0 (the global step's home) is killed and
+ * restarted; it restores its shard of the last PS-side checkpoint, global step R. A lone chief sees
+ * consecutive steps; the one jump its progress hook reports is backwards, to R + 1 (the first step made
+ * on the restored PS), not a step after the one before the outage. */
+Test(jobs, hooks_see_the_restored_global_step_after_a_ps_restart, .timeout = 180) {
+  jobt j;
+  job_init(&j, "gsrestore", 1, 0);
+  const int64_t MAX = 4000;
+  proc *ps = job_start(&j, "ps", 0, MAX), *ch = job_start(&j, "chief", 0, MAX);
+  char psck[400];
+  snprintf(psck, sizeof psck, "%s/ps/checkpoint", j.dir);
+  int ok = WAIT_UNTIL(last_progress(ch) >= 500 && access(psck, R_OK) == 0, 60);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "training and PS-side checkpointing started");
+  kill9(&j, ps);
+  ok = WAIT_UNTIL(log_has(ch, "waiting for ps:0"), 20);
+  cr_expect(ok, "the chief waits for ps:0");
+  long long before = last_progress(ch);
+  ps = job_start(&j, "ps", 0, MAX);
+  ok = WAIT_UNTIL(last_progress(ch) > 0 && log_has(ch, "reconnected to the PS tasks") && log_has(ch, "progress jump"),
+                  30);
+  nap(0.5);
+  if (!ok) dump_logs(&j);
+  cr_assert(ok, "training resumed");
+  char *pl = slurp(ps->log), *cl = slurp(ch->log);
+  const char *r = pl ? strstr(pl, "restored its shard") : NULL;
+  const char *k = r ? strstr(r, "model.ckpt-") : NULL;
+  long long R = k ? atoll(k + 11) : -1;
+  cr_assert_geq(R, 0, "the restarted PS names the checkpoint it restored");
+  int jumps = 0;
+  long long from = -1, to = -1;
+  for (const char *q = cl; q && (q = strstr(q, "progress jump from=")); q++, jumps++)
+    sscanf(q, "progress jump from=%lld to=%lld", &from, &to);
+  cr_expect_eq(jumps, 1, "one jump (the restore), got %d", jumps);
+  cr_expect_eq(to, R + 1, "the first step after the restart is %lld, the restored step is %lld", to, R);
+  cr_expect_geq(from, before - 60, "the jump starts from the last step before the outage (%lld, progress %lld)",
+                from, before);
+  free(pl);
+  free(cl);
   job_cleanup(&j);
 }

@@ -3593,3 +3593,100 @@ Test(ps, own_save_without_chief_and_stop_reason) {
   cr_expect_eq(system(rm), 0);
   loom_status_free(st);
 }
+
+/* A variable's update rule (INIT_VAR's rule block): the PS evaluates its learning-rate schedule at the
+ * variable's step (the step it was created at, plus one per applied update) with the local schedule
+ * kernel; exact values (powers of two) for an exponential decay (created at step 3: lr 0.5^3, then
+ * 0.5^4) and a piecewise constant (boundary 4.5: 0.25 at step 4, 0.125 at step 5); the rule and the
+ * step survive SAVE and a RESTORE into a new PS (the next update uses 0.5^5). A malformed rule block
+ * (unknown schedule, boundaries for a non-piecewise schedule) is INVALID_ARGUMENT, not applied. */
+Test(ps, update_rule_schedules_exact_and_kept_across_save_restore) {
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "psrule");
+  loom_ps_server_options so = loom_ps_server_options_default();
+  so.placement_hash = 77;
+  so.num_ps = 1;
+  so.num_vars = 2;
+  so.model_dir = dir;
+  loom_ps_server *s = loom_ps_server_start(&so, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  loom_ps_client *c = connect_ok(s, 77, NULL);
+  int64_t d = 2;
+  float v0[2] = {1.0f, 2.0f}, g[2] = {1.0f, 2.0f}, out[2];
+  loom_ps_update_rule r;
+  memset(&r, 0, sizeof r);
+  r.optimizer = LOOM_PS_SGD;
+  r.schedule = 0; /* exponential: lr * beta^(step / decay_steps) */
+  r.lr = 1.0;
+  r.decay_steps = 1.0;
+  r.beta = 0.5;
+  r.step = 3;
+  OK(loom_ps_init_var_rule(c, 0, 1, &d, &r, v0, NULL, st));
+  static const double bounds[1] = {4.5};
+  static const float vals[2] = {0.25f, 0.125f};
+  loom_ps_update_rule pw = r;
+  pw.schedule = 1;
+  pw.nboundaries = 1;
+  pw.boundaries = bounds;
+  pw.values = vals;
+  pw.step = 4;
+  OK(loom_ps_init_var_rule(c, 1, 1, &d, &pw, v0, NULL, st));
+  uint64_t ver = UINT64_MAX;
+  OK(loom_ps_pushpull(c, 0, g, out, 2, &ver, st));
+  cr_expect(out[0] == 1.0f - 0.125f * 1.0f && out[1] == 2.0f - 0.125f * 2.0f, "%g %g", out[0], out[1]);
+  OK(loom_ps_pushpull(c, 0, g, out, 2, &ver, st));
+  cr_expect(out[0] == 0.875f - 0.0625f && out[1] == 1.75f - 0.125f, "%g %g", out[0], out[1]);
+  OK(loom_ps_pushpull(c, 1, g, out, 2, &ver, st));
+  cr_expect(out[0] == 0.75f && out[1] == 1.5f, "piecewise at step 4: %g %g", out[0], out[1]);
+  OK(loom_ps_pushpull(c, 1, g, out, 2, &ver, st));
+  cr_expect(out[0] == 0.625f && out[1] == 1.25f, "piecewise at step 5: %g %g", out[0], out[1]);
+  OK(syncq_ckpt(c, LOOM_PS_SAVE, "ps", 5, st));
+  { /* PULL_SLOT of a slot an SGD variable does not have: INVALID_ARGUMENT naming it, the connection kept */
+    uint8_t ps8[8];
+    loom__ps_put32(ps8, 0);
+    loom__ps_put32(ps8 + 4, 0);
+    loom_ps_hdr h;
+    loom_code rc = loom__ps_send(c, LOOM_PS_PULL_SLOT, ps8, 8, NULL, 0, NULL, 0, st);
+    if (!rc) rc = loom__ps_recv_hdr(c, LOOM_PS_PULL_SLOT, &h, st);
+    cr_expect_eq(rc, LOOM_INVALID_ARGUMENT, "%s", loom_status_message(st));
+    cr_expect(strstr(loom_status_message(st), "0 optimizer slots"), "%s", loom_status_message(st));
+    loom_status_clear(st);
+    OK(loom_ps_pull(c, 0, out, 2, NULL, NULL, st));
+  }
+  /* malformed rule blocks */
+  uint8_t fixed[16 + 8 + 32], rule[LOOM_PS_RULE_FIXED + 8 + 8];
+  memset(fixed, 0, sizeof fixed);
+  loom__ps_put32(fixed, 1);
+  loom__ps_put32(fixed + 8, 1);
+  loom__ps_put64(fixed + 16, 2);
+  for (int bad = 0; bad < 2; bad++) {
+    memset(rule, 0, sizeof rule);
+    loom__ps_put32(rule, LOOM_PS_RULE_TAG);
+    loom__ps_put32(rule + 4, bad ? 0u : 9u);
+    loom__ps_put32(rule + 12, bad ? 1u : 0u);
+    size_t rl = bad ? sizeof rule : LOOM_PS_RULE_FIXED + 4;
+    loom_ps_client *c2 = connect_ok(s, 77, NULL);
+    loom_code rc = loom__ps_send(c2, LOOM_PS_INIT_VAR, fixed, sizeof fixed, v0, 8, rule, rl, st);
+    uint8_t o4[4];
+    if (!rc) rc = loom__ps_small_reply(c2, LOOM_PS_INIT_VAR, o4, 4, st);
+    cr_expect_eq(rc, LOOM_INVALID_ARGUMENT, "bad rule %d: %s", bad, loom_status_message(st));
+    cr_expect(strstr(loom_status_message(st), "rule block"), "%s", loom_status_message(st));
+    loom_ps_client_free(c2);
+    loom_status_clear(st);
+  }
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  /* a new PS restores the shard: the schedule goes on at step 5 */
+  s = loom_ps_server_start(&so, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  c = connect_ok(s, 77, NULL);
+  OK(syncq_ckpt(c, LOOM_PS_RESTORE, "ps", 5, st));
+  ver = UINT64_MAX;
+  OK(loom_ps_pushpull(c, 0, g, out, 2, &ver, st));
+  cr_expect(out[0] == 0.8125f - 0.03125f && out[1] == 1.625f - 0.0625f, "after restore: %g %g", out[0], out[1]);
+  loom_ps_client_free(c);
+  loom_ps_server_stop(s);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}

@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--model", default="dnn", choices=["dnn", "sparse", "wide_deep"])
+    # default: the canned estimators' own optimizers (DNN: Adagrad, linear part: Ftrl); sgd: SGD 0.05 everywhere
+    ap.add_argument("--optimizer", default="default", choices=["default", "sgd"])
     a = ap.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -91,22 +93,24 @@ def main():
                                     save_checkpoints_steps=100000, save_summary_steps=100000)
     fc = tf.feature_column
     sgd = lambda: tf.keras.optimizers.legacy.SGD(0.05)  # noqa: E731
+    dnn_opt = sgd if a.optimizer == "sgd" else "Adagrad"
+    lin_opt = sgd if a.optimizer == "sgd" else "Ftrl"
     if a.model == "dnn":
         cols = [fc.numeric_column("image", shape=(784,))]
         est = tf.estimator.DNNClassifier(hidden_units=[512, 256], feature_columns=cols, n_classes=10,
-                                         optimizer=sgd, config=config)
+                                         optimizer=dnn_opt, config=config)
     elif a.model == "sparse":
         idc = fc.categorical_column_with_identity("id", 100000)
         cols = [fc.numeric_column("x", shape=(16,)), fc.embedding_column(idc, 4)]
-        est = tf.estimator.DNNClassifier(hidden_units=[64], feature_columns=cols, n_classes=4, optimizer=sgd,
+        est = tf.estimator.DNNClassifier(hidden_units=[64], feature_columns=cols, n_classes=4, optimizer=dnn_opt,
                                          config=config)
     else:
         idc = fc.categorical_column_with_identity("id", 100000)
         xc = fc.numeric_column("x", shape=(16,))
         cross = fc.crossed_column([idc, fc.bucketized_column(xc, [-0.25, 0.0, 0.25])], 100000)
         est = tf.estimator.DNNLinearCombinedClassifier(
-            linear_feature_columns=[idc, cross], linear_optimizer=sgd, dnn_feature_columns=[xc, fc.embedding_column(idc, 8)],
-            dnn_optimizer=sgd, dnn_hidden_units=[64], n_classes=4, config=config)
+            linear_feature_columns=[idc, cross], linear_optimizer=lin_opt, dnn_feature_columns=[xc, fc.embedding_column(idc, 8)],
+            dnn_optimizer=dnn_opt, dnn_hidden_units=[64], n_classes=4, config=config)
     rate = Rate(max(2, a.steps // 10))
     train = tf.estimator.TrainSpec(input_fn, max_steps=a.steps, hooks=[rate])
     evals = tf.estimator.EvalSpec(input_fn, steps=1, start_delay_secs=10 ** 6, throttle_secs=10 ** 6)

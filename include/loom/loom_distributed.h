@@ -56,7 +56,8 @@ LOOM_API const char *loom_tf_config_address(const loom_tf_config *c, const char 
 typedef enum loom_ps_optimizer {
   LOOM_PS_SGD = 0,      /* hyper: [0] learning rate */
   LOOM_PS_ADAGRAD = 1,  /* hyper: [0] learning rate, [1] initial accumulator value */
-  LOOM_PS_ADAM = 2,     /* hyper: [0] lr, [1] beta1, [2] beta2, [3] epsilon; sparse pushes are LazyAdam */
+  LOOM_PS_ADAM = 2,     /* hyper: [0] lr, [1] beta1, [2] beta2, [3] epsilon, [4] != 0: sparse pushes update every
+                           row's moments (TF's Adam), 0: sparse pushes are LazyAdam */
   LOOM_PS_MOMENTUM = 3, /* hyper: [0] lr, [1] momentum, [2] use_nesterov (!= 0) */
   LOOM_PS_FTRL = 4,     /* hyper: [0] lr, [1] learning_rate_power, [2] initial accumulator, [3] l1, [4] l2,
                            [5] l2_shrinkage (FtrlV2) */
@@ -247,6 +248,34 @@ LOOM_API int loom_ps_client_last_duplicate(const loom_ps_client *c);
 LOOM_API loom_code loom_ps_init_var(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims,
                                     loom_ps_optimizer opt, const float *hyper, const float *value, int *created,
                                     loom_status *st);
+/* A variable's update rule on the PS as the model's train op defines it: the optimizer and its
+ * hyperparameters (hyper[0] is the learning rate when there is no schedule), and optionally a
+ * learning-rate schedule (train/schedules.c's kinds: 0 exponential, 1 piecewise constant, 2 polynomial,
+ * 3 cosine; flag: staircase / cycle; lr, decay_steps, beta (decay rate / end learning rate / alpha),
+ * limit (power); piecewise: nboundaries boundaries and nboundaries + 1 values) evaluated by the PS at
+ * the variable's step: `step` when the variable is created, plus one per update applied to it (with
+ * every trainer pushing every variable once per step, the global step). beta1_power/beta2_power (Adam;
+ * 0: beta1/beta2) are the beta powers the first update uses. */
+typedef struct loom_ps_update_rule {
+  loom_ps_optimizer optimizer;
+  float hyper[8];
+  int32_t schedule; /* -1: none */
+  int32_t flag;
+  double lr, decay_steps, beta, limit;
+  int32_t nboundaries;
+  const double *boundaries;
+  const float *values;
+  int64_t step;
+  float beta1_power, beta2_power;
+  /* The optimizer slots' values (nslot_values arrays of the whole variable's shape, in the PS's slot
+   * order; 0: the slots start at their initial values), e.g. a chief's restored checkpoint. */
+  int32_t nslot_values;
+  const float *const *slot_values;
+} loom_ps_update_rule;
+/* loom_ps_init_var with the update rule r (INIT_VAR's rule block). */
+LOOM_API loom_code loom_ps_init_var_rule(loom_ps_client *c, uint32_t var_id, int ndim, const int64_t *dims,
+                                         const loom_ps_update_rule *r, const float *value, int *created,
+                                         loom_status *st);
 /* *version in/out: the version the caller holds (UINT64_MAX: none). out
  * (numel floats) is written only when the PS holds a newer one; *changed
  * says which. */
@@ -355,6 +384,13 @@ LOOM_API void loom_ps_cluster_free(loom_ps_cluster *c);
 /* Creates every shard of variable var (value: the whole variable) on its PS. */
 LOOM_API loom_code loom_ps_cluster_init_var(loom_ps_cluster *c, int var, loom_ps_optimizer opt, const float *hyper,
                                             const float *value, loom_status *st);
+/* The same with variable var's update rule (loom_ps_update_rule). */
+LOOM_API loom_code loom_ps_cluster_init_var_rule(loom_ps_cluster *c, int var, const loom_ps_update_rule *r,
+                                                 const float *value, loom_status *st);
+/* Optimizer slot `slot` (0..2: the update rule's slots in its apply op's input order) of variable var
+ * into out (the whole variable's shape), and Adam's beta powers (may be NULL), as the PS holds them. */
+LOOM_API loom_code loom_ps_cluster_pull_slot(loom_ps_cluster *c, int var, int slot, float *out, float *beta1_power,
+                                             float *beta2_power, loom_status *st);
 /* Pulls every variable into values[var] (whole variables), the requests to
  * all PS in flight together. A shard the PS reports unchanged since this
  * cluster's last pull or push-pull of it is not written (16 bytes travel):

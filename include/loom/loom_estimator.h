@@ -80,7 +80,19 @@ typedef struct loom_run_config {
    * core is free; when the session's threads use every core, the producer
    * competes with them (the batch is then produced inline between steps). */
   int32_t prefetch;
+  /* The distribution strategy of train_and_evaluate (TF's RunConfig.train_distribute), a
+   * loom_distribute value; docs/distributed.md "Strategies". */
+  int32_t train_distribute;
 } loom_run_config;
+typedef enum loom_distribute {
+  LOOM_DISTRIBUTE_AUTO = 0,             /* TF_CONFIG decides: a cluster with "ps" tasks (or this task the
+                                           evaluator): parameter server; otherwise local */
+  LOOM_DISTRIBUTE_LOCAL = 1,            /* local training even when TF_CONFIG names a cluster */
+  LOOM_DISTRIBUTE_PARAMETER_SERVER = 2, /* TF_CONFIG must name "ps" tasks (INVALID_ARGUMENT otherwise): async,
+                                           bounded staleness or sync, as the PS tasks are configured */
+  LOOM_DISTRIBUTE_COLLECTIVE = 3        /* synchronous all-reduce (MultiWorkerMirrored): not implemented yet
+                                           (UNIMPLEMENTED) */
+} loom_distribute;
 LOOM_API loom_run_config loom_run_config_default(void);
 
 /* ---- features (name -> graph output) ---- */

@@ -14,24 +14,35 @@
  *    summaries, chief-only hooks; at the end a final checkpoint, the file
  *    model_dir/rendezvous/done, and SHUTDOWN to every PS.
  *  - worker: waits for the PS tasks and for the chief's variables, then
- *    trains; the model_fn's train op is not run: the gradients of its loss
- *    go to the PS, whose optimizer (loom_job_options.optimizer) applies
- *    them. The global step is the PS's (ps:0): every trainer reserves each
- *    step there before pushing it (loom_ps_reserve_step) and stops at the
- *    first refusal, so the job ends at global step max_steps exactly.
+ *    trains; the model_fn's train op is not run by the trainer: the
+ *    gradients its apply ops consume go to the PS, which applies each
+ *    variable's own update rule (the model's optimizer, hyperparameters
+ *    and learning-rate schedule; see job_optimizer for the override). The
+ *    global step is the PS's (ps:0): every trainer reserves each step
+ *    there before pushing it (loom_ps_reserve_step), pushes only a granted
+ *    step and stops at the first refusal, so the job ends at global step
+ *    max_steps exactly, for any number of trainers.
  *  - ps: builds the graph (for the placement and its hash), serves until
  *    SHUTDOWN or SIGTERM/SIGINT (exit 0), or the idle deadline (exit 0 when
  *    the job finished, else retryable). Without a chief connection for
  *    ps_chief_lost_save_s it checkpoints its shard itself. A PS that starts
  *    restores the newest complete state of its shard (the chief's PS-side
  *    checkpoint in model_dir/ps/, its own save, or the chief's newer
- *    model.ckpt-N when that holds everything the shard needs) before it
- *    publishes its address.
+ *    model.ckpt-N when that holds every variable of the shard: under the
+ *    model's own update rules the chief then creates the shard from it
+ *    with each variable's rule and optimizer slots; with job_optimizer
+ *    only an SGD shard is taken from it, by the PS) before it publishes
+ *    its address.
  *  - evaluator: never connects to a PS; watches model_dir/checkpoint,
  *    evaluates each new checkpoint after start_delay_secs, at most once
  *    per throttle_secs, runs the exporters, and returns once an evaluated
  *    global step reaches max_steps (or the chief's done file names the
  *    last step and it was evaluated).
+ * SIGTERM / SIGINT to a trainer: the step in flight finishes (or none
+ * starts), the chief writes its final checkpoint (model_dir and the PS
+ * shards), no done file (the job is not finished), exit 0; a second signal
+ * ends the process at once. Hooks never see a global step from before a
+ * PS restore (the trainer re-reads it when it reconnects).
  * Every wait has a deadline and prints a line every diag_every_s naming
  * what it waits for, e.g. "job worker:0: waiting for ps:1 (127.0.0.1:40213):
  * connection refused, 12 s elapsed (deadline 300 s)".
@@ -50,7 +61,7 @@ extern "C" {
 typedef struct loom_job_options {
   uint32_t struct_size;
   const char *tf_config;        /* NULL: the TF_CONFIG environment variable */
-  loom_ps_optimizer optimizer;  /* the PS-side optimizer (SGD) */
+  loom_ps_optimizer optimizer;  /* job_optimizer = 1 only: the PS-side optimizer of every variable (SGD) */
   float hyper[8];               /* its hyperparameters (loom_ps_optimizer); {0.01} */
   loom_ps_strategy strategy;    /* placement (greedy by bytes) */
   int64_t min_slice_bytes;      /* 0: 256 KiB (loom_ps_placement_new) */
@@ -81,14 +92,24 @@ typedef struct loom_job_options {
    * <placement>/), again every this long while updates arrive, so that progress never lives only in a
    * PS's memory for longer; a restarted PS restores the newest state of its shard. Default 30; 0: never. */
   double ps_chief_lost_save_s;
+  /* (added) 0 (default): every variable is updated on the PS by the model's own update rule, read from
+   * the model_fn's train op (its optimizer, hyperparameters, learning-rate schedule and the gradient it
+   * consumes, clipping included); a train op the PS cannot reproduce fails the job at start, naming the
+   * op and the variable. 1: an explicit override: `optimizer` and `hyper` update every variable with the
+   * gradients of the loss (the train op is ignored). Params key when o is NULL: "ps_optimizer" (its
+   * presence sets it). */
+  int job_optimizer;
 } loom_job_options;
 LOOM_API loom_job_options loom_job_options_default(void);
 
-/* Runs this process's role (see the top of this header). In local mode
+/* A thin alias of loom_train_and_evaluate (the same dispatch by role, estimator/cluster.c) that takes
+ * the job's options explicitly; it ignores RunConfig.train_distribute (a TF_CONFIG with PS tasks runs
+ * the parameter-server strategy).
+ * Runs this process's role (see the top of this header). In local mode
  * (TF_CONFIG unset or without a cluster) it is loom_train_and_evaluate.
  * o NULL: the defaults, with the params "ps_optimizer" (sgd, momentum,
- * adagrad, adam, ftrl, rmsprop, adadelta) and "learning_rate" (hyper[0])
- * when given. *out: the evaluator's (and local mode's) result; NULL for the
+ * adagrad, adam, ftrl, rmsprop, adadelta: job_optimizer = 1) and
+ * "learning_rate" (hyper[0]) when given. *out: the evaluator's (and local mode's) result; NULL for the
  * other roles. Codes: INVALID_ARGUMENT (bad TF_CONFIG or specs),
  * PERMISSION_DENIED (the PS refused the token), FAILED_PRECONDITION (the
  * PS holds another placement), UNAVAILABLE / DEADLINE_EXCEEDED (a peer not

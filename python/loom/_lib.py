@@ -86,7 +86,7 @@ class RunConfig(C.Structure):
                 ("save_summary_steps", i64), ("save_checkpoints_steps", i64), ("save_checkpoints_secs", dbl),
                 ("keep_checkpoint_max", i32), ("keep_checkpoint_every_n_hours", dbl),
                 ("log_step_count_steps", i64), ("num_threads", i32), ("device", cint), ("progress_bar", i32),
-                ("prefetch", i32)]
+                ("prefetch", i32), ("train_distribute", i32)]
 
 
 class TrainOptions(C.Structure):
