@@ -405,14 +405,14 @@ _d("loom_activation", Output, vp, Output, cs, cs)
 
 
 class Conv2DOptions(C.Structure):
-    _fields_ = [("strides", i64 * 2), ("padding", cs), ("dilation_rate", i64 * 2), ("activation", cs),
+    _fields_ = [("struct_size", u32), ("strides", i64 * 2), ("padding", cs), ("dilation_rate", i64 * 2), ("activation", cs),
                 ("use_bias", i32), ("kernel_initializer", Initializer), ("bias_initializer", Initializer),
                 ("kernel_regularizer", Regularizer), ("bias_regularizer", Regularizer), ("trainable", i32),
                 ("reuse", i32)]
 
 
 class DropoutOptions(C.Structure):
-    _fields_ = [("training", i32), ("training_flag", Output), ("seed", i64)]
+    _fields_ = [("struct_size", u32), ("training", i32), ("training_flag", Output), ("seed", i64)]
 
 
 _d("loom_conv2d_options_default", Conv2DOptions)

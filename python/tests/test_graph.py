@@ -28,7 +28,9 @@ def test_struct_layouts_match_the_c_library():
                     ("loom_train_spec_default", L.TrainSpec),
                     ("loom_eval_spec_default", L.EvalSpec),
                     ("loom_fc_embedding_options_default", L.EmbeddingOptions),
-                    ("loom_onnx_options_default", L.OnnxOptions)]:
+                    ("loom_onnx_options_default", L.OnnxOptions),
+                    ("loom_conv2d_options_default", L.Conv2DOptions),
+                    ("loom_dropout_options_default", L.DropoutOptions)]:
         assert getattr(L.lib, fn)().struct_size == ctypes.sizeof(cls), fn
     # and the defaults read through the layout are the documented ones
     d = L.lib.loom_dnn_options_default()
