@@ -53,6 +53,7 @@ typedef struct job {
   data train, test;
   int64_t batch, eval_batch, shuffle_buf;
   int prefetch; /* --prefetch 1: batches made ahead on a background thread, as TF's prefetch */
+  uint64_t shuffle_seed; /* op seed 7 under the run's seed (TF's order also changes with tf_random_seed) */
   /* Fashion-MNIST: IDX files instead of tensors */
   const char *fashion;
 } job;
@@ -76,7 +77,7 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
     data *d = mode == LOOM_MODE_TRAIN ? &j->train : &j->test;
     ds = loom_dataset_from_tensors(d->nf, d->names, (const loom_tensor *const *)d->cols, d->label, st);
   }
-  if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, 7, 1, st);
+  if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, j->shuffle_seed, 1, st);
   if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
   ds = ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
   /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a
@@ -495,6 +496,7 @@ int main(int argc, char **argv) {
   }
   if (!e) die("constructor", st);
   j.prefetch = atoi(bu_flag(argc, argv, "--prefetch", "1"));
+  j.shuffle_seed = (uint64_t)cfg.tf_random_seed << 32 | 7;
   if (!atoi(bu_flag(argc, argv, "--shuffle", "1"))) j.shuffle_buf = 0; /* file order (to compare with TF step by step) */
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 
