@@ -6,7 +6,8 @@
  *           diamonds_dnn | diamonds_wd | insteval_wd
  *   --model_dir DIR (required, must not hold a checkpoint)
  *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1; 0 = all cores)
- *   --seed S (42: RunConfig's tf_random_seed)
+ *   --seed S (42: RunConfig's tf_random_seed; also the shuffle's, with op
+ *           seed 7, as TF's shuffle order follows tf_random_seed)
  *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
  *   --prefetch 0 (no prefetch: batches made on the training thread; 1, the
@@ -23,7 +24,13 @@
  *                    clarity vocabulary lists, color x clarity cross (100
  *                    buckets); 80/20 split (seed 777); batch 128, E epochs.
  *                    linear: Ftrl default (0.2); dnn: [64,32] Adagrad default (0.001);
- *                    wd: wide Ftrl 0.1 / deep [64,32] Adagrad 0.05
+ *                    wd: wide Ftrl 0.1 / deep [64,32] Adagrad 0.05. Its RMSE
+ *                    depends on the initial draw far more than on the side
+ *                    (one seed's ranges ~740-960 for either), so compare
+ *                    means over seeds; from the same initial weights
+ *                    (tf_canned.py --init_from this run's model.ckpt-0) on
+ *                    the same batches (--shuffle 0 on both) loom and TF end
+ *                    within rounding of each other
  *   insteval_wd      rating y-1 as 5 classes; deep: s and d hashed (5000 /
  *                    2000 buckets) into 16-d embeddings, service dept studage
  *                    lectage indicators; wide: s, d hashed, s x d cross
