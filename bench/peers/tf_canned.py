@@ -180,7 +180,8 @@ def main():
     config = tf.estimator.RunConfig(model_dir=a.model_dir, tf_random_seed=a.seed, session_config=session_config,
                                     log_step_count_steps=100)
     if a.init_from:  # every trainable variable from the loom checkpoint (same names)
-        ws = tf.estimator.WarmStartSettings(tf_checkpoint_from_loom(a.init_from, os.path.join(a.model_dir, "loom_init")), ".*")
+        ckpt = tf_checkpoint_from_loom(a.init_from, os.path.join(a.model_dir, "loom_init"))
+        ws = tf.estimator.WarmStartSettings(ckpt, ".*")
         init = {"warm_start_from": ws}
     else:
         init = {}
@@ -193,7 +194,8 @@ def main():
         steps = a.steps or 1000
         cols = [fc.numeric_column(k) for k in IRIS_F]
         est = tf.estimator.DNNClassifier(hidden_units=[10, 10], feature_columns=cols, n_classes=3,
-                                         optimizer=lambda: tf.keras.optimizers.legacy.Adagrad(0.1), config=config, **init)
+                                         optimizer=lambda: tf.keras.optimizers.legacy.Adagrad(0.1),
+                                         config=config, **init)
         serving = {k: (tf.float32, [None]) for k in IRIS_F}
     elif m.startswith("fmnist_"):
         xtr = read_idx(a.fashion + "/train-images-idx3-ubyte.gz").reshape(-1, 784)
@@ -205,7 +207,8 @@ def main():
         cols = [fc.numeric_column("image", shape=(784,))]
         if m == "fmnist_dnn":
             est = tf.estimator.DNNClassifier(hidden_units=[512, 256], feature_columns=cols, n_classes=10,
-                                             optimizer=lambda: tf.keras.optimizers.legacy.SGD(0.1), config=config, **init)
+                                             optimizer=lambda: tf.keras.optimizers.legacy.SGD(0.1),
+                                             config=config, **init)
         else:
             est = tf.estimator.LinearClassifier(feature_columns=cols, n_classes=10, config=config, **init)
         serving = {"image": (tf.float32, [None, 784])}
