@@ -84,7 +84,8 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
     data *d = mode == LOOM_MODE_TRAIN ? &j->train : &j->test;
     ds = loom_dataset_from_tensors(d->nf, d->names, (const loom_tensor *const *)d->cols, d->label, st);
   }
-  if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, j->shuffle_seed, 1, st);
+  if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0)
+    ds = loom_dataset_shuffle(ds, j->shuffle_buf, j->shuffle_seed, 1, st);
   if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
   ds = ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
   /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a

@@ -16,7 +16,7 @@
 # implementation (diamonds_dnn: TF 2.15's default Adagrad 0.001 leaves it far
 # from converged after 5 epochs; RMSE 1490-1700 by seed for either side), so
 # the models in SEED_MODELS run once per seed in SEEDS for both sides
-# (RunConfig tf_random_seed; the data split and shuffle are the same) and the
+# (RunConfig tf_random_seed; the data split and shuffle buffer are the same) and the
 # table shows the metric as mean +- half the range over the seeds, the
 # accuracy/RMSE gate comparing the means; steps/s, wall and RSS are the first
 # seed's run. The seed also picks the shuffle order on both sides (TF: the
