@@ -6,7 +6,8 @@
  *           diamonds_dnn | diamonds_wd | insteval_wd
  *   --model_dir DIR (required, must not hold a checkpoint)
  *   --epochs E (5; all but iris)  --steps N (overrides)  --threads N (1; 0 = all cores)
- *   --seed S (42: RunConfig's tf_random_seed)
+ *   --seed S (42: RunConfig's tf_random_seed; also the shuffle's, with op
+ *           seed 7, as TF's shuffle order follows tf_random_seed)
  *   CANNED_DUMP=1 (env): statistics of the dnn/ variables after training (stderr)
  *   --shuffle 0 (train in file order: the same batches as tf_canned.py --shuffle 0)
  *   --prefetch 0 (no prefetch: batches made on the training thread; 1, the
@@ -23,7 +24,13 @@
  *                    clarity vocabulary lists, color x clarity cross (100
  *                    buckets); 80/20 split (seed 777); batch 128, E epochs.
  *                    linear: Ftrl default (0.2); dnn: [64,32] Adagrad default (0.001);
- *                    wd: wide Ftrl 0.1 / deep [64,32] Adagrad 0.05
+ *                    wd: wide Ftrl 0.1 / deep [64,32] Adagrad 0.05. Its RMSE
+ *                    depends on the initial draw far more than on the side
+ *                    (one seed's ranges ~740-960 for either), so compare
+ *                    means over seeds; from the same initial weights
+ *                    (tf_canned.py --init_from this run's model.ckpt-0) on
+ *                    the same batches (--shuffle 0 on both) loom and TF end
+ *                    within rounding of each other
  *   insteval_wd      rating y-1 as 5 classes; deep: s and d hashed (5000 /
  *                    2000 buckets) into 16-d embeddings, service dept studage
  *                    lectage indicators; wide: s, d hashed, s x d cross
@@ -53,6 +60,7 @@ typedef struct job {
   data train, test;
   int64_t batch, eval_batch, shuffle_buf;
   int prefetch; /* --prefetch 1: batches made ahead on a background thread, as TF's prefetch */
+  uint64_t shuffle_seed; /* op seed 7 under the run's seed (TF's order also changes with tf_random_seed) */
   /* Fashion-MNIST: IDX files instead of tensors */
   const char *fashion;
 } job;
@@ -76,7 +84,8 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
     data *d = mode == LOOM_MODE_TRAIN ? &j->train : &j->test;
     ds = loom_dataset_from_tensors(d->nf, d->names, (const loom_tensor *const *)d->cols, d->label, st);
   }
-  if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0) ds = loom_dataset_shuffle(ds, j->shuffle_buf, 7, 1, st);
+  if (ds && mode == LOOM_MODE_TRAIN && j->shuffle_buf > 0)
+    ds = loom_dataset_shuffle(ds, j->shuffle_buf, j->shuffle_seed, 1, st);
   if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
   ds = ds ? loom_dataset_batch(ds, mode == LOOM_MODE_TRAIN ? j->batch : j->eval_batch, 0, st) : NULL;
   /* as tf_canned.py's pipeline (prefetch(AUTOTUNE)): batches are assembled on a
@@ -495,6 +504,7 @@ int main(int argc, char **argv) {
   }
   if (!e) die("constructor", st);
   j.prefetch = atoi(bu_flag(argc, argv, "--prefetch", "1"));
+  j.shuffle_seed = (uint64_t)cfg.tf_random_seed << 32 | 7;
   if (!atoi(bu_flag(argc, argv, "--shuffle", "1"))) j.shuffle_buf = 0; /* file order (to compare with TF step by step) */
   if (!steps) steps = (int64_t)ceil(epochs * (double)ntrain / (double)j.batch);
 

@@ -16,13 +16,21 @@
 # implementation (diamonds_dnn: TF 2.15's default Adagrad 0.001 leaves it far
 # from converged after 5 epochs; RMSE 1490-1700 by seed for either side), so
 # the models in SEED_MODELS run once per seed in SEEDS for both sides
-# (RunConfig tf_random_seed; the data split and shuffle are the same) and the
+# (RunConfig tf_random_seed; the data split and shuffle buffer are the same) and the
 # table shows the metric as mean +- half the range over the seeds, the
 # accuracy/RMSE gate comparing the means; steps/s, wall and RSS are the first
-# seed's run.
+# seed's run. The seed also picks the shuffle order on both sides (TF: the
+# graph seed with shuffle's op seed 7; loom: the seed with 7), not the same
+# order. diamonds_wd is the sharpest case: one seed's RMSE ranges ~740-960
+# with either side's initial weights, so three seeds can put the two means
+# 100 apart by chance.
+# Same start: the models in SAME_INIT_MODELS also run once from the same
+# initial weights on the same batches (both --shuffle 0; TF --init_from the
+# loom run's model.ckpt-0): any difference left is the implementation's.
 #   MODELS ("iris_dnn fmnist_dnn fmnist_linear diamonds_linear diamonds_dnn diamonds_wd insteval_wd")
 #   EPOCHS (5; all but iris; lower it for a quick run), BUILD (build), NO_TF=1 (loom only)
-#   SEEDS ("42 1 7 3 5"; three are too few: their spread is +-100 on ~1500), SEED_MODELS ("diamonds_dnn"; "" = every model once with seed 42)
+#   SEEDS ("42 1 7 3 5"; three are too few: their spread is +-100 on ~1500), SEED_MODELS ("diamonds_dnn diamonds_wd"; "" = every model once with seed 42)
+#   SAME_INIT_MODELS ("diamonds_wd"; "" = none): printed as <model>.same_init_<metric>: loom=.. tf=..
 #   MT_MODELS ("fmnist_dnn"; "" = none): after the one-thread table, these
 #     models run again with each side at its default threading on this
 #     machine (tagged "<model>+mt"): loom --threads 0 (one pool of all cores;
@@ -35,7 +43,8 @@ BUILD=${BUILD:-build}
 EPOCHS=${EPOCHS:-5}
 MODELS=${MODELS:-"iris_dnn fmnist_dnn fmnist_linear diamonds_linear diamonds_dnn diamonds_wd insteval_wd"}
 SEEDS=${SEEDS:-"42 1 7 3 5"}
-SEED_MODELS=${SEED_MODELS-"diamonds_dnn"}
+SEED_MODELS=${SEED_MODELS-"diamonds_dnn diamonds_wd"}
+SAME_INIT_MODELS=${SAME_INIT_MODELS-"diamonds_wd"}
 MT_MODELS=${MT_MODELS-"fmnist_dnn"}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
 export TF_CPP_MIN_LOG_LEVEL=2
@@ -97,6 +106,18 @@ for m in $MODELS; do
   done
   echo "seeds.$m=$(echo $seeds | tr ' ' ,)" | tee -a "$results"
 done
+# the same initial weights and batches (SAME_INIT_MODELS), tagged "<model>+init"
+if [ -n "$PY" ]; then
+  for m in $SAME_INIT_MODELS; do
+    run "loom.$m+init" "$BUILD/bench/canned" --model "$m" --epochs "$EPOCHS" --seed 42 --shuffle 0 >>"$results"
+    run "tf.$m+init" "$PY" bench/peers/tf_canned.py --model "$m" --epochs "$EPOCHS" --seed 42 --shuffle 0 \
+      --init_from "$work/loom.$m+init/model.ckpt-0" >>"$results" || true
+    for k in rmse accuracy; do
+      l=$(sed -n "s/^loom.$m+init.$k=//p" "$results"); t=$(sed -n "s/^tf.$m+init.$k=//p" "$results")
+      [ -z "$l" ] || echo "$m.same_init_$k: loom=$l tf=${t:--} (seed 42 initial weights, file-order batches)"
+    done
+  done
+fi
 # the default-threading configuration (MT_MODELS), tagged "<model>+mt"
 MT_TAGS=
 for m in $MT_MODELS; do

@@ -6,6 +6,7 @@
 #include "canned_util.h"
 #include "canned_small.h"
 #include "fixtures/canned/canned_vars.h"
+#include "fixtures/canned/wd_trajectory.h"
 
 
 Test(canned, variable_names_and_shapes_equal_tf) {
@@ -622,6 +623,79 @@ Test(canned, diamonds_regressors) {
   cu_data_free(&te);
   loom_fc_set_free(dc.set);
   loom_status_free(st);
+}
+
+/* ---- training semantics: TF's trajectory from TF's own initial weights ----
+ * The wide & deep regressor (Ftrl 0.1 + Adagrad 0.05, bench/canned.c's
+ * diamonds_wd optimizers) warm-started from the initial values TF drew and
+ * trained on the same batches ends at TF's variables
+ * (tests/fixtures/canned/wd_trajectory.h from
+ * scripts/gen_canned_trajectory_fixtures.py): forward pass, loss reduction,
+ * gradients, both optimizers' slots and updates, the cross's buckets and the
+ * split of the variables between the two optimizers all take part. */
+Test(canned, wide_deep_regressor_follows_tf_from_the_same_weights) {
+  diamond_cols dc;
+  diamond_cols_make(&dc);
+  cu_data tr;
+  cu_diamonds(&tr, 0);
+  tr.batch = 32;
+  tr.shuffle = 0;
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP], init[TU_TMPDIR_CAP + 16];
+  tu_tmpdir(dir, sizeof dir, "canned_wdt");
+  snprintf(init, sizeof init, "%s/init.ckpt", dir);
+  const char *names[WD_NVARS];
+  loom_tensor *vals[WD_NVARS];
+  for (int i = 0; i < WD_NVARS; i++) {
+    names[i] = WD_VARS[i].name;
+    vals[i] = loom_tensor_from_data(LOOM_F32, WD_VARS[i].rank, WD_VARS[i].dims, WD_VARS[i].init, st);
+    cr_assert(vals[i], "%s", loom_status_message(st));
+  }
+  cr_assert_eq(loom_checkpoint_write(init, WD_NVARS, names, (const loom_tensor *const *)vals, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  for (int i = 0; i < WD_NVARS; i++) loom_tensor_free(vals[i]);
+  char mdir[TU_TMPDIR_CAP + 16];
+  snprintf(mdir, sizeof mdir, "%s/model", dir);
+  loom_run_config cfg = cu_config();
+  loom_dnn_linear_combined_options o = loom_dnn_linear_combined_options_default();
+  o.model_dir = mdir;
+  o.config = &cfg;
+  o.warm_start_from = init;
+  o.nlinear_feature_columns = 5;
+  o.linear_feature_columns = dc.lin;
+  o.linear_optimizer = (loom_canned_optimizer){"Ftrl", 0.1, NULL, NULL};
+  o.ndnn_feature_columns = 4;
+  o.dnn_feature_columns = dc.dnn;
+  o.dnn_optimizer = (loom_canned_optimizer){"Adagrad", 0.05, NULL, NULL};
+  o.ndnn_hidden_units = 2;
+  o.dnn_hidden_units = DIA_HIDDEN;
+  loom_estimator *e = loom_dnn_linear_combined_regressor_new(&o, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, WD_STEPS);
+  for (int i = 0; i < WD_NVARS; i++) {
+    const wd_var *v = &WD_VARS[i];
+    loom_tensor *t = NULL;
+    cr_assert_eq(loom_estimator_get_variable_value(e, v->name, &t, st), LOOM_OK, "%s: %s", v->name,
+                 loom_status_message(st));
+    cr_assert_eq(loom_tensor_numel(t), v->n, "%s", v->name);
+    const float *a = loom_tensor_data_const(t);
+    double worst = 0, moved = 0;
+    int at = 0;
+    for (int k = 0; k < v->n; k++) {
+      double d = fabs((double)a[k] - v->trained[k]) / (1e-3 + fabs(v->trained[k]));
+      if (d > worst) worst = d, at = k;
+      moved = fmax(moved, fabs((double)v->trained[k] - v->init[k]));
+    }
+    cr_expect(moved > 1e-3, "%s: TF's fixture did not train it", v->name);
+    cr_expect(worst < 1e-4, "%s[%d]: loom %.9g, TF %.9g after %d steps from the same weights", v->name, at, a[at],
+              v->trained[at], WD_STEPS);
+    loom_tensor_free(t);
+  }
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  loom_fc_set_free(dc.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
 }
 
 /* ---- user optimizers: a name with the estimator's default rate, and an object ---- */

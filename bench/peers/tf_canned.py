@@ -7,6 +7,11 @@ default threading (nothing set; run without those variables).
     python tf_canned.py --model iris_dnn|fmnist_dnn|fmnist_linear|diamonds_linear|
                         diamonds_dnn|diamonds_wd|insteval_wd --model_dir DIR
                         [--epochs 5] [--steps N] [--threads 1] [--iris PATH] [--fashion DIR] [--data DIR]
+                        [--shuffle 0] [--init_from LOOM_CHECKPOINT]
+--shuffle 0 trains in file order (bench/canned.c --shuffle 0 makes the same
+batches); --init_from starts from a loom run's initial values (its
+model.ckpt-0): with both, TF and loom train from the same weights on the
+same batches, so any difference is the implementation's.
 Input is fed as efficiently as TF allows: in-memory arrays (uint8 images)
 through from_tensor_slices -> cache -> shuffle -> repeat -> batch ->
 (vectorised map) -> prefetch.  steps_per_sec is timed like loom's (an
@@ -29,6 +34,7 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from idx import read_idx  # noqa: E402  (bench/peers/idx.py)
+from loom_ckpt import read_loom_checkpoint  # noqa: E402  (bench/peers/loom_ckpt.py)
 
 fc = tf.feature_column
 AUTOTUNE = tf.data.AUTOTUNE
@@ -105,6 +111,19 @@ def load_insteval(path):
     return arrays(tr), arrays(te)
 
 
+def tf_checkpoint_from_loom(path, out_dir):
+    """The float tensors of a loom checkpoint, under the same names, saved as a
+    TF checkpoint in out_dir (for WarmStartSettings); returns out_dir."""
+    vals = {k: v for k, v in read_loom_checkpoint(path).items() if v.dtype == np.float32}
+    os.makedirs(out_dir, exist_ok=True)
+    with tf.Graph().as_default():
+        vs = [tf.compat.v1.Variable(v, name=k) for k, v in vals.items()]
+        with tf.compat.v1.Session() as s:
+            s.run(tf.compat.v1.global_variables_initializer())
+            tf.compat.v1.train.Saver(vs).save(s, os.path.join(out_dir, "model.ckpt"))
+    return out_dir
+
+
 class Rate(tf.estimator.SessionRunHook):
     """Timestamps after each step: steady state = steps after the first warm."""
 
@@ -140,6 +159,8 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--shuffle", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--init_from", default=None,
+                    help="a loom checkpoint (a bench/canned run's model.ckpt-0): the trainable variables start there")
     ap.add_argument("--threads", type=int, default=1,
                     help="intra/inter-op threads; 0 = TF's defaults (bench_canned.sh's default-threading table)")
     ap.add_argument("--iris", default="/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv")
@@ -158,6 +179,12 @@ def main():
                                                inter_op_parallelism_threads=a.threads) if a.threads > 0 else None)
     config = tf.estimator.RunConfig(model_dir=a.model_dir, tf_random_seed=a.seed, session_config=session_config,
                                     log_step_count_steps=100)
+    if a.init_from:  # every trainable variable from the loom checkpoint (same names)
+        ckpt = tf_checkpoint_from_loom(a.init_from, os.path.join(a.model_dir, "loom_init"))
+        ws = tf.estimator.WarmStartSettings(ckpt, ".*")
+        init = {"warm_start_from": ws}
+    else:
+        init = {}
     batch, eval_batch, shuffle_buf = 128, 1000, 10000
     m = a.model
     classifier = True
@@ -167,7 +194,8 @@ def main():
         steps = a.steps or 1000
         cols = [fc.numeric_column(k) for k in IRIS_F]
         est = tf.estimator.DNNClassifier(hidden_units=[10, 10], feature_columns=cols, n_classes=3,
-                                         optimizer=lambda: tf.keras.optimizers.legacy.Adagrad(0.1), config=config)
+                                         optimizer=lambda: tf.keras.optimizers.legacy.Adagrad(0.1),
+                                         config=config, **init)
         serving = {k: (tf.float32, [None]) for k in IRIS_F}
     elif m.startswith("fmnist_"):
         xtr = read_idx(a.fashion + "/train-images-idx3-ubyte.gz").reshape(-1, 784)
@@ -179,9 +207,10 @@ def main():
         cols = [fc.numeric_column("image", shape=(784,))]
         if m == "fmnist_dnn":
             est = tf.estimator.DNNClassifier(hidden_units=[512, 256], feature_columns=cols, n_classes=10,
-                                             optimizer=lambda: tf.keras.optimizers.legacy.SGD(0.1), config=config)
+                                             optimizer=lambda: tf.keras.optimizers.legacy.SGD(0.1),
+                                             config=config, **init)
         else:
-            est = tf.estimator.LinearClassifier(feature_columns=cols, n_classes=10, config=config)
+            est = tf.estimator.LinearClassifier(feature_columns=cols, n_classes=10, config=config, **init)
         serving = {"image": (tf.float32, [None, 784])}
     elif m.startswith("diamonds_"):
         (xtr, ytr), (xte, yte), mom = load_diamonds(os.path.join(a.data, "ggplot2/diamonds.csv"))
@@ -196,14 +225,14 @@ def main():
         wide = [cut, color, clar, cross]
         deep = num + [fc.indicator_column(c) for c in wide]
         if m == "diamonds_linear":
-            est = tf.estimator.LinearRegressor(feature_columns=num + wide, config=config)
+            est = tf.estimator.LinearRegressor(feature_columns=num + wide, config=config, **init)
         elif m == "diamonds_dnn":
-            est = tf.estimator.DNNRegressor(hidden_units=[64, 32], feature_columns=deep, config=config)
+            est = tf.estimator.DNNRegressor(hidden_units=[64, 32], feature_columns=deep, config=config, **init)
         else:
             est = tf.estimator.DNNLinearCombinedRegressor(
                 linear_feature_columns=wide, linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(0.1),
                 dnn_feature_columns=deep, dnn_optimizer=lambda: tf.keras.optimizers.legacy.Adagrad(0.05),
-                dnn_hidden_units=[64, 32], config=config)
+                dnn_hidden_units=[64, 32], config=config, **init)
         serving = {k: (tf.float32, [None]) for k in DIA_NUM}
         serving.update({k: (tf.string, [None]) for k in ("cut", "color", "clarity")})
     elif m == "insteval_wd":
@@ -221,7 +250,7 @@ def main():
         est = tf.estimator.DNNLinearCombinedClassifier(
             linear_feature_columns=wide, linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(0.1),
             dnn_feature_columns=deep, dnn_optimizer=lambda: tf.keras.optimizers.legacy.Adagrad(0.05),
-            dnn_hidden_units=[64, 32], n_classes=5, config=config)
+            dnn_hidden_units=[64, 32], n_classes=5, config=config, **init)
         serving = {k: (tf.string, [None]) for k in ("s", "d", "studage", "lectage", "service", "dept")}
     else:
         raise SystemExit("tf_canned.py: unknown --model '%s'" % m)
