@@ -94,6 +94,8 @@ endif
 # distributed/, estimator/heads/, ...) joins the build by holding a .c file.
 NON_LIB_DIRS := tests bench examples scripts proto tools python build fuzz $(patsubst %/,%,$(wildcard build*/))
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
+# distributed/mpi/ is not part of the library: it is the MPI transport plugin (below).
+LIB_SRC := $(filter-out distributed/mpi/%,$(LIB_SRC))
 # Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -155,6 +157,24 @@ CLI_BIN  := $(BUILD)/loom
         clang-check fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
+
+# The collective strategy's MPI transport: a plugin libloom opens on first use (distributed/collective.c),
+# so that libloom never links MPI. Built with mpicc when Debian's libopenmpi-dev is installed.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_PLUGIN := $(BUILD)/libloom_mpi.so
+.PHONY: mpi
+ifneq ($(MPICC),)
+mpi: $(MPI_PLUGIN)
+lib: $(MPI_PLUGIN)
+$(MPI_PLUGIN): $(wildcard distributed/mpi/*.c) distributed/collective_api.h
+	@mkdir -p $(dir $@)
+	$(call say,MPICC,$@)
+	$(Q)$(MPICC) -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra $(WERROR) \
+	  $(filter %.c,$^) -o $@
+else
+mpi:
+	@echo "mpicc not found: install libopenmpi-dev (scripts/deps.sh) to build $(MPI_PLUGIN)"; exit 1
+endif
 
 deps:
 	@bash scripts/deps.sh
@@ -278,6 +298,11 @@ $(BUILD)/tests/test_serve: TEST_CFLAGS += -DLOOM_SERVE_BIN='"$(SERVE_BIN)"'
 # tests/test_jobs.c runs distributed jobs of examples/dist_job (and mpirun).
 $(BUILD)/tests/test_jobs: $(BUILD)/examples/dist_job
 $(BUILD)/tests/test_jobs: TEST_CFLAGS += -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"'
+
+# tests/test_allreduce.c runs examples/allreduce_job under mpirun with the MPI plugin.
+$(BUILD)/tests/test_allreduce: $(BUILD)/examples/allreduce_job $(if $(MPICC),$(MPI_PLUGIN))
+$(BUILD)/tests/test_allreduce: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD)/examples/allreduce_job"' \
+  -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
 
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)

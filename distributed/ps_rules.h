@@ -33,6 +33,9 @@ loom_code loom__ps_rules_eval(loom_ps_rules *r, loom_session *s, loom_status *st
  * and Adam's beta power variables (NULL when its rule has none). */
 int loom__ps_rules_slots(const loom_ps_rules *r, int var, loom_variable **slots, loom_variable **beta1_power,
                          loom_variable **beta2_power);
+/* The input positions of an apply op's gradient (and of its indices, -1 for a dense apply op); 0 when op
+ * is not an apply op the rules know. */
+int loom__apply_op_grad_inputs(const char *op, int *grad, int *indices);
 /* Variable var's rule (after loom__ps_rules_eval); NULL when the train op does not update it. */
 const loom_ps_update_rule *loom__ps_rules_get(const loom_ps_rules *r, int var);
 
