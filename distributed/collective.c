@@ -1,6 +1,5 @@
 /* distributed/collective.c - opens the collective transport plugin and wraps its calls
  * (distributed/collective.h). */
-#define _GNU_SOURCE
 #include "distributed/collective.h"
 #include <dlfcn.h>
 #include <pthread.h>
