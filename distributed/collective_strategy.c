@@ -311,6 +311,19 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
   return rc;
 }
 
+/* The model's own train op on the averaged gradients c->feed_v[0..n); its increment makes the global
+ * step gs + 1. */
+static loom_code apply(coll *c, loom_session *s, int n, double t1, loom_status *st) {
+  loom_code rc = set_gs(c, s, c->gs, st);
+  if (rc == LOOM_OK) rc = loom_session_run(s, c->feed, c->feed_v, n, NULL, NULL, 0, &c->train_op, 1, st);
+  if (rc == LOOM_OK) {
+    c->gs++;
+    c->steps++;
+  }
+  c->t_apply += loom__mono_secs() - t1;
+  return rc;
+}
+
 typedef struct coll_hook {
   coll *c;
 } coll_hook;
@@ -341,6 +354,10 @@ static loom_code ch_after(void *self, loom_hook_context *ctx, loom_tensor *const
   coll *c = ((coll_hook *)self)->c;
   double t0 = loom__mono_secs();
   c->t_run += t0 - c->t_mark;
+  if (c->size == 1) { /* one rank: its gradients are the averages */
+    for (int i = 0; i < c->nfetch; i++) c->feed_v[i] = res[i];
+    return apply(c, loom_hook_context_session(ctx), c->nfetch, t0, st);
+  }
   int *fi = loom__calloc((size_t)c->ngr + 1, sizeof *fi);
   if (!fi) return oom(st);
   int f = 0;
@@ -374,21 +391,12 @@ static loom_code ch_after(void *self, loom_hook_context *ctx, loom_tensor *const
   double t1 = loom__mono_secs();
   c->t_comm += t1 - t0;
   if (rc) return rc;
-  /* the model's own train op on the averaged gradients; its increment makes the global step gs + 1 */
-  loom_session *s = loom_hook_context_session(ctx);
-  if ((rc = set_gs(c, s, c->gs, st)) != LOOM_OK) return rc;
   int n = 0;
   for (int k = 0; k < c->ngr; k++) {
     c->feed_v[n++] = c->gr[k].fed_v;
     if (c->gr[k].indices.node) c->feed_v[n++] = c->gr[k].fed_i;
   }
-  rc = loom_session_run(s, c->feed, c->feed_v, n, NULL, NULL, 0, &c->train_op, 1, st);
-  if (rc == LOOM_OK) {
-    c->gs++;
-    c->steps++;
-  }
-  c->t_apply += loom__mono_secs() - t1;
-  return rc;
+  return apply(c, loom_hook_context_session(ctx), n, t1, st);
 }
 
 /* Every rank's variables are the same: checksums gathered and compared. */

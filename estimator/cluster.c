@@ -48,11 +48,8 @@ static loom_code run_ps(loom_estimator *e, loom__job *j, const loom_train_spec *
   return rc;
 }
 
-/* Chief or worker: Estimator.train under the parameter-server strategy; SIGTERM / SIGINT stop it after
- * the step in flight (a second signal ends the process). */
-static loom_code run_trainer(loom_estimator *e, loom__job *j, const loom_train_spec *ts, loom_status *st) {
-  loom__strategy *s = loom__ps_strategy_new(j, e->config.keep_checkpoint_max, st);
-  if (!s) return loom_status_code(st);
+/* Estimator.train's options for a train spec. */
+static loom_train_options train_options(const loom_train_spec *ts) {
   loom_train_options to = loom_train_options_default();
   to.max_steps = ts->max_steps;
   to.nhooks = ts->nhooks;
@@ -60,6 +57,15 @@ static loom_code run_trainer(loom_estimator *e, loom__job *j, const loom_train_s
   to.nlisteners = ts->nlisteners;
   to.listeners = ts->listeners;
   to.listener_selves = ts->listener_selves;
+  return to;
+}
+
+/* Chief or worker: Estimator.train under the parameter-server strategy; SIGTERM / SIGINT stop it after
+ * the step in flight (a second signal ends the process). */
+static loom_code run_trainer(loom_estimator *e, loom__job *j, const loom_train_spec *ts, loom_status *st) {
+  loom__strategy *s = loom__ps_strategy_new(j, e->config.keep_checkpoint_max, st);
+  if (!s) return loom_status_code(st);
+  loom_train_options to = train_options(ts);
   loom__job_signals_install();
   loom_code rc = loom__est_train(e, ts->input_fn, ts->input_user, &to, s, st);
   loom__job_signals_restore();
@@ -189,13 +195,7 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
   loom_params_set_int(e->params, "input_pipeline_id", rank, NULL);
   loom_params_set(e->params, "task_type", rank == 0 ? "chief" : "worker", NULL);
   e->is_chief = rank == 0;
-  loom_train_options to = loom_train_options_default();
-  to.max_steps = ts->max_steps;
-  to.nhooks = ts->nhooks;
-  to.hooks = ts->hooks;
-  to.nlisteners = ts->nlisteners;
-  to.listeners = ts->listeners;
-  to.listener_selves = ts->listener_selves;
+  loom_train_options to = train_options(ts);
   rc = loom__est_train(e, ts->input_fn, ts->input_user, &to, s, st);
   loom__collective_strategy_free(s);
   if (rc == LOOM_OK && rank == 0) { /* the final checkpoint's evaluation and exports */

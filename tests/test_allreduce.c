@@ -317,3 +317,21 @@ Test(allreduce, missing_plugin_is_a_clear_error, .timeout = 60) {
   free(out);
   tu_rmtree(dir);
 }
+
+/* One rank: the strategy feeds the gradients back unchanged; the same variables as local training, bit
+ * for bit. */
+Test(allreduce, one_rank_equals_local_training, .timeout = 120) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024], dl[600], dc[600];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(dl, sizeof dl, "%s/local", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  snprintf(args, sizeof args, "--model_dir %s --distribute local --batch 32 --steps 30", dl);
+  cr_assert_eq(run(dir, "local", NULL, 0, args), 0, "%s", out_of(dir, "local"));
+  snprintf(args, sizeof args, "--model_dir %s --distribute collective --batch 32 --steps 30", dc);
+  cr_assert_eq(run(dir, "coll", NULL, 1, args), 0, "%s", out_of(dir, "coll"));
+  int nv = 0;
+  cr_assert_eq(compare_ckpts(dl, dc, 30, &nv), 0.0, "one rank differs from local training");
+  cr_assert(nv >= 4);
+  tu_rmtree(dir);
+}
