@@ -299,9 +299,10 @@ $(BUILD)/tests/test_serve: TEST_CFLAGS += -DLOOM_SERVE_BIN='"$(SERVE_BIN)"'
 $(BUILD)/tests/test_jobs: $(BUILD)/examples/dist_job
 $(BUILD)/tests/test_jobs: TEST_CFLAGS += -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"'
 
-# tests/test_allreduce.c runs examples/allreduce_job under mpirun with the MPI plugin.
-$(BUILD)/tests/test_allreduce: $(BUILD)/examples/allreduce_job $(if $(MPICC),$(MPI_PLUGIN))
+# tests/test_allreduce.c runs examples/allreduce_job (and dist_job's canned wide & deep) under mpirun with the MPI plugin.
+$(BUILD)/tests/test_allreduce: $(BUILD)/examples/allreduce_job $(BUILD)/examples/dist_job $(if $(MPICC),$(MPI_PLUGIN))
 $(BUILD)/tests/test_allreduce: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD)/examples/allreduce_job"' \
+  -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"' \
   -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
 
 # tests/test_cli.c runs the built command line.

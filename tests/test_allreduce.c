@@ -15,6 +15,9 @@
 #ifndef LOOM_ALLREDUCE_JOB_BIN
 #define LOOM_ALLREDUCE_JOB_BIN "build/examples/allreduce_job"
 #endif
+#ifndef LOOM_DIST_JOB_BIN
+#define LOOM_DIST_JOB_BIN "build/examples/dist_job"
+#endif
 #ifndef LOOM_MPI_PLUGIN_PATH
 #define LOOM_MPI_PLUGIN_PATH "build/libloom_mpi.so"
 #endif
@@ -333,5 +336,34 @@ Test(allreduce, one_rank_equals_local_training, .timeout = 120) {
   int nv = 0;
   cr_assert_eq(compare_ckpts(dl, dc, 30, &nv), 0.0, "one rank differs from local training");
   cr_assert(nv >= 4);
+  tu_rmtree(dir);
+}
+
+/* A canned estimator unchanged: the wide & deep DNNLinearCombinedClassifier (Ftrl on the linear part,
+ * Adagrad on the DNN, sparse gradients of both parts' id weights) on 2 ranks: identical variables, the
+ * chief's final evaluation and export. */
+Test(allreduce, canned_wide_deep_trains_with_sparse_gradients, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512], cmd[2048];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(cmd, sizeof cmd,
+           "env -u TF_CONFIG timeout 200 " MPIRUN " -np 2 %s --strategy collective --model_dir %s/m --embed 1000 "
+           "--wide_deep 1 --model_optimizer default --max_steps 60 --save_steps 30 --batch 32 > %s/job.out 2>&1",
+           LOOM_DIST_JOB_BIN, dir, dir);
+  int rc = system(cmd);
+  char *out = out_of(dir, "job");
+  cr_assert_eq(rc, 0, "%s", out);
+  same_checksums(out, 2);
+  const char *ag = strstr(out, "allgather_bytes_per_step=");
+  cr_assert(ag && atoll(ag + 25) > 0, "no sparse gradient was gathered:\n%s", out);
+  const char *ex = strstr(out, "evaluated=1 last_step=60 accuracy=");
+  cr_assert(ex, "the chief did not evaluate the final checkpoint:\n%s", out);
+  const char *ep = strstr(ex, "export=");
+  char path[1024] = "";
+  cr_assert(ep && sscanf(ep + 7, "%1023s", path) == 1 && strcmp(path, "none"), "%s", out);
+  char pb[1100];
+  snprintf(pb, sizeof pb, "%s/saved_model.loom", path);
+  cr_assert(tu_file_exists(pb), "export %s missing", pb);
+  free(out);
   tu_rmtree(dir);
 }
