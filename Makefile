@@ -535,6 +535,7 @@ install: lib $(CLI_BIN)
 	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so.$(SOVERSION)
 	ln -sf $(SO_REAL) $(DESTDIR)$(PREFIX)/lib/libloom.so
+	if [ -f $(MPI_PLUGIN) ]; then install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(PREFIX)/lib/; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LOOM_VER)|' -e 's|@LIBS@|$(LDLIBS)|' scripts/loom.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ -w /etc/ld.so.cache ]; then ldconfig; fi
