@@ -5,6 +5,7 @@
  * bounded (timeout(1) around mpirun; polls with deadlines). */
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,20 @@ static char *out_of(const char *dir, const char *name) {
   size_t n = 0;
   char *s = tu_read_file(p, &n);
   return s ? s : strdup("");
+}
+
+/* run() with args formatted from fmt; asserts a zero exit (the output in the message). */
+static void run_ok(const char *dir, const char *name, int np, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void run_ok(const char *dir, const char *name, int np, const char *fmt, ...) {
+  char args[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  int rc = run(dir, name, NULL, np, args);
+  char *out = out_of(dir, name);
+  cr_assert_eq(rc, 0, "%s exited %d:\n%s", name, rc, out);
+  free(out);
 }
 
 /* The largest |a - b| over max |b| of every float variable of model_dir a's and b's latest checkpoints
@@ -127,12 +142,10 @@ static void match_local(const char *opt, const char *extra, double tol) {
   tu_tmpdir(dir, sizeof dir, "allreduce");
   snprintf(dl, sizeof dl, "%s/local", dir);
   snprintf(dc, sizeof dc, "%s/coll", dir);
-  snprintf(args, sizeof args, "--model_dir %s --distribute local --batch 32 --steps 100 --optimizer %s %s", dl, opt,
+  run_ok(dir, "local", 0, "--model_dir %s --distribute local --batch 32 --steps 100 --optimizer %s %s", dl, opt,
            extra);
-  cr_assert_eq(run(dir, "local", NULL, 0, args), 0, "%s", out_of(dir, "local"));
-  snprintf(args, sizeof args, "--model_dir %s --distribute collective --batch 16 --steps 100 --optimizer %s %s", dc,
+  run_ok(dir, "coll", 2, "--model_dir %s --distribute collective --batch 16 --steps 100 --optimizer %s %s", dc,
            opt, extra);
-  cr_assert_eq(run(dir, "coll", NULL, 2, args), 0, "%s", out_of(dir, "coll"));
   char *out = out_of(dir, "coll");
   same_checksums(out, 2);
   cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
@@ -184,12 +197,10 @@ Test(allreduce, sparse_embedding_gradient_matches, .timeout = 240) {
 /* The chief's checkpoint read by a local run: training skipped (at max_steps), the same evaluation. */
 Test(allreduce, checkpoint_read_by_local_evaluate, .timeout = 240) {
   if (!have_mpi()) return;
-  char dir[512], args[1024];
+  char dir[512];
   tu_tmpdir(dir, sizeof dir, "allreduce");
-  snprintf(args, sizeof args, "--model_dir %s/m --distribute collective --batch 16 --steps 60", dir);
-  cr_assert_eq(run(dir, "coll", NULL, 2, args), 0, "%s", out_of(dir, "coll"));
-  snprintf(args, sizeof args, "--model_dir %s/m --distribute local --batch 16 --steps 60", dir);
-  cr_assert_eq(run(dir, "eval", NULL, 0, args), 0, "%s", out_of(dir, "eval"));
+  run_ok(dir, "coll", 2, "--model_dir %s/m --distribute collective --batch 16 --steps 60", dir);
+  run_ok(dir, "eval", 0, "--model_dir %s/m --distribute local --batch 16 --steps 60", dir);
   char *a = out_of(dir, "coll"), *b = out_of(dir, "eval");
   const char *pa = strstr(a, "done accuracy="), *pb = strstr(b, "done accuracy=");
   cr_assert(pa && pb, "%s\n---\n%s", a, b);
@@ -325,14 +336,12 @@ Test(allreduce, missing_plugin_is_a_clear_error, .timeout = 60) {
  * for bit. */
 Test(allreduce, one_rank_equals_local_training, .timeout = 120) {
   if (!have_mpi()) return;
-  char dir[512], args[1024], dl[600], dc[600];
+  char dir[512], dl[600], dc[600];
   tu_tmpdir(dir, sizeof dir, "allreduce");
   snprintf(dl, sizeof dl, "%s/local", dir);
   snprintf(dc, sizeof dc, "%s/coll", dir);
-  snprintf(args, sizeof args, "--model_dir %s --distribute local --batch 32 --steps 30", dl);
-  cr_assert_eq(run(dir, "local", NULL, 0, args), 0, "%s", out_of(dir, "local"));
-  snprintf(args, sizeof args, "--model_dir %s --distribute collective --batch 32 --steps 30", dc);
-  cr_assert_eq(run(dir, "coll", NULL, 1, args), 0, "%s", out_of(dir, "coll"));
+  run_ok(dir, "local", 0, "--model_dir %s --distribute local --batch 32 --steps 30", dl);
+  run_ok(dir, "coll", 1, "--model_dir %s --distribute collective --batch 32 --steps 30", dc);
   int nv = 0;
   cr_assert_eq(compare_ckpts(dl, dc, 30, &nv), 0.0, "one rank differs from local training");
   cr_assert(nv >= 4);
@@ -373,16 +382,13 @@ Test(allreduce, canned_wide_deep_trains_with_sparse_gradients, .timeout = 240) {
  * relaunched job reads the same examples as the uninterrupted one; the variables agree to float rounding. */
 Test(allreduce, relaunch_resumes_from_the_checkpoint, .timeout = 240) {
   if (!have_mpi()) return;
-  char dir[512], args[1024], da[600], db[600];
+  char dir[512], da[600], db[600];
   tu_tmpdir(dir, sizeof dir, "allreduce");
   snprintf(da, sizeof da, "%s/once", dir);
   snprintf(db, sizeof db, "%s/twice", dir);
-  snprintf(args, sizeof args, "--model_dir %s --batch 16 --steps 100 --optimizer adam --lr 0.01", da);
-  cr_assert_eq(run(dir, "once", NULL, 2, args), 0, "%s", out_of(dir, "once"));
-  snprintf(args, sizeof args, "--model_dir %s --batch 16 --steps 64 --optimizer adam --lr 0.01", db);
-  cr_assert_eq(run(dir, "first", NULL, 2, args), 0, "%s", out_of(dir, "first"));
-  snprintf(args, sizeof args, "--model_dir %s --batch 16 --steps 100 --optimizer adam --lr 0.01", db);
-  cr_assert_eq(run(dir, "second", NULL, 2, args), 0, "%s", out_of(dir, "second"));
+  run_ok(dir, "once", 2, "--model_dir %s --batch 16 --steps 100 --optimizer adam --lr 0.01", da);
+  run_ok(dir, "first", 2, "--model_dir %s --batch 16 --steps 64 --optimizer adam --lr 0.01", db);
+  run_ok(dir, "second", 2, "--model_dir %s --batch 16 --steps 100 --optimizer adam --lr 0.01", db);
   char *out = out_of(dir, "second");
   cr_assert(strstr(out, "steps=36 global_step=100"),
             "the relaunch did not resume at step 64:\n%s", out);
