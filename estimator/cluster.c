@@ -180,6 +180,13 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
   if (!rc && ts->max_steps <= 0)
     rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "the collective strategy needs TrainSpec.max_steps > 0");
   if (rc) return rc;
+  int env_rank = 0, env_size = 0;
+  loom__coll_env(&env_rank, &env_size);
+  if (env_size <= 0)
+    return loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                           "RunConfig.train_distribute is the collective (all-reduce) strategy but this process was not "
+                           "started by an MPI launcher (no OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS): run every "
+                           "worker under mpirun -np N or srun -n N");
   const char *bb = getenv("LOOM_COLLECTIVE_BUCKET_BYTES");
   loom__strategy *s = loom__collective_strategy_new(0, bb && bb[0] ? atoll(bb) : -1, st);
   if (!s) return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;

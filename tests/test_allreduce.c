@@ -318,13 +318,18 @@ Test(allreduce, cluster_specs_that_disagree, .timeout = 120) {
   tu_rmtree(dir);
 }
 
+/* The strategy outside an MPI launcher, and without its plugin: clear errors. */
 Test(allreduce, missing_plugin_is_a_clear_error, .timeout = 60) {
   if (!have_mpi()) return;
   char dir[512], args[1024];
   tu_tmpdir(dir, sizeof dir, "allreduce");
   snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 10", dir);
-  cr_assert_neq(run(dir, "job", "LOOM_MPI_PLUGIN=/nonexistent/libloom_mpi.so", 0, args), 0);
+  cr_assert_neq(run(dir, "job", "LOOM_MPI_PLUGIN=/nonexistent/libloom_mpi.so", 1, args), 0);
   char *out = out_of(dir, "job");
+  cr_assert_neq(run(dir, "nolauncher", NULL, 0, args), 0);
+  char *nl = out_of(dir, "nolauncher");
+  cr_assert(strstr(nl, "was not started by an MPI launcher"), "%s", nl);
+  free(nl);
   cr_assert(strstr(out, "needs its MPI transport plugin libloom_mpi.so, which could not be loaded") &&
                 strstr(out, "/nonexistent/libloom_mpi.so"),
             "%s", out);
