@@ -10,7 +10,7 @@
  *  - what happens at the end (end: the chief's end-of-job protocol, the trainers' end markers), given the
  *    loop's outcome.
  * Kinds: LOOM__STRATEGY_PS (distributed/job.c: async, bounded staleness or sync with backup workers, per
- * the PS's consistency) and the slot LOOM__STRATEGY_COLLECTIVE for the all-reduce strategy: every worker
+ * the PS's consistency) and LOOM__STRATEGY_COLLECTIVE (distributed/collective_strategy.c), all-reduce: every worker
  * holds all variables (restore on every worker, then a broadcast from worker 0 in its begin), runs the
  * train op (run_train_op 1) with the gradients all-reduced by its hook or graph rewrite, worker 0 is the
  * chief; it fills the same operations. */
