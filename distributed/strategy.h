@@ -10,10 +10,10 @@
  *  - what happens at the end (end: the chief's end-of-job protocol, the trainers' end markers), given the
  *    loop's outcome.
  * Kinds: LOOM__STRATEGY_PS (distributed/job.c: async, bounded staleness or sync with backup workers, per
- * the PS's consistency) and LOOM__STRATEGY_COLLECTIVE (distributed/collective_strategy.c), all-reduce: every worker
- * holds all variables (restore on every worker, then a broadcast from worker 0 in its begin), runs the
- * train op (run_train_op 1) with the gradients all-reduced by its hook or graph rewrite, worker 0 is the
- * chief; it fills the same operations. */
+ * the PS's consistency) and LOOM__STRATEGY_COLLECTIVE (distributed/collective_strategy.c, all-reduce):
+ * every worker holds all variables (restored on every worker, then broadcast from worker 0 when the session
+ * exists), the loop fetches the loss (run_train_op 0) and the strategy's hook runs the model's train op on
+ * the gradients averaged over the workers; worker 0 is the chief. */
 #ifndef LOOM_DIST_STRATEGY_H
 #define LOOM_DIST_STRATEGY_H
 #include "loom/loom.h"
