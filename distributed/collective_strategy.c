@@ -34,7 +34,7 @@ typedef struct coll {
   loom_output *feed; /* the same outputs, fed to the apply run */
   loom_tensor **feed_v;
   float *pack;
-  int64_t pack_cap;
+  int64_t pack_cap, first_bucket; /* the size of a step's first all-reduce (0: no step yet) */
   loom_tensor *gs_t;
 } coll;
 
@@ -235,17 +235,39 @@ static loom_code ensure(loom_tensor **t, loom_dtype dt, int nd, const int64_t *d
   return *t ? LOOM_OK : (loom_status_code(st) ? loom_status_code(st) : oom(st));
 }
 
-/* Sums one bucket (grads [k0, k1) of the dense ones, packed) and unpacks the average. */
+static loom_code pack_room(coll *c, int64_t n, loom_status *st) {
+  if (n <= c->pack_cap) return LOOM_OK;
+  float *p = realloc(c->pack, (size_t)n * sizeof(float));
+  if (!p) return oom(st);
+  c->pack = p;
+  c->pack_cap = n;
+  return LOOM_OK;
+}
+
+/* The number of ranks still training, from the flag that ends the step's first bucket (every training
+ * rank adds 1; a rank at its end sends an all-reduce of the same size with 0). */
+static loom_code check_training(coll *c, float flag_sum, int training, loom_status *st) {
+  int n = (int)(flag_sum + 0.5f), want = training ? c->size : 0;
+  if (n == want) return LOOM_OK;
+  return loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                         "collective strategy: rank %d %s at global step %lld while %d of %d ranks are still "
+                         "training: every rank must make the same number of steps (give max_steps and an input that "
+                         "repeats)",
+                         c->rank, training ? "is training" : "ended its training", (long long)c->gs, n, c->size);
+}
+
+/* Sums one bucket (grads [k0, k1) of the dense ones, packed) and unpacks the average. The first bucket of a
+ * step (k0 0) ends with the ranks' training flag. */
 static loom_code reduce_bucket(coll *c, loom_tensor *const *res, const int *fi, int k0, int k1, loom_status *st) {
   int64_t n = 0;
   for (int k = k0; k < k1; k++)
     if (!c->gr[k].indices.node) n += loom_tensor_numel(res[fi[k]]);
-  if (n == 0) return LOOM_OK;
-  if (n > c->pack_cap) {
-    float *p = realloc(c->pack, (size_t)n * sizeof(float));
-    if (!p) return oom(st);
-    c->pack = p;
-    c->pack_cap = n;
+  int64_t total = n + (k0 == 0 ? 1 : 0);
+  if (total == 0) return LOOM_OK;
+  if (pack_room(c, total, st) != LOOM_OK) return loom_status_code(st);
+  if (k0 == 0) {
+    c->pack[n] = 1.0f;
+    c->first_bucket = total;
   }
   int64_t off = 0;
   for (int k = k0; k < k1; k++) {
@@ -254,7 +276,8 @@ static loom_code reduce_bucket(coll *c, loom_tensor *const *res, const int *fi, 
     memcpy(c->pack + off, loom_tensor_data_const(res[fi[k]]), (size_t)m * sizeof(float));
     off += m;
   }
-  loom_code rc = loom__coll_allreduce_sum(c->pack, n, st);
+  loom_code rc = loom__coll_allreduce_sum(c->pack, total, st);
+  if (rc == LOOM_OK && k0 == 0) rc = check_training(c, c->pack[n], 1, st);
   if (rc) return rc;
   c->reduced_bytes += n * (int64_t)sizeof(float);
   float inv = 1.0f / (float)c->size;
@@ -399,11 +422,22 @@ static loom_code ch_after(void *self, loom_hook_context *ctx, loom_tensor *const
   return apply(c, loom_hook_context_session(ctx), n, t1, st);
 }
 
-/* Every rank's variables are the same: checksums gathered and compared. */
+/* Every rank ended at the same step (the all-reduce a training rank would match, with flag 0), and every
+ * rank's variables are the same: checksums gathered and compared. */
 static loom_code ch_end(void *self, loom_session *s, loom_status *st) {
   coll *c = ((coll_hook *)self)->c;
   uint64_t h = 0;
-  loom_code rc = checksum(c, s, &h, st);
+  loom_code rc = LOOM_OK;
+  if (c->size > 1 && c->first_bucket > 0) {
+    rc = pack_room(c, c->first_bucket, st);
+    if (rc == LOOM_OK) {
+      memset(c->pack, 0, (size_t)c->first_bucket * sizeof(float));
+      rc = loom__coll_allreduce_sum(c->pack, c->first_bucket, st);
+    }
+    if (rc == LOOM_OK) rc = check_training(c, c->pack[c->first_bucket - 1], 0, st);
+    if (rc) return rc;
+  }
+  rc = checksum(c, s, &h, st);
   uint64_t *all = rc == LOOM_OK ? loom__calloc((size_t)c->size, sizeof *all) : NULL;
   if (rc == LOOM_OK && !all) rc = oom(st);
   if (rc == LOOM_OK) rc = loom__coll_allgather(&h, sizeof h, all, st);

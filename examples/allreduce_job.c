@@ -5,7 +5,8 @@
  *
  * Flags: --model_dir D (required) [--distribute local|collective|auto] [--steps 100] [--batch 16 (per
  * worker)] [--optimizer sgd|adam] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
- * rank build this many hidden units: a model mismatch)] [--embed N (an id feature through an embedding of
+ * rank build this many hidden units: a model mismatch)] [--finite_odd_ranks 1 (their input is one pass
+ * over the data: fewer steps than the others)] [--embed N (an id feature through an embedding of
  * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
@@ -24,6 +25,7 @@ enum { NS = 1024, NF = 8, NC = 3 };
 
 typedef struct cfg {
   int64_t batch, embed, hidden;
+  int finite; /* the training input does not repeat (one pass) */
   int adam;
   double lr, sleep_ms;
 } cfg;
@@ -78,7 +80,7 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
   loom_tensor_free(xt);
   loom_tensor_free(yt);
   loom_tensor_free(it);
-  if (ds && mode == LOOM_MODE_TRAIN) ds = loom_dataset_repeat(ds, -1, st);
+  if (ds && mode == LOOM_MODE_TRAIN && !c->finite) ds = loom_dataset_repeat(ds, -1, st);
   if (ds) ds = loom_dataset_batch(ds, b, 0, st);
   return ds;
 }
@@ -166,10 +168,11 @@ int main(int argc, char **argv) {
   const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
   int rank = rank_env ? atoi(rank_env) : 0;
   cfg c = {atoll(arg(argc, argv, "--batch", "16")), atoll(arg(argc, argv, "--embed", "0")),
-           atoll(arg(argc, argv, "--hidden", "16")), !strcmp(arg(argc, argv, "--optimizer", "sgd"), "adam"),
+           atoll(arg(argc, argv, "--hidden", "16")), 0, !strcmp(arg(argc, argv, "--optimizer", "sgd"), "adam"),
            atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0"))};
   if (rank % 2 == 1 && atoll(arg(argc, argv, "--hidden_odd_ranks", "0")) > 0)
     c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));
+  if (rank % 2 == 1 && atoi(arg(argc, argv, "--finite_odd_ranks", "0"))) c.finite = 1;
   printf("rank=%d pid=%d\n", rank, (int)getpid());
   fflush(stdout);
   loom_status *st = loom_status_new();

@@ -228,7 +228,7 @@ static void lose_rank(int sig) {
   int pid1 = 0;
   double t0 = now_s();
   while (now_s() - t0 < 60) {
-    char *s = tu_read_file(out_path, NULL);
+    char *s = tu_file_exists(out_path) ? tu_read_file(out_path, NULL) : NULL;
     const char *p = s ? strstr(s, "rank=1 pid=") : NULL;
     if (p && strstr(s, "progress step=30")) pid1 = atoi(p + 11);
     free(s);
@@ -403,5 +403,24 @@ Test(allreduce, relaunch_resumes_from_the_checkpoint, .timeout = 240) {
   double rel = compare_ckpts(da, db, 100, &nv);
   fprintf(stderr, "allreduce: relaunch at 64 vs uninterrupted, 100 steps: max relative difference %.3g\n", rel);
   cr_assert(rel <= 1e-6, "resumed training differs from uninterrupted training by %g relative", rel);
+  tu_rmtree(dir);
+}
+
+/* A rank whose input ends before max_steps: every rank fails at once (the end's all-reduce meets the
+ * others' step with a training flag of 0), naming the step, instead of waiting for the timeout. */
+Test(allreduce, a_rank_whose_input_ends_early_fails_every_rank, .timeout = 120) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  /* one pass: 1024 examples / (16 x 2) = 32 steps on rank 1, max_steps 100 */
+  snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 100 --finite_odd_ranks 1", dir);
+  double t0 = now_s();
+  cr_assert_neq(run(dir, "job", "LOOM_COLLECTIVE_TIMEOUT=60", 2, args), 0);
+  double took = now_s() - t0;
+  char *out = out_of(dir, "job");
+  cr_assert(strstr(out, "rank 1 ended its training at global step 32 while 1 of 2 ranks are still training"),
+            "%s", out);
+  cr_assert(took < 50, "%.1f s: the ranks waited for the collective timeout", took);
+  free(out);
   tu_rmtree(dir);
 }
