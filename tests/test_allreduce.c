@@ -424,3 +424,52 @@ Test(allreduce, a_rank_whose_input_ends_early_fails_every_rank, .timeout = 120) 
   free(out);
   tu_rmtree(dir);
 }
+
+/* The Kubeflow MPIJob manifest (examples/kubeflow/mpijob.yaml): mpirun's -np equals the worker replicas x
+ * slotsPerWorker, and the launcher's command (model_dir and max_steps made local and short) trains under
+ * a local mpirun. Skipped without python3-yaml. */
+Test(allreduce, kubeflow_mpijob_manifest_runs, .timeout = 240) {
+  if (!have_mpi()) return;
+  if (system("python3 -c 'import yaml' >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "SKIPPED: python3-yaml not installed\n");
+    return;
+  }
+  char dir[512], cmd[4096];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(cmd, sizeof cmd,
+           "python3 - examples/kubeflow/mpijob.yaml %s/m > %s/args 2>&1 <<'PY'\n"
+           "import sys, yaml\n"
+           "d = yaml.safe_load(open(sys.argv[1]))\n"
+           "assert d['kind'] == 'MPIJob', d['kind']\n"
+           "s = d['spec']; r = s['mpiReplicaSpecs']\n"
+           "c = r['Launcher']['template']['spec']['containers'][0]['command']\n"
+           "np = int(c[c.index('-np') + 1])\n"
+           "assert np == r['Worker']['replicas'] * s.get('slotsPerWorker', 1), (np, r['Worker']['replicas'])\n"
+           "a = c[[i for i, x in enumerate(c) if x.endswith('/dist_job')][0] + 1:]\n"
+           "assert a[a.index('--strategy') + 1] == 'collective'\n"
+           "a[a.index('--model_dir') + 1] = sys.argv[2]\n"
+           "a[a.index('--max_steps') + 1] = '40'\n"
+           "a[a.index('--save_steps') + 1] = '20'\n"
+           "print(np, ' '.join(a))\n"
+           "PY",
+           dir, dir);
+  char path[600];
+  snprintf(path, sizeof path, "%s/args", dir);
+  int rc = system(cmd);
+  char *line = tu_read_file(path, NULL);
+  cr_assert_eq(rc, 0, "manifest check failed: %s", line);
+  int np = atoi(line);
+  char *args = strchr(line, ' ');
+  cr_assert(np == 2 && args, "%s", line);
+  args[strcspn(args, "\n")] = 0;
+  snprintf(cmd, sizeof cmd, "env -u TF_CONFIG timeout 200 " MPIRUN " -np %d %s %s > %s/job.out 2>&1", np,
+           LOOM_DIST_JOB_BIN, args, dir);
+  rc = system(cmd);
+  char *out = out_of(dir, "job");
+  cr_assert_eq(rc, 0, "%s", out);
+  same_checksums(out, 2);
+  cr_assert(strstr(out, "evaluated=1 last_step=40"), "%s", out);
+  free(out);
+  free(line);
+  tu_rmtree(dir);
+}
