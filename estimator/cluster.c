@@ -8,7 +8,8 @@
  * loom_run_job is the same call with explicit job options.
  * The collective (all-reduce) strategy (distributed/collective_strategy.h) runs every MPI rank as a
  * trainer: RunConfig.train_distribute = collective, or (AUTO) a TF_CONFIG with chief / worker tasks only in
- * a process launched by mpirun or srun; rank 0 is the chief and evaluates the final checkpoint. */
+ * a process launched by mpirun or srun; rank 0 is the chief and evaluates the final checkpoint; an
+ * evaluator task (outside MPI) watches model_dir as in a PS job. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -130,6 +131,9 @@ static loom_code run_evaluator(loom_estimator *e, loom__job *j, const loom_train
 }
 
 
+static loom_code run_role(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                          const loom_job_options *opt, loom_tae_result **out, loom_status *st);
+
 /* The trainers of TF_CONFIG (chief, master and worker tasks); *nps its PS tasks; -1 when TF_CONFIG is unset
  * (or malformed: *bad). */
 static int tf_config_trainers(int *nps, const char **type, loom_tf_config **keep, loom_status *st) {
@@ -172,10 +176,9 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
                          "\"ps\" task(s): the collective strategy has no parameter servers (drop the ps job, or use "
                          "LOOM_DISTRIBUTE_PARAMETER_SERVER)",
                          nps);
-  if (!rc && type && !strcmp(type, "evaluator"))
-    rc = loom_status_set(st, LOOM_UNIMPLEMENTED,
-                         "the collective strategy has no evaluator task yet: run evaluate on model_dir's checkpoints");
+  int is_eval = !rc && type && !strcmp(type, "evaluator");
   loom_tf_config_free(tc);
+  if (is_eval) return run_role(e, ts, es, NULL, out, st); /* watches model_dir as in a PS job */
   if (!rc) rc = loom__tae_check_specs(e, ts, es, st);
   if (!rc && ts->max_steps <= 0)
     rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "the collective strategy needs TrainSpec.max_steps > 0");

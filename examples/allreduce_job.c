@@ -200,6 +200,7 @@ int main(int argc, char **argv) {
   es.input_user = &c;
   es.steps = 4;
   es.throttle_secs = 0;
+  es.start_delay_secs = 0; /* an evaluator task starts at once */
   loom_tae_result *r = NULL;
   loom_code code = e ? loom_train_and_evaluate(e, &ts, &es, &r, st) : loom_status_code(st);
   if (code == LOOM_OK && r && loom_tae_result_metrics(r)) {

@@ -473,3 +473,33 @@ Test(allreduce, kubeflow_mpijob_manifest_runs, .timeout = 240) {
   free(line);
   tu_rmtree(dir);
 }
+
+/* An evaluator task (TF_CONFIG type evaluator, outside mpirun) beside a collective job: it watches
+ * model_dir, evaluates the checkpoints as they come and ends after the final one, with the chief's
+ * final accuracy. */
+Test(allreduce, evaluator_task_beside_the_ranks, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512], cmd[4096];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(cmd, sizeof cmd,
+           "(TF_CONFIG='{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:2\"]},\"task\":{\"type\":\"evaluator\","
+           "\"index\":0}}' timeout 120 %s --model_dir %s/m --batch 16 --steps 60 > %s/eval.out 2>&1; echo $? > "
+           "%s/eval.rc) &",
+           LOOM_ALLREDUCE_JOB_BIN, dir, dir, dir);
+  cr_assert_eq(system(cmd), 0);
+  run_ok(dir, "coll", 2, "--model_dir %s/m --batch 16 --steps 60", dir);
+  char rc_path[600];
+  snprintf(rc_path, sizeof rc_path, "%s/eval.rc", dir);
+  double t0 = now_s();
+  while (!tu_file_exists(rc_path) && now_s() - t0 < 100) nap(0.1);
+  cr_assert(tu_file_exists(rc_path), "the evaluator did not end within 100 s of the job");
+  nap(0.1); /* the rc file's content is written right after its creation */
+  char *rc = tu_read_file(rc_path, NULL), *ev = out_of(dir, "eval"), *co = out_of(dir, "coll");
+  cr_assert_eq(atoi(rc), 0, "%s", ev);
+  const char *pa = strstr(co, "done accuracy="), *pb = strstr(ev, "done accuracy=");
+  cr_assert(pa && pb && atof(pa + 14) == atof(pb + 14), "chief:\n%s\nevaluator:\n%s", co, ev);
+  free(rc);
+  free(ev);
+  free(co);
+  tu_rmtree(dir);
+}
