@@ -6,7 +6,8 @@
  * Flags: --model_dir D (required) [--distribute local|collective|auto] [--steps 100] [--batch 16 (per
  * worker)] [--optimizer sgd|adam] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
  * rank build this many hidden units: a model mismatch)] [--finite_odd_ranks 1 (their input is one pass
- * over the data: fewer steps than the others)] [--embed N (an id feature through an embedding of
+ * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
+ * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
  * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
@@ -25,7 +26,8 @@ enum { NS = 1024, NF = 8, NC = 3 };
 
 typedef struct cfg {
   int64_t batch, embed, hidden;
-  int finite; /* the training input does not repeat (one pass) */
+  int finite;   /* the training input does not repeat (one pass) */
+  int seed_off; /* added to the initializers' seeds */
   int adam;
   double lr, sleep_ms;
 } cfg;
@@ -95,7 +97,7 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_output h = loom_features_get(f, "x");
   if (c->embed > 0) {
     int64_t ed[2] = {c->embed, 4};
-    loom_initializer ei = loom_init_random_uniform(-0.1, 0.1, 5);
+    loom_initializer ei = loom_init_random_uniform(-0.1, 0.1, 5 + c->seed_off);
     loom_variable *emb = loom_get_variable(g, "embedding", LOOM_F32, 2, ed, &ei, 1);
     loom_output e = loom_embedding_lookup(g, loom_variable_output(emb), loom_features_get(f, "id"), "lookup");
     loom_output parts[2] = {h, e};
@@ -103,10 +105,10 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   }
   loom_dense_options d = loom_dense_options_default();
   d.activation = "relu";
-  d.kernel_initializer = loom_init_glorot_uniform(1);
+  d.kernel_initializer = loom_init_glorot_uniform(1 + c->seed_off);
   h = loom_layers_dense(g, h, c->hidden, &d, "hidden");
   loom_dense_options o = loom_dense_options_default();
-  o.kernel_initializer = loom_init_glorot_uniform(2);
+  o.kernel_initializer = loom_init_glorot_uniform(2 + c->seed_off);
   loom_output logits = loom_layers_dense(g, h, NC, &o, "logits");
   loom_output cls = loom_argmax(g, logits, 1, LOOM_I32, "classes");
   loom_spec_add_prediction(spec, "classes", cls);
@@ -168,11 +170,12 @@ int main(int argc, char **argv) {
   const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
   int rank = rank_env ? atoi(rank_env) : 0;
   cfg c = {atoll(arg(argc, argv, "--batch", "16")), atoll(arg(argc, argv, "--embed", "0")),
-           atoll(arg(argc, argv, "--hidden", "16")), 0, !strcmp(arg(argc, argv, "--optimizer", "sgd"), "adam"),
+           atoll(arg(argc, argv, "--hidden", "16")), 0, 0, !strcmp(arg(argc, argv, "--optimizer", "sgd"), "adam"),
            atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0"))};
   if (rank % 2 == 1 && atoll(arg(argc, argv, "--hidden_odd_ranks", "0")) > 0)
     c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));
   if (rank % 2 == 1 && atoi(arg(argc, argv, "--finite_odd_ranks", "0"))) c.finite = 1;
+  if (rank % 2 == 1) c.seed_off = atoi(arg(argc, argv, "--init_seed_odd_ranks", "0"));
   printf("rank=%d pid=%d\n", rank, (int)getpid());
   fflush(stdout);
   loom_status *st = loom_status_new();

@@ -181,6 +181,13 @@ Test(allreduce, sgd_two_workers_match_one_with_twice_the_batch, .timeout = 240) 
   match_local("sgd", "", 1e-5);
 }
 
+/* Rank 1 initializes its variables from other seeds: the broadcast from rank 0 makes the job train from
+ * rank 0's values, as local training does (without it the ranks would start apart and stay apart). */
+Test(allreduce, broadcast_replaces_other_initial_values, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local("sgd", "--init_seed_odd_ranks 100", 1e-5);
+}
+
 /* Adam divides by sqrt(v) + epsilon: float rounding of the averaged gradient is amplified where v is
  * tiny, so the tolerance is wider than SGD's. */
 Test(allreduce, adam_two_workers_match_one_with_twice_the_batch, .timeout = 240) {
