@@ -94,6 +94,8 @@ endif
 # distributed/, estimator/heads/, ...) joins the build by holding a .c file.
 NON_LIB_DIRS := tests bench examples scripts proto tools python build fuzz $(patsubst %/,%,$(wildcard build*/))
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
+# distributed/mpi/ is not part of the library: it is the MPI transport plugin (below).
+LIB_SRC := $(filter-out distributed/mpi/%,$(LIB_SRC))
 # Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -155,6 +157,24 @@ CLI_BIN  := $(BUILD)/loom
         clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
+
+# The collective strategy's MPI transport: a plugin libloom opens on first use (distributed/collective.c),
+# so that libloom never links MPI. Built with mpicc when Debian's libopenmpi-dev is installed.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_PLUGIN := $(BUILD)/libloom_mpi.so
+.PHONY: mpi
+ifneq ($(MPICC),)
+mpi: $(MPI_PLUGIN)
+lib: $(MPI_PLUGIN)
+$(MPI_PLUGIN): $(wildcard distributed/mpi/*.c) distributed/collective_api.h
+	@mkdir -p $(dir $@)
+	$(call say,MPICC,$@)
+	$(Q)$(MPICC) -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra $(WERROR) \
+	  $(filter %.c,$^) -o $@
+else
+mpi:
+	@echo "mpicc not found: install libopenmpi-dev (scripts/deps.sh) to build $(MPI_PLUGIN)"; exit 1
+endif
 
 deps:
 	@bash scripts/deps.sh
@@ -278,6 +298,12 @@ $(BUILD)/tests/test_serve: TEST_CFLAGS += -DLOOM_SERVE_BIN='"$(SERVE_BIN)"'
 # tests/test_jobs.c runs distributed jobs of examples/dist_job (and mpirun).
 $(BUILD)/tests/test_jobs: $(BUILD)/examples/dist_job
 $(BUILD)/tests/test_jobs: TEST_CFLAGS += -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"'
+
+# tests/test_allreduce.c runs examples/allreduce_job (and dist_job's canned wide & deep) under mpirun with the MPI plugin.
+$(BUILD)/tests/test_allreduce: $(BUILD)/examples/allreduce_job $(BUILD)/examples/dist_job $(if $(MPICC),$(MPI_PLUGIN))
+$(BUILD)/tests/test_allreduce: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD)/examples/allreduce_job"' \
+  -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"' \
+  -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
 
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)
@@ -550,7 +576,8 @@ INSTALL_HEADERS := $(notdir $(wildcard include/loom/*.h))
 INSTALL_MANIFEST = $(PREFIX)/share/loom/install_manifest.txt
 INSTALL_FILES = $(INSTALL_HEADERS:%=$(PREFIX)/include/loom/%) \
   $(addprefix $(PREFIX)/lib/,libloom.a $(SO_REAL) libloom.so.$(SOVERSION) libloom.so \
-  pkgconfig/loom.pc pkgconfig/loom-static.pc) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve $(INSTALL_MANIFEST)
+  pkgconfig/loom.pc pkgconfig/loom-static.pc $(if $(MPICC),libloom_mpi.so)) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve \
+  $(INSTALL_MANIFEST)
 CHECK_PREFIX = case '$(PREFIX)' in /*) ;; *) echo "$@: PREFIX must be an absolute path, got '$(PREFIX)'" >&2; exit 2;; esac
 PC_RPATH = $(if $(filter /usr /usr/local,$(patsubst %/,%,$(PREFIX))),,-Wl$(comma)-rpath$(comma)$${libdir})
 PC_SED = -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LOOM_VER)|' -e 's|@LIBS@|$(LDLIBS)|' -e 's|@RPATH@|$(PC_RPATH)|'
@@ -567,6 +594,7 @@ install: lib $(CLI_BIN) $(SERVE_BIN)
 	sed $(PC_SED) scripts/loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
 	sed $(PC_SED) scripts/loom-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom-static.pc
 	install -m 755 $(CLI_BIN) $(SERVE_BIN) $(DESTDIR)$(PREFIX)/bin/
+	$(if $(MPICC),install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
 	@{ cat $(DESTDIR)$(INSTALL_MANIFEST) 2>/dev/null; printf '%s\n' $(INSTALL_FILES); } | sort -u \
 	  > $(DESTDIR)$(INSTALL_MANIFEST).new && mv $(DESTDIR)$(INSTALL_MANIFEST).new $(DESTDIR)$(INSTALL_MANIFEST)
 	@echo "installed into $(DESTDIR)$(PREFIX); the list is in $(DESTDIR)$(INSTALL_MANIFEST)"

@@ -93,6 +93,14 @@ static const apply_kind *kind_of(const char *op) {
   return NULL;
 }
 
+int loom__apply_op_grad_inputs(const char *op, int *grad, int *indices) {
+  const apply_kind *k = kind_of(op);
+  if (!k) return 0;
+  *grad = k->grad;
+  *indices = k->idx;
+  return 1;
+}
+
 static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
 /* The variable node an input reads (NULL: not a variable). */

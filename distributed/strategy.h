@@ -10,13 +10,10 @@
  *  - what happens at the end (end: the chief's end-of-job protocol, the trainers' end markers), given the
  *    loop's outcome.
  * Kinds: LOOM__STRATEGY_PS (distributed/job.c: async, bounded staleness or sync with backup workers, per
- * the PS's consistency) and the slot LOOM__STRATEGY_COLLECTIVE for the all-reduce strategy: every worker
- * holds all variables (restore on every worker, then a broadcast from worker 0 in its begin), runs the
- * train op (run_train_op 1), worker 0 is the chief (checkpoints, summaries); it fills the same
- * operations. Its gradient exchange sits between the gradients and the apply ops of the train op, which
- * begin receives already built: that strategy adds the one piece this interface lacks, a cross-replica
- * reduction the optimizers' apply_gradients call while the model_fn builds the train op
- * (RunConfig.train_distribute tells them), with its buckets started during the backward pass. */
+ * the PS's consistency) and LOOM__STRATEGY_COLLECTIVE (distributed/collective_strategy.c, all-reduce):
+ * every worker holds all variables (restored on every worker, then broadcast from worker 0 when the session
+ * exists), the loop fetches the loss (run_train_op 0) and the strategy's hook runs the model's train op on
+ * the gradients averaged over the workers; worker 0 is the chief. */
 #ifndef LOOM_DIST_STRATEGY_H
 #define LOOM_DIST_STRATEGY_H
 #include "loom/loom.h"

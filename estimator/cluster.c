@@ -5,10 +5,17 @@
  *  - ps: builds the TRAIN graph (its variables give the placement) and serves it (distributed/job.c);
  *  - evaluator: watches model_dir's checkpoints and evaluates each new one with train_and_evaluate's
  *    evaluation and exporters, never connecting to a PS.
- * loom_run_job is the same call with explicit job options. */
+ * loom_run_job is the same call with explicit job options.
+ * The collective (all-reduce) strategy (distributed/collective_strategy.h) runs every MPI rank as a
+ * trainer: RunConfig.train_distribute = collective, or (AUTO) a TF_CONFIG with chief / worker tasks only in
+ * a process launched by mpirun or srun; rank 0 is the chief and evaluates the final checkpoint; an
+ * evaluator task (outside MPI) watches model_dir as in a PS job. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <stdlib.h>
+#include "distributed/collective.h"
+#include "distributed/collective_strategy.h"
 #include "distributed/job.h"
 #include "estimator/estimator_impl.h"
 
@@ -42,11 +49,8 @@ static loom_code run_ps(loom_estimator *e, loom__job *j, const loom_train_spec *
   return rc;
 }
 
-/* Chief or worker: Estimator.train under the parameter-server strategy; SIGTERM / SIGINT stop it after
- * the step in flight (a second signal ends the process). */
-static loom_code run_trainer(loom_estimator *e, loom__job *j, const loom_train_spec *ts, loom_status *st) {
-  loom__strategy *s = loom__ps_strategy_new(j, ts->max_steps, e->config.keep_checkpoint_max, st);
-  if (!s) return loom_status_code(st);
+/* Estimator.train's options for a train spec. */
+static loom_train_options train_options(const loom_train_spec *ts) {
   loom_train_options to = loom_train_options_default();
   to.max_steps = ts->max_steps;
   to.nhooks = ts->nhooks;
@@ -54,6 +58,15 @@ static loom_code run_trainer(loom_estimator *e, loom__job *j, const loom_train_s
   to.nlisteners = ts->nlisteners;
   to.listeners = ts->listeners;
   to.listener_selves = ts->listener_selves;
+  return to;
+}
+
+/* Chief or worker: Estimator.train under the parameter-server strategy; SIGTERM / SIGINT stop it after
+ * the step in flight (a second signal ends the process). */
+static loom_code run_trainer(loom_estimator *e, loom__job *j, const loom_train_spec *ts, loom_status *st) {
+  loom__strategy *s = loom__ps_strategy_new(j, ts->max_steps, e->config.keep_checkpoint_max, st);
+  if (!s) return loom_status_code(st);
+  loom_train_options to = train_options(ts);
   loom__job_signals_install();
   loom_code rc = loom__est_train(e, ts->input_fn, ts->input_user, &to, s, st);
   loom__job_signals_restore();
@@ -117,6 +130,97 @@ static loom_code run_evaluator(loom_estimator *e, loom__job *j, const loom_train
   return rc;
 }
 
+
+static loom_code run_role(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                          const loom_job_options *opt, loom_tae_result **out, loom_status *st);
+
+/* The trainers of TF_CONFIG (chief, master and worker tasks); *nps its PS tasks; -1 when TF_CONFIG is unset
+ * (or malformed: *bad). */
+static int tf_config_trainers(int *nps, const char **type, loom_tf_config **keep, loom_status *st) {
+  const char *tf = getenv("TF_CONFIG");
+  *nps = 0;
+  if (!tf || !tf[0]) return -1;
+  loom_tf_config *c = loom_tf_config_parse(tf, st);
+  if (!c) return -2;
+  *nps = loom_tf_config_num_tasks(c, "ps");
+  *type = loom_tf_config_task_type(c);
+  *keep = c;
+  return loom_tf_config_num_tasks(c, "chief") + loom_tf_config_num_tasks(c, "master") +
+         loom_tf_config_num_tasks(c, "worker");
+}
+
+/* AUTO picks the collective strategy: a TF_CONFIG with trainers and no PS, in a process an MPI or Slurm
+ * launcher started. */
+static int collective_auto(void) {
+  int nps = 0, rank = 0, size = 0;
+  const char *type = NULL;
+  loom_tf_config *c = NULL;
+  int n = tf_config_trainers(&nps, &type, &c, NULL);
+  int yes = n > 0 && nps == 0 && type && strcmp(type, "evaluator");
+  loom_tf_config_free(c);
+  loom__coll_env(&rank, &size);
+  return yes && size > 0;
+}
+
+/* Every MPI rank trains under the collective strategy; rank 0 checkpoints and evaluates the final one. */
+static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
+                                loom_tae_result **out, loom_status *st) {
+  int nps = 0;
+  const char *type = NULL;
+  loom_tf_config *tc = NULL;
+  int ntf = tf_config_trainers(&nps, &type, &tc, st);
+  loom_code rc = ntf == -2 ? loom_status_code(st) : LOOM_OK;
+  if (!rc && nps > 0)
+    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                         "RunConfig.train_distribute is the collective (all-reduce) strategy but TF_CONFIG names %d "
+                         "\"ps\" task(s): the collective strategy has no parameter servers (drop the ps job, or use "
+                         "LOOM_DISTRIBUTE_PARAMETER_SERVER)",
+                         nps);
+  int is_eval = !rc && type && !strcmp(type, "evaluator");
+  loom_tf_config_free(tc);
+  if (is_eval) return run_role(e, ts, es, NULL, out, st); /* watches model_dir as in a PS job */
+  if (!rc) rc = loom__tae_check_specs(e, ts, es, st);
+  if (!rc && ts->max_steps <= 0)
+    rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "the collective strategy needs TrainSpec.max_steps > 0");
+  if (rc) return rc;
+  int env_rank = 0, env_size = 0;
+  loom__coll_env(&env_rank, &env_size);
+  if (env_size <= 0)
+    return loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                           "RunConfig.train_distribute is the collective (all-reduce) strategy but this process was not "
+                           "started by an MPI launcher (no OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS): run every "
+                           "worker under mpirun -np N or srun -n N");
+  const char *bb = getenv("LOOM_COLLECTIVE_BUCKET_BYTES");
+  loom__strategy *s = loom__collective_strategy_new(0, bb && bb[0] ? atoll(bb) : -1, st);
+  if (!s) return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
+  int rank = loom__coll_rank(), size = loom__coll_size();
+  if (ntf > 0 && ntf != size) {
+    loom__collective_strategy_free(s);
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "TF_CONFIG names %d trainer task(s) (chief + worker) but MPI runs %d rank(s): launch as "
+                           "many ranks as TF_CONFIG has trainers",
+                           ntf, size);
+  }
+  loom_params_set_int(e->params, "num_input_pipelines", size, NULL);
+  loom_params_set_int(e->params, "input_pipeline_id", rank, NULL);
+  loom_params_set(e->params, "task_type", rank == 0 ? "chief" : "worker", NULL);
+  e->is_chief = rank == 0;
+  loom_train_options to = train_options(ts);
+  rc = loom__est_train(e, ts->input_fn, ts->input_user, &to, s, st);
+  loom__collective_strategy_free(s);
+  if (rc == LOOM_OK && rank == 0) { /* the final checkpoint's evaluation and exports */
+    char ckpt[4096];
+    int64_t step = loom__est_latest(e, ckpt, sizeof ckpt) ? loom__ckpt_global_step(ckpt, -1) : -1;
+    loom__tae_eval *x = step >= 0 ? loom__tae_eval_new(e, ts, es, st) : NULL;
+    if (step >= 0 && !x) return loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;
+    if (x) {
+      rc = loom__tae_eval_latest(x, step, st);
+      if (rc == LOOM_OK) *out = loom__tae_eval_take(x);
+      loom__tae_eval_free(x);
+    }
+  }
+  return rc;
+}
 
 /* This process's role of the job TF_CONFIG (or opt->tf_config) names, with options opt (NULL: from params). */
 static loom_code run_role(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
@@ -188,10 +292,7 @@ loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *trai
                                                       "is NULL");
   switch (e->config.train_distribute) {
   case LOOM_DISTRIBUTE_LOCAL: return loom__tae_local(e, train_spec, eval_spec, out, st);
-  case LOOM_DISTRIBUTE_COLLECTIVE:
-    return loom_status_set(st, LOOM_UNIMPLEMENTED,
-                           "RunConfig.train_distribute: the collective (all-reduce) strategy is not implemented yet; "
-                           "use LOOM_DISTRIBUTE_PARAMETER_SERVER or LOOM_DISTRIBUTE_LOCAL");
+  case LOOM_DISTRIBUTE_COLLECTIVE: return run_collective(e, train_spec, eval_spec, out, st);
   case LOOM_DISTRIBUTE_PARAMETER_SERVER:
     if (!loom__job_is_distributed(NULL))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
@@ -200,6 +301,7 @@ loom_code loom_train_and_evaluate(loom_estimator *e, const loom_train_spec *trai
     return run_role(e, train_spec, eval_spec, NULL, out, st);
   default: /* AUTO: a TF_CONFIG with PS tasks (or naming the evaluator): this process's role of a job */
     if (loom__job_is_distributed(NULL)) return run_role(e, train_spec, eval_spec, NULL, out, st);
+    if (collective_auto()) return run_collective(e, train_spec, eval_spec, out, st);
     return loom__tae_local(e, train_spec, eval_spec, out, st);
   }
 }

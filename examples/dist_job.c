@@ -10,6 +10,8 @@
  *            [--lr 0.1] [--model_optimizer sgd|default] [--optimizer sgd|adam (a
  *            job-level override of the model's update rules)] [--deadline 60] [--diag 2]
  *            [--throttle 0] [--start_delay 0] [--idle_exit 0] [--threads 1]
+ *            [--strategy ps|collective]  (collective: RunConfig.train_distribute, every
+ *            mpirun rank a trainer, without --launcher)
  *            [--overlap 0|1]  (loom_job_options.overlap_comm: trainers overlap
  *            the PS exchange with the next step, staleness 1)
  *            [--seed N] (RunConfig's graph-level random seed)
@@ -282,6 +284,9 @@ int main(int argc, char **argv) {
   /* --seed N: the graph-level random seed (initializers of the canned models), the same in every process */
   const char *seed = arg(argc, argv, "--seed", NULL);
   if (seed) rc.has_random_seed = 1, rc.tf_random_seed = atoll(seed);
+  /* --strategy collective: every mpirun rank trains by all-reduce (train_and_evaluate, no PS, no launcher) */
+  int collective = !strcmp(arg(argc, argv, "--strategy", "ps"), "collective");
+  if (collective) rc.train_distribute = LOOM_DISTRIBUTE_COLLECTIVE;
   loom_params *params = loom_params_new();
   double lr = atof(arg(argc, argv, "--lr", "0.1"));
   loom_params_set_double(params, "learning_rate", lr, NULL);
@@ -390,7 +395,7 @@ int main(int argc, char **argv) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   loom_tae_result *r = NULL;
-  loom_code code = loom_run_job(e, &ts, &es, &jo, &r, st);
+  loom_code code = collective ? loom_train_and_evaluate(e, &ts, &es, &r, st) : loom_run_job(e, &ts, &es, &jo, &r, st);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   const char *tfc = getenv("TF_CONFIG");

@@ -289,7 +289,8 @@ Test(strategy, unreproducible_train_op_fails_at_start_naming_op_and_variable, .t
 
 /* RunConfig.train_distribute: LOCAL trains locally under a TF_CONFIG that names PS tasks (no PS is
  * needed: the call returns with the local checkpoint); PARAMETER_SERVER without PS tasks in TF_CONFIG is
- * INVALID_ARGUMENT; COLLECTIVE is UNIMPLEMENTED; a value outside the enum fails the constructor. */
+ * INVALID_ARGUMENT; COLLECTIVE outside an MPI launcher is FAILED_PRECONDITION (tests/test_allreduce.c runs it
+ * under mpirun); a value outside the enum fails the constructor. */
 Test(strategy, run_config_train_distribute_selects_the_strategy, .timeout = 60) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "strat_rc");
@@ -306,7 +307,7 @@ Test(strategy, run_config_train_distribute_selects_the_strategy, .timeout = 60) 
   loom_eval_spec es;
   make_specs(&d, 20, &ts, &es);
   static const int kinds[3] = {LOOM_DISTRIBUTE_LOCAL, LOOM_DISTRIBUTE_PARAMETER_SERVER, LOOM_DISTRIBUTE_COLLECTIVE};
-  static const loom_code want_plain[3] = {LOOM_OK, LOOM_INVALID_ARGUMENT, LOOM_UNIMPLEMENTED};
+  static const loom_code want_plain[3] = {LOOM_OK, LOOM_INVALID_ARGUMENT, LOOM_FAILED_PRECONDITION};
   for (int k = 0; k < 3; k++) {
     cfg = cu_config();
     cfg.train_distribute = kinds[k];

@@ -86,12 +86,13 @@ typedef struct loom_run_config {
 } loom_run_config;
 typedef enum loom_distribute {
   LOOM_DISTRIBUTE_AUTO = 0,             /* TF_CONFIG decides: a cluster with "ps" tasks (or this task the
-                                           evaluator): parameter server; otherwise local */
+                                           evaluator): parameter server; chief / worker tasks only in a
+                                           process mpirun or srun started: collective; otherwise local */
   LOOM_DISTRIBUTE_LOCAL = 1,            /* local training even when TF_CONFIG names a cluster */
   LOOM_DISTRIBUTE_PARAMETER_SERVER = 2, /* TF_CONFIG must name "ps" tasks (INVALID_ARGUMENT otherwise): async,
                                            bounded staleness or sync, as the PS tasks are configured */
-  LOOM_DISTRIBUTE_COLLECTIVE = 3        /* synchronous all-reduce (MultiWorkerMirrored): not implemented yet
-                                           (UNIMPLEMENTED) */
+  LOOM_DISTRIBUTE_COLLECTIVE = 3        /* synchronous all-reduce over the MPI ranks (MultiWorkerMirrored):
+                                           docs/distributed.md "Collective all-reduce" */
 } loom_distribute;
 LOOM_API loom_run_config loom_run_config_default(void);
 

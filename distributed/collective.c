@@ -1,0 +1,151 @@
+/* distributed/collective.c - opens the collective transport plugin and wraps its calls
+ * (distributed/collective.h). */
+#include "distributed/collective.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/base.h"
+#include "distributed/collective_api.h"
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static const loom_coll_api *g_api;
+static int g_ready;
+
+static int env_int(const char *name, int *out) {
+  const char *v = getenv(name);
+  if (!v || !v[0]) return 0;
+  char *end = NULL;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0) return 0;
+  *out = (int)x;
+  return 1;
+}
+
+void loom__coll_env(int *rank, int *size) {
+  static const char *const names[][2] = {
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+  *rank = 0;
+  *size = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (env_int(names[i][1], size) && env_int(names[i][0], rank)) return;
+  *size = 0;
+  *rank = 0;
+}
+
+/* Tries path; on failure appends dlerror's text to why. */
+static void *try_open(const char *path, char *why, size_t cap) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    size_t u = strlen(why);
+    if (u + 4 < cap) snprintf(why + u, cap - u, "%s%s", u ? "; " : "", dlerror());
+  }
+  return h;
+}
+
+static void *open_plugin(char *why, size_t cap) {
+  const char *env = getenv("LOOM_MPI_PLUGIN");
+  if (env && env[0]) return try_open(env, why, cap);
+  Dl_info info;
+  if (dladdr((void *)&loom__coll_env, &info) && info.dli_fname) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    for (int up = 0; up < 2; up++) {
+      char *slash = strrchr(dir, '/');
+      if (!slash) break;
+      *slash = 0;
+      char path[4200];
+      snprintf(path, sizeof path, "%s/libloom_mpi.so", dir);
+      FILE *f = fopen(path, "rb");
+      if (!f) continue;
+      fclose(f);
+      return try_open(path, why, cap);
+    }
+  }
+  return try_open("libloom_mpi.so", why, cap);
+}
+
+loom_code loom__coll_init(double timeout_s, loom_status *st) {
+  pthread_mutex_lock(&g_mu);
+  loom_code rc = LOOM_OK;
+  if (g_ready) goto out;
+  if (timeout_s <= 0) {
+    const char *v = getenv("LOOM_COLLECTIVE_TIMEOUT");
+    timeout_s = v && atof(v) > 0 ? atof(v) : 60.0;
+  }
+  if (!g_api) {
+    char why[1024] = "";
+    void *h = open_plugin(why, sizeof why);
+    if (!h) {
+      rc = loom_status_set(st, LOOM_UNAVAILABLE,
+                           "the collective strategy needs its MPI transport plugin libloom_mpi.so, which could not be "
+                           "loaded (%s); build it with `make mpi` (needs libopenmpi-dev) or name it in LOOM_MPI_PLUGIN",
+                           why);
+      goto out;
+    }
+    void *sym = dlsym(h, LOOM_COLL_PLUGIN_SYMBOL);
+    loom_coll_plugin_fn fn = NULL;
+    if (sym) memcpy(&fn, &sym, sizeof sym);
+    const loom_coll_api *api = fn ? fn() : NULL;
+    if (!api || api->version != LOOM_COLL_API_VERSION) {
+      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                           "libloom_mpi.so: %s (this libloom expects plugin interface version %d)",
+                           !fn ? "no " LOOM_COLL_PLUGIN_SYMBOL " symbol" : "a different interface version",
+                           LOOM_COLL_API_VERSION);
+      goto out;
+    }
+    g_api = api;
+  }
+  char err[1024] = "";
+  if (g_api->init(timeout_s, err, sizeof err)) {
+    rc = loom_status_set(st, LOOM_UNAVAILABLE, "MPI (%s): %s", g_api->name, err);
+    goto out;
+  }
+  g_ready = 1;
+  atexit(loom__coll_finalize);
+out:
+  pthread_mutex_unlock(&g_mu);
+  return rc;
+}
+
+int loom__coll_rank(void) { return g_ready ? g_api->rank() : 0; }
+int loom__coll_size(void) { return g_ready ? g_api->size() : 1; }
+const char *loom__coll_name(void) { return g_api ? g_api->name : "none"; }
+
+static loom_code result(int failed, const char *err, loom_status *st) {
+  if (!failed) return LOOM_OK;
+  return loom_status_set(st, strstr(err, "timeout") ? LOOM_DEADLINE_EXCEEDED : LOOM_UNAVAILABLE, "%s", err);
+}
+
+#define NOT_READY                                                                                                      \
+  if (!g_ready) return loom_status_set(st, LOOM_FAILED_PRECONDITION, "the collective transport is not initialized")
+
+loom_code loom__coll_allreduce_sum(float *buf, int64_t n, loom_status *st) {
+  NOT_READY;
+  char err[1024] = "";
+  return result(g_api->allreduce_sum_f32(buf, n, err, sizeof err), err, st);
+}
+loom_code loom__coll_broadcast(void *buf, int64_t bytes, int root, loom_status *st) {
+  NOT_READY;
+  char err[1024] = "";
+  return result(g_api->broadcast(buf, bytes, root, err, sizeof err), err, st);
+}
+loom_code loom__coll_allgather(const void *send, int64_t bytes, void *recv, loom_status *st) {
+  NOT_READY;
+  char err[1024] = "";
+  return result(g_api->allgather(send, bytes, recv, err, sizeof err), err, st);
+}
+loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts,
+                                loom_status *st) {
+  NOT_READY;
+  char err[1024] = "";
+  return result(g_api->allgatherv(send, bytes, recv, counts, err, sizeof err), err, st);
+}
+
+void loom__coll_finalize(void) {
+  pthread_mutex_lock(&g_mu);
+  if (g_ready) g_api->finalize();
+  g_ready = 0;
+  pthread_mutex_unlock(&g_mu);
+}

@@ -1,0 +1,29 @@
+/* distributed/collective.h - internal: the collective transport of the all-reduce strategy, opened on
+ * first use from the plugin distributed/collective_api.h describes (build/libloom_mpi.so, on MPI).
+ *
+ * The plugin is found at $LOOM_MPI_PLUGIN when set, else as libloom_mpi.so beside the object that holds
+ * libloom (libloom.so, or the program it is linked into) or in its parent folder, else by the dynamic
+ * loader's search path. Every call returns a loom_code with the plugin's message (UNAVAILABLE for a
+ * transport failure, DEADLINE_EXCEEDED for a collective that timed out, naming the lost ranks). */
+#ifndef LOOM_DIST_COLLECTIVE_H
+#define LOOM_DIST_COLLECTIVE_H
+#include <stdint.h>
+#include "loom/loom.h"
+
+/* The process's rank and size as the launcher states them in the environment (OMPI_COMM_WORLD_RANK /
+ * _SIZE, PMI_RANK / PMI_SIZE, SLURM_PROCID / SLURM_NTASKS); size 0 when none is set. */
+void loom__coll_env(int *rank, int *size);
+/* Opens the plugin and initializes MPI (once per process); timeout_s: the collective timeout (<= 0:
+ * $LOOM_COLLECTIVE_TIMEOUT, else 60 s). */
+loom_code loom__coll_init(double timeout_s, loom_status *st);
+int loom__coll_rank(void);
+int loom__coll_size(void);
+const char *loom__coll_name(void);
+loom_code loom__coll_allreduce_sum(float *buf, int64_t n, loom_status *st);
+loom_code loom__coll_broadcast(void *buf, int64_t bytes, int root, loom_status *st);
+loom_code loom__coll_allgather(const void *send, int64_t bytes, void *recv, loom_status *st);
+loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, loom_status *st);
+/* Finalizes MPI (at the process's exit, registered by init; a no-op after a failed collective). */
+void loom__coll_finalize(void);
+
+#endif

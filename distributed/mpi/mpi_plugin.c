@@ -1,0 +1,270 @@
+/* distributed/mpi/mpi_plugin.c - the collective transport on MPI (distributed/collective_api.h), built
+ * with mpicc into its own shared object (build/libloom_mpi.so) that libloom opens on first use.
+ *
+ * Collectives are MPI's non-blocking ones on a private duplicate of MPI_COMM_WORLD, completed by polling
+ * with a deadline, so that no call waits forever: when the deadline passes, a liveness probe (a ping on a
+ * second private communicator, answered by every rank that is itself waiting in a collective) names the
+ * ranks that did not answer within a short grace period. Large buffers go in pieces of at most INT_MAX
+ * elements (MPI's counts are int). */
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "../collective_api.h"
+
+enum { TAG_PING = 101, TAG_PONG = 102 };
+
+static MPI_Comm g_comm = MPI_COMM_NULL, g_ctl = MPI_COMM_NULL;
+static int g_rank, g_size, g_failed, g_inited, g_we_inited;
+static double g_timeout = 60.0;
+static long long g_calls;
+static int g_ping_in, g_pong_out; /* receive / send buffers of the probe */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nap(double waited) {
+  /* spin briefly (a collective of a small model completes in microseconds), then sleep a little */
+  if (waited < 2e-3) return;
+  struct timespec ts = {0, waited < 0.1 ? 20000 : 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static int fail(char *err, size_t cap, const char *fmt, const char *what, int code) {
+  char msg[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (code != MPI_SUCCESS) MPI_Error_string(code, msg, &len);
+  snprintf(err, cap, fmt, what, msg);
+  g_failed = 1;
+  return 1;
+}
+
+/* Answers the other ranks' liveness pings. */
+static void serve_pings(void) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status s;
+    MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, g_ctl, &flag, &s);
+    if (!flag) return;
+    MPI_Recv(&g_ping_in, 1, MPI_INT, s.MPI_SOURCE, TAG_PING, g_ctl, MPI_STATUS_IGNORE);
+    MPI_Request r;
+    MPI_Isend(&g_pong_out, 1, MPI_INT, s.MPI_SOURCE, TAG_PONG, g_ctl, &r);
+    MPI_Request_free(&r);
+  }
+}
+
+/* The ranks that do not answer a ping within grace seconds, as text into out. */
+static void probe_lost(char *out, size_t cap) {
+  int n = g_size, nlost = 0;
+  char *alive = calloc((size_t)n, 1);
+  int *pong = calloc((size_t)n, sizeof(int));
+  static int ping = 1;
+  if (!alive || !pong) {
+    snprintf(out, cap, "(out of memory probing the ranks)");
+    free(alive);
+    free(pong);
+    return;
+  }
+  alive[g_rank] = 1;
+  for (int r = 0; r < n; r++) {
+    if (r == g_rank) continue;
+    MPI_Request q;
+    MPI_Isend(&ping, 1, MPI_INT, r, TAG_PING, g_ctl, &q);
+    MPI_Request_free(&q);
+  }
+  double grace = g_timeout < 2.0 ? g_timeout : 2.0, t0 = now_s();
+  int left = n - 1;
+  while (left > 0 && now_s() - t0 < grace) {
+    serve_pings();
+    int flag = 0;
+    MPI_Status s;
+    MPI_Iprobe(MPI_ANY_SOURCE, TAG_PONG, g_ctl, &flag, &s);
+    if (flag) {
+      MPI_Recv(&pong[s.MPI_SOURCE], 1, MPI_INT, s.MPI_SOURCE, TAG_PONG, g_ctl, MPI_STATUS_IGNORE);
+      if (!alive[s.MPI_SOURCE]) left--;
+      alive[s.MPI_SOURCE] = 1;
+    } else {
+      nap(1.0);
+    }
+  }
+  size_t used = 0;
+  out[0] = 0;
+  for (int r = 0; r < n && used + 16 < cap; r++)
+    if (!alive[r]) used += (size_t)snprintf(out + used, cap - used, "%s%d", nlost++ ? ", " : "", r);
+  if (!nlost) snprintf(out, cap, "none (every rank answered; the collective itself is stuck)");
+  free(alive);
+  free(pong);
+}
+
+/* Completes request q, or fails at the deadline naming the ranks that do not answer. */
+static int wait_req(MPI_Request *q, const char *what, char *err, size_t cap) {
+  double t0 = now_s();
+  for (;;) {
+    int done = 0;
+    int rc = MPI_Test(q, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", what, rc);
+    if (done) return 0;
+    serve_pings();
+    double w = now_s() - t0;
+    if (w > g_timeout) break;
+    nap(w);
+  }
+  char lost[512];
+  probe_lost(lost, sizeof lost);
+  snprintf(err, cap,
+           "collective %s (call %lld) on rank %d of %d did not complete within the collective timeout of %g s: "
+           "lost rank(s) (dead or stalled, no answer to a liveness probe): %s",
+           what, g_calls, g_rank, g_size, g_timeout, lost);
+  g_failed = 1;
+  return 1;
+}
+
+static int check(char *err, size_t cap) {
+  if (!g_inited) {
+    snprintf(err, cap, "the MPI transport is not initialized");
+    return 1;
+  }
+  if (g_failed) {
+    snprintf(err, cap, "the MPI transport failed earlier (a collective timed out or failed); the job must restart");
+    return 1;
+  }
+  g_calls++;
+  return 0;
+}
+
+static int p_init(double timeout_s, char *err, size_t cap) {
+  if (g_inited) return 0;
+  if (timeout_s > 0) g_timeout = timeout_s;
+  int already = 0;
+  MPI_Initialized(&already);
+  if (!already) {
+    int prov = 0;
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov);
+    if (rc != MPI_SUCCESS) return fail(err, cap, "MPI_Init_thread (%s) failed: %s", "funneled", rc);
+    g_we_inited = 1;
+  }
+  MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &g_ctl);
+  MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(g_ctl, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(g_comm, &g_rank);
+  MPI_Comm_size(g_comm, &g_size);
+  g_inited = 1;
+  return 0;
+}
+
+static int p_rank(void) { return g_rank; }
+static int p_size(void) { return g_size; }
+static void p_set_timeout(double s) {
+  if (s > 0) g_timeout = s;
+}
+
+static int p_allreduce(float *buf, int64_t n, char *err, size_t cap) {
+  if (check(err, cap)) return 1;
+  for (int64_t off = 0; off < n; off += INT_MAX) {
+    int c = (int)(n - off < INT_MAX ? n - off : INT_MAX);
+    MPI_Request q;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, c, MPI_FLOAT, MPI_SUM, g_comm, &q);
+    if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", "Iallreduce", rc);
+    if (wait_req(&q, "allreduce", err, cap)) return 1;
+  }
+  return 0;
+}
+
+static int p_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap) {
+  if (check(err, cap)) return 1;
+  for (int64_t off = 0; off < bytes; off += INT_MAX) {
+    int c = (int)(bytes - off < INT_MAX ? bytes - off : INT_MAX);
+    MPI_Request q;
+    int rc = MPI_Ibcast((char *)buf + off, c, MPI_BYTE, root, g_comm, &q);
+    if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", "Ibcast", rc);
+    if (wait_req(&q, "broadcast", err, cap)) return 1;
+  }
+  return 0;
+}
+
+static int p_allgather(const void *send, int64_t bytes, void *recv, char *err, size_t cap) {
+  if (check(err, cap)) return 1;
+  if (bytes > INT_MAX) return fail(err, cap, "MPI %s: a piece over INT_MAX bytes%s", "allgather", MPI_SUCCESS);
+  MPI_Request q;
+  int rc = MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, g_comm, &q);
+  if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", "Iallgather", rc);
+  return wait_req(&q, "allgather", err, cap);
+}
+
+static int p_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, char *err, size_t cap) {
+  if (check(err, cap)) return 1;
+  int *c = malloc((size_t)g_size * sizeof(int)), *d = malloc((size_t)g_size * sizeof(int));
+  int64_t total = 0;
+  int bad = !c || !d;
+  for (int r = 0; !bad && r < g_size; r++) {
+    if (counts[r] > INT_MAX || total > INT_MAX) bad = 1;
+    c[r] = (int)counts[r];
+    d[r] = (int)total;
+    total += counts[r];
+  }
+  if (bad || total > INT_MAX || counts[g_rank] != bytes) {
+    free(c);
+    free(d);
+    return fail(err, cap, "MPI %s: counts over INT_MAX bytes, or this rank's count differs from its buffer%s",
+                "allgatherv", MPI_SUCCESS);
+  }
+  MPI_Request q;
+  int rc = MPI_Iallgatherv(send, (int)bytes, MPI_BYTE, recv, c, d, MPI_BYTE, g_comm, &q);
+  int out = rc != MPI_SUCCESS ? fail(err, cap, "MPI %s failed: %s", "Iallgatherv", rc)
+                              : wait_req(&q, "allgatherv", err, cap);
+  free(c);
+  free(d);
+  return out;
+}
+
+static int p_barrier(char *err, size_t cap) {
+  if (check(err, cap)) return 1;
+  MPI_Request q;
+  int rc = MPI_Ibarrier(g_comm, &q);
+  if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", "Ibarrier", rc);
+  return wait_req(&q, "barrier", err, cap);
+}
+
+static void p_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+static int p_finalize(void) {
+  if (!g_inited) return 0;
+  g_inited = 0;
+  if (g_failed) return 1; /* a lost rank would make MPI_Finalize wait for it: the launcher ends the job */
+  MPI_Comm_free(&g_comm);
+  MPI_Comm_free(&g_ctl);
+  if (g_we_inited) MPI_Finalize();
+  return 0;
+}
+
+static loom_coll_api g_api;
+
+__attribute__((visibility("default"))) const loom_coll_api *loom_collective_plugin(void) {
+  static char name[MPI_MAX_LIBRARY_VERSION_STRING + 8];
+  int len = 0;
+  MPI_Get_library_version(name, &len);
+  char *nl = strchr(name, '\n');
+  if (nl) *nl = 0;
+  char *comma = strchr(name, ',');
+  if (comma) *comma = 0;
+  g_api.version = LOOM_COLL_API_VERSION;
+  g_api.name = name;
+  g_api.init = p_init;
+  g_api.rank = p_rank;
+  g_api.size = p_size;
+  g_api.set_timeout = p_set_timeout;
+  g_api.allreduce_sum_f32 = p_allreduce;
+  g_api.broadcast = p_broadcast;
+  g_api.allgather = p_allgather;
+  g_api.allgatherv = p_allgatherv;
+  g_api.barrier = p_barrier;
+  g_api.abort = p_abort;
+  g_api.finalize = p_finalize;
+  return &g_api;
+}

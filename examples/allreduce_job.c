@@ -1,0 +1,220 @@
+/* examples/allreduce_job.c - a small classifier trained by train_and_evaluate under a chosen
+ * RunConfig.train_distribute; with --distribute collective, launch it with mpirun (or srun):
+ *
+ *   mpirun -np 2 build/examples/allreduce_job --model_dir D --distribute collective --batch 16
+ *
+ * Flags: --model_dir D (required) [--distribute local|collective|auto] [--steps 100] [--batch 16 (per
+ * worker)] [--optimizer sgd|adam] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
+ * rank build this many hidden units: a model mismatch)] [--finite_odd_ranks 1 (their input is one pass
+ * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
+ * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
+ * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1].
+ *
+ * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
+ * (B = batch × workers), worker w of W the w-th slice of b, so W workers with batch b see the same examples
+ * per step as one worker with batch W*b. Prints "rank=<r> pid=<pid>" at the start, "progress step=<s>"
+ * every 10 steps, and "allreduce_job: done accuracy=<a>" (chief) at the end; exits 1 with the error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "loom/loom.h"
+
+enum { NS = 1024, NF = 8, NC = 3 };
+
+typedef struct cfg {
+  int64_t batch, embed, hidden;
+  int finite;   /* the training input does not repeat (one pass) */
+  int seed_off; /* added to the initializers' seeds */
+  int adam;
+  double lr, sleep_ms;
+} cfg;
+
+static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], name)) return argv[i + 1];
+  return dflt;
+}
+
+static void example(int i, float *x, int32_t *y, int32_t *id, int64_t embed) {
+  float best = -1e30f;
+  int cls = 0;
+  for (int f = 0; f < NF; f++) x[f] = (float)(((i * 131 + f * 71) % 97) / 97.0 - 0.5);
+  for (int c = 0; c < NC; c++) {
+    float s = 0;
+    for (int f = 0; f < NF; f++) s += x[f] * (float)(((c * 37 + f * 13) % 11) - 5);
+    if (s > best) best = s, cls = c;
+  }
+  *id = embed > 0 ? (int32_t)((i * 7919) % embed) : 0;
+  if (embed > 0 && *id % 2 == 0) cls = *id % NC;
+  *y = cls;
+}
+
+/* Worker id of num: per global step its slice of b examples; the whole set once per epoch, repeated. */
+static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, loom_status *st) {
+  cfg *c = user;
+  int num = 1, id = 0;
+  if (mode == LOOM_MODE_TRAIN) loom_job_input_context(p, &num, &id);
+  int64_t b = c->batch, gb = b * num, steps = NS / gb, n = steps * b;
+  float *x = malloc(sizeof(float) * (size_t)(n * NF));
+  int32_t *y = malloc(sizeof(int32_t) * (size_t)n), *ids = malloc(sizeof(int32_t) * (size_t)n);
+  if (!x || !y || !ids || n == 0) {
+    free(x);
+    free(y);
+    free(ids);
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "allreduce_job: no data for batch %lld x %d workers", (long long)b, num);
+    return NULL;
+  }
+  for (int64_t t = 0, k = 0; t < steps; t++)
+    for (int64_t j = 0; j < b; j++, k++) example((int)(t * gb + id * b + j), x + k * NF, y + k, ids + k, c->embed);
+  int64_t xd[2] = {n, NF}, yd[1] = {n};
+  loom_tensor *xt = loom_tensor_from_data(LOOM_F32, 2, xd, x, st);
+  loom_tensor *yt = loom_tensor_from_data(LOOM_I32, 1, yd, y, st);
+  loom_tensor *it = loom_tensor_from_data(LOOM_I32, 1, yd, ids, st);
+  free(x);
+  free(y);
+  free(ids);
+  const char *names[3] = {"x", "label", "id"};
+  const loom_tensor *arr[3] = {xt, yt, it};
+  loom_dataset *ds = xt && yt && it ? loom_dataset_from_tensors(c->embed > 0 ? 3 : 2, names, arr, "label", st) : NULL;
+  loom_tensor_free(xt);
+  loom_tensor_free(yt);
+  loom_tensor_free(it);
+  if (ds && mode == LOOM_MODE_TRAIN && !c->finite) ds = loom_dataset_repeat(ds, -1, st);
+  if (ds) ds = loom_dataset_batch(ds, b, 0, st);
+  return ds;
+}
+
+static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output labels, loom_mode mode,
+                          const loom_params *params, const loom_run_config *rc, loom_estimator_spec *spec, void *user,
+                          loom_status *st) {
+  (void)rc;
+  (void)params;
+  (void)st;
+  cfg *c = user;
+  loom_output h = loom_features_get(f, "x");
+  if (c->embed > 0) {
+    int64_t ed[2] = {c->embed, 4};
+    loom_initializer ei = loom_init_random_uniform(-0.1, 0.1, 5 + c->seed_off);
+    loom_variable *emb = loom_get_variable(g, "embedding", LOOM_F32, 2, ed, &ei, 1);
+    loom_output e = loom_embedding_lookup(g, loom_variable_output(emb), loom_features_get(f, "id"), "lookup");
+    loom_output parts[2] = {h, e};
+    h = loom_concat(g, 2, parts, 1, "with_embedding");
+  }
+  loom_dense_options d = loom_dense_options_default();
+  d.activation = "relu";
+  d.kernel_initializer = loom_init_glorot_uniform(1 + c->seed_off);
+  h = loom_layers_dense(g, h, c->hidden, &d, "hidden");
+  loom_dense_options o = loom_dense_options_default();
+  o.kernel_initializer = loom_init_glorot_uniform(2 + c->seed_off);
+  loom_output logits = loom_layers_dense(g, h, NC, &o, "logits");
+  loom_output cls = loom_argmax(g, logits, 1, LOOM_I32, "classes");
+  loom_spec_add_prediction(spec, "classes", cls);
+  if (mode == LOOM_MODE_PREDICT) return LOOM_OK;
+  loom_output none = {NULL, 0};
+  loom_output loss = loom_losses_sparse_softmax_cross_entropy(g, labels, logits, none, NULL, NULL,
+                                                              LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
+  loom_spec_set_loss(spec, loss);
+  loom_spec_add_eval_metric(spec, "accuracy", loom_metrics_accuracy(g, labels, cls, none, NULL));
+  if (mode == LOOM_MODE_TRAIN) {
+    loom_output lr = loom_const_f32(g, (float)c->lr, "lr");
+    loom_optimizer *opt = c->adam ? loom_optimizer_adam(lr, NULL) : loom_optimizer_sgd(lr);
+    loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
+    loom_optimizer_free(opt);
+  }
+  return LOOM_OK;
+}
+
+/* "progress step=<global step>" every 10 steps, and an optional sleep per step. */
+typedef struct progress {
+  loom_output gs;
+  double sleep_ms;
+} progress;
+static loom_code pr_begin(void *self, loom_graph *g, loom_status *st) {
+  (void)st;
+  ((progress *)self)->gs = loom_variable_output(loom_get_global_step(g));
+  return LOOM_OK;
+}
+static loom_code pr_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
+  (void)ctx;
+  (void)st;
+  a->nfetches = 1;
+  a->fetches = &((progress *)self)->gs;
+  return LOOM_OK;
+}
+static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const *r, loom_status *st) {
+  (void)ctx;
+  (void)st;
+  progress *p = self;
+  int64_t gs = *(const int64_t *)loom_tensor_data_const(r[0]);
+  if (gs % 10 == 0) {
+    printf("progress step=%lld\n", (long long)gs);
+    fflush(stdout);
+  }
+  if (p->sleep_ms > 0) {
+    struct timespec ts = {(time_t)(p->sleep_ms / 1e3), (long)(fmod(p->sleep_ms, 1e3) * 1e6)};
+    nanosleep(&ts, NULL);
+  }
+  return LOOM_OK;
+}
+
+int main(int argc, char **argv) {
+  const char *model_dir = arg(argc, argv, "--model_dir", NULL);
+  const char *dist = arg(argc, argv, "--distribute", "collective");
+  if (!model_dir) {
+    fprintf(stderr, "allreduce_job: --model_dir is required\n");
+    return 2;
+  }
+  const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
+  int rank = rank_env ? atoi(rank_env) : 0;
+  cfg c = {atoll(arg(argc, argv, "--batch", "16")), atoll(arg(argc, argv, "--embed", "0")),
+           atoll(arg(argc, argv, "--hidden", "16")), 0, 0, !strcmp(arg(argc, argv, "--optimizer", "sgd"), "adam"),
+           atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0"))};
+  if (rank % 2 == 1 && atoll(arg(argc, argv, "--hidden_odd_ranks", "0")) > 0)
+    c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));
+  if (rank % 2 == 1 && atoi(arg(argc, argv, "--finite_odd_ranks", "0"))) c.finite = 1;
+  if (rank % 2 == 1) c.seed_off = atoi(arg(argc, argv, "--init_seed_odd_ranks", "0"));
+  printf("rank=%d pid=%d\n", rank, (int)getpid());
+  fflush(stdout);
+  loom_status *st = loom_status_new();
+  loom_run_config rc = loom_run_config_default();
+  rc.num_threads = atoi(arg(argc, argv, "--threads", "1"));
+  rc.save_checkpoints_steps = atoll(arg(argc, argv, "--steps", "100"));
+  rc.save_summary_steps = 0;
+  rc.log_step_count_steps = 1000000;
+  rc.tf_random_seed = 42;
+  rc.train_distribute = !strcmp(dist, "local")        ? LOOM_DISTRIBUTE_LOCAL
+                        : !strcmp(dist, "collective") ? LOOM_DISTRIBUTE_COLLECTIVE
+                                                      : LOOM_DISTRIBUTE_AUTO;
+  loom_estimator *e = loom_estimator_new(model_fn, &c, model_dir, &rc, NULL, NULL, st);
+  progress pr = {{NULL, 0}, c.sleep_ms};
+  static const loom_hook_ops pr_ops = {pr_begin, NULL, pr_before, pr_after, NULL, NULL};
+  loom_hook *ph = loom_hook_new(&pr_ops, &pr, "progress");
+  loom_train_spec ts = loom_train_spec_default();
+  ts.input_fn = input_fn;
+  ts.input_user = &c;
+  ts.max_steps = rc.save_checkpoints_steps;
+  ts.nhooks = 1;
+  ts.hooks = &ph;
+  loom_eval_spec es = loom_eval_spec_default();
+  es.input_fn = input_fn;
+  es.input_user = &c;
+  es.steps = 4;
+  es.throttle_secs = 0;
+  es.start_delay_secs = 0; /* an evaluator task starts at once */
+  loom_tae_result *r = NULL;
+  loom_code code = e ? loom_train_and_evaluate(e, &ts, &es, &r, st) : loom_status_code(st);
+  if (code == LOOM_OK && r && loom_tae_result_metrics(r)) {
+    double acc = 0;
+    loom_eval_result_get(loom_tae_result_metrics(r), "accuracy", &acc, NULL);
+    printf("allreduce_job: done accuracy=%.4f\n", acc);
+  }
+  if (code != LOOM_OK) fprintf(stderr, "allreduce_job: rank %d: %s\n", rank, loom_status_message(st));
+  loom_tae_result_free(r);
+  loom_hook_free(ph);
+  loom_estimator_free(e);
+  loom_status_free(st);
+  return code == LOOM_OK ? 0 : 1;
+}

@@ -1,0 +1,512 @@
+/* The collective (all-reduce) strategy under a real mpirun: examples/allreduce_job trained by N ranks
+ * against one process with N times the batch (the same examples per step), the ranks' variables compared
+ * by checksum, a rank killed (SIGKILL) or stalled (SIGSTOP), models and cluster specs that disagree.
+ * Skipped with a message when mpirun or the MPI plugin (libopenmpi-dev) is missing. Every wait is
+ * bounded (timeout(1) around mpirun; polls with deadlines). */
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "test_util.h"
+
+#ifndef LOOM_ALLREDUCE_JOB_BIN
+#define LOOM_ALLREDUCE_JOB_BIN "build/examples/allreduce_job"
+#endif
+#ifndef LOOM_DIST_JOB_BIN
+#define LOOM_DIST_JOB_BIN "build/examples/dist_job"
+#endif
+#ifndef LOOM_MPI_PLUGIN_PATH
+#define LOOM_MPI_PLUGIN_PATH "build/libloom_mpi.so"
+#endif
+#define MPIRUN "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp"
+
+static int have_mpi(void) {
+  if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "SKIPPED: mpirun not found (openmpi-bin)\n");
+    return 0;
+  }
+  if (access(LOOM_MPI_PLUGIN_PATH, R_OK) != 0) {
+    fprintf(stderr, "SKIPPED: %s not built (install libopenmpi-dev: scripts/deps.sh)\n", LOOM_MPI_PLUGIN_PATH);
+    return 0;
+  }
+  return 1;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nap(double s) {
+  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&t, NULL);
+}
+
+/* Runs `env job args` (under mpirun -np np when np > 0) into dir/name.out; returns the exit status. */
+static int run(const char *dir, const char *name, const char *env, int np, const char *args) {
+  char cmd[4096];
+  char pre[256] = "";
+  if (np > 0) snprintf(pre, sizeof pre, MPIRUN " -np %d", np);
+  snprintf(cmd, sizeof cmd, "env -u TF_CONFIG %s timeout 120 %s %s %s > %s/%s.out 2>&1", env ? env : "", pre,
+           LOOM_ALLREDUCE_JOB_BIN, args, dir, name);
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static char *out_of(const char *dir, const char *name) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s.out", dir, name);
+  size_t n = 0;
+  char *s = tu_read_file(p, &n);
+  return s ? s : strdup("");
+}
+
+/* run() with args formatted from fmt; asserts a zero exit (the output in the message). */
+static void run_ok(const char *dir, const char *name, int np, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void run_ok(const char *dir, const char *name, int np, const char *fmt, ...) {
+  char args[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  int rc = run(dir, name, NULL, np, args);
+  char *out = out_of(dir, name);
+  cr_assert_eq(rc, 0, "%s exited %d:\n%s", name, rc, out);
+  free(out);
+}
+
+/* The largest |a - b| over max |b| of every float variable of model_dir a's and b's latest checkpoints
+ * (the optimizer's slots included); both must have the same variables. */
+typedef struct cmp {
+  const char *pa, *pb;
+  double worst;
+  int n;
+} cmp;
+static int cmp_entry(const char *name, loom_dtype dt, int nd, const int64_t *dims, void *u) {
+  (void)nd;
+  (void)dims;
+  cmp *c = u;
+  if (dt != LOOM_F32) return 0;
+  loom_tensor *a = NULL, *b = NULL;
+  cr_assert_eq(loom_checkpoint_read_tensor(c->pa, name, &a, NULL), LOOM_OK, "%s in %s", name, c->pa);
+  cr_assert_eq(loom_checkpoint_read_tensor(c->pb, name, &b, NULL), LOOM_OK, "%s in %s", name, c->pb);
+  cr_assert_eq(loom_tensor_numel(a), loom_tensor_numel(b), "%s", name);
+  const float *x = loom_tensor_data_const(a), *y = loom_tensor_data_const(b);
+  double diff = 0, mag = 0;
+  for (int64_t i = 0; i < loom_tensor_numel(a); i++) {
+    diff = fmax(diff, fabs((double)x[i] - (double)y[i]));
+    mag = fmax(mag, fabs((double)y[i]));
+  }
+  double rel = diff / fmax(mag, 1e-30);
+  if (rel > c->worst) c->worst = rel;
+  c->n++;
+  loom_tensor_free(a);
+  loom_tensor_free(b);
+  return 0;
+}
+static double compare_ckpts(const char *da, const char *db, int64_t step, int *nvars) {
+  char pa[1024], pb[1024];
+  cr_assert_eq(loom_latest_checkpoint(da, pa, sizeof pa, NULL), LOOM_OK, "no checkpoint in %s", da);
+  cr_assert_eq(loom_latest_checkpoint(db, pb, sizeof pb, NULL), LOOM_OK, "no checkpoint in %s", db);
+  char want[64];
+  snprintf(want, sizeof want, "model.ckpt-%lld", (long long)step);
+  cr_assert(strstr(pa, want) && strstr(pb, want), "checkpoints %s and %s are not at step %lld", pa, pb,
+            (long long)step);
+  cmp c = {pa, pb, 0, 0};
+  cr_assert_eq(loom_checkpoint_list_variables(pa, cmp_entry, &c, NULL), LOOM_OK);
+  *nvars = c.n;
+  return c.worst;
+}
+
+/* Both ranks printed the same variables checksum. */
+static void same_checksums(const char *out, int np) {
+  char first[32] = "";
+  int n = 0;
+  for (const char *p = out; (p = strstr(p, "variables_checksum=")); p++, n++) {
+    char cs[32];
+    cr_assert_eq(sscanf(p, "variables_checksum=%16s", cs), 1);
+    if (!first[0]) snprintf(first, sizeof first, "%s", cs);
+    cr_assert_str_eq(cs, first, "ranks' checksums differ:\n%s", out);
+  }
+  cr_assert_eq(n, np, "expected %d checksum lines:\n%s", np, out);
+}
+
+/* N = 2 workers with batch b against one worker with batch 2b, optimizer opt, after 100 steps. */
+static void match_local(const char *opt, const char *extra, double tol) {
+  char dir[512], args[1024], dl[600], dc[600];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(dl, sizeof dl, "%s/local", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  run_ok(dir, "local", 0, "--model_dir %s --distribute local --batch 32 --steps 100 --optimizer %s %s", dl, opt,
+           extra);
+  run_ok(dir, "coll", 2, "--model_dir %s --distribute collective --batch 16 --steps 100 --optimizer %s %s", dc,
+           opt, extra);
+  char *out = out_of(dir, "coll");
+  same_checksums(out, 2);
+  cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
+  free(out);
+  int nv = 0;
+  double rel = compare_ckpts(dl, dc, 100, &nv);
+  cr_assert(nv >= 4, "only %d variables compared", nv);
+  fprintf(stderr, "allreduce: %s %s: %d variables, max relative difference %.3g (tolerance %g)\n", opt, extra, nv, rel,
+          tol);
+  cr_assert(rel <= tol, "%s: 2 workers x batch 16 vs 1 x batch 32 differ by %g relative (tolerance %g)", opt, rel, tol);
+  /* the variables moved: a strategy that applied nothing would match only an untrained model */
+  char dz[600];
+  snprintf(dz, sizeof dz, "%s/short", dir);
+  snprintf(args, sizeof args, "--model_dir %s --distribute local --batch 32 --steps 1 --optimizer %s %s", dz, opt, extra);
+  cr_assert_eq(run(dir, "short", NULL, 0, args), 0);
+  char pz[1024], pc[1024];
+  loom_latest_checkpoint(dz, pz, sizeof pz, NULL);
+  loom_latest_checkpoint(dc, pc, sizeof pc, NULL);
+  loom_tensor *a = NULL, *b = NULL;
+  cr_assert_eq(loom_checkpoint_read_tensor(pz, "hidden/kernel", &a, NULL), LOOM_OK);
+  cr_assert_eq(loom_checkpoint_read_tensor(pc, "hidden/kernel", &b, NULL), LOOM_OK);
+  double d = 0;
+  for (int64_t i = 0; i < loom_tensor_numel(a); i++)
+    d = fmax(d, fabs(((const float *)loom_tensor_data_const(a))[i] - ((const float *)loom_tensor_data_const(b))[i]));
+  cr_assert(d > 1e-3, "hidden/kernel barely changed between step 1 and step 100 (%g)", d);
+  loom_tensor_free(a);
+  loom_tensor_free(b);
+  tu_rmtree(dir);
+}
+
+Test(allreduce, sgd_two_workers_match_one_with_twice_the_batch, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local("sgd", "", 1e-5);
+}
+
+/* Rank 1 initializes its variables from other seeds: the broadcast from rank 0 makes the job train from
+ * rank 0's values, as local training does (without it the ranks would start apart and stay apart). */
+Test(allreduce, broadcast_replaces_other_initial_values, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local("sgd", "--init_seed_odd_ranks 100", 1e-5);
+}
+
+/* Adam divides by sqrt(v) + epsilon: float rounding of the averaged gradient is amplified where v is
+ * tiny, so the tolerance is wider than SGD's. */
+Test(allreduce, adam_two_workers_match_one_with_twice_the_batch, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local("adam", "--lr 0.01", 1e-4);
+}
+
+/* An embedding's sparse gradient (rows and ids gathered from every rank). */
+Test(allreduce, sparse_embedding_gradient_matches, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local("sgd", "--embed 50", 1e-5);
+}
+
+/* The chief's checkpoint read by a local run: training skipped (at max_steps), the same evaluation. */
+Test(allreduce, checkpoint_read_by_local_evaluate, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  run_ok(dir, "coll", 2, "--model_dir %s/m --distribute collective --batch 16 --steps 60", dir);
+  run_ok(dir, "eval", 0, "--model_dir %s/m --distribute local --batch 16 --steps 60", dir);
+  char *a = out_of(dir, "coll"), *b = out_of(dir, "eval");
+  const char *pa = strstr(a, "done accuracy="), *pb = strstr(b, "done accuracy=");
+  cr_assert(pa && pb, "%s\n---\n%s", a, b);
+  cr_assert(!strstr(b, "progress step="), "the local run trained again:\n%s", b);
+  double x = atof(pa + 14), y = atof(pb + 14);
+  cr_assert(x > 0.4 && x == y, "accuracy after collective training %g, local evaluation of its checkpoint %g", x, y);
+  free(a);
+  free(b);
+  tu_rmtree(dir);
+}
+
+/* The other rank's output names the lost rank; mpirun ends within the collective timeout. sig: SIGKILL
+ * (a dead rank) or SIGSTOP (a stalled one). */
+static void lose_rank(int sig) {
+  char dir[512], cmd[2048];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(cmd, sizeof cmd,
+           "(env -u TF_CONFIG LOOM_COLLECTIVE_TIMEOUT=3 timeout 100 " MPIRUN " -np 2 %s --model_dir %s/m --batch 16 "
+           "--steps 1000000 --sleep_ms 5 > %s/job.out 2>&1; echo $? > %s/job.rc) &",
+           LOOM_ALLREDUCE_JOB_BIN, dir, dir, dir);
+  cr_assert_eq(system(cmd), 0);
+  char out_path[600], rc_path[600];
+  snprintf(out_path, sizeof out_path, "%s/job.out", dir);
+  snprintf(rc_path, sizeof rc_path, "%s/job.rc", dir);
+  int pid1 = 0;
+  double t0 = now_s();
+  while (now_s() - t0 < 60) {
+    char *s = tu_file_exists(out_path) ? tu_read_file(out_path, NULL) : NULL;
+    const char *p = s ? strstr(s, "rank=1 pid=") : NULL;
+    if (p && strstr(s, "progress step=30")) pid1 = atoi(p + 11);
+    free(s);
+    if (pid1 > 0) break;
+    nap(0.05);
+  }
+  cr_assert(pid1 > 0, "rank 1 never made progress");
+  cr_assert_eq(kill(pid1, sig), 0);
+  double t1 = now_s();
+  while (!tu_file_exists(rc_path) && now_s() - t1 < 60) nap(0.05);
+  double took = now_s() - t1;
+  kill(pid1, SIGKILL); /* a stopped rank that mpirun left behind */
+  cr_assert(tu_file_exists(rc_path), "the job did not end within 60 s of losing rank 1");
+  char *rc = tu_read_file(rc_path, NULL), *out = tu_read_file(out_path, NULL);
+  cr_assert(atoi(rc) != 0, "the job exited 0 after losing a rank:\n%s", out);
+  if (sig == SIGSTOP)
+    cr_assert(strstr(out, "lost rank(s) (dead or stalled, no answer to a liveness probe): 1"),
+              "rank 0 did not name the stalled rank 1:\n%s", out);
+  else
+    cr_assert(strstr(out, "rank 1") || strstr(out, "lost rank(s) (dead or stalled, no answer to a liveness probe): 1"),
+              "the output does not name the killed rank 1:\n%s", out);
+  fprintf(stderr, "allreduce: rank 1 %s: job ended after %.1f s\n", sig == SIGSTOP ? "stopped" : "killed", took);
+  cr_assert(took < 30, "%.1f s to end after losing a rank (timeout 3 s)", took);
+  free(rc);
+  free(out);
+  tu_rmtree(dir);
+}
+
+Test(allreduce, killed_rank_ends_the_job_naming_it, .timeout = 200) {
+  if (!have_mpi()) return;
+  lose_rank(SIGKILL);
+}
+
+Test(allreduce, stalled_rank_times_out_naming_it, .timeout = 200) {
+  if (!have_mpi()) return;
+  lose_rank(SIGSTOP);
+}
+
+Test(allreduce, mismatched_models_name_both_sides, .timeout = 120) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 10 --hidden_odd_ranks 8", dir);
+  cr_assert_neq(run(dir, "job", NULL, 2, args), 0);
+  char *out = out_of(dir, "job");
+  cr_assert(strstr(out, "the ranks built different models: rank 0 has variable 'hidden/kernel float32 [8,16]' where "
+                        "rank 1 has 'hidden/kernel float32 [8,8]'"),
+            "%s", out);
+  free(out);
+  tu_rmtree(dir);
+}
+
+Test(allreduce, cluster_specs_that_disagree, .timeout = 120) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024], env[1024];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 10", dir);
+  /* a ps job under the collective strategy */
+  snprintf(env, sizeof env,
+           "TF_CONFIG='{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:2\"],\"ps\":[\"c:3\"]},\"task\":{\"type\":\"worker\","
+           "\"index\":0}}'");
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s timeout 60 %s %s > %s/ps.out 2>&1", env, LOOM_ALLREDUCE_JOB_BIN, args, dir);
+  cr_assert_neq(system(cmd), 0);
+  char *out = out_of(dir, "ps");
+  cr_assert(strstr(out, "TF_CONFIG names 1 \"ps\" task(s)"), "%s", out);
+  free(out);
+  /* 3 trainers in TF_CONFIG (TF's RunConfig requires a chief), 2 MPI ranks */
+  snprintf(cmd, sizeof cmd,
+           "TF_CONFIG='{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:2\",\"c:3\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+           "timeout 60 " MPIRUN " -np 2 -x TF_CONFIG %s %s > %s/size.out 2>&1",
+           LOOM_ALLREDUCE_JOB_BIN, args, dir);
+  cr_assert_neq(system(cmd), 0);
+  out = out_of(dir, "size");
+  cr_assert(strstr(out, "TF_CONFIG names 3 trainer task(s) (chief + worker) but MPI runs 2 rank(s)"), "%s", out);
+  free(out);
+  /* AUTO: chief + worker only, under mpirun: the collective strategy */
+  snprintf(cmd, sizeof cmd,
+           "TF_CONFIG='{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:2\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+           "timeout 60 " MPIRUN " -np 2 -x TF_CONFIG %s %s --distribute auto > %s/auto.out 2>&1",
+           LOOM_ALLREDUCE_JOB_BIN, args, dir);
+  int auto_rc = system(cmd);
+  out = out_of(dir, "auto");
+  cr_assert_eq(auto_rc, 0, "%s", out);
+  same_checksums(out, 2);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* The strategy outside an MPI launcher, and without its plugin: clear errors. */
+Test(allreduce, missing_plugin_is_a_clear_error, .timeout = 60) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 10", dir);
+  cr_assert_neq(run(dir, "job", "LOOM_MPI_PLUGIN=/nonexistent/libloom_mpi.so", 1, args), 0);
+  char *out = out_of(dir, "job");
+  cr_assert_neq(run(dir, "nolauncher", NULL, 0, args), 0);
+  char *nl = out_of(dir, "nolauncher");
+  cr_assert(strstr(nl, "was not started by an MPI launcher"), "%s", nl);
+  free(nl);
+  cr_assert(strstr(out, "needs its MPI transport plugin libloom_mpi.so, which could not be loaded") &&
+                strstr(out, "/nonexistent/libloom_mpi.so"),
+            "%s", out);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* One rank: the strategy feeds the gradients back unchanged; the same variables as local training, bit
+ * for bit. */
+Test(allreduce, one_rank_equals_local_training, .timeout = 120) {
+  if (!have_mpi()) return;
+  char dir[512], dl[600], dc[600];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(dl, sizeof dl, "%s/local", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  run_ok(dir, "local", 0, "--model_dir %s --distribute local --batch 32 --steps 30", dl);
+  run_ok(dir, "coll", 1, "--model_dir %s --distribute collective --batch 32 --steps 30", dc);
+  int nv = 0;
+  cr_assert_eq(compare_ckpts(dl, dc, 30, &nv), 0.0, "one rank differs from local training");
+  cr_assert(nv >= 4);
+  tu_rmtree(dir);
+}
+
+/* A canned estimator unchanged: the wide & deep DNNLinearCombinedClassifier (Ftrl on the linear part,
+ * Adagrad on the DNN, sparse gradients of both parts' id weights) on 2 ranks: identical variables, the
+ * chief's final evaluation and export. */
+Test(allreduce, canned_wide_deep_trains_with_sparse_gradients, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512], cmd[2048];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(cmd, sizeof cmd,
+           "env -u TF_CONFIG timeout 200 " MPIRUN " -np 2 %s --strategy collective --model_dir %s/m --embed 1000 "
+           "--wide_deep 1 --model_optimizer default --max_steps 60 --save_steps 30 --batch 32 > %s/job.out 2>&1",
+           LOOM_DIST_JOB_BIN, dir, dir);
+  int rc = system(cmd);
+  char *out = out_of(dir, "job");
+  cr_assert_eq(rc, 0, "%s", out);
+  same_checksums(out, 2);
+  const char *ag = strstr(out, "allgather_bytes_per_step=");
+  cr_assert(ag && atoll(ag + 25) > 0, "no sparse gradient was gathered:\n%s", out);
+  const char *ex = strstr(out, "evaluated=1 last_step=60 accuracy=");
+  cr_assert(ex, "the chief did not evaluate the final checkpoint:\n%s", out);
+  const char *ep = strstr(ex, "export=");
+  char path[1024] = "";
+  cr_assert(ep && sscanf(ep + 7, "%1023s", path) == 1 && strcmp(path, "none"), "%s", out);
+  char pb[1100];
+  snprintf(pb, sizeof pb, "%s/saved_model.loom", path);
+  cr_assert(tu_file_exists(pb), "export %s missing", pb);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* A relaunch resumes from the latest checkpoint (restored on every rank, then broadcast): 64 steps, a new
+ * job to 100, against 100 steps at once. The example's input repeats every 32 global steps, so the
+ * relaunched job reads the same examples as the uninterrupted one; the variables agree to float rounding. */
+Test(allreduce, relaunch_resumes_from_the_checkpoint, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512], da[600], db[600];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(da, sizeof da, "%s/once", dir);
+  snprintf(db, sizeof db, "%s/twice", dir);
+  run_ok(dir, "once", 2, "--model_dir %s --batch 16 --steps 100 --optimizer adam --lr 0.01", da);
+  run_ok(dir, "first", 2, "--model_dir %s --batch 16 --steps 64 --optimizer adam --lr 0.01", db);
+  run_ok(dir, "second", 2, "--model_dir %s --batch 16 --steps 100 --optimizer adam --lr 0.01", db);
+  char *out = out_of(dir, "second");
+  cr_assert(strstr(out, "steps=36 global_step=100"),
+            "the relaunch did not resume at step 64:\n%s", out);
+  same_checksums(out, 2);
+  free(out);
+  int nv = 0;
+  double rel = compare_ckpts(da, db, 100, &nv);
+  fprintf(stderr, "allreduce: relaunch at 64 vs uninterrupted, 100 steps: max relative difference %.3g\n", rel);
+  cr_assert(rel <= 1e-6, "resumed training differs from uninterrupted training by %g relative", rel);
+  tu_rmtree(dir);
+}
+
+/* A rank whose input ends before max_steps: every rank fails at once (the end's all-reduce meets the
+ * others' step with a training flag of 0), naming the step, instead of waiting for the timeout. */
+Test(allreduce, a_rank_whose_input_ends_early_fails_every_rank, .timeout = 120) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  /* one pass: 1024 examples / (16 x 2) = 32 steps on rank 1, max_steps 100 */
+  snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 100 --finite_odd_ranks 1", dir);
+  double t0 = now_s();
+  cr_assert_neq(run(dir, "job", "LOOM_COLLECTIVE_TIMEOUT=60", 2, args), 0);
+  double took = now_s() - t0;
+  char *out = out_of(dir, "job");
+  cr_assert(strstr(out, "rank 1 ended its training at global step 32 while 1 of 2 ranks are still training"),
+            "%s", out);
+  cr_assert(took < 50, "%.1f s: the ranks waited for the collective timeout", took);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* The Kubeflow MPIJob manifest (examples/kubeflow/mpijob.yaml): mpirun's -np equals the worker replicas x
+ * slotsPerWorker, and the launcher's command (model_dir and max_steps made local and short) trains under
+ * a local mpirun. Skipped without python3-yaml. */
+Test(allreduce, kubeflow_mpijob_manifest_runs, .timeout = 240) {
+  if (!have_mpi()) return;
+  if (system("python3 -c 'import yaml' >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "SKIPPED: python3-yaml not installed\n");
+    return;
+  }
+  char dir[512], cmd[4096];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(cmd, sizeof cmd,
+           "python3 - examples/kubeflow/mpijob.yaml %s/m > %s/args 2>&1 <<'PY'\n"
+           "import sys, yaml\n"
+           "d = yaml.safe_load(open(sys.argv[1]))\n"
+           "assert d['kind'] == 'MPIJob', d['kind']\n"
+           "s = d['spec']; r = s['mpiReplicaSpecs']\n"
+           "c = r['Launcher']['template']['spec']['containers'][0]['command']\n"
+           "np = int(c[c.index('-np') + 1])\n"
+           "assert np == r['Worker']['replicas'] * s.get('slotsPerWorker', 1), (np, r['Worker']['replicas'])\n"
+           "a = c[[i for i, x in enumerate(c) if x.endswith('/dist_job')][0] + 1:]\n"
+           "assert a[a.index('--strategy') + 1] == 'collective'\n"
+           "a[a.index('--model_dir') + 1] = sys.argv[2]\n"
+           "a[a.index('--max_steps') + 1] = '40'\n"
+           "a[a.index('--save_steps') + 1] = '20'\n"
+           "print(np, ' '.join(a))\n"
+           "PY",
+           dir, dir);
+  char path[600];
+  snprintf(path, sizeof path, "%s/args", dir);
+  int rc = system(cmd);
+  char *line = tu_read_file(path, NULL);
+  cr_assert_eq(rc, 0, "manifest check failed: %s", line);
+  int np = atoi(line);
+  char *args = strchr(line, ' ');
+  cr_assert(np == 2 && args, "%s", line);
+  args[strcspn(args, "\n")] = 0;
+  snprintf(cmd, sizeof cmd, "env -u TF_CONFIG timeout 200 " MPIRUN " -np %d %s %s > %s/job.out 2>&1", np,
+           LOOM_DIST_JOB_BIN, args, dir);
+  rc = system(cmd);
+  char *out = out_of(dir, "job");
+  cr_assert_eq(rc, 0, "%s", out);
+  same_checksums(out, 2);
+  cr_assert(strstr(out, "evaluated=1 last_step=40"), "%s", out);
+  free(out);
+  free(line);
+  tu_rmtree(dir);
+}
+
+/* An evaluator task (TF_CONFIG type evaluator, outside mpirun) beside a collective job: it watches
+ * model_dir, evaluates the checkpoints as they come and ends after the final one, with the chief's
+ * final accuracy. */
+Test(allreduce, evaluator_task_beside_the_ranks, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512], cmd[4096];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(cmd, sizeof cmd,
+           "(TF_CONFIG='{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:2\"]},\"task\":{\"type\":\"evaluator\","
+           "\"index\":0}}' timeout 120 %s --model_dir %s/m --batch 16 --steps 60 > %s/eval.out 2>&1; echo $? > "
+           "%s/eval.rc) &",
+           LOOM_ALLREDUCE_JOB_BIN, dir, dir, dir);
+  cr_assert_eq(system(cmd), 0);
+  run_ok(dir, "coll", 2, "--model_dir %s/m --batch 16 --steps 60", dir);
+  char rc_path[600];
+  snprintf(rc_path, sizeof rc_path, "%s/eval.rc", dir);
+  double t0 = now_s();
+  while (!tu_file_exists(rc_path) && now_s() - t0 < 100) nap(0.1);
+  cr_assert(tu_file_exists(rc_path), "the evaluator did not end within 100 s of the job");
+  nap(0.1); /* the rc file's content is written right after its creation */
+  char *rc = tu_read_file(rc_path, NULL), *ev = out_of(dir, "eval"), *co = out_of(dir, "coll");
+  cr_assert_eq(atoi(rc), 0, "%s", ev);
+  const char *pa = strstr(co, "done accuracy="), *pb = strstr(ev, "done accuracy=");
+  cr_assert(pa && pb && atof(pa + 14) == atof(pb + 14), "chief:\n%s\nevaluator:\n%s", co, ev);
+  free(rc);
+  free(ev);
+  free(co);
+  tu_rmtree(dir);
+}
