@@ -26,7 +26,10 @@ typedef enum loom_device_type { LOOM_DEVICE_CPU = 0, LOOM_DEVICE_CUDA = 1 } loom
 typedef struct loom_session_options {
   uint32_t struct_size;
   /* Threads for kernels (loom's pool and BLAS share this budget; they never
-   * run at the same time). 0 = number of online cores. */
+   * run at the same time). 0 = the default: LOOM_NUM_THREADS when set, else
+   * the CPUs this process may run on (affinity mask, cgroup CPU quota rounded
+   * up) divided among the processes a launcher started on this host
+   * (LOOM_LOCAL_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, Slurm tasks per node). */
   int32_t num_threads;
   loom_device_type device;
   int32_t device_index;
