@@ -205,11 +205,11 @@ void loom__cpu_budget_read(loom_cpu_budget *b) {
              b->threads, s, cpus, b->local_size, b->local_var, quota);
     break;
   case LOOM_THREADS_QUOTA:
-    snprintf(b->why, sizeof b->why, "%d thread%s: cgroup v%d CPU quota %.2f CPUs rounded up (%d CPUs in the affinity mask)",
+    snprintf(b->why, sizeof b->why, "%d thread%s: cgroup v%d CPU quota %.2f CPUs, rounded up (%d in the affinity mask)",
              b->threads, s, b->quota_version, b->quota, b->affinity);
     break;
   default:
-    snprintf(b->why, sizeof b->why, "%d thread%s: %d CPUs in the %s (%d online)%s%s", b->threads, s, cpus,
+    snprintf(b->why, sizeof b->why, "%d thread%s: %d CPU%s in the %s (%d online)%s%s", b->threads, s, cpus, cpus == 1 ? "" : "s",
              b->source == LOOM_THREADS_AFFINITY ? "affinity mask" : "machine", b->online, quota,
              pinned && b->local_size > 1 ? "; pinned, so the launcher's share is the mask" : "");
     break;
@@ -219,7 +219,7 @@ void loom__cpu_budget_read(loom_cpu_budget *b) {
     snprintf(def, sizeof def, "%s", b->why);
     b->threads = env;
     b->source = LOOM_THREADS_USER;
-    snprintf(b->why, sizeof b->why, "%d thread%s: set by the user (LOOM_NUM_THREADS); default %s", env,
+    snprintf(b->why, sizeof b->why, "%d thread%s: set by the user (LOOM_NUM_THREADS); default %.120s", env,
              env == 1 ? "" : "s", def);
   }
 }

@@ -58,9 +58,8 @@ loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, 
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot create thread pool");
     return NULL;
   }
-  /* One thread budget: loom's pool and BLAS never run at the same time
-   * (BLAS is called from kernels, which run one at a time), so both get
-   * num_threads and the cores are never oversubscribed. */
+  /* One thread budget: the pool splits large products into blocks and BLAS
+   * runs each block on one thread, so the two never oversubscribe the cores. */
   loom__cpu_set_blas_threads(o.num_threads);
   pthread_mutex_init(&s->mu, NULL);
   atomic_init(&s->cancel, 0);

@@ -1404,7 +1404,19 @@ static void job_free(job *j) {
   free(j->model_cols);
 }
 
+/* loom info | loom --version: the version, then what loom sees on this machine and picked. */
+static int cmd_info(void) {
+  size_t n = loom_runtime_info(NULL, 0);
+  char *text = malloc(n + 1);
+  if (!text) return 1;
+  loom_runtime_info(text, n + 1);
+  printf("loom %s\n%s", loom_version(), text);
+  free(text);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && (!strcmp(argv[1], "info") || !strcmp(argv[1], "--version"))) return cmd_info();
   const char *cmd = NULL, *jobfile = NULL, *model_dir = NULL, *data = NULL, *input = NULL, *output_arg = NULL;
   int64_t steps = 0;
   for (int i = 1; i < argc; i++) {
@@ -1417,6 +1429,7 @@ int main(int argc, char **argv) {
              "  predict   reads predict.input (or --input), writes one CSV row per example (or --output)\n"
              "  export    writes the servable to <model_dir>/export/<timestamp>/ (export.serving_input\n"
              "            \"parsing\": classify/regress on serialized tf.Example, as TF's canned exports)\n"
+             "  info      (or --version) the version, CPU features, kernel clones, BLAS and thread counts\n"
              "Exit codes: 0 done, 1 runtime error, 2 job-file or command-line error.\n");
       return 0;
     }
