@@ -62,7 +62,7 @@ struct loom_pool {
   pthread_t *threads;
   _Alignas(64) atomic_uint_fast64_t job;
   _Alignas(64) atomic_uint done;  /* chunks of the current job finished; the caller sleeps on it */
-  atomic_int caller_waiting;
+  atomic_int caller_waiting; /* 1 while the caller sleeps on done */
   _Alignas(64) atomic_uint wake;  /* low 32 bits of the generation; sleeping workers wait on it */
   atomic_int sleepers;
   atomic_int stop;
@@ -102,6 +102,23 @@ static void wake_on(atomic_uint *addr, int count) {
 #endif
 }
 
+/* One step of a wait for *addr to change from val: spin, then yield, then
+ * sleep. The sleep is announced in *announce first (seq_cst), and the waker
+ * changes *addr before it reads *announce, so either it sees the announcement
+ * and wakes the futex, or the futex sees the new value and does not sleep. */
+static void wait_step(int *spins, atomic_uint *addr, unsigned val, atomic_int *announce) {
+  if (*spins < SPIN_PAUSES) {
+    cpu_relax();
+  } else if (*spins < SPIN_PAUSES + SPIN_YIELDS) {
+    sched_yield();
+  } else {
+    atomic_fetch_add(announce, 1);
+    sleep_on(addr, val);
+    atomic_fetch_sub(announce, 1);
+  }
+  ++*spins;
+}
+
 /* Claims the next chunk of generation gen; -1 when none is left. */
 static int claim(loom_pool *p, uint32_t gen) {
   uint64_t w = atomic_load_explicit(&p->job, memory_order_acquire);
@@ -125,7 +142,7 @@ static int run_chunks(loom_pool *p, uint32_t gen, int nch, int is_caller) {
     run_chunk(p, c);
     ran++;
     if (is_caller) continue; /* the caller adds its count once, at the end */
-    if ((int)atomic_fetch_add(&p->done, 1) + 1 == nch && atomic_load(&p->caller_waiting)) wake_on(&p->done, 1);
+    if ((int)atomic_fetch_add(&p->done, 1) + 1 == nch && atomic_load(&p->caller_waiting) > 0) wake_on(&p->done, 1);
   }
   return ran;
 }
@@ -137,21 +154,8 @@ static void *worker(void *arg) {
   for (;;) {
     uint64_t w;
     int spins = 0;
-    while (JOB_GEN(w = atomic_load_explicit(&p->job, memory_order_acquire)) == seen && !atomic_load(&p->stop)) {
-      if (spins < SPIN_PAUSES) {
-        cpu_relax();
-      } else if (spins < SPIN_PAUSES + SPIN_YIELDS) {
-        sched_yield();
-      } else {
-        /* Announce the sleep before re-checking; the caller publishes the
-         * job and then reads sleepers (both seq_cst), so one of the two sees
-         * the other and no wake-up is lost. */
-        atomic_fetch_add(&p->sleepers, 1);
-        if (JOB_GEN(atomic_load(&p->job)) == seen && !atomic_load(&p->stop)) sleep_on(&p->wake, seen);
-        atomic_fetch_sub(&p->sleepers, 1);
-      }
-      spins++;
-    }
+    while (JOB_GEN(w = atomic_load_explicit(&p->job, memory_order_acquire)) == seen && !atomic_load(&p->stop))
+      wait_step(&spins, &p->wake, seen, &p->sleepers);
     if (atomic_load(&p->stop)) return NULL;
     seen = JOB_GEN(w);
     run_chunks(p, seen, JOB_NCH(w), 0);
@@ -201,18 +205,8 @@ int loom__pool_threads(const loom_pool *p) { return p ? p->nthreads : 1; }
 static void wait_done(loom_pool *p, int nch) {
   int spins = 0;
   unsigned d;
-  while ((int)(d = atomic_load_explicit(&p->done, memory_order_acquire)) < nch) {
-    if (spins < SPIN_PAUSES) {
-      cpu_relax();
-    } else if (spins < SPIN_PAUSES + SPIN_YIELDS) {
-      sched_yield();
-    } else {
-      atomic_store(&p->caller_waiting, 1);
-      if ((int)(d = atomic_load(&p->done)) < nch) sleep_on(&p->done, d);
-      atomic_store(&p->caller_waiting, 0);
-    }
-    spins++;
-  }
+  while ((int)(d = atomic_load_explicit(&p->done, memory_order_acquire)) < nch)
+    wait_step(&spins, &p->done, d, &p->caller_waiting);
 }
 
 int loom__pool_chunks(int nthreads, int64_t n, int64_t grain) {
