@@ -43,12 +43,12 @@ size_t loom__cpu_info(char *buf, size_t len) {
   put(buf, len, &used, "cpu: %s\n", model);
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  static const char *const names[] = {"sse4.2", "popcnt", "avx", "avx2", "fma", "bmi2", "f16c",
+  static const char *const names[] = {"sse4.2", "popcnt", "avx", "avx2", "fma", "bmi2",
                                       "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni"};
   int on[sizeof names / sizeof *names] = {
       __builtin_cpu_supports("sse4.2"),  __builtin_cpu_supports("popcnt"),   __builtin_cpu_supports("avx"),
       __builtin_cpu_supports("avx2"),    __builtin_cpu_supports("fma"),      __builtin_cpu_supports("bmi2"),
-      __builtin_cpu_supports("f16c"),    __builtin_cpu_supports("avx512f"),  __builtin_cpu_supports("avx512bw"),
+      __builtin_cpu_supports("avx512f"),  __builtin_cpu_supports("avx512bw"),
       __builtin_cpu_supports("avx512dq"), __builtin_cpu_supports("avx512vl"), __builtin_cpu_supports("avx512vnni")};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (on[i]) snprintf(feats + strlen(feats), sizeof feats - strlen(feats), "%s%s", *feats ? " " : "", names[i]);
