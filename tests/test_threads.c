@@ -183,54 +183,52 @@ static void write_file(const char *dir, const char *name, const char *text) {
   fclose(f);
 }
 
-Test(threads, cgroup_v2_cpu_max_is_read_and_rounded_up) {
-  char *d = tmpdir(), root[600];
-  write_file(d, "cpu.max", "50000 100000\n");
-  snprintf(root, sizeof root, "LOOM_CGROUP_ROOT=%s", d);
-  const char *env[] = {CLEAN, root, NULL};
+/* `loom info` with LOOM_CGROUP_ROOT=root: its output, whose cgroup_quota
+ * line must be quota. */
+static char *info_with_quota(const char *root, const char *quota) {
+  char var[600];
+  snprintf(var, sizeof var, "LOOM_CGROUP_ROOT=%s", root);
+  const char *env[] = {CLEAN, var, NULL};
   char *out = run_info(env, 0, NULL);
-  cr_assert_str_eq(field(out, "cgroup_quota"), "0.50 CPUs (cgroup v2)", "%s", out);
-  cr_assert_eq(threads_of(out), 1, "%s", out);
-  if (affinity_count() > 1) cr_assert(strstr(field(out, "threads_why"), "cgroup v2 CPU quota"), "%s", out);
-  free(out);
-  /* "max": no limit */
-  write_file(d, "cpu.max", "max 100000\n");
-  out = run_info(env, 0, NULL);
-  cr_assert_str_eq(field(out, "cgroup_quota"), "none", "%s", out);
-  cr_assert_eq(threads_of(out), affinity_count(), "%s", out);
-  free(out);
-  /* malformed: ignored, never a crash */
-  write_file(d, "cpu.max", "garbage\n");
-  out = run_info(env, 0, NULL);
-  cr_assert_str_eq(field(out, "cgroup_quota"), "none", "%s", out);
-  free(out);
+  cr_assert_str_eq(field(out, "cgroup_quota"), quota, "%s", out);
+  return out;
+}
+static void remove_tree(char *d) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
   cr_assert_eq(system(cmd), 0);
   free(d);
 }
 
+Test(threads, cgroup_v2_cpu_max_is_read_and_rounded_up) {
+  char *d = tmpdir();
+  write_file(d, "cpu.max", "50000 100000\n");
+  char *out = info_with_quota(d, "0.50 CPUs (cgroup v2)");
+  cr_assert_eq(threads_of(out), 1, "%s", out);
+  if (affinity_count() > 1) cr_assert(strstr(field(out, "threads_why"), "cgroup v2 CPU quota"), "%s", out);
+  free(out);
+  write_file(d, "cpu.max", "max 100000\n"); /* no limit */
+  out = info_with_quota(d, "none");
+  cr_assert_eq(threads_of(out), affinity_count(), "%s", out);
+  free(out);
+  write_file(d, "cpu.max", "garbage\n"); /* malformed: ignored, never a crash */
+  free(info_with_quota(d, "none"));
+  remove_tree(d);
+}
+
 Test(threads, cgroup_v1_cfs_quota_is_read) {
-  char *d = tmpdir(), root[600], sub[600];
+  char *d = tmpdir(), sub[600];
   snprintf(sub, sizeof sub, "%s/cpu,cpuacct", d);
   cr_assert_eq(mkdir(sub, 0755), 0);
   write_file(sub, "cpu.cfs_quota_us", "150000\n");
   write_file(sub, "cpu.cfs_period_us", "100000\n");
-  snprintf(root, sizeof root, "LOOM_CGROUP_ROOT=%s", d);
-  const char *env[] = {CLEAN, root, NULL};
-  char *out = run_info(env, 0, NULL);
-  cr_assert_str_eq(field(out, "cgroup_quota"), "1.50 CPUs (cgroup v1)", "%s", out);
+  char *out = info_with_quota(d, "1.50 CPUs (cgroup v1)");
   int aff = affinity_count();
   cr_assert_eq(threads_of(out), aff < 2 ? aff : 2, "%s", out);
   free(out);
   write_file(sub, "cpu.cfs_quota_us", "-1\n"); /* unlimited */
-  out = run_info(env, 0, NULL);
-  cr_assert_str_eq(field(out, "cgroup_quota"), "none", "%s", out);
-  free(out);
-  char cmd[700];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
+  free(info_with_quota(d, "none"));
+  remove_tree(d);
 }
 
 /* A real cgroup with a 0.5-CPU quota, where this kernel and these rights
@@ -316,9 +314,7 @@ Test(threads, launch_local_exports_the_local_size) {
     fclose(f);
     cr_assert_str_eq(line, "size=4\n", "%s: %s", logs[i], line);
   }
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
+  remove_tree(d);
 }
 
 /* ---- the pool ---- */
