@@ -4,7 +4,8 @@
  * (median of many calls) is set against the same forward pass written
  * directly in C on OpenBLAS (cblas_sgemv for batch 1, cblas_sgemm for
  * batch 1024, bias, ReLU, softmax), which is the floor.
- *   --threads N (1)  one budget: the session's pool and OpenBLAS both get N
+ *   --threads N (1)  the predictor's pool (which runs BLAS one thread per
+ *                    block) and the floor's OpenBLAS threads
  *   --runs N (3000)  batch-1 calls timed;  --big-runs N (30) batch-1024 calls
  * Output: key=value lines (batch1_us (the median), batch1_p50_us, batch1_p99_us, raw_us, ratio,
  * batch1024_examples_per_sec, raw_batch1024_examples_per_sec, ...). */
@@ -28,7 +29,10 @@ typedef struct raw_net {
   float *h[3];
 } raw_net;
 
+static int g_floor_threads = 1;
+
 static void raw_forward(raw_net *n, const float *x, int bs, float *out) {
+  openblas_set_num_threads(g_floor_threads); /* a session sets 1: the floor runs BLAS's own threads */
   const float *in = x;
   for (int l = 0; l < 3; l++) {
     int NI = (int)L[l], NO = (int)L[l + 1];
@@ -48,6 +52,7 @@ static void raw_forward(raw_net *n, const float *x, int bs, float *out) {
     for (int k = 0; k < 10; k++) s += (z[k] = expf(z[k] - mx));
     for (int k = 0; k < 10; k++) z[k] /= s;
   }
+  openblas_set_num_threads(1);
 }
 
 static double max_abs_diff(const float *a, const float *b, int64_t n) {
@@ -66,7 +71,7 @@ int main(int argc, char **argv) {
   if (threads < 1) threads = 1;
   if (runs < 10) runs = 10;
   if (big_runs < 3) big_runs = 3;
-  openblas_set_num_threads(threads);
+  g_floor_threads = threads;
   loom_status *st = loom_status_new();
 
   /* the model: random weights (PyTorch Linear's init range), seeded */
