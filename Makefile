@@ -153,7 +153,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
-.PHONY: all lib deps test demo bench bench-compare asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
+.PHONY: all lib deps test demo bench bench-compare bench-contention asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
@@ -308,6 +308,8 @@ $(BUILD)/tests/test_allreduce: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)
 $(BUILD)/tests/test_cli: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'
+$(BUILD)/tests/test_threads: $(CLI_BIN)
+$(BUILD)/tests/test_threads: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'
 
 # Every public header must compile on its own as C99 and C11 and as C++11, all with -pedantic
 # -Werror, and include only loom's own headers and a few C library headers.
@@ -560,6 +562,10 @@ bench-gpu: deps
 
 bench-compare: deps bench
 	@bash scripts/bench_compare.sh
+# loom vs PyTorch with 0, 1, 2, 4 busy processes; the predictor vs TF's SavedModel under 2.
+bench-contention: deps
+	@$(MAKE) --no-print-directory lib $(BUILD)/bench/mlp_train $(BUILD)/bench/predict_latency
+	@BUILD=$(BUILD) bash bench/contention.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory lib $(EXAMPLE_BIN) $(BUILD)/bench/mlp_train

@@ -1,9 +1,24 @@
-/* The one thread pool: nthreads-1 workers plus the calling thread. Workers
- * spin briefly on a generation counter, then sleep on a condition variable.
- * Every worker sets FTZ/DAZ when it starts. */
+/* The one thread pool: nthreads-1 workers plus the calling thread.
+ *
+ * A job is cut into chunks that threads claim one at a time from a single
+ * atomic word (generation | chunk count | next chunk), so a worker that is
+ * descheduled or still asleep simply claims nothing and the others, the
+ * caller included, take its share. The caller waits only for chunks that
+ * were claimed to finish (a count of finished chunks), never for a worker to
+ * check in. Every wait spins briefly, then yields the CPU, then sleeps
+ * (futex on Linux, a short nanosleep elsewhere) with a bounded timeout and a
+ * re-check, so a loaded machine gets its cores back. Every worker sets
+ * FTZ/DAZ when it starts. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #include <pmmintrin.h>
@@ -18,78 +33,151 @@ void loom__set_ftz(void) {
 #endif
 }
 
+int loom__ftz_on(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return _MM_GET_FLUSH_ZERO_MODE() == _MM_FLUSH_ZERO_ON && _MM_GET_DENORMALS_ZERO_MODE() == _MM_DENORMALS_ZERO_ON;
+#else
+  return 0;
+#endif
+}
+
+/* Chunks per thread for a job with enough work: enough that a thread that
+ * is late (descheduled, waking up) costs the job a small fraction. */
+#define CHUNKS_PER_THREAD 4
+/* Wait phases: pause-spins, then sched_yield rounds, then timed sleeps. */
+#define SPIN_PAUSES 1000
+#define SPIN_YIELDS 16
+#define SLEEP_NS 20000000L /* one sleep's timeout: the condition is re-checked after it */
+
+/* job word: generation in the high 32 bits, chunk count in bits 16..31,
+ * next unclaimed chunk in bits 0..15 */
+#define JOB(gen, nch) (((uint64_t)(gen) << 32) | ((uint64_t)(nch) << 16))
+#define JOB_GEN(w) ((uint32_t)((w) >> 32))
+#define JOB_NCH(w) ((int)(((w) >> 16) & 0xffff))
+#define JOB_NEXT(w) ((int)((w) & 0xffff))
+#define MAX_CHUNKS 0xffff
+
 struct loom_pool {
   int nthreads;
   pthread_t *threads;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  atomic_uint_fast64_t gen;
-  atomic_int pending;
-  atomic_int sleepers; /* workers blocked (or about to block) on cv */
-  int stop;
-  /* current job */
+  _Alignas(64) atomic_uint_fast64_t job;
+  _Alignas(64) atomic_uint done;  /* chunks of the current job finished; the caller sleeps on it */
+  atomic_int caller_waiting; /* 1 while the caller sleeps on done */
+  _Alignas(64) atomic_uint wake;  /* low 32 bits of the generation; sleeping workers wait on it */
+  atomic_int sleepers;
+  atomic_int stop;
+  /* the current job, written by the caller before it publishes the job word */
   loom_range_fn fn;
   void *arg;
   int64_t n, chunk;
-  int nchunks;
-  atomic_int next;
 };
 
-static void run_chunks(loom_pool *p) {
-  for (;;) {
-    int c = atomic_fetch_add(&p->next, 1);
-    if (c >= p->nchunks) break;
-    int64_t b = (int64_t)c * p->chunk, e = b + p->chunk;
-    if (e > p->n) e = p->n;
-    p->fn(p->arg, b, e);
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Sleeps until *addr may differ from val (or a timeout; callers re-check). */
+static void sleep_on(atomic_uint *addr, unsigned val) {
+#if defined(__linux__)
+  struct timespec ts = {0, SLEEP_NS};
+  syscall(SYS_futex, (void *)addr, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+#else
+  (void)addr;
+  (void)val;
+  struct timespec ts = {0, 50000};
+  nanosleep(&ts, NULL);
+#endif
+}
+
+static void wake_on(atomic_uint *addr, int count) {
+#if defined(__linux__)
+  syscall(SYS_futex, (void *)addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+#else
+  (void)addr;
+  (void)count;
+#endif
+}
+
+/* One step of a wait for *addr to change from val: spin, then yield, then
+ * sleep. The sleep is announced in *announce first (seq_cst), and the waker
+ * changes *addr before it reads *announce, so either it sees the announcement
+ * and wakes the futex, or the futex sees the new value and does not sleep. */
+static void wait_step(int *spins, atomic_uint *addr, unsigned val, atomic_int *announce) {
+  if (*spins < SPIN_PAUSES) {
+    cpu_relax();
+  } else if (*spins < SPIN_PAUSES + SPIN_YIELDS) {
+    sched_yield();
+  } else {
+    atomic_fetch_add(announce, 1);
+    sleep_on(addr, val);
+    atomic_fetch_sub(announce, 1);
   }
+  ++*spins;
+}
+
+/* Claims the next chunk of generation gen; -1 when none is left. */
+static int claim(loom_pool *p, uint32_t gen) {
+  uint64_t w = atomic_load_explicit(&p->job, memory_order_acquire);
+  for (;;) {
+    if (JOB_GEN(w) != gen || JOB_NEXT(w) >= JOB_NCH(w)) return -1;
+    if (atomic_compare_exchange_weak_explicit(&p->job, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
+      return JOB_NEXT(w);
+  }
+}
+
+static void run_chunk(loom_pool *p, int c) {
+  int64_t b = (int64_t)c * p->chunk, e = b + p->chunk;
+  if (e > p->n) e = p->n;
+  p->fn(p->arg, b, e);
+}
+
+/* Runs chunks of generation gen until none is left; returns how many. */
+static int run_chunks(loom_pool *p, uint32_t gen, int nch, int is_caller) {
+  int ran = 0, c;
+  while ((c = claim(p, gen)) >= 0) {
+    run_chunk(p, c);
+    ran++;
+    if (is_caller) continue; /* the caller adds its count once, at the end */
+    if ((int)atomic_fetch_add(&p->done, 1) + 1 == nch && atomic_load(&p->caller_waiting) > 0) wake_on(&p->done, 1);
+  }
+  return ran;
 }
 
 static void *worker(void *arg) {
   loom_pool *p = arg;
   loom__set_ftz();
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t g;
+    uint64_t w;
     int spins = 0;
-    while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spins < 500) {
-      spins++;
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    }
-    if (g == seen) {
-      /* Announce the sleep before re-checking gen; the submitter bumps gen
-       * before reading sleepers (both seq_cst), so one of the two sees the
-       * other and no wake-up is lost. */
-      pthread_mutex_lock(&p->mu);
-      atomic_fetch_add(&p->sleepers, 1);
-      while ((g = atomic_load(&p->gen)) == seen && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
-      atomic_fetch_sub(&p->sleepers, 1);
-      pthread_mutex_unlock(&p->mu);
-    }
-    if (p->stop) return NULL;
-    seen = g;
-    run_chunks(p);
-    atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+    while (JOB_GEN(w = atomic_load_explicit(&p->job, memory_order_acquire)) == seen && !atomic_load(&p->stop))
+      wait_step(&spins, &p->wake, seen, &p->sleepers);
+    if (atomic_load(&p->stop)) return NULL;
+    seen = JOB_GEN(w);
+    run_chunks(p, seen, JOB_NCH(w), 0);
   }
 }
 
 loom_pool *loom__pool_new(int nthreads) {
   if (nthreads < 1) nthreads = 1;
-  loom_pool *p = loom__calloc(1, sizeof *p);
+  loom_pool *p = loom__aligned_alloc(sizeof *p);
   if (!p) return NULL;
+  memset(p, 0, sizeof *p);
   p->nthreads = nthreads;
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->cv, NULL);
-  atomic_init(&p->gen, 0);
-  atomic_init(&p->pending, 0);
+  atomic_init(&p->job, 0);
+  atomic_init(&p->done, 0);
+  atomic_init(&p->caller_waiting, 0);
+  atomic_init(&p->wake, 0);
   atomic_init(&p->sleepers, 0);
-  atomic_init(&p->next, 0);
+  atomic_init(&p->stop, 0);
   if (nthreads > 1) {
     p->threads = loom__calloc((size_t)nthreads - 1, sizeof(pthread_t));
     if (!p->threads) {
-      loom__free(p);
+      loom__aligned_free(p);
       return NULL;
     }
     for (int i = 0; i < nthreads - 1; i++)
@@ -103,46 +191,52 @@ loom_pool *loom__pool_new(int nthreads) {
 
 void loom__pool_free(loom_pool *p) {
   if (!p) return;
-  pthread_mutex_lock(&p->mu);
-  p->stop = 1;
-  atomic_fetch_add(&p->gen, 1);
-  pthread_cond_broadcast(&p->cv);
-  pthread_mutex_unlock(&p->mu);
+  atomic_store(&p->stop, 1);
+  atomic_fetch_add(&p->wake, 1);
+  wake_on(&p->wake, p->nthreads);
   for (int i = 0; i < p->nthreads - 1; i++) pthread_join(p->threads[i], NULL);
-  pthread_mutex_destroy(&p->mu);
-  pthread_cond_destroy(&p->cv);
   loom__free(p->threads);
-  loom__free(p);
+  loom__aligned_free(p);
 }
 
 int loom__pool_threads(const loom_pool *p) { return p ? p->nthreads : 1; }
 
+/* The caller's wait for the chunks other threads claimed. */
+static void wait_done(loom_pool *p, int nch) {
+  int spins = 0;
+  unsigned d;
+  while ((int)(d = atomic_load_explicit(&p->done, memory_order_acquire)) < nch)
+    wait_step(&spins, &p->done, d, &p->caller_waiting);
+}
+
+int loom__pool_chunks(int nthreads, int64_t n, int64_t grain) {
+  if (grain < 1) grain = 1;
+  if (nthreads < 2 || n < 2 * grain) return 1;
+  int64_t maxchunks = n / grain, want = (int64_t)nthreads * CHUNKS_PER_THREAD;
+  if (want > MAX_CHUNKS) want = MAX_CHUNKS;
+  return (int)(maxchunks < want ? maxchunks : want);
+}
+
 void loom__parallel_for(loom_pool *p, int64_t n, int64_t grain, loom_range_fn fn, void *arg) {
   if (n <= 0) return;
-  if (grain < 1) grain = 1;
-  if (!p || p->nthreads < 2 || n < 2 * grain) {
+  int nch = loom__pool_chunks(p ? p->nthreads : 1, n, grain);
+  if (nch < 2) {
     fn(arg, 0, n);
     return;
   }
-  int64_t maxchunks = n / grain;
-  int nch = (int)(maxchunks < p->nthreads ? maxchunks : p->nthreads);
+  int64_t chunk = (n + nch - 1) / nch;
+  nch = (int)((n + chunk - 1) / chunk); /* no empty trailing chunk */
   p->fn = fn;
   p->arg = arg;
   p->n = n;
-  p->chunk = (n + nch - 1) / nch;
-  p->nchunks = nch;
-  atomic_store(&p->next, 0);
-  atomic_store(&p->pending, p->nthreads - 1);
-  atomic_fetch_add(&p->gen, 1);
-  if (atomic_load(&p->sleepers) > 0) { /* spinning workers need no syscall */
-    pthread_mutex_lock(&p->mu);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-  }
-  run_chunks(p);
-  while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
+  p->chunk = chunk;
+  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+  uint32_t gen = JOB_GEN(atomic_load_explicit(&p->job, memory_order_relaxed)) + 1;
+  atomic_store(&p->job, JOB(gen, nch)); /* seq_cst: publishes the fields above */
+  atomic_store(&p->wake, gen);
+  if (atomic_load(&p->sleepers) > 0) wake_on(&p->wake, nch - 1); /* spinning workers need no syscall */
+  int mine = run_chunks(p, gen, nch, 1);
+  if (mine == nch) return; /* nobody else claimed a chunk */
+  atomic_fetch_add(&p->done, (unsigned)mine);
+  wait_done(p, nch);
 }

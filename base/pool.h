@@ -15,12 +15,18 @@ loom_pool *loom__pool_new(int nthreads);
 void loom__pool_free(loom_pool *p);
 
 typedef void (*loom_range_fn)(void *arg, int64_t begin, int64_t end);
-/* Splits [0,n) into at most nthreads contiguous chunks of >= grain items and
- * runs fn on them, the caller taking part. Serial when pool is NULL or n < 2*grain. */
+/* Splits [0,n) into contiguous chunks of >= grain items (up to a few per
+ * thread) that the caller and the workers claim one at a time, and returns
+ * when every chunk has run. fn must accept any sub-range. Serial when pool
+ * is NULL or n < 2*grain. */
 void loom__parallel_for(loom_pool *pool, int64_t n, int64_t grain, loom_range_fn fn, void *arg);
+/* How many chunks loom__parallel_for cuts [0,n) into for nthreads threads. */
+int loom__pool_chunks(int nthreads, int64_t n, int64_t grain);
 int loom__pool_threads(const loom_pool *pool);
 /* Sets flush-to-zero and denormals-are-zero in the calling thread. */
 void loom__set_ftz(void);
+/* 1 when flush-to-zero and denormals-are-zero are both on in the calling thread. */
+int loom__ftz_on(void);
 
 #ifdef __cplusplus
 }

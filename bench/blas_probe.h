@@ -1,10 +1,13 @@
 /* Times every cblas_sgemm/cblas_sgemv call of the process (libloom.a's
  * included) by interposing them and forwarding to OpenBLAS via
- * dlsym(RTLD_NEXT). Needs OpenBLAS linked dynamically (the default). */
+ * dlsym(RTLD_NEXT). Needs OpenBLAS linked dynamically (the default). The
+ * time is summed over the calling threads: loom's pool calls BLAS from
+ * several threads at --threads > 1, so the total can exceed the wall time. */
 #ifndef LOOM_BLAS_PROBE_H
 #define LOOM_BLAS_PROBE_H
 #include <cblas.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include "bench_util.h"
 
@@ -17,6 +20,12 @@ typedef void (*bp_sgemv_fn)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, 
 static bp_sgemm_fn bp_real_sgemm;
 static bp_sgemv_fn bp_real_sgemv;
 static double bp_blas_us;
+static pthread_mutex_t bp_mu = PTHREAD_MUTEX_INITIALIZER;
+static void bp_add(double us) {
+  pthread_mutex_lock(&bp_mu);
+  bp_blas_us += us;
+  pthread_mutex_unlock(&bp_mu);
+}
 
 void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBLAS_TRANSPOSE TransA,
                  OPENBLAS_CONST enum CBLAS_TRANSPOSE TransB, OPENBLAS_CONST blasint M, OPENBLAS_CONST blasint N,
@@ -27,7 +36,7 @@ void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBLA
   if (!bp_real_sgemm) abort();
   double t = bu_now_us();
   bp_real_sgemm(Order, TransA, TransB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  bp_blas_us += bu_now_us() - t;
+  bp_add(bu_now_us() - t);
 }
 
 void cblas_sgemv(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE trans,
@@ -38,6 +47,6 @@ void cblas_sgemv(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLA
   if (!bp_real_sgemv) abort();
   double t = bu_now_us();
   bp_real_sgemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy);
-  bp_blas_us += bu_now_us() - t;
+  bp_add(bu_now_us() - t);
 }
 #endif

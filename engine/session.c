@@ -6,6 +6,7 @@
 #include <time.h>
 #include "engine/session_impl.h"
 #include "base/pool.h"
+#include "base/cpus.h"
 #include "engine/backend.h"
 
 void loom__cpu_set_blas_threads(int n); /* kernels/cpu/blas.c */
@@ -17,6 +18,13 @@ loom_session_options loom_session_options_default(void) {
   o.num_threads = 0;
   o.device = LOOM_DEVICE_CPU;
   return o;
+}
+
+/* The first session of a process says at INFO how many threads it runs and
+ * why; later ones only when their count differs from the last one said. */
+static void log_threads(int n, const char *why) {
+  static atomic_int last = 0;
+  if (atomic_exchange(&last, n) != n) loom__log(LOOM_LOG_INFO, "session: %s", why);
 }
 
 loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, loom_status *st) {
@@ -35,10 +43,9 @@ loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, 
                     loom__backend_get(o.device) ? "" : " (this build has no CUDA backend; build with make CUDA=1)");
     return NULL;
   }
-  if (o.num_threads <= 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    o.num_threads = n > 0 ? (int32_t)n : 1;
-  }
+  char why[256];
+  o.num_threads = loom__threads_resolve(o.num_threads, why, sizeof why);
+  log_threads(o.num_threads, why);
   loom_session *s = loom__calloc(1, sizeof *s);
   if (!s) {
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory");
@@ -52,9 +59,8 @@ loom_session *loom_session_new(loom_graph *g, const loom_session_options *opts, 
     loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot create thread pool");
     return NULL;
   }
-  /* One thread budget: loom's pool and BLAS never run at the same time
-   * (BLAS is called from kernels, which run one at a time), so both get
-   * num_threads and the cores are never oversubscribed. */
+  /* One thread budget: the pool splits large products into blocks and BLAS
+   * runs each block on one thread, so the two never oversubscribe the cores. */
   loom__cpu_set_blas_threads(o.num_threads);
   pthread_mutex_init(&s->mu, NULL);
   atomic_init(&s->cancel, 0);

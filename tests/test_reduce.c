@@ -609,6 +609,20 @@ Test(matmul, transposes_gemv_paths_and_empty_k) {
     }
 }
 
+/* Products the pool cuts into blocks: column blocks (N >= M), row blocks
+ * with a short last block, and blocks that are themselves gemv (one row or
+ * one column of C, strided operands). */
+Test(matmul, pool_blocks_rows_columns_and_gemv) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      check_matmul(LOOM_F32, ta, tb, 40, 200, 150, 2);
+      check_matmul(LOOM_F64, ta, tb, 133, 50, 400, 3);
+      check_matmul(LOOM_F32, ta, tb, 1, 333, 2000, 2);
+      check_matmul(LOOM_F64, ta, tb, 300, 1, 2000, 3);
+      check_matmul(LOOM_F32, ta, tb, 785, 17, 300, 2);
+    }
+}
+
 /* MatMul with a mostly-zero left operand (a wide & deep first layer: a few
  * numbers and one-hot columns; the kernel skips zeros when at most 1/8 of
  * op(A) is nonzero, kernels/cpu/linalg.c) against the double reference;

@@ -89,7 +89,7 @@ static void print_usage(FILE *f, int cmd, int full) {
     col += fprintf(f, " %s", item);
   }
   fputc('\n', f);
-  if (cmd < 0) fputs("       loom --version\n       loom <command> --help\n", f);
+  if (cmd < 0) fputs("       loom info | loom --version   (the version, CPU features, kernel clones, BLAS, threads)\n       loom <command> --help\n", f);
   if (!full) return;
   if (cmd < 0) {
     fputs("commands:\n", f);
@@ -129,7 +129,6 @@ static void usage_fail(const char *fmt, ...) {
 }
 
 /* `loom --version`. */
-static void print_version(void) { printf("loom %s\n", loom_version()); }
 
 static int quiet;
 /* "[loom] ..." progress on stderr (not with --quiet). */
@@ -1682,7 +1681,19 @@ static const cli_flag *find_flag(const char *a) {
   return NULL;
 }
 
+/* loom info | loom --version: the version, then what loom sees on this machine and picked. */
+static int cmd_info(void) {
+  size_t n = loom_runtime_info(NULL, 0);
+  char *text = malloc(n + 1);
+  if (!text) return 1;
+  loom_runtime_info(text, n + 1);
+  printf("loom %s\n%s", loom_version(), text);
+  free(text);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "info")) return cmd_info();
   const char *cmd = NULL, *jobfile = NULL;
   const char *val[NFLAG] = {0}; /* a flag's value ("" for a switch given) */
   int c = -1;
@@ -1701,10 +1712,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const cli_flag *fl = find_flag(a);
-    if (!strcmp(a, "--version") && c < 0) {
-      print_version();
-      return 0;
-    }
+    if (!strcmp(a, "--version") && c < 0) return cmd_info();
     if (fl) {
       if (c >= 0 && !(fl->cmds & FOR(c))) usage_fail("%s is not a flag of '%s' (loom %s --help)", a, cmd, cmd);
       if (fl->arg && i + 1 >= argc) usage_fail("%s needs a value (%s)", a, fl->arg);

@@ -72,7 +72,7 @@ typedef struct loom_run_config {
   int32_t keep_checkpoint_max;       /* 5; 0 = keep all */
   double keep_checkpoint_every_n_hours; /* 10000 (accepted for compatibility) */
   int64_t log_step_count_steps;      /* 100; must be > 0 */
-  int32_t num_threads;               /* session threads, 0 = cores */
+  int32_t num_threads;               /* session threads, 0 = the default (loom_session.h) */
   loom_device_type device;
   int32_t progress_bar;              /* 1: progress bar with ETA when stdout is a terminal */
   /* Batches the estimator prefetches on a background thread (0 = none, the

@@ -61,7 +61,7 @@ LOOM_API loom_code loom_export_write(loom_graph *g, loom_session *s, int nsig, c
 typedef struct loom_predictor loom_predictor;
 typedef struct loom_predictor_options {
   uint32_t struct_size;
-  int32_t num_threads;     /* 0 = cores */
+  int32_t num_threads;     /* 0 = the default (loom_session.h) */
   const char *signature;   /* default signature; NULL = "serving_default" */
 } loom_predictor_options;
 LOOM_API loom_predictor_options loom_predictor_options_default(void);

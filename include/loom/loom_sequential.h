@@ -154,7 +154,7 @@ typedef struct loom_sequential_compile_options {
   int32_t nmetrics;
   const char *const *metrics;
   int64_t seed;                      /* graph seed of the direct graph; LOOM_SEED_NONE = none (default 0) */
-  int32_t num_threads;               /* direct session's threads, 0 = cores */
+  int32_t num_threads;               /* direct session's threads, 0 = the default (loom_session.h) */
 } loom_sequential_compile_options;
 LOOM_API loom_sequential_compile_options loom_sequential_compile_options_default(void);
 /* Checks the model (builds it once), creates the direct graph and session

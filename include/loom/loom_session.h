@@ -25,13 +25,24 @@ typedef enum loom_device_type { LOOM_DEVICE_CPU = 0, LOOM_DEVICE_CUDA = 1 } loom
 
 typedef struct loom_session_options {
   uint32_t struct_size;
-  /* Threads for kernels (loom's pool and BLAS share this budget; they never
-   * run at the same time). 0 = number of online cores. */
+  /* Threads for kernels (loom's pool; it cuts large matrix products into
+   * blocks that BLAS runs on one thread each). 0 = the default: LOOM_NUM_THREADS when set, else
+   * the CPUs this process may run on (affinity mask, cgroup CPU quota rounded
+   * up) divided among the processes a launcher started on this host
+   * (LOOM_LOCAL_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, Slurm tasks per node). */
   int32_t num_threads;
   loom_device_type device;
   int32_t device_index;
 } loom_session_options;
 LOOM_API loom_session_options loom_session_options_default(void);
+/* What loom sees on this machine and what it picked, one "key: value" line
+ * each: the CPU and its features, the kernel clones bound at load
+ * (x86-64-v2/v3/v4), the BLAS library and its core type, the CPUs this
+ * process may use (affinity, cgroup quota, launcher's processes on the host)
+ * and the default thread count with its reason. Writes at most len bytes
+ * (NUL-terminated when len > 0; buf may be NULL when len is 0) and returns
+ * the length of the whole text, as snprintf does. */
+LOOM_API size_t loom_runtime_info(char *buf, size_t len);
 
 typedef struct loom_session loom_session;
 

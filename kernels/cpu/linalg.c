@@ -18,27 +18,75 @@
 #include "kernels/cpu/linalg.h"
 #include "kernels/geometry.h"
 
+/* Products of at least GEMM_PAR_FLOPS are cut into blocks of whole rows of C
+ * (or whole columns, whichever dimension is larger: the other operand is
+ * packed again by each block) that the session's pool runs, about
+ * GEMM_CHUNKS_PER_THREAD per thread and each of at least GEMM_CHUNK_FLOPS,
+ * so a thread that is descheduled holds up at most one block; BLAS itself
+ * runs one thread (loom__cpu_set_blas_threads). */
+enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2 };
+#define GEMM_PAR_FLOPS 1e6
+#define GEMM_CHUNK_FLOPS 5e5
+
 #define DEF_GEMM(T, S, GEMM, GEMV)                                                                        \
-  void loom__gemm_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A, const T *B, T *C) {      \
+  static void gemm_ld_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,      \
+                          const T *B, int64_t ldb, T *C, int64_t ldc) {                                   \
+    if (M == 1) { /* C[n] = sum_k a[k] op(B)[k,n] */                                                      \
+      if (tb)                                                                                             \
+        GEMV(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1, B, (blasint)ldb, A,                  \
+             (blasint)(ta ? lda : 1), 0, C, 1);                                                           \
+      else                                                                                                \
+        GEMV(CblasRowMajor, CblasTrans, (blasint)K, (blasint)N, 1, B, (blasint)ldb, A,                    \
+             (blasint)(ta ? lda : 1), 0, C, 1);                                                           \
+    } else if (N == 1) { /* C[m] = sum_k op(A)[m,k] b[k] */                                               \
+      if (ta)                                                                                             \
+        GEMV(CblasRowMajor, CblasTrans, (blasint)K, (blasint)M, 1, A, (blasint)lda, B,                    \
+             (blasint)(tb ? 1 : ldb), 0, C, (blasint)ldc);                                                \
+      else                                                                                                \
+        GEMV(CblasRowMajor, CblasNoTrans, (blasint)M, (blasint)K, 1, A, (blasint)lda, B,                  \
+             (blasint)(tb ? 1 : ldb), 0, C, (blasint)ldc);                                                \
+    } else {                                                                                              \
+      GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,     \
+           (blasint)N, (blasint)K, 1, A, (blasint)lda, B, (blasint)ldb, 0, C, (blasint)ldc);              \
+    }                                                                                                     \
+  }                                                                                                       \
+  typedef struct {                                                                                        \
+    int ta, tb, split_n;                                                                                  \
+    int64_t M, N, K;                                                                                      \
+    const T *A, *B;                                                                                       \
+    T *C;                                                                                                 \
+  } gemm_job_##S;                                                                                         \
+  static void gemm_range_##S(void *arg, int64_t b, int64_t e) {                                           \
+    const gemm_job_##S *j = arg;                                                                          \
+    int64_t lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;                                         \
+    int64_t lo = b * GEMM_UNIT, hi = e * GEMM_UNIT, D = j->split_n ? j->N : j->M;                         \
+    if (hi > D) hi = D;                                                                                   \
+    if (j->split_n)                                                                                       \
+      gemm_ld_##S(j->ta, j->tb, j->M, hi - lo, j->K, j->A, lda, j->tb ? j->B + lo * j->K : j->B + lo,     \
+                  ldb, j->C + lo, j->N);                                                                  \
+    else                                                                                                  \
+      gemm_ld_##S(j->ta, j->tb, hi - lo, j->N, j->K, j->ta ? j->A + lo : j->A + lo * j->K, lda, j->B,     \
+                  ldb, j->C + lo * j->N, j->N);                                                           \
+  }                                                                                                       \
+  void loom__gemm_par_##S(loom_pool *pool, int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A,   \
+                          const T *B, T *C) {                                                             \
     if (M == 0 || N == 0) return;                                                                         \
     if (K == 0) {                                                                                         \
       memset(C, 0, (size_t)(M * N) * sizeof(T));                                                          \
       return;                                                                                             \
     }                                                                                                     \
-    if (M == 1) { /* C[n] = sum_k a[k] op(B)[k,n]; a is contiguous whether transposed or not */           \
-      if (tb)                                                                                             \
-        GEMV(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, 1, B, (blasint)K, A, 1, 0, C, 1);       \
-      else                                                                                                \
-        GEMV(CblasRowMajor, CblasTrans, (blasint)K, (blasint)N, 1, B, (blasint)N, A, 1, 0, C, 1);         \
-    } else if (N == 1) { /* C[m] = sum_k op(A)[m,k] b[k] */                                               \
-      if (ta)                                                                                             \
-        GEMV(CblasRowMajor, CblasTrans, (blasint)K, (blasint)M, 1, A, (blasint)M, B, 1, 0, C, 1);         \
-      else                                                                                                \
-        GEMV(CblasRowMajor, CblasNoTrans, (blasint)M, (blasint)K, 1, A, (blasint)K, B, 1, 0, C, 1);       \
-    } else {                                                                                              \
-      GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,     \
-           (blasint)N, (blasint)K, 1, A, (blasint)(ta ? M : K), B, (blasint)(tb ? K : N), 0, C, (blasint)N); \
+    int threads = loom__pool_threads(pool);                                                               \
+    double flops = 2.0 * (double)M * (double)N * (double)K;                                               \
+    gemm_job_##S j = {ta, tb, N >= M, M, N, K, A, B, C};                                                  \
+    int64_t units = ((j.split_n ? N : M) + GEMM_UNIT - 1) / GEMM_UNIT;                                    \
+    if (threads < 2 || flops < GEMM_PAR_FLOPS || units < 2) {                                             \
+      gemm_ld_##S(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, C, N);                                   \
+      return;                                                                                             \
     }                                                                                                     \
+    int64_t by_flops = (int64_t)(GEMM_CHUNK_FLOPS / (flops / (double)units)) + 1;                         \
+    int64_t by_threads = (units + (int64_t)threads * GEMM_CHUNKS_PER_THREAD - 1) /                        \
+                         ((int64_t)threads * GEMM_CHUNKS_PER_THREAD);                                     \
+    loom__parallel_for(pool, units, by_flops > by_threads ? by_flops : by_threads, gemm_range_##S, &j);   \
   }
 
 DEF_GEMM(float, f32, cblas_sgemm, cblas_sgemv)
@@ -270,8 +318,8 @@ static int sparse_lhs_run(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
     loom_code rc = mm_dims(ctx, &M, &N, &K);                                                              \
     if (rc) return rc;                                                                                    \
     if (sizeof(T) == 4 && sparse_lhs_run(ctx, M, N, K)) return LOOM_OK;                                   \
-    loom__gemm_##S(ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K, ctx->in[0]->data,           \
-                   ctx->in[1]->data, ctx->out[0]->data);                                                  \
+    loom__gemm_par_##S(ctx->pool, ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K,               \
+                       ctx->in[0]->data, ctx->in[1]->data, ctx->out[0]->data);                            \
     return LOOM_OK;                                                                                       \
   }                                                                                                       \
   loom_code loom__k_batch_matmul_##S(const loom_kctx *ctx) {                                              \
@@ -299,12 +347,12 @@ static int sparse_lhs_run(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
     T *C = y->data;                                                                                       \
     if (bb == 1 && ba == batches && !ta && blas_ok(batches * M)) {                                        \
       /* b is shared and a's batches are contiguous rows: one [batches*M, K] x [K, N] product */          \
-      loom__gemm_##S(0, tb, batches * M, N, K, A, B, C);                                                  \
+      loom__gemm_par_##S(ctx->pool, 0, tb, batches * M, N, K, A, B, C);                                   \
       return LOOM_OK;                                                                                     \
     }                                                                                                     \
     int64_t oa = 0, ob = 0, szA = M * K, szB = K * N, szC = M * N;                                        \
     for (int64_t t = 0; t < batches; t++) {                                                               \
-      loom__gemm_##S(ta, tb, M, N, K, A + oa * szA, B + ob * szB, C + t * szC);                           \
+      loom__gemm_par_##S(ctx->pool, ta, tb, M, N, K, A + oa * szA, B + ob * szB, C + t * szC);            \
       for (int d = nbo - 1; d >= 0; d--) {                                                                \
         idx[d]++;                                                                                         \
         oa += sa[d];                                                                                      \

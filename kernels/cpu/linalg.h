@@ -5,9 +5,13 @@
 
 /* C[M,N] = op(A) op(B) with op = transpose when ta/tb; A is [M,K] ([K,M] when
  * ta), B is [K,N] ([N,K] when tb), all row-major and contiguous. K == 0 gives
- * zeros; M == 1 or N == 1 uses gemv. Dims must fit BLAS ints (checked by callers). */
-void loom__gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C);
-void loom__gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, const double *A, const double *B, double *C);
+ * zeros; M == 1 or N == 1 uses gemv. Products large enough are cut into row
+ * (or column) blocks that pool runs (serial when pool is NULL). Dims must fit
+ * BLAS ints (checked by callers). */
+void loom__gemm_par_f32(loom_pool *pool, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                        const float *B, float *C);
+void loom__gemm_par_f64(loom_pool *pool, int ta, int tb, int64_t M, int64_t N, int64_t K, const double *A,
+                        const double *B, double *C);
 
 loom_code loom__k_matmul_f32(const loom_kctx *ctx);
 loom_code loom__k_matmul_f64(const loom_kctx *ctx);
