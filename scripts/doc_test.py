@@ -124,7 +124,8 @@ def link_errors(path):
             fenced = not fenced
         if fenced:
             continue
-        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", line):
+        prose = re.sub(r"`[^`]*`", "", line)  # code spans hold calls, not links: f(x)[i](**kw)
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", prose):
             if re.match(r"[a-z]+:", target):
                 continue  # http:, mailto: ...
             dest = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
