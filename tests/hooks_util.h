@@ -225,6 +225,8 @@ static char g_lines[64][512];
 static int g_nlines;
 static inline void capture_log(loom_log_level lvl, const char *msg, void *user) {
   (void)user;
+  /* the process's first session names its thread count once (base/cpus.c): not a hook's line */
+  if (!strncmp(msg, "session: ", 9) && strstr(msg, " threads: ")) return;
   if (g_nlines < 64) snprintf(g_lines[g_nlines++], 512, "%s%s", lvl >= LOOM_LOG_WARN ? "W:" : "", msg);
 }
 static inline void capture_start(void) {
