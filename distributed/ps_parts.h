@@ -25,7 +25,7 @@
 #ifndef LOOM_DIST_PS_PARTS_H
 #define LOOM_DIST_PS_PARTS_H
 #include <stdint.h>
-#include "distributed/ps_client.h"
+#include "distributed/ps_conn.h"
 
 #define LOOM_PS_PART_FIXED 32                      /* the part request's fixed fields */
 #define LOOM_PS_PART_DEFAULT_BYTES ((int32_t)128 << 10)

@@ -14,7 +14,7 @@
 #ifndef LOOM_DIST_PS_SHM_H
 #define LOOM_DIST_PS_SHM_H
 #include <stdint.h>
-#include "distributed/ps_client.h"
+#include "distributed/ps_conn.h"
 
 #define LOOM_PS_SHM_HDR 4096u
 #define LOOM_PS_SHM_MAGIC 0x314D48534D4F4F4Cull /* "LOOMSHM1" */
