@@ -265,7 +265,7 @@ $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(BUILD)/libloom.a
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl
 
-$(BUILD)/examples/%: examples/%.c $(BUILD)/libloom.a
+$(BUILD)/examples/%: examples/%.c $(wildcard examples/*.h) $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(TEST_CFLAGS) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS) -ldl

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "loom/loom.h"
+#include "synthetic.h"
 
 enum { NS = 1024, NF = 8, NC = 3 };
 
@@ -36,20 +37,6 @@ static const char *arg(int argc, char **argv, const char *name, const char *dflt
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], name)) return argv[i + 1];
   return dflt;
-}
-
-static void example(int i, float *x, int32_t *y, int32_t *id, int64_t embed) {
-  float best = -1e30f;
-  int cls = 0;
-  for (int f = 0; f < NF; f++) x[f] = (float)(((i * 131 + f * 71) % 97) / 97.0 - 0.5);
-  for (int c = 0; c < NC; c++) {
-    float s = 0;
-    for (int f = 0; f < NF; f++) s += x[f] * (float)(((c * 37 + f * 13) % 11) - 5);
-    if (s > best) best = s, cls = c;
-  }
-  *id = embed > 0 ? (int32_t)((i * 7919) % embed) : 0;
-  if (embed > 0 && *id % 2 == 0) cls = *id % NC;
-  *y = cls;
 }
 
 /* Worker id of num: per global step its slice of b examples; the whole set once per epoch, repeated. */
@@ -68,20 +55,9 @@ static loom_dataset *input_fn(loom_mode mode, const loom_params *p, void *user, 
     return NULL;
   }
   for (int64_t t = 0, k = 0; t < steps; t++)
-    for (int64_t j = 0; j < b; j++, k++) example((int)(t * gb + id * b + j), x + k * NF, y + k, ids + k, c->embed);
-  int64_t xd[2] = {n, NF}, yd[1] = {n};
-  loom_tensor *xt = loom_tensor_from_data(LOOM_F32, 2, xd, x, st);
-  loom_tensor *yt = loom_tensor_from_data(LOOM_I32, 1, yd, y, st);
-  loom_tensor *it = loom_tensor_from_data(LOOM_I32, 1, yd, ids, st);
-  free(x);
-  free(y);
-  free(ids);
-  const char *names[3] = {"x", "label", "id"};
-  const loom_tensor *arr[3] = {xt, yt, it};
-  loom_dataset *ds = xt && yt && it ? loom_dataset_from_tensors(c->embed > 0 ? 3 : 2, names, arr, "label", st) : NULL;
-  loom_tensor_free(xt);
-  loom_tensor_free(yt);
-  loom_tensor_free(it);
+    for (int64_t j = 0; j < b; j++, k++)
+      synth_example((int)(t * gb + id * b + j), NF, NC, x + k * NF, y + k, ids + k, c->embed);
+  loom_dataset *ds = synth_dataset(n, NF, x, y, ids, c->embed, st);
   if (ds && mode == LOOM_MODE_TRAIN && !c->finite) ds = loom_dataset_repeat(ds, -1, st);
   if (ds) ds = loom_dataset_batch(ds, b, 0, st);
   return ds;

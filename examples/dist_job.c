@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 #include "loom/loom.h"
+#include "synthetic.h"
 
 #define NS 1024
 #define NF 16
@@ -70,33 +71,10 @@ static loom_dataset *synthetic(int num, int id, int64_t batch, uint64_t seed, in
   int64_t k = 0;
   for (int i = 0; i < NS; i++) {
     if (i % num != id) continue;
-    float best = -1e30f;
-    int arg = 0;
-    for (int f = 0; f < NF; f++) x[k * NF + f] = (float)(((i * 131 + f * 71) % 97) / 97.0 - 0.5);
-    for (int cl = 0; cl < NC; cl++) {
-      float s = 0;
-      for (int f = 0; f < NF; f++) s += x[k * NF + f] * (float)(((cl * 37 + f * 13) % 11) - 5);
-      if (s > best) best = s, arg = cl;
-    }
-    if (embed > 0) { /* the id carries the class for half of the ids: learnable through the embedding */
-      ids[k] = (int32_t)((i * 7919) % embed);
-      if (ids[k] % 2 == 0) arg = ids[k] % NC;
-    }
-    y[k++] = arg;
+    synth_example(i, NF, NC, x + k * NF, y + k, ids + k, embed);
+    k++;
   }
-  int64_t xd[2] = {n, NF}, yd[1] = {n};
-  loom_tensor *xt = loom_tensor_from_data(LOOM_F32, 2, xd, x, st);
-  loom_tensor *yt = loom_tensor_from_data(LOOM_I32, 1, yd, y, st);
-  loom_tensor *it = loom_tensor_from_data(LOOM_I32, 1, yd, ids, st);
-  free(x);
-  free(y);
-  free(ids);
-  const char *names[3] = {"x", "label", "id"};
-  const loom_tensor *arr[3] = {xt, yt, it};
-  loom_dataset *ds = xt && yt && it ? loom_dataset_from_tensors(embed > 0 ? 3 : 2, names, arr, "label", st) : NULL;
-  loom_tensor_free(xt);
-  loom_tensor_free(yt);
-  loom_tensor_free(it);
+  loom_dataset *ds = synth_dataset(n, NF, x, y, ids, embed, st);
   if (ds && train) ds = loom_dataset_shuffle(ds, n, seed, 1, st);
   if (ds && train) ds = loom_dataset_repeat(ds, -1, st);
   if (ds) ds = loom_dataset_batch(ds, batch, 0, st);
