@@ -143,6 +143,25 @@ loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, con
   return result(g_api->allgatherv(send, bytes, recv, counts, err, sizeof err), err, st);
 }
 
+loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status *st) {
+  NOT_READY;
+  char err[1024] = "";
+  return result(g_api->iallreduce_sum_f32(buf, n, req, err, sizeof err), err, st);
+}
+loom_code loom__coll_test(int req, int *done, loom_status *st) {
+  NOT_READY;
+  char err[1024] = "";
+  return result(g_api->test(req, done, err, sizeof err), err, st);
+}
+loom_code loom__coll_wait(int req, loom_status *st) {
+  NOT_READY;
+  char err[1024] = "";
+  return result(g_api->wait(req, err, sizeof err), err, st);
+}
+void loom__coll_abandon(void) {
+  if (g_ready) g_api->abandon();
+}
+
 void loom__coll_finalize(void) {
   pthread_mutex_lock(&g_mu);
   if (g_ready) g_api->finalize();

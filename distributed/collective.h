@@ -23,6 +23,13 @@ loom_code loom__coll_allreduce_sum(float *buf, int64_t n, loom_status *st);
 loom_code loom__coll_broadcast(void *buf, int64_t bytes, int root, loom_status *st);
 loom_code loom__coll_allgather(const void *send, int64_t bytes, void *recv, loom_status *st);
 loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, loom_status *st);
+/* Non-blocking all-reduce (buf untouched until it completes): started with a handle in *req, tested
+ * (progresses every request in flight; *done 1 when req completed) or waited within the timeout. */
+loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status *st);
+loom_code loom__coll_test(int req, int *done, loom_status *st);
+loom_code loom__coll_wait(int req, loom_status *st);
+/* After an error with requests in flight that will never complete: finalize must not wait for them. */
+void loom__coll_abandon(void);
 /* Finalizes MPI (at the process's exit, registered by init; a no-op after a failed collective). */
 void loom__coll_finalize(void);
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOOM_COLL_API_VERSION 1
+#define LOOM_COLL_API_VERSION 2
 
 typedef struct loom_coll_api {
   int version;     /* LOOM_COLL_API_VERSION */
@@ -33,6 +33,16 @@ typedef struct loom_coll_api {
    * same counts, e.g. from an allgather of the sizes) */
   int (*allgatherv)(const void *send, int64_t bytes, void *recv, const int64_t *counts, char *err, size_t cap);
   int (*barrier)(char *err, size_t cap);
+  /* Non-blocking all-reduce: starts buf[0..n) <- the element-wise sum over the ranks (buf untouched by
+   * the caller until it completes) and gives a handle in *req. test progresses every request in flight
+   * and sets *done when req has completed (its handle is then free); wait completes req within the
+   * timeout. Requests are started in the same order by every rank, as the blocking calls. */
+  int (*iallreduce_sum_f32)(float *buf, int64_t n, int *req, char *err, size_t cap);
+  int (*test)(int req, int *done, char *err, size_t cap);
+  int (*wait)(int req, char *err, size_t cap);
+  /* the transport is unusable from now on (a request in flight will never complete: another rank
+   * gave up); finalize then leaves MPI as after a failure */
+  void (*abandon)(void);
   /* ends every rank of the job with exit code code */
   void (*abort)(int code);
   int (*finalize)(void);

@@ -14,9 +14,34 @@
 typedef struct coll_grad {
   loom_output values, indices;
   const char *var;    /* the variable it updates (for messages) */
+  int var_order;      /* the variable's place in creation order (global variables' order) */
+  int64_t vdims[LOOM_MAX_DIMS];
+  int vnd;            /* the variable's shape (vnd -1: unknown) */
+  int dense_ok;       /* sparse: the update of a zero row leaves it as it is (SGD, Adagrad): a densified
+                         gradient gives the sparse update */
+  int path;           /* sparse: the last step's exchange (0 none yet, 1 allgather, 2 dense all-reduce) */
+  int64_t pos;        /* dense, buckets planned: its floats in the pack, [pos, pos + numel) */
+  int64_t numel;
+  int bucket;
+  int left_done;      /* this step: packed */
+  char span[96];      /* its exchange's name in a trace (sparse) */
+  int64_t t0, t1;     /* sparse: its exchange this step (ns) */
   loom_tensor *fed_v; /* what the train op is fed (owned, reused across steps) */
   loom_tensor *fed_i;
 } coll_grad;
+
+/* A fusion bucket: dense gradients bk[g0..g1) of the bucket order, packed at pack[off, off + n) (bucket 0:
+ * one more float, the training flag). Its all-reduce starts once all of them are final (the run observer)
+ * or after the run, and is waited before the apply. */
+typedef struct coll_bucket {
+  int g0, g1;
+  int64_t off, n;
+  int left;        /* this step: gradients not yet packed */
+  int state;       /* this step: 0 not started, 1 in flight, 2 done */
+  int req;
+  int64_t t_start, t_done; /* ns */
+  char span[96];
+} coll_bucket;
 
 typedef struct coll {
   loom__strategy base;
@@ -36,6 +61,18 @@ typedef struct coll {
   float *pack;
   int64_t pack_cap, first_bucket; /* the size of a step's first all-reduce (0: no step yet) */
   loom_tensor *gs_t;
+  /* fusion buckets (planned at the first step from the gradients' sizes) */
+  int overlap;     /* start a bucket's all-reduce during the backward pass (LOOM_COLLECTIVE_OVERLAP, 1) */
+  int *bk;         /* the dense gradients (indices into gr) in bucket order: reverse creation order */
+  int nbk;
+  coll_bucket *b;
+  int nb, next_start, planned;
+  loom_status *cb_st; /* an error inside the run observer, reported after the run */
+  loom_session *observed;
+  int64_t t_run_end;
+  int64_t wall_ns, hidden_ns; /* all-reduce wall time (union of the buckets' spans) and its part before
+                                 the backward pass ended, summed over the steps */
+  int64_t sparse_dense, sparse_gathered; /* sparse gradients exchanged by each path, over the steps */
 } coll;
 
 static loom_code oom(loom_status *st) { return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory"); }
@@ -129,6 +166,8 @@ static int out_eq(loom_output a, loom_output b) { return a.node == b.node && a.i
 static loom_code find_grads(coll *c, loom_status *st) {
   loom_node **order = NULL;
   int n = 0;
+  int nv = 0;
+  loom_variable *const *vars = loom_global_variables(c->g, &nv);
   loom_code rc = loom__graph_collect(c->g, 1, &c->train_op, &order, &n, st);
   if (rc) return rc;
   c->gr = loom__calloc((size_t)n + 1, sizeof *c->gr);
@@ -158,18 +197,42 @@ static loom_code find_grads(coll *c, loom_status *st) {
     if (ii >= 0) g->indices = loom_node_input(order[i], ii);
     loom_output var = loom_node_input(order[i], 0);
     g->var = var.node ? loom_node_name(var.node) : "?";
+    g->var_order = nv;
+    g->vnd = -1;
+    for (int k = 0; k < nv; k++)
+      if (loom_variable_node(vars[k]) == var.node) {
+        g->var_order = k;
+        g->vnd = loom_variable_dims(vars[k], g->vdims);
+      }
+    /* a zero row of a densified gradient: SGD's and Adagrad's (accumulators > 0) updates leave it as it
+     * is; Momentum, Adam, RMSProp, Adadelta would decay its slots and FTRL recompute it from its slots */
+    g->dense_ok = ii >= 0 && (!strcmp(op, "SparseApplyGradientDescent") || !strcmp(op, "SparseApplyAdagrad"));
   }
   loom__free(order);
   if (rc) return rc;
+  /* in reverse creation order (the order the backward pass produces them): stable insertion sort */
+  for (int k = 1; k < c->ngr; k++) {
+    coll_grad t = c->gr[k];
+    int j = k;
+    while (j > 0 && c->gr[j - 1].var_order < t.var_order) {
+      c->gr[j] = c->gr[j - 1];
+      j--;
+    }
+    c->gr[j] = t;
+  }
   int nf = 0;
   for (int k = 0; k < c->ngr; k++) nf += c->gr[k].indices.node ? 2 : 1;
   c->fetch = loom__calloc((size_t)nf + 1, sizeof *c->fetch);
   c->feed = loom__calloc((size_t)nf + 1, sizeof *c->feed);
   c->feed_v = loom__calloc((size_t)nf + 1, sizeof *c->feed_v);
-  if (!c->fetch || !c->feed || !c->feed_v) return oom(st);
+  c->bk = loom__calloc((size_t)c->ngr + 1, sizeof *c->bk);
+  if (!c->fetch || !c->feed || !c->feed_v || !c->bk) return oom(st);
   for (int k = 0; k < c->ngr; k++) {
     c->fetch[c->nfetch++] = c->gr[k].values;
-    if (c->gr[k].indices.node) c->fetch[c->nfetch++] = c->gr[k].indices;
+    if (c->gr[k].indices.node) {
+      c->fetch[c->nfetch++] = c->gr[k].indices;
+    }
+    if (!c->gr[k].indices.node) c->bk[c->nbk++] = k;
   }
   memcpy(c->feed, c->fetch, (size_t)c->nfetch * sizeof *c->feed);
   return LOOM_OK;
@@ -256,45 +319,239 @@ static loom_code check_training(coll *c, float flag_sum, int training, loom_stat
                          c->rank, training ? "is training" : "ended its training", (long long)c->gs, n, c->size);
 }
 
-/* Sums one bucket (grads [k0, k1) of the dense ones, packed) and unpacks the average. The first bucket of a
- * step (k0 0) ends with the ranks' training flag. */
-static loom_code reduce_bucket(coll *c, loom_tensor *const *res, const int *fi, int k0, int k1, loom_status *st) {
-  int64_t n = 0;
-  for (int k = k0; k < k1; k++)
-    if (!c->gr[k].indices.node) n += loom_tensor_numel(res[fi[k]]);
-  int64_t total = n + (k0 == 0 ? 1 : 0);
-  if (total == 0) return LOOM_OK;
-  if (pack_room(c, total, st) != LOOM_OK) return loom_status_code(st);
-  if (k0 == 0) {
-    c->pack[n] = 1.0f;
-    c->first_bucket = total;
-  }
+static int64_t now_ns(void) { return (int64_t)(loom__mono_secs() * 1e9); }
+
+/* Fusion buckets from the dense gradients' sizes (the first step's results res, fetch indices fi): the
+ * gradients in bucket order (reverse creation order), consecutive ones together up to bucket_bytes (a
+ * larger gradient is a bucket of its own; 0: one bucket). Every rank plans the same buckets. */
+static loom_code plan_buckets(coll *c, loom_tensor *const *res, const int *fi, loom_status *st) {
+  c->b = loom__calloc((size_t)c->nbk + 1, sizeof *c->b);
+  if (!c->b) return oom(st);
   int64_t off = 0;
-  for (int k = k0; k < k1; k++) {
-    if (c->gr[k].indices.node) continue;
-    int64_t m = loom_tensor_numel(res[fi[k]]);
-    memcpy(c->pack + off, loom_tensor_data_const(res[fi[k]]), (size_t)m * sizeof(float));
-    off += m;
+  for (int i0 = 0; i0 < c->nbk || (i0 == 0 && c->nbk == 0);) {
+    int i1 = i0;
+    int64_t bytes = 0;
+    while (i1 < c->nbk) {
+      coll_grad *g = &c->gr[c->bk[i1]];
+      int64_t nb = (int64_t)loom_tensor_nbytes(res[fi[c->bk[i1]]]);
+      if (i1 > i0 && c->bucket_bytes > 0 && bytes + nb > c->bucket_bytes) break;
+      g->numel = loom_tensor_numel(res[fi[c->bk[i1]]]);
+      g->pos = off + bytes / (int64_t)sizeof(float);
+      g->bucket = c->nb;
+      bytes += nb;
+      i1++;
+    }
+    coll_bucket *b = &c->b[c->nb];
+    b->g0 = i0;
+    b->g1 = i1;
+    b->off = off;
+    b->n = bytes / (int64_t)sizeof(float) + (c->nb == 0 ? 1 : 0); /* bucket 0 ends with the training flag */
+    snprintf(b->span, sizeof b->span, "allreduce bucket %d (%d gradients, %lld bytes)", c->nb, i1 - i0,
+             (long long)bytes);
+    off += b->n;
+    c->nb++;
+    i0 = i1;
+    if (c->nbk == 0) break;
   }
-  loom_code rc = loom__coll_allreduce_sum(c->pack, total, st);
-  if (rc == LOOM_OK && k0 == 0) rc = check_training(c, c->pack[n], 1, st);
-  if (rc) return rc;
-  c->reduced_bytes += n * (int64_t)sizeof(float);
-  float inv = 1.0f / (float)c->size;
-  off = 0;
-  for (int k = k0; k < k1; k++) {
-    if (c->gr[k].indices.node) continue;
-    const loom_tensor *r = res[fi[k]];
-    if ((rc = ensure(&c->gr[k].fed_v, LOOM_F32, loom_tensor_ndim(r), loom_tensor_dims(r), st)) != LOOM_OK) return rc;
-    float *d = loom_tensor_data(c->gr[k].fed_v);
-    int64_t m = loom_tensor_numel(r);
-    for (int64_t i = 0; i < m; i++) d[i] = c->pack[off + i] * inv;
-    off += m;
+  c->first_bucket = c->b[0].n;
+  if (pack_room(c, off, st) != LOOM_OK) return loom_status_code(st);
+  c->planned = 1;
+  return LOOM_OK;
+}
+
+/* Starts bucket k's all-reduce (its gradients packed). */
+static loom_code start_bucket(coll *c, int k, loom_status *st) {
+  coll_bucket *b = &c->b[k];
+  if (k == 0) c->pack[b->n - 1] = 1.0f;
+  b->t_start = now_ns();
+  loom_code rc;
+  if (c->overlap) {
+    rc = loom__coll_iallreduce_sum(c->pack + b->off, b->n, &b->req, st);
+  } else { /* the plain path: one blocking all-reduce after another */
+    rc = loom__coll_allreduce_sum(c->pack + b->off, b->n, st);
+    b->t_done = now_ns();
+  }
+  if (rc == LOOM_OK) b->state = c->overlap ? 1 : 2;
+  return rc;
+}
+
+/* Starts the buckets whose gradients are all packed, in bucket order (every rank starts them in the same
+ * order). */
+static loom_code start_ready(coll *c, loom_status *st) {
+  loom_code rc = LOOM_OK;
+  while (rc == LOOM_OK && c->next_start < c->nb && c->b[c->next_start].left == 0)
+    rc = start_bucket(c, c->next_start++, st);
+  return rc;
+}
+
+/* Run observer: a fetched value is final. A dense gradient is packed into its bucket; a bucket whose
+ * gradients are all packed starts. */
+static void obs_fetch(void *user, int f, loom_output out, const void *data, loom_dtype dt, int ndim,
+                      const int64_t *dims) {
+  (void)f;
+  coll *c = user;
+  if (loom_status_code(c->cb_st)) return;
+  int k = 0;
+  while (k < c->nbk && !out_eq(c->gr[c->bk[k]].values, out)) k++;
+  if (k == c->nbk) return; /* not a dense gradient (the loss, a sparse gradient, another hook's fetch) */
+  coll_grad *g = &c->gr[c->bk[k]];
+  if (g->left_done) return; /* fetched twice in one run (by another hook too) */
+  g->left_done = 1;
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= dims[i];
+  if (dt != LOOM_F32 || n != g->numel) {
+    loom_status_set(c->cb_st, LOOM_FAILED_PRECONDITION,
+                    "collective strategy: the gradient of %s is %s with %lld elements, planned as float32 with %lld",
+                    g->var, loom_dtype_name(dt), (long long)n, (long long)g->numel);
+    return;
+  }
+  memcpy(c->pack + g->pos, data, (size_t)n * sizeof(float));
+  c->b[g->bucket].left--;
+  start_ready(c, c->cb_st);
+}
+
+/* Tests the oldest bucket in flight (MPI progresses the others with it). */
+static loom_code progress(coll *c, loom_status *st) {
+  for (int k = 0; k < c->next_start; k++) {
+    coll_bucket *b = &c->b[k];
+    if (b->state != 1) continue;
+    int done = 0;
+    loom_code rc = loom__coll_test(b->req, &done, st);
+    if (rc == LOOM_OK && done) {
+      b->state = 2;
+      b->t_done = now_ns();
+    }
+    return rc;
   }
   return LOOM_OK;
 }
 
-/* A sparse gradient: every rank's rows (divided by the number of ranks) and ids, gathered in rank order. */
+static void obs_step(void *user) {
+  coll *c = user;
+  if (!loom_status_code(c->cb_st)) progress(c, c->cb_st);
+}
+
+/* After a failure with all-reduces in flight: the other ranks may never complete them. */
+static void abandon_inflight(coll *c) {
+  for (int k = 0; k < c->nb; k++)
+    if (c->b[k].state == 1) {
+      loom__coll_abandon();
+      return;
+    }
+}
+
+/* The step's all-reduce wall time (the union of the buckets' spans) and its part before the backward pass
+ * ended (t_run_end), added to the strategy's totals (buckets start in order: spans sorted by start). */
+static void add_span(coll *c, int64_t a, int64_t z) {
+  c->wall_ns += z - a;
+  int64_t e = z < c->t_run_end ? z : c->t_run_end;
+  if (e > a) c->hidden_ns += e - a;
+}
+static void account_overlap(coll *c) {
+  int64_t a0 = 0, a1 = 0;
+  int open = 0;
+  for (int k = 0; k < c->nb; k++) {
+    int64_t a = c->b[k].t_start, z = c->b[k].t_done;
+    if (open && a <= a1) {
+      if (z > a1) a1 = z;
+      continue;
+    }
+    if (open) add_span(c, a0, a1);
+    a0 = a;
+    a1 = z;
+    open = 1;
+  }
+  if (open) add_span(c, a0, a1);
+}
+
+/* Completes every bucket (packing from the results and starting those the run did not start), checks the
+ * training flag, and unpacks the averages into the fed tensors. */
+static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi, loom_status *st) {
+  loom_code rc = LOOM_OK;
+  for (int k = c->next_start; rc == LOOM_OK && k < c->nb; k++) { /* not started during the run */
+    coll_bucket *b = &c->b[k];
+    for (int i = b->g0; i < b->g1; i++) {
+      coll_grad *g = &c->gr[c->bk[i]];
+      memcpy(c->pack + g->pos, loom_tensor_data_const(res[fi[c->bk[i]]]), (size_t)g->numel * sizeof(float));
+    }
+    b->left = 0;
+  }
+  if (rc == LOOM_OK) rc = start_ready(c, st);
+  for (int k = 0; rc == LOOM_OK && k < c->nb; k++) {
+    coll_bucket *b = &c->b[k];
+    if (b->state == 1) {
+      rc = loom__coll_wait(b->req, st);
+      if (rc) break;
+      b->state = 2;
+      b->t_done = now_ns();
+    }
+    if (k == 0) rc = check_training(c, c->pack[b->n - 1], 1, st);
+  }
+  if (rc) {
+    abandon_inflight(c);
+    return rc;
+  }
+  account_overlap(c);
+  float inv = 1.0f / (float)c->size;
+  for (int i = 0; i < c->nbk; i++) {
+    coll_grad *g = &c->gr[c->bk[i]];
+    const loom_tensor *r = res[fi[c->bk[i]]];
+    if ((rc = ensure(&g->fed_v, LOOM_F32, loom_tensor_ndim(r), loom_tensor_dims(r), st)) != LOOM_OK) return rc;
+    float *d = loom_tensor_data(g->fed_v);
+    const float *p = c->pack + g->pos;
+    for (int64_t j = 0; j < g->numel; j++) d[j] = p[j] * inv;
+    c->reduced_bytes += g->numel * (int64_t)sizeof(float);
+  }
+  return LOOM_OK;
+}
+
+/* A sparse gradient whose densified form is cheaper to exchange (the rule in gather_sparse): this rank's
+ * rows summed into a zero table of the variable's shape, all-reduced, divided by the number of ranks, and
+ * fed with every row's id. */
+static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, const loom_tensor *ids, int64_t width,
+                              loom_status *st) {
+  int64_t vocab = g->vdims[0], rows = loom_tensor_dim(vals, 0);
+  loom_code rc = ensure(&g->fed_v, LOOM_F32, g->vnd, g->vdims, st);
+  if (rc == LOOM_OK) rc = ensure(&g->fed_i, loom_tensor_dtype(ids), 1, &vocab, st);
+  if (rc) return rc;
+  float *d = loom_tensor_data(g->fed_v);
+  memset(d, 0, (size_t)(vocab * width) * sizeof(float));
+  const float *v = loom_tensor_data_const(vals);
+  int wide = loom_tensor_dtype(ids) == LOOM_I64;
+  const void *ip = loom_tensor_data_const(ids);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t id = wide ? ((const int64_t *)ip)[r] : (int64_t)((const int32_t *)ip)[r];
+    if (id < 0 || id >= vocab)
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "collective strategy: the sparse gradient of %s has row id %lld outside [0, %lld)", g->var,
+                             (long long)id, (long long)vocab);
+    float *row = d + id * width;
+    for (int64_t j = 0; j < width; j++) row[j] += v[r * width + j];
+  }
+  void *fi = loom_tensor_data(g->fed_i);
+  for (int64_t r = 0; r < vocab; r++) {
+    if (wide)
+      ((int64_t *)fi)[r] = r;
+    else
+      ((int32_t *)fi)[r] = (int32_t)r;
+  }
+  if ((rc = loom__coll_allreduce_sum(d, vocab * width, st))) return rc;
+  float inv = 1.0f / (float)c->size;
+  for (int64_t i = 0, m = vocab * width; i < m; i++) d[i] *= inv;
+  c->reduced_bytes += vocab * width * (int64_t)sizeof(float);
+  return LOOM_OK;
+}
+
+/* A sparse gradient (an embedding's rows and ids), exchanged by the cheaper of two ways, chosen per
+ * variable and step from the rows every rank has (the same choice on every rank):
+ *  - allgather of every rank's rows and ids: each rank receives about R x (width x 4 + id bytes), R the
+ *    rows of all ranks together;
+ *  - a dense all-reduce of the whole table (the rows summed into a zero table): each rank sends and
+ *    receives about 2(N-1)/N x vocab x width x 4 bytes (a ring all-reduce);
+ * the dense way only where a zero row's update leaves the row as it is (SGD, Adagrad: g->dense_ok), so
+ * that the densified update equals the sparse one; with Momentum, Adam, RMSProp, Adadelta (whose dense
+ * update decays every row's slots) and FTRL (which recomputes a row from its slots) always allgather, as
+ * TF does. */
 static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, const loom_tensor *ids,
                                loom_status *st) {
   int nd = loom_tensor_ndim(vals);
@@ -302,10 +559,12 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                            "collective strategy: the sparse gradient of %s has rows of rank %d and %lld ids", g->var,
                            nd, (long long)loom_tensor_numel(ids));
-  int64_t rows = loom_tensor_dim(vals, 0), width = rows ? loom_tensor_numel(vals) / rows : 0;
+  int64_t rows = loom_tensor_dim(vals, 0), width = 1;
+  for (int k = 1; k < nd; k++) width *= loom_tensor_dim(vals, k);
   int64_t *counts = loom__calloc((size_t)c->size * 3, sizeof *counts);
   if (!counts) return oom(st);
   int64_t *bytes = counts + c->size, *ibytes = counts + 2 * c->size;
+  g->t0 = now_ns();
   loom_code rc = loom__coll_allgather(&rows, sizeof rows, counts, st);
   int64_t total = 0;
   size_t isz = loom_dtype_size(loom_tensor_dtype(ids));
@@ -314,8 +573,30 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     bytes[r] = counts[r] * width * (int64_t)sizeof(float);
     ibytes[r] = counts[r] * (int64_t)isz;
   }
-  int64_t dims[16];
-  for (int k = 0; k < nd && k < 16; k++) dims[k] = loom_tensor_dim(vals, k);
+  /* the rule above, on the rows of every rank */
+  int table_ok = g->dense_ok && g->vnd == nd && nd >= 1 && g->vdims[0] > 0;
+  for (int k = 1; table_ok && k < nd; k++) table_ok = g->vdims[k] == loom_tensor_dim(vals, k);
+  double gather_cost = (double)total * (double)(width * (int64_t)sizeof(float) + (int64_t)isz);
+  double dense_cost = table_ok ? 2.0 * (c->size - 1) / c->size * (double)g->vdims[0] * (double)width * 4.0 : 0;
+  int dense = rc == LOOM_OK && table_ok && dense_cost < gather_cost;
+  int path = dense ? 2 : 1;
+  if (rc == LOOM_OK && path != g->path)
+    loom__log(LOOM_LOG_INFO,
+              "collective: the sparse gradient of %s goes by %s (dense all-reduce %.0f bytes%s, allgather %.0f bytes "
+              "this step)",
+              g->var, dense ? "dense all-reduce" : "allgather", dense_cost,
+              table_ok ? "" : ": not for this optimizer or shape", gather_cost);
+  g->path = path;
+  snprintf(g->span, sizeof g->span, "%s %s", dense ? "dense all-reduce" : "allgather", g->var);
+  if (rc == LOOM_OK && dense) {
+    rc = dense_sparse(c, g, vals, ids, width, st);
+    c->sparse_dense++;
+    loom__free(counts);
+    g->t1 = now_ns();
+    return rc;
+  }
+  int64_t dims[LOOM_MAX_DIMS];
+  for (int k = 0; k < nd && k < LOOM_MAX_DIMS; k++) dims[k] = loom_tensor_dim(vals, k);
   dims[0] = total;
   if (rc == LOOM_OK) rc = ensure(&g->fed_v, LOOM_F32, nd, dims, st);
   if (rc == LOOM_OK) rc = ensure(&g->fed_i, loom_tensor_dtype(ids), 1, &total, st);
@@ -329,8 +610,10 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     float inv = 1.0f / (float)c->size, *d = loom_tensor_data(g->fed_v);
     for (int64_t i = 0, m = total * width; i < m; i++) d[i] *= inv;
     c->gathered_bytes += total * (width * (int64_t)sizeof(float) + (int64_t)isz);
+    c->sparse_gathered++;
   }
   loom__free(counts);
+  g->t1 = now_ns();
   return rc;
 }
 
@@ -366,60 +649,112 @@ static loom_code ch_acs(void *self, loom_session *s, loom_status *st) {
 static loom_code ch_before(void *self, loom_hook_context *ctx, loom_hook_run_args *a, loom_status *st) {
   coll *c = ((coll_hook *)self)->c;
   /* the other hooks see the step this run makes, as a local train op's increment */
-  loom_code rc = set_gs(c, loom_hook_context_session(ctx), c->gs + 1, st);
+  loom_session *s = loom_hook_context_session(ctx);
+  loom_code rc = set_gs(c, s, c->gs + 1, st);
   a->nfetches = c->nfetch;
   a->fetches = c->fetch;
+  if (c->planned) { /* this step's buckets: nothing packed, nothing started */
+    for (int k = 0; k < c->nb; k++) {
+      c->b[k].left = c->b[k].g1 - c->b[k].g0;
+      c->b[k].state = 0;
+      c->b[k].t_start = c->b[k].t_done = 0;
+    }
+    for (int k = 0; k < c->ngr; k++) c->gr[k].left_done = 0;
+    c->next_start = 0;
+    loom_status_clear(c->cb_st);
+    if (c->overlap && c->size > 1) {
+      loom__run_observer o = {c, obs_fetch, obs_step};
+      loom__session_set_observer(s, &o);
+      c->observed = s;
+    }
+  }
   c->t_mark = loom__mono_secs();
+  return rc;
+}
+
+/* The step's exchanges as spans on the trace's track 1, when the profiler traced the run. */
+static loom_code trace_spans(coll *c, loom_session *s, loom_status *st) {
+  int64_t origin = loom__session_trace_origin(s);
+  if (!origin) return LOOM_OK;
+  loom_trace_event ev[64];
+  int n = 0;
+  loom_code rc = LOOM_OK;
+  for (int k = 0; rc == LOOM_OK && k <= c->nb + c->ngr; k++) {
+    if (k < c->nb && c->b[k].t_done > 0) {
+      ev[n++] = (loom_trace_event){c->b[k].span, "AllReduce", c->b[k].t_start - origin,
+                                   c->b[k].t_done - c->b[k].t_start, 1};
+    } else if (k >= c->nb && k < c->nb + c->ngr && c->gr[k - c->nb].indices.node) {
+      coll_grad *g = &c->gr[k - c->nb];
+      ev[n++] = (loom_trace_event){g->span, g->path == 2 ? "AllReduce" : "AllGather", g->t0 - origin, g->t1 - g->t0, 1};
+    }
+    if (n == 64 || (k == c->nb + c->ngr && n)) {
+      rc = loom__session_trace_add(s, ev, n, st);
+      n = 0;
+    }
+  }
   return rc;
 }
 
 static loom_code ch_after(void *self, loom_hook_context *ctx, loom_tensor *const *res, loom_status *st) {
   coll *c = ((coll_hook *)self)->c;
+  loom_session *s = loom_hook_context_session(ctx);
   double t0 = loom__mono_secs();
+  c->t_run_end = now_ns();
   c->t_run += t0 - c->t_mark;
+  if (c->observed) {
+    loom__session_set_observer(c->observed, NULL);
+    c->observed = NULL;
+  }
   if (c->size == 1) { /* one rank: its gradients are the averages */
     for (int i = 0; i < c->nfetch; i++) c->feed_v[i] = res[i];
-    return apply(c, loom_hook_context_session(ctx), c->nfetch, t0, st);
+    return apply(c, s, c->nfetch, t0, st);
+  }
+  if (loom_status_code(c->cb_st)) {
+    abandon_inflight(c);
+    return loom_status_set(st, loom_status_code(c->cb_st), "%s", loom_status_message(c->cb_st));
   }
   int *fi = loom__calloc((size_t)c->ngr + 1, sizeof *fi);
-  if (!fi) return oom(st);
+  if (!fi) {
+    abandon_inflight(c);
+    return oom(st);
+  }
   int f = 0;
+  loom_code rc = LOOM_OK;
   for (int k = 0; k < c->ngr; k++) {
     fi[k] = f;
     f += c->gr[k].indices.node ? 2 : 1;
-    if (!c->gr[k].indices.node && loom_tensor_dtype(res[fi[k]]) != LOOM_F32) {
-      loom__free(fi);
-      return loom_status_set(st, LOOM_UNIMPLEMENTED,
-                             "collective strategy: the gradient of %s is %s; the all-reduce sums float32 gradients",
-                             c->gr[k].var, loom_dtype_name(loom_tensor_dtype(res[fi[k]])));
-    }
+    if (rc == LOOM_OK && !c->gr[k].indices.node &&
+        (loom_tensor_dtype(res[fi[k]]) != LOOM_F32 || (c->planned && loom_tensor_numel(res[fi[k]]) != c->gr[k].numel)))
+      rc = loom_status_set(st, LOOM_UNIMPLEMENTED,
+                           "collective strategy: the gradient of %s is %s with %lld elements; the all-reduce sums "
+                           "float32 gradients of a fixed size",
+                           c->gr[k].var, loom_dtype_name(loom_tensor_dtype(res[fi[k]])),
+                           (long long)loom_tensor_numel(res[fi[k]]));
   }
-  loom_code rc = LOOM_OK;
-  /* dense: buckets of consecutive gradients up to bucket_bytes (a larger gradient is a bucket of its own) */
-  for (int k0 = 0; rc == LOOM_OK && k0 < c->ngr;) {
-    int k1 = k0;
-    int64_t b = 0;
-    while (k1 < c->ngr) {
-      int64_t nb = c->gr[k1].indices.node ? 0 : (int64_t)loom_tensor_nbytes(res[fi[k1]]);
-      if (k1 > k0 && c->bucket_bytes > 0 && b + nb > c->bucket_bytes) break;
-      b += nb;
-      k1++;
-    }
-    rc = reduce_bucket(c, res, fi, k0, k1, st);
-    k0 = k1;
+  if (rc == LOOM_OK && !c->planned) {
+    rc = plan_buckets(c, res, fi, st);
+    for (int k = 0; rc == LOOM_OK && k < c->nb; k++) c->b[k].left = c->b[k].g1 - c->b[k].g0;
+    c->next_start = 0;
   }
+  if (rc == LOOM_OK) rc = finish_buckets(c, res, fi, st);
+  else abandon_inflight(c);
   for (int k = 0; rc == LOOM_OK && k < c->ngr; k++)
     if (c->gr[k].indices.node) rc = gather_sparse(c, &c->gr[k], res[fi[k]], res[fi[k] + 1], st);
   loom__free(fi);
   double t1 = loom__mono_secs();
   c->t_comm += t1 - t0;
+  if (rc == LOOM_OK) rc = trace_spans(c, s, st);
   if (rc) return rc;
   int n = 0;
   for (int k = 0; k < c->ngr; k++) {
     c->feed_v[n++] = c->gr[k].fed_v;
     if (c->gr[k].indices.node) c->feed_v[n++] = c->gr[k].fed_i;
   }
-  return apply(c, loom_hook_context_session(ctx), n, t1, st);
+  /* the apply's ops join the step's trace */
+  loom__session_trace_keep(s, 1);
+  rc = apply(c, s, n, t1, st);
+  loom__session_trace_keep(s, 0);
+  return rc;
 }
 
 /* Every rank ended at the same step (the all-reduce a training rank would match, with flag 0), and every
@@ -428,6 +763,15 @@ static loom_code ch_end(void *self, loom_session *s, loom_status *st) {
   coll *c = ((coll_hook *)self)->c;
   uint64_t h = 0;
   loom_code rc = LOOM_OK;
+  if (c->observed) { /* a run that failed: its buckets may be in flight */
+    loom__session_set_observer(c->observed, NULL);
+    c->observed = NULL;
+  }
+  for (int k = 0; k < c->nb; k++)
+    if (c->b[k].state == 1) {
+      abandon_inflight(c);
+      return loom_status_set(st, LOOM_ABORTED, "collective strategy: the last step failed with all-reduces in flight");
+    }
   if (c->size > 1 && c->first_bucket > 0) {
     rc = pack_room(c, c->first_bucket, st);
     if (rc == LOOM_OK) {
@@ -451,10 +795,13 @@ static loom_code ch_end(void *self, loom_session *s, loom_status *st) {
   double k = c->steps ? 1e3 / (double)c->steps : 0;
   fprintf(stderr,
           "collective: rank=%d size=%d steps=%lld global_step=%lld variables_checksum=%016llx run_ms=%.3f "
-          "comm_ms=%.3f apply_ms=%.3f allreduce_bytes_per_step=%lld allgather_bytes_per_step=%lld\n",
+          "comm_ms=%.3f apply_ms=%.3f allreduce_bytes_per_step=%lld allgather_bytes_per_step=%lld buckets=%d "
+          "overlap=%d allreduce_wall_ms=%.3f overlap_fraction=%.3f sparse_dense_allreduce=%lld sparse_allgather=%lld\n",
           c->rank, c->size, (long long)c->steps, (long long)c->gs, (unsigned long long)h, c->t_run * k, c->t_comm * k,
           c->t_apply * k, c->steps ? (long long)(c->reduced_bytes / c->steps) : 0LL,
-          c->steps ? (long long)(c->gathered_bytes / c->steps) : 0LL);
+          c->steps ? (long long)(c->gathered_bytes / c->steps) : 0LL, c->nb, c->overlap, (double)c->wall_ns * 1e-9 * k,
+          c->wall_ns > 0 ? (double)c->hidden_ns / (double)c->wall_ns : 0.0, (long long)c->sparse_dense,
+          (long long)c->sparse_gathered);
   return rc;
 }
 
@@ -509,6 +856,13 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
   c->rank = loom__coll_rank();
   c->size = loom__coll_size();
   c->bucket_bytes = bucket_bytes < 0 ? 25 << 20 : bucket_bytes;
+  const char *ov = getenv("LOOM_COLLECTIVE_OVERLAP");
+  c->overlap = !(ov && !strcmp(ov, "0"));
+  if (!(c->cb_st = loom_status_new())) {
+    loom__free(c);
+    oom(st);
+    return NULL;
+  }
   return &c->base;
 }
 
@@ -523,6 +877,9 @@ void loom__collective_strategy_free(loom__strategy *base) {
   loom__free(c->fetch);
   loom__free(c->feed);
   loom__free(c->feed_v);
+  loom__free(c->bk);
+  loom__free(c->b);
+  loom_status_free(c->cb_st);
   loom_tensor_free(c->gs_t);
   free(c->pack);
   loom__free(c);

@@ -19,13 +19,18 @@
  *   - a scalar fetch read as a double, whatever its numeric dtype;
  *   - a node's attributes, read by an exporter to another format
  *     (interop/onnx.c), which the public accessors do not give;
- *   - a node's control inputs (a GraphDef's "^name" inputs, summary/events.c).
+ *   - a node's control inputs (a GraphDef's "^name" inputs, summary/events.c);
+ *   - a run observer: told during a run when each fetched value is final, so that a layer above can
+ *     start working on it while the rest of the run goes on (distributed/collective_strategy.c starts a
+ *     gradient bucket's all-reduce during the backward pass), and spans it adds to the run's trace.
  * Whether a graph has failed has a public form: loom_graph_status(g, NULL). */
 #ifndef LOOM_ENGINE_API_H
 #define LOOM_ENGINE_API_H
 
 #include "base/base.h"
 #include "loom/loom_graph.h"
+#include "loom/loom_session.h"
+#include "loom/loom_summary.h"
 
 /* Slots of per-graph attached data: one per layer that keeps state with a
  * graph (variables and collections; the summaries' tag arrays). */
@@ -81,5 +86,36 @@ loom_code loom__tensor_set_strings(loom_tensor *t, const char *bytes, size_t nby
  * accessors. NULL for n NULL. */
 struct loom_attrs;
 const struct loom_attrs *loom__node_attrs(const loom_node *n);
+
+/* Run observer. While set on a session (loom__session_set_observer; NULL or an observer with no
+ * callbacks clears it), every CPU run of that session calls, on the calling thread:
+ *  - fetch_ready(user, i, out, data, dtype, ndim, dims) once per fetch i (the run's i-th fetch, output
+ *    out of the graph), as soon as its value is final:
+ *    after the step that produces it (and any later step that writes it in place), before the run's
+ *    remaining steps; fetches no step produces (fed values, variables) before the first step. data
+ *    stays valid and unchanged until the run returns (the run then copies it out as usual). Fetches
+ *    are reported in the order they become final (the plan's execution order).
+ *  - step_done(user) after every step (an observer that has work in flight makes progress here).
+ * Device plans do not call it (their values are on the device until the run ends). A callback cannot
+ * fail the run: it keeps its own error for its caller. Callbacks must not call the session (its lock
+ * is held). */
+typedef struct loom__run_observer {
+  void *user;
+  void (*fetch_ready)(void *user, int fetch, loom_output out, const void *data, loom_dtype dtype, int ndim,
+                      const int64_t *dims);
+  void (*step_done)(void *user);
+} loom__run_observer;
+void loom__session_set_observer(loom_session *s, const loom__run_observer *obs);
+
+/* Run traces (loom_session_set_tracing) for a layer that does work of its own around runs:
+ *  - the CLOCK_MONOTONIC time (ns) the current trace's times count from, 0 when the last run was not
+ *    traced: a span [a, b) of that clock is the event {start_ns = a - origin, dur_ns = b - a};
+ *  - _add appends n events to the trace (copied; their strings must live until the trace is read),
+ *    RESOURCE_EXHAUSTED on OOM; nothing when the last run was not traced;
+ *  - while keep is on, traced runs append their steps to the current trace (on the same time origin)
+ *    instead of starting a new one: several runs of one training step in one timeline. */
+int64_t loom__session_trace_origin(const loom_session *s);
+loom_code loom__session_trace_add(loom_session *s, const loom_trace_event *ev, int n, loom_status *st);
+void loom__session_trace_keep(loom_session *s, int on);
 
 #endif

@@ -83,6 +83,8 @@ static void plan_free(loom_plan *p) {
   loom__free(p->ptrs);
   loom__free(p->fetch_val);
   loom__free(p->feed_val);
+  loom__free(p->fetch_ready);
+  loom__free(p->ready_order);
   loom__free(p->feed_shape);
   loom__aligned_free(p->arena);
   loom__dev_plan_free(p);
@@ -356,6 +358,7 @@ done:
   return rc;
 }
 
+static loom_code fetch_readiness(loom_plan *p, loom_status *st);
 static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf, const loom_output *fetches, int nx,
                               loom_node *const *targets, int nt, loom_plan **out, loom_status *st) {
   loom_graph *g = s->graph;
@@ -529,6 +532,7 @@ static loom_code compile_plan(loom_session *s, const loom_output *feeds, int nf,
     sp->ctx.backend = p->dev && !sp->on_host ? loom__dev_context(s) : NULL;
   }
   for (int i = 0; i < nx; i++) p->fetch_val[i] = p->node_val[fetches[i].node->id] + fetches[i].index;
+  if ((rc = fetch_readiness(p, st))) goto fail;
   for (int i = 0; i < nf; i++) p->feed_val[i] = p->node_val[feeds[i].node->id] >= 0
                                                     ? p->node_val[feeds[i].node->id] + feeds[i].index
                                                     : -1;
@@ -541,6 +545,63 @@ fail:
   loom__free(stack);
   plan_free(p);
   return rc;
+}
+
+/* p->fetch_ready and p->ready_order (the run observer's schedule): a fetch is final after the last step
+ * that writes its bytes: its producer, the producers along its chain of views and in-place ops, and any
+ * in-place op (Assign, Apply*) on the same buffer. */
+static int root_value(const loom_plan *p, int vi) {
+  while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
+  return vi;
+}
+static loom_code fetch_readiness(loom_plan *p, loom_status *st) {
+  int nx = p->nfetches;
+  p->fetch_ready = loom__calloc((size_t)nx + 1, sizeof *p->fetch_ready);
+  p->ready_order = loom__calloc((size_t)nx + 1, sizeof *p->ready_order);
+  if (!p->fetch_ready || !p->ready_order)
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+  for (int f = 0; f < nx; f++) {
+    int r = -1, vi = p->fetch_val[f];
+    for (;;) {
+      if (p->values[vi].producer > r) r = p->values[vi].producer;
+      if (p->values[vi].kind != VAL_ALIAS) break;
+      vi = p->values[vi].alias_of;
+    }
+    for (int i = r + 1; i < p->nsteps; i++) {
+      const loom_node *n = p->steps[i].node;
+      if (!(n->def->flags & LOOM_OPF_MUTATES_INPUT0) || n->nin < 1) continue;
+      if (root_value(p, p->node_val[n->in[0].node->id] + n->in[0].index) == vi) r = i;
+    }
+    p->fetch_ready[f] = r;
+    /* insertion into the order (fetches are few) */
+    int k = f;
+    while (k > 0 && p->fetch_ready[p->ready_order[k - 1]] > r) {
+      p->ready_order[k] = p->ready_order[k - 1];
+      k--;
+    }
+    p->ready_order[k] = f;
+  }
+  return LOOM_OK;
+}
+
+void loom__session_set_observer(loom_session *s, const loom__run_observer *obs) {
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  if (obs && (obs->fetch_ready || obs->step_done))
+    s->obs = *obs;
+  else
+    memset(&s->obs, 0, sizeof s->obs);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Tells the observer of the fetches that are final after step i (-1: before the first step), from
+ * position *cur of p->ready_order on. */
+static void observe_fetches(loom_session *s, const loom_plan *p, int i, int *cur) {
+  while (*cur < p->nfetches && p->fetch_ready[p->ready_order[*cur]] <= i) {
+    int f = p->ready_order[(*cur)++];
+    const loom_buf *b = &p->values[p->fetch_val[f]].buf;
+    s->obs.fetch_ready(s->obs.user, f, p->fetches[f], b->data, b->dtype, b->ndim, b->dims);
+  }
 }
 
 /* ---- specialization: concrete shapes + memory plan ---- */
@@ -884,16 +945,38 @@ static int64_t mono_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
-/* Room for one event per step of p; the trace restarts empty. */
-static loom_code trace_begin(loom_session *s, const loom_plan *p, loom_status *st) {
-  s->ntrace = 0;
-  if (p->nsteps > s->trace_cap) {
-    loom_trace_event *t = loom__realloc(s->trace, (size_t)p->nsteps * sizeof *t);
+static loom_code trace_room(loom_session *s, int32_t n, loom_status *st) {
+  if (s->ntrace + n > s->trace_cap) {
+    int32_t cap = s->ntrace + n;
+    loom_trace_event *t = loom__realloc(s->trace, (size_t)cap * sizeof *t);
     if (!t) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory for the run trace");
     s->trace = t;
-    s->trace_cap = p->nsteps;
+    s->trace_cap = cap;
   }
   return LOOM_OK;
+}
+/* Room for one event per step of p; the trace restarts empty unless kept (loom__session_trace_keep). */
+static loom_code trace_begin(loom_session *s, const loom_plan *p, loom_status *st) {
+  if (!s->trace_keep) s->ntrace = 0;
+  return trace_room(s, p->nsteps, st);
+}
+int64_t loom__session_trace_origin(const loom_session *s) { return s && s->trace_last ? s->trace_t0 : 0; }
+loom_code loom__session_trace_add(loom_session *s, const loom_trace_event *ev, int n, loom_status *st) {
+  if (!s || n <= 0 || !s->trace_last) return LOOM_OK;
+  pthread_mutex_lock(&s->mu);
+  loom_code rc = trace_room(s, n, st);
+  if (!rc) {
+    memcpy(s->trace + s->ntrace, ev, (size_t)n * sizeof *ev);
+    s->ntrace += n;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+void loom__session_trace_keep(loom_session *s, int on) {
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  s->trace_keep = on != 0;
+  pthread_mutex_unlock(&s->mu);
 }
 static void trace_step(loom_session *s, const loom_node *n, int64_t t0, int64_t start, int64_t end) {
   loom_trace_event *e = &s->trace[s->ntrace++];
@@ -1001,8 +1084,12 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   pthread_mutex_lock(&s->mu);
   loom_code rc = LOOM_OK;
   const int tracing = s->tracing;
-  const int64_t t0 = tracing ? mono_ns() : 0;
-  if (tracing) s->ntrace = 0;
+  /* a kept trace (loom__session_trace_keep) continues on its time origin */
+  const int cont = tracing && s->trace_keep && s->trace_last;
+  const int64_t t0 = cont ? s->trace_t0 : tracing ? mono_ns() : 0;
+  if (tracing && !cont) s->ntrace = 0;
+  s->trace_t0 = t0;
+  s->trace_last = tracing;
   loom__strarena_reset(&s->strings); /* the last run's strings were copied out by its fetches */
   /* the feed-derived part with data-dependent shapes runs first; its results join the feeds */
   rc = loom__host_pass_run(s, feeds, feed_values, nfeeds, fetches, nfetches, targets, ntargets, &feeds, &feed_values,
@@ -1058,6 +1145,9 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   if (s->dev && (rc = loom__dev_host_plan_begin(s, p, st))) goto done; /* a CPU plan of a device session */
 
   loom__set_ftz();
+  const loom__run_observer obs = s->obs;
+  int ocur = 0;
+  if (obs.fetch_ready) observe_fetches(s, p, -1, &ocur);
   for (int i = 0; i < p->nsteps; i++) {
     if (atomic_load_explicit(&s->cancel, memory_order_relaxed)) {
       atomic_store(&s->cancel, 0);
@@ -1081,6 +1171,8 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
       goto done;
     }
     (*sp->ctx.counter)++;
+    if (obs.fetch_ready) observe_fetches(s, p, i, &ocur);
+    if (obs.step_done) obs.step_done(obs.user);
   }
   if (atomic_load(&s->cancel)) {
     atomic_store(&s->cancel, 0);

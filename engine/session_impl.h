@@ -3,6 +3,7 @@
 #define LOOM_SESSION_IMPL_H
 #include <pthread.h>
 #include <stdatomic.h>
+#include "engine/engine_api.h"
 #include "engine/engine_impl.h"
 #include "loom/loom_summary.h"
 
@@ -51,6 +52,8 @@ typedef struct loom_plan {
   loom_buf **ptrs;
   int32_t *fetch_val;
   int32_t *feed_val;     /* per feed: value index or -1 (feed not used) */
+  int32_t *fetch_ready;  /* per fetch: the step after which its value is final (-1: before the first) */
+  int32_t *ready_order;  /* the fetches by fetch_ready, ascending (the run observer's order) */
   loom_tdesc *feed_shape;/* shapes the plan was specialized for */
   int specialized;
   void *arena;
@@ -87,6 +90,11 @@ struct loom_session {
   int tracing;
   int32_t ntrace, trace_cap;
   loom_trace_event *trace;
+  int64_t trace_t0;  /* CLOCK_MONOTONIC ns of the traced run the trace starts with */
+  int trace_keep;    /* loom__session_trace_keep: traced runs append to the trace */
+  int trace_last;    /* the last run was traced */
+  /* loom__session_set_observer: told of each fetch when final and after every step (CPU runs) */
+  loom__run_observer obs;
   /* feed-derived data-shape part of the graph (engine/host_pass.c); NULL until needed */
   struct loom_host_pass *host_pass;
   /* bytes of the strings kernels output in ordinary runs (AsString, ...):

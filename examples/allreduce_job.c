@@ -8,7 +8,8 @@
  * rank build this many hidden units: a model mismatch)] [--finite_odd_ranks 1 (their input is one pass
  * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
  * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
- * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1].
+ * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1] [--profile_steps N (rank 0: a
+ * ProfilerHook writes a Chrome trace of every N-th step into <model_dir>/profile)].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
  * (B = batch × workers), worker w of W the w-th slice of b, so W workers with batch b see the same examples
@@ -168,12 +169,19 @@ int main(int argc, char **argv) {
   progress pr = {{NULL, 0}, c.sleep_ms};
   static const loom_hook_ops pr_ops = {pr_begin, NULL, pr_before, pr_after, NULL, NULL};
   loom_hook *ph = loom_hook_new(&pr_ops, &pr, "progress");
+  loom_hook *hooks[2] = {ph, NULL};
+  int64_t profile = atoll(arg(argc, argv, "--profile_steps", "0"));
+  if (profile > 0 && rank == 0) {
+    char pdir[4096];
+    snprintf(pdir, sizeof pdir, "%s/profile", model_dir);
+    hooks[1] = loom_profiler_hook(profile, 0, pdir, st);
+  }
   loom_train_spec ts = loom_train_spec_default();
   ts.input_fn = input_fn;
   ts.input_user = &c;
   ts.max_steps = rc.save_checkpoints_steps;
-  ts.nhooks = 1;
-  ts.hooks = &ph;
+  ts.nhooks = hooks[1] ? 2 : 1;
+  ts.hooks = hooks;
   loom_eval_spec es = loom_eval_spec_default();
   es.input_fn = input_fn;
   es.input_user = &c;
@@ -190,6 +198,7 @@ int main(int argc, char **argv) {
   if (code != LOOM_OK) fprintf(stderr, "allreduce_job: rank %d: %s\n", rank, loom_status_message(st));
   loom_tae_result_free(r);
   loom_hook_free(ph);
+  loom_hook_free(hooks[1]);
   loom_estimator_free(e);
   loom_status_free(st);
   return code == LOOM_OK ? 0 : 1;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <cjson/cJSON.h>
 #include "test_util.h"
 
 #ifndef LOOM_ALLREDUCE_JOB_BIN
@@ -136,8 +137,9 @@ static void same_checksums(const char *out, int np) {
   cr_assert_eq(n, np, "expected %d checksum lines:\n%s", np, out);
 }
 
-/* N = 2 workers with batch b against one worker with batch 2b, optimizer opt, after 100 steps. */
-static void match_local(const char *opt, const char *extra, double tol) {
+/* N = 2 workers with batch b against one worker with batch 2b, optimizer opt, after 100 steps; want (NULL:
+ * none): text rank 0's summary line must hold. */
+static void match_local_want(const char *opt, const char *extra, double tol, const char *want) {
   char dir[512], args[1024], dl[600], dc[600];
   tu_tmpdir(dir, sizeof dir, "allreduce");
   snprintf(dl, sizeof dl, "%s/local", dir);
@@ -149,6 +151,12 @@ static void match_local(const char *opt, const char *extra, double tol) {
   char *out = out_of(dir, "coll");
   same_checksums(out, 2);
   cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
+  if (want) {
+    const char *line = strstr(out, "collective: rank=0 ");
+    const char *eol = line ? strchr(line, '\n') : NULL;
+    const char *hit = line ? strstr(line, want) : NULL;
+    cr_assert(hit && (!eol || hit < eol), "rank 0's summary lacks \"%s\":\n%s", want, out);
+  }
   free(out);
   int nv = 0;
   double rel = compare_ckpts(dl, dc, 100, &nv);
@@ -175,6 +183,7 @@ static void match_local(const char *opt, const char *extra, double tol) {
   loom_tensor_free(b);
   tu_rmtree(dir);
 }
+static void match_local(const char *opt, const char *extra, double tol) { match_local_want(opt, extra, tol, NULL); }
 
 Test(allreduce, sgd_two_workers_match_one_with_twice_the_batch, .timeout = 240) {
   if (!have_mpi()) return;
@@ -195,10 +204,119 @@ Test(allreduce, adam_two_workers_match_one_with_twice_the_batch, .timeout = 240)
   match_local("adam", "--lr 0.01", 1e-4);
 }
 
-/* An embedding's sparse gradient (rows and ids gathered from every rank). */
+/* An embedding's sparse gradient (rows and ids gathered from every rank): 50 rows of width 4, 16 ids per
+ * rank: an allgather receives 32 x (16 + 4) = 640 bytes, a dense all-reduce 2(N-1)/N x 50 x 16 = 800. */
 Test(allreduce, sparse_embedding_gradient_matches, .timeout = 240) {
   if (!have_mpi()) return;
-  match_local("sgd", "--embed 50", 1e-5);
+  match_local_want("sgd", "--embed 50", 1e-5, "sparse_dense_allreduce=0 sparse_allgather=100");
+}
+
+/* A small table (10 rows: a dense all-reduce of 160 bytes against an allgather of 640) goes by dense
+ * all-reduce under SGD, whose update leaves a zero row as it is: the same training as one worker. */
+Test(allreduce, sparse_small_vocab_goes_by_dense_allreduce, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("sgd", "--embed 10", 1e-5, "sparse_dense_allreduce=100 sparse_allgather=0");
+}
+
+/* A large table (5000 rows: 80000 bytes dense against 640 gathered) goes by allgather. */
+Test(allreduce, sparse_large_vocab_goes_by_allgather, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("sgd", "--embed 5000", 1e-5, "sparse_dense_allreduce=0 sparse_allgather=100");
+}
+
+/* Adam's dense update decays the slots of rows without a gradient: a small table still goes by
+ * allgather (the densified update would differ from the sparse one). */
+Test(allreduce, sparse_adam_keeps_allgather_on_a_small_vocab, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("adam", "--embed 10 --lr 0.01", 1e-4, "sparse_dense_allreduce=0 sparse_allgather=100");
+}
+
+/* rank 0's "key=<integer>" from the strategy's summary line (-1: none). */
+static long long summary_int(const char *out, const char *key) {
+  const char *line = strstr(out, "collective: rank=0 ");
+  const char *p = line ? strstr(line, key) : NULL;
+  return p ? atoll(p + strlen(key)) : -1;
+}
+
+/* Four fusion buckets (200 bytes: every gradient of the 8-64-3 model its own bucket) all-reduced while the
+ * backward pass runs: the ProfilerHook's Chrome trace holds each bucket's span on track 1, and the first
+ * starts before the backward pass's last op ends (it starts when the output layer's gradients are final,
+ * before the first layer's are computed). */
+Test(allreduce, overlap_trace_shows_buckets_during_backward, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024], path[700];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 20 --hidden 64 --profile_steps 10", dir);
+  int rc = run(dir, "job", "LOOM_COLLECTIVE_BUCKET_BYTES=200", 2, args);
+  char *out = out_of(dir, "job");
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert_eq(summary_int(out, " buckets="), 4, "%s", out);
+  cr_assert_eq(summary_int(out, " overlap="), 1, "%s", out);
+  snprintf(path, sizeof path, "%s/m/profile/timeline-20.json", dir);
+  size_t n = 0;
+  char *text = tu_read_file(path, &n);
+  cr_assert(text, "no trace %s:\n%s", path, out);
+  cJSON *root = cJSON_Parse(text);
+  cJSON *evs = cJSON_GetObjectItem(root, "traceEvents");
+  cr_assert(cJSON_IsArray(evs), "%s", text);
+  /* the step's run: the ops before the first update (Apply*) op; the buckets: track 1 */
+  double first_apply = 1e300, backward_end = 0, first_coll = 1e300;
+  int ncoll = 0;
+  cJSON *e;
+  cJSON_ArrayForEach(e, evs) {
+    const char *op = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "op")->valuestring;
+    double ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+    if (cJSON_GetObjectItem(e, "tid")->valueint == 0 && strstr(op, "Apply") && ts < first_apply) first_apply = ts;
+  }
+  cJSON_ArrayForEach(e, evs) {
+    const char *op = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "op")->valuestring;
+    double ts = cJSON_GetObjectItem(e, "ts")->valuedouble, dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+    int tid = cJSON_GetObjectItem(e, "tid")->valueint;
+    if (tid == 0 && ts < first_apply && ts + dur > backward_end) backward_end = ts + dur;
+    if (tid == 1 && !strcmp(op, "AllReduce")) {
+      ncoll++;
+      cr_assert(strstr(cJSON_GetObjectItem(e, "name")->valuestring, "allreduce bucket "), "%s", text);
+      if (ts < first_coll) first_coll = ts;
+    }
+  }
+  fprintf(stderr, "allreduce: trace: %d bucket spans, first starts at %.1f us, backward ends at %.1f us; %s\n", ncoll,
+          first_coll, backward_end, strstr(out, "overlap_fraction=") ? strstr(out, "overlap_fraction=") : "");
+  cr_assert_eq(ncoll, 4, "%d all-reduce spans in the trace:\n%s", ncoll, text);
+  cr_assert(first_apply < 1e300, "no update op in the trace:\n%s", text);
+  cr_assert(first_coll < backward_end, "the first bucket's all-reduce starts at %g us, after the backward pass (%g us)",
+            first_coll, backward_end);
+  cJSON_Delete(root);
+  free(text);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* The overlapped all-reduce (non-blocking, started during the backward pass) and the plain one (blocking,
+ * after the run) sum the same buckets: the same variables, bit for bit. */
+Test(allreduce, overlap_equals_the_plain_all_reduce_bitwise, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512], args[1024], da[600], db[600];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  snprintf(da, sizeof da, "%s/overlap", dir);
+  snprintf(db, sizeof db, "%s/plain", dir);
+  snprintf(args, sizeof args, "--model_dir %s --batch 16 --steps 100 --hidden 64 --embed 50", da);
+  cr_assert_eq(run(dir, "overlap", "LOOM_COLLECTIVE_BUCKET_BYTES=200", 2, args), 0);
+  snprintf(args, sizeof args, "--model_dir %s --batch 16 --steps 100 --hidden 64 --embed 50", db);
+  cr_assert_eq(run(dir, "plain", "LOOM_COLLECTIVE_BUCKET_BYTES=200 LOOM_COLLECTIVE_OVERLAP=0", 2, args), 0);
+  char *a = out_of(dir, "overlap"), *b = out_of(dir, "plain");
+  cr_assert_eq(summary_int(a, " overlap="), 1, "%s", a);
+  cr_assert_eq(summary_int(b, " overlap="), 0, "%s", b);
+  cr_assert_eq(summary_int(a, " buckets="), summary_int(b, " buckets="));
+  cr_assert(summary_int(a, " buckets=") >= 4, "%s", a);
+  same_checksums(a, 2);
+  same_checksums(b, 2);
+  const char *ca = strstr(a, "variables_checksum="), *cb = strstr(b, "variables_checksum=");
+  cr_assert(ca && cb && !strncmp(ca, cb, 35), "overlapped and plain all-reduce differ:\n%s\n---\n%s", a, b);
+  int nv = 0;
+  cr_assert_eq(compare_ckpts(da, db, 100, &nv), 0.0, "the checkpoints differ");
+  free(a);
+  free(b);
+  tu_rmtree(dir);
 }
 
 /* The chief's checkpoint read by a local run: training skipped (at max_steps), the same evaluation. */

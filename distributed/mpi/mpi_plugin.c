@@ -176,6 +176,88 @@ static int p_allreduce(float *buf, int64_t n, char *err, size_t cap) {
   return 0;
 }
 
+/* Requests in flight of the non-blocking all-reduce: a handle is a slot; a slot holds one MPI request per
+ * piece of at most INT_MAX elements. */
+typedef struct nb_slot {
+  MPI_Request *q;
+  int n, cap, used;
+} nb_slot;
+static nb_slot *g_nb;
+static int g_nnb;
+
+static int nb_slot_new(int pieces) {
+  int k = 0;
+  while (k < g_nnb && g_nb[k].used) k++;
+  if (k == g_nnb) {
+    nb_slot *t = realloc(g_nb, (size_t)(g_nnb + 8) * sizeof *t);
+    if (!t) return -1;
+    memset(t + g_nnb, 0, 8 * sizeof *t);
+    g_nb = t;
+    g_nnb += 8;
+  }
+  nb_slot *sl = &g_nb[k];
+  if (pieces > sl->cap) {
+    MPI_Request *q = realloc(sl->q, (size_t)pieces * sizeof *q);
+    if (!q) return -1;
+    sl->q = q;
+    sl->cap = pieces;
+  }
+  sl->n = 0;
+  sl->used = 1;
+  return k;
+}
+
+static int nb_valid(int req, char *err, size_t cap) {
+  if (req >= 0 && req < g_nnb && g_nb[req].used) return 1;
+  snprintf(err, cap, "MPI transport: no all-reduce request %d in flight", req);
+  return 0;
+}
+
+static int p_iallreduce(float *buf, int64_t n, int *req, char *err, size_t cap) {
+  if (check(err, cap)) return 1;
+  int64_t pieces = n > 0 ? (n + INT_MAX - 1) / INT_MAX : 1;
+  int k = nb_slot_new((int)pieces);
+  if (k < 0) return fail(err, cap, "MPI %s: out of memory%s", "Iallreduce", MPI_SUCCESS);
+  nb_slot *sl = &g_nb[k];
+  for (int64_t i = 0; i < pieces; i++) {
+    int64_t off = i * INT_MAX;
+    int c = (int)(n - off < INT_MAX ? n - off : INT_MAX);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, c, MPI_FLOAT, MPI_SUM, g_comm, &sl->q[sl->n]);
+    if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", "Iallreduce", rc);
+    sl->n++;
+  }
+  *req = k;
+  return 0;
+}
+
+static int p_test(int req, int *done, char *err, size_t cap) {
+  *done = 0;
+  if (!g_inited || g_failed) return check(err, cap);
+  if (!nb_valid(req, err, cap)) return 1;
+  serve_pings();
+  nb_slot *sl = &g_nb[req];
+  int all = 0;
+  int rc = MPI_Testall(sl->n, sl->q, &all, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", "Testall", rc);
+  if (all) {
+    sl->used = 0;
+    *done = 1;
+  }
+  return 0;
+}
+
+static int p_wait(int req, char *err, size_t cap) {
+  if (!g_inited || g_failed) return check(err, cap);
+  if (!nb_valid(req, err, cap)) return 1;
+  nb_slot *sl = &g_nb[req];
+  for (int i = 0; i < sl->n; i++)
+    if (wait_req(&sl->q[i], "allreduce", err, cap)) return 1;
+  sl->used = 0;
+  return 0;
+}
+
+static void p_abandon(void) { g_failed = 1; }
+
 static int p_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap) {
   if (check(err, cap)) return 1;
   for (int64_t off = 0; off < bytes; off += INT_MAX) {
@@ -235,6 +317,10 @@ static void p_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 static int p_finalize(void) {
   if (!g_inited) return 0;
+  for (int k = 0; k < g_nnb; k++) free(g_nb[k].q);
+  free(g_nb);
+  g_nb = NULL;
+  g_nnb = 0;
   g_inited = 0;
   if (g_failed) return 1; /* a lost rank would make MPI_Finalize wait for it: the launcher ends the job */
   MPI_Comm_free(&g_comm);
@@ -264,6 +350,10 @@ __attribute__((visibility("default"))) const loom_coll_api *loom_collective_plug
   g_api.allgather = p_allgather;
   g_api.allgatherv = p_allgatherv;
   g_api.barrier = p_barrier;
+  g_api.iallreduce_sum_f32 = p_iallreduce;
+  g_api.test = p_test;
+  g_api.wait = p_wait;
+  g_api.abandon = p_abandon;
   g_api.abort = p_abort;
   g_api.finalize = p_finalize;
   return &g_api;
