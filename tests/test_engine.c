@@ -389,3 +389,95 @@ Test(session, reused_fetch_tensors_written_in_place_only_when_safe) {
   loom_status_free(st);
   loom_graph_free(g);
 }
+
+/* The run observer (engine/engine_api.h): each fetch reported once, as soon as the step that makes it has
+ * run and before the later steps, with its final value; fed values before the first step; a view with its
+ * base. And the trace a layer above extends: spans added, a kept trace continued by the next run. */
+#include "engine/engine_api.h"
+typedef struct obs_log {
+  int steps, n, fetch[8], at_step[8];
+  float first[8];
+  loom_output out[8];
+} obs_log;
+static void obs_fetch_cb(void *user, int f, loom_output out, const void *data, loom_dtype dt, int ndim,
+                         const int64_t *dims) {
+  obs_log *l = user;
+  cr_assert_eq(dt, LOOM_F32);
+  cr_assert_eq(ndim, 1);
+  cr_assert_eq(dims[0], 3);
+  l->fetch[l->n] = f;
+  l->out[l->n] = out;
+  l->at_step[l->n] = l->steps;
+  l->first[l->n++] = ((const float *)data)[2];
+}
+static void obs_step_cb(void *user) { ((obs_log *)user)->steps++; }
+
+Test(session, run_observer_reports_fetches_when_final) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {3};
+  loom_output x = loom_placeholder(g, LOOM_F32, 1, d, "x");
+  loom_output a = loom_add(g, x, x, "a");
+  loom_output v = loom_identity(g, a, "v");
+  loom_output b = loom_mul(g, a, a, "b");
+  loom_output c = loom_add(g, b, x, "c");
+  loom_session *s = loom_session_new(g, NULL, NULL);
+  float xv[3] = {1, 2, 3};
+  loom_tensor *xt = tu_f32(1, d, xv);
+  loom_output fetches[4] = {c, v, x, a};
+  loom_tensor *res[4] = {NULL, NULL, NULL, NULL};
+  obs_log l = {0};
+  loom__run_observer o = {&l, obs_fetch_cb, obs_step_cb};
+  loom__session_set_observer(s, &o);
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, fetches, res, 4, NULL, 0, NULL), LOOM_OK);
+  cr_assert_eq(l.n, 4, "%d fetches reported", l.n);
+  int seen[4] = {0};
+  for (int i = 0; i < 4; i++) seen[l.fetch[i]]++;
+  for (int i = 0; i < 4; i++) cr_assert_eq(seen[i], 1, "fetch %d reported %d times", i, seen[i]);
+  /* x (fed) before any step; a and its view v after a's step, before b and c run; c last, after every step */
+  cr_assert_eq(l.fetch[0], 2);
+  cr_assert_eq(l.at_step[0], 0);
+  cr_assert_eq(l.fetch[3], 0);
+  cr_assert_eq(l.at_step[3], l.steps - 1, "c reported after %d of %d steps", l.at_step[3], l.steps);
+  cr_assert(l.at_step[1] < l.steps - 1 && l.at_step[2] < l.steps - 1, "a reported after %d of %d steps", l.at_step[1],
+            l.steps);
+  cr_assert(l.out[3].node == c.node && l.out[0].node == x.node);
+  for (int i = 0; i < 4; i++) /* the value reported is the value fetched */
+    cr_assert_float_eq(l.first[i], ((const float *)loom_tensor_data_const(res[l.fetch[i]]))[2], 0);
+  cr_assert_float_eq(l.first[3], 39.0f, 0);
+  /* cleared: no more reports */
+  loom__session_set_observer(s, NULL);
+  int before = l.n;
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, fetches, res, 4, NULL, 0, NULL), LOOM_OK);
+  cr_assert_eq(l.n, before);
+
+  /* traces: an added span and a kept trace continued by the next run */
+  cr_assert_eq(loom__session_trace_origin(s), 0, "no traced run yet");
+  loom_session_set_tracing(s, 1);
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, fetches, res, 4, NULL, 0, NULL), LOOM_OK);
+  int n1 = 0;
+  loom_session_last_trace(s, &n1);
+  cr_assert(n1 >= 3 && loom__session_trace_origin(s) > 0);
+  loom_trace_event span = {"my span", "AllReduce", 5, 7, 1};
+  cr_assert_eq(loom__session_trace_add(s, &span, 1, NULL), LOOM_OK);
+  loom__session_trace_keep(s, 1);
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, &c, res, 1, NULL, 0, NULL), LOOM_OK);
+  loom__session_trace_keep(s, 0);
+  int n2 = 0;
+  const loom_trace_event *ev = loom_session_last_trace(s, &n2);
+  cr_assert_eq(n2, n1 + 1 + n1, "%d events after a kept run (first run %d)", n2, n1);
+  cr_assert_str_eq(ev[n1].node, "my span");
+  cr_assert_eq(ev[n1].thread, 1);
+  cr_assert(ev[n1 + 1].start_ns >= ev[n1 - 1].start_ns, "the kept run's times count from the first run's start");
+  /* not kept: the next traced run starts a new trace */
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, &c, res, 1, NULL, 0, NULL), LOOM_OK);
+  int n3 = 0;
+  loom_session_last_trace(s, &n3);
+  cr_assert_eq(n3, n1);
+  loom_session_set_tracing(s, 0);
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, &c, res, 1, NULL, 0, NULL), LOOM_OK);
+  cr_assert_eq(loom__session_trace_origin(s), 0);
+  for (int i = 0; i < 4; i++) loom_tensor_free(res[i]);
+  loom_tensor_free(xt);
+  loom_session_free(s);
+  loom_graph_free(g);
+}
