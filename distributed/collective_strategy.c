@@ -8,6 +8,7 @@
 #include "distributed/collective.h"
 #include "distributed/ps_rules.h"
 #include "engine/engine_api.h"
+#include "kernels/kernel.h"
 #include "loom/loom_train.h"
 
 /* One gradient the train op consumes: dense (values) or sparse (values and indices). */
@@ -521,6 +522,7 @@ static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, co
   const void *ip = loom_tensor_data_const(ids);
   for (int64_t r = 0; r < rows; r++) {
     int64_t id = wide ? ((const int64_t *)ip)[r] : (int64_t)((const int32_t *)ip)[r];
+    if (id == (wide ? LOOM_NO_ROW_I64 : (int64_t)LOOM_NO_ROW_I32)) continue; /* a pruned id: no row, as the kernels */
     if (id < 0 || id >= vocab)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "collective strategy: the sparse gradient of %s has row id %lld outside [0, %lld)", g->var,

@@ -4,7 +4,7 @@
  *   mpirun -np 2 build/examples/allreduce_job --model_dir D --distribute collective --batch 16
  *
  * Flags: --model_dir D (required) [--distribute local|collective|auto] [--steps 100] [--batch 16 (per
- * worker)] [--optimizer sgd|adam] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
+ * worker)] [--optimizer sgd|adam|adagrad|ftrl] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
  * rank build this many hidden units: a model mismatch)] [--finite_odd_ranks 1 (their input is one pass
  * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
  * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
@@ -30,7 +30,7 @@ typedef struct cfg {
   int64_t batch, embed, hidden;
   int finite;   /* the training input does not repeat (one pass) */
   int seed_off; /* added to the initializers' seeds */
-  int adam;
+  int adam; /* 0 SGD, 1 Adam, 2 Adagrad, 3 FTRL */
   double lr, sleep_ms;
 } cfg;
 
@@ -38,6 +38,10 @@ static const char *arg(int argc, char **argv, const char *name, const char *dflt
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], name)) return argv[i + 1];
   return dflt;
+}
+
+static int optimizer_kind(const char *name) {
+  return !strcmp(name, "adam") ? 1 : !strcmp(name, "adagrad") ? 2 : !strcmp(name, "ftrl") ? 3 : 0;
 }
 
 /* Worker id of num: per global step its slice of b examples; the whole set once per epoch, repeated. */
@@ -97,7 +101,10 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_spec_add_eval_metric(spec, "accuracy", loom_metrics_accuracy(g, labels, cls, none, NULL));
   if (mode == LOOM_MODE_TRAIN) {
     loom_output lr = loom_const_f32(g, (float)c->lr, "lr");
-    loom_optimizer *opt = c->adam ? loom_optimizer_adam(lr, NULL) : loom_optimizer_sgd(lr);
+    loom_optimizer *opt = c->adam == 1   ? loom_optimizer_adam(lr, NULL)
+                          : c->adam == 2 ? loom_optimizer_adagrad(lr, NULL)
+                          : c->adam == 3 ? loom_optimizer_ftrl(lr, NULL)
+                                         : loom_optimizer_sgd(lr);
     loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
     loom_optimizer_free(opt);
   }
@@ -147,7 +154,7 @@ int main(int argc, char **argv) {
   const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
   int rank = rank_env ? atoi(rank_env) : 0;
   cfg c = {atoll(arg(argc, argv, "--batch", "16")), atoll(arg(argc, argv, "--embed", "0")),
-           atoll(arg(argc, argv, "--hidden", "16")), 0, 0, !strcmp(arg(argc, argv, "--optimizer", "sgd"), "adam"),
+           atoll(arg(argc, argv, "--hidden", "16")), 0, 0, optimizer_kind(arg(argc, argv, "--optimizer", "sgd")),
            atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0"))};
   if (rank % 2 == 1 && atoll(arg(argc, argv, "--hidden_odd_ranks", "0")) > 0)
     c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));

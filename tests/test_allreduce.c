@@ -224,6 +224,19 @@ Test(allreduce, sparse_large_vocab_goes_by_allgather, .timeout = 240) {
   match_local_want("sgd", "--embed 5000", 1e-5, "sparse_dense_allreduce=0 sparse_allgather=100");
 }
 
+/* Adagrad too leaves a zero row as it is (its accumulators start positive): dense all-reduce. */
+Test(allreduce, sparse_adagrad_small_vocab_goes_by_dense_allreduce, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("adagrad", "--embed 10", 1e-5, "sparse_dense_allreduce=100 sparse_allgather=0");
+}
+
+/* FTRL recomputes a row from its slots even for a zero gradient (a row never updated would lose its
+ * initial value): allgather on a small table. */
+Test(allreduce, sparse_ftrl_keeps_allgather_on_a_small_vocab, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("ftrl", "--embed 10", 1e-5, "sparse_dense_allreduce=0 sparse_allgather=100");
+}
+
 /* Adam's dense update decays the slots of rows without a gradient: a small table still goes by
  * allgather (the densified update would differ from the sparse one). */
 Test(allreduce, sparse_adam_keeps_allgather_on_a_small_vocab, .timeout = 240) {
