@@ -205,9 +205,15 @@ static loom_code find_grads(coll *c, loom_status *st) {
         g->var_order = k;
         g->vnd = loom_variable_dims(vars[k], g->vdims);
       }
-    /* a zero row of a densified gradient: SGD's and Adagrad's (accumulators > 0) updates leave it as it
-     * is; Momentum, Adam, RMSProp, Adadelta would decay its slots and FTRL recompute it from its slots */
-    g->dense_ok = ii >= 0 && (!strcmp(op, "SparseApplyGradientDescent") || !strcmp(op, "SparseApplyAdagrad"));
+    /* the densified update equals the sparse one (the kernels sum duplicate ids first, as TF does):
+     * SGD's and Adagrad's (accumulators > 0) update of a zero row leaves it as it is, and TF's non-lazy
+     * sparse Adam updates every row anyway; lazy Adam, Momentum, RMSProp and Adadelta update only the
+     * given rows (a zero row's slots would decay) and FTRL recomputes a zero row from its slots (a row
+     * never updated would lose its initial value) */
+    const struct loom_attrs *at = loom__node_attrs(order[i]);
+    int lazy = at && ((at->num >> 1) & 1);
+    g->dense_ok = ii >= 0 && (!strcmp(op, "SparseApplyGradientDescent") || !strcmp(op, "SparseApplyAdagrad") ||
+                              (!strcmp(op, "SparseApplyAdam") && !lazy));
   }
   loom__free(order);
   if (rc) return rc;
@@ -550,10 +556,10 @@ static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, co
  *    rows of all ranks together;
  *  - a dense all-reduce of the whole table (the rows summed into a zero table): each rank sends and
  *    receives about 2(N-1)/N x vocab x width x 4 bytes (a ring all-reduce);
- * the dense way only where a zero row's update leaves the row as it is (SGD, Adagrad: g->dense_ok), so
- * that the densified update equals the sparse one; with Momentum, Adam, RMSProp, Adadelta (whose dense
- * update decays every row's slots) and FTRL (which recomputes a row from its slots) always allgather, as
- * TF does. */
+ * the dense way only where the densified update equals the sparse one (g->dense_ok: SGD and Adagrad,
+ * whose update leaves a zero row as it is, and non-lazy Adam, whose sparse update moves every row
+ * anyway); with lazy Adam, Momentum, RMSProp, Adadelta (whose dense update would decay the slots of rows
+ * the sparse one leaves alone) and FTRL (which recomputes a zero row from its slots) always allgather. */
 static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, const loom_tensor *ids,
                                loom_status *st) {
   int nd = loom_tensor_ndim(vals);

@@ -4,7 +4,7 @@
  *   mpirun -np 2 build/examples/allreduce_job --model_dir D --distribute collective --batch 16
  *
  * Flags: --model_dir D (required) [--distribute local|collective|auto] [--steps 100] [--batch 16 (per
- * worker)] [--optimizer sgd|adam|adagrad|ftrl] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
+ * worker)] [--optimizer sgd|adam|lazyadam|adagrad|ftrl|momentum] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
  * rank build this many hidden units: a model mismatch)] [--finite_odd_ranks 1 (their input is one pass
  * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
  * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
@@ -30,7 +30,7 @@ typedef struct cfg {
   int64_t batch, embed, hidden;
   int finite;   /* the training input does not repeat (one pass) */
   int seed_off; /* added to the initializers' seeds */
-  int adam; /* 0 SGD, 1 Adam, 2 Adagrad, 3 FTRL */
+  int adam; /* 0 SGD, 1 Adam, 2 Adagrad, 3 FTRL, 4 LazyAdam, 5 Momentum */
   double lr, sleep_ms;
 } cfg;
 
@@ -41,7 +41,12 @@ static const char *arg(int argc, char **argv, const char *name, const char *dflt
 }
 
 static int optimizer_kind(const char *name) {
-  return !strcmp(name, "adam") ? 1 : !strcmp(name, "adagrad") ? 2 : !strcmp(name, "ftrl") ? 3 : 0;
+  return !strcmp(name, "adam")       ? 1
+         : !strcmp(name, "adagrad")  ? 2
+         : !strcmp(name, "ftrl")     ? 3
+         : !strcmp(name, "lazyadam") ? 4
+         : !strcmp(name, "momentum") ? 5
+                                     : 0;
 }
 
 /* Worker id of num: per global step its slice of b examples; the whole set once per epoch, repeated. */
@@ -101,9 +106,13 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_spec_add_eval_metric(spec, "accuracy", loom_metrics_accuracy(g, labels, cls, none, NULL));
   if (mode == LOOM_MODE_TRAIN) {
     loom_output lr = loom_const_f32(g, (float)c->lr, "lr");
+    loom_adam_options lazy = loom_adam_options_default();
+    lazy.lazy = 1;
     loom_optimizer *opt = c->adam == 1   ? loom_optimizer_adam(lr, NULL)
                           : c->adam == 2 ? loom_optimizer_adagrad(lr, NULL)
                           : c->adam == 3 ? loom_optimizer_ftrl(lr, NULL)
+                          : c->adam == 4 ? loom_optimizer_adam(lr, &lazy)
+                          : c->adam == 5 ? loom_optimizer_momentum(lr, NULL)
                                          : loom_optimizer_sgd(lr);
     loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
     loom_optimizer_free(opt);

@@ -237,11 +237,22 @@ Test(allreduce, sparse_ftrl_keeps_allgather_on_a_small_vocab, .timeout = 240) {
   match_local_want("ftrl", "--embed 10", 1e-5, "sparse_dense_allreduce=0 sparse_allgather=100");
 }
 
-/* Adam's dense update decays the slots of rows without a gradient: a small table still goes by
- * allgather (the densified update would differ from the sparse one). */
-Test(allreduce, sparse_adam_keeps_allgather_on_a_small_vocab, .timeout = 240) {
+/* TF's (non-lazy) sparse Adam moves every row, those without a gradient too: the densified update is the
+ * same, and a small table goes by dense all-reduce. */
+Test(allreduce, sparse_adam_small_vocab_goes_by_dense_allreduce, .timeout = 240) {
   if (!have_mpi()) return;
-  match_local_want("adam", "--embed 10 --lr 0.01", 1e-4, "sparse_dense_allreduce=0 sparse_allgather=100");
+  match_local_want("adam", "--embed 10 --lr 0.01", 1e-4, "sparse_dense_allreduce=100 sparse_allgather=0");
+}
+
+/* LazyAdam and Momentum update only the given rows (a densified gradient would decay the others' slots):
+ * a small table still goes by allgather. */
+Test(allreduce, sparse_lazy_adam_keeps_allgather_on_a_small_vocab, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("lazyadam", "--embed 10 --lr 0.01", 1e-4, "sparse_dense_allreduce=0 sparse_allgather=100");
+}
+Test(allreduce, sparse_momentum_keeps_allgather_on_a_small_vocab, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("momentum", "--embed 10 --lr 0.01", 1e-5, "sparse_dense_allreduce=0 sparse_allgather=100");
 }
 
 /* rank 0's "key=<integer>" from the strategy's summary line (-1: none). */
