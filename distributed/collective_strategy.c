@@ -47,7 +47,7 @@ typedef struct coll_bucket {
 typedef struct coll {
   loom__strategy base;
   int rank, size;
-  int64_t bucket_bytes;
+  int64_t bucket_bytes, first_bucket_bytes;
   loom_graph *g;
   loom_node *train_op;
   loom_variable *gs_var;
@@ -330,7 +330,9 @@ static int64_t now_ns(void) { return (int64_t)(loom__mono_secs() * 1e9); }
 
 /* Fusion buckets from the dense gradients' sizes (the first step's results res, fetch indices fi): the
  * gradients in bucket order (reverse creation order), consecutive ones together up to bucket_bytes (a
- * larger gradient is a bucket of its own; 0: one bucket). Every rank plans the same buckets. */
+ * larger gradient is a bucket of its own; 0: one bucket), the first bucket up to first_bucket_bytes (as
+ * PyTorch DDP's first bucket: the output layers' gradients, final early in the backward pass, start
+ * their all-reduce while the rest is computed). Every rank plans the same buckets. */
 static loom_code plan_buckets(coll *c, loom_tensor *const *res, const int *fi, loom_status *st) {
   c->b = loom__calloc((size_t)c->nbk + 1, sizeof *c->b);
   if (!c->b) return oom(st);
@@ -341,7 +343,10 @@ static loom_code plan_buckets(coll *c, loom_tensor *const *res, const int *fi, l
     while (i1 < c->nbk) {
       coll_grad *g = &c->gr[c->bk[i1]];
       int64_t nb = (int64_t)loom_tensor_nbytes(res[fi[c->bk[i1]]]);
-      if (i1 > i0 && c->bucket_bytes > 0 && bytes + nb > c->bucket_bytes) break;
+      int64_t cap = c->nb == 0 && c->first_bucket_bytes > 0 && c->first_bucket_bytes < c->bucket_bytes
+                        ? c->first_bucket_bytes
+                        : c->bucket_bytes;
+      if (i1 > i0 && c->bucket_bytes > 0 && bytes + nb > cap) break;
       g->numel = loom_tensor_numel(res[fi[c->bk[i1]]]);
       g->pos = off + bytes / (int64_t)sizeof(float);
       g->bucket = c->nb;
@@ -864,6 +869,8 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
   c->rank = loom__coll_rank();
   c->size = loom__coll_size();
   c->bucket_bytes = bucket_bytes < 0 ? 25 << 20 : bucket_bytes;
+  const char *fb = getenv("LOOM_COLLECTIVE_FIRST_BUCKET_BYTES");
+  c->first_bucket_bytes = fb && fb[0] && atoll(fb) >= 0 ? atoll(fb) : 1 << 20;
   const char *ov = getenv("LOOM_COLLECTIVE_OVERLAP");
   c->overlap = !(ov && !strcmp(ov, "0"));
   if (!(c->cb_st = loom_status_new())) {
