@@ -5,9 +5,16 @@
  * with a deadline, so that no call waits forever: when the deadline passes, a liveness probe (a ping on a
  * second private communicator, answered by every rank that is itself waiting in a collective) names the
  * ranks that did not answer within a short grace period. Large buffers go in pieces of at most INT_MAX
- * elements (MPI's counts are int). */
+ * elements (MPI's counts are int).
+ *
+ * Non-blocking all-reduces progress on their own: Open MPI's TCP and shared-memory transports move a
+ * message only inside MPI calls, so while any is in flight a progress thread tests them every few tens
+ * of microseconds (MPI_THREAD_SERIALIZED: every MPI call of the plugin, the caller's and the thread's,
+ * holds one mutex). LOOM_COLLECTIVE_PROGRESS_THREAD=0, or an MPI initialized by the program below
+ * SERIALIZED, leaves them to the caller's tests. */
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +25,7 @@ enum { TAG_PING = 101, TAG_PONG = 102 };
 
 static MPI_Comm g_comm = MPI_COMM_NULL, g_ctl = MPI_COMM_NULL;
 static int g_rank, g_size, g_failed, g_inited, g_we_inited;
+static int g_async; /* a progress thread completes non-blocking all-reduces (see the top) */
 static double g_timeout = 60.0;
 static long long g_calls;
 static int g_ping_in, g_pong_out; /* receive / send buffers of the probe */
@@ -137,17 +145,21 @@ static int check(char *err, size_t cap) {
   return 0;
 }
 
-static int p_init(double timeout_s, char *err, size_t cap) {
+static int u_init(double timeout_s, char *err, size_t cap) {
   if (g_inited) return 0;
   if (timeout_s > 0) g_timeout = timeout_s;
   int already = 0;
   MPI_Initialized(&already);
   if (!already) {
     int prov = 0;
-    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov);
-    if (rc != MPI_SUCCESS) return fail(err, cap, "MPI_Init_thread (%s) failed: %s", "funneled", rc);
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &prov);
+    if (rc != MPI_SUCCESS) return fail(err, cap, "MPI_Init_thread (%s) failed: %s", "serialized", rc);
     g_we_inited = 1;
   }
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  const char *pt = getenv("LOOM_COLLECTIVE_PROGRESS_THREAD");
+  g_async = level >= MPI_THREAD_SERIALIZED && !(pt && !strcmp(pt, "0"));
   MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
   MPI_Comm_dup(MPI_COMM_WORLD, &g_ctl);
   MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
@@ -164,7 +176,7 @@ static void p_set_timeout(double s) {
   if (s > 0) g_timeout = s;
 }
 
-static int p_allreduce(float *buf, int64_t n, char *err, size_t cap) {
+static int u_allreduce(float *buf, int64_t n, char *err, size_t cap) {
   if (check(err, cap)) return 1;
   for (int64_t off = 0; off < n; off += INT_MAX) {
     int c = (int)(n - off < INT_MAX ? n - off : INT_MAX);
@@ -180,10 +192,70 @@ static int p_allreduce(float *buf, int64_t n, char *err, size_t cap) {
  * piece of at most INT_MAX elements. */
 typedef struct nb_slot {
   MPI_Request *q;
-  int n, cap, used;
+  int n, cap, used, done;
 } nb_slot;
 static nb_slot *g_nb;
 static int g_nnb;
+
+/* ---- the progress thread */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t g_thr;
+static int g_thr_on, g_thr_stop;
+
+static int nb_pending(void) {
+  for (int k = 0; k < g_nnb; k++)
+    if (g_nb[k].used && !g_nb[k].done) return 1;
+  return 0;
+}
+
+static void *progress_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_mu);
+  while (!g_thr_stop) {
+    if (g_failed || !nb_pending()) {
+      pthread_cond_wait(&g_cv, &g_mu);
+      continue;
+    }
+    for (int k = 0; k < g_nnb; k++) {
+      nb_slot *sl = &g_nb[k];
+      if (!sl->used || sl->done) continue;
+      int all = 0;
+      if (MPI_Testall(sl->n, sl->q, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break; /* the caller's wait reports it */
+      if (all) sl->done = 1;
+    }
+    pthread_mutex_unlock(&g_mu);
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&g_mu);
+  }
+  pthread_mutex_unlock(&g_mu);
+  return NULL;
+}
+
+/* (g_mu held) wakes the progress thread, starting it on first use */
+static void progress_kick(void) {
+  if (!g_async) return;
+  if (!g_thr_on) {
+    g_thr_stop = 0;
+    if (pthread_create(&g_thr, NULL, progress_main, NULL) != 0) {
+      g_async = 0;
+      return;
+    }
+    g_thr_on = 1;
+  }
+  pthread_cond_signal(&g_cv);
+}
+
+static void progress_stop(void) {
+  pthread_mutex_lock(&g_mu);
+  int on = g_thr_on;
+  g_thr_stop = 1;
+  pthread_cond_signal(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+  if (on) pthread_join(g_thr, NULL);
+  g_thr_on = 0;
+}
 
 static int nb_slot_new(int pieces) {
   int k = 0;
@@ -204,6 +276,7 @@ static int nb_slot_new(int pieces) {
   }
   sl->n = 0;
   sl->used = 1;
+  sl->done = 0;
   return k;
 }
 
@@ -213,7 +286,7 @@ static int nb_valid(int req, char *err, size_t cap) {
   return 0;
 }
 
-static int p_iallreduce(float *buf, int64_t n, int *req, char *err, size_t cap) {
+static int u_iallreduce(float *buf, int64_t n, int *req, char *err, size_t cap) {
   if (check(err, cap)) return 1;
   int64_t pieces = n > 0 ? (n + INT_MAX - 1) / INT_MAX : 1;
   int k = nb_slot_new((int)pieces);
@@ -227,17 +300,18 @@ static int p_iallreduce(float *buf, int64_t n, int *req, char *err, size_t cap) 
     sl->n++;
   }
   *req = k;
+  progress_kick();
   return 0;
 }
 
-static int p_test(int req, int *done, char *err, size_t cap) {
+static int u_test(int req, int *done, char *err, size_t cap) {
   *done = 0;
   if (!g_inited || g_failed) return check(err, cap);
   if (!nb_valid(req, err, cap)) return 1;
   serve_pings();
   nb_slot *sl = &g_nb[req];
-  int all = 0;
-  int rc = MPI_Testall(sl->n, sl->q, &all, MPI_STATUSES_IGNORE);
+  int all = sl->done;
+  int rc = all ? MPI_SUCCESS : MPI_Testall(sl->n, sl->q, &all, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) return fail(err, cap, "MPI %s failed: %s", "Testall", rc);
   if (all) {
     sl->used = 0;
@@ -246,19 +320,19 @@ static int p_test(int req, int *done, char *err, size_t cap) {
   return 0;
 }
 
-static int p_wait(int req, char *err, size_t cap) {
+static int u_wait(int req, char *err, size_t cap) {
   if (!g_inited || g_failed) return check(err, cap);
   if (!nb_valid(req, err, cap)) return 1;
   nb_slot *sl = &g_nb[req];
-  for (int i = 0; i < sl->n; i++)
+  for (int i = 0; !sl->done && i < sl->n; i++) /* a request the thread completed is MPI_REQUEST_NULL */
     if (wait_req(&sl->q[i], "allreduce", err, cap)) return 1;
   sl->used = 0;
   return 0;
 }
 
-static void p_abandon(void) { g_failed = 1; }
+static void u_abandon(void) { g_failed = 1; }
 
-static int p_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap) {
+static int u_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap) {
   if (check(err, cap)) return 1;
   for (int64_t off = 0; off < bytes; off += INT_MAX) {
     int c = (int)(bytes - off < INT_MAX ? bytes - off : INT_MAX);
@@ -270,7 +344,7 @@ static int p_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap
   return 0;
 }
 
-static int p_allgather(const void *send, int64_t bytes, void *recv, char *err, size_t cap) {
+static int u_allgather(const void *send, int64_t bytes, void *recv, char *err, size_t cap) {
   if (check(err, cap)) return 1;
   if (bytes > INT_MAX) return fail(err, cap, "MPI %s: a piece over INT_MAX bytes%s", "allgather", MPI_SUCCESS);
   MPI_Request q;
@@ -279,7 +353,7 @@ static int p_allgather(const void *send, int64_t bytes, void *recv, char *err, s
   return wait_req(&q, "allgather", err, cap);
 }
 
-static int p_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, char *err, size_t cap) {
+static int u_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, char *err, size_t cap) {
   if (check(err, cap)) return 1;
   int *c = malloc((size_t)g_size * sizeof(int)), *d = malloc((size_t)g_size * sizeof(int));
   int64_t total = 0;
@@ -305,7 +379,7 @@ static int p_allgatherv(const void *send, int64_t bytes, void *recv, const int64
   return out;
 }
 
-static int p_barrier(char *err, size_t cap) {
+static int u_barrier(char *err, size_t cap) {
   if (check(err, cap)) return 1;
   MPI_Request q;
   int rc = MPI_Ibarrier(g_comm, &q);
@@ -313,9 +387,39 @@ static int p_barrier(char *err, size_t cap) {
   return wait_req(&q, "barrier", err, cap);
 }
 
+/* The entry points: every MPI call under g_mu (the progress thread's too). */
+#define LOCKED(call)                                                                                                   \
+  pthread_mutex_lock(&g_mu);                                                                                           \
+  int out_ = call;                                                                                                     \
+  pthread_mutex_unlock(&g_mu);                                                                                         \
+  return out_
+static int p_init(double timeout_s, char *err, size_t cap) { LOCKED(u_init(timeout_s, err, cap)); }
+static int p_allreduce(float *buf, int64_t n, char *err, size_t cap) { LOCKED(u_allreduce(buf, n, err, cap)); }
+static int p_iallreduce(float *buf, int64_t n, int *req, char *err, size_t cap) {
+  LOCKED(u_iallreduce(buf, n, req, err, cap));
+}
+static int p_test(int req, int *done, char *err, size_t cap) { LOCKED(u_test(req, done, err, cap)); }
+static int p_wait(int req, char *err, size_t cap) { LOCKED(u_wait(req, err, cap)); }
+static int p_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap) {
+  LOCKED(u_broadcast(buf, bytes, root, err, cap));
+}
+static int p_allgather(const void *send, int64_t bytes, void *recv, char *err, size_t cap) {
+  LOCKED(u_allgather(send, bytes, recv, err, cap));
+}
+static int p_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, char *err, size_t cap) {
+  LOCKED(u_allgatherv(send, bytes, recv, counts, err, cap));
+}
+static int p_barrier(char *err, size_t cap) { LOCKED(u_barrier(err, cap)); }
+static void p_abandon(void) {
+  pthread_mutex_lock(&g_mu);
+  u_abandon();
+  pthread_mutex_unlock(&g_mu);
+}
+
 static void p_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 static int p_finalize(void) {
+  progress_stop();
   if (!g_inited) return 0;
   for (int k = 0; k < g_nnb; k++) free(g_nb[k].q);
   free(g_nb);
