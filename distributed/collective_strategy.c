@@ -504,14 +504,19 @@ static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi,
     return rc;
   }
   account_overlap(c);
+  /* the averages in place: the train op is fed views of the pack (no copy) */
   float inv = 1.0f / (float)c->size;
   for (int i = 0; i < c->nbk; i++) {
     coll_grad *g = &c->gr[c->bk[i]];
     const loom_tensor *r = res[fi[c->bk[i]]];
-    if ((rc = ensure(&g->fed_v, LOOM_F32, loom_tensor_ndim(r), loom_tensor_dims(r), st)) != LOOM_OK) return rc;
-    float *d = loom_tensor_data(g->fed_v);
-    const float *p = c->pack + g->pos;
-    for (int64_t j = 0; j < g->numel; j++) d[j] = p[j] * inv;
+    float *p = c->pack + g->pos;
+    if (!g->fed_v || loom_tensor_data(g->fed_v) != p) {
+      loom_tensor_free(g->fed_v);
+      g->fed_v = loom_tensor_wrap(LOOM_F32, loom_tensor_ndim(r), loom_tensor_dims(r), p,
+                                  (size_t)g->numel * sizeof(float), NULL, NULL, st);
+      if (!g->fed_v) return loom_status_code(st) ? loom_status_code(st) : oom(st);
+    }
+    for (int64_t j = 0; j < g->numel; j++) p[j] *= inv;
     c->reduced_bytes += g->numel * (int64_t)sizeof(float);
   }
   return LOOM_OK;
