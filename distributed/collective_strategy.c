@@ -29,6 +29,7 @@ typedef struct coll_grad {
   int64_t t0, t1;     /* sparse: its exchange this step (ns) */
   loom_tensor *fed_v; /* what the train op is fed (owned, reused across steps) */
   loom_tensor *fed_i;
+  float *dbuf;        /* sparse by dense all-reduce: the table and the bad-id count (fed_v views it) */
 } coll_grad;
 
 /* A fusion bucket: dense gradients bk[g0..g1) of the bucket order, packed at pack[off, off + n) (bucket 0:
@@ -524,25 +525,33 @@ static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi,
 
 /* A sparse gradient whose densified form is cheaper to exchange (the rule in gather_sparse): this rank's
  * rows summed into a zero table of the variable's shape, all-reduced, divided by the number of ranks, and
- * fed with every row's id. */
+ * fed with every row's id. The all-reduce ends with the count of ids outside the table, so that every
+ * rank fails on one rank's bad id (as the sparse update of the gathered ids would). */
 static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, const loom_tensor *ids, int64_t width,
                               loom_status *st) {
-  int64_t vocab = g->vdims[0], rows = loom_tensor_dim(vals, 0);
-  loom_code rc = ensure(&g->fed_v, LOOM_F32, g->vnd, g->vdims, st);
-  if (rc == LOOM_OK) rc = ensure(&g->fed_i, loom_tensor_dtype(ids), 1, &vocab, st);
+  int64_t vocab = g->vdims[0], rows = loom_tensor_dim(vals, 0), n = vocab * width;
+  if (!g->dbuf && !(g->dbuf = malloc((size_t)(n + 1) * sizeof(float)))) return oom(st);
+  if (!g->fed_v || loom_tensor_data(g->fed_v) != g->dbuf || loom_tensor_numel(g->fed_v) != n) {
+    loom_tensor_free(g->fed_v);
+    if (!(g->fed_v = loom_tensor_wrap(LOOM_F32, g->vnd, g->vdims, g->dbuf, (size_t)n * sizeof(float), NULL, NULL, st)))
+      return loom_status_code(st) ? loom_status_code(st) : oom(st);
+  }
+  loom_code rc = ensure(&g->fed_i, loom_tensor_dtype(ids), 1, &vocab, st);
   if (rc) return rc;
-  float *d = loom_tensor_data(g->fed_v);
-  memset(d, 0, (size_t)(vocab * width) * sizeof(float));
+  float *d = g->dbuf;
+  memset(d, 0, (size_t)(n + 1) * sizeof(float));
+  int64_t bad = -1;
   const float *v = loom_tensor_data_const(vals);
   int wide = loom_tensor_dtype(ids) == LOOM_I64;
   const void *ip = loom_tensor_data_const(ids);
   for (int64_t r = 0; r < rows; r++) {
     int64_t id = wide ? ((const int64_t *)ip)[r] : (int64_t)((const int32_t *)ip)[r];
     if (id == (wide ? LOOM_NO_ROW_I64 : (int64_t)LOOM_NO_ROW_I32)) continue; /* a pruned id: no row, as the kernels */
-    if (id < 0 || id >= vocab)
-      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                             "collective strategy: the sparse gradient of %s has row id %lld outside [0, %lld)", g->var,
-                             (long long)id, (long long)vocab);
+    if (id < 0 || id >= vocab) {
+      d[n] += 1.0f;
+      bad = id;
+      continue;
+    }
     float *row = d + id * width;
     for (int64_t j = 0; j < width; j++) row[j] += v[r * width + j];
   }
@@ -553,7 +562,13 @@ static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, co
     else
       ((int32_t *)fi)[r] = (int32_t)r;
   }
-  if ((rc = loom__coll_allreduce_sum(d, vocab * width, st))) return rc;
+  if ((rc = loom__coll_allreduce_sum(d, n + 1, st))) return rc;
+  if (d[n] > 0.5f)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "collective strategy: the sparse gradient of %s has %.0f row id(s) outside [0, %lld) over the "
+                           "ranks%s%lld",
+                           g->var, (double)d[n], (long long)vocab, bad != -1 ? "; this rank's: " : "",
+                           bad != -1 ? (long long)bad : 0LL);
   float inv = 1.0f / (float)c->size;
   for (int64_t i = 0, m = vocab * width; i < m; i++) d[i] *= inv;
   c->reduced_bytes += vocab * width * (int64_t)sizeof(float);
@@ -892,6 +907,7 @@ void loom__collective_strategy_free(loom__strategy *base) {
   for (int k = 0; k < c->ngr; k++) {
     loom_tensor_free(c->gr[k].fed_v);
     loom_tensor_free(c->gr[k].fed_i);
+    free(c->gr[k].dbuf);
   }
   loom__free(c->gr);
   loom__free(c->fetch);
