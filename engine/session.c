@@ -558,8 +558,20 @@ static loom_code fetch_readiness(loom_plan *p, loom_status *st) {
   int nx = p->nfetches;
   p->fetch_ready = loom__calloc((size_t)nx + 1, sizeof *p->fetch_ready);
   p->ready_order = loom__calloc((size_t)nx + 1, sizeof *p->ready_order);
-  if (!p->fetch_ready || !p->ready_order)
+  int nmut = 0;
+  for (int i = 0; i < p->nsteps; i++) nmut += (p->steps[i].node->def->flags & LOOM_OPF_MUTATES_INPUT0) != 0;
+  int32_t *mut = loom__malloc(((size_t)nmut + 1) * 2 * sizeof *mut); /* (step, root value) pairs */
+  if (!p->fetch_ready || !p->ready_order || !mut) {
+    loom__free(mut);
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory compiling a plan");
+  }
+  nmut = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    const loom_node *n = p->steps[i].node;
+    if (!(n->def->flags & LOOM_OPF_MUTATES_INPUT0) || n->nin < 1) continue;
+    mut[2 * nmut] = i;
+    mut[2 * nmut++ + 1] = root_value(p, p->node_val[n->in[0].node->id] + n->in[0].index);
+  }
   for (int f = 0; f < nx; f++) {
     int r = -1, vi = p->fetch_val[f];
     for (;;) {
@@ -567,11 +579,8 @@ static loom_code fetch_readiness(loom_plan *p, loom_status *st) {
       if (p->values[vi].kind != VAL_ALIAS) break;
       vi = p->values[vi].alias_of;
     }
-    for (int i = r + 1; i < p->nsteps; i++) {
-      const loom_node *n = p->steps[i].node;
-      if (!(n->def->flags & LOOM_OPF_MUTATES_INPUT0) || n->nin < 1) continue;
-      if (root_value(p, p->node_val[n->in[0].node->id] + n->in[0].index) == vi) r = i;
-    }
+    for (int m = 0; m < nmut; m++) /* in-place writers of the same buffer, after it */
+      if (mut[2 * m] > r && mut[2 * m + 1] == vi) r = mut[2 * m];
     p->fetch_ready[f] = r;
     /* insertion into the order (fetches are few) */
     int k = f;
@@ -581,6 +590,7 @@ static loom_code fetch_readiness(loom_plan *p, loom_status *st) {
     }
     p->ready_order[k] = f;
   }
+  loom__free(mut);
   return LOOM_OK;
 }
 
