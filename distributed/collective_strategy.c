@@ -18,6 +18,7 @@ typedef struct coll_grad {
   int var_order;      /* the variable's place in creation order (global variables' order) */
   int64_t vdims[LOOM_MAX_DIMS];
   int vnd;            /* the variable's shape (vnd -1: unknown) */
+  const char *op;     /* the apply op's type */
   int dense_ok;       /* sparse: the update of a zero row leaves it as it is (SGD, Adagrad): a densified
                          gradient gives the sparse update */
   int path;           /* sparse: the last step's exchange (0 none yet, 1 allgather, 2 dense all-reduce) */
@@ -213,6 +214,7 @@ static loom_code find_grads(coll *c, loom_status *st) {
      * never updated would lose its initial value) */
     const struct loom_attrs *at = loom__node_attrs(order[i]);
     int lazy = at && ((at->num >> 1) & 1);
+    g->op = op;
     g->dense_ok = ii >= 0 && (!strcmp(op, "SparseApplyGradientDescent") || !strcmp(op, "SparseApplyAdagrad") ||
                               (!strcmp(op, "SparseApplyAdam") && !lazy));
   }
@@ -607,18 +609,25 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     ibytes[r] = counts[r] * (int64_t)isz;
   }
   /* the rule above, on the rows of every rank */
-  int table_ok = g->dense_ok && g->vnd == nd && nd >= 1 && g->vdims[0] > 0;
-  for (int k = 1; table_ok && k < nd; k++) table_ok = g->vdims[k] == loom_tensor_dim(vals, k);
+  int shape_ok = g->vnd == nd && nd >= 1 && g->vdims[0] > 0;
+  for (int k = 1; shape_ok && k < nd; k++) shape_ok = g->vdims[k] == loom_tensor_dim(vals, k);
   double gather_cost = (double)total * (double)(width * (int64_t)sizeof(float) + (int64_t)isz);
-  double dense_cost = table_ok ? 2.0 * (c->size - 1) / c->size * (double)g->vdims[0] * (double)width * 4.0 : 0;
-  int dense = rc == LOOM_OK && table_ok && dense_cost < gather_cost;
+  double dense_cost = shape_ok ? 2.0 * (c->size - 1) / c->size * (double)g->vdims[0] * (double)width * 4.0 : 0;
+  int dense = rc == LOOM_OK && shape_ok && g->dense_ok && dense_cost < gather_cost;
   int path = dense ? 2 : 1;
-  if (rc == LOOM_OK && path != g->path)
-    loom__log(LOOM_LOG_INFO,
-              "collective: the sparse gradient of %s goes by %s (dense all-reduce %.0f bytes%s, allgather %.0f bytes "
-              "this step)",
-              g->var, dense ? "dense all-reduce" : "allgather", dense_cost,
-              table_ok ? "" : ": not for this optimizer or shape", gather_cost);
+  if (rc == LOOM_OK && path != g->path) {
+    char why[160] = "";
+    if (!shape_ok)
+      snprintf(why, sizeof why, " (the rows' shape is not the variable's: allgather only)");
+    else if (!g->dense_ok)
+      snprintf(why, sizeof why, " (dense all-reduce %.0f bytes, allgather %.0f bytes this step; not dense for %s)",
+               dense_cost, gather_cost, g->op);
+    else
+      snprintf(why, sizeof why, " (dense all-reduce %.0f bytes, allgather %.0f bytes this step)", dense_cost,
+               gather_cost);
+    loom__log(LOOM_LOG_INFO, "collective: the sparse gradient of %s goes by %s%s", g->var,
+              dense ? "dense all-reduce" : "allgather", why);
+  }
   g->path = path;
   snprintf(g->span, sizeof g->span, "%s %s", dense ? "dense all-reduce" : "allgather", g->var);
   if (rc == LOOM_OK && dense) {
