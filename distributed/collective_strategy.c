@@ -72,6 +72,9 @@ typedef struct coll {
   int nb, next_start, planned;
   loom_status *cb_st; /* an error inside the run observer, reported after the run */
   loom_session *observed;
+  int *fmap;             /* the run observer: per fetch position, the dense gradient (bucket order; nbk: none) */
+  loom_output *fmap_out; /* and the output seen there */
+  int nfmap;
   int64_t t_run_end;
   int64_t wall_ns, hidden_ns; /* all-reduce wall time (union of the buckets' spans) and its part before
                                  the backward pass ended, summed over the steps */
@@ -403,12 +406,33 @@ static loom_code start_ready(coll *c, loom_status *st) {
  * gradients are all packed starts. */
 static void obs_fetch(void *user, int f, loom_output out, const void *data, loom_dtype dt, int ndim,
                       const int64_t *dims) {
-  (void)f;
   coll *c = user;
   if (loom_status_code(c->cb_st)) return;
-  int k = 0;
-  while (k < c->nbk && !out_eq(c->gr[c->bk[k]].values, out)) k++;
-  if (k == c->nbk) return; /* not a dense gradient (the loss, a sparse gradient, another hook's fetch) */
+  /* which dense gradient: remembered per fetch position (the run's fetch list is the same from step to
+   * step unless a hook fetches only at some steps) */
+  int k;
+  if (f >= 0 && f < c->nfmap && out_eq(c->fmap_out[f], out)) {
+    k = c->fmap[f];
+  } else {
+    k = 0;
+    while (k < c->nbk && !out_eq(c->gr[c->bk[k]].values, out)) k++;
+    if (f >= 0 && f >= c->nfmap) {
+      int n = f + 16;
+      int *m = realloc(c->fmap, (size_t)n * sizeof *m);
+      if (m) c->fmap = m;
+      loom_output *o = m ? realloc(c->fmap_out, (size_t)n * sizeof *o) : NULL;
+      if (o) {
+        c->fmap_out = o;
+        memset(o + c->nfmap, 0, (size_t)(n - c->nfmap) * sizeof *o);
+        c->nfmap = n;
+      }
+    }
+    if (f >= 0 && f < c->nfmap) {
+      c->fmap[f] = k;
+      c->fmap_out[f] = out;
+    }
+  }
+  if (k >= c->nbk) return; /* not a dense gradient (the loss, a sparse gradient, another hook's fetch) */
   coll_grad *g = &c->gr[c->bk[k]];
   if (g->left_done) return; /* fetched twice in one run (by another hook too) */
   g->left_done = 1;
@@ -924,6 +948,8 @@ void loom__collective_strategy_free(loom__strategy *base) {
   loom__free(c->feed_v);
   loom__free(c->bk);
   loom__free(c->b);
+  free(c->fmap);
+  free(c->fmap_out);
   loom_status_free(c->cb_st);
   loom_tensor_free(c->gs_t);
   free(c->pack);
