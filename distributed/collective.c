@@ -88,9 +88,9 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
     loom_coll_plugin_fn fn = NULL;
     if (sym) memcpy(&fn, &sym, sizeof sym);
     const loom_coll_api *api = fn ? fn() : NULL;
-    if (!api || api->version != LOOM_COLL_API_VERSION) {
+    if (!api || api->version < 1 || api->version > LOOM_COLL_API_VERSION) {
       rc = loom_status_set(st, LOOM_FAILED_PRECONDITION,
-                           "libloom_mpi.so: %s (this libloom expects plugin interface version %d)",
+                           "libloom_mpi.so: %s (this libloom expects plugin interface version 1 to %d)",
                            !fn ? "no " LOOM_COLL_PLUGIN_SYMBOL " symbol" : "a different interface version",
                            LOOM_COLL_API_VERSION);
       goto out;
@@ -143,23 +143,30 @@ loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, con
   return result(g_api->allgatherv(send, bytes, recv, counts, err, sizeof err), err, st);
 }
 
+/* A version 1 plugin has no non-blocking all-reduce: it completes at once (handle -1). */
+static int nonblocking(void) { return g_api->version >= 2 && g_api->iallreduce_sum_f32 && g_api->test && g_api->wait; }
 loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status *st) {
   NOT_READY;
   char err[1024] = "";
+  if (!nonblocking()) {
+    *req = -1;
+    return result(g_api->allreduce_sum_f32(buf, n, err, sizeof err), err, st);
+  }
   return result(g_api->iallreduce_sum_f32(buf, n, req, err, sizeof err), err, st);
 }
 loom_code loom__coll_test(int req, int *done, loom_status *st) {
   NOT_READY;
   char err[1024] = "";
-  return result(g_api->test(req, done, err, sizeof err), err, st);
+  *done = 1;
+  return req < 0 ? LOOM_OK : result(g_api->test(req, done, err, sizeof err), err, st);
 }
 loom_code loom__coll_wait(int req, loom_status *st) {
   NOT_READY;
   char err[1024] = "";
-  return result(g_api->wait(req, err, sizeof err), err, st);
+  return req < 0 ? LOOM_OK : result(g_api->wait(req, err, sizeof err), err, st);
 }
 void loom__coll_abandon(void) {
-  if (g_ready) g_api->abandon();
+  if (g_ready && g_api->version >= 2 && g_api->abandon) g_api->abandon();
 }
 
 void loom__coll_finalize(void) {

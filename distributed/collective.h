@@ -24,7 +24,8 @@ loom_code loom__coll_broadcast(void *buf, int64_t bytes, int root, loom_status *
 loom_code loom__coll_allgather(const void *send, int64_t bytes, void *recv, loom_status *st);
 loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, loom_status *st);
 /* Non-blocking all-reduce (buf untouched until it completes): started with a handle in *req, tested
- * (progresses every request in flight; *done 1 when req completed) or waited within the timeout. */
+ * (progresses every request in flight; *done 1 when req completed) or waited within the timeout. With a
+ * version 1 plugin (no non-blocking calls) it completes within iallreduce (handle -1). */
 loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status *st);
 loom_code loom__coll_test(int req, int *done, loom_status *st);
 loom_code loom__coll_wait(int req, loom_status *st);

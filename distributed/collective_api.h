@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOOM_COLL_API_VERSION 2
+#define LOOM_COLL_API_VERSION 2 /* this header's; libloom also loads version 1 plugins */
 
 typedef struct loom_coll_api {
   int version;     /* LOOM_COLL_API_VERSION */
@@ -33,6 +33,10 @@ typedef struct loom_coll_api {
    * same counts, e.g. from an allgather of the sizes) */
   int (*allgatherv)(const void *send, int64_t bytes, void *recv, const int64_t *counts, char *err, size_t cap);
   int (*barrier)(char *err, size_t cap);
+  /* ends every rank of the job with exit code code */
+  void (*abort)(int code);
+  int (*finalize)(void);
+  /* ---- version 2 (a version 1 plugin's table ends above; libloom then all-reduces without overlap) */
   /* Non-blocking all-reduce: starts buf[0..n) <- the element-wise sum over the ranks (buf untouched by
    * the caller until it completes) and gives a handle in *req. test progresses every request in flight
    * and sets *done when req has completed (its handle is then free); wait completes req within the
@@ -43,9 +47,6 @@ typedef struct loom_coll_api {
   /* the transport is unusable from now on (a request in flight will never complete: another rank
    * gave up); finalize then leaves MPI as after a failure */
   void (*abandon)(void);
-  /* ends every rank of the job with exit code code */
-  void (*abort)(int code);
-  int (*finalize)(void);
 } loom_coll_api;
 
 /* The plugin's one exported symbol. */
