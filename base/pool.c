@@ -5,12 +5,26 @@
  * descheduled or still asleep simply claims nothing and the others, the
  * caller included, take its share. The caller waits only for chunks that
  * were claimed to finish (a count of finished chunks), never for a worker to
- * check in. Every wait spins briefly, then yields the CPU, then sleeps
- * (futex on Linux, a short nanosleep elsewhere) with a bounded timeout and a
- * re-check, so a loaded machine gets its cores back. Every worker sets
- * FTZ/DAZ when it starts. */
+ * check in.
+ *
+ * How fine a job is cut adapts to the machine: while every worker answers
+ * promptly (an idle machine) a job is one chunk per thread, the cheapest
+ * split; once a worker is seen late (the caller had to run more than its
+ * share of a job that lasted longer than the spin phase, or to wait past the
+ * spin phase for a claimed chunk) the next
+ * LATE_JOBS jobs are cut CHUNKS_PER_THREAD chunks per thread, so a
+ * descheduled thread holds up at most a small part of each.
+ *
+ * Every wait spins for SPIN_NS, then yields the CPU until YIELD_NS, then
+ * sleeps (futex on Linux, a short nanosleep elsewhere) with a bounded
+ * timeout and a re-check, so a loaded machine gets its cores back; the
+ * phases are measured in time, not iterations, because a pause instruction
+ * costs from ~10 to ~140 cycles depending on the CPU. LOOM_POOL_SPIN_US
+ * overrides the spin phase (0: yield at once). Every worker sets FTZ/DAZ
+ * when it starts. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -41,12 +55,15 @@ int loom__ftz_on(void) {
 #endif
 }
 
-/* Chunks per thread for a job with enough work: enough that a thread that
- * is late (descheduled, waking up) costs the job a small fraction. */
+/* Chunks per thread once a thread was late (descheduled, waking up): enough
+ * that a late thread costs a job a small fraction; and for how many jobs
+ * after the last lateness the pool keeps cutting that fine. */
 #define CHUNKS_PER_THREAD 4
-/* Wait phases: pause-spins, then sched_yield rounds, then timed sleeps. */
-#define SPIN_PAUSES 1000
-#define SPIN_YIELDS 16
+#define LATE_JOBS 64
+/* Wait phases, in time: pause-spins, then sched_yield, then timed sleeps. */
+#define SPIN_NS_DEFAULT 50000L
+#define YIELD_NS 200000L
+#define CLOCK_EVERY 32 /* iterations between clock reads */
 #define SLEEP_NS 20000000L /* one sleep's timeout: the condition is re-checked after it */
 
 /* job word: generation in the high 32 bits, chunk count in bits 16..31,
@@ -70,7 +87,16 @@ struct loom_pool {
   loom_range_fn fn;
   void *arg;
   int64_t n, chunk;
+  int late; /* jobs left to cut finely (the caller's own) */
 };
+
+static long spin_ns = -1; /* LOOM_POOL_SPIN_US or SPIN_NS_DEFAULT, read once */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -102,21 +128,33 @@ static void wake_on(atomic_uint *addr, int count) {
 #endif
 }
 
-/* One step of a wait for *addr to change from val: spin, then yield, then
- * sleep. The sleep is announced in *announce first (seq_cst), and the waker
- * changes *addr before it reads *announce, so either it sees the announcement
- * and wakes the futex, or the futex sees the new value and does not sleep. */
-static void wait_step(int *spins, atomic_uint *addr, unsigned val, atomic_int *announce) {
-  if (*spins < SPIN_PAUSES) {
+/* A wait for *addr to change from val, one step at a time: spin, then
+ * yield, then sleep. The sleep is announced in *announce first (seq_cst),
+ * and the waker changes *addr before it reads *announce, so either it sees
+ * the announcement and wakes the futex, or the futex sees the new value and
+ * does not sleep. */
+typedef struct {
+  int iter;
+  int phase; /* 0 spin, 1 yield, 2 sleep */
+  int64_t start;
+} waiter;
+
+static void wait_step(waiter *w, atomic_uint *addr, unsigned val, atomic_int *announce) {
+  if (w->phase < 2 && (w->iter++ % CLOCK_EVERY) == 0) {
+    int64_t t = now_ns();
+    if (w->iter == 1) w->start = t;
+    int64_t el = t - w->start;
+    w->phase = el < spin_ns ? 0 : el < spin_ns + YIELD_NS ? 1 : 2;
+  }
+  if (w->phase == 0) {
     cpu_relax();
-  } else if (*spins < SPIN_PAUSES + SPIN_YIELDS) {
+  } else if (w->phase == 1) {
     sched_yield();
   } else {
     atomic_fetch_add(announce, 1);
     sleep_on(addr, val);
     atomic_fetch_sub(announce, 1);
   }
-  ++*spins;
 }
 
 /* Claims the next chunk of generation gen; -1 when none is left. */
@@ -153,9 +191,9 @@ static void *worker(void *arg) {
   uint32_t seen = 0;
   for (;;) {
     uint64_t w;
-    int spins = 0;
+    waiter wt = {0, 0, 0};
     while (JOB_GEN(w = atomic_load_explicit(&p->job, memory_order_acquire)) == seen && !atomic_load(&p->stop))
-      wait_step(&spins, &p->wake, seen, &p->sleepers);
+      wait_step(&wt, &p->wake, seen, &p->sleepers);
     if (atomic_load(&p->stop)) return NULL;
     seen = JOB_GEN(w);
     run_chunks(p, seen, JOB_NCH(w), 0);
@@ -164,6 +202,12 @@ static void *worker(void *arg) {
 
 loom_pool *loom__pool_new(int nthreads) {
   if (nthreads < 1) nthreads = 1;
+  if (spin_ns < 0) { /* racing first calls compute the same value */
+    const char *e = getenv("LOOM_POOL_SPIN_US");
+    char *end = NULL;
+    long us = e && *e ? strtol(e, &end, 10) : -1;
+    spin_ns = us >= 0 && end && *end == 0 && us <= 1000000 ? us * 1000 : SPIN_NS_DEFAULT;
+  }
   loom_pool *p = loom__aligned_alloc(sizeof *p);
   if (!p) return NULL;
   memset(p, 0, sizeof *p);
@@ -201,31 +245,32 @@ void loom__pool_free(loom_pool *p) {
 
 int loom__pool_threads(const loom_pool *p) { return p ? p->nthreads : 1; }
 
-/* The caller's wait for the chunks other threads claimed. */
-static void wait_done(loom_pool *p, int nch) {
-  int spins = 0;
+/* The caller's wait for the chunks other threads claimed; 1 when it had to
+ * go past the spin phase (a claimed chunk's thread was slow). */
+static int wait_done(loom_pool *p, int nch) {
+  waiter wt = {0, 0, 0};
   unsigned d;
   while ((int)(d = atomic_load_explicit(&p->done, memory_order_acquire)) < nch)
-    wait_step(&spins, &p->done, d, &p->caller_waiting);
+    wait_step(&wt, &p->done, d, &p->caller_waiting);
+  return wt.phase > 0;
 }
 
-int loom__pool_chunks(int nthreads, int64_t n, int64_t grain) {
+static int pool_chunks(int nthreads, int64_t n, int64_t grain, int per_thread) {
   if (grain < 1) grain = 1;
   if (nthreads < 2 || n < 2 * grain) return 1;
-  int64_t maxchunks = n / grain, want = (int64_t)nthreads * CHUNKS_PER_THREAD;
+  int64_t maxchunks = n / grain, want = (int64_t)nthreads * per_thread;
   if (want > MAX_CHUNKS) want = MAX_CHUNKS;
   return (int)(maxchunks < want ? maxchunks : want);
 }
 
-void loom__parallel_for(loom_pool *p, int64_t n, int64_t grain, loom_range_fn fn, void *arg) {
-  if (n <= 0) return;
-  int nch = loom__pool_chunks(p ? p->nthreads : 1, n, grain);
-  if (nch < 2) {
-    fn(arg, 0, n);
-    return;
-  }
-  int64_t chunk = (n + nch - 1) / nch;
-  nch = (int)((n + chunk - 1) / chunk); /* no empty trailing chunk */
+int loom__pool_chunks(int nthreads, int64_t n, int64_t grain) {
+  return pool_chunks(nthreads, n, grain, CHUNKS_PER_THREAD);
+}
+
+int loom__pool_cuts_finely(const loom_pool *p) { return p && p->late > 0; }
+
+/* Runs fn over [0,n) as nch chunks of chunk items (the last may be shorter). */
+static void run_job(loom_pool *p, int64_t n, int64_t chunk, int nch, loom_range_fn fn, void *arg) {
   p->fn = fn;
   p->arg = arg;
   p->n = n;
@@ -235,8 +280,46 @@ void loom__parallel_for(loom_pool *p, int64_t n, int64_t grain, loom_range_fn fn
   atomic_store(&p->job, JOB(gen, nch)); /* seq_cst: publishes the fields above */
   atomic_store(&p->wake, gen);
   if (atomic_load(&p->sleepers) > 0) wake_on(&p->wake, nch - 1); /* spinning workers need no syscall */
+  int64_t t0 = now_ns();
   int mine = run_chunks(p, gen, nch, 1);
-  if (mine == nch) return; /* nobody else claimed a chunk */
-  atomic_fetch_add(&p->done, (unsigned)mine);
-  wait_done(p, nch);
+  /* late: the caller ran clearly more than its share (half a share of slack
+   * for the race over the last chunks; none when each thread has one) in a
+   * job long enough for a prompt worker to have claimed its part */
+  int share = (nch + p->nthreads - 1) / p->nthreads;
+  int late = mine > share + share / 2 && now_ns() - t0 > spin_ns;
+  if (mine < nch) {
+    atomic_fetch_add(&p->done, (unsigned)mine);
+    late |= wait_done(p, nch);
+  }
+  if (late)
+    p->late = LATE_JOBS;
+  else if (p->late > 0)
+    p->late--;
+}
+
+void loom__parallel_for(loom_pool *p, int64_t n, int64_t grain, loom_range_fn fn, void *arg) {
+  if (n <= 0) return;
+  int nch = p ? pool_chunks(p->nthreads, n, grain, p->late > 0 ? CHUNKS_PER_THREAD : 1) : 1;
+  if (nch < 2) {
+    fn(arg, 0, n);
+    return;
+  }
+  int64_t chunk = (n + nch - 1) / nch;
+  nch = (int)((n + chunk - 1) / chunk); /* no empty trailing chunk */
+  run_job(p, n, chunk, nch, fn, arg);
+}
+
+void loom__parallel_blocks(loom_pool *p, int64_t n, int64_t block, loom_range_fn fn, void *arg) {
+  if (n <= 0) return;
+  if (block < 1) block = 1;
+  int64_t nb = (n + block - 1) / block;
+  if (!p || p->nthreads < 2 || nb < 2) {
+    fn(arg, 0, n);
+    return;
+  }
+  if (nb > MAX_CHUNKS) { /* keep the count in the job word: larger blocks */
+    block = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    nb = (n + block - 1) / block;
+  }
+  run_job(p, n, block, (int)nb, fn, arg);
 }

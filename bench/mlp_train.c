@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
   th_run("mlp_train", &m, &d, B, B, threads, total, seed, &bp_blas_us, &r);
   printf("impl=loom\nopt=%s\nthreads=%d\nsteps=%lld\nfinal_loss=%.4f\n", opt, threads, (long long)r.steps,
          (double)r.final_loss);
-  printf("step_cpu_us=%.1f\n", r.step_cpu_us);
+  printf("step_cpu_us=%.1f\nstep_p10_us=%.1f\n", r.step_cpu_us, r.step_p10_us);
   printf("step_us=%.1f\nsteps_per_sec=%.1f\ntest_accuracy=%.4f\npeak_rss_mb=%.1f\nblas_fraction=%.3f\n", r.step_us,
          r.steps_per_sec, r.test_accuracy, bu_peak_rss_mb(), r.blas_fraction);
   loom_optimizer_free(o);

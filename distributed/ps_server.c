@@ -29,6 +29,7 @@
  * violation (bad magic/version/CRC, oversized length, a request before
  * WELCOME, a failed HMAC, another placement) closes that connection with a
  * logged reason; the others are served on. */
+#include "base/pool.h"
 #include "distributed/ps_server_impl.h"
 
 loom_ps_server_options loom_ps_server_options_default(void) {
@@ -573,6 +574,7 @@ static void on_timer(uv_timer_t *t) {
 
 static void *loop_main(void *arg) {
   loom_ps_server *s = arg;
+  loom__set_ftz(); /* updates applied here compute as a local session's kernels do */
   uv_run(&s->loop, UV_RUN_DEFAULT);
   pthread_mutex_lock(&s->mu);
   s->stopped = 1;

@@ -2,6 +2,7 @@
  * lock-free stack in arrival order, runs the handler of each, holds SYNC
  * requests until their step or deadline, and hands the finished jobs back to
  * the loop thread. */
+#include "base/pool.h"
 #include "distributed/ps_server_impl.h"
 
 void loom__pss_shard_process(shard *sh, job *j) {
@@ -88,6 +89,7 @@ static void shard_acquire(shard *sh) {
 
 void *loom__pss_shard_main(void *arg) {
   shard *sh = arg;
+  loom__set_ftz(); /* updates compute as a local session's kernels do: denormals flushed */
   int timed = 0; /* waiters to watch (read while owning the variables) */
   for (;;) {
     if (timed) {

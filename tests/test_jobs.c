@@ -1059,7 +1059,10 @@ static void kill_ps_case(const char *tag) {
   double resumed = now_s() - t_restart;
   cr_expect(ok, "training resumes after the PS restart");
   cr_expect_lt(resumed, 10.0, "resumed %.1f s after the restart", resumed);
-  cr_expect(log_has(ps1, "restored its shard"), "the restarted PS restored its shard");
+  /* the newest complete state of its shard: its PS-side checkpoint, or (when the chief's model.ckpt
+   * is newer, which depends on the timing of the kill) the chief re-creates it from that */
+  cr_expect(log_has(ps1, "restored its shard") || log_has(ps1, "the newest state of its shard is the chief's model.ckpt"),
+            "the restarted PS restored its shard or left it to the chief's newer checkpoint");
   cr_expect(log_has(w0, "reconnected to the PS tasks"));
   if (g_overlap) cr_expect(log_has(w0, "overlap_comm: on (sender thread)") && log_has(ch, "overlap_comm: on (sender thread)"));
   fprintf(stderr, "kill_ps: training resumed %.2f s after the PS restart\n", resumed);

@@ -4,6 +4,7 @@
  * mask, an injected or real cgroup CPU quota, or a launcher's environment. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -350,12 +351,15 @@ Test(pool, every_item_once_in_finer_chunks_with_ftz_in_every_thread) {
       for (int rep = 0; rep < 50; rep++) {
         pf_probe p = {.n = ns[k]};
         p.seen = calloc((size_t)ns[k], 1);
+        int fine = loom__pool_cuts_finely(pool);
         loom__parallel_for(pool, ns[k], 16, probe, &p);
         for (int64_t i = 0; i < ns[k]; i++) cr_assert_eq(p.seen[i], 1, "threads %d n %lld item %lld ran %d times",
                                                         threads, (long long)ns[k], (long long)i, p.seen[i]);
         cr_assert_eq(atomic_load(&p.covered), ns[k]);
         cr_assert_eq(atomic_load(&p.ftz_off), 0, "a chunk ran without FTZ/DAZ");
-        int64_t want = loom__pool_chunks(threads, ns[k], 16), chunk = (ns[k] + want - 1) / want;
+        int64_t want = fine ? loom__pool_chunks(threads, ns[k], 16) : ns[k] < 32 || threads < 2 ? 1
+                                                                   : ns[k] / 16 < threads ? ns[k] / 16 : threads;
+        int64_t chunk = (ns[k] + want - 1) / want;
         cr_assert_eq(atomic_load(&p.calls), (int)((ns[k] + chunk - 1) / chunk)); /* one call per chunk */
         free(p.seen);
       }
@@ -365,4 +369,85 @@ Test(pool, every_item_once_in_finer_chunks_with_ftz_in_every_thread) {
   cr_assert_gt(loom__pool_chunks(2, 100000, 16), 2);
   cr_assert_eq(loom__pool_chunks(2, 31, 16), 1);
   cr_assert_eq(loom__pool_chunks(1, 100000, 16), 1);
+}
+
+/* ---- the pool adapts its cut: fine after a late worker, coarse again when all answer promptly ---- */
+typedef struct {
+  pthread_t caller;
+  atomic_int worker_chunks;
+  int slow;
+} late_probe;
+static void late_fn(void *arg, int64_t b, int64_t e) {
+  late_probe *p = arg;
+  (void)b;
+  (void)e;
+  if (pthread_equal(pthread_self(), p->caller)) {
+    if (p->slow) usleep(1000); /* time for the worker to claim the other chunk */
+    return;
+  }
+  atomic_fetch_add(&p->worker_chunks, 1);
+  if (p->slow) usleep(3000); /* a worker held up (descheduled) in its chunk */
+}
+
+Test(pool, a_late_worker_makes_the_cut_finer_and_prompt_workers_make_it_coarse_again) {
+  loom_pool *pool = loom__pool_new(2);
+  cr_assert(pool);
+  late_probe p = {.caller = pthread_self()};
+  /* a job whose worker chunk takes 3 ms: the caller waits past its spin phase */
+  for (int i = 0; i < 20 && !atomic_load(&p.worker_chunks); i++) {
+    p.slow = 1;
+    loom__parallel_for(pool, 1 << 20, 16, late_fn, &p);
+  }
+  cr_assert_gt(atomic_load(&p.worker_chunks), 0, "the worker never took a chunk in 20 jobs");
+  cr_assert(loom__pool_cuts_finely(pool), "a worker 3 ms late did not make the pool cut finely");
+  pf_probe q = {.n = 1 << 20};
+  q.seen = calloc((size_t)q.n, 1);
+  loom__parallel_for(pool, q.n, 16, probe, &q);
+  cr_assert_eq(atomic_load(&q.calls), loom__pool_chunks(2, q.n, 16), "the fine cut is %d chunks",
+               loom__pool_chunks(2, q.n, 16));
+  free(q.seen);
+  /* prompt workers: back to one chunk per thread within a bounded number of jobs */
+  p.slow = 0;
+  int jobs = 0;
+  while (loom__pool_cuts_finely(pool) && jobs < 20000) {
+    loom__parallel_for(pool, 1 << 16, 16, late_fn, &p);
+    jobs++;
+  }
+  cr_assert(!loom__pool_cuts_finely(pool), "still cutting finely after %d prompt jobs", jobs);
+  cr_assert_geq(jobs, 1);
+  loom__pool_free(pool);
+}
+
+/* ---- blocks of an exact size (the matrix product's cache-sized blocks) ---- */
+typedef struct {
+  atomic_int calls, bad;
+  int64_t n, block;
+  unsigned char *seen;
+} blk_probe;
+static void blk_fn(void *arg, int64_t b, int64_t e) {
+  blk_probe *p = arg;
+  atomic_fetch_add(&p->calls, 1);
+  if (b % p->block || (e - b != p->block && e != p->n)) atomic_fetch_add(&p->bad, 1);
+  for (int64_t i = b; i < e; i++) p->seen[i]++;
+}
+
+Test(pool, blocks_of_the_requested_size_whatever_the_thread_count) {
+  for (int threads = 1; threads <= 3; threads++) {
+    loom_pool *pool = loom__pool_new(threads);
+    static const int64_t cases[][2] = {{100, 7}, {64, 8}, {5, 10}, {1000, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+      blk_probe p = {.n = cases[k][0], .block = cases[k][1]};
+      p.seen = calloc((size_t)p.n, 1);
+      loom__parallel_blocks(pool, p.n, p.block, blk_fn, &p);
+      int64_t nb = (p.n + p.block - 1) / p.block;
+      for (int64_t i = 0; i < p.n; i++) cr_assert_eq(p.seen[i], 1, "item %lld ran %d times", (long long)i, p.seen[i]);
+      if (threads > 1 && nb > 1) {
+        cr_assert_eq(atomic_load(&p.calls), (int)nb, "n %lld block %lld: %d calls", (long long)p.n,
+                     (long long)p.block, atomic_load(&p.calls));
+        cr_assert_eq(atomic_load(&p.bad), 0, "a block of the wrong size or alignment");
+      }
+      free(p.seen);
+    }
+    loom__pool_free(pool);
+  }
 }

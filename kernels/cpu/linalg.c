@@ -86,7 +86,7 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2 };
     int64_t by_flops = (int64_t)(GEMM_CHUNK_FLOPS / (flops / (double)units)) + 1;                         \
     int64_t by_threads = (units + (int64_t)threads * GEMM_CHUNKS_PER_THREAD - 1) /                        \
                          ((int64_t)threads * GEMM_CHUNKS_PER_THREAD);                                     \
-    loom__parallel_for(pool, units, by_flops > by_threads ? by_flops : by_threads, gemm_range_##S, &j);   \
+    loom__parallel_blocks(pool, units, by_flops > by_threads ? by_flops : by_threads, gemm_range_##S, &j); \
   }
 
 DEF_GEMM(float, f32, cblas_sgemm, cblas_sgemv)
