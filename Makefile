@@ -95,7 +95,7 @@ endif
 NON_LIB_DIRS := tests bench examples scripts proto tools python build fuzz $(patsubst %/,%,$(wildcard build*/))
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
 # distributed/mpi/ is not part of the library: it is the MPI transport plugin (below).
-LIB_SRC := $(filter-out distributed/mpi/%,$(LIB_SRC))
+LIB_SRC := $(filter-out distributed/mpi/% distributed/gloo/%,$(LIB_SRC))
 # Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -174,6 +174,25 @@ $(MPI_PLUGIN): $(wildcard distributed/mpi/*.c) distributed/collective_api.h
 else
 mpi:
 	@echo "mpicc not found: install libopenmpi-dev (scripts/deps.sh) to build $(MPI_PLUGIN)"; exit 1
+endif
+
+# The collective strategy's transport for a job launched by TF_CONFIG alone (no mpirun / srun): Gloo's
+# TCP transport, in a plugin libloom opens on first use (distributed/collective.c), so that libloom never
+# links Gloo or a C++ runtime. Built when Debian's libgloo-dev is installed.
+GLOO_PLUGIN := $(BUILD)/libloom_gloo.so
+HAVE_GLOO ?= $(if $(wildcard /usr/include/gloo/rendezvous/store.h),1)
+.PHONY: gloo
+ifneq ($(HAVE_GLOO),)
+gloo: $(GLOO_PLUGIN)
+lib: $(GLOO_PLUGIN)
+$(GLOO_PLUGIN): $(wildcard distributed/gloo/*.cc) distributed/collective_api.h
+	@mkdir -p $(dir $@)
+	$(call say,CXX,$@)
+	$(Q)$(CXX) -std=c++17 -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra $(WERROR) \
+	  $(filter %.cc,$^) -o $@ -lgloo -lpthread
+else
+gloo:
+	@echo "Gloo not found: install libgloo-dev (scripts/deps.sh) to build $(GLOO_PLUGIN)"; exit 1
 endif
 
 deps:

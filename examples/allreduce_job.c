@@ -2,6 +2,7 @@
  * RunConfig.train_distribute; with --distribute collective, launch it with mpirun (or srun):
  *
  *   mpirun -np 2 build/examples/allreduce_job --model_dir D --distribute collective --batch 16
+ *   scripts/launch_local -p 0 -w 1 -e 0 -d D -- build/examples/allreduce_job --batch 16   (TF_CONFIG, Gloo)
  *
  * Flags: --model_dir D (required) [--distribute local|collective|auto] [--steps 100] [--batch 16 (per
  * worker)] [--optimizer sgd|adam] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
@@ -136,6 +137,20 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
   return LOOM_OK;
 }
 
+/* This process's rank: mpirun's or srun's, else TF_CONFIG's (chief 0, then the workers by index). */
+static int job_rank(void) {
+  const char *r = getenv("OMPI_COMM_WORLD_RANK");
+  if (!r) r = getenv("PMI_RANK");
+  if (!r) r = getenv("SLURM_PROCID");
+  if (r) return atoi(r);
+  loom_tf_config *c = loom_tf_config_parse(NULL, NULL);
+  int rank = 0;
+  if (c && !strcmp(loom_tf_config_task_type(c), "worker"))
+    rank = loom_tf_config_num_tasks(c, "chief") + loom_tf_config_num_tasks(c, "master") + loom_tf_config_task_id(c);
+  loom_tf_config_free(c);
+  return rank;
+}
+
 int main(int argc, char **argv) {
   const char *model_dir = arg(argc, argv, "--model_dir", NULL);
   const char *dist = arg(argc, argv, "--distribute", "collective");
@@ -143,8 +158,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "allreduce_job: --model_dir is required\n");
     return 2;
   }
-  const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
-  int rank = rank_env ? atoi(rank_env) : 0;
+  int rank = job_rank();
   cfg c = {atoll(arg(argc, argv, "--batch", "16")), atoll(arg(argc, argv, "--embed", "0")),
            atoll(arg(argc, argv, "--hidden", "16")), 0, 0, !strcmp(arg(argc, argv, "--optimizer", "sgd"), "adam"),
            atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0"))};
