@@ -324,6 +324,11 @@ $(BUILD)/tests/test_allreduce: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD
   -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"' \
   -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
 
+# tests/test_allreduce_launch.c runs examples/allreduce_job by scripts/launch_local over the Gloo plugin (and under mpirun).
+$(BUILD)/tests/test_allreduce_launch: $(BUILD)/examples/allreduce_job $(if $(HAVE_GLOO),$(GLOO_PLUGIN)) $(if $(MPICC),$(MPI_PLUGIN))
+$(BUILD)/tests/test_allreduce_launch: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD)/examples/allreduce_job"' \
+  -DLOOM_GLOO_PLUGIN_PATH='"$(abspath $(GLOO_PLUGIN))"' -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
+
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)
 $(BUILD)/tests/test_cli: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'

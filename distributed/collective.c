@@ -147,8 +147,11 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
   }
   char err[1024] = "";
   if (g_api->init(timeout_s, err, sizeof err)) {
-    rc = loom_status_set(st, strstr(err, "timeout") ? LOOM_DEADLINE_EXCEEDED : LOOM_UNAVAILABLE, "%s (%s): %s",
-                         gloo ? "Gloo" : "MPI", g_api->name, err);
+    if (gloo)
+      rc = loom_status_set(st, strstr(err, "timeout") ? LOOM_DEADLINE_EXCEEDED : LOOM_UNAVAILABLE, "%s: %s",
+                           g_api->name, err);
+    else
+      rc = loom_status_set(st, LOOM_UNAVAILABLE, "MPI (%s): %s", g_api->name, err);
     goto out;
   }
   g_ready = 1;

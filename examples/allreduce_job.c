@@ -9,7 +9,8 @@
  * rank build this many hidden units: a model mismatch)] [--finite_odd_ranks 1 (their input is one pass
  * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
  * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
- * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1].
+ * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1] [--log warn|info (info: the
+ * library's info lines too, the collective transport's name among them)].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
  * (B = batch × workers), worker w of W the w-th slice of b, so W workers with batch b see the same examples
@@ -166,6 +167,7 @@ int main(int argc, char **argv) {
     c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));
   if (rank % 2 == 1 && atoi(arg(argc, argv, "--finite_odd_ranks", "0"))) c.finite = 1;
   if (rank % 2 == 1) c.seed_off = atoi(arg(argc, argv, "--init_seed_odd_ranks", "0"));
+  if (!strcmp(arg(argc, argv, "--log", "warn"), "info")) loom_log_set(NULL, NULL, LOOM_LOG_INFO);
   printf("rank=%d pid=%d\n", rank, (int)getpid());
   fflush(stdout);
   loom_status *st = loom_status_new();

@@ -13,9 +13,11 @@
  *
  * Collectives are Gloo's (ring all-reduce, broadcast, allgather(v), barrier), each with Gloo's timeout
  * set to the collective timeout. When one fails (a peer's connection closed, or the timeout passed),
- * every peer's liveness listener is probed (connect and read one byte within a short grace period: a
- * dead process refuses, a stopped one does not answer) and the message names the ranks and TF_CONFIG
- * tasks that did not answer. */
+ * the rank closes its own connections (so that its peers fail now, not at their timeout), every peer's
+ * liveness listener is probed (connect and read one byte within a short grace period: a dead process
+ * refuses, a stopped one does not answer) and the message names the ranks and TF_CONFIG tasks that did
+ * not answer. A failed rank's listener answers on for the grace period and a second more (finalize
+ * waits that long), so that its peers, failing in turn, do not count it among the lost. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -285,6 +287,16 @@ class KvServer {
   std::vector<int> fds_;
 };
 
+std::string task_of(int r);
+
+/* "rank r (type:i)" for a key that ends in a rank number ("loom/probe/1", Gloo's "1"), else the key. */
+std::string key_owner(const std::string &key) {
+  size_t b = key.find_last_not_of("0123456789");
+  b = b == std::string::npos ? 0 : b + 1;
+  if (b >= key.size()) return "'" + key + "'";
+  return "'" + key + "' from rank " + task_of(atoi(key.c_str() + b));
+}
+
 class KvStore : public gloo::rendezvous::Store {
  public:
   KvStore(std::string host, std::string port, std::string who, double timeout)
@@ -317,7 +329,7 @@ class KvStore : public gloo::rendezvous::Store {
     char op = 'G';
     if (!send_all(fd_, &op, 1, dl) || !send_all(fd_, &kl, 4, dl) || !send_all(fd_, key.data(), kl, dl) ||
         !recv_all(fd_, &vl, 4, dl))
-      lost("waiting for '" + key + "' (a task that has not joined the rendezvous)");
+      lost("waiting for " + key_owner(key) + " (a task that has not joined the rendezvous)");
     std::vector<char> v(vl);
     if (vl && !recv_all(fd_, v.data(), vl, dl)) lost("reading '" + key + "'");
     return v;
@@ -393,7 +405,7 @@ struct State {
   std::vector<std::string> names;    /* TF_CONFIG task of each rank */
   std::vector<std::string> probe_at; /* each rank's liveness listener, host:port */
   bool configured = false, inited = false, failed = false;
-  double timeout = 60.0;
+  double timeout = 60.0, failed_at = 0;
   long long calls = 0;
   uint32_t tag = 0;
   std::shared_ptr<gloo::Context> ctx;
@@ -415,10 +427,12 @@ std::string task_of(int r) {
   return out;
 }
 
+double probe_grace() { return S().timeout < 2.0 ? S().timeout : 2.0; }
+
 /* The ranks whose liveness listener does not answer within grace seconds ("" when all answer). */
 std::string probe_lost() {
   State &s = S();
-  double grace = s.timeout < 2.0 ? s.timeout : 2.0;
+  double grace = probe_grace();
   std::vector<char> alive((size_t)s.size, 1);
   std::vector<std::thread> th;
   for (int r = 0; r < s.size; r++) {
@@ -489,7 +503,7 @@ int p_init(double timeout_s, char *err, size_t cap) {
     s.dev = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(s.rank, s.size);
     ctx->setTimeout(tmo());
-    KvStore store(sh, sp, task_of(0), s.timeout);
+    KvStore store(sh, sp, "rank " + task_of(0), s.timeout);
     char mine[512];
     snprintf(mine, sizeof mine, "%s:%d", s.host.c_str(), s.prober.port());
     store.set("loom/probe/" + std::to_string(s.rank), std::vector<char>(mine, mine + strlen(mine)));
@@ -516,10 +530,10 @@ int p_init(double timeout_s, char *err, size_t cap) {
     store.close_conn();
   } catch (const std::exception &e) {
     if (server) server->stop();
-    std::string m = std::string("Gloo rendezvous of rank ") + task_of(s.rank) + " of " + std::to_string(s.size) +
+    std::string m = std::string("rendezvous of rank ") + task_of(s.rank) + " of " + std::to_string(s.size) +
                     " failed: " + e.what();
-    if (strstr(e.what(), "Timed out") || strstr(e.what(), "timed out") || strstr(e.what(), "within"))
-      m += " (collective timeout " + std::to_string((int)s.timeout) + " s)";
+    if (strstr(e.what(), "Timed out")) /* Gloo's own wait (connecting the mesh) */
+      m += " (the collective timeout is " + std::to_string((long long)s.timeout) + " s)";
     snprintf(err, cap, "%s", m.c_str());
     s.failed = true;
     return 1;
@@ -551,6 +565,11 @@ int run(const char *what, F f, char *err, size_t cap) {
     f(s.ctx, s.tag++);
     return 0;
   } catch (const std::exception &e) {
+    /* close this rank's connections at once, so that every peer's collective fails now too (not at its
+     * timeout); the liveness listener keeps answering until finalize has lingered (below), so that the
+     * peers' probes name only the ranks that are really dead or stalled */
+    s.failed_at = now_s();
+    s.ctx.reset();
     std::string lost = probe_lost();
     bool timed = strstr(e.what(), "Timed out") || strstr(e.what(), "timed out");
     char head[512];
@@ -663,8 +682,13 @@ int p_finalize() {
   State &s = S();
   if (!s.inited) return 0;
   s.inited = false;
+  if (s.failed) { /* answer the peers' probes a while: they are naming the lost ranks */
+    double until = s.failed_at + probe_grace() + 1.0;
+    while (now_s() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s.prober.stop();
+    return 1;
+  }
   s.prober.stop();
-  if (s.failed) return 1; /* a lost peer's pairs may block Gloo's teardown: the process exits */
   s.ctx.reset();
   s.dev.reset();
   return 0;
