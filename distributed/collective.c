@@ -154,6 +154,14 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
       rc = loom_status_set(st, LOOM_UNAVAILABLE, "MPI (%s): %s", g_api->name, err);
     goto out;
   }
+  if (!gloo && g_api->size() != env_size) {
+    rc = loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                         "the launcher's environment names %d task(s) (OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS) but "
+                         "MPI (%s) initialized %d rank(s): under srun, start the tasks with MPI's process manager "
+                         "interface (srun --mpi=pmix)",
+                         env_size, g_api->name, g_api->size());
+    goto out;
+  }
   g_ready = 1;
   atexit(loom__coll_finalize);
 out:

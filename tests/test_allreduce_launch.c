@@ -375,3 +375,66 @@ Test(allreduce_launch, worker_only_tf_config_under_mpirun, .timeout = 200) {
   free(out);
   tu_rmtree(dir);
 }
+
+/* An MPI size that disagrees with the launcher's environment (here PMI_SIZE=2 in a process MPI starts
+ * alone, as a task srun started without --mpi=pmix would be): an error naming both. */
+Test(allreduce_launch, launcher_size_that_disagrees_with_mpi, .timeout = 60) {
+  if (!have_mpi()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  int rc = sh("env -u TF_CONFIG -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS PMI_SIZE=2 PMI_RANK=0 timeout 60 %s "
+              "--model_dir %s/m --steps 10 > %s/out 2>&1",
+              LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  char *out = slurp("%s/out", dir);
+  cr_assert(rc != 0 && rc != 124, "exited %d:\n%s", rc, out);
+  cr_assert(strstr(out, "the launcher's environment names 2 task(s)") && strstr(out, "initialized 1 rank(s)"), "%s",
+            out);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* srun on a one-node Slurm cluster started for the test (scripts/slurm_local: slurmctld + slurmd,
+ * auth/none): `srun --mpi=pmix -n 2` trains as mpirun does, matching one process with twice the batch. */
+static char g_slurm_dir[TU_TMPDIR_CAP];
+static void slurm_fini(void) {
+  if (g_slurm_dir[0]) {
+    sh("scripts/slurm_local stop %s >/dev/null 2>&1", g_slurm_dir);
+    tu_rmtree(g_slurm_dir);
+  }
+}
+
+Test(allreduce_launch, srun_two_tasks_match_one_worker, .timeout = 300, .fini = slurm_fini) {
+  if (!have_mpi()) return;
+  if (system("command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v srun >/dev/null") != 0 ||
+      geteuid() != 0) {
+    fprintf(stderr, "SKIPPED: srun test needs slurmctld, slurmd and slurm-client (scripts/deps.sh) and root\n");
+    return;
+  }
+  tu_tmpdir(g_slurm_dir, sizeof g_slurm_dir, "arslurm");
+  const char *dir = g_slurm_dir;
+  int port = 30000 + 2 * (int)(getpid() % 10000);
+  int rc = sh("SLURM_LOCAL_PORT=%d scripts/slurm_local start %s > %s/start.out 2>&1", port, dir, dir);
+  char *so = slurp("%s/start.out", dir);
+  cr_assert_eq(rc, 0, "scripts/slurm_local start failed:\n%s", so);
+  free(so);
+  rc = sh("env -u TF_CONFIG timeout 120 %s --model_dir %s/local --distribute local --batch 32 --steps 100 > "
+          "%s/local.out 2>&1",
+          LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  cr_assert_eq(rc, 0);
+  rc = sh("env -u TF_CONFIG SLURM_CONF=%s/slurm.conf timeout 150 srun --mpi=pmix -O -n 2 %s --model_dir %s/coll "
+          "--distribute collective --batch 16 --steps 100 --log info > %s/srun.out 2>&1",
+          dir, LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  char *out = slurp("%s/srun.out", dir);
+  cr_assert_eq(rc, 0, "srun exited %d:\n%s", rc, out);
+  same_checksums(out, 2);
+  cr_assert(strstr(out, "(Open MPI"), "not over MPI:\n%s", out);
+  cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
+  free(out);
+  char dl[256], dc[256];
+  snprintf(dl, sizeof dl, "%s/local", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  int nv = 0;
+  double rel = compare_ckpts(dl, dc, 100, &nv);
+  fprintf(stderr, "allreduce_launch: srun -n 2: %d variables, max relative difference %.3g\n", nv, rel);
+  cr_assert(nv >= 4 && rel <= 1e-5, "srun -n 2 x batch 16 vs 1 x batch 32: %d variables, %g relative", nv, rel);
+}
