@@ -76,7 +76,7 @@ static int launch(const char *dir, const char *name, const char *env, const char
 
 /* Every task's log of the job in dir/name, one after another. */
 static char *logs_of(const char *dir, const char *name) {
-  static const char *const tasks[] = {"chief-0", "worker-0", "worker-1", "worker-2"};
+  static const char *const tasks[] = {"chief-0", "worker-0", "worker-1", "worker-2", "evaluator-0"};
   size_t cap = 1, len = 0;
   char *all = calloc(1, 1);
   for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++) {
@@ -142,7 +142,8 @@ static double compare_ckpts(const char *da, const char *db, int64_t step, int *n
 }
 
 /* A TF_CONFIG launch of opts (n trainers, batch 16 each) against one local process with batch 16n: the
- * same variables within 1e-5 relative after 100 SGD steps, every rank's bitwise identical, over Gloo. */
+ * same variables within 1e-5 relative after 100 SGD steps, every rank's bitwise identical, over Gloo;
+ * with an evaluator task (-e 1), its evaluation of the final checkpoint equals the chief's. */
 static void match_local(const char *opts, int n, const char *lead) {
   char dir[TU_TMPDIR_CAP], dl[256], dc[256];
   tu_tmpdir(dir, sizeof dir, "arlaunch");
@@ -166,6 +167,11 @@ static void match_local(const char *opts, int n, const char *lead) {
   snprintf(lead_log, sizeof lead_log, "== %s\n", lead);
   const char *lp = strstr(out, lead_log);
   cr_assert(lp && strstr(lp, "allreduce_job: done accuracy="), "%s did not finish as the chief:\n%s", lead, out);
+  const char *ev = strstr(out, "== evaluator-0\n");
+  if (strstr(opts, "-e 1")) { /* the evaluator task beside the ranks evaluated the final checkpoint as the chief did */
+    const char *a = strstr(lp, "done accuracy="), *b = ev ? strstr(ev, "done accuracy=") : NULL;
+    cr_assert(b && atof(a + 14) == atof(b + 14), "the evaluator's final evaluation differs from the chief's:\n%s", out);
+  }
   free(out);
   free(ll);
   int nv = 0;
@@ -178,7 +184,7 @@ static void match_local(const char *opts, int n, const char *lead) {
 
 Test(allreduce_launch, tf_config_chief_and_worker_match_one_worker, .timeout = 300) {
   if (!have_gloo()) return;
-  match_local("-p 0 -w 1 -e 0", 2, "chief-0");
+  match_local("-p 0 -w 1 -e 1", 2, "chief-0");
 }
 
 /* No chief: worker 0 is the chief (it serves the rendezvous, writes the checkpoints, evaluates). */
