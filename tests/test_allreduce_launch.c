@@ -144,18 +144,20 @@ static double compare_ckpts(const char *da, const char *db, int64_t step, int *n
 /* A TF_CONFIG launch of opts (n trainers, batch 16 each) against one local process with batch 16n: the
  * same variables within 1e-5 relative after 100 SGD steps, every rank's bitwise identical, over Gloo;
  * with an evaluator task (-e 1), its evaluation of the final checkpoint equals the chief's. */
-static void match_local(const char *opts, int n, const char *lead) {
+static void match_local(const char *opts, int n, const char *lead, const char *extra) {
   char dir[TU_TMPDIR_CAP], dl[256], dc[256];
   tu_tmpdir(dir, sizeof dir, "arlaunch");
   snprintf(dl, sizeof dl, "%s/local", dir);
   snprintf(dc, sizeof dc, "%s/coll", dir);
-  int rc = sh("env -u TF_CONFIG timeout 120 %s --model_dir %s --distribute local --batch %d --steps 100 > %s/local.out "
-              "2>&1",
-              LOOM_ALLREDUCE_JOB_BIN, dl, 16 * n, dir);
+  int rc = sh("env -u TF_CONFIG timeout 120 %s --model_dir %s --distribute local --batch %d --steps 100 %s > "
+              "%s/local.out 2>&1",
+              LOOM_ALLREDUCE_JOB_BIN, dl, 16 * n, extra, dir);
   char *lo = slurp("%s/local.out", dir);
   cr_assert_eq(rc, 0, "local run exited %d:\n%s", rc, lo);
   free(lo);
-  rc = launch(dir, "coll", "LOOM_COLLECTIVE_TIMEOUT=30", opts, "--distribute auto --batch 16 --steps 100 --log info");
+  char args[512];
+  snprintf(args, sizeof args, "--distribute auto --batch 16 --steps 100 --log info %s", extra);
+  rc = launch(dir, "coll", "LOOM_COLLECTIVE_TIMEOUT=30", opts, args);
   char *out = logs_of(dir, "coll"), *ll = slurp("%s/coll.out", dir);
   cr_assert_eq(rc, 0, "launch_local %s exited %d:\n%s\n%s", opts, rc, ll, out);
   same_checksums(out, n);
@@ -184,13 +186,19 @@ static void match_local(const char *opts, int n, const char *lead) {
 
 Test(allreduce_launch, tf_config_chief_and_worker_match_one_worker, .timeout = 300) {
   if (!have_gloo()) return;
-  match_local("-p 0 -w 1 -e 1", 2, "chief-0");
+  match_local("-p 0 -w 1 -e 1", 2, "chief-0", "");
 }
 
 /* No chief: worker 0 is the chief (it serves the rendezvous, writes the checkpoints, evaluates). */
 Test(allreduce_launch, worker_only_cluster_worker0_is_the_chief, .timeout = 300) {
   if (!have_gloo()) return;
-  match_local("-p 0 -c 0 -w 2 -e 0", 2, "worker-0");
+  match_local("-p 0 -c 0 -w 2 -e 0", 2, "worker-0", "");
+}
+
+/* An embedding's sparse gradient: rows and ids through Gloo's allgatherv. */
+Test(allreduce_launch, sparse_embedding_gradient_over_gloo, .timeout = 300) {
+  if (!have_gloo()) return;
+  match_local("-p 0 -w 1 -e 0", 2, "chief-0", "--embed 50");
 }
 
 /* worker:1 (rank 2 of 3) killed or stopped mid-training: the chief and worker:0 exit non-zero within the
