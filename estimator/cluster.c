@@ -150,11 +150,14 @@ static int tf_config_trainers(int *nps, const char **type, loom_tf_config **keep
          loom_tf_config_num_tasks(c, "worker");
 }
 
-/* AUTO picks the collective strategy: a TF_CONFIG with trainers and no PS, naming this task one of them
- * (in a process an MPI or Slurm launcher started, or not: then over Gloo). */
+/* AUTO picks the collective strategy: a TF_CONFIG with trainers and no PS, naming this task one of them,
+ * in a process an MPI or Slurm launcher started, or not (then over Gloo) when there are several (a
+ * cluster of one chief alone trains locally, as in TF). */
 static int collective_auto(void) {
   loom__coll_tf tf;
-  return loom__coll_tf_config(NULL, &tf, NULL) == 1;
+  int rank = 0, size = 0;
+  loom__coll_env(&rank, &size);
+  return loom__coll_tf_config(NULL, &tf, NULL) == 1 && (size > 0 || tf.size > 1);
 }
 
 /* Every MPI rank trains under the collective strategy; rank 0 checkpoints and evaluates the final one. */

@@ -341,6 +341,37 @@ Test(allreduce_launch, tasks_whose_tf_configs_disagree_name_both, .timeout = 120
   tu_rmtree(dir);
 }
 
+/* A cluster of one chief: under AUTO local training, as in TF; under COLLECTIVE one rank over Gloo
+ * (no rendezvous to serve), the same variables as local training, bit for bit. And rank 0's TF_CONFIG
+ * port 0 in a cluster of two: an error naming it (the rendezvous needs a fixed port). */
+Test(allreduce_launch, one_chief_alone_and_port_zero, .timeout = 120) {
+  if (!have_gloo()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  static const char *const one = "TF_CONFIG='{\"cluster\": {\"chief\": [\"127.0.0.1:0\"]}, \"task\": {\"type\": \"chief\", "
+                                 "\"index\": 0}}'";
+  cr_assert_eq(sh("%s timeout 60 %s --model_dir %s/auto --steps 20 --distribute auto > %s/auto.out 2>&1", one,
+                  LOOM_ALLREDUCE_JOB_BIN, dir, dir),
+               0);
+  cr_assert_eq(sh("%s timeout 60 %s --model_dir %s/coll --steps 20 --distribute collective > %s/coll.out 2>&1", one,
+                  LOOM_ALLREDUCE_JOB_BIN, dir, dir),
+               0);
+  char *a = slurp("%s/auto.out", dir), *c = slurp("%s/coll.out", dir);
+  cr_assert(!strstr(a, "collective: rank="), "AUTO with a chief alone ran the collective strategy:\n%s", a);
+  cr_assert(strstr(c, "collective: rank=0 size=1 steps=20"), "%s", c);
+  char da[256], dc[256];
+  snprintf(da, sizeof da, "%s/auto", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  int nv = 0;
+  cr_assert_eq(compare_ckpts(da, dc, 20, &nv), 0.0, "one rank over Gloo differs from local training");
+  free(a);
+  free(c);
+  char *z = alone(dir, "zero", "chief", "{\"chief\": [\"127.0.0.1:0\"], \"worker\": [\"127.0.0.1:0\"]}", NULL);
+  cr_assert(strstr(z, "rendezvous address 127.0.0.1:0 of rank 0 (chief:0) has port 0"), "%s", z);
+  free(z);
+  tu_rmtree(dir);
+}
+
 Test(allreduce_launch, missing_gloo_plugin_is_a_clear_error, .timeout = 60) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "arlaunch");

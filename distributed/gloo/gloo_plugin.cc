@@ -50,6 +50,7 @@
 #include <gloo/config.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
@@ -482,10 +483,27 @@ int p_init(double timeout_s, char *err, size_t cap) {
     return fail(err, cap, "the Gloo transport was not given its rendezvous (rank, size, rank 0's address)");
   struct sigaction sa;
   if (sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  if (s.size == 1) { /* nothing to meet: Gloo's in-process store */
+    try {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = s.host;
+      s.dev = gloo::transport::tcp::CreateDevice(attr);
+      auto ctx = std::make_shared<gloo::rendezvous::Context>(0, 1);
+      ctx->setTimeout(tmo());
+      gloo::rendezvous::HashStore store;
+      ctx->connectFullMesh(store, s.dev);
+      s.ctx = ctx;
+    } catch (const std::exception &e) {
+      return fail(err, cap, std::string("Gloo context of one rank: ") + e.what());
+    }
+    s.probe_at.assign(1, std::string());
+    s.inited = true;
+    return 0;
+  }
   std::string sh, sp, why;
   if (!split_addr(s.store, sh, sp)) return fail(err, cap, "rendezvous address '" + s.store + "' is not host:port");
   if (sp == "0")
-    return fail(err, cap, "rendezvous address " + s.store + " of " + task_of(0) +
+    return fail(err, cap, "rendezvous address " + s.store + " of rank " + task_of(0) +
                               " has port 0: the collective strategy's rank 0 serves the rendezvous at its TF_CONFIG "
                               "address, which needs a fixed port");
   std::unique_ptr<KvServer> server;
