@@ -606,7 +606,7 @@ INSTALL_HEADERS := $(notdir $(wildcard include/loom/*.h))
 INSTALL_MANIFEST = $(PREFIX)/share/loom/install_manifest.txt
 INSTALL_FILES = $(INSTALL_HEADERS:%=$(PREFIX)/include/loom/%) \
   $(addprefix $(PREFIX)/lib/,libloom.a $(SO_REAL) libloom.so.$(SOVERSION) libloom.so \
-  pkgconfig/loom.pc pkgconfig/loom-static.pc $(if $(MPICC),libloom_mpi.so)) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve \
+  pkgconfig/loom.pc pkgconfig/loom-static.pc $(if $(MPICC),libloom_mpi.so) $(if $(HAVE_GLOO),libloom_gloo.so)) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve \
   $(INSTALL_MANIFEST)
 CHECK_PREFIX = case '$(PREFIX)' in /*) ;; *) echo "$@: PREFIX must be an absolute path, got '$(PREFIX)'" >&2; exit 2;; esac
 PC_RPATH = $(if $(filter /usr /usr/local,$(patsubst %/,%,$(PREFIX))),,-Wl$(comma)-rpath$(comma)$${libdir})
@@ -625,6 +625,7 @@ install: lib $(CLI_BIN) $(SERVE_BIN)
 	sed $(PC_SED) scripts/loom-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom-static.pc
 	install -m 755 $(CLI_BIN) $(SERVE_BIN) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(MPICC),install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
+	$(if $(HAVE_GLOO),install -m 755 $(GLOO_PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
 	@{ cat $(DESTDIR)$(INSTALL_MANIFEST) 2>/dev/null; printf '%s\n' $(INSTALL_FILES); } | sort -u \
 	  > $(DESTDIR)$(INSTALL_MANIFEST).new && mv $(DESTDIR)$(INSTALL_MANIFEST).new $(DESTDIR)$(INSTALL_MANIFEST)
 	@echo "installed into $(DESTDIR)$(PREFIX); the list is in $(DESTDIR)$(INSTALL_MANIFEST)"
