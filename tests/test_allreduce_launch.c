@@ -201,6 +201,30 @@ Test(allreduce_launch, sparse_embedding_gradient_over_gloo, .timeout = 300) {
   match_local("-p 0 -w 1 -e 0", 2, "chief-0", "--embed 50");
 }
 
+/* A relaunch of a TF_CONFIG job resumes from the latest checkpoint (64 steps, then a new job to 100)
+ * and ends where 100 steps at once do (the example's input repeats every 32 global steps). */
+Test(allreduce_launch, relaunch_resumes_from_the_checkpoint, .timeout = 300) {
+  if (!have_gloo()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  static const char *const opts = "-p 0 -w 1 -e 0";
+  cr_assert_eq(launch(dir, "once", NULL, opts, "--batch 16 --steps 100 --optimizer adam --lr 0.01"), 0);
+  cr_assert_eq(launch(dir, "twice", NULL, opts, "--batch 16 --steps 64 --optimizer adam --lr 0.01"), 0);
+  cr_assert_eq(launch(dir, "twice", NULL, opts, "--batch 16 --steps 100 --optimizer adam --lr 0.01"), 0);
+  char *out = logs_of(dir, "twice");
+  cr_assert(strstr(out, "steps=36 global_step=100"), "the relaunch did not resume at step 64:\n%s", out);
+  same_checksums(out, 2);
+  free(out);
+  char da[256], db[256];
+  snprintf(da, sizeof da, "%s/once", dir);
+  snprintf(db, sizeof db, "%s/twice", dir);
+  int nv = 0;
+  double rel = compare_ckpts(da, db, 100, &nv);
+  fprintf(stderr, "allreduce_launch: relaunch at 64 vs uninterrupted, 100 steps: max relative difference %.3g\n", rel);
+  cr_assert(rel <= 1e-6, "resumed training differs from uninterrupted training by %g relative", rel);
+  tu_rmtree(dir);
+}
+
 /* worker:1 (rank 2 of 3) killed or stopped mid-training: the chief and worker:0 exit non-zero within the
  * collective timeout, naming it. */
 static void lose_worker(int sig) {
