@@ -123,8 +123,8 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
     loom_coll_plugin_fn fn = NULL;
     if (sym) memcpy(&fn, &sym, sizeof sym);
     const loom_coll_api *api = fn ? fn() : NULL;
-    if (!api || api->version != LOOM_COLL_API_VERSION) {
-      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "%s: %s (this libloom expects plugin interface version %d)",
+    if (!api || api->version < 1 || api->version > LOOM_COLL_API_VERSION) {
+      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "%s: %s (this libloom expects plugin interface version 1 to %d)",
                            file, !fn ? "no " LOOM_COLL_PLUGIN_SYMBOL " symbol" : "a different interface version",
                            LOOM_COLL_API_VERSION);
       goto out;

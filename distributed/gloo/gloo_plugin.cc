@@ -772,7 +772,7 @@ extern "C" __attribute__((visibility("default"))) int loom_collective_rendezvous
 extern "C" __attribute__((visibility("default"))) const loom_coll_api *loom_collective_plugin(void) {
   static char name[64];
   snprintf(name, sizeof name, "Gloo %d.%d.%d (tcp)", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
-  g_api.version = LOOM_COLL_API_VERSION;
+  g_api.version = 1; /* the blocking calls only (the table's first version) */
   g_api.name = name;
   g_api.init = p_init;
   g_api.rank = p_rank;
