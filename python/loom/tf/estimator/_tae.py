@@ -112,12 +112,12 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     ts = lib.loom_train_spec_default()
     tcb = estimator._input(train_spec.input_fn)
     ts.input_fn, ts.max_steps = tcb, train_spec.max_steps or 0
-    thk = _Hooks(train_spec.hooks, "TrainSpec")
+    thk = _Hooks(train_spec.hooks, "TrainSpec", estimator)
     thk.set(ts)
     es = lib.loom_eval_spec_default()
     ecb = estimator._input(eval_spec.input_fn)
     es.input_fn, es.steps, es.name = ecb, eval_spec.steps or 0, _b(eval_spec.name)
-    ehk = _Hooks(eval_spec.hooks, "EvalSpec")
+    ehk = _Hooks(eval_spec.hooks, "EvalSpec", estimator)
     ehk.set(es)
     es.start_delay_secs, es.throttle_secs = float(eval_spec.start_delay_secs), float(eval_spec.throttle_secs)
     made = []
