@@ -475,6 +475,11 @@ class Sequential:
         else:
             raise NotImplementedError("loom.tf: compile(optimizer=%r): give a name or a tf.keras.optimizers "
                                       "instance (Adagrad, Adam, Ftrl, RMSprop, SGD)" % (optimizer,))
+        if opt == "RMSProp":
+            raise NotImplementedError(
+                "loom.tf: compile(optimizer=%r): loom's RMSProp is TF1's (mean square starting at 1), Keras' starts "
+                "at 0, so training would differ; use Adam, SGD, Adagrad or Ftrl (note: 'rmsprop' is compile's "
+                "default optimizer)" % (optimizer,))
         self.optimizer = optimizer
         self.loss = loss
         self.compiled_metrics = metrics
@@ -561,7 +566,7 @@ class Sequential:
                for i in range(lib.loom_eval_result_count(r))}
         lib.loom_eval_result_free(r)
         out.pop("global_step", None)
-        return out
+        return {k: out[k] for k in ["loss"] + self.compiled_metrics if k in out}  # Keras' order
 
     # ---- fit / evaluate / predict
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
