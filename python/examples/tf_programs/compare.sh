@@ -7,6 +7,8 @@
 # LOOM_PY: the Python with loom importable (default: the "py" venv with
 # PYTHONPATH=python/ and LOOM_LIBRARY=build/libloom.so); TF_PY: the TF 2.15
 # venv's Python (default: scripts/peer_venv.sh tf); PROGRAMS: the programs to run (default: all).
+# fashion_mnist_dist.py runs here in local mode (no TF_CONFIG) on both sides; its distributed run
+# (1 PS + chief + worker + evaluator) is python/tests/test_tf_programs.py's.
 # Sides alternate per run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +33,8 @@ run() {  # side program seed -> "wall_s rss_kb METRIC..." on stdout
 }
 printf '%-24s %-5s %-44s %8s %9s\n' program side "metric (mean over seeds)" wall_s peak_MiB
 for prog in ${PROGRAMS:-iris_dnn_pandas.py linear_crossed.py wide_deep_tae.py regression_pandas.py \
-             iris_linear_numpy.py iris_custom_model_fn.py fashion_mnist_cnn.py}; do
+             iris_linear_numpy.py iris_custom_model_fn.py fashion_mnist_cnn.py keras_iris_estimator.py \
+             fashion_mnist_dist.py}; do
   declare -A lines=()
   i=0
   for seed in "${seeds[@]}"; do
