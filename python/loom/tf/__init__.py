@@ -13,8 +13,8 @@ use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
 from . import inputs as _inputs
 from . import ops as _ops
-from . import hooks as _hooks
-from . import learning_rate as _learning_rate
+from . import _hooks
+from . import _learning_rate
 from . import serving as _serving
 from .serving import constant  # noqa: F401
 from .ops import argmax, cast, reshape, reduce_mean, reduce_sum, reduce_max, reduce_min  # noqa: F401
@@ -46,7 +46,7 @@ def _set_verbosity(level):
 logging = Namespace("compat.v1.logging", DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50,
                     set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0])
 io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen)
-from . import keras as _keras
+from . import _keras
 _keras_optimizers = Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
                               Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,
                               legacy=Namespace("keras.optimizers.legacy", Adagrad=_optimizers.Adagrad,

@@ -20,6 +20,11 @@ ALTERNATIVES = {
 }
 
 
+# loom.tf's implementation modules (attributes of the package as Python imports them, not TF
+# symbols); scripts/gen_tf_surface.py leaves them out of docs/tf-surface.md.
+INTERNAL_MODULES = ("inputs", "ops", "serving", "optimizers", "compat_placeholder")
+
+
 def unsupported(symbol):
     alt = None
     for k, v in ALTERNATIVES.items():

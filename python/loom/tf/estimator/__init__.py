@@ -73,10 +73,10 @@ class WarmStartSettings:
         self.vars_to_warm_start = vars_to_warm_start
 
 
-from ..hooks import (SessionRunHook, SessionRunArgs, SessionRunContext, SessionRunValues,  # noqa: E402
+from .._hooks import (SessionRunHook, SessionRunArgs, SessionRunContext, SessionRunValues,  # noqa: E402
                      StopAtStepHook, CheckpointSaverHook, SummarySaverHook, StepCounterHook, ProfilerHook,
                      GlobalStepWaiterHook, NanTensorHook, LoggingTensorHook, FeedFnHook)
-from .. import hooks as _hooks_mod  # noqa: E402
+from .. import _hooks as _hooks_mod  # noqa: E402
 
 
 def _Hooks(hooks, where, owner):
