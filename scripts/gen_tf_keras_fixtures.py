@@ -24,6 +24,9 @@ L = tf.keras.layers
 
 def data(seed, n, shape, kind, classes=3):
     rng = np.random.RandomState(seed)
+    if kind == "ids":
+        x = rng.randint(0, 10, (n,) + tuple(shape)).astype(np.int32)
+        return x, (x[:, 0] % 3).astype(np.int32)
     x = rng.randn(n, *shape).astype(np.float32)
     flat = x.reshape(n, -1)
     if kind == "sparse":
@@ -56,11 +59,24 @@ CASES = {
                   ("MaxPooling2D", dict(pool_size=2)), ("Flatten", {}), ("Dense", dict(units=3))], (36,), "sparse",
                  dict(optimizer=("Adam", 0.01), loss=("SparseCategoricalCrossentropy", dict(from_logits=True)),
                       metrics=["accuracy"]), dict(batch_size=8, epochs=2)),
+    "cnn_same_avgpool_sgd": ([("Reshape", dict(target_shape=(4, 4, 2))),
+                              ("Conv2D", dict(filters=3, kernel_size=(2, 2), strides=(1, 1), padding="same",
+                                              activation="tanh")),
+                              ("AveragePooling2D", dict(pool_size=2, strides=2)), ("Flatten", {}),
+                              ("Dense", dict(units=3, activation="softmax"))], (32,), "sparse",
+                             dict(optimizer=("SGD", 0.1), loss="sparse_categorical_crossentropy",
+                                  metrics=["accuracy"]), dict(batch_size=12, epochs=2)),
+    "embedding_batchnorm_adam": ([("Embedding", dict(input_dim=10, output_dim=4)), ("Flatten", {}),
+                                  ("BatchNormalization", {}), ("Dense", dict(units=3))], (3,), "ids",
+                                 dict(optimizer=("Adam", 0.02), loss=("SparseCategoricalCrossentropy",
+                                                                      dict(from_logits=True)),
+                                      metrics=["accuracy"]), dict(batch_size=16, epochs=3)),
 }
 
 
 def build(spec, shape):
-    m = tf.keras.Sequential([tf.keras.Input(shape=shape)] + [getattr(L, k)(**kw) for k, kw in spec])
+    dtype = "int32" if spec[0][0] == "Embedding" else "float32"
+    m = tf.keras.Sequential([tf.keras.Input(shape=shape, dtype=dtype)] + [getattr(L, k)(**kw) for k, kw in spec])
     return m
 
 
@@ -71,6 +87,8 @@ def keras_case(i, name):
     m = build(spec, shape)
     rng = np.random.RandomState(100 + i)
     w0 = [(rng.randn(*w.shape) * 0.5).astype(np.float32) for w in m.get_weights()]
+    # a variance is positive
+    w0 = [np.abs(w) + 0.5 if "moving_variance" in v.name else w for w, v in zip(w0, m.weights)]
     m.set_weights(w0)
     opt_name, lr = comp["optimizer"]
     opt = getattr(tf.keras.optimizers, opt_name)(learning_rate=lr)
@@ -84,7 +102,7 @@ def keras_case(i, name):
     return {"layers": [[k, {kk: list(v) if isinstance(v, tuple) else v for kk, v in kw.items()}] for k, kw in spec],
             "input_shape": list(shape), "compile": {"optimizer": [opt_name, lr], "loss": comp["loss"],
                                                     "metrics": comp["metrics"]},
-            "fit": fitkw, "x": x.tolist(), "y": y.tolist(), "weights0": [w.tolist() for w in w0],
+            "fit": fitkw, "x": x.tolist(), "x_dtype": str(x.dtype), "y": y.tolist(), "weights0": [w.tolist() for w in w0],
             "history": {k: [float(v) for v in vs] for k, vs in h.history.items()},
             "weights": [w.tolist() for w in m.get_weights()], "evaluate": {k: float(v) for k, v in ev.items()},
             "predict": pred.tolist()}

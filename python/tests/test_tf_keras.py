@@ -27,7 +27,7 @@ def test_struct_sizes_match_the_library():
 def _model(case):
     tf.keras.backend.clear_session()
     layers = [getattr(tf.keras.layers, k)(**kw) for k, kw in case["layers"]]
-    m = tf.keras.Sequential([tf.keras.Input(shape=tuple(case["input_shape"]))] + layers)
+    m = tf.keras.Sequential([tf.keras.Input(shape=tuple(case["input_shape"]), dtype=case["x_dtype"])] + layers)
     opt_name, lr = case["compile"]["optimizer"]
     loss = case["compile"]["loss"]
     if isinstance(loss, list):
@@ -42,7 +42,7 @@ def _model(case):
 def test_sequential_fit_evaluate_predict_match_tf(name):
     case = FIX["keras"][name]
     m = _model(case)
-    x = np.array(case["x"], np.float32)
+    x = np.array(case["x"], case["x_dtype"])
     y = np.array(case["y"])
     h = m.fit(x, y, shuffle=False, verbose=0, **case["fit"])
     assert isinstance(h, tf.keras.callbacks.History)

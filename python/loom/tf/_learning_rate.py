@@ -11,7 +11,6 @@ import numpy as np
 
 from .. import Output, _b
 from .. import _lib_keras as K
-from .._lib import lib
 
 
 def _step(global_step, fn):

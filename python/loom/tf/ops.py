@@ -168,7 +168,7 @@ class _Optimizer:
             return g.minimize(loss, self._kind, lr, name=name)
         if lr.graph.p != g.p:
             raise ValueError("%s: the learning_rate tensor is not in the loss's graph" % type(self).__name__)
-        from .. import Node, _lib_keras as K  # noqa: F401 - declares the schedule calls
+        from .. import Node
         opt = {"sgd": lambda: lib.loom_optimizer_sgd(lr.c), "adam": lambda: lib.loom_optimizer_adam(lr.c, None),
                "adagrad": lambda: lib.loom_optimizer_adagrad(lr.c, None)}[self._kind]()
         gs = lib.loom_get_or_create_global_step(g.p)
