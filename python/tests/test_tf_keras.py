@@ -144,6 +144,12 @@ def test_model_to_estimator_keys_features_by_input_name_and_starts_from_weights(
     preds = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({"dense_input": x[:5]}).batch(5)))
     assert list(preds[0]) == ["dense_1"]  # keyed by the output layer's name, as TF
     np.testing.assert_allclose(np.stack([p["dense_1"] for p in preds]), keras_pred, rtol=1e-5, atol=1e-6)
+    # exported with a raw receiver keyed by the input name, served with tf.saved_model.load
+    ph = tf.compat.v1.placeholder(tf.float32, [None, 4], name="dense_input")
+    path = est.export_saved_model(str(tmp_path / "export"),
+                                  tf.estimator.export.build_raw_serving_input_receiver_fn({"dense_input": ph}))
+    served = tf.saved_model.load(path.decode()).signatures["serving_default"](dense_input=tf.constant(x[:5]))
+    np.testing.assert_allclose(served["dense_1"].numpy(), keras_pred, rtol=1e-5, atol=1e-6)
     est.train(lambda: tf.data.Dataset.from_tensor_slices(({"dense_input": x}, y)).repeat().batch(16), steps=20)
     assert est.evaluate(eval_fn)["global_step"] == 20
     names = est.get_variable_names()
