@@ -72,7 +72,7 @@ config = tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=SEED, save_c
 print("task %s:%d of %d worker(s), %d ps" % (config.task_type, config.task_id, config.num_worker_replicas,
                                                config.num_ps_replicas))
 estimator = tf.estimator.Estimator(model_fn=model_fn, config=config,
-                                   params={"hidden_units": [128], "learning_rate": 0.5})
+                                   params={"hidden_units": [128], "learning_rate": 0.2})
 train_spec = tf.estimator.TrainSpec(input_fn=train_input_fn, max_steps=MAX_STEPS)
 eval_spec = tf.estimator.EvalSpec(input_fn=eval_input_fn, steps=None, start_delay_secs=0, throttle_secs=1)
 result = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
