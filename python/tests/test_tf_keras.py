@@ -307,3 +307,21 @@ def test_estimator_spec_training_hooks(tmp_path):
     est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
     est.train(_input(x, y), steps=3)
     assert [int(r["step"]) for r in rec.results] == [1, 2, 3]
+
+
+def test_sequential_on_tf_data_datasets():
+    case = FIX["keras"]["mlp_softmax_sgd"]
+    x, y = np.array(case["x"], np.float32), np.array(case["y"], np.int32)
+    m = _model(case)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(case["fit"]["batch_size"])
+    h = m.fit(ds, epochs=case["fit"]["epochs"], verbose=0)  # the same batches as TF's fit(shuffle=False)
+    for k, v in case["history"].items():
+        np.testing.assert_allclose(h.history[k], v, rtol=2e-4, atol=2e-5, err_msg=k)
+    ev = m.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(16), verbose=0, return_dict=True)
+    np.testing.assert_allclose(ev["loss"], case["evaluate"]["loss"], rtol=2e-4)
+    np.testing.assert_allclose(m.predict(tf.data.Dataset.from_tensor_slices(x[:4]).batch(2)), case["predict"],
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        m.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8), epochs=1)
+    h = m.fit(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8), epochs=2, steps_per_epoch=3, verbose=0)
+    assert len(h.history["loss"]) == 2

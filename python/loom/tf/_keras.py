@@ -384,6 +384,15 @@ def _loss_spec(loss):
                               "MeanSquaredError, MeanAbsoluteError" % (loss, ", ".join(sorted(_LOSSES))))
 
 
+def _is_dataset(x):
+    from .data import Dataset
+    return isinstance(x, Dataset)
+
+
+def _repeats_forever(ds):
+    return any(op[0] == "repeat" and op[1] < 0 for op in getattr(ds, "_ops", ()))
+
+
 # ---------------------------------------------------------------- the model
 class History:
     """tf.keras.callbacks.History: history = {"loss": [per epoch], ...}."""
@@ -561,6 +570,15 @@ class Sequential:
             ds = ds.shuffle(len(x), _random.op_seed(seed), True)
         return ds.batch(int(batch_size or 32))
 
+    def _from_dataset(self, x, what):
+        """A tf.data pipeline of batches ((features, labels) or features) as loom's dataset."""
+        if self._p is None:
+            if self._input is None:
+                raise ValueError("loom.tf: Sequential.%s on a tf.data.Dataset needs the model's input shape: give the "
+                                 "first layer input_shape= or start with tf.keras.Input" % what)
+            self._build()
+        return x._loom({}, self._label_dtype)
+
     def _result(self, r):
         out = {lib.loom_eval_result_key(r, i).decode(): float(lib.loom_eval_result_value(r, i))
                for i in range(lib.loom_eval_result_count(r))}
@@ -579,25 +597,37 @@ class Sequential:
                 raise NotImplementedError("loom.tf: Sequential.fit(%s=...) is not supported" % k)
         if validation_freq != 1:
             raise NotImplementedError("loom.tf: Sequential.fit(validation_freq=...) is not supported")
-        if y is None:
-            raise NotImplementedError("loom.tf: Sequential.fit(x) without y: give the labels as y")
-        x = self._x(x)
-        y = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
-        if validation_split and validation_data is None:
-            n = int(len(x) * (1 - float(validation_split)))
-            validation_data = (x[n:], y[n:])
-            x, y = x[:n], y[:n]
-        self._build(x)
-        ds = self._dataset(x, y, batch_size, shuffle=bool(shuffle))
+        if _is_dataset(x):
+            if y is not None or validation_split:
+                raise ValueError("`y` argument is not supported when using dataset as input.")
+            if steps_per_epoch is None and _repeats_forever(x):
+                raise ValueError("When passing an infinitely repeating dataset, please specify a `steps_per_epoch` "
+                                 "value so that epoch level callbacks continue to work.")
+            ds, nsteps = self._from_dataset(x, "fit"), steps_per_epoch or 0
+        else:
+            if y is None:
+                raise NotImplementedError("loom.tf: Sequential.fit(x) without y: give the labels as y, or x as a "
+                                          "tf.data.Dataset of (features, labels) batches")
+            x = self._x(x)
+            y = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+            if validation_split and validation_data is None:
+                n = int(len(x) * (1 - float(validation_split)))
+                validation_data = (x[n:], y[n:])
+                x, y = x[:n], y[:n]
+            self._build(x)
+            ds = self._dataset(x, y, batch_size, shuffle=bool(shuffle))
+            nsteps = steps_per_epoch or -(-len(x) // (batch_size or 32))
         vds = None
-        if validation_data is not None:
+        if _is_dataset(validation_data):
+            vds = self._from_dataset(validation_data, "fit(validation_data)")
+        elif validation_data is not None:
             vx, vy = validation_data[0], validation_data[1]
             vds = self._dataset(self._x(vx), vy, validation_batch_size or batch_size)
         o = K.lib.loom_sequential_fit_options_default()
         o.epochs, o.steps_per_epoch, o.verbose = 1, int(steps_per_epoch or 0), 0
         h = History()
         h.model = self
-        h.params = {"verbose": verbose, "epochs": epochs, "steps": steps_per_epoch or -(-len(x) // (batch_size or 32))}
+        h.params = {"verbose": verbose, "epochs": epochs, "steps": nsteps or None}
         for epoch in range(int(initial_epoch), int(epochs)):
             st = _Status()
             r = C.c_void_p()
@@ -626,9 +656,12 @@ class Sequential:
         for k, v in (("sample_weight", sample_weight), ("callbacks", callbacks)):
             if v:
                 raise NotImplementedError("loom.tf: Sequential.evaluate(%s=...) is not supported" % k)
-        x = self._x(x)
-        self._build(x)
-        logs = self._evaluate(self._dataset(x, y, batch_size), steps)
+        if _is_dataset(x):
+            logs = self._evaluate(self._from_dataset(x, "evaluate"), steps)
+        else:
+            x = self._x(x)
+            self._build(x)
+            logs = self._evaluate(self._dataset(x, y, batch_size), steps)
         if return_dict:
             return logs
         vals = [logs["loss"]] + [logs[m] for m in self.compiled_metrics]
@@ -636,9 +669,12 @@ class Sequential:
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, max_queue_size=10, workers=1,
                 use_multiprocessing=False):
-        x = self._x(x)
-        self._build(x)
-        ds = self._dataset(x, None, batch_size)
+        if _is_dataset(x):
+            ds = self._from_dataset(x, "predict")
+        else:
+            x = self._x(x)
+            self._build(x)
+            ds = self._dataset(x, None, batch_size)
         st = _Status()
         t = C.c_void_p()
         st.raise_if(K.lib.loom_sequential_predict(self._p, ds.p, int(steps or 0), C.byref(t), st.p))
