@@ -97,14 +97,19 @@ class _BorrowedSession(_Session):
         return rebuild([_scalar(v) for v in super().run(flat, feed_dict, targets)])
 
 
-def _resolve(f, graph):
+def _resolve(f, graph, cache=None):
     if isinstance(f, Output):
         return f
     if isinstance(f, _ops._GlobalStep):
         return _ops.get_global_step(graph)
     if isinstance(f, str):
+        if cache is not None and f in cache:
+            return cache[f]
         try:
-            return graph.get(f)
+            out = graph.get(f)
+            if cache is not None:
+                cache[f] = out
+            return out
         except KeyError:
             raise ValueError("SessionRunArgs: the graph has no tensor %r (hooks name tensors by their graph names, "
                              "e.g. \"loss\" or \"dense/kernel:0\")" % f) from None
@@ -113,19 +118,19 @@ def _resolve(f, graph):
     raise TypeError("SessionRunArgs: fetch %r is not a tensor or a tensor's name" % (f,))
 
 
-def _flatten(fetches, graph):
-    """([Output], rebuild(values) -> the fetches' structure)."""
+def _flatten(fetches, graph, cache=None):
+    """([Output], rebuild(values) -> the fetches' structure); cache: name -> Output."""
     if fetches is None:
         return [], lambda v: None
     if isinstance(fetches, dict):
         keys = list(fetches)
-        outs = [_resolve(fetches[k], graph) for k in keys]
+        outs = [_resolve(fetches[k], graph, cache) for k in keys]
         return outs, lambda v: dict(zip(keys, v))
     if isinstance(fetches, (list, tuple)) and not hasattr(fetches, "_metric"):
-        outs = [_resolve(f, graph) for f in fetches]
+        outs = [_resolve(f, graph, cache) for f in fetches]
         kind = type(fetches)
         return outs, lambda v: kind(v) if kind in (list, tuple) else kind(*v)
-    return [_resolve(fetches, graph)], lambda v: v[0]
+    return [_resolve(fetches, graph, cache)], lambda v: v[0]
 
 
 def _scalar(v):
@@ -165,6 +170,7 @@ class _PyHook:
             raise MemoryError("loom_hook_new")
         _PyHook._live[id(self)] = self
         self._fetches, self._rebuild, self._arr = [], None, None
+        self._names = {}  # graph names resolved once per loop
 
     def _fail(self, st, e):
         from .._estimator import _fail
@@ -176,6 +182,7 @@ class _PyHook:
     def _begin(self, me, g, st):
         try:
             self.graph = Graph(_borrow=g)
+            self._names = {}
             _ops._graphs.append(self.graph)
             try:
                 self.hook.begin()
@@ -205,7 +212,7 @@ class _PyHook:
                                 % (type(self.hook).__name__, type(r).__name__))
             if r.feed_dict:
                 raise NotImplementedError("loom.tf: SessionRunArgs(feed_dict=...) is not supported")
-            self._fetches, self._rebuild = _flatten(r.fetches, self.graph)
+            self._fetches, self._rebuild = _flatten(r.fetches, self.graph, self._names)
             if self._fetches:
                 self._arr = (L.Output * len(self._fetches))(*[f.c for f in self._fetches])
                 args.contents.nfetches, args.contents.fetches = len(self._fetches), self._arr
