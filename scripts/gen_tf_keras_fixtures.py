@@ -102,7 +102,8 @@ def keras_case(i, name):
     return {"layers": [[k, {kk: list(v) if isinstance(v, tuple) else v for kk, v in kw.items()}] for k, kw in spec],
             "input_shape": list(shape), "compile": {"optimizer": [opt_name, lr], "loss": comp["loss"],
                                                     "metrics": comp["metrics"]},
-            "fit": fitkw, "x": x.tolist(), "x_dtype": str(x.dtype), "y": y.tolist(), "weights0": [w.tolist() for w in w0],
+            "fit": fitkw, "x": x.tolist(), "x_dtype": str(x.dtype), "y": y.tolist(),
+            "weights0": [w.tolist() for w in w0],
             "history": {k: [float(v) for v in vs] for k, vs in h.history.items()},
             "weights": [w.tolist() for w in m.get_weights()], "evaluate": {k: float(v) for k, v in ev.items()},
             "predict": pred.tolist()}

@@ -47,8 +47,6 @@ def _activation(a, what):
     if a is None:
         return None
     name = getattr(a, "_loom", None) or getattr(a, "__name__", None) if not isinstance(a, str) else a
-    if name == "swish":
-        name = None
     if not name or not lib.loom_activation_valid(name.encode()):
         raise NotImplementedError("loom.tf: tf.keras.layers.%s(activation=%r): loom's layers take relu, relu6, elu, "
                                   "selu, sigmoid, tanh, softplus, gelu, leaky_relu, softmax, linear" % (what, a))
