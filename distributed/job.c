@@ -1551,7 +1551,7 @@ static int parse_opt_name(const char *s, loom_ps_optimizer *o, float *hyper) {
            {"adagrad", LOOM_PS_ADAGRAD, {0, 0.1f}},
            {"adam", LOOM_PS_ADAM, {0, 0.9f, 0.999f, 1e-8f}},
            {"ftrl", LOOM_PS_FTRL, {0, -0.5f, 0.1f, 0, 0, 0}},
-           {"rmsprop", LOOM_PS_RMSPROP, {0, 0.9f, 0, 1e-10f, 0}},
+           {"rmsprop", LOOM_PS_RMSPROP, {0, 0.9f, 0, 1e-10f, 0, 1.0f}},
            {"adadelta", LOOM_PS_ADADELTA, {0, 0.95f, 1e-8f}}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(s, t[i].n)) {

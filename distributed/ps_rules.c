@@ -13,7 +13,8 @@ enum { MAXH = 5, MAXS = 3 };
 
 /* One apply op: its PS optimizer, input positions (var, lr, grad, indices), the inputs that are
  * hyperparameters (hin[k] goes to hyper[hslot[k]]), the slots (their initial values: the PS's fixed ones,
- * or (sinit_h >= 0) hyper[sinit_h]), Adam's beta powers. */
+ * or, for slot sinit_q when sinit_h >= 0, hyper[sinit_h], read from the slot variable's initial value),
+ * Adam's beta powers. */
 typedef struct apply_kind {
   const char *op;
   loom_ps_optimizer opt;
@@ -21,30 +22,31 @@ typedef struct apply_kind {
   int nh, hin[MAXH], hslot[MAXH];
   int ns, sin[MAXS];
   float sfix[MAXS];
-  int sinit_h; /* the first slot's initial value goes to hyper[sinit_h] (-1: fixed) */
+  int sinit_h; /* slot sinit_q's initial value goes to hyper[sinit_h] (-1: all fixed) */
+  int sinit_q;
   int b1p, b2p;
   int centered; /* hyper[4] = 1 */
 } apply_kind;
 
 static const apply_kind KINDS[] = {
-    {"ApplyGradientDescent", LOOM_PS_SGD, 1, 2, NO, 0, {0}, {0}, 0, {0}, {0}, NO, NO, NO, 0},
-    {"SparseApplyGradientDescent", LOOM_PS_SGD, 1, 2, 3, 0, {0}, {0}, 0, {0}, {0}, NO, NO, NO, 0},
-    {"ApplyMomentum", LOOM_PS_MOMENTUM, 2, 3, NO, 1, {4}, {1}, 1, {1}, {0}, NO, NO, NO, 0},
-    {"SparseApplyMomentum", LOOM_PS_MOMENTUM, 2, 3, 4, 1, {5}, {1}, 1, {1}, {0}, NO, NO, NO, 0},
-    {"ApplyAdagrad", LOOM_PS_ADAGRAD, 2, 3, NO, 0, {0}, {0}, 1, {1}, {0}, 1, NO, NO, 0},
-    {"SparseApplyAdagrad", LOOM_PS_ADAGRAD, 2, 3, 4, 0, {0}, {0}, 1, {1}, {0}, 1, NO, NO, 0},
-    {"ApplyAdam", LOOM_PS_ADAM, 5, 9, NO, 3, {6, 7, 8}, {1, 2, 3}, 2, {1, 2}, {0, 0}, NO, 3, 4, 0},
-    {"SparseApplyAdam", LOOM_PS_ADAM, 5, 9, 10, 3, {6, 7, 8}, {1, 2, 3}, 2, {1, 2}, {0, 0}, NO, 3, 4, 0},
-    {"ApplyFtrlV2", LOOM_PS_FTRL, 4, 3, NO, 4, {5, 6, 7, 8}, {3, 4, 5, 1}, 2, {1, 2}, {0, 0}, 2, NO, NO, 0},
-    {"SparseApplyFtrlV2", LOOM_PS_FTRL, 5, 3, 4, 4, {6, 7, 8, 9}, {3, 4, 5, 1}, 2, {1, 2}, {0, 0}, 2, NO, NO, 0},
-    {"ApplyRMSProp", LOOM_PS_RMSPROP, 3, 7, NO, 3, {4, 5, 6}, {1, 2, 3}, 2, {1, 2}, {1, 0}, NO, NO, NO, 0},
-    {"SparseApplyRMSProp", LOOM_PS_RMSPROP, 3, 7, 8, 3, {4, 5, 6}, {1, 2, 3}, 2, {1, 2}, {1, 0}, NO, NO, NO, 0},
-    {"ApplyCenteredRMSProp", LOOM_PS_RMSPROP, 4, 8, NO, 3, {5, 6, 7}, {1, 2, 3}, 3, {1, 2, 3}, {0, 1, 0}, NO, NO, NO,
+    {"ApplyGradientDescent", LOOM_PS_SGD, 1, 2, NO, 0, {0}, {0}, 0, {0}, {0}, NO, 0, NO, NO, 0},
+    {"SparseApplyGradientDescent", LOOM_PS_SGD, 1, 2, 3, 0, {0}, {0}, 0, {0}, {0}, NO, 0, NO, NO, 0},
+    {"ApplyMomentum", LOOM_PS_MOMENTUM, 2, 3, NO, 1, {4}, {1}, 1, {1}, {0}, NO, 0, NO, NO, 0},
+    {"SparseApplyMomentum", LOOM_PS_MOMENTUM, 2, 3, 4, 1, {5}, {1}, 1, {1}, {0}, NO, 0, NO, NO, 0},
+    {"ApplyAdagrad", LOOM_PS_ADAGRAD, 2, 3, NO, 0, {0}, {0}, 1, {1}, {0}, 1, 0, NO, NO, 0},
+    {"SparseApplyAdagrad", LOOM_PS_ADAGRAD, 2, 3, 4, 0, {0}, {0}, 1, {1}, {0}, 1, 0, NO, NO, 0},
+    {"ApplyAdam", LOOM_PS_ADAM, 5, 9, NO, 3, {6, 7, 8}, {1, 2, 3}, 2, {1, 2}, {0, 0}, NO, 0, 3, 4, 0},
+    {"SparseApplyAdam", LOOM_PS_ADAM, 5, 9, 10, 3, {6, 7, 8}, {1, 2, 3}, 2, {1, 2}, {0, 0}, NO, 0, 3, 4, 0},
+    {"ApplyFtrlV2", LOOM_PS_FTRL, 4, 3, NO, 4, {5, 6, 7, 8}, {3, 4, 5, 1}, 2, {1, 2}, {0, 0}, 2, 0, NO, NO, 0},
+    {"SparseApplyFtrlV2", LOOM_PS_FTRL, 5, 3, 4, 4, {6, 7, 8, 9}, {3, 4, 5, 1}, 2, {1, 2}, {0, 0}, 2, 0, NO, NO, 0},
+    {"ApplyRMSProp", LOOM_PS_RMSPROP, 3, 7, NO, 3, {4, 5, 6}, {1, 2, 3}, 2, {1, 2}, {0, 0}, 5, 0, NO, NO, 0},
+    {"SparseApplyRMSProp", LOOM_PS_RMSPROP, 3, 7, 8, 3, {4, 5, 6}, {1, 2, 3}, 2, {1, 2}, {0, 0}, 5, 0, NO, NO, 0},
+    {"ApplyCenteredRMSProp", LOOM_PS_RMSPROP, 4, 8, NO, 3, {5, 6, 7}, {1, 2, 3}, 3, {1, 2, 3}, {0, 0, 0}, 5, 1, NO, NO,
      1},
-    {"SparseApplyCenteredRMSProp", LOOM_PS_RMSPROP, 4, 8, 9, 3, {5, 6, 7}, {1, 2, 3}, 3, {1, 2, 3}, {0, 1, 0}, NO, NO,
+    {"SparseApplyCenteredRMSProp", LOOM_PS_RMSPROP, 4, 8, 9, 3, {5, 6, 7}, {1, 2, 3}, 3, {1, 2, 3}, {0, 0, 0}, 5, 1, NO,
      NO, 1},
-    {"ApplyAdadelta", LOOM_PS_ADADELTA, 3, 6, NO, 2, {4, 5}, {1, 2}, 2, {1, 2}, {0, 0}, NO, NO, NO, 0},
-    {"SparseApplyAdadelta", LOOM_PS_ADADELTA, 3, 6, 7, 2, {4, 5}, {1, 2}, 2, {1, 2}, {0, 0}, NO, NO, NO, 0},
+    {"ApplyAdadelta", LOOM_PS_ADADELTA, 3, 6, NO, 2, {4, 5}, {1, 2}, 2, {1, 2}, {0, 0}, NO, 0, NO, NO, 0},
+    {"SparseApplyAdadelta", LOOM_PS_ADADELTA, 3, 6, 7, 2, {4, 5}, {1, 2}, 2, {1, 2}, {0, 0}, NO, 0, NO, NO, 0},
 };
 
 typedef struct var_rule {
@@ -426,14 +428,14 @@ static loom_code eval_var(loom_ps_rules *r, int i, loom_tensor **vals, int64_t g
   for (int s = 0; s < k->ns; s++) {
     int uni = 1;
     float v0 = uniform_value(vals[vr->f_s + s], &uni);
-    float want = s == 0 && k->sinit_h != NO ? v0 : k->sfix[s];
+    float want = s == k->sinit_q && k->sinit_h != NO ? v0 : k->sfix[s];
     if (!uni || v0 != want)
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                              "train op: slot %s of %s %s (variable %s) starts at %s%g; the PS starts it at %g",
                              loom_node_name(loom_node_input(vr->apply, k->sin[s]).node), k->op,
                              loom_node_name(vr->apply), vname, uni ? "" : "values other than ", (double)v0,
                              (double)want);
-    if (s == 0 && k->sinit_h != NO) u->hyper[k->sinit_h] = v0;
+    if (s == k->sinit_q && k->sinit_h != NO) u->hyper[k->sinit_h] = v0;
   }
   for (int q = 0; q < k->ns; q++) { /* the slots' values now (a restored checkpoint's, or initial) */
     loom_tensor_free(vr->slot_t[q]);
@@ -448,7 +450,8 @@ static loom_code eval_var(loom_ps_rules *r, int i, loom_tensor **vals, int64_t g
   int fresh = 1;
   for (int q = 0; q < k->ns && fresh; q++) {
     int uni = 1;
-    float now = uniform_value(vr->slot_t[q], &uni), init = q == 0 && k->sinit_h != NO ? u->hyper[k->sinit_h] : k->sfix[q];
+    float now = uniform_value(vr->slot_t[q], &uni);
+    float init = q == k->sinit_q && k->sinit_h != NO ? u->hyper[k->sinit_h] : k->sfix[q];
     fresh = uni && now == init;
   }
   u->nslot_values = fresh ? 0 : k->ns;

@@ -79,11 +79,11 @@ int loom__pss_opt_slots(loom_ps_optimizer opt, const float *hyper, float init[3]
   case LOOM_PS_ADAM: return 2;
   case LOOM_PS_FTRL: init[0] = hyper[2]; return 2; /* accum, linear */
   case LOOM_PS_RMSPROP:
-    if (hyper[4] != 0.0f) { /* mg, ms (ones, as TF's "rms" slot), mom */
-      init[1] = 1.0f;
+    if (hyper[4] != 0.0f) { /* mg, ms (TF's "rms" slot, starting at hyper[5]), mom */
+      init[1] = hyper[5];
       return 3;
     }
-    init[0] = 1.0f; /* ms, mom */
+    init[0] = hyper[5]; /* ms, mom */
     return 2;
   case LOOM_PS_ADADELTA: return 2; /* accum, accum_update */
   default: return 0;

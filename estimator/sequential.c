@@ -432,7 +432,8 @@ static loom_optimizer *seq_optimizer(const seq_def *d, loom_graph *g) {
       return loom_optimizer_adagrad(lr, NULL);
     case OPT_RMSPROP: {
       loom_rmsprop_options o = loom_rmsprop_options_default();
-      o.epsilon = 1e-7;
+      o.epsilon = 1e-7; /* Keras' RMSprop: its mean square starts at 0 */
+      o.initial_rms_value = 0.0;
       return loom_optimizer_rmsprop(lr, &o);
     }
     case OPT_FTRL:

@@ -46,6 +46,17 @@ static inline void small_data(cu_data *d, int n_classes, int regression) {
   d->n = 4;
 }
 
+/* TF 1's RMSProp (tf.compat.v1.train.RMSPropOptimizer: the mean square starts at 1), centered, momentum 0.5. */
+static inline loom_optimizer *small_tf1_rmsprop(loom_graph *g, void *user) {
+  (void)user;
+  loom_rmsprop_options o = loom_rmsprop_options_default();
+  o.centered = 1;
+  o.momentum = 0.5;
+  return loom_optimizer_rmsprop(loom_const_f32(g, 0.01f, "learning_rate"), &o);
+}
+
+/* A "dnn_rmsprop_*" model trains with optimizer "RMSProp" (Keras': the mean square starts at 0), a
+ * "dnn_tf1rmsprop_*" one with small_tf1_rmsprop. */
 static inline loom_estimator *make_fixture_model(const char *model, small_cols *s, const char *dir, loom_run_config *cfg,
                                           loom_status *st) {
   static const int64_t h43[2] = {4, 3}, h4[1] = {4};
@@ -70,6 +81,8 @@ static inline loom_estimator *make_fixture_model(const char *model, small_cols *
     o.nhidden_units = bn ? 1 : 2;
     o.hidden_units = bn ? h4 : h43;
     o.batch_norm = bn;
+    if (strstr(model, "_rmsprop")) o.optimizer.name = "RMSProp";
+    if (strstr(model, "_tf1rmsprop")) o.optimizer.fn = small_tf1_rmsprop;
     return strstr(model, "classifier") ? loom_dnn_classifier_new(&o, st) : loom_dnn_regressor_new(&o, st);
   }
   if (!strncmp(model, "combined", 8)) {

@@ -4,7 +4,9 @@
  * global step, optimizer slots and Adam's beta powers as local training of the same estimator on the
  * same data: bitwise (the PS runs the same kernels on the gradients the train op's apply ops consume). Covered: the 8 canned estimators with
  * their default optimizers (Linear: Ftrl; DNN: Adagrad; DNNLinearCombined: Ftrl on linear/ and Adagrad
- * on dnn/; Baseline: Ftrl; sparse rows through the vocabulary column and the embedding), and a custom
+ * on dnn/; Baseline: Ftrl; sparse rows through the vocabulary column and the embedding), a DNN with
+ * optimizer "RMSProp" (Keras': the mean square starts at 0) and one with TF 1's centered RMSProp (it starts
+ * at 1; the PS reads the start from the slot variable's initial value), and a custom
  * model_fn with Adam, an exponential learning-rate decay, clip_by_global_norm and a sparse embedding.
  * A train op the PS cannot reproduce fails the job at start naming the op and the variable. */
 #include <pthread.h>
@@ -240,6 +242,12 @@ static void equivalence_case(const char *model) {
 }
 
 Test(strategy, dnn_classifier_adagrad_equals_local, .timeout = 120) { equivalence_case("dnn_classifier3"); }
+Test(strategy, dnn_classifier_rmsprop_mean_square_from_zero_equals_local, .timeout = 120) {
+  equivalence_case("dnn_rmsprop_classifier3");
+}
+Test(strategy, dnn_classifier_tf1_centered_rmsprop_mean_square_from_one_equals_local, .timeout = 120) {
+  equivalence_case("dnn_tf1rmsprop_classifier3");
+}
 Test(strategy, linear_classifier_ftrl_equals_local, .timeout = 120) { equivalence_case("linear_classifier3"); }
 Test(strategy, dnn_linear_combined_classifier_ftrl_and_adagrad_equals_local, .timeout = 120) {
   equivalence_case("combined_classifier3");

@@ -3,6 +3,7 @@
  * initializers (seeds, TF's limits and moments), optimizers (dense and
  * sparse updates vs TF's formulas in double), learning-rate schedules,
  * clipping, minimize through autodiff. */
+#include <stddef.h>
 #include "test_util.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -655,7 +656,7 @@ static void ref_init(const optcase *c, refst *r, const float *v0) {
     switch (c->kind) {
     case K_ADAGRAD: r->s[0][i] = c->ada.initial_accumulator_value; break;
     case K_FTRL: r->s[0][i] = c->ftrl.initial_accumulator_value; break;
-    case K_RMS: r->s[0][i] = 1.0; break; /* rms starts at 1 */
+    case K_RMS: r->s[0][i] = c->rms.initial_rms_value; break; /* rms starts at 1 (TF 1) or 0 (Keras) */
     default: break;
     }
   }
@@ -848,7 +849,7 @@ Test(optimizers, defaults_match_tf) {
   cr_assert(f.learning_rate_power == -0.5 && f.initial_accumulator_value == 0.1 && f.l1 == 0 && f.l2 == 0 &&
             f.l2_shrinkage == 0);
   loom_rmsprop_options r = loom_rmsprop_options_default();
-  cr_assert(r.decay == 0.9 && r.momentum == 0 && r.epsilon == 1e-10 && !r.centered);
+  cr_assert(r.decay == 0.9 && r.momentum == 0 && r.epsilon == 1e-10 && !r.centered && r.initial_rms_value == 1.0);
   loom_adadelta_options d = loom_adadelta_options_default();
   cr_assert(d.rho == 0.95 && d.epsilon == 1e-8);
 }
@@ -920,6 +921,61 @@ Test(optimizers, rmsprop_plain_and_centered) {
   run_optcase(&c, 1, cnames);
 }
 
+/* Keras' RMSprop: the mean square starts at 0 (the reference starts it there too), plain, with momentum,
+ * centered, dense and sparse. */
+Test(optimizers, rmsprop_mean_square_from_zero) {
+  optcase c = base_case(K_RMS, 0.01);
+  c.rms.initial_rms_value = 0.0;
+  c.rms.epsilon = 1e-7;
+  const char *names[] = {"v/RMSProp", "v/RMSProp_1"};
+  run_optcase(&c, 0, names);
+  run_optcase(&c, 1, names);
+  c.rms.momentum = 0.5;
+  run_optcase(&c, 0, names);
+  c.rms.centered = 1;
+  const char *cnames[] = {"v/RMSProp", "v/RMSProp_2", "v/RMSProp_1"};
+  run_optcase(&c, 0, cnames);
+  run_optcase(&c, 1, cnames);
+}
+
+/* One step of TF 2.15's tf.keras.optimizers.RMSprop(0.1) (and of the legacy one the canned estimators use)
+ * from w = [1, -2] with gradient [0.5, 0.25]: rms [0.025, 0.00625], w [0.68377244, -2.3162274]. A caller
+ * built before initial_rms_value existed (a smaller struct_size) keeps TF 1's start, 1. */
+static void rms_one_step(const loom_rmsprop_options *o, float w_out[2], float rms_out[2]) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {2};
+  loom_variable *v = loom_variable_new(g, loom_const_data(g, LOOM_F32, 1, d, (float[2]){1, -2}, "w0"), 1, 0, "w");
+  loom_gradient gr = {loom_const_data(g, LOOM_F32, 1, d, (float[2]){0.5f, 0.25f}, "g"), {NULL, 0}};
+  loom_optimizer *opt = loom_optimizer_rmsprop(loom_const_f32(g, 0.1f, "lr"), o);
+  loom_node *train = loom_optimizer_apply_gradients(opt, g, 1, &gr, &v, NULL, NULL);
+  cr_assert(train, "apply_gradients failed");
+  loom_session *s = new_session(g);
+  run_target(s, loom_global_variables_initializer(g), 0, NULL, NULL);
+  run_target(s, train, 0, NULL, NULL);
+  loom_tensor *wt = read_var(s, "w"), *rt = read_var(s, "w/RMSProp");
+  memcpy(w_out, loom_tensor_data(wt), 2 * sizeof(float));
+  memcpy(rms_out, loom_tensor_data(rt), 2 * sizeof(float));
+  loom_tensor_free(wt);
+  loom_tensor_free(rt);
+  loom_session_free(s);
+  loom_optimizer_free(opt);
+  loom_graph_free(g);
+}
+
+Test(optimizers, rmsprop_from_zero_matches_tf2_keras_one_step) {
+  loom_rmsprop_options o = loom_rmsprop_options_default();
+  o.epsilon = 1e-7;
+  o.initial_rms_value = 0.0;
+  float w[2], rms[2];
+  rms_one_step(&o, w, rms);
+  cr_expect(fabs(rms[0] - 0.025) < 1e-7 && fabs(rms[1] - 0.00625) < 1e-8, "rms %.9g %.9g", rms[0], rms[1]);
+  cr_expect(fabs(w[0] - 0.68377244) < 2e-6 && fabs(w[1] + 2.3162274) < 2e-6, "w %.9g %.9g", w[0], w[1]);
+  o.struct_size = (uint32_t)offsetof(loom_rmsprop_options, initial_rms_value); /* an older caller */
+  rms_one_step(&o, w, rms);
+  cr_expect(fabs(rms[0] - 0.925) < 1e-6 && fabs(rms[1] - 0.90625) < 1e-6, "older caller: rms %.9g %.9g", rms[0],
+            rms[1]);
+}
+
 Test(optimizers, adadelta) {
   optcase c = base_case(K_ADADELTA, 1.0);
   const char *names[] = {"v/Adadelta", "v/Adadelta_1"};
@@ -952,6 +1008,18 @@ Test(optimizers, errors) {
   cr_assert_null(loom_optimizer_apply_gradients(o, g, 1, &gr, &v, NULL, NULL));
   cr_assert_eq(graph_err(g, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
   cr_assert(strstr(msg, "initial_accumulator_value must be positive"), "%s", msg);
+  loom_optimizer_free(o);
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  v = loom_get_variable(g, "v", LOOM_F32, 1, d, NULL, 1);
+  loom_rmsprop_options ro = loom_rmsprop_options_default();
+  ro.initial_rms_value = -1.0;
+  o = loom_optimizer_rmsprop(loom_const_f32(g, 0.1f, NULL), &ro);
+  gr = (loom_gradient){loom_const_data(g, LOOM_F32, 1, d, (float[3]){1, 2, 3}, NULL), {NULL, 0}};
+  cr_assert_null(loom_optimizer_apply_gradients(o, g, 1, &gr, &v, NULL, NULL));
+  cr_assert_eq(graph_err(g, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(msg, "RMSProp: initial_rms_value must be >= 0 and finite, got -1"), "%s", msg);
   loom_optimizer_free(o);
   loom_graph_free(g);
 

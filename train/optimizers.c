@@ -49,7 +49,7 @@ loom_ftrl_options loom_ftrl_options_default(void) {
   return o;
 }
 loom_rmsprop_options loom_rmsprop_options_default(void) {
-  loom_rmsprop_options o = {sizeof(loom_rmsprop_options), 0.9, 0.0, 1e-10, 0};
+  loom_rmsprop_options o = {sizeof(loom_rmsprop_options), 0.9, 0.0, 1e-10, 0, 1.0};
   return o;
 }
 loom_adadelta_options loom_adadelta_options_default(void) {
@@ -161,7 +161,7 @@ static int create_slots(loom_optimizer *o, loom_graph *g, const loom_variable *v
   case OPT_FTRL:
     return make_slot(o, g, v, "accum", o->ftrl.initial_accumulator_value) && make_slot(o, g, v, "linear", 0.0);
   case OPT_RMSPROP:
-    if (!make_slot(o, g, v, "rms", 1.0)) return 0;
+    if (!make_slot(o, g, v, "rms", o->rms.initial_rms_value)) return 0;
     if (o->rms.centered && !make_slot(o, g, v, "mg", 0.0)) return 0;
     return make_slot(o, g, v, "momentum", 0.0) != NULL;
   case OPT_ADADELTA: return make_slot(o, g, v, "accum", 0.0) && make_slot(o, g, v, "accum_update", 0.0);
@@ -186,6 +186,10 @@ static int validate(loom_optimizer *o, loom_graph *g) {
     else if (!(o->ftrl.l1 >= 0)) bad = "l1_regularization_strength must be >= 0", val = o->ftrl.l1;
     else if (!(o->ftrl.l2 >= 0)) bad = "l2_regularization_strength must be >= 0", val = o->ftrl.l2;
     else if (!(o->ftrl.l2_shrinkage >= 0)) bad = "l2_shrinkage_regularization_strength must be >= 0", val = o->ftrl.l2_shrinkage;
+    break;
+  case OPT_RMSPROP:
+    if (!(o->rms.initial_rms_value >= 0) || o->rms.initial_rms_value > 3.4e38)
+      bad = "initial_rms_value must be >= 0 and finite", val = o->rms.initial_rms_value;
     break;
   default: break;
   }

@@ -297,10 +297,14 @@ typedef struct loom_ftrl_options {
   double initial_accumulator_value; /* 0.1 */
   double l1, l2, l2_shrinkage;      /* 0, 0, 0 */
 } loom_ftrl_options;
+/* RMSProp's mean-square slot ("rms") starts at initial_rms_value: 1.0 by
+ * default, as tf.compat.v1.train.RMSPropOptimizer; Keras' RMSprop (and TF
+ * 2's canned estimators, which use it) start it at 0.0. */
 typedef struct loom_rmsprop_options {
   uint32_t struct_size; /* sizeof: set by loom_rmsprop_options_default() */
   double decay, momentum, epsilon; /* 0.9, 0, 1e-10 */
   int32_t centered;                /* 0 */
+  double initial_rms_value;        /* 1.0 (TF 1); 0.0 for Keras' RMSprop */
 } loom_rmsprop_options;
 typedef struct loom_adadelta_options {
   uint32_t struct_size; /* sizeof: set by loom_adadelta_options_default() */
