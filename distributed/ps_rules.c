@@ -213,6 +213,7 @@ static int read_apply(loom_ps_rules *r, loom_node *a, const apply_kind *k, loom_
   if (k->opt == LOOM_PS_MOMENTUM && at && (at->num & 1)) vr->rule.hyper[2] = 1.0f;
   if (k->opt == LOOM_PS_ADAM && k->idx != NO && !(at && ((at->num >> 1) & 1))) vr->rule.hyper[4] = 1.0f;
   if (k->centered) vr->rule.hyper[4] = 1.0f;
+  if (k->opt == LOOM_PS_RMSPROP && at && (at->num & 1)) vr->rule.hyper[6] = 1.0f; /* Keras' legacy form */
   if (read_lr(r, vr, vname, st) < 0) return -1;
   loom_node *bad = NULL;
   vr->f_h = r->nfetch;

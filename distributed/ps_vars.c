@@ -147,7 +147,8 @@ static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, i
     g = mkbuf((void *)grad, 2, gdims, n * v->row);
     ix = mkbuf((void *)ids, 1, &n, n);
     ix.dtype = LOOM_I64;
-    size_t need = loom__sparse_apply_ws(n, v->row, v->nrows, v->opt == LOOM_PS_ADAM && h[4] != 0.0f);
+    size_t need = loom__sparse_apply_ws(n, v->row, v->nrows, (v->opt == LOOM_PS_ADAM && h[4] != 0.0f) ||
+                                                                 (v->opt == LOOM_PS_RMSPROP && h[6] != 0.0f));
     if (need > v->ws_size) {
       void *w = loom__realloc(v->ws, need);
       if (!w) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "sparse workspace of %zu bytes", need);
@@ -198,7 +199,8 @@ static loom_code kernel_apply(psvar *v, const float *grad, const int64_t *ids, i
     IN(var), IN(sl[0]), IN(sl[1]), GRAD(), IN(bs[0]), IN(bs[1]), IN(bs[2]), IN(bs[3]), IN(bs[4]);
     dense = loom__k_apply_ftrl_f32, sparse = loom__k_sparse_apply_ftrl_f32;
     break;
-  case LOOM_PS_RMSPROP: /* var, [mg,] ms, mom, lr, rho, momentum, epsilon, grad[, indices] */
+  case LOOM_PS_RMSPROP: /* var, [mg,] ms, mom, lr, rho, momentum, epsilon, grad[, indices]; num bit 0: Keras' legacy */
+    at.num = h[6] != 0.0f ? 1 : 0;
     sc[0] = h[0], sc[1] = h[1], sc[2] = h[2], sc[3] = h[3];
     IN(var), IN(sl[0]), IN(sl[1]);
     if (h[4] != 0.0f) IN(sl[2]);

@@ -180,7 +180,8 @@ static size_t ws_apply(const apply_sig *s, const loom_attrs *a, const loom_buf *
   const loom_buf *var = in[0];
   int64_t nrows = var->ndim ? var->dims[0] : 0;
   int64_t row = nrows > 0 ? var->numel / nrows : 0;
-  (void)a;
+  /* RMSProp in Keras' legacy form (attrs.num bit 0) decays every row: the touched rows' bitmap */
+  if (s == &SIG_SRMS || s == &SIG_SCRMS) bitmap = (int)(a->num & 1);
   return loom__sparse_apply_ws(in[ii]->numel, row, nrows, bitmap);
 }
 
@@ -472,23 +473,25 @@ loom_output loom_sparse_apply_ftrl(loom_graph *g, loom_output var, loom_output a
 loom_output loom_apply_rmsprop(loom_graph *g, loom_output var, loom_output mg, loom_output ms, loom_output mom,
                                loom_output lr, loom_output rho, loom_output momentum, loom_output epsilon,
                                loom_output grad, int centered, const char *name) {
-  if (centered) {
+  int64_t legacy = (centered & LOOM_RMSPROP_KERAS_LEGACY) ? 1 : 0;
+  if (centered & LOOM_RMSPROP_CENTERED) {
     loom_output in[] = {var, mg, ms, mom, lr, rho, momentum, epsilon, grad};
-    return build_apply(g, LOOM_OP_ApplyCenteredRMSProp, &SIG_CRMS, name, in, 0);
+    return build_apply(g, LOOM_OP_ApplyCenteredRMSProp, &SIG_CRMS, name, in, legacy);
   }
   loom_output in[] = {var, ms, mom, lr, rho, momentum, epsilon, grad};
-  return build_apply(g, LOOM_OP_ApplyRMSProp, &SIG_RMS, name, in, 0);
+  return build_apply(g, LOOM_OP_ApplyRMSProp, &SIG_RMS, name, in, legacy);
 }
 loom_output loom_sparse_apply_rmsprop(loom_graph *g, loom_output var, loom_output mg, loom_output ms,
                                       loom_output mom, loom_output lr, loom_output rho, loom_output momentum,
                                       loom_output epsilon, loom_output grad, loom_output indices, int centered,
                                       const char *name) {
-  if (centered) {
+  int64_t legacy = (centered & LOOM_RMSPROP_KERAS_LEGACY) ? 1 : 0;
+  if (centered & LOOM_RMSPROP_CENTERED) {
     loom_output in[] = {var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices};
-    return build_apply(g, LOOM_OP_SparseApplyCenteredRMSProp, &SIG_SCRMS, name, in, 0);
+    return build_apply(g, LOOM_OP_SparseApplyCenteredRMSProp, &SIG_SCRMS, name, in, legacy);
   }
   loom_output in[] = {var, ms, mom, lr, rho, momentum, epsilon, grad, indices};
-  return build_apply(g, LOOM_OP_SparseApplyRMSProp, &SIG_SRMS, name, in, 0);
+  return build_apply(g, LOOM_OP_SparseApplyRMSProp, &SIG_SRMS, name, in, legacy);
 }
 loom_output loom_apply_adadelta(loom_graph *g, loom_output var, loom_output accum, loom_output accum_update,
                                 loom_output lr, loom_output rho, loom_output epsilon, loom_output grad,

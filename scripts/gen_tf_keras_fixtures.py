@@ -71,6 +71,14 @@ CASES = {
                                  dict(optimizer=("Adam", 0.02), loss=("SparseCategoricalCrossentropy",
                                                                       dict(from_logits=True)),
                                       metrics=["accuracy"]), dict(batch_size=16, epochs=3)),
+    "mlp_softmax_rmsprop": ([("Dense", dict(units=8, activation="relu")), ("Dense", dict(units=3, activation="softmax"))],
+                            (4,), "sparse", dict(optimizer=("RMSprop", 0.01), loss="sparse_categorical_crossentropy",
+                                                 metrics=["accuracy"]), dict(batch_size=16, epochs=3)),
+    "regression_rmsprop_centered_momentum": ([("Dense", dict(units=4, activation="tanh")), ("Dense", dict(units=1))],
+                                             (3,), "reg",
+                                             dict(optimizer=("RMSprop", 0.005, dict(rho=0.8, momentum=0.5,
+                                                                                    epsilon=1e-6, centered=True)),
+                                                  loss="mse", metrics=["mae"]), dict(batch_size=16, epochs=3)),
 }
 
 
@@ -90,8 +98,9 @@ def keras_case(i, name):
     # a variance is positive
     w0 = [np.abs(w) + 0.5 if "moving_variance" in v.name else w for w, v in zip(w0, m.weights)]
     m.set_weights(w0)
-    opt_name, lr = comp["optimizer"]
-    opt = getattr(tf.keras.optimizers, opt_name)(learning_rate=lr)
+    opt_name, lr = comp["optimizer"][:2]
+    opt_kw = comp["optimizer"][2] if len(comp["optimizer"]) > 2 else {}
+    opt = getattr(tf.keras.optimizers, opt_name)(learning_rate=lr, **opt_kw)
     loss = comp["loss"]
     if isinstance(loss, tuple):
         loss = getattr(tf.keras.losses, loss[0])(**loss[1])
@@ -100,7 +109,7 @@ def keras_case(i, name):
     ev = m.evaluate(x, y, batch_size=fitkw["batch_size"], verbose=0, return_dict=True)
     pred = m.predict(x[:4], verbose=0)
     return {"layers": [[k, {kk: list(v) if isinstance(v, tuple) else v for kk, v in kw.items()}] for k, kw in spec],
-            "input_shape": list(shape), "compile": {"optimizer": [opt_name, lr], "loss": comp["loss"],
+            "input_shape": list(shape), "compile": {"optimizer": [opt_name, lr] + ([opt_kw] if opt_kw else []), "loss": comp["loss"],
                                                     "metrics": comp["metrics"]},
             "fit": fitkw, "x": x.tolist(), "x_dtype": str(x.dtype), "y": y.tolist(),
             "weights0": [w.tolist() for w in w0],

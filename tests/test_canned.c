@@ -7,6 +7,7 @@
 #include "canned_small.h"
 #include "fixtures/canned/canned_vars.h"
 #include "fixtures/canned/wd_trajectory.h"
+#include "fixtures/canned/dnn_rmsprop_trajectory.h"
 
 
 Test(canned, variable_names_and_shapes_equal_tf) {
@@ -689,6 +690,71 @@ Test(canned, wide_deep_regressor_follows_tf_from_the_same_weights) {
     cr_expect(moved > 1e-3, "%s: TF's fixture did not train it", v->name);
     cr_expect(worst < 1e-4, "%s[%d]: loom %.9g, TF %.9g after %d steps from the same weights", v->name, at, a[at],
               v->trained[at], WD_STEPS);
+    loom_tensor_free(t);
+  }
+  loom_estimator_free(e);
+  cu_data_free(&tr);
+  loom_fc_set_free(dc.set);
+  loom_status_free(st);
+  tu_rmtree(dir);
+}
+
+/* The DNN regressor with optimizer "RMSProp" at its default rate follows TF 2.15's (Keras' legacy RMSprop:
+ * the mean square starts at 0, not at TF 1's 1) from TF's initial weights on the same batches
+ * (tests/fixtures/canned/dnn_rmsprop_trajectory.h, scripts/gen_canned_trajectory_fixtures.py). */
+Test(canned, dnn_regressor_rmsprop_follows_tf2_from_the_same_weights) {
+  diamond_cols dc;
+  diamond_cols_make(&dc);
+  cu_data tr;
+  cu_diamonds(&tr, 0);
+  tr.batch = 32;
+  tr.shuffle = 0;
+  loom_status *st = loom_status_new();
+  char dir[TU_TMPDIR_CAP], init[TU_TMPDIR_CAP + 16];
+  tu_tmpdir(dir, sizeof dir, "canned_rmst");
+  snprintf(init, sizeof init, "%s/init.ckpt", dir);
+  const char *names[RMS_NVARS];
+  loom_tensor *vals[RMS_NVARS];
+  for (int i = 0; i < RMS_NVARS; i++) {
+    names[i] = RMS_VARS[i].name;
+    vals[i] = loom_tensor_from_data(LOOM_F32, RMS_VARS[i].rank, RMS_VARS[i].dims, RMS_VARS[i].init, st);
+    cr_assert(vals[i], "%s", loom_status_message(st));
+  }
+  cr_assert_eq(loom_checkpoint_write(init, RMS_NVARS, names, (const loom_tensor *const *)vals, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  for (int i = 0; i < RMS_NVARS; i++) loom_tensor_free(vals[i]);
+  char mdir[TU_TMPDIR_CAP + 16];
+  snprintf(mdir, sizeof mdir, "%s/model", dir);
+  loom_run_config cfg = cu_config();
+  loom_dnn_options o = loom_dnn_options_default();
+  o.model_dir = mdir;
+  o.config = &cfg;
+  o.warm_start_from = init;
+  o.nfeature_columns = 4;
+  o.feature_columns = dc.dnn;
+  o.optimizer = (loom_canned_optimizer){"RMSProp", 0, NULL, NULL};
+  o.nhidden_units = 2;
+  o.hidden_units = DIA_HIDDEN;
+  loom_estimator *e = loom_dnn_regressor_new(&o, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  cu_train(e, &tr, RMS_STEPS);
+  for (int i = 0; i < RMS_NVARS; i++) {
+    const rms_var *v = &RMS_VARS[i];
+    loom_tensor *t = NULL;
+    cr_assert_eq(loom_estimator_get_variable_value(e, v->name, &t, st), LOOM_OK, "%s: %s", v->name,
+                 loom_status_message(st));
+    cr_assert_eq(loom_tensor_numel(t), v->n, "%s", v->name);
+    const float *a = loom_tensor_data_const(t);
+    double worst = 0, moved = 0;
+    int at = 0;
+    for (int k = 0; k < v->n; k++) {
+      double d = fabs((double)a[k] - v->trained[k]) / (1e-3 + fabs(v->trained[k]));
+      if (d > worst) worst = d, at = k;
+      moved = fmax(moved, fabs((double)v->trained[k] - v->init[k]));
+    }
+    cr_expect(moved > 1e-3, "%s: TF's fixture did not train it", v->name);
+    cr_expect(worst < 1e-4, "%s[%d]: loom %.9g, TF %.9g after %d steps from the same weights (worst rel %g)",
+              v->name, at, a[at], v->trained[at], RMS_STEPS, worst);
     loom_tensor_free(t);
   }
   loom_estimator_free(e);

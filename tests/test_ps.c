@@ -167,7 +167,8 @@ typedef struct model {
 
 /* The local optimizer and the PS's hyper-parameters of the same update.
  * variant 1: Nesterov momentum; centered RMSProp (with momentum 0.5). RMSProp variant 2 and 3: plain and
- * centered with the mean square starting at 0 (Keras'), not 1 (TF 1's). */
+ * centered with the mean square starting at 0 (Keras'), not 1 (TF 1's); 6 and 7: those in Keras' legacy form
+ * (epsilon outside the square root, no momentum). */
 static loom_optimizer *local_optimizer(int opt, int variant, loom_output lr) {
   switch (opt) {
   case LOOM_PS_SGD: return loom_optimizer_sgd(lr);
@@ -191,8 +192,9 @@ static loom_optimizer *local_optimizer(int opt, int variant, loom_output lr) {
   case LOOM_PS_RMSPROP: {
     loom_rmsprop_options o = loom_rmsprop_options_default();
     o.centered = variant & 1;
-    if (variant & 1) o.momentum = 0.5;
+    if ((variant & 1) && !(variant & 4)) o.momentum = 0.5;
     if (variant & 2) o.initial_rms_value = 0.0;
+    o.keras_legacy = (variant & 4) != 0;
     return loom_optimizer_rmsprop(lr, &o);
   }
   case LOOM_PS_ADADELTA: return loom_optimizer_adadelta(lr, NULL);
@@ -212,8 +214,9 @@ static void ps_hyper(int opt, int variant, float lr, float h[8]) {
     h[5] = variant ? (float)0.02 : 0.0f;
     break;
   case LOOM_PS_RMSPROP:
-    h[1] = 0.9f, h[2] = variant & 1 ? 0.5f : 0.0f, h[3] = (float)1e-10, h[4] = (float)(variant & 1);
+    h[1] = 0.9f, h[2] = (variant & 1) && !(variant & 4) ? 0.5f : 0.0f, h[3] = (float)1e-10, h[4] = (float)(variant & 1);
     h[5] = variant & 2 ? 0.0f : 1.0f;
+    h[6] = (float)((variant & 4) != 0);
     break;
   case LOOM_PS_ADADELTA: h[1] = 0.95f, h[2] = (float)1e-8; break;
   }
@@ -360,6 +363,10 @@ Test(ps, one_worker_rmsprop_and_centered_bitwise_equal_to_local) {
 Test(ps, one_worker_rmsprop_mean_square_from_zero_bitwise_equal_to_local) {
   equivalence(LOOM_PS_RMSPROP, 2, 1, 0);
   equivalence(LOOM_PS_RMSPROP, 3, 3, 8);
+}
+Test(ps, one_worker_rmsprop_keras_legacy_bitwise_equal_to_local) {
+  equivalence(LOOM_PS_RMSPROP, 6, 1, 0);
+  equivalence(LOOM_PS_RMSPROP, 7, 3, 8);
 }
 Test(ps, one_worker_adadelta_bitwise_equal_to_local) { equivalence(LOOM_PS_ADADELTA, 0, 3, 8); }
 

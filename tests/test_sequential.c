@@ -495,3 +495,28 @@ Test(sequential, embedding_stack_trains) {
   loom_tensor_free(y);
   loom_status_free(st);
 }
+
+/* "RMSProp" is Keras' RMSprop: its mean square ("dense/kernel/RMSProp") starts at 0, not at TF 1's 1; after
+ * one step from it, rms = (1 - rho) * g^2 exactly as Keras'. */
+Test(sequential, rmsprop_mean_square_starts_at_zero_as_keras) {
+  loom_status *st = loom_status_new();
+  loom_sequential *m = loom_sequential_new(st);
+  cr_assert(m);
+  cr_assert_eq(loom_sequential_set_input(m, NULL, LOOM_F32, 1, (int64_t[]){2}, st), LOOM_OK);
+  cr_assert(loom_sequential_add_dense(m, 3, NULL, NULL, st) >= 0, "%s", loom_status_message(st));
+  loom_sequential_compile_options c = loom_sequential_compile_options_default();
+  c.loss = "sparse_categorical_crossentropy";
+  c.optimizer = "RMSProp";
+  c.seed = 1;
+  c.num_threads = 1;
+  cr_assert_eq(loom_sequential_compile(m, &c, st), LOOM_OK, "compile: %s", loom_status_message(st));
+  loom_tensor *t = NULL;
+  cr_assert_eq(loom_sequential_get_variable(m, "dense/kernel/RMSProp", &t, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  const float *p = loom_tensor_data_const(t);
+  for (int64_t i = 0; i < loom_tensor_numel(t); i++) cr_expect_eq(p[i], 0.0f, "rms[%lld] = %g", (long long)i, p[i]);
+  cr_expect_eq(loom_tensor_numel(t), 6);
+  loom_tensor_free(t);
+  loom_sequential_free(m);
+  loom_status_free(st);
+}

@@ -702,6 +702,8 @@ static void ref_elem(const optcase *c, refst *r, int i, double g, int t) {
       *e += (g - *e) * (1 - rho);
       denom = *a - *e * *e + eps;
     }
+    if (c->rms.keras_legacy) /* Keras' legacy RMSprop: epsilon outside the square root */
+      denom = pow(sqrt(denom - eps) + eps, 2);
     *b = *b * c->rms.momentum + lr * g / sqrt(denom);
     *v -= *b;
     break;
@@ -797,6 +799,13 @@ static void run_optcase(const optcase *c, int sparse, const char *const *expect_
       }
       for (int row = 0; row < ROWS; row++) {
         int lazy = c->kind == K_ADAM && c->adam.lazy;
+        if (!touched[row] && c->kind == K_RMS && c->rms.keras_legacy) { /* every row's mean square decays */
+          for (int j = 0; j < COLS; j++) {
+            r.s[0][row * COLS + j] *= c->rms.decay;
+            r.s[2][row * COLS + j] *= c->rms.decay;
+          }
+          continue;
+        }
         if (!touched[row] && (c->kind != K_ADAM || lazy)) continue;
         for (int j = 0; j < COLS; j++) ref_elem(c, &r, row * COLS + j, dense[row * COLS + j], t);
       }
@@ -938,9 +947,26 @@ Test(optimizers, rmsprop_mean_square_from_zero) {
   run_optcase(&c, 1, cnames);
 }
 
-/* One step of TF 2.15's tf.keras.optimizers.RMSprop(0.1) (and of the legacy one the canned estimators use)
- * from w = [1, -2] with gradient [0.5, 0.25]: rms [0.025, 0.00625], w [0.68377244, -2.3162274]. A caller
- * built before initial_rms_value existed (a smaller struct_size) keeps TF 1's start, 1. */
+/* Keras' legacy RMSprop without momentum (the canned estimators'): epsilon outside the square root, and a
+ * sparse update decays every row's mean square (and mean gradient); dense and sparse, plain and centered. */
+Test(optimizers, rmsprop_keras_legacy) {
+  optcase c = base_case(K_RMS, 0.01);
+  c.rms.initial_rms_value = 0.0;
+  c.rms.epsilon = 1e-3; /* large enough that its place shows */
+  c.rms.keras_legacy = 1;
+  const char *names[] = {"v/RMSProp", "v/RMSProp_1"};
+  run_optcase(&c, 0, names);
+  run_optcase(&c, 1, names);
+  c.rms.centered = 1;
+  const char *cnames[] = {"v/RMSProp", "v/RMSProp_2", "v/RMSProp_1"};
+  run_optcase(&c, 0, cnames);
+  run_optcase(&c, 1, cnames);
+}
+
+/* One step of TF 2.15's tf.keras.optimizers.legacy.RMSprop(0.1) (the canned estimators') from w = [1, -2]
+ * with gradient [0.5, 0.25]: rms [0.025, 0.00625], w [0.68377244, -2.3162274]; the new Keras RMSprop's and
+ * TF's kernel (epsilon 1e-7 inside the square root) give w[1] -2.31622529. A caller built before
+ * initial_rms_value existed (a smaller struct_size) keeps TF 1's start, 1. */
 static void rms_one_step(const loom_rmsprop_options *o, float w_out[2], float rms_out[2]) {
   loom_graph *g = loom_graph_new();
   int64_t d[1] = {2};
@@ -969,7 +995,11 @@ Test(optimizers, rmsprop_from_zero_matches_tf2_keras_one_step) {
   float w[2], rms[2];
   rms_one_step(&o, w, rms);
   cr_expect(fabs(rms[0] - 0.025) < 1e-7 && fabs(rms[1] - 0.00625) < 1e-8, "rms %.9g %.9g", rms[0], rms[1]);
-  cr_expect(fabs(w[0] - 0.68377244) < 2e-6 && fabs(w[1] + 2.3162274) < 2e-6, "w %.9g %.9g", w[0], w[1]);
+  cr_expect(fabs(w[1] + 2.31622529) < 2e-7, "w %.9g %.9g", w[0], w[1]);
+  o.keras_legacy = 1;
+  rms_one_step(&o, w, rms);
+  cr_expect(fabs(w[0] - 0.68377244) < 2e-7 && fabs(w[1] + 2.3162274) < 2e-7, "legacy: w %.9g %.9g", w[0], w[1]);
+  o.keras_legacy = 0;
   o.struct_size = (uint32_t)offsetof(loom_rmsprop_options, initial_rms_value); /* an older caller */
   rms_one_step(&o, w, rms);
   cr_expect(fabs(rms[0] - 0.925) < 1e-6 && fabs(rms[1] - 0.90625) < 1e-6, "older caller: rms %.9g %.9g", rms[0],
@@ -1020,6 +1050,19 @@ Test(optimizers, errors) {
   cr_assert_null(loom_optimizer_apply_gradients(o, g, 1, &gr, &v, NULL, NULL));
   cr_assert_eq(graph_err(g, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
   cr_assert(strstr(msg, "RMSProp: initial_rms_value must be >= 0 and finite, got -1"), "%s", msg);
+  loom_optimizer_free(o);
+  loom_graph_free(g);
+
+  g = loom_graph_new();
+  v = loom_get_variable(g, "v", LOOM_F32, 1, d, NULL, 1);
+  ro = loom_rmsprop_options_default();
+  ro.keras_legacy = 1;
+  ro.momentum = 0.5;
+  o = loom_optimizer_rmsprop(loom_const_f32(g, 0.1f, NULL), &ro);
+  gr = (loom_gradient){loom_const_data(g, LOOM_F32, 1, d, (float[3]){1, 2, 3}, NULL), {NULL, 0}};
+  cr_assert_null(loom_optimizer_apply_gradients(o, g, 1, &gr, &v, NULL, NULL));
+  cr_assert_eq(graph_err(g, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(msg, "keras_legacy needs momentum 0"), "%s", msg);
   loom_optimizer_free(o);
   loom_graph_free(g);
 

@@ -49,7 +49,7 @@ loom_ftrl_options loom_ftrl_options_default(void) {
   return o;
 }
 loom_rmsprop_options loom_rmsprop_options_default(void) {
-  loom_rmsprop_options o = {sizeof(loom_rmsprop_options), 0.9, 0.0, 1e-10, 0, 1.0};
+  loom_rmsprop_options o = {sizeof(loom_rmsprop_options), 0.9, 0.0, 1e-10, 0, 1.0, 0};
   return o;
 }
 loom_adadelta_options loom_adadelta_options_default(void) {
@@ -190,6 +190,9 @@ static int validate(loom_optimizer *o, loom_graph *g) {
   case OPT_RMSPROP:
     if (!(o->rms.initial_rms_value >= 0) || o->rms.initial_rms_value > 3.4e38)
       bad = "initial_rms_value must be >= 0 and finite", val = o->rms.initial_rms_value;
+    else if (o->rms.keras_legacy && o->rms.momentum != 0)
+      bad = "keras_legacy needs momentum 0 (Keras' legacy RMSprop uses TF's kernels with momentum)",
+      val = o->rms.momentum;
     break;
   default: break;
   }
@@ -231,12 +234,12 @@ static loom_output build_update(loom_optimizer *o, loom_graph *g, const loom_gra
                   : loom_apply_ftrl(g, var, SLOT("accum"), SLOT("linear"), gv, lr, h[0], h[1], h[2], h[3],
                                     "ApplyFtrlV2");
   case OPT_RMSPROP: {
-    int c = o->rms.centered;
-    loom_output mg = c ? SLOT("mg") : (loom_output){NULL, 0};
+    int c = (o->rms.centered ? LOOM_RMSPROP_CENTERED : 0) | (o->rms.keras_legacy ? LOOM_RMSPROP_KERAS_LEGACY : 0);
+    loom_output mg = o->rms.centered ? SLOT("mg") : (loom_output){NULL, 0};
     return sparse ? loom_sparse_apply_rmsprop(g, var, mg, SLOT("rms"), SLOT("momentum"), lr, h[0], h[1], h[2], gv, ix,
-                                              c, c ? "SparseApplyCenteredRMSProp" : "SparseApplyRMSProp")
+                                              c, o->rms.centered ? "SparseApplyCenteredRMSProp" : "SparseApplyRMSProp")
                   : loom_apply_rmsprop(g, var, mg, SLOT("rms"), SLOT("momentum"), lr, h[0], h[1], h[2], gv, c,
-                                       c ? "ApplyCenteredRMSProp" : "ApplyRMSProp");
+                                       o->rms.centered ? "ApplyCenteredRMSProp" : "ApplyRMSProp");
   }
   case OPT_ADADELTA:
     return sparse ? loom_sparse_apply_adadelta(g, var, SLOT("accum"), SLOT("accum_update"), lr, h[0], h[1], gv, ix,

@@ -118,6 +118,7 @@ static loom_optimizer *make_optimizer(loom_graph *g, const canned_opt *o, const 
   loom_rmsprop_options r = loom_rmsprop_options_default();
   r.epsilon = 1e-7; /* Keras' RMSprop: rho 0.9, momentum 0, epsilon 1e-7, the mean square starting at 0 */
   r.initial_rms_value = 0.0;
+  r.keras_legacy = 1; /* tf.keras.optimizers.legacy.RMSprop: epsilon outside the square root */
   return loom_optimizer_rmsprop(lr, &r);
 }
 

@@ -38,7 +38,8 @@
  * Optimizers (TF 2.15's defaults, checked against tensorflow_estimator's
  * canned/ sources): an optimizer is given by name, "Adagrad", "Adam", "Ftrl",
  * "RMSProp" or "SGD" (Keras legacy semantics: Adagrad/Ftrl initial
- * accumulator 0.1, Adam epsilon 1e-7, RMSProp rho 0.9 epsilon 1e-7), with
+ * accumulator 0.1, Adam epsilon 1e-7, RMSProp rho 0.9 epsilon 1e-7, its
+ * mean square starting at 0, epsilon outside the square root: keras_legacy), with
  * learning_rate 0 = the estimator's default learning rate for a named
  * optimizer, or by a factory callback (the optimizer object). Defaults:
  *   Linear     "Ftrl" at 0.2 (TF 2.15: the default optimizer is the string

@@ -63,7 +63,8 @@ typedef enum loom_ps_optimizer {
   LOOM_PS_FTRL = 4,     /* hyper: [0] lr, [1] learning_rate_power, [2] initial accumulator, [3] l1, [4] l2,
                            [5] l2_shrinkage (FtrlV2) */
   LOOM_PS_RMSPROP = 5,  /* hyper: [0] lr, [1] decay, [2] momentum, [3] epsilon, [4] centered (!= 0), [5] the
-                           mean square's initial value (1 as TF 1's RMSPropOptimizer, 0 as Keras' RMSprop) */
+                           mean square's initial value (1 as TF 1's RMSPropOptimizer, 0 as Keras' RMSprop),
+                           [6] != 0: Keras' legacy form (LOOM_RMSPROP_KERAS_LEGACY, loom_train.h) */
   LOOM_PS_ADADELTA = 6, /* hyper: [0] lr, [1] rho, [2] epsilon */
   LOOM_PS_OPT_COUNT
 } loom_ps_optimizer;

@@ -63,7 +63,8 @@
  *   "mse" / "mean_squared_error", "mae" / "mean_absolute_error".
  * Optimizers, by name (Keras' defaults): "Adam" (0.001, beta1 0.9, beta2
  * 0.999, epsilon 1e-7; the default), "SGD" (0.01), "Adagrad" (0.001,
- * initial accumulator 0.1), "RMSProp" (0.001, rho 0.9, epsilon 1e-7),
+ * initial accumulator 0.1), "RMSProp" (0.001, rho 0.9, epsilon 1e-7, the
+ * mean square starting at 0),
  * "Ftrl" (0.001), "Adadelta" (0.001, rho 0.95, epsilon 1e-7); or a factory.
  *
  * Evaluation loss: the mean of the batch losses (an Estimator's "loss";

@@ -253,7 +253,12 @@ LOOM_API loom_output loom_sparse_apply_ftrl(loom_graph *g, loom_output var, loom
                                             loom_output grad, loom_output indices, loom_output lr, loom_output l1,
                                             loom_output l2, loom_output l2_shrinkage, loom_output lr_power,
                                             const char *name);
-/* mg is used only when centered (ApplyCenteredRMSProp); pass {NULL,0} otherwise. */
+/* centered: 0, or LOOM_RMSPROP_* flags or'd: CENTERED (ApplyCenteredRMSProp; mg is used only then, pass
+ * {NULL,0} otherwise), KERAS_LEGACY (Keras' legacy RMSprop without momentum: var -= lr * grad /
+ * (sqrt(ms) + epsilon), epsilon outside the square root, and a sparse update decays every row's ms (and
+ * mg) by rho, not only the given rows'; TF's kernels put epsilon inside: lr * grad / sqrt(ms + epsilon)). */
+#define LOOM_RMSPROP_CENTERED 1
+#define LOOM_RMSPROP_KERAS_LEGACY 2
 LOOM_API loom_output loom_apply_rmsprop(loom_graph *g, loom_output var, loom_output mg, loom_output ms,
                                         loom_output mom, loom_output lr, loom_output rho, loom_output momentum,
                                         loom_output epsilon, loom_output grad, int centered, const char *name);
@@ -299,12 +304,18 @@ typedef struct loom_ftrl_options {
 } loom_ftrl_options;
 /* RMSProp's mean-square slot ("rms") starts at initial_rms_value: 1.0 by
  * default, as tf.compat.v1.train.RMSPropOptimizer; Keras' RMSprop (and TF
- * 2's canned estimators, which use it) start it at 0.0. */
+ * 2's canned estimators, which use it) start it at 0.0. keras_legacy: the
+ * update of Keras' legacy RMSprop without momentum (tf.keras.optimizers.
+ * legacy.RMSprop, what TF 2's canned estimators build for "RMSProp"): epsilon
+ * outside the square root, and sparse gradients decay every row's mean
+ * square (LOOM_RMSPROP_KERAS_LEGACY above); it needs momentum 0 (that
+ * optimizer uses TF's kernels when momentum is set). */
 typedef struct loom_rmsprop_options {
   uint32_t struct_size; /* sizeof: set by loom_rmsprop_options_default() */
   double decay, momentum, epsilon; /* 0.9, 0, 1e-10 */
   int32_t centered;                /* 0 */
   double initial_rms_value;        /* 1.0 (TF 1); 0.0 for Keras' RMSprop */
+  int32_t keras_legacy;            /* 0 */
 } loom_rmsprop_options;
 typedef struct loom_adadelta_options {
   uint32_t struct_size; /* sizeof: set by loom_adadelta_options_default() */

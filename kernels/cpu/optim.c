@@ -172,15 +172,17 @@ static void ftrl_span_lanes(float *restrict var, float *restrict acc, float *res
   }
 }
 
-/* a = rho (decay), b = momentum, c = epsilon */
+/* a = rho (decay), b = momentum, c = epsilon; flag: epsilon outside the square root (Keras' legacy RMSprop
+ * without momentum: lr * g / (sqrt(ms) + epsilon)) */
 LOOM_FORCE_INLINE void rmsprop_span(float *restrict var, float *restrict ms, float *restrict mom, const float *restrict g,
                                 int64_t n, const hyper *h) {
   const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
+  const int out = h->flag;
   for (int64_t i = 0; i < n; i++) {
     float gi = g[i];
     float s = ms[i] + (gi * gi - ms[i]) * orho;
     ms[i] = s;
-    float mo = mom[i] * momentum + (gi * lr) / sqrtf(s + eps);
+    float mo = mom[i] * momentum + (gi * lr) / (out ? sqrtf(s) + eps : sqrtf(s + eps));
     mom[i] = mo;
     var[i] -= mo;
   }
@@ -189,14 +191,14 @@ LOOM_FORCE_INLINE void rmsprop_span(float *restrict var, float *restrict ms, flo
 LOOM_FORCE_INLINE void centered_rmsprop_span(float *restrict var, float *restrict mg, float *restrict ms,
                                          float *restrict mom, const float *restrict g, int64_t n, const hyper *h) {
   const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
+  const int out = h->flag;
   for (int64_t i = 0; i < n; i++) {
     float gi = g[i];
     float mgi = mg[i] + (gi - mg[i]) * orho;
     float s = ms[i] + (gi * gi - ms[i]) * orho;
     mg[i] = mgi;
     ms[i] = s;
-    float denom = (s - mgi * mgi) + eps;
-    float mo = mom[i] * momentum + (gi * lr) / sqrtf(denom);
+    float mo = mom[i] * momentum + (gi * lr) / (out ? sqrtf(s - mgi * mgi) + eps : sqrtf((s - mgi * mgi) + eps));
     mom[i] = mo;
     var[i] -= mo;
   }
@@ -335,6 +337,7 @@ loom_code loom__k_apply_rmsprop_f32(const loom_kctx *ctx) {
   a.h.a = scal(ctx, 4);
   a.h.b = scal(ctx, 5);
   a.h.c = scal(ctx, 6);
+  a.h.flag = (int)(ctx->attrs->num & 1);
   return run_dense(ctx, &a, 7);
 }
 
@@ -349,6 +352,7 @@ loom_code loom__k_apply_centered_rmsprop_f32(const loom_kctx *ctx) {
   a.h.a = scal(ctx, 5);
   a.h.b = scal(ctx, 6);
   a.h.c = scal(ctx, 7);
+  a.h.flag = (int)(ctx->attrs->num & 1);
   return run_dense(ctx, &a, 8);
 }
 
@@ -643,6 +647,33 @@ loom_code loom__k_sparse_apply_ftrl_f32(const loom_kctx *ctx) {
   return run_sparse(ctx, &a, 3, 4);
 }
 
+/* RMSProp's rows without an index in Keras' legacy form: the mean square (and the mean gradient) decay by
+ * rho (s[0] = ms, or s[0] = mg and s[1] = ms when centered). */
+LOOM_HOT static void rms_untouched_chunk(void *arg, int64_t lo, int64_t hi) {
+  const opt_args *a = arg;
+  const int64_t row = a->row;
+  const float rho = a->h.a;
+  const int ns = a->kind == OPT_CRMSPROP ? 2 : 1;
+  for (int64_t r = lo; r < hi; r++) {
+    if (a->bitmap[r >> 6] >> (r & 63) & 1) continue;
+    for (int k = 0; k < ns; k++)
+      for (int64_t c = 0; c < row; c++) a->s[k][r * row + c] *= rho;
+  }
+}
+
+/* attrs.num bit 0: Keras' legacy form (epsilon outside the square root; every row's mean square decays) */
+static loom_code run_sparse_rms(const loom_kctx *ctx, opt_args *a, int gi, int ii) {
+  a->h.flag = (int)(ctx->attrs->num & 1);
+  if (!a->h.flag) return run_sparse(ctx, a, gi, ii);
+  int64_t nu = 0;
+  loom_code rc = sparse_prepare(ctx, gi, ii, 1, a, &nu);
+  if (rc) return rc;
+  if (a->row == 0) return LOOM_OK;
+  if (nu > 0) loom__parallel_for(ctx->pool, nu, row_grain(a->row), sparse_chunk, a);
+  loom__parallel_for(ctx->pool, ctx->in[0]->dims[0], row_grain(a->row), rms_untouched_chunk, a);
+  return LOOM_OK;
+}
+
 loom_code loom__k_sparse_apply_rmsprop_f32(const loom_kctx *ctx) {
   /* var, ms, mom, lr, rho, momentum, epsilon, grad, indices */
   opt_args a = {0};
@@ -653,7 +684,7 @@ loom_code loom__k_sparse_apply_rmsprop_f32(const loom_kctx *ctx) {
   a.h.a = scal(ctx, 4);
   a.h.b = scal(ctx, 5);
   a.h.c = scal(ctx, 6);
-  return run_sparse(ctx, &a, 7, 8);
+  return run_sparse_rms(ctx, &a, 7, 8);
 }
 
 loom_code loom__k_sparse_apply_centered_rmsprop_f32(const loom_kctx *ctx) {
@@ -667,7 +698,7 @@ loom_code loom__k_sparse_apply_centered_rmsprop_f32(const loom_kctx *ctx) {
   a.h.a = scal(ctx, 5);
   a.h.b = scal(ctx, 6);
   a.h.c = scal(ctx, 7);
-  return run_sparse(ctx, &a, 8, 9);
+  return run_sparse_rms(ctx, &a, 8, 9);
 }
 
 loom_code loom__k_sparse_apply_adadelta_f32(const loom_kctx *ctx) {

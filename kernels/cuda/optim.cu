@@ -62,10 +62,10 @@ __global__ void k_opt(opt_ptrs a, int kind, int64_t n) {
       a.s0[i] = na;
       break;
     }
-    case OPT_RMSPROP: { /* h0 lr, h1 rho, h2 momentum, h3 eps */
+    case OPT_RMSPROP: { /* h0 lr, h1 rho, h2 momentum, h3 eps; flag: epsilon outside the square root */
       float s = a.s0[i] + (gi * gi - a.s0[i]) * (1.0f - h1);
       a.s0[i] = s;
-      float mo = a.s1[i] * h2 + (gi * h0) / sqrtf(s + h3);
+      float mo = a.s1[i] * h2 + (gi * h0) / (a.flag ? sqrtf(s) + h3 : sqrtf(s + h3));
       a.s1[i] = mo;
       a.var[i] -= mo;
       break;
@@ -76,7 +76,7 @@ __global__ void k_opt(opt_ptrs a, int kind, int64_t n) {
       float s = a.s1[i] + (gi * gi - a.s1[i]) * orho;
       a.s0[i] = mg;
       a.s1[i] = s;
-      float mo = a.s2[i] * h2 + (gi * h0) / sqrtf((s - mg * mg) + h3);
+      float mo = a.s2[i] * h2 + (gi * h0) / (a.flag ? sqrtf(s - mg * mg) + h3 : sqrtf((s - mg * mg) + h3));
       a.s2[i] = mo;
       a.var[i] -= mo;
       break;
@@ -134,11 +134,13 @@ extern "C" loom_code loom__cu_apply_ftrl_f32(const loom_kctx *ctx) {
 }
 extern "C" loom_code loom__cu_apply_rmsprop_f32(const loom_kctx *ctx) {
   opt_ptrs a = {};
+  a.flag = (int)(ctx->attrs->num & 1);
   static const int h[] = {3, 4, 5, 6}; /* var, ms, mom, lr, rho, momentum, eps, grad */
   return run_opt(ctx, OPT_RMSPROP, &a, 7, 2, h, 4);
 }
 extern "C" loom_code loom__cu_apply_centered_rmsprop_f32(const loom_kctx *ctx) {
   opt_ptrs a = {};
+  a.flag = (int)(ctx->attrs->num & 1);
   static const int h[] = {4, 5, 6, 7}; /* var, mg, ms, mom, lr, rho, momentum, eps, grad */
   return run_opt(ctx, OPT_CRMSPROP, &a, 8, 3, h, 4);
 }
@@ -278,11 +280,11 @@ __device__ __forceinline__ void sopt_apply(const sopt &A, const hyp &h, int64_t 
     A.s0[e] = na;
     break;
   }
-  case SP_RMSPROP: { /* a = rho, b = momentum, c = epsilon */
+  case SP_RMSPROP: { /* a = rho, b = momentum, c = epsilon; flag: epsilon outside the square root */
     float ms = A.s0[e];
     float s = ms + (g * g - ms) * (1.0f - h.a);
     A.s0[e] = s;
-    float mo = A.s1[e] * h.b + (g * h.lr) / sqrtf(s + h.c);
+    float mo = A.s1[e] * h.b + (g * h.lr) / (A.flag ? sqrtf(s) + h.c : sqrtf(s + h.c));
     A.s1[e] = mo;
     *var -= mo;
     break;
@@ -293,8 +295,7 @@ __device__ __forceinline__ void sopt_apply(const sopt &A, const hyp &h, int64_t 
     float s = ms + (g * g - ms) * orho;
     A.s0[e] = mgi;
     A.s1[e] = s;
-    float denom = (s - mgi * mgi) + h.c;
-    float mo = A.s2[e] * h.b + (g * h.lr) / sqrtf(denom);
+    float mo = A.s2[e] * h.b + (g * h.lr) / (A.flag ? sqrtf(s - mgi * mgi) + h.c : sqrtf((s - mgi * mgi) + h.c));
     A.s2[e] = mo;
     *var -= mo;
     break;
@@ -326,7 +327,8 @@ __global__ void k_sopt_rows(sopt A, grp G) {
     X_LOOP(j, A.row) sopt_apply(A, h, r * A.row + j, group_grad(A, G, t, r, j));
   }
 }
-/* Non-lazy Adam: every row; rows without an index decay with a zero gradient. */
+/* Non-lazy Adam: every row; rows without an index decay with a zero gradient. RMSProp with the flag (Keras'
+ * legacy form): rows without an index decay their mean square (and mean gradient) by rho. */
 __global__ void k_sopt_adam_all(sopt A, grp G) {
   if (grp_failed(G)) return;
   hyp h = load_hyp(A);
@@ -337,6 +339,11 @@ __global__ void k_sopt_adam_all(sopt A, grp G) {
       int64_t e = r * A.row + j;
       if (t >= 0) {
         sopt_apply(A, h, e, group_grad(A, G, t, r, j));
+      } else if (A.kind == SP_RMSPROP) {
+        A.s0[e] *= h.a;
+      } else if (A.kind == SP_CRMSPROP) {
+        A.s0[e] *= h.a;
+        A.s1[e] *= h.a;
       } else {
         float mi = A.s0[e] - A.s0[e] * ob1;
         float vi = A.s1[e] - A.s1[e] * ob2;
@@ -473,11 +480,11 @@ extern "C" loom_code loom__cu_sparse_apply_ftrl_f32(const loom_kctx *ctx) {
 }
 extern "C" loom_code loom__cu_sparse_apply_rmsprop_f32(const loom_kctx *ctx) {
   static const int h[7] = {3, 4, 5, 6, -1, -1, -1}; /* var, ms, mom, lr, rho, momentum, epsilon, grad, indices */
-  return run_sparse_opt(ctx, SP_RMSPROP, 7, 8, 2, h, 0);
+  return run_sparse_opt(ctx, SP_RMSPROP, 7, 8, 2, h, (int)(ctx->attrs->num & 1));
 }
 extern "C" loom_code loom__cu_sparse_apply_centered_rmsprop_f32(const loom_kctx *ctx) {
   static const int h[7] = {4, 5, 6, 7, -1, -1, -1}; /* var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices */
-  return run_sparse_opt(ctx, SP_CRMSPROP, 8, 9, 3, h, 0);
+  return run_sparse_opt(ctx, SP_CRMSPROP, 8, 9, 3, h, (int)(ctx->attrs->num & 1));
 }
 extern "C" loom_code loom__cu_sparse_apply_adadelta_f32(const loom_kctx *ctx) {
   static const int h[7] = {3, 4, 5, -1, -1, -1, -1}; /* var, accum, accum_update, lr, rho, epsilon, grad, indices */

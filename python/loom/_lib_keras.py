@@ -31,6 +31,11 @@ class SeqCompileOptions(C.Structure):
                 ("nmetrics", i32), ("metrics", P(cs)), ("seed", i64), ("num_threads", i32)]
 
 
+class RMSPropOptions(C.Structure):  # loom_rmsprop_options (loom_train.h)
+    _fields_ = [("struct_size", u32), ("decay", dbl), ("momentum", dbl), ("epsilon", dbl), ("centered", i32),
+                ("initial_rms_value", dbl), ("keras_legacy", i32)]
+
+
 class SeqFitOptions(C.Structure):
     _fields_ = [("struct_size", u32), ("epochs", i64), ("steps_per_epoch", i64), ("verbose", i32)]
 
@@ -52,6 +57,8 @@ _d("loom_sequential_num_layers", cint, vp)
 _d("loom_sequential_layer_name", cs, vp, cint)
 _d("loom_sequential_layer_kind", cs, vp, cint)
 _d("loom_sequential_compile_options_default", SeqCompileOptions)
+_d("loom_rmsprop_options_default", RMSPropOptions)
+_d("loom_const_f32", Output, vp, C.c_float, cs)
 _d("loom_sequential_compile", cint, vp, P(SeqCompileOptions), vp)
 _d("loom_sequential_num_variables", cint, vp)
 _d("loom_sequential_variable_name", cs, vp, cint)
@@ -111,7 +118,7 @@ _d("loom_piecewise_constant", Output, vp, Output, cint, P(dbl), P(dbl), cs)
 _d("loom_polynomial_decay", Output, vp, dbl, Output, dbl, dbl, dbl, cint, cs)
 _d("loom_cosine_decay", Output, vp, dbl, Output, dbl, dbl, cs)
 _d("loom_optimizer_momentum", vp, Output, vp)
-_d("loom_optimizer_rmsprop", vp, Output, vp)
+_d("loom_optimizer_rmsprop", vp, Output, P(RMSPropOptions))
 _d("loom_optimizer_ftrl", vp, Output, vp)
 _d("loom_optimizer_adadelta", vp, Output, vp)
 _d("loom_get_or_create_global_step", vp, vp)

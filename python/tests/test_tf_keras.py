@@ -18,6 +18,7 @@ FIX = json.load(open(os.path.join(os.path.dirname(__file__), "fixtures", "tf_ker
 
 def test_struct_sizes_match_the_library():
     for make, cls in ((K.lib.loom_sequential_compile_options_default, K.SeqCompileOptions),
+                      (K.lib.loom_rmsprop_options_default, K.RMSPropOptions),
                       (K.lib.loom_sequential_fit_options_default, K.SeqFitOptions),
                       (K.lib.loom_batch_norm_options_default, K.BatchNormOptions)):
         assert make().struct_size == C.sizeof(cls), cls.__name__
@@ -28,11 +29,12 @@ def _model(case):
     tf.keras.backend.clear_session()
     layers = [getattr(tf.keras.layers, k)(**kw) for k, kw in case["layers"]]
     m = tf.keras.Sequential([tf.keras.Input(shape=tuple(case["input_shape"]), dtype=case["x_dtype"])] + layers)
-    opt_name, lr = case["compile"]["optimizer"]
+    opt_name, lr = case["compile"]["optimizer"][:2]
+    opt_kw = case["compile"]["optimizer"][2] if len(case["compile"]["optimizer"]) > 2 else {}
     loss = case["compile"]["loss"]
     if isinstance(loss, list):
         loss = getattr(tf.keras.losses, loss[0])(**loss[1])
-    m.compile(optimizer=getattr(tf.keras.optimizers, opt_name)(learning_rate=lr), loss=loss,
+    m.compile(optimizer=getattr(tf.keras.optimizers, opt_name)(learning_rate=lr, **opt_kw), loss=loss,
               metrics=case["compile"]["metrics"])
     m.set_weights([np.array(w, np.float32) for w in case["weights0"]])
     return m
@@ -102,8 +104,6 @@ def test_unsupported_keras_raises_naming_it():
     m = tf.keras.Sequential([tf.keras.layers.Dense(2, input_shape=(2,))])
     with pytest.raises(NotImplementedError, match="hinge"):
         m.compile(optimizer="adam", loss="hinge")
-    with pytest.raises(NotImplementedError, match="RMSProp is TF1's"):
-        m.compile(loss="mse")  # Keras' default optimizer, rmsprop, differs from loom's
     with pytest.raises(NotImplementedError, match="metrics"):
         m.compile(optimizer="adam", loss="mse", metrics=["auc"])
     with pytest.raises(NotImplementedError, match="callbacks"):
@@ -111,6 +111,20 @@ def test_unsupported_keras_raises_naming_it():
         m.fit(np.zeros((2, 2)), np.zeros(2), callbacks=[object()])
     with pytest.raises(NotImplementedError, match="tf.keras.Sequential.save"):
         m.save("x")
+
+
+def test_rmsprop_is_keras_and_canned_estimators_refuse_its_other_arguments():
+    tf.keras.backend.clear_session()
+    m = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,))])
+    m.compile(loss="mse")  # Keras' default optimizer: RMSprop (the mean square starting at 0)
+    o = tf.keras.optimizers.RMSprop(rho=0.8, momentum=0.5, epsilon=1e-6, centered=True)._options()
+    assert (o.decay, o.momentum, o.epsilon, o.centered, o.initial_rms_value) == (0.8, 0.5, 1e-6, 1, 0.0)
+    assert K.lib.loom_rmsprop_options_default().initial_rms_value == 1.0  # TF 1's RMSPropOptimizer
+    with pytest.raises(NotImplementedError, match="momentum=0.5"):
+        tf.estimator.DNNRegressor(hidden_units=[2], feature_columns=[tf.feature_column.numeric_column("x")],
+                                  optimizer=tf.keras.optimizers.RMSprop(momentum=0.5))
+    with pytest.raises(ValueError, match="rho must be in"):
+        tf.keras.optimizers.RMSprop(rho=1.5)._options()
 
 
 def test_layer_error_names_the_layer():

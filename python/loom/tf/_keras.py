@@ -482,15 +482,13 @@ class Sequential:
         else:
             raise NotImplementedError("loom.tf: compile(optimizer=%r): give a name or a tf.keras.optimizers "
                                       "instance (Adagrad, Adam, Ftrl, RMSprop, SGD)" % (optimizer,))
-        if opt == "RMSProp":
-            raise NotImplementedError(
-                "loom.tf: compile(optimizer=%r): loom's RMSProp is TF1's (mean square starting at 1), Keras' starts "
-                "at 0, so training would differ; use Adam, SGD, Adagrad or Ftrl (note: 'rmsprop' is compile's "
-                "default optimizer)" % (optimizer,))
+        rms = None
+        if opt == "RMSProp":  # Keras' RMSprop (the mean square starts at 0) through an optimizer factory
+            rms = (optimizer if isinstance(optimizer, _optimizers.Optimizer) else _optimizers.RMSprop())._options()
         self.optimizer = optimizer
         self.loss = loss
         self.compiled_metrics = metrics
-        self._compiled = (lname, from_logits, opt, lr, metrics)
+        self._compiled = (lname, from_logits, opt, lr, metrics, rms)
         if self._input is not None:
             self._build()
 
@@ -520,9 +518,17 @@ class Sequential:
             st.raise_if(K.lib.loom_sequential_set_input(p, _b(self._input.name), _dtype(dt), len(shape), dims, st.p))
             for layer in self.layers:
                 layer._add(p, st)
-            lname, from_logits, opt, lr, metrics = self._compiled
+            lname, from_logits, opt, lr, metrics, rms = self._compiled
             o = K.lib.loom_sequential_compile_options_default()
             o.loss, o.from_logits, o.optimizer, o.learning_rate = _b(lname), int(from_logits), _b(opt), lr
+            if rms is not None:
+                rate = lr or 0.001  # Keras' RMSprop default
+
+                def make(g, user, rms=rms, rate=rate):
+                    return K.lib.loom_optimizer_rmsprop(K.lib.loom_const_f32(g, rate, b"learning_rate"),
+                                                        C.byref(rms))
+                self._opt_fn = K.SEQ_OPTIMIZER_FN(make)  # kept alive with the model (fit, to_estimator)
+                o.optimizer_fn = self._opt_fn
             marr = (C.c_char_p * max(1, len(metrics)))(*[_b(m) for m in metrics])
             o.nmetrics, o.metrics = len(metrics), marr
             seed = _random.get_global_seed()
