@@ -496,8 +496,8 @@ Test(sequential, embedding_stack_trains) {
   loom_status_free(st);
 }
 
-/* "RMSProp" is Keras' RMSprop: its mean square ("dense/kernel/RMSProp") starts at 0, not at TF 1's 1; after
- * one step from it, rms = (1 - rho) * g^2 exactly as Keras'. */
+/* "RMSProp" is Keras' RMSprop: its mean square ("dense/kernel/RMSProp", in the estimator's first checkpoint)
+ * starts at 0, not at TF 1's 1. */
 Test(sequential, rmsprop_mean_square_starts_at_zero_as_keras) {
   loom_status *st = loom_status_new();
   loom_sequential *m = loom_sequential_new(st);
@@ -510,13 +510,19 @@ Test(sequential, rmsprop_mean_square_starts_at_zero_as_keras) {
   c.seed = 1;
   c.num_threads = 1;
   cr_assert_eq(loom_sequential_compile(m, &c, st), LOOM_OK, "compile: %s", loom_status_message(st));
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "seq_rms");
+  loom_estimator *e = loom_sequential_to_estimator(m, dir, NULL, st); /* its first checkpoint has the slots */
+  cr_assert(e, "%s", loom_status_message(st));
   loom_tensor *t = NULL;
-  cr_assert_eq(loom_sequential_get_variable(m, "dense/kernel/RMSProp", &t, st), LOOM_OK, "%s",
+  cr_assert_eq(loom_estimator_get_variable_value(e, "dense/kernel/RMSProp", &t, st), LOOM_OK, "%s",
                loom_status_message(st));
   const float *p = loom_tensor_data_const(t);
   for (int64_t i = 0; i < loom_tensor_numel(t); i++) cr_expect_eq(p[i], 0.0f, "rms[%lld] = %g", (long long)i, p[i]);
   cr_expect_eq(loom_tensor_numel(t), 6);
   loom_tensor_free(t);
+  loom_estimator_free(e);
   loom_sequential_free(m);
   loom_status_free(st);
+  tu_rmtree(dir);
 }
