@@ -287,10 +287,15 @@ static void ref_scatter_case(loom_dtype dt, int idx_2d) {
 }
 
 /* ---- sparse optimizers: 5 steps on [50, 8] with duplicate indices ---- */
-enum { O_MOM, O_MOM_NEST, O_ADAGRAD, O_ADAM, O_ADAM_LAZY, O_FTRL, O_FTRL_POW, O_RMS, O_CRMS, O_ADADELTA, O_COUNT };
+enum {
+  O_MOM, O_MOM_NEST, O_ADAGRAD, O_ADAM, O_ADAM_LAZY, O_FTRL, O_FTRL_POW, O_RMS, O_CRMS, O_ADADELTA, O_RMS_KERAS,
+  O_CRMS_KERAS, O_COUNT
+};
 static const char *const opt_names[O_COUNT] = {"momentum", "momentum nesterov", "adagrad", "adam", "adam lazy",
                                                "ftrl", "ftrl power -0.7 l1 l2 shrinkage", "rmsprop momentum",
-                                               "centered rmsprop", "adadelta"};
+                                               "centered rmsprop", "adadelta",
+                                               "rmsprop keras_legacy (every row's mean square decays)",
+                                               "centered rmsprop keras_legacy"};
 static loom_optimizer *make_opt(int kind, loom_output lr) {
   switch (kind) {
   case O_MOM:
@@ -320,6 +325,15 @@ static loom_optimizer *make_opt(int kind, loom_output lr) {
     loom_rmsprop_options o = loom_rmsprop_options_default();
     o.momentum = 0.5;
     o.centered = kind == O_CRMS;
+    return loom_optimizer_rmsprop(lr, &o);
+  }
+  case O_RMS_KERAS:
+  case O_CRMS_KERAS: {
+    loom_rmsprop_options o = loom_rmsprop_options_default();
+    o.initial_rms_value = 0.0;
+    o.epsilon = 1e-7;
+    o.keras_legacy = 1;
+    o.centered = kind == O_CRMS_KERAS;
     return loom_optimizer_rmsprop(lr, &o);
   }
   default: return loom_optimizer_adadelta(lr, NULL);

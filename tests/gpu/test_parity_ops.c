@@ -1206,11 +1206,15 @@ static void sec_extra(void) {
 }
 
 /* ============================================================ optimizers */
-enum { O_SGD, O_MOM, O_NESTEROV, O_ADAGRAD, O_ADAM, O_FTRL, O_FTRL_P, O_RMSPROP, O_RMSPROP_MOM, O_CRMSPROP, O_ADADELTA };
+enum {
+  O_SGD, O_MOM, O_NESTEROV, O_ADAGRAD, O_ADAM, O_FTRL, O_FTRL_P, O_RMSPROP, O_RMSPROP_MOM, O_CRMSPROP, O_ADADELTA,
+  O_RMSPROP_KERAS, O_CRMSPROP_KERAS
+};
 static const char *opt_names[] = {"sgd",        "momentum",          "momentum nesterov",
                                   "adagrad",    "adam",              "ftrl lr_power -0.5 l1 l2 shrinkage",
                                   "ftrl lr_power -0.7", "rmsprop",   "rmsprop momentum",
-                                  "rmsprop centered momentum", "adadelta"};
+                                  "rmsprop centered momentum", "adadelta",
+                                  "rmsprop keras_legacy", "rmsprop centered keras_legacy"};
 
 static loom_optimizer *make_opt(loom_graph *g, int which) {
   loom_output lr = loom_const_f32(g, which == O_ADADELTA ? 1.0f : which == O_ADAM ? 0.01f : 0.05f, "lr");
@@ -1243,6 +1247,15 @@ static loom_optimizer *make_opt(loom_graph *g, int which) {
     loom_rmsprop_options o = loom_rmsprop_options_default();
     if (which != O_RMSPROP) o.momentum = 0.5;
     o.centered = which == O_CRMSPROP;
+    return loom_optimizer_rmsprop(lr, &o);
+  }
+  case O_RMSPROP_KERAS:
+  case O_CRMSPROP_KERAS: {
+    loom_rmsprop_options o = loom_rmsprop_options_default();
+    o.initial_rms_value = 0.0;
+    o.epsilon = 1e-7;
+    o.keras_legacy = 1;
+    o.centered = which == O_CRMSPROP_KERAS;
     return loom_optimizer_rmsprop(lr, &o);
   }
   default: return loom_optimizer_adadelta(lr, NULL);
@@ -1315,7 +1328,7 @@ static void opt_case(int which) {
       loom_tensor_free(a);
       loom_tensor_free(b);
     }
-    static const int want_slots[] = {0, 3, 3, 3, 8, 6, 6, 6, 6, 9, 6};
+    static const int want_slots[] = {0, 3, 3, 3, 8, 6, 6, 6, 6, 9, 6, 6, 9};
     if (nslots != want_slots[which]) {
       printf("FAIL %s: %d slot/non-trainable variables, expected %d\n", nm, nslots, want_slots[which]);
       g_fail++;
@@ -1332,7 +1345,7 @@ done:
 }
 
 static void sec_optim(void) {
-  for (int w = 0; w <= O_ADADELTA; w++) opt_case(w);
+  for (int w = 0; w <= O_CRMSPROP_KERAS; w++) opt_case(w);
 }
 
 int main(int argc, char **argv) {
