@@ -731,13 +731,14 @@ static void emb_batch(int step, loom_tensor *it, loom_tensor *yt) {
 }
 
 /* mod: the table's rows spread by row mod 3 (loom_ps_var_specs_sparse) instead of contiguous ranges. */
+static int emb_variant; /* local_optimizer's and ps_hyper's variant for the embedding cases */
 static void embedding_equivalence_mode(int opt, int mod) {
   loom_status *st = loom_status_new();
   int64_t idd[1] = {6}, yd[2] = {6, 1};
   loom_tensor *it = loom_tensor_new(LOOM_I64, 1, idd, st), *yt = loom_tensor_new(LOOM_F32, 2, yd, st);
   loom_output ids, y, loss;
   loom_graph *ga = emb_model(&ids, &y, &loss);
-  loom_optimizer *o = local_optimizer(opt, 0, loom_const_f32(ga, 0.1f, "lr"));
+  loom_optimizer *o = local_optimizer(opt, emb_variant, loom_const_f32(ga, 0.1f, "lr"));
   loom_node *train = loom_optimizer_minimize(o, ga, loss, 0, NULL, NULL, NULL);
   cr_assert(train);
   loom_node *init = loom_global_variables_initializer(ga);
@@ -788,7 +789,7 @@ static void embedding_equivalence_mode(int opt, int mod) {
   cr_assert(w, "%s", loom_status_message(st));
   OK(loom_session_run(sb, NULL, NULL, 0, NULL, NULL, 0, &initb, 1, st));
   float h[8];
-  ps_hyper(opt, 0, 0.1f, h);
+  ps_hyper(opt, emb_variant, 0.1f, h);
   OK(loom_ps_worker_init_vars(w, (loom_ps_optimizer)opt, h, st));
   int64_t sent0 = 0, recv0 = 0;
   for (int k = 0; k < 3; k++) {
@@ -853,6 +854,15 @@ Test(ps, embedding_rows_mod_three_ps_bitwise_equal_to_local) {
 Test(ps, embedding_sparse_rows_adagrad_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAGRAD); }
 Test(ps, embedding_sparse_rows_lazy_adam_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_ADAM); }
 Test(ps, embedding_sparse_rows_ftrl_bitwise_equal_to_local) { embedding_equivalence(LOOM_PS_FTRL); }
+/* Keras' legacy RMSProp: a sparse update decays every row's mean square, on every PS task */
+Test(ps, embedding_rmsprop_keras_legacy_bitwise_equal_to_local) {
+  emb_variant = 6;
+  embedding_equivalence_mode(LOOM_PS_RMSPROP, 0);
+  embedding_equivalence_mode(LOOM_PS_RMSPROP, 1);
+  emb_variant = 2; /* TF's kernel form, the mean square from 0 */
+  embedding_equivalence_mode(LOOM_PS_RMSPROP, 1);
+  emb_variant = 0;
+}
 Test(ps, embedding_sparse_rows_sgd_momentum_bitwise_equal_to_local) {
   embedding_equivalence(LOOM_PS_SGD);
   embedding_equivalence(LOOM_PS_MOMENTUM);

@@ -281,6 +281,13 @@ Test(strategy, three_ps_partitioned_equals_local, .timeout = 120) {
   equivalence_case("combined_classifier3");
   equivalence_case("linear_regressor");
 }
+/* Keras' legacy RMSProp decays every row's mean square on a sparse update: with the embedding's rows
+ * split over three PS tasks, a task whose rows the batch missed decays them too. */
+Test(strategy, three_ps_partitioned_rmsprop_equals_local, .timeout = 120) {
+  g_num_ps = 3;
+  g_min_slice_bytes = 8;
+  equivalence_case("dnn_rmsprop_classifier3");
+}
 
 /* An assignment to a trainable variable in the train op: no PS counterpart; the chief fails at start,
  * naming the op and the variable, before it trains a step. */
