@@ -71,8 +71,8 @@ CASES = {
                                  dict(optimizer=("Adam", 0.02), loss=("SparseCategoricalCrossentropy",
                                                                       dict(from_logits=True)),
                                       metrics=["accuracy"]), dict(batch_size=16, epochs=3)),
-    "mlp_softmax_rmsprop": ([("Dense", dict(units=8, activation="relu")), ("Dense", dict(units=3, activation="softmax"))],
-                            (4,), "sparse", dict(optimizer=("RMSprop", 0.01), loss="sparse_categorical_crossentropy",
+    "mlp_softmax_rmsprop": ([("Dense", dict(units=8, activation="relu")),
+                             ("Dense", dict(units=3, activation="softmax"))], (4,), "sparse", dict(optimizer=("RMSprop", 0.01), loss="sparse_categorical_crossentropy",
                                                  metrics=["accuracy"]), dict(batch_size=16, epochs=3)),
     "regression_rmsprop_centered_momentum": ([("Dense", dict(units=4, activation="tanh")), ("Dense", dict(units=1))],
                                              (3,), "reg",
@@ -109,7 +109,8 @@ def keras_case(i, name):
     ev = m.evaluate(x, y, batch_size=fitkw["batch_size"], verbose=0, return_dict=True)
     pred = m.predict(x[:4], verbose=0)
     return {"layers": [[k, {kk: list(v) if isinstance(v, tuple) else v for kk, v in kw.items()}] for k, kw in spec],
-            "input_shape": list(shape), "compile": {"optimizer": [opt_name, lr] + ([opt_kw] if opt_kw else []), "loss": comp["loss"],
+            "input_shape": list(shape), "compile": {"optimizer": [opt_name, lr] + ([opt_kw] if opt_kw else []),
+                                                    "loss": comp["loss"],
                                                     "metrics": comp["metrics"]},
             "fit": fitkw, "x": x.tolist(), "x_dtype": str(x.dtype), "y": y.tolist(),
             "weights0": [w.tolist() for w in w0],
