@@ -310,6 +310,41 @@ LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new_compressed(const char *p
 LOOM_API loom_code loom_dataset_write_tfrecord(loom_dataset *ds, const char *path, int compression,
                                                int64_t *nrecords, loom_status *st);
 
+/* ---- raw records (tf.data.TFRecordDataset, TextLineDataset,
+ * FixedLengthRecordDataset) ----
+ * One scalar string component per element (named opt->name, "record" when
+ * NULL or empty), the files read in order:
+ *  - LOOM_RECORDS_TFRECORD: each record's bytes (both masked CRCs checked;
+ *    framing errors are DATA_LOSS naming the file, record and offset);
+ *    compression NONE, GZIP, ZLIB or AUTO as loom_dataset_tfrecord_ex.
+ *  - LOOM_RECORDS_TEXT_LINE: each line without its "\n" or "\r\n"; a last
+ *    line without a line break is a line; an empty file has none.
+ *  - LOOM_RECORDS_FIXED_LENGTH: header_bytes skipped, then records of
+ *    record_bytes while record_bytes + footer_bytes bytes remain (the
+ *    footer and a trailing partial record are not records, as in TF).
+ * Text and fixed-length files take compression NONE, GZIP (concatenated
+ * members read in sequence) or ZLIB; a corrupt or truncated stream is
+ * DATA_LOSS naming the file and the uncompressed offset. Bad options
+ * (unknown format or compression, record_bytes <= 0, negative header or
+ * footer, sizes on another format) are INVALID_ARGUMENT; a missing file
+ * is NOT_FOUND. New dataset (NULL on failure); caller frees with
+ * loom_dataset_free. */
+typedef enum loom_records_format {
+  LOOM_RECORDS_TFRECORD = 0,
+  LOOM_RECORDS_TEXT_LINE = 1,
+  LOOM_RECORDS_FIXED_LENGTH = 2
+} loom_records_format;
+typedef struct loom_records_options {
+  uint32_t struct_size; /* sizeof: set by loom_records_options_default() */
+  int32_t format;       /* a loom_records_format */
+  int32_t compression;  /* a loom_tfrecord_compression */
+  int64_t record_bytes, header_bytes, footer_bytes; /* FIXED_LENGTH */
+  const char *name;     /* the component's name (copied) */
+} loom_records_options;
+LOOM_API loom_records_options loom_records_options_default(void); /* TFRECORD, NONE, "record" */
+LOOM_API loom_dataset *loom_dataset_records(int nfiles, const char *const *paths, const loom_records_options *opt,
+                                            loom_status *st);
+
 /* ---- tf.io.parse_example as a graph op (LoomParseExample) ----
  * Parses serialized, a string vector [B] of serialized tf.Example, by spec
  * (nspec entries) inside the graph, so that an exported model reads
@@ -341,6 +376,26 @@ LOOM_API int loom_parse_example(loom_graph *g, loom_output serialized, int nspec
 typedef loom_code (*loom_map_fn)(void *user, int n, loom_tensor **values, loom_status *st);
 /* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *user, loom_status *st);
+/* Dataset.map with a traced function (what a binding builds from a Python
+ * fn): every element of in is fed to inputs[i] <- component i (nin must
+ * be in's component count, each input of the component's dtype; usually
+ * placeholders) and outputs[0..nout) are run in a session of g (one
+ * thread, one run per element) to make the new element, component i
+ * named names[i], of outputs[i]'s dtype and static shape (-1 dims vary).
+ * ragged (NULL = all dense): ragged[i] = 1 makes outputs i and i + 1 (the
+ * int64 row_splits, named "<names[i]>/row_splits") an unbatched ragged
+ * pair (values [k], splits {0, k}: tf.io.parse_single_example's
+ * VarLenFeature), 2 a batched one (values [nnz], splits [B + 1]:
+ * tf.io.parse_example's); ragged[i + 1] is then 0. label_name (NULL =
+ * none) names the dense output that is the label. Takes over in and g
+ * (also on failure; g is freed with the dataset). A failing run ends
+ * iteration with its status, prefixed "map: the mapped function failed";
+ * an output whose shape disagrees with its static shape, or an
+ * inconsistent ragged pair, is INVALID_ARGUMENT naming the component.
+ * New dataset (NULL on failure); caller frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_map_graph(loom_dataset *in, loom_graph *g, int nin, const loom_output *inputs,
+                                              int nout, const char *const *names, const loom_output *outputs,
+                                              const int32_t *ragged, const char *label_name, loom_status *st);
 /* Fills a buffer of buffer_size (>= 1) elements and draws uniformly from it
  * (Philox with seed); reshuffle_each_iteration: a reset draws a new order
  * (a function of seed and the pass number), else every pass repeats the
