@@ -43,7 +43,11 @@ def _set_verbosity(level):
 
 logging = Namespace("compat.v1.logging", DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50,
                     set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0])
-io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen)
+from . import io as _io
+io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen,
+               FixedLenSequenceFeature=_io.FixedLenSequenceFeature, parse_example=_io.parse_example,
+               parse_single_example=_io.parse_single_example, TFRecordWriter=_io.TFRecordWriter,
+               TFRecordOptions=_io.TFRecordOptions, TFRecordCompressionType=_io.TFRecordCompressionType)
 keras = Namespace("keras",
                   optimizers=Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
                                        Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,

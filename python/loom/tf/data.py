@@ -1,18 +1,125 @@
-"""tf.data for Estimator input functions, on loom's in-memory dataset.
+"""tf.data for Estimator input functions, on loom's datasets.
 
-Dataset.from_tensor_slices records the arrays and each transformation
-(batch, shuffle, repeat, take, prefetch, cache); the loom dataset is made
-when the estimator calls the input_fn: the arrays are copied once into
-loom_dataset_from_tensors (not per epoch) and the pipeline runs in C."""
+A Dataset records its source and each transformation (batch, shuffle,
+repeat, take, prefetch, cache, map); the loom dataset is made when the
+estimator calls the input_fn (or when the dataset is iterated) and the
+whole pipeline runs in C:
+ - Dataset.from_tensor_slices: the arrays are copied once into
+   loom_dataset_from_tensors (not per epoch);
+ - TFRecordDataset, TextLineDataset, FixedLengthRecordDataset:
+   loom_dataset_records (one scalar string per element; GZIP / ZLIB);
+ - experimental.CsvDataset, experimental.make_csv_dataset: loom's CSV reader
+   (loom_dataset_csv);
+ - Dataset.map(fn): fn is traced once, as TF traces it, with symbolic
+   tensors (loom.Output placeholders of the element's dtypes and shapes)
+   into a loom graph; loom_dataset_map_graph runs that graph per element
+   (a session run in C, no Python per element). The ops fn may use are
+   the loom.tf ones that build graph nodes (tf.io.parse_single_example /
+   parse_example / decode_csv / decode_raw, tf.cast, tf.reshape,
+   arithmetic, tf.strings ...); anything else raises NotImplementedError
+   naming it."""
+import csv as _csv
+import ctypes as C
+import glob as _glob
+import os
+
 import numpy as np
 
+from .. import _lib as L
 from .._lib import lib
-from .. import Dataset as _LoomDataset
+from .. import Dataset as _LoomDataset, Graph, Output, _Status, _b, STRING, I64, _NP2LOOM, _LOOM2NP
 from . import random as _random
+from . import dtypes as _dt
 from ._surface import missing, unsupported
 
 AUTOTUNE = -1
 LABEL = "__labels__"  # the label component of the loom dataset
+FEATURES = "__features__"  # the component of an element that is one tensor (not a dict)
+
+
+def _loom_dtype(dt):
+    """numpy dtype (object: strings) -> loom_dtype."""
+    if dt is object or np.dtype(dt).kind in "OSU":
+        return STRING
+    return _NP2LOOM[np.dtype(dt)]
+
+
+def _np_dtype(code):
+    return object if code == STRING else _LOOM2NP[code]
+
+
+class _Comp:
+    """One component of an element: name, numpy dtype (object for strings),
+    shape (None: varies), ragged (0 dense; 1 a row, 2 a batch of rows: a
+    SparseTensor, loom's values + "<name>/row_splits" pair)."""
+    __slots__ = ("name", "dtype", "shape", "ragged")
+
+    def __init__(self, name, dtype, shape, ragged=0):
+        self.name, self.dtype, self.shape, self.ragged = name, dtype, tuple(shape), ragged
+
+    def batched(self, n):
+        if self.ragged:
+            return _Comp(self.name, self.dtype, (None,), 2)
+        return _Comp(self.name, self.dtype, (n,) + self.shape)
+
+
+class SparseTensor:
+    """tf.sparse.SparseTensor of a VarLenFeature inside a traced function:
+    loom keeps it ragged (values, row_splits); .values is a tensor, the
+    other TF views raise NotImplementedError."""
+
+    def __init__(self, values, row_splits, batched):
+        self.values, self._row_splits, self._batched = values, row_splits, batched
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise unsupported("sparse.SparseTensor." + name)
+
+
+class SparseTensorValue:
+    """tf.compat.v1.SparseTensorValue: what iterating a dataset gives for a
+    VarLenFeature (indices int64 [nnz, rank], values, dense_shape)."""
+
+    def __init__(self, indices, values, dense_shape):
+        self.indices, self.values, self.dense_shape = indices, values, dense_shape
+
+    def __repr__(self):
+        return "SparseTensorValue(indices=%r, values=%r, dense_shape=%r)" % (self.indices, self.values,
+                                                                            self.dense_shape)
+
+
+def _sparse_value(values, splits, batched):
+    """values + row_splits -> SparseTensorValue (TF's layout)."""
+    splits = np.asarray(splits, np.int64)
+    lens = np.diff(splits)
+    if not batched:
+        n = len(values)
+        return SparseTensorValue(np.arange(n, dtype=np.int64).reshape(n, 1), values, np.array([n], np.int64))
+    rows = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    cols = np.concatenate([np.arange(k, dtype=np.int64) for k in lens]) if len(lens) else np.zeros(0, np.int64)
+    return SparseTensorValue(np.stack([rows, cols], 1) if len(rows) else np.zeros((0, 2), np.int64), values,
+                             np.array([len(lens), int(lens.max()) if len(lens) else 0], np.int64))
+
+
+def _leaves(struct):
+    if isinstance(struct, dict):
+        return [n for v in struct.values() for n in _leaves(v)]
+    if isinstance(struct, tuple):
+        return [n for v in struct for n in _leaves(v)]
+    return [struct]
+
+
+def _fill(struct, values):
+    if isinstance(struct, dict):
+        return {k: _fill(v, values) for k, v in struct.items()}
+    if isinstance(struct, tuple):
+        return tuple(_fill(v, values) for v in struct)
+    return values[struct]
 
 
 def _columns(x, what):
@@ -37,12 +144,16 @@ def _array(v, key):
 
 
 class Dataset:
-    """tf.data.Dataset made by from_tensor_slices, with its transformations."""
+    """tf.data.Dataset: a source (arrays, record files, CSV files) and its
+    transformations, made into a loom dataset when used."""
 
-    def __init__(self, features, labels, ops=()):
-        self._features = features  # dict of arrays, or one array
+    def __init__(self, features, labels, ops=(), source=None, spec=None, struct=None):
+        self._features = features  # from_tensor_slices: dict of arrays, or one array
         self._labels = labels      # an array or None
         self._ops = tuple(ops)
+        self._source = source      # other sources: a function making the loom dataset
+        self._src_spec, self._src_struct = spec, struct
+        self._spec_cache = None
 
     @staticmethod
     def from_tensor_slices(tensors, name=None):
@@ -63,7 +174,8 @@ class Dataset:
         return Dataset(f, lab)
 
     def _with(self, *op):
-        return Dataset(self._features, self._labels, self._ops + (op,))
+        return Dataset(self._features, self._labels, self._ops + (op,), self._source, self._src_spec,
+                       self._src_struct)
 
     def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None, name=None):
         if int(batch_size) < 1:
@@ -87,47 +199,269 @@ class Dataset:
         return self._with("prefetch", int(buffer_size))
 
     def cache(self, filename="", name=None):
-        if filename:
-            raise unsupported("data.Dataset.cache(filename)")
-        if any(op[0] == "shuffle" for op in self._ops):
-            # TF's cache after shuffle replays the first pass's order; loom would reshuffle
-            raise NotImplementedError("loom.tf: Dataset.cache() after shuffle() is not supported (it would replay "
-                                      "the first order); cache before shuffling")
-        return self  # the arrays are in memory already: caching them changes nothing
+        if self._source is None and not self._has_map():
+            if filename:
+                raise unsupported("data.Dataset.cache(filename)")
+            if any(op[0] == "shuffle" for op in self._ops):
+                # TF's cache after shuffle replays the first pass's order; loom would reshuffle
+                raise NotImplementedError("loom.tf: Dataset.cache() after shuffle() is not supported (it would "
+                                          "replay the first order); cache before shuffling")
+            return self  # the arrays are in memory already: caching them changes nothing
+        return self._with("cache", os.fspath(filename))
+
+    def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
+        """Traces map_func once with symbolic tensors (as TF does) into a
+        loom graph, run per element in C (loom_dataset_map_graph)."""
+        spec, struct = self._spec_struct()
+        traced = _Traced(map_func, spec, struct)
+        return self._with("map", traced)
+
+    def _has_map(self):
+        return any(op[0] == "map" for op in self._ops)
 
     def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
         raise missing("data.Dataset.", name)
+
+    # ---- element spec (tracked here, so that map can trace without building the pipeline)
+    def _slices_spec(self):
+        spec = []
+        if isinstance(self._features, dict):
+            for k, v in self._features.items():
+                a = _convert(v, None, k)
+                spec.append(_Comp(k, object if a.dtype.kind in "OSU" else a.dtype, a.shape[1:]))
+            fs = {k: k for k in self._features}
+        else:
+            a = _convert(self._features, None, "features")
+            spec.append(_Comp(FEATURES, object if a.dtype.kind in "OSU" else a.dtype, a.shape[1:]))
+            fs = FEATURES
+        if self._labels is None:
+            return spec, fs
+        a = _convert(self._labels, None, "labels")
+        spec.append(_Comp(LABEL, object if a.dtype.kind in "OSU" else a.dtype, a.shape[1:]))
+        return spec, (fs, LABEL)
+
+    def _spec_struct(self):
+        if self._spec_cache is None:
+            spec, struct = (self._src_spec, self._src_struct) if self._source else self._slices_spec()
+            for op in self._ops:
+                if op[0] == "batch":
+                    spec = [c.batched(op[1] if op[2] else None) for c in spec]
+                elif op[0] == "map":
+                    spec, struct = op[1].out_spec, op[1].out_struct
+            self._spec_cache = (spec, struct)
+        return self._spec_cache
+
+    @property
+    def element_spec(self):
+        """The element's structure with (dtype, shape) leaves (TF's TensorSpec as a tuple)."""
+        spec, struct = self._spec_struct()
+        by = {c.name: (_dt.as_dtype(c.dtype), c.shape) for c in spec}
+        return _fill(struct, by)
 
     # ---- into loom
     def _loom(self, hints=None, label_dtype=None):
         """The loom_dataset (a loom.Dataset) of this pipeline; features are
         converted to hints' dtypes ({key: numpy dtype}, the columns')."""
         hints = hints or {}
-        if isinstance(self._features, dict):
-            arrays = {k: _convert(v, hints.get(k), k) for k, v in self._features.items()}
+        general = self._source is not None or self._has_map()
+        if self._source is not None:
+            ds = self._source()
         else:
-            arrays = {"__features__": self._features}
-        if self._labels is not None:
-            arrays[LABEL] = _convert(self._labels, label_dtype, "labels")
-        ds = _LoomDataset.from_tensor_slices(arrays, label=LABEL if self._labels is not None else None)
+            h = {} if general else hints
+            if isinstance(self._features, dict):
+                arrays = {k: _convert(v, h.get(k), k) for k, v in self._features.items()}
+            else:
+                arrays = {FEATURES: _convert(self._features, None, "features")}
+            if self._labels is not None:
+                arrays[LABEL] = _convert(self._labels, None if general else label_dtype, "labels")
+            ds = _LoomDataset.from_tensor_slices(arrays, label=LABEL if self._labels is not None else None)
         for op in self._ops:
             kind, args = op[0], op[1:]
             if kind == "prefetch":
                 ds = ds._take_over(lib.loom_dataset_prefetch, args[0])
+            elif kind == "cache":
+                ds = ds._take_over(lib.loom_dataset_cache, _b(args[0]))
+            elif kind == "map":
+                ds = args[0].build(ds)
             else:
                 ds = getattr(ds, kind)(*args)
+        if general and (hints or label_dtype is not None):
+            ds = _conform(ds, hints, label_dtype)
         return ds
 
+    def _features_are_dict(self):
+        if self._source is None and not self._has_map():
+            return isinstance(self._features, dict)
+        struct = self._spec_struct()[1]
+        return isinstance(struct, dict) or (isinstance(struct, tuple) and isinstance(struct[0], dict))
+
+    def _without_labels(self):
+        """The dataset an estimator's predict reads (TF ignores labels there)."""
+        if self._source is None and not self._has_map():
+            return Dataset(self._features, None, self._ops)
+        return self  # loom's predict skips the label component
+
     def __iter__(self):
-        """Elements as numpy: (features, labels) or features, as TF's
-        as_numpy_iterator."""
+        """Elements as numpy (TF's as_numpy_iterator): the dataset's
+        structure, scalar strings as bytes, VarLen features as
+        SparseTensorValue."""
+        if self._source is None and not self._has_map():
+            for el in self._loom():
+                lab = el.pop(LABEL, None)
+                f = el.pop(FEATURES) if FEATURES in el else el
+                yield f if self._labels is None else (f, lab)
+            return
+        spec, struct = self._spec_struct()
         for el in self._loom():
-            lab = el.pop(LABEL, None)
-            f = el.pop("__features__") if "__features__" in el else el
-            yield f if self._labels is None else (f, lab)
+            vals = {}
+            for c in spec:
+                v = el[c.name]
+                if c.ragged:
+                    vals[c.name] = _sparse_value(v, el[c.name + "/row_splits"], c.ragged == 2)
+                else:
+                    vals[c.name] = v[()] if v.ndim == 0 else v
+            yield _fill(struct, vals)
 
     def as_numpy_iterator(self):
         return iter(self)
+
+    def __repr__(self):
+        return "<loom.tf.data.Dataset element_spec=%r>" % (self.element_spec,)
+
+
+def _conform(ds, hints, label_dtype):
+    """Casts components to the estimator's dtypes (a feature column's, the
+    label's) with one more traced stage, when any differs."""
+    n = lib.loom_dataset_num_components(ds.p)
+    label = lib.loom_dataset_label_index(ds.p)
+    comps = []
+    change = False
+    for i in range(n):
+        name = lib.loom_dataset_component_name(ds.p, i).decode()
+        dt = _np_dtype(lib.loom_dataset_component_dtype(ds.p, i))
+        want = label_dtype if i == label else hints.get(name)
+        if want is not None and want is not object and dt is not object and np.dtype(want) != np.dtype(dt) and \
+                lib.loom_dataset_component_row_splits(ds.p, i) < 0 and not name.endswith("/row_splits"):
+            comps.append((name, dt, np.dtype(want)))
+            change = True
+        elif want is not None and (want is object) != (dt is object) and not name.endswith("/row_splits"):
+            raise ValueError("feature %r: the column takes %s, the input is %s" % (
+                name, "strings" if want is object else np.dtype(want).name, "strings" if dt is object else
+                np.dtype(dt).name))
+        else:
+            comps.append((name, dt, None))
+    if not change:
+        return ds
+    g = Graph()
+    ins, outs, names, ragged = [], [], [], []
+    for i, (name, dt, want) in enumerate(comps):
+        d = (L.i64 * 8)()
+        nd = lib.loom_dataset_component_shape(ds.p, i, d)
+        p = g.placeholder(_loom_dtype(dt), tuple(None if d[j] < 0 else d[j] for j in range(nd)), "in%d" % i)
+        ins.append(p)
+        outs.append(g.cast(p, want) if want is not None else g.identity(p))
+        names.append(name)
+        ragged.append(2 if lib.loom_dataset_component_row_splits(ds.p, i) >= 0 else 0)
+    lname = comps[label][0] if label >= 0 else None
+    return _map_graph(ds, g, ins, names, outs, ragged, lname)
+
+
+def _map_graph(ds, g, ins, names, outs, ragged, label):
+    """loom_dataset_map_graph (takes ds and g over)."""
+    n = len(outs)
+    st = _Status()
+    ia = (L.Output * max(1, len(ins)))(*[x.c for x in ins])
+    oa = (L.Output * n)(*[x.c for x in outs])
+    na = (C.c_char_p * n)(*[_b(x) for x in names])
+    ra = (L.i32 * n)(*ragged)
+    g._own = False  # the dataset frees the graph
+    p = lib.loom_dataset_map_graph(ds._release(), g.p, len(ins), ia, n, na, oa, ra, _b(label), st.p)
+    if not p:
+        st.raise_if()
+    return _LoomDataset(p)
+
+
+class _Traced:
+    """A map function traced with symbolic tensors; built anew (traced
+    again) each time the pipeline is made, as the loom dataset takes the
+    graph over."""
+
+    def __init__(self, fn, in_spec, in_struct):
+        self.fn, self.in_spec, self.in_struct = fn, in_spec, in_struct
+        _, _, _, _, _, _, self.out_spec, self.out_struct = self._trace()
+
+    def _trace(self):
+        g = Graph()
+        ins, sym = [], {}
+        for i, c in enumerate(self.in_spec):
+            if c.ragged:
+                v = g.placeholder(_loom_dtype(c.dtype), (None,), "in%d" % i)
+                sp = g.placeholder(I64, (2,) if c.ragged == 1 else (None,), "in%d_splits" % i)
+                ins += [v, sp]
+                sym[c.name] = SparseTensor(v, sp, c.ragged == 2)
+            else:
+                p = g.placeholder(_loom_dtype(c.dtype), c.shape, "in%d" % i)
+                ins.append(p)
+                sym[c.name] = p
+        args = _fill(self.in_struct, sym)
+        res = self.fn(*args) if isinstance(self.in_struct, tuple) else self.fn(args)
+        # the output structure: TF's (features, label) pair, a dict, a tuple, or one tensor
+        if isinstance(res, list):
+            res = tuple(res)
+        if isinstance(res, tuple) and len(res) == 2 and not isinstance(res[1], (dict, tuple)) and \
+                not isinstance(res[0], tuple):
+            fs = {str(k): str(k) for k in res[0]} if isinstance(res[0], dict) else FEATURES
+            struct, label = (fs, LABEL), LABEL
+            vals = dict(res[0]) if isinstance(res[0], dict) else {FEATURES: res[0]}
+            vals[LABEL] = res[1]
+        elif isinstance(res, dict):
+            struct, label, vals = {str(k): str(k) for k in res}, None, {str(k): v for k, v in res.items()}
+        elif isinstance(res, tuple):
+            struct, vals = [], {}
+            for j, r in enumerate(res):
+                if isinstance(r, dict):
+                    struct.append({str(k): str(k) for k in r})
+                    vals.update({str(k): v for k, v in r.items()})
+                elif isinstance(r, tuple):
+                    raise NotImplementedError("loom.tf: Dataset.map: a function returning nested tuples is not "
+                                              "supported; return (features, label), a dict or a tuple of tensors")
+                else:
+                    struct.append("__t%d" % j)
+                    vals["__t%d" % j] = r
+            struct, label = tuple(struct), None
+        else:
+            struct, label, vals = FEATURES, None, {FEATURES: res}
+        names, outs, ragged, spec = [], [], [], []
+        inputs = {id(x) for x in ins}
+        for name in _leaves(struct):
+            v = vals[name]
+            if isinstance(v, SparseTensor):
+                names += [name, name + "/row_splits"]
+                outs += [g.identity(v.values), g.identity(v._row_splits)]
+                ragged += [2 if v._batched else 1, 0]
+                spec.append(_Comp(name, v.values.dtype, (None,), 2 if v._batched else 1))
+                continue
+            if not isinstance(v, Output):
+                from .serving import constant
+                v = g.constant(constant(v)) if not (isinstance(v, np.ndarray) and v.dtype == object) else None
+                if v is None:
+                    raise NotImplementedError("loom.tf: Dataset.map: a string constant as an output is not supported")
+            elif v.graph is not g:
+                raise ValueError("Dataset.map: output %r is not built from the function's inputs" % name)
+            if id(v) in inputs or v.op == "Placeholder":
+                v = g.identity(v)
+            names.append(name)
+            outs.append(v)
+            ragged.append(0)
+            spec.append(_Comp(name, v.dtype, v.shape))
+        g._check()
+        return g, ins, names, outs, ragged, label, spec, struct
+
+    def build(self, ds):
+        g, ins, names, outs, ragged, label, _, _ = self._trace()
+        return _map_graph(ds, g, ins, names, outs, ragged, label)
 
 
 def _convert(a, dt, key):
@@ -144,8 +478,276 @@ def _convert(a, dt, key):
     return a if a.dtype == dt else a.astype(dt)
 
 
+# ---------------------------------------------------------------- sources
+_COMPRESSION = {None: 0, "": 0, "GZIP": 1, "ZLIB": 2}
+
+
+def _compression(c, what):
+    if c not in _COMPRESSION:
+        raise ValueError("%s: compression_type must be None, \"\", \"GZIP\" or \"ZLIB\", got %r" % (what, c))
+    return _COMPRESSION[c]
+
+
+def _filenames(filenames, what):
+    if isinstance(filenames, (str, bytes, os.PathLike)):
+        filenames = [filenames]
+    if isinstance(filenames, Dataset):
+        raise NotImplementedError("loom.tf: %s(filenames=<a Dataset>): give a file name or a list of them" % what)
+    out = [os.fsdecode(f) for f in np.asarray(list(filenames), dtype=object).reshape(-1)]
+    if not out:
+        raise ValueError("%s: filenames is empty" % what)
+    return out
+
+
+def _records(what, fmt, filenames, compression_type, record_bytes=0, header_bytes=0, footer_bytes=0):
+    paths = _filenames(filenames, what)
+    comp = _compression(compression_type, what)
+
+    def make():
+        o = lib.loom_records_options_default()
+        o.format, o.compression = fmt, comp
+        o.record_bytes, o.header_bytes, o.footer_bytes = record_bytes, header_bytes, footer_bytes
+        o.name = _b(FEATURES)
+        arr = (C.c_char_p * len(paths))(*[_b(p) for p in paths])
+        st = _Status()
+        p = lib.loom_dataset_records(len(paths), arr, C.byref(o), st.p)
+        if not p:
+            st.raise_if()
+        return _LoomDataset(p)
+    return Dataset(None, None, (), make, [_Comp(FEATURES, object, ())], FEATURES)
+
+
+def TFRecordDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):  # noqa: N802
+    """tf.data.TFRecordDataset: each record's bytes (a scalar string)."""
+    return _records("TFRecordDataset", 0, filenames, compression_type)
+
+
+def TextLineDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):  # noqa: N802
+    """tf.data.TextLineDataset: each line, without its line break."""
+    return _records("TextLineDataset", 1, filenames, compression_type)
+
+
+def FixedLengthRecordDataset(filenames, record_bytes, header_bytes=None, footer_bytes=None, buffer_size=None,  # noqa: N802
+                             compression_type=None, num_parallel_reads=None, name=None):
+    """tf.data.FixedLengthRecordDataset: records of record_bytes bytes after
+    header_bytes, before footer_bytes."""
+    if int(record_bytes) <= 0:
+        raise ValueError("FixedLengthRecordDataset: record_bytes must be > 0, got %r" % (record_bytes,))
+    return _records("FixedLengthRecordDataset", 2, filenames, compression_type, int(record_bytes),
+                    int(header_bytes or 0), int(footer_bytes or 0))
+
+
+# ---- CSV
+_CSV_LOOM = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int32): 3, np.dtype(np.int64): 4}
+
+
+def _default(d, what):
+    """A record_defaults / column_defaults entry -> (numpy dtype or object, default text or None)."""
+    if isinstance(d, _dt.DType) or isinstance(d, type) or isinstance(d, np.dtype):
+        t = _dt.as_dtype(d)
+        return t.as_numpy_dtype, None
+    from .serving import constant
+    a = constant(d) if not isinstance(d, np.ndarray) else d
+    a = np.asarray(a)
+    if a.size > 1:
+        raise ValueError("%s: a default must have at most one element, got %r" % (what, d))
+    dt = object if a.dtype.kind in "OSU" else a.dtype
+    if dt is not object and np.dtype(dt) not in _CSV_LOOM:
+        raise ValueError("%s: a column's dtype must be float32, float64, int32, int64 or string, got %s"
+                         % (what, a.dtype))
+    if a.size == 0:
+        return dt, None
+    v = a.reshape(-1)[0]
+    text = v.decode() if isinstance(v, bytes) else str(v) if dt is object else repr(v.item())
+    return dt, text
+
+
+def _first_row(path, delim):
+    with open(path, newline="") as f:
+        for row in _csv.reader(f, delimiter=delim):
+            return row
+    return []
+
+
+def _csv_source(paths, names, kinds, select, header, delim, label):
+    """loom_dataset_csv over every column of the files; kinds[i] = (dtype,
+    default text) of selected column i (select: their indices)."""
+    ncol = len(names)
+    sel = dict(zip(select, kinds))
+
+    def make():
+        cols = (L.CsvColumn * ncol)()
+        keep = []
+        for i in range(ncol):
+            cols[i].name = _b(names[i] if i in sel and names[i] else "__c%d" % i)
+            dt, text = sel.get(i, (object, None))
+            cols[i].dtype = STRING if dt is object else _CSV_LOOM[np.dtype(dt)]
+            if text is not None:
+                b = _b(text)
+                keep.append(b)
+                cols[i].default_value = b
+            cols[i].select = int(i in sel)
+        o = lib.loom_csv_options_default()
+        o.header, o.delimiter, o.ncolumns, o.columns, o.label_name = header, _b(delim), ncol, cols, _b(label)
+        arr = (C.c_char_p * len(paths))(*[_b(p) for p in paths])
+        st = _Status()
+        p = lib.loom_dataset_csv(len(paths), arr, C.byref(o), st.p)
+        if not p:
+            st.raise_if()
+        return _LoomDataset(p)
+    return make
+
+
+def _csv_unsupported(what, compression_type, use_quote_delim, na_value):
+    if compression_type not in (None, ""):
+        raise NotImplementedError("loom.tf: %s(compression_type=%r): loom's CSV reader reads plain files; use "
+                                  "TextLineDataset(..., compression_type=...).map(tf.io.decode_csv)"
+                                  % (what, compression_type))
+    if not use_quote_delim:
+        raise NotImplementedError("loom.tf: %s(use_quote_delim=False) is not supported (quotes are always "
+                                  "RFC 4180 quotes)" % what)
+    if na_value not in ("", None):
+        raise NotImplementedError("loom.tf: %s(na_value=%r): only empty fields take the default" % (what, na_value))
+
+
+def CsvDataset(filenames, record_defaults, compression_type=None, buffer_size=None, header=False,  # noqa: N802
+               field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None, name=None):
+    """tf.data.experimental.CsvDataset: a tuple of scalars per line, one per
+    (selected) column, of the record_defaults' dtypes."""
+    _csv_unsupported("CsvDataset", compression_type, use_quote_delim, na_value)
+    paths = _filenames(filenames, "CsvDataset")
+    kinds = [_default(d, "CsvDataset record_defaults") for d in record_defaults]
+    ncol = len(_first_row(paths[0], field_delim))
+    if select_cols is not None and exclude_cols is not None:
+        raise ValueError("CsvDataset: select_cols and exclude_cols are mutually exclusive")
+    if select_cols is not None:
+        select = [int(i) for i in select_cols]
+        if select != sorted(set(select)):
+            raise ValueError("CsvDataset: select_cols must be sorted ascending without duplicates, got %s" % select)
+    elif exclude_cols is not None:
+        ex = {int(i) for i in exclude_cols}
+        select = [i for i in range(ncol) if i not in ex]
+    else:
+        select = list(range(len(kinds)))
+    if len(select) != len(kinds):
+        raise ValueError("CsvDataset: %d record_defaults for %d selected columns" % (len(kinds), len(select)))
+    if select and select[-1] >= ncol:
+        raise ValueError("CsvDataset: column %d selected, but %s has %d columns" % (select[-1], paths[0], ncol))
+    names = ["__c%d" % i for i in range(ncol)]
+    spec = [_Comp(names[i], k[0], ()) for i, k in zip(select, kinds)]
+    return Dataset(None, None, (), _csv_source(paths, names, kinds, select, 2 if header else 0, field_delim, None),
+                   spec, tuple(c.name for c in spec))
+
+
+def _fits(v, t):
+    try:
+        if t in (np.int32, np.int64):
+            n = int(v)
+            return bool(np.iinfo(t).min <= n <= np.iinfo(t).max)
+        with np.errstate(over="ignore"):
+            return bool(t(v) < np.inf)
+    except (ValueError, OverflowError):
+        return False
+
+
+def _infer(values):
+    """TF's make_csv_dataset type inference: per column the first of int32,
+    int64, float32, float64, string that every non-empty value parses as;
+    string when all are empty."""
+    order = [np.int32, np.int64, np.float32, np.float64, object]
+    i = None
+    for v in values:
+        if v == "":
+            continue
+        j = 0 if i is None else i
+        while j < 4 and not _fits(v, order[j]):
+            j += 1
+        i = j
+    return object if i is None else order[i]
+
+
+def make_csv_dataset(file_pattern, batch_size, column_names=None, column_defaults=None, label_name=None,
+                     select_columns=None, field_delim=",", use_quote_delim=True, na_value="", header=True,
+                     num_epochs=None, shuffle=True, shuffle_buffer_size=10000, shuffle_seed=None,
+                     prefetch_buffer_size=None, num_parallel_reads=None, sloppy=False, num_rows_for_inference=100,
+                     compression_type=None, ignore_errors=False, encoding="utf-8"):
+    """tf.data.experimental.make_csv_dataset: batches of ({column: values},
+    labels) (or of {column: values} without label_name) read by loom's CSV
+    reader; types inferred from the first num_rows_for_inference rows as TF
+    does when column_defaults is not given."""
+    _csv_unsupported("make_csv_dataset", compression_type, use_quote_delim, na_value)
+    if ignore_errors:
+        raise NotImplementedError("loom.tf: make_csv_dataset(ignore_errors=True) is not supported")
+    patterns = [file_pattern] if isinstance(file_pattern, (str, bytes, os.PathLike)) else list(file_pattern)
+    paths = []
+    for pat in patterns:
+        found = sorted(_glob.glob(os.fsdecode(pat)))
+        if not found:
+            raise ValueError("make_csv_dataset: no files match %r" % (pat,))
+        paths += found
+    first = _first_row(paths[0], field_delim)
+    if column_names is None:
+        if not header:
+            raise ValueError("Expected `column_names` or `header` argument to be provided.")
+        column_names = first
+    column_names = [str(c) for c in column_names]
+    if len(set(column_names)) != len(column_names):
+        raise ValueError("Expected `column_names` to be unique, got %s" % column_names)
+    if len(first) != len(column_names):
+        raise ValueError("make_csv_dataset: %s has %d columns, column_names names %d" % (paths[0], len(first),
+                                                                                          len(column_names)))
+    if select_columns is not None:
+        idx = []
+        for c in select_columns:
+            if isinstance(c, str):
+                if c not in column_names:
+                    raise ValueError("Value %r in `select_columns` is not a column name" % c)
+                idx.append(column_names.index(c))
+            else:
+                idx.append(int(c))
+        select = sorted(set(idx))
+    else:
+        select = list(range(len(column_names)))
+    if label_name is not None and label_name not in [column_names[i] for i in select]:
+        raise ValueError("`label_name` provided must be one of the columns: %s" % [column_names[i] for i in select])
+    if column_defaults is not None:
+        kinds = [_default(d, "make_csv_dataset column_defaults") for d in column_defaults]
+        if len(kinds) != len(select):
+            raise ValueError("make_csv_dataset: %d column_defaults for %d columns" % (len(kinds), len(select)))
+    else:
+        rows = []
+        for p in paths:
+            with open(p, newline="", encoding=encoding) as f:
+                r = _csv.reader(f, delimiter=field_delim)
+                if header:
+                    next(r, None)
+                for row in r:
+                    rows.append(row)
+                    if len(rows) >= num_rows_for_inference:
+                        break
+            if len(rows) >= num_rows_for_inference:
+                break
+        kinds = []
+        for i in select:
+            t = _infer([row[i] if i < len(row) else "" for row in rows])
+            kinds.append((t, "" if t is object else "0"))
+    names = column_names
+    src = _csv_source(paths, names, kinds, select, 2 if header else 0, field_delim,
+                      label_name)
+    spec = [_Comp(names[i], k[0], ()) for i, k in zip(select, kinds)]
+    feats = {names[i]: names[i] for i in select if names[i] != label_name}
+    ds = Dataset(None, None, (), src, spec, (feats, label_name) if label_name is not None else feats)
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer_size, shuffle_seed)
+    ds = ds.repeat(num_epochs)
+    ds = ds.batch(batch_size, drop_remainder=num_epochs is None)
+    return ds.prefetch(prefetch_buffer_size or AUTOTUNE)
+
+
 class _Experimental:
     AUTOTUNE = AUTOTUNE
+    CsvDataset = staticmethod(CsvDataset)
+    make_csv_dataset = staticmethod(make_csv_dataset)
 
     def __getattr__(self, name):
         raise missing("data.experimental.", name)

@@ -38,6 +38,21 @@ class Feature:
             raise ValueError("tf.train.Feature: give one of bytes_list, float_list, int64_list")
         self.kind = given[0] if given else FloatList()
 
+    @property
+    def bytes_list(self):
+        return self.kind if isinstance(self.kind, BytesList) else BytesList()
+
+    @property
+    def float_list(self):
+        return self.kind if isinstance(self.kind, FloatList) else FloatList()
+
+    @property
+    def int64_list(self):
+        return self.kind if isinstance(self.kind, Int64List) else Int64List()
+
+    def WhichOneof(self, name):  # noqa: N802 - protobuf's name
+        return {BytesList: "bytes_list", FloatList: "float_list", Int64List: "int64_list"}[type(self.kind)]
+
 
 class Features:
     def __init__(self, feature=None):
@@ -49,7 +64,28 @@ class Example:
         self.features = features or Features()
 
     def SerializeToString(self):  # noqa: N802 - protobuf's name
-        return serialize_example({k: f.kind._array() for k, f in self.features.feature.items()})
+        """The tf.Example's wire bytes (loom_example_serialize, features in
+        insertion order); each list keeps its kind, empty ones too."""
+        import ctypes as C
+        from .. import _to_tensor, _from_tensor, _Status, _b, STRING, F32, I64
+        from .._lib import lib
+        names, tensors = [], []
+        try:
+            for k, f in self.features.feature.items():
+                kind = f.kind
+                code = STRING if isinstance(kind, BytesList) else F32 if isinstance(kind, FloatList) else I64
+                tensors.append(_to_tensor(kind._array(), code))
+                names.append(_b(k))
+            n = len(names)
+            st = _Status()
+            t = lib.loom_example_serialize(n, (C.c_char_p * max(1, n))(*names), (C.c_void_p * max(1, n))(*tensors),
+                                           st.p)
+            if not t:
+                st.raise_if()
+            return _from_tensor(t, take=True).item()
+        finally:
+            for t in tensors:
+                lib.loom_tensor_free(t)
 
 
 class _Tensor(np.ndarray):
