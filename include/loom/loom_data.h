@@ -368,6 +368,35 @@ LOOM_API int loom_parse_example_num_outputs(int nspec, const loom_feature_spec *
 LOOM_API int loom_parse_example(loom_graph *g, loom_output serialized, int nspec, const loom_feature_spec *spec,
                                 int cap, loom_output *out, const char *name);
 
+/* ---- tf.io decoders as graph ops (what a traced Dataset.map uses) ----
+ * loom_decode_raw: tf.io.decode_raw. Each string of bytes [...] is
+ * reinterpreted as out_type (LOOM_U8, LOOM_I32, LOOM_I64, LOOM_F32 or
+ * LOOM_F64; little_endian 1 = the bytes are little-endian, else big-endian)
+ * -> [..., n]; every string must have the same length, a multiple of the
+ * type's size (else the run fails with INVALID_ARGUMENT naming the
+ * element). n comes from the data (the op runs in the host pass).
+ * loom_string_to_number: tf.strings.to_number (out_type F32, F64, I32 or
+ * I64; spaces around the number allowed; a string that is not a number of
+ * that type fails the run naming the element).
+ * loom_decode_csv: tf.io.decode_csv. records (string, any shape) are CSV
+ * lines; out[0..ncols) (one per record_defaults[i], the records' shape)
+ * get the fields' values of record_defaults[i]'s dtype (F32, F64, I32, I64,
+ * STRING). A default with one element fills an empty field (or one equal
+ * to na_value, NULL = none); a default with zero elements makes the column
+ * required (an empty field fails the run naming field and record).
+ * use_quote_delim: RFC 4180 quotes ("" inside a quoted field is a quote);
+ * else quotes are ordinary bytes. nselect 0: a record must have exactly
+ * ncols fields; else select_cols[0..nselect) (nselect == ncols, strictly
+ * increasing) picks the columns and later fields are not read. Returns
+ * ncols, 0 on a bad argument (a sticky graph error). The defaults are
+ * copied into the graph as constants. */
+LOOM_API loom_output loom_decode_raw(loom_graph *g, loom_output bytes, loom_dtype out_type, int little_endian,
+                                     const char *name);
+LOOM_API loom_output loom_string_to_number(loom_graph *g, loom_output x, loom_dtype out_type, const char *name);
+LOOM_API int loom_decode_csv(loom_graph *g, loom_output records, int ncols, const loom_tensor *const *record_defaults,
+                             char field_delim, int use_quote_delim, const char *na_value, int nselect,
+                             const int64_t *select_cols, loom_output *out, const char *name);
+
 /* ---- transformations (own their input) ---- */
 /* fn maps an element in place: values[i] may be replaced (free the old
  * tensor) or modified; it must keep the spec's dtypes and ranks, and each
