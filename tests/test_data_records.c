@@ -290,3 +290,52 @@ Test(records, map_graph_parses_examples) {
   loom_dataset_free(ds);
   loom_status_free(st);
 }
+
+/* skip drops the first lines of each pass; filter keeps the lines whose traced predicate holds */
+Test(records, skip_and_filter_graph) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/s.txt", tmpdir);
+  const char text[] = "header\n1\n22\n3\n44\n";
+  write_file(path, text, strlen(text), 0, 0);
+  loom_status *st = loom_status_new();
+  loom_dataset *ds = loom_dataset_skip(open_records(path, LOOM_RECORDS_TEXT_LINE, 0, 0, 0, 0, st), 1, st);
+  cr_assert(ds, "%s", loom_status_message(st));
+  loom_graph *g = loom_graph_new();
+  loom_output rec = loom_placeholder(g, LOOM_STRING, 0, NULL, "line");
+  loom_output num = loom_string_to_number(g, rec, LOOM_F32, "num");
+  float ten = 10.0f;
+  loom_output pred = loom_greater(g, num, loom_const_data(g, LOOM_F32, 0, NULL, &ten, NULL), "big");
+  ds = loom_dataset_filter_graph(ds, g, 1, &rec, pred, st);
+  cr_assert(ds, "%s", loom_status_message(st));
+  for (int pass = 0; pass < 2; pass++) {
+    char *got[8];
+    size_t lens[8];
+    int n = read_all(ds, got, lens, 8, st);
+    cr_assert_eq(n, 2, "pass %d: %d lines", pass, n);
+    cr_expect_str_eq(got[0], "22");
+    cr_expect_str_eq(got[1], "44");
+    for (int i = 0; i < n; i++) free(got[i]);
+    cr_assert_eq(loom_dataset_reset(ds, st), LOOM_OK);
+  }
+  loom_dataset_free(ds);
+  /* the header reaches the predicate without skip: its run fails, named */
+  g = loom_graph_new();
+  rec = loom_placeholder(g, LOOM_STRING, 0, NULL, "line");
+  num = loom_string_to_number(g, rec, LOOM_F32, "num");
+  pred = loom_greater(g, num, loom_const_data(g, LOOM_F32, 0, NULL, &ten, NULL), "big");
+  ds = loom_dataset_filter_graph(open_records(path, LOOM_RECORDS_TEXT_LINE, 0, 0, 0, 0, st), g, 1, &rec, pred, st);
+  loom_tensor *v[1] = {0};
+  cr_expect_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT);
+  cr_expect(strstr(loom_status_message(st), "filter: the predicate failed") &&
+                strstr(loom_status_message(st), "\"header\""),
+            "%s", loom_status_message(st));
+  loom_tensor_free(v[0]);
+  loom_dataset_free(ds);
+  /* a predicate that is not a scalar bool */
+  g = loom_graph_new();
+  rec = loom_placeholder(g, LOOM_STRING, 0, NULL, "line");
+  cr_expect_null(loom_dataset_filter_graph(open_records(path, LOOM_RECORDS_TEXT_LINE, 0, 0, 0, 0, st), g, 1, &rec,
+                                           loom_string_to_number(g, rec, LOOM_F32, "n"), st));
+  cr_expect(strstr(loom_status_message(st), "scalar bool"), "%s", loom_status_message(st));
+  loom_status_free(st);
+}

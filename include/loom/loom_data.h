@@ -425,6 +425,18 @@ LOOM_API loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *
 LOOM_API loom_dataset *loom_dataset_map_graph(loom_dataset *in, loom_graph *g, int nin, const loom_output *inputs,
                                               int nout, const char *const *names, const loom_output *outputs,
                                               const int32_t *ragged, const char *label_name, loom_status *st);
+/* Dataset.skip: drops the first count elements of each pass (count < 0:
+ * all of them). New dataset (NULL on failure); caller frees with
+ * loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_skip(loom_dataset *in, int64_t count, loom_status *st);
+/* Dataset.filter with a traced predicate: each element of in is fed to
+ * inputs[i] <- component i (as loom_dataset_map_graph) and kept when the
+ * scalar bool output predicate is true. Takes over in and g (also on
+ * failure). A failing run ends iteration with its status, prefixed
+ * "filter: the predicate failed". New dataset (NULL on failure); caller
+ * frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_filter_graph(loom_dataset *in, loom_graph *g, int nin, const loom_output *inputs,
+                                                 loom_output predicate, loom_status *st);
 /* Fills a buffer of buffer_size (>= 1) elements and draws uniformly from it
  * (Philox with seed); reshuffle_each_iteration: a reset draws a new order
  * (a function of seed and the pass number), else every pass repeats the

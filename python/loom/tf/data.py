@@ -195,6 +195,15 @@ class Dataset:
     def take(self, count, name=None):
         return self._with("take", int(count))
 
+    def skip(self, count, name=None):
+        return self._with("skip", int(count))
+
+    def filter(self, predicate, name=None):
+        """Traces predicate once (a scalar bool of the element) into a loom
+        graph, run per element in C (loom_dataset_filter_graph)."""
+        spec, struct = self._spec_struct()
+        return self._with("filter", _Traced(predicate, spec, struct, predicate=True))
+
     def prefetch(self, buffer_size, name=None):
         return self._with("prefetch", int(buffer_size))
 
@@ -217,7 +226,7 @@ class Dataset:
         return self._with("map", traced)
 
     def _has_map(self):
-        return any(op[0] == "map" for op in self._ops)
+        return any(op[0] in ("map", "skip", "filter") for op in self._ops)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -283,8 +292,10 @@ class Dataset:
                 ds = ds._take_over(lib.loom_dataset_prefetch, args[0])
             elif kind == "cache":
                 ds = ds._take_over(lib.loom_dataset_cache, _b(args[0]))
-            elif kind == "map":
+            elif kind == "map" or kind == "filter":
                 ds = args[0].build(ds)
+            elif kind == "skip":
+                ds = ds._take_over(lib.loom_dataset_skip, args[0])
             else:
                 ds = getattr(ds, kind)(*args)
         if general and (hints or label_dtype is not None):
@@ -388,8 +399,8 @@ class _Traced:
     again) each time the pipeline is made, as the loom dataset takes the
     graph over."""
 
-    def __init__(self, fn, in_spec, in_struct):
-        self.fn, self.in_spec, self.in_struct = fn, in_spec, in_struct
+    def __init__(self, fn, in_spec, in_struct, predicate=False):
+        self.fn, self.in_spec, self.in_struct, self.predicate = fn, in_spec, in_struct, predicate
         _, _, _, _, _, _, self.out_spec, self.out_struct = self._trace()
 
     def _trace(self):
@@ -407,6 +418,11 @@ class _Traced:
                 sym[c.name] = p
         args = _fill(self.in_struct, sym)
         res = self.fn(*args) if isinstance(self.in_struct, tuple) else self.fn(args)
+        if self.predicate:
+            if not isinstance(res, Output) or res.dtype != np.bool_ or res.shape != ():
+                raise ValueError("Dataset.filter: the predicate must return a scalar tf.bool tensor, got %r" % (res,))
+            g._check()
+            return g, ins, None, res, None, None, self.in_spec, self.in_struct
         # the output structure: TF's (features, label) pair, a dict, a tuple, or one tensor
         if isinstance(res, list):
             res = tuple(res)
@@ -461,6 +477,14 @@ class _Traced:
 
     def build(self, ds):
         g, ins, names, outs, ragged, label, _, _ = self._trace()
+        if self.predicate:
+            st = _Status()
+            ia = (L.Output * max(1, len(ins)))(*[x.c for x in ins])
+            g._own = False  # the dataset frees the graph
+            p = lib.loom_dataset_filter_graph(ds._release(), g.p, len(ins), ia, outs.c, st.p)
+            if not p:
+                st.raise_if()
+            return _LoomDataset(p)
         return _map_graph(ds, g, ins, names, outs, ragged, label)
 
 

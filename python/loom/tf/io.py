@@ -121,6 +121,115 @@ def parse_example(serialized, features, example_names=None, name=None):
     return _parse(serialized, features, False, "parse_example")
 
 
+_RAW_TYPES = {"uint8": 5, "int32": 3, "int64": 4, "float32": 1, "float64": 2}
+_NUM_TYPES = {"int32": 3, "int64": 4, "float32": 1, "float64": 2}
+
+
+def _check_graph(x, what):
+    if not isinstance(x, Output):
+        raise TypeError("%s: expected a tensor" % what)
+    return x.graph
+
+
+def decode_raw(input_bytes, out_type, little_endian=True, fixed_length=None, name=None):
+    """tf.io.decode_raw: each string's bytes as out_type (uint8, int32,
+    int64, float32, float64) -> [..., n] (all strings the same length)."""
+    if fixed_length is not None:
+        raise NotImplementedError("loom.tf: tf.io.decode_raw(fixed_length=...) is not supported")
+    t = _dt.as_dtype(out_type).name
+    if t not in _RAW_TYPES:
+        raise NotImplementedError("loom.tf: tf.io.decode_raw(out_type=tf.%s): loom decodes uint8, int32, int64, "
+                                  "float32 and float64" % t)
+    if not _symbolic(input_bytes):
+        return _eager(lambda b: decode_raw(b, out_type, little_endian), input_bytes)
+    g = _check_graph(input_bytes, "decode_raw")
+    return g._out(lib.loom_decode_raw(g.p, input_bytes.c, _RAW_TYPES[t], int(bool(little_endian)), _b(name)))
+
+
+def _csv_default(d, i):
+    """A record_defaults entry -> a numpy array of 0 or 1 element (its dtype the column's)."""
+    if isinstance(d, (_dt.DType, type, np.dtype)):
+        t = _dt.as_dtype(d)
+        return np.zeros(0, dtype=object if t.name == "string" else t.as_numpy_dtype)
+    if isinstance(d, Output):
+        raise NotImplementedError("loom.tf: tf.io.decode_csv: record_defaults must be constants (Python values, "
+                                  "lists or dtypes), not tensors")
+    from .serving import constant
+    a = np.asarray(constant(d) if not isinstance(d, np.ndarray) else d).reshape(-1)
+    if a.dtype.kind in "SU":
+        a = a.astype(object)
+    if a.size > 1:
+        raise ValueError("decode_csv: record_defaults[%d] has %d elements; at most one" % (i, a.size))
+    if a.dtype != object and a.dtype.name not in _NUM_TYPES:
+        raise ValueError("decode_csv: record_defaults[%d] is %s; a column is float32, float64, int32, int64 or "
+                         "string" % (i, a.dtype))
+    if a.size == 0 and a.dtype == np.float64 and not isinstance(d, np.ndarray):
+        a = a.astype(np.float32)  # [] is TF's float32 required column
+    return a
+
+
+def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="", select_cols=None,
+               name=None):
+    """tf.io.decode_csv: a list of tensors, one per record_defaults entry
+    (its dtype; one element = the default of an empty field, none = the
+    column is required), each of the records' shape."""
+    from .. import _to_tensor
+    if len(_b(field_delim)) != 1:
+        raise ValueError("decode_csv: field_delim must be one character, got %r" % (field_delim,))
+    defaults = [_csv_default(d, i) for i, d in enumerate(record_defaults)]
+    if not defaults:
+        raise ValueError("decode_csv: record_defaults is empty")
+    if not _symbolic(records):
+        return _eager(lambda r: decode_csv(r, record_defaults, field_delim, use_quote_delim, na_value, select_cols),
+                      records)
+    g = _check_graph(records, "decode_csv")
+    sel = [int(c) for c in select_cols] if select_cols is not None else []
+    ts = [_to_tensor(a, STRING if a.dtype == object else None) for a in defaults]
+    try:
+        arr = (C.c_void_p * len(ts))(*ts)
+        outs = (L.Output * len(ts))()
+        sa = (L.i64 * max(1, len(sel)))(*sel)
+        n = lib.loom_decode_csv(g.p, records.c, len(ts), arr, _b(field_delim), int(bool(use_quote_delim)),
+                                _b(na_value or ""), len(sel), sa, outs, _b(name))
+    finally:
+        for t in ts:
+            lib.loom_tensor_free(t)
+    g._check()
+    return [Output(g, outs[i]) for i in range(n)]
+
+
+def string_to_number(string_tensor, out_type=_dt.float32, name=None):
+    """tf.strings.to_number (float32, float64, int32, int64)."""
+    t = _dt.as_dtype(out_type).name
+    if t not in _NUM_TYPES:
+        raise ValueError("tf.strings.to_number: out_type must be float32, float64, int32 or int64, got %s" % t)
+    if not _symbolic(string_tensor):
+        return _eager(lambda x: string_to_number(x, out_type), string_tensor)
+    g = _check_graph(string_tensor, "tf.strings.to_number")
+    return g._out(lib.loom_string_to_number(g.p, string_tensor.c, _NUM_TYPES[t], _b(name)))
+
+
+def as_string(input, precision=-1, scientific=False, shortest=False, width=-1, fill="", name=None):  # noqa: A002
+    """tf.strings.as_string of int32 / int64 tensors."""
+    if (precision, scientific, shortest, width, fill) != (-1, False, False, -1, ""):
+        raise NotImplementedError("loom.tf: tf.strings.as_string formatting arguments are not supported")
+    if not _symbolic(input):
+        return _eager(lambda x: as_string(x), input)
+    g = _check_graph(input, "tf.strings.as_string")
+    if input.dtype not in (np.int32, np.int64):
+        raise NotImplementedError("loom.tf: tf.strings.as_string of %s: loom converts int32 and int64"
+                                  % np.dtype(input.dtype).name)
+    return g._out(lib.loom_as_string(g.p, input.c, _b(name)))
+
+
+def to_hash_bucket_fast(input, num_buckets, name=None):  # noqa: A002
+    """tf.strings.to_hash_bucket_fast (FarmHash Fingerprint64 % num_buckets)."""
+    if not _symbolic(input):
+        return _eager(lambda x: to_hash_bucket_fast(x, num_buckets), input)
+    g = _check_graph(input, "tf.strings.to_hash_bucket_fast")
+    return g._out(lib.loom_string_to_hash_bucket_fast(g.p, input.c, int(num_buckets), _b(name)))
+
+
 # ---------------------------------------------------------------- TFRecord writing
 class TFRecordCompressionType:
     NONE, ZLIB, GZIP = 0, 1, 2
