@@ -159,11 +159,10 @@ static loom_code rec_next(loom_dataset *ds, loom_tensor **values, loom_status *s
       if (d->o.format == LOOM_RECORDS_FIXED_LENGTH && d->o.header_bytes > 0) {
         size_t h = (size_t)d->o.header_bytes;
         if ((rc = bs_fill(&d->b, h, path, st))) return rc;
-        if (d->b.end - d->b.beg < h) { /* shorter than the header: no records */
-          rec_close(d);
-          d->file++;
-          continue;
-        }
+        if (d->b.end - d->b.beg < h + (size_t)d->o.footer_bytes)
+          return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                                 "%s: %zu bytes, fewer than the header (%lld bytes) and footer (%lld bytes)", path,
+                                 d->b.end - d->b.beg, (long long)d->o.header_bytes, (long long)d->o.footer_bytes);
         bs_take(&d->b, h);
       }
     }
@@ -213,7 +212,14 @@ static loom_code rec_next(loom_dataset *ds, loom_tensor **values, loom_status *s
         d->index++;
         return rc;
       }
-      rc = LOOM_OUT_OF_RANGE; /* the rest is the footer (and a partial record, dropped as TF does) */
+      if (d->b.end - d->b.beg != fb) { /* a partial record before the footer */
+        size_t body = (size_t)d->index * rb + (d->b.end - d->b.beg - fb);
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "%s: excluding the header (%lld bytes) and footer (%lld bytes) the body is %zu bytes, "
+                               "not a multiple of the record length (%lld bytes)",
+                               path, (long long)d->o.header_bytes, (long long)fb, body, (long long)rb);
+      }
+      rc = LOOM_OUT_OF_RANGE; /* the rest is the footer */
     }
     if (rc != LOOM_OUT_OF_RANGE) return rc;
     rec_close(d);

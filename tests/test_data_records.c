@@ -114,8 +114,8 @@ Test(records, text_lines_plain_gzip_zlib) {
 }
 
 Test(records, fixed_length_header_footer_partial) {
-  /* header "HDR", records of 4 bytes, footer "FT", 2 stray bytes before the footer (a partial record) */
-  const char data[] = "HDR" "r0r0" "r1\0r" "r2r2" "xy" "FT";
+  /* header "HDR", records of 4 bytes, footer "FT"; then 2 stray bytes before the footer (a partial record) */
+  const char data[] = "HDR" "r0r0" "r1\0r" "r2r2" "FT";
   size_t n = sizeof data - 1;
   for (int c = 0; c < 3; c++) {
     char path[128];
@@ -132,6 +132,22 @@ Test(records, fixed_length_header_footer_partial) {
     cr_expect(lens[1] == 4 && !memcmp(got[1], "r1\0r", 4), "a NUL inside a record is kept");
     cr_expect(lens[2] == 4 && !memcmp(got[2], "r2r2", 4));
     for (int i = 0; i < k; i++) free(got[i]);
+    loom_dataset_free(ds);
+    /* a partial record: INVALID_ARGUMENT after the whole ones, naming the lengths */
+    const char part[] = "HDR" "r0r0" "xy" "FT";
+    write_file(path, part, sizeof part - 1, c, 0);
+    ds = open_records(path, LOOM_RECORDS_FIXED_LENGTH, c, 4, 3, 2, st);
+    loom_tensor *v[1] = {0};
+    cr_expect_eq(loom_dataset_next(ds, v, st), LOOM_OK);
+    cr_expect_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT);
+    cr_expect(strstr(loom_status_message(st), "body is 6 bytes"), "%s", loom_status_message(st));
+    loom_dataset_free(ds);
+    /* shorter than header + footer */
+    write_file(path, "HD", 2, c, 0);
+    ds = open_records(path, LOOM_RECORDS_FIXED_LENGTH, c, 4, 3, 2, st);
+    cr_expect_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT);
+    cr_expect(strstr(loom_status_message(st), "fewer than the header"), "%s", loom_status_message(st));
+    loom_tensor_free(v[0]);
     loom_dataset_free(ds);
     loom_status_free(st);
   }

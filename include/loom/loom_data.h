@@ -320,8 +320,11 @@ LOOM_API loom_code loom_dataset_write_tfrecord(loom_dataset *ds, const char *pat
  *  - LOOM_RECORDS_TEXT_LINE: each line without its "\n" or "\r\n"; a last
  *    line without a line break is a line; an empty file has none.
  *  - LOOM_RECORDS_FIXED_LENGTH: header_bytes skipped, then records of
- *    record_bytes while record_bytes + footer_bytes bytes remain (the
- *    footer and a trailing partial record are not records, as in TF).
+ *    record_bytes up to the last footer_bytes bytes. As in TF, a body
+ *    (the file less header and footer) that is not a multiple of
+ *    record_bytes, or a file shorter than header + footer, is
+ *    INVALID_ARGUMENT naming the file and the lengths (after the file's
+ *    whole records).
  * Text and fixed-length files take compression NONE, GZIP (concatenated
  * members read in sequence) or ZLIB; a corrupt or truncated stream is
  * DATA_LOSS naming the file and the uncompressed offset. Bad options
