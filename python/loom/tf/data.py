@@ -143,7 +143,14 @@ def _array(v, key):
     return a
 
 
-class Dataset:
+class _DatasetType(type):
+    def __getattr__(cls, name):  # tf.data.Dataset.<a static method loom.tf lacks>
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise missing("data.Dataset.", name)
+
+
+class Dataset(metaclass=_DatasetType):
     """tf.data.Dataset: a source (arrays, record files, CSV files) and its
     transformations, made into a loom dataset when used."""
 
