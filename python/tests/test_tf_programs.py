@@ -29,6 +29,8 @@ CASES = {
     "fashion_mnist_cnn.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (300, 300)}),
     "iris_linear_numpy.py": ((IRIS,), {"linear_accuracy": (0.9, 1), "dnn_accuracy": (0.9, 1),
                                        "warm_started": (1, 1), "exported": (1, 1)}),
+    "tfrecord_csv_linear.py": ((), {"accuracy": (0.7, 1), "auc": (0.85, 1), "readers_agree": (1, 1),
+                                    "global_step": (300, 300)}),
 }
 
 
