@@ -234,3 +234,42 @@ def test_errors_name_what_is_wrong(tmp_path):
     p.write_bytes(b"HDR" + b"abcd" + b"xy" + b"FT")
     with pytest.raises(Exception, match="not a multiple of the record length"):
         list(tf.data.FixedLengthRecordDataset(str(p), 4, header_bytes=3, footer_bytes=2))
+
+
+def test_varlen_features_reach_canned_estimators_the_same_either_way(tmp_path):
+    """parse_single_example + batch and batch + parse_example give the same
+    ragged batches, so the same model; both train a hashed VarLen column."""
+    spec = {"x": tf.io.FixedLenFeature([2], tf.float32), "tags": tf.io.VarLenFeature(tf.string),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
+
+    def single():
+        def parse(r):
+            feats = tf.io.parse_single_example(r, spec)
+            return {"x": feats["x"], "tags": feats["tags"]}, feats["label"]
+        return tf.data.TFRecordDataset(f("examples.tfrecord")).map(parse).batch(4)
+
+    def batched():
+        return tf.data.TFRecordDataset(f("examples.tfrecord")).batch(4).map(
+            lambda r: tf.io.parse_example(r, spec)).map(lambda d: ({"x": d["x"], "tags": d["tags"]}, d["label"]))
+
+    cols = [tf.feature_column.numeric_column("x", shape=[2]),
+            tf.feature_column.indicator_column(tf.feature_column.categorical_column_with_hash_bucket("tags", 10))]
+    res = []
+    for i, fn in enumerate((single, batched)):
+        est = tf.estimator.LinearClassifier(cols, model_dir=str(tmp_path / str(i)), optimizer="SGD")
+        est.train(fn)  # to the end of the data: 2 batches
+        res.append(est.evaluate(fn))
+    assert res[0]["global_step"] == res[1]["global_step"] == 2
+    assert res[0]["loss"] == res[1]["loss"] and np.isfinite(res[0]["loss"])
+
+
+def test_cache_to_a_file_replays_the_parsed_elements(tmp_path):
+    cache = str(tmp_path / "parsed.cache")
+    ds = tf.data.TFRecordDataset(f("examples.tfrecord")).map(lambda r: tf.io.parse_single_example(r, SPEC)) \
+        .cache(cache).repeat(2)
+    got = [j(el) for el in ds]
+    assert got == EXP["parse_single"] * 2
+    assert os.path.exists(cache)
+    # a later dataset over the same cache reads the file, not its input
+    again = tf.data.TextLineDataset(f("lines.txt")).map(lambda r: tf.io.parse_single_example(r, SPEC)).cache(cache)
+    assert [j(el) for el in again] == EXP["parse_single"]
