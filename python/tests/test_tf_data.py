@@ -64,6 +64,14 @@ def test_example_serialization_is_byte_identical_to_tf():
     assert [e.SerializeToString().hex() for e in single] == EXP["single_hex"]
     assert single[2].features.feature["s"].bytes_list.value == [b"", b"abc\x00"]
     assert single[2].features.feature["s"].WhichOneof("kind") == "bytes_list"
+    # TF's bytes -> tf.train.Example.FromString -> SerializeToString gives TF's bytes back
+    for h in EXP["examples_hex"] + EXP["single_hex"]:
+        ex = tf.train.Example.FromString(bytes.fromhex(h))
+        assert ex.SerializeToString().hex() == h
+    ex = tf.train.Example()
+    ex.ParseFromString(bytes.fromhex(EXP["single_hex"][1]))
+    assert ex.features.feature["n"].int64_list.value == [-1, 0, 1 << 40]
+    assert tf.train.Example.FromString(bytes.fromhex(EXP["examples_hex"][4])) == example(4)
 
 
 @pytest.mark.parametrize("opt,fixture,unpack", [("", "examples.tfrecord", None),
