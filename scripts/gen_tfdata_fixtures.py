@@ -11,6 +11,7 @@ Files (all small):
   lines.txt / lines.txt.gz       text with CRLF, LF, an empty line and no final line break
   fixed.bin / fixed.bin.zz       a 3-byte header, 4-byte records, a 2-byte footer
   data.csv                       a header and 6 rows: ints, floats, strings, empty and quoted fields
+  shard-K-of-3.tfrecord          3, 1 and 4 one-feature Examples (list_files + interleave / flat_map)
   expected.json                  what TF read: the serialized Examples (hex), parse_single_example and
                                  parse_example results, the text lines, the fixed-length records and
                                  decode_raw of them, decode_csv, CsvDataset and make_csv_dataset
@@ -117,7 +118,7 @@ with tf.io.TFRecordWriter(p("unused"), "GZIP"):
     pass
 os.remove(p("unused"))
 import gzip  # noqa: E402
-open(p("lines.txt.gz"), "wb").write(gzip.compress(text))
+open(p("lines.txt.gz"), "wb").write(gzip.compress(text, mtime=0))
 exp["lines"] = [j(x) for x in tf.data.TextLineDataset(p("lines.txt"))]
 exp["lines_gz"] = [j(x) for x in tf.data.TextLineDataset(p("lines.txt.gz"), compression_type="GZIP")]
 exp["lines_decoded"] = j(tf.io.decode_csv(tf.constant([b"alpha,1", b"\"q,uoted\",3", b",", b"beta,"]),
@@ -157,5 +158,18 @@ exp["make_csv_select"] = [j(b) for b in mk2]
 cds = tf.data.experimental.CsvDataset(p("data.csv"), [tf.int32, [0.0], ["none"], [-1]], header=True,
                                       select_cols=[0, 1, 2, 3])
 exp["csv_dataset"] = [j(r) for r in cds]
+# sharded files: list_files + interleave / flat_map
+for k, n in enumerate((3, 1, 4)):
+    with tf.io.TFRecordWriter(p("shard-%d-of-3.tfrecord" % k)) as w:
+        for i in range(n):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "v": tf.train.Feature(int64_list=tf.train.Int64List(value=[10 * k + i]))})).SerializeToString())
+vspec = {"v": tf.io.FixedLenFeature([], tf.int64)}
+files = tf.data.Dataset.list_files(p("shard-*-of-3.tfrecord"), shuffle=False)
+exp["interleave_2_2"] = [j(x) for x in files.interleave(
+    lambda f: tf.data.TFRecordDataset(f).map(lambda r: tf.io.parse_single_example(r, vspec)["v"]),
+    cycle_length=2, block_length=2)]
+exp["flat_map"] = [j(x) for x in files.flat_map(tf.data.TFRecordDataset).map(
+    lambda r: tf.io.parse_single_example(r, vspec)["v"])]
 json.dump(exp, open(p("expected.json"), "w"), indent=1, sort_keys=True)
 print("wrote", OUT, file=sys.stderr)

@@ -355,3 +355,60 @@ Test(records, skip_and_filter_graph) {
   cr_expect(strstr(loom_status_message(st), "scalar bool"), "%s", loom_status_message(st));
   loom_status_free(st);
 }
+
+/* interleave: TF's order for 3 files of 3, 1 and 4 lines, cycle 2, block 2 */
+Test(records, interleave_in_tf_order) {
+  const char *texts[3] = {"a0\na1\na2\n", "b0\n", "c0\nc1\nc2\nc3\n"};
+  loom_status *st = loom_status_new();
+  loom_dataset *in[3];
+  for (int i = 0; i < 3; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/i%d.txt", tmpdir, i);
+    write_file(path, texts[i], strlen(texts[i]), 0, 0);
+    in[i] = open_records(path, LOOM_RECORDS_TEXT_LINE, 0, 0, 0, 0, st);
+    cr_assert(in[i]);
+  }
+  loom_dataset *ds = loom_dataset_interleave(3, in, 2, 2, st);
+  cr_assert(ds, "%s", loom_status_message(st));
+  /* slots: [a, b]: a0 a1 | b0, b ends -> slot 1 free | a2, a ends | slot 1 <- c: c0 c1 | slot 0 empty | c2 c3 */
+  const char *want[] = {"a0", "a1", "b0", "a2", "c0", "c1", "c2", "c3"};
+  for (int pass = 0; pass < 2; pass++) {
+    char *got[16];
+    size_t lens[16];
+    int n = read_all(ds, got, lens, 16, st);
+    cr_assert_eq(n, 8, "pass %d: %d elements", pass, n);
+    for (int i = 0; i < n; i++) {
+      cr_expect_str_eq(got[i], want[i], "pass %d element %d", pass, i);
+      free(got[i]);
+    }
+    cr_assert_eq(loom_dataset_reset(ds, st), LOOM_OK);
+  }
+  loom_dataset_free(ds);
+  /* cycle 1: one after another */
+  for (int i = 0; i < 3; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/i%d.txt", tmpdir, i);
+    in[i] = open_records(path, LOOM_RECORDS_TEXT_LINE, 0, 0, 0, 0, st);
+  }
+  ds = loom_dataset_interleave(3, in, 1, 1, st);
+  char *got[16];
+  size_t lens[16];
+  int n = read_all(ds, got, lens, 16, st);
+  cr_assert_eq(n, 8);
+  cr_expect_str_eq(got[3], "b0");
+  cr_expect_str_eq(got[4], "c0");
+  for (int i = 0; i < n; i++) free(got[i]);
+  loom_dataset_free(ds);
+  /* inputs with other components are refused, named */
+  char path[128];
+  snprintf(path, sizeof path, "%s/i0.txt", tmpdir);
+  loom_records_options o = loom_records_options_default();
+  o.format = LOOM_RECORDS_TEXT_LINE;
+  o.name = "other";
+  const char *pp = path;
+  in[0] = open_records(path, LOOM_RECORDS_TEXT_LINE, 0, 0, 0, 0, st);
+  in[1] = loom_dataset_records(1, &pp, &o, st);
+  cr_expect_null(loom_dataset_interleave(2, in, 2, 1, st));
+  cr_expect(strstr(loom_status_message(st), "components"), "%s", loom_status_message(st));
+  loom_status_free(st);
+}

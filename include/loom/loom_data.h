@@ -440,6 +440,18 @@ LOOM_API loom_dataset *loom_dataset_skip(loom_dataset *in, int64_t count, loom_s
  * frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_filter_graph(loom_dataset *in, loom_graph *g, int nin, const loom_output *inputs,
                                                  loom_output predicate, loom_status *st);
+/* Dataset.interleave over n datasets made beforehand (one per input
+ * element, e.g. one TFRecord file each), as TF orders it: a cycle of
+ * cycle_length slots, each holding an open input; block_length elements
+ * from a slot, then the next slot; an exhausted input frees its slot, and
+ * an empty slot takes the next unopened input (reset at that point). With
+ * cycle_length 1 it is the inputs one after another (flat_map). All inputs
+ * must have the same components (names, dtypes, ranks, ragged pairs,
+ * label); a dim that differs between them varies. Takes over the inputs
+ * (also on failure). cycle_length, block_length >= 1. New dataset (NULL on
+ * failure); caller frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_interleave(int n, loom_dataset *const *inputs, int64_t cycle_length,
+                                               int64_t block_length, loom_status *st);
 /* Fills a buffer of buffer_size (>= 1) elements and draws uniformly from it
  * (Philox with seed); reshuffle_each_iteration: a reset draws a new order
  * (a function of seed and the pass number), else every pass repeats the

@@ -338,7 +338,9 @@ def test_dataset_pipeline_matches_tf_semantics():
     # map traces its function into loom's graph (python/tests/test_tf_data.py covers the file sources)
     assert [float(v) for v in tf.data.Dataset.from_tensor_slices(X).map(lambda v: v * 2.0 + 1.0).take(3)] == \
         [1.0, 3.0, 5.0]
-    with pytest.raises(NotImplementedError, match="tf.data.Dataset.interleave"):
+    with pytest.raises(NotImplementedError, match="tf.data.Dataset.padded_batch"):
+        tf.data.Dataset.from_tensor_slices(X).padded_batch(2)
+    with pytest.raises(NotImplementedError, match="Dataset.interleave over a dataset other than .* file names"):
         tf.data.Dataset.from_tensor_slices(X).interleave(lambda v: v)
     with pytest.raises(NotImplementedError, match="cache"):
         tf.data.Dataset.from_tensor_slices(X).shuffle(3).cache()

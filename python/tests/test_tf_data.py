@@ -231,8 +231,10 @@ def test_errors_name_what_is_wrong(tmp_path):
         tf.io.FixedLenSequenceFeature([], tf.float32)
     with pytest.raises(NotImplementedError, match="tf.sparse.to_dense"):
         tf.sparse.to_dense
-    with pytest.raises(NotImplementedError, match="tf.data.Dataset.interleave"):
-        tf.data.TFRecordDataset(f("examples.tfrecord")).interleave
+    with pytest.raises(NotImplementedError, match="tf.data.Dataset.unbatch"):
+        tf.data.TFRecordDataset(f("examples.tfrecord")).unbatch
+    with pytest.raises(NotImplementedError, match="tf.data.Dataset.from_generator"):
+        tf.data.Dataset.from_generator
     with pytest.raises(ValueError, match="scalar tf.bool"):
         tf.data.TextLineDataset(f("lines.txt")).filter(lambda line: line)
     bad = tf.data.TextLineDataset(f("lines.txt")).map(lambda line: tf.io.parse_single_example(line, SPEC))
@@ -281,3 +283,21 @@ def test_cache_to_a_file_replays_the_parsed_elements(tmp_path):
     # a later dataset over the same cache reads the file, not its input
     again = tf.data.TextLineDataset(f("lines.txt")).map(lambda r: tf.io.parse_single_example(r, SPEC)).cache(cache)
     assert [j(el) for el in again] == EXP["parse_single"]
+
+
+def test_list_files_interleave_and_flat_map_in_tf_order():
+    files = tf.data.Dataset.list_files(f("shard-*-of-3.tfrecord"), shuffle=False)
+    vspec = {"v": tf.io.FixedLenFeature([], tf.int64)}
+    ds = files.interleave(
+        lambda name: tf.data.TFRecordDataset(name).map(lambda r: tf.io.parse_single_example(r, vspec)["v"]),
+        cycle_length=2, block_length=2)
+    assert [j(x) for x in ds] == EXP["interleave_2_2"]
+    ds = files.flat_map(tf.data.TFRecordDataset).map(lambda r: tf.io.parse_single_example(r, vspec)["v"])
+    assert [j(x) for x in ds] == EXP["flat_map"]
+    # shuffled file names: the same elements, each file's in its order
+    got = [j(x) for x in tf.data.Dataset.list_files(f("shard-*-of-3.tfrecord"), seed=5).flat_map(
+        tf.data.TFRecordDataset).map(lambda r: tf.io.parse_single_example(r, vspec)["v"])]
+    assert sorted(got) == sorted(EXP["flat_map"])
+    assert tf.io.gfile.glob(f("shard-*-of-3.tfrecord")) == sorted(tf.io.gfile.glob(f("shard-*")))
+    with pytest.raises(ValueError, match="no files match"):
+        tf.data.Dataset.list_files(f("nothing-*"))

@@ -52,6 +52,20 @@ io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen,
                parse_single_example=_io.parse_single_example, TFRecordWriter=_io.TFRecordWriter,
                TFRecordOptions=_io.TFRecordOptions, TFRecordCompressionType=_io.TFRecordCompressionType,
                decode_raw=_io.decode_raw, decode_csv=_io.decode_csv)
+def _gfile_copy(src, dst, overwrite=False):
+    import shutil
+    if not overwrite and _os.path.exists(dst):
+        raise FileExistsError(dst)
+    shutil.copyfile(src, dst)
+
+
+import os as _os  # noqa: E402
+import glob as _glob  # noqa: E402
+io.gfile = Namespace("io.gfile", glob=lambda pattern: sorted(_glob.glob(pattern)), exists=_os.path.exists,
+                     isdir=_os.path.isdir, listdir=_os.listdir, makedirs=lambda p: _os.makedirs(p, exist_ok=True),
+                     mkdir=_os.mkdir, remove=_os.remove, rmtree=__import__("shutil").rmtree, GFile=open,
+                     copy=_gfile_copy, rename=lambda s, d, overwrite=False: _os.replace(s, d) if overwrite
+                     else _os.rename(s, d))
 strings = Namespace("strings", to_number=_io.string_to_number, as_string=_io.as_string,
                     to_hash_bucket_fast=_io.to_hash_bucket_fast)
 sparse = Namespace("sparse", SparseTensor=data.SparseTensor)

@@ -232,6 +232,74 @@ class Dataset(metaclass=_DatasetType):
         traced = _Traced(map_func, spec, struct)
         return self._with("map", traced)
 
+    def interleave(self, map_func, cycle_length=None, block_length=None, num_parallel_calls=None,
+                   deterministic=None, name=None):
+        """Over a dataset of file names (from_tensor_slices of names, or
+        list_files): map_func(name) makes a dataset per file (called with
+        the name as bytes, not a symbolic tensor); their elements are
+        interleaved in TF's order (loom_dataset_interleave). cycle_length
+        None / AUTOTUNE: the number of CPUs this process may use, as TF."""
+        names = self._file_names("interleave")
+        if cycle_length is None or cycle_length == AUTOTUNE:
+            cycle_length = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cycle, block = int(cycle_length), 1 if block_length is None else int(block_length)
+        if cycle < 1 or block < 1:
+            raise ValueError("Dataset.interleave: cycle_length and block_length must be >= 1")
+        first = map_func(names[0]) if names else None
+        if not isinstance(first, Dataset):
+            raise NotImplementedError("loom.tf: Dataset.interleave: map_func must return a tf.data dataset of the "
+                                      "file it is given (TFRecordDataset(f), TextLineDataset(f), ...), got %s"
+                                      % type(first).__name__)
+        spec, struct = first._spec_struct()
+
+        def make():
+            subs = []
+            try:
+                for n in self._file_names("interleave"):
+                    d = map_func(n)
+                    if not isinstance(d, Dataset):
+                        raise NotImplementedError("loom.tf: Dataset.interleave: map_func returned %s"
+                                                  % type(d).__name__)
+                    subs.append(d._loom())
+                arr = (C.c_void_p * len(subs))(*[d._release() for d in subs])
+            except BaseException:
+                for d in subs:
+                    d.__del__()
+                raise
+            st = _Status()
+            p = lib.loom_dataset_interleave(len(subs), arr, cycle, block, st.p)
+            if not p:
+                st.raise_if()
+            return _LoomDataset(p)
+        return Dataset(None, None, (), make, spec, struct)
+
+    def flat_map(self, map_func, name=None):
+        """interleave with cycle_length 1: each file's dataset in turn."""
+        return self.interleave(map_func, cycle_length=1, block_length=1)
+
+    def _file_names(self, what):
+        """The file names this dataset yields (a dataset of scalar strings:
+        from_tensor_slices of names or list_files, shuffled or not), read
+        once in order (with its shuffle's seed) when the pipeline is made."""
+        spec, struct = self._spec_struct()
+        if len(spec) != 1 or spec[0].dtype is not object or spec[0].shape != () or spec[0].ragged or \
+                any(op[0] == "repeat" and op[1] < 0 for op in self._ops):
+            raise NotImplementedError("loom.tf: Dataset.%s over a dataset other than a finite one of file names "
+                                      "(tf.data.Dataset.from_tensor_slices(names) or list_files) is not supported"
+                                      % what)
+        return [n for n in self]
+
+    @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None, name=None):
+        """tf.data.Dataset.list_files: the files matching the pattern(s),
+        sorted, then shuffled (shuffle None means True, as TF)."""
+        pats = [file_pattern] if isinstance(file_pattern, (str, bytes, os.PathLike)) else list(file_pattern)
+        names = sorted({m for p in pats for m in _glob.glob(os.fsdecode(p))})
+        if not names:
+            raise ValueError("tf.data.Dataset.list_files: no files match %s" % pats)
+        ds = Dataset.from_tensor_slices(np.array([n.encode() for n in names], dtype=object))
+        return ds.shuffle(len(names), seed=seed) if shuffle is None or shuffle else ds
+
     def _has_map(self):
         return any(op[0] in ("map", "skip", "filter") for op in self._ops)
 
@@ -327,6 +395,7 @@ class Dataset(metaclass=_DatasetType):
         SparseTensorValue."""
         if self._source is None and not self._has_map():
             for el in self._loom():
+                el = {k: v[()] if v.ndim == 0 else v for k, v in el.items()}  # scalars as numpy scalars / bytes
                 lab = el.pop(LABEL, None)
                 f = el.pop(FEATURES) if FEATURES in el else el
                 yield f if self._labels is None else (f, lab)
