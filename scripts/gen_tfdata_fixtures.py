@@ -11,6 +11,7 @@ Files (all small):
   lines.txt / lines.txt.gz       text with CRLF, LF, an empty line and no final line break
   fixed.bin / fixed.bin.zz       a 3-byte header, 4-byte records, a 2-byte footer
   data.csv                       a header and 6 rows: ints, floats, strings, empty and quoted fields
+  data.csv.gz                    the same, GZIP-compressed
   shard-K-of-3.tfrecord          3, 1 and 4 one-feature Examples (list_files + interleave / flat_map)
   expected.json                  what TF read: the serialized Examples (hex), parse_single_example and
                                  parse_example results, the text lines, the fixed-length records and
@@ -158,6 +159,14 @@ exp["make_csv_select"] = [j(b) for b in mk2]
 cds = tf.data.experimental.CsvDataset(p("data.csv"), [tf.int32, [0.0], ["none"], [-1]], header=True,
                                       select_cols=[0, 1, 2, 3])
 exp["csv_dataset"] = [j(r) for r in cds]
+# compressed CSV and na_value (loom reads these through TextLineDataset + decode_csv)
+open(p("data.csv.gz"), "wb").write(gzip.compress(csv_text.encode(), mtime=0))
+exp["make_csv_gz"] = [j(b) for b in tf.data.experimental.make_csv_dataset(
+    p("data.csv.gz"), batch_size=4, label_name="flag", num_epochs=1, shuffle=False, compression_type="GZIP")]
+exp["csv_dataset_gz_na"] = [j(r) for r in tf.data.experimental.CsvDataset(
+    p("data.csv.gz"), [tf.int32, [0.0], ["none"], [-1]], header=True, select_cols=[0, 1, 2, 3],
+    compression_type="GZIP", na_value="ann")]
+
 # sharded files: list_files + interleave / flat_map
 for k, n in enumerate((3, 1, 4)):
     with tf.io.TFRecordWriter(p("shard-%d-of-3.tfrecord" % k)) as w:

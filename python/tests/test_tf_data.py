@@ -301,3 +301,12 @@ def test_list_files_interleave_and_flat_map_in_tf_order():
     assert tf.io.gfile.glob(f("shard-*-of-3.tfrecord")) == sorted(tf.io.gfile.glob(f("shard-*")))
     with pytest.raises(ValueError, match="no files match"):
         tf.data.Dataset.list_files(f("nothing-*"))
+
+
+def test_compressed_csv_and_na_value_through_text_lines():
+    ds = tf.data.experimental.make_csv_dataset(f("data.csv.gz"), batch_size=4, label_name="flag", num_epochs=1,
+                                               shuffle=False, compression_type="GZIP")
+    assert [j(b) for b in ds] == EXP["make_csv_gz"] == EXP["make_csv"]
+    ds = tf.data.experimental.CsvDataset(f("data.csv.gz"), [tf.int32, [0.0], ["none"], [-1]], header=True,
+                                         select_cols=[0, 1, 2, 3], compression_type="GZIP", na_value="ann")
+    assert [j(r) for r in ds] == EXP["csv_dataset_gz_na"]

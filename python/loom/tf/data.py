@@ -662,11 +662,63 @@ def _default(d, what):
     return dt, text
 
 
-def _first_row(path, delim):
-    with open(path, newline="") as f:
-        for row in _csv.reader(f, delimiter=delim):
-            return row
+def _text_lines(path, compression, encoding="utf-8"):
+    """The lines of a text file, plain or GZIP / ZLIB (read lazily: type
+    inference and the header need only the first ones)."""
+    import gzip
+    import zlib
+    if compression == 1:
+        with gzip.open(path, "rt", newline="", encoding=encoding) as f:
+            yield from f
+        return
+    if compression == 2:
+        z, buf = zlib.decompressobj(), b""
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(65536)
+                buf += z.decompress(chunk) if chunk else z.flush()
+                *lines, buf = buf.split(b"\n")
+                for ln in lines:
+                    yield ln.decode(encoding) + "\n"
+                if not chunk:
+                    break
+        if buf:
+            yield buf.decode(encoding)
+        return
+    with open(path, newline="", encoding=encoding) as f:
+        yield from f
+
+
+def _first_row(path, delim, compression=0):
+    for row in _csv.reader(_text_lines(path, compression), delimiter=delim):
+        return row
     return []
+
+
+def _csv_text(paths, kinds, select, ncol, header, delim, quote, na_value, compression):
+    """CSV through TextLineDataset + tf.io.decode_csv, one file after another
+    (what CsvDataset does when loom's CSV reader cannot: compressed files,
+    na_value, use_quote_delim=False). Elements: a tuple of the selected
+    columns."""
+    from . import io as _io
+    defaults = []
+    for dt, text in kinds:
+        if text is None:
+            defaults.append(np.zeros(0, dtype=dt))
+        elif dt is object:
+            defaults.append(np.array([text.encode()], dtype=object))
+        else:
+            defaults.append(np.array([float(text) if np.dtype(dt).kind == "f" else int(text)], dtype=dt))
+    sel = None if select == list(range(len(kinds))) and ncol == len(kinds) else select
+    comp = {0: "", 1: "GZIP", 2: "ZLIB"}[compression]
+
+    def per_file(name):
+        d = TextLineDataset(name, compression_type=comp)
+        if header:
+            d = d.skip(1)
+        return d.map(lambda line: tuple(_io.decode_csv(line, defaults, delim, quote, na_value, sel)))
+    files = Dataset.from_tensor_slices(np.array([os.fsencode(p) for p in paths], dtype=object))
+    return files.flat_map(per_file)
 
 
 def _csv_source(paths, names, kinds, select, header, delim, label):
@@ -698,26 +750,22 @@ def _csv_source(paths, names, kinds, select, header, delim, label):
     return make
 
 
-def _csv_unsupported(what, compression_type, use_quote_delim, na_value):
-    if compression_type not in (None, ""):
-        raise NotImplementedError("loom.tf: %s(compression_type=%r): loom's CSV reader reads plain files; use "
-                                  "TextLineDataset(..., compression_type=...).map(tf.io.decode_csv)"
-                                  % (what, compression_type))
-    if not use_quote_delim:
-        raise NotImplementedError("loom.tf: %s(use_quote_delim=False) is not supported (quotes are always "
-                                  "RFC 4180 quotes)" % what)
-    if na_value not in ("", None):
-        raise NotImplementedError("loom.tf: %s(na_value=%r): only empty fields take the default" % (what, na_value))
+def _csv_via_text(compression_type, use_quote_delim, na_value, what):
+    """Whether the CSV goes through TextLineDataset + decode_csv (loom's CSV
+    reader reads plain files, RFC 4180 quotes, empty fields as missing)."""
+    _compression(compression_type, what)
+    return compression_type not in (None, "") or not use_quote_delim or na_value not in ("", None)
 
 
 def CsvDataset(filenames, record_defaults, compression_type=None, buffer_size=None, header=False,  # noqa: N802
                field_delim=",", use_quote_delim=True, na_value="", select_cols=None, exclude_cols=None, name=None):
     """tf.data.experimental.CsvDataset: a tuple of scalars per line, one per
     (selected) column, of the record_defaults' dtypes."""
-    _csv_unsupported("CsvDataset", compression_type, use_quote_delim, na_value)
+    text = _csv_via_text(compression_type, use_quote_delim, na_value, "CsvDataset")
+    comp = _compression(compression_type, "CsvDataset")
     paths = _filenames(filenames, "CsvDataset")
     kinds = [_default(d, "CsvDataset record_defaults") for d in record_defaults]
-    ncol = len(_first_row(paths[0], field_delim))
+    ncol = len(_first_row(paths[0], field_delim, comp))
     if select_cols is not None and exclude_cols is not None:
         raise ValueError("CsvDataset: select_cols and exclude_cols are mutually exclusive")
     if select_cols is not None:
@@ -733,6 +781,8 @@ def CsvDataset(filenames, record_defaults, compression_type=None, buffer_size=No
         raise ValueError("CsvDataset: %d record_defaults for %d selected columns" % (len(kinds), len(select)))
     if select and select[-1] >= ncol:
         raise ValueError("CsvDataset: column %d selected, but %s has %d columns" % (select[-1], paths[0], ncol))
+    if text:
+        return _csv_text(paths, kinds, select, ncol, header, field_delim, use_quote_delim, na_value, comp)
     names = ["__c%d" % i for i in range(ncol)]
     spec = [_Comp(names[i], k[0], ()) for i, k in zip(select, kinds)]
     return Dataset(None, None, (), _csv_source(paths, names, kinds, select, 2 if header else 0, field_delim, None),
@@ -775,7 +825,8 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
     labels) (or of {column: values} without label_name) read by loom's CSV
     reader; types inferred from the first num_rows_for_inference rows as TF
     does when column_defaults is not given."""
-    _csv_unsupported("make_csv_dataset", compression_type, use_quote_delim, na_value)
+    text = _csv_via_text(compression_type, use_quote_delim, na_value, "make_csv_dataset")
+    comp = _compression(compression_type, "make_csv_dataset")
     if ignore_errors:
         raise NotImplementedError("loom.tf: make_csv_dataset(ignore_errors=True) is not supported")
     patterns = [file_pattern] if isinstance(file_pattern, (str, bytes, os.PathLike)) else list(file_pattern)
@@ -785,7 +836,7 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
         if not found:
             raise ValueError("make_csv_dataset: no files match %r" % (pat,))
         paths += found
-    first = _first_row(paths[0], field_delim)
+    first = _first_row(paths[0], field_delim, comp)
     if column_names is None:
         if not header:
             raise ValueError("Expected `column_names` or `header` argument to be provided.")
@@ -817,14 +868,13 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
     else:
         rows = []
         for p in paths:
-            with open(p, newline="", encoding=encoding) as f:
-                r = _csv.reader(f, delimiter=field_delim)
-                if header:
-                    next(r, None)
-                for row in r:
-                    rows.append(row)
-                    if len(rows) >= num_rows_for_inference:
-                        break
+            r = _csv.reader(_text_lines(p, comp, encoding), delimiter=field_delim)
+            if header:
+                next(r, None)
+            for row in r:
+                rows.append([v if v != na_value else "" for v in row])
+                if len(rows) >= num_rows_for_inference:
+                    break
             if len(rows) >= num_rows_for_inference:
                 break
         kinds = []
@@ -832,11 +882,19 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
             t = _infer([row[i] if i < len(row) else "" for row in rows])
             kinds.append((t, "" if t is object else "0"))
     names = column_names
-    src = _csv_source(paths, names, kinds, select, 2 if header else 0, field_delim,
-                      label_name)
-    spec = [_Comp(names[i], k[0], ()) for i, k in zip(select, kinds)]
-    feats = {names[i]: names[i] for i in select if names[i] != label_name}
-    ds = Dataset(None, None, (), src, spec, (feats, label_name) if label_name is not None else feats)
+    if text:
+        sel_names = [names[i] for i in select]
+
+        def to_dict(*cols):
+            d = dict(zip(sel_names, cols))
+            return (d, d.pop(label_name)) if label_name is not None else d
+        ds = _csv_text(paths, kinds, select, len(names), header, field_delim, use_quote_delim, na_value,
+                       comp).map(to_dict)
+    else:
+        src = _csv_source(paths, names, kinds, select, 2 if header else 0, field_delim, label_name)
+        spec = [_Comp(names[i], k[0], ()) for i, k in zip(select, kinds)]
+        feats = {names[i]: names[i] for i in select if names[i] != label_name}
+        ds = Dataset(None, None, (), src, spec, (feats, label_name) if label_name is not None else feats)
     if shuffle:
         ds = ds.shuffle(shuffle_buffer_size, shuffle_seed)
     ds = ds.repeat(num_epochs)
