@@ -412,3 +412,47 @@ Test(records, interleave_in_tf_order) {
   cr_expect(strstr(loom_status_message(st), "components"), "%s", loom_status_message(st));
   loom_status_free(st);
 }
+
+/* zip: side by side until the shorter ends; a reset restarts both; duplicate names refused */
+Test(records, zip_side_by_side) {
+  char p1[128], p2[128];
+  snprintf(p1, sizeof p1, "%s/z1.txt", tmpdir);
+  snprintf(p2, sizeof p2, "%s/z2.txt", tmpdir);
+  write_file(p1, "a\nb\nc\n", 6, 0, 0);
+  write_file(p2, "1\n2\n", 4, 0, 0);
+  loom_status *st = loom_status_new();
+  loom_records_options o = loom_records_options_default();
+  o.format = LOOM_RECORDS_TEXT_LINE;
+  o.name = "letter";
+  const char *pp1 = p1, *pp2 = p2;
+  loom_dataset *in[2];
+  in[0] = loom_dataset_records(1, &pp1, &o, st);
+  o.name = "digit";
+  in[1] = loom_dataset_records(1, &pp2, &o, st);
+  loom_dataset *ds = loom_dataset_zip(2, in, st);
+  cr_assert(ds, "%s", loom_status_message(st));
+  cr_assert_eq(loom_dataset_num_components(ds), 2);
+  cr_expect_str_eq(loom_dataset_component_name(ds, 1), "digit");
+  for (int pass = 0; pass < 2; pass++) {
+    loom_tensor *v[2] = {0};
+    const char *want[2][2] = {{"a", "1"}, {"b", "2"}};
+    for (int i = 0; i < 2; i++) {
+      cr_assert_eq(loom_dataset_next(ds, v, st), LOOM_OK, "%s", loom_status_message(st));
+      for (int k = 0; k < 2; k++) {
+        size_t len;
+        const char *s = loom_tensor_get_string(v[k], 0, &len);
+        cr_expect(len == 1 && s[0] == want[i][k][0], "pass %d element %d component %d", pass, i, k);
+      }
+    }
+    cr_expect_eq(loom_dataset_next(ds, v, st), LOOM_OUT_OF_RANGE);
+    loom_tensor_free(v[0]);
+    loom_tensor_free(v[1]);
+    cr_assert_eq(loom_dataset_reset(ds, st), LOOM_OK);
+  }
+  loom_dataset_free(ds);
+  in[0] = loom_dataset_records(1, &pp1, &o, st);
+  in[1] = loom_dataset_records(1, &pp2, &o, st);
+  cr_expect_null(loom_dataset_zip(2, in, st));
+  cr_expect(strstr(loom_status_message(st), "'digit' is in two inputs"), "%s", loom_status_message(st));
+  loom_status_free(st);
+}

@@ -452,6 +452,13 @@ LOOM_API loom_dataset *loom_dataset_filter_graph(loom_dataset *in, loom_graph *g
  * failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_interleave(int n, loom_dataset *const *inputs, int64_t cycle_length,
                                                int64_t block_length, loom_status *st);
+/* Dataset.zip: the components of inputs[0..n) side by side (input 0's
+ * first), one element of each per element, ending when the first input
+ * ends. Component names must be unique across the inputs (else
+ * INVALID_ARGUMENT naming the name); at most one input may have a label
+ * (it stays the label). Takes over the inputs (also on failure). New
+ * dataset (NULL on failure); caller frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_zip(int n, loom_dataset *const *inputs, loom_status *st);
 /* Fills a buffer of buffer_size (>= 1) elements and draws uniformly from it
  * (Philox with seed); reshuffle_each_iteration: a reset draws a new order
  * (a function of seed and the pass number), else every pass repeats the

@@ -462,3 +462,4 @@ _d("loom_decode_csv", cint, vp, Output, cint, P(vp), C.c_char, cint, cs, cint, P
 _d("loom_dataset_skip", vp, vp, i64, vp)
 _d("loom_dataset_filter_graph", vp, vp, vp, cint, P(Output), Output, vp)
 _d("loom_dataset_interleave", vp, cint, P(vp), i64, i64, vp)
+_d("loom_dataset_zip", vp, cint, P(vp), vp)

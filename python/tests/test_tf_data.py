@@ -310,3 +310,26 @@ def test_compressed_csv_and_na_value_through_text_lines():
     ds = tf.data.experimental.CsvDataset(f("data.csv.gz"), [tf.int32, [0.0], ["none"], [-1]], header=True,
                                          select_cols=[0, 1, 2, 3], compression_type="GZIP", na_value="ann")
     assert [j(r) for r in ds] == EXP["csv_dataset_gz_na"]
+
+
+def test_range_from_tensors_and_zip(tmp_path):
+    assert [int(v) for v in tf.data.Dataset.range(2, 10, 3)] == [2, 5, 8]
+    assert [j(x) for x in tf.data.Dataset.from_tensors(({"a": [1.0, 2.0]}, [0, 1]))] == [[{"a": [1.0, 2.0]}, [0, 1]]]
+    assert [j(x) for x in tf.data.Dataset.zip((tf.data.Dataset.range(3), tf.data.Dataset.range(10, 20)))] == \
+        [[0, 10], [1, 11], [2, 12]]
+    # zip((features, labels)) feeds an estimator: the second dataset is the label
+    feats = tf.data.TFRecordDataset(f("train.tfrecord")).map(lambda r: tf.io.parse_single_example(
+        r, {k: v for k, v in TSPEC.items() if k != "label"}))
+    labels = tf.data.TFRecordDataset(f("train.tfrecord")).map(
+        lambda r: tf.io.parse_single_example(r, {"label": TSPEC["label"]})["label"])
+    zipped = tf.data.Dataset.zip((feats, labels))
+    assert zipped.element_spec[1] == (tf.int64, ())
+    res = []
+    for i, fn in enumerate((lambda: zipped.batch(20), lambda: tfrecord_input_fn(1))):
+        est = tf.estimator.LinearClassifier(COLS, model_dir=str(tmp_path / str(i)), optimizer="Ftrl")
+        est.train(fn)
+        res.append(est.evaluate(fn))
+    assert res[0]["global_step"] == res[1]["global_step"] == 10
+    assert res[0]["loss"] == res[1]["loss"]
+    with pytest.raises(ValueError, match="share keys"):
+        tf.data.Dataset.zip((feats, feats))

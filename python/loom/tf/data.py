@@ -290,6 +290,79 @@ class Dataset(metaclass=_DatasetType):
         return [n for n in self]
 
     @staticmethod
+    def range(*args, output_type=None, name=None):  # noqa: A003 - TF's name
+        """tf.data.Dataset.range(stop) / (start, stop[, step]): int64 scalars."""
+        if not 1 <= len(args) <= 3:
+            raise TypeError("Dataset.range takes 1 to 3 positional arguments, got %d" % len(args))
+        if any(a is None for a in args):
+            raise NotImplementedError("loom.tf: an unbounded Dataset.range is not supported; use repeat()")
+        dt = np.int64 if output_type is None else _dt.as_dtype(output_type).as_numpy_dtype
+        return Dataset.from_tensor_slices(np.arange(*[int(a) for a in args], dtype=np.int64).astype(dt))
+
+    @staticmethod
+    def from_tensors(tensors, name=None):
+        """tf.data.Dataset.from_tensors: one element, the whole tensors."""
+        def one(x):
+            if hasattr(x, "to_dict") and hasattr(x, "columns"):
+                return {str(k): np.asarray(x[k])[None] for k in x.columns}
+            if isinstance(x, dict):
+                return {k: np.asarray(v)[None] for k, v in x.items()}
+            return np.asarray(x)[None]
+        if isinstance(tensors, tuple):
+            return Dataset.from_tensor_slices(tuple(one(t) for t in tensors))
+        return Dataset.from_tensor_slices(one(tensors))
+
+    @staticmethod
+    def zip(*args, datasets=None, name=None):  # noqa: A003 - TF's name
+        """tf.data.Dataset.zip((a, b, ...)): tuples of their elements, until
+        the shortest ends (loom_dataset_zip). Dict keys keep their names (they
+        must differ between the datasets); zip((features, labels)) is what an
+        estimator's input_fn returns."""
+        if datasets is None:
+            datasets = args[0] if len(args) == 1 else tuple(args)
+        if isinstance(datasets, dict):
+            raise NotImplementedError("loom.tf: Dataset.zip of a dict of datasets is not supported; give a tuple")
+        if not isinstance(datasets, tuple) or not datasets or not all(isinstance(d, Dataset) for d in datasets):
+            raise TypeError("Dataset.zip: give a tuple of tf.data datasets")
+        pair = len(datasets) == 2
+        structs, renames, spec = [], [], []
+        for i, d in enumerate(datasets):
+            sp, st = d._spec_struct()
+            if isinstance(st, dict) and all(isinstance(v, str) for v in st.values()):
+                ren = {v: k for k, v in st.items()}
+                new = {k: k for k in st}
+            elif isinstance(st, str):
+                nm = (LABEL if i == 1 else FEATURES) if pair else "__t%d" % i
+                ren, new = {st: nm}, nm
+            else:
+                raise NotImplementedError("loom.tf: Dataset.zip of datasets whose elements are tuples is not "
+                                          "supported; zip datasets of dicts or of single tensors")
+            structs.append(new)
+            renames.append(ren)
+            spec += [_Comp(ren[c.name], c.dtype, c.shape, c.ragged) for c in sp]
+        names = [c.name for c in spec]
+        if len(set(names)) != len(names):
+            raise ValueError("Dataset.zip: the datasets share keys %s" % sorted({n for n in names if names.count(n) > 1}))
+        label = LABEL if pair and structs[1] == LABEL else None
+
+        def make():
+            subs = []
+            try:
+                for d, ren in zip(datasets, renames):
+                    subs.append(_rename(d._loom(), ren, label if LABEL in ren.values() else None))
+                arr = (C.c_void_p * len(subs))(*[x._release() for x in subs])
+            except BaseException:
+                for x in subs:
+                    x.__del__()
+                raise
+            st = _Status()
+            p = lib.loom_dataset_zip(len(subs), arr, st.p)
+            if not p:
+                st.raise_if()
+            return _LoomDataset(p)
+        return Dataset(None, None, (), make, spec, tuple(structs))
+
+    @staticmethod
     def list_files(file_pattern, shuffle=None, seed=None, name=None):
         """tf.data.Dataset.list_files: the files matching the pattern(s),
         sorted, then shuffled (shuffle None means True, as TF)."""
@@ -453,6 +526,38 @@ def _conform(ds, hints, label_dtype):
         ragged.append(2 if lib.loom_dataset_component_row_splits(ds.p, i) >= 0 else 0)
     lname = comps[label][0] if label >= 0 else None
     return _map_graph(ds, g, ins, names, outs, ragged, lname)
+
+
+def _rename(ds, renames, label):
+    """The same components under new names ({old: new}; a ragged pair's
+    splits follow its values), label the one named label (None: no label),
+    with one more traced identity stage."""
+    n = lib.loom_dataset_num_components(ds.p)
+    g = Graph()
+    ins, outs, names, ragged = [], [], [], []
+    i = 0
+    while i < n:
+        name = lib.loom_dataset_component_name(ds.p, i).decode()
+        pair = lib.loom_dataset_component_row_splits(ds.p, i) == i + 1
+        for k in range(2 if pair else 1):
+            d = (L.i64 * 8)()
+            nd = lib.loom_dataset_component_shape(ds.p, i + k, d)
+            p = g.placeholder(lib.loom_dataset_component_dtype(ds.p, i + k),
+                              tuple(None if d[j] < 0 else d[j] for j in range(nd)), "in%d" % (i + k))
+            ins.append(p)
+            outs.append(g.identity(p))
+        new = renames.get(name, name)
+        if pair:
+            d = (L.i64 * 8)()
+            lib.loom_dataset_component_shape(ds.p, i + 1, d)
+            names += [new, new + "/row_splits"]
+            ragged += [1 if d[0] == 2 else 2, 0]
+            i += 2
+        else:
+            names.append(new)
+            ragged.append(0)
+            i += 1
+    return _map_graph(ds, g, ins, names, outs, ragged, label)
 
 
 def _map_graph(ds, g, ins, names, outs, ragged, label):
