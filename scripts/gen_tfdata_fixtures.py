@@ -159,6 +159,9 @@ exp["make_csv_select"] = [j(b) for b in mk2]
 cds = tf.data.experimental.CsvDataset(p("data.csv"), [tf.int32, [0.0], ["none"], [-1]], header=True,
                                       select_cols=[0, 1, 2, 3])
 exp["csv_dataset"] = [j(r) for r in cds]
+exp["batched_features"] = [j(b) for b in tf.data.experimental.make_batched_features_dataset(
+    p("examples.tfrecord"), batch_size=4, features=spec, label_key="label", num_epochs=1, shuffle=False)]
+
 # compressed CSV and na_value (loom reads these through TextLineDataset + decode_csv)
 open(p("data.csv.gz"), "wb").write(gzip.compress(csv_text.encode(), mtime=0))
 exp["make_csv_gz"] = [j(b) for b in tf.data.experimental.make_csv_dataset(

@@ -333,3 +333,16 @@ def test_range_from_tensors_and_zip(tmp_path):
     assert res[0]["loss"] == res[1]["loss"]
     with pytest.raises(ValueError, match="share keys"):
         tf.data.Dataset.zip((feats, feats))
+
+
+def test_make_batched_features_dataset_matches_tf():
+    ds = tf.data.experimental.make_batched_features_dataset(f("examples.tfrecord"), batch_size=4, features=SPEC,
+                                                            label_key="label", num_epochs=1, shuffle=False)
+    assert [j(b) for b in ds] == EXP["batched_features"]
+    # with make_parse_example_spec of the columns, as TF programs build it
+    spec = tf.feature_column.make_parse_example_spec(
+        COLS + [tf.feature_column.numeric_column("label", dtype=tf.int64)])
+    ds = tf.data.experimental.make_batched_features_dataset(f("train.tfrecord"), 50, spec, label_key="label",
+                                                            num_epochs=1, shuffle=True, shuffle_seed=3)
+    feats, lab = next(iter(ds))
+    assert sorted(feats) == ["a", "b", "color"] and feats["a"].shape == (50, 1) and lab.shape == (50, 1)

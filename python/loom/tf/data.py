@@ -1007,10 +1007,44 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
     return ds.prefetch(prefetch_buffer_size or AUTOTUNE)
 
 
+def make_batched_features_dataset(file_pattern, batch_size, features, reader=None, label_key=None, reader_args=None,
+                                  num_epochs=None, shuffle=True, shuffle_buffer_size=10000, shuffle_seed=None,
+                                  prefetch_buffer_size=None, reader_num_threads=None, parser_num_threads=None,
+                                  sloppy_ordering=False, drop_final_batch=False):
+    """tf.data.experimental.make_batched_features_dataset: batches of
+    tf.io.parse_example(features) of the records of the matching files
+    (TFRecordDataset unless reader says otherwise), shuffled and repeated
+    before batching as TF does, ({features}, label) with label_key."""
+    patterns = [file_pattern] if isinstance(file_pattern, (str, bytes, os.PathLike)) else list(file_pattern)
+    names = []
+    for pat in patterns:
+        found = sorted(_glob.glob(os.fsdecode(pat)))
+        if not found:
+            raise ValueError("make_batched_features_dataset: no files match %r" % (pat,))
+        names += found
+    if label_key is not None and label_key not in features:
+        raise ValueError("The `label_key` provided (%r) must be one of the `features` keys." % (label_key,))
+    reader = TFRecordDataset if reader is None else reader
+    args = list(reader_args or [])
+    files = Dataset.from_tensor_slices(np.array([n.encode() for n in names], dtype=object))
+    if shuffle:
+        files = files.shuffle(len(names), seed=shuffle_seed)
+    ds = files.interleave(lambda f: reader(f, *args), cycle_length=reader_num_threads or 1)
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer_size, shuffle_seed)
+    ds = ds.repeat(num_epochs).batch(batch_size, drop_remainder=drop_final_batch or num_epochs is None)
+    from . import io as _io
+    ds = ds.map(lambda x: _io.parse_example(x, features))
+    if label_key is not None:
+        ds = ds.map(lambda d: (d, d.pop(label_key)))
+    return ds.prefetch(prefetch_buffer_size or AUTOTUNE)
+
+
 class _Experimental:
     AUTOTUNE = AUTOTUNE
     CsvDataset = staticmethod(CsvDataset)
     make_csv_dataset = staticmethod(make_csv_dataset)
+    make_batched_features_dataset = staticmethod(make_batched_features_dataset)
 
     def __getattr__(self, name):
         raise missing("data.experimental.", name)
