@@ -183,5 +183,8 @@ exp["interleave_2_2"] = [j(x) for x in files.interleave(
     cycle_length=2, block_length=2)]
 exp["flat_map"] = [j(x) for x in files.flat_map(tf.data.TFRecordDataset).map(
     lambda r: tf.io.parse_single_example(r, vspec)["v"])]
+shards = sorted(tf.io.gfile.glob(p("shard-*-of-3.tfrecord")))
+exp["parallel_reads_2"] = [j(tf.io.parse_single_example(r, vspec)["v"])
+                           for r in tf.data.TFRecordDataset(shards, num_parallel_reads=2)]
 json.dump(exp, open(p("expected.json"), "w"), indent=1, sort_keys=True)
 print("wrote", OUT, file=sys.stderr)

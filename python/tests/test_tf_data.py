@@ -299,6 +299,11 @@ def test_list_files_interleave_and_flat_map_in_tf_order():
         tf.data.TFRecordDataset).map(lambda r: tf.io.parse_single_example(r, vspec)["v"])]
     assert sorted(got) == sorted(EXP["flat_map"])
     assert tf.io.gfile.glob(f("shard-*-of-3.tfrecord")) == sorted(tf.io.gfile.glob(f("shard-*")))
+    # num_parallel_reads reads several files in TF's interleaved order
+    shards = tf.io.gfile.glob(f("shard-*-of-3.tfrecord"))
+    got = [j(x) for x in tf.data.TFRecordDataset(shards, num_parallel_reads=2).map(
+        lambda r: tf.io.parse_single_example(r, vspec)["v"])]
+    assert got == EXP["parallel_reads_2"]
     with pytest.raises(ValueError, match="no files match"):
         tf.data.Dataset.list_files(f("nothing-*"))
 

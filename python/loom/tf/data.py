@@ -703,9 +703,15 @@ def _filenames(filenames, what):
     return out
 
 
-def _records(what, fmt, filenames, compression_type, record_bytes=0, header_bytes=0, footer_bytes=0):
+def _records(what, fmt, filenames, compression_type, record_bytes=0, header_bytes=0, footer_bytes=0,
+             num_parallel_reads=None):
     paths = _filenames(filenames, what)
     comp = _compression(compression_type, what)
+    if num_parallel_reads is not None and len(paths) > 1 and num_parallel_reads != 1:
+        # TF reads the files through interleave(cycle_length=num_parallel_reads, block_length=1), in that order
+        names = Dataset.from_tensor_slices(np.array([os.fsencode(p) for p in paths], dtype=object))
+        return names.interleave(lambda f: _records(what, fmt, f, compression_type, record_bytes, header_bytes,
+                                                   footer_bytes), cycle_length=num_parallel_reads, block_length=1)
 
     def make():
         o = lib.loom_records_options_default()
@@ -723,12 +729,12 @@ def _records(what, fmt, filenames, compression_type, record_bytes=0, header_byte
 
 def TFRecordDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):  # noqa: N802
     """tf.data.TFRecordDataset: each record's bytes (a scalar string)."""
-    return _records("TFRecordDataset", 0, filenames, compression_type)
+    return _records("TFRecordDataset", 0, filenames, compression_type, num_parallel_reads=num_parallel_reads)
 
 
 def TextLineDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):  # noqa: N802
     """tf.data.TextLineDataset: each line, without its line break."""
-    return _records("TextLineDataset", 1, filenames, compression_type)
+    return _records("TextLineDataset", 1, filenames, compression_type, num_parallel_reads=num_parallel_reads)
 
 
 def FixedLengthRecordDataset(filenames, record_bytes, header_bytes=None, footer_bytes=None, buffer_size=None,  # noqa: N802
@@ -738,7 +744,7 @@ def FixedLengthRecordDataset(filenames, record_bytes, header_bytes=None, footer_
     if int(record_bytes) <= 0:
         raise ValueError("FixedLengthRecordDataset: record_bytes must be > 0, got %r" % (record_bytes,))
     return _records("FixedLengthRecordDataset", 2, filenames, compression_type, int(record_bytes),
-                    int(header_bytes or 0), int(footer_bytes or 0))
+                    int(header_bytes or 0), int(footer_bytes or 0), num_parallel_reads)
 
 
 class _Experimental:
