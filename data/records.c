@@ -58,7 +58,6 @@ static loom_code bs_fill(bstream *b, size_t want, const char *path, loom_status 
       b->beg = 0;
     }
     size_t need = b->end + CHUNK;
-    if (need < want) need = want;
     if (need > b->cap) {
       size_t nc = b->cap ? b->cap : CHUNK;
       while (nc < need) nc *= 2;

@@ -142,6 +142,11 @@ Test(records, fixed_length_header_footer_partial) {
     cr_expect_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT);
     cr_expect(strstr(loom_status_message(st), "body is 6 bytes"), "%s", loom_status_message(st));
     loom_dataset_free(ds);
+    /* a record length far beyond the file: memory follows the bytes read, the body is not a record */
+    ds = open_records(path, LOOM_RECORDS_FIXED_LENGTH, c, (int64_t)1 << 40, 3, 2, st);
+    cr_expect_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT);
+    cr_expect(strstr(loom_status_message(st), "not a multiple"), "%s", loom_status_message(st));
+    loom_dataset_free(ds);
     /* shorter than header + footer */
     write_file(path, "HD", 2, c, 0);
     ds = open_records(path, LOOM_RECORDS_FIXED_LENGTH, c, 4, 3, 2, st);
