@@ -178,7 +178,8 @@ static loom_code rec_next(loom_dataset *ds, loom_tensor **values, loom_status *s
       size_t scan = 0;
       for (;;) {
         bstream *b = &d->b;
-        const uint8_t *p = memchr(b->buf + b->beg + scan, '\n', b->end - b->beg - scan);
+        size_t have = b->end - b->beg;
+        const uint8_t *p = have > scan ? memchr(b->buf + b->beg + scan, '\n', have - scan) : NULL;
         if (p) {
           size_t n = (size_t)(p - (b->buf + b->beg));
           size_t len = n > 0 && b->buf[b->beg + n - 1] == '\r' ? n - 1 : n;
