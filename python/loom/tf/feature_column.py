@@ -415,6 +415,13 @@ def make_parse_example_spec(feature_columns):
                 dv = [C.cast(s.default_value, C.POINTER(ct))[j] for j in range(numel)]
         out[s.name.decode()] = FixedLenFeature(shape, dt, dv)
     lib.loom_fc_parse_spec_free(n.value, spec)
+    # an integer numeric_column parses an int64_list, as TF's spec says (loom's columns read it as float)
+    for c in feature_columns:
+        src = c.source_column if isinstance(c, BucketizedColumn) else c
+        if isinstance(src, NumericColumn) and src.dtype.is_integer and src.key in out:
+            f = out[src.key]
+            out[src.key] = FixedLenFeature(f.shape, _dt.int64, None if f.default_value is None else
+                                           [int(v) for v in f.default_value])
     return out
 
 
