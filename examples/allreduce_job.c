@@ -9,7 +9,9 @@
  * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
  * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
  * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1] [--profile_steps N (rank 0: a
- * ProfilerHook writes a Chrome trace of every N-th step into <model_dir>/profile)].
+ * ProfilerHook writes a Chrome trace of every N-th step into <model_dir>/profile)] [--device cpu|cuda (the
+ * sessions' device: with cuda the dense gradients go through NCCL when it loads)] [--log_info 1 (INFO lines
+ * too, e.g. which all-reduce the strategy chose)].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
  * (B = batch × workers), worker w of W the w-th slice of b, so W workers with batch b see the same examples
@@ -169,6 +171,7 @@ int main(int argc, char **argv) {
     c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));
   if (rank % 2 == 1 && atoi(arg(argc, argv, "--finite_odd_ranks", "0"))) c.finite = 1;
   if (rank % 2 == 1) c.seed_off = atoi(arg(argc, argv, "--init_seed_odd_ranks", "0"));
+  if (atoi(arg(argc, argv, "--log_info", "0"))) loom_log_set(NULL, NULL, LOOM_LOG_INFO);
   printf("rank=%d pid=%d\n", rank, (int)getpid());
   fflush(stdout);
   loom_status *st = loom_status_new();
@@ -178,6 +181,7 @@ int main(int argc, char **argv) {
   rc.save_summary_steps = 0;
   rc.log_step_count_steps = 1000000;
   rc.tf_random_seed = 42;
+  rc.device = !strcmp(arg(argc, argv, "--device", "cpu"), "cuda") ? LOOM_DEVICE_CUDA : LOOM_DEVICE_CPU;
   rc.train_distribute = !strcmp(dist, "local")        ? LOOM_DISTRIBUTE_LOCAL
                         : !strcmp(dist, "collective") ? LOOM_DISTRIBUTE_COLLECTIVE
                                                       : LOOM_DISTRIBUTE_AUTO;
