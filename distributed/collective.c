@@ -34,6 +34,14 @@ void loom__coll_env(int *rank, int *size) {
   *rank = 0;
 }
 
+int loom__coll_local_rank(void) {
+  static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+  int r = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (env_int(names[i], &r)) return r;
+  return 0;
+}
+
 /* Tries path; on failure appends dlerror's text to why. */
 static void *try_open(const char *path, char *why, size_t cap) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -13,6 +13,9 @@
 /* The process's rank and size as the launcher states them in the environment (OMPI_COMM_WORLD_RANK /
  * _SIZE, PMI_RANK / PMI_SIZE, SLURM_PROCID / SLURM_NTASKS); size 0 when none is set. */
 void loom__coll_env(int *rank, int *size);
+/* The process's rank among the job's processes on its machine as the launcher states it
+ * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID); 0 when none is set. */
+int loom__coll_local_rank(void);
 /* Opens the plugin and initializes MPI (once per process); timeout_s: the collective timeout (<= 0:
  * $LOOM_COLLECTIVE_TIMEOUT, else 60 s). */
 loom_code loom__coll_init(double timeout_s, loom_status *st);

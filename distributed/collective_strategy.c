@@ -737,13 +737,15 @@ static loom_code setup_device(coll *c, loom_session *s, loom_status *st) {
   char name[64] = "", id[1 + LOOM__DEV_COMM_ID_BYTES];
   size_t idn = 0;
   const char *env = getenv("LOOM_COLLECTIVE_NCCL");
-  int on_device = loom__dev_comm_load(s, name, sizeof name, why) == LOOM_OK;
-  if (!on_device && !strcmp(loom_status_message(why), "the session runs on the CPU")) {
+  int ok = 0;
+  if (!loom__session_on_device(s)) {
     loom_status_free(why); /* host tensors: the host all-reduce, nothing to say */
     return LOOM_OK;
   }
-  int ok = on_device && !(env && !strcmp(env, "0"));
-  if (on_device && !ok) loom_status_set(why, LOOM_UNAVAILABLE, "LOOM_COLLECTIVE_NCCL=0");
+  if (env && !strcmp(env, "0"))
+    loom_status_set(why, LOOM_UNAVAILABLE, "LOOM_COLLECTIVE_NCCL=0");
+  else
+    ok = loom__dev_comm_load(s, name, sizeof name, why) == LOOM_OK;
   /* every rank loaded NCCL */
   float agree = ok ? 1.0f : 0.0f;
   loom_code rc = loom__coll_allreduce_sum(&agree, 1, st);
@@ -975,6 +977,7 @@ static loom_code cs_begin(loom__strategy *base, loom_graph *g, loom_node *train_
   plan->run_train_op = 0; /* the hook runs it on the averaged gradients */
   plan->is_chief = c->rank == 0;
   plan->restore = 1; /* every rank restores; rank 0's values are then broadcast */
+  plan->device_index = loom__coll_local_rank(); /* on GPUs, each rank of a machine its own (NCCL needs that) */
   if (!train_op) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "collective strategy: the model has no train op");
   if (global_step && !(c->gs_t = loom_tensor_new(loom_variable_dtype(global_step), 0, NULL, st)))
     return loom_status_code(st) ? loom_status_code(st) : oom(st);

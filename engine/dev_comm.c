@@ -1,5 +1,5 @@
 /* engine/dev_comm.c - the all-reduce between processes on a device session's device, through its
- * backend's comm_* calls (engine/engine_api.h; CUDA: engine/cuda/nccl.c). */
+ * backend's comm_* calls (engine/engine_api.h; CUDA: engine/cuda/nccl_lazy.c). */
 #include <stdio.h>
 #include <string.h>
 #include "engine/backend.h"
@@ -12,10 +12,14 @@ struct loom__dev_comm {
   double timeout_s;
 };
 
+int loom__session_on_device(const loom_session *s) { return loom__dev_backend(s) != NULL; }
+
+int loom__dev_count(loom_device_type dev) { return loom__backend_device_count(dev); }
+
 static const loom_backend_i *comm_backend(loom_session *s, loom_status *st) {
   const loom_backend_i *be = loom__dev_backend(s);
   if (!be) {
-    loom_status_set(st, LOOM_UNAVAILABLE, "the session runs on the CPU");
+    loom_status_set(st, LOOM_FAILED_PRECONDITION, "the session runs on the CPU");
     return NULL;
   }
   if (!be->comm_load) {

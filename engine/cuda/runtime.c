@@ -25,7 +25,7 @@
 #include "engine/cuda/cublas_lazy.h"
 #endif
 #include "kernels/cuda/cuda_ctx.h"
-#include "engine/cuda/nccl.h"
+#include "engine/cuda/nccl_lazy.h"
 
 struct loom_cuda_block {
   void *ptr;

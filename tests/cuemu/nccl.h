@@ -1,4 +1,4 @@
-/* tests/cuemu/nccl.h - the part of NCCL's API that loom calls (engine/cuda/nccl.c), for CUDA=emu builds
+/* tests/cuemu/nccl.h - the part of NCCL's API that loom calls (engine/cuda/nccl_lazy.c), for CUDA=emu builds
  * and the emulated library tests/cuemu/nccl_emu.c. The names, values and signatures are NCCL's (nccl.h of
  * the CUDA toolkit); the configuration struct keeps only the field loom sets. */
 #ifndef CUEMU_NCCL_H

@@ -1,7 +1,7 @@
-/* engine/cuda/nccl.h - NCCL, loaded on first use, behind the CUDA backend's device all-reduce
- * (engine/backend.h: comm_*; CUDA=1 and CUDA=emu builds; engine/cuda/nccl.c). */
-#ifndef LOOM_CUDA_NCCL_H
-#define LOOM_CUDA_NCCL_H
+/* engine/cuda/nccl_lazy.h - NCCL, loaded on first use, behind the CUDA backend's device all-reduce
+ * (engine/backend.h: comm_*; CUDA=1 and CUDA=emu builds; engine/cuda/nccl_lazy.c). */
+#ifndef LOOM_CUDA_NCCL_LAZY_H
+#define LOOM_CUDA_NCCL_LAZY_H
 #include <stddef.h>
 #include <stdint.h>
 #include "loom/loom.h"

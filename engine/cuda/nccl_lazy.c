@@ -1,4 +1,4 @@
-/* engine/cuda/nccl.c - NCCL for the CUDA backend's device all-reduce, loaded on first use (CUDA=1 and
+/* engine/cuda/nccl_lazy.c - NCCL for the CUDA backend's device all-reduce, loaded on first use (CUDA=1 and
  * CUDA=emu builds).
  *
  * As cuBLAS (engine/cuda/cublas_lazy.c), NCCL is not linked: the first call opens libnccl.so.<major of the
@@ -8,7 +8,7 @@
  * here waits without a deadline: initialization and every all-reduce are polled (ncclCommGetAsyncError,
  * cudaStreamQuery) until done, an error, or the timeout, and a communicator that ran out of time is
  * aborted (ncclCommAbort). */
-#include "engine/cuda/nccl.h"
+#include "engine/cuda/nccl_lazy.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,7 +34,6 @@
   X(ncclCommGetAsyncError)                                                                                             \
   X(ncclAllReduce)                                                                                                     \
   X(ncclCommAbort)                                                                                                     \
-  X(ncclCommDestroy)                                                                                                   \
   X(ncclGetErrorString)
 
 #define LOOM_NCCL_PTR(name) static __typeof__(&name) p_##name;
@@ -235,9 +234,12 @@ loom_code loom__nccl_allreduce_sum_f32(void *ctx, void *comm, void *buf, int64_t
   return rc;
 }
 
+/* No work of the communicator is ever pending here (every all-reduce was waited for or aborted), and a
+ * peer may have failed: ncclCommAbort frees it without waiting for the others, where ncclCommDestroy
+ * could wait for them. */
 void loom__nccl_comm_free(void *comm) {
   nccl_comm *nc = comm;
   if (!nc) return;
-  if (!nc->dead) p_ncclCommDestroy(nc->comm);
+  if (!nc->dead) p_ncclCommAbort(nc->comm);
   loom__free(nc);
 }
