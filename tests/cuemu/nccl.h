@@ -7,7 +7,7 @@
 #include "cuda_runtime_api.h"
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 0
+#define NCCL_MINOR 28
 #define NCCL_PATCH 0
 #define NCCL_UNIQUE_ID_BYTES 128
 
