@@ -9,6 +9,30 @@
  * cudaStreamQuery) until done, an error, or the timeout, and a communicator that ran out of time is
  * aborted (ncclCommAbort). */
 #include "engine/cuda/nccl_lazy.h"
+#if !__has_include(<nccl.h>)
+/* A toolkit without NCCL's header (NCCL ships apart from some CUDA toolkits): no device all-reduce; the
+ * collective strategy all-reduces on the host. */
+loom_code loom__nccl_load(char *name, size_t cap, loom_status *st) {
+  (void)name, (void)cap;
+  return loom_status_set(st, LOOM_UNAVAILABLE, "this build was compiled without NCCL's header (nccl.h)");
+}
+loom_code loom__nccl_id(void *id, size_t cap, size_t *n, loom_status *st) {
+  (void)id, (void)cap, (void)n;
+  return loom__nccl_load(NULL, 0, st);
+}
+void *loom__nccl_comm_new(void *ctx, const void *id, size_t n, int nranks, int rank, double timeout_s,
+                          loom_status *st) {
+  (void)ctx, (void)id, (void)n, (void)nranks, (void)rank, (void)timeout_s;
+  loom__nccl_load(NULL, 0, st);
+  return NULL;
+}
+loom_code loom__nccl_allreduce_sum_f32(void *ctx, void *comm, void *buf, int64_t n, double timeout_s,
+                                       loom_status *st) {
+  (void)ctx, (void)comm, (void)buf, (void)n, (void)timeout_s;
+  return loom__nccl_load(NULL, 0, st);
+}
+void loom__nccl_comm_free(void *comm) { (void)comm; }
+#else
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -243,3 +267,4 @@ void loom__nccl_comm_free(void *comm) {
   if (!nc->dead) p_ncclCommAbort(nc->comm);
   loom__free(nc);
 }
+#endif
