@@ -12,6 +12,7 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static const loom_coll_api *g_api;
 static int g_ready;
+static double g_timeout = 60.0;
 
 static int env_int(const char *name, int *out) {
   const char *v = getenv(name);
@@ -82,6 +83,7 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
     const char *v = getenv("LOOM_COLLECTIVE_TIMEOUT");
     timeout_s = v && atof(v) > 0 ? atof(v) : 60.0;
   }
+  g_timeout = timeout_s;
   if (!g_api) {
     char why[1024] = "";
     void *h = open_plugin(why, sizeof why);
@@ -117,6 +119,7 @@ out:
   return rc;
 }
 
+double loom__coll_timeout(void) { return g_timeout; }
 int loom__coll_rank(void) { return g_ready ? g_api->rank() : 0; }
 int loom__coll_size(void) { return g_ready ? g_api->size() : 1; }
 const char *loom__coll_name(void) { return g_api ? g_api->name : "none"; }

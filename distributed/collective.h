@@ -19,6 +19,8 @@ int loom__coll_local_rank(void);
 /* Opens the plugin and initializes MPI (once per process); timeout_s: the collective timeout (<= 0:
  * $LOOM_COLLECTIVE_TIMEOUT, else 60 s). */
 loom_code loom__coll_init(double timeout_s, loom_status *st);
+/* The collective timeout init was given (seconds). */
+double loom__coll_timeout(void);
 int loom__coll_rank(void);
 int loom__coll_size(void);
 const char *loom__coll_name(void);

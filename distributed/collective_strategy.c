@@ -1017,11 +1017,7 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
   c->size = loom__coll_size();
   c->bucket_bytes = bucket_bytes < 0 ? 25 << 20 : bucket_bytes;
   c->allreduce_path = "mpi";
-  if (timeout_s <= 0) {
-    const char *v = getenv("LOOM_COLLECTIVE_TIMEOUT");
-    timeout_s = v && atof(v) > 0 ? atof(v) : 60.0;
-  }
-  c->timeout_s = timeout_s;
+  c->timeout_s = loom__coll_timeout();
   const char *fb = getenv("LOOM_COLLECTIVE_FIRST_BUCKET_BYTES");
   c->first_bucket_bytes = fb && fb[0] && atoll(fb) >= 0 ? atoll(fb) : 1 << 20;
   const char *ov = getenv("LOOM_COLLECTIVE_OVERLAP");
