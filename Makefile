@@ -95,7 +95,7 @@ endif
 NON_LIB_DIRS := tests bench examples scripts proto tools python build fuzz $(patsubst %/,%,$(wildcard build*/))
 LIB_SRC := $(sort $(filter-out $(addsuffix /%,$(NON_LIB_DIRS) $(BUILD)),$(wildcard */*.c */*/*.c */*/*/*.c)))
 # distributed/mpi/ is not part of the library: it is the MPI transport plugin (below).
-LIB_SRC := $(filter-out distributed/mpi/%,$(LIB_SRC))
+LIB_SRC := $(filter-out distributed/mpi/% distributed/gloo/%,$(LIB_SRC))
 # Protocol buffers (tf.Example, Event/Summary, ONNX): proto/*.proto -> $(BUILD)/gen/proto/*.pb-c.[ch] by protoc-c.
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -174,6 +174,25 @@ $(MPI_PLUGIN): $(wildcard distributed/mpi/*.c) distributed/collective_api.h
 else
 mpi:
 	@echo "mpicc not found: install libopenmpi-dev (scripts/deps.sh) to build $(MPI_PLUGIN)"; exit 1
+endif
+
+# The collective strategy's transport for a job launched by TF_CONFIG alone (no mpirun / srun): Gloo's
+# TCP transport, in a plugin libloom opens on first use (distributed/collective.c), so that libloom never
+# links Gloo or a C++ runtime. Built when Debian's libgloo-dev is installed.
+GLOO_PLUGIN := $(BUILD)/libloom_gloo.so
+HAVE_GLOO ?= $(if $(wildcard /usr/include/gloo/rendezvous/store.h),1)
+.PHONY: gloo
+ifneq ($(HAVE_GLOO),)
+gloo: $(GLOO_PLUGIN)
+lib: $(GLOO_PLUGIN)
+$(GLOO_PLUGIN): $(wildcard distributed/gloo/*.cc) distributed/collective_api.h
+	@mkdir -p $(dir $@)
+	$(call say,CXX,$@)
+	$(Q)$(CXX) -std=c++17 -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra $(WERROR) \
+	  $(filter %.cc,$^) -o $@ -lgloo -lpthread
+else
+gloo:
+	@echo "Gloo not found: install libgloo-dev (scripts/deps.sh) to build $(GLOO_PLUGIN)"; exit 1
 endif
 
 deps:
@@ -304,6 +323,11 @@ $(BUILD)/tests/test_allreduce: $(BUILD)/examples/allreduce_job $(BUILD)/examples
 $(BUILD)/tests/test_allreduce: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD)/examples/allreduce_job"' \
   -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"' \
   -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
+
+# tests/test_allreduce_launch.c runs examples/allreduce_job by scripts/launch_local over the Gloo plugin (and under mpirun).
+$(BUILD)/tests/test_allreduce_launch: $(BUILD)/examples/allreduce_job $(if $(HAVE_GLOO),$(GLOO_PLUGIN)) $(if $(MPICC),$(MPI_PLUGIN))
+$(BUILD)/tests/test_allreduce_launch: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD)/examples/allreduce_job"' \
+  -DLOOM_GLOO_PLUGIN_PATH='"$(abspath $(GLOO_PLUGIN))"' -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
 
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)
@@ -591,7 +615,7 @@ INSTALL_HEADERS := $(notdir $(wildcard include/loom/*.h))
 INSTALL_MANIFEST = $(PREFIX)/share/loom/install_manifest.txt
 INSTALL_FILES = $(INSTALL_HEADERS:%=$(PREFIX)/include/loom/%) \
   $(addprefix $(PREFIX)/lib/,libloom.a $(SO_REAL) libloom.so.$(SOVERSION) libloom.so \
-  pkgconfig/loom.pc pkgconfig/loom-static.pc $(if $(MPICC),libloom_mpi.so)) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve \
+  pkgconfig/loom.pc pkgconfig/loom-static.pc $(if $(MPICC),libloom_mpi.so) $(if $(HAVE_GLOO),libloom_gloo.so)) $(PREFIX)/bin/loom $(PREFIX)/bin/loom-serve \
   $(INSTALL_MANIFEST)
 CHECK_PREFIX = case '$(PREFIX)' in /*) ;; *) echo "$@: PREFIX must be an absolute path, got '$(PREFIX)'" >&2; exit 2;; esac
 PC_RPATH = $(if $(filter /usr /usr/local,$(patsubst %/,%,$(PREFIX))),,-Wl$(comma)-rpath$(comma)$${libdir})
@@ -610,6 +634,7 @@ install: lib $(CLI_BIN) $(SERVE_BIN)
 	sed $(PC_SED) scripts/loom-static.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom-static.pc
 	install -m 755 $(CLI_BIN) $(SERVE_BIN) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(MPICC),install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
+	$(if $(HAVE_GLOO),install -m 755 $(GLOO_PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
 	@{ cat $(DESTDIR)$(INSTALL_MANIFEST) 2>/dev/null; printf '%s\n' $(INSTALL_FILES); } | sort -u \
 	  > $(DESTDIR)$(INSTALL_MANIFEST).new && mv $(DESTDIR)$(INSTALL_MANIFEST).new $(DESTDIR)$(INSTALL_MANIFEST)
 	@echo "installed into $(DESTDIR)$(PREFIX); the list is in $(DESTDIR)$(INSTALL_MANIFEST)"

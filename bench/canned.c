@@ -14,6 +14,8 @@
  *           default, ends the pipeline with a prefetch of 16 batches, as
  *           tf_canned.py's ends with prefetch(AUTOTUNE))
  *   --iris PATH  --fashion DIR  --data DIR (diamonds.csv / InstEval.csv root)
+ *   --rate_hook 0 (train without the timing hook: the loop as a program's own,
+ *           for bench/tf_overhead.sh; steps_per_sec is then not measured)
  * Recipes (docs/performance.md):
  *   iris_dnn         DNNClassifier [10,10], Adagrad 0.1, 1000 steps of 32,
  *                    4 numeric columns; 120/30 split (LCG permutation, seed 12345)
@@ -39,7 +41,8 @@
  * Output: key=value lines: steps, steps_per_sec (steady state: the steps
  * after the first 10%, timed by an after_run hook; steps_per_cpu_sec the
  * same steps over the process's CPU time, robust on a loaded machine), train_sec, eval_sec,
- * export_sec, the metrics (accuracy or rmse, average_loss), peak_rss_mb. */
+ * export_sec, train_cpu_sec (the process's CPU time during train), the metrics (accuracy or rmse,
+ * average_loss), peak_rss_mb. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -515,10 +518,10 @@ int main(int argc, char **argv) {
   loom_train_options to = loom_train_options_default();
   to.steps = steps;
   to.hooks = &h;
-  to.nhooks = 1;
-  double t0 = bu_now_us();
+  to.nhooks = atoi(bu_flag(argc, argv, "--rate_hook", "1")) ? 1 : 0; /* 0: no hook at all (steps_per_sec unknown) */
+  double t0 = bu_now_us(), tc0 = cpu_us();
   if (loom_estimator_train(e, input_fn, &j, &to, st)) die("train", st);
-  double t1 = bu_now_us();
+  double t1 = bu_now_us(), tc1 = cpu_us();
   if (r.n < r.last) r.c1 = cpu_us(); /* fewer steps than asked: the CPU clock at the end */
   if (getenv("CANNED_DUMP")) { /* debugging: statistics of some variables after training */
     const char *vn[] = {"dnn/hiddenlayer_0/kernel", "dnn/hiddenlayer_1/kernel", "dnn/logits/kernel", "dnn/logits/bias",
@@ -562,9 +565,12 @@ int main(int argc, char **argv) {
   printf("impl=loom\nmodel=%s\nsteps=%lld\nbatch=%lld\nprefetch=%d\nthreads=%d\n", model, (long long)steps, (long long)j.batch, j.prefetch,
          threads);
   printf("global_step=%lld\nhook_steps=%lld\n", (long long)loom_eval_result_global_step(res), (long long)r.n);
-  printf("steps_per_sec=%.1f\n", (r.n - r.warm) / ((r.t1 - r.t0) * 1e-6));
-  printf("steps_per_cpu_sec=%.1f\n", (r.n - r.warm) / ((r.c1 - r.c0) * 1e-6));
-  printf("train_sec=%.3f\neval_sec=%.3f\nexport_sec=%.3f\n", (t1 - t0) * 1e-6, (t2 - t1) * 1e-6, (t3 - t2) * 1e-6);
+  if (to.nhooks) {
+    printf("steps_per_sec=%.1f\n", (r.n - r.warm) / ((r.t1 - r.t0) * 1e-6));
+    printf("steps_per_cpu_sec=%.1f\n", (r.n - r.warm) / ((r.c1 - r.c0) * 1e-6));
+  }
+  printf("train_sec=%.3f\ntrain_cpu_sec=%.4f\neval_sec=%.3f\nexport_sec=%.3f\n", (t1 - t0) * 1e-6, (tc1 - tc0) * 1e-6,
+         (t2 - t1) * 1e-6, (t3 - t2) * 1e-6);
   double v;
   if (loom_eval_result_get(res, "average_loss", &v, st) == LOOM_OK) {
     printf("average_loss=%.5f\n", v);

@@ -53,8 +53,10 @@ static void *try_open(const char *path, char *why, size_t cap) {
   return h;
 }
 
-static void *open_plugin(char *why, size_t cap) {
-  const char *env = getenv("LOOM_MPI_PLUGIN");
+/* The plugin file (libloom_mpi.so, libloom_gloo.so): $env when set, else beside the object that holds
+ * libloom or in its parent folder, else by the dynamic loader's search path. */
+static void *open_plugin(const char *file, const char *env_name, char *why, size_t cap) {
+  const char *env = getenv(env_name);
   if (env && env[0]) return try_open(env, why, cap);
   Dl_info info;
   if (dladdr((void *)&loom__coll_env, &info) && info.dli_fname) {
@@ -65,15 +67,20 @@ static void *open_plugin(char *why, size_t cap) {
       if (!slash) break;
       *slash = 0;
       char path[4200];
-      snprintf(path, sizeof path, "%s/libloom_mpi.so", dir);
+      snprintf(path, sizeof path, "%s/%s", dir, file);
       FILE *f = fopen(path, "rb");
       if (!f) continue;
       fclose(f);
       return try_open(path, why, cap);
     }
   }
-  return try_open("libloom_mpi.so", why, cap);
+  return try_open(file, why, cap);
 }
+
+/* The Gloo plugin's rendezvous call, made before init. */
+typedef int (*rendezvous_fn)(int rank, int size, const char *rank0, const char *host, const char *names, char *err,
+                             size_t cap);
+#define RENDEZVOUS_SYMBOL "loom_collective_rendezvous"
 
 loom_code loom__coll_init(double timeout_s, loom_status *st) {
   pthread_mutex_lock(&g_mu);
@@ -84,14 +91,42 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
     timeout_s = v && atof(v) > 0 ? atof(v) : 60.0;
   }
   g_timeout = timeout_s;
+  int env_rank = 0, env_size = 0;
+  loom__coll_env(&env_rank, &env_size);
+  loom__coll_tf tf;
+  int gloo = 0;
+  if (env_size <= 0) {
+    int k = loom__coll_tf_config(NULL, &tf, st);
+    if (k < 0) {
+      rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INVALID_ARGUMENT;
+      goto out;
+    }
+    if (k == 0) {
+      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                           "the collective strategy's process was not started by an MPI launcher (no "
+                           "OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS) and TF_CONFIG names no collective job "
+                           "(chief / worker tasks without ps) that this task trains in");
+      goto out;
+    }
+    gloo = 1;
+  }
+  const char *file = gloo ? "libloom_gloo.so" : "libloom_mpi.so";
   if (!g_api) {
     char why[1024] = "";
-    void *h = open_plugin(why, sizeof why);
+    void *h = open_plugin(file, gloo ? "LOOM_GLOO_PLUGIN" : "LOOM_MPI_PLUGIN", why, sizeof why);
     if (!h) {
-      rc = loom_status_set(st, LOOM_UNAVAILABLE,
-                           "the collective strategy needs its MPI transport plugin libloom_mpi.so, which could not be "
-                           "loaded (%s); build it with `make mpi` (needs libopenmpi-dev) or name it in LOOM_MPI_PLUGIN",
-                           why);
+      if (gloo)
+        rc = loom_status_set(st, LOOM_UNAVAILABLE,
+                             "the collective strategy launched by TF_CONFIG alone needs its Gloo transport plugin "
+                             "libloom_gloo.so, which could not be loaded (%s); build it with `make gloo` (needs "
+                             "libgloo-dev), name it in LOOM_GLOO_PLUGIN, or launch under mpirun / srun",
+                             why);
+      else
+        rc = loom_status_set(st, LOOM_UNAVAILABLE,
+                             "the collective strategy needs its MPI transport plugin libloom_mpi.so, which could not "
+                             "be loaded (%s); build it with `make mpi` (needs libopenmpi-dev) or name it in "
+                             "LOOM_MPI_PLUGIN",
+                             why);
       goto out;
     }
     void *sym = dlsym(h, LOOM_COLL_PLUGIN_SYMBOL);
@@ -99,17 +134,42 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
     if (sym) memcpy(&fn, &sym, sizeof sym);
     const loom_coll_api *api = fn ? fn() : NULL;
     if (!api || api->version < 1 || api->version > LOOM_COLL_API_VERSION) {
-      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION,
-                           "libloom_mpi.so: %s (this libloom expects plugin interface version 1 to %d)",
-                           !fn ? "no " LOOM_COLL_PLUGIN_SYMBOL " symbol" : "a different interface version",
+      rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "%s: %s (this libloom expects plugin interface version 1 to %d)",
+                           file, !fn ? "no " LOOM_COLL_PLUGIN_SYMBOL " symbol" : "a different interface version",
                            LOOM_COLL_API_VERSION);
       goto out;
+    }
+    if (gloo) {
+      void *rs = dlsym(h, RENDEZVOUS_SYMBOL);
+      rendezvous_fn rf = NULL;
+      if (rs) memcpy(&rf, &rs, sizeof rs);
+      char err[1024] = "";
+      if (!rf) {
+        rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "%s: no " RENDEZVOUS_SYMBOL " symbol", file);
+        goto out;
+      }
+      if (rf(tf.rank, tf.size, tf.rank0, tf.host, tf.names, err, sizeof err)) {
+        rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: %s", file, err);
+        goto out;
+      }
     }
     g_api = api;
   }
   char err[1024] = "";
   if (g_api->init(timeout_s, err, sizeof err)) {
-    rc = loom_status_set(st, LOOM_UNAVAILABLE, "MPI (%s): %s", g_api->name, err);
+    if (gloo)
+      rc = loom_status_set(st, strstr(err, "timeout") ? LOOM_DEADLINE_EXCEEDED : LOOM_UNAVAILABLE, "%s: %s",
+                           g_api->name, err);
+    else
+      rc = loom_status_set(st, LOOM_UNAVAILABLE, "MPI (%s): %s", g_api->name, err);
+    goto out;
+  }
+  if (!gloo && g_api->size() != env_size) {
+    rc = loom_status_set(st, LOOM_FAILED_PRECONDITION,
+                         "the launcher's environment names %d task(s) (OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS) but "
+                         "MPI (%s) initialized %d rank(s): under srun, start the tasks with MPI's process manager "
+                         "interface (srun --mpi=pmix)",
+                         env_size, g_api->name, g_api->size());
     goto out;
   }
   g_ready = 1;

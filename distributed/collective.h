@@ -1,7 +1,8 @@
 /* distributed/collective.h - internal: the collective transport of the all-reduce strategy, opened on
- * first use from the plugin distributed/collective_api.h describes (build/libloom_mpi.so, on MPI).
+ * first use from a plugin distributed/collective_api.h describes (build/libloom_mpi.so, on MPI, under
+ * mpirun or srun; build/libloom_gloo.so, on Gloo's TCP transport, for a launch by TF_CONFIG alone).
  *
- * The plugin is found at $LOOM_MPI_PLUGIN when set, else as libloom_mpi.so beside the object that holds
+ * A plugin is found at $LOOM_MPI_PLUGIN ($LOOM_GLOO_PLUGIN) when set, else beside the object that holds
  * libloom (libloom.so, or the program it is linked into) or in its parent folder, else by the dynamic
  * loader's search path. Every call returns a loom_code with the plugin's message (UNAVAILABLE for a
  * transport failure, DEADLINE_EXCEEDED for a collective that timed out, naming the lost ranks). */
@@ -16,8 +17,21 @@ void loom__coll_env(int *rank, int *size);
 /* The process's rank among the job's processes on its machine as the launcher states it
  * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID); 0 when none is set. */
 int loom__coll_local_rank(void);
-/* Opens the plugin and initializes MPI (once per process); timeout_s: the collective timeout (<= 0:
- * $LOOM_COLLECTIVE_TIMEOUT, else 60 s). */
+/* A collective job launched by TF_CONFIG alone: this task's rank of size (chief or master 0, then the
+ * workers by index), rank 0's TF_CONFIG address (where it serves the rendezvous), this task's host and
+ * the ranks' task names ("chief:0,worker:0,..."). */
+typedef struct loom__coll_tf {
+  int rank, size;
+  char rank0[512], host[512], names[4096];
+} loom__coll_tf;
+/* 1 and *out when TF_CONFIG (json; NULL: the environment) names trainers (chief / master / worker) and no
+ * ps, and this task is one of them; 0 when not (unset included); -1 with st when it does not parse. */
+int loom__coll_tf_config(const char *json, loom__coll_tf *out, loom_status *st);
+/* Opens the transport and initializes it (once per process): under a launcher (the environment above)
+ * MPI, from libloom_mpi.so; else, for a collective job TF_CONFIG names (loom__coll_tf_config), Gloo's TCP
+ * transport from libloom_gloo.so ($LOOM_GLOO_PLUGIN, found as libloom_mpi.so is), whose rendezvous rank 0
+ * serves at its TF_CONFIG address. timeout_s: the collective timeout (<= 0: $LOOM_COLLECTIVE_TIMEOUT,
+ * else 60 s). */
 loom_code loom__coll_init(double timeout_s, loom_status *st);
 /* The collective timeout init was given (seconds). */
 double loom__coll_timeout(void);

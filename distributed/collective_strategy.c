@@ -80,7 +80,7 @@ typedef struct coll {
                                  the backward pass ended, summed over the steps */
   int64_t sparse_dense, sparse_gathered; /* sparse gradients exchanged by each path, over the steps */
   double timeout_s;                      /* the collective timeout */
-  loom__dev_comm *dcomm; /* a device session's dense buckets go through NCCL (NULL: the host, over MPI) */
+  loom__dev_comm *dcomm; /* a device session's dense buckets go through NCCL (NULL: the host transport's) */
   const char *allreduce_path; /* "mpi", "nccl" (the summary line) */
 } coll;
 
@@ -338,7 +338,7 @@ static loom_code check_training(coll *c, float flag_sum, int training, loom_stat
 static int64_t now_ns(void) { return (int64_t)(loom__mono_secs() * 1e9); }
 
 /* An all-reduce of n floats on the device (NCCL). On failure (a timeout aborted the communicator) the
- * MPI transport's liveness probe names the lost ranks: a one-float all-reduce over MPI, itself bounded
+ * host transport's liveness probe names the lost ranks: a one-float all-reduce over it, itself bounded
  * by the collective timeout. */
 static loom_code dev_allreduce(coll *c, float *buf, int64_t n, loom_status *st) {
   loom_code rc = loom__dev_comm_allreduce_host(c->dcomm, buf, n, st);
@@ -349,10 +349,11 @@ static loom_code dev_allreduce(coll *c, float *buf, int64_t n, loom_status *st) 
   float one = 1.0f;
   loom_code prc = probe ? loom__coll_allreduce_sum(&one, 1, probe) : LOOM_OK;
   if (prc != LOOM_OK)
-    rc = loom_status_set(st, prc, "collective strategy: rank %d: %s; over MPI: %s", c->rank, msg,
+    rc = loom_status_set(st, prc, "collective strategy: rank %d: %s; over %s: %s", c->rank, msg, loom__coll_name(),
                          loom_status_message(probe));
   else
-    rc = loom_status_set(st, rc, "collective strategy: rank %d: %s (every rank answered over MPI)", c->rank, msg);
+    rc = loom_status_set(st, rc, "collective strategy: rank %d: %s (every rank answered over %s)", c->rank, msg,
+                         loom__coll_name());
   loom_status_free(probe);
   return rc;
 }
@@ -727,9 +728,9 @@ typedef struct coll_hook {
 } coll_hook;
 
 /* A session on a device (a GPU) with more than one rank: its dense buckets go through NCCL when every rank
- * loads it and joins the communicator (rank 0 makes the id, broadcast over MPI); else, or with
- * LOOM_COLLECTIVE_NCCL=0, through the host all-reduce over MPI, with one INFO line saying why. Every rank
- * takes the same path: each step is agreed by an all-reduce of a flag over MPI. */
+ * loads it and joins the communicator (rank 0 makes the id, broadcast by the host transport: MPI or
+ * Gloo); else, or with LOOM_COLLECTIVE_NCCL=0, through the host transport's all-reduce, with one INFO line
+ * saying why. Every rank takes the same path: each step is agreed by an all-reduce of a flag on the host. */
 static loom_code setup_device(coll *c, loom_session *s, loom_status *st) {
   if (c->size < 2) return LOOM_OK;
   loom_status *why = loom_status_new();
@@ -783,8 +784,8 @@ static loom_code setup_device(coll *c, loom_session *s, loom_status *st) {
     c->allreduce_path = "nccl";
     loom__log(LOOM_LOG_INFO, "collective: rank %d: dense gradients all-reduced on the device by %s", c->rank, name);
   } else if (rc == LOOM_OK) {
-    loom__log(LOOM_LOG_INFO, "collective: rank %d: NCCL not used (%s): dense gradients all-reduced on the host over MPI",
-              c->rank, loom_status_message(why));
+    loom__log(LOOM_LOG_INFO, "collective: rank %d: NCCL not used (%s): dense gradients all-reduced on the host (%s)",
+              c->rank, loom_status_message(why), loom__coll_name());
   }
   loom_status_free(why);
   return rc;

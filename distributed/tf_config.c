@@ -6,7 +6,9 @@
  *    task is rejected), chief, 0 ps, 1 worker, master = session_master or "";
  *  - a cluster with a "master" job (legacy): no "chief" job allowed, exactly
  *    one master, no evaluator task; master plays the chief's role;
- *  - otherwise exactly one "chief"; task type and index required; the
+ *  - otherwise exactly one "chief", except in a cluster of "worker" tasks alone (no "ps": a
+ *    collective job, TF's MultiWorkerMirroredStrategy convention), where worker 0 is the chief;
+ *    task type and index required; the
  *    evaluator is outside the cluster (cluster treated as {}, 0 ps,
  *    0 workers, master "", global id -1) and must have index 0; any other
  *    type must be a job of the cluster with the index in range;
@@ -296,9 +298,14 @@ static loom_code tfc_parse_obj(loom_tf_config *c, const cJSON *root, loom_status
   if (legacy && tfc_find(c, "chief"))
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                            "TF_CONFIG: \"cluster\" has a \"master\" job, so a \"chief\" job is not supported");
-  if (!tfc_find(c, chief_type))
-    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "TF_CONFIG: \"cluster\" must have one \"%s\" node", chief_type);
-  if (tfc_count(c, chief_type) != 1)
+  /* a cluster of workers alone (no chief, no ps: a collective job): worker 0 is the chief */
+  int workers_only = !legacy && !tfc_find(c, "chief") && !tfc_find(c, "ps") && tfc_count(c, "worker") > 0;
+  if (!workers_only && !tfc_find(c, chief_type))
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "TF_CONFIG: \"cluster\" must have one \"%s\" node (only a cluster of \"worker\" tasks "
+                           "without \"ps\" tasks, a collective job, may have none: its worker 0 is the chief)",
+                           chief_type);
+  if (!workers_only && tfc_count(c, chief_type) != 1)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                            "TF_CONFIG: \"cluster\" must have exactly one \"%s\" node (has %d)", chief_type,
                            tfc_count(c, chief_type));
@@ -341,7 +348,7 @@ static loom_code tfc_parse_obj(loom_tf_config *c, const cJSON *root, loom_status
                            "TF_CONFIG: \"task\".\"index\" %lld is out of range for job \"%s\" with %d task%s",
                            (long long)index, type, jb->n, jb->n == 1 ? "" : "s");
   if ((rc = tfc_set_master(c, session_master, st))) return rc;
-  c->is_chief = strcmp(type, chief_type) == 0;
+  c->is_chief = workers_only ? strcmp(type, "worker") == 0 && index == 0 : strcmp(type, chief_type) == 0;
   c->num_ps = tfc_count(c, "ps");
   c->num_workers = tfc_count(c, "worker") + tfc_count(c, chief_type);
   c->global_id = tfc_global_id(c, chief_type);

@@ -6,10 +6,11 @@
  *  - evaluator: watches model_dir's checkpoints and evaluates each new one with train_and_evaluate's
  *    evaluation and exporters, never connecting to a PS.
  * loom_run_job is the same call with explicit job options.
- * The collective (all-reduce) strategy (distributed/collective_strategy.h) runs every MPI rank as a
- * trainer: RunConfig.train_distribute = collective, or (AUTO) a TF_CONFIG with chief / worker tasks only in
- * a process launched by mpirun or srun; rank 0 is the chief and evaluates the final checkpoint; an
- * evaluator task (outside MPI) watches model_dir as in a PS job. */
+ * The collective (all-reduce) strategy (distributed/collective_strategy.h) runs every rank as a trainer:
+ * RunConfig.train_distribute = collective, or (AUTO) a TF_CONFIG with chief / worker tasks only; the ranks
+ * are MPI's under mpirun or srun, else TF_CONFIG's (chief 0, then the workers; over Gloo); rank 0 is the
+ * chief and evaluates the final checkpoint; an evaluator task (outside the ranks) watches model_dir as in
+ * a PS job. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -149,17 +150,14 @@ static int tf_config_trainers(int *nps, const char **type, loom_tf_config **keep
          loom_tf_config_num_tasks(c, "worker");
 }
 
-/* AUTO picks the collective strategy: a TF_CONFIG with trainers and no PS, in a process an MPI or Slurm
- * launcher started. */
+/* AUTO picks the collective strategy: a TF_CONFIG with trainers and no PS, naming this task one of them,
+ * in a process an MPI or Slurm launcher started, or not (then over Gloo) when there are several (a
+ * cluster of one chief alone trains locally, as in TF). */
 static int collective_auto(void) {
-  int nps = 0, rank = 0, size = 0;
-  const char *type = NULL;
-  loom_tf_config *c = NULL;
-  int n = tf_config_trainers(&nps, &type, &c, NULL);
-  int yes = n > 0 && nps == 0 && type && strcmp(type, "evaluator");
-  loom_tf_config_free(c);
+  loom__coll_tf tf;
+  int rank = 0, size = 0;
   loom__coll_env(&rank, &size);
-  return yes && size > 0;
+  return loom__coll_tf_config(NULL, &tf, NULL) == 1 && (size > 0 || tf.size > 1);
 }
 
 /* Every MPI rank trains under the collective strategy; rank 0 checkpoints and evaluates the final one. */
@@ -185,11 +183,13 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
   if (rc) return rc;
   int env_rank = 0, env_size = 0;
   loom__coll_env(&env_rank, &env_size);
-  if (env_size <= 0)
+  loom__coll_tf tf;
+  if (env_size <= 0 && loom__coll_tf_config(NULL, &tf, NULL) != 1)
     return loom_status_set(st, LOOM_FAILED_PRECONDITION,
                            "RunConfig.train_distribute is the collective (all-reduce) strategy but this process was not "
-                           "started by an MPI launcher (no OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS): run every "
-                           "worker under mpirun -np N or srun -n N");
+                           "started by an MPI launcher (no OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS) and "
+                           "TF_CONFIG names no chief / worker tasks: run every worker under mpirun -np N or srun -n N, "
+                           "or give each a TF_CONFIG of the cluster's chief and workers");
   const char *bb = getenv("LOOM_COLLECTIVE_BUCKET_BYTES");
   loom__strategy *s = loom__collective_strategy_new(0, bb && bb[0] ? atoll(bb) : -1, st);
   if (!s) return loom_status_code(st) ? loom_status_code(st) : LOOM_UNAVAILABLE;
@@ -197,9 +197,9 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
   if (ntf > 0 && ntf != size) {
     loom__collective_strategy_free(s);
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                           "TF_CONFIG names %d trainer task(s) (chief + worker) but MPI runs %d rank(s): launch as "
+                           "TF_CONFIG names %d trainer task(s) (chief + worker) but %s runs %d rank(s): launch as "
                            "many ranks as TF_CONFIG has trainers",
-                           ntf, size);
+                           ntf, env_size > 0 ? "MPI" : "the transport", size);
   }
   loom_params_set_int(e->params, "num_input_pipelines", size, NULL);
   loom_params_set_int(e->params, "input_pipeline_id", rank, NULL);

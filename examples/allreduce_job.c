@@ -2,6 +2,7 @@
  * RunConfig.train_distribute; with --distribute collective, launch it with mpirun (or srun):
  *
  *   mpirun -np 2 build/examples/allreduce_job --model_dir D --distribute collective --batch 16
+ *   scripts/launch_local -p 0 -w 1 -e 0 -d D -- build/examples/allreduce_job --batch 16   (TF_CONFIG, Gloo)
  *
  * Flags: --model_dir D (required) [--distribute local|collective|auto] [--steps 100] [--batch 16 (per
  * worker)] [--optimizer sgd|adam|lazyadam|adagrad|ftrl|momentum] [--lr 0.1] [--hidden 16] [--hidden_odd_ranks N (ranks with an odd MPI
@@ -9,9 +10,9 @@
  * over the data: fewer steps than the others)] [--init_seed_odd_ranks N (their initializers' seeds
  * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
  * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1] [--profile_steps N (rank 0: a
- * ProfilerHook writes a Chrome trace of every N-th step into <model_dir>/profile)] [--device cpu|cuda (the
- * sessions' device: with cuda the dense gradients go through NCCL when it loads)] [--log_info 1 (INFO lines
- * too, e.g. which all-reduce the strategy chose)].
+ * ProfilerHook writes a Chrome trace of every N-th step into <model_dir>/profile)] [--log warn|info
+ * (info: the library's info lines too, the collective transport's name among them)] [--device
+ * cpu|cuda (the sessions' device: with cuda the dense gradients go through NCCL when it loads)].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
  * (B = batch × workers), worker w of W the w-th slice of b, so W workers with batch b see the same examples
@@ -155,6 +156,20 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
   return LOOM_OK;
 }
 
+/* This process's rank: mpirun's or srun's, else TF_CONFIG's (chief 0, then the workers by index). */
+static int job_rank(void) {
+  const char *r = getenv("OMPI_COMM_WORLD_RANK");
+  if (!r) r = getenv("PMI_RANK");
+  if (!r) r = getenv("SLURM_PROCID");
+  if (r) return atoi(r);
+  loom_tf_config *c = loom_tf_config_parse(NULL, NULL);
+  int rank = 0;
+  if (c && !strcmp(loom_tf_config_task_type(c), "worker"))
+    rank = loom_tf_config_num_tasks(c, "chief") + loom_tf_config_num_tasks(c, "master") + loom_tf_config_task_id(c);
+  loom_tf_config_free(c);
+  return rank;
+}
+
 int main(int argc, char **argv) {
   const char *model_dir = arg(argc, argv, "--model_dir", NULL);
   const char *dist = arg(argc, argv, "--distribute", "collective");
@@ -162,8 +177,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "allreduce_job: --model_dir is required\n");
     return 2;
   }
-  const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
-  int rank = rank_env ? atoi(rank_env) : 0;
+  int rank = job_rank();
   cfg c = {atoll(arg(argc, argv, "--batch", "16")), atoll(arg(argc, argv, "--embed", "0")),
            atoll(arg(argc, argv, "--hidden", "16")), 0, 0, optimizer_kind(arg(argc, argv, "--optimizer", "sgd")),
            atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0"))};
@@ -171,7 +185,7 @@ int main(int argc, char **argv) {
     c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));
   if (rank % 2 == 1 && atoi(arg(argc, argv, "--finite_odd_ranks", "0"))) c.finite = 1;
   if (rank % 2 == 1) c.seed_off = atoi(arg(argc, argv, "--init_seed_odd_ranks", "0"));
-  if (atoi(arg(argc, argv, "--log_info", "0"))) loom_log_set(NULL, NULL, LOOM_LOG_INFO);
+  if (!strcmp(arg(argc, argv, "--log", "warn"), "info")) loom_log_set(NULL, NULL, LOOM_LOG_INFO);
   printf("rank=%d pid=%d\n", rank, (int)getpid());
   fflush(stdout);
   loom_status *st = loom_status_new();

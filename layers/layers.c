@@ -121,11 +121,11 @@ typedef struct act_entry {
   const char *name;
   int kind;
 } act_entry;
-enum { ACT_LINEAR, ACT_RELU, ACT_RELU6, ACT_ELU, ACT_SELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTPLUS, ACT_GELU, ACT_LEAKY };
+enum { ACT_LINEAR, ACT_RELU, ACT_RELU6, ACT_ELU, ACT_SELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTPLUS, ACT_GELU, ACT_LEAKY, ACT_SOFTMAX };
 static const act_entry ACTS[] = {
     {"linear", ACT_LINEAR},     {"relu", ACT_RELU},   {"relu6", ACT_RELU6},       {"elu", ACT_ELU},
     {"selu", ACT_SELU},         {"sigmoid", ACT_SIGMOID}, {"tanh", ACT_TANH}, {"softplus", ACT_SOFTPLUS},
-    {"gelu", ACT_GELU},         {"leaky_relu", ACT_LEAKY},
+    {"gelu", ACT_GELU},         {"leaky_relu", ACT_LEAKY}, {"softmax", ACT_SOFTMAX},
 };
 #define NACTS ((int)(sizeof ACTS / sizeof ACTS[0]))
 
@@ -158,6 +158,7 @@ loom_output loom_activation(loom_graph *g, loom_output x, const char *activation
     case ACT_SOFTPLUS: return loom_softplus(g, x, name);
     case ACT_GELU: return loom_gelu(g, x, 0, name);
     case ACT_LEAKY: return loom_leaky_relu(g, x, 0.2, name);
+    case ACT_SOFTMAX: return loom_softmax(g, x, name); /* over the last axis, as Keras' "softmax" */
     default: return x;
   }
 }

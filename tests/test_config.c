@@ -309,9 +309,28 @@ Test(config, tf_config_evaluator) {
   check("{" CLUSTER5 ", \"task\": {\"type\": \"evaluator\", \"index\": 0}, \"session_master\": \"grpc://x:1\"}", ev);
   expect_err("{" CLUSTER5 ", \"task\": {\"type\": \"evaluator\", \"index\": 1}}", "\"task\".\"index\"", "evaluator");
   expect_err("{" CLUSTER5 ", \"task\": {\"type\": \"evaluator\"}}", "\"task\".\"index\"", "must be set");
-  /* the cluster still needs its chief */
-  expect_err("{\"cluster\": {\"worker\": [\"w:1\"]}, \"task\": {\"type\": \"evaluator\", \"index\": 0}}", "\"chief\"",
-             NULL);
+  /* the cluster still needs its chief (unless it is workers alone: tf_config_worker_only_cluster) */
+  expect_err("{\"cluster\": {\"worker\": [\"w:1\"], \"ps\": [\"p:1\"]}, \"task\": {\"type\": \"evaluator\", \"index\": "
+             "0}}",
+             "\"chief\"", NULL);
+}
+
+/* A cluster of workers alone (no chief, no ps: TF's MultiWorkerMirroredStrategy convention): worker 0 is
+ * the chief; global ids are the worker indices. */
+Test(config, tf_config_worker_only_cluster) {
+#define WCLUSTER "\"cluster\": {\"worker\": [\"w0:2222\", \"w1:2222\", \"w2:2222\"]}"
+  check("{" WCLUSTER ", \"task\": {\"type\": \"worker\", \"index\": 0}}",
+        (want){"worker", 0, 1, 0, 3, 0, "grpc://w0:2222"});
+  check("{" WCLUSTER ", \"task\": {\"type\": \"worker\", \"index\": 2}}",
+        (want){"worker", 2, 0, 0, 3, 2, "grpc://w2:2222"});
+  /* the evaluator beside it */
+  check("{" WCLUSTER ", \"task\": {\"type\": \"evaluator\", \"index\": 0}}", (want){"evaluator", 0, 0, 0, 0, -1, ""});
+  /* one worker alone is still a cluster of one node */
+  check("{\"cluster\": {\"worker\": [\"w0:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}",
+        (want){"worker", 0, 1, 0, 1, 0, ""});
+  expect_err("{" WCLUSTER ", \"task\": {\"type\": \"worker\", \"index\": 3}}", "\"task\".\"index\"", "\"worker\"");
+  expect_err("{" WCLUSTER ", \"task\": {\"type\": \"chief\", \"index\": 0}}", "\"task\".\"type\"", "\"chief\"");
+#undef WCLUSTER
 }
 
 /* ----------------------------------------------- TF_CONFIG: legacy master */
@@ -361,9 +380,12 @@ Test(config, tf_config_structure_errors) {
 }
 
 Test(config, tf_config_distributed_errors) {
-  /* no chief / two chiefs */
-  expect_err("{\"cluster\": {\"worker\": [\"w:1\", \"w:2\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}",
+  /* no chief (with a ps job: a cluster of workers alone is a collective job) / two chiefs */
+  expect_err("{\"cluster\": {\"worker\": [\"w:1\", \"w:2\"], \"ps\": [\"p:1\"]}, \"task\": {\"type\": \"worker\", "
+             "\"index\": 0}}",
              "\"cluster\"", "one \"chief\"");
+  expect_err("{\"cluster\": {\"ps\": [\"p:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", "\"cluster\"",
+             "one \"chief\"");
   expect_err("{\"cluster\": {\"chief\": [\"c:1\", \"c:2\"]}, \"task\": {\"type\": \"chief\", \"index\": 0}}",
              "exactly one \"chief\"", "2");
   expect_err("{\"cluster\": {\"chief\": []}, \"task\": {\"type\": \"chief\", \"index\": 0}}", "exactly one \"chief\"",

@@ -345,6 +345,28 @@ Test(activation, every_name_vs_reference_and_unknown_name) {
   loom_graph_free(g);
 }
 
+/* "softmax" (Keras' Dense(activation="softmax")): exp(x - max) / sum over the last axis. */
+Test(activation, softmax_over_the_last_axis) {
+  static const float X[6] = {1.0f, 2.0f, 3.0f, -1.0f, 0.0f, 5.0f};
+  int64_t xd[2] = {2, 3};
+  loom_graph *g = loom_graph_new();
+  loom_output x = loom_placeholder(g, LOOM_F32, 2, xd, "x");
+  cr_assert(loom_activation_valid("softmax"));
+  loom_output y = loom_activation(g, x, "softmax", NULL);
+  loom_tensor *xv = tu_f32(2, xd, X);
+  loom_tensor *yv = tu_run1(g, 1, &x, &xv, y);
+  double want[6];
+  for (int r = 0; r < 2; r++) {
+    double m = fmax(fmax(X[3 * r], X[3 * r + 1]), X[3 * r + 2]), z = 0;
+    for (int c = 0; c < 3; c++) z += exp(X[3 * r + c] - m);
+    for (int c = 0; c < 3; c++) want[3 * r + c] = exp(X[3 * r + c] - m) / z;
+  }
+  expect_vals(yv, 2, xd, want, 1e-6, "softmax");
+  loom_tensor_free(xv);
+  loom_tensor_free(yv);
+  loom_graph_free(g);
+}
+
 /* ======================================================================
  * conv2d and pooling
  * ====================================================================== */

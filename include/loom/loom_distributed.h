@@ -20,7 +20,8 @@ extern "C" {
 /* ---- TF_CONFIG ---- */
 typedef struct loom_tf_config loom_tf_config;
 /* Parses TF_CONFIG JSON (json NULL: the TF_CONFIG environment variable;
- * unset or empty: local mode). Validates TF's rules (one chief, task type
+ * unset or empty: local mode). Validates TF's rules (one chief, or none in
+ * a cluster of workers alone without ps, where worker 0 is the chief; task type
  * and index present and in range, no master with chief, evaluator index 0,
  * local mode only worker 0) with INVALID_ARGUMENT naming the problem.
  * Returns a new object (NULL on failure); caller frees with

@@ -36,7 +36,8 @@ extern "C" {
 /* Applies the activation called `activation` to x: "relu", "relu6", "elu",
  * "selu", "sigmoid", "tanh", "softplus", "gelu" (exact erf form, as
  * tf.nn.gelu's default), "leaky_relu" (alpha 0.2, tf.nn.leaky_relu's
- * default), "linear" or NULL or "" (x itself, no node). Any other name is an
+ * default), "softmax" (over the last axis, as Keras'), "linear" or NULL or
+ * "" (x itself, no node). Any other name is an
  * INVALID_ARGUMENT graph error "Unknown activation function: <name>" (the
  * accepted names are listed in the message). */
 LOOM_API loom_output loom_activation(loom_graph *g, loom_output x, const char *activation, const char *name);

@@ -1,7 +1,10 @@
 """The TF 2.15 Estimator programs of python/examples/tf_programs (first line
-`import loom.tf as tf`) run under loom, each checked for a sane metric.
+`import loom.tf as tf`) run under loom, each checked for a sane metric;
+fashion_mnist_dist.py also runs as a distributed job (one process per
+TF_CONFIG role).
 compare.sh there runs the same files under TF 2.15 (import line changed)."""
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -29,13 +32,22 @@ CASES = {
     "fashion_mnist_cnn.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (300, 300)}),
     "iris_linear_numpy.py": ((IRIS,), {"linear_accuracy": (0.9, 1), "dnn_accuracy": (0.9, 1),
                                        "warm_started": (1, 1), "exported": (1, 1)}),
+    "keras_iris_estimator.py": ((IRIS,), {"accuracy": (0.85, 1), "predict_accuracy": (0.85, 1),
+                                          "global_step": (500, 500)}),
+    "fashion_mnist_dist.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (600, 600)}),
 }
 
 
-def run_program(name, seed=0):
+def _env():
     env = dict(os.environ)
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(loom.__file__)))
     env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def run_program(name, seed=0):
+    env = _env()
     p = subprocess.run([sys.executable, name, str(seed)], cwd=PROGRAMS, env=env, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -62,3 +74,46 @@ def test_program_runs_under_loom(name):
 def test_every_program_has_a_case():
     progs = {f for f in os.listdir(PROGRAMS) if f.endswith(".py") and f != "diamonds.py"}
     assert progs == set(CASES)
+
+
+def test_dist_program_under_tf_config_runs_each_role(tmp_path):
+    """fashion_mnist_dist.py as 1 PS + chief + worker + evaluator processes, each
+    with its own TF_CONFIG (model_dir in it, PS port 0: the PS publishes its
+    address in model_dir), as launch_local / Kubeflow start them."""
+    if not os.path.exists(FMNIST):
+        pytest.skip("%s not found" % FMNIST)
+    md = str(tmp_path / "job")
+    cluster = {"chief": ["127.0.0.1:0"], "ps": ["127.0.0.1:0"], "worker": ["127.0.0.1:0"]}
+    procs = {}
+    for role in ("ps", "chief", "worker", "evaluator"):
+        env = _env()
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": role, "index": 0}, "model_dir": md})
+        env["LOOM_LOCAL_SIZE"], env["MAX_STEPS"] = "4", "400"
+        procs[role] = subprocess.Popen([sys.executable, "fashion_mnist_dist.py", "0"], cwd=PROGRAMS, env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = {}
+    try:
+        for role, p in procs.items():
+            out[role] = p.communicate(timeout=240)[0]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    for role, p in procs.items():
+        assert p.returncode == 0, (role, out[role])
+    assert out["ps"].startswith("task ps:0 of 2 worker(s), 1 ps")
+    assert out["chief"].startswith("task chief:0 of 2 worker(s), 1 ps")
+    assert out["worker"].startswith("task worker:0 of 2 worker(s), 1 ps")
+    # both trainers ran the job's loop through the PS (each reserving its steps there: how many each
+    # gets depends on timing), and the job ended at max_steps exactly
+    steps = {}
+    for r in ("chief", "worker"):
+        found = re.search(r"job %s:0: per step: .* steps=(\d+)" % r, out[r])
+        assert found, (r, out[r])
+        steps[r] = int(found.group(1))
+    assert sum(steps.values()) == 400, steps
+    line = [ln for ln in out["evaluator"].splitlines() if ln.startswith("METRIC ")][-1]
+    m = {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.e]+)", line)}
+    assert m["global_step"] == 400 and m["accuracy"] > 0.6, out  # 10 classes: chance is 0.1; local ~0.8
+    assert "METRIC" not in out["chief"] + out["worker"] + out["ps"]  # only the evaluator reports (TF: None)
+    assert os.path.exists(os.path.join(md, "model.ckpt-400")) and os.path.isdir(os.path.join(md, "ps"))

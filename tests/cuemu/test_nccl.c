@@ -114,7 +114,7 @@ Test(nccl, two_ranks_match_one_with_twice_the_batch_and_the_host_path, .timeout 
   if (!have_mpi()) return;
   char dir[512], args[1024];
   tu_tmpdir(dir, sizeof dir, "nccl");
-  const char *common = "--device cuda --steps 100 --hidden 16 --optimizer sgd --log_info 1";
+  const char *common = "--device cuda --steps 100 --hidden 16 --optimizer sgd --log info";
   snprintf(args, sizeof args, "--model_dir %s/local --distribute local --batch 32 %s", dir, common);
   cr_assert_eq(run(dir, "local", NULL, 0, args), 0, "%s", out_of(dir, "local"));
   snprintf(args, sizeof args, "--model_dir %s/nccl --distribute collective --batch 16 %s", dir, common);
@@ -130,7 +130,7 @@ Test(nccl, two_ranks_match_one_with_twice_the_batch_and_the_host_path, .timeout 
   two_lines(nccl, "dense gradients all-reduced on the device by NCCL 2.28.0");
   two_lines(nccl, "allreduce_path=nccl");
   cr_assert(strstr(nccl, "rank=0 size=2 steps=100 global_step=100"), "%s", nccl);
-  two_lines(off, "NCCL not used (LOOM_COLLECTIVE_NCCL=0): dense gradients all-reduced on the host over MPI");
+  two_lines(off, "NCCL not used (LOOM_COLLECTIVE_NCCL=0): dense gradients all-reduced on the host (Open MPI");
   two_lines(off, "allreduce_path=mpi");
   two_lines(missing, "NCCL not used (cannot load NCCL: /nonexistent/libnccl.so.2: cannot open shared object file");
   two_lines(missing, "allreduce_path=mpi");
@@ -174,7 +174,7 @@ Test(nccl, stalled_rank_aborts_the_communicator_naming_it, .timeout = 200) {
   tu_tmpdir(dir, sizeof dir, "nccl");
   snprintf(cmd, sizeof cmd,
            "(env -u TF_CONFIG LOOM_COLLECTIVE_TIMEOUT=3 LOOM_NCCL_LIBRARY=" NCCL_EMU " timeout 100 " MPIRUN
-           " -np 2 " JOB " --device cuda --model_dir %s/m --batch 16 --steps 1000000 --sleep_ms 5 --log_info 1 "
+           " -np 2 " JOB " --device cuda --model_dir %s/m --batch 16 --steps 1000000 --sleep_ms 5 --log info "
            "> %s/job.out 2>&1; echo $? > %s/job.rc) &",
            dir, dir, dir);
   cr_assert_eq(system(cmd), 0);

@@ -7,6 +7,8 @@
 # LOOM_PY: the Python with loom importable (default: the "py" venv with
 # PYTHONPATH=python/ and LOOM_LIBRARY=build/libloom.so); TF_PY: the TF 2.15
 # venv's Python (default: scripts/peer_venv.sh tf); PROGRAMS: the programs to run (default: all).
+# fashion_mnist_dist.py runs here in local mode (no TF_CONFIG) on both sides; its distributed run
+# (1 PS + chief + worker + evaluator) is python/tests/test_tf_programs.py's.
 # Sides alternate per run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +18,9 @@ LOOM_PY=${LOOM_PY:-$HOME/.cache/loom/venv/py/bin/python}
 TF_PY=${TF_PY:-$(bash "$root/scripts/peer_venv.sh" tf)}
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" LOOM_LIBRARY=${LOOM_LIBRARY:-$root/build/libloom.so}
 for py in "$LOOM_PY" "$TF_PY"; do  # the pandas programs
-  "$py" -c "import pandas" 2>/dev/null || "$py" -m pip install -q pandas >&2
+  # pinning the venv's numpy keeps pip from upgrading it for a newer pandas (TF 2.15 needs numpy < 2)
+  "$py" -c "import pandas" 2>/dev/null ||
+    "$py" -m pip install -q pandas "numpy==$("$py" -c 'import numpy; print(numpy.__version__)')" >&2
 done
 export DIAMONDS_DIR="$root/tests/fixtures/data" TF_CPP_MIN_LOG_LEVEL=3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -31,7 +35,8 @@ run() {  # side program seed -> "wall_s rss_kb METRIC..." on stdout
 }
 printf '%-24s %-5s %-44s %8s %9s\n' program side "metric (mean over seeds)" wall_s peak_MiB
 for prog in ${PROGRAMS:-iris_dnn_pandas.py linear_crossed.py wide_deep_tae.py regression_pandas.py \
-             iris_linear_numpy.py iris_custom_model_fn.py fashion_mnist_cnn.py}; do
+             iris_linear_numpy.py iris_custom_model_fn.py fashion_mnist_cnn.py keras_iris_estimator.py \
+             fashion_mnist_dist.py}; do
   declare -A lines=()
   i=0
   for seed in "${seeds[@]}"; do

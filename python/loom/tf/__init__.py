@@ -13,6 +13,8 @@ use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
 from . import inputs as _inputs
 from . import ops as _ops
+from . import _hooks
+from . import _learning_rate
 from . import serving as _serving
 from .serving import constant  # noqa: F401
 from .ops import argmax, cast, reshape, reduce_mean, reduce_sum, reduce_max, reduce_min  # noqa: F401
@@ -44,16 +46,22 @@ def _set_verbosity(level):
 logging = Namespace("compat.v1.logging", DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50,
                     set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0])
 io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen)
-keras = Namespace("keras",
-                  optimizers=Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
-                                       Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,
-                                       legacy=Namespace("keras.optimizers.legacy", Adagrad=_optimizers.Adagrad,
-                                                        Adam=_optimizers.Adam, Ftrl=_optimizers.Ftrl,
-                                                        RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD)),
+from . import _keras
+_keras_optimizers = Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
+                              Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,
+                              legacy=Namespace("keras.optimizers.legacy", Adagrad=_optimizers.Adagrad,
+                                               Adam=_optimizers.Adam, Ftrl=_optimizers.Ftrl,
+                                               RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD))
+keras = Namespace("keras", Sequential=_keras.Sequential, Input=_keras.Input, layers=_keras.layers,
+                  models=_keras.models, estimator=_keras.estimator, backend=_keras.backend,
+                  callbacks=_keras.callbacks, initializers=_keras.initializers, optimizers=_keras_optimizers,
+                  activations=Namespace("keras.activations", relu=nn.relu, elu=nn.elu, selu=nn.selu, tanh=nn.tanh,
+                                        sigmoid=nn.sigmoid, softplus=nn.softplus, gelu=nn.gelu,
+                                        softmax=nn.softmax, linear="linear"),
                   utils=Namespace("keras.utils", set_random_seed=random.set_seed),
                   losses=Namespace("keras.losses", Reduction=Namespace(
                       "keras.losses.Reduction", SUM_OVER_BATCH_SIZE="sum_over_batch_size", SUM="sum",
-                      AUTO="auto", NONE="none")))
+                      AUTO="auto", NONE="none"), **_keras.losses_ns))
 losses = Namespace("losses", Reduction=keras.losses.Reduction)
 math = Namespace("math", argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
                  reduce_min=reduce_min)
@@ -61,6 +69,14 @@ _v1_losses = Namespace("compat.v1.losses", sparse_softmax_cross_entropy=_ops.spa
                        mean_squared_error=_ops.mean_squared_error)
 _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
                       get_or_create_global_step=_ops.get_global_step,
+                      SessionRunHook=_hooks.SessionRunHook, SessionRunArgs=_hooks.SessionRunArgs,
+                      SessionRunContext=_hooks.SessionRunContext, SessionRunValues=_hooks.SessionRunValues,
+                      LoggingTensorHook=_hooks.LoggingTensorHook, StopAtStepHook=_hooks.StopAtStepHook,
+                      CheckpointSaverHook=_hooks.CheckpointSaverHook, SummarySaverHook=_hooks.SummarySaverHook,
+                      StepCounterHook=_hooks.StepCounterHook, ProfilerHook=_hooks.ProfilerHook,
+                      GlobalStepWaiterHook=_hooks.GlobalStepWaiterHook, NanTensorHook=_hooks.NanTensorHook,
+                      FeedFnHook=_hooks.FeedFnHook,
+                      **{k: getattr(_learning_rate, k) for k in _learning_rate.__all__},
                       GradientDescentOptimizer=_ops.GradientDescentOptimizer, AdamOptimizer=_ops.AdamOptimizer,
                       AdagradOptimizer=_ops.AdagradOptimizer)
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
@@ -72,7 +88,8 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout),
     metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),
-    argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum)
+    argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
+    get_default_graph=_hooks.get_default_graph)
 compat = Namespace("compat", v1=_v1)
 train = Namespace("train", Example=_serving.Example, Features=_serving.Features, Feature=_serving.Feature,
                   BytesList=_serving.BytesList, FloatList=_serving.FloatList, Int64List=_serving.Int64List)

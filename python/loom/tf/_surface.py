@@ -12,8 +12,17 @@ ALTERNATIVES = {
     "data.Dataset.filter": "filter the arrays with numpy before Dataset.from_tensor_slices",
     "data.TFRecordDataset": "read the records into numpy arrays and use Dataset.from_tensor_slices",
     "data.experimental.make_csv_dataset": "read the CSV with pandas or numpy and use Dataset.from_tensor_slices",
-    "keras": "loom's native API (loom.Graph, loom.Estimator)",
+    "keras": "tf.keras.Sequential with the layers of tf.keras.layers that loom has, or loom's native API",
+    "keras.layers": "Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Reshape, Dropout, BatchNormalization, "
+                    "Embedding in a tf.keras.Sequential",
+    "keras.Sequential": "fit / evaluate / predict / get_weights / set_weights, or "
+                        "tf.keras.estimator.model_to_estimator for the rest of the Estimator API",
 }
+
+
+# loom.tf's implementation modules (attributes of the package as Python imports them, not TF
+# symbols); scripts/gen_tf_surface.py leaves them out of docs/tf-surface.md.
+INTERNAL_MODULES = ("inputs", "ops", "serving", "optimizers", "compat_placeholder")
 
 
 def unsupported(symbol):

@@ -111,12 +111,35 @@ def mean(values, weights=None, metrics_collections=None, updates_collections=Non
     return MetricOp(g, m)
 
 
+_graphs = []  # the graphs of the model_fn / hook begin() being called (innermost last)
+
+
 class _GlobalStep:
-    """What tf.compat.v1.train.get_global_step() returns in a model_fn."""
+    """What tf.compat.v1.train.get_global_step() returns outside a model_fn."""
+
+
+class GlobalStepTensor(Output):
+    """The global_step variable's value in a model_fn's graph (what
+    tf.compat.v1.train.get_global_step() returns there)."""
 
 
 def get_global_step(graph=None):
-    return _GlobalStep()
+    g = graph if graph is not None else (_graphs[-1] if _graphs else None)
+    if g is None:
+        return _GlobalStep()
+    from .. import _lib_keras as K
+    v = K.lib.loom_get_or_create_global_step(g.p)
+    g._check()
+    return GlobalStepTensor(g, K.lib.loom_variable_output(v))
+
+
+def _global_step_output(gs):
+    """A global step argument as a tensor (None when it is not one)."""
+    if isinstance(gs, Output):
+        return gs
+    if isinstance(gs, _GlobalStep) and _graphs:
+        return get_global_step()
+    return None
 
 
 class _Optimizer:
@@ -126,19 +149,33 @@ class _Optimizer:
         if args or any(k not in ("name", "use_locking") for k in kwargs):
             raise NotImplementedError("loom.tf: tf.compat.v1.train.%s takes learning_rate only in loom.tf (got %s)"
                                       % (type(self).__name__, sorted(kwargs) or args))
-        if not isinstance(learning_rate, (int, float)):
-            raise NotImplementedError("loom.tf: %s(learning_rate=%r): a decayed learning rate is not supported yet"
+        if not isinstance(learning_rate, (int, float, Output)):
+            raise NotImplementedError("loom.tf: %s(learning_rate=%r): give a number or a tensor (a "
+                                      "tf.compat.v1.train.*_decay of the global step)"
                                       % (type(self).__name__, learning_rate))
-        self.learning_rate = float(learning_rate)
+        self.learning_rate = learning_rate if isinstance(learning_rate, Output) else float(learning_rate)
 
     def minimize(self, loss, global_step=None, var_list=None, name=None, **kwargs):
-        if not isinstance(global_step, _GlobalStep):
+        if not isinstance(global_step, (_GlobalStep, GlobalStepTensor)):
             raise NotImplementedError("loom.tf: %s.minimize(loss) without global_step="
                                       "tf.compat.v1.train.get_global_step(): the estimator counts steps by it"
                                       % type(self).__name__)
         if var_list is not None or kwargs:
             raise NotImplementedError("loom.tf: minimize(var_list=...) is not supported yet")
-        return _g(loss, "minimize").minimize(loss, self._kind, self.learning_rate, name=name)
+        g = _g(loss, "minimize")
+        lr = self.learning_rate
+        if not isinstance(lr, Output):
+            return g.minimize(loss, self._kind, lr, name=name)
+        if lr.graph.p != g.p:
+            raise ValueError("%s: the learning_rate tensor is not in the loss's graph" % type(self).__name__)
+        from .. import Node
+        opt = {"sgd": lambda: lib.loom_optimizer_sgd(lr.c), "adam": lambda: lib.loom_optimizer_adam(lr.c, None),
+               "adagrad": lambda: lib.loom_optimizer_adagrad(lr.c, None)}[self._kind]()
+        gs = lib.loom_get_or_create_global_step(g.p)
+        n = lib.loom_optimizer_minimize(opt, g.p, loss.c, 0, None, gs, _b(name))
+        lib.loom_optimizer_free(opt)
+        g._check()
+        return Node(g, n)
 
 
 class GradientDescentOptimizer(_Optimizer):

@@ -27,7 +27,9 @@ __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier
            "LinearClassifier", "LinearRegressor", "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor",
            "BaselineClassifier", "BaselineRegressor", "TrainSpec", "EvalSpec", "train_and_evaluate",
            "LatestExporter", "BestExporter", "FinalExporter", "WarmStartSettings", "SessionRunHook",
-           "StopAtStepHook", "export"]
+           "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
+           "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
+           "LoggingTensorHook", "FeedFnHook", "export"]
 
 
 class ModeKeys:
@@ -71,45 +73,15 @@ class WarmStartSettings:
         self.vars_to_warm_start = vars_to_warm_start
 
 
-class SessionRunHook:
-    """Base of TF's hooks. loom runs hooks in C: a Python subclass is not
-    run (train() raises NotImplementedError naming it)."""
+from .._hooks import (SessionRunHook, SessionRunArgs, SessionRunContext, SessionRunValues,  # noqa: E402
+                     StopAtStepHook, CheckpointSaverHook, SummarySaverHook, StepCounterHook, ProfilerHook,
+                     GlobalStepWaiterHook, NanTensorHook, LoggingTensorHook, FeedFnHook)
+from .. import _hooks as _hooks_mod  # noqa: E402
 
 
-class StopAtStepHook(SessionRunHook):
-    def __init__(self, num_steps=None, last_step=None):
-        if (num_steps is None) == (last_step is None):
-            raise ValueError("StopAtStepHook: exactly one of num_steps and last_step must be given")
-        self.num_steps, self.last_step = num_steps, last_step
-
-    def _c(self):
-        st = _Status()
-        h = lib.loom_stop_at_step_hook(self.num_steps or 0, self.last_step or 0, st.p)
-        if not h:
-            st.raise_if()
-        return h
-
-
-class _Hooks:
-    """C hooks made from TF hook objects for one call (freed after it)."""
-
-    def __init__(self, hooks, where):
-        self.ptrs = []
-        for h in hooks or []:
-            if not isinstance(h, StopAtStepHook):
-                raise NotImplementedError("loom.tf: %s(hooks=[%s]): loom.tf runs StopAtStepHook; other hooks "
-                                          "(Python SessionRunHook subclasses) are not supported yet"
-                                          % (where, type(h).__name__))
-            self.ptrs.append(h._c())
-        self.arr = (C.c_void_p * max(1, len(self.ptrs)))(*self.ptrs)
-
-    def set(self, o):
-        o.nhooks, o.hooks = len(self.ptrs), C.cast(self.arr, C.c_void_p)
-
-    def free(self):
-        for h in self.ptrs:
-            lib.loom_hook_free(h)
-        self.ptrs = []
+def _Hooks(hooks, where, owner):
+    """The C hooks of one call (Python hooks run inside the C loop)."""
+    return _hooks_mod.Hooks(hooks, owner, where)
 
 
 def _call_input_fn(input_fn, mode, params, config):
@@ -181,9 +153,13 @@ class Estimator(_LoomEstimator):
                          ("params", dict(self.params)), ("config", self._tf_config)):
                 if k in names:
                     kw[k] = v
-            res = self._model_fn(**kw)
+            _ops._graphs.append(graph)
+            try:
+                res = self._model_fn(**kw)
+            finally:
+                _ops._graphs.pop()
             graph._check()
-            _apply_spec(res, spec)
+            _apply_spec(res, spec, self)
             return 0
         except BaseException as e:  # noqa: B902 - must not unwind through C
             return _fail(self, st, e)
@@ -270,7 +246,7 @@ class Estimator(_LoomEstimator):
         self._check_local("train()")
         o = lib.loom_train_options_default()
         o.steps, o.max_steps = steps or 0, max_steps or 0
-        hk = _Hooks(hooks, "train")
+        hk = _Hooks(hooks, "train", self)
         hk.set(o)
         cb = self._input(input_fn)
         st = _Status()
@@ -287,7 +263,7 @@ class Estimator(_LoomEstimator):
         o.steps = steps or 0
         o.name = _b(name)
         o.checkpoint_path = _b(os.fspath(checkpoint_path)) if checkpoint_path else None
-        hk = _Hooks(hooks, "evaluate")
+        hk = _Hooks(hooks, "evaluate", self)
         hk.set(o)
         cb = self._input(input_fn)
         st = _Status()
@@ -312,7 +288,7 @@ class Estimator(_LoomEstimator):
         if keys:
             o.npredict_keys, o.predict_keys = len(keys), karr
         o.checkpoint_path = _b(os.fspath(checkpoint_path)) if checkpoint_path else None
-        hk = _Hooks(hooks, "predict")
+        hk = _Hooks(hooks, "predict", self)
         hk.set(o)
         cb = self._input(input_fn)
         st = _Status()
@@ -386,13 +362,27 @@ class Estimator(_LoomEstimator):
             raise ValueError("Couldn't find trained model at {}.".format(self.model_dir))
         return super().get_variable_value(name)
 
-def _apply_spec(res, spec):
+class _KerasEstimator(Estimator):
+    """What tf.keras.estimator.model_to_estimator returns: loom's
+    loom_sequential_to_estimator (the model_fn builds the Sequential's layers
+    with their names; model_dir/model.ckpt-0 holds its current weights)."""
+
+    def __init__(self, model, model_dir, config):
+        self._setup(model_dir, config, [])
+        self._model_fn = None  # one array as the features is the model's input, as TF
+        self._warm = None
+        self._label_dtype = model._label_dtype
+        self._keras_model = model
+        st = _Status()
+        self.p = lib.loom_sequential_to_estimator(model._p, self._model_dir_arg, C.byref(self._config), st.p)
+        _made(self, st)
+
+
+def _apply_spec(res, spec, owner):
     """Hands a model_fn's EstimatorSpec to loom's spec."""
     if not isinstance(res, EstimatorSpec):
         raise TypeError("model_fn should return an EstimatorSpec, got %s" % type(res).__name__)
-    for what, v in (("export_outputs", res.export_outputs), ("training_hooks", res.training_hooks),
-                    ("training_chief_hooks", res.training_chief_hooks), ("evaluation_hooks", res.evaluation_hooks),
-                    ("prediction_hooks", res.prediction_hooks), ("scaffold", res.scaffold)):
+    for what, v in (("export_outputs", res.export_outputs), ("scaffold", res.scaffold)):
         if v:
             raise NotImplementedError("loom.tf: EstimatorSpec(%s=...) is not supported yet" % what)
     st = _Status()
@@ -409,6 +399,7 @@ def _apply_spec(res, spec):
         if not isinstance(m, _ops.MetricOp):
             raise NotImplementedError("loom.tf: eval_metric_ops[%r]: give a tf.compat.v1.metrics.* result" % k)
         st.raise_if(lib.loom_spec_add_eval_metric(spec, _b(k), m._metric))
+    _hooks_mod.add_spec_hooks(spec, res, owner)
 
 
 def _made(self, st):

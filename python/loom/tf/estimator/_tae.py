@@ -100,7 +100,9 @@ class FinalExporter(_Exporter):
 def train_and_evaluate(estimator, train_spec, eval_spec):
     """Trains to train_spec.max_steps, evaluating after checkpoints (throttled)
     and exporting; returns (the last evaluation's metrics, [export paths]) as
-    TF 2.15 does."""
+    TF 2.15 does. Under a TF_CONFIG cluster this process runs its role
+    (ps, chief, worker, evaluator; loom_job.h) and returns None, or the
+    evaluator's (metrics, exports)."""
     from . import Estimator, _Hooks, _metrics
     if not isinstance(estimator, Estimator):
         raise TypeError("`estimator` must have type `tf.estimator.Estimator`. Got: {}".format(type(estimator)))
@@ -108,16 +110,17 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
         raise TypeError("`train_spec` must have type `tf.estimator.TrainSpec`. Got: {}".format(type(train_spec)))
     if not isinstance(eval_spec, EvalSpec):
         raise TypeError("`eval_spec` must have type `tf.estimator.EvalSpec`. Got: {}".format(type(eval_spec)))
-    estimator._check_local("train_and_evaluate()")
+    # Under a TF_CONFIG cluster, loom's C dispatch (estimator/cluster.c) runs this process's role: a PS
+    # serves, chief and workers train through the PS, the evaluator watches model_dir.
     ts = lib.loom_train_spec_default()
     tcb = estimator._input(train_spec.input_fn)
     ts.input_fn, ts.max_steps = tcb, train_spec.max_steps or 0
-    thk = _Hooks(train_spec.hooks, "TrainSpec")
+    thk = _Hooks(train_spec.hooks, "TrainSpec", estimator)
     thk.set(ts)
     es = lib.loom_eval_spec_default()
     ecb = estimator._input(eval_spec.input_fn)
     es.input_fn, es.steps, es.name = ecb, eval_spec.steps or 0, _b(eval_spec.name)
-    ehk = _Hooks(eval_spec.hooks, "EvalSpec")
+    ehk = _Hooks(eval_spec.hooks, "EvalSpec", estimator)
     ehk.set(es)
     es.start_delay_secs, es.throttle_secs = float(eval_spec.start_delay_secs), float(eval_spec.throttle_secs)
     made = []
@@ -129,6 +132,8 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
         r = C.c_void_p()
         st = _Status()
         estimator._check(lib.loom_train_and_evaluate(estimator.p, C.byref(ts), C.byref(es), C.byref(r), st.p), st)
+        if not r.value:  # a chief, worker or PS of a distributed job: nothing to report, as TF's None
+            return None
         m = lib.loom_tae_result_metrics(r)
         metrics = _metrics(m) if m else None
         exports = []

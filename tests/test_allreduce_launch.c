@@ -1,0 +1,511 @@
+/* The collective (all-reduce) strategy launched without mpirun: scripts/launch_local gives each task a
+ * TF_CONFIG of chief and workers only, and the ranks meet over Gloo's TCP transport (build/libloom_gloo.so)
+ * through the rendezvous rank 0 serves at its TF_CONFIG address. examples/allreduce_job trained that way
+ * against one process with N times the batch, a worker-only cluster (worker 0 is the chief), a worker
+ * killed (SIGKILL) or stalled (SIGSTOP), a task that never comes, tasks whose TF_CONFIGs disagree, a
+ * missing plugin. Also: a worker-only TF_CONFIG under mpirun whose size disagrees with MPI's, and the
+ * job under Slurm's environment (the variables srun sets). Skipped with a message when the Gloo plugin
+ * (libgloo-dev) is missing. Every wait is bounded (timeout(1) around each launch; polls with deadlines). */
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "test_util.h"
+
+#ifndef LOOM_ALLREDUCE_JOB_BIN
+#define LOOM_ALLREDUCE_JOB_BIN "build/examples/allreduce_job"
+#endif
+#ifndef LOOM_GLOO_PLUGIN_PATH
+#define LOOM_GLOO_PLUGIN_PATH "build/libloom_gloo.so"
+#endif
+#ifndef LOOM_MPI_PLUGIN_PATH
+#define LOOM_MPI_PLUGIN_PATH "build/libloom_mpi.so"
+#endif
+#define MPIRUN "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp"
+
+static int have_gloo(void) {
+  if (access(LOOM_GLOO_PLUGIN_PATH, R_OK) != 0) {
+    fprintf(stderr, "SKIPPED: %s not built (install libgloo-dev: scripts/deps.sh)\n", LOOM_GLOO_PLUGIN_PATH);
+    return 0;
+  }
+  return 1;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nap(double s) {
+  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&t, NULL);
+}
+
+static char *slurp(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *slurp(const char *fmt, ...) {
+  char p[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p, sizeof p, fmt, ap);
+  va_end(ap);
+  return tu_file_exists(p) ? tu_read_file(p, NULL) : strdup("");
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* scripts/launch_local with opts (its -p/-c/-w/-e flags) into dir/name (model_dir) and dir/name.out (its own
+ * output; the tasks' logs in dir/name/logs); returns its exit status (the chief's). */
+static int launch(const char *dir, const char *name, const char *env, const char *opts, const char *args) {
+  return sh("env -u TF_CONFIG %s timeout 150 scripts/launch_local %s -d %s/%s -- %s %s > %s/%s.out 2>&1", env ? env : "",
+            opts, dir, name, LOOM_ALLREDUCE_JOB_BIN, args, dir, name);
+}
+
+/* Every task's log of the job in dir/name, one after another. */
+static char *logs_of(const char *dir, const char *name) {
+  static const char *const tasks[] = {"chief-0", "worker-0", "worker-1", "worker-2", "evaluator-0"};
+  size_t cap = 1, len = 0;
+  char *all = calloc(1, 1);
+  for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++) {
+    char *s = slurp("%s/%s/logs/%s.log", dir, name, tasks[i]);
+    size_t n = strlen(s);
+    all = realloc(all, cap += n + 64);
+    len += (size_t)snprintf(all + len, cap - len, "== %s\n%s", tasks[i], s);
+    free(s);
+  }
+  return all;
+}
+
+/* np tasks printed the same variables checksum. */
+static void same_checksums(const char *out, int np) {
+  char first[32] = "";
+  int n = 0;
+  for (const char *p = out; (p = strstr(p, "variables_checksum=")); p++, n++) {
+    char cs[32];
+    cr_assert_eq(sscanf(p, "variables_checksum=%16s", cs), 1);
+    if (!first[0]) snprintf(first, sizeof first, "%s", cs);
+    cr_assert_str_eq(cs, first, "ranks' checksums differ:\n%s", out);
+  }
+  cr_assert_eq(n, np, "expected %d checksum lines:\n%s", np, out);
+}
+
+/* The largest |a - b| / max |b| over every float variable of model_dir a's and b's checkpoints at step. */
+typedef struct cmp {
+  const char *pa, *pb;
+  double worst;
+  int n;
+} cmp;
+static int cmp_entry(const char *name, loom_dtype dt, int nd, const int64_t *dims, void *u) {
+  (void)nd;
+  (void)dims;
+  cmp *c = u;
+  if (dt != LOOM_F32) return 0;
+  loom_tensor *a = NULL, *b = NULL;
+  cr_assert_eq(loom_checkpoint_read_tensor(c->pa, name, &a, NULL), LOOM_OK, "%s in %s", name, c->pa);
+  cr_assert_eq(loom_checkpoint_read_tensor(c->pb, name, &b, NULL), LOOM_OK, "%s in %s", name, c->pb);
+  cr_assert_eq(loom_tensor_numel(a), loom_tensor_numel(b), "%s", name);
+  const float *x = loom_tensor_data_const(a), *y = loom_tensor_data_const(b);
+  double diff = 0, mag = 0;
+  for (int64_t i = 0; i < loom_tensor_numel(a); i++) {
+    diff = fmax(diff, fabs((double)x[i] - (double)y[i]));
+    mag = fmax(mag, fabs((double)y[i]));
+  }
+  c->worst = fmax(c->worst, diff / fmax(mag, 1e-30));
+  c->n++;
+  loom_tensor_free(a);
+  loom_tensor_free(b);
+  return 0;
+}
+static double compare_ckpts(const char *da, const char *db, int64_t step, int *nvars) {
+  char pa[1024], pb[1024], want[64];
+  cr_assert_eq(loom_latest_checkpoint(da, pa, sizeof pa, NULL), LOOM_OK, "no checkpoint in %s", da);
+  cr_assert_eq(loom_latest_checkpoint(db, pb, sizeof pb, NULL), LOOM_OK, "no checkpoint in %s", db);
+  snprintf(want, sizeof want, "model.ckpt-%lld", (long long)step);
+  cr_assert(strstr(pa, want) && strstr(pb, want), "checkpoints %s and %s are not at step %lld", pa, pb, (long long)step);
+  cmp c = {pa, pb, 0, 0};
+  cr_assert_eq(loom_checkpoint_list_variables(pa, cmp_entry, &c, NULL), LOOM_OK);
+  *nvars = c.n;
+  return c.worst;
+}
+
+/* A TF_CONFIG launch of opts (n trainers, batch 16 each) against one local process with batch 16n: the
+ * same variables within 1e-5 relative after 100 SGD steps, every rank's bitwise identical, over Gloo;
+ * with an evaluator task (-e 1), its evaluation of the final checkpoint equals the chief's. */
+static void match_local(const char *opts, int n, const char *lead, const char *extra) {
+  char dir[TU_TMPDIR_CAP], dl[256], dc[256];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  snprintf(dl, sizeof dl, "%s/local", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  int rc = sh("env -u TF_CONFIG timeout 120 %s --model_dir %s --distribute local --batch %d --steps 100 %s > "
+              "%s/local.out 2>&1",
+              LOOM_ALLREDUCE_JOB_BIN, dl, 16 * n, extra, dir);
+  char *lo = slurp("%s/local.out", dir);
+  cr_assert_eq(rc, 0, "local run exited %d:\n%s", rc, lo);
+  free(lo);
+  char args[512];
+  snprintf(args, sizeof args, "--distribute auto --batch 16 --steps 100 --log info %s", extra);
+  rc = launch(dir, "coll", "LOOM_COLLECTIVE_TIMEOUT=30", opts, args);
+  char *out = logs_of(dir, "coll"), *ll = slurp("%s/coll.out", dir);
+  cr_assert_eq(rc, 0, "launch_local %s exited %d:\n%s\n%s", opts, rc, ll, out);
+  same_checksums(out, n);
+  char want[64];
+  snprintf(want, sizeof want, "rank=0 size=%d steps=100 global_step=100", n);
+  cr_assert(strstr(out, want), "%s", out);
+  cr_assert(strstr(out, "(Gloo "), "the job did not run over Gloo:\n%s", out);
+  char lead_log[64];
+  snprintf(lead_log, sizeof lead_log, "== %s\n", lead);
+  const char *lp = strstr(out, lead_log);
+  cr_assert(lp && strstr(lp, "allreduce_job: done accuracy="), "%s did not finish as the chief:\n%s", lead, out);
+  const char *ev = strstr(out, "== evaluator-0\n");
+  if (strstr(opts, "-e 1")) { /* the evaluator task beside the ranks evaluated the final checkpoint as the chief did */
+    const char *a = strstr(lp, "done accuracy="), *b = ev ? strstr(ev, "done accuracy=") : NULL;
+    cr_assert(b && atof(a + 14) == atof(b + 14), "the evaluator's final evaluation differs from the chief's:\n%s", out);
+  }
+  free(out);
+  free(ll);
+  int nv = 0;
+  double rel = compare_ckpts(dl, dc, 100, &nv);
+  cr_assert(nv >= 4, "only %d variables compared", nv);
+  fprintf(stderr, "allreduce_launch: %s: %d variables, max relative difference %.3g\n", opts, nv, rel);
+  cr_assert(rel <= 1e-5, "%s: %d trainers x batch 16 vs 1 x batch %d differ by %g relative", opts, n, 16 * n, rel);
+  tu_rmtree(dir);
+}
+
+Test(allreduce_launch, tf_config_chief_and_worker_match_one_worker, .timeout = 300) {
+  if (!have_gloo()) return;
+  match_local("-p 0 -w 1 -e 1", 2, "chief-0", "");
+}
+
+/* No chief: worker 0 is the chief (it serves the rendezvous, writes the checkpoints, evaluates). Three
+ * ranks: every rank must still end bitwise identical (a ring whose ranks summed in different orders would
+ * not). */
+Test(allreduce_launch, worker_only_cluster_worker0_is_the_chief, .timeout = 300) {
+  if (!have_gloo()) return;
+  match_local("-p 0 -c 0 -w 3 -e 0", 3, "worker-0", "");
+}
+
+/* An embedding's sparse gradient: rows and ids through Gloo's allgatherv. */
+Test(allreduce_launch, sparse_embedding_gradient_over_gloo, .timeout = 300) {
+  if (!have_gloo()) return;
+  match_local("-p 0 -w 1 -e 0", 2, "chief-0", "--embed 50");
+}
+
+/* A relaunch of a TF_CONFIG job resumes from the latest checkpoint (64 steps, then a new job to 100)
+ * and ends where 100 steps at once do (the example's input repeats every 32 global steps). */
+Test(allreduce_launch, relaunch_resumes_from_the_checkpoint, .timeout = 300) {
+  if (!have_gloo()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  static const char *const opts = "-p 0 -w 1 -e 0";
+  cr_assert_eq(launch(dir, "once", NULL, opts, "--batch 16 --steps 100 --optimizer adam --lr 0.01"), 0);
+  cr_assert_eq(launch(dir, "twice", NULL, opts, "--batch 16 --steps 64 --optimizer adam --lr 0.01"), 0);
+  cr_assert_eq(launch(dir, "twice", NULL, opts, "--batch 16 --steps 100 --optimizer adam --lr 0.01"), 0);
+  char *out = logs_of(dir, "twice");
+  cr_assert(strstr(out, "steps=36 global_step=100"), "the relaunch did not resume at step 64:\n%s", out);
+  same_checksums(out, 2);
+  free(out);
+  char da[256], db[256];
+  snprintf(da, sizeof da, "%s/once", dir);
+  snprintf(db, sizeof db, "%s/twice", dir);
+  int nv = 0;
+  double rel = compare_ckpts(da, db, 100, &nv);
+  fprintf(stderr, "allreduce_launch: relaunch at 64 vs uninterrupted, 100 steps: max relative difference %.3g\n", rel);
+  cr_assert(rel <= 1e-6, "resumed training differs from uninterrupted training by %g relative", rel);
+  tu_rmtree(dir);
+}
+
+/* worker:1 (rank 2 of 3) killed or stopped mid-training: the chief and worker:0 exit non-zero within the
+ * collective timeout, naming it. */
+static void lose_worker(int sig) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  cr_assert_eq(sh("(env -u TF_CONFIG LOOM_COLLECTIVE_TIMEOUT=3 timeout 150 scripts/launch_local -p 0 -w 2 -e 0 -d %s/m "
+                  "-- %s --batch 16 --steps 1000000 --sleep_ms 5 > %s/job.out 2>&1; echo $? > %s/job.rc) &",
+                  dir, LOOM_ALLREDUCE_JOB_BIN, dir, dir),
+               0);
+  char rc_path[256];
+  snprintf(rc_path, sizeof rc_path, "%s/job.rc", dir);
+  int pid = 0;
+  double t0 = now_s();
+  while (now_s() - t0 < 60 && pid <= 0) {
+    char *s = slurp("%s/m/logs/worker-1.log", dir);
+    const char *p = strstr(s, "rank=2 pid=");
+    if (p && strstr(s, "progress step=30")) pid = atoi(p + 11);
+    free(s);
+    nap(0.05);
+  }
+  cr_assert(pid > 0, "worker:1 never made progress");
+  cr_assert_eq(kill(pid, sig), 0);
+  double t1 = now_s();
+  char *chief = NULL;
+  while (now_s() - t1 < 60) { /* the chief's end (launch_local itself then waits for the stopped task) */
+    chief = slurp("%s/m/logs/chief-0.log", dir);
+    if (strstr(chief, "allreduce_job: rank 0:")) break;
+    free(chief);
+    chief = NULL;
+    nap(0.05);
+  }
+  double took = now_s() - t1;
+  kill(pid, SIGKILL);
+  while (!tu_file_exists(rc_path) && now_s() - t1 < 120) nap(0.1);
+  char *rc = slurp("%s", rc_path), *out = logs_of(dir, "m");
+  cr_assert(chief, "the chief did not fail within 60 s of losing worker:1:\n%s", out);
+  cr_assert(atoi(rc) != 0, "launch_local exited 0 after losing a worker:\n%s", out);
+  const char *w0 = strstr(out, "== worker-0");
+  cr_assert(w0 && strstr(w0, "allreduce_job: rank 1:"), "worker:0 did not fail:\n%s", out);
+  static const char *const named = "lost rank(s) (dead or stalled, no answer to a liveness probe): 2 (worker:1)";
+  cr_assert(strstr(chief, named), "the chief does not name worker:1:\n%s", out);
+  cr_assert(strstr(w0, named), "worker:0 does not name worker:1:\n%s", out);
+  if (sig == SIGSTOP) cr_assert(strstr(chief, "did not complete within the collective timeout of 3 s"), "%s", chief);
+  fprintf(stderr, "allreduce_launch: worker:1 %s: the chief failed after %.1f s\n", sig == SIGSTOP ? "stopped" : "killed",
+          took);
+  cr_assert(took < 30, "%.1f s to fail after losing a worker (timeout 3 s)", took);
+  free(chief);
+  free(rc);
+  free(out);
+  tu_rmtree(dir);
+}
+
+Test(allreduce_launch, killed_worker_ends_every_task_naming_it, .timeout = 300) {
+  if (!have_gloo()) return;
+  lose_worker(SIGKILL);
+}
+
+Test(allreduce_launch, stalled_worker_times_out_naming_it, .timeout = 300) {
+  if (!have_gloo()) return;
+  lose_worker(SIGSTOP);
+}
+
+/* One task alone, with a TF_CONFIG of the given type: it fails after the collective timeout. */
+static char *alone(const char *dir, const char *name, const char *type, const char *cluster, const char *env) {
+  sh("TF_CONFIG='{\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": 0}}' LOOM_COLLECTIVE_TIMEOUT=3 %s "
+     "timeout 60 %s --model_dir %s/m_%s --batch 16 --steps 10 > %s/%s.out 2>&1; echo $? > %s/%s.rc",
+     cluster, type, env ? env : "", LOOM_ALLREDUCE_JOB_BIN, dir, name, dir, name, dir, name);
+  char *rc = slurp("%s/%s.rc", dir, name);
+  int code = atoi(rc);
+  free(rc);
+  char *out = slurp("%s/%s.out", dir, name);
+  cr_assert(code != 0 && code != 124, "%s exited %d (124: no deadline):\n%s", name, code, out);
+  return out;
+}
+
+/* The chief whose worker never comes, and a worker whose chief never comes: each fails at its deadline
+ * naming the other side. */
+Test(allreduce_launch, a_task_that_never_comes_is_named, .timeout = 120) {
+  if (!have_gloo()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  char port[16];
+  snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+  char cluster[256];
+  snprintf(cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%s\"], \"worker\": [\"127.0.0.1:0\"]}", port);
+  double t0 = now_s();
+  char *c = alone(dir, "chief", "chief", cluster, NULL);
+  double took = now_s() - t0;
+  cr_assert(strstr(c, "waiting for 'loom/size/1' from rank 1 (worker:0) (a task that has not joined the rendezvous) "
+                      "did not complete within the collective timeout of 3 s"),
+            "%s", c);
+  cr_assert(took < 30, "%.1f s", took);
+  char *w = alone(dir, "worker", "worker", cluster, NULL);
+  char want[256];
+  snprintf(want, sizeof want,
+           "the rendezvous store served by rank 0 (chief:0) at 127.0.0.1:%s could not be reached within the collective "
+           "timeout of 3 s",
+           port);
+  cr_assert(strstr(w, want), "%s", w);
+  free(c);
+  free(w);
+  tu_rmtree(dir);
+}
+
+/* The chief's TF_CONFIG names one worker, the worker's two: the chief names both clusters. */
+Test(allreduce_launch, tasks_whose_tf_configs_disagree_name_both, .timeout = 120) {
+  if (!have_gloo()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  int port = 20000 + (int)((getpid() + 7) % 20000);
+  cr_assert_eq(
+      sh("cd %s && (TF_CONFIG='{\"cluster\": {\"chief\": [\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:0\"]}, \"task\": "
+         "{\"type\": \"chief\", \"index\": 0}}' LOOM_COLLECTIVE_TIMEOUT=5 timeout 60 %s/%s --model_dir m --steps 10 > "
+         "chief.out 2>&1 &) && TF_CONFIG='{\"cluster\": {\"chief\": [\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:0\", "
+         "\"127.0.0.1:0\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}' LOOM_COLLECTIVE_TIMEOUT=5 timeout 60 "
+         "%s/%s --model_dir m --steps 10 > worker.out 2>&1; echo $? > worker.rc",
+         dir, port, getcwd((char[1024]){0}, 1024), LOOM_ALLREDUCE_JOB_BIN, port, getcwd((char[1024]){0}, 1024),
+         LOOM_ALLREDUCE_JOB_BIN),
+      0);
+  double t0 = now_s();
+  char *c = NULL;
+  while (now_s() - t0 < 30) {
+    c = slurp("%s/chief.out", dir);
+    if (strstr(c, "allreduce_job: rank 0:")) break;
+    free(c);
+    c = NULL;
+    nap(0.1);
+  }
+  char *w = slurp("%s/worker.out", dir), *wrc = slurp("%s/worker.rc", dir);
+  cr_assert(c, "the chief did not fail:\n%s", w);
+  cr_assert(strstr(c, "rank 1's TF_CONFIG names the trainers chief:0,worker:0,worker:1 where rank 0's names "
+                      "chief:0,worker:0"),
+            "%s", c);
+  cr_assert(atoi(wrc) != 0 && atoi(wrc) != 124, "the worker exited %d:\n%s", atoi(wrc), w);
+  free(c);
+  free(w);
+  free(wrc);
+  tu_rmtree(dir);
+}
+
+/* A cluster of one chief: under AUTO local training, as in TF; under COLLECTIVE one rank over Gloo
+ * (no rendezvous to serve), the same variables as local training, bit for bit. And rank 0's TF_CONFIG
+ * port 0 in a cluster of two: an error naming it (the rendezvous needs a fixed port). */
+Test(allreduce_launch, one_chief_alone_and_port_zero, .timeout = 120) {
+  if (!have_gloo()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  static const char *const one = "TF_CONFIG='{\"cluster\": {\"chief\": [\"127.0.0.1:0\"]}, \"task\": {\"type\": \"chief\", "
+                                 "\"index\": 0}}'";
+  cr_assert_eq(sh("%s timeout 60 %s --model_dir %s/auto --steps 20 --distribute auto > %s/auto.out 2>&1", one,
+                  LOOM_ALLREDUCE_JOB_BIN, dir, dir),
+               0);
+  cr_assert_eq(sh("%s timeout 60 %s --model_dir %s/coll --steps 20 --distribute collective > %s/coll.out 2>&1", one,
+                  LOOM_ALLREDUCE_JOB_BIN, dir, dir),
+               0);
+  char *a = slurp("%s/auto.out", dir), *c = slurp("%s/coll.out", dir);
+  cr_assert(!strstr(a, "collective: rank="), "AUTO with a chief alone ran the collective strategy:\n%s", a);
+  cr_assert(strstr(c, "collective: rank=0 size=1 steps=20"), "%s", c);
+  char da[256], dc[256];
+  snprintf(da, sizeof da, "%s/auto", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  int nv = 0;
+  cr_assert_eq(compare_ckpts(da, dc, 20, &nv), 0.0, "one rank over Gloo differs from local training");
+  free(a);
+  free(c);
+  char *z = alone(dir, "zero", "chief", "{\"chief\": [\"127.0.0.1:0\"], \"worker\": [\"127.0.0.1:0\"]}", NULL);
+  cr_assert(strstr(z, "rendezvous address 127.0.0.1:0 of rank 0 (chief:0) has port 0"), "%s", z);
+  free(z);
+  tu_rmtree(dir);
+}
+
+Test(allreduce_launch, missing_gloo_plugin_is_a_clear_error, .timeout = 60) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  char *out = alone(dir, "noplugin", "chief", "{\"chief\": [\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:0\"]}",
+                    "LOOM_GLOO_PLUGIN=/nonexistent/libloom_gloo.so");
+  cr_assert(strstr(out, "launched by TF_CONFIG alone needs its Gloo transport plugin libloom_gloo.so, which could not "
+                        "be loaded") &&
+                strstr(out, "/nonexistent/libloom_gloo.so"),
+            "%s", out);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ under mpirun and Slurm */
+static int have_mpi(void) {
+  if (system("command -v mpirun >/dev/null 2>&1") != 0 || access(LOOM_MPI_PLUGIN_PATH, R_OK) != 0) {
+    fprintf(stderr, "SKIPPED: mpirun or %s missing (openmpi-bin, libopenmpi-dev)\n", LOOM_MPI_PLUGIN_PATH);
+    return 0;
+  }
+  return 1;
+}
+
+/* A worker-only TF_CONFIG under mpirun: its size is checked against MPI's (both named), and with the
+ * right size it trains (worker 0, rank 0, is the chief). */
+Test(allreduce_launch, worker_only_tf_config_under_mpirun, .timeout = 200) {
+  if (!have_mpi()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  int rc = sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\",\"b:2\",\"c:3\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+              "timeout 60 " MPIRUN " -np 2 -x TF_CONFIG %s --model_dir %s/m3 --batch 16 --steps 10 --distribute auto "
+              "> %s/size.out 2>&1",
+              LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  char *out = slurp("%s/size.out", dir);
+  cr_assert_neq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "TF_CONFIG names 3 trainer task(s) (chief + worker) but MPI runs 2 rank(s)"), "%s", out);
+  free(out);
+  rc = sh("TF_CONFIG='{\"cluster\":{\"worker\":[\"a:1\",\"b:2\"]},\"task\":{\"type\":\"worker\",\"index\":0}}' "
+          "timeout 60 " MPIRUN " -np 2 -x TF_CONFIG %s --model_dir %s/m2 --batch 16 --steps 10 --distribute auto --log info "
+          "> %s/ok.out 2>&1",
+          LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  out = slurp("%s/ok.out", dir);
+  cr_assert_eq(rc, 0, "%s", out);
+  same_checksums(out, 2);
+  cr_assert(strstr(out, "Open MPI"), "not over MPI:\n%s", out);
+  cr_assert(strstr(out, "allreduce_job: done accuracy="), "%s", out);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* An MPI size that disagrees with the launcher's environment (here PMI_SIZE=2 in a process MPI starts
+ * alone, as a task srun started without --mpi=pmix would be): an error naming both. */
+Test(allreduce_launch, launcher_size_that_disagrees_with_mpi, .timeout = 60) {
+  if (!have_mpi()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  int rc = sh("env -u TF_CONFIG -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS PMI_SIZE=2 PMI_RANK=0 timeout 60 %s "
+              "--model_dir %s/m --steps 10 > %s/out 2>&1",
+              LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  char *out = slurp("%s/out", dir);
+  cr_assert(rc != 0 && rc != 124, "exited %d:\n%s", rc, out);
+  cr_assert(strstr(out, "the launcher's environment names 2 task(s)") && strstr(out, "initialized 1 rank(s)"), "%s",
+            out);
+  free(out);
+  tu_rmtree(dir);
+}
+
+/* srun on a one-node Slurm cluster started for the test (scripts/slurm_local: slurmctld + slurmd,
+ * auth/none): `srun --mpi=pmix -n 2` trains as mpirun does, matching one process with twice the batch. */
+static char g_slurm_dir[TU_TMPDIR_CAP];
+static void slurm_fini(void) {
+  if (g_slurm_dir[0]) {
+    sh("scripts/slurm_local stop %s >/dev/null 2>&1", g_slurm_dir);
+    tu_rmtree(g_slurm_dir);
+  }
+}
+
+Test(allreduce_launch, srun_two_tasks_match_one_worker, .timeout = 300, .fini = slurm_fini) {
+  if (!have_mpi()) return;
+  if (system("command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v srun >/dev/null") != 0 ||
+      geteuid() != 0) {
+    fprintf(stderr, "SKIPPED: srun test needs slurmctld, slurmd and slurm-client (scripts/deps.sh) and root\n");
+    return;
+  }
+  tu_tmpdir(g_slurm_dir, sizeof g_slurm_dir, "arslurm");
+  const char *dir = g_slurm_dir;
+  int port = 30000 + 2 * (int)(getpid() % 10000);
+  int rc = sh("SLURM_LOCAL_PORT=%d scripts/slurm_local start %s > %s/start.out 2>&1", port, dir, dir);
+  char *so = slurp("%s/start.out", dir);
+  cr_assert_eq(rc, 0, "scripts/slurm_local start failed:\n%s", so);
+  free(so);
+  rc = sh("env -u TF_CONFIG timeout 120 %s --model_dir %s/local --distribute local --batch 32 --steps 100 > "
+          "%s/local.out 2>&1",
+          LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  cr_assert_eq(rc, 0);
+  rc = sh("env -u TF_CONFIG SLURM_CONF=%s/slurm.conf timeout 150 srun --mpi=pmix -O -n 2 %s --model_dir %s/coll "
+          "--distribute collective --batch 16 --steps 100 --log info > %s/srun.out 2>&1",
+          dir, LOOM_ALLREDUCE_JOB_BIN, dir, dir);
+  char *out = slurp("%s/srun.out", dir);
+  cr_assert_eq(rc, 0, "srun exited %d:\n%s", rc, out);
+  same_checksums(out, 2);
+  cr_assert(strstr(out, "(Open MPI"), "not over MPI:\n%s", out);
+  cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
+  free(out);
+  char dl[256], dc[256];
+  snprintf(dl, sizeof dl, "%s/local", dir);
+  snprintf(dc, sizeof dc, "%s/coll", dir);
+  int nv = 0;
+  double rel = compare_ckpts(dl, dc, 100, &nv);
+  fprintf(stderr, "allreduce_launch: srun -n 2: %d variables, max relative difference %.3g\n", nv, rel);
+  cr_assert(nv >= 4 && rel <= 1e-5, "srun -n 2 x batch 16 vs 1 x batch 32: %d variables, %g relative", nv, rel);
+}
