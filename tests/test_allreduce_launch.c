@@ -260,10 +260,10 @@ static void lose_worker(int sig) {
   }
   double took = now_s() - t1;
   kill(pid, SIGKILL);
-  while (!tu_file_exists(rc_path) && now_s() - t1 < 120) nap(0.1);
-  char *rc = slurp("%s", rc_path), *out = logs_of(dir, "m");
+  int status = tu_wait_status_file(rc_path, 120);
+  char *out = logs_of(dir, "m");
   cr_assert(chief, "the chief did not fail within 60 s of losing worker:1:\n%s", out);
-  cr_assert(atoi(rc) != 0, "launch_local exited 0 after losing a worker:\n%s", out);
+  cr_assert(status != 0, "launch_local exited 0 (or not within 120 s: %d) after losing a worker:\n%s", status, out);
   const char *w0 = strstr(out, "== worker-0");
   cr_assert(w0 && strstr(w0, "allreduce_job: rank 1:"), "worker:0 did not fail:\n%s", out);
   static const char *const named = "lost rank(s) (dead or stalled, no answer to a liveness probe): 2 (worker:1)";
@@ -274,7 +274,6 @@ static void lose_worker(int sig) {
           took);
   cr_assert(took < 30, "%.1f s to fail after losing a worker (timeout 3 s)", took);
   free(chief);
-  free(rc);
   free(out);
   tu_rmtree(dir);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "loom/loom.h"
 
@@ -95,6 +96,21 @@ static inline void tu_rmtree(const char *dir) {
 }
 
 static inline int tu_file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* Waits up to timeout_s for a file a shell writes with `echo $? > path` to hold its whole line (the
+ * shell creates the file before it writes the status); returns the status, or -1 on timeout. */
+static inline int tu_wait_status_file(const char *path, double timeout_s) {
+  for (double waited = 0; waited < timeout_s; waited += 0.05) {
+    FILE *f = fopen(path, "r");
+    char line[32] = "";
+    int got = f && fgets(line, sizeof line, f) && strchr(line, '\n');
+    if (f) fclose(f);
+    if (got) return atoi(line);
+    struct timespec ts = {0, 50000000L};
+    nanosleep(&ts, NULL);
+  }
+  return -1;
+}
 
 /* Reads the whole file at path into a malloc'd buffer (caller frees) with a
  * NUL after the last byte, so text can be used as a string; the size (without
