@@ -20,7 +20,7 @@ from .. import errors as _errors
 from .. import ops as _ops
 from ..data import Dataset
 from .._surface import missing
-from ._config import RunConfig
+from ..._config import RunConfig
 from . import export
 
 __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier", "DNNRegressor",
@@ -334,15 +334,15 @@ class Estimator(_LoomEstimator):
         finally:
             done()
 
-    def latest_checkpoint(self):
-        """The latest checkpoint's path in model_dir, or None."""
-        buf = C.create_string_buffer(4096)
-        st = _Status()
-        rc = lib.loom_estimator_latest_checkpoint(self.p, buf, len(buf), st.p)
-        if rc == 5:  # NOT_FOUND
-            return None
-        st.raise_if(rc)
-        return buf.value.decode() or None
+    # ---- what loom.train_and_evaluate and the exporters call
+    def _call_hooks(self, hooks, where):
+        return _Hooks(hooks, where, self)
+
+    def _metrics(self, r):
+        return _metrics(r)
+
+    def _serving(self, fn):
+        return export._serving(self, fn)
 
     def get_variable_names(self):
         names = []
