@@ -70,10 +70,12 @@ def _b(s):
 
 
 def _dtype(dt):
-    """A numpy dtype (or type) -> loom_dtype."""
+    """A numpy dtype (or type) -> loom_dtype; str, bytes, object: strings."""
     if isinstance(dt, int):
         return dt
     d = np.dtype(dt)
+    if d.kind in "USO":
+        return STRING
     if d not in _NP2LOOM:
         raise TypeError("loom: no loom dtype for numpy dtype %s" % d)
     return _NP2LOOM[d]

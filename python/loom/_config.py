@@ -117,7 +117,7 @@ class RunConfig:
         if "save_checkpoints_secs" in kwargs and "save_checkpoints_steps" not in kwargs:
             args["save_checkpoints_steps"] = None if kwargs["save_checkpoints_secs"] is not None else \
                 args["save_checkpoints_steps"]
-        return RunConfig(**args)
+        return type(self)(**args)
 
     def _distributed(self):
         """True when TF_CONFIG names a cluster of more than this one task."""

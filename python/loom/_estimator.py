@@ -247,8 +247,7 @@ class Estimator:
         st = _Status()
         r = C.c_void_p()
         self._check(lib.loom_estimator_evaluate(self.p, cb, None, C.byref(o), C.byref(r), st.p), st)
-        out = {lib.loom_eval_result_key(r, i).decode(): lib.loom_eval_result_value(r, i)
-               for i in range(lib.loom_eval_result_count(r))}
+        out = self._metrics(r)
         lib.loom_eval_result_free(r)
         return out
 

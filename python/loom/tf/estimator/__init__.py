@@ -20,7 +20,7 @@ from .. import errors as _errors
 from .. import ops as _ops
 from ..data import Dataset
 from .._surface import missing
-from ..._config import RunConfig
+from ... import _config
 from . import export
 
 __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier", "DNNRegressor",
@@ -30,6 +30,10 @@ __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier
            "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
            "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
            "LoggingTensorHook", "FeedFnHook", "export"]
+
+
+class RunConfig(_config.RunConfig):
+    """tf.estimator.RunConfig: loom.RunConfig (TF's arguments and defaults)."""
 
 
 class ModeKeys:

@@ -1,9 +1,16 @@
 """tf.estimator.TrainSpec / EvalSpec / train_and_evaluate and the exporters:
 loom's own (python/loom/_tae.py) with TF's argument names and errors."""
 from ... import _tae as _n
-from ..._tae import TrainSpec, EvalSpec  # noqa: F401 - TF's arguments already
 
 __all__ = ["TrainSpec", "EvalSpec", "train_and_evaluate", "LatestExporter", "BestExporter", "FinalExporter"]
+
+
+class TrainSpec(_n.TrainSpec):
+    """tf.estimator.TrainSpec: loom.TrainSpec (TF's arguments)."""
+
+
+class EvalSpec(_n.EvalSpec):
+    """tf.estimator.EvalSpec: loom.EvalSpec (TF's arguments)."""
 
 
 def _no_assets(assets_extra):
