@@ -450,6 +450,30 @@ class BaselineRegressor(_Baseline):
     _ctor = lib.loom_baseline_regressor_new
 
 
+def fill_combined(self, o, columns, linear_columns, dnn_columns, hidden_units, dropout, batch_norm,
+                  linear_sparse_combiner):
+    """Checks a wide & deep model's arguments and fills its
+    loom_dnn_linear_combined_options (all but the optimizers and the
+    activation); columns(cols, what) -> (count, C array) of loom_fc.
+    loom.tf's estimators use it too."""
+    if not linear_columns and not dnn_columns:
+        raise ValueError("Either linear_feature_columns or dnn_feature_columns must be defined.")
+    if dnn_columns and not hidden_units:
+        raise ValueError("dnn_hidden_units must be defined when dnn_feature_columns is specified.")
+    if linear_sparse_combiner not in _fcmod.COMBINERS:
+        raise ValueError("linear_sparse_combiner must be one of %s, got %r"
+                         % (sorted(_fcmod.COMBINERS), linear_sparse_combiner))
+    o.nlinear_feature_columns, o.linear_feature_columns = columns(linear_columns, "linear_feature_columns")
+    o.ndnn_feature_columns, o.dnn_feature_columns = columns(dnn_columns, "dnn_feature_columns")
+    hu = [int(u) for u in (hidden_units or [])]
+    arr = (L.i64 * max(1, len(hu)))(*hu)
+    self._keep.append(arr)
+    o.ndnn_hidden_units, o.dnn_hidden_units = len(hu), arr
+    o.dnn_dropout = 0.0 if dropout is None else float(dropout)
+    o.batch_norm = int(bool(batch_norm))
+    o.linear_sparse_combiner = _fcmod.COMBINERS[linear_sparse_combiner]
+
+
 class _Combined(Estimator):
     _ctor = None
 
@@ -457,31 +481,19 @@ class _Combined(Estimator):
                  n_classes=None, label_dimension=None, model_dir=None, linear_optimizer=None,
                  linear_learning_rate=None, dnn_optimizer=None, dnn_learning_rate=None, dnn_activation="relu",
                  dnn_dropout=0.0, batch_norm=False, linear_sparse_combiner="sum", weight_column=None, **config):
-        if not linear_feature_columns and not dnn_feature_columns:
-            raise ValueError("Either linear_feature_columns or dnn_feature_columns must be defined.")
-        if dnn_feature_columns and not dnn_hidden_units:
-            raise ValueError("dnn_hidden_units must be defined when dnn_feature_columns is specified.")
-        if linear_sparse_combiner not in _fcmod.COMBINERS:
-            raise ValueError("linear_sparse_combiner must be one of %s, got %r"
-                             % (sorted(_fcmod.COMBINERS), linear_sparse_combiner))
         super().__init__(None, **config)
         o = lib.loom_dnn_linear_combined_options_default()
         _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column, None, None)
-        o.nlinear_feature_columns, o.linear_feature_columns = _columns(self, linear_feature_columns)
-        o.ndnn_feature_columns, o.dnn_feature_columns = _columns(self, dnn_feature_columns)
+        fill_combined(self, o, lambda cols, what: _columns(self, cols), linear_feature_columns, dnn_feature_columns,
+                      dnn_hidden_units, dnn_dropout, batch_norm, linear_sparse_combiner)
+        self._act = _b(dnn_activation)
+        o.dnn_activation = self._act
         for field, name, lr in ((o.linear_optimizer, linear_optimizer, linear_learning_rate),
                                 (o.dnn_optimizer, dnn_optimizer, dnn_learning_rate)):
             if name is not None:
                 field.name = _b(name)
             if lr is not None:
                 field.learning_rate = lr
-        hu = [int(u) for u in (dnn_hidden_units or [])]
-        self._hu = (L.i64 * max(1, len(hu)))(*hu)
-        o.ndnn_hidden_units, o.dnn_hidden_units = len(hu), self._hu
-        o.dnn_activation = _b(dnn_activation)
-        o.dnn_dropout = dnn_dropout
-        o.batch_norm = int(bool(batch_norm))
-        o.linear_sparse_combiner = _fcmod.COMBINERS[linear_sparse_combiner]
         _make(self, type(self)._ctor, o)
 
 

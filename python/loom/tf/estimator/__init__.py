@@ -12,7 +12,7 @@ import numpy as np
 from ... import _lib as L
 from ..._lib import lib
 from ... import _Status, _b, _from_tensor, LoomError, Graph, Output
-from ..._estimator import Estimator as _LoomEstimator, _fail
+from ..._estimator import Estimator as _LoomEstimator, _fail, fill_combined as _fill_combined
 from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
@@ -613,20 +613,12 @@ class DNNLinearCombinedRegressor(Estimator):
 
 def _combined(self, o, linear_columns, linear_optimizer, dnn_columns, dnn_optimizer, hidden_units, activation_fn,
               dropout, batch_norm, linear_sparse_combiner):
-    if not linear_columns and not dnn_columns:
-        raise ValueError("Either linear_feature_columns or dnn_feature_columns must be defined.")
-    if dnn_columns and not hidden_units:
-        raise ValueError("dnn_hidden_units must be defined when dnn_feature_columns is specified.")
-    o.nlinear_feature_columns, o.linear_feature_columns = self._columns(linear_columns, "linear_feature_columns")
-    o.ndnn_feature_columns, o.dnn_feature_columns = self._columns(dnn_columns, "dnn_feature_columns")
-    _set_optimizer(self, o.linear_optimizer, linear_optimizer, "linear_optimizer")
-    _set_optimizer(self, o.dnn_optimizer, dnn_optimizer, "dnn_optimizer")
-    o.ndnn_hidden_units, o.dnn_hidden_units = _hidden(self, hidden_units)
+    _fill_combined(self, o, self._columns, linear_columns, dnn_columns, hidden_units, dropout, batch_norm,
+                   linear_sparse_combiner)
     self._act = _b(_nn.activation_name(activation_fn, "dnn_activation_fn"))
     o.dnn_activation = self._act
-    o.dnn_dropout = _dropout(dropout)
-    o.batch_norm = int(bool(batch_norm))
-    o.linear_sparse_combiner = _combiner(linear_sparse_combiner, "linear_sparse_combiner")
+    _set_optimizer(self, o.linear_optimizer, linear_optimizer, "linear_optimizer")
+    _set_optimizer(self, o.dnn_optimizer, dnn_optimizer, "dnn_optimizer")
 
 
 class BaselineClassifier(Estimator):
