@@ -664,6 +664,8 @@ from ._estimator import (ModeKeys, EstimatorSpec, Estimator, FeatureColumns, DNN
                          DNNRegressor, LinearClassifier, LinearRegressor, BaselineClassifier, BaselineRegressor,
                          DNNLinearCombinedClassifier, DNNLinearCombinedRegressor)
 from . import _feature_column as feature_column  # noqa: E402
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".feature_column"] = feature_column  # `import loom.feature_column as fc` works too
 from ._config import RunConfig  # noqa: E402
 from ._tae import (TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter,  # noqa: E402
                    FinalExporter)

@@ -231,3 +231,20 @@ def test_run_config_is_loom_tf_run_config(monkeypatch):
     c = loom.RunConfig()
     assert (c.task_type, c.task_id, c.is_chief, c.num_ps_replicas, c.num_worker_replicas) == \
         ("worker", 1, False, 1, 3)
+
+
+def test_run_config_drives_checkpoints_of_a_canned_model(tmp_path):
+    import loom.feature_column as fcm
+    assert fcm is loom.feature_column
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 2)).astype(np.float32)
+    y = (x @ np.array([[2.0], [-1.0]], np.float32) + 0.5).astype(np.float32)
+    cfg = loom.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=50, keep_checkpoint_max=2,
+                         tf_random_seed=5, save_summary_steps=0)
+    est = loom.LinearRegressor([fcm.numeric("x", shape=2)], config=cfg, optimizer="SGD", learning_rate=0.1)
+    assert est.model_dir == str(tmp_path)
+    est.train(lambda m: loom.Dataset.from_tensor_slices({"x": x, "y": y}, label="y").repeat().batch(16),
+              steps=120)
+    ckpts = sorted(f for f in os.listdir(tmp_path) if f.startswith("model.ckpt-"))
+    assert ckpts == ["model.ckpt-100", "model.ckpt-120"]  # every 50 steps and the last; 2 kept
+    np.testing.assert_allclose(est.get_variable_value("linear/linear_model/x/weights").ravel(), [2, -1], atol=1e-2)
