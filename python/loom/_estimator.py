@@ -87,6 +87,13 @@ def _run_config(config=None, model_dir=None, random_seed=None, save_checkpoints_
     if config is not None:
         if not isinstance(config, RunConfig):
             raise TypeError("config must be a loom.RunConfig, got %s" % type(config).__name__)
+        given = [k for k, v in (("model_dir", model_dir), ("random_seed", random_seed),
+                                ("save_checkpoints_steps", save_checkpoints_steps),
+                                ("save_summary_steps", save_summary_steps),
+                                ("log_step_count_steps", log_step_count_steps),
+                                ("keep_checkpoint_max", keep_checkpoint_max)) if v is not None]
+        if given:
+            raise ValueError("give config=loom.RunConfig(...) or the keywords %s, not both" % given)
         c = config._c()
         c.num_threads = num_threads
         return c

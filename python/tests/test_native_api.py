@@ -161,6 +161,8 @@ def test_wide_and_deep_argument_errors():
         loom.DNNLinearCombinedClassifier(dnn_feature_columns=[fc.numeric("a")])
     with pytest.raises(TypeError, match="loom.RunConfig"):
         loom.LinearRegressor([fc.numeric("a")], config={"model_dir": "x"})
+    with pytest.raises(ValueError, match="not both"):
+        loom.LinearRegressor([fc.numeric("a")], config=loom.RunConfig(), random_seed=3)
 
 
 def test_train_and_evaluate_with_each_exporter_and_predictor(tmp_path, vocab):

@@ -19,7 +19,7 @@ __all__ = ["numeric_column", "bucketized_column", "categorical_column_with_ident
 from .._feature_column import (FeatureColumn, NumericColumn, BucketizedColumn, IdentityColumn,  # noqa: F401
                                VocabularyListColumn, VocabularyFileColumn, HashBucketColumn, CrossedColumn,
                                WeightedColumn, IndicatorColumn, EmbeddingColumn, SharedEmbeddingColumn, make_columns,
-                               COMBINERS as _COMBINERS, _LOOM_DTYPE)
+                               _LOOM_DTYPE)
 from .. import _feature_column as _n
 
 
