@@ -14,6 +14,7 @@
 #include "ops/train.def.h"
 #include "ops/feature.def.h"
 #include "ops/sparse.def.h"
+#include "ops/decode.def.h"
 
 #define LOOM_OP_LIST(X) \
   LOOM_CORE_OPS(X)      \
@@ -24,7 +25,8 @@
   LOOM_RANDOM_OPS(X)    \
   LOOM_TRAIN_OPS(X)     \
   LOOM_FEATURE_OPS(X)   \
-  LOOM_SPARSE_OPS(X)
+  LOOM_SPARSE_OPS(X)    \
+  LOOM_DECODE_OPS(X)
 
 typedef enum loom_op_type {
 #define LOOM_X_ENUM(e, n) LOOM_OP_##e,
@@ -36,6 +38,7 @@ typedef enum loom_op_type {
 /* Family registration functions (each in ops/<family>.c). */
 struct loom_op_def;
 void loom__register_core(struct loom_op_def *t);
+void loom__register_decode(struct loom_op_def *t);
 void loom__register_math(struct loom_op_def *t);
 void loom__register_reduce(struct loom_op_def *t);
 void loom__register_array(struct loom_op_def *t);

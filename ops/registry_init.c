@@ -37,6 +37,7 @@ __attribute__((constructor)) static void ops_register(void) {
   loom__register_train(t);
   loom__register_feature(t); /* ops/feature.c */
   loom__register_sparse(t);  /* ops/sparse.c */
+  loom__register_decode(t);  /* ops/decode.c */
   /* gradient functions, one file per family (ops/grad_<family>.c) */
   loom__register_core_grads(t);
   loom__register_math_grads(t);

@@ -310,6 +310,44 @@ LOOM_API loom_tfrecord_writer *loom_tfrecord_writer_new_compressed(const char *p
 LOOM_API loom_code loom_dataset_write_tfrecord(loom_dataset *ds, const char *path, int compression,
                                                int64_t *nrecords, loom_status *st);
 
+/* ---- raw records (tf.data.TFRecordDataset, TextLineDataset,
+ * FixedLengthRecordDataset) ----
+ * One scalar string component per element (named opt->name, "record" when
+ * NULL or empty), the files read in order:
+ *  - LOOM_RECORDS_TFRECORD: each record's bytes (both masked CRCs checked;
+ *    framing errors are DATA_LOSS naming the file, record and offset);
+ *    compression NONE, GZIP, ZLIB or AUTO as loom_dataset_tfrecord_ex.
+ *  - LOOM_RECORDS_TEXT_LINE: each line without its "\n" or "\r\n"; a last
+ *    line without a line break is a line; an empty file has none.
+ *  - LOOM_RECORDS_FIXED_LENGTH: header_bytes skipped, then records of
+ *    record_bytes up to the last footer_bytes bytes. As in TF, a body
+ *    (the file less header and footer) that is not a multiple of
+ *    record_bytes, or a file shorter than header + footer, is
+ *    INVALID_ARGUMENT naming the file and the lengths (after the file's
+ *    whole records).
+ * Text and fixed-length files take compression NONE, GZIP (concatenated
+ * members read in sequence) or ZLIB; a corrupt or truncated stream is
+ * DATA_LOSS naming the file and the uncompressed offset. Bad options
+ * (unknown format or compression, record_bytes <= 0, negative header or
+ * footer, sizes on another format) are INVALID_ARGUMENT; a missing file
+ * is NOT_FOUND. New dataset (NULL on failure); caller frees with
+ * loom_dataset_free. */
+typedef enum loom_records_format {
+  LOOM_RECORDS_TFRECORD = 0,
+  LOOM_RECORDS_TEXT_LINE = 1,
+  LOOM_RECORDS_FIXED_LENGTH = 2
+} loom_records_format;
+typedef struct loom_records_options {
+  uint32_t struct_size; /* sizeof: set by loom_records_options_default() */
+  int32_t format;       /* a loom_records_format */
+  int32_t compression;  /* a loom_tfrecord_compression */
+  int64_t record_bytes, header_bytes, footer_bytes; /* FIXED_LENGTH */
+  const char *name;     /* the component's name (copied) */
+} loom_records_options;
+LOOM_API loom_records_options loom_records_options_default(void); /* TFRECORD, NONE, "record" */
+LOOM_API loom_dataset *loom_dataset_records(int nfiles, const char *const *paths, const loom_records_options *opt,
+                                            loom_status *st);
+
 /* ---- tf.io.parse_example as a graph op (LoomParseExample) ----
  * Parses serialized, a string vector [B] of serialized tf.Example, by spec
  * (nspec entries) inside the graph, so that an exported model reads
@@ -333,6 +371,35 @@ LOOM_API int loom_parse_example_num_outputs(int nspec, const loom_feature_spec *
 LOOM_API int loom_parse_example(loom_graph *g, loom_output serialized, int nspec, const loom_feature_spec *spec,
                                 int cap, loom_output *out, const char *name);
 
+/* ---- tf.io decoders as graph ops (what a traced Dataset.map uses) ----
+ * loom_decode_raw: tf.io.decode_raw. Each string of bytes [...] is
+ * reinterpreted as out_type (LOOM_U8, LOOM_I32, LOOM_I64, LOOM_F32 or
+ * LOOM_F64; little_endian 1 = the bytes are little-endian, else big-endian)
+ * -> [..., n]; every string must have the same length, a multiple of the
+ * type's size (else the run fails with INVALID_ARGUMENT naming the
+ * element). n comes from the data (the op runs in the host pass).
+ * loom_string_to_number: tf.strings.to_number (out_type F32, F64, I32 or
+ * I64; spaces around the number allowed; a string that is not a number of
+ * that type fails the run naming the element).
+ * loom_decode_csv: tf.io.decode_csv. records (string, any shape) are CSV
+ * lines; out[0..ncols) (one per record_defaults[i], the records' shape)
+ * get the fields' values of record_defaults[i]'s dtype (F32, F64, I32, I64,
+ * STRING). A default with one element fills an empty field (or one equal
+ * to na_value, NULL = none); a default with zero elements makes the column
+ * required (an empty field fails the run naming field and record).
+ * use_quote_delim: RFC 4180 quotes ("" inside a quoted field is a quote);
+ * else quotes are ordinary bytes. nselect 0: a record must have exactly
+ * ncols fields; else select_cols[0..nselect) (nselect == ncols, strictly
+ * increasing) picks the columns and later fields are not read. Returns
+ * ncols, 0 on a bad argument (a sticky graph error). The defaults are
+ * copied into the graph as constants. */
+LOOM_API loom_output loom_decode_raw(loom_graph *g, loom_output bytes, loom_dtype out_type, int little_endian,
+                                     const char *name);
+LOOM_API loom_output loom_string_to_number(loom_graph *g, loom_output x, loom_dtype out_type, const char *name);
+LOOM_API int loom_decode_csv(loom_graph *g, loom_output records, int ncols, const loom_tensor *const *record_defaults,
+                             char field_delim, int use_quote_delim, const char *na_value, int nselect,
+                             const int64_t *select_cols, loom_output *out, const char *name);
+
 /* ---- transformations (own their input) ---- */
 /* fn maps an element in place: values[i] may be replaced (free the old
  * tensor) or modified; it must keep the spec's dtypes and ranks, and each
@@ -341,6 +408,57 @@ LOOM_API int loom_parse_example(loom_graph *g, loom_output serialized, int nspec
 typedef loom_code (*loom_map_fn)(void *user, int n, loom_tensor **values, loom_status *st);
 /* New dataset (NULL on failure); caller frees with loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_map(loom_dataset *in, loom_map_fn fn, void *user, loom_status *st);
+/* Dataset.map with a traced function (what a binding builds from a Python
+ * fn): every element of in is fed to inputs[i] <- component i (nin must
+ * be in's component count, each input of the component's dtype; usually
+ * placeholders) and outputs[0..nout) are run in a session of g (one
+ * thread, one run per element) to make the new element, component i
+ * named names[i], of outputs[i]'s dtype and static shape (-1 dims vary).
+ * ragged (NULL = all dense): ragged[i] = 1 makes outputs i and i + 1 (the
+ * int64 row_splits, named "<names[i]>/row_splits") an unbatched ragged
+ * pair (values [k], splits {0, k}: tf.io.parse_single_example's
+ * VarLenFeature), 2 a batched one (values [nnz], splits [B + 1]:
+ * tf.io.parse_example's); ragged[i + 1] is then 0. label_name (NULL =
+ * none) names the dense output that is the label. Takes over in and g
+ * (also on failure; g is freed with the dataset). A failing run ends
+ * iteration with its status, prefixed "map: the mapped function failed";
+ * an output whose shape disagrees with its static shape, or an
+ * inconsistent ragged pair, is INVALID_ARGUMENT naming the component.
+ * New dataset (NULL on failure); caller frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_map_graph(loom_dataset *in, loom_graph *g, int nin, const loom_output *inputs,
+                                              int nout, const char *const *names, const loom_output *outputs,
+                                              const int32_t *ragged, const char *label_name, loom_status *st);
+/* Dataset.skip: drops the first count elements of each pass (count < 0:
+ * all of them). New dataset (NULL on failure); caller frees with
+ * loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_skip(loom_dataset *in, int64_t count, loom_status *st);
+/* Dataset.filter with a traced predicate: each element of in is fed to
+ * inputs[i] <- component i (as loom_dataset_map_graph) and kept when the
+ * scalar bool output predicate is true. Takes over in and g (also on
+ * failure). A failing run ends iteration with its status, prefixed
+ * "filter: the predicate failed". New dataset (NULL on failure); caller
+ * frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_filter_graph(loom_dataset *in, loom_graph *g, int nin, const loom_output *inputs,
+                                                 loom_output predicate, loom_status *st);
+/* Dataset.interleave over n datasets made beforehand (one per input
+ * element, e.g. one TFRecord file each), as TF orders it: a cycle of
+ * cycle_length slots, each holding an open input; block_length elements
+ * from a slot, then the next slot; an exhausted input frees its slot, and
+ * an empty slot takes the next unopened input (reset at that point). With
+ * cycle_length 1 it is the inputs one after another (flat_map). All inputs
+ * must have the same components (names, dtypes, ranks, ragged pairs,
+ * label); a dim that differs between them varies. Takes over the inputs
+ * (also on failure). cycle_length, block_length >= 1. New dataset (NULL on
+ * failure); caller frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_interleave(int n, loom_dataset *const *inputs, int64_t cycle_length,
+                                               int64_t block_length, loom_status *st);
+/* Dataset.zip: the components of inputs[0..n) side by side (input 0's
+ * first), one element of each per element, ending when the first input
+ * ends. Component names must be unique across the inputs (else
+ * INVALID_ARGUMENT naming the name); at most one input may have a label
+ * (it stays the label). Takes over the inputs (also on failure). New
+ * dataset (NULL on failure); caller frees with loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_zip(int n, loom_dataset *const *inputs, loom_status *st);
 /* Fills a buffer of buffer_size (>= 1) elements and draws uniformly from it
  * (Philox with seed); reshuffle_each_iteration: a reset draws a new order
  * (a function of seed and the pass number), else every pass repeats the

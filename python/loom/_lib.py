@@ -422,3 +422,44 @@ _d("loom_layers_average_pooling2d", Output, vp, Output, P(i64), P(i64), cs, cs)
 _d("loom_layers_flatten", Output, vp, Output, cs)
 _d("loom_dropout_options_default", DropoutOptions)
 _d("loom_layers_dropout", Output, vp, Output, dbl, P(DropoutOptions), cs)
+
+
+# ---- tf.data sources, the traced map and tf.io (loom.tf.data, loom.tf.io)
+class RecordsOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("format", i32), ("compression", i32), ("record_bytes", i64),
+                ("header_bytes", i64), ("footer_bytes", i64), ("name", cs)]
+
+
+class CsvColumn(C.Structure):
+    _fields_ = [("name", cs), ("dtype", cint), ("default_value", cs), ("select", i32), ("separator", C.c_char)]
+
+
+class CsvOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("header", i32), ("delimiter", C.c_char), ("ncolumns", i32),
+                ("columns", P(CsvColumn)), ("label_name", cs)]
+
+
+_d("loom_records_options_default", RecordsOptions)
+_d("loom_dataset_records", vp, cint, P(cs), P(RecordsOptions), vp)
+_d("loom_dataset_map_graph", vp, vp, vp, cint, P(Output), cint, P(cs), P(Output), P(i32), cs, vp)
+_d("loom_csv_options_default", CsvOptions)
+_d("loom_dataset_csv", vp, cint, P(cs), P(CsvOptions), vp)
+_d("loom_dataset_cache", vp, vp, cs, vp)
+_d("loom_dataset_component_dtype", cint, vp, cint)
+_d("loom_dataset_component_shape", cint, vp, cint, P(i64))
+_d("loom_dataset_label_index", cint, vp)
+_d("loom_dataset_component_row_splits", cint, vp, cint)
+_d("loom_tfrecord_writer_new_compressed", vp, cs, cint, vp)
+_d("loom_tfrecord_writer_write", cint, vp, C.c_char_p, C.c_size_t, vp)
+_d("loom_tfrecord_writer_close", cint, vp, vp)
+_d("loom_parse_example_num_outputs", cint, cint, P(FeatureSpec))
+_d("loom_parse_example", cint, vp, Output, cint, P(FeatureSpec), cint, P(Output), cs)
+_d("loom_as_string", Output, vp, Output, cs)
+_d("loom_string_to_hash_bucket_fast", Output, vp, Output, i64, cs)
+_d("loom_decode_raw", Output, vp, Output, cint, cint, cs)
+_d("loom_string_to_number", Output, vp, Output, cint, cs)
+_d("loom_decode_csv", cint, vp, Output, cint, P(vp), C.c_char, cint, cs, cint, P(i64), P(Output), cs)
+_d("loom_dataset_skip", vp, vp, i64, vp)
+_d("loom_dataset_filter_graph", vp, vp, vp, cint, P(Output), Output, vp)
+_d("loom_dataset_interleave", vp, cint, P(vp), i64, i64, vp)
+_d("loom_dataset_zip", vp, cint, P(vp), vp)

@@ -35,6 +35,8 @@ CASES = {
     "keras_iris_estimator.py": ((IRIS,), {"accuracy": (0.85, 1), "predict_accuracy": (0.85, 1),
                                           "global_step": (500, 500)}),
     "fashion_mnist_dist.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (600, 600)}),
+    "tfrecord_csv_linear.py": ((), {"accuracy": (0.7, 1), "auc": (0.85, 1), "readers_agree": (1, 1),
+                                    "global_step": (300, 300)}),
 }
 
 

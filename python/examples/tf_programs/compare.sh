@@ -36,7 +36,7 @@ run() {  # side program seed -> "wall_s rss_kb METRIC..." on stdout
 printf '%-24s %-5s %-44s %8s %9s\n' program side "metric (mean over seeds)" wall_s peak_MiB
 for prog in ${PROGRAMS:-iris_dnn_pandas.py linear_crossed.py wide_deep_tae.py regression_pandas.py \
              iris_linear_numpy.py iris_custom_model_fn.py fashion_mnist_cnn.py keras_iris_estimator.py \
-             fashion_mnist_dist.py}; do
+             fashion_mnist_dist.py tfrecord_csv_linear.py}; do
   declare -A lines=()
   i=0
   for seed in "${seeds[@]}"; do

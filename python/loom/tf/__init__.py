@@ -45,7 +45,33 @@ def _set_verbosity(level):
 
 logging = Namespace("compat.v1.logging", DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50,
                     set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0])
-io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen)
+from . import io as _io
+from . import math_ops as _m
+from .math_ops import add, subtract, multiply, divide, maximum, minimum, exp, sqrt, square, concat, expand_dims, \
+    squeeze, equal, less, greater  # noqa: F401
+io = Namespace("io", FixedLenFeature=_FixedLen, VarLenFeature=_VarLen,
+               FixedLenSequenceFeature=_io.FixedLenSequenceFeature, parse_example=_io.parse_example,
+               parse_single_example=_io.parse_single_example, TFRecordWriter=_io.TFRecordWriter,
+               TFRecordOptions=_io.TFRecordOptions, TFRecordCompressionType=_io.TFRecordCompressionType,
+               decode_raw=_io.decode_raw, decode_csv=_io.decode_csv)
+def _gfile_copy(src, dst, overwrite=False):
+    import shutil
+    if not overwrite and _os.path.exists(dst):
+        raise FileExistsError(dst)
+    shutil.copyfile(src, dst)
+
+
+import os as _os  # noqa: E402
+import glob as _glob  # noqa: E402
+io.gfile = Namespace("io.gfile", glob=lambda pattern: sorted(_glob.glob(pattern)), exists=_os.path.exists,
+                     isdir=_os.path.isdir, listdir=_os.listdir, makedirs=lambda p: _os.makedirs(p, exist_ok=True),
+                     mkdir=_os.mkdir, remove=_os.remove, rmtree=__import__("shutil").rmtree, GFile=open,
+                     copy=_gfile_copy, rename=lambda s, d, overwrite=False: _os.replace(s, d) if overwrite
+                     else _os.rename(s, d))
+strings = Namespace("strings", to_number=_io.string_to_number, as_string=_io.as_string,
+                    to_hash_bucket_fast=_io.to_hash_bucket_fast)
+sparse = Namespace("sparse", SparseTensor=data.SparseTensor)
+SparseTensor = data.SparseTensor
 from . import _keras
 _keras_optimizers = Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
                               Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,
@@ -64,7 +90,9 @@ keras = Namespace("keras", Sequential=_keras.Sequential, Input=_keras.Input, lay
                       AUTO="auto", NONE="none"), **_keras.losses_ns))
 losses = Namespace("losses", Reduction=keras.losses.Reduction)
 math = Namespace("math", argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
-                 reduce_min=reduce_min)
+                 reduce_min=reduce_min, add=_m.add, subtract=_m.subtract, multiply=_m.multiply, divide=_m.divide,
+                 maximum=_m.maximum, minimum=_m.minimum, exp=_m.exp, log=_m.log, sqrt=_m.sqrt, square=_m.square,
+                 abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater)
 _v1_losses = Namespace("compat.v1.losses", sparse_softmax_cross_entropy=_ops.sparse_softmax_cross_entropy,
                        mean_squared_error=_ops.mean_squared_error)
 _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
@@ -84,7 +112,12 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                                             pandas_input_fn=_inputs.pandas_input_fn),
     **{k: getattr(estimator, k) for k in estimator.__all__}),
     feature_column=feature_column, data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
-    io=io, losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
+    io=io, python_io=Namespace("compat.v1.python_io", TFRecordWriter=_io.TFRecordWriter,
+                               TFRecordOptions=_io.TFRecordOptions,
+                               TFRecordCompressionType=_io.TFRecordCompressionType),
+    decode_csv=_io.decode_csv, decode_raw=_io.decode_raw, parse_example=_io.parse_example,
+    parse_single_example=_io.parse_single_example, FixedLenFeature=_FixedLen, VarLenFeature=_VarLen,
+    losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
     layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout),
     metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),

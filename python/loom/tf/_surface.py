@@ -8,10 +8,13 @@ import types
 ALTERNATIVES = {
     "compat.v1.layers": "tf.compat.v1.layers.dense, or a model on loom.Graph with loom.Estimator",
     "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, or loom.Graph",
-    "data.Dataset.map": "transform the arrays with numpy before Dataset.from_tensor_slices",
-    "data.Dataset.filter": "filter the arrays with numpy before Dataset.from_tensor_slices",
-    "data.TFRecordDataset": "read the records into numpy arrays and use Dataset.from_tensor_slices",
-    "data.experimental.make_csv_dataset": "read the CSV with pandas or numpy and use Dataset.from_tensor_slices",
+    "data.Dataset": "the sources TFRecordDataset, TextLineDataset, FixedLengthRecordDataset, "
+                    "experimental.CsvDataset / make_csv_dataset or Dataset.from_tensor_slices, with map, filter, "
+                    "batch, shuffle, repeat, take, skip, prefetch, cache",
+    "data.experimental": "tf.data.experimental.make_csv_dataset or CsvDataset",
+    "io": "tf.io.parse_example / parse_single_example / decode_csv / decode_raw, TFRecordWriter",
+    "sparse": "keep VarLenFeatures as they are parsed: feature columns read them (loom's ragged pairs)",
+    "strings": "tf.strings.to_number, as_string or to_hash_bucket_fast",
     "keras": "tf.keras.Sequential with the layers of tf.keras.layers that loom has, or loom's native API",
     "keras.layers": "Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Reshape, Dropout, BatchNormalization, "
                     "Embedding in a tf.keras.Sequential",

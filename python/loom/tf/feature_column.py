@@ -135,10 +135,18 @@ _FROM_NP = {np.dtype(np.float32): _dt.float32, np.dtype(np.int64): _dt.int64, np
 def make_parse_example_spec(feature_columns):
     """{key: FixedLenFeature | VarLenFeature}, from loom.feature_column's
     make_parse_example_spec (loom_fc_make_parse_example_spec)."""
+    feature_columns = list(feature_columns or [])
     out = {}
     for k, p in _n.make_parse_example_spec(feature_columns).items():
         dt = _FROM_NP[np.dtype(p.dtype)]
         out[k] = VarLenFeature(dt) if p.varlen else FixedLenFeature(p.shape, dt, p.default_value)
+    # an integer numeric_column parses an int64_list, as TF's spec says (loom's columns read it as float)
+    for c in feature_columns:
+        src = c.source_column if isinstance(c, BucketizedColumn) else c
+        if isinstance(src, NumericColumn) and _dt.as_dtype(src.dtype).is_integer and src.key in out:
+            f = out[src.key]
+            out[src.key] = FixedLenFeature(f.shape, _dt.int64, None if f.default_value is None else
+                                           [int(v) for v in f.default_value])
     return out
 
 

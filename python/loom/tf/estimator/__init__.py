@@ -220,8 +220,8 @@ class Estimator(_LoomEstimator):
                 m = _MODES[mode]
                 ds = _as_dataset(_call_input_fn(input_fn, m, dict(self.params), self._tf_config), m)
                 if m == ModeKeys.PREDICT:
-                    ds = Dataset(ds._features, None, ds._ops)  # predict ignores labels, as TF
-                if not isinstance(ds._features, dict) and not hasattr(self, "_model_fn"):
+                    ds = ds._without_labels()  # predict ignores labels, as TF
+                if not ds._features_are_dict() and not hasattr(self, "_model_fn"):
                     raise ValueError("input_fn: the features must be a dict of arrays {key: array} for a canned "
                                      "estimator, got one array")
                 return ds._loom(self._hints, self._label_dtype)._release()  # the estimator frees it
