@@ -448,13 +448,16 @@ GPU_MEMCHECK ?= 1
 
 # The GPU parity programs under the CUDA emulator (no GPU needed; part of `make test`).
 # Both runs end with parity_coverage: a CUDA kernel that no test_parity* program ran fails.
+# test_nccl: the collective strategy's NCCL path, two ranks under mpirun with the emulated NCCL
+# (tests/cuemu/nccl_emu.c), and its fallback to the host all-reduce.
 test-cuemu: deps
 	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib build/cuemu/tests/cuemu/test_cuemu \
-	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) build/cuemu/tests/gpu/parity_coverage
+	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) build/cuemu/tests/gpu/parity_coverage \
+	  build/cuemu/tests/cuemu/test_nccl build/cuemu/examples/allreduce_job build/cuemu/libnccl_emu.so
 	@rm -rf build/cuemu/parity_coverage && mkdir -p build/cuemu/parity_coverage; \
 	 export LOOM_PARITY_COVERAGE_DIR=$(CURDIR)/build/cuemu/parity_coverage; \
 	 rc=0; for t in build/cuemu/tests/cuemu/test_cuemu $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) \
-	   build/cuemu/tests/gpu/parity_coverage; do $$t || rc=1; done; \
+	   build/cuemu/tests/gpu/parity_coverage build/cuemu/tests/cuemu/test_nccl; do $$t || rc=1; done; \
 	 echo "test-cuemu: again with each block's threads run last to first (a race would change results)"; \
 	 for t in test_parity test_parity_array test_parity_extra test_cuda_errors; do \
 	   CUEMU_ORDER=reverse build/cuemu/tests/gpu/$$t || rc=1; done; \
@@ -463,6 +466,12 @@ $(BUILD)/tests/cuemu/test_cuemu: tests/cuemu/test_cuemu.cc $(BUILD)/tests/cuemu/
 	@mkdir -p $(dir $@)
 	$(call say,CXXLD,$@)
 	$(Q)$(CXX) $(CUEMU_CXXFLAGS) $^ -o $@ $(LDFLAGS) $(BLAS_LIBS) -lpthread
+
+# The emulated NCCL, opened in place of libnccl through LOOM_NCCL_LIBRARY (CUDA=emu programs).
+$(BUILD)/libnccl_emu.so: tests/cuemu/nccl_emu.c tests/cuemu/nccl.h
+	@mkdir -p $(dir $@)
+	$(call say,CC,$@)
+	$(Q)$(CC) -std=c11 -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra $(WERROR) -Itests/cuemu $< -o $@ -lpthread
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/parity.h tests/gpu/parity_coverage.h $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)

@@ -12,6 +12,7 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static const loom_coll_api *g_api;
 static int g_ready;
+static double g_timeout = 60.0;
 
 static int env_int(const char *name, int *out) {
   const char *v = getenv(name);
@@ -32,6 +33,14 @@ void loom__coll_env(int *rank, int *size) {
     if (env_int(names[i][1], size) && env_int(names[i][0], rank)) return;
   *size = 0;
   *rank = 0;
+}
+
+int loom__coll_local_rank(void) {
+  static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+  int r = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (env_int(names[i], &r)) return r;
+  return 0;
 }
 
 /* Tries path; on failure appends dlerror's text to why. */
@@ -81,6 +90,7 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
     const char *v = getenv("LOOM_COLLECTIVE_TIMEOUT");
     timeout_s = v && atof(v) > 0 ? atof(v) : 60.0;
   }
+  g_timeout = timeout_s;
   int env_rank = 0, env_size = 0;
   loom__coll_env(&env_rank, &env_size);
   loom__coll_tf tf;
@@ -169,6 +179,7 @@ out:
   return rc;
 }
 
+double loom__coll_timeout(void) { return g_timeout; }
 int loom__coll_rank(void) { return g_ready ? g_api->rank() : 0; }
 int loom__coll_size(void) { return g_ready ? g_api->size() : 1; }
 const char *loom__coll_name(void) { return g_api ? g_api->name : "none"; }

@@ -14,6 +14,9 @@
 /* The process's rank and size as the launcher states them in the environment (OMPI_COMM_WORLD_RANK /
  * _SIZE, PMI_RANK / PMI_SIZE, SLURM_PROCID / SLURM_NTASKS); size 0 when none is set. */
 void loom__coll_env(int *rank, int *size);
+/* The process's rank among the job's processes on its machine as the launcher states it
+ * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID); 0 when none is set. */
+int loom__coll_local_rank(void);
 /* A collective job launched by TF_CONFIG alone: this task's rank of size (chief or master 0, then the
  * workers by index), rank 0's TF_CONFIG address (where it serves the rendezvous), this task's host and
  * the ranks' task names ("chief:0,worker:0,..."). */
@@ -30,6 +33,8 @@ int loom__coll_tf_config(const char *json, loom__coll_tf *out, loom_status *st);
  * serves at its TF_CONFIG address. timeout_s: the collective timeout (<= 0: $LOOM_COLLECTIVE_TIMEOUT,
  * else 60 s). */
 loom_code loom__coll_init(double timeout_s, loom_status *st);
+/* The collective timeout init was given (seconds). */
+double loom__coll_timeout(void);
 int loom__coll_rank(void);
 int loom__coll_size(void);
 const char *loom__coll_name(void);

@@ -79,6 +79,9 @@ typedef struct coll {
   int64_t wall_ns, hidden_ns; /* all-reduce wall time (union of the buckets' spans) and its part before
                                  the backward pass ended, summed over the steps */
   int64_t sparse_dense, sparse_gathered; /* sparse gradients exchanged by each path, over the steps */
+  double timeout_s;                      /* the collective timeout */
+  loom__dev_comm *dcomm; /* a device session's dense buckets go through NCCL (NULL: the host transport's) */
+  const char *allreduce_path; /* "mpi", "nccl" (the summary line) */
 } coll;
 
 static loom_code oom(loom_status *st) { return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory"); }
@@ -334,6 +337,27 @@ static loom_code check_training(coll *c, float flag_sum, int training, loom_stat
 
 static int64_t now_ns(void) { return (int64_t)(loom__mono_secs() * 1e9); }
 
+/* An all-reduce of n floats on the device (NCCL). On failure (a timeout aborted the communicator) the
+ * host transport's liveness probe names the lost ranks: a one-float all-reduce over it, itself bounded
+ * by the collective timeout. */
+static loom_code dev_allreduce(coll *c, float *buf, int64_t n, loom_status *st) {
+  loom_code rc = loom__dev_comm_allreduce_host(c->dcomm, buf, n, st);
+  if (rc == LOOM_OK) return LOOM_OK;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", loom_status_message(st));
+  loom_status *probe = loom_status_new();
+  float one = 1.0f;
+  loom_code prc = probe ? loom__coll_allreduce_sum(&one, 1, probe) : LOOM_OK;
+  if (prc != LOOM_OK)
+    rc = loom_status_set(st, prc, "collective strategy: rank %d: %s; over %s: %s", c->rank, msg, loom__coll_name(),
+                         loom_status_message(probe));
+  else
+    rc = loom_status_set(st, rc, "collective strategy: rank %d: %s (every rank answered over %s)", c->rank, msg,
+                         loom__coll_name());
+  loom_status_free(probe);
+  return rc;
+}
+
 /* Fusion buckets from the dense gradients' sizes (the first step's results res, fetch indices fi): the
  * gradients in bucket order (reverse creation order), consecutive ones together up to bucket_bytes (a
  * larger gradient is a bucket of its own; 0: one bucket), the first bucket up to first_bucket_bytes (as
@@ -383,13 +407,16 @@ static loom_code start_bucket(coll *c, int k, loom_status *st) {
   if (k == 0) c->pack[b->n - 1] = 1.0f;
   b->t_start = now_ns();
   loom_code rc;
-  if (c->overlap) {
+  if (c->dcomm) { /* a device session: the bucket all-reduced on the device (after the run) */
+    rc = dev_allreduce(c, c->pack + b->off, b->n, st);
+    b->t_done = now_ns();
+  } else if (c->overlap) {
     rc = loom__coll_iallreduce_sum(c->pack + b->off, b->n, &b->req, st);
   } else { /* the plain path: one blocking all-reduce after another */
     rc = loom__coll_allreduce_sum(c->pack + b->off, b->n, st);
     b->t_done = now_ns();
   }
-  if (rc == LOOM_OK) b->state = c->overlap ? 1 : 2;
+  if (rc == LOOM_OK) b->state = c->overlap && !c->dcomm ? 1 : 2;
   return rc;
 }
 
@@ -700,10 +727,75 @@ typedef struct coll_hook {
   coll *c;
 } coll_hook;
 
+/* A session on a device (a GPU) with more than one rank: its dense buckets go through NCCL when every rank
+ * loads it and joins the communicator (rank 0 makes the id, broadcast by the host transport: MPI or
+ * Gloo); else, or with LOOM_COLLECTIVE_NCCL=0, through the host transport's all-reduce, with one INFO line
+ * saying why. Every rank takes the same path: each step is agreed by an all-reduce of a flag on the host. */
+static loom_code setup_device(coll *c, loom_session *s, loom_status *st) {
+  if (c->size < 2) return LOOM_OK;
+  loom_status *why = loom_status_new();
+  if (!why) return oom(st);
+  char name[64] = "", id[1 + LOOM__DEV_COMM_ID_BYTES];
+  size_t idn = 0;
+  const char *env = getenv("LOOM_COLLECTIVE_NCCL");
+  int ok = 0;
+  if (!loom__session_on_device(s)) {
+    loom_status_free(why); /* host tensors: the host all-reduce, nothing to say */
+    return LOOM_OK;
+  }
+  if (env && !strcmp(env, "0"))
+    loom_status_set(why, LOOM_UNAVAILABLE, "LOOM_COLLECTIVE_NCCL=0");
+  else
+    ok = loom__dev_comm_load(s, name, sizeof name, why) == LOOM_OK;
+  /* every rank loaded NCCL */
+  float agree = ok ? 1.0f : 0.0f;
+  loom_code rc = loom__coll_allreduce_sum(&agree, 1, st);
+  if (rc == LOOM_OK && ok && agree < (float)c->size - 0.5f) {
+    ok = 0;
+    loom_status_set(why, LOOM_UNAVAILABLE, "%d of %d ranks could not use NCCL", c->size - (int)(agree + 0.5f),
+                    c->size);
+  }
+  /* rank 0's id, broadcast (its first byte: whether rank 0 made one) */
+  if (rc == LOOM_OK && ok) {
+    memset(id, 0, sizeof id);
+    if (c->rank == 0) id[0] = loom__dev_comm_id(s, id + 1, LOOM__DEV_COMM_ID_BYTES, &idn, why) == LOOM_OK;
+    rc = loom__coll_broadcast(id, sizeof id, 0, st);
+    if (rc == LOOM_OK && !id[0]) {
+      ok = 0;
+      if (c->rank != 0) loom_status_set(why, LOOM_UNAVAILABLE, "rank 0 could not make an NCCL id");
+    }
+  }
+  /* every rank joined */
+  if (rc == LOOM_OK && ok) {
+    c->dcomm = loom__dev_comm_new(s, id + 1, LOOM__DEV_COMM_ID_BYTES, c->size, c->rank, c->timeout_s, why);
+    agree = c->dcomm ? 1.0f : 0.0f;
+    rc = loom__coll_allreduce_sum(&agree, 1, st);
+    if (rc == LOOM_OK && agree < (float)c->size - 0.5f) {
+      if (c->dcomm) loom_status_set(why, LOOM_UNAVAILABLE, "another rank could not join the NCCL communicator");
+      ok = 0;
+    }
+  }
+  if (!ok || rc) {
+    loom__dev_comm_free(c->dcomm);
+    c->dcomm = NULL;
+  }
+  if (rc == LOOM_OK && c->dcomm) {
+    c->overlap = 0; /* device plans report no gradient early: every bucket starts after the run */
+    c->allreduce_path = "nccl";
+    loom__log(LOOM_LOG_INFO, "collective: rank %d: dense gradients all-reduced on the device by %s", c->rank, name);
+  } else if (rc == LOOM_OK) {
+    loom__log(LOOM_LOG_INFO, "collective: rank %d: NCCL not used (%s): dense gradients all-reduced on the host (%s)",
+              c->rank, loom_status_message(why), loom__coll_name());
+  }
+  loom_status_free(why);
+  return rc;
+}
+
 static loom_code ch_acs(void *self, loom_session *s, loom_status *st) {
   coll *c = ((coll_hook *)self)->c;
   double t0 = loom__mono_secs();
   loom_code rc = broadcast_vars(c, s, st);
+  if (rc == LOOM_OK) rc = setup_device(c, s, st);
   if (rc == LOOM_OK)
     loom__log(LOOM_LOG_INFO, "collective: rank %d of %d (%s): variables broadcast from rank 0 in %.3f s; global step %lld; "
               "%d gradient(s), fusion buckets of %lld bytes",
@@ -842,7 +934,8 @@ static loom_code ch_end(void *self, loom_session *s, loom_status *st) {
     rc = pack_room(c, c->first_bucket, st);
     if (rc == LOOM_OK) {
       memset(c->pack, 0, (size_t)c->first_bucket * sizeof(float));
-      rc = loom__coll_allreduce_sum(c->pack, c->first_bucket, st);
+      rc = c->dcomm ? dev_allreduce(c, c->pack, c->first_bucket, st)
+                    : loom__coll_allreduce_sum(c->pack, c->first_bucket, st);
     }
     if (rc == LOOM_OK) rc = check_training(c, c->pack[c->first_bucket - 1], 0, st);
     if (rc) return rc;
@@ -862,12 +955,13 @@ static loom_code ch_end(void *self, loom_session *s, loom_status *st) {
   fprintf(stderr,
           "collective: rank=%d size=%d steps=%lld global_step=%lld variables_checksum=%016llx run_ms=%.3f "
           "comm_ms=%.3f apply_ms=%.3f allreduce_bytes_per_step=%lld allgather_bytes_per_step=%lld buckets=%d "
-          "overlap=%d allreduce_wall_ms=%.3f overlap_fraction=%.3f sparse_dense_allreduce=%lld sparse_allgather=%lld\n",
+          "overlap=%d allreduce_wall_ms=%.3f overlap_fraction=%.3f sparse_dense_allreduce=%lld sparse_allgather=%lld "
+          "allreduce_path=%s\n",
           c->rank, c->size, (long long)c->steps, (long long)c->gs, (unsigned long long)h, c->t_run * k, c->t_comm * k,
           c->t_apply * k, c->steps ? (long long)(c->reduced_bytes / c->steps) : 0LL,
           c->steps ? (long long)(c->gathered_bytes / c->steps) : 0LL, c->nb, c->overlap, (double)c->wall_ns * 1e-9 * k,
           c->wall_ns > 0 ? (double)c->hidden_ns / (double)c->wall_ns : 0.0, (long long)c->sparse_dense,
-          (long long)c->sparse_gathered);
+          (long long)c->sparse_gathered, c->allreduce_path);
   return rc;
 }
 
@@ -884,6 +978,7 @@ static loom_code cs_begin(loom__strategy *base, loom_graph *g, loom_node *train_
   plan->run_train_op = 0; /* the hook runs it on the averaged gradients */
   plan->is_chief = c->rank == 0;
   plan->restore = 1; /* every rank restores; rank 0's values are then broadcast */
+  plan->device_index = loom__coll_local_rank(); /* on GPUs, each rank of a machine its own (NCCL needs that) */
   if (!train_op) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "collective strategy: the model has no train op");
   if (global_step && !(c->gs_t = loom_tensor_new(loom_variable_dtype(global_step), 0, NULL, st)))
     return loom_status_code(st) ? loom_status_code(st) : oom(st);
@@ -922,6 +1017,8 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
   c->rank = loom__coll_rank();
   c->size = loom__coll_size();
   c->bucket_bytes = bucket_bytes < 0 ? 25 << 20 : bucket_bytes;
+  c->allreduce_path = "mpi";
+  c->timeout_s = loom__coll_timeout();
   const char *fb = getenv("LOOM_COLLECTIVE_FIRST_BUCKET_BYTES");
   c->first_bucket_bytes = fb && fb[0] && atoll(fb) >= 0 ? atoll(fb) : 1 << 20;
   const char *ov = getenv("LOOM_COLLECTIVE_OVERLAP");
@@ -937,6 +1034,7 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
 void loom__collective_strategy_free(loom__strategy *base) {
   coll *c = (coll *)base;
   if (!c) return;
+  loom__dev_comm_free(c->dcomm);
   for (int k = 0; k < c->ngr; k++) {
     loom_tensor_free(c->gr[k].fed_v);
     loom_tensor_free(c->gr[k].fed_i);

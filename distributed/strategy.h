@@ -35,6 +35,8 @@ typedef struct loom__strategy_plan {
   int is_chief;                             /* checkpoints, summaries, chief hooks */
   int restore;                              /* restore model_dir's latest checkpoint into the session */
   int skip_if_checkpoint_done;              /* 1: no training when model_dir's checkpoint is at max_steps */
+  int32_t device_index;                     /* a training session on a device uses device_index modulo the
+                                               devices present (a rank's own GPU; 0 by default) */
 } loom__strategy_plan;
 
 typedef struct loom__strategy loom__strategy;

@@ -79,6 +79,16 @@ typedef struct loom_backend_i {
   /* 0 when device memory the graph uses outside the plan (the context's scratch) has moved since. */
   int (*graph_valid)(void *ctx, void *graph);
   void (*graph_free)(void *ctx, void *graph);
+  /* Optional: all-reduce between processes on device buffers (CUDA: NCCL, loaded on first use by
+   * comm_load; NULL: none). comm_id makes a communicator's id (one rank, shared by the caller with the
+   * others), comm_new joins it (every rank, within timeout_s), comm_allreduce_sum_f32 sums buf[0..n) over
+   * the ranks in place on the context's stream and returns when done (DEADLINE_EXCEEDED after timeout_s:
+   * the communicator was aborted). */
+  loom_code (*comm_load)(char *name, size_t cap, loom_status *st);
+  loom_code (*comm_id)(void *id, size_t cap, size_t *n, loom_status *st);
+  void *(*comm_new)(void *ctx, const void *id, size_t n, int nranks, int rank, double timeout_s, loom_status *st);
+  loom_code (*comm_allreduce_sum_f32)(void *ctx, void *comm, void *buf, int64_t n, double timeout_s, loom_status *st);
+  void (*comm_free)(void *comm);
 } loom_backend_i;
 
 /* The backend of a device type, or NULL when this build lacks it (CPU: NULL). */

@@ -22,7 +22,9 @@
  *   - a node's control inputs (a GraphDef's "^name" inputs, summary/events.c);
  *   - a run observer: told during a run when each fetched value is final, so that a layer above can
  *     start working on it while the rest of the run goes on (distributed/collective_strategy.c starts a
- *     gradient bucket's all-reduce during the backward pass), and spans it adds to the run's trace.
+ *     gradient bucket's all-reduce during the backward pass), and spans it adds to the run's trace;
+ *   - the all-reduce between processes on a device session's own device (NCCL for CUDA), which the
+ *     collective strategy uses for the gradients of a model that trains on a GPU.
  * Whether a graph has failed has a public form: loom_graph_status(g, NULL). */
 #ifndef LOOM_ENGINE_API_H
 #define LOOM_ENGINE_API_H
@@ -117,5 +119,27 @@ void loom__session_set_observer(loom_session *s, const loom__run_observer *obs);
 int64_t loom__session_trace_origin(const loom_session *s);
 loom_code loom__session_trace_add(loom_session *s, const loom_trace_event *ev, int n, loom_status *st);
 void loom__session_trace_keep(loom_session *s, int on);
+
+/* The all-reduce between processes on the device of a device session (CUDA: NCCL, loaded on first use;
+ * engine/dev_comm.c). loom__dev_comm_load: OK (the library's name and version in name) when s runs on a
+ * device whose library loads; FAILED_PRECONDITION for a session on the CPU; else UNAVAILABLE saying why
+ * (no library, a library too old, a backend without it). One rank makes
+ * the communicator's id (loom__dev_comm_id, at most LOOM__DEV_COMM_ID_BYTES), the caller gives it to
+ * every rank, and every rank joins (loom__dev_comm_new, within timeout_s). loom__dev_comm_allreduce_host
+ * sums buf[0..n) (host memory) over the ranks: copied to a device buffer, all-reduced there on the
+ * session's stream, copied back; every wait bounded by timeout_s (DEADLINE_EXCEEDED: the communicator
+ * was aborted, every later call fails). Called between the session's runs, never during one. */
+#define LOOM__DEV_COMM_ID_BYTES 128
+/* Whether s runs on a device (its values live there). */
+int loom__session_on_device(const loom_session *s);
+/* Usable devices of that type (0: none, or a build without its backend). */
+int loom__dev_count(loom_device_type dev);
+typedef struct loom__dev_comm loom__dev_comm;
+loom_code loom__dev_comm_load(loom_session *s, char *name, size_t cap, loom_status *st);
+loom_code loom__dev_comm_id(loom_session *s, void *id, size_t cap, size_t *n, loom_status *st);
+loom__dev_comm *loom__dev_comm_new(loom_session *s, const void *id, size_t n, int nranks, int rank, double timeout_s,
+                                   loom_status *st);
+loom_code loom__dev_comm_allreduce_host(loom__dev_comm *c, float *buf, int64_t n, loom_status *st);
+void loom__dev_comm_free(loom__dev_comm *c);
 
 #endif

@@ -401,6 +401,10 @@ static loom_code train_loop(loom_estimator *e, loom_input_fn input_fn, void *inp
   {
     init_ctx ic = {e, b.g, have_ckpt && plan.restore ? ckpt : NULL, 1, NULL};
     loom_session_options so = loom__est_session_options(e);
+    if (so.device != LOOM_DEVICE_CPU && plan.device_index > 0) {
+      int ndev = loom__dev_count(so.device);
+      so.device_index = ndev > 0 ? plan.device_index % ndev : 0;
+    }
     loom_monitored_session *ms = loom_monitored_session_new(b.g, &so, init_cb, &ic, hl.n, hl.items, st);
     if (!ms) {
       rc = loom_status_code(st) ? loom_status_code(st) : LOOM_INTERNAL;

@@ -11,7 +11,8 @@
  * are offset by N: other initial values, which the broadcast from rank 0 replaces)] [--embed N (an id feature through an embedding of
  * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1] [--profile_steps N (rank 0: a
  * ProfilerHook writes a Chrome trace of every N-th step into <model_dir>/profile)] [--log warn|info
- * (info: the library's info lines too, the collective transport's name among them)].
+ * (info: the library's info lines too, the collective transport's name among them)] [--device
+ * cpu|cuda (the sessions' device: with cuda the dense gradients go through NCCL when it loads)].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
  * (B = batch × workers), worker w of W the w-th slice of b, so W workers with batch b see the same examples
@@ -194,6 +195,7 @@ int main(int argc, char **argv) {
   rc.save_summary_steps = 0;
   rc.log_step_count_steps = 1000000;
   rc.tf_random_seed = 42;
+  rc.device = !strcmp(arg(argc, argv, "--device", "cpu"), "cuda") ? LOOM_DEVICE_CUDA : LOOM_DEVICE_CPU;
   rc.train_distribute = !strcmp(dist, "local")        ? LOOM_DISTRIBUTE_LOCAL
                         : !strcmp(dist, "collective") ? LOOM_DISTRIBUTE_COLLECTIVE
                                                       : LOOM_DISTRIBUTE_AUTO;

@@ -342,6 +342,36 @@ Test(cuda_build, cublas_missing_is_a_clear_error) {
   loom_status_free(st);
   loom_graph_free(g);
 }
+#include "engine/cuda/nccl_lazy.h"
+/* NCCL, like cuBLAS, is opened on first use (the collective strategy's all-reduce on GPUs): here (no GPU
+ * needed) the toolkit's libnccl must load with every entry point loom calls and make a communicator id. */
+Test(cuda_build, nccl_is_loaded_on_first_use) {
+#if !__has_include(<nccl.h>)
+  fprintf(stderr, "SKIPPED: the CUDA toolkit has no nccl.h\n");
+  return;
+#endif
+  loom_status *st = loom_status_new();
+  char name[64] = "", id[128];
+  size_t n = 0;
+  cr_assert_eq(loom__nccl_load(name, sizeof name, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert(!strncmp(name, "NCCL 2.", 7), "%s", name);
+  cr_assert_eq(loom__nccl_id(id, sizeof id, &n, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(n, 128);
+  loom_status_free(st);
+}
+/* A library that cannot be opened: UNAVAILABLE naming it (the strategy then falls back to MPI). */
+Test(cuda_build, nccl_missing_is_a_clear_error) {
+  setenv("LOOM_NCCL_LIBRARY", "/nonexistent/libnccl.so.99", 1);
+  loom_status *st = loom_status_new();
+  char name[64] = "";
+  cr_assert_eq(loom__nccl_load(name, sizeof name, st), LOOM_UNAVAILABLE);
+#if __has_include(<nccl.h>)
+  cr_assert(strstr(loom_status_message(st), "cannot load NCCL") &&
+                strstr(loom_status_message(st), "/nonexistent/libnccl.so.99"),
+            "%s", loom_status_message(st));
+#endif
+  loom_status_free(st);
+}
 #endif
 
 /* A reused fetch tensor is written in place by the run (no copy after it),

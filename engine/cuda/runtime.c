@@ -25,6 +25,7 @@
 #include "engine/cuda/cublas_lazy.h"
 #endif
 #include "kernels/cuda/cuda_ctx.h"
+#include "engine/cuda/nccl_lazy.h"
 
 struct loom_cuda_block {
   void *ptr;
@@ -456,6 +457,11 @@ static const loom_backend_i cuda_backend = {
     .graph_launch = cu_graph_launch,
     .graph_valid = cu_graph_valid,
     .graph_free = cu_graph_free,
+    .comm_load = loom__nccl_load,
+    .comm_id = loom__nccl_id,
+    .comm_new = loom__nccl_comm_new,
+    .comm_allreduce_sum_f32 = loom__nccl_allreduce_sum_f32,
+    .comm_free = loom__nccl_comm_free,
 };
 
 const loom_backend_i *loom__backend_cuda(void);

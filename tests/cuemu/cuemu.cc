@@ -640,6 +640,11 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   return synchronize();
 }
 cudaError_t cudaDeviceSynchronize(void) { return synchronize(); }
+/* work runs as it is queued: a stream is never busy */
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+  (void)s;
+  return synchronize();
+}
 cudaError_t cudaGetLastError(void) {
   cudaError_t e = t_last ? t_last : g_sticky;
   t_last = cudaSuccess;
@@ -653,6 +658,7 @@ const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
   case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
   case cudaErrorInitializationError: return "cudaErrorInitializationError";
+  case cudaErrorNotReady: return "cudaErrorNotReady";
   case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
   case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
   case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
