@@ -1,5 +1,9 @@
-"""loom for Python: graphs, sessions, the resident predictor, datasets and
-Estimators (canned and custom model_fn) over loom's public C API (ctypes).
+"""loom for Python: graphs, sessions, the resident predictor, datasets,
+feature columns of every kind (loom.feature_column), Estimators (custom
+model_fn; the canned DNN, Linear, wide & deep DNNLinearCombined and Baseline
+models), RunConfig, train_and_evaluate with TrainSpec / EvalSpec and the
+Latest / Best / Final exporters, over loom's public C API (ctypes). loom.tf
+(TF 2.15's Estimator API) is built on these.
 
     import numpy as np, loom
     g = loom.Graph()
@@ -20,8 +24,10 @@ from ._lib import lib, LIBRARY_PATH
 
 __all__ = ["LoomError", "Graph", "Output", "Session", "Predictor", "Dataset", "FeatureColumns", "Estimator",
            "EstimatorSpec", "DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
-           "BaselineClassifier", "BaselineRegressor", "ModeKeys", "version", "LIBRARY_PATH",
-           "serialize_example", "export_onnx"]
+           "BaselineClassifier", "BaselineRegressor", "DNNLinearCombinedClassifier",
+           "DNNLinearCombinedRegressor", "ModeKeys", "version", "LIBRARY_PATH", "serialize_example", "export_onnx",
+           "feature_column", "RunConfig", "TrainSpec", "EvalSpec", "train_and_evaluate", "LatestExporter",
+           "BestExporter", "FinalExporter"]
 
 F32, F64, I32, I64, U8, BOOL, STRING = 1, 2, 3, 4, 5, 6, 7
 _NP2LOOM = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.int32): I32,
@@ -64,10 +70,12 @@ def _b(s):
 
 
 def _dtype(dt):
-    """A numpy dtype (or type) -> loom_dtype."""
+    """A numpy dtype (or type) -> loom_dtype; str, bytes, object: strings."""
     if isinstance(dt, int):
         return dt
     d = np.dtype(dt)
+    if d.kind in "USO":
+        return STRING
     if d not in _NP2LOOM:
         raise TypeError("loom: no loom dtype for numpy dtype %s" % d)
     return _NP2LOOM[d]
@@ -653,5 +661,12 @@ class Dataset:
 
 
 from ._estimator import (ModeKeys, EstimatorSpec, Estimator, FeatureColumns, DNNClassifier,  # noqa: E402
-                         DNNRegressor, LinearClassifier, LinearRegressor, BaselineClassifier, BaselineRegressor)
+                         DNNRegressor, LinearClassifier, LinearRegressor, BaselineClassifier, BaselineRegressor,
+                         DNNLinearCombinedClassifier, DNNLinearCombinedRegressor)
+from . import _feature_column as feature_column  # noqa: E402
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".feature_column"] = feature_column  # `import loom.feature_column as fc` works too
+from ._config import RunConfig  # noqa: E402
+from ._tae import (TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter,  # noqa: E402
+                   FinalExporter)
 from ._onnx import export_onnx  # noqa: E402

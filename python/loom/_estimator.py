@@ -1,6 +1,7 @@
 """Estimators: a model_fn written in Python (a ctypes callback behind C's
-loom_model_fn) and the canned models of loom_canned.h with numeric feature
-columns (loom_feature_columns.h)."""
+loom_model_fn) and the canned models of loom_canned.h (DNN, Linear, wide &
+deep DNNLinearCombined, Baseline) over loom.feature_column's columns (every
+kind of loom_feature_columns.h) or a FeatureColumns set's."""
 import ctypes as C
 import os
 import traceback
@@ -10,6 +11,8 @@ import numpy as np
 from . import _lib as L
 from ._lib import lib
 from . import (Graph, Output, Node, Dataset, LoomError, _Status, _b, _dims, _dtype, _from_tensor)
+from ._config import RunConfig
+from . import _feature_column as _fcmod
 
 
 class ModeKeys:
@@ -78,8 +81,22 @@ class _Column:
         return lib.loom_fc_name(self.p).decode()
 
 
-def _run_config(model_dir=None, random_seed=None, save_checkpoints_steps=None, save_summary_steps=None,
+def _run_config(config=None, model_dir=None, random_seed=None, save_checkpoints_steps=None, save_summary_steps=None,
                 log_step_count_steps=None, num_threads=0, keep_checkpoint_max=None):
+    """The loom_run_config: from config (a loom.RunConfig) or the keywords."""
+    if config is not None:
+        if not isinstance(config, RunConfig):
+            raise TypeError("config must be a loom.RunConfig, got %s" % type(config).__name__)
+        given = [k for k, v in (("model_dir", model_dir), ("random_seed", random_seed),
+                                ("save_checkpoints_steps", save_checkpoints_steps),
+                                ("save_summary_steps", save_summary_steps),
+                                ("log_step_count_steps", log_step_count_steps),
+                                ("keep_checkpoint_max", keep_checkpoint_max)) if v is not None]
+        if given:
+            raise ValueError("give config=loom.RunConfig(...) or the keywords %s, not both" % given)
+        c = config._c()
+        c.num_threads = num_threads
+        return c
     c = lib.loom_run_config_default()
     c.model_dir = _b(model_dir)
     if random_seed is not None:
@@ -103,11 +120,14 @@ class Estimator:
     labels, mode, params) -> EstimatorSpec, with features a dict of Outputs
     of graph and labels an Output (None in PREDICT). Input functions take the
     mode ("train", "eval", "infer") and return a loom.Dataset whose label
-    component becomes the labels."""
+    component becomes the labels. Configuration: config=loom.RunConfig(...),
+    or the keywords model_dir, random_seed, save_checkpoints_steps,
+    save_summary_steps, log_step_count_steps, num_threads,
+    keep_checkpoint_max."""
 
     def __init__(self, model_fn=None, model_dir=None, params=None, **config):
         self._exc = None
-        self._keep = []
+        self._keep = [config.get("config")]  # a RunConfig keeps the model_dir string the C config points to
         self.params = dict(params or {})
         self._config = _run_config(**config)
         if model_fn is None:  # a canned subclass makes self.p
@@ -174,6 +194,48 @@ class Estimator:
             raise exc
         st.raise_if(rc)
 
+    def _call_hooks(self, hooks, where):
+        """The C hooks of one call (set(options), free()); a plain loom
+        Estimator takes none (loom.tf's estimators take SessionRunHooks)."""
+        if hooks:
+            raise TypeError("%s(hooks=...): hooks are loom.tf.estimator.SessionRunHook objects, which a "
+                            "loom.tf.estimator.Estimator takes" % where)
+        return _NoHooks()
+
+    def _metrics(self, r):
+        """{key: value} of a loom_eval_result (global_step an int)."""
+        out = {lib.loom_eval_result_key(r, i).decode(): lib.loom_eval_result_value(r, i)
+               for i in range(lib.loom_eval_result_count(r))}
+        out["global_step"] = int(lib.loom_eval_result_global_step(r))
+        return out
+
+    def _serving(self, serving_inputs):
+        """(loom_serving_input_fn, user, done) for what export() takes."""
+        if isinstance(serving_inputs, str):
+            if serving_inputs != "parsing":
+                raise ValueError("export: serving_inputs %r: give \"parsing\" or a dict of placeholders"
+                                 % serving_inputs)
+            r = self._parsing_receiver()
+            return L.PARSING_SERVING_INPUT_FN, r, lambda: lib.loom_parsing_receiver_free(r)
+        if not isinstance(serving_inputs, dict) or not serving_inputs:
+            raise ValueError("export: serving_inputs must be \"parsing\" or a dict {name: (dtype, shape)}, got %r"
+                             % (serving_inputs,))
+
+        def serving(g, features, receivers, user, st):
+            try:
+                graph = Graph(_borrow=g)
+                for k, (dt, shape) in serving_inputs.items():
+                    x = graph.placeholder(dt, shape, k)
+                    for m in (features, receivers):
+                        s2 = _Status()
+                        s2.raise_if(lib.loom_features_add(m, _b(k), x.c, s2.p))
+                return 0
+            except BaseException as e:  # noqa: B902
+                return _fail(self, st, e)
+
+        cb = L.SERVING_INPUT_FN(serving)
+        return cb, None, lambda: cb  # keeps the callback alive for the call
+
     # ---- train / evaluate / predict / export
     def train(self, input_fn, steps=None, max_steps=None):
         o = lib.loom_train_options_default()
@@ -192,8 +254,7 @@ class Estimator:
         st = _Status()
         r = C.c_void_p()
         self._check(lib.loom_estimator_evaluate(self.p, cb, None, C.byref(o), C.byref(r), st.p), st)
-        out = {lib.loom_eval_result_key(r, i).decode(): lib.loom_eval_result_value(r, i)
-               for i in range(lib.loom_eval_result_count(r))}
+        out = self._metrics(r)
         lib.loom_eval_result_free(r)
         return out
 
@@ -235,29 +296,11 @@ class Estimator:
         signatures: serving_default = classify (a classifier) / regress (a
         regressor) on "inputs", and "predict" on "examples". Returns the
         export directory (loom.Predictor loads it)."""
-        if isinstance(serving_inputs, str):
-            if serving_inputs != "parsing":
-                raise ValueError("export: serving_inputs %r: give \"parsing\" or a dict of placeholders"
-                                 % serving_inputs)
-            r = self._parsing_receiver()
-            try:
-                return self._export(L.PARSING_SERVING_INPUT_FN, r, export_dir_base)
-            finally:
-                lib.loom_parsing_receiver_free(r)
-
-        def serving(g, features, receivers, user, st):
-            try:
-                graph = Graph(_borrow=g)
-                for k, (dt, shape) in serving_inputs.items():
-                    x = graph.placeholder(dt, shape, k)
-                    for m in (features, receivers):
-                        s2 = _Status()
-                        s2.raise_if(lib.loom_features_add(m, _b(k), x.c, s2.p))
-                return 0
-            except BaseException as e:  # noqa: B902
-                return _fail(self, st, e)
-
-        return self._export(L.SERVING_INPUT_FN(serving), None, export_dir_base)
+        fn, user, done = self._serving(serving_inputs)
+        try:
+            return self._export(fn, user, export_dir_base)
+        finally:
+            done()
 
     def _export(self, serving_fn, user, export_dir_base):
         buf = C.create_string_buffer(4096)
@@ -280,11 +323,29 @@ class Estimator:
             st.raise_if()
         return r
 
+    def latest_checkpoint(self):
+        """The latest checkpoint's path in model_dir, or None."""
+        buf = C.create_string_buffer(4096)
+        st = _Status()
+        rc = lib.loom_estimator_latest_checkpoint(self.p, buf, len(buf), st.p)
+        if rc == 5:  # NOT_FOUND
+            return None
+        st.raise_if(rc)
+        return buf.value.decode() or None
+
     def get_variable_value(self, name):
         t = C.c_void_p()
         st = _Status()
         st.raise_if(lib.loom_estimator_get_variable_value(self.p, _b(name), C.byref(t), st.p))
         return _from_tensor(t.value, take=True)
+
+
+class _NoHooks:
+    def set(self, o):
+        pass
+
+    def free(self):
+        pass
 
 
 def _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column, optimizer, learning_rate):
@@ -302,7 +363,20 @@ def _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column
 
 
 def _columns(self, feature_columns):
-    cols = list(feature_columns)
+    """(count, C array) of loom_fc: loom.feature_column columns are made in a
+    fresh set, a FeatureColumns set's columns are used as they are (the sets
+    outlive the estimator)."""
+    cols = list(feature_columns or [])
+    if not cols:
+        return 0, None
+    desc = [c for c in cols if isinstance(c, _fcmod.FeatureColumn)]
+    if desc:
+        fcs, ptrs = _fcmod.make_columns(desc)
+        made = iter(_Column(fcs, p) for p in ptrs)
+        cols = [next(made) if isinstance(c, _fcmod.FeatureColumn) else c for c in cols]
+    for c in cols:
+        if not isinstance(c, _Column):
+            raise TypeError("feature_columns: %r is not a loom.feature_column column" % (c,))
     self._keep.append([c.owner for c in cols])  # the sets outlive the estimator
     self._feature_columns = getattr(self, "_feature_columns", []) + cols  # the parsing receiver's spec
     arr = (C.c_void_p * len(cols))(*[c.p for c in cols])
@@ -381,3 +455,65 @@ class BaselineClassifier(_Baseline):
 
 class BaselineRegressor(_Baseline):
     _ctor = lib.loom_baseline_regressor_new
+
+
+def fill_combined(self, o, columns, linear_columns, dnn_columns, hidden_units, dropout, batch_norm,
+                  linear_sparse_combiner):
+    """Checks a wide & deep model's arguments and fills its
+    loom_dnn_linear_combined_options (all but the optimizers and the
+    activation); columns(cols, what) -> (count, C array) of loom_fc.
+    loom.tf's estimators use it too."""
+    if not linear_columns and not dnn_columns:
+        raise ValueError("Either linear_feature_columns or dnn_feature_columns must be defined.")
+    if dnn_columns and not hidden_units:
+        raise ValueError("dnn_hidden_units must be defined when dnn_feature_columns is specified.")
+    if linear_sparse_combiner not in _fcmod.COMBINERS:
+        raise ValueError("linear_sparse_combiner must be one of %s, got %r"
+                         % (sorted(_fcmod.COMBINERS), linear_sparse_combiner))
+    o.nlinear_feature_columns, o.linear_feature_columns = columns(linear_columns, "linear_feature_columns")
+    o.ndnn_feature_columns, o.dnn_feature_columns = columns(dnn_columns, "dnn_feature_columns")
+    hu = [int(u) for u in (hidden_units or [])]
+    arr = (L.i64 * max(1, len(hu)))(*hu)
+    self._keep.append(arr)
+    o.ndnn_hidden_units, o.dnn_hidden_units = len(hu), arr
+    o.dnn_dropout = 0.0 if dropout is None else float(dropout)
+    o.batch_norm = int(bool(batch_norm))
+    o.linear_sparse_combiner = _fcmod.COMBINERS[linear_sparse_combiner]
+
+
+class _Combined(Estimator):
+    _ctor = None
+
+    def __init__(self, linear_feature_columns=None, dnn_feature_columns=None, dnn_hidden_units=None,
+                 n_classes=None, label_dimension=None, model_dir=None, linear_optimizer=None,
+                 linear_learning_rate=None, dnn_optimizer=None, dnn_learning_rate=None, dnn_activation="relu",
+                 dnn_dropout=0.0, batch_norm=False, linear_sparse_combiner="sum", weight_column=None, **config):
+        super().__init__(None, **config)
+        o = lib.loom_dnn_linear_combined_options_default()
+        _canned_common(o, self, model_dir, n_classes, label_dimension, weight_column, None, None)
+        fill_combined(self, o, lambda cols, what: _columns(self, cols), linear_feature_columns, dnn_feature_columns,
+                      dnn_hidden_units, dnn_dropout, batch_norm, linear_sparse_combiner)
+        self._act = _b(dnn_activation)
+        o.dnn_activation = self._act
+        for field, name, lr in ((o.linear_optimizer, linear_optimizer, linear_learning_rate),
+                                (o.dnn_optimizer, dnn_optimizer, dnn_learning_rate)):
+            if name is not None:
+                field.name = _b(name)
+            if lr is not None:
+                field.learning_rate = lr
+        _make(self, type(self)._ctor, o)
+
+
+class DNNLinearCombinedClassifier(_Combined):
+    """Wide & deep (loom_dnn_linear_combined_classifier): a linear model over
+    linear_feature_columns (Ftrl by default) plus a DNN over
+    dnn_feature_columns (Adagrad), their logits summed into one head.
+    Optimizers: names ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD") and
+    learning rates (None: TF's defaults)."""
+    _ctor = lib.loom_dnn_linear_combined_classifier_new
+
+
+class DNNLinearCombinedRegressor(_Combined):
+    """Wide & deep regression (loom_dnn_linear_combined_regressor); see
+    DNNLinearCombinedClassifier."""
+    _ctor = lib.loom_dnn_linear_combined_regressor_new

@@ -12,7 +12,7 @@ import numpy as np
 from ... import _lib as L
 from ..._lib import lib
 from ... import _Status, _b, _from_tensor, LoomError, Graph, Output
-from ..._estimator import Estimator as _LoomEstimator, _fail
+from ..._estimator import Estimator as _LoomEstimator, _fail, fill_combined as _fill_combined
 from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
@@ -20,7 +20,7 @@ from .. import errors as _errors
 from .. import ops as _ops
 from ..data import Dataset
 from .._surface import missing
-from ._config import RunConfig
+from ... import _config
 from . import export
 
 __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier", "DNNRegressor",
@@ -30,6 +30,10 @@ __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier
            "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
            "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
            "LoggingTensorHook", "FeedFnHook", "export"]
+
+
+class RunConfig(_config.RunConfig):
+    """tf.estimator.RunConfig: loom.RunConfig (TF's arguments and defaults)."""
 
 
 class ModeKeys:
@@ -334,15 +338,15 @@ class Estimator(_LoomEstimator):
         finally:
             done()
 
-    def latest_checkpoint(self):
-        """The latest checkpoint's path in model_dir, or None."""
-        buf = C.create_string_buffer(4096)
-        st = _Status()
-        rc = lib.loom_estimator_latest_checkpoint(self.p, buf, len(buf), st.p)
-        if rc == 5:  # NOT_FOUND
-            return None
-        st.raise_if(rc)
-        return buf.value.decode() or None
+    # ---- what loom.train_and_evaluate and the exporters call
+    def _call_hooks(self, hooks, where):
+        return _Hooks(hooks, where, self)
+
+    def _metrics(self, r):
+        return _metrics(r)
+
+    def _serving(self, fn):
+        return export._serving(self, fn)
 
     def get_variable_names(self):
         names = []
@@ -609,20 +613,12 @@ class DNNLinearCombinedRegressor(Estimator):
 
 def _combined(self, o, linear_columns, linear_optimizer, dnn_columns, dnn_optimizer, hidden_units, activation_fn,
               dropout, batch_norm, linear_sparse_combiner):
-    if not linear_columns and not dnn_columns:
-        raise ValueError("Either linear_feature_columns or dnn_feature_columns must be defined.")
-    if dnn_columns and not hidden_units:
-        raise ValueError("dnn_hidden_units must be defined when dnn_feature_columns is specified.")
-    o.nlinear_feature_columns, o.linear_feature_columns = self._columns(linear_columns, "linear_feature_columns")
-    o.ndnn_feature_columns, o.dnn_feature_columns = self._columns(dnn_columns, "dnn_feature_columns")
-    _set_optimizer(self, o.linear_optimizer, linear_optimizer, "linear_optimizer")
-    _set_optimizer(self, o.dnn_optimizer, dnn_optimizer, "dnn_optimizer")
-    o.ndnn_hidden_units, o.dnn_hidden_units = _hidden(self, hidden_units)
+    _fill_combined(self, o, self._columns, linear_columns, dnn_columns, hidden_units, dropout, batch_norm,
+                   linear_sparse_combiner)
     self._act = _b(_nn.activation_name(activation_fn, "dnn_activation_fn"))
     o.dnn_activation = self._act
-    o.dnn_dropout = _dropout(dropout)
-    o.batch_norm = int(bool(batch_norm))
-    o.linear_sparse_combiner = _combiner(linear_sparse_combiner, "linear_sparse_combiner")
+    _set_optimizer(self, o.linear_optimizer, linear_optimizer, "linear_optimizer")
+    _set_optimizer(self, o.dnn_optimizer, dnn_optimizer, "dnn_optimizer")
 
 
 class BaselineClassifier(Estimator):

@@ -1,10 +1,13 @@
-"""tf.estimator.RunConfig: TF 2.15's arguments and defaults; the cluster
-properties come from TF_CONFIG through loom_tf_config_parse (TF's rules)."""
+"""loom.RunConfig: an Estimator's run configuration (loom_run_config), with
+TF 2.15's arguments and defaults (loom.tf.estimator.RunConfig is this
+class); the cluster properties (task_type, task_id, is_chief,
+num_ps_replicas, num_worker_replicas) come from the TF_CONFIG environment
+variable through loom_tf_config_parse, by TF's rules."""
 import json
 import os
 
-from ..._lib import lib
-from ... import _Status, _b, LoomError
+from ._lib import lib
+from . import _Status, _b, LoomError
 
 _USE_DEFAULT = object()
 
@@ -30,6 +33,12 @@ def _cluster(tf_config):
 
 
 class RunConfig:
+    """Where and how an Estimator runs: model_dir, tf_random_seed (the graph
+    seed), checkpoint cadence (save_checkpoints_steps or
+    save_checkpoints_secs, default every 600 s), keep_checkpoint_max,
+    summaries and step logging. Read-only properties; replace(**kw) gives a
+    changed copy. An Estimator takes it as config=."""
+
     def __init__(self, model_dir=None, tf_random_seed=None, save_summary_steps=100,
                  save_checkpoints_steps=_USE_DEFAULT, save_checkpoints_secs=_USE_DEFAULT, session_config=None,
                  keep_checkpoint_max=5, keep_checkpoint_every_n_hours=10000, log_step_count_steps=100,
@@ -40,7 +49,7 @@ class RunConfig:
                        ("device_fn", device_fn), ("eval_distribute", eval_distribute),
                        ("experimental_distribute", experimental_distribute)):
             if v is not None:
-                raise NotImplementedError("loom.tf: RunConfig(%s=...) is not supported (loom runs on its own "
+                raise NotImplementedError("loom: RunConfig(%s=...) is not supported (loom runs on its own "
                                           "thread pool; distribution comes from TF_CONFIG)" % arg)
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
@@ -100,7 +109,7 @@ class RunConfig:
                     session_creation_timeout_secs=self._session_creation_timeout_secs)
         for k in kwargs:
             if k not in args:
-                raise ValueError("RunConfig.replace: %r cannot be replaced (or is not supported by loom.tf)" % k)
+                raise ValueError("RunConfig.replace: %r cannot be replaced (or is not supported by loom)" % k)
         args.update(kwargs)
         if "save_checkpoints_steps" in kwargs and "save_checkpoints_secs" not in kwargs:
             args["save_checkpoints_secs"] = None if kwargs["save_checkpoints_steps"] is not None else \
@@ -108,7 +117,7 @@ class RunConfig:
         if "save_checkpoints_secs" in kwargs and "save_checkpoints_steps" not in kwargs:
             args["save_checkpoints_steps"] = None if kwargs["save_checkpoints_secs"] is not None else \
                 args["save_checkpoints_steps"]
-        return RunConfig(**args)
+        return type(self)(**args)
 
     def _distributed(self):
         """True when TF_CONFIG names a cluster of more than this one task."""
