@@ -16,8 +16,9 @@
 #   <side>_n<N>_efficiency            E(N) = steps/s(N) / steps/s(1) of the same side
 #   <side>_n<N>_processes             N worker processes on `cores` cores (oversubscribed when N > cores;
 #                                     the other sessions' load is machine_load_1min)
-#   <side>_n<N>_bytes_per_step_per_worker  bytes sent on lo during the run / (steps) / N (start-up and
-#                                     the end included; the machine's other loopback traffic too)
+#   <side>_n<N>_bytes_per_step_per_worker  bytes sent on lo during the run / steps / N (start-up and the
+#                                     end included); each job runs in its own network namespace
+#                                     (allreduce_bytes_counted_on=own_netns), so only its own bytes count
 #   <side>_n<N>_bytes_vs_ring         that / (2(N-1)/N x gradient bytes): 1 is a bandwidth-optimal all-reduce
 #   loom_allreduce_n<N>_run_ms / _comm_ms / _apply_ms   rank 0's forward+backward, all-reduce, apply per step
 #   loom_allreduce_n<N>_overlap_fraction  the all-reduce time hidden behind the backward pass (when the
@@ -31,28 +32,47 @@
 
 lo_tx() { awk '$1 == "lo:" { print $10 }' /proc/net/dev; }
 
+# Each side's job runs in a network namespace of its own (unshare -n, root): its loopback carries only
+# that job's bytes (the machine's other sessions use loopback too). Without it (no root, no unshare),
+# the shared loopback is counted and ALLREDUCE_BYTES says so.
+# Open MPI leaves lo out of its TCP interfaces unless told: in the namespace lo is the only one.
+MPI_NS_ARGS=()
+if unshare -n sh -c 'ip link set lo up' 2>/dev/null; then
+  ALLREDUCE_BYTES=own_netns; MPI_NS_ARGS=(--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+else
+  ALLREDUCE_BYTES=shared_lo
+fi
+# in_ns BYTESFILE CMD... -> runs CMD (in its own namespace when it can), the lo bytes sent into BYTESFILE
+in_ns() {
+  local f=$1; shift
+  if [ "$ALLREDUCE_BYTES" = own_netns ]; then
+    unshare -n bash -c 'ip link set lo up || exit 97; f=$1; shift; "$@"; rc=$?
+      awk '"'"'$1 == "lo:" { print $10 }'"'"' /proc/net/dev >"$f"; exit $rc' _ "$f" "$@"
+  else
+    local b0 rc; b0=$(lo_tx); "$@"; rc=$?; echo $(( $(lo_tx) - b0 )) >"$f"; return $rc
+  fi
+}
+
 # ar_side SIDE N LOG -> runs one side at N; sets SG (steps/s, empty on failure) and SB (lo bytes per
 # step per worker); its output in LOG
 ar_side() {
-  local side=$1 n=$2 log=$3 b0 b1 rc
+  local side=$1 n=$2 log=$3 rc
   SG=""; SB=""
-  b0=$(lo_tx)
   case $side in
     loom_allreduce)
       rm -rf "$WORK/ar_model"
-      env -u TF_CONFIG LOOM_QUIET=1 timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-        --mca btl "$BTL" -np "$n" "$BIN" --strategy collective --model_dir "$WORK/ar_model" "${ARGS[@]}" >"$log" 2>&1
+      in_ns "$log.bytes" env -u TF_CONFIG LOOM_QUIET=1 timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+        --mca btl "$BTL" "${MPI_NS_ARGS[@]}" -np "$n" "$BIN" --strategy collective --model_dir "$WORK/ar_model" "${ARGS[@]}" --warmup "$WARM" >"$log" 2>&1
       rc=$? ;;
     ddp)
-      timeout 600 "${TORCH_PY:-$HOME/.cache/loom/venv/torch/bin/python}" bench/peers/torch_ddp_mlp.py --nproc "$n" \
+      in_ns "$log.bytes" timeout 600 "${TORCH_PY:-$HOME/.cache/loom/venv/torch/bin/python}" bench/peers/torch_ddp_mlp.py --nproc "$n" \
         --steps "$((STEPS - WARM))" --warmup "$WARM" --opt "$PEER_OPT" --lr 0.05 --batch 128 --threads 1 --data "$DATA" >"$log" 2>&1
       rc=$? ;;
     mwms)
-      timeout 600 "${TF_PY:-$HOME/.cache/loom/venv/tf/bin/python}" bench/peers/tf_mwms_mlp.py --nproc "$n" \
+      in_ns "$log.bytes" timeout 600 "${TF_PY:-$HOME/.cache/loom/venv/tf/bin/python}" bench/peers/tf_mwms_mlp.py --nproc "$n" \
         --steps "$((STEPS - WARM))" --warmup "$WARM" --opt "$PEER_OPT" --lr 0.05 --batch 128 --threads 1 --data "$DATA" >"$log" 2>&1
       rc=$? ;;
   esac
-  b1=$(lo_tx)
   if [ "$side" = loom_allreduce ]; then
     SG=$(grep -m1 -o 'global_steps_per_sec=[0-9.]*' "$log" | cut -d= -f2)
   else
@@ -64,7 +84,7 @@ ar_side() {
   fi
   # every byte on lo during the run over every step the job made (STEPS on every side, warm-up
   # included), per worker
-  SB=$(awk -v d="$((b1 - b0))" -v s="$STEPS" -v n="$n" 'BEGIN { printf "%.0f", d / s / n }')
+  SB=$(awk -v d="$(cat "$log.bytes" 2>/dev/null || echo 0)" -v s="$STEPS" -v n="$n" 'BEGIN { printf "%.0f", d / s / n }')
 }
 
 ar_runs() {
@@ -78,7 +98,7 @@ ar_runs() {
     [ "$DDP" = 1 ] && SIDES+=" ddp"
     [ "$MWMS" = 1 ] && SIDES+=" mwms"
   fi
-  echo "allreduce_sides=${SIDES# } allreduce_btl=$BTL warmup_steps=$WARM peer_optimizer=$PEER_OPT repeats=$REPEAT"
+  echo "allreduce_sides=${SIDES# } allreduce_btl=$BTL warmup_steps=$WARM peer_optimizer=$PEER_OPT repeats=$REPEAT allreduce_bytes_counted_on=$ALLREDUCE_BYTES"
   for n in $RANKS; do
     echo "n${n}_machine_load_1min=$(cut -d' ' -f1 /proc/loadavg) n${n}_cores=$(nproc) n${n}_processes_per_side=$n"
     # the sides in turn, REPEAT rounds: each side's figure is the median of its rounds
