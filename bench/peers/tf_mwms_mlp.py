@@ -13,7 +13,7 @@ dataset's auto-sharding off), shuffled, batched at the global batch N x 128 whic
 splits into 128 per worker. A Keras callback on worker 0 times the steps after the first --warmup
 (each step all-reduces the gradients, so worker 0's rate is the job's). Prints key=value lines:
   impl=tf_mwms tf_version= nproc= steps= warmup= opt= threads= cores=
-  global_steps_per_sec, examples_per_sec, gradient_bytes, final_loss,
+  global_steps_per_sec, examples_per_sec, gradient_bytes, final_loss (the workers' mean),
   lo_bytes_per_step_per_worker, lo_bytes_idle_per_s   (as bench/peers/torch_ddp_mlp.py)
 --check only parses the flags and prints them."""
 import argparse
@@ -124,7 +124,9 @@ def worker_main(a):
                 self.t0 = time.perf_counter()
             elif batch == a.warmup + a.steps - 1:
                 self.t1 = time.perf_counter()
-                self.loss = float((logs or {}).get("loss", 0.0))
+                # Keras 2.15 under this strategy logs the sum of the workers' mean losses (it grows as N x
+                # the one-worker loss at the same step); the mean over the workers is printed
+                self.loss = float((logs or {}).get("loss", 0.0)) / a.nproc
 
     r = Rate()
     model.fit(ds, epochs=1, steps_per_epoch=a.warmup + a.steps, callbacks=[r], verbose=0)
