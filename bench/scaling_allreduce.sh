@@ -19,7 +19,8 @@
 #   <side>_n<N>_bytes_per_step_per_worker  bytes sent on lo during the run / steps / N (start-up and the
 #                                     end included); each job runs in its own network namespace
 #                                     (allreduce_bytes_counted_on=own_netns), so only its own bytes count
-#   <side>_n<N>_bytes_vs_ring         that / (2(N-1)/N x gradient bytes): 1 is a bandwidth-optimal all-reduce
+#   <side>_n<N>_bytes_vs_ring         that / (2(N-1)/N x dense gradient bytes + (N-1)/N x the sparse bytes
+#                                     gathered): 1 is a bandwidth-optimal ring all-reduce (and allgather)
 #   loom_allreduce_n<N>_run_ms / _comm_ms / _apply_ms   rank 0's forward+backward, all-reduce, apply per step
 #   loom_allreduce_n<N>_overlap_fraction  the all-reduce time hidden behind the backward pass (when the
 #                                     strategy prints overlap_fraction=)
@@ -128,13 +129,15 @@ ar_runs() {
         echo "${k}_run_ms=$(kvl run_ms) ${k}_comm_ms=$(kvl comm_ms) ${k}_apply_ms=$(kvl apply_ms)"
         echo "${k}_gradient_bytes=$grad ${k}_allgather_bytes_per_step=$gat"
         [ -n "$ov" ] && echo "${k}_overlap_fraction=$ov"
-        echo "$n $(kvl run_ms) $(kvl comm_ms) $(kvl apply_ms) $SG ${ov:-0} $grad" >>"$WORK/ar_measured"
+        echo "$n $(kvl run_ms) $(kvl comm_ms) $(kvl apply_ms) $SG ${ov:-0} $grad $gat" >>"$WORK/ar_measured"
       else
-        grad=$(grep -m1 -o '^gradient_bytes=[0-9]*' "$log" | cut -d= -f2)
+        grad=$(grep -m1 -o '^gradient_bytes=[0-9]*' "$log" | cut -d= -f2); gat=0
       fi
       echo "${k}_bytes_per_step_per_worker=$SB"
+      # the bound: a ring all-reduce of the dense gradients, 2(N-1)/N x their bytes, and a ring allgather
+      # of the sparse rows and ids, (N-1)/N x the bytes gathered (every rank's)
       [ "$n" -gt 1 ] && [ "${grad:-0}" -gt 0 ] &&
-        echo "${k}_bytes_vs_ring=$(awk -v b="$SB" -v g="$grad" -v n="$n" 'BEGIN { printf "%.3f", b / (2 * (n - 1) / n * g) }')"
+        echo "${k}_bytes_vs_ring=$(awk -v b="$SB" -v g="$grad" -v a="${gat:-0}" -v n="$n" 'BEGIN { printf "%.3f", b / (2 * (n - 1) / n * g + (n - 1) / n * a) }')"
     done
     g=$(awk -v n="$n" '$1 == "loom_allreduce" && $2 == n { print $3 }' "$WORK/arpoints" 2>/dev/null)
     if [ -n "$g" ]; then
@@ -188,6 +191,10 @@ allreduce_model() {
   [ -n "$run" ] || { echo "model_allreduce=none (no N=1 run: the compute time is measured there)"; return 0; }
   # the dense gradient bytes all-reduced per step (counted by the strategy at N > 1; else 4 x parameters)
   grad=$(awk '$1 > 1 && $7 > 0 { print $7; exit }' "$WORK/ar_measured")
+  if awk '$8 > 0 { f = 1 } END { exit !f }' "$WORK/ar_measured"; then
+    echo "model_allreduce=none (the model's sparse gradients are gathered, several small collectives a step; the model covers a dense all-reduce)"
+    return 0
+  fi
   [ -n "$grad" ] || grad=$((PARAMS * 4))
   rtt=$(tcp_rtt_ms)
   echo "model_allreduce_compute_ms=$(awk -v a="$run" -v b="$apply" 'BEGIN { printf "%.3f", a + b }') model_allreduce_gradient_bytes=$grad model_lo_tcp_rtt_ms=$rtt"
