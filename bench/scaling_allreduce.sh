@@ -66,11 +66,11 @@ ar_side() {
         --mca btl "$BTL" "${MPI_NS_ARGS[@]}" -np "$n" "$BIN" --strategy collective --model_dir "$WORK/ar_model" "${ARGS[@]}" --warmup "$WARM" >"$log" 2>&1
       rc=$? ;;
     ddp)
-      in_ns "$log.bytes" timeout 600 "${TORCH_PY:-$HOME/.cache/loom/venv/torch/bin/python}" bench/peers/torch_ddp_mlp.py --nproc "$n" \
+      in_ns "$log.bytes" timeout 600 "$TORCH_PY" bench/peers/torch_ddp_mlp.py --nproc "$n" \
         --steps "$((STEPS - WARM))" --warmup "$WARM" --opt "$PEER_OPT" --lr 0.05 --batch 128 --threads 1 --data "$DATA" >"$log" 2>&1
       rc=$? ;;
     mwms)
-      in_ns "$log.bytes" timeout 600 "${TF_PY:-$HOME/.cache/loom/venv/tf/bin/python}" bench/peers/tf_mwms_mlp.py --nproc "$n" \
+      in_ns "$log.bytes" timeout 600 "$TF_PY" bench/peers/tf_mwms_mlp.py --nproc "$n" \
         --steps "$((STEPS - WARM))" --warmup "$WARM" --opt "$PEER_OPT" --lr 0.05 --batch 128 --threads 1 --data "$DATA" >"$log" 2>&1
       rc=$? ;;
   esac
@@ -96,8 +96,14 @@ ar_runs() {
   if [ "$SPARSE" = 1 ]; then
     { [ "$DDP" = 1 ] || [ "$MWMS" = 1 ]; } && echo "peers_skipped=the DDP and MWMS peers train only the Fashion-MNIST MLP"
   else
-    [ "$DDP" = 1 ] && SIDES+=" ddp"
-    [ "$MWMS" = 1 ] && SIDES+=" mwms"
+    # the peers' virtualenvs (scripts/peer_venv.sh torch / tf; TORCH_PY / TF_PY name other pythons)
+    TORCH_PY=${TORCH_PY:-$HOME/.cache/loom/venv/torch/bin/python}; TF_PY=${TF_PY:-$HOME/.cache/loom/venv/tf/bin/python}
+    if [ "$DDP" = 1 ]; then
+      if [ -x "$TORCH_PY" ]; then SIDES+=" ddp"; else echo "ddp_skipped=no $TORCH_PY (bash scripts/peer_venv.sh torch makes it)"; fi
+    fi
+    if [ "$MWMS" = 1 ]; then
+      if [ -x "$TF_PY" ]; then SIDES+=" mwms"; else echo "mwms_skipped=no $TF_PY (bash scripts/peer_venv.sh tf makes it)"; fi
+    fi
   fi
   echo "allreduce_sides=${SIDES# } allreduce_btl=$BTL warmup_steps=$WARM peer_optimizer=$PEER_OPT repeats=$REPEAT allreduce_bytes_counted_on=$ALLREDUCE_BYTES"
   for n in $RANKS; do
