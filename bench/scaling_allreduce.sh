@@ -131,11 +131,15 @@ ar_runs() {
         line=$(grep -m1 '^collective: rank=0 ' "$log")
         kvl() { echo "$line" | grep -o " $1=[0-9.]*" | head -1 | cut -d= -f2; }
         grad=$(( $(kvl allreduce_bytes_per_step) + 0 ))
-        local gat ov; gat=$(( $(kvl allgather_bytes_per_step) + 0 )); ov=$(kvl overlap_fraction)
+        local gat ov wall; gat=$(( $(kvl allgather_bytes_per_step) + 0 )); ov=$(kvl overlap_fraction)
+        wall=$(kvl allreduce_wall_ms)
         echo "${k}_run_ms=$(kvl run_ms) ${k}_comm_ms=$(kvl comm_ms) ${k}_apply_ms=$(kvl apply_ms)"
         echo "${k}_gradient_bytes=$grad ${k}_allgather_bytes_per_step=$gat"
+        # a strategy that overlaps the all-reduce with the backward pass prints its whole wall time and
+        # the hidden part (comm_ms is then the part the step waited for)
+        [ -n "$wall" ] && echo "${k}_allreduce_wall_ms=$wall ${k}_buckets=$(kvl buckets)"
         [ -n "$ov" ] && echo "${k}_overlap_fraction=$ov"
-        echo "$n $(kvl run_ms) $(kvl comm_ms) $(kvl apply_ms) $SG ${ov:-0} $grad $gat" >>"$WORK/ar_measured"
+        echo "$n $(kvl run_ms) $(kvl comm_ms) $(kvl apply_ms) $SG ${ov:-0} $grad $gat ${wall:-$(kvl comm_ms)}" >>"$WORK/ar_measured"
       else
         grad=$(grep -m1 -o '^gradient_bytes=[0-9]*' "$log" | cut -d= -f2); gat=0
       fi
@@ -168,7 +172,8 @@ ar_runs() {
 #                                                  polling MPI; more ranks than cores stretch every step)
 #   X(N) = 1 / T(N),  E(N) = X(N) / X(1)
 # lat = one-way latency (half the TCP round trip measured on lo), bw = the all-reduce's bus bandwidth
-# on lo, calibrated on the measured N = 2 point (bw = B / (comm_ms(2) - 2 lat)); the other measured
+# on lo, calibrated on the measured N = 2 point (bw = B / (t_ar(2) - 2 lat), t_ar(2) the all-reduce's
+# whole wall time: allreduce_wall_ms when the strategy prints it, else comm_ms); the other measured
 # points check it. Then both strategies on the two network shapes of the PS model, N up to 256 (spare
 # cores, the PS model's lines above for the PS: model_p<P>_rtt...).
 tcp_rtt_ms() { # median of 200 TCP round trips of 1 byte on lo (python3)
@@ -204,13 +209,14 @@ allreduce_model() {
   [ -n "$grad" ] || grad=$((PARAMS * 4))
   rtt=$(tcp_rtt_ms)
   echo "model_allreduce_compute_ms=$(awk -v a="$run" -v b="$apply" 'BEGIN { printf "%.3f", a + b }') model_allreduce_gradient_bytes=$grad model_lo_tcp_rtt_ms=$rtt"
-  c2=$(awk '$1 == 2 { print $3 }' "$WORK/ar_measured")
+  # the N=2 all-reduce's whole wall time (allreduce_wall_ms when printed, else comm_ms: no overlap)
+  c2=$(awk '$1 == 2 { print $9 }' "$WORK/ar_measured")
   if [ -z "$c2" ] || [ "${grad:-0}" -le 0 ]; then
     echo "model_allreduce_loopback=none (no N=2 run to calibrate the bandwidth on)"
   else
     bw=$(awk -v c="$c2" -v r="$rtt" -v b="$grad" 'BEGIN { t = c - r; if (t <= 0) t = c; printf "%.0f", b / (t / 1000) }')
     echo "model_allreduce_lo_bus_bytes_per_sec=$bw (calibrated at N=2)"
-    while read -r n _ comm _ meas ov _; do
+    while read -r n _ comm _ meas ov _ _ _; do
       awk -v n="$n" -v tc="$(awk -v a="$run" -v b="$apply" 'BEGIN { print a + b }')" -v lat="$(awk -v r="$rtt" 'BEGIN { print r / 2 }')" \
         -v bw="$bw" -v b="$grad" -v c="$(nproc)" -v f="$ov" -v m="$meas" -v cm="$comm" 'BEGIN {
         ring = (n > 1) ? (2 * (n - 1) / n * b / bw * 1000 + 2 * (n - 1) * lat) : 0;
@@ -218,7 +224,7 @@ allreduce_model() {
         s = (n > c) ? n / c : 1;
         pr = 1000 / ((tc + (1 - f) * ring) * s); pt = 1000 / ((tc + (1 - f) * tree) * s);
         printf "model_allreduce_n%d_ring_predicted_steps_per_sec=%.1f tree_predicted=%.1f measured=%.1f ratio_measured_to_ring=%.2f", n, pr, pt, m, m / pr;
-        printf " ring_predicted_comm_ms=%.2f measured_comm_ms=%s\n", ring * s, cm }'
+        printf " ring_predicted_comm_ms=%.2f measured_comm_ms=%s\n", (1 - f) * ring * s, cm }'
     done <"$WORK/ar_measured"
   fi
   # both all-reduce algorithms over the PS model's network shapes, spare cores, N up to 256
