@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/scaling_allreduce.sh - the all-reduce part of bench/scaling (sourced by it with --collective,
 # --ddp or --mwms; docs/distributed.md "Collective all-reduce"). Uses bench/scaling's variables: BIN,
 # ARGS, STEPS, WARM, WORK, OPT, SPARSE, MODEL, RANKS, BTL, AR, DDP, MWMS, REPEAT, PSS, PARAMS, DATA.
