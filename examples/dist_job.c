@@ -15,6 +15,8 @@
  *            [--overlap 0|1]  (loom_job_options.overlap_comm: trainers overlap
  *            the PS exchange with the next step, staleness 1)
  *            [--seed N] (RunConfig's graph-level random seed)
+ *            [--warmup K] (the steps/s printed at the end leave out the first K steps; default 0: only
+ *            the first step is left out)
  *            [--embed N [--wide_deep 1]]  (an id feature in [0, N) through an
  *            embedding; with --wide_deep the canned DNNLinearCombinedClassifier
  *            on feature columns instead of this file's model_fn)
@@ -180,7 +182,9 @@ typedef struct progress {
   loom_output gs;
   int64_t n, every;
   double sleep_ms;
-  double t_first, t_last; /* seconds since main started, after the first / last step */
+  int64_t warmup;         /* steps not timed (--warmup): the rate is measured from the end of step warmup + 1 */
+  double t_step1;         /* seconds since main started, after the first step */
+  double t_first, t_last; /* seconds since main started, after the first timed / last step */
   int64_t gs_first, gs_last;
 } progress;
 static struct timespec g_t0;
@@ -213,7 +217,8 @@ static loom_code pr_after(void *self, loom_hook_context *ctx, loom_tensor *const
     printf("progress jump from=%lld to=%lld\n", (long long)p->gs_last, (long long)gs);
     fflush(stdout);
   }
-  if (p->n == 0) p->t_first = since_start(), p->gs_first = gs;
+  if (p->n == 0) p->t_step1 = since_start();
+  if (p->n == p->warmup) p->t_first = since_start(), p->gs_first = gs;
   p->t_last = since_start();
   p->gs_last = gs;
   if (++p->n % p->every == 0) {
@@ -335,7 +340,8 @@ int main(int argc, char **argv) {
   ts.input_user = &c;
   ts.max_steps = atoll(arg(argc, argv, "--max_steps", "200"));
   progress pr = {{NULL, 0}, 0, atoll(arg(argc, argv, "--progress", "100")), atof(arg(argc, argv, "--step_sleep_ms", "0")),
-                 0, 0, 0, 0};
+                 atoll(arg(argc, argv, "--warmup", "0")), 0, 0, 0, 0, 0};
+  if (pr.warmup < 0) pr.warmup = 0;
   static const loom_hook_ops pr_ops = {pr_begin, NULL, pr_before, pr_after, NULL, NULL};
   loom_hook *prh = loom_hook_new(&pr_ops, &pr, "progress");
   ts.nhooks = prh ? 1 : 0;
@@ -392,14 +398,14 @@ int main(int argc, char **argv) {
            loom_tae_result_num_exports(r) > 0 && loom_tae_result_export_path(r, 0) ? loom_tae_result_export_path(r, 0)
                                                                                   : "none");
   }
-  if (pr.n > 1) {
+  if (pr.n > pr.warmup + 1) {
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     printf("dist_job: local_steps=%lld first_step_after_launch_s=%.3f global_steps=%lld global_steps_per_sec=%.1f "
            "local_steps_per_sec=%.1f\n",
-           (long long)pr.n, pr.t_first, (long long)(pr.gs_last - pr.gs_first),
+           (long long)pr.n, pr.t_step1, (long long)(pr.gs_last - pr.gs_first),
            (double)(pr.gs_last - pr.gs_first) / (pr.t_last - pr.t_first),
-           (double)(pr.n - 1) / (pr.t_last - pr.t_first));
+           (double)(pr.n - pr.warmup - 1) / (pr.t_last - pr.t_first));
   }
   {
     struct timespec wall;

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""PyTorch DDP peer of bench/scaling --collective: the Fashion-MNIST MLP 784-512-256-10, batch 128 per
+process, one thread per process, trained synchronously by DistributedDataParallel with the Gloo backend
+on CPU, N processes on loopback (this script starts them, as torchrun would: a fresh interpreter per
+rank, rendezvous over TCP at 127.0.0.1 on a free port).
+
+    torch_ddp_mlp.py --nproc N [--steps 300] [--warmup 20] [--opt sgd|adagrad] [--lr 0.05]
+                     [--batch 128] [--threads 1] [--data DIR] [--bucket_mb 25]
+
+Each rank reads its own shard of the training set (every N-th example from its rank), converted to
+float32 once before training, and draws batches from a per-epoch permutation. The first --warmup steps
+are not timed; then every rank waits at a barrier and rank 0 times --steps steps (each one all-reduces
+the gradients, so rank 0's rate is the job's). Prints key=value lines (the launcher adds the bytes):
+  impl=torch_ddp torch_version= nproc= steps= warmup= opt= threads= cores=
+  global_steps_per_sec        synchronous steps per second (each one N x batch examples)
+  examples_per_sec            global_steps_per_sec x N x batch
+  gradient_bytes              the gradient bytes all-reduced per step (float32 parameters)
+  lo_bytes_per_step_per_worker  bytes sent on the loopback interface during the whole run (rendezvous,
+                              warm-up and the final barrier included) / (steps + warmup) / N; the
+                              machine's other loopback traffic counts too (lo_bytes_idle_per_s says how much)
+  final_loss                  rank 0's loss at the last step
+Exits 0 with skipped=1 when torch is not installed. --check only parses the flags and prints them."""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def flags(argv=None):
+    ap = argparse.ArgumentParser(description="PyTorch DDP (Gloo, CPU) Fashion-MNIST MLP peer")
+    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--opt", default="sgd", choices=["sgd", "adagrad"])
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bucket_mb", type=float, default=25.0)
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--check", action="store_true", help="parse the flags, print them and exit")
+    # internal: one rank of the job (set by the launcher)
+    ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.nproc < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 1 or a.threads < 1:
+        ap.error("--nproc, --steps, --batch and --threads must be >= 1 and --warmup >= 0")
+    return a
+
+
+def lo_tx():
+    with open("/proc/net/dev") as f:
+        for line in f:
+            if line.strip().startswith("lo:"):
+                return int(line.split(":", 1)[1].split()[8])
+    return 0
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def launch(a):
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:  # found without importing it
+        print("impl=torch_ddp\nskipped=1\nreason=torch not installed")
+        return 0
+    i0 = lo_tx()
+    time.sleep(1.0)
+    idle = lo_tx() - i0
+    port = free_port()
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+    base = [sys.executable, os.path.abspath(__file__), "--nproc", str(a.nproc), "--steps", str(a.steps),
+            "--warmup", str(a.warmup), "--opt", a.opt, "--lr", str(a.lr), "--batch", str(a.batch),
+            "--threads", str(a.threads), "--bucket_mb", str(a.bucket_mb), "--data", a.data, "--port", str(port)]
+    b0 = lo_tx()
+    procs = [subprocess.Popen(base + ["--rank", str(r)], env=env, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
+                              text=True) for r in range(a.nproc)]
+    try:
+        out, _ = procs[0].communicate(timeout=a.timeout)
+        rcs = [procs[0].returncode] + [p.wait(timeout=a.timeout) for p in procs[1:]]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        print("impl=torch_ddp\nerror=timeout after %.0f s" % a.timeout)
+        return 1
+    b1 = lo_tx()
+    sys.stdout.write(out)
+    if any(rcs):
+        print("error=rank exit codes %s" % rcs)
+        return 1
+    print("lo_bytes_per_step_per_worker=%.0f" % ((b1 - b0) / (a.steps + a.warmup) / a.nproc))
+    print("lo_bytes_idle_per_s=%d" % idle)
+    return 0
+
+
+def rank_main(a):
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from idx import read_idx
+    torch.set_num_threads(a.threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(1)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % a.port, rank=a.rank, world_size=a.nproc)
+    x = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).reshape(-1, 784)[a.rank::a.nproc]
+    y = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))[a.rank::a.nproc]
+    tx = torch.from_numpy((x.astype(np.float32) / 255.0))
+    ty = torch.from_numpy(y.astype(np.int64))
+    net = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256),
+                              torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_mb)
+    if a.opt == "adagrad":
+        opt = torch.optim.Adagrad(model.parameters(), lr=a.lr, initial_accumulator_value=0.1)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr)
+    lossf = torch.nn.CrossEntropyLoss()
+    B = a.batch
+    spe = tx.shape[0] // B
+    g = torch.Generator().manual_seed(1 + a.rank)
+    perm = None
+    t0 = 0.0
+    loss = None
+    for s in range(a.warmup + a.steps):
+        if s == a.warmup:
+            dist.barrier()
+            t0 = time.perf_counter()
+        k = s % spe
+        if k == 0:
+            perm = torch.randperm(tx.shape[0], generator=g)
+        idx = perm[k * B:(k + 1) * B]
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(tx[idx]), ty[idx])
+        loss.backward()
+        opt.step()
+    t1 = time.perf_counter()
+    dist.barrier()
+    if a.rank == 0:
+        gps = a.steps / (t1 - t0)
+        gb = sum(p.numel() * p.element_size() for p in net.parameters())
+        print("impl=torch_ddp\ntorch_version=%s\nnproc=%d\nsteps=%d\nwarmup=%d\nopt=%s\nthreads=%d\ncores=%d" % (
+            torch.__version__, a.nproc, a.steps, a.warmup, a.opt, a.threads, os.cpu_count()))
+        print("global_steps_per_sec=%.2f\nexamples_per_sec=%.0f\ngradient_bytes=%d\nfinal_loss=%.4f" % (
+            gps, gps * a.nproc * B, gb, loss.item()))
+        sys.stdout.flush()
+    dist.destroy_process_group()
+    return 0
+
+
+def main():
+    a = flags()
+    if a.check:
+        print(" ".join("%s=%s" % (k, v) for k, v in sorted(vars(a).items()) if k not in ("check", "rank", "port")))
+        return 0
+    return rank_main(a) if a.rank >= 0 else launch(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
