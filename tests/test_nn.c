@@ -574,6 +574,17 @@ Test(conv, chunked_im2col_large_batch) {
   check_conv(&c2, LOOM_F32);
 }
 
+Test(conv, small_window_filter_gradient_in_partitions) {
+  /* K <= 64: the filter gradient sums partitions of >= 4096 pixels (3 and 2
+   * here, boundaries inside images) over blocks of 128 gathered windows, K
+   * rounded up to tiles of 6 (25 -> 30, 18) */
+  ccfg c = {16, 28, 28, 1, 5, 5, 16, 1, 1, 1, 1, 1}; /* the Fashion-MNIST first layer */
+  check_conv(&c, LOOM_F32);
+  ccfg c2 = {20, 30, 29, 2, 3, 3, 20, 2, 1, 1, 1, 1}; /* stride 2 x 1, O not a multiple of the vector */
+  check_conv(&c2, LOOM_F32);
+  check_conv(&c2, LOOM_F64);
+}
+
 Test(conv, zero_size_and_unknown_batch) {
   loom_graph *g = loom_graph_new();
   int64_t xd[4] = {-1, 6, 6, 2}, wd[4] = {3, 3, 2, 4};

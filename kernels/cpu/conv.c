@@ -22,9 +22,12 @@
  *   with M = N*OH*OW. The column buffer is the op's workspace and holds a
  *   chunk of rows sized per call (about CONV_WS_BYTES, at least one row), so a
  *   big batch is processed in chunks that stay in cache.
- * - Filter gradient of small windows (K <= CONV_DIRECT_DW_MAX_K): direct loops.
- * Work is split over the thread pool by pixels (forward), filter rows (dF) or
- * images (col2im).
+ * - Filter gradient of small windows (K <= CONV_DIRECT_DW_MAX_K): the pixels
+ *   in a fixed number of partitions (by the shape, not the threads), each
+ *   gathering blocks of windows on the stack into the same dF tiles, summed
+ *   into its own dF (the workspace); the partitions are added in order.
+ * Work is split over the thread pool by pixels (forward, small-window dF),
+ * filter rows (dF) or images (col2im).
  *
  * This file is compiled once and includes itself twice (float, double), and
  * each of those includes conv_tiles.h once per instruction set. */
@@ -51,6 +54,9 @@
 #define CONV_DIRECT_MAX_K 1152
 #define CONV_DIRECT_MAX_KH 64
 #define CONV_DIRECT_DW_MAX_K 64
+#define CONV_DW_BLOCK 128         /* pixels per gathered block of the direct filter gradient */
+#define CONV_DW_PART_PIXELS 4096  /* pixels per partition of the direct filter gradient, at least */
+#define CONV_DW_MAX_PARTS 8
 
 typedef loom_conv_geom geom; /* kernels/geometry.h */
 
@@ -97,6 +103,16 @@ static int64_t chunk_rows(const geom *g, size_t elem, int op) {
 }
 
 
+/* Partitions of the pixels of a direct filter gradient: one per
+ * CONV_DW_PART_PIXELS, at most CONV_DW_MAX_PARTS. */
+static int64_t dw_parts(const geom *g) {
+  int64_t p = g->M / CONV_DW_PART_PIXELS;
+  return p < 1 ? 1 : p > CONV_DW_MAX_PARTS ? CONV_DW_MAX_PARTS : p;
+}
+/* Rows of its partitions' sums: K rounded up to whole tiles of 6 (the
+ * gathered windows' extra columns are zero). */
+static int64_t dw_rows(const geom *g) { return (g->K + 5) / 6 * 6; }
+
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
 static size_t ws_bytes(const geom *g, size_t elem, int op) {
   if (g->M <= 0 || g->K <= 0 || g->O <= 0) return 0;
@@ -104,7 +120,9 @@ static size_t ws_bytes(const geom *g, size_t elem, int op) {
   switch (op) {
     case 0: return g->direct || g->pointwise ? 0 : col;
     case 1: return g->direct_dx || g->pointwise ? filt : filt + col; /* flipped or transposed filter */
-    default: return g->direct_dw || g->pointwise ? 0 : col;
+    default:
+      if (g->direct_dw) return (size_t)(dw_parts(g) * dw_rows(g) * g->O) * elem; /* the partitions' sums */
+      return g->pointwise ? 0 : col;
   }
 }
 
@@ -217,8 +235,10 @@ typedef struct {
   int64_t r0, r1; /* global rows of the chunk */
 } FN(cols_args);
 
+/* Short rows (a window row of a few channels) are copied inline: a memcpy
+ * call per row would cost more than the copy. */
 LOOM_FORCE_INLINE void FN(copy)(T *restrict d, const T *restrict s, int64_t n) {
-  if (n <= 4) {
+  if (n <= 16) {
     for (int64_t i = 0; i < n; i++) d[i] = s[i];
   } else {
     memcpy(d, s, (size_t)n * sizeof(T));
@@ -303,9 +323,7 @@ typedef struct {
 typedef struct {
   void (*direct_fwd_range)(void *, int64_t, int64_t); /* pixels of a direct forward convolution */
   void (*gemm_nn_range)(void *, int64_t, int64_t);    /* rows of C = A x B */
-  void (*direct_dw_range)(void *, int64_t, int64_t);  /* channel groups of a direct filter gradient */
   void (*dw_gemm_range)(void *, int64_t, int64_t);    /* 6-row tiles of dF += col^T x dY */
-  int64_t dw_task_chans;                              /* output channels per direct_dw_range task */
 } FN(conv_isa);
 
 #define ISA generic
@@ -395,6 +413,44 @@ LOOM_HOT static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
           for (int64_t c = 0; c < C; c++) d[c] += s[c];
         }
       }
+    }
+  }
+}
+
+/* Filter gradient of a small window (K <= CONV_DIRECT_DW_MAX_K): the pixels
+ * are cut into dw_parts() partitions (a number fixed by the shape, not by
+ * the threads), each summed into its own dF[K6, O] (K rounded up to tiles of
+ * 6; part q at part + q*K6*O) by the register tiles of dF += col^T x dY over blocks of CONV_DW_BLOCK
+ * pixels whose windows are gathered on the stack; the caller adds the
+ * partitions. Task q = partition q. */
+typedef struct {
+  const geom *g;
+  const T *x, *dy;
+  T *part;
+  int64_t nparts, per; /* pixels per partition (the last may have fewer) */
+  void (*tiles)(void *, int64_t, int64_t);
+} FN(dwp_args);
+
+static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
+  const FN(dwp_args) *a = p;
+  const geom *g = a->g;
+  const int64_t K6 = dw_rows(g), O = g->O;
+  T col[CONV_DW_BLOCK * (CONV_DIRECT_DW_MAX_K + 5)];
+  memset(col, 0, sizeof col); /* the rows' padding columns K..K6 stay zero */
+  for (int64_t q = b; q < e; q++) {
+    T *df = a->part + q * K6 * O;
+    memset(df, 0, (size_t)(K6 * O) * sizeof(T));
+    int64_t r1 = (q + 1) * a->per < g->M ? (q + 1) * a->per : g->M;
+    int64_t n, oh, ow;
+    pix_of(g, q * a->per, &n, &oh, &ow);
+    for (int64_t r = q * a->per; r < r1; r += CONV_DW_BLOCK) {
+      int64_t m = r1 - r < CONV_DW_BLOCK ? r1 - r : CONV_DW_BLOCK;
+      for (int64_t i = 0; i < m; i++) {
+        FN(gather)(g, a->x, n, oh, ow, col + i * K6);
+        pix_next(g, &n, &oh, &ow);
+      }
+      FN(dwg_args) d = {col, a->dy + r * O, df, K6, O, m};
+      a->tiles(&d, 0, K6 / 6);
     }
   }
 }
@@ -500,10 +556,18 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
     return LOOM_OK;
   }
   if (g.direct_dw) {
-    FN(direct_args) a = {&g, x, NULL, dy, NULL, df};
-    const FN(conv_isa) *isa = FN(isa)();
-    int64_t per = isa->dw_task_chans;
-    loom__parallel_for(ctx->pool, (g.O + per - 1) / per, 1, isa->direct_dw_range, &a);
+    const int64_t P = dw_parts(&g), K6 = dw_rows(&g);
+    size_t need = (size_t)P * (size_t)K6 * (size_t)g.O * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    FN(dwp_args) a = {&g, x, dy, ctx->ws, P, (g.M + P - 1) / P, FN(isa)()->dw_gemm_range};
+    loom__parallel_for(ctx->pool, P, 1, FN(direct_dw_part), &a);
+    /* the partitions summed in a fixed order: the result does not depend on the threads */
+    const int64_t KO = g.K * g.O, PO = K6 * g.O;
+    for (int64_t i = 0; i < KO; i++) {
+      T acc = a.part[i];
+      for (int64_t q = 1; q < P; q++) acc += a.part[q * PO + i];
+      df[i] = acc;
+    }
     return LOOM_OK;
   }
   /* dF[K, O] = col^T x dY, chunk by chunk (for 1x1 stride-1 the input is the column matrix) */

@@ -27,11 +27,9 @@ typedef T VEC __attribute__((vector_size(VBYTES)));
 
 #if VBYTES == 64
 #define WIDE 1 /* 32 registers */
-#define DWV 4  /* vectors per direct filter-gradient task */
 #define DW_NV 4 /* vectors per filter-gradient tile (6 x DW_NV accumulators) */
 #else
 #define WIDE 0 /* 16 registers */
-#define DWV 2
 #define DW_NV 2
 #endif
 
@@ -143,61 +141,6 @@ TARGET static void FNI(gemm_nn_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-/* Task t: output channel vectors [t*DWV, t*DWV + DWV) (VL channels each) of
- * dW, summed over every pixel, 4 pixels per step. */
-TARGET static void FNI(direct_dw_range)(void *p, int64_t b, int64_t e) {
-  const FN(direct_args) *a = p;
-  const geom *g = a->g;
-  const int64_t K = g->K, O = g->O, KWC = g->KW * g->C, KH = g->KH, nvec = (O + VL - 1) / VL;
-  T patch[4][CONV_DIRECT_DW_MAX_K];
-  const T *src[4][CONV_DIRECT_DW_MAX_K];
-  VEC acc[CONV_DIRECT_DW_MAX_K][DWV];
-  for (int64_t t = b; t < e; t++) {
-    int64_t v0 = t * DWV, nv = nvec - v0 < DWV ? nvec - v0 : DWV;
-    for (int64_t k = 0; k < K; k++)
-      for (int v = 0; v < DWV; v++) acc[k][v] = (VEC){0};
-    int64_t n = 0, oh = 0, ow = 0;
-    for (int64_t r = 0; r < g->M; r += 4) {
-      int np = g->M - r < 4 ? (int)(g->M - r) : 4;
-      VEC d[4][DWV];
-      for (int i = 0; i < 4; i++) {
-        if (i < np) {
-          FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
-          pix_next(g, &n, &oh, &ow);
-        } else {
-          for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh];
-        }
-        for (int64_t v = 0; v < nv; v++) {
-          int64_t c0 = (v0 + v) * VL;
-          if (i >= np) {
-            d[i][v] = (VEC){0}; /* padding pixels add nothing */
-          } else if (c0 + VL <= O) {
-            VLOAD(d[i][v], a->dy + (r + i) * O + c0);
-          } else {
-            T tmp[VBYTES / sizeof(T)];
-            for (int64_t q = 0; q < VL; q++) tmp[q] = c0 + q < O ? a->dy[(r + i) * O + c0 + q] : 0;
-            VLOAD(d[i][v], tmp);
-          }
-        }
-      }
-      int64_t k = 0;
-      for (int64_t kh = 0; kh < KH; kh++) {
-        const T *s0 = src[0][kh], *s1 = src[1][kh], *s2 = src[2][kh], *s3 = src[3][kh];
-        for (int64_t j = 0; j < KWC; j++, k++)
-          for (int64_t v = 0; v < nv; v++)
-            acc[k][v] += s0[j] * d[0][v] + s1[j] * d[1][v] + s2[j] * d[2][v] + s3[j] * d[3][v];
-      }
-    }
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t v = 0; v < nv; v++) {
-        T tmp[VBYTES / sizeof(T)];
-        VSTORE(tmp, acc[k][v]);
-        int64_t c0 = (v0 + v) * VL;
-        for (int64_t q = 0; q < VL && c0 + q < O; q++) a->dw[k * O + c0 + q] = tmp[q];
-      }
-  }
-}
-
 /* ---- filter gradient on the column matrix: dF[K, O] += col[m, K]^T x dY[m, O] ----
  * Register tiles of 6 filter rows x NV vectors of output channels (NV <=
  * DW_NV), streaming over the chunk's rows. */
@@ -262,12 +205,10 @@ TARGET static void FNI(dw_gemm_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(direct_dw_range),
-                                               FNI(dw_gemm_range), VL * DWV};
+static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range)};
 
 #undef UNROLL
 #undef WIDE
-#undef DWV
 #undef DW_NV
 #undef VL
 #undef VLOAD

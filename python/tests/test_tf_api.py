@@ -362,6 +362,21 @@ def test_numpy_input_fn_epochs_and_shuffle():
         tf.compat.v1.estimator.inputs.numpy_input_fn(X, y)
 
 
+def test_numpy_input_fn_shuffle_spans_epochs_as_tf_queue():
+    # TF feeds the rows in order, epoch after epoch, into a RandomShuffleQueue of queue_capacity rows and
+    # dequeues batches at random: with fewer rows than the queue, a batch mixes epochs (a row may come twice)
+    X = {"a": np.arange(20, dtype=np.float32)}
+    y = np.arange(20)
+    fn = tf.compat.v1.estimator.inputs.numpy_input_fn(X, y, batch_size=20, num_epochs=3, shuffle=True)
+    batches = [lab for _, lab in fn()]
+    assert [len(b) for b in batches] == [20, 20, 20]
+    assert sorted(np.concatenate(batches)) == sorted(list(range(20)) * 3)  # each row once per epoch
+    assert any(len(set(b)) < 20 for b in batches)  # not one permutation per epoch
+    fn = tf.compat.v1.estimator.inputs.numpy_input_fn(X, y, batch_size=20, num_epochs=2, shuffle=True,
+                                                      queue_capacity=1)
+    assert [list(lab) for _, lab in fn()] == [list(range(20))] * 2  # a queue of one row: the rows in order
+
+
 def test_pandas_input_fn_and_dataframe_slices():
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame({"a": [1.0, 2.0, 3.0], "s": ["x", "y", "z"]})

@@ -37,7 +37,9 @@ CASES = {
     "fashion_mnist_dist.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (600, 600)}),
     "tfrecord_csv_linear.py": ((), {"accuracy": (0.7, 1), "auc": (0.85, 1), "readers_agree": (1, 1),
                                     "global_step": (300, 300)}),
+    "same_start.py": (("pandas", IRIS), {"linear_accuracy": (0.9, 1), "accuracy": (0.9, 1), "rmse": (0, 1.5)}),
 }
+SAME_START_TF = os.path.join(HERE, "..", "..", "tests", "fixtures", "tf_programs", "same_start.txt")
 
 
 def _env():
@@ -71,6 +73,25 @@ def test_program_runs_under_loom(name):
     m = run_program(name)
     for k, (lo, hi) in bounds.items():
         assert lo <= m[k] <= hi, (k, m)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_same_start_matches_tf(seed):
+    """From the same initial weights on whole unshuffled batches, loom's
+    canned Linear/DNN classifiers, DNNRegressor and custom model_fn reach TF
+    2.15's metrics (scripts/gen_same_start_fixtures.sh) to rounding."""
+    for n in ("pandas", IRIS):
+        if (n.startswith("/") and not os.path.exists(n)) or (not n.startswith("/") and
+                                                              importlib.util.find_spec(n) is None):
+            pytest.skip("%s is not available" % n)
+    with open(SAME_START_TF) as f:
+        rows = [ln.split(None, 2) for ln in f if ln.strip() and not ln.startswith("#")]
+    want = {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.e]+)", dict((r[0], r[2]) for r in rows)[str(seed)])}
+    got = run_program("same_start.py", seed)
+    assert set(want) == set(got)
+    for k, v in want.items():
+        tol = 0.034 if "accuracy" in k else 2e-3 * abs(v) + 1e-5  # accuracy: a tie may flip one of 30
+        assert abs(got[k] - v) <= tol, (k, got[k], v)
 
 
 def test_every_program_has_a_case():

@@ -1,8 +1,9 @@
 """tf.compat.v1.estimator.inputs.numpy_input_fn / pandas_input_fn: input
 functions over arrays held in memory. The arrays are handed to loom's
 in-memory dataset once per call of the input_fn (once per train /
-evaluate / predict), never copied per epoch; shuffle, repeat and batch run
-in C with TF's semantics (batches cross epoch boundaries)."""
+evaluate / predict), never copied per epoch; repeat, shuffle and batch run
+in C with TF's semantics (batches cross epoch boundaries; the shuffle
+buffer of queue_capacity rows follows the repeat, as TF's queue does)."""
 import numpy as np
 
 from .data import Dataset
@@ -21,10 +22,15 @@ def _input_fn(features, labels, batch_size, num_epochs, shuffle, queue_capacity,
     seed = _random.op_seed(None)
 
     def input_fn():
+        # TF feeds the rows in order, epoch after epoch, into a queue of
+        # queue_capacity rows and, with shuffle, dequeues batches at random from
+        # it (a RandomShuffleQueue): the shuffle spans epoch boundaries, so a
+        # batch may hold one row twice when the data are smaller than the
+        # queue. (TF's feeder starts at a random row; loom's at the first.)
         ds = Dataset.from_tensor_slices((features, labels) if labels is not None else features)
-        if shuffle:
-            ds = ds.shuffle(max(1, min(n, queue_capacity)), seed=seed)
         ds = ds.repeat(num_epochs)
+        if shuffle:
+            ds = ds.shuffle(max(1, queue_capacity), seed=seed)
         return ds.batch(batch_size)
     input_fn.__name__ = what
     return input_fn
