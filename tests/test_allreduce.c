@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "test_util.h"
+#include "ckpt_compare.h"
 
 #ifndef LOOM_ALLREDUCE_JOB_BIN
 #define LOOM_ALLREDUCE_JOB_BIN "build/examples/allreduce_job"
@@ -82,62 +83,6 @@ static void run_ok(const char *dir, const char *name, int np, const char *fmt, .
   free(out);
 }
 
-/* The largest |a - b| over max |b| of every float variable of model_dir a's and b's latest checkpoints
- * (the optimizer's slots included); both must have the same variables. */
-typedef struct cmp {
-  const char *pa, *pb;
-  double worst;
-  int n;
-} cmp;
-static int cmp_entry(const char *name, loom_dtype dt, int nd, const int64_t *dims, void *u) {
-  (void)nd;
-  (void)dims;
-  cmp *c = u;
-  if (dt != LOOM_F32) return 0;
-  loom_tensor *a = NULL, *b = NULL;
-  cr_assert_eq(loom_checkpoint_read_tensor(c->pa, name, &a, NULL), LOOM_OK, "%s in %s", name, c->pa);
-  cr_assert_eq(loom_checkpoint_read_tensor(c->pb, name, &b, NULL), LOOM_OK, "%s in %s", name, c->pb);
-  cr_assert_eq(loom_tensor_numel(a), loom_tensor_numel(b), "%s", name);
-  const float *x = loom_tensor_data_const(a), *y = loom_tensor_data_const(b);
-  double diff = 0, mag = 0;
-  for (int64_t i = 0; i < loom_tensor_numel(a); i++) {
-    diff = fmax(diff, fabs((double)x[i] - (double)y[i]));
-    mag = fmax(mag, fabs((double)y[i]));
-  }
-  double rel = diff / fmax(mag, 1e-30);
-  if (rel > c->worst) c->worst = rel;
-  c->n++;
-  loom_tensor_free(a);
-  loom_tensor_free(b);
-  return 0;
-}
-static double compare_ckpts(const char *da, const char *db, int64_t step, int *nvars) {
-  char pa[1024], pb[1024];
-  cr_assert_eq(loom_latest_checkpoint(da, pa, sizeof pa, NULL), LOOM_OK, "no checkpoint in %s", da);
-  cr_assert_eq(loom_latest_checkpoint(db, pb, sizeof pb, NULL), LOOM_OK, "no checkpoint in %s", db);
-  char want[64];
-  snprintf(want, sizeof want, "model.ckpt-%lld", (long long)step);
-  cr_assert(strstr(pa, want) && strstr(pb, want), "checkpoints %s and %s are not at step %lld", pa, pb,
-            (long long)step);
-  cmp c = {pa, pb, 0, 0};
-  cr_assert_eq(loom_checkpoint_list_variables(pa, cmp_entry, &c, NULL), LOOM_OK);
-  *nvars = c.n;
-  return c.worst;
-}
-
-/* Both ranks printed the same variables checksum. */
-static void same_checksums(const char *out, int np) {
-  char first[32] = "";
-  int n = 0;
-  for (const char *p = out; (p = strstr(p, "variables_checksum=")); p++, n++) {
-    char cs[32];
-    cr_assert_eq(sscanf(p, "variables_checksum=%16s", cs), 1);
-    if (!first[0]) snprintf(first, sizeof first, "%s", cs);
-    cr_assert_str_eq(cs, first, "ranks' checksums differ:\n%s", out);
-  }
-  cr_assert_eq(n, np, "expected %d checksum lines:\n%s", np, out);
-}
-
 /* N = 2 workers with batch b against one worker with batch 2b, optimizer opt, after 100 steps; want (NULL:
  * none): text rank 0's summary line must hold. */
 static void match_local_want(const char *opt, const char *extra, double tol, const char *want) {
@@ -150,7 +95,7 @@ static void match_local_want(const char *opt, const char *extra, double tol, con
   run_ok(dir, "coll", 2, "--model_dir %s --distribute collective --batch 16 --steps 100 --optimizer %s %s", dc,
            opt, extra);
   char *out = out_of(dir, "coll");
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
   if (want) {
     const char *line = strstr(out, "collective: rank=0 ");
@@ -160,7 +105,7 @@ static void match_local_want(const char *opt, const char *extra, double tol, con
   }
   free(out);
   int nv = 0;
-  double rel = compare_ckpts(dl, dc, 100, &nv);
+  double rel = tu_compare_ckpts(dl, dc, 100, &nv);
   cr_assert(nv >= 4, "only %d variables compared", nv);
   fprintf(stderr, "allreduce: %s %s: %d variables, max relative difference %.3g (tolerance %g)\n", opt, extra, nv, rel,
           tol);
@@ -339,12 +284,12 @@ static void overlap_vs_plain(int np) {
   cr_assert_eq(summary_int(b, " overlap="), 0, "%s", b);
   cr_assert_eq(summary_int(a, " buckets="), summary_int(b, " buckets="));
   cr_assert(summary_int(a, " buckets=") >= 4, "%s", a);
-  same_checksums(a, np);
-  same_checksums(b, np);
+  tu_same_checksums(a, np);
+  tu_same_checksums(b, np);
   const char *ca = strstr(a, "variables_checksum="), *cb = strstr(b, "variables_checksum=");
   cr_assert(ca && cb && !strncmp(ca, cb, 35), "overlapped and plain all-reduce differ:\n%s\n---\n%s", a, b);
   int nv = 0;
-  cr_assert_eq(compare_ckpts(da, db, 100, &nv), 0.0, "the checkpoints differ");
+  cr_assert_eq(tu_compare_ckpts(da, db, 100, &nv), 0.0, "the checkpoints differ");
   free(a);
   free(b);
   tu_rmtree(dir);
@@ -476,7 +421,7 @@ Test(allreduce, cluster_specs_that_disagree, .timeout = 120) {
   int auto_rc = system(cmd);
   out = out_of(dir, "auto");
   cr_assert_eq(auto_rc, 0, "%s", out);
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   free(out);
   tu_rmtree(dir);
 }
@@ -537,7 +482,7 @@ Test(allreduce, version_1_plugin_trains_without_overlap, .timeout = 240) {
   snprintf(args, sizeof args, "--model_dir %s/v2 --batch 16 --steps 30 --hidden 64", dir);
   cr_assert_eq(run(dir, "v2", "LOOM_COLLECTIVE_BUCKET_BYTES=200", 2, args), 0);
   char *b = out_of(dir, "v2");
-  same_checksums(a, 2);
+  tu_same_checksums(a, 2);
   const char *ca = strstr(a, "variables_checksum="), *cb = strstr(b, "variables_checksum=");
   cr_assert(ca && cb && !strncmp(ca, cb, 35), "version 1 and version 2 plugins differ:\n%s\n---\n%s", a, b);
   free(a);
@@ -556,7 +501,7 @@ Test(allreduce, one_rank_equals_local_training, .timeout = 120) {
   run_ok(dir, "local", 0, "--model_dir %s --distribute local --batch 32 --steps 30", dl);
   run_ok(dir, "coll", 1, "--model_dir %s --distribute collective --batch 32 --steps 30", dc);
   int nv = 0;
-  cr_assert_eq(compare_ckpts(dl, dc, 30, &nv), 0.0, "one rank differs from local training");
+  cr_assert_eq(tu_compare_ckpts(dl, dc, 30, &nv), 0.0, "one rank differs from local training");
   cr_assert(nv >= 4);
   tu_rmtree(dir);
 }
@@ -575,7 +520,7 @@ Test(allreduce, canned_wide_deep_trains_with_sparse_gradients, .timeout = 240) {
   int rc = system(cmd);
   char *out = out_of(dir, "job");
   cr_assert_eq(rc, 0, "%s", out);
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   const char *ag = strstr(out, "allgather_bytes_per_step=");
   cr_assert(ag && atoll(ag + 25) > 0, "no sparse gradient was gathered:\n%s", out);
   const char *ex = strstr(out, "evaluated=1 last_step=60 accuracy=");
@@ -605,10 +550,10 @@ Test(allreduce, relaunch_resumes_from_the_checkpoint, .timeout = 240) {
   char *out = out_of(dir, "second");
   cr_assert(strstr(out, "steps=36 global_step=100"),
             "the relaunch did not resume at step 64:\n%s", out);
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   free(out);
   int nv = 0;
-  double rel = compare_ckpts(da, db, 100, &nv);
+  double rel = tu_compare_ckpts(da, db, 100, &nv);
   fprintf(stderr, "allreduce: relaunch at 64 vs uninterrupted, 100 steps: max relative difference %.3g\n", rel);
   cr_assert(rel <= 1e-6, "resumed training differs from uninterrupted training by %g relative", rel);
   tu_rmtree(dir);
@@ -675,7 +620,7 @@ Test(allreduce, kubeflow_mpijob_manifest_runs, .timeout = 240) {
   rc = system(cmd);
   char *out = out_of(dir, "job");
   cr_assert_eq(rc, 0, "%s", out);
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   cr_assert(strstr(out, "evaluated=1 last_step=40"), "%s", out);
   free(out);
   free(line);

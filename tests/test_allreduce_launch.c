@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "test_util.h"
+#include "ckpt_compare.h"
 
 #ifndef LOOM_ALLREDUCE_JOB_BIN
 #define LOOM_ALLREDUCE_JOB_BIN "build/examples/allreduce_job"
@@ -89,58 +90,6 @@ static char *logs_of(const char *dir, const char *name) {
   return all;
 }
 
-/* np tasks printed the same variables checksum. */
-static void same_checksums(const char *out, int np) {
-  char first[32] = "";
-  int n = 0;
-  for (const char *p = out; (p = strstr(p, "variables_checksum=")); p++, n++) {
-    char cs[32];
-    cr_assert_eq(sscanf(p, "variables_checksum=%16s", cs), 1);
-    if (!first[0]) snprintf(first, sizeof first, "%s", cs);
-    cr_assert_str_eq(cs, first, "ranks' checksums differ:\n%s", out);
-  }
-  cr_assert_eq(n, np, "expected %d checksum lines:\n%s", np, out);
-}
-
-/* The largest |a - b| / max |b| over every float variable of model_dir a's and b's checkpoints at step. */
-typedef struct cmp {
-  const char *pa, *pb;
-  double worst;
-  int n;
-} cmp;
-static int cmp_entry(const char *name, loom_dtype dt, int nd, const int64_t *dims, void *u) {
-  (void)nd;
-  (void)dims;
-  cmp *c = u;
-  if (dt != LOOM_F32) return 0;
-  loom_tensor *a = NULL, *b = NULL;
-  cr_assert_eq(loom_checkpoint_read_tensor(c->pa, name, &a, NULL), LOOM_OK, "%s in %s", name, c->pa);
-  cr_assert_eq(loom_checkpoint_read_tensor(c->pb, name, &b, NULL), LOOM_OK, "%s in %s", name, c->pb);
-  cr_assert_eq(loom_tensor_numel(a), loom_tensor_numel(b), "%s", name);
-  const float *x = loom_tensor_data_const(a), *y = loom_tensor_data_const(b);
-  double diff = 0, mag = 0;
-  for (int64_t i = 0; i < loom_tensor_numel(a); i++) {
-    diff = fmax(diff, fabs((double)x[i] - (double)y[i]));
-    mag = fmax(mag, fabs((double)y[i]));
-  }
-  c->worst = fmax(c->worst, diff / fmax(mag, 1e-30));
-  c->n++;
-  loom_tensor_free(a);
-  loom_tensor_free(b);
-  return 0;
-}
-static double compare_ckpts(const char *da, const char *db, int64_t step, int *nvars) {
-  char pa[1024], pb[1024], want[64];
-  cr_assert_eq(loom_latest_checkpoint(da, pa, sizeof pa, NULL), LOOM_OK, "no checkpoint in %s", da);
-  cr_assert_eq(loom_latest_checkpoint(db, pb, sizeof pb, NULL), LOOM_OK, "no checkpoint in %s", db);
-  snprintf(want, sizeof want, "model.ckpt-%lld", (long long)step);
-  cr_assert(strstr(pa, want) && strstr(pb, want), "checkpoints %s and %s are not at step %lld", pa, pb, (long long)step);
-  cmp c = {pa, pb, 0, 0};
-  cr_assert_eq(loom_checkpoint_list_variables(pa, cmp_entry, &c, NULL), LOOM_OK);
-  *nvars = c.n;
-  return c.worst;
-}
-
 /* A TF_CONFIG launch of opts (n trainers, batch 16 each) against one local process with batch 16n: the
  * same variables within 1e-5 relative after 100 SGD steps, every rank's bitwise identical, over Gloo;
  * with an evaluator task (-e 1), its evaluation of the final checkpoint equals the chief's. */
@@ -160,7 +109,7 @@ static void match_local(const char *opts, int n, const char *lead, const char *e
   rc = launch(dir, "coll", "LOOM_COLLECTIVE_TIMEOUT=30", opts, args);
   char *out = logs_of(dir, "coll"), *ll = slurp("%s/coll.out", dir);
   cr_assert_eq(rc, 0, "launch_local %s exited %d:\n%s\n%s", opts, rc, ll, out);
-  same_checksums(out, n);
+  tu_same_checksums(out, n);
   char want[64];
   snprintf(want, sizeof want, "rank=0 size=%d steps=100 global_step=100", n);
   cr_assert(strstr(out, want), "%s", out);
@@ -177,7 +126,7 @@ static void match_local(const char *opts, int n, const char *lead, const char *e
   free(out);
   free(ll);
   int nv = 0;
-  double rel = compare_ckpts(dl, dc, 100, &nv);
+  double rel = tu_compare_ckpts(dl, dc, 100, &nv);
   cr_assert(nv >= 4, "only %d variables compared", nv);
   fprintf(stderr, "allreduce_launch: %s: %d variables, max relative difference %.3g\n", opts, nv, rel);
   cr_assert(rel <= 1e-5, "%s: %d trainers x batch 16 vs 1 x batch %d differ by %g relative", opts, n, 16 * n, rel);
@@ -215,13 +164,13 @@ Test(allreduce_launch, relaunch_resumes_from_the_checkpoint, .timeout = 300) {
   cr_assert_eq(launch(dir, "twice", NULL, opts, "--batch 16 --steps 100 --optimizer adam --lr 0.01"), 0);
   char *out = logs_of(dir, "twice");
   cr_assert(strstr(out, "steps=36 global_step=100"), "the relaunch did not resume at step 64:\n%s", out);
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   free(out);
   char da[256], db[256];
   snprintf(da, sizeof da, "%s/once", dir);
   snprintf(db, sizeof db, "%s/twice", dir);
   int nv = 0;
-  double rel = compare_ckpts(da, db, 100, &nv);
+  double rel = tu_compare_ckpts(da, db, 100, &nv);
   fprintf(stderr, "allreduce_launch: relaunch at 64 vs uninterrupted, 100 steps: max relative difference %.3g\n", rel);
   cr_assert(rel <= 1e-6, "resumed training differs from uninterrupted training by %g relative", rel);
   tu_rmtree(dir);
@@ -388,7 +337,7 @@ Test(allreduce_launch, one_chief_alone_and_port_zero, .timeout = 120) {
   snprintf(da, sizeof da, "%s/auto", dir);
   snprintf(dc, sizeof dc, "%s/coll", dir);
   int nv = 0;
-  cr_assert_eq(compare_ckpts(da, dc, 20, &nv), 0.0, "one rank over Gloo differs from local training");
+  cr_assert_eq(tu_compare_ckpts(da, dc, 20, &nv), 0.0, "one rank over Gloo differs from local training");
   free(a);
   free(c);
   char *z = alone(dir, "zero", "chief", "{\"chief\": [\"127.0.0.1:0\"], \"worker\": [\"127.0.0.1:0\"]}", NULL);
@@ -439,7 +388,7 @@ Test(allreduce_launch, worker_only_tf_config_under_mpirun, .timeout = 200) {
           LOOM_ALLREDUCE_JOB_BIN, dir, dir);
   out = slurp("%s/ok.out", dir);
   cr_assert_eq(rc, 0, "%s", out);
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   cr_assert(strstr(out, "Open MPI"), "not over MPI:\n%s", out);
   cr_assert(strstr(out, "allreduce_job: done accuracy="), "%s", out);
   free(out);
@@ -496,7 +445,7 @@ Test(allreduce_launch, srun_two_tasks_match_one_worker, .timeout = 300, .fini = 
           dir, LOOM_ALLREDUCE_JOB_BIN, dir, dir);
   char *out = slurp("%s/srun.out", dir);
   cr_assert_eq(rc, 0, "srun exited %d:\n%s", rc, out);
-  same_checksums(out, 2);
+  tu_same_checksums(out, 2);
   cr_assert(strstr(out, "(Open MPI"), "not over MPI:\n%s", out);
   cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
   free(out);
@@ -504,7 +453,7 @@ Test(allreduce_launch, srun_two_tasks_match_one_worker, .timeout = 300, .fini = 
   snprintf(dl, sizeof dl, "%s/local", dir);
   snprintf(dc, sizeof dc, "%s/coll", dir);
   int nv = 0;
-  double rel = compare_ckpts(dl, dc, 100, &nv);
+  double rel = tu_compare_ckpts(dl, dc, 100, &nv);
   fprintf(stderr, "allreduce_launch: srun -n 2: %d variables, max relative difference %.3g\n", nv, rel);
   cr_assert(nv >= 4 && rel <= 1e-5, "srun -n 2 x batch 16 vs 1 x batch 32: %d variables, %g relative", nv, rel);
 }

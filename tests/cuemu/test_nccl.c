@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "../test_util.h"
+#include "../ckpt_compare.h"
 
 #define DIR "build/cuemu"
 #define JOB DIR "/examples/allreduce_job"
@@ -69,43 +70,6 @@ static void two_lines(const char *out, const char *what) {
   cr_assert_eq(n, 2, "expected \"%s\" once per rank, found %d times:\n%s", what, n, out);
 }
 
-/* The largest |a - b| / max |b| over the float variables of two checkpoints at step 100. */
-typedef struct cmp {
-  const char *pa, *pb;
-  double worst;
-  int n;
-} cmp;
-static int cmp_entry(const char *name, loom_dtype dt, int nd, const int64_t *dims, void *u) {
-  (void)nd;
-  (void)dims;
-  cmp *c = u;
-  if (dt != LOOM_F32) return 0;
-  loom_tensor *a = NULL, *b = NULL;
-  cr_assert_eq(loom_checkpoint_read_tensor(c->pa, name, &a, NULL), LOOM_OK, "%s in %s", name, c->pa);
-  cr_assert_eq(loom_checkpoint_read_tensor(c->pb, name, &b, NULL), LOOM_OK, "%s in %s", name, c->pb);
-  cr_assert_eq(loom_tensor_numel(a), loom_tensor_numel(b), "%s", name);
-  const float *x = loom_tensor_data_const(a), *y = loom_tensor_data_const(b);
-  double diff = 0, mag = 0;
-  for (int64_t i = 0; i < loom_tensor_numel(a); i++) {
-    diff = fmax(diff, fabs((double)x[i] - (double)y[i]));
-    mag = fmax(mag, fabs((double)y[i]));
-  }
-  c->worst = fmax(c->worst, diff / fmax(mag, 1e-30));
-  c->n++;
-  loom_tensor_free(a);
-  loom_tensor_free(b);
-  return 0;
-}
-static double compare_ckpts(const char *da, const char *db, int *nvars) {
-  char pa[1024], pb[1024];
-  cr_assert_eq(loom_latest_checkpoint(da, pa, sizeof pa, NULL), LOOM_OK, "no checkpoint in %s", da);
-  cr_assert_eq(loom_latest_checkpoint(db, pb, sizeof pb, NULL), LOOM_OK, "no checkpoint in %s", db);
-  cr_assert(strstr(pa, "model.ckpt-100") && strstr(pb, "model.ckpt-100"), "%s, %s", pa, pb);
-  cmp c = {pa, pb, 0, 0};
-  cr_assert_eq(loom_checkpoint_list_variables(pa, cmp_entry, &c, NULL), LOOM_OK);
-  *nvars = c.n;
-  return c.worst;
-}
 
 /* N = 2 ranks x batch 16 through the emulated NCCL match one process with batch 32 within 1e-5 after 100
  * SGD steps; the host all-reduce over MPI (LOOM_COLLECTIVE_NCCL=0, or no NCCL library) gives the same
@@ -145,7 +109,7 @@ Test(nccl, two_ranks_match_one_with_twice_the_batch_and_the_host_path, .timeout 
   snprintf(dl, sizeof dl, "%s/local", dir);
   snprintf(dn, sizeof dn, "%s/nccl", dir);
   int nv = 0;
-  double rel = compare_ckpts(dl, dn, &nv);
+  double rel = tu_compare_ckpts(dl, dn, 100, &nv);
   fprintf(stderr, "nccl: 2 ranks x batch 16 (emulated NCCL) vs 1 x batch 32: %d variables, max relative difference "
                   "%.3g\n", nv, rel);
   cr_assert(nv >= 4, "only %d variables compared", nv);
