@@ -626,6 +626,48 @@ Test(canned, diamonds_regressors) {
   loom_status_free(st);
 }
 
+/* Writes the fixture's initial values (TF's draws) as a checkpoint at path, for warm_start_from. */
+static void traj_write_init(const char *path, const traj_var *vars, int n) {
+  loom_status *st = loom_status_new();
+  const char *names[16];
+  loom_tensor *vals[16];
+  cr_assert(n <= 16);
+  for (int i = 0; i < n; i++) {
+    names[i] = vars[i].name;
+    vals[i] = loom_tensor_from_data(LOOM_F32, vars[i].rank, vars[i].dims, vars[i].init, st);
+    cr_assert(vals[i], "%s", loom_status_message(st));
+  }
+  cr_assert_eq(loom_checkpoint_write(path, n, names, (const loom_tensor *const *)vals, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  for (int i = 0; i < n; i++) loom_tensor_free(vals[i]);
+  loom_status_free(st);
+}
+
+/* Every variable of e is within 1e-4 (relative, 1e-3 absolute floor) of TF's after the fixture's steps. */
+static void traj_expect_trained(loom_estimator *e, const traj_var *vars, int n, int steps) {
+  loom_status *st = loom_status_new();
+  for (int i = 0; i < n; i++) {
+    const traj_var *v = &vars[i];
+    loom_tensor *t = NULL;
+    cr_assert_eq(loom_estimator_get_variable_value(e, v->name, &t, st), LOOM_OK, "%s: %s", v->name,
+                 loom_status_message(st));
+    cr_assert_eq(loom_tensor_numel(t), v->n, "%s", v->name);
+    const float *a = loom_tensor_data_const(t);
+    double worst = 0, moved = 0;
+    int at = 0;
+    for (int k = 0; k < v->n; k++) {
+      double d = fabs((double)a[k] - v->trained[k]) / (1e-3 + fabs(v->trained[k]));
+      if (d > worst) worst = d, at = k;
+      moved = fmax(moved, fabs((double)v->trained[k] - v->init[k]));
+    }
+    cr_expect(moved > 1e-3, "%s: TF's fixture did not train it", v->name);
+    cr_expect(worst < 1e-4, "%s[%d]: loom %.9g, TF %.9g after %d steps from the same weights (worst rel %g)",
+              v->name, at, a[at], v->trained[at], steps, worst);
+    loom_tensor_free(t);
+  }
+  loom_status_free(st);
+}
+
 /* ---- training semantics: TF's trajectory from TF's own initial weights ----
  * The wide & deep regressor (Ftrl 0.1 + Adagrad 0.05, bench/canned.c's
  * diamonds_wd optimizers) warm-started from the initial values TF drew and
@@ -645,16 +687,7 @@ Test(canned, wide_deep_regressor_follows_tf_from_the_same_weights) {
   char dir[TU_TMPDIR_CAP], init[TU_TMPDIR_CAP + 16];
   tu_tmpdir(dir, sizeof dir, "canned_wdt");
   snprintf(init, sizeof init, "%s/init.ckpt", dir);
-  const char *names[WD_NVARS];
-  loom_tensor *vals[WD_NVARS];
-  for (int i = 0; i < WD_NVARS; i++) {
-    names[i] = WD_VARS[i].name;
-    vals[i] = loom_tensor_from_data(LOOM_F32, WD_VARS[i].rank, WD_VARS[i].dims, WD_VARS[i].init, st);
-    cr_assert(vals[i], "%s", loom_status_message(st));
-  }
-  cr_assert_eq(loom_checkpoint_write(init, WD_NVARS, names, (const loom_tensor *const *)vals, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  for (int i = 0; i < WD_NVARS; i++) loom_tensor_free(vals[i]);
+  traj_write_init(init, WD_VARS, WD_NVARS);
   char mdir[TU_TMPDIR_CAP + 16];
   snprintf(mdir, sizeof mdir, "%s/model", dir);
   loom_run_config cfg = cu_config();
@@ -673,25 +706,7 @@ Test(canned, wide_deep_regressor_follows_tf_from_the_same_weights) {
   loom_estimator *e = loom_dnn_linear_combined_regressor_new(&o, st);
   cr_assert(e, "%s", loom_status_message(st));
   cu_train(e, &tr, WD_STEPS);
-  for (int i = 0; i < WD_NVARS; i++) {
-    const wd_var *v = &WD_VARS[i];
-    loom_tensor *t = NULL;
-    cr_assert_eq(loom_estimator_get_variable_value(e, v->name, &t, st), LOOM_OK, "%s: %s", v->name,
-                 loom_status_message(st));
-    cr_assert_eq(loom_tensor_numel(t), v->n, "%s", v->name);
-    const float *a = loom_tensor_data_const(t);
-    double worst = 0, moved = 0;
-    int at = 0;
-    for (int k = 0; k < v->n; k++) {
-      double d = fabs((double)a[k] - v->trained[k]) / (1e-3 + fabs(v->trained[k]));
-      if (d > worst) worst = d, at = k;
-      moved = fmax(moved, fabs((double)v->trained[k] - v->init[k]));
-    }
-    cr_expect(moved > 1e-3, "%s: TF's fixture did not train it", v->name);
-    cr_expect(worst < 1e-4, "%s[%d]: loom %.9g, TF %.9g after %d steps from the same weights", v->name, at, a[at],
-              v->trained[at], WD_STEPS);
-    loom_tensor_free(t);
-  }
+  traj_expect_trained(e, WD_VARS, WD_NVARS, WD_STEPS);
   loom_estimator_free(e);
   cu_data_free(&tr);
   loom_fc_set_free(dc.set);
@@ -713,16 +728,7 @@ Test(canned, dnn_regressor_rmsprop_follows_tf2_from_the_same_weights) {
   char dir[TU_TMPDIR_CAP], init[TU_TMPDIR_CAP + 16];
   tu_tmpdir(dir, sizeof dir, "canned_rmst");
   snprintf(init, sizeof init, "%s/init.ckpt", dir);
-  const char *names[RMS_NVARS];
-  loom_tensor *vals[RMS_NVARS];
-  for (int i = 0; i < RMS_NVARS; i++) {
-    names[i] = RMS_VARS[i].name;
-    vals[i] = loom_tensor_from_data(LOOM_F32, RMS_VARS[i].rank, RMS_VARS[i].dims, RMS_VARS[i].init, st);
-    cr_assert(vals[i], "%s", loom_status_message(st));
-  }
-  cr_assert_eq(loom_checkpoint_write(init, RMS_NVARS, names, (const loom_tensor *const *)vals, st), LOOM_OK, "%s",
-               loom_status_message(st));
-  for (int i = 0; i < RMS_NVARS; i++) loom_tensor_free(vals[i]);
+  traj_write_init(init, RMS_VARS, RMS_NVARS);
   char mdir[TU_TMPDIR_CAP + 16];
   snprintf(mdir, sizeof mdir, "%s/model", dir);
   loom_run_config cfg = cu_config();
@@ -738,25 +744,7 @@ Test(canned, dnn_regressor_rmsprop_follows_tf2_from_the_same_weights) {
   loom_estimator *e = loom_dnn_regressor_new(&o, st);
   cr_assert(e, "%s", loom_status_message(st));
   cu_train(e, &tr, RMS_STEPS);
-  for (int i = 0; i < RMS_NVARS; i++) {
-    const rms_var *v = &RMS_VARS[i];
-    loom_tensor *t = NULL;
-    cr_assert_eq(loom_estimator_get_variable_value(e, v->name, &t, st), LOOM_OK, "%s: %s", v->name,
-                 loom_status_message(st));
-    cr_assert_eq(loom_tensor_numel(t), v->n, "%s", v->name);
-    const float *a = loom_tensor_data_const(t);
-    double worst = 0, moved = 0;
-    int at = 0;
-    for (int k = 0; k < v->n; k++) {
-      double d = fabs((double)a[k] - v->trained[k]) / (1e-3 + fabs(v->trained[k]));
-      if (d > worst) worst = d, at = k;
-      moved = fmax(moved, fabs((double)v->trained[k] - v->init[k]));
-    }
-    cr_expect(moved > 1e-3, "%s: TF's fixture did not train it", v->name);
-    cr_expect(worst < 1e-4, "%s[%d]: loom %.9g, TF %.9g after %d steps from the same weights (worst rel %g)",
-              v->name, at, a[at], v->trained[at], RMS_STEPS, worst);
-    loom_tensor_free(t);
-  }
+  traj_expect_trained(e, RMS_VARS, RMS_NVARS, RMS_STEPS);
   loom_estimator_free(e);
   cu_data_free(&tr);
   loom_fc_set_free(dc.set);
