@@ -14,6 +14,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include "test_util.h"
 #include "ckpt_compare.h"
 
@@ -250,6 +253,21 @@ static char *alone(const char *dir, const char *name, const char *type, const ch
   return out;
 }
 
+/* A TCP port on 127.0.0.1 that nothing listens on now: the kernel's pick for port 0, released again
+ * (a port derived from the pid could be another test's, or a lingering job's). */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert(fd >= 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
 /* The chief whose worker never comes, and a worker whose chief never comes: each fails at its deadline
  * naming the other side. */
 Test(allreduce_launch, a_task_that_never_comes_is_named, .timeout = 120) {
@@ -257,7 +275,7 @@ Test(allreduce_launch, a_task_that_never_comes_is_named, .timeout = 120) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "arlaunch");
   char port[16];
-  snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+  snprintf(port, sizeof port, "%d", free_port());
   char cluster[256];
   snprintf(cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%s\"], \"worker\": [\"127.0.0.1:0\"]}", port);
   double t0 = now_s();
@@ -284,7 +302,7 @@ Test(allreduce_launch, tasks_whose_tf_configs_disagree_name_both, .timeout = 120
   if (!have_gloo()) return;
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "arlaunch");
-  int port = 20000 + (int)((getpid() + 7) % 20000);
+  int port = free_port();
   cr_assert_eq(
       sh("cd %s && (TF_CONFIG='{\"cluster\": {\"chief\": [\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:0\"]}, \"task\": "
          "{\"type\": \"chief\", \"index\": 0}}' LOOM_COLLECTIVE_TIMEOUT=5 timeout 60 %s/%s --model_dir m --steps 10 > "
