@@ -39,17 +39,6 @@ static int have_mpi(void) {
   return 1;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void nap(double s) {
-  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&t, NULL);
-}
-
 /* Runs `env job args` (under mpirun -np np when np > 0) into dir/name.out; returns the exit status. */
 static int run(const char *dir, const char *name, const char *env, int np, const char *args) {
   char cmd[4096];
@@ -335,20 +324,20 @@ static void lose_rank(int sig) {
   snprintf(out_path, sizeof out_path, "%s/job.out", dir);
   snprintf(rc_path, sizeof rc_path, "%s/job.rc", dir);
   int pid1 = 0;
-  double t0 = now_s();
-  while (now_s() - t0 < 60) {
+  double t0 = tu_now_s();
+  while (tu_now_s() - t0 < 60) {
     char *s = tu_file_exists(out_path) ? tu_read_file(out_path, NULL) : NULL;
     const char *p = s ? strstr(s, "rank=1 pid=") : NULL;
     if (p && strstr(s, "progress step=30")) pid1 = atoi(p + 11);
     free(s);
     if (pid1 > 0) break;
-    nap(0.05);
+    tu_nap(0.05);
   }
   cr_assert(pid1 > 0, "rank 1 never made progress");
   cr_assert_eq(kill(pid1, sig), 0);
-  double t1 = now_s();
+  double t1 = tu_now_s();
   int status = tu_wait_status_file(rc_path, 60);
-  double took = now_s() - t1;
+  double took = tu_now_s() - t1;
   kill(pid1, SIGKILL); /* a stopped rank that mpirun left behind */
   cr_assert(status >= 0, "the job did not end within 60 s of losing rank 1");
   char *out = tu_read_file(out_path, NULL);
@@ -567,9 +556,9 @@ Test(allreduce, a_rank_whose_input_ends_early_fails_every_rank, .timeout = 120) 
   tu_tmpdir(dir, sizeof dir, "allreduce");
   /* one pass: 1024 examples / (16 x 2) = 32 steps on rank 1, max_steps 100 */
   snprintf(args, sizeof args, "--model_dir %s/m --batch 16 --steps 100 --finite_odd_ranks 1", dir);
-  double t0 = now_s();
+  double t0 = tu_now_s();
   cr_assert_neq(run(dir, "job", "LOOM_COLLECTIVE_TIMEOUT=60", 2, args), 0);
-  double took = now_s() - t0;
+  double took = tu_now_s() - t0;
   char *out = out_of(dir, "job");
   cr_assert(strstr(out, "rank 1 ended its training at global step 32 while 1 of 2 ranks are still training"),
             "%s", out);

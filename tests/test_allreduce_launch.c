@@ -39,17 +39,6 @@ static int have_gloo(void) {
   return 1;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void nap(double s) {
-  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&t, NULL);
-}
-
 static char *slurp(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *slurp(const char *fmt, ...) {
   char p[1024];
@@ -191,26 +180,26 @@ static void lose_worker(int sig) {
   char rc_path[256];
   snprintf(rc_path, sizeof rc_path, "%s/job.rc", dir);
   int pid = 0;
-  double t0 = now_s();
-  while (now_s() - t0 < 60 && pid <= 0) {
+  double t0 = tu_now_s();
+  while (tu_now_s() - t0 < 60 && pid <= 0) {
     char *s = slurp("%s/m/logs/worker-1.log", dir);
     const char *p = strstr(s, "rank=2 pid=");
     if (p && strstr(s, "progress step=30")) pid = atoi(p + 11);
     free(s);
-    nap(0.05);
+    tu_nap(0.05);
   }
   cr_assert(pid > 0, "worker:1 never made progress");
   cr_assert_eq(kill(pid, sig), 0);
-  double t1 = now_s();
+  double t1 = tu_now_s();
   char *chief = NULL;
-  while (now_s() - t1 < 60) { /* the chief's end (launch_local itself then waits for the stopped task) */
+  while (tu_now_s() - t1 < 60) { /* the chief's end (launch_local itself then waits for the stopped task) */
     chief = slurp("%s/m/logs/chief-0.log", dir);
     if (strstr(chief, "allreduce_job: rank 0:")) break;
     free(chief);
     chief = NULL;
-    nap(0.05);
+    tu_nap(0.05);
   }
-  double took = now_s() - t1;
+  double took = tu_now_s() - t1;
   kill(pid, SIGKILL);
   int status = tu_wait_status_file(rc_path, 120);
   char *out = logs_of(dir, "m");
@@ -278,9 +267,9 @@ Test(allreduce_launch, a_task_that_never_comes_is_named, .timeout = 120) {
   snprintf(port, sizeof port, "%d", free_port());
   char cluster[256];
   snprintf(cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%s\"], \"worker\": [\"127.0.0.1:0\"]}", port);
-  double t0 = now_s();
+  double t0 = tu_now_s();
   char *c = alone(dir, "chief", "chief", cluster, NULL);
-  double took = now_s() - t0;
+  double took = tu_now_s() - t0;
   cr_assert(strstr(c, "waiting for 'loom/size/1' from rank 1 (worker:0) (a task that has not joined the rendezvous) "
                       "did not complete within the collective timeout of 3 s"),
             "%s", c);
@@ -312,14 +301,14 @@ Test(allreduce_launch, tasks_whose_tf_configs_disagree_name_both, .timeout = 120
          dir, port, getcwd((char[1024]){0}, 1024), LOOM_ALLREDUCE_JOB_BIN, port, getcwd((char[1024]){0}, 1024),
          LOOM_ALLREDUCE_JOB_BIN),
       0);
-  double t0 = now_s();
+  double t0 = tu_now_s();
   char *c = NULL;
-  while (now_s() - t0 < 30) {
+  while (tu_now_s() - t0 < 30) {
     c = slurp("%s/chief.out", dir);
     if (strstr(c, "allreduce_job: rank 0:")) break;
     free(c);
     c = NULL;
-    nap(0.1);
+    tu_nap(0.1);
   }
   char *w = slurp("%s/worker.out", dir), *wrc = slurp("%s/worker.rc", dir);
   cr_assert(c, "the chief did not fail:\n%s", w);

@@ -23,16 +23,6 @@ int loom__job_is_distributed(const char *json);
 #define LOOM_DIST_JOB_BIN "build/examples/dist_job"
 #endif
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static void nap(double s) {
-  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&t, NULL);
-}
-
 /* ------------------------------------------------------------ TF_CONFIG from env */
 static void clear_launcher_env(void) {
   const char *v[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
@@ -356,17 +346,17 @@ static void poll_all(jobt *j) {
     if (waitpid(p->pid, &s, WNOHANG) == p->pid) {
       p->done = 1;
       p->status = s;
-      p->end = now_s();
+      p->end = tu_now_s();
     }
   }
 }
 
 /* Waits for p to exit (deadline); returns its exit code, -1 on timeout, 128+sig when killed. */
 static int wait_exit(jobt *j, proc *p, double deadline_s) {
-  double t0 = now_s();
-  while (!p->done && now_s() - t0 < deadline_s) {
+  double t0 = tu_now_s();
+  while (!p->done && tu_now_s() - t0 < deadline_s) {
     poll_all(j);
-    if (!p->done) nap(0.02);
+    if (!p->done) tu_nap(0.02);
   }
   if (!p->done) return -1;
   return WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status);
@@ -428,15 +418,15 @@ static long long ckpt_step(const jobt *j) {
  * when it became true. WAIT_UNTIL: the same for the job j in scope. */
 #define WAIT_UNTIL_J(jp, cond, deadline_s)                             \
   ({                                                                   \
-    double t0_ = now_s();                                              \
+    double t0_ = tu_now_s();                                              \
     int ok_ = 0;                                                       \
-    while (now_s() - t0_ < (deadline_s)) {                             \
+    while (tu_now_s() - t0_ < (deadline_s)) {                             \
       poll_all(jp);                                                    \
       if (cond) {                                                      \
         ok_ = 1;                                                       \
         break;                                                         \
       }                                                                \
-      nap(0.05);                                                       \
+      tu_nap(0.05);                                                       \
     }                                                                  \
     ok_;                                                               \
   })
@@ -677,7 +667,7 @@ Test(jobs, stale_addr_file_naming_another_jobs_ps_waits_not_exit_4, .timeout = 1
   ok = WAIT_UNTIL(log_has(ch, "is stale: its PS, pid"), 30);
   if (!ok) dump_logs(&j);
   cr_expect(ok, "the chief says the file is stale");
-  nap(0.5);
+  tu_nap(0.5);
   poll_all(&j);
   cr_expect(!w0->done && !ch->done, "both still waiting (not exit 4)");
   proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back, on a new port */
@@ -748,7 +738,7 @@ Test(jobs, stale_addr_file_naming_another_ps_of_the_same_model_waits_for_the_rig
   int ok = WAIT_UNTIL(log_has(ch, want) && log_has(w0, want), 30);
   if (!ok) dump_logs(&j);
   cr_expect(ok, "both trainers say the file is stale (%s)", want);
-  nap(1.0);
+  tu_nap(1.0);
   poll_all(&j);
   cr_expect(!w0->done && !ch->done, "both still waiting (not exit 4)");
   proc *ps = job_start_ex(&j, "ps", 0, NULL, NULL, psa, NULL); /* ps:0 back: a new instance, the file rewritten */
@@ -760,7 +750,7 @@ Test(jobs, stale_addr_file_naming_another_ps_of_the_same_model_waits_for_the_rig
   cr_expect(log_has(ch, "ps:0 published again"));
   cr_expect(log_has(w0, "ps:0 published again"));
   cr_expect_geq(ckpt_step(&j), 300);
-  nap(0.5); /* one more diagnostic line of the other PS */
+  tu_nap(0.5); /* one more diagnostic line of the other PS */
   cr_expect_eq(ps_updates_max(ops), 0, "the other PS never applied an update");
   kill(ops->pid, SIGTERM);
   cr_expect_eq(wait_exit(&o, ops, 10), 0, "the other PS was left alone");
@@ -814,12 +804,12 @@ Test(jobs, malformed_address_is_exit_2_at_once_in_every_role, .timeout = 120) {
                "{\"cluster\": {\"chief\": [\"127.0.0.1:0\"], \"worker\": [\"127.0.0.1:0\"], \"ps\": [\"127.0.0.1:0\", "
                "\"%s\"]}, \"task\": {\"type\": \"%s\", \"index\": 0}}",
                addrs[k], types[t]);
-      double t0 = now_s();
+      double t0 = tu_now_s();
       proc *p = job_start_ex(&j, types[t], 0, tf, NULL, a, NULL);
       int rc = wait_exit(&j, p, 40);
       if (rc != LOOM_JOB_EXIT_CONFIG) dump_logs(&j);
       cr_expect_eq(rc, LOOM_JOB_EXIT_CONFIG, "%s with ps:1 = %s: exit %d", types[t], addrs[k], rc);
-      cr_expect_lt(now_s() - t0, 10.0, "%s exited at once", types[t]);
+      cr_expect_lt(tu_now_s() - t0, 10.0, "%s exited at once", types[t]);
       snprintf(want, sizeof want, "\"cluster\".\"ps\"[1] address \"%s\"", addrs[k]);
       cr_expect(log_has(p, want), "%s's log names the address: %s", types[t], want);
     }
@@ -831,10 +821,10 @@ Test(jobs, worker_without_ps_says_what_it_waits_for_and_exits_retryable, .timeou
   job_init(&j, "nops", 1, 1);
   const char *const a[] = {"--deadline", "3", "--diag", "1", NULL};
   proc *w = job_start_ex(&j, "worker", 0, NULL, NULL, a, NULL);
-  double t0 = now_s();
+  double t0 = tu_now_s();
   int rc = wait_exit(&j, w, 30);
   cr_expect_eq(rc, LOOM_JOB_EXIT_RETRYABLE, "exit %d", rc);
-  cr_expect_lt(now_s() - t0, 20.0);
+  cr_expect_lt(tu_now_s() - t0, 20.0);
   cr_expect(log_has(w, "waiting for ps:0"), "diagnostic line");
   cr_expect(log_has(w, "s elapsed (deadline 3 s)"), "elapsed and deadline in the line");
   cr_expect(log_has(w, "gave up waiting for ps:0"), "the final error names ps:0");
@@ -1016,7 +1006,7 @@ Test(jobs, restarted_ps_takes_the_chiefs_newer_model_ckpt, .timeout = 120) {
   cr_assert(f);
   fprintf(f, "model_checkpoint_path: \"model.ckpt-200\"\nall_model_checkpoint_paths: \"model.ckpt-200\"\n");
   fclose(f);
-  nap(0.05);
+  tu_nap(0.05);
   ps = job_start_ex(&j, "ps", 0, NULL, NULL, a, NULL);
   const char *const c2[] = {"--deadline", "30", "--diag", "1", "--save_steps", "100", "--progress", "50",
                             "--rpc_timeout", "3", "--max_steps", "400", NULL};
@@ -1047,16 +1037,16 @@ static void kill_ps_case(const char *tag) {
   cr_expect(ok, "trainers wait for ps:1 with a diagnostic line");
   long long paused_at = last_progress(w0);
   double c0 = cpu_secs(w0->pid), c1 = cpu_secs(ch->pid);
-  nap(2.0);
+  tu_nap(2.0);
   double dw = cpu_secs(w0->pid) - c0, dc = cpu_secs(ch->pid) - c1;
   cr_expect_lt(dw, 0.5, "worker used %.2f s of CPU in 2 s of pause", dw);
   cr_expect_lt(dc, 0.5, "chief used %.2f s of CPU in 2 s of pause", dc);
   cr_expect(!w0->done && !ch->done, "nobody crashed");
   cr_expect_leq(last_progress(w0), paused_at + 50, "no training without ps:1");
-  double t_restart = now_s();
+  double t_restart = tu_now_s();
   ps1 = job_start(&j, "ps", 1, MAX);
   ok = WAIT_UNTIL(last_progress(w0) >= paused_at + 100, 30);
-  double resumed = now_s() - t_restart;
+  double resumed = tu_now_s() - t_restart;
   cr_expect(ok, "training resumes after the PS restart");
   cr_expect_lt(resumed, 10.0, "resumed %.1f s after the restart", resumed);
   /* the newest complete state of its shard: its PS-side checkpoint, or (when the chief's model.ckpt
@@ -1166,7 +1156,7 @@ Test(jobs, mpirun_with_recovery_survives_a_lost_worker, .timeout = 150) {
   cr_assert(ok, "the job trains under mpirun");
   cr_assert_eq(kill((pid_t)wpid, SIGKILL), 0, "kill -9 worker:1 (pid %ld)", wpid);
   long long at = ckpt_step(&j);
-  nap(1.0);
+  tu_nap(1.0);
   /* restarted by hand: rank 3 of 5 */
   const char *const ra[] = {"--launcher", "mpi", "--num_ps", "1", "--max_steps", "4000", "--save_steps", "500",
                             "--progress", "50", "--step_sleep_ms", "1", "--deadline", "30", "--diag", "1", NULL};
@@ -1464,15 +1454,15 @@ Test(jobs, sigterm_to_trainers_final_checkpoint_and_exit_0_within_5s, .timeout =
   int ok = WAIT_UNTIL(last_progress(ch) >= 300 && last_progress(w0) >= 300, 60);
   if (!ok) dump_logs(&j);
   cr_assert(ok, "both trainers train");
-  double t0 = now_s();
+  double t0 = tu_now_s();
   kill(w0->pid, SIGINT); /* Ctrl-C: the same as SIGTERM */
   int rw = wait_exit(&j, w0, 5);
-  cr_expect_eq(rw, 0, "worker exit %d within %.1f s of SIGINT", rw, now_s() - t0);
+  cr_expect_eq(rw, 0, "worker exit %d within %.1f s of SIGINT", rw, tu_now_s() - t0);
   long long seen = last_progress(ch);
-  t0 = now_s();
+  t0 = tu_now_s();
   kill(ch->pid, SIGTERM);
   int rc = wait_exit(&j, ch, 5);
-  double dt = now_s() - t0;
+  double dt = tu_now_s() - t0;
   if (rc) dump_logs(&j);
   cr_expect_eq(rc, 0, "chief exit %d within %.1f s of SIGTERM", rc, dt);
   long long step = ckpt_step(&j);
@@ -1504,7 +1494,7 @@ Test(jobs, second_sigterm_exits_at_once, .timeout = 120) {
   cr_assert(ok, "the chief trains");
   (void)MAX;
   kill(ch->pid, SIGTERM);
-  nap(0.05); /* handled (standard signals sent together merge into one) */
+  tu_nap(0.05); /* handled (standard signals sent together merge into one) */
   kill(ch->pid, SIGTERM);
   int rc = wait_exit(&j, ch, 5);
   cr_expect_eq(rc, 128 + SIGTERM, "chief exit %d (128 + SIGTERM expected: the second signal ends it)", rc);
@@ -1519,10 +1509,10 @@ Test(jobs, sigterm_while_waiting_for_the_ps_exits_0, .timeout = 60) {
   proc *w0 = job_start(&j, "worker", 0, 1000);
   int ok = WAIT_UNTIL(log_has(w0, "waiting for"), 30);
   cr_assert(ok, "the worker waits for the PS");
-  double t0 = now_s();
+  double t0 = tu_now_s();
   kill(w0->pid, SIGTERM);
   int rc = wait_exit(&j, w0, 5);
-  cr_expect_eq(rc, 0, "exit %d %.1f s after SIGTERM", rc, now_s() - t0);
+  cr_expect_eq(rc, 0, "exit %d %.1f s after SIGTERM", rc, tu_now_s() - t0);
   job_cleanup(&j);
 }
 
@@ -1547,7 +1537,7 @@ Test(jobs, hooks_see_the_restored_global_step_after_a_ps_restart, .timeout = 180
   ps = job_start(&j, "ps", 0, MAX);
   ok = WAIT_UNTIL(last_progress(ch) > 0 && log_has(ch, "reconnected to the PS tasks") && log_has(ch, "progress jump"),
                   30);
-  nap(0.5);
+  tu_nap(0.5);
   if (!ok) dump_logs(&j);
   cr_assert(ok, "training resumed");
   char *pl = slurp(ps->log), *cl = slurp(ch->log);

@@ -97,6 +97,19 @@ static inline void tu_rmtree(const char *dir) {
 
 static inline int tu_file_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* Seconds on the monotonic clock. */
+static inline double tu_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Sleeps s seconds. */
+static inline void tu_nap(double s) {
+  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&t, NULL);
+}
+
 /* Waits up to timeout_s for a file a shell writes with `echo $? > path` to hold its whole line (the
  * shell creates the file before it writes the status); returns the status, or -1 on timeout. */
 static inline int tu_wait_status_file(const char *path, double timeout_s) {
@@ -106,8 +119,7 @@ static inline int tu_wait_status_file(const char *path, double timeout_s) {
     int got = f && fgets(line, sizeof line, f) && strchr(line, '\n');
     if (f) fclose(f);
     if (got) return atoi(line);
-    struct timespec ts = {0, 50000000L};
-    nanosleep(&ts, NULL);
+    tu_nap(0.05);
   }
   return -1;
 }

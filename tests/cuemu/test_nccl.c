@@ -120,16 +120,6 @@ Test(nccl, two_ranks_match_one_with_twice_the_batch_and_the_host_path, .timeout 
   tu_rmtree(dir);
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static void nap(double s) {
-  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&t, NULL);
-}
-
 /* A stalled rank (SIGSTOP) during NCCL training: the other rank's NCCL all-reduce runs out of the collective
  * timeout, its communicator is aborted, the MPI liveness probe names rank 1, and the job exits non-zero. */
 Test(nccl, stalled_rank_aborts_the_communicator_naming_it, .timeout = 200) {
@@ -145,23 +135,23 @@ Test(nccl, stalled_rank_aborts_the_communicator_naming_it, .timeout = 200) {
   snprintf(out_path, sizeof out_path, "%s/job.out", dir);
   snprintf(rc_path, sizeof rc_path, "%s/job.rc", dir);
   int pid1 = 0;
-  double t0 = now_s();
-  while (now_s() - t0 < 90 && !tu_file_exists(rc_path)) {
+  double t0 = tu_now_s();
+  while (tu_now_s() - t0 < 90 && !tu_file_exists(rc_path)) {
     char *s = tu_file_exists(out_path) ? tu_read_file(out_path, NULL) : NULL;
     const char *p = s ? strstr(s, "rank=1 pid=") : NULL;
     if (p && strstr(s, "progress step=30")) pid1 = atoi(p + 11);
     free(s);
     if (pid1 > 0) break;
-    nap(0.05);
+    tu_nap(0.05);
   }
   char *early = tu_read_file(out_path, NULL);
   cr_assert(pid1 > 0, "rank 1 never made progress:\n%s", early ? early : "");
   cr_assert(strstr(early, "by NCCL 2.28.0"), "the job does not train through NCCL:\n%s", early);
   free(early);
   cr_assert_eq(kill(pid1, SIGSTOP), 0);
-  double t1 = now_s();
-  while (!tu_file_exists(rc_path) && now_s() - t1 < 60) nap(0.05);
-  double took = now_s() - t1;
+  double t1 = tu_now_s();
+  while (!tu_file_exists(rc_path) && tu_now_s() - t1 < 60) tu_nap(0.05);
+  double took = tu_now_s() - t1;
   kill(pid1, SIGKILL); /* a stopped rank that mpirun left behind */
   cr_assert(tu_file_exists(rc_path), "the job did not end within 60 s of rank 1's stall");
   char *rc = tu_read_file(rc_path, NULL), *out = tu_read_file(out_path, NULL);
