@@ -88,9 +88,8 @@ struct loom_pool {
   void *arg;
   int64_t n, chunk;
   int late; /* jobs left to cut finely (the caller's own) */
+  int64_t spin_ns; /* the spin phase: LOOM_POOL_SPIN_US or SPIN_NS_DEFAULT, read when the pool is made */
 };
-
-static long spin_ns = -1; /* LOOM_POOL_SPIN_US or SPIN_NS_DEFAULT, read once */
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -134,9 +133,9 @@ static void wake_on(atomic_uint *addr, int count) {
  * the announcement and wakes the futex, or the futex sees the new value and
  * does not sleep. */
 typedef struct {
+  int64_t spin_ns, start;
   int iter;
   int phase; /* 0 spin, 1 yield, 2 sleep */
-  int64_t start;
 } waiter;
 
 static void wait_step(waiter *w, atomic_uint *addr, unsigned val, atomic_int *announce) {
@@ -144,7 +143,7 @@ static void wait_step(waiter *w, atomic_uint *addr, unsigned val, atomic_int *an
     int64_t t = now_ns();
     if (w->iter == 1) w->start = t;
     int64_t el = t - w->start;
-    w->phase = el < spin_ns ? 0 : el < spin_ns + YIELD_NS ? 1 : 2;
+    w->phase = el < w->spin_ns ? 0 : el < w->spin_ns + YIELD_NS ? 1 : 2;
   }
   if (w->phase == 0) {
     cpu_relax();
@@ -191,7 +190,7 @@ static void *worker(void *arg) {
   uint32_t seen = 0;
   for (;;) {
     uint64_t w;
-    waiter wt = {0, 0, 0};
+    waiter wt = {p->spin_ns, 0, 0, 0};
     while (JOB_GEN(w = atomic_load_explicit(&p->job, memory_order_acquire)) == seen && !atomic_load(&p->stop))
       wait_step(&wt, &p->wake, seen, &p->sleepers);
     if (atomic_load(&p->stop)) return NULL;
@@ -202,16 +201,14 @@ static void *worker(void *arg) {
 
 loom_pool *loom__pool_new(int nthreads) {
   if (nthreads < 1) nthreads = 1;
-  if (spin_ns < 0) { /* racing first calls compute the same value */
-    const char *e = getenv("LOOM_POOL_SPIN_US");
-    char *end = NULL;
-    long us = e && *e ? strtol(e, &end, 10) : -1;
-    spin_ns = us >= 0 && end && *end == 0 && us <= 1000000 ? us * 1000 : SPIN_NS_DEFAULT;
-  }
   loom_pool *p = loom__aligned_alloc(sizeof *p);
   if (!p) return NULL;
   memset(p, 0, sizeof *p);
   p->nthreads = nthreads;
+  const char *e = getenv("LOOM_POOL_SPIN_US");
+  char *end = NULL;
+  long us = e && *e ? strtol(e, &end, 10) : -1;
+  p->spin_ns = us >= 0 && end && *end == 0 && us <= 1000000 ? (int64_t)us * 1000 : SPIN_NS_DEFAULT;
   atomic_init(&p->job, 0);
   atomic_init(&p->done, 0);
   atomic_init(&p->caller_waiting, 0);
@@ -248,7 +245,7 @@ int loom__pool_threads(const loom_pool *p) { return p ? p->nthreads : 1; }
 /* The caller's wait for the chunks other threads claimed; 1 when it had to
  * go past the spin phase (a claimed chunk's thread was slow). */
 static int wait_done(loom_pool *p, int nch) {
-  waiter wt = {0, 0, 0};
+  waiter wt = {p->spin_ns, 0, 0, 0};
   unsigned d;
   while ((int)(d = atomic_load_explicit(&p->done, memory_order_acquire)) < nch)
     wait_step(&wt, &p->done, d, &p->caller_waiting);
@@ -286,7 +283,7 @@ static void run_job(loom_pool *p, int64_t n, int64_t chunk, int nch, loom_range_
    * for the race over the last chunks; none when each thread has one) in a
    * job long enough for a prompt worker to have claimed its part */
   int share = (nch + p->nthreads - 1) / p->nthreads;
-  int late = mine > share + share / 2 && now_ns() - t0 > spin_ns;
+  int late = mine > share + share / 2 && now_ns() - t0 > p->spin_ns;
   if (mine < nch) {
     atomic_fetch_add(&p->done, (unsigned)mine);
     late |= wait_done(p, nch);
