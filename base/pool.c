@@ -20,7 +20,8 @@
  * timeout and a re-check, so a loaded machine gets its cores back; the
  * phases are measured in time, not iterations, because a pause instruction
  * costs from ~10 to ~140 cycles depending on the CPU. LOOM_POOL_SPIN_US
- * overrides the spin phase (0: yield at once). Every worker sets FTZ/DAZ
+ * overrides the spin phase (0: yield at once, and every job cut finely,
+ * since no worker then answers within the spin). Every worker sets FTZ/DAZ
  * when it starts. */
 #include <pthread.h>
 #include <sched.h>
