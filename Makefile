@@ -153,7 +153,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
-.PHONY: all lib deps test demo bench bench-compare bench-contention asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
+.PHONY: all lib deps test demo bench bench-compare bench-contention asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check layer-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
 lib: $(BUILD)/libloom.a $(BUILD)/libloom.so
@@ -343,6 +343,18 @@ $(BUILD)/tests/test_threads: TEST_CFLAGS += -DLOOM_CLI_BIN='"$(CLI_BIN)"'
 # Every public header must compile on its own as C99 and C11 and as C++11, all with -pedantic
 # -Werror, and include only loom's own headers and a few C library headers.
 PUBLIC_HEADERS := $(sort $(wildcard include/loom/*.h))
+# The layering (README's layout table): no two object files of distributed/, estimator/, engine/ or
+# data/ call each other, directly or through a loop of files (scripts/file_calls.py, by nm); nothing
+# under distributed/ includes an estimator header; estimator_impl.h stays out of distributed/ and
+# feature_columns/, engine_impl.h out of summary/ and distributed/.
+layer-check: lib
+	@out=$$(python3 scripts/file_calls.py $(BUILD)/distributed $(BUILD)/estimator $(BUILD)/engine $(BUILD)/data); \
+	 if [ -n "$$out" ]; then echo "layer-check: files that call each other:"; echo "$$out"; exit 1; fi; \
+	 bad=$$(grep -rln '#include "estimator/' distributed/; grep -rln 'estimator_impl\.h' distributed/ feature_columns/; \
+	        grep -rln 'engine_impl\.h' summary/ distributed/); \
+	 if [ -n "$$bad" ]; then echo "layer-check: a header from a layer above (or another layer's private header) in:"; echo "$$bad"; exit 1; fi; \
+	 echo "layer-check: no file circles in distributed/ estimator/ engine/ data/, no upward includes"
+
 header-check:
 	@mkdir -p $(BUILD)/hc
 	$(call say,CHECK,public-headers)
@@ -360,7 +372,7 @@ header-check:
 	done
 
 test: deps
-	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check
+	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check layer-check
 	@bash scripts/run_tests.sh $(TEST_BIN)
 	@$(MAKE) --no-print-directory clang-check
 	@$(MAKE) --no-print-directory fuzz-replay
