@@ -414,7 +414,6 @@ Test(pool, a_late_worker_makes_the_cut_finer_and_prompt_workers_make_it_coarse_a
     jobs++;
   }
   cr_assert(!loom__pool_cuts_finely(pool), "still cutting finely after %d prompt jobs", jobs);
-  cr_assert_geq(jobs, 1);
   loom__pool_free(pool);
 }
 
