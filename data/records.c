@@ -90,12 +90,8 @@ static loom_code bs_fill(bstream *b, size_t want, const char *path, loom_status 
       }
       b->z.next_in = b->in;
       b->z.avail_in = (uInt)got;
-      if (b->zinit == 2) { /* another gzip member follows */
-        if (inflateReset(&b->z) != Z_OK) return loom_status_set(st, LOOM_DATA_LOSS, "%s: inflateReset failed", path);
-        b->zinit = 1;
-      }
     }
-    if (b->zinit == 2) {
+    if (b->zinit == 2) { /* input follows a member's end: another gzip member */
       if (inflateReset(&b->z) != Z_OK) return loom_status_set(st, LOOM_DATA_LOSS, "%s: inflateReset failed", path);
       b->zinit = 1;
     }
