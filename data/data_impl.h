@@ -102,6 +102,10 @@ loom_code loom__ds_set_pad(loom_dataset *ds, int i, const loom_tensor *pad, loom
 /* Makes components vi (values: name, dtype, [-1]) and vi + 1 ("<name>/row_splits",
  * int64 [2]) an unbatched ragged pair. */
 loom_code loom__ds_set_ragged(loom_dataset *ds, int vi, const char *name, loom_dtype dt, loom_status *st);
+/* Checks a file dataset's paths before it is built: none NULL
+ * (INVALID_ARGUMENT "who: paths[i] is NULL") and each opens for reading
+ * (NOT_FOUND "who: cannot open path: reason"). */
+loom_code loom__ds_check_paths(const char *who, int nfiles, const char *const *paths, loom_status *st);
 /* Checks every ragged pair of an element (values[] as loom_dataset_next
  * gives them): both present, splits int64 1-D starting at 0,
  * non-decreasing, ending at the number of values (rank 1); an unbatched

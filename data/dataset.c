@@ -1,6 +1,7 @@
 /* data/dataset.c - datasets: element spec, iteration, from_tensors,
  * map, shuffle, batch, repeat, take, prefetch, numpy_input. See
  * loom_data.h and data_impl.h (the two production paths). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -126,6 +127,16 @@ loom_code loom__check_splits(const loom_tensor *splits, int64_t nvalues, int64_t
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                            "%s: ragged feature '%s': the last row split is %lld but there are %lld values", who,
                            feature, (long long)r[m - 1], (long long)nvalues);
+  return LOOM_OK;
+}
+
+loom_code loom__ds_check_paths(const char *who, int nfiles, const char *const *paths, loom_status *st) {
+  for (int i = 0; i < nfiles; i++) {
+    if (!paths[i]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: paths[%d] is NULL", who, i);
+    FILE *f = fopen(paths[i], "rb");
+    if (!f) return loom_status_set(st, LOOM_NOT_FOUND, "%s: cannot open %s: %s", who, paths[i], strerror(errno));
+    fclose(f);
+  }
   return LOOM_OK;
 }
 

@@ -90,12 +90,8 @@ static loom_code bs_fill(bstream *b, size_t want, const char *path, loom_status 
       }
       b->z.next_in = b->in;
       b->z.avail_in = (uInt)got;
-      if (b->zinit == 2) { /* another gzip member follows */
-        if (inflateReset(&b->z) != Z_OK) return loom_status_set(st, LOOM_DATA_LOSS, "%s: inflateReset failed", path);
-        b->zinit = 1;
-      }
     }
-    if (b->zinit == 2) {
+    if (b->zinit == 2) { /* input follows a member's end: another gzip member */
       if (inflateReset(&b->z) != Z_OK) return loom_status_set(st, LOOM_DATA_LOSS, "%s: inflateReset failed", path);
       b->zinit = 1;
     }
@@ -277,18 +273,7 @@ loom_dataset *loom_dataset_records(int nfiles, const char *const *paths, const l
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_records: %s", bad);
     return NULL;
   }
-  for (int i = 0; i < nfiles; i++) {
-    if (!paths[i]) {
-      loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_records: paths[%d] is NULL", i);
-      return NULL;
-    }
-    FILE *f = fopen(paths[i], "rb");
-    if (!f) {
-      loom_status_set(st, LOOM_NOT_FOUND, "dataset_records: cannot open %s: %s", paths[i], strerror(errno));
-      return NULL;
-    }
-    fclose(f);
-  }
+  if (loom__ds_check_paths("dataset_records", nfiles, paths, st)) return NULL;
   rec_ds *d = (rec_ds *)loom__ds_new(sizeof(rec_ds), &rec_vt, 1, st);
   if (!d) return NULL;
   loom_dataset *ds = &d->base;

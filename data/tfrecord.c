@@ -608,18 +608,7 @@ loom_dataset *loom_dataset_tfrecord_ex(int nfiles, const char *const *paths, int
                     nfiles <= 0 ? "nfiles must be positive" : "paths is NULL");
     return NULL;
   }
-  for (int i = 0; i < nfiles; i++) {
-    if (!paths[i]) {
-      loom_status_set(st, LOOM_INVALID_ARGUMENT, "dataset_tfrecord: paths[%d] is NULL", i);
-      return NULL;
-    }
-    FILE *f = fopen(paths[i], "rb");
-    if (!f) {
-      loom_status_set(st, LOOM_NOT_FOUND, "cannot open TFRecord file %s: %s", paths[i], strerror(errno));
-      return NULL;
-    }
-    fclose(f);
-  }
+  if (loom__ds_check_paths("dataset_tfrecord", nfiles, paths, st)) return NULL;
   loom_tensor **defaults;
   if (loom__example_spec_check(nspec, spec, &defaults, st)) return NULL;
   int label = -1, ncomp = 0;
