@@ -427,7 +427,7 @@ typedef struct {
   const geom *g;
   const T *x, *dy;
   T *part;
-  int64_t nparts, per; /* pixels per partition (the last may have fewer) */
+  int64_t per; /* pixels per partition (the last may have fewer) */
   void (*tiles)(void *, int64_t, int64_t);
 } FN(dwp_args);
 
@@ -559,7 +559,7 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
     const int64_t P = dw_parts(&g), K6 = dw_rows(&g);
     size_t need = (size_t)P * (size_t)K6 * (size_t)g.O * sizeof(T);
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
-    FN(dwp_args) a = {&g, x, dy, ctx->ws, P, (g.M + P - 1) / P, FN(isa)()->dw_gemm_range};
+    FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, FN(isa)()->dw_gemm_range};
     loom__parallel_for(ctx->pool, P, 1, FN(direct_dw_part), &a);
     /* the partitions summed in a fixed order: the result does not depend on the threads */
     const int64_t KO = g.K * g.O, PO = K6 * g.O;
