@@ -679,8 +679,9 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     loom__log(LOOM_LOG_INFO, "collective: the sparse gradient of %s goes by %s%s", g->var,
               dense ? "dense all-reduce" : "allgather", why);
   }
+  if (path != g->path) /* the span's name follows the path: formatted when it changes, not every step */
+    snprintf(g->span, sizeof g->span, "%s %s", dense ? "dense all-reduce" : "allgather", g->var);
   g->path = path;
-  snprintf(g->span, sizeof g->span, "%s %s", dense ? "dense all-reduce" : "allgather", g->var);
   if (rc == LOOM_OK && dense) {
     rc = dense_sparse(c, g, vals, ids, width, st);
     c->sparse_dense++;
