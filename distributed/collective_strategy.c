@@ -67,6 +67,7 @@ typedef struct coll {
   /* fusion buckets (planned at the first step from the gradients' sizes) */
   int overlap;     /* start a bucket's all-reduce during the backward pass (LOOM_COLLECTIVE_OVERLAP, 1) */
   int *bk;         /* the dense gradients (indices into gr) in bucket order: reverse creation order */
+  int *fi;         /* per gradient, its values' position in the fetches (its indices' next) */
   int nbk;
   coll_bucket *b;
   int nb, next_start, planned;
@@ -242,8 +243,10 @@ static loom_code find_grads(coll *c, loom_status *st) {
   c->feed = loom__calloc((size_t)nf + 1, sizeof *c->feed);
   c->feed_v = loom__calloc((size_t)nf + 1, sizeof *c->feed_v);
   c->bk = loom__calloc((size_t)c->ngr + 1, sizeof *c->bk);
-  if (!c->fetch || !c->feed || !c->feed_v || !c->bk) return oom(st);
+  c->fi = loom__calloc((size_t)c->ngr + 1, sizeof *c->fi);
+  if (!c->fetch || !c->feed || !c->feed_v || !c->bk || !c->fi) return oom(st);
   for (int k = 0; k < c->ngr; k++) {
+    c->fi[k] = c->nfetch;
     c->fetch[c->nfetch++] = c->gr[k].values;
     if (c->gr[k].indices.node) {
       c->fetch[c->nfetch++] = c->gr[k].indices;
@@ -679,8 +682,9 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     loom__log(LOOM_LOG_INFO, "collective: the sparse gradient of %s goes by %s%s", g->var,
               dense ? "dense all-reduce" : "allgather", why);
   }
+  if (path != g->path) /* the span's name follows the path: formatted when it changes, not every step */
+    snprintf(g->span, sizeof g->span, "%s %s", dense ? "dense all-reduce" : "allgather", g->var);
   g->path = path;
-  snprintf(g->span, sizeof g->span, "%s %s", dense ? "dense all-reduce" : "allgather", g->var);
   if (rc == LOOM_OK && dense) {
     rc = dense_sparse(c, g, vals, ids, width, st);
     c->sparse_dense++;
@@ -871,16 +875,9 @@ static loom_code ch_after(void *self, loom_hook_context *ctx, loom_tensor *const
     abandon_inflight(c);
     return loom_status_set(st, loom_status_code(c->cb_st), "%s", loom_status_message(c->cb_st));
   }
-  int *fi = loom__calloc((size_t)c->ngr + 1, sizeof *fi);
-  if (!fi) {
-    abandon_inflight(c);
-    return oom(st);
-  }
-  int f = 0;
+  const int *fi = c->fi; /* fixed with the fetches (find_grads) */
   loom_code rc = LOOM_OK;
   for (int k = 0; k < c->ngr; k++) {
-    fi[k] = f;
-    f += c->gr[k].indices.node ? 2 : 1;
     if (rc == LOOM_OK && !c->gr[k].indices.node &&
         (loom_tensor_dtype(res[fi[k]]) != LOOM_F32 || (c->planned && loom_tensor_numel(res[fi[k]]) != c->gr[k].numel)))
       rc = loom_status_set(st, LOOM_UNIMPLEMENTED,
@@ -898,7 +895,6 @@ static loom_code ch_after(void *self, loom_hook_context *ctx, loom_tensor *const
   else abandon_inflight(c);
   for (int k = 0; rc == LOOM_OK && k < c->ngr; k++)
     if (c->gr[k].indices.node) rc = gather_sparse(c, &c->gr[k], res[fi[k]], res[fi[k] + 1], st);
-  loom__free(fi);
   double t1 = loom__mono_secs();
   c->t_comm += t1 - t0;
   if (rc == LOOM_OK) rc = trace_spans(c, s, st);
@@ -1045,6 +1041,7 @@ void loom__collective_strategy_free(loom__strategy *base) {
   loom__free(c->feed);
   loom__free(c->feed_v);
   loom__free(c->bk);
+  loom__free(c->fi);
   loom__free(c->b);
   free(c->fmap);
   free(c->fmap_out);
