@@ -1,5 +1,7 @@
-"""IDX files (Fashion-MNIST's format, gzip-compressed as Debian ships them), for the peer scripts."""
+"""IDX files (Fashion-MNIST's format, gzip-compressed as Debian ships them), and what the multi-process
+peers (torch_ddp_mlp.py, tf_mwms_mlp.py) share: their data shard and the wait-and-report of a job."""
 import gzip
+import os
 
 
 def read_idx(path):
@@ -11,3 +13,44 @@ def read_idx(path):
     nd = b[3]
     dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
     return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+
+
+def read_fashion_shard(data, rank, nproc):
+    """Rank `rank` of `nproc`'s share (every nproc-th example) of Fashion-MNIST's training set in the
+    directory `data`: images as float32 in [0, 1], shape (n, 784), and the uint8 labels."""
+    import numpy as np
+    x = read_idx(os.path.join(data, "train-images-idx3-ubyte.gz")).reshape(-1, 784)[rank::nproc]
+    y = read_idx(os.path.join(data, "train-labels-idx1-ubyte.gz"))[rank::nproc]
+    return x.astype(np.float32) / 255.0, y
+
+
+def lo_tx():
+    """Bytes sent on the loopback interface so far (/proc/net/dev), 0 where it is not listed."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            if line.strip().startswith("lo:"):
+                return int(line.split(":", 1)[1].split()[8])
+    return 0
+
+
+def finish_job(impl, procs, timeout, b0, idle, steps_total, nproc):
+    """Wait for a launched job (procs[0] piped, the others not), pass rank 0's output on and print the
+    loopback bytes per step per worker; the exit code the launcher returns."""
+    import subprocess
+    import sys
+    try:
+        out, _ = procs[0].communicate(timeout=timeout)
+        rcs = [procs[0].returncode] + [p.wait(timeout=timeout) for p in procs[1:]]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        print("impl=%s\nerror=timeout after %.0f s" % (impl, timeout))
+        return 1
+    b1 = lo_tx()
+    sys.stdout.write(out)
+    if any(rcs):
+        print("error=worker exit codes %s" % rcs)
+        return 1
+    print("lo_bytes_per_step_per_worker=%.0f" % ((b1 - b0) / steps_total / nproc))
+    print("lo_bytes_idle_per_s=%d" % idle)
+    return 0

@@ -26,6 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from idx import finish_job, lo_tx, read_fashion_shard  # noqa: E402  (bench/peers/idx.py)
 
 
 def flags(argv=None):
@@ -46,14 +47,6 @@ def flags(argv=None):
     return a
 
 
-def lo_tx():
-    with open("/proc/net/dev") as f:
-        for line in f:
-            if line.strip().startswith("lo:"):
-                return int(line.split(":", 1)[1].split()[8])
-    return 0
-
-
 def launch(a):
     i0 = lo_tx()
     time.sleep(1.0)
@@ -72,35 +65,17 @@ def launch(a):
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"] + sys.argv[1:], env=env,
                                       stdout=subprocess.PIPE if i == 0 else subprocess.DEVNULL,
                                       stderr=None if i == 0 else subprocess.DEVNULL, text=True))
-    try:
-        out, _ = procs[0].communicate(timeout=a.timeout)
-        rcs = [procs[0].returncode] + [p.wait(timeout=a.timeout) for p in procs[1:]]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        print("impl=tf_mwms\nerror=timeout after %.0f s" % a.timeout)
-        return 1
-    b1 = lo_tx()
-    sys.stdout.write(out)
-    if any(rcs):
-        print("error=worker exit codes %s" % rcs)
-        return 1
-    print("lo_bytes_per_step_per_worker=%.0f" % ((b1 - b0) / (a.steps + a.warmup) / a.nproc))
-    print("lo_bytes_idle_per_s=%d" % idle)
-    return 0
+    return finish_job("tf_mwms", procs, a.timeout, b0, idle, a.steps + a.warmup, a.nproc)
 
 
 def worker_main(a):
     import numpy as np
     import tensorflow as tf
-    from idx import read_idx
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(a.threads)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     task = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
-    x = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).reshape(-1, 784)[task::a.nproc]
-    y = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))[task::a.nproc]
-    x = (x.astype(np.float32) / 255.0)
+    x, y = read_fashion_shard(a.data, task, a.nproc)
     y = y.astype(np.int32)
     opts = tf.data.Options()
     opts.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF

@@ -29,6 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from idx import finish_job, lo_tx, read_fashion_shard  # noqa: E402  (bench/peers/idx.py)
 
 
 def flags(argv=None):
@@ -51,14 +52,6 @@ def flags(argv=None):
     if a.nproc < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 1 or a.threads < 1:
         ap.error("--nproc, --steps, --batch and --threads must be >= 1 and --warmup >= 0")
     return a
-
-
-def lo_tx():
-    with open("/proc/net/dev") as f:
-        for line in f:
-            if line.strip().startswith("lo:"):
-                return int(line.split(":", 1)[1].split()[8])
-    return 0
 
 
 def free_port():
@@ -85,36 +78,19 @@ def launch(a):
     b0 = lo_tx()
     procs = [subprocess.Popen(base + ["--rank", str(r)], env=env, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
                               text=True) for r in range(a.nproc)]
-    try:
-        out, _ = procs[0].communicate(timeout=a.timeout)
-        rcs = [procs[0].returncode] + [p.wait(timeout=a.timeout) for p in procs[1:]]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        print("impl=torch_ddp\nerror=timeout after %.0f s" % a.timeout)
-        return 1
-    b1 = lo_tx()
-    sys.stdout.write(out)
-    if any(rcs):
-        print("error=rank exit codes %s" % rcs)
-        return 1
-    print("lo_bytes_per_step_per_worker=%.0f" % ((b1 - b0) / (a.steps + a.warmup) / a.nproc))
-    print("lo_bytes_idle_per_s=%d" % idle)
-    return 0
+    return finish_job("torch_ddp", procs, a.timeout, b0, idle, a.steps + a.warmup, a.nproc)
 
 
 def rank_main(a):
     import numpy as np
     import torch
     import torch.distributed as dist
-    from idx import read_idx
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(1)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % a.port, rank=a.rank, world_size=a.nproc)
-    x = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz")).reshape(-1, 784)[a.rank::a.nproc]
-    y = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))[a.rank::a.nproc]
-    tx = torch.from_numpy((x.astype(np.float32) / 255.0))
+    x, y = read_fashion_shard(a.data, a.rank, a.nproc)
+    tx = torch.from_numpy(x)
     ty = torch.from_numpy(y.astype(np.int64))
     net = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256),
                               torch.nn.ReLU(), torch.nn.Linear(256, 10))

@@ -236,7 +236,7 @@ def test_stop_at_step_hook_and_python_hooks(tmp_path):
     est.train(fn, hooks=[tf.estimator.StopAtStepHook(last_step=7)], steps=100)
     assert est.evaluate(_iris_fn(X, y, 150, False))["global_step"] == 7
 
-    class MyHook(tf.estimator.SessionRunHook):  # Python hooks run in the C loop (test_tf_hooks.py)
+    class MyHook(tf.estimator.SessionRunHook):  # Python hooks run in the C loop (test_tf_keras.py, hooks)
         pass
     est.train(fn, hooks=[MyHook()], steps=1)
     assert est.evaluate(_iris_fn(X, y, 150, False))["global_step"] == 8

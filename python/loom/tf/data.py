@@ -382,21 +382,17 @@ class Dataset(metaclass=_DatasetType):
 
     # ---- element spec (tracked here, so that map can trace without building the pipeline)
     def _slices_spec(self):
-        spec = []
+        def comp(name, a):  # the dtype _convert(a, None, ...) gives, without converting (copying) the array
+            dt = object if a.dtype.kind in "OSU" else np.dtype(np.float32) if a.dtype == np.float64 else a.dtype
+            return _Comp(name, dt, a.shape[1:])
         if isinstance(self._features, dict):
-            for k, v in self._features.items():
-                a = _convert(v, None, k)
-                spec.append(_Comp(k, object if a.dtype.kind in "OSU" else a.dtype, a.shape[1:]))
+            spec = [comp(k, v) for k, v in self._features.items()]
             fs = {k: k for k in self._features}
         else:
-            a = _convert(self._features, None, "features")
-            spec.append(_Comp(FEATURES, object if a.dtype.kind in "OSU" else a.dtype, a.shape[1:]))
-            fs = FEATURES
+            spec, fs = [comp(FEATURES, self._features)], FEATURES
         if self._labels is None:
             return spec, fs
-        a = _convert(self._labels, None, "labels")
-        spec.append(_Comp(LABEL, object if a.dtype.kind in "OSU" else a.dtype, a.shape[1:]))
-        return spec, (fs, LABEL)
+        return spec + [comp(LABEL, self._labels)], (fs, LABEL)
 
     def _spec_struct(self):
         if self._spec_cache is None:

@@ -21,6 +21,7 @@ from .._feature_column import (FeatureColumn, NumericColumn, BucketizedColumn, I
                                WeightedColumn, IndicatorColumn, EmbeddingColumn, SharedEmbeddingColumn, make_columns,
                                _LOOM_DTYPE)
 from .. import _feature_column as _n
+from .._feature_column import _shape
 
 
 def numeric_column(key, shape=(1,), default_value=None, dtype=_dt.float32, normalizer_fn=None):
@@ -89,12 +90,6 @@ def shared_embeddings(categorical_columns, dimension, combiner="mean", initializ
             raise NotImplementedError("loom.tf: shared_embeddings(%s=...) is not supported" % arg)
     return _n.shared_embeddings(categorical_columns, dimension, combiner, max_norm, trainable,
                                 shared_embedding_collection_name)
-
-
-def _shape(shape):
-    if isinstance(shape, int):
-        return (shape,)
-    return tuple(int(d) for d in shape)
 
 
 # ---------------------------------------------------------------- parse specs (tf.io)

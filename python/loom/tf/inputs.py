@@ -18,7 +18,6 @@ def _input_fn(features, labels, batch_size, num_epochs, shuffle, queue_capacity,
         raise ValueError("num_epochs must be > 0 or None, got %r" % (num_epochs,))
     if batch_size is None or batch_size <= 0:
         raise ValueError("batch_size must be > 0, got %r" % (batch_size,))
-    n = len(next(iter(features.values()))) if isinstance(features, dict) else len(features)
     seed = _random.op_seed(None)
 
     def input_fn():
