@@ -143,7 +143,8 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
       void *rs = dlsym(h, RENDEZVOUS_SYMBOL);
       rendezvous_fn rf = NULL;
       if (rs) memcpy(&rf, &rs, sizeof rs);
-      char err[1024] = "";
+      char err[1024];
+      err[0] = 0;
       if (!rf) {
         rc = loom_status_set(st, LOOM_FAILED_PRECONDITION, "%s: no " RENDEZVOUS_SYMBOL " symbol", file);
         goto out;
@@ -155,7 +156,8 @@ loom_code loom__coll_init(double timeout_s, loom_status *st) {
     }
     g_api = api;
   }
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   if (g_api->init(timeout_s, err, sizeof err)) {
     if (gloo)
       rc = loom_status_set(st, strstr(err, "timeout") ? LOOM_DEADLINE_EXCEEDED : LOOM_UNAVAILABLE, "%s: %s",
@@ -194,23 +196,27 @@ static loom_code result(int failed, const char *err, loom_status *st) {
 
 loom_code loom__coll_allreduce_sum(float *buf, int64_t n, loom_status *st) {
   NOT_READY;
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   return result(g_api->allreduce_sum_f32(buf, n, err, sizeof err), err, st);
 }
 loom_code loom__coll_broadcast(void *buf, int64_t bytes, int root, loom_status *st) {
   NOT_READY;
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   return result(g_api->broadcast(buf, bytes, root, err, sizeof err), err, st);
 }
 loom_code loom__coll_allgather(const void *send, int64_t bytes, void *recv, loom_status *st) {
   NOT_READY;
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   return result(g_api->allgather(send, bytes, recv, err, sizeof err), err, st);
 }
 loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts,
                                 loom_status *st) {
   NOT_READY;
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   return result(g_api->allgatherv(send, bytes, recv, counts, err, sizeof err), err, st);
 }
 
@@ -218,7 +224,8 @@ loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, con
 static int nonblocking(void) { return g_api->version >= 2 && g_api->iallreduce_sum_f32 && g_api->test && g_api->wait; }
 loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status *st) {
   NOT_READY;
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   if (!nonblocking()) {
     *req = -1;
     return result(g_api->allreduce_sum_f32(buf, n, err, sizeof err), err, st);
@@ -227,13 +234,15 @@ loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status
 }
 loom_code loom__coll_test(int req, int *done, loom_status *st) {
   NOT_READY;
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   *done = 1;
   return req < 0 ? LOOM_OK : result(g_api->test(req, done, err, sizeof err), err, st);
 }
 loom_code loom__coll_wait(int req, loom_status *st) {
   NOT_READY;
-  char err[1024] = "";
+  char err[1024];
+  err[0] = 0;
   return req < 0 ? LOOM_OK : result(g_api->wait(req, err, sizeof err), err, st);
 }
 void loom__coll_abandon(void) {
