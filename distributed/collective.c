@@ -232,6 +232,7 @@ loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status
   }
   return result(g_api->iallreduce_sum_f32(buf, n, req, err, sizeof err), err, st);
 }
+int loom__coll_nonblocking(void) { return g_ready && nonblocking(); }
 loom_code loom__coll_test(int req, int *done, loom_status *st) {
   NOT_READY;
   char err[1024];

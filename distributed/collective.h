@@ -46,6 +46,9 @@ loom_code loom__coll_allgatherv(const void *send, int64_t bytes, void *recv, con
  * (progresses every request in flight; *done 1 when req completed) or waited within the timeout. With a
  * version 1 plugin (no non-blocking calls) it completes within iallreduce (handle -1). */
 loom_code loom__coll_iallreduce_sum(float *buf, int64_t n, int *req, loom_status *st);
+/* 1 when the transport's non-blocking all-reduce runs beside the caller (a version 2 plugin), 0 when
+ * iallreduce blocks (version 1) or before init. */
+int loom__coll_nonblocking(void);
 loom_code loom__coll_test(int req, int *done, loom_status *st);
 loom_code loom__coll_wait(int req, loom_status *st);
 /* After an error with requests in flight that will never complete: finalize must not wait for them. */

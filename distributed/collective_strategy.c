@@ -66,6 +66,7 @@ typedef struct coll {
   loom_tensor *gs_t;
   /* fusion buckets (planned at the first step from the gradients' sizes) */
   int overlap;     /* start a bucket's all-reduce during the backward pass (LOOM_COLLECTIVE_OVERLAP, 1) */
+  int async;       /* the transport's all-reduce runs beside the backward pass (else it blocks it: none hidden) */
   int *bk;         /* the dense gradients (indices into gr) in bucket order: reverse creation order */
   int *fi;         /* per gradient, its values' position in the fetches (its indices' next) */
   int nbk;
@@ -82,7 +83,7 @@ typedef struct coll {
   int64_t sparse_dense, sparse_gathered; /* sparse gradients exchanged by each path, over the steps */
   double timeout_s;                      /* the collective timeout */
   loom__dev_comm *dcomm; /* a device session's dense buckets go through NCCL (NULL: the host transport's) */
-  const char *allreduce_path; /* "mpi", "nccl" (the summary line) */
+  const char *allreduce_path; /* "mpi", "gloo", "nccl" (the summary line) */
 } coll;
 
 static loom_code oom(loom_status *st) { return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory"); }
@@ -513,6 +514,7 @@ static void abandon_inflight(coll *c) {
  * ended (t_run_end), added to the strategy's totals (buckets start in order: spans sorted by start). */
 static void add_span(coll *c, int64_t a, int64_t z) {
   c->wall_ns += z - a;
+  if (!c->async) return; /* a blocking transport all-reduced inside the run: the run waited, nothing hidden */
   int64_t e = z < c->t_run_end ? z : c->t_run_end;
   if (e > a) c->hidden_ns += e - a;
 }
@@ -785,6 +787,7 @@ static loom_code setup_device(coll *c, loom_session *s, loom_status *st) {
   }
   if (rc == LOOM_OK && c->dcomm) {
     c->overlap = 0; /* device plans report no gradient early: every bucket starts after the run */
+    c->async = 0;
     c->allreduce_path = "nccl";
     loom__log(LOOM_LOG_INFO, "collective: rank %d: dense gradients all-reduced on the device by %s", c->rank, name);
   } else if (rc == LOOM_OK) {
@@ -802,9 +805,13 @@ static loom_code ch_acs(void *self, loom_session *s, loom_status *st) {
   if (rc == LOOM_OK) rc = setup_device(c, s, st);
   if (rc == LOOM_OK)
     loom__log(LOOM_LOG_INFO, "collective: rank %d of %d (%s): variables broadcast from rank 0 in %.3f s; global step %lld; "
-              "%d gradient(s), fusion buckets of %lld bytes",
+              "%d gradient(s), fusion buckets of %lld bytes; %s",
               c->rank, c->size, loom__coll_name(), loom__mono_secs() - t0, (long long)c->gs, c->ngr,
-              (long long)c->bucket_bytes);
+              (long long)c->bucket_bytes,
+              c->async     ? "all-reduces overlap the backward pass (non-blocking transport)"
+              : c->overlap ? "all-reduces start during the backward pass but block it (the transport has no non-blocking "
+                             "all-reduce)"
+                           : "all-reduces after the backward pass");
   return rc;
 }
 
@@ -952,12 +959,12 @@ static loom_code ch_end(void *self, loom_session *s, loom_status *st) {
           "collective: rank=%d size=%d steps=%lld global_step=%lld variables_checksum=%016llx run_ms=%.3f "
           "comm_ms=%.3f apply_ms=%.3f allreduce_bytes_per_step=%lld allgather_bytes_per_step=%lld buckets=%d "
           "overlap=%d allreduce_wall_ms=%.3f overlap_fraction=%.3f sparse_dense_allreduce=%lld sparse_allgather=%lld "
-          "allreduce_path=%s\n",
+          "allreduce_path=%s allreduce_async=%d\n",
           c->rank, c->size, (long long)c->steps, (long long)c->gs, (unsigned long long)h, c->t_run * k, c->t_comm * k,
           c->t_apply * k, c->steps ? (long long)(c->reduced_bytes / c->steps) : 0LL,
           c->steps ? (long long)(c->gathered_bytes / c->steps) : 0LL, c->nb, c->overlap, (double)c->wall_ns * 1e-9 * k,
           c->wall_ns > 0 ? (double)c->hidden_ns / (double)c->wall_ns : 0.0, (long long)c->sparse_dense,
-          (long long)c->sparse_gathered, c->allreduce_path);
+          (long long)c->sparse_gathered, c->allreduce_path, c->async);
   return rc;
 }
 
@@ -1013,12 +1020,13 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
   c->rank = loom__coll_rank();
   c->size = loom__coll_size();
   c->bucket_bytes = bucket_bytes < 0 ? 25 << 20 : bucket_bytes;
-  c->allreduce_path = "mpi";
+  c->allreduce_path = strncmp(loom__coll_name(), "Gloo", 4) ? "mpi" : "gloo";
   c->timeout_s = loom__coll_timeout();
   const char *fb = getenv("LOOM_COLLECTIVE_FIRST_BUCKET_BYTES");
   c->first_bucket_bytes = fb && fb[0] && atoll(fb) >= 0 ? atoll(fb) : 1 << 20;
   const char *ov = getenv("LOOM_COLLECTIVE_OVERLAP");
   c->overlap = !(ov && !strcmp(ov, "0"));
+  c->async = c->overlap && loom__coll_nonblocking();
   if (!(c->cb_st = loom_status_new())) {
     loom__free(c);
     oom(st);

@@ -4,7 +4,8 @@
  * against one process with N times the batch, a worker-only cluster (worker 0 is the chief), a worker
  * killed (SIGKILL) or stalled (SIGSTOP), a task that never comes, tasks whose TF_CONFIGs disagree, a
  * missing plugin. Also: a worker-only TF_CONFIG under mpirun whose size disagrees with MPI's, and the
- * job under Slurm's environment (the variables srun sets). Skipped with a message when the Gloo plugin
+ * job under Slurm's environment (the variables srun sets). Overlapped all-reduces (the Gloo plugin's
+ * non-blocking all-reduce) against blocking ones, bitwise, and a rank lost while they are in flight. Skipped with a message when the Gloo plugin
  * (libgloo-dev) is missing. Every wait is bounded (timeout(1) around each launch; polls with deadlines). */
 #include <math.h>
 #include <signal.h>
@@ -168,14 +169,80 @@ Test(allreduce_launch, relaunch_resumes_from_the_checkpoint, .timeout = 300) {
   tu_rmtree(dir);
 }
 
-/* worker:1 (rank 2 of 3) killed or stopped mid-training: the chief and worker:0 exit non-zero within the
- * collective timeout, naming it. */
-static void lose_worker(int sig) {
+/* The rank 0 summary line's value of key ("variables_checksum=") in a job's logs, into out. */
+static void rank0_value(const char *logs, const char *key, char *out, size_t cap) {
+  const char *p = strstr(logs, "collective: rank=0 ");
+  cr_assert(p, "no summary line of rank 0:\n%s", logs);
+  const char *v = strstr(p, key);
+  cr_assert(v, "no %s in rank 0's summary:\n%s", key, logs);
+  v += strlen(key);
+  size_t n = strcspn(v, " \n");
+  cr_assert(n < cap);
+  memcpy(out, v, n);
+  out[n] = 0;
+}
+
+/* Over Gloo's non-blocking all-reduce (the plugin's own thread) a step's fusion buckets (small ones
+ * here, several per step) start during the backward pass and run beside it; the variables are bitwise
+ * those of the blocking path (LOOM_COLLECTIVE_OVERLAP=0: the same Gloo algorithm on the same buckets in
+ * the same order), and the strategy reports the non-blocking transport. */
+static void overlap_matches_blocking(const char *opts, int n) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "arlaunch");
-  cr_assert_eq(sh("(env -u TF_CONFIG LOOM_COLLECTIVE_TIMEOUT=3 timeout 150 scripts/launch_local -p 0 -w 2 -e 0 -d %s/m "
-                  "-- %s --batch 16 --steps 1000000 --sleep_ms 5 > %s/job.out 2>&1; echo $? > %s/job.rc) &",
-                  dir, LOOM_ALLREDUCE_JOB_BIN, dir, dir),
+  static const char *const args = "--distribute auto --batch 16 --steps 60 --hidden 48 --optimizer adam --lr 0.01 "
+                                  "--log info";
+  char *logs[2];
+  for (int ov = 0; ov < 2; ov++) {
+    char env[256];
+    snprintf(env, sizeof env,
+             "LOOM_COLLECTIVE_TIMEOUT=30 LOOM_COLLECTIVE_BUCKET_BYTES=512 LOOM_COLLECTIVE_FIRST_BUCKET_BYTES=64 "
+             "LOOM_COLLECTIVE_OVERLAP=%d",
+             ov);
+    int rc = launch(dir, ov ? "ov" : "blk", env, opts, args);
+    logs[ov] = logs_of(dir, ov ? "ov" : "blk");
+    cr_assert_eq(rc, 0, "launch_local %s (overlap %d) exited %d:\n%s", opts, ov, rc, logs[ov]);
+    tu_same_checksums(logs[ov], n);
+    cr_assert(strstr(logs[ov], "allreduce_path=gloo"), "not over Gloo:\n%s", logs[ov]);
+  }
+  char a[64], b[64], nb[16], async[8];
+  rank0_value(logs[1], "variables_checksum=", a, sizeof a);
+  rank0_value(logs[0], "variables_checksum=", b, sizeof b);
+  cr_assert_str_eq(a, b, "%s: overlapped all-reduces over Gloo end with other variables than blocking ones", opts);
+  rank0_value(logs[1], "buckets=", nb, sizeof nb);
+  cr_assert(atoi(nb) >= 3, "only %s bucket(s) per step: nothing to overlap\n%s", nb, logs[1]);
+  rank0_value(logs[1], "allreduce_async=", async, sizeof async);
+  cr_assert_str_eq(async, "1", "the Gloo transport's all-reduce did not run beside the backward pass:\n%s", logs[1]);
+  cr_assert(strstr(logs[1], "all-reduces overlap the backward pass (non-blocking transport)"), "%s", logs[1]);
+  rank0_value(logs[0], "allreduce_async=", async, sizeof async);
+  cr_assert_str_eq(async, "0", "%s", logs[0]);
+  fprintf(stderr, "allreduce_launch: %s: overlapped and blocking all-reduces over Gloo: checksum %s, %s buckets\n", opts,
+          a, nb);
+  free(logs[0]);
+  free(logs[1]);
+  tu_rmtree(dir);
+}
+
+Test(allreduce_launch, overlapped_allreduce_over_gloo_matches_blocking_2_ranks, .timeout = 300) {
+  if (!have_gloo()) return;
+  overlap_matches_blocking("-p 0 -w 1 -e 0", 2);
+}
+
+Test(allreduce_launch, overlapped_allreduce_over_gloo_matches_blocking_3_ranks, .timeout = 300) {
+  if (!have_gloo()) return;
+  overlap_matches_blocking("-p 0 -c 0 -w 3 -e 0", 3);
+}
+
+/* worker:1 (rank 2 of 3) killed or stopped mid-training: the chief and worker:0 exit non-zero within the
+ * collective timeout, naming it; with overlap, while the ranks' all-reduces run on the Gloo plugin's
+ * thread (small buckets: several in flight per step), else through the blocking calls. */
+static void lose_worker(int sig, int overlap) {
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  cr_assert_eq(sh("(env -u TF_CONFIG LOOM_COLLECTIVE_TIMEOUT=3 %s timeout 150 scripts/launch_local -p 0 -w 2 -e 0 "
+                  "-d %s/m -- %s --batch 16 --steps 1000000 --sleep_ms 5 %s > %s/job.out 2>&1; echo $? > %s/job.rc) &",
+                  overlap ? "LOOM_COLLECTIVE_BUCKET_BYTES=256 LOOM_COLLECTIVE_FIRST_BUCKET_BYTES=64"
+                          : "LOOM_COLLECTIVE_OVERLAP=0",
+                  dir, LOOM_ALLREDUCE_JOB_BIN, overlap ? "--hidden 32 --log info" : "", dir, dir),
                0);
   char rc_path[256];
   snprintf(rc_path, sizeof rc_path, "%s/job.rc", dir);
@@ -211,8 +278,11 @@ static void lose_worker(int sig) {
   cr_assert(strstr(chief, named), "the chief does not name worker:1:\n%s", out);
   cr_assert(strstr(w0, named), "worker:0 does not name worker:1:\n%s", out);
   if (sig == SIGSTOP) cr_assert(strstr(chief, "did not complete within the collective timeout of 3 s"), "%s", chief);
-  fprintf(stderr, "allreduce_launch: worker:1 %s: the chief failed after %.1f s\n", sig == SIGSTOP ? "stopped" : "killed",
-          took);
+  if (overlap)
+    cr_assert(strstr(chief, "all-reduces overlap the backward pass (non-blocking transport)"),
+              "the chief's all-reduces did not run on the Gloo plugin's thread:\n%s", chief);
+  fprintf(stderr, "allreduce_launch: worker:1 %s (%s all-reduces): the chief failed after %.1f s\n",
+          sig == SIGSTOP ? "stopped" : "killed", overlap ? "overlapped" : "blocking", took);
   cr_assert(took < 30, "%.1f s to fail after losing a worker (timeout 3 s)", took);
   free(chief);
   free(out);
@@ -221,12 +291,22 @@ static void lose_worker(int sig) {
 
 Test(allreduce_launch, killed_worker_ends_every_task_naming_it, .timeout = 300) {
   if (!have_gloo()) return;
-  lose_worker(SIGKILL);
+  lose_worker(SIGKILL, 0);
 }
 
 Test(allreduce_launch, stalled_worker_times_out_naming_it, .timeout = 300) {
   if (!have_gloo()) return;
-  lose_worker(SIGSTOP);
+  lose_worker(SIGSTOP, 0);
+}
+
+Test(allreduce_launch, killed_worker_during_overlapped_allreduce_is_named, .timeout = 300) {
+  if (!have_gloo()) return;
+  lose_worker(SIGKILL, 1);
+}
+
+Test(allreduce_launch, stalled_worker_during_overlapped_allreduce_is_named, .timeout = 300) {
+  if (!have_gloo()) return;
+  lose_worker(SIGSTOP, 1);
 }
 
 /* One task alone, with a TF_CONFIG of the given type: it fails after the collective timeout. */

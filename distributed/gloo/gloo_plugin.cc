@@ -17,7 +17,18 @@
  * liveness listener is probed (connect and read one byte within a short grace period: a dead process
  * refuses, a stopped one does not answer) and the message names the ranks and TF_CONFIG tasks that did
  * not answer. A failed rank's listener answers on for the grace period and a second more (finalize
- * waits that long), so that its peers, failing in turn, do not count it among the lost. */
+ * waits that long), so that its peers, failing in turn, do not count it among the lost.
+ *
+ * Non-blocking all-reduces (interface version 2): Gloo's collectives block their caller, so the plugin
+ * runs them on a thread of its own, started on the first request. Requests queue in the order they are
+ * made (the same on every rank, so the ranks' collectives pair up) and the thread runs them one after
+ * another with the very code of the blocking all-reduce (the same algorithm on the same sizes: the same
+ * bits); it sleeps on a condition variable while the queue is empty. test looks at a request, wait sleeps
+ * until it completes. A blocking call first waits for the queue to drain, so the collectives keep their
+ * order. A request that fails fails every one after it with the same message (the lost ranks named); a
+ * Gloo call still running a while after its own timeout (the collective timeout) fails its waiter
+ * anyway, the ranks that do not answer the liveness probe named, and the connections are closed so that
+ * the peers fail at once. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -28,12 +39,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -406,8 +419,10 @@ struct State {
   std::string store, host, names_csv;
   std::vector<std::string> names;    /* TF_CONFIG task of each rank */
   std::vector<std::string> probe_at; /* each rank's liveness listener, host:port */
-  bool configured = false, inited = false, failed = false;
-  double timeout = 60.0, failed_at = 0;
+  bool configured = false, inited = false;
+  std::atomic<bool> failed{false};     /* set by the all-reduce thread too */
+  std::atomic<double> failed_at{0.0};
+  double timeout = 60.0;
   long long calls = 0;
   uint32_t tag = 0;
   std::shared_ptr<gloo::Context> ctx;
@@ -481,6 +496,154 @@ std::vector<std::string> split_csv(const std::string &s) {
 }
 
 std::chrono::milliseconds tmo() { return std::chrono::milliseconds((long long)(S().timeout * 1e3)); }
+
+/* Closes this rank's connections (its peers' collectives then fail at once); callable from any thread. */
+void close_pairs(const std::shared_ptr<gloo::Context> &c) {
+  if (!c) return;
+  for (int r = 0; r < c->size; r++) {
+    if (r == c->rank) continue;
+    try {
+      auto &p = c->getPair(r);
+      if (p) p->close();
+    } catch (const std::exception &) {
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ the all-reduce thread */
+struct Async {
+  std::mutex api; /* every entry point holds it: one caller at a time */
+  std::mutex mu;  /* the fields below */
+  std::condition_variable work, done;
+  std::thread th;
+  bool on = false, stop = false, exited = false;
+  bool failed = false; /* a request failed, one overran its deadline, or the caller abandoned them */
+  std::string err;     /* the first failure's message */
+  double failed_at = 0;
+  struct Req {
+    float *buf = nullptr;
+    int64_t n = 0;
+    int st = 0; /* 0 free, 1 queued, 2 running, 3 done */
+    int rc = 0;
+  };
+  std::vector<Req> req;
+  std::deque<int> q;
+  int running = -1;
+  double run_since = 0;
+  long long started = 0, completed = 0; /* requests, for the messages */
+  std::shared_ptr<gloo::Context> ctx;   /* the thread's context, to close its connections from here */
+} *ga;
+
+Async &A() {
+  if (!ga) ga = new Async(); /* never freed: a thread stuck in Gloo may outlive a failed job's finalize */
+  return *ga;
+}
+
+int all_reduce_now(float *buf, int64_t n, char *err, size_t cap);
+
+void worker_main() {
+  Async &a = A();
+  std::unique_lock<std::mutex> l(a.mu);
+  for (;;) {
+    a.work.wait(l, [&] { return a.stop || !a.q.empty(); });
+    if (a.q.empty()) break; /* stopped, nothing left */
+    int k = a.q.front();
+    a.q.pop_front();
+    if (a.failed) { /* an earlier request failed: this one fails with its message */
+      a.req[(size_t)k].st = 3;
+      a.req[(size_t)k].rc = 1;
+      a.done.notify_all();
+      continue;
+    }
+    float *buf = a.req[(size_t)k].buf;
+    int64_t n = a.req[(size_t)k].n;
+    a.req[(size_t)k].st = 2;
+    a.running = k;
+    a.run_since = now_s();
+    l.unlock();
+    char err[1024];
+    err[0] = 0;
+    int rc = all_reduce_now(buf, n, err, sizeof err);
+    l.lock();
+    a.running = -1;
+    a.req[(size_t)k].st = 3;
+    a.req[(size_t)k].rc = rc;
+    a.completed++;
+    if (rc && !a.failed) {
+      a.failed = true;
+      a.failed_at = now_s();
+      a.err = err;
+    }
+    a.done.notify_all();
+  }
+  a.exited = true;
+  a.done.notify_all();
+}
+
+/* How long past its start a running request may take before its waiter gives up on it: Gloo's own
+ * timeout (the collective timeout), the liveness probe after it, and a margin. */
+double overrun_s() { return S().timeout + probe_grace() + 5.0; }
+
+/* (a.mu held) When the running request has overrun its deadline: fails the transport, naming the ranks
+ * that do not answer the liveness probe, and closes the connections (the peers fail at once). */
+void watchdog(std::unique_lock<std::mutex> &l) {
+  Async &a = A();
+  if (a.failed || a.running < 0 || now_s() < a.run_since + overrun_s()) return;
+  a.failed = true;
+  a.failed_at = now_s();
+  State &s = S();
+  a.err = "collective allreduce (request " + std::to_string(a.completed + 1) + ") on rank " + task_of(s.rank) +
+          " of " + std::to_string(s.size) + " did not complete within the collective timeout of " +
+          std::to_string((long long)s.timeout) + " s: lost rank(s) (dead or stalled, no answer to a liveness probe): ";
+  std::shared_ptr<gloo::Context> c = a.ctx;
+  l.unlock();
+  close_pairs(c);
+  std::string lost = probe_lost();
+  l.lock();
+  a.err += (lost.empty() ? "none (every rank answered; the Gloo call did not return)" : lost) +
+           std::string(" [the all-reduce thread's Gloo call ran past its timeout]");
+  a.done.notify_all();
+}
+
+/* The failure that ended the non-blocking all-reduces, or "". */
+std::string async_failure() {
+  Async &a = A();
+  std::lock_guard<std::mutex> l(a.mu);
+  return a.failed ? (a.err.empty() ? std::string("the non-blocking all-reduces were abandoned") : a.err)
+                  : std::string();
+}
+
+/* Waits until every queued request has completed (a blocking collective comes after them), or the
+ * transport failed. */
+void drain() {
+  Async &a = A();
+  std::unique_lock<std::mutex> l(a.mu);
+  while (!a.failed && (!a.q.empty() || a.running >= 0)) {
+    a.done.wait_for(l, std::chrono::milliseconds(200));
+    watchdog(l);
+  }
+}
+
+/* Stops the thread: joins it, or after a failure leaves it (it may be stuck in Gloo) when it has not
+ * ended within a second. */
+void worker_stop() {
+  Async &a = A();
+  std::unique_lock<std::mutex> l(a.mu);
+  if (!a.on) return;
+  a.stop = true;
+  a.work.notify_all();
+  bool ended = a.done.wait_for(l, std::chrono::milliseconds((long long)((a.failed ? 1.0 : overrun_s()) * 1e3)), [&] { return a.exited; });
+  l.unlock();
+  if (ended) a.th.join();
+  else a.th.detach();
+  l.lock();
+  a.on = false;
+  a.stop = false;
+  a.exited = false;
+  a.q.clear();
+  a.req.clear();
+  a.ctx.reset();
+}
 
 /* ------------------------------------------------------------------ the plugin's calls */
 int p_init(double timeout_s, char *err, size_t cap) {
@@ -575,6 +738,12 @@ int check(char *err, size_t cap) {
     snprintf(err, cap, "the Gloo transport is not initialized");
     return 1;
   }
+  std::string why = async_failure();
+  if (!why.empty()) { /* the message that names the lost ranks */
+    snprintf(err, cap, "%s", why.c_str());
+    s.failed = true;
+    return 1;
+  }
   if (s.failed) {
     snprintf(err, cap, "the Gloo transport failed earlier (a collective timed out or failed); the job must restart");
     return 1;
@@ -596,6 +765,7 @@ int run(const char *what, F f, char *err, size_t cap) {
      * peers' probes name only the ranks that are really dead or stalled */
     s.failed_at = now_s();
     s.ar.clear();
+    close_pairs(s.ctx); /* the all-reduce thread's reference keeps the context: close explicitly */
     s.ctx.reset();
     std::string lost = probe_lost();
     bool timed = strstr(e.what(), "Timed out") || strstr(e.what(), "timed out") || strstr(e.what(), "timeout");
@@ -617,6 +787,8 @@ int run(const char *what, F f, char *err, size_t cap) {
 int p_rank() { return S().rank; }
 int p_size() { return S().size; }
 void p_set_timeout(double t) {
+  std::lock_guard<std::mutex> api(A().api);
+  drain(); /* the thread reads the timeout */
   if (t > 0) {
     S().timeout = t;
     if (S().ctx) S().ctx->setTimeout(tmo());
@@ -629,7 +801,7 @@ void p_set_timeout(double t) {
  * Larger ones use the per-call all-reduce, which reduces in place (no staging copies). */
 constexpr int64_t kStagedMax = (int64_t)1 << 16;
 
-int p_allreduce(float *buf, int64_t n, char *err, size_t cap) {
+int all_reduce_now(float *buf, int64_t n, char *err, size_t cap) {
   return run("allreduce",
              [&](std::shared_ptr<gloo::Context> &c, uint32_t tag) {
                if (n <= 0) return;
@@ -660,7 +832,18 @@ int p_allreduce(float *buf, int64_t n, char *err, size_t cap) {
              err, cap);
 }
 
+/* The blocking calls: one caller at a time, after the queued requests. */
+#define BLOCKING                                 \
+  std::lock_guard<std::mutex> api_lock_(A().api); \
+  drain()
+
+int p_allreduce(float *buf, int64_t n, char *err, size_t cap) {
+  BLOCKING;
+  return all_reduce_now(buf, n, err, cap);
+}
+
 int p_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap) {
+  BLOCKING;
   return run("broadcast",
              [&](std::shared_ptr<gloo::Context> &c, uint32_t tag) {
                if (bytes <= 0) return;
@@ -675,6 +858,7 @@ int p_broadcast(void *buf, int64_t bytes, int root, char *err, size_t cap) {
 }
 
 int p_allgather(const void *send, int64_t bytes, void *recv, char *err, size_t cap) {
+  BLOCKING;
   return run("allgather",
              [&](std::shared_ptr<gloo::Context> &c, uint32_t tag) {
                if (bytes <= 0) return;
@@ -689,6 +873,7 @@ int p_allgather(const void *send, int64_t bytes, void *recv, char *err, size_t c
 }
 
 int p_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *counts, char *err, size_t cap) {
+  BLOCKING;
   if (counts[S().rank] != bytes) {
     snprintf(err, cap, "Gloo allgatherv: this rank's count %lld differs from its buffer's %lld bytes",
              (long long)counts[S().rank], (long long)bytes);
@@ -714,6 +899,7 @@ int p_allgatherv(const void *send, int64_t bytes, void *recv, const int64_t *cou
 }
 
 int p_barrier(char *err, size_t cap) {
+  BLOCKING;
   return run("barrier",
              [&](std::shared_ptr<gloo::Context> &c, uint32_t tag) {
                gloo::BarrierOptions o(c);
@@ -724,18 +910,140 @@ int p_barrier(char *err, size_t cap) {
              err, cap);
 }
 
+/* ---- version 2: the non-blocking all-reduce */
+int p_iallreduce(float *buf, int64_t n, int *req, char *err, size_t cap) {
+  std::lock_guard<std::mutex> api(A().api);
+  State &s = S();
+  Async &a = A();
+  *req = -1;
+  if (!s.inited) {
+    snprintf(err, cap, "the Gloo transport is not initialized");
+    return 1;
+  }
+  std::unique_lock<std::mutex> l(a.mu);
+  if (a.failed || s.failed) {
+    l.unlock();
+    return check(err, cap);
+  }
+  if (!a.on) {
+    a.stop = a.exited = false;
+    a.ctx = s.ctx;
+    try {
+      a.th = std::thread(worker_main);
+    } catch (const std::exception &e) {
+      l.unlock();
+      return fail(err, cap, std::string("Gloo transport: cannot start the all-reduce thread: ") + e.what());
+    }
+    a.on = true;
+  }
+  size_t k = 0;
+  while (k < a.req.size() && a.req[k].st != 0) k++;
+  if (k == a.req.size()) a.req.emplace_back();
+  a.req[k].buf = buf;
+  a.req[k].n = n;
+  a.req[k].st = 1;
+  a.req[k].rc = 0;
+  a.q.push_back((int)k);
+  a.started++;
+  *req = (int)k;
+  a.work.notify_one();
+  return 0;
+}
+
+/* (a.mu held) req names a request in flight, else an error. */
+bool valid_req(int req, char *err, size_t cap) {
+  Async &a = A();
+  if (req >= 0 && req < (int)a.req.size() && a.req[(size_t)req].st != 0) return true;
+  snprintf(err, cap, "Gloo transport: no all-reduce request %d in flight", req);
+  return false;
+}
+
+/* (a.mu held) the failure message for a request that failed or will not complete */
+int req_failed(int req, char *err, size_t cap) {
+  Async &a = A();
+  if (a.req[(size_t)req].st == 3) a.req[(size_t)req].st = 0;
+  snprintf(err, cap, "%s", a.err.empty() ? "the non-blocking all-reduces were abandoned" : a.err.c_str());
+  S().failed = true;
+  return 1;
+}
+
+int p_test(int req, int *done, char *err, size_t cap) {
+  std::lock_guard<std::mutex> api(A().api);
+  Async &a = A();
+  *done = 0;
+  std::unique_lock<std::mutex> l(a.mu);
+  if (!valid_req(req, err, cap)) return 1;
+  Async::Req &r = a.req[(size_t)req];
+  if (r.st == 3 && r.rc == 0) {
+    r.st = 0;
+    *done = 1;
+    return 0;
+  }
+  watchdog(l);
+  if (a.req[(size_t)req].st == 3 || a.failed) return req_failed(req, err, cap);
+  return 0;
+}
+
+int p_wait(int req, char *err, size_t cap) {
+  std::lock_guard<std::mutex> api(A().api);
+  Async &a = A();
+  std::unique_lock<std::mutex> l(a.mu);
+  if (!valid_req(req, err, cap)) return 1;
+  for (;;) {
+    Async::Req &r = a.req[(size_t)req];
+    if (r.st == 3 && r.rc == 0) {
+      r.st = 0;
+      return 0;
+    }
+    if (r.st == 3 || a.failed) return req_failed(req, err, cap);
+    a.done.wait_for(l, std::chrono::milliseconds(200));
+    watchdog(l);
+  }
+}
+
+/* The caller gives up on its requests (another rank failed, or its own step did): the transport fails,
+ * and the connections close, so that a Gloo call in flight here and the peers' collectives end now. */
+void p_abandon() {
+  Async &a = A();
+  std::shared_ptr<gloo::Context> c;
+  {
+    std::lock_guard<std::mutex> l(a.mu);
+    if (!a.failed) {
+      a.failed = true;
+      a.failed_at = now_s();
+      a.err = "the non-blocking all-reduces were abandoned after a failure";
+    }
+    c = a.ctx;
+    a.done.notify_all();
+  }
+  S().failed = true;
+  if (S().failed_at == 0) S().failed_at = now_s();
+  close_pairs(c);
+}
+
 void p_abort(int code) { _exit(code); }
 
 int p_finalize() {
+  std::lock_guard<std::mutex> api(A().api);
   State &s = S();
   if (!s.inited) return 0;
-  s.inited = false;
-  if (s.failed) { /* answer the peers' probes a while: they are naming the lost ranks */
-    double until = s.failed_at + probe_grace() + 1.0;
+  double afail = 0;
+  {
+    Async &a = A();
+    std::lock_guard<std::mutex> l(a.mu);
+    if (a.failed) afail = a.failed_at;
+  }
+  if (s.failed || afail > 0) { /* answer the peers' probes a while: they are naming the lost ranks */
+    s.inited = false;
+    double until = std::max((double)s.failed_at, afail) + probe_grace() + 1.0;
     while (now_s() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    close_pairs(A().ctx);
+    worker_stop();
     s.prober.stop();
     return 1;
   }
+  worker_stop(); /* idle: every request was waited for */
+  s.inited = false;
   s.prober.stop();
   s.ar.clear();
   s.ctx.reset();
@@ -772,7 +1080,7 @@ extern "C" __attribute__((visibility("default"))) int loom_collective_rendezvous
 extern "C" __attribute__((visibility("default"))) const loom_coll_api *loom_collective_plugin(void) {
   static char name[64];
   snprintf(name, sizeof name, "Gloo %d.%d.%d (tcp)", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
-  g_api.version = 1; /* the blocking calls only (the table's first version) */
+  g_api.version = LOOM_COLL_API_VERSION;
   g_api.name = name;
   g_api.init = p_init;
   g_api.rank = p_rank;
@@ -785,5 +1093,9 @@ extern "C" __attribute__((visibility("default"))) const loom_coll_api *loom_coll
   g_api.barrier = p_barrier;
   g_api.abort = p_abort;
   g_api.finalize = p_finalize;
+  g_api.iallreduce_sum_f32 = p_iallreduce;
+  g_api.test = p_test;
+  g_api.wait = p_wait;
+  g_api.abandon = p_abandon;
   return &g_api;
 }
