@@ -427,7 +427,8 @@ struct State {
   uint32_t tag = 0;
   std::shared_ptr<gloo::Context> ctx;
   /* the all-reduce of each size so far: a staging buffer and Gloo's chunked ring on it (built once;
-   * every rank asks for the same sizes in the same order, so the ranks' instances pair up) */
+   * every rank asks for the same sizes in the same order, so the ranks' instances pair up; used by one
+   * thread at a time: the caller's, or the all-reduce thread's while requests are queued) */
   struct Staged {
     std::vector<float> buf;
     std::unique_ptr<gloo::AllreduceRingChunked<float>> alg;
@@ -795,11 +796,15 @@ void p_set_timeout(double t) {
   }
 }
 
-/* All-reduces of up to this many floats (256 KiB) use the staged chunked ring: Gloo's buffer-bound
- * algorithm, built once per size, whose fixed cost per call is lower than that of the per-call
- * all-reduce (gloo::allreduce, which sets up its buffers every call) and dominates small messages.
- * Larger ones use the per-call all-reduce, which reduces in place (no staging copies). */
-constexpr int64_t kStagedMax = (int64_t)1 << 16;
+/* All-reduces use the staged chunked ring: Gloo's buffer-bound algorithm, built once per size, whose
+ * fixed cost per call is lower than that of the per-call all-reduce (gloo::allreduce, which sets up its
+ * buffers every call). Every size up to this many floats (1 GiB) does, not only small ones: a step whose
+ * buckets alternate between the two algorithms (small and large buckets) stalls tens of milliseconds at
+ * each switch on loopback, where either algorithm alone takes a few. Larger ones use the per-call
+ * all-reduce, in place (no staging copy). At most kStagedSizes sizes are kept (the same on every rank:
+ * the ranks ask for the same sizes in the same order). */
+constexpr int64_t kStagedMax = (int64_t)1 << 28;
+constexpr size_t kStagedSizes = 64;
 
 int all_reduce_now(float *buf, int64_t n, char *err, size_t cap) {
   return run("allreduce",
@@ -809,7 +814,7 @@ int all_reduce_now(float *buf, int64_t n, char *err, size_t cap) {
                if (n <= kStagedMax) {
                  auto it = st.ar.find(n);
                  if (it == st.ar.end()) {
-                   if (st.ar.size() >= 16) st.ar.clear(); /* the same on every rank: the same sizes */
+                   if (st.ar.size() >= kStagedSizes) st.ar.clear();
                    State::Staged &g = st.ar[n];
                    g.buf.resize((size_t)n);
                    g.alg.reset(new gloo::AllreduceRingChunked<float>(c, {g.buf.data()}, (int)n));
