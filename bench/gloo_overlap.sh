@@ -7,7 +7,8 @@
 #
 #   bench/gloo_overlap.sh [ROUNDS=3] [STEPS=300]
 # Env: DATA (Fashion-MNIST idx folder, default /usr/share/datasets/fashion-mnist), BIN (dist_job),
-#      EXTRA_MODES ("v1=LOOM_GLOO_PLUGIN=/path/old/libloom_gloo.so": more modes, name=env).
+#      EXTRA_MODES: more modes, space-separated name=VAR=value[,VAR=value...], e.g.
+#      "small=LOOM_COLLECTIVE_OVERLAP=0,LOOM_COLLECTIVE_BUCKET_BYTES=524288 v1=LOOM_GLOO_PLUGIN=/old/libloom_gloo.so".
 set -u
 ROUNDS=${1:-3}
 STEPS=${2:-300}
@@ -23,7 +24,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     name=${m%%=*}
     env=${m#*=}
     d=$TMP/$name-$r
-    env $env LOOM_COLLECTIVE_TIMEOUT=60 timeout 600 scripts/launch_local -p 0 -w 1 -e 0 -d "$d" -- "$BIN" \
+    env ${env//,/ } LOOM_COLLECTIVE_TIMEOUT=60 timeout 600 scripts/launch_local -p 0 -w 1 -e 0 -d "$d" -- "$BIN" \
       --strategy collective --data "$DATA" --hidden 512,256 --batch 128 --max_steps "$STEPS" --save_steps 100000 \
       --threads 1 --warmup 20 > "$d.out" 2>&1
     rc=$?
