@@ -309,6 +309,33 @@ Test(allreduce_launch, stalled_worker_during_overlapped_allreduce_is_named, .tim
   lose_worker(SIGSTOP, 1);
 }
 
+/* Rank 1's input ends at step 32 while the chief's all-reduces are in flight on the Gloo plugin's thread
+ * (small buckets, several per step): the chief's first bucket meets rank 1's end-of-training flag, it
+ * gives up on its other buckets (closing its connections), and both exit non-zero naming the step well
+ * before the collective timeout of 60 s. */
+Test(allreduce_launch, input_ending_early_with_overlapped_allreduces_fails_every_rank, .timeout = 200) {
+  if (!have_gloo()) return;
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "arlaunch");
+  double t0 = tu_now_s();
+  int rc = launch(dir, "m", "LOOM_COLLECTIVE_TIMEOUT=60 LOOM_COLLECTIVE_BUCKET_BYTES=256 LOOM_COLLECTIVE_FIRST_BUCKET_BYTES=64",
+                  "-p 0 -w 1 -e 0", "--batch 16 --steps 1000 --hidden 32 --finite_odd_ranks 1 --log info");
+  double took = tu_now_s() - t0;
+  char *out = logs_of(dir, "m");
+  cr_assert(rc != 0 && rc != 124, "launch_local exited %d:\n%s", rc, out);
+  const char *w0 = strstr(out, "== worker-0");
+  cr_assert(w0, "%s", out);
+  cr_assert(strstr(out, "all-reduces overlap the backward pass (non-blocking transport)"), "%s", out);
+  cr_assert(strstr(out, "allreduce_job: rank 0: collective strategy: rank 0 is training at global step 32 while 1 of 2 "
+                        "ranks are still training"),
+            "%s", out);
+  cr_assert(strstr(w0, "allreduce_job: rank 1: collective strategy: rank 1 ended its training at global step 32"), "%s",
+            out);
+  cr_assert(took < 45, "%.1f s to end (the collective timeout is 60 s)", took);
+  free(out);
+  tu_rmtree(dir);
+}
+
 /* One task alone, with a TF_CONFIG of the given type: it fails after the collective timeout. */
 static char *alone(const char *dir, const char *name, const char *type, const char *cluster, const char *env) {
   sh("TF_CONFIG='{\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": 0}}' LOOM_COLLECTIVE_TIMEOUT=3 %s "
