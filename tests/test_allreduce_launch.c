@@ -5,7 +5,8 @@
  * killed (SIGKILL) or stalled (SIGSTOP), a task that never comes, tasks whose TF_CONFIGs disagree, a
  * missing plugin. Also: a worker-only TF_CONFIG under mpirun whose size disagrees with MPI's, and the
  * job under Slurm's environment (the variables srun sets). Overlapped all-reduces (the Gloo plugin's
- * non-blocking all-reduce) against blocking ones, bitwise, and a rank lost while they are in flight. Skipped with a message when the Gloo plugin
+ * non-blocking all-reduce) against blocking ones, bitwise, and a rank lost while they are in flight;
+ * the plugin's non-blocking calls made directly by two forked ranks. Skipped with a message when the Gloo plugin
  * (libgloo-dev) is missing. Every wait is bounded (timeout(1) around each launch; polls with deadlines). */
 #include <math.h>
 #include <signal.h>
@@ -16,10 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include "test_util.h"
 #include "ckpt_compare.h"
+#include "../distributed/collective_api.h"
 
 #ifndef LOOM_ALLREDUCE_JOB_BIN
 #define LOOM_ALLREDUCE_JOB_BIN "build/examples/allreduce_job"
@@ -458,6 +462,104 @@ Test(allreduce_launch, one_chief_alone_and_port_zero, .timeout = 120) {
   cr_assert(strstr(z, "rendezvous address 127.0.0.1:0 of rank 0 (chief:0) has port 0"), "%s", z);
   free(z);
   tu_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ the Gloo plugin's calls, directly */
+/* One rank of two (a forked child): the plugin's interface version 2 through its table. Six
+ * non-blocking all-reduces of 1 to 300,000 floats are started, a blocking allgather between the third
+ * and the fourth (it must come after the three queued before it on every rank, or the ranks' collectives
+ * would not pair up), then the last is tested until done and the others waited in reverse order; every
+ * sum is exact (small integers), a completed handle is no longer valid, a blocking all-reduce and
+ * finalize follow. Returns 0, or the number of the first check that failed (its message on stderr). */
+static int plugin_rank(int rank, const char *rdv) {
+  alarm(60); /* no wait of the child may outlive the test */
+  void *h = dlopen(LOOM_GLOO_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return 1;
+  loom_coll_plugin_fn fn = (loom_coll_plugin_fn)dlsym(h, LOOM_COLL_PLUGIN_SYMBOL);
+  int (*rdz)(int, int, const char *, const char *, const char *, char *, size_t) =
+      (int (*)(int, int, const char *, const char *, const char *, char *, size_t))dlsym(h, "loom_collective_rendezvous");
+  const loom_coll_api *api = fn ? fn() : NULL;
+  char err[1024] = "";
+  if (!api || !rdz) return 2;
+  if (api->version < 2 || !api->iallreduce_sum_f32 || !api->test || !api->wait || !api->abandon) {
+    fprintf(stderr, "rank %d: the Gloo plugin is at interface version %d, without the non-blocking all-reduce\n", rank,
+            api->version);
+    return 3;
+  }
+  if (rdz(rank, 2, rdv, "127.0.0.1", "chief:0,worker:0", err, sizeof err) || api->init(20, err, sizeof err)) {
+    fprintf(stderr, "rank %d: %s\n", rank, err);
+    return 4;
+  }
+  static const int64_t sizes[6] = {1, 100, 65536, 70000, 300000, 17};
+  float *buf[6];
+  int req[6];
+  for (int k = 0; k < 6; k++) {
+    buf[k] = malloc((size_t)sizes[k] * sizeof(float));
+    for (int64_t i = 0; i < sizes[k]; i++) buf[k][i] = (float)((rank + 1) * (k + 1) + i % 7);
+  }
+  for (int k = 0; k < 6; k++) {
+    if (api->iallreduce_sum_f32(buf[k], sizes[k], &req[k], err, sizeof err)) {
+      fprintf(stderr, "rank %d: iallreduce %d: %s\n", rank, k, err);
+      return 5;
+    }
+    if (k == 2) { /* a blocking collective behind three requests in flight */
+      int mine = 100 + rank, all[2] = {0, 0};
+      if (api->allgather(&mine, sizeof mine, all, err, sizeof err) || all[0] != 100 || all[1] != 101) {
+        fprintf(stderr, "rank %d: allgather: %s (%d %d)\n", rank, err, all[0], all[1]);
+        return 6;
+      }
+    }
+  }
+  int done = 0;
+  for (int spins = 0; !done; spins++) {
+    if (api->test(req[5], &done, err, sizeof err) || spins > 200000) {
+      fprintf(stderr, "rank %d: test: %s\n", rank, err);
+      return 7;
+    }
+    if (!done) usleep(100);
+  }
+  for (int k = 4; k >= 0; k--)
+    if (api->wait(req[k], err, sizeof err)) {
+      fprintf(stderr, "rank %d: wait %d: %s\n", rank, k, err);
+      return 8;
+    }
+  for (int k = 0; k < 6; k++)
+    for (int64_t i = 0; i < sizes[k]; i++)
+      if (buf[k][i] != (float)(3 * (k + 1) + 2 * (i % 7))) {
+        fprintf(stderr, "rank %d: all-reduce %d element %lld is %g, want %g\n", rank, k, (long long)i, buf[k][i],
+                (double)(3 * (k + 1) + 2 * (i % 7)));
+        return 9;
+      }
+  if (api->wait(req[0], err, sizeof err) == 0 || !strstr(err, "no all-reduce request")) {
+    fprintf(stderr, "rank %d: a completed handle was waited again: '%s'\n", rank, err);
+    return 10;
+  }
+  float one = (float)(rank + 1);
+  if (api->allreduce_sum_f32(&one, 1, err, sizeof err) || one != 3.0f) {
+    fprintf(stderr, "rank %d: blocking all-reduce after the non-blocking ones: %s (%g)\n", rank, err, one);
+    return 11;
+  }
+  if (api->finalize()) return 12;
+  for (int k = 0; k < 6; k++) free(buf[k]);
+  return 0;
+}
+
+Test(allreduce_launch, gloo_plugin_nonblocking_allreduce_calls, .timeout = 120) {
+  if (!have_gloo()) return;
+  char rdv[64];
+  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", free_port());
+  pid_t pid[2];
+  for (int r = 0; r < 2; r++) {
+    pid[r] = fork();
+    cr_assert(pid[r] >= 0);
+    if (pid[r] == 0) _exit(plugin_rank(r, rdv));
+  }
+  for (int r = 0; r < 2; r++) {
+    int status = 0;
+    cr_assert_eq(waitpid(pid[r], &status, 0), pid[r]);
+    cr_assert(WIFEXITED(status), "rank %d ended by signal %d", r, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    cr_assert_eq(WEXITSTATUS(status), 0, "rank %d failed check %d (its message above)", r, WEXITSTATUS(status));
+  }
 }
 
 Test(allreduce_launch, missing_gloo_plugin_is_a_clear_error, .timeout = 60) {
