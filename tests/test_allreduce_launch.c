@@ -562,6 +562,58 @@ Test(allreduce_launch, gloo_plugin_nonblocking_allreduce_calls, .timeout = 120) 
   }
 }
 
+/* Rank 1 gives up (abandon) while rank 0 waits on an all-reduce that rank 1 never started: rank 1 closes
+ * its connections, so rank 0's wait fails at once, with Gloo's reason, not at the collective timeout
+ * (30 s); both finalize non-zero (the transport failed). */
+static int abandon_rank(int rank, const char *rdv) {
+  alarm(60);
+  void *h = dlopen(LOOM_GLOO_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  loom_coll_plugin_fn fn = h ? (loom_coll_plugin_fn)dlsym(h, LOOM_COLL_PLUGIN_SYMBOL) : NULL;
+  int (*rdz)(int, int, const char *, const char *, const char *, char *, size_t) =
+      h ? (int (*)(int, int, const char *, const char *, const char *, char *, size_t))dlsym(h, "loom_collective_rendezvous")
+        : NULL;
+  const loom_coll_api *api = fn ? fn() : NULL;
+  char err[1024] = "";
+  if (!api || !rdz || api->version < 2) return 2;
+  if (rdz(rank, 2, rdv, "127.0.0.1", "chief:0,worker:0", err, sizeof err) || api->init(30, err, sizeof err)) {
+    fprintf(stderr, "rank %d: %s\n", rank, err);
+    return 3;
+  }
+  if (rank == 1) {
+    usleep(500000);
+    api->abandon();
+    return api->finalize() != 0 ? 0 : 4;
+  }
+  static float buf[1000];
+  int req = -1;
+  if (api->iallreduce_sum_f32(buf, 1000, &req, err, sizeof err)) return 5;
+  double t0 = tu_now_s();
+  int rc = api->wait(req, err, sizeof err);
+  double took = tu_now_s() - t0;
+  fprintf(stderr, "allreduce_launch: rank 0's wait after rank 1 abandoned: %.1f s: %s\n", took, err);
+  if (rc == 0 || !strstr(err, "collective allreduce") || !strstr(err, "Gloo:")) return 6;
+  if (took > 15) return 7;
+  return api->finalize() != 0 ? 0 : 8;
+}
+
+Test(allreduce_launch, gloo_plugin_abandon_fails_the_peer_at_once, .timeout = 120) {
+  if (!have_gloo()) return;
+  char rdv[64];
+  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", free_port());
+  pid_t pid[2];
+  for (int r = 0; r < 2; r++) {
+    pid[r] = fork();
+    cr_assert(pid[r] >= 0);
+    if (pid[r] == 0) _exit(abandon_rank(r, rdv));
+  }
+  for (int r = 0; r < 2; r++) {
+    int status = 0;
+    cr_assert_eq(waitpid(pid[r], &status, 0), pid[r]);
+    cr_assert(WIFEXITED(status), "rank %d ended by signal %d", r, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    cr_assert_eq(WEXITSTATUS(status), 0, "rank %d failed check %d (its message above)", r, WEXITSTATUS(status));
+  }
+}
+
 Test(allreduce_launch, missing_gloo_plugin_is_a_clear_error, .timeout = 60) {
   char dir[TU_TMPDIR_CAP];
   tu_tmpdir(dir, sizeof dir, "arlaunch");

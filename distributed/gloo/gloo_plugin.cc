@@ -1018,7 +1018,7 @@ void p_abandon() {
       a.failed_at = now_s();
       a.err = "the non-blocking all-reduces were abandoned after a failure";
     }
-    c = a.ctx;
+    c = a.on ? a.ctx : S().ctx; /* without the thread, nothing else touches the caller's context */
     a.done.notify_all();
   }
   S().failed = true;
