@@ -1639,9 +1639,18 @@ Test(optimizers, gradient_scale_one_and_errors) {
               loom_status_message(st));
     cr_assert_eq(loom_apply_gradient_scale(upd.node), 1.0f, "a rejected scale is not kept");
   }
-  /* 1 is the default: the same update */
+  /* a serialized graph keeps the scale */
   cr_assert_eq(loom_apply_set_gradient_scale(upd.node, 2.0f, st), LOOM_OK);
   cr_assert_eq(loom_apply_gradient_scale(upd.node), 2.0f);
+  void *buf = NULL;
+  size_t size = 0;
+  cr_assert_eq(loom_graph_serialize(g, 1, &upd.node, &buf, &size, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_graph *g2 = loom_graph_new();
+  cr_assert_eq(loom_graph_deserialize(g2, buf, size, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(loom_apply_gradient_scale(loom_graph_find(g2, "gd")), 2.0f);
+  loom_graph_free(g2);
+  loom_buffer_free(buf);
+  /* 1 is the default: the same update */
   cr_assert_eq(loom_apply_set_gradient_scale(upd.node, 1.0f, st), LOOM_OK);
   cr_assert_eq(loom_apply_gradient_scale(upd.node), 1.0f);
   loom_session *s = new_session(g);
