@@ -645,8 +645,9 @@ static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi,
 
 /* A sparse gradient whose densified form is cheaper to exchange (the rule in gather_sparse): this rank's
  * rows summed into a zero table of the variable's shape, all-reduced, averaged (by the apply op's gradient
- * scale, or here: fuse_average), and fed with every row's id. The all-reduce ends with the count of ids outside the table, so that every
- * rank fails on one rank's bad id (as the sparse update of the gathered ids would). */
+ * scale, or here: fuse_average), and fed with every row's id. The all-reduce ends with the count of ids
+ * outside the table, so that every rank fails on one rank's bad id (as the sparse update of the gathered
+ * ids would). */
 static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, const loom_tensor *ids, int64_t width,
                               loom_status *st) {
   int64_t vocab = g->vdims[0], rows = loom_tensor_dim(vals, 0), n = vocab * width;

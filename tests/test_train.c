@@ -1634,7 +1634,8 @@ Test(optimizers, gradient_scale_one_and_errors) {
   cr_assert_eq(loom_apply_set_gradient_scale(NULL, 0.5f, st), LOOM_INVALID_ARGUMENT);
   const float bad[4] = {0.0f, -0.5f, INFINITY, NAN};
   for (int i = 0; i < 4; i++) {
-    cr_assert_eq(loom_apply_set_gradient_scale(upd.node, bad[i], st), LOOM_INVALID_ARGUMENT, "scale %g", (double)bad[i]);
+    cr_assert_eq(loom_apply_set_gradient_scale(upd.node, bad[i], st), LOOM_INVALID_ARGUMENT, "scale %g",
+                 (double)bad[i]);
     cr_assert(strstr(loom_status_message(st), "gd") && strstr(loom_status_message(st), "finite number > 0"), "%s",
               loom_status_message(st));
     cr_assert_eq(loom_apply_gradient_scale(upd.node), 1.0f, "a rejected scale is not kept");

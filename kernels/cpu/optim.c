@@ -198,7 +198,8 @@ LOOM_FORCE_INLINE void rmsprop_span(float *restrict var, float *restrict ms, flo
 }
 
 LOOM_FORCE_INLINE void centered_rmsprop_span(float *restrict var, float *restrict mg, float *restrict ms,
-                                         float *restrict mom, const float *restrict g, int64_t n, const hyper *h, const float gs) {
+                                         float *restrict mom, const float *restrict g, int64_t n, const hyper *h,
+                                         const float gs) {
   const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
   const int out = h->flag;
   for (int64_t i = 0; i < n; i++) {
