@@ -69,6 +69,7 @@ typedef struct coll {
   loom_tensor *gs_t;
   /* fusion buckets (planned at the first step from the gradients' sizes) */
   int overlap;     /* start a bucket's all-reduce during the backward pass (LOOM_COLLECTIVE_OVERLAP, 1) */
+  int fuse;        /* the optimizer ops average the sums (LOOM_COLLECTIVE_FUSE_AVERAGE, 1; fuse_average) */
   int *bk;         /* the dense gradients (indices into gr) in bucket order: reverse creation order */
   int *fi;         /* per gradient, its values' position in the fetches (its indices' next) */
   int nbk;
@@ -267,9 +268,16 @@ static loom_code find_grads(coll *c, loom_status *st) {
  *  - a node of the apply run other than an apply op's gradient input reads the fed value (a gradient
  *    summary or norm computed from it, a custom update): it must see the average;
  *  - an apply op that reads it already has a gradient scale of its own (set by the model_fn).
- * One rank: nothing to average. */
+ * One rank: nothing to average. LOOM_COLLECTIVE_FUSE_AVERAGE=0: the strategy divides every gradient itself
+ * (the same bits for dense gradients; a check of the fusion). */
 static loom_code fuse_average(coll *c, loom_status *st) {
   if (c->size < 2 || c->ngr == 0) return LOOM_OK;
+  if (!c->fuse) {
+    if (c->rank == 0)
+      loom__log(LOOM_LOG_INFO, "collective: LOOM_COLLECTIVE_FUSE_AVERAGE=0: the strategy divides every gradient by %d",
+                c->size);
+    return LOOM_OK;
+  }
   loom_node **order = NULL;
   int n = 0;
   loom_code rc = loom__graph_collect(c->g, 1, &c->train_op, &order, &n, st);
@@ -1092,6 +1100,8 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
   c->first_bucket_bytes = fb && fb[0] && atoll(fb) >= 0 ? atoll(fb) : 1 << 20;
   const char *ov = getenv("LOOM_COLLECTIVE_OVERLAP");
   c->overlap = !(ov && !strcmp(ov, "0"));
+  const char *fa = getenv("LOOM_COLLECTIVE_FUSE_AVERAGE");
+  c->fuse = !(fa && !strcmp(fa, "0"));
   if (!(c->cb_st = loom_status_new())) {
     loom__free(c);
     oom(st);

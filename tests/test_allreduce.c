@@ -301,6 +301,37 @@ static void overlap_vs_plain(int np) {
   free(b);
   tu_rmtree(dir);
 }
+/* The average read by the optimizer ops against the strategy's own division (LOOM_COLLECTIVE_FUSE_AVERAGE=0):
+ * the same variables bit for bit. 3 ranks with Adam and a 10-row embedding (dense all-reduce: every row
+ * once, so the scaled sum is the divided one for any N); 2 ranks with SGD and a 5000-row one (allgather:
+ * a repeated id's rows summed before the scale, the same bits for N a power of two). */
+static void fused_vs_pass(int np, const char *args_fmt) {
+  char dir[512], args[1024];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  char path[600];
+  snprintf(path, sizeof path, "%s/fused", dir);
+  snprintf(args, sizeof args, args_fmt, path);
+  cr_assert_eq(run(dir, "fused", NULL, np, args), 0);
+  snprintf(path, sizeof path, "%s/pass", dir);
+  snprintf(args, sizeof args, args_fmt, path);
+  cr_assert_eq(run(dir, "pass", "LOOM_COLLECTIVE_FUSE_AVERAGE=0", np, args), 0);
+  char *a = out_of(dir, "fused"), *b = out_of(dir, "pass");
+  tu_same_checksums(a, np);
+  tu_same_checksums(b, np);
+  cr_assert_eq(summary_int(a, "scaled_bytes_per_step="), 0, "%s", a);
+  cr_assert(summary_int(b, "scaled_bytes_per_step=") > 0, "%s", b);
+  const char *ca = strstr(a, "variables_checksum="), *cb = strstr(b, "variables_checksum=");
+  cr_assert(ca && cb && !strncmp(ca, cb, 35), "fused and divided averages differ:\n%s\n---\n%s", a, b);
+  free(a);
+  free(b);
+  tu_rmtree(dir);
+}
+Test(allreduce, fused_average_equals_the_strategys_division_bitwise, .timeout = 240) {
+  if (!have_mpi()) return;
+  fused_vs_pass(3, "--model_dir %s --batch 16 --steps 60 --hidden 64 --embed 10 --optimizer adam --lr 0.01");
+  fused_vs_pass(2, "--model_dir %s --batch 16 --steps 60 --hidden 64 --embed 5000");
+}
+
 Test(allreduce, overlap_equals_the_plain_all_reduce_bitwise, .timeout = 240) {
   if (!have_mpi()) return;
   overlap_vs_plain(2);
