@@ -230,15 +230,57 @@ class Estimator(_LoomEstimator):
                 return None
         return L.INPUT_FN(cb)
 
-    def _check_local(self, what):
-        if self._tf_config._distributed():
-            raise NotImplementedError("loom.tf: %s under a TF_CONFIG cluster (task %s:%d) is not supported yet: "
-                                      "loom.tf trains in one process; run distributed jobs with loom's C job "
-                                      "layer (docs/distributed.md)" % (what, self._tf_config.task_type,
-                                                                      self._tf_config.task_id))
+    def _train_role(self, input_fn, hooks, steps, max_steps):
+        """train() under a TF_CONFIG cluster: None when this process trains
+        locally (no cluster), else runs its role of the job and returns True.
+        With "ps" tasks the role is loom's (loom_run_job, loom_job.h): chief
+        and workers train through the PS up to the global step max_steps; a
+        ps task serves the variables and returns when the chief ends the job
+        (where TF raises: loom runs the same script in every role). The
+        evaluator raises ValueError, as TF's Estimator.train does."""
+        cfg = self._tf_config
+        if cfg.task_type == "evaluator":
+            raise ValueError("Train has been called wrong configuration. Please use tf.estimator.train_and_evaluate "
+                             "which calls proper API according to given configuration. Current configuration: "
+                             "task evaluator:%d (loom.tf: an evaluator task evaluates only under "
+                             "train_and_evaluate)" % cfg.task_id)
+        if not cfg._distributed():
+            return None
+        role = "%s:%d" % (cfg.task_type, cfg.task_id)
+        if cfg.num_ps_replicas < 1:
+            raise NotImplementedError("loom.tf: Estimator.train() alone under a TF_CONFIG cluster without \"ps\" "
+                                      "tasks (task %s) is not supported: use tf.estimator.train_and_evaluate, which "
+                                      "runs the collective (all-reduce) strategy there (docs/distributed.md)" % role)
+        if steps is not None or max_steps is None:
+            raise ValueError("loom.tf: Estimator.train() under a TF_CONFIG cluster with \"ps\" tasks (task %s) needs "
+                             "max_steps: the job stops at the global step on the PS, shared by every trainer "
+                             "(given steps=%r, max_steps=%r)" % (role, steps, max_steps))
+        ts = lib.loom_train_spec_default()
+        tcb = self._input(input_fn)
+        ts.input_fn, ts.max_steps = tcb, max_steps
+        es = lib.loom_eval_spec_default()
+
+        def no_eval(mode, params, user, st):  # the roles train() runs never evaluate
+            _fail(self, st, RuntimeError("loom.tf: Estimator.train() has no evaluation input"))
+            return None
+        ecb = L.INPUT_FN(no_eval)
+        es.input_fn = ecb
+        hk = _Hooks(hooks, "train", self)
+        hk.set(ts)
+        r = C.c_void_p()
+        st = _Status()
+        try:
+            self._check(lib.loom_run_job(self.p, C.byref(ts), C.byref(es), None, C.byref(r), st.p), st)
+        finally:
+            if r.value:
+                lib.loom_tae_result_free(r)
+            hk.free()
+        return True
 
     # ---- the TF methods
     def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None):
+        """TF's Estimator.train; under a TF_CONFIG cluster with "ps" tasks
+        this process runs its role of the job (_train_role)."""
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
         if steps is not None and steps <= 0:
@@ -247,7 +289,8 @@ class Estimator(_LoomEstimator):
             raise ValueError("Must specify max_steps > 0, given: {}".format(max_steps))
         if saving_listeners:
             raise NotImplementedError("loom.tf: train(saving_listeners=...) is not supported yet")
-        self._check_local("train()")
+        if self._train_role(input_fn, hooks, steps, max_steps):
+            return self
         o = lib.loom_train_options_default()
         o.steps, o.max_steps = steps or 0, max_steps or 0
         hk = _Hooks(hooks, "train", self)
