@@ -403,7 +403,7 @@ def test_unsupported_symbols_raise_not_implemented_naming_them():
                        (lambda: tf.feature_column.sequence_numeric_column, "tf.feature_column.sequence_numeric_column"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),
                        (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
-                       (lambda: tf.compat.v1.train.MomentumOptimizer, "tf.compat.v1.train.MomentumOptimizer")]:
+                       (lambda: tf.compat.v1.train.ProximalAdagradOptimizer, "tf.compat.v1.train.ProximalAdagradOptimizer")]:
         with pytest.raises(NotImplementedError) as e:
             expr()
         assert name in str(e.value) and "instead" in str(e.value)

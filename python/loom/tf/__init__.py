@@ -93,8 +93,16 @@ math = Namespace("math", argmax=argmax, reduce_mean=reduce_mean, reduce_sum=redu
                  reduce_min=reduce_min, add=_m.add, subtract=_m.subtract, multiply=_m.multiply, divide=_m.divide,
                  maximum=_m.maximum, minimum=_m.minimum, exp=_m.exp, log=_m.log, sqrt=_m.sqrt, square=_m.square,
                  abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater)
-_v1_losses = Namespace("compat.v1.losses", sparse_softmax_cross_entropy=_ops.sparse_softmax_cross_entropy,
-                       mean_squared_error=_ops.mean_squared_error)
+from .estimator import _v1 as _est_v1
+from . import _v1_ops
+_v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
+                           "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
+                           "mean_squared_error", "absolute_difference", "huber_loss", "log_loss", "hinge_loss",
+                           "compute_weighted_loss")}, Reduction=Namespace(
+                           "compat.v1.losses.Reduction", NONE="none", SUM="weighted_sum",
+                           SUM_OVER_BATCH_SIZE="weighted_sum_over_batch_size", MEAN="weighted_mean",
+                           SUM_BY_NONZERO_WEIGHTS="weighted_sum_by_nonzero_weights",
+                           SUM_OVER_NONZERO_WEIGHTS="weighted_sum_by_nonzero_weights"))
 _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
                       get_or_create_global_step=_ops.get_global_step,
                       SessionRunHook=_hooks.SessionRunHook, SessionRunArgs=_hooks.SessionRunArgs,
@@ -106,11 +114,13 @@ _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
                       FeedFnHook=_hooks.FeedFnHook,
                       **{k: getattr(_learning_rate, k) for k in _learning_rate.__all__},
                       GradientDescentOptimizer=_ops.GradientDescentOptimizer, AdamOptimizer=_ops.AdamOptimizer,
-                      AdagradOptimizer=_ops.AdagradOptimizer)
+                      AdagradOptimizer=_ops.AdagradOptimizer, MomentumOptimizer=_ops.MomentumOptimizer,
+                      RMSPropOptimizer=_ops.RMSPropOptimizer, FtrlOptimizer=_ops.FtrlOptimizer,
+                      AdadeltaOptimizer=_ops.AdadeltaOptimizer, latest_checkpoint=_v1_ops.latest_checkpoint)
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),
-    **{k: getattr(estimator, k) for k in estimator.__all__}),
+    **{k: getattr(_est_v1 if k in _est_v1.__all__ else estimator, k) for k in estimator.__all__}),
     feature_column=feature_column, data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
     io=io, python_io=Namespace("compat.v1.python_io", TFRecordWriter=_io.TFRecordWriter,
                                TFRecordOptions=_io.TFRecordOptions,
@@ -120,11 +130,16 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
     layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout),
-    metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),
+    metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean, auc=_v1_ops.auc,
+                      mean_squared_error=_v1_ops.mean_squared_error_metric,
+                      **{k: getattr(_v1_ops, k) for k in (
+                          "root_mean_squared_error", "mean_absolute_error", "precision", "recall", "true_positives",
+                          "false_positives", "true_negatives", "false_negatives")}),
+    summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
     get_default_graph=_hooks.get_default_graph)
 compat = Namespace("compat", v1=_v1)
-train = Namespace("train", Example=_serving.Example, Features=_serving.Features, Feature=_serving.Feature,
+train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example, Features=_serving.Features, Feature=_serving.Feature,
                   BytesList=_serving.BytesList, FloatList=_serving.FloatList, Int64List=_serving.Int64List)
 saved_model = Namespace("saved_model", load=_serving.load)
 

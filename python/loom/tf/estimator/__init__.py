@@ -478,7 +478,8 @@ def _metrics(r):
 
 
 # ---------------------------------------------------------------- canned
-_REDUCTIONS = {"sum_over_batch_size": 4, "sum": 2}
+# tf.keras.losses.Reduction's values and tf.compat.v1.losses.Reduction's ("weighted_sum" ...) -> loom_reduction
+_REDUCTIONS = {"sum_over_batch_size": 4, "sum": 2, "weighted_sum_over_batch_size": 4, "weighted_sum": 2}
 
 
 def _common(self, o, kind, model_dir, n_classes, label_dimension, weight_column, label_vocabulary,

@@ -1,0 +1,262 @@
+"""loom.tf symbols of TF 2.15's Estimator surface checked against TF's
+definitions: tf.compat.v1.estimator's canned estimators (v1 signatures,
+loss_reduction SUM), tf.compat.v1.losses (weights, reductions),
+tf.compat.v1.metrics, tf.compat.v1.summary, the tf.compat.v1.train
+optimizers (one step against the update rule by hand), tf.train.latest_checkpoint,
+and NotImplementedError at the point of use for what loom.tf lacks."""
+import ctypes
+import glob
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+import loom
+import loom.tf as tf
+from loom import _lib as L
+from loom.tf import ops as _ops
+
+LOSS_REDUCTIONS = tf.compat.v1.losses.Reduction
+
+
+# ---------------------------------------------------------------- tf.compat.v1.estimator
+def _one_step(cls, tmp_path, **kw):
+    x = (np.arange(8, dtype=np.float32) / 8).reshape(8, 1)
+    y = (2 * x[:, 0] + 1).astype(np.float32)
+    est = cls([tf.feature_column.numeric_column("x")], model_dir=str(tmp_path),
+              optimizer=tf.keras.optimizers.SGD(learning_rate=0.01), **kw)
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(8), steps=1)
+    return est, x, y
+
+
+def test_v1_canned_estimators_sum_the_loss_over_the_batch(tmp_path):
+    """TF 2.15's tf.compat.v1.estimator.LinearRegressor defaults to
+    loss_reduction=tf.compat.v1.losses.Reduction.SUM: from zero weights one
+    SGD step moves the bias by lr * 2 * sum(y) (tf.estimator's: the mean)."""
+    v1, x, y = _one_step(tf.compat.v1.estimator.LinearRegressor, tmp_path / "v1")
+    v2, _, _ = _one_step(tf.estimator.LinearRegressor, tmp_path / "v2")
+    b1 = v1.get_variable_value("linear/linear_model/bias_weights")
+    b2 = v2.get_variable_value("linear/linear_model/bias_weights")
+    np.testing.assert_allclose(b1, [0.01 * 2 * y.sum()], rtol=1e-5)
+    np.testing.assert_allclose(b2, [0.01 * 2 * y.mean()], rtol=1e-5)
+    w1 = v1.get_variable_value("linear/linear_model/x/weights")
+    np.testing.assert_allclose(w1, [[0.01 * 2 * (x[:, 0] * y).sum()]], rtol=1e-5)
+    # the evaluation's "loss" is the summed loss of the batch, average_loss its mean (TF v1 heads)
+    m = v1.evaluate(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(8))
+    np.testing.assert_allclose(m["loss"], 8 * m["average_loss"], rtol=1e-5)
+
+
+def test_v1_canned_estimators_have_tf_v1_signatures():
+    v1 = tf.compat.v1.estimator
+    expect = {"DNNClassifier": "input_layer_partitioner", "DNNRegressor": "input_layer_partitioner",
+              "DNNLinearCombinedClassifier": "input_layer_partitioner",
+              "DNNLinearCombinedRegressor": "input_layer_partitioner", "LinearClassifier": "partitioner",
+              "LinearRegressor": "partitioner", "BaselineClassifier": None, "BaselineRegressor": None}
+    for name, extra in expect.items():
+        params = inspect.signature(getattr(v1, name)).parameters
+        assert params["loss_reduction"].default == LOSS_REDUCTIONS.SUM == "weighted_sum", name
+        assert inspect.signature(getattr(tf.estimator, name)).parameters["loss_reduction"].default == \
+            "sum_over_batch_size"
+        if extra:
+            assert params[extra].default is None, name
+            assert extra not in inspect.signature(getattr(tf.estimator, name)).parameters
+    # the v1 argument order: partitioner after config for the linear models, before it for the DNN ones
+    assert list(inspect.signature(v1.LinearClassifier).parameters)[6:9] == ["config", "partitioner",
+                                                                             "warm_start_from"]
+    assert list(inspect.signature(v1.DNNClassifier).parameters)[8:11] == ["dropout", "input_layer_partitioner",
+                                                                           "config"]
+    assert v1.Estimator is tf.estimator.Estimator and v1.RunConfig is tf.estimator.RunConfig
+
+
+def test_v1_partitioner_is_not_implemented_at_the_call():
+    with pytest.raises(NotImplementedError, match=r"LinearClassifier\(partitioner=...\).*drop the argument"):
+        tf.compat.v1.estimator.LinearClassifier([tf.feature_column.numeric_column("x")], partitioner=object())
+
+
+# ---------------------------------------------------------------- tf.compat.v1.losses
+def _run(g, fetches, feed):
+    return loom.Session(g).run(fetches, feed)
+
+
+def test_v1_losses_weights_and_reductions():
+    g = loom.Graph()
+    lab = g.placeholder(np.float32, [3, 2], "labels")
+    pred = g.placeholder(np.float32, [3, 2], "pred")
+    w = np.array([[1.0], [0.0], [2.0]], np.float32)
+    yl = np.array([[0, 1], [2, 3], [1, 1]], np.float32)
+    yp = np.array([[0.5, 1], [1, 1], [3, -1]], np.float32)
+    d = yp - yl
+    losses = tf.compat.v1.losses
+    outs = [losses.absolute_difference(lab, pred, weights=w),
+            losses.mean_squared_error(lab, pred, weights=w, reduction=LOSS_REDUCTIONS.SUM),
+            losses.mean_squared_error(lab, pred, reduction=LOSS_REDUCTIONS.MEAN),
+            losses.huber_loss(lab, pred, delta=1.0, reduction=LOSS_REDUCTIONS.SUM_OVER_BATCH_SIZE),
+            losses.absolute_difference(lab, pred, weights=w, reduction=LOSS_REDUCTIONS.NONE)]
+    got = _run(g, outs, {lab: yl, pred: yp})
+    wb = np.broadcast_to(w, d.shape)
+    np.testing.assert_allclose(got[0], (wb * abs(d)).sum() / np.count_nonzero(wb), rtol=1e-6)  # SUM_BY_NONZERO
+    np.testing.assert_allclose(got[1], (wb * d * d).sum(), rtol=1e-6)
+    np.testing.assert_allclose(got[2], (d * d).mean(), rtol=1e-6)
+    e = abs(d)
+    q = np.minimum(e, 1.0)
+    np.testing.assert_allclose(got[3], (0.5 * q * q + (e - q)).mean(), rtol=1e-6)
+    np.testing.assert_allclose(got[4], wb * abs(d), rtol=1e-6)
+
+
+def test_v1_cross_entropy_losses_match_their_formulas():
+    g = loom.Graph()
+    logits = g.placeholder(np.float32, [2, 3], "logits")
+    onehot = g.placeholder(np.float32, [2, 3], "onehot")
+    z = np.array([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]], np.float32)
+    y = np.array([[0, 0, 1], [0, 1, 0]], np.float32)
+    losses = tf.compat.v1.losses
+    got = _run(g, [losses.softmax_cross_entropy(onehot, logits, label_smoothing=0.1),
+                   losses.sigmoid_cross_entropy(onehot, logits),
+                   losses.hinge_loss(onehot, logits)], {logits: z, onehot: y})
+    ys = y * 0.9 + 0.1 / 3
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    np.testing.assert_allclose(got[0], -(ys * logp).sum(1).mean(), rtol=1e-5)
+    sig = np.maximum(z, 0) - z * y + np.log1p(np.exp(-abs(z)))
+    np.testing.assert_allclose(got[1], sig.mean(), rtol=1e-5)
+    np.testing.assert_allclose(got[2], np.maximum(0, 1 - (2 * y - 1) * z).mean(), rtol=1e-5)
+
+
+def test_v1_loss_bad_reduction_names_it():
+    g = loom.Graph()
+    a = g.placeholder(np.float32, [2], "a")
+    with pytest.raises(ValueError, match="mean_squared_error: Invalid Reduction Key 'mean'"):
+        tf.compat.v1.losses.mean_squared_error(a, a, reduction="mean")
+
+
+# ---------------------------------------------------------------- metrics and summaries in a model_fn
+X = np.random.RandomState(0).rand(40, 3).astype(np.float32)
+Y = (X.sum(1) > 1.5).astype(np.int32)
+
+
+def _model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.dense(features["x"], 2)
+    cls = tf.argmax(logits, 1)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"cls": cls})
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    tf.compat.v1.summary.scalar("my_loss_summary", loss)
+    tf.compat.v1.summary.histogram("my_logits_hist", logits)
+    if mode == tf.estimator.ModeKeys.TRAIN:
+        opt = tf.compat.v1.train.GradientDescentOptimizer(0.5)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=opt.minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step()))
+    m = tf.compat.v1.metrics
+    p1 = tf.reshape(tf.nn.softmax(logits), [-1])
+    fl, fc = tf.cast(labels, tf.float32), tf.cast(cls, tf.float32)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={
+        "precision": m.precision(labels, cls), "recall": m.recall(labels, cls),
+        "tp": m.true_positives(labels, cls), "fp": m.false_positives(labels, cls),
+        "tn": m.true_negatives(labels, cls), "fn": m.false_negatives(labels, cls),
+        "mse": m.mean_squared_error(fl, fc), "rmse": m.root_mean_squared_error(fl, fc),
+        "mae": m.mean_absolute_error(fl, fc, weights=fl), "n_p1": m.mean(p1)})
+
+
+def test_v1_metrics_and_summaries_in_a_model_fn(tmp_path):
+    est = tf.estimator.Estimator(_model_fn, model_dir=str(tmp_path),
+                                 config=tf.estimator.RunConfig(save_summary_steps=5))
+    fn = lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(10)  # noqa: E731
+    est.train(lambda: fn().repeat(), steps=20)
+    m = est.evaluate(fn)
+    c = np.array([p["cls"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": X}).batch(10))])
+    tp, fp = int(((c == 1) & (Y == 1)).sum()), int(((c == 1) & (Y == 0)).sum())
+    tn, fn_ = int(((c == 0) & (Y == 0)).sum()), int(((c == 0) & (Y == 1)).sum())
+    assert (m["tp"], m["fp"], m["tn"], m["fn"]) == (tp, fp, tn, fn_)
+    np.testing.assert_allclose(m["precision"], tp / (tp + fp), rtol=1e-6)
+    np.testing.assert_allclose(m["recall"], tp / (tp + fn_), rtol=1e-6)
+    err = (c != Y).mean()
+    np.testing.assert_allclose([m["mse"], m["rmse"]], [err, np.sqrt(err)], rtol=1e-6)
+    np.testing.assert_allclose(m["mae"], fn_ / Y.sum(), rtol=1e-6)  # weighted by the labels: the missed positives
+    np.testing.assert_allclose(m["n_p1"], 0.5, rtol=1e-6)  # softmax rows sum to 1: the mean of all entries is 1/2
+    events = glob.glob(str(tmp_path / "events.out.tfevents.*"))
+    assert events
+    data = b"".join(open(f, "rb").read() for f in events)
+    assert b"my_loss_summary" in data and b"my_logits_hist" in data
+
+
+def test_v1_auc_matches_the_trapezoid_over_tf_thresholds():
+    g = loom.Graph()
+    lab = g.placeholder(np.int32, [6], "lab")
+    pred = g.placeholder(np.float32, [6], "pred")
+    val, upd = tf.compat.v1.metrics.auc(lab, pred, num_thresholds=5)
+    yl = np.array([0, 0, 1, 1, 0, 1], np.int32)
+    yp = np.array([0.1, 0.6, 0.35, 0.8, 0.2, 0.9], np.float32)
+    s = loom.Session(g)
+    s.run(targets=[loom.Node(g, L.lib.loom_local_variables_initializer(g.p))])
+    got = s.run([upd], {lab: yl, pred: yp})[0]
+    th = np.array([-1e-7, 1 / 4, 2 / 4, 3 / 4, 1 + 1e-7])
+    tpr = [((yp > t) & (yl == 1)).sum() / (yl.sum() + 1e-6) for t in th]
+    fpr = [((yp > t) & (yl == 0)).sum() / ((yl == 0).sum() + 1e-6) for t in th]
+    ref = sum((fpr[i] - fpr[i + 1]) * (tpr[i] + tpr[i + 1]) / 2 for i in range(len(th) - 1))
+    np.testing.assert_allclose(got, ref, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- optimizers
+def _after_one_step(tmp_path, make):
+    x, y = np.array([[1.0, 2.0]], np.float32), np.array([[3.0]], np.float32)
+
+    def model_fn(features, labels, mode):
+        p = tf.compat.v1.layers.dense(features["x"], 1, use_bias=False)
+        loss = tf.compat.v1.losses.mean_squared_error(labels, p)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=make().minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step()))
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path), config=tf.estimator.RunConfig(tf_random_seed=1))
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(1), steps=1)
+    return est, x, y
+
+
+@pytest.mark.parametrize("name", ["momentum", "rmsprop", "adam", "adagrad", "adadelta"])
+def test_v1_optimizers_first_step_follows_their_update_rule(tmp_path, name):
+    train = tf.compat.v1.train
+    e0, x, y = _after_one_step(tmp_path / "w0", lambda: train.GradientDescentOptimizer(0.0))
+    w0 = e0.get_variable_value("dense/kernel").ravel()
+    g = 2 * (x[0] @ w0 - y[0, 0]) * x[0]  # d/dw (x.w - y)^2
+    make, slots, expect = {
+        "momentum": (lambda: train.MomentumOptimizer(0.1, 0.9), ["Momentum"], w0 - 0.1 * g),
+        "rmsprop": (lambda: train.RMSPropOptimizer(0.1), ["RMSProp", "RMSProp_1"],
+                    w0 - 0.1 * g / np.sqrt(0.9 * 1.0 + 0.1 * g * g + 1e-10)),  # TF 1: ms starts at 1
+        "adam": (lambda: train.AdamOptimizer(0.1, beta1=0.5), ["Adam", "Adam_1"], w0 - 0.1 * np.sign(g)),
+        "adagrad": (lambda: train.AdagradOptimizer(0.1, initial_accumulator_value=0.5), ["Adagrad"],
+                    w0 - 0.1 * g / np.sqrt(0.5 + g * g)),
+        "adadelta": (lambda: train.AdadeltaOptimizer(1.0, rho=0.95, epsilon=1e-6), ["Adadelta", "Adadelta_1"],
+                     w0 - g * np.sqrt(1e-6) / np.sqrt(0.05 * g * g + 1e-6)),
+    }[name]
+    est, _, _ = _after_one_step(tmp_path / name, make)
+    np.testing.assert_allclose(est.get_variable_value("dense/kernel").ravel(), expect, rtol=2e-5)
+    assert sorted(n for n in est.get_variable_names() if n.startswith("dense/kernel/")) == \
+        ["dense/kernel/" + s for s in slots]
+
+
+def test_v1_optimizer_arguments_are_checked_as_tf():
+    with pytest.raises(ValueError, match="initial_accumulator_value must be positive"):
+        tf.compat.v1.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0)
+    with pytest.raises(ValueError, match="l1_regularization_strength -1 must be non-negative"):
+        tf.compat.v1.train.FtrlOptimizer(0.1, l1_regularization_strength=-1)
+    with pytest.raises(NotImplementedError, match="minimize\\(var_list=...\\)"):
+        g = loom.Graph()
+        _ops._graphs.append(g)
+        try:
+            tf.compat.v1.train.AdamOptimizer().minimize(g.constant(1.0), tf.compat.v1.train.get_global_step(),
+                                                         var_list=[])
+        finally:
+            _ops._graphs.pop()
+
+
+def test_optimizer_option_structs_match_the_c_library():
+    for kind, cls in [("momentum", _ops._MomentumOptions), ("adagrad", _ops._AdagradOptions),
+                      ("adam", _ops._AdamOptions), ("ftrl", _ops._FtrlOptions), ("adadelta", _ops._AdadeltaOptions)]:
+        assert getattr(L.lib, "loom_%s_options_default" % kind)().struct_size == ctypes.sizeof(cls), kind
+    assert L.lib.loom_adam_options_default().beta2 == 0.999 and L.lib.loom_ftrl_options_default().l1 == 0.0
+
+
+# ---------------------------------------------------------------- tf.train.latest_checkpoint
+def test_latest_checkpoint(tmp_path):
+    assert tf.train.latest_checkpoint(str(tmp_path)) is None
+    est, _, _ = _after_one_step(tmp_path, lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1))
+    assert tf.train.latest_checkpoint(str(tmp_path)) == os.path.join(str(tmp_path), "model.ckpt-1")
+    assert tf.compat.v1.train.latest_checkpoint(tmp_path) == est.latest_checkpoint()
