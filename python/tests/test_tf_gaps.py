@@ -260,3 +260,58 @@ def test_latest_checkpoint(tmp_path):
     est, _, _ = _after_one_step(tmp_path, lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1))
     assert tf.train.latest_checkpoint(str(tmp_path)) == os.path.join(str(tmp_path), "model.ckpt-1")
     assert tf.compat.v1.train.latest_checkpoint(tmp_path) == est.latest_checkpoint()
+
+
+# ---------------------------------------------------------------- errors naming what was wrong
+def test_canned_estimator_argument_errors_name_the_argument():
+    cols = [tf.feature_column.numeric_column("x")]
+    with pytest.raises(ValueError, match="hidden_units must be a list of positive ints.*'abc'"):
+        tf.estimator.DNNClassifier("abc", cols)
+    with pytest.raises(ValueError, match=r"hidden_units .*\[4, 0\]"):
+        tf.estimator.DNNRegressor([4, 0], cols)
+    with pytest.raises(ValueError, match=r"dnn_hidden_units .*\[4.5\]"):
+        tf.estimator.DNNLinearCombinedClassifier(dnn_feature_columns=cols, dnn_hidden_units=[4.5])
+    with pytest.raises(ValueError, match=r"Items of feature_columns must be a FeatureColumn.*'x'"):
+        tf.estimator.LinearClassifier(["x"])
+    with pytest.raises(ValueError, match=r"Items of linear_feature_columns must be a FeatureColumn"):
+        tf.estimator.DNNLinearCombinedRegressor(linear_feature_columns=cols + [3])
+    with pytest.raises(ValueError, match=r"feature_columns must be a list of feature columns"):
+        tf.estimator.LinearRegressor(cols[0])
+
+
+# ---------------------------------------------------------------- NotImplementedError at the point of use
+class _FeedHook(tf.estimator.SessionRunHook):
+    def before_run(self, run_context):
+        return tf.estimator.SessionRunArgs(fetches=[], feed_dict={"x": 1})
+
+
+def test_session_run_args_feed_dict_raises_at_the_step_naming_the_hook(tmp_path):
+    est = tf.estimator.LinearRegressor([tf.feature_column.numeric_column("x")], model_dir=str(tmp_path))
+    fn = lambda: ({"x": np.zeros(4, np.float32)}, np.zeros(4, np.float32))  # noqa: E731
+    with pytest.raises(NotImplementedError, match=r"_FeedHook.before_run returned SessionRunArgs\(feed_dict=...\).*"
+                                                  r"instead: put the values in the input_fn's features"):
+        est.train(fn, steps=1, hooks=[_FeedHook()])
+
+
+@pytest.mark.parametrize("use,symbol,alternative", [
+    (lambda m: m.save("/nonexistent/m"), "tf.keras.Sequential.save", "get_weights()"),
+    (lambda m: m.save_weights("/nonexistent/w"), "tf.keras.Sequential.save_weights", "set_weights()"),
+    (lambda m: tf.keras.models.load_model("/nonexistent/m"), "tf.keras.models.load_model", "set_weights()"),
+    (lambda m: m.fit(np.zeros((4, 2), np.float32), np.zeros(4, np.int32), callbacks=[object()], verbose=0),
+     "tf.keras.Sequential.fit(callbacks=...)", "fit(epochs=1) in a loop"),
+    (lambda m: tf.keras.callbacks.EarlyStopping, "tf.keras.callbacks.EarlyStopping", "fit(epochs=1) in a loop"),
+    (lambda m: tf.data.Dataset.from_generator, "tf.data.Dataset.from_generator", "from_tensor_slices"),
+    (lambda m: tf.data.Dataset.from_tensor_slices(np.zeros((4, 2), np.float32)).padded_batch(2),
+     "tf.data.Dataset.padded_batch", "batch"),
+    (lambda m: tf.sparse.to_dense, "tf.sparse.to_dense", "VarLenFeatures"),
+    (lambda m: tf.sparse.reduce_sum, "tf.sparse.reduce_sum", "VarLenFeatures"),
+    (lambda m: tf.distribute.experimental.ParameterServerStrategy, "tf.distribute", "every task of the TF_CONFIG"),
+    (lambda m: tf.compat.v1.train.Server, "tf.compat.v1.train.Server", "in the ps task too"),
+    (lambda m: tf.summary.scalar, "tf.summary", "tf.compat.v1.summary.scalar"),
+])
+def test_unsupported_symbols_name_the_symbol_and_the_alternative(use, symbol, alternative):
+    m = tf.keras.Sequential([tf.keras.layers.Dense(2, input_shape=(2,))])
+    m.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    with pytest.raises(NotImplementedError) as e:
+        use(m)
+    assert symbol in str(e.value) and "instead" in str(e.value) and alternative in str(e.value), str(e.value)

@@ -595,7 +595,12 @@ class Sequential:
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1,
             max_queue_size=10, workers=1, use_multiprocessing=False):
-        for k, v in (("callbacks", callbacks), ("class_weight", class_weight), ("sample_weight", sample_weight),
+        if callbacks:
+            raise NotImplementedError("loom.tf: tf.keras.Sequential.fit(callbacks=...) is not supported; instead: call "
+                                      "fit(epochs=1) in a loop and act between epochs (the returned History has the "
+                                      "epoch's loss and metrics), or train through "
+                                      "tf.keras.estimator.model_to_estimator with SessionRunHooks")
+        for k, v in (("class_weight", class_weight), ("sample_weight", sample_weight),
                      ("validation_steps", validation_steps)):
             if v:
                 raise NotImplementedError("loom.tf: Sequential.fit(%s=...) is not supported" % k)

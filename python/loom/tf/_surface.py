@@ -20,6 +20,26 @@ ALTERNATIVES = {
                     "Embedding in a tf.keras.Sequential",
     "keras.Sequential": "fit / evaluate / predict / get_weights / set_weights, or "
                         "tf.keras.estimator.model_to_estimator for the rest of the Estimator API",
+    "keras.Sequential.save": "get_weights() (numpy arrays to keep with numpy.save) and set_weights() on the same "
+                             "Sequential, or tf.keras.estimator.model_to_estimator(model).export_saved_model(...) "
+                             "for a model to serve (tf.saved_model.load reads it)",
+    "keras.Sequential.save_weights": "get_weights() (numpy arrays to keep with numpy.save) and set_weights()",
+    "keras.Sequential.load_weights": "set_weights() with the arrays get_weights() gave",
+    "keras.models.load_model": "rebuild the tf.keras.Sequential and set_weights() with the arrays get_weights() "
+                               "gave, or tf.saved_model.load(export_dir) for an exported model",
+    "keras.callbacks": "call fit(epochs=1) in a loop and act between epochs (fit returns a History), or "
+                       "tf.keras.estimator.model_to_estimator with SessionRunHooks",
+    "distribute": "no strategy object: run the same script in every task of the TF_CONFIG cluster (ps included); "
+                  "tf.estimator.train_and_evaluate (or Estimator.train with max_steps) runs the task's role "
+                  "(docs/python.md, Distributed)",
+    "compat.v1.train.Server": "no server object: call tf.estimator.train_and_evaluate (or Estimator.train with "
+                              "max_steps) in the ps task too: loom serves the variables there from TF_CONFIG",
+    "compat.v1.train.ClusterSpec": "tf.estimator.RunConfig().cluster_spec (the cluster of TF_CONFIG)",
+    "train.ClusterSpec": "tf.estimator.RunConfig().cluster_spec (the cluster of TF_CONFIG)",
+    "train.Server": "no server object: call tf.estimator.train_and_evaluate (or Estimator.train with max_steps) in "
+                    "the ps task too: loom serves the variables there from TF_CONFIG",
+    "summary": "tf.compat.v1.summary.scalar / histogram in a model_fn (the estimator writes them every "
+               "save_summary_steps)",
 }
 
 

@@ -184,8 +184,15 @@ class Estimator(_LoomEstimator):
         self._model_dir_arg = _b(os.fspath(model_dir)) if model_dir is not None else None
         self._feature_columns = []
         self._hints = {}
-        for cols in feature_columns:
-            for c in cols or []:
+        for arg, cols in feature_columns:
+            if cols is None:
+                continue
+            if isinstance(cols, (str, bytes, _fc.FeatureColumn)) or not hasattr(cols, "__iter__"):
+                raise ValueError("%s must be a list of feature columns (tf.feature_column.*), given: %r" % (arg, cols))
+            for c in cols:
+                if not isinstance(c, _fc.FeatureColumn):
+                    raise ValueError("Items of %s must be a FeatureColumn (tf.feature_column.*). Given (type %s): %r."
+                                     % (arg, type(c), c))
                 self._hints.update(c._hints())
 
     def _columns(self, columns, what):
@@ -551,8 +558,13 @@ def _make(self, ctor, o):
     _made(self, st)
 
 
-def _hidden(self, hidden_units):
-    hu = [int(u) for u in (hidden_units or [])]
+def _hidden(self, hidden_units, what="hidden_units"):
+    ok = hidden_units is None or (not isinstance(hidden_units, (str, bytes)) and hasattr(hidden_units, "__iter__"))
+    hu = list(hidden_units or []) if ok else []
+    if not ok or not all(isinstance(u, (int, np.integer)) and not isinstance(u, bool) and u > 0 for u in hu):
+        raise ValueError("%s must be a list of positive ints (the units of each hidden layer), given: %r"
+                         % (what, hidden_units))
+    hu = [int(u) for u in hu]
     arr = (L.i64 * max(1, len(hu)))(*hu)
     self._keep.append(arr)
     return len(hu), arr
@@ -569,7 +581,8 @@ class DNNClassifier(Estimator):
     def __init__(self, hidden_units, feature_columns, model_dir=None, n_classes=2, weight_column=None,
                  label_vocabulary=None, optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None,
                  warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
-        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
                lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
                lib.loom_dnn_classifier_new)
@@ -579,7 +592,8 @@ class DNNRegressor(Estimator):
     def __init__(self, hidden_units, feature_columns, model_dir=None, label_dimension=1, weight_column=None,
                  optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None, warm_start_from=None,
                  loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
-        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
                lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
                lib.loom_dnn_regressor_new)
@@ -608,7 +622,8 @@ class LinearClassifier(Estimator):
     def __init__(self, feature_columns, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None,
                  optimizer="Ftrl", config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
                  sparse_combiner="sum"):
-        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
                lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_classifier_new)
 
@@ -616,7 +631,8 @@ class LinearClassifier(Estimator):
 class LinearRegressor(Estimator):
     def __init__(self, feature_columns, model_dir=None, label_dimension=1, weight_column=None, optimizer="Ftrl",
                  config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, sparse_combiner="sum"):
-        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
                lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_regressor_new)
 
@@ -634,7 +650,8 @@ class DNNLinearCombinedClassifier(Estimator):
                  label_vocabulary=None, config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
                  batch_norm=False, linear_sparse_combiner="sum"):
         _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
-               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               [("linear_feature_columns", linear_feature_columns), ("dnn_feature_columns", dnn_feature_columns)],
+               weight_column, loss_reduction, warm_start_from,
                lib.loom_dnn_linear_combined_options_default,
                lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
                                    dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
@@ -648,7 +665,8 @@ class DNNLinearCombinedRegressor(Estimator):
                  warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False,
                  linear_sparse_combiner="sum"):
         _build(self, ("regressor", None, label_dimension, None), model_dir, config,
-               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               [("linear_feature_columns", linear_feature_columns), ("dnn_feature_columns", dnn_feature_columns)],
+               weight_column, loss_reduction, warm_start_from,
                lib.loom_dnn_linear_combined_options_default,
                lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
                                    dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
@@ -657,6 +675,7 @@ class DNNLinearCombinedRegressor(Estimator):
 
 def _combined(self, o, linear_columns, linear_optimizer, dnn_columns, dnn_optimizer, hidden_units, activation_fn,
               dropout, batch_norm, linear_sparse_combiner):
+    _hidden(self, hidden_units, "dnn_hidden_units")  # checks them (TF's types) before loom's checks
     _fill_combined(self, o, self._columns, linear_columns, dnn_columns, hidden_units, dropout, batch_norm,
                    linear_sparse_combiner)
     self._act = _b(_nn.activation_name(activation_fn, "dnn_activation_fn"))
