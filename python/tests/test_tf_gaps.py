@@ -315,3 +315,77 @@ def test_unsupported_symbols_name_the_symbol_and_the_alternative(use, symbol, al
     with pytest.raises(NotImplementedError) as e:
         use(m)
     assert symbol in str(e.value) and "instead" in str(e.value) and alternative in str(e.value), str(e.value)
+
+
+# ---------------------------------------------------------------- math, array and nn ops against numpy
+_A = np.array([[0.5, -1.5, 2.0], [-0.25, 3.0, -2.5]], np.float32)
+_B = np.array([[1.0, 0.5], [-2.0, 1.5], [0.25, -1.0]], np.float32)
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _lsm(x):
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+OPS = [
+    ("matmul", lambda a, b: tf.matmul(a, b), lambda a, b: a @ b),
+    ("matmul_t", lambda a, b: tf.matmul(b, a, transpose_a=True, transpose_b=True), lambda a, b: (a @ b).T),
+    ("transpose", lambda a, b: tf.transpose(a), lambda a, b: a.T),
+    ("stack", lambda a, b: tf.stack([a, a * 2.0], axis=1), lambda a, b: np.stack([a, a * 2], 1)),
+    ("tile", lambda a, b: tf.tile(a, [2, 1]), lambda a, b: np.tile(a, (2, 1))),
+    ("gather", lambda a, b: tf.gather(a, [2, 0], axis=1), lambda a, b: a[:, [2, 0]]),
+    ("one_hot", lambda a, b: tf.one_hot(tf.argmax(a, 1), 3, on_value=2.0, off_value=-1.0),
+     lambda a, b: np.where(np.eye(3)[a.argmax(1)] > 0, 2.0, -1.0)),
+    ("where", lambda a, b: tf.where(tf.greater(a, 0.0), a, tf.zeros_like(a)), lambda a, b: np.maximum(a, 0)),
+    ("clip", lambda a, b: tf.clip_by_value(a, -1.0, 1.0), lambda a, b: np.clip(a, -1, 1)),
+    ("ones_like", lambda a, b: tf.ones_like(a), lambda a, b: np.ones_like(a)),
+    ("sigmoid", lambda a, b: tf.math.sigmoid(a), lambda a, b: _sig(a)),
+    ("tanh", lambda a, b: tf.tanh(a), lambda a, b: np.tanh(a)),
+    ("negative_sign", lambda a, b: tf.negative(tf.sign(a)), lambda a, b: -np.sign(a)),
+    ("floor_ceil", lambda a, b: tf.floor(a) + tf.math.ceil(a), lambda a, b: np.floor(a) + np.ceil(a)),
+    ("round", lambda a, b: tf.round(a), lambda a, b: np.round(a)),  # half to even, as TF
+    ("reciprocal", lambda a, b: tf.math.reciprocal(a), lambda a, b: 1 / a),
+    ("log1p_rsqrt", lambda a, b: tf.math.log1p(tf.abs(a)) + tf.math.rsqrt(tf.abs(a)),
+     lambda a, b: np.log1p(abs(a)) + 1 / np.sqrt(abs(a))),
+    ("compare", lambda a, b: tf.cast(tf.logical_and(tf.not_equal(a, 2.0), tf.greater_equal(a, 0.5)), tf.float32)
+     + tf.cast(tf.logical_or(tf.less_equal(a, -2.5), tf.logical_not(tf.less_equal(a, 2.5))), tf.float32),
+     lambda a, b: ((a != 2) & (a >= 0.5)).astype(np.float32) + ((a <= -2.5) | (a > 2.5)).astype(np.float32)),
+    ("reduce_prod", lambda a, b: tf.reduce_prod(a, axis=1), lambda a, b: a.prod(1)),
+    ("reduce_prod_all", lambda a, b: tf.reduce_prod(a), lambda a, b: a.prod()),
+    ("logsumexp", lambda a, b: tf.reduce_logsumexp(a, axis=0, keepdims=True),
+     lambda a, b: np.log(np.exp(a).sum(0, keepdims=True))),
+    ("argmin", lambda a, b: tf.argmin(a, axis=1), lambda a, b: a.argmin(1)),
+    ("log_softmax", lambda a, b: tf.nn.log_softmax(a), lambda a, b: _lsm(a)),
+    ("sigmoid_xent", lambda a, b: tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(tf.greater(a, 0.0),
+                                                                                          tf.float32), logits=a),
+     lambda a, b: np.maximum(a, 0) - a * (a > 0) + np.log1p(np.exp(-abs(a)))),
+    ("softmax_xent", lambda a, b: tf.nn.softmax_cross_entropy_with_logits(tf.nn.softmax(a * 0.5), a),
+     lambda a, b: -(np.exp(_lsm(a * 0.5)) * _lsm(a)).sum(1)),
+    ("l2_normalize", lambda a, b: tf.nn.l2_normalize(a, axis=1),
+     lambda a, b: a / np.sqrt((a * a).sum(1, keepdims=True))),
+    ("bias_add", lambda a, b: tf.nn.bias_add(a, tf.reduce_sum(b, axis=1)), lambda a, b: a + b.sum(1)),
+    ("l2_loss", lambda a, b: tf.nn.l2_loss(a), lambda a, b: (a * a).sum() / 2),
+]
+
+
+@pytest.mark.parametrize("name,build,ref", OPS, ids=[o[0] for o in OPS])
+def test_ops_match_numpy(name, build, ref):
+    g = loom.Graph()
+    a = g.placeholder(np.float32, _A.shape, "a")
+    b = g.placeholder(np.float32, _B.shape, "b")
+    got = loom.Session(g).run([build(a, b)], {a: _A, b: _B})[0]
+    np.testing.assert_allclose(got, ref(_A, _B), rtol=1e-5, atol=1e-6)
+
+
+def test_op_arguments_loom_lacks_raise_naming_them():
+    g = loom.Graph()
+    a = g.placeholder(np.float32, _A.shape, "a")
+    with pytest.raises(NotImplementedError, match=r"tf.where\(condition\) without x and y"):
+        tf.where(tf.greater(a, 0.0))
+    with pytest.raises(NotImplementedError, match=r"tf.nn.softmax\(axis=0\): the last axis only"):
+        tf.nn.softmax(a, axis=0)
+    with pytest.raises(NotImplementedError, match=r"tf.gather\(batch_dims=...\)"):
+        tf.gather(a, [0], batch_dims=1)

@@ -89,7 +89,17 @@ keras = Namespace("keras", Sequential=_keras.Sequential, Input=_keras.Input, lay
                       "keras.losses.Reduction", SUM_OVER_BATCH_SIZE="sum_over_batch_size", SUM="sum",
                       AUTO="auto", NONE="none"), **_keras.losses_ns))
 losses = Namespace("losses", Reduction=keras.losses.Reduction)
-math = Namespace("math", argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
+from . import _array_ops as _a
+from ._array_ops import (matmul, transpose, stack, tile, gather, one_hot, where, clip_by_value, zeros_like,  # noqa
+                         ones_like, identity, stop_gradient, sigmoid, tanh, negative, sign, floor, round,
+                         not_equal, less_equal, greater_equal, logical_and, logical_or, logical_not, reduce_prod,
+                         reduce_logsumexp, argmin)
+abs = _m.abs  # noqa: A001 - TF's name
+_MATH_EXTRA = {k: getattr(_a, k) for k in (
+    "sigmoid", "tanh", "negative", "sign", "floor", "ceil", "round", "reciprocal", "log1p", "rsqrt", "not_equal",
+    "less_equal", "greater_equal", "logical_and", "logical_or", "logical_not", "reduce_prod", "reduce_logsumexp",
+    "argmin")}
+math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
                  reduce_min=reduce_min, add=_m.add, subtract=_m.subtract, multiply=_m.multiply, divide=_m.divide,
                  maximum=_m.maximum, minimum=_m.minimum, exp=_m.exp, log=_m.log, sqrt=_m.sqrt, square=_m.square,
                  abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater)

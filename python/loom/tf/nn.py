@@ -53,5 +53,9 @@ def activation_name(fn, what):
     return name
 
 
+from ._array_ops import (log_softmax, sigmoid_cross_entropy_with_logits,  # noqa: E402
+                         softmax_cross_entropy_with_logits, l2_normalize, bias_add, l2_loss)
+
+
 def __getattr__(name):
     raise missing("nn.", name)

@@ -40,7 +40,11 @@ def activation(name, x, op_name=None):
 
 
 def softmax(logits, axis=None, name=None):
-    return _g(logits, "tf.nn.softmax").softmax(logits, name=name)
+    g = _g(logits, "tf.nn.softmax")
+    if axis not in (None, -1, len(logits.shape) - 1):
+        raise NotImplementedError("loom.tf: tf.nn.softmax(axis=%r): the last axis only; instead: tf.transpose the "
+                                  "axis last" % (axis,))
+    return g.softmax(logits, name=name)
 
 
 def argmax(input, axis=None, output_type=_dt.int64, name=None):  # noqa: A002 - TF's argument name
