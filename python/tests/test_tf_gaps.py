@@ -389,3 +389,13 @@ def test_op_arguments_loom_lacks_raise_naming_them():
         tf.nn.softmax(a, axis=0)
     with pytest.raises(NotImplementedError, match=r"tf.gather\(batch_dims=...\)"):
         tf.gather(a, [0], batch_dims=1)
+
+
+def test_surface_page_leaves_out_loom_tf_helpers():
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "tf-surface.md")).read()
+    for name in ("## `tf.math_ops`", "activation_name", "op_seed", "from_loom", "`FEATURES`"):
+        assert name not in doc, name
+    for sym in ("`MomentumOptimizer(learning_rate, momentum, use_locking=False, name='Momentum', "
+                "use_nesterov=False)`", "`latest_checkpoint(checkpoint_dir, latest_filename=None)`",
+                "`auc(labels, predictions, weights=None, num_thresholds=200,", "## `tf.compat.v1.summary`"):
+        assert sym in doc, sym

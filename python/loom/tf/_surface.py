@@ -45,7 +45,10 @@ ALTERNATIVES = {
 
 # loom.tf's implementation modules (attributes of the package as Python imports them, not TF
 # symbols); scripts/gen_tf_surface.py leaves them out of docs/tf-surface.md.
-INTERNAL_MODULES = ("inputs", "ops", "serving", "optimizers", "compat_placeholder")
+INTERNAL_MODULES = ("inputs", "ops", "serving", "optimizers", "compat_placeholder", "math_ops")
+# Helpers of loom.tf's modules that are public Python names but not TF symbols (left out of the page too).
+INTERNAL_NAMES = ("tf.nn.activation_name", "tf.data.FEATURES", "tf.data.LABEL", "tf.data.I64", "tf.data.STRING",
+                  "tf.random.op_seed", "tf.errors.from_loom")
 
 
 def unsupported(symbol):
