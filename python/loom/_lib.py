@@ -403,6 +403,8 @@ _d("loom_metrics_accuracy", Metric, vp, Output, Output, Output, cs)
 _d("loom_metrics_mean", Metric, vp, Output, Output, cs)
 _d("loom_losses_sparse_softmax_cross_entropy", Output, vp, Output, Output, Output, cs, cs, cint)
 _d("loom_activation", Output, vp, Output, cs, cs)
+_d("loom_leaky_relu", Output, vp, Output, dbl, cs)
+_d("loom_gelu", Output, vp, Output, cint, cs)
 
 
 class Conv2DOptions(C.Structure):

@@ -399,3 +399,35 @@ def test_surface_page_leaves_out_loom_tf_helpers():
                 "use_nesterov=False)`", "`latest_checkpoint(checkpoint_dir, latest_filename=None)`",
                 "`auc(labels, predictions, weights=None, num_thresholds=200,", "## `tf.compat.v1.summary`"):
         assert sym in doc, sym
+
+
+def test_leaky_relu_and_gelu_take_tf_arguments():
+    g = loom.Graph()
+    a = g.placeholder(np.float32, _A.shape, "a")
+    got = loom.Session(g).run([tf.nn.leaky_relu(a, 0.1), tf.nn.leaky_relu(a), tf.nn.gelu(a, approximate=True),
+                               tf.nn.gelu(a)], {a: _A})
+    np.testing.assert_allclose(got[0], np.where(_A > 0, _A, 0.1 * _A), rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.where(_A > 0, _A, 0.2 * _A), rtol=1e-6)
+    tanh_gelu = 0.5 * _A * (1 + np.tanh(np.sqrt(2 / np.pi) * (_A + 0.044715 * _A ** 3)))
+    np.testing.assert_allclose(got[2], tanh_gelu, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got[3], tanh_gelu, rtol=1e-7, atol=0)  # the exact one by default, as TF
+    # as an activation_fn they are still names loom's canned models take
+    tf.estimator.DNNClassifier([3], [tf.feature_column.numeric_column("x")], activation_fn=tf.nn.leaky_relu)
+
+
+def test_compat_v1_logging_writes_to_tfs_logger_at_its_verbosity(caplog):
+    import logging
+    assert tf.get_logger() is logging.getLogger("tensorflow")
+    old = tf.compat.v1.logging.get_verbosity()
+    try:
+        tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
+        with caplog.at_level(logging.NOTSET):
+            tf.compat.v1.logging.info("not shown")
+            tf.compat.v1.logging.warning("shown %d", 1)
+            tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+            tf.compat.v1.logging.info("now shown")
+            tf.compat.v1.logging.error("error")
+        msgs = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "tensorflow"]
+        assert msgs == [("WARNING", "shown 1"), ("INFO", "now shown"), ("ERROR", "error")]
+    finally:
+        tf.compat.v1.logging.set_verbosity(old)

@@ -36,15 +36,42 @@ def _log_level(level):
 
 
 _verbosity = [30]
+import logging as _pylogging  # noqa: E402
+import sys as _sys  # noqa: E402
+# TF's Python logger: tf.compat.v1.logging and LoggingTensorHook write to it; as TF's tf_logging does, it gets a
+# handler on stderr when logging is not configured, and set_verbosity sets its level (TF's default WARN).
+_tf_log = _pylogging.getLogger("tensorflow")
+if not _pylogging.getLogger().handlers and not _tf_log.handlers:
+    _h = _pylogging.StreamHandler(_sys.stderr)
+    _h.setFormatter(_pylogging.Formatter(_pylogging.BASIC_FORMAT))
+    _tf_log.addHandler(_h)
+if _tf_log.level == _pylogging.NOTSET:
+    _tf_log.setLevel(_verbosity[0])
 
 
 def _set_verbosity(level):
     _verbosity[0] = int(level)
+    _tf_log.setLevel(int(level))
     _lib.loom_log_set(None, None, _log_level(int(level)))
 
 
+def get_logger():
+    """tf.get_logger: Python's "tensorflow" logger (what tf.compat.v1.logging writes to)."""
+    return _tf_log
+
+
+def _log_fn(level, name):
+    def f(msg, *args, **kwargs):
+        _tf_log.log(level, msg, *args, **kwargs)
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
 logging = Namespace("compat.v1.logging", DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50,
-                    set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0])
+                    set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0],
+                    debug=_log_fn(10, "debug"), info=_log_fn(20, "info"), warn=_log_fn(30, "warn"),
+                    warning=_log_fn(30, "warning"), error=_log_fn(40, "error"), fatal=_log_fn(50, "fatal"),
+                    log=lambda level, msg, *args, **kwargs: _tf_log.log(level, msg, *args, **kwargs))
 from . import io as _io
 from . import math_ops as _m
 from .math_ops import add, subtract, multiply, divide, maximum, minimum, exp, sqrt, square, concat, expand_dims, \
