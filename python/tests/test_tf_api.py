@@ -398,7 +398,7 @@ def test_pandas_input_fn_and_dataframe_slices():
 # ---------------------------------------------------------------- the rest of TF
 def test_unsupported_symbols_raise_not_implemented_naming_them():
     for expr, name in [(lambda: tf.keras.layers.LSTM, "tf.keras.layers.LSTM"),
-                       (lambda: tf.compat.v1.layers.batch_normalization, "tf.compat.v1.layers.batch_normalization"),
+                       (lambda: tf.compat.v1.layers.conv1d, "tf.compat.v1.layers.conv1d"),
                        (lambda: tf.data.Dataset.from_generator, "tf.data.Dataset.from_generator"),
                        (lambda: tf.feature_column.sequence_numeric_column, "tf.feature_column.sequence_numeric_column"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),

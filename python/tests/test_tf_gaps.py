@@ -431,3 +431,49 @@ def test_compat_v1_logging_writes_to_tfs_logger_at_its_verbosity(caplog):
         assert msgs == [("WARNING", "shown 1"), ("INFO", "now shown"), ("ERROR", "error")]
     finally:
         tf.compat.v1.logging.set_verbosity(old)
+
+
+# ---------------------------------------------------------------- batch normalization and UPDATE_OPS
+def _bn_model_fn(features, labels, mode, params):
+    training = mode == tf.estimator.ModeKeys.TRAIN
+    h = tf.compat.v1.layers.batch_normalization(features["x"], momentum=0.5, training=training, name="bn")
+    pred = tf.compat.v1.layers.dense(h, 1, name="out")
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"h": h})
+    loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
+    opt = tf.compat.v1.train.GradientDescentOptimizer(0.0)  # only the moving statistics change
+    if params["update"]:
+        with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
+            train_op = opt.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+    else:
+        train_op = opt.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+@pytest.mark.parametrize("update", [True, False])
+def test_batch_normalization_moving_statistics_follow_update_ops(tmp_path, update):
+    """TF's pattern: the moving mean / variance move only when the train op
+    depends on GraphKeys.UPDATE_OPS (moving = moving * momentum + batch * (1 -
+    momentum) per step, biased batch variance); prediction normalizes with them."""
+    x = np.array([[1.0, 10.0], [3.0, 14.0], [5.0, 12.0], [7.0, 20.0]], np.float32)
+    y = np.zeros((4, 1), np.float32)
+    est = tf.estimator.Estimator(_bn_model_fn, model_dir=str(tmp_path), params={"update": update})
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(4).repeat(), steps=2)
+    mm, mv = est.get_variable_value("bn/moving_mean"), est.get_variable_value("bn/moving_variance")
+    if update:
+        np.testing.assert_allclose(mm, 0.75 * x.mean(0), rtol=1e-5)  # two steps from 0 with momentum 0.5
+        np.testing.assert_allclose(mv, 0.25 + 0.75 * x.var(0), rtol=1e-5)  # from 1
+    else:
+        np.testing.assert_allclose(mm, [0, 0])
+        np.testing.assert_allclose(mv, [1, 1])
+    assert {"bn/gamma", "bn/beta"} <= set(est.get_variable_names())
+    h = np.array([p["h"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": x}).batch(4))])
+    np.testing.assert_allclose(h, (x - mm) / np.sqrt(mv + 1e-3), rtol=1e-4, atol=1e-5)
+
+
+def test_group_and_collections_outside_update_ops_raise():
+    with pytest.raises(NotImplementedError, match="get_collection.'losses'.*only GraphKeys.UPDATE_OPS"):
+        tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES)
+    with pytest.raises(NotImplementedError, match="batch_normalization.renorm=...."):
+        g = loom.Graph()
+        tf.compat.v1.layers.batch_normalization(g.placeholder(np.float32, [2, 2], "x"), renorm=True)

@@ -132,6 +132,8 @@ math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, 
                  abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater)
 from .estimator import _v1 as _est_v1
 from . import _v1_ops
+from . import _graph_ops as _gops
+from ._graph_ops import control_dependencies, group  # noqa: F401
 _v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
                            "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
                            "mean_squared_error", "absolute_difference", "huber_loss", "log_loss", "hinge_loss",
@@ -166,7 +168,10 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     parse_single_example=_io.parse_single_example, FixedLenFeature=_FixedLen, VarLenFeature=_VarLen,
     losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
     layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
-                     average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout),
+                     average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout,
+                     batch_normalization=_gops.batch_normalization),
+    GraphKeys=_gops.GraphKeys, get_collection=_gops.get_collection, control_dependencies=_gops.control_dependencies,
+    group=_gops.group,
     metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean, auc=_v1_ops.auc,
                       mean_squared_error=_v1_ops.mean_squared_error_metric,
                       **{k: getattr(_v1_ops, k) for k in (
