@@ -399,6 +399,7 @@ class Metric(C.Structure):
 
 
 _d("loom_spec_add_eval_metric", cint, vp, cs, Metric)
+_d("loom_spec_add_export_output", cint, vp, cs, cint, cint, P(cs), P(Output))
 _d("loom_metrics_accuracy", Metric, vp, Output, Output, Output, cs)
 _d("loom_metrics_mean", Metric, vp, Output, Output, cs)
 _d("loom_losses_sparse_softmax_cross_entropy", Output, vp, Output, Output, Output, cs, cs, cint)

@@ -477,3 +477,53 @@ def test_group_and_collections_outside_update_ops_raise():
     with pytest.raises(NotImplementedError, match="batch_normalization.renorm=...."):
         g = loom.Graph()
         tf.compat.v1.layers.batch_normalization(g.placeholder(np.float32, [2, 2], "x"), renorm=True)
+
+
+# ---------------------------------------------------------------- EstimatorSpec.export_outputs
+def _export_model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.dense(features["x"], 2, name="out")
+    probs = tf.nn.softmax(logits)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"probs": probs, "logits": logits}, export_outputs={
+            "serving_default": tf.estimator.export.PredictOutput({"p": probs}),
+            "scores": tf.estimator.export.ClassificationOutput(scores=probs),
+            "first": tf.estimator.export.RegressionOutput(tf.reshape(tf.gather(logits, [0], axis=1), [-1]))})
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.GradientDescentOptimizer(
+        0.1).minimize(loss, global_step=tf.compat.v1.train.get_global_step()))
+
+
+def test_export_outputs_are_the_exported_signatures(tmp_path):
+    """export_outputs name the signatures. Over a parsing receiver (one string
+    tensor of serialized tf.Example) every kind is exported; over raw
+    placeholders the classify / regress ones are left out, as TF leaves out
+    what it cannot build there."""
+    est = tf.estimator.Estimator(_export_model_fn, model_dir=str(tmp_path / "m"))
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(10), steps=3)
+    preds = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": X[:5]}).batch(5)))
+    probs, first = np.stack([p["probs"] for p in preds]), np.stack([p["logits"][0] for p in preds])
+    spec = {"x": tf.io.FixedLenFeature([3], tf.float32)}
+    path = est.export_saved_model(str(tmp_path / "parsing"),
+                                  tf.estimator.export.build_parsing_serving_input_receiver_fn(spec))
+    sigs = tf.saved_model.load(path.decode()).signatures
+    assert set(sigs) == {"serving_default", "scores", "first"}
+    rows = tf.constant([tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=r))})).SerializeToString() for r in X[:5]])
+    out = sigs["serving_default"](examples=rows)
+    assert set(out) == {"p"}
+    np.testing.assert_allclose(out["p"].numpy(), probs, rtol=1e-5)
+    np.testing.assert_allclose(sigs["scores"](inputs=rows)["scores"].numpy(), probs, rtol=1e-5)
+    np.testing.assert_allclose(sigs["first"](inputs=rows)["outputs"].numpy(), first, rtol=1e-5)
+    ph = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+    path = est.export_saved_model(str(tmp_path / "raw"),
+                                  tf.estimator.export.build_raw_serving_input_receiver_fn({"x": ph}))
+    sigs = tf.saved_model.load(path.decode()).signatures
+    assert set(sigs) == {"serving_default"}
+    np.testing.assert_allclose(sigs["serving_default"](x=tf.constant(X[:5]))["p"].numpy(), probs, rtol=1e-5)
+
+
+def test_export_outputs_errors_are_tfs():
+    with pytest.raises(ValueError, match="At least one of `scores` and `classes`"):
+        tf.estimator.export.ClassificationOutput()
+    with pytest.raises(ValueError, match="Regression output value must be a Tensor"):
+        tf.estimator.export.RegressionOutput(np.zeros(3))

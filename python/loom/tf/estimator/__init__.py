@@ -436,9 +436,8 @@ def _apply_spec(res, spec, owner):
     """Hands a model_fn's EstimatorSpec to loom's spec."""
     if not isinstance(res, EstimatorSpec):
         raise TypeError("model_fn should return an EstimatorSpec, got %s" % type(res).__name__)
-    for what, v in (("export_outputs", res.export_outputs), ("scaffold", res.scaffold)):
-        if v:
-            raise NotImplementedError("loom.tf: EstimatorSpec(%s=...) is not supported yet" % what)
+    if res.scaffold:
+        raise NotImplementedError("loom.tf: EstimatorSpec(scaffold=...) is not supported yet")
     st = _Status()
     if res.loss is not None:
         st.raise_if(lib.loom_spec_set_loss(spec, res.loss.c))
@@ -453,6 +452,8 @@ def _apply_spec(res, spec, owner):
         if not isinstance(m, _ops.MetricOp):
             raise NotImplementedError("loom.tf: eval_metric_ops[%r]: give a tf.compat.v1.metrics.* result" % k)
         st.raise_if(lib.loom_spec_add_eval_metric(spec, _b(k), m._metric))
+    if res.export_outputs and res.mode == ModeKeys.PREDICT:  # TF reads them in the export (PREDICT) graph
+        export.add_export_outputs(spec, res.export_outputs)
     _hooks_mod.add_spec_hooks(spec, res, owner)
 
 
