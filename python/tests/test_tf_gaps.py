@@ -527,3 +527,56 @@ def test_export_outputs_errors_are_tfs():
         tf.estimator.export.ClassificationOutput()
     with pytest.raises(ValueError, match="Regression output value must be a Tensor"):
         tf.estimator.export.RegressionOutput(np.zeros(3))
+
+
+# ---------------------------------------------------------------- input_layer / linear_model in a model_fn
+_RS = np.random.RandomState(0)
+_FX = _RS.rand(60, 2).astype(np.float32)
+_FC = _RS.choice(["a", "b", "c"], 60)
+_FY = ((_FX.sum(1) > 1) ^ (_FC == "a")).astype(np.int32)
+
+
+def _vocab():
+    return tf.feature_column.categorical_column_with_vocabulary_list("c", ["a", "b", "c"])
+
+
+def _fc_model_fn(features, labels, mode, params):
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        dense = tf.compat.v1.feature_column.input_layer(features, [tf.feature_column.numeric_column("x", shape=[2]),
+                                                                   tf.feature_column.indicator_column(_vocab())])
+        return tf.estimator.EstimatorSpec(mode, predictions={"dense": dense})
+    net = tf.compat.v1.feature_column.input_layer(features, params["cols"])
+    logits = tf.compat.v1.layers.dense(tf.compat.v1.layers.dense(net, 8, activation=tf.nn.relu), 2) + \
+        tf.compat.v1.feature_column.linear_model(features, [_vocab()], units=2)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    if mode == tf.estimator.ModeKeys.EVAL:
+        return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={
+            "accuracy": tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, 1))})
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.AdamOptimizer(0.05).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step()))
+
+
+def test_input_layer_and_linear_model_in_a_model_fn(tmp_path):
+    cols = [tf.feature_column.numeric_column("x", shape=[2]), tf.feature_column.embedding_column(_vocab(), 2)]
+    est = tf.estimator.Estimator(_fc_model_fn, model_dir=str(tmp_path), params={"cols": cols})
+    fn = lambda: tf.data.Dataset.from_tensor_slices(({"x": _FX, "c": _FC}, _FY)).batch(20)  # noqa: E731
+    est.train(lambda: fn().repeat(), steps=200)
+    assert est.evaluate(fn)["accuracy"] > 0.9  # needs the categorical column: x alone is at chance
+    names = set(est.get_variable_names())
+    assert {"input_layer/c_embedding/embedding_weights", "linear_model/c/weights",
+            "linear_model/bias_weights"} <= names  # TF's variable names
+    got = np.stack([p["dense"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices(
+        {"x": _FX[:6], "c": _FC[:6]}).batch(6))])
+    onehot = (_FC[:6, None] == np.array(["a", "b", "c"])).astype(np.float32)
+    np.testing.assert_allclose(got, np.concatenate([onehot, _FX[:6]], 1))  # columns sorted by name, as TF
+
+
+def test_input_layer_names_the_missing_key(tmp_path):
+    def model_fn(features, labels, mode):
+        net = tf.compat.v1.feature_column.input_layer(features, [tf.feature_column.numeric_column("z")])
+        loss = tf.reduce_mean(net)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.GradientDescentOptimizer(
+            0.1).minimize(loss, global_step=tf.compat.v1.train.get_global_step()))
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"input_layer.*column z.*feature key \"z\" is not in the features"):
+        est.train(lambda: ({"x": _FX}, _FY), steps=1)

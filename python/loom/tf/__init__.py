@@ -133,6 +133,7 @@ math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, 
 from .estimator import _v1 as _est_v1
 from . import _v1_ops
 from . import _graph_ops as _gops
+from . import _fc_layers as _fcl
 from ._graph_ops import control_dependencies, group  # noqa: F401
 _v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
                            "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
@@ -160,7 +161,10 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),
     **{k: getattr(_est_v1 if k in _est_v1.__all__ else estimator, k) for k in estimator.__all__}),
-    feature_column=feature_column, data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
+    feature_column=Namespace("compat.v1.feature_column", input_layer=_fcl.input_layer,
+                             linear_model=_fcl.linear_model,
+                             **{k: getattr(feature_column, k) for k in feature_column.__all__}),
+    data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
     io=io, python_io=Namespace("compat.v1.python_io", TFRecordWriter=_io.TFRecordWriter,
                                TFRecordOptions=_io.TFRecordOptions,
                                TFRecordCompressionType=_io.TFRecordCompressionType),

@@ -118,6 +118,7 @@ def mean(values, weights=None, metrics_collections=None, updates_collections=Non
 
 
 _graphs = []  # the graphs of the model_fn / hook begin() being called (innermost last)
+_features = []  # (graph, the C loom_features) of the model_fn being called: what input_layer reads
 
 
 class _GlobalStep:

@@ -158,10 +158,12 @@ class Estimator(_LoomEstimator):
                 if k in names:
                     kw[k] = v
             _ops._graphs.append(graph)
+            _ops._features.append((graph, features))
             try:
                 res = self._model_fn(**kw)
             finally:
                 _ops._graphs.pop()
+                _ops._features.pop()
             graph._check()
             _apply_spec(res, spec, self)
             return 0
