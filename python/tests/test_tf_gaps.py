@@ -580,3 +580,73 @@ def test_input_layer_names_the_missing_key(tmp_path):
     est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
     with pytest.raises(ValueError, match=r"input_layer.*column z.*feature key \"z\" is not in the features"):
         est.train(lambda: ({"x": _FX}, _FY), steps=1)
+
+
+# ---------------------------------------------------------------- early stopping
+L._d("loom_event_writer_new", L.vp, L.cs, L.cs, L.vp)
+L._d("loom_event_writer_add_scalar", L.cint, L.vp, L.cs, L.dbl, L.i64, L.vp)
+L._d("loom_event_writer_free", None, L.vp)
+
+
+def _write_eval_events(d, rows):
+    os.makedirs(d, exist_ok=True)
+    w = L.lib.loom_event_writer_new(d.encode(), None, None)
+    for step, loss in rows:
+        assert L.lib.loom_event_writer_add_scalar(w, b"loss", loss, step, None) == 0
+    L.lib.loom_event_writer_free(w)
+
+
+def _linear(tmp_path):
+    return tf.estimator.LinearRegressor([tf.feature_column.numeric_column("x")], model_dir=str(tmp_path / "m"))
+
+
+def _xy():
+    return tf.data.Dataset.from_tensor_slices(({"x": np.arange(8, dtype=np.float32)},
+                                               np.arange(8, dtype=np.float32))).batch(4)
+
+
+def test_read_eval_metrics_reads_what_evaluate_wrote(tmp_path):
+    est = _linear(tmp_path)
+    est.train(lambda: _xy().repeat(), steps=10)
+    m10 = est.evaluate(_xy)
+    est.train(lambda: _xy().repeat(), steps=10)
+    m20 = est.evaluate(_xy)
+    got = tf.estimator.experimental.read_eval_metrics(est.eval_dir())
+    assert list(got) == [10, 20]
+    np.testing.assert_allclose([got[10]["loss"], got[20]["loss"]], [m10["loss"], m20["loss"]], rtol=1e-6)
+    assert est.eval_dir() == os.path.join(est.model_dir, "eval")
+    assert est.eval_dir("val") == os.path.join(est.model_dir, "eval_val")
+
+
+@pytest.mark.parametrize("make,stops", [
+    (lambda e, d: tf.estimator.experimental.stop_if_no_decrease_hook(e, "loss", 20, eval_dir=d, run_every_secs=None,
+                                                                     run_every_steps=1), True),
+    (lambda e, d: tf.estimator.experimental.stop_if_no_decrease_hook(e, "loss", 25, eval_dir=d, run_every_secs=None,
+                                                                     run_every_steps=1), False),
+    (lambda e, d: tf.estimator.experimental.stop_if_no_decrease_hook(e, "loss", 20, eval_dir=d, min_steps=25,
+                                                                     run_every_secs=None, run_every_steps=1), False),
+    (lambda e, d: tf.estimator.experimental.stop_if_lower_hook(e, "loss", 0.55, eval_dir=d, run_every_secs=None,
+                                                               run_every_steps=1), True),
+    (lambda e, d: tf.estimator.experimental.stop_if_higher_hook(e, "loss", 1.0, eval_dir=d, run_every_secs=None,
+                                                                run_every_steps=1), False),
+    (lambda e, d: tf.estimator.experimental.stop_if_no_increase_hook(e, "loss", 10, eval_dir=d,
+                                                                     run_every_secs=None, run_every_steps=1), True),
+    (lambda e, d: tf.estimator.experimental.make_early_stopping_hook(e, lambda: True, run_every_secs=None,
+                                                                     run_every_steps=1), True),
+])
+def test_early_stopping_hooks_follow_tfs_rules(tmp_path, make, stops):
+    """eval losses 1.0 @10, 0.5 @20, 0.6 @30, 0.7 @40: the loss last decreased at
+    step 20, 20 steps before the last evaluation; it increased last at 40."""
+    d = str(tmp_path / "evals")
+    _write_eval_events(d, [(10, 1.0), (20, 0.5), (30, 0.6), (40, 0.7)])
+    est = _linear(tmp_path)
+    est.train(lambda: _xy().repeat(), steps=6, hooks=[make(est, d)])
+    assert est.latest_checkpoint().endswith("model.ckpt-%d" % (1 if stops else 6))
+
+
+def test_early_stopping_hook_arguments_are_checked_as_tf(tmp_path):
+    est = _linear(tmp_path)
+    with pytest.raises(ValueError, match="Only one of `run_every_secs` and `run_every_steps`"):
+        tf.estimator.experimental.stop_if_higher_hook(est, "loss", 1.0, run_every_steps=10)
+    with pytest.raises(TypeError, match="`estimator` must have type"):
+        tf.estimator.experimental.make_early_stopping_hook(object(), lambda: True)

@@ -29,7 +29,7 @@ __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier
            "LatestExporter", "BestExporter", "FinalExporter", "WarmStartSettings", "SessionRunHook",
            "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
            "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
-           "LoggingTensorHook", "FeedFnHook", "export"]
+           "LoggingTensorHook", "FeedFnHook", "export", "experimental"]
 
 
 class RunConfig(_config.RunConfig):
@@ -400,6 +400,10 @@ class Estimator(_LoomEstimator):
     def _serving(self, fn):
         return export._serving(self, fn)
 
+    def eval_dir(self, name=None):
+        """The directory evaluate(name=...) writes its events to (TF's)."""
+        return os.path.join(self.model_dir, "eval" if not name else "eval_" + name)
+
     def get_variable_names(self):
         names = []
 
@@ -704,6 +708,10 @@ class BaselineRegressor(Estimator):
 
 
 from ._tae import TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter, FinalExporter  # noqa
+from . import _early_stopping  # noqa: E402
+from .._surface import Namespace as _Namespace  # noqa: E402
+experimental = _Namespace("estimator.experimental", **{k: getattr(_early_stopping, k)
+                                                       for k in _early_stopping.__all__})
 
 
 def __getattr__(name):
