@@ -650,3 +650,70 @@ def test_early_stopping_hook_arguments_are_checked_as_tf(tmp_path):
         tf.estimator.experimental.stop_if_higher_hook(est, "loss", 1.0, run_every_steps=10)
     with pytest.raises(TypeError, match="`estimator` must have type"):
         tf.estimator.experimental.make_early_stopping_hook(object(), lambda: True)
+
+
+# ---------------------------------------------------------------- indexing, scopes and small graph builders
+@pytest.mark.parametrize("index", [
+    (slice(None), 0), (0,), (slice(None), slice(1, 3)), (Ellipsis, -1), (slice(None), None, 2),
+    (slice(1, None),), (-1, slice(None, -1)),
+], ids=str)
+def test_tensor_indexing_matches_numpy(index):
+    g = loom.Graph()
+    a = g.placeholder(np.float32, [2, 3], "a")
+    got = loom.Session(g).run([a[index]], {a: _A})[0]
+    np.testing.assert_array_equal(got, _A[index])
+
+
+def test_tensor_indexing_with_an_unknown_batch_dim():
+    g = loom.Graph()
+    a = g.placeholder(np.float32, [None, 3], "a")
+    col = a[:, 1]
+    assert col.shape == (None,)
+    np.testing.assert_array_equal(loom.Session(g).run([col], {a: _A})[0], _A[:, 1])
+    with pytest.raises(NotImplementedError, match="step"):
+        a[::2]
+
+
+def test_variable_scope_dropout_shape_zeros_range_in_a_model_fn(tmp_path):
+    seen = {}
+
+    def model_fn(features, labels, mode):
+        x = features["x"]
+        with tf.compat.v1.variable_scope("tower"):
+            with tf.name_scope("ns"):  # op names only, as TF's
+                h = tf.compat.v1.layers.dense(x, 4)
+                seen["op"] = h.name
+        with tf.compat.v1.variable_scope("tower", reuse=tf.compat.v1.AUTO_REUSE):
+            h2 = tf.compat.v1.layers.dense(x, 4, name="dense")  # the same variables
+        d = tf.nn.dropout(tf.ones([1000]), rate=0.5, seed=3)
+        loss = tf.reduce_mean(tf.square(h - h2)) + tf.reduce_mean(tf.compat.v1.layers.dense(x, 1))
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={
+                "shape": tf.expand_dims(tf.shape(x), 0) + tf.zeros([1, 2], tf.int32),
+                "range": tf.expand_dims(tf.range(2, 10, 4), 0) + tf.zeros([1, 2], tf.int32),
+                "drop": tf.expand_dims(d, 0) + tf.zeros([1, 1000]), "diff": tf.expand_dims(h - h2, 0)})
+        seen["ok"] = True
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.GradientDescentOptimizer(
+            0.1).minimize(loss, global_step=tf.compat.v1.train.get_global_step()))
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(lambda: ({"x": _A}, np.zeros(2, np.float32)), steps=1)
+    names = est.get_variable_names()
+    assert "tower/dense/kernel" in names and not any(n.startswith("tower_1/") or "ns/" in n for n in names)
+    assert seen["op"].startswith("tower/ns/dense/"), seen["op"]
+    p = next(est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": _A}).batch(2),
+                         yield_single_examples=False))
+    assert p["shape"].tolist() == [[2, 3]] and p["range"].tolist() == [[2, 6]]
+    np.testing.assert_array_equal(p["diff"], 0)
+    drop = p["drop"][0]
+    assert set(np.unique(drop)) <= {0.0, 2.0} and 300 < (drop == 2.0).sum() < 700  # kept ones scaled by 1/(1-rate)
+
+
+def test_expand_dims_and_squeeze_with_an_unknown_batch_dim():
+    g = loom.Graph()
+    a = g.placeholder(np.float32, [None, 3], "a")
+    e = tf.expand_dims(a, 1)
+    s = tf.squeeze(e, axis=1)
+    assert e.shape == (None, 1, 3) and s.shape == (None, 3)
+    got = loom.Session(g).run([e, s], {a: _A})
+    np.testing.assert_array_equal(got[0], _A[:, None, :])
+    np.testing.assert_array_equal(got[1], _A)

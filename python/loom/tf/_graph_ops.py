@@ -138,3 +138,113 @@ def group(*inputs, **kwargs):
     n = lib.loom_group(g.p, len(flat), arr, _b(name))
     g._check()
     return Node(g, n)
+
+
+L._d("loom_graph_push_scope", None, L.vp, L.cs)
+L._d("loom_graph_pop_scope", None, L.vp)
+L._d("loom_variable_scope_push", None, L.vp, L.cs, L.cint)
+L._d("loom_variable_scope_pop", None, L.vp)
+AUTO_REUSE = "auto_reuse"  # tf.compat.v1.AUTO_REUSE
+
+
+@contextlib.contextmanager
+def variable_scope(name_or_scope, default_name=None, values=None, initializer=None, regularizer=None,
+                   caching_device=None, partitioner=None, custom_getter=None, reuse=None, dtype=None,
+                   use_resource=None, constraint=None, auxiliary_name_scope=True):
+    """tf.compat.v1.variable_scope in a model_fn (loom_variable_scope_push):
+    variables built inside are named "<scope>/..." ("<scope>/dense/kernel"),
+    ops get a unique name scope; reuse=True / AUTO_REUSE share the scope's
+    variables, as TF's."""
+    what = "tf.compat.v1.variable_scope"
+    for arg, v in (("initializer", initializer), ("regularizer", regularizer), ("caching_device", caching_device),
+                   ("partitioner", partitioner), ("custom_getter", custom_getter), ("dtype", dtype),
+                   ("constraint", constraint)):
+        if v is not None:
+            raise NotImplementedError("loom.tf: %s(%s=...) is not supported" % (what, arg))
+    if not auxiliary_name_scope:
+        raise NotImplementedError("loom.tf: %s(auxiliary_name_scope=False) is not supported" % what)
+    name = name_or_scope if name_or_scope is not None else default_name
+    if not isinstance(name, str) or not name:
+        raise ValueError("%s: give a scope name (name_or_scope or default_name), got %r" % (what, name_or_scope))
+    g = _graph(what)
+    lib.loom_variable_scope_push(g.p, _b(name), 2 if reuse == AUTO_REUSE else 1 if reuse else 0)
+    try:
+        yield name
+    finally:
+        lib.loom_variable_scope_pop(g.p)
+
+
+@contextlib.contextmanager
+def name_scope(name, default_name=None, values=None):
+    """tf.name_scope (and tf.compat.v1.name_scope) in a model_fn: the ops built
+    inside get "<name>/" prefixes, made unique ("name_1"); variables keep
+    their names (TF's get_variable ignores name scopes)."""
+    name = name if name is not None else default_name
+    if not isinstance(name, str) or not name:
+        raise ValueError("tf.name_scope: give a scope name, got %r" % (name,))
+    g = _graph("tf.name_scope")
+    lib.loom_graph_push_scope(g.p, _b(name.rstrip("/")))
+    try:
+        yield name
+    finally:
+        lib.loom_graph_pop_scope(g.p)
+
+
+def _static(shape, what):
+    try:
+        return [int(d) for d in ([shape] if isinstance(shape, int) else shape)]
+    except TypeError:
+        raise NotImplementedError("loom.tf: %s of a shape tensor is not supported: give the shape as a list of "
+                                  "ints" % what) from None
+
+
+def zeros(shape, dtype=None, name=None):
+    import numpy as np
+    from . import dtypes as _dt
+    dt = _dt.as_dtype(dtype).as_numpy_dtype if dtype is not None else np.float32
+    return _graph("tf.zeros").constant(np.zeros(_static(shape, "tf.zeros"), dt), name=name)
+
+
+def ones(shape, dtype=None, name=None):
+    import numpy as np
+    from . import dtypes as _dt
+    dt = _dt.as_dtype(dtype).as_numpy_dtype if dtype is not None else np.float32
+    return _graph("tf.ones").constant(np.ones(_static(shape, "tf.ones"), dt), name=name)
+
+
+def shape(input, out_type=None, name=None):  # noqa: A002 - TF's argument name
+    """tf.shape: the dims of input at run time (int32, as TF's default)."""
+    import numpy as np
+    from .. import _dtype
+    from . import dtypes as _dt
+    dt = _dt.as_dtype(out_type).as_numpy_dtype if out_type is not None else np.int32
+    g = input.graph
+    return g._out(lib.loom_shape(g.p, input.c, _dtype(dt), _b(name)))
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
+    import numpy as np
+    from .. import _dtype
+    from . import dtypes as _dt
+    if limit is None:
+        start, limit = 0, start
+    if dtype is None:
+        dt = np.int32 if all(isinstance(v, int) for v in (start, limit, delta)) else np.float32
+    else:
+        dt = _dt.as_dtype(dtype).as_numpy_dtype
+    g = _graph("tf.range")
+    return g._out(lib.loom_range(g.p, float(start), float(limit), float(delta), _dtype(dt), _b(name)))
+
+
+def dropout(x, rate, noise_shape=None, seed=None, name=None):
+    """tf.nn.dropout (TF 2: always drops, scaling the kept values by 1 / (1 - rate))."""
+    if noise_shape is not None:
+        raise NotImplementedError("loom.tf: tf.nn.dropout(noise_shape=...) is not supported")
+    if not 0 <= float(rate) < 1:
+        raise ValueError("rate must be a scalar tensor or a float in the range [0, 1), got %g" % float(rate))
+    g = _ops._g(x, "tf.nn.dropout")
+    o = lib.loom_dropout_options_default()
+    o.training = 1
+    if seed is not None:
+        o.seed = int(seed)
+    return g._out(lib.loom_layers_dropout(g.p, x.c, float(rate), C.byref(o), _b(name)))
