@@ -717,3 +717,29 @@ def test_expand_dims_and_squeeze_with_an_unknown_batch_dim():
     got = loom.Session(g).run([e, s], {a: _A})
     np.testing.assert_array_equal(got[0], _A[:, None, :])
     np.testing.assert_array_equal(got[1], _A)
+
+
+def test_get_variable_initializers_and_embedding_lookup(tmp_path):
+    ids = np.array([2, 0, 2, 1], np.int32)
+
+    def model_fn(features, labels, mode):
+        with tf.compat.v1.variable_scope("emb"):
+            table = tf.compat.v1.get_variable("table", [3, 2], initializer=tf.compat.v1.constant_initializer(0.5))
+        bias = tf.compat.v1.get_variable("bias", [2], initializer=tf.compat.v1.zeros_initializer())
+        w = tf.compat.v1.get_variable("w", [2, 1])  # TF's default: glorot_uniform
+        rows = tf.nn.embedding_lookup(table, features["ids"]) + bias
+        loss = tf.reduce_mean(tf.square(tf.matmul(rows, w) - labels))
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"rows": rows})
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.GradientDescentOptimizer(
+            0.0).minimize(loss, global_step=tf.compat.v1.train.get_global_step()))
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path), config=tf.estimator.RunConfig(tf_random_seed=1))
+    est.train(lambda: ({"ids": ids}, np.zeros((4, 1), np.float32)), steps=1)
+    np.testing.assert_array_equal(est.get_variable_value("emb/table"), np.full((3, 2), 0.5, np.float32))
+    np.testing.assert_array_equal(est.get_variable_value("bias"), [0, 0])
+    w = est.get_variable_value("w")
+    limit = np.sqrt(6 / (2 + 1))
+    assert w.shape == (2, 1) and np.all(abs(w) <= limit) and np.any(w != 0)
+    rows = np.stack([p["rows"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices(
+        {"ids": ids}).batch(4))])
+    np.testing.assert_array_equal(rows, np.full((4, 2), 0.5, np.float32))

@@ -134,6 +134,7 @@ from .estimator import _v1 as _est_v1
 from . import _v1_ops
 from . import _graph_ops as _gops
 from . import _fc_layers as _fcl
+from . import _variables as _vars
 from ._graph_ops import control_dependencies, group, zeros, ones, shape, range, name_scope  # noqa: F401,A004
 _v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
                            "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
@@ -175,6 +176,11 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout,
                      batch_normalization=_gops.batch_normalization),
     GraphKeys=_gops.GraphKeys, get_collection=_gops.get_collection, control_dependencies=_gops.control_dependencies,
+    get_variable=_vars.get_variable,
+    **{k: getattr(_vars, k) for k in ("zeros_initializer", "ones_initializer", "constant_initializer",
+                                      "random_uniform_initializer", "random_normal_initializer",
+                                      "truncated_normal_initializer", "glorot_uniform_initializer",
+                                      "glorot_normal_initializer")},
     group=_gops.group, variable_scope=_gops.variable_scope, AUTO_REUSE=_gops.AUTO_REUSE, name_scope=_gops.name_scope,
     metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean, auc=_v1_ops.auc,
                       mean_squared_error=_v1_ops.mean_squared_error_metric,

@@ -78,6 +78,7 @@ def activation_name(fn, what):
 
 
 from ._graph_ops import dropout  # noqa: E402
+from ._variables import embedding_lookup  # noqa: E402
 from ._array_ops import (log_softmax, sigmoid_cross_entropy_with_logits,  # noqa: E402
                          softmax_cross_entropy_with_logits, l2_normalize, bias_add, l2_loss)
 
