@@ -743,3 +743,12 @@ def test_get_variable_initializers_and_embedding_lookup(tmp_path):
     rows = np.stack([p["rows"] for p in est.predict(lambda: tf.data.Dataset.from_tensor_slices(
         {"ids": ids}).batch(4))])
     np.testing.assert_array_equal(rows, np.full((4, 2), 0.5, np.float32))
+
+
+def test_export_savedmodel_is_tf1s_name_of_export_saved_model(tmp_path):
+    est = tf.estimator.Estimator(_export_model_fn, model_dir=str(tmp_path / "m"))
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(10), steps=1)
+    ph = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+    path = est.export_savedmodel(str(tmp_path / "e"), tf.estimator.export.build_raw_serving_input_receiver_fn(
+        {"x": ph}))
+    assert isinstance(path, bytes) and os.path.isdir(path)

@@ -390,6 +390,13 @@ class Estimator(_LoomEstimator):
         finally:
             done()
 
+    def export_savedmodel(self, export_dir_base, serving_input_receiver_fn, assets_extra=None, as_text=False,
+                          checkpoint_path=None, strip_default_attrs=False):
+        """tf.compat.v1.estimator.Estimator.export_savedmodel (TF 1's name of
+        export_saved_model)."""
+        return self.export_saved_model(export_dir_base, serving_input_receiver_fn, assets_extra=assets_extra,
+                                       as_text=as_text, checkpoint_path=checkpoint_path)
+
     # ---- what loom.train_and_evaluate and the exporters call
     def _call_hooks(self, hooks, where):
         return _Hooks(hooks, where, self)
