@@ -27,15 +27,20 @@ def _env(role, model_dir, cluster=CLUSTER):
     return env
 
 
-def test_train_alone_runs_each_role_through_the_ps(tmp_path):
+@pytest.mark.parametrize("canned", [False, True], ids=["model_fn", "DNNClassifier"])
+def test_train_alone_runs_each_role_through_the_ps(tmp_path, canned):
     """ps + chief + worker processes run one script that calls train(max_steps=300):
     the trainers push their steps through the PS (together exactly 300, the
     PS's global step), the PS serves and exits 0 once the chief ends the job,
     and the chief's final checkpoint has learnt the blobs."""
     md = str(tmp_path / "job")
-    procs = {role: subprocess.Popen([sys.executable, JOB], env=_env(role, md), stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
-             for role in ("ps", "chief", "worker")}
+    procs = {}
+    for role in ("ps", "chief", "worker"):
+        env = _env(role, md)
+        if canned:
+            env["CANNED"] = "1"
+        procs[role] = subprocess.Popen([sys.executable, JOB], env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
     out = {}
     try:
         for role, p in procs.items():

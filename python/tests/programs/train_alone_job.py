@@ -3,7 +3,8 @@ import loom.tf as tf
 # train_and_evaluate). Run by test_tf_distributed.py once per TF_CONFIG role:
 # chief and worker train through the PS, the ps task serves until the chief
 # ends the job, the chief then evaluates the final checkpoint locally; an
-# evaluator task gets TF's ValueError. Synthetic data: 3 Gaussian blobs.
+# evaluator task gets TF's ValueError. Synthetic data: 3 Gaussian blobs. CANNED=1: a
+# DNNClassifier instead of the custom model_fn.
 import json
 import os
 
@@ -42,7 +43,11 @@ def eval_input_fn():
 model_dir = json.loads(os.environ["TF_CONFIG"])["model_dir"]
 config = tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=0, save_checkpoints_steps=100)
 print("task %s:%d" % (config.task_type, config.task_id), flush=True)
-est = tf.estimator.Estimator(model_fn=model_fn, config=config, params={"hidden": 16})
+if os.environ.get("CANNED"):  # a canned estimator, its Adagrad applied on the PS
+    est = tf.estimator.DNNClassifier([16], [tf.feature_column.numeric_column("x", shape=[4])], n_classes=3,
+                                     optimizer=tf.keras.optimizers.Adagrad(learning_rate=0.3), config=config)
+else:
+    est = tf.estimator.Estimator(model_fn=model_fn, config=config, params={"hidden": 16})
 assert est.train(train_input_fn, max_steps=MAX_STEPS) is est
 print("TRAINED %s" % config.task_type, flush=True)
 if config.is_chief:
