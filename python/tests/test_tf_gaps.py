@@ -752,3 +752,56 @@ def test_export_savedmodel_is_tf1s_name_of_export_saved_model(tmp_path):
     path = est.export_savedmodel(str(tmp_path / "e"), tf.estimator.export.build_raw_serving_input_receiver_fn(
         {"x": ph}))
     assert isinstance(path, bytes) and os.path.isdir(path)
+
+
+def _metric_values(build, feed):
+    g = loom.Graph()
+    phs = {k: g.placeholder(v.dtype, v.shape, k) for k, v in feed.items()}
+    ups = build(phs)
+    s = loom.Session(g)
+    s.run(targets=[loom.Node(g, L.lib.loom_local_variables_initializer(g.p))])
+    s.run([u for _, u in ups], {phs[k]: v for k, v in feed.items()})
+    return s.run([v for v, _ in ups])
+
+
+def test_more_v1_metrics_match_their_definitions():
+    lab = np.array([0, 1, 2, 2, 1, 0], np.int64)
+    pred = np.array([0, 2, 2, 1, 1, 0], np.int64)
+    scores = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.2, 0.2, 0.6], [0.1, 0.5, 0.4], [0.3, 0.4, 0.3],
+                       [0.5, 0.1, 0.4]], np.float32)
+    p1 = np.array([0.9, 0.2, 0.6, 0.4, 0.8, 0.1], np.float32)
+    y1 = np.array([1, 0, 1, 1, 0, 0], np.int64)
+    m = tf.compat.v1.metrics
+    got = _metric_values(lambda t: [
+        m.mean_per_class_accuracy(t["lab"], t["pred"], 3),
+        m.mean_iou(t["lab"], t["pred"], 3),
+        m.precision_at_k(t["lab"], t["scores"], 1),
+        m.recall_at_k(t["lab"], t["scores"], 2),
+        m.precision_at_thresholds(t["y1"], t["p1"], [0.3, 0.7]),
+        m.recall_at_thresholds(t["y1"], t["p1"], [0.3, 0.7]),
+        m.false_positives_at_thresholds(t["y1"], t["p1"], [0.3, 0.7]),
+        m.percentage_below(t["p1"], 0.5),
+    ], {"lab": lab, "pred": pred, "scores": scores, "p1": p1, "y1": y1})
+    per_class = [np.mean(pred[lab == c] == c) for c in range(3)]
+    np.testing.assert_allclose(got[0], np.mean(per_class), rtol=1e-6)
+    cm = np.zeros((3, 3))
+    for a, b in zip(lab, pred):
+        cm[a, b] += 1
+    iou = [cm[c, c] / (cm[c].sum() + cm[:, c].sum() - cm[c, c]) for c in range(3)]
+    np.testing.assert_allclose(got[1], np.mean(iou), rtol=1e-6)
+    top1 = scores.argmax(1)
+    np.testing.assert_allclose(got[2], np.mean(top1 == lab), rtol=1e-6)
+    top2 = np.argsort(-scores, 1)[:, :2]
+    np.testing.assert_allclose(got[3], np.mean([lab[i] in top2[i] for i in range(6)]), rtol=1e-6)
+    for j, t in enumerate([0.3, 0.7]):
+        tp, fp = ((p1 > t) & (y1 == 1)).sum(), ((p1 > t) & (y1 == 0)).sum()
+        fn = ((p1 <= t) & (y1 == 1)).sum()
+        np.testing.assert_allclose(got[4][j], tp / (tp + fp + 1e-7), rtol=1e-5)
+        np.testing.assert_allclose(got[5][j], tp / (tp + fn + 1e-7), rtol=1e-5)
+        assert got[6][j] == fp
+    np.testing.assert_allclose(got[7], np.mean(p1 < 0.5), rtol=1e-6)
+
+
+def test_best_exporter_event_file_pattern_is_not_silently_ignored():
+    with pytest.raises(NotImplementedError, match="event_file_pattern='eval_val/\\*'"):
+        tf.estimator.BestExporter(serving_input_receiver_fn=lambda: None, event_file_pattern="eval_val/*")

@@ -186,7 +186,7 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                       mean_squared_error=_v1_ops.mean_squared_error_metric,
                       **{k: getattr(_v1_ops, k) for k in (
                           "root_mean_squared_error", "mean_absolute_error", "precision", "recall", "true_positives",
-                          "false_positives", "true_negatives", "false_negatives")}),
+                          "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
     summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
     get_default_graph=_hooks.get_default_graph)

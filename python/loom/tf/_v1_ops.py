@@ -234,3 +234,177 @@ def latest_checkpoint(checkpoint_dir, latest_filename=None):
         return None
     st.raise_if(rc)
     return buf.value.decode()
+
+
+# ---------------------------------------------------------------- more tf.compat.v1.metrics
+_d("loom_metrics_mean_per_class_accuracy", L.Metric, L.vp, L.Output, L.Output, L.i64, L.Output, L.cs)
+_d("loom_metrics_mean_iou", L.Metric, L.vp, L.Output, L.Output, L.i64, L.Output, L.cs)
+for _n in ("precision_at_k", "recall_at_k"):
+    _d("loom_metrics_" + _n, L.Metric, L.vp, L.Output, L.Output, L.i64, L.i64, L.Output, L.cs)
+for _n in ("precision_at_top_k", "recall_at_top_k"):
+    _d("loom_metrics_" + _n, L.Metric, L.vp, L.Output, L.Output, L.i64, L.Output, L.cs)
+for _n in ("true_positives", "false_positives", "true_negatives", "false_negatives", "precision", "recall"):
+    _d("loom_metrics_%s_at_thresholds" % _n, L.Metric, L.vp, L.Output, L.Output, L.cint, C.POINTER(L.dbl),
+       L.Output, L.cs)
+for _n in ("sensitivity_at_specificity", "specificity_at_sensitivity"):
+    _d("loom_metrics_" + _n, L.Metric, L.vp, L.Output, L.Output, L.dbl, L.Output, L.cint, L.cs)
+_d("loom_metrics_mean_relative_error", L.Metric, L.vp, L.Output, L.Output, L.Output, L.Output, L.cs)
+_d("loom_metrics_mean_cosine_distance", L.Metric, L.vp, L.Output, L.Output, L.cint, L.Output, L.cs)
+_d("loom_metrics_percentage_below", L.Metric, L.vp, L.Output, L.dbl, L.Output, L.cs)
+
+
+def _class_ids(g, x, what, arg):
+    if isinstance(x, Output):
+        return x
+    return g.constant(np.asarray(x, np.int64))
+
+
+def _confusion(kind):
+    what = "tf.compat.v1.metrics." + kind
+    fn = getattr(lib, "loom_metrics_" + kind)
+
+    def f(labels, predictions, num_classes, weights=None, metrics_collections=None, updates_collections=None,
+          name=None):
+        _no_collections(what, metrics_collections, updates_collections)
+        g = _g(predictions if isinstance(predictions, Output) else labels, what)
+        m = fn(g.p, _class_ids(g, labels, what, "labels").c, _class_ids(g, predictions, what, "predictions").c,
+               int(num_classes), _weights(g, weights, what), _b(name))
+        g._check()
+        return MetricOp(g, m)
+    f.__name__ = f.__qualname__ = kind
+    return f
+
+
+mean_per_class_accuracy = _confusion("mean_per_class_accuracy")
+mean_iou = _confusion("mean_iou")
+
+
+def _at_k(kind):
+    what = "tf.compat.v1.metrics." + kind
+    fn = getattr(lib, "loom_metrics_" + kind)
+
+    def f(labels, predictions, k, class_id=None, weights=None, metrics_collections=None, updates_collections=None,
+          name=None):
+        _no_collections(what, metrics_collections, updates_collections)
+        g = _g(predictions, what)
+        m = fn(g.p, _class_ids(g, labels, what, "labels").c, predictions.c, int(k),
+               -1 if class_id is None else int(class_id), _weights(g, weights, what), _b(name))
+        g._check()
+        return MetricOp(g, m)
+    f.__name__ = f.__qualname__ = kind
+    return f
+
+
+precision_at_k = _at_k("precision_at_k")
+recall_at_k = _at_k("recall_at_k")
+
+
+def _at_top_k(kind):
+    what = "tf.compat.v1.metrics." + kind
+    fn = getattr(lib, "loom_metrics_" + kind)
+
+    def f(labels, predictions_idx, k=None, class_id=None, weights=None, metrics_collections=None,
+          updates_collections=None, name=None):
+        _no_collections(what, metrics_collections, updates_collections)
+        g = _g(predictions_idx, what)
+        if k is not None and predictions_idx.shape[-1] not in (None, k):
+            raise ValueError("%s: k %d does not match the last dim of predictions_idx %r" % (what, k,
+                                                                                          predictions_idx.shape))
+        m = fn(g.p, _class_ids(g, labels, what, "labels").c, predictions_idx.c, -1 if class_id is None else
+               int(class_id), _weights(g, weights, what), _b(name))
+        g._check()
+        return MetricOp(g, m)
+    f.__name__ = f.__qualname__ = kind
+    return f
+
+
+precision_at_top_k = _at_top_k("precision_at_top_k")
+recall_at_top_k = _at_top_k("recall_at_top_k")
+
+
+def _at_thresholds(kind):
+    what = "tf.compat.v1.metrics.%s_at_thresholds" % kind
+    fn = getattr(lib, "loom_metrics_%s_at_thresholds" % kind)
+
+    def f(labels, predictions, thresholds, weights=None, metrics_collections=None, updates_collections=None,
+          name=None):
+        _no_collections(what, metrics_collections, updates_collections)
+        g = _g(predictions, what)
+        ts = [float(t) for t in thresholds]
+        if not ts:
+            raise ValueError("%s: thresholds must not be empty" % what)
+        m = fn(g.p, _tensor(g, labels, what, "labels").c, predictions.c, len(ts), (L.dbl * len(ts))(*ts),
+               _weights(g, weights, what), _b(name))
+        g._check()
+        return MetricOp(g, m)
+    f.__name__ = f.__qualname__ = "%s_at_thresholds" % kind
+    return f
+
+
+for _k in ("true_positives", "false_positives", "true_negatives", "false_negatives", "precision", "recall"):
+    globals()["%s_at_thresholds" % _k] = _at_thresholds(_k)
+
+
+def _sens_spec(kind, arg, labels, predictions, value, weights, num_thresholds, metrics_collections,
+               updates_collections, name):
+    what = "tf.compat.v1.metrics." + kind
+    _no_collections(what, metrics_collections, updates_collections)
+    if not 0 <= float(value) <= 1:
+        raise ValueError("`%s` must be in the range [0, 1]." % arg)
+    g = _g(predictions, what)
+    m = getattr(lib, "loom_metrics_" + kind)(g.p, _tensor(g, labels, what, "labels").c, predictions.c, float(value),
+                                             _weights(g, weights, what), int(num_thresholds), _b(name))
+    g._check()
+    return MetricOp(g, m)
+
+
+def sensitivity_at_specificity(labels, predictions, specificity, weights=None, num_thresholds=200,
+                               metrics_collections=None, updates_collections=None, name=None):
+    return _sens_spec("sensitivity_at_specificity", "specificity", labels, predictions, specificity, weights,
+                      num_thresholds, metrics_collections, updates_collections, name)
+
+
+def specificity_at_sensitivity(labels, predictions, sensitivity, weights=None, num_thresholds=200,
+                               metrics_collections=None, updates_collections=None, name=None):
+    return _sens_spec("specificity_at_sensitivity", "sensitivity", labels, predictions, sensitivity, weights,
+                      num_thresholds, metrics_collections, updates_collections, name)
+
+
+def mean_relative_error(labels, predictions, normalizer, weights=None, metrics_collections=None,
+                        updates_collections=None, name=None):
+    what = "tf.compat.v1.metrics.mean_relative_error"
+    _no_collections(what, metrics_collections, updates_collections)
+    g = _g(predictions, what)
+    m = lib.loom_metrics_mean_relative_error(g.p, _tensor(g, labels, what, "labels").c, predictions.c,
+                                             _tensor(g, normalizer, what, "normalizer").c,
+                                             _weights(g, weights, what), _b(name))
+    g._check()
+    return MetricOp(g, m)
+
+
+def mean_cosine_distance(labels, predictions, dim, weights=None, metrics_collections=None,
+                         updates_collections=None, name=None):
+    what = "tf.compat.v1.metrics.mean_cosine_distance"
+    _no_collections(what, metrics_collections, updates_collections)
+    g = _g(predictions, what)
+    m = lib.loom_metrics_mean_cosine_distance(g.p, _tensor(g, labels, what, "labels").c, predictions.c, int(dim),
+                                              _weights(g, weights, what), _b(name))
+    g._check()
+    return MetricOp(g, m)
+
+
+def percentage_below(values, threshold, weights=None, metrics_collections=None, updates_collections=None,
+                     name=None):
+    what = "tf.compat.v1.metrics.percentage_below"
+    _no_collections(what, metrics_collections, updates_collections)
+    g = _g(values, what)
+    m = lib.loom_metrics_percentage_below(g.p, values.c, float(threshold), _weights(g, weights, what), _b(name))
+    g._check()
+    return MetricOp(g, m)
+
+
+MORE_METRICS = ("mean_per_class_accuracy", "mean_iou", "precision_at_k", "recall_at_k", "precision_at_top_k",
+                "recall_at_top_k", "true_positives_at_thresholds", "false_positives_at_thresholds",
+                "true_negatives_at_thresholds", "false_negatives_at_thresholds", "precision_at_thresholds",
+                "recall_at_thresholds", "sensitivity_at_specificity", "specificity_at_sensitivity",
+                "mean_relative_error", "mean_cosine_distance", "percentage_below")
