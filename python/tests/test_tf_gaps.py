@@ -805,3 +805,18 @@ def test_more_v1_metrics_match_their_definitions():
 def test_best_exporter_event_file_pattern_is_not_silently_ignored():
     with pytest.raises(NotImplementedError, match="event_file_pattern='eval_val/\\*'"):
         tf.estimator.BestExporter(serving_input_receiver_fn=lambda: None, event_file_pattern="eval_val/*")
+
+
+def test_accuracy_and_mean_take_weights():
+    lab = np.array([0, 1, 1, 0], np.int64)
+    pred = np.array([0, 1, 0, 1], np.int64)
+    w = np.array([1.0, 2.0, 3.0, 0.0], np.float32)
+    v = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    got = _metric_values(lambda t: [tf.compat.v1.metrics.accuracy(t["lab"], t["pred"], weights=t["w"]),
+                                    tf.compat.v1.metrics.mean(t["v"], weights=t["w"])],
+                         {"lab": lab, "pred": pred, "w": w, "v": v})
+    np.testing.assert_allclose(got[0], (w * (lab == pred)).sum() / w.sum(), rtol=1e-6)
+    np.testing.assert_allclose(got[1], (w * v).sum() / w.sum(), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="metrics_collections"):
+        g = loom.Graph()
+        tf.compat.v1.metrics.mean(g.placeholder(np.float32, [2], "v"), metrics_collections=["m"])

@@ -182,7 +182,7 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                                       "truncated_normal_initializer", "glorot_uniform_initializer",
                                       "glorot_normal_initializer")},
     group=_gops.group, variable_scope=_gops.variable_scope, AUTO_REUSE=_gops.AUTO_REUSE, name_scope=_gops.name_scope,
-    metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean, auc=_v1_ops.auc,
+    metrics=Namespace("compat.v1.metrics", accuracy=_v1_ops.accuracy, mean=_v1_ops.mean, auc=_v1_ops.auc,
                       mean_squared_error=_v1_ops.mean_squared_error_metric,
                       **{k: getattr(_v1_ops, k) for k in (
                           "root_mean_squared_error", "mean_absolute_error", "precision", "recall", "true_positives",

@@ -156,6 +156,20 @@ def _metric(kind):
     return f
 
 
+_d("loom_metrics_accuracy", L.Metric, L.vp, L.Output, L.Output, L.Output, L.cs)
+_d("loom_metrics_mean", L.Metric, L.vp, L.Output, L.Output, L.cs)
+accuracy = _metric("accuracy")
+
+
+def mean(values, weights=None, metrics_collections=None, updates_collections=None, name=None):
+    what = "tf.compat.v1.metrics.mean"
+    _no_collections(what, metrics_collections, updates_collections)
+    g = _g(values, what)
+    m = lib.loom_metrics_mean(g.p, values.c, _weights(g, weights, what), _b(name))
+    g._check()
+    return MetricOp(g, m)
+
+
 mean_squared_error_metric = _metric("mean_squared_error")
 root_mean_squared_error = _metric("root_mean_squared_error")
 mean_absolute_error = _metric("mean_absolute_error")

@@ -99,24 +99,6 @@ class MetricOp(tuple):
         return t
 
 
-def accuracy(labels, predictions, weights=None, metrics_collections=None, updates_collections=None, name=None):
-    if weights is not None:
-        raise NotImplementedError("loom.tf: tf.compat.v1.metrics.accuracy(weights=...) is not supported yet")
-    g = _g(predictions, "tf.compat.v1.metrics.accuracy")
-    m = lib.loom_metrics_accuracy(g.p, labels.c, predictions.c, L.Output(), _b(name))
-    g._check()
-    return MetricOp(g, m)
-
-
-def mean(values, weights=None, metrics_collections=None, updates_collections=None, name=None):
-    if weights is not None:
-        raise NotImplementedError("loom.tf: tf.compat.v1.metrics.mean(weights=...) is not supported yet")
-    g = _g(values, "tf.compat.v1.metrics.mean")
-    m = lib.loom_metrics_mean(g.p, values.c, L.Output(), _b(name))
-    g._check()
-    return MetricOp(g, m)
-
-
 _graphs = []  # the graphs of the model_fn / hook begin() being called (innermost last)
 _features = []  # (graph, the C loom_features) of the model_fn being called: what input_layer reads
 
