@@ -820,3 +820,9 @@ def test_accuracy_and_mean_take_weights():
     with pytest.raises(NotImplementedError, match="metrics_collections"):
         g = loom.Graph()
         tf.compat.v1.metrics.mean(g.placeholder(np.float32, [2], "v"), metrics_collections=["m"])
+
+
+def test_flatten_channels_first_raises_instead_of_flattening_in_another_order():
+    g = loom.Graph()
+    with pytest.raises(NotImplementedError, match="flatten takes channels_last only"):
+        tf.compat.v1.layers.flatten(g.placeholder(np.float32, [2, 3, 4, 5], "x"), data_format="channels_first")

@@ -360,6 +360,9 @@ average_pooling2d = _pool(lib.loom_layers_average_pooling2d, "tf.compat.v1.layer
 
 
 def flatten(inputs, name=None, data_format="channels_last"):
+    if data_format != "channels_last":
+        raise NotImplementedError("loom.tf: tf.compat.v1.layers.flatten takes channels_last only (channels_first "
+                                  "flattens in another order)")
     g = _g(inputs, "tf.compat.v1.layers.flatten")
     return g._out(lib.loom_layers_flatten(g.p, inputs.c, _b(name)))
 
