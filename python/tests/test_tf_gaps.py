@@ -826,3 +826,12 @@ def test_flatten_channels_first_raises_instead_of_flattening_in_another_order():
     g = loom.Graph()
     with pytest.raises(NotImplementedError, match="flatten takes channels_last only"):
         tf.compat.v1.layers.flatten(g.placeholder(np.float32, [2, 3, 4, 5], "x"), data_format="channels_first")
+
+
+def test_constructing_a_sparse_tensor_raises_instead_of_misreading_tfs_arguments():
+    for make in (lambda: tf.SparseTensor(indices=[[0, 0]], values=[1.0], dense_shape=[1, 2]),
+                 lambda: tf.sparse.SparseTensor([[0, 0]], [1.0], [1, 2])):
+        with pytest.raises(NotImplementedError, match="SparseTensor.*instead"):
+            make()
+    assert "SparseTensor(indices, values, dense_shape)" in open(os.path.join(
+        os.path.dirname(__file__), "..", "..", "docs", "tf-surface.md")).read()
