@@ -835,3 +835,11 @@ def test_constructing_a_sparse_tensor_raises_instead_of_misreading_tfs_arguments
             make()
     assert "SparseTensor(indices, values, dense_shape)" in open(os.path.join(
         os.path.dirname(__file__), "..", "..", "docs", "tf-surface.md")).read()
+
+
+def test_a_custom_keras_layer_subclass_raises_naming_it():
+    class Doubling(tf.keras.layers.Layer):
+        def call(self, x):
+            return x * 2
+    with pytest.raises(NotImplementedError, match=r"subclass of tf.keras.layers.Layer \(Doubling\).*instead"):
+        tf.keras.Sequential([tf.keras.layers.Dense(2, input_shape=(2,)), Doubling()])

@@ -427,10 +427,13 @@ class Sequential:
                 raise ValueError("An InputLayer must be the first layer of a Sequential model")
             self._input = layer
             return
-        if not isinstance(layer, Layer):
-            raise NotImplementedError("loom.tf: Sequential.add(%r): loom's Sequential takes the tf.keras.layers "
-                                      "Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Reshape, Dropout, "
-                                      "BatchNormalization, Embedding" % (layer,))
+        if not isinstance(layer, Layer) or not hasattr(type(layer), "_add"):
+            what = "a subclass of tf.keras.layers.Layer (%s)" % type(layer).__name__ if isinstance(layer, Layer) \
+                else repr(layer)
+            raise NotImplementedError("loom.tf: Sequential.add(%s) is not supported: loom's Sequential runs its own "
+                                      "layers in C; instead: the tf.keras.layers Dense, Conv2D, MaxPooling2D, "
+                                      "AveragePooling2D, Flatten, Reshape, Dropout, BatchNormalization, Embedding, "
+                                      "or a custom model_fn of TF ops in a tf.estimator.Estimator" % what)
         if not self.layers and self._input is None and layer._input_shape is not None:
             self._input = InputLayer(shape=layer._input_shape, dtype=getattr(layer, "_in_dtype", layer._dtype),
                                      name=layer.name + "_input")
