@@ -7,7 +7,11 @@ TrainSpec / EvalSpec / train_and_evaluate, exporters), tf.feature_column,
 tf.data.Dataset.from_tensor_slices with batch / shuffle / repeat / take /
 prefetch / cache, tf.compat.v1.estimator.inputs.numpy_input_fn /
 pandas_input_fn, tf.compat.v1.logging, tf.random.set_seed; a custom model_fn
-of dense layers with tf.compat.v1 losses, metrics and optimizers (ops.py). A TF symbol
+of tf.compat.v1.layers, feature-column input layers (_fc_layers.py), math / array / nn
+ops (math_ops.py, _array_ops.py), variables and scopes (_variables.py, _graph_ops.py),
+tf.compat.v1 losses, metrics, summaries (_v1_ops.py) and optimizers (ops.py);
+tf.compat.v1.estimator's v1 canned estimators (estimator/_v1.py); Estimator.train
+under a TF_CONFIG cluster runs the task's role (estimator/__init__.py). A TF symbol
 loom.tf does not provide raises NotImplementedError naming it and what to
 use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
@@ -126,7 +130,8 @@ _MATH_EXTRA = {k: getattr(_a, k) for k in (
     "sigmoid", "tanh", "negative", "sign", "floor", "ceil", "round", "reciprocal", "log1p", "rsqrt", "not_equal",
     "less_equal", "greater_equal", "logical_and", "logical_or", "logical_not", "reduce_prod", "reduce_logsumexp",
     "argmin")}
-math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
+math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
+                 reduce_max=reduce_max,
                  reduce_min=reduce_min, add=_m.add, subtract=_m.subtract, multiply=_m.multiply, divide=_m.divide,
                  maximum=_m.maximum, minimum=_m.minimum, exp=_m.exp, log=_m.log, sqrt=_m.sqrt, square=_m.square,
                  abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater)
@@ -191,7 +196,8 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
     get_default_graph=_hooks.get_default_graph)
 compat = Namespace("compat", v1=_v1)
-train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example, Features=_serving.Features, Feature=_serving.Feature,
+train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,
+                  Features=_serving.Features, Feature=_serving.Feature,
                   BytesList=_serving.BytesList, FloatList=_serving.FloatList, Int64List=_serving.Int64List)
 saved_model = Namespace("saved_model", load=_serving.load)
 
