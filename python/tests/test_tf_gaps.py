@@ -843,3 +843,16 @@ def test_a_custom_keras_layer_subclass_raises_naming_it():
             return x * 2
     with pytest.raises(NotImplementedError, match=r"subclass of tf.keras.layers.Layer \(Doubling\).*instead"):
         tf.keras.Sequential([tf.keras.layers.Dense(2, input_shape=(2,)), Doubling()])
+
+
+def test_dense_features_in_a_model_fn(tmp_path):
+    def model_fn(features, labels, mode):
+        net = tf.keras.layers.DenseFeatures([tf.feature_column.numeric_column("x", shape=[2]),
+                                             tf.feature_column.embedding_column(_vocab(), 2)])(features)
+        logits = tf.compat.v1.layers.dense(net, 2)
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.AdamOptimizer(0.05).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step()))
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(lambda: ({"x": _FX, "c": _FC}, _FY), steps=2)
+    assert "dense_features/c_embedding/embedding_weights" in est.get_variable_names()  # TF 2's name

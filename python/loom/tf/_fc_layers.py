@@ -83,10 +83,10 @@ def _features_map(features, what):
 
 
 def input_layer(features, feature_columns, weight_collections=None, trainable=True, cols_to_vars=None,
-                cols_to_output_tensors=None):
+                cols_to_output_tensors=None, _scope=b"input_layer", _what="tf.compat.v1.feature_column.input_layer"):
     """tf.compat.v1.feature_column.input_layer: the dense columns
     concatenated (sorted by name) into a [batch, width] float32 tensor."""
-    what = "tf.compat.v1.feature_column.input_layer"
+    what = _what
     for arg, v in (("weight_collections", weight_collections), ("cols_to_vars", cols_to_vars),
                    ("cols_to_output_tensors", cols_to_output_tensors)):
         if v is not None:
@@ -96,7 +96,7 @@ def input_layer(features, feature_columns, weight_collections=None, trainable=Tr
     out = L.Output()
     st = _Status()
     try:
-        rc = lib.loom_fc_input_layer(g.p, m, n, arr, b"input_layer", int(bool(trainable)), C.byref(out), st.p)
+        rc = lib.loom_fc_input_layer(g.p, m, n, arr, _scope, int(bool(trainable)), C.byref(out), st.p)
         if rc:
             try:
                 st.raise_if(rc)
@@ -136,3 +136,21 @@ def linear_model(features, feature_columns, units=1, sparse_combiner="sum", weig
     finally:
         free()
     return g._out(out)
+
+
+class DenseFeatures:
+    """tf.keras.layers.DenseFeatures(feature_columns) called on a model_fn's
+    features: input_layer's tensor, with its variables under the layer's
+    name ("dense_features/<column>_embedding/embedding_weights", as TF 2's)."""
+
+    def __init__(self, feature_columns, trainable=True, name=None, partitioner=None, **kwargs):
+        if partitioner is not None or kwargs:
+            raise NotImplementedError("loom.tf: tf.keras.layers.DenseFeatures(%s) is not supported"
+                                      % ", ".join(["partitioner"] * (partitioner is not None) + sorted(kwargs)))
+        _columns(feature_columns, "tf.keras.layers.DenseFeatures")
+        self.feature_columns, self.trainable, self.name = list(feature_columns), trainable, name or "dense_features"
+
+    def __call__(self, features, cols_to_output_tensors=None, training=None):
+        return input_layer(features, self.feature_columns, trainable=self.trainable,
+                           cols_to_output_tensors=cols_to_output_tensors, _scope=_b(self.name),
+                           _what="tf.keras.layers.DenseFeatures")
