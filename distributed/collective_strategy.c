@@ -31,6 +31,8 @@ typedef struct coll_grad {
   loom_tensor *fed_v; /* what the train op is fed (owned, reused across steps) */
   loom_tensor *fed_i;
   float *dbuf;        /* sparse by dense all-reduce: the table and the bad-id count (fed_v views it) */
+  int fused;          /* the 1/N average is the gradient scale of the apply ops that read it (no pass of
+                         ours over it); 0: divided here (see fuse_average) */
 } coll_grad;
 
 /* A fusion bucket: dense gradients bk[g0..g1) of the bucket order, packed at pack[off, off + n) (bucket 0:
@@ -54,6 +56,7 @@ typedef struct coll {
   loom_node *train_op;
   loom_variable *gs_var;
   int64_t gs, steps, reduced_bytes, gathered_bytes;
+  int64_t scaled_bytes; /* bytes of averaged gradients divided by N here, outside the optimizer's kernels */
   double t_run, t_comm, t_apply, t_mark;
   coll_grad *gr;
   int ngr;
@@ -67,6 +70,7 @@ typedef struct coll {
   /* fusion buckets (planned at the first step from the gradients' sizes) */
   int overlap;     /* start a bucket's all-reduce during the backward pass (LOOM_COLLECTIVE_OVERLAP, 1) */
   int async;       /* the transport's all-reduce runs beside the backward pass (else it blocks it: none hidden) */
+  int fuse;        /* the optimizer ops average the sums (LOOM_COLLECTIVE_FUSE_AVERAGE, 1; fuse_average) */
   int *bk;         /* the dense gradients (indices into gr) in bucket order: reverse creation order */
   int *fi;         /* per gradient, its values' position in the fetches (its indices' next) */
   int nbk;
@@ -256,6 +260,70 @@ static loom_code find_grads(coll *c, loom_status *st) {
   }
   memcpy(c->feed, c->fetch, (size_t)c->nfetch * sizeof *c->feed);
   return LOOM_OK;
+}
+
+/* The 1/N average folded into the optimizer: every apply op that reads a gradient the strategy feeds gets
+ * the gradient scale 1/N (loom_apply_set_gradient_scale: the kernels read sum * (1/N) rounded to float,
+ * the bits the pass p[j] *= 1/N gave), so the fed sums are never rewritten. Where that cannot give the
+ * average, the strategy keeps dividing the fed values itself (g->fused 0):
+ *  - a node of the apply run other than an apply op's gradient input reads the fed value (a gradient
+ *    summary or norm computed from it, a custom update): it must see the average;
+ *  - an apply op that reads it already has a gradient scale of its own (set by the model_fn).
+ * One rank: nothing to average. LOOM_COLLECTIVE_FUSE_AVERAGE=0: the strategy divides every gradient itself
+ * (the same bits for dense gradients; a check of the fusion). */
+static loom_code fuse_average(coll *c, loom_status *st) {
+  if (c->size < 2 || c->ngr == 0) return LOOM_OK;
+  if (!c->fuse) {
+    if (c->rank == 0)
+      loom__log(LOOM_LOG_INFO, "collective: LOOM_COLLECTIVE_FUSE_AVERAGE=0: the strategy divides every gradient by %d",
+                c->size);
+    return LOOM_OK;
+  }
+  loom_node **order = NULL;
+  int n = 0;
+  loom_code rc = loom__graph_collect(c->g, 1, &c->train_op, &order, &n, st);
+  if (rc) return rc;
+  const float inv = 1.0f / (float)c->size;
+  int nfused = 0;
+  char kept[512] = "";
+  size_t kl = 0;
+  for (int k = 0; k < c->ngr; k++) {
+    coll_grad *g = &c->gr[k];
+    const char *why = NULL;
+    loom_node *other = NULL;
+    for (int i = 0; i < n && !why; i++) {
+      int gi = -1, ii = -1, apply = loom__apply_op_grad_inputs(loom_node_op_name(order[i]), &gi, &ii);
+      for (int j = 0, m = loom_node_num_inputs(order[i]); j < m && !why; j++) {
+        if (!out_eq(loom_node_input(order[i], j), g->values)) continue;
+        other = order[i];
+        if (!apply || j != gi)
+          why = "another op reads it";
+        else if (loom_apply_gradient_scale(order[i]) != 1.0f)
+          why = "its apply op has a gradient scale of its own";
+      }
+    }
+    g->fused = !why;
+    if (why && kl + 1 < sizeof kept)
+      kl += (size_t)snprintf(kept + kl, sizeof kept - kl, "%s%s (%s: %s)", kl ? ", " : "", g->var, why,
+                             other ? loom_node_name(other) : "?");
+    if (kl >= sizeof kept) kl = sizeof kept - 1;
+    nfused += g->fused;
+  }
+  for (int i = 0; rc == LOOM_OK && i < n; i++) {
+    int gi = -1, ii = -1;
+    if (!loom__apply_op_grad_inputs(loom_node_op_name(order[i]), &gi, &ii)) continue;
+    loom_output v = loom_node_input(order[i], gi);
+    for (int k = 0; k < c->ngr; k++)
+      if (c->gr[k].fused && out_eq(c->gr[k].values, v)) {
+        rc = loom_apply_set_gradient_scale(order[i], inv, st);
+        break;
+      }
+  }
+  loom__free(order);
+  if (rc == LOOM_OK && c->rank == 0)
+    loom__log(LOOM_LOG_INFO, "collective: the 1/%d average is read by the optimizer ops of %d of %d gradient(s)%s%s",
+              c->size, nfused, c->ngr, nfused < c->ngr ? "; divided here: " : "", nfused < c->ngr ? kept : "");
+  return rc;
 }
 
 /* Every global variable <- rank 0's value; the global step read into c->gs. */
@@ -563,7 +631,8 @@ static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi,
     return rc;
   }
   account_overlap(c);
-  /* the averages in place: the train op is fed views of the pack (no copy) */
+  /* the train op is fed views of the pack (no copy): the sums, averaged by its apply ops' gradient scale
+   * (fuse_average), or the averages in place */
   float inv = 1.0f / (float)c->size;
   for (int i = 0; i < c->nbk; i++) {
     coll_grad *g = &c->gr[c->bk[i]];
@@ -575,16 +644,20 @@ static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi,
                                   (size_t)g->numel * sizeof(float), NULL, NULL, st);
       if (!g->fed_v) return loom_status_code(st) ? loom_status_code(st) : oom(st);
     }
-    for (int64_t j = 0; j < g->numel; j++) p[j] *= inv;
+    if (!g->fused) {
+      for (int64_t j = 0; j < g->numel; j++) p[j] *= inv;
+      c->scaled_bytes += g->numel * (int64_t)sizeof(float);
+    }
     c->reduced_bytes += g->numel * (int64_t)sizeof(float);
   }
   return LOOM_OK;
 }
 
 /* A sparse gradient whose densified form is cheaper to exchange (the rule in gather_sparse): this rank's
- * rows summed into a zero table of the variable's shape, all-reduced, divided by the number of ranks, and
- * fed with every row's id. The all-reduce ends with the count of ids outside the table, so that every
- * rank fails on one rank's bad id (as the sparse update of the gathered ids would). */
+ * rows summed into a zero table of the variable's shape, all-reduced, averaged (by the apply op's gradient
+ * scale, or here: fuse_average), and fed with every row's id. The all-reduce ends with the count of ids
+ * outside the table, so that every rank fails on one rank's bad id (as the sparse update of the gathered
+ * ids would). */
 static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, const loom_tensor *ids, int64_t width,
                               loom_status *st) {
   int64_t vocab = g->vdims[0], rows = loom_tensor_dim(vals, 0), n = vocab * width;
@@ -627,8 +700,11 @@ static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, co
                            "ranks%s%lld",
                            g->var, (double)d[n], (long long)vocab, bad != -1 ? "; this rank's: " : "",
                            bad != -1 ? (long long)bad : 0LL);
-  float inv = 1.0f / (float)c->size;
-  for (int64_t i = 0, m = vocab * width; i < m; i++) d[i] *= inv;
+  if (!g->fused) {
+    float inv = 1.0f / (float)c->size;
+    for (int64_t i = 0, m = vocab * width; i < m; i++) d[i] *= inv;
+    c->scaled_bytes += vocab * width * (int64_t)sizeof(float);
+  }
   c->reduced_bytes += vocab * width * (int64_t)sizeof(float);
   return LOOM_OK;
 }
@@ -706,8 +782,11 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     rc = loom__coll_allgatherv(loom_tensor_data_const(ids), rows * (int64_t)isz, loom_tensor_data(g->fed_i), ibytes,
                                st);
   if (rc == LOOM_OK) {
-    float inv = 1.0f / (float)c->size, *d = loom_tensor_data(g->fed_v);
-    for (int64_t i = 0, m = total * width; i < m; i++) d[i] *= inv;
+    if (!g->fused) {
+      float inv = 1.0f / (float)c->size, *d = loom_tensor_data(g->fed_v);
+      for (int64_t i = 0, m = total * width; i < m; i++) d[i] *= inv;
+      c->scaled_bytes += total * width * (int64_t)sizeof(float);
+    }
     c->gathered_bytes += total * (width * (int64_t)sizeof(float) + (int64_t)isz);
     c->sparse_gathered++;
   }
@@ -959,12 +1038,13 @@ static loom_code ch_end(void *self, loom_session *s, loom_status *st) {
           "collective: rank=%d size=%d steps=%lld global_step=%lld variables_checksum=%016llx run_ms=%.3f "
           "comm_ms=%.3f apply_ms=%.3f allreduce_bytes_per_step=%lld allgather_bytes_per_step=%lld buckets=%d "
           "overlap=%d allreduce_wall_ms=%.3f overlap_fraction=%.3f sparse_dense_allreduce=%lld sparse_allgather=%lld "
-          "allreduce_path=%s allreduce_async=%d\n",
+          "allreduce_path=%s scaled_bytes_per_step=%lld allreduce_async=%d\n",
           c->rank, c->size, (long long)c->steps, (long long)c->gs, (unsigned long long)h, c->t_run * k, c->t_comm * k,
           c->t_apply * k, c->steps ? (long long)(c->reduced_bytes / c->steps) : 0LL,
           c->steps ? (long long)(c->gathered_bytes / c->steps) : 0LL, c->nb, c->overlap, (double)c->wall_ns * 1e-9 * k,
           c->wall_ns > 0 ? (double)c->hidden_ns / (double)c->wall_ns : 0.0, (long long)c->sparse_dense,
-          (long long)c->sparse_gathered, c->allreduce_path, c->async);
+          (long long)c->sparse_gathered, c->allreduce_path,
+          c->steps ? (long long)(c->scaled_bytes / c->steps) : 0LL, c->async);
   return rc;
 }
 
@@ -987,6 +1067,7 @@ static loom_code cs_begin(loom__strategy *base, loom_graph *g, loom_node *train_
     return loom_status_code(st) ? loom_status_code(st) : oom(st);
   loom_code rc = check_models(c, st);
   if (rc == LOOM_OK) rc = find_grads(c, st);
+  if (rc == LOOM_OK) rc = fuse_average(c, st);
   if (rc) return rc;
   coll_hook *h = loom__calloc(1, sizeof *h);
   static const loom_hook_ops ops = {NULL, ch_acs, ch_before, ch_after, ch_end, ch_destroy};
@@ -1027,6 +1108,8 @@ loom__strategy *loom__collective_strategy_new(double timeout_s, int64_t bucket_b
   const char *ov = getenv("LOOM_COLLECTIVE_OVERLAP");
   c->overlap = !(ov && !strcmp(ov, "0"));
   c->async = c->overlap && loom__coll_nonblocking();
+  const char *fa = getenv("LOOM_COLLECTIVE_FUSE_AVERAGE");
+  c->fuse = !(fa && !strcmp(fa, "0"));
   if (!(c->cb_st = loom_status_new())) {
     loom__free(c);
     oom(st);

@@ -12,7 +12,9 @@
  * N rows: a sparse gradient)] [--sleep_ms 0 (per step)] [--threads 1] [--profile_steps N (rank 0: a
  * ProfilerHook writes a Chrome trace of every N-th step into <model_dir>/profile)] [--log warn|info
  * (info: the library's info lines too, the collective transport's name among them)] [--device
- * cpu|cuda (the sessions' device: with cuda the dense gradients go through NCCL when it loads)].
+ * cpu|cuda (the sessions' device: with cuda the dense gradients go through NCCL when it loads)]
+ * [--grad_norm 1 (the train op also assigns the norm of hidden/kernel's gradient, as the update reads it,
+ * to the variable grad_norm: an op besides the optimizer reads that gradient)].
  *
  * The data are deterministic and unshuffled: global step t reads examples [t*B, (t+1)*B) of a fixed set
  * (B = batch × workers), worker w of W the w-th slice of b, so W workers with batch b see the same examples
@@ -35,6 +37,7 @@ typedef struct cfg {
   int seed_off; /* added to the initializers' seeds */
   int adam; /* 0 SGD, 1 Adam, 2 Adagrad, 3 FTRL, 4 LazyAdam, 5 Momentum */
   double lr, sleep_ms;
+  int grad_norm; /* the train op also stores the norm of hidden/kernel's gradient in a variable */
 } cfg;
 
 static const char *arg(int argc, char **argv, const char *name, const char *dflt) {
@@ -117,7 +120,30 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
                           : c->adam == 4 ? loom_optimizer_adam(lr, &lazy)
                           : c->adam == 5 ? loom_optimizer_momentum(lr, NULL)
                                          : loom_optimizer_sgd(lr);
-    loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
+    if (!c->grad_norm) {
+      loom_spec_set_train_op(spec, loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL));
+    } else { /* the update, and the norm of the gradient it reads kept in the variable grad_norm */
+      int nv = 0;
+      loom_variable *const *tv = loom_trainable_variables(g, &nv);
+      loom_output xs[8];
+      loom_gradient gr[8];
+      int k = -1;
+      for (int i = 0; i < nv && i < 8; i++) {
+        xs[i] = loom_variable_output(tv[i]);
+        if (!strcmp(loom_variable_name(tv[i]), "hidden/kernel")) k = i;
+      }
+      loom_code grc = loom_gradients_sparse(g, 1, &loss, NULL, nv < 8 ? nv : 8, xs, gr, st);
+      if (grc) {
+        loom_optimizer_free(opt);
+        return grc;
+      }
+      loom_node *apply = loom_optimizer_apply_gradients(opt, g, nv < 8 ? nv : 8, gr, tv, loom_get_global_step(g), NULL);
+      loom_initializer z = loom_init_zeros();
+      loom_variable *gn = loom_get_variable(g, "grad_norm", LOOM_F32, 0, NULL, &z, 0);
+      loom_output norm = loom_global_norm(g, 1, &gr[k < 0 ? 0 : k].values, "grad_norm_value");
+      loom_node *parts[2] = {apply, loom_assign(g, loom_variable_output(gn), norm, "store_grad_norm").node};
+      loom_spec_set_train_op(spec, apply ? loom_group(g, 2, parts, "train") : NULL);
+    }
     loom_optimizer_free(opt);
   }
   return LOOM_OK;
@@ -180,7 +206,8 @@ int main(int argc, char **argv) {
   int rank = job_rank();
   cfg c = {atoll(arg(argc, argv, "--batch", "16")), atoll(arg(argc, argv, "--embed", "0")),
            atoll(arg(argc, argv, "--hidden", "16")), 0, 0, optimizer_kind(arg(argc, argv, "--optimizer", "sgd")),
-           atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0"))};
+           atof(arg(argc, argv, "--lr", "0.1")), atof(arg(argc, argv, "--sleep_ms", "0")),
+           atoi(arg(argc, argv, "--grad_norm", "0"))};
   if (rank % 2 == 1 && atoll(arg(argc, argv, "--hidden_odd_ranks", "0")) > 0)
     c.hidden = atoll(arg(argc, argv, "--hidden_odd_ranks", "0"));
   if (rank % 2 == 1 && atoi(arg(argc, argv, "--finite_odd_ranks", "0"))) c.finite = 1;

@@ -47,7 +47,9 @@ typedef struct loom_attrs {
   int64_t size[LOOM_MAX_DIMS]; /* Slice size (-1 = to the end), Pad after */
   int64_t strides[4], ksize[4], dilations[4]; /* NHWC conv/pool */
   int32_t padding;       /* LOOM_PAD_VALID / LOOM_PAD_SAME */
-  double alpha, beta;    /* LeakyRelu alpha; Clip lo/hi; OneHot on/off; Pad value; Elu alpha; random lo/hi or mean/stddev */
+  double alpha, beta;    /* LeakyRelu alpha; Clip lo/hi; OneHot on/off; Pad value; Elu alpha; random lo/hi or mean/stddev;
+                            the optimizer ops (ApplyAdam, SparseApplyAdam, ...): alpha = the gradient scale (0: 1;
+                            kernels/cpu/optim.h) */
   double start, limit, delta; /* Range */
   double epsilon;        /* L2Normalize epsilon */
   uint64_t seed, seed2;  /* random ops */

@@ -10,7 +10,10 @@
  *     loom_variable, owned by the graph's training state; may be NULL).
  *   ApplyMomentum/SparseApplyMomentum/ApplyAdam: num bit 0 = use_nesterov.
  *   SparseApplyAdam: num bit 1 = lazy.
+ *   every Apply/SparseApply op: alpha = the gradient scale (0, the default:
+ *     1; loom_apply_set_gradient_scale; kernels/cpu/optim.h).
  *   LearningRateSchedule: see kernels/cpu/optim.c. */
+#include <math.h>
 #include "ops/op_common.h"
 #include "engine/variables.h"
 #include "kernels/cpu/optim.h"
@@ -122,6 +125,9 @@ static int sig_find(const apply_sig *s, char ch) {
 static loom_code shape_apply(loom_shape_ctx *c, const apply_sig *s) {
   const loom_tdesc *var = &c->in[0];
   int sparse = sig_find(s, 'I') >= 0;
+  double gscale = c->attrs->alpha; /* 0: the default, 1 */
+  if (gscale != 0.0 && !((float)gscale > 0.0f && !isinf((float)gscale)))
+    return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "gradient scale %g must be a finite float32 > 0", gscale);
   if (var->dtype != LOOM_F32)
     return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "var must be float32, got %s", loom_dtype_name(var->dtype));
   if (sparse && var->ndim < 1)
@@ -504,6 +510,47 @@ loom_output loom_sparse_apply_adadelta(loom_graph *g, loom_output var, loom_outp
                                        loom_output indices, const char *name) {
   loom_output in[] = {var, accum, accum_update, lr, rho, epsilon, grad, indices};
   return build_apply(g, LOOM_OP_SparseApplyAdadelta, &SIG_SADADELTA, name, in, 0);
+}
+
+/* ---- the gradient scale of an optimizer op ---- */
+static int is_apply_op(const loom_node *n) {
+  if (!n) return 0;
+  switch (n->op) {
+  case LOOM_OP_ApplyGradientDescent:
+  case LOOM_OP_SparseApplyGradientDescent:
+  case LOOM_OP_ApplyMomentum:
+  case LOOM_OP_SparseApplyMomentum:
+  case LOOM_OP_ApplyAdagrad:
+  case LOOM_OP_SparseApplyAdagrad:
+  case LOOM_OP_ApplyAdam:
+  case LOOM_OP_SparseApplyAdam:
+  case LOOM_OP_ApplyFtrlV2:
+  case LOOM_OP_SparseApplyFtrlV2:
+  case LOOM_OP_ApplyRMSProp:
+  case LOOM_OP_SparseApplyRMSProp:
+  case LOOM_OP_ApplyCenteredRMSProp:
+  case LOOM_OP_SparseApplyCenteredRMSProp:
+  case LOOM_OP_ApplyAdadelta:
+  case LOOM_OP_SparseApplyAdadelta: return 1;
+  default: return 0;
+  }
+}
+
+loom_code loom_apply_set_gradient_scale(loom_node *apply, float scale, loom_status *st) {
+  if (!is_apply_op(apply))
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "apply_set_gradient_scale: node %s (op %s) is not an optimizer op (Apply*, SparseApply*)",
+                           apply ? loom_node_name(apply) : "(null)", apply ? loom_node_op_name(apply) : "none");
+  if (!(scale > 0.0f) || isinf(scale))
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "apply_set_gradient_scale: %s: the gradient scale %g must be a finite number > 0",
+                           loom_node_name(apply), (double)scale);
+  apply->attrs.alpha = scale == 1.0f ? 0.0 : (double)scale;
+  return LOOM_OK;
+}
+
+float loom_apply_gradient_scale(const loom_node *apply) {
+  return is_apply_op(apply) ? loom__apply_grad_scale(&apply->attrs) : 1.0f;
 }
 
 /* ---- LearningRateSchedule (the schedules are train/schedules.c) ---- */

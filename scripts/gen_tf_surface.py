@@ -134,6 +134,8 @@ def walk(root):
             except (NotImplementedError, AttributeError):
                 continue
             full = "%s.%s" % (path, name)
+            if full in _surface.INTERNAL_NAMES:
+                continue
             if isinstance(v, types.ModuleType) and not isinstance(v, _surface.Namespace) and \
                     v.__name__.rsplit(".", 1)[-1] in _surface.INTERNAL_MODULES:
                 continue

@@ -72,8 +72,17 @@ static void run_ok(const char *dir, const char *name, int np, const char *fmt, .
   free(out);
 }
 
+/* rank 0's "key=<integer>" from the strategy's summary line (-1: none). */
+static long long summary_int(const char *out, const char *key) {
+  const char *line = strstr(out, "collective: rank=0 ");
+  const char *p = line ? strstr(line, key) : NULL;
+  return p ? atoll(p + strlen(key)) : -1;
+}
+
 /* N = 2 workers with batch b against one worker with batch 2b, optimizer opt, after 100 steps; want (NULL:
- * none): text rank 0's summary line must hold. */
+ * none): text rank 0's summary line must hold. Unless the model reads a gradient outside its optimizer
+ * (--grad_norm), the strategy divides nothing itself: the optimizer ops average the summed gradients as
+ * they read them (scaled_bytes_per_step=0). */
 static void match_local_want(const char *opt, const char *extra, double tol, const char *want) {
   char dir[512], args[1024], dl[600], dc[600];
   tu_tmpdir(dir, sizeof dir, "allreduce");
@@ -86,6 +95,9 @@ static void match_local_want(const char *opt, const char *extra, double tol, con
   char *out = out_of(dir, "coll");
   tu_same_checksums(out, 2);
   cr_assert(strstr(out, "rank=0 size=2 steps=100 global_step=100"), "%s", out);
+  if (!strstr(extra, "--grad_norm"))
+    cr_assert_eq(summary_int(out, "scaled_bytes_per_step="), 0, "the strategy still divides gradients itself:\n%s",
+                 out);
   if (want) {
     const char *line = strstr(out, "collective: rank=0 ");
     const char *eol = line ? strchr(line, '\n') : NULL;
@@ -179,6 +191,19 @@ Test(allreduce, sparse_adam_small_vocab_goes_by_dense_allreduce, .timeout = 240)
   match_local_want("adam", "--embed 10 --lr 0.01", 1e-4, "sparse_dense_allreduce=100 sparse_allgather=0");
 }
 
+/* The train op also stores the norm of hidden/kernel's gradient (--grad_norm): an op besides the optimizer
+ * reads that gradient, so the strategy averages it itself (its 8 x 16 floats, 512 bytes a step) and leaves
+ * the other gradients to the optimizer's scale; the stored norm (a variable of the checkpoints compared)
+ * is the average's, as one worker's with twice the batch. */
+Test(allreduce, gradient_read_outside_the_optimizer_is_averaged_by_the_strategy, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("sgd", "--grad_norm 1", 1e-5, "scaled_bytes_per_step=512");
+}
+Test(allreduce, gradient_read_outside_the_optimizer_adam, .timeout = 240) {
+  if (!have_mpi()) return;
+  match_local_want("adam", "--grad_norm 1 --lr 0.01", 1e-4, "scaled_bytes_per_step=512");
+}
+
 /* LazyAdam and Momentum update only the given rows (a densified gradient would decay the others' slots):
  * a small table still goes by allgather. */
 Test(allreduce, sparse_lazy_adam_keeps_allgather_on_a_small_vocab, .timeout = 240) {
@@ -188,13 +213,6 @@ Test(allreduce, sparse_lazy_adam_keeps_allgather_on_a_small_vocab, .timeout = 24
 Test(allreduce, sparse_momentum_keeps_allgather_on_a_small_vocab, .timeout = 240) {
   if (!have_mpi()) return;
   match_local_want("momentum", "--embed 10 --lr 0.01", 1e-5, "sparse_dense_allreduce=0 sparse_allgather=100");
-}
-
-/* rank 0's "key=<integer>" from the strategy's summary line (-1: none). */
-static long long summary_int(const char *out, const char *key) {
-  const char *line = strstr(out, "collective: rank=0 ");
-  const char *p = line ? strstr(line, key) : NULL;
-  return p ? atoll(p + strlen(key)) : -1;
 }
 
 /* Four fusion buckets (200 bytes: every gradient of the 8-64-3 model its own bucket) all-reduced while the
@@ -283,6 +301,37 @@ static void overlap_vs_plain(int np) {
   free(b);
   tu_rmtree(dir);
 }
+/* The average read by the optimizer ops against the strategy's own division (LOOM_COLLECTIVE_FUSE_AVERAGE=0):
+ * the same variables bit for bit. 3 ranks with Adam and a 10-row embedding (dense all-reduce: every row
+ * once, so the scaled sum is the divided one for any N); 2 ranks with SGD and a 5000-row one (allgather:
+ * a repeated id's rows summed before the scale, the same bits for N a power of two). */
+static void fused_vs_pass(int np, const char *args_fmt) {
+  char dir[512], args[1024];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  char path[600];
+  snprintf(path, sizeof path, "%s/fused", dir);
+  snprintf(args, sizeof args, args_fmt, path);
+  cr_assert_eq(run(dir, "fused", NULL, np, args), 0);
+  snprintf(path, sizeof path, "%s/pass", dir);
+  snprintf(args, sizeof args, args_fmt, path);
+  cr_assert_eq(run(dir, "pass", "LOOM_COLLECTIVE_FUSE_AVERAGE=0", np, args), 0);
+  char *a = out_of(dir, "fused"), *b = out_of(dir, "pass");
+  tu_same_checksums(a, np);
+  tu_same_checksums(b, np);
+  cr_assert_eq(summary_int(a, "scaled_bytes_per_step="), 0, "%s", a);
+  cr_assert(summary_int(b, "scaled_bytes_per_step=") > 0, "%s", b);
+  const char *ca = strstr(a, "variables_checksum="), *cb = strstr(b, "variables_checksum=");
+  cr_assert(ca && cb && !strncmp(ca, cb, 35), "fused and divided averages differ:\n%s\n---\n%s", a, b);
+  free(a);
+  free(b);
+  tu_rmtree(dir);
+}
+Test(allreduce, fused_average_equals_the_strategys_division_bitwise, .timeout = 240) {
+  if (!have_mpi()) return;
+  fused_vs_pass(3, "--model_dir %s --batch 16 --steps 60 --hidden 64 --embed 10 --optimizer adam --lr 0.01");
+  fused_vs_pass(2, "--model_dir %s --batch 16 --steps 60 --hidden 64 --embed 5000");
+}
+
 Test(allreduce, overlap_equals_the_plain_all_reduce_bitwise, .timeout = 240) {
   if (!have_mpi()) return;
   overlap_vs_plain(2);

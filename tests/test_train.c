@@ -1448,3 +1448,220 @@ Test(optimizers, minimize_updates_see_pre_step_values) {
   loom_tensor_free(it);
   loom_status_free(st);
 }
+
+/* ======================================================================
+ * The optimizer ops' gradient scale (loom_apply_set_gradient_scale): an
+ * update with scale s reads grad * s, the bits of the same update fed
+ * grad * s computed beforehand (dense: for every s; sparse with a repeated
+ * index: the kernel sums the rows and scales the sum, so the bits for a
+ * power of two and within float rounding otherwise). Every optimizer, dense
+ * and sparse; 4 steps; every variable and slot compared.
+ * ====================================================================== */
+#define GS_R 37
+#define GS_C 9
+#define GS_N 16 /* sparse rows, repeated indices among them */
+typedef struct scale_case {
+  const char *name;
+  optcase c;
+  int raw_adam_nesterov; /* ApplyAdam with use_nesterov (no optimizer object makes it) */
+} scale_case;
+
+typedef struct scale_graph {
+  loom_graph *g;
+  loom_node *train;
+  loom_output grad;
+  loom_optimizer *opt;
+  loom_session *s;
+  int napply;
+} scale_graph;
+
+static void scale_graph_new(scale_graph *sg, const scale_case *k, int sparse, float scale) {
+  memset(sg, 0, sizeof *sg);
+  loom_graph *g = sg->g = loom_graph_new();
+  int64_t vd[2] = {GS_R, GS_C}, gd[2] = {sparse ? GS_N : GS_R, GS_C}, idd[1] = {GS_N};
+  static float v0[GS_R * GS_C];
+  for (int i = 0; i < GS_R * GS_C; i++) v0[i] = (float)(0.3 * sin(0.7 * i + 0.2) + 0.01 * (i % 17));
+  loom_variable *v = loom_variable_new(g, loom_const_data(g, LOOM_F32, 2, vd, v0, "v0"), 1, 0, "v");
+  loom_output lr = loom_const_f32(g, (float)k->c.lr, "lr");
+  sg->grad = loom_placeholder(g, LOOM_F32, 2, gd, "grad");
+  if (k->raw_adam_nesterov) {
+    loom_initializer z = loom_init_zeros();
+    loom_variable *m = loom_get_variable(g, "m", LOOM_F32, 2, vd, &z, 0);
+    loom_variable *vv = loom_get_variable(g, "vv", LOOM_F32, 2, vd, &z, 0);
+    loom_output upd = loom_apply_adam(g, loom_variable_output(v), loom_variable_output(m), loom_variable_output(vv),
+                                      loom_const_f32(g, 0.9f, NULL), loom_const_f32(g, 0.999f, NULL), lr,
+                                      loom_const_f32(g, 0.9f, NULL), loom_const_f32(g, 0.999f, NULL),
+                                      loom_const_f32(g, 1e-3f, NULL), sg->grad, 1, "adam");
+    sg->train = upd.node;
+  } else {
+    static const int32_t idx[GS_N] = {0, 5, 36, 5, 12, 0, 7, 20, 5, 33, 1, 12, 2, 3, 36, 9};
+    loom_gradient gr = {sg->grad, {NULL, 0}};
+    if (sparse) gr.indices = loom_const_data(g, LOOM_I32, 1, idd, idx, "idx");
+    sg->opt = make_opt(&k->c, lr);
+    sg->train = loom_optimizer_apply_gradients(sg->opt, g, 1, &gr, &v, NULL, "train");
+  }
+  cr_assert(sg->train, "%s: building the update failed", k->name);
+  /* every optimizer op of the graph gets the scale */
+  loom_status *st = loom_status_new();
+  for (int i = 0; scale != 1.0f && loom_graph_node_at(g, i); i++) {
+    loom_node *n = loom_graph_node_at(g, i);
+    const char *op = loom_node_op_name(n);
+    if (strncmp(op, "Apply", 5) && strncmp(op, "SparseApply", 11)) continue;
+    cr_assert_eq(loom_apply_set_gradient_scale(n, scale, st), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_eq(loom_apply_gradient_scale(n), scale);
+    sg->napply++;
+  }
+  loom_status_free(st);
+  if (scale != 1.0f) cr_assert_eq(sg->napply, 1, "%s: %d optimizer ops", k->name, sg->napply);
+  loom_node *init = loom_global_variables_initializer(g);
+  sg->s = new_session(g);
+  run_target(sg->s, init, 0, NULL, NULL);
+}
+
+static void scale_graph_free(scale_graph *sg) {
+  loom_session_free(sg->s);
+  if (sg->opt) loom_optimizer_free(sg->opt);
+  loom_graph_free(sg->g);
+}
+
+/* a: the scaled op fed grad, b: the plain op fed grad * scale; tol 0: the same bits */
+static void scale_case_run(const scale_case *k, int sparse, float scale, double tol) {
+  scale_graph a, b;
+  scale_graph_new(&a, k, sparse, scale);
+  scale_graph_new(&b, k, sparse, 1.0f);
+  int64_t gd[2] = {sparse ? GS_N : GS_R, GS_C};
+  int n = (int)(gd[0] * gd[1]);
+  float gv[GS_R * GS_C], gsv[GS_R * GS_C];
+  for (int t = 1; t <= 4; t++) {
+    for (int i = 0; i < n; i++) {
+      gv[i] = (float)(0.7 * sin(1.3 * i + t) + 0.2 * cos(0.37 * i * t) + 0.05 * t);
+      gsv[i] = gv[i] * scale;
+    }
+    loom_tensor *ga = tu_f32(2, gd, gv), *gb = tu_f32(2, gd, gsv);
+    run_target(a.s, a.train, 1, &a.grad, &ga);
+    run_target(b.s, b.train, 1, &b.grad, &gb);
+    loom_tensor_free(ga);
+    loom_tensor_free(gb);
+    int nv = 0;
+    loom_variable *const *vars = loom_global_variables(a.g, &nv);
+    cr_assert(nv >= 1);
+    for (int j = 0; j < nv; j++) {
+      const char *name = loom_variable_name(vars[j]);
+      loom_tensor *ta = read_var(a.s, name), *tb = read_var(b.s, name);
+      cr_assert_eq(loom_tensor_numel(ta), loom_tensor_numel(tb));
+      const float *pa = loom_tensor_data(ta), *pb = loom_tensor_data(tb);
+      for (int64_t e = 0; e < loom_tensor_numel(ta); e++) {
+        if (tol == 0)
+          cr_assert(!memcmp(&pa[e], &pb[e], sizeof(float)),
+                    "%s, %s, scale %g, step %d: %s[%lld] = %.9g with the scale, %.9g fed grad * scale", k->name,
+                    sparse ? "sparse" : "dense", (double)scale, t, name, (long long)e, (double)pa[e], (double)pb[e]);
+        else
+          cr_assert(fabs((double)pa[e] - pb[e]) <= tol * (1.0 + fabs((double)pb[e])),
+                    "%s, %s, scale %g, step %d: %s[%lld] = %.9g with the scale, %.9g fed grad * scale", k->name,
+                    sparse ? "sparse" : "dense", (double)scale, t, name, (long long)e, (double)pa[e], (double)pb[e]);
+      }
+      loom_tensor_free(ta);
+      loom_tensor_free(tb);
+    }
+  }
+  scale_graph_free(&a);
+  scale_graph_free(&b);
+}
+
+static int scale_cases(scale_case *k) {
+  int n = 0;
+  k[n++] = (scale_case){"sgd", base_case(K_SGD, 0.1), 0};
+  k[n] = (scale_case){"momentum", base_case(K_MOM, 0.1), 0};
+  k[n++].c.mom.momentum = 0.9;
+  k[n] = (scale_case){"momentum nesterov", base_case(K_MOM, 0.1), 0};
+  k[n].c.mom.momentum = 0.9;
+  k[n++].c.mom.use_nesterov = 1;
+  k[n++] = (scale_case){"adagrad", base_case(K_ADAGRAD, 0.2), 0};
+  k[n++] = (scale_case){"adam", base_case(K_ADAM, 0.01), 0};
+  k[n] = (scale_case){"lazy adam", base_case(K_ADAM, 0.01), 0};
+  k[n++].c.adam.lazy = 1;
+  k[n++] = (scale_case){"ftrl", base_case(K_FTRL, 0.1), 0};
+  k[n] = (scale_case){"ftrl power -0.7 l1 l2 shrinkage", base_case(K_FTRL, 0.1), 0};
+  k[n].c.ftrl.learning_rate_power = -0.7;
+  k[n].c.ftrl.l1 = 0.01;
+  k[n].c.ftrl.l2 = 0.2;
+  k[n++].c.ftrl.l2_shrinkage = 0.1;
+  k[n++] = (scale_case){"rmsprop", base_case(K_RMS, 0.01), 0};
+  k[n] = (scale_case){"centered rmsprop momentum", base_case(K_RMS, 0.01), 0};
+  k[n].c.rms.momentum = 0.5;
+  k[n++].c.rms.centered = 1;
+  k[n] = (scale_case){"rmsprop keras legacy", base_case(K_RMS, 0.01), 0};
+  k[n].c.rms.initial_rms_value = 0.0;
+  k[n].c.rms.epsilon = 1e-3;
+  k[n++].c.rms.keras_legacy = 1;
+  k[n] = (scale_case){"centered rmsprop keras legacy", base_case(K_RMS, 0.01), 0};
+  k[n].c.rms.initial_rms_value = 0.0;
+  k[n].c.rms.keras_legacy = 1;
+  k[n++].c.rms.centered = 1;
+  k[n++] = (scale_case){"adadelta", base_case(K_ADADELTA, 1.0), 0};
+  return n;
+}
+
+Test(optimizers, gradient_scale_matches_prescaled_gradient) {
+  scale_case k[16];
+  int n = scale_cases(k);
+  for (int i = 0; i < n; i++)
+    for (int sparse = 0; sparse < 2; sparse++) {
+      if (!sparse && k[i].c.kind == K_ADAM && k[i].c.adam.lazy) continue; /* lazy is sparse only */
+      scale_case_run(&k[i], sparse, 0.5f, 0);
+      scale_case_run(&k[i], sparse, 0.25f, 0);
+      /* 1/3: dense the same bits; sparse sums a repeated index's rows before the scale */
+      scale_case_run(&k[i], sparse, 1.0f / 3.0f, sparse ? 1e-5 : 0);
+      scale_case_run(&k[i], sparse, 3.0f, sparse ? 1e-5 : 0);
+    }
+  scale_case raw = {"adam nesterov (raw ApplyAdam)", base_case(K_ADAM, 0.01), 1};
+  scale_case_run(&raw, 0, 0.5f, 0);
+  scale_case_run(&raw, 0, 1.0f / 3.0f, 0);
+}
+
+Test(optimizers, gradient_scale_one_and_errors) {
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {3};
+  loom_variable *v = loom_variable_new(g, loom_const_data(g, LOOM_F32, 1, d, (float[3]){1, 2, 3}, NULL), 1, 0, "v");
+  loom_output delta = loom_const_data(g, LOOM_F32, 1, d, (float[3]){0.5f, -1, 2}, "delta");
+  loom_output upd = loom_apply_gradient_descent(g, loom_variable_output(v), loom_const_f32(g, 0.1f, NULL), delta, "gd");
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_apply_gradient_scale(upd.node), 1.0f);
+  cr_assert_eq(loom_apply_gradient_scale(delta.node), 1.0f); /* not an optimizer op */
+  cr_assert_eq(loom_apply_set_gradient_scale(delta.node, 0.5f, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "delta") && strstr(loom_status_message(st), "not an optimizer op"), "%s",
+            loom_status_message(st));
+  cr_assert_eq(loom_apply_set_gradient_scale(NULL, 0.5f, st), LOOM_INVALID_ARGUMENT);
+  const float bad[4] = {0.0f, -0.5f, INFINITY, NAN};
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(loom_apply_set_gradient_scale(upd.node, bad[i], st), LOOM_INVALID_ARGUMENT, "scale %g",
+                 (double)bad[i]);
+    cr_assert(strstr(loom_status_message(st), "gd") && strstr(loom_status_message(st), "finite number > 0"), "%s",
+              loom_status_message(st));
+    cr_assert_eq(loom_apply_gradient_scale(upd.node), 1.0f, "a rejected scale is not kept");
+  }
+  /* a serialized graph keeps the scale */
+  cr_assert_eq(loom_apply_set_gradient_scale(upd.node, 2.0f, st), LOOM_OK);
+  cr_assert_eq(loom_apply_gradient_scale(upd.node), 2.0f);
+  void *buf = NULL;
+  size_t size = 0;
+  cr_assert_eq(loom_graph_serialize(g, 1, &upd.node, &buf, &size, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_graph *g2 = loom_graph_new();
+  cr_assert_eq(loom_graph_deserialize(g2, buf, size, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(loom_apply_gradient_scale(loom_graph_find(g2, "gd")), 2.0f);
+  loom_graph_free(g2);
+  loom_buffer_free(buf);
+  /* 1 is the default: the same update */
+  cr_assert_eq(loom_apply_set_gradient_scale(upd.node, 1.0f, st), LOOM_OK);
+  cr_assert_eq(loom_apply_gradient_scale(upd.node), 1.0f);
+  loom_session *s = new_session(g);
+  run_target(s, loom_global_variables_initializer(g), 0, NULL, NULL);
+  loom_tensor *t = fetch(s, upd);
+  const float *p = loom_tensor_data(t);
+  const float want[3] = {1 - 0.1f * 0.5f, 2 - 0.1f * -1.0f, 3 - 0.1f * 2.0f};
+  for (int i = 0; i < 3; i++) cr_assert(!memcmp(&p[i], &want[i], sizeof(float)), "v[%d] = %.9g", i, (double)p[i]);
+  loom_tensor_free(t);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+}

@@ -273,6 +273,18 @@ LOOM_API loom_output loom_sparse_apply_adadelta(loom_graph *g, loom_output var, 
                                                 loom_output accum_update, loom_output lr, loom_output rho,
                                                 loom_output epsilon, loom_output grad, loom_output indices,
                                                 const char *name);
+/* The gradient scale of one of the raw optimizer ops above (apply: the node of its output, e.g. an
+ * optimizer's apply op): the op then updates with grad * scale in place of grad, the product rounded to
+ * float32 element by element as the kernel reads it, so the result is bit for bit the update fed a gradient
+ * multiplied by scale beforehand (a sparse op sums the rows of a repeated index first and scales the sum:
+ * the same bits when scale is a power of two, within float rounding otherwise). The default, 1, reads grad
+ * as it is (the unscaled kernels). Data-parallel training uses it to average summed gradients inside the
+ * update (scale 1/N) instead of in a pass of its own. scale must be finite and > 0; INVALID_ARGUMENT
+ * naming the node for another op or scale. Set it before the graph's first run (a session reads it at
+ * every run, but a captured device graph keeps the value it was captured with). The getter returns 1 for
+ * the default and for a node that is not an optimizer op. */
+LOOM_API loom_code loom_apply_set_gradient_scale(loom_node *apply, float scale, loom_status *st);
+LOOM_API float loom_apply_gradient_scale(const loom_node *apply);
 
 /* ===================================================================== *
  * Optimizers (tf.train.*Optimizer). learning_rate is a float32 scalar

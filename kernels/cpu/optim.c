@@ -12,7 +12,13 @@
  * kernels), then update each distinct row once, rows in parallel. The index
  * LOOM_NO_ROW_I32/I64 (kernels/kernel.h) is skipped: it marks a gradient
  * entry that belongs to no row (a pruned id of SparseEmbedding's gradient,
- * kernels/cpu/sparse.c); other indices outside [0, rows) are errors. */
+ * kernels/cpu/sparse.c); other indices outside [0, rows) are errors.
+ *
+ * Every optimizer kernel reads its gradient times the op's gradient scale
+ * (loom__apply_grad_scale, 1 by default): g * scale rounded to float, as if
+ * the gradient had been scaled beforehand (sparse: the rows of a repeated
+ * index are summed first, then scaled). A scale of 1 runs the unscaled
+ * loops (run_span). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
@@ -42,26 +48,29 @@ static inline int64_t row_grain(int64_t row) {
 typedef struct hyper {
   float lr, a, b, c, d, e; /* per-optimizer meaning, see each kernel */
   int flag;
+  float gs; /* the gradient scale (1: the gradient as it is) */
 } hyper;
 
-LOOM_FORCE_INLINE void gd_span(float *restrict var, const float *restrict g, int64_t n, const hyper *h) {
+LOOM_FORCE_INLINE void gd_span(float *restrict var, const float *restrict g, int64_t n, const hyper *h,
+                               const float gs) {
   const float lr = h->lr;
-  for (int64_t i = 0; i < n; i++) var[i] -= lr * g[i];
+  for (int64_t i = 0; i < n; i++) var[i] -= lr * (g[i] * gs);
 }
 
 /* a = momentum; flag = use_nesterov */
 LOOM_FORCE_INLINE void momentum_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
-                                 const hyper *h) {
+                                 const hyper *h, const float gs) {
   const float lr = h->lr, mom = h->a;
   if (h->flag) {
     for (int64_t i = 0; i < n; i++) {
-      float a = acc[i] * mom + g[i];
+      float gi = g[i] * gs;
+      float a = acc[i] * mom + gi;
       acc[i] = a;
-      var[i] -= g[i] * lr + a * mom * lr;
+      var[i] -= gi * lr + a * mom * lr;
     }
   } else {
     for (int64_t i = 0; i < n; i++) {
-      float a = acc[i] * mom + g[i];
+      float a = acc[i] * mom + g[i] * gs;
       acc[i] = a;
       var[i] -= lr * a;
     }
@@ -69,10 +78,10 @@ LOOM_FORCE_INLINE void momentum_span(float *restrict var, float *restrict acc, c
 }
 
 LOOM_FORCE_INLINE void adagrad_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
-                                const hyper *h) {
+                                const hyper *h, const float gs) {
   const float lr = h->lr;
   for (int64_t i = 0; i < n; i++) {
-    float gi = g[i];
+    float gi = g[i] * gs;
     float a = acc[i] + gi * gi;
     acc[i] = a;
     var[i] -= lr * gi / sqrtf(a);
@@ -81,11 +90,11 @@ LOOM_FORCE_INLINE void adagrad_span(float *restrict var, float *restrict acc, co
 
 /* lr = alpha = lr*sqrt(1-beta2^t)/(1-beta1^t); a = beta1, b = beta2, c = epsilon; flag = nesterov */
 LOOM_FORCE_INLINE void adam_span(float *restrict var, float *restrict m, float *restrict v, const float *restrict g,
-                             int64_t n, const hyper *h) {
+                             int64_t n, const hyper *h, const float gs) {
   const float alpha = h->lr, b1 = h->a, b2 = h->b, eps = h->c, ob1 = 1.0f - b1, ob2 = 1.0f - b2;
   if (h->flag) {
     for (int64_t i = 0; i < n; i++) {
-      float gi = g[i];
+      float gi = g[i] * gs;
       float mi = m[i] + (gi - m[i]) * ob1;
       float vi = v[i] + (gi * gi - v[i]) * ob2;
       m[i] = mi;
@@ -94,7 +103,7 @@ LOOM_FORCE_INLINE void adam_span(float *restrict var, float *restrict m, float *
     }
   } else {
     for (int64_t i = 0; i < n; i++) {
-      float gi = g[i];
+      float gi = g[i] * gs;
       float mi = m[i] + (gi - m[i]) * ob1;
       float vi = v[i] + (gi * gi - v[i]) * ob2;
       m[i] = mi;
@@ -119,15 +128,15 @@ LOOM_FORCE_INLINE void adam_span_zero(float *restrict var, float *restrict m, fl
 
 /* ApplyFtrlV2: a = l1, b = l2, c = l2_shrinkage, d = lr_power */
 LOOM_FORCE_INLINE void ftrl_span(float *restrict var, float *restrict acc, float *restrict lin, const float *restrict g,
-                             int64_t n, const hyper *h) {
+                             int64_t n, const hyper *h, const float gs) {
   const float lr = h->lr, l1 = h->a, l2x2 = 2.0f * h->b, shr2 = 2.0f * h->c, p = h->d;
   if (p == -0.5f) {
     for (int64_t i = 0; i < n; i++) {
-      float gi = g[i], vi = var[i], ai = acc[i];
-      float gs = gi + shr2 * vi;
+      float gi = g[i] * gs, vi = var[i], ai = acc[i];
+      float gsh = gi + shr2 * vi;
       float na = ai + gi * gi;
       float sna = sqrtf(na);
-      float li = lin[i] + gs - (sna - sqrtf(ai)) / lr * vi;
+      float li = lin[i] + gsh - (sna - sqrtf(ai)) / lr * vi;
       lin[i] = li;
       float y = sna / lr + l2x2;
       float x = (li > 0.0f ? l1 : (li < 0.0f ? -l1 : 0.0f)) - li;
@@ -137,11 +146,11 @@ LOOM_FORCE_INLINE void ftrl_span(float *restrict var, float *restrict acc, float
     }
   } else {
     for (int64_t i = 0; i < n; i++) {
-      float gi = g[i], vi = var[i], ai = acc[i];
-      float gs = gi + shr2 * vi;
+      float gi = g[i] * gs, vi = var[i], ai = acc[i];
+      float gsh = gi + shr2 * vi;
       float na = ai + gi * gi;
       float pna = powf(na, -p);
-      float li = lin[i] + gs - (pna - powf(ai, -p)) / lr * vi;
+      float li = lin[i] + gsh - (pna - powf(ai, -p)) / lr * vi;
       lin[i] = li;
       float y = pna / lr + l2x2;
       float x = (li > 0.0f ? l1 : (li < 0.0f ? -l1 : 0.0f)) - li;
@@ -162,12 +171,12 @@ LOOM_FORCE_INLINE void ftrl_span(float *restrict var, float *restrict acc, float
  * 0) stay finite and are dropped. */
 enum { FTRL_LANES = 8 };
 static void ftrl_span_lanes(float *restrict var, float *restrict acc, float *restrict lin, const float *restrict g,
-                            int64_t n, const hyper *h) {
+                            int64_t n, const hyper *h, const float gs) {
   for (int64_t o = 0; o < n; o += FTRL_LANES) {
     int m = n - o < FTRL_LANES ? (int)(n - o) : FTRL_LANES;
     float v[FTRL_LANES] = {0}, a[FTRL_LANES] = {1, 1, 1, 1, 1, 1, 1, 1}, l[FTRL_LANES] = {0}, gg[FTRL_LANES] = {0};
     for (int i = 0; i < m; i++) v[i] = var[o + i], a[i] = acc[o + i], l[i] = lin[o + i], gg[i] = g[o + i];
-    ftrl_span(v, a, l, gg, FTRL_LANES, h);
+    ftrl_span(v, a, l, gg, FTRL_LANES, h, gs);
     for (int i = 0; i < m; i++) var[o + i] = v[i], acc[o + i] = a[i], lin[o + i] = l[i];
   }
 }
@@ -175,11 +184,11 @@ static void ftrl_span_lanes(float *restrict var, float *restrict acc, float *res
 /* a = rho (decay), b = momentum, c = epsilon; flag: epsilon outside the square root (Keras' legacy RMSprop
  * without momentum: lr * g / (sqrt(ms) + epsilon)) */
 LOOM_FORCE_INLINE void rmsprop_span(float *restrict var, float *restrict ms, float *restrict mom, const float *restrict g,
-                                int64_t n, const hyper *h) {
+                                int64_t n, const hyper *h, const float gs) {
   const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
   const int out = h->flag;
   for (int64_t i = 0; i < n; i++) {
-    float gi = g[i];
+    float gi = g[i] * gs;
     float s = ms[i] + (gi * gi - ms[i]) * orho;
     ms[i] = s;
     float mo = mom[i] * momentum + (gi * lr) / (out ? sqrtf(s) + eps : sqrtf(s + eps));
@@ -189,11 +198,12 @@ LOOM_FORCE_INLINE void rmsprop_span(float *restrict var, float *restrict ms, flo
 }
 
 LOOM_FORCE_INLINE void centered_rmsprop_span(float *restrict var, float *restrict mg, float *restrict ms,
-                                         float *restrict mom, const float *restrict g, int64_t n, const hyper *h) {
+                                         float *restrict mom, const float *restrict g, int64_t n, const hyper *h,
+                                         const float gs) {
   const float lr = h->lr, orho = 1.0f - h->a, momentum = h->b, eps = h->c;
   const int out = h->flag;
   for (int64_t i = 0; i < n; i++) {
-    float gi = g[i];
+    float gi = g[i] * gs;
     float mgi = mg[i] + (gi - mg[i]) * orho;
     float s = ms[i] + (gi * gi - ms[i]) * orho;
     mg[i] = mgi;
@@ -206,10 +216,10 @@ LOOM_FORCE_INLINE void centered_rmsprop_span(float *restrict var, float *restric
 
 /* a = rho, b = epsilon */
 LOOM_FORCE_INLINE void adadelta_span(float *restrict var, float *restrict acc, float *restrict accu,
-                                 const float *restrict g, int64_t n, const hyper *h) {
+                                 const float *restrict g, int64_t n, const hyper *h, const float gs) {
   const float lr = h->lr, rho = h->a, orho = 1.0f - h->a, eps = h->b;
   for (int64_t i = 0; i < n; i++) {
-    float gi = g[i];
+    float gi = g[i] * gs;
     float a = acc[i] * rho + gi * gi * orho;
     acc[i] = a;
     float upd = sqrtf(accu[i] + eps) / sqrtf(a + eps) * gi;
@@ -235,22 +245,30 @@ typedef struct opt_args {
   const uint64_t *bitmap;
 } opt_args;
 
-LOOM_FORCE_INLINE void run_span(const opt_args *a, int64_t off, const float *g, int64_t n) {
+LOOM_FORCE_INLINE void run_span_gs(const opt_args *a, int64_t off, const float *g, int64_t n, const float gs) {
   float *var = a->var + off;
   switch (a->kind) {
-  case OPT_GD: gd_span(var, g, n, &a->h); break;
-  case OPT_MOMENTUM: momentum_span(var, a->s[0] + off, g, n, &a->h); break;
-  case OPT_ADAGRAD: adagrad_span(var, a->s[0] + off, g, n, &a->h); break;
-  case OPT_ADAM: adam_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
+  case OPT_GD: gd_span(var, g, n, &a->h, gs); break;
+  case OPT_MOMENTUM: momentum_span(var, a->s[0] + off, g, n, &a->h, gs); break;
+  case OPT_ADAGRAD: adagrad_span(var, a->s[0] + off, g, n, &a->h, gs); break;
+  case OPT_ADAM: adam_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs); break;
   case OPT_FTRL:
-    if (n < 4 * FTRL_LANES && a->h.d == -0.5f) ftrl_span_lanes(var, a->s[0] + off, a->s[1] + off, g, n, &a->h);
-    else ftrl_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h);
+    if (n < 4 * FTRL_LANES && a->h.d == -0.5f) ftrl_span_lanes(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs);
+    else ftrl_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs);
     break;
-  case OPT_RMSPROP: rmsprop_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
-  case OPT_CRMSPROP: centered_rmsprop_span(var, a->s[0] + off, a->s[1] + off, a->s[2] + off, g, n, &a->h); break;
-  case OPT_ADADELTA: adadelta_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h); break;
+  case OPT_RMSPROP: rmsprop_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs); break;
+  case OPT_CRMSPROP: centered_rmsprop_span(var, a->s[0] + off, a->s[1] + off, a->s[2] + off, g, n, &a->h, gs); break;
+  case OPT_ADADELTA: adadelta_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs); break;
   default: break;
   }
+}
+
+/* The spans with the gradient scale: a scale of 1 is a constant there, so the compiler drops the multiply
+ * (x * 1 is x) and the loops are the unscaled ones; another scale multiplies each gradient element as it
+ * is read (the product rounded to float, as a gradient scaled beforehand). */
+LOOM_FORCE_INLINE void run_span(const opt_args *a, int64_t off, const float *g, int64_t n) {
+  if (a->h.gs == 1.0f) run_span_gs(a, off, g, n, 1.0f);
+  else run_span_gs(a, off, g, n, a->h.gs);
 }
 
 LOOM_HOT static void dense_chunk(void *arg, int64_t lo, int64_t hi) {
@@ -261,6 +279,7 @@ LOOM_HOT static void dense_chunk(void *arg, int64_t lo, int64_t hi) {
 static loom_code run_dense(const loom_kctx *ctx, opt_args *a, int grad_input) {
   a->var = ctx->in[0]->data;
   a->g = ctx->in[grad_input]->data;
+  a->h.gs = loom__apply_grad_scale(ctx->attrs);
   int64_t n = ctx->in[0]->numel;
   if (n > 0) loom__parallel_for(ctx->pool, n, LOOM_PAR_GRAIN, dense_chunk, a);
   return LOOM_OK;
@@ -494,6 +513,7 @@ static loom_code sparse_prepare(const loom_kctx *ctx, int gi, int ii, int bitmap
     for (int64_t k = 0; k < nu; k++) bm[rows[k] >> 6] |= 1ull << (rows[k] & 63);
   }
   a->var = var->data;
+  a->h.gs = loom__apply_grad_scale(ctx->attrs); /* applied to the summed rows */
   a->row = row;
   a->rows = rows;
   a->grows = grows;
@@ -531,7 +551,7 @@ LOOM_HOT static void ftrl_flat_chunk(void *arg, int64_t lo, int64_t hi) {
       for (int64_t c = 0; c < row; c++, m++)
         v[m] = a->var[off + c], ac[m] = a->s[0][off + c], l[m] = a->s[1][off + c], g[m] = gr[c];
     }
-    ftrl_span(v, ac, l, g, m, &a->h);
+    ftrl_span(v, ac, l, g, m, &a->h, a->h.gs);
     m = 0;
     for (int64_t k = k0; k < k1; k++) {
       int64_t off = a->rows[k] * row;

@@ -4,6 +4,14 @@
 #define LOOM_CPU_OPTIM_H
 #include "kernels/kernel.h"
 
+/* The gradient scale of an optimizer op (Apply*, SparseApply*): its attribute alpha, 0 (the default)
+ * meaning 1. The CPU and CUDA kernels update with grad * scale (each element's product rounded to float32
+ * as it is read; a sparse kernel scales a repeated index's summed rows), which is what the all-reduce
+ * strategy uses to fold its 1/N average into the optimizer's read of the summed gradients. */
+static inline float loom__apply_grad_scale(const loom_attrs *a) {
+  return a && a->alpha != 0.0 ? (float)a->alpha : 1.0f;
+}
+
 /* Workspace of the sparse optimizer kernels: n index entries of rows of
  * `row` elements into a variable of nrows rows; bitmap != 0 adds a bitmap of
  * touched rows (non-lazy sparse Adam). */

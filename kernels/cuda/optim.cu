@@ -4,12 +4,16 @@
  * inside the kernel, so nothing waits on the host), Assign/AssignAdd/Sub/Mul,
  * the Ref scatters, the sparse optimizers (rows grouped by
  * kernels/cuda/index_group.cuh: a repeated index's gradient rows are summed
- * in position order first, as the CPU) and LearningRateSchedule.
+ * in position order first, as the CPU) and LearningRateSchedule. Every
+ * optimizer reads its gradient times the op's gradient scale
+ * (loom__apply_grad_scale; a sparse one scales the summed rows), by
+ * __fmul_rn so that nvcc never contracts it into an FMA.
  * Arithmetic differs from the CPU only where nvcc contracts a * b + c into
  * an FMA (the CPU build does not). */
 #include <math.h>
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/optim.h"
+#include "kernels/cpu/optim.h" /* loom__apply_grad_scale, LOOM_LRS_* */
 
 /* ============================================================ optimizers */
 enum { OPT_GD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_CRMSPROP, OPT_ADADELTA };
@@ -18,12 +22,13 @@ struct opt_ptrs {
   const float *g;
   const float *h[6]; /* device scalars, meaning per kind (see the kernels below) */
   int flag;
+  float gs; /* the gradient scale (kernels/cpu/optim.h) */
 };
 __global__ void k_opt(opt_ptrs a, int kind, int64_t n) {
   float h0 = a.h[0] ? *a.h[0] : 0.f, h1 = a.h[1] ? *a.h[1] : 0.f, h2 = a.h[2] ? *a.h[2] : 0.f;
   float h3 = a.h[3] ? *a.h[3] : 0.f, h4 = a.h[4] ? *a.h[4] : 0.f, h5 = a.h[5] ? *a.h[5] : 0.f;
   GRID_LOOP(i, n) {
-    float gi = a.g[i];
+    float gi = __fmul_rn(a.g[i], a.gs); /* never contracted into an FMA: the bits of a pre-scaled gradient */
     switch (kind) {
     case OPT_GD: a.var[i] -= h0 * gi; break;
     case OPT_MOMENTUM: { /* h0 lr, h1 momentum */
@@ -100,6 +105,7 @@ static loom_code run_opt(const loom_kctx *ctx, int kind, opt_ptrs *a, int gi, in
   a->s1 = nstate > 1 ? fp(ctx, 2) : NULL;
   a->s2 = nstate > 2 ? fp(ctx, 3) : NULL;
   a->g = fp(ctx, gi);
+  a->gs = loom__apply_grad_scale(ctx->attrs);
   for (int k = 0; k < 6; k++) a->h[k] = k < nh ? fp(ctx, hs[k]) : NULL;
   int64_t n = ctx->in[0]->numel;
   if (n > 0) LOOM_LAUNCH(grid_for(n), NT, 0, STREAM(ctx), k_opt)(*a, kind, n);
@@ -188,7 +194,6 @@ extern "C" loom_code loom__cu_assign_mul_any(const loom_kctx *ctx) { return assi
 
 /* ====================================== Ref scatters, sparse optimizers, schedules */
 #include "kernels/cuda/index_group.cuh"
-#include "kernels/cpu/optim.h"
 namespace {
 /* Ref scatters: the variable (input 0) in place; f32, f64, i32, i64. */
 loom_code run_ref_scatter(const loom_kctx *ctx, int op) {
@@ -217,6 +222,7 @@ struct sopt {
   const float *g;
   const float *hp[7]; /* lr, a, b, c, d (meaning per kind, as kernels/cpu/optim.c's hyper), beta1_power, beta2_power */
   int kind, flag;
+  float gs; /* the gradient scale, applied to a group's summed rows */
   int64_t row, nrows;
 };
 struct hyp {
@@ -313,9 +319,10 @@ __device__ __forceinline__ void sopt_apply(const sopt &A, const hyp &h, int64_t 
   default: break;
   }
 }
-/* Gradient of group r (starting at slot t), column j: rows summed in position order (in pieces). */
+/* Gradient of group r (starting at slot t), column j: rows summed in position order (in pieces), times the
+ * gradient scale. */
 __device__ __forceinline__ float group_grad(const sopt &A, const grp &G, int64_t t, int64_t r, int64_t j) {
-  return grp_sum<float>(G, (const float *)G.pieces, t, grp_end(G, r), A.row, j);
+  return __fmul_rn(grp_sum<float>(G, (const float *)G.pieces, t, grp_end(G, r), A.row, j), A.gs);
 }
 /* The given rows only (every optimizer but non-lazy Adam). */
 __global__ void k_sopt_rows(sopt A, grp G) {
@@ -373,6 +380,7 @@ loom_code run_sparse_opt(const loom_kctx *ctx, int kind, int gi, int ii, int nst
   for (int k = 0; k < 7; k++) A.hp[k] = h[k] >= 0 ? (const float *)ctx->in[h[k]]->data : NULL;
   A.kind = kind;
   A.flag = (int)(ctx->attrs->num & 1);
+  A.gs = loom__apply_grad_scale(ctx->attrs);
   A.row = row;
   A.nrows = nrows;
   grp Gr;

@@ -228,6 +228,74 @@ class Output:
     def __matmul__(self, o): return self.graph.matmul(self, self._o(o))
     def __neg__(self): return self.graph.neg(self)
 
+    def __getitem__(self, key):
+        """Basic indexing as TF's strided slice with step 1: ints (the axis is
+        dropped), slices a:b, `...` and None (a new axis of size 1)."""
+        return _getitem(self, key)
+
+
+def _getitem(x, key):
+    key = key if isinstance(key, tuple) else (key,)
+    shape = list(x.shape)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    n_axes = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if n_axes > len(shape):
+        raise IndexError("too many indices for a tensor of rank %d" % len(shape))
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - n_axes) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (len(shape) - n_axes)
+    begin, size, drop, new_axes, axis, out_axis = [], [], [], [], 0, 0
+    for k in key:
+        if k is None:
+            new_axes.append(out_axis)
+            out_axis += 1
+            continue
+        d = shape[axis]
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            k = int(k)
+            if k < 0:
+                if d is None:
+                    raise NotImplementedError("loom: a negative index on the unknown dim %d; slice from the "
+                                              "start" % axis)
+                k += d
+            if d is not None and not 0 <= k < d:
+                raise IndexError("index %d is out of range for dim %d of size %d" % (k, axis, d))
+            begin.append(k)
+            size.append(1)
+            drop.append(axis)
+        elif isinstance(k, slice):
+            if k.step not in (None, 1):
+                raise NotImplementedError("loom: tensor slices with a step (%r) are not supported" % (k.step,))
+            a, b = k.start, k.stop
+            if (a is not None and a < 0) or (b is not None and b < 0):
+                if d is None:
+                    raise NotImplementedError("loom: negative slice bounds on the unknown dim %d" % axis)
+                a = None if a is None else (a + d if a < 0 else a)
+                b = None if b is None else (b + d if b < 0 else b)
+            a = 0 if a is None else (min(a, d) if d is not None else a)
+            if b is None:
+                sz = -1
+            else:
+                b = min(b, d) if d is not None else b
+                sz = max(0, b - a)
+            begin.append(a)
+            size.append(sz)
+            out_axis += 1
+        else:
+            raise TypeError("loom: tensor indices must be ints, slices, ... or None, got %r" % (k,))
+        axis += 1
+    g = x.graph
+    n = len(begin)
+    y = g._out(lib.loom_slice(g.p, x.c, (L.i64 * n)(*begin), (L.i64 * n)(*size), None))
+    if drop:
+        y = g._out(lib.loom_squeeze(g.p, y.c, len(drop), (L.i64 * len(drop))(*drop), None))
+    for a in new_axes:
+        y = g._out(lib.loom_expand_dims(g.p, y.c, a, None))
+    return y
+
 
 class Node:
     """A node run for its effects (a train op, an initializer)."""

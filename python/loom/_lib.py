@@ -374,6 +374,7 @@ _d("loom_best_exporter", vp, cs, SERVING_INPUT_FN, vp, vp, vp, cint, vp)
 _d("loom_final_exporter", vp, cs, SERVING_INPUT_FN, vp, vp)
 _d("loom_exporter_free", None, vp)
 _d("loom_train_and_evaluate", cint, vp, P(TrainSpec), P(EvalSpec), P(vp), vp)
+_d("loom_run_job", cint, vp, P(TrainSpec), P(EvalSpec), vp, P(vp), vp)
 _d("loom_tae_result_metrics", vp, vp)
 _d("loom_tae_result_num_exports", cint, vp)
 _d("loom_tae_result_export_name", cs, vp, cint)
@@ -398,10 +399,19 @@ class Metric(C.Structure):
 
 
 _d("loom_spec_add_eval_metric", cint, vp, cs, Metric)
+_d("loom_spec_add_export_output", cint, vp, cs, cint, cint, P(cs), P(Output))
 _d("loom_metrics_accuracy", Metric, vp, Output, Output, Output, cs)
 _d("loom_metrics_mean", Metric, vp, Output, Output, cs)
 _d("loom_losses_sparse_softmax_cross_entropy", Output, vp, Output, Output, Output, cs, cs, cint)
 _d("loom_activation", Output, vp, Output, cs, cs)
+_d("loom_slice", Output, vp, Output, P(i64), P(i64), cs)
+_d("loom_squeeze", Output, vp, Output, cint, P(i64), cs)
+_d("loom_expand_dims", Output, vp, Output, i64, cs)
+_d("loom_shape", Output, vp, Output, cint, cs)
+_d("loom_range", Output, vp, dbl, dbl, dbl, cint, cs)
+_d("loom_fill", Output, vp, cint, P(i64), Output, cs)
+_d("loom_leaky_relu", Output, vp, Output, dbl, cs)
+_d("loom_gelu", Output, vp, Output, cint, cs)
 
 
 class Conv2DOptions(C.Structure):

@@ -3,7 +3,7 @@
  * TensorScatterAdd/Update, UnsortedSegmentMean/SqrtN (with gradients where
  * differentiable), the Ref scatters on variables, every sparse optimizer run
  * 5 steps on a [50, 8] variable with duplicate indices (variable and slots
- * compared), LearningRateSchedule, TopK's order on ties, NaN and signed
+ * compared; also with a gradient scale, and dense with a gradient scale), LearningRateSchedule, TopK's order on ties, NaN and signed
  * zeros, and bad indices failing the run with INVALID_ARGUMENT naming the
  * node. A node of these ops that falls back to the CPU is a failure.
  * Harness: tests/gpu/parity.h; skips without a CUDA device. */
@@ -15,7 +15,9 @@ static const char *const family_ops[] = {
     "TensorScatterAdd",   "TensorScatterUpdate", "ScatterUpdate",       "ScatterAdd",
     "ScatterSub",         "UnsortedSegmentMean", "UnsortedSegmentSqrtN", "SparseApplyMomentum",
     "SparseApplyAdagrad", "SparseApplyAdam",     "SparseApplyFtrlV2",   "SparseApplyRMSProp",
-    "SparseApplyCenteredRMSProp", "SparseApplyAdadelta", "LearningRateSchedule"};
+    "SparseApplyCenteredRMSProp", "SparseApplyAdadelta", "LearningRateSchedule", "ApplyMomentum",
+    "ApplyAdagrad",       "ApplyAdam",           "ApplyFtrlV2",         "ApplyRMSProp",
+    "ApplyCenteredRMSProp", "ApplyAdadelta"};
 static int g_fallbacks;
 static void on_log(loom_log_level level, const char *msg, void *user) {
   (void)level;
@@ -340,9 +342,11 @@ static loom_optimizer *make_opt(int kind, loom_output lr) {
   }
 }
 
-static void sparse_opt_case(int kind) {
+/* sparse or dense (the gradient [50, 8]); scale != 1: the optimizer op's gradient scale
+ * (loom_apply_set_gradient_scale), read by both devices' kernels */
+static void opt_case(int kind, int sparse, float scale) {
   loom_graph *g = loom_graph_new();
-  int64_t vd[2] = {50, 8}, gd[2] = {12, 8}, id[1] = {12};
+  int64_t vd[2] = {50, 8}, gd[2] = {sparse ? 12 : 50, 8}, id[1] = {12};
   loom_initializer ini = loom_init_random_normal(0, 0.5, 11);
   loom_variable *v = loom_get_variable(g, "emb", F32, 2, vd, &ini, 1);
   loom_variable *gs = loom_get_or_create_global_step(g);
@@ -352,11 +356,23 @@ static void sparse_opt_case(int kind) {
                        ? loom_exponential_decay(g, 0.05, loom_variable_output(gs), 2, 0.7, 1, "lr")
                        : loom_const_f32(g, kind == O_ADADELTA ? 1.0f : 0.05f, "lr");
   loom_optimizer *opt = make_opt(kind, lr);
-  loom_gradient gr = {gv, ix};
+  loom_gradient gr = {gv, sparse ? ix : (loom_output){NULL, 0}};
   loom_node *train = loom_optimizer_apply_gradients(opt, g, 1, &gr, &v, gs, NULL);
   pair p;
   char what[96];
-  snprintf(what, sizeof what, "sparse %s", opt_names[kind]);
+  snprintf(what, sizeof what, "%s %s", sparse ? "sparse" : "dense", opt_names[kind]);
+  if (scale != 1.0f) snprintf(what + strlen(what), sizeof what - strlen(what), " gradient scale %g", (double)scale);
+  int nscaled = 0;
+  for (int i = 0; train && scale != 1.0f && loom_graph_node_at(g, i); i++) {
+    loom_node *n = loom_graph_node_at(g, i);
+    const char *op = loom_node_op_name(n);
+    if (strncmp(op, "Apply", 5) && strncmp(op, "SparseApply", 11)) continue;
+    nscaled += loom_apply_set_gradient_scale(n, scale, NULL) == LOOM_OK;
+  }
+  if (scale != 1.0f && nscaled != 1) {
+    printf("FAIL %s: %d optimizer ops took the scale\n", what, nscaled);
+    g_fail++;
+  }
   if (!train) {
     printf("FAIL %s: building the train op\n", what);
     g_fail++;
@@ -369,7 +385,7 @@ static void sparse_opt_case(int kind) {
       loom_tensor *fv[2] = {gvv, ixv};
       char w[128];
       snprintf(w, sizeof w, "%s step %d", what, step);
-      int ok = pair_step(&p, w, feeds, fv, 2, train);
+      int ok = pair_step(&p, w, feeds, fv, sparse ? 2 : 1, train);
       loom_tensor_free(ixv);
       loom_tensor_free(gvv);
       if (!ok) break;
@@ -491,7 +507,12 @@ int main(void) {
   ref_scatter_case(F64, 1);
   ref_scatter_case(I32, 0);
   ref_scatter_case(I64, 1);
-  for (int k = 0; k < O_COUNT; k++) sparse_opt_case(k);
+  for (int k = 0; k < O_COUNT; k++) {
+    opt_case(k, 1, 1.0f);
+    opt_case(k, 1, 0.5f);
+    opt_case(k, 1, 1.0f / 3.0f);
+    opt_case(k, 0, 1.0f / 3.0f);
+  }
   lr_schedule_case(I64);
   lr_schedule_case(I32);
   lr_schedule_case(F32);

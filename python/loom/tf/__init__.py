@@ -7,7 +7,11 @@ TrainSpec / EvalSpec / train_and_evaluate, exporters), tf.feature_column,
 tf.data.Dataset.from_tensor_slices with batch / shuffle / repeat / take /
 prefetch / cache, tf.compat.v1.estimator.inputs.numpy_input_fn /
 pandas_input_fn, tf.compat.v1.logging, tf.random.set_seed; a custom model_fn
-of dense layers with tf.compat.v1 losses, metrics and optimizers (ops.py). A TF symbol
+of tf.compat.v1.layers, feature-column input layers (_fc_layers.py), math / array / nn
+ops (math_ops.py, _array_ops.py), variables and scopes (_variables.py, _graph_ops.py),
+tf.compat.v1 losses, metrics, summaries (_v1_ops.py) and optimizers (ops.py);
+tf.compat.v1.estimator's v1 canned estimators (estimator/_v1.py); Estimator.train
+under a TF_CONFIG cluster runs the task's role (estimator/__init__.py). A TF symbol
 loom.tf does not provide raises NotImplementedError naming it and what to
 use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
@@ -36,15 +40,42 @@ def _log_level(level):
 
 
 _verbosity = [30]
+import logging as _pylogging  # noqa: E402
+import sys as _sys  # noqa: E402
+# TF's Python logger: tf.compat.v1.logging and LoggingTensorHook write to it; as TF's tf_logging does, it gets a
+# handler on stderr when logging is not configured, and set_verbosity sets its level (TF's default WARN).
+_tf_log = _pylogging.getLogger("tensorflow")
+if not _pylogging.getLogger().handlers and not _tf_log.handlers:
+    _h = _pylogging.StreamHandler(_sys.stderr)
+    _h.setFormatter(_pylogging.Formatter(_pylogging.BASIC_FORMAT))
+    _tf_log.addHandler(_h)
+if _tf_log.level == _pylogging.NOTSET:
+    _tf_log.setLevel(_verbosity[0])
 
 
 def _set_verbosity(level):
     _verbosity[0] = int(level)
+    _tf_log.setLevel(int(level))
     _lib.loom_log_set(None, None, _log_level(int(level)))
 
 
+def get_logger():
+    """tf.get_logger: Python's "tensorflow" logger (what tf.compat.v1.logging writes to)."""
+    return _tf_log
+
+
+def _log_fn(level, name):
+    def f(msg, *args, **kwargs):
+        _tf_log.log(level, msg, *args, **kwargs)
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
 logging = Namespace("compat.v1.logging", DEBUG=10, INFO=20, WARN=30, WARNING=30, ERROR=40, FATAL=50,
-                    set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0])
+                    set_verbosity=_set_verbosity, get_verbosity=lambda: _verbosity[0],
+                    debug=_log_fn(10, "debug"), info=_log_fn(20, "info"), warn=_log_fn(30, "warn"),
+                    warning=_log_fn(30, "warning"), error=_log_fn(40, "error"), fatal=_log_fn(50, "fatal"),
+                    log=lambda level, msg, *args, **kwargs: _tf_log.log(level, msg, *args, **kwargs))
 from . import io as _io
 from . import math_ops as _m
 from .math_ops import add, subtract, multiply, divide, maximum, minimum, exp, sqrt, square, concat, expand_dims, \
@@ -89,12 +120,36 @@ keras = Namespace("keras", Sequential=_keras.Sequential, Input=_keras.Input, lay
                       "keras.losses.Reduction", SUM_OVER_BATCH_SIZE="sum_over_batch_size", SUM="sum",
                       AUTO="auto", NONE="none"), **_keras.losses_ns))
 losses = Namespace("losses", Reduction=keras.losses.Reduction)
-math = Namespace("math", argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum, reduce_max=reduce_max,
+from . import _array_ops as _a
+from ._array_ops import (matmul, transpose, stack, tile, gather, one_hot, where, clip_by_value, zeros_like,  # noqa
+                         ones_like, identity, stop_gradient, sigmoid, tanh, negative, sign, floor, round,
+                         not_equal, less_equal, greater_equal, logical_and, logical_or, logical_not, reduce_prod,
+                         reduce_logsumexp, argmin)
+abs = _m.abs  # noqa: A001 - TF's name
+_MATH_EXTRA = {k: getattr(_a, k) for k in (
+    "sigmoid", "tanh", "negative", "sign", "floor", "ceil", "round", "reciprocal", "log1p", "rsqrt", "not_equal",
+    "less_equal", "greater_equal", "logical_and", "logical_or", "logical_not", "reduce_prod", "reduce_logsumexp",
+    "argmin")}
+math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
+                 reduce_max=reduce_max,
                  reduce_min=reduce_min, add=_m.add, subtract=_m.subtract, multiply=_m.multiply, divide=_m.divide,
                  maximum=_m.maximum, minimum=_m.minimum, exp=_m.exp, log=_m.log, sqrt=_m.sqrt, square=_m.square,
                  abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater)
-_v1_losses = Namespace("compat.v1.losses", sparse_softmax_cross_entropy=_ops.sparse_softmax_cross_entropy,
-                       mean_squared_error=_ops.mean_squared_error)
+from .estimator import _v1 as _est_v1
+from . import _v1_ops
+from . import _graph_ops as _gops
+from . import _fc_layers as _fcl
+_keras.layers.DenseFeatures = _fcl.DenseFeatures
+from . import _variables as _vars
+from ._graph_ops import control_dependencies, group, zeros, ones, shape, range, name_scope  # noqa: F401,A004
+_v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
+                           "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
+                           "mean_squared_error", "absolute_difference", "huber_loss", "log_loss", "hinge_loss",
+                           "compute_weighted_loss")}, Reduction=Namespace(
+                           "compat.v1.losses.Reduction", NONE="none", SUM="weighted_sum",
+                           SUM_OVER_BATCH_SIZE="weighted_sum_over_batch_size", MEAN="weighted_mean",
+                           SUM_BY_NONZERO_WEIGHTS="weighted_sum_by_nonzero_weights",
+                           SUM_OVER_NONZERO_WEIGHTS="weighted_sum_by_nonzero_weights"))
 _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
                       get_or_create_global_step=_ops.get_global_step,
                       SessionRunHook=_hooks.SessionRunHook, SessionRunArgs=_hooks.SessionRunArgs,
@@ -106,12 +161,17 @@ _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
                       FeedFnHook=_hooks.FeedFnHook,
                       **{k: getattr(_learning_rate, k) for k in _learning_rate.__all__},
                       GradientDescentOptimizer=_ops.GradientDescentOptimizer, AdamOptimizer=_ops.AdamOptimizer,
-                      AdagradOptimizer=_ops.AdagradOptimizer)
+                      AdagradOptimizer=_ops.AdagradOptimizer, MomentumOptimizer=_ops.MomentumOptimizer,
+                      RMSPropOptimizer=_ops.RMSPropOptimizer, FtrlOptimizer=_ops.FtrlOptimizer,
+                      AdadeltaOptimizer=_ops.AdadeltaOptimizer, latest_checkpoint=_v1_ops.latest_checkpoint)
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),
-    **{k: getattr(estimator, k) for k in estimator.__all__}),
-    feature_column=feature_column, data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
+    **{k: getattr(_est_v1 if k in _est_v1.__all__ else estimator, k) for k in estimator.__all__}),
+    feature_column=Namespace("compat.v1.feature_column", input_layer=_fcl.input_layer,
+                             linear_model=_fcl.linear_model,
+                             **{k: getattr(feature_column, k) for k in feature_column.__all__}),
+    data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
     io=io, python_io=Namespace("compat.v1.python_io", TFRecordWriter=_io.TFRecordWriter,
                                TFRecordOptions=_io.TFRecordOptions,
                                TFRecordCompressionType=_io.TFRecordCompressionType),
@@ -119,12 +179,26 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     parse_single_example=_io.parse_single_example, FixedLenFeature=_FixedLen, VarLenFeature=_VarLen,
     losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
     layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
-                     average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout),
-    metrics=Namespace("compat.v1.metrics", accuracy=_ops.accuracy, mean=_ops.mean),
+                     average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout,
+                     batch_normalization=_gops.batch_normalization),
+    GraphKeys=_gops.GraphKeys, get_collection=_gops.get_collection, control_dependencies=_gops.control_dependencies,
+    get_variable=_vars.get_variable,
+    **{k: getattr(_vars, k) for k in ("zeros_initializer", "ones_initializer", "constant_initializer",
+                                      "random_uniform_initializer", "random_normal_initializer",
+                                      "truncated_normal_initializer", "glorot_uniform_initializer",
+                                      "glorot_normal_initializer")},
+    group=_gops.group, variable_scope=_gops.variable_scope, AUTO_REUSE=_gops.AUTO_REUSE, name_scope=_gops.name_scope,
+    metrics=Namespace("compat.v1.metrics", accuracy=_v1_ops.accuracy, mean=_v1_ops.mean, auc=_v1_ops.auc,
+                      mean_squared_error=_v1_ops.mean_squared_error_metric,
+                      **{k: getattr(_v1_ops, k) for k in (
+                          "root_mean_squared_error", "mean_absolute_error", "precision", "recall", "true_positives",
+                          "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
+    summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
     get_default_graph=_hooks.get_default_graph)
 compat = Namespace("compat", v1=_v1)
-train = Namespace("train", Example=_serving.Example, Features=_serving.Features, Feature=_serving.Feature,
+train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,
+                  Features=_serving.Features, Feature=_serving.Feature,
                   BytesList=_serving.BytesList, FloatList=_serving.FloatList, Int64List=_serving.Int64List)
 saved_model = Namespace("saved_model", load=_serving.load)
 

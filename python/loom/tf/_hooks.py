@@ -211,7 +211,11 @@ class _PyHook:
                 raise TypeError("%s.before_run must return None or a SessionRunArgs, got %s"
                                 % (type(self.hook).__name__, type(r).__name__))
             if r.feed_dict:
-                raise NotImplementedError("loom.tf: SessionRunArgs(feed_dict=...) is not supported")
+                raise NotImplementedError("loom.tf: %s.before_run returned SessionRunArgs(feed_dict=...), which is "
+                                          "not supported: the training step's inputs come from the input_fn; "
+                                          "instead: put the values in the input_fn's features (or a "
+                                          "tf.compat.v1.train.piecewise_constant of the global step for a schedule)"
+                                          % type(self.hook).__name__)
             self._fetches, self._rebuild = _flatten(r.fetches, self.graph, self._names)
             if self._fetches:
                 self._arr = (L.Output * len(self._fetches))(*[f.c for f in self._fetches])

@@ -427,10 +427,13 @@ class Sequential:
                 raise ValueError("An InputLayer must be the first layer of a Sequential model")
             self._input = layer
             return
-        if not isinstance(layer, Layer):
-            raise NotImplementedError("loom.tf: Sequential.add(%r): loom's Sequential takes the tf.keras.layers "
-                                      "Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Reshape, Dropout, "
-                                      "BatchNormalization, Embedding" % (layer,))
+        if not isinstance(layer, Layer) or not hasattr(type(layer), "_add"):
+            what = "a subclass of tf.keras.layers.Layer (%s)" % type(layer).__name__ if isinstance(layer, Layer) \
+                else repr(layer)
+            raise NotImplementedError("loom.tf: Sequential.add(%s) is not supported: loom's Sequential runs its own "
+                                      "layers in C; instead: the tf.keras.layers Dense, Conv2D, MaxPooling2D, "
+                                      "AveragePooling2D, Flatten, Reshape, Dropout, BatchNormalization, Embedding, "
+                                      "or a custom model_fn of TF ops in a tf.estimator.Estimator" % what)
         if not self.layers and self._input is None and layer._input_shape is not None:
             self._input = InputLayer(shape=layer._input_shape, dtype=getattr(layer, "_in_dtype", layer._dtype),
                                      name=layer.name + "_input")
@@ -595,7 +598,12 @@ class Sequential:
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1,
             max_queue_size=10, workers=1, use_multiprocessing=False):
-        for k, v in (("callbacks", callbacks), ("class_weight", class_weight), ("sample_weight", sample_weight),
+        if callbacks:
+            raise NotImplementedError("loom.tf: tf.keras.Sequential.fit(callbacks=...) is not supported; instead: call "
+                                      "fit(epochs=1) in a loop and act between epochs (the returned History has the "
+                                      "epoch's loss and metrics), or train through "
+                                      "tf.keras.estimator.model_to_estimator with SessionRunHooks")
+        for k, v in (("class_weight", class_weight), ("sample_weight", sample_weight),
                      ("validation_steps", validation_steps)):
             if v:
                 raise NotImplementedError("loom.tf: Sequential.fit(%s=...) is not supported" % k)

@@ -6,7 +6,8 @@ import types
 
 # Alternatives for symbols TF Estimator programs commonly use that loom.tf lacks.
 ALTERNATIVES = {
-    "compat.v1.layers": "tf.compat.v1.layers.dense, or a model on loom.Graph with loom.Estimator",
+    "compat.v1.layers": "tf.compat.v1.layers dense, conv2d, max_pooling2d, average_pooling2d, flatten, dropout, "
+                        "batch_normalization, or a model on loom.Graph with loom.Estimator",
     "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, or loom.Graph",
     "data.Dataset": "the sources TFRecordDataset, TextLineDataset, FixedLengthRecordDataset, "
                     "experimental.CsvDataset / make_csv_dataset or Dataset.from_tensor_slices, with map, filter, "
@@ -20,12 +21,38 @@ ALTERNATIVES = {
                     "Embedding in a tf.keras.Sequential",
     "keras.Sequential": "fit / evaluate / predict / get_weights / set_weights, or "
                         "tf.keras.estimator.model_to_estimator for the rest of the Estimator API",
+    "keras.Sequential.save": "get_weights() (numpy arrays to keep with numpy.save) and set_weights() on the same "
+                             "Sequential, or tf.keras.estimator.model_to_estimator(model).export_saved_model(...) "
+                             "for a model to serve (tf.saved_model.load reads it)",
+    "keras.Sequential.save_weights": "get_weights() (numpy arrays to keep with numpy.save) and set_weights()",
+    "keras.Sequential.load_weights": "set_weights() with the arrays get_weights() gave",
+    "keras.models.load_model": "rebuild the tf.keras.Sequential and set_weights() with the arrays get_weights() "
+                               "gave, or tf.saved_model.load(export_dir) for an exported model",
+    "keras.callbacks": "call fit(epochs=1) in a loop and act between epochs (fit returns a History), or "
+                       "tf.keras.estimator.model_to_estimator with SessionRunHooks",
+    "distribute": "no strategy object: run the same script in every task of the TF_CONFIG cluster (ps included); "
+                  "tf.estimator.train_and_evaluate (or Estimator.train with max_steps) runs the task's role "
+                  "(docs/python.md, Distributed)",
+    "compat.v1.train.Server": "no server object: call tf.estimator.train_and_evaluate (or Estimator.train with "
+                              "max_steps) in the ps task too: loom serves the variables there from TF_CONFIG",
+    "compat.v1.train.ClusterSpec": "tf.estimator.RunConfig().cluster_spec (the cluster of TF_CONFIG)",
+    "train.ClusterSpec": "tf.estimator.RunConfig().cluster_spec (the cluster of TF_CONFIG)",
+    "train.Server": "no server object: call tf.estimator.train_and_evaluate (or Estimator.train with max_steps) in "
+                    "the ps task too: loom serves the variables there from TF_CONFIG",
+    "estimator.VocabInfo": "warm start without vocabulary remapping: WarmStartSettings(ckpt, vars_to_warm_start) "
+                           "with the same vocabularies",
+    "compat.v1.ConfigProto": "leave RunConfig(session_config=None): loom sizes its thread pool from the CPUs",
+    "summary": "tf.compat.v1.summary.scalar / histogram in a model_fn (the estimator writes them every "
+               "save_summary_steps)",
 }
 
 
 # loom.tf's implementation modules (attributes of the package as Python imports them, not TF
 # symbols); scripts/gen_tf_surface.py leaves them out of docs/tf-surface.md.
-INTERNAL_MODULES = ("inputs", "ops", "serving", "optimizers", "compat_placeholder")
+INTERNAL_MODULES = ("inputs", "ops", "serving", "optimizers", "compat_placeholder", "math_ops")
+# Helpers of loom.tf's modules that are public Python names but not TF symbols (left out of the page too).
+INTERNAL_NAMES = ("tf.nn.activation_name", "tf.data.FEATURES", "tf.data.LABEL", "tf.data.I64", "tf.data.STRING",
+                  "tf.random.op_seed", "tf.errors.from_loom")
 
 
 def unsupported(symbol):

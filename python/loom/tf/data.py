@@ -67,8 +67,16 @@ class SparseTensor:
     loom keeps it ragged (values, row_splits); .values is a tensor, the
     other TF views raise NotImplementedError."""
 
-    def __init__(self, values, row_splits, batched):
-        self.values, self._row_splits, self._batched = values, row_splits, batched
+    def __init__(self, indices, values, dense_shape):
+        raise unsupported("SparseTensor(indices, values, dense_shape) (making a sparse tensor); loom's sparse "
+                          "tensors are the VarLenFeatures tf.io.parse_example gives")
+
+    @classmethod
+    def _ragged(cls, values, row_splits, batched):
+        """A VarLenFeature's values and row splits (what parsing makes)."""
+        t = object.__new__(cls)
+        t.values, t._row_splits, t._batched = values, row_splits, batched
+        return t
 
     @property
     def dtype(self):
@@ -587,7 +595,7 @@ class _Traced:
                 v = g.placeholder(_loom_dtype(c.dtype), (None,), "in%d" % i)
                 sp = g.placeholder(I64, (2,) if c.ragged == 1 else (None,), "in%d_splits" % i)
                 ins += [v, sp]
-                sym[c.name] = SparseTensor(v, sp, c.ragged == 2)
+                sym[c.name] = SparseTensor._ragged(v, sp, c.ragged == 2)
             else:
                 p = g.placeholder(_loom_dtype(c.dtype), c.shape, "in%d" % i)
                 ins.append(p)

@@ -96,7 +96,7 @@ def _parse(serialized, features, single, what):
     for k in sorted(features):
         f = features[k]
         if isinstance(f, VarLenFeature):
-            res[k] = SparseTensor(Output(g, outs[j]), Output(g, outs[j + 1]), not single)
+            res[k] = SparseTensor._ragged(Output(g, outs[j]), Output(g, outs[j + 1]), not single)
             j += 2
         else:
             o = Output(g, outs[j])

@@ -6,6 +6,7 @@ tensor as constants of its dtype, as TF converts them."""
 import numpy as np
 
 from .. import Output
+from .. import _lib as L
 from .._lib import lib
 from .. import _b
 
@@ -63,16 +64,16 @@ def concat(values, axis, name=None):
 
 
 def expand_dims(input, axis, name=None):  # noqa: A002
-    shape = list(_graph(input) and input.shape)
-    if any(d is None for d in shape):
-        raise NotImplementedError("loom.tf: tf.expand_dims of a tensor with unknown dims; use tf.reshape")
-    axis = int(axis)
-    shape.insert(axis if axis >= 0 else len(shape) + 1 + axis, 1)
-    return input.graph.reshape(input, shape, name=name)
+    g = _graph(input)
+    return g._out(lib.loom_expand_dims(g.p, input.c, int(axis), _b(name)))
 
 
 def squeeze(input, axis=None, name=None):  # noqa: A002
-    shape = list(_graph(input) and input.shape)
+    g = _graph(input)
+    if axis is not None:  # loom's Squeeze (unknown dims allowed; a dim that is not 1 is an error naming it)
+        axes = [int(axis)] if isinstance(axis, int) else [int(a) for a in axis]
+        return g._out(lib.loom_squeeze(g.p, input.c, len(axes), (L.i64 * len(axes))(*axes), _b(name)))
+    shape = list(input.shape)
     if any(d is None for d in shape):
         raise NotImplementedError("loom.tf: tf.squeeze of a tensor with unknown dims; use tf.reshape")
     axes = set(range(len(shape))) if axis is None else {a % len(shape) for a in ([axis] if isinstance(axis, int)

@@ -25,9 +25,33 @@ tanh = _Activation("tanh")
 sigmoid = _Activation("sigmoid")
 softplus = _Activation("softplus")
 softsign = _Activation("softsign")
-leaky_relu = _Activation("leaky_relu")
 swish = silu = _Activation("swish")
-gelu = _Activation("gelu")
+
+
+class _LeakyRelu(_Activation):
+    """tf.nn.leaky_relu(features, alpha=0.2, name=None)."""
+
+    def __call__(self, features, alpha=0.2, name=None):
+        from .ops import _g
+        from .._lib import lib
+        from .. import _b
+        g = _g(features, "tf.nn.leaky_relu")
+        return g._out(lib.loom_leaky_relu(g.p, features.c, float(alpha), _b(name)))
+
+
+class _Gelu(_Activation):
+    """tf.nn.gelu(features, approximate=False, name=None)."""
+
+    def __call__(self, features, approximate=False, name=None):
+        from .ops import _g
+        from .._lib import lib
+        from .. import _b
+        g = _g(features, "tf.nn.gelu")
+        return g._out(lib.loom_gelu(g.p, features.c, int(bool(approximate)), _b(name)))
+
+
+leaky_relu = _LeakyRelu("leaky_relu")  # as an activation_fn: alpha 0.2, TF's default
+gelu = _Gelu("gelu")  # as an activation_fn: the exact GELU, TF's default
 
 
 def softmax(logits, axis=None, name=None):
@@ -51,6 +75,12 @@ def activation_name(fn, what):
     if not lib.loom_activation_valid(name.encode()):
         raise ValueError("%s: unknown activation %r" % (what, name))
     return name
+
+
+from ._graph_ops import dropout  # noqa: E402
+from ._variables import embedding_lookup  # noqa: E402
+from ._array_ops import (log_softmax, sigmoid_cross_entropy_with_logits,  # noqa: E402
+                         softmax_cross_entropy_with_logits, l2_normalize, bias_add, l2_loss)
 
 
 def __getattr__(name):

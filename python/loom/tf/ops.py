@@ -6,6 +6,8 @@ tf.compat.v1.train.*Optimizer(...).minimize, get_global_step) add loom
 nodes to the tensors' graph. Any other op raises NotImplementedError."""
 import ctypes as C
 
+import numpy as np
+
 from .. import _lib as L
 from .._lib import lib
 from .. import Output, _b
@@ -38,7 +40,11 @@ def activation(name, x, op_name=None):
 
 
 def softmax(logits, axis=None, name=None):
-    return _g(logits, "tf.nn.softmax").softmax(logits, name=name)
+    g = _g(logits, "tf.nn.softmax")
+    if axis not in (None, -1, len(logits.shape) - 1):
+        raise NotImplementedError("loom.tf: tf.nn.softmax(axis=%r): the last axis only; instead: tf.transpose the "
+                                  "axis last" % (axis,))
+    return g.softmax(logits, name=name)
 
 
 def argmax(input, axis=None, output_type=_dt.int64, name=None):  # noqa: A002 - TF's argument name
@@ -93,25 +99,8 @@ class MetricOp(tuple):
         return t
 
 
-def accuracy(labels, predictions, weights=None, metrics_collections=None, updates_collections=None, name=None):
-    if weights is not None:
-        raise NotImplementedError("loom.tf: tf.compat.v1.metrics.accuracy(weights=...) is not supported yet")
-    g = _g(predictions, "tf.compat.v1.metrics.accuracy")
-    m = lib.loom_metrics_accuracy(g.p, labels.c, predictions.c, L.Output(), _b(name))
-    g._check()
-    return MetricOp(g, m)
-
-
-def mean(values, weights=None, metrics_collections=None, updates_collections=None, name=None):
-    if weights is not None:
-        raise NotImplementedError("loom.tf: tf.compat.v1.metrics.mean(weights=...) is not supported yet")
-    g = _g(values, "tf.compat.v1.metrics.mean")
-    m = lib.loom_metrics_mean(g.p, values.c, L.Output(), _b(name))
-    g._check()
-    return MetricOp(g, m)
-
-
 _graphs = []  # the graphs of the model_fn / hook begin() being called (innermost last)
+_features = []  # (graph, the C loom_features) of the model_fn being called: what input_layer reads
 
 
 class _GlobalStep:
@@ -142,35 +131,79 @@ def _global_step_output(gs):
     return None
 
 
+class _MomentumOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("momentum", L.dbl), ("use_nesterov", L.i32)]
+
+
+class _AdagradOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("initial_accumulator_value", L.dbl)]
+
+
+class _AdamOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("beta1", L.dbl), ("beta2", L.dbl), ("epsilon", L.dbl), ("lazy", L.i32)]
+
+
+class _FtrlOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("learning_rate_power", L.dbl), ("initial_accumulator_value", L.dbl),
+                ("l1", L.dbl), ("l2", L.dbl), ("l2_shrinkage", L.dbl)]
+
+
+class _AdadeltaOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("rho", L.dbl), ("epsilon", L.dbl)]
+
+
+from .. import _lib_keras as _K  # noqa: E402
+
+for _n, _t in (("momentum", _MomentumOptions), ("adagrad", _AdagradOptions), ("adam", _AdamOptions),
+               ("ftrl", _FtrlOptions), ("adadelta", _AdadeltaOptions)):
+    L._d("loom_%s_options_default" % _n, _t)
+
+
 class _Optimizer:
+    """tf.compat.v1.train.*Optimizer: minimize(loss, global_step) adds
+    loom's optimizer of the same update rule (loom_train.h), with the
+    optimizer's hyperparameters; the learning rate is a number or a tensor
+    (a learning-rate decay of the global step)."""
     _kind = None
 
-    def __init__(self, learning_rate, *args, **kwargs):
-        if args or any(k not in ("name", "use_locking") for k in kwargs):
-            raise NotImplementedError("loom.tf: tf.compat.v1.train.%s takes learning_rate only in loom.tf (got %s)"
-                                      % (type(self).__name__, sorted(kwargs) or args))
-        if not isinstance(learning_rate, (int, float, Output)):
+    def __init__(self, learning_rate, use_locking=False, name=None):
+        if not isinstance(learning_rate, (int, float, Output)) or isinstance(learning_rate, bool):
             raise NotImplementedError("loom.tf: %s(learning_rate=%r): give a number or a tensor (a "
                                       "tf.compat.v1.train.*_decay of the global step)"
                                       % (type(self).__name__, learning_rate))
         self.learning_rate = learning_rate if isinstance(learning_rate, Output) else float(learning_rate)
+        self._name = name
 
-    def minimize(self, loss, global_step=None, var_list=None, name=None, **kwargs):
+    def get_name(self):
+        return self._name
+
+    def _options(self):
+        return None
+
+    def _make(self, lr):
+        o = self._options()
+        return getattr(lib, "loom_optimizer_" + self._kind)(lr.c, *(() if self._kind == "sgd" else
+                                                                   (C.byref(o) if o is not None else None,)))
+
+    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
+                 colocate_gradients_with_ops=False, name=None, grad_loss=None):
+        what = "%s.minimize" % type(self).__name__
         if not isinstance(global_step, (_GlobalStep, GlobalStepTensor)):
-            raise NotImplementedError("loom.tf: %s.minimize(loss) without global_step="
-                                      "tf.compat.v1.train.get_global_step(): the estimator counts steps by it"
-                                      % type(self).__name__)
-        if var_list is not None or kwargs:
-            raise NotImplementedError("loom.tf: minimize(var_list=...) is not supported yet")
-        g = _g(loss, "minimize")
+            raise NotImplementedError("loom.tf: %s(loss) without global_step=tf.compat.v1.train.get_global_step(): "
+                                      "the estimator counts steps by it" % what)
+        for arg, v in (("var_list", var_list), ("aggregation_method", aggregation_method), ("grad_loss", grad_loss)):
+            if v is not None:
+                raise NotImplementedError("loom.tf: %s(%s=...) is not supported: every trainable variable the loss "
+                                          "depends on is trained" % (what, arg))
+        g = _g(loss, what)
         lr = self.learning_rate
-        if not isinstance(lr, Output):
-            return g.minimize(loss, self._kind, lr, name=name)
-        if lr.graph.p != g.p:
-            raise ValueError("%s: the learning_rate tensor is not in the loss's graph" % type(self).__name__)
+        if isinstance(lr, Output):
+            if lr.graph.p != g.p:
+                raise ValueError("%s: the learning_rate tensor is not in the loss's graph" % type(self).__name__)
+        else:
+            lr = g.constant(np.float32(lr))
         from .. import Node
-        opt = {"sgd": lambda: lib.loom_optimizer_sgd(lr.c), "adam": lambda: lib.loom_optimizer_adam(lr.c, None),
-               "adagrad": lambda: lib.loom_optimizer_adagrad(lr.c, None)}[self._kind]()
+        opt = self._make(lr)
         gs = lib.loom_get_or_create_global_step(g.p)
         n = lib.loom_optimizer_minimize(opt, g.p, loss.c, 0, None, gs, _b(name))
         lib.loom_optimizer_free(opt)
@@ -178,19 +211,106 @@ class _Optimizer:
         return Node(g, n)
 
 
+def _opts(kind, **fields):
+    o = getattr(lib, "loom_%s_options_default" % kind)()
+    for k, v in fields.items():
+        setattr(o, k, v)
+    return o
+
+
 class GradientDescentOptimizer(_Optimizer):
     _kind = "sgd"
+
+    def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
+        super().__init__(learning_rate, use_locking, name)
+
+
+class MomentumOptimizer(_Optimizer):
+    _kind = "momentum"
+
+    def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum", use_nesterov=False):
+        super().__init__(learning_rate, use_locking, name)
+        self._o = dict(momentum=float(momentum), use_nesterov=int(bool(use_nesterov)))
+
+    def _options(self):
+        return _opts("momentum", **self._o)
+
+
+class AdagradOptimizer(_Optimizer):
+    _kind = "adagrad"
+
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False, name="Adagrad"):
+        super().__init__(learning_rate, use_locking, name)
+        if initial_accumulator_value <= 0.0:
+            raise ValueError("initial_accumulator_value must be positive: %s" % initial_accumulator_value)
+        self._o = dict(initial_accumulator_value=float(initial_accumulator_value))
+
+    def _options(self):
+        return _opts("adagrad", **self._o)
 
 
 class AdamOptimizer(_Optimizer):
     _kind = "adam"
 
-    def __init__(self, learning_rate=0.001, **kwargs):
-        super().__init__(learning_rate, **kwargs)
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08, use_locking=False, name="Adam"):
+        super().__init__(learning_rate, use_locking, name)
+        self._o = dict(beta1=float(beta1), beta2=float(beta2), epsilon=float(epsilon))
+
+    def _options(self):
+        return _opts("adam", **self._o)
 
 
-class AdagradOptimizer(_Optimizer):
-    _kind = "adagrad"
+class FtrlOptimizer(_Optimizer):
+    _kind = "ftrl"
+
+    def __init__(self, learning_rate, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0, use_locking=False, name="Ftrl",
+                 accum_name=None, linear_name=None, l2_shrinkage_regularization_strength=0.0, beta=None):
+        super().__init__(learning_rate, use_locking, name)
+        for arg, v, ok in (("learning_rate_power", learning_rate_power, learning_rate_power <= 0),
+                           ("initial_accumulator_value", initial_accumulator_value, initial_accumulator_value >= 0),
+                           ("l1_regularization_strength", l1_regularization_strength,
+                            l1_regularization_strength >= 0),
+                           ("l2_regularization_strength", l2_regularization_strength,
+                            l2_regularization_strength >= 0),
+                           ("l2_shrinkage_regularization_strength", l2_shrinkage_regularization_strength,
+                            l2_shrinkage_regularization_strength >= 0)):
+            if not ok:
+                raise ValueError("%s %s must be %s" % (arg, v, "less than or equal to zero"
+                                                       if arg == "learning_rate_power" else "non-negative"))
+        if beta not in (None, 0, 0.0):
+            raise NotImplementedError("loom.tf: FtrlOptimizer(beta=...) is not supported (loom's FTRL has beta 0)")
+        self._o = dict(learning_rate_power=float(learning_rate_power),
+                       initial_accumulator_value=float(initial_accumulator_value),
+                       l1=float(l1_regularization_strength), l2=float(l2_regularization_strength),
+                       l2_shrinkage=float(l2_shrinkage_regularization_strength))
+
+    def _options(self):
+        return _opts("ftrl", **self._o)
+
+
+class RMSPropOptimizer(_Optimizer):
+    _kind = "rmsprop"
+
+    def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False, centered=False,
+                 name="RMSProp"):
+        super().__init__(learning_rate, use_locking, name)
+        self._o = dict(decay=float(decay), momentum=float(momentum), epsilon=float(epsilon),
+                       centered=int(bool(centered)))
+
+    def _options(self):  # TF 1's RMSPropOptimizer: the mean square starts at 1.0 (loom's default)
+        return _opts("rmsprop", **self._o)
+
+
+class AdadeltaOptimizer(_Optimizer):
+    _kind = "adadelta"
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-08, use_locking=False, name="Adadelta"):
+        super().__init__(learning_rate, use_locking, name)
+        self._o = dict(rho=float(rho), epsilon=float(epsilon))
+
+    def _options(self):
+        return _opts("adadelta", **self._o)
 
 
 def _pair(v, what):
@@ -240,6 +360,9 @@ average_pooling2d = _pool(lib.loom_layers_average_pooling2d, "tf.compat.v1.layer
 
 
 def flatten(inputs, name=None, data_format="channels_last"):
+    if data_format != "channels_last":
+        raise NotImplementedError("loom.tf: tf.compat.v1.layers.flatten takes channels_last only (channels_first "
+                                  "flattens in another order)")
     g = _g(inputs, "tf.compat.v1.layers.flatten")
     return g._out(lib.loom_layers_flatten(g.p, inputs.c, _b(name)))
 

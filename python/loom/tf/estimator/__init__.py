@@ -29,7 +29,7 @@ __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier
            "LatestExporter", "BestExporter", "FinalExporter", "WarmStartSettings", "SessionRunHook",
            "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
            "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
-           "LoggingTensorHook", "FeedFnHook", "export"]
+           "LoggingTensorHook", "FeedFnHook", "export", "experimental"]
 
 
 class RunConfig(_config.RunConfig):
@@ -158,10 +158,12 @@ class Estimator(_LoomEstimator):
                 if k in names:
                     kw[k] = v
             _ops._graphs.append(graph)
+            _ops._features.append((graph, features))
             try:
                 res = self._model_fn(**kw)
             finally:
                 _ops._graphs.pop()
+                _ops._features.pop()
             graph._check()
             _apply_spec(res, spec, self)
             return 0
@@ -184,8 +186,15 @@ class Estimator(_LoomEstimator):
         self._model_dir_arg = _b(os.fspath(model_dir)) if model_dir is not None else None
         self._feature_columns = []
         self._hints = {}
-        for cols in feature_columns:
-            for c in cols or []:
+        for arg, cols in feature_columns:
+            if cols is None:
+                continue
+            if isinstance(cols, (str, bytes, _fc.FeatureColumn)) or not hasattr(cols, "__iter__"):
+                raise ValueError("%s must be a list of feature columns (tf.feature_column.*), given: %r" % (arg, cols))
+            for c in cols:
+                if not isinstance(c, _fc.FeatureColumn):
+                    raise ValueError("Items of %s must be a FeatureColumn (tf.feature_column.*). Given (type %s): %r."
+                                     % (arg, type(c), c))
                 self._hints.update(c._hints())
 
     def _columns(self, columns, what):
@@ -230,15 +239,57 @@ class Estimator(_LoomEstimator):
                 return None
         return L.INPUT_FN(cb)
 
-    def _check_local(self, what):
-        if self._tf_config._distributed():
-            raise NotImplementedError("loom.tf: %s under a TF_CONFIG cluster (task %s:%d) is not supported yet: "
-                                      "loom.tf trains in one process; run distributed jobs with loom's C job "
-                                      "layer (docs/distributed.md)" % (what, self._tf_config.task_type,
-                                                                      self._tf_config.task_id))
+    def _train_role(self, input_fn, hooks, steps, max_steps):
+        """train() under a TF_CONFIG cluster: None when this process trains
+        locally (no cluster), else runs its role of the job and returns True.
+        With "ps" tasks the role is loom's (loom_run_job, loom_job.h): chief
+        and workers train through the PS up to the global step max_steps; a
+        ps task serves the variables and returns when the chief ends the job
+        (where TF raises: loom runs the same script in every role). The
+        evaluator raises ValueError, as TF's Estimator.train does."""
+        cfg = self._tf_config
+        if cfg.task_type == "evaluator":
+            raise ValueError("Train has been called wrong configuration. Please use tf.estimator.train_and_evaluate "
+                             "which calls proper API according to given configuration. Current configuration: "
+                             "task evaluator:%d (loom.tf: an evaluator task evaluates only under "
+                             "train_and_evaluate)" % cfg.task_id)
+        if not cfg._distributed():
+            return None
+        role = "%s:%d" % (cfg.task_type, cfg.task_id)
+        if cfg.num_ps_replicas < 1:
+            raise NotImplementedError("loom.tf: Estimator.train() alone under a TF_CONFIG cluster without \"ps\" "
+                                      "tasks (task %s) is not supported: use tf.estimator.train_and_evaluate, which "
+                                      "runs the collective (all-reduce) strategy there (docs/distributed.md)" % role)
+        if steps is not None or max_steps is None:
+            raise ValueError("loom.tf: Estimator.train() under a TF_CONFIG cluster with \"ps\" tasks (task %s) needs "
+                             "max_steps: the job stops at the global step on the PS, shared by every trainer "
+                             "(given steps=%r, max_steps=%r)" % (role, steps, max_steps))
+        ts = lib.loom_train_spec_default()
+        tcb = self._input(input_fn)
+        ts.input_fn, ts.max_steps = tcb, max_steps
+        es = lib.loom_eval_spec_default()
+
+        def no_eval(mode, params, user, st):  # the roles train() runs never evaluate
+            _fail(self, st, RuntimeError("loom.tf: Estimator.train() has no evaluation input"))
+            return None
+        ecb = L.INPUT_FN(no_eval)
+        es.input_fn = ecb
+        hk = _Hooks(hooks, "train", self)
+        hk.set(ts)
+        r = C.c_void_p()
+        st = _Status()
+        try:
+            self._check(lib.loom_run_job(self.p, C.byref(ts), C.byref(es), None, C.byref(r), st.p), st)
+        finally:
+            if r.value:
+                lib.loom_tae_result_free(r)
+            hk.free()
+        return True
 
     # ---- the TF methods
     def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None):
+        """TF's Estimator.train; under a TF_CONFIG cluster with "ps" tasks
+        this process runs its role of the job (_train_role)."""
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
         if steps is not None and steps <= 0:
@@ -247,7 +298,8 @@ class Estimator(_LoomEstimator):
             raise ValueError("Must specify max_steps > 0, given: {}".format(max_steps))
         if saving_listeners:
             raise NotImplementedError("loom.tf: train(saving_listeners=...) is not supported yet")
-        self._check_local("train()")
+        if self._train_role(input_fn, hooks, steps, max_steps):
+            return self
         o = lib.loom_train_options_default()
         o.steps, o.max_steps = steps or 0, max_steps or 0
         hk = _Hooks(hooks, "train", self)
@@ -338,6 +390,13 @@ class Estimator(_LoomEstimator):
         finally:
             done()
 
+    def export_savedmodel(self, export_dir_base, serving_input_receiver_fn, assets_extra=None, as_text=False,
+                          checkpoint_path=None, strip_default_attrs=False):
+        """tf.compat.v1.estimator.Estimator.export_savedmodel (TF 1's name of
+        export_saved_model)."""
+        return self.export_saved_model(export_dir_base, serving_input_receiver_fn, assets_extra=assets_extra,
+                                       as_text=as_text, checkpoint_path=checkpoint_path)
+
     # ---- what loom.train_and_evaluate and the exporters call
     def _call_hooks(self, hooks, where):
         return _Hooks(hooks, where, self)
@@ -347,6 +406,10 @@ class Estimator(_LoomEstimator):
 
     def _serving(self, fn):
         return export._serving(self, fn)
+
+    def eval_dir(self, name=None):
+        """The directory evaluate(name=...) writes its events to (TF's)."""
+        return os.path.join(self.model_dir, "eval" if not name else "eval_" + name)
 
     def get_variable_names(self):
         names = []
@@ -386,9 +449,8 @@ def _apply_spec(res, spec, owner):
     """Hands a model_fn's EstimatorSpec to loom's spec."""
     if not isinstance(res, EstimatorSpec):
         raise TypeError("model_fn should return an EstimatorSpec, got %s" % type(res).__name__)
-    for what, v in (("export_outputs", res.export_outputs), ("scaffold", res.scaffold)):
-        if v:
-            raise NotImplementedError("loom.tf: EstimatorSpec(%s=...) is not supported yet" % what)
+    if res.scaffold:
+        raise NotImplementedError("loom.tf: EstimatorSpec(scaffold=...) is not supported yet")
     st = _Status()
     if res.loss is not None:
         st.raise_if(lib.loom_spec_set_loss(spec, res.loss.c))
@@ -403,6 +465,8 @@ def _apply_spec(res, spec, owner):
         if not isinstance(m, _ops.MetricOp):
             raise NotImplementedError("loom.tf: eval_metric_ops[%r]: give a tf.compat.v1.metrics.* result" % k)
         st.raise_if(lib.loom_spec_add_eval_metric(spec, _b(k), m._metric))
+    if res.export_outputs and res.mode == ModeKeys.PREDICT:  # TF reads them in the export (PREDICT) graph
+        export.add_export_outputs(spec, res.export_outputs)
     _hooks_mod.add_spec_hooks(spec, res, owner)
 
 
@@ -435,7 +499,8 @@ def _metrics(r):
 
 
 # ---------------------------------------------------------------- canned
-_REDUCTIONS = {"sum_over_batch_size": 4, "sum": 2}
+# tf.keras.losses.Reduction's values and tf.compat.v1.losses.Reduction's ("weighted_sum" ...) -> loom_reduction
+_REDUCTIONS = {"sum_over_batch_size": 4, "sum": 2, "weighted_sum_over_batch_size": 4, "weighted_sum": 2}
 
 
 def _common(self, o, kind, model_dir, n_classes, label_dimension, weight_column, label_vocabulary,
@@ -507,8 +572,13 @@ def _make(self, ctor, o):
     _made(self, st)
 
 
-def _hidden(self, hidden_units):
-    hu = [int(u) for u in (hidden_units or [])]
+def _hidden(self, hidden_units, what="hidden_units"):
+    ok = hidden_units is None or (not isinstance(hidden_units, (str, bytes)) and hasattr(hidden_units, "__iter__"))
+    hu = list(hidden_units or []) if ok else []
+    if not ok or not all(isinstance(u, (int, np.integer)) and not isinstance(u, bool) and u > 0 for u in hu):
+        raise ValueError("%s must be a list of positive ints (the units of each hidden layer), given: %r"
+                         % (what, hidden_units))
+    hu = [int(u) for u in hu]
     arr = (L.i64 * max(1, len(hu)))(*hu)
     self._keep.append(arr)
     return len(hu), arr
@@ -525,7 +595,8 @@ class DNNClassifier(Estimator):
     def __init__(self, hidden_units, feature_columns, model_dir=None, n_classes=2, weight_column=None,
                  label_vocabulary=None, optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None,
                  warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
-        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
                lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
                lib.loom_dnn_classifier_new)
@@ -535,7 +606,8 @@ class DNNRegressor(Estimator):
     def __init__(self, hidden_units, feature_columns, model_dir=None, label_dimension=1, weight_column=None,
                  optimizer="Adagrad", activation_fn=_nn.relu, dropout=None, config=None, warm_start_from=None,
                  loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False):
-        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_dnn_options_default,
                lambda o: _dnn(self, o, hidden_units, feature_columns, optimizer, activation_fn, dropout, batch_norm),
                lib.loom_dnn_regressor_new)
@@ -564,7 +636,8 @@ class LinearClassifier(Estimator):
     def __init__(self, feature_columns, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None,
                  optimizer="Ftrl", config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
                  sparse_combiner="sum"):
-        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config, [feature_columns],
+        _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
                lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_classifier_new)
 
@@ -572,7 +645,8 @@ class LinearClassifier(Estimator):
 class LinearRegressor(Estimator):
     def __init__(self, feature_columns, model_dir=None, label_dimension=1, weight_column=None, optimizer="Ftrl",
                  config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, sparse_combiner="sum"):
-        _build(self, ("regressor", None, label_dimension, None), model_dir, config, [feature_columns],
+        _build(self, ("regressor", None, label_dimension, None), model_dir, config,
+               [("feature_columns", feature_columns)],
                weight_column, loss_reduction, warm_start_from, lib.loom_linear_options_default,
                lambda o: _linear(self, o, feature_columns, optimizer, sparse_combiner), lib.loom_linear_regressor_new)
 
@@ -590,7 +664,8 @@ class DNNLinearCombinedClassifier(Estimator):
                  label_vocabulary=None, config=None, warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE,
                  batch_norm=False, linear_sparse_combiner="sum"):
         _build(self, ("classifier", n_classes, None, label_vocabulary), model_dir, config,
-               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               [("linear_feature_columns", linear_feature_columns), ("dnn_feature_columns", dnn_feature_columns)],
+               weight_column, loss_reduction, warm_start_from,
                lib.loom_dnn_linear_combined_options_default,
                lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
                                    dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
@@ -604,7 +679,8 @@ class DNNLinearCombinedRegressor(Estimator):
                  warm_start_from=None, loss_reduction=_SUM_OVER_BATCH_SIZE, batch_norm=False,
                  linear_sparse_combiner="sum"):
         _build(self, ("regressor", None, label_dimension, None), model_dir, config,
-               [linear_feature_columns, dnn_feature_columns], weight_column, loss_reduction, warm_start_from,
+               [("linear_feature_columns", linear_feature_columns), ("dnn_feature_columns", dnn_feature_columns)],
+               weight_column, loss_reduction, warm_start_from,
                lib.loom_dnn_linear_combined_options_default,
                lambda o: _combined(self, o, linear_feature_columns, linear_optimizer, dnn_feature_columns,
                                    dnn_optimizer, dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
@@ -613,6 +689,7 @@ class DNNLinearCombinedRegressor(Estimator):
 
 def _combined(self, o, linear_columns, linear_optimizer, dnn_columns, dnn_optimizer, hidden_units, activation_fn,
               dropout, batch_norm, linear_sparse_combiner):
+    _hidden(self, hidden_units, "dnn_hidden_units")  # checks them (TF's types) before loom's checks
     _fill_combined(self, o, self._columns, linear_columns, dnn_columns, hidden_units, dropout, batch_norm,
                    linear_sparse_combiner)
     self._act = _b(_nn.activation_name(activation_fn, "dnn_activation_fn"))
@@ -638,6 +715,10 @@ class BaselineRegressor(Estimator):
 
 
 from ._tae import TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter, FinalExporter  # noqa
+from . import _early_stopping  # noqa: E402
+from .._surface import Namespace as _Namespace  # noqa: E402
+experimental = _Namespace("estimator.experimental", **{k: getattr(_early_stopping, k)
+                                                       for k in _early_stopping.__all__})
 
 
 def __getattr__(name):

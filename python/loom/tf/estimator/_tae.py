@@ -28,6 +28,10 @@ class BestExporter(_n.BestExporter):
     def __init__(self, name="best_exporter", serving_input_receiver_fn=None, event_file_pattern="eval/*.tfevents.*",
                  compare_fn=None, assets_extra=None, as_text=False, exports_to_keep=5):
         _no_assets(assets_extra)
+        if event_file_pattern != "eval/*.tfevents.*":
+            raise NotImplementedError("loom.tf: BestExporter(event_file_pattern=%r) is not supported: loom compares "
+                                      "the evaluations of train_and_evaluate itself (the default "
+                                      "'eval/*.tfevents.*')" % (event_file_pattern,))
         super().__init__(name, serving_input_receiver_fn, compare_fn, exports_to_keep)
 
 

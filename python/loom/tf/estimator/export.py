@@ -58,6 +58,84 @@ class ServingInputReceiver:
         self.features, self.receiver_tensors = features, receiver_tensors
 
 
+class ExportOutput:
+    """Base of the export outputs an EstimatorSpec's export_outputs maps
+    signature names to (tf.estimator.export.ExportOutput)."""
+    _kind = None
+
+    def _entries(self):
+        raise NotImplementedError
+
+
+def _tensor(x, what):
+    from ... import Output
+    if not isinstance(x, Output):
+        raise ValueError("%s must be a Tensor of the model_fn; got %r" % (what, x))
+    return x
+
+
+class PredictOutput(ExportOutput):
+    """tf.estimator.export.PredictOutput(outputs): a tensor or a dict of
+    tensors (the tensorflow/serving/predict signature)."""
+    _kind = 0
+
+    def __init__(self, outputs):
+        if not isinstance(outputs, dict):
+            outputs = {"output": outputs}
+        for k, v in outputs.items():
+            if not isinstance(k, str):
+                raise ValueError("Prediction output key must be a string; got {}.".format(k))
+            _tensor(v, "Prediction output value for key %r" % k)
+        self.outputs = dict(outputs)
+
+    def _entries(self):
+        return list(self.outputs.items())
+
+
+class ClassificationOutput(ExportOutput):
+    """tf.estimator.export.ClassificationOutput(scores=None, classes=None)
+    (tensorflow/serving/classify: keys "scores", "classes")."""
+    _kind = 1
+
+    def __init__(self, scores=None, classes=None):
+        if scores is None and classes is None:
+            raise ValueError("Cannot create a ClassificationOutput with empty arguments. At least one of `scores` "
+                             "and `classes` must be defined.")
+        self.scores = None if scores is None else _tensor(scores, "Classification scores")
+        self.classes = None if classes is None else _tensor(classes, "Classification classes")
+
+    def _entries(self):
+        return [(k, v) for k, v in (("classes", self.classes), ("scores", self.scores)) if v is not None]
+
+
+class RegressionOutput(ExportOutput):
+    """tf.estimator.export.RegressionOutput(value) (tensorflow/serving/regress:
+    key "outputs")."""
+    _kind = 2
+
+    def __init__(self, value):
+        self.value = _tensor(value, "Regression output value")
+
+    def _entries(self):
+        return [("outputs", self.value)]
+
+
+def add_export_outputs(spec, export_outputs):
+    """EstimatorSpec.export_outputs -> loom_spec_add_export_output."""
+    import ctypes as C
+    if not isinstance(export_outputs, dict):
+        raise TypeError("export_outputs must be dict, given: {}".format(export_outputs))
+    for name, out in export_outputs.items():
+        if not isinstance(out, ExportOutput):
+            raise TypeError("Values in export_outputs must be ExportOutput objects, given: {}".format(
+                export_outputs))
+        ent = out._entries()
+        keys = (C.c_char_p * len(ent))(*[_b(k) for k, _ in ent])
+        outs = (L.Output * len(ent))(*[v.c for _, v in ent])
+        st = _Status()
+        st.raise_if(lib.loom_spec_add_export_output(spec, _b(name), out._kind, len(ent), keys, outs))
+
+
 def build_parsing_serving_input_receiver_fn(feature_spec, default_batch_size=None):
     return _ParsingReceiverFn(feature_spec, default_batch_size)
 

@@ -1,0 +1,145 @@
+"""tf.compat.v1.get_variable and the tf.compat.v1 initializers in a model_fn
+(loom_get_variable under the current variable scope, loom_init_*: TF's
+initial values and seed rules), and tf.nn.embedding_lookup."""
+import numpy as np
+
+from .. import _lib as L
+from .. import _lib_keras as K
+from .._lib import lib
+from .. import Output, _b, _dtype
+from . import dtypes as _dt
+from . import ops as _ops
+
+for _n, _args in (("ones", ()), ("random_uniform", (L.dbl, L.dbl, L.i64)), ("truncated_normal", (L.dbl, L.dbl, L.i64)),
+                  ("glorot_normal", (L.i64,)), ("he_uniform", (L.i64,)), ("he_normal", (L.i64,))):
+    L._d("loom_init_" + _n, L.Initializer, *_args)
+
+
+def _seed(seed):
+    return K.SEED_NONE if seed is None else int(seed)
+
+
+class _Init:
+    """A tf.compat.v1 initializer object (what get_variable's initializer takes)."""
+
+    def _c(self):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return "<loom.tf %s>" % type(self).__name__
+
+
+class zeros_initializer(_Init):  # noqa: N801 - TF's names
+    def __init__(self, dtype=None):
+        self.dtype = dtype
+
+    def _c(self):
+        return lib.loom_init_zeros()
+
+
+class ones_initializer(_Init):  # noqa: N801
+    def __init__(self, dtype=None):
+        self.dtype = dtype
+
+    def _c(self):
+        return lib.loom_init_ones()
+
+
+class constant_initializer(_Init):  # noqa: N801
+    def __init__(self, value=0, dtype=None, verify_shape=False):
+        if np.ndim(value) != 0:
+            raise NotImplementedError("loom.tf: tf.compat.v1.constant_initializer of a list or array is not "
+                                      "supported: give a scalar")
+        self.value = float(value)
+
+    def _c(self):
+        return lib.loom_init_constant(self.value)
+
+
+class random_uniform_initializer(_Init):  # noqa: N801
+    def __init__(self, minval=0.0, maxval=None, seed=None, dtype=None):
+        self.minval, self.maxval, self.seed = float(minval), 1.0 if maxval is None else float(maxval), seed
+
+    def _c(self):
+        return lib.loom_init_random_uniform(self.minval, self.maxval, _seed(self.seed))
+
+
+class random_normal_initializer(_Init):  # noqa: N801
+    def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=None):
+        self.mean, self.stddev, self.seed = float(mean), float(stddev), seed
+
+    def _c(self):
+        return lib.loom_init_random_normal(self.mean, self.stddev, _seed(self.seed))
+
+
+class truncated_normal_initializer(_Init):  # noqa: N801
+    def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=None):
+        self.mean, self.stddev, self.seed = float(mean), float(stddev), seed
+
+    def _c(self):
+        return lib.loom_init_truncated_normal(self.mean, self.stddev, _seed(self.seed))
+
+
+class glorot_uniform_initializer(_Init):  # noqa: N801
+    def __init__(self, seed=None, dtype=None):
+        self.seed = seed
+
+    def _c(self):
+        return lib.loom_init_glorot_uniform(_seed(self.seed))
+
+
+class glorot_normal_initializer(_Init):  # noqa: N801
+    def __init__(self, seed=None, dtype=None):
+        self.seed = seed
+
+    def _c(self):
+        return lib.loom_init_glorot_normal(_seed(self.seed))
+
+
+def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None, collections=None,
+                 caching_device=None, partitioner=None, validate_shape=True, use_resource=None, custom_getter=None,
+                 constraint=None, synchronization=None, aggregation=None):
+    """tf.compat.v1.get_variable in a model_fn: "<variable scope>/<name>" with
+    TF's default initializer (glorot_uniform for floats, zeros for ints);
+    returns its value as a tensor of the model_fn."""
+    what = "tf.compat.v1.get_variable"
+    for arg, v in (("regularizer", regularizer), ("collections", collections), ("caching_device", caching_device),
+                   ("partitioner", partitioner), ("custom_getter", custom_getter), ("constraint", constraint)):
+        if v is not None:
+            raise NotImplementedError("loom.tf: %s(%s=...) is not supported" % (what, arg))
+    if not _ops._graphs:
+        raise NotImplementedError("loom.tf: %s outside a model_fn: loom.tf builds variables only in a model_fn"
+                                  % what)
+    g = _ops._graphs[-1]
+    dt = _dt.as_dtype(dtype).as_numpy_dtype if dtype is not None else np.float32
+    if shape is None:
+        raise ValueError("%s: Shape of a new variable (%s) must be fully defined, but instead was None." %
+                         (what, name))
+    dims = [int(d) for d in shape]
+    if initializer is None:
+        init = lib.loom_init_glorot_uniform(K.SEED_NONE) if np.dtype(dt).kind == "f" else lib.loom_init_zeros()
+    elif isinstance(initializer, _Init):
+        init = initializer._c()
+    elif isinstance(initializer, (int, float)):
+        init = lib.loom_init_constant(float(initializer))
+    else:
+        raise NotImplementedError("loom.tf: %s(initializer=%r): give a tf.compat.v1 initializer (zeros_initializer, "
+                                  "constant_initializer, random_normal_initializer, glorot_uniform_initializer, "
+                                  "...) or a number" % (what, initializer))
+    arr = (L.i64 * max(1, len(dims)))(*dims)
+    v = lib.loom_get_variable(g.p, _b(name), _dtype(dt), len(dims), arr, L.P(L.Initializer)(init),
+                              1 if trainable is None else int(bool(trainable)))
+    g._check()
+    return Output(g, lib.loom_variable_output(v))
+
+
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """tf.nn.embedding_lookup of one params tensor: rows of params at ids."""
+    if isinstance(params, (list, tuple)):
+        if len(params) != 1:
+            raise NotImplementedError("loom.tf: tf.nn.embedding_lookup of partitioned params is not supported")
+        params = params[0]
+    if max_norm is not None:
+        raise NotImplementedError("loom.tf: tf.nn.embedding_lookup(max_norm=...) is not supported")
+    from ._array_ops import gather
+    return gather(params, ids, axis=0, name=name)
