@@ -329,10 +329,11 @@ $(BUILD)/tests/test_allreduce_launch: $(BUILD)/examples/allreduce_job $(if $(HAV
 $(BUILD)/tests/test_allreduce_launch: TEST_CFLAGS += -DLOOM_ALLREDUCE_JOB_BIN='"$(BUILD)/examples/allreduce_job"' \
   -DLOOM_GLOO_PLUGIN_PATH='"$(abspath $(GLOO_PLUGIN))"' -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
 
-# tests/test_bench_scaling.c runs bench/scaling --collective (dist_job under mpirun) and the peers' flag checks.
-$(BUILD)/tests/test_bench_scaling: $(BUILD)/examples/dist_job $(if $(MPICC),$(MPI_PLUGIN))
+# tests/test_bench_scaling.c runs bench/scaling --collective (dist_job under mpirun; with --net under bench/netjob
+# over the Gloo plugin) and the peers' flag checks.
+$(BUILD)/tests/test_bench_scaling: $(BUILD)/examples/dist_job $(if $(MPICC),$(MPI_PLUGIN)) $(if $(HAVE_GLOO),$(GLOO_PLUGIN))
 $(BUILD)/tests/test_bench_scaling: TEST_CFLAGS += -DLOOM_DIST_JOB_BIN='"$(BUILD)/examples/dist_job"' \
-  -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"'
+  -DLOOM_MPI_PLUGIN_PATH='"$(abspath $(MPI_PLUGIN))"' -DLOOM_GLOO_PLUGIN_PATH='"$(abspath $(GLOO_PLUGIN))"'
 
 # tests/test_cli.c runs the built command line.
 $(BUILD)/tests/test_cli: $(CLI_BIN)

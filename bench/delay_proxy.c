@@ -4,7 +4,11 @@
  * limits are tbf on veth links, the delay is this program).
  *
  *   delay_proxy DELAY_US LISTEN_HOST:PORT=TARGET_HOST:PORT [...]
+ *   delay_proxy DELAY_US LISTEN_HOST:PORT=original
  *
+ * "=original" (transparent mode, bench/netjob --collective): the connections
+ * arrive by an nftables "redirect" rule, and each one's target is the address
+ * it was sent to, read back with SO_ORIGINAL_DST (IPv4).
  * For every accepted connection it connects to the target and copies bytes
  * both ways, in order: each chunk read is held until DELAY_US after it was
  * read, then written. One thread, epoll (level-triggered) plus a timerfd
@@ -19,6 +23,7 @@
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <linux/netfilter_ipv4.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -39,7 +44,7 @@
 #define RING (16u << 20)
 #define NREC 65536u
 #define MAXMAP 16
-#define MAXCONN 128
+#define MAXCONN 512 /* a full mesh of 8 Gloo ranks and its rendezvous fit */
 
 typedef struct dir {
   int from, to;
@@ -60,6 +65,7 @@ typedef struct conn {
 
 typedef struct mapping {
   int lfd;
+  int original; /* transparent: the target is each connection's SO_ORIGINAL_DST */
   struct sockaddr_storage target;
   socklen_t tlen;
 } mapping;
@@ -256,9 +262,19 @@ static void accept_one(int m) {
       k = i;
       break;
     }
-  int t = socket(maps[m].target.ss_family, SOCK_STREAM, 0);
-  if (k < 0 || t < 0 || connect(t, (struct sockaddr *)&maps[m].target, maps[m].tlen) != 0) {
-    fprintf(stderr, "delay_proxy: connect to the target of mapping %d: %s\n", m, strerror(errno));
+  struct sockaddr_storage to = maps[m].target;
+  socklen_t tl = maps[m].tlen;
+  if (maps[m].original) {
+    tl = sizeof(struct sockaddr_in);
+    if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &to, &tl) != 0) {
+      fprintf(stderr, "delay_proxy: SO_ORIGINAL_DST of an accepted connection: %s\n", strerror(errno));
+      close(fd);
+      return;
+    }
+  }
+  int t = socket(to.ss_family, SOCK_STREAM, 0);
+  if (k < 0 || t < 0 || connect(t, (struct sockaddr *)&to, tl) != 0) {
+    fprintf(stderr, "delay_proxy: connect to the target of mapping %d: %s\n", m, k < 0 ? "too many connections" : strerror(errno));
     close(fd);
     if (t >= 0) close(t);
     return;
@@ -290,7 +306,7 @@ static void accept_one(int m) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: delay_proxy DELAY_US LISTEN_HOST:PORT=TARGET_HOST:PORT [...]\n");
+    fprintf(stderr, "usage: delay_proxy DELAY_US LISTEN_HOST:PORT=TARGET_HOST:PORT [...]  (or LISTEN_HOST:PORT=original)\n");
     return 2;
   }
   delay_ns = (int64_t)(atof(argv[1]) * 1000.0);
@@ -325,7 +341,8 @@ int main(int argc, char **argv) {
     struct sockaddr_storage ls;
     socklen_t ll;
     mapping *m = &maps[nmaps];
-    if (parse_hp(argv[i], &ls, &ll) || parse_hp(eq + 1, &m->target, &m->tlen))
+    m->original = !strcmp(eq + 1, "original");
+    if (parse_hp(argv[i], &ls, &ll) || (!m->original && parse_hp(eq + 1, &m->target, &m->tlen)))
       return fprintf(stderr, "delay_proxy: cannot resolve %s or %s\n", argv[i], eq + 1), 2;
     m->lfd = socket(ls.ss_family, SOCK_STREAM, 0);
     int one = 1;

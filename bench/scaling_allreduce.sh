@@ -31,6 +31,18 @@
 #                                     trainer's batch of 128: examples per second are compared)
 # With --repeat R the sides take R rounds in turn at each N and each figure is the median round's
 # (<side>_n<N>_rounds lists every round's steps/s). Then the E(N) model (allreduce_model below).
+#
+# Through a shaped network (bench/scaling --net "RTT:GBIT ...", ar_runs RTT:GBIT): the same keys with
+# the prefix net<RTT>ms_<GBIT>gbit_, each job under bench/netjob --collective: every rank in its own
+# network namespace with its own address, its link rate-limited by tbf (GBIT each way), every
+# rank-to-rank connection through the delay proxy (RTT/2 each way), the PS runs' shaping.
+#   loom_allreduce  dist_job --strategy collective launched by TF_CONFIG alone: the Gloo transport
+#   ddp             torch_ddp_mlp.py --tf_config, one process per namespace (Gloo, TCP store at rank 0)
+#   mwms            tf_mwms_mlp.py --tf_config, one process per namespace, every task at port 2222 of its
+#                   own address (netjob --task-port 2222: gRPC needs fixed ports)
+# bytes_per_step_per_worker is then every byte through the proxy (between ranks, both directions,
+# start-up included) / steps / N. allreduce_net_model checks the model on these points with the
+# shape's own RTT and bandwidth (no calibration).
 
 lo_tx() { awk '$1 == "lo:" { print $10 }' /proc/net/dev; }
 
@@ -55,12 +67,36 @@ in_ns() {
   fi
 }
 
-# ar_side SIDE N LOG -> runs one side at N; sets SG (steps/s, empty on failure) and SB (lo bytes per
-# step per worker); its output in LOG
+# ar_net_job N LOG TASK_PORT CMD... -> CMD as an N-rank job under bench/netjob --collective with the
+# shape ARTT / AGB (the workers' TF_CONFIG port TASK_PORT); LOG gets netjob's output then rank 0's,
+# LOG.bytes the bytes through the proxy
+ar_net_job() {
+  local n=$1 log=$2 port=$3 rc; shift 3
+  rm -rf "$WORK/ar_netjob"
+  LOOM_QUIET=1 timeout 600 bench/netjob --collective --task-port "$port" -p 0 -w $((n - 1)) --rtt "$ARTT" --gbit "$AGB" \
+    -d "$WORK/ar_netjob" -- "$@" >"$log" 2>&1
+  rc=$?
+  cat "$WORK/ar_netjob/logs/chief-0.log" >>"$log" 2>/dev/null
+  grep -o 'netjob_bytes_proxied=[0-9]*' "$log" | tail -1 | cut -d= -f2 >"$log.bytes"
+  return $rc
+}
+
+# ar_side SIDE N LOG -> runs one side at N (through the shape ARTT / AGB when ANP is set); sets SG
+# (steps/s, empty on failure) and SB (bytes per step per worker); its output in LOG
 ar_side() {
   local side=$1 n=$2 log=$3 rc
   SG=""; SB=""
-  case $side in
+  if [ -n "$ANP" ]; then
+    case $side in
+      loom_allreduce) ar_net_job "$n" "$log" 0 "$BIN" --strategy collective "${ARGS[@]}" --warmup "$WARM" ;;
+      ddp) ar_net_job "$n" "$log" 0 "$TORCH_PY" bench/peers/torch_ddp_mlp.py --tf_config --steps "$((STEPS - WARM))" \
+             --warmup "$WARM" --opt "$PEER_OPT" --lr 0.05 --batch 128 --threads 1 --data "$DATA" ;;
+      mwms) ar_net_job "$n" "$log" 2222 "$TF_PY" bench/peers/tf_mwms_mlp.py --tf_config --steps "$((STEPS - WARM))" \
+             --warmup "$WARM" --opt "$PEER_OPT" --lr 0.05 --batch 128 --threads 1 --data "$DATA" ;;
+    esac
+    rc=$?
+  fi
+  [ -n "$ANP" ] || case $side in
     loom_allreduce)
       rm -rf "$WORK/ar_model"
       in_ns "$log.bytes" env -u TF_CONFIG LOOM_QUIET=1 timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none \
@@ -78,19 +114,23 @@ ar_side() {
   if [ "$side" = loom_allreduce ]; then
     SG=$(grep -m1 -o 'global_steps_per_sec=[0-9.]*' "$log" | cut -d= -f2)
   else
-    grep -q '^skipped=1' "$log" && { echo "${side}_n${n}_skipped=$(grep -m1 '^reason=' "$log" | cut -d= -f2-)"; return; }
+    grep -q '^skipped=1' "$log" && { echo "${ANP}${side}_n${n}_skipped=$(grep -m1 '^reason=' "$log" | cut -d= -f2-)"; return; }
     SG=$(grep -m1 -o '^global_steps_per_sec=[0-9.]*' "$log" | cut -d= -f2)
   fi
   if [ $rc -ne 0 ] || [ -z "$SG" ]; then
-    SG=""; echo "${side}_n${n}_error=exit_$rc"; tail -3 "$log" | sed "s/^/${side}_n${n}: /" >&2; return
+    SG=""; echo "${ANP}${side}_n${n}_error=exit_$rc"; tail -3 "$log" | sed "s/^/${ANP}${side}_n${n}: /" >&2; return
   fi
   # every byte on lo during the run over every step the job made (STEPS on every side, warm-up
   # included), per worker
   SB=$(awk -v d="$(cat "$log.bytes" 2>/dev/null || echo 0)" -v s="$STEPS" -v n="$n" 'BEGIN { printf "%.0f", d / s / n }')
 }
 
+# ar_runs [NET] -> every side at every N of RANKS; NET "lo" (the default) or RTT:GBIT, a shaped network
+# (keys and the WORK files then carry the prefix net<RTT>ms_<GBIT>gbit_)
 ar_runs() {
-  local n side g o k grad line r runs med log
+  local n side g o k grad line r runs med log net=${1:-lo}
+  ANP=""; ARTT=""; AGB=""
+  if [ "$net" != lo ]; then ARTT=${net%%:*}; AGB=${net##*:}; ANP="net${ARTT}ms_${AGB}gbit_"; fi
   PEER_OPT=adagrad; [ "$OPT" = sgd ] && PEER_OPT=sgd
   local SIDES=""
   [ "$AR" = 1 ] && SIDES+=" loom_allreduce"
@@ -106,27 +146,31 @@ ar_runs() {
       if [ -x "$TF_PY" ]; then SIDES+=" mwms"; else echo "mwms_skipped=no $TF_PY (bash scripts/peer_venv.sh tf makes it)"; fi
     fi
   fi
-  echo "allreduce_sides=${SIDES# } allreduce_btl=$BTL warmup_steps=$WARM peer_optimizer=$PEER_OPT repeats=$REPEAT allreduce_bytes_counted_on=$ALLREDUCE_BYTES"
+  if [ -n "$ANP" ]; then
+    echo "${ANP}allreduce_sides=${SIDES# } ${ANP}allreduce_transport=gloo_tf_config warmup_steps=$WARM peer_optimizer=$PEER_OPT repeats=$REPEAT ${ANP}allreduce_bytes_counted_on=delay_proxy"
+  else
+    echo "allreduce_sides=${SIDES# } allreduce_btl=$BTL warmup_steps=$WARM peer_optimizer=$PEER_OPT repeats=$REPEAT allreduce_bytes_counted_on=$ALLREDUCE_BYTES"
+  fi
   for n in $RANKS; do
-    echo "n${n}_machine_load_1min=$(cut -d' ' -f1 /proc/loadavg) n${n}_cores=$(nproc) n${n}_processes_per_side=$n"
+    echo "${ANP}n${n}_machine_load_1min=$(cut -d' ' -f1 /proc/loadavg) ${ANP}n${n}_cores=$(nproc) ${ANP}n${n}_processes_per_side=$n"
     # the sides in turn, REPEAT rounds: each side's figure is the median of its rounds
     for r in $(seq "$REPEAT"); do
       for side in $SIDES; do
-        ar_side "$side" "$n" "$WORK/${side}_n${n}_r$r.log"
-        [ -n "$SG" ] && echo "$side $n $r $SG $SB" >>"$WORK/arruns"
+        ar_side "$side" "$n" "$WORK/${ANP}${side}_n${n}_r$r.log"
+        [ -n "$SG" ] && echo "$side $n $r $SG $SB" >>"$WORK/${ANP}arruns"
       done
     done
     for side in $SIDES; do
-      runs=$(awk -v s="$side" -v n="$n" '$1 == s && $2 == n { print $3, $4, $5 }' "$WORK/arruns" 2>/dev/null | sort -k2 -g)
+      runs=$(awk -v s="$side" -v n="$n" '$1 == s && $2 == n { print $3, $4, $5 }' "$WORK/${ANP}arruns" 2>/dev/null | sort -k2 -g)
       [ -n "$runs" ] || continue
       # the median round (the lower middle one of an even count)
       med=$(echo "$runs" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }')
-      set -- $med; r=$1; SG=$2; SB=$3; log="$WORK/${side}_n${n}_r$r.log"
-      k="${side}_n${n}"
+      set -- $med; r=$1; SG=$2; SB=$3; log="$WORK/${ANP}${side}_n${n}_r$r.log"
+      k="${ANP}${side}_n${n}"
       echo "${k}_global_steps_per_sec=$SG ${k}_examples_per_sec=$(awk -v g="$SG" -v n="$n" 'BEGIN { printf "%.0f", g * n * 128 }') ${k}_processes=$n ${k}_oversubscribed=$([ "$n" -gt "$(nproc)" ] && echo 1 || echo 0)"
       [ "$REPEAT" -gt 1 ] && echo "${k}_rounds=$(echo "$runs" | sort -n | awk '{ printf "%s%s", (NR > 1) ? "," : "", $2 }')"
-      echo "$side $n $SG" >>"$WORK/arpoints"
-      o=$(awk -v s="$side" '$1 == s && $2 == 1 { print $3 }' "$WORK/arpoints")
+      echo "$side $n $SG" >>"$WORK/${ANP}arpoints"
+      o=$(awk -v s="$side" '$1 == s && $2 == 1 { print $3 }' "$WORK/${ANP}arpoints")
       [ -n "$o" ] && echo "${k}_efficiency=$(awk -v g="$SG" -v o="$o" 'BEGIN { printf "%.3f", g / o }')"
       if [ "$side" = loom_allreduce ]; then
         line=$(grep -m1 '^collective: rank=0 ' "$log")
@@ -140,7 +184,7 @@ ar_runs() {
         # the hidden part (comm_ms is then the part the step waited for)
         [ -n "$wall" ] && echo "${k}_allreduce_wall_ms=$wall ${k}_buckets=$(kvl buckets)"
         [ -n "$ov" ] && echo "${k}_overlap_fraction=$ov"
-        echo "$n $(kvl run_ms) $(kvl comm_ms) $(kvl apply_ms) $SG ${ov:-0} $grad $gat ${wall:-$(kvl comm_ms)}" >>"$WORK/ar_measured"
+        echo "$n $(kvl run_ms) $(kvl comm_ms) $(kvl apply_ms) $SG ${ov:-0} $grad $gat ${wall:-$(kvl comm_ms)}" >>"$WORK/${ANP}ar_measured"
       else
         grad=$(grep -m1 -o '^gradient_bytes=[0-9]*' "$log" | cut -d= -f2); gat=0
       fi
@@ -150,16 +194,20 @@ ar_runs() {
       [ "$n" -gt 1 ] && [ "${grad:-0}" -gt 0 ] &&
         echo "${k}_bytes_vs_ring=$(awk -v b="$SB" -v g="$grad" -v a="${gat:-0}" -v n="$n" 'BEGIN { printf "%.3f", b / (2 * (n - 1) / n * g + (n - 1) / n * a) }')"
     done
-    g=$(awk -v n="$n" '$1 == "loom_allreduce" && $2 == n { print $3 }' "$WORK/arpoints" 2>/dev/null)
+    g=$(awk -v n="$n" '$1 == "loom_allreduce" && $2 == n { print $3 }' "$WORK/${ANP}arpoints" 2>/dev/null)
     if [ -n "$g" ]; then
       for side in ddp mwms; do
-        o=$(awk -v s="$side" -v n="$n" '$1 == s && $2 == n { print $3 }' "$WORK/arpoints")
-        [ -n "$o" ] && echo "n${n}_loom_allreduce_vs_${side}=$(awk -v a="$g" -v b="$o" 'BEGIN { printf "%.2f", a / b }')"
+        o=$(awk -v s="$side" -v n="$n" '$1 == s && $2 == n { print $3 }' "$WORK/${ANP}arpoints")
+        [ -n "$o" ] && echo "${ANP}n${n}_loom_allreduce_vs_${side}=$(awk -v a="$g" -v b="$o" 'BEGIN { printf "%.2f", a / b }')"
       done
       # the PS strategy's global step is one trainer's batch, the all-reduce's N ranks' batches: compare
-      # examples per second
-      o=$(awk -v p="${PSS%% *}" -v n="$n" '$1 == p && $2 == n { print $3 }' "$WORK/points" 2>/dev/null)
-      [ -n "$o" ] && echo "n${n}_loom_allreduce_vs_ps_examples_per_sec=$(awk -v a="$g" -v b="$o" -v n="$n" 'BEGIN { printf "%.2f", a * n / b }')"
+      # examples per second (the PS job of the same shape: bench/scaling's points / netpoints)
+      if [ -n "$ANP" ]; then
+        o=$(awk -v t="$net" -v p="${PSS%% *}" -v n="$n" '$1 == t && $2 == p && $3 == n { print $4 }' "$WORK/netpoints" 2>/dev/null)
+      else
+        o=$(awk -v p="${PSS%% *}" -v n="$n" '$1 == p && $2 == n { print $3 }' "$WORK/points" 2>/dev/null)
+      fi
+      [ -n "$o" ] && echo "${ANP}n${n}_loom_allreduce_vs_ps_examples_per_sec=$(awk -v a="$g" -v b="$o" -v n="$n" 'BEGIN { printf "%.2f", a * n / b }')"
     fi
   done
 }
@@ -241,4 +289,54 @@ allreduce_model() {
       printf "model_allreduce_ring_rtt%gms_%ggbit:%s\n", rtt, gbit, lr;
       printf "model_allreduce_tree_rtt%gms_%ggbit:%s\n", rtt, gbit, lt }'
   done
+}
+
+# ---- the model on the shaped points (ar_runs RTT:GBIT), from the shape and N = 1 alone ----
+# allreduce_net_model RTT:GBIT: t_c is the shape's N = 1 run (run_ms + apply_ms: no traffic), B the
+# gradient bytes the strategy counted, lat = RTT / 2 (the proxy's delay each way), bw = GBIT / 8 bytes
+# per second (each rank's own link, each direction: a ring step sends on one link and receives on
+# another, all links at once); nothing is calibrated on the shaped points. Beside each measured point:
+#   model_<prefix>allreduce_n<N>_ring_predicted_steps_per_sec  1 / T(N), T(N) = max(t_c + (1 - f) t_ar, t_ar)
+#       x max(1, N / C) with t_ar the ring's, f the point's measured overlap fraction (a step is never
+#       shorter than its own all-reduce: hiding it behind the backward pass saves at most t_c);
+#       tree_predicted the same with the tree's t_ar;
+#       no_overlap_ring_predicted with f = 0; measured; ratio_measured_to_ring; predicted/measured
+#       efficiency; ring_predicted_allreduce_ms (t_ar,ring) against measured_allreduce_wall_ms (the
+#       strategy's whole all-reduce time per step, hidden part included): the network part alone
+# then both algorithms on this shape with spare cores, N up to 256 (model_<prefix>allreduce_{ring,tree}: E(N)=...).
+allreduce_net_model() {
+  local net=$1 rtt gb np f run apply grad tc
+  rtt=${net%%:*}; gb=${net##*:}; np="net${rtt}ms_${gb}gbit_"; f="$WORK/${np}ar_measured"
+  [ -s "$f" ] || return 0
+  read -r run apply < <(awk '$1 == 1 { print $2, $4 }' "$f")
+  [ -n "$run" ] || { echo "model_${np}allreduce=none (no N=1 run: the compute time is measured there)"; return 0; }
+  grad=$(awk '$1 > 1 && $7 > 0 { print $7; exit }' "$f")
+  if awk '$8 > 0 { g = 1 } END { exit !g }' "$f"; then
+    echo "model_${np}allreduce=none (the model's sparse gradients are gathered; the model covers a dense all-reduce)"
+    return 0
+  fi
+  [ -n "$grad" ] || grad=$((PARAMS * 4))
+  tc=$(awk -v a="$run" -v b="$apply" 'BEGIN { printf "%.3f", a + b }')
+  echo "model_${np}allreduce_compute_ms=$tc model_${np}allreduce_gradient_bytes=$grad model_${np}allreduce_lat_ms=$(awk -v r="$rtt" 'BEGIN { print r / 2 }') model_${np}allreduce_link_bytes_per_sec=$(awk -v g="$gb" 'BEGIN { printf "%.0f", g * 1e9 / 8 }')"
+  local x1; x1=$(awk '$1 == 1 { print $5 }' "$f")
+  while read -r n _ _ _ meas ov _ _ wall; do
+    awk -v p="$np" -v n="$n" -v tc="$tc" -v lat="$(awk -v r="$rtt" 'BEGIN { print r / 2 }')" -v bw="$(awk -v g="$gb" 'BEGIN { print g * 1e9 / 8 }')" \
+      -v b="$grad" -v c="$(nproc)" -v f="$ov" -v m="$meas" -v x1="$x1" -v w="$wall" 'BEGIN {
+      ring = (n > 1) ? (2 * (n - 1) / n * b / bw * 1000 + 2 * (n - 1) * lat) : 0;
+      tree = (n > 1) ? (2 * log(n) / log(2) * (lat + b / bw * 1000)) : 0;
+      s = (n > c) ? n / c : 1;
+      tr = tc + (1 - f) * ring; if (tr < ring) tr = ring; tt = tc + (1 - f) * tree; if (tt < tree) tt = tree;
+      pr = 1000 / (tr * s); pt = 1000 / (tt * s); p0 = 1000 / ((tc + ring) * s);
+      p1 = 1000 / tc;
+      printf "model_%sallreduce_n%d_ring_predicted_steps_per_sec=%.1f tree_predicted=%.1f no_overlap_ring_predicted=%.1f measured=%.1f ratio_measured_to_ring=%.2f", p, n, pr, pt, p0, m, m / pr;
+      printf " predicted_efficiency=%.3f measured_efficiency=%.3f ring_predicted_allreduce_ms=%.2f measured_allreduce_wall_ms=%s overlap_fraction=%s\n", pr / p1, (x1 > 0) ? m / x1 : 0, ring, w, f }'
+  done <"$f"
+  awk -v p="$np" -v tc="$tc" -v rtt="$rtt" -v gbit="$gb" -v b="$grad" 'BEGIN {
+    bw = gbit * 1e9 / 8; lat = rtt / 2; lr = ""; lt = "";
+    for (n = 1; n <= 256; n *= 2) {
+      ring = (n > 1) ? 2 * (n - 1) / n * b / bw * 1000 + 2 * (n - 1) * lat : 0;
+      tree = (n > 1) ? 2 * log(n) / log(2) * (lat + b / bw * 1000) : 0;
+      lr = lr sprintf(" E(%d)=%.2f", n, tc / (tc + ring)); lt = lt sprintf(" E(%d)=%.2f", n, tc / (tc + tree)) }
+    printf "model_%sallreduce_ring:%s\n", p, lr;
+    printf "model_%sallreduce_tree:%s\n", p, lt }'
 }

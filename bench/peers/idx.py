@@ -1,5 +1,6 @@
 """IDX files (Fashion-MNIST's format, gzip-compressed as Debian ships them), and what the multi-process
-peers (torch_ddp_mlp.py, tf_mwms_mlp.py) share: their data shard and the wait-and-report of a job."""
+peers (torch_ddp_mlp.py, tf_mwms_mlp.py) share: their data shard, the wait-and-report of a job, and
+the reading of a rank from TF_CONFIG when another launcher starts them (--tf_config)."""
 import gzip
 import os
 
@@ -54,3 +55,27 @@ def finish_job(impl, procs, timeout, b0, idle, steps_total, nproc):
     print("lo_bytes_per_step_per_worker=%.0f" % ((b1 - b0) / steps_total / nproc))
     print("lo_bytes_idle_per_s=%d" % idle)
     return 0
+
+
+def tf_config_rank(text):
+    """(rank, world size, "host:port" of rank 0) from a TF_CONFIG of chief/worker tasks."""
+    import json
+    if not text:
+        raise ValueError("TF_CONFIG is not set")
+    try:
+        tc = json.loads(text)
+        cluster, task = tc["cluster"], tc["task"]
+        ttype, tindex = task["type"], int(task["index"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError("TF_CONFIG is not a cluster and a task: %s" % e)
+    extra = sorted(k for k in cluster if k not in ("chief", "worker"))
+    if extra:
+        raise ValueError("TF_CONFIG's cluster has job(s) %s: an all-reduce job has chief and worker tasks only" % extra)
+    trainers = [("chief", i) for i in range(len(cluster.get("chief", [])))] + \
+               [("worker", i) for i in range(len(cluster.get("worker", [])))]
+    if not trainers:
+        raise ValueError("TF_CONFIG's cluster has no chief or worker task")
+    if (ttype, tindex) not in trainers:
+        raise ValueError("TF_CONFIG's task %s:%d is not one of the cluster's trainers %s" % (ttype, tindex, trainers))
+    t0, i0 = trainers[0]
+    return trainers.index((ttype, tindex)), len(trainers), cluster[t0][i0]

@@ -15,7 +15,15 @@ splits into 128 per worker. A Keras callback on worker 0 times the steps after t
   impl=tf_mwms tf_version= nproc= steps= warmup= opt= threads= cores=
   global_steps_per_sec, examples_per_sec, gradient_bytes, final_loss (the workers' mean),
   lo_bytes_per_step_per_worker, lo_bytes_idle_per_s   (as bench/peers/torch_ddp_mlp.py)
---check only parses the flags and prints them."""
+--check only parses the flags and prints them.
+
+    TF_CONFIG=... tf_mwms_mlp.py --tf_config [flags as above but --nproc] [--model_dir IGNORED]
+
+--tf_config: this process is one task of a job another launcher started, one process per task with
+its own TF_CONFIG (bench/netjob --collective --task-port 2222: each task in its own network namespace;
+every task's address needs a fixed port, gRPC's). The shard index and the worker count follow the
+cluster's chief and worker tasks (the chief first, as TF's strategy orders them); the first task
+prints the figures. A ps or evaluator task is an error naming it."""
 import argparse
 import json
 import os
@@ -26,7 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from idx import finish_job, lo_tx, read_fashion_shard  # noqa: E402  (bench/peers/idx.py)
+from idx import finish_job, lo_tx, read_fashion_shard, tf_config_rank  # noqa: E402  (bench/peers/idx.py)
 
 
 def flags(argv=None):
@@ -41,7 +49,15 @@ def flags(argv=None):
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--check", action="store_true", help="parse the flags, print them and exit")
+    ap.add_argument("--tf_config", action="store_true", help="one task; the job from TF_CONFIG")
+    ap.add_argument("--model_dir", default="", help=argparse.SUPPRESS)  # appended by launchers; unused
     a = ap.parse_args(argv)
+    a.rank = -1
+    if a.tf_config:
+        try:
+            a.rank, a.nproc, _ = tf_config_rank(os.environ.get("TF_CONFIG", ""))
+        except ValueError as e:
+            ap.error("--tf_config: %s" % e)
     if a.nproc < 1 or a.steps < 1 or a.warmup < 1 or a.batch < 1 or a.threads < 1:
         ap.error("--nproc, --steps, --warmup, --batch and --threads must be >= 1")
     return a
@@ -74,7 +90,7 @@ def worker_main(a):
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(a.threads)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    task = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    task = a.rank if a.tf_config else json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     x, y = read_fashion_shard(a.data, task, a.nproc)
     y = y.astype(np.int32)
     opts = tf.data.Options()
@@ -122,9 +138,14 @@ def main():
         sys.argv.remove("--worker")
     a = flags()
     if a.check:
-        print(" ".join("%s=%s" % (k, v) for k, v in sorted(vars(a).items()) if k != "check"))
+        skip = ("check", "model_dir") + (() if a.tf_config else ("rank",))
+        print(" ".join("%s=%s" % (k, v) for k, v in sorted(vars(a).items()) if k not in skip))
         return 0
     if worker:
+        return worker_main(a)
+    if a.tf_config:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        os.environ["OMP_NUM_THREADS"] = str(a.threads)
         return worker_main(a)
     import importlib.util
     if importlib.util.find_spec("tensorflow") is None:  # found without importing it (seconds of CPU)

@@ -6,6 +6,15 @@ rank, rendezvous over TCP at 127.0.0.1 on a free port).
 
     torch_ddp_mlp.py --nproc N [--steps 300] [--warmup 20] [--opt sgd|adagrad] [--lr 0.05]
                      [--batch 128] [--threads 1] [--data DIR] [--bucket_mb 25]
+    TF_CONFIG=... torch_ddp_mlp.py --tf_config [flags as above but --nproc] [--model_dir IGNORED]
+
+--tf_config: this process is one rank of a job another launcher started, one process per task
+(bench/netjob --collective: each rank in its own network namespace). The rank and world size come
+from TF_CONFIG as loom's collective strategy reads it (the chief is rank 0, then the workers by
+index; a cluster of workers alone: worker 0 is rank 0); the rendezvous is torch's TCP store at
+rank 0's TF_CONFIG address. Gloo's interface is GLOO_SOCKET_IFNAME when set (netjob sets it to
+the namespace's link). A ps or evaluator task in TF_CONFIG is an error naming it. With --check it
+prints the rank, the world size and the rendezvous address it derived.
 
 Each rank reads its own shard of the training set (every N-th example from its rank), converted to
 float32 once before training, and draws batches from a per-epoch permutation. The first --warmup steps
@@ -29,7 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from idx import finish_job, lo_tx, read_fashion_shard  # noqa: E402  (bench/peers/idx.py)
+from idx import finish_job, lo_tx, read_fashion_shard, tf_config_rank  # noqa: E402  (bench/peers/idx.py)
 
 
 def flags(argv=None):
@@ -45,12 +54,19 @@ def flags(argv=None):
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--check", action="store_true", help="parse the flags, print them and exit")
+    ap.add_argument("--tf_config", action="store_true", help="one rank; the job from TF_CONFIG")
+    ap.add_argument("--model_dir", default="", help=argparse.SUPPRESS)  # appended by launchers; unused
     # internal: one rank of the job (set by the launcher)
     ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.nproc < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 1 or a.threads < 1:
         ap.error("--nproc, --steps, --batch and --threads must be >= 1 and --warmup >= 0")
+    if a.tf_config:
+        try:
+            a.rank, a.nproc, a.master = tf_config_rank(os.environ.get("TF_CONFIG", ""))
+        except ValueError as e:
+            ap.error("--tf_config: %s" % e)
     return a
 
 
@@ -88,7 +104,8 @@ def rank_main(a):
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(1)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % a.port, rank=a.rank, world_size=a.nproc)
+    master = a.master if a.tf_config else "127.0.0.1:%d" % a.port
+    dist.init_process_group("gloo", init_method="tcp://" + master, rank=a.rank, world_size=a.nproc)
     x, y = read_fashion_shard(a.data, a.rank, a.nproc)
     tx = torch.from_numpy(x)
     ty = torch.from_numpy(y.astype(np.int64))
@@ -135,8 +152,12 @@ def rank_main(a):
 def main():
     a = flags()
     if a.check:
-        print(" ".join("%s=%s" % (k, v) for k, v in sorted(vars(a).items()) if k not in ("check", "rank", "port")))
+        skip = ("check", "port", "model_dir") + (() if a.tf_config else ("rank",))
+        print(" ".join("%s=%s" % (k, v) for k, v in sorted(vars(a).items()) if k not in skip))
         return 0
+    if a.tf_config:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(a.threads)  # before torch loads
+        return rank_main(a)
     return rank_main(a) if a.rank >= 0 else launch(a)
 
 
