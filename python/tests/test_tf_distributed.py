@@ -12,6 +12,7 @@ import pytest
 
 import loom
 import loom.tf as tf
+from task_procs import run_tasks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "programs", "train_alone_job.py")
@@ -34,23 +35,14 @@ def test_train_alone_runs_each_role_through_the_ps(tmp_path, canned):
     PS's global step), the PS serves and exits 0 once the chief ends the job,
     and the chief's final checkpoint has learnt the blobs."""
     md = str(tmp_path / "job")
-    procs = {}
+    envs = {}
     for role in ("ps", "chief", "worker"):
-        env = _env(role, md)
+        envs[role] = _env(role, md)
         if canned:
-            env["CANNED"] = "1"
-        procs[role] = subprocess.Popen([sys.executable, JOB], env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)
-    out = {}
-    try:
-        for role, p in procs.items():
-            out[role] = p.communicate(timeout=240)[0]
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-    for role, p in procs.items():
-        assert p.returncode == 0, (role, out[role])
+            envs[role]["CANNED"] = "1"
+    codes, out = run_tasks(envs, [JOB])
+    for role, code in codes.items():
+        assert code == 0, (role, out[role])
         assert out[role].startswith("task %s:0" % role), out[role]
         assert "TRAINED %s" % role in out[role], out[role]
     # how many steps each trainer reserved on the PS depends on timing (a trainer that got none prints

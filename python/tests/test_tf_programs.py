@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import loom
+from task_procs import run_tasks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "..", "examples", "tf_programs")
@@ -107,23 +108,15 @@ def test_dist_program_under_tf_config_runs_each_role(tmp_path):
         pytest.skip("%s not found" % FMNIST)
     md = str(tmp_path / "job")
     cluster = {"chief": ["127.0.0.1:0"], "ps": ["127.0.0.1:0"], "worker": ["127.0.0.1:0"]}
-    procs = {}
+    envs = {}
     for role in ("ps", "chief", "worker", "evaluator"):
         env = _env()
         env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": role, "index": 0}, "model_dir": md})
         env["LOOM_LOCAL_SIZE"], env["MAX_STEPS"] = "4", "400"
-        procs[role] = subprocess.Popen([sys.executable, "fashion_mnist_dist.py", "0"], cwd=PROGRAMS, env=env,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = {}
-    try:
-        for role, p in procs.items():
-            out[role] = p.communicate(timeout=240)[0]
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-    for role, p in procs.items():
-        assert p.returncode == 0, (role, out[role])
+        envs[role] = env
+    codes, out = run_tasks(envs, ["fashion_mnist_dist.py", "0"], cwd=PROGRAMS)
+    for role, code in codes.items():
+        assert code == 0, (role, out[role])
     assert out["ps"].startswith("task ps:0 of 2 worker(s), 1 ps")
     assert out["chief"].startswith("task chief:0 of 2 worker(s), 1 ps")
     assert out["worker"].startswith("task worker:0 of 2 worker(s), 1 ps")

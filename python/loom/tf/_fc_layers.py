@@ -92,11 +92,18 @@ def input_layer(features, feature_columns, weight_collections=None, trainable=Tr
         if v is not None:
             raise NotImplementedError("loom.tf: %s(%s=...) is not supported" % (what, arg))
     n, arr = _columns(feature_columns, what)
+    return _build(features, what, lambda g, m, out, st: lib.loom_fc_input_layer(
+        g.p, m, n, arr, _scope, int(bool(trainable)), C.byref(out), st.p))
+
+
+def _build(features, what, call):
+    """Runs call(graph, feature map, output, status) on the features' graph; loom's error as ValueError
+    naming what."""
     g, m, free = _features_map(features, what)
     out = L.Output()
     st = _Status()
     try:
-        rc = lib.loom_fc_input_layer(g.p, m, n, arr, _scope, int(bool(trainable)), C.byref(out), st.p)
+        rc = call(g, m, out, st)
         if rc:
             try:
                 st.raise_if(rc)
@@ -122,20 +129,9 @@ def linear_model(features, feature_columns, units=1, sparse_combiner="sum", weig
         raise ValueError("%s: sparse_combiner must be one of %s, got %r" % (what, sorted(_COMBINERS),
                                                                             sparse_combiner))
     n, arr = _columns(feature_columns, what)
-    g, m, free = _features_map(features, what)
-    out = L.Output()
-    st = _Status()
-    try:
-        rc = lib.loom_fc_linear_model(g.p, m, n, arr, int(units), _COMBINERS[sparse_combiner], b"linear_model",
-                                      int(bool(trainable)), C.byref(out), st.p)
-        if rc:
-            try:
-                st.raise_if(rc)
-            except LoomError as e:
-                raise ValueError("%s: %s" % (what, e)) from None
-    finally:
-        free()
-    return g._out(out)
+    return _build(features, what, lambda g, m, out, st: lib.loom_fc_linear_model(
+        g.p, m, n, arr, int(units), _COMBINERS[sparse_combiner], b"linear_model", int(bool(trainable)),
+        C.byref(out), st.p))
 
 
 class DenseFeatures:
