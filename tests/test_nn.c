@@ -585,6 +585,30 @@ Test(conv, small_window_filter_gradient_in_partitions) {
   check_conv(&c2, LOOM_F64);
 }
 
+Test(conv, padded_input_loops) {
+  /* windows rows of KW*C <= 32 values: the forward pass and the filter gradient read a zero-padded
+   * copy of the input (or the input itself when no padding is needed); each case against the
+   * reference loops, f32 and f64 */
+  enum { V = 0, S = 1 };
+  ccfg cfgs[] = {
+      /*  N  H  W  C  KH KW O  sh sw dh dw pad */
+      {3, 28, 28, 1, 5, 5, 16, 1, 1, 1, 1, S}, /* the Fashion-MNIST first layer */
+      {2, 13, 11, 1, 5, 5, 16, 1, 1, 1, 1, V}, /* VALID: the input read in place */
+      {2, 12, 11, 3, 3, 3, 17, 2, 3, 1, 1, V}, /* strides leaving unread rows and columns */
+      {2, 10, 9, 2, 4, 4, 5, 3, 2, 1, 1, S},   /* even window: asymmetric SAME padding */
+      {2, 11, 12, 2, 3, 3, 6, 1, 1, 2, 1, S},  /* row dilation (columns must be contiguous) */
+      {2, 9, 9, 8, 3, 4, 33, 1, 1, 1, 1, S},   /* KW*C = 32: the largest padded case */
+      {2, 9, 9, 11, 3, 3, 8, 1, 1, 1, 1, S},   /* KW*C = 33: windows gathered */
+      {2, 9, 9, 2, 3, 3, 4, 1, 1, 1, 2, S},    /* column dilation: windows gathered */
+      {1, 3, 3, 1, 5, 5, 3, 1, 1, 1, 1, S},    /* window larger than the image */
+      {5, 7, 6, 1, 2, 7, 40, 2, 1, 1, 1, S},   /* window wider than the image, O = 2.5 vectors */
+  };
+  for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+    check_conv(&cfgs[i], LOOM_F32);
+    check_conv(&cfgs[i], LOOM_F64);
+  }
+}
+
 Test(conv, zero_size_and_unknown_batch) {
   loom_graph *g = loom_graph_new();
   int64_t xd[4] = {-1, 6, 6, 2}, wd[4] = {3, 3, 2, 4};

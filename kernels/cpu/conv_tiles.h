@@ -130,6 +130,30 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
+/* Pixels [b, e), 12 at a time, their window rows at fixed offsets in the
+ * padded input (no bounds to check, nothing to gather). */
+TARGET static void FNI(pad_fwd_range)(void *p, int64_t b, int64_t e) {
+  const FN(direct_args) *a = p;
+  const geom *g = a->g;
+  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, rstep = g->dh * a->Ws * g->C;
+  const T *src[12][CONV_DIRECT_MAX_KH];
+  int64_t n, oh, ow;
+  pix_of(g, b, &n, &oh, &ow);
+  for (int64_t r = b; r < e; r += 12) {
+    int np = e - r < 12 ? (int)(e - r) : 12;
+    for (int i = 0; i < 12; i++) {
+      if (i < np) {
+        const T *s = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow);
+        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = s + kh * rstep;
+        pix_next(g, &n, &oh, &ow);
+      } else {
+        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
+      }
+    }
+    FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
+  }
+}
+
 /* C[M, N] = A[M, K] (row stride lda) x B[K, N], rows [b, e). */
 TARGET static void FNI(gemm_nn_range)(void *p, int64_t b, int64_t e) {
   const FN(gemm_args) *a = p;
@@ -205,7 +229,8 @@ TARGET static void FNI(dw_gemm_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range)};
+static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(pad_fwd_range), FNI(gemm_nn_range),
+                                               FNI(dw_gemm_range)};
 
 #undef UNROLL
 #undef WIDE
