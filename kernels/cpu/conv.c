@@ -402,12 +402,30 @@ typedef struct {
   int64_t K, O, m;
 } FN(dwg_args);
 
+/* A small-window filter gradient (K <= CONV_DIRECT_DW_MAX_K): the pixels
+ * are cut into dw_parts() partitions (a number fixed by the shape, not by
+ * the threads), each summed into its own dF[K6, O] (K rounded up to tiles of
+ * 6; part q at part + q*K6*O); the caller adds the partitions. Task q =
+ * partition q. With a padded input (dwp_range) the windows are read in place;
+ * otherwise (direct_dw_part) blocks of CONV_DW_BLOCK windows are gathered on
+ * the stack and fed to the register tiles of dF += col^T x dY. */
+typedef struct {
+  const geom *g;
+  const T *x, *dy;
+  T *part;
+  int64_t per; /* pixels per partition (the last may have fewer) */
+  void (*tiles)(void *, int64_t, int64_t);
+  const T *xp;    /* the padded input (pad_plan), or NULL: windows gathered from x */
+  int64_t Hs, Ws;
+} FN(dwp_args);
+
 /* The register-tiled loops of one instruction set (kernels/cpu/conv_tiles.h). */
 typedef struct {
   void (*direct_fwd_range)(void *, int64_t, int64_t); /* pixels of a direct forward convolution */
   void (*pad_fwd_range)(void *, int64_t, int64_t);    /* the same reading a padded input */
   void (*gemm_nn_range)(void *, int64_t, int64_t);    /* rows of C = A x B */
   void (*dw_gemm_range)(void *, int64_t, int64_t);    /* 6-row tiles of dF += col^T x dY */
+  void (*dwp_range)(void *, int64_t, int64_t);        /* partitions of a small-window dF from a padded input */
 } FN(conv_isa);
 
 #define ISA generic
@@ -501,21 +519,7 @@ LOOM_HOT static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-/* Filter gradient of a small window (K <= CONV_DIRECT_DW_MAX_K): the pixels
- * are cut into dw_parts() partitions (a number fixed by the shape, not by
- * the threads), each summed into its own dF[K6, O] (K rounded up to tiles of
- * 6; part q at part + q*K6*O) by the register tiles of dF += col^T x dY over blocks of CONV_DW_BLOCK
- * pixels whose windows are gathered on the stack; the caller adds the
- * partitions. Task q = partition q. */
-typedef struct {
-  const geom *g;
-  const T *x, *dy;
-  T *part;
-  int64_t per; /* pixels per partition (the last may have fewer) */
-  void (*tiles)(void *, int64_t, int64_t);
-  const T *xp;    /* the padded input (pad_plan), or NULL: windows gathered from x */
-  int64_t Hs, Ws;
-} FN(dwp_args);
+/* Partitions of a small-window filter gradient, windows gathered (dwp_args). */
 
 static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
   const FN(dwp_args) *a = p;
@@ -531,20 +535,9 @@ static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
     pix_of(g, q * a->per, &n, &oh, &ow);
     for (int64_t r = q * a->per; r < r1; r += CONV_DW_BLOCK) {
       int64_t m = r1 - r < CONV_DW_BLOCK ? r1 - r : CONV_DW_BLOCK;
-      if (a->xp) {
-        const int64_t KWC = g->KW * g->C, rstep = g->dh * a->Ws * g->C;
-        for (int64_t i = 0; i < m; i++) {
-          const T *s = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow);
-          T *d = col + i * K6;
-          for (int64_t kh = 0; kh < g->KH; kh++, s += rstep, d += KWC)
-            for (int64_t j = 0; j < KWC; j++) d[j] = s[j];
-          pix_next(g, &n, &oh, &ow);
-        }
-      } else {
-        for (int64_t i = 0; i < m; i++) {
-          FN(gather)(g, a->x, n, oh, ow, col + i * K6);
-          pix_next(g, &n, &oh, &ow);
-        }
+      for (int64_t i = 0; i < m; i++) {
+        FN(gather)(g, a->x, n, oh, ow, col + i * K6);
+        pix_next(g, &n, &oh, &ow);
       }
       FN(dwg_args) d = {col, a->dy + r * O, df, K6, O, m};
       a->tiles(&d, 0, K6 / 6);
@@ -669,7 +662,7 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
     const T *xp = pp.mode ? FN(pad_input)(ctx, &g, &pp, x, (T *)((char *)ctx->ws + parts)) : NULL;
     FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, FN(isa)()->dw_gemm_range, xp, pp.Hs, pp.Ws};
-    loom__parallel_for(ctx->pool, P, 1, FN(direct_dw_part), &a);
+    loom__parallel_for(ctx->pool, P, 1, xp ? FN(isa)()->dwp_range : FN(direct_dw_part), &a);
     /* the partitions summed in a fixed order: the result does not depend on the threads */
     const int64_t KO = g.K * g.O, PO = K6 * g.O;
     for (int64_t i = 0; i < KO; i++) {
