@@ -168,29 +168,34 @@ TARGET static void FNI(gemm_nn_range)(void *p, int64_t b, int64_t e) {
 /* ---- filter gradient on the column matrix: dF[K, O] += col[m, K]^T x dY[m, O] ----
  * Register tiles of 6 filter rows x NV vectors of output channels (NV <=
  * DW_NV), streaming over the chunk's rows. */
-#define DEF_DW_TILE(NV)                                                                                \
-  TARGET static void FNI(dw_tile_##NV)(const T *col, int64_t K, const T *dy, int64_t O, int64_t m, T *df, \
-                                       int64_t k0, int64_t c0) {                                       \
-    VEC acc[6][NV];                                                                                    \
-    UNROLL for (int i = 0; i < 6; i++)                                                                 \
+#define DEF_DW_TILE(NV, ROWS, NAME)                                                                    \
+  TARGET static void FNI(NAME)(const T *col, int64_t K, const T *dy, int64_t O, int64_t m, T *df,      \
+                               int64_t k0, int64_t c0) {                                               \
+    VEC acc[ROWS][NV];                                                                                 \
+    UNROLL for (int i = 0; i < ROWS; i++)                                                              \
       UNROLL for (int v = 0; v < NV; v++) VLOAD(acc[i][v], df + (k0 + i) * O + c0 + v * VL);           \
     for (int64_t r = 0; r < m; r++) {                                                                  \
       const T *cr = col + r * K + k0, *dr = dy + r * O + c0;                                           \
       VEC d[NV];                                                                                       \
       UNROLL for (int v = 0; v < NV; v++) VLOAD(d[v], dr + v * VL);                                    \
-      UNROLL for (int i = 0; i < 6; i++) {                                                             \
+      UNROLL for (int i = 0; i < ROWS; i++) {                                                          \
         const T sv = cr[i];                                                                            \
         UNROLL for (int v = 0; v < NV; v++) acc[i][v] += sv * d[v];                                    \
       }                                                                                                \
     }                                                                                                  \
-    UNROLL for (int i = 0; i < 6; i++)                                                                 \
+    UNROLL for (int i = 0; i < ROWS; i++)                                                              \
       UNROLL for (int v = 0; v < NV; v++) VSTORE(df + (k0 + i) * O + c0 + v * VL, acc[i][v]);          \
   }
-DEF_DW_TILE(1)
-DEF_DW_TILE(2)
+DEF_DW_TILE(1, 6, dw_tile_1)
+DEF_DW_TILE(2, 6, dw_tile_2)
 #if WIDE
-DEF_DW_TILE(3)
-DEF_DW_TILE(4)
+DEF_DW_TILE(3, 6, dw_tile_3)
+DEF_DW_TILE(4, 6, dw_tile_4)
+/* two 6-row tiles at once where only 1 or 2 vectors of channels are left: 12 x NV accumulators */
+DEF_DW_TILE(1, 12, dw_tile12_1)
+DEF_DW_TILE(2, 12, dw_tile12_2)
+#else
+DEF_DW_TILE(1, 12, dw_tile12_1)
 #endif
 #undef DEF_DW_TILE
 
@@ -204,13 +209,22 @@ TARGET static void FNI(dw_gemm_range)(void *p, int64_t b, int64_t e) {
     int64_t nv = nfull - v < DW_NV ? nfull - v : DW_NV;
     for (int64_t t = b; t < tfull; t++) {
       int64_t k0 = t * 6;
+      int pair = t + 1 < tfull; /* two full tiles: one 12-row tile where the registers allow */
       switch (nv) {
 #if WIDE
         case 4: FNI(dw_tile_4)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
         case 3: FNI(dw_tile_3)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-#endif
+        case 2:
+          if (pair) FNI(dw_tile12_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL), t++;
+          else FNI(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL);
+          break;
+#else
         case 2: FNI(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-        default: FNI(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+#endif
+        default:
+          if (pair) FNI(dw_tile12_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL), t++;
+          else FNI(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL);
+          break;
       }
     }
   }
