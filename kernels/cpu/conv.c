@@ -143,6 +143,44 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
   return p->mode == 2 ? (size_t)(g->N * p->Hs * p->Ws * g->C) * elem : 0;
 }
 
+/* Winograd F(2x2, 5x5) (kernels/cpu/conv_winograd.h) for 5x5 windows at
+ * stride and dilation 1 with at least WINO_MIN_C input and WINO_MIN_O output
+ * channels (fewer leave the transforms to dominate); LOOM_CONV_WINOGRAD=0
+ * turns it off (tests, benchmarks). */
+#define WINO_TB 48        /* tiles per block (four 12-row register tiles) */
+#define WINO_MIN_C 8
+#define WINO_MIN_O 8
+#define WINO_MAX_C 256
+#define WINO_MAX_O 128    /* bounds a stack buffer */
+#define WINO_MAX_PARTS 8
+#define WINO_TILES_PER_PART 64
+
+static int wino_enabled(void) {
+  static int on = -1; /* read once; racing first calls store the same value */
+  int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("LOOM_CONV_WINOGRAD");
+    v = !(e && !strcmp(e, "0"));
+    __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+static int wino_ok(const geom *g) {
+  return g->KH == 5 && g->KW == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->M > 0 &&
+         g->C >= WINO_MIN_C && g->C <= WINO_MAX_C && g->O >= WINO_MIN_O && g->O <= WINO_MAX_O && wino_enabled();
+}
+/* Parts (each with its own scratch): one per WINO_TILES_PER_PART tiles, at most WINO_MAX_PARTS. */
+static int64_t wino_parts(const geom *g) {
+  int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2), p = tiles / WINO_TILES_PER_PART;
+  return p < 1 ? 1 : p > WINO_MAX_PARTS ? WINO_MAX_PARTS : p;
+}
+/* Scratch of a part: a gathered window, the transforms' rows, V and M of a block. */
+static int64_t wino_part_elems(int64_t C, int64_t O) {
+  return 36 * C + 36 * (C > O ? C : O) + 36 * WINO_TB * (C + O);
+}
+/* The workspace: U[36][C][O], then the parts' scratch. */
+static int64_t wino_ws_elems(const geom *g) { return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O); }
+
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
 static size_t ws_bytes(const geom *g, size_t elem, int op) {
   if (g->M <= 0 || g->K <= 0 || g->O <= 0) return 0;
@@ -150,9 +188,16 @@ static size_t ws_bytes(const geom *g, size_t elem, int op) {
   pad_plan pp = pad_plan_of(g, elem, op);
   switch (op) {
     case 0:
+      if (wino_ok(g)) return (size_t)wino_ws_elems(g) * elem;
       if (pp.mode) return pad_bytes(g, &pp, elem);
       return g->direct || g->pointwise ? 0 : col;
-    case 1: return g->direct_dx || g->pointwise ? filt : filt + col; /* flipped or transposed filter */
+    case 1:
+      if (g->direct_dx) {
+        geom t;
+        geom_transposed(g, &t);
+        if (wino_ok(&t)) return filt + (size_t)wino_ws_elems(&t) * elem;
+      }
+      return g->direct_dx || g->pointwise ? filt : filt + col; /* flipped or transposed filter */
     default:
       if (g->direct_dw) /* the partitions' sums, then the padded input */
         return (size_t)(dw_parts(g) * dw_rows(g) * g->O) * elem + pad_bytes(g, &pp, elem);
@@ -470,6 +515,8 @@ static void FN(gemm_nn)(const loom_kctx *ctx, const T *A, int64_t lda, const T *
   loom__parallel_for(ctx->pool, M, grain > 12 ? grain : 12, FN(isa)()->gemm_nn_range, &a);
 }
 
+#include "kernels/cpu/conv_winograd.h"
+
 static void FN(im2col)(const loom_kctx *ctx, const geom *g, const T *x, T *col, int64_t r0, int64_t r1) {
   FN(cols_args) a = {g, x, col, r0, r1};
   int64_t grain = CONV_ROW_GRAIN / (g->K > 0 ? g->K : 1);
@@ -566,6 +613,12 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
     memset(y, 0, (size_t)Y->numel * sizeof(T));
     return LOOM_OK;
   }
+  if (wino_ok(&g)) {
+    size_t need = (size_t)wino_ws_elems(&g) * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    FN(wino_fwd)(ctx, &g, x, f, y, ctx->ws);
+    return LOOM_OK;
+  }
   if (g.direct) {
     pad_plan pp = pad_plan_of(&g, sizeof(T), 0);
     const T *xp = NULL;
@@ -607,7 +660,11 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
   }
   size_t wbytes = (size_t)g.K * (size_t)g.O * sizeof(T);
   if (g.direct_dx) { /* a forward convolution of dy with the flipped filter */
-    if (!ctx->ws || ctx->ws_size < wbytes) return ws_missing(ctx, wbytes);
+    geom t;
+    geom_transposed(&g, &t);
+    int wino = wino_ok(&t);
+    size_t need = wbytes + (wino ? (size_t)wino_ws_elems(&t) * sizeof(T) : 0);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
     T *wt = ctx->ws;
     for (int64_t kh = 0; kh < g.KH; kh++)
       for (int64_t kw = 0; kw < g.KW; kw++)
@@ -615,9 +672,8 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
           for (int64_t c = 0; c < g.C; c++)
             wt[((kh * g.KW + kw) * g.O + o) * g.C + c] =
                 f[(((g.KH - 1 - kh) * g.KW + (g.KW - 1 - kw)) * g.C + c) * g.O + o];
-    geom t;
-    geom_transposed(&g, &t);
-    FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0);
+    if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O);
+    else FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0);
     return LOOM_OK;
   }
   /* dcol[m, K] = dY[m, O] x F^T[O, K], then col2im */

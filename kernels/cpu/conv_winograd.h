@@ -1,0 +1,148 @@
+/* Winograd F(2x2, 5x5) for the CPU convolution: 5x5 windows, stride and
+ * dilation 1 (the forward pass, and the input gradient as the forward pass
+ * of the flipped filter). Included by kernels/cpu/conv.c in its template body
+ * (T, SFX, FN, geom, the ISA table FN(isa)()).
+ *
+ * Each 2x2 block of output pixels ("tile") of an image reads a 6x6 window
+ * d; with the points 0, 1, -1, 2, -2 and infinity,
+ *   Y = A^T [ (G g G^T) (.) (B^T d B) ] A     ((.) elementwise, per channel)
+ * costs 36 multiplications per (input, output) channel pair where the direct
+ * loops spend 100. The transforms run over vectors of channels; the 36
+ * elementwise products summed over input channels are 36 matrix products
+ * (tiles x C) x (C x O), done by the register tiles of the direct loops.
+ * Tiles are processed WINO_TB at a time in a fixed number of parts (each
+ * with its own scratch in the workspace), so the result does not depend on
+ * the threads. */
+
+/* The input transform B^T applied to 6 rows of C channels (row i at s + i*ss),
+ * written to o + i*os. */
+LOOM_FORCE_INLINE void FN(wino_bt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t C) {
+#pragma GCC ivdep
+  for (int64_t c = 0; c < C; c++) {
+    T d0 = s[c], d1 = s[ss + c], d2 = s[2 * ss + c], d3 = s[3 * ss + c], d4 = s[4 * ss + c], d5 = s[5 * ss + c];
+    o[c] = 4 * d0 - 5 * d2 + d4;
+    o[os + c] = d3 + d4 - 4 * (d1 + d2);
+    o[2 * os + c] = 4 * (d1 - d2) + d4 - d3;
+    o[3 * os + c] = 2 * (d3 - d1) + d4 - d2;
+    o[4 * os + c] = 2 * (d1 - d3) + d4 - d2;
+    o[5 * os + c] = 4 * d1 - 5 * d3 + d5;
+  }
+}
+
+/* The output transform A^T applied to 6 rows of O values (row i at s + i*ss):
+ * 2 rows written to o and o + os. */
+LOOM_FORCE_INLINE void FN(wino_at)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t O) {
+#pragma GCC ivdep
+  for (int64_t c = 0; c < O; c++) {
+    T m0 = s[c], m1 = s[ss + c], m2 = s[2 * ss + c], m3 = s[3 * ss + c], m4 = s[4 * ss + c], m5 = s[5 * ss + c];
+    o[c] = m0 + m1 + m2 + m3 + m4;
+    o[os + c] = m1 - m2 + 2 * (m3 - m4) + m5;
+  }
+}
+
+/* The filter transform G applied to 5 rows (row k at s + k*ss) of n values:
+ * 6 rows written to o + i*os. */
+static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
+  for (int64_t c = 0; c < n; c++) {
+    T g0 = s[c], g1 = s[ss + c], g2 = s[2 * ss + c], g3 = s[3 * ss + c], g4 = s[4 * ss + c];
+    o[c] = g0 / 4;
+    o[os + c] = -(g0 + g1 + g2 + g3 + g4) / 6;
+    o[2 * os + c] = (-g0 + g1 - g2 + g3 - g4) / 6;
+    o[3 * os + c] = g0 / 24 + g1 / 12 + g2 / 6 + g3 / 3 + g4 * 2 / 3;
+    o[4 * os + c] = g0 / 24 - g1 / 12 + g2 / 6 - g3 / 3 + g4 * 2 / 3;
+    o[5 * os + c] = g4;
+  }
+}
+
+typedef struct {
+  const geom *g;
+  const T *x, *u; /* input; transformed filter U[36][C][O] */
+  T *y, *scratch; /* output; the parts' scratch (wino_part_elems each) */
+  int64_t th, tw, ntiles, per; /* tiles per column and row of an image, in all, per part */
+} FN(wino_args);
+
+/* Task q: the tiles of part q. */
+LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
+  const FN(wino_args) *a = p;
+  const geom *g = a->g;
+  const int64_t C = g->C, O = g->O, H = g->H, W = g->W;
+  const FN(conv_isa) *isa = FN(isa)();
+  for (int64_t q = b; q < e; q++) {
+    T *d = a->scratch + q * wino_part_elems(C, O); /* the 6x6 window [6][6][C] */
+    T *t1 = d + 36 * C;                            /* B^T d, then (A^T M) rows: [6][6][max(C, O)] */
+    T *v = t1 + 36 * (C > O ? C : O);              /* V[36][WINO_TB][C] */
+    T *mm = v + 36 * WINO_TB * C;                  /* M[36][WINO_TB][O] */
+    int64_t t0 = q * a->per, t1end = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
+    for (int64_t tb = t0; tb < t1end; tb += WINO_TB) {
+      int64_t nb = t1end - tb < WINO_TB ? t1end - tb : WINO_TB;
+      /* input transform of each tile: V[xi][i][c] */
+      for (int64_t i = 0; i < nb; i++) {
+        int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
+        int64_t ih0 = 2 * ty - g->pt, iw0 = 2 * tx - g->pl;
+        const T *ximg = a->x + n * H * W * C;
+        const T *src;
+        int64_t rs; /* row stride of the window */
+        if (ih0 >= 0 && ih0 + 6 <= H && iw0 >= 0 && iw0 + 6 <= W) {
+          src = ximg + (ih0 * W + iw0) * C;
+          rs = W * C;
+        } else {
+          for (int64_t r6 = 0; r6 < 6; r6++)
+            for (int64_t c6 = 0; c6 < 6; c6++) {
+              int64_t ih = ih0 + r6, iw = iw0 + c6;
+              T *dd = d + (r6 * 6 + c6) * C;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) memset(dd, 0, (size_t)C * sizeof(T));
+              else memcpy(dd, ximg + (ih * W + iw) * C, (size_t)C * sizeof(T));
+            }
+          src = d;
+          rs = 6 * C;
+        }
+        /* rows: t1[a][b2] = sum_b d[a][b] B[b][b2]; then columns: V[a2*6 + b2] */
+        for (int64_t r6 = 0; r6 < 6; r6++) FN(wino_bt)(src + r6 * rs, C, t1 + r6 * 6 * C, C, C);
+        for (int64_t b2 = 0; b2 < 6; b2++)
+          FN(wino_bt)(t1 + b2 * C, 6 * C, v + (b2 * WINO_TB + i) * C, 6 * WINO_TB * C, C);
+      }
+      /* the 36 products M[xi] = V[xi] (nb x C) x U[xi] (C x O) */
+      for (int64_t xi = 0; xi < 36; xi++) {
+        FN(gemm_args) ga = {v + xi * WINO_TB * C, a->u + xi * C * O, mm + xi * WINO_TB * O, C, O, C};
+        isa->gemm_nn_range(&ga, 0, nb);
+      }
+      /* output transform: Y = A^T M A, clipped at the image's last row and column */
+      for (int64_t i = 0; i < nb; i++) {
+        int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
+        /* rows: t1[a][j] (j < 2) = sum_b M[a][b] A[b][j] */
+        for (int64_t r6 = 0; r6 < 6; r6++)
+          FN(wino_at)(mm + (r6 * 6 * WINO_TB + i) * O, WINO_TB * O, t1 + r6 * 2 * O, O, O);
+        T out[2][2 * WINO_MAX_O];
+        for (int64_t j = 0; j < 2; j++) FN(wino_at)(t1 + j * O, 2 * O, out[0] + j * O, 2 * WINO_MAX_O, O);
+        for (int64_t oy = 0; oy < 2; oy++) {
+          int64_t oh = 2 * ty + oy;
+          if (oh >= g->OH) break;
+          for (int64_t ox = 0; ox < 2; ox++) {
+            int64_t ow = 2 * tx + ox;
+            if (ow >= g->OW) break;
+            memcpy(a->y + ((n * g->OH + oh) * g->OW + ow) * O, out[oy] + ox * O, (size_t)O * sizeof(T));
+          }
+        }
+      }
+    }
+  }
+}
+
+/* y = conv(x, w) by Winograd F(2x2, 5x5); ws holds wino_ws_elems(g) values. */
+static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, T *ws) {
+  const int64_t C = g->C, O = g->O;
+  T *u = ws; /* U[36][C][O] = G w G^T per (c, o) */
+  T tmp[6 * 5 * WINO_MAX_O];
+  for (int64_t c = 0; c < C; c++) {
+    /* w[kh][kw][c][:] rows: first over kh (tmp[i][kw][:]), then over kw */
+    for (int64_t kw = 0; kw < 5; kw++) FN(wino_g)(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
+    for (int64_t i = 0; i < 6; i++) FN(wino_g)(tmp + i * 5 * O, O, u + (i * 6 * C + c) * O, C * O, O);
+  }
+  FN(wino_args) a = {g, x, u, y, ws + 36 * C * O, 0, 0, 0, 0};
+  a.th = (g->OH + 1) / 2;
+  a.tw = (g->OW + 1) / 2;
+  a.ntiles = g->N * a.th * a.tw;
+  int64_t P = wino_parts(g);
+  a.per = (a.ntiles + P - 1) / P;
+  loom__parallel_for(ctx->pool, P, 1, FN(wino_part), &a);
+}
