@@ -174,12 +174,13 @@ static int64_t wino_parts(const geom *g) {
   int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2), p = tiles / WINO_TILES_PER_PART;
   return p < 1 ? 1 : p > WINO_MAX_PARTS ? WINO_MAX_PARTS : p;
 }
-/* Scratch of a part: a gathered window, the transforms' rows, V and M of a block. */
-static int64_t wino_part_elems(int64_t C, int64_t O) {
-  return 36 * C + 36 * (C > O ? C : O) + 36 * WINO_TB * (C + O);
+/* Scratch of a part: the transforms' rows, V and M of a block. */
+static int64_t wino_part_elems(int64_t C, int64_t O) { return 36 * (C > O ? C : O) + 36 * WINO_TB * (C + O); }
+/* The workspace: U[36][C][O], the parts' scratch, the padded input. */
+static int64_t wino_ws_elems(const geom *g) {
+  int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2;
+  return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
 }
-/* The workspace: U[36][C][O], then the parts' scratch. */
-static int64_t wino_ws_elems(const geom *g) { return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O); }
 
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
 static size_t ws_bytes(const geom *g, size_t elem, int op) {

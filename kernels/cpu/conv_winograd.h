@@ -12,7 +12,8 @@
  * (tiles x C) x (C x O), done by the register tiles of the direct loops.
  * Tiles are processed WINO_TB at a time in a fixed number of parts (each
  * with its own scratch in the workspace), so the result does not depend on
- * the threads. */
+ * the threads. The tiles read a zero-padded copy of the input (the
+ * workspace's end), so that no window needs bounds. */
 
 /* The input transform B^T applied to 6 rows of C channels (row i at s + i*ss),
  * written to o + i*os. */
@@ -56,7 +57,8 @@ static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
 
 typedef struct {
   const geom *g;
-  const T *x, *u; /* input; transformed filter U[36][C][O] */
+  const T *x, *u; /* the zero-padded input (Hs x Ws per image); transformed filter U[36][C][O] */
+  int64_t Hs, Ws;
   T *y, *scratch; /* output; the parts' scratch (wino_part_elems each) */
   int64_t th, tw, ntiles, per; /* tiles per column and row of an image, in all, per part */
 } FN(wino_args);
@@ -65,11 +67,10 @@ typedef struct {
 LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   const FN(wino_args) *a = p;
   const geom *g = a->g;
-  const int64_t C = g->C, O = g->O, H = g->H, W = g->W;
+  const int64_t C = g->C, O = g->O;
   const FN(conv_isa) *isa = FN(isa)();
   for (int64_t q = b; q < e; q++) {
-    T *d = a->scratch + q * wino_part_elems(C, O); /* the 6x6 window [6][6][C] */
-    T *t1 = d + 36 * C;                            /* B^T d, then (A^T M) rows: [6][6][max(C, O)] */
+    T *t1 = a->scratch + q * wino_part_elems(C, O); /* B^T d, then (A^T M) rows: [6][6][max(C, O)] */
     T *v = t1 + 36 * (C > O ? C : O);              /* V[36][WINO_TB][C] */
     T *mm = v + 36 * WINO_TB * C;                  /* M[36][WINO_TB][O] */
     int64_t t0 = q * a->per, t1end = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
@@ -78,24 +79,8 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
       /* input transform of each tile: V[xi][i][c] */
       for (int64_t i = 0; i < nb; i++) {
         int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
-        int64_t ih0 = 2 * ty - g->pt, iw0 = 2 * tx - g->pl;
-        const T *ximg = a->x + n * H * W * C;
-        const T *src;
-        int64_t rs; /* row stride of the window */
-        if (ih0 >= 0 && ih0 + 6 <= H && iw0 >= 0 && iw0 + 6 <= W) {
-          src = ximg + (ih0 * W + iw0) * C;
-          rs = W * C;
-        } else {
-          for (int64_t r6 = 0; r6 < 6; r6++)
-            for (int64_t c6 = 0; c6 < 6; c6++) {
-              int64_t ih = ih0 + r6, iw = iw0 + c6;
-              T *dd = d + (r6 * 6 + c6) * C;
-              if (ih < 0 || ih >= H || iw < 0 || iw >= W) memset(dd, 0, (size_t)C * sizeof(T));
-              else memcpy(dd, ximg + (ih * W + iw) * C, (size_t)C * sizeof(T));
-            }
-          src = d;
-          rs = 6 * C;
-        }
+        const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C; /* the 6x6 window */
+        const int64_t rs = a->Ws * C;
         /* rows: t1[a][b2] = sum_b d[a][b] B[b][b2]; then columns: V[a2*6 + b2] */
         for (int64_t r6 = 0; r6 < 6; r6++) FN(wino_bt)(src + r6 * rs, C, t1 + r6 * 6 * C, C, C);
         for (int64_t b2 = 0; b2 < 6; b2++)
@@ -112,6 +97,11 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
         /* rows: t1[a][j] (j < 2) = sum_b M[a][b] A[b][j] */
         for (int64_t r6 = 0; r6 < 6; r6++)
           FN(wino_at)(mm + (r6 * 6 * WINO_TB + i) * O, WINO_TB * O, t1 + r6 * 2 * O, O, O);
+        if (2 * ty + 1 < g->OH && 2 * tx + 1 < g->OW) { /* the whole 2x2 block: written in place */
+          T *yo = a->y + ((n * g->OH + 2 * ty) * g->OW + 2 * tx) * O;
+          for (int64_t j = 0; j < 2; j++) FN(wino_at)(t1 + j * O, 2 * O, yo + j * O, g->OW * O, O);
+          continue;
+        }
         T out[2][2 * WINO_MAX_O];
         for (int64_t j = 0; j < 2; j++) FN(wino_at)(t1 + j * O, 2 * O, out[0] + j * O, 2 * WINO_MAX_O, O);
         for (int64_t oy = 0; oy < 2; oy++) {
@@ -138,9 +128,15 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
     for (int64_t kw = 0; kw < 5; kw++) FN(wino_g)(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
     for (int64_t i = 0; i < 6; i++) FN(wino_g)(tmp + i * 5 * O, O, u + (i * 6 * C + c) * O, C * O, O);
   }
-  FN(wino_args) a = {g, x, u, y, ws + 36 * C * O, 0, 0, 0, 0};
+  FN(wino_args) a = {g, NULL, u, 0, 0, y, ws + 36 * C * O, 0, 0, 0, 0};
   a.th = (g->OH + 1) / 2;
   a.tw = (g->OW + 1) / 2;
+  /* the input, zero-padded to the tiles' windows (rows and columns [-pt, 2*th + 4 - pt) and
+   * [-pl, 2*tw + 4 - pl)), after the parts' scratch */
+  pad_plan pp = {2, 2 * a.th + 4, 2 * a.tw + 4};
+  a.Hs = pp.Hs;
+  a.Ws = pp.Ws;
+  a.x = FN(pad_input)(ctx, g, &pp, x, a.scratch + wino_parts(g) * wino_part_elems(C, O));
   a.ntiles = g->N * a.th * a.tw;
   int64_t P = wino_parts(g);
   a.per = (a.ntiles + P - 1) / P;
