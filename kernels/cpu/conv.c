@@ -182,6 +182,18 @@ static int64_t wino_ws_elems(const geom *g) {
   return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
 }
 
+/* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (the
+ * transforms' rows, V and D of a block); the workspace (the parts' scratch, their sums, the
+ * padded input). */
+static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
+static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) {
+  return 36 * (Cp > O ? Cp : O) + 36 * WINO_TB * (Cp + O);
+}
+static int64_t wino_dw_ws_elems(const geom *g) {
+  int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, Cp = wino_dw_cp(g->C), P = wino_parts(g);
+  return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
+}
+
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
 static size_t ws_bytes(const geom *g, size_t elem, int op) {
   if (g->M <= 0 || g->K <= 0 || g->O <= 0) return 0;
@@ -200,6 +212,7 @@ static size_t ws_bytes(const geom *g, size_t elem, int op) {
       }
       return g->direct_dx || g->pointwise ? filt : filt + col; /* flipped or transposed filter */
     default:
+      if (wino_ok(g)) return (size_t)wino_dw_ws_elems(g) * elem;
       if (g->direct_dw) /* the partitions' sums, then the padded input */
         return (size_t)(dw_parts(g) * dw_rows(g) * g->O) * elem + pad_bytes(g, &pp, elem);
       return g->pointwise ? 0 : col;
@@ -710,6 +723,12 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
   if (DF->numel == 0) return LOOM_OK;
   if (g.M == 0) {
     memset(df, 0, (size_t)DF->numel * sizeof(T));
+    return LOOM_OK;
+  }
+  if (wino_ok(&g)) {
+    size_t need = (size_t)wino_dw_ws_elems(&g) * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    FN(wino_dw)(ctx, &g, x, dy, df, ctx->ws);
     return LOOM_OK;
   }
   if (g.direct_dw) {

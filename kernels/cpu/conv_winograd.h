@@ -142,3 +142,119 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
   a.per = (a.ntiles + P - 1) / P;
   loom__parallel_for(ctx->pool, P, 1, FN(wino_part), &a);
 }
+
+/* ---- the filter gradient ----
+ * dW = sum over the 2x2 blocks of dy of the correlation of the block with
+ * its 6x6 input window, which is F(5x5, 2x2):
+ *   dW = G^T [ sum over tiles of (A dy_tile A^T) (.) (B^T d B) ] G
+ * (the transposed roles of the forward pass's matrices). The sum over tiles
+ * is 36 products (Cp x tiles) x (tiles x O) on the filter gradient's
+ * register tiles (dw_gemm_range; C rounded up to whole tiles of 6 rows with
+ * zero columns), accumulated per part and added in a fixed order. */
+
+/* A^T's transpose applied to 2 rows (y0, y1) of n values: 6 rows to o + k*os. */
+LOOM_FORCE_INLINE void FN(wino_a)(const T *restrict y0, const T *restrict y1, T *restrict o, int64_t os, int64_t n) {
+#pragma GCC ivdep
+  for (int64_t c = 0; c < n; c++) {
+    T a = y0[c], b = y1[c];
+    o[c] = a;
+    o[os + c] = a + b;
+    o[2 * os + c] = a - b;
+    o[3 * os + c] = a + 2 * b;
+    o[4 * os + c] = a - 2 * b;
+    o[5 * os + c] = b;
+  }
+}
+
+/* G^T applied to 6 rows (row j at s + j*ss) of n values: 5 rows to o + k*os. */
+static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
+  for (int64_t c = 0; c < n; c++) {
+    T s0 = s[c], s1 = s[ss + c], s2 = s[2 * ss + c], s3 = s[3 * ss + c], s4 = s[4 * ss + c], s5 = s[5 * ss + c];
+    T p = s1 + s2, m = s2 - s1, p34 = s3 + s4, m34 = s3 - s4;
+    o[c] = s0 / 4 - p / 6 + p34 / 24;
+    o[os + c] = m / 6 + m34 / 12;
+    o[2 * os + c] = (p34 - p) / 6;
+    o[3 * os + c] = m / 6 + m34 / 3;
+    o[4 * os + c] = -p / 6 + p34 * 2 / 3 + s5;
+  }
+}
+
+typedef struct {
+  const geom *g;
+  const T *x, *dy; /* the zero-padded input (Hs x Ws per image); dy */
+  int64_t Hs, Ws;
+  T *scratch, *msum; /* the parts' scratch; their sums M[36][Cp][O] */
+  int64_t th, tw, ntiles, per, Cp;
+} FN(wino_dw_args);
+
+/* Task q: the sums of part q's tiles. */
+LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
+  const FN(wino_dw_args) *a = p;
+  const geom *g = a->g;
+  const int64_t C = g->C, O = g->O, Cp = a->Cp;
+  const FN(conv_isa) *isa = FN(isa)();
+  for (int64_t q = b; q < e; q++) {
+    T *t1 = a->scratch + q * wino_dw_part_elems(Cp, O); /* transforms' rows: [6][6][max(Cp, O)] */
+    T *v = t1 + 36 * (Cp > O ? Cp : O);                  /* V[36][WINO_TB][Cp] */
+    T *dd = v + 36 * WINO_TB * Cp;                       /* D[36][WINO_TB][O] */
+    T *mq = a->msum + q * 36 * Cp * O;
+    memset(mq, 0, (size_t)(36 * Cp * O) * sizeof(T));
+    if (Cp > C) /* the rows' padding columns stay zero */
+      for (int64_t r = 0; r < 36 * WINO_TB; r++)
+        for (int64_t c = C; c < Cp; c++) v[r * Cp + c] = 0;
+    T zero[WINO_MAX_O] = {0};
+    int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
+    for (int64_t tb = t0; tb < tend; tb += WINO_TB) {
+      int64_t nb = tend - tb < WINO_TB ? tend - tb : WINO_TB;
+      for (int64_t i = 0; i < nb; i++) {
+        int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
+        const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C;
+        const int64_t rs = a->Ws * C;
+        for (int64_t r6 = 0; r6 < 6; r6++) FN(wino_bt)(src + r6 * rs, C, t1 + r6 * 6 * C, C, C);
+        for (int64_t b2 = 0; b2 < 6; b2++)
+          FN(wino_bt)(t1 + b2 * C, 6 * C, v + (b2 * WINO_TB + i) * Cp, 6 * WINO_TB * Cp, C);
+        /* dy's 2x2 block (zero past the last row and column): columns, then rows */
+        const T *yr[2][2];
+        for (int64_t oy = 0; oy < 2; oy++)
+          for (int64_t ox = 0; ox < 2; ox++) {
+            int64_t oh = 2 * ty + oy, ow = 2 * tx + ox;
+            yr[oy][ox] = oh < g->OH && ow < g->OW ? a->dy + ((n * g->OH + oh) * g->OW + ow) * O : zero;
+          }
+        for (int64_t oy = 0; oy < 2; oy++) FN(wino_a)(yr[oy][0], yr[oy][1], t1 + oy * 6 * O, O, O);
+        for (int64_t j = 0; j < 6; j++)
+          FN(wino_a)(t1 + j * O, t1 + (6 + j) * O, dd + (j * WINO_TB + i) * O, 6 * WINO_TB * O, O);
+      }
+      for (int64_t xi = 0; xi < 36; xi++) {
+        FN(dwg_args) ga = {v + xi * WINO_TB * Cp, dd + xi * WINO_TB * O, mq + xi * Cp * O, Cp, O, nb};
+        isa->dw_gemm_range(&ga, 0, Cp / 6);
+      }
+    }
+  }
+}
+
+/* dw = the filter gradient by Winograd F(5x5, 2x2); ws holds wino_dw_ws_elems(g) values. */
+static void FN(wino_dw)(const loom_kctx *ctx, const geom *g, const T *x, const T *dy, T *dw, T *ws) {
+  const int64_t C = g->C, O = g->O, Cp = wino_dw_cp(C), P = wino_parts(g);
+  FN(wino_dw_args) a = {g, NULL, dy, 0, 0, ws, ws + P * wino_dw_part_elems(Cp, O), 0, 0, 0, 0, Cp};
+  a.th = (g->OH + 1) / 2;
+  a.tw = (g->OW + 1) / 2;
+  a.ntiles = g->N * a.th * a.tw;
+  a.per = (a.ntiles + P - 1) / P;
+  pad_plan pp = {2, 2 * a.th + 4, 2 * a.tw + 4};
+  a.Hs = pp.Hs;
+  a.Ws = pp.Ws;
+  a.x = FN(pad_input)(ctx, g, &pp, x, a.msum + P * 36 * Cp * O);
+  loom__parallel_for(ctx->pool, P, 1, FN(wino_dw_part), &a);
+  /* the parts' sums in a fixed order, then dW[kh][kw][c][:] = (G^T M G)[kh][kw] per input channel */
+  T *m = a.msum;
+  for (int64_t q = 1; q < P; q++) {
+    const T *mq = m + q * 36 * Cp * O;
+    for (int64_t i = 0; i < 36 * Cp * O; i++) m[i] += mq[i];
+  }
+  T tmp[6 * 5 * WINO_MAX_O];
+  for (int64_t c = 0; c < C; c++) {
+    /* rows a: tmp[a][kw][:] = sum over b of G[b][kw] M[a*6 + b][c][:]; then over a */
+    for (int64_t r6 = 0; r6 < 6; r6++) FN(wino_gt)(m + (r6 * 6 * Cp + c) * O, Cp * O, tmp + r6 * 5 * O, O, O);
+    for (int64_t kw = 0; kw < 5; kw++) FN(wino_gt)(tmp + kw * O, 5 * O, dw + (kw * C + c) * O, 5 * C * O, O);
+  }
+}
