@@ -154,6 +154,12 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
 #define WINO_MAX_O 128    /* bounds a stack buffer */
 #define WINO_MAX_PARTS 8
 #define WINO_TILES_PER_PART 64
+/* the transforms' loops over channels read and write distinct rows */
+#if defined(__GNUC__) && !defined(__clang__)
+#define WINO_IVDEP _Pragma("GCC ivdep")
+#else
+#define WINO_IVDEP
+#endif
 
 static int wino_enabled(void) {
   static int on = -1; /* read once; racing first calls store the same value */

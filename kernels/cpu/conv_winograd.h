@@ -18,7 +18,7 @@
 /* The input transform B^T applied to 6 rows of C channels (row i at s + i*ss),
  * written to o + i*os. */
 LOOM_FORCE_INLINE void FN(wino_bt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t C) {
-#pragma GCC ivdep
+  WINO_IVDEP
   for (int64_t c = 0; c < C; c++) {
     T d0 = s[c], d1 = s[ss + c], d2 = s[2 * ss + c], d3 = s[3 * ss + c], d4 = s[4 * ss + c], d5 = s[5 * ss + c];
     o[c] = 4 * d0 - 5 * d2 + d4;
@@ -33,7 +33,7 @@ LOOM_FORCE_INLINE void FN(wino_bt)(const T *restrict s, int64_t ss, T *restrict 
 /* The output transform A^T applied to 6 rows of O values (row i at s + i*ss):
  * 2 rows written to o and o + os. */
 LOOM_FORCE_INLINE void FN(wino_at)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t O) {
-#pragma GCC ivdep
+  WINO_IVDEP
   for (int64_t c = 0; c < O; c++) {
     T m0 = s[c], m1 = s[ss + c], m2 = s[2 * ss + c], m3 = s[3 * ss + c], m4 = s[4 * ss + c], m5 = s[5 * ss + c];
     o[c] = m0 + m1 + m2 + m3 + m4;
@@ -154,7 +154,7 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
 
 /* A^T's transpose applied to 2 rows (y0, y1) of n values: 6 rows to o + k*os. */
 LOOM_FORCE_INLINE void FN(wino_a)(const T *restrict y0, const T *restrict y1, T *restrict o, int64_t os, int64_t n) {
-#pragma GCC ivdep
+  WINO_IVDEP
   for (int64_t c = 0; c < n; c++) {
     T a = y0[c], b = y1[c];
     o[c] = a;
