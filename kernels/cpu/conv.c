@@ -180,21 +180,19 @@ static int64_t wino_parts(const geom *g) {
   int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2), p = tiles / WINO_TILES_PER_PART;
   return p < 1 ? 1 : p > WINO_MAX_PARTS ? WINO_MAX_PARTS : p;
 }
-/* Scratch of a part: the transforms' rows, V and M of a block. */
-static int64_t wino_part_elems(int64_t C, int64_t O) { return 36 * (C > O ? C : O) + 36 * WINO_TB * (C + O); }
+/* Scratch of a part: V and M of a block. */
+static int64_t wino_part_elems(int64_t C, int64_t O) { return 36 * WINO_TB * (C + O); }
 /* The workspace: U[36][C][O], the parts' scratch, the padded input. */
 static int64_t wino_ws_elems(const geom *g) {
   int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2;
   return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
 }
 
-/* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (the
- * transforms' rows, V and D of a block); the workspace (the parts' scratch, their sums, the
+/* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (dy's
+ * rows transformed, V and D of a block); the workspace (the parts' scratch, their sums, the
  * padded input). */
 static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
-static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) {
-  return 36 * (Cp > O ? Cp : O) + 36 * WINO_TB * (Cp + O);
-}
+static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) { return 12 * O + 36 * WINO_TB * (Cp + O); }
 static int64_t wino_dw_ws_elems(const geom *g) {
   int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, Cp = wino_dw_cp(g->C), P = wino_parts(g);
   return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
@@ -491,6 +489,8 @@ typedef struct {
   void (*gemm_nn_range)(void *, int64_t, int64_t);    /* rows of C = A x B */
   void (*dw_gemm_range)(void *, int64_t, int64_t);    /* 6-row tiles of dF += col^T x dY */
   void (*dwp_range)(void *, int64_t, int64_t);        /* partitions of a small-window dF from a padded input */
+  void (*wino_in)(const T *, int64_t, int64_t, T *, int64_t);  /* Winograd input transform of a tile */
+  void (*wino_out)(const T *, int64_t, int64_t, T *, int64_t); /* Winograd output transform of a tile */
 } FN(conv_isa);
 
 #define ISA generic

@@ -361,8 +361,102 @@ TARGET static void FNI(dwp_range)(void *p, int64_t b, int64_t e) {
 }
 #undef DWP_NV
 
+/* ---- Winograd F(2x2, 5x5) transforms of one tile (kernels/cpu/conv_winograd.h) ----
+ * In one pass over the channels, a vector at a time, the 6x6 (or 6x2) intermediate rows in registers. */
+#define WB_ROW(o0, o1, o2, o3, o4, o5, d0, d1, d2, d3, d4, d5) \
+  do {                                                         \
+    o0 = (T)4 * d0 - (T)5 * d2 + d4;                           \
+    o1 = d3 + d4 - (T)4 * (d1 + d2);                           \
+    o2 = (T)4 * (d1 - d2) + d4 - d3;                           \
+    o3 = (T)2 * (d3 - d1) + d4 - d2;                           \
+    o4 = (T)2 * (d1 - d3) + d4 - d2;                           \
+    o5 = (T)4 * d1 - (T)5 * d3 + d5;                           \
+  } while (0)
+
+/* V = B^T d B: d's row r, column k at src + r*rs + k*C; element xi = a*6 + b to v + xi*vs. */
+TARGET static void FNI(wino_in)(const T *src, int64_t rs, int64_t C, T *v, int64_t vs) {
+  int64_t c = 0;
+  for (; c + VL <= C; c += VL) {
+    VEC t[6][6]; /* t[b][r] = (d B)[r][b] */
+    UNROLL for (int r = 0; r < 6; r++) {
+      VEC d0, d1, d2, d3, d4, d5;
+      const T *q = src + r * rs + c;
+      VLOAD(d0, q);
+      VLOAD(d1, q + C);
+      VLOAD(d2, q + 2 * C);
+      VLOAD(d3, q + 3 * C);
+      VLOAD(d4, q + 4 * C);
+      VLOAD(d5, q + 5 * C);
+      WB_ROW(t[0][r], t[1][r], t[2][r], t[3][r], t[4][r], t[5][r], d0, d1, d2, d3, d4, d5);
+    }
+    UNROLL for (int b = 0; b < 6; b++) {
+      VEC o[6];
+      WB_ROW(o[0], o[1], o[2], o[3], o[4], o[5], t[b][0], t[b][1], t[b][2], t[b][3], t[b][4], t[b][5]);
+      UNROLL for (int a = 0; a < 6; a++) VSTORE(v + (a * 6 + b) * vs + c, o[a]);
+    }
+  }
+  for (; c < C; c++) {
+    T t[6][6];
+    for (int r = 0; r < 6; r++) {
+      const T *q = src + r * rs + c;
+      WB_ROW(t[0][r], t[1][r], t[2][r], t[3][r], t[4][r], t[5][r], q[0], q[C], q[2 * C], q[3 * C], q[4 * C], q[5 * C]);
+    }
+    for (int b = 0; b < 6; b++) {
+      T o[6];
+      WB_ROW(o[0], o[1], o[2], o[3], o[4], o[5], t[b][0], t[b][1], t[b][2], t[b][3], t[b][4], t[b][5]);
+      for (int a = 0; a < 6; a++) v[(a * 6 + b) * vs + c] = o[a];
+    }
+  }
+}
+#undef WB_ROW
+
+#define WA_ROW(o0, o1, m0, m1, m2, m3, m4, m5) \
+  do {                                         \
+    o0 = m0 + m1 + m2 + m3 + m4;               \
+    o1 = m1 - m2 + (T)2 * (m3 - m4) + m5;      \
+  } while (0)
+/* Y = A^T M A: M's element xi at m + xi*ms; the 2x2 result's (oy, ox) to y + oy*ys + ox*O. */
+TARGET static void FNI(wino_out)(const T *m, int64_t ms, int64_t O, T *y, int64_t ys) {
+  int64_t c = 0;
+  for (; c + VL <= O; c += VL) {
+    VEC t[2][6]; /* t[j][a] = (M A)[a][j] */
+    UNROLL for (int a = 0; a < 6; a++) {
+      VEC m0, m1, m2, m3, m4, m5;
+      const T *q = m + a * 6 * ms + c;
+      VLOAD(m0, q);
+      VLOAD(m1, q + ms);
+      VLOAD(m2, q + 2 * ms);
+      VLOAD(m3, q + 3 * ms);
+      VLOAD(m4, q + 4 * ms);
+      VLOAD(m5, q + 5 * ms);
+      WA_ROW(t[0][a], t[1][a], m0, m1, m2, m3, m4, m5);
+    }
+    UNROLL for (int j = 0; j < 2; j++) {
+      VEC o0, o1;
+      WA_ROW(o0, o1, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5]);
+      VSTORE(y + j * O + c, o0);
+      VSTORE(y + ys + j * O + c, o1);
+    }
+  }
+  for (; c < O; c++) {
+    T t[2][6];
+    for (int a = 0; a < 6; a++) {
+      const T *q = m + a * 6 * ms + c;
+      WA_ROW(t[0][a], t[1][a], q[0], q[ms], q[2 * ms], q[3 * ms], q[4 * ms], q[5 * ms]);
+    }
+    for (int j = 0; j < 2; j++) {
+      T o0, o1;
+      WA_ROW(o0, o1, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5]);
+      y[j * O + c] = o0;
+      y[ys + j * O + c] = o1;
+    }
+  }
+}
+#undef WA_ROW
+
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(pad_fwd_range), FNI(gemm_nn_range),
-                                               FNI(dw_gemm_range), FNI(dwp_range)};
+                                               FNI(dw_gemm_range),    FNI(dwp_range),     FNI(wino_in),
+                                               FNI(wino_out)};
 
 #undef UNROLL
 #undef WIDE

@@ -15,32 +15,6 @@
  * the threads. The tiles read a zero-padded copy of the input (the
  * workspace's end), so that no window needs bounds. */
 
-/* The input transform B^T applied to 6 rows of C channels (row i at s + i*ss),
- * written to o + i*os. */
-LOOM_FORCE_INLINE void FN(wino_bt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t C) {
-  WINO_IVDEP
-  for (int64_t c = 0; c < C; c++) {
-    T d0 = s[c], d1 = s[ss + c], d2 = s[2 * ss + c], d3 = s[3 * ss + c], d4 = s[4 * ss + c], d5 = s[5 * ss + c];
-    o[c] = 4 * d0 - 5 * d2 + d4;
-    o[os + c] = d3 + d4 - 4 * (d1 + d2);
-    o[2 * os + c] = 4 * (d1 - d2) + d4 - d3;
-    o[3 * os + c] = 2 * (d3 - d1) + d4 - d2;
-    o[4 * os + c] = 2 * (d1 - d3) + d4 - d2;
-    o[5 * os + c] = 4 * d1 - 5 * d3 + d5;
-  }
-}
-
-/* The output transform A^T applied to 6 rows of O values (row i at s + i*ss):
- * 2 rows written to o and o + os. */
-LOOM_FORCE_INLINE void FN(wino_at)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t O) {
-  WINO_IVDEP
-  for (int64_t c = 0; c < O; c++) {
-    T m0 = s[c], m1 = s[ss + c], m2 = s[2 * ss + c], m3 = s[3 * ss + c], m4 = s[4 * ss + c], m5 = s[5 * ss + c];
-    o[c] = m0 + m1 + m2 + m3 + m4;
-    o[os + c] = m1 - m2 + 2 * (m3 - m4) + m5;
-  }
-}
-
 /* The filter transform G applied to 5 rows (row k at s + k*ss) of n values:
  * 6 rows written to o + i*os. */
 static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
@@ -70,8 +44,7 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   const int64_t C = g->C, O = g->O;
   const FN(conv_isa) *isa = FN(isa)();
   for (int64_t q = b; q < e; q++) {
-    T *t1 = a->scratch + q * wino_part_elems(C, O); /* B^T d, then (A^T M) rows: [6][6][max(C, O)] */
-    T *v = t1 + 36 * (C > O ? C : O);              /* V[36][WINO_TB][C] */
+    T *v = a->scratch + q * wino_part_elems(C, O); /* V[36][WINO_TB][C] */
     T *mm = v + 36 * WINO_TB * C;                  /* M[36][WINO_TB][O] */
     int64_t t0 = q * a->per, t1end = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
     for (int64_t tb = t0; tb < t1end; tb += WINO_TB) {
@@ -81,10 +54,7 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
         int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
         const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C; /* the 6x6 window */
         const int64_t rs = a->Ws * C;
-        /* rows: t1[a][b2] = sum_b d[a][b] B[b][b2]; then columns: V[a2*6 + b2] */
-        for (int64_t r6 = 0; r6 < 6; r6++) FN(wino_bt)(src + r6 * rs, C, t1 + r6 * 6 * C, C, C);
-        for (int64_t b2 = 0; b2 < 6; b2++)
-          FN(wino_bt)(t1 + b2 * C, 6 * C, v + (b2 * WINO_TB + i) * C, 6 * WINO_TB * C, C);
+        isa->wino_in(src, rs, C, v + i * C, WINO_TB * C); /* V[xi][i][:] */
       }
       /* the 36 products M[xi] = V[xi] (nb x C) x U[xi] (C x O) */
       for (int64_t xi = 0; xi < 36; xi++) {
@@ -94,16 +64,12 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
       /* output transform: Y = A^T M A, clipped at the image's last row and column */
       for (int64_t i = 0; i < nb; i++) {
         int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
-        /* rows: t1[a][j] (j < 2) = sum_b M[a][b] A[b][j] */
-        for (int64_t r6 = 0; r6 < 6; r6++)
-          FN(wino_at)(mm + (r6 * 6 * WINO_TB + i) * O, WINO_TB * O, t1 + r6 * 2 * O, O, O);
         if (2 * ty + 1 < g->OH && 2 * tx + 1 < g->OW) { /* the whole 2x2 block: written in place */
-          T *yo = a->y + ((n * g->OH + 2 * ty) * g->OW + 2 * tx) * O;
-          for (int64_t j = 0; j < 2; j++) FN(wino_at)(t1 + j * O, 2 * O, yo + j * O, g->OW * O, O);
+          isa->wino_out(mm + i * O, WINO_TB * O, O, a->y + ((n * g->OH + 2 * ty) * g->OW + 2 * tx) * O, g->OW * O);
           continue;
         }
         T out[2][2 * WINO_MAX_O];
-        for (int64_t j = 0; j < 2; j++) FN(wino_at)(t1 + j * O, 2 * O, out[0] + j * O, 2 * WINO_MAX_O, O);
+        isa->wino_out(mm + i * O, WINO_TB * O, O, out[0], 2 * WINO_MAX_O);
         for (int64_t oy = 0; oy < 2; oy++) {
           int64_t oh = 2 * ty + oy;
           if (oh >= g->OH) break;
@@ -194,8 +160,8 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   const int64_t C = g->C, O = g->O, Cp = a->Cp;
   const FN(conv_isa) *isa = FN(isa)();
   for (int64_t q = b; q < e; q++) {
-    T *t1 = a->scratch + q * wino_dw_part_elems(Cp, O); /* transforms' rows: [6][6][max(Cp, O)] */
-    T *v = t1 + 36 * (Cp > O ? Cp : O);                  /* V[36][WINO_TB][Cp] */
+    T *t1 = a->scratch + q * wino_dw_part_elems(Cp, O); /* dy's rows transformed: [2][6][O] */
+    T *v = t1 + 12 * O;                                  /* V[36][WINO_TB][Cp] */
     T *dd = v + 36 * WINO_TB * Cp;                       /* D[36][WINO_TB][O] */
     T *mq = a->msum + q * 36 * Cp * O;
     memset(mq, 0, (size_t)(36 * Cp * O) * sizeof(T));
@@ -210,9 +176,7 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
         int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
         const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C;
         const int64_t rs = a->Ws * C;
-        for (int64_t r6 = 0; r6 < 6; r6++) FN(wino_bt)(src + r6 * rs, C, t1 + r6 * 6 * C, C, C);
-        for (int64_t b2 = 0; b2 < 6; b2++)
-          FN(wino_bt)(t1 + b2 * C, 6 * C, v + (b2 * WINO_TB + i) * Cp, 6 * WINO_TB * Cp, C);
+        isa->wino_in(src, rs, C, v + i * Cp, WINO_TB * Cp); /* V[xi][i][:] */
         /* dy's 2x2 block (zero past the last row and column): columns, then rows */
         const T *yr[2][2];
         for (int64_t oy = 0; oy < 2; oy++)
