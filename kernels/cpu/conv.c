@@ -188,11 +188,11 @@ static int64_t wino_ws_elems(const geom *g) {
   return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
 }
 
-/* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (dy's
- * rows transformed, V and D of a block); the workspace (the parts' scratch, their sums, the
+/* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (V and
+ * D of a block); the workspace (the parts' scratch, their sums, the
  * padded input). */
 static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
-static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) { return 12 * O + 36 * WINO_TB * (Cp + O); }
+static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) { return 36 * WINO_TB * (Cp + O); }
 static int64_t wino_dw_ws_elems(const geom *g) {
   int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, Cp = wino_dw_cp(g->C), P = wino_parts(g);
   return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
@@ -491,6 +491,7 @@ typedef struct {
   void (*dwp_range)(void *, int64_t, int64_t);        /* partitions of a small-window dF from a padded input */
   void (*wino_in)(const T *, int64_t, int64_t, T *, int64_t);  /* Winograd input transform of a tile */
   void (*wino_out)(const T *, int64_t, int64_t, T *, int64_t); /* Winograd output transform of a tile */
+  void (*wino_dy)(const T *, const T *, const T *, const T *, int64_t, T *, int64_t); /* dy's 2x2 block */
 } FN(conv_isa);
 
 #define ISA generic

@@ -454,9 +454,50 @@ TARGET static void FNI(wino_out)(const T *m, int64_t ms, int64_t O, T *y, int64_
 }
 #undef WA_ROW
 
+#define WY_ROW(o, a, b)   \
+  do {                    \
+    (o)[0] = a;           \
+    (o)[1] = a + b;       \
+    (o)[2] = a - b;       \
+    (o)[3] = a + (T)2 * b; \
+    (o)[4] = a - (T)2 * b; \
+    (o)[5] = b;           \
+  } while (0)
+/* The filter gradient's A dy A^T of one 2x2 block of dy (rows y00 y01 / y10 y11 of O values):
+ * element xi = k*6 + j to d + xi*ds. */
+TARGET static void FNI(wino_dy)(const T *y00, const T *y01, const T *y10, const T *y11, int64_t O, T *d,
+                                int64_t ds) {
+  int64_t c = 0;
+  for (; c + VL <= O; c += VL) {
+    VEC a0, b0, a1, b1, e0[6], e1[6];
+    VLOAD(a0, y00 + c);
+    VLOAD(b0, y01 + c);
+    VLOAD(a1, y10 + c);
+    VLOAD(b1, y11 + c);
+    WY_ROW(e0, a0, b0);
+    WY_ROW(e1, a1, b1);
+    UNROLL for (int j = 0; j < 6; j++) {
+      VEC o[6];
+      WY_ROW(o, e0[j], e1[j]);
+      UNROLL for (int k = 0; k < 6; k++) VSTORE(d + (k * 6 + j) * ds + c, o[k]);
+    }
+  }
+  for (; c < O; c++) {
+    T e0[6], e1[6];
+    WY_ROW(e0, y00[c], y01[c]);
+    WY_ROW(e1, y10[c], y11[c]);
+    for (int j = 0; j < 6; j++) {
+      T o[6];
+      WY_ROW(o, e0[j], e1[j]);
+      for (int k = 0; k < 6; k++) d[(k * 6 + j) * ds + c] = o[k];
+    }
+  }
+}
+#undef WY_ROW
+
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(pad_fwd_range), FNI(gemm_nn_range),
                                                FNI(dw_gemm_range),    FNI(dwp_range),     FNI(wino_in),
-                                               FNI(wino_out)};
+                                               FNI(wino_out),         FNI(wino_dy)};
 
 #undef UNROLL
 #undef WIDE

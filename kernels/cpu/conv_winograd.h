@@ -1,18 +1,20 @@
-/* Winograd F(2x2, 5x5) for the CPU convolution: 5x5 windows, stride and
- * dilation 1 (the forward pass, and the input gradient as the forward pass
- * of the flipped filter). Included by kernels/cpu/conv.c in its template body
- * (T, SFX, FN, geom, the ISA table FN(isa)()).
+/* Winograd convolution on the CPU for 5x5 windows at stride and dilation 1:
+ * F(2x2, 5x5) for the forward pass (and the input gradient, the forward pass
+ * of the flipped filter), F(5x5, 2x2) for the filter gradient (below).
+ * Included by kernels/cpu/conv.c in its template body (T, SFX, FN, geom, the
+ * ISA table FN(isa)()).
  *
  * Each 2x2 block of output pixels ("tile") of an image reads a 6x6 window
  * d; with the points 0, 1, -1, 2, -2 and infinity,
  *   Y = A^T [ (G g G^T) (.) (B^T d B) ] A     ((.) elementwise, per channel)
  * costs 36 multiplications per (input, output) channel pair where the direct
- * loops spend 100. The transforms run over vectors of channels; the 36
- * elementwise products summed over input channels are 36 matrix products
- * (tiles x C) x (C x O), done by the register tiles of the direct loops.
- * Tiles are processed WINO_TB at a time in a fixed number of parts (each
- * with its own scratch in the workspace), so the result does not depend on
- * the threads. The tiles read a zero-padded copy of the input (the
+ * loops spend 100. The tile transforms (kernels/cpu/conv_tiles.h: wino_in,
+ * wino_out, wino_dy) run over vectors of channels with the intermediate rows
+ * in registers; the 36 elementwise products summed over input channels are
+ * 36 matrix products (tiles x C) x (C x O), done by the register tiles of the
+ * direct loops. Tiles are processed WINO_TB at a time in a fixed number of
+ * parts (each with its own scratch in the workspace), so the result does not
+ * depend on the threads. The tiles read a zero-padded copy of the input (the
  * workspace's end), so that no window needs bounds. */
 
 /* The filter transform G applied to 5 rows (row k at s + k*ss) of n values:
@@ -46,9 +48,9 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   for (int64_t q = b; q < e; q++) {
     T *v = a->scratch + q * wino_part_elems(C, O); /* V[36][WINO_TB][C] */
     T *mm = v + 36 * WINO_TB * C;                  /* M[36][WINO_TB][O] */
-    int64_t t0 = q * a->per, t1end = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
-    for (int64_t tb = t0; tb < t1end; tb += WINO_TB) {
-      int64_t nb = t1end - tb < WINO_TB ? t1end - tb : WINO_TB;
+    int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
+    for (int64_t tb = t0; tb < tend; tb += WINO_TB) {
+      int64_t nb = tend - tb < WINO_TB ? tend - tb : WINO_TB;
       /* input transform of each tile: V[xi][i][c] */
       for (int64_t i = 0; i < nb; i++) {
         int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
@@ -118,20 +120,6 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
  * register tiles (dw_gemm_range; C rounded up to whole tiles of 6 rows with
  * zero columns), accumulated per part and added in a fixed order. */
 
-/* A^T's transpose applied to 2 rows (y0, y1) of n values: 6 rows to o + k*os. */
-LOOM_FORCE_INLINE void FN(wino_a)(const T *restrict y0, const T *restrict y1, T *restrict o, int64_t os, int64_t n) {
-  WINO_IVDEP
-  for (int64_t c = 0; c < n; c++) {
-    T a = y0[c], b = y1[c];
-    o[c] = a;
-    o[os + c] = a + b;
-    o[2 * os + c] = a - b;
-    o[3 * os + c] = a + 2 * b;
-    o[4 * os + c] = a - 2 * b;
-    o[5 * os + c] = b;
-  }
-}
-
 /* G^T applied to 6 rows (row j at s + j*ss) of n values: 5 rows to o + k*os. */
 static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
   for (int64_t c = 0; c < n; c++) {
@@ -160,8 +148,7 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   const int64_t C = g->C, O = g->O, Cp = a->Cp;
   const FN(conv_isa) *isa = FN(isa)();
   for (int64_t q = b; q < e; q++) {
-    T *t1 = a->scratch + q * wino_dw_part_elems(Cp, O); /* dy's rows transformed: [2][6][O] */
-    T *v = t1 + 12 * O;                                  /* V[36][WINO_TB][Cp] */
+    T *v = a->scratch + q * wino_dw_part_elems(Cp, O); /* V[36][WINO_TB][Cp] */
     T *dd = v + 36 * WINO_TB * Cp;                       /* D[36][WINO_TB][O] */
     T *mq = a->msum + q * 36 * Cp * O;
     memset(mq, 0, (size_t)(36 * Cp * O) * sizeof(T));
@@ -184,9 +171,7 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
             int64_t oh = 2 * ty + oy, ow = 2 * tx + ox;
             yr[oy][ox] = oh < g->OH && ow < g->OW ? a->dy + ((n * g->OH + oh) * g->OW + ow) * O : zero;
           }
-        for (int64_t oy = 0; oy < 2; oy++) FN(wino_a)(yr[oy][0], yr[oy][1], t1 + oy * 6 * O, O, O);
-        for (int64_t j = 0; j < 6; j++)
-          FN(wino_a)(t1 + j * O, t1 + (6 + j) * O, dd + (j * WINO_TB + i) * O, 6 * WINO_TB * O, O);
+        isa->wino_dy(yr[0][0], yr[0][1], yr[1][0], yr[1][1], O, dd + i * O, WINO_TB * O); /* D[xi][i][:] */
       }
       for (int64_t xi = 0; xi < 36; xi++) {
         FN(dwg_args) ga = {v + xi * WINO_TB * Cp, dd + xi * WINO_TB * O, mq + xi * Cp * O, Cp, O, nb};
