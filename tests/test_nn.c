@@ -450,6 +450,10 @@ static void ref_conv(const ccfg *c, const double *x, const double *w, double *y,
         }
 }
 
+/* f32 tolerance of check_conv (relative, with a floor of 1% of the largest element; the filter
+ * gradient's widens with the number of terms) */
+static double conv_tol_f32 = 1e-4;
+
 static void check_conv(const ccfg *c, loom_dtype dt) {
   int64_t OH, OW, pt, pl;
   conv_dims(c, &OH, &OW, &pt, &pl);
@@ -489,7 +493,7 @@ static void check_conv(const ccfg *c, loom_dtype dt) {
   loom_output f[5] = {Y, DX, DW, DX2, DW2};
   loom_tensor *r[5] = {0};
   cr_assert_eq(loom_session_run(s, NULL, NULL, 0, f, r, 5, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
-  double tol = f64 ? 1e-10 : 1e-4;
+  double tol = f64 ? 1e-10 : conv_tol_f32;
   char what[160];
   snprintf(what, sizeof what, "conv N%lld H%lld W%lld C%lld K%lldx%lld O%lld s%lld,%lld d%lld,%lld %s %s",
            (long long)c->N, (long long)c->H, (long long)c->W, (long long)c->C, (long long)c->KH, (long long)c->KW,
@@ -501,7 +505,7 @@ static void check_conv(const ccfg *c, loom_dtype dt) {
    * of its partial sums, so past ~1k terms the floor (1e-6 of the largest element) widens with sqrt.
    * The AVX2/AVX-512 tiles (FMA, split sums) stay inside 1e-6; the SSE tiles of the portable build on
    * a pre-AVX2 CPU (`make test-qemu`, Nehalem) exceeded it at 18432 terms. */
-  double tol_dw = f64 ? tol : tol * fmax(1.0, sqrt((double)(c->N * OH * OW) / 1024.0));
+  double tol_dw = f64 ? tol : conv_tol_f32 * fmax(1.0, sqrt((double)(c->N * OH * OW) / 1024.0));
   expect_close(r[2], 4, wd, dw, tol_dw, what);
   expect_close(r[3], 4, xd, dx, tol, what);
   expect_close(r[4], 4, wd, dw, tol_dw, what);
@@ -583,6 +587,57 @@ Test(conv, small_window_filter_gradient_in_partitions) {
   ccfg c2 = {20, 30, 29, 2, 3, 3, 20, 2, 1, 1, 1, 1}; /* stride 2 x 1, O not a multiple of the vector */
   check_conv(&c2, LOOM_F32);
   check_conv(&c2, LOOM_F64);
+}
+
+Test(conv, padded_input_loops) {
+  /* windows rows of KW*C <= 32 values: the forward pass and the filter gradient read a zero-padded
+   * copy of the input (or the input itself when no padding is needed); each case against the
+   * reference loops, f32 and f64 */
+  enum { V = 0, S = 1 };
+  ccfg cfgs[] = {
+      /*  N  H  W  C  KH KW O  sh sw dh dw pad */
+      {3, 28, 28, 1, 5, 5, 16, 1, 1, 1, 1, S}, /* the Fashion-MNIST first layer */
+      {2, 13, 11, 1, 5, 5, 16, 1, 1, 1, 1, V}, /* VALID: the input read in place */
+      {2, 12, 11, 3, 3, 3, 17, 2, 3, 1, 1, V}, /* strides leaving unread rows and columns */
+      {2, 10, 9, 2, 4, 4, 5, 3, 2, 1, 1, S},   /* even window: asymmetric SAME padding */
+      {2, 11, 12, 2, 3, 3, 6, 1, 1, 2, 1, S},  /* row dilation (columns must be contiguous) */
+      {2, 9, 9, 8, 3, 4, 33, 1, 1, 1, 1, S},   /* KW*C = 32: the largest padded case */
+      {2, 9, 9, 11, 3, 3, 8, 1, 1, 1, 1, S},   /* KW*C = 33: windows gathered */
+      {2, 9, 9, 2, 3, 3, 4, 1, 1, 1, 2, S},    /* column dilation: windows gathered */
+      {1, 3, 3, 1, 5, 5, 3, 1, 1, 1, 1, S},    /* window larger than the image */
+      {5, 7, 6, 1, 2, 7, 40, 2, 1, 1, 1, S},   /* window wider than the image, O = 2.5 vectors */
+  };
+  for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+    check_conv(&cfgs[i], LOOM_F32);
+    check_conv(&cfgs[i], LOOM_F64);
+  }
+}
+
+Test(conv, winograd_5x5) {
+  /* 5x5 windows at stride and dilation 1 with >= 8 input and output channels: the forward pass and the
+   * input gradient run Winograd F(2x2, 5x5) (2x2 output tiles clipped at odd sizes, border tiles
+   * zero-padded) and the filter gradient runs F(5x5, 2x2); other shapes stay on the direct loops */
+  enum { V = 0, S = 1 };
+  ccfg cfgs[] = {
+      /*  N  H  W  C  KH KW O  sh sw dh dw pad */
+      {2, 14, 14, 16, 5, 5, 32, 1, 1, 1, 1, S}, /* the Fashion-MNIST second layer (input gradient: C 32, O 16) */
+      {3, 9, 11, 8, 5, 5, 9, 1, 1, 1, 1, S},    /* odd output: clipped tiles; O = 9 */
+      {2, 12, 9, 10, 5, 5, 12, 1, 1, 1, 1, V},  /* VALID: 8 x 5 outputs */
+      {1, 3, 4, 8, 5, 5, 8, 1, 1, 1, 1, S},     /* window larger than the image: every tile on the border */
+      {8, 16, 16, 8, 5, 5, 20, 1, 1, 1, 1, S},  /* 512 tiles: the most parts, partial blocks */
+      {1, 7, 6, 9, 5, 5, 128, 1, 1, 1, 1, S},   /* the widest O */
+      {2, 8, 8, 7, 5, 5, 16, 1, 1, 1, 1, S},    /* C = 7: direct forward, Winograd input gradient */
+  };
+  /* Winograd's rounding: the transforms' entries (up to 5 and 1/24) make intermediate sums one to two
+   * orders of magnitude above the results, so f32 results stray up to ~1e-5 (forward, input
+   * gradient) and ~2e-5 (filter gradient: the tiles' sum runs in the transformed domain) of the
+   * largest element, where the direct loops stay within 1e-6; f64 checks the algorithm at 1e-10 */
+  conv_tol_f32 = 1e-3;
+  for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+    check_conv(&cfgs[i], LOOM_F32);
+    check_conv(&cfgs[i], LOOM_F64);
+  }
+  conv_tol_f32 = 1e-4;
 }
 
 Test(conv, zero_size_and_unknown_batch) {

@@ -57,6 +57,14 @@
 #define CONV_DW_BLOCK 128         /* pixels per gathered block of the direct filter gradient */
 #define CONV_DW_PART_PIXELS 4096  /* pixels per partition of the direct filter gradient, at least */
 #define CONV_DW_MAX_PARTS 8
+/* Windows whose rows hold at most CONV_PAD_MAX_KWC values (KW*C: the first
+ * layers of image models) cost more to locate and gather than to multiply:
+ * their direct forward pass and filter gradient read a zero-padded copy of
+ * the input (the workspace, at most CONV_PAD_MAX_BYTES; the input itself when
+ * no padding is needed) where every window is KH rows of KW*C values at fixed
+ * offsets. */
+#define CONV_PAD_MAX_KWC 32
+#define CONV_PAD_MAX_BYTES ((int64_t)16 << 20)
 
 typedef loom_conv_geom geom; /* kernels/geometry.h */
 
@@ -113,15 +121,104 @@ static int64_t dw_parts(const geom *g) {
  * gathered windows' extra columns are zero). */
 static int64_t dw_rows(const geom *g) { return (g->K + 5) / 6 * 6; }
 
+/* The padded input of a padded-image loop: Hs rows of Ws pixels per image,
+ * element (n, r, q, c) the input's (n, r - pt, q - pl, c) or zero. */
+typedef struct {
+  int mode;       /* 0: none (gather windows); 1: the input itself (no padding needed); 2: a padded copy */
+  int64_t Hs, Ws; /* its rows per image, pixels per row */
+} pad_plan;
+
+/* op: 0 forward, 2 backprop filter (the loops that read windows of x). */
+static pad_plan pad_plan_of(const geom *g, size_t elem, int op) {
+  pad_plan p = {0, 0, 0};
+  if (g->M <= 0 || g->K <= 0 || g->dw != 1 || g->KW * g->C > CONV_PAD_MAX_KWC) return p;
+  if (op == 0 ? !g->direct || g->pointwise : !g->direct_dw) return p;
+  /* rows and columns the windows reach, padding included */
+  int64_t Hp = (g->OH - 1) * g->sh + (g->KH - 1) * g->dh + 1, Wp = (g->OW - 1) * g->sw + g->KW;
+  if (g->pt == 0 && g->pl == 0 && Hp <= g->H && Wp <= g->W) return (pad_plan){1, g->H, g->W};
+  if ((double)g->N * (double)Hp * (double)Wp * (double)g->C * (double)elem > (double)CONV_PAD_MAX_BYTES) return p;
+  return (pad_plan){2, Hp, Wp};
+}
+static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
+  return p->mode == 2 ? (size_t)(g->N * p->Hs * p->Ws * g->C) * elem : 0;
+}
+
+/* Winograd F(2x2, 5x5) (kernels/cpu/conv_winograd.h) for 5x5 windows at
+ * stride and dilation 1 with at least WINO_MIN_C input and WINO_MIN_O output
+ * channels (fewer leave the transforms to dominate); LOOM_CONV_WINOGRAD=0
+ * turns it off (tests, benchmarks). */
+#define WINO_TB 48        /* tiles per block (four 12-row register tiles) */
+#define WINO_MIN_C 8
+#define WINO_MIN_O 8
+#define WINO_MAX_C 256
+#define WINO_MAX_O 128    /* bounds a stack buffer */
+#define WINO_MAX_PARTS 8
+#define WINO_TILES_PER_PART 64
+/* the transforms' loops over channels read and write distinct rows */
+#if defined(__GNUC__) && !defined(__clang__)
+#define WINO_IVDEP _Pragma("GCC ivdep")
+#else
+#define WINO_IVDEP
+#endif
+
+static int wino_enabled(void) {
+  static int on = -1; /* read once; racing first calls store the same value */
+  int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("LOOM_CONV_WINOGRAD");
+    v = !(e && !strcmp(e, "0"));
+    __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+static int wino_ok(const geom *g) {
+  return g->KH == 5 && g->KW == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->M > 0 &&
+         g->C >= WINO_MIN_C && g->C <= WINO_MAX_C && g->O >= WINO_MIN_O && g->O <= WINO_MAX_O && wino_enabled();
+}
+/* Parts (each with its own scratch): one per WINO_TILES_PER_PART tiles, at most WINO_MAX_PARTS. */
+static int64_t wino_parts(const geom *g) {
+  int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2), p = tiles / WINO_TILES_PER_PART;
+  return p < 1 ? 1 : p > WINO_MAX_PARTS ? WINO_MAX_PARTS : p;
+}
+/* Scratch of a part: V and M of a block. */
+static int64_t wino_part_elems(int64_t C, int64_t O) { return 36 * WINO_TB * (C + O); }
+/* The workspace: U[36][C][O], the parts' scratch, the padded input. */
+static int64_t wino_ws_elems(const geom *g) {
+  int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2;
+  return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
+}
+
+/* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (V and
+ * D of a block); the workspace (the parts' scratch, their sums, the
+ * padded input). */
+static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
+static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) { return 36 * WINO_TB * (Cp + O); }
+static int64_t wino_dw_ws_elems(const geom *g) {
+  int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, Cp = wino_dw_cp(g->C), P = wino_parts(g);
+  return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
+}
+
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
 static size_t ws_bytes(const geom *g, size_t elem, int op) {
   if (g->M <= 0 || g->K <= 0 || g->O <= 0) return 0;
   size_t col = (size_t)chunk_rows(g, elem, op) * (size_t)g->K * elem, filt = (size_t)g->K * (size_t)g->O * elem;
+  pad_plan pp = pad_plan_of(g, elem, op);
   switch (op) {
-    case 0: return g->direct || g->pointwise ? 0 : col;
-    case 1: return g->direct_dx || g->pointwise ? filt : filt + col; /* flipped or transposed filter */
+    case 0:
+      if (wino_ok(g)) return (size_t)wino_ws_elems(g) * elem;
+      if (pp.mode) return pad_bytes(g, &pp, elem);
+      return g->direct || g->pointwise ? 0 : col;
+    case 1:
+      if (g->direct_dx) {
+        geom t;
+        geom_transposed(g, &t);
+        if (wino_ok(&t)) return filt + (size_t)wino_ws_elems(&t) * elem;
+      }
+      return g->direct_dx || g->pointwise ? filt : filt + col; /* flipped or transposed filter */
     default:
-      if (g->direct_dw) return (size_t)(dw_parts(g) * dw_rows(g) * g->O) * elem; /* the partitions' sums */
+      if (wino_ok(g)) return (size_t)wino_dw_ws_elems(g) * elem;
+      if (g->direct_dw) /* the partitions' sums, then the padded input */
+        return (size_t)(dw_parts(g) * dw_rows(g) * g->O) * elem + pad_bytes(g, &pp, elem);
       return g->pointwise ? 0 : col;
   }
 }
@@ -290,7 +387,56 @@ typedef struct {
   const geom *g;
   const T *x, *w, *dy;
   T *y, *dw;
+  const T *xp;    /* the padded input (pad_plan), or NULL */
+  int64_t Hs, Ws; /* its rows per image, pixels per row */
 } FN(direct_args);
+
+/* The first window value of output pixel (n, oh, ow) in the padded input;
+ * its row kh starts kh * dh * Ws * C further. */
+LOOM_FORCE_INLINE const T *FN(pad_window)(const geom *g, const T *xp, int64_t Hs, int64_t Ws, int64_t n,
+                                          int64_t oh, int64_t ow) {
+  return xp + ((n * Hs + oh * g->sh) * Ws + ow * g->sw) * g->C;
+}
+
+/* Task n: image n of the padded input (pad_plan mode 2). */
+typedef struct {
+  const geom *g;
+  const T *x;
+  T *xp;
+  int64_t Hs, Ws;
+} FN(pad_args);
+
+static void FN(pad_range)(void *p, int64_t b, int64_t e) {
+  const FN(pad_args) *a = p;
+  const geom *g = a->g;
+  const int64_t C = g->C, rowv = a->Ws * C;
+  /* input columns [q0, q1) land at padded columns [q0 + pl, q1 + pl) */
+  int64_t q0 = g->pl > 0 ? 0 : -g->pl, q1 = a->Ws - g->pl < g->W ? a->Ws - g->pl : g->W;
+  if (q1 < q0) q1 = q0;
+  for (int64_t n = b; n < e; n++)
+    for (int64_t r = 0; r < a->Hs; r++) {
+      T *d = a->xp + (n * a->Hs + r) * rowv;
+      int64_t ih = r - g->pt;
+      if (ih < 0 || ih >= g->H || q1 == q0) {
+        memset(d, 0, (size_t)rowv * sizeof(T));
+        continue;
+      }
+      int64_t lo = (q0 + g->pl) * C, hi = (q1 + g->pl) * C;
+      if (lo > 0) memset(d, 0, (size_t)lo * sizeof(T));
+      memcpy(d + lo, a->x + ((n * g->H + ih) * g->W + q0) * C, (size_t)(hi - lo) * sizeof(T));
+      if (hi < rowv) memset(d + hi, 0, (size_t)(rowv - hi) * sizeof(T));
+    }
+}
+
+/* The input as the padded-image loops read it: x itself (mode 1) or its
+ * padded copy written into buf (mode 2). */
+static const T *FN(pad_input)(const loom_kctx *ctx, const geom *g, const pad_plan *pp, const T *x, T *buf) {
+  if (pp->mode == 1) return x;
+  FN(pad_args) a = {g, x, buf, pp->Hs, pp->Ws};
+  int64_t per = pp->Hs * pp->Ws * g->C, grain = CONV_ROW_GRAIN * 4 / (per > 0 ? per : 1);
+  loom__parallel_for(ctx->pool, g->N, grain > 0 ? grain : 1, FN(pad_range), &a);
+  return buf;
+}
 
 /* src[kh] = the KW*C window values of row kh for pixel (n, oh, ow). */
 LOOM_FORCE_INLINE void FN(window_rows)(const geom *g, const T *x, int64_t n, int64_t oh, int64_t ow, T *patch,
@@ -319,11 +465,33 @@ typedef struct {
   int64_t K, O, m;
 } FN(dwg_args);
 
+/* A small-window filter gradient (K <= CONV_DIRECT_DW_MAX_K): the pixels
+ * are cut into dw_parts() partitions (a number fixed by the shape, not by
+ * the threads), each summed into its own dF[K6, O] (K rounded up to tiles of
+ * 6; part q at part + q*K6*O); the caller adds the partitions. Task q =
+ * partition q. With a padded input (dwp_range) the windows are read in place;
+ * otherwise (direct_dw_part) blocks of CONV_DW_BLOCK windows are gathered on
+ * the stack and fed to the register tiles of dF += col^T x dY. */
+typedef struct {
+  const geom *g;
+  const T *x, *dy;
+  T *part;
+  int64_t per; /* pixels per partition (the last may have fewer) */
+  void (*tiles)(void *, int64_t, int64_t);
+  const T *xp;    /* the padded input (pad_plan), or NULL: windows gathered from x */
+  int64_t Hs, Ws;
+} FN(dwp_args);
+
 /* The register-tiled loops of one instruction set (kernels/cpu/conv_tiles.h). */
 typedef struct {
   void (*direct_fwd_range)(void *, int64_t, int64_t); /* pixels of a direct forward convolution */
+  void (*pad_fwd_range)(void *, int64_t, int64_t);    /* the same reading a padded input */
   void (*gemm_nn_range)(void *, int64_t, int64_t);    /* rows of C = A x B */
   void (*dw_gemm_range)(void *, int64_t, int64_t);    /* 6-row tiles of dF += col^T x dY */
+  void (*dwp_range)(void *, int64_t, int64_t);        /* partitions of a small-window dF from a padded input */
+  void (*wino_in)(const T *, int64_t, int64_t, T *, int64_t);  /* Winograd input transform of a tile */
+  void (*wino_out)(const T *, int64_t, int64_t, T *, int64_t); /* Winograd output transform of a tile */
+  void (*wino_dy)(const T *, const T *, const T *, const T *, int64_t, T *, int64_t); /* dy's 2x2 block */
 } FN(conv_isa);
 
 #define ISA generic
@@ -367,6 +535,8 @@ static void FN(gemm_nn)(const loom_kctx *ctx, const T *A, int64_t lda, const T *
   int64_t grain = (CONV_ROW_GRAIN * 4) / (K * N > 0 ? K * N : 1);
   loom__parallel_for(ctx->pool, M, grain > 12 ? grain : 12, FN(isa)()->gemm_nn_range, &a);
 }
+
+#include "kernels/cpu/conv_winograd.h"
 
 static void FN(im2col)(const loom_kctx *ctx, const geom *g, const T *x, T *col, int64_t r0, int64_t r1) {
   FN(cols_args) a = {g, x, col, r0, r1};
@@ -417,19 +587,7 @@ LOOM_HOT static void FN(col2im_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-/* Filter gradient of a small window (K <= CONV_DIRECT_DW_MAX_K): the pixels
- * are cut into dw_parts() partitions (a number fixed by the shape, not by
- * the threads), each summed into its own dF[K6, O] (K rounded up to tiles of
- * 6; part q at part + q*K6*O) by the register tiles of dF += col^T x dY over blocks of CONV_DW_BLOCK
- * pixels whose windows are gathered on the stack; the caller adds the
- * partitions. Task q = partition q. */
-typedef struct {
-  const geom *g;
-  const T *x, *dy;
-  T *part;
-  int64_t per; /* pixels per partition (the last may have fewer) */
-  void (*tiles)(void *, int64_t, int64_t);
-} FN(dwp_args);
+/* Partitions of a small-window filter gradient, windows gathered (dwp_args). */
 
 static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
   const FN(dwp_args) *a = p;
@@ -455,10 +613,13 @@ static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
   }
 }
 
-static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y) {
-  FN(direct_args) a = {g, x, w, NULL, y, NULL};
+/* xp: the padded input (pad_plan, Hs x Ws per image) or NULL (windows read from x). */
+static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, const T *xp,
+                           int64_t Hs, int64_t Ws) {
+  FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws};
   int64_t grain = (CONV_ROW_GRAIN * 4) / (g->K * g->O > 0 ? g->K * g->O : 1);
-  loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8, FN(isa)()->direct_fwd_range, &a);
+  loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8,
+                     xp ? FN(isa)()->pad_fwd_range : FN(isa)()->direct_fwd_range, &a);
 }
 
 loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
@@ -473,8 +634,21 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
     memset(y, 0, (size_t)Y->numel * sizeof(T));
     return LOOM_OK;
   }
+  if (wino_ok(&g)) {
+    size_t need = (size_t)wino_ws_elems(&g) * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    FN(wino_fwd)(ctx, &g, x, f, y, ctx->ws);
+    return LOOM_OK;
+  }
   if (g.direct) {
-    FN(direct_fwd)(ctx, &g, x, f, y);
+    pad_plan pp = pad_plan_of(&g, sizeof(T), 0);
+    const T *xp = NULL;
+    if (pp.mode) {
+      size_t need = pad_bytes(&g, &pp, sizeof(T));
+      if (need && (!ctx->ws || ctx->ws_size < need)) return ws_missing(ctx, need);
+      xp = FN(pad_input)(ctx, &g, &pp, x, ctx->ws);
+    }
+    FN(direct_fwd)(ctx, &g, x, f, y, xp, pp.Hs, pp.Ws);
     return LOOM_OK;
   }
   if (g.pointwise) {
@@ -507,7 +681,11 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
   }
   size_t wbytes = (size_t)g.K * (size_t)g.O * sizeof(T);
   if (g.direct_dx) { /* a forward convolution of dy with the flipped filter */
-    if (!ctx->ws || ctx->ws_size < wbytes) return ws_missing(ctx, wbytes);
+    geom t;
+    geom_transposed(&g, &t);
+    int wino = wino_ok(&t);
+    size_t need = wbytes + (wino ? (size_t)wino_ws_elems(&t) * sizeof(T) : 0);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
     T *wt = ctx->ws;
     for (int64_t kh = 0; kh < g.KH; kh++)
       for (int64_t kw = 0; kw < g.KW; kw++)
@@ -515,9 +693,8 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
           for (int64_t c = 0; c < g.C; c++)
             wt[((kh * g.KW + kw) * g.O + o) * g.C + c] =
                 f[(((g.KH - 1 - kh) * g.KW + (g.KW - 1 - kw)) * g.C + c) * g.O + o];
-    geom t;
-    geom_transposed(&g, &t);
-    FN(direct_fwd)(ctx, &t, dy, wt, dx);
+    if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O);
+    else FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0);
     return LOOM_OK;
   }
   /* dcol[m, K] = dY[m, O] x F^T[O, K], then col2im */
@@ -555,12 +732,20 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
     memset(df, 0, (size_t)DF->numel * sizeof(T));
     return LOOM_OK;
   }
+  if (wino_ok(&g)) {
+    size_t need = (size_t)wino_dw_ws_elems(&g) * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    FN(wino_dw)(ctx, &g, x, dy, df, ctx->ws);
+    return LOOM_OK;
+  }
   if (g.direct_dw) {
     const int64_t P = dw_parts(&g), K6 = dw_rows(&g);
-    size_t need = (size_t)P * (size_t)K6 * (size_t)g.O * sizeof(T);
+    pad_plan pp = pad_plan_of(&g, sizeof(T), 2);
+    size_t parts = (size_t)P * (size_t)K6 * (size_t)g.O * sizeof(T), need = parts + pad_bytes(&g, &pp, sizeof(T));
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
-    FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, FN(isa)()->dw_gemm_range};
-    loom__parallel_for(ctx->pool, P, 1, FN(direct_dw_part), &a);
+    const T *xp = pp.mode ? FN(pad_input)(ctx, &g, &pp, x, (T *)((char *)ctx->ws + parts)) : NULL;
+    FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, FN(isa)()->dw_gemm_range, xp, pp.Hs, pp.Ws};
+    loom__parallel_for(ctx->pool, P, 1, xp ? FN(isa)()->dwp_range : FN(direct_dw_part), &a);
     /* the partitions summed in a fixed order: the result does not depend on the threads */
     const int64_t KO = g.K * g.O, PO = K6 * g.O;
     for (int64_t i = 0; i < KO; i++) {

@@ -130,6 +130,30 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
+/* Pixels [b, e), 12 at a time, their window rows at fixed offsets in the
+ * padded input (no bounds to check, nothing to gather). */
+TARGET static void FNI(pad_fwd_range)(void *p, int64_t b, int64_t e) {
+  const FN(direct_args) *a = p;
+  const geom *g = a->g;
+  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, rstep = g->dh * a->Ws * g->C;
+  const T *src[12][CONV_DIRECT_MAX_KH];
+  int64_t n, oh, ow;
+  pix_of(g, b, &n, &oh, &ow);
+  for (int64_t r = b; r < e; r += 12) {
+    int np = e - r < 12 ? (int)(e - r) : 12;
+    for (int i = 0; i < 12; i++) {
+      if (i < np) {
+        const T *s = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow);
+        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = s + kh * rstep;
+        pix_next(g, &n, &oh, &ow);
+      } else {
+        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
+      }
+    }
+    FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
+  }
+}
+
 /* C[M, N] = A[M, K] (row stride lda) x B[K, N], rows [b, e). */
 TARGET static void FNI(gemm_nn_range)(void *p, int64_t b, int64_t e) {
   const FN(gemm_args) *a = p;
@@ -144,29 +168,34 @@ TARGET static void FNI(gemm_nn_range)(void *p, int64_t b, int64_t e) {
 /* ---- filter gradient on the column matrix: dF[K, O] += col[m, K]^T x dY[m, O] ----
  * Register tiles of 6 filter rows x NV vectors of output channels (NV <=
  * DW_NV), streaming over the chunk's rows. */
-#define DEF_DW_TILE(NV)                                                                                \
-  TARGET static void FNI(dw_tile_##NV)(const T *col, int64_t K, const T *dy, int64_t O, int64_t m, T *df, \
-                                       int64_t k0, int64_t c0) {                                       \
-    VEC acc[6][NV];                                                                                    \
-    UNROLL for (int i = 0; i < 6; i++)                                                                 \
+#define DEF_DW_TILE(NV, ROWS, NAME)                                                                    \
+  TARGET static void FNI(NAME)(const T *col, int64_t K, const T *dy, int64_t O, int64_t m, T *df,      \
+                               int64_t k0, int64_t c0) {                                               \
+    VEC acc[ROWS][NV];                                                                                 \
+    UNROLL for (int i = 0; i < ROWS; i++)                                                              \
       UNROLL for (int v = 0; v < NV; v++) VLOAD(acc[i][v], df + (k0 + i) * O + c0 + v * VL);           \
     for (int64_t r = 0; r < m; r++) {                                                                  \
       const T *cr = col + r * K + k0, *dr = dy + r * O + c0;                                           \
       VEC d[NV];                                                                                       \
       UNROLL for (int v = 0; v < NV; v++) VLOAD(d[v], dr + v * VL);                                    \
-      UNROLL for (int i = 0; i < 6; i++) {                                                             \
+      UNROLL for (int i = 0; i < ROWS; i++) {                                                          \
         const T sv = cr[i];                                                                            \
         UNROLL for (int v = 0; v < NV; v++) acc[i][v] += sv * d[v];                                    \
       }                                                                                                \
     }                                                                                                  \
-    UNROLL for (int i = 0; i < 6; i++)                                                                 \
+    UNROLL for (int i = 0; i < ROWS; i++)                                                              \
       UNROLL for (int v = 0; v < NV; v++) VSTORE(df + (k0 + i) * O + c0 + v * VL, acc[i][v]);          \
   }
-DEF_DW_TILE(1)
-DEF_DW_TILE(2)
+DEF_DW_TILE(1, 6, dw_tile_1)
+DEF_DW_TILE(2, 6, dw_tile_2)
 #if WIDE
-DEF_DW_TILE(3)
-DEF_DW_TILE(4)
+DEF_DW_TILE(3, 6, dw_tile_3)
+DEF_DW_TILE(4, 6, dw_tile_4)
+/* two 6-row tiles at once where only 1 or 2 vectors of channels are left: 12 x NV accumulators */
+DEF_DW_TILE(1, 12, dw_tile12_1)
+DEF_DW_TILE(2, 12, dw_tile12_2)
+#else
+DEF_DW_TILE(1, 12, dw_tile12_1)
 #endif
 #undef DEF_DW_TILE
 
@@ -180,13 +209,22 @@ TARGET static void FNI(dw_gemm_range)(void *p, int64_t b, int64_t e) {
     int64_t nv = nfull - v < DW_NV ? nfull - v : DW_NV;
     for (int64_t t = b; t < tfull; t++) {
       int64_t k0 = t * 6;
+      int pair = t + 1 < tfull; /* two full tiles: one 12-row tile where the registers allow */
       switch (nv) {
 #if WIDE
         case 4: FNI(dw_tile_4)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
         case 3: FNI(dw_tile_3)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-#endif
+        case 2:
+          if (pair) FNI(dw_tile12_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL), t++;
+          else FNI(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL);
+          break;
+#else
         case 2: FNI(dw_tile_2)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
-        default: FNI(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL); break;
+#endif
+        default:
+          if (pair) FNI(dw_tile12_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL), t++;
+          else FNI(dw_tile_1)(a->col, K, a->dy, O, m, a->df, k0, v * VL);
+          break;
       }
     }
   }
@@ -205,7 +243,261 @@ TARGET static void FNI(dw_gemm_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range)};
+/* ---- filter gradient of a small window read from the padded input ----
+ * dF rows [k0, k0 + R) x NV vectors of channels from c0, summed over pixels
+ * [p0, p1) in R*NV accumulators: per pixel NV dy loads and R window values
+ * at the fixed offsets off[k] from the pixel's window (rows k >= K read
+ * offset 0 and are dropped). One pass over the pixels per tile. */
+#define DEF_DWP_TILE(NV, R)                                                                              \
+  TARGET static void FNI(dwp_tile_##NV##_##R)(const FN(dwp_args) *a, const int64_t *off, int64_t k0,     \
+                                              int64_t K, int64_t c0, int64_t p0, int64_t p1, T *df) {    \
+    const geom *g = a->g;                                                                                \
+    const int64_t O = g->O, step = g->sw * g->C;                                                         \
+    int64_t o[R];                                                                                        \
+    UNROLL for (int i = 0; i < R; i++) o[i] = k0 + i < K ? off[k0 + i] : 0;                              \
+    VEC acc[R][NV];                                                                                      \
+    UNROLL for (int i = 0; i < R; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (VEC){0};         \
+    int64_t n, oh, ow;                                                                                   \
+    pix_of(g, p0, &n, &oh, &ow);                                                                         \
+    for (int64_t p = p0; p < p1;) {                                                                      \
+      int64_t cnt = g->OW - ow < p1 - p ? g->OW - ow : p1 - p; /* pixels left in this output row */     \
+      const T *xs = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow), *dyp = a->dy + p * O + c0;        \
+      for (int64_t j = 0; j < cnt; j++, xs += step, dyp += O) {                                          \
+        VEC d[NV];                                                                                       \
+        UNROLL for (int v = 0; v < NV; v++) VLOAD(d[v], dyp + v * VL);                                   \
+        UNROLL for (int i = 0; i < R; i++) {                                                             \
+          const T sv = xs[o[i]];                                                                         \
+          UNROLL for (int v = 0; v < NV; v++) acc[i][v] += sv * d[v];                                    \
+        }                                                                                                \
+      }                                                                                                  \
+      p += cnt;                                                                                          \
+      ow += cnt;                                                                                         \
+      if (ow == g->OW) {                                                                                 \
+        ow = 0;                                                                                          \
+        if (++oh == g->OH) {                                                                             \
+          oh = 0;                                                                                        \
+          ++n;                                                                                           \
+        }                                                                                                \
+      }                                                                                                  \
+    }                                                                                                    \
+    UNROLL for (int i = 0; i < R; i++) {                                                                 \
+      if (k0 + i < K) UNROLL for (int v = 0; v < NV; v++) VSTORE(df + (k0 + i) * O + c0 + v * VL, acc[i][v]); \
+    }                                                                                                    \
+  }
+#if WIDE
+#define DWP_NV 4
+DEF_DWP_TILE(1, 28)
+DEF_DWP_TILE(1, 14)
+DEF_DWP_TILE(1, 7)
+DEF_DWP_TILE(2, 14)
+DEF_DWP_TILE(2, 7)
+DEF_DWP_TILE(4, 7)
+#else
+#define DWP_NV 2
+DEF_DWP_TILE(1, 12)
+DEF_DWP_TILE(1, 6)
+DEF_DWP_TILE(2, 6)
+#endif
+#undef DEF_DWP_TILE
+
+/* Task q: partition q (pixels [q*per, min((q+1)*per, M))) of a small-window
+ * filter gradient into part + q*K6*O (rows < K written), reading the padded
+ * input. */
+TARGET static void FNI(dwp_range)(void *p, int64_t b, int64_t e) {
+  const FN(dwp_args) *a = p;
+  const geom *g = a->g;
+  const int64_t K = g->K, O = g->O, K6 = dw_rows(g), KWC = g->KW * g->C, rstep = g->dh * a->Ws * g->C;
+  const int64_t nfull = O / VL;
+  int64_t off[CONV_DIRECT_DW_MAX_K];
+  for (int64_t k = 0; k < K; k++) off[k] = (k / KWC) * rstep + k % KWC;
+  for (int64_t q = b; q < e; q++) {
+    T *df = a->part + q * K6 * O;
+    int64_t p0 = q * a->per, p1 = (q + 1) * a->per < g->M ? (q + 1) * a->per : g->M;
+    for (int64_t v = 0; v < nfull;) {
+      int64_t nv = nfull - v >= DWP_NV ? DWP_NV : nfull - v >= 2 ? 2 : 1;
+      for (int64_t k0 = 0; k0 < K;) {
+        int64_t rem = K - k0, R;
+#if WIDE
+        if (nv == 4) {
+          R = 7;
+          FNI(dwp_tile_4_7)(a, off, k0, K, v * VL, p0, p1, df);
+        } else if (nv == 2) {
+          R = rem > 7 ? 14 : 7;
+          if (R == 14) FNI(dwp_tile_2_14)(a, off, k0, K, v * VL, p0, p1, df);
+          else FNI(dwp_tile_2_7)(a, off, k0, K, v * VL, p0, p1, df);
+        } else {
+          R = rem > 14 ? 28 : rem > 7 ? 14 : 7;
+          if (R == 28) FNI(dwp_tile_1_28)(a, off, k0, K, v * VL, p0, p1, df);
+          else if (R == 14) FNI(dwp_tile_1_14)(a, off, k0, K, v * VL, p0, p1, df);
+          else FNI(dwp_tile_1_7)(a, off, k0, K, v * VL, p0, p1, df);
+        }
+#else
+        if (nv == 2) {
+          R = 6;
+          FNI(dwp_tile_2_6)(a, off, k0, K, v * VL, p0, p1, df);
+        } else {
+          R = rem > 6 ? 12 : 6;
+          if (R == 12) FNI(dwp_tile_1_12)(a, off, k0, K, v * VL, p0, p1, df);
+          else FNI(dwp_tile_1_6)(a, off, k0, K, v * VL, p0, p1, df);
+        }
+#endif
+        k0 += R;
+      }
+      v += nv;
+    }
+    /* channels past the last full vector */
+    for (int64_t c = nfull * VL; c < O; c++)
+      for (int64_t k = 0; k < K; k++) {
+        T acc = 0;
+        int64_t n, oh, ow;
+        pix_of(g, p0, &n, &oh, &ow);
+        for (int64_t r = p0; r < p1; r++) {
+          acc += FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow)[off[k]] * a->dy[r * O + c];
+          pix_next(g, &n, &oh, &ow);
+        }
+        df[k * O + c] = acc;
+      }
+  }
+}
+#undef DWP_NV
+
+/* ---- Winograd F(2x2, 5x5) transforms of one tile (kernels/cpu/conv_winograd.h) ----
+ * In one pass over the channels, a vector at a time, the 6x6 (or 6x2) intermediate rows in registers. */
+#define WB_ROW(o0, o1, o2, o3, o4, o5, d0, d1, d2, d3, d4, d5) \
+  do {                                                         \
+    o0 = (T)4 * d0 - (T)5 * d2 + d4;                           \
+    o1 = d3 + d4 - (T)4 * (d1 + d2);                           \
+    o2 = (T)4 * (d1 - d2) + d4 - d3;                           \
+    o3 = (T)2 * (d3 - d1) + d4 - d2;                           \
+    o4 = (T)2 * (d1 - d3) + d4 - d2;                           \
+    o5 = (T)4 * d1 - (T)5 * d3 + d5;                           \
+  } while (0)
+
+/* V = B^T d B: d's row r, column k at src + r*rs + k*C; element xi = a*6 + b to v + xi*vs. */
+TARGET static void FNI(wino_in)(const T *src, int64_t rs, int64_t C, T *v, int64_t vs) {
+  int64_t c = 0;
+  for (; c + VL <= C; c += VL) {
+    VEC t[6][6]; /* t[b][r] = (d B)[r][b] */
+    UNROLL for (int r = 0; r < 6; r++) {
+      VEC d0, d1, d2, d3, d4, d5;
+      const T *q = src + r * rs + c;
+      VLOAD(d0, q);
+      VLOAD(d1, q + C);
+      VLOAD(d2, q + 2 * C);
+      VLOAD(d3, q + 3 * C);
+      VLOAD(d4, q + 4 * C);
+      VLOAD(d5, q + 5 * C);
+      WB_ROW(t[0][r], t[1][r], t[2][r], t[3][r], t[4][r], t[5][r], d0, d1, d2, d3, d4, d5);
+    }
+    UNROLL for (int b = 0; b < 6; b++) {
+      VEC o[6];
+      WB_ROW(o[0], o[1], o[2], o[3], o[4], o[5], t[b][0], t[b][1], t[b][2], t[b][3], t[b][4], t[b][5]);
+      UNROLL for (int a = 0; a < 6; a++) VSTORE(v + (a * 6 + b) * vs + c, o[a]);
+    }
+  }
+  for (; c < C; c++) {
+    T t[6][6];
+    for (int r = 0; r < 6; r++) {
+      const T *q = src + r * rs + c;
+      WB_ROW(t[0][r], t[1][r], t[2][r], t[3][r], t[4][r], t[5][r], q[0], q[C], q[2 * C], q[3 * C], q[4 * C], q[5 * C]);
+    }
+    for (int b = 0; b < 6; b++) {
+      T o[6];
+      WB_ROW(o[0], o[1], o[2], o[3], o[4], o[5], t[b][0], t[b][1], t[b][2], t[b][3], t[b][4], t[b][5]);
+      for (int a = 0; a < 6; a++) v[(a * 6 + b) * vs + c] = o[a];
+    }
+  }
+}
+#undef WB_ROW
+
+#define WA_ROW(o0, o1, m0, m1, m2, m3, m4, m5) \
+  do {                                         \
+    o0 = m0 + m1 + m2 + m3 + m4;               \
+    o1 = m1 - m2 + (T)2 * (m3 - m4) + m5;      \
+  } while (0)
+/* Y = A^T M A: M's element xi at m + xi*ms; the 2x2 result's (oy, ox) to y + oy*ys + ox*O. */
+TARGET static void FNI(wino_out)(const T *m, int64_t ms, int64_t O, T *y, int64_t ys) {
+  int64_t c = 0;
+  for (; c + VL <= O; c += VL) {
+    VEC t[2][6]; /* t[j][a] = (M A)[a][j] */
+    UNROLL for (int a = 0; a < 6; a++) {
+      VEC m0, m1, m2, m3, m4, m5;
+      const T *q = m + a * 6 * ms + c;
+      VLOAD(m0, q);
+      VLOAD(m1, q + ms);
+      VLOAD(m2, q + 2 * ms);
+      VLOAD(m3, q + 3 * ms);
+      VLOAD(m4, q + 4 * ms);
+      VLOAD(m5, q + 5 * ms);
+      WA_ROW(t[0][a], t[1][a], m0, m1, m2, m3, m4, m5);
+    }
+    UNROLL for (int j = 0; j < 2; j++) {
+      VEC o0, o1;
+      WA_ROW(o0, o1, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5]);
+      VSTORE(y + j * O + c, o0);
+      VSTORE(y + ys + j * O + c, o1);
+    }
+  }
+  for (; c < O; c++) {
+    T t[2][6];
+    for (int a = 0; a < 6; a++) {
+      const T *q = m + a * 6 * ms + c;
+      WA_ROW(t[0][a], t[1][a], q[0], q[ms], q[2 * ms], q[3 * ms], q[4 * ms], q[5 * ms]);
+    }
+    for (int j = 0; j < 2; j++) {
+      T o0, o1;
+      WA_ROW(o0, o1, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5]);
+      y[j * O + c] = o0;
+      y[ys + j * O + c] = o1;
+    }
+  }
+}
+#undef WA_ROW
+
+#define WY_ROW(o, a, b)   \
+  do {                    \
+    (o)[0] = a;           \
+    (o)[1] = a + b;       \
+    (o)[2] = a - b;       \
+    (o)[3] = a + (T)2 * b; \
+    (o)[4] = a - (T)2 * b; \
+    (o)[5] = b;           \
+  } while (0)
+/* The filter gradient's A dy A^T of one 2x2 block of dy (rows y00 y01 / y10 y11 of O values):
+ * element xi = k*6 + j to d + xi*ds. */
+TARGET static void FNI(wino_dy)(const T *y00, const T *y01, const T *y10, const T *y11, int64_t O, T *d,
+                                int64_t ds) {
+  int64_t c = 0;
+  for (; c + VL <= O; c += VL) {
+    VEC a0, b0, a1, b1, e0[6], e1[6];
+    VLOAD(a0, y00 + c);
+    VLOAD(b0, y01 + c);
+    VLOAD(a1, y10 + c);
+    VLOAD(b1, y11 + c);
+    WY_ROW(e0, a0, b0);
+    WY_ROW(e1, a1, b1);
+    UNROLL for (int j = 0; j < 6; j++) {
+      VEC o[6];
+      WY_ROW(o, e0[j], e1[j]);
+      UNROLL for (int k = 0; k < 6; k++) VSTORE(d + (k * 6 + j) * ds + c, o[k]);
+    }
+  }
+  for (; c < O; c++) {
+    T e0[6], e1[6];
+    WY_ROW(e0, y00[c], y01[c]);
+    WY_ROW(e1, y10[c], y11[c]);
+    for (int j = 0; j < 6; j++) {
+      T o[6];
+      WY_ROW(o, e0[j], e1[j]);
+      for (int k = 0; k < 6; k++) d[(k * 6 + j) * ds + c] = o[k];
+    }
+  }
+}
+#undef WY_ROW
+
+static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(pad_fwd_range), FNI(gemm_nn_range),
+                                               FNI(dw_gemm_range),    FNI(dwp_range),     FNI(wino_in),
+                                               FNI(wino_out),         FNI(wino_dy)};
 
 #undef UNROLL
 #undef WIDE
