@@ -15,18 +15,19 @@ SEED = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
 
 
-def read_idx(path):
+def read_idx(path, count):
+    """The first count items of an IDX file (decompressing no more than they need)."""
     with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+        head = f.read(4)
+        dims = [int.from_bytes(f.read(4), "big") for _ in range(head[3])]
+        dims[0] = min(dims[0], count)
+        return np.frombuffer(f.read(int(np.prod(dims))), np.uint8).reshape(dims)
 
 
-train_data = (read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"))[:6000] / 255.0).astype(np.float32)
-train_labels = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))[:6000].astype(np.int32)
-eval_data = (read_idx(os.path.join(DATA, "t10k-images-idx3-ubyte.gz"))[:2000] / 255.0).astype(np.float32)
-eval_labels = read_idx(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz"))[:2000].astype(np.int32)
+train_data = read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz"), 6000).astype(np.float32) / 255.0
+train_labels = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz"), 6000).astype(np.int32)
+eval_data = read_idx(os.path.join(DATA, "t10k-images-idx3-ubyte.gz"), 2000).astype(np.float32) / 255.0
+eval_labels = read_idx(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz"), 2000).astype(np.int32)
 
 
 def cnn_model_fn(features, labels, mode):
