@@ -26,6 +26,7 @@
 #define LOOM_MPI_PLUGIN_PATH "build/libloom_mpi.so"
 #endif
 #define MPIRUN "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp"
+#define MPIRUN_UNBOUND MPIRUN " --bind-to none"
 
 static int have_mpi(void) {
   if (system("command -v mpirun >/dev/null 2>&1") != 0) {
@@ -277,7 +278,8 @@ static void overlap_vs_plain(int np) {
   snprintf(da, sizeof da, "%s/overlap", dir);
   snprintf(db, sizeof db, "%s/plain", dir);
   snprintf(args, sizeof args, "--model_dir %s --batch 16 --steps 100 --hidden 64 --embed 50", da);
-  cr_assert_eq(run(dir, "overlap", "LOOM_COLLECTIVE_BUCKET_BYTES=200", np, args), 0);
+  /* with the progress thread (forced: where each rank has one core the plugin runs none by itself) */
+  cr_assert_eq(run(dir, "overlap", "LOOM_COLLECTIVE_BUCKET_BYTES=200 LOOM_COLLECTIVE_PROGRESS_THREAD=1", np, args), 0);
   snprintf(args, sizeof args, "--model_dir %s --batch 16 --steps 100 --hidden 64 --embed 50", db);
   cr_assert_eq(run(dir, "plain", "LOOM_COLLECTIVE_BUCKET_BYTES=200 LOOM_COLLECTIVE_OVERLAP=0", np, args), 0);
   /* and overlapped without the plugin's progress thread (progressed by the strategy's tests alone) */
@@ -541,6 +543,36 @@ Test(allreduce, one_rank_equals_local_training, .timeout = 120) {
   int nv = 0;
   cr_assert_eq(tu_compare_ckpts(dl, dc, 30, &nv), 0.0, "one rank differs from local training");
   cr_assert(nv >= 4);
+  tu_rmtree(dir);
+}
+
+/* The MPI plugin's progress thread runs only where this rank's cores outnumber the node's ranks that share
+ * them, or when LOOM_COLLECTIVE_PROGRESS_THREAD forces it; the choice is in the start-up line. */
+static void progress_choice(const char *dir, const char *name, const char *launch, int np, const char *want) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "env -u TF_CONFIG %s -np %d %s --model_dir %s/%s --batch 16 --steps 5 --hidden 8 --log info > %s/%s.out 2>&1",
+           launch, np, LOOM_ALLREDUCE_JOB_BIN, dir, name, dir, name);
+  int rc = system(cmd);
+  char *out = out_of(dir, name);
+  cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s:\n%s", cmd, out);
+  cr_assert(strstr(out, want), "expected \"%s\" in:\n%s", want, out);
+  free(out);
+}
+
+Test(allreduce, progress_thread_only_where_a_core_is_free, .timeout = 240) {
+  if (!have_mpi()) return;
+  char dir[512];
+  tu_tmpdir(dir, sizeof dir, "allreduce");
+  /* two unbound ranks on one core: none; the same forced on */
+  progress_choice(dir, "one_core", "taskset -c 0 " MPIRUN_UNBOUND, 2,
+                  "; no progress thread (2 rank(s) of this node on its 1 core(s))");
+  progress_choice(dir, "forced", "LOOM_COLLECTIVE_PROGRESS_THREAD=1 taskset -c 0 " MPIRUN_UNBOUND, 2,
+                  "; progress thread (2 rank(s) of this node on its 1 core(s), LOOM_COLLECTIVE_PROGRESS_THREAD)");
+  /* bound to a core each (mpirun's default for two ranks): none */
+  progress_choice(dir, "bound", MPIRUN " --bind-to core", 2, "; no progress thread (1 rank(s) of this node on its 1 core(s))");
+  if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) /* one unbound rank on two cores: one */
+    progress_choice(dir, "two_cores", "taskset -c 0,1 " MPIRUN_UNBOUND, 1,
+                    "; progress thread (1 rank(s) of this node on its 2 core(s))");
   tu_rmtree(dir);
 }
 

@@ -10,9 +10,14 @@
  * Non-blocking all-reduces progress on their own: Open MPI's TCP and shared-memory transports move a
  * message only inside MPI calls, so while any is in flight a progress thread tests them every few tens
  * of microseconds (MPI_THREAD_SERIALIZED: every MPI call of the plugin, the caller's and the thread's,
- * holds one mutex). LOOM_COLLECTIVE_PROGRESS_THREAD=0, or an MPI initialized by the program below
- * SERIALIZED, leaves them to the caller's tests. */
+ * holds one mutex) -- where the rank has a core to spare for it: the thread wakes tens of thousands of
+ * times a second, and on a core that also computes it costs more than it hides (2 ranks on 2 cores: 10-20%
+ * fewer steps/s with it). So it runs only when the cores this rank may use outnumber the ranks of the node
+ * that share them. LOOM_COLLECTIVE_PROGRESS_THREAD=1 / 0 forces it on / off; an MPI initialized by the
+ * program below SERIALIZED leaves the all-reduces to the caller's tests. */
+#define _GNU_SOURCE
 #include <limits.h>
+#include <sched.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -145,6 +150,43 @@ static int check(char *err, size_t cap) {
   return 0;
 }
 
+static char g_name[MPI_MAX_LIBRARY_VERSION_STRING + 160]; /* the library's version and the progress choice */
+
+/* (at init, collective over the node's ranks) whether a progress thread runs: the cores in this rank's
+ * affinity mask against the ranks of this node whose masks meet it; the choice appended to g_name */
+static int want_progress_thread(int level) {
+  const char *pt = getenv("LOOM_COLLECTIVE_PROGRESS_THREAD");
+  int forced = pt && (!strcmp(pt, "0") || !strcmp(pt, "1")), on = forced && !strcmp(pt, "1");
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  int cores = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0, sharing = 1;
+  MPI_Comm node;
+  if (MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    int n = 1;
+    MPI_Comm_size(node, &n);
+    cpu_set_t *all = calloc((size_t)n, sizeof *all);
+    if (all && MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node) == MPI_SUCCESS) {
+      sharing = 0;
+      for (int r = 0; r < n; r++) {
+        cpu_set_t both;
+        CPU_AND(&both, &all[r], &mine);
+        sharing += CPU_COUNT(&both) > 0;
+      }
+    }
+    free(all);
+    MPI_Comm_free(&node);
+  }
+  if (!forced) on = cores > sharing;
+  if (level < MPI_THREAD_SERIALIZED) on = 0;
+  size_t u = strlen(g_name);
+  snprintf(g_name + u, sizeof g_name - u, "; %s (%d rank(s) of this node on its %d core(s)%s)",
+           on ? "progress thread" : "no progress thread", sharing, cores,
+           level < MPI_THREAD_SERIALIZED ? ", MPI below MPI_THREAD_SERIALIZED"
+           : forced                      ? ", LOOM_COLLECTIVE_PROGRESS_THREAD"
+                                         : "");
+  return on;
+}
+
 static int u_init(double timeout_s, char *err, size_t cap) {
   if (g_inited) return 0;
   if (timeout_s > 0) g_timeout = timeout_s;
@@ -158,14 +200,13 @@ static int u_init(double timeout_s, char *err, size_t cap) {
   }
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
-  const char *pt = getenv("LOOM_COLLECTIVE_PROGRESS_THREAD");
-  g_async = level >= MPI_THREAD_SERIALIZED && !(pt && !strcmp(pt, "0"));
   MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
   MPI_Comm_dup(MPI_COMM_WORLD, &g_ctl);
   MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(g_ctl, MPI_ERRORS_RETURN);
   MPI_Comm_rank(g_comm, &g_rank);
   MPI_Comm_size(g_comm, &g_size);
+  g_async = want_progress_thread(level);
   g_inited = 1;
   return 0;
 }
@@ -436,15 +477,14 @@ static int p_finalize(void) {
 static loom_coll_api g_api;
 
 __attribute__((visibility("default"))) const loom_coll_api *loom_collective_plugin(void) {
-  static char name[MPI_MAX_LIBRARY_VERSION_STRING + 8];
   int len = 0;
-  MPI_Get_library_version(name, &len);
-  char *nl = strchr(name, '\n');
+  MPI_Get_library_version(g_name, &len);
+  char *nl = strchr(g_name, '\n');
   if (nl) *nl = 0;
-  char *comma = strchr(name, ',');
+  char *comma = strchr(g_name, ',');
   if (comma) *comma = 0;
   g_api.version = LOOM_COLL_API_VERSION;
-  g_api.name = name;
+  g_api.name = g_name;
   g_api.init = p_init;
   g_api.rank = p_rank;
   g_api.size = p_size;
