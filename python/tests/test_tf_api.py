@@ -586,3 +586,25 @@ def test_tf_train_example_bytes_and_saved_model_load(iris_dnn, tmp_path):
     np.testing.assert_allclose(out["probabilities"].numpy(), want, rtol=1e-6)
     scores = loaded.signatures["serving_default"](inputs=tf.constant(rows))["scores"].numpy()
     np.testing.assert_allclose(scores, want, rtol=1e-6)
+
+
+def test_tf_random_seed_makes_the_numpy_input_fn_shuffle_repeatable(tmp_path):
+    """TF draws the shuffle's op seed from the graph seed (RunConfig.tf_random_seed) of the graph the
+    Estimator builds around input_fn: the same seed gives the same batches, hence the same weights,
+    each time the program runs (here: two input_fns, two estimators); another seed gives others."""
+    rng = np.random.RandomState(0)
+    x = rng.randn(64, 3).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5], np.float32) + 0.1 * rng.randn(64)).astype(np.float32)
+
+    def train(seed, name):
+        fn = tf.compat.v1.estimator.inputs.numpy_input_fn({"x": x}, y, batch_size=4, num_epochs=None, shuffle=True,
+                                                          queue_capacity=64)
+        est = tf.estimator.LinearRegressor([tf.feature_column.numeric_column("x", shape=(3,))],
+                                           model_dir=str(tmp_path / name),
+                                           config=tf.estimator.RunConfig(tf_random_seed=seed))
+        est.train(fn, steps=5)
+        return est.get_variable_value("linear/linear_model/x/weights")
+
+    a, b, c = train(7, "a"), train(7, "b"), train(8, "c")
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)

@@ -18,9 +18,9 @@ def _input_fn(features, labels, batch_size, num_epochs, shuffle, queue_capacity,
         raise ValueError("num_epochs must be > 0 or None, got %r" % (num_epochs,))
     if batch_size is None or batch_size <= 0:
         raise ValueError("batch_size must be > 0, got %r" % (batch_size,))
-    seed = _random.op_seed(None)
 
     def input_fn():
+        seed = _random.op_seed(None)  # at the call: the Estimator's graph seed applies there, as in TF
         # TF feeds the rows in order, epoch after epoch, into a queue of
         # queue_capacity rows and, with shuffle, dequeues batches at random from
         # it (a RandomShuffleQueue): the shuffle spans epoch boundaries, so a

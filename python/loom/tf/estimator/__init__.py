@@ -17,6 +17,7 @@ from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
 from .. import errors as _errors
+from .. import random as _random
 from .. import ops as _ops
 from ..data import Dataset
 from .._surface import missing
@@ -227,7 +228,8 @@ class Estimator(_LoomEstimator):
         def cb(mode, params, user, st):
             try:
                 m = _MODES[mode]
-                ds = _as_dataset(_call_input_fn(input_fn, m, dict(self.params), self._tf_config), m)
+                with _random._graph_seed(self._tf_config.tf_random_seed):
+                    ds = _as_dataset(_call_input_fn(input_fn, m, dict(self.params), self._tf_config), m)
                 if m == ModeKeys.PREDICT:
                     ds = ds._without_labels()  # predict ignores labels, as TF
                 if not ds._features_are_dict() and not hasattr(self, "_model_fn"):
