@@ -151,7 +151,9 @@ elif ! $MAKE --no-print-directory -s wheel BUILD="$BUILD" >"$tmp/wheel.log" 2>&1
   else cat "$tmp/wheel.log" >&2; fail "make wheel"; fi
 else
   whl=$(find "$BUILD/python" -name 'loom-*.whl' | head -1)
-  python3 -m zipfile -l "$whl" | grep -q '^loom/libloom\.so ' || fail "$whl does not bundle loom/libloom.so"
+  # the whole listing first: grep -q stops reading at its match and breaks python's pipe
+  python3 -m zipfile -l "$whl" > "$tmp/wheel_files" || fail "$whl is not a readable wheel"
+  grep -q '^loom/libloom\.so ' "$tmp/wheel_files" || fail "$whl does not bundle loom/libloom.so"
   case $whl in *-none-any.whl) fail "$whl bundles native code but is tagged for any platform";; esac
   python3 -m venv "$tmp/venv" >"$tmp/venv.log" 2>&1 || { cat "$tmp/venv.log" >&2; fail "python3 -m venv"; }
   if "$tmp/venv/bin/python" -m pip install -q "$whl" >"$tmp/pip.log" 2>&1; then
