@@ -517,8 +517,9 @@ static loom_code slices_copy_rows(loom_dataset *ds, int c, const int64_t *idx, i
 static const loom_ds_vtable slices_vt = {"from_tensors", NULL, slices_next_index, slices_reset, slices_destroy,
                                          slices_copy_rows, slices_rows};
 
-loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
-                                        const char *label_name, loom_status *st) {
+/* take: the dataset takes the arrays (on success) instead of copying them. */
+static loom_dataset *from_tensors(int n, const char *const *names, loom_tensor *const *arrays, const char *label_name,
+                                  int take, loom_status *st) {
   if (n <= 0) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: n must be positive, got %d", n);
     return NULL;
@@ -544,6 +545,12 @@ loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const l
       loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: arrays[%d] ('%s') is NULL", i, names[i]);
       return NULL;
     }
+    for (int j = 0; take && j < i; j++)
+      if (arrays[j] == a) { /* taken twice would be freed twice */
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors_taken: arrays[%d] and arrays[%d] are the same tensor",
+                        j, i);
+        return NULL;
+      }
     loom_dtype adt = loom_tensor_dtype(a);
     int64_t arows = loom_tensor_dim(a, 0);
     if (adt <= LOOM_DTYPE_INVALID || adt >= LOOM_DTYPE_COUNT) {
@@ -587,13 +594,25 @@ loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const l
   }
   for (int i = 0; i < n; i++) {
     const loom_tensor *a = arrays[i];
-    if (!(s->arrays[i] = loom_tensor_copy(a, st)) ||
-        loom__ds_set_comp(ds, i, names[i], loom_tensor_dtype(a), loom_tensor_ndim(a) - 1, loom_tensor_dims(a) + 1, st)) {
-      loom_dataset_free(ds);
+    if (loom__ds_set_comp(ds, i, names[i], loom_tensor_dtype(a), loom_tensor_ndim(a) - 1, loom_tensor_dims(a) + 1, st) ||
+        (!take && !(s->arrays[i] = loom_tensor_copy(a, st)))) {
+      loom_dataset_free(ds); /* frees the copies made so far, never the caller's arrays */
       return NULL;
     }
   }
+  if (take)
+    for (int i = 0; i < n; i++) s->arrays[i] = arrays[i];
   return ds;
+}
+
+loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
+                                        const char *label_name, loom_status *st) {
+  return from_tensors(n, names, (loom_tensor *const *)arrays, label_name, 0, st);
+}
+
+loom_dataset *loom_dataset_from_tensors_taken(int n, const char *const *names, loom_tensor *const *arrays,
+                                              const char *label_name, loom_status *st) {
+  return from_tensors(n, names, arrays, label_name, 1, st);
 }
 
 /* ======================================================================

@@ -86,7 +86,6 @@ static void plan_free(loom_plan *p) {
   loom__free(p->fetch_ready);
   loom__free(p->ready_order);
   loom__free(p->feed_shape);
-  loom__aligned_free(p->arena);
   loom__dev_plan_free(p);
   loom__free(p);
 }
@@ -106,6 +105,7 @@ void loom_session_free(loom_session *s) {
   loom__host_pass_free(s->host_pass);
   loom__strarena_free(&s->strings);
   loom__pool_free(s->pool);
+  loom__aligned_free(s->arena);
   pthread_mutex_destroy(&s->mu);
   loom__free(s);
 }
@@ -679,8 +679,36 @@ static int root_of(const loom_plan *p, int vi) {
   return vi;
 }
 
+/* The session's CPU arena, grown to at least need bytes (its old contents are not kept: nothing in
+ * it outlives a run). Plans bound to the old one are rebound when they next run (bind_arena). */
+static loom_code session_arena(loom_session *s, size_t need, loom_status *st) {
+  if (need <= s->arena_cap && s->arena) return LOOM_OK;
+  void *na = loom__aligned_alloc(need ? need : 64);
+  if (!na) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot allocate a %zu-byte arena", need);
+  loom__aligned_free(s->arena);
+  s->arena = na;
+  s->arena_cap = need;
+  return LOOM_OK;
+}
+
+/* Points p's arena values and workspaces into the arena at base. */
+static void bind_arena(loom_plan *p, char *base) {
+  const int dev = p->dev != NULL;
+  for (int i = 0; i < p->nvalues; i++) {
+    plan_value *v = &p->values[i];
+    if (v->kind == VAL_ARENA || (dev && v->kind == VAL_FEED)) v->buf.data = base + v->offset;
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    plan_step *sp = &p->steps[i];
+    sp->ctx.ws = sp->ws_bytes && !sp->on_host ? base + sp->ws_offset : NULL;
+    sp->ctx.ws_size = sp->ws_bytes;
+  }
+  p->arena_base = base;
+}
+
 static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *fv, loom_status *st) {
   char b1[96], b2[96];
+  loom_code rc0;
   /* 1. concrete shapes, in execution order */
   for (int i = 0; i < p->nnodes; i++) {
     const loom_node *n = p->order[i];
@@ -820,20 +848,14 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
   if (dev) {
     loom_code rc = loom__dev_plan_arena(s, p, need, &base, st);
     if (rc) return rc;
-  } else if (need > p->arena_size) {
-    void *na = loom__aligned_alloc(need);
-    if (!na) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: cannot allocate a %zu-byte arena", need);
-    loom__aligned_free(p->arena);
-    p->arena = na;
-    p->arena_size = need;
+  } else {
+    if ((rc0 = session_arena(s, need, st))) return rc0;
+    base = s->arena;
   }
+  p->arena_size = need;
   p->naive_bytes = naive;
   /* 4. data pointers */
-  if (!dev) base = p->arena;
-  for (int i = 0; i < p->nvalues; i++) {
-    plan_value *v = &p->values[i];
-    if (v->kind == VAL_ARENA || (dev && v->kind == VAL_FEED)) v->buf.data = base + v->offset;
-  }
+  bind_arena(p, base);
   for (int i = 0; i < p->nvalues; i++) {
     plan_value *v = &p->values[i];
     if (v->kind == VAL_BIND) {
@@ -841,11 +863,6 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
       if (!rc && dev) rc = loom__dev_plan_bind(s, p, v, st);
       if (rc) return rc;
     }
-  }
-  for (int i = 0; i < p->nsteps; i++) {
-    plan_step *sp = &p->steps[i];
-    sp->ctx.ws = sp->ws_bytes && !sp->on_host ? base + sp->ws_offset : NULL;
-    sp->ctx.ws_size = sp->ws_bytes;
   }
   if (dev) {
     loom_code rc = loom__dev_plan_finish(s, p, st);
@@ -1141,13 +1158,14 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
     rc = run_device(s, p, feed_values, fetch_values, nfetches, tracing, t0, st);
     goto done;
   }
+  if (p->arena_base != (char *)s->arena) bind_arena(p, s->arena); /* another plan grew the arena */
   for (int i = 0; i < nfeeds; i++)
     if (p->feed_val[i] >= 0) p->values[p->feed_val[i]].buf.data = feed_values[i]->data;
   for (int i = 0; i < nfetches; i++) {
     plan_value *v = &p->values[p->fetch_val[i]];
     if (v->kind != VAL_ARENA) continue;
     v->buf.data = direct_fetch(p, i, fetch_values, nfetches, feed_values, nfeeds) ? fetch_values[i]->data
-                                                                               : (char *)p->arena + v->offset;
+                                                                               : p->arena_base + v->offset;
   }
   resolve_aliases(p);
   if (s->vars_hook && (rc = s->vars_hook(s, p, 0, st))) goto done;

@@ -56,8 +56,8 @@ typedef struct loom_plan {
   int32_t *ready_order;  /* the fetches by fetch_ready, ascending (the run observer's order) */
   loom_tdesc *feed_shape;/* shapes the plan was specialized for */
   int specialized;
-  void *arena;
-  size_t arena_size;
+  char *arena_base;      /* CPU plans: the session arena its pointers are bound to (the arena moves when it grows) */
+  size_t arena_size;     /* bytes its values and workspaces need */
   int64_t naive_bytes;
   loom_dev_plan *dev;    /* device sessions: device arena, constants, staging */
   int host_only;         /* device sessions: plan holds strings, runs on the CPU */
@@ -100,6 +100,12 @@ struct loom_session {
   /* bytes of the strings kernels output in ordinary runs (AsString, ...):
    * reset at the start of every run; fetched strings are copied out */
   loom_strarena strings;
+  /* the arena of every CPU plan: runs take s->mu one at a time and nothing
+   * in an arena outlives its run, so the plans share one, as big as the
+   * largest plan needs (a plan per fetch set: a training step with and
+   * without its summaries holds one arena, not two) */
+  void *arena;
+  size_t arena_cap;
 };
 typedef struct loom_host_pass loom_host_pass;
 /* engine/host_pass.c: evaluates the data-shape part a run needs and returns

@@ -107,6 +107,80 @@ Test(from_tensors, slices_spec_and_end) {
   loom_status_free(st);
 }
 
+static void count_dealloc(void *data, size_t nbytes, void *arg) {
+  (void)data, (void)nbytes;
+  ++*(int *)arg;
+}
+
+Test(from_tensors, taken_reads_the_callers_memory_and_frees_it_once) {
+  loom_status *st = loom_status_new();
+  float x[4][2] = {{0, 100}, {1, 101}, {2, 102}, {3, 103}};
+  int32_t y[4] = {0, 1, 2, 3};
+  int freed_x = 0, freed_y = 0;
+  int64_t dx[2] = {4, 2}, dy[1] = {4};
+  loom_tensor *tx = loom_tensor_wrap(LOOM_F32, 2, dx, x, sizeof x, count_dealloc, &freed_x, st);
+  loom_tensor *ty = loom_tensor_wrap(LOOM_I32, 1, dy, y, sizeof y, count_dealloc, &freed_y, st);
+  cr_assert(tx && ty);
+  const char *names[2] = {"x", "y"};
+  loom_tensor *arrays[2] = {tx, ty};
+  loom_dataset *ds = chk(loom_dataset_from_tensors_taken(2, names, arrays, "y", st), st);
+  cr_assert_eq(loom_dataset_label_index(ds), 1);
+  loom_tensor *v[2] = {NULL, NULL};
+  next_ok(ds, v, st);
+  cr_assert_eq(F(v[0])[1], 100.0f);
+  x[1][1] = -7.0f; /* not copied: the dataset reads the caller's memory */
+  y[1] = 42;
+  next_ok(ds, v, st);
+  cr_assert_eq(F(v[0])[0], 1.0f);
+  cr_assert_eq(F(v[0])[1], -7.0f);
+  cr_assert_eq(I(v[1])[0], 42);
+  free_vals(v, 2);
+  cr_assert_eq(freed_x + freed_y, 0);
+  /* shuffled batches gather rows from it (the random-access path) */
+  loom_dataset *sb = chk(loom_dataset_batch(chk(loom_dataset_shuffle(ds, 4, 7, 1, st), st), 4, 0, st), st);
+  cr_assert_eq(loom_dataset_reset(sb, st), LOOM_OK);
+  loom_tensor *b[2] = {NULL, NULL};
+  next_ok(sb, b, st);
+  float sum = 0;
+  for (int i = 0; i < 4; i++) {
+    int r = I(b[1])[i] == 42 ? 1 : I(b[1])[i];
+    cr_assert_eq(F(b[0])[2 * i], (float)r);
+    sum += F(b[0])[2 * i + 1];
+  }
+  cr_assert_eq(sum, 100.0f - 7.0f + 102.0f + 103.0f);
+  free_vals(b, 2);
+  loom_dataset_free(sb);
+  cr_assert_eq(freed_x, 1); /* freed with the dataset, once each */
+  cr_assert_eq(freed_y, 1);
+  loom_status_free(st);
+}
+
+Test(from_tensors, taken_failures_leave_the_tensors_to_the_caller) {
+  loom_status *st = loom_status_new();
+  float x[3] = {1, 2, 3};
+  int freed = 0;
+  int64_t d3[1] = {3}, d2[1] = {2};
+  loom_tensor *tx = loom_tensor_wrap(LOOM_F32, 1, d3, x, sizeof x, count_dealloc, &freed, st);
+  loom_tensor *ty = loom_tensor_new(LOOM_I32, 1, d2, st);
+  const char *names[2] = {"x", "y"};
+  loom_tensor *arrays[2] = {tx, ty};
+  cr_assert_null(loom_dataset_from_tensors_taken(2, names, arrays, NULL, st));
+  cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "has 2 rows"), "%s", loom_status_message(st));
+  loom_status_clear(st);
+  loom_tensor *twice[2] = {tx, tx};
+  cr_assert_null(loom_dataset_from_tensors_taken(2, names, twice, NULL, st));
+  cr_assert(strstr(loom_status_message(st), "are the same tensor"), "%s", loom_status_message(st));
+  loom_status_clear(st);
+  cr_assert_null(loom_dataset_from_tensors_taken(1, names, arrays, "z", st));
+  cr_assert(strstr(loom_status_message(st), "'z' is not one of the names"), "%s", loom_status_message(st));
+  cr_assert_eq(freed, 0);
+  loom_tensor_free(tx);
+  loom_tensor_free(ty);
+  cr_assert_eq(freed, 1);
+  loom_status_free(st);
+}
+
 Test(from_tensors, copies_the_input_and_strings) {
   loom_status *st = loom_status_new();
   int64_t d[1] = {3};

@@ -1,6 +1,8 @@
 /* Engine: tensors, graph building errors, sessions, plan cache, memory reuse,
  * no allocation in steady state, cancellation. */
 #include <time.h>
+#include <sys/mman.h>
+#include <stdatomic.h>
 #include "test_util.h"
 
 struct wrap_log {
@@ -260,6 +262,82 @@ Test(session, plan_cache_memory_reuse_and_no_malloc_in_steady_state) {
   loom_session_free(s);
   loom_graph_free(g);
   tu_alloc_count_end();
+}
+
+/* An allocator that counts live bytes and gives every block its own
+ * mapping, unmapped when freed: a plan that kept using a freed arena would
+ * fault instead of reading stale memory. */
+static atomic_long live_bytes;
+static void *map_malloc(size_t n, void *u) {
+  (void)u;
+  size_t total = n + 64;
+  char *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  *(size_t *)p = total;
+  atomic_fetch_add(&live_bytes, (long)n);
+  return p + 64;
+}
+static void map_free(void *q, void *u) {
+  (void)u;
+  if (!q) return;
+  char *p = (char *)q - 64;
+  size_t total = *(size_t *)p;
+  atomic_fetch_sub(&live_bytes, (long)(total - 64));
+  munmap(p, total);
+}
+static void *map_realloc(void *q, size_t n, void *u) {
+  void *r = map_malloc(n, u);
+  if (r && q) {
+    size_t old = *(size_t *)((char *)q - 64) - 64;
+    memcpy(r, q, old < n ? old : n);
+    map_free(q, u);
+  }
+  return r;
+}
+
+/* x -> y = x + x -> z = y + x; run with fetch z or fetch y (two plans). */
+static void run_fetch(loom_session *s, loom_output x, loom_output f, int64_t n, float want_mul) {
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 1, &n, NULL), *out = NULL;
+  float *xp = loom_tensor_data(xt);
+  for (int64_t i = 0; i < n; i++) xp[i] = (float)(i % 5);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, &f, &out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(loom_tensor_numel(out), n);
+  const float *op = loom_tensor_data_const(out);
+  for (int64_t i = 0; i < n; i += 101) cr_assert_eq(op[i], want_mul * (float)(i % 5));
+  loom_tensor_free(out);
+  loom_tensor_free(xt);
+  loom_status_free(st);
+}
+
+Test(session, plans_share_one_arena_and_follow_it_when_it_grows) {
+  static const loom_allocator a = {map_malloc, map_realloc, map_free, NULL};
+  atomic_store(&live_bytes, 0);
+  loom_set_allocator(&a);
+  loom_graph *g = loom_graph_new();
+  int64_t d[1] = {-1};
+  loom_output x = loom_placeholder(g, LOOM_F32, 1, d, "x");
+  loom_output y = loom_add(g, x, x, "y");
+  loom_output z = loom_add(g, y, x, "z");
+  loom_session *s = loom_session_new(g, NULL, NULL);
+  const int64_t n = 1 << 18; /* 1 MB a value */
+  run_fetch(s, x, z, n, 3.0f);
+  run_fetch(s, x, z, n, 3.0f);
+  long one = atomic_load(&live_bytes);
+  run_fetch(s, x, y, n, 2.0f); /* a second plan: no second arena */
+  long two = atomic_load(&live_bytes);
+  cr_assert_lt(two - one, n * 4 / 2, "the second plan added %ld bytes", two - one);
+  /* the first plan grows the arena (a 4x feed); the second, specialized for
+   * the old one, must follow it (the old mapping is gone) */
+  run_fetch(s, x, z, 4 * n, 3.0f);
+  run_fetch(s, x, y, n, 2.0f);
+  run_fetch(s, x, z, 4 * n, 3.0f);
+  loom_session_stats stats;
+  loom_session_get_stats(s, &stats);
+  cr_assert_eq(stats.plans_compiled, 2);
+  loom_session_free(s);
+  loom_graph_free(g);
+  loom_set_allocator(NULL);
 }
 
 Test(session, targets_control_deps_and_cancel) {

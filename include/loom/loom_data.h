@@ -72,6 +72,12 @@ LOOM_API void loom_dataset_free(loom_dataset *ds);
  * it must be one of names). Like Dataset.from_tensor_slices. */
 LOOM_API loom_dataset *loom_dataset_from_tensors(int n, const char *const *names, const loom_tensor *const *arrays,
                                                  const char *label_name, loom_status *st);
+/* loom_dataset_from_tensors without the copy: on success the dataset owns
+ * the n tensors (it frees them when it is freed; they must be distinct, and
+ * a wrapped tensor's memory must not change while the dataset reads it); on
+ * failure (NULL) they stay the caller's. For arrays too big to hold twice. */
+LOOM_API loom_dataset *loom_dataset_from_tensors_taken(int n, const char *const *names, loom_tensor *const *arrays,
+                                                       const char *label_name, loom_status *st);
 
 /* from_tensor_slices with ragged features (loom_sparse.h): feature i is
  * dense when row_splits is NULL or row_splits[i] is NULL (values[i] is

@@ -659,23 +659,27 @@ class Dataset:
 
     @staticmethod
     def from_tensor_slices(arrays, label=None):
-        """{name: array} (all sharing dim 0) -> one element per row
-        (loom_dataset_from_tensors, which copies the arrays); label names the
-        label component."""
+        """{name: array} (all sharing dim 0) -> one element per row; label
+        names the label component. No copy of a C-contiguous array of a loom
+        dtype: the dataset reads the array itself (it keeps a reference to
+        it, loom_dataset_from_tensors_taken), so the array must not change
+        while the dataset is in use."""
         names = list(arrays)
         n = len(names)
         cn = (C.c_char_p * n)(*[_b(k) for k in names])
         ts = (C.c_void_p * n)()
+        p = None
         try:
             for i, k in enumerate(names):
                 ts[i] = _to_tensor(arrays[k])
             st = _Status()
-            p = lib.loom_dataset_from_tensors(n, cn, ts, _b(label), st.p)
+            p = lib.loom_dataset_from_tensors_taken(n, cn, ts, _b(label), st.p)
             if not p:
                 st.raise_if()
         finally:
-            for i in range(n):
-                lib.loom_tensor_free(ts[i])
+            if not p:  # the dataset owns them once made
+                for i in range(n):
+                    lib.loom_tensor_free(ts[i])
         return Dataset(p)
 
     def _take_over(self, fn, *args):

@@ -237,6 +237,7 @@ _d("loom_predictor_output_dtype", cint, vp, cs, cint)
 _d("loom_predictor_run", cint, vp, cs, cint, P(vp), cint, P(vp), vp)
 # datasets
 _d("loom_dataset_from_tensors", vp, cint, P(cs), P(vp), cs, vp)
+_d("loom_dataset_from_tensors_taken", vp, cint, P(cs), P(vp), cs, vp)
 _d("loom_dataset_batch", vp, vp, i64, cint, vp)
 _d("loom_dataset_shuffle", vp, vp, i64, C.c_uint64, cint, vp)
 _d("loom_dataset_repeat", vp, vp, i64, vp)

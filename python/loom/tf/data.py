@@ -4,8 +4,9 @@ A Dataset records its source and each transformation (batch, shuffle,
 repeat, take, prefetch, cache, map); the loom dataset is made when the
 estimator calls the input_fn (or when the dataset is iterated) and the
 whole pipeline runs in C:
- - Dataset.from_tensor_slices: the arrays are copied once into
-   loom_dataset_from_tensors (not per epoch);
+ - Dataset.from_tensor_slices: loom_dataset_from_tensors_taken reads the
+   arrays in place (no copy of a C-contiguous array of a loom dtype; one
+   converted copy otherwise), never per epoch;
  - TFRecordDataset, TextLineDataset, FixedLengthRecordDataset:
    loom_dataset_records (one scalar string per element; GZIP / ZLIB);
  - experimental.CsvDataset, experimental.make_csv_dataset: loom's CSV reader
