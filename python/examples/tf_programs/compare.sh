@@ -7,6 +7,7 @@
 # LOOM_PY: the Python with loom importable (default: the "py" venv with
 # PYTHONPATH=python/ and LOOM_LIBRARY=build/libloom.so); TF_PY: the TF 2.15
 # venv's Python (default: scripts/peer_venv.sh tf); PROGRAMS: the programs to run (default: all).
+# Each run's line (side, program, seed, wall_s, rss_kb, METRIC values) goes to stderr.
 # fashion_mnist_dist.py runs here in local mode (no TF_CONFIG) on both sides; its distributed run
 # (1 PS + chief + worker + evaluator) is python/tests/test_tf_programs.py's.
 # Sides alternate per run.
@@ -41,7 +42,11 @@ for prog in ${PROGRAMS:-iris_dnn_pandas.py linear_crossed.py wide_deep_tae.py re
   i=0
   for seed in "${seeds[@]}"; do
     if [ $((i % 2)) -eq 0 ]; then order="loom tf"; else order="tf loom"; fi
-    for side in $order; do lines[$side]+="$(run "$side" "$prog" "$seed")"$'\n'; done
+    for side in $order; do
+      line=$(run "$side" "$prog" "$seed")
+      echo "$side $prog seed=$seed $line" >&2  # every run: wall_s rss_kb METRIC...
+      lines[$side]+="$line"$'\n'
+    done
     i=$((i + 1))
   done
   for side in loom tf; do
