@@ -465,6 +465,51 @@ Test(allreduce_launch, one_chief_alone_and_port_zero, .timeout = 120) {
 }
 
 /* ------------------------------------------------------------------ the Gloo plugin's calls, directly */
+/* (in a forked child) Opens the Gloo plugin, meets the other rank at rdv and initializes the transport
+ * with the given timeout: its table, or NULL with the reason on stderr. */
+static const loom_coll_api *open_rank(int rank, const char *rdv, double timeout_s) {
+  alarm(60); /* no wait of the child may outlive the test */
+  void *h = dlopen(LOOM_GLOO_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  loom_coll_plugin_fn fn = h ? (loom_coll_plugin_fn)dlsym(h, LOOM_COLL_PLUGIN_SYMBOL) : NULL;
+  int (*rdz)(int, int, const char *, const char *, const char *, char *, size_t) =
+      h ? (int (*)(int, int, const char *, const char *, const char *, char *, size_t))dlsym(h, "loom_collective_rendezvous")
+        : NULL;
+  const loom_coll_api *api = fn ? fn() : NULL;
+  char err[1024] = "";
+  if (!api || !rdz) {
+    fprintf(stderr, "rank %d: cannot open %s\n", rank, LOOM_GLOO_PLUGIN_PATH);
+    return NULL;
+  }
+  if (api->version < 2 || !api->iallreduce_sum_f32 || !api->test || !api->wait || !api->abandon) {
+    fprintf(stderr, "rank %d: the Gloo plugin is at interface version %d, without the non-blocking all-reduce\n", rank,
+            api->version);
+    return NULL;
+  }
+  if (rdz(rank, 2, rdv, "127.0.0.1", "chief:0,worker:0", err, sizeof err) || api->init(timeout_s, err, sizeof err)) {
+    fprintf(stderr, "rank %d: %s\n", rank, err);
+    return NULL;
+  }
+  return api;
+}
+
+/* Runs rank_fn(0, rdv) and rank_fn(1, rdv) in two forked children meeting at a free port; asserts that
+ * both exit 0 (a non-zero status is the number of the check that failed, its message on stderr). */
+static void two_ranks(int (*rank_fn)(int, const char *)) {
+  char rdv[64];
+  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", free_port());
+  pid_t pid[2];
+  for (int r = 0; r < 2; r++) {
+    pid[r] = fork();
+    cr_assert(pid[r] >= 0);
+    if (pid[r] == 0) _exit(rank_fn(r, rdv));
+  }
+  for (int r = 0; r < 2; r++) {
+    int status = 0;
+    cr_assert_eq(waitpid(pid[r], &status, 0), pid[r]);
+    cr_assert(WIFEXITED(status), "rank %d ended by signal %d", r, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    cr_assert_eq(WEXITSTATUS(status), 0, "rank %d failed check %d (its message above)", r, WEXITSTATUS(status));
+  }
+}
 /* One rank of two (a forked child): the plugin's interface version 2 through its table. Six
  * non-blocking all-reduces of 1 to 300,000 floats are started, a blocking allgather between the third
  * and the fourth (it must come after the three queued before it on every rank, or the ranks' collectives
@@ -472,24 +517,9 @@ Test(allreduce_launch, one_chief_alone_and_port_zero, .timeout = 120) {
  * sum is exact (small integers), a completed handle is no longer valid, a blocking all-reduce and
  * finalize follow. Returns 0, or the number of the first check that failed (its message on stderr). */
 static int plugin_rank(int rank, const char *rdv) {
-  alarm(60); /* no wait of the child may outlive the test */
-  void *h = dlopen(LOOM_GLOO_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 1;
-  loom_coll_plugin_fn fn = (loom_coll_plugin_fn)dlsym(h, LOOM_COLL_PLUGIN_SYMBOL);
-  int (*rdz)(int, int, const char *, const char *, const char *, char *, size_t) =
-      (int (*)(int, int, const char *, const char *, const char *, char *, size_t))dlsym(h, "loom_collective_rendezvous");
-  const loom_coll_api *api = fn ? fn() : NULL;
+  const loom_coll_api *api = open_rank(rank, rdv, 20);
   char err[1024] = "";
-  if (!api || !rdz) return 2;
-  if (api->version < 2 || !api->iallreduce_sum_f32 || !api->test || !api->wait || !api->abandon) {
-    fprintf(stderr, "rank %d: the Gloo plugin is at interface version %d, without the non-blocking all-reduce\n", rank,
-            api->version);
-    return 3;
-  }
-  if (rdz(rank, 2, rdv, "127.0.0.1", "chief:0,worker:0", err, sizeof err) || api->init(20, err, sizeof err)) {
-    fprintf(stderr, "rank %d: %s\n", rank, err);
-    return 4;
-  }
+  if (!api) return 2;
   static const int64_t sizes[6] = {1, 100, 65536, 70000, 300000, 17};
   float *buf[6];
   int req[6];
@@ -546,39 +576,16 @@ static int plugin_rank(int rank, const char *rdv) {
 
 Test(allreduce_launch, gloo_plugin_nonblocking_allreduce_calls, .timeout = 120) {
   if (!have_gloo()) return;
-  char rdv[64];
-  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", free_port());
-  pid_t pid[2];
-  for (int r = 0; r < 2; r++) {
-    pid[r] = fork();
-    cr_assert(pid[r] >= 0);
-    if (pid[r] == 0) _exit(plugin_rank(r, rdv));
-  }
-  for (int r = 0; r < 2; r++) {
-    int status = 0;
-    cr_assert_eq(waitpid(pid[r], &status, 0), pid[r]);
-    cr_assert(WIFEXITED(status), "rank %d ended by signal %d", r, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    cr_assert_eq(WEXITSTATUS(status), 0, "rank %d failed check %d (its message above)", r, WEXITSTATUS(status));
-  }
+  two_ranks(plugin_rank);
 }
 
 /* Rank 1 gives up (abandon) while rank 0 waits on an all-reduce that rank 1 never started: rank 1 closes
  * its connections, so rank 0's wait fails at once, with Gloo's reason, not at the collective timeout
  * (30 s); both finalize non-zero (the transport failed). */
 static int abandon_rank(int rank, const char *rdv) {
-  alarm(60);
-  void *h = dlopen(LOOM_GLOO_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  loom_coll_plugin_fn fn = h ? (loom_coll_plugin_fn)dlsym(h, LOOM_COLL_PLUGIN_SYMBOL) : NULL;
-  int (*rdz)(int, int, const char *, const char *, const char *, char *, size_t) =
-      h ? (int (*)(int, int, const char *, const char *, const char *, char *, size_t))dlsym(h, "loom_collective_rendezvous")
-        : NULL;
-  const loom_coll_api *api = fn ? fn() : NULL;
+  const loom_coll_api *api = open_rank(rank, rdv, 30);
   char err[1024] = "";
-  if (!api || !rdz || api->version < 2) return 2;
-  if (rdz(rank, 2, rdv, "127.0.0.1", "chief:0,worker:0", err, sizeof err) || api->init(30, err, sizeof err)) {
-    fprintf(stderr, "rank %d: %s\n", rank, err);
-    return 3;
-  }
+  if (!api) return 2;
   if (rank == 1) {
     usleep(500000);
     api->abandon();
@@ -598,20 +605,7 @@ static int abandon_rank(int rank, const char *rdv) {
 
 Test(allreduce_launch, gloo_plugin_abandon_fails_the_peer_at_once, .timeout = 120) {
   if (!have_gloo()) return;
-  char rdv[64];
-  snprintf(rdv, sizeof rdv, "127.0.0.1:%d", free_port());
-  pid_t pid[2];
-  for (int r = 0; r < 2; r++) {
-    pid[r] = fork();
-    cr_assert(pid[r] >= 0);
-    if (pid[r] == 0) _exit(abandon_rank(r, rdv));
-  }
-  for (int r = 0; r < 2; r++) {
-    int status = 0;
-    cr_assert_eq(waitpid(pid[r], &status, 0), pid[r]);
-    cr_assert(WIFEXITED(status), "rank %d ended by signal %d", r, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    cr_assert_eq(WEXITSTATUS(status), 0, "rank %d failed check %d (its message above)", r, WEXITSTATUS(status));
-  }
+  two_ranks(abandon_rank);
 }
 
 Test(allreduce_launch, missing_gloo_plugin_is_a_clear_error, .timeout = 60) {
