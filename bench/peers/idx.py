@@ -1,6 +1,6 @@
 """IDX files (Fashion-MNIST's format, gzip-compressed as Debian ships them), and what the multi-process
 peers (torch_ddp_mlp.py, tf_mwms_mlp.py) share: their data shard, the wait-and-report of a job, and
-the reading of a rank from TF_CONFIG when another launcher starts them (--tf_config)."""
+their flags and the reading of a rank from TF_CONFIG when another launcher starts them (--tf_config)."""
 import gzip
 import os
 
@@ -79,3 +79,36 @@ def tf_config_rank(text):
         raise ValueError("TF_CONFIG's task %s:%d is not one of the cluster's trainers %s" % (ttype, tindex, trainers))
     t0, i0 = trainers[0]
     return trainers.index((ttype, tindex)), len(trainers), cluster[t0][i0]
+
+
+def peer_flags(description, argv, extra=None, min_warmup=1):
+    """The peers' shared flags (nproc, steps, warmup, opt, lr, batch, threads, data, timeout, check,
+    tf_config), extra(parser) adding a peer's own; with --tf_config, rank, nproc and master (rank 0's
+    address) from TF_CONFIG."""
+    import argparse
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--opt", default="sgd", choices=["sgd", "adagrad"])
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--check", action="store_true", help="parse the flags, print them and exit")
+    ap.add_argument("--tf_config", action="store_true", help="one task; the job from TF_CONFIG")
+    ap.add_argument("--model_dir", default="", help=argparse.SUPPRESS)  # appended by launchers; unused
+    ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)  # one rank of the job (internal)
+    if extra:
+        extra(ap)
+    a = ap.parse_args(argv)
+    if a.nproc < 1 or a.steps < 1 or a.warmup < min_warmup or a.batch < 1 or a.threads < 1:
+        ap.error("--nproc, --steps, --batch and --threads must be >= 1 and --warmup >= %d" % min_warmup)
+    a.master = None
+    if a.tf_config:
+        try:
+            a.rank, a.nproc, a.master = tf_config_rank(os.environ.get("TF_CONFIG", ""))
+        except ValueError as e:
+            ap.error("--tf_config: %s" % e)
+    return a

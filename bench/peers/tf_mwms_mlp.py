@@ -24,7 +24,6 @@ its own TF_CONFIG (bench/netjob --collective --task-port 2222: each task in its 
 every task's address needs a fixed port, gRPC's). The shard index and the worker count follow the
 cluster's chief and worker tasks (the chief first, as TF's strategy orders them); the first task
 prints the figures. A ps or evaluator task is an error naming it."""
-import argparse
 import json
 import os
 import socket
@@ -34,33 +33,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from idx import finish_job, lo_tx, read_fashion_shard, tf_config_rank  # noqa: E402  (bench/peers/idx.py)
+from idx import finish_job, lo_tx, peer_flags, read_fashion_shard  # noqa: E402  (bench/peers/idx.py)
 
 
 def flags(argv=None):
-    ap = argparse.ArgumentParser(description="TF 2.15 MultiWorkerMirroredStrategy Fashion-MNIST MLP peer")
-    ap.add_argument("--nproc", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--opt", default="sgd", choices=["sgd", "adagrad"])
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--check", action="store_true", help="parse the flags, print them and exit")
-    ap.add_argument("--tf_config", action="store_true", help="one task; the job from TF_CONFIG")
-    ap.add_argument("--model_dir", default="", help=argparse.SUPPRESS)  # appended by launchers; unused
-    a = ap.parse_args(argv)
-    a.rank = -1
-    if a.tf_config:
-        try:
-            a.rank, a.nproc, _ = tf_config_rank(os.environ.get("TF_CONFIG", ""))
-        except ValueError as e:
-            ap.error("--tf_config: %s" % e)
-    if a.nproc < 1 or a.steps < 1 or a.warmup < 1 or a.batch < 1 or a.threads < 1:
-        ap.error("--nproc, --steps, --warmup, --batch and --threads must be >= 1")
-    return a
+    return peer_flags("TF 2.15 MultiWorkerMirroredStrategy Fashion-MNIST MLP peer", argv)
 
 
 def launch(a):

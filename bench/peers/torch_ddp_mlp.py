@@ -38,36 +38,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from idx import finish_job, lo_tx, read_fashion_shard, tf_config_rank  # noqa: E402  (bench/peers/idx.py)
+from idx import finish_job, lo_tx, peer_flags, read_fashion_shard  # noqa: E402  (bench/peers/idx.py)
+
+
+def _ddp_flags(ap):
+    ap.add_argument("--bucket_mb", type=float, default=25.0)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)  # rank 0's port (internal)
 
 
 def flags(argv=None):
-    ap = argparse.ArgumentParser(description="PyTorch DDP (Gloo, CPU) Fashion-MNIST MLP peer")
-    ap.add_argument("--nproc", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--opt", default="sgd", choices=["sgd", "adagrad"])
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--bucket_mb", type=float, default=25.0)
-    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--check", action="store_true", help="parse the flags, print them and exit")
-    ap.add_argument("--tf_config", action="store_true", help="one rank; the job from TF_CONFIG")
-    ap.add_argument("--model_dir", default="", help=argparse.SUPPRESS)  # appended by launchers; unused
-    # internal: one rank of the job (set by the launcher)
-    ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
-    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
-    if a.nproc < 1 or a.steps < 1 or a.warmup < 0 or a.batch < 1 or a.threads < 1:
-        ap.error("--nproc, --steps, --batch and --threads must be >= 1 and --warmup >= 0")
-    if a.tf_config:
-        try:
-            a.rank, a.nproc, a.master = tf_config_rank(os.environ.get("TF_CONFIG", ""))
-        except ValueError as e:
-            ap.error("--tf_config: %s" % e)
-    return a
+    return peer_flags("PyTorch DDP (Gloo, CPU) Fashion-MNIST MLP peer", argv, _ddp_flags, min_warmup=0)
 
 
 def free_port():
