@@ -668,6 +668,41 @@ static void traj_expect_trained(loom_estimator *e, const traj_var *vars, int n, 
   loom_status_free(st);
 }
 
+/* A trajectory test's common part: the diamonds' columns, 32-row unshuffled batches, the fixture's initial
+ * weights written to warm-start from, and a model_dir beside them. */
+typedef struct traj_run {
+  diamond_cols dc;
+  cu_data tr;
+  loom_status *st;
+  loom_run_config cfg;
+  char dir[TU_TMPDIR_CAP], init[TU_TMPDIR_CAP + 16], mdir[TU_TMPDIR_CAP + 16];
+} traj_run;
+
+static void traj_begin(traj_run *t, const char *name, const traj_var *vars, int n) {
+  diamond_cols_make(&t->dc);
+  cu_diamonds(&t->tr, 0);
+  t->tr.batch = 32;
+  t->tr.shuffle = 0;
+  t->st = loom_status_new();
+  tu_tmpdir(t->dir, sizeof t->dir, name);
+  snprintf(t->init, sizeof t->init, "%s/init.ckpt", t->dir);
+  traj_write_init(t->init, vars, n);
+  snprintf(t->mdir, sizeof t->mdir, "%s/model", t->dir);
+  t->cfg = cu_config();
+}
+
+/* Trains e (made from t's options) steps and checks the variables against the fixture; frees it all. */
+static void traj_end(traj_run *t, loom_estimator *e, const traj_var *vars, int n, int steps) {
+  cr_assert(e, "%s", loom_status_message(t->st));
+  cu_train(e, &t->tr, steps);
+  traj_expect_trained(e, vars, n, steps);
+  loom_estimator_free(e);
+  cu_data_free(&t->tr);
+  loom_fc_set_free(t->dc.set);
+  loom_status_free(t->st);
+  tu_rmtree(t->dir);
+}
+
 /* ---- training semantics: TF's trajectory from TF's own initial weights ----
  * The wide & deep regressor (Ftrl 0.1 + Adagrad 0.05, bench/canned.c's
  * diamonds_wd optimizers) warm-started from the initial values TF drew and
@@ -677,79 +712,39 @@ static void traj_expect_trained(loom_estimator *e, const traj_var *vars, int n, 
  * gradients, both optimizers' slots and updates, the cross's buckets and the
  * split of the variables between the two optimizers all take part. */
 Test(canned, wide_deep_regressor_follows_tf_from_the_same_weights) {
-  diamond_cols dc;
-  diamond_cols_make(&dc);
-  cu_data tr;
-  cu_diamonds(&tr, 0);
-  tr.batch = 32;
-  tr.shuffle = 0;
-  loom_status *st = loom_status_new();
-  char dir[TU_TMPDIR_CAP], init[TU_TMPDIR_CAP + 16];
-  tu_tmpdir(dir, sizeof dir, "canned_wdt");
-  snprintf(init, sizeof init, "%s/init.ckpt", dir);
-  traj_write_init(init, WD_VARS, WD_NVARS);
-  char mdir[TU_TMPDIR_CAP + 16];
-  snprintf(mdir, sizeof mdir, "%s/model", dir);
-  loom_run_config cfg = cu_config();
+  traj_run t;
+  traj_begin(&t, "canned_wdt", WD_VARS, WD_NVARS);
   loom_dnn_linear_combined_options o = loom_dnn_linear_combined_options_default();
-  o.model_dir = mdir;
-  o.config = &cfg;
-  o.warm_start_from = init;
+  o.model_dir = t.mdir;
+  o.config = &t.cfg;
+  o.warm_start_from = t.init;
   o.nlinear_feature_columns = 5;
-  o.linear_feature_columns = dc.lin;
+  o.linear_feature_columns = t.dc.lin;
   o.linear_optimizer = (loom_canned_optimizer){"Ftrl", 0.1, NULL, NULL};
   o.ndnn_feature_columns = 4;
-  o.dnn_feature_columns = dc.dnn;
+  o.dnn_feature_columns = t.dc.dnn;
   o.dnn_optimizer = (loom_canned_optimizer){"Adagrad", 0.05, NULL, NULL};
   o.ndnn_hidden_units = 2;
   o.dnn_hidden_units = DIA_HIDDEN;
-  loom_estimator *e = loom_dnn_linear_combined_regressor_new(&o, st);
-  cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, WD_STEPS);
-  traj_expect_trained(e, WD_VARS, WD_NVARS, WD_STEPS);
-  loom_estimator_free(e);
-  cu_data_free(&tr);
-  loom_fc_set_free(dc.set);
-  loom_status_free(st);
-  tu_rmtree(dir);
+  traj_end(&t, loom_dnn_linear_combined_regressor_new(&o, t.st), WD_VARS, WD_NVARS, WD_STEPS);
 }
 
 /* The DNN regressor with optimizer "RMSProp" at its default rate follows TF 2.15's (Keras' legacy RMSprop:
  * the mean square starts at 0, not at TF 1's 1) from TF's initial weights on the same batches
  * (tests/fixtures/canned/dnn_rmsprop_trajectory.h, scripts/gen_canned_trajectory_fixtures.py). */
 Test(canned, dnn_regressor_rmsprop_follows_tf2_from_the_same_weights) {
-  diamond_cols dc;
-  diamond_cols_make(&dc);
-  cu_data tr;
-  cu_diamonds(&tr, 0);
-  tr.batch = 32;
-  tr.shuffle = 0;
-  loom_status *st = loom_status_new();
-  char dir[TU_TMPDIR_CAP], init[TU_TMPDIR_CAP + 16];
-  tu_tmpdir(dir, sizeof dir, "canned_rmst");
-  snprintf(init, sizeof init, "%s/init.ckpt", dir);
-  traj_write_init(init, RMS_VARS, RMS_NVARS);
-  char mdir[TU_TMPDIR_CAP + 16];
-  snprintf(mdir, sizeof mdir, "%s/model", dir);
-  loom_run_config cfg = cu_config();
+  traj_run t;
+  traj_begin(&t, "canned_rmst", RMS_VARS, RMS_NVARS);
   loom_dnn_options o = loom_dnn_options_default();
-  o.model_dir = mdir;
-  o.config = &cfg;
-  o.warm_start_from = init;
+  o.model_dir = t.mdir;
+  o.config = &t.cfg;
+  o.warm_start_from = t.init;
   o.nfeature_columns = 4;
-  o.feature_columns = dc.dnn;
+  o.feature_columns = t.dc.dnn;
   o.optimizer = (loom_canned_optimizer){"RMSProp", 0, NULL, NULL};
   o.nhidden_units = 2;
   o.hidden_units = DIA_HIDDEN;
-  loom_estimator *e = loom_dnn_regressor_new(&o, st);
-  cr_assert(e, "%s", loom_status_message(st));
-  cu_train(e, &tr, RMS_STEPS);
-  traj_expect_trained(e, RMS_VARS, RMS_NVARS, RMS_STEPS);
-  loom_estimator_free(e);
-  cu_data_free(&tr);
-  loom_fc_set_free(dc.set);
-  loom_status_free(st);
-  tu_rmtree(dir);
+  traj_end(&t, loom_dnn_regressor_new(&o, t.st), RMS_VARS, RMS_NVARS, RMS_STEPS);
 }
 
 /* ---- user optimizers: a name with the estimator's default rate, and an object ---- */
