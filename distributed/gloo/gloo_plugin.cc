@@ -798,13 +798,16 @@ void p_set_timeout(double t) {
 
 /* All-reduces use the staged chunked ring: Gloo's buffer-bound algorithm, built once per size, whose
  * fixed cost per call is lower than that of the per-call all-reduce (gloo::allreduce, which sets up its
- * buffers every call). Every size up to this many floats (1 GiB) does, not only small ones: a step whose
- * buckets alternate between the two algorithms (small and large buckets) stalls tens of milliseconds at
- * each switch on loopback, where either algorithm alone takes a few. Larger ones use the per-call
- * all-reduce, in place (no staging copy). At most kStagedSizes sizes are kept (the same on every rank:
- * the ranks ask for the same sizes in the same order). */
-constexpr int64_t kStagedMax = (int64_t)1 << 28;
+ * buffers every call). Every size up to kStagedMax floats (256 MiB) does, not only small ones: a step
+ * whose buckets alternate between the two algorithms (small and large buckets) stalls tens of
+ * milliseconds at each switch on loopback, where either algorithm alone takes a few. The price is a copy
+ * into the staging buffer and back per call, and the staging buffers themselves: at most kStagedSizes
+ * sizes and kStagedBytes bytes in all are kept, else the cache starts again (the same on every rank: the
+ * ranks ask for the same sizes in the same order, and building an algorithm takes Gloo slots, which must
+ * agree). Larger all-reduces use the per-call all-reduce, in place. */
+constexpr int64_t kStagedMax = (int64_t)1 << 26;
 constexpr size_t kStagedSizes = 64;
+constexpr int64_t kStagedBytes = (int64_t)1 << 28;
 
 int all_reduce_now(float *buf, int64_t n, char *err, size_t cap) {
   return run("allreduce",
@@ -814,7 +817,9 @@ int all_reduce_now(float *buf, int64_t n, char *err, size_t cap) {
                if (n <= kStagedMax) {
                  auto it = st.ar.find(n);
                  if (it == st.ar.end()) {
-                   if (st.ar.size() >= kStagedSizes) st.ar.clear();
+                   int64_t bytes = n * (int64_t)sizeof(float);
+                   for (auto &e : st.ar) bytes += (int64_t)e.second.buf.size() * (int64_t)sizeof(float);
+                   if (st.ar.size() >= kStagedSizes || bytes > kStagedBytes) st.ar.clear();
                    State::Staged &g = st.ar[n];
                    g.buf.resize((size_t)n);
                    g.alg.reset(new gloo::AllreduceRingChunked<float>(c, {g.buf.data()}, (int)n));
