@@ -195,8 +195,9 @@ static int u_init(double timeout_s, char *err, size_t cap) {
   if (!already) {
     /* Open MPI's non-blocking all-reduce: Rabenseifner's (reduce-scatter by recursive halving, allgather by
      * recursive doubling: a ring's bytes in 2 log2(N) rounds instead of 2(N-1)) unless the user chose one;
-     * its default for an in-place buffer sends every byte through one rank (2 ranks over TCP: 223-234
-     * global steps/s against 253-269; 4 ranks on 2 cores: 89-101 against 107-113). Other MPIs ignore it. */
+     * libnbc's own choice for an in-place buffer is slower here (bench/results/
+     * collective_mpi_iallreduce_algorithm_2core_quiet_amd.txt: 2 ranks over TCP faster in every paired
+     * round, by 5-17%; 4 ranks on 2 cores in 2 of 3). Other MPIs ignore it. */
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
     int prov = 0;
     int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &prov);
