@@ -550,7 +550,7 @@ Test(allreduce, one_rank_equals_local_training, .timeout = 120) {
  * them, or when LOOM_COLLECTIVE_PROGRESS_THREAD forces it; the choice is in the start-up line. */
 static void progress_choice(const char *dir, const char *name, const char *launch, int np, const char *want) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "env -u TF_CONFIG %s -np %d %s --model_dir %s/%s --batch 16 --steps 5 --hidden 8 --log info > %s/%s.out 2>&1",
+  snprintf(cmd, sizeof cmd, "env -u TF_CONFIG -u LOOM_COLLECTIVE_PROGRESS_THREAD %s -np %d %s --model_dir %s/%s --batch 16 --steps 5 --hidden 8 --log info > %s/%s.out 2>&1",
            launch, np, LOOM_ALLREDUCE_JOB_BIN, dir, name, dir, name);
   int rc = system(cmd);
   char *out = out_of(dir, name);

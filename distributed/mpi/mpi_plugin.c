@@ -152,6 +152,36 @@ static int check(char *err, size_t cap) {
 
 static char g_name[MPI_MAX_LIBRARY_VERSION_STRING + 160]; /* the library's version and the progress choice */
 
+/* The physical cores among the CPUs of mask (hyperthreads of one core count once: distinct package and
+ * core ids under /sys), or the CPUs themselves where the topology cannot be read. */
+static int physical_cores(const cpu_set_t *mask) {
+  int n = 0, cpus = CPU_COUNT(mask);
+  long *ids = calloc((size_t)cpus + 1, sizeof *ids);
+  if (!ids) return cpus;
+  for (int c = 0; c < CPU_SETSIZE && n >= 0; c++) {
+    if (!CPU_ISSET(c, mask)) continue;
+    long v[2] = {-1, -1};
+    static const char *const what[2] = {"physical_package_id", "core_id"};
+    for (int k = 0; k < 2; k++) {
+      char path[96];
+      snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", c, what[k]);
+      FILE *f = fopen(path, "r");
+      if (!f || fscanf(f, "%ld", &v[k]) != 1) v[k] = -1;
+      if (f) fclose(f);
+    }
+    if (v[0] < 0 || v[1] < 0) {
+      n = -1; /* no topology: count CPUs */
+      break;
+    }
+    long id = v[0] * 65536 + v[1];
+    int seen = 0;
+    for (int i = 0; i < n && !seen; i++) seen = ids[i] == id;
+    if (!seen) ids[n++] = id;
+  }
+  free(ids);
+  return n > 0 ? n : cpus;
+}
+
 /* (at init, collective over the node's ranks) whether a progress thread runs: the cores in this rank's
  * affinity mask against the ranks of this node whose masks meet it; the choice appended to g_name */
 static int want_progress_thread(int level) {
@@ -159,7 +189,7 @@ static int want_progress_thread(int level) {
   int forced = pt && (!strcmp(pt, "0") || !strcmp(pt, "1")), on = forced && !strcmp(pt, "1");
   cpu_set_t mine;
   CPU_ZERO(&mine);
-  int cores = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0, sharing = 1;
+  int cores = sched_getaffinity(0, sizeof mine, &mine) == 0 ? physical_cores(&mine) : 0, sharing = 1;
   MPI_Comm node;
   if (MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
     int n = 1;
