@@ -171,9 +171,16 @@ static int wino_enabled(void) {
   }
   return v;
 }
+/* The zero-padded copy of the input the Winograd tiles read (every image, whole 2x2 output blocks): at
+ * most WINO_MAX_PAD_ELEMS values (64 MB in f32), else the direct loops, whose workspace is bounded. */
+#define WINO_MAX_PAD_ELEMS ((int64_t)16 << 20)
+static int64_t wino_pad_elems(const geom *g) {
+  return g->N * (2 * ((g->OH + 1) / 2) + 4) * (2 * ((g->OW + 1) / 2) + 4) * g->C;
+}
 static int wino_ok(const geom *g) {
   return g->KH == 5 && g->KW == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->M > 0 &&
-         g->C >= WINO_MIN_C && g->C <= WINO_MAX_C && g->O >= WINO_MIN_O && g->O <= WINO_MAX_O && wino_enabled();
+         g->C >= WINO_MIN_C && g->C <= WINO_MAX_C && g->O >= WINO_MIN_O && g->O <= WINO_MAX_O &&
+         wino_pad_elems(g) <= WINO_MAX_PAD_ELEMS && wino_enabled();
 }
 /* Parts (each with its own scratch): one per WINO_TILES_PER_PART tiles, at most WINO_MAX_PARTS. */
 static int64_t wino_parts(const geom *g) {
@@ -184,8 +191,7 @@ static int64_t wino_parts(const geom *g) {
 static int64_t wino_part_elems(int64_t C, int64_t O) { return 36 * WINO_TB * (C + O); }
 /* The workspace: U[36][C][O], the parts' scratch, the padded input. */
 static int64_t wino_ws_elems(const geom *g) {
-  int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2;
-  return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
+  return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + wino_pad_elems(g);
 }
 
 /* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (V and
@@ -194,8 +200,8 @@ static int64_t wino_ws_elems(const geom *g) {
 static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
 static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) { return 36 * WINO_TB * (Cp + O); }
 static int64_t wino_dw_ws_elems(const geom *g) {
-  int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, Cp = wino_dw_cp(g->C), P = wino_parts(g);
-  return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + g->N * (2 * th + 4) * (2 * tw + 4) * g->C;
+  int64_t Cp = wino_dw_cp(g->C), P = wino_parts(g);
+  return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + wino_pad_elems(g);
 }
 
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
