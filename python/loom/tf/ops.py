@@ -1,9 +1,9 @@
 """TF ops inside a model_fn, built into loom's graph: a custom
 tf.estimator.Estimator calls the model_fn with loom.Output tensors, and
 these functions (tf.compat.v1.layers.dense, tf.nn.*, tf.argmax,
-tf.reduce_mean, tf.compat.v1.losses.*, tf.compat.v1.metrics.*,
-tf.compat.v1.train.*Optimizer(...).minimize, get_global_step) add loom
-nodes to the tensors' graph. Any other op raises NotImplementedError."""
+tf.reduce_mean, tf.compat.v1.train.*Optimizer(...).minimize,
+get_global_step; the losses and metrics are _v1_ops') add loom nodes to
+the tensors' graph. Any other op raises NotImplementedError."""
 import ctypes as C
 
 import numpy as np
@@ -69,25 +69,6 @@ def _reduce(kind):
 
 
 reduce_mean, reduce_sum, reduce_max, reduce_min = (_reduce(k) for k in ("mean", "sum", "max", "min"))
-
-
-def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None, loss_collection=None,
-                                 reduction="weighted_sum_by_nonzero_weights"):
-    """tf.compat.v1.losses.sparse_softmax_cross_entropy (SUM_BY_NONZERO_WEIGHTS)."""
-    if weights != 1.0 or reduction != "weighted_sum_by_nonzero_weights":
-        raise NotImplementedError("loom.tf: sparse_softmax_cross_entropy with weights or another reduction is not "
-                                  "supported yet")
-    g = _g(logits, "tf.compat.v1.losses.sparse_softmax_cross_entropy")
-    return g._out(lib.loom_losses_sparse_softmax_cross_entropy(g.p, labels.c, logits.c, L.Output(), _b(scope), None,
-                                                               0))
-
-
-def mean_squared_error(labels, predictions, weights=1.0, scope=None, loss_collection=None,
-                       reduction="weighted_sum_by_nonzero_weights"):
-    if weights != 1.0 or reduction != "weighted_sum_by_nonzero_weights":
-        raise NotImplementedError("loom.tf: mean_squared_error with weights or another reduction is not supported "
-                                  "yet")
-    return _g(predictions, "tf.compat.v1.losses.mean_squared_error").mean_squared_error(labels, predictions)
 
 
 class MetricOp(tuple):
