@@ -1,6 +1,22 @@
 """Runs a TF_CONFIG job's tasks as real processes, for the tests."""
+import json
+import os
 import subprocess
 import sys
+
+import loom
+
+
+def task_env(role=None, cluster=None, model_dir=None):
+    """This environment with the loom under test importable, and TF_CONFIG naming task role:0 of cluster
+    (no TF_CONFIG when role is None)."""
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(loom.__file__)))
+    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("TF_CONFIG", None)
+    if role is not None:
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": role, "index": 0}, "model_dir": model_dir})
+    return env
 
 
 def run_tasks(envs, args, cwd=None, timeout=240):

@@ -12,7 +12,7 @@ import pytest
 
 import loom
 import loom.tf as tf
-from task_procs import run_tasks
+from task_procs import run_tasks, task_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "programs", "train_alone_job.py")
@@ -20,10 +20,7 @@ CLUSTER = {"chief": ["127.0.0.1:0"], "ps": ["127.0.0.1:0"], "worker": ["127.0.0.
 
 
 def _env(role, model_dir, cluster=CLUSTER):
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(loom.__file__)))
-    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": role, "index": 0}, "model_dir": model_dir})
+    env = task_env(role, cluster, model_dir)
     env["LOOM_LOCAL_SIZE"], env["MAX_STEPS"] = "4", "300"
     return env
 

@@ -411,8 +411,17 @@ def test_leaky_relu_and_gelu_take_tf_arguments():
     tanh_gelu = 0.5 * _A * (1 + np.tanh(np.sqrt(2 / np.pi) * (_A + 0.044715 * _A ** 3)))
     np.testing.assert_allclose(got[2], tanh_gelu, rtol=1e-5, atol=1e-6)
     assert not np.allclose(got[3], tanh_gelu, rtol=1e-7, atol=0)  # the exact one by default, as TF
-    # as an activation_fn they are still names loom's canned models take
-    tf.estimator.DNNClassifier([3], [tf.feature_column.numeric_column("x")], activation_fn=tf.nn.leaky_relu)
+    # as an activation_fn they are still names loom's canned models take: the function and its name train alike
+    x = np.linspace(-2, 2, 40, dtype=np.float32).reshape(-1, 1)
+    y = (x[:, 0] > 0.3).astype(np.int64)
+    w = []
+    for act in (tf.nn.leaky_relu, "leaky_relu", tf.nn.relu):
+        est = tf.estimator.DNNClassifier([3], [tf.feature_column.numeric_column("x")], activation_fn=act,
+                                         config=tf.estimator.RunConfig(tf_random_seed=3))
+        est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(40), steps=20)
+        w.append(est.get_variable_value("dnn/logits/kernel"))
+    np.testing.assert_array_equal(w[0], w[1])
+    assert not np.array_equal(w[0], w[2])
 
 
 def test_compat_v1_logging_writes_to_tfs_logger_at_its_verbosity(caplog):
@@ -752,6 +761,13 @@ def test_export_savedmodel_is_tf1s_name_of_export_saved_model(tmp_path):
     path = est.export_savedmodel(str(tmp_path / "e"), tf.estimator.export.build_raw_serving_input_receiver_fn(
         {"x": ph}))
     assert isinstance(path, bytes) and os.path.isdir(path)
+    # the same export as TF 2's name writes: the same files, the same serving signature
+    other = est.export_saved_model(str(tmp_path / "e2"), tf.estimator.export.build_raw_serving_input_receiver_fn(
+        {"x": ph}))
+    assert sorted(os.listdir(path)) == sorted(os.listdir(other)) and b"saved_model.loom" in os.listdir(path)
+    with open(os.path.join(path, b"signatures.json"), "rb") as a, open(os.path.join(other, b"signatures.json"),
+                                                                          "rb") as b:
+        assert a.read() == b.read()
 
 
 def _metric_values(build, feed):
@@ -856,3 +872,5 @@ def test_dense_features_in_a_model_fn(tmp_path):
     est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
     est.train(lambda: ({"x": _FX, "c": _FC}, _FY), steps=2)
     assert "dense_features/c_embedding/embedding_weights" in est.get_variable_names()  # TF 2's name
+    # both columns feed the layer: 2 numeric values + a 2-wide embedding
+    assert est.get_variable_value("dense/kernel").shape == (4, 2)

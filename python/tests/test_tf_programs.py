@@ -4,7 +4,6 @@ fashion_mnist_dist.py also runs as a distributed job (one process per
 TF_CONFIG role).
 compare.sh there runs the same files under TF 2.15 (import line changed)."""
 import importlib.util
-import json
 import os
 import re
 import subprocess
@@ -13,7 +12,7 @@ import sys
 import pytest
 
 import loom
-from task_procs import run_tasks
+from task_procs import run_tasks, task_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "..", "examples", "tf_programs")
@@ -43,16 +42,10 @@ CASES = {
 SAME_START_TF = os.path.join(HERE, "..", "..", "tests", "fixtures", "tf_programs", "same_start.txt")
 
 
-def _env():
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(loom.__file__)))
-    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("TF_CONFIG", None)
-    return env
 
 
 def run_program(name, seed=0):
-    env = _env()
+    env = task_env()
     p = subprocess.run([sys.executable, name, str(seed)], cwd=PROGRAMS, env=env, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -110,8 +103,7 @@ def test_dist_program_under_tf_config_runs_each_role(tmp_path):
     cluster = {"chief": ["127.0.0.1:0"], "ps": ["127.0.0.1:0"], "worker": ["127.0.0.1:0"]}
     envs = {}
     for role in ("ps", "chief", "worker", "evaluator"):
-        env = _env()
-        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": role, "index": 0}, "model_dir": md})
+        env = task_env(role, cluster, md)
         env["LOOM_LOCAL_SIZE"], env["MAX_STEPS"] = "4", "400"
         envs[role] = env
     codes, out = run_tasks(envs, ["fashion_mnist_dist.py", "0"], cwd=PROGRAMS)
