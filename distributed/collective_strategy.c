@@ -603,6 +603,16 @@ static void account_overlap(coll *c) {
   if (open) add_span(c, a0, a1);
 }
 
+/* The average of n summed values d of gradient g: divided here unless its optimizer ops read it scaled
+ * (g->fused); scaled_bytes counts what is divided here. */
+static void average(coll *c, const coll_grad *g, float *d, int64_t n) {
+  if (!g->fused) {
+    float inv = 1.0f / (float)c->size;
+    for (int64_t i = 0; i < n; i++) d[i] *= inv;
+    c->scaled_bytes += n * (int64_t)sizeof(float);
+  }
+}
+
 /* Completes every bucket (packing from the results and starting those the run did not start), checks the
  * training flag, and unpacks the averages into the fed tensors. */
 static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi, loom_status *st) {
@@ -633,7 +643,6 @@ static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi,
   account_overlap(c);
   /* the train op is fed views of the pack (no copy): the sums, averaged by its apply ops' gradient scale
    * (fuse_average), or the averages in place */
-  float inv = 1.0f / (float)c->size;
   for (int i = 0; i < c->nbk; i++) {
     coll_grad *g = &c->gr[c->bk[i]];
     const loom_tensor *r = res[fi[c->bk[i]]];
@@ -644,10 +653,7 @@ static loom_code finish_buckets(coll *c, loom_tensor *const *res, const int *fi,
                                   (size_t)g->numel * sizeof(float), NULL, NULL, st);
       if (!g->fed_v) return loom_status_code(st) ? loom_status_code(st) : oom(st);
     }
-    if (!g->fused) {
-      for (int64_t j = 0; j < g->numel; j++) p[j] *= inv;
-      c->scaled_bytes += g->numel * (int64_t)sizeof(float);
-    }
+    average(c, g, p, g->numel);
     c->reduced_bytes += g->numel * (int64_t)sizeof(float);
   }
   return LOOM_OK;
@@ -700,11 +706,7 @@ static loom_code dense_sparse(coll *c, coll_grad *g, const loom_tensor *vals, co
                            "ranks%s%lld",
                            g->var, (double)d[n], (long long)vocab, bad != -1 ? "; this rank's: " : "",
                            bad != -1 ? (long long)bad : 0LL);
-  if (!g->fused) {
-    float inv = 1.0f / (float)c->size;
-    for (int64_t i = 0, m = vocab * width; i < m; i++) d[i] *= inv;
-    c->scaled_bytes += vocab * width * (int64_t)sizeof(float);
-  }
+  average(c, g, d, vocab * width);
   c->reduced_bytes += vocab * width * (int64_t)sizeof(float);
   return LOOM_OK;
 }
@@ -782,11 +784,7 @@ static loom_code gather_sparse(coll *c, coll_grad *g, const loom_tensor *vals, c
     rc = loom__coll_allgatherv(loom_tensor_data_const(ids), rows * (int64_t)isz, loom_tensor_data(g->fed_i), ibytes,
                                st);
   if (rc == LOOM_OK) {
-    if (!g->fused) {
-      float inv = 1.0f / (float)c->size, *d = loom_tensor_data(g->fed_v);
-      for (int64_t i = 0, m = total * width; i < m; i++) d[i] *= inv;
-      c->scaled_bytes += total * width * (int64_t)sizeof(float);
-    }
+    average(c, g, loom_tensor_data(g->fed_v), total * width);
     c->gathered_bytes += total * (width * (int64_t)sizeof(float) + (int64_t)isz);
     c->sparse_gathered++;
   }
