@@ -258,6 +258,19 @@ static void reg_apply(loom_op_def *t, int op, int nin, loom_shape_fn shape, loom
   t[op].kernels[LOOM_DEVICE_CPU][LOOM_F32] = k;
 }
 
+/* The optimizer ops (Apply*, SparseApply*): the variable and its slots, written in place (inputs 0 .. n-1). */
+static const struct {
+  int op, n;
+} muts[] = {
+      {LOOM_OP_ApplyGradientDescent, 1}, {LOOM_OP_SparseApplyGradientDescent, 1}, {LOOM_OP_ApplyMomentum, 2},
+      {LOOM_OP_SparseApplyMomentum, 2},  {LOOM_OP_ApplyAdagrad, 2},              {LOOM_OP_SparseApplyAdagrad, 2},
+      {LOOM_OP_ApplyAdam, 3},            {LOOM_OP_SparseApplyAdam, 3},           {LOOM_OP_ApplyFtrlV2, 3},
+      {LOOM_OP_SparseApplyFtrlV2, 3},    {LOOM_OP_ApplyRMSProp, 3},              {LOOM_OP_SparseApplyRMSProp, 3},
+      {LOOM_OP_ApplyCenteredRMSProp, 4}, {LOOM_OP_SparseApplyCenteredRMSProp, 4}, {LOOM_OP_ApplyAdadelta, 3},
+      {LOOM_OP_SparseApplyAdadelta, 3},
+};
+#define NMUTS (sizeof muts / sizeof muts[0])
+
 void loom__register_train(loom_op_def *t) {
   t[LOOM_OP_VariableV2].nin = 0;
   t[LOOM_OP_VariableV2].nout = 1;
@@ -307,18 +320,7 @@ void loom__register_train(loom_op_def *t) {
   reg_apply(t, LOOM_OP_ApplyAdadelta, 7, shape_adadelta, NULL, loom__k_apply_adadelta_f32);
   reg_apply(t, LOOM_OP_SparseApplyAdadelta, 8, shape_sadadelta, ws_sadadelta, loom__k_sparse_apply_adadelta_f32);
 
-  /* the variable and its slots, written in place (inputs 0 .. n-1) */
-  static const struct {
-    int op, n;
-  } muts[] = {
-      {LOOM_OP_ApplyGradientDescent, 1}, {LOOM_OP_SparseApplyGradientDescent, 1}, {LOOM_OP_ApplyMomentum, 2},
-      {LOOM_OP_SparseApplyMomentum, 2},  {LOOM_OP_ApplyAdagrad, 2},              {LOOM_OP_SparseApplyAdagrad, 2},
-      {LOOM_OP_ApplyAdam, 3},            {LOOM_OP_SparseApplyAdam, 3},           {LOOM_OP_ApplyFtrlV2, 3},
-      {LOOM_OP_SparseApplyFtrlV2, 3},    {LOOM_OP_ApplyRMSProp, 3},              {LOOM_OP_SparseApplyRMSProp, 3},
-      {LOOM_OP_ApplyCenteredRMSProp, 4}, {LOOM_OP_SparseApplyCenteredRMSProp, 4}, {LOOM_OP_ApplyAdadelta, 3},
-      {LOOM_OP_SparseApplyAdadelta, 3},
-  };
-  for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) t[muts[i].op].mutated_inputs = (1u << muts[i].n) - 1;
+  for (size_t i = 0; i < NMUTS; i++) t[muts[i].op].mutated_inputs = (1u << muts[i].n) - 1;
 
   t[LOOM_OP_LearningRateSchedule].nin = -1;
   t[LOOM_OP_LearningRateSchedule].nout = 1;
@@ -514,26 +516,9 @@ loom_output loom_sparse_apply_adadelta(loom_graph *g, loom_output var, loom_outp
 
 /* ---- the gradient scale of an optimizer op ---- */
 static int is_apply_op(const loom_node *n) {
-  if (!n) return 0;
-  switch (n->op) {
-  case LOOM_OP_ApplyGradientDescent:
-  case LOOM_OP_SparseApplyGradientDescent:
-  case LOOM_OP_ApplyMomentum:
-  case LOOM_OP_SparseApplyMomentum:
-  case LOOM_OP_ApplyAdagrad:
-  case LOOM_OP_SparseApplyAdagrad:
-  case LOOM_OP_ApplyAdam:
-  case LOOM_OP_SparseApplyAdam:
-  case LOOM_OP_ApplyFtrlV2:
-  case LOOM_OP_SparseApplyFtrlV2:
-  case LOOM_OP_ApplyRMSProp:
-  case LOOM_OP_SparseApplyRMSProp:
-  case LOOM_OP_ApplyCenteredRMSProp:
-  case LOOM_OP_SparseApplyCenteredRMSProp:
-  case LOOM_OP_ApplyAdadelta:
-  case LOOM_OP_SparseApplyAdadelta: return 1;
-  default: return 0;
-  }
+  for (size_t i = 0; n && i < NMUTS; i++)
+    if (n->op == muts[i].op) return 1;
+  return 0;
 }
 
 loom_code loom_apply_set_gradient_scale(loom_node *apply, float scale, loom_status *st) {
