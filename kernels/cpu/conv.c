@@ -491,7 +491,6 @@ typedef struct {
 /* The register-tiled loops of one instruction set (kernels/cpu/conv_tiles.h). */
 typedef struct {
   void (*direct_fwd_range)(void *, int64_t, int64_t); /* pixels of a direct forward convolution */
-  void (*pad_fwd_range)(void *, int64_t, int64_t);    /* the same reading a padded input */
   void (*gemm_nn_range)(void *, int64_t, int64_t);    /* rows of C = A x B */
   void (*dw_gemm_range)(void *, int64_t, int64_t);    /* 6-row tiles of dF += col^T x dY */
   void (*dwp_range)(void *, int64_t, int64_t);        /* partitions of a small-window dF from a padded input */
@@ -625,7 +624,7 @@ static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, cons
   FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws};
   int64_t grain = (CONV_ROW_GRAIN * 4) / (g->K * g->O > 0 ? g->K * g->O : 1);
   loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8,
-                     xp ? FN(isa)()->pad_fwd_range : FN(isa)()->direct_fwd_range, &a);
+                     FN(isa)()->direct_fwd_range, &a);
 }
 
 loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {

@@ -107,11 +107,12 @@ TARGET static void FNI(tile_rows)(const T *const (*cs)[CONV_DIRECT_MAX_KH], int 
     }
 }
 
-/* Pixels [b, e), 12 at a time, read through their window rows. */
+/* Pixels [b, e), 12 at a time: their window rows at fixed offsets in the padded input when there is one
+ * (a->xp: no bounds to check, nothing to gather), else gathered from x. */
 TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   const FN(direct_args) *a = p;
   const geom *g = a->g;
-  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH;
+  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, rstep = g->dh * a->Ws * g->C;
   T patch[12][CONV_DIRECT_MAX_K];
   const T *src[12][CONV_DIRECT_MAX_KH];
   int64_t n, oh, ow;
@@ -120,31 +121,12 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
     int np = e - r < 12 ? (int)(e - r) : 12;
     for (int i = 0; i < 12; i++) {
       if (i < np) {
-        FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
-        pix_next(g, &n, &oh, &ow);
-      } else {
-        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
-      }
-    }
-    FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
-  }
-}
-
-/* Pixels [b, e), 12 at a time, their window rows at fixed offsets in the
- * padded input (no bounds to check, nothing to gather). */
-TARGET static void FNI(pad_fwd_range)(void *p, int64_t b, int64_t e) {
-  const FN(direct_args) *a = p;
-  const geom *g = a->g;
-  const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, rstep = g->dh * a->Ws * g->C;
-  const T *src[12][CONV_DIRECT_MAX_KH];
-  int64_t n, oh, ow;
-  pix_of(g, b, &n, &oh, &ow);
-  for (int64_t r = b; r < e; r += 12) {
-    int np = e - r < 12 ? (int)(e - r) : 12;
-    for (int i = 0; i < 12; i++) {
-      if (i < np) {
-        const T *s = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow);
-        for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = s + kh * rstep;
+        if (a->xp) {
+          const T *s = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow);
+          for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = s + kh * rstep;
+        } else {
+          FN(window_rows)(g, a->x, n, oh, ow, patch[i], src[i]);
+        }
         pix_next(g, &n, &oh, &ow);
       } else {
         for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
@@ -495,9 +477,9 @@ TARGET static void FNI(wino_dy)(const T *y00, const T *y01, const T *y10, const 
 }
 #undef WY_ROW
 
-static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(pad_fwd_range), FNI(gemm_nn_range),
-                                               FNI(dw_gemm_range),    FNI(dwp_range),     FNI(wino_in),
-                                               FNI(wino_out),         FNI(wino_dy)};
+static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range),
+                                               FNI(dwp_range),        FNI(wino_in),       FNI(wino_out),
+                                               FNI(wino_dy)};
 
 #undef UNROLL
 #undef WIDE
