@@ -606,6 +606,12 @@ Test(conv, padded_input_loops) {
       {2, 9, 9, 2, 3, 3, 4, 1, 1, 1, 2, S},    /* column dilation: windows gathered */
       {1, 3, 3, 1, 5, 5, 3, 1, 1, 1, 1, S},    /* window larger than the image */
       {5, 7, 6, 1, 2, 7, 40, 2, 1, 1, 1, S},   /* window wider than the image, O = 2.5 vectors */
+      /* rows of >= 14 output pixels: whole groups of a row read at one pointer (windows 1..4 values
+       * apart), the rest of each row by the 12-pixel tiles */
+      {2, 20, 31, 3, 3, 3, 19, 1, 1, 1, 1, S},  /* windows 3 apart, 14 + 14 + 3 per row, O = 19 */
+      {2, 16, 33, 2, 5, 5, 8, 1, 1, 1, 1, S},   /* 2 apart, O = 8: channels past the last full vector */
+      {2, 12, 40, 1, 3, 3, 48, 1, 2, 1, 1, S},  /* stride 2: 2 apart, 14 + 6 per row, O = 3 vectors */
+      {2, 9, 30, 4, 3, 3, 32, 1, 1, 1, 1, V},   /* 4 apart, the input read in place */
   };
   for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
     check_conv(&cfgs[i], LOOM_F32);

@@ -23,7 +23,7 @@ typedef T VEC __attribute__((vector_size(VBYTES)));
 #define VLOAD(v, p) memcpy(&(v), (p), sizeof(v))
 #define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
 
-#define UNROLL _Pragma("GCC unroll 16") /* constant tiles must live in registers */
+#define UNROLL _Pragma("GCC unroll 32") /* constant tiles must live in registers */
 
 #if VBYTES == 64
 #define WIDE 1 /* 32 registers */
@@ -107,6 +107,80 @@ TARGET static void FNI(tile_rows)(const T *const (*cs)[CONV_DIRECT_MAX_KH], int 
     }
 }
 
+/* PX consecutive pixels of one output row in the padded input, NV vectors of
+ * output channels from c0: pixel i's window row kh starts at
+ * base + kh*rstep + i*STEP, a constant offset from one pointer (the
+ * first layers' windows of a few values, where locating PX windows through
+ * pointers costs as much as multiplying them). Same order of sums as
+ * fwd_tile. */
+#define DEF_ROW_TILE(NV, PX, STEP)                                                                      \
+  TARGET static void FNI(row_tile_##NV##_##PX##_##STEP)(const T *base, int64_t rstep, int64_t KH,       \
+                                                       int64_t KWC, const T *w, int64_t O, int64_t c0,  \
+                                                       T *y) {                                           \
+    VEC acc[PX][NV];                                                                                    \
+    UNROLL for (int i = 0; i < PX; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (VEC){0};       \
+    const T *wr = w + c0;                                                                               \
+    for (int64_t kh = 0; kh < KH; kh++) {                                                               \
+      const T *s = base + kh * rstep;                                                                   \
+      for (int64_t j = 0; j < KWC; j++, wr += O) {                                                      \
+        VEC wv[NV];                                                                                     \
+        UNROLL for (int v = 0; v < NV; v++) VLOAD(wv[v], wr + v * VL);                                  \
+        UNROLL for (int i = 0; i < PX; i++) {                                                           \
+          const T xv = s[i * STEP + j];                                                                 \
+          UNROLL for (int v = 0; v < NV; v++) acc[i][v] += xv * wv[v];                                  \
+        }                                                                                               \
+      }                                                                                                 \
+    }                                                                                                   \
+    UNROLL for (int i = 0; i < PX; i++) UNROLL for (int v = 0; v < NV; v++)                            \
+      VSTORE(y + i * O + c0 + v * VL, acc[i][v]);                                                       \
+  }
+#if WIDE
+#define ROW_PX 14 /* 28 accumulators at 2 vectors */
+#define DEF_ROW_TILES(STEP) DEF_ROW_TILE(1, 14, STEP) DEF_ROW_TILE(2, 14, STEP)
+#else
+#define ROW_PX 12
+#define DEF_ROW_TILES(STEP) DEF_ROW_TILE(1, 12, STEP)
+#endif
+DEF_ROW_TILES(1)
+DEF_ROW_TILES(2)
+DEF_ROW_TILES(3)
+DEF_ROW_TILES(4)
+#undef DEF_ROW_TILES
+#undef DEF_ROW_TILE
+
+/* ROW_PX pixels of one output row whose windows are step (1..4) values apart, every full vector of
+ * output channels (the caller's tile_rows does the rest of O). */
+#if WIDE
+#define ROW_CALL(STEP)                                                                                  \
+  for (; v + 2 <= nfull; v += 2) FNI(row_tile_2_14_##STEP)(base, rstep, KH, KWC, w, O, v * VL, y);    \
+  if (v < nfull) FNI(row_tile_1_14_##STEP)(base, rstep, KH, KWC, w, O, v * VL, y);                    \
+  break;
+#else
+#define ROW_CALL(STEP)                                                                                  \
+  for (; v < nfull; v++) FNI(row_tile_1_12_##STEP)(base, rstep, KH, KWC, w, O, v * VL, y);            \
+  break;
+#endif
+TARGET static void FNI(row_group)(const T *base, int64_t step, int64_t rstep, int64_t KH, int64_t KWC,
+                                  const T *w, int64_t O, T *y) {
+  const int64_t nfull = O / VL;
+  int64_t v = 0;
+  switch (step) {
+    case 1: ROW_CALL(1)
+    case 2: ROW_CALL(2)
+    case 3: ROW_CALL(3)
+    default: ROW_CALL(4)
+  }
+  for (int64_t o0 = nfull * VL; o0 < O; o0++)
+    for (int i = 0; i < ROW_PX; i++) {
+      T acc = 0;
+      const T *wr = w + o0;
+      for (int64_t kh = 0; kh < KH; kh++)
+        for (int64_t j = 0; j < KWC; j++, wr += O) acc += base[kh * rstep + i * step + j] * *wr;
+      y[i * O + o0] = acc;
+    }
+}
+#undef ROW_CALL
+
 /* Pixels [b, e), 12 at a time: their window rows at fixed offsets in the padded input when there is one
  * (a->xp: no bounds to check, nothing to gather), else gathered from x. */
 TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
@@ -115,10 +189,27 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   const int64_t O = g->O, KWC = g->KW * g->C, KH = g->KH, rstep = g->dh * a->Ws * g->C;
   T patch[12][CONV_DIRECT_MAX_K];
   const T *src[12][CONV_DIRECT_MAX_KH];
+  const int64_t step = g->sw * g->C;
+  const int rows = a->xp && step <= 4; /* whole groups of ROW_PX pixels of a row by row_group */
   int64_t n, oh, ow;
   pix_of(g, b, &n, &oh, &ow);
-  for (int64_t r = b; r < e; r += 12) {
-    int np = e - r < 12 ? (int)(e - r) : 12;
+  for (int64_t r = b; r < e;) {
+    if (rows && g->OW - ow >= ROW_PX && e - r >= ROW_PX) {
+      FNI(row_group)(FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow), step, rstep, KH, KWC, a->w, O,
+                     a->y + r * O);
+      r += ROW_PX;
+      if ((ow += ROW_PX) == g->OW) {
+        ow = 0;
+        if (++oh == g->OH) {
+          oh = 0;
+          ++n;
+        }
+      }
+      continue;
+    }
+    /* 12 pixels, or to the row's end (rows: the rest of a row, fewer than ROW_PX) */
+    int64_t lim = rows && g->OW - ow < e - r ? g->OW - ow : e - r;
+    int np = lim < 12 ? (int)lim : 12;
     for (int i = 0; i < 12; i++) {
       if (i < np) {
         if (a->xp) {
@@ -133,6 +224,7 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
       }
     }
     FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
+    r += np;
   }
 }
 
@@ -482,6 +574,7 @@ static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_n
                                                FNI(wino_dy)};
 
 #undef UNROLL
+#undef ROW_PX
 #undef WIDE
 #undef DW_NV
 #undef VL
