@@ -863,10 +863,15 @@ Test(pool, pools_and_gradients_vs_reference) {
       {4, 28, 28, 8, 2, 2, 2, 2, 0},
       {2, 5, 5, 17, 2, 2, 2, 2, 0}, /* stride = window, VALID: the last row/column is in no window */
       {2, 6, 6, 17, 3, 3, 3, 3, 1}, /* windows tile the image exactly */
+      /* 2x2 at stride 2 over whole blocks of 16 channels: the loops of that window */
+      {2, 6, 8, 32, 2, 2, 2, 2, 0}, /* tiling the image */
+      {2, 7, 9, 16, 2, 2, 2, 2, 1}, /* SAME, odd: the last row's and column's windows are partial */
+      {2, 7, 7, 16, 2, 2, 2, 2, 0}, /* VALID, odd: a row and a column in no window */
   };
   for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
     check_pool(&cfgs[i], 0, LOOM_F32);
     check_pool(&cfgs[i], 1, LOOM_F32);
+    if (cfgs[i].C % 16 == 0) check_pool(&cfgs[i], 1, LOOM_F64);
   }
   check_pool(&cfgs[1], 1, LOOM_F64);
   check_pool(&cfgs[3], 0, LOOM_F64);

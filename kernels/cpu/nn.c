@@ -366,10 +366,28 @@ typedef struct {
   T *y;
 } FN(pool_args);
 
+/* The 2x2 window of a stride-2 pool whose rows start at x0 and x1, channels [c, c + PBLK): the
+ * elementwise maximum (x > m ? x : m, in the order of the general loop). */
+#define PBLK 16
+LOOM_FORCE_INLINE void FN(max2x2_block)(const T *x0, const T *x1, int64_t C, T *o) {
+  for (int k = 0; k < PBLK; k++) {
+    T m = NEG_INF, v = x0[k];
+    m = v > m ? v : m;
+    v = x0[C + k];
+    m = v > m ? v : m;
+    v = x1[k];
+    m = v > m ? v : m;
+    v = x1[C + k];
+    o[k] = v > m ? v : m;
+  }
+}
+
 LOOM_HOT static void FN(max_pool_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C;
+  /* 2x2 windows at stride 2: whole blocks of channels without the general loop's bookkeeping */
+  const int two = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && C % PBLK == 0;
   for (int64_t r = b; r < e; r++) {
     int64_t n = r / g->OH, oh = r - n * g->OH, hb, he;
     pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
@@ -377,6 +395,11 @@ LOOM_HOT static void FN(max_pool_range)(void *p, int64_t b, int64_t e) {
       int64_t wb, we;
       pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
       T *restrict o = a->y + (r * g->OW + ow) * C;
+      if (two && he - hb == 2 && we - wb == 2) {
+        const T *x0 = a->x + ((n * g->H + hb) * g->W + wb) * C, *x1 = x0 + g->W * C;
+        for (int64_t c = 0; c < C; c += PBLK) FN(max2x2_block)(x0 + c, x1 + c, C, o + c);
+        continue;
+      }
       for (int64_t c = 0; c < C; c++) o[c] = NEG_INF;
       for (int64_t ih = hb; ih < he; ih++)
         for (int64_t iw = wb; iw < we; iw++) {
@@ -427,7 +450,6 @@ loom_code FN(loom__k_avg_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, 
 /* ---- MaxPoolGrad / AvgPoolGrad: task = one image (images never overlap) ---- */
 /* Routes dy[c0..c0+PBLK) of one window to the first maximum of each channel.
  * The fixed block size keeps best/at in vector registers. */
-#define PBLK 16
 LOOM_FORCE_INLINE void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0,
                                     int64_t hb, int64_t he, int64_t wb, int64_t we, int tile) {
   T best[PBLK];
@@ -481,10 +503,33 @@ LOOM_FORCE_INLINE void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int6
   }
 }
 
+/* argmax_block of a whole 2x2 window (rows at x0, x1) that alone covers its pixels (d0, d1: their
+ * gradient rows): each pixel written once. */
+LOOM_FORCE_INLINE void FN(argmax2x2_block)(const T *x0, const T *x1, int64_t C, const T *dy, T *d0, T *d1) {
+  T best[PBLK];
+  int32_t at[PBLK]; /* 0..3: the window's pixel of the first maximum */
+  for (int k = 0; k < PBLK; k++) {
+    best[k] = x0[k];
+    at[k] = 0;
+  }
+  const T *xs[3] = {x0 + C, x1, x1 + C};
+  for (int q = 0; q < 3; q++)
+    for (int k = 0; k < PBLK; k++) { /* strict: the first maximum wins; branch-free selects */
+      T v = xs[q][k], b = best[k];
+      int32_t m = -(int32_t)(v > b);
+      at[k] = (at[k] & ~m) | ((q + 1) & m);
+      best[k] = v > b ? v : b;
+    }
+  T *ds[4] = {d0, d0 + C, d1, d1 + C};
+  for (int q = 0; q < 4; q++)
+    for (int k = 0; k < PBLK; k++) ds[q][k] = at[k] == q ? dy[k] : (T)0;
+}
+
 LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C;
+  const int two = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && C % PBLK == 0;
   for (int64_t n = b; n < e; n++) {
     const T *ximg = a->x + n * g->H * g->W * C;
     T *dimg = a->y + n * g->H * g->W * C;
@@ -501,6 +546,12 @@ LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
         const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
         if (hb >= he || wb >= we) continue;
         int64_t c0 = 0;
+        if (two && tile && he - hb == 2 && we - wb == 2) {
+          const int64_t o0 = (hb * g->W + wb) * C, o1 = o0 + g->W * C;
+          for (; c0 < C; c0 += PBLK)
+            FN(argmax2x2_block)(ximg + o0 + c0, ximg + o1 + c0, C, dy + c0, dimg + o0 + c0, dimg + o1 + c0);
+          continue;
+        }
         for (; c0 + PBLK <= C; c0 += PBLK) FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
         if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
       }
