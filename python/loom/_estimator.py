@@ -395,7 +395,7 @@ def _columns(self, feature_columns):
 def _warm_path(warm_start_from):
     """warm_start_from as the C constructors' path (None for settings, which
     loom_estimator_set_warm_start_settings takes)."""
-    if warm_start_from is None or isinstance(warm_start_from, _warm.WarmStartSettings):
+    if not warm_start_from or isinstance(warm_start_from, _warm.WarmStartSettings):
         return None
     if not isinstance(warm_start_from, (str, bytes, os.PathLike)):
         raise TypeError("warm_start_from must be a checkpoint path, a model directory or a WarmStartSettings, "
