@@ -240,11 +240,14 @@ def apply(est, warm_start_from):
     est._warm_settings = warm_start_from if isinstance(warm_start_from, WarmStartSettings) else None
     if est._warm_settings is None:
         return
-    from . import _Status
+    from . import _Status, LoomError
     keep = []
     w = warm_start_from._c(keep)
     st = _Status()
-    st.raise_if(lib.loom_estimator_set_warm_start_settings(est.p, C.byref(w), st.p))
+    try:
+        st.raise_if(lib.loom_estimator_set_warm_start_settings(est.p, C.byref(w), st.p))
+    except LoomError as e:  # a setting C rejects (a regex POSIX does not take)
+        raise ValueError("%s (vars_to_warm_start=%r)" % (e, warm_start_from.vars_to_warm_start)) from None
 
 
 def check_before_train(est):

@@ -156,13 +156,16 @@ def test_malformed_settings_raise_tf_error_class_naming_the_thing(files, case, n
         new.train(input_fn(), steps=1)
 
 
-def test_settings_arguments_checked_as_tf():
+def test_settings_arguments_checked_as_tf(tmp_path):
     with pytest.raises(ValueError, match="axis"):
         EST.VocabInfo("new.txt", 4, 1, "old.txt", axis=2)
     with pytest.raises(ValueError, match="vars_to_warm_start"):
         EST.WarmStartSettings("ckpt", vars_to_warm_start=3)
     with pytest.raises(NotImplementedError, match="backup_initializer"):
         EST.VocabInfo("new.txt", 4, 1, "old.txt", backup_initializer=object())._backup_c()
+    with pytest.raises(ValueError, match=r"invalid regex.*vars_to_warm_start"):  # Python's re takes it, POSIX not
+        EST.LinearClassifier([FC.numeric_column("x")], model_dir=str(tmp_path),
+                             warm_start_from=EST.WarmStartSettings("ckpt", ["(?<=a)b"]))
     ws = EST.WarmStartSettings("ckpt")
     assert ws.vars_to_warm_start == ".*" and ws.var_name_to_vocab_info == {} and isinstance(ws, tuple)
     vi = EST.VocabInfo("n.txt", 2, 0, "o.txt")
