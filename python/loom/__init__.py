@@ -2,7 +2,8 @@
 feature columns of every kind (loom.feature_column), Estimators (custom
 model_fn; the canned DNN, Linear, wide & deep DNNLinearCombined and Baseline
 models), RunConfig, train_and_evaluate with TrainSpec / EvalSpec and the
-Latest / Best / Final exporters, over loom's public C API (ctypes). loom.tf
+Latest / Best / Final exporters, warm starting (WarmStartSettings,
+VocabInfo), over loom's public C API (ctypes). loom.tf
 (TF 2.15's Estimator API) is built on these.
 
     import numpy as np, loom
@@ -27,7 +28,7 @@ __all__ = ["LoomError", "Graph", "Output", "Session", "Predictor", "Dataset", "F
            "BaselineClassifier", "BaselineRegressor", "DNNLinearCombinedClassifier",
            "DNNLinearCombinedRegressor", "ModeKeys", "version", "LIBRARY_PATH", "serialize_example", "export_onnx",
            "feature_column", "RunConfig", "TrainSpec", "EvalSpec", "train_and_evaluate", "LatestExporter",
-           "BestExporter", "FinalExporter"]
+           "BestExporter", "FinalExporter", "WarmStartSettings", "VocabInfo"]
 
 F32, F64, I32, I64, U8, BOOL, STRING = 1, 2, 3, 4, 5, 6, 7
 _NP2LOOM = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.int32): I32,
@@ -742,3 +743,4 @@ from ._config import RunConfig  # noqa: E402
 from ._tae import (TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter,  # noqa: E402
                    FinalExporter)
 from ._onnx import export_onnx  # noqa: E402
+from ._warm_start import WarmStartSettings, VocabInfo  # noqa: E402

@@ -13,6 +13,7 @@ from ._lib import lib
 from . import (Graph, Output, Node, Dataset, LoomError, _Status, _b, _dims, _dtype, _from_tensor)
 from ._config import RunConfig
 from . import _feature_column as _fcmod
+from . import _warm_start as _warm
 
 
 class ModeKeys:
@@ -123,10 +124,14 @@ class Estimator:
     component becomes the labels. Configuration: config=loom.RunConfig(...),
     or the keywords model_dir, random_seed, save_checkpoints_steps,
     save_summary_steps, log_step_count_steps, num_threads,
-    keep_checkpoint_max."""
+    keep_checkpoint_max. warm_start_from (every estimator, the canned ones
+    too): a checkpoint path or model directory (all trainable variables
+    there of the same shape), or a loom.WarmStartSettings; applied when
+    training starts in a model_dir without a checkpoint."""
 
-    def __init__(self, model_fn=None, model_dir=None, params=None, **config):
+    def __init__(self, model_fn=None, model_dir=None, params=None, warm_start_from=None, **config):
         self._exc = None
+        self._warm_from = warm_start_from
         self._keep = [config.get("config")]  # a RunConfig keeps the model_dir string the C config points to
         self.params = dict(params or {})
         self._config = _run_config(**config)
@@ -135,9 +140,11 @@ class Estimator:
         self._model_fn = model_fn
         self._cfn = L.MODEL_FN(self._call_model_fn)
         st = _Status()
-        self.p = lib.loom_estimator_new(self._cfn, None, _b(model_dir), C.byref(self._config), None, None, st.p)
+        self.p = lib.loom_estimator_new(self._cfn, None, _b(model_dir), C.byref(self._config), None,
+                                        _warm_path(warm_start_from), st.p)
         if not self.p:
             st.raise_if()
+        _warm.apply(self, warm_start_from)
 
     def __del__(self):
         if getattr(self, "p", None):
@@ -238,6 +245,7 @@ class Estimator:
 
     # ---- train / evaluate / predict / export
     def train(self, input_fn, steps=None, max_steps=None):
+        _warm.check_before_train(self)
         o = lib.loom_train_options_default()
         o.steps = steps or 0
         o.max_steps = max_steps or 0
@@ -384,11 +392,24 @@ def _columns(self, feature_columns):
     return len(cols), arr
 
 
+def _warm_path(warm_start_from):
+    """warm_start_from as the C constructors' path (None for settings, which
+    loom_estimator_set_warm_start_settings takes)."""
+    if not warm_start_from or isinstance(warm_start_from, _warm.WarmStartSettings):
+        return None
+    if not isinstance(warm_start_from, (str, bytes, os.PathLike)):
+        raise TypeError("warm_start_from must be a checkpoint path, a model directory or a WarmStartSettings, "
+                        "got %r" % (warm_start_from,))
+    return _b(os.fspath(warm_start_from))
+
+
 def _make(self, ctor, o):
+    o.warm_start_from = _warm_path(self._warm_from)
     st = _Status()
     self.p = ctor(C.byref(o), st.p)
     if not self.p:
         st.raise_if()
+    _warm.apply(self, self._warm_from)
 
 
 class _DNN(Estimator):

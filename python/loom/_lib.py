@@ -362,6 +362,25 @@ _d("loom_dnn_linear_combined_options_default", CombinedOptions)
 for _n in ("dnn_linear_combined_classifier", "dnn_linear_combined_regressor"):
     _d("loom_%s_new" % _n, vp, P(CombinedOptions), vp)
 _d("loom_estimator_set_warm_start_vars", cint, vp, cs, vp)
+
+
+class VocabInfo(C.Structure):
+    _fields_ = [("var_name", cs), ("new_vocab_file", cs), ("new_vocab_size", i64), ("new_vocab", P(cs)),
+                ("num_oov_buckets", i64), ("old_vocab_file", cs), ("old_vocab_size", i64), ("old_vocab", P(cs)),
+                ("backup_initializer", P(Initializer)), ("axis", i32)]
+
+
+class WarmStartSettings(C.Structure):
+    _fields_ = [("struct_size", u32), ("ckpt_to_initialize_from", cs), ("vars_to_warm_start", cs),
+                ("nvar_regexes", i32), ("var_regexes", P(cs)), ("nvocab_infos", i32), ("vocab_infos", P(VocabInfo)),
+                ("nprev_names", i32), ("new_names", P(cs)), ("prev_names", P(cs))]
+
+
+_d("loom_vocab_info_default", VocabInfo)
+_d("loom_warm_start_settings_default", WarmStartSettings)
+_d("loom_estimator_set_warm_start_settings", cint, vp, P(WarmStartSettings), vp)
+_d("loom_latest_checkpoint", cint, cs, C.c_char_p, C.c_size_t, vp)
+_d("loom_checkpoint_list_variables", cint, cs, CHECKPOINT_ENTRY_FN, vp, vp)
 _d("loom_estimator_latest_checkpoint", cint, vp, C.c_char_p, C.c_size_t, vp)
 _d("loom_estimator_get_variable_names", cint, vp, CHECKPOINT_ENTRY_FN, vp, vp)
 _d("loom_eval_result_global_step", i64, vp)

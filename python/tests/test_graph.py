@@ -30,7 +30,8 @@ def test_struct_layouts_match_the_c_library():
                     ("loom_fc_embedding_options_default", L.EmbeddingOptions),
                     ("loom_onnx_options_default", L.OnnxOptions),
                     ("loom_conv2d_options_default", L.Conv2DOptions),
-                    ("loom_dropout_options_default", L.DropoutOptions)]:
+                    ("loom_dropout_options_default", L.DropoutOptions),
+                    ("loom_warm_start_settings_default", L.WarmStartSettings)]:
         assert getattr(L.lib, fn)().struct_size == ctypes.sizeof(cls), fn
     # and the defaults read through the layout are the documented ones
     d = L.lib.loom_dnn_options_default()
@@ -40,6 +41,8 @@ def test_struct_layouts_match_the_c_library():
     assert c.save_summary_steps == 100 and c.keep_checkpoint_max == 5 and c.log_step_count_steps == 100
     o = L.lib.loom_dense_options_default()
     assert o.use_bias == 1 and o.trainable == 1
+    w, v = L.lib.loom_warm_start_settings_default(), L.lib.loom_vocab_info_default()
+    assert w.vars_to_warm_start == b".*" and w.nvocab_infos == 0 and v.old_vocab_size == -1 and v.axis == 0
 
 
 def test_session_matmul_known_values():

@@ -12,11 +12,13 @@ import numpy as np
 from ... import _lib as L
 from ..._lib import lib
 from ... import _Status, _b, _from_tensor, LoomError, Graph, Output
-from ..._estimator import Estimator as _LoomEstimator, _fail, fill_combined as _fill_combined
+from ..._estimator import Estimator as _LoomEstimator, _fail, fill_combined as _fill_combined, _warm_path
+from ... import _warm_start as _warm
 from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
 from .. import errors as _errors
+from .. import _variables
 from .. import random as _random
 from .. import ops as _ops
 from ..data import Dataset
@@ -27,7 +29,7 @@ from . import export
 __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier", "DNNRegressor",
            "LinearClassifier", "LinearRegressor", "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor",
            "BaselineClassifier", "BaselineRegressor", "TrainSpec", "EvalSpec", "train_and_evaluate",
-           "LatestExporter", "BestExporter", "FinalExporter", "WarmStartSettings", "SessionRunHook",
+           "LatestExporter", "BestExporter", "FinalExporter", "WarmStartSettings", "VocabInfo", "SessionRunHook",
            "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
            "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
            "LoggingTensorHook", "FeedFnHook", "export", "experimental"]
@@ -59,23 +61,43 @@ class EstimatorSpec:
             prediction_hooks or []
 
 
-class WarmStartSettings:
-    """tf.estimator.WarmStartSettings: a checkpoint and the regex of the
-    trainable variables to take from it (lists, vocab_info and renames are
-    not supported yet)."""
+class VocabInfo(_warm.VocabInfo):
+    """tf.estimator.VocabInfo(new_vocab, new_vocab_size, num_oov_buckets,
+    old_vocab, old_vocab_size=-1, backup_initializer=None, axis=0): the
+    entries along axis (0: rows of an embedding or of a vocabulary column's
+    linear weights; 1: columns of an output layer over label classes) are
+    remapped from the old vocabulary file to the new one by string; new
+    strings and OOV buckets get backup_initializer (None: zeros; a
+    tf.compat.v1 initializer or a number)."""
 
-    def __init__(self, ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
-                 var_name_to_prev_var_name=None):
-        if not isinstance(vars_to_warm_start, str):
-            raise NotImplementedError("loom.tf: WarmStartSettings(vars_to_warm_start=<list>) is not supported; "
-                                      "give one regex")
-        for arg, v in (("var_name_to_vocab_info", var_name_to_vocab_info),
-                       ("var_name_to_prev_var_name", var_name_to_prev_var_name)):
-            if v:
-                raise NotImplementedError("loom.tf: WarmStartSettings(%s=...) is not supported (loom's C "
-                                          "loom_warm_start_settings has it)" % arg)
-        self.ckpt_to_initialize_from = os.fspath(ckpt_to_initialize_from)
-        self.vars_to_warm_start = vars_to_warm_start
+    def _backup_c(self):
+        b = self.backup_initializer
+        if isinstance(b, _variables._Init):
+            return b._c()
+        if b is None or isinstance(b, (int, float)) and not isinstance(b, bool):
+            return super()._backup_c()
+        raise NotImplementedError("loom.tf: VocabInfo(backup_initializer=%r): give None (zeros), a number or a "
+                                  "tf.compat.v1 initializer (zeros_initializer, ones_initializer, "
+                                  "constant_initializer, random_normal_initializer, truncated_normal_initializer, "
+                                  "glorot_uniform_initializer, ...)" % (b,))
+
+
+class WarmStartSettings(_warm.WarmStartSettings):
+    """tf.estimator.WarmStartSettings(ckpt_to_initialize_from,
+    vars_to_warm_start=".*", var_name_to_vocab_info=None,
+    var_name_to_prev_var_name=None): a checkpoint (a model directory or a
+    checkpoint path); vars_to_warm_start a regex over the trainable
+    variables, a list of regexes or names over all variables, or None (only
+    the VocabInfo variables); VocabInfo remapping; renames."""
+
+    def __new__(cls, ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
+                var_name_to_prev_var_name=None):
+        if isinstance(vars_to_warm_start, (list, tuple)) and vars_to_warm_start and \
+                not any(isinstance(v, str) for v in vars_to_warm_start):
+            raise NotImplementedError("loom.tf: WarmStartSettings(vars_to_warm_start=<list of Variables>) is not "
+                                      "supported: give the variables' names (a list of strings)")
+        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start, var_name_to_vocab_info,
+                               var_name_to_prev_var_name)
 
 
 from .._hooks import (SessionRunHook, SessionRunArgs, SessionRunContext, SessionRunValues,  # noqa: E402
@@ -137,14 +159,11 @@ class Estimator(_LoomEstimator):
         self.params = dict(params or {})
         self._label_dtype = None
         self._model_fn = model_fn
-        self._warm = None
-        if isinstance(warm_start_from, WarmStartSettings):
-            self._warm = warm_start_from.vars_to_warm_start
-            warm_start_from = warm_start_from.ckpt_to_initialize_from
+        self._warm_from = warm_start_from
         self._cfn = L.MODEL_FN(self._call_tf_model_fn)
         st = _Status()
         self.p = lib.loom_estimator_new(self._cfn, None, self._model_dir_arg, C.byref(self._config), None,
-                                        _b(os.fspath(warm_start_from)) if warm_start_from else None, st.p)
+                                        _warm_path(warm_start_from), st.p)
         _made(self, st)
 
     def _call_tf_model_fn(self, g, features, labels, mode, params, config, spec, user, st):
@@ -302,6 +321,7 @@ class Estimator(_LoomEstimator):
             raise NotImplementedError("loom.tf: train(saving_listeners=...) is not supported yet")
         if self._train_role(input_fn, hooks, steps, max_steps):
             return self
+        _warm.check_before_train(self)
         o = lib.loom_train_options_default()
         o.steps, o.max_steps = steps or 0, max_steps or 0
         hk = _Hooks(hooks, "train", self)
@@ -439,7 +459,7 @@ class _KerasEstimator(Estimator):
     def __init__(self, model, model_dir, config):
         self._setup(model_dir, config, [])
         self._model_fn = None  # one array as the features is the model's input, as TF
-        self._warm = None
+        self._warm_from = None
         self._label_dtype = model._label_dtype
         self._keras_model = model
         st = _Status()
@@ -478,9 +498,7 @@ def _made(self, st):
             st.raise_if()
         except LoomError as e:
             raise ValueError(str(e)) from None
-    if self._warm not in (None, ".*"):
-        st2 = _Status()
-        st2.raise_if(lib.loom_estimator_set_warm_start_vars(self.p, _b(self._warm), st2.p))
+    _warm.apply(self, self._warm_from)
 
 
 class _Ptr:
@@ -540,13 +558,8 @@ def _common(self, o, kind, model_dir, n_classes, label_dimension, weight_column,
     if red not in _REDUCTIONS:
         raise ValueError("Invalid loss_reduction: %r; loom.tf supports %s" % (loss_reduction, sorted(_REDUCTIONS)))
     o.loss_reduction = _REDUCTIONS[red]
-    self._warm = None
-    if isinstance(warm_start_from, WarmStartSettings):
-        self._warm = warm_start_from.vars_to_warm_start
-        warm_start_from = warm_start_from.ckpt_to_initialize_from
-    if warm_start_from is not None:
-        self._warm_b = _b(os.fspath(warm_start_from))
-        o.warm_start_from = self._warm_b
+    self._warm_from = warm_start_from
+    o.warm_start_from = self._warm_b = _warm_path(warm_start_from)
 
 
 def _build(self, head, model_dir, config, column_lists, weight_column, loss_reduction, warm_start_from, defaults,
