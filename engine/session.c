@@ -679,6 +679,23 @@ static int root_of(const loom_plan *p, int vi) {
   return vi;
 }
 
+/* The value whose buffer step i's output 0 may take over (-1: none): an op flagged
+ * LOOM_OPF_INPLACE_OK (elementwise: output element j depends on input 0's element j only) in a CPU
+ * plan, whose input 0 is an arena value of the same dtype and size that no later step reads and no
+ * fetch returns. The kernel then reads and writes the same bytes: one buffer and one pass over
+ * memory fewer (BiasAdd, Relu, ReluGrad ... of a convolution's output). */
+static int inplace_input(const loom_plan *p, int i) {
+  const loom_node *n = p->steps[i].node;
+  if (p->dev || !(n->def->flags & LOOM_OPF_INPLACE_OK) || n->nin < 1 || n->nout < 1) return -1;
+  const plan_value *v = &p->values[p->node_val[n->id]];
+  int r = root_of(p, p->node_val[n->in[0].node->id] + n->in[0].index);
+  const plan_value *x = &p->values[r];
+  if (x->kind != VAL_ARENA || x->last_use != i || x->bytes != v->bytes || x->bytes == 0 ||
+      x->buf.dtype != v->buf.dtype)
+    return -1;
+  return r;
+}
+
 /* The session's CPU arena, grown to at least need bytes (its old contents are not kept: nothing in
  * it outlives a run). Plans bound to the old one are rebound when they next run (bind_arena). */
 static loom_code session_arena(loom_session *s, size_t need, loom_status *st) {
@@ -795,9 +812,11 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
   /* dying[i]: values whose last use is step i, as a linked list through an index array */
   int32_t *head = loom__malloc(((size_t)p->nsteps + 1) * sizeof *head);
   int32_t *next = loom__malloc(((size_t)p->nvalues + 1) * sizeof *next);
-  if (!head || !next) {
+  uint8_t *handed = loom__calloc((size_t)p->nvalues + 1, 1); /* buffers an in-place output took over */
+  if (!head || !next || !handed) {
     loom__free(head);
     loom__free(next);
+    loom__free(handed);
     return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory planning buffers");
   }
   for (int i = 0; i < p->nsteps; i++) head[i] = -1;
@@ -821,8 +840,14 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
     for (int k = 0; k < n->nout; k++) {
       plan_value *v = &p->values[p->node_val[n->id] + k];
       if (v->kind != VAL_ARENA) continue;
-      v->offset = oa_alloc(&a, (int64_t)v->bytes);
       naive += (int64_t)v->bytes;
+      int r = k == 0 ? inplace_input(p, i) : -1;
+      if (r >= 0) { /* output 0 written over input 0, which dies here */
+        v->offset = p->values[r].offset;
+        handed[r] = 1;
+        continue;
+      }
+      v->offset = oa_alloc(&a, (int64_t)v->bytes);
     }
     sp->ws_bytes = 0;
     if (n->def->workspace)
@@ -838,11 +863,12 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
       if (v->kind == VAL_ARENA && v->last_use < 0 && oa_free(&a, v->offset, (int64_t)v->bytes)) goto oom;
     }
     for (int vi = head[i]; vi >= 0; vi = next[vi])
-      if (oa_free(&a, p->values[vi].offset, (int64_t)p->values[vi].bytes)) goto oom;
+      if (!handed[vi] && oa_free(&a, p->values[vi].offset, (int64_t)p->values[vi].bytes)) goto oom;
   }
   loom__free(a.free_list);
   loom__free(head);
   loom__free(next);
+  loom__free(handed);
   size_t need = (size_t)a.top;
   char *base = NULL;
   if (dev) {
@@ -879,6 +905,7 @@ oom:
   loom__free(a.free_list);
   loom__free(head);
   loom__free(next);
+  loom__free(handed);
   return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "session: out of memory planning buffers");
 }
 

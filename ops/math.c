@@ -116,24 +116,27 @@ static void def(loom_op_def *t, int op, int nin, loom_shape_fn fn, uint32_t flag
 
 void loom__register_math(loom_op_def *t) {
   const uint32_t ND = LOOM_OPF_NODIFF;
-  def(t, LOOM_OP_Add, 2, shape_bin_num, 0);
-  def(t, LOOM_OP_Sub, 2, shape_bin_num, 0);
-  def(t, LOOM_OP_Mul, 2, shape_bin_num, 0);
-  def(t, LOOM_OP_Div, 2, shape_bin_num, 0);
-  def(t, LOOM_OP_Pow, 2, shape_bin_float, 0);
-  def(t, LOOM_OP_Maximum, 2, shape_bin_num, 0);
-  def(t, LOOM_OP_Minimum, 2, shape_bin_num, 0);
+  /* elementwise: output element j reads element j of a same-shaped input 0, so the output may take
+   * over input 0's buffer when nothing reads it later (engine/session.c, inplace_input) */
+  const uint32_t IP = LOOM_OPF_INPLACE_OK;
+  def(t, LOOM_OP_Add, 2, shape_bin_num, IP);
+  def(t, LOOM_OP_Sub, 2, shape_bin_num, IP);
+  def(t, LOOM_OP_Mul, 2, shape_bin_num, IP);
+  def(t, LOOM_OP_Div, 2, shape_bin_num, IP);
+  def(t, LOOM_OP_Pow, 2, shape_bin_float, IP);
+  def(t, LOOM_OP_Maximum, 2, shape_bin_num, IP);
+  def(t, LOOM_OP_Minimum, 2, shape_bin_num, IP);
 
-  def(t, LOOM_OP_Neg, 1, shape_un_num, 0);
-  def(t, LOOM_OP_Abs, 1, shape_un_num, 0);
-  def(t, LOOM_OP_Square, 1, shape_un_num, 0);
+  def(t, LOOM_OP_Neg, 1, shape_un_num, IP);
+  def(t, LOOM_OP_Abs, 1, shape_un_num, IP);
+  def(t, LOOM_OP_Square, 1, shape_un_num, IP);
   def(t, LOOM_OP_Sign, 1, shape_un_num, ND);
   static const int float_unary[] = {LOOM_OP_Exp,     LOOM_OP_Log,     LOOM_OP_Log1p,     LOOM_OP_Sqrt,
                                     LOOM_OP_Rsqrt,   LOOM_OP_Tanh,    LOOM_OP_Sigmoid,   LOOM_OP_Relu,
                                     LOOM_OP_Relu6,   LOOM_OP_Elu,     LOOM_OP_Selu,      LOOM_OP_LeakyRelu,
                                     LOOM_OP_Softplus, LOOM_OP_Gelu,   LOOM_OP_Reciprocal};
   for (size_t i = 0; i < sizeof float_unary / sizeof float_unary[0]; i++)
-    def(t, float_unary[i], 1, shape_un_float, 0);
+    def(t, float_unary[i], 1, shape_un_float, IP);
   def(t, LOOM_OP_Floor, 1, shape_un_float, ND);
   def(t, LOOM_OP_Ceil, 1, shape_un_float, ND);
   def(t, LOOM_OP_Round, 1, shape_un_float, ND);
@@ -156,7 +159,7 @@ void loom__register_math(loom_op_def *t) {
                               LOOM_OP_EluGrad,       LOOM_OP_SeluGrad,     LOOM_OP_LeakyReluGrad,
                               LOOM_OP_SoftplusGrad,  LOOM_OP_GeluGrad,     LOOM_OP_RsqrtGrad,   LOOM_OP_SqrtGrad};
   /* differentiable: their gradients (ops/grad_math.c) give second derivatives */
-  for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) def(t, grads[i], 2, shape_bin_float, 0);
+  for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) def(t, grads[i], 2, shape_bin_float, IP);
 
 #define LOOM_K_REGISTER(Op, k, dt) t[LOOM_OP_##Op].kernels[LOOM_DEVICE_CPU][LOOM_KDT_##dt] = loom__k_##k##_##dt;
   LOOM_MATH_KERNELS(LOOM_K_REGISTER)

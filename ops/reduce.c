@@ -216,7 +216,7 @@ void loom__register_reduce(loom_op_def *t) {
   SET2(t[LOOM_OP_MatMul], matmul);
   def_op(&t[LOOM_OP_BatchMatMul], 2, shape_batch_matmul, NULL, 0);
   SET2(t[LOOM_OP_BatchMatMul], batch_matmul);
-  def_op(&t[LOOM_OP_BiasAdd], 2, shape_bias_add, NULL, 0);
+  def_op(&t[LOOM_OP_BiasAdd], 2, shape_bias_add, NULL, LOOM_OPF_INPLACE_OK); /* y[r, c] = x[r, c] + b[c] */
   SET4(t[LOOM_OP_BiasAdd], bias_add);
   def_op(&t[LOOM_OP_BiasAddGrad], 1, shape_bias_add_grad, NULL, 0);
   SET4(t[LOOM_OP_BiasAddGrad], bias_add_grad);

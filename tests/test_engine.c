@@ -310,6 +310,52 @@ static void run_fetch(loom_session *s, loom_output x, loom_output f, int64_t n, 
   loom_status_free(st);
 }
 
+/* An elementwise op writes its output over input 0 when no later step reads it and no fetch
+ * returns it: a chain of them needs one buffer, and a value still read later (or fetched) keeps
+ * its own. */
+Test(session, elementwise_outputs_take_over_dying_inputs) {
+  loom_graph *g = loom_graph_new();
+  int64_t n = 50000, d[1] = {n};
+  loom_output x = loom_placeholder(g, LOOM_F32, 1, d, "x");
+  loom_output a = loom_neg(g, x, "a");
+  loom_output c = loom_square(g, loom_relu(g, a, "b"), "c"); /* a and b die at their reader */
+  loom_output a2 = loom_neg(g, x, "a2");
+  loom_output y = loom_add(g, loom_relu(g, a2, "b2"), a2, "y"); /* a2 read after relu: kept */
+  loom_output a3 = loom_neg(g, x, "a3");
+  loom_output b3 = loom_relu(g, a3, "b3"); /* a3 fetched: kept */
+  loom_session *s = loom_session_new(g, NULL, NULL);
+  loom_status *st = loom_status_new();
+  loom_tensor *xt = loom_tensor_new(LOOM_F32, 1, d, NULL);
+  float *xp = loom_tensor_data(xt);
+  for (int64_t i = 0; i < n; i++) xp[i] = (float)(i % 9) - 4.0f;
+  loom_tensor *out[4] = {0};
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, &c, out, 1, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_session_stats stats;
+  loom_session_get_stats(s, &stats);
+  /* neg -> relu -> square into the fetch's tensor: neg's buffer is relu's (two before) */
+  cr_assert(stats.arena_bytes <= n * 4 + 256, "arena %lld", (long long)stats.arena_bytes);
+  const float *cp = loom_tensor_data_const(out[0]);
+  for (int64_t i = 0; i < n; i++) {
+    float r = xp[i] < 0 ? -xp[i] : 0.0f;
+    cr_assert_eq(cp[i], r * r, "c[%lld]", (long long)i);
+  }
+  loom_output f[3] = {y, a3, b3};
+  cr_assert_eq(loom_session_run(s, &x, &xt, 1, f, out + 1, 3, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  const float *yp = loom_tensor_data_const(out[1]), *ap = loom_tensor_data_const(out[2]),
+              *bp = loom_tensor_data_const(out[3]);
+  for (int64_t i = 0; i < n; i++) {
+    float v = -xp[i], r = v > 0 ? v : 0.0f;
+    cr_assert_eq(yp[i], r + v, "y[%lld]", (long long)i);
+    cr_assert_eq(ap[i], v, "a3[%lld]", (long long)i);
+    cr_assert_eq(bp[i], r, "b3[%lld]", (long long)i);
+  }
+  for (int k = 0; k < 4; k++) loom_tensor_free(out[k]);
+  loom_tensor_free(xt);
+  loom_status_free(st);
+  loom_session_free(s);
+  loom_graph_free(g);
+}
+
 Test(session, plans_share_one_arena_and_follow_it_when_it_grows) {
   static const loom_allocator a = {map_malloc, map_realloc, map_free, NULL};
   atomic_store(&live_bytes, 0);
