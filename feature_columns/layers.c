@@ -568,7 +568,7 @@ static loom_code fc_sequence_dense(fc_ctx *cx, const loom_fc *c, loom_output exp
     if (!is_sparse)
       return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT,
                              "%s: column %s: feature \"%s\" must be sparse (a VarLenFeature: values and row splits), "
-                             "given a dense tensor",
+                             "given a dense tensor (dense sequence inputs are not supported)",
                              cx->layer, c->name, c->key);
     loom_dtype dt = loom_output_dtype(sp.values);
     if (dt != LOOM_F32 && dt != LOOM_F64 && !fc_is_int_dtype(dt))
@@ -583,6 +583,15 @@ static loom_code fc_sequence_dense(fc_ctx *cx, const loom_fc *c, loom_output exp
     *out = loom_gather(g, loom_concat(g, 2, both, 0, NULL), idx, 0, c->name);
     return LOOM_OK;
   }
+  int is_sparse;
+  loom_sparse sp;
+  loom_output d;
+  if ((rc = fc_raw(cx, c, c->cat->key, &is_sparse, &sp, &d))) return rc;
+  if (!is_sparse) /* TF keeps a dense input's "" / -1 positions as empty steps */
+    return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT,
+                           "%s: column %s: feature \"%s\" must be sparse (a VarLenFeature: values and row splits), "
+                           "given a dense tensor (dense sequence inputs are not supported)",
+                           cx->layer, c->name, c->cat->key);
   fc_ids ids;
   if ((rc = fc_cat_ids(cx, c->cat, &ids))) return rc;
   /* one row per id, so that each step is looked up (or one-hot) alone */

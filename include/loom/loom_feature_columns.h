@@ -175,9 +175,9 @@ LOOM_API loom_code loom_fc_linear_model(loom_graph *g, const loom_features *feat
  * numel(shape) rounded up for a numeric column); columns whose lengths
  * differ fail the run naming the example. An embedding column looks each
  * id up on its own (its combiner does not apply; ids < 0 give zeros, as
- * TF's safe lookup), an indicator column one-hots each id. Inputs are
- * ragged (a VarLenFeature); a dense categorical input drops "" / -1 as
- * input_layer does. Variables: <scope>/<column name>/embedding_weights,
+ * TF's safe lookup), an indicator column one-hots each id. Inputs must be
+ * sparse (ragged, as a VarLenFeature is parsed): a dense input is
+ * INVALID_ARGUMENT naming the column and key, as is a missing one. Variables: <scope>/<column name>/embedding_weights,
  * scope NULL = "sequence_features". */
 LOOM_API loom_code loom_fc_sequence_input_layer(loom_graph *g, const loom_features *features, int n,
                                                 const loom_fc *const *cols, const char *scope, int trainable,
