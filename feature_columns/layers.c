@@ -417,7 +417,8 @@ static loom_code fc_reject_sequence(const char *layer, const loom_fc *c, loom_st
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,
                            "%s: column %s is a sequence column (%s); only SequenceFeatures takes sequence columns",
                            layer, c->name,
-                           c->kind == FC_SEQ_NUMERIC ? "sequence_numeric_column" : "sequence_categorical_column_with_*");
+                           c->kind == FC_SEQ_NUMERIC ? "sequence_numeric_column"
+                                                     : "sequence_categorical_column_with_*");
   return LOOM_OK;
 }
 

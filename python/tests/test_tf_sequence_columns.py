@@ -280,3 +280,32 @@ def test_a_model_over_sequence_features_trains(tmp_path):
     assert np.isfinite(first) and np.isfinite(last)
     assert last < 0.7 * first, (first, last)
     assert est.get_variable_value("sequence_features/tok_embedding/embedding_weights").shape == (4, 4)
+
+
+def test_exported_model_serves_the_same_sequences(tmp_path, records):
+    """export_saved_model with the parsing receiver of the columns' spec: the
+    served output on TF's serialized examples is what predict gives."""
+    import loom
+    c = columns()
+    cols = [fc.embedding_column(c["ident"], 2), fc.indicator_column(c["ident"]), c["pair"]]
+    spec = fc.make_parse_example_spec(cols)
+
+    def input_fn():
+        return tf.data.TFRecordDataset(records).batch(4).map(lambda r: tf.io.parse_example(r, spec))
+
+    def model_fn(features, labels, mode):
+        seq, length = tf.keras.experimental.SequenceFeatures(cols)(features)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"seq": seq, "len": length})
+        loss = tf.reduce_mean(seq)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.compat.v1.train.GradientDescentOptimizer(
+            0.1).minimize(loss, global_step=tf.compat.v1.train.get_global_step()))
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "m"))
+    est.train(input_fn, steps=2)
+    want = list(est.predict(input_fn))
+    recv = tf.estimator.export.build_parsing_serving_input_receiver_fn(spec)
+    path = est.export_saved_model(str(tmp_path / "export"), recv)
+    out = loom.Predictor(path).predict([bytes.fromhex(h) for h in EXP["serialized_hex"]])
+    np.testing.assert_array_equal(out["seq"], np.stack([w["seq"] for w in want]))
+    np.testing.assert_array_equal(out["len"], EXP["ident_and_pair"]["sequence_length"])
+    assert out["seq"].shape == (4, 3, 2 + 6 + 2)
