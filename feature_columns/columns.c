@@ -108,7 +108,8 @@ int64_t loom_fc_num_buckets(const loom_fc *c) {
   case FC_HASH:
   case FC_CROSSED: return c->num_buckets;
   case FC_VOCAB: return c->nvocab + c->num_oov;
-  case FC_WEIGHTED: return loom_fc_num_buckets(c->cat);
+  case FC_WEIGHTED:
+  case FC_SEQ_CATEGORICAL: return loom_fc_num_buckets(c->cat);
   default: return 0;
   }
 }
@@ -116,7 +117,8 @@ int64_t loom_fc_num_buckets(const loom_fc *c) {
 int64_t loom_fc_dense_width(const loom_fc *c) {
   if (!c) return 0;
   switch (c->kind) {
-  case FC_NUMERIC: return c->numel;
+  case FC_NUMERIC:
+  case FC_SEQ_NUMERIC: return c->numel;
   case FC_BUCKETIZED: return c->source->numel * (c->nb + 1);
   case FC_INDICATOR: return loom_fc_num_buckets(c->cat);
   case FC_EMBEDDING:
@@ -586,6 +588,14 @@ loom_fc *loom_fc_crossed(loom_fc_set *s, int nkeys, const char *const *raw_keys,
 }
 
 static int fc_need_categorical(loom_fc_set *s, const loom_fc *cat, const char *what, loom_status *st) {
+  if (cat && cat->kind == FC_SEQ_CATEGORICAL && fc_owned(s, cat)) {
+    if (!strcmp(what, "indicator_column") || !strcmp(what, "embedding_column")) return 1;
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "%s: column %s is a sequence categorical column; only indicator_column and embedding_column "
+                    "take one",
+                    what, cat->name);
+    return 0;
+  }
   if (!cat || !fc_owned(s, cat)) {
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: categorical_column %s is not a column of this set", what,
                     cat ? cat->name : "NULL");
@@ -632,6 +642,39 @@ loom_fc *loom_fc_indicator(loom_fc_set *s, const loom_fc *categorical, loom_stat
   loom__free(name);
   if (!c) return NULL;
   c->cat = categorical;
+  return fc_add(s, c, st);
+}
+
+/* ---- sequence columns ---- */
+loom_fc *loom_fc_sequence_categorical(loom_fc_set *s, const loom_fc *categorical, loom_status *st) {
+  const char *what = "sequence_categorical_column";
+  if (!fc_check_set(s, what, st)) return NULL;
+  if (!categorical || !fc_owned(s, categorical)) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: categorical_column %s is not a column of this set", what,
+                    categorical ? categorical->name : "NULL");
+    return NULL;
+  }
+  if (categorical->kind != FC_IDENTITY && categorical->kind != FC_VOCAB && categorical->kind != FC_HASH) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "%s: categorical_column must be an identity, vocabulary or hash bucket column, given %s", what,
+                    categorical->name);
+    return NULL;
+  }
+  loom_fc *c = fc_new(FC_SEQ_CATEGORICAL, categorical->name, st);
+  if (!c) return NULL;
+  if (!(c->key = loom__strdup(categorical->key))) return fc_oom(c, st);
+  c->cat = categorical;
+  return fc_add(s, c, st);
+}
+
+loom_fc *loom_fc_sequence_numeric(loom_fc_set *s, const char *key, int ndim, const int64_t *shape,
+                                  double default_value, loom_dtype dtype, loom_status *st) {
+  loom_fc *c = fc_numeric_common(s, key, ndim, shape, NULL, dtype, st);
+  if (!c) return NULL;
+  c->kind = FC_SEQ_NUMERIC;
+  c->default_value = loom__malloc(sizeof(float));
+  if (!c->default_value) return fc_oom(c, st);
+  c->default_value[0] = (float)default_value;
   return fc_add(s, c, st);
 }
 
@@ -880,7 +923,9 @@ static loom_code spec_column(spec_acc *acc, const loom_fc *c, loom_status *st) {
   }
   case FC_INDICATOR:
   case FC_EMBEDDING:
-  case FC_SHARED_EMBEDDING: return spec_column(acc, c->cat, st);
+  case FC_SHARED_EMBEDDING:
+  case FC_SEQ_CATEGORICAL: return spec_column(acc, c->cat, st);
+  case FC_SEQ_NUMERIC: return spec_varlen(acc, c->key, LOOM_F32, st);
   }
   return LOOM_OK;
 }

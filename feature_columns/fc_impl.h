@@ -16,7 +16,9 @@ typedef enum fc_kind {
   FC_WEIGHTED,
   FC_INDICATOR,
   FC_EMBEDDING,
-  FC_SHARED_EMBEDDING
+  FC_SHARED_EMBEDDING,
+  FC_SEQ_CATEGORICAL, /* sequence_categorical_column_with_*: cat = the identity / vocabulary / hash column */
+  FC_SEQ_NUMERIC      /* sequence_numeric_column: key, shape, numel; default_value = 1 padding value */
 } fc_kind;
 
 struct loom_fc {
@@ -76,6 +78,12 @@ static inline int fc_is_categorical(const loom_fc *c) {
 static inline int fc_is_dense(const loom_fc *c) {
   return c->kind == FC_NUMERIC || c->kind == FC_BUCKETIZED || c->kind == FC_INDICATOR || c->kind == FC_EMBEDDING ||
          c->kind == FC_SHARED_EMBEDDING;
+}
+/* Columns SequenceFeatures takes: sequence_numeric_column, and indicator /
+ * embedding columns of a sequence categorical column. */
+static inline int fc_is_sequence_dense(const loom_fc *c) {
+  return c->kind == FC_SEQ_NUMERIC ||
+         ((c->kind == FC_INDICATOR || c->kind == FC_EMBEDDING) && c->cat->kind == FC_SEQ_CATEGORICAL);
 }
 static inline int fc_is_int_dtype(loom_dtype dt) { return dt == LOOM_I32 || dt == LOOM_I64; }
 

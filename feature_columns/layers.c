@@ -272,6 +272,7 @@ static loom_code fc_cat_ids(fc_ctx *cx, const loom_fc *c, fc_ids *out) {
     out->weights = w;
     return LOOM_OK;
   }
+  case FC_SEQ_CATEGORICAL: return fc_cat_ids(cx, c->cat, out);
   default:
     return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT, "%s: column %s is not categorical", cx->layer, c->name);
   }
@@ -401,11 +402,35 @@ static void fc_push_layer_scope(loom_graph *g, const char *scope, const char *ba
   loom_variable_scope_push(g, name, LOOM_REUSE_NONE);
 }
 
+/* Sequence columns belong to loom_fc_sequence_input_layer (TF's messages). */
+static loom_code fc_reject_sequence(const char *layer, const loom_fc *c, loom_status *st) {
+  if (!c) return LOOM_OK;
+  if ((c->kind == FC_EMBEDDING || c->kind == FC_INDICATOR) && c->cat->kind == FC_SEQ_CATEGORICAL)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "%s: In %s: %s. categorical_column must not be of type SequenceCategoricalColumn. "
+                           "Suggested fix A: If you wish to use DenseFeatures, use a non-sequence "
+                           "categorical_column_with_*. Suggested fix B: If you wish to create sequence input, use "
+                           "SequenceFeatures instead of DenseFeatures. Given: %s",
+                           layer, c->kind == FC_EMBEDDING ? "embedding_column" : "indicator_column", c->name,
+                           c->cat->name);
+  if (c->kind == FC_SEQ_CATEGORICAL || c->kind == FC_SEQ_NUMERIC)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "%s: column %s is a sequence column (%s); only SequenceFeatures takes sequence columns",
+                           layer, c->name,
+                           c->kind == FC_SEQ_NUMERIC ? "sequence_numeric_column"
+                                                     : "sequence_categorical_column_with_*");
+  return LOOM_OK;
+}
+
 loom_code loom_fc_input_layer(loom_graph *g, const loom_features *features, int n, const loom_fc *const *cols,
                               const char *scope, int trainable, loom_output *out, loom_status *st) {
   const char *layer = "input_layer";
   loom_code rc = fc_check_args(g, n, cols, out, layer, st);
   if (rc) return rc;
+  for (int i = 0; i < n; i++) {
+    rc = fc_reject_sequence(layer, cols[i], st);
+    if (rc) return rc;
+  }
   for (int i = 0; i < n; i++)
     if (cols[i] && !fc_is_dense(cols[i]))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT,
@@ -473,6 +498,10 @@ loom_code loom_fc_linear_model(loom_graph *g, const loom_features *features, int
   loom_code rc = fc_check_args(g, n, cols, logits, layer, st);
   if (rc) return rc;
   if (units < 1) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: units must be >= 1, given %lld", layer, (long long)units);
+  for (int i = 0; i < n; i++) {
+    rc = fc_reject_sequence(layer, cols[i], st);
+    if (rc) return rc;
+  }
   if ((int)sparse_combiner < LOOM_COMBINER_SUM || (int)sparse_combiner > LOOM_COMBINER_SQRTN)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: sparse_combiner must be sum, mean or sqrtn, given %d", layer,
                            (int)sparse_combiner);
@@ -520,6 +549,119 @@ loom_code loom_fc_linear_model(loom_graph *g, const loom_features *features, int
     else *logits = loom_bias_add(g, sum, loom_variable_output(b), NULL);
   }
   loom_variable_scope_pop(g);
+  loom__free((void *)s);
+  if (rc) return rc;
+  return loom_graph_status(g, st);
+}
+
+/* ---- SequenceFeatures ---- */
+/* The padded [B, T, w] steps of one sequence column and its lengths [B];
+ * expected: an earlier column's lengths ({NULL, 0} for the first). */
+static loom_code fc_sequence_dense(fc_ctx *cx, const loom_fc *c, loom_output expected, loom_output *out,
+                                   loom_output *lengths) {
+  loom_graph *g = cx->g;
+  loom_code rc;
+  if (c->kind == FC_SEQ_NUMERIC) {
+    int is_sparse;
+    loom_sparse sp;
+    loom_output d;
+    if ((rc = fc_raw(cx, c, c->key, &is_sparse, &sp, &d))) return rc;
+    if (!is_sparse)
+      return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT,
+                             "%s: column %s: feature \"%s\" must be sparse (a VarLenFeature: values and row splits), "
+                             "given a dense tensor (dense sequence inputs are not supported)",
+                             cx->layer, c->name, c->key);
+    loom_dtype dt = loom_output_dtype(sp.values);
+    if (dt != LOOM_F32 && dt != LOOM_F64 && !fc_is_int_dtype(dt))
+      return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT,
+                             "%s: column %s: feature \"%s\" has dtype %s; a sequence numeric column takes numbers",
+                             cx->layer, c->name, c->key, loom_dtype_name(dt));
+    loom_output v = dt == LOOM_F32 ? sp.values : loom_cast(g, sp.values, LOOM_F32, NULL);
+    int64_t one = 1;
+    loom_output pad = loom_const_data(g, LOOM_F32, 1, &one, c->default_value, NULL);
+    loom_output both[2] = {v, pad};
+    loom_output idx = loom__ragged_pad_index(g, sp.row_splits, expected, c->numel, 1, lengths, NULL);
+    *out = loom_gather(g, loom_concat(g, 2, both, 0, NULL), idx, 0, c->name);
+    return LOOM_OK;
+  }
+  int is_sparse;
+  loom_sparse sp;
+  loom_output d;
+  if ((rc = fc_raw(cx, c, c->cat->key, &is_sparse, &sp, &d))) return rc;
+  if (!is_sparse) /* TF keeps a dense input's "" / -1 positions as empty steps */
+    return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT,
+                           "%s: column %s: feature \"%s\" must be sparse (a VarLenFeature: values and row splits), "
+                           "given a dense tensor (dense sequence inputs are not supported)",
+                           cx->layer, c->name, c->cat->key);
+  fc_ids ids;
+  if ((rc = fc_cat_ids(cx, c->cat, &ids))) return rc;
+  /* one row per id, so that each step is looked up (or one-hot) alone */
+  int64_t col[2] = {-1, 1};
+  loom_sparse each = loom_dense_to_ragged(g, loom_reshape(g, ids.ids.values, 2, col, NULL), 0, -1, NULL);
+  int64_t w = loom_fc_dense_width(c);
+  loom_output steps;
+  if (c->kind == FC_INDICATOR) {
+    steps = loom_ragged_multi_hot(g, each, no_output, w, NULL);
+  } else {
+    loom_output table = fc_embedding_table(cx, c);
+    if (!table.node) return loom_graph_status(g, cx->st);
+    steps = loom_sparse_embedding(g, table, each, no_output, c->combiner, c->max_norm, NULL);
+  }
+  float *zero = loom__calloc((size_t)w, sizeof(float));
+  if (!zero) return loom_status_set(cx->st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", cx->layer);
+  int64_t zd[2] = {1, w};
+  loom_output both[2] = {steps, loom_const_data(g, LOOM_F32, 2, zd, zero, NULL)};
+  loom__free(zero);
+  loom_output idx = loom__ragged_pad_index(g, ids.ids.row_splits, expected, 1, 0, lengths, NULL);
+  *out = loom_gather(g, loom_concat(g, 2, both, 0, NULL), idx, 0, c->name);
+  return LOOM_OK;
+}
+
+loom_code loom_fc_sequence_input_layer(loom_graph *g, const loom_features *features, int n, const loom_fc *const *cols,
+                                       const char *scope, int trainable, loom_output *out,
+                                       loom_output *sequence_length, loom_status *st) {
+  const char *layer = "sequence_input_layer";
+  loom_code rc = fc_check_args(g, n, cols, out, layer, st);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) {
+    const loom_fc *c = cols[i];
+    if (!fc_is_sequence_dense(c)) {
+      if ((c->kind == FC_EMBEDDING || c->kind == FC_INDICATOR))
+        return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                               "%s: In %s: %s. categorical_column must be of type SequenceCategoricalColumn to use "
+                               "SequenceFeatures. Suggested fix: Use one of sequence_categorical_column_with_*. "
+                               "Given: %s",
+                               layer, c->kind == FC_EMBEDDING ? "embedding_column" : "indicator_column", c->name,
+                               c->cat->name);
+      return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                             "%s: Items of feature_columns must be a SequenceDenseColumn. You can wrap a sequence "
+                             "categorical column with an embedding_column or indicator_column. Given: %s",
+                             layer, c->name);
+    }
+  }
+  const loom_fc **s = fc_sorted(n, cols, layer, st);
+  if (!s) return loom_status_code(st);
+  loom_output *parts = loom__malloc((size_t)n * sizeof(loom_output));
+  if (!parts) {
+    loom__free((void *)s);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", layer);
+  }
+  fc_ctx cx = {g, features, layer, trainable, st};
+  fc_push_layer_scope(g, scope, "sequence_features");
+  loom_output len0 = no_output;
+  for (int i = 0; i < n && !rc; i++) {
+    loom_output len;
+    loom_variable_scope_push(g, s[i]->name, LOOM_REUSE_NONE);
+    rc = fc_sequence_dense(&cx, s[i], len0, &parts[i], &len);
+    loom_variable_scope_pop(g);
+    if (!rc && !len0.node) len0 = len;
+  }
+  if (!rc) {
+    *out = n == 1 ? parts[0] : loom_concat(g, n, parts, 2, NULL);
+    if (sequence_length) *sequence_length = len0;
+  }
+  loom_variable_scope_pop(g);
+  loom__free(parts);
   loom__free((void *)s);
   if (rc) return rc;
   return loom_graph_status(g, st);

@@ -31,6 +31,15 @@
  *                        in one pass). Gradient: the dense pieces' columns
  *                        of dy (a Slice each); ids get none.
  *
+ *   RaggedPadIndex       inputs (row_splits[, expected lengths]); num = k (the
+ *                        values per step), keepdims = keep the k dim.
+ *                        Outputs (index [B, T(, k)] int64, lengths [B]
+ *                        int64): the value each step of a batch padded to
+ *                        its longest row reads (row_splits[B], one past the
+ *                        values, for padding); T depends on the row
+ *                        lengths (LOOM_OPF_DATA_SHAPE). With expected
+ *                        lengths, a row whose length differs fails the run.
+ *
  * ids, row_splits and weights get no gradient; DenseToRagged,
  * SparseEmbeddingGrad and RaggedMultiHot are not differentiable. */
 #include <math.h>
@@ -248,6 +257,59 @@ static loom_code grad_multi_hot_concat(loom_graph *g, loom_node *n, const loom_o
   return LOOM_OK;
 }
 
+static loom_code shape_ragged_pad_index(loom_shape_ctx *c) {
+  if (c->nin != 1 && c->nin != 2) FAIL("takes 1 or 2 inputs (row_splits[, expected lengths]), got %d", c->nin);
+  const loom_tdesc *sp = &c->in[0];
+  if (sp->dtype != LOOM_I64 || sp->ndim != 1) FAIL("row_splits must be an int64 vector, got %s %s",
+                                                   loom_dtype_name(sp->dtype), loom__tdesc_str(sp));
+  if (sp->dims[0] == 0) FAIL("row_splits must have at least 1 element");
+  if (c->attrs->num < 1) FAIL("step size must be >= 1, got %lld", (long long)c->attrs->num);
+  if (!c->attrs->keepdims && c->attrs->num != 1) FAIL("step size %lld needs keepdims", (long long)c->attrs->num);
+  int64_t B = sp->dims[0] < 0 ? -1 : sp->dims[0] - 1;
+  if (c->nin == 2) {
+    const loom_tdesc *e = &c->in[1];
+    if (e->dtype != LOOM_I64 || e->ndim != 1) FAIL("expected lengths must be an int64 vector, got %s %s",
+                                                  loom_dtype_name(e->dtype), loom__tdesc_str(e));
+  }
+  c->out[0].dtype = LOOM_I64;
+  c->out[0].ndim = c->attrs->keepdims ? 3 : 2;
+  c->out[0].dims[0] = B;
+  c->out[0].dims[1] = -1;
+  c->out[0].dims[2] = c->attrs->num;
+  c->out[1].dtype = LOOM_I64;
+  c->out[1].ndim = 1;
+  c->out[1].dims[0] = B;
+  return LOOM_OK;
+}
+
+static loom_code value_shape_ragged_pad_index(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
+                                              loom_tdesc *out, char *msg, size_t msglen) {
+  (void)nin;
+  (void)nout;
+  const loom_buf *sp = in[0];
+  if (sp->dtype != LOOM_I64 || sp->ndim != 1 || sp->numel < 1 || a->num < 1) {
+    snprintf(msg, msglen, "row_splits must be an int64 vector of at least 1 element (and the step size >= 1)");
+    return LOOM_INVALID_ARGUMENT;
+  }
+  const int64_t *s = sp->data;
+  int64_t B = sp->numel - 1;
+  for (int64_t r = 0; r < B; r++)
+    if (s[r + 1] < s[r]) {
+      snprintf(msg, msglen, "row_splits must be non-decreasing, but row_splits[%lld] = %lld < row_splits[%lld] = %lld",
+               (long long)(r + 1), (long long)s[r + 1], (long long)r, (long long)s[r]);
+      return LOOM_INVALID_ARGUMENT;
+    }
+  out[0].dtype = LOOM_I64;
+  out[0].ndim = a->keepdims ? 3 : 2;
+  out[0].dims[0] = B;
+  out[0].dims[1] = loom__ragged_pad_steps(s, B, a->num);
+  out[0].dims[2] = a->num;
+  out[1].dtype = LOOM_I64;
+  out[1].ndim = 1;
+  out[1].dims[0] = B;
+  return LOOM_OK;
+}
+
 /* ---- gradient ---- */
 /* d params: IndexedSlices (SparseEmbeddingGrad's indices and rows). */
 static loom_code grad_sparse_embedding(loom_graph *g, loom_node *n, const loom_output *dy, loom_gradient *dx) {
@@ -302,6 +364,14 @@ void loom__register_sparse(loom_op_def *t) {
   d->grad = grad_multi_hot_concat;
   d->nondiff_inputs = 1u; /* the layout; ids get no gradient from the grad fn */
   d->kernels[LOOM_DEVICE_CPU][LOOM_I64] = loom__k_multi_hot_concat;
+
+  d = &t[LOOM_OP_RaggedPadIndex];
+  d->nin = -1;
+  d->nout = 2;
+  d->shape = shape_ragged_pad_index;
+  d->value_shape = value_shape_ragged_pad_index;
+  d->flags = LOOM_OPF_DATA_SHAPE | LOOM_OPF_NODIFF;
+  d->kernels[LOOM_DEVICE_CPU][LOOM_I64] = loom__k_ragged_pad_index;
 }
 
 /* ---- builders ---- */
@@ -367,4 +437,22 @@ loom_output loom__multi_hot_concat(loom_graph *g, int np, const int32_t *kind, c
   loom__free(lay);
   loom__free(all);
   return out;
+}
+
+loom_output loom__ragged_pad_index(loom_graph *g, loom_output row_splits, loom_output expected_lengths, int64_t k,
+                                   int keep_k, loom_output *lengths, const char *name) {
+  if (lengths) *lengths = (loom_output){NULL, 0};
+  if (!g) return (loom_output){NULL, 0};
+  loom_attrs a = attrs0();
+  a.num = k;
+  a.keepdims = keep_k != 0;
+  loom_output in[2] = {row_splits, expected_lengths};
+  loom_node *nd = loom__graph_add(g, LOOM_OP_RaggedPadIndex, name, NULL, expected_lengths.node ? 2 : 1, in, &a, 2);
+  if (!nd) {
+    loom_output d = loom__graph_dummy(g);
+    if (lengths) *lengths = d;
+    return d;
+  }
+  if (lengths) *lengths = (loom_output){nd, 1};
+  return (loom_output){nd, 0};
 }

@@ -5,4 +5,5 @@
   X(SparseEmbedding, "LoomSparseEmbedding")             \
   X(SparseEmbeddingGrad, "LoomSparseEmbeddingGrad")     \
   X(RaggedMultiHot, "LoomRaggedMultiHot")             \
-  X(MultiHotConcat, "LoomMultiHotConcat")
+  X(MultiHotConcat, "LoomMultiHotConcat")             \
+  X(RaggedPadIndex, "LoomRaggedPadIndex")

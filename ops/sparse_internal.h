@@ -18,4 +18,15 @@ enum {
 loom_output loom__multi_hot_concat(loom_graph *g, int np, const int32_t *kind, const int64_t *depth, int nin,
                                    const loom_output *in, const char *name);
 
+/* The padding index of a ragged batch (RaggedPadIndex, ops/sparse.c): an
+ * int64 [B, T, k] (keep_k) or [B, T] (k = 1) tensor whose slot is the value
+ * that step reads, row_splits[B] for a padding slot (so gathering from the
+ * values with one padding row appended gives the padded batch); T = the
+ * longest row's ceil(length / k), computed in the session's host pass.
+ * *lengths (may be NULL) = each row's ceil(length / k), [B] int64.
+ * expected_lengths ({NULL, 0} = none): lengths the rows must have (another
+ * column's), else the run fails naming the example. */
+loom_output loom__ragged_pad_index(loom_graph *g, loom_output row_splits, loom_output expected_lengths, int64_t k,
+                                   int keep_k, loom_output *lengths, const char *name);
+
 #endif

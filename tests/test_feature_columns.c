@@ -1,7 +1,8 @@
 /* Feature columns: constructors (TF's names and checks), parse spec,
  * input_layer / linear_model against TF 2.15 fixtures
  * (scripts/gen_fc_layer_fixtures.py -> tests/fixtures/fc_layer/), error
- * messages naming the column, and the analyzer against numpy. */
+ * messages naming the column, sequence columns and the sequence input
+ * layer (hand values), and the analyzer against numpy. */
 #include "test_util.h"
 
 #define FIX "tests/fixtures/fc_layer/"
@@ -892,4 +893,63 @@ Test(fc, input_layer_gradient_reaches_numeric_and_embedding_columns) {
   loom_features_free(f);
   loom_fc_set_free(s);
   loom_graph_free(g);
+}
+
+/* ---- sequence columns ---- */
+/* Two examples: ids {3, 1} and {2}, values {1, 2, 3, 4} and {5, 6} (shape (2,), default -1): T = 2;
+ * the indicator, then the numeric column (sorted by name), example 1's second step padded. */
+Test(fc, sequence_input_layer_hand_values_spec_and_errors) {
+  loom_fc_set *s = loom_fc_set_new();
+  const loom_fc *id = loom_fc_identity(s, "a", 4, 0, 0, ST);
+  const loom_fc *seq = loom_fc_sequence_categorical(s, id, ST);
+  cr_assert(seq, "%s", loom_status_message(ST));
+  int64_t two = 2;
+  const loom_fc *num = loom_fc_sequence_numeric(s, "b", 1, &two, -1.0, LOOM_F32, ST);
+  cr_assert(num, "%s", loom_status_message(ST));
+  const loom_fc *ind = loom_fc_indicator(s, seq, ST);
+  cr_assert_str_eq(loom_fc_name(seq), "a");
+  cr_assert_str_eq(loom_fc_name(ind), "a_indicator");
+  cr_assert_eq(loom_fc_num_buckets(seq), 4);
+  cr_assert_eq(loom_fc_dense_width(num), 2);
+  /* only indicator / embedding take a sequence column */
+  expect_err(loom_fc_weighted(s, seq, "w", ST), "sequence categorical column");
+  expect_err(loom_fc_sequence_categorical(s, ind, ST), "identity, vocabulary or hash bucket");
+  /* parse spec: VarLenFeatures (float32 for the numeric one) */
+  const loom_fc *both[2] = {num, ind};
+  int nspec = 0;
+  loom_feature_spec *spec = NULL;
+  cr_assert_eq(loom_fc_make_parse_example_spec(2, both, &nspec, &spec, ST), LOOM_OK);
+  cr_assert_eq(nspec, 2);
+  cr_assert(!strcmp(spec[0].name, "a") && spec[0].varlen && spec[0].dtype == LOOM_I64);
+  cr_assert(!strcmp(spec[1].name, "b") && spec[1].varlen && spec[1].dtype == LOOM_F32);
+  loom_fc_parse_spec_free(nspec, spec);
+
+  loom_graph *g = loom_graph_new();
+  loom_features *f = loom_features_new();
+  int64_t n3 = 3, n6 = 6, asp[3] = {0, 2, 3}, bsp[3] = {0, 4, 6};
+  const int64_t ids[3] = {3, 1, 2};
+  const float vals[6] = {1, 2, 3, 4, 5, 6};
+  add_sparse(f, "a", c_i64(g, 1, &n3, ids), g, 2, asp);
+  add_sparse(f, "b", loom_const_data(g, LOOM_F32, 1, &n6, vals, NULL), g, 2, bsp);
+  loom_output out, len;
+  cr_assert_eq(loom_fc_sequence_input_layer(g, f, 2, both, NULL, 1, &out, &len, ST), LOOM_OK, "%s",
+               loom_status_message(ST));
+  loom_tensor *t = tu_run1(g, 0, NULL, NULL, out), *l = tu_run1(g, 0, NULL, NULL, len);
+  const float want[2 * 2 * 6] = {0, 0, 0, 1, 1, 2, 0, 1, 0, 0, 3, 4, 0, 0, 1, 0, 5, 6, 0, 0, 0, 0, -1, -1};
+  tu_expect_f32(t, 3, (int64_t[]){2, 2, 6}, want, 0);
+  const int64_t wl[2] = {2, 1};
+  cr_assert_arr_eq(loom_tensor_data(l), wl, sizeof wl);
+  loom_tensor_free(t);
+  loom_tensor_free(l);
+  /* a sequence column in input_layer, a non-sequence one in the sequence layer: TF's messages */
+  const loom_fc *plain = loom_fc_indicator(s, id, ST);
+  cr_assert_eq(loom_fc_input_layer(g, f, 1, &ind, NULL, 1, &out, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "must not be of type SequenceCategoricalColumn"), "%s",
+            loom_status_message(ST));
+  cr_assert_eq(loom_fc_sequence_input_layer(g, f, 1, &plain, NULL, 1, &out, &len, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "must be of type SequenceCategoricalColumn to use SequenceFeatures"),
+            "%s", loom_status_message(ST));
+  loom_features_free(f);
+  loom_graph_free(g);
+  loom_fc_set_free(s);
 }

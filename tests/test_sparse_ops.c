@@ -2,9 +2,11 @@
  * hand-computed values and TF 2.15 fixtures (scripts/gen_sparse_fixtures.py,
  * tests/fixtures/sparse/embedding.txt), its sparse gradient, sparse
  * optimizer updates touching only the looked-up rows, DenseToRagged through
- * a session's host pass, RaggedMultiHot, and the errors of malformed ragged
- * inputs. Finite-difference checks of the gradient: tests/grad_cases_sparse.h. */
+ * a session's host pass, RaggedMultiHot, RaggedPadIndex (the padding of
+ * sequence columns, fed from placeholders so T is found at run time), and
+ * the errors of malformed ragged inputs. Finite-difference checks of the gradient: tests/grad_cases_sparse.h. */
 #include "test_util.h"
+#include "ops/sparse_internal.h"
 
 static loom_tensor *i64v(int64_t n, const int64_t *v) { return loom_tensor_from_data(LOOM_I64, 1, &n, v, NULL); }
 static loom_tensor *f32v(int64_t n, const float *v) { return loom_tensor_from_data(LOOM_F32, 1, &n, v, NULL); }
@@ -692,6 +694,54 @@ Test(ragged_multi_hot, counts_weights_and_ignores_out_of_range) {
   tu_expect_f32(tb, 2, (int64_t[]){3, 4}, wb, 0);
   loom_tensor_free(ta);
   loom_tensor_free(tb);
+  loom_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- RaggedPadIndex */
+/* rows of 3, 0, 5 values: steps of k values, padding slots read value 8 (one past the end) */
+Test(ragged_pad_index, steps_lengths_and_padding_from_fed_row_splits) {
+  loom_graph *g = loom_graph_new();
+  loom_output sp = loom_placeholder(g, LOOM_I64, 1, (int64_t[]){-1}, "sp");
+  loom_output len1, len2;
+  loom_output i1 = loom__ragged_pad_index(g, sp, (loom_output){NULL, 0}, 1, 0, &len1, "i1");
+  loom_output i2 = loom__ragged_pad_index(g, sp, (loom_output){NULL, 0}, 2, 1, &len2, "i2");
+  cr_assert_eq(loom_output_ndim(i1), 2);
+  cr_assert_eq(loom_output_ndim(i2), 3);
+  const int64_t splits[4] = {0, 3, 3, 8};
+  loom_tensor *fv = i64v(4, splits);
+  loom_tensor *t1 = tu_run1(g, 1, &sp, &fv, i1), *t2 = tu_run1(g, 1, &sp, &fv, i2);
+  loom_tensor *l1 = tu_run1(g, 1, &sp, &fv, len1), *l2 = tu_run1(g, 1, &sp, &fv, len2);
+  const int64_t w1[15] = {0, 1, 2, 8, 8, 8, 8, 8, 8, 8, 3, 4, 5, 6, 7};
+  const int64_t w2[18] = {0, 1, 2, 8, 8, 8, 8, 8, 8, 8, 8, 8, 3, 4, 5, 6, 7, 8};
+  const int64_t wl1[3] = {3, 0, 5}, wl2[3] = {2, 0, 3};
+  cr_assert_eq(loom_tensor_ndim(t1), 2);
+  cr_assert(loom_tensor_dim(t1, 0) == 3 && loom_tensor_dim(t1, 1) == 5);
+  cr_assert(loom_tensor_dim(t2, 0) == 3 && loom_tensor_dim(t2, 1) == 3 && loom_tensor_dim(t2, 2) == 2);
+  cr_assert_arr_eq(loom_tensor_data(t1), w1, sizeof w1);
+  cr_assert_arr_eq(loom_tensor_data(t2), w2, sizeof w2);
+  cr_assert_arr_eq(loom_tensor_data(l1), wl1, sizeof wl1);
+  cr_assert_arr_eq(loom_tensor_data(l2), wl2, sizeof wl2);
+  loom_tensor_free(t1);
+  loom_tensor_free(t2);
+  loom_tensor_free(l1);
+  loom_tensor_free(l2);
+  loom_tensor_free(fv);
+  loom_graph_free(g);
+}
+
+Test(ragged_pad_index, lengths_that_differ_from_the_expected_fail_naming_the_example) {
+  loom_graph *g = loom_graph_new();
+  const int64_t a[3] = {0, 2, 3}, b[3] = {0, 2, 4};
+  loom_output la;
+  loom__ragged_pad_index(g, cst_i64(g, 3, a, "a"), (loom_output){NULL, 0}, 1, 0, &la, "pa");
+  loom_output ib = loom__ragged_pad_index(g, cst_i64(g, 3, b, "b"), la, 1, 0, NULL, "pb");
+  char msg[512];
+  cr_assert_eq(tu_run_err(g, 0, NULL, NULL, ib, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(msg, "pb") && strstr(msg, "example 1 has 1 steps in one column and 2 in another"), "%s", msg);
+  const int64_t bad[3] = {0, 2, 1};
+  loom_output ic = loom__ragged_pad_index(g, cst_i64(g, 3, bad, "bad"), (loom_output){NULL, 0}, 1, 0, NULL, "pc");
+  cr_assert_eq(tu_run_err(g, 0, NULL, NULL, ic, msg, sizeof msg), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(msg, "non-decreasing"), "%s", msg);
   loom_graph_free(g);
 }
 

@@ -137,6 +137,20 @@ LOOM_API loom_code loom_fc_shared_embeddings(loom_fc_set *s, int n, const loom_f
                                              int64_t dimension, const loom_fc_embedding_options *opt, loom_fc **out,
                                              loom_status *st);
 
+/* ---- sequence columns (tf.feature_column.sequence_*) ----
+ * sequence_categorical_column_with_identity / _hash_bucket /
+ * _vocabulary_list / _vocabulary_file: the categorical column (identity,
+ * vocabulary or hash bucket; made with its constructor above) read as one
+ * sequence per example, a step per value; named as its categorical column.
+ * Only indicator_column and embedding_column take one, and only
+ * loom_fc_sequence_input_layer takes those. */
+LOOM_API loom_fc *loom_fc_sequence_categorical(loom_fc_set *s, const loom_fc *categorical, loom_status *st);
+/* sequence_numeric_column(key, shape=(1,), default_value=0., dtype=float32):
+ * a step per numel(shape) values of the ragged feature key; default_value
+ * pads the steps past an example's end. dtype LOOM_F32 or LOOM_F64. */
+LOOM_API loom_fc *loom_fc_sequence_numeric(loom_fc_set *s, const char *key, int ndim, const int64_t *shape,
+                                           double default_value, loom_dtype dtype, loom_status *st);
+
 /* ---- consumers ---- */
 /* input_layer(features, feature_columns): the dense columns (numeric,
  * bucketized, indicator, embedding) concatenated in order of column name
@@ -151,10 +165,28 @@ LOOM_API loom_code loom_fc_input_layer(loom_graph *g, const loom_features *featu
 LOOM_API loom_code loom_fc_linear_model(loom_graph *g, const loom_features *features, int n,
                                         const loom_fc *const *cols, int64_t units, loom_combiner sparse_combiner,
                                         const char *scope, int trainable, loom_output *logits, loom_status *st);
+/* tf.keras.experimental.SequenceFeatures(feature_columns)(features): the
+ * sequence columns (sequence_numeric_column, indicator / embedding columns
+ * of sequence categorical columns; anything else is an error naming it)
+ * concatenated in order of column name into *out [B, T, sum of widths]
+ * float32, T = the batch's longest sequence; shorter sequences are padded
+ * with zeros (a numeric column's steps with its default_value).
+ * *sequence_length [B] int64 = each example's number of steps (values /
+ * numel(shape) rounded up for a numeric column); columns whose lengths
+ * differ fail the run naming the example. An embedding column looks each
+ * id up on its own (its combiner does not apply; ids < 0 give zeros, as
+ * TF's safe lookup), an indicator column one-hots each id. Inputs must be
+ * sparse (ragged, as a VarLenFeature is parsed): a dense input is
+ * INVALID_ARGUMENT naming the column and key, as is a missing one. Variables: <scope>/<column name>/embedding_weights,
+ * scope NULL = "sequence_features". */
+LOOM_API loom_code loom_fc_sequence_input_layer(loom_graph *g, const loom_features *features, int n,
+                                                const loom_fc *const *cols, const char *scope, int trainable,
+                                                loom_output *out, loom_output *sequence_length, loom_status *st);
 /* make_parse_example_spec(feature_columns): the TFRecord spec of the raw
  * features the columns read (numeric: FixedLenFeature(shape, dtype,
- * default); categorical: VarLenFeature as a ragged component; weighted: its
- * weight key too), sorted by key. Conflicting specs for one key are
+ * default); categorical and sequence columns: VarLenFeature as a ragged
+ * component (float32 for sequence_numeric_column); weighted: its weight key
+ * too), sorted by key. Conflicting specs for one key are
  * INVALID_ARGUMENT naming it. *spec (with its names and defaults) is freed
  * with loom_fc_parse_spec_free. */
 LOOM_API loom_code loom_fc_make_parse_example_spec(int n, const loom_fc *const *cols, int *nspec,

@@ -513,3 +513,52 @@ loom_code loom__k_multi_hot_concat(const loom_kctx *ctx) {
                            (long long)off, k, (long long)W, ctx->nin);
   return LOOM_OK;
 }
+
+/* =====================================================================
+ * RaggedPadIndex: where each step of a padded [B, T] sequence batch reads
+ * its values (sequence feature columns)
+ * ===================================================================== */
+int64_t loom__ragged_pad_steps(const int64_t *splits, int64_t B, int64_t k) {
+  int64_t T = 0;
+  for (int64_t r = 0; r < B; r++) {
+    int64_t len = splits[r + 1] - splits[r], t = len > 0 ? (len + k - 1) / k : 0;
+    if (t > T) T = t;
+  }
+  return T;
+}
+
+loom_code loom__k_ragged_pad_index(const loom_kctx *ctx) {
+  const loom_buf *S = ctx->in[0], *E = ctx->nin > 1 ? ctx->in[1] : NULL;
+  int64_t k = ctx->attrs->num;
+  if (k < 1) return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "step size must be >= 1, got %lld", (long long)k);
+  if (S->dtype != LOOM_I64 || S->ndim != 1 || S->numel < 1)
+    return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT, "row_splits must be an int64 vector of at least 1 element");
+  const int64_t *s = S->data;
+  int64_t B = S->numel - 1, nnz = s[B];
+  loom_code rc = loom__check_row_splits(S, nnz, ctx->st);
+  if (rc) return rc;
+  int64_t T = loom__ragged_pad_steps(s, B, k);
+  loom_buf *I = ctx->out[0], *L = ctx->out[1];
+  if (I->numel != B * T * k || L->numel != B)
+    return loom_status_set(ctx->st, LOOM_INTERNAL, "outputs do not match row_splits");
+  int64_t *idx = I->data, *len = L->data;
+  for (int64_t r = 0; r < B; r++) {
+    int64_t n = s[r + 1] - s[r];
+    len[r] = n > 0 ? (n + k - 1) / k : 0;
+    for (int64_t j = 0; j < T * k; j++) idx[r * T * k + j] = j < n ? s[r] + j : nnz;
+  }
+  if (E) {
+    if (E->dtype != LOOM_I64 || E->numel != B)
+      return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
+                             "expected lengths must be int64 with one value per row (%lld), got %s [%lld]",
+                             (long long)B, loom_dtype_name(E->dtype), (long long)E->numel);
+    const int64_t *e = E->data;
+    for (int64_t r = 0; r < B; r++)
+      if (e[r] != len[r])
+        return loom_status_set(ctx->st, LOOM_INVALID_ARGUMENT,
+                               "sequence lengths differ between feature columns: example %lld has %lld steps in one "
+                               "column and %lld in another",
+                               (long long)r, (long long)e[r], (long long)len[r]);
+  }
+  return LOOM_OK;
+}

@@ -36,6 +36,14 @@ loom_code loom__k_sparse_embedding_grad_f32(const loom_kctx *ctx);
  * out [B, depth] f32 (attrs.num = depth). */
 loom_code loom__k_ragged_multi_hot(const loom_kctx *ctx);
 
+/* RaggedPadIndex: in row_splits [B + 1] i64, optional expected lengths [B]
+ * i64; out index [B, T(, k)] i64 and lengths [B] i64 (attrs: num = k,
+ * keepdims = keep the k dim). T = the longest row's ceil(length / k);
+ * slot (r, t, e) = row_splits[r] + t * k + e when inside row r, else
+ * row_splits[B] (one past the last value: the padding row). */
+int64_t loom__ragged_pad_steps(const int64_t *splits, int64_t B, int64_t k);
+loom_code loom__k_ragged_pad_index(const loom_kctx *ctx);
+
 /* MultiHotConcat: in[0] = layout int64 [2 * np] (kind, depth per piece;
  * ops/sparse_internal.h), then the pieces' inputs -> float32 [B, total]. */
 loom_code loom__k_multi_hot_concat(const loom_kctx *ctx);

@@ -26,6 +26,7 @@ from . import _Status, _b, _dims, LoomError
 
 __all__ = ["FeatureColumn", "numeric", "bucketized", "identity", "vocabulary_list", "vocabulary_file",
            "hash_bucket", "crossed", "embedding", "indicator", "weighted", "shared_embeddings",
+           "sequence_categorical", "sequence_numeric",
            "make_parse_example_spec", "make_columns"]
 
 COMBINERS = {"sum": 0, "mean": 1, "sqrtn": 2}
@@ -226,6 +227,40 @@ class IndicatorColumn(FeatureColumn):
         return lib.loom_fc_indicator(s, parents[0], st)
 
 
+class SequenceCategoricalColumn(FeatureColumn):
+    """An identity, vocabulary or hash bucket column read as a sequence (a
+    step per value of the ragged feature): only indicator and embedding
+    columns take one, and only the sequence input layer takes those."""
+
+    def __init__(self, categorical):
+        self.categorical_column = categorical
+        self.key = categorical.key
+        self._parents = (categorical,)
+
+    def _new(self, s, parents, st):
+        return lib.loom_fc_sequence_categorical(s, parents[0], st)
+
+
+class SequenceNumericColumn(FeatureColumn):
+    """A step per numel(shape) values of the ragged feature `key`;
+    default_value pads the steps past an example's end."""
+
+    def __init__(self, key, shape, default_value, dtype):
+        self.key, self.shape, self.default_value, self.dtype = key, shape, default_value, dtype
+
+    def _new(self, s, parents, st):
+        n, dims = _dims(self.shape)
+        return lib.loom_fc_sequence_numeric(s, _b(self.key), n, dims, float(self.default_value),
+                                            2 if dtype_name(self.dtype) == "float64" else 1, st)
+
+    def _hints(self):
+        return {self.key: np.float32}
+
+
+def _is_sequence(c):
+    return isinstance(c, SequenceCategoricalColumn) or isinstance(c, SequenceNumericColumn)
+
+
 def _embedding_options(combiner, max_norm, trainable, shared_name=None):
     o = lib.loom_fc_embedding_options_default()
     o.combiner = COMBINERS[combiner]
@@ -380,6 +415,31 @@ def shared_embeddings(categorical_columns, dimension, combiner="mean", max_norm=
     g = _SharedGroup(cats, int(dimension), _combiner(combiner, "shared_embeddings"), max_norm, trainable,
                      shared_name)
     return [SharedEmbeddingColumn(g, i)._check() for i in range(len(cats))]
+
+
+def sequence_categorical(categorical_column):
+    """categorical_column (identity, vocabulary_list, vocabulary_file or
+    hash_bucket) as a sequence column (loom_fc_sequence_categorical), named
+    as it; wrap it with indicator or embedding for the sequence input layer."""
+    if not isinstance(categorical_column, (IdentityColumn, VocabularyListColumn, VocabularyFileColumn,
+                                           HashBucketColumn)):
+        raise ValueError("sequence_categorical: categorical_column must be an identity, vocabulary or hash bucket "
+                         "column, got %r" % (categorical_column,))
+    return SequenceCategoricalColumn(categorical_column)._check()
+
+
+def sequence_numeric(key, shape=(1,), default_value=0.0, dtype=np.float32):
+    """A sequence of float32 steps of `shape` from the ragged feature `key`
+    (loom_fc_sequence_numeric); default_value pads past an example's end."""
+    name = dtype_name(dtype)
+    if not (name.startswith("float") or name.startswith("int") or name.startswith("uint")):
+        raise ValueError("sequence_numeric_column %r: dtype must be convertible to float, got %s" % (key, name))
+    try:
+        default_value = float(default_value)
+    except (TypeError, ValueError):
+        raise TypeError("sequence_numeric_column %r: default_value must be a number, got %r"
+                        % (key, default_value)) from None
+    return SequenceNumericColumn(_key(key, "sequence_numeric_column"), _shape(shape), default_value, dtype)._check()
 
 
 def make_columns(columns):

@@ -400,7 +400,7 @@ def test_unsupported_symbols_raise_not_implemented_naming_them():
     for expr, name in [(lambda: tf.keras.layers.LSTM, "tf.keras.layers.LSTM"),
                        (lambda: tf.compat.v1.layers.conv1d, "tf.compat.v1.layers.conv1d"),
                        (lambda: tf.data.Dataset.from_generator, "tf.data.Dataset.from_generator"),
-                       (lambda: tf.feature_column.sequence_numeric_column, "tf.feature_column.sequence_numeric_column"),
+                       (lambda: tf.keras.experimental.WideDeepModel, "tf.keras.experimental.WideDeepModel"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),
                        (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
                        (lambda: tf.compat.v1.train.ProximalAdagradOptimizer, "tf.compat.v1.train.ProximalAdagradOptimizer")]:

@@ -140,6 +140,7 @@ from . import _v1_ops
 from . import _graph_ops as _gops
 from . import _fc_layers as _fcl
 _keras.layers.DenseFeatures = _fcl.DenseFeatures
+keras.experimental = Namespace("keras.experimental", SequenceFeatures=_fcl.SequenceFeatures)
 from . import _variables as _vars
 from ._graph_ops import control_dependencies, group, zeros, ones, shape, range, name_scope  # noqa: F401,A004
 _v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (

@@ -26,6 +26,9 @@ L._d("loom_fc_input_layer", L.cint, L.vp, L.vp, L.cint, L.P(L.vp), L.cs, L.cint,
 L._d("loom_fc_linear_model", L.cint, L.vp, L.vp, L.cint, L.P(L.vp), L.i64, L.cint, L.cs, L.cint, L.P(L.Output),
      L.vp)
 
+L._d("loom_fc_sequence_input_layer", L.cint, L.vp, L.vp, L.cint, L.P(L.vp), L.cs, L.cint, L.P(L.Output),
+     L.P(L.Output), L.vp)
+
 _made = {}  # id(columns) tuple -> (columns, loom set, pointers): the C columns live as long as the process
 
 
@@ -150,3 +153,46 @@ class DenseFeatures:
         return input_layer(features, self.feature_columns, trainable=self.trainable,
                            cols_to_output_tensors=cols_to_output_tensors, _scope=_b(self.name),
                            _what="tf.keras.layers.DenseFeatures")
+
+
+class SequenceFeatures:
+    """tf.keras.experimental.SequenceFeatures(feature_columns) called on a
+    model_fn's features: (sequence_input [batch, T, width] float32,
+    sequence_length [batch] int64), T the batch's longest sequence, on
+    loom_fc_sequence_input_layer. The columns: sequence_numeric_column and
+    embedding / indicator columns of sequence_categorical_column_with_*,
+    concatenated by name; variables under the layer's name
+    ("sequence_features/<column>_embedding/embedding_weights")."""
+
+    def __init__(self, feature_columns, trainable=True, name=None, **kwargs):
+        if kwargs:
+            raise NotImplementedError("loom.tf: tf.keras.experimental.SequenceFeatures(%s) is not supported"
+                                      % ", ".join(sorted(kwargs)))
+        what = "tf.keras.experimental.SequenceFeatures"
+        cols = list(feature_columns or [])
+        for c in cols:
+            if isinstance(c, (_n.EmbeddingColumn, _n.IndicatorColumn)) and \
+                    not isinstance(c.categorical_column, _n.SequenceCategoricalColumn):
+                raise ValueError("%s: In %s: %s. categorical_column must be of type SequenceCategoricalColumn to "
+                                 "use SequenceFeatures. Suggested fix: Use one of "
+                                 "sequence_categorical_column_with_*. Given: %r"
+                                 % (what, "embedding_column" if isinstance(c, _n.EmbeddingColumn)
+                                    else "indicator_column", c.name, c.categorical_column))
+            if isinstance(c, _n.FeatureColumn) and not isinstance(
+                    c, (_n.SequenceNumericColumn, _n.EmbeddingColumn, _n.IndicatorColumn)):
+                raise ValueError("%s: Items of feature_columns must be a SequenceDenseColumn. You can wrap a "
+                                 "sequence categorical column with an embedding_column or indicator_column. Given: "
+                                 "%r" % (what, c))
+        _columns(cols, what)
+        self.feature_columns, self.trainable, self.name = cols, trainable, name or "sequence_features"
+
+    def __call__(self, features, training=None):
+        what = "tf.keras.experimental.SequenceFeatures"
+        n, arr = _columns(self.feature_columns, what)
+        lengths = L.Output()
+
+        def call(g, m, out, st):
+            return lib.loom_fc_sequence_input_layer(g.p, m, n, arr, _b(self.name), int(bool(self.trainable)),
+                                                    C.byref(out), C.byref(lengths), st.p)
+        seq = _build(features, what, call)
+        return seq, seq.graph._out(lengths)

@@ -14,12 +14,15 @@ from ._surface import missing
 __all__ = ["numeric_column", "bucketized_column", "categorical_column_with_identity",
            "categorical_column_with_vocabulary_list", "categorical_column_with_vocabulary_file",
            "categorical_column_with_hash_bucket", "crossed_column", "embedding_column", "indicator_column",
-           "weighted_categorical_column", "shared_embeddings", "make_parse_example_spec"]
+           "weighted_categorical_column", "shared_embeddings", "make_parse_example_spec",
+           "sequence_categorical_column_with_identity", "sequence_categorical_column_with_hash_bucket",
+           "sequence_categorical_column_with_vocabulary_list", "sequence_categorical_column_with_vocabulary_file",
+           "sequence_numeric_column"]
 
 from .._feature_column import (FeatureColumn, NumericColumn, BucketizedColumn, IdentityColumn,  # noqa: F401
                                VocabularyListColumn, VocabularyFileColumn, HashBucketColumn, CrossedColumn,
                                WeightedColumn, IndicatorColumn, EmbeddingColumn, SharedEmbeddingColumn, make_columns,
-                               _LOOM_DTYPE)
+                               SequenceCategoricalColumn, SequenceNumericColumn, _LOOM_DTYPE, _is_sequence)
 from .. import _feature_column as _n
 from .._feature_column import _shape
 
@@ -57,10 +60,18 @@ def categorical_column_with_hash_bucket(key, hash_bucket_size, dtype=_dt.string)
 
 
 def crossed_column(keys, hash_bucket_size, hash_key=None):
+    for k in keys if isinstance(keys, (list, tuple)) else ():
+        if _is_sequence(k):
+            raise NotImplementedError("loom.tf: crossed_column over the sequence column %r is not supported; cross "
+                                      "the non-sequence categorical_column_with_* columns" % k.name)
     return _n.crossed(keys, hash_bucket_size, hash_key)
 
 
 def weighted_categorical_column(categorical_column, weight_feature_key, dtype=_dt.float32):
+    if _is_sequence(categorical_column):
+        raise NotImplementedError("loom.tf: weighted_categorical_column over the sequence column %r is not supported;"
+                                  " SequenceFeatures takes embedding_column / indicator_column of it unweighted"
+                                  % categorical_column.name)
     return _n.weighted(categorical_column, weight_feature_key, _dt.as_dtype(dtype))
 
 
@@ -88,8 +99,47 @@ def shared_embeddings(categorical_columns, dimension, combiner="mean", initializ
                    ("tensor_name_in_ckpt", tensor_name_in_ckpt)):
         if v is not None:
             raise NotImplementedError("loom.tf: shared_embeddings(%s=...) is not supported" % arg)
+    for c in categorical_columns:
+        if _is_sequence(c):
+            raise NotImplementedError("loom.tf: shared_embeddings over the sequence column %r is not supported; use "
+                                      "an embedding_column per sequence column" % c.name)
     return _n.shared_embeddings(categorical_columns, dimension, combiner, max_norm, trainable,
                                 shared_embedding_collection_name)
+
+
+# ---------------------------------------------------------------- sequence columns
+def sequence_categorical_column_with_identity(key, num_buckets, default_value=None):
+    """Integer ids read as a sequence (a step per value of the VarLenFeature
+    `key`); wrap with embedding_column or indicator_column for
+    tf.keras.experimental.SequenceFeatures."""
+    return _n.sequence_categorical(categorical_column_with_identity(key, num_buckets, default_value))
+
+
+def sequence_categorical_column_with_hash_bucket(key, hash_bucket_size, dtype=_dt.string):
+    return _n.sequence_categorical(categorical_column_with_hash_bucket(key, hash_bucket_size, dtype))
+
+
+def sequence_categorical_column_with_vocabulary_file(key, vocabulary_file, vocabulary_size=None,
+                                                     num_oov_buckets=0, default_value=None, dtype=_dt.string):
+    return _n.sequence_categorical(categorical_column_with_vocabulary_file(
+        key, vocabulary_file, vocabulary_size, dtype, default_value, num_oov_buckets))
+
+
+def sequence_categorical_column_with_vocabulary_list(key, vocabulary_list, dtype=None, default_value=-1,
+                                                     num_oov_buckets=0):
+    return _n.sequence_categorical(categorical_column_with_vocabulary_list(
+        key, vocabulary_list, dtype, default_value, num_oov_buckets))
+
+
+def sequence_numeric_column(key, shape=(1,), default_value=0., dtype=_dt.float32, normalizer_fn=None):
+    """A sequence of float32 steps of `shape` from the VarLenFeature `key`;
+    default_value pads the steps past an example's end."""
+    if normalizer_fn is not None:
+        if not callable(normalizer_fn):
+            raise TypeError("normalizer_fn must be a callable. Given: %r" % (normalizer_fn,))
+        raise NotImplementedError("loom.tf: sequence_numeric_column(%r, normalizer_fn=...): a Python normalizer_fn "
+                                  "of TF ops is not supported; normalize the values before the input_fn" % key)
+    return _n.sequence_numeric(key, shape, default_value, _dt.as_dtype(dtype))
 
 
 # ---------------------------------------------------------------- parse specs (tf.io)
