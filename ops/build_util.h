@@ -170,19 +170,19 @@ static inline int64_t bu_last_dim(loom_output o) {
 }
 
 /* confusion_matrix.remove_squeezable_dimensions(labels, predictions,
- * expected_rank_diff): squeezes the last dim (size 1 or unknown) of labels
- * when rank(labels) - rank(predictions) == expected + 1, or of predictions
- * when it is expected - 1. */
+ * expected_rank_diff): squeezes the last dim (size 1 or unknown) of the
+ * predictions when rank(predictions) - rank(labels) == expected + 1, or of
+ * the labels when it is expected - 1. */
 static inline void bu_remove_squeezable(loom_graph *g, loom_output *labels, loom_output *predictions,
                                         int expected_rank_diff) {
-  int lr = loom_output_ndim(*labels), pr = loom_output_ndim(*predictions);
+  int rank_diff = loom_output_ndim(*predictions) - loom_output_ndim(*labels);
   int64_t ax = -1;
-  if (lr - pr == expected_rank_diff + 1) {
-    int64_t d = bu_last_dim(*labels);
-    if (d == 1 || d == -1) *labels = loom_squeeze(g, *labels, 1, &ax, NULL);
-  } else if (lr - pr == expected_rank_diff - 1) {
+  if (rank_diff == expected_rank_diff + 1) {
     int64_t d = bu_last_dim(*predictions);
     if (d == 1 || d == -1) *predictions = loom_squeeze(g, *predictions, 1, &ax, NULL);
+  } else if (rank_diff == expected_rank_diff - 1) {
+    int64_t d = bu_last_dim(*labels);
+    if (d == 1 || d == -1) *labels = loom_squeeze(g, *labels, 1, &ax, NULL);
   }
 }
 
