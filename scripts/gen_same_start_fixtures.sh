@@ -7,7 +7,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 TF_PY=${TF_PY:-$(bash "$root/scripts/peer_venv.sh" tf)}
-"$TF_PY" -c "import pandas" 2>/dev/null || "$TF_PY" -m pip install -q pandas >&2
+# TF 2.15's pandas_input_fn predates pandas 3 (its string dtype)
+"$TF_PY" -c "import sys, pandas; sys.exit(int(pandas.__version__.split('.')[0]) >= 3)" 2>/dev/null ||
+  "$TF_PY" -m pip install -q "pandas<3" "numpy==$("$TF_PY" -c 'import numpy; print(numpy.__version__)')" >&2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 sed '1s/.*/import tensorflow as tf/' "$root/python/examples/tf_programs/same_start.py" > "$tmp/same_start.py"
 out="$root/tests/fixtures/tf_programs/same_start.txt"

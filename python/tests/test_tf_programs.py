@@ -26,7 +26,8 @@ CASES = {
     "linear_crossed.py": ((), {"accuracy": (0.9, 1), "auc": (0.95, 1), "global_step": (500, 500)}),
     "wide_deep_tae.py": ((), {"accuracy": (0.9, 1), "auc": (0.95, 1), "global_step": (1200, 1200),
                               "exports_kept": (2, 2), "serving_accuracy": (0.9, 1)}),
-    "regression_pandas.py": (("pandas",), {"rmse": (0, 0.6), "global_step": (3000, 3000)}),
+    # log price: predicting the mean scores about 1.0; the program reaches 0.13-0.16 on both sides
+    "regression_pandas.py": (("pandas",), {"rmse": (0, 0.2), "global_step": (2000, 2000)}),
     "iris_custom_model_fn.py": ((IRIS,), {"accuracy": (0.9, 1), "predict_accuracy": (0.9, 1),
                                           "global_step": (1000, 1000)}),
     "fashion_mnist_cnn.py": ((FMNIST,), {"accuracy": (0.75, 1), "global_step": (300, 300)}),

@@ -19,9 +19,11 @@ LOOM_PY=${LOOM_PY:-$HOME/.cache/loom/venv/py/bin/python}
 TF_PY=${TF_PY:-$(bash "$root/scripts/peer_venv.sh" tf)}
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" LOOM_LIBRARY=${LOOM_LIBRARY:-$root/build/libloom.so}
 for py in "$LOOM_PY" "$TF_PY"; do  # the pandas programs
-  # pinning the venv's numpy keeps pip from upgrading it for a newer pandas (TF 2.15 needs numpy < 2)
-  "$py" -c "import pandas" 2>/dev/null ||
-    "$py" -m pip install -q pandas "numpy==$("$py" -c 'import numpy; print(numpy.__version__)')" >&2
+  # pinning the venv's numpy keeps pip from upgrading it for a newer pandas (TF 2.15 needs numpy < 2);
+  # TF 2.15's pandas_input_fn predates pandas 3 (its string columns' dtype is not one TF converts)
+  want=pandas; [ "$py" = "$TF_PY" ] && want="pandas<3"
+  "$py" -c "import sys, pandas; sys.exit('$py' == '$TF_PY' and int(pandas.__version__.split('.')[0]) >= 3)" \
+    2>/dev/null || "$py" -m pip install -q "$want" "numpy==$("$py" -c 'import numpy; print(numpy.__version__)')" >&2
 done
 export DIAMONDS_DIR="$root/tests/fixtures/data" TF_CPP_MIN_LOG_LEVEL=3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

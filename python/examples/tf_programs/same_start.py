@@ -124,24 +124,34 @@ custom.train(tf.compat.v1.estimator.inputs.numpy_input_fn({"x": xi[:120]}, yi[:1
 custom_eval = custom.evaluate(tf.compat.v1.estimator.inputs.numpy_input_fn({"x": xi[120:]}, yi[120:],
                                                                            batch_size=30, shuffle=False))
 
-# ---- diamonds: DNNRegressor (Adam 0.01) over numeric and indicator columns from pandas
-df = pd.read_csv(os.path.join(DATA, "diamonds_200.csv"), index_col=0)
+# ---- diamonds: the DNNRegressor of regression_pandas.py (Adam 0.003; log price from standardized numeric
+# and indicator columns, from pandas)
+df = pd.read_csv(os.path.join(DATA, "diamonds_3000.csv"), index_col=0)
+df = df[(df[["x", "y", "z"]] > 0).all(axis=1)]
 df = df.sample(frac=1.0, random_state=SEED)
-df["price"] = df["price"] / 1000.0
-dtrain, dtest = df.iloc[:160], df.iloc[160:]
-features = ["carat", "depth", "table", "x", "y", "z", "cut"]
-feature_columns = [tf.feature_column.numeric_column(k) for k in features[:-1]] + [
-    tf.feature_column.indicator_column(tf.feature_column.categorical_column_with_vocabulary_list(
-        "cut", ["Fair", "Good", "Very Good", "Premium", "Ideal"]))]
+df["log_price"] = np.log(df["price"])
+n_train = int(0.8 * len(df))
+dtrain, dtest = df.iloc[:n_train].copy(), df.iloc[n_train:].copy()
+numeric = ["carat", "depth", "table"]
+stats = dtrain[numeric].describe().transpose()
+for part in (dtrain, dtest):
+    part[numeric] = (part[numeric] - stats["mean"]) / stats["std"]
+vocabularies = {"cut": ["Fair", "Good", "Very Good", "Premium", "Ideal"], "color": list("DEFGHIJ"),
+                "clarity": ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"]}
+features = numeric + list(vocabularies)
+feature_columns = [tf.feature_column.numeric_column(k) for k in numeric] + [
+    tf.feature_column.indicator_column(tf.feature_column.categorical_column_with_vocabulary_list(k, v))
+    for k, v in vocabularies.items()]
 reg = tf.estimator.DNNRegressor(hidden_units=[32, 16], feature_columns=feature_columns,
-                                optimizer=tf.keras.optimizers.legacy.Adam(learning_rate=0.01),
+                                optimizer=tf.keras.optimizers.legacy.Adam(learning_rate=0.003),
                                 model_dir=tempfile.mkdtemp(),
                                 warm_start_from=tf.estimator.WarmStartSettings(
-                                    write_checkpoint(dnn_start([11, 32, 16, 1])), "dnn/.*"))
-reg.train(tf.compat.v1.estimator.inputs.pandas_input_fn(x=dtrain[features], y=dtrain["price"], batch_size=160,
-                                                        num_epochs=None, shuffle=False), steps=500)
-reg_eval = reg.evaluate(tf.compat.v1.estimator.inputs.pandas_input_fn(x=dtest[features], y=dtest["price"],
-                                                                      batch_size=40, num_epochs=1, shuffle=False))
+                                    write_checkpoint(dnn_start([23, 32, 16, 1])), "dnn/.*"))
+reg.train(tf.compat.v1.estimator.inputs.pandas_input_fn(x=dtrain[features], y=dtrain["log_price"],
+                                                        batch_size=len(dtrain), num_epochs=None, shuffle=False),
+          steps=300)
+reg_eval = reg.evaluate(tf.compat.v1.estimator.inputs.pandas_input_fn(
+    x=dtest[features], y=dtest["log_price"], batch_size=len(dtest), num_epochs=1, shuffle=False))
 print(lin, dnn_eval, custom_eval, reg_eval)
 print("METRIC linear_accuracy=%.4f linear_loss=%.6f dnn_accuracy=%.4f dnn_loss=%.6f accuracy=%.4f loss=%.6f "
       "rmse=%.6f" % (lin["accuracy"], lin["loss"], dnn_eval["accuracy"], dnn_eval["loss"], custom_eval["accuracy"],
