@@ -321,7 +321,6 @@ class Estimator(_LoomEstimator):
             raise NotImplementedError("loom.tf: train(saving_listeners=...) is not supported yet")
         if self._train_role(input_fn, hooks, steps, max_steps):
             return self
-        _warm.check_before_train(self)
         o = lib.loom_train_options_default()
         o.steps, o.max_steps = steps or 0, max_steps or 0
         hk = _Hooks(hooks, "train", self)
