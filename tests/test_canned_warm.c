@@ -342,8 +342,10 @@ Test(canned_warm, settings_naming_what_is_not_there_are_errors) {
     e = model(0, &c, d2, &cfg, 0, NULL, &ws, frozen, st);
     cr_assert(e, "%s", loom_status_message(st));
     expect_warm_error(e, &tr, k ? "VocabInfo with []" : "VocabInfo not selected",
-                      "var_name_to_vocab_info names variable linear/linear_model/SepalLength/weights, which is not used",
-                      k ? "the global variables matching []" : "the trainable variables matching 'linear/linear_model/bias.*'");
+                      "var_name_to_vocab_info names variable linear/linear_model/SepalLength/weights, which is not "
+                      "used",
+                      k ? "the global variables matching []"
+                        : "the trainable variables matching 'linear/linear_model/bias.*'");
     loom_estimator_free(e);
     tu_rmtree(d2);
   }

@@ -88,7 +88,9 @@ class WarmStartSettings(_warm.WarmStartSettings):
     var_name_to_prev_var_name=None): a checkpoint (a model directory or a
     checkpoint path); vars_to_warm_start a regex over the trainable
     variables, a list of regexes or names over all variables, or None (only
-    the VocabInfo variables); VocabInfo remapping; renames."""
+    the VocabInfo variables); VocabInfo remapping; renames. Training raises
+    TF's ValueError for a rename or VocabInfo not used and for a selected
+    variable the checkpoint lacks."""
 
     def __new__(cls, ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
                 var_name_to_prev_var_name=None):
