@@ -232,8 +232,9 @@ static loom_code warm_start(loom_estimator *e, loom_session *s, loom_graph *g, l
     loom_tensor *t = NULL;
     loom_status *tmp = loom_status_new();
     loom_code r = loom_checkpoint_read_tensor(path, name, &t, tmp);
-    if (r == LOOM_NOT_FOUND) {
-      loom__log(LOOM_LOG_INFO, "Warm-start: variable %s not in %s; keeping its initial value", name, path);
+    if (r == LOOM_NOT_FOUND) { /* TF's ValueError: a selected variable must be in the checkpoint */
+      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "warm_start_from: variable %s is not in checkpoint %s", name,
+                           path);
     } else if (r != LOOM_OK) {
       rc = loom_status_set(st, r, "warm start from %s: %s", path, loom_status_message(tmp));
     } else {

@@ -167,13 +167,28 @@ def errors():
         "prev_name_not_in_checkpoint": dict(var_name_to_prev_var_name={"dnn/hiddenlayer_0/kernel": "dnn/nope"}),
         "new_vocab_size_too_large": dict(var_name_to_vocab_info={EMB % "tok": EST.VocabInfo(NEW_F, 6, 1, OLD_F)}),
         "vocab_info_var_not_in_model": dict(var_name_to_vocab_info={"dnn/nope": EST.VocabInfo(NEW_F, 4, 1, OLD_F)}),
+        "vocab_info_var_not_selected": dict(vars_to_warm_start="dnn/hiddenlayer.*", var_name_to_vocab_info={
+            EMB % "tok": EST.VocabInfo(NEW_F, 4, 1, OLD_F)}),
+        "vocab_info_with_empty_list": dict(vars_to_warm_start=[], var_name_to_vocab_info={
+            EMB % "tok": EST.VocabInfo(NEW_F, 4, 1, OLD_F)}),
+        "prev_name_var_not_in_model": dict(var_name_to_prev_var_name={"dnn/nope": "dnn/hiddenlayer_0/kernel"}),
+        # the new model's column is "word": its embedding is selected (".*") but not in the checkpoint
+        "selected_var_not_in_checkpoint": dict(),
     }
+    # an old model trained with SGD (no slots) and a list of the model's names: the new model's Adagrad slots
+    # (training/Adagrad/...) are not selected, so their absence is no error (None: training succeeded)
+    old_sgd = EST.DNNClassifier([4], dnn_cols("tok", OLD_F), model_dir=tempfile.mkdtemp(dir=TMP), optimizer=sgd())
+    old_sgd.train(input_fn(), steps=1)
+    cases["list_new_slots_not_in_checkpoint"] = dict(vars_to_warm_start=["dnn/hiddenlayer_0", "dnn/logits"])
     out = {}
     for k, kw in cases.items():
-        new = EST.DNNClassifier([4], dnn_cols("tok", NEW_F), model_dir=tempfile.mkdtemp(dir=TMP), optimizer=sgd(),
-                                warm_start_from=EST.WarmStartSettings(old.model_dir, **kw))
+        key = "word" if k == "selected_var_not_in_checkpoint" else "tok"
+        slots = k == "list_new_slots_not_in_checkpoint"
+        new = EST.DNNClassifier([4], dnn_cols(key, NEW_F), model_dir=tempfile.mkdtemp(dir=TMP),
+                                optimizer="Adagrad" if slots else sgd(),
+                                warm_start_from=EST.WarmStartSettings((old_sgd if slots else old).model_dir, **kw))
         try:
-            new.train(input_fn(), steps=1)
+            new.train(input_fn(key), steps=1)
             out[k] = None
         except Exception as e:  # noqa: B902 - recording what TF raises
             msg = getattr(e, "message", None) or str(e)

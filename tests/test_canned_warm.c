@@ -243,6 +243,154 @@ Test(canned_warm, prev_var_names_and_global_regexes) {
   tu_rmtree(d2);
 }
 
+/* ---- settings naming what is not there: TF's ValueErrors ---- */
+/* Trains e one step: an INVALID_ARGUMENT whose message has each of want. */
+static void expect_warm_error(loom_estimator *e, cu_data *d, const char *what, const char *w1, const char *w2) {
+  loom_status *st = loom_status_new();
+  loom_train_options to = loom_train_options_default();
+  to.steps = 1;
+  cr_expect_eq(loom_estimator_train(e, cu_input_fn, d, &to, st), LOOM_INVALID_ARGUMENT, "%s: %s", what,
+               loom_status_message(st));
+  cr_expect(strstr(loom_status_message(st), w1), "%s: no '%s' in: %s", what, w1, loom_status_message(st));
+  cr_expect(!w2 || strstr(loom_status_message(st), w2), "%s: no '%s' in: %s", what, w2, loom_status_message(st));
+  loom_status_free(st);
+}
+
+Test(canned_warm, settings_naming_what_is_not_there_are_errors) {
+  cols4 c;
+  cols4_make(&c);
+  cu_data tr;
+  cu_iris(&tr, 0, 0);
+  loom_status *st = loom_status_new();
+  char d1[TU_TMPDIR_CAP], d2[TU_TMPDIR_CAP];
+  tu_tmpdir(d1, sizeof d1, "canned_wse1");
+  loom_run_config cfg = cu_config();
+  /* the old model: a linear classifier trained with SGD (no optimizer slots) */
+  loom_estimator *lin = model(0, &c, d1, &cfg, 0, NULL, NULL, frozen, st);
+  cr_assert(lin, "%s", loom_status_message(st));
+  cu_train(lin, &tr, 2);
+
+  /* a selected variable the checkpoint lacks (warm_start_from: every trainable variable) */
+  tu_tmpdir(d2, sizeof d2, "canned_wse2");
+  loom_estimator *e = model(1, &c, d2, &cfg, 0, d1, NULL, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  expect_warm_error(e, &tr, "dnn from a linear checkpoint",
+                    "WarmStartSettings: variable dnn/hiddenlayer_0/kernel is not in checkpoint", d1);
+  loom_estimator_free(e);
+  tu_rmtree(d2);
+
+  /* ... selected by a list of regexes over the global variables */
+  static const char *const logits_bias[1] = {"dnn/logits/bias"};
+  loom_warm_start_settings ws = loom_warm_start_settings_default();
+  ws.ckpt_to_initialize_from = d1;
+  ws.vars_to_warm_start = NULL;
+  ws.nvar_regexes = 1;
+  ws.var_regexes = logits_bias;
+  tu_tmpdir(d2, sizeof d2, "canned_wse3");
+  e = model(1, &c, d2, &cfg, 0, NULL, &ws, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  expect_warm_error(e, &tr, "list", "variable dnn/logits/bias is not in checkpoint", d1);
+  loom_estimator_free(e);
+  tu_rmtree(d2);
+
+  /* a rename whose checkpoint name is not there names both */
+  static const char *const bias[1] = {"linear/linear_model/bias_weights"}, *const old_bias[1] = {"linear/old_bias"};
+  ws = loom_warm_start_settings_default();
+  ws.ckpt_to_initialize_from = d1;
+  ws.nprev_names = 1;
+  ws.new_names = bias;
+  ws.prev_names = old_bias;
+  tu_tmpdir(d2, sizeof d2, "canned_wse4");
+  e = model(0, &c, d2, &cfg, 0, NULL, &ws, frozen, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  expect_warm_error(e, &tr, "renamed",
+                    "variable linear/old_bias (var_name_to_prev_var_name of linear/linear_model/bias_weights) is "
+                    "not in checkpoint",
+                    d1);
+  loom_estimator_free(e);
+  tu_rmtree(d2);
+
+  /* a rename of a variable the model does not have is "not used" */
+  static const char *const nope[1] = {"linear/linear_model/nope"};
+  ws.new_names = nope;
+  ws.prev_names = bias;
+  tu_tmpdir(d2, sizeof d2, "canned_wse5");
+  e = model(0, &c, d2, &cfg, 0, NULL, &ws, frozen, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  expect_warm_error(e, &tr, "rename not used",
+                    "var_name_to_prev_var_name names variable linear/linear_model/nope, which is not used",
+                    "linear/linear_model/bias_weights");
+  loom_estimator_free(e);
+  tu_rmtree(d2);
+
+  /* a VocabInfo of a variable the regex does not select is "not used" (so is one with the empty list) */
+  static const char *const voc[2] = {"a", "b"};
+  loom_vocab_info vi = loom_vocab_info_default();
+  vi.var_name = "linear/linear_model/SepalLength/weights";
+  vi.new_vocab = voc;
+  vi.new_vocab_size = 2;
+  vi.old_vocab = voc;
+  vi.old_vocab_size = 2;
+  for (int k = 0; k < 2; k++) {
+    ws = loom_warm_start_settings_default();
+    ws.ckpt_to_initialize_from = d1;
+    ws.vars_to_warm_start = k ? NULL : "linear/linear_model/bias.*";
+    ws.var_regexes = k ? logits_bias : NULL; /* non-NULL with nvar_regexes 0: the empty list */
+    ws.nvocab_infos = 1;
+    ws.vocab_infos = &vi;
+    tu_tmpdir(d2, sizeof d2, "canned_wse6");
+    e = model(0, &c, d2, &cfg, 0, NULL, &ws, frozen, st);
+    cr_assert(e, "%s", loom_status_message(st));
+    expect_warm_error(e, &tr, k ? "VocabInfo with []" : "VocabInfo not selected",
+                      "var_name_to_vocab_info names variable linear/linear_model/SepalLength/weights, which is not "
+                      "used",
+                      k ? "the global variables matching []"
+                        : "the trainable variables matching 'linear/linear_model/bias.*'");
+    loom_estimator_free(e);
+    tu_rmtree(d2);
+  }
+
+  /* optimizer slots: a regex selects only trainable variables, and a list's
+   * slots absent from the checkpoint keep their initial values (TF 2.15
+   * names its slots training/<optimizer>/...: a list of model names does not
+   * select them) */
+  static const char *const all_linear[1] = {"linear/.*"};
+  for (int k = 0; k < 2; k++) {
+    ws = loom_warm_start_settings_default();
+    ws.ckpt_to_initialize_from = d1;
+    if (k) {
+      ws.vars_to_warm_start = NULL;
+      ws.nvar_regexes = 1;
+      ws.var_regexes = all_linear;
+    }
+    tu_tmpdir(d2, sizeof d2, "canned_wse7");
+    e = model(0, &c, d2, &cfg, 0, NULL, &ws, NULL, st); /* Ftrl: slots */
+    cr_assert(e, "%s", loom_status_message(st));
+    loom_train_options to = loom_train_options_default();
+    to.steps = 1;
+    cr_expect_eq(loom_estimator_train(e, cu_input_fn, &tr, &to, st), LOOM_OK, "%s", loom_status_message(st));
+    loom_tensor *a = var_value(e, "linear/linear_model/bias_weights/Ftrl"); /* the slot exists */
+    loom_tensor_free(a);
+    loom_estimator_free(e);
+    tu_rmtree(d2);
+  }
+
+  /* vars_to_warm_start and var_regexes together are refused */
+  ws = loom_warm_start_settings_default();
+  ws.ckpt_to_initialize_from = d1;
+  ws.nvar_regexes = 1;
+  ws.var_regexes = all_linear;
+  e = model(0, &c, d1, &cfg, 0, NULL, &ws, NULL, st);
+  cr_expect_null(e);
+  cr_expect(strstr(loom_status_message(st), "not both"), "%s", loom_status_message(st));
+
+  loom_estimator_free(lin);
+  cu_data_free(&tr);
+  loom_fc_set_free(c.set);
+  loom_status_free(st);
+  tu_rmtree(d1);
+}
+
 /* ---- vocabulary remapping ---- */
 typedef struct voc_model {
   loom_fc_set *set;
@@ -479,7 +627,8 @@ Test(canned_warm, vocabulary_remap_axis_1) {
   vi.axis = 1;
   loom_warm_start_settings ws = loom_warm_start_settings_default();
   ws.ckpt_to_initialize_from = d1;
-  ws.vars_to_warm_start = "dnn/hiddenlayer.*";
+  /* the VocabInfo's variable must be selected too (TF: "not used" otherwise) */
+  ws.vars_to_warm_start = "dnn/hiddenlayer.*|dnn/logits/kernel";
   ws.nvocab_infos = 1;
   ws.vocab_infos = &vi;
   o.model_dir = d2;

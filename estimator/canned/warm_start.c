@@ -46,8 +46,15 @@ typedef struct ws_vinfo {
   int32_t axis;
 } ws_vinfo;
 
+/* What vars_to_warm_start selects (TF's grouping): the trainable variables
+ * matching a regex; all trainable variables, of which only those with a
+ * VocabInfo are warm-started (None, or ""); or the global variables
+ * matching any regex of a list (possibly empty). */
+enum { WS_REGEX, WS_NONE, WS_LIST };
+
 typedef struct ws_state {
   char *from;
+  int mode;
   char *regex;   /* trainable */
   int32_t nregex;
   char **regexes; /* global */
@@ -122,6 +129,11 @@ loom_code loom_estimator_set_warm_start_settings(loom_estimator *e, const loom_w
                            ws->vars_to_warm_start);
   if (ws->nvar_regexes < 0 || (ws->nvar_regexes > 0 && !ws->var_regexes))
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "WarmStartSettings: var_regexes is NULL");
+  if (ws->vars_to_warm_start && ws->var_regexes)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "WarmStartSettings: give vars_to_warm_start (a regex) or var_regexes (a list), not both "
+                           "(vars_to_warm_start '%s')",
+                           ws->vars_to_warm_start);
   for (int i = 0; i < ws->nvar_regexes; i++)
     if (!ws->var_regexes[i] || !regex_ok(ws->var_regexes[i]))
       return loom_status_set(st, LOOM_INVALID_ARGUMENT, "WarmStartSettings: var_regexes[%d]: invalid regex '%s'", i,
@@ -151,7 +163,8 @@ loom_code loom_estimator_set_warm_start_settings(loom_estimator *e, const loom_w
   ws_state *w = loom__calloc(1, sizeof *w);
   if (!w) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
   w->from = dup_or_null(ws->ckpt_to_initialize_from, &oom);
-  w->regex = dup_or_null(ws->vars_to_warm_start, &oom);
+  w->mode = ws->var_regexes ? WS_LIST : ws->vars_to_warm_start && *ws->vars_to_warm_start ? WS_REGEX : WS_NONE;
+  if (w->mode == WS_REGEX) w->regex = dup_or_null(ws->vars_to_warm_start, &oom);
   if (ws->nvar_regexes > 0 && (w->regexes = loom__calloc((size_t)ws->nvar_regexes, sizeof *w->regexes))) {
     w->nregex = ws->nvar_regexes;
     for (int i = 0; i < w->nregex; i++) w->regexes[i] = dup_or_null(ws->var_regexes[i], &oom);
@@ -266,6 +279,16 @@ static loom_code load_vocab(const char *var, const char *which, const char *file
   return rc;
 }
 
+/* A selected variable the checkpoint lacks: TF's ValueError. */
+static loom_code not_in_checkpoint(const char *name, const char *prev, const char *path, loom_status *st) {
+  if (strcmp(name, prev) != 0)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                           "WarmStartSettings: variable %s (var_name_to_prev_var_name of %s) is not in checkpoint %s",
+                           prev, name, path);
+  return loom_status_set(st, LOOM_INVALID_ARGUMENT, "WarmStartSettings: variable %s is not in checkpoint %s", name,
+                         path);
+}
+
 static const vocab *sort_vocab;
 static int cmp_idx(const void *a, const void *b) {
   const char *x = sort_vocab->items[*(const int64_t *)a], *y = sort_vocab->items[*(const int64_t *)b];
@@ -326,9 +349,8 @@ static loom_code remap(const ws_vinfo *v, const char *path, const char *prev, lo
   loom_status *tmp = loom_status_new();
   rc = loom_checkpoint_read_tensor(path, prev, &old, tmp);
   if (rc == LOOM_NOT_FOUND) {
-    loom__log(LOOM_LOG_INFO, "Warm-start: variable %s not in %s; keeping its initial value", prev, path);
+    rc = not_in_checkpoint(name, prev, path, st);
     loom_status_free(tmp);
-    rc = LOOM_OK;
     goto done;
   }
   if (rc != LOOM_OK) {
@@ -394,15 +416,33 @@ done:
   return rc;
 }
 
-static loom_code plain(const char *path, const char *prev, loom_variable *var, loom_session *s, int *nwarm,
-                       loom_status *st) {
+/* Whether the variable is an optimizer slot ("<trainable variable>/<slot>",
+ * not trainable). */
+static int is_slot(loom_graph *g, loom_variable *var) {
+  if (loom_variable_trainable(var)) return 0;
+  const char *name = loom_variable_name(var), *cut = strrchr(name, '/');
+  if (!cut) return 0;
+  int nt = 0;
+  loom_variable *const *tv = loom_trainable_variables(g, &nt);
+  for (int i = 0; i < nt; i++) {
+    const char *t = loom_variable_name(tv[i]);
+    if (strlen(t) == (size_t)(cut - name) && !strncmp(t, name, (size_t)(cut - name))) return 1;
+  }
+  return 0;
+}
+
+/* slot_ok: a slot variable the checkpoint lacks keeps its initial value. */
+static loom_code plain(const char *path, const char *prev, loom_variable *var, loom_session *s, int slot_ok,
+                       int *nwarm, loom_status *st) {
   const char *name = loom_variable_name(var);
   loom_tensor *t = NULL;
   loom_status *tmp = loom_status_new();
   loom_code rc = loom_checkpoint_read_tensor(path, prev, &t, tmp);
-  if (rc == LOOM_NOT_FOUND) {
-    loom__log(LOOM_LOG_INFO, "Warm-start: variable %s not in %s; keeping its initial value", prev, path);
+  if (rc == LOOM_NOT_FOUND && slot_ok) {
+    loom__log(LOOM_LOG_INFO, "Warm-start: optimizer slot %s not in %s; keeping its initial value", prev, path);
     rc = LOOM_OK;
+  } else if (rc == LOOM_NOT_FOUND) {
+    rc = not_in_checkpoint(name, prev, path, st);
   } else if (rc != LOOM_OK) {
     loom_status_set(st, rc, "warm start of %s from %s: %s", name, path, loom_status_message(tmp));
   } else {
@@ -428,23 +468,79 @@ static loom_code plain(const char *path, const char *prev, loom_variable *var, l
   return rc;
 }
 
+/* What the settings select, for messages: "the trainable variables matching 'x'". */
+static void selection_str(const ws_state *w, char *buf, size_t cap) {
+  if (w->mode == WS_REGEX) {
+    snprintf(buf, cap, "the trainable variables matching '%s'", w->regex);
+  } else if (w->mode == WS_NONE) {
+    snprintf(buf, cap, "the trainable variables (vars_to_warm_start None)");
+  } else {
+    size_t n = (size_t)snprintf(buf, cap, "the global variables matching [");
+    for (int k = 0; k < w->nregex && n < cap; k++)
+      n += (size_t)snprintf(buf + n, cap - n, "%s'%s'", k ? ", " : "", w->regexes[k]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+  }
+}
+
+/* A var_name_to_prev_var_name or VocabInfo entry naming no selected
+ * variable: TF's ValueError ("not used"), naming it, what was selected and
+ * (the first of) the selected names. */
+static loom_code not_used(const ws_state *w, const char *what, const char *var, loom_variable *const *vars,
+                          const unsigned char *sel, int nv, loom_status *st) {
+  char which[512], names[1024];
+  selection_str(w, which, sizeof which);
+  size_t n = 0;
+  int shown = 0, total = 0;
+  names[0] = 0;
+  for (int i = 0; i < nv; i++) {
+    if (!sel[i]) continue;
+    total++;
+    if (shown < 8 && n < sizeof names) {
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", shown ? ", " : "", loom_variable_name(vars[i]));
+      shown++;
+    }
+  }
+  if (total > shown && n < sizeof names) snprintf(names + n, sizeof names - n, ", ... (%d in all)", total);
+  return loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                         "WarmStartSettings: %s names variable %s, which is not used: it is not among %s (%s)", what,
+                         var, which, total ? names : "none");
+}
+
 loom_code loom__canned_warm_start(void *state, loom_session *s, loom_graph *g, loom_status *st) {
   const ws_state *w = state;
   char path[4096];
   if (!loom__est_warm_start_path(w->from, path, sizeof path))
     return loom_status_set(st, LOOM_NOT_FOUND, "warm_start_from: no checkpoint found at %s", w->from);
   int nv = 0, nwarm = 0, nremap = 0;
-  loom_variable *const *vars = w->regex ? loom_trainable_variables(g, &nv) : loom_global_variables(g, &nv);
+  loom_variable *const *vars = w->mode == WS_LIST ? loom_global_variables(g, &nv) : loom_trainable_variables(g, &nv);
+  unsigned char *sel = loom__calloc((size_t)(nv ? nv : 1), 1);
+  if (!sel) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  for (int i = 0; i < nv; i++) {
+    const char *name = loom_variable_name(vars[i]);
+    if (w->mode == WS_NONE) sel[i] = 1;
+    else if (w->mode == WS_REGEX) sel[i] = (unsigned char)ws_re_match(w->regex, name);
+    for (int k = 0; !sel[i] && k < w->nregex; k++) sel[i] = (unsigned char)ws_re_match(w->regexes[k], name);
+  }
+  /* every rename and VocabInfo must name a selected variable (TF raises
+   * ValueError for the ones "not used"); checked before anything is read */
   loom_code rc = LOOM_OK;
+  for (int pass = 0; pass < 2 && rc == LOOM_OK; pass++) {
+    int n = pass ? w->nvi : w->nprev;
+    for (int k = 0; k < n && rc == LOOM_OK; k++) {
+      const char *want = pass ? w->vi[k].var_name : w->new_names[k];
+      int used = 0;
+      for (int i = 0; i < nv && !used; i++) used = sel[i] && !strcmp(loom_variable_name(vars[i]), want);
+      if (!used)
+        rc = not_used(w, pass ? "var_name_to_vocab_info" : "var_name_to_prev_var_name", want, vars, sel, nv, st);
+    }
+  }
   for (int i = 0; i < nv && rc == LOOM_OK; i++) {
+    if (!sel[i]) continue;
     const char *name = loom_variable_name(vars[i]);
     const ws_vinfo *vi = NULL;
     for (int k = 0; k < w->nvi; k++)
       if (!strcmp(w->vi[k].var_name, name)) vi = &w->vi[k];
-    int selected = vi != NULL;
-    if (w->regex) selected |= ws_re_match(w->regex, name);
-    for (int k = 0; !selected && k < w->nregex; k++) selected = ws_re_match(w->regexes[k], name);
-    if (!selected) continue;
+    if (!vi && w->mode == WS_NONE) continue; /* None: only the variables with a VocabInfo */
     const char *prev = name;
     for (int k = 0; k < w->nprev; k++)
       if (!strcmp(w->new_names[k], name)) prev = w->prev_names[k];
@@ -452,17 +548,12 @@ loom_code loom__canned_warm_start(void *state, loom_session *s, loom_graph *g, l
       rc = remap(vi, path, prev, vars[i], s, st);
       nremap++;
     } else {
-      rc = plain(path, prev, vars[i], s, &nwarm, st);
+      /* TF 2.15's slots are named "training/<optimizer>/<variable>/<slot>": a list of the model's names
+       * does not select them there, so one absent here is no error */
+      rc = plain(path, prev, vars[i], s, w->mode == WS_LIST && is_slot(g, vars[i]), &nwarm, st);
     }
   }
-  /* a VocabInfo naming no variable of the model is an error (TF raises too) */
-  for (int k = 0; rc == LOOM_OK && k < w->nvi; k++) {
-    int found = 0;
-    for (int i = 0; i < nv && !found; i++) found = !strcmp(loom_variable_name(vars[i]), w->vi[k].var_name);
-    if (!found)
-      rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "VocabInfo: the model has no %svariable %s",
-                           w->regex ? "trainable " : "", w->vi[k].var_name);
-  }
+  loom__free(sel);
   if (rc == LOOM_OK)
     loom__log(LOOM_LOG_INFO, "Warm-started %d variables (%d remapped by vocabulary) from %s", nwarm + nremap, nremap,
               path);

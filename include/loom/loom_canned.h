@@ -110,10 +110,13 @@ typedef struct loom_warm_start_settings {
   uint32_t struct_size;
   const char *ckpt_to_initialize_from; /* a checkpoint file, a model directory or an export directory */
   /* vars_to_warm_start: a POSIX extended regex matched at the start of the
-   * names of the TRAINABLE variables (".*" by default), or NULL with
-   * nvar_regexes > 0: a list of regexes over all GLOBAL variables
-   * (optimizer slots, moving statistics, global_step...), or NULL with
-   * nvar_regexes 0: only the variables of vocab_infos. */
+   * names of the TRAINABLE variables (".*" by default); or NULL with
+   * var_regexes non-NULL: a list of nvar_regexes regexes (0: the empty
+   * list, nothing selected) over all GLOBAL variables (optimizer slots,
+   * moving statistics, global_step...); or NULL (or "") with var_regexes
+   * NULL: TF's None, all trainable variables selected but only those of
+   * vocab_infos warm-started. Not both vars_to_warm_start and
+   * var_regexes. */
   const char *vars_to_warm_start;
   int32_t nvar_regexes;
   const char *const *var_regexes;
@@ -129,10 +132,13 @@ LOOM_API loom_warm_start_settings loom_warm_start_settings_default(void);
 
 /* Replaces e's warm_start_from / warm start regex by ws (copied). Applied
  * like warm_start_from: when training starts in a model_dir without a
- * checkpoint. A variable selected but absent from the checkpoint keeps its
- * initial value (logged); a shape mismatch without a vocab_info is
- * INVALID_ARGUMENT naming the variable and both shapes; a missing vocabulary
- * file is NOT_FOUND naming it. */
+ * checkpoint. Errors then, as TF's ValueErrors, INVALID_ARGUMENT with a
+ * message starting "WarmStartSettings: ": a new_names or vocab_infos entry
+ * naming no variable vars_to_warm_start selects ("not used"; nothing is
+ * read then), and a selected variable (or its prev_names entry) absent
+ * from the checkpoint, naming both. A shape mismatch without a vocab_info
+ * is INVALID_ARGUMENT naming the variable and both shapes; a missing
+ * vocabulary file is NOT_FOUND naming it. */
 LOOM_API loom_code loom_estimator_set_warm_start_settings(loom_estimator *e, const loom_warm_start_settings *ws,
                                                           loom_status *st);
 

@@ -181,8 +181,9 @@ typedef struct loom_estimator loom_estimator;
 /* model_dir NULL: config->model_dir, TF_CONFIG's model_dir, or a new temp
  * dir (with a warning). Both set and different: INVALID_ARGUMENT.
  * warm_start_from: a checkpoint file, a model directory or an export
- * directory; applied (to all trainable variables present there with the
- * same shape) only when model_dir has no checkpoint. Returns a new
+ * directory; applied to all trainable variables only when model_dir has
+ * no checkpoint (a variable the checkpoint lacks is INVALID_ARGUMENT
+ * naming both, as TF's ValueError). Returns a new
  * estimator (NULL on failure); caller frees with loom_estimator_free. params
  * and config are copied. */
 LOOM_API loom_estimator *loom_estimator_new(loom_model_fn model_fn, void *user, const char *model_dir,

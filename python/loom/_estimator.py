@@ -199,7 +199,13 @@ class Estimator:
         exc, self._exc = self._exc, None
         if rc and exc is not None:
             raise exc
-        st.raise_if(rc)
+        try:
+            st.raise_if(rc)
+        except LoomError as e:
+            err = _warm.settings_error(e)
+            if err is e:
+                raise
+            raise err from None
 
     def _call_hooks(self, hooks, where):
         """The C hooks of one call (set(options), free()); a plain loom
@@ -245,7 +251,6 @@ class Estimator:
 
     # ---- train / evaluate / predict / export
     def train(self, input_fn, steps=None, max_steps=None):
-        _warm.check_before_train(self)
         o = lib.loom_train_options_default()
         o.steps = steps or 0
         o.max_steps = max_steps or 0

@@ -99,7 +99,11 @@ class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
     all variables (optimizer slots, moving statistics too), matched at the
     start of the name; or None: only the variables of
     var_name_to_vocab_info. var_name_to_vocab_info: {variable: VocabInfo}.
-    var_name_to_prev_var_name: {variable: its name in the checkpoint}."""
+    var_name_to_prev_var_name: {variable: its name in the checkpoint}.
+    When training warm-starts, as TF: an entry of either dict naming no
+    variable vars_to_warm_start selects, and a selected variable the
+    checkpoint lacks (under its previous name), raise ValueError naming
+    them."""
 
     def __new__(cls, ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
                 var_name_to_prev_var_name=None):
@@ -132,14 +136,6 @@ class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
                                 "the checkpoint}, got %r: %r" % (k, p))
         return super().__new__(cls, os.fsdecode(os.fspath(ckpt_to_initialize_from)), v, vocab, prev)
 
-    def _selected(self, name):
-        """Whether vars_to_warm_start selects the variable (as a name; the C
-        side then finds it among the trainable or all variables)."""
-        v = self.vars_to_warm_start
-        if v is None:
-            return True
-        return any(re.match(r, name) for r in ([v] if isinstance(v, str) else v))
-
     def _c(self, keep):
         """The C settings; keep collects what they point to."""
         w = lib.loom_warm_start_settings_default()
@@ -156,7 +152,7 @@ class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
             w.vars_to_warm_start = _b(v)
         else:
             w.vars_to_warm_start = None
-            if v:
+            if v is not None:  # a list, [] too (nothing selected); None: var_regexes NULL
                 w.nvar_regexes, w.var_regexes = len(v), strs(v)
         if self.var_name_to_vocab_info:
             arr = (L.VocabInfo * len(self.var_name_to_vocab_info))()
@@ -193,46 +189,6 @@ class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
         keep.append(w)
         return w
 
-    # ---- what TF checks when it warm-starts (the C side does the rest)
-    def _checkpoint(self):
-        """The checkpoint file the settings read (None: none there)."""
-        p = self.ckpt_to_initialize_from
-        if not os.path.isdir(p):
-            return p
-        exp = os.path.join(p, "variables", "variables.ckpt")
-        if os.path.exists(exp):
-            return exp
-        buf = C.create_string_buffer(4096)
-        return buf.value.decode() if lib.loom_latest_checkpoint(_b(p), buf, len(buf), None) == 0 else None
-
-    def _check(self):
-        """Raises ValueError for a setting that names no variable: a
-        VocabInfo or rename of a variable vars_to_warm_start does not
-        select, or a checkpoint name the checkpoint does not have."""
-        for what, names in (("var_name_to_vocab_info", self.var_name_to_vocab_info),
-                            ("var_name_to_prev_var_name", self.var_name_to_prev_var_name)):
-            unused = sorted(k for k in names if not self._selected(k))
-            if unused or (what == "var_name_to_vocab_info" and names and self.vars_to_warm_start == []):
-                raise ValueError("WarmStartSettings: the variables %s of %s are not selected by vars_to_warm_start=%r"
-                                 % (unused or sorted(names), what, self.vars_to_warm_start))
-        path = self._checkpoint()
-        if path is None:
-            return  # the C side says no checkpoint was found
-        have = set()
-
-        def entry(name, dtype, ndim, dims, user):
-            have.add(name.decode())
-            return 0
-
-        cb = L.CHECKPOINT_ENTRY_FN(entry)
-        if lib.loom_checkpoint_list_variables(_b(path), cb, None, None) != 0:
-            return  # unreadable: the C side reports it
-        for name in list(self.var_name_to_vocab_info) + list(self.var_name_to_prev_var_name):
-            prev = self.var_name_to_prev_var_name.get(name, name)
-            if prev not in have:
-                via = " (var_name_to_prev_var_name of %s)" % name if prev != name else ""
-                raise ValueError("WarmStartSettings: variable %s%s is not in checkpoint %s" % (prev, via, path))
-
 
 def apply(est, warm_start_from):
     """Sets est's (a loom estimator, est.p made) warm start from a
@@ -250,9 +206,15 @@ def apply(est, warm_start_from):
         raise ValueError("%s (vars_to_warm_start=%r)" % (e, warm_start_from.vars_to_warm_start)) from None
 
 
-def check_before_train(est):
-    """TF's checks of the settings, when this train call warm-starts (no
-    checkpoint in model_dir yet)."""
-    ws = getattr(est, "_warm_settings", None)
-    if ws is not None and est.latest_checkpoint() is None:
-        ws._check()
+def settings_error(e):
+    """TF's ValueError for a LoomError the C side raises when it applies
+    the settings at the start of training (a rename or VocabInfo not used,
+    a selected variable the checkpoint lacks: INVALID_ARGUMENT, the message
+    starting "WarmStartSettings: " or "warm_start_from: variable"); any
+    other error as it is."""
+    msg = str(e)
+    prefix = e.code_name + ": "
+    msg = msg[len(prefix):] if msg.startswith(prefix) else msg
+    if e.code == 3 and msg.startswith(("WarmStartSettings: ", "warm_start_from: variable ")):
+        return ValueError(msg)
+    return e

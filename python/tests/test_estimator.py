@@ -97,6 +97,34 @@ def test_python_model_fn_learns_linear_regression(tmp_path):
     assert calls[:1] == ["train"] and "eval" in calls and "infer" in calls
 
 
+def test_warm_start_from_a_checkpoint_without_a_variable_raises(tmp_path):
+    # warm_start_from selects every trainable variable (TF's WarmStartSettings(path)): one the checkpoint
+    # lacks is TF's ValueError naming it and the checkpoint
+    def make(with_b):
+        def model_fn(g, features, labels, mode, params):
+            pred = features["x"] @ g.variable("w", (1, 1), initializer=0.5)
+            if with_b:
+                pred = pred + g.variable("b", (1,), initializer=0.0)
+            loss = g.mean_squared_error(labels, pred)
+            return loom.EstimatorSpec(mode, loss=loss, train_op=g.minimize(loss, "sgd", 0.1))
+        return model_fn
+
+    data = lambda mode: loom.Dataset.from_tensor_slices({"x": np.ones((4, 1), np.float32),
+                                                         "y": np.ones((4, 1), np.float32)}, label="y").batch(2)
+    old = loom.Estimator(make(False), model_dir=str(tmp_path / "old"), save_summary_steps=0)
+    old.train(data, steps=1)
+    new = loom.Estimator(make(True), model_dir=str(tmp_path / "new"), warm_start_from=str(tmp_path / "old"),
+                         save_summary_steps=0)
+    with pytest.raises(ValueError, match=r"variable b is not in checkpoint .*old"):
+        new.train(data, steps=1)
+    same = loom.Estimator(make(False), model_dir=str(tmp_path / "same"), warm_start_from=str(tmp_path / "old"),
+                          save_summary_steps=0)
+    same.train(data, steps=1)
+    # x = y = 1, loss (w - 1)^2, SGD 0.1: 0.5 -> 0.6 in old; warm-started 0.6 -> 0.68 (not warm-started: 0.6)
+    assert old.get_variable_value("w").ravel()[0] == pytest.approx(0.6, abs=1e-6)
+    assert same.get_variable_value("w").ravel()[0] == pytest.approx(0.68, abs=1e-6)
+
+
 def test_python_exceptions_cross_the_c_boundary(tmp_path):
     def model_fn(g, features, labels, mode, params):
         raise KeyError("no feature called 'z'")

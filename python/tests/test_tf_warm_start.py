@@ -131,29 +131,70 @@ def test_output_layer_columns_remapped_by_label_axis1(files):
     check("label_axis1", old, new)
 
 
-@pytest.mark.parametrize("case,named", [("missing_vocab_file", "nope.txt"),
-                                        ("prev_name_not_in_checkpoint", "dnn/nope"),
-                                        ("new_vocab_size_too_large", "new.txt"),
-                                        ("vocab_info_var_not_in_model", "dnn/nope")])
-def test_malformed_settings_raise_tf_error_class_naming_the_thing(files, case, named):
+def malformed(files, case):
+    """The old model's directory and the new model warm-started by the fixture's error case."""
     d = files["tmp"]
     old = EST.DNNClassifier([4], dnn_cols("tok", files["old"]), model_dir=str(d / "old"))
     old.train(input_fn(), steps=1)
+    vi = EST.VocabInfo(files["new"], 4, 1, files["old"])
     kw = {
         "missing_vocab_file": dict(var_name_to_vocab_info={
             EMB % "tok": EST.VocabInfo(str(d / "nope.txt"), 4, 1, files["old"])}),
         "prev_name_not_in_checkpoint": dict(var_name_to_prev_var_name={"dnn/hiddenlayer_0/kernel": "dnn/nope"}),
         "new_vocab_size_too_large": dict(var_name_to_vocab_info={
             EMB % "tok": EST.VocabInfo(files["new"], 6, 1, files["old"])}),
-        "vocab_info_var_not_in_model": dict(var_name_to_vocab_info={
-            "dnn/nope": EST.VocabInfo(files["new"], 4, 1, files["old"])}),
+        "vocab_info_var_not_in_model": dict(var_name_to_vocab_info={"dnn/nope": vi}),
+        "vocab_info_var_not_selected": dict(vars_to_warm_start="dnn/hiddenlayer.*",
+                                            var_name_to_vocab_info={EMB % "tok": vi}),
+        "vocab_info_with_empty_list": dict(vars_to_warm_start=[], var_name_to_vocab_info={EMB % "tok": vi}),
+        "prev_name_var_not_in_model": dict(var_name_to_prev_var_name={"dnn/nope": "dnn/hiddenlayer_0/kernel"}),
+        "selected_var_not_in_checkpoint": dict(),  # the new column is "word": its embedding is not there
     }[case]
-    new = EST.DNNClassifier([4], dnn_cols("tok", files["new"]), model_dir=str(d / "new"), optimizer=sgd(),
+    key = "word" if case == "selected_var_not_in_checkpoint" else "tok"
+    new = EST.DNNClassifier([4], dnn_cols(key, files["new"]), model_dir=str(d / "new"), optimizer=sgd(),
                             warm_start_from=EST.WarmStartSettings(old.model_dir, **kw))
     want = FIX["errors"][case]["type"]
-    cls = ValueError if want == "ValueError" else getattr(tf.errors, want)
+    return new, input_fn(key), ValueError if want == "ValueError" else getattr(tf.errors, want)
+
+
+@pytest.mark.parametrize("case,named", [("missing_vocab_file", "nope.txt"),
+                                        ("prev_name_not_in_checkpoint", "dnn/nope"),
+                                        ("new_vocab_size_too_large", "new.txt"),
+                                        ("vocab_info_var_not_in_model", "dnn/nope"),
+                                        ("vocab_info_var_not_selected", "tok_embedding/embedding_weights"),
+                                        ("vocab_info_with_empty_list", "tok_embedding/embedding_weights"),
+                                        ("prev_name_var_not_in_model", "dnn/nope"),
+                                        ("selected_var_not_in_checkpoint", "word_embedding/embedding_weights")])
+def test_malformed_settings_raise_tf_error_class_naming_the_thing(files, case, named):
+    new, inp, cls = malformed(files, case)
     with pytest.raises(cls, match=named):
-        new.train(input_fn(), steps=1)
+        new.train(inp, steps=1)
+    assert new.latest_checkpoint() is None
+
+
+@pytest.mark.parametrize("case,named", [("prev_name_not_in_checkpoint", "dnn/nope"),
+                                        ("vocab_info_var_not_selected", "tok_embedding/embedding_weights"),
+                                        ("prev_name_var_not_in_model", "dnn/nope"),
+                                        ("selected_var_not_in_checkpoint", "word_embedding/embedding_weights")])
+def test_train_and_evaluate_raises_as_train(files, case, named):
+    new, inp, cls = malformed(files, case)
+    assert cls is ValueError
+    with pytest.raises(ValueError, match=named):
+        EST.train_and_evaluate(new, EST.TrainSpec(inp, max_steps=1), EST.EvalSpec(inp, steps=1))
+
+
+def test_list_does_not_need_the_new_optimizer_slots(files):
+    # TF names its slots training/<optimizer>/...: a list of the model's names leaves them out, so a
+    # checkpoint trained with SGD warm-starts a model trained with Adagrad (TF: no error)
+    assert FIX["errors"]["list_new_slots_not_in_checkpoint"] is None
+    d = files["tmp"]
+    old = EST.DNNClassifier([4], dnn_cols("tok", files["old"]), model_dir=str(d / "old"), optimizer=sgd())
+    old.train(input_fn(), steps=1)
+    ws = EST.WarmStartSettings(old.model_dir, vars_to_warm_start=["dnn/hiddenlayer_0", "dnn/logits"])
+    new = EST.DNNClassifier([4], dnn_cols("tok", files["new"]), model_dir=str(d / "new"), optimizer="Adagrad",
+                            warm_start_from=ws)
+    new.train(input_fn(), steps=1)
+    assert new.get_variable_value("global_step") == 1
 
 
 def test_settings_arguments_checked_as_tf(tmp_path):
@@ -170,17 +211,6 @@ def test_settings_arguments_checked_as_tf(tmp_path):
     assert ws.vars_to_warm_start == ".*" and ws.var_name_to_vocab_info == {} and isinstance(ws, tuple)
     vi = EST.VocabInfo("n.txt", 2, 0, "o.txt")
     assert (vi.old_vocab_size, vi.backup_initializer, vi.axis) == (-1, None, 0)
-
-
-def test_vocab_info_variable_outside_the_selection_is_an_error(files):
-    d = files["tmp"]
-    old = EST.DNNClassifier([4], dnn_cols("tok", files["old"]), model_dir=str(d / "old"))
-    old.train(input_fn(), steps=1)
-    ws = EST.WarmStartSettings(old.model_dir, vars_to_warm_start="dnn/hiddenlayer.*", var_name_to_vocab_info={
-        EMB % "tok": EST.VocabInfo(files["new"], 4, 1, files["old"])})
-    new = EST.DNNClassifier([4], dnn_cols("tok", files["new"]), model_dir=str(d / "new"), warm_start_from=ws)
-    with pytest.raises(ValueError, match="tok_embedding"):
-        new.train(input_fn(), steps=1)
 
 
 def test_native_api_lists_renames_and_backup(tmp_path):
@@ -220,3 +250,8 @@ def test_native_api_lists_renames_and_backup(tmp_path):
     # the x weights were not selected: their initial value (zeros), not the old one
     assert np.allclose(new.get_variable_value("linear/linear_model/x/weights"), 0)
     assert not np.allclose(old.get_variable_value("linear/linear_model/x/weights"), 0)
+    # a selected variable the checkpoint lacks is a ValueError in the native API too
+    ws = loom.WarmStartSettings(str(tmp_path / "old"), vars_to_warm_start=["linear/linear_model/tok"])
+    bad = loom.LinearClassifier(model("tok", new_vocab), model_dir=str(tmp_path / "bad"), warm_start_from=ws)
+    with pytest.raises(ValueError, match="linear/linear_model/tok/weights is not in checkpoint"):
+        bad.train(inp("tok"), steps=1)

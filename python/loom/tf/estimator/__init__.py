@@ -88,7 +88,9 @@ class WarmStartSettings(_warm.WarmStartSettings):
     var_name_to_prev_var_name=None): a checkpoint (a model directory or a
     checkpoint path); vars_to_warm_start a regex over the trainable
     variables, a list of regexes or names over all variables, or None (only
-    the VocabInfo variables); VocabInfo remapping; renames."""
+    the VocabInfo variables); VocabInfo remapping; renames. Training raises
+    TF's ValueError for a rename or VocabInfo not used and for a selected
+    variable the checkpoint lacks."""
 
     def __new__(cls, ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
                 var_name_to_prev_var_name=None):
@@ -321,7 +323,6 @@ class Estimator(_LoomEstimator):
             raise NotImplementedError("loom.tf: train(saving_listeners=...) is not supported yet")
         if self._train_role(input_fn, hooks, steps, max_steps):
             return self
-        _warm.check_before_train(self)
         o = lib.loom_train_options_default()
         o.steps, o.max_steps = steps or 0, max_steps or 0
         hk = _Hooks(hooks, "train", self)
