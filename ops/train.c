@@ -10,6 +10,7 @@
  *     loom_variable, owned by the graph's training state; may be NULL).
  *   ApplyMomentum/SparseApplyMomentum/ApplyAdam: num bit 0 = use_nesterov.
  *   SparseApplyAdam: num bit 1 = lazy.
+ *   ApplyAdagradDA/SparseApplyAdagradDA: the global step input is an int32 or int64 scalar.
  *   every Apply/SparseApply op: alpha = the gradient scale (0, the default:
  *     1; loom_apply_set_gradient_scale; kernels/cpu/optim.h).
  *   LearningRateSchedule: see kernels/cpu/optim.c. */
@@ -83,7 +84,8 @@ static loom_code shape_scatter(loom_shape_ctx *c) {
 
 /* ---- Apply ops ----
  * sig: one letter per input: V var, R slot (var's shape), S float scalar,
- * G gradient (dense: var's shape; sparse: [n, var.dims[1:]]), I indices. */
+ * G gradient (dense: var's shape; sparse: [n, var.dims[1:]]), I indices, T an int32/int64 scalar (the
+ * global step). */
 typedef struct apply_sig {
   const char *sig;
   const char *names[12];
@@ -116,6 +118,18 @@ static const apply_sig SIG_ADADELTA = {
 static const apply_sig SIG_SADADELTA = {
     "VRRSSSGI", {"var", "accum", "accum_update", "lr", "rho", "epsilon", "grad", "indices"}};
 
+static const apply_sig SIG_PGD = {"VSSSG", {"var", "alpha", "l1", "l2", "delta"}};
+static const apply_sig SIG_SPGD = {"VSSSGI", {"var", "alpha", "l1", "l2", "grad", "indices"}};
+static const apply_sig SIG_PADAGRAD = {"VRSSSG", {"var", "accum", "lr", "l1", "l2", "grad"}};
+static const apply_sig SIG_SPADAGRAD = {"VRSSSGI", {"var", "accum", "lr", "l1", "l2", "grad", "indices"}};
+static const apply_sig SIG_ADAGRAD_DA = {
+    "VRRGSSST",
+    {"var", "gradient_accumulator", "gradient_squared_accumulator", "grad", "lr", "l1", "l2", "global_step"}};
+static const apply_sig SIG_SADAGRAD_DA = {
+    "VRRGISSST",
+    {"var", "gradient_accumulator", "gradient_squared_accumulator", "grad", "indices", "lr", "l1", "l2",
+     "global_step"}};
+
 static int sig_find(const apply_sig *s, char ch) {
   for (int i = 0; s->sig[i]; i++)
     if (s->sig[i] == ch) return i;
@@ -147,6 +161,11 @@ static loom_code shape_apply(loom_shape_ctx *c, const apply_sig *s) {
       if (d->dtype != var->dtype || d->ndim != 0)
         return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s must be a %s scalar, got %s %s", nm,
                                 loom_dtype_name(var->dtype), loom_dtype_name(d->dtype), loom__tdesc_str(d));
+      break;
+    case 'T':
+      if ((d->dtype != LOOM_I32 && d->dtype != LOOM_I64) || d->ndim != 0)
+        return loom__shape_fail(c, LOOM_INVALID_ARGUMENT, "%s must be an int32 or int64 scalar, got %s %s", nm,
+                                loom_dtype_name(d->dtype), loom__tdesc_str(d));
       break;
     case 'I':
       if (!(LOOM_DT(d->dtype) & LOOM_DT_INT) || d->ndim != 1)
@@ -218,6 +237,12 @@ SHAPE_FN(crms, SIG_CRMS)
 SPARSE_FNS(scrms, SIG_SCRMS)
 SHAPE_FN(adadelta, SIG_ADADELTA)
 SPARSE_FNS(sadadelta, SIG_SADADELTA)
+SHAPE_FN(pgd, SIG_PGD)
+SPARSE_FNS(spgd, SIG_SPGD)
+SHAPE_FN(padagrad, SIG_PADAGRAD)
+SPARSE_FNS(spadagrad, SIG_SPADAGRAD)
+SHAPE_FN(adagrad_da, SIG_ADAGRAD_DA)
+SPARSE_FNS(sadagrad_da, SIG_SADAGRAD_DA)
 
 /* sparse Adam: the bitmap of touched rows unless lazy */
 static size_t ws_sadam_bm(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
@@ -267,7 +292,9 @@ static const struct {
       {LOOM_OP_ApplyAdam, 3},            {LOOM_OP_SparseApplyAdam, 3},           {LOOM_OP_ApplyFtrlV2, 3},
       {LOOM_OP_SparseApplyFtrlV2, 3},    {LOOM_OP_ApplyRMSProp, 3},              {LOOM_OP_SparseApplyRMSProp, 3},
       {LOOM_OP_ApplyCenteredRMSProp, 4}, {LOOM_OP_SparseApplyCenteredRMSProp, 4}, {LOOM_OP_ApplyAdadelta, 3},
-      {LOOM_OP_SparseApplyAdadelta, 3},
+      {LOOM_OP_SparseApplyAdadelta, 3},  {LOOM_OP_ApplyProximalGradientDescent, 1},
+      {LOOM_OP_SparseApplyProximalGradientDescent, 1}, {LOOM_OP_ApplyProximalAdagrad, 2},
+      {LOOM_OP_SparseApplyProximalAdagrad, 2}, {LOOM_OP_ApplyAdagradDA, 3}, {LOOM_OP_SparseApplyAdagradDA, 3},
 };
 #define NMUTS (sizeof muts / sizeof muts[0])
 
@@ -319,6 +346,15 @@ void loom__register_train(loom_op_def *t) {
             loom__k_sparse_apply_centered_rmsprop_f32);
   reg_apply(t, LOOM_OP_ApplyAdadelta, 7, shape_adadelta, NULL, loom__k_apply_adadelta_f32);
   reg_apply(t, LOOM_OP_SparseApplyAdadelta, 8, shape_sadadelta, ws_sadadelta, loom__k_sparse_apply_adadelta_f32);
+  /* CPU only: a device plan runs them on the CPU */
+  reg_apply(t, LOOM_OP_ApplyProximalGradientDescent, 5, shape_pgd, NULL, loom__k_apply_proximal_gradient_descent_f32);
+  reg_apply(t, LOOM_OP_SparseApplyProximalGradientDescent, 6, shape_spgd, ws_spgd,
+            loom__k_sparse_apply_proximal_gradient_descent_f32);
+  reg_apply(t, LOOM_OP_ApplyProximalAdagrad, 6, shape_padagrad, NULL, loom__k_apply_proximal_adagrad_f32);
+  reg_apply(t, LOOM_OP_SparseApplyProximalAdagrad, 7, shape_spadagrad, ws_spadagrad,
+            loom__k_sparse_apply_proximal_adagrad_f32);
+  reg_apply(t, LOOM_OP_ApplyAdagradDA, 8, shape_adagrad_da, NULL, loom__k_apply_adagrad_da_f32);
+  reg_apply(t, LOOM_OP_SparseApplyAdagradDA, 9, shape_sadagrad_da, ws_sadagrad_da, loom__k_sparse_apply_adagrad_da_f32);
 
   for (size_t i = 0; i < NMUTS; i++) t[muts[i].op].mutated_inputs = (1u << muts[i].n) - 1;
 
@@ -512,6 +548,43 @@ loom_output loom_sparse_apply_adadelta(loom_graph *g, loom_output var, loom_outp
                                        loom_output indices, const char *name) {
   loom_output in[] = {var, accum, accum_update, lr, rho, epsilon, grad, indices};
   return build_apply(g, LOOM_OP_SparseApplyAdadelta, &SIG_SADADELTA, name, in, 0);
+}
+
+loom_output loom_apply_proximal_gradient_descent(loom_graph *g, loom_output var, loom_output alpha, loom_output l1,
+                                                 loom_output l2, loom_output delta, const char *name) {
+  loom_output in[] = {var, alpha, l1, l2, delta};
+  return build_apply(g, LOOM_OP_ApplyProximalGradientDescent, &SIG_PGD, name, in, 0);
+}
+loom_output loom_sparse_apply_proximal_gradient_descent(loom_graph *g, loom_output var, loom_output alpha,
+                                                        loom_output l1, loom_output l2, loom_output grad,
+                                                        loom_output indices, const char *name) {
+  loom_output in[] = {var, alpha, l1, l2, grad, indices};
+  return build_apply(g, LOOM_OP_SparseApplyProximalGradientDescent, &SIG_SPGD, name, in, 0);
+}
+loom_output loom_apply_proximal_adagrad(loom_graph *g, loom_output var, loom_output accum, loom_output lr,
+                                        loom_output l1, loom_output l2, loom_output grad, const char *name) {
+  loom_output in[] = {var, accum, lr, l1, l2, grad};
+  return build_apply(g, LOOM_OP_ApplyProximalAdagrad, &SIG_PADAGRAD, name, in, 0);
+}
+loom_output loom_sparse_apply_proximal_adagrad(loom_graph *g, loom_output var, loom_output accum, loom_output lr,
+                                               loom_output l1, loom_output l2, loom_output grad, loom_output indices,
+                                               const char *name) {
+  loom_output in[] = {var, accum, lr, l1, l2, grad, indices};
+  return build_apply(g, LOOM_OP_SparseApplyProximalAdagrad, &SIG_SPADAGRAD, name, in, 0);
+}
+loom_output loom_apply_adagrad_da(loom_graph *g, loom_output var, loom_output gradient_accumulator,
+                                  loom_output gradient_squared_accumulator, loom_output grad, loom_output lr,
+                                  loom_output l1, loom_output l2, loom_output global_step, const char *name) {
+  loom_output in[] = {var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2, global_step};
+  return build_apply(g, LOOM_OP_ApplyAdagradDA, &SIG_ADAGRAD_DA, name, in, 0);
+}
+loom_output loom_sparse_apply_adagrad_da(loom_graph *g, loom_output var, loom_output gradient_accumulator,
+                                         loom_output gradient_squared_accumulator, loom_output grad,
+                                         loom_output indices, loom_output lr, loom_output l1, loom_output l2,
+                                         loom_output global_step, const char *name) {
+  loom_output in[] = {var, gradient_accumulator, gradient_squared_accumulator, grad, indices, lr, l1, l2,
+                      global_step};
+  return build_apply(g, LOOM_OP_SparseApplyAdagradDA, &SIG_SADAGRAD_DA, name, in, 0);
 }
 
 /* ---- the gradient scale of an optimizer op ---- */

@@ -26,4 +26,10 @@
   X(SparseApplyCenteredRMSProp, "SparseApplyCenteredRMSProp")   \
   X(ApplyAdadelta, "ApplyAdadelta")                             \
   X(SparseApplyAdadelta, "SparseApplyAdadelta")                 \
-  X(LearningRateSchedule, "LearningRateSchedule")
+  X(LearningRateSchedule, "LearningRateSchedule")               \
+  X(ApplyProximalGradientDescent, "ApplyProximalGradientDescent") \
+  X(SparseApplyProximalGradientDescent, "SparseApplyProximalGradientDescent") \
+  X(ApplyProximalAdagrad, "ApplyProximalAdagrad")               \
+  X(SparseApplyProximalAdagrad, "SparseApplyProximalAdagrad")   \
+  X(ApplyAdagradDA, "ApplyAdagradDA")                           \
+  X(SparseApplyAdagradDA, "SparseApplyAdagradDA")

@@ -6,11 +6,12 @@
 #include <stdio.h>
 #include "train/train_impl.h"
 
-enum { OPT_SGD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_ADADELTA };
+enum { OPT_SGD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_ADADELTA, OPT_PROX_GD, OPT_PROX_ADAGRAD,
+       OPT_ADAGRAD_DA };
 
 typedef struct slot_entry {
   const loom_variable *var;
-  char name[16];
+  char name[32];
   loom_variable *slot;
 } slot_entry;
 
@@ -24,6 +25,9 @@ struct loom_optimizer {
   loom_ftrl_options ftrl;
   loom_rmsprop_options rms;
   loom_adadelta_options adadelta;
+  loom_proximal_gradient_descent_options pgd;
+  loom_proximal_adagrad_options padagrad;
+  loom_adagrad_da_options da;
   char bad_options[256]; /* a bad options struct_size, reported at apply */
   slot_entry *slots;
   int nslots, capslots;
@@ -57,6 +61,19 @@ loom_adadelta_options loom_adadelta_options_default(void) {
   return o;
 }
 
+loom_proximal_gradient_descent_options loom_proximal_gradient_descent_options_default(void) {
+  loom_proximal_gradient_descent_options o = {sizeof(loom_proximal_gradient_descent_options), 0.0, 0.0};
+  return o;
+}
+loom_proximal_adagrad_options loom_proximal_adagrad_options_default(void) {
+  loom_proximal_adagrad_options o = {sizeof(loom_proximal_adagrad_options), 0.1, 0.0, 0.0};
+  return o;
+}
+loom_adagrad_da_options loom_adagrad_da_options_default(void) {
+  loom_adagrad_da_options o = {sizeof(loom_adagrad_da_options), 0.1, 0.0, 0.0};
+  return o;
+}
+
 static loom_optimizer *opt_new(int kind, const char *name, loom_output lr) {
   loom_optimizer *o = loom__calloc(1, sizeof *o);
   if (!o) return NULL;
@@ -69,6 +86,9 @@ static loom_optimizer *opt_new(int kind, const char *name, loom_output lr) {
   o->ftrl = loom_ftrl_options_default();
   o->rms = loom_rmsprop_options_default();
   o->adadelta = loom_adadelta_options_default();
+  o->pgd = loom_proximal_gradient_descent_options_default();
+  o->padagrad = loom_proximal_adagrad_options_default();
+  o->da = loom_adagrad_da_options_default();
   return o;
 }
 
@@ -107,6 +127,20 @@ loom_optimizer *loom_optimizer_rmsprop(loom_output lr, const loom_rmsprop_option
 loom_optimizer *loom_optimizer_adadelta(loom_output lr, const loom_adadelta_options *opts) {
   loom_optimizer *o = opt_new(OPT_ADADELTA, "Adadelta", lr);
   return o ? opt_take(o, &o->adadelta, sizeof o->adadelta, opts, "loom_adadelta_options") : NULL;
+}
+
+loom_optimizer *loom_optimizer_proximal_gradient_descent(loom_output lr,
+                                                         const loom_proximal_gradient_descent_options *opts) {
+  loom_optimizer *o = opt_new(OPT_PROX_GD, "ProximalGradientDescent", lr);
+  return o ? opt_take(o, &o->pgd, sizeof o->pgd, opts, "loom_proximal_gradient_descent_options") : NULL;
+}
+loom_optimizer *loom_optimizer_proximal_adagrad(loom_output lr, const loom_proximal_adagrad_options *opts) {
+  loom_optimizer *o = opt_new(OPT_PROX_ADAGRAD, "ProximalAdagrad", lr);
+  return o ? opt_take(o, &o->padagrad, sizeof o->padagrad, opts, "loom_proximal_adagrad_options") : NULL;
+}
+loom_optimizer *loom_optimizer_adagrad_da(loom_output lr, const loom_adagrad_da_options *opts) {
+  loom_optimizer *o = opt_new(OPT_ADAGRAD_DA, "AdagradDA", lr);
+  return o ? opt_take(o, &o->da, sizeof o->da, opts, "loom_adagrad_da_options") : NULL;
 }
 
 void loom_optimizer_free(loom_optimizer *o) {
@@ -165,6 +199,11 @@ static int create_slots(loom_optimizer *o, loom_graph *g, const loom_variable *v
     if (o->rms.centered && !make_slot(o, g, v, "mg", 0.0)) return 0;
     return make_slot(o, g, v, "momentum", 0.0) != NULL;
   case OPT_ADADELTA: return make_slot(o, g, v, "accum", 0.0) && make_slot(o, g, v, "accum_update", 0.0);
+  case OPT_PROX_GD: return 1;
+  case OPT_PROX_ADAGRAD: return make_slot(o, g, v, "accumulator", o->padagrad.initial_accumulator_value) != NULL;
+  case OPT_ADAGRAD_DA:
+    return make_slot(o, g, v, "gradient_accumulator", 0.0) &&
+           make_slot(o, g, v, "gradient_squared_accumulator", o->da.initial_gradient_squared_accumulator_value);
   default: return 0;
   }
 }
@@ -186,6 +225,10 @@ static int validate(loom_optimizer *o, loom_graph *g) {
     else if (!(o->ftrl.l1 >= 0)) bad = "l1_regularization_strength must be >= 0", val = o->ftrl.l1;
     else if (!(o->ftrl.l2 >= 0)) bad = "l2_regularization_strength must be >= 0", val = o->ftrl.l2;
     else if (!(o->ftrl.l2_shrinkage >= 0)) bad = "l2_shrinkage_regularization_strength must be >= 0", val = o->ftrl.l2_shrinkage;
+    break;
+  case OPT_PROX_ADAGRAD:
+    if (!(o->padagrad.initial_accumulator_value > 0))
+      bad = "initial_accumulator_value must be positive", val = o->padagrad.initial_accumulator_value;
     break;
   case OPT_RMSPROP:
     if (!(o->rms.initial_rms_value >= 0) || o->rms.initial_rms_value > 3.4e38)
@@ -246,6 +289,21 @@ static loom_output build_update(loom_optimizer *o, loom_graph *g, const loom_gra
                                                "SparseApplyAdadelta")
                   : loom_apply_adadelta(g, var, SLOT("accum"), SLOT("accum_update"), lr, h[0], h[1], gv,
                                         "ApplyAdadelta");
+  case OPT_PROX_GD:
+    return sparse ? loom_sparse_apply_proximal_gradient_descent(g, var, lr, h[0], h[1], gv, ix,
+                                                                "SparseApplyProximalGradientDescent")
+                  : loom_apply_proximal_gradient_descent(g, var, lr, h[0], h[1], gv, "ApplyProximalGradientDescent");
+  case OPT_PROX_ADAGRAD:
+    return sparse ? loom_sparse_apply_proximal_adagrad(g, var, SLOT("accumulator"), lr, h[0], h[1], gv, ix,
+                                                       "SparseApplyProximalAdagrad")
+                  : loom_apply_proximal_adagrad(g, var, SLOT("accumulator"), lr, h[0], h[1], gv,
+                                                "ApplyProximalAdagrad");
+  case OPT_ADAGRAD_DA:
+    return sparse ? loom_sparse_apply_adagrad_da(g, var, SLOT("gradient_accumulator"),
+                                                 SLOT("gradient_squared_accumulator"), gv, ix, lr, h[0], h[1], h[2],
+                                                 "SparseApplyAdagradDA")
+                  : loom_apply_adagrad_da(g, var, SLOT("gradient_accumulator"), SLOT("gradient_squared_accumulator"),
+                                          gv, lr, h[0], h[1], h[2], "ApplyAdagradDA");
   default: return loom__graph_dummy(g);
   }
 #undef SLOT
@@ -314,6 +372,15 @@ static loom_node *apply_impl(loom_optimizer *o, loom_graph *g, int n, const loom
     if (!o->beta1_power || !o->beta2_power) return NULL;
     o->g = g;
   }
+  if (o->kind == OPT_ADAGRAD_DA && (!global_step || !global_step->node || global_step->g != g ||
+                                    global_step->ndim != 0 ||
+                                    (global_step->dtype != LOOM_I32 && global_step->dtype != LOOM_I64))) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
+                         "%s: AdagradDA needs global_step (an integer scalar variable of this graph): its update "
+                         "reads the step",
+                         o->name);
+    return NULL;
+  }
   const char *nm = name && *name ? name : o->name;
   loom_graph_push_scope(g, nm);
   loom_output h[4];
@@ -339,6 +406,22 @@ static loom_node *apply_impl(loom_optimizer *o, loom_graph *g, int n, const loom
     h[0] = loom_const_f32(g, (float)o->adadelta.rho, "rho");
     h[1] = loom_const_f32(g, (float)o->adadelta.epsilon, "epsilon");
     break;
+  case OPT_PROX_GD:
+  case OPT_PROX_ADAGRAD: {
+    double l1 = o->kind == OPT_PROX_GD ? o->pgd.l1 : o->padagrad.l1, l2 = o->kind == OPT_PROX_GD ? o->pgd.l2 : o->padagrad.l2;
+    h[0] = loom_const_f32(g, (float)l1, "l1_regularization_strength");
+    h[1] = loom_const_f32(g, (float)l2, "l2_regularization_strength");
+    break;
+  }
+  case OPT_ADAGRAD_DA: {
+    h[0] = loom_const_f32(g, (float)o->da.l1, "l1_regularization_strength");
+    h[1] = loom_const_f32(g, (float)o->da.l2, "l2_regularization_strength");
+    /* T: the global step before this step's increment, plus 1 (read before the updates run) */
+    loom_output gs = vout(global_step);
+    loom_output one = global_step->dtype == LOOM_I64 ? loom_const_i64(g, 1, NULL) : loom_const_i32(g, 1, NULL);
+    h[2] = loom_add(g, loom_identity(g, gs, "global_step_identity"), one, "global_step_on_worker");
+    break;
+  }
   default: break;
   }
   loom_node **ups = loom__malloc(sizeof *ups * (size_t)(nvalid + 2));

@@ -273,6 +273,30 @@ LOOM_API loom_output loom_sparse_apply_adadelta(loom_graph *g, loom_output var, 
                                                 loom_output accum_update, loom_output lr, loom_output rho,
                                                 loom_output epsilon, loom_output grad, loom_output indices,
                                                 const char *name);
+/* ProximalGradientDescent (TF's FOBOS update): prox = var - alpha * grad; var = sign(prox) * max(|prox| -
+ * alpha * l1, 0) / (1 + alpha * l2) when l1 > 0, else prox / (1 + alpha * l2). */
+LOOM_API loom_output loom_apply_proximal_gradient_descent(loom_graph *g, loom_output var, loom_output alpha,
+                                                          loom_output l1, loom_output l2, loom_output delta,
+                                                          const char *name);
+LOOM_API loom_output loom_sparse_apply_proximal_gradient_descent(loom_graph *g, loom_output var, loom_output alpha,
+                                                                 loom_output l1, loom_output l2, loom_output grad,
+                                                                 loom_output indices, const char *name);
+/* ProximalAdagrad: accum += grad^2, then the proximal update above with the rate lr / sqrt(accum). */
+LOOM_API loom_output loom_apply_proximal_adagrad(loom_graph *g, loom_output var, loom_output accum, loom_output lr,
+                                                 loom_output l1, loom_output l2, loom_output grad, const char *name);
+LOOM_API loom_output loom_sparse_apply_proximal_adagrad(loom_graph *g, loom_output var, loom_output accum,
+                                                        loom_output lr, loom_output l1, loom_output l2,
+                                                        loom_output grad, loom_output indices, const char *name);
+/* AdagradDA: ga += grad, gg += grad^2; with T = global_step (an int32 or int64 scalar output):
+ * var = -sign(ga) * lr * max(|ga| - T * l1, 0) / (l2 * T * lr + sqrt(gg)) (l1 = 0: -lr * ga / (...)). */
+LOOM_API loom_output loom_apply_adagrad_da(loom_graph *g, loom_output var, loom_output gradient_accumulator,
+                                           loom_output gradient_squared_accumulator, loom_output grad,
+                                           loom_output lr, loom_output l1, loom_output l2, loom_output global_step,
+                                           const char *name);
+LOOM_API loom_output loom_sparse_apply_adagrad_da(loom_graph *g, loom_output var, loom_output gradient_accumulator,
+                                                  loom_output gradient_squared_accumulator, loom_output grad,
+                                                  loom_output indices, loom_output lr, loom_output l1,
+                                                  loom_output l2, loom_output global_step, const char *name);
 /* The gradient scale of one of the raw optimizer ops above (apply: the node of its output, e.g. an
  * optimizer's apply op): the op then updates with grad * scale in place of grad, the product rounded to
  * float32 element by element as the kernel reads it, so the result is bit for bit the update fed a gradient
@@ -333,6 +357,20 @@ typedef struct loom_adadelta_options {
   uint32_t struct_size; /* sizeof: set by loom_adadelta_options_default() */
   double rho, epsilon; /* 0.95, 1e-8 */
 } loom_adadelta_options;
+typedef struct loom_proximal_gradient_descent_options {
+  uint32_t struct_size; /* sizeof: set by loom_proximal_gradient_descent_options_default() */
+  double l1, l2;        /* l1/l2_regularization_strength: 0, 0 */
+} loom_proximal_gradient_descent_options;
+typedef struct loom_proximal_adagrad_options {
+  uint32_t struct_size;             /* sizeof: set by loom_proximal_adagrad_options_default() */
+  double initial_accumulator_value; /* 0.1 */
+  double l1, l2;                    /* 0, 0 */
+} loom_proximal_adagrad_options;
+typedef struct loom_adagrad_da_options {
+  uint32_t struct_size;                              /* sizeof: set by loom_adagrad_da_options_default() */
+  double initial_gradient_squared_accumulator_value; /* 0.1 */
+  double l1, l2;                                     /* 0, 0 */
+} loom_adagrad_da_options;
 
 LOOM_API loom_momentum_options loom_momentum_options_default(void);
 LOOM_API loom_adagrad_options loom_adagrad_options_default(void);
@@ -340,6 +378,9 @@ LOOM_API loom_adam_options loom_adam_options_default(void);
 LOOM_API loom_ftrl_options loom_ftrl_options_default(void);
 LOOM_API loom_rmsprop_options loom_rmsprop_options_default(void);
 LOOM_API loom_adadelta_options loom_adadelta_options_default(void);
+LOOM_API loom_proximal_gradient_descent_options loom_proximal_gradient_descent_options_default(void);
+LOOM_API loom_proximal_adagrad_options loom_proximal_adagrad_options_default(void);
+LOOM_API loom_adagrad_da_options loom_adagrad_da_options_default(void);
 
 /* Each returns a new optimizer, NULL only when out of memory (options with a
  * bad struct_size, see loom_base.h, are the graph's error when the
@@ -353,12 +394,23 @@ LOOM_API loom_optimizer *loom_optimizer_adam(loom_output learning_rate, const lo
 LOOM_API loom_optimizer *loom_optimizer_ftrl(loom_output learning_rate, const loom_ftrl_options *o);
 LOOM_API loom_optimizer *loom_optimizer_rmsprop(loom_output learning_rate, const loom_rmsprop_options *o);
 LOOM_API loom_optimizer *loom_optimizer_adadelta(loom_output learning_rate, const loom_adadelta_options *o);
+/* tf.compat.v1.train.ProximalGradientDescentOptimizer ("ProximalGradientDescent", no slots). */
+LOOM_API loom_optimizer *loom_optimizer_proximal_gradient_descent(loom_output learning_rate,
+                                                                  const loom_proximal_gradient_descent_options *o);
+/* tf.compat.v1.train.ProximalAdagradOptimizer ("ProximalAdagrad"; slot "accumulator"). */
+LOOM_API loom_optimizer *loom_optimizer_proximal_adagrad(loom_output learning_rate,
+                                                         const loom_proximal_adagrad_options *o);
+/* tf.compat.v1.train.AdagradDAOptimizer ("AdagradDA"; slots "gradient_accumulator" (<var>/AdagradDA) and
+ * "gradient_squared_accumulator" (<var>/AdagradDA_1)). Its update reads the global step: apply_gradients /
+ * minimize need global_step, and the update uses T = global_step + 1 as read before the increment (TF's
+ * optimizer given the global step it increments). */
+LOOM_API loom_optimizer *loom_optimizer_adagrad_da(loom_output learning_rate, const loom_adagrad_da_options *o);
 LOOM_API void loom_optimizer_free(loom_optimizer *opt);
 /* "GradientDescent", "Momentum", "Adagrad", "Adam", "Ftrl", "RMSProp",
- * "Adadelta" (static strings; "" for opt NULL). */
+ * "Adadelta", "ProximalGradientDescent", "ProximalAdagrad", "AdagradDA" (static strings; "" for opt NULL). */
 LOOM_API const char *loom_optimizer_name(const loom_optimizer *opt);
 /* The slot variable of var ("m", "v", "accum", "linear", "momentum", "rms",
- * "mg", "accum_update") or NULL. Owned by the graph it was built in; valid
+ * "mg", "accum_update", "accumulator", "gradient_accumulator", "gradient_squared_accumulator") or NULL. Owned by the graph it was built in; valid
  * until loom_graph_free (also after loom_optimizer_free). */
 LOOM_API loom_variable *loom_optimizer_get_slot(const loom_optimizer *opt, const loom_variable *var,
                                                 const char *slot_name);

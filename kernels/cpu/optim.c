@@ -228,10 +228,83 @@ LOOM_FORCE_INLINE void adadelta_span(float *restrict var, float *restrict acc, f
   }
 }
 
+/* TF's sign(x): -1, 0 or 1 */
+static inline float sgnf(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f); }
+
+/* ProximalGradientDescent (FOBOS): a = l1, b = l2. prox = var - g * lr; var = sign(prox) * max(|prox| -
+ * lr * l1, 0) / (1 + l2 * lr) when l1 > 0, else prox / (1 + l2 * lr). */
+LOOM_FORCE_INLINE void prox_gd_span(float *restrict var, const float *restrict g, int64_t n, const hyper *h,
+                                    const float gs) {
+  const float lr = h->lr, l1 = h->a, lrl1 = lr * l1, den = 1.0f + h->b * lr;
+  if (l1 > 0.0f) {
+    for (int64_t i = 0; i < n; i++) {
+      float p = var[i] - (g[i] * gs) * lr;
+      var[i] = sgnf(p) * fmaxf(fabsf(p) - lrl1, 0.0f) / den;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) var[i] = (var[i] - (g[i] * gs) * lr) / den;
+  }
+}
+
+/* ProximalAdagrad: a = l1, b = l2. accum += g^2; the step's rate r = lr / sqrt(accum); prox = var - g * r;
+ * var = sign(prox) * max(|prox| - r * l1, 0) / (1 + l2 * r) when l1 > 0, else prox / (1 + l2 * r). */
+LOOM_FORCE_INLINE void prox_adagrad_span(float *restrict var, float *restrict acc, const float *restrict g, int64_t n,
+                                         const hyper *h, const float gs) {
+  const float lr = h->lr, l1 = h->a, l2 = h->b;
+  if (l1 > 0.0f) {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i] * gs;
+      float a = acc[i] + gi * gi;
+      acc[i] = a;
+      float r = lr * (1.0f / sqrtf(a));
+      float p = var[i] - gi * r;
+      var[i] = sgnf(p) * fmaxf(fabsf(p) - r * l1, 0.0f) / (1.0f + l2 * r);
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i] * gs;
+      float a = acc[i] + gi * gi;
+      acc[i] = a;
+      float r = lr * (1.0f / sqrtf(a));
+      var[i] = (var[i] - gi * r) / (1.0f + l2 * r);
+    }
+  }
+}
+
+/* AdagradDA: a = l1, b = l2, c = the global step T (as float); ga += g, gg += g^2. Dense (TF's
+ * ApplyAdagradDA): var = -sign(ga) * lr * max(|ga| - T * l1, 0) / (l2 * (T * lr) + sqrt(gg)) when l1 > 0,
+ * else -(lr * ga) / (l2 * (T * lr) + sqrt(gg)). flag (TF's SparseApplyAdagradDA's form of the same value):
+ * var = -sign(ga) * max(|ga| / T - l1, 0) / (l2 + sqrt(gg) / (T * lr)), else -(ga / T) / (l2 + sqrt(gg) /
+ * (T * lr)). */
+LOOM_FORCE_INLINE void adagrad_da_span(float *restrict var, float *restrict ga, float *restrict gg,
+                                       const float *restrict g, int64_t n, const hyper *h, const float gs) {
+  const float lr = h->lr, l1 = h->a, l2 = h->b, t = h->c, tlr = t * lr, tl1 = t * l1, l2tlr = l2 * tlr;
+  if (!h->flag) {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i] * gs;
+      float a = ga[i] + gi, b = gg[i] + gi * gi;
+      ga[i] = a;
+      gg[i] = b;
+      float den = l2tlr + sqrtf(b);
+      var[i] = l1 > 0.0f ? -lr * sgnf(a) * fmaxf(fabsf(a) - tl1, 0.0f) / den : lr * a * -1.0f / den;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float gi = g[i] * gs;
+      float a = ga[i] + gi, b = gg[i] + gi * gi;
+      ga[i] = a;
+      gg[i] = b;
+      float den = l2 + sqrtf(b) / tlr;
+      var[i] = l1 > 0.0f ? -1.0f * sgnf(a) * fmaxf(fabsf(a) / t - l1, 0.0f) / den : -1.0f * (a / t) / den;
+    }
+  }
+}
+
 /* =====================================================================
  * Dense kernels
  * ===================================================================== */
-enum { OPT_GD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_CRMSPROP, OPT_ADADELTA };
+enum { OPT_GD, OPT_MOMENTUM, OPT_ADAGRAD, OPT_ADAM, OPT_FTRL, OPT_RMSPROP, OPT_CRMSPROP, OPT_ADADELTA,
+       OPT_PROX_GD, OPT_PROX_ADAGRAD, OPT_ADAGRAD_DA };
 
 typedef struct opt_args {
   int kind;
@@ -259,6 +332,9 @@ LOOM_FORCE_INLINE void run_span_gs(const opt_args *a, int64_t off, const float *
   case OPT_RMSPROP: rmsprop_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs); break;
   case OPT_CRMSPROP: centered_rmsprop_span(var, a->s[0] + off, a->s[1] + off, a->s[2] + off, g, n, &a->h, gs); break;
   case OPT_ADADELTA: adadelta_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs); break;
+  case OPT_PROX_GD: prox_gd_span(var, g, n, &a->h, gs); break;
+  case OPT_PROX_ADAGRAD: prox_adagrad_span(var, a->s[0] + off, g, n, &a->h, gs); break;
+  case OPT_ADAGRAD_DA: adagrad_da_span(var, a->s[0] + off, a->s[1] + off, g, n, &a->h, gs); break;
   default: break;
   }
 }
@@ -385,6 +461,46 @@ loom_code loom__k_apply_adadelta_f32(const loom_kctx *ctx) {
   a.h.a = scal(ctx, 4);
   a.h.b = scal(ctx, 5);
   return run_dense(ctx, &a, 6);
+}
+
+loom_code loom__k_apply_proximal_gradient_descent_f32(const loom_kctx *ctx) {
+  /* var, alpha, l1, l2, delta */
+  opt_args a = {0};
+  a.kind = OPT_PROX_GD;
+  a.h.lr = scal(ctx, 1);
+  a.h.a = scal(ctx, 2);
+  a.h.b = scal(ctx, 3);
+  return run_dense(ctx, &a, 4);
+}
+
+loom_code loom__k_apply_proximal_adagrad_f32(const loom_kctx *ctx) {
+  /* var, accum, lr, l1, l2, grad */
+  opt_args a = {0};
+  a.kind = OPT_PROX_ADAGRAD;
+  a.s[0] = ctx->in[1]->data;
+  a.h.lr = scal(ctx, 2);
+  a.h.a = scal(ctx, 3);
+  a.h.b = scal(ctx, 4);
+  return run_dense(ctx, &a, 5);
+}
+
+/* AdagradDA's global step input (int32 or int64 scalar) as float, as TF's kernels convert it */
+static float step_scal(const loom_kctx *ctx, int i) {
+  const loom_buf *b = ctx->in[i];
+  return b->dtype == LOOM_I64 ? (float)*(const int64_t *)b->data : (float)*(const int32_t *)b->data;
+}
+
+loom_code loom__k_apply_adagrad_da_f32(const loom_kctx *ctx) {
+  /* var, gradient_accumulator, gradient_squared_accumulator, grad, lr, l1, l2, global_step */
+  opt_args a = {0};
+  a.kind = OPT_ADAGRAD_DA;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 4);
+  a.h.a = scal(ctx, 5);
+  a.h.b = scal(ctx, 6);
+  a.h.c = step_scal(ctx, 7);
+  return run_dense(ctx, &a, 3);
 }
 
 /* =====================================================================
@@ -731,6 +847,41 @@ loom_code loom__k_sparse_apply_adadelta_f32(const loom_kctx *ctx) {
   a.h.a = scal(ctx, 4);
   a.h.b = scal(ctx, 5);
   return run_sparse(ctx, &a, 6, 7);
+}
+
+loom_code loom__k_sparse_apply_proximal_gradient_descent_f32(const loom_kctx *ctx) {
+  /* var, alpha, l1, l2, grad, indices */
+  opt_args a = {0};
+  a.kind = OPT_PROX_GD;
+  a.h.lr = scal(ctx, 1);
+  a.h.a = scal(ctx, 2);
+  a.h.b = scal(ctx, 3);
+  return run_sparse(ctx, &a, 4, 5);
+}
+
+loom_code loom__k_sparse_apply_proximal_adagrad_f32(const loom_kctx *ctx) {
+  /* var, accum, lr, l1, l2, grad, indices */
+  opt_args a = {0};
+  a.kind = OPT_PROX_ADAGRAD;
+  a.s[0] = ctx->in[1]->data;
+  a.h.lr = scal(ctx, 2);
+  a.h.a = scal(ctx, 3);
+  a.h.b = scal(ctx, 4);
+  return run_sparse(ctx, &a, 5, 6);
+}
+
+loom_code loom__k_sparse_apply_adagrad_da_f32(const loom_kctx *ctx) {
+  /* var, gradient_accumulator, gradient_squared_accumulator, grad, indices, lr, l1, l2, global_step */
+  opt_args a = {0};
+  a.kind = OPT_ADAGRAD_DA;
+  a.s[0] = ctx->in[1]->data;
+  a.s[1] = ctx->in[2]->data;
+  a.h.lr = scal(ctx, 5);
+  a.h.a = scal(ctx, 6);
+  a.h.b = scal(ctx, 7);
+  a.h.c = step_scal(ctx, 8);
+  a.h.flag = 1; /* TF's sparse form */
+  return run_sparse(ctx, &a, 3, 4);
 }
 
 /* =====================================================================

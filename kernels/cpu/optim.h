@@ -44,6 +44,12 @@ loom_code loom__k_apply_centered_rmsprop_f32(const loom_kctx *ctx);
 loom_code loom__k_sparse_apply_centered_rmsprop_f32(const loom_kctx *ctx);
 loom_code loom__k_apply_adadelta_f32(const loom_kctx *ctx);
 loom_code loom__k_sparse_apply_adadelta_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_proximal_gradient_descent_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_proximal_gradient_descent_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_proximal_adagrad_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_proximal_adagrad_f32(const loom_kctx *ctx);
+loom_code loom__k_apply_adagrad_da_f32(const loom_kctx *ctx);
+loom_code loom__k_sparse_apply_adagrad_da_f32(const loom_kctx *ctx);
 
 /* Learning-rate schedules (output float32 scalar). attrs.num = kind. */
 enum { LOOM_LRS_EXPONENTIAL = 0, LOOM_LRS_PIECEWISE = 1, LOOM_LRS_POLYNOMIAL = 2, LOOM_LRS_COSINE = 3 };
