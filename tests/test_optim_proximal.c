@@ -311,6 +311,18 @@ Test(proximal, errors) {
   loom_optimizer_free(o);
   loom_graph_free(g);
 
+  /* negative regularization strengths */
+  g = loom_graph_new();
+  v = loom_variable_new(g, loom_const_data(g, LOOM_F32, 1, d1, z, "v0"), 1, 0, "v");
+  grad.values = loom_const_data(g, LOOM_F32, 1, d1, z, "grad");
+  loom_proximal_gradient_descent_options pg = loom_proximal_gradient_descent_options_default();
+  pg.l2 = -0.5;
+  o = loom_optimizer_proximal_gradient_descent(loom_const_f32(g, 0.1f, "lr"), &pg);
+  cr_assert_null(loom_optimizer_apply_gradients(o, g, 1, &grad, &v, NULL, NULL));
+  expect_graph_error(g, "ProximalGradientDescent: l2_regularization_strength must be >= 0, got -0.5");
+  loom_optimizer_free(o);
+  loom_graph_free(g);
+
   /* the raw op: a float global step, and a hyperparameter that is not a scalar */
   g = loom_graph_new();
   loom_output var = loom_variable_v2(g, LOOM_F32, 1, d1, "w");

@@ -226,10 +226,20 @@ static int validate(loom_optimizer *o, loom_graph *g) {
     else if (!(o->ftrl.l2 >= 0)) bad = "l2_regularization_strength must be >= 0", val = o->ftrl.l2;
     else if (!(o->ftrl.l2_shrinkage >= 0)) bad = "l2_shrinkage_regularization_strength must be >= 0", val = o->ftrl.l2_shrinkage;
     break;
+  case OPT_PROX_GD:
   case OPT_PROX_ADAGRAD:
-    if (!(o->padagrad.initial_accumulator_value > 0))
+  case OPT_ADAGRAD_DA: {
+    double l1 = o->kind == OPT_PROX_GD ? o->pgd.l1 : o->kind == OPT_PROX_ADAGRAD ? o->padagrad.l1 : o->da.l1;
+    double l2 = o->kind == OPT_PROX_GD ? o->pgd.l2 : o->kind == OPT_PROX_ADAGRAD ? o->padagrad.l2 : o->da.l2;
+    if (o->kind == OPT_PROX_ADAGRAD && !(o->padagrad.initial_accumulator_value > 0))
       bad = "initial_accumulator_value must be positive", val = o->padagrad.initial_accumulator_value;
+    else if (o->kind == OPT_ADAGRAD_DA && !(o->da.initial_gradient_squared_accumulator_value > 0))
+      bad = "initial_gradient_squared_accumulator_value must be positive",
+      val = o->da.initial_gradient_squared_accumulator_value;
+    else if (!(l1 >= 0)) bad = "l1_regularization_strength must be >= 0", val = l1;
+    else if (!(l2 >= 0)) bad = "l2_regularization_strength must be >= 0", val = l2;
     break;
+  }
   case OPT_RMSPROP:
     if (!(o->rms.initial_rms_value >= 0) || o->rms.initial_rms_value > 3.4e38)
       bad = "initial_rms_value must be >= 0 and finite", val = o->rms.initial_rms_value;

@@ -456,7 +456,17 @@ class Graph:
 
     def variable(self, name, shape, dtype=np.float32, initializer=0.0, trainable=True):
         """tf.get_variable with a constant initializer (a number) or
-        "glorot_uniform"."""
+        "glorot_uniform"; a numpy array of the variable's shape is its
+        initial value (tf.Variable(initial_value))."""
+        if isinstance(initializer, np.ndarray):
+            a = np.ascontiguousarray(initializer, dtype=dtype)
+            if tuple(a.shape) != tuple(int(d) for d in shape):
+                raise ValueError("Graph.variable(%r): the initializer's shape %s is not the variable's shape %s"
+                                 % (name, tuple(a.shape), tuple(shape)))
+            v = lib.loom_variable_new(self.p, self.constant(a, name=name + "/initial_value").c, int(trainable), 0,
+                                      _b(name))
+            self._check()
+            return self._out(lib.loom_variable_output(v))
         n, dims = _dims(shape)
         init = lib.loom_init_glorot_uniform(-1 << 62) if initializer == "glorot_uniform" else \
             lib.loom_init_constant(float(initializer))
@@ -470,10 +480,14 @@ class Graph:
         return Node(self, n)
 
     def minimize(self, loss, optimizer="sgd", learning_rate=0.01, name=None):
-        """optimizer ("sgd", "adam", "adagrad").minimize(loss, global_step)."""
+        """optimizer ("sgd", "adam", "adagrad", "proximal_gradient_descent", "proximal_adagrad",
+        "adagrad_da", each with TF's defaults).minimize(loss, global_step)."""
         lr = self.constant(np.float32(learning_rate))
-        make = {"sgd": lambda: lib.loom_optimizer_sgd(lr.c), "adam": lambda: lib.loom_optimizer_adam(lr.c, None),
-                "adagrad": lambda: lib.loom_optimizer_adagrad(lr.c, None)}[optimizer.lower()]
+        kinds = ("sgd", "adam", "adagrad", "proximal_gradient_descent", "proximal_adagrad", "adagrad_da")
+        if optimizer.lower() not in kinds:
+            raise ValueError("Graph.minimize: optimizer %r is not one of %s" % (optimizer, ", ".join(kinds)))
+        make = {"sgd": lambda: lib.loom_optimizer_sgd(lr.c)}.get(
+            optimizer.lower(), lambda: getattr(lib, "loom_optimizer_" + optimizer.lower())(lr.c, None))
         opt = make()
         gs = lib.loom_get_or_create_global_step(self.p)
         n = lib.loom_optimizer_minimize(opt, self.p, loss.c, 0, None, gs, _b(name))

@@ -403,7 +403,7 @@ def test_unsupported_symbols_raise_not_implemented_naming_them():
                        (lambda: tf.keras.experimental.WideDeepModel, "tf.keras.experimental.WideDeepModel"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),
                        (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
-                       (lambda: tf.compat.v1.train.ProximalAdagradOptimizer, "tf.compat.v1.train.ProximalAdagradOptimizer")]:
+                       (lambda: tf.compat.v1.train.SyncReplicasOptimizer, "tf.compat.v1.train.SyncReplicasOptimizer")]:
         with pytest.raises(NotImplementedError) as e:
             expr()
         assert name in str(e.value) and "instead" in str(e.value)

@@ -164,7 +164,10 @@ _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
                       GradientDescentOptimizer=_ops.GradientDescentOptimizer, AdamOptimizer=_ops.AdamOptimizer,
                       AdagradOptimizer=_ops.AdagradOptimizer, MomentumOptimizer=_ops.MomentumOptimizer,
                       RMSPropOptimizer=_ops.RMSPropOptimizer, FtrlOptimizer=_ops.FtrlOptimizer,
-                      AdadeltaOptimizer=_ops.AdadeltaOptimizer, latest_checkpoint=_v1_ops.latest_checkpoint)
+                      AdadeltaOptimizer=_ops.AdadeltaOptimizer,
+                      ProximalGradientDescentOptimizer=_ops.ProximalGradientDescentOptimizer,
+                      ProximalAdagradOptimizer=_ops.ProximalAdagradOptimizer,
+                      AdagradDAOptimizer=_ops.AdagradDAOptimizer, latest_checkpoint=_v1_ops.latest_checkpoint)
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),

@@ -133,10 +133,25 @@ class _AdadeltaOptions(C.Structure):
     _fields_ = [("struct_size", L.u32), ("rho", L.dbl), ("epsilon", L.dbl)]
 
 
+class _ProximalGradientDescentOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("l1", L.dbl), ("l2", L.dbl)]
+
+
+class _ProximalAdagradOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("initial_accumulator_value", L.dbl), ("l1", L.dbl), ("l2", L.dbl)]
+
+
+class _AdagradDAOptions(C.Structure):
+    _fields_ = [("struct_size", L.u32), ("initial_gradient_squared_accumulator_value", L.dbl), ("l1", L.dbl),
+                ("l2", L.dbl)]
+
+
 from .. import _lib_keras as _K  # noqa: E402
 
 for _n, _t in (("momentum", _MomentumOptions), ("adagrad", _AdagradOptions), ("adam", _AdamOptions),
-               ("ftrl", _FtrlOptions), ("adadelta", _AdadeltaOptions)):
+               ("ftrl", _FtrlOptions), ("adadelta", _AdadeltaOptions),
+               ("proximal_gradient_descent", _ProximalGradientDescentOptions),
+               ("proximal_adagrad", _ProximalAdagradOptions), ("adagrad_da", _AdagradDAOptions)):
     L._d("loom_%s_options_default" % _n, _t)
 
 
@@ -292,6 +307,70 @@ class AdadeltaOptimizer(_Optimizer):
 
     def _options(self):
         return _opts("adadelta", **self._o)
+
+
+def _check_nonnegative(cls, **strengths):
+    for arg, v in strengths.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
+            raise ValueError("%s: %s must be a number >= 0, got %r" % (cls, arg, v))
+    return {k.split("_")[0]: float(v) for k, v in strengths.items()}  # l1, l2
+
+
+class ProximalGradientDescentOptimizer(_Optimizer):
+    """FOBOS: a gradient-descent step, then the proximal step of the l1 and l2 penalties."""
+    _kind = "proximal_gradient_descent"
+
+    def __init__(self, learning_rate, l1_regularization_strength=0.0, l2_regularization_strength=0.0,
+                 use_locking=False, name="ProximalGradientDescent"):
+        super().__init__(learning_rate, use_locking, name)
+        self._o = _check_nonnegative(type(self).__name__, l1_regularization_strength=l1_regularization_strength,
+                                     l2_regularization_strength=l2_regularization_strength)
+
+    def _options(self):
+        return _opts("proximal_gradient_descent", **self._o)
+
+
+class ProximalAdagradOptimizer(_Optimizer):
+    """FOBOS with Adagrad's per-element learning rate (slot "accumulator")."""
+    _kind = "proximal_adagrad"
+
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, l1_regularization_strength=0.0,
+                 l2_regularization_strength=0.0, use_locking=False, name="ProximalAdagrad"):
+        super().__init__(learning_rate, use_locking, name)
+        if initial_accumulator_value <= 0.0:
+            raise ValueError("initial_accumulator_value must be positive: %s" % initial_accumulator_value)
+        self._o = _check_nonnegative(type(self).__name__, l1_regularization_strength=l1_regularization_strength,
+                                     l2_regularization_strength=l2_regularization_strength)
+        self._o["initial_accumulator_value"] = float(initial_accumulator_value)
+
+    def _options(self):
+        return _opts("proximal_adagrad", **self._o)
+
+
+class AdagradDAOptimizer(_Optimizer):
+    """Adagrad dual averaging (slots "gradient_accumulator" and "gradient_squared_accumulator"). Its update
+    reads the global step: give the global step it is constructed with to minimize too (as TF's programs do);
+    the update uses that step + 1, read before minimize increments it."""
+    _kind = "adagrad_da"
+
+    def __init__(self, learning_rate, global_step, initial_gradient_squared_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0, use_locking=False,
+                 name="AdagradDA"):
+        super().__init__(learning_rate, use_locking, name)
+        if not isinstance(global_step, (_GlobalStep, GlobalStepTensor)):
+            raise NotImplementedError("loom.tf: AdagradDAOptimizer(global_step=%r): give "
+                                      "tf.compat.v1.train.get_global_step() (loom's AdagradDA reads the global step "
+                                      "minimize increments)" % (global_step,))
+        if initial_gradient_squared_accumulator_value <= 0.0:
+            raise ValueError("initial_gradient_squared_accumulator_value must be positive: %s"
+                             % initial_gradient_squared_accumulator_value)
+        self._global_step = global_step
+        self._o = _check_nonnegative(type(self).__name__, l1_regularization_strength=l1_regularization_strength,
+                                     l2_regularization_strength=l2_regularization_strength)
+        self._o["initial_gradient_squared_accumulator_value"] = float(initial_gradient_squared_accumulator_value)
+
+    def _options(self):
+        return _opts("adagrad_da", **self._o)
 
 
 def _pair(v, what):
