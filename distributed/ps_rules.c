@@ -95,9 +95,28 @@ static const apply_kind *kind_of(const char *op) {
   return NULL;
 }
 
+/* The optimizer ops without a PS counterpart: their gradient and indices inputs (for the collective
+ * strategy's gradient scale). */
+static const struct {
+  const char *op;
+  int grad, idx;
+} LOCAL_ONLY[] = {
+    {"ApplyProximalGradientDescent", 4, NO}, {"SparseApplyProximalGradientDescent", 4, 5},
+    {"ApplyProximalAdagrad", 5, NO},         {"SparseApplyProximalAdagrad", 5, 6},
+    {"ApplyAdagradDA", 3, NO},               {"SparseApplyAdagradDA", 3, 4},
+};
+
 int loom__apply_op_grad_inputs(const char *op, int *grad, int *indices) {
   const apply_kind *k = kind_of(op);
-  if (!k) return 0;
+  if (!k) {
+    for (size_t i = 0; i < sizeof LOCAL_ONLY / sizeof LOCAL_ONLY[0]; i++)
+      if (!strcmp(op, LOCAL_ONLY[i].op)) {
+        *grad = LOCAL_ONLY[i].grad;
+        *indices = LOCAL_ONLY[i].idx;
+        return 1;
+      }
+    return 0;
+  }
   *grad = k->grad;
   *indices = k->idx;
   return 1;

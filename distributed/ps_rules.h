@@ -39,7 +39,8 @@ int loom__ps_rules_slots(const loom_ps_rules *r, int var, loom_variable **slots,
 int loom__ps_rules_local_updates(const loom_ps_rules *r, loom_node *const **nodes);
 
 /* The input positions of an apply op's gradient (and of its indices, -1 for a dense apply op); 0 when op
- * is not an apply op the rules know. */
+ * is not an optimizer op (those the PS has no counterpart for included: ProximalGradientDescent,
+ * ProximalAdagrad, AdagradDA). */
 int loom__apply_op_grad_inputs(const char *op, int *grad, int *indices);
 /* Variable var's rule (after loom__ps_rules_eval); NULL when the train op does not update it. */
 const loom_ps_update_rule *loom__ps_rules_get(const loom_ps_rules *r, int var);
