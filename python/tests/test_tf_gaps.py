@@ -210,7 +210,12 @@ def _after_one_step(tmp_path, make):
     return est, x, y
 
 
-@pytest.mark.parametrize("name", ["momentum", "rmsprop", "adam", "adagrad", "adadelta"])
+def _prox(p, r, l1, l2):  # TF's proximal step with the rate r
+    return np.sign(p) * np.maximum(np.abs(p) - r * l1, 0) / (1 + r * l2)
+
+
+@pytest.mark.parametrize("name", ["momentum", "rmsprop", "adam", "adagrad", "adadelta", "proximal_gd",
+                                  "proximal_adagrad", "adagrad_da"])
 def test_v1_optimizers_first_step_follows_their_update_rule(tmp_path, name):
     train = tf.compat.v1.train
     e0, x, y = _after_one_step(tmp_path / "w0", lambda: train.GradientDescentOptimizer(0.0))
@@ -225,6 +230,15 @@ def test_v1_optimizers_first_step_follows_their_update_rule(tmp_path, name):
                     w0 - 0.1 * g / np.sqrt(0.5 + g * g)),
         "adadelta": (lambda: train.AdadeltaOptimizer(1.0, rho=0.95, epsilon=1e-6), ["Adadelta", "Adadelta_1"],
                      w0 - g * np.sqrt(1e-6) / np.sqrt(0.05 * g * g + 1e-6)),
+        "proximal_gd": (lambda: train.ProximalGradientDescentOptimizer(0.1, 0.5, 0.1), [],
+                        _prox(w0 - 0.1 * g, 0.1, 0.5, 0.1)),
+        "proximal_adagrad": (lambda: train.ProximalAdagradOptimizer(0.1, 0.5, 0.5, 0.1), ["ProximalAdagrad"],
+                             _prox(w0 - 0.1 / np.sqrt(0.5 + g * g) * g, 0.1 / np.sqrt(0.5 + g * g), 0.5, 0.1)),
+        # step T = 1: -sign(g) lr max(|g| - l1, 0) / (l2 lr + sqrt(0.1 + g^2))
+        "adagrad_da": (lambda: train.AdagradDAOptimizer(0.1, tf.compat.v1.train.get_global_step(),
+                                                        l1_regularization_strength=0.5, l2_regularization_strength=0.1),
+                       ["AdagradDA", "AdagradDA_1"],
+                       -np.sign(g) * 0.1 * np.maximum(np.abs(g) - 0.5, 0) / (0.1 * 0.1 + np.sqrt(0.1 + g * g))),
     }[name]
     est, _, _ = _after_one_step(tmp_path / name, make)
     np.testing.assert_allclose(est.get_variable_value("dense/kernel").ravel(), expect, rtol=2e-5)
@@ -249,7 +263,9 @@ def test_v1_optimizer_arguments_are_checked_as_tf():
 
 def test_optimizer_option_structs_match_the_c_library():
     for kind, cls in [("momentum", _ops._MomentumOptions), ("adagrad", _ops._AdagradOptions),
-                      ("adam", _ops._AdamOptions), ("ftrl", _ops._FtrlOptions), ("adadelta", _ops._AdadeltaOptions)]:
+                      ("adam", _ops._AdamOptions), ("ftrl", _ops._FtrlOptions), ("adadelta", _ops._AdadeltaOptions),
+                      ("proximal_gradient_descent", _ops._ProximalGradientDescentOptions),
+                      ("proximal_adagrad", _ops._ProximalAdagradOptions), ("adagrad_da", _ops._AdagradDAOptions)]:
         assert getattr(L.lib, "loom_%s_options_default" % kind)().struct_size == ctypes.sizeof(cls), kind
     assert L.lib.loom_adam_options_default().beta2 == 0.999 and L.lib.loom_ftrl_options_default().l1 == 0.0
 
