@@ -11,6 +11,19 @@
 
 enum { B = 8, IN = 4, E = 6, D = 3 };
 
+/* the CPU fallbacks the session logged, per op name */
+static int g_fallbacks;
+static const char *g_expect[2];
+static void on_log(loom_log_level level, const char *msg, void *user) {
+  (void)level;
+  (void)user;
+  for (int i = 0; i < 2; i++) {
+    char pat[96];
+    snprintf(pat, sizeof pat, "op %s has no", g_expect[i]);
+    if (g_expect[i] && strstr(msg, pat)) g_fallbacks |= 1 << i;
+  }
+}
+
 static loom_optimizer *make_opt(int kind, loom_output lr) {
   if (kind == 0) {
     loom_proximal_gradient_descent_options o = loom_proximal_gradient_descent_options_default();
@@ -48,6 +61,12 @@ static void train_case(int kind) {
   loom_node *init = loom_global_variables_initializer(g);
   loom_session *cpu = session(g, LOOM_DEVICE_CPU), *gpu = session(g, LOOM_DEVICE_CUDA);
   if (!parity_check(train && init && cpu && gpu, "%s: building the model and its sessions", names[kind])) goto done;
+  char dense_op[64], sparse_op[64];
+  snprintf(dense_op, sizeof dense_op, "Apply%s", names[kind]);
+  snprintf(sparse_op, sizeof sparse_op, "SparseApply%s", names[kind]);
+  g_expect[0] = dense_op;
+  g_expect[1] = sparse_op;
+  g_fallbacks = 0;
   run(cpu, "init", NULL, NULL, 0, NULL, NULL, 0, &init, 1);
   run(gpu, "init", NULL, NULL, 0, NULL, NULL, 0, &init, 1);
   loom_tensor *fx = rand_tensor(LOOM_F32, 2, xd, 0), *fy = rand_tensor(LOOM_F32, 2, yd, 0);
@@ -77,6 +96,9 @@ static void train_case(int kind) {
       loom_tensor_free(b);
     }
   }
+  parity_check(g_fallbacks == 3, "%s: the CUDA session ran %s and %s on the CPU (logged: %d)", names[kind], dense_op,
+               sparse_op, g_fallbacks);
+  g_expect[0] = g_expect[1] = NULL;
   loom_tensor_free(fx);
   loom_tensor_free(fy);
 done:
@@ -88,6 +110,7 @@ done:
 
 int main(void) {
   if (!parity_gpu_present("test_optim_fallback_cuda")) return 0;
+  loom_log_set(on_log, NULL, LOOM_LOG_INFO);
   for (int kind = 0; kind < 3; kind++) train_case(kind);
   return parity_report("test_optim_fallback_cuda");
 }
