@@ -52,6 +52,7 @@ class FeatureColumns:
 
     def __init__(self):
         self.p = lib.loom_fc_set_new()
+        self._keep = []  # the Python columns made in the set (their normalizer_fn callbacks)
 
     def __del__(self):
         if getattr(self, "p", None):
