@@ -161,6 +161,28 @@ def test_linear_regressor_uses_the_normalized_value(tmp_path):
     np.testing.assert_allclose(preds, np.log1p(X.astype(np.float64) ** 2) @ w + b, rtol=1e-5)
 
 
+def test_parsing_serving_applies_default_value_then_the_normalizer(tmp_path):
+    """An exported LinearRegressor served tf.Examples: a missing x is default_value 5.0, normalized to 1.0."""
+    col = fc.numeric_column("x", default_value=5.0, normalizer_fn=lambda x: (x - 3.0) / 2.0)
+    est = tf.estimator.LinearRegressor([col], model_dir=str(tmp_path / "m"))
+    tae = tf.estimator.train_and_evaluate(
+        est, tf.estimator.TrainSpec(tf.compat.v1.estimator.inputs.numpy_input_fn(
+            {"x": X[:, 0]}, Y, batch_size=8, num_epochs=None, shuffle=False), max_steps=6),
+        tf.estimator.EvalSpec(tf.compat.v1.estimator.inputs.numpy_input_fn({"x": X[:, 0]}, Y, shuffle=False)))
+    assert tae[0]["global_step"] == 6
+    w = est.get_variable_value("linear/linear_model/x/weights")[0, 0]
+    b = est.get_variable_value("linear/linear_model/bias_weights")[0]
+    assert w != 0
+    path = est.export_saved_model(str(tmp_path / "e"), tf.estimator.export.build_parsing_serving_input_receiver_fn(
+        fc.make_parse_example_spec([col])))
+    rows = [tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[7.0]))})),
+        tf.train.Example(features=tf.train.Features(feature={
+            "other": tf.train.Feature(float_list=tf.train.FloatList(value=[7.0]))}))]
+    out = tf.saved_model.load(path).signatures["predict"](examples=tf.constant([r.SerializeToString() for r in rows]))
+    np.testing.assert_allclose(out["predictions"].numpy()[:, 0], [w * 2.0 + b, w * 1.0 + b], rtol=1e-6)
+
+
 def test_native_api_normalizer(tmp_path):
     """loom.feature_column.numeric(normalizer_fn=...) with a loom.Output in, loom ops out."""
     def run(col, x, d):
@@ -201,6 +223,8 @@ def test_exception_in_normalizer_reaches_the_caller(tmp_path):
         "predict": lambda: list(est.predict(eval_fn)),
         "export": lambda: est.export_saved_model(str(tmp_path / "e"),
                                                  tf.estimator.export.build_raw_serving_input_receiver_fn({"x": ph})),
+        "train_and_evaluate": lambda: tf.estimator.train_and_evaluate(
+            est, tf.estimator.TrainSpec(train_fn, max_steps=4), tf.estimator.EvalSpec(eval_fn)),
     }
     with pytest.raises(Boom, match="normalizer failed") as info:
         est.train(train_fn, steps=2)
