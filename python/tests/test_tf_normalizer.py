@@ -196,6 +196,9 @@ def test_native_api_normalizer(tmp_path):
     assert not np.array_equal(got, run(loom.feature_column.numeric("x", shape=(2,)), X, "c"))
     with pytest.raises(TypeError, match="numeric_column 'x': normalizer_fn must be a callable"):
         loom.feature_column.numeric("x", normalizer_fn=1)
+    fcs = loom.FeatureColumns()  # the set's own builder takes it too
+    np.testing.assert_array_equal(got, run(fcs.numeric("x", shape=(2,), normalizer_fn=lambda x: (x - 3.0) / 2.0),
+                                           X, "d"))
 
 
 # ---------------------------------------------------------------- errors
