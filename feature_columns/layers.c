@@ -577,6 +577,12 @@ static loom_code fc_sequence_dense(fc_ctx *cx, const loom_fc *c, loom_output exp
                              "%s: column %s: feature \"%s\" has dtype %s; a sequence numeric column takes numbers",
                              cx->layer, c->name, c->key, loom_dtype_name(dt));
     loom_output v = dt == LOOM_F32 ? sp.values : loom_cast(g, sp.values, LOOM_F32, NULL);
+    if (c->normalizer) {
+      v = c->normalizer(g, v, c->normalizer_user);
+      if (!v.node)
+        return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT, "%s: column %s: normalizer_fn returned no tensor",
+                               cx->layer, c->name);
+    }
     int64_t one = 1;
     loom_output pad = loom_const_data(g, LOOM_F32, 1, &one, c->default_value, NULL);
     loom_output both[2] = {v, pad};

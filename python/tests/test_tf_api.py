@@ -319,8 +319,8 @@ def test_feature_column_errors_raise_when_made():
         fc.crossed_column([fc.categorical_column_with_hash_bucket("h", 5), "s"], 10)
     with pytest.raises(ValueError, match="source_column"):
         fc.bucketized_column(fc.categorical_column_with_identity("i", 3), [1])
-    with pytest.raises(NotImplementedError, match="normalizer_fn"):
-        fc.numeric_column("x", normalizer_fn=lambda t: t)
+    with pytest.raises(TypeError, match="normalizer_fn must be a callable. Given: 3"):
+        fc.numeric_column("x", normalizer_fn=3)
 
 
 # ---------------------------------------------------------------- data and inputs
