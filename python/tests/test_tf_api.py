@@ -608,3 +608,13 @@ def test_tf_random_seed_makes_the_numpy_input_fn_shuffle_repeatable(tmp_path):
     a, b, c = train(7, "a"), train(7, "b"), train(8, "c")
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_constant_keeps_trailing_nul_bytes():
+    """tf.constant of bytes keeps every byte (numpy's fixed-width bytes would drop trailing NULs, which
+    end many serialized tf.train.Examples)."""
+    a = tf.constant([b"\n\x00", "ab", b"x\x00\x00"])
+    assert a.tolist() == [b"\n\x00", b"ab", b"x\x00\x00"]
+    b = tf.constant([[b"a\x00"], [b"b"]], dtype=tf.string)
+    assert b.shape == (2, 1) and b[0, 0] == b"a\x00"
+    assert tf.constant(b"\x00").tolist() == b"\x00"

@@ -211,6 +211,16 @@ def load(export_dir, tags=None, options=None):
     return _Loaded(export_dir)
 
 
+def _strings(value):
+    """An object array of bytes with value's shape. Built without numpy's fixed-width bytes type,
+    which drops trailing NUL bytes (a serialized tf.train.Example may end in them)."""
+    a = np.array(value, dtype=object)
+    flat = a.reshape(-1)
+    for i, v in enumerate(flat):
+        flat[i] = v.encode() if isinstance(v, str) else bytes(v)
+    return flat.reshape(a.shape)
+
+
 def constant(value, dtype=None, shape=None, name=None):
     """tf.constant outside a model_fn: a numpy array (strings as bytes objects)."""
     if shape is not None:
@@ -219,11 +229,9 @@ def constant(value, dtype=None, shape=None, name=None):
         from .dtypes import as_dtype
         dt = as_dtype(dtype)
         if dt.name == "string":
-            return np.array([v.encode() if isinstance(v, str) else v for v in np.ravel(value)],
-                            dtype=object).reshape(np.shape(value))
+            return _strings(value)
         return np.asarray(value, dt.as_numpy_dtype)
     a = np.asarray(value)
     if a.dtype.kind in "SU":
-        return np.array([v.encode() if isinstance(v, str) else v for v in np.ravel(value)],
-                        dtype=object).reshape(a.shape)
+        return _strings(value)
     return a.astype(np.float32) if a.dtype == np.float64 else a.astype(np.int32) if a.dtype == np.int64 else a
