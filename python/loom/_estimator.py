@@ -103,7 +103,8 @@ def _run_config(config=None, model_dir=None, random_seed=None, save_checkpoints_
         if given:
             raise ValueError("give config=loom.RunConfig(...) or the keywords %s, not both" % given)
         c = config._c()
-        c.num_threads = num_threads
+        if num_threads:  # the keyword over the config's session_config
+            c.num_threads = num_threads
         return c
     c = lib.loom_run_config_default()
     c.model_dir = _b(model_dir)

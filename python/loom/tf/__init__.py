@@ -18,6 +18,7 @@ from . import dtypes, errors, feature_column, data, estimator, nn, random, optim
 from . import inputs as _inputs
 from . import ops as _ops
 from . import _hooks
+from . import _session_config
 from . import _learning_rate
 from . import serving as _serving
 from .serving import constant  # noqa: F401
@@ -196,7 +197,8 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                           "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
     summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
-    get_default_graph=_hooks.get_default_graph)
+    get_default_graph=_hooks.get_default_graph, ConfigProto=_session_config.ConfigProto,
+    GPUOptions=_session_config.GPUOptions)
 compat = Namespace("compat", v1=_v1)
 train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,
                   Features=_serving.Features, Feature=_serving.Feature,
