@@ -721,6 +721,10 @@ class Dataset:
     def take(self, count):
         return self._take_over(lib.loom_dataset_take, count)
 
+    def shard(self, num_shards, index):
+        """Every num_shards-th element from index on (TF's Dataset.shard)."""
+        return self._take_over(lib.loom_dataset_shard, num_shards, index)
+
     @property
     def component_names(self):
         return [lib.loom_dataset_component_name(self.p, i).decode()
