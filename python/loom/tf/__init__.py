@@ -143,6 +143,7 @@ _keras.layers.DenseFeatures = _fcl.DenseFeatures
 keras.experimental = Namespace("keras.experimental", SequenceFeatures=_fcl.SequenceFeatures)
 from . import _variables as _vars
 from ._graph_ops import control_dependencies, group, zeros, ones, shape, range, name_scope  # noqa: F401,A004
+from ._nn_ops import gradients  # noqa: F401
 _v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
                            "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
                            "mean_squared_error", "absolute_difference", "huber_loss", "log_loss", "hinge_loss",
@@ -196,7 +197,7 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                           "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
     summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
-    get_default_graph=_hooks.get_default_graph)
+    get_default_graph=_hooks.get_default_graph, gradients=gradients)
 compat = Namespace("compat", v1=_v1)
 train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,
                   Features=_serving.Features, Feature=_serving.Feature,

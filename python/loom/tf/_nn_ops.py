@@ -1,0 +1,205 @@
+"""tf.nn's convolution, pooling and normalization ops in a model_fn, each
+one loom graph op of loom_nn.h (or a few of loom's math ops) with TF 2.15's
+arguments: tf.nn.conv2d, conv2d_transpose, max_pool2d / max_pool,
+avg_pool2d / avg_pool, moments, batch_normalization; and tf.gradients
+(loom_autodiff.h). The tf.compat.v1.nn spellings (filter=, value=,
+keep_dims=) are accepted too. Images are NHWC and filters HWIO, as TF's
+default data_format; NCHW and explicit padding lists raise
+NotImplementedError. Shape errors (a rank that is not 4, channels that do
+not match the filter) are loom's, naming the op and the shapes."""
+import ctypes as C
+
+import numpy as np
+
+from .. import Output, _b, _Status
+from .. import _lib as L
+from .._lib import lib
+from .math_ops import _graph
+
+_d = L._d
+_O, _G, _S, _I64P = L.Output, L.vp, L.cs, L.P(L.i64)
+_d("loom_conv2d", _O, _G, _O, _O, _I64P, L.cint, _I64P, _S)
+_d("loom_conv2d_backprop_input", _O, _G, _I64P, _O, _O, _I64P, L.cint, _I64P, _S)
+_d("loom_max_pool", _O, _G, _O, _I64P, _I64P, L.cint, _S)
+_d("loom_avg_pool", _O, _G, _O, _I64P, _I64P, L.cint, _S)
+_d("loom_rsqrt", _O, _G, _O, _S)
+_d("loom_gradients", L.cint, _G, L.cint, L.P(_O), L.P(_O), L.cint, L.P(_O), L.P(_O), _G)
+
+
+def _vec4(v, what, arg, default=None):
+    """TF's int / 1-, 2- or 4-list form of strides, ksize, dilations (NHWC)
+    as loom's [1, h, w, 1] array."""
+    if v is None:
+        if default is None:
+            raise ValueError("%s: %s is required" % (what, arg))
+        v = default
+    if isinstance(v, Output):
+        raise NotImplementedError("loom.tf: %s(%s=<tensor>) is not supported: give %s as Python ints"
+                                  % (what, arg, arg))
+    vals = [int(v)] if isinstance(v, (int, np.integer)) else [int(x) for x in v]
+    if len(vals) == 1:
+        vals = [1, vals[0], vals[0], 1]
+    elif len(vals) == 2:
+        vals = [1, vals[0], vals[1], 1]
+    elif len(vals) != 4:
+        raise ValueError("%s: %s should be of length 1, 2 or 4; got %r" % (what, arg, v))
+    if vals[0] != 1 or vals[3] != 1:
+        raise ValueError("%s: %s %r: the batch and depth entries must be 1 (NHWC)" % (what, arg, v))
+    if min(vals) < 1:
+        raise ValueError("%s: %s %r: every entry must be positive" % (what, arg, v))
+    return (L.i64 * 4)(*vals)
+
+
+def _padding(padding, what):
+    if isinstance(padding, (list, tuple)):
+        raise NotImplementedError("loom.tf: %s(padding=%r): explicit padding lists are not supported; give "
+                                  "\"SAME\" or \"VALID\" (or tf.pad the input first)" % (what, padding))
+    if padding == "SAME":
+        return 1
+    if padding == "VALID":
+        return 0
+    raise ValueError("%s: padding %r: give \"SAME\" or \"VALID\"" % (what, padding))
+
+
+def _nhwc(data_format, what):
+    if data_format not in (None, "NHWC"):
+        raise NotImplementedError("loom.tf: %s(data_format=%r) is not supported: NHWC (channels last) only; "
+                                  "tf.transpose the input to NHWC" % (what, data_format))
+
+
+def _tensor(g, v, like):
+    return v if isinstance(v, Output) else g.constant(np.asarray(v, like.dtype))
+
+
+def _one(a, b, what, names):
+    if a is not None and b is not None:
+        raise ValueError("%s: give %s or %s, not both" % (what, names[0], names[1]))
+    return a if a is not None else b
+
+
+def conv2d(input, filters=None, strides=None, padding=None, data_format="NHWC", dilations=None,  # noqa: A002
+           name=None, filter=None, use_cudnn_on_gpu=True):  # noqa: A002 - tf.compat.v1.nn.conv2d's names
+    """tf.nn.conv2d: input [batch, h, w, in], filters [kh, kw, in, out]."""
+    what = "tf.nn.conv2d"
+    if isinstance(data_format, bool):  # tf.compat.v1.nn.conv2d(x, W, strides, padding, use_cudnn_on_gpu, ...)
+        data_format = "NHWC"
+    filters = _one(filters, filter, what, ("filters", "filter"))
+    if filters is None:
+        raise ValueError("%s: filters is required" % what)
+    _nhwc(data_format, what)
+    g = _graph(input, filters)
+    input = _tensor(g, input, filters) if not isinstance(input, Output) else input  # noqa: A001
+    filters = _tensor(g, filters, input)
+    return g._out(lib.loom_conv2d(g.p, input.c, filters.c, _vec4(strides, what, "strides"), _padding(padding, what),
+                                  _vec4(dilations, what, "dilations", 1), _b(name)))
+
+
+def conv2d_transpose(input=None, filters=None, output_shape=None, strides=None, padding="SAME",  # noqa: A002
+                     data_format="NHWC", dilations=None, name=None, value=None, filter=None):  # noqa: A002
+    """tf.nn.conv2d_transpose: input [batch, h, w, in], filters [kh, kw, out, in]
+    (the filter of the conv2d whose input gradient this is), output_shape
+    [batch, oh, ow, out] (the batch may be a tensor, e.g. tf.shape(x)[0])."""
+    what = "tf.nn.conv2d_transpose"
+    input = _one(input, value, what, ("input", "value"))  # noqa: A001
+    filters = _one(filters, filter, what, ("filters", "filter"))
+    if input is None or filters is None or output_shape is None:
+        raise ValueError("%s: input, filters and output_shape are required" % what)
+    _nhwc(data_format, what)
+    if isinstance(output_shape, Output):
+        raise NotImplementedError("loom.tf: %s(output_shape=<tensor>) is not supported: give a list of 4 ints "
+                                  "(its batch entry may be a tensor)" % what)
+    shape = list(output_shape)
+    if len(shape) != 4:
+        raise ValueError("%s: output_shape should have 4 entries (NHWC); got %r" % (what, output_shape))
+    dims = [-1 if i == 0 and (isinstance(d, Output) or d is None) else int(d) for i, d in enumerate(shape)]
+    g = _graph(input, filters)
+    input = _tensor(g, input, filters) if not isinstance(input, Output) else input  # noqa: A001
+    filters = _tensor(g, filters, input)
+    return g._out(lib.loom_conv2d_backprop_input(g.p, (L.i64 * 4)(*dims), filters.c, input.c,
+                                                 _vec4(strides, what, "strides"), _padding(padding, what),
+                                                 _vec4(dilations, what, "dilations", 1), _b(name)))
+
+
+def _pool(fn, what):
+    def f(input=None, ksize=None, strides=None, padding=None, data_format="NHWC", name=None,  # noqa: A002
+          value=None):
+        input = _one(input, value, what, ("input", "value"))  # noqa: A001
+        _nhwc(data_format, what)
+        g = _graph(input)
+        if len(input.shape) != 4 and what.endswith("pool"):
+            raise NotImplementedError("loom.tf: %s of a rank-%d input: 2-D pooling of NHWC images (rank 4) only"
+                                      % (what, len(input.shape)))
+        return g._out(fn(g.p, input.c, _vec4(ksize, what, "ksize"), _vec4(strides, what, "strides"),
+                         _padding(padding, what), _b(name)))
+    f.__name__ = f.__qualname__ = what.rsplit(".", 1)[1]
+    f.__doc__ = "%s(input, ksize, strides, padding, data_format='NHWC', name=None) on NHWC images." % what
+    return f
+
+
+max_pool2d = _pool(lib.loom_max_pool, "tf.nn.max_pool2d")
+max_pool = _pool(lib.loom_max_pool, "tf.nn.max_pool")
+avg_pool2d = _pool(lib.loom_avg_pool, "tf.nn.avg_pool2d")
+avg_pool = _pool(lib.loom_avg_pool, "tf.nn.avg_pool")
+
+
+def moments(x, axes, shift=None, keepdims=None, name=None, keep_dims=None):
+    """tf.nn.moments: (mean, variance) of x over axes, the variance the mean
+    of the squared deviation from the mean (the mean's gradient stopped
+    there, as TF)."""
+    keepdims = bool(_one(keepdims, keep_dims, "tf.nn.moments", ("keepdims", "keep_dims")))
+    g = _graph(x)
+    axes = [int(axes)] if isinstance(axes, (int, np.integer)) else [int(a) for a in axes]
+    mean = g.reduce_mean(x, axes, keepdims=True)
+    dev = g.sub(x, g.stop_gradient(mean))
+    variance = g.reduce_mean(g.mul(dev, dev), axes, keepdims=True)
+    if not keepdims:
+        rank = len(x.shape)
+        sq = sorted(a % rank for a in axes)
+        mean = g._out(lib.loom_squeeze(g.p, mean.c, len(sq), (L.i64 * len(sq))(*sq), None))
+        variance = g._out(lib.loom_squeeze(g.p, variance.c, len(sq), (L.i64 * len(sq))(*sq), None))
+    if name:
+        mean, variance = g.identity(mean, name=name + "/mean"), g.identity(variance, name=name + "/variance")
+    return mean, variance
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+    """tf.nn.batch_normalization: x * inv + (offset - mean * inv) with
+    inv = scale / sqrt(variance + variance_epsilon) (scale and offset may be
+    None: 1 and 0)."""
+    g = _graph(x)
+    mean, variance = _tensor(g, mean, x), _tensor(g, variance, x)
+    inv = g._out(lib.loom_rsqrt(g.p, g.add(variance, g.constant(np.asarray(variance_epsilon, x.dtype))).c, None))
+    if scale is not None:
+        inv = g.mul(inv, _tensor(g, scale, x))
+    shift = g.neg(g.mul(mean, inv)) if offset is None else g.sub(_tensor(g, offset, x), g.mul(mean, inv))
+    return g.add(g.mul(x, inv), shift, name=name)
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False, gate_gradients=False,
+              aggregation_method=None, stop_gradients=None, unconnected_gradients="none"):
+    """tf.gradients: the gradients of sum(ys) (weighted by grad_ys) with
+    respect to each of xs; None where an x does not affect ys (TF's
+    UnconnectedGradients.NONE)."""
+    if stop_gradients is not None or aggregation_method is not None:
+        raise NotImplementedError("loom.tf: tf.gradients(%s=...) is not supported; use tf.stop_gradient in the "
+                                  "graph" % ("stop_gradients" if stop_gradients is not None else
+                                             "aggregation_method"))
+    if str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() != "none":
+        raise NotImplementedError("loom.tf: tf.gradients(unconnected_gradients=%r): NONE only"
+                                  % (unconnected_gradients,))
+    one_x = isinstance(xs, Output)
+    ys = [ys] if isinstance(ys, Output) else list(ys)
+    xs = [xs] if one_x else list(xs)
+    g = _graph(*ys)
+    gy = None
+    if grad_ys is not None:
+        grad_ys = [grad_ys] if isinstance(grad_ys, Output) else list(grad_ys)
+        if len(grad_ys) != len(ys):
+            raise ValueError("tf.gradients: %d grad_ys for %d ys" % (len(grad_ys), len(ys)))
+        gy = (_O * len(ys))(*[_tensor(g, v, y).c for v, y in zip(grad_ys, ys)])
+    out = (_O * len(xs))()
+    st = _Status()
+    rc = lib.loom_gradients(g.p, len(ys), (_O * len(ys))(*[y.c for y in ys]), gy, len(xs),
+                            (_O * len(xs))(*[x.c for x in xs]), out, st.p)
+    st.raise_if(rc)
+    return [Output(g, o) if o.node else None for o in out]

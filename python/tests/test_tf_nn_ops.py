@@ -1,0 +1,194 @@
+"""loom.tf's tf.nn convolution, pooling and normalization ops against TF
+2.15 (python/tests/fixtures/tf_nn.npz, written by
+scripts/gen_tf_nn_fixtures.py): forward values and, through tf.gradients,
+the gradients TF's GradientTape gives; their argument errors; and the TF 1
+"Deep MNIST" model_fn (get_variable filters, tf.nn.conv2d + bias, relu,
+max_pool2d, AdamOptimizer) training on Fashion-MNIST in an Estimator."""
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+import loom
+import loom.tf as tf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = np.load(os.path.join(HERE, "fixtures", "tf_nn.npz"))
+CASES = json.loads(str(FIX["cases"]))
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def _case_id(i):
+    c = CASES[i]
+    return "%d-%s-%s" % (i, c["op"], "-".join("%s=%s" % (k, v) for k, v in c["kwargs"].items()
+                                              if k in ("padding", "strides", "dilations", "axes", "keepdims")))
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=_case_id)
+def test_values_and_gradients_match_tf(i):
+    case = CASES[i]
+    g = loom.Graph()
+    ins = {k: g.constant(FIX["%d/in/%s" % (i, k)]) for k in case["tensors"]}
+    outs = getattr(tf.nn, case["op"])(**ins, **case["kwargs"])
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    assert len(outs) == case["outputs"]
+    loss = None
+    for k, o in enumerate(outs):
+        term = tf.reduce_sum(o * g.constant(FIX["%d/w%d" % (i, k)]))
+        loss = term if loss is None else loss + term
+    names = list(ins)
+    grads = tf.gradients(loss, [ins[k] for k in names])
+    with loom.Session(g) as s:
+        got = s.run(outs + grads)
+    for k in range(len(outs)):
+        want = FIX["%d/out%d" % (i, k)]
+        assert got[k].shape == want.shape
+        np.testing.assert_allclose(got[k], want, rtol=1e-4, atol=1e-4, err_msg="output %d" % k)
+    for name, gv in zip(names, got[len(outs):]):
+        np.testing.assert_allclose(gv, FIX["%d/grad/%s" % (i, name)], rtol=1e-4, atol=1e-4,
+                                   err_msg="gradient of %s" % name)
+
+
+def test_compat_v1_spellings():
+    """tf.compat.v1.nn.conv2d(input, filter=...), max_pool(value=...), moments(keep_dims=...) are the same ops."""
+    i = 0
+    g = loom.Graph()
+    x, w = g.constant(FIX["%d/in/input" % i]), g.constant(FIX["%d/in/filters" % i])
+    y = tf.compat.v1.nn.conv2d(x, filter=w, strides=[1, 1, 1, 1], padding="SAME", use_cudnn_on_gpu=True)
+    y2 = tf.compat.v1.nn.conv2d(x, w, [1, 1, 1, 1], "SAME", True)  # v1's positional use_cudnn_on_gpu
+    x6 = g.constant(FIX["6/in/input"])
+    p = tf.compat.v1.nn.max_pool(value=x6, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
+    m, v = tf.compat.v1.nn.moments(x6, [0, 1, 2], keep_dims=True)
+    with loom.Session(g) as s:
+        got = s.run([y, y2, p, m, v])
+    np.testing.assert_allclose(got[0], FIX["0/out0"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], FIX["0/out0"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[2], FIX["6/out0"], rtol=1e-6)
+    assert got[3].shape == (1, 1, 1, 3)
+    np.testing.assert_allclose(got[4].ravel(), FIX["6/in/input"].var(axis=(0, 1, 2)), rtol=1e-4)
+
+
+def test_conv2d_transpose_batch_from_a_tensor():
+    """output_shape's batch entry may be a tensor (tf.shape(x)[0] in a model_fn)."""
+    i = 12
+    g = loom.Graph()
+    x = g.placeholder(np.float32, [None, 4, 4, 4])
+    w = g.constant(FIX["%d/in/filters" % i])
+    y = tf.nn.conv2d_transpose(x, w, [tf.shape(x)[0], 7, 7, 3], strides=2, padding="SAME")
+    assert y.shape == (None, 7, 7, 3)
+    with loom.Session(g) as s:
+        np.testing.assert_allclose(s.run(y, {x: FIX["%d/in/input" % i]}), FIX["%d/out0" % i], rtol=1e-4, atol=1e-4)
+
+
+def test_hand_computed_values():
+    g = loom.Graph()
+    x = g.constant(np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1))
+    # a 2x2 all-ones filter, VALID, stride 2: window sums
+    y = tf.nn.conv2d(x, g.constant(np.ones((2, 2, 1, 1), np.float32)), 2, "VALID")
+    mp = tf.nn.max_pool2d(x, 3, 2, "SAME")  # out 2x2, windows rows/cols {0,1,2}, {2,3}: pad 1 after
+    ap = tf.nn.avg_pool2d(x, 3, 2, "SAME")  # divided by the valid elements of each window
+    m, v = tf.nn.moments(g.constant(np.array([[1., 2., 3., 6.]], np.float32)), axes=[1])
+    bn = tf.nn.batch_normalization(g.constant(np.array([3.], np.float32)), 1.0, 4.0, 0.5, 2.0, 0.0)
+    with loom.Session(g) as s:
+        r = s.run([y, mp, ap, m, v, bn])
+    np.testing.assert_allclose(r[0].ravel(), [0 + 1 + 4 + 5, 2 + 3 + 6 + 7, 8 + 9 + 12 + 13, 10 + 11 + 14 + 15])
+    np.testing.assert_allclose(r[1].ravel(), [10, 11, 14, 15])
+    np.testing.assert_allclose(r[2].ravel(), [5, 6.5, 11, 12.5])
+    np.testing.assert_allclose(r[3], [3.0])
+    np.testing.assert_allclose(r[4], [3.5])  # ((-2)^2 + 1 + 0 + 9) / 4
+    np.testing.assert_allclose(r[5], [(3 - 1) / 2 * 2 + 0.5])
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda g, x, w: tf.nn.conv2d(x, g.constant(np.ones((3, 3, 2, 4), np.float32)), 1, "SAME"),
+     loom.LoomError, ["Conv2D", "in_channels 2", "[2,7,7,3]", "[3,3,2,4]"]),
+    (lambda g, x, w: tf.nn.conv2d(g.constant(np.ones((7, 7, 3), np.float32)), w, 1, "SAME"),
+     loom.LoomError, ["Conv2D", "rank"]),
+    (lambda g, x, w: tf.nn.max_pool2d(g.constant(np.ones((7, 3), np.float32)), 2, 2, "SAME"),
+     loom.LoomError, ["MaxPool", "rank"]),
+    (lambda g, x, w: tf.nn.conv2d(x, w, 1, "SAME", data_format="NCHW"),
+     NotImplementedError, ["tf.nn.conv2d", "NCHW"]),
+    (lambda g, x, w: tf.nn.avg_pool2d(x, 2, 2, "VALID", data_format="NCHW"),
+     NotImplementedError, ["tf.nn.avg_pool2d", "NCHW"]),
+    (lambda g, x, w: tf.nn.conv2d(x, w, 1, [[0, 0], [1, 1], [1, 1], [0, 0]]),
+     NotImplementedError, ["tf.nn.conv2d", "explicit padding"]),
+    (lambda g, x, w: tf.nn.conv2d(x, w, 1, "same"), ValueError, ["tf.nn.conv2d", "'same'", "SAME"]),
+    (lambda g, x, w: tf.nn.conv2d(x, w, [1, 1, 1], "SAME"), ValueError, ["tf.nn.conv2d", "strides", "1, 2 or 4"]),
+    (lambda g, x, w: tf.nn.max_pool2d(x, [2, 2, 2, 2], 1, "SAME"), ValueError, ["tf.nn.max_pool2d", "ksize"]),
+    (lambda g, x, w: tf.nn.conv2d_transpose(x, w, [2, 7, 7], 1, "SAME"), ValueError,
+     ["tf.nn.conv2d_transpose", "output_shape"]),
+    (lambda g, x, w: tf.nn.conv2d_transpose(g.constant(np.ones((2, 7, 7, 5), np.float32)), w, [2, 7, 7, 3], 1,
+                                            "SAME"), loom.LoomError, ["Conv2DBackpropInput"]),
+])
+def test_errors_name_the_op_and_shapes(call, exc, words):
+    g = loom.Graph()
+    x, w = g.constant(FIX["0/in/input"]), g.constant(FIX["0/in/filters"])
+    with pytest.raises(exc) as e:
+        call(g, x, w)
+    for word in words:
+        assert word in str(e.value), (word, str(e.value))
+
+
+def _read_idx(path, count):
+    with gzip.open(path, "rb") as f:
+        head = f.read(4)
+        dims = [int.from_bytes(f.read(4), "big") for _ in range(head[3])]
+        dims[0] = min(dims[0], count)
+        return np.frombuffer(f.read(int(np.prod(dims))), np.uint8).reshape(dims)
+
+
+@pytest.mark.skipif(not os.path.exists(FMNIST), reason="no Fashion-MNIST at " + FMNIST)
+def test_deep_mnist_model_fn_trains_on_fashion_mnist(tmp_path):
+    """TF 1's "Deep MNIST" idiom in an Estimator model_fn: get_variable filters
+    with truncated_normal_initializer, tf.nn.conv2d + bias, relu, max_pool2d,
+    AdamOptimizer().minimize; the loss on the training images falls."""
+    x = _read_idx(os.path.join(FMNIST, "train-images-idx3-ubyte.gz"), 512).astype(np.float32) / 255.0
+    y = _read_idx(os.path.join(FMNIST, "train-labels-idx1-ubyte.gz"), 512).astype(np.int32)
+    v1 = tf.compat.v1
+    seen = {}
+
+    def weight(name, shape):
+        return v1.get_variable(name, shape, initializer=v1.truncated_normal_initializer(stddev=0.1))
+
+    def bias(name, shape):
+        return v1.get_variable(name, shape, initializer=v1.constant_initializer(0.1))
+
+    def model_fn(features, labels, mode):
+        x_image = tf.reshape(features["x"], [-1, 28, 28, 1])
+        h1 = tf.nn.relu(tf.nn.conv2d(x_image, weight("W_conv1", [5, 5, 1, 8]), strides=[1, 1, 1, 1],
+                                     padding="SAME") + bias("b_conv1", [8]))
+        p1 = tf.nn.max_pool2d(h1, ksize=2, strides=2, padding="SAME")
+        h2 = tf.nn.relu(tf.nn.conv2d(p1, weight("W_conv2", [5, 5, 8, 16]), strides=1, padding="SAME")
+                        + bias("b_conv2", [16]))
+        p2 = tf.nn.max_pool(h2, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
+        seen.update(h1=h1.shape, p1=p1.shape, p2=p2.shape)
+        flat = tf.reshape(p2, [-1, 7 * 7 * 16])
+        logits = tf.matmul(flat, weight("W_fc", [7 * 7 * 16, 10])) + bias("b_fc", [10])
+        loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            op = v1.train.AdamOptimizer(1e-3).minimize(loss, global_step=v1.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=op)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={
+            "accuracy": v1.metrics.accuracy(labels, tf.argmax(logits, 1))})
+
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path), config=tf.estimator.RunConfig(tf_random_seed=1))
+
+    def train_input():
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat().batch(64)
+
+    def eval_input():
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(256)
+
+    est.train(train_input, steps=1)
+    first = est.evaluate(eval_input)
+    est.train(train_input, steps=40)
+    after = est.evaluate(eval_input)
+    assert seen == {"h1": (None, 28, 28, 8), "p1": (None, 14, 14, 8), "p2": (None, 7, 7, 16)}
+    assert est.get_variable_value("W_conv2").shape == (5, 5, 8, 16)
+    w1 = est.get_variable_value("W_conv1")
+    assert np.abs(w1).max() <= 0.2 + 0.05  # truncated at two stddevs, then 41 Adam steps of 1e-3
+    assert after["global_step"] == 41
+    assert after["loss"] < first["loss"] - 0.5, (first, after)
+    assert after["accuracy"] > 0.6, after
