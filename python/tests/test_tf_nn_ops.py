@@ -139,21 +139,29 @@ def _read_idx(path, count):
         return np.frombuffer(f.read(int(np.prod(dims))), np.uint8).reshape(dims)
 
 
+def _weights(style):
+    """The two spellings of the tutorial's weight_variable / bias_variable."""
+    v1 = tf.compat.v1
+    if style == "get_variable":
+        return (lambda name, shape: v1.get_variable(name, shape,
+                                                    initializer=v1.truncated_normal_initializer(stddev=0.1)),
+                lambda name, shape: v1.get_variable(name, shape, initializer=v1.constant_initializer(0.1)))
+    return (lambda name, shape: tf.Variable(tf.random.truncated_normal(shape, stddev=0.1)),
+            lambda name, shape: tf.Variable(tf.constant(0.1, shape=shape)))
+
+
 @pytest.mark.skipif(not os.path.exists(FMNIST), reason="no Fashion-MNIST at " + FMNIST)
-def test_deep_mnist_model_fn_trains_on_fashion_mnist(tmp_path):
-    """TF 1's "Deep MNIST" idiom in an Estimator model_fn: get_variable filters
-    with truncated_normal_initializer, tf.nn.conv2d + bias, relu, max_pool2d,
+@pytest.mark.parametrize("style", ["get_variable", "Variable"])
+def test_deep_mnist_model_fn_trains_on_fashion_mnist(tmp_path, style):
+    """TF 1's "Deep MNIST" idiom in an Estimator model_fn: filters from
+    get_variable with truncated_normal_initializer (or tf.Variable of
+    tf.random.truncated_normal), tf.nn.conv2d + bias, relu, max_pool2d,
     AdamOptimizer().minimize; the loss on the training images falls."""
-    x = _read_idx(os.path.join(FMNIST, "train-images-idx3-ubyte.gz"), 512).astype(np.float32) / 255.0
-    y = _read_idx(os.path.join(FMNIST, "train-labels-idx1-ubyte.gz"), 512).astype(np.int32)
+    x = _read_idx(os.path.join(FMNIST, "train-images-idx3-ubyte.gz"), 384).astype(np.float32) / 255.0
+    y = _read_idx(os.path.join(FMNIST, "train-labels-idx1-ubyte.gz"), 384).astype(np.int32)
     v1 = tf.compat.v1
     seen = {}
-
-    def weight(name, shape):
-        return v1.get_variable(name, shape, initializer=v1.truncated_normal_initializer(stddev=0.1))
-
-    def bias(name, shape):
-        return v1.get_variable(name, shape, initializer=v1.constant_initializer(0.1))
+    weight, bias = _weights(style)
 
     def model_fn(features, labels, mode):
         x_image = tf.reshape(features["x"], [-1, 28, 28, 1])
@@ -179,16 +187,19 @@ def test_deep_mnist_model_fn_trains_on_fashion_mnist(tmp_path):
         return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat().batch(64)
 
     def eval_input():
-        return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(256)
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(384)
 
     est.train(train_input, steps=1)
     first = est.evaluate(eval_input)
-    est.train(train_input, steps=40)
+    est.train(train_input, steps=30)
     after = est.evaluate(eval_input)
     assert seen == {"h1": (None, 28, 28, 8), "p1": (None, 14, 14, 8), "p2": (None, 7, 7, 16)}
-    assert est.get_variable_value("W_conv2").shape == (5, 5, 8, 16)
-    w1 = est.get_variable_value("W_conv1")
-    assert np.abs(w1).max() <= 0.2 + 0.05  # truncated at two stddevs, then 41 Adam steps of 1e-3
-    assert after["global_step"] == 41
+    names = ["W_conv1", "b_conv1", "W_conv2", "b_conv2", "W_fc", "b_fc"] if style == "get_variable" else \
+        ["Variable"] + ["Variable_%d" % i for i in range(1, 6)]
+    assert est.get_variable_value(names[2]).shape == (5, 5, 8, 16)
+    w1 = est.get_variable_value(names[0])
+    assert np.abs(w1).max() <= 0.2 + 0.031  # truncated at two stddevs, then 31 Adam steps of at most 1e-3
+    assert 0.05 < w1.std() < 0.1  # a truncated normal of stddev 0.1 has stddev 0.088
+    assert after["global_step"] == 31
     assert after["loss"] < first["loss"] - 0.5, (first, after)
-    assert after["accuracy"] > 0.6, after
+    assert after["accuracy"] > 0.45, after  # 0.11 after one step

@@ -144,6 +144,9 @@ keras.experimental = Namespace("keras.experimental", SequenceFeatures=_fcl.Seque
 from . import _variables as _vars
 from ._graph_ops import control_dependencies, group, zeros, ones, shape, range, name_scope  # noqa: F401,A004
 from ._nn_ops import gradients  # noqa: F401
+from ._variables import Variable  # noqa: F401
+random.truncated_normal, random.normal, random.uniform = _vars.truncated_normal, _vars.random_normal, \
+    _vars.random_uniform
 _v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
                            "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
                            "mean_squared_error", "absolute_difference", "huber_loss", "log_loss", "hinge_loss",
@@ -197,7 +200,11 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                           "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
     summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
-    get_default_graph=_hooks.get_default_graph, gradients=gradients)
+    get_default_graph=_hooks.get_default_graph, gradients=gradients, Variable=Variable,
+    truncated_normal=_vars.truncated_normal, random_normal=_vars.random_normal,
+    random_uniform=_vars.random_uniform, random=Namespace(
+        "compat.v1.random", set_random_seed=random.set_seed, truncated_normal=_vars.truncated_normal,
+        normal=_vars.random_normal, uniform=_vars.random_uniform))
 compat = Namespace("compat", v1=_v1)
 train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,
                   Features=_serving.Features, Feature=_serving.Feature,
