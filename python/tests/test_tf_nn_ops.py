@@ -203,3 +203,40 @@ def test_deep_mnist_model_fn_trains_on_fashion_mnist(tmp_path, style):
     assert after["global_step"] == 31
     assert after["loss"] < first["loss"] - 0.5, (first, after)
     assert after["accuracy"] > 0.45, after  # 0.11 after one step
+
+
+def test_variable_and_random_tensors_in_a_model_fn(tmp_path):
+    """tf.Variable of tf.random.uniform / normal / truncated_normal, of an array
+    and of a callable: the values as drawn (bounds and moments), TF's names,
+    the same draws under the same RunConfig seed."""
+    def model_fn(features, labels, mode):
+        tf.Variable(tf.random.uniform([4000], 2, 3, seed=3), trainable=False, name="u")
+        tf.Variable(tf.random.normal([4000], 1.0, 2.0), trainable=False)
+        tf.Variable(tf.compat.v1.truncated_normal([4000], stddev=0.5), trainable=False)
+        tf.Variable(lambda: [0, 1, 2], trainable=False, name="c")  # Python ints: int32, as TF
+        tf.Variable(tf.constant(0.5, shape=[2, 2]), dtype=tf.float64, trainable=False, name="d")
+        w = tf.compat.v1.get_variable("w", [1], initializer=tf.compat.v1.ones_initializer())
+        loss = tf.reduce_sum(w * w) + 0 * tf.reduce_sum(features["x"])
+        op = tf.compat.v1.train.GradientDescentOptimizer(0.25).minimize(loss, tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=op)
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": np.zeros((4, 1), np.float32)}, np.zeros(4))).batch(4)
+
+    values = []
+    for run in range(2):
+        est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / str(run)),
+                                     config=tf.estimator.RunConfig(tf_random_seed=5))
+        est.train(input_fn, steps=1)
+        values.append({k: est.get_variable_value(k) for k in ("u", "Variable", "Variable_1", "c", "d", "w")})
+    v = values[0]
+    assert v["u"].dtype == np.float32 and 2 <= v["u"].min() and v["u"].max() < 3
+    assert abs(v["u"].mean() - 2.5) < 0.02
+    assert abs(v["Variable"].mean() - 1.0) < 0.1 and abs(v["Variable"].std() - 2.0) < 0.1
+    assert np.abs(v["Variable_1"]).max() < 1.0 and abs(v["Variable_1"].std() - 0.44) < 0.03
+    np.testing.assert_array_equal(v["c"], [0, 1, 2])
+    assert v["c"].dtype == np.int32
+    assert v["d"].dtype == np.float64 and v["d"].tolist() == [[0.5, 0.5], [0.5, 0.5]]
+    np.testing.assert_allclose(v["w"], [0.5])  # 1 - 0.25 * 2
+    for k in v:
+        np.testing.assert_array_equal(values[1][k], v[k])
