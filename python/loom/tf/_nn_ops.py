@@ -6,12 +6,13 @@ avg_pool2d / avg_pool, moments, batch_normalization; and tf.gradients
 keep_dims=) are accepted too. Images are NHWC and filters HWIO, as TF's
 default data_format; NCHW and explicit padding lists raise
 NotImplementedError. Shape errors (a rank that is not 4, channels that do
-not match the filter) are loom's, naming the op and the shapes."""
-import ctypes as C
+not match the filter) are loom's LoomError, naming the TF function, loom's
+op and the shapes."""
+import functools
 
 import numpy as np
 
-from .. import Output, _b, _Status
+from .. import Output, _b, _Status, LoomError
 from .. import _lib as L
 from .._lib import lib
 from .math_ops import _graph
@@ -24,6 +25,21 @@ _d("loom_max_pool", _O, _G, _O, _I64P, _I64P, L.cint, _S)
 _d("loom_avg_pool", _O, _G, _O, _I64P, _I64P, L.cint, _S)
 _d("loom_rsqrt", _O, _G, _O, _S)
 _d("loom_gradients", L.cint, _G, L.cint, L.P(_O), L.P(_O), L.cint, L.P(_O), L.P(_O), _G)
+
+
+def _named(what):
+    """Prefixes loom's build errors with the TF function's name."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def f(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except LoomError as e:
+                msg, prefix = str(e), e.code_name + ": "
+                raise LoomError(e.code, "%s: %s" % (what, msg[len(prefix):] if msg.startswith(prefix) else msg)) \
+                    from None
+        return f
+    return wrap
 
 
 def _vec4(v, what, arg, default=None):
@@ -77,6 +93,7 @@ def _one(a, b, what, names):
     return a if a is not None else b
 
 
+@_named("tf.nn.conv2d")
 def conv2d(input, filters=None, strides=None, padding=None, data_format="NHWC", dilations=None,  # noqa: A002
            name=None, filter=None, use_cudnn_on_gpu=True):  # noqa: A002 - tf.compat.v1.nn.conv2d's names
     """tf.nn.conv2d: input [batch, h, w, in], filters [kh, kw, in, out]."""
@@ -94,6 +111,7 @@ def conv2d(input, filters=None, strides=None, padding=None, data_format="NHWC", 
                                   _vec4(dilations, what, "dilations", 1), _b(name)))
 
 
+@_named("tf.nn.conv2d_transpose")
 def conv2d_transpose(input=None, filters=None, output_shape=None, strides=None, padding="SAME",  # noqa: A002
                      data_format="NHWC", dilations=None, name=None, value=None, filter=None):  # noqa: A002
     """tf.nn.conv2d_transpose: input [batch, h, w, in], filters [kh, kw, out, in]
@@ -133,7 +151,7 @@ def _pool(fn, what):
                          _padding(padding, what), _b(name)))
     f.__name__ = f.__qualname__ = what.rsplit(".", 1)[1]
     f.__doc__ = "%s(input, ksize, strides, padding, data_format='NHWC', name=None) on NHWC images." % what
-    return f
+    return _named(what)(f)
 
 
 max_pool2d = _pool(lib.loom_max_pool, "tf.nn.max_pool2d")
@@ -142,6 +160,7 @@ avg_pool2d = _pool(lib.loom_avg_pool, "tf.nn.avg_pool2d")
 avg_pool = _pool(lib.loom_avg_pool, "tf.nn.avg_pool")
 
 
+@_named("tf.nn.moments")
 def moments(x, axes, shift=None, keepdims=None, name=None, keep_dims=None):
     """tf.nn.moments: (mean, variance) of x over axes, the variance the mean
     of the squared deviation from the mean (the mean's gradient stopped
@@ -162,6 +181,7 @@ def moments(x, axes, shift=None, keepdims=None, name=None, keep_dims=None):
     return mean, variance
 
 
+@_named("tf.nn.batch_normalization")
 def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
     """tf.nn.batch_normalization: x * inv + (offset - mean * inv) with
     inv = scale / sqrt(variance + variance_epsilon) (scale and offset may be
