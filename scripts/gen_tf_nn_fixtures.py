@@ -29,6 +29,7 @@ CASES = [
     ("conv2d", {"input": X, "filters": (2, 2, 3, 4)}, {"strides": [2, 3], "padding": "VALID"}),
     ("conv2d", {"input": X, "filters": F}, {"strides": 1, "padding": "SAME", "dilations": 2}),
     ("conv2d", {"input": X, "filters": (2, 3, 3, 2)}, {"strides": 1, "padding": "VALID", "dilations": [1, 2, 1, 1]}),
+    ("conv2d", {"input": X, "filters": F}, {"strides": 2, "padding": [[0, 0], [1, 2], [0, 1], [0, 0]]}),
     ("max_pool2d", {"input": X}, {"ksize": 2, "strides": 2, "padding": "SAME"}),
     ("max_pool2d", {"input": X}, {"ksize": [3, 2], "strides": [1, 2, 1, 1], "padding": "VALID"}),
     ("max_pool", {"input": X}, {"ksize": [1, 3, 3, 1], "strides": [1, 2, 2, 1], "padding": "SAME"}),

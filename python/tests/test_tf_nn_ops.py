@@ -20,6 +20,11 @@ CASES = json.loads(str(FIX["cases"]))
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
 
+def _find(op, **kwargs):
+    """The index of the fixture case of op with these keyword arguments."""
+    return next(i for i, c in enumerate(CASES) if c["op"] == op and c["kwargs"] == kwargs)
+
+
 def _case_id(i):
     c = CASES[i]
     return "%d-%s-%s" % (i, c["op"], "-".join("%s=%s" % (k, v) for k, v in c["kwargs"].items()
@@ -58,21 +63,22 @@ def test_compat_v1_spellings():
     x, w = g.constant(FIX["%d/in/input" % i]), g.constant(FIX["%d/in/filters" % i])
     y = tf.compat.v1.nn.conv2d(x, filter=w, strides=[1, 1, 1, 1], padding="SAME", use_cudnn_on_gpu=True)
     y2 = tf.compat.v1.nn.conv2d(x, w, [1, 1, 1, 1], "SAME", True)  # v1's positional use_cudnn_on_gpu
-    x6 = g.constant(FIX["6/in/input"])
+    i = _find("max_pool2d", ksize=2, strides=2, padding="SAME")
+    x6 = g.constant(FIX["%d/in/input" % i])
     p = tf.compat.v1.nn.max_pool(value=x6, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
     m, v = tf.compat.v1.nn.moments(x6, [0, 1, 2], keep_dims=True)
     with loom.Session(g) as s:
         got = s.run([y, y2, p, m, v])
     np.testing.assert_allclose(got[0], FIX["0/out0"], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[1], FIX["0/out0"], rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got[2], FIX["6/out0"], rtol=1e-6)
+    np.testing.assert_allclose(got[2], FIX["%d/out0" % i], rtol=1e-6)
     assert got[3].shape == (1, 1, 1, 3)
-    np.testing.assert_allclose(got[4].ravel(), FIX["6/in/input"].var(axis=(0, 1, 2)), rtol=1e-4)
+    np.testing.assert_allclose(got[4].ravel(), FIX["%d/in/input" % i].var(axis=(0, 1, 2)), rtol=1e-4)
 
 
 def test_conv2d_transpose_batch_from_a_tensor():
     """output_shape's batch entry may be a tensor (tf.shape(x)[0] in a model_fn)."""
-    i = 12
+    i = _find("conv2d_transpose", output_shape=[2, 7, 7, 3], strides=2, padding="SAME")
     g = loom.Graph()
     x = g.placeholder(np.float32, [None, 4, 4, 4])
     w = g.constant(FIX["%d/in/filters" % i])
@@ -112,8 +118,11 @@ def test_hand_computed_values():
      NotImplementedError, ["tf.nn.conv2d", "NCHW"]),
     (lambda g, x, w: tf.nn.avg_pool2d(x, 2, 2, "VALID", data_format="NCHW"),
      NotImplementedError, ["tf.nn.avg_pool2d", "NCHW"]),
-    (lambda g, x, w: tf.nn.conv2d(x, w, 1, [[0, 0], [1, 1], [1, 1], [0, 0]]),
-     NotImplementedError, ["tf.nn.conv2d", "explicit padding"]),
+    (lambda g, x, w: tf.nn.max_pool2d(x, 2, 1, [[0, 0], [1, 1], [1, 1], [0, 0]]),
+     NotImplementedError, ["tf.nn.max_pool2d", "explicit padding"]),
+    (lambda g, x, w: tf.nn.conv2d(x, w, 1, [[1, 1], [1, 1], [1, 1], [0, 0]]),
+     ValueError, ["tf.nn.conv2d", "explicit padding", "batch and depth"]),
+    (lambda g, x, w: tf.nn.conv2d(x, w, 1, [[1, 1], [1, 1]]), ValueError, ["tf.nn.conv2d", "4 [before, after]"]),
     (lambda g, x, w: tf.nn.conv2d(x, w, 1, "same"), ValueError, ["tf.nn.conv2d", "'same'", "SAME"]),
     (lambda g, x, w: tf.nn.conv2d(x, w, [1, 1, 1], "SAME"), ValueError, ["tf.nn.conv2d", "strides", "1, 2 or 4"]),
     (lambda g, x, w: tf.nn.max_pool2d(x, [2, 2, 2, 2], 1, "SAME"), ValueError, ["tf.nn.max_pool2d", "ksize"]),

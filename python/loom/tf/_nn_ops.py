@@ -4,8 +4,8 @@ arguments: tf.nn.conv2d, conv2d_transpose, max_pool2d / max_pool,
 avg_pool2d / avg_pool, moments, batch_normalization; and tf.gradients
 (loom_autodiff.h). The tf.compat.v1.nn spellings (filter=, value=,
 keep_dims=) are accepted too. Images are NHWC and filters HWIO, as TF's
-default data_format; NCHW and explicit padding lists raise
-NotImplementedError. Shape errors (a rank that is not 4, channels that do
+default data_format; NCHW raises NotImplementedError, and so do explicit
+padding lists but for tf.nn.conv2d's. Shape errors (a rank that is not 4, channels that do
 not match the filter) are loom's LoomError, naming the TF function, loom's
 op and the shapes."""
 import functools
@@ -24,6 +24,7 @@ _d("loom_conv2d_backprop_input", _O, _G, _I64P, _O, _O, _I64P, L.cint, _I64P, _S
 _d("loom_max_pool", _O, _G, _O, _I64P, _I64P, L.cint, _S)
 _d("loom_avg_pool", _O, _G, _O, _I64P, _I64P, L.cint, _S)
 _d("loom_rsqrt", _O, _G, _O, _S)
+_d("loom_pad", _O, _G, _O, _I64P, _I64P, L.dbl, _S)
 _d("loom_gradients", L.cint, _G, L.cint, L.P(_O), L.P(_O), L.cint, L.P(_O), L.P(_O), _G)
 
 
@@ -107,8 +108,27 @@ def conv2d(input, filters=None, strides=None, padding=None, data_format="NHWC", 
     g = _graph(input, filters)
     input = _tensor(g, input, filters) if not isinstance(input, Output) else input  # noqa: A001
     filters = _tensor(g, filters, input)
+    if isinstance(padding, (list, tuple)):  # explicit [[0, 0], [top, bottom], [left, right], [0, 0]]: pad, VALID
+        pads = _explicit(padding, what)
+        input = g._out(lib.loom_pad(g.p, input.c, (L.i64 * 4)(*[p[0] for p in pads]),  # noqa: A001
+                                    (L.i64 * 4)(*[p[1] for p in pads]), 0.0, None))
+        padding = "VALID"
     return g._out(lib.loom_conv2d(g.p, input.c, filters.c, _vec4(strides, what, "strides"), _padding(padding, what),
                                   _vec4(dilations, what, "dilations", 1), _b(name)))
+
+
+def _explicit(padding, what):
+    try:
+        pads = [[int(a), int(b)] for a, b in padding]
+    except (TypeError, ValueError):
+        pads = None
+    if pads is None or len(pads) != 4:
+        raise ValueError("%s: explicit padding %r should be 4 [before, after] pairs (NHWC)" % (what, padding))
+    if pads[0] != [0, 0] or pads[3] != [0, 0]:
+        raise ValueError("%s: explicit padding %r: the batch and depth pairs must be [0, 0]" % (what, padding))
+    if min(min(p) for p in pads) < 0:
+        raise ValueError("%s: explicit padding %r: every entry must be >= 0" % (what, padding))
+    return pads
 
 
 @_named("tf.nn.conv2d_transpose")
