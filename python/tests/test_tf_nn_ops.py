@@ -57,23 +57,36 @@ def test_values_and_gradients_match_tf(i):
 
 
 def test_compat_v1_spellings():
-    """tf.compat.v1.nn.conv2d(input, filter=...), max_pool(value=...), moments(keep_dims=...) are the same ops."""
+    """tf.compat.v1.nn's TF 1 arguments: conv2d(input, filter, strides, padding, use_cudnn_on_gpu,
+    data_format), conv2d_transpose(value, filter, ...), max_pool(value=...), moments(x, axes, shift,
+    name, keep_dims), dropout(x, keep_prob)."""
     i = 0
     g = loom.Graph()
     x, w = g.constant(FIX["%d/in/input" % i]), g.constant(FIX["%d/in/filters" % i])
     y = tf.compat.v1.nn.conv2d(x, filter=w, strides=[1, 1, 1, 1], padding="SAME", use_cudnn_on_gpu=True)
-    y2 = tf.compat.v1.nn.conv2d(x, w, [1, 1, 1, 1], "SAME", True)  # v1's positional use_cudnn_on_gpu
+    y2 = tf.compat.v1.nn.conv2d(x, w, [1, 1, 1, 1], "SAME", True, "NHWC")
     i = _find("max_pool2d", ksize=2, strides=2, padding="SAME")
     x6 = g.constant(FIX["%d/in/input" % i])
     p = tf.compat.v1.nn.max_pool(value=x6, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
-    m, v = tf.compat.v1.nn.moments(x6, [0, 1, 2], keep_dims=True)
+    m, v = tf.compat.v1.nn.moments(x6, [0, 1, 2], None, "mom", True)
+    t = _find("conv2d_transpose", output_shape=[2, 8, 8, 3], strides=2, padding="SAME")
+    tr = tf.compat.v1.nn.conv2d_transpose(g.constant(FIX["%d/in/input" % t]), g.constant(FIX["%d/in/filters" % t]),
+                                          [2, 8, 8, 3], [1, 2, 2, 1])
+    ones = g.constant(np.ones((50, 40), np.float32))
+    d1, d5 = tf.compat.v1.nn.dropout(ones, 1.0), tf.compat.v1.nn.dropout(ones, keep_prob=0.25)
     with loom.Session(g) as s:
-        got = s.run([y, y2, p, m, v])
+        got = s.run([y, y2, p, m, v, tr, d1, d5, g.get("mom/variance")])
     np.testing.assert_allclose(got[0], FIX["0/out0"], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[1], FIX["0/out0"], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[2], FIX["%d/out0" % i], rtol=1e-6)
     assert got[3].shape == (1, 1, 1, 3)
     np.testing.assert_allclose(got[4].ravel(), FIX["%d/in/input" % i].var(axis=(0, 1, 2)), rtol=1e-4)
+    np.testing.assert_allclose(got[5], FIX["%d/out0" % t], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got[6], 1.0)
+    assert set(np.unique(got[7])) == {0.0, 4.0} and 0.2 < (got[7] > 0).mean() < 0.3
+    np.testing.assert_array_equal(got[8], got[4])
+    with pytest.raises(ValueError, match="keep_prob or rate, not both"):
+        tf.compat.v1.nn.dropout(ones, 0.5, rate=0.5)
 
 
 def test_conv2d_transpose_batch_from_a_tensor():

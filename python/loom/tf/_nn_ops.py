@@ -2,12 +2,12 @@
 one loom graph op of loom_nn.h (or a few of loom's math ops) with TF 2.15's
 arguments: tf.nn.conv2d, conv2d_transpose, max_pool2d / max_pool,
 avg_pool2d / avg_pool, moments, batch_normalization; and tf.gradients
-(loom_autodiff.h). The tf.compat.v1.nn spellings (filter=, value=,
-keep_dims=) are accepted too. Images are NHWC and filters HWIO, as TF's
+(loom_autodiff.h); and the tf.compat.v1.nn versions with TF 1's arguments
+(filter=, value=, keep_dims=). Images are NHWC and filters HWIO, as TF's
 default data_format; NCHW raises NotImplementedError, and so do explicit
-padding lists but for tf.nn.conv2d's. Shape errors (a rank that is not 4, channels that do
-not match the filter) are loom's LoomError, naming the TF function, loom's
-op and the shapes."""
+padding lists but for conv2d's. Shape errors (a rank that is not 4,
+channels that do not match the filter) are loom's LoomError, naming the TF
+function, loom's op and the shapes."""
 import functools
 
 import numpy as np
@@ -94,16 +94,9 @@ def _one(a, b, what, names):
     return a if a is not None else b
 
 
-@_named("tf.nn.conv2d")
-def conv2d(input, filters=None, strides=None, padding=None, data_format="NHWC", dilations=None,  # noqa: A002
-           name=None, filter=None, use_cudnn_on_gpu=True):  # noqa: A002 - tf.compat.v1.nn.conv2d's names
-    """tf.nn.conv2d: input [batch, h, w, in], filters [kh, kw, in, out]."""
-    what = "tf.nn.conv2d"
-    if isinstance(data_format, bool):  # tf.compat.v1.nn.conv2d(x, W, strides, padding, use_cudnn_on_gpu, ...)
-        data_format = "NHWC"
-    filters = _one(filters, filter, what, ("filters", "filter"))
-    if filters is None:
-        raise ValueError("%s: filters is required" % what)
+def _conv2d(what, input, filters, strides, padding, data_format, dilations, name):  # noqa: A002
+    if input is None or filters is None:
+        raise ValueError("%s: input and filters are required" % what)
     _nhwc(data_format, what)
     g = _graph(input, filters)
     input = _tensor(g, input, filters) if not isinstance(input, Output) else input  # noqa: A001
@@ -115,6 +108,21 @@ def conv2d(input, filters=None, strides=None, padding=None, data_format="NHWC", 
         padding = "VALID"
     return g._out(lib.loom_conv2d(g.p, input.c, filters.c, _vec4(strides, what, "strides"), _padding(padding, what),
                                   _vec4(dilations, what, "dilations", 1), _b(name)))
+
+
+@_named("tf.nn.conv2d")
+def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None):  # noqa: A002
+    """tf.nn.conv2d: input [batch, h, w, in], filters [kh, kw, in, out]."""
+    return _conv2d("tf.nn.conv2d", input, filters, strides, padding, data_format, dilations, name)
+
+
+@_named("tf.compat.v1.nn.conv2d")
+def conv2d_v1(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True,  # noqa: A002
+              data_format="NHWC", dilations=(1, 1, 1, 1), name=None, filters=None):
+    """tf.compat.v1.nn.conv2d: filter (or filters) [kh, kw, in, out]."""
+    what = "tf.compat.v1.nn.conv2d"
+    return _conv2d(what, input, _one(filters, filter, what, ("filters", "filter")), strides, padding, data_format,
+                   dilations, name)
 
 
 def _explicit(padding, what):
@@ -131,15 +139,8 @@ def _explicit(padding, what):
     return pads
 
 
-@_named("tf.nn.conv2d_transpose")
-def conv2d_transpose(input=None, filters=None, output_shape=None, strides=None, padding="SAME",  # noqa: A002
-                     data_format="NHWC", dilations=None, name=None, value=None, filter=None):  # noqa: A002
-    """tf.nn.conv2d_transpose: input [batch, h, w, in], filters [kh, kw, out, in]
-    (the filter of the conv2d whose input gradient this is), output_shape
-    [batch, oh, ow, out] (the batch may be a tensor, e.g. tf.shape(x)[0])."""
-    what = "tf.nn.conv2d_transpose"
-    input = _one(input, value, what, ("input", "value"))  # noqa: A001
-    filters = _one(filters, filter, what, ("filters", "filter"))
+def _conv2d_transpose(what, input, filters, output_shape, strides, padding, data_format, dilations,  # noqa: A002
+                      name):
     if input is None or filters is None or output_shape is None:
         raise ValueError("%s: input, filters and output_shape are required" % what)
     _nhwc(data_format, what)
@@ -158,19 +159,50 @@ def conv2d_transpose(input=None, filters=None, output_shape=None, strides=None, 
                                                  _vec4(dilations, what, "dilations", 1), _b(name)))
 
 
-def _pool(fn, what):
-    def f(input=None, ksize=None, strides=None, padding=None, data_format="NHWC", name=None,  # noqa: A002
-          value=None):
-        input = _one(input, value, what, ("input", "value"))  # noqa: A001
-        _nhwc(data_format, what)
-        g = _graph(input)
-        if len(input.shape) != 4 and what.endswith("pool"):
-            raise NotImplementedError("loom.tf: %s of a rank-%d input: 2-D pooling of NHWC images (rank 4) only"
-                                      % (what, len(input.shape)))
-        return g._out(fn(g.p, input.c, _vec4(ksize, what, "ksize"), _vec4(strides, what, "strides"),
-                         _padding(padding, what), _b(name)))
+@_named("tf.nn.conv2d_transpose")
+def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data_format="NHWC",  # noqa: A002
+                     dilations=None, name=None):
+    """tf.nn.conv2d_transpose: input [batch, h, w, in], filters [kh, kw, out, in]
+    (the filter of the conv2d whose input gradient this is), output_shape
+    [batch, oh, ow, out] (the batch may be a tensor, e.g. tf.shape(x)[0])."""
+    return _conv2d_transpose("tf.nn.conv2d_transpose", input, filters, output_shape, strides, padding, data_format,
+                             dilations, name)
+
+
+@_named("tf.compat.v1.nn.conv2d_transpose")
+def conv2d_transpose_v1(value=None, filter=None, output_shape=None, strides=None, padding="SAME",  # noqa: A002
+                        data_format="NHWC", name=None, input=None, filters=None, dilations=None):  # noqa: A002
+    """tf.compat.v1.nn.conv2d_transpose: value (or input), filter (or filters)."""
+    what = "tf.compat.v1.nn.conv2d_transpose"
+    return _conv2d_transpose(what, _one(value, input, what, ("value", "input")),
+                             _one(filter, filters, what, ("filter", "filters")), output_shape, strides, padding,
+                             data_format, dilations, name)
+
+
+def _pool_op(fn, what, input, ksize, strides, padding, data_format, name):  # noqa: A002
+    if input is None:
+        raise ValueError("%s: input is required" % what)
+    _nhwc(data_format, what)
+    g = _graph(input)
+    if len(input.shape) != 4 and not what.endswith("2d"):
+        raise NotImplementedError("loom.tf: %s of a rank-%d input: 2-D pooling of NHWC images (rank 4) only"
+                                  % (what, len(input.shape)))
+    return g._out(fn(g.p, input.c, _vec4(ksize, what, "ksize"), _vec4(strides, what, "strides"),
+                     _padding(padding, what), _b(name)))
+
+
+def _pool(fn, what, v1=False):
+    if v1:
+        def f(value=None, ksize=None, strides=None, padding=None, data_format="NHWC", name=None,
+              input=None):  # noqa: A002
+            return _pool_op(fn, what, _one(value, input, what, ("value", "input")), ksize, strides, padding,
+                            data_format, name)
+    else:
+        def f(input, ksize, strides, padding, data_format="NHWC" if what.endswith("2d") else None,  # noqa: A002
+              name=None):
+            return _pool_op(fn, what, input, ksize, strides, padding, data_format, name)
     f.__name__ = f.__qualname__ = what.rsplit(".", 1)[1]
-    f.__doc__ = "%s(input, ksize, strides, padding, data_format='NHWC', name=None) on NHWC images." % what
+    f.__doc__ = "%s on NHWC images: ksize and strides an int or a list of 1, 2 or 4." % what
     return _named(what)(f)
 
 
@@ -178,14 +210,11 @@ max_pool2d = _pool(lib.loom_max_pool, "tf.nn.max_pool2d")
 max_pool = _pool(lib.loom_max_pool, "tf.nn.max_pool")
 avg_pool2d = _pool(lib.loom_avg_pool, "tf.nn.avg_pool2d")
 avg_pool = _pool(lib.loom_avg_pool, "tf.nn.avg_pool")
+max_pool_v1 = _pool(lib.loom_max_pool, "tf.compat.v1.nn.max_pool", v1=True)
+avg_pool_v1 = _pool(lib.loom_avg_pool, "tf.compat.v1.nn.avg_pool", v1=True)
 
 
-@_named("tf.nn.moments")
-def moments(x, axes, shift=None, keepdims=None, name=None, keep_dims=None):
-    """tf.nn.moments: (mean, variance) of x over axes, the variance the mean
-    of the squared deviation from the mean (the mean's gradient stopped
-    there, as TF)."""
-    keepdims = bool(_one(keepdims, keep_dims, "tf.nn.moments", ("keepdims", "keep_dims")))
+def _moments(x, axes, keepdims, name):
     g = _graph(x)
     axes = [int(axes)] if isinstance(axes, (int, np.integer)) else [int(a) for a in axes]
     mean = g.reduce_mean(x, axes, keepdims=True)
@@ -199,6 +228,21 @@ def moments(x, axes, shift=None, keepdims=None, name=None, keep_dims=None):
     if name:
         mean, variance = g.identity(mean, name=name + "/mean"), g.identity(variance, name=name + "/variance")
     return mean, variance
+
+
+@_named("tf.nn.moments")
+def moments(x, axes, shift=None, keepdims=False, name=None):
+    """tf.nn.moments: (mean, variance) of x over axes, the variance the mean
+    of the squared deviation from the mean (the mean's gradient stopped
+    there, as TF; shift is unused, as TF's)."""
+    return _moments(x, axes, bool(keepdims), name)
+
+
+@_named("tf.compat.v1.nn.moments")
+def moments_v1(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
+    """tf.compat.v1.nn.moments (keep_dims or keepdims)."""
+    return _moments(x, axes, bool(_one(keepdims, keep_dims, "tf.compat.v1.nn.moments", ("keepdims", "keep_dims"))),
+                    name)
 
 
 @_named("tf.nn.batch_normalization")
@@ -243,3 +287,23 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                             (_O * len(xs))(*[x.c for x in xs]), out, st.p)
     st.raise_if(rc)
     return [Output(g, o) if o.node else None for o in out]
+
+
+def dropout_v1(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """tf.compat.v1.nn.dropout: keep_prob (TF 1's, 1 - rate) or rate."""
+    what = "tf.compat.v1.nn.dropout"
+    if keep_prob is not None and rate is not None:
+        raise ValueError("%s: give keep_prob or rate, not both" % what)
+    if keep_prob is None and rate is None:
+        raise ValueError("%s: give keep_prob or rate" % what)
+    if isinstance(keep_prob, Output) or isinstance(rate, Output):
+        raise NotImplementedError("loom.tf: %s with a tensor keep_prob or rate is not supported: give a Python "
+                                  "float (in a model_fn, e.g. 0.5 if mode == TRAIN else 1.0)" % what)
+    if keep_prob is not None:
+        if not 0 < float(keep_prob) <= 1:
+            raise ValueError("%s: keep_prob must be in (0, 1], got %g" % (what, float(keep_prob)))
+        rate = 1.0 - float(keep_prob)
+    from ._graph_ops import dropout
+    if float(rate) == 0:
+        return _graph(x).identity(x, name=name)
+    return dropout(x, rate, noise_shape=noise_shape, seed=seed, name=name)
