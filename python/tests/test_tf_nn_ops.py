@@ -263,3 +263,19 @@ def test_variable_and_random_tensors_in_a_model_fn(tmp_path):
     np.testing.assert_allclose(v["w"], [0.5])  # 1 - 0.25 * 2
     for k in v:
         np.testing.assert_array_equal(values[1][k], v[k])
+
+
+def test_gradients_none_for_unconnected_and_grad_ys():
+    g = loom.Graph()
+    x = g.constant(np.array([1.0, -2.0, 3.0], np.float32))
+    z = g.constant(np.array([5.0], np.float32))
+    y = x * x
+    dx, dz = tf.gradients(y, [x, z])
+    assert dz is None
+    (wx,) = tf.gradients([y], [x], grad_ys=[np.array([1.0, 0.5, -1.0], np.float32)])
+    with loom.Session(g) as s:
+        got = s.run([dx, wx])
+    np.testing.assert_allclose(got[0], [2.0, -4.0, 6.0])
+    np.testing.assert_allclose(got[1], [2.0, -2.0, -6.0])
+    with pytest.raises(ValueError, match="2 grad_ys for 1 ys"):
+        tf.gradients(y, x, grad_ys=[x, x])
