@@ -402,7 +402,7 @@ def test_unsupported_symbols_raise_not_implemented_naming_them():
                        (lambda: tf.data.Dataset.from_generator, "tf.data.Dataset.from_generator"),
                        (lambda: tf.keras.experimental.WideDeepModel, "tf.keras.experimental.WideDeepModel"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),
-                       (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
+                       (lambda: tf.nn.depthwise_conv2d, "tf.nn.depthwise_conv2d"),
                        (lambda: tf.compat.v1.train.ProximalAdagradOptimizer, "tf.compat.v1.train.ProximalAdagradOptimizer")]:
         with pytest.raises(NotImplementedError) as e:
             expr()

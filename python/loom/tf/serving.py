@@ -222,9 +222,17 @@ def _strings(value):
 
 
 def constant(value, dtype=None, shape=None, name=None):
-    """tf.constant outside a model_fn: a numpy array (strings as bytes objects)."""
+    """tf.constant: a numpy array (strings as bytes objects); with shape, a
+    scalar value fills it and any other value is reshaped to it (TF's rule)."""
     if shape is not None:
-        raise NotImplementedError("loom.tf: tf.constant(shape=...) is not supported")
+        a = constant(value, dtype)
+        shape = tuple(int(d) for d in shape)
+        if a.ndim == 0:
+            return np.full(shape, a, a.dtype)
+        if a.size != int(np.prod(shape)):
+            raise TypeError("tf.constant: the value has %d elements, shape %s has %d"
+                            % (a.size, list(shape), int(np.prod(shape))))
+        return a.reshape(shape)
     if dtype is not None:
         from .dtypes import as_dtype
         dt = as_dtype(dtype)
