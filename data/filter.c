@@ -1,6 +1,7 @@
 /* data/filter.c - transformations that drop elements: skip (the first
- * count) and filter with a traced predicate (a graph run per element).
- * See loom_data.h (loom_dataset_skip, loom_dataset_filter_graph). */
+ * count), shard (every num_shards-th) and filter with a traced predicate (a
+ * graph run per element). See loom_data.h (loom_dataset_skip,
+ * loom_dataset_shard, loom_dataset_filter_graph). */
 #include <stdio.h>
 #include <string.h>
 #include "data/data_impl.h"
@@ -38,6 +39,46 @@ loom_dataset *loom_dataset_skip(loom_dataset *in, int64_t count, loom_status *st
   if (!s) return NULL;
   s->in = in;
   s->count = count;
+  return &s->base;
+}
+
+/* ---- shard ---- */
+typedef struct shard_ds {
+  loom_dataset base;
+  loom_dataset *in;
+  int64_t num_shards, index;
+  int64_t pos; /* elements of the input read this pass */
+} shard_ds;
+
+static loom_code shard_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
+  shard_ds *s = (shard_ds *)ds;
+  for (;;) {
+    loom_code rc = loom_dataset_next(s->in, values, st);
+    if (rc) return rc;
+    if (s->pos++ % s->num_shards == s->index) return LOOM_OK;
+  }
+}
+static loom_code shard_reset(loom_dataset *ds, loom_status *st) {
+  shard_ds *s = (shard_ds *)ds;
+  s->pos = 0;
+  return loom_dataset_reset(s->in, st);
+}
+static void shard_destroy(loom_dataset *ds) { loom_dataset_free(((shard_ds *)ds)->in); }
+static const loom_ds_vtable shard_vt = {"shard", shard_next, NULL, shard_reset, shard_destroy, NULL, NULL};
+
+loom_dataset *loom_dataset_shard(loom_dataset *in, int64_t num_shards, int64_t index, loom_status *st) {
+  if (num_shards < 1 || index < 0 || index >= num_shards) {
+    loom_dataset_free(in);
+    loom_status_set(st, LOOM_INVALID_ARGUMENT,
+                    "shard: num_shards must be >= 1 and index in [0, num_shards), got num_shards %lld, index %lld",
+                    (long long)num_shards, (long long)index);
+    return NULL;
+  }
+  shard_ds *s = (shard_ds *)loom__ds_transform_new(in, sizeof(shard_ds), &shard_vt, st);
+  if (!s) return NULL;
+  s->in = in;
+  s->num_shards = num_shards;
+  s->index = index;
   return &s->base;
 }
 

@@ -193,6 +193,13 @@ loom_fc *loom_fc_numeric(loom_fc_set *s, const char *key, int ndim, const int64_
   return fc_add(s, c, st);
 }
 
+loom_output loom_fc_normalizer_via_out(loom_graph *g, loom_output x, void *user) {
+  loom_output out = {NULL, 0};
+  const loom_fc_normalizer_out *o = (const loom_fc_normalizer_out *)user;
+  if (!o || !o->fn || o->fn(g, x, &out, o->user)) return (loom_output){NULL, 0};
+  return out;
+}
+
 loom_fc *loom_fc_numeric_zscore(loom_fc_set *s, const char *key, int ndim, const int64_t *shape,
                                 const float *default_value, int64_t n, const double *mean, const double *stddev,
                                 loom_status *st) {
@@ -676,6 +683,16 @@ loom_fc *loom_fc_sequence_numeric(loom_fc_set *s, const char *key, int ndim, con
   if (!c->default_value) return fc_oom(c, st);
   c->default_value[0] = (float)default_value;
   return fc_add(s, c, st);
+}
+
+loom_fc *loom_fc_sequence_numeric_normalized(loom_fc_set *s, const char *key, int ndim, const int64_t *shape,
+                                             double default_value, loom_dtype dtype, loom_fc_normalizer_fn normalizer,
+                                             void *normalizer_user, loom_status *st) {
+  loom_fc *c = loom_fc_sequence_numeric(s, key, ndim, shape, default_value, dtype, st);
+  if (!c) return NULL;
+  c->normalizer = normalizer;
+  c->normalizer_user = normalizer_user;
+  return c;
 }
 
 loom_fc_embedding_options loom_fc_embedding_options_default(void) {

@@ -363,6 +363,20 @@ static const loom_fc **fc_sorted(int n, const loom_fc *const *cols, const char *
   return s;
 }
 
+/* fc_sorted, and room for one output per column (*parts, freed by the caller with the list). */
+static const loom_fc **fc_sorted_parts(int n, const loom_fc *const *cols, const char *layer, loom_output **parts,
+                                       loom_status *st) {
+  const loom_fc **s = fc_sorted(n, cols, layer, st);
+  if (!s) return NULL;
+  *parts = loom__malloc((size_t)n * sizeof(loom_output));
+  if (!*parts) {
+    loom__free((void *)s);
+    loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", layer);
+    return NULL;
+  }
+  return s;
+}
+
 static const char *fc_scope_name(const loom_fc *c) {
   return c->kind == FC_SHARED_EMBEDDING ? c->shared_name : c->name;
 }
@@ -437,13 +451,9 @@ loom_code loom_fc_input_layer(loom_graph *g, const loom_features *features, int 
                              "%s: items of feature_columns must be dense columns; column %s is categorical (wrap it "
                              "with an embedding_column or indicator_column)",
                              layer, cols[i]->name);
-  const loom_fc **s = fc_sorted(n, cols, layer, st);
+  loom_output *parts;
+  const loom_fc **s = fc_sorted_parts(n, cols, layer, &parts, st);
   if (!s) return loom_status_code(st);
-  loom_output *parts = loom__malloc((size_t)n * sizeof(loom_output));
-  if (!parts) {
-    loom__free((void *)s);
-    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", layer);
-  }
   fc_ctx cx = {g, features, layer, trainable, st};
   fc_push_layer_scope(g, scope, "input_layer");
   /* one MultiHotConcat writes the layer's output: dense columns are copied
@@ -577,6 +587,12 @@ static loom_code fc_sequence_dense(fc_ctx *cx, const loom_fc *c, loom_output exp
                              "%s: column %s: feature \"%s\" has dtype %s; a sequence numeric column takes numbers",
                              cx->layer, c->name, c->key, loom_dtype_name(dt));
     loom_output v = dt == LOOM_F32 ? sp.values : loom_cast(g, sp.values, LOOM_F32, NULL);
+    if (c->normalizer) {
+      v = c->normalizer(g, v, c->normalizer_user);
+      if (!v.node)
+        return loom_status_set(cx->st, LOOM_INVALID_ARGUMENT, "%s: column %s: normalizer_fn returned no tensor",
+                               cx->layer, c->name);
+    }
     int64_t one = 1;
     loom_output pad = loom_const_data(g, LOOM_F32, 1, &one, c->default_value, NULL);
     loom_output both[2] = {v, pad};
@@ -639,13 +655,9 @@ loom_code loom_fc_sequence_input_layer(loom_graph *g, const loom_features *featu
                              layer, c->name);
     }
   }
-  const loom_fc **s = fc_sorted(n, cols, layer, st);
+  loom_output *parts;
+  const loom_fc **s = fc_sorted_parts(n, cols, layer, &parts, st);
   if (!s) return loom_status_code(st);
-  loom_output *parts = loom__malloc((size_t)n * sizeof(loom_output));
-  if (!parts) {
-    loom__free((void *)s);
-    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "%s: out of memory", layer);
-  }
   fc_ctx cx = {g, features, layer, trainable, st};
   fc_push_layer_scope(g, scope, "sequence_features");
   loom_output len0 = no_output;

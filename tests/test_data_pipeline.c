@@ -889,3 +889,37 @@ Test(numpy_input, epochs_and_batches_like_tf) {
   loom_tensor_free(y);
   loom_status_free(st);
 }
+
+/* shard(n, i) keeps element j of each pass when j % n == i (TF 2.15: range(7).shard(3, 1) is 1, 4;
+ * range(5).shard(2, 1).repeat(2) is 1, 3, 1, 3; range(5).repeat(2).shard(2, 1) is 1, 3, 0, 2, 4);
+ * a bad index or count is an error naming both, the input freed. */
+Test(pipeline, shard_keeps_every_nth_element_per_pass) {
+  loom_status *st = loom_status_new();
+  int ids[16];
+  loom_dataset *ds = chk(loom_dataset_shard(range_ds(7, st), 3, 1, st), st);
+  cr_assert_eq(drain_ids(ds, ids, 16, st), 2);
+  cr_assert(ids[0] == 1 && ids[1] == 4);
+  cr_assert_eq(loom_dataset_reset(ds, st), LOOM_OK);
+  cr_assert_eq(drain_ids(ds, ids, 16, st), 2, "a reset starts the count again");
+  cr_assert(ids[0] == 1 && ids[1] == 4);
+  loom_dataset_free(ds);
+  ds = chk(loom_dataset_repeat(chk(loom_dataset_shard(range_ds(5, st), 2, 1, st), st), 2, st), st);
+  int want1[4] = {1, 3, 1, 3};
+  cr_assert_eq(drain_ids(ds, ids, 16, st), 4);
+  for (int i = 0; i < 4; i++) cr_assert_eq(ids[i], want1[i]);
+  loom_dataset_free(ds);
+  ds = chk(loom_dataset_shard(chk(loom_dataset_repeat(range_ds(5, st), 2, st), st), 2, 1, st), st);
+  int want2[5] = {1, 3, 0, 2, 4};
+  cr_assert_eq(drain_ids(ds, ids, 16, st), 5);
+  for (int i = 0; i < 5; i++) cr_assert_eq(ids[i], want2[i]);
+  loom_dataset_free(ds);
+  int64_t bad[3][2] = {{2, 2}, {0, 0}, {3, -1}};
+  for (int k = 0; k < 3; k++) {
+    cr_assert_null(loom_dataset_shard(range_ds(5, st), bad[k][0], bad[k][1], st));
+    cr_assert_eq(loom_status_code(st), LOOM_INVALID_ARGUMENT);
+    char want[96];
+    snprintf(want, sizeof want, "got num_shards %lld, index %lld", (long long)bad[k][0], (long long)bad[k][1]);
+    cr_assert(strstr(loom_status_message(st), want), "%s", loom_status_message(st));
+  }
+  loom_status_free(st);
+}

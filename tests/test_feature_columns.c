@@ -953,3 +953,54 @@ Test(fc, sequence_input_layer_hand_values_spec_and_errors) {
   loom_graph_free(g);
   loom_fc_set_free(s);
 }
+
+/* ---- normalizers through loom_fc_normalizer_via_out (what the Python binding uses) ---- */
+static int halve_out(loom_graph *g, loom_output x, loom_output *out, void *user) {
+  if (user) return 1; /* the binding's failure: no tensor */
+  *out = loom_mul(g, x, loom_const_f32(g, 0.5f, NULL), NULL);
+  return 0;
+}
+
+/* numeric: x [2, 2] -> x / 2; a failing normalizer fails the layer naming the column; the sequence column
+ * normalizes its values (1..6 -> 0.5..3), its padding stays -1. */
+Test(fc, normalizer_via_out_numeric_and_sequence) {
+  loom_fc_set *s = loom_fc_set_new();
+  int64_t two = 2;
+  loom_fc_normalizer_out ok = {halve_out, NULL}, bad = {halve_out, &ok};
+  const loom_fc *x = loom_fc_numeric(s, "x", 1, &two, NULL, LOOM_F32, loom_fc_normalizer_via_out, &ok, ST);
+  const loom_fc *xb = loom_fc_numeric(s, "xb", 1, &two, NULL, LOOM_F32, loom_fc_normalizer_via_out, &bad, ST);
+  const loom_fc *b =
+      loom_fc_sequence_numeric_normalized(s, "b", 1, &two, -1.0, LOOM_F32, loom_fc_normalizer_via_out, &ok, ST);
+  cr_assert(x && xb && b, "%s", loom_status_message(ST));
+  cr_assert_str_eq(loom_fc_name(b), "b");
+  loom_graph *g = loom_graph_new();
+  loom_features *f = loom_features_new();
+  const float xv[4] = {1, 2, 3, 5}, vals[6] = {1, 2, 3, 4, 5, 6};
+  int64_t n6 = 6, bsp[3] = {0, 4, 6};
+  loom_features_add(f, "x", c_f32(g, 2, 2, xv), ST);
+  loom_features_add(f, "xb", c_f32(g, 2, 2, xv), ST);
+  add_sparse(f, "b", loom_const_data(g, LOOM_F32, 1, &n6, vals, NULL), g, 2, bsp);
+  loom_output out, len;
+  cr_assert_eq(loom_fc_input_layer(g, f, 1, &x, NULL, 1, &out, ST), LOOM_OK, "%s", loom_status_message(ST));
+  loom_tensor *t = tu_run1(g, 0, NULL, NULL, out);
+  const float want[4] = {0.5f, 1, 1.5f, 2.5f};
+  tu_expect_f32(t, 2, (int64_t[]){2, 2}, want, 0);
+  loom_tensor_free(t);
+  cr_assert_eq(loom_fc_input_layer(g, f, 1, &xb, NULL, 1, &out, ST), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(ST), "column xb: normalizer_fn returned no tensor"), "%s",
+            loom_status_message(ST));
+  loom_graph *g2 = loom_graph_new();
+  loom_features *f2 = loom_features_new();
+  add_sparse(f2, "b", loom_const_data(g2, LOOM_F32, 1, &n6, vals, NULL), g2, 2, bsp);
+  cr_assert_eq(loom_fc_sequence_input_layer(g2, f2, 1, &b, NULL, 1, &out, &len, ST), LOOM_OK, "%s",
+               loom_status_message(ST));
+  t = tu_run1(g2, 0, NULL, NULL, out);
+  const float ws[2 * 2 * 2] = {0.5f, 1, 1.5f, 2, 2.5f, 3, -1, -1};
+  tu_expect_f32(t, 3, (int64_t[]){2, 2, 2}, ws, 0);
+  loom_tensor_free(t);
+  loom_features_free(f2);
+  loom_graph_free(g2);
+  loom_features_free(f);
+  loom_graph_free(g);
+  loom_fc_set_free(s);
+}

@@ -438,6 +438,12 @@ LOOM_API loom_dataset *loom_dataset_map_graph(loom_dataset *in, loom_graph *g, i
  * all of them). New dataset (NULL on failure); caller frees with
  * loom_dataset_free. */
 LOOM_API loom_dataset *loom_dataset_skip(loom_dataset *in, int64_t count, loom_status *st);
+/* Dataset.shard: element i of each pass of in (counted from 0) is kept when
+ * i % num_shards == index (a worker's share of a shared input). num_shards
+ * >= 1 and 0 <= index < num_shards, else INVALID_ARGUMENT. Takes over in
+ * (also on failure). New dataset (NULL on failure); caller frees with
+ * loom_dataset_free. */
+LOOM_API loom_dataset *loom_dataset_shard(loom_dataset *in, int64_t num_shards, int64_t index, loom_status *st);
 /* Dataset.filter with a traced predicate: each element of in is fed to
  * inputs[i] <- component i (as loom_dataset_map_graph) and kept when the
  * scalar bool output predicate is true. Takes over in and g (also on

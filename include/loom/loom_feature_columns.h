@@ -70,6 +70,17 @@ typedef loom_output (*loom_fc_normalizer_fn)(loom_graph *g, loom_output x, void 
 LOOM_API loom_fc *loom_fc_numeric(loom_fc_set *s, const char *key, int ndim, const int64_t *shape,
                                   const float *default_value, loom_dtype dtype, loom_fc_normalizer_fn normalizer,
                                   void *normalizer_user, loom_status *st);
+/* A normalizer for bindings whose FFI cannot return a struct (Python's
+ * ctypes): pass loom_fc_normalizer_via_out as the normalizer and a
+ * loom_fc_normalizer_out as its user (kept alive as long as the column).
+ * fn writes the normalized tensor to *out and returns 0, or returns
+ * nonzero (the column's layer then fails naming the column). */
+typedef int (*loom_fc_normalizer_out_fn)(loom_graph *g, loom_output x, loom_output *out, void *user);
+typedef struct loom_fc_normalizer_out {
+  loom_fc_normalizer_out_fn fn;
+  void *user;
+} loom_fc_normalizer_out;
+LOOM_API loom_output loom_fc_normalizer_via_out(loom_graph *g, loom_output x, void *user);
 /* A numeric column normalized as (x - mean[i]) / stddev[i] per element
  * (n = numel(shape); from loom_fc_analyzer's moments, for instance). */
 LOOM_API loom_fc *loom_fc_numeric_zscore(loom_fc_set *s, const char *key, int ndim, const int64_t *shape,
@@ -150,6 +161,13 @@ LOOM_API loom_fc *loom_fc_sequence_categorical(loom_fc_set *s, const loom_fc *ca
  * pads the steps past an example's end. dtype LOOM_F32 or LOOM_F64. */
 LOOM_API loom_fc *loom_fc_sequence_numeric(loom_fc_set *s, const char *key, int ndim, const int64_t *shape,
                                            double default_value, loom_dtype dtype, loom_status *st);
+/* sequence_numeric_column(..., normalizer_fn): as loom_fc_sequence_numeric;
+ * the normalizer gets the feature's values, float32 [nnz] (the padding is
+ * default_value as it is), and returns a tensor of that shape. */
+LOOM_API loom_fc *loom_fc_sequence_numeric_normalized(loom_fc_set *s, const char *key, int ndim,
+                                                      const int64_t *shape, double default_value, loom_dtype dtype,
+                                                      loom_fc_normalizer_fn normalizer, void *normalizer_user,
+                                                      loom_status *st);
 
 /* ---- consumers ---- */
 /* input_layer(features, feature_columns): the dense columns (numeric,

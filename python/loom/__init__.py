@@ -50,6 +50,20 @@ class LoomError(RuntimeError):
         super().__init__("%s: %s" % (self.code_name, message))
 
 
+_callback_errors = []  # exceptions of Python callbacks with no status of their own (normalizer_fn)
+
+
+def _set_callback_error(e):
+    """Records e, raised in a Python callback that C calls without a status
+    (a numeric_column normalizer_fn): the next failing status check raises
+    it instead of loom's error."""
+    _callback_errors[:] = [e]
+
+
+def _take_callback_error():
+    return _callback_errors.pop() if _callback_errors else None
+
+
 class _Status:
     def __init__(self):
         self.p = lib.loom_status_new()
@@ -62,6 +76,9 @@ class _Status:
     def raise_if(self, rc=None):
         code = lib.loom_status_code(self.p) if rc is None else rc
         if code:
+            exc = _take_callback_error()
+            if exc is not None:  # a Python callback C called (a normalizer_fn) raised: that is the error
+                raise exc
             msg = lib.loom_status_message(self.p).decode(errors="replace")
             raise LoomError(code, msg)
 
@@ -717,6 +734,10 @@ class Dataset:
 
     def take(self, count):
         return self._take_over(lib.loom_dataset_take, count)
+
+    def shard(self, num_shards, index):
+        """Every num_shards-th element from index on (TF's Dataset.shard)."""
+        return self._take_over(lib.loom_dataset_shard, num_shards, index)
 
     @property
     def component_names(self):

@@ -45,12 +45,17 @@ class RunConfig:
                  train_distribute=None, device_fn=None, protocol=None, eval_distribute=None,
                  experimental_distribute=None, experimental_max_worker_delay_secs=None,
                  session_creation_timeout_secs=7200, checkpoint_save_graph_def=True):
-        for arg, v in (("session_config", session_config), ("train_distribute", train_distribute),
+        threads = getattr(session_config, "intra_op_parallelism_threads", None)
+        if session_config is not None and not isinstance(threads, int):
+            raise TypeError("RunConfig(session_config=%r): give a tf.compat.v1.ConfigProto (loom.tf) or an object "
+                            "with intra_op_parallelism_threads" % (session_config,))
+        self._session_config, self._num_threads = session_config, threads or 0
+        for arg, v in (("train_distribute", train_distribute),
                        ("device_fn", device_fn), ("eval_distribute", eval_distribute),
                        ("experimental_distribute", experimental_distribute)):
             if v is not None:
-                raise NotImplementedError("loom: RunConfig(%s=...) is not supported (loom runs on its own "
-                                          "thread pool; distribution comes from TF_CONFIG)" % arg)
+                raise NotImplementedError("loom: RunConfig(%s=...) is not supported (distribution comes from "
+                                          "TF_CONFIG)" % arg)
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
         elif save_checkpoints_steps is _USE_DEFAULT:
@@ -94,7 +99,8 @@ class RunConfig:
     global_id_in_cluster = property(lambda s: s._global_id_in_cluster)
     master = property(lambda s: s._master)
     cluster_spec = property(lambda s: dict(s._cluster_spec))
-    session_config = train_distribute = eval_distribute = device_fn = property(lambda s: None)
+    session_config = property(lambda s: s._session_config)
+    train_distribute = eval_distribute = device_fn = property(lambda s: None)
     protocol = property(lambda s: s._protocol)
 
     def replace(self, **kwargs):
@@ -106,7 +112,8 @@ class RunConfig:
                     keep_checkpoint_max=self._keep_checkpoint_max,
                     keep_checkpoint_every_n_hours=self._keep_checkpoint_every_n_hours,
                     log_step_count_steps=self._log_step_count_steps,
-                    session_creation_timeout_secs=self._session_creation_timeout_secs)
+                    session_creation_timeout_secs=self._session_creation_timeout_secs,
+                    session_config=self._session_config)
         for k in kwargs:
             if k not in args:
                 raise ValueError("RunConfig.replace: %r cannot be replaced (or is not supported by loom)" % k)
@@ -137,6 +144,6 @@ class RunConfig:
         c.keep_checkpoint_max = int(self._keep_checkpoint_max or 0)
         c.keep_checkpoint_every_n_hours = float(self._keep_checkpoint_every_n_hours)
         c.log_step_count_steps = int(self._log_step_count_steps)
-        c.num_threads = 0
+        c.num_threads = int(self._num_threads)  # ConfigProto's intra_op_parallelism_threads, 0: loom's choice
         c.progress_bar = 0
         return c

@@ -52,21 +52,28 @@ class FeatureColumns:
 
     def __init__(self):
         self.p = lib.loom_fc_set_new()
+        self._keep = []  # the Python columns made in the set (their normalizer_fn callbacks)
 
     def __del__(self):
         if getattr(self, "p", None):
             lib.loom_fc_set_free(self.p)
             self.p = None
 
-    def numeric(self, key, shape=(1,), default_value=None, dtype=np.float32):
-        """tf.feature_column.numeric_column."""
+    def numeric(self, key, shape=(1,), default_value=None, dtype=np.float32, normalizer_fn=None):
+        """tf.feature_column.numeric_column (normalizer_fn as loom.feature_column.numeric's)."""
         n, dims = _dims(shape)
         dv = None
         if default_value is not None:
             d = np.ascontiguousarray(np.broadcast_to(np.asarray(default_value, np.float32), tuple(shape)))
             dv = d.ctypes.data_as(C.POINTER(C.c_float))
+        fn = user = None
+        if normalizer_fn is not None:
+            norm = _fcmod._Normalizer(_fcmod._normalizer_arg(normalizer_fn, "numeric_column", key),
+                                      "numeric_column %r" % key)
+            self._keep.append(norm)
+            fn, user = norm.args()
         st = _Status()
-        c = lib.loom_fc_numeric(self.p, _b(key), n, dims, dv, _dtype(dtype), None, None, st.p)
+        c = lib.loom_fc_numeric(self.p, _b(key), n, dims, dv, _dtype(dtype), fn, user, st.p)
         if not c:
             st.raise_if()
         return _Column(self, c)
@@ -96,7 +103,8 @@ def _run_config(config=None, model_dir=None, random_seed=None, save_checkpoints_
         if given:
             raise ValueError("give config=loom.RunConfig(...) or the keywords %s, not both" % given)
         c = config._c()
-        c.num_threads = num_threads
+        if num_threads:  # the keyword over the config's session_config
+            c.num_threads = num_threads
         return c
     c = lib.loom_run_config_default()
     c.model_dir = _b(model_dir)

@@ -70,6 +70,7 @@ class FeatureColumn:
             parents = [p._make(fcs, memo) for p in self._parents]
             st = _Status()
             memo[key] = _made(self._new(fcs.p, parents, st.p), st)
+            fcs._keep.append(self)  # the column's normalizer callback lives as long as the set
         return memo[key]
 
     def _hints(self):
@@ -104,9 +105,60 @@ class FeatureColumn:
         return "%s(%r)" % (type(self).__name__, self._name)
 
 
+class _Normalizer:
+    """A normalizer_fn as C's loom_fc_normalizer_fn (through
+    loom_fc_normalizer_via_out): called with the column's float32 tensor (a
+    loom.Output of the graph being built) while C builds the column's layer,
+    it returns the normalized tensor of the same shape. An exception inside
+    it is recorded and raised by the failing call (train, evaluate, predict,
+    export, input_layer ...) unchanged. The callback lives as long as this
+    object (held by its column)."""
+
+    def __init__(self, fn, what, trace=None):
+        self.fn, self.what, self.trace = fn, what, trace
+        self.cb = L.NORMALIZER_OUT_FN(self._call)
+        self.box = L.NormalizerOut(self.cb, None)
+
+    def args(self):
+        """(normalizer, user) for loom_fc_numeric."""
+        return L.NORMALIZER_VIA_OUT, C.cast(C.pointer(self.box), C.c_void_p)
+
+    def _call(self, g, x, out, user):
+        try:
+            from . import Graph, Output
+            graph = Graph(_borrow=g)
+            xin = Output(graph, x)
+            y = self.trace(self.fn, xin) if self.trace else self.fn(xin)
+            if not isinstance(y, Output):
+                raise TypeError("%s: normalizer_fn must return a tensor built from its input with loom ops, got %r"
+                                % (self.what, y))
+            if y.graph.p != graph.p:
+                raise ValueError("%s: normalizer_fn returned a tensor of another graph" % self.what)
+            ys, xs = y.shape, xin.shape
+            if len(ys) != len(xs) or any(a != b and a is not None for a, b in zip(ys, xs)):
+                raise ValueError("%s: normalizer_fn must return a tensor of its input's shape %s, got shape %s"
+                                 % (self.what, _fmt(xs), _fmt(ys)))
+            if np.dtype(y.dtype) != np.float32:
+                raise TypeError("%s: normalizer_fn must return a float32 tensor (as its input), got %s"
+                                % (self.what, np.dtype(y.dtype).name))
+            out[0] = y.c
+            return 0
+        except BaseException as e:  # noqa: B902 - must not unwind through C; raised by the failing call
+            from . import _set_callback_error
+            _set_callback_error(e)
+            return 1
+
+
+def _fmt(shape):
+    return "(%s)" % ", ".join("None" if d is None else str(d) for d in shape) if len(shape) != 1 else \
+        "(%s,)" % ("None" if shape[0] is None else shape[0])
+
+
 class NumericColumn(FeatureColumn):
-    def __init__(self, key, shape, default_value, dtype):
+    def __init__(self, key, shape, default_value, dtype, normalizer_fn=None, _trace=None):
         self.key, self.shape, self.default_value, self.dtype = key, shape, default_value, dtype
+        self.normalizer_fn = normalizer_fn
+        self._norm = None if normalizer_fn is None else _Normalizer(normalizer_fn, "numeric_column %r" % key, _trace)
 
     def _new(self, s, parents, st):
         n, dims = _dims(self.shape)
@@ -114,8 +166,9 @@ class NumericColumn(FeatureColumn):
         if self.default_value is not None:
             self._dv = np.ascontiguousarray(np.broadcast_to(np.asarray(self.default_value, np.float32), self.shape))
             dv = self._dv.ctypes.data_as(C.POINTER(C.c_float))
+        fn, user = self._norm.args() if self._norm else (None, None)
         return lib.loom_fc_numeric(s, _b(self.key), n, dims, dv, 2 if dtype_name(self.dtype) == "float64" else 1,
-                                   None, None, st)
+                                   fn, user, st)
 
     def _hints(self):
         return {self.key: np.float32}
@@ -245,13 +298,20 @@ class SequenceNumericColumn(FeatureColumn):
     """A step per numel(shape) values of the ragged feature `key`;
     default_value pads the steps past an example's end."""
 
-    def __init__(self, key, shape, default_value, dtype):
+    def __init__(self, key, shape, default_value, dtype, normalizer_fn=None, _trace=None):
         self.key, self.shape, self.default_value, self.dtype = key, shape, default_value, dtype
+        self.normalizer_fn = normalizer_fn
+        self._norm = None if normalizer_fn is None else _Normalizer(normalizer_fn, "sequence_numeric_column %r" % key,
+                                                                    _trace)
 
     def _new(self, s, parents, st):
         n, dims = _dims(self.shape)
-        return lib.loom_fc_sequence_numeric(s, _b(self.key), n, dims, float(self.default_value),
-                                            2 if dtype_name(self.dtype) == "float64" else 1, st)
+        dt = 2 if dtype_name(self.dtype) == "float64" else 1
+        if self._norm:
+            fn, user = self._norm.args()
+            return lib.loom_fc_sequence_numeric_normalized(s, _b(self.key), n, dims, float(self.default_value), dt,
+                                                           fn, user, st)
+        return lib.loom_fc_sequence_numeric(s, _b(self.key), n, dims, float(self.default_value), dt, st)
 
     def _hints(self):
         return {self.key: np.float32}
@@ -333,13 +393,25 @@ def _combiner(combiner, what):
     return combiner
 
 
-def numeric(key, shape=(1,), default_value=None, dtype=np.float32):
+def _normalizer_arg(fn, what, key):
+    if fn is not None and not callable(fn):
+        raise TypeError("%s %r: normalizer_fn must be a callable, given: %r" % (what, key, fn))
+    return fn
+
+
+def numeric(key, shape=(1,), default_value=None, dtype=np.float32, normalizer_fn=None, _trace=None):
     """A dense column of the raw feature `key` (loom_fc_numeric): float32
-    values of `shape` per example; default_value fills a missing feature."""
+    values of `shape` per example; default_value fills a missing feature.
+    normalizer_fn(x) -> tensor: x is the column's float32 tensor [batch,
+    *shape] (a loom.Output of the graph being built), the result a float32
+    tensor of the same shape built from x with loom ops (x.graph's, or
+    Output's + - * /); it runs whenever a graph uses the column (train,
+    evaluate, predict, export), so the exported model applies it too."""
     name = dtype_name(dtype)
     if not (name.startswith("float") or name.startswith("int") or name.startswith("uint")):
         raise ValueError("numeric_column %r: dtype must be a float or integer type, got %s" % (key, name))
-    return NumericColumn(_key(key, "numeric_column"), _shape(shape), default_value, dtype)._check()
+    return NumericColumn(_key(key, "numeric_column"), _shape(shape), default_value, dtype,
+                         _normalizer_arg(normalizer_fn, "numeric_column", key), _trace)._check()
 
 
 def bucketized(source_column, boundaries):
@@ -428,9 +500,11 @@ def sequence_categorical(categorical_column):
     return SequenceCategoricalColumn(categorical_column)._check()
 
 
-def sequence_numeric(key, shape=(1,), default_value=0.0, dtype=np.float32):
+def sequence_numeric(key, shape=(1,), default_value=0.0, dtype=np.float32, normalizer_fn=None, _trace=None):
     """A sequence of float32 steps of `shape` from the ragged feature `key`
-    (loom_fc_sequence_numeric); default_value pads past an example's end."""
+    (loom_fc_sequence_numeric); default_value pads past an example's end.
+    normalizer_fn(values) -> tensor: as numeric's, given the feature's
+    values, float32 [nnz] (the padding stays default_value)."""
     name = dtype_name(dtype)
     if not (name.startswith("float") or name.startswith("int") or name.startswith("uint")):
         raise ValueError("sequence_numeric_column %r: dtype must be convertible to float, got %s" % (key, name))
@@ -439,7 +513,8 @@ def sequence_numeric(key, shape=(1,), default_value=0.0, dtype=np.float32):
     except (TypeError, ValueError):
         raise TypeError("sequence_numeric_column %r: default_value must be a number, got %r"
                         % (key, default_value)) from None
-    return SequenceNumericColumn(_key(key, "sequence_numeric_column"), _shape(shape), default_value, dtype)._check()
+    return SequenceNumericColumn(_key(key, "sequence_numeric_column"), _shape(shape), default_value, dtype,
+                                 _normalizer_arg(normalizer_fn, "sequence_numeric_column", key), _trace)._check()
 
 
 def make_columns(columns):

@@ -357,6 +357,17 @@ _d("loom_fc_weighted", vp, vp, vp, cs, vp)
 _d("loom_fc_indicator", vp, vp, vp, vp)
 _d("loom_fc_sequence_categorical", vp, vp, vp, vp)
 _d("loom_fc_sequence_numeric", vp, vp, cs, cint, P(i64), C.c_double, cint, vp)
+_d("loom_fc_sequence_numeric_normalized", vp, vp, cs, cint, P(i64), C.c_double, cint, vp, vp, vp)
+# numeric_column's normalizer_fn from Python: ctypes callbacks cannot return a
+# loom_output, so C's loom_fc_normalizer_via_out calls one that writes it.
+NORMALIZER_OUT_FN = C.CFUNCTYPE(cint, vp, Output, P(Output), vp)
+
+
+class NormalizerOut(C.Structure):  # loom_fc_normalizer_out
+    _fields_ = [("fn", NORMALIZER_OUT_FN), ("user", vp)]
+
+
+NORMALIZER_VIA_OUT = C.cast(lib.loom_fc_normalizer_via_out, vp)
 _d("loom_fc_embedding_options_default", EmbeddingOptions)
 _d("loom_fc_embedding", vp, vp, vp, i64, P(EmbeddingOptions), vp)
 _d("loom_fc_num_buckets", i64, vp)
@@ -496,6 +507,7 @@ _d("loom_decode_raw", Output, vp, Output, cint, cint, cs)
 _d("loom_string_to_number", Output, vp, Output, cint, cs)
 _d("loom_decode_csv", cint, vp, Output, cint, P(vp), C.c_char, cint, cs, cint, P(i64), P(Output), cs)
 _d("loom_dataset_skip", vp, vp, i64, vp)
+_d("loom_dataset_shard", vp, vp, i64, i64, vp)
 _d("loom_dataset_filter_graph", vp, vp, vp, cint, P(Output), Output, vp)
 _d("loom_dataset_interleave", vp, cint, P(vp), i64, i64, vp)
 _d("loom_dataset_zip", vp, cint, P(vp), vp)

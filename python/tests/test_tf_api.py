@@ -319,8 +319,8 @@ def test_feature_column_errors_raise_when_made():
         fc.crossed_column([fc.categorical_column_with_hash_bucket("h", 5), "s"], 10)
     with pytest.raises(ValueError, match="source_column"):
         fc.bucketized_column(fc.categorical_column_with_identity("i", 3), [1])
-    with pytest.raises(NotImplementedError, match="normalizer_fn"):
-        fc.numeric_column("x", normalizer_fn=lambda t: t)
+    with pytest.raises(TypeError, match="normalizer_fn must be a callable. Given: 3"):
+        fc.numeric_column("x", normalizer_fn=3)
 
 
 # ---------------------------------------------------------------- data and inputs
@@ -402,7 +402,7 @@ def test_unsupported_symbols_raise_not_implemented_naming_them():
                        (lambda: tf.data.Dataset.from_generator, "tf.data.Dataset.from_generator"),
                        (lambda: tf.keras.experimental.WideDeepModel, "tf.keras.experimental.WideDeepModel"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),
-                       (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
+                       (lambda: tf.nn.depthwise_conv2d, "tf.nn.depthwise_conv2d"),
                        (lambda: tf.compat.v1.train.SyncReplicasOptimizer, "tf.compat.v1.train.SyncReplicasOptimizer")]:
         with pytest.raises(NotImplementedError) as e:
             expr()
@@ -608,3 +608,45 @@ def test_tf_random_seed_makes_the_numpy_input_fn_shuffle_repeatable(tmp_path):
     a, b, c = train(7, "a"), train(7, "b"), train(8, "c")
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_constant_keeps_trailing_nul_bytes():
+    """tf.constant of bytes keeps every byte (numpy's fixed-width bytes would drop trailing NULs, which
+    end many serialized tf.train.Examples)."""
+    a = tf.constant([b"\n\x00", "ab", b"x\x00\x00"])
+    assert a.tolist() == [b"\n\x00", b"ab", b"x\x00\x00"]
+    b = tf.constant([[b"a\x00"], [b"b"]], dtype=tf.string)
+    assert b.shape == (2, 1) and b[0, 0] == b"a\x00"
+    assert tf.constant(b"\x00").tolist() == b"\x00"
+
+
+def test_session_config_sizes_the_thread_pool(tmp_path):
+    """RunConfig(session_config=ConfigProto(intra_op_parallelism_threads=n)) runs the sessions on n threads
+    (the C session says how many and why at INFO); fields loom cannot honour raise NotImplementedError."""
+    import subprocess
+    import sys
+    prog = (
+        "import numpy as np, loom.tf as tf\n"
+        "tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)\n"
+        "cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=%d, inter_op_parallelism_threads=2,\n"
+        "                               allow_soft_placement=True)\n"
+        "est = tf.estimator.LinearRegressor([tf.feature_column.numeric_column('x')], model_dir=%r,\n"
+        "                                   config=tf.estimator.RunConfig(session_config=cfg))\n"
+        "fn = tf.compat.v1.estimator.inputs.numpy_input_fn({'x': np.arange(8, dtype=np.float32)},\n"
+        "                                                  np.arange(8, dtype=np.float32), batch_size=4,\n"
+        "                                                  num_epochs=1, shuffle=False)\n"
+        "est.train(fn)\n")
+    for n in (1, 3):
+        r = subprocess.run([sys.executable, "-c", prog % (n, str(tmp_path / ("m%d" % n)))], capture_output=True,
+                           text=True, timeout=120, env=dict(os.environ))
+        assert r.returncode == 0, r.stderr
+        assert "%d thread%s: set by the caller" % (n, "" if n == 1 else "s") in r.stderr, r.stderr[-2000:]
+    with pytest.raises(NotImplementedError, match="graph_options"):
+        tf.compat.v1.ConfigProto(graph_options=None)
+    with pytest.raises(NotImplementedError, match="device_count"):
+        tf.compat.v1.ConfigProto(device_count={"GPU": 1})
+    with pytest.raises(ValueError, match="intra_op_parallelism_threads"):
+        tf.compat.v1.ConfigProto(intra_op_parallelism_threads=-1)
+    cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=2, gpu_options=tf.compat.v1.GPUOptions(allow_growth=True))
+    rc = tf.estimator.RunConfig(session_config=cfg)
+    assert rc.session_config is cfg and rc.replace(tf_random_seed=3).session_config is cfg

@@ -351,3 +351,18 @@ def test_make_batched_features_dataset_matches_tf():
                                                             num_epochs=1, shuffle=True, shuffle_seed=3)
     feats, lab = next(iter(ds))
     assert sorted(feats) == ["a", "b", "color"] and feats["a"].shape == (50, 1) and lab.shape == (50, 1)
+
+
+def test_shard_as_tf():
+    """Dataset.shard(n, i): element j of each pass kept when j % n == i, before or after repeat as in TF 2.15
+    (a worker's share of an input_fn's data); a bad index raises InvalidArgumentError at the call."""
+    d = tf.data.Dataset.from_tensor_slices(np.arange(7))
+    assert [int(x) for x in d.shard(3, 1)] == [1, 4]
+    assert [int(x) for x in tf.data.Dataset.from_tensor_slices(np.arange(5)).shard(2, 1).repeat(2)] == [1, 3, 1, 3]
+    assert [int(x) for x in tf.data.Dataset.from_tensor_slices(np.arange(5)).repeat(2).shard(2, 1)] == [1, 3, 0, 2, 4]
+    assert [b.tolist() for b in d.shard(3, 1).batch(2)] == [[1, 4]]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="index 2"):
+        d.shard(2, 2)
+    import loom
+    nat = loom.Dataset.from_tensor_slices({"x": np.arange(6, dtype=np.float32)}).shard(2, 0)
+    assert [float(e["x"]) for e in nat] == [0.0, 2.0, 4.0]

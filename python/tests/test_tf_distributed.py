@@ -25,7 +25,7 @@ def _env(role, model_dir, cluster=CLUSTER):
     return env
 
 
-@pytest.mark.parametrize("canned", [False, True], ids=["model_fn", "DNNClassifier"])
+@pytest.mark.parametrize("canned", [False, True, "normalizer"], ids=["model_fn", "DNNClassifier", "normalizer_fn"])
 def test_train_alone_runs_each_role_through_the_ps(tmp_path, canned):
     """ps + chief + worker processes run one script that calls train(max_steps=300):
     the trainers push their steps through the PS (together exactly 300, the
@@ -37,11 +37,16 @@ def test_train_alone_runs_each_role_through_the_ps(tmp_path, canned):
         envs[role] = _env(role, md)
         if canned:
             envs[role]["CANNED"] = "1"
+        if canned == "normalizer":
+            envs[role]["NORMALIZER"] = "1"
     codes, out = run_tasks(envs, [JOB])
     for role, code in codes.items():
         assert code == 0, (role, out[role])
         assert out[role].startswith("task %s:0" % role), out[role]
         assert "TRAINED %s" % role in out[role], out[role]
+    if canned == "normalizer":  # the trainers traced the normalizer into their graphs
+        for role in ("chief", "worker"):
+            assert int(re.search(r"NORMALIZER traced (\d+)", out[role]).group(1)) >= 1, out[role]
     # how many steps each trainer reserved on the PS depends on timing (a trainer that got none prints
     # no per-step line); together they end at max_steps exactly
     steps = {r: re.search(r"job %s:0: per step: .* steps=(\d+)" % r, out[r]) for r in ("chief", "worker")}

@@ -230,8 +230,6 @@ def test_constructor_errors():
         fc.sequence_numeric_column("x", dtype=tf.string)
     with pytest.raises(TypeError, match="normalizer_fn must be a callable"):
         fc.sequence_numeric_column("x", normalizer_fn=3)
-    with pytest.raises(NotImplementedError, match="sequence_numeric_column.*normalizer_fn"):
-        fc.sequence_numeric_column("x", normalizer_fn=lambda t: t)
     a = fc.sequence_categorical_column_with_identity("a", 4)
     with pytest.raises(NotImplementedError, match="weighted_categorical_column over the sequence column 'a'"):
         fc.weighted_categorical_column(a, "w")

@@ -18,6 +18,7 @@ from . import dtypes, errors, feature_column, data, estimator, nn, random, optim
 from . import inputs as _inputs
 from . import ops as _ops
 from . import _hooks
+from . import _session_config
 from . import _learning_rate
 from . import serving as _serving
 from .serving import constant  # noqa: F401
@@ -143,6 +144,10 @@ _keras.layers.DenseFeatures = _fcl.DenseFeatures
 keras.experimental = Namespace("keras.experimental", SequenceFeatures=_fcl.SequenceFeatures)
 from . import _variables as _vars
 from ._graph_ops import control_dependencies, group, zeros, ones, shape, range, name_scope  # noqa: F401,A004
+from ._nn_ops import gradients  # noqa: F401
+from ._variables import Variable  # noqa: F401
+random.truncated_normal, random.normal, random.uniform = _vars.truncated_normal, _vars.random_normal, \
+    _vars.random_uniform
 _v1_losses = Namespace("compat.v1.losses", **{k: getattr(_v1_ops, k) for k in (
                            "sparse_softmax_cross_entropy", "softmax_cross_entropy", "sigmoid_cross_entropy",
                            "mean_squared_error", "absolute_difference", "huber_loss", "log_loss", "hinge_loss",
@@ -168,6 +173,12 @@ _v1_train = Namespace("compat.v1.train", get_global_step=_ops.get_global_step,
                       ProximalGradientDescentOptimizer=_ops.ProximalGradientDescentOptimizer,
                       ProximalAdagradOptimizer=_ops.ProximalAdagradOptimizer,
                       AdagradDAOptimizer=_ops.AdagradDAOptimizer, latest_checkpoint=_v1_ops.latest_checkpoint)
+from . import _nn_ops  # noqa: E402
+_v1_nn = Namespace("compat.v1.nn", **{k: v for k, v in vars(nn).items() if not k.startswith("_") and not isinstance(
+    v, type(nn)) and k not in ("missing", "activation_name")})
+_v1_nn.__dict__.update(conv2d=_nn_ops.conv2d_v1, conv2d_transpose=_nn_ops.conv2d_transpose_v1,
+                       max_pool=_nn_ops.max_pool_v1, avg_pool=_nn_ops.avg_pool_v1, moments=_nn_ops.moments_v1,
+                       dropout=_nn_ops.dropout_v1)
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),
@@ -181,7 +192,7 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                                TFRecordCompressionType=_io.TFRecordCompressionType),
     decode_csv=_io.decode_csv, decode_raw=_io.decode_raw, parse_example=_io.parse_example,
     parse_single_example=_io.parse_single_example, FixedLenFeature=_FixedLen, VarLenFeature=_VarLen,
-    losses=_v1_losses, nn=nn, keras=keras, train=_v1_train,
+    losses=_v1_losses, nn=_v1_nn, keras=keras, train=_v1_train,
     layers=Namespace("compat.v1.layers", dense=_ops.dense, conv2d=_ops.conv2d, max_pooling2d=_ops.max_pooling2d,
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout,
                      batch_normalization=_gops.batch_normalization),
@@ -199,7 +210,12 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                           "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
     summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
     argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
-    get_default_graph=_hooks.get_default_graph)
+    get_default_graph=_hooks.get_default_graph, ConfigProto=_session_config.ConfigProto,
+    GPUOptions=_session_config.GPUOptions, gradients=gradients, Variable=Variable,
+    truncated_normal=_vars.truncated_normal, random_normal=_vars.random_normal,
+    random_uniform=_vars.random_uniform, random=Namespace(
+        "compat.v1.random", set_random_seed=random.set_seed, truncated_normal=_vars.truncated_normal,
+        normal=_vars.random_normal, uniform=_vars.random_uniform))
 compat = Namespace("compat", v1=_v1)
 train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,
                   Features=_serving.Features, Feature=_serving.Feature,

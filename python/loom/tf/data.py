@@ -30,6 +30,7 @@ from .._lib import lib
 from .. import Dataset as _LoomDataset, Graph, Output, _Status, _b, STRING, I64, _NP2LOOM, _LOOM2NP
 from . import random as _random
 from . import dtypes as _dt
+from . import errors as _errors
 from ._surface import missing, unsupported
 
 AUTOTUNE = -1
@@ -212,6 +213,15 @@ class Dataset(metaclass=_DatasetType):
 
     def skip(self, count, name=None):
         return self._with("skip", int(count))
+
+    def shard(self, num_shards, index, name=None):
+        """Element i of each pass is kept when i % num_shards == index (TF's Dataset.shard: a worker's share,
+        e.g. shard(config.num_worker_replicas, worker index))."""
+        num_shards, index = int(num_shards), int(index)
+        if num_shards < 1 or not 0 <= index < num_shards:
+            raise _errors.InvalidArgumentError(3, "Dataset.shard: num_shards must be >= 1 and index in [0, "
+                                               "num_shards), got num_shards %d, index %d" % (num_shards, index))
+        return self._with("shard", num_shards, index)
 
     def filter(self, predicate, name=None):
         """Traces predicate once (a scalar bool of the element) into a loom
@@ -448,6 +458,8 @@ class Dataset(metaclass=_DatasetType):
                 ds = args[0].build(ds)
             elif kind == "skip":
                 ds = ds._take_over(lib.loom_dataset_skip, args[0])
+            elif kind == "shard":
+                ds = ds._take_over(lib.loom_dataset_shard, args[0], args[1])
             else:
                 ds = getattr(ds, kind)(*args)
         if general and (hints or label_dtype is not None):

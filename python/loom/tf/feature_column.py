@@ -10,6 +10,7 @@ from .. import _lib as L
 from .. import _b
 from . import dtypes as _dt
 from ._surface import missing
+from . import ops as _ops
 
 __all__ = ["numeric_column", "bucketized_column", "categorical_column_with_identity",
            "categorical_column_with_vocabulary_list", "categorical_column_with_vocabulary_file",
@@ -27,11 +28,28 @@ from .. import _feature_column as _n
 from .._feature_column import _shape
 
 
+def _trace(fn, x):
+    """Calls a normalizer_fn on x inside the graph being built: tf ops that
+    take no tensor (tf.constant ...) build in x's graph (the model_fn's when
+    C builds the column's layer there)."""
+    g = next((h for h in reversed(_ops._graphs) if h.p == x.graph.p), None)
+    if g is not None:
+        return fn(type(x)(g, x.c))
+    _ops._graphs.append(x.graph)
+    try:
+        return fn(x)
+    finally:
+        _ops._graphs.pop()
+
+
 def numeric_column(key, shape=(1,), default_value=None, dtype=_dt.float32, normalizer_fn=None):
-    if normalizer_fn is not None:
-        raise NotImplementedError("loom.tf: numeric_column(%r, normalizer_fn=...): a Python normalizer_fn of TF ops "
-                                  "is not supported; normalize the arrays with numpy before the input_fn" % key)
-    return _n.numeric(key, shape, default_value, _dt.as_dtype(dtype))
+    """normalizer_fn(x): x the column's float32 tensor [batch, *shape] (after
+    default_value), returns a tensor of that shape built with tf ops; traced
+    into every graph that uses the column (train, evaluate, predict, the
+    exported serving graph)."""
+    if normalizer_fn is not None and not callable(normalizer_fn):
+        raise TypeError("normalizer_fn must be a callable. Given: %r" % (normalizer_fn,))
+    return _n.numeric(key, shape, default_value, _dt.as_dtype(dtype), normalizer_fn, _trace)
 
 
 def bucketized_column(source_column, boundaries):
@@ -133,13 +151,13 @@ def sequence_categorical_column_with_vocabulary_list(key, vocabulary_list, dtype
 
 def sequence_numeric_column(key, shape=(1,), default_value=0., dtype=_dt.float32, normalizer_fn=None):
     """A sequence of float32 steps of `shape` from the VarLenFeature `key`;
-    default_value pads the steps past an example's end."""
-    if normalizer_fn is not None:
-        if not callable(normalizer_fn):
-            raise TypeError("normalizer_fn must be a callable. Given: %r" % (normalizer_fn,))
-        raise NotImplementedError("loom.tf: sequence_numeric_column(%r, normalizer_fn=...): a Python normalizer_fn "
-                                  "of TF ops is not supported; normalize the values before the input_fn" % key)
-    return _n.sequence_numeric(key, shape, default_value, _dt.as_dtype(dtype))
+    default_value pads the steps past an example's end. normalizer_fn gets
+    the feature's values (float32 [nnz], where TF gives the SparseTensor;
+    elementwise tf ops give the same values) and returns a tensor of that
+    shape; the padding stays default_value, as in TF."""
+    if normalizer_fn is not None and not callable(normalizer_fn):
+        raise TypeError("normalizer_fn must be a callable. Given: %r" % (normalizer_fn,))
+    return _n.sequence_numeric(key, shape, default_value, _dt.as_dtype(dtype), normalizer_fn, _trace)
 
 
 # ---------------------------------------------------------------- parse specs (tf.io)

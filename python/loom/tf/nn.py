@@ -1,6 +1,7 @@
 """tf.nn: the activations (activation_fn=tf.nn.relu of a canned estimator
 names loom's activation; called on a model_fn's tensor, one adds it to the
-graph), softmax and sparse_softmax_cross_entropy_with_logits."""
+graph), softmax and sparse_softmax_cross_entropy_with_logits; the
+convolution, pooling and normalization ops of _nn_ops.py."""
 from ._surface import missing
 
 
@@ -81,6 +82,8 @@ from ._graph_ops import dropout  # noqa: E402
 from ._variables import embedding_lookup  # noqa: E402
 from ._array_ops import (log_softmax, sigmoid_cross_entropy_with_logits,  # noqa: E402
                          softmax_cross_entropy_with_logits, l2_normalize, bias_add, l2_loss)
+from ._nn_ops import (conv2d, conv2d_transpose, max_pool2d, max_pool, avg_pool2d, avg_pool,  # noqa: E402
+                      moments, batch_normalization)
 
 
 def __getattr__(name):

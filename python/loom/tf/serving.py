@@ -211,19 +211,35 @@ def load(export_dir, tags=None, options=None):
     return _Loaded(export_dir)
 
 
+def _strings(value):
+    """An object array of bytes with value's shape. Built without numpy's fixed-width bytes type,
+    which drops trailing NUL bytes (a serialized tf.train.Example may end in them)."""
+    a = np.array(value, dtype=object)
+    flat = a.reshape(-1)
+    for i, v in enumerate(flat):
+        flat[i] = v.encode() if isinstance(v, str) else bytes(v)
+    return flat.reshape(a.shape)
+
+
 def constant(value, dtype=None, shape=None, name=None):
-    """tf.constant outside a model_fn: a numpy array (strings as bytes objects)."""
+    """tf.constant: a numpy array (strings as bytes objects); with shape, a
+    scalar value fills it and any other value is reshaped to it (TF's rule)."""
     if shape is not None:
-        raise NotImplementedError("loom.tf: tf.constant(shape=...) is not supported")
+        a = constant(value, dtype)
+        shape = tuple(int(d) for d in shape)
+        if a.ndim == 0:
+            return np.full(shape, a, a.dtype)
+        if a.size != int(np.prod(shape)):
+            raise TypeError("tf.constant: the value has %d elements, shape %s has %d"
+                            % (a.size, list(shape), int(np.prod(shape))))
+        return a.reshape(shape)
     if dtype is not None:
         from .dtypes import as_dtype
         dt = as_dtype(dtype)
         if dt.name == "string":
-            return np.array([v.encode() if isinstance(v, str) else v for v in np.ravel(value)],
-                            dtype=object).reshape(np.shape(value))
+            return _strings(value)
         return np.asarray(value, dt.as_numpy_dtype)
     a = np.asarray(value)
     if a.dtype.kind in "SU":
-        return np.array([v.encode() if isinstance(v, str) else v for v in np.ravel(value)],
-                        dtype=object).reshape(a.shape)
+        return _strings(value)
     return a.astype(np.float32) if a.dtype == np.float64 else a.astype(np.int32) if a.dtype == np.int64 else a

@@ -4,7 +4,8 @@ import loom.tf as tf
 # chief and worker train through the PS, the ps task serves until the chief
 # ends the job, the chief then evaluates the final checkpoint locally; an
 # evaluator task gets TF's ValueError. Synthetic data: 3 Gaussian blobs. CANNED=1: a
-# DNNClassifier instead of the custom model_fn.
+# DNNClassifier instead of the custom model_fn; NORMALIZER=1 as well: its
+# column with a normalizer_fn (each process traces it into its own graphs).
 import json
 import os
 
@@ -44,12 +45,21 @@ model_dir = json.loads(os.environ["TF_CONFIG"])["model_dir"]
 config = tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=0, save_checkpoints_steps=100)
 print("task %s:%d" % (config.task_type, config.task_id), flush=True)
 if os.environ.get("CANNED"):  # a canned estimator, its Adagrad applied on the PS
-    est = tf.estimator.DNNClassifier([16], [tf.feature_column.numeric_column("x", shape=[4])], n_classes=3,
+    traced = []
+
+    def normalizer(v):
+        traced.append(v.shape)
+        return (v - 0.5) * 2.0
+    col = tf.feature_column.numeric_column("x", shape=[4], normalizer_fn=normalizer if os.environ.get("NORMALIZER")
+                                           else None)
+    est = tf.estimator.DNNClassifier([16], [col], n_classes=3,
                                      optimizer=tf.keras.optimizers.Adagrad(learning_rate=0.3), config=config)
 else:
     est = tf.estimator.Estimator(model_fn=model_fn, config=config, params={"hidden": 16})
 assert est.train(train_input_fn, max_steps=MAX_STEPS) is est
 print("TRAINED %s" % config.task_type, flush=True)
+if os.environ.get("NORMALIZER"):
+    print("NORMALIZER traced %d" % len(traced), flush=True)
 if config.is_chief:
     m = est.evaluate(eval_input_fn)
     print("METRIC accuracy=%.4f global_step=%d" % (m["accuracy"], m["global_step"]), flush=True)
