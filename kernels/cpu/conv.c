@@ -523,22 +523,33 @@ typedef struct {
 #undef TARGET
 #endif
 
-/* The loops for this CPU (conv_isa_level). */
-static const FN(conv_isa) *FN(isa)(void) {
-  switch (conv_isa_level()) {
+/* The loops for this CPU (conv_isa_level) over rows of n channels: the widest vectors that leave the
+ * fewest channels to the scalar loops past the last full vector (8 channels of f32 on AVX-512 are one
+ * AVX2 vector, not 8 scalar columns), never above the CPU's level. */
+static const FN(conv_isa) *FN(isa_for)(int64_t n) {
+  int level = conv_isa_level();
 #if CONV_X86
+  const int64_t vl[3] = {16 / (int64_t)sizeof(T), 32 / (int64_t)sizeof(T), 64 / (int64_t)sizeof(T)};
+  int best = level;
+  for (int l = level - 1; l >= CONV_ISA_GENERIC; l--)
+    if (n % vl[l] < n % vl[best]) best = l;
+  switch (best) {
     case CONV_ISA_AVX512: return &CAT(conv_isa_tab, CAT(SFX, avx512));
     case CONV_ISA_AVX2: return &CAT(conv_isa_tab, CAT(SFX, avx2));
-#endif
-    default: return &CAT(conv_isa_tab, CAT(SFX, generic));
+    default: break;
   }
+#else
+  (void)n;
+  (void)level;
+#endif
+  return &CAT(conv_isa_tab, CAT(SFX, generic));
 }
 
 static void FN(gemm_nn)(const loom_kctx *ctx, const T *A, int64_t lda, const T *B, int64_t N, T *C, int64_t M,
                         int64_t K) {
   FN(gemm_args) a = {A, B, C, lda, N, K};
   int64_t grain = (CONV_ROW_GRAIN * 4) / (K * N > 0 ? K * N : 1);
-  loom__parallel_for(ctx->pool, M, grain > 12 ? grain : 12, FN(isa)()->gemm_nn_range, &a);
+  loom__parallel_for(ctx->pool, M, grain > 12 ? grain : 12, FN(isa_for)(N)->gemm_nn_range, &a);
 }
 
 #include "kernels/cpu/conv_winograd.h"
@@ -624,7 +635,7 @@ static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, cons
   FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws};
   int64_t grain = (CONV_ROW_GRAIN * 4) / (g->K * g->O > 0 ? g->K * g->O : 1);
   loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8,
-                     FN(isa)()->direct_fwd_range, &a);
+                     FN(isa_for)(g->O)->direct_fwd_range, &a);
 }
 
 loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
@@ -749,8 +760,9 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
     size_t parts = (size_t)P * (size_t)K6 * (size_t)g.O * sizeof(T), need = parts + pad_bytes(&g, &pp, sizeof(T));
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
     const T *xp = pp.mode ? FN(pad_input)(ctx, &g, &pp, x, (T *)((char *)ctx->ws + parts)) : NULL;
-    FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, FN(isa)()->dw_gemm_range, xp, pp.Hs, pp.Ws};
-    loom__parallel_for(ctx->pool, P, 1, xp ? FN(isa)()->dwp_range : FN(direct_dw_part), &a);
+    const FN(conv_isa) *isa = FN(isa_for)(g.O);
+    FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, isa->dw_gemm_range, xp, pp.Hs, pp.Ws};
+    loom__parallel_for(ctx->pool, P, 1, xp ? isa->dwp_range : FN(direct_dw_part), &a);
     /* the partitions summed in a fixed order: the result does not depend on the threads */
     const int64_t KO = g.K * g.O, PO = K6 * g.O;
     for (int64_t i = 0; i < KO; i++) {
@@ -777,7 +789,7 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
       rows = col;
     }
     FN(dwg_args) a = {rows, dy + r0 * g.O, df, g.K, g.O, m};
-    loom__parallel_for(ctx->pool, (g.K + 5) / 6, 1, FN(isa)()->dw_gemm_range, &a);
+    loom__parallel_for(ctx->pool, (g.K + 5) / 6, 1, FN(isa_for)(g.O)->dw_gemm_range, &a);
   }
   return LOOM_OK;
 }

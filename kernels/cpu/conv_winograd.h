@@ -2,7 +2,7 @@
  * F(2x2, 5x5) for the forward pass (and the input gradient, the forward pass
  * of the flipped filter), F(5x5, 2x2) for the filter gradient (below).
  * Included by kernels/cpu/conv.c in its template body (T, SFX, FN, geom, the
- * ISA table FN(isa)()).
+ * ISA tables FN(isa_for)(channels)).
  *
  * Each 2x2 block of output pixels ("tile") of an image reads a 6x6 window
  * d; with the points 0, 1, -1, 2, -2 and infinity,
@@ -44,7 +44,8 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   const FN(wino_args) *a = p;
   const geom *g = a->g;
   const int64_t C = g->C, O = g->O;
-  const FN(conv_isa) *isa = FN(isa)();
+  /* the input transform runs over vectors of C channels, the products and the output transform over O */
+  const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   for (int64_t q = b; q < e; q++) {
     T *v = a->scratch + q * wino_part_elems(C, O); /* V[36][WINO_TB][C] */
     T *mm = v + 36 * WINO_TB * C;                  /* M[36][WINO_TB][O] */
@@ -56,7 +57,7 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
         int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
         const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C; /* the 6x6 window */
         const int64_t rs = a->Ws * C;
-        isa->wino_in(src, rs, C, v + i * C, WINO_TB * C); /* V[xi][i][:] */
+        isa_c->wino_in(src, rs, C, v + i * C, WINO_TB * C); /* V[xi][i][:] */
       }
       /* the 36 products M[xi] = V[xi] (nb x C) x U[xi] (C x O) */
       for (int64_t xi = 0; xi < 36; xi++) {
@@ -146,7 +147,8 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   const FN(wino_dw_args) *a = p;
   const geom *g = a->g;
   const int64_t C = g->C, O = g->O, Cp = a->Cp;
-  const FN(conv_isa) *isa = FN(isa)();
+  /* the input transform runs over vectors of C channels, dy's transform and the products over O */
+  const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   for (int64_t q = b; q < e; q++) {
     T *v = a->scratch + q * wino_dw_part_elems(Cp, O); /* V[36][WINO_TB][Cp] */
     T *dd = v + 36 * WINO_TB * Cp;                       /* D[36][WINO_TB][O] */
@@ -163,7 +165,7 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
         int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
         const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C;
         const int64_t rs = a->Ws * C;
-        isa->wino_in(src, rs, C, v + i * Cp, WINO_TB * Cp); /* V[xi][i][:] */
+        isa_c->wino_in(src, rs, C, v + i * Cp, WINO_TB * Cp); /* V[xi][i][:] */
         /* dy's 2x2 block (zero past the last row and column): columns, then rows */
         const T *yr[2][2];
         for (int64_t oy = 0; oy < 2; oy++)
