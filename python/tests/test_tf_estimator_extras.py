@@ -315,3 +315,20 @@ def test_tensor_serving_input_receiver_arguments():
         tf.estimator.export.TensorServingInputReceiver(None, ph)
     with pytest.raises(ValueError, match="Tensor"):
         tf.estimator.export.TensorServingInputReceiver({"x": ph}, ph)
+
+
+def test_checkpoint_saver_hook_with_listeners_as_a_training_chief_hook(tmp_path):
+    r = Recorder()
+
+    def chief_model_fn(features, labels, mode):
+        spec = model_fn(features, labels, mode)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            spec.training_chief_hooks = [tf.estimator.CheckpointSaverHook(str(tmp_path / "own"), save_steps=2,
+                                                                          listeners=[r])]
+        return spec
+    e = tf.estimator.Estimator(chief_model_fn, str(tmp_path / "m"),
+                               tf.estimator.RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=None))
+    e.train(train_input, steps=5)
+    assert r.calls == FIX["listeners"]["hook_every_2"]["calls"]
+    assert os.path.exists(str(tmp_path / "own" / "model.ckpt-4")) or \
+        any(f.startswith("model.ckpt-4") for f in os.listdir(str(tmp_path / "own")))

@@ -302,7 +302,8 @@ class CheckpointSaverHook(_CHook):
         h = self._made(K.lib.loom_checkpoint_saver_hook(_b(self.checkpoint_dir), self.secs, self.steps, None, 5,
                                                         None, ls.n, C.cast(ls.arr, C.c_void_p) if ls.n else None, None,
                                                         st.p), st)
-        return h, (lambda: ls)  # the listeners live until the call's hooks are freed
+        self._ls = ls  # the C listeners live as long as the hook (Hooks keeps it for the call)
+        return h
 
 
 class _WriterHook(_CHook):
@@ -464,6 +465,7 @@ class Hooks:
         """One loom_hook for h (its extra resources noted for free())."""
         if isinstance(h, _CHook):
             h._owner = owner  # what a callback of the hook (a listener) reports its exception to
+            self._py.append(h)
             r = h._c()
             if isinstance(r, tuple):
                 r, done = r
