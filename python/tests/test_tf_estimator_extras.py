@@ -332,3 +332,16 @@ def test_checkpoint_saver_hook_with_listeners_as_a_training_chief_hook(tmp_path)
     assert r.calls == FIX["listeners"]["hook_every_2"]["calls"]
     assert os.path.exists(str(tmp_path / "own" / "model.ckpt-4")) or \
         any(f.startswith("model.ckpt-4") for f in os.listdir(str(tmp_path / "own")))
+
+
+def test_train_spec_saving_listeners_in_train_and_evaluate(tmp_path):
+    r = Recorder()
+    e = est(tmp_path, save_checkpoints_steps=3)
+    metrics, _ = tf.estimator.train_and_evaluate(
+        e, tf.estimator.TrainSpec(train_input, max_steps=7, saving_listeners=[r]),
+        tf.estimator.EvalSpec(eval_input, steps=None, start_delay_secs=0, throttle_secs=0))
+    # TF's train_and_evaluate trains with these listeners, as train(saving_listeners=...) up to step 7
+    assert r.calls == FIX["listeners"]["train_every_3"]["calls"][:10]
+    assert metrics["global_step"] == 7
+    with pytest.raises(TypeError, match="CheckpointSaverListener"):
+        tf.estimator.TrainSpec(train_input, saving_listeners=[object()])

@@ -443,6 +443,9 @@ class Estimator(_LoomEstimator):
     def _metrics(self, r):
         return _metrics(r)
 
+    def _call_listeners(self, listeners):
+        return _extras.Listeners(listeners, self)
+
     def _serving(self, fn):
         return export._serving(self, fn)
 
