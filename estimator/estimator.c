@@ -150,6 +150,14 @@ loom_code loom_estimator_get_variable_value(const loom_estimator *e, const char 
   return loom_checkpoint_read_tensor(ck, name, out, st);
 }
 
+loom_code loom_estimator_call_model_fn(const loom_estimator *e, loom_graph *g, const loom_features *features,
+                                       loom_output labels, loom_mode mode, loom_estimator_spec *spec,
+                                       loom_status *st) {
+  if (!e || !g || !spec)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_estimator_call_model_fn: estimator, graph or spec is NULL");
+  return e->model_fn(g, features, labels, mode, e->params, &e->config, spec, e->user, st);
+}
+
 const char *loom_estimator_eval_dir(const loom_estimator *e, const char *name, char *buf, size_t cap) {
   if (!e || !buf || !cap) return NULL;
   if (name && *name)

@@ -92,6 +92,28 @@ loom_code loom_spec_add_eval_metric(loom_estimator_spec *s, const char *name, lo
   return LOOM_OK;
 }
 
+int loom_spec_prediction_count(const loom_estimator_spec *s) { return s ? s->npred : 0; }
+
+const char *loom_spec_prediction_key(const loom_estimator_spec *s, int i) {
+  return (s && i >= 0 && i < s->npred) ? s->pred_keys[i] : NULL;
+}
+
+loom_output loom_spec_prediction_value(const loom_estimator_spec *s, int i) {
+  loom_output none = {NULL, 0};
+  return (s && i >= 0 && i < s->npred) ? s->preds[i] : none;
+}
+
+loom_code loom_spec_put_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric) {
+  if (!s) return LOOM_INVALID_ARGUMENT;
+  if (name && metric.value.node && metric.update.node)
+    for (int i = 0; i < s->nmet; i++)
+      if (!strcmp(s->met_names[i], name)) {
+        s->mets[i] = metric;
+        return LOOM_OK;
+      }
+  return loom_spec_add_eval_metric(s, name, metric);
+}
+
 loom_code loom_spec_add_export_output(loom_estimator_spec *s, const char *name, loom_export_kind kind, int n,
                                       const char *const *keys, const loom_output *outputs) {
   if (!s) return LOOM_INVALID_ARGUMENT;

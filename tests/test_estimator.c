@@ -1,6 +1,7 @@
 /* Estimator: step semantics, evaluate vs a hand computation, predict,
  * hooks, NaN guard, event files, export -> predictor parity, warm start,
  * resident predict, in-memory evaluation and early stopping. */
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "test_util.h"
@@ -690,6 +691,118 @@ Test(estimator, in_memory_evaluation_and_early_stopping) {
   cr_expect_null(loom_stop_if_hook(e, input_fn, &ed, 0, LOOM_STOP_IF_LOWER, NULL, 1.0, 0, 4, st));
   loom_status_free(st);
   loom_estimator_free(e);
+  tu_rmtree(dir);
+}
+
+/* The steps of the evaluations (events with "loss") in an eval dir, sorted. */
+static int eval_steps(const char *eval_dir, int64_t *steps, int cap) {
+  int n = 0;
+  DIR *d = opendir(eval_dir);
+  cr_assert(d, "no eval dir %s", eval_dir);
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strncmp(de->d_name, "events.out.tfevents", 19)) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", eval_dir, de->d_name);
+    loom_event_reader *r = loom_event_reader_open(path, NULL);
+    cr_assert(r);
+    const loom_event *ev;
+    while (loom_event_reader_next(r, &ev, NULL) == LOOM_OK)
+      for (int i = 0; i < ev->nvalues; i++)
+        if (!strcmp(ev->values[i].tag, "loss") && n < cap) steps[n++] = ev->step;
+    loom_event_reader_free(r);
+  }
+  closedir(d);
+  for (int i = 1; i < n; i++) /* files in any order: the steps sorted */
+    for (int j = i; j > 0 && steps[j - 1] > steps[j]; j--) {
+      int64_t t = steps[j];
+      steps[j] = steps[j - 1];
+      steps[j - 1] = t;
+    }
+  return n;
+}
+
+Test(estimator, in_memory_evaluator_tf_schedule) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
+  loom_run_config c = quiet_config();
+  c.save_checkpoints_secs = 0;
+  c.save_checkpoints_steps = 100;
+  loom_estimator *e = make_est(dir, &c, NULL);
+  data_opts d = {4, 0, 0, 0}, ed = {8, 1, 0, 0};
+  loom_status *st = loom_status_new();
+  /* TF's InMemoryEvaluatorHook: at session creation, every 3 steps of the call, at its end */
+  loom_hook *h = loom_in_memory_evaluator_hook_tf(e, input_fn, &ed, 0, "mem", 3, st);
+  cr_assert(h, "%s", loom_status_message(st));
+  loom_train_options o = loom_train_options_default();
+  o.steps = 6;
+  o.nhooks = 1;
+  o.hooks = &h;
+  cr_assert_eq(loom_estimator_train(e, input_fn, &d, &o, st), LOOM_OK, "%s", loom_status_message(st));
+  o.steps = 4; /* a second call on the same hook: its own count of steps */
+  cr_assert_eq(loom_estimator_train(e, input_fn, &d, &o, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_hook_free(h);
+  char ed_dir[1024];
+  int64_t got[16];
+  int n = eval_steps(loom_estimator_eval_dir(e, "mem", ed_dir, sizeof ed_dir), got, 16);
+  const int64_t want[] = {0, 3, 6, 6, 6, 9, 10};
+  cr_assert_eq(n, 7, "%d evaluations", n);
+  for (int i = 0; i < n; i++) cr_expect_eq(got[i], want[i], "evaluation %d at step %lld", i, (long long)got[i]);
+  loom_status_free(st);
+  loom_estimator_free(e);
+  tu_rmtree(dir);
+}
+
+/* tf.estimator.add_metrics in C: a model_fn that builds another estimator's
+ * model, reads its predictions and adds / replaces eval metrics. */
+static loom_code add_metrics_model_fn(loom_graph *g, const loom_features *f, loom_output labels, loom_mode mode,
+                                      const loom_params *params, const loom_run_config *cfg,
+                                      loom_estimator_spec *spec, void *user, loom_status *st) {
+  (void)params;
+  (void)cfg;
+  loom_code rc = loom_estimator_call_model_fn(user, g, f, labels, mode, spec, st);
+  if (rc != LOOM_OK || mode != LOOM_MODE_EVAL) return rc;
+  cr_assert_eq(loom_spec_prediction_count(spec), 2);
+  cr_assert_str_eq(loom_spec_prediction_key(spec, 1), "doubled");
+  cr_assert_null(loom_spec_prediction_key(spec, 2));
+  cr_assert_null(loom_spec_prediction_value(spec, -1).node);
+  loom_output doubled = loom_spec_prediction_value(spec, 1), none = {NULL, 0};
+  loom_spec_put_eval_metric(spec, "mean_doubled", loom_metrics_mean(g, doubled, none, NULL));
+  return loom_spec_put_eval_metric(spec, "mae", loom_metrics_mean(g, doubled, none, NULL)); /* replaces "mae" */
+}
+
+Test(estimator, call_model_fn_wraps_another_estimator) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_est");
+  loom_run_config c = quiet_config();
+  loom_estimator *inner = make_est(dir, &c, NULL);
+  data_opts d = {4, 0, 0, 0}, ed = {8, 1, 0, 0};
+  train_ok(inner, &d, 5, 0);
+  loom_status *st = loom_status_new();
+  loom_estimator *e = loom_estimator_new(add_metrics_model_fn, inner, dir, &c, NULL, NULL, st);
+  cr_assert(e, "%s", loom_status_message(st));
+  loom_eval_options eo = loom_eval_options_default();
+  loom_eval_result *r = NULL, *ri = NULL;
+  cr_assert_eq(loom_estimator_evaluate(e, input_fn, &ed, &eo, &r, st), LOOM_OK, "%s", loom_status_message(st));
+  cr_assert_eq(loom_estimator_evaluate(inner, input_fn, &ed, &eo, &ri, st), LOOM_OK, "%s", loom_status_message(st));
+  double loss, iloss, mae, md;
+  cr_assert_eq(loom_eval_result_get(r, "loss", &loss, NULL), LOOM_OK);
+  cr_assert_eq(loom_eval_result_get(ri, "loss", &iloss, NULL), LOOM_OK);
+  cr_expect(fabs(loss - iloss) < 1e-9, "the same model: loss %g vs %g", loss, iloss);
+  cr_assert_eq(loom_eval_result_get(r, "mae", &mae, NULL), LOOM_OK);
+  cr_assert_eq(loom_eval_result_get(r, "mean_doubled", &md, NULL), LOOM_OK);
+  cr_expect(fabs(mae - md) < 1e-9, "mae replaced by the mean of doubled: %g vs %g", mae, md);
+  cr_expect_eq(loom_eval_result_count(r), 4);
+  cr_expect_eq(loom_eval_result_global_step(r), 5);
+  cr_expect_neq(loom_estimator_call_model_fn(NULL, NULL, NULL, (loom_output){NULL, 0}, LOOM_MODE_EVAL, NULL, st),
+                LOOM_OK);
+  loom_eval_result_free(r);
+  loom_eval_result_free(ri);
+  loom_status_free(st);
+  loom_estimator_free(e);
+  loom_estimator_free(inner);
   tu_rmtree(dir);
 }
 

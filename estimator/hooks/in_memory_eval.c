@@ -74,9 +74,11 @@ static loom_code inmem_evaluate(inmem *m, loom_status *st) {
 }
 
 static loom_code inmem_after_create(void *self, loom_session *s, loom_status *st) {
-  (void)st;
-  ((inmem *)self)->train_s = s;
-  return LOOM_OK;
+  inmem *m = self;
+  m->train_s = s;
+  if (!m->tf_schedule) return LOOM_OK;
+  m->iter = 0; /* counts the steps of this call, as TF's begin() */
+  return inmem_evaluate(m, st);
 }
 
 static loom_code inmem_after_run(void *self, loom_hook_context *ctx, loom_tensor *const *results, loom_status *st) {
@@ -96,6 +98,7 @@ static loom_code inmem_end(void *self, loom_session *s, loom_status *st) {
   inmem *m = self;
   m->train_s = s;
   if (m->should_stop) return LOOM_OK; /* early stopping evaluates on its schedule only */
+  if (m->tf_schedule) return inmem_evaluate(m, st);
   if (m->iter % m->every_n == 0 && m->nhist > 0) return LOOM_OK; /* this step was just evaluated */
   return inmem_evaluate(m, st);
 }
@@ -135,6 +138,13 @@ loom_hook *loom__inmem_new(loom_estimator *e, loom_input_fn input_fn, void *inpu
 loom_hook *loom_in_memory_evaluator_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user, int64_t steps,
                                          const char *name, int64_t every_n_iter, loom_status *st) {
   return loom__inmem_new(e, input_fn, input_user, steps, name, every_n_iter, "InMemoryEvaluatorHook", st);
+}
+
+loom_hook *loom_in_memory_evaluator_hook_tf(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                            int64_t steps, const char *name, int64_t every_n_iter, loom_status *st) {
+  loom_hook *h = loom__inmem_new(e, input_fn, input_user, steps, name, every_n_iter, "InMemoryEvaluatorHook", st);
+  if (h) ((inmem *)loom_hook_self(h))->tf_schedule = 1;
+  return h;
 }
 
 const loom_eval_result *loom_in_memory_evaluator_last(const loom_hook *h) {

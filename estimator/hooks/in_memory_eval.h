@@ -18,6 +18,7 @@ struct inmem {
   int64_t steps;
   char *name;
   int64_t every_n;
+  int tf_schedule; /* TF's InMemoryEvaluatorHook: also at session creation; at the end always */
   /* early stopping (set by early_stopping.c; should_stop NULL: a plain
    * evaluator): asked after each evaluation whether to stop training */
   int (*should_stop)(const inmem *m);

@@ -164,6 +164,16 @@ LOOM_API loom_code loom_spec_add_export_output(loom_estimator_spec *s, const cha
  * hook or an unknown slot is INVALID_ARGUMENT. */
 LOOM_API loom_code loom_spec_add_hook(loom_estimator_spec *s, loom_hook_slot slot, loom_hook *hook);
 
+/* The predictions added so far: their count, key i and tensor i (NULL /
+ * {NULL, 0} when i is out of range; keys owned by s). */
+LOOM_API int loom_spec_prediction_count(const loom_estimator_spec *s);
+LOOM_API const char *loom_spec_prediction_key(const loom_estimator_spec *s, int i);
+LOOM_API loom_output loom_spec_prediction_value(const loom_estimator_spec *s, int i);
+/* Adds eval metric name, replacing one of that name added before (what
+ * tf.estimator.add_metrics does with metric_fn's metrics); otherwise as
+ * loom_spec_add_eval_metric. */
+LOOM_API loom_code loom_spec_put_eval_metric(loom_estimator_spec *s, const char *name, loom_metric metric);
+
 /* ---- model_fn / input_fn ---- */
 typedef loom_code (*loom_model_fn)(loom_graph *g, const loom_features *features, loom_output labels, loom_mode mode,
                                    const loom_params *params, const loom_run_config *config,
@@ -285,6 +295,13 @@ LOOM_API loom_code loom_estimator_get_variable_names(const loom_estimator *e, lo
                                                      void *user, loom_status *st);
 LOOM_API loom_code loom_estimator_get_variable_value(const loom_estimator *e, const char *name, loom_tensor **out,
                                                      loom_status *st);
+/* Calls e's model_fn (with e's params and config) to build its model into
+ * g for mode, filling spec: a model_fn that wraps another estimator's model
+ * (tf.estimator.add_metrics) calls it with the graph, features, labels and
+ * spec it was given. e must outlive the estimator whose model_fn calls it. */
+LOOM_API loom_code loom_estimator_call_model_fn(const loom_estimator *e, loom_graph *g, const loom_features *features,
+                                                loom_output labels, loom_mode mode, loom_estimator_spec *spec,
+                                                loom_status *st);
 /* model_dir/eval or model_dir/eval_<name>, into buf; returns buf (the
  * caller's memory), NULL when e or buf is NULL or cap is 0. */
 LOOM_API const char *loom_estimator_eval_dir(const loom_estimator *e, const char *name, char *buf, size_t cap);
@@ -299,6 +316,13 @@ LOOM_API const char *loom_estimator_eval_dir(const loom_estimator *e, const char
 LOOM_API loom_hook *loom_in_memory_evaluator_hook(loom_estimator *e, loom_input_fn input_fn, void *input_user,
                                                   int64_t steps, const char *name, int64_t every_n_iter,
                                                   loom_status *st);
+/* The same on TF 2.15's InMemoryEvaluatorHook schedule: it also evaluates
+ * once the training session is created (global step of the restored or
+ * initial variables), every every_n_iter steps of the call after that, and
+ * at the end of the call even when its last step was just evaluated. */
+LOOM_API loom_hook *loom_in_memory_evaluator_hook_tf(loom_estimator *e, loom_input_fn input_fn, void *input_user,
+                                                     int64_t steps, const char *name, int64_t every_n_iter,
+                                                     loom_status *st);
 /* The latest in-memory evaluation of such a hook (NULL before the first).
  * Owned by the hook; valid until loom_hook_free (later evaluations do not
  * replace it). */

@@ -147,6 +147,10 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     ts.input_fn, ts.max_steps = tcb, train_spec.max_steps or 0
     thk = estimator._call_hooks(train_spec.hooks, "TrainSpec")
     thk.set(ts)
+    listeners = getattr(train_spec, "saving_listeners", ())  # loom.tf's TrainSpec: CheckpointSaverListeners
+    tls = estimator._call_listeners(listeners) if listeners else None
+    if tls is not None:
+        tls.set(ts)
     es = lib.loom_eval_spec_default()
     ecb = estimator._input(eval_spec.input_fn)
     es.input_fn, es.steps, es.name = ecb, eval_spec.steps or 0, _b(eval_spec.name)

@@ -284,19 +284,26 @@ class StopAtStepHook(_CHook):
 class CheckpointSaverHook(_CHook):
     def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, saver=None, checkpoint_basename="model.ckpt",
                  scaffold=None, listeners=None, save_graph_def=True):
-        for k, v in (("saver", saver), ("scaffold", scaffold), ("listeners", listeners)):
+        for k, v in (("saver", saver), ("scaffold", scaffold)):
             if v:
                 raise NotImplementedError("loom.tf: CheckpointSaverHook(%s=...) is not supported" % k)
         if checkpoint_basename != "model.ckpt":
             raise NotImplementedError("loom.tf: CheckpointSaverHook(checkpoint_basename=%r): model.ckpt only"
                                       % checkpoint_basename)
+        from .estimator import _extras
+        self._listeners = _extras.check_listeners(listeners, "listeners")
         self.checkpoint_dir = str(checkpoint_dir)
         self.steps, self.secs = _every(save_steps, save_secs, "CheckpointSaverHook")
 
     def _c(self):
+        from .estimator import _extras
+        ls = _extras.Listeners(self._listeners, getattr(self, "_owner", None))
         st = _Status()
-        return self._made(K.lib.loom_checkpoint_saver_hook(_b(self.checkpoint_dir), self.secs, self.steps, None, 5,
-                                                           None, 0, None, None, st.p), st)
+        h = self._made(K.lib.loom_checkpoint_saver_hook(_b(self.checkpoint_dir), self.secs, self.steps, None, 5,
+                                                        None, ls.n, C.cast(ls.arr, C.c_void_p) if ls.n else None, None,
+                                                        st.p), st)
+        self._ls = ls  # the C listeners live as long as the hook (Hooks keeps it for the call)
+        return h
 
 
 class _WriterHook(_CHook):
@@ -457,6 +464,8 @@ class Hooks:
     def make(self, h, owner, where):
         """One loom_hook for h (its extra resources noted for free())."""
         if isinstance(h, _CHook):
+            h._owner = owner  # what a callback of the hook (a listener) reports its exception to
+            self._py.append(h)
             r = h._c()
             if isinstance(r, tuple):
                 r, done = r

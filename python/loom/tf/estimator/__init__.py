@@ -32,7 +32,8 @@ __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier
            "LatestExporter", "BestExporter", "FinalExporter", "WarmStartSettings", "VocabInfo", "SessionRunHook",
            "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
            "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
-           "LoggingTensorHook", "FeedFnHook", "export", "experimental"]
+           "LoggingTensorHook", "FeedFnHook", "export", "experimental", "add_metrics",
+           "classifier_parse_example_spec", "regressor_parse_example_spec", "CheckpointSaverListener"]
 
 
 class RunConfig(_config.RunConfig):
@@ -319,14 +320,29 @@ class Estimator(_LoomEstimator):
             raise ValueError("Must specify steps > 0, given: {}".format(steps))
         if max_steps is not None and max_steps <= 0:
             raise ValueError("Must specify max_steps > 0, given: {}".format(max_steps))
+        saving_listeners = _extras.check_listeners(saving_listeners, "saving_listeners")
         if saving_listeners:
-            raise NotImplementedError("loom.tf: train(saving_listeners=...) is not supported yet")
+            # TF adds them to the first CheckpointSaverHook of the call, else to the estimator's saver
+            savers = [h for h in hooks or [] if isinstance(h, CheckpointSaverHook)]
+            if savers:
+                savers[0]._listeners = list(savers[0]._listeners) + [
+                    x for x in saving_listeners if x not in savers[0]._listeners]
+                saving_listeners = []
+            elif not (self._tf_config.save_checkpoints_steps or self._tf_config.save_checkpoints_secs):
+                raise ValueError("There should be a CheckpointSaverHook to use saving_listeners. Please set one of "
+                                 "the RunConfig.save_checkpoints_steps or RunConfig.save_checkpoints_secs.")
+            elif (self._tf_config.cluster_spec or {}).get("ps"):
+                raise NotImplementedError("loom.tf: train(saving_listeners=...) under a TF_CONFIG cluster with "
+                                          "\"ps\" tasks is not supported: give the listeners to a "
+                                          "tf.estimator.CheckpointSaverHook(listeners=...) in hooks")
         if self._train_role(input_fn, hooks, steps, max_steps):
             return self
         o = lib.loom_train_options_default()
         o.steps, o.max_steps = steps or 0, max_steps or 0
         hk = _Hooks(hooks, "train", self)
         hk.set(o)
+        ls = _extras.Listeners(saving_listeners, self)
+        ls.set(o)
         cb = self._input(input_fn)
         st = _Status()
         try:
@@ -427,6 +443,9 @@ class Estimator(_LoomEstimator):
     def _metrics(self, r):
         return _metrics(r)
 
+    def _call_listeners(self, listeners):
+        return _extras.Listeners(listeners, self)
+
     def _serving(self, fn):
         return export._serving(self, fn)
 
@@ -480,6 +499,8 @@ def _apply_spec(res, spec, owner):
     if res.train_op is not None:
         st.raise_if(lib.loom_spec_set_train_op(spec, res.train_op.p))
     preds = res.predictions
+    if res.mode == ModeKeys.EVAL:  # what add_metrics gives metric_fn as predictions
+        owner._single_prediction = isinstance(preds, Output)
     if isinstance(preds, Output):
         preds = {"output": preds}
     for k, v in (preds or {}).items():
@@ -732,9 +753,12 @@ class BaselineRegressor(Estimator):
 
 from ._tae import TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter, FinalExporter  # noqa
 from . import _early_stopping  # noqa: E402
+from . import _extras  # noqa: E402
+from ._extras import (add_metrics, classifier_parse_example_spec, regressor_parse_example_spec,  # noqa: E402
+                      CheckpointSaverListener)
 from .._surface import Namespace as _Namespace  # noqa: E402
-experimental = _Namespace("estimator.experimental", **{k: getattr(_early_stopping, k)
-                                                       for k in _early_stopping.__all__})
+experimental = _Namespace("estimator.experimental", InMemoryEvaluatorHook=_extras.InMemoryEvaluatorHook,
+                          **{k: getattr(_early_stopping, k) for k in _early_stopping.__all__})
 
 
 def __getattr__(name):

@@ -6,7 +6,15 @@ __all__ = ["TrainSpec", "EvalSpec", "train_and_evaluate", "LatestExporter", "Bes
 
 
 class TrainSpec(_n.TrainSpec):
-    """tf.estimator.TrainSpec: loom.TrainSpec (TF's arguments)."""
+    """tf.estimator.TrainSpec: loom.TrainSpec (TF's arguments); the
+    saving_listeners (tf.estimator.CheckpointSaverListener) run from the
+    checkpoint saver of the training, before the evaluation's listener."""
+
+    def __init__(self, input_fn, max_steps=None, hooks=None, saving_listeners=None):
+        from ._extras import check_listeners
+        listeners = check_listeners(saving_listeners, "saving_listeners")
+        super().__init__(input_fn, max_steps, hooks)
+        self.saving_listeners = tuple(listeners)
 
 
 class EvalSpec(_n.EvalSpec):

@@ -24,6 +24,8 @@ class _ParsingReceiverFn:
 
 
 class _RawReceiverFn:
+    receivers = None  # {receiver name: feature key} when they differ (TensorServingInputReceiver)
+
     def __init__(self, features, default_batch_size):
         if not isinstance(features, dict) or not features:
             raise ValueError("build_raw_serving_input_receiver_fn: features must be a non-empty dict of "
@@ -56,6 +58,41 @@ class ServingInputReceiver:
                                       "themselves (placeholders); for serialized tf.Example use "
                                       "build_parsing_serving_input_receiver_fn")
         self.features, self.receiver_tensors = features, receiver_tensors
+
+
+_SINGLE_FEATURE = "__features__"  # the feature key a model_fn receives as one tensor (estimator/__init__.py)
+
+
+class TensorServingInputReceiver:
+    """tf.estimator.export.TensorServingInputReceiver(features,
+    receiver_tensors, receiver_tensors_alternatives=None): features is one
+    tensor, which the model_fn receives as its features (not a dict);
+    receiver_tensors a tensor (named "input" in the signature) or a dict.
+    loom.tf takes a placeholder (tf.compat.v1.placeholder) that is both the
+    features and the receiver tensor."""
+
+    def __init__(self, features, receiver_tensors, receiver_tensors_alternatives=None):
+        if features is None:
+            raise ValueError("features must be defined.")
+        if isinstance(features, dict):
+            raise ValueError("feature must be a Tensor or SparseTensor (TensorServingInputReceiver takes one "
+                             "tensor; a dict of features is a ServingInputReceiver), given: %r" % (features,))
+        if receiver_tensors_alternatives:
+            raise NotImplementedError("loom.tf: TensorServingInputReceiver(receiver_tensors_alternatives=...) is "
+                                      "not supported")
+        if receiver_tensors is None:
+            raise ValueError("receiver_tensors must be defined.")
+        if not isinstance(receiver_tensors, dict):
+            receiver_tensors = {"input": receiver_tensors}
+        for name, t in receiver_tensors.items():
+            if not isinstance(name, str):
+                raise ValueError("receiver_tensor keys must be strings: {}.".format(name))
+        if not isinstance(features, Placeholder) or any(t is not features for t in receiver_tensors.values()):
+            raise NotImplementedError("loom.tf: TensorServingInputReceiver: the features must be a "
+                                      "tf.compat.v1.placeholder that is also the receiver tensor(s); for "
+                                      "serialized tf.Example use build_parsing_serving_input_receiver_fn")
+        self.features, self.receiver_tensors = features, receiver_tensors
+        self.receiver_tensors_alternatives = None
 
 
 class ExportOutput:
@@ -159,9 +196,10 @@ def _serving(est, fn):
                 graph = Graph(_borrow=g)
                 for k, ph in fn.features.items():
                     x = graph.placeholder(ph.dtype.as_numpy_dtype, ph.shape, ph.name or k)
-                    for m in (features, receivers):
-                        s2 = _Status()
-                        s2.raise_if(lib.loom_features_add(m, _b(k), x.c, s2.p))
+                    s2 = _Status()
+                    s2.raise_if(lib.loom_features_add(features, _b(k), x.c, s2.p))
+                    for r in ([n for n, f in fn.receivers.items() if f == k] if fn.receivers else [k]):
+                        s2.raise_if(lib.loom_features_add(receivers, _b(r), x.c, s2.p))
                 return 0
             except BaseException as e:  # noqa: B902 - must not unwind through C
                 return _fail(est, st, e)
@@ -169,9 +207,13 @@ def _serving(est, fn):
         return cb, None, lambda: cb  # keeps the callback alive for the call
     if callable(fn):  # a Python receiver fn: called once, as TF calls it in the export graph
         r = fn()
+        if isinstance(r, TensorServingInputReceiver):
+            raw = _RawReceiverFn({_SINGLE_FEATURE: r.features}, None)
+            raw.receivers = {name: _SINGLE_FEATURE for name in r.receiver_tensors}
+            return _serving(est, raw)
         if not isinstance(r, ServingInputReceiver):
-            raise TypeError("serving_input_receiver_fn must return a ServingInputReceiver, got %s"
-                            % type(r).__name__)
+            raise TypeError("serving_input_receiver_fn must return a ServingInputReceiver or a "
+                            "TensorServingInputReceiver, got %s" % type(r).__name__)
         return _serving(est, _RawReceiverFn(r.features, None))
     raise NotImplementedError("loom.tf: serving_input_receiver_fn %r: give "
                               "tf.estimator.export.build_parsing_serving_input_receiver_fn(...) or "
