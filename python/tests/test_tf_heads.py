@@ -125,11 +125,12 @@ def iris_model_fn(optimizer, shapes):
     return model_fn
 
 
-@pytest.mark.parametrize("optimizer", ["keras", "train_op_fn"])
+@pytest.mark.parametrize("optimizer", ["keras", "v1", "train_op_fn"])
 def test_multi_class_head_trains_on_iris(tmp_path, optimizer):
     X, y = iris()
     X = (X - X.mean(0)) / X.std(0)
-    opt = tf.keras.optimizers.Adagrad(0.1) if optimizer == "keras" else optimizer
+    opt = {"keras": tf.keras.optimizers.Adagrad(0.1), "v1": tf.compat.v1.train.AdagradOptimizer(0.1)}.get(
+        optimizer, optimizer)
     shapes = []
     est = tf.estimator.Estimator(iris_model_fn(opt, shapes), model_dir=str(tmp_path),
                                  config=tf.estimator.RunConfig(tf_random_seed=1))
@@ -222,8 +223,19 @@ def test_create_estimator_spec_train_op_errors(tmp_path):
         fit(optimizer=tf.keras.optimizers.SGD(0.1))
     with pytest.raises(ValueError, match="not a tf.keras.optimizers.Optimizer"):
         fit(optimizer="sgd", trainable_variables=[])
+    with pytest.raises(NotImplementedError, match="RMSprop"):
+        fit(optimizer=tf.keras.optimizers.RMSprop(0.1), trainable_variables=[])
     with pytest.raises(NotImplementedError, match="regularization_losses"):
         fit(optimizer=tf.keras.optimizers.SGD(0.1), trainable_variables=[],
             regularization_losses=[tf.constant(1.0)])
     with pytest.raises(RuntimeError, match="model_fn"):
         head.create_estimator_spec(features={}, mode="infer", logits=None)
+
+
+def test_head_methods_loom_lacks_name_their_alternative():
+    for name in ("loss", "predictions", "metrics", "update_metrics"):
+        with pytest.raises(NotImplementedError, match=r"tf\.estimator\.MultiClassHead\.%s; instead: the head's "
+                           "create_estimator_spec" % name):
+            getattr(tf.estimator.MultiClassHead(3), name)
+    with pytest.raises(NotImplementedError, match=r"tf\.estimator\.RegressionHead\.frobnicate"):
+        tf.estimator.RegressionHead().frobnicate

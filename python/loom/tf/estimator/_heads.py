@@ -19,6 +19,7 @@ from ... import _Status, _b, Output, Node, LoomError
 from .. import ops as _ops
 from .. import optimizers as _kopt
 from .. import feature_column as _fc
+from .._surface import missing
 
 _REDUCTIONS = {"sum_over_batch_size": 4, "sum": 2}
 _MODE_IDS = {"train": 0, "eval": 1, "infer": 2}
@@ -113,23 +114,14 @@ class _Head:
                              % (len(label_vocabulary), n, label_vocabulary))
         o.nlabel_vocabulary, o.label_vocabulary = self._strs(list(label_vocabulary))
 
-    # ---- what TF's heads offer besides create_estimator_spec
-    def _spec_only(self, what):
-        return NotImplementedError("loom.tf: tf.estimator.%s.%s is not provided: call create_estimator_spec in the "
-                                   "model_fn (its spec has the head's loss, predictions and eval metrics)"
-                                   % (type(self).__name__, what))
-
-    def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
-        raise self._spec_only("loss")
-
-    def predictions(self, logits, keys=None):
-        raise self._spec_only("predictions")
-
-    def metrics(self, regularization_losses=None):
-        raise self._spec_only("metrics")
-
-    def update_metrics(self, eval_metrics, features, logits, labels, regularization_losses=None):
-        raise self._spec_only("update_metrics")
+    def __getattr__(self, name):  # TF's loss, predictions, metrics, update_metrics: not provided
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in ("loss", "predictions", "metrics", "update_metrics"):
+            raise NotImplementedError("loom.tf does not provide tf.estimator.%s.%s; instead: the head's "
+                                      "create_estimator_spec in the model_fn (its EstimatorSpec has the head's loss, "
+                                      "predictions, eval metrics and export outputs)" % (type(self).__name__, name))
+        raise missing("estimator.%s." % type(self).__name__, name)
 
     # ---- the spec
     def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None, trainable_variables=None,
@@ -216,13 +208,15 @@ def _v1(optimizer):
     for k, v in optimizer._args.items():
         raise NotImplementedError("loom.tf: %s(%s=%r) in a head's create_estimator_spec: give TF's default"
                                   % (type(optimizer).__name__, k, v))
+    if optimizer._loom == "RMSProp":  # Keras' mean square starts at 0, v1's at 1
+        raise NotImplementedError("loom.tf: RMSprop as a head's optimizer is not supported; give a "
+                                  "tf.compat.v1.train.RMSPropOptimizer or train_op_fn")
     lr = optimizer.learning_rate
     if lr is None:
         lr = 0.01 if optimizer._loom == "SGD" else 0.001
     return {"Adagrad": lambda: _ops.AdagradOptimizer(lr, initial_accumulator_value=0.1),
             "Adam": lambda: _ops.AdamOptimizer(lr, epsilon=1e-7),
             "Ftrl": lambda: _ops.FtrlOptimizer(lr),
-            "RMSProp": lambda: _ops.RMSPropOptimizer(lr, decay=0.9, epsilon=1e-7),
             "SGD": lambda: _ops.GradientDescentOptimizer(lr)}[optimizer._loom]()
 
 
