@@ -233,9 +233,59 @@ def test_create_estimator_spec_train_op_errors(tmp_path):
 
 
 def test_head_methods_loom_lacks_name_their_alternative():
-    for name in ("loss", "predictions", "metrics", "update_metrics"):
+    for name in ("metrics", "update_metrics"):
         with pytest.raises(NotImplementedError, match=r"tf\.estimator\.MultiClassHead\.%s; instead: the head's "
                            "create_estimator_spec" % name):
             getattr(tf.estimator.MultiClassHead(3), name)
     with pytest.raises(NotImplementedError, match=r"tf\.estimator\.RegressionHead\.frobnicate"):
         tf.estimator.RegressionHead().frobnicate
+    with pytest.raises(NotImplementedError, match="MultiClassHead.loss outside a model_fn"):
+        tf.estimator.MultiClassHead(3).loss(labels=None, logits=None)
+
+
+@pytest.mark.parametrize("name", sorted(FIX["cases"]))
+@pytest.mark.parametrize("red", ["sum_over_batch_size", "sum"])
+def test_head_loss_and_predictions_match_tf(tmp_path, name, red):
+    """head.loss and head.predictions in a custom EstimatorSpec, as TF's (no create_estimator_spec)."""
+    case = FIX["cases"][name]
+    X = np.array(case["logits"], np.float32)
+    Y = labels_of(case)
+    head = make(name, red)
+
+    def model_fn(features, labels, mode):
+        logits = features["x"]
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            preds = head.predictions(logits)
+            assert list(head.predictions(logits, keys=[sorted(preds)[0]])) == [sorted(preds)[0]]
+            return tf.estimator.EstimatorSpec(mode, predictions=preds)
+        if isinstance(head, tf.estimator.MultiHead):
+            labels = {h.name: features[h.name] for h in head.heads}
+        return tf.estimator.EstimatorSpec(mode, loss=head.loss(labels=labels, logits=logits, features=features))
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    feats = {"x": X, "w": W}
+    if isinstance(Y, dict):
+        feats.update(Y)
+        Y = Y["b"]
+    r = est.evaluate(lambda: tf.data.Dataset.from_tensor_slices((feats, Y)).batch(4), steps=1)
+    assert r["loss"] == pytest.approx(case["loss_sobs"] if red == "sum_over_batch_size" else case["loss_sum"],
+                                      rel=1e-5)
+    preds = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": X}).batch(4),
+                             yield_single_examples=False))[0]
+    assert set(preds) == set(case["predictions"])
+    for k, spec in case["predictions"].items():
+        if spec["dtype"] == "string":
+            assert [[s.decode() for s in row] for row in preds[k]] == spec["value"], k
+        else:
+            np.testing.assert_allclose(preds[k], np.array(spec["value"]), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_head_loss_adds_regularization_losses(tmp_path):
+    head = tf.estimator.RegressionHead()
+    X, Y = np.array([[1.0], [2.0]], np.float32), np.array([[0.0], [0.0]], np.float32)
+
+    def model_fn(features, labels, mode):
+        return tf.estimator.EstimatorSpec(mode, loss=head.loss(labels, features["x"],
+                                                               regularization_losses=[tf.constant(0.25)]))
+    r = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path)).evaluate(
+        lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(2), steps=1)
+    assert r["loss"] == pytest.approx((1.0 + 4.0) / 2 + 0.25)

@@ -114,14 +114,85 @@ class _Head:
                              % (len(label_vocabulary), n, label_vocabulary))
         o.nlabel_vocabulary, o.label_vocabulary = self._strs(list(label_vocabulary))
 
-    def __getattr__(self, name):  # TF's loss, predictions, metrics, update_metrics: not provided
+    def __getattr__(self, name):  # TF's metrics, update_metrics: not provided
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in ("loss", "predictions", "metrics", "update_metrics"):
+        if name in ("metrics", "update_metrics"):
             raise NotImplementedError("loom.tf does not provide tf.estimator.%s.%s; instead: the head's "
-                                      "create_estimator_spec in the model_fn (its EstimatorSpec has the head's loss, "
-                                      "predictions, eval metrics and export outputs)" % (type(self).__name__, name))
+                                      "create_estimator_spec in the model_fn (its EstimatorSpec has the head's eval "
+                                      "metrics)" % (type(self).__name__, name))
         raise missing("estimator.%s." % type(self).__name__, name)
+
+    def _graph(self, what, logits):
+        what = "%s.%s" % (type(self).__name__, what)
+        if not _ops._graphs:
+            raise NotImplementedError("loom.tf: %s outside a model_fn: loom.tf builds the head's tensors in a "
+                                      "model_fn" % what)
+        graph, cfeatures = _ops._features[-1] if _ops._features else (_ops._graphs[-1], None)
+        if not isinstance(logits, Output):
+            raise TypeError("%s: logits must be a tensor of the model_fn's graph, got %r" % (what, type(logits)))
+        if logits.graph.p != graph.p:
+            raise ValueError("%s: logits are not in the model_fn's graph" % what)
+        dims = logits.shape
+        if len(dims) >= 1 and dims[-1] is not None and dims[-1] != self.logits_dimension:
+            raise ValueError("%s: logits shape must be [D0, D1, ... DN, logits_dimension], got %s "
+                             "(logits_dimension %d)" % (what, list(dims), self.logits_dimension))
+        return what, graph, cfeatures
+
+    def _labels_array(self, what, labels):
+        if isinstance(self, MultiHead):
+            if not isinstance(labels, dict):
+                raise ValueError("%s: labels must be a dict {head name: labels}, got %r" % (what, type(labels)))
+            arr = (L.Output * len(self._heads))()
+            for i, h in enumerate(self._heads):
+                if h.name not in labels:
+                    raise ValueError("%s: labels has no entry for head %r (keys: %s)" % (what, h.name, sorted(labels)))
+                arr[i] = labels[h.name].c
+            return arr
+        if not isinstance(labels, Output):
+            raise ValueError("%s: labels must be a tensor of the model_fn's graph, got %r" % (what, type(labels)))
+        arr = (L.Output * 1)()
+        arr[0] = labels.c
+        return arr
+
+    def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
+        """The training loss tensor (TF's: weighted, reduced with loss_reduction, plus the
+        regularization losses); in a model_fn, the weight column read from its features."""
+        what, graph, cfeatures = self._graph("loss", logits)
+        arr = self._labels_array(what, labels)
+        st = _Status()
+        out = lib.loom_head_loss(self._p, graph.p, cfeatures, logits.c, arr, st.p)
+        try:
+            st.raise_if()
+            graph._check()
+        except LoomError as e:
+            raise ValueError("%s: %s" % (what, e)) from None
+        loss = Output(graph, out)
+        for r in regularization_losses or []:
+            loss = loss + r
+        return loss
+
+    def predictions(self, logits, keys=None):
+        """The predictions dict (TF's keys; keys selects some), tensors of the model_fn."""
+        what, graph, _ = self._graph("predictions", logits)
+        preds = {}
+
+        def add(key, value, user):
+            preds[key.decode()] = Output(graph, value)
+        cb = L.HEAD_PREDICTION_FN(add)
+        st = _Status()
+        rc = lib.loom_head_predictions(self._p, graph.p, logits.c, cb, None, st.p)
+        try:
+            st.raise_if(rc)
+        except LoomError as e:
+            raise ValueError("%s: %s" % (what, e)) from None
+        if keys is None:
+            return preds
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        for k in keys:
+            if k not in preds:
+                raise ValueError("%s: key %r is not among the head's predictions %s" % (what, k, sorted(preds)))
+        return {k: preds[k] for k in keys}
 
     # ---- the spec
     def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None, trainable_variables=None,
