@@ -149,6 +149,28 @@ def test_multi_class_head_trains_on_iris(tmp_path, optimizer):
     assert [int(q["class_ids"][0]) for q in p] == [0] * 5 and p[0]["probabilities"].sum() == pytest.approx(1.0)
 
 
+def test_head_model_exports_tfs_signatures(tmp_path):
+    X, y = iris()
+    X = (X - X.mean(0)) / X.std(0)
+    est = tf.estimator.Estimator(iris_model_fn(tf.keras.optimizers.Adagrad(0.1), []), model_dir=str(tmp_path))
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, y)).repeat().batch(150), steps=20)
+    want = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": X[:5]}).batch(5),
+                            yield_single_examples=False))[0]
+    spec = {"x": tf.io.FixedLenFeature([4], tf.float32)}
+    path = est.export_saved_model(str(tmp_path / "e"),
+                                  tf.estimator.export.build_parsing_serving_input_receiver_fn(spec))
+    sigs = tf.saved_model.load(path.decode()).signatures
+    assert set(sigs) == {"serving_default", "classification", "predict"}  # the multi-class head's, as TF's
+    rows = tf.constant([tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=r))})).SerializeToString() for r in X[:5]])
+    out = sigs["predict"](examples=rows)
+    assert set(out) == {"logits", "probabilities", "class_ids", "classes", "all_class_ids", "all_classes"}
+    np.testing.assert_allclose(out["probabilities"].numpy(), want["probabilities"], rtol=1e-5)
+    cls = sigs["classification"](inputs=rows)
+    np.testing.assert_allclose(cls["scores"].numpy(), want["probabilities"], rtol=1e-5)
+    assert [[c.decode() for c in r] for r in cls["classes"].numpy()] == [["0", "1", "2"]] * 5
+
+
 def run_eval(tmp_path, head, X, Y, logits_fn=None):
     est = fixed_logits_estimator(head, tmp_path)
     return est.evaluate(lambda: tf.data.Dataset.from_tensor_slices(({"x": X, "w": W}, Y)).batch(4), steps=1)

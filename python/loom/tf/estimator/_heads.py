@@ -434,7 +434,8 @@ class MultiHead(_Head):
         arr = (L.vp * len(heads))(*[h._p for h in heads])
         ws = None if head_weights is None else (L.dbl * len(heads))(*self._head_weights)
         for h in heads:
-            h._owned = True  # the multi-head frees them
+            h._owned = True  # the multi-head frees them (its C head owns theirs)
+            h._parent = self  # and lives as long as any of them
         st = _Status()
         self._made(lib.loom_multi_head_new(len(heads), arr, ws, st.p), st)
 
