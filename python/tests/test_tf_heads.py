@@ -311,3 +311,31 @@ def test_head_loss_adds_regularization_losses(tmp_path):
     r = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path)).evaluate(
         lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(2), steps=1)
     assert r["loss"] == pytest.approx((1.0 + 4.0) / 2 + 0.25)
+
+
+def test_weight_column_comes_from_the_features_given(tmp_path):
+    """The weight column is read from create_estimator_spec's / loss's features dict, as TF's."""
+    head = tf.estimator.RegressionHead(weight_column="w")
+    X, Y = np.array([[1.0], [2.0]], np.float32), np.array([[0.0], [0.0]], np.float32)
+
+    def inp():
+        return tf.data.Dataset.from_tensor_slices(({"x": X, "w": np.array([1.0, 3.0], np.float32)}, Y)).batch(2)
+
+    def model_fn(features, labels, mode):
+        doubled = dict(features, w=features["w"] * 2.0)
+        return head.create_estimator_spec(features=doubled, mode=mode, logits=features["x"], labels=labels)
+
+    def loss_fn(features, labels, mode):
+        doubled = dict(features, w=features["w"] * 2.0)
+        return tf.estimator.EstimatorSpec(mode, loss=head.loss(labels, features["x"], features=doubled))
+    r = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "s")).evaluate(inp, steps=1)
+    assert r["loss"] == pytest.approx((2 * 1.0 + 6 * 4.0) / 2)  # weights 2 and 6
+    assert r["average_loss"] == pytest.approx((2 * 1.0 + 6 * 4.0) / 8)  # the weighted mean
+    r = tf.estimator.Estimator(loss_fn, model_dir=str(tmp_path / "l")).evaluate(inp, steps=1)
+    assert r["loss"] == pytest.approx((2 * 1.0 + 6 * 4.0) / 2)
+
+    def no_w(features, labels, mode):
+        return head.create_estimator_spec(features={"x": features["x"]}, mode=mode, logits=features["x"],
+                                          labels=labels)
+    with pytest.raises(ValueError, match="weight_column 'w' is not in features"):
+        tf.estimator.Estimator(no_w, model_dir=str(tmp_path / "n")).evaluate(inp, steps=1)

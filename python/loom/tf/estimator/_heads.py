@@ -46,6 +46,26 @@ def _weight(weight_column):
     return weight_column
 
 
+class _Features:
+    """The C features a head reads its weight column(s) from: the dense tensors of the features
+    dict given to loss / create_estimator_spec, else the model_fn's own."""
+
+    def __init__(self, features, graph, cfeatures):
+        self.p, self._own = cfeatures, False
+        if isinstance(features, dict):
+            self.p, self._own = lib.loom_features_new(), True
+            for k, v in features.items():
+                if isinstance(k, str) and isinstance(v, Output) and v.graph.p == graph.p:
+                    lib.loom_features_add(self.p, _b(k), v.c, None)
+
+    def __enter__(self):
+        return self.p
+
+    def __exit__(self, *exc):
+        if self._own:
+            lib.loom_features_free(self.p)
+
+
 def _unsupported(head, arg, what):
     return NotImplementedError("loom.tf: tf.estimator.%s(%s=...) is not supported; %s" % (head, arg, what))
 
@@ -157,11 +177,13 @@ class _Head:
 
     def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
         """The training loss tensor (TF's: weighted, reduced with loss_reduction, plus the
-        regularization losses); in a model_fn, the weight column read from its features."""
+        regularization losses), in a model_fn; the weight column is read from features (a dict),
+        else from the model_fn's features."""
         what, graph, cfeatures = self._graph("loss", logits)
         arr = self._labels_array(what, labels)
         st = _Status()
-        out = lib.loom_head_loss(self._p, graph.p, cfeatures, logits.c, arr, st.p)
+        with _Features(features, graph, cfeatures) as fp:
+            out = lib.loom_head_loss(self._p, graph.p, fp, logits.c, arr, st.p)
         try:
             st.raise_if()
             graph._check()
@@ -252,15 +274,16 @@ class _Head:
         cb = L.HEAD_TRAIN_OP_FN(make_train_op)
         st = _Status()
         if isinstance(self, MultiHead):
-            rc = self._create_multi(graph, cfeatures, mode, logits, labels, cb, spec, st)
+            rc = self._create_multi(graph, features, cfeatures, mode, logits, labels, cb, spec, st)
         else:
             if mode != "infer" and labels is None:
                 raise ValueError("%s: labels must be given in mode %r" % (what, mode))
             if isinstance(labels, dict):
                 raise ValueError("%s: labels must be a tensor, got a dict (%s)" % (what, sorted(labels)))
             lab = labels.c if isinstance(labels, Output) else L.Output()
-            rc = lib.loom_head_create_spec(self._p, graph.p, cfeatures, _MODE_IDS[mode], logits.c, lab, cb, None,
-                                           spec, st.p)
+            with _Features(features, graph, cfeatures) as fp:
+                rc = lib.loom_head_create_spec(self._p, graph.p, fp, _MODE_IDS[mode], logits.c, lab, cb, None, spec,
+                                               st.p)
         if err:
             raise err[0]
         try:
@@ -443,7 +466,7 @@ class MultiHead(_Head):
     def heads(self):
         return self._heads
 
-    def _create_multi(self, graph, cfeatures, mode, logits, labels, cb, spec, st):
+    def _create_multi(self, graph, features, cfeatures, mode, logits, labels, cb, spec, st):
         what = "MultiHead.create_estimator_spec"
         n = len(self._heads)
         arr = (L.Output * n)()
@@ -455,5 +478,6 @@ class MultiHead(_Head):
                     raise ValueError("%s: labels has no entry for head %r (keys: %s)"
                                      % (what, h.name, sorted(labels)))
                 arr[i] = labels[h.name].c
-        return lib.loom_head_create_spec_multi(self._p, graph.p, cfeatures, _MODE_IDS[mode], logits.c, arr, cb,
-                                               None, spec, st.p)
+        with _Features(features, graph, cfeatures) as fp:
+            return lib.loom_head_create_spec_multi(self._p, graph.p, fp, _MODE_IDS[mode], logits.c, arr, cb, None,
+                                                   spec, st.p)
