@@ -125,6 +125,44 @@ def iris_model_fn(optimizer, shapes):
     return model_fn
 
 
+@pytest.mark.parametrize("name", sorted(FIX["regularized"]))
+def test_regularization_losses_as_tf(tmp_path, name):
+    """create_estimator_spec(regularization_losses=...): TF's loss (plus their sum) and its
+    "regularization_loss" metric; the train op minimizes the regularized loss."""
+    case, want = FIX["cases"][name], FIX["regularized"][name]
+    X = np.array(case["logits"], np.float32)
+    Y = labels_of(case)
+    head = make(name, "sum_over_batch_size")
+    seen = {}
+
+    def model_fn(features, labels, mode):
+        dummy = tf.compat.v1.get_variable("dummy", [], initializer=tf.compat.v1.zeros_initializer())
+        logits = features["x"] + 0.0 * dummy
+        if isinstance(head, tf.estimator.MultiHead):
+            labels = {h.name: features[h.name] for h in head.heads}
+        regs = [tf.constant(FIX["regularization_losses"][0]), FIX["regularization_losses"][1]]
+
+        def train_op_fn(loss):
+            seen["train_loss"] = loss
+            return tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+                loss, global_step=tf.compat.v1.train.get_global_step())
+        spec = head.create_estimator_spec(features=features, mode=mode, logits=logits, labels=labels,
+                                          train_op_fn=train_op_fn, regularization_losses=regs)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            assert spec.loss is seen["train_loss"]  # the regularized loss, as TF's
+        return spec
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    feats = {"x": X, "w": W}
+    if isinstance(Y, dict):
+        feats.update(Y)
+        Y = Y["b"]
+    est.train(lambda: tf.data.Dataset.from_tensor_slices((feats, Y)).repeat().batch(4), steps=1)
+    r = est.evaluate(lambda: tf.data.Dataset.from_tensor_slices((feats, Y)).batch(4), steps=1)
+    assert r["loss"] == pytest.approx(want["loss"], rel=1e-5)
+    assert set(r) - {"loss", "global_step"} == set(want["metrics"])
+    check_metrics(r, want["metrics"], name)
+
+
 @pytest.mark.parametrize("optimizer", ["keras", "v1", "train_op_fn"])
 def test_multi_class_head_trains_on_iris(tmp_path, optimizer):
     X, y = iris()
@@ -247,9 +285,6 @@ def test_create_estimator_spec_train_op_errors(tmp_path):
         fit(optimizer="sgd", trainable_variables=[])
     with pytest.raises(NotImplementedError, match="RMSprop"):
         fit(optimizer=tf.keras.optimizers.RMSprop(0.1), trainable_variables=[])
-    with pytest.raises(NotImplementedError, match="regularization_losses"):
-        fit(optimizer=tf.keras.optimizers.SGD(0.1), trainable_variables=[],
-            regularization_losses=[tf.constant(1.0)])
     with pytest.raises(RuntimeError, match="model_fn"):
         head.create_estimator_spec(features={}, mode="infer", logits=None)
 

@@ -190,9 +190,8 @@ class _Head:
         except LoomError as e:
             raise ValueError("%s: %s" % (what, e)) from None
         loss = Output(graph, out)
-        for r in regularization_losses or []:
-            loss = loss + r
-        return loss
+        reg = _reg_total(graph, regularization_losses)
+        return loss if reg is None else loss + reg
 
     def predictions(self, logits, keys=None):
         """The predictions dict (TF's keys; keys selects some), tensors of the model_fn."""
@@ -227,10 +226,6 @@ class _Head:
         spec = _ops._specs[-1]
         if mode not in _MODE_IDS:
             raise ValueError("%s: mode must be a tf.estimator.ModeKeys value, got %r" % (what, mode))
-        if regularization_losses:
-            raise NotImplementedError("loom.tf: %s(regularization_losses=...) is not supported: add the "
-                                      "regularization to the variables (kernel_regularizer) or build the "
-                                      "EstimatorSpec yourself" % what)
         if not isinstance(logits, Output):
             raise TypeError("%s: logits must be a tensor of the model_fn's graph, got %r" % (what, type(logits)))
         if isinstance(logits, Output) and logits.graph.p != graph.p:
@@ -251,10 +246,13 @@ class _Head:
                                  % (optimizer,))
         res = EstimatorSpec(mode)
         err = []
+        reg = _reg_total(graph, regularization_losses)
 
         def make_train_op(g, loss, user):
             try:
                 lo = Output(graph, loss)
+                if reg is not None:
+                    lo = lo + reg
                 res.loss = lo
                 if train_op_fn is not None:
                     op = train_op_fn(lo)
@@ -291,8 +289,27 @@ class _Head:
             graph._check()
         except LoomError as e:
             raise ValueError("%s: %s" % (what, e)) from None
+        if reg is not None and mode != "infer":  # TF: the loss plus the regularization; its mean as a metric
+            loss = res.loss if mode == "train" else self.loss(labels, logits, features, mode, [reg])
+            st.raise_if(lib.loom_spec_set_loss(spec, loss.c))
+            if mode == "eval":
+                from .. import _v1_ops
+                key = "regularization_loss" + ("/" + self._name if self._name else "")
+                st.raise_if(lib.loom_spec_add_eval_metric(spec, _b(key), _v1_ops.mean(reg)._metric))
         res._head_filled = True
         return res
+
+
+def _reg_total(graph, regularization_losses):
+    """The sum of the regularization losses (tensors or numbers) as a float32 scalar tensor, None without."""
+    regs = list(regularization_losses or [])
+    if not regs:
+        return None
+    total = None
+    for r in regs:
+        r = r if isinstance(r, Output) else graph.constant(np.float32(r))
+        total = r if total is None else total + r
+    return total
 
 
 def _v1(optimizer):
