@@ -3,11 +3,13 @@ MultiLabelHead, RegressionHead, PoissonRegressionHead,
 LogisticRegressionHead and MultiHead on loom's C heads (loom_head.h), with
 TF's arguments, defaults, losses, prediction keys and eval metric keys.
 
-create_estimator_spec is called in an Estimator's model_fn (it builds the
-loss, predictions, eval metrics, export outputs and, in TRAIN, the train op
-in the model_fn's graph); the EstimatorSpec it returns is what the model_fn
-returns. Its loss is the training loss tensor in TRAIN (None in EVAL and
-PREDICT, where loom's head reports it as the eval "loss" and TF's metrics).
+create_estimator_spec, loss and predictions are called in an Estimator's
+model_fn and build in its graph. create_estimator_spec fills loom's spec of
+the call with the loss, predictions, eval metrics, export outputs and, in
+TRAIN, the train op; the EstimatorSpec it returns is what the model_fn
+returns (its loss is the training loss tensor in TRAIN, None in EVAL and
+PREDICT, where the head reports it as the eval "loss"). metrics and
+update_metrics (Keras metric objects) are not provided.
 """
 import ctypes as C
 
