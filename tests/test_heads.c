@@ -235,6 +235,81 @@ Test(heads, eval_metrics_match_tf) {
   }
 }
 
+/* ---- loom_head_loss and loom_head_predictions alone (TF's head.loss, head.predictions) ---- */
+static void collect_pred(const char *key, loom_output v, void *user) {
+  int *n = user;
+  cr_assert(key && *key && v.node, "prediction %d", *n);
+  (*n)++;
+}
+
+Test(heads, loss_and_predictions_alone_match_tf) {
+  for (int ci = 0; ci < HF_NCASES; ci++) {
+    const hf_case *c = &hf_cases[ci];
+    for (int r = 0; r < 2; r++) {
+      loom_reduction red = r ? LOOM_REDUCTION_SUM : LOOM_REDUCTION_SUM_OVER_BATCH_SIZE;
+      built b; /* the EVAL spec's graph: the same logits, labels and weights as constants */
+      build_case(&b, c, LOOM_MODE_EVAL, red);
+      loom_head *h = make_head(c->name, red);
+      loom_status *st = loom_status_new();
+      int64_t L = c->nlogits / B, ld[2] = {B, L}, wd[2] = {B, 1};
+      loom_output logits = loom_const_data(b.g, LOOM_F32, 2, ld, c->logits, "logits2");
+      loom_output labs[2];
+      if (!strcmp(c->name, "multi_head")) {
+        int64_t lab[8];
+        for (int i = 0; i < 8; i++) lab[i] = (int64_t)c->labels[i];
+        labs[0] = loom_const_data(b.g, LOOM_I64, 2, wd, lab, "lb2");
+        labs[1] = loom_const_data(b.g, LOOM_I64, 2, wd, lab + 4, "lm2");
+      } else if (c->nvocab) {
+        int64_t dd[2] = {B, c->nlabels / B};
+        loom_tensor *lt = loom_tensor_new(LOOM_STRING, 2, dd, NULL);
+        for (int i = 0; i < c->nlabels; i++) {
+          const char *e = c->vocab[(int)c->labels[i]];
+          loom_tensor_set_string(lt, i, e, strlen(e), NULL);
+        }
+        labs[0] = loom_const(b.g, lt, "labels2");
+        loom_tensor_free(lt);
+      } else {
+        int64_t dd[2] = {B, c->nlabels / B};
+        float v[16];
+        for (int i = 0; i < c->nlabels; i++) v[i] = (float)c->labels[i];
+        labs[0] = loom_const_data(b.g, LOOM_F32, 2, dd, v, "labels2");
+        if (!is_float_labels(c->name)) labs[0] = loom_cast(b.g, labs[0], LOOM_I64, NULL);
+      }
+      loom_output loss = loom_head_loss(h, b.g, b.f, logits, labs, st);
+      cr_assert(loss.node, "%s: %s", c->name, loom_status_message(st));
+      int np = 0;
+      cr_assert_eq(loom_head_predictions(h, b.g, logits, collect_pred, &np, st), LOOM_OK, "%s: %s", c->name,
+                   loom_status_message(st));
+      cr_expect_eq(np, c->npreds, "%s: %d predictions, TF %d", c->name, np, c->npreds);
+      loom_session *s = loom_session_new(b.g, NULL, st);
+      cr_assert(s, "%s", loom_status_message(st));
+      loom_tensor *v = NULL;
+      cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &loss, &v, 1, NULL, 0, st), LOOM_OK, "%s: %s", c->name,
+                   loom_status_message(st));
+      double got = scalar_of(v), want = r ? c->loss_sum : c->loss_sobs;
+      cr_expect(fabs(got - want) <= 2e-6 * (1 + fabs(want)), "%s red %d: loss %.9g want %.9g", c->name, (int)red,
+                got, want);
+      loom_tensor_free(v);
+      loom_session_free(s);
+      loom_status_free(st);
+      loom_head_free(h);
+      built_free(&b);
+    }
+  }
+  /* a multi-head without a head's labels names it */
+  loom_head *h = make_head("multi_head", LOOM_REDUCTION_SUM);
+  loom_graph *g = loom_graph_new();
+  loom_status *st = loom_status_new();
+  int64_t ld[2] = {B, 4};
+  float z[16] = {0};
+  loom_output labs[2] = {loom_const_data(g, LOOM_F32, 2, ld, z, "l"), {NULL, 0}};
+  loom_output loss = loom_head_loss(h, g, NULL, loom_const_data(g, LOOM_F32, 2, ld, z, "x"), labs, st);
+  cr_expect(!loss.node && strstr(loom_status_message(st), "labels of head 'm'"), "%s", loom_status_message(st));
+  loom_status_free(st);
+  loom_graph_free(g);
+  loom_head_free(h);
+}
+
 /* ---- TRAIN: the loss under SUM and SUM_OVER_BATCH_SIZE; the train op ---- */
 Test(heads, train_loss_both_reductions) {
   for (int ci = 0; ci < HF_NCASES; ci++) {

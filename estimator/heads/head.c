@@ -862,3 +862,107 @@ loom_code loom_head_create_spec(const loom_head *h, loom_graph *g, const loom_fe
   loom__free(c);
   return rc;
 }
+
+/* ------------------------------------------------------------ loss and predictions alone */
+
+static loom_output single_loss(loom_graph *g, const loom_head *h, const loom_features *f, loom_output logits,
+                               loom_output labels) {
+  loom_graph_push_scope(g, h->name ? h->name : "head");
+  logits = to_2d(g, h, logits, h->logits_dim, "logits");
+  if (loom_output_dtype(logits) != LOOM_F32) logits = loom_cast(g, logits, LOOM_F32, NULL);
+  loom_graph_push_scope(g, "losses");
+  loom_output lab = process_labels(g, h, labels);
+  loom_output w = weights_of(g, h, f, h->logits_dim);
+  loom_output el = unweighted_loss(g, h, logits, lab);
+  loom_output loss = loom_losses_compute_weighted_loss(g, el, w, "weighted_loss", "", (int)h->red);
+  loom_graph_pop_scope(g);
+  loom_graph_pop_scope(g);
+  return loss;
+}
+
+static int multi_logits_ok(loom_graph *g, const loom_head *h, loom_output logits) {
+  int64_t dims[8];
+  if (loom_output_ndim(logits) != 2 || (loom_output_dims(logits, dims), dims[1] >= 0 && dims[1] != h->logits_dim)) {
+    loom_graph_set_error(g, LOOM_INVALID_ARGUMENT,
+                         "MultiHead %s: logits must be [batch, %lld] (the heads' logits dimensions summed)", h->name,
+                         (long long)h->logits_dim);
+    return 0;
+  }
+  return 1;
+}
+
+static loom_output head_slice(loom_graph *g, loom_output logits, int64_t off, int64_t d) {
+  int64_t begin[2] = {0, off}, size[2] = {-1, d};
+  return loom_slice(g, logits, begin, size, NULL);
+}
+
+loom_output loom_head_loss(const loom_head *h, loom_graph *g, const loom_features *features, loom_output logits,
+                           const loom_output *labels, loom_status *st) {
+  if (!h || !g || !logits.node || !labels) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "head: head, graph, logits or labels is NULL");
+    return no_output();
+  }
+  int n = h->kind == HK_MULTI ? h->nheads : 1;
+  for (int i = 0; i < n; i++)
+    if (!labels[i].node) {
+      if (h->kind == HK_MULTI)
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "MultiHead %s: labels of head '%s' are NULL", h->name,
+                        h->heads[i]->name);
+      else
+        loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: labels are NULL", kind_names[h->kind]);
+      return no_output();
+    }
+  loom_output loss = no_output();
+  if (h->kind != HK_MULTI) {
+    loss = single_loss(g, h, features, logits, labels[0]);
+  } else if (multi_logits_ok(g, h, logits)) {
+    loom_graph_push_scope(g, h->name);
+    int64_t off = 0;
+    for (int i = 0; i < h->nheads && loom_graph_status(g, NULL) == LOOM_OK; i++) {
+      const loom_head *sh = h->heads[i];
+      loom_output l = single_loss(g, sh, features, head_slice(g, logits, off, sh->logits_dim), labels[i]);
+      off += sh->logits_dim;
+      if (h->head_weights) l = loom_mul(g, l, f32c(g, (float)h->head_weights[i]), NULL);
+      loss = loss.node ? loom_add(g, loss, l, NULL) : l;
+    }
+    if (loom_graph_status(g, NULL) == LOOM_OK) loss = loom_identity(g, loss, "merge_losses");
+    loom_graph_pop_scope(g);
+  }
+  if (loom_graph_status(g, st) != LOOM_OK) return no_output();
+  return loss;
+}
+
+loom_code loom_head_predictions(const loom_head *h, loom_graph *g, loom_output logits, loom_head_prediction_fn fn,
+                                void *user, loom_status *st) {
+  if (!h || !g || !logits.node || !fn)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "head: head, graph, logits or fn is NULL");
+  hc *all = loom__calloc(1, sizeof *all), *sub = loom__calloc(1, sizeof *sub);
+  if (!all || !sub) {
+    loom__free(all);
+    loom__free(sub);
+    return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "head: out of memory");
+  }
+  if (h->kind != HK_MULTI) {
+    build_single(g, h, NULL, LOOM_MODE_PREDICT, logits, no_output(), all);
+  } else if (multi_logits_ok(g, h, logits)) {
+    loom_graph_push_scope(g, h->name);
+    int64_t off = 0;
+    for (int i = 0; i < h->nheads && loom_graph_status(g, NULL) == LOOM_OK; i++) {
+      const loom_head *sh = h->heads[i];
+      memset(sub, 0, sizeof *sub);
+      build_single(g, sh, NULL, LOOM_MODE_PREDICT, head_slice(g, logits, off, sh->logits_dim), no_output(), sub);
+      off += sh->logits_dim;
+      for (int k = 0; k < sub->np; k++) {
+        char key[HC_KEY];
+        snprintf(key, sizeof key, "%s/%s", sh->name, sub->p[k].key);
+        hc_pred_add(g, all, key, sub->p[k].v);
+      }
+    }
+    loom_graph_pop_scope(g);
+  }
+  loom_code rc = loom_graph_status(g, st);
+  for (int i = 0; i < all->np && !rc; i++) fn(all->p[i].key, all->p[i].v, user);
+  loom__free(all);
+  loom__free(sub);
+  return rc;
+}

@@ -176,6 +176,23 @@ LOOM_API loom_code loom_head_create_spec_multi(const loom_head *h, loom_graph *g
                                                loom_head_train_op_fn train_op_fn, void *user,
                                                loom_estimator_spec *spec, loom_status *st);
 
+/* The training loss alone (TF's head.loss): the weighted per-example loss
+ * reduced with the head's loss_reduction, built in g from logits [B,
+ * logits_dimension] and labels (one output; a multi-head one per head in
+ * its heads' order, its loss sum_i head_weights[i] * loss_i). features
+ * supplies the weight column (may be NULL without one). Label checks as in
+ * create_spec. Returns {NULL, 0} on failure (graph errors by the sticky
+ * rule; NULL arguments INVALID_ARGUMENT in st). */
+LOOM_API loom_output loom_head_loss(const loom_head *h, loom_graph *g, const loom_features *features,
+                                    loom_output logits, const loom_output *labels, loom_status *st);
+/* The predictions alone (TF's head.predictions): builds them in g from
+ * logits and calls fn(key, value, user) for each, with create_spec's keys
+ * in its order (a multi-head's "<head name>/<key>"). key is valid during
+ * the call. Returns the graph's first error code. */
+typedef void (*loom_head_prediction_fn)(const char *key, loom_output value, void *user);
+LOOM_API loom_code loom_head_predictions(const loom_head *h, loom_graph *g, loom_output logits,
+                                         loom_head_prediction_fn fn, void *user, loom_status *st);
+
 #ifdef __cplusplus
 }
 #endif

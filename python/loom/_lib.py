@@ -511,3 +511,46 @@ _d("loom_dataset_shard", vp, vp, i64, i64, vp)
 _d("loom_dataset_filter_graph", vp, vp, vp, cint, P(Output), Output, vp)
 _d("loom_dataset_interleave", vp, cint, P(vp), i64, i64, vp)
 _d("loom_dataset_zip", vp, cint, P(vp), vp)
+
+
+# heads (loom_head.h)
+class BinaryHeadOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("weight_column", cs), ("nthresholds", i32), ("thresholds", P(dbl)),
+                ("nlabel_vocabulary", i32), ("label_vocabulary", P(cs)), ("loss_reduction", cint), ("name", cs)]
+
+
+class MultiClassHeadOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("n_classes", i64), ("weight_column", cs), ("nlabel_vocabulary", i32),
+                ("label_vocabulary", P(cs)), ("loss_reduction", cint), ("name", cs)]
+
+
+class MultiLabelHeadOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("n_classes", i64), ("weight_column", cs), ("nthresholds", i32),
+                ("thresholds", P(dbl)), ("nlabel_vocabulary", i32), ("label_vocabulary", P(cs)),
+                ("loss_reduction", cint), ("name", cs)]
+
+
+class RegressionHeadOptions(C.Structure):
+    _fields_ = [("struct_size", u32), ("label_dimension", i64), ("weight_column", cs), ("loss_reduction", cint),
+                ("compute_full_loss", i32), ("name", cs)]
+
+
+HEAD_TRAIN_OP_FN = C.CFUNCTYPE(vp, vp, Output, vp)
+_d("loom_binary_head_options_default", BinaryHeadOptions)
+_d("loom_multi_class_head_options_default", MultiClassHeadOptions)
+_d("loom_multi_label_head_options_default", MultiLabelHeadOptions)
+_d("loom_regression_head_options_default", RegressionHeadOptions)
+_d("loom_binary_class_head_new", vp, P(BinaryHeadOptions), vp)
+_d("loom_multi_class_head_new", vp, P(MultiClassHeadOptions), vp)
+_d("loom_multi_label_head_new", vp, P(MultiLabelHeadOptions), vp)
+for _n in ("regression", "poisson_regression", "logistic_regression"):
+    _d("loom_%s_head_new" % _n, vp, P(RegressionHeadOptions), vp)
+_d("loom_multi_head_new", vp, cint, P(vp), P(dbl), vp)
+_d("loom_head_free", None, vp)
+_d("loom_head_logits_dimension", i64, vp)
+_d("loom_head_name", cs, vp)
+_d("loom_head_create_spec", cint, vp, vp, vp, cint, Output, Output, HEAD_TRAIN_OP_FN, vp, vp, vp)
+_d("loom_head_create_spec_multi", cint, vp, vp, vp, cint, Output, P(Output), HEAD_TRAIN_OP_FN, vp, vp, vp)
+HEAD_PREDICTION_FN = C.CFUNCTYPE(None, cs, Output, vp)
+_d("loom_head_loss", Output, vp, vp, vp, Output, P(Output), vp)
+_d("loom_head_predictions", cint, vp, vp, Output, HEAD_PREDICTION_FN, vp, vp)

@@ -31,7 +31,11 @@ def test_struct_layouts_match_the_c_library():
                     ("loom_onnx_options_default", L.OnnxOptions),
                     ("loom_conv2d_options_default", L.Conv2DOptions),
                     ("loom_dropout_options_default", L.DropoutOptions),
-                    ("loom_warm_start_settings_default", L.WarmStartSettings)]:
+                    ("loom_warm_start_settings_default", L.WarmStartSettings),
+                    ("loom_binary_head_options_default", L.BinaryHeadOptions),
+                    ("loom_multi_class_head_options_default", L.MultiClassHeadOptions),
+                    ("loom_multi_label_head_options_default", L.MultiLabelHeadOptions),
+                    ("loom_regression_head_options_default", L.RegressionHeadOptions)]:
         assert getattr(L.lib, fn)().struct_size == ctypes.sizeof(cls), fn
     # and the defaults read through the layout are the documented ones
     d = L.lib.loom_dnn_options_default()

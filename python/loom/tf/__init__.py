@@ -197,7 +197,7 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout,
                      batch_normalization=_gops.batch_normalization),
     GraphKeys=_gops.GraphKeys, get_collection=_gops.get_collection, control_dependencies=_gops.control_dependencies,
-    get_variable=_vars.get_variable,
+    get_variable=_vars.get_variable, trainable_variables=_vars.trainable_variables,
     **{k: getattr(_vars, k) for k in ("zeros_initializer", "ones_initializer", "constant_initializer",
                                       "random_uniform_initializer", "random_normal_initializer",
                                       "truncated_normal_initializer", "glorot_uniform_initializer",

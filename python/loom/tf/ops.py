@@ -82,6 +82,7 @@ class MetricOp(tuple):
 
 _graphs = []  # the graphs of the model_fn / hook begin() being called (innermost last)
 _features = []  # (graph, the C loom_features) of the model_fn being called: what input_layer reads
+_specs = []  # the C loom_estimator_spec of the model_fn being called (what a head's create_estimator_spec fills)
 
 
 class _GlobalStep:

@@ -33,7 +33,9 @@ __all__ = ["RunConfig", "ModeKeys", "EstimatorSpec", "Estimator", "DNNClassifier
            "SessionRunArgs", "SessionRunContext", "SessionRunValues", "StopAtStepHook", "CheckpointSaverHook",
            "SummarySaverHook", "StepCounterHook", "ProfilerHook", "GlobalStepWaiterHook", "NanTensorHook",
            "LoggingTensorHook", "FeedFnHook", "export", "experimental", "add_metrics",
-           "classifier_parse_example_spec", "regressor_parse_example_spec", "CheckpointSaverListener"]
+           "classifier_parse_example_spec", "regressor_parse_example_spec", "CheckpointSaverListener",
+           "BinaryClassHead", "MultiClassHead", "MultiLabelHead", "RegressionHead", "PoissonRegressionHead",
+           "LogisticRegressionHead", "MultiHead"]
 
 
 class RunConfig(_config.RunConfig):
@@ -182,11 +184,13 @@ class Estimator(_LoomEstimator):
                     kw[k] = v
             _ops._graphs.append(graph)
             _ops._features.append((graph, features))
+            _ops._specs.append(spec)
             try:
                 res = self._model_fn(**kw)
             finally:
                 _ops._graphs.pop()
                 _ops._features.pop()
+                _ops._specs.pop()
             graph._check()
             _apply_spec(res, spec, self)
             return 0
@@ -493,6 +497,9 @@ def _apply_spec(res, spec, owner):
         raise TypeError("model_fn should return an EstimatorSpec, got %s" % type(res).__name__)
     if res.scaffold:
         raise NotImplementedError("loom.tf: EstimatorSpec(scaffold=...) is not supported yet")
+    if getattr(res, "_head_filled", False):  # a head's create_estimator_spec filled loom's spec
+        _hooks_mod.add_spec_hooks(spec, res, owner)
+        return
     st = _Status()
     if res.loss is not None:
         st.raise_if(lib.loom_spec_set_loss(spec, res.loss.c))
@@ -751,6 +758,8 @@ class BaselineRegressor(Estimator):
                lambda o: _set_optimizer(self, o.optimizer, optimizer, "optimizer"), lib.loom_baseline_regressor_new)
 
 
+from ._heads import BinaryClassHead, MultiClassHead, MultiLabelHead, RegressionHead, PoissonRegressionHead, \
+    LogisticRegressionHead, MultiHead  # noqa: E402
 from ._tae import TrainSpec, EvalSpec, train_and_evaluate, LatestExporter, BestExporter, FinalExporter  # noqa
 from . import _early_stopping  # noqa: E402
 from . import _extras  # noqa: E402
