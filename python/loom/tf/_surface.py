@@ -8,9 +8,11 @@ import types
 ALTERNATIVES = {
     "compat.v1.layers": "tf.compat.v1.layers dense, conv2d, max_pooling2d, average_pooling2d, flatten, dropout, "
                         "batch_normalization, or a model on loom.Graph with loom.Estimator",
-    "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, conv2d, max_pool2d, "
-          "avg_pool2d, conv2d_transpose, moments, batch_normalization, or loom.Graph",
-    "compat.v1.nn": "the tf.compat.v1.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, conv2d, "
+    "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, "
+          "weighted_cross_entropy_with_logits, log_poisson_loss, top_k, in_top_k, zero_fraction, conv2d, "
+          "max_pool2d, avg_pool2d, conv2d_transpose, moments, batch_normalization, or loom.Graph",
+    "compat.v1.nn": "the tf.compat.v1.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, "
+                    "weighted_cross_entropy_with_logits, log_poisson_loss, top_k, in_top_k, zero_fraction, conv2d, "
                     "max_pool, avg_pool, conv2d_transpose, moments, batch_normalization, dropout, or loom.Graph",
     "data.Dataset": "the sources TFRecordDataset, TextLineDataset, FixedLengthRecordDataset, "
                     "experimental.CsvDataset / make_csv_dataset or Dataset.from_tensor_slices, with map, filter, "
