@@ -141,6 +141,7 @@ def _l2_model_fn(seen, learning_rate):
         seen["collection"] = [v.name for v in v1.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)]
         seen["scoped"] = [v.name for v in v1.trainable_variables(scope="dense_1")]
         seen["reg_losses"] = v1.losses.get_regularization_losses()
+        seen["losses"] = [x.op for x in v1.get_collection(v1.GraphKeys.LOSSES)]
         l2 = tf.add_n([tf.nn.l2_loss(v) for v in tv if "bias" not in v.name])
         loss = mse + L2 * l2 + v1.losses.get_regularization_loss()
         op = v1.train.GradientDescentOptimizer(learning_rate).minimize(loss, global_step=v1.train.get_global_step())
@@ -170,6 +171,7 @@ def test_trainable_variables_l2_regularization_in_an_estimator(tmp_path):
     assert seen["collection"] == seen["trainable"]
     assert seen["scoped"] == ["dense_1/kernel:0", "dense_1/bias:0"]
     assert seen["reg_losses"] == []
+    assert len(seen["losses"]) == 1  # mean_squared_error's loss
     step0 = est.evaluate(_input_fn, steps=1)["loss"]
     want, mse = _hand_loss(est)
     assert want - mse > 1e-3  # the L2 term is a visible part of the loss
