@@ -10,6 +10,10 @@ arguments, the tensors to differentiate) and per case i the arrays
 "<i>/in/<arg>", "<i>/out<k>" (TF's output k), "<i>/w<k>" (fixed weights of
 float output k) and "<i>/grad/<arg>" (the gradient of sum_k sum(out_k * w_k)
 with respect to each differentiated argument, by tf.GradientTape).
+And tf.compat.v1.summary.image: "image_cases" (JSON: per case the name,
+max_outputs and TF's Summary.Values' tags, heights, widths, colorspaces),
+"image/<i>/in" (the images) and "image/<i>/px<j>" (the pixels of value j's
+PNG, decoded by tf.io.decode_png).
 
 Run: $(scripts/peer_venv.sh tf) scripts/gen_tf_model_fn_ops_fixtures.py
 """
@@ -68,6 +72,38 @@ def cases(rng):
     ]
 
 
+def image_cases(rng):
+    a = rng.randn(4, 3, 5, 3).astype(F32)
+    a[1, 2, 3, 0] = np.nan
+    d = (rng.rand(1, 2, 3, 3) * 4).astype(np.float64)
+    d[0, 1, 1, 2] = np.inf
+    return [
+        ("img", a, 3),
+        ("gray", (rng.rand(2, 4, 2, 1) * 0.5).astype(F32), 1),
+        ("rgba", rng.randint(0, 256, (2, 3, 3, 4)).astype(np.uint8), 5),
+        ("dbl", d, 2),
+        ("zeros", np.zeros((1, 2, 2, 1), F32), 3),
+        ("tiny", np.full((1, 2, 2, 3), -1e-7, F32), 3),
+    ]
+
+
+def images(rng, arrays):
+    specs = []
+    for i, (name, a, max_outputs) in enumerate(image_cases(rng)):
+        with tf.Graph().as_default():
+            s = tf.compat.v1.summary.image(name, tf.constant(a), max_outputs=max_outputs)
+            with tf.compat.v1.Session() as sess:
+                summary = tf.compat.v1.Summary.FromString(sess.run(s))
+        arrays["image/%d/in" % i] = a
+        spec = {"name": name, "max_outputs": max_outputs, "tags": [], "hwc": []}
+        for j, v in enumerate(summary.value):
+            spec["tags"].append(v.tag)
+            spec["hwc"].append([v.image.height, v.image.width, v.image.colorspace])
+            arrays["image/%d/px%d" % (i, j)] = tf.io.decode_png(v.image.encoded_image_string).numpy()
+        specs.append(spec)
+    return specs
+
+
 def _fn(path):
     f = tf
     for p in path.split("."):
@@ -100,7 +136,9 @@ def main():
             if w is not None:
                 arrays["%d/w%d" % (i, k)] = w
         specs.append({"fn": path, "tensors": list(tensors), "kwargs": kwargs, "diff": diff, "outputs": len(outs)})
-    np.savez_compressed(OUT, cases=np.array(json.dumps(specs)), **arrays)
+    image_specs = images(rng, arrays)
+    np.savez_compressed(OUT, cases=np.array(json.dumps(specs)), image_cases=np.array(json.dumps(image_specs)),
+                        **arrays)
     print("wrote", OUT, len(specs), "cases")
 
 

@@ -185,3 +185,134 @@ def test_trainable_variables_l2_regularization_in_an_estimator(tmp_path):
     after = est.evaluate(_input_fn, steps=1)["loss"]
     assert after < first
     np.testing.assert_allclose(after, _hand_loss(est)[0], rtol=1e-5)
+
+
+# ---------------------------------------------------------------- tf.compat.v1.summary.image
+IMAGE_CASES = json.loads(str(FIX["image_cases"]))
+
+
+def _fields(buf):
+    """A protobuf message's fields: {number: [value, ...]} (varints as ints, length-delimited as bytes)."""
+    out, i = {}, 0
+
+    def varint():
+        nonlocal i
+        v, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+    while i < len(buf):
+        key = varint()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            val = varint()
+        elif wt == 2:
+            n = varint()
+            val, i = buf[i:i + n], i + n
+        elif wt == 5:
+            val, i = buf[i:i + 4], i + 4
+        elif wt == 1:
+            val, i = buf[i:i + 8], i + 8
+        else:
+            raise ValueError("wire type %d" % wt)
+        out.setdefault(num, []).append(val)
+    return out
+
+
+def _read_images(model_dir):
+    """{tag: (height, width, colorspace, png bytes)} of the image summary values in model_dir's event files."""
+    import glob
+    import struct
+    got = {}
+    for path in glob.glob(os.path.join(model_dir, "events.out.tfevents.*")):
+        data = open(path, "rb").read()
+        i = 0
+        while i < len(data):
+            n = struct.unpack("<Q", data[i:i + 8])[0]
+            rec = data[i + 12:i + 12 + n]
+            i += 16 + n
+            for summary in _fields(rec).get(5, []):  # Event.summary
+                for value in _fields(summary).get(1, []):  # Summary.value
+                    v = _fields(value)
+                    if 4 in v:  # Value.image
+                        im = _fields(v[4][0])
+                        got[v[1][0].decode()] = (im[1][0], im[2][0], im[3][0], im[4][0])
+    return got
+
+
+def _decode_png(png):
+    """8-bit gray / RGB / RGBA PNG -> uint8 [h, w, channels] (every filter type)."""
+    import struct
+    import zlib
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    i, idat = 8, b""
+    while i < len(png):
+        n = struct.unpack(">I", png[i:i + 4])[0]
+        kind, body = png[i + 4:i + 8], png[i + 8:i + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+        elif kind == b"IDAT":
+            idat += body
+        i += 12 + n
+    assert depth == 8
+    ch = {0: 1, 2: 3, 4: 2, 6: 4}[ctype]
+    raw, stride = zlib.decompress(idat), w * ch
+    out, prev = np.zeros((h, stride), np.int32), np.zeros(stride, np.int32)
+    for y in range(h):
+        f = raw[y * (stride + 1)]
+        row = np.frombuffer(raw, np.uint8, stride, y * (stride + 1) + 1).astype(np.int32)
+        cur = np.zeros(stride, np.int32)
+        for x in range(stride):
+            a = cur[x - ch] if x >= ch else 0
+            b = prev[x]
+            c = prev[x - ch] if x >= ch else 0
+            p = a + b - c
+            pred = [0, a, b, (a + b) // 2,
+                    a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c)
+                    else c][f]
+            cur[x] = (row[x] + pred) & 0xFF
+        out[y], prev = cur, cur
+    return out.reshape(h, w, ch).astype(np.uint8)
+
+
+def test_summary_image_written_as_tf(tmp_path):
+    """Each case's image summary, written by the estimator, holds TF's tags, sizes and pixels."""
+    v1 = tf.compat.v1
+
+    def model_fn(features, labels, mode):
+        for i, c in enumerate(IMAGE_CASES):
+            a = FIX["image/%d/in" % i]
+            x = tf.constant(a, dtype=tf.as_dtype(a.dtype))
+            assert v1.summary.image(c["name"], x, max_outputs=c["max_outputs"]).shape == x.shape
+        w = v1.get_variable("w", [1])
+        loss = tf.reduce_sum(w * w) + 0 * tf.reduce_sum(features["x"])
+        op = v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=op)
+
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path),
+                                 config=tf.estimator.RunConfig(save_summary_steps=1))
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": np.zeros((2, 1), np.float32)},
+                                                          np.zeros(2))).batch(2), steps=1)
+    got = _read_images(str(tmp_path))
+    want_tags = [t for c in IMAGE_CASES for t in c["tags"]]
+    assert sorted(got) == sorted(want_tags)
+    for i, c in enumerate(IMAGE_CASES):
+        for j, tag in enumerate(c["tags"]):
+            h, w, cs, png = got[tag]
+            assert [h, w, cs] == c["hwc"][j], tag
+            np.testing.assert_array_equal(_decode_png(png), FIX["image/%d/px%d" % (i, j)], err_msg=tag)
+
+
+def test_summary_image_argument_errors():
+    g = loom.Graph()
+    with pytest.raises(loom.LoomError, match="summary image bad: the tensor must be 4-D"):
+        tf.compat.v1.summary.image("bad", g.constant(np.zeros((2, 3, 3, 2), np.float32)))
+    g = loom.Graph()
+    with pytest.raises(loom.LoomError, match="uint8, float32 or float64"):
+        tf.compat.v1.summary.image("bad", g.constant(np.zeros((2, 3, 3, 1), np.int32)))
+    with pytest.raises(ValueError, match="max_outputs must be an int >= 1"):
+        tf.compat.v1.summary.image("bad", loom.Graph().constant(np.zeros((1, 2, 2, 1), np.float32)), max_outputs=0)

@@ -213,7 +213,8 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                       **{k: getattr(_v1_ops, k) for k in (
                           "root_mean_squared_error", "mean_absolute_error", "precision", "recall", "true_positives",
                           "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
-    summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
+    summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram,
+                      image=_v1_ops.image),
     argmax=argmax, add_n=_mfo.add_n, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
     get_default_graph=_hooks.get_default_graph, ConfigProto=_session_config.ConfigProto,
     GPUOptions=_session_config.GPUOptions, gradients=gradients, Variable=Variable,

@@ -44,7 +44,7 @@ ALTERNATIVES = {
     "train.ClusterSpec": "tf.estimator.RunConfig().cluster_spec (the cluster of TF_CONFIG)",
     "train.Server": "no server object: call tf.estimator.train_and_evaluate (or Estimator.train with max_steps) in "
                     "the ps task too: loom serves the variables there from TF_CONFIG",
-    "summary": "tf.compat.v1.summary.scalar / histogram in a model_fn (the estimator writes them every "
+    "summary": "tf.compat.v1.summary.scalar / histogram / image in a model_fn (the estimator writes them every "
                "save_summary_steps)",
 }
 
