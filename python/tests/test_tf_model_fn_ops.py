@@ -6,7 +6,9 @@ tf.nn.zero_fraction, tf.nn.log_poisson_loss,
 tf.nn.weighted_cross_entropy_with_logits: values and, through tf.gradients,
 the gradients TF's GradientTape gives. And tf.compat.v1.trainable_variables /
 global_variables / get_collection in an Estimator's model_fn, with an L2
-regularization term whose loss is checked against the variables' values."""
+regularization term whose loss is checked against the variables' values;
+tf.compat.v1.summary.image written by the Estimator: tags, sizes and PNG
+pixels as TF 2.15's ImageSummary."""
 import json
 import os
 
