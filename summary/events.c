@@ -28,6 +28,8 @@
 #include "loom/loom_train.h"
 #include "proto/event.pb-c.h"
 #include "engine/engine_api.h" /* control inputs of a node (graph_def) */
+#include <zlib.h>                /* PNG: deflate and the chunk CRC */
+#include "summary/summary_internal.h"
 
 #define FLUSH_SECS 2.0
 #define FLUSH_EVENTS 32
@@ -421,51 +423,230 @@ static loom_code tensor_doubles(const loom_tensor *t, const char *tag, double **
   return LOOM_OK;
 }
 
+/* ---- image summaries: TF's ImageSummary mapping to uint8 and a PNG ---- */
+static void be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+static uint8_t *png_chunk(uint8_t *p, const char *type, const uint8_t *data, uint32_t len) {
+  be32(p, len);
+  memcpy(p + 4, type, 4);
+  if (len) memcpy(p + 8, data, len);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, p + 4, (uInt)len + 4);
+  be32(p + 8 + len, (uint32_t)crc);
+  return p + 12 + len;
+}
+
+/* An 8-bit PNG of h rows of w pixels of ch (1, 3, 4) channels, each row
+ * filter 0, deflated by zlib; *out owned by the caller. */
+static int png_encode(const uint8_t *pix, int64_t h, int64_t w, int ch, uint8_t **out, size_t *len) {
+  size_t row = (size_t)w * (size_t)ch, raw_n = (size_t)h * (row + 1);
+  uint8_t *raw = loom__malloc(raw_n ? raw_n : 1);
+  if (!raw) return 0;
+  for (int64_t y = 0; y < h; y++) {
+    raw[(size_t)y * (row + 1)] = 0;
+    memcpy(raw + (size_t)y * (row + 1) + 1, pix + (size_t)y * row, row);
+  }
+  uLongf zn = compressBound((uLong)raw_n);
+  uint8_t *z = loom__malloc(zn);
+  if (!z || compress2(z, &zn, raw, (uLong)raw_n, Z_DEFAULT_COMPRESSION) != Z_OK) {
+    loom__free(raw);
+    loom__free(z);
+    return 0;
+  }
+  loom__free(raw);
+  size_t n = 8 + (12 + 13) + (12 + zn) + 12;
+  uint8_t *o = loom__malloc(n), *p = o;
+  if (!o) {
+    loom__free(z);
+    return 0;
+  }
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  memcpy(p, sig, 8);
+  p += 8;
+  uint8_t ihdr[13];
+  be32(ihdr, (uint32_t)w);
+  be32(ihdr + 4, (uint32_t)h);
+  ihdr[8] = 8;                                       /* bit depth */
+  ihdr[9] = ch == 1 ? 0 : ch == 3 ? 2 : 6;           /* gray, RGB, RGBA */
+  ihdr[10] = ihdr[11] = ihdr[12] = 0;                /* deflate, filter method 0, no interlace */
+  p = png_chunk(p, "IHDR", ihdr, 13);
+  p = png_chunk(p, "IDAT", z, (uint32_t)zn);
+  p = png_chunk(p, "IEND", NULL, 0);
+  loom__free(z);
+  *out = o;
+  *len = (size_t)(p - o);
+  return 1;
+}
+
+/* Image b of t [batch, h, w, ch] as uint8 pixels (TF's ImageSummary mapping for floats). */
+static void image_pixels(const loom_tensor *t, int64_t b, uint8_t *px) {
+  const int64_t *d = loom_tensor_dims(t);
+  int64_t hw = d[1] * d[2], ch = d[3], n = hw * ch;
+  loom_dtype dt = loom_tensor_dtype(t);
+  const void *p = loom_tensor_data_const(t);
+  if (dt == LOOM_U8) {
+    memcpy(px, (const uint8_t *)p + b * n, (size_t)n);
+    return;
+  }
+#define V(i) (dt == LOOM_F32 ? (double)((const float *)p)[b * n + (i)] : ((const double *)p)[b * n + (i)])
+  double lo = INFINITY, hi = -INFINITY;
+  for (int64_t i = 0; i < hw; i++) {
+    int finite = 1;
+    for (int64_t c = 0; c < ch; c++) finite &= isfinite(V(i * ch + c)) != 0;
+    if (!finite) continue;
+    for (int64_t c = 0; c < ch; c++) {
+      double v = (float)V(i * ch + c); /* TF takes the bounds in float */
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+  }
+  float scale, offset;
+  if (lo < 0) {
+    float m = (float)fmax(fabs(lo), fabs(hi));
+    scale = m < 1e-6f ? 0.0f : 127.0f / m;
+    offset = 128.0f;
+  } else {
+    scale = hi < 1e-6 ? 0.0f : 255.0f / (float)hi;
+    offset = 0.0f;
+  }
+  static const uint8_t bad[4] = {255, 0, 0, 255};
+  for (int64_t i = 0; i < hw; i++) {
+    int finite = 1;
+    for (int64_t c = 0; c < ch; c++) finite &= isfinite(V(i * ch + c)) != 0;
+    for (int64_t c = 0; c < ch; c++) {
+      if (!finite) {
+        px[i * ch + c] = bad[c];
+      } else if (dt == LOOM_F32) {
+        px[i * ch + c] = (uint8_t)(int)((float)V(i * ch + c) * scale + offset);
+      } else {
+        px[i * ch + c] = (uint8_t)(int)(V(i * ch + c) * (double)scale + (double)offset);
+      }
+    }
+  }
+#undef V
+}
+
+/* The Summary.Values of image summary tag (value t): the first
+ * min(max_outputs, batch) images, into v/img (room for max_outputs). */
+static loom_code image_values(const loom_tensor *t, const char *tag, int max_outputs, Tensorflow__Summary__Value *v,
+                              Tensorflow__Summary__Image *img, char **tags, int *count, loom_status *st) {
+  *count = 0;
+  loom_dtype dt = loom_tensor_dtype(t);
+  const int64_t *d = loom_tensor_dims(t);
+  if (loom_tensor_ndim(t) != 4 || (d[3] != 1 && d[3] != 3 && d[3] != 4) ||
+      (dt != LOOM_U8 && dt != LOOM_F32 && dt != LOOM_F64)) {
+    char dims[128];
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary image %s: needs a [batch, height, width, 1, 3 or 4] "
+                           "uint8 or float tensor, got %s %s", tag, loom_dtype_name(dt),
+                           loom__dims_str(dims, sizeof dims, loom_tensor_ndim(t), d));
+  }
+  int64_t k = d[0] < max_outputs ? d[0] : max_outputs;
+  uint8_t *px = loom__malloc((size_t)(d[1] * d[2] * d[3]) + 1);
+  if (!px) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory (summary image %s)", tag);
+  for (int64_t b = 0; b < k; b++) {
+    image_pixels(t, b, px);
+    uint8_t *png = NULL;
+    size_t len = 0;
+    size_t tl = strlen(tag) + 32;
+    tags[b] = loom__malloc(tl);
+    if (!tags[b] || !png_encode(px, d[1], d[2], (int)d[3], &png, &len)) {
+      loom__free(px);
+      *count = (int)b + (tags[b] != NULL);
+      return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory (summary image %s)", tag);
+    }
+    if (max_outputs == 1) snprintf(tags[b], tl, "%s/image", tag);
+    else snprintf(tags[b], tl, "%s/image/%lld", tag, (long long)b);
+    tensorflow__summary__image__init(&img[b]);
+    img[b].height = (int32_t)d[1];
+    img[b].width = (int32_t)d[2];
+    img[b].colorspace = (int32_t)d[3];
+    img[b].encoded_image_string.data = png;
+    img[b].encoded_image_string.len = len;
+    tensorflow__summary__value__init(&v[b]);
+    v[b].tag = tags[b];
+    v[b].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_IMAGE;
+    v[b].image = &img[b];
+    *count = (int)b + 1;
+  }
+  loom__free(px);
+  return LOOM_OK;
+}
+
 loom_code loom_event_writer_add_graph_summaries(loom_event_writer *w, loom_graph *g, loom_tensor *const *values,
                                                 int64_t step, loom_status *st) {
   if (!w || !g) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_graph_summaries: writer or graph is NULL");
   const char *const *tags;
   const loom_summary_kind *kinds;
-  int n = loom_graph_summaries(g, &tags, &kinds, NULL);
+  const loom_output *outs;
+  int n = loom_graph_summaries(g, &tags, &kinds, &outs);
   if (n && !values) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "add_graph_summaries: values is NULL");
   if (n && (!tags || !kinds)) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory listing summaries");
-  Tensorflow__Summary__Value *v = loom__calloc((size_t)(n ? n : 1), sizeof *v);
-  Tensorflow__Summary__Value **pv = loom__calloc((size_t)(n ? n : 1), sizeof *pv);
+  /* room: one value per summary, max_outputs per image summary */
+  int total = 0, *imax = loom__calloc((size_t)(n ? n : 1), sizeof *imax);
+  if (!imax) return loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  for (int i = 0; i < n; i++) {
+    imax[i] = kinds[i] == LOOM_SUMMARY_IMAGE ? loom__summary_image_max(g, outs[i].node) : 1;
+    total += imax[i];
+  }
+  Tensorflow__Summary__Value *v = loom__calloc((size_t)(total ? total : 1), sizeof *v);
+  Tensorflow__Summary__Value **pv = loom__calloc((size_t)(total ? total : 1), sizeof *pv);
   Tensorflow__HistogramProto *h = loom__calloc((size_t)(n ? n : 1), sizeof *h);
+  Tensorflow__Summary__Image *img = loom__calloc((size_t)(total ? total : 1), sizeof *img);
+  char **itags = loom__calloc((size_t)(total ? total : 1), sizeof *itags);
   loom_code rc = LOOM_OK;
-  if (!v || !pv || !h) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
+  int nv = 0;
+  if (!v || !pv || !h || !img || !itags) rc = loom_status_set(st, LOOM_RESOURCE_EXHAUSTED, "out of memory");
   for (int i = 0; i < n && !rc; i++) {
     const loom_tensor *t = values[i];
-    tensorflow__summary__value__init(&v[i]);
     tensorflow__histogram_proto__init(&h[i]);
-    pv[i] = &v[i];
-    v[i].tag = (char *)tags[i];
     if (!t) {
       rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary %s: value %d is NULL", tags[i], i);
       break;
     }
+    if (kinds[i] == LOOM_SUMMARY_IMAGE) {
+      int k = 0;
+      rc = image_values(t, tags[i], imax[i], v + nv, img + nv, itags + nv, &k, st);
+      for (int j = 0; j < k; j++, nv++) pv[nv] = &v[nv];
+      continue;
+    }
+    tensorflow__summary__value__init(&v[nv]);
+    pv[nv] = &v[nv];
+    v[nv].tag = (char *)tags[i];
     double *d = NULL;
     int64_t m = 0;
     if ((rc = tensor_doubles(t, tags[i], &d, &m, st))) break;
     if (kinds[i] == LOOM_SUMMARY_HISTOGRAM) {
       rc = histo_build(&h[i], tags[i], d, m, st);
-      v[i].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO;
-      v[i].histo = &h[i];
+      v[nv].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO;
+      v[nv].histo = &h[i];
     } else if (m != 1) {
       char dims[128];
       rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "summary %s: a scalar summary needs one value, got shape %s",
                            tags[i], loom__dims_str(dims, sizeof dims, loom_tensor_ndim(t), loom_tensor_dims(t)));
     } else {
-      v[i].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
-      v[i].simple_value = (float)d[0];
+      v[nv].value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
+      v[nv].simple_value = (float)d[0];
     }
+    nv++;
     loom__free(d);
   }
-  if (!rc) rc = write_summary(w, n, pv, step, st);
+  if (!rc) rc = write_summary(w, nv, pv, step, st);
   for (int i = 0; h && i < n; i++) histo_release(&h[i]);
+  for (int i = 0; img && itags && i < total; i++) {
+    loom__free(img[i].encoded_image_string.data);
+    loom__free(itags[i]);
+  }
+  loom__free(imax);
   loom__free(v);
   loom__free(pv);
   loom__free(h);
+  loom__free(img);
+  loom__free(itags);
   return rc;
 }
 

@@ -7,6 +7,7 @@ EventAccumulator (tensorboard.backend.event_processing), keeping every
 event, and prints one line "tensorboard_check: <json>" with what TensorBoard
 saw: {"scalars": {tag: [[step, value], ...]},
       "histograms": {tag: [[step, min, max, num, sum, sum_squares, nbuckets, bucket_total], ...]},
+      "images": {tag: [[step, width, height, the PNG signature is first (bool)], ...]},
       "graph": [[name, op, [inputs]], ...] or null,
       "ui_graph_nodes": n (the graph after process_graph.prepare_graph_for_ui, as the graph plugin serves it)}
 The C test compares it with what loom wrote. Exits 1 if the accumulator fails.
@@ -26,7 +27,7 @@ def main(logdir):
     if not files:
         print(f"tensorboard_check: no event files in {logdir}")
         return 1
-    out = {"scalars": {}, "histograms": {}, "graph": None, "ui_graph_nodes": None}
+    out = {"scalars": {}, "histograms": {}, "images": {}, "graph": None, "ui_graph_nodes": None}
     for path in files:
         acc = ea.EventAccumulator(path, size_guidance=ea.STORE_EVERYTHING_SIZE_GUIDANCE)
         acc.Reload()
@@ -37,6 +38,10 @@ def main(logdir):
             out["histograms"].setdefault(t, []).extend(
                 [[e.step, h.min, h.max, h.num, h.sum, h.sum_squares, len(h.bucket), sum(h.bucket)]
                  for e in acc.Histograms(t) for h in [e.histogram_value]])
+        for t in tags[ea.IMAGES]:
+            out["images"].setdefault(t, []).extend(
+                [[e.step, e.width, e.height, e.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"]
+                 for e in acc.Images(t)])
         if tags[ea.GRAPH]:
             g = acc.Graph()
             out["graph"] = [[n.name, n.op, list(n.input)] for n in g.node]

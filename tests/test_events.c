@@ -9,6 +9,7 @@
 #include <float.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <zlib.h>
 #include <unistd.h>
 #include "test_util.h"
 #include "proto/event.pb-c.h"
@@ -1004,4 +1005,152 @@ Test(events, summaries_of_many_graphs) {
     cr_assert_eq(kinds[0], LOOM_SUMMARY_HISTOGRAM);
     loom_graph_free(g);
   }
+}
+
+/* The pixels of an 8-bit PNG whose rows all use filter 0 (what the writer
+ * makes): IHDR's size and colour type checked, IDAT inflated with zlib. */
+static void png_pixels(const ProtobufCBinaryData *png, int w, int h, int ctype, uint8_t *out, int ch) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  cr_assert(png->len > 8 && !memcmp(png->data, sig, 8));
+  size_t i = 8;
+  uint8_t idat[4096];
+  size_t nidat = 0;
+  while (i + 12 <= png->len) {
+    const uint8_t *c = png->data + i;
+    uint32_t n = ((uint32_t)c[0] << 24) | ((uint32_t)c[1] << 16) | ((uint32_t)c[2] << 8) | c[3];
+    if (!memcmp(c + 4, "IHDR", 4)) {
+      cr_assert_eq(((uint32_t)c[8] << 24 | (uint32_t)c[9] << 16 | (uint32_t)c[10] << 8 | c[11]), (uint32_t)w);
+      cr_assert_eq(((uint32_t)c[12] << 24 | (uint32_t)c[13] << 16 | (uint32_t)c[14] << 8 | c[15]), (uint32_t)h);
+      cr_assert_eq(c[16], 8);
+      cr_assert_eq(c[17], ctype);
+    } else if (!memcmp(c + 4, "IDAT", 4)) {
+      cr_assert(nidat + n <= sizeof idat);
+      memcpy(idat + nidat, c + 8, n);
+      nidat += n;
+    }
+    i += 12 + n;
+  }
+  uint8_t raw[4096];
+  uLongf nraw = sizeof raw;
+  cr_assert_eq(uncompress(raw, &nraw, idat, nidat), Z_OK);
+  cr_assert_eq(nraw, (uLongf)(h * (1 + w * ch)));
+  for (int y = 0; y < h; y++) {
+    cr_assert_eq(raw[y * (1 + w * ch)], 0);
+    memcpy(out + y * w * ch, raw + y * (1 + w * ch) + 1, (size_t)(w * ch));
+  }
+}
+
+/* tf.compat.v1.summary.image: tags "<tag>/image" for max_outputs 1, else
+ * "<tag>/image/<i>" for the first min(max_outputs, batch) images; uint8
+ * pixels as given, floats mapped per image (x * 255 / max without
+ * negatives, else x * 127 / max(|min|, max) + 128, truncated; a non-finite
+ * pixel red); the shape, dtype and max_outputs checks. */
+Test(events, image_summaries) {
+  loom_graph *g = loom_graph_new();
+  int64_t du[4] = {2, 2, 2, 3}, df[4] = {3, 1, 3, 1};
+  loom_output u = loom_placeholder(g, LOOM_U8, 4, du, "u");
+  loom_output f = loom_placeholder(g, LOOM_F32, 4, df, "f");
+  loom_output s1 = loom_summary_image(g, "rgb", u, 1);
+  loom_output s2 = loom_summary_image(g, "gray", f, 2);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(g, st), LOOM_OK, "%s", loom_status_message(st));
+  const char *const *tags;
+  const loom_summary_kind *kinds;
+  const loom_output *outs;
+  cr_assert_eq(loom_graph_summaries(g, &tags, &kinds, &outs), 2);
+  cr_assert_eq(kinds[0], LOOM_SUMMARY_IMAGE);
+  cr_assert_eq(kinds[1], LOOM_SUMMARY_IMAGE);
+  cr_assert_eq(outs[0].node, s1.node);
+  cr_assert_eq(outs[1].node, s2.node);
+
+  loom_tensor *ut = loom_tensor_new(LOOM_U8, 4, du, NULL), *ft = loom_tensor_new(LOOM_F32, 4, df, NULL);
+  uint8_t *up = loom_tensor_data(ut);
+  for (int i = 0; i < 24; i++) up[i] = (uint8_t)(i * 10);
+  const float fv[9] = {0.0f, 2.0f, 1.0f, -1.0f, 0.5f, NAN, 7.0f, 7.0f, 7.0f};
+  memcpy(loom_tensor_data(ft), fv, sizeof fv);
+  loom_session *s = loom_session_new(g, NULL, st);
+  loom_output feeds[2] = {u, f};
+  loom_tensor *fvals[2] = {ut, ft}, *vals[2] = {0};
+  cr_assert_eq(loom_session_run(s, feeds, fvals, 2, outs, vals, 2, NULL, 0, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_events");
+  loom_event_writer *w = new_writer(dir, NULL);
+  cr_assert_eq(loom_event_writer_add_graph_summaries(w, g, vals, 9, st), LOOM_OK, "%s", loom_status_message(st));
+  char *path = strdup(loom_event_writer_path(w));
+  loom_event_writer_free(w);
+
+  size_t n;
+  uint8_t *b = tu_read_file(path, &n);
+  size_t offs[4], lens[4];
+  cr_assert_eq(walk_records(b, n, offs, lens, 4), 2);
+  Tensorflow__Event *ev = tensorflow__event__unpack(NULL, lens[1], b + offs[1]);
+  cr_assert(ev && ev->summary);
+  cr_assert_eq(ev->step, 9);
+  cr_assert_eq(ev->summary->n_value, 3u);
+  const char *want_tags[3] = {"rgb/image", "gray/image/0", "gray/image/1"};
+  for (int i = 0; i < 3; i++) {
+    Tensorflow__Summary__Value *v = ev->summary->value[i];
+    cr_assert_str_eq(v->tag, want_tags[i]);
+    cr_assert_eq(v->value_case, TENSORFLOW__SUMMARY__VALUE__VALUE_IMAGE);
+  }
+  Tensorflow__Summary__Image *im = ev->summary->value[0]->image;
+  cr_assert_eq(im->height, 2);
+  cr_assert_eq(im->width, 2);
+  cr_assert_eq(im->colorspace, 3);
+  uint8_t px[12];
+  png_pixels(&im->encoded_image_string, 2, 2, 2, px, 3);
+  for (int i = 0; i < 12; i++) cr_assert_eq(px[i], i * 10); /* the first image only */
+  im = ev->summary->value[1]->image;
+  cr_assert_eq(im->height, 1);
+  cr_assert_eq(im->width, 3);
+  cr_assert_eq(im->colorspace, 1);
+  png_pixels(&im->encoded_image_string, 3, 1, 0, px, 1);
+  cr_assert_eq(px[0], 0);   /* 0 * 255 / 2 */
+  cr_assert_eq(px[1], 255); /* 2 * 255 / 2 */
+  cr_assert_eq(px[2], 127); /* 1 * 127.5 = 127.5, truncated */
+  png_pixels(&ev->summary->value[2]->image->encoded_image_string, 3, 1, 0, px, 1);
+  cr_assert_eq(px[0], 1);   /* -1 * 127 / 1 + 128 */
+  cr_assert_eq(px[1], 191); /* 0.5 * 127 + 128 = 191.5 */
+  cr_assert_eq(px[2], 255); /* NaN: red's first channel */
+  tensorflow__event__free_unpacked(ev, NULL);
+  free(b);
+
+  /* the reader lists an image value by its tag */
+  loom_event_reader *r = open_reader(path);
+  next_ok(r);
+  const loom_event *e = next_ok(r);
+  cr_assert_eq(e->nvalues, 3);
+  cr_assert_str_eq(e->values[1].tag, "gray/image/0");
+  cr_assert_eq(e->values[1].kind, 3);
+  expect_end(r);
+  loom_event_reader_free(r);
+
+  for (int i = 0; i < 2; i++) loom_tensor_free(vals[i]);
+  loom_tensor_free(ut);
+  loom_tensor_free(ft);
+  loom_session_free(s);
+  loom_graph_free(g);
+  free(path);
+  tu_rmtree(dir);
+
+  /* building errors */
+  int64_t bad[4] = {1, 2, 2, 2};
+  g = loom_graph_new();
+  loom_summary_image(g, "two", loom_placeholder(g, LOOM_F32, 4, bad, "x"), 3);
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "summary image two: the tensor must be 4-D"), "%s",
+            loom_status_message(st));
+  loom_graph_free(g);
+  g = loom_graph_new();
+  loom_summary_image(g, "ints", loom_placeholder(g, LOOM_I32, 4, du, "x"), 3);
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "uint8, float32 or float64"), "%s", loom_status_message(st));
+  loom_graph_free(g);
+  g = loom_graph_new();
+  loom_summary_image(g, "none", loom_placeholder(g, LOOM_U8, 4, du, "x"), 0);
+  cr_assert_eq(loom_graph_status(g, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "max_outputs must be at least 1"), "%s", loom_status_message(st));
+  loom_graph_free(g);
+  loom_status_free(st);
 }

@@ -2,7 +2,7 @@
  * writes its event files; TensorBoard's own reader (EventAccumulator, from
  * PyPI's tensorboard, through tests/tensorboard_check.py) loads them and
  * must see what loom's reader sees: the scalars (loss, global_step/sec),
- * the histogram summary, and the graph (GraphDef with loom's node and op
+ * the histogram summary, the image summary (1x1 PNGs), and the graph (GraphDef with loom's node and op
  * names, inputs that resolve, accepted by the graph plugin's
  * prepare_graph_for_ui). Python: the TF virtualenv when it exists (it
  * includes tensorboard), else scripts/peer_venv.sh tb (made once, cached);
@@ -61,6 +61,8 @@ static loom_code model_fn(loom_graph *g, const loom_features *f, loom_output lab
   loom_output loss = loom_losses_mean_squared_error(g, labels, pred, zero, NULL, NULL, LOOM_REDUCTION_SUM_OVER_BATCH_SIZE);
   loom_spec_set_loss(spec, loss);
   loom_summary_histogram(g, "pred_hist", pred);
+  const int64_t img[4] = {-1, 1, 1, 1}; /* each prediction as a 1x1 gray image */
+  loom_summary_image(g, "pred_img", loom_reshape(g, pred, 4, img, NULL), 2);
   if (mode == LOOM_MODE_TRAIN) {
     loom_optimizer *opt = loom_optimizer_sgd(loom_const_f32(g, 0.05f, "lr"));
     loom_node *op = loom_optimizer_minimize(opt, g, loss, 0, NULL, loom_get_global_step(g), NULL);
@@ -219,6 +221,23 @@ Test(tensorboard, event_accumulator_reads_what_loom_wrote, .timeout = 700) {
     cr_expect_eq(cJSON_GetArrayItem(hv, 6)->valueint, s.hbuckets[i]);
     cr_expect_eq(cJSON_GetArrayItem(hv, 7)->valuedouble, 4.0, "bucket counts add up to the batch of 4");
   }
+
+  /* images: "pred_img/image/0" and "/1" (max_outputs 2 of the batch of 4), 1x1 PNGs, written with the histograms */
+  for (int im = 0; im < 2; im++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "pred_img/image/%d", im);
+    cJSON *il = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "images"), tag);
+    cr_assert(il, "TensorBoard has no image '%s'", tag);
+    cr_assert_eq(cJSON_GetArraySize(il), s.nh);
+    for (int i = 0; i < s.nh; i++) {
+      cJSON *iv = cJSON_GetArrayItem(il, i);
+      cr_expect_eq((int64_t)cJSON_GetArrayItem(iv, 0)->valuedouble, s.hstep[i]);
+      cr_expect_eq(cJSON_GetArrayItem(iv, 1)->valueint, 1);
+      cr_expect_eq(cJSON_GetArrayItem(iv, 2)->valueint, 1);
+      cr_expect(cJSON_IsTrue(cJSON_GetArrayItem(iv, 3)), "image %s %d is a PNG", tag, i);
+    }
+  }
+  cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "images")), 2);
 
   /* the graph */
   cJSON *gr = cJSON_GetObjectItem(j, "graph");

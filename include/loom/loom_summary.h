@@ -4,9 +4,9 @@
  * holding TFRecord-framed (masked CRC32C) Event protobufs. The first event
  * carries file_version "brain.Event:2". Scalars are written as
  * Summary.Value.simple_value, histograms as HistogramProto with TF's
- * default bucket limits.
+ * default bucket limits, images as Summary.Image holding a PNG.
  *
- * Graph summaries (tf.summary.scalar / histogram) are recorded in the
+ * Graph summaries (tf.summary.scalar / histogram / image) are recorded in the
  * graph's "summaries" collection with their tag; a SummarySaver fetches
  * them and hands the values to loom_event_writer_add_graph_summaries.
  */
@@ -69,7 +69,11 @@ LOOM_API loom_code loom_event_writer_add_session_log(loom_event_writer *w, loom_
                                                      const char *checkpoint_path, int64_t step, loom_status *st);
 
 /* ---- graph summaries ---- */
-typedef enum loom_summary_kind { LOOM_SUMMARY_SCALAR = 0, LOOM_SUMMARY_HISTOGRAM = 1 } loom_summary_kind;
+typedef enum loom_summary_kind {
+  LOOM_SUMMARY_SCALAR = 0,
+  LOOM_SUMMARY_HISTOGRAM = 1,
+  LOOM_SUMMARY_IMAGE = 2
+} loom_summary_kind;
 /* tf.summary.scalar: returns x's identity named "<tag>" (under the current
  * scope) and records it in g's "summaries" output collection (histograms
  * also in "summaries_histogram"). The tag written is that node's full name,
@@ -80,6 +84,17 @@ typedef enum loom_summary_kind { LOOM_SUMMARY_SCALAR = 0, LOOM_SUMMARY_HISTOGRAM
 LOOM_API loom_output loom_summary_scalar(loom_graph *g, const char *tag, loom_output x);
 /* tf.summary.histogram: any numeric tensor. */
 LOOM_API loom_output loom_summary_histogram(loom_graph *g, const char *tag, loom_output x);
+/* tf.compat.v1.summary.image: x [batch, height, width, channels] (uint8,
+ * float32 or float64; channels 1, 3 or 4 known when building). Each write
+ * holds the first min(max_outputs, batch) images as PNGs (Summary.Image,
+ * colorspace = channels) tagged "<tag>/image" when max_outputs is 1, else
+ * "<tag>/image/0", "<tag>/image/1", ...; floats are mapped to uint8 per
+ * image as TF's ImageSummary: over the finite pixels, value * 255 / max
+ * when none is negative, else value * 127 / max(|min|, max) + 128 (a scale
+ * of 0 below 1e-6), truncated; a pixel with a non-finite channel is red
+ * (255, 0, 0, 255 cut to the channels). max_outputs < 1 or another shape
+ * or dtype is an INVALID_ARGUMENT graph error. */
+LOOM_API loom_output loom_summary_image(loom_graph *g, const char *tag, loom_output x, int max_outputs);
 /* The graph's summaries in creation order; returns how many. outputs is
  * the "summaries" collection (valid until it changes); tags point at node
  * names (valid while g lives). The tags and kinds arrays themselves belong

@@ -131,6 +131,9 @@ _MATH_EXTRA = {k: getattr(_a, k) for k in (
     "sigmoid", "tanh", "negative", "sign", "floor", "ceil", "round", "reciprocal", "log1p", "rsqrt", "not_equal",
     "less_equal", "greater_equal", "logical_and", "logical_or", "logical_not", "reduce_prod", "reduce_logsumexp",
     "argmin")}
+from . import _model_fn_ops as _mfo  # noqa: E402
+_MATH_EXTRA.update(top_k=nn.top_k, in_top_k=nn.in_top_k, zero_fraction=nn.zero_fraction, add_n=_mfo.add_n)
+add_n = _mfo.add_n
 math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
                  reduce_max=reduce_max,
                  reduce_min=reduce_min, add=_m.add, subtract=_m.subtract, multiply=_m.multiply, divide=_m.divide,
@@ -179,6 +182,10 @@ _v1_nn = Namespace("compat.v1.nn", **{k: v for k, v in vars(nn).items() if not k
 _v1_nn.__dict__.update(conv2d=_nn_ops.conv2d_v1, conv2d_transpose=_nn_ops.conv2d_transpose_v1,
                        max_pool=_nn_ops.max_pool_v1, avg_pool=_nn_ops.avg_pool_v1, moments=_nn_ops.moments_v1,
                        dropout=_nn_ops.dropout_v1)
+_v1_nn.__dict__.update(in_top_k=_mfo.in_top_k_v1,
+                       weighted_cross_entropy_with_logits=_mfo.weighted_cross_entropy_with_logits_v1)
+_v1_losses.get_regularization_loss = _mfo.get_regularization_loss
+_v1_losses.get_regularization_losses = _mfo.get_regularization_losses
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),
@@ -197,7 +204,8 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout,
                      batch_normalization=_gops.batch_normalization),
     GraphKeys=_gops.GraphKeys, get_collection=_gops.get_collection, control_dependencies=_gops.control_dependencies,
-    get_variable=_vars.get_variable, trainable_variables=_vars.trainable_variables,
+    get_variable=_vars.get_variable, trainable_variables=_mfo.trainable_variables,
+    global_variables=_mfo.global_variables,
     **{k: getattr(_vars, k) for k in ("zeros_initializer", "ones_initializer", "constant_initializer",
                                       "random_uniform_initializer", "random_normal_initializer",
                                       "truncated_normal_initializer", "glorot_uniform_initializer",
@@ -208,8 +216,9 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                       **{k: getattr(_v1_ops, k) for k in (
                           "root_mean_squared_error", "mean_absolute_error", "precision", "recall", "true_positives",
                           "false_positives", "true_negatives", "false_negatives") + _v1_ops.MORE_METRICS}),
-    summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram),
-    argmax=argmax, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
+    summary=Namespace("compat.v1.summary", scalar=_v1_ops.scalar, histogram=_v1_ops.histogram,
+                      image=_v1_ops.image),
+    argmax=argmax, add_n=_mfo.add_n, cast=cast, reshape=reshape, reduce_mean=reduce_mean, reduce_sum=reduce_sum,
     get_default_graph=_hooks.get_default_graph, ConfigProto=_session_config.ConfigProto,
     GPUOptions=_session_config.GPUOptions, gradients=gradients, Variable=Variable,
     truncated_normal=_vars.truncated_normal, random_normal=_vars.random_normal,

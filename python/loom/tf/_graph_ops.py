@@ -24,7 +24,8 @@ L._d("loom_group_collection", L.vp, L.vp, L.cs, L.cs)
 
 
 class GraphKeys:
-    """tf.compat.v1.GraphKeys (the collections loom.tf reads: UPDATE_OPS)."""
+    """tf.compat.v1.GraphKeys (the collections tf.compat.v1.get_collection reads: UPDATE_OPS,
+    TRAINABLE_VARIABLES, GLOBAL_VARIABLES, REGULARIZATION_LOSSES, LOSSES)."""
     UPDATE_OPS = "update_ops"
     LOSSES = "losses"
     REGULARIZATION_LOSSES = "regularization_losses"
@@ -91,12 +92,24 @@ def _node(x, what):
 
 
 def get_collection(key, scope=None):
-    """tf.compat.v1.get_collection for GraphKeys.UPDATE_OPS: [one op that
-    runs every update op of the collection] (empty when there is none); use
-    it in tf.control_dependencies or tf.group as TF's list."""
+    """tf.compat.v1.get_collection: GraphKeys.UPDATE_OPS gives [one op that
+    runs every update op of the collection] (empty when there is none; use
+    it in tf.control_dependencies or tf.group as TF's list);
+    GraphKeys.TRAINABLE_VARIABLES / GLOBAL_VARIABLES the model_fn's variables
+    (as tf.compat.v1.trainable_variables / global_variables), and
+    GraphKeys.REGULARIZATION_LOSSES / LOSSES the collection's tensors; scope
+    keeps the items whose name re.match-es it."""
+    from . import _model_fn_ops as M
+    if key == GraphKeys.TRAINABLE_VARIABLES:
+        return M.trainable_variables(scope)
+    if key == GraphKeys.GLOBAL_VARIABLES:
+        return M.global_variables(scope)
+    if key in (GraphKeys.REGULARIZATION_LOSSES, GraphKeys.LOSSES):
+        return M.collection_outputs(_graph("tf.compat.v1.get_collection"), key, scope)
     if key != GraphKeys.UPDATE_OPS or scope is not None:
-        raise NotImplementedError("loom.tf: tf.compat.v1.get_collection(%r%s): only GraphKeys.UPDATE_OPS without a "
-                                  "scope (for tf.control_dependencies around minimize)"
+        raise NotImplementedError("loom.tf: tf.compat.v1.get_collection(%r%s): loom.tf reads GraphKeys.UPDATE_OPS "
+                                  "(without a scope), TRAINABLE_VARIABLES, GLOBAL_VARIABLES, "
+                                  "REGULARIZATION_LOSSES and LOSSES"
                                   % (key, "" if scope is None else ", scope=%r" % scope))
     g = _graph("tf.compat.v1.get_collection")
     n = lib.loom_group_collection(g.p, _b(key), b"update_ops")

@@ -8,9 +8,11 @@ import types
 ALTERNATIVES = {
     "compat.v1.layers": "tf.compat.v1.layers dense, conv2d, max_pooling2d, average_pooling2d, flatten, dropout, "
                         "batch_normalization, or a model on loom.Graph with loom.Estimator",
-    "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, conv2d, max_pool2d, "
-          "avg_pool2d, conv2d_transpose, moments, batch_normalization, or loom.Graph",
-    "compat.v1.nn": "the tf.compat.v1.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, conv2d, "
+    "nn": "the tf.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, "
+          "weighted_cross_entropy_with_logits, log_poisson_loss, top_k, in_top_k, zero_fraction, conv2d, "
+          "max_pool2d, avg_pool2d, conv2d_transpose, moments, batch_normalization, or loom.Graph",
+    "compat.v1.nn": "the tf.compat.v1.nn activations, softmax, sparse_softmax_cross_entropy_with_logits, "
+                    "weighted_cross_entropy_with_logits, log_poisson_loss, top_k, in_top_k, zero_fraction, conv2d, "
                     "max_pool, avg_pool, conv2d_transpose, moments, batch_normalization, dropout, or loom.Graph",
     "data.Dataset": "the sources TFRecordDataset, TextLineDataset, FixedLengthRecordDataset, "
                     "experimental.CsvDataset / make_csv_dataset or Dataset.from_tensor_slices, with map, filter, "
@@ -42,7 +44,7 @@ ALTERNATIVES = {
     "train.ClusterSpec": "tf.estimator.RunConfig().cluster_spec (the cluster of TF_CONFIG)",
     "train.Server": "no server object: call tf.estimator.train_and_evaluate (or Estimator.train with max_steps) in "
                     "the ps task too: loom serves the variables there from TF_CONFIG",
-    "summary": "tf.compat.v1.summary.scalar / histogram in a model_fn (the estimator writes them every "
+    "summary": "tf.compat.v1.summary.scalar / histogram / image in a model_fn (the estimator writes them every "
                "save_summary_steps)",
 }
 

@@ -9,10 +9,13 @@ from .. import _lib as L
 from .._lib import lib
 from .. import Output, _b
 from .ops import _g, MetricOp
+from . import ops as _ops_mod
 
 _d = L._d
 _d("loom_summary_scalar", L.Output, L.vp, L.cs, L.Output)
 _d("loom_summary_histogram", L.Output, L.vp, L.cs, L.Output)
+if hasattr(lib, "loom_summary_image"):
+    _d("loom_summary_image", L.Output, L.vp, L.cs, L.Output, L.cint)
 _d("loom_losses_compute_weighted_loss", L.Output, L.vp, L.Output, L.Output, L.cs, L.cs, L.cint)
 for _n in ("mean_squared_error", "absolute_difference"):
     _d("loom_losses_" + _n, L.Output, L.vp, L.Output, L.Output, L.Output, L.cs, L.cs, L.cint)
@@ -227,6 +230,24 @@ def _summary(kind):
 
 scalar = _summary("scalar")
 histogram = _summary("histogram")
+
+
+def image(name, tensor, max_outputs=3, collections=None, family=None):
+    """tf.compat.v1.summary.image: the first max_outputs images of tensor
+    [batch, height, width, channels] (1, 3 or 4 channels; uint8, or floats
+    mapped to uint8 per image as TF) written as PNGs tagged "<name>/image/0",
+    ... ("<name>/image" for max_outputs=1) every save_summary_steps; returns
+    the tensor (TF returns the serialized Summary string)."""
+    what = "tf.compat.v1.summary.image"
+    if collections is not None or family is not None:
+        raise NotImplementedError("loom.tf: %s(collections=..., family=...) is not supported: give the name alone"
+                                  % what)
+    if isinstance(max_outputs, bool) or not isinstance(max_outputs, (int, np.integer)) or max_outputs < 1:
+        raise ValueError("%s: max_outputs must be an int >= 1, got %r" % (what, max_outputs))
+    if not isinstance(tensor, Output) and _ops_mod._graphs and isinstance(tensor, (np.ndarray, list)):
+        tensor = _ops_mod._graphs[-1].constant(np.asarray(tensor))  # tf.constant's array in a model_fn
+    g = _g(tensor, what)
+    return g._out(lib.loom_summary_image(g.p, _b(name), tensor.c, int(max_outputs)))
 
 
 # ---------------------------------------------------------------- checkpoints

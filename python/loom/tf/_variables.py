@@ -235,24 +235,3 @@ def random_normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, nam
 def random_uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=None):
     """tf.random.uniform in a model_fn (float dtypes; maxval defaults to 1)."""
     return _uniform(shape, minval, 1.0 if maxval is None else maxval, dtype, seed, name)
-
-
-L._d("loom_trainable_variables", L.P(L.vp), L.vp, L.P(L.cint))
-L._d("loom_variable_name", L.cs, L.vp)
-
-
-def trainable_variables(scope=None):
-    """tf.compat.v1.trainable_variables in a model_fn: the values of the graph's
-    trainable variables made so far (tensors of the model_fn, in creation
-    order); with scope, those whose name re.match()es it, as TF."""
-    import re
-    g = _model_graph("tf.compat.v1.trainable_variables")
-    n = C.c_int(0)
-    arr = lib.loom_trainable_variables(g.p, C.byref(n))
-    g._check()
-    out = []
-    for i in range(n.value):
-        name = lib.loom_variable_name(arr[i]).decode()
-        if scope is None or re.match(scope, name):
-            out.append(Output(g, lib.loom_variable_output(arr[i])))
-    return out

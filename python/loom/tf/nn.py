@@ -82,6 +82,8 @@ from ._graph_ops import dropout  # noqa: E402
 from ._variables import embedding_lookup  # noqa: E402
 from ._array_ops import (log_softmax, sigmoid_cross_entropy_with_logits,  # noqa: E402
                          softmax_cross_entropy_with_logits, l2_normalize, bias_add, l2_loss)
+from ._model_fn_ops import (top_k, in_top_k, zero_fraction, log_poisson_loss,  # noqa: E402
+                             weighted_cross_entropy_with_logits)
 from ._nn_ops import (conv2d, conv2d_transpose, max_pool2d, max_pool, avg_pool2d, avg_pool,  # noqa: E402
                       moments, batch_normalization)
 
