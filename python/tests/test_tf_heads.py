@@ -272,6 +272,8 @@ def test_create_estimator_spec_train_op_errors(tmp_path):
     def fit(**kw):
         def model_fn(features, labels, mode):
             logits = tf.compat.v1.layers.dense(features["x"], 3)
+            if callable(kw.get("trainable_variables")):  # a list of the model_fn's variables
+                kw["trainable_variables"] = kw["trainable_variables"]()
             return head.create_estimator_spec(features=features, mode=mode, logits=logits, labels=labels, **kw)
         est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
         est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).repeat().batch(4), steps=1)
@@ -287,6 +289,10 @@ def test_create_estimator_spec_train_op_errors(tmp_path):
         fit(optimizer=tf.keras.optimizers.RMSprop(0.1), trainable_variables=[])
     with pytest.raises(RuntimeError, match="model_fn"):
         head.create_estimator_spec(features={}, mode="infer", logits=None)
+    # loom trains every trainable variable the loss reads: a list leaving one out is not honoured silently
+    with pytest.raises(NotImplementedError, match="without dense/bias:0"):
+        fit(optimizer=tf.keras.optimizers.SGD(0.1),
+            trainable_variables=lambda: [v for v in tf.compat.v1.trainable_variables() if "kernel" in v.name])
 
 
 def test_head_methods_loom_lacks_name_their_alternative():

@@ -259,7 +259,9 @@ class _Head:
                 if train_op_fn is not None:
                     op = train_op_fn(lo)
                 else:
-                    op = _v1(optimizer).minimize(lo, global_step=_ops.get_global_step())
+                    opt = _v1(optimizer)
+                    _all_trainable(trainable_variables, what)
+                    op = opt.minimize(lo, global_step=_ops.get_global_step())
                 if update_ops:
                     from .._graph_ops import group
                     op = group(op, *list(update_ops))
@@ -300,6 +302,18 @@ class _Head:
                 st.raise_if(lib.loom_spec_add_eval_metric(spec, _b(key), _v1_ops.mean(reg)._metric))
         res._head_filled = True
         return res
+
+
+def _all_trainable(given, what):
+    """loom's optimizers train every trainable variable the loss depends on: a trainable_variables list
+    that leaves some out would train something else than TF, so it raises instead."""
+    from .. import _model_fn_ops as _mfo
+    names = {getattr(v, "name", None) for v in given}
+    missing = [v.name for v in _mfo.trainable_variables() if v.name not in names]
+    if missing:
+        raise NotImplementedError("loom.tf: %s(trainable_variables=...) without %s: loom trains every trainable "
+                                  "variable the loss depends on; pass tf.compat.v1.trainable_variables(), or build "
+                                  "the train op with train_op_fn" % (what, ", ".join(missing[:4])))
 
 
 def _reg_total(graph, regularization_losses):
