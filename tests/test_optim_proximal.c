@@ -2,12 +2,9 @@
  * Apply and SparseApply kernels): one-step values computed by hand, several steps dense and sparse (a repeated
  * index summed first, as tf.train.Optimizer does) against TF's formulas in double, slot names, the
  * gradient scale, and the errors. */
-#include "test_util.h"
+#include "optim_case.h"
 
 enum { K_PGD, K_PADAGRAD, K_DA };
-#define ROWS 5
-#define COLS 3
-#define NEL (ROWS * COLS)
 
 typedef struct pcase {
   int kind;
@@ -69,8 +66,6 @@ static const char *const SLOTS[3][2] = {{NULL, NULL},
                                         {"gradient_accumulator", "gradient_squared_accumulator"}};
 static const char *const SLOT_VARS[3][2] = {
     {NULL, NULL}, {"v/ProximalAdagrad", NULL}, {"v/AdagradDA", "v/AdagradDA_1"}};
-static const int32_t SP_IDX[4] = {0, 3, 0, 4}; /* row 0 twice */
-#define SP_N 4
 
 static loom_tensor *read_var(loom_session *s, const char *name) {
   loom_status *st = loom_status_new();
@@ -95,18 +90,11 @@ static void expect_close(const float *got, const double *want, int n, double tol
 
 /* 4 steps of c on a [5, 3] variable; sparse: indices SP_IDX; scale: the apply op's gradient scale */
 static void run_case(const pcase *c, int sparse, float scale) {
-  loom_graph *g = loom_graph_new();
-  int64_t vd[2] = {ROWS, COLS};
-  float v0[NEL];
-  for (int i = 0; i < NEL; i++) v0[i] = (float)(0.3 * sin(0.7 * i + 0.2) + 0.05 * i);
-  loom_variable *v = loom_variable_new(g, loom_const_data(g, LOOM_F32, 2, vd, v0, "v0"), 1, 0, "v");
-  loom_output lr = loom_const_f32(g, (float)c->lr, "lr");
-  loom_gradient grad = {{NULL, 0}, {NULL, 0}};
-  int64_t gd[2] = {sparse ? SP_N : ROWS, COLS}, idd[1] = {SP_N};
-  grad.values = loom_placeholder(g, LOOM_F32, 2, gd, "grad");
-  if (sparse) grad.indices = loom_const_data(g, LOOM_I32, 1, idd, SP_IDX, "idx");
-  loom_optimizer *opt = make_opt(c, lr);
-  loom_variable *gs = loom_get_or_create_global_step(g);
+  optim_case_graph o = optim_case_graph_new(c->lr, sparse);
+  loom_graph *g = o.g;
+  loom_variable *v = o.v, *gs = o.global_step;
+  loom_gradient grad = o.grad;
+  loom_optimizer *opt = make_opt(c, o.lr);
   loom_node *train = loom_optimizer_apply_gradients(opt, g, 1, &grad, &v, gs, NULL);
   cr_assert(train, "apply_gradients failed");
   if (scale != 1.0f) { /* the one optimizer op of the graph gets the scale */
@@ -138,7 +126,7 @@ static void run_case(const pcase *c, int sparse, float scale) {
   run(s, loom_global_variables_initializer(g), 0, NULL, NULL);
   double rv[NEL], r0[NEL], r1[NEL];
   for (int i = 0; i < NEL; i++) {
-    rv[i] = v0[i];
+    rv[i] = o.v0[i];
     r0[i] = c->kind == K_PADAGRAD ? c->init : 0.0;
     r1[i] = c->kind == K_DA ? c->init : 0.0;
   }
@@ -146,7 +134,7 @@ static void run_case(const pcase *c, int sparse, float scale) {
     float gv[NEL];
     int n = sparse ? SP_N * COLS : NEL;
     for (int i = 0; i < n; i++) gv[i] = (float)(0.5 * sin(1.3 * i + t) + 0.1 * t - 0.15);
-    loom_tensor *gt = tu_f32(2, gd, gv);
+    loom_tensor *gt = tu_f32(2, o.gd, gv);
     run(s, train, 1, &grad.values, &gt);
     loom_tensor_free(gt);
     double dense[NEL] = {0};

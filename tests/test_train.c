@@ -4,7 +4,7 @@
  * sparse updates vs TF's formulas in double), learning-rate schedules,
  * clipping, minimize through autodiff. */
 #include <stddef.h>
-#include "test_util.h"
+#include "optim_case.h"
 
 /* ---------------------------------------------------------------- helpers */
 static loom_session *new_session(loom_graph *g) {
@@ -630,9 +630,6 @@ Test(initializers, distributions_match_tf) {
  * Optimizers vs TF's formulas (double reference)
  * ====================================================================== */
 enum { K_SGD, K_MOM, K_ADAGRAD, K_ADAM, K_FTRL, K_RMS, K_ADADELTA };
-#define ROWS 5
-#define COLS 3
-#define NEL (ROWS * COLS)
 
 typedef struct optcase {
   int kind;
@@ -748,22 +745,13 @@ static int ref_slots(const optcase *c, const char **names) {
   }
 }
 
-static const int32_t SP_IDX[4] = {0, 3, 0, 4}; /* row 0 twice */
-#define SP_N 4
 
 static void run_optcase(const optcase *c, int sparse, const char *const *expect_slot_names) {
-  loom_graph *g = loom_graph_new();
-  int64_t vd[2] = {ROWS, COLS};
-  float v0[NEL];
-  for (int i = 0; i < NEL; i++) v0[i] = (float)(0.3 * sin(0.7 * i + 0.2) + 0.05 * i);
-  loom_variable *v = loom_variable_new(g, loom_const_data(g, LOOM_F32, 2, vd, v0, "v0"), 1, 0, "v");
-  loom_output lr = loom_const_f32(g, (float)c->lr, "lr");
-  loom_gradient grad = {{NULL, 0}, {NULL, 0}};
-  int64_t gd[2] = {sparse ? SP_N : ROWS, COLS}, idd[1] = {SP_N};
-  grad.values = loom_placeholder(g, LOOM_F32, 2, gd, "grad");
-  if (sparse) grad.indices = loom_const_data(g, LOOM_I32, 1, idd, SP_IDX, "idx");
-  loom_optimizer *opt = make_opt(c, lr);
-  loom_variable *gs = loom_get_or_create_global_step(g);
+  optim_case_graph o = optim_case_graph_new(c->lr, sparse);
+  loom_graph *g = o.g;
+  loom_variable *v = o.v, *gs = o.global_step;
+  loom_gradient grad = o.grad;
+  loom_optimizer *opt = make_opt(c, o.lr);
   loom_node *train = loom_optimizer_apply_gradients(opt, g, 1, &grad, &v, gs, NULL);
   cr_assert(train, "apply_gradients failed");
   cr_assert_str_eq(loom_node_name(train), loom_optimizer_name(opt));
@@ -779,12 +767,12 @@ static void run_optcase(const optcase *c, int sparse, const char *const *expect_
   loom_session *s = new_session(g);
   run_target(s, init, 0, NULL, NULL);
   refst r;
-  ref_init(c, &r, v0);
+  ref_init(c, &r, o.v0);
   for (int t = 1; t <= 3; t++) {
     float gv[NEL];
     int n = sparse ? SP_N * COLS : NEL;
     for (int i = 0; i < n; i++) gv[i] = (float)(0.5 * sin(1.3 * i + t) + 0.1 * t);
-    loom_tensor *gt = tu_f32(2, gd, gv);
+    loom_tensor *gt = tu_f32(2, o.gd, gv);
     run_target(s, train, 1, &grad.values, &gt);
     loom_tensor_free(gt);
     /* reference */
