@@ -503,33 +503,10 @@ LOOM_FORCE_INLINE void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int6
   }
 }
 
-/* argmax_block of a whole 2x2 window (rows at x0, x1) that alone covers its pixels (d0, d1: their
- * gradient rows): each pixel written once. */
-LOOM_FORCE_INLINE void FN(argmax2x2_block)(const T *x0, const T *x1, int64_t C, const T *dy, T *d0, T *d1) {
-  T best[PBLK];
-  int32_t at[PBLK]; /* 0..3: the window's pixel of the first maximum */
-  for (int k = 0; k < PBLK; k++) {
-    best[k] = x0[k];
-    at[k] = 0;
-  }
-  const T *xs[3] = {x0 + C, x1, x1 + C};
-  for (int q = 0; q < 3; q++)
-    for (int k = 0; k < PBLK; k++) { /* strict: the first maximum wins; branch-free selects */
-      T v = xs[q][k], b = best[k];
-      int32_t m = -(int32_t)(v > b);
-      at[k] = (at[k] & ~m) | ((q + 1) & m);
-      best[k] = v > b ? v : b;
-    }
-  T *ds[4] = {d0, d0 + C, d1, d1 + C};
-  for (int q = 0; q < 4; q++)
-    for (int k = 0; k < PBLK; k++) ds[q][k] = at[k] == q ? dy[k] : (T)0;
-}
-
 LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C;
-  const int two = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && C % PBLK == 0;
   for (int64_t n = b; n < e; n++) {
     const T *ximg = a->x + n * g->H * g->W * C;
     T *dimg = a->y + n * g->H * g->W * C;
@@ -546,12 +523,6 @@ LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
         const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
         if (hb >= he || wb >= we) continue;
         int64_t c0 = 0;
-        if (two && tile && he - hb == 2 && we - wb == 2) {
-          const int64_t o0 = (hb * g->W + wb) * C, o1 = o0 + g->W * C;
-          for (; c0 < C; c0 += PBLK)
-            FN(argmax2x2_block)(ximg + o0 + c0, ximg + o1 + c0, C, dy + c0, dimg + o0 + c0, dimg + o1 + c0);
-          continue;
-        }
         for (; c0 + PBLK <= C; c0 += PBLK) FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
         if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
       }
