@@ -8,6 +8,7 @@
 #include "base/pool.h"
 #include "base/cpus.h"
 #include "engine/backend.h"
+#include "engine/fuse.h"
 
 void loom__cpu_set_blas_threads(int n); /* kernels/cpu/blas.c */
 
@@ -880,7 +881,8 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
   }
   p->arena_size = need;
   p->naive_bytes = naive;
-  /* 4. data pointers */
+  loom__plan_fuse(p); /* 4. elementwise steps folded into the step before them (CPU plans) */
+  /* 5. data pointers */
   bind_arena(p, base);
   for (int i = 0; i < p->nvalues; i++) {
     plan_value *v = &p->values[i];
@@ -1102,7 +1104,7 @@ static loom_code run_device(loom_session *s, loom_plan *p, loom_tensor *const *f
     if ((rc = loom__dev_fetch(s, p, i, &fetch_values[i], st))) return rc;
   s->stats.arena_bytes = (int64_t)p->arena_size;
   s->stats.naive_bytes = p->naive_bytes;
-  s->stats.nodes_run = p->nsteps;
+  s->stats.nodes_run = p->nsteps - p->nfolded;
   return LOOM_OK;
 }
 
@@ -1248,7 +1250,7 @@ loom_code loom_session_run(loom_session *s, const loom_output *feeds, loom_tenso
   }
   s->stats.arena_bytes = (int64_t)p->arena_size;
   s->stats.naive_bytes = p->naive_bytes;
-  s->stats.nodes_run = p->nsteps;
+  s->stats.nodes_run = p->nsteps - p->nfolded;
 done:
   pthread_mutex_unlock(&s->mu);
   if (!rc) loom_status_clear(st);

@@ -32,6 +32,8 @@ typedef struct plan_step {
   int32_t ws_value;      /* -1 or index of a scratch block (offset only) */
   int64_t ws_offset;
   size_t ws_bytes;
+  loom_kernel_fn fn0;    /* the step's own kernel (fn is a no-op while folded away: engine/fuse.c) */
+  loom_epilogue epi;     /* what ctx.epi points to when steps are folded into this one */
 } plan_step;
 
 typedef struct loom_plan {
@@ -59,6 +61,7 @@ typedef struct loom_plan {
   char *arena_base;      /* CPU plans: the session arena its pointers are bound to (the arena moves when it grows) */
   size_t arena_size;     /* bytes its values and workspaces need */
   int64_t naive_bytes;
+  int32_t nfolded;       /* steps folded into the step before them (engine/fuse.c): not run */
   loom_dev_plan *dev;    /* device sessions: device arena, constants, staging */
   int host_only;         /* device sessions: plan holds strings, runs on the CPU */
   struct loom_plan *next;

@@ -58,6 +58,17 @@ typedef struct loom_attrs {
 } loom_attrs;
 
 
+/* Elementwise work a kernel does on its output 0 right after computing it, in
+ * place of the steps the planner folded into it (engine/fuse.c): BiasAdd and
+ * Relu after a Conv2D (ops flagged LOOM_OPF_EPI_BIAS_RELU), ReluGrad after a
+ * MaxPoolGrad (LOOM_OPF_EPI_MASK). The results equal the separate steps'
+ * bit for bit. */
+typedef struct loom_epilogue {
+  const loom_buf *bias; /* y[..., c] = y[..., c] + bias[c] (BiasAdd), or NULL */
+  int relu;             /* then y = y < 0 ? 0 : y (Relu) */
+  const loom_buf *mask; /* y = mask > 0 ? y : 0 (ReluGrad whose features are mask; same shape), or NULL */
+} loom_epilogue;
+
 /* Context for one kernel call. */
 typedef struct loom_kctx {
   const loom_attrs *attrs;
@@ -74,6 +85,7 @@ typedef struct loom_kctx {
    * loom_tstring[]): the session's arena in ordinary runs, the host pass's
    * in the host pass (reset every run); NULL outside a session. */
   loom_strarena *strings;
+  const loom_epilogue *epi; /* NULL, or the folded steps' work (CPU kernels of flagged ops) */
 } loom_kctx;
 
 typedef loom_code (*loom_kernel_fn)(const loom_kctx *ctx);

@@ -426,7 +426,7 @@ void loom__register_nn(loom_op_def *t) {
   def(&t[LOOM_OP_SparseSoftmaxCrossEntropyWithLogits], 2, 2, shape_sparse_xent, K2(sparse_softmax_xent), 0);
   t[LOOM_OP_SparseSoftmaxCrossEntropyWithLogits].nondiff_inputs = 1u << 1; /* labels */
   def(&t[LOOM_OP_SigmoidCrossEntropyWithLogits], 2, 1, shape_sigmoid_xent, K2(sigmoid_xent), LOOM_OPF_INPLACE_OK);
-  def(&t[LOOM_OP_Conv2D], 2, 1, shape_conv2d, K2(conv2d), 0);
+  def(&t[LOOM_OP_Conv2D], 2, 1, shape_conv2d, K2(conv2d), LOOM_OPF_EPI_BIAS_RELU);
   t[LOOM_OP_Conv2D].workspace = loom__ws_conv2d;
   def(&t[LOOM_OP_Conv2DBackpropInput], -1, 1, shape_conv2d_backprop_input, K2(conv2d_backprop_input), 0);
   t[LOOM_OP_Conv2DBackpropInput].workspace = loom__ws_conv2d_backprop_input;
@@ -435,7 +435,7 @@ void loom__register_nn(loom_op_def *t) {
   t[LOOM_OP_Conv2DBackpropFilter].workspace = loom__ws_conv2d_backprop_filter;
   def(&t[LOOM_OP_MaxPool], 1, 1, shape_pool, K2(max_pool), 0);
   def(&t[LOOM_OP_AvgPool], 1, 1, shape_pool, K2(avg_pool), 0);
-  def(&t[LOOM_OP_MaxPoolGrad], 3, 1, shape_max_pool_grad, K2(max_pool_grad), 0);
+  def(&t[LOOM_OP_MaxPoolGrad], 3, 1, shape_max_pool_grad, K2(max_pool_grad), LOOM_OPF_EPI_MASK);
   def(&t[LOOM_OP_AvgPoolGrad], -1, 1, shape_avg_pool_grad, K2(avg_pool_grad), 0);
   t[LOOM_OP_AvgPoolGrad].nondiff_inputs = 1u << 1; /* like (shape only) */
   def(&t[LOOM_OP_L2Normalize], 1, 1, shape_l2_normalize, K2(l2_normalize), LOOM_OPF_INPLACE_OK);

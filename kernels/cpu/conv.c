@@ -395,7 +395,36 @@ typedef struct {
   T *y, *dw;
   const T *xp;    /* the padded input (pad_plan), or NULL */
   int64_t Hs, Ws; /* its rows per image, pixels per row */
+  const loom_epilogue *epi; /* the forward pass: folded BiasAdd / Relu, applied as rows are written (or NULL) */
 } FN(direct_args);
+
+/* The folded steps' work (kernels/kernel.h) on rows [0, rows) of O channels, as BiasAdd's and
+ * Relu's kernels compute it. */
+LOOM_FORCE_INLINE void FN(epi_rows)(const loom_epilogue *e, T *y, int64_t rows, int64_t O) {
+  const T *b = e->bias ? (const T *)e->bias->data : NULL;
+  if (b && e->relu) {
+    for (int64_t r = 0; r < rows; r++, y += O)
+      for (int64_t c = 0; c < O; c++) {
+        T v = y[c] + b[c];
+        y[c] = v < 0 ? (T)0 : v;
+      }
+  } else if (b) {
+    for (int64_t r = 0; r < rows; r++, y += O)
+      for (int64_t c = 0; c < O; c++) y[c] = y[c] + b[c];
+  } else if (e->relu) {
+    for (int64_t r = 0; r < rows; r++, y += O)
+      for (int64_t c = 0; c < O; c++) y[c] = y[c] < 0 ? (T)0 : y[c];
+  }
+}
+typedef struct {
+  const loom_epilogue *epi;
+  T *y;
+  int64_t O;
+} FN(epi_args);
+LOOM_HOT static void FN(epi_range)(void *p, int64_t b, int64_t e) {
+  const FN(epi_args) *a = p;
+  FN(epi_rows)(a->epi, a->y + b * a->O, e - b, a->O);
+}
 
 /* The first window value of output pixel (n, oh, ow) in the padded input;
  * its row kh starts kh * dh * Ws * C further. */
@@ -631,8 +660,8 @@ static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
 
 /* xp: the padded input (pad_plan, Hs x Ws per image) or NULL (windows read from x). */
 static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, const T *xp,
-                           int64_t Hs, int64_t Ws) {
-  FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws};
+                           int64_t Hs, int64_t Ws, const loom_epilogue *epi) {
+  FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws, epi};
   int64_t grain = (CONV_ROW_GRAIN * 4) / (g->K * g->O > 0 ? g->K * g->O : 1);
   loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8,
                      FN(isa_for)(g->O)->direct_fwd_range, &a);
@@ -648,15 +677,11 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
   if (Y->numel == 0) return LOOM_OK;
   if (g.K == 0) {
     memset(y, 0, (size_t)Y->numel * sizeof(T));
-    return LOOM_OK;
-  }
-  if (wino_ok(&g)) {
+  } else if (wino_ok(&g)) {
     size_t need = (size_t)wino_ws_elems(&g) * sizeof(T);
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
     FN(wino_fwd)(ctx, &g, x, f, y, ctx->ws);
-    return LOOM_OK;
-  }
-  if (g.direct) {
+  } else if (g.direct) {
     pad_plan pp = pad_plan_of(&g, sizeof(T), 0);
     const T *xp = NULL;
     if (pp.mode) {
@@ -664,21 +689,25 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
       if (need && (!ctx->ws || ctx->ws_size < need)) return ws_missing(ctx, need);
       xp = FN(pad_input)(ctx, &g, &pp, x, ctx->ws);
     }
-    FN(direct_fwd)(ctx, &g, x, f, y, xp, pp.Hs, pp.Ws);
+    FN(direct_fwd)(ctx, &g, x, f, y, xp, pp.Hs, pp.Ws, ctx->epi); /* the folded steps as rows are written */
     return LOOM_OK;
-  }
-  if (g.pointwise) {
+  } else if (g.pointwise) {
     FN(gemm_nn)(ctx, x, g.C, f, g.O, y, g.M, g.C);
-    return LOOM_OK;
+  } else {
+    int64_t R = chunk_rows(&g, sizeof(T), 0);
+    size_t need = (size_t)R * (size_t)g.K * sizeof(T);
+    if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    T *col = ctx->ws;
+    for (int64_t r0 = 0; r0 < g.M; r0 += R) {
+      int64_t m = g.M - r0 < R ? g.M - r0 : R;
+      FN(im2col)(ctx, &g, x, col, r0, r0 + m);
+      FN(gemm_nn)(ctx, col, g.K, f, g.O, y + r0 * g.O, m, g.K);
+    }
   }
-  int64_t R = chunk_rows(&g, sizeof(T), 0);
-  size_t need = (size_t)R * (size_t)g.K * sizeof(T);
-  if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
-  T *col = ctx->ws;
-  for (int64_t r0 = 0; r0 < g.M; r0 += R) {
-    int64_t m = g.M - r0 < R ? g.M - r0 : R;
-    FN(im2col)(ctx, &g, x, col, r0, r0 + m);
-    FN(gemm_nn)(ctx, col, g.K, f, g.O, y + r0 * g.O, m, g.K);
+  if (ctx->epi) { /* the folded steps in one pass over the output */
+    FN(epi_args) ea = {ctx->epi, y, g.O};
+    int64_t grain = CONV_ROW_GRAIN / (g.O > 0 ? g.O : 1);
+    loom__parallel_for(ctx->pool, Y->numel / g.O, grain > 1 ? grain : 1, FN(epi_range), &ea);
   }
   return LOOM_OK;
 }
@@ -710,7 +739,7 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
             wt[((kh * g.KW + kw) * g.O + o) * g.C + c] =
                 f[(((g.KH - 1 - kh) * g.KW + (g.KW - 1 - kw)) * g.C + c) * g.O + o];
     if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O);
-    else FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0);
+    else FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0, NULL);
     return LOOM_OK;
   }
   /* dcol[m, K] = dY[m, O] x F^T[O, K], then col2im */

@@ -197,6 +197,7 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
     if (rows && g->OW - ow >= ROW_PX && e - r >= ROW_PX) {
       FNI(row_group)(FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow), step, rstep, KH, KWC, a->w, O,
                      a->y + r * O);
+      if (a->epi) FN(epi_rows)(a->epi, a->y + r * O, ROW_PX, O);
       r += ROW_PX;
       if ((ow += ROW_PX) == g->OW) {
         ow = 0;
@@ -224,6 +225,7 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
       }
     }
     FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
+    if (a->epi) FN(epi_rows)(a->epi, a->y + r * O, np, O);
     r += np;
   }
 }

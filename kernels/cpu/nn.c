@@ -364,6 +364,7 @@ typedef struct {
   const pgeom *g;
   const T *x, *dy;
   T *y;
+  const T *mask; /* MaxPoolGrad: a folded ReluGrad's features (kernels/kernel.h), or NULL */
 } FN(pool_args);
 
 /* The 2x2 window of a stride-2 pool whose rows start at x0 and x1, channels [c, c + PBLK): the
@@ -440,7 +441,7 @@ static loom_code FN(pool_fwd)(const loom_kctx *ctx, loom_range_fn fn) {
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, X->dims, Y->dims);
-  FN(pool_args) a = {&g, X->data, NULL, Y->data};
+  FN(pool_args) a = {&g, X->data, NULL, Y->data, NULL};
   loom__parallel_for(ctx->pool, g.N * g.OH, rows_grain(g.OW * g.C * g.kh * g.kw), fn, &a);
   return LOOM_OK;
 }
@@ -451,7 +452,7 @@ loom_code FN(loom__k_avg_pool)(const loom_kctx *ctx) { return FN(pool_fwd)(ctx, 
 /* Routes dy[c0..c0+PBLK) of one window to the first maximum of each channel.
  * The fixed block size keeps best/at in vector registers. */
 LOOM_FORCE_INLINE void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int64_t W, int64_t C, int64_t c0,
-                                    int64_t hb, int64_t he, int64_t wb, int64_t we, int tile) {
+                                    int64_t hb, int64_t he, int64_t wb, int64_t we, int tile, int relu) {
   T best[PBLK];
   int32_t at[PBLK]; /* pixel (ih*W + iw) of the first maximum */
   int32_t p0 = (int32_t)(hb * W + wb);
@@ -472,6 +473,8 @@ LOOM_FORCE_INLINE void FN(argmax_block)(const T *ximg, T *dimg, const T *dy, int
       }
     }
   if (tile) { /* this window alone covers its pixels: write them all once */
+    if (relu) /* a folded ReluGrad whose features are x: the maximum is the feature there */
+      for (int c = 0; c < PBLK; c++) at[c] = best[c] > 0 ? at[c] : -1;
     for (int64_t ih = hb; ih < he; ih++)
       for (int64_t iw = wb; iw < we; iw++) {
         int32_t pix = (int32_t)(ih * W + iw);
@@ -513,6 +516,8 @@ LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
     /* Windows that tile the image (stride = window, every pixel covered) are
      * written once each; otherwise dx is cleared and gradients accumulate. */
     int tile = g->sh == g->kh && g->sw == g->kw && g->OH * g->sh - g->pt >= g->H && g->OW * g->sw - g->pl >= g->W;
+    /* a folded ReluGrad over x itself, in the windows that write their pixels once; else a pass below */
+    const int relu_in_block = tile && a->mask == a->x;
     if (!tile) memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
     for (int64_t oh = 0; oh < g->OH; oh++) {
       int64_t hb, he;
@@ -523,9 +528,14 @@ LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
         const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
         if (hb >= he || wb >= we) continue;
         int64_t c0 = 0;
-        for (; c0 + PBLK <= C; c0 += PBLK) FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
+        for (; c0 + PBLK <= C; c0 += PBLK)
+          FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile, relu_in_block);
         if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
       }
+    }
+    if (a->mask && (!relu_in_block || C % PBLK)) { /* the folded ReluGrad over the image, as its kernel */
+      const T *m = a->mask + n * g->H * g->W * C;
+      for (int64_t i = 0; i < g->H * g->W * C; i++) dimg[i] = m[i] > 0 ? dimg[i] : (T)0;
     }
   }
 }
@@ -563,7 +573,7 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, X->dims, DY->dims);
-  FN(pool_args) a = {&g, X->data, DY->data, DX->data};
+  FN(pool_args) a = {&g, X->data, DY->data, DX->data, ctx->epi && ctx->epi->mask ? ctx->epi->mask->data : NULL};
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
   return LOOM_OK;
 }
@@ -574,7 +584,7 @@ loom_code FN(loom__k_avg_pool_grad)(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, DX->dims, DY->dims);
-  FN(pool_args) a = {&g, NULL, DY->data, DX->data};
+  FN(pool_args) a = {&g, NULL, DY->data, DX->data, NULL};
   loom__parallel_for(ctx->pool, g.N, 1, FN(avg_pool_grad_range), &a);
   return LOOM_OK;
 }

@@ -1,0 +1,139 @@
+/* engine/fuse.c - elementwise steps folded into the step before them.
+ *
+ * A CPU plan whose buffers are laid out (engine/session.c, specialize) runs a
+ * BiasAdd and a Relu that follow a Conv2D, and a ReluGrad that follows a
+ * MaxPoolGrad, inside that step's kernel (ctx->epi, kernels/kernel.h): the
+ * values stay in cache between them instead of making two more passes over
+ * memory. A chain is folded only when nothing else can tell: each
+ * intermediate value has exactly one reader (the next step of the chain, as
+ * its input 0), none is fetched, every step of the chain already writes the
+ * first one's buffer (the in-place rule of specialize), and what the folded
+ * steps read besides (the bias, the ReluGrad features) is final when the first
+ * step runs: made by an earlier step or held outside the arena with no step
+ * between them that writes in place. The folded steps then run a no-op. */
+#include <string.h>
+#include "engine/fuse.h"
+#include "base/base.h"
+
+static loom_code folded_away(const loom_kctx *ctx) {
+  (void)ctx;
+  return LOOM_OK;
+}
+
+static int root(const loom_plan *p, int vi) {
+  while (p->values[vi].kind == VAL_ALIAS) vi = p->values[vi].alias_of;
+  return vi;
+}
+static int in_root(const loom_plan *p, const loom_node *n, int k) {
+  return root(p, p->node_val[n->in[k].node->id] + n->in[k].index);
+}
+static int is_op(const loom_node *n, const char *name) { return !strcmp(n->def->name, name); }
+
+/* Whether a step in (i, j) writes in place (assign, optimizer ops). */
+static int mutation_between(const loom_plan *p, int i, int j) {
+  for (int k = i + 1; k < j; k++) {
+    const loom_op_def *d = p->steps[k].node->def;
+    for (int x = 0; x < p->steps[k].node->nin; x++)
+      if (loom__op_mutates(d, x)) return 1;
+  }
+  return 0;
+}
+
+/* Whether value vi (read by the chain's later step) is final before step i. */
+static int ready_at(const loom_plan *p, int vi, int i, int later) {
+  const plan_value *v = &p->values[vi];
+  if (v->kind == VAL_ARENA && !(v->producer >= 0 && v->producer < i)) return 0;
+  return !mutation_between(p, i, later);
+}
+
+typedef struct {
+  int32_t *readers; /* per root value: the steps' inputs that read it */
+  int32_t *reader;  /* the last (step << 8 | input) that read it */
+} use_map;
+
+/* The step that is the only reader of value vi, as its input 0 (-1 when none
+ * or not so); vi must be an arena value nobody fetches, of the same bytes as
+ * the reader's output 0, which writes it in place (same offset). */
+static int sole_inplace_reader(const loom_plan *p, const use_map *u, int vi) {
+  const plan_value *v = &p->values[vi];
+  if (v->kind != VAL_ARENA || v->last_use == INT32_MAX || u->readers[vi] != 1 || (u->reader[vi] & 0xff) != 0)
+    return -1;
+  int j = u->reader[vi] >> 8;
+  const plan_value *o = &p->values[p->node_val[p->steps[j].node->id]];
+  if (o->kind != VAL_ARENA || o->last_use == INT32_MAX || o->offset != v->offset || o->bytes != v->bytes ||
+      o->buf.dtype != v->buf.dtype)
+    return -1;
+  return j;
+}
+
+static void fold(loom_plan *p, int j) {
+  p->steps[j].fn = folded_away;
+  p->nfolded++;
+}
+
+int loom__plan_fuse(loom_plan *p) {
+  for (int i = 0; i < p->nsteps; i++) { /* undo an earlier specialization's folding */
+    plan_step *sp = &p->steps[i];
+    if (sp->fn0) sp->fn = sp->fn0;
+    sp->fn0 = sp->fn;
+    sp->ctx.epi = NULL;
+    memset(&sp->epi, 0, sizeof sp->epi);
+  }
+  p->nfolded = 0;
+  if (p->dev || p->nsteps < 2) return 0;
+  use_map u;
+  u.readers = loom__calloc((size_t)p->nvalues, sizeof *u.readers);
+  u.reader = loom__calloc((size_t)p->nvalues, sizeof *u.reader);
+  if (!u.readers || !u.reader) { /* folding is an optimization: without memory, run every step */
+    loom__free(u.readers);
+    loom__free(u.reader);
+    return 0;
+  }
+  for (int j = 0; j < p->nsteps; j++) {
+    const loom_node *n = p->steps[j].node;
+    for (int k = 0; k < n->nin && k < 256; k++) {
+      int r = in_root(p, n, k);
+      u.readers[r]++;
+      u.reader[r] = j << 8 | k;
+    }
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    plan_step *sp = &p->steps[i];
+    const loom_node *n = sp->node;
+    if (sp->fn == folded_away || n->nout < 1) continue;
+    const int vi = p->node_val[n->id];
+    const loom_dtype dt = p->values[vi].buf.dtype;
+    if (dt != LOOM_F32 && dt != LOOM_F64) continue;
+    if (n->def->flags & LOOM_OPF_EPI_BIAS_RELU) {
+      int j = sole_inplace_reader(p, &u, vi);
+      if (j < 0 || !is_op(p->steps[j].node, "BiasAdd")) continue;
+      const loom_node *ba = p->steps[j].node;
+      int bi = in_root(p, ba, 1);
+      const loom_buf *b = &p->values[bi].buf, *y = &p->values[vi].buf;
+      if (!ready_at(p, bi, i, j) || b->dtype != dt || y->ndim < 1 || b->numel != y->dims[y->ndim - 1])
+        continue;
+      sp->epi.bias = p->steps[j].ctx.in[1];
+      fold(p, j);
+      int k = sole_inplace_reader(p, &u, p->node_val[ba->id]);
+      if (k >= 0 && is_op(p->steps[k].node, "Relu")) {
+        sp->epi.relu = 1;
+        fold(p, k);
+      }
+      sp->ctx.epi = &sp->epi;
+    } else if (n->def->flags & LOOM_OPF_EPI_MASK) {
+      int k = sole_inplace_reader(p, &u, vi);
+      if (k < 0 || !is_op(p->steps[k].node, "ReluGrad")) continue;
+      int fi = in_root(p, p->steps[k].node, 1);
+      const loom_buf *f = &p->values[fi].buf, *y = &p->values[vi].buf;
+      if (!ready_at(p, fi, i, k) || f->dtype != dt || f->ndim != y->ndim ||
+          memcmp(f->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim))
+        continue;
+      sp->epi.mask = p->steps[k].ctx.in[1];
+      fold(p, k);
+      sp->ctx.epi = &sp->epi;
+    }
+  }
+  loom__free(u.readers);
+  loom__free(u.reader);
+  return p->nfolded;
+}

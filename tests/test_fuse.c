@@ -1,0 +1,287 @@
+/* Steps folded into the step before them (engine/fuse.c): a BiasAdd and a
+ * Relu after a Conv2D, a ReluGrad after a MaxPoolGrad. Each case runs the
+ * same graph twice: fetching only the chain's end (folded: fewer kernels run,
+ * nodes_run) and fetching an intermediate as well (nothing can be folded),
+ * and the two results must be equal bit for bit, at 1 and 2 threads. */
+#include "test_util.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double urand(void) { /* [-1, 1) */
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
+}
+static loom_tensor *rand_tensor(loom_dtype dt, int ndim, const int64_t *dims, double zero_frac) {
+  loom_tensor *t = loom_tensor_new(dt, ndim, dims, NULL);
+  cr_assert(t);
+  for (int64_t i = 0; i < loom_tensor_numel(t); i++) {
+    double v = urand();
+    if (fabs(v) < zero_frac) v = 0; /* exact zeros: ties in the pools, Relu's and ReluGrad's boundary */
+    if (dt == LOOM_F32) ((float *)loom_tensor_data(t))[i] = (float)v;
+    else ((double *)loom_tensor_data(t))[i] = v;
+  }
+  return t;
+}
+static loom_output const_of(loom_graph *g, const loom_tensor *t, const char *name) {
+  return loom_const_data(g, loom_tensor_dtype(t), loom_tensor_ndim(t), loom_tensor_dims(t), loom_tensor_data_const(t),
+                         name);
+}
+
+/* Runs fetches[0..nf) at `threads`; returns fetch 0 and the kernels run. */
+static loom_tensor *run_fetch(loom_graph *g, loom_output x, loom_tensor *xt, int nf, const loom_output *fetches,
+                              int threads, int32_t *nodes_run) {
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(g, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_session_options so = loom_session_options_default();
+  so.num_threads = threads;
+  loom_session *s = loom_session_new(g, &so, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  loom_tensor *out[3] = {NULL, NULL, NULL};
+  for (int rep = 0; rep < 2; rep++) /* the second run reuses the plan */
+    cr_assert_eq(loom_session_run(s, &x, &xt, 1, fetches, out, nf, NULL, 0, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+  loom_session_stats stats;
+  loom_session_get_stats(s, &stats);
+  *nodes_run = stats.nodes_run;
+  for (int i = 1; i < nf; i++) loom_tensor_free(out[i]);
+  loom_session_free(s);
+  loom_status_free(st);
+  return out[0];
+}
+
+static void expect_same(const loom_tensor *a, const loom_tensor *b, const char *what) {
+  cr_assert_eq(loom_tensor_nbytes(a), loom_tensor_nbytes(b), "%s", what);
+  cr_assert(!memcmp(loom_tensor_data_const(a), loom_tensor_data_const(b), loom_tensor_nbytes(a)),
+            "%s: folded and separate steps differ", what);
+}
+
+/* end + end (a fetched value is never folded away: the fetch may be written in place) fetched alone vs
+ * beside `inter`: equal values, `folded` kernels fewer. */
+static void check_folding(loom_graph *g, loom_output x, loom_tensor *xt, loom_output chain_end, loom_output inter,
+                          int folded, const char *what) {
+  loom_output end = loom_add(g, chain_end, chain_end, NULL);
+  for (int threads = 1; threads <= 2; threads++) {
+    int32_t n1, n2;
+    loom_output both[2] = {end, inter};
+    loom_tensor *a = run_fetch(g, x, xt, 1, &end, threads, &n1);
+    loom_tensor *b = run_fetch(g, x, xt, 2, both, threads, &n2);
+    expect_same(a, b, what);
+    cr_assert_eq(n1, n2 - folded, "%s (%d threads): %d kernels run, the unfolded plan %d, expected %d folded", what,
+                 threads, n1, n2, folded);
+    loom_tensor_free(a);
+    loom_tensor_free(b);
+  }
+}
+
+typedef struct {
+  int64_t n, h, w, c, kh, kw, o, stride;
+  int padding;
+} conv_case;
+
+static void conv_chain(loom_dtype dt, conv_case k, int relu) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o}, bd[1] = {k.o};
+  int64_t st[4] = {1, k.stride, k.stride, 1}, dil[4] = {1, 1, 1, 1};
+  loom_tensor *wt = rand_tensor(dt, 4, wd, 0), *bt = rand_tensor(dt, 1, bd, 0.1);
+  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
+  loom_output conv = loom_conv2d(g, x, const_of(g, wt, "w"), st, k.padding, dil, "conv");
+  loom_output ba = loom_bias_add(g, conv, const_of(g, bt, "b"), "ba");
+  loom_output end = relu ? loom_relu(g, ba, "relu") : ba;
+  loom_tensor *xt = rand_tensor(dt, 4, xd, 0.05);
+  char what[160];
+  snprintf(what, sizeof what, "%s conv %lldx%lldx%lld k%lldx%lld o%lld s%lld %s", dt == LOOM_F64 ? "f64" : "f32",
+           (long long)k.h, (long long)k.w, (long long)k.c, (long long)k.kh, (long long)k.kw, (long long)k.o,
+           (long long)k.stride, relu ? "+bias+relu" : "+bias");
+  check_folding(g, x, xt, end, conv, relu ? 2 : 1, what);
+  loom_tensor_free(xt);
+  loom_tensor_free(wt);
+  loom_tensor_free(bt);
+  loom_graph_free(g);
+}
+
+/* Every path of the Conv2D kernel: the direct loops (first-layer rows and 12-pixel tiles), Winograd,
+ * pointwise, im2col; output channels below, at and past a vector. */
+static const conv_case CONVS[] = {
+    {3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, {2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME},
+    {2, 9, 7, 3, 3, 3, 5, 1, LOOM_PADDING_SAME},    {2, 8, 8, 6, 1, 1, 20, 1, LOOM_PADDING_VALID},
+    {1, 11, 10, 4, 3, 3, 7, 2, LOOM_PADDING_VALID}, {2, 7, 7, 40, 3, 3, 33, 1, LOOM_PADDING_SAME},
+};
+
+Test(fuse, conv_bias_relu_f32) {
+  for (size_t i = 0; i < sizeof CONVS / sizeof CONVS[0]; i++) conv_chain(LOOM_F32, CONVS[i], 1);
+}
+Test(fuse, conv_bias_f32_and_f64) {
+  for (size_t i = 0; i < sizeof CONVS / sizeof CONVS[0]; i++) {
+    conv_chain(LOOM_F32, CONVS[i], 0);
+    conv_chain(LOOM_F64, CONVS[i], 1);
+  }
+}
+
+/* The values the folded chain replaces: conv + b, then max(., 0), computed here from the conv's own
+ * output (so a kernel that skipped or doubled the bias fails, not only one that differs from itself). */
+Test(fuse, conv_bias_relu_values) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {2, 6, 6, 3}, wd[4] = {3, 3, 3, 8}, bd[1] = {8};
+  int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1};
+  loom_tensor *wt = rand_tensor(LOOM_F32, 4, wd, 0), *bt = rand_tensor(LOOM_F32, 1, bd, 0);
+  loom_output x = loom_placeholder(g, LOOM_F32, 4, xd, "x");
+  loom_output conv = loom_conv2d(g, x, const_of(g, wt, "w"), st, LOOM_PADDING_SAME, dil, "conv");
+  loom_output relu = loom_relu(g, loom_bias_add(g, conv, const_of(g, bt, "b"), "ba"), "relu");
+  loom_tensor *xt = rand_tensor(LOOM_F32, 4, xd, 0);
+  int32_t n;
+  loom_tensor *y = run_fetch(g, x, xt, 1, &relu, 2, &n);
+  loom_tensor *c = run_fetch(g, x, xt, 1, &conv, 2, &n);
+  const float *yv = loom_tensor_data(y), *cv = loom_tensor_data(c), *b = loom_tensor_data(bt);
+  int neg = 0;
+  for (int64_t i = 0; i < loom_tensor_numel(y); i++) {
+    float v = cv[i] + b[i % 8];
+    neg += v < 0;
+    cr_assert_eq(yv[i], v < 0 ? 0.0f : v, "element %lld", (long long)i);
+  }
+  cr_assert(neg > 10 && neg < loom_tensor_numel(y) - 10, "the case exercises both sides of the Relu (%d negative)", neg);
+  loom_tensor_free(y);
+  loom_tensor_free(c);
+  loom_tensor_free(xt);
+  loom_tensor_free(wt);
+  loom_tensor_free(bt);
+  loom_graph_free(g);
+}
+
+/* Not folded: the conv output read by another op too (the add), the BiasAdd output read twice. */
+Test(fuse, not_folded_when_read_elsewhere) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {2, 6, 6, 3}, wd[4] = {3, 3, 3, 8}, bd[1] = {8};
+  int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1};
+  loom_tensor *wt = rand_tensor(LOOM_F32, 4, wd, 0), *bt = rand_tensor(LOOM_F32, 1, bd, 0);
+  loom_output x = loom_placeholder(g, LOOM_F32, 4, xd, "x");
+  loom_output conv = loom_conv2d(g, x, const_of(g, wt, "w"), st, LOOM_PADDING_SAME, dil, "conv");
+  loom_output ba = loom_bias_add(g, conv, const_of(g, bt, "b"), "ba");
+  loom_output relu = loom_relu(g, ba, "relu");
+  loom_output sum1 = loom_add(g, relu, conv, "sum1"); /* conv read twice: nothing folds */
+  loom_output sum2 = loom_add(g, relu, ba, "sum2");   /* ba read twice: only the BiasAdd folds */
+  loom_tensor *xt = rand_tensor(LOOM_F32, 4, xd, 0);
+  int32_t n1, n2;
+  loom_tensor *a = run_fetch(g, x, xt, 1, &sum1, 1, &n1);
+  cr_assert_eq(n1, 4, "conv, bias_add, relu, add: %d kernels", n1);
+  loom_tensor *b = run_fetch(g, x, xt, 1, &sum2, 1, &n2);
+  cr_assert_eq(n2, 3, "conv (+bias), relu, add: %d kernels", n2);
+  const float *av = loom_tensor_data(a), *bv = loom_tensor_data(b);
+  loom_tensor *c = run_fetch(g, x, xt, 1, &conv, 1, &n1);
+  const float *cv = loom_tensor_data(c), *bias = loom_tensor_data(bt);
+  for (int64_t i = 0; i < loom_tensor_numel(a); i++) {
+    float v = cv[i] + bias[i % 8], r = v < 0 ? 0.0f : v;
+    cr_assert_eq(av[i], r + cv[i]);
+    cr_assert_eq(bv[i], r + v);
+  }
+  loom_tensor_free(a);
+  loom_tensor_free(b);
+  loom_tensor_free(c);
+  loom_tensor_free(xt);
+  loom_tensor_free(wt);
+  loom_tensor_free(bt);
+  loom_graph_free(g);
+}
+
+/* relu -> max_pool, and the gradient max_pool_grad -> relu_grad over the relu's output (features x: the
+ * mask folds into the windows) or over another tensor (z: a pass over each image). */
+static void pool_chain(loom_dtype dt, int64_t c, int64_t k, int64_t s, int padding, int other_features) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {3, 10, 9, c}, ks[4] = {1, k, k, 1}, ss[4] = {1, s, s, 1};
+  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
+  loom_output r = loom_relu(g, x, "r");
+  loom_output y = loom_max_pool(g, r, ks, ss, padding, "pool");
+  loom_tensor *dyt = NULL, *zt = rand_tensor(dt, 4, xd, 0.2);
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_graph_status(g, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_status_free(st);
+  int64_t yd[4];
+  cr_assert_eq(loom_output_dims(y, yd), 4);
+  dyt = rand_tensor(dt, 4, yd, 0.1);
+  loom_output dx = loom_max_pool_grad(g, r, y, const_of(g, dyt, "dy"), ks, ss, padding, "mpg");
+  loom_output d = loom_relu_grad(g, dx, other_features ? const_of(g, zt, "z") : r, "rg");
+  loom_tensor *xt = rand_tensor(dt, 4, xd, 0.3);
+  char what[128];
+  snprintf(what, sizeof what, "%s pool %lldx%lld/%lld C=%lld %s features", dt == LOOM_F64 ? "f64" : "f32",
+           (long long)k, (long long)k, (long long)s, (long long)c, other_features ? "other" : "pooled");
+  check_folding(g, x, xt, d, dx, 1, what);
+  loom_tensor_free(xt);
+  loom_tensor_free(dyt);
+  loom_tensor_free(zt);
+  loom_graph_free(g);
+}
+
+Test(fuse, max_pool_grad_relu_grad) {
+  const int64_t cs[3] = {16, 20, 5};
+  for (int i = 0; i < 3; i++)
+    for (int other = 0; other <= 1; other++) {
+      pool_chain(LOOM_F32, cs[i], 2, 2, LOOM_PADDING_VALID, other); /* windows that tile the image */
+      pool_chain(LOOM_F32, cs[i], 2, 2, LOOM_PADDING_SAME, other);
+      pool_chain(LOOM_F32, cs[i], 3, 2, LOOM_PADDING_SAME, other); /* overlapping windows */
+      pool_chain(LOOM_F64, cs[i], 2, 2, LOOM_PADDING_SAME, other);
+    }
+}
+
+/* A training step: the bias a variable the optimizer updates after the forward pass reads it. Three
+ * steps folded and three not give the same variables bit for bit. */
+static void train3(int fold, float *bias_out, float *w_out) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {4, 8, 8, 2}, wd[4] = {3, 3, 2, 6}, bd[1] = {6}, ks[4] = {1, 2, 2, 1};
+  int64_t st4[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1};
+  rng_state = 7;
+  loom_tensor *w0 = rand_tensor(LOOM_F32, 4, wd, 0), *b0 = rand_tensor(LOOM_F32, 1, bd, 0);
+  loom_variable *w = loom_variable_new(g, const_of(g, w0, "w0"), 1, 0, "w");
+  loom_variable *b = loom_variable_new(g, const_of(g, b0, "b0"), 1, 0, "b");
+  loom_output x = loom_placeholder(g, LOOM_F32, 4, xd, "x");
+  loom_output conv = loom_conv2d(g, x, loom_variable_output(w), st4, LOOM_PADDING_SAME, dil, "conv");
+  loom_output r = loom_relu(g, loom_bias_add(g, conv, loom_variable_output(b), "ba"), "relu");
+  loom_output pool = loom_max_pool(g, r, ks, ks, LOOM_PADDING_VALID, "pool");
+  loom_output loss = loom_reduce_sum(g, loom_mul(g, pool, pool, NULL), -1, NULL, 0, "loss");
+  loom_status *st = loom_status_new();
+  loom_output xs[2] = {loom_variable_output(w), loom_variable_output(b)}, gr[2];
+  cr_assert_eq(loom_gradients(g, 1, &loss, NULL, 2, xs, gr, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_output lr = loom_const_f32(g, 0.01f, "lr");
+  loom_output u0 = loom_apply_gradient_descent(g, xs[0], lr, gr[0], "upd_w");
+  loom_output u1 = loom_apply_gradient_descent(g, xs[1], lr, gr[1], "upd_b");
+  loom_node *init = loom_global_variables_initializer(g);
+  cr_assert_eq(loom_graph_status(g, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_session *s = loom_session_new(g, NULL, st);
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, NULL, NULL, 0, &init, 1, st), LOOM_OK, "%s",
+               loom_status_message(st));
+  loom_tensor *xt = rand_tensor(LOOM_F32, 4, xd, 0);
+  loom_node *targets[2] = {u0.node, u1.node};
+  for (int step = 0; step < 3; step++) {
+    loom_output f[2] = {loss, conv}; /* fetching the conv output keeps its chain unfolded */
+    loom_tensor *out[2] = {NULL, NULL};
+    cr_assert_eq(loom_session_run(s, &x, &xt, 1, f, out, fold ? 1 : 2, targets, 2, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+    loom_tensor_free(out[0]);
+    loom_tensor_free(out[1]);
+  }
+  loom_tensor *wv = NULL, *bv = NULL;
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &xs[0], &wv, 1, NULL, 0, st), LOOM_OK);
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, &xs[1], &bv, 1, NULL, 0, st), LOOM_OK);
+  memcpy(w_out, loom_tensor_data(wv), sizeof(float) * 3 * 3 * 2 * 6);
+  memcpy(bias_out, loom_tensor_data(bv), sizeof(float) * 6);
+  loom_tensor_free(wv);
+  loom_tensor_free(bv);
+  loom_tensor_free(xt);
+  loom_tensor_free(w0);
+  loom_tensor_free(b0);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+}
+
+Test(fuse, training_with_variable_bias) {
+  float b1[6], b2[6], w1[108], w2[108];
+  train3(1, b1, w1);
+  train3(0, b2, w2);
+  cr_assert(!memcmp(b1, b2, sizeof b1), "bias after 3 steps: folded %g, separate %g", b1[0], b2[0]);
+  cr_assert(!memcmp(w1, w2, sizeof w1), "filter after 3 steps differs");
+  float b0[6];
+  rng_state = 7;
+  for (int i = 0; i < 108; i++) (void)urand();
+  for (int i = 0; i < 6; i++) b0[i] = (float)urand();
+  int moved = 0;
+  for (int i = 0; i < 6; i++) moved += b1[i] != b0[i];
+  cr_assert(moved > 0, "the bias was trained");
+}
