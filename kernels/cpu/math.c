@@ -7,10 +7,10 @@
  *
  * Binary kernels use the broadcasting plan of kernels/cpu/bcast.h: after
  * coalescing, the inner loop of each row is one of vector-vector,
- * vector-scalar or scalar-vector, each a restrict-qualified loop GCC
- * vectorizes. This covers same shapes (one row), tensor op scalar (one row),
- * bias-like [N,C] op [C] (N rows) and [N,C] op [N,1]; anything else walks
- * the outer dims with an odometer. A short broadcast row ([N,C] op [C] with
+ * vector-scalar or scalar-vector, each a loop GCC vectorizes. This covers
+ * same shapes (one row), tensor op scalar (one row), bias-like [N,C] op [C]
+ * (N rows) and [N,C] op [N,1]; anything else walks the outer dims with an
+ * odometer. A short broadcast row ([N,C] op [C] with
  * C <= TILE_MAX_INNER) is first repeated into a small stack tile so the inner
  * loop spans many rows. Work is split over the flat output range with
  * loom__parallel_for above LOOM_PAR_GRAIN.
@@ -180,21 +180,33 @@ typedef struct bin_args {
 #define TILE_MAX_INNER 64
 #define TILE_BYTES 2048
 
+/* The elementwise loops may run in place (engine/session.c gives an op's output input 0's buffer
+ * when that input dies there; c == a, and c == b for x op x): same-index reads and writes only, so
+ * the pointers are not restrict-qualified and GCC is told the iterations are independent. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ELEM_IVDEP _Pragma("GCC ivdep")
+#else
+#define ELEM_IVDEP
+#endif
+
 #define DEF_BINARY_CHUNK(NAME, T, U, TC, E)                                                          \
-  LOOM_FORCE_INLINE void NAME##_vv(const T *restrict a, const T *restrict b, TC *restrict c, int64_t n,  \
+  LOOM_FORCE_INLINE void NAME##_vv(const T *a, const T *b, TC *c, int64_t n,                             \
                                T p0) {                                                               \
+    ELEM_IVDEP                                                                                       \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T x_ = a[i], y_ = b[i];                                                                        \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  LOOM_FORCE_INLINE void NAME##_vs(const T *restrict a, T y_, TC *restrict c, int64_t n, T p0) {        \
+  LOOM_FORCE_INLINE void NAME##_vs(const T *a, T y_, TC *c, int64_t n, T p0) {                          \
+    ELEM_IVDEP                                                                                       \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T x_ = a[i];                                                                                   \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
     }                                                                                                \
   }                                                                                                  \
-  LOOM_FORCE_INLINE void NAME##_sv(T x_, const T *restrict b, TC *restrict c, int64_t n, T p0) {        \
+  LOOM_FORCE_INLINE void NAME##_sv(T x_, const T *b, TC *c, int64_t n, T p0) {                          \
+    ELEM_IVDEP                                                                                       \
     for (int64_t i = 0; i < n; i++) {                                                                \
       T y_ = b[i];                                                                                   \
       c[i] = (TC)(E(T, U, x_, y_, p0));                                                              \
@@ -349,7 +361,8 @@ typedef struct un_args {
 } un_args;
 
 #define DEF_UNARY_CHUNK(NAME, T, U, TC, E)                                                        \
-  LOOM_FORCE_INLINE void NAME##_loop(const T *restrict a, TC *restrict c, int64_t n, T p0) {          \
+  LOOM_FORCE_INLINE void NAME##_loop(const T *a, TC *c, int64_t n, T p0) {                            \
+    ELEM_IVDEP                                                                                    \
     for (int64_t i = 0; i < n; i++) {                                                             \
       T x_ = a[i];                                                                                \
       c[i] = (TC)(E(T, U, x_, p0));                                                               \
