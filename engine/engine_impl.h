@@ -94,6 +94,9 @@ enum {
    * planner folds those steps into it (engine/fuse.c). */
   LOOM_OPF_EPI_BIAS_RELU = 1u << 12,
   LOOM_OPF_EPI_MASK = 1u << 13,
+  /* The CPU kernel (BiasAddGrad) adds up the per-image column sums of its
+   * input that the MaxPoolGrad making it left in ctx->epi->colsum. */
+  LOOM_OPF_EPI_COLSUM = 1u << 14,
 };
 
 enum { LOOM_DEVICE_COUNT = 2 };

@@ -10,7 +10,10 @@
  * first one's buffer (the in-place rule of specialize), and what the folded
  * steps read besides (the bias, the ReluGrad features) is final when the first
  * step runs: made by an earlier step or held outside the arena with no step
- * between them that writes in place. The folded steps then run a no-op. */
+ * between them that writes in place. The folded steps then run a no-op.
+ * A BiasAddGrad over such a MaxPoolGrad's result still runs, but only adds
+ * up the per-image column sums the MaxPoolGrad took while each image was in
+ * cache (in double, as its own pass sums; deterministic, not bit for bit). */
 #include <string.h>
 #include "engine/fuse.h"
 #include "base/base.h"
@@ -66,6 +69,24 @@ static int sole_inplace_reader(const loom_plan *p, const use_map *u, int vi) {
   return j;
 }
 
+/* A BiasAddGrad (its kernel flagged LOOM_OPF_EPI_COLSUM) reading value vi, the final [N, H, W, C]
+ * output of MaxPoolGrad step i: step i takes the per-image column sums, the BiasAddGrad adds them. */
+static void colsum_reader(loom_plan *p, const use_map *u, int i, int vi) {
+  const loom_buf *y = &p->values[vi].buf;
+  if (y->ndim != 4 || u->readers[vi] < 1) return;
+  for (int j = i + 1; j < p->nsteps; j++) {
+    plan_step *sj = &p->steps[j];
+    const loom_node *n = sj->node;
+    if (!(n->def->flags & LOOM_OPF_EPI_COLSUM) || n->nin != 1 || in_root(p, n, 0) != vi) continue;
+    plan_step *si = &p->steps[i];
+    si->colsum_mem = loom__malloc((size_t)(y->dims[0] * y->dims[3]) * sizeof(double));
+    if (!si->colsum_mem) return; /* without memory the BiasAddGrad sums its input itself */
+    si->epi.colsum = si->colsum_mem;
+    sj->ctx.epi = &si->epi;
+    return;
+  }
+}
+
 static void fold(loom_plan *p, int j) {
   p->steps[j].fn = folded_away;
   p->nfolded++;
@@ -78,6 +99,8 @@ int loom__plan_fuse(loom_plan *p) {
     sp->fn0 = sp->fn;
     sp->ctx.epi = NULL;
     memset(&sp->epi, 0, sizeof sp->epi);
+    loom__free(sp->colsum_mem);
+    sp->colsum_mem = NULL;
   }
   p->nfolded = 0;
   if (p->dev || p->nsteps < 2) return 0;
@@ -131,6 +154,7 @@ int loom__plan_fuse(loom_plan *p) {
       sp->epi.mask = p->steps[k].ctx.in[1];
       fold(p, k);
       sp->ctx.epi = &sp->epi;
+      colsum_reader(p, &u, i, root(p, p->node_val[p->steps[k].node->id]));
     }
   }
   loom__free(u.readers);

@@ -34,6 +34,7 @@ typedef struct plan_step {
   size_t ws_bytes;
   loom_kernel_fn fn0;    /* the step's own kernel (fn is a no-op while folded away: engine/fuse.c) */
   loom_epilogue epi;     /* what ctx.epi points to when steps are folded into this one */
+  double *colsum_mem;    /* epi.colsum's memory (the plan's) */
 } plan_step;
 
 typedef struct loom_plan {

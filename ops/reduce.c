@@ -218,7 +218,7 @@ void loom__register_reduce(loom_op_def *t) {
   SET2(t[LOOM_OP_BatchMatMul], batch_matmul);
   def_op(&t[LOOM_OP_BiasAdd], 2, shape_bias_add, NULL, LOOM_OPF_INPLACE_OK); /* y[r, c] = x[r, c] + b[c] */
   SET4(t[LOOM_OP_BiasAdd], bias_add);
-  def_op(&t[LOOM_OP_BiasAddGrad], 1, shape_bias_add_grad, NULL, 0);
+  def_op(&t[LOOM_OP_BiasAddGrad], 1, shape_bias_add_grad, NULL, LOOM_OPF_EPI_COLSUM);
   SET4(t[LOOM_OP_BiasAddGrad], bias_add_grad);
 }
 

@@ -285,3 +285,56 @@ Test(fuse, training_with_variable_bias) {
   for (int i = 0; i < 6; i++) moved += b1[i] != b0[i];
   cr_assert(moved > 0, "the bias was trained");
 }
+
+/* BiasAddGrad over the folded MaxPoolGrad + ReluGrad: the per-image sums it adds up equal a double
+ * sum of the gradient it reads (fetched from the unfolded plan), and the same at 1 and 2 threads. */
+static void pool_bias_grad(loom_dtype dt, int64_t c, int64_t k, int64_t s) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {5, 12, 12, c}, ks[4] = {1, k, k, 1}, ss[4] = {1, s, s, 1};
+  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
+  loom_output r = loom_relu(g, x, "r");
+  loom_output y = loom_max_pool(g, r, ks, ss, LOOM_PADDING_SAME, "pool");
+  int64_t yd[4];
+  cr_assert_eq(loom_output_dims(y, yd), 4);
+  loom_tensor *dyt = rand_tensor(dt, 4, yd, 0.1), *xt = rand_tensor(dt, 4, xd, 0.3);
+  loom_output dx = loom_max_pool_grad(g, r, y, const_of(g, dyt, "dy"), ks, ss, LOOM_PADDING_SAME, "mpg");
+  loom_output d = loom_relu_grad(g, dx, r, "rg");
+  loom_output bg = loom_bias_add_grad(g, d, "bg");
+  loom_output user = loom_add(g, d, d, "user"); /* d's other reader (a convolution's gradient in a CNN) */
+  loom_output f_fold[2] = {bg, user}, f_sep[3] = {bg, user, dx};
+  loom_tensor *t1, *t2, *sep, *dv;
+  int32_t n;
+  t1 = run_fetch(g, x, xt, 2, f_fold, 1, &n);
+  t2 = run_fetch(g, x, xt, 2, f_fold, 2, &n);
+  expect_same(t1, t2, "bias gradient at 1 and 2 threads");
+  sep = run_fetch(g, x, xt, 3, f_sep, 1, &n);
+  dv = run_fetch(g, x, xt, 1, &d, 1, &n);
+  const int64_t rows = loom_tensor_numel(dv) / c;
+  for (int64_t j = 0; j < c; j++) {
+    double want = 0, mag = 0;
+    for (int64_t q = 0; q < rows; q++) {
+      double v = dt == LOOM_F32 ? ((float *)loom_tensor_data(dv))[q * c + j] : ((double *)loom_tensor_data(dv))[q * c + j];
+      want += v;
+      mag += fabs(v);
+    }
+    double got = dt == LOOM_F32 ? ((float *)loom_tensor_data(t1))[j] : ((double *)loom_tensor_data(t1))[j];
+    double old = dt == LOOM_F32 ? ((float *)loom_tensor_data(sep))[j] : ((double *)loom_tensor_data(sep))[j];
+    double tol = (dt == LOOM_F32 ? 1e-6 : 1e-14) * (mag + 1);
+    cr_assert(fabs(got - want) <= tol, "channel %lld: folded %.9g, double sum %.9g", (long long)j, got, want);
+    cr_assert(fabs(old - want) <= tol, "channel %lld: separate %.9g, double sum %.9g", (long long)j, old, want);
+    cr_assert(mag > 0, "channel %lld has gradient", (long long)j);
+  }
+  loom_tensor_free(t1);
+  loom_tensor_free(t2);
+  loom_tensor_free(sep);
+  loom_tensor_free(dv);
+  loom_tensor_free(xt);
+  loom_tensor_free(dyt);
+  loom_graph_free(g);
+}
+
+Test(fuse, bias_add_grad_over_max_pool_grad) {
+  pool_bias_grad(LOOM_F32, 16, 2, 2);
+  pool_bias_grad(LOOM_F32, 21, 3, 2);
+  pool_bias_grad(LOOM_F64, 16, 2, 2);
+}

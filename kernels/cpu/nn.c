@@ -365,6 +365,7 @@ typedef struct {
   const T *x, *dy;
   T *y;
   const T *mask; /* MaxPoolGrad: a folded ReluGrad's features (kernels/kernel.h), or NULL */
+  double *colsum; /* MaxPoolGrad: each image's column sums for a BiasAddGrad (kernels/kernel.h), or NULL */
 } FN(pool_args);
 
 /* The 2x2 window of a stride-2 pool whose rows start at x0 and x1, channels [c, c + PBLK): the
@@ -441,7 +442,7 @@ static loom_code FN(pool_fwd)(const loom_kctx *ctx, loom_range_fn fn) {
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, X->dims, Y->dims);
-  FN(pool_args) a = {&g, X->data, NULL, Y->data, NULL};
+  FN(pool_args) a = {&g, X->data, NULL, Y->data, NULL, NULL};
   loom__parallel_for(ctx->pool, g.N * g.OH, rows_grain(g.OW * g.C * g.kh * g.kw), fn, &a);
   return LOOM_OK;
 }
@@ -506,6 +507,22 @@ LOOM_FORCE_INLINE void FN(argmax_tail)(const T *ximg, T *dimg, const T *dy, int6
   }
 }
 
+/* s[c] = the sum over rows r < R of d[r*C + c], in double (the image just written, in cache). */
+LOOM_FORCE_INLINE void FN(image_colsum)(const T *d, int64_t R, int64_t C, double *s) {
+  int64_t c = 0;
+  for (; c + PBLK <= C; c += PBLK) {
+    double acc[PBLK] = {0};
+    for (int64_t r = 0; r < R; r++)
+      for (int k = 0; k < PBLK; k++) acc[k] += (double)d[r * C + c + k];
+    for (int k = 0; k < PBLK; k++) s[c + k] = acc[k];
+  }
+  for (; c < C; c++) {
+    double acc = 0;
+    for (int64_t r = 0; r < R; r++) acc += (double)d[r * C + c];
+    s[c] = acc;
+  }
+}
+
 LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
@@ -537,6 +554,7 @@ LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
       const T *m = a->mask + n * g->H * g->W * C;
       for (int64_t i = 0; i < g->H * g->W * C; i++) dimg[i] = m[i] > 0 ? dimg[i] : (T)0;
     }
+    if (a->colsum) FN(image_colsum)(dimg, g->H * g->W, C, a->colsum + n * C);
   }
 }
 
@@ -573,7 +591,8 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, X->dims, DY->dims);
-  FN(pool_args) a = {&g, X->data, DY->data, DX->data, ctx->epi && ctx->epi->mask ? ctx->epi->mask->data : NULL};
+  FN(pool_args) a = {&g, X->data, DY->data, DX->data, ctx->epi && ctx->epi->mask ? ctx->epi->mask->data : NULL,
+                     ctx->epi ? ctx->epi->colsum : NULL};
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
   return LOOM_OK;
 }
@@ -584,7 +603,7 @@ loom_code FN(loom__k_avg_pool_grad)(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, DX->dims, DY->dims);
-  FN(pool_args) a = {&g, NULL, DY->data, DX->data, NULL};
+  FN(pool_args) a = {&g, NULL, DY->data, DX->data, NULL, NULL};
   loom__parallel_for(ctx->pool, g.N, 1, FN(avg_pool_grad_range), &a);
   return LOOM_OK;
 }

@@ -699,9 +699,22 @@ BIAS_ADD_KERNEL(double, f64)
 BIAS_ADD_KERNEL(int32_t, i32)
 BIAS_ADD_KERNEL(int64_t, i64)
 
-/* BiasAddGrad(dy [..., C]) -> [C]: a column sum; one pass, no workspace. */
+/* BiasAddGrad(dy [..., C]) -> [C]: a column sum; one pass, no workspace. When the step that made dy
+ * took each image's column sums (kernels/kernel.h: ctx->epi->colsum, [N, C] in double), their sum in
+ * image order. */
 static loom_code bias_add_grad_kernel(const loom_kctx *ctx) {
   const loom_buf *dy = ctx->in[0];
+  if (ctx->epi && ctx->epi->colsum && dy->ndim == 4 && (dy->dtype == LOOM_F32 || dy->dtype == LOOM_F64)) {
+    const int64_t N = dy->dims[0], C = dy->dims[3];
+    const double *s = ctx->epi->colsum;
+    for (int64_t c = 0; c < C; c++) {
+      double t = 0;
+      for (int64_t n = 0; n < N; n++) t += s[n * C + c];
+      if (dy->dtype == LOOM_F32) ((float *)ctx->out[0]->data)[c] = (float)t;
+      else ((double *)ctx->out[0]->data)[c] = t;
+    }
+    return LOOM_OK;
+  }
   uint32_t mask = dy->ndim ? (uint32_t)((1u << (dy->ndim - 1)) - 1) : 0;
   return loom__reduce_run(LOOM_RED_SUM, dy, mask, ctx->out[0], NULL, ctx->pool, ctx->st, "BiasAddGrad");
 }
