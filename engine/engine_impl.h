@@ -89,9 +89,9 @@ enum {
    * the host with CPU kernels before planning the rest, each run, and feeds
    * its results to the plan (engine/host_pass.c). */
   LOOM_OPF_DATA_SHAPE = 1u << 11,
-  /* The CPU kernel honours ctx->epi (kernels/kernel.h): a BiasAdd and Relu
-   * that follow it (Conv2D), a ReluGrad that follows it (MaxPoolGrad); the
-   * planner folds those steps into it (engine/fuse.c). */
+  /* The CPU kernel honours ctx->epi (kernels/kernel.h): a BiasAdd, Relu and
+   * 2x2 stride-2 MaxPool that follow it (Conv2D), a ReluGrad that follows it
+   * (MaxPoolGrad); the planner folds those steps into it (engine/fuse.c). */
   LOOM_OPF_EPI_BIAS_RELU = 1u << 12,
   LOOM_OPF_EPI_MASK = 1u << 13,
   /* The CPU kernel (BiasAddGrad) adds up the per-image column sums of its

@@ -4,7 +4,10 @@
  * BiasAdd and a Relu that follow a Conv2D, and a ReluGrad that follows a
  * MaxPoolGrad, inside that step's kernel (ctx->epi, kernels/kernel.h): the
  * values stay in cache between them instead of making two more passes over
- * memory. A chain is folded only when nothing else can tell: each
+ * memory; a 2x2 stride-2 MaxPool reading the end of a Conv2D's chain too
+ * (the pool taken from each pair of rows as the convolution writes them), when
+ * the pool's output buffer is free from the convolution's step on. A chain is
+ * folded only when nothing else can tell: each
  * intermediate value has exactly one reader (the next step of the chain, as
  * its input 0), none is fetched, every step of the chain already writes the
  * first one's buffer (the in-place rule of specialize), and what the folded
@@ -69,6 +72,44 @@ static int sole_inplace_reader(const loom_plan *p, const use_map *u, int vi) {
   return j;
 }
 
+/* Whether arena bytes [off, off + n) are free during steps [i, j): no other arena value live then
+ * and no workspace of those steps overlaps them. */
+static int arena_free_during(const loom_plan *p, int64_t off, size_t n, int i, int j, int self) {
+  for (int k = 0; k < p->nvalues; k++) {
+    const plan_value *v = &p->values[k];
+    if (k == self || v->kind != VAL_ARENA || v->bytes == 0) continue;
+    int a = v->producer >= 0 ? v->producer : 0, b = v->last_use > a ? v->last_use : a;
+    if (b < i || a >= j) continue;
+    if (v->offset < off + (int64_t)n && off < v->offset + (int64_t)v->bytes) return 0;
+  }
+  for (int k = i; k < j; k++) {
+    const plan_step *s = &p->steps[k];
+    if (s->ws_bytes && !s->on_host && s->ws_offset < off + (int64_t)n && off < s->ws_offset + (int64_t)s->ws_bytes)
+      return 0;
+  }
+  return 1;
+}
+
+/* A 2x2 stride-2 MaxPool step reading value vi ([N, H, W, C], H and W even) that can be folded into
+ * step i: -1 when none. */
+static int pool_reader(const loom_plan *p, const use_map *u, int i, int vi) {
+  const loom_buf *y = &p->values[vi].buf;
+  if (y->ndim != 4 || y->dims[1] % 2 || y->dims[2] % 2 || u->readers[vi] < 1) return -1;
+  for (int j = i + 1; j < p->nsteps; j++) {
+    const loom_node *n = p->steps[j].node;
+    if (!is_op(n, "MaxPool") || in_root(p, n, 0) != vi) continue;
+    const loom_attrs *a = &n->attrs;
+    const int vp = p->node_val[n->id];
+    const plan_value *o = &p->values[vp];
+    if (a->ksize[0] != 1 || a->ksize[1] != 2 || a->ksize[2] != 2 || a->ksize[3] != 1 || a->strides[0] != 1 ||
+        a->strides[1] != 2 || a->strides[2] != 2 || a->strides[3] != 1 || o->kind != VAL_ARENA || o->buf.ndim != 4 ||
+        o->buf.dims[1] * 2 != y->dims[1] || o->buf.dims[2] * 2 != y->dims[2] || o->buf.dims[3] != y->dims[3])
+      return -1;
+    return j;
+  }
+  return -1;
+}
+
 /* A BiasAddGrad (its kernel flagged LOOM_OPF_EPI_COLSUM) reading value vi, the final [N, H, W, C]
  * output of MaxPoolGrad step i: step i takes the per-image column sums, the BiasAddGrad adds them. */
 static void colsum_reader(loom_plan *p, const use_map *u, int i, int vi) {
@@ -92,7 +133,7 @@ static void fold(loom_plan *p, int j) {
   p->nfolded++;
 }
 
-int loom__plan_fuse(loom_plan *p) {
+int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
   for (int i = 0; i < p->nsteps; i++) { /* undo an earlier specialization's folding */
     plan_step *sp = &p->steps[i];
     if (sp->fn0) sp->fn = sp->fn0;
@@ -103,14 +144,14 @@ int loom__plan_fuse(loom_plan *p) {
     sp->colsum_mem = NULL;
   }
   p->nfolded = 0;
-  if (p->dev || p->nsteps < 2) return 0;
+  if (p->dev || p->nsteps < 2) return top;
   use_map u;
   u.readers = loom__calloc((size_t)p->nvalues, sizeof *u.readers);
   u.reader = loom__calloc((size_t)p->nvalues, sizeof *u.reader);
   if (!u.readers || !u.reader) { /* folding is an optimization: without memory, run every step */
     loom__free(u.readers);
     loom__free(u.reader);
-    return 0;
+    return top;
   }
   for (int j = 0; j < p->nsteps; j++) {
     const loom_node *n = p->steps[j].node;
@@ -137,10 +178,24 @@ int loom__plan_fuse(loom_plan *p) {
         continue;
       sp->epi.bias = p->steps[j].ctx.in[1];
       fold(p, j);
-      int k = sole_inplace_reader(p, &u, p->node_val[ba->id]);
+      int end = p->node_val[ba->id], k = sole_inplace_reader(p, &u, end);
       if (k >= 0 && is_op(p->steps[k].node, "Relu")) {
         sp->epi.relu = 1;
         fold(p, k);
+        end = p->node_val[p->steps[k].node->id];
+      }
+      int m = pool_reader(p, &u, i, end);
+      if (m >= 0) {
+        const int vp = p->node_val[p->steps[m].node->id];
+        plan_value *o = &p->values[vp];
+        /* its buffer in use before the pool's step: a new one past the end (a step that took the old
+         * one over in place keeps it, reserved for it all along, and no longer writes in place) */
+        if (!arena_free_during(p, o->offset, o->bytes, i, m, vp)) {
+          o->offset = (top + 63) / 64 * 64;
+          top = o->offset + (int64_t)o->bytes;
+        }
+        sp->epi.pool = p->steps[m].ctx.out[0];
+        fold(p, m);
       }
       sp->ctx.epi = &sp->epi;
     } else if (n->def->flags & LOOM_OPF_EPI_MASK) {
@@ -159,5 +214,5 @@ int loom__plan_fuse(loom_plan *p) {
   }
   loom__free(u.readers);
   loom__free(u.reader);
-  return p->nfolded;
+  return top;
 }

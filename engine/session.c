@@ -871,7 +871,9 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
   loom__free(head);
   loom__free(next);
   loom__free(handed);
-  size_t need = (size_t)a.top;
+  /* 4. elementwise steps folded into the step before them (CPU plans; a folded pool's output may
+   * move past the end) */
+  size_t need = (size_t)loom__plan_fuse(p, a.top);
   char *base = NULL;
   if (dev) {
     loom_code rc = loom__dev_plan_arena(s, p, need, &base, st);
@@ -882,7 +884,6 @@ static loom_code specialize(loom_session *s, loom_plan *p, loom_tensor *const *f
   }
   p->arena_size = need;
   p->naive_bytes = naive;
-  loom__plan_fuse(p); /* 4. elementwise steps folded into the step before them (CPU plans) */
   /* 5. data pointers */
   bind_arena(p, base);
   for (int i = 0; i < p->nvalues; i++) {

@@ -59,14 +59,15 @@ typedef struct loom_attrs {
 
 
 /* Elementwise work a kernel does on its output 0 right after computing it, in
- * place of the steps the planner folded into it (engine/fuse.c): BiasAdd and
- * Relu after a Conv2D (ops flagged LOOM_OPF_EPI_BIAS_RELU), ReluGrad after a
+ * place of the steps the planner folded into it (engine/fuse.c): BiasAdd,
+ * Relu and a 2x2 MaxPool after a Conv2D (LOOM_OPF_EPI_BIAS_RELU), ReluGrad after a
  * MaxPoolGrad (LOOM_OPF_EPI_MASK), whose results equal the separate steps'
  * bit for bit; and the per-image column sums a later BiasAddGrad adds up
  * (LOOM_OPF_EPI_COLSUM: that step's ctx->epi is this struct too). */
 typedef struct loom_epilogue {
   const loom_buf *bias; /* y[..., c] = y[..., c] + bias[c] (BiasAdd), or NULL */
   int relu;             /* then y = y < 0 ? 0 : y (Relu) */
+  loom_buf *pool;       /* Conv2D: then y's 2x2 stride-2 max pool written here ([N, OH/2, OW/2, O]), or NULL */
   const loom_buf *mask; /* y = mask > 0 ? y : 0 (ReluGrad whose features are mask; same shape), or NULL */
   double *colsum;       /* MaxPoolGrad: sum over (h, w) of image n's final y[n, h, w, c] at [n*C + c], or NULL */
 } loom_epilogue;

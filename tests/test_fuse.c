@@ -338,3 +338,43 @@ Test(fuse, bias_add_grad_over_max_pool_grad) {
   pool_bias_grad(LOOM_F32, 21, 3, 2);
   pool_bias_grad(LOOM_F64, 16, 2, 2);
 }
+
+/* Conv2D -> BiasAdd -> Relu -> 2x2 stride-2 MaxPool: the pool folded too where the output's rows
+ * and columns are even (3 steps), not where they are odd or the window is 3x3 (2 steps). */
+static void conv_pool_chain(loom_dtype dt, conv_case k, int64_t win, int pool_padding, int folded, int tail) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o}, bd[1] = {k.o};
+  int64_t st[4] = {1, k.stride, k.stride, 1}, dil[4] = {1, 1, 1, 1}, ks[4] = {1, win, win, 1}, ps[4] = {1, 2, 2, 1};
+  loom_tensor *wt = rand_tensor(dt, 4, wd, 0), *bt = rand_tensor(dt, 1, bd, 0.1);
+  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
+  loom_output conv = loom_conv2d(g, x, const_of(g, wt, "w"), st, k.padding, dil, "conv");
+  loom_output relu = loom_relu(g, loom_bias_add(g, conv, const_of(g, bt, "b"), "ba"), "relu");
+  loom_output pool = loom_max_pool(g, relu, ks, ps, pool_padding, "pool");
+  /* tail: an elementwise op that writes over the pool's output in place (moved with it when folding
+   * gives the pool a new buffer) */
+  if (tail) pool = loom_tanh(g, pool, "tail");
+  loom_tensor *xt = rand_tensor(dt, 4, xd, 0.05);
+  char what[160];
+  snprintf(what, sizeof what, "%s conv %lldx%lldx%lld k%lld o%lld +bias+relu+pool%lld", dt == LOOM_F64 ? "f64" : "f32",
+           (long long)k.h, (long long)k.w, (long long)k.c, (long long)k.kh, (long long)k.o, (long long)win);
+  check_folding(g, x, xt, pool, conv, folded, what);
+  loom_tensor_free(xt);
+  loom_tensor_free(wt);
+  loom_tensor_free(bt);
+  loom_graph_free(g);
+}
+
+Test(fuse, conv_bias_relu_max_pool) {
+  const conv_case even[] = {{3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME},  /* direct loops, first-layer rows */
+                            {2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, /* Winograd, then a pool pass */
+                            {2, 8, 6, 6, 1, 1, 20, 1, LOOM_PADDING_VALID},   /* pointwise */
+                            {2, 10, 8, 3, 3, 3, 5, 1, LOOM_PADDING_SAME},    /* direct, 12-pixel tiles */
+                            {1, 13, 9, 4, 3, 3, 7, 2, LOOM_PADDING_SAME}};   /* im2col (strided), 7x5 out: odd */
+  for (int i = 0; i < 4; i++) {
+    conv_pool_chain(LOOM_F32, even[i], 2, LOOM_PADDING_VALID, 3, 0);
+    conv_pool_chain(LOOM_F32, even[i], 2, LOOM_PADDING_SAME, 3, 1);
+    conv_pool_chain(LOOM_F64, even[i], 2, LOOM_PADDING_SAME, 3, 0);
+    conv_pool_chain(LOOM_F32, even[i], 3, LOOM_PADDING_SAME, 2, 0); /* 3x3 windows: not folded */
+  }
+  conv_pool_chain(LOOM_F32, even[4], 2, LOOM_PADDING_SAME, 2, 0);   /* odd output: not folded */
+}

@@ -33,6 +33,7 @@
  * each of those includes conv_tiles.h once per instruction set. */
 #ifndef LOOM_CONV_TPL
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include "kernels/cpu/nn.h"
 #include "kernels/geometry.h"
@@ -426,6 +427,38 @@ LOOM_HOT static void FN(epi_range)(void *p, int64_t b, int64_t e) {
   FN(epi_rows)(a->epi, a->y + b * a->O, e - b, a->O);
 }
 
+/* A folded 2x2 stride-2 MaxPool of output rows y0 and y1 = y0 + W*O (W even): W/2 pooled pixels to
+ * o, each channel's maximum taken in MaxPool's order (the window row by row, NaN never replacing). */
+LOOM_FORCE_INLINE void FN(pool_pair)(const T *y0, int64_t W, int64_t O, T *o) {
+  const T *y1 = y0 + W * O;
+  for (int64_t q = 0; q < W / 2; q++, y0 += 2 * O, y1 += 2 * O, o += O)
+    for (int64_t c = 0; c < O; c++) {
+      T m = -INFINITY, v = y0[c];
+      m = v > m ? v : m;
+      v = y0[O + c];
+      m = v > m ? v : m;
+      v = y1[c];
+      m = v > m ? v : m;
+      v = y1[O + c];
+      o[c] = v > m ? v : m;
+    }
+}
+/* Task u: the pair of output rows u (image u / (OH/2)); with `d`, the direct loops compute them first. */
+typedef struct {
+  const geom *g;
+  const FN(direct_args) *d;
+  void (*rows)(void *, int64_t, int64_t);
+  T *y, *pool;
+} FN(pool_args);
+LOOM_HOT static void FN(pool_range)(void *p, int64_t b, int64_t e) {
+  const FN(pool_args) *a = p;
+  const int64_t OW = a->g->OW, O = a->g->O;
+  for (int64_t u = b; u < e; u++) {
+    if (a->d) a->rows((void *)a->d, u * 2 * OW, (u + 1) * 2 * OW);
+    FN(pool_pair)(a->y + u * 2 * OW * O, OW, O, a->pool + u * (OW / 2) * O);
+  }
+}
+
 /* The first window value of output pixel (n, oh, ow) in the padded input;
  * its row kh starts kh * dh * Ws * C further. */
 LOOM_FORCE_INLINE const T *FN(pad_window)(const geom *g, const T *xp, int64_t Hs, int64_t Ws, int64_t n,
@@ -662,6 +695,12 @@ static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
 static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, const T *xp,
                            int64_t Hs, int64_t Ws, const loom_epilogue *epi) {
   FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws, epi};
+  if (epi && epi->pool) { /* pairs of rows: convolved, then pooled while in cache */
+    FN(pool_args) pa = {g, &a, FN(isa_for)(g->O)->direct_fwd_range, y, epi->pool->data};
+    int64_t per = 2 * g->OW * g->K * g->O, grain = CONV_ROW_GRAIN * 4 / (per > 0 ? per : 1);
+    loom__parallel_for(ctx->pool, g->N * g->OH / 2, grain > 1 ? grain : 1, FN(pool_range), &pa);
+    return;
+  }
   int64_t grain = (CONV_ROW_GRAIN * 4) / (g->K * g->O > 0 ? g->K * g->O : 1);
   loom__parallel_for(ctx->pool, g->M, grain > 8 ? grain : 8,
                      FN(isa_for)(g->O)->direct_fwd_range, &a);
@@ -708,6 +747,11 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
     FN(epi_args) ea = {ctx->epi, y, g.O};
     int64_t grain = CONV_ROW_GRAIN / (g.O > 0 ? g.O : 1);
     loom__parallel_for(ctx->pool, Y->numel / g.O, grain > 1 ? grain : 1, FN(epi_range), &ea);
+    if (ctx->epi->pool) {
+      FN(pool_args) pa = {&g, NULL, NULL, y, ctx->epi->pool->data};
+      grain = CONV_ROW_GRAIN / (2 * g.OW * g.O > 0 ? 2 * g.OW * g.O : 1);
+      loom__parallel_for(ctx->pool, g.N * g.OH / 2, grain > 1 ? grain : 1, FN(pool_range), &pa);
+    }
   }
   return LOOM_OK;
 }
