@@ -143,10 +143,12 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
   return p->mode == 2 ? (size_t)(g->N * p->Hs * p->Ws * g->C) * elem : 0;
 }
 
-/* Winograd F(2x2, 5x5) (kernels/cpu/conv_winograd.h) for 5x5 windows at
- * stride and dilation 1 with at least WINO_MIN_C input and WINO_MIN_O output
- * channels (fewer leave the transforms to dominate); LOOM_CONV_WINOGRAD=0
- * turns it off (tests, benchmarks). */
+/* Winograd (kernels/cpu/conv_winograd.h) for 5x5 windows at stride and
+ * dilation 1 with at least WINO_MIN_C input and WINO_MIN_O output channels
+ * (fewer leave the transforms to dominate): output tiles of m x m pixels,
+ * m = 4 (F(4x4, 5x5), 8x8 windows) or m = 2 (F(2x2, 5x5), 6x6 windows),
+ * per geometry (wino_m). LOOM_CONV_WINOGRAD=0 turns it off, =2 and =4 ask
+ * for one tile size (tests, benchmarks). */
 #define WINO_TB 48        /* tiles per block (four 12-row register tiles) */
 #define WINO_MIN_C 8
 #define WINO_MIN_O 8
@@ -161,47 +163,61 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
 #define WINO_IVDEP
 #endif
 
-static int wino_enabled(void) {
-  static int on = -1; /* read once; racing first calls store the same value */
-  int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+/* 0: off; 1: the tile size per geometry; 2 or 4: that tile size. */
+static int wino_mode(void) {
+  static int mode = -1; /* read once; racing first calls store the same value */
+  int v = __atomic_load_n(&mode, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *e = getenv("LOOM_CONV_WINOGRAD");
-    v = !(e && !strcmp(e, "0"));
-    __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    v = !e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "2") ? 2 : !strcmp(e, "4") ? 4 : 1;
+    __atomic_store_n(&mode, v, __ATOMIC_RELAXED);
   }
   return v;
 }
-/* The zero-padded copy of the input the Winograd tiles read (every image, whole 2x2 output blocks): at
+/* The output tile size: 4 where its elementwise products (64 per 4x4 tile, the output rounded up to
+ * whole tiles) are fewer than F(2x2)'s (36 per 2x2 tile), else 2. */
+static int64_t wino_m(const geom *g) {
+  int mode = wino_mode();
+  if (mode == 2 || mode == 4) return mode;
+  int64_t p4 = 64 * ((g->OH + 3) / 4) * ((g->OW + 3) / 4), p2 = 36 * ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
+  return p4 < p2 ? 4 : 2;
+}
+/* Elements of a transformed tile: (m + 4)^2. */
+static int64_t wino_xis(int64_t m) { return (m + 4) * (m + 4); }
+static int64_t wino_tiles(const geom *g, int64_t m) { return g->N * ((g->OH + m - 1) / m) * ((g->OW + m - 1) / m); }
+/* The zero-padded copy of the input the Winograd tiles read (every image, whole m x m output blocks): at
  * most WINO_MAX_PAD_ELEMS values (64 MB in f32), else the direct loops, whose workspace is bounded. */
 #define WINO_MAX_PAD_ELEMS ((int64_t)16 << 20)
 static int64_t wino_pad_elems(const geom *g) {
-  return g->N * (2 * ((g->OH + 1) / 2) + 4) * (2 * ((g->OW + 1) / 2) + 4) * g->C;
+  int64_t m = wino_m(g);
+  return g->N * (m * ((g->OH + m - 1) / m) + 4) * (m * ((g->OW + m - 1) / m) + 4) * g->C;
 }
 static int wino_ok(const geom *g) {
   return g->KH == 5 && g->KW == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->M > 0 &&
          g->C >= WINO_MIN_C && g->C <= WINO_MAX_C && g->O >= WINO_MIN_O && g->O <= WINO_MAX_O &&
-         wino_pad_elems(g) <= WINO_MAX_PAD_ELEMS && wino_enabled();
+         wino_mode() && wino_pad_elems(g) <= WINO_MAX_PAD_ELEMS;
 }
 /* Parts (each with its own scratch): one per WINO_TILES_PER_PART tiles, at most WINO_MAX_PARTS. */
 static int64_t wino_parts(const geom *g) {
-  int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2), p = tiles / WINO_TILES_PER_PART;
+  int64_t p = wino_tiles(g, wino_m(g)) / WINO_TILES_PER_PART;
   return p < 1 ? 1 : p > WINO_MAX_PARTS ? WINO_MAX_PARTS : p;
 }
 /* Scratch of a part: V and M of a block. */
-static int64_t wino_part_elems(int64_t C, int64_t O) { return 36 * WINO_TB * (C + O); }
-/* The workspace: U[36][C][O], the parts' scratch, the padded input. */
+static int64_t wino_part_elems(int64_t C, int64_t O, int64_t m) { return wino_xis(m) * WINO_TB * (C + O); }
+/* The workspace: U[xis][C][O], the parts' scratch, the padded input. */
 static int64_t wino_ws_elems(const geom *g) {
-  return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + wino_pad_elems(g);
+  int64_t m = wino_m(g);
+  return wino_xis(m) * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O, m) + wino_pad_elems(g);
 }
 
 /* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (V and
  * D of a block); the workspace (the parts' scratch, their sums, the
  * padded input). */
 static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
-static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) { return 36 * WINO_TB * (Cp + O); }
+static int64_t wino_dw_part_elems(int64_t Cp, int64_t O, int64_t m) { return wino_xis(m) * WINO_TB * (Cp + O); }
 static int64_t wino_dw_ws_elems(const geom *g) {
-  int64_t Cp = wino_dw_cp(g->C), P = wino_parts(g);
-  return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + wino_pad_elems(g);
+  int64_t Cp = wino_dw_cp(g->C), P = wino_parts(g), m = wino_m(g);
+  return P * (wino_dw_part_elems(Cp, g->O, m) + wino_xis(m) * Cp * g->O) + wino_pad_elems(g);
 }
 
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
@@ -497,6 +513,9 @@ typedef struct {
   void (*wino_in)(const T *, int64_t, int64_t, T *, int64_t);  /* Winograd input transform of a tile */
   void (*wino_out)(const T *, int64_t, int64_t, T *, int64_t); /* Winograd output transform of a tile */
   void (*wino_dy)(const T *, const T *, const T *, const T *, int64_t, T *, int64_t); /* dy's 2x2 block */
+  void (*wino4_in)(const T *, int64_t, int64_t, T *, int64_t);  /* the same for F(4x4, 5x5) */
+  void (*wino4_out)(const T *, int64_t, int64_t, T *, int64_t);
+  void (*wino4_dy)(const T *const *, int64_t, T *, int64_t); /* dy's 4x4 block */
 } FN(conv_isa);
 
 #define ISA generic
