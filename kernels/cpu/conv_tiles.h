@@ -636,8 +636,10 @@ TARGET static void FNI(wino4_in)(const T *src, int64_t rs, int64_t C, T *v, int6
     (o)[2] = s1 + (T)4 * s2 + (T)0.25 * s3;                            \
     (o)[3] = d1 + (T)8 * d2 + (T)0.125 * d3 + m7;                      \
   } while (0)
-/* Y = A^T M A of an 8x8 M: element xi at m + xi*ms; the 4x4 result's (oy, ox) to y + oy*ys + ox*O. */
-TARGET static void FNI(wino4_out)(const T *m, int64_t ms, int64_t O, T *y, int64_t ys) {
+/* Y = A^T M A of an 8x8 M: element xi at m + xi*ms; the 4x4 result's (oy, ox) to y + oy*ys + ox*O for
+ * oy < rows, ox < cols. */
+TARGET static void FNI(wino4_out)(const T *m, int64_t ms, int64_t O, T *y, int64_t ys, int64_t rows,
+                                  int64_t cols) {
   int64_t c = 0;
   for (; c + VL <= O; c += VL) {
     VEC t[4][8]; /* t[j][a] = (M A)[a][j] */
@@ -649,10 +651,10 @@ TARGET static void FNI(wino4_out)(const T *m, int64_t ms, int64_t O, T *y, int64
       UNROLL for (int j = 0; j < 4; j++) t[j][a] = o[j];
     }
     T *yo = y + c;
-    ROLLED for (int j = 0; j < 4; j++, yo += O) {
+    ROLLED for (int j = 0; j < cols; j++, yo += O) {
       VEC o[4];
       WA8_ROW(VEC, o, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5], t[j][6], t[j][7]);
-      UNROLL for (int i = 0; i < 4; i++) VSTORE(yo + i * ys, o[i]);
+      UNROLL for (int i = 0; i < 4; i++) if (i < rows) VSTORE(yo + i * ys, o[i]);
     }
   }
   for (; c < O; c++) {
@@ -663,10 +665,10 @@ TARGET static void FNI(wino4_out)(const T *m, int64_t ms, int64_t O, T *y, int64
       WA8_ROW(T, o, q[0], q[ms], q[2 * ms], q[3 * ms], q[4 * ms], q[5 * ms], q[6 * ms], q[7 * ms]);
       for (int j = 0; j < 4; j++) t[j][a] = o[j];
     }
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < cols; j++) {
       T o[4];
       WA8_ROW(T, o, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5], t[j][6], t[j][7]);
-      for (int i = 0; i < 4; i++) y[i * ys + j * O + c] = o[i];
+      for (int i = 0; i < rows; i++) y[i * ys + j * O + c] = o[i];
     }
   }
 }

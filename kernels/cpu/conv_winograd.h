@@ -22,9 +22,10 @@
  * (m+4)^2 matrix products (tiles x C) x (C x O), done by the register tiles of
  * the direct loops. Tiles are processed WINO_TB at a time in a fixed number of
  * parts (each with its own scratch in the workspace), so the result does not
- * depend on the threads. The tiles read a zero-padded copy of the input (the
- * workspace's end), so that no window needs bounds; tiles past the output's
- * last row or column compute zeros that are not written. */
+ * depend on the threads. A part copies each image it reaches into a
+ * zero-padded image of its own (in cache; the border written once), so that
+ * no window needs bounds; tiles past the output's last row or column compute
+ * values that are not written. */
 
 /* The filter transforms: G applied to 5 rows (row k at s + k*ss) of n values, (m+4) rows written to
  * o + i*os. m = 2: */
@@ -61,8 +62,8 @@ static void FN(wino4_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
 
 typedef struct {
   const geom *g;
-  const T *x, *u; /* the zero-padded input (Hs x Ws per image); transformed filter U[xis][C][O] */
-  int64_t Hs, Ws;
+  const T *x, *u; /* the input; the transformed filter U[xis][C][O] */
+  int64_t Hs, Ws; /* the padded image's rows and columns (wino_pad_elems) */
   T *y, *scratch; /* output; the parts' scratch (wino_part_elems each) */
   int64_t m, th, tw, ntiles, per; /* tile size; tiles per column and row of an image, in all, per part */
 } FN(wino_args);
@@ -84,10 +85,11 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   /* the input transform runs over vectors of C channels, the products and the output transform over O */
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
-  void (*tout)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa->wino4_out : isa->wino_out;
   for (int64_t q = b; q < e; q++) {
-    T *v = a->scratch + q * wino_part_elems(C, O, m); /* V[X][WINO_TB][C] */
-    T *mm = v + X * WINO_TB * C;                      /* M[X][WINO_TB][O] */
+    T *v = a->scratch + q * wino_part_elems(g); /* V[X][WINO_TB][C] */
+    T *mm = v + X * WINO_TB * C;                /* M[X][WINO_TB][O] */
+    T *img = mm + X * WINO_TB * O;              /* the padded image of the tiles being transformed */
+    int64_t cur = -1;
     int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
     for (int64_t tb = t0; tb < tend; tb += WINO_TB) {
       int64_t nb = tend - tb < WINO_TB ? tend - tb : WINO_TB;
@@ -95,7 +97,11 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
       for (int64_t i = 0; i < nb; i++) {
         int64_t n, oh, ow;
         FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh, &ow);
-        tin(a->x + ((n * a->Hs + oh) * a->Ws + ow) * C, a->Ws * C, C, v + i * C, WINO_TB * C);
+        if (n != cur) { /* the border is written once per part: the images only change inside it */
+          FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
+          cur = n;
+        }
+        tin(img + (oh * a->Ws + ow) * C, a->Ws * C, C, v + i * C, WINO_TB * C);
       }
       /* the X products M[xi] = V[xi] (nb x C) x U[xi] (C x O) */
       for (int64_t xi = 0; xi < X; xi++) {
@@ -106,15 +112,20 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
       for (int64_t i = 0; i < nb; i++) {
         int64_t n, oh0, ow0;
         FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh0, &ow0);
-        if (oh0 + m <= g->OH && ow0 + m <= g->OW) { /* the whole block: written in place */
-          tout(mm + i * O, WINO_TB * O, O, a->y + ((n * g->OH + oh0) * g->OW + ow0) * O, g->OW * O);
+        T *yt = a->y + ((n * g->OH + oh0) * g->OW + ow0) * O;
+        int64_t rows = g->OH - oh0 < m ? g->OH - oh0 : m, cols = g->OW - ow0 < m ? g->OW - ow0 : m;
+        if (m == 4) {
+          isa->wino4_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O, rows, cols);
           continue;
         }
-        T out[4][4 * WINO_MAX_O];
-        tout(mm + i * O, WINO_TB * O, O, out[0], 4 * WINO_MAX_O);
-        int64_t rows = g->OH - oh0 < m ? g->OH - oh0 : m, cols = g->OW - ow0 < m ? g->OW - ow0 : m;
+        if (rows == m && cols == m) { /* the whole block: written in place */
+          isa->wino_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O);
+          continue;
+        }
+        T out[2][2 * WINO_MAX_O];
+        isa->wino_out(mm + i * O, WINO_TB * O, O, out[0], 2 * WINO_MAX_O);
         for (int64_t oy = 0; oy < rows; oy++)
-          memcpy(a->y + ((n * g->OH + oh0 + oy) * g->OW + ow0) * O, out[oy], (size_t)(cols * O) * sizeof(T));
+          memcpy(yt + oy * g->OW * O, out[oy], (size_t)(cols * O) * sizeof(T));
       }
     }
   }
@@ -131,16 +142,13 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
     for (int64_t kw = 0; kw < 5; kw++) gt(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
     for (int64_t i = 0; i < R; i++) gt(tmp + i * 5 * O, O, u + (i * R * C + c) * O, C * O, O);
   }
-  FN(wino_args) a = {g, NULL, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0};
+  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0};
   a.th = (g->OH + m - 1) / m;
   a.tw = (g->OW + m - 1) / m;
-  /* the input, zero-padded to the tiles' windows (rows and columns [-pt, m*th + 4 - pt) and
-   * [-pl, m*tw + 4 - pl)), after the parts' scratch */
-  pad_plan pp = {2, m * a.th + 4, m * a.tw + 4};
-  a.Hs = pp.Hs;
-  a.Ws = pp.Ws;
+  /* an image zero-padded to the tiles' windows: rows [-pt, m*th + 4 - pt), columns [-pl, m*tw + 4 - pl) */
+  a.Hs = m * a.th + 4;
+  a.Ws = m * a.tw + 4;
   int64_t P = wino_parts(g);
-  a.x = FN(pad_input)(ctx, g, &pp, x, a.scratch + P * wino_part_elems(C, O, m));
   a.ntiles = g->N * a.th * a.tw;
   a.per = (a.ntiles + P - 1) / P;
   loom__parallel_for(ctx->pool, P, 1, FN(wino_part), &a);
@@ -183,8 +191,8 @@ static void FN(wino4_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t
 
 typedef struct {
   const geom *g;
-  const T *x, *dy; /* the zero-padded input (Hs x Ws per image); dy */
-  int64_t Hs, Ws;
+  const T *x, *dy; /* the input; dy */
+  int64_t Hs, Ws;   /* the padded image's rows and columns */
   T *scratch, *msum; /* the parts' scratch; their sums M[xis][Cp][O] */
   int64_t m, th, tw, ntiles, per, Cp;
 } FN(wino_dw_args);
@@ -198,8 +206,10 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
   for (int64_t q = b; q < e; q++) {
-    T *v = a->scratch + q * wino_dw_part_elems(Cp, O, m); /* V[X][WINO_TB][Cp] */
-    T *dd = v + X * WINO_TB * Cp;                          /* D[X][WINO_TB][O] */
+    T *v = a->scratch + q * wino_dw_part_elems(g); /* V[X][WINO_TB][Cp] */
+    T *dd = v + X * WINO_TB * Cp;                   /* D[X][WINO_TB][O] */
+    T *img = dd + X * WINO_TB * O;                  /* the padded image of the tiles being transformed */
+    int64_t cur = -1;
     T *mq = a->msum + q * X * Cp * O;
     memset(mq, 0, (size_t)(X * Cp * O) * sizeof(T));
     if (Cp > C) /* the rows' padding columns stay zero */
@@ -212,7 +222,11 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
       for (int64_t i = 0; i < nb; i++) {
         int64_t n, oh0, ow0;
         FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh0, &ow0);
-        tin(a->x + ((n * a->Hs + oh0) * a->Ws + ow0) * C, a->Ws * C, C, v + i * Cp, WINO_TB * Cp); /* V[xi][i][:] */
+        if (n != cur) {
+          FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
+          cur = n;
+        }
+        tin(img + (oh0 * a->Ws + ow0) * C, a->Ws * C, C, v + i * Cp, WINO_TB * Cp); /* V[xi][i][:] */
         /* dy's m x m block (zero past the last row and column) */
         const T *yr[16];
         for (int64_t oy = 0; oy < m; oy++)
@@ -236,15 +250,13 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
 static void FN(wino_dw)(const loom_kctx *ctx, const geom *g, const T *x, const T *dy, T *dw, T *ws) {
   const int64_t C = g->C, O = g->O, Cp = wino_dw_cp(C), P = wino_parts(g), m = wino_m(g), X = wino_xis(m),
                 R = m + 4;
-  FN(wino_dw_args) a = {g, NULL, dy, 0, 0, ws, ws + P * wino_dw_part_elems(Cp, O, m), m, 0, 0, 0, 0, Cp};
+  FN(wino_dw_args) a = {g, x, dy, 0, 0, ws, ws + P * wino_dw_part_elems(g), m, 0, 0, 0, 0, Cp};
   a.th = (g->OH + m - 1) / m;
   a.tw = (g->OW + m - 1) / m;
   a.ntiles = g->N * a.th * a.tw;
   a.per = (a.ntiles + P - 1) / P;
-  pad_plan pp = {2, m * a.th + 4, m * a.tw + 4};
-  a.Hs = pp.Hs;
-  a.Ws = pp.Ws;
-  a.x = FN(pad_input)(ctx, g, &pp, x, a.msum + P * X * Cp * O);
+  a.Hs = m * a.th + 4;
+  a.Ws = m * a.tw + 4;
   loom__parallel_for(ctx->pool, P, 1, FN(wino_dw_part), &a);
   /* the parts' sums in a fixed order, then dW[kh][kw][c][:] = (G^T M G)[kh][kw] per input channel */
   T *ms = a.msum;
