@@ -44,14 +44,17 @@ static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
 /* m = 4 (G's rows at the points 0, 1, -1, 2, -2, 1/2, -1/2, infinity, each divided by the product of
  * its point's differences to the others): */
 static void FN(wino4_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
+  /* the entries rounded to T once (a division per element costs as much as the rest) */
+  const T k2_9 = (T)(2.0 / 9), k1_90 = (T)(1.0 / 90), k1_45 = (T)(1.0 / 45), k2_45 = (T)(2.0 / 45),
+          k4_45 = (T)(4.0 / 45), k8_45 = (T)(8.0 / 45), k16_45 = (T)(16.0 / 45), k32_45 = (T)(32.0 / 45);
   for (int64_t c = 0; c < n; c++) {
     T g0 = s[c], g1 = s[ss + c], g2 = s[2 * ss + c], g3 = s[3 * ss + c], g4 = s[4 * ss + c];
     T e1 = g0 + g2 + g4, d1 = g1 + g3;
-    T e2 = g0 / 90 + g2 * 2 / 45 + g4 * 8 / 45, d2 = g1 / 45 + g3 * 4 / 45;
-    T e3 = g0 * 32 / 45 + g2 * 8 / 45 + g4 * 2 / 45, d3 = g1 * 16 / 45 + g3 * 4 / 45;
+    T e2 = g0 * k1_90 + g2 * k2_45 + g4 * k8_45, d2 = g1 * k1_45 + g3 * k4_45;
+    T e3 = g0 * k32_45 + g2 * k8_45 + g4 * k2_45, d3 = g1 * k16_45 + g3 * k4_45;
     o[c] = g0;
-    o[os + c] = -(e1 + d1) * 2 / 9;
-    o[2 * os + c] = -(e1 - d1) * 2 / 9;
+    o[os + c] = -(e1 + d1) * k2_9;
+    o[2 * os + c] = -(e1 - d1) * k2_9;
     o[3 * os + c] = e2 + d2;
     o[4 * os + c] = e2 - d2;
     o[5 * os + c] = e3 + d3;
@@ -177,15 +180,17 @@ static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t 
 }
 /* m = 4: */
 static void FN(wino4_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
+  const T k2_9 = (T)(2.0 / 9), k1_90 = (T)(1.0 / 90), k1_45 = (T)(1.0 / 45), k2_45 = (T)(2.0 / 45),
+          k4_45 = (T)(4.0 / 45), k8_45 = (T)(8.0 / 45), k16_45 = (T)(16.0 / 45), k32_45 = (T)(32.0 / 45);
   for (int64_t c = 0; c < n; c++) {
     T s0 = s[c], s1 = s[ss + c], s2 = s[2 * ss + c], s3 = s[3 * ss + c], s4 = s[4 * ss + c];
     T s5 = s[5 * ss + c], s6 = s[6 * ss + c], s7 = s[7 * ss + c];
     T p1 = s1 + s2, m1 = s1 - s2, p2 = s3 + s4, m2 = s3 - s4, p3 = s5 + s6, m3 = s5 - s6;
-    o[c] = s0 - p1 * 2 / 9 + p2 / 90 + p3 * 32 / 45;
-    o[os + c] = -m1 * 2 / 9 + m2 / 45 + m3 * 16 / 45;
-    o[2 * os + c] = -p1 * 2 / 9 + p2 * 2 / 45 + p3 * 8 / 45;
-    o[3 * os + c] = -m1 * 2 / 9 + (m2 + m3) * 4 / 45;
-    o[4 * os + c] = -p1 * 2 / 9 + p2 * 8 / 45 + p3 * 2 / 45 + s7;
+    o[c] = s0 - p1 * k2_9 + p2 * k1_90 + p3 * k32_45;
+    o[os + c] = -m1 * k2_9 + m2 * k1_45 + m3 * k16_45;
+    o[2 * os + c] = -p1 * k2_9 + p2 * k2_45 + p3 * k8_45;
+    o[3 * os + c] = -m1 * k2_9 + (m2 + m3) * k4_45;
+    o[4 * os + c] = -p1 * k2_9 + p2 * k8_45 + p3 * k2_45 + s7;
   }
 }
 
