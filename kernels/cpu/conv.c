@@ -149,7 +149,8 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
  * m = 4 (F(4x4, 5x5), 8x8 windows) or m = 2 (F(2x2, 5x5), 6x6 windows),
  * per geometry (wino_m). LOOM_CONV_WINOGRAD=0 turns it off, =2 and =4 ask
  * for one tile size (tests, benchmarks). */
-#define WINO_TB 12        /* tiles per block (one 12-row register tile: V and M stay in L2, measured faster than 24 or 48) */
+#define WINO_TB 12        /* tiles per block: one 12-row register tile (measured faster than 24 or 48) */
+#define WINO_DW_TB 24     /* the filter gradient's (measured faster than 12 or 48) */
 #define WINO_MIN_C 8
 #define WINO_MIN_O 8
 #define WINO_MAX_C 256
@@ -215,7 +216,7 @@ static int64_t wino_ws_elems(const geom *g) {
  * D of a block, the padded image); the workspace (the parts' scratch and sums). */
 static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
 static int64_t wino_dw_part_elems(const geom *g) {
-  return wino_xis(wino_m(g)) * WINO_TB * (wino_dw_cp(g->C) + g->O) + wino_pad_elems(g);
+  return wino_xis(wino_m(g)) * WINO_DW_TB * (wino_dw_cp(g->C) + g->O) + wino_pad_elems(g);
 }
 static int64_t wino_dw_ws_elems(const geom *g) {
   return wino_parts(g) * (wino_dw_part_elems(g) + wino_xis(wino_m(g)) * wino_dw_cp(g->C) * g->O);

@@ -13,14 +13,17 @@
  * direct loops spend 25 m^2: 64 per 16 outputs for m = 4 (points 0, 1, -1,
  * 2, -2, 1/2, -1/2, infinity), 36 per 4 outputs for m = 2 (points 0, 1, -1,
  * 2, -2, infinity). The matrices' entries are exact in binary except G's
- * (ninths, 45ths); with m = 4 the transforms' intermediate sums run about
- * ten times larger than with m = 2, and so does the f32 rounding error
- * (tests/test_nn.c's winograd tests give the figures). The tile transforms
+ * (ninths and 45ths for m = 4, multiplied by as rounded to T; m = 2 divides
+ * by 6, 12, 24 and 3); the f32 results
+ * stay within ~1e-5 of the largest element for either size
+ * (tests/test_nn.c's winograd_4x4_tiles gives the figures). The tile transforms
  * (kernels/cpu/conv_tiles.h: wino_in, wino_out, wino_dy and their wino4_
- * forms) run over vectors of channels with the intermediate rows in
- * registers; the (m+4)^2 elementwise products summed over input channels are
+ * forms) run over vectors of channels, the intermediate rows in registers
+ * (m = 2) or a small stack array (m = 4, whose elements are stored in order
+ * through one pointer); the (m+4)^2 elementwise products summed over input channels are
  * (m+4)^2 matrix products (tiles x C) x (C x O), done by the register tiles of
- * the direct loops. Tiles are processed WINO_TB at a time in a fixed number of
+ * the direct loops. Tiles are processed WINO_TB (filter gradient: WINO_DW_TB)
+ * at a time in a fixed number of
  * parts (each with its own scratch in the workspace), so the result does not
  * depend on the threads. A part copies each image it reaches into a
  * zero-padded image of its own (in cache; the border written once), so that
@@ -211,19 +214,19 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
   for (int64_t q = b; q < e; q++) {
-    T *v = a->scratch + q * wino_dw_part_elems(g); /* V[X][WINO_TB][Cp] */
-    T *dd = v + X * WINO_TB * Cp;                   /* D[X][WINO_TB][O] */
-    T *img = dd + X * WINO_TB * O;                  /* the padded image of the tiles being transformed */
+    T *v = a->scratch + q * wino_dw_part_elems(g); /* V[X][WINO_DW_TB][Cp] */
+    T *dd = v + X * WINO_DW_TB * Cp;                   /* D[X][WINO_DW_TB][O] */
+    T *img = dd + X * WINO_DW_TB * O;                  /* the padded image of the tiles being transformed */
     int64_t cur = -1;
     T *mq = a->msum + q * X * Cp * O;
     memset(mq, 0, (size_t)(X * Cp * O) * sizeof(T));
     if (Cp > C) /* the rows' padding columns stay zero */
-      for (int64_t r = 0; r < X * WINO_TB; r++)
+      for (int64_t r = 0; r < X * WINO_DW_TB; r++)
         for (int64_t c = C; c < Cp; c++) v[r * Cp + c] = 0;
     T zero[WINO_MAX_O] = {0};
     int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
-    for (int64_t tb = t0; tb < tend; tb += WINO_TB) {
-      int64_t nb = tend - tb < WINO_TB ? tend - tb : WINO_TB;
+    for (int64_t tb = t0; tb < tend; tb += WINO_DW_TB) {
+      int64_t nb = tend - tb < WINO_DW_TB ? tend - tb : WINO_DW_TB;
       for (int64_t i = 0; i < nb; i++) {
         int64_t n, oh0, ow0;
         FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh0, &ow0);
@@ -231,7 +234,7 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
           FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
           cur = n;
         }
-        tin(img + (oh0 * a->Ws + ow0) * C, a->Ws * C, C, v + i * Cp, WINO_TB * Cp); /* V[xi][i][:] */
+        tin(img + (oh0 * a->Ws + ow0) * C, a->Ws * C, C, v + i * Cp, WINO_DW_TB * Cp); /* V[xi][i][:] */
         /* dy's m x m block (zero past the last row and column) */
         const T *yr[16];
         for (int64_t oy = 0; oy < m; oy++)
@@ -239,11 +242,11 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
             int64_t oh = oh0 + oy, ow = ow0 + ox;
             yr[oy * m + ox] = oh < g->OH && ow < g->OW ? a->dy + ((n * g->OH + oh) * g->OW + ow) * O : zero;
           }
-        if (m == 4) isa->wino4_dy(yr, O, dd + i * O, WINO_TB * O); /* D[xi][i][:] */
-        else isa->wino_dy(yr[0], yr[1], yr[2], yr[3], O, dd + i * O, WINO_TB * O);
+        if (m == 4) isa->wino4_dy(yr, O, dd + i * O, WINO_DW_TB * O); /* D[xi][i][:] */
+        else isa->wino_dy(yr[0], yr[1], yr[2], yr[3], O, dd + i * O, WINO_DW_TB * O);
       }
       for (int64_t xi = 0; xi < X; xi++) {
-        FN(dwg_args) ga = {v + xi * WINO_TB * Cp, dd + xi * WINO_TB * O, mq + xi * Cp * O, Cp, O, nb};
+        FN(dwg_args) ga = {v + xi * WINO_DW_TB * Cp, dd + xi * WINO_DW_TB * O, mq + xi * Cp * O, Cp, O, nb};
         isa->dw_gemm_range(&ga, 0, Cp / 6);
       }
     }
