@@ -20,12 +20,12 @@
  * (kernels/cpu/conv_tiles.h: wino_in, wino_out, wino_dy and their wino4_
  * forms) run over vectors of channels, the intermediate rows in registers
  * (m = 2) or a small stack array (m = 4, whose elements are stored in order
- * through one pointer); the (m+4)^2 elementwise products summed over input channels are
- * (m+4)^2 matrix products (tiles x C) x (C x O), done by the register tiles of
- * the direct loops. Tiles are processed WINO_TB (filter gradient: WINO_DW_TB)
- * at a time in a fixed number of
- * parts (each with its own scratch in the workspace), so the result does not
- * depend on the threads. A part copies each image it reaches into a
+ * through one pointer); the (m+4)^2 elementwise products summed over input
+ * channels are (m+4)^2 matrix products (tiles x C) x (C x O), done by the
+ * register tiles of the direct loops. Tiles are processed WINO_TB (filter
+ * gradient: WINO_DW_TB) at a time in a fixed number of parts (each with its
+ * own scratch in the workspace), so the result does not depend on the
+ * threads. A part copies each image it reaches into a
  * zero-padded image of its own (in cache; the border written once), so that
  * no window needs bounds; tiles past the output's last row or column compute
  * values that are not written. */
