@@ -621,8 +621,9 @@ Test(conv, padded_input_loops) {
 
 Test(conv, winograd_5x5) {
   /* 5x5 windows at stride and dilation 1 with >= 8 input and output channels: the forward pass and the
-   * input gradient run Winograd F(2x2, 5x5) (2x2 output tiles clipped at odd sizes, border tiles
-   * zero-padded) and the filter gradient runs F(5x5, 2x2); other shapes stay on the direct loops */
+   * input gradient run Winograd F(4x4, 5x5) on these shapes (output tiles clipped at the last row and
+   * column, border tiles zero-padded) and the filter gradient runs F(5x5, 4x4); other shapes stay on
+   * the direct loops (winograd_4x4_tiles covers the F(2x2) shapes and the errors) */
   enum { V = 0, S = 1 };
   ccfg cfgs[] = {
       /*  N  H  W  C  KH KW O  sh sw dh dw pad */
@@ -634,8 +635,8 @@ Test(conv, winograd_5x5) {
       {1, 7, 6, 9, 5, 5, 128, 1, 1, 1, 1, S},   /* the widest O */
       {2, 8, 8, 7, 5, 5, 16, 1, 1, 1, 1, S},    /* C = 7: direct forward, Winograd input gradient */
   };
-  /* Winograd's rounding: the transforms' entries (up to 5 and 1/24) make intermediate sums one to two
-   * orders of magnitude above the results, so f32 results stray up to ~1e-5 (forward, input
+  /* Winograd's rounding: the transforms' entries (up to 21/4 and 1/90) make intermediate sums one to
+   * two orders of magnitude above the results, so f32 results stray up to ~1e-5 (forward, input
    * gradient) and ~2e-5 (filter gradient: the tiles' sum runs in the transformed domain) of the
    * largest element, where the direct loops stay within 1e-6; f64 checks the algorithm at 1e-10 */
   conv_tol_f32 = 1e-3;
@@ -644,6 +645,132 @@ Test(conv, winograd_5x5) {
     check_conv(&cfgs[i], LOOM_F64);
   }
   conv_tol_f32 = 1e-4;
+}
+
+/* The forward pass, input gradient and filter gradient of c on random data in [-1, 1) at dtype dt with
+ * `threads` threads: their largest error against the double-precision reference loops, relative to the
+ * largest element of each (err[0..2]; err NULL: not computed), and the results themselves (r[0..2],
+ * freed by the caller). */
+static void conv_errors(const ccfg *c, loom_dtype dt, int threads, double err[3], loom_tensor *r[3]) {
+  int64_t OH, OW, pt, pl;
+  conv_dims(c, &OH, &OW, &pt, &pl);
+  int64_t xd[4] = {c->N, c->H, c->W, c->C}, wd[4] = {c->KH, c->KW, c->C, c->O}, yd[4] = {c->N, OH, OW, c->O};
+  int64_t n[3] = {c->N * OH * OW * c->O, c->N * c->H * c->W * c->C, c->KH * c->KW * c->C * c->O};
+  uint64_t seed = rng_state;
+  rng_state = 88172645463325252ull; /* the same data at every dtype and thread count */
+  float *xf = frand(n[1]), *wf = frand(n[2]), *dyf = frand(n[0]);
+  rng_state = seed;
+  double *x = to_d(xf, n[1]), *w = to_d(wf, n[2]), *dy = to_d(dyf, n[0]);
+  double *want[3] = {calloc((size_t)n[0], sizeof(double)), calloc((size_t)n[1], sizeof(double)),
+                     calloc((size_t)n[2], sizeof(double))};
+  if (err) {
+    ref_conv(c, x, w, want[0], NULL, NULL, NULL);
+    ref_conv(c, x, w, NULL, dy, want[1], want[2]);
+  }
+  int f64 = dt == LOOM_F64;
+  loom_graph *g = loom_graph_new();
+  loom_output X = loom_const_data(g, dt, 4, xd, f64 ? (const void *)x : xf, "x");
+  loom_output Wt = loom_const_data(g, dt, 4, wd, f64 ? (const void *)w : wf, "w");
+  loom_output DY = loom_const_data(g, dt, 4, yd, f64 ? (const void *)dy : dyf, "dy");
+  int64_t strides[4] = {1, c->sh, c->sw, 1}, dil[4] = {1, c->dh, c->dw, 1};
+  loom_output f[3] = {loom_conv2d(g, X, Wt, strides, c->pad, dil, "conv"),
+                      loom_conv2d_backprop_input(g, xd, Wt, DY, strides, c->pad, dil, "conv_dx"),
+                      loom_conv2d_backprop_filter(g, X, wd, DY, strides, c->pad, dil, "conv_dw")};
+  loom_status *st = loom_status_new();
+  loom_session_options so = loom_session_options_default();
+  so.num_threads = threads;
+  loom_session *s = loom_session_new(g, &so, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  for (int k = 0; k < 3; k++) r[k] = NULL; /* fetch slots must start empty */
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, f, r, 3, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  for (int k = 0; k < 3 && err; k++) {
+    double scale = 0, e = 0;
+    for (int64_t i = 0; i < n[k]; i++) scale = fmax(scale, fabs(want[k][i]));
+    for (int64_t i = 0; i < n[k]; i++) {
+      double got = f64 ? ((const double *)loom_tensor_data_const(r[k]))[i]
+                       : ((const float *)loom_tensor_data_const(r[k]))[i];
+      cr_assert(isfinite(got));
+      e = fmax(e, fabs(got - want[k][i]));
+    }
+    err[k] = e / scale;
+  }
+  for (int k = 0; k < 3; k++) free(want[k]);
+  loom_session_free(s);
+  loom_status_free(st);
+  loom_graph_free(g);
+  free(xf);
+  free(wf);
+  free(dyf);
+  free(x);
+  free(w);
+  free(dy);
+}
+
+Test(conv, winograd_4x4_tiles) {
+  /* Outputs whose 4x4 tiles need fewer elementwise products than 2x2 tiles (64 per 16 pixels against
+   * 36 per 4, the output rounded up to whole tiles) run F(4x4, 5x5) forward and input gradient and
+   * F(5x5, 4x4) filter gradient; the rest (here 2 x 6 outputs) F(2x2). Ragged edges (outputs not
+   * multiples of 4), batch 1, channels not multiples of the vectors, against the double-precision
+   * reference loops. Largest errors measured, relative to each result's largest element (f32; the
+   * AVX-512, AVX2 and SSE loops): forward and input gradient 1.7e-6 to 9.3e-6, filter gradient 2.3e-6
+   * to 8.4e-6; the same shapes with F(2x2) only (LOOM_CONV_WINOGRAD=2) 0.4e-6 to 5e-6 and 2.3e-6 to
+   * 1.5e-5, with the direct loops (=0) 0.2e-6 to 1.3e-6 and up to 4.7e-6; f64 at most 1.3e-14.
+   * Bounds: 3e-5 (f32), 1e-12 (f64). */
+  enum { V = 0, S = 1 };
+  ccfg cfgs[] = {
+      /*  N  H  W  C  KH KW O  sh sw dh dw pad */
+      {64, 14, 14, 16, 5, 5, 32, 1, 1, 1, 1, S}, /* the Fashion-MNIST second layer: 16x16 tiles over 14x14 */
+      {1, 14, 14, 16, 5, 5, 32, 1, 1, 1, 1, S},  /* batch 1 */
+      {2, 13, 11, 12, 5, 5, 20, 1, 1, 1, 1, S},  /* ragged by 3 and 1; C, O not multiples of 16 */
+      {3, 12, 15, 9, 5, 5, 24, 1, 1, 1, 1, V},   /* VALID: 8 x 11 outputs */
+      {2, 21, 18, 24, 5, 5, 40, 1, 1, 1, 1, S},  /* C = 1.5 vectors, O = 2.5 */
+      {1, 9, 9, 8, 5, 5, 8, 1, 1, 1, 1, S},      /* the fewest channels */
+      {1, 5, 6, 130, 5, 5, 9, 1, 1, 1, 1, S},    /* one tile row; C > 128: input gradient stays direct */
+      {2, 10, 9, 64, 5, 5, 48, 1, 1, 1, 1, S},   /* U of 64 x 64 x 48: blocks of 48 tiles (input gradient: GEMM) */
+      {2, 2, 6, 8, 5, 5, 16, 1, 1, 1, 1, S},     /* 2 x 6 outputs: F(2x2) */
+      {3, 2, 9, 8, 5, 5, 12, 1, 1, 1, 1, S},     /* 2 x 9: F(2x2), the last column of tiles clipped */
+      {2, 10, 2, 12, 5, 5, 9, 1, 1, 1, 1, S},    /* 10 x 2: F(2x2) */
+  };
+  for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+    const ccfg *c = &cfgs[i];
+    double e32[3], e64[3];
+    loom_tensor *r32[3], *r64[3];
+    conv_errors(c, LOOM_F32, 2, e32, r32);
+    conv_errors(c, LOOM_F64, 2, e64, r64);
+    for (int k = 0; k < 3; k++) {
+      cr_assert(e32[k] < 3e-5, "cfg %zu op %d: f32 error %g of the largest element", i, k, e32[k]);
+      cr_assert(e64[k] < 1e-12, "cfg %zu op %d: f64 error %g of the largest element", i, k, e64[k]);
+      loom_tensor_free(r32[k]);
+      loom_tensor_free(r64[k]);
+    }
+    cr_log_info("winograd_4x4 cfg %zu: f32 errors %.2g %.2g %.2g, f64 %.2g %.2g %.2g", i, e32[0], e32[1],
+                e32[2], e64[0], e64[1], e64[2]);
+  }
+}
+
+Test(conv, winograd_independent_of_threads) {
+  /* the tiles go in parts fixed by the shape (1, 2 and 8 parts here), each with its own scratch, the
+   * filter gradient's part sums added in a fixed order: bit-identical results on 1, 2 and 5 threads */
+  ccfg cfgs[] = {
+      {64, 14, 14, 16, 5, 5, 32, 1, 1, 1, 1, 1}, /* F(4x4), 1024 tiles: 8 parts */
+      {8, 16, 16, 8, 5, 5, 20, 1, 1, 1, 1, 1},   /* F(4x4), 128 tiles: 2 parts */
+      {8, 3, 4, 8, 5, 5, 8, 1, 1, 1, 1, 1},      /* 8 tiles: 1 part */
+      {16, 6, 2, 8, 5, 5, 12, 1, 1, 1, 1, 1},    /* F(2x2), 96 tiles */
+  };
+  for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+    loom_tensor *r1[3], *rn[3];
+    conv_errors(&cfgs[i], LOOM_F32, 1, NULL, r1);
+    for (int th = 2; th <= 5; th += 3) {
+      conv_errors(&cfgs[i], LOOM_F32, th, NULL, rn);
+      for (int k = 0; k < 3; k++) {
+        size_t bytes = (size_t)loom_tensor_numel(r1[k]) * sizeof(float);
+        cr_assert(!memcmp(loom_tensor_data_const(r1[k]), loom_tensor_data_const(rn[k]), bytes),
+                  "cfg %zu op %d: 1 and %d threads differ", i, k, th);
+        loom_tensor_free(rn[k]);
+      }
+    }
+    for (int k = 0; k < 3; k++) loom_tensor_free(r1[k]);
+  }
 }
 
 Test(conv, zero_size_and_unknown_batch) {

@@ -144,11 +144,20 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
   return p->mode == 2 ? (size_t)(g->N * p->Hs * p->Ws * g->C) * elem : 0;
 }
 
-/* Winograd F(2x2, 5x5) (kernels/cpu/conv_winograd.h) for 5x5 windows at
- * stride and dilation 1 with at least WINO_MIN_C input and WINO_MIN_O output
- * channels (fewer leave the transforms to dominate); LOOM_CONV_WINOGRAD=0
- * turns it off (tests, benchmarks). */
-#define WINO_TB 48        /* tiles per block (four 12-row register tiles) */
+/* Winograd (kernels/cpu/conv_winograd.h) for 5x5 windows at stride and
+ * dilation 1 with at least WINO_MIN_C input and WINO_MIN_O output channels
+ * (fewer leave the transforms to dominate): output tiles of m x m pixels,
+ * m = 4 (F(4x4, 5x5), 8x8 windows) or m = 2 (F(2x2, 5x5), 6x6 windows),
+ * per geometry (wino_m). LOOM_CONV_WINOGRAD=0 turns it off, =2 and =4 ask
+ * for one tile size (tests, benchmarks). */
+/* Tiles per block (wino_tb): one 12-row register tile where the transformed filter (and the filter
+ * gradient's sums, which every block reads and writes) hold at most WINO_SMALL_ELEMS values, as in the
+ * Fashion-MNIST second layer (measured faster there than 24 or 48 tiles; the filter gradient's 24
+ * tiles faster than 12 or 48); 48 beyond, so that each pass over them serves more tiles. */
+#define WINO_TB_SMALL 12
+#define WINO_DW_TB_SMALL 24
+#define WINO_TB 48
+#define WINO_SMALL_ELEMS ((int64_t)128 << 10)
 #define WINO_MIN_C 8
 #define WINO_MIN_O 8
 #define WINO_MAX_C 256
@@ -162,47 +171,68 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
 #define WINO_IVDEP
 #endif
 
-static int wino_enabled(void) {
-  static int on = -1; /* read once; racing first calls store the same value */
-  int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+/* 0: off; 1: the tile size per geometry; 2 or 4: that tile size. */
+static int wino_mode(void) {
+  static int mode = -1; /* read once; racing first calls store the same value */
+  int v = __atomic_load_n(&mode, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *e = getenv("LOOM_CONV_WINOGRAD");
-    v = !(e && !strcmp(e, "0"));
-    __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    v = !e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "2") ? 2 : !strcmp(e, "4") ? 4 : 1;
+    __atomic_store_n(&mode, v, __ATOMIC_RELAXED);
   }
   return v;
 }
-/* The zero-padded copy of the input the Winograd tiles read (every image, whole 2x2 output blocks): at
- * most WINO_MAX_PAD_ELEMS values (64 MB in f32), else the direct loops, whose workspace is bounded. */
-#define WINO_MAX_PAD_ELEMS ((int64_t)16 << 20)
+/* The output tile size: 4 where its elementwise products (64 per 4x4 tile, the output rounded up to
+ * whole tiles) are fewer than F(2x2)'s (36 per 2x2 tile), else 2. */
+static int64_t wino_m(const geom *g) {
+  int mode = wino_mode();
+  if (mode == 2 || mode == 4) return mode;
+  int64_t p4 = 64 * ((g->OH + 3) / 4) * ((g->OW + 3) / 4), p2 = 36 * ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
+  return p4 < p2 ? 4 : 2;
+}
+/* Elements of a transformed tile: (m + 4)^2. */
+static int64_t wino_xis(int64_t m) { return (m + 4) * (m + 4); }
+static int64_t wino_tiles(const geom *g, int64_t m) { return g->N * ((g->OH + m - 1) / m) * ((g->OW + m - 1) / m); }
+/* The zero-padded copy of an image the Winograd tiles read (whole m x m output blocks), one per part:
+ * at most WINO_MAX_PAD_ELEMS values (4 MB in f32), else the direct loops. */
+#define WINO_MAX_PAD_ELEMS ((int64_t)1 << 20)
 static int64_t wino_pad_elems(const geom *g) {
-  return g->N * (2 * ((g->OH + 1) / 2) + 4) * (2 * ((g->OW + 1) / 2) + 4) * g->C;
+  int64_t m = wino_m(g);
+  return (m * ((g->OH + m - 1) / m) + 4) * (m * ((g->OW + m - 1) / m) + 4) * g->C;
 }
 static int wino_ok(const geom *g) {
   return g->KH == 5 && g->KW == 5 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->M > 0 &&
          g->C >= WINO_MIN_C && g->C <= WINO_MAX_C && g->O >= WINO_MIN_O && g->O <= WINO_MAX_O &&
-         wino_pad_elems(g) <= WINO_MAX_PAD_ELEMS && wino_enabled();
+         wino_mode() && wino_pad_elems(g) <= WINO_MAX_PAD_ELEMS;
 }
 /* Parts (each with its own scratch): one per WINO_TILES_PER_PART tiles, at most WINO_MAX_PARTS. */
 static int64_t wino_parts(const geom *g) {
-  int64_t tiles = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2), p = tiles / WINO_TILES_PER_PART;
+  int64_t p = wino_tiles(g, wino_m(g)) / WINO_TILES_PER_PART;
   return p < 1 ? 1 : p > WINO_MAX_PARTS ? WINO_MAX_PARTS : p;
 }
-/* Scratch of a part: V and M of a block. */
-static int64_t wino_part_elems(int64_t C, int64_t O) { return 36 * WINO_TB * (C + O); }
-/* The workspace: U[36][C][O], the parts' scratch, the padded input. */
+static int64_t wino_tb(const geom *g) {
+  return wino_xis(wino_m(g)) * g->C * g->O <= WINO_SMALL_ELEMS ? WINO_TB_SMALL : WINO_TB;
+}
+/* Scratch of a part: V and M of a block, the padded image. */
+static int64_t wino_part_elems(const geom *g) {
+  return wino_xis(wino_m(g)) * wino_tb(g) * (g->C + g->O) + wino_pad_elems(g);
+}
+/* The workspace: U[xis][C][O], the parts' scratch. */
 static int64_t wino_ws_elems(const geom *g) {
-  return 36 * g->C * g->O + wino_parts(g) * wino_part_elems(g->C, g->O) + wino_pad_elems(g);
+  return wino_xis(wino_m(g)) * g->C * g->O + wino_parts(g) * wino_part_elems(g);
 }
 
 /* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (V and
- * D of a block); the workspace (the parts' scratch, their sums, the
- * padded input). */
+ * D of a block, the padded image); the workspace (the parts' scratch and sums). */
 static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
-static int64_t wino_dw_part_elems(int64_t Cp, int64_t O) { return 36 * WINO_TB * (Cp + O); }
+static int64_t wino_dw_tb(const geom *g) {
+  return wino_xis(wino_m(g)) * wino_dw_cp(g->C) * g->O <= WINO_SMALL_ELEMS ? WINO_DW_TB_SMALL : WINO_TB;
+}
+static int64_t wino_dw_part_elems(const geom *g) {
+  return wino_xis(wino_m(g)) * wino_dw_tb(g) * (wino_dw_cp(g->C) + g->O) + wino_pad_elems(g);
+}
 static int64_t wino_dw_ws_elems(const geom *g) {
-  int64_t Cp = wino_dw_cp(g->C), P = wino_parts(g);
-  return P * (wino_dw_part_elems(Cp, g->O) + 36 * Cp * g->O) + wino_pad_elems(g);
+  return wino_parts(g) * (wino_dw_part_elems(g) + wino_xis(wino_m(g)) * wino_dw_cp(g->C) * g->O);
 }
 
 /* op: 0 forward, 1 backprop input, 2 backprop filter. */
@@ -474,26 +504,31 @@ typedef struct {
   int64_t Hs, Ws;
 } FN(pad_args);
 
+/* Image ximg into d (Hs rows of Ws pixels): its rows at rows [pt, pt + H), columns [pl, pl + W) of d,
+ * clipped to d; the rest zero when border (else left as it is). */
+static void FN(pad_image)(const geom *g, const T *ximg, T *d, int64_t Hs, int64_t Ws, int border) {
+  const int64_t C = g->C, rowv = Ws * C;
+  /* input columns [q0, q1) land at padded columns [q0 + pl, q1 + pl) */
+  int64_t q0 = g->pl > 0 ? 0 : -g->pl, q1 = Ws - g->pl < g->W ? Ws - g->pl : g->W;
+  if (q1 < q0) q1 = q0;
+  for (int64_t r = 0; r < Hs; r++, d += rowv) {
+    int64_t ih = r - g->pt;
+    if (ih < 0 || ih >= g->H || q1 == q0) {
+      if (border) memset(d, 0, (size_t)rowv * sizeof(T));
+      continue;
+    }
+    int64_t lo = (q0 + g->pl) * C, hi = (q1 + g->pl) * C;
+    if (border && lo > 0) memset(d, 0, (size_t)lo * sizeof(T));
+    memcpy(d + lo, ximg + (ih * g->W + q0) * C, (size_t)(hi - lo) * sizeof(T));
+    if (border && hi < rowv) memset(d + hi, 0, (size_t)(rowv - hi) * sizeof(T));
+  }
+}
+
 static void FN(pad_range)(void *p, int64_t b, int64_t e) {
   const FN(pad_args) *a = p;
   const geom *g = a->g;
-  const int64_t C = g->C, rowv = a->Ws * C;
-  /* input columns [q0, q1) land at padded columns [q0 + pl, q1 + pl) */
-  int64_t q0 = g->pl > 0 ? 0 : -g->pl, q1 = a->Ws - g->pl < g->W ? a->Ws - g->pl : g->W;
-  if (q1 < q0) q1 = q0;
   for (int64_t n = b; n < e; n++)
-    for (int64_t r = 0; r < a->Hs; r++) {
-      T *d = a->xp + (n * a->Hs + r) * rowv;
-      int64_t ih = r - g->pt;
-      if (ih < 0 || ih >= g->H || q1 == q0) {
-        memset(d, 0, (size_t)rowv * sizeof(T));
-        continue;
-      }
-      int64_t lo = (q0 + g->pl) * C, hi = (q1 + g->pl) * C;
-      if (lo > 0) memset(d, 0, (size_t)lo * sizeof(T));
-      memcpy(d + lo, a->x + ((n * g->H + ih) * g->W + q0) * C, (size_t)(hi - lo) * sizeof(T));
-      if (hi < rowv) memset(d + hi, 0, (size_t)(rowv - hi) * sizeof(T));
-    }
+    FN(pad_image)(g, a->x + n * g->H * g->W * g->C, a->xp + n * a->Hs * a->Ws * g->C, a->Hs, a->Ws, 1);
 }
 
 /* The input as the padded-image loops read it: x itself (mode 1) or its
@@ -559,6 +594,9 @@ typedef struct {
   void (*wino_in)(const T *, int64_t, int64_t, T *, int64_t);  /* Winograd input transform of a tile */
   void (*wino_out)(const T *, int64_t, int64_t, T *, int64_t); /* Winograd output transform of a tile */
   void (*wino_dy)(const T *, const T *, const T *, const T *, int64_t, T *, int64_t); /* dy's 2x2 block */
+  void (*wino4_in)(const T *, int64_t, int64_t, T *, int64_t);  /* the same for F(4x4, 5x5) */
+  void (*wino4_out)(const T *, int64_t, int64_t, T *, int64_t, int64_t, int64_t); /* rows, columns kept */
+  void (*wino4_dy)(const T *const *, int64_t, T *, int64_t); /* dy's 4x4 block */
 } FN(conv_isa);
 
 #define ISA generic

@@ -24,6 +24,7 @@ typedef T VEC __attribute__((vector_size(VBYTES)));
 #define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
 
 #define UNROLL _Pragma("GCC unroll 32") /* constant tiles must live in registers */
+#define ROLLED _Pragma("GCC unroll 1") /* a loop whose body is big enough: one copy of its addresses */
 
 #if VBYTES == 64
 #define WIDE 1 /* 32 registers */
@@ -571,11 +572,162 @@ TARGET static void FNI(wino_dy)(const T *y00, const T *y01, const T *y10, const 
 }
 #undef WY_ROW
 
+/* ---- Winograd F(4x4, 5x5) transforms of one tile (kernels/cpu/conv_winograd.h) ----
+ * The points 0, 1, -1, 2, -2, 1/2, -1/2 and infinity; the 8x8 (8x4) intermediate rows in registers
+ * (spilled where the register file is smaller). */
+#define WB8_ROW(TY, o, d0, d1, d2, d3, d4, d5, d6, d7)                          \
+  do {                                                                     \
+    TY p1 = d1 + d5 - (T)4.25 * d3, q1 = d2 + d6 - (T)4.25 * d4;        \
+    TY p2 = (T)0.5 * d1 - (T)2.5 * d3 + (T)2 * d5;                      \
+    TY q2 = (T)0.25 * d2 - (T)1.25 * d4 + d6;                           \
+    TY p3 = (T)2 * d1 - (T)2.5 * d3 + (T)0.5 * d5;                      \
+    TY q3 = (T)4 * d2 - (T)5 * d4 + d6;                                 \
+    (o)[0] = d0 - d6 + (T)5.25 * (d4 - d2);                                \
+    (o)[1] = q1 + p1;                                                      \
+    (o)[2] = q1 - p1;                                                      \
+    (o)[3] = q2 + p2;                                                      \
+    (o)[4] = q2 - p2;                                                      \
+    (o)[5] = q3 + p3;                                                      \
+    (o)[6] = q3 - p3;                                                      \
+    (o)[7] = d7 - d1 + (T)5.25 * (d3 - d5);                                \
+  } while (0)
+
+/* V = B^T d B of an 8x8 window: d's row r, column k at src + r*rs + k*C; element xi = a*8 + b to
+ * v + xi*vs. */
+TARGET static void FNI(wino4_in)(const T *src, int64_t rs, int64_t C, T *v, int64_t vs) {
+  int64_t c = 0;
+  for (; c + VL <= C; c += VL) {
+    VEC t[8][8]; /* t[a][k] = (B^T d)[a][k] */
+    const T *q = src + c;
+    ROLLED for (int k = 0; k < 8; k++, q += C) { /* column k: its 8 rows at fixed offsets from q */
+      VEC d[8], o[8];
+      UNROLL for (int r = 0; r < 8; r++) VLOAD(d[r], q + r * rs);
+      WB8_ROW(VEC, o, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+      UNROLL for (int a = 0; a < 8; a++) t[a][k] = o[a];
+    }
+    T *p = v + c; /* elements in order: one pointer stepping by vs */
+    ROLLED for (int a = 0; a < 8; a++) {
+      VEC o[8];
+      WB8_ROW(VEC, o, t[a][0], t[a][1], t[a][2], t[a][3], t[a][4], t[a][5], t[a][6], t[a][7]);
+      UNROLL for (int k = 0; k < 8; k++, p += vs) VSTORE(p, o[k]);
+    }
+  }
+  for (; c < C; c++) {
+    T t[8][8];
+    for (int r = 0; r < 8; r++) {
+      const T *q = src + r * rs + c;
+      T o[8];
+      WB8_ROW(T, o, q[0], q[C], q[2 * C], q[3 * C], q[4 * C], q[5 * C], q[6 * C], q[7 * C]);
+      for (int b = 0; b < 8; b++) t[b][r] = o[b];
+    }
+    for (int b = 0; b < 8; b++) {
+      T o[8];
+      WB8_ROW(T, o, t[b][0], t[b][1], t[b][2], t[b][3], t[b][4], t[b][5], t[b][6], t[b][7]);
+      for (int a = 0; a < 8; a++) v[(a * 8 + b) * vs + c] = o[a];
+    }
+  }
+}
+#undef WB8_ROW
+
+#define WA8_ROW(TY, o, m0, m1, m2, m3, m4, m5, m6, m7)                      \
+  do {                                                                 \
+    TY s1 = m1 + m2, d1 = m1 - m2, s2 = m3 + m4, d2 = m3 - m4;      \
+    TY s3 = m5 + m6, d3 = m5 - m6;                                  \
+    (o)[0] = m0 + s1 + s2 + s3;                                        \
+    (o)[1] = d1 + (T)2 * d2 + (T)0.5 * d3;                             \
+    (o)[2] = s1 + (T)4 * s2 + (T)0.25 * s3;                            \
+    (o)[3] = d1 + (T)8 * d2 + (T)0.125 * d3 + m7;                      \
+  } while (0)
+/* Y = A^T M A of an 8x8 M: element xi at m + xi*ms; the 4x4 result's (oy, ox) to y + oy*ys + ox*O for
+ * oy < rows, ox < cols. */
+TARGET static void FNI(wino4_out)(const T *m, int64_t ms, int64_t O, T *y, int64_t ys, int64_t rows,
+                                  int64_t cols) {
+  int64_t c = 0;
+  for (; c + VL <= O; c += VL) {
+    VEC t[4][8]; /* t[j][a] = (M A)[a][j] */
+    const T *q = m + c; /* elements in order */
+    ROLLED for (int a = 0; a < 8; a++, q += 8 * ms) {
+      VEC x[8], o[4];
+      UNROLL for (int k = 0; k < 8; k++) VLOAD(x[k], q + k * ms);
+      WA8_ROW(VEC, o, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]);
+      UNROLL for (int j = 0; j < 4; j++) t[j][a] = o[j];
+    }
+    T *yo = y + c;
+    ROLLED for (int j = 0; j < cols; j++, yo += O) {
+      VEC o[4];
+      WA8_ROW(VEC, o, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5], t[j][6], t[j][7]);
+      UNROLL for (int i = 0; i < 4; i++) if (i < rows) VSTORE(yo + i * ys, o[i]);
+    }
+  }
+  for (; c < O; c++) {
+    T t[4][8];
+    for (int a = 0; a < 8; a++) {
+      const T *q = m + a * 8 * ms + c;
+      T o[4];
+      WA8_ROW(T, o, q[0], q[ms], q[2 * ms], q[3 * ms], q[4 * ms], q[5 * ms], q[6 * ms], q[7 * ms]);
+      for (int j = 0; j < 4; j++) t[j][a] = o[j];
+    }
+    for (int j = 0; j < cols; j++) {
+      T o[4];
+      WA8_ROW(T, o, t[j][0], t[j][1], t[j][2], t[j][3], t[j][4], t[j][5], t[j][6], t[j][7]);
+      for (int i = 0; i < rows; i++) y[i * ys + j * O + c] = o[i];
+    }
+  }
+}
+#undef WA8_ROW
+
+#define WY8_ROW(TY, o, y0, y1, y2, y3)                                      \
+  do {                                                                 \
+    TY s1 = y0 + y2, d1 = y1 + y3, s2 = y0 + (T)4 * y2;             \
+    TY d2 = (T)2 * y1 + (T)8 * y3, s3 = y0 + (T)0.25 * y2;          \
+    TY d3 = (T)0.5 * y1 + (T)0.125 * y3;                            \
+    (o)[0] = y0;                                                       \
+    (o)[1] = s1 + d1;                                                  \
+    (o)[2] = s1 - d1;                                                  \
+    (o)[3] = s2 + d2;                                                  \
+    (o)[4] = s2 - d2;                                                  \
+    (o)[5] = s3 + d3;                                                  \
+    (o)[6] = s3 - d3;                                                  \
+    (o)[7] = y3;                                                       \
+  } while (0)
+/* The filter gradient's A dy A^T of one 4x4 block of dy (yr[i*4 + j]: row i, column j, O values):
+ * element xi = k*8 + j to d + xi*ds. */
+TARGET static void FNI(wino4_dy)(const T *const *yr, int64_t O, T *d, int64_t ds) {
+  int64_t c = 0;
+  for (; c + VL <= O; c += VL) {
+    VEC e[8][4]; /* e[k][j] = (A y)[k][j]: column j of the block over its rows */
+    ROLLED for (int j = 0; j < 4; j++) {
+      VEC y[4], o[8];
+      UNROLL for (int i = 0; i < 4; i++) VLOAD(y[i], yr[i * 4 + j] + c);
+      WY8_ROW(VEC, o, y[0], y[1], y[2], y[3]);
+      UNROLL for (int k = 0; k < 8; k++) e[k][j] = o[k];
+    }
+    T *p = d + c; /* elements in order: one pointer stepping by ds */
+    ROLLED for (int k = 0; k < 8; k++) {
+      VEC o[8];
+      WY8_ROW(VEC, o, e[k][0], e[k][1], e[k][2], e[k][3]);
+      UNROLL for (int j = 0; j < 8; j++, p += ds) VSTORE(p, o[j]);
+    }
+  }
+  for (; c < O; c++) {
+    T e[4][8];
+    for (int i = 0; i < 4; i++) WY8_ROW(T, e[i], yr[i * 4][c], yr[i * 4 + 1][c], yr[i * 4 + 2][c], yr[i * 4 + 3][c]);
+    for (int j = 0; j < 8; j++) {
+      T o[8];
+      WY8_ROW(T, o, e[0][j], e[1][j], e[2][j], e[3][j]);
+      for (int k = 0; k < 8; k++) d[(k * 8 + j) * ds + c] = o[k];
+    }
+  }
+}
+#undef WY8_ROW
+
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range),
                                                FNI(dwp_range),        FNI(wino_in),       FNI(wino_out),
-                                               FNI(wino_dy)};
+                                               FNI(wino_dy),          FNI(wino4_in),      FNI(wino4_out),
+                                               FNI(wino4_dy)};
 
 #undef UNROLL
+#undef ROLLED
 #undef ROW_PX
 #undef WIDE
 #undef DW_NV

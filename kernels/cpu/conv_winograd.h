@@ -1,24 +1,36 @@
 /* Winograd convolution on the CPU for 5x5 windows at stride and dilation 1:
- * F(2x2, 5x5) for the forward pass (and the input gradient, the forward pass
- * of the flipped filter), F(5x5, 2x2) for the filter gradient (below).
+ * F(m x m, 5x5) for the forward pass (and the input gradient, the forward
+ * pass of the flipped filter), F(5x5, m x m) for the filter gradient (below),
+ * with output tiles of m = 4 or m = 2 pixels a side (conv.c's wino_m: 4
+ * unless the output, rounded up to whole 4x4 tiles, needs more products).
  * Included by kernels/cpu/conv.c in its template body (T, SFX, FN, geom, the
  * ISA tables FN(isa_for)(channels)).
  *
- * Each 2x2 block of output pixels ("tile") of an image reads a 6x6 window
- * d; with the points 0, 1, -1, 2, -2 and infinity,
+ * Each m x m block of output pixels ("tile") of an image reads an
+ * (m+4) x (m+4) window d, and
  *   Y = A^T [ (G g G^T) (.) (B^T d B) ] A     ((.) elementwise, per channel)
- * costs 36 multiplications per (input, output) channel pair where the direct
- * loops spend 100. The tile transforms (kernels/cpu/conv_tiles.h: wino_in,
- * wino_out, wino_dy) run over vectors of channels with the intermediate rows
- * in registers; the 36 elementwise products summed over input channels are
- * 36 matrix products (tiles x C) x (C x O), done by the register tiles of the
- * direct loops. Tiles are processed WINO_TB at a time in a fixed number of
- * parts (each with its own scratch in the workspace), so the result does not
- * depend on the threads. The tiles read a zero-padded copy of the input (the
- * workspace's end), so that no window needs bounds. */
+ * costs (m+4)^2 multiplications per (input, output) channel pair where the
+ * direct loops spend 25 m^2: 64 per 16 outputs for m = 4 (points 0, 1, -1,
+ * 2, -2, 1/2, -1/2, infinity), 36 per 4 outputs for m = 2 (points 0, 1, -1,
+ * 2, -2, infinity). The matrices' entries are exact in binary except G's
+ * (ninths and 45ths for m = 4, multiplied by as rounded to T; m = 2 divides
+ * by 6, 12, 24 and 3); the f32 results
+ * stay within ~1e-5 of the largest element for either size
+ * (tests/test_nn.c's winograd_4x4_tiles gives the figures). The tile transforms
+ * (kernels/cpu/conv_tiles.h: wino_in, wino_out, wino_dy and their wino4_
+ * forms) run over vectors of channels, the intermediate rows in registers
+ * (m = 2) or a small stack array (m = 4, whose elements are stored in order
+ * through one pointer); the (m+4)^2 elementwise products summed over input
+ * channels are (m+4)^2 matrix products (tiles x C) x (C x O), done by the
+ * register tiles of the direct loops. Tiles are processed in blocks (conv.c's
+ * wino_tb, wino_dw_tb) in a fixed number of parts (each with its own scratch
+ * in the workspace), so the result does not depend on the threads. A part
+ * copies each image it reaches into a zero-padded image of its own (in cache;
+ * the border written once), so that no window needs bounds; tiles past the output's last row or column compute
+ * values that are not written. */
 
-/* The filter transform G applied to 5 rows (row k at s + k*ss) of n values:
- * 6 rows written to o + i*os. */
+/* The filter transforms: G applied to 5 rows (row k at s + k*ss) of n values, (m+4) rows written to
+ * o + i*os. m = 2: */
 static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
   for (int64_t c = 0; c < n; c++) {
     T g0 = s[c], g1 = s[ss + c], g2 = s[2 * ss + c], g3 = s[3 * ss + c], g4 = s[4 * ss + c];
@@ -31,97 +43,133 @@ static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
   }
 }
 
+/* m = 4 (G's rows at the points 0, 1, -1, 2, -2, 1/2, -1/2, infinity, each divided by the product of
+ * its point's differences to the others): */
+static void FN(wino4_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
+  /* the entries rounded to T once (a division per element costs as much as the rest) */
+  const T k2_9 = (T)(2.0 / 9), k1_90 = (T)(1.0 / 90), k1_45 = (T)(1.0 / 45), k2_45 = (T)(2.0 / 45),
+          k4_45 = (T)(4.0 / 45), k8_45 = (T)(8.0 / 45), k16_45 = (T)(16.0 / 45), k32_45 = (T)(32.0 / 45);
+  for (int64_t c = 0; c < n; c++) {
+    T g0 = s[c], g1 = s[ss + c], g2 = s[2 * ss + c], g3 = s[3 * ss + c], g4 = s[4 * ss + c];
+    T e1 = g0 + g2 + g4, d1 = g1 + g3;
+    T e2 = g0 * k1_90 + g2 * k2_45 + g4 * k8_45, d2 = g1 * k1_45 + g3 * k4_45;
+    T e3 = g0 * k32_45 + g2 * k8_45 + g4 * k2_45, d3 = g1 * k16_45 + g3 * k4_45;
+    o[c] = g0;
+    o[os + c] = -(e1 + d1) * k2_9;
+    o[2 * os + c] = -(e1 - d1) * k2_9;
+    o[3 * os + c] = e2 + d2;
+    o[4 * os + c] = e2 - d2;
+    o[5 * os + c] = e3 + d3;
+    o[6 * os + c] = e3 - d3;
+    o[7 * os + c] = g4;
+  }
+}
+
 typedef struct {
   const geom *g;
-  const T *x, *u; /* the zero-padded input (Hs x Ws per image); transformed filter U[36][C][O] */
-  int64_t Hs, Ws;
+  const T *x, *u; /* the input; the transformed filter U[xis][C][O] */
+  int64_t Hs, Ws; /* the padded image's rows and columns (wino_pad_elems) */
   T *y, *scratch; /* output; the parts' scratch (wino_part_elems each) */
-  int64_t th, tw, ntiles, per; /* tiles per column and row of an image, in all, per part */
+  int64_t m, tb, th, tw, ntiles, per; /* tile size; tiles per block (wino_tb); tiles per column and row
+                                       * of an image, in all, per part */
 } FN(wino_args);
+
+/* Tile t's image n and first output row and column. */
+static inline void FN(wino_tile)(int64_t t, int64_t th, int64_t tw, int64_t m, int64_t *n, int64_t *oh,
+                                 int64_t *ow) {
+  *n = t / (th * tw);
+  int64_t r = t - *n * th * tw, ty = r / tw;
+  *oh = m * ty;
+  *ow = m * (r - ty * tw);
+}
 
 /* Task q: the tiles of part q. */
 LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   const FN(wino_args) *a = p;
   const geom *g = a->g;
-  const int64_t C = g->C, O = g->O;
+  const int64_t C = g->C, O = g->O, m = a->m, X = wino_xis(m), TB = a->tb;
   /* the input transform runs over vectors of C channels, the products and the output transform over O */
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
+  void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
   for (int64_t q = b; q < e; q++) {
-    T *v = a->scratch + q * wino_part_elems(C, O); /* V[36][WINO_TB][C] */
-    T *mm = v + 36 * WINO_TB * C;                  /* M[36][WINO_TB][O] */
+    T *v = a->scratch + q * wino_part_elems(g); /* V[X][TB][C] */
+    T *mm = v + X * TB * C;                     /* M[X][TB][O] */
+    T *img = mm + X * TB * O;                   /* the padded image of the tiles being transformed */
+    int64_t cur = -1;
     int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
-    for (int64_t tb = t0; tb < tend; tb += WINO_TB) {
-      int64_t nb = tend - tb < WINO_TB ? tend - tb : WINO_TB;
+    for (int64_t tb = t0; tb < tend; tb += TB) {
+      int64_t nb = tend - tb < TB ? tend - tb : TB;
       /* input transform of each tile: V[xi][i][c] */
       for (int64_t i = 0; i < nb; i++) {
-        int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
-        const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C; /* the 6x6 window */
-        const int64_t rs = a->Ws * C;
-        isa_c->wino_in(src, rs, C, v + i * C, WINO_TB * C); /* V[xi][i][:] */
+        int64_t n, oh, ow;
+        FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh, &ow);
+        if (n != cur) { /* the border is written once per part: the images only change inside it */
+          FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
+          cur = n;
+        }
+        tin(img + (oh * a->Ws + ow) * C, a->Ws * C, C, v + i * C, TB * C);
       }
-      /* the 36 products M[xi] = V[xi] (nb x C) x U[xi] (C x O) */
-      for (int64_t xi = 0; xi < 36; xi++) {
-        FN(gemm_args) ga = {v + xi * WINO_TB * C, a->u + xi * C * O, mm + xi * WINO_TB * O, C, O, C};
+      /* the X products M[xi] = V[xi] (nb x C) x U[xi] (C x O) */
+      for (int64_t xi = 0; xi < X; xi++) {
+        FN(gemm_args) ga = {v + xi * TB * C, a->u + xi * C * O, mm + xi * TB * O, C, O, C};
         isa->gemm_nn_range(&ga, 0, nb);
       }
       /* output transform: Y = A^T M A, clipped at the image's last row and column */
       for (int64_t i = 0; i < nb; i++) {
-        int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
-        if (2 * ty + 1 < g->OH && 2 * tx + 1 < g->OW) { /* the whole 2x2 block: written in place */
-          isa->wino_out(mm + i * O, WINO_TB * O, O, a->y + ((n * g->OH + 2 * ty) * g->OW + 2 * tx) * O, g->OW * O);
+        int64_t n, oh0, ow0;
+        FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh0, &ow0);
+        T *yt = a->y + ((n * g->OH + oh0) * g->OW + ow0) * O;
+        int64_t rows = g->OH - oh0 < m ? g->OH - oh0 : m, cols = g->OW - ow0 < m ? g->OW - ow0 : m;
+        if (m == 4) {
+          isa->wino4_out(mm + i * O, TB * O, O, yt, g->OW * O, rows, cols);
+          continue;
+        }
+        if (rows == m && cols == m) { /* the whole block: written in place */
+          isa->wino_out(mm + i * O, TB * O, O, yt, g->OW * O);
           continue;
         }
         T out[2][2 * WINO_MAX_O];
-        isa->wino_out(mm + i * O, WINO_TB * O, O, out[0], 2 * WINO_MAX_O);
-        for (int64_t oy = 0; oy < 2; oy++) {
-          int64_t oh = 2 * ty + oy;
-          if (oh >= g->OH) break;
-          for (int64_t ox = 0; ox < 2; ox++) {
-            int64_t ow = 2 * tx + ox;
-            if (ow >= g->OW) break;
-            memcpy(a->y + ((n * g->OH + oh) * g->OW + ow) * O, out[oy] + ox * O, (size_t)O * sizeof(T));
-          }
-        }
+        isa->wino_out(mm + i * O, TB * O, O, out[0], 2 * WINO_MAX_O);
+        for (int64_t oy = 0; oy < rows; oy++)
+          memcpy(yt + oy * g->OW * O, out[oy], (size_t)(cols * O) * sizeof(T));
       }
     }
   }
 }
 
-/* y = conv(x, w) by Winograd F(2x2, 5x5); ws holds wino_ws_elems(g) values. */
+/* y = conv(x, w) by Winograd F(m x m, 5x5), m = wino_m(g); ws holds wino_ws_elems(g) values. */
 static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, T *ws) {
-  const int64_t C = g->C, O = g->O;
-  T *u = ws; /* U[36][C][O] = G w G^T per (c, o) */
-  T tmp[6 * 5 * WINO_MAX_O];
+  const int64_t C = g->C, O = g->O, m = wino_m(g), X = wino_xis(m), R = m + 4;
+  void (*gt)(const T *, int64_t, T *, int64_t, int64_t) = m == 4 ? FN(wino4_g) : FN(wino_g);
+  T *u = ws; /* U[X][C][O] = G w G^T per (c, o) */
+  T tmp[8 * 5 * WINO_MAX_O];
   for (int64_t c = 0; c < C; c++) {
     /* w[kh][kw][c][:] rows: first over kh (tmp[i][kw][:]), then over kw */
-    for (int64_t kw = 0; kw < 5; kw++) FN(wino_g)(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
-    for (int64_t i = 0; i < 6; i++) FN(wino_g)(tmp + i * 5 * O, O, u + (i * 6 * C + c) * O, C * O, O);
+    for (int64_t kw = 0; kw < 5; kw++) gt(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
+    for (int64_t i = 0; i < R; i++) gt(tmp + i * 5 * O, O, u + (i * R * C + c) * O, C * O, O);
   }
-  FN(wino_args) a = {g, NULL, u, 0, 0, y, ws + 36 * C * O, 0, 0, 0, 0};
-  a.th = (g->OH + 1) / 2;
-  a.tw = (g->OW + 1) / 2;
-  /* the input, zero-padded to the tiles' windows (rows and columns [-pt, 2*th + 4 - pt) and
-   * [-pl, 2*tw + 4 - pl)), after the parts' scratch */
-  pad_plan pp = {2, 2 * a.th + 4, 2 * a.tw + 4};
-  a.Hs = pp.Hs;
-  a.Ws = pp.Ws;
-  a.x = FN(pad_input)(ctx, g, &pp, x, a.scratch + wino_parts(g) * wino_part_elems(C, O));
-  a.ntiles = g->N * a.th * a.tw;
+  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, wino_tb(g), 0, 0, 0, 0};
+  a.th = (g->OH + m - 1) / m;
+  a.tw = (g->OW + m - 1) / m;
+  /* an image zero-padded to the tiles' windows: rows [-pt, m*th + 4 - pt), columns [-pl, m*tw + 4 - pl) */
+  a.Hs = m * a.th + 4;
+  a.Ws = m * a.tw + 4;
   int64_t P = wino_parts(g);
+  a.ntiles = g->N * a.th * a.tw;
   a.per = (a.ntiles + P - 1) / P;
   loom__parallel_for(ctx->pool, P, 1, FN(wino_part), &a);
 }
 
 /* ---- the filter gradient ----
- * dW = sum over the 2x2 blocks of dy of the correlation of the block with
- * its 6x6 input window, which is F(5x5, 2x2):
+ * dW = sum over the m x m blocks of dy of the correlation of the block with
+ * its (m+4) x (m+4) input window, which is F(5x5, m x m):
  *   dW = G^T [ sum over tiles of (A dy_tile A^T) (.) (B^T d B) ] G
  * (the transposed roles of the forward pass's matrices). The sum over tiles
- * is 36 products (Cp x tiles) x (tiles x O) on the filter gradient's
+ * is (m+4)^2 products (Cp x tiles) x (tiles x O) on the filter gradient's
  * register tiles (dw_gemm_range; C rounded up to whole tiles of 6 rows with
  * zero columns), accumulated per part and added in a fixed order. */
 
-/* G^T applied to 6 rows (row j at s + j*ss) of n values: 5 rows to o + k*os. */
+/* G^T applied to m+4 rows (row j at s + j*ss) of n values: 5 rows to o + k*os. m = 2: */
 static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
   for (int64_t c = 0; c < n; c++) {
     T s0 = s[c], s1 = s[ss + c], s2 = s[2 * ss + c], s3 = s[3 * ss + c], s4 = s[4 * ss + c], s5 = s[5 * ss + c];
@@ -133,79 +181,102 @@ static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t 
     o[4 * os + c] = -p / 6 + p34 * 2 / 3 + s5;
   }
 }
+/* m = 4: */
+static void FN(wino4_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
+  const T k2_9 = (T)(2.0 / 9), k1_90 = (T)(1.0 / 90), k1_45 = (T)(1.0 / 45), k2_45 = (T)(2.0 / 45),
+          k4_45 = (T)(4.0 / 45), k8_45 = (T)(8.0 / 45), k16_45 = (T)(16.0 / 45), k32_45 = (T)(32.0 / 45);
+  for (int64_t c = 0; c < n; c++) {
+    T s0 = s[c], s1 = s[ss + c], s2 = s[2 * ss + c], s3 = s[3 * ss + c], s4 = s[4 * ss + c];
+    T s5 = s[5 * ss + c], s6 = s[6 * ss + c], s7 = s[7 * ss + c];
+    T p1 = s1 + s2, m1 = s1 - s2, p2 = s3 + s4, m2 = s3 - s4, p3 = s5 + s6, m3 = s5 - s6;
+    o[c] = s0 - p1 * k2_9 + p2 * k1_90 + p3 * k32_45;
+    o[os + c] = -m1 * k2_9 + m2 * k1_45 + m3 * k16_45;
+    o[2 * os + c] = -p1 * k2_9 + p2 * k2_45 + p3 * k8_45;
+    o[3 * os + c] = -m1 * k2_9 + (m2 + m3) * k4_45;
+    o[4 * os + c] = -p1 * k2_9 + p2 * k8_45 + p3 * k2_45 + s7;
+  }
+}
 
 typedef struct {
   const geom *g;
-  const T *x, *dy; /* the zero-padded input (Hs x Ws per image); dy */
-  int64_t Hs, Ws;
-  T *scratch, *msum; /* the parts' scratch; their sums M[36][Cp][O] */
-  int64_t th, tw, ntiles, per, Cp;
+  const T *x, *dy; /* the input; dy */
+  int64_t Hs, Ws;   /* the padded image's rows and columns */
+  T *scratch, *msum; /* the parts' scratch; their sums M[xis][Cp][O] */
+  int64_t m, tb, th, tw, ntiles, per, Cp; /* tb: tiles per block (wino_dw_tb) */
 } FN(wino_dw_args);
 
 /* Task q: the sums of part q's tiles. */
 LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   const FN(wino_dw_args) *a = p;
   const geom *g = a->g;
-  const int64_t C = g->C, O = g->O, Cp = a->Cp;
+  const int64_t C = g->C, O = g->O, Cp = a->Cp, m = a->m, X = wino_xis(m), TB = a->tb;
   /* the input transform runs over vectors of C channels, dy's transform and the products over O */
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
+  void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
   for (int64_t q = b; q < e; q++) {
-    T *v = a->scratch + q * wino_dw_part_elems(Cp, O); /* V[36][WINO_TB][Cp] */
-    T *dd = v + 36 * WINO_TB * Cp;                       /* D[36][WINO_TB][O] */
-    T *mq = a->msum + q * 36 * Cp * O;
-    memset(mq, 0, (size_t)(36 * Cp * O) * sizeof(T));
+    T *v = a->scratch + q * wino_dw_part_elems(g); /* V[X][TB][Cp] */
+    T *dd = v + X * TB * Cp;                        /* D[X][TB][O] */
+    T *img = dd + X * TB * O;                       /* the padded image of the tiles being transformed */
+    int64_t cur = -1;
+    T *mq = a->msum + q * X * Cp * O;
+    memset(mq, 0, (size_t)(X * Cp * O) * sizeof(T));
     if (Cp > C) /* the rows' padding columns stay zero */
-      for (int64_t r = 0; r < 36 * WINO_TB; r++)
+      for (int64_t r = 0; r < X * TB; r++)
         for (int64_t c = C; c < Cp; c++) v[r * Cp + c] = 0;
     T zero[WINO_MAX_O] = {0};
     int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
-    for (int64_t tb = t0; tb < tend; tb += WINO_TB) {
-      int64_t nb = tend - tb < WINO_TB ? tend - tb : WINO_TB;
+    for (int64_t tb = t0; tb < tend; tb += TB) {
+      int64_t nb = tend - tb < TB ? tend - tb : TB;
       for (int64_t i = 0; i < nb; i++) {
-        int64_t t = tb + i, n = t / (a->th * a->tw), r = t - n * a->th * a->tw, ty = r / a->tw, tx = r - ty * a->tw;
-        const T *src = a->x + ((n * a->Hs + 2 * ty) * a->Ws + 2 * tx) * C;
-        const int64_t rs = a->Ws * C;
-        isa_c->wino_in(src, rs, C, v + i * Cp, WINO_TB * Cp); /* V[xi][i][:] */
-        /* dy's 2x2 block (zero past the last row and column): columns, then rows */
-        const T *yr[2][2];
-        for (int64_t oy = 0; oy < 2; oy++)
-          for (int64_t ox = 0; ox < 2; ox++) {
-            int64_t oh = 2 * ty + oy, ow = 2 * tx + ox;
-            yr[oy][ox] = oh < g->OH && ow < g->OW ? a->dy + ((n * g->OH + oh) * g->OW + ow) * O : zero;
+        int64_t n, oh0, ow0;
+        FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh0, &ow0);
+        if (n != cur) {
+          FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
+          cur = n;
+        }
+        tin(img + (oh0 * a->Ws + ow0) * C, a->Ws * C, C, v + i * Cp, TB * Cp); /* V[xi][i][:] */
+        /* dy's m x m block (zero past the last row and column) */
+        const T *yr[16];
+        for (int64_t oy = 0; oy < m; oy++)
+          for (int64_t ox = 0; ox < m; ox++) {
+            int64_t oh = oh0 + oy, ow = ow0 + ox;
+            yr[oy * m + ox] = oh < g->OH && ow < g->OW ? a->dy + ((n * g->OH + oh) * g->OW + ow) * O : zero;
           }
-        isa->wino_dy(yr[0][0], yr[0][1], yr[1][0], yr[1][1], O, dd + i * O, WINO_TB * O); /* D[xi][i][:] */
+        if (m == 4) isa->wino4_dy(yr, O, dd + i * O, TB * O); /* D[xi][i][:] */
+        else isa->wino_dy(yr[0], yr[1], yr[2], yr[3], O, dd + i * O, TB * O);
       }
-      for (int64_t xi = 0; xi < 36; xi++) {
-        FN(dwg_args) ga = {v + xi * WINO_TB * Cp, dd + xi * WINO_TB * O, mq + xi * Cp * O, Cp, O, nb};
+      for (int64_t xi = 0; xi < X; xi++) {
+        FN(dwg_args) ga = {v + xi * TB * Cp, dd + xi * TB * O, mq + xi * Cp * O, Cp, O, nb};
         isa->dw_gemm_range(&ga, 0, Cp / 6);
       }
     }
   }
 }
 
-/* dw = the filter gradient by Winograd F(5x5, 2x2); ws holds wino_dw_ws_elems(g) values. */
+/* dw = the filter gradient by Winograd F(5x5, m x m), m = wino_m(g); ws holds wino_dw_ws_elems(g)
+ * values. */
 static void FN(wino_dw)(const loom_kctx *ctx, const geom *g, const T *x, const T *dy, T *dw, T *ws) {
-  const int64_t C = g->C, O = g->O, Cp = wino_dw_cp(C), P = wino_parts(g);
-  FN(wino_dw_args) a = {g, NULL, dy, 0, 0, ws, ws + P * wino_dw_part_elems(Cp, O), 0, 0, 0, 0, Cp};
-  a.th = (g->OH + 1) / 2;
-  a.tw = (g->OW + 1) / 2;
+  const int64_t C = g->C, O = g->O, Cp = wino_dw_cp(C), P = wino_parts(g), m = wino_m(g), X = wino_xis(m),
+                R = m + 4;
+  FN(wino_dw_args) a = {g, x, dy, 0, 0, ws, ws + P * wino_dw_part_elems(g), m, wino_dw_tb(g), 0, 0, 0, 0, Cp};
+  a.th = (g->OH + m - 1) / m;
+  a.tw = (g->OW + m - 1) / m;
   a.ntiles = g->N * a.th * a.tw;
   a.per = (a.ntiles + P - 1) / P;
-  pad_plan pp = {2, 2 * a.th + 4, 2 * a.tw + 4};
-  a.Hs = pp.Hs;
-  a.Ws = pp.Ws;
-  a.x = FN(pad_input)(ctx, g, &pp, x, a.msum + P * 36 * Cp * O);
+  a.Hs = m * a.th + 4;
+  a.Ws = m * a.tw + 4;
   loom__parallel_for(ctx->pool, P, 1, FN(wino_dw_part), &a);
   /* the parts' sums in a fixed order, then dW[kh][kw][c][:] = (G^T M G)[kh][kw] per input channel */
-  T *m = a.msum;
+  T *ms = a.msum;
   for (int64_t q = 1; q < P; q++) {
-    const T *mq = m + q * 36 * Cp * O;
-    for (int64_t i = 0; i < 36 * Cp * O; i++) m[i] += mq[i];
+    const T *mq = ms + q * X * Cp * O;
+    for (int64_t i = 0; i < X * Cp * O; i++) ms[i] += mq[i];
   }
-  T tmp[6 * 5 * WINO_MAX_O];
+  void (*gt)(const T *restrict, int64_t, T *restrict, int64_t, int64_t) = m == 4 ? FN(wino4_gt) : FN(wino_gt);
+  T tmp[8 * 5 * WINO_MAX_O];
   for (int64_t c = 0; c < C; c++) {
-    /* rows a: tmp[a][kw][:] = sum over b of G[b][kw] M[a*6 + b][c][:]; then over a */
-    for (int64_t r6 = 0; r6 < 6; r6++) FN(wino_gt)(m + (r6 * 6 * Cp + c) * O, Cp * O, tmp + r6 * 5 * O, O, O);
-    for (int64_t kw = 0; kw < 5; kw++) FN(wino_gt)(tmp + kw * O, 5 * O, dw + (kw * C + c) * O, 5 * C * O, O);
+    /* rows a: tmp[a][kw][:] = sum over b of G[b][kw] M[a*R + b][c][:]; then over a */
+    for (int64_t r = 0; r < R; r++) gt(ms + (r * R * Cp + c) * O, Cp * O, tmp + r * 5 * O, O, O);
+    for (int64_t kw = 0; kw < 5; kw++) gt(tmp + kw * O, 5 * O, dw + (kw * C + c) * O, 5 * C * O, O);
   }
 }
