@@ -25,9 +25,9 @@
  * register tiles of the direct loops. Tiles are processed WINO_TB (filter
  * gradient: WINO_DW_TB) at a time in a fixed number of parts (each with its
  * own scratch in the workspace), so the result does not depend on the
- * threads. A part copies each image it reaches into a
- * zero-padded image of its own (in cache; the border written once), so that
- * no window needs bounds; tiles past the output's last row or column compute
+ * threads. A part copies each image it reaches into a zero-padded image of
+ * its own (in cache; the border written once), so that no window needs
+ * bounds; tiles past the output's last row or column compute
  * values that are not written. */
 
 /* The filter transforms: G applied to 5 rows (row k at s + k*ss) of n values, (m+4) rows written to
