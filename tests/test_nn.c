@@ -726,7 +726,7 @@ Test(conv, winograd_4x4_tiles) {
       {2, 21, 18, 24, 5, 5, 40, 1, 1, 1, 1, S},  /* C = 1.5 vectors, O = 2.5 */
       {1, 9, 9, 8, 5, 5, 8, 1, 1, 1, 1, S},      /* the fewest channels */
       {1, 5, 6, 130, 5, 5, 9, 1, 1, 1, 1, S},    /* one tile row; C > 128: input gradient stays direct */
-      {2, 10, 9, 64, 5, 5, 48, 1, 1, 1, 1, S},   /* U of 64 x 64 x 48: blocks of 48 tiles (input gradient: GEMM) */
+      {2, 10, 9, 64, 5, 5, 48, 1, 1, 1, 1, S},   /* 64 -> 48 channels (input gradient: GEMM, K = 1600) */
       {2, 2, 6, 8, 5, 5, 16, 1, 1, 1, 1, S},     /* 2 x 6 outputs: F(2x2) */
       {3, 2, 9, 8, 5, 5, 12, 1, 1, 1, 1, S},     /* 2 x 9: F(2x2), the last column of tiles clipped */
       {2, 10, 2, 12, 5, 5, 9, 1, 1, 1, 1, S},    /* 10 x 2: F(2x2) */

@@ -150,14 +150,11 @@ static size_t pad_bytes(const geom *g, const pad_plan *p, size_t elem) {
  * m = 4 (F(4x4, 5x5), 8x8 windows) or m = 2 (F(2x2, 5x5), 6x6 windows),
  * per geometry (wino_m). LOOM_CONV_WINOGRAD=0 turns it off, =2 and =4 ask
  * for one tile size (tests, benchmarks). */
-/* Tiles per block (wino_tb): one 12-row register tile where the transformed filter (and the filter
- * gradient's sums, which every block reads and writes) hold at most WINO_SMALL_ELEMS values, as in the
- * Fashion-MNIST second layer (measured faster there than 24 or 48 tiles; the filter gradient's 24
- * tiles faster than 12 or 48); 48 beyond, so that each pass over them serves more tiles. */
-#define WINO_TB_SMALL 12
-#define WINO_DW_TB_SMALL 24
-#define WINO_TB 48
-#define WINO_SMALL_ELEMS ((int64_t)128 << 10)
+/* Tiles per block: one 12-row register tile; the filter gradient's 24. Measured faster than 24 or 48
+ * (and 12 or 48) on the Fashion-MNIST second layer (16 -> 32 channels), and than 48 on a 64 -> 64
+ * channel layer. */
+#define WINO_TB 12
+#define WINO_DW_TB 24
 #define WINO_MIN_C 8
 #define WINO_MIN_O 8
 #define WINO_MAX_C 256
@@ -210,12 +207,9 @@ static int64_t wino_parts(const geom *g) {
   int64_t p = wino_tiles(g, wino_m(g)) / WINO_TILES_PER_PART;
   return p < 1 ? 1 : p > WINO_MAX_PARTS ? WINO_MAX_PARTS : p;
 }
-static int64_t wino_tb(const geom *g) {
-  return wino_xis(wino_m(g)) * g->C * g->O <= WINO_SMALL_ELEMS ? WINO_TB_SMALL : WINO_TB;
-}
 /* Scratch of a part: V and M of a block, the padded image. */
 static int64_t wino_part_elems(const geom *g) {
-  return wino_xis(wino_m(g)) * wino_tb(g) * (g->C + g->O) + wino_pad_elems(g);
+  return wino_xis(wino_m(g)) * WINO_TB * (g->C + g->O) + wino_pad_elems(g);
 }
 /* The workspace: U[xis][C][O], the parts' scratch. */
 static int64_t wino_ws_elems(const geom *g) {
@@ -225,11 +219,8 @@ static int64_t wino_ws_elems(const geom *g) {
 /* The filter gradient's: input channels rounded up to whole 6-row tiles; a part's scratch (V and
  * D of a block, the padded image); the workspace (the parts' scratch and sums). */
 static int64_t wino_dw_cp(int64_t C) { return (C + 5) / 6 * 6; }
-static int64_t wino_dw_tb(const geom *g) {
-  return wino_xis(wino_m(g)) * wino_dw_cp(g->C) * g->O <= WINO_SMALL_ELEMS ? WINO_DW_TB_SMALL : WINO_TB;
-}
 static int64_t wino_dw_part_elems(const geom *g) {
-  return wino_xis(wino_m(g)) * wino_dw_tb(g) * (wino_dw_cp(g->C) + g->O) + wino_pad_elems(g);
+  return wino_xis(wino_m(g)) * WINO_DW_TB * (wino_dw_cp(g->C) + g->O) + wino_pad_elems(g);
 }
 static int64_t wino_dw_ws_elems(const geom *g) {
   return wino_parts(g) * (wino_dw_part_elems(g) + wino_xis(wino_m(g)) * wino_dw_cp(g->C) * g->O);

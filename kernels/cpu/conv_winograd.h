@@ -22,11 +22,12 @@
  * (m = 2) or a small stack array (m = 4, whose elements are stored in order
  * through one pointer); the (m+4)^2 elementwise products summed over input
  * channels are (m+4)^2 matrix products (tiles x C) x (C x O), done by the
- * register tiles of the direct loops. Tiles are processed in blocks (conv.c's
- * wino_tb, wino_dw_tb) in a fixed number of parts (each with its own scratch
- * in the workspace), so the result does not depend on the threads. A part
- * copies each image it reaches into a zero-padded image of its own (in cache;
- * the border written once), so that no window needs bounds; tiles past the output's last row or column compute
+ * register tiles of the direct loops. Tiles are processed WINO_TB (filter
+ * gradient: WINO_DW_TB) at a time in a fixed number of parts (each with its
+ * own scratch in the workspace), so the result does not depend on the
+ * threads. A part copies each image it reaches into a zero-padded image of
+ * its own (in cache; the border written once), so that no window needs
+ * bounds; tiles past the output's last row or column compute
  * values that are not written. */
 
 /* The filter transforms: G applied to 5 rows (row k at s + k*ss) of n values, (m+4) rows written to
@@ -70,8 +71,7 @@ typedef struct {
   const T *x, *u; /* the input; the transformed filter U[xis][C][O] */
   int64_t Hs, Ws; /* the padded image's rows and columns (wino_pad_elems) */
   T *y, *scratch; /* output; the parts' scratch (wino_part_elems each) */
-  int64_t m, tb, th, tw, ntiles, per; /* tile size; tiles per block (wino_tb); tiles per column and row
-                                       * of an image, in all, per part */
+  int64_t m, th, tw, ntiles, per; /* tile size; tiles per column and row of an image, in all, per part */
 } FN(wino_args);
 
 /* Tile t's image n and first output row and column. */
@@ -87,18 +87,18 @@ static inline void FN(wino_tile)(int64_t t, int64_t th, int64_t tw, int64_t m, i
 LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   const FN(wino_args) *a = p;
   const geom *g = a->g;
-  const int64_t C = g->C, O = g->O, m = a->m, X = wino_xis(m), TB = a->tb;
+  const int64_t C = g->C, O = g->O, m = a->m, X = wino_xis(m);
   /* the input transform runs over vectors of C channels, the products and the output transform over O */
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
   for (int64_t q = b; q < e; q++) {
-    T *v = a->scratch + q * wino_part_elems(g); /* V[X][TB][C] */
-    T *mm = v + X * TB * C;                     /* M[X][TB][O] */
-    T *img = mm + X * TB * O;                   /* the padded image of the tiles being transformed */
+    T *v = a->scratch + q * wino_part_elems(g); /* V[X][WINO_TB][C] */
+    T *mm = v + X * WINO_TB * C;                /* M[X][WINO_TB][O] */
+    T *img = mm + X * WINO_TB * O;              /* the padded image of the tiles being transformed */
     int64_t cur = -1;
     int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
-    for (int64_t tb = t0; tb < tend; tb += TB) {
-      int64_t nb = tend - tb < TB ? tend - tb : TB;
+    for (int64_t tb = t0; tb < tend; tb += WINO_TB) {
+      int64_t nb = tend - tb < WINO_TB ? tend - tb : WINO_TB;
       /* input transform of each tile: V[xi][i][c] */
       for (int64_t i = 0; i < nb; i++) {
         int64_t n, oh, ow;
@@ -107,11 +107,11 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
           FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
           cur = n;
         }
-        tin(img + (oh * a->Ws + ow) * C, a->Ws * C, C, v + i * C, TB * C);
+        tin(img + (oh * a->Ws + ow) * C, a->Ws * C, C, v + i * C, WINO_TB * C);
       }
       /* the X products M[xi] = V[xi] (nb x C) x U[xi] (C x O) */
       for (int64_t xi = 0; xi < X; xi++) {
-        FN(gemm_args) ga = {v + xi * TB * C, a->u + xi * C * O, mm + xi * TB * O, C, O, C};
+        FN(gemm_args) ga = {v + xi * WINO_TB * C, a->u + xi * C * O, mm + xi * WINO_TB * O, C, O, C};
         isa->gemm_nn_range(&ga, 0, nb);
       }
       /* output transform: Y = A^T M A, clipped at the image's last row and column */
@@ -121,15 +121,15 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
         T *yt = a->y + ((n * g->OH + oh0) * g->OW + ow0) * O;
         int64_t rows = g->OH - oh0 < m ? g->OH - oh0 : m, cols = g->OW - ow0 < m ? g->OW - ow0 : m;
         if (m == 4) {
-          isa->wino4_out(mm + i * O, TB * O, O, yt, g->OW * O, rows, cols);
+          isa->wino4_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O, rows, cols);
           continue;
         }
         if (rows == m && cols == m) { /* the whole block: written in place */
-          isa->wino_out(mm + i * O, TB * O, O, yt, g->OW * O);
+          isa->wino_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O);
           continue;
         }
         T out[2][2 * WINO_MAX_O];
-        isa->wino_out(mm + i * O, TB * O, O, out[0], 2 * WINO_MAX_O);
+        isa->wino_out(mm + i * O, WINO_TB * O, O, out[0], 2 * WINO_MAX_O);
         for (int64_t oy = 0; oy < rows; oy++)
           memcpy(yt + oy * g->OW * O, out[oy], (size_t)(cols * O) * sizeof(T));
       }
@@ -148,7 +148,7 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
     for (int64_t kw = 0; kw < 5; kw++) gt(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
     for (int64_t i = 0; i < R; i++) gt(tmp + i * 5 * O, O, u + (i * R * C + c) * O, C * O, O);
   }
-  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, wino_tb(g), 0, 0, 0, 0};
+  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0};
   a.th = (g->OH + m - 1) / m;
   a.tw = (g->OW + m - 1) / m;
   /* an image zero-padded to the tiles' windows: rows [-pt, m*th + 4 - pt), columns [-pl, m*tw + 4 - pl) */
@@ -202,31 +202,31 @@ typedef struct {
   const T *x, *dy; /* the input; dy */
   int64_t Hs, Ws;   /* the padded image's rows and columns */
   T *scratch, *msum; /* the parts' scratch; their sums M[xis][Cp][O] */
-  int64_t m, tb, th, tw, ntiles, per, Cp; /* tb: tiles per block (wino_dw_tb) */
+  int64_t m, th, tw, ntiles, per, Cp;
 } FN(wino_dw_args);
 
 /* Task q: the sums of part q's tiles. */
 LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   const FN(wino_dw_args) *a = p;
   const geom *g = a->g;
-  const int64_t C = g->C, O = g->O, Cp = a->Cp, m = a->m, X = wino_xis(m), TB = a->tb;
+  const int64_t C = g->C, O = g->O, Cp = a->Cp, m = a->m, X = wino_xis(m);
   /* the input transform runs over vectors of C channels, dy's transform and the products over O */
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
   for (int64_t q = b; q < e; q++) {
-    T *v = a->scratch + q * wino_dw_part_elems(g); /* V[X][TB][Cp] */
-    T *dd = v + X * TB * Cp;                        /* D[X][TB][O] */
-    T *img = dd + X * TB * O;                       /* the padded image of the tiles being transformed */
+    T *v = a->scratch + q * wino_dw_part_elems(g); /* V[X][WINO_DW_TB][Cp] */
+    T *dd = v + X * WINO_DW_TB * Cp;                   /* D[X][WINO_DW_TB][O] */
+    T *img = dd + X * WINO_DW_TB * O;                  /* the padded image of the tiles being transformed */
     int64_t cur = -1;
     T *mq = a->msum + q * X * Cp * O;
     memset(mq, 0, (size_t)(X * Cp * O) * sizeof(T));
     if (Cp > C) /* the rows' padding columns stay zero */
-      for (int64_t r = 0; r < X * TB; r++)
+      for (int64_t r = 0; r < X * WINO_DW_TB; r++)
         for (int64_t c = C; c < Cp; c++) v[r * Cp + c] = 0;
     T zero[WINO_MAX_O] = {0};
     int64_t t0 = q * a->per, tend = t0 + a->per < a->ntiles ? t0 + a->per : a->ntiles;
-    for (int64_t tb = t0; tb < tend; tb += TB) {
-      int64_t nb = tend - tb < TB ? tend - tb : TB;
+    for (int64_t tb = t0; tb < tend; tb += WINO_DW_TB) {
+      int64_t nb = tend - tb < WINO_DW_TB ? tend - tb : WINO_DW_TB;
       for (int64_t i = 0; i < nb; i++) {
         int64_t n, oh0, ow0;
         FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh0, &ow0);
@@ -234,7 +234,7 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
           FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
           cur = n;
         }
-        tin(img + (oh0 * a->Ws + ow0) * C, a->Ws * C, C, v + i * Cp, TB * Cp); /* V[xi][i][:] */
+        tin(img + (oh0 * a->Ws + ow0) * C, a->Ws * C, C, v + i * Cp, WINO_DW_TB * Cp); /* V[xi][i][:] */
         /* dy's m x m block (zero past the last row and column) */
         const T *yr[16];
         for (int64_t oy = 0; oy < m; oy++)
@@ -242,11 +242,11 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
             int64_t oh = oh0 + oy, ow = ow0 + ox;
             yr[oy * m + ox] = oh < g->OH && ow < g->OW ? a->dy + ((n * g->OH + oh) * g->OW + ow) * O : zero;
           }
-        if (m == 4) isa->wino4_dy(yr, O, dd + i * O, TB * O); /* D[xi][i][:] */
-        else isa->wino_dy(yr[0], yr[1], yr[2], yr[3], O, dd + i * O, TB * O);
+        if (m == 4) isa->wino4_dy(yr, O, dd + i * O, WINO_DW_TB * O); /* D[xi][i][:] */
+        else isa->wino_dy(yr[0], yr[1], yr[2], yr[3], O, dd + i * O, WINO_DW_TB * O);
       }
       for (int64_t xi = 0; xi < X; xi++) {
-        FN(dwg_args) ga = {v + xi * TB * Cp, dd + xi * TB * O, mq + xi * Cp * O, Cp, O, nb};
+        FN(dwg_args) ga = {v + xi * WINO_DW_TB * Cp, dd + xi * WINO_DW_TB * O, mq + xi * Cp * O, Cp, O, nb};
         isa->dw_gemm_range(&ga, 0, Cp / 6);
       }
     }
@@ -258,7 +258,7 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
 static void FN(wino_dw)(const loom_kctx *ctx, const geom *g, const T *x, const T *dy, T *dw, T *ws) {
   const int64_t C = g->C, O = g->O, Cp = wino_dw_cp(C), P = wino_parts(g), m = wino_m(g), X = wino_xis(m),
                 R = m + 4;
-  FN(wino_dw_args) a = {g, x, dy, 0, 0, ws, ws + P * wino_dw_part_elems(g), m, wino_dw_tb(g), 0, 0, 0, 0, Cp};
+  FN(wino_dw_args) a = {g, x, dy, 0, 0, ws, ws + P * wino_dw_part_elems(g), m, 0, 0, 0, 0, Cp};
   a.th = (g->OH + m - 1) / m;
   a.tw = (g->OW + m - 1) / m;
   a.ntiles = g->N * a.th * a.tw;
