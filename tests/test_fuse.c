@@ -378,3 +378,45 @@ Test(fuse, conv_bias_relu_max_pool) {
   }
   conv_pool_chain(LOOM_F32, even[4], 2, LOOM_PADDING_SAME, 2, 0);   /* odd output: not folded */
 }
+
+/* Conv2D -> BiasAdd -> Relu -> MaxPool and the gradient MaxPoolGrad -> ReluGrad over the same Relu
+ * output (ties among the Relu's zeros, maxima that are 0): the pool folded into the convolution, the
+ * ReluGrad into the MaxPoolGrad, and the result equals the unfolded plan's. */
+static void conv_pool_grad(loom_dtype dt, conv_case k) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o}, bd[1] = {k.o};
+  int64_t st[4] = {1, k.stride, k.stride, 1}, dil[4] = {1, 1, 1, 1}, ks[4] = {1, 2, 2, 1};
+  loom_tensor *wt = rand_tensor(dt, 4, wd, 0), *bt = rand_tensor(dt, 1, bd, 0.1);
+  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
+  loom_output conv = loom_conv2d(g, x, const_of(g, wt, "w"), st, k.padding, dil, "conv");
+  loom_output relu = loom_relu(g, loom_bias_add(g, conv, const_of(g, bt, "b"), "ba"), "relu");
+  loom_output pool = loom_max_pool(g, relu, ks, ks, LOOM_PADDING_VALID, "pool");
+  int64_t pd[4];
+  cr_assert_eq(loom_output_dims(pool, pd), 4);
+  loom_tensor *dyt = rand_tensor(dt, 4, pd, 0.1);
+  loom_output dy = loom_add(g, pool, const_of(g, dyt, "dy"), "dy"); /* read after the pool */
+  loom_output dx = loom_max_pool_grad(g, relu, pool, dy, ks, ks, LOOM_PADDING_VALID, "mpg");
+  loom_output d = loom_relu_grad(g, dx, relu, "rg");
+  loom_tensor *xt = rand_tensor(dt, 4, xd, 0.05);
+  char what[160];
+  snprintf(what, sizeof what, "%s conv %lldx%lldx%lld o%lld pool gradient", dt == LOOM_F64 ? "f64" : "f32",
+           (long long)k.h, (long long)k.w, (long long)k.c, (long long)k.o);
+  /* folded: BiasAdd, Relu, MaxPool, ReluGrad; with conv fetched only the ReluGrad (a searching MaxPoolGrad) */
+  check_folding(g, x, xt, d, conv, 3, what);
+  loom_tensor_free(xt);
+  loom_tensor_free(dyt);
+  loom_tensor_free(wt);
+  loom_tensor_free(bt);
+  loom_graph_free(g);
+}
+
+Test(fuse, conv_pool_and_its_gradient) {
+  const conv_case cs[] = {{3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, /* direct, 16 channels */
+                          {2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, /* Winograd, 32 */
+                          {2, 10, 8, 3, 3, 3, 5, 1, LOOM_PADDING_SAME},    /* direct, 5 channels */
+                          {2, 8, 6, 6, 1, 1, 20, 1, LOOM_PADDING_VALID}};  /* pointwise, 20 */
+  for (int i = 0; i < 4; i++) {
+    conv_pool_grad(LOOM_F32, cs[i]);
+    conv_pool_grad(LOOM_F64, cs[i]);
+  }
+}
