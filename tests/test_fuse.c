@@ -118,15 +118,39 @@ Test(fuse, conv_bias_f32_and_f64) {
 
 /* The values the folded chain replaces: conv + b, then max(., 0), computed here from the conv's own
  * output (so a kernel that skipped or doubled the bias fails, not only one that differs from itself). */
-Test(fuse, conv_bias_relu_values) {
-  loom_graph *g = loom_graph_new();
+/* A [2, 6, 6, 3] placeholder x (fed xt), a 3x3 SAME convolution to 8 channels (random filter) and a
+ * random bias constant (bt), not yet added. */
+typedef struct {
+  loom_graph *g;
+  loom_output x, conv, bias;
+  loom_tensor *wt, *bt, *xt;
+} small_conv;
+static small_conv small_conv_new(void) {
+  small_conv c;
   int64_t xd[4] = {2, 6, 6, 3}, wd[4] = {3, 3, 3, 8}, bd[1] = {8};
   int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1};
-  loom_tensor *wt = rand_tensor(LOOM_F32, 4, wd, 0), *bt = rand_tensor(LOOM_F32, 1, bd, 0);
-  loom_output x = loom_placeholder(g, LOOM_F32, 4, xd, "x");
-  loom_output conv = loom_conv2d(g, x, const_of(g, wt, "w"), st, LOOM_PADDING_SAME, dil, "conv");
-  loom_output relu = loom_relu(g, loom_bias_add(g, conv, const_of(g, bt, "b"), "ba"), "relu");
-  loom_tensor *xt = rand_tensor(LOOM_F32, 4, xd, 0);
+  c.g = loom_graph_new();
+  c.wt = rand_tensor(LOOM_F32, 4, wd, 0);
+  c.bt = rand_tensor(LOOM_F32, 1, bd, 0);
+  c.x = loom_placeholder(c.g, LOOM_F32, 4, xd, "x");
+  c.conv = loom_conv2d(c.g, c.x, const_of(c.g, c.wt, "w"), st, LOOM_PADDING_SAME, dil, "conv");
+  c.bias = const_of(c.g, c.bt, "b");
+  c.xt = rand_tensor(LOOM_F32, 4, xd, 0);
+  return c;
+}
+static void small_conv_free(small_conv *c) {
+  loom_tensor_free(c->xt);
+  loom_tensor_free(c->wt);
+  loom_tensor_free(c->bt);
+  loom_graph_free(c->g);
+}
+
+Test(fuse, conv_bias_relu_values) {
+  small_conv sc = small_conv_new();
+  loom_graph *g = sc.g;
+  loom_output x = sc.x, conv = sc.conv;
+  loom_tensor *xt = sc.xt, *bt = sc.bt;
+  loom_output relu = loom_relu(g, loom_bias_add(g, conv, sc.bias, "ba"), "relu");
   int32_t n;
   loom_tensor *y = run_fetch(g, x, xt, 1, &relu, 2, &n);
   loom_tensor *c = run_fetch(g, x, xt, 1, &conv, 2, &n);
@@ -140,25 +164,19 @@ Test(fuse, conv_bias_relu_values) {
   cr_assert(neg > 10 && neg < loom_tensor_numel(y) - 10, "the case exercises both sides of the Relu (%d negative)", neg);
   loom_tensor_free(y);
   loom_tensor_free(c);
-  loom_tensor_free(xt);
-  loom_tensor_free(wt);
-  loom_tensor_free(bt);
-  loom_graph_free(g);
+  small_conv_free(&sc);
 }
 
 /* Not folded: the conv output read by another op too (the add), the BiasAdd output read twice. */
 Test(fuse, not_folded_when_read_elsewhere) {
-  loom_graph *g = loom_graph_new();
-  int64_t xd[4] = {2, 6, 6, 3}, wd[4] = {3, 3, 3, 8}, bd[1] = {8};
-  int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1};
-  loom_tensor *wt = rand_tensor(LOOM_F32, 4, wd, 0), *bt = rand_tensor(LOOM_F32, 1, bd, 0);
-  loom_output x = loom_placeholder(g, LOOM_F32, 4, xd, "x");
-  loom_output conv = loom_conv2d(g, x, const_of(g, wt, "w"), st, LOOM_PADDING_SAME, dil, "conv");
-  loom_output ba = loom_bias_add(g, conv, const_of(g, bt, "b"), "ba");
+  small_conv sc = small_conv_new();
+  loom_graph *g = sc.g;
+  loom_output x = sc.x, conv = sc.conv;
+  loom_tensor *xt = sc.xt, *bt = sc.bt;
+  loom_output ba = loom_bias_add(g, conv, sc.bias, "ba");
   loom_output relu = loom_relu(g, ba, "relu");
   loom_output sum1 = loom_add(g, relu, conv, "sum1"); /* conv read twice: nothing folds */
   loom_output sum2 = loom_add(g, relu, ba, "sum2");   /* ba read twice: only the BiasAdd folds */
-  loom_tensor *xt = rand_tensor(LOOM_F32, 4, xd, 0);
   int32_t n1, n2;
   loom_tensor *a = run_fetch(g, x, xt, 1, &sum1, 1, &n1);
   cr_assert_eq(n1, 4, "conv, bias_add, relu, add: %d kernels", n1);
@@ -175,10 +193,7 @@ Test(fuse, not_folded_when_read_elsewhere) {
   loom_tensor_free(a);
   loom_tensor_free(b);
   loom_tensor_free(c);
-  loom_tensor_free(xt);
-  loom_tensor_free(wt);
-  loom_tensor_free(bt);
-  loom_graph_free(g);
+  small_conv_free(&sc);
 }
 
 /* relu -> max_pool, and the gradient max_pool_grad -> relu_grad over the relu's output (features x: the
