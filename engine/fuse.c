@@ -16,10 +16,23 @@
  * between them that writes in place. The folded steps then run a no-op.
  * A BiasAddGrad over such a MaxPoolGrad's result still runs, but only adds
  * up the per-image column sums the MaxPoolGrad took while each image was in
- * cache (in double, as its own pass sums; deterministic, not bit for bit). */
+ * cache (in double, as its own pass sums; deterministic, not bit for bit).
+ * LOOM_FOLD=0 in the environment turns folding off (benchmarks, tests). */
+#include <stdlib.h>
 #include <string.h>
 #include "engine/fuse.h"
 #include "base/base.h"
+
+static int fold_enabled(void) {
+  static int on = -1; /* read once; racing first calls store the same value */
+  int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("LOOM_FOLD");
+    v = !(e && !strcmp(e, "0"));
+    __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
 
 static loom_code folded_away(const loom_kctx *ctx) {
   (void)ctx;
@@ -144,7 +157,7 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
     sp->colsum_mem = NULL;
   }
   p->nfolded = 0;
-  if (p->dev || p->nsteps < 2) return top;
+  if (p->dev || p->nsteps < 2 || !fold_enabled()) return top;
   use_map u;
   u.readers = loom__calloc((size_t)p->nvalues, sizeof *u.readers);
   u.reader = loom__calloc((size_t)p->nvalues, sizeof *u.reader);

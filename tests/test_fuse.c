@@ -435,3 +435,16 @@ Test(fuse, conv_pool_and_its_gradient) {
     conv_pool_grad(LOOM_F64, cs[i]);
   }
 }
+
+/* LOOM_FOLD=0 (read once per process; Criterion runs each test in its own) runs every step. */
+Test(fuse, turned_off_by_environment) {
+  setenv("LOOM_FOLD", "0", 1);
+  small_conv sc = small_conv_new();
+  loom_output relu = loom_relu(sc.g, loom_bias_add(sc.g, sc.conv, sc.bias, "ba"), "relu");
+  loom_output end = loom_add(sc.g, relu, relu, "end");
+  int32_t n;
+  loom_tensor *t = run_fetch(sc.g, sc.x, sc.xt, 1, &end, 1, &n);
+  cr_assert_eq(n, 4, "conv, bias_add, relu, add each ran: %d kernels", n);
+  loom_tensor_free(t);
+  small_conv_free(&sc);
+}
