@@ -198,10 +198,14 @@ endif
 deps:
 	@bash scripts/deps.sh
 
+# scripts/cc_obj.sh compiles, or copies the same object of the build folder REUSE_FROM (cpu-check,
+# cuda-check and test-cuemu name the main build) when it was compiled from the same preprocessed text
+# with the same code-generation flags.
+REUSE_FROM ?=
 $(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)bash scripts/cc_obj.sh $@ $< '$(if $(REUSE_FROM),$(REUSE_FROM)/$*.o)' $(CC) $(CFLAGS)
 
 # The objects compiled differently with CUDA=1 / CUDNN=1 (the backend registry and the CUDA
 # backend) are rebuilt when a toggle changes in the same build directory.
@@ -418,7 +422,7 @@ doc-test: lib $(CLI_BIN) $(SERVE_BIN)
 
 # Compiles the CUDA variant of the library into build/cuda (no GPU needed).
 cuda-check:
-	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib
+	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 REUSE_FROM=$(BUILD) lib
 	@echo "cuda-check: CUDA build compiles"
 
 # Compiles the library with clang (CPU-only, -O0 to keep it cheap, warnings are errors) into
@@ -431,7 +435,7 @@ clang-check:
 
 # Compiles the CPU-only variant into build/cpu: no CUDA header or library on its paths.
 cpu-check:
-	@$(MAKE) --no-print-directory BUILD=build/cpu CUDA=0 lib
+	@$(MAKE) --no-print-directory BUILD=build/cpu CUDA=0 REUSE_FROM=$(BUILD) lib
 	@echo "cpu-check: CPU-only build compiles without CUDA"
 
 # GPU vs CPU parity of every op with a CUDA kernel; skips (exit 0) without a GPU.
@@ -469,7 +473,7 @@ GPU_MEMCHECK ?= 1
 # test_nccl: the collective strategy's NCCL path, two ranks under mpirun with the emulated NCCL
 # (tests/cuemu/nccl_emu.c), and its fallback to the host all-reduce.
 test-cuemu: deps
-	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib build/cuemu/tests/cuemu/test_cuemu \
+	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu REUSE_FROM=$(BUILD) lib build/cuemu/tests/cuemu/test_cuemu \
 	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) build/cuemu/tests/gpu/parity_coverage \
 	  build/cuemu/tests/cuemu/test_nccl build/cuemu/examples/allreduce_job build/cuemu/libnccl_emu.so
 	@rm -rf build/cuemu/parity_coverage && mkdir -p build/cuemu/parity_coverage; \
