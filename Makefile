@@ -153,6 +153,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
+.PHONY: test-criterion test-python-chain cuda-check-none
 .PHONY: all lib deps test demo bench bench-compare bench-contention asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check layer-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
@@ -376,21 +377,27 @@ header-check:
 	  if [ -n "$$bad" ]; then echo "header-check: include/loom/$$h includes $$bad (allowed: loom's own headers and <stddef.h> <stdint.h> <stdbool.h> <stdarg.h> <stdio.h> <stdlib.h> <string.h> <limits.h> <float.h>)"; exit 1; fi; \
 	done
 
+# `make test`: the main build (library, programs, every test program, the header and layering checks),
+# then the phases below, two at a time under -j2 (a phase's output is printed whole when it ends:
+# --output-sync=recurse), longest first so that the short ones fill the gaps; -k runs every phase
+# and the exit status is non-zero when any failed. Each phase is also a target of its own.
+# test-python-chain runs test-py, newcomer and doc-test one after the other: they install the Python
+# package into the same venv and build it in python/build.
+CUDA_CHECK := $(if $(filter 1,$(CUDA)),cpu-check,$(if $(CUDA_USABLE),cuda-check,cuda-check-none))
+TEST_PHASES := $(if $(SANITIZE)$(filter emu,$(CUDA)),,test-cuemu) test-criterion $(if $(SANITIZE),,test-python-chain) \
+  $(CUDA_CHECK) clang-check fuzz-replay $(if $(SANITIZE),,install-check) \
+  $(if $(SANITIZE),,$(if $(filter 1,$(NATIVE)),,$(if $(filter -march=x86-64-v2%,$(ARCH_FLAGS)),test-qemu)))
 test: deps
 	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check layer-check
+	@$(MAKE) --no-print-directory -k --output-sync=recurse $(TEST_PHASES)
+
+# The Criterion programs (scripts/run_tests.sh).
+test-criterion: lib $(TEST_BIN)
 	@bash scripts/run_tests.sh $(TEST_BIN)
-	@$(MAKE) --no-print-directory clang-check
-	@$(MAKE) --no-print-directory fuzz-replay
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-py; fi
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory install-check; fi
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory newcomer; fi
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory doc-test; fi
-	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
-	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
-	 else echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"; fi
-	@if [ "$(CUDA)" != emu ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
-	@if [ -z "$(SANITIZE)" ] && [ "$(NATIVE)" != 1 ] && [ -n "$(filter -march=x86-64-v2%,$(ARCH_FLAGS))" ]; then \
-	   $(MAKE) --no-print-directory test-qemu; fi
+test-python-chain:
+	@rc=0; for t in test-py newcomer doc-test; do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
+cuda-check-none:
+	@echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"
 
 # The Python package (python/) on $(BUILD)/libloom.so (scripts/test_python.sh): installed into a fresh
 # venv and used from outside the tree, then pytest (skipped with a message without python3/PyPI).
