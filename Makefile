@@ -389,7 +389,12 @@ TEST_PHASES := $(if $(SANITIZE)$(filter emu,$(CUDA)),,test-cuemu) test-criterion
   $(if $(SANITIZE),,$(if $(filter 1,$(NATIVE)),,$(if $(filter -march=x86-64-v2%,$(ARCH_FLAGS)),test-qemu)))
 test: deps
 	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check layer-check
-	@$(MAKE) --no-print-directory -k --output-sync=recurse $(TEST_PHASES)
+	@$(MAKE) --no-print-directory -k --output-sync=recurse $(TEST_PHASES:%=phase-%)
+# phase-X: make X, then a line with its wall and CPU seconds (information, not a check)
+phase-%:
+	@s=$$(date +%s); $(MAKE) --no-print-directory $*; rc=$$?; \
+	 f=$$(mktemp); times > $$f; cpu=$$(tail -1 $$f | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($$i, t, "m"); n += t[1] * 60 + t[2] } printf "%.0f", n }'); rm -f $$f; \
+	 echo "test: $* took $$(( $$(date +%s) - s )) s ($$cpu s of CPU)"; exit $$rc
 
 # The Criterion programs (scripts/run_tests.sh).
 test-criterion: lib $(TEST_BIN)
