@@ -153,7 +153,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
-.PHONY: test-criterion test-python-chain cuda-check-none
+.PHONY: test-build test-criterion test-python-chain cuda-check-none
 .PHONY: all lib deps test demo bench bench-compare bench-contention asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check layer-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
@@ -384,11 +384,11 @@ header-check:
 # test-python-chain runs test-py, newcomer and doc-test one after the other: they install the Python
 # package into the same venv and build it in python/build.
 CUDA_CHECK := $(if $(filter 1,$(CUDA)),cpu-check,$(if $(CUDA_USABLE),cuda-check,cuda-check-none))
-TEST_PHASES := $(if $(SANITIZE)$(filter emu,$(CUDA)),,test-cuemu) test-criterion $(if $(SANITIZE),,test-python-chain) \
-  $(CUDA_CHECK) clang-check fuzz-replay $(if $(SANITIZE),,install-check) \
-  $(if $(SANITIZE),,$(if $(filter 1,$(NATIVE)),,$(if $(filter -march=x86-64-v2%,$(ARCH_FLAGS)),test-qemu)))
+TEST_PHASES := $(if $(SANITIZE)$(filter emu,$(CUDA)),,test-cuemu) test-criterion \
+  $(if $(SANITIZE),,$(if $(filter 1,$(NATIVE)),,$(if $(filter -march=x86-64-v2%,$(ARCH_FLAGS)),test-qemu))) \
+  $(if $(SANITIZE),,test-python-chain) $(CUDA_CHECK) clang-check fuzz-replay $(if $(SANITIZE),,install-check)
 test: deps
-	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check layer-check
+	@$(MAKE) --no-print-directory phase-test-build
 	@$(MAKE) --no-print-directory -k --output-sync=recurse $(TEST_PHASES:%=phase-%)
 # phase-X: make X, then a line with its wall and CPU seconds (information, not a check)
 phase-%:
@@ -396,6 +396,8 @@ phase-%:
 	 f=$$(mktemp); times > $$f; cpu=$$(tail -1 $$f | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($$i, t, "m"); n += t[1] * 60 + t[2] } printf "%.0f", n }'); rm -f $$f; \
 	 echo "test: $* took $$(( $$(date +%s) - s )) s ($$cpu s of CPU)"; exit $$rc
 
+test-build: lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check layer-check
+	@:
 # The Criterion programs (scripts/run_tests.sh).
 test-criterion: lib $(TEST_BIN)
 	@bash scripts/run_tests.sh $(TEST_BIN)
