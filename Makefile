@@ -609,7 +609,8 @@ tsan:
 # A subset of the CPU tests (the kernels that carry per-ISA clones, their gradients, the
 # optimizers) on emulated CPUs without AVX (Nehalem: the x86-64-v2 baseline) and without AVX-512
 # (Haswell: the x86-64-v3 clones), built against the in-process Criterion shim so that they stay
-# inside qemu-x86_64. Part of `make test` for the portable build (~15 s of CPU; 60 s wall on a loaded 2-core VM).
+# inside qemu-x86_64. Part of `make test` for the portable build (about 170-200 s of CPU with the build of the
+# 7 programs; the Haswell runs of test_nn and test_reduce are the longest).
 QEMU_TESTS ?= test_math test_nn test_reduce test_train test_losses test_autodiff test_random
 QEMU_CPUS  ?= Nehalem Haswell
 $(BUILD)/qemu/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
