@@ -153,6 +153,7 @@ TOOL_SRC := $(wildcard tools/*.c)
 CLI_BIN  := $(BUILD)/loom
 
 .PHONY: test-qemu
+.PHONY: test-build test-criterion test-python-chain cuda-check-none
 .PHONY: all lib deps test demo bench bench-compare bench-contention asan alloc-fail tsan install uninstall install-check newcomer wheel clean header-check layer-check cuda-check cpu-check test-py test-gpu test-cuemu bench-gpu \
         clang-check doc-test fuzz fuzz-build fuzz-replay fuzz-seeds fuzz-merge soak
 all: lib $(CLI_BIN)
@@ -198,10 +199,14 @@ endif
 deps:
 	@bash scripts/deps.sh
 
+# scripts/cc_obj.sh compiles, or copies the same object of the build folder REUSE_FROM (cpu-check,
+# cuda-check and test-cuemu name the main build) when it was compiled from the same preprocessed text
+# with the same code-generation flags.
+REUSE_FROM ?=
 $(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)bash scripts/cc_obj.sh $@ $< '$(if $(REUSE_FROM),$(REUSE_FROM)/$*.o)' $(CC) $(CFLAGS)
 
 # The objects compiled differently with CUDA=1 / CUDNN=1 (the backend registry and the CUDA
 # backend) are rebuilt when a toggle changes in the same build directory.
@@ -372,21 +377,34 @@ header-check:
 	  if [ -n "$$bad" ]; then echo "header-check: include/loom/$$h includes $$bad (allowed: loom's own headers and <stddef.h> <stdint.h> <stdbool.h> <stdarg.h> <stdio.h> <stdlib.h> <string.h> <limits.h> <float.h>)"; exit 1; fi; \
 	done
 
+# `make test`: the main build (library, programs, every test program, the header and layering checks),
+# then the phases below, two at a time under -j2 (a phase's output is printed whole when it ends:
+# --output-sync=recurse), longest first so that the short ones fill the gaps; -k runs every phase
+# and the exit status is non-zero when any failed. Each phase is also a target of its own.
+# test-python-chain runs test-py, newcomer and doc-test one after the other: they install the Python
+# package into the same venv and build it in python/build.
+CUDA_CHECK := $(if $(filter 1,$(CUDA)),cpu-check,$(if $(CUDA_USABLE),cuda-check,cuda-check-none))
+TEST_PHASES := $(if $(SANITIZE)$(filter emu,$(CUDA)),,test-cuemu) test-criterion \
+  $(if $(SANITIZE),,$(if $(filter 1,$(NATIVE)),,$(if $(filter -march=x86-64-v2%,$(ARCH_FLAGS)),test-qemu))) \
+  $(if $(SANITIZE),,test-python-chain) $(CUDA_CHECK) clang-check fuzz-replay $(if $(SANITIZE),,install-check)
 test: deps
-	@$(MAKE) --no-print-directory lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check layer-check
+	@$(MAKE) --no-print-directory phase-test-build
+	@$(MAKE) --no-print-directory -k --output-sync=recurse $(TEST_PHASES:%=phase-%)
+# phase-X: make X, then a line with its wall and CPU seconds (information, not a check)
+phase-%:
+	@s=$$(date +%s); $(MAKE) --no-print-directory $*; rc=$$?; \
+	 f=$$(mktemp); times > $$f; cpu=$$(tail -1 $$f | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($$i, t, "m"); n += t[1] * 60 + t[2] } printf "%.0f", n }'); rm -f $$f; \
+	 echo "test: $* took $$(( $$(date +%s) - s )) s ($$cpu s of CPU)"; exit $$rc
+
+test-build: lib $(CLI_BIN) $(SERVE_BIN) $(TEST_BIN) header-check layer-check
+	@:
+# The Criterion programs (scripts/run_tests.sh).
+test-criterion: lib $(TEST_BIN)
 	@bash scripts/run_tests.sh $(TEST_BIN)
-	@$(MAKE) --no-print-directory clang-check
-	@$(MAKE) --no-print-directory fuzz-replay
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-py; fi
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory install-check; fi
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory newcomer; fi
-	@if [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory doc-test; fi
-	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory cpu-check; \
-	 elif [ -n "$(CUDA_USABLE)" ]; then $(MAKE) --no-print-directory cuda-check; \
-	 else echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"; fi
-	@if [ "$(CUDA)" != emu ] && [ -z "$(SANITIZE)" ]; then $(MAKE) --no-print-directory test-cuemu; fi
-	@if [ -z "$(SANITIZE)" ] && [ "$(NATIVE)" != 1 ] && [ -n "$(filter -march=x86-64-v2%,$(ARCH_FLAGS))" ]; then \
-	   $(MAKE) --no-print-directory test-qemu; fi
+test-python-chain:
+	@rc=0; for t in test-py newcomer doc-test; do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
+cuda-check-none:
+	@echo "cuda-check: no usable CUDA toolkit (nvcc >= 11.8 with cuBLAS headers), CUDA build not checked"
 
 # The Python package (python/) on $(BUILD)/libloom.so (scripts/test_python.sh): installed into a fresh
 # venv and used from outside the tree, then pytest (skipped with a message without python3/PyPI).
@@ -418,7 +436,7 @@ doc-test: lib $(CLI_BIN) $(SERVE_BIN)
 
 # Compiles the CUDA variant of the library into build/cuda (no GPU needed).
 cuda-check:
-	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 lib
+	@$(MAKE) --no-print-directory BUILD=build/cuda CUDA=1 REUSE_FROM=$(BUILD) lib
 	@echo "cuda-check: CUDA build compiles"
 
 # Compiles the library with clang (CPU-only, -O0 to keep it cheap, warnings are errors) into
@@ -431,7 +449,7 @@ clang-check:
 
 # Compiles the CPU-only variant into build/cpu: no CUDA header or library on its paths.
 cpu-check:
-	@$(MAKE) --no-print-directory BUILD=build/cpu CUDA=0 lib
+	@$(MAKE) --no-print-directory BUILD=build/cpu CUDA=0 REUSE_FROM=$(BUILD) lib
 	@echo "cpu-check: CPU-only build compiles without CUDA"
 
 # GPU vs CPU parity of every op with a CUDA kernel; skips (exit 0) without a GPU.
@@ -469,7 +487,7 @@ GPU_MEMCHECK ?= 1
 # test_nccl: the collective strategy's NCCL path, two ranks under mpirun with the emulated NCCL
 # (tests/cuemu/nccl_emu.c), and its fallback to the host all-reduce.
 test-cuemu: deps
-	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu lib build/cuemu/tests/cuemu/test_cuemu \
+	@$(MAKE) --no-print-directory BUILD=build/cuemu CUDA=emu REUSE_FROM=$(BUILD) lib build/cuemu/tests/cuemu/test_cuemu \
 	  $(GPU_TEST_SRC:tests/%.c=build/cuemu/tests/%) build/cuemu/tests/gpu/parity_coverage \
 	  build/cuemu/tests/cuemu/test_nccl build/cuemu/examples/allreduce_job build/cuemu/libnccl_emu.so
 	@rm -rf build/cuemu/parity_coverage && mkdir -p build/cuemu/parity_coverage; \
@@ -591,7 +609,8 @@ tsan:
 # A subset of the CPU tests (the kernels that carry per-ISA clones, their gradients, the
 # optimizers) on emulated CPUs without AVX (Nehalem: the x86-64-v2 baseline) and without AVX-512
 # (Haswell: the x86-64-v3 clones), built against the in-process Criterion shim so that they stay
-# inside qemu-x86_64. Part of `make test` for the portable build (~15 s of CPU; 60 s wall on a loaded 2-core VM).
+# inside qemu-x86_64. Part of `make test` for the portable build (about 170-200 s of CPU with the build of the
+# 7 programs; the Haswell runs of test_nn and test_reduce are the longest).
 QEMU_TESTS ?= test_math test_nn test_reduce test_train test_losses test_autodiff test_random
 QEMU_CPUS  ?= Nehalem Haswell
 $(BUILD)/qemu/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a

@@ -14,7 +14,7 @@ for t in "$@"; do
   printf '%-40s %s\n' "$(basename "$t")" "${line:-exit $rc}"
   # what a test says on stderr for the log: a peer check it skipped, the ONNX Runtime differences
   printf '%s\n' "$out" | grep -E '^(SKIPPED: |onnx_check: )' | sed 's/^/    /'
-  if [ $rc -ne 0 ]; then failed+=("$t"); printf '%s\n' "$out" | grep -vE '^\[(----|====)\]' | head -60; fi
+  if [ $rc -ne 0 ]; then failed+=("$t"); printf '%s\n' "$out" | grep -vE '^\[====\]' | head -60; fi
 done
 echo
 echo "$pass passed, $fail failed"

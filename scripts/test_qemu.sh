@@ -39,7 +39,7 @@ for i in "${!runs[@]}"; do
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   pass=$((pass + p)); fail=$((fail + f))
   printf '%-9s %-28s %s (%ss)\n' "$cpu" "$(basename "$t")" "${line:-exit $rc}" "$secs"
-  if [ "$rc" -ne 0 ]; then printf '%s\n' "$out" | grep -vE '^\[(----|====)\]' | tail -30; fi
+  if [ "$rc" -ne 0 ]; then printf '%s\n' "$out" | grep -vE '^\[====\]' | tail -30; fi
 done
 echo
 echo "test-qemu: $pass passed, $fail failed"

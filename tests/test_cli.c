@@ -181,13 +181,15 @@ Test(cli, diamonds_wide_and_deep_with_analyzer) {
 }
 
 /* ---- job-file errors ---- */
+/* Seeded: 20 steps from a random start left accuracy 0 on the 30 held-out rows in 3 of 30 unseeded
+ * runs; with seed 2 it is 1/3 every run. */
 static const char *BASE =
     "{\n"
     "  \"data\": {\"train\": \"" IRIS_CSV "\", \"eval_fraction\": 0.2, \"header\": \"skip\",\n"
     "           \"columns\": [\"a\", \"b\", \"c\", \"d\", {\"name\": \"y\", \"type\": \"int64\"}], \"label\": \"y\"},\n"
     "  \"feature_columns\": [{\"type\": \"numeric\", \"key\": \"a\"}, {\"type\": \"numeric\", \"key\": \"c\"}],\n"
     "  \"model\": {\"type\": \"dnn_classifier\", \"hidden_units\": [4], \"n_classes\": 3},\n"
-    "  \"run_config\": {\"model_dir\": \"model\", \"num_threads\": 1, \"save_summary_steps\": 0},\n"
+    "  \"run_config\": {\"model_dir\": \"model\", \"random_seed\": 2, \"num_threads\": 1, \"save_summary_steps\": 0},\n"
     "  \"train\": {\"batch_size\": 16, \"steps\": 20}\n"
     "}\n";
 
