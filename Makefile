@@ -616,7 +616,8 @@ QEMU_CPUS  ?= Nehalem Haswell
 $(BUILD)/qemu/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libloom.a
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
-	$(Q)$(CC) -Itests/tsan $(filter-out -fvisibility=hidden,$(CFLAGS)) $< -o $@ $(BUILD)/libloom.a $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) -Itests/tsan -DLOOM_TEST_EMULATED=1 $(filter-out -fvisibility=hidden,$(CFLAGS)) $< -o $@ $(BUILD)/libloom.a \
+	  $(LDFLAGS) $(LDLIBS)
 test-qemu: deps
 	@$(MAKE) --no-print-directory lib $(QEMU_TESTS:%=$(BUILD)/qemu/%)
 	@QEMU_CPUS="$(QEMU_CPUS)" bash scripts/test_qemu.sh $(QEMU_TESTS:%=$(BUILD)/qemu/%)

@@ -87,8 +87,8 @@ static void shim_fail(const char *file, int line, const char *expr, const char *
 #define cr_expect_leq(a, b, ...) cr_assert_leq(a, b, __VA_ARGS__)
 #define cr_expect_geq(a, b, ...) cr_assert_geq(a, b, __VA_ARGS__)
 #define cr_expect_float_eq(a, b, eps, ...) cr_assert_float_eq(a, b, eps, __VA_ARGS__)
-#define cr_log_info(...) fprintf(stderr, __VA_ARGS__)
-#define cr_log_warn(...) fprintf(stderr, __VA_ARGS__)
+#define cr_log_info(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr)) /* a line each, as Criterion's */
+#define cr_log_warn(...) (fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
 
 static int shim_run_one(const shim_test *t) {
   shim_failed = 0;
