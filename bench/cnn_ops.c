@@ -1,7 +1,10 @@
 /* bench/cnn_ops.c - per-op times of the convolution and pooling ops of
  * python/examples/tf_programs/fashion_mnist_cnn.py (batch 64: conv 5x5x1x16
  * SAME -> max-pool 2x2 -> conv 5x5x16x32 SAME -> max-pool 2x2), forward and
- * gradients, each op run alone as a session target on fixed random inputs.
+ * gradients, each op run alone as a session target on fixed random inputs;
+ * layer1_grad: the first layer's backward pass from the pool's gradient
+ * (pool1 + MaxPoolGrad + ReluGrad + filter and bias gradients; with folding
+ * one step for the last four, LOOM_FOLD=0 runs them apart).
  *
  *   build/bench/cnn_ops [--threads N (2)] [--iters N (40)] [--batch N (64)] [--op NAME (all)]
  *
@@ -13,7 +16,7 @@
 #include "loom/loom.h"
 #include "bench_util.h"
 
-enum { NOPS = 9 };
+enum { NOPS = 10 };
 
 int main(int argc, char **argv) {
   int threads = atoi(bu_flag(argc, argv, "--threads", "2"));
@@ -60,11 +63,20 @@ int main(int argc, char **argv) {
       loom_max_pool_grad(g, p[2], pool1, p[6], k2, k2, LOOM_PADDING_VALID, "pool1_grad"),
       loom_relu(g, p[2], "relu1"),
       loom_bias_add_grad(g, p[2], "bias1_grad"),
+      {NULL, 0},
   };
+  { /* the first layer's backward pass from the pool's gradient: MaxPoolGrad -> ReluGrad -> filter and
+     * bias gradients (folded into one step, engine/fuse.c; LOOM_FOLD=0: four) */
+    loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, p[2], pool1, p[6], k2, k2, LOOM_PADDING_VALID, NULL),
+                                    p[2], NULL);
+    loom_node *deps[2] = {loom_conv2d_backprop_filter(g, p[0], dw1, rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
+                          loom_bias_add_grad(g, rg, NULL).node};
+    ops[NOPS - 1].node = loom_group(g, 2, deps, "layer1_grad");
+  }
   const char *names[NOPS] = {"conv1", "conv1_dw", "conv2", "conv2_dx", "conv2_dw", "pool1", "pool1_grad", "relu1",
-                             "bias1_grad"};
+                             "bias1_grad", "layer1_grad"};
   double flops[NOPS] = {2.0 * B * 784 * 16 * 25, 2.0 * B * 784 * 16 * 25, 2.0 * B * 196 * 32 * 400,
-                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0};
+                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0};
   double *t = calloc((size_t)NOPS * iters, sizeof *t);
   for (int it = -3; it < iters; it++)
     for (int k = 0; k < NOPS; k++) {

@@ -17,11 +17,20 @@
  * A BiasAddGrad over such a MaxPoolGrad's result still runs, but only adds
  * up the per-image column sums the MaxPoolGrad took while each image was in
  * cache (in double, as its own pass sums; deterministic, not bit for bit).
+ * A Conv2DBackpropFilter whose dy is such a MaxPoolGrad's result, its only
+ * reader besides that BiasAddGrad, is folded into the MaxPoolGrad too when
+ * its loops allow (a small window over a padded input: a first layer's): the
+ * MaxPoolGrad makes each image of dy in a scratch of its own and the filter
+ * gradient adds it while in cache (the same additions in the same order as
+ * the separate step: bit for bit), so that dy is never written. Its input
+ * must be final and its output's buffer free from the MaxPoolGrad's step on
+ * (else moved past the arena's end); the workspace goes past the end.
  * LOOM_FOLD=0 in the environment turns folding off (benchmarks, tests). */
 #include <stdlib.h>
 #include <string.h>
 #include "engine/fuse.h"
 #include "base/base.h"
+#include "kernels/cpu/nn.h" /* loom__conv_dw_images_ws */
 
 static int fold_enabled(void) {
   static int on = -1; /* read once; racing first calls store the same value */
@@ -146,6 +155,39 @@ static void fold(loom_plan *p, int j) {
   p->nfolded++;
 }
 
+static int64_t past_end(int64_t top) { return (top + 63) / 64 * 64; }
+
+/* A Conv2DBackpropFilter reading value vi (the final output of MaxPoolGrad step i, ReluGrad folded) as
+ * its dy and nothing else reading vi but a BiasAddGrad given step i's column sums: folded into step i
+ * (see above). Returns the arena's size after it. */
+static int64_t dw_reader(loom_plan *p, const use_map *u, int i, int vi, int64_t top) {
+  plan_step *si = &p->steps[i];
+  const plan_value *v = &p->values[vi];
+  if (v->kind != VAL_ARENA || v->last_use == INT32_MAX || u->readers[vi] != 1 + (si->epi.colsum != NULL))
+    return top;
+  for (int j = i + 1; j < p->nsteps; j++) {
+    const loom_node *n = p->steps[j].node;
+    if (!is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vi) continue;
+    const int xi = in_root(p, n, 0), vd = p->node_val[n->id];
+    plan_value *d = &p->values[vd];
+    if (xi == vi || !ready_at(p, xi, i, j) || d->kind != VAL_ARENA) return top;
+    const loom_kctx *c = &p->steps[j].ctx; /* the buffers as the step sees them (an alias's shape) */
+    size_t ws = loom__conv_dw_images_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
+    if (!ws) return top;
+    if (!arena_free_during(p, d->offset, d->bytes, i, j, vd)) {
+      d->offset = past_end(top);
+      top = d->offset + (int64_t)d->bytes;
+    }
+    si->ws_offset = past_end(top);
+    si->ws_bytes = ws;
+    top = si->ws_offset + (int64_t)ws;
+    si->epi.dw = &p->steps[j].ctx;
+    fold(p, j);
+    return top;
+  }
+  return top;
+}
+
 int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
   for (int i = 0; i < p->nsteps; i++) { /* undo an earlier specialization's folding */
     plan_step *sp = &p->steps[i];
@@ -204,7 +246,7 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
         /* its buffer in use before the pool's step: a new one past the end (a step that took the old
          * one over in place keeps it, reserved for it all along, and no longer writes in place) */
         if (!arena_free_during(p, o->offset, o->bytes, i, m, vp)) {
-          o->offset = (top + 63) / 64 * 64;
+          o->offset = past_end(top);
           top = o->offset + (int64_t)o->bytes;
         }
         sp->epi.pool = p->steps[m].ctx.out[0];
@@ -222,7 +264,9 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
       sp->epi.mask = p->steps[k].ctx.in[1];
       fold(p, k);
       sp->ctx.epi = &sp->epi;
-      colsum_reader(p, &u, i, root(p, p->node_val[p->steps[k].node->id]));
+      const int vf = root(p, p->node_val[p->steps[k].node->id]);
+      colsum_reader(p, &u, i, vf);
+      top = dw_reader(p, &u, i, vf, top);
     }
   }
   loom__free(u.readers);

@@ -63,13 +63,17 @@ typedef struct loom_attrs {
  * Relu and a 2x2 MaxPool after a Conv2D (LOOM_OPF_EPI_BIAS_RELU), ReluGrad after a
  * MaxPoolGrad (LOOM_OPF_EPI_MASK), whose results equal the separate steps'
  * bit for bit; and the per-image column sums a later BiasAddGrad adds up
- * (LOOM_OPF_EPI_COLSUM: that step's ctx->epi is this struct too). */
+ * (LOOM_OPF_EPI_COLSUM: that step's ctx->epi is this struct too); and a
+ * Conv2DBackpropFilter reading a MaxPoolGrad's result (dw below). */
 typedef struct loom_epilogue {
   const loom_buf *bias; /* y[..., c] = y[..., c] + bias[c] (BiasAdd), or NULL */
   int relu;             /* then y = y < 0 ? 0 : y (Relu) */
   loom_buf *pool;       /* Conv2D: then y's 2x2 stride-2 max pool written here ([N, OH/2, OW/2, O]), or NULL */
   const loom_buf *mask; /* y = mask > 0 ? y : 0 (ReluGrad whose features are mask; same shape), or NULL */
   double *colsum;       /* MaxPoolGrad: sum over (h, w) of image n's final y[n, h, w, c] at [n*C + c], or NULL */
+  /* MaxPoolGrad: the context of a Conv2DBackpropFilter whose dy is the final y, or NULL: the filter
+   * gradient is computed from each image of y as it is made (kernels/cpu/nn.h), y is not written */
+  const struct loom_kctx *dw;
 } loom_epilogue;
 
 /* Context for one kernel call. */

@@ -436,6 +436,106 @@ Test(fuse, conv_pool_and_its_gradient) {
   }
 }
 
+/* Runs fetches[0..nf) at `threads`; out[0..nf) the values, *nodes_run the kernels run. */
+static void run_all(loom_graph *g, loom_output x, loom_tensor *xt, int nf, const loom_output *fetches, int threads,
+                    loom_tensor **out, int32_t *nodes_run) {
+  loom_tensor *first = run_fetch(g, x, xt, 1, fetches, threads, nodes_run); /* warms nothing: a fresh session */
+  loom_tensor_free(first);
+  loom_status *st = loom_status_new();
+  loom_session_options so = loom_session_options_default();
+  so.num_threads = threads;
+  loom_session *s = loom_session_new(g, &so, st);
+  cr_assert(s, "%s", loom_status_message(st));
+  for (int rep = 0; rep < 2; rep++) {
+    for (int i = 0; i < nf; i++) {
+      if (rep) loom_tensor_free(out[i]);
+      out[i] = NULL;
+    }
+    cr_assert_eq(loom_session_run(s, &x, &xt, 1, fetches, out, nf, NULL, 0, st), LOOM_OK, "%s",
+                 loom_status_message(st));
+  }
+  loom_session_stats stats;
+  loom_session_get_stats(s, &stats);
+  *nodes_run = stats.nodes_run;
+  loom_session_free(s);
+  loom_status_free(st);
+}
+
+/* A first layer's backward pass: MaxPoolGrad -> ReluGrad -> Conv2DBackpropFilter (and a BiasAddGrad,
+ * and in one case a Conv2DBackpropInput reading the same gradient). Fetching the filter (and bias)
+ * gradient alone folds the ReluGrad and, where `fold`, the filter gradient into the MaxPoolGrad (its dy
+ * made image by image, never written); fetching the ReluGrad's result too folds nothing in the
+ * backward pass. The filter gradients are equal bit for bit, at 1, 2 and 3 threads; the bias
+ * gradients within rounding (the column sums are added in another order). */
+static void layer_grad(loom_dtype dt, conv_case k, int with_dx, int fold) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o}, bd[1] = {k.o};
+  int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1}, ks[4] = {1, 2, 2, 1};
+  loom_tensor *wt = rand_tensor(dt, 4, wd, 0), *bt = rand_tensor(dt, 1, bd, 0.1);
+  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
+  loom_output w = const_of(g, wt, "w");
+  loom_output relu = loom_relu(g, loom_bias_add(g, loom_conv2d(g, x, w, st, k.padding, dil, "conv"),
+                                                const_of(g, bt, "b"), "ba"), "relu");
+  loom_output pool = loom_max_pool(g, relu, ks, ks, LOOM_PADDING_VALID, "pool");
+  int64_t pd[4];
+  cr_assert_eq(loom_output_dims(pool, pd), 4);
+  loom_tensor *dyt = rand_tensor(dt, 4, pd, 0.1);
+  loom_output dy = loom_add(g, pool, const_of(g, dyt, "dy"), "dy");
+  loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, relu, pool, dy, ks, ks, LOOM_PADDING_VALID, "mpg"),
+                                  relu, "rg");
+  loom_output f[4] = {loom_conv2d_backprop_filter(g, x, wd, rg, st, k.padding, dil, "dw"),
+                      loom_bias_add_grad(g, rg, "db"), {NULL, 0}, {NULL, 0}};
+  int nf = 2;
+  if (with_dx) f[nf++] = loom_conv2d_backprop_input(g, xd, w, rg, st, k.padding, dil, "dx");
+  f[nf] = rg;
+  loom_tensor *xt = rand_tensor(dt, 4, xd, 0.05);
+  char what[160];
+  snprintf(what, sizeof what, "%s %lldx%lldx%lldx%lld k%lldx%lld o%lld%s", dt == LOOM_F64 ? "f64" : "f32",
+           (long long)k.n, (long long)k.h, (long long)k.w, (long long)k.c, (long long)k.kh, (long long)k.kw,
+           (long long)k.o, with_dx ? " with dx" : "");
+  loom_tensor *ref[4] = {NULL}, *got[4] = {NULL};
+  int32_t nref, ngot;
+  run_all(g, x, xt, nf + 1, f, 1, ref, &nref);
+  for (int threads = 1; threads <= 3; threads++) {
+    run_all(g, x, xt, nf, f, threads, got, &ngot);
+    cr_assert_eq(ngot, nref - 1 - fold, "%s (%d threads): %d kernels run, %d with the ReluGrad fetched, expected %d fewer",
+                 what, threads, ngot, nref, 1 + fold);
+    expect_same(got[0], ref[0], what);
+    if (with_dx) expect_same(got[2], ref[2], what);
+    const int64_t n = loom_tensor_numel(ref[1]);
+    for (int64_t j = 0; j < n; j++) {
+      double a = dt == LOOM_F32 ? ((float *)loom_tensor_data(got[1]))[j] : ((double *)loom_tensor_data(got[1]))[j];
+      double b = dt == LOOM_F32 ? ((float *)loom_tensor_data(ref[1]))[j] : ((double *)loom_tensor_data(ref[1]))[j];
+      cr_assert(fabs(a - b) <= (dt == LOOM_F32 ? 1e-5 : 1e-13) * (fabs(b) + 1), "%s: bias gradient %lld: %.9g vs %.9g",
+                what, (long long)j, a, b);
+    }
+    for (int i = 0; i < nf; i++) loom_tensor_free(got[i]);
+  }
+  double mag = 0;
+  for (int64_t j = 0; j < loom_tensor_numel(ref[0]); j++)
+    mag += fabs(dt == LOOM_F32 ? ((float *)loom_tensor_data(ref[0]))[j] : ((double *)loom_tensor_data(ref[0]))[j]);
+  cr_assert(mag > 0, "%s: the filter gradient is not zero", what);
+  for (int i = 0; i <= nf; i++) loom_tensor_free(ref[i]);
+  loom_tensor_free(xt);
+  loom_tensor_free(dyt);
+  loom_tensor_free(wt);
+  loom_tensor_free(bt);
+  loom_graph_free(g);
+}
+
+Test(fuse, filter_gradient_over_max_pool_grad) {
+  /* the CNN's first layer; 11 images: the filter gradient's two partitions split image 5 */
+  layer_grad(LOOM_F32, (conv_case){3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 0, 1);
+  layer_grad(LOOM_F32, (conv_case){11, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 0, 1);
+  layer_grad(LOOM_F64, (conv_case){11, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 0, 1);
+  /* 5 output channels (no full vector), 3x3 over 3 input channels, VALID */
+  layer_grad(LOOM_F32, (conv_case){2, 10, 8, 3, 3, 3, 5, 1, LOOM_PADDING_SAME}, 0, 1);
+  layer_grad(LOOM_F32, (conv_case){2, 12, 10, 3, 3, 3, 5, 1, LOOM_PADDING_VALID}, 0, 1);
+  /* not folded: the gradient also read by the input gradient; a Winograd filter gradient */
+  layer_grad(LOOM_F32, (conv_case){3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 1, 0);
+  layer_grad(LOOM_F32, (conv_case){2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, 0, 0);
+}
+
 /* LOOM_FOLD=0 (read once per process; Criterion runs each test in its own) runs every step. */
 Test(fuse, turned_off_by_environment) {
   setenv("LOOM_FOLD", "0", 1);

@@ -272,6 +272,28 @@ size_t loom__ws_conv2d_backprop_filter(const loom_attrs *a, int nin, const loom_
   return ws_bytes(&g, dtype_bytes(in[0]->dtype), 2);
 }
 
+/* The filter gradient of a dy made image by image as it runs (loom__conv_dw_images): the
+ * small-window loops over a padded input only. Its workspace: the partitions' sums and the padded
+ * input as the kernel's, then one image of dy per partition (from dw_images_scratch). */
+static int dw_images_ok(const geom *g, size_t elem) {
+  return g->M > 0 && g->K > 0 && g->O > 0 && !wino_ok(g) && g->direct_dw && pad_plan_of(g, elem, 2).mode != 0;
+}
+static size_t dw_images_scratch(const geom *g, size_t elem) {
+  pad_plan pp = pad_plan_of(g, elem, 2);
+  size_t off = (size_t)dw_parts(g) * (size_t)dw_rows(g) * (size_t)g->O * elem + pad_bytes(g, &pp, elem);
+  return (off + 63) / 64 * 64;
+}
+size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df) {
+  if (x->ndim != 4 || dy->ndim != 4 || df->ndim != 4 || x->dtype != dy->dtype || x->dtype != df->dtype ||
+      (x->dtype != LOOM_F32 && x->dtype != LOOM_F64))
+    return 0;
+  geom g;
+  geom_init(&g, a, x->dims, df->dims, dy->dims);
+  size_t elem = dtype_bytes(x->dtype);
+  if (!dw_images_ok(&g, elem)) return 0;
+  return dw_images_scratch(&g, elem) + (size_t)dw_parts(&g) * (size_t)(g.OH * g.OW * g.O) * elem;
+}
+
 /* (n, oh, ow) of output pixel r, and the step to the next pixel. */
 static inline void pix_of(const geom *g, int64_t r, int64_t *n, int64_t *oh, int64_t *ow) {
   int64_t P = g->OH * g->OW;
@@ -574,6 +596,7 @@ typedef struct {
   void (*tiles)(void *, int64_t, int64_t);
   const T *xp;    /* the padded input (pad_plan), or NULL: windows gathered from x */
   int64_t Hs, Ws;
+  int64_t dy0; /* dwp_pixels: the pixel whose dy row is dy[0] (dy holds a range of pixels) */
 } FN(dwp_args);
 
 /* The register-tiled loops of one instruction set (kernels/cpu/conv_tiles.h). */
@@ -582,6 +605,7 @@ typedef struct {
   void (*gemm_nn_range)(void *, int64_t, int64_t);    /* rows of C = A x B */
   void (*dw_gemm_range)(void *, int64_t, int64_t);    /* 6-row tiles of dF += col^T x dY */
   void (*dwp_range)(void *, int64_t, int64_t);        /* partitions of a small-window dF from a padded input */
+  void (*dwp_pixels)(const FN(dwp_args) *, T *, int64_t, int64_t, int); /* a range of its pixels */
   void (*wino_in)(const T *, int64_t, int64_t, T *, int64_t);  /* Winograd input transform of a tile */
   void (*wino_out)(const T *, int64_t, int64_t, T *, int64_t); /* Winograd output transform of a tile */
   void (*wino_dy)(const T *, const T *, const T *, const T *, int64_t, T *, int64_t); /* dy's 2x2 block */
@@ -838,6 +862,67 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
   return LOOM_OK;
 }
 
+/* The small-window filter gradient's partitions added in a fixed order into df: the result does not
+ * depend on the threads. */
+static void FN(dw_parts_sum)(const geom *g, const T *part, int64_t P, int64_t K6, T *df) {
+  const int64_t KO = g->K * g->O, PO = K6 * g->O;
+  for (int64_t i = 0; i < KO; i++) {
+    T acc = part[i];
+    for (int64_t q = 1; q < P; q++) acc += part[q * PO + i];
+    df[i] = acc;
+  }
+}
+
+/* Task q: partition q of the filter gradient of loom__conv_dw_images, each image of dy it covers
+ * made into the partition's scratch, then its pixels added (the same additions, in the same order,
+ * as the kernel's pass over a whole dy). */
+typedef struct {
+  FN(dwp_args) d;
+  const FN(conv_isa) *isa;
+  loom_dy_image_fn make;
+  void *arg;
+  T *scratch; /* one image of dy per partition */
+} FN(dwi_args);
+LOOM_HOT static void FN(dw_images_range)(void *p, int64_t b, int64_t e) {
+  const FN(dwi_args) *a = p;
+  const geom *g = a->d.g;
+  const int64_t HW = g->OH * g->OW, K6 = dw_rows(g), O = g->O;
+  for (int64_t q = b; q < e; q++) {
+    T *img = a->scratch + q * HW * O, *df = a->d.part + q * K6 * O;
+    int64_t p0 = q * a->d.per, p1 = p0 + a->d.per < g->M ? p0 + a->d.per : g->M;
+    if (p0 >= p1) memset(df, 0, (size_t)(K6 * O) * sizeof(T));
+    for (int64_t r = p0; r < p1;) {
+      int64_t n = r / HW, s = n * HW, end = s + HW < p1 ? s + HW : p1;
+      a->make(a->arg, n, img, r == s);
+      FN(dwp_args) d = a->d;
+      d.dy = img;
+      d.dy0 = s;
+      a->isa->dwp_pixels(&d, df, r, end, r > p0);
+      r = end;
+    }
+  }
+}
+
+loom_code FN(loom__conv_dw_images)(const loom_kctx *ctx, const loom_kctx *dw, loom_dy_image_fn make, void *arg) {
+  const loom_buf *X = dw->in[0], *DY = dw->in[1];
+  loom_buf *DF = dw->out[0];
+  size_t need = loom__conv_dw_images_ws(dw->attrs, X, DY, DF);
+  if (!need)
+    return loom_status_set(ctx->st, LOOM_INTERNAL, "a folded filter gradient of this geometry is not supported");
+  if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+  geom g;
+  geom_init(&g, dw->attrs, X->dims, DF->dims, DY->dims);
+  const int64_t P = dw_parts(&g), K6 = dw_rows(&g);
+  pad_plan pp = pad_plan_of(&g, sizeof(T), 2);
+  size_t parts = (size_t)P * (size_t)K6 * (size_t)g.O * sizeof(T);
+  const T *xp = FN(pad_input)(ctx, &g, &pp, X->data, (T *)((char *)ctx->ws + parts));
+  FN(dwi_args) a = {{&g, X->data, NULL, ctx->ws, (g.M + P - 1) / P, NULL, xp, pp.Hs, pp.Ws, 0},
+                    FN(isa_for)(g.O), make, arg, (T *)((char *)ctx->ws + dw_images_scratch(&g, sizeof(T)))};
+  loom__parallel_for(ctx->pool, P, 1, FN(dw_images_range), &a);
+  FN(dw_parts_sum)(&g, a.d.part, P, K6, DF->data);
+  return LOOM_OK;
+}
+
 loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
   const loom_buf *X = ctx->in[0], *DY = ctx->in[1];
   loom_buf *DF = ctx->out[0];
@@ -863,15 +948,9 @@ loom_code FN(loom__k_conv2d_backprop_filter)(const loom_kctx *ctx) {
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
     const T *xp = pp.mode ? FN(pad_input)(ctx, &g, &pp, x, (T *)((char *)ctx->ws + parts)) : NULL;
     const FN(conv_isa) *isa = FN(isa_for)(g.O);
-    FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, isa->dw_gemm_range, xp, pp.Hs, pp.Ws};
+    FN(dwp_args) a = {&g, x, dy, ctx->ws, (g.M + P - 1) / P, isa->dw_gemm_range, xp, pp.Hs, pp.Ws, 0};
     loom__parallel_for(ctx->pool, P, 1, xp ? isa->dwp_range : FN(direct_dw_part), &a);
-    /* the partitions summed in a fixed order: the result does not depend on the threads */
-    const int64_t KO = g.K * g.O, PO = K6 * g.O;
-    for (int64_t i = 0; i < KO; i++) {
-      T acc = a.part[i];
-      for (int64_t q = 1; q < P; q++) acc += a.part[q * PO + i];
-      df[i] = acc;
-    }
+    FN(dw_parts_sum)(&g, a.part, P, K6, df);
     return LOOM_OK;
   }
   /* dF[K, O] = col^T x dY, chunk by chunk (for 1x1 stride-1 the input is the column matrix) */

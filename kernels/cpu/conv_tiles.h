@@ -324,21 +324,27 @@ TARGET static void FNI(dw_gemm_range)(void *p, int64_t b, int64_t e) {
  * dF rows [k0, k0 + R) x NV vectors of channels from c0, summed over pixels
  * [p0, p1) in R*NV accumulators: per pixel NV dy loads and R window values
  * at the fixed offsets off[k] from the pixel's window (rows k >= K read
- * offset 0 and are dropped). One pass over the pixels per tile. */
+ * offset 0 and are dropped). One pass over the pixels per tile. With resume
+ * the sums start from df's values (a range continued: the same additions as
+ * one pass). Pixel p's dy row is at a->dy + (p - a->dy0) * O. */
 #define DEF_DWP_TILE(NV, R)                                                                              \
   TARGET static void FNI(dwp_tile_##NV##_##R)(const FN(dwp_args) *a, const int64_t *off, int64_t k0,     \
-                                              int64_t K, int64_t c0, int64_t p0, int64_t p1, T *df) {    \
+                                              int64_t K, int64_t c0, int64_t p0, int64_t p1, T *df,      \
+                                              int resume) {                                              \
     const geom *g = a->g;                                                                                \
     const int64_t O = g->O, step = g->sw * g->C;                                                         \
     int64_t o[R];                                                                                        \
     UNROLL for (int i = 0; i < R; i++) o[i] = k0 + i < K ? off[k0 + i] : 0;                              \
     VEC acc[R][NV];                                                                                      \
-    UNROLL for (int i = 0; i < R; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = (VEC){0};         \
+    UNROLL for (int i = 0; i < R; i++) UNROLL for (int v = 0; v < NV; v++) {                             \
+      acc[i][v] = (VEC){0};                                                                              \
+      if (resume && k0 + i < K) VLOAD(acc[i][v], df + (k0 + i) * O + c0 + v * VL);                       \
+    }                                                                                                    \
     int64_t n, oh, ow;                                                                                   \
     pix_of(g, p0, &n, &oh, &ow);                                                                         \
     for (int64_t p = p0; p < p1;) {                                                                      \
       int64_t cnt = g->OW - ow < p1 - p ? g->OW - ow : p1 - p; /* pixels left in this output row */     \
-      const T *xs = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow), *dyp = a->dy + p * O + c0;        \
+      const T *xs = FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow), *dyp = a->dy + (p - a->dy0) * O + c0; \
       for (int64_t j = 0; j < cnt; j++, xs += step, dyp += O) {                                          \
         VEC d[NV];                                                                                       \
         UNROLL for (int v = 0; v < NV; v++) VLOAD(d[v], dyp + v * VL);                                   \
@@ -377,63 +383,69 @@ DEF_DWP_TILE(2, 6)
 #endif
 #undef DEF_DWP_TILE
 
+/* Pixels [p0, p1) of a small-window filter gradient summed into df (K6 x O; rows < K written),
+ * reading the padded input; with resume added to df's sums (dwp_tile). */
+TARGET static void FNI(dwp_pixels)(const FN(dwp_args) *a, T *df, int64_t p0, int64_t p1, int resume) {
+  const geom *g = a->g;
+  const int64_t K = g->K, O = g->O, KWC = g->KW * g->C, rstep = g->dh * a->Ws * g->C;
+  const int64_t nfull = O / VL;
+  int64_t off[CONV_DIRECT_DW_MAX_K];
+  for (int64_t k = 0; k < K; k++) off[k] = (k / KWC) * rstep + k % KWC;
+  for (int64_t v = 0; v < nfull;) {
+    int64_t nv = nfull - v >= DWP_NV ? DWP_NV : nfull - v >= 2 ? 2 : 1;
+    for (int64_t k0 = 0; k0 < K;) {
+      int64_t rem = K - k0, R;
+#if WIDE
+      if (nv == 4) {
+        R = 7;
+        FNI(dwp_tile_4_7)(a, off, k0, K, v * VL, p0, p1, df, resume);
+      } else if (nv == 2) {
+        R = rem > 7 ? 14 : 7;
+        if (R == 14) FNI(dwp_tile_2_14)(a, off, k0, K, v * VL, p0, p1, df, resume);
+        else FNI(dwp_tile_2_7)(a, off, k0, K, v * VL, p0, p1, df, resume);
+      } else {
+        R = rem > 14 ? 28 : rem > 7 ? 14 : 7;
+        if (R == 28) FNI(dwp_tile_1_28)(a, off, k0, K, v * VL, p0, p1, df, resume);
+        else if (R == 14) FNI(dwp_tile_1_14)(a, off, k0, K, v * VL, p0, p1, df, resume);
+        else FNI(dwp_tile_1_7)(a, off, k0, K, v * VL, p0, p1, df, resume);
+      }
+#else
+      if (nv == 2) {
+        R = 6;
+        FNI(dwp_tile_2_6)(a, off, k0, K, v * VL, p0, p1, df, resume);
+      } else {
+        R = rem > 6 ? 12 : 6;
+        if (R == 12) FNI(dwp_tile_1_12)(a, off, k0, K, v * VL, p0, p1, df, resume);
+        else FNI(dwp_tile_1_6)(a, off, k0, K, v * VL, p0, p1, df, resume);
+      }
+#endif
+      k0 += R;
+    }
+    v += nv;
+  }
+  /* channels past the last full vector */
+  for (int64_t c = nfull * VL; c < O; c++)
+    for (int64_t k = 0; k < K; k++) {
+      T acc = resume ? df[k * O + c] : 0;
+      int64_t n, oh, ow;
+      pix_of(g, p0, &n, &oh, &ow);
+      for (int64_t r = p0; r < p1; r++) {
+        acc += FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow)[off[k]] * a->dy[(r - a->dy0) * O + c];
+        pix_next(g, &n, &oh, &ow);
+      }
+      df[k * O + c] = acc;
+    }
+}
+
 /* Task q: partition q (pixels [q*per, min((q+1)*per, M))) of a small-window
  * filter gradient into part + q*K6*O (rows < K written), reading the padded
  * input. */
 TARGET static void FNI(dwp_range)(void *p, int64_t b, int64_t e) {
   const FN(dwp_args) *a = p;
-  const geom *g = a->g;
-  const int64_t K = g->K, O = g->O, K6 = dw_rows(g), KWC = g->KW * g->C, rstep = g->dh * a->Ws * g->C;
-  const int64_t nfull = O / VL;
-  int64_t off[CONV_DIRECT_DW_MAX_K];
-  for (int64_t k = 0; k < K; k++) off[k] = (k / KWC) * rstep + k % KWC;
+  const int64_t M = a->g->M, K6 = dw_rows(a->g), O = a->g->O;
   for (int64_t q = b; q < e; q++) {
-    T *df = a->part + q * K6 * O;
-    int64_t p0 = q * a->per, p1 = (q + 1) * a->per < g->M ? (q + 1) * a->per : g->M;
-    for (int64_t v = 0; v < nfull;) {
-      int64_t nv = nfull - v >= DWP_NV ? DWP_NV : nfull - v >= 2 ? 2 : 1;
-      for (int64_t k0 = 0; k0 < K;) {
-        int64_t rem = K - k0, R;
-#if WIDE
-        if (nv == 4) {
-          R = 7;
-          FNI(dwp_tile_4_7)(a, off, k0, K, v * VL, p0, p1, df);
-        } else if (nv == 2) {
-          R = rem > 7 ? 14 : 7;
-          if (R == 14) FNI(dwp_tile_2_14)(a, off, k0, K, v * VL, p0, p1, df);
-          else FNI(dwp_tile_2_7)(a, off, k0, K, v * VL, p0, p1, df);
-        } else {
-          R = rem > 14 ? 28 : rem > 7 ? 14 : 7;
-          if (R == 28) FNI(dwp_tile_1_28)(a, off, k0, K, v * VL, p0, p1, df);
-          else if (R == 14) FNI(dwp_tile_1_14)(a, off, k0, K, v * VL, p0, p1, df);
-          else FNI(dwp_tile_1_7)(a, off, k0, K, v * VL, p0, p1, df);
-        }
-#else
-        if (nv == 2) {
-          R = 6;
-          FNI(dwp_tile_2_6)(a, off, k0, K, v * VL, p0, p1, df);
-        } else {
-          R = rem > 6 ? 12 : 6;
-          if (R == 12) FNI(dwp_tile_1_12)(a, off, k0, K, v * VL, p0, p1, df);
-          else FNI(dwp_tile_1_6)(a, off, k0, K, v * VL, p0, p1, df);
-        }
-#endif
-        k0 += R;
-      }
-      v += nv;
-    }
-    /* channels past the last full vector */
-    for (int64_t c = nfull * VL; c < O; c++)
-      for (int64_t k = 0; k < K; k++) {
-        T acc = 0;
-        int64_t n, oh, ow;
-        pix_of(g, p0, &n, &oh, &ow);
-        for (int64_t r = p0; r < p1; r++) {
-          acc += FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow)[off[k]] * a->dy[r * O + c];
-          pix_next(g, &n, &oh, &ow);
-        }
-        df[k * O + c] = acc;
-      }
+    int64_t p0 = q * a->per, p1 = (q + 1) * a->per < M ? (q + 1) * a->per : M;
+    FNI(dwp_pixels)(a, a->part + q * K6 * O, p0, p1, 0);
   }
 }
 #undef DWP_NV
@@ -722,9 +734,9 @@ TARGET static void FNI(wino4_dy)(const T *const *yr, int64_t O, T *d, int64_t ds
 #undef WY8_ROW
 
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range),
-                                               FNI(dwp_range),        FNI(wino_in),       FNI(wino_out),
-                                               FNI(wino_dy),          FNI(wino4_in),      FNI(wino4_out),
-                                               FNI(wino4_dy)};
+                                               FNI(dwp_range),        FNI(dwp_pixels),    FNI(wino_in),
+                                               FNI(wino_out),         FNI(wino_dy),       FNI(wino4_in),
+                                               FNI(wino4_out),        FNI(wino4_dy)};
 
 #undef UNROLL
 #undef ROLLED

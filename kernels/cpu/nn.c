@@ -523,39 +523,47 @@ LOOM_FORCE_INLINE void FN(image_colsum)(const T *d, int64_t R, int64_t C, double
   }
 }
 
-LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
-  const FN(pool_args) *a = p;
+/* Image n of MaxPoolGrad (its folded steps included) into dimg; its column sums when colsum. */
+LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, T *dimg, int colsum) {
   const pgeom *g = a->g;
   const int64_t C = g->C;
-  for (int64_t n = b; n < e; n++) {
-    const T *ximg = a->x + n * g->H * g->W * C;
-    T *dimg = a->y + n * g->H * g->W * C;
-    /* Windows that tile the image (stride = window, every pixel covered) are
-     * written once each; otherwise dx is cleared and gradients accumulate. */
-    int tile = g->sh == g->kh && g->sw == g->kw && g->OH * g->sh - g->pt >= g->H && g->OW * g->sw - g->pl >= g->W;
-    /* a folded ReluGrad over x itself, in the windows that write their pixels once; else a pass below */
-    const int relu_in_block = tile && a->mask == a->x;
-    if (!tile) memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
-    for (int64_t oh = 0; oh < g->OH; oh++) {
-      int64_t hb, he;
-      pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
-      for (int64_t ow = 0; ow < g->OW; ow++) {
-        int64_t wb, we;
-        pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
-        const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
-        if (hb >= he || wb >= we) continue;
-        int64_t c0 = 0;
-        for (; c0 + PBLK <= C; c0 += PBLK)
-          FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile, relu_in_block);
-        if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
-      }
+  const T *ximg = a->x + n * g->H * g->W * C;
+  /* Windows that tile the image (stride = window, every pixel covered) are
+   * written once each; otherwise dx is cleared and gradients accumulate. */
+  int tile = g->sh == g->kh && g->sw == g->kw && g->OH * g->sh - g->pt >= g->H && g->OW * g->sw - g->pl >= g->W;
+  /* a folded ReluGrad over x itself, in the windows that write their pixels once; else a pass below */
+  const int relu_in_block = tile && a->mask == a->x;
+  if (!tile) memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    int64_t hb, he;
+    pwin(oh, g->sh, g->pt, g->kh, g->H, &hb, &he);
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t wb, we;
+      pwin(ow, g->sw, g->pl, g->kw, g->W, &wb, &we);
+      const T *dy = a->dy + ((n * g->OH + oh) * g->OW + ow) * C;
+      if (hb >= he || wb >= we) continue;
+      int64_t c0 = 0;
+      for (; c0 + PBLK <= C; c0 += PBLK)
+        FN(argmax_block)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile, relu_in_block);
+      if (c0 < C) FN(argmax_tail)(ximg, dimg, dy, g->W, C, c0, hb, he, wb, we, tile);
     }
-    if (a->mask && (!relu_in_block || C % PBLK)) { /* the folded ReluGrad over the image, as its kernel */
-      const T *m = a->mask + n * g->H * g->W * C;
-      for (int64_t i = 0; i < g->H * g->W * C; i++) dimg[i] = m[i] > 0 ? dimg[i] : (T)0;
-    }
-    if (a->colsum) FN(image_colsum)(dimg, g->H * g->W, C, a->colsum + n * C);
   }
+  if (a->mask && (!relu_in_block || C % PBLK)) { /* the folded ReluGrad over the image, as its kernel */
+    const T *m = a->mask + n * g->H * g->W * C;
+    for (int64_t i = 0; i < g->H * g->W * C; i++) dimg[i] = m[i] > 0 ? dimg[i] : (T)0;
+  }
+  if (a->colsum && colsum) FN(image_colsum)(dimg, g->H * g->W, C, a->colsum + n * C);
+}
+
+LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
+  const FN(pool_args) *a = p;
+  const int64_t per = a->g->H * a->g->W * a->g->C;
+  for (int64_t n = b; n < e; n++) FN(max_pool_grad_image)(a, n, a->y + n * per, 1);
+}
+
+/* A folded filter gradient's image of dy (kernels/cpu/nn.h: loom_dy_image_fn). */
+static void FN(max_pool_grad_dy_image)(void *arg, int64_t n, void *dst, int first) {
+  FN(max_pool_grad_image)(arg, n, dst, first);
 }
 
 LOOM_HOT static void FN(avg_pool_grad_range)(void *p, int64_t b, int64_t e) {
@@ -593,6 +601,8 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
   loom__pool_geom_init(&g, ctx->attrs, X->dims, DY->dims);
   FN(pool_args) a = {&g, X->data, DY->data, DX->data, ctx->epi && ctx->epi->mask ? ctx->epi->mask->data : NULL,
                      ctx->epi ? ctx->epi->colsum : NULL};
+  if (ctx->epi && ctx->epi->dw) /* dx made image by image for the folded filter gradient, not written */
+    return FN(loom__conv_dw_images)(ctx, ctx->epi->dw, FN(max_pool_grad_dy_image), &a);
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
   return LOOM_OK;
 }

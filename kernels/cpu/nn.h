@@ -34,4 +34,15 @@ size_t loom__ws_conv2d_backprop_input(const loom_attrs *a, int nin, const loom_b
 size_t loom__ws_conv2d_backprop_filter(const loom_attrs *a, int nin, const loom_buf *const *in, int nout,
                                        const loom_buf *const *out);
 
+/* A Conv2DBackpropFilter folded into the MaxPoolGrad whose result is its dy (engine/fuse.c): the
+ * MaxPoolGrad makes dy one image at a time (make: image n into dst; first: 1 for the first call
+ * for that image) and the filter gradient adds each while it is in cache; dy itself is never
+ * written. loom__conv_dw_images_ws: the workspace that needs (x, dy, df: the filter gradient's
+ * input, dy and output), 0 when this geometry is not done so. loom__conv_dw_images_*: computes
+ * dw's output with the workspace of ctx (the MaxPoolGrad's step). */
+typedef void (*loom_dy_image_fn)(void *arg, int64_t n, void *dst, int first);
+size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df);
+loom_code loom__conv_dw_images_f32(const loom_kctx *ctx, const loom_kctx *dw, loom_dy_image_fn make, void *arg);
+loom_code loom__conv_dw_images_f64(const loom_kctx *ctx, const loom_kctx *dw, loom_dy_image_fn make, void *arg);
+
 #endif
