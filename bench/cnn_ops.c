@@ -4,7 +4,8 @@
  * gradients, each op run alone as a session target on fixed random inputs;
  * layer1_grad: the first layer's backward pass from the pool's gradient
  * (pool1 + MaxPoolGrad + ReluGrad + filter and bias gradients; with folding
- * one step for the last four, LOOM_FOLD=0 runs them apart).
+ * one step for the last four, LOOM_FOLD=0 runs them apart); layer2_fwd: the
+ * second convolution with its BiasAdd, Relu and 2x2 MaxPool (one step folded).
  *
  *   build/bench/cnn_ops [--threads N (2)] [--iters N (40)] [--batch N (64)] [--op NAME (all)]
  *
@@ -16,7 +17,7 @@
 #include "loom/loom.h"
 #include "bench_util.h"
 
-enum { NOPS = 10 };
+enum { NOPS = 11 };
 
 int main(int argc, char **argv) {
   int threads = atoi(bu_flag(argc, argv, "--threads", "2"));
@@ -64,19 +65,29 @@ int main(int argc, char **argv) {
       loom_relu(g, p[2], "relu1"),
       loom_bias_add_grad(g, p[2], "bias1_grad"),
       {NULL, 0},
+      {NULL, 0},
   };
+  { /* the second layer's forward pass: Conv2D -> BiasAdd -> Relu -> MaxPool (one step when folded) */
+    float bias[32];
+    for (int i = 0; i < 32; i++) bias[i] = 0.01f * (float)(i - 16);
+    int64_t bd[1] = {32};
+    loom_output b = loom_const_data(g, LOOM_F32, 1, bd, bias, "b2");
+    loom_output c = loom_conv2d(g, p[3], p[4], s1, LOOM_PADDING_SAME, NULL, NULL);
+    ops[NOPS - 1] = loom_max_pool(g, loom_relu(g, loom_bias_add(g, c, b, NULL), NULL), k2, k2, LOOM_PADDING_VALID,
+                                  "layer2_fwd");
+  }
   { /* the first layer's backward pass from the pool's gradient: MaxPoolGrad -> ReluGrad -> filter and
      * bias gradients (folded into one step, engine/fuse.c; LOOM_FOLD=0: four) */
     loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, p[2], pool1, p[6], k2, k2, LOOM_PADDING_VALID, NULL),
                                     p[2], NULL);
     loom_node *deps[2] = {loom_conv2d_backprop_filter(g, p[0], dw1, rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
                           loom_bias_add_grad(g, rg, NULL).node};
-    ops[NOPS - 1].node = loom_group(g, 2, deps, "layer1_grad");
+    ops[NOPS - 2].node = loom_group(g, 2, deps, "layer1_grad");
   }
   const char *names[NOPS] = {"conv1", "conv1_dw", "conv2", "conv2_dx", "conv2_dw", "pool1", "pool1_grad", "relu1",
-                             "bias1_grad", "layer1_grad"};
+                             "bias1_grad", "layer1_grad", "layer2_fwd"};
   double flops[NOPS] = {2.0 * B * 784 * 16 * 25, 2.0 * B * 784 * 16 * 25, 2.0 * B * 196 * 32 * 400,
-                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0};
+                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0, 2.0 * B * 196 * 32 * 400};
   double *t = calloc((size_t)NOPS * iters, sizeof *t);
   for (int it = -3; it < iters; it++)
     for (int k = 0; k < NOPS; k++) {

@@ -381,7 +381,7 @@ static void conv_pool_chain(loom_dtype dt, conv_case k, int64_t win, int pool_pa
 
 Test(fuse, conv_bias_relu_max_pool) {
   const conv_case even[] = {{3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME},  /* direct loops, first-layer rows */
-                            {2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, /* Winograd, then a pool pass */
+                            {2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, /* Winograd, per 4x4 block */
                             {2, 8, 6, 6, 1, 1, 20, 1, LOOM_PADDING_VALID},   /* pointwise */
                             {2, 10, 8, 3, 3, 3, 5, 1, LOOM_PADDING_SAME},    /* direct, 12-pixel tiles */
                             {1, 13, 9, 4, 3, 3, 7, 2, LOOM_PADDING_SAME}};   /* im2col (strided), 7x5 out: odd */
@@ -392,6 +392,23 @@ Test(fuse, conv_bias_relu_max_pool) {
     conv_pool_chain(LOOM_F32, even[i], 3, LOOM_PADDING_SAME, 2, 0); /* 3x3 windows: not folded */
   }
   conv_pool_chain(LOOM_F32, even[4], 2, LOOM_PADDING_SAME, 2, 0);   /* odd output: not folded */
+  /* Winograd blocks clipped at the last row and column: 10x6 outputs; 7x9 (odd: bias and relu only) */
+  const conv_case wino[] = {{2, 10, 6, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, {2, 7, 9, 16, 5, 5, 24, 1, LOOM_PADDING_SAME}};
+  conv_pool_chain(LOOM_F32, wino[0], 2, LOOM_PADDING_VALID, 3, 0);
+  conv_pool_chain(LOOM_F64, wino[0], 2, LOOM_PADDING_VALID, 3, 1);
+  conv_pool_chain(LOOM_F32, wino[1], 2, LOOM_PADDING_SAME, 2, 0);
+}
+
+/* The same with the 2x2 Winograd tiles (LOOM_CONV_WINOGRAD=2, read once per process; Criterion runs
+ * each test in its own): whole and clipped blocks. */
+Test(fuse, conv_bias_relu_max_pool_winograd_2x2) {
+  setenv("LOOM_CONV_WINOGRAD", "2", 1);
+  const conv_case wino[] = {{2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, {2, 10, 6, 16, 5, 5, 32, 1, LOOM_PADDING_SAME},
+                            {2, 7, 9, 16, 5, 5, 24, 1, LOOM_PADDING_SAME}};
+  conv_pool_chain(LOOM_F32, wino[0], 2, LOOM_PADDING_VALID, 3, 0);
+  conv_pool_chain(LOOM_F32, wino[1], 2, LOOM_PADDING_VALID, 3, 1);
+  conv_pool_chain(LOOM_F64, wino[1], 2, LOOM_PADDING_SAME, 3, 0);
+  conv_pool_chain(LOOM_F32, wino[2], 2, LOOM_PADDING_SAME, 2, 0);
 }
 
 /* Conv2D -> BiasAdd -> Relu -> MaxPool and the gradient MaxPoolGrad -> ReluGrad over the same Relu

@@ -470,10 +470,9 @@ LOOM_HOT static void FN(epi_range)(void *p, int64_t b, int64_t e) {
   FN(epi_rows)(a->epi, a->y + b * a->O, e - b, a->O);
 }
 
-/* A folded 2x2 stride-2 MaxPool of output rows y0 and y1 = y0 + W*O (W even): W/2 pooled pixels to
+/* A folded 2x2 stride-2 MaxPool of output rows y0 and y1 (W pixels, W even): W/2 pooled pixels to
  * o, each channel's maximum taken in MaxPool's order (the window row by row, NaN never replacing). */
-LOOM_FORCE_INLINE void FN(pool_pair)(const T *y0, int64_t W, int64_t O, T *o) {
-  const T *y1 = y0 + W * O;
+LOOM_FORCE_INLINE void FN(pool_pair)(const T *y0, const T *y1, int64_t W, int64_t O, T *o) {
   for (int64_t q = 0; q < W / 2; q++, y0 += 2 * O, y1 += 2 * O, o += O)
     for (int64_t c = 0; c < O; c++) {
       T m = -INFINITY, v = y0[c];
@@ -498,7 +497,7 @@ LOOM_HOT static void FN(pool_range)(void *p, int64_t b, int64_t e) {
   const int64_t OW = a->g->OW, O = a->g->O;
   for (int64_t u = b; u < e; u++) {
     if (a->d) a->rows((void *)a->d, u * 2 * OW, (u + 1) * 2 * OW);
-    FN(pool_pair)(a->y + u * 2 * OW * O, OW, O, a->pool + u * (OW / 2) * O);
+    FN(pool_pair)(a->y + u * 2 * OW * O, a->y + (u * 2 + 1) * OW * O, OW, O, a->pool + u * (OW / 2) * O);
   }
 }
 
@@ -772,7 +771,8 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
   } else if (wino_ok(&g)) {
     size_t need = (size_t)wino_ws_elems(&g) * sizeof(T);
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
-    FN(wino_fwd)(ctx, &g, x, f, y, ctx->ws);
+    FN(wino_fwd)(ctx, &g, x, f, y, ctx->ws, ctx->epi); /* the folded steps per block of outputs */
+    return LOOM_OK;
   } else if (g.direct) {
     pad_plan pp = pad_plan_of(&g, sizeof(T), 0);
     const T *xp = NULL;
@@ -835,7 +835,7 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
           for (int64_t c = 0; c < g.C; c++)
             wt[((kh * g.KW + kw) * g.O + o) * g.C + c] =
                 f[(((g.KH - 1 - kh) * g.KW + (g.KW - 1 - kw)) * g.C + c) * g.O + o];
-    if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O);
+    if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O, NULL);
     else FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0, NULL);
     return LOOM_OK;
   }

@@ -72,7 +72,21 @@ typedef struct {
   int64_t Hs, Ws; /* the padded image's rows and columns (wino_pad_elems) */
   T *y, *scratch; /* output; the parts' scratch (wino_part_elems each) */
   int64_t m, th, tw, ntiles, per; /* tile size; tiles per column and row of an image, in all, per part */
+  const loom_epilogue *epi;       /* folded steps (kernels/kernel.h) applied to each block written, or NULL */
 } FN(wino_args);
+
+/* The folded steps on the rows x cols block of outputs at yt (image n, first row oh0 and column ow0,
+ * both even), as BiasAdd's, Relu's and a 2x2 stride-2 MaxPool's kernels compute them. */
+static void FN(wino_block_epi)(const FN(wino_args) *a, T *yt, int64_t n, int64_t oh0, int64_t ow0, int64_t rows,
+                               int64_t cols) {
+  const geom *g = a->g;
+  const int64_t O = g->O, rs = g->OW * O;
+  for (int64_t oy = 0; oy < rows; oy++) FN(epi_rows)(a->epi, yt + oy * rs, cols, O);
+  if (!a->epi->pool) return;
+  T *pool = (T *)a->epi->pool->data + ((n * (g->OH / 2) + oh0 / 2) * (g->OW / 2) + ow0 / 2) * O;
+  for (int64_t oy = 0; oy + 1 < rows; oy += 2, pool += (g->OW / 2) * O)
+    FN(pool_pair)(yt + oy * rs, yt + (oy + 1) * rs, cols, O, pool);
+}
 
 /* Tile t's image n and first output row and column. */
 static inline void FN(wino_tile)(int64_t t, int64_t th, int64_t tw, int64_t m, int64_t *n, int64_t *oh,
@@ -122,23 +136,24 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
         int64_t rows = g->OH - oh0 < m ? g->OH - oh0 : m, cols = g->OW - ow0 < m ? g->OW - ow0 : m;
         if (m == 4) {
           isa->wino4_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O, rows, cols);
-          continue;
-        }
-        if (rows == m && cols == m) { /* the whole block: written in place */
+        } else if (rows == m && cols == m) { /* the whole block: written in place */
           isa->wino_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O);
-          continue;
+        } else {
+          T out[2][2 * WINO_MAX_O];
+          isa->wino_out(mm + i * O, WINO_TB * O, O, out[0], 2 * WINO_MAX_O);
+          for (int64_t oy = 0; oy < rows; oy++)
+            memcpy(yt + oy * g->OW * O, out[oy], (size_t)(cols * O) * sizeof(T));
         }
-        T out[2][2 * WINO_MAX_O];
-        isa->wino_out(mm + i * O, WINO_TB * O, O, out[0], 2 * WINO_MAX_O);
-        for (int64_t oy = 0; oy < rows; oy++)
-          memcpy(yt + oy * g->OW * O, out[oy], (size_t)(cols * O) * sizeof(T));
+        if (a->epi) FN(wino_block_epi)(a, yt, n, oh0, ow0, rows, cols);
       }
     }
   }
 }
 
-/* y = conv(x, w) by Winograd F(m x m, 5x5), m = wino_m(g); ws holds wino_ws_elems(g) values. */
-static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, T *ws) {
+/* y = conv(x, w) by Winograd F(m x m, 5x5), m = wino_m(g), then epi's steps (or NULL); ws holds
+ * wino_ws_elems(g) values. */
+static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, T *ws,
+                         const loom_epilogue *epi) {
   const int64_t C = g->C, O = g->O, m = wino_m(g), X = wino_xis(m), R = m + 4;
   void (*gt)(const T *, int64_t, T *, int64_t, int64_t) = m == 4 ? FN(wino4_g) : FN(wino_g);
   T *u = ws; /* U[X][C][O] = G w G^T per (c, o) */
@@ -148,7 +163,7 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
     for (int64_t kw = 0; kw < 5; kw++) gt(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
     for (int64_t i = 0; i < R; i++) gt(tmp + i * 5 * O, O, u + (i * R * C + c) * O, C * O, O);
   }
-  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0};
+  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0, epi};
   a.th = (g->OH + m - 1) / m;
   a.tw = (g->OW + m - 1) / m;
   /* an image zero-padded to the tiles' windows: rows [-pt, m*th + 4 - pt), columns [-pl, m*tw + 4 - pl) */
