@@ -25,6 +25,10 @@
  * the separate step: bit for bit), so that dy is never written. Its input
  * must be final and its output's buffer free from the MaxPoolGrad's step on
  * (else moved past the arena's end); the workspace goes past the end.
+ * Where a folded pool's input is read by nothing but the pool and a
+ * MaxPoolGrad with its ReluGrad folded, the convolution records which pixel of
+ * each window won (a byte per pooled value) and the MaxPoolGrad routes by it
+ * without reading that input, which the convolution then need not write.
  * LOOM_FOLD=0 in the environment turns folding off (benchmarks, tests). */
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +81,7 @@ static int ready_at(const loom_plan *p, int vi, int i, int later) {
 typedef struct {
   int32_t *readers; /* per root value: the steps' inputs that read it */
   int32_t *reader;  /* the last (step << 8 | input) that read it */
+  int32_t *pooled;  /* per step: a Conv2D's folded chain's end (the pool's input) when it folds a pool, else -1 */
 } use_map;
 
 /* The step that is the only reader of value vi, as its input 0 (-1 when none
@@ -188,6 +193,33 @@ static int64_t dw_reader(loom_plan *p, const use_map *u, int i, int vi, int64_t 
   return top;
 }
 
+/* MaxPoolGrad step k (its ReluGrad folded) over the pool folded into Conv2D step i and that pool's
+ * input, read by nothing else but the pool and the ReluGrad (whose features it is): the convolution
+ * records where each pooled value came from and the MaxPoolGrad routes dy by that instead of reading
+ * the pool's input, which the convolution may then leave unwritten (kernels/kernel.h: argmax). */
+static void argmax_route(loom_plan *p, const use_map *u, int k) {
+  plan_step *sk = &p->steps[k];
+  if (sk->fn == folded_away || !(sk->node->def->flags & LOOM_OPF_EPI_MASK) || !sk->epi.mask || sk->node->nin != 3)
+    return;
+  const int vx = in_root(p, sk->node, 0);
+  for (int i = 0; i < k; i++) {
+    plan_step *si = &p->steps[i];
+    if (u->pooled[i] != vx || !si->epi.pool || si->epi.argmax) continue;
+    const plan_value *x = &p->values[vx];
+    const loom_attrs *a = &sk->node->attrs;
+    if (si->epi.pool != sk->ctx.in[1] || sk->epi.mask != sk->ctx.in[0] || x->kind != VAL_ARENA ||
+        x->last_use == INT32_MAX || u->readers[vx] != 3 || x->buf.ndim != 4 || a->ksize[1] != 2 ||
+        a->ksize[2] != 2 || a->strides[1] != 2 || a->strides[2] != 2 || a->ksize[0] != 1 || a->ksize[3] != 1 ||
+        a->strides[0] != 1 || a->strides[3] != 1)
+      return;
+    const loom_buf *y = si->epi.pool;
+    si->argmax_mem = loom__malloc((size_t)y->numel);
+    if (!si->argmax_mem) return; /* without memory the MaxPoolGrad reads the pool's input */
+    si->epi.argmax = sk->epi.argmax = si->argmax_mem;
+    return;
+  }
+}
+
 int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
   for (int i = 0; i < p->nsteps; i++) { /* undo an earlier specialization's folding */
     plan_step *sp = &p->steps[i];
@@ -197,17 +229,22 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
     memset(&sp->epi, 0, sizeof sp->epi);
     loom__free(sp->colsum_mem);
     sp->colsum_mem = NULL;
+    loom__free(sp->argmax_mem);
+    sp->argmax_mem = NULL;
   }
   p->nfolded = 0;
   if (p->dev || p->nsteps < 2 || !fold_enabled()) return top;
   use_map u;
   u.readers = loom__calloc((size_t)p->nvalues, sizeof *u.readers);
   u.reader = loom__calloc((size_t)p->nvalues, sizeof *u.reader);
-  if (!u.readers || !u.reader) { /* folding is an optimization: without memory, run every step */
+  u.pooled = loom__malloc((size_t)p->nsteps * sizeof *u.pooled);
+  if (!u.readers || !u.reader || !u.pooled) { /* folding is an optimization: without memory, run every step */
     loom__free(u.readers);
     loom__free(u.reader);
+    loom__free(u.pooled);
     return top;
   }
+  for (int i = 0; i < p->nsteps; i++) u.pooled[i] = -1;
   for (int j = 0; j < p->nsteps; j++) {
     const loom_node *n = p->steps[j].node;
     for (int k = 0; k < n->nin && k < 256; k++) {
@@ -251,6 +288,7 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
         }
         sp->epi.pool = p->steps[m].ctx.out[0];
         fold(p, m);
+        u.pooled[i] = end;
       }
       sp->ctx.epi = &sp->epi;
     } else if (n->def->flags & LOOM_OPF_EPI_MASK) {
@@ -269,7 +307,9 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
       top = dw_reader(p, &u, i, vf, top);
     }
   }
+  for (int k = 0; k < p->nsteps; k++) argmax_route(p, &u, k);
   loom__free(u.readers);
   loom__free(u.reader);
+  loom__free(u.pooled);
   return top;
 }

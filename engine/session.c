@@ -80,7 +80,10 @@ static void plan_free(loom_plan *p) {
   loom__free(p->order);
   loom__free(p->node_val);
   loom__free(p->values);
-  for (int i = 0; p->steps && i < p->nsteps; i++) loom__free(p->steps[i].colsum_mem);
+  for (int i = 0; p->steps && i < p->nsteps; i++) {
+    loom__free(p->steps[i].colsum_mem);
+    loom__free(p->steps[i].argmax_mem);
+  }
   loom__free(p->steps);
   loom__free(p->ptrs);
   loom__free(p->fetch_val);

@@ -440,6 +440,7 @@ typedef struct {
   const T *xp;    /* the padded input (pad_plan), or NULL */
   int64_t Hs, Ws; /* its rows per image, pixels per row */
   const loom_epilogue *epi; /* the forward pass: folded BiasAdd / Relu, applied as rows are written (or NULL) */
+  int64_t y0;               /* the pixel whose output row is y[0] (y holds a range of pixels) */
 } FN(direct_args);
 
 /* The folded steps' work (kernels/kernel.h) on rows [0, rows) of O channels, as BiasAdd's and
@@ -485,19 +486,59 @@ LOOM_FORCE_INLINE void FN(pool_pair)(const T *y0, const T *y1, int64_t W, int64_
       o[c] = v > m ? v : m;
     }
 }
-/* Task u: the pair of output rows u (image u / (OH/2)); with `d`, the direct loops compute them first. */
+/* The same, also writing where each pooled value came from as MaxPoolGrad routes dy with a folded
+ * ReluGrad over its input (kernels/kernel.h: argmax): the first maximum in the window's order (0-3),
+ * or 4 where it is not above 0. */
+LOOM_FORCE_INLINE void FN(pool_pair_route)(const T *y0, const T *y1, int64_t W, int64_t O, T *o, uint8_t *code) {
+  for (int64_t q = 0; q < W / 2; q++, y0 += 2 * O, y1 += 2 * O, o += O, code += O)
+    for (int64_t c = 0; c < O; c++) {
+      T a0 = y0[c], a1 = y0[O + c], a2 = y1[c], a3 = y1[O + c];
+      T m = -INFINITY;
+      m = a0 > m ? a0 : m;
+      m = a1 > m ? a1 : m;
+      m = a2 > m ? a2 : m;
+      o[c] = a3 > m ? a3 : m;
+      T best = a0;
+      int at = 0;
+      at = a1 > best ? 1 : at;
+      best = a1 > best ? a1 : best;
+      at = a2 > best ? 2 : at;
+      best = a2 > best ? a2 : best;
+      at = a3 > best ? 3 : at;
+      best = a3 > best ? a3 : best;
+      code[c] = (uint8_t)(best > 0 ? at : 4);
+    }
+}
+/* Task u: the pair of output rows u (image u / (OH/2)); with `d`, the direct loops compute them first
+ * (into a scratch of the task's when the routes are recorded and the rows fit: y is then not
+ * written). */
+#define POOL_ROWS_SCRATCH 4096
 typedef struct {
   const geom *g;
   const FN(direct_args) *d;
   void (*rows)(void *, int64_t, int64_t);
   T *y, *pool;
+  uint8_t *code; /* kernels/kernel.h: argmax, or NULL */
 } FN(pool_args);
 LOOM_HOT static void FN(pool_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const int64_t OW = a->g->OW, O = a->g->O;
+  T buf[POOL_ROWS_SCRATCH];
+  const int scratch = a->code && a->d && 2 * OW * O <= POOL_ROWS_SCRATCH;
   for (int64_t u = b; u < e; u++) {
-    if (a->d) a->rows((void *)a->d, u * 2 * OW, (u + 1) * 2 * OW);
-    FN(pool_pair)(a->y + u * 2 * OW * O, a->y + (u * 2 + 1) * OW * O, OW, O, a->pool + u * (OW / 2) * O);
+    T *y0 = a->y + u * 2 * OW * O;
+    if (scratch) {
+      FN(direct_args) d = *a->d;
+      d.y = y0 = buf;
+      d.y0 = u * 2 * OW;
+      a->rows(&d, u * 2 * OW, (u + 1) * 2 * OW);
+    } else if (a->d) {
+      a->rows((void *)a->d, u * 2 * OW, (u + 1) * 2 * OW);
+    }
+    if (a->code)
+      FN(pool_pair_route)(y0, y0 + OW * O, OW, O, a->pool + u * (OW / 2) * O, a->code + u * (OW / 2) * O);
+    else
+      FN(pool_pair)(y0, y0 + OW * O, OW, O, a->pool + u * (OW / 2) * O);
   }
 }
 
@@ -746,9 +787,9 @@ static void FN(direct_dw_part)(void *p, int64_t b, int64_t e) {
 /* xp: the padded input (pad_plan, Hs x Ws per image) or NULL (windows read from x). */
 static void FN(direct_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, const T *xp,
                            int64_t Hs, int64_t Ws, const loom_epilogue *epi) {
-  FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws, epi};
+  FN(direct_args) a = {g, x, w, NULL, y, NULL, xp, Hs, Ws, epi, 0};
   if (epi && epi->pool) { /* pairs of rows: convolved, then pooled while in cache */
-    FN(pool_args) pa = {g, &a, FN(isa_for)(g->O)->direct_fwd_range, y, epi->pool->data};
+    FN(pool_args) pa = {g, &a, FN(isa_for)(g->O)->direct_fwd_range, y, epi->pool->data, epi->argmax};
     int64_t per = 2 * g->OW * g->K * g->O, grain = CONV_ROW_GRAIN * 4 / (per > 0 ? per : 1);
     loom__parallel_for(ctx->pool, g->N * g->OH / 2, grain > 1 ? grain : 1, FN(pool_range), &pa);
     return;
@@ -801,7 +842,7 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
     int64_t grain = CONV_ROW_GRAIN / (g.O > 0 ? g.O : 1);
     loom__parallel_for(ctx->pool, Y->numel / g.O, grain > 1 ? grain : 1, FN(epi_range), &ea);
     if (ctx->epi->pool) {
-      FN(pool_args) pa = {&g, NULL, NULL, y, ctx->epi->pool->data};
+      FN(pool_args) pa = {&g, NULL, NULL, y, ctx->epi->pool->data, ctx->epi->argmax};
       grain = CONV_ROW_GRAIN / (2 * g.OW * g.O > 0 ? 2 * g.OW * g.O : 1);
       loom__parallel_for(ctx->pool, g.N * g.OH / 2, grain > 1 ? grain : 1, FN(pool_range), &pa);
     }

@@ -197,8 +197,8 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
   for (int64_t r = b; r < e;) {
     if (rows && g->OW - ow >= ROW_PX && e - r >= ROW_PX) {
       FNI(row_group)(FN(pad_window)(g, a->xp, a->Hs, a->Ws, n, oh, ow), step, rstep, KH, KWC, a->w, O,
-                     a->y + r * O);
-      if (a->epi) FN(epi_rows)(a->epi, a->y + r * O, ROW_PX, O);
+                     a->y + (r - a->y0) * O);
+      if (a->epi) FN(epi_rows)(a->epi, a->y + (r - a->y0) * O, ROW_PX, O);
       r += ROW_PX;
       if ((ow += ROW_PX) == g->OW) {
         ow = 0;
@@ -225,8 +225,8 @@ TARGET static void FNI(direct_fwd_range)(void *p, int64_t b, int64_t e) {
         for (int64_t kh = 0; kh < KH; kh++) src[i][kh] = src[0][kh]; /* padding lanes: results dropped */
       }
     }
-    FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + r * O);
-    if (a->epi) FN(epi_rows)(a->epi, a->y + r * O, np, O);
+    FNI(tile_rows)((const T *const (*)[CONV_DIRECT_MAX_KH])src, np, KH, KWC, a->w, O, a->y + (r - a->y0) * O);
+    if (a->epi) FN(epi_rows)(a->epi, a->y + (r - a->y0) * O, np, O);
     r += np;
   }
 }

@@ -366,6 +366,7 @@ typedef struct {
   T *y;
   const T *mask; /* MaxPoolGrad: a folded ReluGrad's features (kernels/kernel.h), or NULL */
   double *colsum; /* MaxPoolGrad: each image's column sums for a BiasAddGrad (kernels/kernel.h), or NULL */
+  const uint8_t *code; /* MaxPoolGrad: the routes its Conv2D recorded (kernels/kernel.h: argmax), or NULL */
 } FN(pool_args);
 
 /* The 2x2 window of a stride-2 pool whose rows start at x0 and x1, channels [c, c + PBLK): the
@@ -442,7 +443,7 @@ static loom_code FN(pool_fwd)(const loom_kctx *ctx, loom_range_fn fn) {
   if (Y->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, X->dims, Y->dims);
-  FN(pool_args) a = {&g, X->data, NULL, Y->data, NULL, NULL};
+  FN(pool_args) a = {&g, X->data, NULL, Y->data, NULL, NULL, NULL};
   loom__parallel_for(ctx->pool, g.N * g.OH, rows_grain(g.OW * g.C * g.kh * g.kw), fn, &a);
   return LOOM_OK;
 }
@@ -533,6 +534,25 @@ LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, 
   int tile = g->sh == g->kh && g->sw == g->kw && g->OH * g->sh - g->pt >= g->H && g->OW * g->sw - g->pl >= g->W;
   /* a folded ReluGrad over x itself, in the windows that write their pixels once; else a pass below */
   const int relu_in_block = tile && a->mask == a->x;
+  if (a->code) { /* 2x2 windows at stride 2 covering the image (engine/fuse.c), the ReluGrad in the routes */
+    for (int64_t oh = 0; oh < g->OH; oh++)
+      for (int64_t ow = 0; ow < g->OW; ow++) {
+        const int64_t q = (n * g->OH + oh) * g->OW + ow;
+        const T *dy = a->dy + q * C;
+        const uint8_t *k = a->code + q * C;
+        T *d0 = dimg + (2 * oh * g->W + 2 * ow) * C, *d1 = d0 + g->W * C;
+        for (int64_t c = 0; c < C; c++) {
+          T v = dy[c];
+          uint8_t r = k[c];
+          d0[c] = r == 0 ? v : (T)0;
+          d0[C + c] = r == 1 ? v : (T)0;
+          d1[c] = r == 2 ? v : (T)0;
+          d1[C + c] = r == 3 ? v : (T)0;
+        }
+      }
+    if (a->colsum && colsum) FN(image_colsum)(dimg, g->H * g->W, C, a->colsum + n * C);
+    return;
+  }
   if (!tile) memset(dimg, 0, (size_t)(g->H * g->W * C) * sizeof(T));
   for (int64_t oh = 0; oh < g->OH; oh++) {
     int64_t hb, he;
@@ -600,7 +620,7 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, X->dims, DY->dims);
   FN(pool_args) a = {&g, X->data, DY->data, DX->data, ctx->epi && ctx->epi->mask ? ctx->epi->mask->data : NULL,
-                     ctx->epi ? ctx->epi->colsum : NULL};
+                     ctx->epi ? ctx->epi->colsum : NULL, ctx->epi ? ctx->epi->argmax : NULL};
   if (ctx->epi && ctx->epi->dw) /* dx made image by image for the folded filter gradient, not written */
     return FN(loom__conv_dw_images)(ctx, ctx->epi->dw, FN(max_pool_grad_dy_image), &a);
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
@@ -613,7 +633,7 @@ loom_code FN(loom__k_avg_pool_grad)(const loom_kctx *ctx) {
   if (DX->numel == 0) return LOOM_OK;
   pgeom g;
   loom__pool_geom_init(&g, ctx->attrs, DX->dims, DY->dims);
-  FN(pool_args) a = {&g, NULL, DY->data, DX->data, NULL, NULL};
+  FN(pool_args) a = {&g, NULL, DY->data, DX->data, NULL, NULL, NULL};
   loom__parallel_for(ctx->pool, g.N, 1, FN(avg_pool_grad_range), &a);
   return LOOM_OK;
 }
