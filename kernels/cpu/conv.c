@@ -489,9 +489,31 @@ LOOM_FORCE_INLINE void FN(pool_pair)(const T *y0, const T *y1, int64_t W, int64_
 /* The same, also writing where each pooled value came from as MaxPoolGrad routes dy with a folded
  * ReluGrad over its input (kernels/kernel.h: argmax): the first maximum in the window's order (0-3),
  * or 4 where it is not above 0. */
+#define ROUTE_BLK 16
+LOOM_FORCE_INLINE void FN(route_block)(const T *y0, const T *y1, int64_t O, T *o, uint8_t *code) {
+  T at[ROUTE_BLK]; /* the winner as a T: selects on lanes of one type vectorize */
+  for (int c = 0; c < ROUTE_BLK; c++) {
+    T a0 = y0[c], a1 = y0[O + c], a2 = y1[c], a3 = y1[O + c];
+    T m = a0 > -INFINITY ? a0 : -INFINITY;
+    m = a1 > m ? a1 : m;
+    m = a2 > m ? a2 : m;
+    o[c] = a3 > m ? a3 : m;
+    T b = a0, k = 0;
+    k = a1 > b ? (T)1 : k;
+    b = a1 > b ? a1 : b;
+    k = a2 > b ? (T)2 : k;
+    b = a2 > b ? a2 : b;
+    k = a3 > b ? (T)3 : k;
+    b = a3 > b ? a3 : b;
+    at[c] = b > 0 ? k : (T)4;
+  }
+  for (int c = 0; c < ROUTE_BLK; c++) code[c] = (uint8_t)(int32_t)at[c];
+}
 LOOM_FORCE_INLINE void FN(pool_pair_route)(const T *y0, const T *y1, int64_t W, int64_t O, T *o, uint8_t *code) {
-  for (int64_t q = 0; q < W / 2; q++, y0 += 2 * O, y1 += 2 * O, o += O, code += O)
-    for (int64_t c = 0; c < O; c++) {
+  for (int64_t q = 0; q < W / 2; q++, y0 += 2 * O, y1 += 2 * O, o += O, code += O) {
+    int64_t c0 = 0;
+    for (; c0 + ROUTE_BLK <= O; c0 += ROUTE_BLK) FN(route_block)(y0 + c0, y1 + c0, O, o + c0, code + c0);
+    for (int64_t c = c0; c < O; c++) {
       T a0 = y0[c], a1 = y0[O + c], a2 = y1[c], a3 = y1[O + c];
       T m = -INFINITY;
       m = a0 > m ? a0 : m;
@@ -508,6 +530,7 @@ LOOM_FORCE_INLINE void FN(pool_pair_route)(const T *y0, const T *y1, int64_t W, 
       best = a3 > best ? a3 : best;
       code[c] = (uint8_t)(best > 0 ? at : 4);
     }
+  }
 }
 /* Task u: the pair of output rows u (image u / (OH/2)); with `d`, the direct loops compute them first
  * (into a scratch of the task's when the routes are recorded and the rows fit: y is then not

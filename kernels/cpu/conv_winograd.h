@@ -77,8 +77,8 @@ typedef struct {
 
 /* The folded steps on the rows x cols block of outputs at yt (image n, first row oh0 and column ow0,
  * both even), as BiasAdd's, Relu's and a 2x2 stride-2 MaxPool's kernels compute them. */
-static void FN(wino_block_epi)(const FN(wino_args) *a, T *yt, int64_t n, int64_t oh0, int64_t ow0, int64_t rows,
-                               int64_t cols) {
+LOOM_FORCE_INLINE void FN(wino_block_epi)(const FN(wino_args) *a, T *yt, int64_t n, int64_t oh0, int64_t ow0,
+                                          int64_t rows, int64_t cols) {
   const geom *g = a->g;
   const int64_t O = g->O, rs = g->OW * O;
   for (int64_t oy = 0; oy < rows; oy++) FN(epi_rows)(a->epi, yt + oy * rs, cols, O);

@@ -541,7 +541,16 @@ LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, 
         const T *dy = a->dy + q * C;
         const uint8_t *k = a->code + q * C;
         T *d0 = dimg + (2 * oh * g->W + 2 * ow) * C, *d1 = d0 + g->W * C;
-        for (int64_t c = 0; c < C; c++) {
+        int64_t c = 0;
+        for (; c + PBLK <= C; c += PBLK) { /* blocks of lanes as wide as T's: vector selects */
+          int32_t r[PBLK];
+          for (int j = 0; j < PBLK; j++) r[j] = k[c + j];
+          for (int j = 0; j < PBLK; j++) d0[c + j] = r[j] == 0 ? dy[c + j] : (T)0;
+          for (int j = 0; j < PBLK; j++) d0[C + c + j] = r[j] == 1 ? dy[c + j] : (T)0;
+          for (int j = 0; j < PBLK; j++) d1[c + j] = r[j] == 2 ? dy[c + j] : (T)0;
+          for (int j = 0; j < PBLK; j++) d1[C + c + j] = r[j] == 3 ? dy[c + j] : (T)0;
+        }
+        for (; c < C; c++) {
           T v = dy[c];
           uint8_t r = k[c];
           d0[c] = r == 0 ? v : (T)0;
