@@ -126,8 +126,12 @@ TARGET static void FNI(tile_rows)(const T *const (*cs)[CONV_DIRECT_MAX_KH], int 
       for (int64_t j = 0; j < KWC; j++, wr += O) {                                                      \
         VEC wv[NV];                                                                                     \
         UNROLL for (int v = 0; v < NV; v++) VLOAD(wv[v], wr + v * VL);                                  \
+        /* opaque to the compiler: the values are broadcast from memory by the multiply-adds (else   \
+         * they are kept in registers across j and shuffled, a port the multiply-adds need) */         \
+        const T *sj = s + j;                                                                            \
+        __asm__("" : "+r"(sj));                                                                         \
         UNROLL for (int i = 0; i < PX; i++) {                                                           \
-          const T xv = s[i * STEP + j];                                                                 \
+          const T xv = sj[i * STEP];                                                                    \
           UNROLL for (int v = 0; v < NV; v++) acc[i][v] += xv * wv[v];                                  \
         }                                                                                               \
       }                                                                                                 \
