@@ -32,7 +32,7 @@
 
 /* The filter transforms: G applied to 5 rows (row k at s + k*ss) of n values, (m+4) rows written to
  * o + i*os. m = 2: */
-static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
+LOOM_HOT static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
   for (int64_t c = 0; c < n; c++) {
     T g0 = s[c], g1 = s[ss + c], g2 = s[2 * ss + c], g3 = s[3 * ss + c], g4 = s[4 * ss + c];
     o[c] = g0 / 4;
@@ -46,7 +46,7 @@ static void FN(wino_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
 
 /* m = 4 (G's rows at the points 0, 1, -1, 2, -2, 1/2, -1/2, infinity, each divided by the product of
  * its point's differences to the others): */
-static void FN(wino4_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
+LOOM_HOT static void FN(wino4_g)(const T *s, int64_t ss, T *o, int64_t os, int64_t n) {
   /* the entries rounded to T once (a division per element costs as much as the rest) */
   const T k2_9 = (T)(2.0 / 9), k1_90 = (T)(1.0 / 90), k1_45 = (T)(1.0 / 45), k2_45 = (T)(2.0 / 45),
           k4_45 = (T)(4.0 / 45), k8_45 = (T)(8.0 / 45), k16_45 = (T)(16.0 / 45), k32_45 = (T)(32.0 / 45);
@@ -191,7 +191,7 @@ static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const 
  * zero columns), accumulated per part and added in a fixed order. */
 
 /* G^T applied to m+4 rows (row j at s + j*ss) of n values: 5 rows to o + k*os. m = 2: */
-static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
+LOOM_HOT static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
   for (int64_t c = 0; c < n; c++) {
     T s0 = s[c], s1 = s[ss + c], s2 = s[2 * ss + c], s3 = s[3 * ss + c], s4 = s[4 * ss + c], s5 = s[5 * ss + c];
     T p = s1 + s2, m = s2 - s1, p34 = s3 + s4, m34 = s3 - s4;
@@ -203,7 +203,7 @@ static void FN(wino_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t 
   }
 }
 /* m = 4: */
-static void FN(wino4_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
+LOOM_HOT static void FN(wino4_gt)(const T *restrict s, int64_t ss, T *restrict o, int64_t os, int64_t n) {
   const T k2_9 = (T)(2.0 / 9), k1_90 = (T)(1.0 / 90), k1_45 = (T)(1.0 / 45), k2_45 = (T)(2.0 / 45),
           k4_45 = (T)(4.0 / 45), k8_45 = (T)(8.0 / 45), k16_45 = (T)(16.0 / 45), k32_45 = (T)(32.0 / 45);
   for (int64_t c = 0; c < n; c++) {
@@ -274,6 +274,21 @@ LOOM_HOT static void FN(wino_dw_part)(void *p, int64_t b, int64_t e) {
   }
 }
 
+/* Task t: slice t of the parts' sums, part 0's slice += those of parts 1 .. P-1 in order. */
+#define WINO_SUM_SLICE 4096
+typedef struct {
+  T *ms;
+  int64_t P, len; /* parts; values per part */
+} FN(wino_sum_args);
+LOOM_HOT static void FN(wino_sum_range)(void *p, int64_t b, int64_t e) {
+  const FN(wino_sum_args) *a = p;
+  int64_t i0 = b * WINO_SUM_SLICE, i1 = e * WINO_SUM_SLICE < a->len ? e * WINO_SUM_SLICE : a->len;
+  for (int64_t q = 1; q < a->P; q++) {
+    const T *mq = a->ms + q * a->len;
+    for (int64_t i = i0; i < i1; i++) a->ms[i] += mq[i];
+  }
+}
+
 /* dw = the filter gradient by Winograd F(5x5, m x m), m = wino_m(g); ws holds wino_dw_ws_elems(g)
  * values. */
 static void FN(wino_dw)(const loom_kctx *ctx, const geom *g, const T *x, const T *dy, T *dw, T *ws) {
@@ -287,12 +302,11 @@ static void FN(wino_dw)(const loom_kctx *ctx, const geom *g, const T *x, const T
   a.Hs = m * a.th + 4;
   a.Ws = m * a.tw + 4;
   loom__parallel_for(ctx->pool, P, 1, FN(wino_dw_part), &a);
-  /* the parts' sums in a fixed order, then dW[kh][kw][c][:] = (G^T M G)[kh][kw] per input channel */
+  /* the parts' sums added in a fixed order (in slices over the threads), then
+   * dW[kh][kw][c][:] = (G^T M G)[kh][kw] per input channel */
   T *ms = a.msum;
-  for (int64_t q = 1; q < P; q++) {
-    const T *mq = ms + q * X * Cp * O;
-    for (int64_t i = 0; i < X * Cp * O; i++) ms[i] += mq[i];
-  }
+  FN(wino_sum_args) sa = {ms, P, X * Cp * O};
+  loom__parallel_for(ctx->pool, (sa.len + WINO_SUM_SLICE - 1) / WINO_SUM_SLICE, 1, FN(wino_sum_range), &sa);
   void (*gt)(const T *restrict, int64_t, T *restrict, int64_t, int64_t) = m == 4 ? FN(wino4_gt) : FN(wino_gt);
   T tmp[8 * 5 * WINO_MAX_O];
   for (int64_t c = 0; c < C; c++) {
