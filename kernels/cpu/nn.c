@@ -366,7 +366,7 @@ typedef struct {
   T *y;
   const T *mask; /* MaxPoolGrad: a folded ReluGrad's features (kernels/kernel.h), or NULL */
   double *colsum; /* MaxPoolGrad: each image's column sums for a BiasAddGrad (kernels/kernel.h), or NULL */
-  const uint8_t *code; /* MaxPoolGrad: the routes its Conv2D recorded (kernels/kernel.h: argmax), or NULL */
+  const T *code; /* MaxPoolGrad: the routes its Conv2D recorded (kernels/kernel.h: argmax), or NULL */
 } FN(pool_args);
 
 /* The 2x2 window of a stride-2 pool whose rows start at x0 and x1, channels [c, c + PBLK): the
@@ -539,20 +539,10 @@ LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, 
       for (int64_t ow = 0; ow < g->OW; ow++) {
         const int64_t q = (n * g->OH + oh) * g->OW + ow;
         const T *dy = a->dy + q * C;
-        const uint8_t *k = a->code + q * C;
+        const T *k = a->code + q * C;
         T *d0 = dimg + (2 * oh * g->W + 2 * ow) * C, *d1 = d0 + g->W * C;
-        int64_t c = 0;
-        for (; c + PBLK <= C; c += PBLK) { /* blocks of lanes as wide as T's: vector selects */
-          int32_t r[PBLK];
-          for (int j = 0; j < PBLK; j++) r[j] = k[c + j];
-          for (int j = 0; j < PBLK; j++) d0[c + j] = r[j] == 0 ? dy[c + j] : (T)0;
-          for (int j = 0; j < PBLK; j++) d0[C + c + j] = r[j] == 1 ? dy[c + j] : (T)0;
-          for (int j = 0; j < PBLK; j++) d1[c + j] = r[j] == 2 ? dy[c + j] : (T)0;
-          for (int j = 0; j < PBLK; j++) d1[C + c + j] = r[j] == 3 ? dy[c + j] : (T)0;
-        }
-        for (; c < C; c++) {
-          T v = dy[c];
-          uint8_t r = k[c];
+        for (int64_t c = 0; c < C; c++) { /* selects on lanes of one type: vectors */
+          T v = dy[c], r = k[c];
           d0[c] = r == 0 ? v : (T)0;
           d0[C + c] = r == 1 ? v : (T)0;
           d1[c] = r == 2 ? v : (T)0;
