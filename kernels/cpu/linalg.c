@@ -20,21 +20,19 @@
 #include "kernels/geometry.h"
 
 /* Products of at least GEMM_PAR_FLOPS are cut into blocks that the
- * session's pool runs, each of at least GEMM_CHUNK_FLOPS; BLAS itself runs
- * one thread (loom__cpu_set_blas_threads). How many: one block per thread
- * while the pool's threads answer promptly, GEMM_CHUNKS_PER_THREAD per thread
- * while the pool cuts finely (a thread was late in its last jobs), so a
- * descheduled thread holds up at most one block, and one block in a few once
- * it has been seen late. What a block is:
+ * session's pool runs, about GEMM_CHUNKS_PER_THREAD per thread and each of at
+ * least GEMM_CHUNK_FLOPS, so a thread that is descheduled holds up at most one
+ * block; BLAS itself runs one thread (loom__cpu_set_blas_threads). A block is
  *  - whole rows of C, or whole columns, whichever dimension is larger (the
  *    other operand is packed again by each block);
- *  - deep products (K at least GEMM_K_DEPTH times the larger side of C, and C
- *    at most GEMM_K_MAX_C elements: a dense layer's forward at a small batch)
- *    are first cut along K into GEMM_K_PIECES pieces (multiples of GEMM_UNIT),
- *    each operand packed once: piece 0 writes C, the others their partial
- *    products, added to C in piece order afterwards. The pieces depend on the
- *    shape alone (one thread computes them too), so the result does not depend
- *    on the thread count; the blocks then cut each piece's rows or columns. */
+ *  - in a deep product (K at least GEMM_K_DEPTH times the larger side of C,
+ *    and C at most GEMM_K_MAX_C elements: a dense layer's forward at a small
+ *    batch, where each row or column block would pack all of a large A or B
+ *    again), rows or columns of one of GEMM_K_PIECES pieces of K (multiples of
+ *    GEMM_UNIT), so each operand is packed about once: piece 0 writes C, the
+ *    others their partial products, added to C in piece order afterwards. The
+ *    pieces depend on the shape alone (one thread computes them too), so the
+ *    sum does not depend on the thread count. */
 enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEPTH = 4 };
 #define GEMM_PAR_FLOPS 1e6
 #define GEMM_CHUNK_FLOPS 5e5
@@ -74,8 +72,9 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEP
   /* block q: piece q / subs (its K range), rows or columns [lo,hi) of C */                               \
   static void gemm_block_##S(const gemm_job_##S *j, int64_t q) {                                          \
     int64_t lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;                                         \
-    int64_t piece = q / j->subs, k0 = piece * j->kpiece, kn = j->K - k0 < j->kpiece ? j->K - k0 : j->kpiece; \
-    int64_t D = j->split_n ? j->N : j->M, lo = (q % j->subs) * j->sub_units * GEMM_UNIT;                 \
+    int64_t piece = q / j->subs, k0 = piece * j->kpiece;                                                  \
+    int64_t kn = j->K - k0 < j->kpiece ? j->K - k0 : j->kpiece;                                           \
+    int64_t D = j->split_n ? j->N : j->M, lo = (q % j->subs) * j->sub_units * GEMM_UNIT;                  \
     int64_t hi = lo + j->sub_units * GEMM_UNIT > D ? D : lo + j->sub_units * GEMM_UNIT;                   \
     if (lo >= hi) return;                                                                                 \
     const T *A = j->A + (j->ta ? k0 * j->M : k0), *B = j->B + (j->tb ? k0 : k0 * j->N);                   \
@@ -117,10 +116,8 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEP
       if (pieces > 1 && !(j.part = loom__aligned_alloc((size_t)((pieces - 1) * M * N) * sizeof(T))))      \
         return LOOM_RESOURCE_EXHAUSTED;                                                                   \
     }                                                                                                     \
-    int64_t want = threads < 2 || flops < GEMM_PAR_FLOPS                                                  \
-                       ? 1                                                                                \
-                       : (int64_t)threads * (loom__pool_cuts_finely(pool) ? GEMM_CHUNKS_PER_THREAD : 1);   \
-    int64_t subs = (want + pieces - 1) / pieces, by_flops = (int64_t)(flops / pieces / GEMM_CHUNK_FLOPS);  \
+    int64_t want = threads < 2 || flops < GEMM_PAR_FLOPS ? 1 : (int64_t)threads * GEMM_CHUNKS_PER_THREAD; \
+    int64_t subs = (want + pieces - 1) / pieces, by_flops = (int64_t)(flops / pieces / GEMM_CHUNK_FLOPS); \
     if (subs > by_flops) subs = by_flops;                                                                 \
     if (subs > units) subs = units;                                                                       \
     if (subs < 1) subs = 1;                                                                               \
@@ -372,7 +369,7 @@ static loom_code gemm_oom(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
     loom_code rc = mm_dims(ctx, &M, &N, &K);                                                              \
     if (rc) return rc;                                                                                    \
     if (sizeof(T) == 4 && sparse_lhs_run(ctx, M, N, K)) return LOOM_OK;                                   \
-    if (loom__gemm_par_##S(ctx->pool, ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K,           \
+    if (loom__gemm_par_##S(ctx->pool, ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K,          \
                            ctx->in[0]->data, ctx->in[1]->data, ctx->out[0]->data))                        \
       return gemm_oom(ctx, M, N, K);                                                                      \
     return LOOM_OK;                                                                                       \
@@ -402,8 +399,9 @@ static loom_code gemm_oom(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
     T *C = y->data;                                                                                       \
     if (bb == 1 && ba == batches && !ta && blas_ok(batches * M)) {                                        \
       /* b is shared and a's batches are contiguous rows: one [batches*M, K] x [K, N] product */          \
-      return loom__gemm_par_##S(ctx->pool, 0, tb, batches * M, N, K, A, B, C) ? gemm_oom(ctx, batches * M, N, K) \
-                                                                               : LOOM_OK;                 \
+      if (loom__gemm_par_##S(ctx->pool, 0, tb, batches * M, N, K, A, B, C))                               \
+        return gemm_oom(ctx, batches * M, N, K);                                                          \
+      return LOOM_OK;                                                                                     \
     }                                                                                                     \
     int64_t oa = 0, ob = 0, szA = M * K, szB = K * N, szC = M * N;                                        \
     for (int64_t t = 0; t < batches; t++) {                                                               \
