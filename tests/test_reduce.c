@@ -660,6 +660,54 @@ Test(matmul, deep_products_summed_in_pieces_along_k) {
         }
 }
 
+/* The partial products of a deep product live in the op's workspace: a
+ * MatMul and a BatchMatMulV2 (shared b: one folded product) cut along K
+ * allocate nothing in steady-state runs, at 1 and 2 threads. */
+Test(matmul, deep_products_steady_state_does_not_allocate) {
+  tu_alloc_count_begin();
+  for (int threads = 1; threads <= 2; threads++)
+    for (int batched = 0; batched < 2; batched++) {
+      loom_graph *g = loom_graph_new();
+      int64_t da[3] = {2, 32, 1568}, db[2] = {1568, 128};
+      int64_t d2[2] = {64, 1568};
+      loom_output a = batched ? loom_placeholder(g, LOOM_F32, 3, da, "a") : loom_placeholder(g, LOOM_F32, 2, d2, "a");
+      loom_output b = loom_placeholder(g, LOOM_F32, 2, db, "b");
+      loom_output y = batched ? loom_batch_matmul(g, a, b, 0, 0, "mm") : loom_matmul(g, a, b, 0, 0, "mm");
+      loom_tensor *av = batched ? loom_tensor_new(LOOM_F32, 3, da, NULL) : loom_tensor_new(LOOM_F32, 2, d2, NULL);
+      loom_tensor *bv = loom_tensor_new(LOOM_F32, 2, db, NULL);
+      float *ap = loom_tensor_data(av), *bp = loom_tensor_data(bv);
+      for (int64_t i = 0; i < 64 * 1568; i++) ap[i] = (float)val(i);
+      for (int64_t i = 0; i < 1568 * 128; i++) bp[i] = (float)val(i * 5 + 3);
+      loom_output feeds[2] = {a, b};
+      loom_tensor *vals[2] = {av, bv};
+      loom_session_options o = loom_session_options_default();
+      o.num_threads = threads;
+      loom_status *st = loom_status_new();
+      loom_session *s = loom_session_new(g, &o, st);
+      loom_tensor *out = NULL;
+      cr_assert_eq(loom_session_run(s, feeds, vals, 2, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s",
+                   loom_status_message(st));
+      long before = tu_alloc_count();
+      for (int r = 0; r < 5; r++)
+        cr_assert_eq(loom_session_run(s, feeds, vals, 2, &y, &out, 1, NULL, 0, st), LOOM_OK);
+      long after = tu_alloc_count();
+      cr_assert_eq(after - before, 0, "threads=%d batched=%d: steady-state runs allocated %ld times", threads, batched,
+                   after - before);
+      /* row 1, column 2 against the double reference */
+      double want = 0;
+      for (int64_t k = 0; k < 1568; k++) want += val(1 * 1568 + k) * val((k * 128 + 2) * 5 + 3);
+      float got = ((const float *)loom_tensor_data_const(out))[1 * 128 + 2];
+      cr_assert(fabs(got - want) <= 1e-4 * (1 + fabs(want)), "got %.9g want %.9g", got, want);
+      loom_tensor_free(out);
+      loom_tensor_free(av);
+      loom_tensor_free(bv);
+      loom_session_free(s);
+      loom_status_free(st);
+      loom_graph_free(g);
+    }
+  tu_alloc_count_end();
+}
+
 /* MatMul with a mostly-zero left operand (a wide & deep first layer: a few
  * numbers and one-hot columns; the kernel skips zeros when at most 1/8 of
  * op(A) is nonzero, kernels/cpu/linalg.c) against the double reference;

@@ -39,6 +39,23 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEP
 #define GEMM_K_MAX_C 65536
 #define GEMM_SUM_GRAIN 16384 /* elements of C per chunk of the partials' sum */
 
+/* The length of a piece of K (a multiple of GEMM_UNIT; K itself when the
+ * product is not cut along K). */
+static int64_t gemm_kpiece(int64_t M, int64_t N, int64_t K) {
+  int64_t D = N >= M ? N : M;
+  if (M < 2 || N < 2 || 2.0 * (double)M * (double)N * (double)K < GEMM_PAR_FLOPS || K < GEMM_K_DEPTH * D ||
+      M * N > GEMM_K_MAX_C)
+    return K;
+  int64_t kp = (K + GEMM_K_PIECES - 1) / GEMM_K_PIECES;
+  return (kp + GEMM_UNIT - 1) / GEMM_UNIT * GEMM_UNIT;
+}
+
+size_t loom__gemm_ws_bytes(int64_t M, int64_t N, int64_t K, size_t elem) {
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  int64_t kp = gemm_kpiece(M, N, K), pieces = (K + kp - 1) / kp;
+  return (size_t)((pieces - 1) * M * N) * elem;
+}
+
 #define DEF_GEMM(T, S, GEMM, GEMV)                                                                        \
   static void gemm_ld_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,      \
                           const T *B, int64_t ldb, T *C, int64_t ldc) {                                   \
@@ -99,7 +116,7 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEP
     }                                                                                                     \
   }                                                                                                       \
   loom_code loom__gemm_par_##S(loom_pool *pool, int ta, int tb, int64_t M, int64_t N, int64_t K,          \
-                               const T *A, const T *B, T *C) {                                            \
+                               const T *A, const T *B, T *C, void *ws) {                                  \
     if (M == 0 || N == 0) return LOOM_OK;                                                                 \
     if (K == 0) {                                                                                         \
       memset(C, 0, (size_t)(M * N) * sizeof(T));                                                          \
@@ -108,14 +125,13 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEP
     int threads = loom__pool_threads(pool);                                                               \
     double flops = 2.0 * (double)M * (double)N * (double)K;                                               \
     gemm_job_##S j = {ta, tb, N >= M, M, N, K, A, B, C, K, 1, 0, NULL};                                   \
-    int64_t D = j.split_n ? N : M, units = (D + GEMM_UNIT - 1) / GEMM_UNIT, pieces = 1;                   \
-    if (flops >= GEMM_PAR_FLOPS && M > 1 && N > 1 && K >= GEMM_K_DEPTH * D && M * N <= GEMM_K_MAX_C) {    \
-      int64_t kp = (K + GEMM_K_PIECES - 1) / GEMM_K_PIECES;                                               \
-      j.kpiece = (kp + GEMM_UNIT - 1) / GEMM_UNIT * GEMM_UNIT;                                            \
-      pieces = (K + j.kpiece - 1) / j.kpiece;                                                             \
-      if (pieces > 1 && !(j.part = loom__aligned_alloc((size_t)((pieces - 1) * M * N) * sizeof(T))))      \
-        return LOOM_RESOURCE_EXHAUSTED;                                                                   \
-    }                                                                                                     \
+    int64_t D = j.split_n ? N : M, units = (D + GEMM_UNIT - 1) / GEMM_UNIT;                               \
+    T *own = NULL; /* the partials when the caller gave no workspace */                                   \
+    j.kpiece = gemm_kpiece(M, N, K);                                                                      \
+    int64_t pieces = (K + j.kpiece - 1) / j.kpiece;                                                       \
+    if (pieces > 1 && !(j.part = ws) &&                                                                   \
+        !(j.part = own = loom__aligned_alloc((size_t)((pieces - 1) * M * N) * sizeof(T))))                \
+      return LOOM_RESOURCE_EXHAUSTED;                                                                     \
     int64_t want = threads < 2 || flops < GEMM_PAR_FLOPS ? 1 : (int64_t)threads * GEMM_CHUNKS_PER_THREAD; \
     int64_t subs = (want + pieces - 1) / pieces, by_flops = (int64_t)(flops / pieces / GEMM_CHUNK_FLOPS); \
     if (subs > by_flops) subs = by_flops;                                                                 \
@@ -127,10 +143,8 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEP
       gemm_ld_##S(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, C, N);                                   \
     else                                                                                                  \
       loom__parallel_blocks(pool, pieces * j.subs, 1, gemm_range_##S, &j);                                \
-    if (j.part) {                                                                                         \
-      loom__parallel_for(pool, M * N, GEMM_SUM_GRAIN, gemm_sum_##S, &j);                                  \
-      loom__aligned_free(j.part);                                                                         \
-    }                                                                                                     \
+    if (pieces > 1) loom__parallel_for(pool, M * N, GEMM_SUM_GRAIN, gemm_sum_##S, &j);                    \
+    loom__aligned_free(own);                                                                              \
     return LOOM_OK;                                                                                       \
   }
 
@@ -363,6 +377,24 @@ static loom_code gemm_oom(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
                          (long long)M, (long long)N, (long long)K);
 }
 
+size_t loom__ws_matmul(const loom_attrs *a, int nin, const loom_buf *const *in, int nout, const loom_buf *const *out) {
+  (void)nin, (void)nout;
+  const loom_buf *y = out[0];
+  if (y->ndim < 2) return 0;
+  int64_t M = y->dims[y->ndim - 2], N = y->dims[y->ndim - 1], rows = 1;
+  int64_t K = in[0]->dims[in[0]->ndim - (a->transpose_a ? 2 : 1)];
+  for (int i = 0; i < y->ndim - 2; i++) rows *= y->dims[i];
+  size_t elem = loom_dtype_size(y->dtype), one = loom__gemm_ws_bytes(M, N, K, elem);
+  size_t folded = rows > 1 ? loom__gemm_ws_bytes(rows * M, N, K, elem) : 0; /* BatchMatMul's shared-b product */
+  return one > folded ? one : folded;
+}
+
+/* The kernel's workspace when it holds the product's partials (it does
+ * when the op's workspace came from loom__gemm_ws_bytes), else NULL. */
+static void *mm_ws(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K, size_t elem) {
+  return ctx->ws && ctx->ws_size >= loom__gemm_ws_bytes(M, N, K, elem) ? ctx->ws : NULL;
+}
+
 #define DEF_MATMUL(T, S)                                                                                  \
   loom_code loom__k_matmul_##S(const loom_kctx *ctx) {                                                    \
     int64_t M, N, K;                                                                                      \
@@ -370,7 +402,8 @@ static loom_code gemm_oom(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
     if (rc) return rc;                                                                                    \
     if (sizeof(T) == 4 && sparse_lhs_run(ctx, M, N, K)) return LOOM_OK;                                   \
     if (loom__gemm_par_##S(ctx->pool, ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K,          \
-                           ctx->in[0]->data, ctx->in[1]->data, ctx->out[0]->data))                        \
+                           ctx->in[0]->data, ctx->in[1]->data, ctx->out[0]->data,                         \
+                           mm_ws(ctx, M, N, K, sizeof(T))))                                               \
       return gemm_oom(ctx, M, N, K);                                                                      \
     return LOOM_OK;                                                                                       \
   }                                                                                                       \
@@ -399,13 +432,15 @@ static loom_code gemm_oom(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
     T *C = y->data;                                                                                       \
     if (bb == 1 && ba == batches && !ta && blas_ok(batches * M)) {                                        \
       /* b is shared and a's batches are contiguous rows: one [batches*M, K] x [K, N] product */          \
-      if (loom__gemm_par_##S(ctx->pool, 0, tb, batches * M, N, K, A, B, C))                               \
+      if (loom__gemm_par_##S(ctx->pool, 0, tb, batches * M, N, K, A, B, C,                                \
+                             mm_ws(ctx, batches * M, N, K, sizeof(T))))                                   \
         return gemm_oom(ctx, batches * M, N, K);                                                          \
       return LOOM_OK;                                                                                     \
     }                                                                                                     \
     int64_t oa = 0, ob = 0, szA = M * K, szB = K * N, szC = M * N;                                        \
     for (int64_t t = 0; t < batches; t++) {                                                               \
-      if (loom__gemm_par_##S(ctx->pool, ta, tb, M, N, K, A + oa * szA, B + ob * szB, C + t * szC))        \
+      if (loom__gemm_par_##S(ctx->pool, ta, tb, M, N, K, A + oa * szA, B + ob * szB, C + t * szC,         \
+                             mm_ws(ctx, M, N, K, sizeof(T))))                                             \
         return gemm_oom(ctx, M, N, K);                                                                    \
       for (int d = nbo - 1; d >= 0; d--) {                                                                \
         idx[d]++;                                                                                         \
