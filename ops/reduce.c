@@ -212,9 +212,9 @@ void loom__register_reduce(loom_op_def *t) {
   def_op(&t[LOOM_OP_ReduceSumLike], 2, shape_sum_like, ws_sum_like, 0);
   t[LOOM_OP_ReduceSumLike].nondiff_inputs = 1u << 1;
   SET4(t[LOOM_OP_ReduceSumLike], reduce_sum_like);
-  def_op(&t[LOOM_OP_MatMul], 2, shape_matmul, NULL, 0);
+  def_op(&t[LOOM_OP_MatMul], 2, shape_matmul, loom__ws_matmul, 0);
   SET2(t[LOOM_OP_MatMul], matmul);
-  def_op(&t[LOOM_OP_BatchMatMul], 2, shape_batch_matmul, NULL, 0);
+  def_op(&t[LOOM_OP_BatchMatMul], 2, shape_batch_matmul, loom__ws_matmul, 0);
   SET2(t[LOOM_OP_BatchMatMul], batch_matmul);
   def_op(&t[LOOM_OP_BiasAdd], 2, shape_bias_add, NULL, LOOM_OPF_INPLACE_OK); /* y[r, c] = x[r, c] + b[c] */
   SET4(t[LOOM_OP_BiasAdd], bias_add);

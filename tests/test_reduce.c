@@ -545,7 +545,9 @@ static void naive_mm(int ta, int tb, int64_t M, int64_t N, int64_t K, const doub
     }
 }
 
-static void check_matmul(loom_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, int threads) {
+/* Runs MatMul at `threads`, checks it against the double reference and
+ * returns a copy of the output (the caller frees it). */
+static void *run_matmul(loom_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, int threads) {
   int64_t da[2] = {ta ? K : M, ta ? M : K}, db[2] = {tb ? N : K, tb ? K : N};
   int64_t na = M * K, nb = K * N;
   double *A = malloc(sizeof(double) * (size_t)(na + 1)), *B = malloc(sizeof(double) * (size_t)(nb + 1));
@@ -582,6 +584,9 @@ static void check_matmul(loom_dtype dt, int ta, int tb, int64_t M, int64_t N, in
                 (long long)M, (long long)N, (long long)K, (long long)i, got, C[i]);
     }
   }
+  size_t bytes = (size_t)(M * N) * (dt == LOOM_F32 ? sizeof(float) : sizeof(double));
+  void *copy = malloc(bytes + 1);
+  memcpy(copy, loom_tensor_data(out), bytes);
   loom_tensor_free(out);
   loom_session_free(s);
   loom_status_free(st);
@@ -593,6 +598,11 @@ static void check_matmul(loom_dtype dt, int ta, int tb, int64_t M, int64_t N, in
   free(C);
   free(Af);
   free(Bf);
+  return copy;
+}
+
+static void check_matmul(loom_dtype dt, int ta, int tb, int64_t M, int64_t N, int64_t K, int threads) {
+  free(run_matmul(dt, ta, tb, M, N, K, threads));
 }
 
 Test(matmul, transposes_gemv_paths_and_empty_k) {
@@ -621,6 +631,81 @@ Test(matmul, pool_blocks_rows_columns_and_gemv) {
       check_matmul(LOOM_F64, ta, tb, 300, 1, 2000, 3);
       check_matmul(LOOM_F32, ta, tb, 785, 17, 300, 2);
     }
+}
+
+/* Deep products with a small C (K at least 4x C's larger side: a dense
+ * layer's forward at a small batch) are summed in pieces along K, the same
+ * pieces at any thread count: the same bits at 1, 2 and 5 threads where C is
+ * at most one block wide (blocks of rows or columns may round differently
+ * in OpenBLAS's small-product kernels, with or without the pieces), and the
+ * double reference within f32 rounding at every thread count. */
+Test(matmul, deep_products_summed_in_pieces_along_k) {
+  static const int64_t shapes[][3] = {{16, 12, 4000}, {9, 16, 4001}, {64, 128, 1568}, {37, 50, 1001}};
+  for (int i = 0; i < 4; i++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++)
+        for (int f64 = 0; f64 < 2; f64++) {
+          loom_dtype dt = f64 ? LOOM_F64 : LOOM_F32;
+          int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+          size_t bytes = (size_t)(M * N) * (f64 ? sizeof(double) : sizeof(float));
+          void *one = run_matmul(dt, ta, tb, M, N, K, 1);
+          for (int threads = 2; threads <= 5; threads += 3) {
+            void *more = run_matmul(dt, ta, tb, M, N, K, threads);
+            if (M <= 16 && N <= 16)
+              cr_assert(!memcmp(one, more, bytes), "mm %s ta=%d tb=%d M=%lld N=%lld K=%lld: %d threads differ from 1",
+                        loom_dtype_name(dt), ta, tb, (long long)M, (long long)N, (long long)K, threads);
+            free(more);
+          }
+          free(one);
+        }
+}
+
+/* The partial products of a deep product live in the op's workspace: a
+ * MatMul and a BatchMatMulV2 (shared b: one folded product) cut along K
+ * allocate nothing in steady-state runs, at 1 and 2 threads. */
+Test(matmul, deep_products_steady_state_does_not_allocate) {
+  tu_alloc_count_begin();
+  for (int threads = 1; threads <= 2; threads++)
+    for (int batched = 0; batched < 2; batched++) {
+      loom_graph *g = loom_graph_new();
+      int64_t da[3] = {2, 32, 1568}, db[2] = {1568, 128};
+      int64_t d2[2] = {64, 1568};
+      loom_output a = batched ? loom_placeholder(g, LOOM_F32, 3, da, "a") : loom_placeholder(g, LOOM_F32, 2, d2, "a");
+      loom_output b = loom_placeholder(g, LOOM_F32, 2, db, "b");
+      loom_output y = batched ? loom_batch_matmul(g, a, b, 0, 0, "mm") : loom_matmul(g, a, b, 0, 0, "mm");
+      loom_tensor *av = batched ? loom_tensor_new(LOOM_F32, 3, da, NULL) : loom_tensor_new(LOOM_F32, 2, d2, NULL);
+      loom_tensor *bv = loom_tensor_new(LOOM_F32, 2, db, NULL);
+      float *ap = loom_tensor_data(av), *bp = loom_tensor_data(bv);
+      for (int64_t i = 0; i < 64 * 1568; i++) ap[i] = (float)val(i);
+      for (int64_t i = 0; i < 1568 * 128; i++) bp[i] = (float)val(i * 5 + 3);
+      loom_output feeds[2] = {a, b};
+      loom_tensor *vals[2] = {av, bv};
+      loom_session_options o = loom_session_options_default();
+      o.num_threads = threads;
+      loom_status *st = loom_status_new();
+      loom_session *s = loom_session_new(g, &o, st);
+      loom_tensor *out = NULL;
+      cr_assert_eq(loom_session_run(s, feeds, vals, 2, &y, &out, 1, NULL, 0, st), LOOM_OK, "%s",
+                   loom_status_message(st));
+      long before = tu_alloc_count();
+      for (int r = 0; r < 5; r++)
+        cr_assert_eq(loom_session_run(s, feeds, vals, 2, &y, &out, 1, NULL, 0, st), LOOM_OK);
+      long after = tu_alloc_count();
+      cr_assert_eq(after - before, 0, "threads=%d batched=%d: steady-state runs allocated %ld times", threads, batched,
+                   after - before);
+      /* row 1, column 2 against the double reference */
+      double want = 0;
+      for (int64_t k = 0; k < 1568; k++) want += val(1 * 1568 + k) * val((k * 128 + 2) * 5 + 3);
+      float got = ((const float *)loom_tensor_data_const(out))[1 * 128 + 2];
+      cr_assert(fabs(got - want) <= 1e-4 * (1 + fabs(want)), "got %.9g want %.9g", got, want);
+      loom_tensor_free(out);
+      loom_tensor_free(av);
+      loom_tensor_free(bv);
+      loom_session_free(s);
+      loom_status_free(st);
+      loom_graph_free(g);
+    }
+  tu_alloc_count_end();
 }
 
 /* MatMul with a mostly-zero left operand (a wide & deep first layer: a few

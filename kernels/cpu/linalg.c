@@ -14,19 +14,47 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "base/base.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/geometry.h"
 
-/* Products of at least GEMM_PAR_FLOPS are cut into blocks of whole rows of C
- * (or whole columns, whichever dimension is larger: the other operand is
- * packed again by each block) that the session's pool runs, about
- * GEMM_CHUNKS_PER_THREAD per thread and each of at least GEMM_CHUNK_FLOPS,
- * so a thread that is descheduled holds up at most one block; BLAS itself
- * runs one thread (loom__cpu_set_blas_threads). */
-enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2 };
+/* Products of at least GEMM_PAR_FLOPS are cut into blocks that the
+ * session's pool runs, about GEMM_CHUNKS_PER_THREAD per thread and each of at
+ * least GEMM_CHUNK_FLOPS, so a thread that is descheduled holds up at most one
+ * block; BLAS itself runs one thread (loom__cpu_set_blas_threads). A block is
+ *  - whole rows of C, or whole columns, whichever dimension is larger (the
+ *    other operand is packed again by each block);
+ *  - in a deep product (K at least GEMM_K_DEPTH times the larger side of C,
+ *    and C at most GEMM_K_MAX_C elements: a dense layer's forward at a small
+ *    batch, where each row or column block would pack all of a large A or B
+ *    again), rows or columns of one of GEMM_K_PIECES pieces of K (multiples of
+ *    GEMM_UNIT), so each operand is packed about once: piece 0 writes C, the
+ *    others their partial products, added to C in piece order afterwards. The
+ *    pieces depend on the shape alone (one thread computes them too), so the
+ *    sum does not depend on the thread count. */
+enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEPTH = 4 };
 #define GEMM_PAR_FLOPS 1e6
 #define GEMM_CHUNK_FLOPS 5e5
+#define GEMM_K_MAX_C 65536
+#define GEMM_SUM_GRAIN 16384 /* elements of C per chunk of the partials' sum */
+
+/* The length of a piece of K (a multiple of GEMM_UNIT; K itself when the
+ * product is not cut along K). */
+static int64_t gemm_kpiece(int64_t M, int64_t N, int64_t K) {
+  int64_t D = N >= M ? N : M;
+  if (M < 2 || N < 2 || 2.0 * (double)M * (double)N * (double)K < GEMM_PAR_FLOPS || K < GEMM_K_DEPTH * D ||
+      M * N > GEMM_K_MAX_C)
+    return K;
+  int64_t kp = (K + GEMM_K_PIECES - 1) / GEMM_K_PIECES;
+  return (kp + GEMM_UNIT - 1) / GEMM_UNIT * GEMM_UNIT;
+}
+
+size_t loom__gemm_ws_bytes(int64_t M, int64_t N, int64_t K, size_t elem) {
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  int64_t kp = gemm_kpiece(M, N, K), pieces = (K + kp - 1) / kp;
+  return (size_t)((pieces - 1) * M * N) * elem;
+}
 
 #define DEF_GEMM(T, S, GEMM, GEMV)                                                                        \
   static void gemm_ld_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,      \
@@ -55,38 +83,69 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2 };
     int64_t M, N, K;                                                                                      \
     const T *A, *B;                                                                                       \
     T *C;                                                                                                 \
+    int64_t kpiece, subs, sub_units; /* K per piece; blocks per piece, GEMM_UNITs per block */            \
+    T *part;                         /* pieces 1.. write [M,N] each here */                               \
   } gemm_job_##S;                                                                                         \
-  static void gemm_range_##S(void *arg, int64_t b, int64_t e) {                                           \
-    const gemm_job_##S *j = arg;                                                                          \
+  /* block q: piece q / subs (its K range), rows or columns [lo,hi) of C */                               \
+  static void gemm_block_##S(const gemm_job_##S *j, int64_t q) {                                          \
     int64_t lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;                                         \
-    int64_t lo = b * GEMM_UNIT, hi = e * GEMM_UNIT, D = j->split_n ? j->N : j->M;                         \
-    if (hi > D) hi = D;                                                                                   \
+    int64_t piece = q / j->subs, k0 = piece * j->kpiece;                                                  \
+    int64_t kn = j->K - k0 < j->kpiece ? j->K - k0 : j->kpiece;                                           \
+    int64_t D = j->split_n ? j->N : j->M, lo = (q % j->subs) * j->sub_units * GEMM_UNIT;                  \
+    int64_t hi = lo + j->sub_units * GEMM_UNIT > D ? D : lo + j->sub_units * GEMM_UNIT;                   \
+    if (lo >= hi) return;                                                                                 \
+    const T *A = j->A + (j->ta ? k0 * j->M : k0), *B = j->B + (j->tb ? k0 : k0 * j->N);                   \
+    T *C = piece ? j->part + (piece - 1) * j->M * j->N : j->C;                                            \
     if (j->split_n)                                                                                       \
-      gemm_ld_##S(j->ta, j->tb, j->M, hi - lo, j->K, j->A, lda, j->tb ? j->B + lo * j->K : j->B + lo,     \
-                  ldb, j->C + lo, j->N);                                                                  \
+      gemm_ld_##S(j->ta, j->tb, j->M, hi - lo, kn, A, lda, j->tb ? B + lo * j->K : B + lo, ldb, C + lo,   \
+                  j->N);                                                                                  \
     else                                                                                                  \
-      gemm_ld_##S(j->ta, j->tb, hi - lo, j->N, j->K, j->ta ? j->A + lo : j->A + lo * j->K, lda, j->B,     \
-                  ldb, j->C + lo * j->N, j->N);                                                           \
+      gemm_ld_##S(j->ta, j->tb, hi - lo, j->N, kn, j->ta ? A + lo : A + lo * j->K, lda, B, ldb,           \
+                  C + lo * j->N, j->N);                                                                   \
   }                                                                                                       \
-  void loom__gemm_par_##S(loom_pool *pool, int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A,   \
-                          const T *B, T *C) {                                                             \
-    if (M == 0 || N == 0) return;                                                                         \
+  static void gemm_range_##S(void *arg, int64_t b, int64_t e) {                                           \
+    for (int64_t q = b; q < e; q++) gemm_block_##S(arg, q);                                               \
+  }                                                                                                       \
+  /* C += the partial products, in piece order */                                                         \
+  static void gemm_sum_##S(void *arg, int64_t b, int64_t e) {                                             \
+    const gemm_job_##S *j = arg;                                                                          \
+    int64_t np = (j->K + j->kpiece - 1) / j->kpiece, mn = j->M * j->N;                                    \
+    for (int64_t p = 1; p < np; p++) {                                                                    \
+      const T *P = j->part + (p - 1) * mn;                                                                \
+      for (int64_t i = b; i < e; i++) j->C[i] += P[i];                                                    \
+    }                                                                                                     \
+  }                                                                                                       \
+  loom_code loom__gemm_par_##S(loom_pool *pool, int ta, int tb, int64_t M, int64_t N, int64_t K,          \
+                               const T *A, const T *B, T *C, void *ws) {                                  \
+    if (M == 0 || N == 0) return LOOM_OK;                                                                 \
     if (K == 0) {                                                                                         \
       memset(C, 0, (size_t)(M * N) * sizeof(T));                                                          \
-      return;                                                                                             \
+      return LOOM_OK;                                                                                     \
     }                                                                                                     \
     int threads = loom__pool_threads(pool);                                                               \
     double flops = 2.0 * (double)M * (double)N * (double)K;                                               \
-    gemm_job_##S j = {ta, tb, N >= M, M, N, K, A, B, C};                                                  \
-    int64_t units = ((j.split_n ? N : M) + GEMM_UNIT - 1) / GEMM_UNIT;                                    \
-    if (threads < 2 || flops < GEMM_PAR_FLOPS || units < 2) {                                             \
+    gemm_job_##S j = {ta, tb, N >= M, M, N, K, A, B, C, K, 1, 0, NULL};                                   \
+    int64_t D = j.split_n ? N : M, units = (D + GEMM_UNIT - 1) / GEMM_UNIT;                               \
+    T *own = NULL; /* the partials when the caller gave no workspace */                                   \
+    j.kpiece = gemm_kpiece(M, N, K);                                                                      \
+    int64_t pieces = (K + j.kpiece - 1) / j.kpiece;                                                       \
+    if (pieces > 1 && !(j.part = ws) &&                                                                   \
+        !(j.part = own = loom__aligned_alloc((size_t)((pieces - 1) * M * N) * sizeof(T))))                \
+      return LOOM_RESOURCE_EXHAUSTED;                                                                     \
+    int64_t want = threads < 2 || flops < GEMM_PAR_FLOPS ? 1 : (int64_t)threads * GEMM_CHUNKS_PER_THREAD; \
+    int64_t subs = (want + pieces - 1) / pieces, by_flops = (int64_t)(flops / pieces / GEMM_CHUNK_FLOPS); \
+    if (subs > by_flops) subs = by_flops;                                                                 \
+    if (subs > units) subs = units;                                                                       \
+    if (subs < 1) subs = 1;                                                                               \
+    j.sub_units = (units + subs - 1) / subs;                                                              \
+    j.subs = (units + j.sub_units - 1) / j.sub_units;                                                     \
+    if (pieces * j.subs < 2)                                                                              \
       gemm_ld_##S(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, C, N);                                   \
-      return;                                                                                             \
-    }                                                                                                     \
-    int64_t by_flops = (int64_t)(GEMM_CHUNK_FLOPS / (flops / (double)units)) + 1;                         \
-    int64_t by_threads = (units + (int64_t)threads * GEMM_CHUNKS_PER_THREAD - 1) /                        \
-                         ((int64_t)threads * GEMM_CHUNKS_PER_THREAD);                                     \
-    loom__parallel_blocks(pool, units, by_flops > by_threads ? by_flops : by_threads, gemm_range_##S, &j); \
+    else                                                                                                  \
+      loom__parallel_blocks(pool, pieces * j.subs, 1, gemm_range_##S, &j);                                \
+    if (pieces > 1) loom__parallel_for(pool, M * N, GEMM_SUM_GRAIN, gemm_sum_##S, &j);                    \
+    loom__aligned_free(own);                                                                              \
+    return LOOM_OK;                                                                                       \
   }
 
 DEF_GEMM(float, f32, cblas_sgemm, cblas_sgemv)
@@ -312,14 +371,40 @@ static int sparse_lhs_run(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
 #endif
 }
 
+static loom_code gemm_oom(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K) {
+  return loom_status_set(ctx->st, LOOM_RESOURCE_EXHAUSTED,
+                         "out of memory for the partial products of a matrix product M=%lld N=%lld K=%lld",
+                         (long long)M, (long long)N, (long long)K);
+}
+
+size_t loom__ws_matmul(const loom_attrs *a, int nin, const loom_buf *const *in, int nout, const loom_buf *const *out) {
+  (void)nin, (void)nout;
+  const loom_buf *y = out[0];
+  if (y->ndim < 2) return 0;
+  int64_t M = y->dims[y->ndim - 2], N = y->dims[y->ndim - 1], rows = 1;
+  int64_t K = in[0]->dims[in[0]->ndim - (a->transpose_a ? 2 : 1)];
+  for (int i = 0; i < y->ndim - 2; i++) rows *= y->dims[i];
+  size_t elem = loom_dtype_size(y->dtype), one = loom__gemm_ws_bytes(M, N, K, elem);
+  size_t folded = rows > 1 ? loom__gemm_ws_bytes(rows * M, N, K, elem) : 0; /* BatchMatMul's shared-b product */
+  return one > folded ? one : folded;
+}
+
+/* The kernel's workspace when it holds the product's partials (it does
+ * when the op's workspace came from loom__gemm_ws_bytes), else NULL. */
+static void *mm_ws(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K, size_t elem) {
+  return ctx->ws && ctx->ws_size >= loom__gemm_ws_bytes(M, N, K, elem) ? ctx->ws : NULL;
+}
+
 #define DEF_MATMUL(T, S)                                                                                  \
   loom_code loom__k_matmul_##S(const loom_kctx *ctx) {                                                    \
     int64_t M, N, K;                                                                                      \
     loom_code rc = mm_dims(ctx, &M, &N, &K);                                                              \
     if (rc) return rc;                                                                                    \
     if (sizeof(T) == 4 && sparse_lhs_run(ctx, M, N, K)) return LOOM_OK;                                   \
-    loom__gemm_par_##S(ctx->pool, ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K,               \
-                       ctx->in[0]->data, ctx->in[1]->data, ctx->out[0]->data);                            \
+    if (loom__gemm_par_##S(ctx->pool, ctx->attrs->transpose_a, ctx->attrs->transpose_b, M, N, K,          \
+                           ctx->in[0]->data, ctx->in[1]->data, ctx->out[0]->data,                         \
+                           mm_ws(ctx, M, N, K, sizeof(T))))                                               \
+      return gemm_oom(ctx, M, N, K);                                                                      \
     return LOOM_OK;                                                                                       \
   }                                                                                                       \
   loom_code loom__k_batch_matmul_##S(const loom_kctx *ctx) {                                              \
@@ -347,12 +432,16 @@ static int sparse_lhs_run(const loom_kctx *ctx, int64_t M, int64_t N, int64_t K)
     T *C = y->data;                                                                                       \
     if (bb == 1 && ba == batches && !ta && blas_ok(batches * M)) {                                        \
       /* b is shared and a's batches are contiguous rows: one [batches*M, K] x [K, N] product */          \
-      loom__gemm_par_##S(ctx->pool, 0, tb, batches * M, N, K, A, B, C);                                   \
+      if (loom__gemm_par_##S(ctx->pool, 0, tb, batches * M, N, K, A, B, C,                                \
+                             mm_ws(ctx, batches * M, N, K, sizeof(T))))                                   \
+        return gemm_oom(ctx, batches * M, N, K);                                                          \
       return LOOM_OK;                                                                                     \
     }                                                                                                     \
     int64_t oa = 0, ob = 0, szA = M * K, szB = K * N, szC = M * N;                                        \
     for (int64_t t = 0; t < batches; t++) {                                                               \
-      loom__gemm_par_##S(ctx->pool, ta, tb, M, N, K, A + oa * szA, B + ob * szB, C + t * szC);            \
+      if (loom__gemm_par_##S(ctx->pool, ta, tb, M, N, K, A + oa * szA, B + ob * szB, C + t * szC,         \
+                             mm_ws(ctx, M, N, K, sizeof(T))))                                             \
+        return gemm_oom(ctx, M, N, K);                                                                    \
       for (int d = nbo - 1; d >= 0; d--) {                                                                \
         idx[d]++;                                                                                         \
         oa += sa[d];                                                                                      \
