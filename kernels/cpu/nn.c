@@ -541,7 +541,23 @@ LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, 
         const T *dy = a->dy + q * C;
         const T *k = a->code + q * C;
         T *d0 = dimg + (2 * oh * g->W + 2 * ow) * C, *d1 = d0 + g->W * C;
-        for (int64_t c = 0; c < C; c++) { /* selects on lanes of one type: vectors */
+        int64_t c = 0;
+        for (; c + PBLK <= C; c += PBLK) { /* fixed blocks, lanes of one type: vector selects */
+          T v[PBLK], r[PBLK], o0[PBLK], o1[PBLK], o2[PBLK], o3[PBLK];
+          memcpy(v, dy + c, sizeof v);
+          memcpy(r, k + c, sizeof r);
+          for (int j = 0; j < PBLK; j++) {
+            o0[j] = r[j] == 0 ? v[j] : (T)0;
+            o1[j] = r[j] == 1 ? v[j] : (T)0;
+            o2[j] = r[j] == 2 ? v[j] : (T)0;
+            o3[j] = r[j] == 3 ? v[j] : (T)0;
+          }
+          memcpy(d0 + c, o0, sizeof o0);
+          memcpy(d0 + C + c, o1, sizeof o1);
+          memcpy(d1 + c, o2, sizeof o2);
+          memcpy(d1 + C + c, o3, sizeof o3);
+        }
+        for (; c < C; c++) {
           T v = dy[c], r = k[c];
           d0[c] = r == 0 ? v : (T)0;
           d0[C + c] = r == 1 ? v : (T)0;
