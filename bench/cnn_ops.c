@@ -5,7 +5,8 @@
  * layer1_grad: the first layer's backward pass from the pool's gradient
  * (pool1 + MaxPoolGrad + ReluGrad + filter and bias gradients; with folding
  * one step for the last four, LOOM_FOLD=0 runs them apart); layer2_fwd: the
- * second convolution with its BiasAdd, Relu and 2x2 MaxPool (one step folded).
+ * second convolution with its BiasAdd, Relu and 2x2 MaxPool (one step folded);
+ * layer1_fwd: the same for the first.
  *
  *   build/bench/cnn_ops [--threads N (2)] [--iters N (40)] [--batch N (64)] [--op NAME (all)]
  *
@@ -17,7 +18,7 @@
 #include "loom/loom.h"
 #include "bench_util.h"
 
-enum { NOPS = 11 };
+enum { NOPS = 12 };
 
 int main(int argc, char **argv) {
   int threads = atoi(bu_flag(argc, argv, "--threads", "2"));
@@ -66,6 +67,7 @@ int main(int argc, char **argv) {
       loom_bias_add_grad(g, p[2], "bias1_grad"),
       {NULL, 0},
       {NULL, 0},
+      {NULL, 0},
   };
   { /* the second layer's forward pass: Conv2D -> BiasAdd -> Relu -> MaxPool (one step when folded) */
     float bias[32];
@@ -73,8 +75,14 @@ int main(int argc, char **argv) {
     int64_t bd[1] = {32};
     loom_output b = loom_const_data(g, LOOM_F32, 1, bd, bias, "b2");
     loom_output c = loom_conv2d(g, p[3], p[4], s1, LOOM_PADDING_SAME, NULL, NULL);
-    ops[NOPS - 1] = loom_max_pool(g, loom_relu(g, loom_bias_add(g, c, b, NULL), NULL), k2, k2, LOOM_PADDING_VALID,
+    ops[NOPS - 2] = loom_max_pool(g, loom_relu(g, loom_bias_add(g, c, b, NULL), NULL), k2, k2, LOOM_PADDING_VALID,
                                   "layer2_fwd");
+    /* the first layer's: Conv2D -> BiasAdd -> Relu -> MaxPool */
+    int64_t b1d[1] = {16};
+    loom_output b1 = loom_const_data(g, LOOM_F32, 1, b1d, bias, "b1");
+    loom_output c1 = loom_conv2d(g, p[0], p[1], s1, LOOM_PADDING_SAME, NULL, NULL);
+    ops[NOPS - 1] = loom_max_pool(g, loom_relu(g, loom_bias_add(g, c1, b1, NULL), NULL), k2, k2, LOOM_PADDING_VALID,
+                                  "layer1_fwd");
   }
   { /* the first layer's backward pass from the pool's gradient: MaxPoolGrad -> ReluGrad -> filter and
      * bias gradients (folded into one step, engine/fuse.c; LOOM_FOLD=0: four) */
@@ -82,12 +90,12 @@ int main(int argc, char **argv) {
                                     p[2], NULL);
     loom_node *deps[2] = {loom_conv2d_backprop_filter(g, p[0], dw1, rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
                           loom_bias_add_grad(g, rg, NULL).node};
-    ops[NOPS - 2].node = loom_group(g, 2, deps, "layer1_grad");
+    ops[NOPS - 3].node = loom_group(g, 2, deps, "layer1_grad");
   }
   const char *names[NOPS] = {"conv1", "conv1_dw", "conv2", "conv2_dx", "conv2_dw", "pool1", "pool1_grad", "relu1",
-                             "bias1_grad", "layer1_grad", "layer2_fwd"};
+                             "bias1_grad", "layer1_grad", "layer2_fwd", "layer1_fwd"};
   double flops[NOPS] = {2.0 * B * 784 * 16 * 25, 2.0 * B * 784 * 16 * 25, 2.0 * B * 196 * 32 * 400,
-                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0, 2.0 * B * 196 * 32 * 400};
+                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0, 2.0 * B * 196 * 32 * 400, 2.0 * B * 784 * 16 * 25};
   double *t = calloc((size_t)NOPS * iters, sizeof *t);
   for (int it = -3; it < iters; it++)
     for (int k = 0; k < NOPS; k++) {
