@@ -399,6 +399,8 @@ Test(fuse, conv_bias_relu_max_pool) {
   conv_pool_chain(LOOM_F32, wino[1], 2, LOOM_PADDING_SAME, 2, 0);
 }
 
+static void conv_pool_grad(loom_dtype dt, conv_case k);
+
 /* The same with the 2x2 Winograd tiles (LOOM_CONV_WINOGRAD=2, read once per process; Criterion runs
  * each test in its own): whole and clipped blocks. */
 Test(fuse, conv_bias_relu_max_pool_winograd_2x2) {
@@ -409,6 +411,8 @@ Test(fuse, conv_bias_relu_max_pool_winograd_2x2) {
   conv_pool_chain(LOOM_F32, wino[1], 2, LOOM_PADDING_VALID, 3, 1);
   conv_pool_chain(LOOM_F64, wino[1], 2, LOOM_PADDING_SAME, 3, 0);
   conv_pool_chain(LOOM_F32, wino[2], 2, LOOM_PADDING_SAME, 2, 0);
+  conv_pool_grad(LOOM_F32, wino[0]); /* the pool's winners recorded, the blocks not written to y */
+  conv_pool_grad(LOOM_F64, wino[1]);
 }
 
 /* Conv2D -> BiasAdd -> Relu -> MaxPool and the gradient MaxPoolGrad -> ReluGrad over the same Relu

@@ -75,12 +75,12 @@ typedef struct {
   const loom_epilogue *epi;       /* folded steps (kernels/kernel.h) applied to each block written, or NULL */
 } FN(wino_args);
 
-/* The folded steps on the rows x cols block of outputs at yt (image n, first row oh0 and column ow0,
- * both even), as BiasAdd's, Relu's and a 2x2 stride-2 MaxPool's kernels compute them. */
-LOOM_FORCE_INLINE void FN(wino_block_epi)(const FN(wino_args) *a, T *yt, int64_t n, int64_t oh0, int64_t ow0,
-                                          int64_t rows, int64_t cols) {
+/* The folded steps on the rows x cols block of outputs at yt (rows rs apart; image n, first row oh0
+ * and column ow0, both even), as BiasAdd's, Relu's and a 2x2 stride-2 MaxPool's kernels compute them. */
+LOOM_FORCE_INLINE void FN(wino_block_epi)(const FN(wino_args) *a, T *yt, int64_t rs, int64_t n, int64_t oh0,
+                                          int64_t ow0, int64_t rows, int64_t cols) {
   const geom *g = a->g;
-  const int64_t O = g->O, rs = g->OW * O;
+  const int64_t O = g->O;
   for (int64_t oy = 0; oy < rows; oy++) FN(epi_rows)(a->epi, yt + oy * rs, cols, O);
   if (!a->epi->pool) return;
   T *pool = (T *)a->epi->pool->data + ((n * (g->OH / 2) + oh0 / 2) * (g->OW / 2) + ow0 / 2) * O;
@@ -111,6 +111,8 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   /* the input transform runs over vectors of C channels, the products and the output transform over O */
   const FN(conv_isa) *isa_c = FN(isa_for)(C), *isa = FN(isa_for)(O);
   void (*tin)(const T *, int64_t, int64_t, T *, int64_t) = m == 4 ? isa_c->wino4_in : isa_c->wino_in;
+  T blk[4 * 4 * WINO_MAX_O];
+  const int own_block = a->epi && a->epi->argmax && a->epi->pool;
   for (int64_t q = b; q < e; q++) {
     T *v = a->scratch + q * wino_part_elems(g); /* V[X][WINO_TB][C] */
     T *mm = v + X * WINO_TB * C;                /* M[X][WINO_TB][O] */
@@ -134,23 +136,28 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
         FN(gemm_args) ga = {v + xi * WINO_TB * C, a->u + xi * C * O, mm + xi * WINO_TB * O, C, O, C};
         isa->gemm_nn_range(&ga, 0, nb);
       }
-      /* output transform: Y = A^T M A, clipped at the image's last row and column */
+      /* output transform: Y = A^T M A, clipped at the image's last row and column (into a block of
+       * the part's when the pool's routes are recorded: nothing reads y then, engine/fuse.c) */
       for (int64_t i = 0; i < nb; i++) {
         int64_t n, oh0, ow0;
         FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh0, &ow0);
         T *yt = a->y + ((n * g->OH + oh0) * g->OW + ow0) * O;
+        int64_t ys = g->OW * O;
+        if (own_block) {
+          yt = blk;
+          ys = m * O;
+        }
         int64_t rows = g->OH - oh0 < m ? g->OH - oh0 : m, cols = g->OW - ow0 < m ? g->OW - ow0 : m;
         if (m == 4) {
-          isa->wino4_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O, rows, cols);
+          isa->wino4_out(mm + i * O, WINO_TB * O, O, yt, ys, rows, cols);
         } else if (rows == m && cols == m) { /* the whole block: written in place */
-          isa->wino_out(mm + i * O, WINO_TB * O, O, yt, g->OW * O);
+          isa->wino_out(mm + i * O, WINO_TB * O, O, yt, ys);
         } else {
           T out[2][2 * WINO_MAX_O];
           isa->wino_out(mm + i * O, WINO_TB * O, O, out[0], 2 * WINO_MAX_O);
-          for (int64_t oy = 0; oy < rows; oy++)
-            memcpy(yt + oy * g->OW * O, out[oy], (size_t)(cols * O) * sizeof(T));
+          for (int64_t oy = 0; oy < rows; oy++) memcpy(yt + oy * ys, out[oy], (size_t)(cols * O) * sizeof(T));
         }
-        if (a->epi) FN(wino_block_epi)(a, yt, n, oh0, ow0, rows, cols);
+        if (a->epi) FN(wino_block_epi)(a, yt, ys, n, oh0, ow0, rows, cols);
       }
     }
   }
