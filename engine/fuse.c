@@ -27,7 +27,7 @@
  * (else moved past the arena's end); the workspace goes past the end.
  * Where a folded pool's input is read by nothing but the pool and a
  * MaxPoolGrad with its ReluGrad folded, the convolution records which pixel of
- * each window won (a value per pooled value) and the MaxPoolGrad routes by it
+ * each window won (a byte per pooled value) and the MaxPoolGrad routes by it
  * without reading that input, which the convolution then need not write.
  * LOOM_FOLD=0 in the environment turns folding off (benchmarks, tests). */
 #include <stdlib.h>
@@ -213,7 +213,7 @@ static void argmax_route(loom_plan *p, const use_map *u, int k) {
         a->strides[0] != 1 || a->strides[3] != 1)
       return;
     const loom_buf *y = si->epi.pool;
-    si->argmax_mem = loom__malloc((size_t)y->numel * (y->dtype == LOOM_F64 ? 8 : 4));
+    si->argmax_mem = loom__malloc((size_t)y->numel);
     if (!si->argmax_mem) return; /* without memory the MaxPoolGrad reads the pool's input */
     si->epi.argmax = sk->epi.argmax = si->argmax_mem;
     return;

@@ -35,7 +35,7 @@ typedef struct plan_step {
   loom_kernel_fn fn0;    /* the step's own kernel (fn is a no-op while folded away: engine/fuse.c) */
   loom_epilogue epi;     /* what ctx.epi points to when steps are folded into this one */
   double *colsum_mem;    /* epi.colsum's memory (the plan's) */
-  void *argmax_mem;      /* epi.argmax's memory (the plan's; held by the Conv2D step) */
+  uint8_t *argmax_mem;   /* epi.argmax's memory (the plan's; held by the Conv2D step) */
 } plan_step;
 
 typedef struct loom_plan {

@@ -74,12 +74,11 @@ typedef struct loom_epilogue {
   /* MaxPoolGrad: the context of a Conv2DBackpropFilter whose dy is the final y, or NULL: the filter
    * gradient is computed from each image of y as it is made (kernels/cpu/nn.h), y is not written */
   const struct loom_kctx *dw;
-  /* Conv2D with pool: where each pooled value came from, written per pooled element as a value of
-   * the output's type: its window's first maximum (0-3, the window row by row) or 4 where that
-   * maximum is not above 0 (or NaN); the convolution's own output may then go unwritten.
-   * MaxPoolGrad (its ReluGrad over that pool's input folded): routes dy by these instead of reading
-   * x. NULL otherwise. */
-  void *argmax;
+  /* Conv2D with pool: where each pooled value came from, a byte per pooled element: its window's
+   * first maximum (0-3, the window row by row) or 4 where that maximum is not above 0 (or NaN); the
+   * convolution's own output may then go unwritten. MaxPoolGrad (its ReluGrad over that pool's
+   * input folded): routes dy by these instead of reading x. NULL otherwise. */
+  uint8_t *argmax;
 } loom_epilogue;
 
 /* Context for one kernel call. */

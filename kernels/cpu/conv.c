@@ -490,7 +490,11 @@ LOOM_FORCE_INLINE void FN(pool_pair)(const T *y0, const T *y1, int64_t W, int64_
  * ReluGrad over its input (kernels/kernel.h: argmax): the first maximum in the window's order (0-3),
  * or 4 where it is not above 0. */
 #define ROUTE_BLK 16
-LOOM_FORCE_INLINE void FN(route_block)(const T *y0, const T *y1, int64_t O, T *o, T *code) {
+typedef T FN(route_vec) __attribute__((vector_size(ROUTE_BLK * sizeof(T))));
+typedef uint8_t route_bytes __attribute__((vector_size(ROUTE_BLK)));
+typedef int32_t route_words __attribute__((vector_size(ROUTE_BLK * 4)));
+LOOM_FORCE_INLINE void FN(route_block)(const T *y0, const T *y1, int64_t O, T *o, uint8_t *code) {
+  T at[ROUTE_BLK];
   for (int c = 0; c < ROUTE_BLK; c++) { /* selects on lanes of one type: vectors */
     T a0 = y0[c], a1 = y0[O + c], a2 = y1[c], a3 = y1[O + c];
     T m = a0 > -INFINITY ? a0 : -INFINITY;
@@ -504,10 +508,15 @@ LOOM_FORCE_INLINE void FN(route_block)(const T *y0, const T *y1, int64_t O, T *o
     b = a2 > b ? a2 : b;
     k = a3 > b ? (T)3 : k;
     b = a3 > b ? a3 : b;
-    code[c] = b > 0 ? k : (T)4;
+    at[c] = b > 0 ? k : (T)4;
   }
+  FN(route_vec) v; /* narrowed to bytes in registers (a loop of byte stores would go through memory) */
+  memcpy(&v, at, sizeof v);
+  route_words iv = __builtin_convertvector(v, route_words);
+  route_bytes w = __builtin_convertvector(iv, route_bytes);
+  memcpy(code, &w, sizeof w);
 }
-LOOM_FORCE_INLINE void FN(pool_pair_route)(const T *y0, const T *y1, int64_t W, int64_t O, T *o, T *code) {
+LOOM_FORCE_INLINE void FN(pool_pair_route)(const T *y0, const T *y1, int64_t W, int64_t O, T *o, uint8_t *code) {
   for (int64_t q = 0; q < W / 2; q++, y0 += 2 * O, y1 += 2 * O, o += O, code += O) {
     int64_t c0 = 0;
     for (; c0 + ROUTE_BLK <= O; c0 += ROUTE_BLK) FN(route_block)(y0 + c0, y1 + c0, O, o + c0, code + c0);
@@ -526,7 +535,7 @@ LOOM_FORCE_INLINE void FN(pool_pair_route)(const T *y0, const T *y1, int64_t W, 
       best = a2 > best ? a2 : best;
       at = a3 > best ? 3 : at;
       best = a3 > best ? a3 : best;
-      code[c] = (T)(best > 0 ? at : 4);
+      code[c] = (uint8_t)(best > 0 ? at : 4);
     }
   }
 }
@@ -539,7 +548,7 @@ typedef struct {
   const FN(direct_args) *d;
   void (*rows)(void *, int64_t, int64_t);
   T *y, *pool;
-  T *code; /* kernels/kernel.h: argmax, or NULL */
+  uint8_t *code; /* kernels/kernel.h: argmax, or NULL */
 } FN(pool_args);
 LOOM_HOT static void FN(pool_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;

@@ -84,7 +84,7 @@ LOOM_FORCE_INLINE void FN(wino_block_epi)(const FN(wino_args) *a, T *yt, int64_t
   for (int64_t oy = 0; oy < rows; oy++) FN(epi_rows)(a->epi, yt + oy * rs, cols, O);
   if (!a->epi->pool) return;
   T *pool = (T *)a->epi->pool->data + ((n * (g->OH / 2) + oh0 / 2) * (g->OW / 2) + ow0 / 2) * O;
-  T *code = a->epi->argmax ? (T *)a->epi->argmax + (pool - (T *)a->epi->pool->data) : NULL;
+  uint8_t *code = a->epi->argmax ? (uint8_t *)a->epi->argmax + (pool - (T *)a->epi->pool->data) : NULL;
   for (int64_t oy = 0; oy + 1 < rows; oy += 2, pool += (g->OW / 2) * O)
     if (code) {
       FN(pool_pair_route)(yt + oy * rs, yt + (oy + 1) * rs, cols, O, pool, code);

@@ -366,12 +366,17 @@ typedef struct {
   T *y;
   const T *mask; /* MaxPoolGrad: a folded ReluGrad's features (kernels/kernel.h), or NULL */
   double *colsum; /* MaxPoolGrad: each image's column sums for a BiasAddGrad (kernels/kernel.h), or NULL */
-  const T *code; /* MaxPoolGrad: the routes its Conv2D recorded (kernels/kernel.h: argmax), or NULL */
+  const uint8_t *code; /* MaxPoolGrad: the routes its Conv2D recorded (kernels/kernel.h: argmax), or NULL */
 } FN(pool_args);
 
 /* The 2x2 window of a stride-2 pool whose rows start at x0 and x1, channels [c, c + PBLK): the
  * elementwise maximum (x > m ? x : m, in the order of the general loop). */
 #define PBLK 16
+typedef T FN(route_vec) __attribute__((vector_size(PBLK * sizeof(T))));
+#ifndef LOOM_ROUTE_BYTES
+#define LOOM_ROUTE_BYTES
+typedef uint8_t route_bytes __attribute__((vector_size(PBLK)));
+#endif
 LOOM_FORCE_INLINE void FN(max2x2_block)(const T *x0, const T *x1, int64_t C, T *o) {
   for (int k = 0; k < PBLK; k++) {
     T m = NEG_INF, v = x0[k];
@@ -539,26 +544,29 @@ LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, 
       for (int64_t ow = 0; ow < g->OW; ow++) {
         const int64_t q = (n * g->OH + oh) * g->OW + ow;
         const T *dy = a->dy + q * C;
-        const T *k = a->code + q * C;
+        const uint8_t *k = a->code + q * C;
         T *d0 = dimg + (2 * oh * g->W + 2 * ow) * C, *d1 = d0 + g->W * C;
         int64_t c = 0;
-        for (; c + PBLK <= C; c += PBLK) { /* fixed blocks, lanes of one type: vector selects */
-          T v[PBLK], r[PBLK], o0[PBLK], o1[PBLK], o2[PBLK], o3[PBLK];
-          memcpy(v, dy + c, sizeof v);
-          memcpy(r, k + c, sizeof r);
-          for (int j = 0; j < PBLK; j++) {
-            o0[j] = r[j] == 0 ? v[j] : (T)0;
-            o1[j] = r[j] == 1 ? v[j] : (T)0;
-            o2[j] = r[j] == 2 ? v[j] : (T)0;
-            o3[j] = r[j] == 3 ? v[j] : (T)0;
-          }
-          memcpy(d0 + c, o0, sizeof o0);
-          memcpy(d0 + C + c, o1, sizeof o1);
-          memcpy(d1 + c, o2, sizeof o2);
-          memcpy(d1 + C + c, o3, sizeof o3);
+        for (; c + PBLK <= C; c += PBLK) { /* the bytes widened in registers, selects on T's lanes */
+          FN(route_vec) v, r;
+          route_bytes kb;
+          memcpy(&kb, k + c, sizeof kb);
+          memcpy(&v, dy + c, sizeof v);
+          r = __builtin_convertvector(kb, FN(route_vec));
+          __typeof__(r == r) vi, o;
+          memcpy(&vi, &v, sizeof vi);
+          o = vi & (r == 0);
+          memcpy(d0 + c, &o, sizeof o);
+          o = vi & (r == 1);
+          memcpy(d0 + C + c, &o, sizeof o);
+          o = vi & (r == 2);
+          memcpy(d1 + c, &o, sizeof o);
+          o = vi & (r == 3);
+          memcpy(d1 + C + c, &o, sizeof o);
         }
         for (; c < C; c++) {
-          T v = dy[c], r = k[c];
+          T v = dy[c];
+          uint8_t r = k[c];
           d0[c] = r == 0 ? v : (T)0;
           d0[C + c] = r == 1 ? v : (T)0;
           d1[c] = r == 2 ? v : (T)0;
