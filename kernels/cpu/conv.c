@@ -493,23 +493,25 @@ LOOM_FORCE_INLINE void FN(pool_pair)(const T *y0, const T *y1, int64_t W, int64_
 typedef T FN(route_vec) __attribute__((vector_size(ROUTE_BLK * sizeof(T))));
 typedef uint8_t route_bytes __attribute__((vector_size(ROUTE_BLK)));
 typedef int32_t route_words __attribute__((vector_size(ROUTE_BLK * 4)));
+/* One window (a0..a3 row by row): its maximum to *o; its route as a T (selects on lanes of one type
+ * vectorize where this is inlined into a loop over channels). */
+LOOM_FORCE_INLINE T FN(route_one)(T a0, T a1, T a2, T a3, T *o) {
+  T m = a0 > -INFINITY ? a0 : -INFINITY;
+  m = a1 > m ? a1 : m;
+  m = a2 > m ? a2 : m;
+  *o = a3 > m ? a3 : m;
+  T b = a0, k = 0;
+  k = a1 > b ? (T)1 : k;
+  b = a1 > b ? a1 : b;
+  k = a2 > b ? (T)2 : k;
+  b = a2 > b ? a2 : b;
+  k = a3 > b ? (T)3 : k;
+  b = a3 > b ? a3 : b;
+  return b > 0 ? k : (T)4;
+}
 LOOM_FORCE_INLINE void FN(route_block)(const T *y0, const T *y1, int64_t O, T *o, uint8_t *code) {
   T at[ROUTE_BLK];
-  for (int c = 0; c < ROUTE_BLK; c++) { /* selects on lanes of one type: vectors */
-    T a0 = y0[c], a1 = y0[O + c], a2 = y1[c], a3 = y1[O + c];
-    T m = a0 > -INFINITY ? a0 : -INFINITY;
-    m = a1 > m ? a1 : m;
-    m = a2 > m ? a2 : m;
-    o[c] = a3 > m ? a3 : m;
-    T b = a0, k = 0;
-    k = a1 > b ? (T)1 : k;
-    b = a1 > b ? a1 : b;
-    k = a2 > b ? (T)2 : k;
-    b = a2 > b ? a2 : b;
-    k = a3 > b ? (T)3 : k;
-    b = a3 > b ? a3 : b;
-    at[c] = b > 0 ? k : (T)4;
-  }
+  for (int c = 0; c < ROUTE_BLK; c++) at[c] = FN(route_one)(y0[c], y0[O + c], y1[c], y1[O + c], o + c);
   FN(route_vec) v; /* narrowed to bytes in registers (a loop of byte stores would go through memory) */
   memcpy(&v, at, sizeof v);
   route_words iv = __builtin_convertvector(v, route_words);
@@ -518,25 +520,9 @@ LOOM_FORCE_INLINE void FN(route_block)(const T *y0, const T *y1, int64_t O, T *o
 }
 LOOM_FORCE_INLINE void FN(pool_pair_route)(const T *y0, const T *y1, int64_t W, int64_t O, T *o, uint8_t *code) {
   for (int64_t q = 0; q < W / 2; q++, y0 += 2 * O, y1 += 2 * O, o += O, code += O) {
-    int64_t c0 = 0;
-    for (; c0 + ROUTE_BLK <= O; c0 += ROUTE_BLK) FN(route_block)(y0 + c0, y1 + c0, O, o + c0, code + c0);
-    for (int64_t c = c0; c < O; c++) {
-      T a0 = y0[c], a1 = y0[O + c], a2 = y1[c], a3 = y1[O + c];
-      T m = -INFINITY;
-      m = a0 > m ? a0 : m;
-      m = a1 > m ? a1 : m;
-      m = a2 > m ? a2 : m;
-      o[c] = a3 > m ? a3 : m;
-      T best = a0;
-      int at = 0;
-      at = a1 > best ? 1 : at;
-      best = a1 > best ? a1 : best;
-      at = a2 > best ? 2 : at;
-      best = a2 > best ? a2 : best;
-      at = a3 > best ? 3 : at;
-      best = a3 > best ? a3 : best;
-      code[c] = (uint8_t)(best > 0 ? at : 4);
-    }
+    int64_t c = 0;
+    for (; c + ROUTE_BLK <= O; c += ROUTE_BLK) FN(route_block)(y0 + c, y1 + c, O, o + c, code + c);
+    for (; c < O; c++) code[c] = (uint8_t)FN(route_one)(y0[c], y0[O + c], y1[c], y1[O + c], o + c);
   }
 }
 /* Task u: the pair of output rows u (image u / (OH/2)); with `d`, the direct loops compute them first
