@@ -6,7 +6,9 @@
  * (pool1 + MaxPoolGrad + ReluGrad + filter and bias gradients; with folding
  * one step for the last four, LOOM_FOLD=0 runs them apart); layer2_fwd: the
  * second convolution with its BiasAdd, Relu and 2x2 MaxPool (one step folded);
- * layer1_fwd: the same for the first.
+ * layer1_fwd: the same for the first; layer2_step: the second layer's forward chain and, from
+ * the pool's gradient, MaxPoolGrad -> ReluGrad -> its filter, input and bias gradients (the filter
+ * gradient from the pool's winners when folded).
  *
  *   build/bench/cnn_ops [--threads N (2)] [--iters N (40)] [--batch N (64)] [--op NAME (all)]
  *
@@ -18,7 +20,7 @@
 #include "loom/loom.h"
 #include "bench_util.h"
 
-enum { NOPS = 12 };
+enum { NOPS = 13, NIN = 8 };
 
 int main(int argc, char **argv) {
   int threads = atoi(bu_flag(argc, argv, "--threads", "2"));
@@ -29,7 +31,7 @@ int main(int argc, char **argv) {
   loom_graph *g = loom_graph_new();
   int64_t dx1[4] = {B, 28, 28, 1}, dw1[4] = {5, 5, 1, 16}, dy1[4] = {B, 28, 28, 16};
   int64_t dx2[4] = {B, 14, 14, 16}, dw2[4] = {5, 5, 16, 32}, dy2[4] = {B, 14, 14, 32};
-  int64_t dp1[4] = {B, 14, 14, 16};
+  int64_t dp1[4] = {B, 14, 14, 16}, dp2[4] = {B, 7, 7, 32};
   int64_t s1[4] = {1, 1, 1, 1}, k2[4] = {1, 2, 2, 1};
   loom_output x1 = loom_random_normal(g, 4, dx1, LOOM_F32, 0, 1, 1, 0, "x1");
   loom_output w1 = loom_random_normal(g, 4, dw1, LOOM_F32, 0, 1, 2, 0, "w1");
@@ -38,18 +40,19 @@ int main(int argc, char **argv) {
   loom_output w2 = loom_random_normal(g, 4, dw2, LOOM_F32, 0, 1, 5, 0, "w2");
   loom_output g2 = loom_random_normal(g, 4, dy2, LOOM_F32, 0, 1, 6, 0, "g2");
   loom_output gp = loom_random_normal(g, 4, dp1, LOOM_F32, 0, 1, 7, 0, "gp");
+  loom_output gp2 = loom_random_normal(g, 4, dp2, LOOM_F32, 0, 1, 8, 0, "gp2");
   /* the inputs as variables-like constants: evaluated once, fed afterwards */
-  loom_output in[7] = {x1, w1, g1, x2, w2, g2, gp};
+  loom_output in[NIN] = {x1, w1, g1, x2, w2, g2, gp, gp2};
   loom_session_options so = loom_session_options_default();
   so.num_threads = threads;
   loom_session *s = loom_session_new(g, &so, st);
-  loom_tensor *val[7] = {0};
-  if (!s || loom_session_run(s, NULL, NULL, 0, in, val, 7, NULL, 0, st)) {
+  loom_tensor *val[NIN] = {0};
+  if (!s || loom_session_run(s, NULL, NULL, 0, in, val, NIN, NULL, 0, st)) {
     fprintf(stderr, "cnn_ops: %s\n", loom_status_message(st));
     return 1;
   }
-  loom_output p[7];
-  for (int i = 0; i < 7; i++) {
+  loom_output p[NIN];
+  for (int i = 0; i < NIN; i++) {
     char nm[16];
     snprintf(nm, sizeof nm, "p%d", i);
     p[i] = loom_placeholder(g, LOOM_F32, 4, loom_tensor_dims(val[i]), nm);
@@ -65,6 +68,7 @@ int main(int argc, char **argv) {
       loom_max_pool_grad(g, p[2], pool1, p[6], k2, k2, LOOM_PADDING_VALID, "pool1_grad"),
       loom_relu(g, p[2], "relu1"),
       loom_bias_add_grad(g, p[2], "bias1_grad"),
+      {NULL, 0},
       {NULL, 0},
       {NULL, 0},
       {NULL, 0},
@@ -92,10 +96,29 @@ int main(int argc, char **argv) {
                           loom_bias_add_grad(g, rg, NULL).node};
     ops[NOPS - 3].node = loom_group(g, 2, deps, "layer1_grad");
   }
-  const char *names[NOPS] = {"conv1", "conv1_dw", "conv2", "conv2_dx", "conv2_dw", "pool1", "pool1_grad", "relu1",
-                             "bias1_grad", "layer1_grad", "layer2_fwd", "layer1_fwd"};
-  double flops[NOPS] = {2.0 * B * 784 * 16 * 25, 2.0 * B * 784 * 16 * 25, 2.0 * B * 196 * 32 * 400,
-                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0, 2.0 * B * 196 * 32 * 400, 2.0 * B * 784 * 16 * 25};
+  { /* the second layer forward and backward: its forward chain, then from the pool's gradient
+     * MaxPoolGrad -> ReluGrad -> filter, input and bias gradients (the filter gradient from the pool's
+     * winners inside the MaxPoolGrad when folded; LOOM_FOLD=0: each step apart) */
+    float bias[32];
+    for (int i = 0; i < 32; i++) bias[i] = 0.01f * (float)(i - 16);
+    int64_t bd[1] = {32};
+    loom_output relu = loom_relu(g, loom_bias_add(g, loom_conv2d(g, p[3], p[4], s1, LOOM_PADDING_SAME, NULL, NULL),
+                                                  loom_const_data(g, LOOM_F32, 1, bd, bias, NULL), NULL),
+                                 NULL);
+    loom_output pool = loom_max_pool(g, relu, k2, k2, LOOM_PADDING_VALID, NULL);
+    loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, relu, pool, p[7], k2, k2, LOOM_PADDING_VALID, NULL),
+                                    relu, NULL);
+    loom_node *deps[3] = {loom_conv2d_backprop_filter(g, p[3], dw2, rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
+                          loom_conv2d_backprop_input(g, dx2, p[4], rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
+                          loom_bias_add_grad(g, rg, NULL).node};
+    ops[NOPS - 4].node = loom_group(g, 3, deps, "layer2_step");
+  }
+  const char *names[NOPS] = {"conv1",       "conv1_dw",   "conv2",      "conv2_dx",    "conv2_dw",
+                             "pool1",       "pool1_grad", "relu1",      "bias1_grad",  "layer2_step",
+                             "layer1_grad", "layer2_fwd", "layer1_fwd"};
+  double flops[NOPS] = {2.0 * B * 784 * 16 * 25,     2.0 * B * 784 * 16 * 25, 2.0 * B * 196 * 32 * 400,
+                        2.0 * B * 196 * 32 * 400,     2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0, 0,
+                        2.0 * B * 196 * 32 * 400, 2.0 * B * 784 * 16 * 25};
   double *t = calloc((size_t)NOPS * iters, sizeof *t);
   for (int it = -3; it < iters; it++)
     for (int k = 0; k < NOPS; k++) {
@@ -103,7 +126,7 @@ int main(int argc, char **argv) {
       if (*only && strcmp(only, names[j])) continue;
       loom_node *tg = ops[j].node;
       double t0 = bu_now_us();
-      if (loom_session_run(s, p, val, 7, NULL, NULL, 0, &tg, 1, st)) {
+      if (loom_session_run(s, p, val, NIN, NULL, NULL, 0, &tg, 1, st)) {
         fprintf(stderr, "cnn_ops: %s: %s\n", names[j], loom_status_message(st));
         return 1;
       }
@@ -116,7 +139,7 @@ int main(int argc, char **argv) {
     printf("%s_us=%.1f\n", names[j], us);
     if (flops[j] > 0) printf("%s_gflops=%.1f\n", names[j], flops[j] / (us * 1e3));
   }
-  for (int i = 0; i < 7; i++) loom_tensor_free(val[i]);
+  for (int i = 0; i < NIN; i++) loom_tensor_free(val[i]);
   free(t);
   loom_session_free(s);
   loom_graph_free(g);

@@ -29,12 +29,17 @@
  * MaxPoolGrad with its ReluGrad folded, the convolution records which pixel of
  * each window won (a byte per pooled value) and the MaxPoolGrad routes by it
  * without reading that input, which the convolution then need not write.
+ * A Conv2DBackpropFilter over such a MaxPoolGrad's result (zero but at the
+ * winners) runs inside the MaxPoolGrad from the pooled values and their
+ * winners when its geometry allows (kernels/cpu/nn.h: loom__conv_dw_winners):
+ * not bit for bit the separate step's (its products summed exactly, in
+ * another order), and the result is still written for its other readers.
  * LOOM_FOLD=0 in the environment turns folding off (benchmarks, tests). */
 #include <stdlib.h>
 #include <string.h>
 #include "engine/fuse.h"
 #include "base/base.h"
-#include "kernels/cpu/nn.h" /* loom__conv_dw_images_ws */
+#include "kernels/cpu/nn.h" /* loom__conv_dw_images_ws, loom__conv_dw_winners_ws */
 
 static int fold_enabled(void) {
   static int on = -1; /* read once; racing first calls store the same value */
@@ -78,10 +83,20 @@ static int ready_at(const loom_plan *p, int vi, int i, int later) {
   return !mutation_between(p, i, later);
 }
 
+/* Whether value vi, read by step `later`, is final before step i and stays so until `later`: an arena
+ * value made before step i (its bytes are kept until its last reader), else one that no step in
+ * (i, later) writes in place. */
+static int kept_from(const loom_plan *p, int vi, int i, int later) {
+  const plan_value *v = &p->values[vi];
+  if (v->kind == VAL_ARENA) return v->producer >= 0 && v->producer < i && v->last_use >= later;
+  return !mutation_between(p, i, later);
+}
+
 typedef struct {
   int32_t *readers; /* per root value: the steps' inputs that read it */
   int32_t *reader;  /* the last (step << 8 | input) that read it */
   int32_t *pooled;  /* per step: a Conv2D's folded chain's end (the pool's input) when it folds a pool, else -1 */
+  int32_t *masked;  /* per step: a MaxPoolGrad's result with its ReluGrad folded (the ReluGrad's value), else -1 */
 } use_map;
 
 /* The step that is the only reader of value vi, as its input 0 (-1 when none
@@ -220,6 +235,39 @@ static void argmax_route(loom_plan *p, const use_map *u, int k) {
   }
 }
 
+/* A Conv2DBackpropFilter reading, as its dy, the result of MaxPoolGrad step k that routes by a pool's
+ * winners (its ReluGrad folded): computed from the MaxPoolGrad's dy and the winners in step k
+ * (kernels/cpu/nn.h: loom__conv_dw_winners), the result still written for its other readers. Its
+ * input must be final and its output's buffer free from step k on (else moved past the arena's end);
+ * the workspace goes past the end. Returns the arena's size after it. */
+static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
+  plan_step *sk = &p->steps[k];
+  const int vf = u->masked[k];
+  if (vf < 0 || !sk->epi.argmax || sk->epi.dw || sk->ws_bytes) return top;
+  for (int j = k + 1; j < p->nsteps; j++) {
+    const loom_node *n = p->steps[j].node;
+    if (p->steps[j].fn == folded_away || !is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vf)
+      continue;
+    const int xi = in_root(p, n, 0), vd = p->node_val[n->id];
+    plan_value *d = &p->values[vd];
+    if (xi == vf || !kept_from(p, xi, k, j) || d->kind != VAL_ARENA) return top;
+    const loom_kctx *c = &p->steps[j].ctx;
+    size_t ws = loom__conv_dw_winners_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
+    if (!ws) return top;
+    if (!arena_free_during(p, d->offset, d->bytes, k, j, vd)) {
+      d->offset = past_end(top);
+      top = d->offset + (int64_t)d->bytes;
+    }
+    sk->ws_offset = past_end(top);
+    sk->ws_bytes = ws;
+    top = sk->ws_offset + (int64_t)ws;
+    sk->epi.wdw = &p->steps[j].ctx;
+    fold(p, j);
+    return top;
+  }
+  return top;
+}
+
 int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
   for (int i = 0; i < p->nsteps; i++) { /* undo an earlier specialization's folding */
     plan_step *sp = &p->steps[i];
@@ -238,13 +286,15 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
   u.readers = loom__calloc((size_t)p->nvalues, sizeof *u.readers);
   u.reader = loom__calloc((size_t)p->nvalues, sizeof *u.reader);
   u.pooled = loom__malloc((size_t)p->nsteps * sizeof *u.pooled);
-  if (!u.readers || !u.reader || !u.pooled) { /* folding is an optimization: without memory, run every step */
+  u.masked = loom__malloc((size_t)p->nsteps * sizeof *u.masked);
+  if (!u.readers || !u.reader || !u.pooled || !u.masked) { /* an optimization: without memory, run every step */
     loom__free(u.readers);
     loom__free(u.reader);
     loom__free(u.pooled);
+    loom__free(u.masked);
     return top;
   }
-  for (int i = 0; i < p->nsteps; i++) u.pooled[i] = -1;
+  for (int i = 0; i < p->nsteps; i++) u.pooled[i] = u.masked[i] = -1;
   for (int j = 0; j < p->nsteps; j++) {
     const loom_node *n = p->steps[j].node;
     for (int k = 0; k < n->nin && k < 256; k++) {
@@ -305,11 +355,14 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
       const int vf = root(p, p->node_val[p->steps[k].node->id]);
       colsum_reader(p, &u, i, vf);
       top = dw_reader(p, &u, i, vf, top);
+      u.masked[i] = vf;
     }
   }
   for (int k = 0; k < p->nsteps; k++) argmax_route(p, &u, k);
+  for (int k = 0; k < p->nsteps; k++) top = winners_dw(p, &u, k, top);
   loom__free(u.readers);
   loom__free(u.reader);
   loom__free(u.pooled);
+  loom__free(u.masked);
   return top;
 }

@@ -64,7 +64,7 @@ typedef struct loom_attrs {
  * MaxPoolGrad (LOOM_OPF_EPI_MASK), whose results equal the separate steps'
  * bit for bit; and the per-image column sums a later BiasAddGrad adds up
  * (LOOM_OPF_EPI_COLSUM: that step's ctx->epi is this struct too); and a
- * Conv2DBackpropFilter reading a MaxPoolGrad's result (dw below). */
+ * Conv2DBackpropFilter reading a MaxPoolGrad's result (dw and wdw below). */
 typedef struct loom_epilogue {
   const loom_buf *bias; /* y[..., c] = y[..., c] + bias[c] (BiasAdd), or NULL */
   int relu;             /* then y = y < 0 ? 0 : y (Relu) */
@@ -79,6 +79,10 @@ typedef struct loom_epilogue {
    * convolution's own output may then go unwritten. MaxPoolGrad (its ReluGrad over that pool's
    * input folded): routes dy by these instead of reading x. NULL otherwise. */
   uint8_t *argmax;
+  /* MaxPoolGrad with argmax: the context of a Conv2DBackpropFilter whose dy is the final y, or NULL:
+   * the filter gradient is computed from dy's pooled values and their winners (kernels/cpu/nn.h:
+   * loom__conv_dw_winners), y is still written */
+  const struct loom_kctx *wdw;
 } loom_epilogue;
 
 /* Context for one kernel call. */

@@ -551,9 +551,112 @@ Test(fuse, filter_gradient_over_max_pool_grad) {
   /* 5 output channels (no full vector), 3x3 over 3 input channels, VALID */
   layer_grad(LOOM_F32, (conv_case){2, 10, 8, 3, 3, 3, 5, 1, LOOM_PADDING_SAME}, 0, 1);
   layer_grad(LOOM_F32, (conv_case){2, 12, 10, 3, 3, 3, 5, 1, LOOM_PADDING_VALID}, 0, 1);
-  /* not folded: the gradient also read by the input gradient; a Winograd filter gradient */
+  /* not folded: the gradient also read by the input gradient (the first layer's loops); a 4x4 window
+   * (neither these loops nor the winners' below) */
   layer_grad(LOOM_F32, (conv_case){3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 1, 0);
-  layer_grad(LOOM_F32, (conv_case){2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, 0, 0);
+  layer_grad(LOOM_F32, (conv_case){2, 12, 12, 8, 4, 4, 8, 1, LOOM_PADDING_SAME}, 0, 0);
+}
+
+/* The filter gradient from the pool's winners: the same backward pass over a layer whose pool records
+ * its winners (a second layer's: many input channels), the filter gradient computed inside the
+ * MaxPoolGrad from the pooled values (kernels/cpu/conv_winners.h). Against the unfolded plan (the
+ * ReluGrad's result fetched: nothing folds in the backward pass, no winners recorded): two kernels
+ * fewer, and the filter gradient equal to the sum over dy's pixels computed here in double (within
+ * f32's or f64's rounding of the sum of the products' magnitudes); equal bit for bit at 1, 2 and 3
+ * threads; the input gradient, reading the MaxPoolGrad's result, equal to the unfolded plan's. */
+static void winners_grad(loom_dtype dt, conv_case k, int folded) {
+  loom_graph *g = loom_graph_new();
+  int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o}, bd[1] = {k.o};
+  int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1}, ks[4] = {1, 2, 2, 1};
+  loom_tensor *wt = rand_tensor(dt, 4, wd, 0), *bt = rand_tensor(dt, 1, bd, 0.1);
+  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
+  loom_output w = const_of(g, wt, "w");
+  loom_output relu = loom_relu(g, loom_bias_add(g, loom_conv2d(g, x, w, st, k.padding, dil, "conv"),
+                                                const_of(g, bt, "b"), "ba"), "relu");
+  loom_output pool = loom_max_pool(g, relu, ks, ks, LOOM_PADDING_VALID, "pool");
+  int64_t pd[4], yd[4];
+  cr_assert_eq(loom_output_dims(pool, pd), 4);
+  cr_assert_eq(loom_output_dims(relu, yd), 4);
+  loom_tensor *dyt = rand_tensor(dt, 4, pd, 0.1);
+  loom_output dy = loom_add(g, pool, const_of(g, dyt, "dy"), "dy");
+  loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, relu, pool, dy, ks, ks, LOOM_PADDING_VALID, "mpg"),
+                                  relu, "rg");
+  loom_output f[4] = {loom_conv2d_backprop_filter(g, x, wd, rg, st, k.padding, dil, "dw"),
+                      loom_conv2d_backprop_input(g, xd, w, rg, st, k.padding, dil, "dx"),
+                      loom_bias_add_grad(g, rg, "db"), rg};
+  loom_tensor *xt = rand_tensor(dt, 4, xd, 0.05);
+  char what[160];
+  snprintf(what, sizeof what, "%s %lldx%lldx%lldx%lld k%lldx%lld o%lld %s", dt == LOOM_F64 ? "f64" : "f32",
+           (long long)k.n, (long long)k.h, (long long)k.w, (long long)k.c, (long long)k.kh, (long long)k.kw,
+           (long long)k.o, k.padding == LOOM_PADDING_SAME ? "SAME" : "VALID");
+  loom_tensor *ref[4] = {NULL}, *got[3] = {NULL}, *first = NULL;
+  int32_t nref, ngot;
+  run_all(g, x, xt, 4, f, 1, ref, &nref);
+  /* dw[kh][kw][c][o] = sum over (n, oh, ow) of x[n][oh + kh - pt][ow + kw - pl][c] * rg[n][oh][ow][o] */
+  const int64_t pt = k.padding == LOOM_PADDING_SAME ? (k.kh - 1) / 2 : 0, pl = k.padding == LOOM_PADDING_SAME ? (k.kw - 1) / 2 : 0;
+  const int64_t nw = k.kh * k.kw * k.c * k.o;
+  double *want = calloc((size_t)nw, sizeof *want), *mag = calloc((size_t)nw, sizeof *mag);
+  cr_assert(want && mag);
+#define VAL(t, i) (dt == LOOM_F32 ? (double)((const float *)loom_tensor_data_const(t))[i] : ((const double *)loom_tensor_data_const(t))[i])
+  for (int64_t n = 0; n < k.n; n++)
+    for (int64_t oh = 0; oh < yd[1]; oh++)
+      for (int64_t ow = 0; ow < yd[2]; ow++)
+        for (int64_t o = 0; o < k.o; o++) {
+          double d = VAL(ref[3], ((n * yd[1] + oh) * yd[2] + ow) * k.o + o);
+          if (d == 0) continue;
+          for (int64_t kh = 0; kh < k.kh; kh++)
+            for (int64_t kw = 0; kw < k.kw; kw++) {
+              int64_t ih = oh + kh - pt, iw = ow + kw - pl;
+              if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+              for (int64_t c = 0; c < k.c; c++) {
+                double p = VAL(xt, ((n * k.h + ih) * k.w + iw) * k.c + c) * d;
+                want[((kh * k.kw + kw) * k.c + c) * k.o + o] += p;
+                mag[((kh * k.kw + kw) * k.c + c) * k.o + o] += fabs(p);
+              }
+            }
+        }
+  for (int threads = 1; threads <= 3; threads++) {
+    run_all(g, x, xt, 3, f, threads, got, &ngot);
+    cr_assert_eq(ngot, nref - 1 - folded, "%s (%d threads): %d kernels run, %d with the ReluGrad fetched, expected %d fewer",
+                 what, threads, ngot, nref, 1 + folded);
+    const double tol = dt == LOOM_F32 ? 2e-6 : 1e-14;
+    for (int64_t i = 0; i < nw; i++)
+      cr_assert(fabs(VAL(got[0], i) - want[i]) <= tol * (mag[i] + 1e-30), "%s (%d threads): dw[%lld] %.9g, want %.9g",
+                what, threads, (long long)i, VAL(got[0], i), want[i]);
+    if (folded) expect_same(got[1], ref[1], what); /* the input gradient reads the written result */
+    if (!first) first = got[0];
+    else {
+      expect_same(got[0], first, what);
+      loom_tensor_free(got[0]);
+    }
+    for (int i = 1; i < 3; i++) loom_tensor_free(got[i]);
+  }
+#undef VAL
+  double total = 0;
+  for (int64_t i = 0; i < nw; i++) total += fabs(want[i]);
+  cr_assert(total > 0, "%s: the filter gradient is not zero", what);
+  free(want);
+  free(mag);
+  loom_tensor_free(first);
+  for (int i = 0; i < 4; i++) loom_tensor_free(ref[i]);
+  loom_tensor_free(xt);
+  loom_tensor_free(dyt);
+  loom_tensor_free(wt);
+  loom_tensor_free(bt);
+  loom_graph_free(g);
+}
+
+Test(fuse, filter_gradient_from_the_pools_winners) {
+  /* the CNN's second layer (5x5, 16 -> 32 channels) */
+  winners_grad(LOOM_F32, (conv_case){2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, 1);
+  winners_grad(LOOM_F64, (conv_case){2, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, 1);
+  /* 3x3 over 5 and 20 channels (a vector's part, one and a part); 11 images: 6 of the 8 partitions
+   * hold two, 2 none; VALID */
+  winners_grad(LOOM_F32, (conv_case){11, 8, 6, 5, 3, 3, 7, 1, LOOM_PADDING_SAME}, 1);
+  winners_grad(LOOM_F32, (conv_case){3, 10, 12, 20, 3, 3, 9, 1, LOOM_PADDING_VALID}, 1);
+  winners_grad(LOOM_F64, (conv_case){3, 10, 12, 20, 3, 3, 9, 1, LOOM_PADDING_SAME}, 1);
+  /* not folded: a 4x4 window */
+  winners_grad(LOOM_F32, (conv_case){2, 12, 12, 8, 4, 4, 8, 1, LOOM_PADDING_SAME}, 0);
 }
 
 /* LOOM_FOLD=0 (read once per process; Criterion runs each test in its own) runs every step. */

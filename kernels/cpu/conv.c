@@ -294,6 +294,35 @@ size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loo
   return dw_images_scratch(&g, elem) + (size_t)dw_parts(&g) * (size_t)(g.OH * g.OW * g.O) * elem;
 }
 
+/* The filter gradient from a 2x2 max pool's winners (loom__conv_dw_winners, kernels/cpu/conv_winners.h):
+ * stride and dilation 1, even output rows and columns, 3x3 or 5x5 windows; the images in
+ * wdw_parts() partitions (by the shape), each with its sums [O][KH*KW][Cp] and a padded image of
+ * (OH + KH - 1) x (OW + KW - 1) pixels in blocks of channels in the workspace. */
+#define WDW_MAX_PARTS 8
+/* Channels rounded up to whole vectors of the widest instruction set (16 values in f32), zero past C. */
+static int64_t wdw_cp(int64_t C) { return (C + 15) / 16 * 16; }
+/* Where its products (O x Cp per window of 4 pixels, vectors over input channels) are fewer than the
+ * direct loops' (4 x C x O, vectors over output channels): not a first layer's few input channels. */
+static int wdw_ok(const geom *g) {
+  return g->N > 0 && g->C > 0 && g->O > 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH > 0 &&
+         g->OW > 0 && g->OH % 2 == 0 && g->OW % 2 == 0 && g->KH == g->KW && (g->KH == 3 || g->KH == 5) &&
+         g->O * wdw_cp(g->C) < 4 * g->C * wdw_cp(g->O) &&
+         (g->OH + g->KH - 1) * (g->OW + g->KW - 1) * g->C <= WINO_MAX_PAD_ELEMS;
+}
+static int64_t wdw_parts(const geom *g) { return g->N < WDW_MAX_PARTS ? g->N : WDW_MAX_PARTS; }
+static int64_t wdw_part_elems(const geom *g) {
+  return (g->O * g->KH * g->KW + (g->OH + g->KH - 1) * (g->OW + g->KW - 1)) * wdw_cp(g->C);
+}
+size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df) {
+  if (x->ndim != 4 || dy->ndim != 4 || df->ndim != 4 || x->dtype != dy->dtype || x->dtype != df->dtype ||
+      (x->dtype != LOOM_F32 && x->dtype != LOOM_F64))
+    return 0;
+  geom g;
+  geom_init(&g, a, x->dims, df->dims, dy->dims);
+  if (!wdw_ok(&g)) return 0;
+  return (size_t)(wdw_parts(&g) * wdw_part_elems(&g)) * dtype_bytes(x->dtype);
+}
+
 /* (n, oh, ow) of output pixel r, and the step to the next pixel. */
 static inline void pix_of(const geom *g, int64_t r, int64_t *n, int64_t *oh, int64_t *ow) {
   int64_t P = g->OH * g->OW;
@@ -655,6 +684,32 @@ typedef struct {
   int64_t dy0; /* dwp_pixels: the pixel whose dy row is dy[0] (dy holds a range of pixels) */
 } FN(dwp_args);
 
+/* The filter gradient from a 2x2 max pool's winners (kernels/cpu/conv_winners.h): partition q holds
+ * images [q*per, (q+1)*per), its sums part[q][O][KH*KW][C] and its padded image after them. */
+typedef struct {
+  const geom *g;
+  const T *x, *dpool;    /* the input; dy's pooled values [N, OH/2, OW/2, O] */
+  const uint8_t *code;   /* their winners (0-3; 4: none) */
+  T *ws;                 /* the partitions' sums and images (wdw_part_elems each, 64-byte aligned) */
+  int64_t per, Hs, Ws;   /* images per partition; the padded image's rows and columns */
+} FN(wdw_args);
+
+/* v where keep, else 0 (a select on the bits: no branch, and a non-finite v gives 0 too). */
+LOOM_FORCE_INLINE T FN(keep_if)(T v, int keep) {
+  if (sizeof(T) == 4) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    b &= (uint32_t)0 - (uint32_t)keep;
+    memcpy(&v, &b, sizeof b);
+  } else {
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    b &= (uint64_t)0 - (uint64_t)keep;
+    memcpy(&v, &b, sizeof b);
+  }
+  return v;
+}
+
 /* The register-tiled loops of one instruction set (kernels/cpu/conv_tiles.h). */
 typedef struct {
   void (*direct_fwd_range)(void *, int64_t, int64_t); /* pixels of a direct forward convolution */
@@ -668,6 +723,7 @@ typedef struct {
   void (*wino4_in)(const T *, int64_t, int64_t, T *, int64_t);  /* the same for F(4x4, 5x5) */
   void (*wino4_out)(const T *, int64_t, int64_t, T *, int64_t, int64_t, int64_t); /* rows, columns kept */
   void (*wino4_dy)(const T *const *, int64_t, T *, int64_t); /* dy's 4x4 block */
+  void (*wdw_range)(void *, int64_t, int64_t); /* partitions of a filter gradient from a pool's winners */
 } FN(conv_isa);
 
 #define ISA generic
@@ -724,6 +780,7 @@ static void FN(gemm_nn)(const loom_kctx *ctx, const T *A, int64_t lda, const T *
 }
 
 #include "kernels/cpu/conv_winograd.h"
+#include "kernels/cpu/conv_winners.h"
 
 static void FN(im2col)(const loom_kctx *ctx, const geom *g, const T *x, T *col, int64_t r0, int64_t r1) {
   FN(cols_args) a = {g, x, col, r0, r1};

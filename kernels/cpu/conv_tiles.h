@@ -737,10 +737,91 @@ TARGET static void FNI(wino4_dy)(const T *const *yr, int64_t O, T *d, int64_t ds
 }
 #undef WY8_ROW
 
+/* ---- the filter gradient from a 2x2 max pool's winners (kernels/cpu/conv_winners.h) ----
+ * The padded image in blocks of VL channels ([Cp/VL][Hs][Ws][VL], zero past C), so that a window's
+ * values are at fixed offsets from its first (pixels VL apart, rows Ws*VL). */
+TARGET static void FNI(wdw_pad)(const geom *g, const T *ximg, T *img, int64_t Hs, int64_t Ws, int64_t Cp,
+                                 int border) {
+  const int64_t C = g->C, plane = Hs * Ws * VL;
+  if (border) memset(img, 0, (size_t)(Hs * Ws * Cp) * sizeof(T)); /* the rest is written for every image */
+  for (int64_t ih = 0; ih < g->H; ih++) {
+    const int64_t r = ih + g->pt;
+    if (r < 0 || r >= Hs) continue;
+    for (int64_t iw = 0; iw < g->W; iw++) {
+      const int64_t q = iw + g->pl;
+      if (q < 0 || q >= Ws) continue;
+      const T *s = ximg + (ih * g->W + iw) * C;
+      T *d = img + (r * Ws + q) * VL;
+      int64_t c = 0;
+      for (; c + VL <= C; c += VL, d += plane) {
+        VEC v;
+        VLOAD(v, s + c);
+        VSTORE(d, v);
+      }
+      for (int64_t l = 0; c < C; c++, l++) d[l] = s[c]; /* the last block's lanes past C stay zero */
+    }
+  }
+}
+
+/* One output channel and one block of VL input channels: the K x K window offsets' sums in registers
+ * (acc_io: rows [kh*K + kw], Cp apart, read and written back), over the pooled windows of one image
+ * in order: each winner's window (img: the block's padded image, Ws pixels a row) times its pooled
+ * value, 0 where the code is 4 (no winner: selected, not multiplied, so a non-finite value there adds
+ * nothing, as the separate steps' zeros). code and gp: the image's values of that channel, O apart. */
+#define DEF_WDW_TILE(K)                                                                                  \
+  TARGET static void FNI(wdw_tile_##K)(const T *img, int64_t Ws, const uint8_t *code, const T *gp,      \
+                                       int64_t O, int64_t PH, int64_t PW, T *acc_io, int64_t Cp) {      \
+    VEC acc[K * K];                                                                                      \
+    UNROLL for (int k = 0; k < K * K; k++) VLOAD(acc[k], acc_io + k * Cp);                              \
+    const int64_t rs = Ws * VL;                                                                          \
+    for (int64_t ph = 0; ph < PH; ph++, img += 2 * rs) {                                                 \
+      const T *win = img; /* window (ph, pw)'s first pixel */                                            \
+      for (int64_t pw = 0; pw < PW; pw++, win += 2 * VL, code += O, gp += O) {                           \
+        const unsigned r = *code;                                                                        \
+        const T gv = FN(keep_if)(*gp, r < 4);                                                            \
+        const T *row = win + ((r >> 1) & 1) * rs + (r & 1) * VL;                                         \
+        UNROLL for (int kh = 0; kh < K; kh++, row += rs) UNROLL for (int kw = 0; kw < K; kw++) {         \
+          VEC xv;                                                                                        \
+          VLOAD(xv, row + kw * VL);                                                                      \
+          acc[kh * K + kw] += gv * xv;                                                                   \
+        }                                                                                                \
+      }                                                                                                  \
+    }                                                                                                    \
+    UNROLL for (int k = 0; k < K * K; k++) VSTORE(acc_io + k * Cp, acc[k]);                             \
+  }
+DEF_WDW_TILE(3)
+DEF_WDW_TILE(5)
+#undef DEF_WDW_TILE
+
+/* Task q: partition q's sums part[q][O][KH*KW][Cp] (zero when it has no image). */
+TARGET static void FNI(wdw_range)(void *p, int64_t b, int64_t e) {
+  const FN(wdw_args) *a = p;
+  const geom *g = a->g;
+  const int64_t O = g->O, K = g->KH, KK = K * K, PH = g->OH / 2, PW = g->OW / 2, Cp = wdw_cp(g->C);
+  const int64_t Hs = a->Hs, Ws = a->Ws;
+  for (int64_t q = b; q < e; q++) {
+    T *part = a->ws + q * wdw_part_elems(g), *img = part + O * KK * Cp;
+    memset(part, 0, (size_t)(O * KK * Cp) * sizeof(T));
+    const int64_t n0 = q * a->per, n1 = n0 + a->per < g->N ? n0 + a->per : g->N;
+    for (int64_t n = n0; n < n1; n++) {
+      FNI(wdw_pad)(g, a->x + n * g->H * g->W * g->C, img, Hs, Ws, Cp, n == n0);
+      const uint8_t *code = a->code + n * PH * PW * O;
+      const T *gp = a->dpool + n * PH * PW * O;
+      for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < g->C; c += VL) {
+          const T *blk = img + (c / VL) * Hs * Ws * VL;
+          T *acc = part + o * KK * Cp + c;
+          if (K == 5) FNI(wdw_tile_5)(blk, Ws, code + o, gp + o, O, PH, PW, acc, Cp);
+          else FNI(wdw_tile_3)(blk, Ws, code + o, gp + o, O, PH, PW, acc, Cp);
+        }
+    }
+  }
+}
+
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range),
                                                FNI(dwp_range),        FNI(dwp_pixels),    FNI(wino_in),
                                                FNI(wino_out),         FNI(wino_dy),       FNI(wino4_in),
-                                               FNI(wino4_out),        FNI(wino4_dy)};
+                                               FNI(wino4_out),        FNI(wino4_dy),      FNI(wdw_range)};
 
 #undef UNROLL
 #undef ROLLED

@@ -647,6 +647,8 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
   if (ctx->epi && ctx->epi->dw) /* dx made image by image for the folded filter gradient, not written */
     return FN(loom__conv_dw_images)(ctx, ctx->epi->dw, FN(max_pool_grad_dy_image), &a);
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
+  if (ctx->epi && ctx->epi->wdw && ctx->epi->argmax) /* a filter gradient over the result, from the winners */
+    return FN(loom__conv_dw_winners)(ctx, ctx->epi->wdw, DY->data, ctx->epi->argmax);
   return LOOM_OK;
 }
 

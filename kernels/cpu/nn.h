@@ -45,4 +45,20 @@ size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loo
 loom_code loom__conv_dw_images_f32(const loom_kctx *ctx, const loom_kctx *dw, loom_dy_image_fn make, void *arg);
 loom_code loom__conv_dw_images_f64(const loom_kctx *ctx, const loom_kctx *dw, loom_dy_image_fn make, void *arg);
 
+/* A Conv2DBackpropFilter whose dy is the result of a MaxPoolGrad that routes by the winners of a
+ * 2x2 stride-2 max pool (kernels/kernel.h: argmax) with its ReluGrad folded (engine/fuse.c): dy is
+ * zero but at each window's winner (code 0-3, none for 4), so the filter gradient is summed over
+ * the pooled values alone, each times its winner's input window: a quarter of the direct loops'
+ * products, added exactly (no Winograd rounding), in a fixed order (partitions of whole images by
+ * the shape, added in order). loom__conv_dw_winners_ws: the workspace that needs (x, dy, df: the
+ * filter gradient's input, dy and output), 0 when this geometry is not done so (stride and dilation
+ * 1, even output rows and columns, 3x3 or 5x5 windows). loom__conv_dw_winners_*: computes dw's
+ * output from dpool (the MaxPoolGrad's dy, [N, OH/2, OW/2, O]) and code (the winners, same shape)
+ * with the workspace of ctx (the MaxPoolGrad's step). */
+size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df);
+loom_code loom__conv_dw_winners_f32(const loom_kctx *ctx, const loom_kctx *dw, const float *dpool,
+                                    const uint8_t *code);
+loom_code loom__conv_dw_winners_f64(const loom_kctx *ctx, const loom_kctx *dw, const double *dpool,
+                                    const uint8_t *code);
+
 #endif

@@ -1,0 +1,55 @@
+/* The filter gradient of a convolution whose dy comes from a 2x2 stride-2
+ * MaxPoolGrad routed by the pool's winners with its ReluGrad folded
+ * (engine/fuse.c, kernels/kernel.h: argmax, wdw): such a dy is zero but at
+ * each window's winner, where it is the pooled value (none where the code is
+ * 4: the maximum was not above 0), so
+ *   dW[kh][kw][c][o] = sum over pooled (n, ph, pw) of dpool[n][ph][pw][o] *
+ *                      xpad[n][oh + kh][ow + kw][c],  (oh, ow) its winner
+ * costs KH*KW multiply-adds per pooled value and output channel: a quarter of
+ * the direct loops' and, for the 5x5 windows of a small CNN's second layer,
+ * fewer than the Winograd filter gradient's products and transforms, with the
+ * products summed exactly as written. Vectors run over input channels (the
+ * padded image in blocks of a vector's channels, zero past C), the KH*KW
+ * sums of one (o, block) in registers over an image's windows (conv_tiles.h:
+ * wdw_tile_*). Images are cut into wdw_parts() partitions by
+ * the shape, each summing into its own part of the workspace; the partitions
+ * are added in order, so the result does not depend on the threads.
+ * Included by kernels/cpu/conv.c in its template body. */
+
+/* Tasks o: dw[kh][kw][c][o] = the partitions' sums in order (part[q][o][kh*KW + kw][c]). */
+typedef struct {
+  const geom *g;
+  const T *ws;
+  T *dw;
+  int64_t P;
+} FN(wdw_sum_args);
+LOOM_HOT static void FN(wdw_sum_range)(void *p, int64_t b, int64_t e) {
+  const FN(wdw_sum_args) *a = p;
+  const geom *g = a->g;
+  const int64_t C = g->C, Cp = wdw_cp(C), O = g->O, KK = g->KH * g->KW, stride = wdw_part_elems(g);
+  for (int64_t o = b; o < e; o++)
+    for (int64_t k = 0; k < KK; k++)
+      for (int64_t c = 0; c < C; c++) {
+        const T *s = a->ws + (o * KK + k) * Cp + c;
+        T acc = s[0];
+        for (int64_t q = 1; q < a->P; q++) acc += s[q * stride];
+        a->dw[(k * C + c) * O + o] = acc;
+      }
+}
+
+loom_code FN(loom__conv_dw_winners)(const loom_kctx *ctx, const loom_kctx *dw, const T *dpool, const uint8_t *code) {
+  const loom_buf *X = dw->in[0], *DY = dw->in[1];
+  loom_buf *DF = dw->out[0];
+  size_t need = loom__conv_dw_winners_ws(dw->attrs, X, DY, DF);
+  if (!need)
+    return loom_status_set(ctx->st, LOOM_INTERNAL, "a filter gradient from a pool's winners of this geometry is not supported");
+  if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+  geom g;
+  geom_init(&g, dw->attrs, X->dims, DF->dims, DY->dims);
+  const int64_t P = wdw_parts(&g);
+  FN(wdw_args) a = {&g, X->data, dpool, code, ctx->ws, (g.N + P - 1) / P, g.OH + g.KH - 1, g.OW + g.KW - 1};
+  loom__parallel_for(ctx->pool, P, 1, FN(isa_for)(g.C)->wdw_range, &a);
+  FN(wdw_sum_args) s = {&g, ctx->ws, DF->data, P};
+  loom__parallel_for(ctx->pool, g.O, 8, FN(wdw_sum_range), &s);
+  return LOOM_OK;
+}
