@@ -244,6 +244,7 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
   plan_step *sk = &p->steps[k];
   const int vf = u->masked[k];
   if (vf < 0 || !sk->epi.argmax || sk->epi.dw || sk->ws_bytes) return top;
+  const plan_value *v = &p->values[vf];
   for (int j = k + 1; j < p->nsteps; j++) {
     const loom_node *n = p->steps[j].node;
     if (p->steps[j].fn == folded_away || !is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vf)
@@ -262,6 +263,9 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
     sk->ws_bytes = ws;
     top = sk->ws_offset + (int64_t)ws;
     sk->epi.wdw = &p->steps[j].ctx;
+    /* nothing else reads the result (but a BiasAddGrad given the column sums): not written */
+    sk->epi.wdw_only = v->kind == VAL_ARENA && v->last_use != INT32_MAX &&
+                       u->readers[vf] == 1 + (sk->epi.colsum != NULL);
     fold(p, j);
     return top;
   }
@@ -354,12 +358,12 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
       sp->ctx.epi = &sp->epi;
       const int vf = root(p, p->node_val[p->steps[k].node->id]);
       colsum_reader(p, &u, i, vf);
-      top = dw_reader(p, &u, i, vf, top);
       u.masked[i] = vf;
+      argmax_route(p, &u, i);
+      top = winners_dw(p, &u, i, top);
+      if (!sp->epi.wdw) top = dw_reader(p, &u, i, vf, top);
     }
   }
-  for (int k = 0; k < p->nsteps; k++) argmax_route(p, &u, k);
-  for (int k = 0; k < p->nsteps; k++) top = winners_dw(p, &u, k, top);
   loom__free(u.readers);
   loom__free(u.reader);
   loom__free(u.pooled);

@@ -83,6 +83,7 @@ typedef struct loom_epilogue {
    * the filter gradient is computed from dy's pooled values and their winners (kernels/cpu/nn.h:
    * loom__conv_dw_winners), y is still written */
   const struct loom_kctx *wdw;
+  int wdw_only; /* with wdw: nothing else reads y, which is not written (colsum still taken) */
 } loom_epilogue;
 
 /* Context for one kernel call. */

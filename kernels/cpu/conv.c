@@ -296,22 +296,26 @@ size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loo
 
 /* The filter gradient from a 2x2 max pool's winners (loom__conv_dw_winners, kernels/cpu/conv_winners.h):
  * stride and dilation 1, even output rows and columns, 3x3 or 5x5 windows; the images in
- * wdw_parts() partitions (by the shape), each with its sums [O][KH*KW][Cp] and a padded image of
- * (OH + KH - 1) x (OW + KW - 1) pixels in blocks of channels in the workspace. */
+ * wdw_parts() partitions (by the shape), each with its sums and a padded image of
+ * (OH + KH - 1) x (OW + KW - 1) pixels in the workspace. Vectors run over input channels (O x Cp
+ * products per window of 4 pixels; the image in blocks of a vector's channels) where that is fewer
+ * than over output channels (4 x C x Op: each pooled value masked by its winner, the image as it is,
+ * and the codes and values copied whole vectors apart where O is not whole vectors). */
 #define WDW_MAX_PARTS 8
 /* Channels rounded up to whole vectors of the widest instruction set (16 values in f32), zero past C. */
 static int64_t wdw_cp(int64_t C) { return (C + 15) / 16 * 16; }
-/* Where its products (O x Cp per window of 4 pixels, vectors over input channels) are fewer than the
- * direct loops' (4 x C x O, vectors over output channels): not a first layer's few input channels. */
+static int wdw_over_c(const geom *g) { return g->O * wdw_cp(g->C) < 4 * g->C * wdw_cp(g->O); }
 static int wdw_ok(const geom *g) {
-  return g->N > 0 && g->C > 0 && g->O > 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH > 0 &&
+  return g->N > 0 && g->KH * g->KW * wdw_cp(g->C) <= 8192 /* WDW_SUM_MAX: a row of sums on the stack */ && g->C > 0 && g->O > 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH > 0 &&
          g->OW > 0 && g->OH % 2 == 0 && g->OW % 2 == 0 && g->KH == g->KW && (g->KH == 3 || g->KH == 5) &&
-         g->O * wdw_cp(g->C) < 4 * g->C * wdw_cp(g->O) &&
-         (g->OH + g->KH - 1) * (g->OW + g->KW - 1) * g->C <= WINO_MAX_PAD_ELEMS;
+         (g->OH + g->KH - 1) * (g->OW + g->KW - 1) * wdw_cp(g->C) <= WINO_MAX_PAD_ELEMS;
 }
 static int64_t wdw_parts(const geom *g) { return g->N < WDW_MAX_PARTS ? g->N : WDW_MAX_PARTS; }
 static int64_t wdw_part_elems(const geom *g) {
-  return (g->O * g->KH * g->KW + (g->OH + g->KH - 1) * (g->OW + g->KW - 1)) * wdw_cp(g->C);
+  const int64_t KK = g->KH * g->KW, img = (g->OH + g->KH - 1) * (g->OW + g->KW - 1);
+  if (wdw_over_c(g)) return (g->O * KK + img) * wdw_cp(g->C);
+  /* the sums, the image, the pooled values and their codes of one image (in values' room) */
+  return KK * g->C * wdw_cp(g->O) + img * g->C + 2 * (g->OH / 2) * (g->OW / 2) * wdw_cp(g->O);
 }
 size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df) {
   if (x->ndim != 4 || dy->ndim != 4 || df->ndim != 4 || x->dtype != dy->dtype || x->dtype != df->dtype ||
@@ -723,7 +727,8 @@ typedef struct {
   void (*wino4_in)(const T *, int64_t, int64_t, T *, int64_t);  /* the same for F(4x4, 5x5) */
   void (*wino4_out)(const T *, int64_t, int64_t, T *, int64_t, int64_t, int64_t); /* rows, columns kept */
   void (*wino4_dy)(const T *const *, int64_t, T *, int64_t); /* dy's 4x4 block */
-  void (*wdw_range)(void *, int64_t, int64_t); /* partitions of a filter gradient from a pool's winners */
+  void (*wdw_range)(void *, int64_t, int64_t);  /* partitions of a filter gradient from a pool's winners */
+  void (*wdwo_range)(void *, int64_t, int64_t); /* the same, vectors over output channels */
 } FN(conv_isa);
 
 #define ISA generic

@@ -818,10 +818,89 @@ TARGET static void FNI(wdw_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
+/* The same with vectors over output channels (a first layer's few input channels): one input channel
+ * and VL output channels, the K x K offsets' sums in registers (acc_io: rows [kh*K + kw], ks apart);
+ * per pooled window the VL pooled values split by winner (0-3: four masked copies, none for 4), each
+ * times the broadcast values of its winner's window (img: the padded image, pixels C apart, from the
+ * channel). code and gp: the image's values from the block's first channel, os apart a window. */
+typedef uint8_t FNI(wbytes) __attribute__((vector_size(VL)));
+typedef __typeof__((VEC){0} == (VEC){0}) FNI(wlanes);
+#define DEF_WDWO_TILE(K)                                                                                 \
+  TARGET static void FNI(wdwo_tile_##K)(const T *img, int64_t Ws, int64_t C, const uint8_t *code,       \
+                                        const T *gp, int64_t os, int64_t PH, int64_t PW, T *acc_io,      \
+                                        int64_t ks) {                                                    \
+    VEC acc[K * K];                                                                                      \
+    UNROLL for (int k = 0; k < K * K; k++) VLOAD(acc[k], acc_io + k * ks);                              \
+    const int64_t rs = Ws * C;                                                                           \
+    for (int64_t ph = 0; ph < PH; ph++, img += 2 * rs) {                                                 \
+      const T *win = img;                                                                                \
+      for (int64_t pw = 0; pw < PW; pw++, win += 2 * C, code += os, gp += os) {                          \
+        FNI(wbytes) kb;                                                                                  \
+        memcpy(&kb, code, sizeof kb);                                                                    \
+        const FNI(wlanes) r = __builtin_convertvector(kb, FNI(wlanes));                                  \
+        FNI(wlanes) gi;                                                                                  \
+        memcpy(&gi, gp, sizeof gi);                                                                      \
+        UNROLL for (int q = 0; q < 4; q++) {                                                             \
+          const FNI(wlanes) m = gi & (r == q);                                                           \
+          VEC gq;                                                                                        \
+          memcpy(&gq, &m, sizeof gq);                                                                    \
+          const T *row = win + ((q >> 1) * Ws + (q & 1)) * C;                                            \
+          __asm__("" : "+r"(row)); /* the window's values broadcast by the multiply-adds */             \
+          UNROLL for (int kh = 0; kh < K; kh++, row += rs) UNROLL for (int kw = 0; kw < K; kw++)         \
+            acc[kh * K + kw] += gq * row[kw * C];                                                        \
+        }                                                                                                \
+      }                                                                                                  \
+    }                                                                                                    \
+    UNROLL for (int k = 0; k < K * K; k++) VSTORE(acc_io + k * ks, acc[k]);                             \
+  }
+DEF_WDWO_TILE(3)
+DEF_WDWO_TILE(5)
+#undef DEF_WDWO_TILE
+
+/* Task q: partition q's sums part[q][KH*KW][C][Op] (zero when it has no image): the image padded as
+ * the convolution's (pixels C apart), and where O is not a whole number of vectors its codes and
+ * pooled values copied Op apart a window (4 and 0 past O). */
+TARGET static void FNI(wdwo_range)(void *p, int64_t b, int64_t e) {
+  const FN(wdw_args) *a = p;
+  const geom *g = a->g;
+  const int64_t C = g->C, O = g->O, K = g->KH, KK = K * K, PH = g->OH / 2, PW = g->OW / 2, Op = wdw_cp(O);
+  const int64_t Hs = a->Hs, Ws = a->Ws, NW = PH * PW;
+  for (int64_t q = b; q < e; q++) {
+    T *part = a->ws + q * wdw_part_elems(g), *img = part + KK * C * Op, *gcopy = img + Hs * Ws * C;
+    uint8_t *ccopy = (uint8_t *)(gcopy + NW * Op);
+    memset(part, 0, (size_t)(KK * C * Op) * sizeof(T));
+    const int64_t n0 = q * a->per, n1 = n0 + a->per < g->N ? n0 + a->per : g->N;
+    for (int64_t n = n0; n < n1; n++) {
+      FN(pad_image)(g, a->x + n * g->H * g->W * C, img, Hs, Ws, n == n0);
+      const uint8_t *code = a->code + n * NW * O;
+      const T *gp = a->dpool + n * NW * O;
+      int64_t os = O;
+      if (O % VL) {
+        for (int64_t w = 0; w < NW; w++) {
+          memcpy(ccopy + w * Op, code + w * O, (size_t)O);
+          memset(ccopy + w * Op + O, 4, (size_t)(Op - O));
+          memcpy(gcopy + w * Op, gp + w * O, (size_t)O * sizeof(T));
+          memset(gcopy + w * Op + O, 0, (size_t)(Op - O) * sizeof(T));
+        }
+        code = ccopy;
+        gp = gcopy;
+        os = Op;
+      }
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t o = 0; o < O; o += VL) {
+          T *acc = part + c * Op + o;
+          if (K == 5) FNI(wdwo_tile_5)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
+          else FNI(wdwo_tile_3)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
+        }
+    }
+  }
+}
+
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range),
                                                FNI(dwp_range),        FNI(dwp_pixels),    FNI(wino_in),
                                                FNI(wino_out),         FNI(wino_dy),       FNI(wino4_in),
-                                               FNI(wino4_out),        FNI(wino4_dy),      FNI(wdw_range)};
+                                               FNI(wino4_out),        FNI(wino4_dy),      FNI(wdw_range),
+                                               FNI(wdwo_range)};
 
 #undef UNROLL
 #undef ROLLED

@@ -16,25 +16,37 @@
  * are added in order, so the result does not depend on the threads.
  * Included by kernels/cpu/conv.c in its template body. */
 
-/* Tasks o: dw[kh][kw][c][o] = the partitions' sums in order (part[q][o][kh*KW + kw][c]). */
+/* Tasks r: row r of the partitions' sums added in order (part q's rows at q*stride + r*len, each
+ * len values), then written to dw[kh][kw][c][o]: over input channels ([O][KK][Cp]) row r is output
+ * channel r, its element k*Cp + c dw[k][c][r]; over output channels ([KK*C][Op]) row r is (k, c), its
+ * element o dw[r][o]. */
+#define WDW_SUM_MAX 8192
 typedef struct {
   const geom *g;
   const T *ws;
   T *dw;
-  int64_t P;
+  int64_t P, len, over_c;
 } FN(wdw_sum_args);
 LOOM_HOT static void FN(wdw_sum_range)(void *p, int64_t b, int64_t e) {
   const FN(wdw_sum_args) *a = p;
   const geom *g = a->g;
-  const int64_t C = g->C, Cp = wdw_cp(C), O = g->O, KK = g->KH * g->KW, stride = wdw_part_elems(g);
-  for (int64_t o = b; o < e; o++)
-    for (int64_t k = 0; k < KK; k++)
-      for (int64_t c = 0; c < C; c++) {
-        const T *s = a->ws + (o * KK + k) * Cp + c;
-        T acc = s[0];
-        for (int64_t q = 1; q < a->P; q++) acc += s[q * stride];
-        a->dw[(k * C + c) * O + o] = acc;
-      }
+  const int64_t C = g->C, O = g->O, Cp = wdw_cp(C), stride = wdw_part_elems(g), len = a->len;
+  T acc[WDW_SUM_MAX];
+  for (int64_t r = b; r < e; r++) {
+    const T *s = a->ws + r * len;
+    if (a->over_c) {
+      for (int64_t i = 0; i < len; i++) acc[i] = s[i];
+      for (int64_t q = 1; q < a->P; q++)
+        for (int64_t i = 0; i < len; i++) acc[i] += s[q * stride + i];
+      for (int64_t k = 0; k < g->KH * g->KW; k++)
+        for (int64_t c = 0; c < C; c++) a->dw[(k * C + c) * O + r] = acc[k * Cp + c];
+    } else {
+      T *d = a->dw + r * O;
+      for (int64_t i = 0; i < O; i++) d[i] = s[i];
+      for (int64_t q = 1; q < a->P; q++)
+        for (int64_t i = 0; i < O; i++) d[i] += s[q * stride + i];
+    }
+  }
 }
 
 loom_code FN(loom__conv_dw_winners)(const loom_kctx *ctx, const loom_kctx *dw, const T *dpool, const uint8_t *code) {
@@ -46,10 +58,11 @@ loom_code FN(loom__conv_dw_winners)(const loom_kctx *ctx, const loom_kctx *dw, c
   if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
   geom g;
   geom_init(&g, dw->attrs, X->dims, DF->dims, DY->dims);
-  const int64_t P = wdw_parts(&g);
+  const int64_t P = wdw_parts(&g), KK = g.KH * g.KW, over_c = wdw_over_c(&g);
   FN(wdw_args) a = {&g, X->data, dpool, code, ctx->ws, (g.N + P - 1) / P, g.OH + g.KH - 1, g.OW + g.KW - 1};
-  loom__parallel_for(ctx->pool, P, 1, FN(isa_for)(g.C)->wdw_range, &a);
-  FN(wdw_sum_args) s = {&g, ctx->ws, DF->data, P};
-  loom__parallel_for(ctx->pool, g.O, 8, FN(wdw_sum_range), &s);
+  const FN(conv_isa) *isa = FN(isa_for)(over_c ? g.C : g.O);
+  loom__parallel_for(ctx->pool, P, 1, over_c ? isa->wdw_range : isa->wdwo_range, &a);
+  FN(wdw_sum_args) s = {&g, ctx->ws, DF->data, P, over_c ? KK * wdw_cp(g.C) : wdw_cp(g.O), over_c};
+  loom__parallel_for(ctx->pool, over_c ? g.O : KK * g.C, 4, FN(wdw_sum_range), &s);
   return LOOM_OK;
 }

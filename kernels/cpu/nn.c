@@ -376,6 +376,7 @@ typedef T FN(route_vec) __attribute__((vector_size(PBLK * sizeof(T))));
 #ifndef LOOM_ROUTE_BYTES
 #define LOOM_ROUTE_BYTES
 typedef uint8_t route_bytes __attribute__((vector_size(PBLK)));
+typedef double route_sums __attribute__((vector_size(PBLK * sizeof(double))));
 #endif
 LOOM_FORCE_INLINE void FN(max2x2_block)(const T *x0, const T *x1, int64_t C, T *o) {
   for (int k = 0; k < PBLK; k++) {
@@ -604,6 +605,39 @@ LOOM_HOT static void FN(max_pool_grad_range)(void *p, int64_t b, int64_t e) {
   for (int64_t n = b; n < e; n++) FN(max_pool_grad_image)(a, n, a->y + n * per, 1);
 }
 
+/* Images [b, e)'s column sums of the routed result without making it: the pooled values whose code
+ * is a winner (0-3), in double. */
+LOOM_HOT static void FN(pooled_colsum_range)(void *p, int64_t b, int64_t e) {
+  const FN(pool_args) *a = p;
+  const pgeom *g = a->g;
+  const int64_t C = g->C, NW = g->OH * g->OW;
+  for (int64_t n = b; n < e; n++)
+    for (int64_t c0 = 0; c0 < C; c0 += PBLK) { /* blocks of channels: sums in registers */
+      const int64_t nc = C - c0 < PBLK ? C - c0 : PBLK;
+      double s[PBLK] = {0};
+      route_sums sv = {0};
+      for (int64_t w = 0; w < NW; w++) {
+        const T *dy = a->dy + (n * NW + w) * C + c0;
+        const uint8_t *k = a->code + (n * NW + w) * C + c0;
+        if (nc == PBLK) { /* the bytes widened and compared in registers, the selected values widened */
+          route_bytes kb;
+          FN(route_vec) v;
+          memcpy(&kb, k, sizeof kb);
+          memcpy(&v, dy, sizeof v);
+          __typeof__(v == v) vi, r = __builtin_convertvector(kb, __typeof__(v == v));
+          memcpy(&vi, &v, sizeof vi);
+          vi &= r < 4;
+          memcpy(&v, &vi, sizeof v);
+          sv += __builtin_convertvector(v, route_sums);
+        } else {
+          for (int64_t c = 0; c < nc; c++) s[c] += (double)(k[c] < 4 ? dy[c] : (T)0);
+        }
+      }
+      if (nc == PBLK) memcpy(s, &sv, sizeof s);
+      for (int64_t c = 0; c < nc; c++) a->colsum[n * C + c0 + c] = s[c];
+    }
+}
+
 /* A folded filter gradient's image of dy (kernels/cpu/nn.h: loom_dy_image_fn). */
 static void FN(max_pool_grad_dy_image)(void *arg, int64_t n, void *dst, int first) {
   FN(max_pool_grad_image)(arg, n, dst, first);
@@ -646,9 +680,12 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
                      ctx->epi ? ctx->epi->colsum : NULL, ctx->epi ? ctx->epi->argmax : NULL};
   if (ctx->epi && ctx->epi->dw) /* dx made image by image for the folded filter gradient, not written */
     return FN(loom__conv_dw_images)(ctx, ctx->epi->dw, FN(max_pool_grad_dy_image), &a);
-  loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
-  if (ctx->epi && ctx->epi->wdw && ctx->epi->argmax) /* a filter gradient over the result, from the winners */
+  if (ctx->epi && ctx->epi->wdw && ctx->epi->argmax) { /* a filter gradient over the result, from the winners */
+    if (!ctx->epi->wdw_only) loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
+    else if (a.colsum) loom__parallel_for(ctx->pool, g.N, 1, FN(pooled_colsum_range), &a);
     return FN(loom__conv_dw_winners)(ctx, ctx->epi->wdw, DY->data, ctx->epi->argmax);
+  }
+  loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
   return LOOM_OK;
 }
 
