@@ -31,9 +31,11 @@
  * without reading that input, which the convolution then need not write.
  * A Conv2DBackpropFilter over such a MaxPoolGrad's result (zero but at the
  * winners) runs inside the MaxPoolGrad from the pooled values and their
- * winners when its geometry allows (kernels/cpu/nn.h: loom__conv_dw_winners):
- * not bit for bit the separate step's (its products summed exactly, in
- * another order), and the result is still written for its other readers.
+ * winners when its geometry allows (kernels/cpu/nn.h: loom__conv_dw_winners;
+ * chosen before the images-in-scratch fold above): not bit for bit the
+ * separate step's (its products summed exactly, in another order). The result
+ * is still written for its other readers; with none but a BiasAddGrad given
+ * column sums, it is not made at all (the sums taken from the pooled values).
  * LOOM_FOLD=0 in the environment turns folding off (benchmarks, tests). */
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,10 @@
  * products summed exactly as written. Vectors run over input channels (the
  * padded image in blocks of a vector's channels, zero past C), the KH*KW
  * sums of one (o, block) in registers over an image's windows (conv_tiles.h:
- * wdw_tile_*). Images are cut into wdw_parts() partitions by
+ * wdw_tile_*); where the input channels are few (a first layer's one), over
+ * output channels instead, each pooled vector split into four by its
+ * winners (conv_tiles.h: wdwo_tile_*; the products of the direct loops, but
+ * no dy made). Images are cut into wdw_parts() partitions by
  * the shape, each summing into its own part of the workspace; the partitions
  * are added in order, so the result does not depend on the threads.
  * Included by kernels/cpu/conv.c in its template body. */

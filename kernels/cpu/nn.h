@@ -48,9 +48,10 @@ loom_code loom__conv_dw_images_f64(const loom_kctx *ctx, const loom_kctx *dw, lo
 /* A Conv2DBackpropFilter whose dy is the result of a MaxPoolGrad that routes by the winners of a
  * 2x2 stride-2 max pool (kernels/kernel.h: argmax) with its ReluGrad folded (engine/fuse.c): dy is
  * zero but at each window's winner (code 0-3, none for 4), so the filter gradient is summed over
- * the pooled values alone, each times its winner's input window: a quarter of the direct loops'
- * products, added exactly (no Winograd rounding), in a fixed order (partitions of whole images by
- * the shape, added in order). loom__conv_dw_winners_ws: the workspace that needs (x, dy, df: the
+ * the pooled values alone, each times its winner's input window (vectors over input channels: a
+ * quarter of the direct loops' products; or over output channels where the input channels are
+ * few), added exactly (no Winograd rounding), in a fixed order (partitions of whole images by the
+ * shape, added in order). loom__conv_dw_winners_ws: the workspace that needs (x, dy, df: the
  * filter gradient's input, dy and output), 0 when this geometry is not done so (stride and dilation
  * 1, even output rows and columns, 3x3 or 5x5 windows). loom__conv_dw_winners_*: computes dw's
  * output from dpool (the MaxPoolGrad's dy, [N, OH/2, OW/2, O]) and code (the winners, same shape)
