@@ -8,7 +8,8 @@
  * second convolution with its BiasAdd, Relu and 2x2 MaxPool (one step folded);
  * layer1_fwd: the same for the first; layer2_step: the second layer's forward chain and, from
  * the pool's gradient, MaxPoolGrad -> ReluGrad -> its filter, input and bias gradients (the filter
- * gradient from the pool's winners when folded).
+ * gradient from the pool's winners when folded); layer1_step: the first layer's forward chain and
+ * its filter and bias gradients (from the winners when folded: no dy made).
  *
  *   build/bench/cnn_ops [--threads N (2)] [--iters N (40)] [--batch N (64)] [--op NAME (all)]
  *
@@ -20,7 +21,7 @@
 #include "loom/loom.h"
 #include "bench_util.h"
 
-enum { NOPS = 13, NIN = 8 };
+enum { NOPS = 14, NIN = 8 };
 
 int main(int argc, char **argv) {
   int threads = atoi(bu_flag(argc, argv, "--threads", "2"));
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
       {NULL, 0},
       {NULL, 0},
       {NULL, 0},
+      {NULL, 0},
   };
   { /* the second layer's forward pass: Conv2D -> BiasAdd -> Relu -> MaxPool (one step when folded) */
     float bias[32];
@@ -112,12 +114,24 @@ int main(int argc, char **argv) {
                           loom_conv2d_backprop_input(g, dx2, p[4], rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
                           loom_bias_add_grad(g, rg, NULL).node};
     ops[NOPS - 4].node = loom_group(g, 3, deps, "layer2_step");
+    /* the first layer's: its forward chain, then the filter and bias gradients from the pool's
+     * gradient (from the winners when folded: the MaxPoolGrad's result never made) */
+    int64_t b1d[1] = {16};
+    loom_output relu1 = loom_relu(g, loom_bias_add(g, loom_conv2d(g, p[0], p[1], s1, LOOM_PADDING_SAME, NULL, NULL),
+                                                   loom_const_data(g, LOOM_F32, 1, b1d, bias, NULL), NULL),
+                                  NULL);
+    loom_output pool1f = loom_max_pool(g, relu1, k2, k2, LOOM_PADDING_VALID, NULL);
+    loom_output rg1 = loom_relu_grad(
+        g, loom_max_pool_grad(g, relu1, pool1f, p[6], k2, k2, LOOM_PADDING_VALID, NULL), relu1, NULL);
+    loom_node *deps1[2] = {loom_conv2d_backprop_filter(g, p[0], dw1, rg1, s1, LOOM_PADDING_SAME, NULL, NULL).node,
+                           loom_bias_add_grad(g, rg1, NULL).node};
+    ops[NOPS - 5].node = loom_group(g, 2, deps1, "layer1_step");
   }
-  const char *names[NOPS] = {"conv1",       "conv1_dw",   "conv2",      "conv2_dx",    "conv2_dw",
-                             "pool1",       "pool1_grad", "relu1",      "bias1_grad",  "layer2_step",
-                             "layer1_grad", "layer2_fwd", "layer1_fwd"};
-  double flops[NOPS] = {2.0 * B * 784 * 16 * 25,     2.0 * B * 784 * 16 * 25, 2.0 * B * 196 * 32 * 400,
-                        2.0 * B * 196 * 32 * 400,     2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0, 0,
+  const char *names[NOPS] = {"conv1",       "conv1_dw",    "conv2",       "conv2_dx",    "conv2_dw",
+                             "pool1",       "pool1_grad",  "relu1",       "bias1_grad",  "layer1_step",
+                             "layer2_step", "layer1_grad", "layer2_fwd",  "layer1_fwd"};
+  double flops[NOPS] = {2.0 * B * 784 * 16 * 25, 2.0 * B * 784 * 16 * 25, 2.0 * B * 196 * 32 * 400,
+                        2.0 * B * 196 * 32 * 400, 2.0 * B * 196 * 32 * 400, 0, 0, 0, 0, 0, 0, 0,
                         2.0 * B * 196 * 32 * 400, 2.0 * B * 784 * 16 * 25};
   double *t = calloc((size_t)NOPS * iters, sizeof *t);
   for (int it = -3; it < iters; it++)

@@ -302,20 +302,23 @@ size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loo
  * than over output channels (4 x C x Op: each pooled value masked by its winner, the image as it is,
  * and the codes and values copied whole vectors apart where O is not whole vectors). */
 #define WDW_MAX_PARTS 8
+#define WDW_SUM_MAX 8192 /* a row of sums (KH*KW*Cp values) added on the stack */
 /* Channels rounded up to whole vectors of the widest instruction set (16 values in f32), zero past C. */
 static int64_t wdw_cp(int64_t C) { return (C + 15) / 16 * 16; }
 static int wdw_over_c(const geom *g) { return g->O * wdw_cp(g->C) < 4 * g->C * wdw_cp(g->O); }
 static int wdw_ok(const geom *g) {
-  return g->N > 0 && g->KH * g->KW * wdw_cp(g->C) <= 8192 /* WDW_SUM_MAX: a row of sums on the stack */ && g->C > 0 && g->O > 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH > 0 &&
+  return g->N > 0 && g->C > 0 && g->O > 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH > 0 &&
          g->OW > 0 && g->OH % 2 == 0 && g->OW % 2 == 0 && g->KH == g->KW && (g->KH == 3 || g->KH == 5) &&
+         g->KH * g->KW * wdw_cp(g->C) <= WDW_SUM_MAX &&
          (g->OH + g->KH - 1) * (g->OW + g->KW - 1) * wdw_cp(g->C) <= WINO_MAX_PAD_ELEMS;
 }
 static int64_t wdw_parts(const geom *g) { return g->N < WDW_MAX_PARTS ? g->N : WDW_MAX_PARTS; }
 static int64_t wdw_part_elems(const geom *g) {
-  const int64_t KK = g->KH * g->KW, img = (g->OH + g->KH - 1) * (g->OW + g->KW - 1);
-  if (wdw_over_c(g)) return (g->O * KK + img) * wdw_cp(g->C);
-  /* the sums, the image, the pooled values and their codes of one image (in values' room) */
-  return KK * g->C * wdw_cp(g->O) + img * g->C + 2 * (g->OH / 2) * (g->OW / 2) * wdw_cp(g->O);
+  const int64_t KK = g->KH * g->KW, img = (g->OH + g->KH - 1) * (g->OW + g->KW - 1), NW = (g->OH / 2) * (g->OW / 2);
+  /* the sums and the image; or the sums, the image, the pooled values and their codes of one image (in
+   * values' room); whole 64-byte lines, so that every partition's sums and image are aligned */
+  int64_t e = wdw_over_c(g) ? (g->O * KK + img) * wdw_cp(g->C) : KK * g->C * wdw_cp(g->O) + img * g->C + 2 * NW * wdw_cp(g->O);
+  return (e + 15) / 16 * 16;
 }
 size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df) {
   if (x->ndim != 4 || dy->ndim != 4 || df->ndim != 4 || x->dtype != dy->dtype || x->dtype != df->dtype ||

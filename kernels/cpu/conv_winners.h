@@ -23,7 +23,6 @@
  * len values), then written to dw[kh][kw][c][o]: over input channels ([O][KK][Cp]) row r is output
  * channel r, its element k*Cp + c dw[k][c][r]; over output channels ([KK*C][Op]) row r is (k, c), its
  * element o dw[r][o]. */
-#define WDW_SUM_MAX 8192
 typedef struct {
   const geom *g;
   const T *ws;
