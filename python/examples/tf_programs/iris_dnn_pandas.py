@@ -38,9 +38,9 @@ classifier = tf.estimator.DNNClassifier(
     n_classes=3,
     optimizer=tf.keras.optimizers.legacy.Adagrad(learning_rate=0.1),
     model_dir=tempfile.mkdtemp(),
-    config=tf.estimator.RunConfig(tf_random_seed=SEED, save_checkpoints_steps=2000))
+    config=tf.estimator.RunConfig(tf_random_seed=SEED, save_checkpoints_steps=5000))
 
-classifier.train(input_fn=lambda: input_fn(train, train_y, training=True), steps=2000)
+classifier.train(input_fn=lambda: input_fn(train, train_y, training=True), steps=5000)
 eval_result = classifier.evaluate(input_fn=lambda: input_fn(test, test_y, training=False))
 print("Test set accuracy: {accuracy:0.3f}".format(**eval_result))
 
