@@ -163,19 +163,32 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
   }
 }
 
+/* Tasks c: U[X][c][O] = G w[.][.][c][:] G^T, the transformed filter of input channel c. */
+typedef struct {
+  const geom *g;
+  const T *w;
+  T *u;
+} FN(wino_u_args);
+LOOM_HOT static void FN(wino_u_range)(void *p, int64_t b, int64_t e) {
+  const FN(wino_u_args) *a = p;
+  const int64_t C = a->g->C, O = a->g->O, m = wino_m(a->g), R = m + 4;
+  void (*gt)(const T *, int64_t, T *, int64_t, int64_t) = m == 4 ? FN(wino4_g) : FN(wino_g);
+  T tmp[8 * 5 * WINO_MAX_O];
+  for (int64_t c = b; c < e; c++) {
+    /* w[kh][kw][c][:] rows: first over kh (tmp[i][kw][:]), then over kw */
+    for (int64_t kw = 0; kw < 5; kw++) gt(a->w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
+    for (int64_t i = 0; i < R; i++) gt(tmp + i * 5 * O, O, a->u + (i * R * C + c) * O, C * O, O);
+  }
+}
+
 /* y = conv(x, w) by Winograd F(m x m, 5x5), m = wino_m(g), then epi's steps (or NULL); ws holds
  * wino_ws_elems(g) values. */
 static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, T *ws,
                          const loom_epilogue *epi) {
-  const int64_t C = g->C, O = g->O, m = wino_m(g), X = wino_xis(m), R = m + 4;
-  void (*gt)(const T *, int64_t, T *, int64_t, int64_t) = m == 4 ? FN(wino4_g) : FN(wino_g);
-  T *u = ws; /* U[X][C][O] = G w G^T per (c, o) */
-  T tmp[8 * 5 * WINO_MAX_O];
-  for (int64_t c = 0; c < C; c++) {
-    /* w[kh][kw][c][:] rows: first over kh (tmp[i][kw][:]), then over kw */
-    for (int64_t kw = 0; kw < 5; kw++) gt(w + (kw * C + c) * O, 5 * C * O, tmp + kw * O, 5 * O, O);
-    for (int64_t i = 0; i < R; i++) gt(tmp + i * 5 * O, O, u + (i * R * C + c) * O, C * O, O);
-  }
+  const int64_t C = g->C, O = g->O, m = wino_m(g), X = wino_xis(m);
+  T *u = ws; /* U[X][C][O] = G w G^T per (c, o), the input channels over the threads */
+  FN(wino_u_args) ua = {g, w, u};
+  loom__parallel_for(ctx->pool, C, 4, FN(wino_u_range), &ua);
   FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0, epi};
   a.th = (g->OH + m - 1) / m;
   a.tw = (g->OW + m - 1) / m;
