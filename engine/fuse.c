@@ -179,6 +179,22 @@ static void fold(loom_plan *p, int j) {
 
 static int64_t past_end(int64_t top) { return (top + 63) / 64 * 64; }
 
+/* Step j, a filter gradient, folded into step i with ws bytes of workspace: its output's buffer moved
+ * past the arena's end when another value or workspace uses it from step i on, the workspace past the
+ * end too. Returns the arena's size after them. */
+static int64_t fold_into(loom_plan *p, int i, int j, size_t ws, int64_t top) {
+  const int vd = p->node_val[p->steps[j].node->id];
+  plan_value *d = &p->values[vd];
+  if (!arena_free_during(p, d->offset, d->bytes, i, j, vd)) {
+    d->offset = past_end(top);
+    top = d->offset + (int64_t)d->bytes;
+  }
+  p->steps[i].ws_offset = past_end(top);
+  p->steps[i].ws_bytes = ws;
+  fold(p, j);
+  return p->steps[i].ws_offset + (int64_t)ws;
+}
+
 /* A Conv2DBackpropFilter reading value vi (the final output of MaxPoolGrad step i, ReluGrad folded) as
  * its dy and nothing else reading vi but a BiasAddGrad given step i's column sums: folded into step i
  * (see above). Returns the arena's size after it. */
@@ -190,22 +206,13 @@ static int64_t dw_reader(loom_plan *p, const use_map *u, int i, int vi, int64_t 
   for (int j = i + 1; j < p->nsteps; j++) {
     const loom_node *n = p->steps[j].node;
     if (!is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vi) continue;
-    const int xi = in_root(p, n, 0), vd = p->node_val[n->id];
-    plan_value *d = &p->values[vd];
-    if (xi == vi || !ready_at(p, xi, i, j) || d->kind != VAL_ARENA) return top;
+    const int xi = in_root(p, n, 0);
+    if (xi == vi || !ready_at(p, xi, i, j) || p->values[p->node_val[n->id]].kind != VAL_ARENA) return top;
     const loom_kctx *c = &p->steps[j].ctx; /* the buffers as the step sees them (an alias's shape) */
     size_t ws = loom__conv_dw_images_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
     if (!ws) return top;
-    if (!arena_free_during(p, d->offset, d->bytes, i, j, vd)) {
-      d->offset = past_end(top);
-      top = d->offset + (int64_t)d->bytes;
-    }
-    si->ws_offset = past_end(top);
-    si->ws_bytes = ws;
-    top = si->ws_offset + (int64_t)ws;
     si->epi.dw = &p->steps[j].ctx;
-    fold(p, j);
-    return top;
+    return fold_into(p, i, j, ws, top);
   }
   return top;
 }
@@ -251,25 +258,16 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
     const loom_node *n = p->steps[j].node;
     if (p->steps[j].fn == folded_away || !is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vf)
       continue;
-    const int xi = in_root(p, n, 0), vd = p->node_val[n->id];
-    plan_value *d = &p->values[vd];
-    if (xi == vf || !kept_from(p, xi, k, j) || d->kind != VAL_ARENA) return top;
+    const int xi = in_root(p, n, 0);
+    if (xi == vf || !kept_from(p, xi, k, j) || p->values[p->node_val[n->id]].kind != VAL_ARENA) return top;
     const loom_kctx *c = &p->steps[j].ctx;
     size_t ws = loom__conv_dw_winners_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
     if (!ws) return top;
-    if (!arena_free_during(p, d->offset, d->bytes, k, j, vd)) {
-      d->offset = past_end(top);
-      top = d->offset + (int64_t)d->bytes;
-    }
-    sk->ws_offset = past_end(top);
-    sk->ws_bytes = ws;
-    top = sk->ws_offset + (int64_t)ws;
     sk->epi.wdw = &p->steps[j].ctx;
     /* nothing else reads the result (but a BiasAddGrad given the column sums): not written */
     sk->epi.wdw_only = v->kind == VAL_ARENA && v->last_use != INT32_MAX &&
                        u->readers[vf] == 1 + (sk->epi.colsum != NULL);
-    fold(p, j);
-    return top;
+    return fold_into(p, k, j, ws, top);
   }
   return top;
 }
