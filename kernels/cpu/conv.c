@@ -931,6 +931,24 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
   return LOOM_OK;
 }
 
+/* Tasks k = kh*KW + kw: the filter flipped in space and transposed in channels (geom_transposed),
+ * W'[kh][kw][o][c] = W[KH-1-kh][KW-1-kw][c][o]. */
+typedef struct {
+  const geom *g;
+  const T *f;
+  T *wt;
+} FN(flip_args);
+static void FN(flip_range)(void *p, int64_t b, int64_t e) {
+  const FN(flip_args) *a = p;
+  const geom *g = a->g;
+  for (int64_t k = b; k < e; k++) {
+    const T *src = a->f + (g->KH * g->KW - 1 - k) * g->C * g->O; /* (KH-1-kh, KW-1-kw) */
+    T *dst = a->wt + k * g->O * g->C;
+    for (int64_t o = 0; o < g->O; o++)
+      for (int64_t c = 0; c < g->C; c++) dst[o * g->C + c] = src[c * g->O + o];
+  }
+}
+
 loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
   const loom_buf *F = ctx->in[0], *DY = ctx->in[1];
   loom_buf *DX = ctx->out[0];
@@ -951,12 +969,8 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
     size_t need = wbytes + (wino ? (size_t)wino_ws_elems(&t) * sizeof(T) : 0);
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
     T *wt = ctx->ws;
-    for (int64_t kh = 0; kh < g.KH; kh++)
-      for (int64_t kw = 0; kw < g.KW; kw++)
-        for (int64_t o = 0; o < g.O; o++)
-          for (int64_t c = 0; c < g.C; c++)
-            wt[((kh * g.KW + kw) * g.O + o) * g.C + c] =
-                f[(((g.KH - 1 - kh) * g.KW + (g.KW - 1 - kw)) * g.C + c) * g.O + o];
+    FN(flip_args) fa = {&g, f, wt};
+    loom__parallel_for(ctx->pool, g.KH * g.KW, 4, FN(flip_range), &fa);
     if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O, NULL);
     else FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0, NULL);
     return LOOM_OK;
