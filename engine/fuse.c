@@ -261,6 +261,8 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
     const int xi = in_root(p, n, 0);
     if (xi == vf || !kept_from(p, xi, k, j) || p->values[p->node_val[n->id]].kind != VAL_ARENA) return top;
     const loom_kctx *c = &p->steps[j].ctx;
+    const loom_buf *y = sk->ctx.out[0]; /* dy as the filter gradient sees it: the result's own shape */
+    if (c->in[1]->ndim != y->ndim || memcmp(c->in[1]->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim)) return top;
     size_t ws = loom__conv_dw_winners_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
     if (!ws) return top;
     sk->epi.wdw = &p->steps[j].ctx;
