@@ -23,6 +23,15 @@
 
 enum { NOPS = 14, NIN = 8 };
 
+/* Conv2D(x, w) (SAME, stride 1) -> BiasAdd (o values) -> Relu. */
+static loom_output relu_chain(loom_graph *g, loom_output x, loom_output w, int64_t o) {
+  float bias[32];
+  for (int i = 0; i < 32; i++) bias[i] = 0.01f * (float)(i - 16);
+  int64_t s1[4] = {1, 1, 1, 1}, bd[1] = {o};
+  loom_output c = loom_conv2d(g, x, w, s1, LOOM_PADDING_SAME, NULL, NULL);
+  return loom_relu(g, loom_bias_add(g, c, loom_const_data(g, LOOM_F32, 1, bd, bias, NULL), NULL), NULL);
+}
+
 int main(int argc, char **argv) {
   int threads = atoi(bu_flag(argc, argv, "--threads", "2"));
   int iters = atoi(bu_flag(argc, argv, "--iters", "40"));
@@ -75,21 +84,12 @@ int main(int argc, char **argv) {
       {NULL, 0},
       {NULL, 0},
   };
-  { /* the second layer's forward pass: Conv2D -> BiasAdd -> Relu -> MaxPool (one step when folded) */
-    float bias[32];
-    for (int i = 0; i < 32; i++) bias[i] = 0.01f * (float)(i - 16);
-    int64_t bd[1] = {32};
-    loom_output b = loom_const_data(g, LOOM_F32, 1, bd, bias, "b2");
-    loom_output c = loom_conv2d(g, p[3], p[4], s1, LOOM_PADDING_SAME, NULL, NULL);
-    ops[NOPS - 2] = loom_max_pool(g, loom_relu(g, loom_bias_add(g, c, b, NULL), NULL), k2, k2, LOOM_PADDING_VALID,
-                                  "layer2_fwd");
-    /* the first layer's: Conv2D -> BiasAdd -> Relu -> MaxPool */
-    int64_t b1d[1] = {16};
-    loom_output b1 = loom_const_data(g, LOOM_F32, 1, b1d, bias, "b1");
-    loom_output c1 = loom_conv2d(g, p[0], p[1], s1, LOOM_PADDING_SAME, NULL, NULL);
-    ops[NOPS - 1] = loom_max_pool(g, loom_relu(g, loom_bias_add(g, c1, b1, NULL), NULL), k2, k2, LOOM_PADDING_VALID,
-                                  "layer1_fwd");
-  }
+  /* each layer's forward pass: Conv2D -> BiasAdd -> Relu -> MaxPool (one step when folded) */
+  loom_output relu1 = relu_chain(g, p[0], p[1], 16), relu2 = relu_chain(g, p[3], p[4], 32);
+  loom_output pool1f = loom_max_pool(g, relu1, k2, k2, LOOM_PADDING_VALID, "layer1_fwd");
+  loom_output pool2f = loom_max_pool(g, relu2, k2, k2, LOOM_PADDING_VALID, "layer2_fwd");
+  ops[NOPS - 1] = pool1f;
+  ops[NOPS - 2] = pool2f;
   { /* the first layer's backward pass from the pool's gradient: MaxPoolGrad -> ReluGrad -> filter and
      * bias gradients (folded into one step, engine/fuse.c; LOOM_FOLD=0: four) */
     loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, p[2], pool1, p[6], k2, k2, LOOM_PADDING_VALID, NULL),
@@ -98,29 +98,16 @@ int main(int argc, char **argv) {
                           loom_bias_add_grad(g, rg, NULL).node};
     ops[NOPS - 3].node = loom_group(g, 2, deps, "layer1_grad");
   }
-  { /* the second layer forward and backward: its forward chain, then from the pool's gradient
-     * MaxPoolGrad -> ReluGrad -> filter, input and bias gradients (the filter gradient from the pool's
-     * winners inside the MaxPoolGrad when folded; LOOM_FOLD=0: each step apart) */
-    float bias[32];
-    for (int i = 0; i < 32; i++) bias[i] = 0.01f * (float)(i - 16);
-    int64_t bd[1] = {32};
-    loom_output relu = loom_relu(g, loom_bias_add(g, loom_conv2d(g, p[3], p[4], s1, LOOM_PADDING_SAME, NULL, NULL),
-                                                  loom_const_data(g, LOOM_F32, 1, bd, bias, NULL), NULL),
-                                 NULL);
-    loom_output pool = loom_max_pool(g, relu, k2, k2, LOOM_PADDING_VALID, NULL);
-    loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, relu, pool, p[7], k2, k2, LOOM_PADDING_VALID, NULL),
-                                    relu, NULL);
-    loom_node *deps[3] = {loom_conv2d_backprop_filter(g, p[3], dw2, rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
-                          loom_conv2d_backprop_input(g, dx2, p[4], rg, s1, LOOM_PADDING_SAME, NULL, NULL).node,
-                          loom_bias_add_grad(g, rg, NULL).node};
-    ops[NOPS - 4].node = loom_group(g, 3, deps, "layer2_step");
-    /* the first layer's: its forward chain, then the filter and bias gradients from the pool's
-     * gradient (from the winners when folded: the MaxPoolGrad's result never made) */
-    int64_t b1d[1] = {16};
-    loom_output relu1 = loom_relu(g, loom_bias_add(g, loom_conv2d(g, p[0], p[1], s1, LOOM_PADDING_SAME, NULL, NULL),
-                                                   loom_const_data(g, LOOM_F32, 1, b1d, bias, NULL), NULL),
-                                  NULL);
-    loom_output pool1f = loom_max_pool(g, relu1, k2, k2, LOOM_PADDING_VALID, NULL);
+  { /* the layers' forward chains above and their gradients from the pool's: MaxPoolGrad -> ReluGrad ->
+     * filter, input (second layer) and bias gradients (the filter gradient from the pool's winners
+     * inside the MaxPoolGrad when folded, the first layer's dy then never made; LOOM_FOLD=0: each step
+     * apart) */
+    loom_output rg2 = loom_relu_grad(
+        g, loom_max_pool_grad(g, relu2, pool2f, p[7], k2, k2, LOOM_PADDING_VALID, NULL), relu2, NULL);
+    loom_node *deps2[3] = {loom_conv2d_backprop_filter(g, p[3], dw2, rg2, s1, LOOM_PADDING_SAME, NULL, NULL).node,
+                           loom_conv2d_backprop_input(g, dx2, p[4], rg2, s1, LOOM_PADDING_SAME, NULL, NULL).node,
+                           loom_bias_add_grad(g, rg2, NULL).node};
+    ops[NOPS - 4].node = loom_group(g, 3, deps2, "layer2_step");
     loom_output rg1 = loom_relu_grad(
         g, loom_max_pool_grad(g, relu1, pool1f, p[6], k2, k2, LOOM_PADDING_VALID, NULL), relu1, NULL);
     loom_node *deps1[2] = {loom_conv2d_backprop_filter(g, p[0], dw1, rg1, s1, LOOM_PADDING_SAME, NULL, NULL).node,

@@ -78,17 +78,11 @@ static int mutation_between(const loom_plan *p, int i, int j) {
   return 0;
 }
 
-/* Whether value vi (read by the chain's later step) is final before step i. */
-static int ready_at(const loom_plan *p, int vi, int i, int later) {
-  const plan_value *v = &p->values[vi];
-  if (v->kind == VAL_ARENA && !(v->producer >= 0 && v->producer < i)) return 0;
-  return !mutation_between(p, i, later);
-}
-
 /* Whether value vi, read by step `later`, is final before step i and stays so until `later`: an arena
- * value made before step i (its bytes are kept until its last reader), else one that no step in
+ * value made before step i (its bytes are kept until its last reader, and no step writes an arena
+ * value in place while a later step still reads it), else one (a variable, a feed) that no step in
  * (i, later) writes in place. */
-static int kept_from(const loom_plan *p, int vi, int i, int later) {
+static int ready_at(const loom_plan *p, int vi, int i, int later) {
   const plan_value *v = &p->values[vi];
   if (v->kind == VAL_ARENA) return v->producer >= 0 && v->producer < i && v->last_use >= later;
   return !mutation_between(p, i, later);
@@ -259,7 +253,7 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
     if (p->steps[j].fn == folded_away || !is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vf)
       continue;
     const int xi = in_root(p, n, 0);
-    if (xi == vf || !kept_from(p, xi, k, j) || p->values[p->node_val[n->id]].kind != VAL_ARENA) return top;
+    if (xi == vf || !ready_at(p, xi, k, j) || p->values[p->node_val[n->id]].kind != VAL_ARENA) return top;
     const loom_kctx *c = &p->steps[j].ctx;
     const loom_buf *y = sk->ctx.out[0]; /* dy as the filter gradient sees it: the result's own shape */
     if (c->in[1]->ndim != y->ndim || memcmp(c->in[1]->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim)) return top;

@@ -81,7 +81,7 @@ typedef struct loom_epilogue {
   uint8_t *argmax;
   /* MaxPoolGrad with argmax: the context of a Conv2DBackpropFilter whose dy is the final y, or NULL:
    * the filter gradient is computed from dy's pooled values and their winners (kernels/cpu/nn.h:
-   * loom__conv_dw_winners), y is still written */
+   * loom__conv_dw_winners), y still written for its other readers (none: wdw_only) */
   const struct loom_kctx *wdw;
   int wdw_only; /* with wdw: nothing else reads y, which is not written (colsum still taken) */
 } loom_epilogue;

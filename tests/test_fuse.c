@@ -683,13 +683,20 @@ Test(fuse, filter_gradient_from_the_pools_winners) {
   winners_grad(LOOM_F32, (conv_case){3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 1, 0, 0);
   winners_grad(LOOM_F64, (conv_case){11, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 1, 0, 0);
   winners_grad(LOOM_F32, (conv_case){3, 28, 28, 1, 5, 5, 16, 1, LOOM_PADDING_SAME}, 1, 1, 0);
-  /* 3x3 over 5 and 20 channels (a vector's part, one and a part), 7 and 9 output channels (no whole
-   * vector: copied whole vectors apart over output channels, 3 x 3 channels); VALID */
+  /* vectors over input channels, 3x3: over 3, 5 and 20 channels (a vector's part, one and a part),
+   * 7 and 9 output channels; VALID */
   winners_grad(LOOM_F32, (conv_case){11, 8, 6, 5, 3, 3, 7, 1, LOOM_PADDING_SAME}, 1, 1, 0);
   winners_grad(LOOM_F32, (conv_case){3, 10, 12, 20, 3, 3, 9, 1, LOOM_PADDING_VALID}, 1, 0, 0);
   winners_grad(LOOM_F64, (conv_case){3, 10, 12, 20, 3, 3, 9, 1, LOOM_PADDING_SAME}, 1, 1, 0);
   winners_grad(LOOM_F32, (conv_case){2, 8, 10, 3, 3, 3, 9, 1, LOOM_PADDING_SAME}, 1, 0, 0);
   winners_grad(LOOM_F64, (conv_case){2, 8, 10, 3, 3, 3, 9, 1, LOOM_PADDING_VALID}, 1, 1, 0);
+  /* vectors over output channels with 5 and 9 of them (no whole vector: the pooled values and
+   * codes copied whole vectors apart, so that no lane reads past them; the bias gradient's channels
+   * past the last block), over 1 and 2 input channels, 3x3 and 5x5 */
+  winners_grad(LOOM_F32, (conv_case){2, 8, 10, 1, 3, 3, 5, 1, LOOM_PADDING_SAME}, 1, 0, 0);
+  winners_grad(LOOM_F64, (conv_case){2, 8, 10, 1, 3, 3, 5, 1, LOOM_PADDING_VALID}, 1, 1, 0);
+  winners_grad(LOOM_F32, (conv_case){3, 12, 12, 2, 5, 5, 9, 1, LOOM_PADDING_SAME}, 1, 0, 0);
+  winners_grad(LOOM_F32, (conv_case){3, 12, 12, 2, 5, 5, 9, 1, LOOM_PADDING_SAME}, 1, 1, 0);
   /* not folded: a 4x4 window; the gradient seen through a reshape (other dims than the pool's) */
   winners_grad(LOOM_F32, (conv_case){2, 12, 12, 8, 4, 4, 8, 1, LOOM_PADDING_SAME}, 0, 1, 0);
   winners_grad(LOOM_F32, (conv_case){2, 28, 28, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, 0, 0, 1);

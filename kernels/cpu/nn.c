@@ -611,31 +611,32 @@ LOOM_HOT static void FN(pooled_colsum_range)(void *p, int64_t b, int64_t e) {
   const FN(pool_args) *a = p;
   const pgeom *g = a->g;
   const int64_t C = g->C, NW = g->OH * g->OW;
-  for (int64_t n = b; n < e; n++)
-    for (int64_t c0 = 0; c0 < C; c0 += PBLK) { /* blocks of channels: sums in registers */
-      const int64_t nc = C - c0 < PBLK ? C - c0 : PBLK;
-      double s[PBLK] = {0};
+  for (int64_t n = b; n < e; n++) {
+    const T *dy = a->dy + n * NW * C;
+    const uint8_t *k = a->code + n * NW * C;
+    double *s = a->colsum + n * C;
+    int64_t c0 = 0;
+    for (; c0 + PBLK <= C; c0 += PBLK) { /* the bytes widened and compared in registers, the kept values widened */
       route_sums sv = {0};
       for (int64_t w = 0; w < NW; w++) {
-        const T *dy = a->dy + (n * NW + w) * C + c0;
-        const uint8_t *k = a->code + (n * NW + w) * C + c0;
-        if (nc == PBLK) { /* the bytes widened and compared in registers, the selected values widened */
-          route_bytes kb;
-          FN(route_vec) v;
-          memcpy(&kb, k, sizeof kb);
-          memcpy(&v, dy, sizeof v);
-          __typeof__(v == v) vi, r = __builtin_convertvector(kb, __typeof__(v == v));
-          memcpy(&vi, &v, sizeof vi);
-          vi &= r < 4;
-          memcpy(&v, &vi, sizeof v);
-          sv += __builtin_convertvector(v, route_sums);
-        } else {
-          for (int64_t c = 0; c < nc; c++) s[c] += (double)(k[c] < 4 ? dy[c] : (T)0);
-        }
+        route_bytes kb;
+        FN(route_vec) v;
+        memcpy(&kb, k + w * C + c0, sizeof kb);
+        memcpy(&v, dy + w * C + c0, sizeof v);
+        __typeof__(v == v) vi, r = __builtin_convertvector(kb, __typeof__(v == v));
+        memcpy(&vi, &v, sizeof vi);
+        vi &= r < 4;
+        memcpy(&v, &vi, sizeof v);
+        sv += __builtin_convertvector(v, route_sums);
       }
-      if (nc == PBLK) memcpy(s, &sv, sizeof s);
-      for (int64_t c = 0; c < nc; c++) a->colsum[n * C + c0 + c] = s[c];
+      memcpy(s + c0, &sv, sizeof sv);
     }
+    for (int64_t c = c0; c < C; c++) {
+      double acc = 0;
+      for (int64_t w = 0; w < NW; w++) acc += k[w * C + c] < 4 ? (double)dy[w * C + c] : 0.0;
+      s[c] = acc;
+    }
+  }
 }
 
 /* A folded filter gradient's image of dy (kernels/cpu/nn.h: loom_dy_image_fn). */
