@@ -247,7 +247,6 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
   plan_step *sk = &p->steps[k];
   const int vf = u->masked[k];
   if (vf < 0 || !sk->epi.argmax || sk->epi.dw || sk->ws_bytes) return top;
-  const plan_value *v = &p->values[vf];
   for (int j = k + 1; j < p->nsteps; j++) {
     const loom_node *n = p->steps[j].node;
     if (p->steps[j].fn == folded_away || !is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vf)
@@ -260,10 +259,49 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
     size_t ws = loom__conv_dw_winners_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
     if (!ws) return top;
     sk->epi.wdw = &p->steps[j].ctx;
-    /* nothing else reads the result (but a BiasAddGrad given the column sums): not written */
-    sk->epi.wdw_only = v->kind == VAL_ARENA && v->last_use != INT32_MAX &&
-                       u->readers[vf] == 1 + (sk->epi.colsum != NULL);
     return fold_into(p, k, j, ws, top);
+  }
+  return top;
+}
+
+/* A Conv2DBackpropInput reading, as its dy, the result of MaxPoolGrad step k that routes by a pool's
+ * winners (its ReluGrad folded): when its loops allow (kernels/cpu/nn.h: loom__conv_dx_routable) it
+ * makes each image of dy itself from the MaxPoolGrad's dy and the winners (kernels/kernel.h: routed)
+ * instead of reading the result. The MaxPoolGrad's dy must then stay as it is until that step: an
+ * arena value whose bytes nothing else uses in between (else moved past the arena's end), or one
+ * that no step in between writes in place. Sets *routed; returns the arena's size after it. */
+static int64_t routed_dx(loom_plan *p, const use_map *u, int k, int *routed, int64_t top) {
+  plan_step *sk = &p->steps[k];
+  const int vf = u->masked[k];
+  *routed = 0;
+  if (vf < 0 || !sk->epi.argmax) return top;
+  for (int j = k + 1; j < p->nsteps; j++) {
+    plan_step *sj = &p->steps[j];
+    const loom_node *n = sj->node;
+    if (sj->fn == folded_away || !is_op(n, "Conv2DBackpropInput") || n->nin != 2 || in_root(p, n, 1) != vf)
+      continue;
+    const loom_kctx *c = &sj->ctx;
+    const loom_buf *y = sk->ctx.out[0]; /* dy as the input gradient sees it: the result's own shape */
+    if (in_root(p, n, 0) == vf || c->in[1]->ndim != y->ndim ||
+        memcmp(c->in[1]->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim) ||
+        !loom__conv_dx_routable(&n->attrs, c->in[0], c->in[1], c->out[0]))
+      return top;
+    const int vd = in_root(p, sk->node, 2);
+    plan_value *d = &p->values[vd];
+    if (d->kind == VAL_ARENA) {
+      if (d->producer < 0 || d->producer >= k) return top;
+      if (!arena_free_during(p, d->offset, d->bytes, k + 1, j + 1, vd)) {
+        d->offset = past_end(top);
+        top = d->offset + (int64_t)d->bytes;
+      }
+    } else if (mutation_between(p, k, j + 1)) {
+      return top;
+    }
+    sj->epi.routed = &sk->ctx;
+    sj->epi.route = y->dtype == LOOM_F32 ? loom__max_pool_route_image_f32 : loom__max_pool_route_image_f64;
+    sj->ctx.epi = &sj->epi;
+    *routed = 1;
+    return top;
   }
   return top;
 }
@@ -357,7 +395,13 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
       u.masked[i] = vf;
       argmax_route(p, &u, i);
       top = winners_dw(p, &u, i, top);
-      if (!sp->epi.wdw) top = dw_reader(p, &u, i, vf, top);
+      int routed = 0;
+      top = routed_dx(p, &u, i, &routed, top);
+      /* nothing else reads the result (but a BiasAddGrad given the column sums): not written */
+      const plan_value *v = &p->values[vf];
+      sp->epi.unwritten = sp->epi.argmax && v->kind == VAL_ARENA && v->last_use != INT32_MAX &&
+                          u.readers[vf] == (sp->epi.colsum != NULL) + (sp->epi.wdw != NULL) + routed;
+      if (!sp->epi.wdw && !routed) top = dw_reader(p, &u, i, vf, top);
     }
   }
   loom__free(u.readers);

@@ -64,7 +64,8 @@ typedef struct loom_attrs {
  * MaxPoolGrad (LOOM_OPF_EPI_MASK), whose results equal the separate steps'
  * bit for bit; and the per-image column sums a later BiasAddGrad adds up
  * (LOOM_OPF_EPI_COLSUM: that step's ctx->epi is this struct too); and a
- * Conv2DBackpropFilter reading a MaxPoolGrad's result (dw and wdw below). */
+ * Conv2DBackpropFilter reading a MaxPoolGrad's result (dw and wdw below); and, for a
+ * Conv2DBackpropInput reading a routing MaxPoolGrad's result, where its dy comes from (routed). */
 typedef struct loom_epilogue {
   const loom_buf *bias; /* y[..., c] = y[..., c] + bias[c] (BiasAdd), or NULL */
   int relu;             /* then y = y < 0 ? 0 : y (Relu) */
@@ -81,9 +82,17 @@ typedef struct loom_epilogue {
   uint8_t *argmax;
   /* MaxPoolGrad with argmax: the context of a Conv2DBackpropFilter whose dy is the final y, or NULL:
    * the filter gradient is computed from dy's pooled values and their winners (kernels/cpu/nn.h:
-   * loom__conv_dw_winners), y still written for its other readers (none: wdw_only) */
+   * loom__conv_dw_winners), y still written for its other readers (unless unwritten) */
   const struct loom_kctx *wdw;
-  int wdw_only; /* with wdw: nothing else reads y, which is not written (colsum still taken) */
+  /* MaxPoolGrad with argmax: every reader of y takes it from dy and the winners (wdw, route) or is a
+   * BiasAddGrad given colsum, so y is not written (colsum taken from the pooled values) */
+  int unwritten;
+  /* Conv2DBackpropInput (its Winograd loops): its dy is the result of the MaxPoolGrad step `routed`
+   * (argmax, unwritten or not), image n of which route makes from that step's dy and winners into
+   * dst, row r at dst + r * rs elements (kernels/cpu/nn.h: loom__max_pool_route_image), in place of
+   * reading dy; NULL otherwise */
+  const struct loom_kctx *routed;
+  void (*route)(const struct loom_kctx *routed, int64_t n, void *dst, int64_t rs);
 } loom_epilogue;
 
 /* Context for one kernel call. */

@@ -714,3 +714,140 @@ Test(fuse, turned_off_by_environment) {
   loom_tensor_free(t);
   small_conv_free(&sc);
 }
+
+/* The kernels' side of the routed input gradient, each called directly on buffers made here. A
+ * Conv2DBackpropInput whose ctx names a routing MaxPoolGrad (kernels/kernel.h: routed) makes its dy
+ * from that step's pooled values and winners: with its own dy all NaN (so that any read of it would
+ * show), its result equals bit for bit the same kernel's over dy routed here by hand, serially and
+ * over 2 and 3 threads. A MaxPoolGrad marked unwritten leaves its result as it was (a sentinel) and
+ * gives the column sums of the pooled values at winners. */
+#include "kernels/cpu/nn.h"
+static loom_buf buf_of(loom_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3, void *data) {
+  loom_buf b = {data, dt, 4, {n0, n1, n2, n3}, n0 * n1 * n2 * n3};
+  return b;
+}
+static void routed_kernels(loom_dtype dt, int64_t N, int64_t PH, int64_t PW, int64_t C, int64_t Cx, int padding) {
+  const size_t es = dt == LOOM_F32 ? 4 : 8;
+  const int64_t H = 2 * PH, W = 2 * PW, XH = padding == LOOM_PADDING_SAME ? H : H + 4,
+                XW = padding == LOOM_PADDING_SAME ? W : W + 4, np = N * PH * PW * C;
+  loom_attrs at;
+  memset(&at, 0, sizeof at);
+  for (int i = 0; i < 4; i++) at.strides[i] = at.dilations[i] = 1;
+  at.padding = padding == LOOM_PADDING_SAME ? LOOM_PAD_SAME : LOOM_PAD_VALID;
+  int64_t fd[4] = {5, 5, Cx, C};
+  loom_tensor *ft = rand_tensor(dt, 4, fd, 0);
+  int64_t pd[4] = {N, PH, PW, C};
+  loom_tensor *pt = rand_tensor(dt, 4, pd, 0.05);
+  uint8_t *code = malloc((size_t)np);
+  char *dy = calloc((size_t)(N * H * W * C), es), *nan_dy = malloc((size_t)(N * H * W * C) * es);
+  char *ref = malloc((size_t)(N * XH * XW * Cx) * es), *got = malloc((size_t)(N * XH * XW * Cx) * es);
+  cr_assert(code && dy && nan_dy && ref && got);
+  for (int64_t i = 0; i < np; i++) code[i] = (uint8_t)((urand() + 1) * 2.5); /* 0-4: 4 is no winner */
+  for (int64_t i = 0; i < N * H * W * C; i++) {
+    if (dt == LOOM_F32) ((float *)nan_dy)[i] = NAN;
+    else ((double *)nan_dy)[i] = NAN;
+  }
+  for (int64_t n = 0; n < N; n++) /* dy by hand: each pooled value at its winner */
+    for (int64_t y = 0; y < PH; y++)
+      for (int64_t x = 0; x < PW; x++)
+        for (int64_t c = 0; c < C; c++) {
+          const int64_t q = ((n * PH + y) * PW + x) * C + c;
+          if (code[q] == 4) continue;
+          const int64_t o = ((n * H + 2 * y + code[q] / 2) * W + 2 * x + code[q] % 2) * C + c;
+          memcpy(dy + o * (int64_t)es, (const char *)loom_tensor_data_const(pt) + q * (int64_t)es, es);
+        }
+  loom_buf F = buf_of(dt, 5, 5, Cx, C, loom_tensor_data(ft)), DY = buf_of(dt, N, H, W, C, dy),
+           DX = buf_of(dt, N, XH, XW, Cx, ref), DP = buf_of(dt, N, PH, PW, C, loom_tensor_data(pt));
+  cr_assert(loom__conv_dx_routable(&at, &F, &DY, &DX), "the input gradient runs the Winograd loops");
+  loom_buf *in[2] = {&F, &DY}, *out[1] = {&DX}, *mpg_in[3] = {&DY, &DY, &DP};
+  size_t ws_size = loom__ws_conv2d_backprop_input(&at, 2, (const loom_buf *const *)in, 1, (const loom_buf *const *)out);
+  void *ws = aligned_alloc(64, (ws_size + 63) / 64 * 64);
+  cr_assert(ws);
+  loom_status *st = loom_status_new();
+  loom_epilogue mpg_epi, dx_epi;
+  memset(&mpg_epi, 0, sizeof mpg_epi);
+  memset(&dx_epi, 0, sizeof dx_epi);
+  mpg_epi.argmax = code;
+  loom_kctx mpg = {0}, c = {0};
+  mpg.in = mpg_in;
+  mpg.epi = &mpg_epi;
+  dx_epi.routed = &mpg;
+  dx_epi.route = dt == LOOM_F32 ? loom__max_pool_route_image_f32 : loom__max_pool_route_image_f64;
+  c.attrs = &at;
+  c.nin = 2;
+  c.nout = 1;
+  c.in = in;
+  c.out = out;
+  c.ws = ws;
+  c.ws_size = ws_size;
+  c.st = st;
+  loom_code (*k)(const loom_kctx *) = dt == LOOM_F32 ? loom__k_conv2d_backprop_input_f32 : loom__k_conv2d_backprop_input_f64;
+  cr_assert_eq(k(&c), LOOM_OK, "%s", loom_status_message(st));
+  DY.data = nan_dy;
+  DX.data = got;
+  c.epi = &dx_epi;
+  for (int threads = 1; threads <= 3; threads++) {
+    c.pool = threads > 1 ? loom__pool_new(threads) : NULL;
+    memset(got, 0, (size_t)DX.numel * es);
+    cr_assert_eq(k(&c), LOOM_OK, "%s", loom_status_message(st));
+    cr_assert(!memcmp(ref, got, (size_t)DX.numel * es), "%s N=%lld %lldx%lld C=%lld -> %lld %s (%d threads): the routed "
+              "input gradient differs from the one over dy", dt == LOOM_F32 ? "f32" : "f64", (long long)N,
+              (long long)H, (long long)W, (long long)C, (long long)Cx, padding == LOOM_PADDING_SAME ? "SAME" : "VALID",
+              threads);
+    if (c.pool) loom__pool_free(c.pool);
+  }
+  /* the MaxPoolGrad marked unwritten: its result untouched, the column sums of the kept pooled values */
+  loom_attrs pa;
+  memset(&pa, 0, sizeof pa);
+  pa.ksize[0] = pa.ksize[3] = pa.strides[0] = pa.strides[3] = 1;
+  pa.ksize[1] = pa.ksize[2] = pa.strides[1] = pa.strides[2] = 2;
+  pa.padding = LOOM_PAD_VALID;
+  double *colsum = calloc((size_t)(N * C), sizeof *colsum);
+  cr_assert(colsum);
+  mpg_epi.unwritten = 1;
+  mpg_epi.colsum = colsum;
+  DY.data = nan_dy; /* the MaxPoolGrad's result, prefilled: NaN */
+  loom_buf X = buf_of(dt, N, H, W, C, nan_dy), P = buf_of(dt, N, PH, PW, C, nan_dy);
+  loom_buf *pin[3] = {&X, &P, &DP}, *pout[1] = {&DY};
+  loom_kctx m = {0};
+  m.attrs = &pa;
+  m.nin = 3;
+  m.nout = 1;
+  m.in = pin;
+  m.out = pout;
+  m.st = st;
+  m.epi = &mpg_epi;
+  cr_assert_eq((dt == LOOM_F32 ? loom__k_max_pool_grad_f32 : loom__k_max_pool_grad_f64)(&m), LOOM_OK, "%s",
+               loom_status_message(st));
+  for (int64_t i = 0; i < N * H * W * C; i++)
+    cr_assert(dt == LOOM_F32 ? isnan(((float *)nan_dy)[i]) : isnan(((double *)nan_dy)[i]),
+              "the unwritten MaxPoolGrad wrote its result at %lld", (long long)i);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t ch = 0; ch < C; ch++) {
+      double want = 0;
+      for (int64_t w = 0; w < PH * PW; w++) {
+        const int64_t q = (n * PH * PW + w) * C + ch;
+        if (code[q] < 4)
+          want += dt == LOOM_F32 ? ((const float *)loom_tensor_data_const(pt))[q] : ((const double *)loom_tensor_data_const(pt))[q];
+      }
+      cr_assert(fabs(colsum[n * C + ch] - want) <= 1e-12 * (fabs(want) + 1), "column sum (%lld, %lld): %.17g, want %.17g",
+                (long long)n, (long long)ch, colsum[n * C + ch], want);
+    }
+  free(colsum);
+  loom_status_free(st);
+  free(ws);
+  free(code);
+  free(dy);
+  free(nan_dy);
+  free(ref);
+  free(got);
+  loom_tensor_free(ft);
+  loom_tensor_free(pt);
+}
+
+Test(fuse, routed_input_gradient_kernels) {
+  routed_kernels(LOOM_F32, 3, 7, 7, 32, 16, LOOM_PADDING_SAME); /* the CNN's second layer */
+  routed_kernels(LOOM_F64, 3, 7, 7, 32, 16, LOOM_PADDING_SAME);
+  routed_kernels(LOOM_F32, 2, 5, 6, 20, 9, LOOM_PADDING_VALID);  /* channels past whole blocks; VALID */
+  routed_kernels(LOOM_F32, 5, 3, 4, 8, 12, LOOM_PADDING_SAME);   /* fewer channels than a block */
+}

@@ -330,6 +330,20 @@ size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const lo
   return (size_t)(wdw_parts(&g) * wdw_part_elems(&g)) * dtype_bytes(x->dtype);
 }
 
+int loom__conv_dx_routable(const loom_attrs *a, const loom_buf *f, const loom_buf *dy, const loom_buf *dx) {
+  if (f->ndim != 4 || dy->ndim != 4 || dx->ndim != 4 || f->dtype != dy->dtype || f->dtype != dx->dtype ||
+      (f->dtype != LOOM_F32 && f->dtype != LOOM_F64))
+    return 0;
+  geom g, t;
+  geom_init(&g, a, dx->dims, f->dims, dy->dims);
+  if (!g.direct_dx || g.M == 0 || g.O == 0 || g.K == 0) return 0;
+  geom_transposed(&g, &t);
+  if (!wino_ok(&t)) return 0;
+  /* every pixel of dy inside the padded image (wino_fwd's Hs x Ws), at rows pt.. and columns pl.. */
+  const int64_t m = wino_m(&t), Hs = m * ((t.OH + m - 1) / m) + 4, Ws = m * ((t.OW + m - 1) / m) + 4;
+  return t.pt >= 0 && t.pl >= 0 && t.pt + t.H <= Hs && t.pl + t.W <= Ws;
+}
+
 /* (n, oh, ow) of output pixel r, and the step to the next pixel. */
 static inline void pix_of(const geom *g, int64_t r, int64_t *n, int64_t *oh, int64_t *ow) {
   int64_t P = g->OH * g->OW;
@@ -893,7 +907,7 @@ loom_code FN(loom__k_conv2d)(const loom_kctx *ctx) {
   } else if (wino_ok(&g)) {
     size_t need = (size_t)wino_ws_elems(&g) * sizeof(T);
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
-    FN(wino_fwd)(ctx, &g, x, f, y, ctx->ws, ctx->epi); /* the folded steps per block of outputs */
+    FN(wino_fwd)(ctx, &g, x, f, y, ctx->ws, ctx->epi, NULL); /* the folded steps per block of outputs */
     return LOOM_OK;
   } else if (g.direct) {
     pad_plan pp = pad_plan_of(&g, sizeof(T), 0);
@@ -971,7 +985,12 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
     T *wt = ctx->ws;
     FN(flip_args) fa = {&g, f, wt};
     loom__parallel_for(ctx->pool, g.KH * g.KW, 4, FN(flip_range), &fa);
-    if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O, NULL);
+    /* dy made image by image from a routing MaxPoolGrad's pooled values (engine/fuse.c checked
+     * loom__conv_dx_routable) */
+    const loom_epilogue *src = ctx->epi && ctx->epi->route ? ctx->epi : NULL;
+    if (src && !wino)
+      return loom_status_set(ctx->st, LOOM_INTERNAL, "Conv2DBackpropInput: a routed dy without the Winograd loops");
+    if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O, NULL, src);
     else FN(direct_fwd)(ctx, &t, dy, wt, dx, NULL, 0, 0, NULL);
     return LOOM_OK;
   }

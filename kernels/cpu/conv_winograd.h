@@ -73,6 +73,7 @@ typedef struct {
   T *y, *scratch; /* output; the parts' scratch (wino_part_elems each) */
   int64_t m, th, tw, ntiles, per; /* tile size; tiles per column and row of an image, in all, per part */
   const loom_epilogue *epi;       /* folded steps (kernels/kernel.h) applied to each block written, or NULL */
+  const loom_epilogue *src;       /* x's images made by src->route (kernels/kernel.h: routed), or NULL */
 } FN(wino_args);
 
 /* The folded steps on the rows x cols block of outputs at yt (rows rs apart; image n, first row oh0
@@ -126,7 +127,12 @@ LOOM_HOT static void FN(wino_part)(void *p, int64_t b, int64_t e) {
         int64_t n, oh, ow;
         FN(wino_tile)(tb + i, a->th, a->tw, m, &n, &oh, &ow);
         if (n != cur) { /* the border is written once per part: the images only change inside it */
-          FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
+          if (!a->src) {
+            FN(pad_image)(g, a->x + n * g->H * g->W * C, img, a->Hs, a->Ws, cur < 0);
+          } else { /* the whole image routed into the interior (loom__conv_dx_routable) */
+            if (cur < 0) memset(img, 0, (size_t)(a->Hs * a->Ws * C) * sizeof(T));
+            a->src->route(a->src->routed, n, img + (g->pt * a->Ws + g->pl) * C, a->Ws * C);
+          }
           cur = n;
         }
         tin(img + (oh * a->Ws + ow) * C, a->Ws * C, C, v + i * C, WINO_TB * C);
@@ -184,12 +190,12 @@ LOOM_HOT static void FN(wino_u_range)(void *p, int64_t b, int64_t e) {
 /* y = conv(x, w) by Winograd F(m x m, 5x5), m = wino_m(g), then epi's steps (or NULL); ws holds
  * wino_ws_elems(g) values. */
 static void FN(wino_fwd)(const loom_kctx *ctx, const geom *g, const T *x, const T *w, T *y, T *ws,
-                         const loom_epilogue *epi) {
+                         const loom_epilogue *epi, const loom_epilogue *src) {
   const int64_t C = g->C, O = g->O, m = wino_m(g), X = wino_xis(m);
   T *u = ws; /* U[X][C][O] = G w G^T per (c, o), the input channels over the threads */
   FN(wino_u_args) ua = {g, w, u};
   loom__parallel_for(ctx->pool, C, 4, FN(wino_u_range), &ua);
-  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0, epi};
+  FN(wino_args) a = {g, x, u, 0, 0, y, ws + X * C * O, m, 0, 0, 0, 0, epi, src};
   a.th = (g->OH + m - 1) / m;
   a.tw = (g->OW + m - 1) / m;
   /* an image zero-padded to the tiles' windows: rows [-pt, m*th + 4 - pt), columns [-pl, m*tw + 4 - pl) */

@@ -530,6 +530,53 @@ LOOM_FORCE_INLINE void FN(image_colsum)(const T *d, int64_t R, int64_t C, double
   }
 }
 
+/* Image n's result of a MaxPoolGrad that routes by its pool's winners (kernels/kernel.h: argmax):
+ * each pooled value of dy (image [OH, OW, C] at dy, its codes at code) to its 2x2 window's winner
+ * (code 0-3, the window row by row; 4: none), zero at the window's other pixels; row r of the result
+ * ([2 OH, 2 OW, C]) at dst + r * rs. */
+LOOM_FORCE_INLINE void FN(route_image)(const T *dy, const uint8_t *code, int64_t OH, int64_t OW, int64_t C, T *dst,
+                                       int64_t rs) {
+  for (int64_t oh = 0; oh < OH; oh++)
+    for (int64_t ow = 0; ow < OW; ow++) {
+      const T *v0 = dy + (oh * OW + ow) * C;
+      const uint8_t *k = code + (oh * OW + ow) * C;
+      T *d0 = dst + 2 * oh * rs + 2 * ow * C, *d1 = d0 + rs;
+      int64_t c = 0;
+      for (; c + PBLK <= C; c += PBLK) { /* the bytes widened in registers, selects on T's lanes */
+        FN(route_vec) v, r;
+        route_bytes kb;
+        memcpy(&kb, k + c, sizeof kb);
+        memcpy(&v, v0 + c, sizeof v);
+        r = __builtin_convertvector(kb, FN(route_vec));
+        __typeof__(r == r) vi, o;
+        memcpy(&vi, &v, sizeof vi);
+        o = vi & (r == 0);
+        memcpy(d0 + c, &o, sizeof o);
+        o = vi & (r == 1);
+        memcpy(d0 + C + c, &o, sizeof o);
+        o = vi & (r == 2);
+        memcpy(d1 + c, &o, sizeof o);
+        o = vi & (r == 3);
+        memcpy(d1 + C + c, &o, sizeof o);
+      }
+      for (; c < C; c++) {
+        T v = v0[c];
+        uint8_t r = k[c];
+        d0[c] = r == 0 ? v : (T)0;
+        d0[C + c] = r == 1 ? v : (T)0;
+        d1[c] = r == 2 ? v : (T)0;
+        d1[C + c] = r == 3 ? v : (T)0;
+      }
+    }
+}
+
+/* kernels/cpu/nn.h */
+LOOM_HOT void FN(loom__max_pool_route_image)(const loom_kctx *mpg, int64_t n, void *dst, int64_t rs) {
+  const loom_buf *DY = mpg->in[2];
+  const int64_t OH = DY->dims[1], OW = DY->dims[2], C = DY->dims[3], per = OH * OW * C;
+  FN(route_image)((const T *)DY->data + n * per, mpg->epi->argmax + n * per, OH, OW, C, dst, rs);
+}
+
 /* Image n of MaxPoolGrad (its folded steps included) into dimg; its column sums when colsum. */
 LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, T *dimg, int colsum) {
   const pgeom *g = a->g;
@@ -541,39 +588,8 @@ LOOM_HOT static void FN(max_pool_grad_image)(const FN(pool_args) *a, int64_t n, 
   /* a folded ReluGrad over x itself, in the windows that write their pixels once; else a pass below */
   const int relu_in_block = tile && a->mask == a->x;
   if (a->code) { /* 2x2 windows at stride 2 covering the image (engine/fuse.c), the ReluGrad in the routes */
-    for (int64_t oh = 0; oh < g->OH; oh++)
-      for (int64_t ow = 0; ow < g->OW; ow++) {
-        const int64_t q = (n * g->OH + oh) * g->OW + ow;
-        const T *dy = a->dy + q * C;
-        const uint8_t *k = a->code + q * C;
-        T *d0 = dimg + (2 * oh * g->W + 2 * ow) * C, *d1 = d0 + g->W * C;
-        int64_t c = 0;
-        for (; c + PBLK <= C; c += PBLK) { /* the bytes widened in registers, selects on T's lanes */
-          FN(route_vec) v, r;
-          route_bytes kb;
-          memcpy(&kb, k + c, sizeof kb);
-          memcpy(&v, dy + c, sizeof v);
-          r = __builtin_convertvector(kb, FN(route_vec));
-          __typeof__(r == r) vi, o;
-          memcpy(&vi, &v, sizeof vi);
-          o = vi & (r == 0);
-          memcpy(d0 + c, &o, sizeof o);
-          o = vi & (r == 1);
-          memcpy(d0 + C + c, &o, sizeof o);
-          o = vi & (r == 2);
-          memcpy(d1 + c, &o, sizeof o);
-          o = vi & (r == 3);
-          memcpy(d1 + C + c, &o, sizeof o);
-        }
-        for (; c < C; c++) {
-          T v = dy[c];
-          uint8_t r = k[c];
-          d0[c] = r == 0 ? v : (T)0;
-          d0[C + c] = r == 1 ? v : (T)0;
-          d1[c] = r == 2 ? v : (T)0;
-          d1[C + c] = r == 3 ? v : (T)0;
-        }
-      }
+    const int64_t per = g->OH * g->OW * C;
+    FN(route_image)(a->dy + n * per, a->code + n * per, g->OH, g->OW, C, dimg, g->W * C);
     if (a->colsum && colsum) FN(image_colsum)(dimg, g->H * g->W, C, a->colsum + n * C);
     return;
   }
@@ -681,10 +697,11 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
                      ctx->epi ? ctx->epi->colsum : NULL, ctx->epi ? ctx->epi->argmax : NULL};
   if (ctx->epi && ctx->epi->dw) /* dx made image by image for the folded filter gradient, not written */
     return FN(loom__conv_dw_images)(ctx, ctx->epi->dw, FN(max_pool_grad_dy_image), &a);
-  if (ctx->epi && ctx->epi->wdw && ctx->epi->argmax) { /* a filter gradient over the result, from the winners */
-    if (!ctx->epi->wdw_only) loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
+  if (ctx->epi && ctx->epi->argmax && (ctx->epi->wdw || ctx->epi->unwritten)) {
+    if (!ctx->epi->unwritten) loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
     else if (a.colsum) loom__parallel_for(ctx->pool, g.N, 1, FN(pooled_colsum_range), &a);
-    return FN(loom__conv_dw_winners)(ctx, ctx->epi->wdw, DY->data, ctx->epi->argmax);
+    /* a filter gradient over the result, from the winners */
+    return ctx->epi->wdw ? FN(loom__conv_dw_winners)(ctx, ctx->epi->wdw, DY->data, ctx->epi->argmax) : LOOM_OK;
   }
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
   return LOOM_OK;

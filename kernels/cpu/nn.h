@@ -62,4 +62,15 @@ loom_code loom__conv_dw_winners_f32(const loom_kctx *ctx, const loom_kctx *dw, c
 loom_code loom__conv_dw_winners_f64(const loom_kctx *ctx, const loom_kctx *dw, const double *dpool,
                                     const uint8_t *code);
 
+/* Image n of the result of MaxPoolGrad step mpg, which routes by its pool's winners (kernels/kernel.h:
+ * argmax): dy's pooled values at their winners, zeros elsewhere, row r at dst + r * rs elements
+ * (kernels/kernel.h: route). */
+void loom__max_pool_route_image_f32(const loom_kctx *mpg, int64_t n, void *dst, int64_t rs);
+void loom__max_pool_route_image_f64(const loom_kctx *mpg, int64_t n, void *dst, int64_t rs);
+
+/* Whether a Conv2DBackpropInput (attrs a, filter f, dy, output dx) runs the Winograd loops over a
+ * zero-padded copy of each whole image of dy, so that it can make those images itself from a
+ * routing MaxPoolGrad's pooled values (kernels/kernel.h: routed). */
+int loom__conv_dx_routable(const loom_attrs *a, const loom_buf *f, const loom_buf *dy, const loom_buf *dx);
+
 #endif

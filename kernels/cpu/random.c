@@ -22,6 +22,7 @@
 #include <math.h>
 #include <string.h>
 #include "kernels/cpu/random.h"
+#include "kernels/cpu/isa.h"
 /* GCC 12's -O2 only vectorizes loops whose trip count needs no epilogue;
  * the channel loops here have run-time lengths. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -63,8 +64,9 @@ static inline void gen(const rng_job *j, uint64_t blk, uint32_t w[4]) {
 
 /* Blocks blk0 .. blk0+15 at once: w[k][i] = word k of block blk0 + i. The
  * lane loops vectorize (32x32->64-bit multiplies), several times faster than
- * one block at a time; values are the same as gen(). */
-static void gen16(const rng_job *j, uint64_t blk0, uint32_t w[4][16]) {
+ * one block at a time; values are the same as gen(). Inlined into the LOOM_HOT
+ * ranges, so it runs with 8 or 16 lanes where the CPU has them. */
+LOOM_FORCE_INLINE void gen16(const rng_job *j, uint64_t blk0, uint32_t w[4][16]) {
   uint32_t c0[16], c1[16], c2[16], c3[16];
   for (int i = 0; i < 16; i++) {
     uint64_t blk = blk0 + (uint64_t)i;
@@ -108,7 +110,7 @@ static void gen16(const rng_job *j, uint64_t blk0, uint32_t w[4][16]) {
   } while (0)
 
 /* ---- RandomUniform ---- */
-static void range_uniform_f32(void *p, int64_t b, int64_t e) {
+LOOM_HOT static void range_uniform_f32(void *p, int64_t b, int64_t e) {
   const rng_job *j = p;
   float *o = j->out;
   float lo = (float)j->a, hi = (float)j->b, sc = (float)(j->b - j->a);
@@ -281,7 +283,7 @@ loom_code loom__k_truncated_normal_f64(const loom_kctx *ctx) {
 
 /* ---- Dropout: y = x * mask_scaled, mask_scaled = keep / (1 - rate) ---- */
 #define DEF_DROPOUT(T, SFX)                                                           \
-  static void range_dropout_##SFX(void *p, int64_t b, int64_t e) {                    \
+  LOOM_HOT static void range_dropout_##SFX(void *p, int64_t b, int64_t e) {           \
     const rng_job *j = p;                                                             \
     const T *x = j->x;                                                                \
     T *y = j->out, *m = j->out2;                                                      \
