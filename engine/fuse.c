@@ -33,9 +33,13 @@
  * winners) runs inside the MaxPoolGrad from the pooled values and their
  * winners when its geometry allows (kernels/cpu/nn.h: loom__conv_dw_winners;
  * chosen before the images-in-scratch fold above): not bit for bit the
- * separate step's (its products summed exactly, in another order). The result
- * is still written for its other readers; with none but a BiasAddGrad given
- * column sums, it is not made at all (the sums taken from the pooled values).
+ * separate step's (its products summed exactly, in another order). A
+ * Conv2DBackpropInput reading that result makes its padded images of dy from
+ * the pooled values and winners instead, when its Winograd loops run
+ * (kernels/kernel.h: routed; the MaxPoolGrad's dy kept until then). The result
+ * is still written for any other reader; with none but these and a BiasAddGrad
+ * given column sums, it is not made at all (the sums taken from the pooled
+ * values).
  * LOOM_FOLD=0 in the environment turns folding off (benchmarks, tests). */
 #include <stdlib.h>
 #include <string.h>

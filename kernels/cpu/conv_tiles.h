@@ -142,6 +142,31 @@ TARGET static void FNI(tile_rows)(const T *const (*cs)[CONV_DIRECT_MAX_KH], int 
 #if WIDE
 #define ROW_PX 14 /* 28 accumulators at 2 vectors */
 #define DEF_ROW_TILES(STEP) DEF_ROW_TILE(1, 14, STEP) DEF_ROW_TILE(2, 14, STEP)
+/* STEP 1 (a single input channel), one vector of output channels, KW (3 or 5) values a window row:
+ * each input value is broadcast from memory once and feeds the KW multiply-adds of the pixels whose
+ * windows hold it, the row's KW filter vectors in registers (PX + KW + 1 registers; row_tile spends
+ * a broadcast on every multiply-add). Pixel i adds its terms at j = i + kw for kw ascending: the
+ * same sums in the same order as row_tile. */
+#define DEF_ROW_REUSE(PX, KW)                                                                           \
+  TARGET static void FNI(row_reuse_##PX##_##KW)(const T *base, int64_t rstep, int64_t KH, const T *w,    \
+                                                int64_t O, int64_t c0, T *y) {                           \
+    VEC acc[PX];                                                                                        \
+    UNROLL for (int i = 0; i < PX; i++) acc[i] = (VEC){0};                                              \
+    const T *wr = w + c0;                                                                               \
+    for (int64_t kh = 0; kh < KH; kh++, wr += KW * O) {                                                 \
+      VEC wv[KW];                                                                                       \
+      UNROLL for (int k = 0; k < KW; k++) VLOAD(wv[k], wr + k * O);                                     \
+      const T *s = base + kh * rstep;                                                                   \
+      UNROLL for (int j = 0; j < PX + KW - 1; j++) {                                                    \
+        const VEC xb = ((VEC){0} + 1) * s[j]; /* a broadcast (x * 1 is x) */                            \
+        UNROLL for (int k = 0; k < KW; k++) if (j - k >= 0 && j - k < PX) acc[j - k] += xb * wv[k];     \
+      }                                                                                                 \
+    }                                                                                                   \
+    UNROLL for (int i = 0; i < PX; i++) VSTORE(y + i * O + c0, acc[i]);                                 \
+  }
+DEF_ROW_REUSE(14, 3)
+DEF_ROW_REUSE(14, 5)
+#undef DEF_ROW_REUSE
 #else
 #define ROW_PX 12
 #define DEF_ROW_TILES(STEP) DEF_ROW_TILE(1, 12, STEP)
@@ -158,7 +183,11 @@ DEF_ROW_TILES(4)
 #if WIDE
 #define ROW_CALL(STEP)                                                                                  \
   for (; v + 2 <= nfull; v += 2) FNI(row_tile_2_14_##STEP)(base, rstep, KH, KWC, w, O, v * VL, y);    \
-  if (v < nfull) FNI(row_tile_1_14_##STEP)(base, rstep, KH, KWC, w, O, v * VL, y);                    \
+  if (v < nfull) {                                                                                      \
+    if (STEP == 1 && KWC == 5) FNI(row_reuse_14_5)(base, rstep, KH, w, O, v * VL, y);                  \
+    else if (STEP == 1 && KWC == 3) FNI(row_reuse_14_3)(base, rstep, KH, w, O, v * VL, y);             \
+    else FNI(row_tile_1_14_##STEP)(base, rstep, KH, KWC, w, O, v * VL, y);                             \
+  }                                                                                                     \
   break;
 #else
 #define ROW_CALL(STEP)                                                                                  \
