@@ -726,6 +726,16 @@ static loom_buf buf_of(loom_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_
   loom_buf b = {data, dt, 4, {n0, n1, n2, n3}, n0 * n1 * n2 * n3};
   return b;
 }
+static loom_kctx kctx_of(const loom_attrs *at, int nin, loom_buf **in, loom_buf **out, loom_status *st) {
+  loom_kctx c = {0};
+  c.attrs = at;
+  c.nin = nin;
+  c.nout = 1;
+  c.in = in;
+  c.out = out;
+  c.st = st;
+  return c;
+}
 static void routed_kernels(loom_dtype dt, int64_t N, int64_t PH, int64_t PW, int64_t C, int64_t Cx, int padding) {
   const size_t es = dt == LOOM_F32 ? 4 : 8;
   const int64_t H = 2 * PH, W = 2 * PW, XH = padding == LOOM_PADDING_SAME ? H : H + 4,
@@ -768,19 +778,13 @@ static void routed_kernels(loom_dtype dt, int64_t N, int64_t PH, int64_t PW, int
   memset(&mpg_epi, 0, sizeof mpg_epi);
   memset(&dx_epi, 0, sizeof dx_epi);
   mpg_epi.argmax = code;
-  loom_kctx mpg = {0}, c = {0};
+  loom_kctx mpg = {0}, c = kctx_of(&at, 2, in, out, st);
   mpg.in = mpg_in;
   mpg.epi = &mpg_epi;
   dx_epi.routed = &mpg;
   dx_epi.route = dt == LOOM_F32 ? loom__max_pool_route_image_f32 : loom__max_pool_route_image_f64;
-  c.attrs = &at;
-  c.nin = 2;
-  c.nout = 1;
-  c.in = in;
-  c.out = out;
   c.ws = ws;
   c.ws_size = ws_size;
-  c.st = st;
   loom_code (*k)(const loom_kctx *) = dt == LOOM_F32 ? loom__k_conv2d_backprop_input_f32 : loom__k_conv2d_backprop_input_f64;
   cr_assert_eq(k(&c), LOOM_OK, "%s", loom_status_message(st));
   DY.data = nan_dy;
@@ -809,13 +813,7 @@ static void routed_kernels(loom_dtype dt, int64_t N, int64_t PH, int64_t PW, int
   DY.data = nan_dy; /* the MaxPoolGrad's result, prefilled: NaN */
   loom_buf X = buf_of(dt, N, H, W, C, nan_dy), P = buf_of(dt, N, PH, PW, C, nan_dy);
   loom_buf *pin[3] = {&X, &P, &DP}, *pout[1] = {&DY};
-  loom_kctx m = {0};
-  m.attrs = &pa;
-  m.nin = 3;
-  m.nout = 1;
-  m.in = pin;
-  m.out = pout;
-  m.st = st;
+  loom_kctx m = kctx_of(&pa, 3, pin, pout, st);
   m.epi = &mpg_epi;
   cr_assert_eq((dt == LOOM_F32 ? loom__k_max_pool_grad_f32 : loom__k_max_pool_grad_f64)(&m), LOOM_OK, "%s",
                loom_status_message(st));

@@ -850,51 +850,16 @@ TARGET static void FNI(wdw_range)(void *p, int64_t b, int64_t e) {
 /* The same with vectors over output channels (a first layer's few input channels): one input channel
  * and VL output channels, the K x K offsets' sums in registers (acc_io: rows [kh*K + kw], ks apart);
  * per pooled window the VL pooled values split by winner (0-3: four masked copies, none for 4), each
- * times the broadcast values of its winner's window (img: the padded image, pixels C apart, from the
- * channel). code and gp: the image's values from the block's first channel, os apart a window. */
+ * times the values of its winner's window (img: the padded image, pixels C apart, from the channel).
+ * code and gp: the image's values from the block's first channel, os apart a window. The window's
+ * (K+1) x (K+1) patch (the four winners' windows together) is walked once, each value broadcast
+ * into a register and feeding the offsets of every winner's window that holds it (acc[kh][kw] gets
+ * winner q's term from value (kh + q/2, kw + q%2): row by row, in q order), so 36 broadcasts serve
+ * the 100 multiply-adds of a 5x5 window. */
 typedef uint8_t FNI(wbytes) __attribute__((vector_size(VL)));
 typedef __typeof__((VEC){0} == (VEC){0}) FNI(wlanes);
-#if !WIDE /* (WIDE: wdwo_reuse below) */
-#define DEF_WDWO_TILE(K)                                                                                 \
-  TARGET static void FNI(wdwo_tile_##K)(const T *img, int64_t Ws, int64_t C, const uint8_t *code,       \
-                                        const T *gp, int64_t os, int64_t PH, int64_t PW, T *acc_io,      \
-                                        int64_t ks) {                                                    \
-    VEC acc[K * K];                                                                                      \
-    UNROLL for (int k = 0; k < K * K; k++) VLOAD(acc[k], acc_io + k * ks);                              \
-    const int64_t rs = Ws * C;                                                                           \
-    for (int64_t ph = 0; ph < PH; ph++, img += 2 * rs) {                                                 \
-      const T *win = img;                                                                                \
-      for (int64_t pw = 0; pw < PW; pw++, win += 2 * C, code += os, gp += os) {                          \
-        FNI(wbytes) kb;                                                                                  \
-        memcpy(&kb, code, sizeof kb);                                                                    \
-        const FNI(wlanes) r = __builtin_convertvector(kb, FNI(wlanes));                                  \
-        FNI(wlanes) gi;                                                                                  \
-        memcpy(&gi, gp, sizeof gi);                                                                      \
-        UNROLL for (int q = 0; q < 4; q++) {                                                             \
-          const FNI(wlanes) m = gi & (r == q);                                                           \
-          VEC gq;                                                                                        \
-          memcpy(&gq, &m, sizeof gq);                                                                    \
-          const T *row = win + ((q >> 1) * Ws + (q & 1)) * C;                                            \
-          __asm__("" : "+r"(row)); /* the window's values broadcast by the multiply-adds */             \
-          UNROLL for (int kh = 0; kh < K; kh++, row += rs) UNROLL for (int kw = 0; kw < K; kw++)         \
-            acc[kh * K + kw] += gq * row[kw * C];                                                        \
-        }                                                                                                \
-      }                                                                                                  \
-    }                                                                                                    \
-    UNROLL for (int k = 0; k < K * K; k++) VSTORE(acc_io + k * ks, acc[k]);                             \
-  }
-DEF_WDWO_TILE(3)
-DEF_WDWO_TILE(5)
-#undef DEF_WDWO_TILE
-#endif
-#if WIDE
-/* The same sums over each pooled position's (K+1) x (K+1) patch (the four winners' windows together):
- * each input value broadcast once into a register, feeding the taps of every winner's window that
- * holds it (acc[kh][kw] gets winner q's term from value (kh + q/2, kw + q%2); row by row, those come
- * in q order, as in wdwo_tile: bit for bit); 36 broadcasts for 5x5 windows where wdwo_tile spends
- * 100. K*K + 5 registers. */
-#define DEF_WDWO_REUSE(K)                                                                                \
-  TARGET static void FNI(wdwo_reuse_##K)(const T *img, int64_t Ws, int64_t C, const uint8_t *code,      \
+#define DEF_WDWO_TILE(K)                                                                                \
+  TARGET static void FNI(wdwo_tile_##K)(const T *img, int64_t Ws, int64_t C, const uint8_t *code,      \
                                          const T *gp, int64_t os, int64_t PH, int64_t PW, T *acc_io,     \
                                          int64_t ks) {                                                   \
     VEC acc[K * K];                                                                                      \
@@ -924,15 +889,9 @@ DEF_WDWO_TILE(5)
     }                                                                                                    \
     UNROLL for (int k = 0; k < K * K; k++) VSTORE(acc_io + k * ks, acc[k]);                             \
   }
-DEF_WDWO_REUSE(3)
-DEF_WDWO_REUSE(5)
-#undef DEF_WDWO_REUSE
-#define WDWO_5 FNI(wdwo_reuse_5)
-#define WDWO_3 FNI(wdwo_reuse_3)
-#else
-#define WDWO_5 FNI(wdwo_tile_5)
-#define WDWO_3 FNI(wdwo_tile_3)
-#endif
+DEF_WDWO_TILE(3)
+DEF_WDWO_TILE(5)
+#undef DEF_WDWO_TILE
 
 /* Task q: partition q's sums part[q][KH*KW][C][Op] (zero when it has no image): the image padded as
  * the convolution's (pixels C apart), and where O is not a whole number of vectors its codes and
@@ -966,8 +925,8 @@ TARGET static void FNI(wdwo_range)(void *p, int64_t b, int64_t e) {
       for (int64_t c = 0; c < C; c++)
         for (int64_t o = 0; o < O; o += VL) {
           T *acc = part + c * Op + o;
-          if (K == 5) WDWO_5(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
-          else WDWO_3(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
+          if (K == 5) FNI(wdwo_tile_5)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
+          else FNI(wdwo_tile_3)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
         }
     }
   }
@@ -979,8 +938,6 @@ static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_n
                                                FNI(wino4_out),        FNI(wino4_dy),      FNI(wdw_range),
                                                FNI(wdwo_range)};
 
-#undef WDWO_5
-#undef WDWO_3
 #undef UNROLL
 #undef ROLLED
 #undef ROW_PX
