@@ -289,22 +289,29 @@ loom_code loom__k_truncated_normal_f64(const loom_kctx *ctx) {
     T *y = j->out, *m = j->out2;                                                      \
     double rate = j->a;                                                               \
     T scale = (T)j->b;                                                                \
-    /* keep iff word * 2^-32 >= rate, i.e. word >= thr (exact) */                     \
+    /* keep iff word * 2^-32 >= rate, i.e. word >= thr (exact); scale * 0 or 1: no   \
+     * branch on the random words */                                                  \
     uint64_t thr = (uint64_t)ceil(rate * 4294967296.0); /* rate < 1: thr <= 2^32 */   \
+    /* 32-bit words against a 32-bit bound; thr = 2^32 keeps nothing (scale 0) */      \
+    const uint32_t thr32 = thr > UINT32_MAX ? UINT32_MAX : (uint32_t)thr;             \
+    if (thr > UINT32_MAX) scale = 0;                                                  \
     for (int64_t blk = b / 4; blk * 4 < e;) {                                         \
       if (blk * 4 >= b && (blk + 16) * 4 <= e) {                                      \
         uint32_t w[4][16];                                                            \
         gen16(j, (uint64_t)blk, w);                                                   \
-        T *mb = m + blk * 4;                                                          \
+        T keep[4][16], *mb = m + blk * 4; /* compared a word row at a time (vectors), \
+                                             then put in element order */             \
+        for (int k = 0; k < 4; k++)                                                   \
+          for (int i = 0; i < 16; i++) keep[k][i] = scale * (T)(w[k][i] >= thr32);    \
         for (int i = 0; i < 16; i++)                                                  \
-          for (int k = 0; k < 4; k++) mb[i * 4 + k] = (uint64_t)w[k][i] >= thr ? scale : (T)0; \
+          for (int k = 0; k < 4; k++) mb[i * 4 + k] = keep[k][i];                     \
         blk += 16;                                                                    \
         continue;                                                                     \
       }                                                                               \
       uint32_t w[4];                                                                  \
       T v[4];                                                                         \
       gen(j, (uint64_t)blk, w);                                                       \
-      for (int k = 0; k < 4; k++) v[k] = (uint64_t)w[k] >= thr ? scale : (T)0;        \
+      for (int k = 0; k < 4; k++) v[k] = scale * (T)((uint64_t)w[k] >= thr);          \
       STORE_BLOCK(m, blk, 4, v, b, e);                                                \
       blk++;                                                                          \
     }                                                                                 \
