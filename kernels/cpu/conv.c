@@ -713,6 +713,7 @@ typedef struct {
   const uint8_t *code;   /* their winners (0-3; 4: none) */
   T *ws;                 /* the partitions' sums and images (wdw_part_elems each, 64-byte aligned) */
   int64_t per, Hs, Ws;   /* images per partition; the padded image's rows and columns */
+  double *colsum;        /* or NULL: image n's sum of channel o's kept pooled values at [n*O + o], in double */
 } FN(wdw_args);
 
 /* v where keep, else 0 (a select on the bits: no branch, and a non-finite v gives 0 too). */

@@ -799,15 +799,18 @@ TARGET static void FNI(wdw_pad)(const geom *g, const T *ximg, T *img, int64_t Hs
  * nothing, as the separate steps' zeros). code and gp: the image's values of that channel, O apart. */
 #define DEF_WDW_TILE(K)                                                                                  \
   TARGET static void FNI(wdw_tile_##K)(const T *img, int64_t Ws, const uint8_t *code, const T *gp,      \
-                                       int64_t O, int64_t PH, int64_t PW, T *acc_io, int64_t Cp) {      \
+                                       int64_t O, int64_t PH, int64_t PW, T *acc_io, int64_t Cp,        \
+                                       double *cs) {                                                    \
     VEC acc[K * K];                                                                                      \
     UNROLL for (int k = 0; k < K * K; k++) VLOAD(acc[k], acc_io + k * Cp);                              \
     const int64_t rs = Ws * VL;                                                                          \
+    double sum = 0; /* the kept pooled values, for cs */                                                 \
     for (int64_t ph = 0; ph < PH; ph++, img += 2 * rs) {                                                 \
       const T *win = img; /* window (ph, pw)'s first pixel */                                            \
       for (int64_t pw = 0; pw < PW; pw++, win += 2 * VL, code += O, gp += O) {                           \
         const unsigned r = *code;                                                                        \
         const T gv = FN(keep_if)(*gp, r < 4);                                                            \
+        sum += (double)gv;                                                                               \
         const T *row = win + ((r >> 1) & 1) * rs + (r & 1) * VL;                                         \
         UNROLL for (int kh = 0; kh < K; kh++, row += rs) UNROLL for (int kw = 0; kw < K; kw++) {         \
           VEC xv;                                                                                        \
@@ -817,6 +820,7 @@ TARGET static void FNI(wdw_pad)(const geom *g, const T *ximg, T *img, int64_t Hs
       }                                                                                                  \
     }                                                                                                    \
     UNROLL for (int k = 0; k < K * K; k++) VSTORE(acc_io + k * Cp, acc[k]);                             \
+    if (cs) *cs = sum;                                                                                   \
   }
 DEF_WDW_TILE(3)
 DEF_WDW_TILE(5)
@@ -840,8 +844,9 @@ TARGET static void FNI(wdw_range)(void *p, int64_t b, int64_t e) {
         for (int64_t c = 0; c < g->C; c += VL) {
           const T *blk = img + (c / VL) * Hs * Ws * VL;
           T *acc = part + o * KK * Cp + c;
-          if (K == 5) FNI(wdw_tile_5)(blk, Ws, code + o, gp + o, O, PH, PW, acc, Cp);
-          else FNI(wdw_tile_3)(blk, Ws, code + o, gp + o, O, PH, PW, acc, Cp);
+          double *cs = a->colsum && c == 0 ? a->colsum + n * O + o : NULL;
+          if (K == 5) FNI(wdw_tile_5)(blk, Ws, code + o, gp + o, O, PH, PW, acc, Cp, cs);
+          else FNI(wdw_tile_3)(blk, Ws, code + o, gp + o, O, PH, PW, acc, Cp, cs);
         }
     }
   }
@@ -858,13 +863,15 @@ TARGET static void FNI(wdw_range)(void *p, int64_t b, int64_t e) {
  * the 100 multiply-adds of a 5x5 window. */
 typedef uint8_t FNI(wbytes) __attribute__((vector_size(VL)));
 typedef __typeof__((VEC){0} == (VEC){0}) FNI(wlanes);
+typedef double FNI(dsum) __attribute__((vector_size(VL * sizeof(double))));
 #define DEF_WDWO_TILE(K)                                                                                \
   TARGET static void FNI(wdwo_tile_##K)(const T *img, int64_t Ws, int64_t C, const uint8_t *code,      \
                                          const T *gp, int64_t os, int64_t PH, int64_t PW, T *acc_io,     \
-                                         int64_t ks) {                                                   \
+                                         int64_t ks, double *cs, int64_t ncs) {                          \
     VEC acc[K * K];                                                                                      \
     UNROLL for (int k = 0; k < K * K; k++) VLOAD(acc[k], acc_io + k * ks);                              \
     const int64_t rs = Ws * C;                                                                           \
+    FNI(dsum) sum = {0}; /* the kept pooled values, for cs[0, ncs) */                                    \
     for (int64_t ph = 0; ph < PH; ph++, img += 2 * rs) {                                                 \
       const T *win = img;                                                                                \
       for (int64_t pw = 0; pw < PW; pw++, win += 2 * C, code += os, gp += os) {                          \
@@ -878,6 +885,12 @@ typedef __typeof__((VEC){0} == (VEC){0}) FNI(wlanes);
           const FNI(wlanes) m = gi & (r == q);                                                           \
           memcpy(&gq[q], &m, sizeof gq[q]);                                                              \
         }                                                                                                \
+        if (cs) {                                                                                        \
+          const FNI(wlanes) m = gi & (r < 4);                                                            \
+          VEC kept;                                                                                      \
+          memcpy(&kept, &m, sizeof kept);                                                                \
+          sum += __builtin_convertvector(kept, FNI(dsum));                                               \
+        }                                                                                                \
         UNROLL for (int y = 0; y <= K; y++) UNROLL for (int x = 0; x <= K; x++) {                        \
           const VEC xb = ((VEC){0} + 1) * win[y * rs + x * C]; /* a broadcast (x * 1 is x) */            \
           UNROLL for (int q = 0; q < 4; q++) {                                                           \
@@ -888,6 +901,11 @@ typedef __typeof__((VEC){0} == (VEC){0}) FNI(wlanes);
       }                                                                                                  \
     }                                                                                                    \
     UNROLL for (int k = 0; k < K * K; k++) VSTORE(acc_io + k * ks, acc[k]);                             \
+    if (cs) {                                                                                            \
+      double lanes[VL];                                                                                  \
+      memcpy(lanes, &sum, sizeof lanes);                                                                 \
+      memcpy(cs, lanes, (size_t)ncs * sizeof(double));                                                   \
+    }                                                                                                    \
   }
 DEF_WDWO_TILE(3)
 DEF_WDWO_TILE(5)
@@ -925,8 +943,10 @@ TARGET static void FNI(wdwo_range)(void *p, int64_t b, int64_t e) {
       for (int64_t c = 0; c < C; c++)
         for (int64_t o = 0; o < O; o += VL) {
           T *acc = part + c * Op + o;
-          if (K == 5) FNI(wdwo_tile_5)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
-          else FNI(wdwo_tile_3)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op);
+          double *cs = a->colsum && c == 0 ? a->colsum + n * O + o : NULL;
+          const int64_t ncs = O - o < VL ? O - o : VL;
+          if (K == 5) FNI(wdwo_tile_5)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op, cs, ncs);
+          else FNI(wdwo_tile_3)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op, cs, ncs);
         }
     }
   }

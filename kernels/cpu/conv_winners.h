@@ -51,7 +51,8 @@ LOOM_HOT static void FN(wdw_sum_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-loom_code FN(loom__conv_dw_winners)(const loom_kctx *ctx, const loom_kctx *dw, const T *dpool, const uint8_t *code) {
+loom_code FN(loom__conv_dw_winners)(const loom_kctx *ctx, const loom_kctx *dw, const T *dpool, const uint8_t *code,
+                                    double *colsum) {
   const loom_buf *X = dw->in[0], *DY = dw->in[1];
   loom_buf *DF = dw->out[0];
   size_t need = loom__conv_dw_winners_ws(dw->attrs, X, DY, DF);
@@ -61,7 +62,7 @@ loom_code FN(loom__conv_dw_winners)(const loom_kctx *ctx, const loom_kctx *dw, c
   geom g;
   geom_init(&g, dw->attrs, X->dims, DF->dims, DY->dims);
   const int64_t P = wdw_parts(&g), KK = g.KH * g.KW, over_c = wdw_over_c(&g);
-  FN(wdw_args) a = {&g, X->data, dpool, code, ctx->ws, (g.N + P - 1) / P, g.OH + g.KH - 1, g.OW + g.KW - 1};
+  FN(wdw_args) a = {&g, X->data, dpool, code, ctx->ws, (g.N + P - 1) / P, g.OH + g.KH - 1, g.OW + g.KW - 1, colsum};
   const FN(conv_isa) *isa = FN(isa_for)(over_c ? g.C : g.O);
   loom__parallel_for(ctx->pool, P, 1, over_c ? isa->wdw_range : isa->wdwo_range, &a);
   FN(wdw_sum_args) s = {&g, ctx->ws, DF->data, P, over_c ? KK * wdw_cp(g.C) : wdw_cp(g.O), over_c};

@@ -698,10 +698,14 @@ loom_code FN(loom__k_max_pool_grad)(const loom_kctx *ctx) {
   if (ctx->epi && ctx->epi->dw) /* dx made image by image for the folded filter gradient, not written */
     return FN(loom__conv_dw_images)(ctx, ctx->epi->dw, FN(max_pool_grad_dy_image), &a);
   if (ctx->epi && ctx->epi->argmax && (ctx->epi->wdw || ctx->epi->unwritten)) {
+    /* the column sums of an unwritten result: from the pooled values (by the filter gradient's loops,
+     * which read them anyway, when there is one) */
     if (!ctx->epi->unwritten) loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
-    else if (a.colsum) loom__parallel_for(ctx->pool, g.N, 1, FN(pooled_colsum_range), &a);
+    else if (a.colsum && !ctx->epi->wdw) loom__parallel_for(ctx->pool, g.N, 1, FN(pooled_colsum_range), &a);
     /* a filter gradient over the result, from the winners */
-    return ctx->epi->wdw ? FN(loom__conv_dw_winners)(ctx, ctx->epi->wdw, DY->data, ctx->epi->argmax) : LOOM_OK;
+    return ctx->epi->wdw ? FN(loom__conv_dw_winners)(ctx, ctx->epi->wdw, DY->data, ctx->epi->argmax,
+                                                     ctx->epi->unwritten ? a.colsum : NULL)
+                         : LOOM_OK;
   }
   loom__parallel_for(ctx->pool, g.N, 1, FN(max_pool_grad_range), &a);
   return LOOM_OK;

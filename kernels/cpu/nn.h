@@ -55,12 +55,14 @@ loom_code loom__conv_dw_images_f64(const loom_kctx *ctx, const loom_kctx *dw, lo
  * filter gradient's input, dy and output), 0 when this geometry is not done so (stride and dilation
  * 1, even output rows and columns, 3x3 or 5x5 windows). loom__conv_dw_winners_*: computes dw's
  * output from dpool (the MaxPoolGrad's dy, [N, OH/2, OW/2, O]) and code (the winners, same shape)
- * with the workspace of ctx (the MaxPoolGrad's step). */
+ * with the workspace of ctx (the MaxPoolGrad's step); and, where colsum is not NULL, each image's
+ * column sums of the pooled values at winners (colsum[n*O + o], in double, over the pooled values in
+ * order: what a BiasAddGrad over the unwritten result adds up). */
 size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df);
 loom_code loom__conv_dw_winners_f32(const loom_kctx *ctx, const loom_kctx *dw, const float *dpool,
-                                    const uint8_t *code);
+                                    const uint8_t *code, double *colsum);
 loom_code loom__conv_dw_winners_f64(const loom_kctx *ctx, const loom_kctx *dw, const double *dpool,
-                                    const uint8_t *code);
+                                    const uint8_t *code, double *colsum);
 
 /* Image n of the result of MaxPoolGrad step mpg, which routes by its pool's winners (kernels/kernel.h:
  * argmax): dy's pooled values at their winners, zeros elsewhere, row r at dst + r * rs elements
