@@ -35,8 +35,8 @@
  * chosen before the images-in-scratch fold above): not bit for bit the
  * separate step's (its products summed exactly, in another order). A
  * Conv2DBackpropInput reading that result makes its padded images of dy from
- * the pooled values and winners instead, when its Winograd loops run
- * (kernels/kernel.h: routed; the MaxPoolGrad's dy kept until then). The result
+ * the pooled values and winners instead, when its Winograd loops run and the
+ * MaxPoolGrad's dy stays untouched until then (kernels/kernel.h: routed). The result
  * is still written for any other reader; with none but these and a BiasAddGrad
  * given column sums, it is not made at all (the sums taken from the pooled
  * values).
@@ -114,6 +114,10 @@ static int sole_inplace_reader(const loom_plan *p, const use_map *u, int vi) {
   return j;
 }
 
+static int same_dims(const loom_buf *a, const loom_buf *b) {
+  return a->ndim == b->ndim && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim);
+}
+
 /* Whether arena bytes [off, off + n) are free during steps [i, j): no other arena value live then
  * and no workspace of those steps overlaps them. */
 static int arena_free_during(const loom_plan *p, int64_t off, size_t n, int i, int j, int self) {
@@ -177,20 +181,39 @@ static void fold(loom_plan *p, int j) {
 
 static int64_t past_end(int64_t top) { return (top + 63) / 64 * 64; }
 
+/* Arena value vi, written from step i on (by a step folded into step i) but laid out for step j: its
+ * buffer moved past the arena's end unless nothing else uses those bytes during [i, j). Returns the
+ * arena's size after it. */
+static int64_t clear_from(loom_plan *p, int vi, int i, int j, int64_t top) {
+  plan_value *v = &p->values[vi];
+  if (arena_free_during(p, v->offset, v->bytes, i, j, vi)) return top;
+  v->offset = past_end(top);
+  return v->offset + (int64_t)v->bytes;
+}
+
 /* Step j, a filter gradient, folded into step i with ws bytes of workspace: its output's buffer moved
  * past the arena's end when another value or workspace uses it from step i on, the workspace past the
  * end too. Returns the arena's size after them. */
 static int64_t fold_into(loom_plan *p, int i, int j, size_t ws, int64_t top) {
-  const int vd = p->node_val[p->steps[j].node->id];
-  plan_value *d = &p->values[vd];
-  if (!arena_free_during(p, d->offset, d->bytes, i, j, vd)) {
-    d->offset = past_end(top);
-    top = d->offset + (int64_t)d->bytes;
-  }
+  top = clear_from(p, p->node_val[p->steps[j].node->id], i, j, top);
   p->steps[i].ws_offset = past_end(top);
   p->steps[i].ws_bytes = ws;
   fold(p, j);
   return p->steps[i].ws_offset + (int64_t)ws;
+}
+
+/* The first step after step i that is a Conv2DBackpropFilter with value vi (the final output of
+ * MaxPoolGrad step i) as its dy, its input final at step i and kept until it, its output in the arena;
+ * -1 when there is none or the first is not so. */
+static int dw_of(const loom_plan *p, int i, int vi) {
+  for (int j = i + 1; j < p->nsteps; j++) {
+    const loom_node *n = p->steps[j].node;
+    if (p->steps[j].fn == folded_away || !is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vi)
+      continue;
+    const int xi = in_root(p, n, 0);
+    return xi != vi && ready_at(p, xi, i, j) && p->values[p->node_val[n->id]].kind == VAL_ARENA ? j : -1;
+  }
+  return -1;
 }
 
 /* A Conv2DBackpropFilter reading value vi (the final output of MaxPoolGrad step i, ReluGrad folded) as
@@ -201,18 +224,13 @@ static int64_t dw_reader(loom_plan *p, const use_map *u, int i, int vi, int64_t 
   const plan_value *v = &p->values[vi];
   if (v->kind != VAL_ARENA || v->last_use == INT32_MAX || u->readers[vi] != 1 + (si->epi.colsum != NULL))
     return top;
-  for (int j = i + 1; j < p->nsteps; j++) {
-    const loom_node *n = p->steps[j].node;
-    if (!is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vi) continue;
-    const int xi = in_root(p, n, 0);
-    if (xi == vi || !ready_at(p, xi, i, j) || p->values[p->node_val[n->id]].kind != VAL_ARENA) return top;
-    const loom_kctx *c = &p->steps[j].ctx; /* the buffers as the step sees them (an alias's shape) */
-    size_t ws = loom__conv_dw_images_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
-    if (!ws) return top;
-    si->epi.dw = &p->steps[j].ctx;
-    return fold_into(p, i, j, ws, top);
-  }
-  return top;
+  const int j = dw_of(p, i, vi);
+  if (j < 0) return top;
+  const loom_kctx *c = &p->steps[j].ctx; /* the buffers as the step sees them (an alias's shape) */
+  size_t ws = loom__conv_dw_images_ws(c->attrs, c->in[0], c->in[1], c->out[0]);
+  if (!ws) return top;
+  si->epi.dw = c;
+  return fold_into(p, i, j, ws, top);
 }
 
 /* MaxPoolGrad step k (its ReluGrad folded) over the pool folded into Conv2D step i and that pool's
@@ -251,34 +269,26 @@ static int64_t winners_dw(loom_plan *p, const use_map *u, int k, int64_t top) {
   plan_step *sk = &p->steps[k];
   const int vf = u->masked[k];
   if (vf < 0 || !sk->epi.argmax || sk->epi.dw || sk->ws_bytes) return top;
-  for (int j = k + 1; j < p->nsteps; j++) {
-    const loom_node *n = p->steps[j].node;
-    if (p->steps[j].fn == folded_away || !is_op(n, "Conv2DBackpropFilter") || n->nin != 2 || in_root(p, n, 1) != vf)
-      continue;
-    const int xi = in_root(p, n, 0);
-    if (xi == vf || !ready_at(p, xi, k, j) || p->values[p->node_val[n->id]].kind != VAL_ARENA) return top;
-    const loom_kctx *c = &p->steps[j].ctx;
-    const loom_buf *y = sk->ctx.out[0]; /* dy as the filter gradient sees it: the result's own shape */
-    if (c->in[1]->ndim != y->ndim || memcmp(c->in[1]->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim)) return top;
-    size_t ws = loom__conv_dw_winners_ws(&n->attrs, c->in[0], c->in[1], c->out[0]);
-    if (!ws) return top;
-    sk->epi.wdw = &p->steps[j].ctx;
-    return fold_into(p, k, j, ws, top);
-  }
-  return top;
+  const int j = dw_of(p, k, vf);
+  if (j < 0) return top;
+  const loom_kctx *c = &p->steps[j].ctx;
+  if (!same_dims(c->in[1], sk->ctx.out[0])) return top; /* dy as the filter gradient sees it: the result's shape */
+  size_t ws = loom__conv_dw_winners_ws(c->attrs, c->in[0], c->in[1], c->out[0]);
+  if (!ws) return top;
+  sk->epi.wdw = c;
+  return fold_into(p, k, j, ws, top);
 }
 
 /* A Conv2DBackpropInput reading, as its dy, the result of MaxPoolGrad step k that routes by a pool's
  * winners (its ReluGrad folded): when its loops allow (kernels/cpu/nn.h: loom__conv_dx_routable) it
  * makes each image of dy itself from the MaxPoolGrad's dy and the winners (kernels/kernel.h: routed)
  * instead of reading the result. The MaxPoolGrad's dy must then stay as it is until that step: an
- * arena value whose bytes nothing else uses in between (else moved past the arena's end), or one
- * that no step in between writes in place. Sets *routed; returns the arena's size after it. */
-static int64_t routed_dx(loom_plan *p, const use_map *u, int k, int *routed, int64_t top) {
+ * arena value made before step k whose bytes nothing else uses until that step is done, or one that
+ * no step in between writes in place. Returns whether it does. */
+static int routed_dx(loom_plan *p, const use_map *u, int k) {
   plan_step *sk = &p->steps[k];
   const int vf = u->masked[k];
-  *routed = 0;
-  if (vf < 0 || !sk->epi.argmax) return top;
+  if (vf < 0 || !sk->epi.argmax) return 0;
   for (int j = k + 1; j < p->nsteps; j++) {
     plan_step *sj = &p->steps[j];
     const loom_node *n = sj->node;
@@ -286,28 +296,21 @@ static int64_t routed_dx(loom_plan *p, const use_map *u, int k, int *routed, int
       continue;
     const loom_kctx *c = &sj->ctx;
     const loom_buf *y = sk->ctx.out[0]; /* dy as the input gradient sees it: the result's own shape */
-    if (in_root(p, n, 0) == vf || c->in[1]->ndim != y->ndim ||
-        memcmp(c->in[1]->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim) ||
+    if (in_root(p, n, 0) == vf || !same_dims(c->in[1], y) ||
         !loom__conv_dx_routable(&n->attrs, c->in[0], c->in[1], c->out[0]))
-      return top;
+      return 0;
     const int vd = in_root(p, sk->node, 2);
-    plan_value *d = &p->values[vd];
-    if (d->kind == VAL_ARENA) {
-      if (d->producer < 0 || d->producer >= k) return top;
-      if (!arena_free_during(p, d->offset, d->bytes, k + 1, j + 1, vd)) {
-        d->offset = past_end(top);
-        top = d->offset + (int64_t)d->bytes;
-      }
-    } else if (mutation_between(p, k, j + 1)) {
-      return top;
-    }
+    const plan_value *d = &p->values[vd];
+    if (d->kind == VAL_ARENA ? d->producer < 0 || d->producer >= k ||
+                                   !arena_free_during(p, d->offset, d->bytes, k + 1, j + 1, vd)
+                             : mutation_between(p, k, j + 1))
+      return 0;
     sj->epi.routed = &sk->ctx;
     sj->epi.route = y->dtype == LOOM_F32 ? loom__max_pool_route_image_f32 : loom__max_pool_route_image_f64;
     sj->ctx.epi = &sj->epi;
-    *routed = 1;
-    return top;
+    return 1;
   }
-  return top;
+  return 0;
 }
 
 int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
@@ -370,14 +373,9 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
       }
       int m = pool_reader(p, &u, i, end);
       if (m >= 0) {
-        const int vp = p->node_val[p->steps[m].node->id];
-        plan_value *o = &p->values[vp];
         /* its buffer in use before the pool's step: a new one past the end (a step that took the old
          * one over in place keeps it, reserved for it all along, and no longer writes in place) */
-        if (!arena_free_during(p, o->offset, o->bytes, i, m, vp)) {
-          o->offset = past_end(top);
-          top = o->offset + (int64_t)o->bytes;
-        }
+        top = clear_from(p, p->node_val[p->steps[m].node->id], i, m, top);
         sp->epi.pool = p->steps[m].ctx.out[0];
         fold(p, m);
         u.pooled[i] = end;
@@ -399,8 +397,7 @@ int64_t loom__plan_fuse(loom_plan *p, int64_t top) {
       u.masked[i] = vf;
       argmax_route(p, &u, i);
       top = winners_dw(p, &u, i, top);
-      int routed = 0;
-      top = routed_dx(p, &u, i, &routed, top);
+      const int routed = routed_dx(p, &u, i);
       /* nothing else reads the result (but a BiasAddGrad given the column sums): not written */
       const plan_value *v = &p->values[vf];
       sp->epi.unwritten = sp->epi.argmax && v->kind == VAL_ARENA && v->last_use != INT32_MAX &&

@@ -484,6 +484,44 @@ static void run_all(loom_graph *g, loom_output x, loom_tensor *xt, int nf, const
   loom_status_free(st);
 }
 
+/* A layer and the start of its backward pass: relu(conv(x, w) + b), its 2x2 stride-2 pool, and
+ * rg = ReluGrad(MaxPoolGrad(relu, pool, pool + dyt), relu) (dyt random; x a placeholder). */
+typedef struct {
+  loom_graph *g;
+  loom_output x, w, relu, pool, rg;
+  loom_tensor *wt, *bt, *dyt;
+  int64_t xd[4], wd[4];
+} pool_layer;
+static const int64_t ONES[4] = {1, 1, 1, 1};
+static pool_layer pool_layer_new(loom_dtype dt, conv_case k) {
+  pool_layer l;
+  const int64_t ks[4] = {1, 2, 2, 1}, bd[1] = {k.o};
+  const int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o};
+  memcpy(l.xd, xd, sizeof xd);
+  memcpy(l.wd, wd, sizeof wd);
+  l.g = loom_graph_new();
+  l.wt = rand_tensor(dt, 4, wd, 0);
+  l.bt = rand_tensor(dt, 1, bd, 0.1);
+  l.x = loom_placeholder(l.g, dt, 4, xd, "x");
+  l.w = const_of(l.g, l.wt, "w");
+  l.relu = loom_relu(l.g, loom_bias_add(l.g, loom_conv2d(l.g, l.x, l.w, ONES, k.padding, ONES, "conv"),
+                                        const_of(l.g, l.bt, "b"), "ba"), "relu");
+  l.pool = loom_max_pool(l.g, l.relu, ks, ks, LOOM_PADDING_VALID, "pool");
+  int64_t pd[4];
+  cr_assert_eq(loom_output_dims(l.pool, pd), 4);
+  l.dyt = rand_tensor(dt, 4, pd, 0.1);
+  loom_output dy = loom_add(l.g, l.pool, const_of(l.g, l.dyt, "dy"), "dy");
+  l.rg = loom_relu_grad(l.g, loom_max_pool_grad(l.g, l.relu, l.pool, dy, ks, ks, LOOM_PADDING_VALID, "mpg"),
+                        l.relu, "rg");
+  return l;
+}
+static void pool_layer_free(pool_layer *l) {
+  loom_tensor_free(l->dyt);
+  loom_tensor_free(l->wt);
+  loom_tensor_free(l->bt);
+  loom_graph_free(l->g);
+}
+
 /* A first layer's backward pass: MaxPoolGrad -> ReluGrad -> Conv2DBackpropFilter (and a BiasAddGrad,
  * and in one case a Conv2DBackpropInput reading the same gradient). Fetching the filter (and bias)
  * gradient alone folds the ReluGrad and, where `fold`, the filter gradient into the MaxPoolGrad (its dy
@@ -491,21 +529,10 @@ static void run_all(loom_graph *g, loom_output x, loom_tensor *xt, int nf, const
  * backward pass. The filter gradients are equal bit for bit, at 1, 2 and 3 threads; the bias
  * gradients within rounding (the column sums are added in another order). */
 static void layer_grad(loom_dtype dt, conv_case k, int with_dx, int fold) {
-  loom_graph *g = loom_graph_new();
-  int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o}, bd[1] = {k.o};
-  int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1}, ks[4] = {1, 2, 2, 1};
-  loom_tensor *wt = rand_tensor(dt, 4, wd, 0), *bt = rand_tensor(dt, 1, bd, 0.1);
-  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
-  loom_output w = const_of(g, wt, "w");
-  loom_output relu = loom_relu(g, loom_bias_add(g, loom_conv2d(g, x, w, st, k.padding, dil, "conv"),
-                                                const_of(g, bt, "b"), "ba"), "relu");
-  loom_output pool = loom_max_pool(g, relu, ks, ks, LOOM_PADDING_VALID, "pool");
-  int64_t pd[4];
-  cr_assert_eq(loom_output_dims(pool, pd), 4);
-  loom_tensor *dyt = rand_tensor(dt, 4, pd, 0.1);
-  loom_output dy = loom_add(g, pool, const_of(g, dyt, "dy"), "dy");
-  loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, relu, pool, dy, ks, ks, LOOM_PADDING_VALID, "mpg"),
-                                  relu, "rg");
+  pool_layer l = pool_layer_new(dt, k);
+  loom_graph *g = l.g;
+  const int64_t *xd = l.xd, *wd = l.wd, *st = ONES, *dil = ONES;
+  loom_output x = l.x, w = l.w, rg = l.rg;
   loom_output f[4] = {loom_conv2d_backprop_filter(g, x, wd, rg, st, k.padding, dil, "dw"),
                       loom_bias_add_grad(g, rg, "db"), {NULL, 0}, {NULL, 0}};
   int nf = 2;
@@ -540,10 +567,7 @@ static void layer_grad(loom_dtype dt, conv_case k, int with_dx, int fold) {
   cr_assert(mag > 0, "%s: the filter gradient is not zero", what);
   for (int i = 0; i <= nf; i++) loom_tensor_free(ref[i]);
   loom_tensor_free(xt);
-  loom_tensor_free(dyt);
-  loom_tensor_free(wt);
-  loom_tensor_free(bt);
-  loom_graph_free(g);
+  pool_layer_free(&l);
 }
 
 Test(fuse, filter_gradient_over_max_pool_grad) {
@@ -567,24 +591,15 @@ Test(fuse, filter_gradient_over_max_pool_grad) {
  * ReluGrad's result fetched: nothing folds in the backward pass, no winners recorded): two kernels
  * fewer, and the filter gradient equal to the sum over dy's pixels computed here in double (within
  * f32's or f64's rounding of the sum of the products' magnitudes); equal bit for bit at 1, 2 and 3
- * threads; the input gradient, reading the MaxPoolGrad's result, equal to the unfolded plan's. */
+ * threads; the input gradient equal to the unfolded plan's (where it runs Winograd, made from the
+ * pooled values and winners: the result then not written at all). */
 static void winners_grad(loom_dtype dt, conv_case k, int folded, int with_dx, int halve) {
-  loom_graph *g = loom_graph_new();
-  int64_t xd[4] = {k.n, k.h, k.w, k.c}, wd[4] = {k.kh, k.kw, k.c, k.o}, bd[1] = {k.o};
-  int64_t st[4] = {1, 1, 1, 1}, dil[4] = {1, 1, 1, 1}, ks[4] = {1, 2, 2, 1};
-  loom_tensor *wt = rand_tensor(dt, 4, wd, 0), *bt = rand_tensor(dt, 1, bd, 0.1);
-  loom_output x = loom_placeholder(g, dt, 4, xd, "x");
-  loom_output w = const_of(g, wt, "w");
-  loom_output relu = loom_relu(g, loom_bias_add(g, loom_conv2d(g, x, w, st, k.padding, dil, "conv"),
-                                                const_of(g, bt, "b"), "ba"), "relu");
-  loom_output pool = loom_max_pool(g, relu, ks, ks, LOOM_PADDING_VALID, "pool");
-  int64_t pd[4], yd[4];
-  cr_assert_eq(loom_output_dims(pool, pd), 4);
-  cr_assert_eq(loom_output_dims(relu, yd), 4);
-  loom_tensor *dyt = rand_tensor(dt, 4, pd, 0.1);
-  loom_output dy = loom_add(g, pool, const_of(g, dyt, "dy"), "dy");
-  loom_output rg = loom_relu_grad(g, loom_max_pool_grad(g, relu, pool, dy, ks, ks, LOOM_PADDING_VALID, "mpg"),
-                                  relu, "rg");
+  pool_layer l = pool_layer_new(dt, k);
+  loom_graph *g = l.g;
+  const int64_t *xd = l.xd, *wd = l.wd, *st = ONES, *dil = ONES;
+  loom_output x = l.x, w = l.w, rg = l.rg;
+  int64_t yd[4];
+  cr_assert_eq(loom_output_dims(l.relu, yd), 4);
   /* halve: the filter gradient over x and the gradient reshaped to twice the images of half the rows
    * (the same convolution's data seen another way: an alias of the result with other dims) */
   conv_case kr = k;
@@ -665,10 +680,7 @@ static void winners_grad(loom_dtype dt, conv_case k, int folded, int with_dx, in
   loom_tensor_free(first);
   for (int i = 0; i < 4; i++) loom_tensor_free(ref[i]);
   loom_tensor_free(xt);
-  loom_tensor_free(dyt);
-  loom_tensor_free(wt);
-  loom_tensor_free(bt);
-  loom_graph_free(g);
+  pool_layer_free(&l);
 }
 
 Test(fuse, filter_gradient_from_the_pools_winners) {
@@ -848,4 +860,51 @@ Test(fuse, routed_input_gradient_kernels) {
   routed_kernels(LOOM_F64, 3, 7, 7, 32, 16, LOOM_PADDING_SAME);
   routed_kernels(LOOM_F32, 2, 5, 6, 20, 9, LOOM_PADDING_VALID);  /* channels past whole blocks; VALID */
   routed_kernels(LOOM_F32, 5, 3, 4, 8, 12, LOOM_PADDING_SAME);   /* fewer channels than a block */
+}
+
+/* The routed input gradient in a plan. Without a filter gradient: the input and bias gradients alone
+ * (the MaxPoolGrad writes no result; the bias gradient's column sums from its own pass over the pooled
+ * values). With another reader of the result (a pool of it, summed): the result written for it and
+ * the input gradient still made from the pooled values. Both against the unfolded plan (the
+ * ReluGrad's result fetched), at 1, 2 and 3 threads: the input gradient and the other reader's value
+ * bit for bit, the bias within rounding. */
+static void routed_plan(loom_dtype dt, conv_case k, int other_reader) {
+  pool_layer l = pool_layer_new(dt, k);
+  const int64_t ks[4] = {1, 2, 2, 1};
+  loom_output f[4];
+  int nf = 0;
+  if (other_reader) { /* the pool an intermediate value, summed over its images */
+    const int64_t ax[1] = {0};
+    f[nf++] = loom_reduce_sum(l.g, loom_max_pool(l.g, l.rg, ks, ks, LOOM_PADDING_VALID, "rg_pool"), 1, ax, 0,
+                              "rg_pool_sum");
+  }
+  f[nf++] = loom_bias_add_grad(l.g, l.rg, "db");
+  f[nf++] = loom_conv2d_backprop_input(l.g, l.xd, l.w, l.rg, ONES, k.padding, ONES, "dx");
+  f[nf] = l.rg;
+  loom_tensor *xt = rand_tensor(dt, 4, l.xd, 0.05), *ref[4] = {NULL}, *got[4] = {NULL};
+  int32_t nref, ngot;
+  run_all(l.g, l.x, xt, nf + 1, f, 1, ref, &nref);
+  for (int threads = 1; threads <= 3; threads++) {
+    run_all(l.g, l.x, xt, nf, f, threads, got, &ngot);
+    cr_assert_eq(ngot, nref - 1, "%d threads: %d kernels run, %d with the ReluGrad fetched", threads, ngot, nref);
+    expect_same(got[nf - 1], ref[nf - 1], "the routed input gradient");
+    if (other_reader) expect_same(got[0], ref[0], "the other reader of the result");
+    const loom_tensor *gb = got[nf - 2], *rb = ref[nf - 2];
+    for (int64_t j = 0; j < k.o; j++) {
+      double a = dt == LOOM_F32 ? ((const float *)loom_tensor_data_const(gb))[j] : ((const double *)loom_tensor_data_const(gb))[j];
+      double b = dt == LOOM_F32 ? ((const float *)loom_tensor_data_const(rb))[j] : ((const double *)loom_tensor_data_const(rb))[j];
+      cr_assert(fabs(a - b) <= (dt == LOOM_F32 ? 1e-5 : 1e-13) * (fabs(b) + 1), "bias gradient %lld: %.9g vs %.9g",
+                (long long)j, a, b);
+    }
+    for (int i = 0; i < nf; i++) loom_tensor_free(got[i]);
+  }
+  for (int i = 0; i <= nf; i++) loom_tensor_free(ref[i]);
+  loom_tensor_free(xt);
+  pool_layer_free(&l);
+}
+
+Test(fuse, routed_input_gradient_in_a_plan) {
+  routed_plan(LOOM_F32, (conv_case){3, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, 0);
+  routed_plan(LOOM_F64, (conv_case){2, 12, 10, 9, 5, 5, 20, 1, LOOM_PADDING_VALID}, 0);
+  routed_plan(LOOM_F32, (conv_case){3, 14, 14, 16, 5, 5, 32, 1, LOOM_PADDING_SAME}, 1);
 }

@@ -416,3 +416,51 @@ Test(random, huge_shape_names_the_dim) {
   loom_truncated_normal(g, 2, big, LOOM_F32, 0, 1, 0, 0, "t");
   expect_build_error(g, "t: shape[1] = 1099511627776 is too large");
 }
+
+/* Dropout's stream against Philox computed here: element 4b+k of the first run is kept (scaled by
+ * 1/(1-rate)) iff word k of Philox(key = seed; counter = {b, 0, seed2, 0}) is at least
+ * ceil(rate * 2^32); 1000 elements (whole 16-block groups and a tail), f32 and f64, rates 0.4 and
+ * one just below 1 (the bound 2^32: nothing kept), at 1 and 2 threads. */
+static void dropout_stream(loom_dtype dt, double rate, int threads) {
+  loom_graph *g = loom_graph_new();
+  const int64_t n = 1000;
+  loom_output x = loom_fill(g, 1, &n, loom_cast(g, loom_const_f32(g, 1.0f, "one"), dt, "one_t"), "ones");
+  loom_output f[2];
+  f[0] = loom_dropout(g, x, rate, 5, 9, &f[1], "drop");
+  loom_session *s = new_session(g, threads);
+  loom_status *st = loom_status_new();
+  loom_tensor *out[2] = {NULL, NULL};
+  cr_assert_eq(loom_session_run(s, NULL, NULL, 0, f, out, 2, NULL, 0, st), LOOM_OK, "%s", loom_status_message(st));
+  loom_status_free(st);
+  loom_session_free(s);
+  loom_tensor *ty = out[0], *tm = out[1];
+  const uint64_t thr = (uint64_t)ceil(rate * 4294967296.0);
+  const double scale = 1.0 / (1.0 - rate);
+  const uint32_t key[2] = {5, 0};
+  int kept = 0;
+  for (int64_t b = 0; b * 4 < n; b++) {
+    uint32_t ctr[4] = {(uint32_t)b, 0, 9, 0}, w[4];
+    loom_philox4x32_10(ctr, key, w);
+    for (int k = 0; k < 4 && b * 4 + k < n; k++) {
+      const int64_t i = b * 4 + k;
+      const double want = (uint64_t)w[k] >= thr ? (dt == LOOM_F32 ? (double)(float)scale : scale) : 0.0;
+      const double m = dt == LOOM_F32 ? ((const float *)loom_tensor_data_const(tm))[i] : ((const double *)loom_tensor_data_const(tm))[i];
+      const double v = dt == LOOM_F32 ? ((const float *)loom_tensor_data_const(ty))[i] : ((const double *)loom_tensor_data_const(ty))[i];
+      cr_assert(m == want && v == want, "rate %g element %lld: mask %.9g, y %.9g, want %.9g", rate, (long long)i, m, v, want);
+      kept += want != 0;
+    }
+  }
+  if (rate < 0.5) cr_assert(kept > 500 && kept < 700, "rate %g: %d of 1000 kept", rate, kept);
+  else cr_assert_eq(kept, 0);
+  loom_tensor_free(ty);
+  loom_tensor_free(tm);
+  loom_graph_free(g);
+}
+
+Test(random, dropout_stream_matches_philox) {
+  for (int threads = 1; threads <= 2; threads++) {
+    dropout_stream(LOOM_F32, 0.4, threads);
+    dropout_stream(LOOM_F64, 0.4, threads);
+    dropout_stream(LOOM_F32, 1.0 - 0x1p-40, threads);
+  }
+}

@@ -275,6 +275,11 @@ size_t loom__ws_conv2d_backprop_filter(const loom_attrs *a, int nin, const loom_
 /* The filter gradient of a dy made image by image as it runs (loom__conv_dw_images): the
  * small-window loops over a padded input only. Its workspace: the partitions' sums and the padded
  * input as the kernel's, then one image of dy per partition (from dw_images_scratch). */
+/* Three 4-d buffers of one floating type (the folds' queries below). */
+static int float_bufs(const loom_buf *a, const loom_buf *b, const loom_buf *c) {
+  return a->ndim == 4 && b->ndim == 4 && c->ndim == 4 && a->dtype == b->dtype && a->dtype == c->dtype &&
+         (a->dtype == LOOM_F32 || a->dtype == LOOM_F64);
+}
 static int dw_images_ok(const geom *g, size_t elem) {
   return g->M > 0 && g->K > 0 && g->O > 0 && !wino_ok(g) && g->direct_dw && pad_plan_of(g, elem, 2).mode != 0;
 }
@@ -284,9 +289,7 @@ static size_t dw_images_scratch(const geom *g, size_t elem) {
   return (off + 63) / 64 * 64;
 }
 size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df) {
-  if (x->ndim != 4 || dy->ndim != 4 || df->ndim != 4 || x->dtype != dy->dtype || x->dtype != df->dtype ||
-      (x->dtype != LOOM_F32 && x->dtype != LOOM_F64))
-    return 0;
+  if (!float_bufs(x, dy, df)) return 0;
   geom g;
   geom_init(&g, a, x->dims, df->dims, dy->dims);
   size_t elem = dtype_bytes(x->dtype);
@@ -321,9 +324,7 @@ static int64_t wdw_part_elems(const geom *g) {
   return (e + 15) / 16 * 16;
 }
 size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const loom_buf *dy, const loom_buf *df) {
-  if (x->ndim != 4 || dy->ndim != 4 || df->ndim != 4 || x->dtype != dy->dtype || x->dtype != df->dtype ||
-      (x->dtype != LOOM_F32 && x->dtype != LOOM_F64))
-    return 0;
+  if (!float_bufs(x, dy, df)) return 0;
   geom g;
   geom_init(&g, a, x->dims, df->dims, dy->dims);
   if (!wdw_ok(&g)) return 0;
@@ -331,9 +332,7 @@ size_t loom__conv_dw_winners_ws(const loom_attrs *a, const loom_buf *x, const lo
 }
 
 int loom__conv_dx_routable(const loom_attrs *a, const loom_buf *f, const loom_buf *dy, const loom_buf *dx) {
-  if (f->ndim != 4 || dy->ndim != 4 || dx->ndim != 4 || f->dtype != dy->dtype || f->dtype != dx->dtype ||
-      (f->dtype != LOOM_F32 && f->dtype != LOOM_F64))
-    return 0;
+  if (!float_bufs(f, dy, dx)) return 0;
   geom g, t;
   geom_init(&g, a, dx->dims, f->dims, dy->dims);
   if (!g.direct_dx || g.M == 0 || g.O == 0 || g.K == 0) return 0;

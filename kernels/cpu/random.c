@@ -289,10 +289,10 @@ loom_code loom__k_truncated_normal_f64(const loom_kctx *ctx) {
     T *y = j->out, *m = j->out2;                                                      \
     double rate = j->a;                                                               \
     T scale = (T)j->b;                                                                \
-    /* keep iff word * 2^-32 >= rate, i.e. word >= thr (exact); scale * 0 or 1: no   \
-     * branch on the random words */                                                  \
-    uint64_t thr = (uint64_t)ceil(rate * 4294967296.0); /* rate < 1: thr <= 2^32 */   \
-    /* 32-bit words against a 32-bit bound; thr = 2^32 keeps nothing (scale 0) */      \
+    /* keep iff word * 2^-32 >= rate, i.e. word >= thr (exact); as scale * 0 or 1, no \
+     * branch on the random words. rate < 1: thr <= 2^32, which keeps nothing (the    \
+     * words against a 32-bit bound, scale 0) */                                      \
+    const uint64_t thr = (uint64_t)ceil(rate * 4294967296.0);                         \
     const uint32_t thr32 = thr > UINT32_MAX ? UINT32_MAX : (uint32_t)thr;             \
     if (thr > UINT32_MAX) scale = 0;                                                  \
     for (int64_t blk = b / 4; blk * 4 < e;) {                                         \
@@ -311,7 +311,7 @@ loom_code loom__k_truncated_normal_f64(const loom_kctx *ctx) {
       uint32_t w[4];                                                                  \
       T v[4];                                                                         \
       gen(j, (uint64_t)blk, w);                                                       \
-      for (int k = 0; k < 4; k++) v[k] = scale * (T)((uint64_t)w[k] >= thr);          \
+      for (int k = 0; k < 4; k++) v[k] = scale * (T)(w[k] >= thr32);                  \
       STORE_BLOCK(m, blk, 4, v, b, e);                                                \
       blk++;                                                                          \
     }                                                                                 \
