@@ -99,9 +99,9 @@ int main(int argc, char **argv) {
     ops[NOPS - 3].node = loom_group(g, 2, deps, "layer1_grad");
   }
   { /* the layers' forward chains above and their gradients from the pool's: MaxPoolGrad -> ReluGrad ->
-     * filter, input (second layer) and bias gradients (the filter gradient from the pool's winners
-     * inside the MaxPoolGrad when folded, the first layer's dy then never made; LOOM_FOLD=0: each step
-     * apart) */
+     * filter, input (second layer) and bias gradients (when folded: the filter gradient from the
+     * pool's winners inside the MaxPoolGrad, the second layer's input gradient from the pooled values,
+     * so neither layer's dy is made; LOOM_FOLD=0: each step apart) */
     loom_output rg2 = loom_relu_grad(
         g, loom_max_pool_grad(g, relu2, pool2f, p[7], k2, k2, LOOM_PADDING_VALID, NULL), relu2, NULL);
     loom_node *deps2[3] = {loom_conv2d_backprop_filter(g, p[3], dw2, rg2, s1, LOOM_PADDING_SAME, NULL, NULL).node,
