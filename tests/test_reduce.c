@@ -636,6 +636,42 @@ Test(matmul, pool_blocks_rows_columns_and_gemv) {
     }
 }
 
+/* f32 products of a batch's rows x a matrix 64 columns wide, and the transposed batch x such a matrix
+ * (a dense layer's forward and filter gradient), run on kernels/cpu/gemm_tiles.c's register tiles
+ * where the CPU has AVX-512: within f32 rounding of the double reference, the same bits at 1, 2 and
+ * 3 threads (rows of C in tiles of 6 with short last tiles, strips of 64 columns and narrower last
+ * ones, K in blocks of 128 with a short last one; at 3 threads the column blocks are 48 wide), and,
+ * for a product not cut along K, each element the multiply-adds in k order (the tiles' sum). */
+Test(matmul, register_tiles_sum_in_k_order_at_any_thread_count) {
+  static const int64_t shapes[][4] = {/* ta, M, N, K */
+                                      {0, 64, 128, 300}, {0, 13, 192, 129}, {0, 7, 64, 1},  {0, 64, 128, 1568},
+                                      {1, 1568, 128, 64}, {1, 11, 64, 200}, {1, 130, 64, 17}};
+  for (int i = 0; i < 7; i++) {
+    int ta = (int)shapes[i][0];
+    int64_t M = shapes[i][1], N = shapes[i][2], K = shapes[i][3];
+    if (LOOM_TEST_EMULATED && M * N * K > 2000000) continue;
+    size_t bytes = (size_t)(M * N) * sizeof(float);
+    float *one = run_matmul(LOOM_F32, ta, 0, M, N, K, 1);
+    for (int threads = 2; threads <= 3; threads++) {
+      float *more = run_matmul(LOOM_F32, ta, 0, M, N, K, threads);
+      cr_assert(!memcmp(one, more, bytes), "ta=%d M=%lld N=%lld K=%lld: %d threads differ from 1", ta, (long long)M,
+                (long long)N, (long long)K, threads);
+      free(more);
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!ta && K == 300 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+      for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+          float s = 0;
+          for (int64_t k = 0; k < K; k++) s = fmaf((float)val(m * K + k), (float)val((k * N + n) * 5 + 3), s);
+          cr_assert(!memcmp(&s, one + m * N + n, sizeof s), "[%lld][%lld]: %.9g, the k-order sum %.9g",
+                    (long long)m, (long long)n, one[m * N + n], s);
+        }
+#endif
+    free(one);
+  }
+}
+
 /* Deep products with a small C (K at least 4x C's larger side: a dense
  * layer's forward at a small batch) are summed in pieces along K, the same
  * pieces at any thread count: the same bits at 1, 2 and 5 threads where C is

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "base/base.h"
+#include "kernels/cpu/gemm_tiles.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/geometry.h"
@@ -38,6 +39,10 @@ enum { GEMM_UNIT = 16, GEMM_CHUNKS_PER_THREAD = 2, GEMM_K_PIECES = 2, GEMM_K_DEP
 #define GEMM_CHUNK_FLOPS 5e5
 #define GEMM_K_MAX_C 65536
 #define GEMM_SUM_GRAIN 16384 /* elements of C per chunk of the partials' sum */
+/* f32 blocks of x W and x^T dy with at most this many rows of x (a batch) and C a multiple of 16
+ * columns wide run on kernels/cpu/gemm_tiles.c's register tiles, which read the operands in place
+ * (OpenBLAS packs both and zeroes C first: a third of its time at a dense layer's shapes). */
+#define GEMM_TILES_MAX_BATCH 256
 
 /* The length of a piece of K (a multiple of GEMM_UNIT; K itself when the
  * product is not cut along K). */
@@ -73,6 +78,8 @@ size_t loom__gemm_ws_bytes(int64_t M, int64_t N, int64_t K, size_t elem) {
       else                                                                                                \
         GEMV(CblasRowMajor, CblasNoTrans, (blasint)M, (blasint)K, 1, A, (blasint)lda, B,                  \
              (blasint)(tb ? 1 : ldb), 0, C, (blasint)ldc);                                                \
+    } else if (sizeof(T) == 4 && !tb && (ta ? K : M) <= GEMM_TILES_MAX_BATCH && loom__gemm_tiles_fit(N)) {   \
+      loom__gemm_tiles_f32(ta, M, N, K, (const float *)A, lda, (const float *)B, ldb, (float *)C, ldc);   \
     } else {                                                                                              \
       GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,     \
            (blasint)N, (blasint)K, 1, A, (blasint)lda, B, (blasint)ldb, 0, C, (blasint)ldc);              \

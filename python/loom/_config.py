@@ -3,7 +3,6 @@ TF 2.15's arguments and defaults (loom.tf.estimator.RunConfig is this
 class); the cluster properties (task_type, task_id, is_chief,
 num_ps_replicas, num_worker_replicas) come from the TF_CONFIG environment
 variable through loom_tf_config_parse, by TF's rules."""
-import json
 import os
 
 from ._lib import lib
@@ -23,6 +22,7 @@ def _cluster(tf_config):
         except LoomError as e:
             raise ValueError("TF_CONFIG: %s" % e) from None
     try:
+        import json  # here: only TF_CONFIG and exports read JSON
         cluster = (json.loads(tf_config).get("cluster") or {}) if tf_config else {}
         return (lib.loom_tf_config_task_type(c).decode(), lib.loom_tf_config_task_id(c),
                 bool(lib.loom_tf_config_is_chief(c)), lib.loom_tf_config_num_ps_replicas(c),
@@ -80,6 +80,7 @@ class RunConfig:
         (self._task_type, self._task_id, self._is_chief, self._num_ps_replicas, self._num_worker_replicas,
          self._global_id_in_cluster, self._master, self._cluster_spec) = _cluster(tf_config)
         if self._model_dir is None and tf_config:
+            import json  # here: only TF_CONFIG and exports read JSON
             self._model_dir = json.loads(tf_config).get("model_dir")
 
     model_dir = property(lambda s: s._model_dir)

@@ -3,7 +3,6 @@ that the package uses. Struct layouts mirror the headers field by field;
 tests/test_layout.py checks every struct that has a struct_size field
 against the size the C library reports in it."""
 import ctypes as C
-import ctypes.util
 import os
 import sys
 
@@ -38,6 +37,7 @@ def _find_library():
     for c in _candidates():
         if os.path.exists(c):
             return os.path.abspath(c)
+    import ctypes.util  # only here: it imports subprocess, which the rest of the package does not need
     return ctypes.util.find_library("loom") or "libloom.so.%d" % SOVERSION  # the loader's search path
 
 

@@ -1,6 +1,5 @@
 """ONNX export of an export directory (loom_onnx.h): export_onnx."""
 import ctypes as C
-import json
 import logging
 import os
 import threading
@@ -17,6 +16,7 @@ logger = logging.getLogger("loom")
 def _default_signature(export_dir):
     """"predict" (every prediction, raw features in) when the export has it, else "serving_default"."""
     try:
+        import json
         with open(os.path.join(export_dir, "signatures.json")) as f:
             return "predict" if "predict" in json.load(f) else "serving_default"
     except (OSError, ValueError):

@@ -4,12 +4,12 @@ export_saved_model, TrainSpec / EvalSpec / train_and_evaluate and the
 exporters. The training loop runs in C; Python makes the model and the
 input pipeline once per call."""
 import ctypes as C
-import inspect
 import os
 
 import numpy as np
 
 from ... import _lib as L
+from .._fn_args import fn_args as _fn_args
 from ..._lib import lib
 from ... import _Status, _b, _from_tensor, LoomError, Graph, Output
 from ..._estimator import Estimator as _LoomEstimator, _fail, fill_combined as _fill_combined, _warm_path
@@ -118,10 +118,7 @@ def _Hooks(hooks, where, owner):
 
 def _call_input_fn(input_fn, mode, params, config):
     """Calls input_fn with the arguments it names (mode, params, config), as TF does."""
-    try:
-        names = inspect.signature(input_fn).parameters
-    except (TypeError, ValueError):
-        names = {}
+    names = _fn_args(input_fn)
     kw = {}
     if "mode" in names:
         kw["mode"] = mode
@@ -176,7 +173,7 @@ class Estimator(_LoomEstimator):
             graph = Graph(_borrow=g)
             feats = {lib.loom_features_name(features, i).decode(): Output(graph, lib.loom_features_at(features, i))
                      for i in range(lib.loom_features_count(features))}
-            names = inspect.signature(self._model_fn).parameters
+            names = _fn_args(self._model_fn)
             kw = {"features": feats["__features__"] if list(feats) == ["__features__"] else feats}
             for k, v in (("labels", Output(graph, labels) if labels.node else None), ("mode", _MODES[mode]),
                          ("params", dict(self.params)), ("config", self._tf_config)):

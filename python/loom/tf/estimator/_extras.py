@@ -15,9 +15,9 @@ experimental.InMemoryEvaluatorHook, with TF 2.15's arguments and semantics:
   the training session is created, every every_n_iter steps of the call and
   at its end; results written to the eval dir as evaluate() writes them)."""
 import ctypes as C
-import inspect
 
 from ... import _lib as L
+from .._fn_args import fn_args as _fn_args
 from ..._lib import lib
 from ... import _Status, _b, Graph, Output
 from ..._estimator import _fail
@@ -198,14 +198,6 @@ class InMemoryEvaluatorHook(_CHook):
 
 # ---------------------------------------------------------------- add_metrics
 _METRIC_FN_ARGS = ("features", "labels", "predictions", "config")
-
-
-def _fn_args(fn):
-    try:
-        return [n for n, p in inspect.signature(fn).parameters.items()
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    except (TypeError, ValueError):
-        return []
 
 
 def add_metrics(estimator, metric_fn):
