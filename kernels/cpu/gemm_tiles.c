@@ -1,17 +1,17 @@
 /* f32 products read in place: C = A B and C = A^T B where B's rows are
- * contiguous and C is a few vectors wide, on AVX-512 register tiles, for the
- * blocks of a dense layer's forward pass (x W: A the batch's rows) and
- * filter gradient (x^T dy) that kernels/cpu/linalg.c would otherwise hand to
- * OpenBLAS. At those shapes (a batch of 64, a few hundred to a few thousand
- * inputs, 128 units) BLAS spends a third of its time packing both operands
- * into its panel layouts and zeroing C; here B's row segments are loaded as
- * they lie (a row of 4 vectors of one strip of 64 columns; the last strip
- * 1-3 vectors) and A's values are broadcast from memory, 6 rows of C times 4
- * vectors in 24 registers.
- * A row of C at column strip s and K-block b (GEMM_TILE_KB values of K,
- * whose B strip of 32 KB stays in L1 across the row blocks) adds its terms
- * in k order, blocks in order: the sum does not depend on the thread count
- * or the caller's blocks of rows or columns.
+ * contiguous and C is a multiple of 16 columns wide, on AVX-512 register
+ * tiles, for the blocks of a dense layer's forward pass (x W: A the batch's
+ * rows) and filter gradient (x^T dy) that kernels/cpu/linalg.c would
+ * otherwise hand to OpenBLAS. At those shapes (a batch of 64, a few hundred
+ * to a few thousand inputs, 128 units) BLAS spends a third of its time
+ * packing both operands into its panel layouts and zeroing C; here B's row
+ * segments are loaded as they lie (4 vectors of a strip of 64 columns; the
+ * last strip 1-3 vectors) and A's values are broadcast from memory, 6 rows
+ * of C times 4 vectors in 24 registers. K runs in blocks of GEMM_TILE_KB
+ * (64 rows of B: 32 KB at 128 columns, kept in L1 across the row tiles),
+ * each block's C values loaded and stored once per tile. Each element of C
+ * adds its terms in k order: the sum does not depend on the thread count or
+ * on the caller's blocks of rows or columns.
  *
  * A is read at A[r*ars + k*aks] (row r of C, step k): ars = lda, aks = 1 for
  * A B; ars = 1, aks = lda for A^T B. */
@@ -32,7 +32,7 @@
 #define TILES_TARGET
 #endif
 
-enum { TILE_ROWS = 6, TILE_VECS = 4, TILE_COLS = 16 * TILE_VECS, GEMM_TILE_KB = 128 };
+enum { TILE_ROWS = 6, TILE_VECS = 4, TILE_COLS = 16 * TILE_VECS, GEMM_TILE_KB = 64 };
 
 int loom__gemm_tiles_fit(int64_t N) {
 #if TILES_X86
@@ -87,15 +87,16 @@ static const tile_fn tile_tab[TILE_VECS + 1][TILE_ROWS + 1] = {{NULL}, TILE_ROW(
                                                                 TILE_ROW(4)};
 #undef TILE_ROW
 
-/* Strips of 64 columns (the last 16, 32 or 48 wide), K in blocks, rows in tiles. */
+/* K in blocks, rows in tiles, strips of 64 columns (the last 16, 32 or 48 wide): a block's rows of B
+ * stay in cache across the row tiles, a tile's values of A across the strips. */
 TILES_TARGET static void tiles(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t aks,
                                const float *B, int64_t ldb, float *C, int64_t ldc) {
-  for (int64_t j = 0; j < N; j += TILE_COLS) {
-    const int64_t nv = N - j < TILE_COLS ? (N - j) / 16 : TILE_VECS;
-    for (int64_t k0 = 0; k0 < K; k0 += GEMM_TILE_KB) {
-      int64_t k1 = K - k0 < GEMM_TILE_KB ? K : k0 + GEMM_TILE_KB;
-      for (int64_t i = 0; i < M; i += TILE_ROWS) {
-        int64_t R = M - i < TILE_ROWS ? M - i : TILE_ROWS;
+  for (int64_t k0 = 0; k0 < K; k0 += GEMM_TILE_KB) {
+    int64_t k1 = K - k0 < GEMM_TILE_KB ? K : k0 + GEMM_TILE_KB;
+    for (int64_t i = 0; i < M; i += TILE_ROWS) {
+      int64_t R = M - i < TILE_ROWS ? M - i : TILE_ROWS;
+      for (int64_t j = 0; j < N; j += TILE_COLS) {
+        const int64_t nv = N - j < TILE_COLS ? (N - j) / 16 : TILE_VECS;
         tile_tab[nv][R](A + i * ars, ars, aks, B + j, ldb, C + i * ldc + j, ldc, k0, k1, k0 == 0);
       }
     }

@@ -23,7 +23,8 @@
 /* Products of at least GEMM_PAR_FLOPS are cut into blocks that the
  * session's pool runs, about GEMM_CHUNKS_PER_THREAD per thread and each of at
  * least GEMM_CHUNK_FLOPS, so a thread that is descheduled holds up at most one
- * block; BLAS itself runs one thread (loom__cpu_set_blas_threads). A block is
+ * block (one per thread on the register tiles below, whose blocks then read
+ * whole rows of B); BLAS itself runs one thread (loom__cpu_set_blas_threads). A block is
  *  - whole rows of C, or whole columns, whichever dimension is larger (the
  *    other operand is packed again by each block);
  *  - in a deep product (K at least GEMM_K_DEPTH times the larger side of C,
@@ -61,6 +62,11 @@ size_t loom__gemm_ws_bytes(int64_t M, int64_t N, int64_t K, size_t elem) {
   return (size_t)((pieces - 1) * M * N) * elem;
 }
 
+/* Whether an M x N x K product (or a block of one) runs on the register tiles (GEMM_TILES_MAX_BATCH). */
+static int gemm_tiles_job(size_t elem, int ta, int tb, int64_t M, int64_t N, int64_t K) {
+  return elem == 4 && !tb && (ta ? K : M) <= GEMM_TILES_MAX_BATCH && loom__gemm_tiles_fit(N);
+}
+
 #define DEF_GEMM(T, S, GEMM, GEMV)                                                                        \
   static void gemm_ld_##S(int ta, int tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,      \
                           const T *B, int64_t ldb, T *C, int64_t ldc) {                                   \
@@ -78,7 +84,7 @@ size_t loom__gemm_ws_bytes(int64_t M, int64_t N, int64_t K, size_t elem) {
       else                                                                                                \
         GEMV(CblasRowMajor, CblasNoTrans, (blasint)M, (blasint)K, 1, A, (blasint)lda, B,                  \
              (blasint)(tb ? 1 : ldb), 0, C, (blasint)ldc);                                                \
-    } else if (sizeof(T) == 4 && !tb && (ta ? K : M) <= GEMM_TILES_MAX_BATCH && loom__gemm_tiles_fit(N)) {   \
+    } else if (gemm_tiles_job(sizeof(T), ta, tb, M, N, K)) {                                              \
       loom__gemm_tiles_f32(ta, M, N, K, (const float *)A, lda, (const float *)B, ldb, (float *)C, ldc);   \
     } else {                                                                                              \
       GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,     \
@@ -139,7 +145,9 @@ size_t loom__gemm_ws_bytes(int64_t M, int64_t N, int64_t K, size_t elem) {
     if (pieces > 1 && !(j.part = ws) &&                                                                   \
         !(j.part = own = loom__aligned_alloc((size_t)((pieces - 1) * M * N) * sizeof(T))))                \
       return LOOM_RESOURCE_EXHAUSTED;                                                                     \
-    int64_t want = threads < 2 || flops < GEMM_PAR_FLOPS ? 1 : (int64_t)threads * GEMM_CHUNKS_PER_THREAD; \
+    /* register tiles (no packing to repeat) take one block per thread: whole rows of B for each */      \
+    int64_t per = gemm_tiles_job(sizeof(T), ta, tb, M, N, K) ? 1 : GEMM_CHUNKS_PER_THREAD;                 \
+    int64_t want = threads < 2 || flops < GEMM_PAR_FLOPS ? 1 : (int64_t)threads * per;                    \
     int64_t subs = (want + pieces - 1) / pieces, by_flops = (int64_t)(flops / pieces / GEMM_CHUNK_FLOPS); \
     if (subs > by_flops) subs = by_flops;                                                                 \
     if (subs > units) subs = units;                                                                       \
