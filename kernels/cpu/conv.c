@@ -374,6 +374,7 @@ static loom_code ws_missing(const loom_kctx *ctx, size_t need) {
  * a level the CPU lacks is never chosen. */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define CONV_X86 1
+#include <immintrin.h>
 #else
 #define CONV_X86 0
 #endif

@@ -861,23 +861,51 @@ TARGET static void FNI(wdw_range)(void *p, int64_t b, int64_t e) {
  * into a register and feeding the offsets of every winner's window that holds it (acc[kh][kw] gets
  * winner q's term from value (kh + q/2, kw + q%2): row by row, in q order), so 36 broadcasts serve
  * the 100 multiply-adds of a 5x5 window. */
-typedef uint8_t FNI(wbytes) __attribute__((vector_size(VL)));
+typedef uint8_t FNI(wbytes) __attribute__((vector_size(VL), aligned(1))); /* loaded in place: a widening load */
 typedef __typeof__((VEC){0} == (VEC){0}) FNI(wlanes);
 typedef double FNI(dsum) __attribute__((vector_size(VL * sizeof(double))));
-#define DEF_WDWO_TILE(K)                                                                                \
-  TARGET static void FNI(wdwo_tile_##K)(const T *img, int64_t Ws, int64_t C, const uint8_t *code,      \
-                                         const T *gp, int64_t os, int64_t PH, int64_t PW, T *acc_io,     \
-                                         int64_t ks, double *cs, int64_t ncs) {                          \
+/* The VL winner codes at p, widened to lanes (one widening load where the ISA has it). */
+TARGET static inline __attribute__((always_inline)) FNI(wlanes) FNI(code_lanes)(const uint8_t *p) {
+  FNI(wlanes) r;
+#if CONV_X86 && VBYTES == 64
+  if (sizeof(T) == 4) {
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    memcpy(&r, &v, sizeof r);
+  } else {
+    __m512i v = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)p));
+    memcpy(&r, &v, sizeof r);
+  }
+#elif CONV_X86 && VBYTES == 32
+  if (sizeof(T) == 4) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    memcpy(&r, &v, sizeof r);
+  } else {
+    int32_t w;
+    memcpy(&w, p, sizeof w);
+    __m256i v = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(w));
+    memcpy(&r, &v, sizeof r);
+  }
+#else
+  r = __builtin_convertvector(*(const FNI(wbytes) *)p, FNI(wlanes));
+#endif
+  return r;
+}
+#define DEF_WDWO_TILE(K, NAME, CSTEP)                                                                   \
+  TARGET static void FNI(NAME)(const T *img, int64_t Ws, int64_t C, const uint8_t *code, const T *gp,   \
+                               int64_t os, int64_t PH, int64_t PW, T *acc_io, int64_t ks, double *cs,   \
+                               int64_t ncs) {                                                           \
     VEC acc[K * K];                                                                                      \
     UNROLL for (int k = 0; k < K * K; k++) VLOAD(acc[k], acc_io + k * ks);                              \
-    const int64_t rs = Ws * C;                                                                           \
-    FNI(dsum) sum = {0}; /* the kept pooled values, for cs[0, ncs) */                                    \
+    const int64_t cst = (CSTEP), rs = Ws * cst;                                                          \
+    const uint8_t *code0 = code;                                                                         \
+    const T *gp0 = gp;                                                                                   \
     for (int64_t ph = 0; ph < PH; ph++, img += 2 * rs) {                                                 \
       const T *win = img;                                                                                \
-      for (int64_t pw = 0; pw < PW; pw++, win += 2 * C, code += os, gp += os) {                          \
-        FNI(wbytes) kb;                                                                                  \
-        memcpy(&kb, code, sizeof kb);                                                                    \
-        const FNI(wlanes) r = __builtin_convertvector(kb, FNI(wlanes));                                  \
+      for (int64_t pw = 0; pw < PW; pw++, win += 2 * cst, code += os, gp += os) {                        \
+        /* opaque to the compiler: the window's values are broadcast from memory by the multiply-adds    \
+         * (else it keeps them across windows on the stack) */                                           \
+        const T *wv = win;                                                                               \
+        const FNI(wlanes) r = FNI(code_lanes)(code);                                                     \
         FNI(wlanes) gi;                                                                                  \
         memcpy(&gi, gp, sizeof gi);                                                                      \
         VEC gq[4];                                                                                       \
@@ -885,30 +913,41 @@ typedef double FNI(dsum) __attribute__((vector_size(VL * sizeof(double))));
           const FNI(wlanes) m = gi & (r == q);                                                           \
           memcpy(&gq[q], &m, sizeof gq[q]);                                                              \
         }                                                                                                \
-        if (cs) {                                                                                        \
-          const FNI(wlanes) m = gi & (r < 4);                                                            \
-          VEC kept;                                                                                      \
-          memcpy(&kept, &m, sizeof kept);                                                                \
-          sum += __builtin_convertvector(kept, FNI(dsum));                                               \
-        }                                                                                                \
-        UNROLL for (int y = 0; y <= K; y++) UNROLL for (int x = 0; x <= K; x++) {                        \
-          const VEC xb = ((VEC){0} + 1) * win[y * rs + x * C]; /* a broadcast (x * 1 is x) */            \
-          UNROLL for (int q = 0; q < 4; q++) {                                                           \
-            const int kh = y - (q >> 1), kw = x - (q & 1);                                               \
-            if (kh >= 0 && kh < K && kw >= 0 && kw < K) acc[kh * K + kw] += gq[q] * xb;                  \
+        const T *ry = wv; /* row y of the patch: one add a row (opaque: no table of offsets) */          \
+        UNROLL for (int y = 0; y <= K; y++) {                                                            \
+          UNROLL for (int x = 0; x <= K; x++) {                                                          \
+            const VEC xb = ((VEC){0} + 1) * ry[x * cst]; /* a broadcast (x * 1 is x) */                  \
+            UNROLL for (int q = 0; q < 4; q++) {                                                         \
+              const int kh = y - (q >> 1), kw = x - (q & 1);                                             \
+              if (kh >= 0 && kh < K && kw >= 0 && kw < K) acc[kh * K + kw] += gq[q] * xb;                \
+            }                                                                                            \
           }                                                                                              \
+          ry += rs;                                                                                      \
+          __asm__("" : "+r"(ry));                                                                        \
         }                                                                                                \
       }                                                                                                  \
     }                                                                                                    \
     UNROLL for (int k = 0; k < K * K; k++) VSTORE(acc_io + k * ks, acc[k]);                             \
-    if (cs) {                                                                                            \
+    if (cs) { /* a pass of its own over the windows, in the same order (registers left to the sums) */  \
+      FNI(dsum) sum = {0};                                                                               \
+      for (int64_t w = 0; w < PH * PW; w++, code0 += os, gp0 += os) {                                    \
+        FNI(wlanes) gi;                                                                                  \
+        memcpy(&gi, gp0, sizeof gi);                                                                     \
+        const FNI(wlanes) m = gi & (FNI(code_lanes)(code0) < 4);                                         \
+        VEC kept;                                                                                        \
+        memcpy(&kept, &m, sizeof kept);                                                                  \
+        sum += __builtin_convertvector(kept, FNI(dsum));                                                 \
+      }                                                                                                  \
       double lanes[VL];                                                                                  \
       memcpy(lanes, &sum, sizeof lanes);                                                                 \
       memcpy(cs, lanes, (size_t)ncs * sizeof(double));                                                   \
     }                                                                                                    \
   }
-DEF_WDWO_TILE(3)
-DEF_WDWO_TILE(5)
+DEF_WDWO_TILE(3, wdwo_tile_3, C)
+DEF_WDWO_TILE(5, wdwo_tile_5, C)
+/* one input channel: the window's values at fixed offsets from its row pointers */
+DEF_WDWO_TILE(3, wdwo_tile_3_c1, 1)
+DEF_WDWO_TILE(5, wdwo_tile_5_c1, 1)
 #undef DEF_WDWO_TILE
 
 /* Task q: partition q's sums part[q][KH*KW][C][Op] (zero when it has no image): the image padded as
@@ -945,7 +984,9 @@ TARGET static void FNI(wdwo_range)(void *p, int64_t b, int64_t e) {
           T *acc = part + c * Op + o;
           double *cs = a->colsum && c == 0 ? a->colsum + n * O + o : NULL;
           const int64_t ncs = O - o < VL ? O - o : VL;
-          if (K == 5) FNI(wdwo_tile_5)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op, cs, ncs);
+          if (C == 1 && K == 5) FNI(wdwo_tile_5_c1)(img, Ws, 1, code + o, gp + o, os, PH, PW, acc, Op, cs, ncs);
+          else if (C == 1) FNI(wdwo_tile_3_c1)(img, Ws, 1, code + o, gp + o, os, PH, PW, acc, Op, cs, ncs);
+          else if (K == 5) FNI(wdwo_tile_5)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op, cs, ncs);
           else FNI(wdwo_tile_3)(img + c, Ws, C, code + o, gp + o, os, PH, PW, acc, C * Op, cs, ncs);
         }
     }
