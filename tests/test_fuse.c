@@ -4,6 +4,7 @@
  * nodes_run) and fetching an intermediate as well (nothing can be folded),
  * and the two results must be equal bit for bit, at 1 and 2 threads. */
 #include "test_util.h"
+#include "kernels/cpu/nn.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(void) { /* [-1, 1) */
@@ -76,6 +77,55 @@ typedef struct {
   int64_t n, h, w, c, kh, kw, o, stride;
   int padding;
 } conv_case;
+
+/* Whether the convolution k's input gradient from a routing MaxPoolGrad is made from the pool's winners
+ * directly (kernels/cpu/nn.h: loom__conv_dx_winners_fit): then it sums its terms in another order than
+ * the Winograd loops over the routed gradient. */
+static int dx_from_winners(loom_dtype dt, conv_case k) {
+  loom_attrs at;
+  memset(&at, 0, sizeof at);
+  for (int i = 0; i < 4; i++) at.strides[i] = at.dilations[i] = 1;
+  at.strides[1] = at.strides[2] = k.stride;
+  at.padding = k.padding == LOOM_PADDING_SAME ? LOOM_PAD_SAME : LOOM_PAD_VALID;
+  const int64_t oh = k.padding == LOOM_PADDING_SAME ? k.h : k.h - k.kh + 1, ow = k.padding == LOOM_PADDING_SAME ? k.w : k.w - k.kw + 1;
+  loom_buf f = {NULL, dt, 4, {k.kh, k.kw, k.c, k.o}, k.kh * k.kw * k.c * k.o};
+  loom_buf dy = {NULL, dt, 4, {k.n, oh, ow, k.o}, k.n * oh * ow * k.o};
+  loom_buf dx = {NULL, dt, 4, {k.n, k.h, k.w, k.c}, k.n * k.h * k.w * k.c};
+  return loom__conv_dx_winners_fit(&at, &f, &dy, &dx);
+}
+
+static loom_tensor *copy_of(const loom_tensor *t) {
+  int64_t d[8];
+  const int nd = loom_tensor_ndim(t);
+  for (int i = 0; i < nd; i++) d[i] = loom_tensor_dim(t, i);
+  loom_tensor *c = loom_tensor_new(loom_tensor_dtype(t), nd, d, NULL);
+  cr_assert(c);
+  memcpy(loom_tensor_data(c), loom_tensor_data_const(t), loom_tensor_nbytes(t));
+  return c;
+}
+
+/* An input gradient from the pool's winners against the unfolded plan's (the Winograd loops over the
+ * written routed gradient: within their rounding, ~1e-5 of the largest element in f32), or, where
+ * the Winograd loops make both, equal bit for bit. */
+static void expect_input_gradient(const loom_tensor *got, const loom_tensor *ref, int winners, const char *what) {
+  if (!winners) {
+    cr_assert_eq(loom_tensor_nbytes(got), loom_tensor_nbytes(ref), "%s", what);
+    cr_assert(!memcmp(loom_tensor_data_const(got), loom_tensor_data_const(ref), loom_tensor_nbytes(got)),
+              "%s: the input gradient: folded and separate steps differ", what);
+    return;
+  }
+  const int f32 = loom_tensor_dtype(ref) == LOOM_F32;
+  const int64_t n = loom_tensor_numel(ref);
+  cr_assert_eq(loom_tensor_numel(got), n, "%s", what);
+#define AT(t, i) (f32 ? (double)((const float *)loom_tensor_data_const(t))[i] : ((const double *)loom_tensor_data_const(t))[i])
+  double big = 0;
+  for (int64_t i = 0; i < n; i++) big = fmax(big, fabs(AT(ref, i)));
+  cr_assert(big > 0, "%s: the input gradient is not zero", what);
+  for (int64_t i = 0; i < n; i++)
+    cr_assert(fabs(AT(got, i) - AT(ref, i)) <= (f32 ? 1e-4 : 1e-11) * big, "%s: input gradient [%lld] %.9g, the "
+              "unfolded plan's %.9g (largest %.3g)", what, (long long)i, AT(got, i), AT(ref, i), big);
+#undef AT
+}
 
 static void conv_chain(loom_dtype dt, conv_case k, int relu) {
   loom_graph *g = loom_graph_new();
@@ -625,7 +675,7 @@ static void winners_grad(loom_dtype dt, conv_case k, int folded, int with_dx, in
            (long long)k.n, (long long)k.h, (long long)k.w, (long long)k.c, (long long)k.kh, (long long)k.kw,
            (long long)k.o, k.padding == LOOM_PADDING_SAME ? "SAME" : "VALID", with_dx ? " with dx" : "",
            halve ? " reshaped" : "");
-  loom_tensor *ref[4] = {NULL}, *got[3] = {NULL}, *first = NULL;
+  loom_tensor *ref[4] = {NULL}, *got[3] = {NULL}, *first = NULL, *first_dx = NULL;
   int32_t nref, ngot;
   run_all(g, x, xt, nf + 1, f, 1, ref, &nref);
   /* dw[kh][kw][c][o] = sum over (n, oh, ow) of x[n][oh + kh - pt][ow + kw - pl][c] * rg[n][oh][ow][o] */
@@ -660,7 +710,11 @@ static void winners_grad(loom_dtype dt, conv_case k, int folded, int with_dx, in
     for (int64_t i = 0; i < nw; i++)
       cr_assert(fabs(VAL(got[0], i) - want[i]) <= tol * (mag[i] + 1e-30), "%s (%d threads): dw[%lld] %.9g, want %.9g",
                 what, threads, (long long)i, VAL(got[0], i), want[i]);
-    if (with_dx) expect_same(got[2], ref[2], what); /* the input gradient reads the written result */
+    if (with_dx) { /* the input gradient: from the winners, or reading the written result */
+      expect_input_gradient(got[2], ref[2], folded && dx_from_winners(dt, k) && !halve, what);
+      if (threads == 1) first_dx = copy_of(got[2]);
+      else expect_same(got[2], first_dx, what);
+    }
     for (int64_t j = 0; j < k.o; j++) /* the bias gradient: column sums (of the pooled values) in double */
       cr_assert(fabs(VAL(got[1], j) - VAL(ref[1], j)) <= (dt == LOOM_F32 ? 1e-5 : 1e-13) * (fabs(VAL(ref[1], j)) + 1),
                 "%s: bias gradient %lld: %.9g vs %.9g", what, (long long)j, VAL(got[1], j), VAL(ref[1], j));
@@ -678,6 +732,7 @@ static void winners_grad(loom_dtype dt, conv_case k, int folded, int with_dx, in
   free(want);
   free(mag);
   loom_tensor_free(first);
+  loom_tensor_free(first_dx);
   for (int i = 0; i < 4; i++) loom_tensor_free(ref[i]);
   loom_tensor_free(xt);
   pool_layer_free(&l);
@@ -731,9 +786,10 @@ Test(fuse, turned_off_by_environment) {
  * Conv2DBackpropInput whose ctx names a routing MaxPoolGrad (kernels/kernel.h: routed) makes its dy
  * from that step's pooled values and winners: with its own dy all NaN (so that any read of it would
  * show), its result equals bit for bit the same kernel's over dy routed here by hand, serially and
- * over 2 and 3 threads. A MaxPoolGrad marked unwritten leaves its result as it was (a sentinel) and
+ * over 2 and 3 threads, or, where it sums the winners' terms directly (5x5 SAME on AVX-512 with whole
+ * vectors of channels: loom__conv_dx_winners_fit), is within rounding of dx summed here in double,
+ * the same bits at every thread count. A MaxPoolGrad marked unwritten leaves its result as it was (a sentinel) and
  * gives the column sums of the pooled values at winners. */
-#include "kernels/cpu/nn.h"
 static loom_buf buf_of(loom_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3, void *data) {
   loom_buf b = {data, dt, 4, {n0, n1, n2, n3}, n0 * n1 * n2 * n3};
   return b;
@@ -802,16 +858,56 @@ static void routed_kernels(loom_dtype dt, int64_t N, int64_t PH, int64_t PW, int
   DY.data = nan_dy;
   DX.data = got;
   c.epi = &dx_epi;
+  /* from the winners directly (another order of the sums): against dx summed here in double from the
+   * pooled values, winners and filter, within f32 or f64 rounding of each element's terms */
+  const int winners = loom__conv_dx_winners_fit(&at, &F, &DY, &DX);
+  const int64_t pad = padding == LOOM_PADDING_SAME ? 2 : 0;
+  double *exact = calloc((size_t)DX.numel, sizeof *exact), *mag = calloc((size_t)DX.numel, sizeof *mag);
+  char *first = malloc((size_t)DX.numel * es);
+  cr_assert(exact && mag && first);
+#define EL(p, i) (dt == LOOM_F32 ? (double)((const float *)(p))[i] : ((const double *)(p))[i])
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oh = 0; oh < H; oh++)
+      for (int64_t ow = 0; ow < W; ow++)
+        for (int64_t o = 0; o < C; o++) {
+          const double d = EL(dy, ((n * H + oh) * W + ow) * C + o);
+          if (d == 0) continue;
+          for (int64_t kh = 0; kh < 5; kh++)
+            for (int64_t kw = 0; kw < 5; kw++) {
+              const int64_t ih = oh + kh - pad, iw = ow + kw - pad;
+              if (ih < 0 || ih >= XH || iw < 0 || iw >= XW) continue;
+              for (int64_t cx = 0; cx < Cx; cx++) {
+                const double p = d * EL(loom_tensor_data_const(ft), ((kh * 5 + kw) * Cx + cx) * C + o);
+                exact[((n * XH + ih) * XW + iw) * Cx + cx] += p;
+                mag[((n * XH + ih) * XW + iw) * Cx + cx] += fabs(p);
+              }
+            }
+        }
   for (int threads = 1; threads <= 3; threads++) {
     c.pool = threads > 1 ? loom__pool_new(threads) : NULL;
     memset(got, 0, (size_t)DX.numel * es);
     cr_assert_eq(k(&c), LOOM_OK, "%s", loom_status_message(st));
-    cr_assert(!memcmp(ref, got, (size_t)DX.numel * es), "%s N=%lld %lldx%lld C=%lld -> %lld %s (%d threads): the routed "
-              "input gradient differs from the one over dy", dt == LOOM_F32 ? "f32" : "f64", (long long)N,
-              (long long)H, (long long)W, (long long)C, (long long)Cx, padding == LOOM_PADDING_SAME ? "SAME" : "VALID",
-              threads);
+    char what[120];
+    snprintf(what, sizeof what, "%s N=%lld %lldx%lld C=%lld -> %lld %s (%d threads)", dt == LOOM_F32 ? "f32" : "f64",
+             (long long)N, (long long)H, (long long)W, (long long)C, (long long)Cx,
+             padding == LOOM_PADDING_SAME ? "SAME" : "VALID", threads);
+    if (!winners) {
+      cr_assert(!memcmp(ref, got, (size_t)DX.numel * es), "%s: the routed input gradient differs from the one over dy",
+                what);
+    } else {
+      for (int64_t i = 0; i < DX.numel; i++)
+        cr_assert(fabs(EL(got, i) - exact[i]) <= (dt == LOOM_F32 ? 2e-6 : 1e-14) * (mag[i] + 1e-30),
+                  "%s: the input gradient from the winners [%lld] %.9g, want %.9g", what, (long long)i, EL(got, i),
+                  exact[i]);
+      if (threads == 1) memcpy(first, got, (size_t)DX.numel * es);
+      else cr_assert(!memcmp(first, got, (size_t)DX.numel * es), "%s: differs from 1 thread's", what);
+    }
     if (c.pool) loom__pool_free(c.pool);
   }
+#undef EL
+  free(exact);
+  free(mag);
+  free(first);
   /* the MaxPoolGrad marked unwritten: its result untouched, the column sums of the kept pooled values */
   loom_attrs pa;
   memset(&pa, 0, sizeof pa);
@@ -881,13 +977,15 @@ static void routed_plan(loom_dtype dt, conv_case k, int other_reader) {
   f[nf++] = loom_bias_add_grad(l.g, l.rg, "db");
   f[nf++] = loom_conv2d_backprop_input(l.g, l.xd, l.w, l.rg, ONES, k.padding, ONES, "dx");
   f[nf] = l.rg;
-  loom_tensor *xt = rand_tensor(dt, 4, l.xd, 0.05), *ref[4] = {NULL}, *got[4] = {NULL};
+  loom_tensor *xt = rand_tensor(dt, 4, l.xd, 0.05), *ref[4] = {NULL}, *got[4] = {NULL}, *first_dx = NULL;
   int32_t nref, ngot;
   run_all(l.g, l.x, xt, nf + 1, f, 1, ref, &nref);
   for (int threads = 1; threads <= 3; threads++) {
     run_all(l.g, l.x, xt, nf, f, threads, got, &ngot);
     cr_assert_eq(ngot, nref - 1, "%d threads: %d kernels run, %d with the ReluGrad fetched", threads, ngot, nref);
-    expect_same(got[nf - 1], ref[nf - 1], "the routed input gradient");
+    expect_input_gradient(got[nf - 1], ref[nf - 1], dx_from_winners(dt, k), "the routed input gradient");
+    if (threads == 1) first_dx = copy_of(got[nf - 1]);
+    else expect_same(got[nf - 1], first_dx, "the routed input gradient at 1 and more threads");
     if (other_reader) expect_same(got[0], ref[0], "the other reader of the result");
     const loom_tensor *gb = got[nf - 2], *rb = ref[nf - 2];
     for (int64_t j = 0; j < k.o; j++) {
@@ -899,6 +997,7 @@ static void routed_plan(loom_dtype dt, conv_case k, int other_reader) {
     for (int i = 0; i < nf; i++) loom_tensor_free(got[i]);
   }
   for (int i = 0; i <= nf; i++) loom_tensor_free(ref[i]);
+  loom_tensor_free(first_dx);
   loom_tensor_free(xt);
   pool_layer_free(&l);
 }

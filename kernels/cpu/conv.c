@@ -305,6 +305,7 @@ size_t loom__conv_dw_images_ws(const loom_attrs *a, const loom_buf *x, const loo
  * than over output channels (4 x C x Op: each pooled value masked by its winner, the image as it is,
  * and the codes and values copied whole vectors apart where O is not whole vectors). */
 #define WDW_MAX_PARTS 8
+#define WDX_MAX_O 256 /* output channels a pooled window's lists hold (uint8_t) */
 #define WDW_SUM_MAX 8192 /* a row of sums (KH*KW*Cp values) added on the stack */
 /* Channels rounded up to whole vectors of the widest instruction set (16 values in f32), zero past C. */
 static int64_t wdw_cp(int64_t C) { return (C + 15) / 16 * 16; }
@@ -406,6 +407,22 @@ static int conv_isa_level(void) {
   }
   return l;
 }
+
+/* The input gradient from a pool's winners (wdx, below): 5x5 SAME at stride 1 over even rows and
+ * columns, AVX-512, whole vectors of input channels. */
+static int wdx_geom_ok(const geom *g, size_t elem) {
+  return conv_isa_level() >= CONV_ISA_AVX512 && g->C > 0 && g->C % (int64_t)(64 / elem) == 0 && g->O > 0 &&
+         g->O <= WDX_MAX_O && g->N > 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->KH == 5 &&
+         g->KW == 5 && g->pt == 2 && g->pl == 2 && g->H == g->OH && g->W == g->OW && g->OH > 0 && g->OW > 0 &&
+         g->OH % 2 == 0 && g->OW % 2 == 0;
+}
+int loom__conv_dx_winners_fit(const loom_attrs *a, const loom_buf *f, const loom_buf *dy, const loom_buf *dx) {
+  if (!float_bufs(f, dy, dx)) return 0;
+  geom g;
+  geom_init(&g, a, dx->dims, f->dims, dy->dims);
+  return wdx_geom_ok(&g, dtype_bytes(dx->dtype));
+}
+
 
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
@@ -747,6 +764,8 @@ typedef struct {
   void (*wino4_dy)(const T *const *, int64_t, T *, int64_t); /* dy's 4x4 block */
   void (*wdw_range)(void *, int64_t, int64_t);  /* partitions of a filter gradient from a pool's winners */
   void (*wdwo_range)(void *, int64_t, int64_t); /* the same, vectors over output channels */
+  void (*wdx_image)(const T *, const uint8_t *, int64_t, int64_t, int64_t, const T *, int64_t, int64_t, T *,
+                    int64_t); /* an image's input gradient from a pool's winners (wdx) */
 } FN(conv_isa);
 
 #define ISA generic
@@ -964,6 +983,68 @@ static void FN(flip_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
+/* ---- the input gradient from a 2x2 max pool's winners (conv_tiles.h: wdx_image) ----
+ * Where a Conv2DBackpropInput's dy is a routing MaxPoolGrad's result (engine/fuse.c, kernels/kernel.h:
+ * routed) and the convolution is 5x5 SAME at stride 1 over even rows and columns, dx is made from
+ * the pooled values and winners directly on AVX-512 (vectors of input channels): images in
+ * WDW_MAX_PARTS partitions, each with a zero-padded image of dx of its own in the workspace, so the
+ * result does not depend on the threads. wt: the filter as [O][5][5][C]. */
+typedef struct {
+  const geom *g;
+  const T *f, *gp;
+  const uint8_t *code;
+  T *wt, *ws, *dx;
+  int64_t per;
+  void (*image)(const T *, const uint8_t *, int64_t, int64_t, int64_t, const T *, int64_t, int64_t, T *, int64_t);
+} FN(wdx_args);
+static void FN(wdx_wt_range)(void *p, int64_t b, int64_t e) {
+  const FN(wdx_args) *a = p;
+  const int64_t C = a->g->C, O = a->g->O;
+  for (int64_t o = b; o < e; o++)
+    for (int64_t k = 0; k < 25; k++)
+      for (int64_t c = 0; c < C; c++) a->wt[(o * 25 + k) * C + c] = a->f[(k * C + c) * O + o];
+}
+static void FN(wdx_range)(void *p, int64_t b, int64_t e) {
+  const FN(wdx_args) *a = p;
+  const geom *g = a->g;
+  const int64_t C = g->C, O = g->O, H = g->H, W = g->W, Wp = W + 4, PH = g->OH / 2, PW = g->OW / 2;
+  const int64_t vl = 64 / (int64_t)sizeof(T);
+  for (int64_t q = b; q < e; q++) {
+    T *img = a->ws + q * (H + 4) * Wp * C;
+    const int64_t n0 = q * a->per, n1 = n0 + a->per < g->N ? n0 + a->per : g->N;
+    for (int64_t n = n0; n < n1; n++) {
+      memset(img, 0, (size_t)((H + 4) * Wp * C) * sizeof(T));
+      for (int64_t c0 = 0; c0 < C; c0 += vl)
+        a->image(a->gp + n * PH * PW * O, a->code + n * PH * PW * O, PH, PW, O, a->wt, C, c0, img, Wp);
+      for (int64_t ih = 0; ih < H; ih++)
+        memcpy(a->dx + (n * H + ih) * W * C, img + ((ih + 2) * Wp + 2) * C, (size_t)(W * C) * sizeof(T));
+    }
+  }
+}
+/* dx from the routing MaxPoolGrad src->routed's pooled values and winners; 0 (nothing written) where
+ * the shapes, the CPU or the workspace do not allow it. */
+static int FN(wdx)(const loom_kctx *ctx, const geom *g, const T *f, T *dx, const loom_epilogue *src) {
+#if CONV_X86
+  const loom_kctx *mpg = src->routed;
+  const loom_buf *GP = mpg->in[2];
+  const int64_t PH = g->OH / 2, PW = g->OW / 2;
+  if (!wdx_geom_ok(g, sizeof(T)) || !mpg->epi || !mpg->epi->argmax || GP->ndim != 4 || GP->dims[0] != g->N ||
+      GP->dims[1] != PH || GP->dims[2] != PW || GP->dims[3] != g->O)
+    return 0;
+  const int64_t parts = g->N < WDW_MAX_PARTS ? g->N : WDW_MAX_PARTS;
+  const size_t need = ((size_t)(25 * g->C * g->O) + (size_t)(parts * (g->H + 4) * (g->W + 4) * g->C)) * sizeof(T);
+  if (!ctx->ws || ctx->ws_size < need) return 0;
+  FN(wdx_args) a = {g, f, GP->data, mpg->epi->argmax, ctx->ws, (T *)ctx->ws + 25 * g->C * g->O, dx,
+                    (g->N + parts - 1) / parts, CAT(conv_isa_tab, CAT(SFX, avx512)).wdx_image};
+  loom__parallel_for(ctx->pool, g->O, 8, FN(wdx_wt_range), &a);
+  loom__parallel_for(ctx->pool, parts, 1, FN(wdx_range), &a);
+  return 1;
+#else
+  (void)ctx, (void)g, (void)f, (void)dx, (void)src;
+  return 0;
+#endif
+}
+
 loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
   const loom_buf *F = ctx->in[0], *DY = ctx->in[1];
   loom_buf *DX = ctx->out[0];
@@ -983,12 +1064,13 @@ loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
     int wino = wino_ok(&t);
     size_t need = wbytes + (wino ? (size_t)wino_ws_elems(&t) * sizeof(T) : 0);
     if (!ctx->ws || ctx->ws_size < need) return ws_missing(ctx, need);
+    /* dy made image by image from a routing MaxPoolGrad's pooled values (engine/fuse.c checked
+     * loom__conv_dx_routable), or dx from them directly (wdx) */
+    const loom_epilogue *src = ctx->epi && ctx->epi->route ? ctx->epi : NULL;
+    if (src && FN(wdx)(ctx, &g, f, dx, src)) return LOOM_OK;
     T *wt = ctx->ws;
     FN(flip_args) fa = {&g, f, wt};
     loom__parallel_for(ctx->pool, g.KH * g.KW, 4, FN(flip_range), &fa);
-    /* dy made image by image from a routing MaxPoolGrad's pooled values (engine/fuse.c checked
-     * loom__conv_dx_routable) */
-    const loom_epilogue *src = ctx->epi && ctx->epi->route ? ctx->epi : NULL;
     if (src && !wino)
       return loom_status_set(ctx->st, LOOM_INTERNAL, "Conv2DBackpropInput: a routed dy without the Winograd loops");
     if (wino) FN(wino_fwd)(ctx, &t, dy, wt, dx, wt + g.K * g.O, NULL, src);

@@ -993,11 +993,69 @@ TARGET static void FNI(wdwo_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
+/* ---- a second layer's input gradient from a 2x2 max pool's winners (conv.c: wdx) ----
+ * The routed dy of a 5x5 SAME convolution is zero but at each pooled window's winner, where it is
+ * the pooled value, so dx is the sum over pooled windows and output channels of the pooled value
+ * times the filter's taps for that channel, placed around the winner: 25 multiply-adds (vectors of
+ * VL input channels) per pooled value, no transforms and none for the zeros. A pooled window's
+ * terms all land in the 6x6 patch of dx around it, summed in registers in two halves of 3 rows (18
+ * accumulators), output channels taken by winner (so that each winner's taps are at fixed places in
+ * the patch), then added into the padded image dxp. wt: the filter as [O][5][5][C]; gp, code: the
+ * image's pooled values and winners (O apart a window); dxp: (2*PH + 4) rows of Wp pixels of C
+ * values from channel c0, zero on entry. Per image the sums run in a fixed order. */
+#define WDX_TERMS(Q, HF)                                                                                \
+  for (int i = 0; i < cnt[Q]; i++) {                                                                    \
+    const int64_t o = lst[Q][i];                                                                        \
+    const T gv = g[o];                                                                                  \
+    const T *wo = wt + o * 25 * C + c0;                                                                 \
+    UNROLL for (int kh = 0; kh < 5; kh++) {                                                             \
+      const int row = (Q >> 1) + kh - 3 * (HF);                                                         \
+      if (row < 0 || row > 2) continue;                                                                 \
+      UNROLL for (int kw = 0; kw < 5; kw++) {                                                           \
+        VEC wv;                                                                                         \
+        VLOAD(wv, wo + (kh * 5 + kw) * C);                                                              \
+        acc[row][(Q & 1) + kw] += gv * wv;                                                              \
+      }                                                                                                 \
+    }                                                                                                   \
+  }
+#define WDX_HALF(HF)                                                                                    \
+  {                                                                                                     \
+    VEC acc[3][6];                                                                                      \
+    UNROLL for (int r = 0; r < 3; r++) UNROLL for (int x = 0; x < 6; x++) acc[r][x] = (VEC){0};        \
+    WDX_TERMS(0, HF) WDX_TERMS(1, HF) WDX_TERMS(2, HF) WDX_TERMS(3, HF)                                 \
+    UNROLL for (int r = 0; r < 3; r++) UNROLL for (int x = 0; x < 6; x++) {                            \
+      T *d = patch + ((3 * (HF) + r) * Wp + x) * C;                                                     \
+      VEC v;                                                                                            \
+      VLOAD(v, d);                                                                                      \
+      v += acc[r][x];                                                                                   \
+      VSTORE(d, v);                                                                                     \
+    }                                                                                                   \
+  }
+TARGET static void FNI(wdx_image)(const T *gp, const uint8_t *code, int64_t PH, int64_t PW, int64_t O,
+                                  const T *wt, int64_t C, int64_t c0, T *dxp, int64_t Wp) {
+  uint8_t lst[4][WDX_MAX_O];
+  for (int64_t ph = 0; ph < PH; ph++)
+    for (int64_t pw = 0; pw < PW; pw++) {
+      const T *g = gp + (ph * PW + pw) * O;
+      const uint8_t *cd = code + (ph * PW + pw) * O;
+      int cnt[4] = {0, 0, 0, 0};
+      for (int64_t o = 0; o < O; o++) {
+        const unsigned q = cd[o];
+        if (q < 4) lst[q][cnt[q]++] = (uint8_t)o;
+      }
+      T *patch = dxp + (2 * ph * Wp + 2 * pw) * C + c0;
+      WDX_HALF(0)
+      WDX_HALF(1)
+    }
+}
+#undef WDX_HALF
+#undef WDX_TERMS
+
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range),
                                                FNI(dwp_range),        FNI(dwp_pixels),    FNI(wino_in),
                                                FNI(wino_out),         FNI(wino_dy),       FNI(wino4_in),
                                                FNI(wino4_out),        FNI(wino4_dy),      FNI(wdw_range),
-                                               FNI(wdwo_range)};
+                                               FNI(wdwo_range),       FNI(wdx_image)};
 
 #undef UNROLL
 #undef ROLLED

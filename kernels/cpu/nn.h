@@ -74,5 +74,9 @@ void loom__max_pool_route_image_f64(const loom_kctx *mpg, int64_t n, void *dst, 
  * zero-padded copy of each whole image of dy, so that it can make those images itself from a
  * routing MaxPoolGrad's pooled values (kernels/kernel.h: routed). */
 int loom__conv_dx_routable(const loom_attrs *a, const loom_buf *f, const loom_buf *dy, const loom_buf *dx);
+/* Whether such a routed input gradient is made from the pool's winners directly, no routed dy made
+ * (kernels/cpu/conv.c: wdx): a 5x5 SAME convolution at stride 1 over even rows and columns, on
+ * AVX-512 with whole vectors of input channels; else by the Winograd loops over the routed dy. */
+int loom__conv_dx_winners_fit(const loom_attrs *a, const loom_buf *f, const loom_buf *dy, const loom_buf *dx);
 
 #endif
