@@ -81,27 +81,25 @@ typedef struct {
 /* Whether the convolution k's input gradient from a routing MaxPoolGrad is made from the pool's winners
  * directly (kernels/cpu/nn.h: loom__conv_dx_winners_fit): then it sums its terms in another order than
  * the Winograd loops over the routed gradient. */
-static int dx_from_winners(loom_dtype dt, conv_case k) {
+/* A convolution's attributes as its kernels read them: NHWC strides (stride, stride), dilation 1. */
+static loom_attrs conv_attrs(int64_t stride, int padding) {
   loom_attrs at;
   memset(&at, 0, sizeof at);
   for (int i = 0; i < 4; i++) at.strides[i] = at.dilations[i] = 1;
-  at.strides[1] = at.strides[2] = k.stride;
-  at.padding = k.padding == LOOM_PADDING_SAME ? LOOM_PAD_SAME : LOOM_PAD_VALID;
-  const int64_t oh = k.padding == LOOM_PADDING_SAME ? k.h : k.h - k.kh + 1, ow = k.padding == LOOM_PADDING_SAME ? k.w : k.w - k.kw + 1;
-  loom_buf f = {NULL, dt, 4, {k.kh, k.kw, k.c, k.o}, k.kh * k.kw * k.c * k.o};
-  loom_buf dy = {NULL, dt, 4, {k.n, oh, ow, k.o}, k.n * oh * ow * k.o};
-  loom_buf dx = {NULL, dt, 4, {k.n, k.h, k.w, k.c}, k.n * k.h * k.w * k.c};
-  return loom__conv_dx_winners_fit(&at, &f, &dy, &dx);
+  at.strides[1] = at.strides[2] = stride;
+  at.padding = padding == LOOM_PADDING_SAME ? LOOM_PAD_SAME : LOOM_PAD_VALID;
+  return at;
 }
-
-static loom_tensor *copy_of(const loom_tensor *t) {
-  int64_t d[8];
-  const int nd = loom_tensor_ndim(t);
-  for (int i = 0; i < nd; i++) d[i] = loom_tensor_dim(t, i);
-  loom_tensor *c = loom_tensor_new(loom_tensor_dtype(t), nd, d, NULL);
-  cr_assert(c);
-  memcpy(loom_tensor_data(c), loom_tensor_data_const(t), loom_tensor_nbytes(t));
-  return c;
+static loom_buf buf_of(loom_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3, void *data) {
+  loom_buf b = {data, dt, 4, {n0, n1, n2, n3}, n0 * n1 * n2 * n3};
+  return b;
+}
+static int dx_from_winners(loom_dtype dt, conv_case k) {
+  const loom_attrs at = conv_attrs(k.stride, k.padding);
+  const int64_t oh = k.padding == LOOM_PADDING_SAME ? k.h : k.h - k.kh + 1, ow = k.padding == LOOM_PADDING_SAME ? k.w : k.w - k.kw + 1;
+  loom_buf f = buf_of(dt, k.kh, k.kw, k.c, k.o, NULL), dy = buf_of(dt, k.n, oh, ow, k.o, NULL),
+           dx = buf_of(dt, k.n, k.h, k.w, k.c, NULL);
+  return loom__conv_dx_winners_fit(&at, &f, &dy, &dx);
 }
 
 /* An input gradient from the pool's winners against the unfolded plan's (the Winograd loops over the
@@ -711,8 +709,8 @@ static void winners_grad(loom_dtype dt, conv_case k, int folded, int with_dx, in
       cr_assert(fabs(VAL(got[0], i) - want[i]) <= tol * (mag[i] + 1e-30), "%s (%d threads): dw[%lld] %.9g, want %.9g",
                 what, threads, (long long)i, VAL(got[0], i), want[i]);
     if (with_dx) { /* the input gradient: from the winners, or reading the written result */
-      expect_input_gradient(got[2], ref[2], folded && dx_from_winners(dt, k) && !halve, what);
-      if (threads == 1) first_dx = copy_of(got[2]);
+      expect_input_gradient(got[2], ref[2], folded && dx_from_winners(dt, k), what);
+      if (threads == 1) first_dx = loom_tensor_copy(got[2], NULL);
       else expect_same(got[2], first_dx, what);
     }
     for (int64_t j = 0; j < k.o; j++) /* the bias gradient: column sums (of the pooled values) in double */
@@ -790,10 +788,6 @@ Test(fuse, turned_off_by_environment) {
  * vectors of channels: loom__conv_dx_winners_fit), is within rounding of dx summed here in double,
  * the same bits at every thread count. A MaxPoolGrad marked unwritten leaves its result as it was (a sentinel) and
  * gives the column sums of the pooled values at winners. */
-static loom_buf buf_of(loom_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3, void *data) {
-  loom_buf b = {data, dt, 4, {n0, n1, n2, n3}, n0 * n1 * n2 * n3};
-  return b;
-}
 static loom_kctx kctx_of(const loom_attrs *at, int nin, loom_buf **in, loom_buf **out, loom_status *st) {
   loom_kctx c = {0};
   c.attrs = at;
@@ -808,10 +802,7 @@ static void routed_kernels(loom_dtype dt, int64_t N, int64_t PH, int64_t PW, int
   const size_t es = dt == LOOM_F32 ? 4 : 8;
   const int64_t H = 2 * PH, W = 2 * PW, XH = padding == LOOM_PADDING_SAME ? H : H + 4,
                 XW = padding == LOOM_PADDING_SAME ? W : W + 4, np = N * PH * PW * C;
-  loom_attrs at;
-  memset(&at, 0, sizeof at);
-  for (int i = 0; i < 4; i++) at.strides[i] = at.dilations[i] = 1;
-  at.padding = padding == LOOM_PADDING_SAME ? LOOM_PAD_SAME : LOOM_PAD_VALID;
+  const loom_attrs at = conv_attrs(1, padding);
   int64_t fd[4] = {5, 5, Cx, C};
   loom_tensor *ft = rand_tensor(dt, 4, fd, 0);
   int64_t pd[4] = {N, PH, PW, C};
@@ -984,7 +975,7 @@ static void routed_plan(loom_dtype dt, conv_case k, int other_reader) {
     run_all(l.g, l.x, xt, nf, f, threads, got, &ngot);
     cr_assert_eq(ngot, nref - 1, "%d threads: %d kernels run, %d with the ReluGrad fetched", threads, ngot, nref);
     expect_input_gradient(got[nf - 1], ref[nf - 1], dx_from_winners(dt, k), "the routed input gradient");
-    if (threads == 1) first_dx = copy_of(got[nf - 1]);
+    if (threads == 1) first_dx = loom_tensor_copy(got[nf - 1], NULL);
     else expect_same(got[nf - 1], first_dx, "the routed input gradient at 1 and more threads");
     if (other_reader) expect_same(got[0], ref[0], "the other reader of the result");
     const loom_tensor *gb = got[nf - 2], *rb = ref[nf - 2];

@@ -1,6 +1,7 @@
 /* Reduce family: reductions over axes, ArgMax/ArgMin, ReduceSumLike, MatMul,
  * BatchMatMulV2, BiasAdd, BiasAddGrad - each against a reference loop. */
 #include "test_util.h"
+#include "kernels/cpu/gemm_tiles.h"
 #ifndef LOOM_TEST_EMULATED
 #define LOOM_TEST_EMULATED 0 /* 1 in test-qemu's builds (Makefile) */
 #endif
@@ -636,13 +637,12 @@ Test(matmul, pool_blocks_rows_columns_and_gemv) {
     }
 }
 
-/* f32 products of a batch's rows x a matrix 64 columns wide, and the transposed batch x such a matrix
- * (a dense layer's forward and filter gradient), run on kernels/cpu/gemm_tiles.c's register tiles
- * where the CPU has AVX-512: within f32 rounding of the double reference, the same bits at 1, 2 and
- * 3 threads (rows of C in tiles of 6 with short last tiles, strips of 64 columns and narrower last
- * ones, K in blocks of 128 with a short last one; at 3 threads the column blocks are 48 wide), and,
- * for a product not cut along K, each element the multiply-adds in k order (the tiles' sum). */
-Test(matmul, register_tiles_sum_in_k_order_at_any_thread_count) {
+/* f32 products of a batch's rows x a matrix a multiple of 16 columns wide, and the transposed batch x
+ * such a matrix (a dense layer's forward and filter gradient), which run on kernels/cpu/gemm_tiles.c's
+ * register tiles where the CPU has AVX-512: within f32 rounding of the double reference and the same
+ * bits at 1, 2 and 3 threads (the MatMul's blocks of rows or columns, and its halves of K, differ by
+ * thread count and shape). The tiles' own arithmetic is checked bit for bit below. */
+Test(matmul, register_tiles_same_bits_at_any_thread_count) {
   static const int64_t shapes[][4] = {/* ta, M, N, K */
                                       {0, 64, 128, 300}, {0, 13, 192, 129}, {0, 7, 64, 1},  {0, 64, 128, 1568},
                                       {1, 1568, 128, 64}, {1, 11, 64, 200}, {1, 130, 64, 17}};
@@ -658,17 +658,44 @@ Test(matmul, register_tiles_sum_in_k_order_at_any_thread_count) {
                 (long long)N, (long long)K, threads);
       free(more);
     }
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (!ta && K == 300 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
-      for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-          float s = 0;
-          for (int64_t k = 0; k < K; k++) s = fmaf((float)val(m * K + k), (float)val((k * N + n) * 5 + 3), s);
-          cr_assert(!memcmp(&s, one + m * N + n, sizeof s), "[%lld][%lld]: %.9g, the k-order sum %.9g",
-                    (long long)m, (long long)n, one[m * N + n], s);
-        }
-#endif
     free(one);
+  }
+}
+
+/* The register tiles called directly (kernels/cpu/gemm_tiles.h), on operands with rows longer than
+ * the product reads (lda, ldc past K or M and N): every element of C is the multiply-adds of its terms
+ * in k order (fmaf here: the same bits), across K blocks of 64, row tiles of 6 with short last ones
+ * and 64-column strips with narrower last ones; C's columns past N keep their sentinel. Skipped where
+ * the CPU has no AVX-512 (LOOM_CONV_ISA lowers it too). */
+Test(matmul, register_tiles_multiply_add_in_k_order) {
+  static const int64_t shapes[][4] = {/* ta, M, N, K */
+                                      {0, 64, 128, 300}, {0, 13, 208, 129}, {0, 7, 16, 1}, {0, 1, 48, 65},
+                                      {1, 11, 64, 200},  {1, 130, 32, 17},  {1, 6, 80, 64}};
+  for (int i = 0; i < 7; i++) {
+    const int ta = (int)shapes[i][0];
+    const int64_t M = shapes[i][1], N = shapes[i][2], K = shapes[i][3];
+    if (!loom__gemm_tiles_fit(N)) return;
+    const int64_t lda = (ta ? M : K) + 3, ldb = N + 5, ldc = N + 7, arows = ta ? K : M;
+    float *A = malloc(sizeof(float) * (size_t)(arows * lda)), *B = malloc(sizeof(float) * (size_t)(K * ldb));
+    float *C = malloc(sizeof(float) * (size_t)(M * ldc));
+    cr_assert(A && B && C);
+    for (int64_t j = 0; j < arows * lda; j++) A[j] = (float)val(j);
+    for (int64_t j = 0; j < K * ldb; j++) B[j] = (float)val(j * 5 + 3);
+    for (int64_t j = 0; j < M * ldc; j++) C[j] = -7.0f;
+    loom__gemm_tiles_f32(ta, M, N, K, A, lda, B, ldb, C, ldc);
+    for (int64_t m = 0; m < M; m++) {
+      for (int64_t n = 0; n < N; n++) {
+        float s = 0;
+        for (int64_t k = 0; k < K; k++) s = fmaf(ta ? A[k * lda + m] : A[m * lda + k], B[k * ldb + n], s);
+        cr_assert(!memcmp(&s, C + m * ldc + n, sizeof s), "ta=%d M=%lld N=%lld K=%lld [%lld][%lld]: %.9g, the "
+                  "k-order sum %.9g", ta, (long long)M, (long long)N, (long long)K, (long long)m, (long long)n,
+                  C[m * ldc + n], s);
+      }
+      for (int64_t n = N; n < ldc; n++) cr_assert_eq(C[m * ldc + n], -7.0f, "C[%lld][%lld] written", (long long)m, (long long)n);
+    }
+    free(A);
+    free(B);
+    free(C);
   }
 }
 

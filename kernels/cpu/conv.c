@@ -1,7 +1,7 @@
 /* CPU kernels: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (NHWC input,
  * HWIO filter). No BLAS: register-tiled loops written with GCC/Clang vector
  * extensions (kernels/cpu/conv_tiles.h), compiled for AVX-512, AVX2+FMA and
- * the build's baseline and chosen at run time (conv_isa_level), with tiles
+ * the build's baseline and chosen at run time (loom__cpu_vec_level, kernels/cpu/isa.h), with tiles
  * sized to each register file: speed depends neither on the BLAS library
  * recognising the CPU nor on -march.
  *
@@ -272,14 +272,14 @@ size_t loom__ws_conv2d_backprop_filter(const loom_attrs *a, int nin, const loom_
   return ws_bytes(&g, dtype_bytes(in[0]->dtype), 2);
 }
 
-/* The filter gradient of a dy made image by image as it runs (loom__conv_dw_images): the
- * small-window loops over a padded input only. Its workspace: the partitions' sums and the padded
- * input as the kernel's, then one image of dy per partition (from dw_images_scratch). */
 /* Three 4-d buffers of one floating type (the folds' queries below). */
 static int float_bufs(const loom_buf *a, const loom_buf *b, const loom_buf *c) {
   return a->ndim == 4 && b->ndim == 4 && c->ndim == 4 && a->dtype == b->dtype && a->dtype == c->dtype &&
          (a->dtype == LOOM_F32 || a->dtype == LOOM_F64);
 }
+/* The filter gradient of a dy made image by image as it runs (loom__conv_dw_images): the
+ * small-window loops over a padded input only. Its workspace: the partitions' sums and the padded
+ * input as the kernel's, then one image of dy per partition (from dw_images_scratch). */
 static int dw_images_ok(const geom *g, size_t elem) {
   return g->M > 0 && g->K > 0 && g->O > 0 && !wino_ok(g) && g->direct_dw && pad_plan_of(g, elem, 2).mode != 0;
 }
@@ -370,48 +370,19 @@ static loom_code ws_missing(const loom_kctx *ctx, size_t need) {
 /* Run-time choice of the register-tiled loops (kernels/cpu/conv_tiles.h is
  * compiled once per instruction set, whatever -march the build used): AVX-512
  * (64-byte vectors, 32 registers), AVX2+FMA (32-byte vectors, 16 registers),
- * or the build's baseline (16-byte vectors: SSE2 on x86-64, NEON elsewhere).
- * LOOM_CONV_ISA=generic|avx2|avx512 asks for a lower level (tests, benchmarks);
- * a level the CPU lacks is never chosen. */
+ * or the build's baseline (16-byte vectors: SSE2 on x86-64, NEON elsewhere),
+ * at most kernels/cpu/isa.h's loom__cpu_vec_level (LOOM_CONV_ISA lowers it). */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define CONV_X86 1
 #include <immintrin.h>
 #else
 #define CONV_X86 0
 #endif
-enum { CONV_ISA_GENERIC, CONV_ISA_AVX2, CONV_ISA_AVX512 };
-
-static int conv_isa_detect(void) {
-  int level = CONV_ISA_GENERIC;
-#if CONV_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = CONV_ISA_AVX2;
-  if (level == CONV_ISA_AVX2 && __builtin_cpu_supports("avx512f")) level = CONV_ISA_AVX512;
-#endif
-  const char *want = getenv("LOOM_CONV_ISA");
-  if (want) {
-    int w = !strcmp(want, "generic") ? CONV_ISA_GENERIC
-            : !strcmp(want, "avx2")  ? CONV_ISA_AVX2
-                                     : CONV_ISA_AVX512;
-    if (w < level) level = w;
-  }
-  return level;
-}
-
-static int conv_isa_level(void) {
-  static int level = -1; /* detected once; racing first calls store the same value */
-  int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
-  if (l < 0) {
-    l = conv_isa_detect();
-    __atomic_store_n(&level, l, __ATOMIC_RELAXED);
-  }
-  return l;
-}
 
 /* The input gradient from a pool's winners (wdx, below): 5x5 SAME at stride 1 over even rows and
  * columns, AVX-512, whole vectors of input channels. */
 static int wdx_geom_ok(const geom *g, size_t elem) {
-  return conv_isa_level() >= CONV_ISA_AVX512 && g->C > 0 && g->C % (int64_t)(64 / elem) == 0 && g->O > 0 &&
+  return loom__cpu_vec_level() >= LOOM_VEC_AVX512 && g->C > 0 && g->C % (int64_t)(64 / elem) == 0 && g->O > 0 &&
          g->O <= WDX_MAX_O && g->N > 0 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->KH == 5 &&
          g->KW == 5 && g->pt == 2 && g->pl == 2 && g->H == g->OH && g->W == g->OW && g->OH > 0 && g->OW > 0 &&
          g->OH % 2 == 0 && g->OW % 2 == 0;
@@ -422,7 +393,6 @@ int loom__conv_dx_winners_fit(const loom_attrs *a, const loom_buf *f, const loom
   geom_init(&g, a, dx->dims, f->dims, dy->dims);
   return wdx_geom_ok(&g, dtype_bytes(dx->dtype));
 }
-
 
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
@@ -764,8 +734,6 @@ typedef struct {
   void (*wino4_dy)(const T *const *, int64_t, T *, int64_t); /* dy's 4x4 block */
   void (*wdw_range)(void *, int64_t, int64_t);  /* partitions of a filter gradient from a pool's winners */
   void (*wdwo_range)(void *, int64_t, int64_t); /* the same, vectors over output channels */
-  void (*wdx_image)(const T *, const uint8_t *, int64_t, int64_t, int64_t, const T *, int64_t, int64_t, T *,
-                    int64_t); /* an image's input gradient from a pool's winners (wdx) */
 } FN(conv_isa);
 
 #define ISA generic
@@ -792,19 +760,19 @@ typedef struct {
 #undef TARGET
 #endif
 
-/* The loops for this CPU (conv_isa_level) over rows of n channels: the widest vectors that leave the
+/* The loops for this CPU (loom__cpu_vec_level, kernels/cpu/isa.h) over rows of n channels: the widest vectors that leave the
  * fewest channels to the scalar loops past the last full vector (8 channels of f32 on AVX-512 are one
  * AVX2 vector, not 8 scalar columns), never above the CPU's level. */
 static const FN(conv_isa) *FN(isa_for)(int64_t n) {
-  int level = conv_isa_level();
+  int level = loom__cpu_vec_level();
 #if CONV_X86
   const int64_t vl[3] = {16 / (int64_t)sizeof(T), 32 / (int64_t)sizeof(T), 64 / (int64_t)sizeof(T)};
   int best = level;
-  for (int l = level - 1; l >= CONV_ISA_GENERIC; l--)
+  for (int l = level - 1; l >= LOOM_VEC_GENERIC; l--)
     if (n % vl[l] < n % vl[best]) best = l;
   switch (best) {
-    case CONV_ISA_AVX512: return &CAT(conv_isa_tab, CAT(SFX, avx512));
-    case CONV_ISA_AVX2: return &CAT(conv_isa_tab, CAT(SFX, avx2));
+    case LOOM_VEC_AVX512: return &CAT(conv_isa_tab, CAT(SFX, avx512));
+    case LOOM_VEC_AVX2: return &CAT(conv_isa_tab, CAT(SFX, avx2));
     default: break;
   }
 #else
@@ -989,13 +957,13 @@ static void FN(flip_range)(void *p, int64_t b, int64_t e) {
  * the pooled values and winners directly on AVX-512 (vectors of input channels): images in
  * WDW_MAX_PARTS partitions, each with a zero-padded image of dx of its own in the workspace, so the
  * result does not depend on the threads. wt: the filter as [O][5][5][C]. */
+#if CONV_X86
 typedef struct {
   const geom *g;
   const T *f, *gp;
   const uint8_t *code;
   T *wt, *ws, *dx;
   int64_t per;
-  void (*image)(const T *, const uint8_t *, int64_t, int64_t, int64_t, const T *, int64_t, int64_t, T *, int64_t);
 } FN(wdx_args);
 static void FN(wdx_wt_range)(void *p, int64_t b, int64_t e) {
   const FN(wdx_args) *a = p;
@@ -1015,7 +983,8 @@ static void FN(wdx_range)(void *p, int64_t b, int64_t e) {
     for (int64_t n = n0; n < n1; n++) {
       memset(img, 0, (size_t)((H + 4) * Wp * C) * sizeof(T));
       for (int64_t c0 = 0; c0 < C; c0 += vl)
-        a->image(a->gp + n * PH * PW * O, a->code + n * PH * PW * O, PH, PW, O, a->wt, C, c0, img, Wp);
+        CAT(CAT(wdx_image, SFX), avx512)(a->gp + n * PH * PW * O, a->code + n * PH * PW * O, PH, PW, O, a->wt, C,
+                                         c0, img, Wp);
       for (int64_t ih = 0; ih < H; ih++)
         memcpy(a->dx + (n * H + ih) * W * C, img + ((ih + 2) * Wp + 2) * C, (size_t)(W * C) * sizeof(T));
     }
@@ -1024,7 +993,6 @@ static void FN(wdx_range)(void *p, int64_t b, int64_t e) {
 /* dx from the routing MaxPoolGrad src->routed's pooled values and winners; 0 (nothing written) where
  * the shapes, the CPU or the workspace do not allow it. */
 static int FN(wdx)(const loom_kctx *ctx, const geom *g, const T *f, T *dx, const loom_epilogue *src) {
-#if CONV_X86
   const loom_kctx *mpg = src->routed;
   const loom_buf *GP = mpg->in[2];
   const int64_t PH = g->OH / 2, PW = g->OW / 2;
@@ -1035,15 +1003,17 @@ static int FN(wdx)(const loom_kctx *ctx, const geom *g, const T *f, T *dx, const
   const size_t need = ((size_t)(25 * g->C * g->O) + (size_t)(parts * (g->H + 4) * (g->W + 4) * g->C)) * sizeof(T);
   if (!ctx->ws || ctx->ws_size < need) return 0;
   FN(wdx_args) a = {g, f, GP->data, mpg->epi->argmax, ctx->ws, (T *)ctx->ws + 25 * g->C * g->O, dx,
-                    (g->N + parts - 1) / parts, CAT(conv_isa_tab, CAT(SFX, avx512)).wdx_image};
+                    (g->N + parts - 1) / parts};
   loom__parallel_for(ctx->pool, g->O, 8, FN(wdx_wt_range), &a);
   loom__parallel_for(ctx->pool, parts, 1, FN(wdx_range), &a);
   return 1;
-#else
-  (void)ctx, (void)g, (void)f, (void)dx, (void)src;
-  return 0;
-#endif
 }
+#else
+static int FN(wdx)(const loom_kctx *ctx, const geom *g, const T *f, T *dx, const loom_epilogue *src) {
+  (void)ctx, (void)g, (void)f, (void)dx, (void)src;
+  return 0; /* the winners' image loops are AVX-512's */
+}
+#endif
 
 loom_code FN(loom__k_conv2d_backprop_input)(const loom_kctx *ctx) {
   const loom_buf *F = ctx->in[0], *DY = ctx->in[1];

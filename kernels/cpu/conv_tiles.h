@@ -902,9 +902,6 @@ TARGET static inline __attribute__((always_inline)) FNI(wlanes) FNI(code_lanes)(
     for (int64_t ph = 0; ph < PH; ph++, img += 2 * rs) {                                                 \
       const T *win = img;                                                                                \
       for (int64_t pw = 0; pw < PW; pw++, win += 2 * cst, code += os, gp += os) {                        \
-        /* opaque to the compiler: the window's values are broadcast from memory by the multiply-adds    \
-         * (else it keeps them across windows on the stack) */                                           \
-        const T *wv = win;                                                                               \
         const FNI(wlanes) r = FNI(code_lanes)(code);                                                     \
         FNI(wlanes) gi;                                                                                  \
         memcpy(&gi, gp, sizeof gi);                                                                      \
@@ -913,7 +910,9 @@ TARGET static inline __attribute__((always_inline)) FNI(wlanes) FNI(code_lanes)(
           const FNI(wlanes) m = gi & (r == q);                                                           \
           memcpy(&gq[q], &m, sizeof gq[q]);                                                              \
         }                                                                                                \
-        const T *ry = wv; /* row y of the patch: one add a row (opaque: no table of offsets) */          \
+        /* row y of the patch: one add a row, opaque to the compiler (else it keeps a table of the      \
+         * patch's offsets, or of its values across windows, on the stack) */                            \
+        const T *ry = win;                                                                               \
         UNROLL for (int y = 0; y <= K; y++) {                                                            \
           UNROLL for (int x = 0; x <= K; x++) {                                                          \
             const VEC xb = ((VEC){0} + 1) * ry[x * cst]; /* a broadcast (x * 1 is x) */                  \
@@ -993,7 +992,8 @@ TARGET static void FNI(wdwo_range)(void *p, int64_t b, int64_t e) {
   }
 }
 
-/* ---- a second layer's input gradient from a 2x2 max pool's winners (conv.c: wdx) ----
+#if WIDE
+/* ---- a second layer's input gradient from a 2x2 max pool's winners (conv.c: wdx; AVX-512 only) ----
  * The routed dy of a 5x5 SAME convolution is zero but at each pooled window's winner, where it is
  * the pooled value, so dx is the sum over pooled windows and output channels of the pooled value
  * times the filter's taps for that channel, placed around the winner: 25 multiply-adds (vectors of
@@ -1050,12 +1050,13 @@ TARGET static void FNI(wdx_image)(const T *gp, const uint8_t *code, int64_t PH, 
 }
 #undef WDX_HALF
 #undef WDX_TERMS
+#endif
 
 static const FN(conv_isa) FNI(conv_isa_tab) = {FNI(direct_fwd_range), FNI(gemm_nn_range), FNI(dw_gemm_range),
                                                FNI(dwp_range),        FNI(dwp_pixels),    FNI(wino_in),
                                                FNI(wino_out),         FNI(wino_dy),       FNI(wino4_in),
                                                FNI(wino4_out),        FNI(wino4_dy),      FNI(wdw_range),
-                                               FNI(wdwo_range),       FNI(wdx_image)};
+                                               FNI(wdwo_range)};
 
 #undef UNROLL
 #undef ROLLED

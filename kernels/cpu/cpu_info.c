@@ -3,10 +3,36 @@
 #include <cblas.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/isa.h"
 
 size_t loom__cpu_info(char *buf, size_t len);
+
+static int vec_level_detect(void) {
+  int level = LOOM_VEC_GENERIC;
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = LOOM_VEC_AVX2;
+  if (level == LOOM_VEC_AVX2 && __builtin_cpu_supports("avx512f")) level = LOOM_VEC_AVX512;
+#endif
+  const char *want = getenv("LOOM_CONV_ISA");
+  if (want) {
+    int w = !strcmp(want, "generic") ? LOOM_VEC_GENERIC : !strcmp(want, "avx2") ? LOOM_VEC_AVX2 : LOOM_VEC_AVX512;
+    if (w < level) level = w;
+  }
+  return level;
+}
+
+int loom__cpu_vec_level(void) {
+  static int level = -1; /* detected once; racing first calls store the same value */
+  int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+  if (l < 0) {
+    l = vec_level_detect();
+    __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+  }
+  return l;
+}
 
 /* appends like snprintf at buf + *used, never past len */
 static void put(char *buf, size_t len, size_t *used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

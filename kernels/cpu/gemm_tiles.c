@@ -15,12 +15,10 @@
  *
  * A is read at A[r*ars + k*aks] (row r of C, step k): ars = lda, aks = 1 for
  * A B; ars = 1, aks = lda for A^T B. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("tree-vectorize")
-#endif
 #include <stdint.h>
 #include <string.h>
 #include "kernels/cpu/gemm_tiles.h"
+#include "kernels/cpu/isa.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define TILES_X86 1
@@ -35,19 +33,7 @@
 enum { TILE_ROWS = 6, TILE_VECS = 4, TILE_COLS = 16 * TILE_VECS, GEMM_TILE_KB = 64 };
 
 int loom__gemm_tiles_fit(int64_t N) {
-#if TILES_X86
-  static int has = -1; /* detected once; racing first calls store the same value */
-  int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
-  if (h < 0) {
-    __builtin_cpu_init();
-    h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-    __atomic_store_n(&has, h, __ATOMIC_RELAXED);
-  }
-  return h && N > 0 && N % 16 == 0;
-#else
-  (void)N;
-  return 0;
-#endif
+  return TILES_X86 && loom__cpu_vec_level() >= LOOM_VEC_AVX512 && N > 0 && N % 16 == 0;
 }
 
 #if TILES_X86

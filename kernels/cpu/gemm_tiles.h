@@ -5,8 +5,8 @@
 #define LOOM_KERNELS_CPU_GEMM_TILES_H
 #include <stdint.h>
 
-/* Whether loom__gemm_tiles_f32 runs on this CPU (AVX-512 F and FMA) for products N columns wide (a
- * multiple of 16). */
+/* Whether loom__gemm_tiles_f32 runs on this CPU (kernels/cpu/isa.h: loom__cpu_vec_level at AVX-512) for
+ * products N columns wide (a multiple of 16). */
 int loom__gemm_tiles_fit(int64_t N);
 
 /* C[M,N] (row stride ldc) = A B (ta = 0: A is [M,K], row stride lda) or A^T B (ta = 1: A is [K,M]); B is

@@ -35,4 +35,11 @@
 #define LOOM_FORCE_INLINE static inline
 #endif
 
+/* The widest vectors the hand-tiled kernels use on this CPU (the convolution's, kernels/cpu/conv_tiles.h,
+ * and the dense products', kernels/cpu/gemm_tiles.c): AVX-512 (F, with AVX2 and FMA), AVX2 + FMA, or the
+ * build's baseline. LOOM_CONV_ISA=generic|avx2 lowers it (tests, benchmarks); a level the CPU lacks is
+ * never returned. Detected once (kernels/cpu/cpu_info.c). */
+enum { LOOM_VEC_GENERIC, LOOM_VEC_AVX2, LOOM_VEC_AVX512 };
+int loom__cpu_vec_level(void);
+
 #endif
