@@ -112,7 +112,8 @@ _keras_optimizers = Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, A
                                                RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD))
 keras = Namespace("keras", Sequential=_keras.Sequential, Input=_keras.Input, layers=_keras.layers,
                   models=_keras.models, estimator=_keras.estimator, backend=_keras.backend,
-                  callbacks=_keras.callbacks, initializers=_keras.initializers, optimizers=_keras_optimizers,
+                  callbacks=_keras.callbacks, initializers=_keras.initializers, regularizers=_keras.regularizers,
+                  optimizers=_keras_optimizers,
                   activations=Namespace("keras.activations", relu=nn.relu, elu=nn.elu, selu=nn.selu, tanh=nn.tanh,
                                         sigmoid=nn.sigmoid, softplus=nn.softplus, gelu=nn.gelu,
                                         softmax=nn.softmax, linear="linear"),
@@ -186,6 +187,7 @@ _v1_nn.__dict__.update(in_top_k=_mfo.in_top_k_v1,
                        weighted_cross_entropy_with_logits=_mfo.weighted_cross_entropy_with_logits_v1)
 _v1_losses.get_regularization_loss = _mfo.get_regularization_loss
 _v1_losses.get_regularization_losses = _mfo.get_regularization_losses
+_v1_losses.add_loss = _mfo.add_loss
 _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     "compat.v1.estimator", inputs=Namespace("compat.v1.estimator.inputs", numpy_input_fn=_inputs.numpy_input_fn,
                                             pandas_input_fn=_inputs.pandas_input_fn),
@@ -194,6 +196,13 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                              linear_model=_fcl.linear_model,
                              **{k: getattr(feature_column, k) for k in feature_column.__all__}),
     data=data, placeholder=_placeholder, set_random_seed=random.set_seed,
+    initializers=Namespace("compat.v1.initializers", constant=_vars.constant_initializer, zeros=_vars.zeros_initializer,
+                           ones=_vars.ones_initializer, random_normal=_vars.random_normal_initializer,
+                           random_uniform=_vars.random_uniform_initializer,
+                           truncated_normal=_vars.truncated_normal_initializer,
+                           glorot_uniform=_vars.glorot_uniform_initializer,
+                           glorot_normal=_vars.glorot_normal_initializer, he_normal=_keras.initializers.HeNormal,
+                           he_uniform=_keras.initializers.HeUniform),
     io=io, python_io=Namespace("compat.v1.python_io", TFRecordWriter=_io.TFRecordWriter,
                                TFRecordOptions=_io.TFRecordOptions,
                                TFRecordCompressionType=_io.TFRecordCompressionType),
@@ -204,7 +213,8 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
                      average_pooling2d=_ops.average_pooling2d, flatten=_ops.flatten, dropout=_ops.dropout,
                      batch_normalization=_gops.batch_normalization),
     GraphKeys=_gops.GraphKeys, get_collection=_gops.get_collection, control_dependencies=_gops.control_dependencies,
-    get_variable=_vars.get_variable, trainable_variables=_mfo.trainable_variables,
+    get_variable=_vars.get_variable, add_to_collection=_mfo.add_to_collection,
+    trainable_variables=_mfo.trainable_variables,
     global_variables=_mfo.global_variables,
     **{k: getattr(_vars, k) for k in ("zeros_initializer", "ones_initializer", "constant_initializer",
                                       "random_uniform_initializer", "random_normal_initializer",
@@ -226,6 +236,7 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
         "compat.v1.random", set_random_seed=random.set_seed, truncated_normal=_vars.truncated_normal,
         normal=_vars.random_normal, uniform=_vars.random_uniform))
 compat = Namespace("compat", v1=_v1)
+initializers = keras.initializers
 train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,
                   Features=_serving.Features, Feature=_serving.Feature,
                   BytesList=_serving.BytesList, FloatList=_serving.FloatList, Int64List=_serving.Int64List)

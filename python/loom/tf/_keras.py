@@ -20,6 +20,8 @@ from .. import _Status, _b, _to_tensor, _from_tensor, Dataset as _LoomDataset, L
 from . import optimizers as _optimizers
 from . import random as _random
 from ._surface import Namespace, missing
+from ._initializers import KERAS as KERAS_INITIALIZERS, as_initializer
+from . import _regularizers as _reg
 
 _uids = {}
 
@@ -54,17 +56,11 @@ def _activation(a, what):
 
 
 def _initializer(init, what, arg, default):
-    """A Keras initializer name (or None = the default) -> loom_initializer
-    or None (the C default, which is Keras')."""
-    name = init if isinstance(init, str) or init is None else getattr(init, "_keras_name", None)
-    if name is None or name == default:
+    """A Keras initializer (name or object; None = the default) ->
+    loom_initializer, or None for the C default (Keras's)."""
+    if init is None or init == default:
         return None
-    if name == "zeros":
-        return lib.loom_init_zeros()
-    if name == "ones":
-        return K.lib.loom_init_ones()
-    raise NotImplementedError("loom.tf: tf.keras.layers.%s(%s=%r): loom's Sequential takes %r (the default), "
-                              "'zeros' or 'ones'" % (what, arg, init, default))
+    return as_initializer(init, "tf.keras.layers." + what, arg)
 
 
 def _pair(v, what):
@@ -130,9 +126,10 @@ class Dense(Layer):
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
                  kernel_constraint=None, bias_constraint=None, **kwargs):
         super().__init__(**kwargs)
-        _no("Dense", kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
+        _no("Dense", activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint)
+        self._kreg = _reg.as_regularizer(kernel_regularizer, "tf.keras.layers.Dense", "kernel_regularizer")
+        self._breg = _reg.as_regularizer(bias_regularizer, "tf.keras.layers.Dense", "bias_regularizer")
         if int(units) <= 0:
             raise ValueError("Received an invalid value for `units`, expected a positive integer. Received: "
                              "units=%r" % (units,))
@@ -149,6 +146,10 @@ class Dense(Layer):
             o.kernel_initializer = self._kinit
         if self._binit is not None:
             o.bias_initializer = self._binit
+        if self._kreg is not None:
+            o.kernel_regularizer = self._kreg
+        if self._breg is not None:
+            o.bias_regularizer = self._breg
         self._added(K.lib.loom_sequential_add_dense(m, self.units, C.byref(o), _b(self.name), st.p), st)
 
 
@@ -160,9 +161,10 @@ class Conv2D(Layer):
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
                  kernel_constraint=None, bias_constraint=None, **kwargs):
         super().__init__(**kwargs)
-        _no("Conv2D", kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
-            activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
+        _no("Conv2D", activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint)
+        self._kreg = _reg.as_regularizer(kernel_regularizer, "tf.keras.layers.Conv2D", "kernel_regularizer")
+        self._breg = _reg.as_regularizer(bias_regularizer, "tf.keras.layers.Conv2D", "bias_regularizer")
         if data_format not in (None, "channels_last"):
             raise NotImplementedError("loom.tf: tf.keras.layers.Conv2D(data_format=%r): channels_last only"
                                       % data_format)
@@ -187,6 +189,10 @@ class Conv2D(Layer):
             o.kernel_initializer = self._kinit
         if self._binit is not None:
             o.bias_initializer = self._binit
+        if self._kreg is not None:
+            o.kernel_regularizer = self._kreg
+        if self._breg is not None:
+            o.bias_regularizer = self._breg
         self._added(K.lib.loom_sequential_add_conv2d(m, self.filters, self.kernel_size, C.byref(o), _b(self.name),
                                                      st.p), st)
 
@@ -770,17 +776,6 @@ def model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=N
     return _KerasEstimator(keras_model, model_dir, config)
 
 
-def _init(name):
-    class Init:
-        _keras_name = name
-
-        def __init__(self, *a, **k):
-            if a or k:
-                raise NotImplementedError("loom.tf: tf.keras.initializers.%s with arguments is not supported" % name)
-    Init.__name__ = name
-    return Init
-
-
 layers = Namespace("keras.layers", Dense=Dense, Conv2D=Conv2D, Convolution2D=Conv2D, MaxPooling2D=MaxPooling2D,
                    MaxPool2D=MaxPool2D, AveragePooling2D=AveragePooling2D, AvgPool2D=AvgPool2D, Flatten=Flatten,
                    Reshape=Reshape, Dropout=Dropout, BatchNormalization=BatchNormalization, Embedding=Embedding,
@@ -788,9 +783,9 @@ layers = Namespace("keras.layers", Dense=Dense, Conv2D=Conv2D, Convolution2D=Con
 losses_ns = dict(SparseCategoricalCrossentropy=SparseCategoricalCrossentropy,
                  CategoricalCrossentropy=CategoricalCrossentropy, BinaryCrossentropy=BinaryCrossentropy,
                  MeanSquaredError=MeanSquaredError, MeanAbsoluteError=MeanAbsoluteError, Loss=Loss)
-initializers = Namespace("keras.initializers", GlorotUniform=_init("glorot_uniform"), Zeros=_init("zeros"),
-                         Ones=_init("ones"), glorot_uniform=_init("glorot_uniform"), zeros=_init("zeros"),
-                         ones=_init("ones"))
+initializers = Namespace("keras.initializers", **KERAS_INITIALIZERS)
+regularizers = Namespace("keras.regularizers", Regularizer=_reg.Regularizer, L1=_reg.L1, L2=_reg.L2, L1L2=_reg.L1L2,
+                         l1=_reg.l1, l2=_reg.l2, l1_l2=_reg.l1_l2, get=_reg.get)
 backend = Namespace("keras.backend", clear_session=clear_session)
 estimator = Namespace("keras.estimator", model_to_estimator=model_to_estimator)
 callbacks = Namespace("keras.callbacks", History=History)

@@ -90,10 +90,31 @@ def collection_outputs(g, key, scope=None):
     return [o for o in out if scope is None or re.match(scope, o.name)]
 
 
+L._d("loom_add_to_collection", None, L.vp, L.cs, L.Output)
+
+
+def add_to_collection(name, value):
+    """tf.compat.v1.add_to_collection of a tensor of the model_fn (what
+    get_collection reads back for GraphKeys.LOSSES and REGULARIZATION_LOSSES)."""
+    g = _model_graph("tf.compat.v1.add_to_collection")
+    if not isinstance(value, Output) or value.graph is not g:
+        raise NotImplementedError("loom.tf: tf.compat.v1.add_to_collection(%r, %r): loom's collections hold tensors "
+                                  "of the model_fn" % (name, value))
+    lib.loom_add_to_collection(g.p, _b(str(name)), value.c)
+    g._check()
+
+
+def add_loss(loss, loss_collection="losses"):
+    """tf.compat.v1.losses.add_loss: loss into loss_collection
+    (GraphKeys.LOSSES; None adds it nowhere)."""
+    if loss_collection:
+        add_to_collection(loss_collection, loss)
+
+
 def get_regularization_losses(scope=None):
     """tf.compat.v1.losses.get_regularization_losses: the tensors of
-    GraphKeys.REGULARIZATION_LOSSES (what tf.compat.v1.losses.add_loss and
-    regularizers put there; empty when none)."""
+    GraphKeys.REGULARIZATION_LOSSES (what the layers' and get_variable's
+    regularizers and add_to_collection put there; empty when none)."""
     g = _model_graph("tf.compat.v1.losses.get_regularization_losses")
     return collection_outputs(g, "regularization_losses", scope)
 

@@ -1,7 +1,6 @@
-"""tf.compat.v1.get_variable and the tf.compat.v1 initializers in a model_fn
-(loom_get_variable under the current variable scope, loom_init_*: TF's
-initial values and seed rules), tf.Variable (loom_variable_new), the random
-tensors tf.random.truncated_normal / normal / uniform (loom_random.h, seeds
+"""tf.compat.v1.get_variable in a model_fn (loom_get_variable under the
+current variable scope; the initializers are _initializers'), tf.Variable
+(loom_variable_new), the random tensors tf.random.truncated_normal / normal / uniform (loom_random.h, seeds
 resolved with TF's graph and op seed rules), and tf.nn.embedding_lookup."""
 import ctypes as C
 
@@ -13,91 +12,11 @@ from .._lib import lib
 from .. import Output, _b, _dtype
 from . import dtypes as _dt
 from . import ops as _ops
+from . import _model_fn_ops as _mfo
 
-for _n, _args in (("ones", ()), ("random_uniform", (L.dbl, L.dbl, L.i64)), ("truncated_normal", (L.dbl, L.dbl, L.i64)),
-                  ("glorot_normal", (L.i64,)), ("he_uniform", (L.i64,)), ("he_normal", (L.i64,))):
-    L._d("loom_init_" + _n, L.Initializer, *_args)
-
-
-def _seed(seed):
-    return K.SEED_NONE if seed is None else int(seed)
-
-
-class _Init:
-    """A tf.compat.v1 initializer object (what get_variable's initializer takes)."""
-
-    def _c(self):
-        raise NotImplementedError
-
-    def __repr__(self):
-        return "<loom.tf %s>" % type(self).__name__
-
-
-class zeros_initializer(_Init):  # noqa: N801 - TF's names
-    def __init__(self, dtype=None):
-        self.dtype = dtype
-
-    def _c(self):
-        return lib.loom_init_zeros()
-
-
-class ones_initializer(_Init):  # noqa: N801
-    def __init__(self, dtype=None):
-        self.dtype = dtype
-
-    def _c(self):
-        return lib.loom_init_ones()
-
-
-class constant_initializer(_Init):  # noqa: N801
-    def __init__(self, value=0, dtype=None, verify_shape=False):
-        if np.ndim(value) != 0:
-            raise NotImplementedError("loom.tf: tf.compat.v1.constant_initializer of a list or array is not "
-                                      "supported: give a scalar")
-        self.value = float(value)
-
-    def _c(self):
-        return lib.loom_init_constant(self.value)
-
-
-class random_uniform_initializer(_Init):  # noqa: N801
-    def __init__(self, minval=0.0, maxval=None, seed=None, dtype=None):
-        self.minval, self.maxval, self.seed = float(minval), 1.0 if maxval is None else float(maxval), seed
-
-    def _c(self):
-        return lib.loom_init_random_uniform(self.minval, self.maxval, _seed(self.seed))
-
-
-class random_normal_initializer(_Init):  # noqa: N801
-    def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=None):
-        self.mean, self.stddev, self.seed = float(mean), float(stddev), seed
-
-    def _c(self):
-        return lib.loom_init_random_normal(self.mean, self.stddev, _seed(self.seed))
-
-
-class truncated_normal_initializer(_Init):  # noqa: N801
-    def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=None):
-        self.mean, self.stddev, self.seed = float(mean), float(stddev), seed
-
-    def _c(self):
-        return lib.loom_init_truncated_normal(self.mean, self.stddev, _seed(self.seed))
-
-
-class glorot_uniform_initializer(_Init):  # noqa: N801
-    def __init__(self, seed=None, dtype=None):
-        self.seed = seed
-
-    def _c(self):
-        return lib.loom_init_glorot_uniform(_seed(self.seed))
-
-
-class glorot_normal_initializer(_Init):  # noqa: N801
-    def __init__(self, seed=None, dtype=None):
-        self.seed = seed
-
-    def _c(self):
-        return lib.loom_init_glorot_normal(_seed(self.seed))
+from ._initializers import (_Init, _seed, zeros_initializer, ones_initializer, constant_initializer,  # noqa: F401
+                            random_uniform_initializer, random_normal_initializer, truncated_normal_initializer,
+                            glorot_uniform_initializer, glorot_normal_initializer)
 
 
 def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None, collections=None,
@@ -107,7 +26,7 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     TF's default initializer (glorot_uniform for floats, zeros for ints);
     returns its value as a tensor of the model_fn."""
     what = "tf.compat.v1.get_variable"
-    for arg, v in (("regularizer", regularizer), ("collections", collections), ("caching_device", caching_device),
+    for arg, v in (("collections", collections), ("caching_device", caching_device),
                    ("partitioner", partitioner), ("custom_getter", custom_getter), ("constraint", constraint)):
         if v is not None:
             raise NotImplementedError("loom.tf: %s(%s=...) is not supported" % (what, arg))
@@ -134,7 +53,12 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     v = lib.loom_get_variable(g.p, _b(name), _dtype(dt), len(dims), arr, L.P(L.Initializer)(init),
                               1 if trainable is None else int(bool(trainable)))
     g._check()
-    return Output(g, lib.loom_variable_output(v))
+    out = Output(g, lib.loom_variable_output(v))
+    if regularizer is not None:  # TF: the penalty of the variable into REGULARIZATION_LOSSES (None: none)
+        penalty = regularizer(out)
+        if penalty is not None:
+            _mfo.add_to_collection("regularization_losses", penalty)
+    return out
 
 
 def embedding_lookup(params, ids, max_norm=None, name=None):

@@ -21,17 +21,44 @@ def _g(x, what):
     return x.graph
 
 
-def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None, name=None, **kwargs):
-    """tf.compat.v1.layers.dense (variables <name>/kernel, <name>/bias)."""
-    for k, v in kwargs.items():
+def _layer_options(o, what, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, trainable,
+                   unsupported):
+    """Fills the initializer, regularizer and trainable fields of a
+    loom_dense_options / loom_conv2d_options from TF's layer arguments."""
+    from ._initializers import as_initializer
+    from ._regularizers import as_regularizer
+    for k, v in unsupported.items():
         if v is not None:
-            raise NotImplementedError("loom.tf: tf.compat.v1.layers.dense(%s=...) is not supported" % k)
-    if kernel_initializer is not None:
-        raise NotImplementedError("loom.tf: tf.compat.v1.layers.dense(kernel_initializer=...) is not supported "
-                                  "(glorot_uniform, TF's default, is used)")
+            raise NotImplementedError("loom.tf: %s(%s=...) is not supported" % (what, k))
+    for field, v in (("kernel_initializer", kernel_initializer), ("bias_initializer", bias_initializer)):
+        c = as_initializer(v, what, field)
+        if c is not None:
+            setattr(o, field, c)
+    for field, v in (("kernel_regularizer", kernel_regularizer), ("bias_regularizer", bias_regularizer)):
+        c = as_regularizer(v, what, field)
+        if c is not None:
+            setattr(o, field, c)
+    o.trainable = int(bool(trainable))
+
+
+def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None, bias_initializer=None,
+          kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+          bias_constraint=None, trainable=True, name=None, reuse=None):
+    """tf.compat.v1.layers.dense (variables <name>/kernel, <name>/bias; the
+    kernel glorot_uniform and the bias zeros unless given; the regularizers'
+    losses in GraphKeys.REGULARIZATION_LOSSES)."""
     from .nn import activation_name
-    act = None if activation is None else activation_name(activation, "activation")
-    return _g(inputs, "dense").dense(inputs, int(units), activation=act, use_bias=use_bias, name=name)
+    what = "tf.compat.v1.layers.dense"
+    g = _g(inputs, what)
+    o = lib.loom_dense_options_default()
+    _layer_options(o, what, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, trainable,
+                   dict(activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
+                        bias_constraint=bias_constraint, reuse=reuse))
+    act = None if activation is None else activation_name(activation, "activation").encode()
+    o.activation, o.use_bias = act, int(bool(use_bias))
+    out = lib.loom_layers_dense(g.p, inputs.c, int(units), C.byref(o), _b(name))
+    g._check()
+    return g._out(out)
 
 
 def activation(name, x, op_name=None):
@@ -389,14 +416,20 @@ def _padding(p):
 
 
 def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_format="channels_last",
-           dilation_rate=(1, 1), activation=None, use_bias=True, kernel_initializer=None, name=None, **kwargs):
-    """tf.compat.v1.layers.conv2d (channels_last; variables <name>/kernel, <name>/bias)."""
-    if data_format != "channels_last" or kernel_initializer is not None or any(v is not None for v in kwargs.values()):
-        raise NotImplementedError("loom.tf: tf.compat.v1.layers.conv2d takes channels_last and TF's default "
-                                  "initializers and regularizers only")
+           dilation_rate=(1, 1), activation=None, use_bias=True, kernel_initializer=None, bias_initializer=None,
+           kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None):
+    """tf.compat.v1.layers.conv2d (channels_last; variables <name>/kernel,
+    <name>/bias; initializers and regularizers as dense's)."""
     from .nn import activation_name
-    g = _g(inputs, "tf.compat.v1.layers.conv2d")
+    what = "tf.compat.v1.layers.conv2d"
+    if data_format != "channels_last":
+        raise NotImplementedError("loom.tf: %s(data_format=%r): channels_last only" % (what, data_format))
+    g = _g(inputs, what)
     o = lib.loom_conv2d_options_default()
+    _layer_options(o, what, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, trainable,
+                   dict(activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
+                        bias_constraint=bias_constraint, reuse=reuse))
     o.strides = _pair(strides, "strides")
     o.dilation_rate = _pair(dilation_rate, "dilation_rate")
     o.padding = _padding(padding)
