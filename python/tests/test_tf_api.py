@@ -195,8 +195,8 @@ def test_canned_argument_errors_name_the_argument(tmp_path):
         tf.estimator.DNNClassifier([4], [x], loss_reduction="mean")
     with pytest.raises(ValueError, match="unknown activation 'wiggle'"):
         tf.estimator.DNNClassifier([4], [x], activation_fn="wiggle")
-    with pytest.raises(NotImplementedError, match="l1_regularization_strength"):
-        tf.keras.optimizers.legacy.Ftrl(learning_rate=0.1, l1_regularization_strength=0.01)
+    with pytest.raises(NotImplementedError, match=r"Ftrl\(beta=0.5\)"):
+        tf.keras.optimizers.legacy.Ftrl(learning_rate=0.1, beta=0.5)
     with pytest.raises(ValueError, match="dnn_hidden_units"):
         tf.estimator.DNNLinearCombinedClassifier(dnn_feature_columns=[x])
     with pytest.raises(ValueError, match="model_dir"):

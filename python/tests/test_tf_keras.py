@@ -113,16 +113,17 @@ def test_unsupported_keras_raises_naming_it():
         m.save("x")
 
 
-def test_rmsprop_is_keras_and_canned_estimators_refuse_its_other_arguments():
+def test_rmsprop_is_keras_in_sequential_and_legacy_in_canned_estimators():
     tf.keras.backend.clear_session()
     m = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,))])
     m.compile(loss="mse")  # Keras' default optimizer: RMSprop (the mean square starting at 0)
     o = tf.keras.optimizers.RMSprop(rho=0.8, momentum=0.5, epsilon=1e-6, centered=True)._options()
     assert (o.decay, o.momentum, o.epsilon, o.centered, o.initial_rms_value) == (0.8, 0.5, 1e-6, 1, 0.0)
     assert K.lib.loom_rmsprop_options_default().initial_rms_value == 1.0  # TF 1's RMSPropOptimizer
-    with pytest.raises(NotImplementedError, match="momentum=0.5"):
-        tf.estimator.DNNRegressor(hidden_units=[2], feature_columns=[tf.feature_column.numeric_column("x")],
-                                  optimizer=tf.keras.optimizers.RMSprop(momentum=0.5))
+    # canned estimators: Keras' legacy RMSprop, epsilon outside the square root without momentum, TF's
+    # kernel (inside) with it
+    assert tf.keras.optimizers.RMSprop()._canned_options().keras_legacy == 1
+    assert tf.keras.optimizers.RMSprop(momentum=0.5)._canned_options().keras_legacy == 0
     with pytest.raises(ValueError, match="rho must be in"):
         tf.keras.optimizers.RMSprop(rho=1.5)._options()
 

@@ -107,6 +107,7 @@ SparseTensor = data.SparseTensor
 from . import _keras
 _keras_optimizers = Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
                               Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,
+                              schedules=_optimizers.schedules,
                               legacy=Namespace("keras.optimizers.legacy", Adagrad=_optimizers.Adagrad,
                                                Adam=_optimizers.Adam, Ftrl=_optimizers.Ftrl,
                                                RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD))

@@ -487,6 +487,14 @@ class Sequential:
                 raise ValueError("Could not interpret optimizer identifier: %r" % optimizer)
             lr = 0.0
         elif isinstance(optimizer, _optimizers.Optimizer):
+            if not isinstance(optimizer.learning_rate, (int, float, type(None))):
+                raise NotImplementedError("loom.tf: Sequential.compile(optimizer=%s(learning_rate=%r)): loom's "
+                                          "Sequential takes a constant learning rate"
+                                          % (type(optimizer).__name__, optimizer.learning_rate))
+            for a, v in optimizer._args.items():
+                if a not in optimizer._keras_takes:
+                    raise NotImplementedError("loom.tf: %s(%s=%r): loom's Sequential takes TF's default %s=%r only"
+                                              % (type(optimizer).__name__, a, v, a, optimizer._defaults[a]))
             opt, lr = optimizer._loom, float(optimizer.learning_rate or 0.0)
         else:
             raise NotImplementedError("loom.tf: compile(optimizer=%r): give a name or a tf.keras.optimizers "

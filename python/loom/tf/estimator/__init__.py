@@ -602,9 +602,11 @@ def _build(self, head, model_dir, config, column_lists, weight_column, loss_redu
 
 
 def _set_optimizer(self, field, optimizer, what):
-    spec = _opt.canned_spec(optimizer, what)
-    self._keep.append(spec)
+    spec, cb = _opt.canned_spec(optimizer, what, self)
+    self._keep.append((spec, cb))
     field.name, field.learning_rate = spec.name, spec.learning_rate
+    if cb is not None:
+        field.fn = cb
 
 
 def _make(self, ctor, o):
