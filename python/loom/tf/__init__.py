@@ -236,6 +236,12 @@ _v1 = Namespace("compat.v1", logging=logging, estimator=Namespace(
     random_uniform=_vars.random_uniform, random=Namespace(
         "compat.v1.random", set_random_seed=random.set_seed, truncated_normal=_vars.truncated_normal,
         normal=_vars.random_normal, uniform=_vars.random_uniform))
+from . import _clip_ops
+clip_by_global_norm, clip_by_norm, IndexedSlices = (_clip_ops.clip_by_global_norm, _clip_ops.clip_by_norm,
+                                                    _clip_ops.IndexedSlices)
+linalg = Namespace("linalg", global_norm=_clip_ops.global_norm, matmul=matmul)
+_v1.__dict__.update(clip_by_global_norm=clip_by_global_norm, clip_by_norm=clip_by_norm,
+                    global_norm=_clip_ops.global_norm, IndexedSlices=IndexedSlices)
 compat = Namespace("compat", v1=_v1)
 initializers = keras.initializers
 train = Namespace("train", latest_checkpoint=_v1_ops.latest_checkpoint, Example=_serving.Example,

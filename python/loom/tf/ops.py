@@ -209,23 +209,31 @@ class _Optimizer:
         return getattr(lib, "loom_optimizer_" + self._kind)(lr.c, *(() if self._kind == "sgd" else
                                                                    (C.byref(o) if o is not None else None,)))
 
-    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
-                 colocate_gradients_with_ops=False, name=None, grad_loss=None):
-        what = "%s.minimize" % type(self).__name__
-        if not isinstance(global_step, (_GlobalStep, GlobalStepTensor)):
-            raise NotImplementedError("loom.tf: %s(loss) without global_step=tf.compat.v1.train.get_global_step(): "
-                                      "the estimator counts steps by it" % what)
-        for arg, v in (("var_list", var_list), ("aggregation_method", aggregation_method), ("grad_loss", grad_loss)):
-            if v is not None:
-                raise NotImplementedError("loom.tf: %s(%s=...) is not supported: every trainable variable the loss "
-                                          "depends on is trained" % (what, arg))
-        g = _g(loss, what)
+    def _lr_in(self, g):
         lr = self.learning_rate
         if isinstance(lr, Output):
             if lr.graph.p != g.p:
                 raise ValueError("%s: the learning_rate tensor is not in the loss's graph" % type(self).__name__)
-        else:
-            lr = g.constant(np.float32(lr))
+            return lr
+        return g.constant(np.float32(lr))
+
+    @staticmethod
+    def _check_global_step(global_step, what):
+        if not isinstance(global_step, (_GlobalStep, GlobalStepTensor)):
+            raise NotImplementedError("loom.tf: %s without global_step=tf.compat.v1.train.get_global_step(): "
+                                      "the estimator counts steps by it" % what)
+
+    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
+                 colocate_gradients_with_ops=False, name=None, grad_loss=None):
+        what = "%s.minimize" % type(self).__name__
+        self._check_global_step(global_step, what + "(loss)")
+        for arg, v in (("var_list", var_list), ("aggregation_method", aggregation_method), ("grad_loss", grad_loss)):
+            if v is not None:
+                raise NotImplementedError("loom.tf: %s(%s=...) is not supported: every trainable variable the loss "
+                                          "depends on is trained (or use compute_gradients and apply_gradients)"
+                                          % (what, arg))
+        g = _g(loss, what)
+        lr = self._lr_in(g)
         from .. import Node
         opt = self._make(lr)
         gs = lib.loom_get_or_create_global_step(g.p)
@@ -233,6 +241,72 @@ class _Optimizer:
         lib.loom_optimizer_free(opt)
         g._check()
         return Node(g, n)
+
+    def compute_gradients(self, loss, var_list=None, gate_gradients=1, aggregation_method=None,
+                          colocate_gradients_with_ops=False, grad_loss=None):
+        """[(gradient, variable)] of loss for var_list (default: the
+        trainable variables, in creation order); the gradient is None where
+        the loss does not depend on the variable, an IndexedSlices where
+        only rows of it (an embedding lookup) do, as TF's."""
+        from ._model_fn_ops import trainable_variables
+        from ._clip_ops import Gradient, from_c
+        from .. import _Status
+        what = "%s.compute_gradients" % type(self).__name__
+        for arg, v in (("aggregation_method", aggregation_method), ("grad_loss", grad_loss)):
+            if v is not None:
+                raise NotImplementedError("loom.tf: %s(%s=...) is not supported" % (what, arg))
+        g = _g(loss, what)
+        vs = trainable_variables() if var_list is None else list(var_list)
+        if not vs:
+            raise ValueError("No variables to optimize.")
+        for v in vs:
+            _variable_of(g, v, what)
+        grads = (Gradient * len(vs))()
+        st = _Status()
+        rc = lib.loom_gradients_sparse(g.p, 1, (L.Output * 1)(loss.c), None, len(vs),
+                                       (L.Output * len(vs))(*[v.c for v in vs]), grads, st.p)
+        st.raise_if(rc)
+        return list(zip(from_c(g, grads, len(vs), [None] * len(vs)), vs))
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        """The train op of one update per (gradient, variable) pair (None
+        gradients skipped), then global_step += 1."""
+        from ._clip_ops import to_c
+        from .. import Node
+        what = "%s.apply_gradients" % type(self).__name__
+        self._check_global_step(global_step, what + "(grads_and_vars)")
+        pairs = list(grads_and_vars)
+        if not pairs:
+            raise ValueError("No variables provided.")
+        if all(gr is None for gr, _ in pairs):
+            raise ValueError("No gradients provided for any variable: %s." % ([v.name for _, v in pairs],))
+        g = _g(pairs[0][1], what)
+        graph, arr = to_c([gr for gr, _ in pairs], what)
+        if graph is not None and graph.p != g.p:
+            raise ValueError("%s: the gradients are not tensors of the variables' model_fn" % what)
+        vars_c = (L.vp * len(pairs))(*[_variable_of(g, v, what) for _, v in pairs])
+        opt = self._make(self._lr_in(g))
+        gs = lib.loom_get_or_create_global_step(g.p)
+        n = lib.loom_optimizer_apply_gradients(opt, g.p, len(pairs), arr, vars_c, gs, _b(name))
+        lib.loom_optimizer_free(opt)
+        g._check()
+        return Node(g, n)
+
+
+L._d("loom_graph_variable", L.vp, L.vp, L.cs)
+
+
+def _variable_of(g, v, what):
+    """The loom_variable of a variable tensor of the model_fn (what
+    trainable_variables / get_variable give)."""
+    name = getattr(v, "_var_name", None)
+    if name is None and isinstance(v, Output):
+        name = v.name.split(":")[0]
+    p = lib.loom_graph_variable(g.p, name.encode()) if name and isinstance(v, Output) and v.graph.p == g.p else None
+    if not p:
+        raise ValueError("%s: %r is not a variable of the model_fn (give what tf.compat.v1.trainable_variables() "
+                         "or get_variable returned)" % (what, v))
+    return p
 
 
 def _opts(kind, **fields):
