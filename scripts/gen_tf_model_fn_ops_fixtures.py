@@ -2,7 +2,10 @@
 """Reference values for loom.tf's model_fn ops of
 python/tests/test_tf_model_fn_ops.py from TF 2.15: tf.math.top_k,
 tf.math.in_top_k / tf.compat.v1.nn.in_top_k, tf.nn.zero_fraction,
-tf.nn.log_poisson_loss, tf.nn.weighted_cross_entropy_with_logits.
+tf.nn.log_poisson_loss, tf.nn.weighted_cross_entropy_with_logits, tf.pow,
+tf.slice, tf.split, tf.unstack, tf.pad, tf.math.reduce_variance /
+reduce_std / divide_no_nan / softplus, tf.reduce_any / reduce_all,
+tf.clip_by_norm.
 
 Writes python/tests/fixtures/tf_model_fn_ops.npz: "cases" (JSON: per case
 the function's path under tf, its tensor arguments, its other keyword
@@ -69,6 +72,25 @@ def cases(rng):
         ("compat.v1.nn.weighted_cross_entropy_with_logits", {"targets": rng.rand(3, 2).astype(F32),
                                                              "logits": _rand(rng, 3, 2)},
          {"pos_weight": 0.25}, ["logits"]),
+        ("pow", {"x": np.abs(_rand(rng, 3, 4)) + 0.5, "y": _rand(rng, 3, 4)}, {}, ["x", "y"]),
+        ("math.pow", {"x": np.abs(_rand(rng, 5)) + 0.1, "y": np.array(3.0, F32)}, {}, ["x"]),
+        ("slice", {"input_": _rand(rng, 3, 4, 5)}, {"begin": [1, 0, 2], "size": [2, -1, 2]}, ["input_"]),
+        ("split", {"value": _rand(rng, 4, 6)}, {"num_or_size_splits": 3, "axis": 1}, ["value"]),
+        ("split", {"value": _rand(rng, 5, 3)}, {"num_or_size_splits": [2, -1, 1]}, ["value"]),
+        ("unstack", {"value": _rand(rng, 3, 2, 4)}, {"axis": 1}, ["value"]),
+        ("pad", {"tensor": _rand(rng, 2, 3)}, {"paddings": [[1, 0], [2, 1]], "constant_values": 1.5}, ["tensor"]),
+        ("math.reduce_variance", {"input_tensor": _rand(rng, 4, 5)}, {"axis": 1}, ["input_tensor"]),
+        ("math.reduce_std", {"input_tensor": _rand(rng, 3, 4)}, {"axis": 0, "keepdims": True}, ["input_tensor"]),
+        ("math.reduce_std", {"input_tensor": _rand(rng, 6)}, {}, ["input_tensor"]),
+        ("math.divide_no_nan", {"x": _rand(rng, 2, 3), "y": np.array([[1.5, 0, -2], [0, 0.5, 3]], F32)}, {},
+         ["x", "y"]),
+        ("reduce_any", {"input_tensor": rng.rand(3, 4) > 0.8}, {"axis": 1}, []),
+        ("reduce_all", {"input_tensor": rng.rand(2, 3) > 0.2}, {}, []),
+        ("math.reduce_all", {"input_tensor": np.array([[True, False], [True, True]])}, {"axis": 1, "keepdims": True},
+         []),
+        ("math.softplus", {"features": _rand(rng, 3, 3) * 5}, {}, ["features"]),
+        ("clip_by_norm", {"t": _rand(rng, 3, 4)}, {"clip_norm": 0.5}, ["t"]),
+        ("clip_by_norm", {"t": _rand(rng, 2, 2) * 0.01}, {"clip_norm": 0.5}, ["t"]),
     ]
 
 

@@ -650,3 +650,12 @@ def test_session_config_sizes_the_thread_pool(tmp_path):
     cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=2, gpu_options=tf.compat.v1.GPUOptions(allow_growth=True))
     rc = tf.estimator.RunConfig(session_config=cfg)
     assert rc.session_config is cfg and rc.replace(tf_random_seed=3).session_config is cfg
+
+
+def test_compat_v1_has_the_top_level_ops_tf1_shares():
+    v1 = tf.compat.v1
+    for name in ("float32", "int64", "constant", "matmul", "concat", "reduce_max", "pad", "split", "where", "math",
+                 "clip_by_global_norm", "shape"):
+        assert getattr(v1, name) is getattr(tf, name), name
+    with pytest.raises(NotImplementedError, match="tf.compat.v1.einsum"):
+        v1.einsum  # noqa: B018 - the attribute access raises

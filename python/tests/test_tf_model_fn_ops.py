@@ -3,7 +3,9 @@ written by scripts/gen_tf_model_fn_ops_fixtures.py): tf.math.top_k / tf.nn.top_k
 (ties: lower index first), tf.math.in_top_k / tf.compat.v1.nn.in_top_k (ties
 at the k-th value count as in, non-finite rows are False),
 tf.nn.zero_fraction, tf.nn.log_poisson_loss,
-tf.nn.weighted_cross_entropy_with_logits: values and, through tf.gradients,
+tf.nn.weighted_cross_entropy_with_logits, tf.pow, tf.slice, tf.split,
+tf.unstack, tf.pad, tf.math.reduce_variance / reduce_std / divide_no_nan /
+softplus, tf.reduce_any / reduce_all, tf.clip_by_norm: values and, through tf.gradients,
 the gradients TF's GradientTape gives. And tf.compat.v1.trainable_variables /
 global_variables / get_collection in an Estimator's model_fn, with an L2
 regularization term whose loss is checked against the variables' values;
@@ -44,7 +46,7 @@ def test_values_and_gradients_match_tf(i):
     if "index_type" in kw:
         kw["index_type"] = getattr(tf, kw["index_type"])
     outs = _fn(case["fn"])(**ins, **kw)
-    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
     assert len(outs) == case["outputs"]
     grads = []
     if case["diff"]:

@@ -132,7 +132,11 @@ abs = _m.abs  # noqa: A001 - TF's name
 _MATH_EXTRA = {k: getattr(_a, k) for k in (
     "sigmoid", "tanh", "negative", "sign", "floor", "ceil", "round", "reciprocal", "log1p", "rsqrt", "not_equal",
     "less_equal", "greater_equal", "logical_and", "logical_or", "logical_not", "reduce_prod", "reduce_logsumexp",
-    "argmin")}
+    "argmin", "reduce_variance", "reduce_std", "divide_no_nan", "reduce_any", "reduce_all")}
+reduce_any, reduce_all = _a.reduce_any, _a.reduce_all
+from . import _shape_ops  # noqa: E402
+slice, split, unstack, pad = _shape_ops.slice, _shape_ops.split, _shape_ops.unstack, _shape_ops.pad  # noqa: A001
+pow = _m.pow  # noqa: A001 - TF's name
 from . import _model_fn_ops as _mfo  # noqa: E402
 _MATH_EXTRA.update(top_k=nn.top_k, in_top_k=nn.in_top_k, zero_fraction=nn.zero_fraction, add_n=_mfo.add_n)
 add_n = _mfo.add_n
@@ -140,7 +144,8 @@ math = Namespace("math", **_MATH_EXTRA, argmax=argmax, reduce_mean=reduce_mean, 
                  reduce_max=reduce_max,
                  reduce_min=reduce_min, add=_m.add, subtract=_m.subtract, multiply=_m.multiply, divide=_m.divide,
                  maximum=_m.maximum, minimum=_m.minimum, exp=_m.exp, log=_m.log, sqrt=_m.sqrt, square=_m.square,
-                 abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater)
+                 abs=_m.abs, pow=_m.pow, equal=_m.equal, less=_m.less, greater=_m.greater,
+                 softplus=nn.softplus)
 from .estimator import _v1 as _est_v1
 from . import _v1_ops
 from . import _graph_ops as _gops
@@ -252,3 +257,16 @@ saved_model = Namespace("saved_model", load=_serving.load)
 
 def __getattr__(name):
     raise missing("", name)
+
+# tf.compat.v1 holds TF 1's whole API: the top-level ops and types it shares with TF 2 (TF 1's deprecated
+# argument aliases, e.g. keep_dims, are not taken)
+for _k in ("DType", "SparseTensor", "VERSION", "abs", "add", "argmin", "as_dtype", "bool", "clip_by_value", "concat",
+           "constant", "divide", "dtypes", "equal", "errors", "exp", "expand_dims", "float16", "float32", "float64",
+           "floor", "gather", "greater", "greater_equal", "identity", "int16", "int32", "int64", "int8", "less",
+           "less_equal", "linalg", "logical_and", "logical_not", "logical_or", "math", "matmul", "maximum", "minimum",
+           "multiply", "negative", "not_equal", "one_hot", "ones", "ones_like", "pad", "pow", "range", "reduce_all",
+           "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_min", "reduce_prod", "round", "saved_model",
+           "shape", "sigmoid", "sign", "slice", "sparse", "split", "sqrt", "square", "squeeze", "stack",
+           "stop_gradient", "string", "strings", "subtract", "tanh", "tile", "transpose", "uint8", "unstack", "where",
+           "zeros", "zeros_like"):
+    _v1.__dict__.setdefault(_k, globals()[_k])

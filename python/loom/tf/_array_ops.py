@@ -224,3 +224,40 @@ def l2_loss(t, name=None):
     g = _graph(t)
     s = g._out(lib.loom_reduce_sum(g.p, g.square(t).c, -1, None, 0, None))
     return g.mul(s, g.constant(np.asarray(0.5, t.dtype)), name=name)
+
+
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
+    """tf.math.reduce_variance: the mean of the squared deviations from the mean (floats)."""
+    g = _graph(input_tensor)
+    d = g.sub(input_tensor, g.reduce_mean(input_tensor, axis, True))
+    return g.reduce_mean(g.square(d), axis, keepdims, name)
+
+
+def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    """tf.math.reduce_std: the square root of reduce_variance."""
+    g = _graph(input_tensor)
+    return g.sqrt(reduce_variance(input_tensor, axis, keepdims), name=name)
+
+
+def divide_no_nan(x, y, name=None):
+    """tf.math.divide_no_nan: x / y, 0 where y is 0."""
+    g, x, y = _pair(x, y)
+    zero = g.equal(y, g.constant(np.zeros((), y.dtype)))
+    safe = g._out(lib.loom_select(g.p, zero.c, g._out(lib.loom_ones_like(g.p, y.c, None)).c, y.c, None))
+    q = g.div(x, safe)
+    return g._out(lib.loom_select(g.p, zero.c, g._out(lib.loom_zeros_like(g.p, q.c, None)).c, q.c, _b(name)))
+
+
+def _bool_reduce(which):
+    def f(input_tensor, axis=None, keepdims=False, name=None):
+        g = _graph(input_tensor)
+        if np.dtype(input_tensor.dtype) != np.bool_:
+            raise TypeError("tf.reduce_%s: the input must be bool, got %s" % (which, np.dtype(input_tensor.dtype)))
+        x = g.cast(input_tensor, np.float32)
+        r = (g.reduce_max if which == "any" else g.reduce_min)(x, axis, keepdims)
+        return g.greater(r, g.constant(np.float32(0.5)), name=name)
+    f.__name__ = f.__qualname__ = "reduce_" + which
+    return f
+
+
+reduce_any, reduce_all = _bool_reduce("any"), _bool_reduce("all")
