@@ -50,8 +50,13 @@ class RunConfig:
             raise TypeError("RunConfig(session_config=%r): give a tf.compat.v1.ConfigProto (loom.tf) or an object "
                             "with intra_op_parallelism_threads" % (session_config,))
         self._session_config, self._num_threads = session_config, threads or 0
-        for arg, v in (("train_distribute", train_distribute),
-                       ("device_fn", device_fn), ("eval_distribute", eval_distribute),
+        if train_distribute is not None and not hasattr(train_distribute, "_loom_distribute"):
+            raise NotImplementedError("loom: RunConfig(train_distribute=%r) is not supported: give "
+                                      "tf.distribute.MultiWorkerMirroredStrategy() or "
+                                      "tf.compat.v1.distribute.experimental.ParameterServerStrategy() (loom.tf), or "
+                                      "leave it unset (TF_CONFIG decides)" % (train_distribute,))
+        self._train_distribute = train_distribute
+        for arg, v in (("device_fn", device_fn), ("eval_distribute", eval_distribute),
                        ("experimental_distribute", experimental_distribute)):
             if v is not None:
                 raise NotImplementedError("loom: RunConfig(%s=...) is not supported (distribution comes from "
@@ -101,7 +106,8 @@ class RunConfig:
     master = property(lambda s: s._master)
     cluster_spec = property(lambda s: dict(s._cluster_spec))
     session_config = property(lambda s: s._session_config)
-    train_distribute = eval_distribute = device_fn = property(lambda s: None)
+    train_distribute = property(lambda s: s._train_distribute)
+    eval_distribute = device_fn = property(lambda s: None)
     protocol = property(lambda s: s._protocol)
 
     def replace(self, **kwargs):
@@ -114,7 +120,7 @@ class RunConfig:
                     keep_checkpoint_every_n_hours=self._keep_checkpoint_every_n_hours,
                     log_step_count_steps=self._log_step_count_steps,
                     session_creation_timeout_secs=self._session_creation_timeout_secs,
-                    session_config=self._session_config)
+                    session_config=self._session_config, train_distribute=self._train_distribute)
         for k in kwargs:
             if k not in args:
                 raise ValueError("RunConfig.replace: %r cannot be replaced (or is not supported by loom)" % k)
@@ -147,4 +153,6 @@ class RunConfig:
         c.log_step_count_steps = int(self._log_step_count_steps)
         c.num_threads = int(self._num_threads)  # ConfigProto's intra_op_parallelism_threads, 0: loom's choice
         c.progress_bar = 0
+        if self._train_distribute is not None:  # loom.tf's strategy objects: a loom_distribute value
+            c.train_distribute = int(self._train_distribute._loom_distribute)
         return c

@@ -1,6 +1,8 @@
 """Estimator.train() alone under TF_CONFIG (no train_and_evaluate): the same
 script in every role of a PS job, as real processes (programs/
-train_alone_job.py); the roles train() refuses."""
+train_alone_job.py); the roles train() refuses. RunConfig(train_distribute=)
+with loom.tf's strategies: MultiWorkerMirroredStrategy as a chief + worker
+collective job, alone, and the parameter-server strategy without ps tasks."""
 import json
 import os
 import re
@@ -99,3 +101,84 @@ def test_train_alone_in_a_cluster_without_ps_is_not_implemented(tmp_path, monkey
     est = tf.estimator.Estimator(_model_fn, config=tf.estimator.RunConfig(model_dir=str(tmp_path)))
     with pytest.raises(NotImplementedError, match=r"without \"ps\" tasks \(task chief:0\).*train_and_evaluate"):
         est.train(_input_fn, max_steps=5)
+
+
+# ---------------------------------------------------------------- RunConfig(train_distribute=strategy)
+PROGRAM = os.path.join(HERE, "..", "examples", "tf_programs", "fashion_mnist_dist.py")
+FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+GLOO = os.path.join(os.path.dirname(os.path.abspath(os.environ.get("LOOM_LIBRARY") or loom._lib.lib._name)),
+                    "libloom_gloo.so")
+
+
+def _with_strategy(tmp_path, strategy):
+    """fashion_mnist_dist.py with RunConfig(train_distribute=<strategy>) (TF's multi-worker Estimator idiom)."""
+    src = open(PROGRAM).read()
+    old = "config = tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=SEED, save_checkpoints_steps=200)"
+    assert old in src
+    path = tmp_path / "strategy_program.py"
+    path.write_text(src.replace(old, old[:-1] + ", train_distribute=%s)" % strategy))
+    return str(path)
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _metric(out):
+    line = [ln for ln in out.splitlines() if ln.startswith("METRIC ")][-1]
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.e]+)", line)}
+
+
+def test_multi_worker_mirrored_strategy_runs_the_collective_job(tmp_path):
+    """chief + worker processes of one script with MultiWorkerMirroredStrategy: both all-reduce every step
+    (over Gloo at the chief's TF_CONFIG address) and end with the same variables."""
+    if not os.path.exists(FMNIST) or not os.path.exists(GLOO):
+        pytest.skip("needs the Fashion-MNIST files and the Gloo plugin (make gloo)")
+    prog = _with_strategy(tmp_path, "tf.distribute.MultiWorkerMirroredStrategy()")
+    cluster = {"chief": ["127.0.0.1:%d" % _free_port()], "worker": ["127.0.0.1:%d" % _free_port()]}
+    envs = {}
+    for role in ("chief", "worker"):
+        envs[role] = task_env(role, cluster, str(tmp_path / "job"))
+        envs[role]["MAX_STEPS"] = "100"
+    codes, out = run_tasks(envs, [prog, "0"], timeout=200)
+    assert codes == {"chief": 0, "worker": 0}, out
+    sums = {}
+    for rank, role in enumerate(("chief", "worker")):
+        m = re.search(r"collective: rank=%d size=2 steps=100 global_step=100 variables_checksum=(\w+)" % rank,
+                      out[role])
+        assert m, out[role]
+        sums[role] = m.group(1)
+    assert sums["chief"] == sums["worker"]
+    m = _metric(out["chief"])
+    assert m["global_step"] == 100 and m["accuracy"] > 0.6, out["chief"]
+
+
+def test_strategies_without_their_cluster(tmp_path):
+    """MultiWorkerMirroredStrategy without TF_CONFIG trains alone (TF's single worker); the
+    parameter-server strategy in a cluster without ps tasks is an error naming it."""
+    if not os.path.exists(FMNIST):
+        pytest.skip("%s not found" % FMNIST)
+    prog = _with_strategy(tmp_path, "tf.distribute.experimental.MultiWorkerMirroredStrategy()")
+    env = task_env()
+    env["MAX_STEPS"] = "50"
+    p = subprocess.run([sys.executable, prog, "0"], env=env, capture_output=True, text=True, timeout=200)
+    assert p.returncode == 0 and _metric(p.stdout)["global_step"] == 50, p.stdout + p.stderr
+    prog = _with_strategy(tmp_path, "tf.compat.v1.distribute.experimental.ParameterServerStrategy()")
+    env = task_env("chief", {"chief": ["127.0.0.1:%d" % _free_port()], "worker": ["127.0.0.1:%d" % _free_port()]},
+                   str(tmp_path / "ps_job"))
+    p = subprocess.run([sys.executable, prog, "0"], env=env, capture_output=True, text=True, timeout=200)
+    assert p.returncode != 0 and "InvalidArgumentError" in p.stderr, p.stderr[-2000:]
+    assert 'the parameter-server strategy but TF_CONFIG names no "ps" tasks' in p.stderr, p.stderr[-2000:]
+
+
+def test_run_config_takes_loom_strategies_only():
+    s = tf.distribute.MultiWorkerMirroredStrategy()
+    assert tf.estimator.RunConfig(train_distribute=s).train_distribute is s
+    assert tf.estimator.RunConfig(train_distribute=s).replace(save_summary_steps=5).train_distribute is s
+    with pytest.raises(NotImplementedError, match="train_distribute=.*MultiWorkerMirroredStrategy"):
+        tf.estimator.RunConfig(train_distribute="mirrored")
+    with pytest.raises(NotImplementedError, match="MultiWorkerMirroredStrategy.scope"):
+        s.scope()

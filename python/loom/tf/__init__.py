@@ -15,6 +15,7 @@ under a TF_CONFIG cluster runs the task's role (estimator/__init__.py). A TF sym
 loom.tf does not provide raises NotImplementedError naming it and what to
 use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
+from . import distribute
 from . import inputs as _inputs
 from . import ops as _ops
 from . import _hooks
@@ -245,6 +246,8 @@ from . import _clip_ops
 clip_by_global_norm, clip_by_norm, IndexedSlices = (_clip_ops.clip_by_global_norm, _clip_ops.clip_by_norm,
                                                     _clip_ops.IndexedSlices)
 linalg = Namespace("linalg", global_norm=_clip_ops.global_norm, matmul=matmul)
+_v1.__dict__.update(distribute=Namespace("compat.v1.distribute", experimental=distribute._v1_experimental,
+                                         MultiWorkerMirroredStrategy=distribute.MultiWorkerMirroredStrategy))
 _v1.__dict__.update(clip_by_global_norm=clip_by_global_norm, clip_by_norm=clip_by_norm,
                     global_norm=_clip_ops.global_norm, IndexedSlices=IndexedSlices)
 compat = Namespace("compat", v1=_v1)

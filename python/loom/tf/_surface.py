@@ -35,7 +35,9 @@ ALTERNATIVES = {
                                "gave, or tf.saved_model.load(export_dir) for an exported model",
     "keras.callbacks": "call fit(epochs=1) in a loop and act between epochs (fit returns a History), or "
                        "tf.keras.estimator.model_to_estimator with SessionRunHooks",
-    "distribute": "no strategy object: run the same script in every task of the TF_CONFIG cluster (ps included); "
+    "distribute": "tf.distribute.MultiWorkerMirroredStrategy() or "
+                  "tf.compat.v1.distribute.experimental.ParameterServerStrategy() as RunConfig(train_distribute=...), "
+                  "or none: run the same script in every task of the TF_CONFIG cluster (ps included); "
                   "tf.estimator.train_and_evaluate (or Estimator.train with max_steps) runs the task's role "
                   "(docs/python.md, Distributed)",
     "compat.v1.train.Server": "no server object: call tf.estimator.train_and_evaluate (or Estimator.train with "
