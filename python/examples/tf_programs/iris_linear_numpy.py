@@ -24,18 +24,19 @@ columns = [tf.feature_column.numeric_column("measurements", shape=[4])]
 linear = tf.estimator.LinearClassifier(
     feature_columns=columns, n_classes=3, label_vocabulary=list(names), weight_column="w",
     optimizer="Ftrl", model_dir=tempfile.mkdtemp(), config=tf.estimator.RunConfig(tf_random_seed=SEED))
-# whole unshuffled batches: the linear model starts at zero, so its steps do not depend on a seed
-linear.train(tf.compat.v1.estimator.inputs.numpy_input_fn(train, y[:120], batch_size=120, num_epochs=None,
-                                                          shuffle=False), steps=1500)
-lin = linear.evaluate(tf.compat.v1.estimator.inputs.numpy_input_fn(test, y[120:], batch_size=30, shuffle=False))
+# whole unshuffled batches: the linear model starts at zero, so its steps do not depend on a seed, and
+# the DNNs' depend only on their initial weights
+train_fn = tf.compat.v1.estimator.inputs.numpy_input_fn(train, y[:120], batch_size=120, num_epochs=None,
+                                                        shuffle=False)
+eval_fn = tf.compat.v1.estimator.inputs.numpy_input_fn(test, y[120:], batch_size=30, shuffle=False)
+linear.train(train_fn, steps=1500)
+lin = linear.evaluate(eval_fn)
 print(lin)
 
 first_dir = tempfile.mkdtemp()
 first = tf.estimator.DNNClassifier(hidden_units=[16], feature_columns=columns, n_classes=3,
                                    label_vocabulary=list(names), optimizer="Adam", model_dir=first_dir,
                                    config=tf.estimator.RunConfig(tf_random_seed=SEED))
-train_fn = tf.compat.v1.estimator.inputs.numpy_input_fn(train, y[:120], batch_size=20, num_epochs=None, shuffle=True)
-eval_fn = tf.compat.v1.estimator.inputs.numpy_input_fn(test, y[120:], batch_size=30, shuffle=False)
 first.train(train_fn, steps=300)
 warm = tf.estimator.DNNClassifier(hidden_units=[16], feature_columns=columns, n_classes=3,
                                   label_vocabulary=list(names), optimizer="Adam", model_dir=tempfile.mkdtemp(),

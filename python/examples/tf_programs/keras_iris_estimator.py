@@ -36,7 +36,8 @@ def input_fn(x, y, training):
     return dataset.batch(32)
 
 
-estimator = tf.keras.estimator.model_to_estimator(keras_model=model, model_dir=tempfile.mkdtemp())
+estimator = tf.keras.estimator.model_to_estimator(keras_model=model, model_dir=tempfile.mkdtemp(),
+                                                   config=tf.estimator.RunConfig(tf_random_seed=SEED))
 estimator.train(input_fn=lambda: input_fn(train_x, train_y, True), steps=500)
 eval_result = estimator.evaluate(input_fn=lambda: input_fn(test_x, test_y, False))
 print(eval_result)
