@@ -53,7 +53,7 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
     o = lib.loom_dense_options_default()
     _layer_options(o, what, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, trainable,
                    dict(activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
-                        bias_constraint=bias_constraint, reuse=reuse))
+                        bias_constraint=bias_constraint, reuse=reuse or None))
     act = None if activation is None else activation_name(activation, "activation").encode()
     o.activation, o.use_bias = act, int(bool(use_bias))
     out = lib.loom_layers_dense(g.p, inputs.c, int(units), C.byref(o), _b(name))
@@ -503,7 +503,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_f
     o = lib.loom_conv2d_options_default()
     _layer_options(o, what, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, trainable,
                    dict(activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
-                        bias_constraint=bias_constraint, reuse=reuse))
+                        bias_constraint=bias_constraint, reuse=reuse or None))
     o.strides = _pair(strides, "strides")
     o.dilation_rate = _pair(dilation_rate, "dilation_rate")
     o.padding = _padding(padding)
