@@ -923,3 +923,93 @@ Test(pipeline, shard_keeps_every_nth_element_per_pass) {
   }
   loom_status_free(st);
 }
+
+/* ---- from_generator: a callback's elements ---- */
+typedef struct gen_state {
+  int n, pos, resets, released, bad_at; /* bad_at: the element that comes out [3] instead of [2] (-1 none) */
+} gen_state;
+
+static loom_code gen_next(void *user, int n, loom_tensor **out, loom_status *st) {
+  gen_state *g = user;
+  cr_assert_eq(n, 2);
+  if (g->pos == g->n) return LOOM_OUT_OF_RANGE;
+  int i = g->pos++;
+  int64_t dx[1] = {i == g->bad_at ? 3 : 2};
+  out[0] = loom_tensor_new(LOOM_F32, 1, dx, st);
+  out[1] = loom_tensor_new(LOOM_I32, 0, NULL, st);
+  if (!out[0] || !out[1]) return loom_status_code(st);
+  float *x = loom_tensor_data(out[0]);
+  x[0] = (float)i;
+  x[1] = 100.0f + (float)i;
+  *(int32_t *)loom_tensor_data(out[1]) = i;
+  return LOOM_OK;
+}
+
+static loom_code gen_reset(void *user, loom_status *st) {
+  (void)st;
+  gen_state *g = user;
+  g->pos = 0;
+  g->resets++;
+  return LOOM_OK;
+}
+
+static void gen_release(void *user) { ((gen_state *)user)->released++; }
+
+static loom_dataset *gen_ds(gen_state *g, loom_status *st) {
+  const char *names[2] = {"x", "y"};
+  loom_dtype dt[2] = {LOOM_F32, LOOM_I32};
+  int32_t nd[2] = {1, 0};
+  int64_t dims[1] = {2};
+  return loom_dataset_from_generator(2, names, dt, nd, dims, "y", gen_next, gen_reset, gen_release, g, st);
+}
+
+Test(pipeline, from_generator_passes_batches_and_release) {
+  loom_status *st = loom_status_new();
+  gen_state g = {.n = 5, .bad_at = -1};
+  loom_dataset *ds = chk(gen_ds(&g, st), st);
+  cr_assert_eq(loom_dataset_label_index(ds), 1);
+  ds = chk(loom_dataset_batch(loom_dataset_repeat(ds, 2, st), 4, 0, st), st);
+  loom_tensor *v[2] = {NULL, NULL};
+  int sizes[4] = {0}, nb = 0, seen = 0;
+  for (loom_code rc; (rc = loom_dataset_next(ds, v, st)) != LOOM_OUT_OF_RANGE; nb++) {
+    cr_assert_eq(rc, LOOM_OK, "%s", loom_status_message(st));
+    cr_assert_lt(nb, 3);
+    sizes[nb] = (int)loom_tensor_dims(v[1])[0];
+    for (int k = 0; k < sizes[nb]; k++, seen++) { /* 0..4 twice, in order */
+      cr_assert_eq(I(v[1])[k], seen % 5);
+      cr_assert_eq(F(v[0])[2 * k + 1], 100.0f + (float)(seen % 5));
+    }
+  }
+  cr_assert(sizes[0] == 4 && sizes[1] == 4 && sizes[2] == 2 && nb == 3);
+  cr_assert_geq(g.resets, 1); /* repeat started the second pass through reset */
+  loom_tensor_free(v[0]);
+  loom_tensor_free(v[1]);
+  loom_dataset_free(ds);
+  cr_assert_eq(g.released, 1);
+  loom_status_free(st);
+}
+
+Test(pipeline, from_generator_checks_elements_and_arguments) {
+  loom_status *st = loom_status_new();
+  gen_state g = {.n = 4, .bad_at = 2};
+  loom_dataset *ds = chk(gen_ds(&g, st), st);
+  loom_tensor *v[2] = {NULL, NULL};
+  cr_assert_eq(loom_dataset_next(ds, v, st), LOOM_OK);
+  cr_assert_eq(loom_dataset_next(ds, v, st), LOOM_OK);
+  cr_assert_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "component 'x' of the element is float32 [3], the declared spec is "
+                                             "float32 [2]"),
+            "%s", loom_status_message(st));
+  cr_assert_eq(loom_dataset_next(ds, v, st), LOOM_INVALID_ARGUMENT); /* sticky until reset */
+  loom_tensor_free(v[0]);
+  loom_tensor_free(v[1]);
+  loom_dataset_free(ds);
+  const char *names[1] = {"x"};
+  loom_dtype dt[1] = {LOOM_F32};
+  int32_t nd[1] = {0};
+  cr_assert_null(loom_dataset_from_generator(1, names, dt, nd, NULL, "nope", gen_next, NULL, gen_release, &g, st));
+  cr_assert(strstr(loom_status_message(st), "label_name 'nope'"));
+  cr_assert_null(loom_dataset_from_generator(1, names, dt, nd, NULL, NULL, NULL, NULL, NULL, &g, st));
+  cr_assert_eq(g.released, 1); /* a failed build leaves user to the caller */
+  loom_status_free(st);
+}

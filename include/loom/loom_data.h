@@ -406,6 +406,24 @@ LOOM_API int loom_decode_csv(loom_graph *g, loom_output records, int ncols, cons
                              char field_delim, int use_quote_delim, const char *na_value, int nselect,
                              const int64_t *select_cols, loom_output *out, const char *name);
 
+/* Dataset.from_generator: elements made by a callback. Component i is
+ * names[i] of dtypes[i] with rank ndims[i] and dims (the ndims[i] entries
+ * after those of the components before it; -1 = any size); label_name
+ * (NULL = none) names the label component. next fills out[0..n) (NULL on
+ * entry) with new tensors the dataset takes over and returns OK, or
+ * OUT_OF_RANGE when the pass has ended, or an error with st set, which
+ * ends iteration. Each element must fit the spec (INVALID_ARGUMENT names
+ * the component). reset (NULL = none) starts a new pass (repeat calls it);
+ * release (NULL = none) is called with user when the dataset is freed (not
+ * when this fails). New dataset (NULL on failure); caller frees with
+ * loom_dataset_free. */
+typedef loom_code (*loom_generator_next_fn)(void *user, int n, loom_tensor **out, loom_status *st);
+typedef loom_code (*loom_generator_reset_fn)(void *user, loom_status *st);
+LOOM_API loom_dataset *loom_dataset_from_generator(int n, const char *const *names, const loom_dtype *dtypes,
+                                                   const int32_t *ndims, const int64_t *dims, const char *label_name,
+                                                   loom_generator_next_fn next, loom_generator_reset_fn reset,
+                                                   void (*release)(void *user), void *user, loom_status *st);
+
 /* ---- transformations (own their input) ---- */
 /* fn maps an element in place: values[i] may be replaced (free the old
  * tensor) or modified; it must keep the spec's dtypes and ranks, and each

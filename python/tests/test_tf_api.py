@@ -399,7 +399,7 @@ def test_pandas_input_fn_and_dataframe_slices():
 def test_unsupported_symbols_raise_not_implemented_naming_them():
     for expr, name in [(lambda: tf.keras.layers.LSTM, "tf.keras.layers.LSTM"),
                        (lambda: tf.compat.v1.layers.conv1d, "tf.compat.v1.layers.conv1d"),
-                       (lambda: tf.data.Dataset.from_generator, "tf.data.Dataset.from_generator"),
+                       (lambda: tf.data.Dataset.choose_from_datasets, "tf.data.Dataset.choose_from_datasets"),
                        (lambda: tf.keras.experimental.WideDeepModel, "tf.keras.experimental.WideDeepModel"),
                        (lambda: tf.estimator.BoostedTreesClassifier, "tf.estimator.BoostedTreesClassifier"),
                        (lambda: tf.nn.depthwise_conv2d, "tf.nn.depthwise_conv2d"),

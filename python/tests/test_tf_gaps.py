@@ -316,7 +316,7 @@ def test_session_run_args_feed_dict_raises_at_the_step_naming_the_hook(tmp_path)
     (lambda m: m.fit(np.zeros((4, 2), np.float32), np.zeros(4, np.int32), callbacks=[object()], verbose=0),
      "tf.keras.Sequential.fit(callbacks=...)", "fit(epochs=1) in a loop"),
     (lambda m: tf.keras.callbacks.EarlyStopping, "tf.keras.callbacks.EarlyStopping", "fit(epochs=1) in a loop"),
-    (lambda m: tf.data.Dataset.from_generator, "tf.data.Dataset.from_generator", "from_tensor_slices"),
+    (lambda m: tf.data.Dataset.choose_from_datasets, "tf.data.Dataset.choose_from_datasets", "from_tensor_slices"),
     (lambda m: tf.data.Dataset.from_tensor_slices(np.zeros((4, 2), np.float32)).padded_batch(2),
      "tf.data.Dataset.padded_batch", "batch"),
     (lambda m: tf.sparse.to_dense, "tf.sparse.to_dense", "VarLenFeatures"),

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import _lib as L
 from .._lib import lib
-from .. import Dataset as _LoomDataset, Graph, Output, _Status, _b, STRING, I64, _NP2LOOM, _LOOM2NP
+from .. import Dataset as _LoomDataset, Graph, Output, _Status, _b, STRING, I64, _NP2LOOM, _LOOM2NP, LoomError
 from . import random as _random
 from . import dtypes as _dt
 from . import errors as _errors
@@ -481,7 +481,13 @@ class Dataset(metaclass=_DatasetType):
     def __iter__(self):
         """Elements as numpy (TF's as_numpy_iterator): the dataset's
         structure, scalar strings as bytes, VarLen features as
-        SparseTensorValue."""
+        SparseTensorValue; a failing element raises TF's error class."""
+        try:
+            yield from self._elements()
+        except LoomError as e:
+            raise _errors.from_loom(e) from None
+
+    def _elements(self):
         if self._source is None and not self._has_map():
             for el in self._loom():
                 el = {k: v[()] if v.ndim == 0 else v for k, v in el.items()}  # scalars as numpy scalars / bytes
@@ -779,6 +785,8 @@ def __getattr__(name):
 
 
 from ._data_csv import CsvDataset, make_csv_dataset, make_batched_features_dataset  # noqa: E402
+from ._data_generator import from_generator, TensorSpec  # noqa: E402
+Dataset.from_generator = staticmethod(from_generator)
 _Experimental.CsvDataset = staticmethod(CsvDataset)
 _Experimental.make_csv_dataset = staticmethod(make_csv_dataset)
 _Experimental.make_batched_features_dataset = staticmethod(make_batched_features_dataset)
