@@ -1,6 +1,7 @@
 /* data/generator.c - Dataset.from_generator: a dataset whose elements a
  * callback makes, one per call, checked against the declared spec. See
  * loom_data.h (loom_dataset_from_generator). */
+#include <stdio.h>
 #include <string.h>
 #include "data/data_impl.h"
 

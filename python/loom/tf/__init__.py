@@ -105,7 +105,7 @@ strings = Namespace("strings", to_number=_io.string_to_number, as_string=_io.as_
                     to_hash_bucket_fast=_io.to_hash_bucket_fast)
 sparse = Namespace("sparse", SparseTensor=data.SparseTensor)
 SparseTensor = data.SparseTensor
-TensorSpec = data.TensorSpec
+from ._data_generator import TensorSpec  # noqa: E402
 from . import _keras
 _keras_optimizers = Namespace("keras.optimizers", Adagrad=_optimizers.Adagrad, Adam=_optimizers.Adam,
                               Ftrl=_optimizers.Ftrl, RMSprop=_optimizers.RMSprop, SGD=_optimizers.SGD,

@@ -785,8 +785,8 @@ def __getattr__(name):
 
 
 from ._data_csv import CsvDataset, make_csv_dataset, make_batched_features_dataset  # noqa: E402
-from ._data_generator import from_generator, TensorSpec  # noqa: E402
-Dataset.from_generator = staticmethod(from_generator)
+from ._data_generator import from_generator as _from_generator  # noqa: E402
+Dataset.from_generator = staticmethod(_from_generator)
 _Experimental.CsvDataset = staticmethod(CsvDataset)
 _Experimental.make_csv_dataset = staticmethod(make_csv_dataset)
 _Experimental.make_batched_features_dataset = staticmethod(make_batched_features_dataset)
