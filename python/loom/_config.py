@@ -32,6 +32,11 @@ def _cluster(tf_config):
         lib.loom_tf_config_free(c)
 
 
+# The session threads of a RunConfig without a session_config's count (0: loom's choice); loom.tf's
+# tf.config.threading.set_intra_op_parallelism_threads sets it, as TF's does for the sessions made after.
+DEFAULT_THREADS = [0]
+
+
 class RunConfig:
     """Where and how an Estimator runs: model_dir, tf_random_seed (the graph
     seed), checkpoint cadence (save_checkpoints_steps or
@@ -49,7 +54,7 @@ class RunConfig:
         if session_config is not None and not isinstance(threads, int):
             raise TypeError("RunConfig(session_config=%r): give a tf.compat.v1.ConfigProto (loom.tf) or an object "
                             "with intra_op_parallelism_threads" % (session_config,))
-        self._session_config, self._num_threads = session_config, threads or 0
+        self._session_config, self._num_threads = session_config, threads or DEFAULT_THREADS[0]
         if train_distribute is not None and not hasattr(train_distribute, "_loom_distribute"):
             raise NotImplementedError("loom: RunConfig(train_distribute=%r) is not supported: give "
                                       "tf.distribute.MultiWorkerMirroredStrategy() or "

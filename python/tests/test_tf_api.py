@@ -659,3 +659,23 @@ def test_compat_v1_has_the_top_level_ops_tf1_shares():
         assert getattr(v1, name) is getattr(tf, name), name
     with pytest.raises(NotImplementedError, match="tf.compat.v1.einsum"):
         v1.einsum  # noqa: B018 - the attribute access raises
+
+
+def test_config_threads_reach_the_run_config():
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        assert tf.config.threading.get_intra_op_parallelism_threads() == 1
+        assert tf.estimator.RunConfig()._c().num_threads == 1
+        cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=2)
+        assert tf.estimator.RunConfig(session_config=cfg)._c().num_threads == 2  # the session_config wins
+        tf.config.threading.set_inter_op_parallelism_threads(3)
+        assert tf.config.threading.get_inter_op_parallelism_threads() == 3
+        tf.config.experimental.enable_op_determinism()
+        with pytest.raises(ValueError, match="int >= 0"):
+            tf.config.threading.set_intra_op_parallelism_threads(-1)
+        with pytest.raises(NotImplementedError, match="tf.config.list_physical_devices"):
+            tf.config.list_physical_devices  # noqa: B018 - the attribute access raises
+    finally:
+        tf.config.threading.set_intra_op_parallelism_threads(0)
+        tf.config.threading.set_inter_op_parallelism_threads(0)
+    assert tf.estimator.RunConfig()._c().num_threads == 0

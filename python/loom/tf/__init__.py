@@ -15,7 +15,7 @@ under a TF_CONFIG cluster runs the task's role (estimator/__init__.py). A TF sym
 loom.tf does not provide raises NotImplementedError naming it and what to
 use instead (docs/python.md lists the surface)."""
 from . import dtypes, errors, feature_column, data, estimator, nn, random, optimizers as _optimizers
-from . import distribute
+from . import distribute, config
 from . import inputs as _inputs
 from . import ops as _ops
 from . import _hooks
