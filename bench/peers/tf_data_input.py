@@ -6,6 +6,7 @@ Pipelines over N = 50,000 rows (4 floats, a string, an int64 label):
   tfrecord_batch_parse TFRecordDataset -> batch(256) -> map(parse_example)
   textline_decode_csv  TextLineDataset -> skip(1) -> map(decode_csv) -> batch(256)
   make_csv_dataset     make_csv_dataset(batch_size=256, num_epochs=1, shuffle=False)
+  from_generator_batch Dataset.from_generator(a Python generator of the rows) -> batch(256)
 The files are written once into DIR (default /tmp/loom_tfdata_bench) by
 whichever side runs first (both write the same bytes). Iteration pulls
 every batch into Python (numpy), as an Estimator's input would not: this
@@ -14,6 +15,8 @@ measures the pipeline plus the hand-over.
 import os
 import sys
 import time
+
+import numpy as np
 
 side = sys.argv[1]
 if side == "tf":
@@ -54,6 +57,12 @@ def line(s):
     return {"a0": a0, "a1": a1, "a2": a2, "a3": a3, "c": c}, lab
 
 
+def rows():
+    for i in range(N):
+        yield {"a": np.array([i * 0.5, 1.0, 2.0, 3.0], np.float32), "c": b"red" if i % 3 else b"blue"}, i % 2
+
+
+signature = ({"a": tf.TensorSpec([4], tf.float32), "c": tf.TensorSpec([], tf.string)}, tf.TensorSpec([], tf.int64))
 pipelines = {
     "tfrecord_map_batch": lambda: tf.data.TFRecordDataset(rec).map(parse).batch(256),
     "tfrecord_batch_parse": lambda: tf.data.TFRecordDataset(rec).batch(256).map(
@@ -61,6 +70,7 @@ pipelines = {
     "textline_decode_csv": lambda: tf.data.TextLineDataset(csvf).skip(1).map(line).batch(256),
     "make_csv_dataset": lambda: tf.data.experimental.make_csv_dataset(csvf, batch_size=256, label_name="label",
                                                                       num_epochs=1, shuffle=False),
+    "from_generator_batch": lambda: tf.data.Dataset.from_generator(rows, output_signature=signature).batch(256),
 }
 for name, make in pipelines.items():
     best = 1e9
