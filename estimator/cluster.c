@@ -160,7 +160,8 @@ static int collective_auto(void) {
   return loom__coll_tf_config(NULL, &tf, NULL) == 1 && (size > 0 || tf.size > 1);
 }
 
-/* Every MPI rank trains under the collective strategy; rank 0 checkpoints and evaluates the final one. */
+/* Every MPI rank trains under the collective strategy; rank 0 checkpoints and evaluates the final one
+ * (es NULL: nothing is evaluated, Estimator.train alone). */
 static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
                                 loom_tae_result **out, loom_status *st) {
   int nps = 0;
@@ -176,8 +177,13 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
                          nps);
   int is_eval = !rc && type && !strcmp(type, "evaluator");
   loom_tf_config_free(tc);
+  if (is_eval && !es)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "the evaluator task evaluates under train_and_evaluate, "
+                                                      "it does not train");
   if (is_eval) return run_role(e, ts, es, NULL, out, st); /* watches model_dir as in a PS job */
-  if (!rc) rc = loom__tae_check_specs(e, ts, es, st);
+  loom_eval_spec none = loom_eval_spec_default(); /* train only: the train spec checked as train_and_evaluate's */
+  none.input_fn = ts ? ts->input_fn : NULL;
+  if (!rc) rc = loom__tae_check_specs(e, ts, es ? es : &none, st);
   if (!rc && ts->max_steps <= 0)
     rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "the collective strategy needs TrainSpec.max_steps > 0");
   if (rc) return rc;
@@ -208,7 +214,7 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
   loom_train_options to = train_options(ts);
   rc = loom__est_train(e, ts->input_fn, ts->input_user, &to, s, st);
   loom__collective_strategy_free(s);
-  if (rc == LOOM_OK && rank == 0) { /* the final checkpoint's evaluation and exports */
+  if (rc == LOOM_OK && rank == 0 && es) { /* the final checkpoint's evaluation and exports */
     char ckpt[4096];
     int64_t step = loom__est_latest(e, ckpt, sizeof ckpt) ? loom__ckpt_global_step(ckpt, -1) : -1;
     loom__tae_eval *x = step >= 0 ? loom__tae_eval_new(e, ts, es, st) : NULL;
@@ -277,6 +283,12 @@ static loom_code run_role(loom_estimator *e, const loom_train_spec *ts, const lo
   loom__job_log_failure(j, rc, st);
   loom__job_free(j);
   return rc;
+}
+
+loom_code loom_train_collective(loom_estimator *e, const loom_train_spec *ts, loom_status *st) {
+  if (!e || !ts)
+    return loom_status_set(st, LOOM_INVALID_ARGUMENT, "loom_train_collective: estimator or train_spec is NULL");
+  return run_collective(e, ts, NULL, NULL, st);
 }
 
 loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,

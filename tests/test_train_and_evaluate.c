@@ -896,3 +896,35 @@ Test(train_and_evaluate, shuffled_eval_input_matches_evaluate_of_each_checkpoint
   loom_estimator_free(e);
   tu_rmtree(dir);
 }
+
+/* loom_train_collective (Estimator.train alone under the collective strategy): its argument and
+ * environment errors (the collective job itself: python/tests/test_tf_distributed.py, tests/test_allreduce.c). */
+Test(train_and_evaluate, train_collective_names_what_is_missing) {
+  make_data();
+  char dir[TU_TMPDIR_CAP];
+  tu_tmpdir(dir, sizeof dir, "loom_tcoll");
+  loom_estimator *e = make_est(dir, 10);
+  data_opts d = {4, 0, NULL, 0, 0};
+  loom_train_spec ts = loom_train_spec_default();
+  ts.input_fn = input_fn;
+  ts.input_user = &d;
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_train_collective(NULL, &ts, st), LOOM_INVALID_ARGUMENT);
+  cr_assert_eq(loom_train_collective(e, NULL, st), LOOM_INVALID_ARGUMENT);
+  unsetenv("TF_CONFIG");
+  ts.max_steps = 0;
+  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "needs TrainSpec.max_steps > 0"), "%s", loom_status_message(st));
+  ts.max_steps = 5;
+  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_FAILED_PRECONDITION); /* no launcher, no TF_CONFIG */
+  cr_assert(strstr(loom_status_message(st), "not started by an MPI launcher"), "%s", loom_status_message(st));
+  setenv("TF_CONFIG",
+         "{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"ps\": [\"127.0.0.1:2\"]}, \"task\": {\"type\": \"chief\", "
+         "\"index\": 0}}",
+         1);
+  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "\"ps\" task(s)"), "%s", loom_status_message(st));
+  unsetenv("TF_CONFIG");
+  loom_status_free(st);
+  loom_estimator_free(e);
+}

@@ -117,6 +117,15 @@ LOOM_API loom_job_options loom_job_options_default(void);
 LOOM_API loom_code loom_run_job(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
                                 const loom_job_options *o, loom_tae_result **out, loom_status *st);
 
+/* Estimator.train() alone under the collective (all-reduce) strategy: this process is one rank of the
+ * job the MPI launcher, or TF_CONFIG's chief and worker tasks (no "ps"), make; every rank trains until
+ * the global step reaches ts->max_steps (> 0, required), rank 0 (the chief) writes the checkpoints, and
+ * nothing is evaluated (loom_train_and_evaluate evaluates the final checkpoint on rank 0). Codes as
+ * that collective path: INVALID_ARGUMENT (specs, a TF_CONFIG with "ps" tasks, this task the
+ * evaluator), FAILED_PRECONDITION (neither a launcher nor a TF_CONFIG cluster), UNAVAILABLE /
+ * DEADLINE_EXCEEDED (a peer). */
+LOOM_API loom_code loom_train_collective(loom_estimator *e, const loom_train_spec *ts, loom_status *st);
+
 /* Exit codes for a job's process, for Kubeflow's ExitCode restart policy
  * (1-127 permanent, 128-255 retryable). */
 typedef enum loom_job_exit {

@@ -95,12 +95,45 @@ def test_train_alone_in_a_ps_job_needs_max_steps(tmp_path, monkeypatch, kw):
         est.train(_input_fn, **kw)
 
 
-def test_train_alone_in_a_cluster_without_ps_is_not_implemented(tmp_path, monkeypatch):
-    cluster = {"chief": ["127.0.0.1:0"], "worker": ["127.0.0.1:0"]}
+def test_train_alone_in_a_cluster_without_ps_checks_its_arguments(tmp_path, monkeypatch):
+    cluster = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}))
     est = tf.estimator.Estimator(_model_fn, config=tf.estimator.RunConfig(model_dir=str(tmp_path)))
-    with pytest.raises(NotImplementedError, match=r"without \"ps\" tasks \(task chief:0\).*train_and_evaluate"):
+    with pytest.raises(ValueError, match=r"chief and worker tasks \(task chief:0\) needs max_steps"):
+        est.train(_input_fn, steps=5)
+    ps = tf.compat.v1.distribute.experimental.ParameterServerStrategy()
+    est = tf.estimator.Estimator(_model_fn, config=tf.estimator.RunConfig(model_dir=str(tmp_path / "p"),
+                                                                          train_distribute=ps))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="parameter-server strategy but TF_CONFIG names no"):
         est.train(_input_fn, max_steps=5)
+
+
+@pytest.mark.parametrize("canned", [False, True], ids=["model_fn", "DNNClassifier"])
+def test_train_alone_in_chief_and_worker_tasks_is_one_collective_job(tmp_path, canned):
+    """chief + worker processes (no ps) of the script that calls train(max_steps=300) alone: both are ranks
+    of the collective strategy (MultiWorkerMirroredStrategy's), end at global step 300 with the same
+    variables, and the chief's final checkpoint has learnt the blobs."""
+    if not os.path.exists(GLOO):
+        pytest.skip("needs the Gloo plugin (make gloo)")
+    md = str(tmp_path / "job")
+    cluster = {"chief": ["127.0.0.1:%d" % _free_port()], "worker": ["127.0.0.1:%d" % _free_port()]}
+    envs = {r: _env(r, md, cluster) for r in ("chief", "worker")}
+    if canned:
+        for env in envs.values():
+            env["CANNED"] = "1"
+    codes, out = run_tasks(envs, [JOB])
+    assert codes == {"chief": 0, "worker": 0}, out
+    sums = {}
+    for rank, role in enumerate(("chief", "worker")):
+        assert "TRAINED %s" % role in out[role], out[role]
+        m = re.search(r"collective: rank=%d size=2 steps=300 global_step=300 variables_checksum=(\w+)" % rank,
+                      out[role])
+        assert m, out[role]
+        sums[role] = m.group(1)
+    assert sums["chief"] == sums["worker"]
+    line = [ln for ln in out["chief"].splitlines() if ln.startswith("METRIC ")][-1]
+    m = {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.e]+)", line)}
+    assert m["global_step"] == 300 and m["accuracy"] > 0.85, out["chief"]
 
 
 # ---------------------------------------------------------------- RunConfig(train_distribute=strategy)

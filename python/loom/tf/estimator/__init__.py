@@ -270,8 +270,10 @@ class Estimator(_LoomEstimator):
         With "ps" tasks the role is loom's (loom_run_job, loom_job.h): chief
         and workers train through the PS up to the global step max_steps; a
         ps task serves the variables and returns when the chief ends the job
-        (where TF raises: loom runs the same script in every role). The
-        evaluator raises ValueError, as TF's Estimator.train does."""
+        (where TF raises: loom runs the same script in every role). Without
+        "ps" tasks chief and workers train as ranks of the collective
+        strategy (_train_collective). The evaluator raises ValueError, as
+        TF's Estimator.train does."""
         cfg = self._tf_config
         if cfg.task_type == "evaluator":
             raise ValueError("Train has been called wrong configuration. Please use tf.estimator.train_and_evaluate "
@@ -282,9 +284,7 @@ class Estimator(_LoomEstimator):
             return None
         role = "%s:%d" % (cfg.task_type, cfg.task_id)
         if cfg.num_ps_replicas < 1:
-            raise NotImplementedError("loom.tf: Estimator.train() alone under a TF_CONFIG cluster without \"ps\" "
-                                      "tasks (task %s) is not supported: use tf.estimator.train_and_evaluate, which "
-                                      "runs the collective (all-reduce) strategy there (docs/distributed.md)" % role)
+            return self._train_collective(input_fn, hooks, steps, max_steps, role)
         if steps is not None or max_steps is None:
             raise ValueError("loom.tf: Estimator.train() under a TF_CONFIG cluster with \"ps\" tasks (task %s) needs "
                              "max_steps: the job stops at the global step on the PS, shared by every trainer "
@@ -308,6 +308,32 @@ class Estimator(_LoomEstimator):
         finally:
             if r.value:
                 lib.loom_tae_result_free(r)
+            hk.free()
+        return True
+
+    def _train_collective(self, input_fn, hooks, steps, max_steps, role):
+        """train() in a chief / worker task of a cluster without "ps" tasks:
+        this process is one rank of the collective (all-reduce) strategy,
+        MultiWorkerMirroredStrategy's (loom_train_collective): every rank
+        trains to the global step max_steps, the chief writes the checkpoints,
+        nothing is evaluated."""
+        strategy = self._tf_config.train_distribute
+        if strategy is not None and strategy._loom_distribute == 2:  # the parameter-server strategy
+            raise _errors.InvalidArgumentError(3, "RunConfig.train_distribute is the parameter-server strategy but "
+                                                  "TF_CONFIG names no \"ps\" tasks (task %s)" % role)
+        if steps is not None or max_steps is None:
+            raise ValueError("loom.tf: Estimator.train() under a TF_CONFIG cluster of chief and worker tasks "
+                             "(task %s) needs max_steps: every rank trains to that global step (given steps=%r, "
+                             "max_steps=%r)" % (role, steps, max_steps))
+        ts = lib.loom_train_spec_default()
+        tcb = self._input(input_fn)
+        ts.input_fn, ts.max_steps = tcb, max_steps
+        hk = _Hooks(hooks, "train", self)
+        hk.set(ts)
+        st = _Status()
+        try:
+            self._check(lib.loom_train_collective(self.p, C.byref(ts), st.p), st)
+        finally:
             hk.free()
         return True
 
