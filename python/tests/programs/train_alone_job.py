@@ -3,7 +3,8 @@ import loom.tf as tf
 # train_and_evaluate). Run by test_tf_distributed.py once per TF_CONFIG role:
 # chief and worker train through the PS, the ps task serves until the chief
 # ends the job, the chief then evaluates the final checkpoint locally; an
-# evaluator task gets TF's ValueError. Synthetic data: 3 Gaussian blobs. CANNED=1: a
+# evaluator task gets TF's ValueError; without ps tasks chief and worker are
+# the ranks of the collective strategy. Synthetic data: 3 Gaussian blobs. CANNED=1: a
 # DNNClassifier instead of the custom model_fn; NORMALIZER=1 as well: its
 # column with a normalizer_fn (each process traces it into its own graphs).
 import json
