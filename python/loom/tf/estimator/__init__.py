@@ -285,13 +285,8 @@ class Estimator(_LoomEstimator):
         role = "%s:%d" % (cfg.task_type, cfg.task_id)
         if cfg.num_ps_replicas < 1:
             return self._train_collective(input_fn, hooks, steps, max_steps, role)
-        if steps is not None or max_steps is None:
-            raise ValueError("loom.tf: Estimator.train() under a TF_CONFIG cluster with \"ps\" tasks (task %s) needs "
-                             "max_steps: the job stops at the global step on the PS, shared by every trainer "
-                             "(given steps=%r, max_steps=%r)" % (role, steps, max_steps))
-        ts = lib.loom_train_spec_default()
-        tcb = self._input(input_fn)
-        ts.input_fn, ts.max_steps = tcb, max_steps
+        ts = self._job_train_spec(input_fn, steps, max_steps, "with \"ps\" tasks (task %s)" % role,
+                                  "the job stops at the global step on the PS, shared by every trainer")
         es = lib.loom_eval_spec_default()
 
         def no_eval(mode, params, user, st):  # the roles train() runs never evaluate
@@ -311,6 +306,15 @@ class Estimator(_LoomEstimator):
             hk.free()
         return True
 
+    def _job_train_spec(self, input_fn, steps, max_steps, where, why):
+        """The TrainSpec of train() as a role of a job, which max_steps bounds."""
+        if steps is not None or max_steps is None:
+            raise ValueError("loom.tf: Estimator.train() under a TF_CONFIG cluster %s needs max_steps: %s (given "
+                             "steps=%r, max_steps=%r)" % (where, why, steps, max_steps))
+        ts = lib.loom_train_spec_default()
+        ts.input_fn, ts.max_steps = self._input(input_fn), max_steps  # ts keeps the callback alive
+        return ts
+
     def _train_collective(self, input_fn, hooks, steps, max_steps, role):
         """train() in a chief / worker task of a cluster without "ps" tasks:
         this process is one rank of the collective (all-reduce) strategy,
@@ -321,13 +325,8 @@ class Estimator(_LoomEstimator):
         if strategy is not None and strategy._loom_distribute == 2:  # the parameter-server strategy
             raise _errors.InvalidArgumentError(3, "RunConfig.train_distribute is the parameter-server strategy but "
                                                   "TF_CONFIG names no \"ps\" tasks (task %s)" % role)
-        if steps is not None or max_steps is None:
-            raise ValueError("loom.tf: Estimator.train() under a TF_CONFIG cluster of chief and worker tasks "
-                             "(task %s) needs max_steps: every rank trains to that global step (given steps=%r, "
-                             "max_steps=%r)" % (role, steps, max_steps))
-        ts = lib.loom_train_spec_default()
-        tcb = self._input(input_fn)
-        ts.input_fn, ts.max_steps = tcb, max_steps
+        ts = self._job_train_spec(input_fn, steps, max_steps, "of chief and worker tasks (task %s)" % role,
+                                  "every rank trains to that global step")
         hk = _Hooks(hooks, "train", self)
         hk.set(ts)
         st = _Status()
