@@ -93,6 +93,9 @@ struct loom_dataset {
 /* Allocates a zeroed dataset of `size` bytes (>= sizeof(loom_dataset)) with
  * ncomp components (names unset) and a scratch status. NULL + status on OOM. */
 loom_dataset *loom__ds_new(size_t size, const loom_ds_vtable *vt, int ncomp, loom_status *st);
+/* The index of label_name among names[0..n) (-1 when label_name is NULL), or -2 with INVALID_ARGUMENT
+ * "who: label_name '...' is not one of the names". */
+int loom__ds_label_index(int n, const char *const *names, const char *label_name, const char *who, loom_status *st);
 /* Copies in's spec (names, dtypes, dims, label) into ds (same ncomp). */
 loom_code loom__ds_copy_spec(loom_dataset *ds, const loom_dataset *in, loom_status *st);
 loom_code loom__ds_set_comp(loom_dataset *ds, int i, const char *name, loom_dtype dt, int ndim, const int64_t *dims,

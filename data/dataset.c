@@ -518,6 +518,18 @@ static const loom_ds_vtable slices_vt = {"from_tensors", NULL, slices_next_index
                                          slices_copy_rows, slices_rows};
 
 /* take: the dataset takes the arrays (on success) instead of copying them. */
+int loom__ds_label_index(int n, const char *const *names, const char *label_name, const char *who, loom_status *st) {
+  if (!label_name) return -1;
+  int label = -1;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], label_name)) label = i;
+  if (label < 0) {
+    loom_status_set(st, LOOM_INVALID_ARGUMENT, "%s: label_name '%s' is not one of the names", who, label_name);
+    return -2;
+  }
+  return label;
+}
+
 static loom_dataset *from_tensors(int n, const char *const *names, loom_tensor *const *arrays, const char *label_name,
                                   int take, loom_status *st) {
   if (n <= 0) {
@@ -571,15 +583,8 @@ static loom_dataset *from_tensors(int n, const char *const *names, loom_tensor *
       return NULL;
     }
   }
-  int label = -1;
-  if (label_name) {
-    for (int i = 0; i < n; i++)
-      if (!strcmp(names[i], label_name)) label = i;
-    if (label < 0) {
-      loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_tensors: label_name '%s' is not one of the names", label_name);
-      return NULL;
-    }
-  }
+  int label = loom__ds_label_index(n, names, label_name, "from_tensors", st);
+  if (label == -2) return NULL;
   slices_ds *s = (slices_ds *)loom__ds_new(sizeof(slices_ds), &slices_vt, n, st);
   if (!s) return NULL;
   loom_dataset *ds = &s->base;

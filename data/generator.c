@@ -72,19 +72,15 @@ loom_dataset *loom_dataset_from_generator(int n, const char *const *names, const
     loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_generator: n >= 1, names, dtypes, ndims and next are required");
     return NULL;
   }
-  int label = -1;
   for (int i = 0; i < n; i++) {
     if (!names[i] || ndims[i] < 0 || ndims[i] > LOOM_MAX_DIMS) {
       loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_generator: component %d has no name or a rank outside [0, %d]",
                       i, LOOM_MAX_DIMS);
       return NULL;
     }
-    if (label_name && !strcmp(names[i], label_name)) label = i;
   }
-  if (label_name && label < 0) {
-    loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_generator: label_name '%s' is not one of the names", label_name);
-    return NULL;
-  }
+  int label = loom__ds_label_index(n, names, label_name, "from_generator", st);
+  if (label == -2) return NULL;
   gen_ds *g = (gen_ds *)loom__ds_new(sizeof(gen_ds), &gen_vt, n, st);
   if (!g) return NULL;
   loom_dataset *ds = &g->base;

@@ -98,11 +98,11 @@ def test_get_variable_regularizer_and_add_loss(tmp_path):
 def test_keras_layers_take_regularizers_and_initializers():
     model = tf.keras.Sequential([
         tf.keras.layers.Dense(4, activation="relu", kernel_initializer=tf.keras.initializers.RandomNormal(
-            stddev=0.5, seed=1), kernel_regularizer=tf.keras.regularizers.l2(0.01), input_shape=(3,)),
+            mean=1.0, stddev=0.01, seed=1), kernel_regularizer=tf.keras.regularizers.l2(0.01), input_shape=(3,)),
         tf.keras.layers.Dense(3, kernel_initializer="zeros", bias_regularizer="l1")])
     model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     w = model.get_weights()
-    assert w[0].std() > 0.1 and (w[2] == 0).all()
+    assert abs(w[0].mean() - 1.0) < 0.02 and w[0].std() < 0.03 and (w[2] == 0).all()  # not Glorot's
     got = model.evaluate(X, Y, verbose=0)
     # zero logits: log 3, plus the first kernel's l2 and the zero bias's l1 (Keras adds model.losses)
     np.testing.assert_allclose(got, np.log(3) + 0.01 * (w[0] ** 2).sum(), rtol=1e-5)

@@ -63,15 +63,16 @@ def to_c(grads, what):
     return graph, arr
 
 
-def from_c(graph, arr, n, like):
-    """The gradients of a loom_gradient array, in the kinds of `like`."""
+def from_c(graph, arr, n, like=None):
+    """The gradients of a loom_gradient array (an IndexedSlices keeps the
+    dense_shape of `like`'s entry)."""
     out = []
     for i in range(n):
         if not arr[i].values.node:
             out.append(None)
         elif arr[i].indices.node:
             out.append(IndexedSlices(Output(graph, arr[i].values), Output(graph, arr[i].indices),
-                                     getattr(like[i], "dense_shape", None)))
+                                     getattr(like[i], "dense_shape", None) if like else None))
         else:
             out.append(Output(graph, arr[i].values))
     return out

@@ -96,13 +96,13 @@ def _signature(output_types, output_shapes, output_signature):
     return _leaves(types, shapes, FEATURES)
 
 
-def _element_parts(el, struct, names):
+def _element_parts(el, struct):
     """The leaves of one yielded element, in the spec's order."""
     if isinstance(struct, tuple):
         if not isinstance(el, tuple) or len(el) != 2:
             raise TypeError("from_generator: the generator yielded %r, not a (features, labels) tuple"
                             % (type(el).__name__,))
-        return _element_parts(el[0], struct[0], names) + [el[1]]
+        return _element_parts(el[0], struct[0]) + [el[1]]
     if isinstance(struct, dict):
         if not isinstance(el, dict):
             raise TypeError("from_generator: the generator yielded %r, not a dict of %s" % (type(el).__name__,
@@ -112,6 +112,22 @@ def _element_parts(el, struct, names):
             raise KeyError("from_generator: the element has no %s" % missing_keys)
         return [el[k] for k in struct]
     return [el]
+
+
+def _element_tensor(v, dtype, ltype):
+    """A new loom_tensor of one yielded value: numbers copied in (an element is small; wrapping the array
+    would cost a lock and a release callback per tensor), strings through _to_tensor."""
+    if dtype is object:
+        return _to_tensor(np.asarray(v, dtype=object), STRING)
+    a = np.asarray(v, dtype=dtype)
+    a = a if a.flags.c_contiguous else np.array(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
+    st = _Status()
+    t = lib.loom_tensor_new(ltype, a.ndim, (L.i64 * max(1, a.ndim))(*a.shape), st.p)
+    if not t:
+        st.raise_if()
+    if a.nbytes:
+        C.memmove(lib.loom_tensor_data(t), a.ctypes.data, a.nbytes)
+    return t
 
 
 def from_generator(generator, output_types=None, output_shapes=None, args=None, output_signature=None, name=None):
@@ -135,10 +151,9 @@ def from_generator(generator, output_types=None, output_shapes=None, args=None, 
                     el = next(state["it"])
                 except StopIteration:
                     return _OUT_OF_RANGE
-                parts = _element_parts(el, struct, names)
+                parts = _element_parts(el, struct)
                 for i, (c, v, lt) in enumerate(zip(spec, parts, ltypes)):
-                    a = np.asarray(v, dtype=object) if c.dtype is object else np.asarray(v, dtype=c.dtype)
-                    out[i] = _to_tensor(a, lt)
+                    out[i] = _element_tensor(v, c.dtype, lt)
                 return 0
             except BaseException as e:  # noqa: B902 - must not unwind through C
                 lib.loom_status_set_message(st, _UNKNOWN, ("from_generator: the generator raised %s: %s"

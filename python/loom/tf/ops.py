@@ -266,7 +266,7 @@ class _Optimizer:
         rc = lib.loom_gradients_sparse(g.p, 1, (L.Output * 1)(loss.c), None, len(vs),
                                        (L.Output * len(vs))(*[v.c for v in vs]), grads, st.p)
         st.raise_if(rc)
-        return list(zip(from_c(g, grads, len(vs), [None] * len(vs)), vs))
+        return list(zip(from_c(g, grads, len(vs)), vs))
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """The train op of one update per (gradient, variable) pair (None

@@ -18,6 +18,7 @@ from .. import feature_column as _fc
 from .. import nn as _nn
 from .. import optimizers as _opt
 from .. import errors as _errors
+from .. import distribute as _distribute
 from .. import _variables
 from .. import random as _random
 from .. import ops as _ops
@@ -322,7 +323,7 @@ class Estimator(_LoomEstimator):
         trains to the global step max_steps, the chief writes the checkpoints,
         nothing is evaluated."""
         strategy = self._tf_config.train_distribute
-        if strategy is not None and strategy._loom_distribute == 2:  # the parameter-server strategy
+        if strategy is not None and strategy._loom_distribute == _distribute._PARAMETER_SERVER:
             raise _errors.InvalidArgumentError(3, "RunConfig.train_distribute is the parameter-server strategy but "
                                                   "TF_CONFIG names no \"ps\" tasks (task %s)" % role)
         ts = self._job_train_spec(input_fn, steps, max_steps, "of chief and worker tasks (task %s)" % role,
