@@ -3423,6 +3423,7 @@ typedef struct parts_pusher {
   loom_code rc;
   char msg[512];
   int calls;
+  int done; /* pushes completed (atomic: the test waits for the first) */
 } parts_pusher;
 
 static void *parts_push_loop(void *arg) {
@@ -3431,6 +3432,7 @@ static void *parts_push_loop(void *arg) {
   for (p->calls = 0; p->calls < 100000; p->calls++) {
     p->rc = loom_ps_pushpull(p->c, 1, p->g, p->out, p->n, NULL, st);
     if (p->rc) break;
+    __atomic_add_fetch(&p->done, 1, __ATOMIC_RELEASE);
   }
   snprintf(p->msg, sizeof p->msg, "%s", loom_status_message(st));
   loom_status_free(st);
@@ -3448,8 +3450,10 @@ Test(ps, parts_ps_gone_mid_stream_client_errors_without_hang) {
   OK(loom_ps_init_var(c, 1, 1, &p.n, LOOM_PS_SGD, hyper, p.out, NULL, st));
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, parts_push_loop, &p), 0);
-  struct timespec ts = {0, 100 * 1000000L};
-  nanosleep(&ts, NULL);
+  struct timespec ts = {0, 10 * 1000000L};
+  for (int i = 0; i < 3000 && !__atomic_load_n(&p.done, __ATOMIC_ACQUIRE); i++) /* a push through (30 s bound) */
+    nanosleep(&ts, NULL);
+  nanosleep(&ts, NULL); /* the next push under way */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   loom_ps_server_stop(s); /* closes every connection, mid-stream or not */
