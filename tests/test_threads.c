@@ -386,20 +386,22 @@ static void late_fn(void *arg, int64_t b, int64_t e) {
     return;
   }
   atomic_fetch_add(&p->worker_chunks, 1);
-  if (p->slow) usleep(3000); /* a worker held up (descheduled) in its chunk */
+  if (p->slow) usleep(10000); /* a worker held up (descheduled) in its chunk */
 }
 
 Test(pool, a_late_worker_makes_the_cut_finer_and_prompt_workers_make_it_coarse_again) {
   loom_pool *pool = loom__pool_new(2);
   cr_assert(pool);
   late_probe p = {.caller = pthread_self()};
-  /* a job whose worker chunk takes 3 ms: the caller waits past its spin phase */
-  for (int i = 0; i < 20 && !atomic_load(&p.worker_chunks); i++) {
-    p.slow = 1;
+  /* jobs whose worker chunk takes 10 ms: the caller waits past its spin phase.
+   * Several jobs, not one: a caller descheduled itself for as long as the
+   * worker's chunk finds the chunk done and has nothing to wait for; and a
+   * worker slow to wake leaves the caller both chunks (late, but no chunk). */
+  p.slow = 1;
+  for (int i = 0; i < 50 && !(loom__pool_cuts_finely(pool) && atomic_load(&p.worker_chunks) > 0); i++)
     loom__parallel_for(pool, 1 << 20, 16, late_fn, &p);
-  }
-  cr_assert_gt(atomic_load(&p.worker_chunks), 0, "the worker never took a chunk in 20 jobs");
-  cr_assert(loom__pool_cuts_finely(pool), "a worker 3 ms late did not make the pool cut finely");
+  cr_assert_gt(atomic_load(&p.worker_chunks), 0, "the worker never took a chunk in 50 jobs");
+  cr_assert(loom__pool_cuts_finely(pool), "50 jobs with a worker 10 ms late did not make the pool cut finely");
   pf_probe q = {.n = 1 << 20};
   q.seen = calloc((size_t)q.n, 1);
   loom__parallel_for(pool, q.n, 16, probe, &q);
