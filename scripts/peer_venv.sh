@@ -4,7 +4,8 @@
 #   scripts/peer_venv.sh torch   -> CPU torch + numpy
 #   scripts/peer_venv.sh onnx    -> onnxruntime + onnx + numpy (the ONNX export check)
 #   scripts/peer_venv.sh tb      -> tensorboard + numpy (TensorBoard reading loom's event files)
-#   scripts/peer_venv.sh py      -> numpy + pytest + setuptools + wheel (the Python package's tests, python/)
+#   scripts/peer_venv.sh py      -> numpy + pandas + pytest + setuptools + wheel (the Python package's
+#                                   tests, python/: pandas for pandas_input_fn and the pandas programs)
 # Venvs live in ${LOOM_VENV_DIR:-$HOME/.cache/loom/venv}/<name>; a finished one is
 # marked with .ok and reused. Install output goes to <venv>.log (stderr gets a line).
 set -euo pipefail
@@ -16,6 +17,10 @@ if [ -f "$dir/.ok" ]; then
   if [ "$name" = torch ] && ! "$dir/bin/python" -c "import numpy" 2>/dev/null; then
     "$dir/bin/python" -m pip install -q numpy >>"$dir.log" 2>&1 || echo "peer_venv.sh: could not add numpy to $dir" >&2
   fi
+  # py venvs made before pandas was in the list: the pandas_input_fn tests and programs skip without it
+  if [ "$name" = py ] && ! "$dir/bin/python" -c "import pandas" 2>/dev/null; then
+    "$dir/bin/python" -m pip install -q pandas >>"$dir.log" 2>&1 || echo "peer_venv.sh: could not add pandas to $dir" >&2
+  fi
   echo "$dir/bin/python"; exit 0
 fi
 case $name in
@@ -23,7 +28,7 @@ case $name in
   torch) pkgs="torch numpy --index-url https://download.pytorch.org/whl/cpu"; py=python3 ;;
   onnx) pkgs="onnxruntime onnx numpy"; py=python3 ;;
   tb) pkgs="tensorboard numpy"; py=python3 ;;
-  py) pkgs="numpy pytest setuptools wheel"; py=python3 ;;
+  py) pkgs="numpy pandas pytest setuptools wheel"; py=python3 ;;
   *) echo "peer_venv.sh: unknown peer '$name' (tf, torch, onnx, tb or py)" >&2; exit 2 ;;
 esac
 command -v "$py" >/dev/null || py=python3
