@@ -8,7 +8,7 @@
 #    with a pure-Python install (no built library) and `make install` into the
 #    venv's prefix, where the package must find the installed library;
 # 2. python/tests (pytest) with the package installed into the "py" venv
-#    (scripts/peer_venv.sh py: numpy + pytest).
+#    (scripts/peer_venv.sh py: numpy + pandas + pytest).
 # Skips with a message when there is no python3 or PyPI is unreachable (no venv
 # with numpy can be made). Exit status: non-zero when a step failed.
 set -u
