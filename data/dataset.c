@@ -517,7 +517,6 @@ static loom_code slices_copy_rows(loom_dataset *ds, int c, const int64_t *idx, i
 static const loom_ds_vtable slices_vt = {"from_tensors", NULL, slices_next_index, slices_reset, slices_destroy,
                                          slices_copy_rows, slices_rows};
 
-/* take: the dataset takes the arrays (on success) instead of copying them. */
 int loom__ds_label_index(int n, const char *const *names, const char *label_name, const char *who, loom_status *st) {
   if (!label_name) return -1;
   int label = -1;
@@ -530,6 +529,7 @@ int loom__ds_label_index(int n, const char *const *names, const char *label_name
   return label;
 }
 
+/* take: the dataset takes the arrays (on success) instead of copying them. */
 static loom_dataset *from_tensors(int n, const char *const *names, loom_tensor *const *arrays, const char *label_name,
                                   int take, loom_status *st) {
   if (n <= 0) {

@@ -1,8 +1,6 @@
 /* data/generator.c - Dataset.from_generator: a dataset whose elements a
  * callback makes, one per call, checked against the declared spec. See
  * loom_data.h (loom_dataset_from_generator). */
-#include <stdio.h>
-#include <string.h>
 #include "data/data_impl.h"
 
 typedef struct gen_ds {
@@ -27,16 +25,13 @@ static loom_code check(const loom_ds_comp *c, const loom_tensor *t, loom_status 
   int bad = loom_tensor_dtype(t) != c->dtype || loom_tensor_ndim(t) != c->ndim;
   for (int d = 0; !bad && d < c->ndim; d++) bad = c->dims[d] >= 0 && loom_tensor_dims(t)[d] != c->dims[d];
   if (!bad) return LOOM_OK;
-  char want[160] = "", got[160] = "";
-  for (int d = 0; d < c->ndim; d++)
-    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? "," : "", (long long)c->dims[d]);
-  for (int d = 0; d < loom_tensor_ndim(t); d++)
-    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
-             (long long)loom_tensor_dims(t)[d]);
+  char want[160], got[160];
   return loom_status_set(st, LOOM_INVALID_ARGUMENT,
-                         "from_generator: component '%s' of the element is %s [%s], the declared spec is %s [%s] "
-                         "(-1: any size)",
-                         c->name, loom_dtype_name(loom_tensor_dtype(t)), got, loom_dtype_name(c->dtype), want);
+                         "from_generator: component '%s' of the element is %s %s, the declared spec is %s %s "
+                         "(?: any size)",
+                         c->name, loom_dtype_name(loom_tensor_dtype(t)),
+                         loom__dims_str(got, sizeof got, loom_tensor_ndim(t), loom_tensor_dims(t)),
+                         loom_dtype_name(c->dtype), loom__dims_str(want, sizeof want, c->ndim, c->dims));
 }
 
 static loom_code gen_next(loom_dataset *ds, loom_tensor **values, loom_status *st) {
@@ -78,6 +73,11 @@ loom_dataset *loom_dataset_from_generator(int n, const char *const *names, const
                       i, LOOM_MAX_DIMS);
       return NULL;
     }
+    if (ndims[i] > 0 && !dims) {
+      loom_status_set(st, LOOM_INVALID_ARGUMENT, "from_generator: component '%s' has rank %d and dims is NULL",
+                      names[i], ndims[i]);
+      return NULL;
+    }
   }
   int label = loom__ds_label_index(n, names, label_name, "from_generator", st);
   if (label == -2) return NULL;
@@ -91,9 +91,8 @@ loom_dataset *loom_dataset_from_generator(int n, const char *const *names, const
     loom_dataset_free(ds);
     return NULL;
   }
-  const int64_t *d = dims;
-  for (int i = 0; i < n; i++, d += ndims[i - 1]) {
-    if (loom__ds_set_comp(ds, i, names[i], dtypes[i], ndims[i], d, st)) {
+  for (int i = 0, at = 0; i < n; at += ndims[i++]) {
+    if (loom__ds_set_comp(ds, i, names[i], dtypes[i], ndims[i], ndims[i] ? dims + at : NULL, st)) {
       loom_dataset_free(ds);
       return NULL;
     }

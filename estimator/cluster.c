@@ -181,9 +181,7 @@ static loom_code run_collective(loom_estimator *e, const loom_train_spec *ts, co
     return loom_status_set(st, LOOM_INVALID_ARGUMENT, "the evaluator task evaluates under train_and_evaluate, "
                                                       "it does not train");
   if (is_eval) return run_role(e, ts, es, NULL, out, st); /* watches model_dir as in a PS job */
-  loom_eval_spec none = loom_eval_spec_default(); /* train only: the train spec checked as train_and_evaluate's */
-  none.input_fn = ts ? ts->input_fn : NULL;
-  if (!rc) rc = loom__tae_check_specs(e, ts, es ? es : &none, st);
+  if (!rc) rc = loom__tae_check_specs(e, ts, es, st);
   if (!rc && ts->max_steps <= 0)
     rc = loom_status_set(st, LOOM_INVALID_ARGUMENT, "the collective strategy needs TrainSpec.max_steps > 0");
   if (rc) return rc;

@@ -191,6 +191,7 @@ loom_code loom__est_train(loom_estimator *e, loom_input_fn input_fn, void *input
 loom_code loom__tae_local(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
                           loom_tae_result **out, loom_status *st);
 typedef struct loom__tae_eval loom__tae_eval;
+/* INVALID_ARGUMENT naming the field of ts or es that is wrong (es NULL: training alone, ts only). */
 loom_code loom__tae_check_specs(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,
                                 loom_status *st);
 loom__tae_eval *loom__tae_eval_new(loom_estimator *e, const loom_train_spec *ts, const loom_eval_spec *es,

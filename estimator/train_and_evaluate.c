@@ -303,7 +303,7 @@ static loom_code check_specs(loom_estimator *e, const loom_train_spec *ts, const
   loom_train_spec tsd = loom_train_spec_default();
   loom_eval_spec esd = loom_eval_spec_default();
   loom_code orc = LOOM__OPTS_TAKE(&tsd, ts, "train_and_evaluate", loom_train_spec, st);
-  if (!orc) orc = LOOM__OPTS_TAKE(&esd, es, "train_and_evaluate", loom_eval_spec, st);
+  if (!orc && es) orc = LOOM__OPTS_TAKE(&esd, es, "train_and_evaluate", loom_eval_spec, st);
   if (orc) return orc;
   if (!ts->input_fn) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "TrainSpec.input_fn is NULL");
   if (ts->max_steps < 0)
@@ -320,6 +320,7 @@ static loom_code check_specs(loom_estimator *e, const loom_train_spec *ts, const
                            ts->nlisteners);
   for (int i = 0; i < ts->nlisteners; i++)
     if (!ts->listeners[i]) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "TrainSpec.listeners[%d] is NULL", i);
+  if (!es) return LOOM_OK; /* train alone */
   if (!es->input_fn) return loom_status_set(st, LOOM_INVALID_ARGUMENT, "EvalSpec.input_fn is NULL");
   if (es->steps < 0)
     return loom_status_set(st, LOOM_INVALID_ARGUMENT,

@@ -1010,6 +1010,10 @@ Test(pipeline, from_generator_checks_elements_and_arguments) {
   cr_assert_null(loom_dataset_from_generator(1, names, dt, nd, NULL, "nope", gen_next, NULL, gen_release, &g, st));
   cr_assert(strstr(loom_status_message(st), "label_name 'nope'"));
   cr_assert_null(loom_dataset_from_generator(1, names, dt, nd, NULL, NULL, NULL, NULL, NULL, &g, st));
+  nd[0] = 2; /* a rank without its dims */
+  cr_assert_null(loom_dataset_from_generator(1, names, dt, nd, NULL, NULL, gen_next, NULL, gen_release, &g, st));
+  cr_assert(strstr(loom_status_message(st), "component 'x' has rank 2 and dims is NULL"), "%s",
+            loom_status_message(st));
   cr_assert_eq(g.released, 1); /* a failed build leaves user to the caller */
   loom_status_free(st);
 }

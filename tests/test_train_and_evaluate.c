@@ -924,7 +924,23 @@ Test(train_and_evaluate, train_collective_names_what_is_missing) {
          1);
   cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
   cr_assert(strstr(loom_status_message(st), "\"ps\" task(s)"), "%s", loom_status_message(st));
+  setenv("TF_CONFIG",
+         "{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:2\"]}, \"task\": {\"type\": "
+         "\"evaluator\", \"index\": 0}}",
+         1);
+  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "evaluator task evaluates under train_and_evaluate"), "%s",
+            loom_status_message(st));
   unsetenv("TF_CONFIG");
+  /* the train spec is checked as train_and_evaluate checks it (no eval spec: none of its checks) */
+  ts.input_fn = NULL;
+  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "TrainSpec.input_fn is NULL"), "%s", loom_status_message(st));
+  ts.input_fn = input_fn;
+  ts.nhooks = 1;
+  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
+  cr_assert(strstr(loom_status_message(st), "TrainSpec.hooks: 1 hooks given without an array"), "%s",
+            loom_status_message(st));
   loom_status_free(st);
   loom_estimator_free(e);
 }
