@@ -114,18 +114,16 @@ def _element_parts(el, struct):
     return [el]
 
 
-def _element_tensor(v, dtype, ltype):
-    """A new loom_tensor of one yielded value: numbers copied in (an element is small; wrapping the array
-    would cost a lock and a release callback per tensor), strings through _to_tensor."""
+def _element_tensor(v, dtype, ltype, st):
+    """A new loom_tensor of one yielded value (NULL with st set when it cannot be made): numbers copied in
+    (an element is small; wrapping the array would cost a lock and a release callback per tensor),
+    strings through _to_tensor."""
     if dtype is object:
         return _to_tensor(np.asarray(v, dtype=object), STRING)
     a = np.asarray(v, dtype=dtype)
     a = a if a.flags.c_contiguous else np.array(a, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
-    st = _Status()
-    t = lib.loom_tensor_new(ltype, a.ndim, (L.i64 * max(1, a.ndim))(*a.shape), st.p)
-    if not t:
-        st.raise_if()
-    if a.nbytes:
+    t = lib.loom_tensor_new(ltype, a.ndim, (L.i64 * max(1, a.ndim))(*a.shape), st)
+    if t and a.nbytes:
         C.memmove(lib.loom_tensor_data(t), a.ctypes.data, a.nbytes)
     return t
 
@@ -153,7 +151,9 @@ def from_generator(generator, output_types=None, output_shapes=None, args=None, 
                     return _OUT_OF_RANGE
                 parts = _element_parts(el, struct)
                 for i, (c, v, lt) in enumerate(zip(spec, parts, ltypes)):
-                    out[i] = _element_tensor(v, c.dtype, lt)
+                    out[i] = _element_tensor(v, c.dtype, lt, st)
+                    if not out[i]:
+                        return lib.loom_status_code(st)  # the dataset frees the tensors made before it
                 return 0
             except BaseException as e:  # noqa: B902 - must not unwind through C
                 lib.loom_status_set_message(st, _UNKNOWN, ("from_generator: the generator raised %s: %s"

@@ -9,7 +9,7 @@ nothing to switch on)."""
 from .. import _config
 from ._surface import Namespace, missing
 
-_state = {"inter": 0, "determinism": False}
+_state = {"inter": 0}
 
 
 def _count(n, what):
@@ -35,7 +35,7 @@ def _get_inter_op_parallelism_threads():
 
 
 def _enable_op_determinism():
-    _state["determinism"] = True  # loom is deterministic already
+    """Nothing to switch on: loom is deterministic already."""
 
 
 threading = Namespace("config.threading", set_intra_op_parallelism_threads=_set_intra_op_parallelism_threads,

@@ -61,13 +61,17 @@ class Optimizer:
     def _canned_options(self):
         return self._options()
 
+    def _rate(self):
+        """The learning rate given, or the Keras optimizer's own default."""
+        if self.learning_rate is None:
+            return 0.01 if self._loom == "SGD" else 0.001
+        return self.learning_rate
+
     def _make(self, g):
         """The loom_optimizer of this optimizer in graph g (a canned
         estimator's training graph, being built)."""
         from . import ops as _ops
-        lr = self.learning_rate
-        if lr is None:  # the Keras optimizer's own default
-            lr = 0.01 if self._loom == "SGD" else 0.001
+        lr = self._rate()
         if isinstance(lr, LearningRateSchedule):
             lr = lr(_ops.get_global_step(g))
         if isinstance(lr, Output):
@@ -180,10 +184,7 @@ def canned_spec(optimizer, what, owner):
         raise NotImplementedError("loom.tf: %s=%r: give a name, a tf.keras.optimizers instance (Adagrad, Adam, "
                                   "Ftrl, RMSprop, SGD) or a callable returning one" % (what, optimizer))
     if isinstance(optimizer, Optimizer) and optimizer._constant():
-        o.name = optimizer._loom.encode()
-        o.learning_rate = float(optimizer.learning_rate or 0.0)
-        if optimizer.learning_rate is None:  # the Keras optimizer's own default
-            o.learning_rate = 0.01 if optimizer._loom == "SGD" else 0.001
+        o.name, o.learning_rate = optimizer._loom.encode(), float(optimizer._rate())
         return o, None
     from .. import Graph
     from . import ops as _ops
@@ -249,7 +250,7 @@ def _schedule(name, fn, params):
     return type(name, (LearningRateSchedule,), {"__init__": __init__, "__call__": __call__})
 
 
-_RENAME = {"initial_learning_rate": "learning_rate", "end_learning_rate": "end_learning_rate"}
+_RENAME = {"initial_learning_rate": "learning_rate"}
 ExponentialDecay = _schedule("ExponentialDecay", "exponential_decay", (
     ("initial_learning_rate",), ("decay_steps",), ("decay_rate",), ("staircase", False), ("name", None)))
 PolynomialDecay = _schedule("PolynomialDecay", "polynomial_decay", (
