@@ -897,6 +897,20 @@ Test(train_and_evaluate, shuffled_eval_input_matches_evaluate_of_each_checkpoint
   tu_rmtree(dir);
 }
 
+/* loom_train_collective on ts under tf_config (NULL: no TF_CONFIG) refuses with code and a message holding msg. */
+static void tcoll_refuses(loom_estimator *e, const loom_train_spec *ts, const char *tf_config, loom_code code,
+                          const char *msg) {
+  if (tf_config)
+    setenv("TF_CONFIG", tf_config, 1);
+  else
+    unsetenv("TF_CONFIG");
+  loom_status *st = loom_status_new();
+  cr_assert_eq(loom_train_collective(e, ts, st), code, "%s", loom_status_message(st));
+  cr_assert(strstr(loom_status_message(st), msg), "%s", loom_status_message(st));
+  loom_status_free(st);
+  unsetenv("TF_CONFIG");
+}
+
 /* loom_train_collective (Estimator.train alone under the collective strategy): its argument and
  * environment errors (the collective job itself: python/tests/test_tf_distributed.py, tests/test_allreduce.c). */
 Test(train_and_evaluate, train_collective_names_what_is_missing) {
@@ -908,39 +922,26 @@ Test(train_and_evaluate, train_collective_names_what_is_missing) {
   loom_train_spec ts = loom_train_spec_default();
   ts.input_fn = input_fn;
   ts.input_user = &d;
-  loom_status *st = loom_status_new();
-  cr_assert_eq(loom_train_collective(NULL, &ts, st), LOOM_INVALID_ARGUMENT);
-  cr_assert_eq(loom_train_collective(e, NULL, st), LOOM_INVALID_ARGUMENT);
-  unsetenv("TF_CONFIG");
+  tcoll_refuses(NULL, &ts, NULL, LOOM_INVALID_ARGUMENT, "estimator or train_spec is NULL");
+  tcoll_refuses(e, NULL, NULL, LOOM_INVALID_ARGUMENT, "estimator or train_spec is NULL");
   ts.max_steps = 0;
-  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
-  cr_assert(strstr(loom_status_message(st), "needs TrainSpec.max_steps > 0"), "%s", loom_status_message(st));
+  tcoll_refuses(e, &ts, NULL, LOOM_INVALID_ARGUMENT, "needs TrainSpec.max_steps > 0");
   ts.max_steps = 5;
-  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_FAILED_PRECONDITION); /* no launcher, no TF_CONFIG */
-  cr_assert(strstr(loom_status_message(st), "not started by an MPI launcher"), "%s", loom_status_message(st));
-  setenv("TF_CONFIG",
-         "{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"ps\": [\"127.0.0.1:2\"]}, \"task\": {\"type\": \"chief\", "
-         "\"index\": 0}}",
-         1);
-  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
-  cr_assert(strstr(loom_status_message(st), "\"ps\" task(s)"), "%s", loom_status_message(st));
-  setenv("TF_CONFIG",
-         "{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:2\"]}, \"task\": {\"type\": "
-         "\"evaluator\", \"index\": 0}}",
-         1);
-  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
-  cr_assert(strstr(loom_status_message(st), "evaluator task evaluates under train_and_evaluate"), "%s",
-            loom_status_message(st));
-  unsetenv("TF_CONFIG");
+  tcoll_refuses(e, &ts, NULL, LOOM_FAILED_PRECONDITION, "not started by an MPI launcher");
+  tcoll_refuses(e, &ts,
+                "{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"ps\": [\"127.0.0.1:2\"]}, \"task\": "
+                "{\"type\": \"chief\", \"index\": 0}}",
+                LOOM_INVALID_ARGUMENT, "\"ps\" task(s)");
+  tcoll_refuses(e, &ts,
+                "{\"cluster\": {\"chief\": [\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:2\"]}, \"task\": "
+                "{\"type\": \"evaluator\", \"index\": 0}}",
+                LOOM_INVALID_ARGUMENT, "evaluator task evaluates under train_and_evaluate");
   /* the train spec is checked as train_and_evaluate checks it (no eval spec: none of its checks) */
   ts.input_fn = NULL;
-  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
-  cr_assert(strstr(loom_status_message(st), "TrainSpec.input_fn is NULL"), "%s", loom_status_message(st));
+  tcoll_refuses(e, &ts, NULL, LOOM_INVALID_ARGUMENT, "TrainSpec.input_fn is NULL");
   ts.input_fn = input_fn;
   ts.nhooks = 1;
-  cr_assert_eq(loom_train_collective(e, &ts, st), LOOM_INVALID_ARGUMENT);
-  cr_assert(strstr(loom_status_message(st), "TrainSpec.hooks: 1 hooks given without an array"), "%s",
-            loom_status_message(st));
-  loom_status_free(st);
+  tcoll_refuses(e, &ts, NULL, LOOM_INVALID_ARGUMENT, "TrainSpec.hooks: 1 hooks given without an array");
   loom_estimator_free(e);
+  tu_rmtree(dir);
 }
