@@ -113,14 +113,14 @@ def test_dist_program_under_tf_config_runs_each_role(tmp_path):
     assert out["ps"].startswith("task ps:0 of 2 worker(s), 1 ps")
     assert out["chief"].startswith("task chief:0 of 2 worker(s), 1 ps")
     assert out["worker"].startswith("task worker:0 of 2 worker(s), 1 ps")
-    # both trainers ran the job's loop through the PS (each reserving its steps there: how many each
-    # gets depends on timing), and the job ended at max_steps exactly
+    # the trainers ran the job's loop through the PS (each reserving its steps there: how many each
+    # gets depends on timing; one that starts after the other has reached max_steps gets none and
+    # prints no per-step line), and the job ended at max_steps exactly
     steps = {}
     for r in ("chief", "worker"):
         found = re.search(r"job %s:0: per step: .* steps=(\d+)" % r, out[r])
-        assert found, (r, out[r])
-        steps[r] = int(found.group(1))
-    assert sum(steps.values()) == 400, steps
+        steps[r] = int(found.group(1)) if found else 0
+    assert sum(steps.values()) == 400, (steps, out["chief"], out["worker"])
     line = [ln for ln in out["evaluator"].splitlines() if ln.startswith("METRIC ")][-1]
     m = {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.e]+)", line)}
     assert m["global_step"] == 400 and m["accuracy"] > 0.6, out  # 10 classes: chance is 0.1; local ~0.8
